@@ -1,0 +1,6 @@
+#!/usr/bin/env node
+// The `conveyor` command. Runs the compiled CLI when `make build` has produced dist/,
+// else the TypeScript sources directly (Node 24 strips types).
+import { existsSync } from "node:fs";
+const compiled = new URL("../dist/cli/main.js", import.meta.url);
+await import(existsSync(compiled) ? compiled.href : new URL("../cli/main.ts", import.meta.url).href);

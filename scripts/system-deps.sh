@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
+# iproute2 (network namespaces for the aggregation-layer test address). Idempotent: installs
+# only what is missing, so a warm machine pays nothing.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
+command -v ip >/dev/null || need+=(iproute2)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "system-deps: missing ${need[*]}; run as root or install them: apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "system-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian starts the packaged services; the tests run their own throwaway instances instead.
+for svc in redis-server postgresql; do
+  (command -v systemctl >/dev/null && systemctl disable --now "$svc" >/dev/null 2>&1) || service "$svc" stop >/dev/null 2>&1 || true
+done
+echo "system-deps: done"
