@@ -1,0 +1,129 @@
+// Read-side and operator commands: counts for scaling and `conveyor stats`, job lookup,
+// the busy/idle worker reports, and dead-letter retry/purge.
+import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
+import type { JobInfo, QueueCounts, WorkerReport } from "./types.ts";
+
+export interface DeadJob {
+  id: string;
+  deadAt: number;
+  reason: string;
+  attemptsMade: number;
+  error?: string;
+}
+
+export class QueueAdmin {
+  private readonly redis: RedisClient;
+  constructor(redis: RedisClient) {
+    this.redis = redis;
+  }
+
+  /** One round trip, atomic (all keys share a slot). */
+  async counts(queue: string): Promise<QueueCounts> {
+    const k = new QueueKeys(queue);
+    const now = Date.now();
+    const replies = await this.redis
+      .multi()
+      .zcard(k.ready)
+      .zcard(k.delayed)
+      .zcount(k.delayed, "-inf", now)
+      .zcard(k.inflight)
+      .zcard(k.dead)
+      .hget(k.counts, "completed")
+      .exec();
+    if (!replies) throw new Error(`counts for ${queue}: transaction aborted`);
+    const [ready, delayed, dueDelayed, inflight, dead, completed] = replies.map(([err, v]) => {
+      if (err) throw err;
+      return Number(v ?? 0);
+    }) as [number, number, number, number, number, number];
+    return { ready, delayed, dueDelayed, inflight, dead, completed, backlog: ready + dueDelayed + inflight };
+  }
+
+  /** Raw lifetime counters (enqueued, started, completed, failed, retried, dead, stalled, handedBack, fenced…). */
+  async counters(queue: string): Promise<Record<string, number>> {
+    const raw = await this.redis.hgetall(new QueueKeys(queue).counts);
+    return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+  }
+
+  /** Live worker reports (busy/idle per pod) for scale-in decisions. */
+  async workers(queue: string): Promise<WorkerReport[]> {
+    const raw = await this.redis.hgetall(new QueueKeys(queue).workers);
+    const out: WorkerReport[] = [];
+    for (const [id, json] of Object.entries(raw)) {
+      try {
+        out.push({ ...(JSON.parse(json) as WorkerReport), id });
+      } catch {
+        // A garbled report is ignored; the sweeper prunes it.
+      }
+    }
+    return out;
+  }
+
+  async job(id: string, queueOrPipeline?: string): Promise<JobInfo | null> {
+    assertJobId(id);
+    const pipelines = queueOrPipeline ? [queueOrPipeline.split("/")[0]!] : await this.redis.smembers(PIPELINES_KEY);
+    for (const p of pipelines) {
+      const raw = await this.redis.hgetall(new PipelineKeys(p).job(id));
+      if (Object.keys(raw).length > 0) return toJobInfo(raw);
+    }
+    return null;
+  }
+
+  async deadJobs(queue: string, limit = 100): Promise<DeadJob[]> {
+    const k = new QueueKeys(queue);
+    const entries = await this.redis.zrange(k.dead, 0, limit - 1, "WITHSCORES");
+    const out: DeadJob[] = [];
+    for (let i = 0; i < entries.length; i += 2) {
+      const id = entries[i]!;
+      const [reason, attemptsMade, error] = await this.redis.hmget(k.job(id), "deadReason", "attemptsMade", "error");
+      out.push({ id, deadAt: Number(entries[i + 1]), reason: reason ?? "", attemptsMade: Number(attemptsMade ?? 0), error: error ?? undefined });
+    }
+    return out;
+  }
+
+  /** Move dead jobs back to ready (all of them when `ids` is empty). Returns how many moved. */
+  async retryDead(queue: string, ids: string[] = []): Promise<number> {
+    const k = new QueueKeys(queue);
+    const keys = [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta];
+    if (ids.length > 0) return runScript<number>(this.redis, "retry_dead", keys, [k.jobPrefix, queue, Date.now(), ids.length, ...ids]);
+    let total = 0;
+    for (;;) {
+      const moved = await runScript<number>(this.redis, "retry_dead", keys, [k.jobPrefix, queue, Date.now(), 500]);
+      total += moved;
+      if (moved === 0) return total;
+    }
+  }
+
+  async purgeDead(queue: string): Promise<number> {
+    const k = new QueueKeys(queue);
+    let total = 0;
+    for (;;) {
+      const n = await runScript<number>(this.redis, "purge_dead", [k.dead], [k.jobPrefix, 500]);
+      total += n;
+      if (n === 0) return total;
+    }
+  }
+}
+
+function toJobInfo(raw: Record<string, string>): JobInfo {
+  const num = (v: string | undefined) => (v === undefined || v === "" ? undefined : Number(v));
+  return {
+    id: raw.id ?? "",
+    queue: raw.queue ?? "",
+    state: raw.state ?? "unknown",
+    data: raw.data ?? "",
+    priority: num(raw.priority) ?? 0,
+    attempts: num(raw.attempts) ?? 0,
+    attemptsMade: num(raw.attemptsMade) ?? 0,
+    stalls: num(raw.stalls) ?? 0,
+    handbacks: num(raw.handbacks) ?? 0,
+    createdAt: num(raw.createdAt) ?? 0,
+    startedAt: num(raw.startedAt),
+    finishedAt: num(raw.finishedAt),
+    result: raw.result,
+    error: raw.error || undefined,
+    errors: raw.errors || undefined,
+    deadReason: raw.deadReason || undefined,
+    worker: raw.worker,
+  };
+}

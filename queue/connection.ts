@@ -1,0 +1,83 @@
+// One place that turns a Redis URL into an ioredis client, single node or cluster.
+// Credentials come from the URL's password or REDIS_PASSWORD (a Secret in Kubernetes) and are
+// never logged: `describeRedisUrl` gives the form that may be printed.
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import type { RedisClient } from "./scripts.ts";
+
+export interface RedisTarget {
+  nodes: { host: string; port: number }[];
+  cluster: boolean;
+  tls: boolean;
+  username?: string;
+  password?: string;
+  db: number;
+}
+
+export class RedisUrlError extends Error {
+  override name = "RedisUrlError";
+}
+
+/**
+ * Accepts `redis://[user:pass@]host:port[/db]`, `rediss://…` (TLS), and
+ * `redis-cluster://[user:pass@]host:port,host:port[?tls=true]` for Redis Cluster.
+ */
+export function parseRedisUrl(url: string, password = process.env.REDIS_PASSWORD): RedisTarget {
+  const m = /^(redis|rediss|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/(\d+))?(?:\?(.*))?$/.exec(url);
+  if (!m) throw new RedisUrlError(`invalid Redis URL ${describeRedisUrl(url)}: expected redis://host:port, rediss://host:port or redis-cluster://host:port,host:port`);
+  const [, scheme, user, pass, hostList, db, query] = m;
+  const params = new URLSearchParams(query ?? "");
+  const nodes = hostList!.split(",").map((hp) => {
+    const hm = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(hp.trim());
+    const port = Number(hm?.[2] ?? 6379);
+    if (!hm || !Number.isInteger(port) || port < 1 || port > 65535) throw new RedisUrlError(`invalid Redis host ${JSON.stringify(hp)} in ${describeRedisUrl(url)}`);
+    return { host: hm[1]!, port };
+  });
+  return {
+    nodes,
+    cluster: scheme === "redis-cluster",
+    tls: scheme === "rediss" || params.get("tls") === "true",
+    username: user ? decodeURIComponent(user) : undefined,
+    password: pass ? decodeURIComponent(pass) : password || undefined,
+    db: Number(db ?? 0),
+  };
+}
+
+/** The URL with any password masked: safe for logs, Events and status. */
+export function describeRedisUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
+}
+
+export interface ConnectOptions {
+  /** Client name shown in `CLIENT LIST`. */
+  name?: string;
+  /** For connections that block (BLPOP): never time out a command. */
+  blocking?: boolean;
+  /** Fail commands fast instead of queueing them while disconnected (operator probes). */
+  failFast?: boolean;
+  /**
+   * Connection errors (refused, reset) while ioredis reconnects. Commands still fail through
+   * their own promises; this is for logs. Without it the errors are dropped, not thrown.
+   */
+  onError?: (err: Error) => void;
+}
+
+export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClient {
+  const t = parseRedisUrl(url);
+  const common: RedisOptions = {
+    username: t.username,
+    password: t.password,
+    connectionName: opts.name,
+    tls: t.tls ? {} : undefined,
+    // Reconnect forever with a capped delay: a Redis restart must not kill a worker.
+    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 3000),
+    maxRetriesPerRequest: opts.blocking ? null : opts.failFast ? 1 : 50,
+    enableOfflineQueue: !opts.failFast,
+    lazyConnect: false,
+  };
+  const node = t.nodes[0]!;
+  const client: RedisClient = t.cluster
+    ? new Cluster(t.nodes, { redisOptions: common, clusterRetryStrategy: common.retryStrategy, enableOfflineQueue: !opts.failFast })
+    : new Redis({ ...common, host: node.host, port: node.port, db: t.db });
+  client.on("error", opts.onError ?? (() => {}));
+  return client;
+}

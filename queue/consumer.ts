@@ -1,0 +1,172 @@
+// The consumer side of the protocol: every call that changes a claimed job carries its
+// fencing token, and the script refuses it when the lease has moved on.
+import { assertSamePipeline, QueueKeys } from "./keys.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
+import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
+
+export const DEFAULT_RETENTION_SECONDS = 3600;
+export const DEFAULT_MAX_STALLS = 2;
+
+export interface ConsumerOptions {
+  workerId: string;
+  leaseMs: number;
+  /** How long a completed job's record stays readable in Redis (0 = delete at once). */
+  retentionSeconds?: number;
+}
+
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  /** When the earliest delayed job becomes due (ms since epoch), or null. */
+  nextDueAt: number | null;
+}
+
+export type FailOutcome = "retry" | "dead" | "lost";
+
+export interface SweepResult {
+  /** false when another sweeper held the mutex. */
+  ran: boolean;
+  requeued: number;
+  deadLettered: number;
+}
+
+const CLAIM_FIELDS = 9;
+
+export class Consumer {
+  readonly queue: string;
+  readonly keys: QueueKeys;
+  private readonly redis: RedisClient;
+  private readonly opts: Required<ConsumerOptions>;
+
+  constructor(redis: RedisClient, queue: string, opts: ConsumerOptions) {
+    this.redis = redis;
+    this.queue = queue;
+    this.keys = new QueueKeys(queue);
+    this.opts = { retentionSeconds: DEFAULT_RETENTION_SECONDS, ...opts };
+  }
+
+  /** Claim at most `count` jobs — never more than the caller has free slots for. */
+  async claim(count: number): Promise<ClaimResult> {
+    const k = this.keys;
+    const now = Date.now();
+    const [flat, nextDue] = await runScript<[string[], number]>(
+      this.redis,
+      "claim_jobs",
+      [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
+    );
+    const jobs: ClaimedJob[] = [];
+    for (let i = 0; i < flat.length; i += CLAIM_FIELDS) {
+      jobs.push({
+        id: flat[i]!,
+        queue: this.queue,
+        token: String(flat[i + 1]),
+        rawData: flat[i + 2]!,
+        attempt: Number(flat[i + 3]),
+        maxAttempts: Number(flat[i + 4]),
+        timeoutMs: Number(flat[i + 5]),
+        stalls: Number(flat[i + 6]),
+        createdAt: Number(flat[i + 7]),
+        contentHash: flat[i + 8] ?? "",
+        claimedAt: now,
+      });
+    }
+    return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
+  }
+
+  /** Renew every lease in one call; returns the ids whose lease is no longer ours. */
+  async renew(leases: Lease[], report?: WorkerReport): Promise<string[]> {
+    const k = this.keys;
+    const pairs = leases.flatMap((l) => [l.id, l.token]);
+    return runScript<string[]>(
+      this.redis,
+      "renew_leases",
+      [k.inflight, k.workers],
+      [k.jobPrefix, Date.now(), this.opts.leaseMs, this.opts.workerId, report ? JSON.stringify(report) : "", ...pairs],
+    );
+  }
+
+  /** Returns false when the lease was lost: the result was fenced off and discarded. */
+  async complete(job: Lease, result: unknown): Promise<boolean> {
+    const k = this.keys;
+    const ok = await runScript<number>(
+      this.redis,
+      "complete_job",
+      [k.inflight, k.counts, k.outbox, k.meta],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), this.opts.retentionSeconds],
+    );
+    return ok === 1;
+  }
+
+  /** Complete this stage and enqueue the job into `nextQueue` with `nextData`, atomically. */
+  async advance(job: Lease, result: unknown, nextQueue: string, nextData: unknown = result): Promise<boolean> {
+    assertSamePipeline(this.queue, nextQueue);
+    const k = this.keys;
+    const next = new QueueKeys(nextQueue);
+    const ok = await runScript<number>(
+      this.redis,
+      "advance_job",
+      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), nextQueue, encodeResult(nextData)],
+    );
+    return ok === 1;
+  }
+
+  async fail(job: Lease, error: SerializedError, opts: { retryable: boolean; retryDelayMs: number }): Promise<FailOutcome> {
+    const k = this.keys;
+    return runScript<FailOutcome>(
+      this.redis,
+      "fail_job",
+      [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), JSON.stringify(error), Math.max(0, Math.round(opts.retryDelayMs)), opts.retryable ? "1" : "0"],
+    );
+  }
+
+  /** Hand a running job back for immediate redelivery, without counting an attempt. */
+  async release(job: Lease, reason: string): Promise<boolean> {
+    const k = this.keys;
+    const ok = await runScript<number>(
+      this.redis,
+      "release_job",
+      [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason],
+    );
+    return ok === 1;
+  }
+
+  async sweep(opts: { maxStalls?: number; limit?: number; lockMs?: number; workerStaleMs?: number } = {}): Promise<SweepResult> {
+    return sweepQueue(this.redis, this.queue, opts);
+  }
+
+  /**
+   * Block until a producer (or a hand-back) signals work, or `timeoutMs` passes. Needs a
+   * connection of its own: a blocked connection serves nothing else.
+   */
+  async waitForWork(blocking: RedisClient, timeoutMs: number): Promise<void> {
+    await blocking.blpop(this.keys.wake, Math.max(0.01, timeoutMs / 1000));
+  }
+
+  async forgetWorker(): Promise<void> {
+    await this.redis.hdel(this.keys.workers, this.opts.workerId);
+  }
+}
+
+/** The leaderless sweeper, callable by anyone holding a connection (workers, operator). */
+export async function sweepQueue(
+  redis: RedisClient,
+  queue: string,
+  opts: { maxStalls?: number; limit?: number; lockMs?: number; workerStaleMs?: number } = {},
+): Promise<SweepResult> {
+  const k = new QueueKeys(queue);
+  const [requeued, dead] = await runScript<[number, number]>(
+    redis,
+    "sweep_leases",
+    [k.inflight, k.ready, k.dead, k.counts, k.wake, k.outbox, k.meta, k.sweepLock, k.delayed, k.workers],
+    [k.jobPrefix, queue, Date.now(), opts.maxStalls ?? DEFAULT_MAX_STALLS, opts.limit ?? 1000, opts.lockMs ?? 1000, opts.workerStaleMs ?? 60_000],
+  );
+  if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0 };
+  return { ran: true, requeued, deadLettered: dead };
+}
+
+function encodeResult(result: unknown): string {
+  return result === undefined ? "null" : JSON.stringify(result);
+}

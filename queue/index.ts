@@ -1,0 +1,10 @@
+// The queue protocol's public surface, shared by producers, the worker, the operator and the CLI.
+export * from "./keys.ts";
+export * from "./types.ts";
+export * from "./connection.ts";
+export * from "./producer.ts";
+export * from "./consumer.ts";
+export * from "./admin.ts";
+export * from "./backoff.ts";
+export * from "./duration.ts";
+export { scriptSource, type RedisClient } from "./scripts.ts";

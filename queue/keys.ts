@@ -1,0 +1,84 @@
+// The Redis key layout. Every key of a queue carries its pipeline's hash tag, so all keys of
+// a pipeline (its stages, their jobs) live in one Redis Cluster slot and every script,
+// stage-to-stage advance included, stays atomic on a cluster. See docs/protocol.md.
+
+export const KEY_ROOT = "cvy";
+/** A global set of known pipelines, so a job can be found from its id alone. */
+export const PIPELINES_KEY = `${KEY_ROOT}:pipelines`;
+
+const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(\/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$/;
+const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+
+export class InvalidNameError extends Error {
+  override name = "InvalidNameError";
+}
+
+/**
+ * A queue is `stage` or `pipeline/stage`. Stages of one pipeline share its hash tag, which
+ * is what lets a job move from `docs/ocr` to `docs/embed` atomically.
+ */
+export function assertQueueName(queue: string): void {
+  if (!QUEUE_NAME.test(queue)) {
+    throw new InvalidNameError(
+      `invalid queue name ${JSON.stringify(queue)}: use letters, digits, '.', '_', '-', optionally as 'pipeline/stage'`,
+    );
+  }
+}
+
+export function assertJobId(id: string): void {
+  if (!JOB_ID.test(id)) {
+    throw new InvalidNameError(`invalid job id ${JSON.stringify(id)}: use letters, digits, '.', '_', ':', '-' (at most 200)`);
+  }
+}
+
+export function pipelineOf(queue: string): string {
+  assertQueueName(queue);
+  return queue.split("/")[0]!;
+}
+
+/** Keys shared by all stages of one pipeline. */
+export class PipelineKeys {
+  readonly pipeline: string;
+  readonly prefix: string;
+  constructor(pipeline: string) {
+    this.pipeline = pipeline;
+    this.prefix = `${KEY_ROOT}:{${pipeline}}:`;
+  }
+  get jobPrefix(): string { return `${this.prefix}job:`; }
+  job(id: string): string { return `${this.jobPrefix}${id}`; }
+  /** Transactional record of transitions, drained into PostgreSQL. */
+  get outbox(): string { return `${this.prefix}outbox`; }
+  /** Pipeline settings written by workers (e.g. `records` = outbox on). */
+  get meta(): string { return `${this.prefix}meta`; }
+  get seq(): string { return `${this.prefix}seq`; }
+  get fence(): string { return `${this.prefix}fence`; }
+}
+
+/** Keys of one queue (one stage). */
+export class QueueKeys extends PipelineKeys {
+  readonly queue: string;
+  constructor(queue: string) {
+    super(pipelineOf(queue));
+    this.queue = queue;
+  }
+  private part(name: string): string { return `${this.prefix}q:${this.queue}:${name}`; }
+  get ready(): string { return this.part("ready"); }
+  get delayed(): string { return this.part("delayed"); }
+  get inflight(): string { return this.part("inflight"); }
+  get dead(): string { return this.part("dead"); }
+  get counts(): string { return this.part("counts"); }
+  get wake(): string { return this.part("wake"); }
+  get workers(): string { return this.part("workers"); }
+  get sweepLock(): string { return this.part("sweep"); }
+  get events(): string { return this.part("events"); }
+  get idempotencyPrefix(): string { return this.part("idem:"); }
+}
+
+/** Stage chaining needs both queues in one slot: the same pipeline. */
+export function assertSamePipeline(from: string, to: string): void {
+  if (pipelineOf(from) !== pipelineOf(to)) {
+    throw new InvalidNameError(
+      `cannot chain ${from} → ${to}: stages of one pipeline must share its prefix (e.g. 'docs/ocr' → 'docs/embed')`,
+    );
+  }
+}

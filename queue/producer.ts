@@ -1,0 +1,94 @@
+// Producers enqueue jobs: one script call per batch, atomic per batch.
+import { randomUUID } from "node:crypto";
+import { assertJobId, assertQueueName, PIPELINES_KEY, QueueKeys } from "./keys.ts";
+import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import type { EnqueueOptions, EnqueueResult } from "./types.ts";
+
+export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
+export const DEFAULT_ATTEMPTS = 3;
+export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
+/** Jobs per script call in bulk enqueue: large enough to amortise, small enough not to block Redis. */
+const BULK_CHUNK = 500;
+
+export class PayloadTooLargeError extends Error {
+  override name = "PayloadTooLargeError";
+}
+export class InvalidJobError extends Error {
+  override name = "InvalidJobError";
+}
+
+export interface ProducerOptions {
+  maxPayloadBytes?: number;
+}
+
+export interface JobToEnqueue extends EnqueueOptions {
+  data: unknown;
+}
+
+export class Producer {
+  private readonly redis: RedisClient;
+  private readonly maxPayloadBytes: number;
+  private readonly knownPipelines = new Set<string>();
+
+  constructor(redis: RedisClient, opts: ProducerOptions = {}) {
+    this.redis = redis;
+    this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  }
+
+  async enqueue(queue: string, data: unknown, opts: EnqueueOptions = {}): Promise<EnqueueResult> {
+    const [result] = await this.enqueueMany(queue, [{ ...opts, data }]);
+    return result!;
+  }
+
+  async enqueueMany(queue: string, jobs: JobToEnqueue[]): Promise<EnqueueResult[]> {
+    assertQueueName(queue);
+    const keys = new QueueKeys(queue);
+    const encoded = jobs.map((job, i) => this.encode(job, i));
+    await this.registerPipeline(keys.pipeline);
+    const results: EnqueueResult[] = [];
+    for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
+      const chunk = encoded.slice(start, start + BULK_CHUNK);
+      const reply = await runScript<(string | number)[]>(
+        this.redis,
+        "enqueue_jobs",
+        [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq],
+        [keys.jobPrefix, keys.idempotencyPrefix, queue, Date.now(), this.maxPayloadBytes, IDEMPOTENCY_TTL_SECONDS, ...chunk.flat()],
+      ).catch((err: Error) => {
+        if (err.message.includes("ERR_PAYLOAD_TOO_LARGE")) throw new PayloadTooLargeError(err.message.replace(/^.*ERR_PAYLOAD_TOO_LARGE /, ""));
+        throw err;
+      });
+      for (let i = 0; i < reply.length; i += 2) results.push({ id: String(reply[i]), created: Number(reply[i + 1]) === 1 });
+    }
+    return results;
+  }
+
+  private encode(job: JobToEnqueue, index: number): ScriptArg[] {
+    const id = job.id ?? randomUUID();
+    assertJobId(id);
+    if (job.data === undefined) throw new InvalidJobError(`job ${index}: data is required (any JSON value)`);
+    const data = JSON.stringify(job.data);
+    const bytes = Buffer.byteLength(data);
+    if (bytes > this.maxPayloadBytes) {
+      throw new PayloadTooLargeError(`job ${id} is ${bytes} bytes, limit ${this.maxPayloadBytes} (store large inputs elsewhere and enqueue a reference)`);
+    }
+    const priority = job.priority ?? 0;
+    const attempts = job.attempts ?? DEFAULT_ATTEMPTS;
+    check(Number.isInteger(priority) && priority >= 0 && priority <= 1000, `priority must be an integer 0..1000, got ${priority}`);
+    check(Number.isInteger(attempts) && attempts >= 1 && attempts <= 1000, `attempts must be an integer 1..1000, got ${attempts}`);
+    const delayMs = job.delayMs ?? 0;
+    const timeoutMs = job.timeoutMs ?? 0;
+    check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
+    check(Number.isFinite(timeoutMs) && timeoutMs >= 0, `timeout must be ≥ 0, got ${timeoutMs}`);
+    return [id, data, priority, Math.round(delayMs), attempts, Math.round(timeoutMs), job.idempotencyKey ?? "", job.contentHash ?? ""];
+  }
+
+  private async registerPipeline(pipeline: string): Promise<void> {
+    if (this.knownPipelines.has(pipeline)) return;
+    await this.redis.sadd(PIPELINES_KEY, pipeline);
+    this.knownPipelines.add(pipeline);
+  }
+}
+
+function check(ok: boolean, message: string): asserts ok {
+  if (!ok) throw new InvalidJobError(message);
+}

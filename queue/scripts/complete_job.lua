@@ -1,0 +1,18 @@
+-- Complete a job the caller holds the lease for; keep its record for `retentionSeconds`.
+-- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds
+-- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
+local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = tonumber(ARGV[5])
+local jk = jobKey(jobPrefix, id)
+if not holdsLease(jk, token) then
+  redis.call('HINCRBY', KEYS[2], 'fenced', 1)
+  return 0
+end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', now, 'token', '')
+local retention = tonumber(ARGV[7])
+if retention > 0 then redis.call('EXPIRE', jk, retention) else redis.call('DEL', jk) end
+redis.call('HINCRBY', KEYS[2], 'completed', 1)
+record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6]})
+return 1

@@ -1,0 +1,46 @@
+-- Record a failed attempt: retry after the caller's backoff delay, or dead-letter the job
+-- with its reason and attempt history once attempts are spent (or the error is final).
+-- KEYS: 1 inflight, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
+--       7 retryDelayMs, 8 retryable ('1' or '0')
+-- Returns 'retry', 'dead', or 'lost' when the lease was lost.
+local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = tonumber(ARGV[5])
+local jk = jobKey(jobPrefix, id)
+if not holdsLease(jk, token) then
+  redis.call('HINCRBY', KEYS[4], 'fenced', 1)
+  return 'lost'
+end
+local made = redis.call('HINCRBY', jk, 'attemptsMade', 1)
+local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 1
+local errorJson = ARGV[6]
+local ok, err = pcall(cjson.decode, errorJson)
+if not ok or type(err) ~= 'table' then err = {message = errorJson} end
+-- Keep the last ten attempts' errors: enough to see a pattern, bounded in size.
+local history = {}
+local raw = redis.call('HGET', jk, 'errors')
+if raw and raw ~= '' then
+  local okh, h = pcall(cjson.decode, raw)
+  if okh and type(h) == 'table' then history = h end
+end
+history[#history + 1] = {attempt = made, token = token, at = now, error = err}
+while #history > 10 do table.remove(history, 1) end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
+redis.call('HINCRBY', KEYS[4], 'failed', 1)
+if ARGV[8] == '1' and made < attempts then
+  local due = now + tonumber(ARGV[7])
+  redis.call('HSET', jk, 'state', 'delayed')
+  redis.call('ZADD', KEYS[2], due, id)
+  redis.call('HINCRBY', KEYS[4], 'retried', 1)
+  record(KEYS[5], KEYS[6], {'type', 'retried', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'due', due})
+  return 'retry'
+end
+local reason = err.message or 'failed'
+if ARGV[8] ~= '1' then reason = 'not retryable: ' .. tostring(reason)
+else reason = 'attempts exhausted (' .. made .. '/' .. attempts .. '): ' .. tostring(reason) end
+redis.call('HSET', jk, 'state', 'dead', 'deadReason', reason, 'finishedAt', now)
+redis.call('ZADD', KEYS[3], now, id)
+redis.call('HINCRBY', KEYS[4], 'dead', 1)
+record(KEYS[5], KEYS[6], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'reason', reason})
+return 'dead'

@@ -1,0 +1,19 @@
+-- The batched lease heartbeat: extend every lease this worker still holds, in one call, and
+-- report the worker's busy/idle state for the operator's scale-in choice.
+-- KEYS: 1 inflight, 2 workers
+-- ARGV: 1 jobPrefix, 2 now (ms), 3 leaseMs, 4 workerId, 5 workerInfo (JSON, '' = none),
+--       then id, token pairs
+-- Returns the ids whose lease this worker no longer holds (fenced off).
+local jobPrefix = ARGV[1]
+local deadline = tonumber(ARGV[2]) + tonumber(ARGV[3])
+local lost = {}
+for i = 6, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  if holdsLease(jobKey(jobPrefix, id), token) then
+    redis.call('ZADD', KEYS[1], 'XX', deadline, id)
+  else
+    lost[#lost + 1] = id
+  end
+end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[4], ARGV[5]) end
+return lost

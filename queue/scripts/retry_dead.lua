@@ -1,0 +1,29 @@
+-- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
+-- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
+-- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
+-- Returns the number of jobs moved; entries without a usable record stay dead.
+local jobPrefix, queue = ARGV[1], ARGV[2]
+local now = tonumber(ARGV[3])
+local ids = {}
+if #ARGV > 4 then
+  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+end
+local moved = 0
+for _, id in ipairs(ids) do
+  local jk = jobKey(jobPrefix, id)
+  local f = redis.call('HMGET', jk, 'data', 'score')
+  if redis.call('ZSCORE', KEYS[1], id) and f[1] and f[2] then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
+    redis.call('ZADD', KEYS[2], f[2], id)
+    record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', f[1], 'from', 'dead'})
+    moved = moved + 1
+  end
+end
+if moved > 0 then
+  redis.call('HINCRBY', KEYS[3], 'revived', moved)
+  wake(KEYS[4])
+end
+return moved

@@ -1,0 +1,99 @@
+// Shapes shared by producers, consumers, the operator and the CLI.
+
+export interface EnqueueOptions {
+  /** Stable job id; generated when absent. Enqueueing an existing id is a no-op. */
+  id?: string;
+  /** Producer idempotency key: a second enqueue with the same key returns the first job. */
+  idempotencyKey?: string;
+  /** 0..1000, higher runs first. Default 0. */
+  priority?: number;
+  /** Run no earlier than this many milliseconds from now. */
+  delayMs?: number;
+  /** Total attempts before dead-lettering. Default 3. */
+  attempts?: number;
+  /** Per-job handler timeout; 0 = the worker's default. */
+  timeoutMs?: number;
+  /** Content hash for result reuse (see docs/protocol.md). */
+  contentHash?: string;
+}
+
+export interface EnqueueResult {
+  id: string;
+  /** false when the id or idempotency key already existed. */
+  created: boolean;
+}
+
+/** A job as a consumer holds it: the lease token is the fencing token. */
+export interface ClaimedJob {
+  id: string;
+  queue: string;
+  token: string;
+  /** The job's data exactly as stored (JSON text); the worker parses it. */
+  rawData: string;
+  /** 1-based number of this attempt. */
+  attempt: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  stalls: number;
+  createdAt: number;
+  contentHash: string;
+  /** When the lease was taken (ms since epoch, Redis clock of the claim call's caller). */
+  claimedAt: number;
+}
+
+export interface Lease {
+  id: string;
+  token: string;
+}
+
+export interface SerializedError {
+  name: string;
+  message: string;
+  stack?: string;
+  code?: string;
+}
+
+/** O(log n) counts used for scaling and `conveyor stats`. */
+export interface QueueCounts {
+  ready: number;
+  /** All delayed jobs (retries waiting for backoff and jobs with a delay). */
+  delayed: number;
+  /** Delayed jobs already due: they count as backlog. */
+  dueDelayed: number;
+  inflight: number;
+  dead: number;
+  completed: number;
+  /** What the autoscaler follows: ready + due-delayed + in-flight. */
+  backlog: number;
+}
+
+export interface WorkerReport {
+  id: string;
+  pod: string;
+  slots: number;
+  busy: number;
+  draining: boolean;
+  seen: number;
+}
+
+export type JobState = "ready" | "delayed" | "active" | "completed" | "dead";
+
+export interface JobInfo {
+  id: string;
+  queue: string;
+  state: JobState | string;
+  data: string;
+  priority: number;
+  attempts: number;
+  attemptsMade: number;
+  stalls: number;
+  handbacks: number;
+  createdAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  result?: string;
+  error?: string;
+  errors?: string;
+  deadReason?: string;
+  worker?: string;
+}

@@ -1,0 +1,297 @@
+// The queue protocol against a real Redis: leases, fencing, retries, dead letters, chaining,
+// idempotency, malformed records, and the same scripts on a real 3-node Redis Cluster.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Consumer, Producer, QueueAdmin, QueueKeys, connectRedis, InvalidNameError, PayloadTooLargeError, type RedisClient } from "../queue/index.ts";
+import { RedisClusterServer, RedisServer } from "./support/redis.ts";
+
+function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
+  return new Consumer(redis, queue, { workerId, leaseMs });
+}
+
+describe("queue protocol (single Redis)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  const fresh = () => `t${++n}`;
+
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    producer = new Producer(redis, { maxPayloadBytes: 1024 });
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("claim takes a lease with a fencing token and complete releases it", async () => {
+    const q = fresh();
+    const { id } = await producer.enqueue(q, { hello: 1 });
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(5);
+    assert.equal(jobs.length, 1);
+    assert.equal(jobs[0]!.id, id);
+    assert.deepEqual(JSON.parse(jobs[0]!.rawData), { hello: 1 });
+    assert.equal(jobs[0]!.attempt, 1);
+    assert.deepEqual(await admin.counts(q), { ready: 0, delayed: 0, dueDelayed: 0, inflight: 1, dead: 0, completed: 0, backlog: 1 });
+    assert.equal(await c.complete(jobs[0]!, { ok: true }), true);
+    const info = await admin.job(id);
+    assert.equal(info?.state, "completed");
+    assert.equal(info?.result, '{"ok":true}');
+    assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("claims never exceed the free slots asked for, and follow priority then FIFO", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1, id: "a" }, { data: 2, id: "b" }, { data: 3, id: "c", priority: 5 }, { data: 4, id: "d" }]);
+    const c = consumer(redis, q);
+    const first = await c.claim(2);
+    assert.deepEqual(first.jobs.map((j) => j.id), ["c", "a"]);
+    const rest = await c.claim(10);
+    assert.deepEqual(rest.jobs.map((j) => j.id), ["b", "d"]);
+  });
+
+  test("a stale token is fenced off: the late owner cannot complete, renew or fail", async () => {
+    const q = fresh();
+    await producer.enqueue(q, "x", { id: "job1" });
+    const slow = consumer(redis, q, "slow", 50);
+    const [job] = (await slow.claim(1)).jobs;
+    await new Promise((r) => setTimeout(r, 80));
+    const sweep = await slow.sweep({ lockMs: 1 });
+    assert.equal(sweep.requeued, 1);
+    const fast = consumer(redis, q, "fast");
+    const [again] = (await fast.claim(1)).jobs;
+    assert.equal(again!.id, "job1");
+    assert.notEqual(again!.token, job!.token);
+    assert.equal(again!.stalls, 1);
+    assert.equal(again!.attempt, 1, "a stall is not a failed attempt");
+    assert.deepEqual(await slow.renew([job!]), ["job1"]);
+    assert.equal(await slow.complete(job!, "late"), false);
+    assert.equal(await slow.fail(job!, { name: "E", message: "late" }, { retryable: true, retryDelayMs: 0 }), "lost");
+    assert.equal(await fast.complete(again!, "on time"), true);
+    assert.equal((await admin.job("job1"))?.result, '"on time"');
+    assert.equal((await admin.counters(q)).fenced, 2);
+  });
+
+  test("renew extends every held lease in one call and records the worker report", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1 }, { data: 2 }]);
+    const c = consumer(redis, q, "w-renew", 60_000);
+    const { jobs } = await c.claim(2);
+    const before = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
+    await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(await c.renew(jobs, { id: "w-renew", pod: "p1", slots: 4, busy: 2, draining: false, seen: Date.now() }), []);
+    const afterScores = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
+    assert.ok(Number(afterScores[1]) > Number(before[1]));
+    const workers = await admin.workers(q);
+    assert.equal(workers.length, 1);
+    assert.equal(workers[0]!.busy, 2);
+  });
+
+  test("failures retry with backoff, then dead-letter with reason and history; dlq retry revives", async () => {
+    const q = fresh();
+    await producer.enqueue(q, { n: 1 }, { id: "flaky", attempts: 2 });
+    const c = consumer(redis, q);
+    let [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.fail(job!, { name: "TypeError", message: "boom 1", stack: "at x" }, { retryable: true, retryDelayMs: 60_000 }), "retry");
+    assert.equal((await c.claim(1)).jobs.length, 0, "backoff delays the retry");
+    const counts = await admin.counts(q);
+    assert.equal(counts.delayed, 1);
+    assert.equal(counts.dueDelayed, 0);
+    await redis.zadd(new QueueKeys(q).delayed, Date.now() - 1, "flaky");
+    [job] = (await c.claim(1)).jobs;
+    assert.equal(job!.attempt, 2);
+    assert.equal(await c.fail(job!, { name: "TypeError", message: "boom 2", stack: "at y" }, { retryable: true, retryDelayMs: 0 }), "dead");
+    const [dead] = await admin.deadJobs(q);
+    assert.equal(dead!.id, "flaky");
+    assert.match(dead!.reason, /attempts exhausted \(2\/2\): boom 2/);
+    const info = await admin.job("flaky");
+    const history = JSON.parse(info!.errors!);
+    assert.deepEqual(history.map((h: { error: { message: string } }) => h.error.message), ["boom 1", "boom 2"]);
+    assert.equal(JSON.parse(info!.error!).stack, "at y");
+    assert.equal(await admin.retryDead(q), 1);
+    [job] = (await c.claim(1)).jobs;
+    assert.equal(job!.id, "flaky");
+    assert.equal(job!.attempt, 1);
+  });
+
+  test("a non-retryable failure dead-letters at once; purge removes dead jobs", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "final", attempts: 5 });
+    const c = consumer(redis, q);
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.fail(job!, { name: "MalformedJob", message: "not JSON" }, { retryable: false, retryDelayMs: 0 }), "dead");
+    assert.match((await admin.deadJobs(q))[0]!.reason, /not retryable: not JSON/);
+    assert.equal(await admin.purgeDead(q), 1);
+    assert.equal(await admin.job("final"), null);
+    assert.equal((await admin.counts(q)).dead, 0);
+  });
+
+  test("release hands a job back at the front without counting an attempt", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1, id: "first" }, { data: 2, id: "second" }]);
+    const c = consumer(redis, q);
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.release(job!, "drain deadline"), true);
+    const [again] = (await c.claim(1)).jobs;
+    assert.equal(again!.id, "first");
+    assert.equal(again!.attempt, 1);
+    assert.equal((await admin.job("first"))!.handbacks, 1);
+    assert.equal((await admin.counters(q)).handedBack, 1);
+  });
+
+  test("a job that keeps stalling is dead-lettered (poison-pill guard)", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "pill" });
+    for (let i = 0; i < 3; i++) {
+      const c = consumer(redis, q, `w${i}`, 1);
+      const { jobs } = await c.claim(1);
+      assert.equal(jobs.length, 1, `claim ${i}`);
+      await new Promise((r) => setTimeout(r, 5));
+      await c.sweep({ maxStalls: 2, lockMs: 1 });
+    }
+    const [dead] = await admin.deadJobs(q);
+    assert.equal(dead?.id, "pill");
+    assert.match(dead!.reason, /stalled 3 times/);
+  });
+
+  test("the sweeper mutex makes concurrent sweeps no-ops", async () => {
+    const q = fresh();
+    const c = consumer(redis, q);
+    const results = await Promise.all([c.sweep({ lockMs: 10_000 }), c.sweep({ lockMs: 10_000 })]);
+    assert.deepEqual(results.map((r) => r.ran).sort(), [false, true]);
+  });
+
+  test("advance completes stage A and enqueues stage B atomically, same id", async () => {
+    const a = "pipe1/a";
+    const b = "pipe1/b";
+    await producer.enqueue(a, { doc: 1 }, { id: "doc1" });
+    const ca = consumer(redis, a);
+    const [job] = (await ca.claim(1)).jobs;
+    assert.equal(await ca.advance(job!, { text: "hi" }, b), true);
+    assert.equal(await ca.advance(job!, { text: "again" }, b), false, "a second advance is fenced");
+    const [next] = (await consumer(redis, b).claim(5)).jobs;
+    assert.equal(next!.id, "doc1");
+    assert.deepEqual(JSON.parse(next!.rawData), { text: "hi" });
+    assert.equal((await admin.counts(a)).completed, 1);
+    await assert.rejects(ca.advance(job!, 1, "other/b"), InvalidNameError);
+  });
+
+  test("idempotency key and explicit id dedupe enqueues", async () => {
+    const q = fresh();
+    const one = await producer.enqueue(q, 1, { idempotencyKey: "k1" });
+    const two = await producer.enqueue(q, 2, { idempotencyKey: "k1" });
+    assert.equal(two.id, one.id);
+    assert.equal(two.created, false);
+    await producer.enqueue(q, 1, { id: "fixed" });
+    assert.equal((await producer.enqueue(q, 1, { id: "fixed" })).created, false);
+    assert.equal((await admin.counts(q)).ready, 2);
+  });
+
+  test("payload limit and bad options give clear errors and enqueue nothing", async () => {
+    const q = fresh();
+    await assert.rejects(producer.enqueue(q, "x".repeat(2000)), PayloadTooLargeError);
+    await assert.rejects(producer.enqueue(q, 1, { priority: 5000 }), /priority must be an integer 0..1000/);
+    await assert.rejects(producer.enqueue("bad name!", 1), InvalidNameError);
+    assert.equal((await admin.counts(q)).ready, 0);
+  });
+
+  test("the script enforces the payload limit for producers in other languages", async () => {
+    const q = fresh();
+    const big = new Producer(redis, { maxPayloadBytes: 1_000_000 });
+    // The Lua limit is the one passed by the caller; a direct call with a small limit must refuse.
+    const k = new QueueKeys(q);
+    await assert.rejects(
+      redis.eval((await import("../queue/index.ts")).scriptSource("enqueue_jobs"), 7, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.jobPrefix, k.idempotencyPrefix, q, Date.now(), 10, 60, "id1", '"0123456789abc"', 0, 0, 1, 0, "", ""),
+      /ERR_PAYLOAD_TOO_LARGE/,
+    );
+    assert.equal((await big.enqueue(q, "ok")).created, true);
+  });
+
+  test("malformed entries written straight into Redis are dead-lettered with a reason", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    await redis.zadd(k.ready, 1, "ghost");
+    await redis.hset(k.job("nodata"), "id", "nodata", "score", 2);
+    await redis.zadd(k.ready, 2, "nodata");
+    await producer.enqueue(q, 1, { id: "good" });
+    const { jobs } = await consumer(redis, q).claim(10);
+    assert.deepEqual(jobs.map((j) => j.id), ["good"]);
+    const dead = await admin.deadJobs(q);
+    assert.deepEqual(dead.map((d) => d.id).sort(), ["ghost", "nodata"]);
+    for (const d of dead) assert.match(d.reason, /malformed/);
+  });
+
+  test("delayed jobs count as backlog once due and are promoted by claim", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "later", delayMs: 60_000 });
+    const c = consumer(redis, q);
+    const r = await c.claim(1);
+    assert.equal(r.jobs.length, 0);
+    assert.ok(r.nextDueAt && r.nextDueAt > Date.now());
+    assert.equal((await admin.counts(q)).backlog, 0);
+    await redis.zadd(new QueueKeys(q).delayed, Date.now() - 1, "later");
+    assert.equal((await admin.counts(q)).backlog, 1);
+    assert.equal((await c.claim(1)).jobs[0]?.id, "later");
+  });
+
+  test("waitForWork wakes on enqueue", async () => {
+    const q = fresh();
+    const blocking = connectRedis(server.url, { blocking: true });
+    try {
+      const c = consumer(redis, q);
+      const woke = c.waitForWork(blocking, 30_000).then(() => Date.now());
+      await new Promise((r) => setTimeout(r, 50));
+      const sent = Date.now();
+      await producer.enqueue(q, 1);
+      assert.ok((await woke) >= sent);
+    } finally {
+      blocking.disconnect();
+    }
+  });
+});
+
+describe("queue protocol on a real 3-node Redis Cluster", () => {
+  let cluster: RedisClusterServer;
+  let redis: RedisClient;
+  before(async () => {
+    cluster = await RedisClusterServer.start(3);
+    redis = connectRedis(cluster.url);
+  });
+  after(async () => {
+    redis.disconnect();
+    await cluster.stop();
+  });
+
+  test("enqueue, claim, renew, advance, fail, sweep and stats run with no CROSSSLOT error", async () => {
+    const producer = new Producer(redis);
+    const admin = new QueueAdmin(redis);
+    // Several pipelines so that they land on different nodes.
+    for (const p of ["alpha", "beta", "gamma", "delta"]) {
+      const a = `${p}/a`;
+      const b = `${p}/b`;
+      await producer.enqueueMany(a, [{ data: 1, id: `${p}-1` }, { data: 2, id: `${p}-2` }]);
+      const ca = new Consumer(redis, a, { workerId: "w", leaseMs: 30_000 });
+      const { jobs } = await ca.claim(2);
+      assert.equal(jobs.length, 2);
+      assert.deepEqual(await ca.renew(jobs), []);
+      assert.equal(await ca.advance(jobs[0]!, { ok: p }, b), true);
+      assert.equal(await ca.fail(jobs[1]!, { name: "E", message: "x" }, { retryable: false, retryDelayMs: 0 }), "dead");
+      assert.equal((await ca.sweep()).ran, true);
+      const cb = new Consumer(redis, b, { workerId: "w", leaseMs: 30_000 });
+      const [next] = (await cb.claim(1)).jobs;
+      assert.equal(next!.id, `${p}-1`);
+      assert.equal(await cb.complete(next!, "done"), true);
+      assert.equal((await admin.counts(a)).dead, 1);
+      assert.equal((await admin.counts(b)).completed, 1);
+      assert.equal((await admin.job(`${p}-1`))?.state, "completed");
+      assert.equal(await admin.retryDead(a), 1);
+    }
+    const slots = new Set(await Promise.all(["alpha", "beta", "gamma", "delta"].map((p) => (redis as import("ioredis").Cluster).cluster("KEYSLOT", `cvy:{${p}}:x`))));
+    assert.ok(slots.size > 1);
+  });
+});

@@ -1,0 +1,94 @@
+// Child processes of a test run: each in its own process group, all killed when the test
+// process exits for any reason, so a failing test never leaves servers behind.
+import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+
+const live = new Set<ChildProcess>();
+let hooked = false;
+
+function killAll(): void {
+  for (const child of live) {
+    try {
+      if (child.pid) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function hookExit(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on("exit", killAll);
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    process.once(sig, () => {
+      killAll();
+      process.exit(130);
+    });
+  }
+}
+
+export interface Started {
+  child: ChildProcess;
+  /** Resolves with the exit code (or signal name) once the process ends. */
+  exited: Promise<number | string>;
+}
+
+/** Spawn a process group leader whose output goes to `logFile` (or is inherited when null). */
+export function startProcess(cmd: string, args: string[], opts: SpawnOptions & { logFile?: string | null } = {}): Started {
+  hookExit();
+  const { logFile, ...spawnOpts } = opts;
+  const child = spawn(cmd, args, { ...spawnOpts, detached: true, stdio: logFile === null ? "inherit" : ["ignore", "pipe", "pipe"] });
+  if (logFile) {
+    const out = createWriteStream(logFile, { flags: "a" });
+    child.stdout?.pipe(out);
+    child.stderr?.pipe(out);
+  }
+  live.add(child);
+  const exited = new Promise<number | string>((resolve) => {
+    child.on("exit", (code, signal) => {
+      live.delete(child);
+      resolve(code ?? signal ?? -1);
+    });
+    child.on("error", () => {
+      live.delete(child);
+      resolve(-1);
+    });
+  });
+  return { child, exited };
+}
+
+/** SIGTERM the group, then SIGKILL after `graceMs`. */
+export async function stopProcess(p: Started, graceMs = 5000): Promise<void> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  try {
+    process.kill(-p.child.pid!, "SIGTERM");
+  } catch {
+    return;
+  }
+  const done = await Promise.race([p.exited.then(() => true), sleep(graceMs).then(() => false)]);
+  if (!done) {
+    try {
+      process.kill(-p.child.pid!, "SIGKILL");
+    } catch {
+      // gone
+    }
+    await p.exited;
+  }
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v) return v;
+    } catch (err) {
+      lastErr = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
+    await sleep(intervalMs);
+  }
+}

@@ -1,0 +1,103 @@
+// Throwaway Redis servers (single node or a 3-node cluster) on free loopback ports.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { freePort } from "./ports.ts";
+import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
+
+export interface RedisServerOptions {
+  /** Extra redis-server arguments, e.g. ["--appendonly", "yes", "--appendfsync", "always"]. */
+  args?: string[];
+  dir?: string;
+  port?: number;
+}
+
+export class RedisServer {
+  readonly port: number;
+  readonly dir: string;
+  private readonly args: string[];
+  private proc: Started | null = null;
+
+  private constructor(port: number, dir: string, args: string[]) {
+    this.port = port;
+    this.dir = dir;
+    this.args = args;
+  }
+
+  static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
+    const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "cvy-redis-"));
+    const server = new RedisServer(opts.port ?? (await freePort()), dir, opts.args ?? []);
+    await server.resume();
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** (Re)start the server with the same port and data directory. */
+  async resume(): Promise<void> {
+    this.proc = startProcess(
+      "redis-server",
+      ["--port", String(this.port), "--bind", "127.0.0.1", "--dir", this.dir, "--save", "", "--daemonize", "no", "--logfile", join(this.dir, "redis.log"), ...this.args],
+      { logFile: join(this.dir, "stdout.log") },
+    );
+    await waitFor(`redis on ${this.port}`, async () => {
+      const r = new Redis({ port: this.port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      try {
+        await r.connect();
+        return (await r.ping()) === "PONG";
+      } finally {
+        r.disconnect();
+      }
+    });
+  }
+
+  async kill(signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
+    if (!this.proc) return;
+    if (signal === "SIGKILL") {
+      try { process.kill(-this.proc.child.pid!, "SIGKILL"); } catch { /* gone */ }
+      await this.proc.exited;
+    } else {
+      await stopProcess(this.proc);
+    }
+    this.proc = null;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export class RedisClusterServer {
+  readonly nodes: RedisServer[];
+  private constructor(nodes: RedisServer[]) {
+    this.nodes = nodes;
+  }
+
+  static async start(size = 3): Promise<RedisClusterServer> {
+    const nodes: RedisServer[] = [];
+    for (let i = 0; i < size; i++) {
+      nodes.push(await RedisServer.start({ args: ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000", "--appendonly", "no"] }));
+    }
+    execFileSync("redis-cli", ["--cluster", "create", ...nodes.map((n) => `127.0.0.1:${n.port}`), "--cluster-replicas", "0", "--cluster-yes"], { stdio: "pipe" });
+    const first = new Redis({ port: nodes[0]!.port, host: "127.0.0.1" });
+    try {
+      await waitFor("cluster state ok", async () => (await first.cluster("INFO")).includes("cluster_state:ok"), 60_000, 200);
+    } finally {
+      first.disconnect();
+    }
+    return new RedisClusterServer(nodes);
+  }
+
+  get url(): string {
+    return `redis-cluster://${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(",")}`;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+}
