@@ -81,3 +81,27 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
   client.on("error", opts.onError ?? (() => {}));
   return client;
 }
+
+/** Resolve once the client is connected; reject with a message naming the (masked) URL. */
+export function waitUntilReady(client: RedisClient, url: string, timeoutMs = 5000): Promise<void> {
+  if (client.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let lastError = "no answer";
+    const onError = (err: Error) => (lastError = err.message || (err as { code?: string }).code || String(err));
+    const onReady = () => {
+      cleanup();
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`cannot connect to Redis at ${describeRedisUrl(url)} within ${timeoutMs}ms: ${lastError}`));
+    }, timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      client.off("error", onError);
+      client.off("ready", onReady);
+    };
+    client.on("error", onError);
+    client.on("ready", onReady);
+  });
+}

@@ -46,6 +46,7 @@ export class RedisServer {
     );
     await waitFor(`redis on ${this.port}`, async () => {
       const r = new Redis({ port: this.port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      r.on("error", () => {});
       try {
         await r.connect();
         return (await r.ping()) === "PONG";

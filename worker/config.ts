@@ -1,0 +1,164 @@
+// Worker configuration from flags and environment. Every bad value stops the process at start
+// with a message naming the flag or variable — never a worker that half-runs.
+import { hostname } from "node:os";
+import { parseArgs } from "node:util";
+import { assertQueueName, assertSamePipeline, parseDuration, parseRedisUrl } from "../queue/index.ts";
+import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
+
+export interface WorkerConfig {
+  queue: string;
+  nextQueue?: string;
+  handler: HandlerSpec;
+  redisUrl: string;
+  databaseUrl?: string;
+  concurrency: number;
+  /** Lease length; the heartbeat renews at a third of it. */
+  leaseMs: number;
+  /** Default per-job timeout (a job may carry its own). */
+  jobTimeoutMs: number;
+  /** After a timeout abort, how long a handler may take to stop before it is abandoned/killed. */
+  killGraceMs: number;
+  /** Warm shutdown: how long to keep running jobs before handing them back. */
+  drainMs: number;
+  maxStalls: number;
+  retentionSeconds: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  port: number;
+  workerId: string;
+  pod: string;
+  logLevel: string;
+  /** Recycling (0 = off): drain and exit after this many jobs. */
+  maxJobs: number;
+  /** Recycling (0 = off): drain and exit when RSS exceeds this many MiB. */
+  maxMemoryMb: number;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** Flag name → environment variable. Flags win over the environment. */
+const SOURCES = {
+  queue: "CONVEYOR_QUEUE",
+  "next-queue": "CONVEYOR_NEXT_QUEUE",
+  handler: "CONVEYOR_HANDLER",
+  redis: "REDIS_URL",
+  database: "DATABASE_URL",
+  concurrency: "CONVEYOR_CONCURRENCY",
+  lease: "CONVEYOR_LEASE",
+  "job-timeout": "CONVEYOR_JOB_TIMEOUT_SECONDS",
+  "kill-grace": "CONVEYOR_KILL_GRACE",
+  drain: "CONVEYOR_DRAIN_SECONDS",
+  "max-stalls": "CONVEYOR_MAX_STALLS",
+  retention: "CONVEYOR_RETENTION_SECONDS",
+  "backoff-base": "CONVEYOR_BACKOFF_BASE",
+  "backoff-max": "CONVEYOR_BACKOFF_MAX",
+  port: "CONVEYOR_PORT",
+  "worker-id": "CONVEYOR_WORKER_ID",
+  "log-level": "LOG_LEVEL",
+  "max-jobs": "CONVEYOR_MAX_JOBS",
+  "max-memory": "CONVEYOR_MAX_MEMORY_MB",
+} as const;
+type Option = keyof typeof SOURCES;
+
+export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
+  --queue Q            CONVEYOR_QUEUE            queue to work (required): 'stage' or 'pipeline/stage'
+  --handler H          CONVEYOR_HANDLER          module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)
+  --next-queue Q       CONVEYOR_NEXT_QUEUE       next stage: a handler's result is enqueued there atomically
+  --redis URL          REDIS_URL                 redis://host:6379 (password via REDIS_PASSWORD)
+  --database URL       DATABASE_URL              PostgreSQL for job records (optional)
+  --concurrency N      CONVEYOR_CONCURRENCY      job slots in this process (default 1)
+  --lease D            CONVEYOR_LEASE            lease length, renewed every third (default 30s)
+  --job-timeout S      CONVEYOR_JOB_TIMEOUT_SECONDS  default per-job timeout in seconds (default 300)
+  --kill-grace D       CONVEYOR_KILL_GRACE       time a timed-out handler gets to stop (default 5s)
+  --drain S            CONVEYOR_DRAIN_SECONDS    warm-shutdown drain before hand-back, seconds (default 25)
+  --max-stalls N       CONVEYOR_MAX_STALLS       lease expiries before dead-lettering (default 2)
+  --retention S        CONVEYOR_RETENTION_SECONDS keep completed jobs in Redis, seconds (default 3600)
+  --backoff-base D     CONVEYOR_BACKOFF_BASE     retry backoff base (default 1s)
+  --backoff-max D      CONVEYOR_BACKOFF_MAX      retry backoff cap (default 5m)
+  --port N             CONVEYOR_PORT             /healthz /readyz /metrics port (default 9464; 0 = any)
+  --worker-id ID       CONVEYOR_WORKER_ID        defaults to POD_NAME, else host-pid
+  --max-jobs N         CONVEYOR_MAX_JOBS         recycle: drain and exit 0 after N jobs (default 0 = off)
+  --max-memory MB      CONVEYOR_MAX_MEMORY_MB    recycle: drain and exit 0 above this RSS (default 0 = off)
+  --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)`;
+
+export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
+  let values: Record<string, string | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: Object.fromEntries(Object.keys(SOURCES).map((k) => [k, { type: "string" as const }])),
+      strict: true,
+      allowPositionals: false,
+    }) as { values: Record<string, string | undefined> });
+  } catch (err) {
+    throw new ConfigError(`${(err as Error).message}\n${WORKER_USAGE}`);
+  }
+  const raw = (opt: Option): string | undefined => {
+    const v = values[opt] ?? env[SOURCES[opt]];
+    return v === undefined || v === "" ? undefined : v;
+  };
+  const name = (opt: Option) => `--${opt} / ${SOURCES[opt]}`;
+  const guard = <T>(opt: Option, parse: (v: string) => T): T | undefined => {
+    const v = raw(opt);
+    if (v === undefined) return undefined;
+    try {
+      return parse(v);
+    } catch (err) {
+      throw new ConfigError(`${name(opt)}: ${(err as Error).message}`);
+    }
+  };
+  const int = (opt: Option, def: number, min: number, max: number): number =>
+    guard(opt, (v) => {
+      const n = Number(v);
+      if (!/^\d+$/.test(v.trim()) || n < min || n > max) throw new Error(`expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
+      return n;
+    }) ?? def;
+  const duration = (opt: Option, def: number): number => guard(opt, (v) => parseDuration(v, "duration")) ?? def;
+  const required = (opt: Option): string => {
+    const v = raw(opt);
+    if (v === undefined) throw new ConfigError(`${name(opt)} is required\n${WORKER_USAGE}`);
+    return v;
+  };
+
+  const queue = required("queue");
+  guard("queue", assertQueueName);
+  const nextQueue = raw("next-queue");
+  if (nextQueue) guard("next-queue", (v) => assertSamePipeline(queue, v));
+  const handler = guard("handler", parseHandlerSpec);
+  if (!handler) required("handler");
+  const redisUrl = raw("redis") ?? "redis://127.0.0.1:6379";
+  guard("redis", (v) => parseRedisUrl(v));
+  const databaseUrl = guard("database", (v) => {
+    if (!/^postgres(ql)?:\/\//.test(v)) throw new Error("expected postgres://user@host:5432/db");
+    return v;
+  });
+  const leaseMs = duration("lease", 30_000);
+  if (leaseMs < 100) throw new ConfigError(`${name("lease")}: must be at least 100ms`);
+  const logLevel = raw("log-level") ?? "info";
+  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) throw new ConfigError(`${name("log-level")}: unknown level ${JSON.stringify(logLevel)}`);
+  const pod = env.POD_NAME || hostname();
+  return {
+    queue,
+    nextQueue,
+    handler: handler!,
+    redisUrl,
+    databaseUrl,
+    concurrency: int("concurrency", 1, 1, 10_000),
+    leaseMs,
+    jobTimeoutMs: int("job-timeout", 300, 1, 7 * 24 * 3600) * 1000,
+    killGraceMs: duration("kill-grace", 5000),
+    drainMs: int("drain", 25, 0, 7 * 24 * 3600) * 1000,
+    maxStalls: int("max-stalls", 2, 0, 1000),
+    retentionSeconds: int("retention", 3600, 0, 365 * 24 * 3600),
+    backoffBaseMs: duration("backoff-base", 1000),
+    backoffMaxMs: duration("backoff-max", 300_000),
+    port: int("port", 9464, 0, 65535),
+    workerId: raw("worker-id") ?? (env.POD_NAME || `${hostname()}-${process.pid}`),
+    pod,
+    logLevel,
+    maxJobs: int("max-jobs", 0, 0, Number.MAX_SAFE_INTEGER),
+    maxMemoryMb: int("max-memory", 0, 0, 1_000_000),
+  };
+}

@@ -1,0 +1,83 @@
+// `command:` handlers: run argv directly (spawn = fork+exec of the command, never of this
+// worker, and never through a shell, so job data is inert), job data as JSON on stdin, the
+// result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry.
+import { spawn } from "node:child_process";
+import { HandlerError, type Handler } from "./types.ts";
+
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+const EX_DATAERR = 65;
+
+export function commandHandler(argv: string[], killGraceMs: number): Handler {
+  const [file, ...args] = argv;
+  return {
+    kind: "command",
+    run: (job, ctx) =>
+      new Promise((resolve, reject) => {
+        const child = spawn(file!, args, {
+          shell: false,
+          detached: true, // its own process group, so a timeout kills grandchildren too
+          stdio: ["pipe", "pipe", "pipe"],
+          env: {
+            ...process.env,
+            CONVEYOR_JOB_ID: job.id,
+            CONVEYOR_QUEUE: job.queue,
+            CONVEYOR_ATTEMPT: String(job.attempt),
+            CONVEYOR_EXECUTION_ID: job.executionId,
+          },
+        });
+        const out: Buffer[] = [];
+        let outBytes = 0;
+        let errTail = "";
+        let overflow = false;
+        child.stdout.on("data", (b: Buffer) => {
+          outBytes += b.length;
+          if (outBytes > MAX_OUTPUT_BYTES) {
+            overflow = true;
+            killGroup("SIGKILL");
+          } else out.push(b);
+        });
+        child.stderr.on("data", (b: Buffer) => {
+          errTail = (errTail + b.toString("utf8")).slice(-2000);
+        });
+        child.stdin.on("error", () => {}); // the command may exit without reading its input
+        child.stdin.end(JSON.stringify(job.data));
+
+        let killTimer: NodeJS.Timeout | undefined;
+        function killGroup(sig: NodeJS.Signals) {
+          try {
+            process.kill(-child.pid!, sig);
+          } catch {
+            // already gone
+          }
+        }
+        const onAbort = () => {
+          killGroup("SIGTERM");
+          killTimer = setTimeout(() => killGroup("SIGKILL"), killGraceMs);
+          killTimer.unref();
+        };
+        ctx.signal.addEventListener("abort", onAbort, { once: true });
+
+        child.on("error", (err) => {
+          ctx.signal.removeEventListener("abort", onAbort);
+          reject(new HandlerError(`cannot start handler command ${file}: ${err.message}`, { retryable: false, cause: err }));
+        });
+        child.on("close", (code, signal) => {
+          ctx.signal.removeEventListener("abort", onAbort);
+          clearTimeout(killTimer);
+          if (ctx.signal.aborted) return reject(ctx.signal.reason);
+          if (overflow) return reject(new HandlerError(`handler command wrote more than ${MAX_OUTPUT_BYTES} bytes to stdout`, { retryable: false }));
+          if (code !== 0) {
+            const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
+            return reject(new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, { retryable: code !== EX_DATAERR }));
+          }
+          const text = Buffer.concat(out).toString("utf8").trim();
+          if (text === "") return resolve(null);
+          try {
+            resolve(JSON.parse(text));
+          } catch {
+            reject(new HandlerError(`handler command wrote output that is not JSON: ${JSON.stringify(text.slice(0, 200))}`, { retryable: true }));
+          }
+        });
+      }),
+  };
+}

@@ -1,0 +1,51 @@
+// What a stage handler sees, whatever its kind.
+import type { Logger } from "pino";
+
+/** The job as handed to a handler: a fresh object per execution. */
+export interface JobView {
+  id: string;
+  queue: string;
+  data: unknown;
+  /** 1-based attempt number. */
+  attempt: number;
+  maxAttempts: number;
+  /** Unique per start of this job (the lease's fencing token). */
+  executionId: string;
+  createdAt: number;
+}
+
+export interface HandlerContext {
+  /** Aborted on timeout, hand-back at the drain deadline, or lease loss. `signal.reason` says which. */
+  signal: AbortSignal;
+  log: Logger;
+  /** Report progress (0..1) with an optional message. */
+  progress(fraction: number, message?: string): void;
+}
+
+export interface Handler {
+  readonly kind: string;
+  run(job: JobView, ctx: HandlerContext): Promise<unknown>;
+  close?(): Promise<void>;
+}
+
+export type HandlerSpec =
+  | { kind: "module"; path: string }
+  | { kind: "http"; url: string }
+  | { kind: "command"; argv: string[] };
+
+/**
+ * Failure classification. A handler marks an error final with `retryable: false` (any error
+ * object with that property), so bad input is dead-lettered at once instead of burning attempts.
+ */
+export class HandlerError extends Error {
+  override name = "HandlerError";
+  readonly retryable: boolean;
+  constructor(message: string, opts: { retryable: boolean; cause?: unknown }) {
+    super(message, { cause: opts.cause });
+    this.retryable = opts.retryable;
+  }
+}
+
+export function isRetryable(err: unknown): boolean {
+  return !(typeof err === "object" && err !== null && (err as { retryable?: unknown }).retryable === false);
+}

@@ -1,0 +1,96 @@
+// The main-thread side of the lease heartbeat (see leaseHeartbeatThread.ts for why it is a thread).
+import { extname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+
+export interface HeartbeatSettings {
+  redisUrl: string;
+  queue: string;
+  workerId: string;
+  pod: string;
+  slots: number;
+  leaseMs: number;
+  intervalMs: number;
+  sweepIntervalMs: number;
+  maxStalls: number;
+}
+
+export type ToHeartbeat =
+  | { t: "hold"; id: string; token: string; renewUntil: number }
+  | { t: "drop"; id: string }
+  | { t: "status"; busy: number; slots: number; draining: boolean }
+  | { t: "beat" }
+  | { t: "stop" };
+
+export type FromHeartbeat =
+  | { t: "renewed"; count: number; lagMs: number; durationMs: number }
+  | { t: "lost"; ids: string[] }
+  | { t: "swept"; requeued: number; deadLettered: number }
+  | { t: "error"; message: string }
+  | { t: "stopped" };
+
+export interface HeartbeatEvents {
+  onRenewed(count: number, lagMs: number, durationMs: number): void;
+  onLost(ids: string[]): void;
+  onSwept(requeued: number, deadLettered: number): void;
+  onError(message: string): void;
+}
+
+export class LeaseHeartbeat {
+  private readonly thread: Worker;
+  private readonly stopped: Promise<void>;
+  lastRenewedAt = 0;
+
+  constructor(settings: HeartbeatSettings, events: HeartbeatEvents) {
+    const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+    this.thread = new Worker(file, { workerData: settings, name: "lease-heartbeat" });
+    this.stopped = new Promise((resolve) => {
+      this.thread.on("message", (m: FromHeartbeat) => {
+        switch (m.t) {
+          case "renewed":
+            this.lastRenewedAt = Date.now();
+            events.onRenewed(m.count, m.lagMs, m.durationMs);
+            break;
+          case "lost":
+            events.onLost(m.ids);
+            break;
+          case "swept":
+            events.onSwept(m.requeued, m.deadLettered);
+            break;
+          case "error":
+            events.onError(m.message);
+            break;
+          case "stopped":
+            resolve();
+            break;
+        }
+      });
+      this.thread.on("error", (err) => events.onError(`heartbeat thread crashed: ${err.message}`));
+      this.thread.on("exit", () => resolve());
+    });
+  }
+
+  hold(id: string, token: string, renewUntil: number): void {
+    this.send({ t: "hold", id, token, renewUntil });
+  }
+  drop(id: string): void {
+    this.send({ t: "drop", id });
+  }
+  status(busy: number, slots: number, draining: boolean): void {
+    this.send({ t: "status", busy, slots, draining });
+  }
+  /** Renew now (e.g. right after a claim, so the first report is prompt). */
+  beat(): void {
+    this.send({ t: "beat" });
+  }
+
+  async stop(): Promise<void> {
+    this.send({ t: "stop" });
+    await this.stopped;
+    await this.thread.terminate();
+  }
+
+  private send(m: ToHeartbeat): void {
+    this.thread.postMessage(m);
+  }
+}

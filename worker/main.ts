@@ -1,0 +1,48 @@
+// `conveyor worker`: wire config, logs, metrics, the handler, job records and signals together.
+import { QueueWorker } from "./worker.ts";
+import { ConfigError, loadWorkerConfig } from "./config.ts";
+import { createHandler } from "./handlers/index.ts";
+import { startHealthServer } from "./health.ts";
+import { createLogger } from "./logger.ts";
+import { createWorkerMetrics } from "./metrics.ts";
+
+export async function runWorker(argv: string[]): Promise<number> {
+  let config;
+  try {
+    config = loadWorkerConfig(argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`conveyor worker: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
+  const metrics = createWorkerMetrics();
+  let handler;
+  try {
+    handler = await createHandler(config.handler, { killGraceMs: config.killGraceMs });
+  } catch (err) {
+    log.fatal({ err: (err as Error).message }, "cannot create the handler");
+    return 2;
+  }
+  const worker = new QueueWorker(config, { log, metrics, handler });
+  const server = await startHealthServer(config.port, worker, metrics.registry);
+  const address = server.address();
+  log.info({ port: typeof address === "object" && address ? address.port : config.port }, "serving /healthz /readyz /metrics");
+  worker.onStop({ stop: () => new Promise<void>((resolve) => server.close(() => resolve())) });
+  if (!config.databaseUrl) log.info("DATABASE_URL not set: job records in PostgreSQL are off");
+
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals++;
+    void worker.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  worker.start();
+  await worker.done;
+  process.off("SIGTERM", onSignal);
+  process.off("SIGINT", onSignal);
+  return 0;
+}

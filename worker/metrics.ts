@@ -1,0 +1,43 @@
+// Prometheus metrics of one worker process (its own registry, served at /metrics).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
+
+export function createWorkerMetrics(registry = new Registry()) {
+  collectDefaultMetrics({ register: registry });
+  const q = ["queue"] as const;
+  const registers = [registry];
+  return {
+    registry,
+    started: new Counter({ name: "conveyor_jobs_started_total", help: "Job executions started", labelNames: q, registers }),
+    completed: new Counter({ name: "conveyor_jobs_completed_total", help: "Jobs completed (including advanced to the next stage)", labelNames: q, registers }),
+    failed: new Counter({ name: "conveyor_jobs_failed_total", help: "Failed attempts (retried or dead-lettered)", labelNames: q, registers }),
+    retried: new Counter({ name: "conveyor_jobs_retried_total", help: "Failed attempts scheduled for retry", labelNames: q, registers }),
+    deadLettered: new Counter({ name: "conveyor_jobs_dead_lettered_total", help: "Jobs moved to dead letters", labelNames: q, registers }),
+    duration: new Histogram({
+      name: "conveyor_job_duration_seconds",
+      help: "Handler run time by outcome",
+      labelNames: ["queue", "outcome"] as const,
+      buckets: [0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 120, 600, 3600],
+      registers,
+    }),
+    inFlight: new Gauge({ name: "conveyor_jobs_in_flight", help: "Jobs running in this worker", labelNames: q, registers }),
+    slots: new Gauge({ name: "conveyor_worker_slots", help: "Job slots of this worker", labelNames: q, registers }),
+    leaseRenewals: new Counter({ name: "conveyor_lease_renewals_total", help: "Leases renewed by the heartbeat", labelNames: q, registers }),
+    renewalLag: new Histogram({
+      name: "conveyor_lease_renewal_lag_seconds",
+      help: "How late a heartbeat ran against its schedule, plus its Redis round trip",
+      labelNames: q,
+      buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    leasesLost: new Counter({ name: "conveyor_leases_lost_total", help: "Leases this worker lost (its late results are fenced off)", labelNames: q, registers }),
+    redeliveries: new Counter({
+      name: "conveyor_redeliveries_total",
+      help: "Jobs run again: cause=lease_expired (claimed after a stall) or shutdown_handback (handed back at the drain deadline)",
+      labelNames: ["queue", "cause"] as const,
+      registers,
+    }),
+    draining: new Gauge({ name: "conveyor_worker_draining", help: "1 while the worker drains for shutdown", labelNames: q, registers }),
+  };
+}

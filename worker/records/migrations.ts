@@ -1,0 +1,70 @@
+// Schema of the job records, as an ordered list of migrations. Each is applied once, in its
+// own transaction, under a transaction-scoped advisory lock, so any number of workers can
+// start at the same time against the same database. Never edit a released migration: append.
+//
+// Merge bookkeeping. Several recorders drain one outbox concurrently, so the events of one
+// job can reach PostgreSQL out of order (and twice, after a crash). Every column group of a
+// job row carries the outbox stream position (`v_*`, the entry id `ms-seq` as the number
+// ms·10²⁰ + seq) of the event that last set it; an event changes a group only when it is
+// newer. The final row is therefore the same whatever the delivery order or repetition.
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: "jobs and attempts",
+    sql: `
+CREATE TABLE conveyor_jobs (
+  pipeline     text        NOT NULL,
+  id           text        NOT NULL,
+  queue        text        NOT NULL,
+  state        text        NOT NULL CHECK (state IN ('queued', 'active', 'retrying', 'completed', 'dead')),
+  data         text,
+  result       text,
+  error        text,
+  dead_reason  text,
+  attempts     integer     NOT NULL DEFAULT 0,
+  stalls       integer     NOT NULL DEFAULT 0,
+  created_at   timestamptz,
+  started_at   timestamptz,
+  finished_at  timestamptz,
+  updated_at   timestamptz NOT NULL,
+  last_event   text        NOT NULL,
+  v_event      numeric     NOT NULL,
+  v_data       numeric,
+  v_result     numeric,
+  v_error      numeric,
+  v_attempts   numeric,
+  v_stalls     numeric,
+  v_created    numeric,
+  v_started    numeric,
+  PRIMARY KEY (pipeline, id)
+);
+CREATE INDEX conveyor_jobs_state ON conveyor_jobs (pipeline, state, updated_at);
+
+CREATE TABLE conveyor_attempts (
+  pipeline     text        NOT NULL,
+  job_id       text        NOT NULL,
+  execution    text        NOT NULL,
+  queue        text        NOT NULL,
+  worker       text,
+  attempt      integer,
+  started_at   timestamptz,
+  finished_at  timestamptz,
+  outcome      text        NOT NULL CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'stalled')),
+  error        text,
+  reason       text,
+  v_end        numeric,
+  PRIMARY KEY (pipeline, job_id, execution)
+);
+`,
+  },
+];
+
+/** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */
+export const MIGRATION_LOCK_KEY = 0x6376792d6d696772n;

@@ -1,0 +1,206 @@
+// PostgreSQL side of the job records: the connection pool, migrations, and the idempotent,
+// order-independent write of one folded batch in one transaction.
+import pg from "pg";
+import { MIGRATIONS, MIGRATION_LOCK_KEY, type Migration } from "./migrations.ts";
+import type { AttemptPatch, FoldedBatch, JobPatch } from "./events.ts";
+
+export const DEFAULT_MAX_CONNECTIONS = 5;
+
+export interface PoolOptions {
+  /** At most this many connections (DESIGN §3: 5 per worker). */
+  maxConnections?: number;
+  /** Abort a query that has not answered after this long (a hung server must not hang the recorder). */
+  queryTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  applicationName?: string;
+}
+
+/** `postgres://user:***@host/db`: safe for logs. */
+export function describeDatabaseUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
+}
+
+export function createPool(database: string | pg.PoolConfig, opts: PoolOptions = {}): pg.Pool {
+  const config: pg.PoolConfig = typeof database === "string" ? { connectionString: database } : { ...database };
+  const pool = new pg.Pool({
+    ...config,
+    max: opts.maxConnections ?? config.max ?? DEFAULT_MAX_CONNECTIONS,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+    query_timeout: opts.queryTimeoutMs ?? 30_000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    application_name: opts.applicationName ?? config.application_name ?? "conveyor-recorder",
+  });
+  // An idle client whose server went away emits 'error' on the pool; unhandled, it would kill
+  // the worker. The next query fails (and is handled) instead.
+  pool.on("error", () => {});
+  return pool;
+}
+
+/** Apply every migration not applied yet; returns the ids applied by this call. */
+export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  const applied: number[] = [];
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    for (const m of migrations) {
+      await client.query("BEGIN");
+      try {
+        // Transaction-scoped: released by COMMIT/ROLLBACK, also when the connection dies.
+        await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY.toString()]);
+        await client.query(`CREATE TABLE IF NOT EXISTS conveyor_migrations (
+          id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+        const done = await client.query("SELECT 1 FROM conveyor_migrations WHERE id = $1", [m.id]);
+        if (done.rowCount === 0) {
+          await client.query(m.sql);
+          await client.query("INSERT INTO conveyor_migrations (id, name) VALUES ($1, $2)", [m.id, m.name]);
+          applied.push(m.id);
+        }
+        await client.query("COMMIT");
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => { broken = true; });
+        throw err;
+      }
+    }
+  } catch (err) {
+    broken = true;
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+  return applied;
+}
+
+// Upserts whose SET clauses keep, per column group, the value from the newest event.
+const newer = (v: string, t: string) => `(excluded.${v} IS NOT NULL AND (${t}.${v} IS NULL OR excluded.${v} > ${t}.${v}))`;
+const pick = (col: string, v: string, t: string) => `${col} = CASE WHEN ${newer(v, t)} THEN excluded.${col} ELSE ${t}.${col} END`;
+const latest = (v: string, t: string) => `${v} = GREATEST(${t}.${v}, excluded.${v})`;
+
+const JOB_GROUPS: [string[], string][] = [
+  [["queue", "state", "dead_reason", "finished_at", "updated_at", "last_event"], "v_event"],
+  [["data"], "v_data"],
+  [["result"], "v_result"],
+  [["error"], "v_error"],
+  [["attempts"], "v_attempts"],
+  [["stalls"], "v_stalls"],
+  [["created_at"], "v_created"],
+  [["started_at"], "v_started"],
+];
+
+const ts = (c: string) => `to_timestamp(${c} / 1000.0)`;
+
+const UPSERT_JOBS = `
+INSERT INTO conveyor_jobs AS j (pipeline, id, queue, state, dead_reason, finished_at, updated_at, last_event, v_event,
+  data, v_data, result, v_result, error, v_error, attempts, v_attempts, stalls, v_stalls, created_at, v_created, started_at, v_started)
+SELECT pipeline, id, queue, state, dead_reason, ${ts("finished_at")}, ${ts("updated_at")}, last_event, v_event,
+  data, v_data, result, v_result, error, v_error, COALESCE(attempts, 0), v_attempts, COALESCE(stalls, 0), v_stalls,
+  ${ts("created_at")}, v_created, ${ts("started_at")}, v_started
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::text[], $9::numeric[],
+  $10::text[], $11::numeric[], $12::text[], $13::numeric[], $14::text[], $15::numeric[], $16::int[], $17::numeric[],
+  $18::int[], $19::numeric[], $20::float8[], $21::numeric[], $22::float8[], $23::numeric[])
+  AS t(pipeline, id, queue, state, dead_reason, finished_at, updated_at, last_event, v_event,
+  data, v_data, result, v_result, error, v_error, attempts, v_attempts, stalls, v_stalls, created_at, v_created, started_at, v_started)
+ON CONFLICT (pipeline, id) DO UPDATE SET
+  ${JOB_GROUPS.flatMap(([cols, v]) => [...cols.map((c) => pick(c, v, "j")), latest(v, "j")]).join(",\n  ")}`;
+
+const UPSERT_ATTEMPTS = `
+INSERT INTO conveyor_attempts AS a (pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, v_end)
+SELECT pipeline, job_id, execution, queue, worker, attempt, ${ts("started_at")}, ${ts("finished_at")}, outcome, error, reason, v_end
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::float8[], $9::text[],
+  $10::text[], $11::text[], $12::numeric[])
+  AS t(pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, v_end)
+ON CONFLICT (pipeline, job_id, execution) DO UPDATE SET
+  worker = COALESCE(excluded.worker, a.worker),
+  attempt = COALESCE(excluded.attempt, a.attempt),
+  started_at = COALESCE(excluded.started_at, a.started_at),
+  ${["outcome", "finished_at", "error", "reason"].map((c) => pick(c, "v_end", "a")).join(",\n  ")},
+  ${latest("v_end", "a")}`;
+
+function column<T, R>(rows: readonly T[], f: (row: T) => R): R[] {
+  return rows.map(f);
+}
+
+function jobParams(rows: readonly JobPatch[]): unknown[] {
+  return [
+    column(rows, (r) => r.pipeline),
+    column(rows, (r) => r.id),
+    column(rows, (r) => r.queue),
+    column(rows, (r) => r.state),
+    column(rows, (r) => r.deadReason),
+    column(rows, (r) => r.finishedAt),
+    column(rows, (r) => r.updatedAt),
+    column(rows, (r) => r.lastEvent),
+    column(rows, (r) => r.v),
+    column(rows, (r) => r.data?.value ?? null),
+    column(rows, (r) => r.data?.v ?? null),
+    column(rows, (r) => r.result?.value ?? null),
+    column(rows, (r) => r.result?.v ?? null),
+    column(rows, (r) => r.error?.value ?? null),
+    column(rows, (r) => r.error?.v ?? null),
+    column(rows, (r) => r.attempts?.value ?? null),
+    column(rows, (r) => r.attempts?.v ?? null),
+    column(rows, (r) => r.stalls?.value ?? null),
+    column(rows, (r) => r.stalls?.v ?? null),
+    column(rows, (r) => r.createdAt?.value ?? null),
+    column(rows, (r) => r.createdAt?.v ?? null),
+    column(rows, (r) => r.startedAt?.value ?? null),
+    column(rows, (r) => r.startedAt?.v ?? null),
+  ];
+}
+
+function attemptParams(rows: readonly AttemptPatch[]): unknown[] {
+  return [
+    column(rows, (r) => r.pipeline),
+    column(rows, (r) => r.jobId),
+    column(rows, (r) => r.execution),
+    column(rows, (r) => r.queue),
+    column(rows, (r) => r.worker),
+    column(rows, (r) => r.attempt),
+    column(rows, (r) => r.startedAt),
+    column(rows, (r) => r.finishedAt),
+    column(rows, (r) => r.outcome),
+    column(rows, (r) => r.error),
+    column(rows, (r) => r.reason),
+    column(rows, (r) => r.vEnd),
+  ];
+}
+
+/** Write one folded batch in one transaction. Replays and out-of-order batches are harmless. */
+export async function writeBatch(pool: pg.Pool, batch: FoldedBatch): Promise<void> {
+  if (batch.jobs.length === 0 && batch.attempts.length === 0) return;
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query("BEGIN");
+    try {
+      if (batch.jobs.length > 0) await client.query(UPSERT_JOBS, jobParams(batch.jobs));
+      if (batch.attempts.length > 0) await client.query(UPSERT_ATTEMPTS, attemptParams(batch.attempts));
+      await client.query("COMMIT");
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => { broken = true; });
+      throw err;
+    }
+  } catch (err) {
+    if (!isDataError(err)) broken = true;
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
+
+function sqlState(err: unknown): string | undefined {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * An error caused by the rows themselves (bad data, a violated constraint, a statement too
+ * large): retrying the same batch cannot succeed. Everything else — refused or dropped
+ * connections, shutdowns, timeouts, deadlocks, serialization failures, a missing table —
+ * is treated as an outage and retried, so nothing is ever dropped because the database was away.
+ */
+export function isDataError(err: unknown): boolean {
+  const state = sqlState(err);
+  if (!state) return false;
+  return state.startsWith("22") || state.startsWith("23") || state.startsWith("54");
+}

@@ -1,0 +1,375 @@
+// The generic worker: N async job slots in one process, claims only for free slots, a lease
+// heartbeat on every running job, and a warm shutdown that keeps heartbeating until running
+// jobs finish — handing back only what is still running at the drain deadline.
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "pino";
+import { connectRedis, Consumer, retryDelay, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import type { WorkerConfig } from "./config.ts";
+import { HandedBackError, JobTimeoutError, LeaseLostError, MalformedJobError, serializeError } from "./errors.ts";
+import { isRetryable, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
+import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
+import type { WorkerMetrics } from "./metrics.ts";
+
+/** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
+const IDLE_WAIT_MS = 5000;
+
+interface RunningJob {
+  job: ClaimedJob;
+  controller: AbortController;
+  handedBack: boolean;
+  lost: boolean;
+}
+
+export type WorkerState = "starting" | "running" | "draining" | "stopped";
+
+export interface StopHook {
+  stop(): Promise<void>;
+}
+
+export class QueueWorker {
+  state: WorkerState = "starting";
+  /** Resolves when the worker has drained and released everything. */
+  readonly done: Promise<void>;
+  private resolveDone!: () => void;
+  private readonly config: WorkerConfig;
+  private readonly log: Logger;
+  private readonly metrics: WorkerMetrics;
+  private readonly handler: Handler;
+  private readonly redis: RedisClient;
+  private readonly blocking: RedisClient;
+  private readonly consumer: Consumer;
+  private readonly heartbeat: LeaseHeartbeat;
+  private readonly running = new Map<string, RunningJob>();
+  private readonly stopHooks: StopHook[] = [];
+  /** Notified whenever a slot frees or the state changes; the claim loop and the drain wait on it. */
+  private readonly changed = new Notifier();
+  private jobsFinished = 0;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private redisError = "";
+
+  constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
+    this.config = config;
+    this.log = deps.log;
+    this.metrics = deps.metrics;
+    this.handler = deps.handler;
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    const onError = (err: Error) => {
+      if (err.message !== this.redisError) this.log.warn({ err: err.message }, "Redis connection problem; retrying");
+      this.redisError = err.message;
+    };
+    this.redis = connectRedis(config.redisUrl, { name: `conveyor-worker:${config.workerId}`, onError });
+    this.redis.on("ready", () => {
+      if (this.redisError) this.log.info("Redis connection restored");
+      this.redisError = "";
+    });
+    this.blocking = connectRedis(config.redisUrl, { name: `conveyor-wait:${config.workerId}`, blocking: true, onError: () => {} });
+    this.consumer = new Consumer(this.redis, config.queue, { workerId: config.workerId, leaseMs: config.leaseMs, retentionSeconds: config.retentionSeconds });
+    const q = { queue: config.queue };
+    this.heartbeat = new LeaseHeartbeat(
+      {
+        redisUrl: config.redisUrl,
+        queue: config.queue,
+        workerId: config.workerId,
+        pod: config.pod,
+        slots: config.concurrency,
+        leaseMs: config.leaseMs,
+        intervalMs: Math.max(50, Math.floor(config.leaseMs / 3)),
+        sweepIntervalMs: Math.max(100, Math.floor(config.leaseMs / 2)),
+        maxStalls: config.maxStalls,
+      },
+      {
+        onRenewed: (count, lagMs, durationMs) => {
+          this.metrics.leaseRenewals.inc(q, count);
+          this.metrics.renewalLag.observe(q, (lagMs + durationMs) / 1000);
+        },
+        onLost: (ids) => this.leasesLost(ids),
+        onSwept: (requeued, deadLettered) => this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
+        onError: (message) => this.log.warn(message),
+      },
+    );
+    this.metrics.slots.set(q, config.concurrency);
+    this.metrics.inFlight.set(q, 0);
+    this.metrics.draining.set(q, 0);
+  }
+
+  /** Things to stop after the drain (job records, the health server…). */
+  onStop(hook: StopHook): void {
+    this.stopHooks.push(hook);
+  }
+
+  get busy(): number {
+    return this.running.size;
+  }
+
+  live(): { ok: boolean; reason: string } {
+    const staleMs = this.config.leaseMs * 2;
+    if (this.state === "stopped") return { ok: false, reason: "stopped" };
+    if (this.heartbeat.lastRenewedAt > 0 && Date.now() - this.heartbeat.lastRenewedAt > staleMs) {
+      return { ok: false, reason: `lease heartbeat has not succeeded for ${Date.now() - this.heartbeat.lastRenewedAt}ms` };
+    }
+    return { ok: true, reason: "ok" };
+  }
+
+  ready(): { ok: boolean; reason: string } {
+    if (this.state !== "running") return { ok: false, reason: this.state };
+    if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
+    return { ok: true, reason: "ok" };
+  }
+
+  start(): void {
+    this.state = "running";
+    this.log.info({ concurrency: this.config.concurrency, handler: this.handler.kind, nextQueue: this.config.nextQueue, leaseMs: this.config.leaseMs, drainMs: this.config.drainMs }, "worker started");
+    void this.loop();
+  }
+
+  /** Warm shutdown; a second call hands back whatever still runs, at once. */
+  async shutdown(reason: string): Promise<void> {
+    if (this.state === "stopped") return;
+    if (this.state === "draining") {
+      this.log.warn({ reason, running: this.running.size }, "second stop request: handing running jobs back now");
+      await this.handBackAll(reason);
+      return this.done;
+    }
+    this.state = "draining";
+    this.metrics.draining.set({ queue: this.config.queue }, 1);
+    this.reportStatus();
+    this.log.info({ reason, running: this.running.size, drainDeadlineMs: this.config.drainMs }, "draining: no new jobs; running jobs continue with their leases renewed");
+    this.blocking.disconnect(); // stop waiting for work at once
+    this.changed.notify();
+    this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
+    while (this.running.size > 0) await this.changed.wait();
+    clearTimeout(this.drainTimer);
+    await this.finish();
+  }
+
+  private async finish(): Promise<void> {
+    if (this.state === "stopped") return;
+    this.state = "stopped";
+    await this.heartbeat.stop();
+    for (const hook of this.stopHooks) {
+      await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
+    }
+    await this.handler.close?.().catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
+    await this.redis.quit().catch(() => this.redis.disconnect());
+    this.log.info({ jobsFinished: this.jobsFinished }, "worker stopped");
+    this.resolveDone();
+  }
+
+  private async loop(): Promise<void> {
+    let failures = 0;
+    while (this.state === "running") {
+      const free = this.config.concurrency - this.running.size;
+      if (free <= 0) {
+        await this.changed.wait();
+        continue;
+      }
+      let claimed;
+      try {
+        claimed = await this.consumer.claim(free);
+        failures = 0;
+      } catch (err) {
+        failures++;
+        if (failures === 1) this.log.warn({ err: (err as Error).message }, "claim failed; retrying");
+        await sleep(Math.min(100 * 2 ** failures, 5000));
+        continue;
+      }
+      for (const job of claimed.jobs) this.startJob(job);
+      if (claimed.jobs.length > 0) {
+        this.heartbeat.beat();
+        continue;
+      }
+      if (this.state !== "running") break;
+      const untilDue = claimed.nextDueAt === null ? IDLE_WAIT_MS : claimed.nextDueAt - Date.now();
+      await this.consumer.waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue))).catch(() => sleep(50));
+    }
+  }
+
+  private startJob(job: ClaimedJob): void {
+    const entry: RunningJob = { job, controller: new AbortController(), handedBack: false, lost: false };
+    this.running.set(job.id, entry);
+    const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
+    // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
+    this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
+    this.reportStatus();
+    void this.execute(entry, timeoutMs).finally(() => {
+      if (entry.handedBack) return; // its slot was freed at hand-back
+      this.running.delete(job.id);
+      this.heartbeat.drop(job.id);
+      this.jobsFinished++;
+      this.reportStatus();
+      this.changed.notify();
+      this.checkRecycle();
+    });
+  }
+
+  private reportStatus(): void {
+    this.metrics.inFlight.set({ queue: this.config.queue }, this.running.size);
+    this.heartbeat.status(this.running.size, this.config.concurrency, this.state !== "running");
+  }
+
+  private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
+    const { job, controller } = entry;
+    const q = { queue: job.queue };
+    const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
+    this.metrics.started.inc(q);
+    if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
+    const startedAt = performance.now();
+    const seconds = () => (performance.now() - startedAt) / 1000;
+
+    let data: unknown;
+    try {
+      data = JSON.parse(job.rawData);
+    } catch (err) {
+      const error = new MalformedJobError(`job data is not JSON: ${(err as Error).message}`);
+      await this.settleFailure(entry, error, log, seconds());
+      return;
+    }
+
+    const view: JobView = { id: job.id, queue: job.queue, data, attempt: job.attempt, maxAttempts: job.maxAttempts, executionId: job.token, createdAt: job.createdAt };
+    const ctx: HandlerContext = {
+      signal: controller.signal,
+      log,
+      progress: (fraction, message) => log.debug({ progress: fraction, message }, "progress"),
+    };
+    const timer = setTimeout(() => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)), timeoutMs);
+    let result: unknown;
+    try {
+      result = await this.runHandler(view, ctx);
+    } catch (err) {
+      clearTimeout(timer);
+      if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+      // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
+      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
+      return;
+    }
+    clearTimeout(timer);
+    if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    const next = this.config.nextQueue;
+    const ok = await this.settle(log, "complete", () => (next ? this.consumer.advance(job, result, next) : this.consumer.complete(job, result)));
+    if (ok) {
+      this.metrics.completed.inc(q);
+      this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds());
+      log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, durationMs: Math.round(seconds() * 1000) }, "job completed");
+    } else {
+      this.metrics.leasesLost.inc(q);
+      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
+      log.warn({ outcome: "fenced", durationMs: Math.round(seconds() * 1000) }, "lease was lost before completion: result discarded (another worker owns the job)");
+    }
+  }
+
+  /**
+   * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
+   * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
+   */
+  private runHandler(view: JobView, ctx: HandlerContext): Promise<unknown> {
+    const run = Promise.resolve().then(() => this.handler.run(view, ctx));
+    const abandoned = new Promise<never>((_, reject) => {
+      ctx.signal.addEventListener(
+        "abort",
+        () => {
+          const t = setTimeout(() => reject(ctx.signal.reason), this.config.killGraceMs);
+          t.unref();
+          run.then(() => clearTimeout(t), () => clearTimeout(t));
+        },
+        { once: true },
+      );
+    });
+    return Promise.race([run, abandoned]);
+  }
+
+  private async settleFailure(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
+    const { job } = entry;
+    const q = { queue: job.queue };
+    const error = serializeError(err);
+    const retryable = isRetryable(err);
+    const delay = retryDelay(job.attempt, { baseMs: this.config.backoffBaseMs, maxMs: this.config.backoffMaxMs });
+    const outcome = await this.settle(log, "fail", () => this.consumer.fail(job, error, { retryable, retryDelayMs: delay }));
+    this.metrics.duration.observe({ queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" }, seconds);
+    const fields = { outcome, error: { name: error.name, message: error.message, stack: error.stack }, durationMs: Math.round(seconds * 1000) };
+    if (outcome === "lost") {
+      this.metrics.leasesLost.inc(q);
+      log.warn(fields, "lease was lost before the failure was recorded: discarded");
+      return;
+    }
+    this.metrics.failed.inc(q);
+    if (outcome === "retry") {
+      this.metrics.retried.inc(q);
+      log.warn({ ...fields, retryInMs: delay }, "job failed; will retry");
+    } else {
+      this.metrics.deadLettered.inc(q);
+      log.error(fields, "job failed; moved to dead letters");
+    }
+  }
+
+  private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
+    const outcome = entry.handedBack ? "handedBack" : "leaseLost";
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
+    log.info({ outcome, durationMs: Math.round(seconds * 1000) }, entry.handedBack ? "job handed back; another worker will run it" : "job abandoned: its lease moved to another worker");
+  }
+
+  /** Redis writes that settle a job retry through outages: a finished job must not be re-run for a blip. */
+  private async settle<T>(log: Logger, what: string, op: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await op();
+      } catch (err) {
+        if (attempt === 1 || attempt % 10 === 0) log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
+        await sleep(Math.min(100 * 2 ** attempt, 2000));
+      }
+    }
+  }
+
+  private async handBackAll(reason: string): Promise<void> {
+    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost);
+    await Promise.all(
+      entries.map(async (entry) => {
+        entry.handedBack = true;
+        entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
+        const log = this.log.child({ jobId: entry.job.id, attempt: entry.job.attempt, executionId: entry.job.token });
+        const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason));
+        if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
+        log.warn({ outcome: "handedBack", reason, released }, "job still running at the drain deadline: handed back for immediate redelivery");
+        // The handler was told to stop; its slot is free now (the result, if any, is ignored).
+        this.running.delete(entry.job.id);
+        this.heartbeat.drop(entry.job.id);
+      }),
+    );
+    this.reportStatus();
+    this.changed.notify();
+  }
+
+  private leasesLost(ids: string[]): void {
+    for (const id of ids) {
+      const entry = this.running.get(id);
+      if (!entry || entry.handedBack) continue;
+      entry.lost = true;
+      this.metrics.leasesLost.inc({ queue: this.config.queue });
+      this.log.warn({ jobId: id, executionId: entry.job.token }, "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off");
+      entry.controller.abort(new LeaseLostError("lease lost"));
+    }
+  }
+
+  private checkRecycle(): void {
+    if (this.state !== "running") return;
+    const { maxJobs, maxMemoryMb } = this.config;
+    if (maxJobs > 0 && this.jobsFinished >= maxJobs) {
+      void this.shutdown(`recycle: ${this.jobsFinished} jobs done (max ${maxJobs})`);
+    } else if (maxMemoryMb > 0 && process.memoryUsage.rss() > maxMemoryMb * 1024 * 1024) {
+      void this.shutdown(`recycle: RSS ${Math.round(process.memoryUsage.rss() / 1048576)} MiB above ${maxMemoryMb} MiB`);
+    }
+  }
+}
+
+/** Wakes every current waiter at once. */
+class Notifier {
+  private waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  notify(): void {
+    const waiting = this.waiters;
+    this.waiters = [];
+    for (const w of waiting) w();
+  }
+}
