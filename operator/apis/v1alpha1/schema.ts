@@ -1,0 +1,382 @@
+// The WorkerPool API (conveyor.dev/v1alpha1) — the ONE source of truth. The CRD in
+// crds/conveyor.dev_workerpools.yaml is generated from this file (`npm run gen:crds`), the
+// TypeScript types in ./types.ts are derived from it, and so are the defaults the operator
+// applies. Change the API here, then regenerate; test/operator.test.ts fails on a stale CRD.
+import type {
+  V1Affinity,
+  V1Container,
+  V1EnvFromSource,
+  V1EnvVar,
+  V1LocalObjectReference,
+  V1PodSecurityContext,
+  V1ResourceRequirements,
+  V1Toleration,
+  V1TopologySpreadConstraint,
+  V1Volume,
+  V1VolumeMount,
+} from "@kubernetes/client-node";
+import { typed, type JSONSchemaProps } from "../jsonschema.ts";
+
+export const GROUP = "conveyor.dev";
+export const VERSION = "v1alpha1";
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = "WorkerPool";
+export const PLURAL = "workerpools";
+export const SINGULAR = "workerpool";
+export const SHORT_NAMES = ["wp"] as const;
+
+/** The queue-name grammar of queue/keys.ts (`stage` or `pipeline/stage`); a unit test keeps them equal. */
+export const QUEUE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
+
+/** Environment variables the operator sets on the worker container; `template.env` may not set them. */
+export const RESERVED_ENV = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL", "POD_NAME"] as const;
+export const RESERVED_ENV_PREFIX = "CONVEYOR_";
+/** The worker container's name in the pod; sidecars may not take it. */
+export const WORKER_CONTAINER = "worker";
+
+const reservedEnvList = `[${RESERVED_ENV.map((n) => `'${n}'`).join(", ")}]`;
+
+/** A free-form Kubernetes object (validated by the API server when the Deployment is applied). */
+const k8sObject = { type: "object", "x-kubernetes-preserve-unknown-fields": true } as const;
+
+const secretKeyRef = (what: string, defaultKey: string) =>
+  ({
+    type: "object",
+    description: `A key of a Secret in the pool's namespace holding ${what}.`,
+    required: ["name"],
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 253, description: "Name of the Secret." },
+      key: { type: "string", minLength: 1, maxLength: 253, default: defaultKey, description: `Key in the Secret (default "${defaultKey}").` },
+    },
+  }) as const;
+
+const scalingRules = (direction: "up" | "down") =>
+  ({
+    type: "object",
+    description: `How fast the pool may scale ${direction} (autoscaling/v2 HPAScalingRules, passed to the HPA; \`direct\` mode applies the same rules).`,
+    properties: {
+      stabilizationWindowSeconds: {
+        type: "integer",
+        minimum: 0,
+        maximum: 3600,
+        description: `Recommendations of the last N seconds are considered and the ${direction === "up" ? "lowest" : "highest"} is used (HPA default: ${direction === "up" ? 0 : 300}).`,
+      },
+      selectPolicy: { type: "string", enum: ["Max", "Min", "Disabled"], description: "Which policy wins when several apply (HPA default: Max)." },
+      policies: {
+        type: "array",
+        maxItems: 10,
+        "x-kubernetes-list-type": "atomic",
+        description: "Limits on the change per period.",
+        items: {
+          type: "object",
+          required: ["type", "value", "periodSeconds"],
+          properties: {
+            type: { type: "string", enum: ["Pods", "Percent"] },
+            value: { type: "integer", minimum: 1 },
+            periodSeconds: { type: "integer", minimum: 1, maximum: 1800 },
+          },
+        },
+      },
+    },
+  }) as const;
+
+const condition = {
+  type: "object",
+  required: ["type", "status", "lastTransitionTime", "reason", "message"],
+  properties: {
+    type: { type: "string", maxLength: 316, description: "Ready, ScalingActive or Degraded." },
+    status: { type: "string", enum: ["True", "False", "Unknown"] },
+    observedGeneration: { type: "integer", format: "int64", minimum: 0 },
+    lastTransitionTime: { type: "string", format: "date-time" },
+    reason: { type: "string", maxLength: 1024, minLength: 1, pattern: "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$" },
+    message: { type: "string", maxLength: 32768 },
+  },
+} as const;
+
+export const specSchema = {
+  type: "object",
+  description: "A pool of generic workers consuming one queue, scaled on its backlog.",
+  required: ["queue", "redis", "handler"],
+  "x-kubernetes-validations": [
+    {
+      rule: "!has(self.nextQueue) || self.nextQueue.split('/')[0] == self.queue.split('/')[0]",
+      message: "nextQueue must be a stage of the same pipeline as queue (share the 'pipeline/' prefix, e.g. docs/ocr -> docs/embed)",
+      fieldPath: ".nextQueue",
+    },
+    { rule: "!has(self.nextQueue) || self.nextQueue != self.queue", message: "nextQueue must differ from queue", fieldPath: ".nextQueue" },
+  ],
+  properties: {
+    queue: {
+      type: "string",
+      pattern: QUEUE_NAME_PATTERN,
+      maxLength: 201,
+      description: "The queue this pool consumes: 'stage' or 'pipeline/stage'.",
+    },
+    nextQueue: {
+      type: "string",
+      pattern: QUEUE_NAME_PATTERN,
+      maxLength: 201,
+      description: "Optional next stage: a job's result is enqueued there atomically when it completes. Same pipeline as queue.",
+    },
+    redis: {
+      type: "object",
+      required: ["url"],
+      description: "Where the queue lives. Credentials only through secretRef.",
+      properties: {
+        url: {
+          type: "string",
+          minLength: 1,
+          maxLength: 2048,
+          pattern: "^(redis|rediss|redis-cluster)://",
+          description: "redis://host:port[/db], rediss://host:port (TLS) or redis-cluster://host:port,host:port. No password here.",
+          "x-kubernetes-validations": [
+            {
+              rule: "!self.matches('^[a-z-]+://[^/@]*:[^/@]*@')",
+              message: "redis.url must not contain a password: put it in a Secret and set redis.secretRef",
+            },
+          ],
+        },
+        secretRef: secretKeyRef("the Redis password", "password"),
+        tls: { type: "boolean", default: false, description: "Connect with TLS (same as a rediss:// URL)." },
+      },
+    },
+    database: {
+      type: "object",
+      description: "Optional PostgreSQL for durable job records (the worker's DATABASE_URL).",
+      required: ["secretRef"],
+      properties: { secretRef: secretKeyRef("the PostgreSQL connection URL", "url") },
+    },
+    handler: {
+      type: "object",
+      description: "What runs a job: exactly one of module, http or command.",
+      "x-kubernetes-validations": [
+        {
+          rule: "[has(self.module), has(self.http), has(self.command)].filter(x, x).size() == 1",
+          message: "handler must set exactly one of module, http or command",
+        },
+      ],
+      properties: {
+        module: {
+          type: "string",
+          pattern: "^/",
+          maxLength: 4096,
+          description: "Absolute path (in the image) of an ES module exporting `async (job, ctx) => result`.",
+        },
+        http: {
+          type: "object",
+          required: ["port"],
+          description: "POST each job to a sidecar on localhost (declare it in template.containers).",
+          properties: {
+            port: { type: "integer", minimum: 1, maximum: 65535 },
+            path: { type: "string", pattern: "^/", maxLength: 2048, default: "/" },
+          },
+        },
+        command: {
+          type: "array",
+          minItems: 1,
+          maxItems: 256,
+          "x-kubernetes-list-type": "atomic",
+          description: "argv of a program run per job (JSON on stdin, JSON result on stdout; no shell).",
+          items: { type: "string", maxLength: 4096 },
+        },
+      },
+    },
+    concurrency: { type: "integer", minimum: 1, maximum: 1000, default: 1, description: "Jobs run at once by one worker pod." },
+    maxJobSeconds: {
+      type: "integer",
+      minimum: 1,
+      maximum: 86400,
+      default: 300,
+      description: "A job's timeout: the handler is aborted after it.",
+    },
+    drainSeconds: {
+      type: "integer",
+      minimum: 0,
+      maximum: 86400,
+      description:
+        "How long a stopping worker lets running jobs finish before handing them back (default: maxJobSeconds). The pod's terminationGracePeriodSeconds is this plus 10 s.",
+    },
+    replicas: {
+      type: "integer",
+      minimum: 0,
+      maximum: 10000,
+      description:
+        "A fixed replica count. Normally unset: the pool autoscales. Set by `kubectl scale wp/<name>` (the scale subresource) or an external autoscaler targeting the WorkerPool; while set, the operator's autoscaling is off.",
+    },
+    template: {
+      type: "object",
+      default: {},
+      description: "Merged into the worker Deployment's pod template.",
+      properties: {
+        image: { type: "string", minLength: 1, maxLength: 1024, description: "Worker image (default: the operator's --worker-image)." },
+        imagePullPolicy: { type: "string", enum: ["Always", "IfNotPresent", "Never"] },
+        imagePullSecrets: typed<V1LocalObjectReference[]>()({
+          type: "array",
+          "x-kubernetes-list-type": "atomic",
+          items: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+        }),
+        labels: { type: "object", additionalProperties: { type: "string" }, description: "Extra pod labels." },
+        annotations: { type: "object", additionalProperties: { type: "string" }, description: "Extra pod annotations." },
+        env: typed<V1EnvVar[]>()({
+          type: "array",
+          maxItems: 200,
+          "x-kubernetes-list-type": "map",
+          "x-kubernetes-list-map-keys": ["name"],
+          description: `Extra environment of the worker container. ${RESERVED_ENV.join(", ")} and ${RESERVED_ENV_PREFIX}* are set by the operator.`,
+          items: { ...k8sObject, required: ["name"], properties: { name: { type: "string", minLength: 1 } } },
+          "x-kubernetes-validations": [
+            {
+              rule: `self.all(e, !(e.name in ${reservedEnvList}) && !e.name.startsWith('${RESERVED_ENV_PREFIX}'))`,
+              message: `template.env may not set ${RESERVED_ENV.join(", ")} or ${RESERVED_ENV_PREFIX}* (the operator sets them from the spec)`,
+            },
+          ],
+        }),
+        envFrom: typed<V1EnvFromSource[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
+        resources: typed<V1ResourceRequirements>()({ ...k8sObject, description: "Requests and limits of the worker container." }),
+        volumeMounts: typed<V1VolumeMount[]>()({
+          type: "array",
+          "x-kubernetes-list-type": "atomic",
+          description: "Extra mounts of the worker container (/tmp is always a writable emptyDir).",
+          items: k8sObject,
+        }),
+        volumes: typed<V1Volume[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
+        containers: typed<V1Container[]>()({
+          type: "array",
+          maxItems: 20,
+          "x-kubernetes-list-type": "map",
+          "x-kubernetes-list-map-keys": ["name"],
+          description: "Sidecar containers (e.g. the server of an http handler).",
+          items: { ...k8sObject, required: ["name"], properties: { name: { type: "string", minLength: 1 } } },
+          "x-kubernetes-validations": [
+            { rule: `self.all(c, c.name != '${WORKER_CONTAINER}')`, message: `a sidecar may not be named '${WORKER_CONTAINER}'` },
+          ],
+        }),
+        nodeSelector: { type: "object", additionalProperties: { type: "string" } },
+        tolerations: typed<V1Toleration[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
+        affinity: typed<V1Affinity>()(k8sObject),
+        topologySpreadConstraints: typed<V1TopologySpreadConstraint[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
+        serviceAccountName: { type: "string", maxLength: 253, description: "Default: none, and no API token is mounted." },
+        priorityClassName: { type: "string", maxLength: 253 },
+        securityContext: typed<V1PodSecurityContext>()({
+          ...k8sObject,
+          description: "Pod security context (default: non-root uid 65532, seccomp RuntimeDefault).",
+        }),
+      },
+    },
+    scaling: {
+      type: "object",
+      default: {},
+      description: "Autoscaling on the queue's backlog (ready + due-delayed + in-flight jobs).",
+      "x-kubernetes-validations": [
+        { rule: "self.minReplicas <= self.maxReplicas", message: "scaling.minReplicas must be <= scaling.maxReplicas" },
+      ],
+      properties: {
+        mode: {
+          type: "string",
+          enum: ["hpa", "direct"],
+          default: "hpa",
+          description:
+            "hpa: an HPA follows the operator's external metric (external.metrics.k8s.io). direct: no HPA; the operator runs the HPA algorithm itself and writes the Deployment's scale (for clusters whose external metrics API is taken).",
+        },
+        minReplicas: { type: "integer", minimum: 0, maximum: 10000, default: 0, description: "0 allows scale to zero." },
+        maxReplicas: { type: "integer", minimum: 1, maximum: 10000, default: 10 },
+        targetBacklogPerReplica: {
+          type: "integer",
+          minimum: 1,
+          maximum: 1000000,
+          default: 10,
+          description: "Desired replicas = ceil(backlog / targetBacklogPerReplica), tolerance 10%.",
+        },
+        activationBacklog: {
+          type: "integer",
+          minimum: 0,
+          default: 0,
+          description: "Scale from zero only when the backlog exceeds this.",
+        },
+        cooldownSeconds: {
+          type: "integer",
+          minimum: 0,
+          maximum: 86400,
+          default: 120,
+          description: "Scale to zero after this long with no backlog and nothing in flight (only when minReplicas is 0).",
+        },
+        pollSeconds: { type: "integer", minimum: 1, maximum: 3600, default: 5, description: "How often the backlog is read." },
+        behavior: {
+          type: "object",
+          description: "autoscaling/v2 HorizontalPodAutoscalerBehavior (scale-up/down rate limits and stabilization windows).",
+          properties: { scaleUp: scalingRules("up"), scaleDown: scalingRules("down") },
+        },
+        paused: {
+          type: "boolean",
+          default: false,
+          description: "Freeze the replica count: no HPA, no scaling decisions. The Deployment itself is still reconciled.",
+        },
+      },
+    },
+  },
+} as const satisfies JSONSchemaProps;
+
+export const statusSchema = {
+  type: "object",
+  properties: {
+    observedGeneration: { type: "integer", format: "int64", description: "The generation the status describes." },
+    conditions: {
+      type: "array",
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["type"],
+      items: condition,
+    },
+    replicas: { type: "integer", description: "Pods of the worker Deployment (status.replicas)." },
+    readyReplicas: { type: "integer" },
+    desiredReplicas: { type: "integer", description: "The Deployment's spec.replicas: what the HPA or the operator asked for." },
+    readyOfDesired: { type: "string", description: "ready/desired, for kubectl get." },
+    selector: { type: "string", description: "Label selector of the pool's pods (scale subresource)." },
+    backlog: { type: "integer", description: "Ready + due-delayed + in-flight jobs at the last poll." },
+    inflight: { type: "integer", description: "Jobs running at the last poll." },
+    lastPollTime: { type: "string", format: "date-time" },
+    lastScaleTime: { type: "string", format: "date-time", description: "When the operator last changed the replica count." },
+    lastDecision: {
+      type: "object",
+      description: "The operator's last scale decision and why.",
+      properties: {
+        replicas: { type: "integer" },
+        from: { type: "integer" },
+        reason: { type: "string" },
+        message: { type: "string" },
+        at: { type: "string", format: "date-time" },
+      },
+    },
+  },
+} as const satisfies JSONSchemaProps;
+
+export const workerPoolSchema = {
+  type: "object",
+  required: ["spec"],
+  "x-kubernetes-validations": [
+    {
+      rule: "self.metadata.name.size() <= 63",
+      message: "a WorkerPool name must be at most 63 characters (it is a label value of its pods)",
+    },
+  ],
+  properties: {
+    apiVersion: { type: "string" },
+    kind: { type: "string" },
+    metadata: { type: "object" },
+    spec: specSchema,
+    status: statusSchema,
+  },
+} as const satisfies JSONSchemaProps;
+
+/** `kubectl get wp` columns. */
+export const printerColumns = [
+  { name: "Queue", type: "string", jsonPath: ".spec.queue" },
+  { name: "Backlog", type: "integer", jsonPath: ".status.backlog" },
+  { name: "In-Flight", type: "integer", jsonPath: ".status.inflight" },
+  { name: "Replicas", type: "string", jsonPath: ".status.readyOfDesired", description: "ready/desired worker pods" },
+  { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
+  { name: "Min", type: "integer", jsonPath: ".spec.scaling.minReplicas", priority: 1 },
+  { name: "Max", type: "integer", jsonPath: ".spec.scaling.maxReplicas", priority: 1 },
+  { name: "Last-Decision", type: "string", jsonPath: ".status.lastDecision.reason", priority: 1 },
+  { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+] as const;
