@@ -1,0 +1,550 @@
+// Job records against a real PostgreSQL 15 and a real Redis: the queue scripts write the
+// outbox, recorders drain it. Transitions come from the real queue API. No timing asserts:
+// every wait polls a condition with a generous deadline.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { pino, type Logger } from "pino";
+import { Registry } from "prom-client";
+import { Consumer, PipelineKeys, Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
+import {
+  JobRecorder, RECORDER_GROUP, createPool, foldEvents, migrate, parseEntry, startRecorder, writeBatch,
+  type RawEntry, type RecorderOptions,
+} from "../worker/records/index.ts";
+import { PostgresServer } from "./support/postgres.ts";
+import { waitFor } from "./support/processes.ts";
+import { RedisServer } from "./support/redis.ts";
+
+interface JobRow {
+  id: string;
+  queue: string;
+  state: string;
+  data: string | null;
+  result: string | null;
+  error: string | null;
+  dead_reason: string | null;
+  attempts: number;
+  stalls: number;
+  created_at: Date | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+interface AttemptRow {
+  job_id: string;
+  execution: string;
+  queue: string;
+  worker: string | null;
+  attempt: number | null;
+  outcome: string;
+  error: string | null;
+  reason: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+const DEADLINE = 120_000;
+
+function captureLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: "debug" }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  return { logger, lines };
+}
+
+describe("job records (PostgreSQL through the outbox)", () => {
+  let pgServer: PostgresServer;
+  let redisServer: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  const recorders: JobRecorder[] = [];
+  let n = 0;
+  const fresh = () => `r${++n}${Math.random().toString(36).slice(2, 6)}`;
+
+  before(async () => {
+    [pgServer, redisServer] = await Promise.all([PostgresServer.start(), RedisServer.start()]);
+    redis = connectRedis(redisServer.url);
+    producer = new Producer(redis);
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    await Promise.all(recorders.map((r) => r.stop()));
+    redis.disconnect();
+    await Promise.all([pgServer.stop(), redisServer.stop()]);
+  });
+
+  function recorder(database: string, pipelines: string[], extra: Partial<RecorderOptions> = {}): JobRecorder {
+    const r = new JobRecorder({
+      redis,
+      redisUrl: redisServer.url,
+      database,
+      pipelines,
+      logger: pino({ level: "silent" }),
+      blockMs: 200,
+      claimIdleMs: 1_000,
+      claimIntervalMs: 300,
+      minBackoffMs: 50,
+      maxBackoffMs: 1_000,
+      gaugeIntervalMs: 200,
+      ...extra,
+    });
+    recorders.push(r);
+    return r;
+  }
+
+  async function outboxDrained(pipeline: string): Promise<boolean> {
+    const key = new PipelineKeys(pipeline).outbox;
+    const [len, pending] = await Promise.all([redis.xlen(key), redis.xpending(key, RECORDER_GROUP) as Promise<[number]>]);
+    return len === 0 && Number(pending[0]) === 0;
+  }
+
+  const waitDrained = (pipeline: string) => waitFor(`outbox of ${pipeline} drained`, () => outboxDrained(pipeline), DEADLINE, 50);
+
+  async function jobRows(db: string, pipeline: string): Promise<Map<string, JobRow>> {
+    const rows = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs WHERE pipeline = $1", [pipeline], db);
+    return new Map(rows.map((r) => [r.id, r]));
+  }
+
+  async function attemptRows(db: string, pipeline: string): Promise<Map<string, AttemptRow[]>> {
+    const rows = await pgServer.query<AttemptRow>(
+      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY job_id, execution::numeric", [pipeline], db);
+    const out = new Map<string, AttemptRow[]>();
+    for (const r of rows) out.set(r.job_id, [...(out.get(r.job_id) ?? []), r]);
+    return out;
+  }
+
+  async function newDatabase(): Promise<{ name: string; url: string }> {
+    const name = fresh();
+    return { name, url: await pgServer.createDatabase(name) };
+  }
+
+  /** Turn the outbox on for a pipeline without a recorder (what JobRecorder.start does). */
+  async function recordsOn(pipeline: string): Promise<void> {
+    const keys = new PipelineKeys(pipeline);
+    await redis.xgroup("CREATE", keys.outbox, RECORDER_GROUP, "0", "MKSTREAM");
+    await redis.hset(keys.meta, "records", "1");
+  }
+
+  test("startRecorder is null without a DATABASE_URL", async () => {
+    const r = await startRecorder({ databaseUrl: undefined, redis, redisUrl: redisServer.url, pipelines: ["x"], logger: pino({ level: "silent" }) });
+    assert.equal(r, null);
+    assert.equal(await redis.hget(new PipelineKeys("x").meta, "records"), null, "without records the outbox stays off");
+  });
+
+  test("migrations are applied once, idempotently, also by many workers starting at once", async () => {
+    const db = await newDatabase();
+    const pools = Array.from({ length: 4 }, () => createPool(db.url, { maxConnections: 2 }));
+    try {
+      const applied = await Promise.all(pools.map((p) => migrate(p)));
+      assert.equal(applied.flat().length, 1, "exactly one worker applied migration 1");
+      assert.deepEqual(await migrate(pools[0]!), [], "a second run applies nothing");
+      const tables = await pgServer.query<{ table_name: string }>(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name", [], db.name);
+      assert.deepEqual(tables.map((t) => t.table_name), ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"]);
+      const migrations = await pgServer.query<{ id: number }>("SELECT id FROM conveyor_migrations", [], db.name);
+      assert.deepEqual(migrations.map((m) => m.id), [1]);
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+
+  test("every kind of transition lands in jobs and attempts", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const qa = `${p}/a`;
+    const qb = `${p}/b`;
+    const { logger, lines } = captureLogger();
+    const rec = recorder(db.url, [p], { logger, registry: new Registry() });
+    await rec.start();
+    assert.equal(await redis.hget(new PipelineKeys(p).meta, "records"), "1");
+
+    const w1 = new Consumer(redis, qa, { workerId: "w1", leaseMs: 30_000 });
+    const w2 = new Consumer(redis, qa, { workerId: "w2", leaseMs: 30_000 });
+    const short = new Consumer(redis, qa, { workerId: "short", leaseMs: 50 });
+    const wb = new Consumer(redis, qb, { workerId: "wb", leaseMs: 30_000 });
+    const claimOne = async (c: Consumer, id: string) => {
+      const { jobs } = await c.claim(1);
+      assert.equal(jobs[0]?.id, id);
+      return jobs[0]!;
+    };
+    const boom = { name: "Boom", message: "it broke", stack: "Boom: it broke\n    at handler" };
+
+    // Completed on the first attempt.
+    await producer.enqueue(qa, { n: 1 }, { id: "ok" });
+    assert.equal(await w1.complete(await claimOne(w1, "ok"), { done: true }), true);
+    // A failed attempt, retried, then completed.
+    await producer.enqueue(qa, { n: 2 }, { id: "retry", attempts: 3 });
+    assert.equal(await w1.fail(await claimOne(w1, "retry"), boom, { retryable: true, retryDelayMs: 0 }), "retry");
+    assert.equal(await w2.complete(await claimOne(w2, "retry"), "second time"), true);
+    // Attempts exhausted: dead letters; then `dlq retry` brings it back and it completes.
+    await producer.enqueue(qa, { n: 3 }, { id: "dead", attempts: 1 });
+    assert.equal(await w1.fail(await claimOne(w1, "dead"), boom, { retryable: true, retryDelayMs: 0 }), "dead");
+    // Handed back at shutdown (no attempt counted), finished by another worker.
+    await producer.enqueue(qa, { n: 4 }, { id: "handback" });
+    assert.equal(await w1.release(await claimOne(w1, "handback"), "drain deadline"), true);
+    assert.equal(await w2.complete(await claimOne(w2, "handback"), 4), true);
+    // A stall: the lease expires, the sweeper requeues it, another worker completes it.
+    await producer.enqueue(qa, { n: 5 }, { id: "stall" });
+    await claimOne(short, "stall");
+    await sleep(100);
+    await waitFor("sweep", async () => (await short.sweep({ lockMs: 1 })).requeued === 1, DEADLINE, 20);
+    assert.equal(await w2.complete(await claimOne(w2, "stall"), 5), true);
+    // Two stages: advance a → b atomically, then b completes.
+    await producer.enqueue(qa, { n: 6 }, { id: "chain" });
+    assert.equal(await w1.advance(await claimOne(w1, "chain"), { stage: "a" }, qb, { from: "a" }), true);
+    assert.equal(await wb.complete(await claimOne(wb, "chain"), { stage: "b" }), true);
+    // Not retryable: straight to dead letters.
+    await producer.enqueue(qa, { n: 7 }, { id: "final", attempts: 5 });
+    assert.equal(await w1.fail(await claimOne(w1, "final"), boom, { retryable: false, retryDelayMs: 0 }), "dead");
+    // Still waiting to run.
+    await producer.enqueue(qa, { n: 8 }, { id: "waiting", delayMs: 3_600_000 });
+
+    await waitDrained(p);
+    let jobs = await jobRows(db.name, p);
+    assert.equal(jobs.get("dead")?.state, "dead");
+    assert.match(jobs.get("dead")?.dead_reason ?? "", /attempts exhausted \(1\/1\): it broke/);
+    assert.equal(await admin.retryDead(qa, ["dead"]), 1);
+    assert.equal(await w2.complete(await claimOne(w2, "dead"), "revived"), true);
+    await waitDrained(p);
+
+    jobs = await jobRows(db.name, p);
+    const attempts = await attemptRows(db.name, p);
+    assert.deepEqual([...jobs.keys()].sort(), ["chain", "dead", "final", "handback", "ok", "retry", "stall", "waiting"]);
+    const pick = (r: JobRow | undefined) => r && { queue: r.queue, state: r.state, result: r.result, attempts: r.attempts, stalls: r.stalls };
+    const outcomes = (id: string) => (attempts.get(id) ?? []).map((a) => [a.queue, a.worker, a.attempt, a.outcome]);
+
+    assert.deepEqual(pick(jobs.get("ok")), { queue: qa, state: "completed", result: '{"done":true}', attempts: 1, stalls: 0 });
+    assert.equal(jobs.get("ok")?.data, '{"n":1}');
+    assert.ok(jobs.get("ok")?.created_at && jobs.get("ok")?.started_at && jobs.get("ok")?.finished_at);
+    assert.deepEqual(outcomes("ok"), [[qa, "w1", 1, "completed"]]);
+
+    assert.deepEqual(pick(jobs.get("retry")), { queue: qa, state: "completed", result: '"second time"', attempts: 2, stalls: 0 });
+    assert.deepEqual(JSON.parse(jobs.get("retry")!.error!), boom, "the last error stays visible after success");
+    assert.deepEqual(outcomes("retry"), [[qa, "w1", 1, "retried"], [qa, "w2", 2, "completed"]]);
+    assert.deepEqual(JSON.parse(attempts.get("retry")![0]!.error!), boom);
+
+    assert.deepEqual(pick(jobs.get("dead")), { queue: qa, state: "completed", result: '"revived"', attempts: 1, stalls: 0 });
+    assert.equal(jobs.get("dead")?.dead_reason, null);
+    assert.deepEqual(outcomes("dead"), [[qa, "w1", 1, "dead"], [qa, "w2", 1, "completed"]]);
+    assert.match(attempts.get("dead")![0]!.reason!, /attempts exhausted/);
+
+    assert.deepEqual(pick(jobs.get("handback")), { queue: qa, state: "completed", result: "4", attempts: 1, stalls: 0 });
+    assert.deepEqual(outcomes("handback"), [[qa, "w1", 1, "handedBack"], [qa, "w2", 1, "completed"]]);
+    assert.equal(attempts.get("handback")![0]!.reason, "drain deadline");
+
+    assert.deepEqual(pick(jobs.get("stall")), { queue: qa, state: "completed", result: "5", attempts: 1, stalls: 1 });
+    assert.deepEqual(outcomes("stall"), [[qa, "short", 1, "stalled"], [qa, "w2", 1, "completed"]]);
+
+    assert.deepEqual(pick(jobs.get("chain")), { queue: qb, state: "completed", result: '{"stage":"b"}', attempts: 1, stalls: 0 });
+    assert.equal(jobs.get("chain")?.data, '{"from":"a"}', "data is the current stage's input");
+    assert.deepEqual(outcomes("chain"), [[qa, "w1", 1, "completed"], [qb, "wb", 1, "completed"]]);
+
+    assert.deepEqual(pick(jobs.get("final")), { queue: qa, state: "dead", result: null, attempts: 1, stalls: 0 });
+    assert.match(jobs.get("final")?.dead_reason ?? "", /^not retryable: it broke/);
+    assert.ok(jobs.get("final")?.finished_at);
+
+    assert.deepEqual(pick(jobs.get("waiting")), { queue: qa, state: "queued", result: null, attempts: 0, stalls: 0 });
+    assert.equal(jobs.get("waiting")?.started_at, null);
+    assert.equal(attempts.get("waiting"), undefined);
+
+    const stats = rec.stats();
+    assert.equal(stats.rejected, 0);
+    assert.equal(stats.lost, 0);
+    assert.ok(stats.written >= 20, `written ${stats.written}`);
+    assert.ok(lines.some((l) => l.msg === "job records: database schema migrated"));
+  });
+
+  test("malformed outbox entries are skipped and counted; the recorder keeps going", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const rec = recorder(db.url, [p]);
+    await rec.start();
+    const outbox = new PipelineKeys(p).outbox;
+    await redis.xadd(outbox, "*", "type", "exploded", "id", "a", "queue", p, "at", "1");
+    await redis.xadd(outbox, "*", "type", "enqueued", "queue", p, "at", "1");
+    await redis.xadd(outbox, "*", "type", "enqueued", "id", "nul", "queue", p, "at", String(Date.now()), "data", "bad\u0000bytes{");
+    await producer.enqueue(p, "fine", { id: "fine" });
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    assert.deepEqual([...jobs.keys()].sort(), ["fine", "nul"]);
+    assert.equal(jobs.get("nul")?.data, "bad\uFFFDbytes{", "NUL cannot be stored in text: replaced");
+    assert.equal(rec.stats().rejected, 2);
+  });
+
+  test("the same events in any order, split and repeated, give the same rows", async () => {
+    const p = fresh();
+    const q = `${p}/a`;
+    const next = `${p}/b`;
+    await recordsOn(p);
+    // Real transitions, no recorder: the outbox keeps them.
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    const wb = new Consumer(redis, next, { workerId: "wb", leaseMs: 30_000 });
+    const ids = Array.from({ length: 40 }, (_, i) => `j${i}`);
+    await producer.enqueueMany(q, ids.map((id, i) => ({ id, data: { i }, attempts: 2 })));
+    for (let round = 0; round < 3; round++) {
+      const { jobs } = await w.claim(100);
+      for (const job of jobs) {
+        const i = Number(job.id.slice(1));
+        if (i % 4 === 0) await w.fail(job, { name: "E", message: `fail ${job.attempt}` }, { retryable: true, retryDelayMs: 0 });
+        else if (i % 4 === 1) await w.release(job, "shutdown");
+        else if (i % 4 === 2) await w.advance(job, { a: i }, next);
+        else await w.complete(job, i);
+      }
+    }
+    for (const job of (await wb.claim(100)).jobs) await wb.complete(job, "b");
+
+    const entries = (await redis.xrange(new PipelineKeys(p).outbox, "-", "+")) as RawEntry[];
+    assert.ok(entries.length > 150, `entries: ${entries.length}`);
+    const events = entries.map((e) => parseEntry(p, e));
+
+    const dump = async (name: string) => ({
+      jobs: await pgServer.query("SELECT * FROM conveyor_jobs ORDER BY pipeline, id", [], name),
+      attempts: await pgServer.query("SELECT * FROM conveyor_attempts ORDER BY pipeline, job_id, execution", [], name),
+    });
+    const applyAll = async (batches: (typeof events)[]) => {
+      const db = await newDatabase();
+      const pool = createPool(db.url);
+      try {
+        await migrate(pool);
+        for (const b of batches) await writeBatch(pool, foldEvents(b));
+      } finally {
+        await pool.end();
+      }
+      return dump(db.name);
+    };
+
+    const inOrder = await applyAll([events]);
+    const reversed = await applyAll(events.map((e) => [e]).reverse());
+    // Random chunks, shuffled, with a third of them delivered twice.
+    let seed = 42;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const chunks: (typeof events)[] = [];
+    for (let i = 0; i < events.length;) {
+      const size = 1 + Math.floor(rand() * 30);
+      chunks.push(events.slice(i, i + size));
+      i += size;
+    }
+    const shuffled = [...chunks, ...chunks.filter(() => rand() < 0.33)].sort(() => rand() - 0.5);
+    const scrambled = await applyAll(shuffled);
+
+    assert.equal(inOrder.jobs.length, 40);
+    assert.deepEqual(reversed, inOrder);
+    assert.deepEqual(scrambled, inOrder);
+    const byId = new Map(inOrder.jobs.map((r) => [r.id as string, r]));
+    assert.equal(byId.get("j3")?.state, "completed");
+    assert.equal(byId.get("j2")?.state, "completed");
+    assert.equal(byId.get("j2")?.queue, next);
+    assert.equal(byId.get("j0")?.state, "dead");
+    assert.equal(byId.get("j1")?.state, "queued", "handed back in every round");
+  });
+
+  test("two recorders drain one outbox concurrently: every job recorded once, final states right", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    const a = recorder(db.url, [p], { consumer: "rec-a", batchSize: 50 });
+    const b = recorder(db.url, [p], { consumer: "rec-b", batchSize: 50 });
+    await Promise.all([a.start(), b.start()]);
+
+    const total = 500;
+    const expected = new Map<string, { state: string; attempts: number; outcomes: string[] }>();
+    const workers = [1, 2, 3].map((i) => new Consumer(redis, q, { workerId: `w${i}`, leaseMs: 30_000 }));
+    for (let start = 0; start < total; start += 100) {
+      await producer.enqueueMany(q, Array.from({ length: 100 }, (_, k) => ({ id: `job-${start + k}`, data: { i: start + k }, attempts: 2 })));
+    }
+    // Three workers take turns: i%5==0 fails once then completes, i%7==0 dies after 2 failures,
+    // i%11==0 is handed back once; the rest complete at once.
+    const handedBack = new Set<string>();
+    let done = 0;
+    let turn = 0;
+    while (done < total) {
+      const w = workers[turn++ % workers.length]!;
+      const { jobs } = await w.claim(20);
+      if (jobs.length === 0) continue;
+      await Promise.all(jobs.map(async (job) => {
+        const i = Number(job.id.slice(4));
+        if (i % 11 === 0 && !handedBack.has(job.id)) {
+          handedBack.add(job.id);
+          await w.release(job, "shutdown");
+        } else if (i % 7 === 0) {
+          const outcome = await w.fail(job, { name: "E", message: "no" }, { retryable: true, retryDelayMs: 0 });
+          if (outcome === "dead") done++;
+        } else if (i % 5 === 0 && job.attempt === 1) {
+          await w.fail(job, { name: "E", message: "once" }, { retryable: true, retryDelayMs: 0 });
+        } else {
+          await w.complete(job, i);
+          done++;
+        }
+      }));
+    }
+    for (let i = 0; i < total; i++) {
+      const outcomes: string[] = [];
+      if (i % 11 === 0) outcomes.push("handedBack");
+      if (i % 7 === 0) expected.set(`job-${i}`, { state: "dead", attempts: 2, outcomes: [...outcomes, "retried", "dead"] });
+      else if (i % 5 === 0) expected.set(`job-${i}`, { state: "completed", attempts: 2, outcomes: [...outcomes, "retried", "completed"] });
+      else expected.set(`job-${i}`, { state: "completed", attempts: 1, outcomes: [...outcomes, "completed"] });
+    }
+
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    const attempts = await attemptRows(db.name, p);
+    assert.equal(jobs.size, total);
+    const counts = await pgServer.query<{ n: string; distinct_ids: string }>(
+      "SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids FROM conveyor_jobs WHERE pipeline = $1", [p], db.name);
+    assert.deepEqual(counts[0], { n: String(total), distinct_ids: String(total) });
+    for (const [id, want] of expected) {
+      const row = jobs.get(id);
+      assert.equal(row?.state, want.state, `${id} state`);
+      assert.equal(row?.attempts, want.attempts, `${id} attempts`);
+      assert.equal(row?.data, `{"i":${Number(id.slice(4))}}`, `${id} data`);
+      const got = (attempts.get(id) ?? []).map((x) => x.outcome);
+      assert.deepEqual([...got].sort(), [...want.outcomes].sort(), `${id} attempts`);
+    }
+    const written = a.stats().written + b.stats().written;
+    assert.ok(written >= total * 3, `written ${written}`);
+    assert.equal(a.stats().rejected + b.stats().rejected, 0);
+  });
+
+  test("PostgreSQL down mid-run: jobs keep moving, records arrive after it returns", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    const { logger, lines } = captureLogger();
+    const registry = new Registry();
+    const rec = recorder(db.url, [p], { logger, registry });
+    await rec.start();
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    const runJobs = async (from: number, count: number) => {
+      await producer.enqueueMany(q, Array.from({ length: count }, (_, k) => ({ id: `job-${from + k}`, data: from + k })));
+      let left = count;
+      while (left > 0) {
+        const { jobs } = await w.claim(25);
+        for (const job of jobs) assert.equal(await w.complete(job, "ok"), true);
+        left -= jobs.length;
+      }
+    };
+
+    await runJobs(0, 100);
+    await waitDrained(p);
+    await pgServer.kill();
+    // With PostgreSQL gone, the Redis side does not wait for it.
+    await runJobs(100, 300);
+    const counts = await admin.counts(q);
+    assert.equal(counts.completed, 400);
+    await waitFor("the recorder notices the outage", async () => !rec.stats().databaseUp, DEADLINE);
+    assert.ok((await redis.xlen(new PipelineKeys(p).outbox)) > 0, "records wait in the outbox");
+    await sleep(1_500); // a few retries while it is down
+    await pgServer.restart();
+    await runJobs(400, 100);
+    await waitDrained(p);
+
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.size, 500);
+    for (const [id, row] of jobs) assert.equal(row.state, "completed", id);
+    const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'", [], db.name);
+    assert.equal(attempts[0]?.n, "500");
+    const stats = rec.stats();
+    assert.ok(stats.failures >= 1);
+    assert.equal(stats.databaseUp, true);
+    assert.equal(lines.filter((l) => String(l.msg).includes("PostgreSQL unavailable")).length, 1, "the outage is logged once");
+    assert.equal(lines.filter((l) => String(l.msg).includes("PostgreSQL is back")).length, 1, "and its end once");
+    const metrics = await registry.getMetricsAsJSON();
+    const value = (name: string) => metrics.find((m) => m.name === name)?.values.reduce((s, v) => s + v.value, 0);
+    assert.ok((value("conveyor_records_failures_total") ?? 0) >= 1);
+    assert.ok((value("conveyor_records_written_total") ?? 0) >= 1000);
+    assert.equal(value("conveyor_records_database_up"), 1);
+  });
+
+  test("PostgreSQL down at start: the schema is created once it comes up", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    await pgServer.kill();
+    try {
+      const rec = recorder(db.url, [p]);
+      await rec.start(); // needs only Redis
+      await producer.enqueue(p, "early", { id: "early" });
+      await waitFor("a failed attempt", async () => rec.stats().failures > 0, DEADLINE);
+    } finally {
+      await pgServer.restart();
+    }
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.get("early")?.state, "queued");
+  });
+
+  test("a recorder that crashed after reading (or even after writing) leaves nothing lost or doubled", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    await recordsOn(p);
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    await producer.enqueueMany(q, Array.from({ length: 120 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    for (;;) {
+      const { jobs } = await w.claim(50);
+      if (jobs.length === 0) break;
+      for (const job of jobs) await w.complete(job, job.id);
+    }
+    const outbox = new PipelineKeys(p).outbox;
+    // Ghost 1 read 200 entries and died before writing them.
+    const read = async (consumer: string, count: number) =>
+      ((await redis.xreadgroup("GROUP", RECORDER_GROUP, consumer, "COUNT", count, "STREAMS", outbox, ">")) as [string, RawEntry[]][])[0]![1];
+    await read("ghost-1", 200);
+    // Ghost 2 read 100 entries, committed them to PostgreSQL and died before XACK.
+    const written = await read("ghost-2", 100);
+    const pool = createPool(db.url);
+    try {
+      await migrate(pool);
+      await writeBatch(pool, foldEvents(written.map((e) => parseEntry(p, e))));
+    } finally {
+      await pool.end();
+    }
+    const pendingBefore = (await redis.xpending(outbox, RECORDER_GROUP)) as [number];
+    assert.equal(Number(pendingBefore[0]), 300);
+
+    const rec = recorder(db.url, [p], { consumer: "survivor" });
+    await rec.start();
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.size, 120);
+    for (const [id, row] of jobs) {
+      assert.equal(row.state, "completed", id);
+      assert.equal(row.result, JSON.stringify(id));
+    }
+    const attempts = await pgServer.query<{ n: string; d: string }>(
+      "SELECT count(*) AS n, count(DISTINCT (job_id, execution)) AS d FROM conveyor_attempts", [], db.name);
+    assert.deepEqual(attempts[0], { n: "120", d: "120" });
+    assert.ok(rec.stats().written >= 360, "the survivor took over the ghosts' entries");
+  });
+
+  test("stop() mid-run and a successor: every transition recorded exactly once", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    const first = recorder(db.url, [p], { consumer: "first", batchSize: 20 });
+    await first.start();
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    const total = 300;
+    await producer.enqueueMany(q, Array.from({ length: total }, (_, i) => ({ id: `job-${i}`, data: i })));
+    let completed = 0;
+    let second: JobRecorder | null = null;
+    while (completed < total) {
+      const { jobs } = await w.claim(10);
+      for (const job of jobs) await w.complete(job, 1);
+      completed += jobs.length;
+      if (!second && completed >= total / 2) {
+        await first.stop();
+        second = recorder(db.url, [p], { consumer: "second" });
+        await second.start();
+      }
+    }
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.size, total);
+    for (const [id, row] of jobs) assert.equal(row.state, "completed", id);
+    const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts", [], db.name);
+    assert.equal(attempts[0]?.n, String(total));
+    const groups = (await redis.xinfo("CONSUMERS", new PipelineKeys(p).outbox, RECORDER_GROUP)) as unknown[][];
+    const names = groups.map((c) => String(c[1]));
+    assert.ok(!names.includes("first"), `a cleanly stopped recorder leaves the group: ${names.join(",")}`);
+  });
+});
