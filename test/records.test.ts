@@ -516,6 +516,50 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.ok(rec.stats().written >= 360, "the survivor took over the ghosts' entries");
   });
 
+  test("stop() flushes what the outbox holds before it returns", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    const rec = recorder(db.url, [p], { batchSize: 25, stopTimeoutMs: DEADLINE });
+    await rec.start();
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    await producer.enqueueMany(q, Array.from({ length: 200 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    for (;;) {
+      const { jobs } = await w.claim(50);
+      if (jobs.length === 0) break;
+      for (const job of jobs) await w.complete(job, 1);
+    }
+    await rec.stop();
+    assert.equal(await outboxDrained(p), true, "nothing left for another recorder");
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.size, 200);
+    for (const [id, row] of jobs) assert.equal(row.state, "completed", id);
+  });
+
+  test("stop() during an outage returns promptly and leaves the entries for later", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const rec = recorder(db.url, [p], { stopTimeoutMs: DEADLINE, maxBackoffMs: 60_000, minBackoffMs: 30_000 });
+    await rec.start();
+    await producer.enqueue(p, 1, { id: "one" });
+    await waitDrained(p);
+    await pgServer.kill();
+    try {
+      await producer.enqueue(p, 2, { id: "two" });
+      await waitFor("the recorder notices the outage", async () => rec.stats().failures > 0, DEADLINE);
+      // It now sleeps a long backoff; stop must not wait for it (nor for stopTimeoutMs).
+      const stopped = await Promise.race([rec.stop().then(() => true), sleep(20_000, false, { ref: false })]);
+      assert.equal(stopped, true, "stop() returned");
+    } finally {
+      await pgServer.restart();
+    }
+    assert.equal(await redis.xlen(new PipelineKeys(p).outbox), 1, "the entry waits in the outbox");
+    const next = recorder(db.url, [p]);
+    await next.start();
+    await waitDrained(p);
+    assert.equal((await jobRows(db.name, p)).get("two")?.state, "queued");
+  });
+
   test("stop() mid-run and a successor: every transition recorded exactly once", async () => {
     const db = await newDatabase();
     const p = fresh();

@@ -122,6 +122,9 @@ export class JobRecorder {
   private readonly metrics: RecorderMetrics;
   private readonly pool: pg.Pool;
   private readonly ownsPool: boolean;
+  /** Aborted by stop() at once: ends backoff sleeps. */
+  private readonly closeSignal = new AbortController();
+  /** Aborted when stop() gives up waiting for the last flush. */
   private readonly abort = new AbortController();
   private readonly loops: PipelineLoop[] = [];
   private schema: Promise<void> | null = null;
@@ -129,6 +132,8 @@ export class JobRecorder {
   private started: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private outageSince: number | null = null;
+  /** Set by stop(): flush what is there, then end. */
+  private closingSince: number | null = null;
   private readonly counts: RecorderStats = { written: 0, batches: 0, failures: 0, rejected: 0, lost: 0, databaseUp: false };
 
   constructor(opts: RecorderOptions) {
@@ -178,9 +183,11 @@ export class JobRecorder {
   }
 
   /**
-   * Stop draining. A batch being written is given `stopTimeoutMs` to commit and be
-   * acknowledged; anything read but not acknowledged is redelivered to another recorder
-   * (or this one's successor) later, which is harmless because the writes are idempotent.
+   * Stop draining, after a last flush: for up to `stopTimeoutMs` the recorder keeps writing
+   * what the outbox holds up to now (the transitions of this worker's last jobs, when it is the
+   * last one running), without waiting for new entries and without waiting out an outage.
+   * Whatever is read but not acknowledged by then is redelivered to another recorder (or this
+   * one's successor) later, which is harmless because the writes are idempotent.
    */
   stop(): Promise<void> {
     this.stopping ??= this.shutDown();
@@ -188,7 +195,8 @@ export class JobRecorder {
   }
 
   private async shutDown(): Promise<void> {
-    this.abort.abort();
+    this.closingSince = Date.now();
+    this.closeSignal.abort();
     if (this.gaugeTimer) clearInterval(this.gaugeTimer);
     await this.started?.catch(() => {});
     // A blocked read returns within `blockMs`; what it brings is written and acknowledged.
@@ -196,8 +204,13 @@ export class JobRecorder {
     // for `claimIdleMs` before another recorder takes them.)
     const timeout = this.opts.stopTimeoutMs ?? 5_000;
     const all = Promise.all(this.loops.map((l) => l.done));
-    const finished = await Promise.race([all.then(() => true), sleep(timeout, false, { ref: false })]);
-    if (!finished) this.log.warn({ timeoutMs: timeout }, "job records: a batch was still being written at stop; it will be redelivered");
+    let finished = await Promise.race([all.then(() => true), sleep(timeout, false, { ref: false })]);
+    this.abort.abort();
+    if (!finished) {
+      // A write in flight gets a moment more to commit and be acknowledged.
+      finished = await Promise.race([all.then(() => true), sleep(1_000, false, { ref: false })]);
+      if (!finished) this.log.warn({ timeoutMs: timeout }, "job records: a batch was still being written at stop; it will be redelivered");
+    }
     for (const loop of this.loops) {
       if (finished) await this.forgetConsumer(loop).catch(() => {});
       loop.conn.disconnect();
@@ -212,6 +225,10 @@ export class JobRecorder {
 
   private get stopped(): boolean {
     return this.abort.signal.aborted;
+  }
+
+  private get closing(): boolean {
+    return this.closingSince !== null;
   }
 
   private describeDatabase(): string {
@@ -231,8 +248,11 @@ export class JobRecorder {
         const entries = await this.nextEntries(loop);
         if (entries.length > 0) await this.record(loop, entries);
         backoff = this.minBackoff;
+        if (this.closing && (entries.length === 0 || streamTime(entries[entries.length - 1]![0]) >= this.closingSince!)) break;
       } catch (err) {
-        if (this.stopped || err instanceof Stopped) break;
+        // Whatever was read and not acknowledged: read it again first.
+        loop.ownPending = true;
+        if (this.stopped || this.closing || err instanceof Stopped) break;
         if (isNoGroup(err)) {
           // The stream was deleted (and with it the group): start over from its beginning.
           await createGroup(loop.conn, loop.keys.outbox).catch(() => {});
@@ -279,11 +299,14 @@ export class JobRecorder {
       if (own.length > 0) return own;
       loop.ownPending = false;
     }
+    if (this.closing) {
+      // The last flush: what is there now, no waiting.
+      return readReply(await conn.xreadgroup("GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize, "STREAMS", keys.outbox, ">"));
+    }
     if (Date.now() >= loop.nextClaimAt) {
       const claimed = await this.claimStale(loop);
       if (claimed.length > 0) return claimed;
     }
-    if (this.stopped) throw new Stopped();
     return readReply(await conn.xreadgroup("GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize, "BLOCK", this.opts.blockMs ?? 1_000, "STREAMS", keys.outbox, ">"));
   }
 
@@ -343,7 +366,7 @@ export class JobRecorder {
           return;
         }
         this.databaseFailed(loop.pipeline, err);
-        if (this.stopped) throw new Stopped();
+        if (this.closing) throw new Stopped(); // no waiting out an outage at shutdown
         await this.pause(backoff);
         backoff = Math.min(backoff * 2, this.maxBackoff);
       }
@@ -373,7 +396,7 @@ export class JobRecorder {
   private async pause(ms: number): Promise<void> {
     const jittered = ms / 2 + Math.random() * (ms / 2);
     try {
-      await sleep(jittered, undefined, { signal: this.abort.signal });
+      await sleep(jittered, undefined, { signal: this.closeSignal.signal });
     } catch {
       throw new Stopped();
     }
