@@ -516,6 +516,29 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.ok(rec.stats().written >= 360, "the survivor took over the ghosts' entries");
   });
 
+  test("entries trimmed by the outbox cap before they were recorded are reported, never silent", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    await recordsOn(p);
+    await producer.enqueueMany(p, Array.from({ length: 100 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    const outbox = new PipelineKeys(p).outbox;
+    await redis.xreadgroup("GROUP", RECORDER_GROUP, "ghost", "COUNT", 10, "STREAMS", outbox, ">");
+    // What the scripts' MAXLEN cap does when no recorder keeps up: the oldest entries go.
+    await redis.xtrim(outbox, "MAXLEN", 50);
+    const { logger, lines } = captureLogger();
+    const registry = new Registry();
+    const rec = recorder(db.url, [p], { logger, registry });
+    await rec.start();
+    const gauge = (await registry.getSingleMetric("conveyor_records_outbox_trimmed")!.get()).values[0]?.value;
+    assert.equal(gauge, 40, "40 entries were trimmed before anyone read them");
+    assert.ok(lines.some((l) => String(l.msg).includes("unread entries were trimmed")));
+    await waitFor("the ghost's trimmed entries are noticed", async () => rec.stats().lost === 10, DEADLINE);
+    await waitDrained(p);
+    const jobs = await jobRows(db.name, p);
+    assert.equal(jobs.size, 50);
+    assert.ok(jobs.has("job-99") && !jobs.has("job-49"));
+  });
+
   test("stop() flushes what the outbox holds before it returns", async () => {
     const db = await newDatabase();
     const p = fresh();

@@ -45,19 +45,26 @@ function removeOnExit(dir: string): void {
   });
 }
 
+export interface PostgresServerOptions {
+  /** Server settings (`-c name=value`), over the test defaults (e.g. `{ fsync: "on" }`). */
+  settings?: Record<string, string>;
+}
+
 export class PostgresServer {
   readonly port: number;
   readonly dir: string;
   private readonly runAs: RunAs | null;
+  private readonly settings: Record<string, string>;
   private proc: Started | null = null;
 
-  private constructor(port: number, dir: string, runAs: RunAs | null) {
+  private constructor(port: number, dir: string, runAs: RunAs | null, settings: Record<string, string>) {
     this.port = port;
     this.dir = dir;
     this.runAs = runAs;
+    this.settings = settings;
   }
 
-  static async start(): Promise<PostgresServer> {
+  static async start(opts: PostgresServerOptions = {}): Promise<PostgresServer> {
     const dir = mkdtempSync(join(tmpdir(), "cvy-pg-"));
     removeOnExit(dir);
     const runAs = postgresUser();
@@ -65,7 +72,16 @@ export class PostgresServer {
     const initdb = [pgBin("initdb"), "-D", join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"];
     const [cmd, args] = runAs ? ["runuser", ["-u", "postgres", "--", ...initdb]] : [initdb[0]!, initdb.slice(1)];
     execFileSync(cmd, args, { stdio: "pipe", cwd: dir });
-    const server = new PostgresServer(await freePort(), dir, runAs);
+    const settings = {
+      // fsync off is safe for what the tests do (kill the server, never the machine); leave
+      // synchronous_commit on: a commit the recorder saw must survive a SIGKILL.
+      fsync: "off",
+      full_page_writes: "off",
+      max_connections: "100",
+      shared_buffers: "32MB",
+      ...opts.settings,
+    };
+    const server = new PostgresServer(await freePort(), dir, runAs, settings);
     await server.restart();
     return server;
   }
@@ -103,12 +119,7 @@ export class PostgresServer {
       "-p", String(this.port),
       "-h", "127.0.0.1",
       "-k", this.dir,
-      // fsync off is safe for what the tests do (kill the server, never the machine); leave
-      // synchronous_commit on: a commit the recorder saw must survive a SIGKILL.
-      "-c", "fsync=off",
-      "-c", "full_page_writes=off",
-      "-c", "max_connections=100",
-      "-c", "shared_buffers=32MB",
+      ...Object.entries(this.settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
     ];
     this.proc = startProcess(pgBin("postgres"), args, {
       logFile: join(this.dir, "postgres.log"),

@@ -95,6 +95,8 @@ function createMetrics(registry?: Registry) {
       new Gauge({ name: "conveyor_records_outbox_pending", help: "Outbox entries read by a recorder and not yet acknowledged", labelNames: p, registers })),
     lag: metric(registry, "conveyor_records_lag_seconds", (registers) =>
       new Gauge({ name: "conveyor_records_lag_seconds", help: "Age of the oldest outbox entry not yet recorded (0 when caught up)", labelNames: p, registers })),
+    trimmed: metric(registry, "conveyor_records_outbox_trimmed", (registers) =>
+      new Gauge({ name: "conveyor_records_outbox_trimmed", help: "Unread outbox entries trimmed away by the stream's length cap (records lost; visible until recorders read past the gap)", labelNames: p, registers })),
     databaseUp: metric(registry, "conveyor_records_database_up", (registers) =>
       new Gauge({ name: "conveyor_records_database_up", help: "1 while PostgreSQL accepts the records, 0 during an outage", registers })),
   };
@@ -134,6 +136,7 @@ export class JobRecorder {
   private outageSince: number | null = null;
   /** Set by stop(): flush what is there, then end. */
   private closingSince: number | null = null;
+  private readonly trimReported = new Set<string>();
   private readonly counts: RecorderStats = { written: 0, batches: 0, failures: 0, rejected: 0, lost: 0, databaseUp: false };
 
   constructor(opts: RecorderOptions) {
@@ -167,6 +170,7 @@ export class JobRecorder {
       await redis.hset(keys.meta, "records", "1");
     }
     this.log.info({ pipelines: this.pipelines, consumer: this.consumer, database: this.describeDatabase() }, "job records on: draining the outbox into PostgreSQL");
+    await this.readGauges(); // before reading: a gap left while no recorder ran is seen now
     for (const pipeline of this.pipelines) {
       const keys = new PipelineKeys(pipeline);
       const conn = this.opts.connectBlocking?.() ?? connectRedis(this.opts.redisUrl!, { blocking: true, name: `conveyor-records:${this.consumer}` });
@@ -179,7 +183,6 @@ export class JobRecorder {
     const interval = this.opts.gaugeIntervalMs ?? 5_000;
     this.gaugeTimer = setInterval(() => void this.readGauges(), interval);
     this.gaugeTimer.unref();
-    void this.readGauges();
   }
 
   /**
@@ -411,13 +414,26 @@ export class JobRecorder {
     for (const pipeline of this.pipelines) {
       const key = new PipelineKeys(pipeline).outbox;
       try {
-        const replies = await this.opts.redis.multi().xlen(key).xpending(key, RECORDER_GROUP).xrange(key, "-", "+", "COUNT", 1).exec();
+        const replies = await this.opts.redis.multi().xlen(key).xinfo("GROUPS", key).xrange(key, "-", "+", "COUNT", 1).exec();
         if (!replies) continue;
-        const [[, len], [, pending], [, first]] = replies as [[unknown, number], [unknown, [number, ...unknown[]] | null], [unknown, RawEntry[]]];
-        this.metrics.outboxLength.set({ pipeline }, Number(len));
-        this.metrics.outboxPending.set({ pipeline }, Number(pending?.[0] ?? 0));
+        const [[, rawLen], [, groups], [, first]] = replies as [[unknown, number], [unknown, unknown[][]], [unknown, RawEntry[]]];
+        const len = Number(rawLen);
+        const group = (groups ?? []).map(fieldMap).find((g) => g.name === RECORDER_GROUP);
+        this.metrics.outboxLength.set({ pipeline }, len);
+        this.metrics.outboxPending.set({ pipeline }, Number(group?.pending ?? 0));
         const oldest = first?.[0]?.[0];
         this.metrics.lag.set({ pipeline }, oldest ? Math.max(0, (Date.now() - streamTime(oldest)) / 1000) : 0);
+        // Entries not yet delivered to the group (`lag`, Redis ≥ 7) can only exceed the stream's
+        // length when the MAXLEN cap trimmed some of them away before anyone read them.
+        const undelivered = group?.lag === null || group?.lag === undefined ? null : Number(group.lag);
+        const trimmed = undelivered !== null && undelivered > len ? undelivered - len : 0;
+        this.metrics.trimmed.set({ pipeline }, trimmed);
+        if (trimmed > 0 && !this.trimReported.has(pipeline)) {
+          this.trimReported.add(pipeline);
+          this.log.error({ pipeline, entries: trimmed }, "job records: the outbox reached its length cap and unread entries were trimmed: their records are lost");
+        } else if (trimmed === 0) {
+          this.trimReported.delete(pipeline);
+        }
       } catch {
         // Gauges are best effort; the loop reports real trouble.
       }
@@ -499,6 +515,13 @@ async function createGroup(redis: RedisClient, stream: string): Promise<void> {
   } catch (err) {
     if (!String((err as Error).message).includes("BUSYGROUP")) throw err;
   }
+}
+
+/** A Redis reply of alternating names and values (XINFO) as an object. */
+function fieldMap(list: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < list.length; i += 2) out[String(list[i])] = list[i + 1];
+  return out;
 }
 
 function readReply(reply: unknown): RawEntry[] {
