@@ -257,10 +257,13 @@ describe("job records (PostgreSQL through the outbox)", () => {
   test("malformed outbox entries are skipped and counted; the recorder keeps going", async () => {
     const db = await newDatabase();
     const p = fresh();
-    const rec = recorder(db.url, [p]);
+    const { logger, lines } = captureLogger();
+    const rec = recorder(db.url, [p], { logger });
     await rec.start();
     const outbox = new PipelineKeys(p).outbox;
     await redis.xadd(outbox, "*", "type", "exploded", "id", "a", "queue", p, "at", "1");
+    await redis.xadd(outbox, "*", "type", "exploded", "id", "b", "queue", p, "at", "1");
+    await redis.xadd(outbox, "*", "type", "progress", "id", "fine", "queue", p, "at", "1", "token", "1", "progress", "0.5");
     await redis.xadd(outbox, "*", "type", "enqueued", "queue", p, "at", "1");
     await redis.xadd(outbox, "*", "type", "enqueued", "id", "nul", "queue", p, "at", String(Date.now()), "data", "bad\u0000bytes{");
     await producer.enqueue(p, "fine", { id: "fine" });
@@ -268,7 +271,31 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const jobs = await jobRows(db.name, p);
     assert.deepEqual([...jobs.keys()].sort(), ["fine", "nul"]);
     assert.equal(jobs.get("nul")?.data, "bad\uFFFDbytes{", "NUL cannot be stored in text: replaced");
-    assert.equal(rec.stats().rejected, 2);
+    assert.equal(rec.stats().rejected, 3, "two of an unknown type, one without a job id; progress is not an error");
+    const skipped = lines.filter((l) => l.msg === "job records: outbox entry skipped");
+    assert.equal(skipped.length, 2, "an unknown type is logged once, not per entry");
+  });
+
+  test("hand-back by the circuit breaker (deferred) and reused results are recorded", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const rec = recorder(db.url, [p]);
+    await rec.start();
+    const w = new Consumer(redis, p, { workerId: "w", leaseMs: 30_000 });
+    await producer.enqueue(p, 1, { id: "dep" });
+    const [job] = (await w.claim(1)).jobs;
+    // As release_job.lua writes it for cause 'deferred', and complete_job.lua with 'reused'.
+    const outbox = new PipelineKeys(p).outbox;
+    await redis.xadd(outbox, "*", "type", "deferred", "id", "dep", "queue", p, "at", String(Date.now()), "token", job!.token, "reason", "dependency down");
+    await redis.xadd(outbox, "*", "type", "started", "id", "dep", "queue", p, "at", String(Date.now()), "token", "t2", "attempt", "1", "worker", "w");
+    await redis.xadd(outbox, "*", "type", "completed", "id", "dep", "queue", p, "at", String(Date.now()), "token", "t2", "result", "7", "reused", "1");
+    await waitDrained(p);
+    const row = (await jobRows(db.name, p)).get("dep");
+    assert.equal(row?.state, "completed");
+    const attempts = await pgServer.query<AttemptRow & { reused: boolean | null }>(
+      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY started_at, execution", [p], db.name);
+    assert.deepEqual(attempts.map((a) => [a.execution, a.outcome, a.reason, a.reused]), [[job!.token, "deferred", "dependency down", null], ["t2", "completed", null, true]]);
+    assert.equal(rec.stats().rejected, 0);
   });
 
   test("the same events in any order, split and repeated, give the same rows", async () => {
@@ -295,7 +322,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
 
     const entries = (await redis.xrange(new PipelineKeys(p).outbox, "-", "+")) as RawEntry[];
     assert.ok(entries.length > 150, `entries: ${entries.length}`);
-    const events = entries.map((e) => parseEntry(p, e));
+    const events = entries.flatMap((e) => parseEntry(p, e) ?? []);
 
     const dump = async (name: string) => ({
       jobs: await pgServer.query("SELECT * FROM conveyor_jobs ORDER BY pipeline, id", [], name),
@@ -494,7 +521,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const pool = createPool(db.url);
     try {
       await migrate(pool);
-      await writeBatch(pool, foldEvents(written.map((e) => parseEntry(p, e))));
+      await writeBatch(pool, foldEvents(written.flatMap((e) => parseEntry(p, e) ?? [])));
     } finally {
       await pool.end();
     }

@@ -3,8 +3,10 @@
 // knows their fields. A batch is folded into at most one patch per job and one per execution,
 // in stream order, so one multi-row upsert per table writes the whole batch.
 
-export const EVENT_TYPES = ["enqueued", "started", "completed", "retried", "dead", "handedBack", "stalled"] as const;
+export const EVENT_TYPES = ["enqueued", "started", "completed", "retried", "dead", "handedBack", "deferred", "stalled"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+/** Entries that change nothing recorded (progress reports): acknowledged and skipped. */
+export const IGNORED_TYPES: readonly string[] = ["progress"];
 
 /** A raw stream entry as XREADGROUP/XAUTOCLAIM return it (fields null when the entry was trimmed). */
 export type RawEntry = [id: string, fields: string[] | null];
@@ -24,6 +26,12 @@ export interface OutboxEvent {
 
 export class MalformedEventError extends Error {
   override name = "MalformedEventError";
+  /** Set when the entry is well-formed but of a type this version does not know. */
+  readonly unknownType: string | undefined;
+  constructor(message: string, unknownType?: string) {
+    super(message);
+    this.unknownType = unknownType;
+  }
 }
 
 const SEQ_SCALE = 10n ** 20n; // a stream id's sequence part is < 2^64 < 10^20
@@ -44,13 +52,15 @@ function clean(s: string): string {
   return s.includes("\u0000") ? s.replaceAll("\u0000", "\uFFFD") : s;
 }
 
-export function parseEntry(pipeline: string, [streamId, list]: RawEntry): OutboxEvent {
+/** The event of an entry, or null for entries that record nothing (IGNORED_TYPES). */
+export function parseEntry(pipeline: string, [streamId, list]: RawEntry): OutboxEvent | null {
   const version = streamVersion(streamId);
   if (!list) throw new MalformedEventError(`entry ${streamId} has no fields`);
   const fields: Record<string, string> = {};
   for (let i = 0; i + 1 < list.length; i += 2) fields[list[i]!] = clean(list[i + 1]!);
   const type = fields.type as EventType;
-  if (!EVENT_TYPES.includes(type)) throw new MalformedEventError(`entry ${streamId}: unknown type ${JSON.stringify(fields.type)}`);
+  if (fields.type !== undefined && IGNORED_TYPES.includes(fields.type)) return null;
+  if (!EVENT_TYPES.includes(type)) throw new MalformedEventError(`entry ${streamId}: unknown type ${JSON.stringify(fields.type)}`, String(fields.type));
   const id = fields.id;
   const queue = fields.queue;
   const at = Number(fields.at);
@@ -90,7 +100,7 @@ export interface JobPatch {
   startedAt?: Versioned<number | null>;
 }
 
-export type AttemptOutcome = "running" | "completed" | "retried" | "dead" | "handedBack" | "stalled";
+export type AttemptOutcome = "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled";
 
 /** What a batch does to one conveyor_attempts row (one execution = one lease token). */
 export interface AttemptPatch {
@@ -106,6 +116,8 @@ export interface AttemptPatch {
   finishedAt: number | null;
   error: string | null;
   reason: string | null;
+  /** Completed with a result reused from an earlier run of the same input (content hash). */
+  reused: boolean | null;
   vEnd: string | null;
 }
 
@@ -132,6 +144,7 @@ const STATE: Record<EventType, JobState> = {
   retried: "retrying",
   dead: "dead",
   handedBack: "queued",
+  deferred: "queued",
   stalled: "queued",
 };
 
@@ -184,6 +197,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
       break;
     }
     case "handedBack":
+    case "deferred":
       break;
   }
   return patch;
@@ -203,6 +217,7 @@ function applyToAttempt(p: AttemptPatch | undefined, e: OutboxEvent, token: stri
     finishedAt: null,
     error: null,
     reason: null,
+    reused: null,
     vEnd: null,
   };
   a.attempt ??= int(f.attempt);
@@ -216,6 +231,7 @@ function applyToAttempt(p: AttemptPatch | undefined, e: OutboxEvent, token: stri
     a.finishedAt = e.at;
     a.error = f.error ?? null;
     a.reason = f.reason ?? (e.type === "stalled" ? "lease expired" : null);
+    a.reused = e.type === "completed" && f.reused !== undefined ? f.reused === "1" : null;
     a.vEnd = e.version;
   }
   return a;

@@ -56,9 +56,10 @@ CREATE TABLE conveyor_attempts (
   attempt      integer,
   started_at   timestamptz,
   finished_at  timestamptz,
-  outcome      text        NOT NULL CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'stalled')),
+  outcome      text        NOT NULL CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'deferred', 'stalled')),
   error        text,
   reason       text,
+  reused       boolean,
   v_end        numeric,
   PRIMARY KEY (pipeline, job_id, execution)
 );

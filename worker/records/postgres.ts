@@ -104,16 +104,16 @@ ON CONFLICT (pipeline, id) DO UPDATE SET
   ${JOB_GROUPS.flatMap(([cols, v]) => [...cols.map((c) => pick(c, v, "j")), latest(v, "j")]).join(",\n  ")}`;
 
 const UPSERT_ATTEMPTS = `
-INSERT INTO conveyor_attempts AS a (pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, v_end)
-SELECT pipeline, job_id, execution, queue, worker, attempt, ${ts("started_at")}, ${ts("finished_at")}, outcome, error, reason, v_end
+INSERT INTO conveyor_attempts AS a (pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, reused, v_end)
+SELECT pipeline, job_id, execution, queue, worker, attempt, ${ts("started_at")}, ${ts("finished_at")}, outcome, error, reason, reused, v_end
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::float8[], $9::text[],
-  $10::text[], $11::text[], $12::numeric[])
-  AS t(pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, v_end)
+  $10::text[], $11::text[], $12::boolean[], $13::numeric[])
+  AS t(pipeline, job_id, execution, queue, worker, attempt, started_at, finished_at, outcome, error, reason, reused, v_end)
 ON CONFLICT (pipeline, job_id, execution) DO UPDATE SET
   worker = COALESCE(excluded.worker, a.worker),
   attempt = COALESCE(excluded.attempt, a.attempt),
   started_at = COALESCE(excluded.started_at, a.started_at),
-  ${["outcome", "finished_at", "error", "reason"].map((c) => pick(c, "v_end", "a")).join(",\n  ")},
+  ${["outcome", "finished_at", "error", "reason", "reused"].map((c) => pick(c, "v_end", "a")).join(",\n  ")},
   ${latest("v_end", "a")}`;
 
 function column<T, R>(rows: readonly T[], f: (row: T) => R): R[] {
@@ -161,6 +161,7 @@ function attemptParams(rows: readonly AttemptPatch[]): unknown[] {
     column(rows, (r) => r.outcome),
     column(rows, (r) => r.error),
     column(rows, (r) => r.reason),
+    column(rows, (r) => r.reused),
     column(rows, (r) => r.vEnd),
   ];
 }

@@ -134,9 +134,11 @@ export class JobRecorder {
   private started: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private outageSince: number | null = null;
+  private redisTroubleSince: number | null = null;
   /** Set by stop(): flush what is there, then end. */
   private closingSince: number | null = null;
   private readonly trimReported = new Set<string>();
+  private readonly unknownTypes = new Set<string>();
   private readonly counts: RecorderStats = { written: 0, batches: 0, failures: 0, rejected: 0, lost: 0, databaseUp: false };
 
   constructor(opts: RecorderOptions) {
@@ -248,9 +250,18 @@ export class JobRecorder {
     while (!this.stopped) {
       try {
         await this.ensureSchema();
+      } catch (err) {
+        this.databaseFailed(loop.pipeline, err);
+        if (this.closing) break;
+        await this.pause(backoff).catch(() => {});
+        backoff = Math.min(backoff * 2, this.maxBackoff);
+        continue;
+      }
+      try {
         const entries = await this.nextEntries(loop);
         if (entries.length > 0) await this.record(loop, entries);
         backoff = this.minBackoff;
+        this.redisOk();
         if (this.closing && (entries.length === 0 || streamTime(entries[entries.length - 1]![0]) >= this.closingSince!)) break;
       } catch (err) {
         // Whatever was read and not acknowledged: read it again first.
@@ -258,14 +269,11 @@ export class JobRecorder {
         if (this.stopped || this.closing || err instanceof Stopped) break;
         if (isNoGroup(err)) {
           // The stream was deleted (and with it the group): start over from its beginning.
+          this.log.warn({ pipeline: loop.pipeline }, "job records: the outbox stream or its consumer group vanished; recreating it");
           await createGroup(loop.conn, loop.keys.outbox).catch(() => {});
           continue;
         }
-        if (isRedisError(err)) {
-          this.log.warn({ pipeline: loop.pipeline, err: errorInfo(err) }, "job records: Redis error, retrying");
-        } else {
-          this.databaseFailed(loop.pipeline, err);
-        }
+        this.redisFailed(loop.pipeline, err);
         await this.pause(backoff).catch(() => {});
         backoff = Math.min(backoff * 2, this.maxBackoff);
       }
@@ -325,33 +333,29 @@ export class JobRecorder {
 
   private async record(loop: PipelineLoop, entries: RawEntry[]): Promise<void> {
     const events: OutboxEvent[] = [];
-    const skip: string[] = [];
     let bytes = 0;
     for (const entry of entries) {
       if (!entry[1]) {
         // Pending, but its content is gone: trimmed (MAXLEN) before anyone recorded it.
         this.lost(loop.pipeline, 1, "trimmed");
-        skip.push(entry[0]);
         continue;
       }
       for (const f of entry[1]) bytes += f.length;
       try {
-        events.push(parseEntry(loop.pipeline, entry));
+        const event = parseEntry(loop.pipeline, entry);
+        if (event) events.push(event);
       } catch (err) {
-        this.reject(loop.pipeline, entry[0], err);
-        skip.push(entry[0]);
+        this.reject(loop.pipeline, entry[0], err); // acknowledged below with the rest
       }
     }
     this.adaptBatchSize(loop, entries.length, bytes);
     await this.write(loop, events);
+    // Written (or skipped): acknowledge and delete, so the stream holds only unrecorded entries.
+    // If this fails, the entries are read again (loop.ownPending) and the replay writes nothing new.
     const ids = entries.map((e) => e[0]);
-    try {
-      await loop.conn.multi().xack(loop.keys.outbox, RECORDER_GROUP, ...ids).xdel(loop.keys.outbox, ...ids).exec();
-    } catch (err) {
-      // Written but not acknowledged: read them again (a replay writes nothing new).
-      loop.ownPending = true;
-      throw err;
-    }
+    const replies = await loop.conn.multi().xack(loop.keys.outbox, RECORDER_GROUP, ...ids).xdel(loop.keys.outbox, ...ids).exec();
+    const failed = replies?.find(([err]) => err)?.[0];
+    if (!replies || failed) throw failed ?? new Error("XACK/XDEL transaction aborted");
   }
 
   /** Write a batch, waiting out a database outage; on data errors, isolate the bad entries. */
@@ -363,10 +367,15 @@ export class JobRecorder {
         await writeBatch(this.pool, foldEvents(events));
         this.written(loop.pipeline, events.length);
         return;
-      } catch (err) {
+      } catch (batchErr) {
+        let err = batchErr;
         if (isDataError(err)) {
-          await this.writeOneByOne(loop, events);
-          return;
+          try {
+            await this.writeOneByOne(loop, events);
+            return;
+          } catch (outage) {
+            err = outage; // the database went away meanwhile: retry the whole batch
+          }
         }
         this.databaseFailed(loop.pipeline, err);
         if (this.closing) throw new Stopped(); // no waiting out an outage at shutdown
@@ -470,9 +479,29 @@ export class JobRecorder {
     }
   }
 
+  private redisOk(): void {
+    if (this.redisTroubleSince !== null) {
+      this.log.info({ troubleMs: Date.now() - this.redisTroubleSince }, "job records: Redis answers again");
+      this.redisTroubleSince = null;
+    }
+  }
+
+  private redisFailed(pipeline: string, err: unknown): void {
+    if (this.redisTroubleSince === null) {
+      this.redisTroubleSince = Date.now();
+      this.log.warn({ pipeline, err: errorInfo(err) }, "job records: reading the outbox failed; retrying with backoff");
+    }
+  }
+
   private reject(pipeline: string, streamId: string, err: unknown): void {
     this.counts.rejected += 1;
     this.metrics.rejected.inc({ pipeline });
+    const unknownType = err instanceof MalformedEventError ? err.unknownType : undefined;
+    if (unknownType !== undefined) {
+      // A newer queue version may add event types: say so once per type, not per entry.
+      if (this.unknownTypes.has(unknownType)) return;
+      this.unknownTypes.add(unknownType);
+    }
     this.log.error({ pipeline, entry: streamId, err: errorInfo(err), malformed: err instanceof MalformedEventError }, "job records: outbox entry skipped");
   }
 
@@ -536,11 +565,6 @@ function isPool(db: RecorderOptions["database"]): db is pg.Pool {
 
 function isNoGroup(err: unknown): boolean {
   return String((err as Error)?.message).includes("NOGROUP");
-}
-
-function isRedisError(err: unknown): boolean {
-  const name = (err as Error)?.name;
-  return name === "ReplyError" || name === "MaxRetriesPerRequestError" || String((err as Error)?.message).startsWith("Connection is closed");
 }
 
 function errorInfo(err: unknown): { name?: string; message: string; code?: string } {
