@@ -8,7 +8,7 @@ import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
 import { Consumer, PipelineKeys, Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
 import {
-  JobRecorder, RECORDER_GROUP, createPool, foldEvents, migrate, parseEntry, startRecorder, writeBatch,
+  JobRecorder, MIGRATIONS, RECORDER_GROUP, createPool, foldEvents, migrate, parseEntry, startRecorder, writeBatch,
   type RawEntry, type RecorderOptions,
 } from "../worker/records/index.ts";
 import { PostgresServer } from "./support/postgres.ts";
@@ -143,8 +143,26 @@ describe("job records (PostgreSQL through the outbox)", () => {
       assert.deepEqual(tables.map((t) => t.table_name), ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"]);
       const migrations = await pgServer.query<{ id: number }>("SELECT id FROM conveyor_migrations", [], db.name);
       assert.deepEqual(migrations.map((m) => m.id), [1]);
+      // A later release appends a migration: only that one runs.
+      const extra = { id: 2, name: "extra", sql: "CREATE TABLE conveyor_extra (x int)" };
+      assert.deepEqual(await migrate(pools[1]!, [...MIGRATIONS, extra]), [2]);
+      assert.deepEqual(await migrate(pools[2]!, [...MIGRATIONS, extra]), []);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
+    }
+    // Once migrated, a user without CREATE on the schema can start (and write).
+    const role = `rw_${db.name}`;
+    await pgServer.query(`CREATE ROLE ${role} LOGIN`, [], db.name);
+    await pgServer.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`, [], db.name);
+    await pgServer.query(`GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_migrations TO ${role}`, [], db.name);
+    const limited = createPool(db.url.replace("//postgres@", `//${role}@`));
+    try {
+      assert.deepEqual(await migrate(limited), []);
+      await writeBatch(limited, foldEvents([parseEntry("p", ["1-1", ["type", "enqueued", "id", "j", "queue", "p", "at", "1000", "data", "{}"]])!]));
+      const rows = await pgServer.query<{ state: string }>("SELECT state FROM conveyor_jobs", [], db.name);
+      assert.deepEqual(rows, [{ state: "queued" }]);
+    } finally {
+      await limited.end();
     }
   });
 

@@ -43,6 +43,14 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
   const client = await pool.connect();
   let broken = false;
   try {
+    // Fast path, no lock and no DDL: everything is applied already (the usual start). This also
+    // lets a user without CREATE on the schema run once an owner has migrated.
+    const table = await client.query<{ t: string | null }>("SELECT to_regclass('conveyor_migrations')::text AS t");
+    if (table.rows[0]?.t) {
+      const known = await client.query<{ id: number }>("SELECT id FROM conveyor_migrations");
+      const done = new Set(known.rows.map((r) => r.id));
+      if (migrations.every((m) => done.has(m.id))) return applied;
+    }
     for (const m of migrations) {
       await client.query("BEGIN");
       try {
