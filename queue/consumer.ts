@@ -22,6 +22,18 @@ export interface ClaimResult {
 
 export type FailOutcome = "retry" | "dead" | "lost";
 
+/** Result reuse: store (or mark as reused) a stage result under the job's content hash. */
+export interface ResultReuse {
+  contentHash?: string;
+  /** How long a stored result may be reused; 0 = do not store. */
+  ttlSeconds?: number;
+  /** The result came from the cache: count it, do not store it again. */
+  reused?: boolean;
+}
+
+/** Why a running job goes back to ready without an attempt. */
+export type ReleaseCause = "handedBack" | "deferred";
+
 export interface SweepResult {
   /** false when another sweeper held the mutex. */
   ran: boolean;
@@ -86,19 +98,19 @@ export class Consumer {
   }
 
   /** Returns false when the lease was lost: the result was fenced off and discarded. */
-  async complete(job: Lease, result: unknown): Promise<boolean> {
+  async complete(job: Lease, result: unknown, reuse: ResultReuse = {}): Promise<boolean> {
     const k = this.keys;
     const ok = await runScript<number>(
       this.redis,
       "complete_job",
       [k.inflight, k.counts, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), this.opts.retentionSeconds],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)],
     );
     return ok === 1;
   }
 
   /** Complete this stage and enqueue the job into `nextQueue` with `nextData`, atomically. */
-  async advance(job: Lease, result: unknown, nextQueue: string, nextData: unknown = result): Promise<boolean> {
+  async advance(job: Lease, result: unknown, nextQueue: string, nextData: unknown = result, opts: ResultReuse & { nextContentHash?: string } = {}): Promise<boolean> {
     assertSamePipeline(this.queue, nextQueue);
     const k = this.keys;
     const next = new QueueKeys(nextQueue);
@@ -106,8 +118,21 @@ export class Consumer {
       this.redis,
       "advance_job",
       [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), nextQueue, encodeResult(nextData)],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), nextQueue, encodeResult(nextData), ...reuseArgs(opts), opts.nextContentHash ?? ""],
     );
+    return ok === 1;
+  }
+
+  /** A stored result for this job's content hash at this stage, as JSON text, or null. */
+  async reusableResult(contentHash: string): Promise<string | null> {
+    if (!contentHash) return null;
+    return this.redis.get(this.keys.result(contentHash));
+  }
+
+  /** Progress from a running handler; false when the lease was lost. */
+  async progress(job: Lease, fraction: number, message = ""): Promise<boolean> {
+    const k = this.keys;
+    const ok = await runScript<number>(this.redis, "report_progress", [k.outbox, k.meta], [k.jobPrefix, this.queue, job.id, job.token, Date.now(), fraction, message]);
     return ok === 1;
   }
 
@@ -122,13 +147,13 @@ export class Consumer {
   }
 
   /** Hand a running job back for immediate redelivery, without counting an attempt. */
-  async release(job: Lease, reason: string): Promise<boolean> {
+  async release(job: Lease, reason: string, cause: ReleaseCause = "handedBack"): Promise<boolean> {
     const k = this.keys;
     const ok = await runScript<number>(
       this.redis,
       "release_job",
       [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause],
     );
     return ok === 1;
   }
@@ -165,6 +190,10 @@ export async function sweepQueue(
   );
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0 };
   return { ran: true, requeued, deadLettered: dead };
+}
+
+function reuseArgs(r: ResultReuse): (string | number)[] {
+  return [r.contentHash ?? "", r.ttlSeconds ?? 0, r.reused ? "1" : "0"];
 }
 
 function encodeResult(result: unknown): string {

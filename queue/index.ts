@@ -7,4 +7,5 @@ export * from "./consumer.ts";
 export * from "./admin.ts";
 export * from "./backoff.ts";
 export * from "./duration.ts";
+export * from "./events.ts";
 export { scriptSource, type RedisClient } from "./scripts.ts";

@@ -72,6 +72,8 @@ export class QueueKeys extends PipelineKeys {
   get sweepLock(): string { return this.part("sweep"); }
   get events(): string { return this.part("events"); }
   get idempotencyPrefix(): string { return this.part("idem:"); }
+  /** A stage result stored for reuse under its input's content hash. */
+  result(contentHash: string): string { return `${this.prefix}result:${this.queue}:${contentHash}`; }
 }
 
 /** Stage chaining needs both queues in one slot: the same pipeline. */

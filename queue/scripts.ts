@@ -17,6 +17,7 @@ const SCRIPTS = [
   "sweep_leases",
   "retry_dead",
   "purge_dead",
+  "report_progress",
 ] as const;
 export type ScriptName = (typeof SCRIPTS)[number];
 

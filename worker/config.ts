@@ -32,6 +32,12 @@ export interface WorkerConfig {
   maxJobs: number;
   /** Recycling (0 = off): drain and exit when RSS exceeds this many MiB. */
   maxMemoryMb: number;
+  /** Result reuse for jobs carrying a content hash: how long a stage result is kept (0 = off). */
+  resultTtlSeconds: number;
+  /** Circuit breaker: consecutive dependency failures that pause claiming (0 = off). */
+  circuitThreshold: number;
+  /** Circuit breaker: first pause; doubles while the dependency stays down, up to 10×. */
+  circuitBackoffMs: number;
 }
 
 export class ConfigError extends Error {
@@ -59,6 +65,9 @@ const SOURCES = {
   "log-level": "LOG_LEVEL",
   "max-jobs": "CONVEYOR_MAX_JOBS",
   "max-memory": "CONVEYOR_MAX_MEMORY_MB",
+  "result-ttl": "CONVEYOR_RESULT_TTL_SECONDS",
+  "circuit-threshold": "CONVEYOR_CIRCUIT_THRESHOLD",
+  "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
 } as const;
 type Option = keyof typeof SOURCES;
 
@@ -81,6 +90,9 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --worker-id ID       CONVEYOR_WORKER_ID        defaults to POD_NAME, else host-pid
   --max-jobs N         CONVEYOR_MAX_JOBS         recycle: drain and exit 0 after N jobs (default 0 = off)
   --max-memory MB      CONVEYOR_MAX_MEMORY_MB    recycle: drain and exit 0 above this RSS (default 0 = off)
+  --result-ttl S       CONVEYOR_RESULT_TTL_SECONDS reuse a stage result for jobs with the same content hash (default 86400; 0 = off)
+  --circuit-threshold N CONVEYOR_CIRCUIT_THRESHOLD consecutive dependency failures that pause claiming (default 5; 0 = off)
+  --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
   --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)`;
 
 export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
@@ -160,5 +172,8 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     logLevel,
     maxJobs: int("max-jobs", 0, 0, Number.MAX_SAFE_INTEGER),
     maxMemoryMb: int("max-memory", 0, 0, 1_000_000),
+    resultTtlSeconds: int("result-ttl", 86_400, 0, 365 * 24 * 3600),
+    circuitThreshold: int("circuit-threshold", 5, 0, 1_000_000),
+    circuitBackoffMs: duration("circuit-backoff", 30_000),
   };
 }

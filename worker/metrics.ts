@@ -39,5 +39,8 @@ export function createWorkerMetrics(registry = new Registry()) {
       registers,
     }),
     draining: new Gauge({ name: "conveyor_worker_draining", help: "1 while the worker drains for shutdown", labelNames: q, registers }),
+    circuitOpen: new Gauge({ name: "conveyor_circuit_open", help: "1 while the circuit breaker pauses claiming (0.5 half-open)", labelNames: q, registers }),
+    deferred: new Counter({ name: "conveyor_jobs_deferred_total", help: "Jobs handed back without an attempt because a dependency failed", labelNames: q, registers }),
+    resultsReused: new Counter({ name: "conveyor_results_reused_total", help: "Stage runs skipped because a result for the same content hash existed", labelNames: q, registers }),
   };
 }

@@ -1,12 +1,14 @@
 // The generic worker: N async job slots in one process, claims only for free slots, a lease
 // heartbeat on every running job, and a warm shutdown that keeps heartbeating until running
 // jobs finish — handing back only what is still running at the drain deadline.
+import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { connectRedis, Consumer, retryDelay, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobTimeoutError, LeaseLostError, MalformedJobError, serializeError } from "./errors.ts";
-import { isRetryable, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
+import { CircuitBreaker } from "./circuitBreaker.ts";
+import { isDependencyFailure, isRetryable, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
 import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 
@@ -46,6 +48,7 @@ export class QueueWorker {
   private jobsFinished = 0;
   private drainTimer: NodeJS.Timeout | undefined;
   private redisError = "";
+  private readonly circuit: CircuitBreaker;
 
   constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
     this.config = config;
@@ -87,6 +90,13 @@ export class QueueWorker {
         onError: (message) => this.log.warn(message),
       },
     );
+    this.circuit = new CircuitBreaker(config.circuitThreshold, config.circuitBackoffMs, (state, d) => {
+      this.metrics.circuitOpen.set(q, state === "open" ? 1 : state === "half-open" ? 0.5 : 0);
+      if (state === "open") this.log.warn({ circuit: state, consecutiveFailures: d.failures, pauseMs: d.pauseMs }, "handler dependency failing: circuit open, claiming paused");
+      else this.log.info({ circuit: state }, state === "closed" ? "circuit closed: dependency recovered" : "circuit half-open: trying one job");
+      this.changed.notify();
+    });
+    this.metrics.circuitOpen.set(q, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);
@@ -113,6 +123,7 @@ export class QueueWorker {
   ready(): { ok: boolean; reason: string } {
     if (this.state !== "running") return { ok: false, reason: this.state };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
+    if (this.circuit.state === "open") return { ok: false, reason: `circuit open until ${new Date(this.circuit.openUntil).toISOString()}` };
     return { ok: true, reason: "ok" };
   }
 
@@ -158,9 +169,10 @@ export class QueueWorker {
   private async loop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
-      const free = this.config.concurrency - this.running.size;
+      const free = this.circuit.allowance(this.config.concurrency - this.running.size);
       if (free <= 0) {
-        await this.changed.wait();
+        const pause = this.circuit.state === "open" ? sleep(Math.max(10, this.circuit.openUntil - Date.now())) : new Promise(() => {});
+        await Promise.race([this.changed.wait(), pause]);
         continue;
       }
       let claimed;
@@ -229,28 +241,41 @@ export class QueueWorker {
     const ctx: HandlerContext = {
       signal: controller.signal,
       log,
-      progress: (fraction, message) => log.debug({ progress: fraction, message }, "progress"),
+      progress: (fraction, message) => {
+        if (!(fraction >= 0 && fraction <= 1)) throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
+        this.consumer.progress(job, fraction, message).catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
+      },
     };
+    const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
+    const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
     const timer = setTimeout(() => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)), timeoutMs);
     let result: unknown;
     try {
-      result = await this.runHandler(view, ctx);
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
     } catch (err) {
       clearTimeout(timer);
       if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+      if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
       const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
       await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
       return;
     }
     clearTimeout(timer);
+    this.circuit.success();
     if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
     const next = this.config.nextQueue;
-    const ok = await this.settle(log, "complete", () => (next ? this.consumer.advance(job, result, next) : this.consumer.complete(job, result)));
+    const reuseArgs = { contentHash: reuse ? job.contentHash : "", ttlSeconds: this.config.resultTtlSeconds, reused: cached !== null };
+    const ok = await this.settle(log, "complete", () =>
+      next
+        ? this.consumer.advance(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" })
+        : this.consumer.complete(job, result, reuseArgs),
+    );
     if (ok) {
       this.metrics.completed.inc(q);
+      if (cached !== null) this.metrics.resultsReused.inc(q);
       this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds());
-      log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, durationMs: Math.round(seconds() * 1000) }, "job completed");
+      log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, reused: cached !== null || undefined, durationMs: Math.round(seconds() * 1000) }, "job completed");
     } else {
       this.metrics.leasesLost.inc(q);
       this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
@@ -302,6 +327,16 @@ export class QueueWorker {
     }
   }
 
+  /** A dependency failure: hand the job back without an attempt and feed the circuit breaker. */
+  private async defer(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
+    const error = serializeError(err);
+    this.circuit.dependencyFailure();
+    const released = await this.settle(log, "defer", () => this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"));
+    if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
+    log.warn({ outcome: "deferred", error: { name: error.name, message: error.message }, circuit: this.circuit.state }, "handler dependency failed: job deferred without an attempt");
+  }
+
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
@@ -327,7 +362,7 @@ export class QueueWorker {
         entry.handedBack = true;
         entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
         const log = this.log.child({ jobId: entry.job.id, attempt: entry.job.attempt, executionId: entry.job.token });
-        const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason));
+        const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"));
         if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
         log.warn({ outcome: "handedBack", reason, released }, "job still running at the drain deadline: handed back for immediate redelivery");
         // The handler was told to stop; its slot is free now (the result, if any, is ignored).
@@ -359,6 +394,11 @@ export class QueueWorker {
       void this.shutdown(`recycle: RSS ${Math.round(process.memoryUsage.rss() / 1048576)} MiB above ${maxMemoryMb} MiB`);
     }
   }
+}
+
+/** The content hash a next stage's input gets when reuse is on for the job. */
+function contentHashOf(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value ?? null)).digest("hex");
 }
 
 /** Wakes every current waiter at once. */

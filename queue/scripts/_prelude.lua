@@ -6,11 +6,24 @@ local function jobKey(jobPrefix, id)
   return jobPrefix .. id
 end
 
--- The outbox is a transactional record of every transition, drained into PostgreSQL by
--- workers that have a database. It is written only when a recorder has switched it on,
--- so queues without PostgreSQL never grow it.
+-- Every transition is appended to the queue's capped event stream (for followers: `conveyor
+-- events`, the typed API) and, when a recorder has switched it on, to the pipeline's
+-- outbox: a transactional record drained into PostgreSQL. Queues without PostgreSQL never
+-- grow the outbox. Both keys share the pipeline's hash tag with `outboxKey`.
 local OUTBOX_MAXLEN = 1000000
+local EVENTS_MAXLEN = 10000
 local function record(outboxKey, metaKey, fields)
+  local queue, event = nil, {'XADD', '', 'MAXLEN', '~', EVENTS_MAXLEN, '*'}
+  for i = 1, #fields, 2 do
+    if fields[i] == 'queue' then queue = fields[i + 1] end
+    -- The job's input can be large: followers get ids and outcomes, not payloads.
+    if fields[i] ~= 'data' then
+      event[#event + 1] = fields[i]
+      event[#event + 1] = fields[i + 1]
+    end
+  end
+  event[2] = string.sub(outboxKey, 1, #outboxKey - 6) .. 'q:' .. queue .. ':events'
+  redis.call(unpack(event))
   if redis.call('HGET', metaKey, 'records') == '1' then
     local args = {'XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*'}
     for i = 1, #fields do args[#args + 1] = fields[i] end
@@ -52,4 +65,12 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
     end
   end
   return #due
+end
+
+-- Result reuse: a stage's result stored under the job's content hash, so a repeated input
+-- (the same document) skips the stage. `jobPrefix` is `cvy:{pipeline}:job:`.
+local function rememberResult(jobPrefix, queue, contentHash, ttl, result)
+  if contentHash ~= '' and tonumber(ttl) > 0 then
+    redis.call('SET', string.sub(jobPrefix, 1, #jobPrefix - 4) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
+  end
 end

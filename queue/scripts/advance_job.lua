@@ -3,7 +3,8 @@
 -- pipeline's hash tag, so this holds on Redis Cluster too.
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 nextQueue,
---       8 nextData (JSON)
+--       8 nextData (JSON), 9 contentHash ('' = none), 10 resultTtlSeconds, 11 reused ('1'/'0'),
+--       12 nextContentHash (the next stage's input hash; '' = no reuse there)
 -- Returns 1, or 0 when the lease was lost.
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -15,11 +16,12 @@ if not holdsLease(jk, token) then
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
-record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'next', nextQueue})
+if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[9], ARGV[10], ARGV[6]) end
+record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'next', nextQueue, 'reused', ARGV[11]})
 -- A new stage starts with fresh attempt, stall and timeout budgets (timeout 0 = stage default).
 redis.call('HSET', jk, 'queue', nextQueue, 'data', ARGV[8], 'state', 'ready', 'token', '',
   'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
-  'prevQueue', queue, 'errors', '')
+  'prevQueue', queue, 'errors', '', 'contentHash', ARGV[12], 'progress', '', 'progressMessage', '')
 redis.call('ZADD', KEYS[5], redis.call('HGET', jk, 'score'), id)
 redis.call('HINCRBY', KEYS[6], 'enqueued', 1)
 record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'data', ARGV[8], 'from', queue})

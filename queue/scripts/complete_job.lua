@@ -1,6 +1,7 @@
 -- Complete a job the caller holds the lease for; keep its record for `retentionSeconds`.
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds,
+--       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
 -- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -14,5 +15,6 @@ redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', no
 local retention = tonumber(ARGV[7])
 if retention > 0 then redis.call('EXPIRE', jk, retention) else redis.call('DEL', jk) end
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
-record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6]})
+if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
+record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})
 return 1

@@ -1,17 +1,18 @@
--- Hand a running job back for immediate redelivery (warm shutdown past its drain deadline):
--- no attempt is counted, the job keeps its place in line.
+-- Hand a running job back for immediate redelivery without counting an attempt; the job keeps
+-- its place in line. Used at the warm-shutdown drain deadline (counted as `handedBack`) and
+-- when a handler's dependency is down (counted as `deferred`: the circuit breaker).
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' | 'deferred')
 -- Returns 1, or 0 when the lease was lost.
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
 if not holdsLease(jk, token) then return 0 end
 redis.call('ZREM', KEYS[1], id)
-redis.call('HINCRBY', jk, 'handbacks', 1)
+if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
 redis.call('HSET', jk, 'state', 'ready', 'token', '')
 redis.call('ZADD', KEYS[2], redis.call('HGET', jk, 'score'), id)
-redis.call('HINCRBY', KEYS[3], 'handedBack', 1)
-record(KEYS[5], KEYS[6], {'type', 'handedBack', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
+redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
+record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
 wake(KEYS[4])
 return 1

@@ -17,7 +17,7 @@ export interface WorkerProcess extends Started {
   signal(sig: NodeJS.Signals): void;
 }
 
-export async function startWorker(opts: { dir: string; name: string; env: Record<string, string> }): Promise<WorkerProcess> {
+export async function startWorker(opts: { dir: string; name: string; env: Record<string, string>; waitReady?: boolean }): Promise<WorkerProcess> {
   const port = await freePort();
   const logFile = join(opts.dir, `${opts.name}.log`);
   const started = startProcess(NODE, [CONVEYOR, "worker"], {
@@ -44,6 +44,7 @@ export async function startWorker(opts: { dir: string; name: string; env: Record
       }
     },
   };
+  if (opts.waitReady === false) return w;
   await waitFor(`worker ${opts.name} ready`, async () => {
     if (started.child.exitCode !== null) throw new Error(`worker ${opts.name} exited: ${w.logs()}`);
     return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;

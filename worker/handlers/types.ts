@@ -49,3 +49,12 @@ export class HandlerError extends Error {
 export function isRetryable(err: unknown): boolean {
   return !(typeof err === "object" && err !== null && (err as { retryable?: unknown }).retryable === false);
 }
+
+/**
+ * A failure of something the handler depends on (a database, an LLM API), marked by the
+ * handler with `dependencyFailure: true`. The job is deferred without an attempt and, after
+ * several in a row, the worker's circuit breaker pauses claiming.
+ */
+export function isDependencyFailure(err: unknown): boolean {
+  return typeof err === "object" && err !== null && (err as { dependencyFailure?: unknown }).dependencyFailure === true;
+}
