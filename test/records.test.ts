@@ -13,7 +13,7 @@ import {
 } from "../worker/records/index.ts";
 import { PostgresServer } from "./support/postgres.ts";
 import { waitFor } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
+import { RedisClusterServer, RedisServer } from "./support/redis.ts";
 
 interface JobRow {
   id: string;
@@ -658,5 +658,40 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const groups = (await redis.xinfo("CONSUMERS", new PipelineKeys(p).outbox, RECORDER_GROUP)) as unknown[][];
     const names = groups.map((c) => String(c[1]));
     assert.ok(!names.includes("first"), `a cleanly stopped recorder leaves the group: ${names.join(",")}`);
+  });
+});
+
+describe("job records on a Redis Cluster", () => {
+  test("one recorder drains two pipelines living on different nodes", async () => {
+    const [pgServer, cluster] = await Promise.all([PostgresServer.start(), RedisClusterServer.start(3)]);
+    const redis = connectRedis(cluster.url);
+    const rec = new JobRecorder({
+      redis, redisUrl: cluster.url, database: pgServer.url, pipelines: ["alpha", "omega"],
+      logger: pino({ level: "silent" }), blockMs: 200, gaugeIntervalMs: 200,
+    });
+    try {
+      assert.notEqual(await redis.cluster("KEYSLOT", new PipelineKeys("alpha").outbox), await redis.cluster("KEYSLOT", new PipelineKeys("omega").outbox));
+      await rec.start();
+      const producer = new Producer(redis);
+      for (const p of ["alpha", "omega"]) {
+        await producer.enqueueMany(`${p}/a`, Array.from({ length: 50 }, (_, i) => ({ id: `j${i}`, data: i })));
+        const a = new Consumer(redis, `${p}/a`, { workerId: "w", leaseMs: 30_000 });
+        const b = new Consumer(redis, `${p}/b`, { workerId: "w", leaseMs: 30_000 });
+        for (const job of (await a.claim(50)).jobs) assert.equal(await a.advance(job, "a", `${p}/b`), true);
+        for (const job of (await b.claim(50)).jobs) assert.equal(await b.complete(job, "b"), true);
+      }
+      const rows = await waitFor("records of both pipelines", async () => {
+        const r = await pgServer.query<{ pipeline: string; n: string }>(
+          "SELECT pipeline, count(*) AS n FROM conveyor_jobs WHERE state = 'completed' AND queue LIKE '%/b' GROUP BY pipeline ORDER BY pipeline").catch(() => []);
+        return r.length === 2 && r.every((x) => x.n === "50") ? r : null;
+      }, DEADLINE, 100);
+      assert.deepEqual(rows, [{ pipeline: "alpha", n: "50" }, { pipeline: "omega", n: "50" }]);
+      const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'");
+      assert.equal(attempts[0]?.n, "200");
+    } finally {
+      await rec.stop();
+      redis.disconnect();
+      await Promise.all([pgServer.stop(), cluster.stop()]);
+    }
   });
 });
