@@ -268,7 +268,11 @@ export const specSchema = {
       default: {},
       description: "Autoscaling on the queue's backlog (ready + due-delayed + in-flight jobs).",
       "x-kubernetes-validations": [
-        { rule: "self.minReplicas <= self.maxReplicas", message: "scaling.minReplicas must be <= scaling.maxReplicas" },
+        // has(): the API server validates the `default: {}` itself before filling its children.
+        {
+          rule: "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+          message: "scaling.minReplicas must be <= scaling.maxReplicas",
+        },
       ],
       properties: {
         mode: {
@@ -333,7 +337,6 @@ export const statusSchema = {
     selector: { type: "string", description: "Label selector of the pool's pods (scale subresource)." },
     backlog: { type: "integer", description: "Ready + due-delayed + in-flight jobs at the last poll." },
     inflight: { type: "integer", description: "Jobs running at the last poll." },
-    lastPollTime: { type: "string", format: "date-time" },
     lastScaleTime: { type: "string", format: "date-time", description: "When the operator last changed the replica count." },
     lastDecision: {
       type: "object",

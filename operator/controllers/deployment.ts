@@ -1,0 +1,173 @@
+// The worker Deployment of a pool: the generic worker image started as `conveyor worker`,
+// configured by environment per the worker contract, locked down (non-root, read-only root
+// filesystem, no privilege escalation, no capabilities, seccomp RuntimeDefault), with probes on
+// the worker's endpoints and a grace period long enough for warm shutdown to finish.
+import type { V1Container, V1EnvVar, V1PodSpec, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
+import { RESERVED_ENV, RESERVED_ENV_PREFIX, WORKER_CONTAINER } from "../apis/v1alpha1/schema.ts";
+import type { HandlerSpec, WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import { CONFIG_HASH_ANNOTATION, ownerReference, poolLabels, selectorLabels } from "./names.ts";
+import { configHash } from "./diff.ts";
+import type { KubeObject } from "../kube/client.ts";
+
+export const WORKER_PORT = 9464;
+/** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
+export const GRACE_MARGIN_SECONDS = 10;
+export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";
+
+export interface DeploymentOptions {
+  /** Image when spec.template.image is unset. */
+  defaultImage: string;
+}
+
+export interface Deployment extends KubeObject {
+  spec?: {
+    replicas?: number;
+    selector?: { matchLabels?: Record<string, string> };
+    template?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: V1PodSpec };
+    [k: string]: unknown;
+  };
+  status?: {
+    replicas?: number;
+    readyReplicas?: number;
+    availableReplicas?: number;
+    updatedReplicas?: number;
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+/** The worker's CONVEYOR_HANDLER value for a handler spec (module:/path, http://127.0.0.1:port/path, command:[...]). */
+export function handlerEnv(h: HandlerSpec): string {
+  if (h.module !== undefined) return `module:${h.module}`;
+  if (h.http !== undefined) return `http://127.0.0.1:${h.http.port}${h.http.path ?? "/"}`;
+  if (h.command !== undefined) return `command:${JSON.stringify(h.command)}`;
+  throw new Error("handler: exactly one of module, http or command must be set");
+}
+
+/** The URL the worker (and the operator) connect to: spec.redis.tls turns redis:// into rediss://. */
+export function effectiveRedisUrl(spec: WorkerPoolSpec): string {
+  const url = spec.redis.url;
+  if (!spec.redis.tls) return url;
+  if (url.startsWith("redis://")) return `rediss://${url.slice("redis://".length)}`;
+  if (url.startsWith("redis-cluster://") && !/[?&]tls=true/.test(url)) return `${url}${url.includes("?") ? "&" : "?"}tls=true`;
+  return url;
+}
+
+export function drainSeconds(spec: WorkerPoolSpec): number {
+  return spec.drainSeconds ?? spec.maxJobSeconds;
+}
+
+export function terminationGraceSeconds(spec: WorkerPoolSpec): number {
+  return drainSeconds(spec) + GRACE_MARGIN_SECONDS;
+}
+
+function isReservedEnv(name: string): boolean {
+  return (RESERVED_ENV as readonly string[]).includes(name) || name.startsWith(RESERVED_ENV_PREFIX);
+}
+
+export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
+  const env: V1EnvVar[] = [
+    { name: "CONVEYOR_QUEUE", value: spec.queue },
+    ...(spec.nextQueue ? [{ name: "CONVEYOR_NEXT_QUEUE", value: spec.nextQueue }] : []),
+    { name: "CONVEYOR_HANDLER", value: handlerEnv(spec.handler) },
+    { name: "CONVEYOR_CONCURRENCY", value: String(spec.concurrency) },
+    { name: "CONVEYOR_JOB_TIMEOUT_SECONDS", value: String(spec.maxJobSeconds) },
+    { name: "CONVEYOR_DRAIN_SECONDS", value: String(drainSeconds(spec)) },
+    { name: "CONVEYOR_PORT", value: String(WORKER_PORT) },
+    { name: "REDIS_URL", value: effectiveRedisUrl(spec) },
+  ];
+  if (spec.redis.secretRef) {
+    env.push({ name: "REDIS_PASSWORD", valueFrom: { secretKeyRef: { name: spec.redis.secretRef.name, key: spec.redis.secretRef.key } } });
+  }
+  if (spec.database) {
+    env.push({ name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: spec.database.secretRef.name, key: spec.database.secretRef.key } } });
+  }
+  env.push({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
+  // The schema rejects reserved names; this keeps an object stored before that rule out too.
+  for (const e of spec.template.env ?? []) if (!isReservedEnv(e.name)) env.push(e);
+  return env;
+}
+
+/** The Deployment the operator applies, without spec.replicas (see withReplicas). */
+export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: DeploymentOptions): Deployment {
+  const t = spec.template;
+  const labels = poolLabels(pool);
+  const tmpMount: V1VolumeMount = { name: "tmp", mountPath: "/tmp" };
+  const worker: V1Container = {
+    name: WORKER_CONTAINER,
+    image: t.image ?? opts.defaultImage,
+    ...(t.imagePullPolicy ? { imagePullPolicy: t.imagePullPolicy } : {}),
+    args: ["worker"],
+    env: workerEnv(spec),
+    ...(t.envFrom?.length ? { envFrom: t.envFrom } : {}),
+    ports: [{ name: "metrics", containerPort: WORKER_PORT, protocol: "TCP" }],
+    readinessProbe: { httpGet: { path: "/readyz", port: "metrics" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
+    // Generous: a CPU-heavy handler may delay the event loop; a killed worker costs its jobs a redelivery.
+    livenessProbe: { httpGet: { path: "/healthz", port: "metrics" }, initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 6 },
+    resources: t.resources ?? {},
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    },
+    volumeMounts: [tmpMount, ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp")],
+  };
+  const volumes: V1Volume[] = [{ name: "tmp", emptyDir: {} }, ...(t.volumes ?? []).filter((v) => v.name !== "tmp")];
+  const podSpec: V1PodSpec = {
+    containers: [worker, ...(t.containers ?? []).filter((c) => c.name !== WORKER_CONTAINER)],
+    volumes,
+    terminationGracePeriodSeconds: terminationGraceSeconds(spec),
+    enableServiceLinks: false,
+    securityContext: t.securityContext ?? {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      fsGroup: 65532,
+      seccompProfile: { type: "RuntimeDefault" },
+    },
+    ...(t.serviceAccountName ? { serviceAccountName: t.serviceAccountName } : { automountServiceAccountToken: false }),
+    ...(t.priorityClassName ? { priorityClassName: t.priorityClassName } : {}),
+    ...(t.nodeSelector ? { nodeSelector: t.nodeSelector } : {}),
+    ...(t.tolerations?.length ? { tolerations: t.tolerations } : {}),
+    ...(t.affinity ? { affinity: t.affinity } : {}),
+    ...(t.topologySpreadConstraints?.length ? { topologySpreadConstraints: t.topologySpreadConstraints } : {}),
+    ...(t.imagePullSecrets?.length ? { imagePullSecrets: t.imagePullSecrets } : {}),
+  };
+  const deployment: Deployment = {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: {
+      name: pool.metadata.name,
+      namespace: pool.metadata.namespace,
+      labels,
+      ownerReferences: [ownerReference(pool)],
+    },
+    spec: {
+      selector: { matchLabels: selectorLabels(pool) },
+      revisionHistoryLimit: 3,
+      // Workers pull work; a surge pod is harmless and an unavailable one only slows the queue.
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 } },
+      template: {
+        metadata: {
+          labels: { ...(t.labels ?? {}), ...labels },
+          annotations: {
+            ...(t.annotations ?? {}),
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": String(WORKER_PORT),
+            "prometheus.io/path": "/metrics",
+          },
+        },
+        spec: podSpec,
+      },
+    },
+  };
+  deployment.metadata.annotations = { [CONFIG_HASH_ANNOTATION]: configHash(deployment) };
+  return deployment;
+}
+
+/** The applied configuration: desired plus spec.replicas (kept at the live value, see reconcile). */
+export function withReplicas(d: Deployment, replicas: number): Deployment {
+  return { ...d, spec: { ...d.spec, replicas } };
+}

@@ -1,0 +1,132 @@
+// The WorkerPool's status, computed from what the operator observed, and written only when it
+// differs from what is stored (status of an idle pool is stable: no poll times, no counters
+// that move by themselves). Conditions keep their lastTransitionTime while their status holds.
+import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
+import { CONDITION_DEGRADED, CONDITION_READY, CONDITION_SCALING_ACTIVE } from "../apis/v1alpha1/types.ts";
+import type { BacklogSample } from "../scaling/backlog.ts";
+import type { Deployment } from "./deployment.ts";
+import type { HPA } from "./hpa.ts";
+import { selectorString } from "./names.ts";
+
+export interface Problem {
+  /** Degraded reason: InvalidSpec, SecretNotFound, SecretKeyNotFound, RedisUnreachable, DeploymentConflict, HPAConflict, ApplyFailed, ScaleFailed. */
+  reason: string;
+  message: string;
+}
+
+export interface LastDecision {
+  replicas: number;
+  from: number;
+  reason: string;
+  message: string;
+  at: string;
+}
+
+export interface StatusInput {
+  pool: WorkerPool;
+  spec: WorkerPoolSpec | undefined;
+  deployment: Deployment | undefined;
+  hpa: HPA | undefined;
+  sample: BacklogSample | undefined;
+  /** Whether the sample is recent enough to act on. */
+  sampleUsable: boolean;
+  problems: Problem[];
+  lastDecision: LastDecision | undefined;
+  now: Date;
+}
+
+type ConditionStatus = "True" | "False" | "Unknown";
+
+function condition(type: string, status: ConditionStatus, reason: string, message: string): Omit<Condition, "lastTransitionTime" | "observedGeneration"> {
+  return { type, status, reason, message };
+}
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+export function computeStatus(i: StatusInput): WorkerPoolStatus {
+  const prev = i.pool.status ?? {};
+  const spec = i.spec;
+  const dep = i.deployment;
+  const desired = dep?.spec?.replicas ?? 0;
+  const ready = dep?.status?.readyReplicas ?? 0;
+  const replicas = dep?.status?.replicas ?? 0;
+  const counts = i.sample?.lastGood?.counts;
+
+  const degraded = i.problems.length > 0;
+  const degradedCond = degraded
+    ? condition(CONDITION_DEGRADED, "True", i.problems[0]!.reason, i.problems.map((p) => p.message).join("; "))
+    : condition(CONDITION_DEGRADED, "False", "AsExpected", "");
+
+  let readyCond;
+  if (degraded) readyCond = condition(CONDITION_READY, "False", i.problems[0]!.reason, i.problems[0]!.message);
+  else if (!dep) readyCond = condition(CONDITION_READY, "False", "DeploymentMissing", "the worker Deployment does not exist yet");
+  else if (desired === 0) readyCond = condition(CONDITION_READY, "True", "ScaledToZero", "no backlog: the pool is scaled to zero and starts a worker when jobs arrive");
+  else if (ready > 0) readyCond = condition(CONDITION_READY, "True", "Available", `${ready}/${desired} worker pods ready`);
+  else readyCond = condition(CONDITION_READY, "False", "PodsNotReady", `0/${desired} worker pods ready`);
+
+  let scalingCond;
+  if (!spec) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "InvalidSpec", "the spec is invalid");
+  else if (spec.replicas !== undefined)
+    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "ManualReplicas", `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`);
+  else if (spec.scaling.paused) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "Paused", "spec.scaling.paused: the replica count is frozen");
+  else if (!i.sample) scalingCond = condition(CONDITION_SCALING_ACTIVE, "Unknown", "Polling", "the backlog has not been read yet");
+  else if (!i.sampleUsable)
+    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "BacklogUnavailable", `cannot read the backlog: ${i.sample.error ?? "no recent poll"}`);
+  else if (desired === 0)
+    scalingCond = condition(
+      CONDITION_SCALING_ACTIVE,
+      "False",
+      "ScaledToZero",
+      `waiting for backlog > ${spec.scaling.activationBacklog} to start a worker`,
+    );
+  else {
+    const hpaActive = i.hpa?.status?.conditions?.find((c) => c.type === "ScalingActive");
+    if (spec.scaling.mode === "hpa" && hpaActive?.status === "False" && hpaActive.reason !== "ScalingDisabled") {
+      scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "HPAMetricFailed", `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000));
+    } else {
+      const s = spec.scaling;
+      scalingCond = condition(
+        CONDITION_SCALING_ACTIVE,
+        "True",
+        s.mode === "hpa" ? "HPA" : "Direct",
+        `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
+      );
+    }
+  }
+
+  const generation = i.pool.metadata.generation;
+  const conditions = [readyCond, scalingCond, degradedCond].map((c) => {
+    const old = prev.conditions?.find((p) => p.type === c.type);
+    return {
+      ...c,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      lastTransitionTime: old && old.status === c.status ? old.lastTransitionTime : rfc3339(i.now),
+    } as Condition;
+  });
+
+  const status: WorkerPoolStatus = {
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    conditions,
+    replicas,
+    readyReplicas: ready,
+    desiredReplicas: desired,
+    readyOfDesired: `${ready}/${desired}`,
+    selector: selectorString(i.pool),
+  };
+  if (counts) {
+    status.backlog = counts.backlog;
+    status.inflight = counts.inflight;
+  } else {
+    if (prev.backlog !== undefined) status.backlog = prev.backlog;
+    if (prev.inflight !== undefined) status.inflight = prev.inflight;
+  }
+  const decision = i.lastDecision ?? prev.lastDecision;
+  if (decision) status.lastDecision = decision;
+  const scaleTime = i.lastDecision?.at ?? prev.lastScaleTime;
+  if (scaleTime) status.lastScaleTime = scaleTime;
+  return status;
+}
+
+export { rfc3339 };

@@ -1,0 +1,32 @@
+// Checks the operator makes itself, for what the CRD schema cannot say or may not have said
+// (an object stored under an older schema, a cluster where CEL was off). A failure is reported
+// as Degraded/InvalidSpec with this message; the pool's objects are left as they are.
+import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../../queue/index.ts";
+import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+
+export function validateSpec(spec: WorkerPoolSpec): string[] {
+  const problems: string[] = [];
+  const check = (fn: () => void, prefix: string) => {
+    try {
+      fn();
+    } catch (err) {
+      problems.push(`${prefix}: ${(err as Error).message}`);
+    }
+  };
+  check(() => assertQueueName(spec.queue), "spec.queue");
+  if (spec.nextQueue !== undefined) {
+    check(() => assertQueueName(spec.nextQueue!), "spec.nextQueue");
+    check(() => assertSamePipeline(spec.queue, spec.nextQueue!), "spec.nextQueue");
+  }
+  check(() => {
+    const t = parseRedisUrl(spec.redis.url, "");
+    if (t.password) throw new Error("must not contain a password: use spec.redis.secretRef");
+  }, "spec.redis.url");
+  const kinds = [spec.handler.module, spec.handler.http, spec.handler.command].filter((h) => h !== undefined).length;
+  if (kinds !== 1) problems.push("spec.handler: exactly one of module, http or command must be set");
+  const s = spec.scaling;
+  if (s.minReplicas > s.maxReplicas) problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);
+  if (s.targetBacklogPerReplica < 1) problems.push("spec.scaling.targetBacklogPerReplica must be >= 1");
+  if (s.pollSeconds < 1) problems.push("spec.scaling.pollSeconds must be >= 1");
+  return problems;
+}

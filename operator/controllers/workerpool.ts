@@ -1,0 +1,556 @@
+// The WorkerPool controller: informers on WorkerPools and on the Deployments, HPAs and pods it
+// owns feed a de-duplicating, rate-limited work queue; one level-triggered, idempotent
+// reconcile per key brings the Deployment, the HPA, the replica count and the status to what
+// the spec and the backlog say — with no API call at all when they already are.
+//
+// Every replica observes (informers, backlog polls, the external metric); only the leader
+// writes (the client's write gate refuses otherwise).
+import type { Logger } from "pino";
+import { describeRedisUrl } from "../../queue/index.ts";
+import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
+import { withDefaults, type WorkerPool, type WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import { NotLeaderError, apiCode, apiMessage, apiPath, type KubeClient, type KubeObject } from "../kube/client.ts";
+import { Informer } from "../kube/informer.ts";
+import { WorkQueue, runWorkers } from "../kube/workqueue.ts";
+import type { OperatorMetrics } from "../metrics.ts";
+import type { MetricLookup } from "../metricsapi/server.ts";
+import { BacklogPoller, RedisConnections, type BacklogSample } from "../scaling/backlog.ts";
+import { desiredDeployment, effectiveRedisUrl, withReplicas, type Deployment } from "./deployment.ts";
+import { configHash, deepEqual, isSubset, subsetDiff } from "./diff.ts";
+import { EventRecorder } from "./events.ts";
+import { desiredHPA, wantsHPA, type HPA } from "./hpa.ts";
+import { CONFIG_HASH_ANNOTATION, DELETION_COST_ANNOTATION, MANAGED_BY, POOL_LABEL, isControlledBy, ownerKey, poolKey, splitKey } from "./names.ts";
+import { WriteOverlay } from "./overlay.ts";
+import { decideScale, deletionCosts, newPoolScaler, recordScale, type PoolScaler, type ScaleDecision } from "./scaling.ts";
+import { computeStatus, rfc3339, type LastDecision, type Problem } from "./status.ts";
+import { validateSpec } from "./validate.ts";
+
+export interface ControllerOptions {
+  /** Client whose writes are gated on leadership. */
+  client: KubeClient;
+  /** Namespaces to watch; undefined or empty = all. */
+  namespaces?: string[];
+  defaultImage: string;
+  identity: string;
+  isLeader: () => boolean;
+  log: Logger;
+  metrics: OperatorMetrics;
+  /** Concurrent reconciles (different keys). Default 4. */
+  workers?: number;
+  /** Informer relist period. Default 10 min. */
+  relistMs?: number;
+  /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
+  secretTtlMs?: number;
+}
+
+interface Pod extends KubeObject {
+  status?: { phase?: string };
+}
+
+interface PoolState {
+  scaler: PoolScaler;
+  lastDecision?: LastDecision;
+  /** Problem reasons already announced by an Event. */
+  announced?: Set<string>;
+  /** Our last scale write, trusted over an older cache. */
+  expect?: { replicas: number; until: number };
+  /** Deletion costs we wrote recently (pod → value), to not rewrite before the cache shows them. */
+  costsWritten: Map<string, { value: string; at: number }>;
+}
+
+interface SecretEntry {
+  at: number;
+  data: Record<string, string> | null;
+  error?: string;
+}
+
+const WORKERPOOLS = { group: GROUP, version: VERSION, plural: PLURAL };
+const DEPLOYMENTS = { group: "apps", version: "v1", plural: "deployments" };
+const HPAS = { group: "autoscaling", version: "v2", plural: "horizontalpodautoscalers" };
+const PODS = { group: "", version: "v1", plural: "pods" };
+const SECRETS = { group: "", version: "v1", plural: "secrets" };
+
+/** Backlog readings older than this are not acted on (and not served to the HPA). */
+export function freshnessMs(spec: WorkerPoolSpec | undefined): number {
+  return Math.max(3 * (spec?.scaling.pollSeconds ?? 5) * 1000, 15_000);
+}
+
+/** Consecutive failed polls before a pool is Degraded/RedisUnreachable (a blip is not). */
+const UNREACHABLE_AFTER_FAILURES = 3;
+
+export class WorkerPoolController {
+  private readonly o: ControllerOptions;
+  private readonly log: Logger;
+  private readonly client: KubeClient;
+  private readonly queue: WorkQueue;
+  private readonly pools: Informer<WorkerPool>[] = [];
+  private readonly deployments: Informer<Deployment>[] = [];
+  private readonly hpas: Informer<HPA>[] = [];
+  private readonly pods: Informer<Pod>[] = [];
+  private readonly poolOverlay = new WriteOverlay<WorkerPool>();
+  private readonly deploymentOverlay = new WriteOverlay<Deployment>();
+  private readonly hpaOverlay = new WriteOverlay<HPA>();
+  private readonly deletedHPAs = new Map<string, number>();
+  private readonly states = new Map<string, PoolState>();
+  private readonly secrets = new Map<string, SecretEntry>();
+  private readonly events: EventRecorder;
+  readonly conns: RedisConnections;
+  readonly poller: BacklogPoller;
+  private running: Promise<void> | undefined;
+
+  constructor(o: ControllerOptions) {
+    this.o = o;
+    this.log = o.log.child({ controller: "workerpool" });
+    this.client = o.client;
+    this.events = new EventRecorder(o.client, o.identity, this.log);
+    this.queue = new WorkQueue({ onDepth: (d) => o.metrics.queueDepth.set(d), onAdd: () => o.metrics.queueAdds.inc() });
+    this.conns = new RedisConnections(this.log);
+    this.poller = new BacklogPoller(this.conns, { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => o.isLeader() }, { log: this.log });
+
+    const namespaces = o.namespaces && o.namespaces.length > 0 ? o.namespaces : [undefined];
+    const managed = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
+    const common = { log: this.log, metrics: o.metrics, relistMs: o.relistMs };
+    for (const ns of namespaces) {
+      const poolInf = new Informer<WorkerPool>(this.client, { ...common, path: apiPath({ ...WORKERPOOLS, namespace: ns }) });
+      poolInf.on({
+        add: (p) => this.enqueue(poolKey(p)),
+        update: (p, old) => {
+          // Status-only updates (our own writes) change no generation: nothing to do for them.
+          if (p.metadata.generation !== old.metadata.generation || !deepEqual(p.metadata.labels, old.metadata.labels) || p.metadata.deletionTimestamp) {
+            this.enqueue(poolKey(p));
+          }
+        },
+        delete: (p) => this.enqueue(poolKey(p)),
+        synced: () => this.enqueueAll(),
+      });
+      this.pools.push(poolInf);
+      const owned = <T extends KubeObject>(inf: Informer<T>) => {
+        const onOwned = (obj: T) => {
+          const k = ownerKey(obj);
+          if (k) this.enqueue(k);
+        };
+        inf.on({ add: onOwned, update: onOwned, delete: onOwned });
+        return inf;
+      };
+      this.deployments.push(owned(new Informer<Deployment>(this.client, { ...common, path: apiPath({ ...DEPLOYMENTS, namespace: ns }), labelSelector: managed })));
+      this.hpas.push(owned(new Informer<HPA>(this.client, { ...common, path: apiPath({ ...HPAS, namespace: ns }), labelSelector: managed })));
+      this.pods.push(new Informer<Pod>(this.client, { ...common, path: apiPath({ ...PODS, namespace: ns }), labelSelector: managed }));
+    }
+  }
+
+  private all(): Informer<KubeObject>[] {
+    return [...this.pools, ...this.deployments, ...this.hpas, ...this.pods] as unknown as Informer<KubeObject>[];
+  }
+
+  async start(): Promise<void> {
+    for (const inf of this.all()) inf.start();
+    await Promise.all(this.all().map((i) => i.waitForSync()));
+    this.log.info({ pools: this.listPools().length }, "caches synced");
+    this.running = runWorkers(this.queue, this.o.workers ?? 4, (key) => this.reconcileKey(key), (key, err, retryInMs) => {
+      this.o.metrics.queueRetries.inc();
+      this.log.warn({ pool: key, err: apiMessage(err), code: apiCode(err), retryInMs }, "reconcile failed; retrying");
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.queue.shutDown();
+    await Promise.all(this.all().map((i) => i.stop()));
+    this.poller.stop();
+    this.conns.closeAll();
+    await this.running;
+  }
+
+  /** Leadership gained: re-check every pool (state from the previous leader is not trusted). */
+  onStartedLeading(): void {
+    this.enqueueAll();
+  }
+
+  enqueue(key: string): void {
+    this.queue.add(key);
+  }
+
+  private enqueueAll(): void {
+    for (const p of this.listPools()) this.enqueue(poolKey(p));
+  }
+
+  listPools(): WorkerPool[] {
+    return this.pools.flatMap((i) => i.list());
+  }
+
+  private pick<T extends KubeObject>(infs: Informer<T>[], namespace: string, name: string): T | undefined {
+    for (const inf of infs) {
+      const o = inf.get(namespace, name);
+      if (o) return o;
+    }
+    return undefined;
+  }
+
+  getPool(namespace: string, name: string): WorkerPool | undefined {
+    return this.pick(this.pools, namespace, name);
+  }
+
+  private onSample(key: string, sample: BacklogSample): void {
+    const { namespace, name } = splitKey(key);
+    const labels = { namespace, workerpool: name };
+    if (sample.counts) {
+      this.o.metrics.backlog.set(labels, sample.counts.backlog);
+      this.o.metrics.inflight.set(labels, sample.counts.inflight);
+    } else {
+      this.o.metrics.pollErrors.inc(labels);
+    }
+    // Only the leader acts on samples; standbys just keep serving the metric.
+    if (this.o.isLeader()) this.enqueue(key);
+  }
+
+  /** The external metric for one pool: its backlog, if read recently. */
+  metricLookup(namespace: string, name: string): MetricLookup {
+    const pool = this.getPool(namespace, name);
+    if (!pool) return { kind: "not-found", message: `no WorkerPool ${namespace}/${name}` };
+    const sample = this.poller.sample(`${namespace}/${name}`);
+    let spec: WorkerPoolSpec | undefined;
+    try {
+      spec = withDefaults(pool.spec);
+    } catch {
+      spec = undefined;
+    }
+    const good = sample?.lastGood;
+    if (!good) return { kind: "unavailable", message: sample?.error ? `backlog of ${namespace}/${name} unavailable: ${sample.error}` : `backlog of ${namespace}/${name} not read yet` };
+    if (Date.now() - good.at > freshnessMs(spec)) return { kind: "unavailable", message: `backlog of ${namespace}/${name} is stale: ${sample?.error ?? "no recent poll"}` };
+    return { kind: "ok", value: good.counts.backlog, at: good.at };
+  }
+
+  private state(key: string): PoolState {
+    let s = this.states.get(key);
+    if (!s) {
+      s = { scaler: newPoolScaler(Date.now()), costsWritten: new Map() };
+      this.states.set(key, s);
+    }
+    return s;
+  }
+
+  private forget(key: string): void {
+    this.states.delete(key);
+    this.poller.remove(key);
+    const { namespace, name } = splitKey(key);
+    for (const g of [this.o.metrics.backlog, this.o.metrics.inflight, this.o.metrics.desiredReplicas]) g.remove({ namespace, workerpool: name });
+  }
+
+  private async reconcileKey(key: string): Promise<number | undefined> {
+    const end = this.o.metrics.reconcileDuration.startTimer();
+    try {
+      const after = await this.reconcile(key);
+      this.o.metrics.reconciles.inc({ result: after === undefined ? "success" : "requeue" });
+      return after;
+    } catch (err) {
+      if (err instanceof NotLeaderError) {
+        this.o.metrics.reconciles.inc({ result: "not-leader" });
+        return undefined;
+      }
+      this.o.metrics.reconciles.inc({ result: "error" });
+      this.o.metrics.reconcileErrors.inc({ concern: "reconcile", reason: String(apiCode(err) ?? "error") });
+      throw err;
+    } finally {
+      end();
+    }
+  }
+
+  /** A value from a Secret (cached); a problem when it cannot be read. */
+  private async secretValue(namespace: string, ref: { name: string; key: string }, what: string): Promise<{ value?: string; problem?: Problem }> {
+    const ttl = this.o.secretTtlMs ?? 60_000;
+    const id = `${namespace}/${ref.name}`;
+    let e = this.secrets.get(id);
+    if (!e || Date.now() - e.at > (e.data ? ttl : Math.min(ttl, 10_000))) {
+      try {
+        const s = await this.client.get<{ data?: Record<string, string> }>(apiPath({ ...SECRETS, namespace, name: ref.name }));
+        e = { at: Date.now(), data: s ? (s.data ?? {}) : null };
+      } catch (err) {
+        e = { at: Date.now(), data: null, error: apiMessage(err) };
+      }
+      this.secrets.set(id, e);
+    }
+    if (e.error) return { problem: { reason: "SecretUnreadable", message: `cannot read Secret ${ref.name} (${what}): ${e.error}` } };
+    if (!e.data) return { problem: { reason: "SecretNotFound", message: `Secret ${ref.name} (${what}) not found in namespace ${namespace}` } };
+    const b64 = e.data[ref.key];
+    if (b64 === undefined) return { problem: { reason: "SecretKeyNotFound", message: `Secret ${ref.name} has no key ${JSON.stringify(ref.key)} (${what})` } };
+    return { value: Buffer.from(b64, "base64").toString("utf8") };
+  }
+
+  private async reconcile(key: string): Promise<number | undefined> {
+    const { namespace, name } = splitKey(key);
+    const pool = this.poolOverlay.get(key, this.getPool(namespace, name));
+    if (!pool || pool.metadata.deletionTimestamp) {
+      // Owned objects go with the pool (garbage collector, owner references).
+      this.forget(key);
+      return undefined;
+    }
+    const state = this.state(key);
+    const problems: Problem[] = [];
+    let requeue: number | undefined;
+
+    // ---- the spec
+    let spec: WorkerPoolSpec | undefined;
+    try {
+      spec = withDefaults(pool.spec);
+      const invalid = validateSpec(spec);
+      if (invalid.length > 0) {
+        problems.push({ reason: "InvalidSpec", message: invalid.join("; ") });
+        spec = undefined;
+      }
+    } catch (err) {
+      problems.push({ reason: "InvalidSpec", message: `spec: ${(err as Error).message}` });
+      spec = undefined;
+    }
+
+    // ---- observe (every replica): credentials and the backlog poll
+    if (spec) {
+      let password: string | undefined;
+      let redisOk = true;
+      if (spec.redis.secretRef) {
+        const r = await this.secretValue(namespace, spec.redis.secretRef, "Redis password");
+        if (r.problem) {
+          problems.push(r.problem);
+          redisOk = false;
+        } else password = r.value;
+      }
+      if (spec.database) {
+        const r = await this.secretValue(namespace, spec.database.secretRef, "PostgreSQL URL");
+        if (r.problem) problems.push(r.problem);
+      }
+      if (redisOk) {
+        this.poller.upsert({ key, queue: spec.queue, url: effectiveRedisUrl(spec), password, pollSeconds: spec.scaling.pollSeconds });
+      } else {
+        this.poller.remove(key);
+      }
+      if (problems.length > 0) requeue = 15_000;
+    } else {
+      this.poller.remove(key);
+    }
+
+    if (!this.o.isLeader()) return requeue;
+
+    // ---- the backlog
+    const now = Date.now();
+    const sample = this.poller.sample(key);
+    const usable = !!sample?.lastGood && now - sample.lastGood.at <= freshnessMs(spec);
+    if (spec && sample?.error && sample.failures >= UNREACHABLE_AFTER_FAILURES) {
+      problems.push({ reason: "RedisUnreachable", message: `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}` });
+    }
+
+    let deployment = this.deploymentOverlay.get(key, this.pick(this.deployments, namespace, name));
+    let hpa = this.hpaOverlay.get(key, this.pick(this.hpas, namespace, name));
+    let owned = false;
+    if (spec) {
+      // ---- Deployment
+      if (deployment && !isControlledBy(deployment, pool)) {
+        problems.push({ reason: "DeploymentConflict", message: `Deployment ${name} exists and is not controlled by this WorkerPool; rename one of them` });
+      } else {
+        try {
+          deployment = await this.reconcileDeployment(key, pool, spec, deployment, usable ? sample!.lastGood!.counts.backlog : undefined);
+          owned = true;
+        } catch (err) {
+          if (!isUserError(err)) throw err;
+          problems.push({ reason: "ApplyFailed", message: `Deployment: ${apiMessage(err)}` });
+        }
+      }
+      // ---- HPA
+      if (owned) {
+        try {
+          hpa = await this.reconcileHPA(key, pool, spec, hpa, problems);
+        } catch (err) {
+          if (!isUserError(err)) throw err;
+          problems.push({ reason: "ApplyFailed", message: `HorizontalPodAutoscaler: ${apiMessage(err)}` });
+        }
+      }
+      // ---- replicas
+      if (owned && deployment) {
+        const live = deployment.spec?.replicas ?? 0;
+        if (state.expect && (state.expect.replicas === live || now > state.expect.until)) state.expect = undefined;
+        const current = state.expect?.replicas ?? live;
+        const decision = decideScale(state.scaler, {
+          now,
+          spec,
+          current,
+          statusReplicas: deployment.status?.replicas ?? current,
+          counts: usable ? sample!.lastGood!.counts : undefined,
+        });
+        if (decision) {
+          if (decision.replicas < decision.from && decision.replicas > 0) await this.updateDeletionCosts(key, pool, state, true);
+          deployment = await this.scale(key, pool, spec, deployment, state, decision);
+        } else if (spec.scaling.mode === "hpa" && wantsHPA(spec) && current > Math.max(1, spec.scaling.minReplicas)) {
+          // The HPA may scale in at any sync: keep idle pods the cheapest to delete.
+          await this.updateDeletionCosts(key, pool, state, false);
+        }
+        this.o.metrics.desiredReplicas.set({ namespace, workerpool: name }, deployment.spec?.replicas ?? 0);
+        const cooldownLeft = state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - now;
+        if ((deployment.spec?.replicas ?? 0) > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0) {
+          requeue = Math.min(requeue ?? Infinity, cooldownLeft + 50);
+        }
+      }
+    }
+
+    await this.announceProblems(pool, state, problems);
+    await this.writeStatus(key, pool, computeStatus({ pool, spec, deployment, hpa, sample, sampleUsable: usable, problems, lastDecision: state.lastDecision, now: new Date(now) }));
+    return requeue;
+  }
+
+  private async reconcileDeployment(key: string, pool: WorkerPool, spec: WorkerPoolSpec, live: Deployment | undefined, backlog: number | undefined): Promise<Deployment> {
+    const desired = desiredDeployment(pool, spec, { defaultImage: this.o.defaultImage });
+    const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
+    if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
+    const path = apiPath({ ...DEPLOYMENTS, namespace: pool.metadata.namespace, name: pool.metadata.name });
+    let replicas: number;
+    if (live) {
+      // Keep the replica count as it is right now (the HPA's or ours); read it fresh to not
+      // undo a scale that happened after our cache was filled.
+      const fresh = await this.client.get<Deployment>(path);
+      replicas = fresh?.spec?.replicas ?? live.spec?.replicas ?? 0;
+      this.log.info(
+        { pool: key, changed: live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash ? ["spec"] : subsetDiff(desired, live).slice(0, 10) },
+        "updating worker Deployment",
+      );
+    } else {
+      replicas = initialReplicas(spec, backlog);
+      this.log.info({ pool: key, replicas }, "creating worker Deployment");
+    }
+    const applied = await this.client.apply<Deployment>(path, withReplicas(desired, replicas));
+    this.deploymentOverlay.set(key, applied);
+    return applied;
+  }
+
+  private async reconcileHPA(key: string, pool: WorkerPool, spec: WorkerPoolSpec, live: HPA | undefined, problems: Problem[]): Promise<HPA | undefined> {
+    const path = apiPath({ ...HPAS, namespace: pool.metadata.namespace, name: pool.metadata.name });
+    if (!wantsHPA(spec)) {
+      if (live && isControlledBy(live, pool)) {
+        const uid = live.metadata.uid ?? "";
+        const deletedAt = this.deletedHPAs.get(uid);
+        if (deletedAt === undefined || Date.now() - deletedAt > 30_000) {
+          this.log.info({ pool: key, mode: spec.scaling.mode, paused: spec.scaling.paused }, "deleting HorizontalPodAutoscaler (not used in this mode)");
+          await this.client.delete(path, { preconditionsUid: uid || undefined });
+          this.deletedHPAs.set(uid, Date.now());
+          this.hpaOverlay.delete(key);
+        }
+      }
+      return undefined;
+    }
+    if (live && !isControlledBy(live, pool)) {
+      problems.push({ reason: "HPAConflict", message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool` });
+      return live;
+    }
+    const desired = desiredHPA(pool, spec);
+    const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
+    if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
+    this.log.info({ pool: key }, live ? "updating HorizontalPodAutoscaler" : "creating HorizontalPodAutoscaler");
+    const applied = await this.client.apply<HPA>(path, desired);
+    this.hpaOverlay.set(key, applied);
+    return applied;
+  }
+
+  private async scale(key: string, pool: WorkerPool, spec: WorkerPoolSpec, deployment: Deployment, state: PoolState, d: ScaleDecision): Promise<Deployment> {
+    const path = apiPath({ ...DEPLOYMENTS, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "scale" });
+    const res = await this.client.mergePatch<{ metadata: { resourceVersion?: string } }>(path, { spec: { replicas: d.replicas } });
+    const now = Date.now();
+    recordScale(state.scaler, spec, d, now);
+    state.expect = { replicas: d.replicas, until: now + 30_000 };
+    state.lastDecision = { replicas: d.replicas, from: d.from, reason: d.reason, message: d.message, at: rfc3339(new Date(now)) };
+    const updated: Deployment = {
+      ...deployment,
+      metadata: { ...deployment.metadata, resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion },
+      spec: { ...deployment.spec, replicas: d.replicas },
+    };
+    this.deploymentOverlay.set(key, updated);
+    const direction = d.replicas > d.from ? "up" : "down";
+    this.o.metrics.decisions.inc({ namespace: pool.metadata.namespace, workerpool: pool.metadata.name, direction, reason: d.reason });
+    this.log.info({ pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message }, "scaled worker Deployment");
+    await this.events.record(pool, "Normal", direction === "up" ? "ScaledUp" : "ScaledDown", `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`);
+    return updated;
+  }
+
+  /**
+   * Marks each pod with controller.kubernetes.io/pod-deletion-cost from the workers' busy/idle
+   * reports, so a ReplicaSet scaling in deletes idle pods first. Patches only pods whose cost
+   * changes. `required`: fail the reconcile when the reports cannot be read (a direct scale-in
+   * waits for them); otherwise best effort.
+   */
+  private async updateDeletionCosts(key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<void> {
+    const ns = pool.metadata.namespace;
+    const pods = this.pods
+      .flatMap((i) => i.list(ns))
+      .filter((p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp);
+    if (pods.length <= 1) return;
+    let reports;
+    try {
+      reports = await this.poller.workers(key);
+    } catch (err) {
+      if (required) throw err;
+      this.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");
+      return;
+    }
+    const now = Date.now();
+    const costs = deletionCosts(
+      pods.map((p) => p.metadata.name ?? ""),
+      reports,
+      now,
+    );
+    for (const [podName, w] of state.costsWritten) if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
+    for (const pod of pods) {
+      const podName = pod.metadata.name ?? "";
+      const want = costs.get(podName);
+      if (want === undefined) continue;
+      const have = state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
+      if (have === want) continue;
+      try {
+        await this.client.mergePatch(apiPath({ ...PODS, namespace: ns, name: podName }), { metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } } });
+        state.costsWritten.set(podName, { value: want, at: now });
+        this.o.metrics.deletionCostPatches.inc();
+      } catch (err) {
+        if (apiCode(err) === 404) continue; // the pod went away
+        throw err;
+      }
+    }
+  }
+
+  /** Events for problems that just appeared (and once when all are gone). */
+  private async announceProblems(pool: WorkerPool, state: PoolState, problems: Problem[]): Promise<void> {
+    if (!state.announced) {
+      // After a restart or failover: what the status already shows was announced before.
+      const degraded = pool.status?.conditions?.find((c) => c.type === "Degraded" && c.status === "True");
+      state.announced = new Set(degraded ? [degraded.reason] : []);
+    }
+    const now = new Set(problems.map((p) => p.reason));
+    for (const p of problems) {
+      if (state.announced.has(p.reason)) continue;
+      this.log.warn({ pool: poolKey(pool), reason: p.reason, message: p.message }, "pool degraded");
+      await this.events.record(pool, "Warning", p.reason, p.message);
+    }
+    if (state.announced.size > 0 && now.size === 0) {
+      this.log.info({ pool: poolKey(pool) }, "pool recovered");
+      await this.events.record(pool, "Normal", "Recovered", `no longer degraded (was: ${[...state.announced].join(", ")})`);
+    }
+    state.announced = now;
+  }
+
+  private async writeStatus(key: string, pool: WorkerPool, status: NonNullable<WorkerPool["status"]>): Promise<void> {
+    if (deepEqual(status, pool.status ?? {})) return;
+    this.log.debug({ pool: key, changed: [...new Set([...subsetDiff(status, pool.status ?? {}), ...subsetDiff(pool.status ?? {}, status)])] }, "writing status");
+    const path = apiPath({ ...WORKERPOOLS, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "status" });
+    const res = await this.client.apply<WorkerPool>(path, { apiVersion: API_VERSION, kind: KIND, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status });
+    this.poolOverlay.set(key, res);
+  }
+}
+
+/** Replicas of a Deployment the operator creates. */
+export function initialReplicas(spec: WorkerPoolSpec, backlog: number | undefined): number {
+  if (spec.replicas !== undefined) return spec.replicas;
+  const s = spec.scaling;
+  if (s.paused) return s.minReplicas;
+  if (backlog !== undefined && backlog > s.activationBacklog) return Math.max(1, s.minReplicas);
+  return s.minReplicas;
+}
+
+/** A 4xx the user can fix (invalid field, forbidden by a policy): reported, not retried hot. */
+function isUserError(err: unknown): boolean {
+  const code = apiCode(err);
+  return code === 400 || code === 403 || code === 422;
+}
+
+export { configHash };

@@ -1,0 +1,363 @@
+// A thin Kubernetes REST client over client-node's KubeConfig (authentication, TLS) and
+// node:https. Why not the generated API classes: every PATCH here must carry an explicit
+// Content-Type (client-node defaults to JSON Patch), objects must pass through untouched (the
+// generated serializer turns times into Dates and drops unknown fields, which would make a
+// desired-vs-observed comparison lie), and every call is counted by verb for the zero-writes
+// guarantee. Writes go through a gate: only the leader writes.
+import * as https from "node:https";
+import * as http from "node:http";
+import { createInterface } from "node:readline";
+import { ApiException, PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
+import type { OperatorMetrics } from "../metrics.ts";
+
+export const FIELD_MANAGER = "conveyor-operator";
+
+export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete";
+const WRITE_VERBS: ReadonlySet<Verb> = new Set(["create", "update", "patch", "delete"]);
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: OwnerReference[];
+    deletionTimestamp?: string;
+    creationTimestamp?: string;
+  };
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface KubeList<T> {
+  metadata: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
+
+export interface WatchEvent<T> {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: T;
+}
+
+/** Thrown instead of a write when this replica is not the leader. */
+export class NotLeaderError extends Error {
+  override name = "NotLeaderError";
+}
+
+export interface KubeClientOptions {
+  metrics?: OperatorMetrics;
+  /** Writes (create/update/patch/delete) are refused when this returns false. */
+  canWrite?: () => boolean;
+  userAgent?: string;
+  /** Per-request timeout for everything but watches. */
+  timeoutMs?: number;
+}
+
+interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+  /** Count the call under this resource label (default: from the path). */
+  resource?: string;
+}
+
+/** `pods`, `deployments/scale`, `workerpools/status` from an API path. */
+export function resourceOf(path: string): string {
+  const parts = path.split("?")[0]!.split("/").filter(Boolean);
+  // /api/v1/... or /apis/group/version/...
+  let rest = parts[0] === "api" ? parts.slice(2) : parts.slice(3);
+  if (rest[0] === "namespaces" && rest.length >= 3) rest = rest.slice(2);
+  const [resource = "namespaces", , sub] = rest;
+  return sub ? `${resource}/${sub}` : resource;
+}
+
+export class KubeClient {
+  readonly kc: KubeConfig;
+  private readonly opts: KubeClientOptions;
+  private agent: https.Agent | http.Agent | undefined;
+  private readonly server: string;
+
+  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
+    this.kc = kc;
+    this.opts = opts;
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error("kubeconfig has no current cluster");
+    this.server = cluster.server.replace(/\/+$/, "");
+  }
+
+  /** A client sharing this one's connection but with another write gate (e.g. none, for the leader lease). */
+  withGate(canWrite: (() => boolean) | undefined): KubeClient {
+    const c = new KubeClient(this.kc, { ...this.opts, canWrite });
+    c.agent = this.agent;
+    return c;
+  }
+
+  private async requestOptions(method: string, extraHeaders: Record<string, string>): Promise<https.RequestOptions> {
+    const opts: https.RequestOptions = { method, headers: {} };
+    await this.kc.applyToHTTPSOptions(opts);
+    if (!this.agent) {
+      const tls = {
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        rejectUnauthorized: opts.rejectUnauthorized,
+        servername: opts.servername,
+        keepAlive: true,
+        maxSockets: 32,
+      };
+      this.agent = this.server.startsWith("http:") ? new http.Agent({ keepAlive: true, maxSockets: 32 }) : new https.Agent(tls);
+    }
+    opts.agent = this.agent;
+    opts.headers = {
+      ...(opts.headers as Record<string, string>),
+      Accept: "application/json",
+      "User-Agent": this.opts.userAgent ?? "conveyor-operator",
+      ...extraHeaders,
+    };
+    return opts;
+  }
+
+  private url(path: string, query?: Record<string, string | number | boolean | undefined>): URL {
+    const u = new URL(this.server + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u;
+  }
+
+  private count(verb: Verb, resource: string, code: number | string): void {
+    this.opts.metrics?.apiRequests.inc({ verb, resource, code: String(code) });
+  }
+
+  async request<T>(verb: Verb, method: string, path: string, ro: RequestOptions = {}): Promise<T> {
+    const resource = ro.resource ?? resourceOf(path);
+    if (WRITE_VERBS.has(verb) && this.opts.canWrite && !this.opts.canWrite()) {
+      throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
+    }
+    const payload = ro.body === undefined ? undefined : typeof ro.body === "string" ? ro.body : JSON.stringify(ro.body);
+    const headers: Record<string, string> = {};
+    if (payload !== undefined) {
+      headers["Content-Type"] = ro.contentType ?? "application/json";
+      headers["Content-Length"] = String(Buffer.byteLength(payload));
+    }
+    const opts = await this.requestOptions(method, headers);
+    const url = this.url(path, ro.query);
+    const isHttp = url.protocol === "http:";
+    let status: number | "error" = "error";
+    try {
+      const { code, body, resHeaders } = await new Promise<{ code: number; body: string; resHeaders: Record<string, string> }>((resolve, reject) => {
+        const req = (isHttp ? http : https).request(url, opts, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () =>
+            resolve({
+              code: res.statusCode ?? 0,
+              body: Buffer.concat(chunks).toString("utf8"),
+              resHeaders: Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")])),
+            }),
+          );
+          res.on("error", reject);
+        });
+        req.setTimeout(this.opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`timeout after ${this.opts.timeoutMs ?? 30_000}ms: ${method} ${path}`)));
+        req.on("error", reject);
+        if (payload !== undefined) req.write(payload);
+        req.end();
+      });
+      status = code;
+      if (code < 200 || code >= 300) {
+        let message = `${method} ${path}: HTTP ${code}`;
+        try {
+          const s = JSON.parse(body) as { message?: string };
+          if (s.message) message = `${method} ${path}: ${s.message}`;
+        } catch {
+          // not a Status
+        }
+        throw new ApiException<string>(code, message, body, resHeaders);
+      }
+      return (body ? JSON.parse(body) : {}) as T;
+    } finally {
+      this.count(verb, resource, status);
+    }
+  }
+
+  /** GET; null on 404. */
+  async get<T>(path: string): Promise<T | null> {
+    try {
+      return await this.request<T>("get", "GET", path);
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+
+  list<T>(path: string, query: { labelSelector?: string; fieldSelector?: string; limit?: number; continue?: string; resourceVersion?: string } = {}): Promise<KubeList<T>> {
+    return this.request<KubeList<T>>("list", "GET", path, { query });
+  }
+
+  /** Every page of a list. */
+  async listAll<T>(path: string, query: { labelSelector?: string; fieldSelector?: string } = {}): Promise<KubeList<T>> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    let rv: string | undefined;
+    do {
+      const page = await this.list<T>(path, { ...query, limit: 500, continue: cont });
+      items.push(...page.items);
+      cont = page.metadata.continue || undefined;
+      rv = page.metadata.resourceVersion;
+    } while (cont);
+    return { metadata: { resourceVersion: rv }, items };
+  }
+
+  create<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("create", "POST", path, { body, query: { fieldManager: FIELD_MANAGER } });
+  }
+
+  /** Server-side apply (field manager conveyor-operator; force: a controller owns its fields). */
+  apply<T>(path: string, body: unknown, opts: { force?: boolean; fieldManager?: string } = {}): Promise<T> {
+    return this.request<T>("patch", "PATCH", path, {
+      body,
+      contentType: PatchStrategy.ServerSideApply,
+      query: { fieldManager: opts.fieldManager ?? FIELD_MANAGER, force: opts.force ?? true },
+    });
+  }
+
+  /** JSON merge patch (RFC 7386). */
+  mergePatch<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("patch", "PATCH", path, { body, contentType: PatchStrategy.MergePatch, query: { fieldManager: FIELD_MANAGER } });
+  }
+
+  update<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("update", "PUT", path, { body, query: { fieldManager: FIELD_MANAGER } });
+  }
+
+  /** DELETE; false when it was already gone. */
+  async delete(path: string, opts: { propagationPolicy?: "Foreground" | "Background" | "Orphan"; preconditionsUid?: string } = {}): Promise<boolean> {
+    const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
+    if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
+    if (opts.preconditionsUid) body.preconditions = { uid: opts.preconditionsUid };
+    try {
+      await this.request("delete", "DELETE", path, { body });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * One watch request: resolves when the server ends the stream (timeoutSeconds) or `signal`
+   * aborts; rejects on a transport error or an HTTP error status. ERROR events are passed on.
+   */
+  async watch<T>(
+    path: string,
+    query: { resourceVersion?: string; labelSelector?: string; fieldSelector?: string; timeoutSeconds?: number },
+    onEvent: (e: WatchEvent<T>) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const opts = await this.requestOptions("GET", {});
+    const url = this.url(path, { ...query, watch: true, allowWatchBookmarks: true });
+    const resource = resourceOf(path);
+    await new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const done = (err?: unknown) => {
+        if (settled) return;
+        settled = true;
+        signal.removeEventListener("abort", onAbort);
+        if (err && !signal.aborted) reject(err);
+        else resolve();
+      };
+      let responded = false;
+      const req = (url.protocol === "http:" ? http : https).request(url, opts, (res) => {
+        responded = true;
+        this.count("watch", resource, res.statusCode ?? 0);
+        if (res.statusCode !== 200) {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => {
+            const body = Buffer.concat(chunks).toString("utf8");
+            done(new ApiException<string>(res.statusCode ?? 0, `watch ${path}: HTTP ${res.statusCode}`, body, {}));
+          });
+          res.on("error", done);
+          return;
+        }
+        // An idle watch still gets bookmarks about every minute; a silent connection for longer
+        // than this is dead (a half-open TCP connection after a network partition).
+        res.setTimeout(((query.timeoutSeconds ?? 300) + 90) * 1000, () => req.destroy(new Error(`watch ${path}: no data, connection presumed dead`)));
+        const lines = createInterface({ input: res, crlfDelay: Infinity });
+        lines.on("line", (line) => {
+          if (!line.trim()) return;
+          let ev: WatchEvent<T>;
+          try {
+            ev = JSON.parse(line) as WatchEvent<T>;
+          } catch {
+            return;
+          }
+          try {
+            onEvent(ev);
+          } catch (err) {
+            // the handler refused the stream (e.g. 410 Gone): end it with that error
+            done(err);
+            req.destroy();
+          }
+        });
+        res.on("end", () => done());
+        res.on("error", done);
+        res.on("close", () => done());
+      });
+      const onAbort = () => req.destroy();
+      signal.addEventListener("abort", onAbort, { once: true });
+      req.on("error", (err) => {
+        if (!responded) this.count("watch", resource, "error");
+        done(err);
+      });
+      req.end();
+    });
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  return err instanceof ApiException && err.code === 404;
+}
+
+export function isConflict(err: unknown): boolean {
+  return err instanceof ApiException && err.code === 409;
+}
+
+export function apiCode(err: unknown): number | undefined {
+  return err instanceof ApiException ? err.code : undefined;
+}
+
+/** The API server's message for an error (Status.message), else the error's message. */
+export function apiMessage(err: unknown): string {
+  if (err instanceof ApiException) {
+    try {
+      const s = JSON.parse(String(err.body)) as { message?: string };
+      if (s.message) return s.message;
+    } catch {
+      // not JSON
+    }
+    return err.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** /apis/apps/v1/namespaces/ns/deployments[/name[/sub]] and friends. */
+export function apiPath(o: { group: string; version: string; plural: string; namespace?: string; name?: string; subresource?: string }): string {
+  const base = o.group ? `/apis/${o.group}/${o.version}` : `/api/${o.version}`;
+  let p = base;
+  if (o.namespace) p += `/namespaces/${encodeURIComponent(o.namespace)}`;
+  p += `/${o.plural}`;
+  if (o.name) p += `/${encodeURIComponent(o.name)}`;
+  if (o.subresource) p += `/${o.subresource}`;
+  return p;
+}

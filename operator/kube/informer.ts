@@ -1,0 +1,205 @@
+// A list-watch cache that never stops on its own. client-node's informer stops on any watch
+// error other than 410 Gone and never relists (kubernetes-client/javascript#596, #958, #1933);
+// this one relists after any error with capped exponential backoff and jitter, and relists
+// periodically anyway (catching anything a watch may have missed), announcing each relist so
+// the controller can resync every key.
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "pino";
+import { apiCode, type KubeClient, type KubeObject, type WatchEvent } from "./client.ts";
+import type { OperatorMetrics } from "../metrics.ts";
+
+export interface InformerHandlers<T extends KubeObject> {
+  add?: (obj: T) => void;
+  update?: (obj: T, old: T) => void;
+  delete?: (obj: T) => void;
+  /** After every (re)list: the cache is complete and current. */
+  synced?: () => void;
+}
+
+export interface InformerOptions {
+  /** e.g. /apis/apps/v1/deployments or /apis/apps/v1/namespaces/ns/deployments */
+  path: string;
+  labelSelector?: string;
+  /** Relist this often even without errors (default 10 min, ±10% jitter). */
+  relistMs?: number;
+  /** Backoff after an error: from minBackoffMs doubling to maxBackoffMs (defaults 500 ms, 30 s). */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** Server-side watch timeout per request (default 5–10 min, randomized as client-go does). */
+  watchTimeoutSeconds?: number;
+  log?: Logger;
+  metrics?: OperatorMetrics;
+}
+
+const key = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
+
+class RelistNeeded extends Error {}
+
+export class Informer<T extends KubeObject> {
+  private readonly client: KubeClient;
+  private readonly opts: InformerOptions;
+  private readonly cache = new Map<string, T>();
+  private readonly handlers: InformerHandlers<T>[] = [];
+  private resourceVersion = "";
+  private abort = new AbortController();
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private syncedOnce = false;
+  private syncWaiters: (() => void)[] = [];
+  /** Errors since the last good list (for tests and logs). */
+  failures = 0;
+  lastError: unknown;
+
+  constructor(client: KubeClient, opts: InformerOptions) {
+    this.client = client;
+    this.opts = opts;
+  }
+
+  on(h: InformerHandlers<T>): void {
+    this.handlers.push(h);
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.cache.get(`${namespace}/${name}`);
+  }
+
+  list(namespace?: string): T[] {
+    const all = [...this.cache.values()];
+    return namespace === undefined ? all : all.filter((o) => o.metadata.namespace === namespace);
+  }
+
+  get hasSynced(): boolean {
+    return this.syncedOnce;
+  }
+
+  /** Resolves after the first complete list. */
+  waitForSync(): Promise<void> {
+    if (this.syncedOnce) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.stopped = false;
+    this.abort = new AbortController();
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.running;
+    this.running = undefined;
+  }
+
+  private emit<K extends keyof InformerHandlers<T>>(kind: K, ...args: Parameters<NonNullable<InformerHandlers<T>[K]>>): void {
+    for (const h of this.handlers) {
+      const fn = h[kind] as ((...a: unknown[]) => void) | undefined;
+      try {
+        fn?.(...args);
+      } catch (err) {
+        this.opts.log?.error({ err, path: this.opts.path }, "informer handler threw");
+      }
+    }
+  }
+
+  private async loop(): Promise<void> {
+    const min = this.opts.minBackoffMs ?? 500;
+    const max = this.opts.maxBackoffMs ?? 30_000;
+    let backoff = min;
+    while (!this.stopped) {
+      try {
+        await this.relist();
+        backoff = min;
+        this.failures = 0;
+        const relistMs = this.opts.relistMs ?? 10 * 60_000;
+        const relistAt = Date.now() + relistMs * (0.9 + Math.random() * 0.2);
+        while (!this.stopped && Date.now() < relistAt) {
+          const remaining = Math.ceil((relistAt - Date.now()) / 1000);
+          const timeoutSeconds = Math.max(1, Math.min(remaining, this.opts.watchTimeoutSeconds ?? Math.round(300 + Math.random() * 300)));
+          await this.client.watch<T>(
+            this.opts.path,
+            { resourceVersion: this.resourceVersion, labelSelector: this.opts.labelSelector, timeoutSeconds },
+            (ev) => this.onEvent(ev),
+            this.abort.signal,
+          );
+        }
+      } catch (err) {
+        if (this.stopped) break;
+        if (err instanceof RelistNeeded || apiCode(err) === 410) {
+          // 410 Gone: the resource version is too old. Relist at once, no backoff.
+          this.resourceVersion = "";
+          continue;
+        }
+        this.failures++;
+        this.lastError = err;
+        this.opts.metrics?.informerRestarts.inc({ resource: this.opts.path.split("/").pop() ?? this.opts.path });
+        const wait = backoff * (0.5 + Math.random());
+        this.opts.log?.warn({ err: String(err), code: apiCode(err), path: this.opts.path, retryInMs: Math.round(wait) }, "list/watch failed; relisting after backoff");
+        backoff = Math.min(backoff * 2, max);
+        try {
+          await sleep(wait, undefined, { signal: this.abort.signal });
+        } catch {
+          // stopped
+        }
+      }
+    }
+  }
+
+  private onEvent(ev: WatchEvent<T>): void {
+    switch (ev.type) {
+      case "ADDED":
+      case "MODIFIED": {
+        const k = key(ev.object);
+        const old = this.cache.get(k);
+        this.cache.set(k, ev.object);
+        if (old) {
+          if (old.metadata.resourceVersion !== ev.object.metadata.resourceVersion) this.emit("update", ev.object, old);
+        } else {
+          this.emit("add", ev.object);
+        }
+        break;
+      }
+      case "DELETED": {
+        const k = key(ev.object);
+        const old = this.cache.get(k);
+        this.cache.delete(k);
+        this.emit("delete", old ?? ev.object);
+        break;
+      }
+      case "BOOKMARK":
+        break;
+      case "ERROR": {
+        const status = ev.object as unknown as { code?: number; message?: string };
+        if (status.code === 410) throw new RelistNeeded("resource version expired");
+        throw new Error(`watch ${this.opts.path}: ${status.message ?? "error event"} (${status.code ?? "?"})`);
+      }
+    }
+    const rv = ev.object?.metadata?.resourceVersion;
+    if (rv) this.resourceVersion = rv;
+  }
+
+  /** Full list: replaces the cache, emitting add/update/delete for the differences. */
+  private async relist(): Promise<void> {
+    const list = await this.client.listAll<T>(this.opts.path, { labelSelector: this.opts.labelSelector });
+    const seen = new Set<string>();
+    for (const obj of list.items) {
+      const k = key(obj);
+      seen.add(k);
+      const old = this.cache.get(k);
+      this.cache.set(k, obj);
+      if (!old) this.emit("add", obj);
+      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit("update", obj, old);
+    }
+    for (const [k, old] of this.cache) {
+      if (!seen.has(k)) {
+        this.cache.delete(k);
+        this.emit("delete", old);
+      }
+    }
+    this.resourceVersion = list.metadata.resourceVersion ?? "";
+    this.syncedOnce = true;
+    for (const w of this.syncWaiters.splice(0)) w();
+    this.emit("synced");
+  }
+}

@@ -1,0 +1,187 @@
+// Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+// lease 15 s, renew deadline 10 s, retry 2 s. Expiry is judged by this process's own clock from
+// the moment it last saw the lease record change (never by comparing clocks across machines).
+// The leader stops writing as soon as it has not renewed for the renew deadline — before any
+// standby may take over (lease duration > renew deadline).
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "pino";
+import { apiPath, isConflict, isNotFound, type KubeClient } from "./client.ts";
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  log?: Logger;
+  onStartedLeading?: () => void;
+  onStoppedLeading?: () => void;
+}
+
+interface Lease {
+  apiVersion: "coordination.k8s.io/v1";
+  kind: "Lease";
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec: {
+    holderIdentity?: string | null;
+    leaseDurationSeconds?: number;
+    acquireTime?: string | null;
+    renewTime?: string | null;
+    leaseTransitions?: number;
+  };
+}
+
+/** MicroTime as the API wants it: RFC 3339 with microseconds. */
+function microTime(d = new Date()): string {
+  return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+export class LeaderElector {
+  private readonly client: KubeClient;
+  private readonly o: Required<Omit<LeaderElectionOptions, "log" | "onStartedLeading" | "onStoppedLeading">> & LeaderElectionOptions;
+  private observedRecord = "";
+  private observedTime = 0;
+  private lastRenew = 0;
+  private leading = false;
+  private stopped = false;
+  private abort = new AbortController();
+  private loopDone: Promise<void> | undefined;
+
+  constructor(client: KubeClient, opts: LeaderElectionOptions) {
+    this.client = client;
+    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...opts };
+    if (this.o.leaseDurationMs <= this.o.renewDeadlineMs) throw new Error("leader election: lease duration must exceed the renew deadline");
+  }
+
+  /** True while this replica holds the lease and renewed it within the renew deadline. */
+  isLeader(): boolean {
+    return this.leading && Date.now() - this.lastRenew < this.o.renewDeadlineMs;
+  }
+
+  get identity(): string {
+    return this.o.identity;
+  }
+
+  start(): void {
+    this.loopDone ??= this.loop();
+  }
+
+  /** Stop; a leader releases the lease so a standby takes over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.loopDone;
+    if (this.leading) {
+      this.setLeading(false);
+      await this.release().catch((err) => this.o.log?.warn({ err: String(err) }, "could not release the leader lease"));
+    }
+  }
+
+  private get path(): string {
+    return apiPath({ group: "coordination.k8s.io", version: "v1", plural: "leases", namespace: this.o.namespace, name: this.o.name });
+  }
+
+  private setLeading(v: boolean): void {
+    if (v === this.leading) return;
+    this.leading = v;
+    if (v) {
+      this.o.log?.info({ lease: `${this.o.namespace}/${this.o.name}` }, "became leader");
+      this.o.onStartedLeading?.();
+    } else {
+      this.o.log?.warn({ lease: `${this.o.namespace}/${this.o.name}` }, "stopped leading");
+      this.o.onStoppedLeading?.();
+    }
+  }
+
+  private async pause(ms: number): Promise<void> {
+    try {
+      await sleep(ms, undefined, { signal: this.abort.signal });
+    } catch {
+      // stopped
+    }
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      let ok = false;
+      try {
+        ok = await this.tryAcquireOrRenew();
+      } catch (err) {
+        this.o.log?.warn({ err: String(err) }, "leader election: lease request failed");
+      }
+      if (ok) {
+        this.lastRenew = Date.now();
+        this.setLeading(true);
+      } else if (this.leading && Date.now() - this.lastRenew >= this.o.renewDeadlineMs) {
+        this.setLeading(false);
+      }
+      // A candidate retries with jitter (client-go: JitterFactor 1.2); a leader renews every retry period.
+      await this.pause(this.leading ? this.o.retryPeriodMs : this.o.retryPeriodMs * (1 + Math.random() * 1.2));
+    }
+  }
+
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const now = new Date();
+    const current = await this.client.get<Lease>(this.path);
+    if (!current) {
+      try {
+        await this.client.create(apiPath({ group: "coordination.k8s.io", version: "v1", plural: "leases", namespace: this.o.namespace }), {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: { name: this.o.name, namespace: this.o.namespace },
+          spec: {
+            holderIdentity: this.o.identity,
+            leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+            acquireTime: microTime(now),
+            renewTime: microTime(now),
+            leaseTransitions: 0,
+          },
+        });
+      } catch (err) {
+        if (isConflict(err) || (err as { code?: number }).code === 409) return false;
+        throw err;
+      }
+      this.observedTime = Date.now();
+      return true;
+    }
+    const spec = current.spec ?? {};
+    const record = JSON.stringify([spec.holderIdentity, spec.renewTime, spec.acquireTime, spec.leaseTransitions]);
+    if (record !== this.observedRecord) {
+      this.observedRecord = record;
+      this.observedTime = Date.now();
+    }
+    const holder = spec.holderIdentity ?? "";
+    const duration = (spec.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
+    const mine = holder === this.o.identity;
+    if (holder && !mine && this.observedTime + duration > Date.now()) return false;
+    const next: Lease = {
+      ...current,
+      spec: {
+        holderIdentity: this.o.identity,
+        leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+        acquireTime: mine ? (spec.acquireTime ?? microTime(now)) : microTime(now),
+        renewTime: microTime(now),
+        leaseTransitions: mine ? (spec.leaseTransitions ?? 0) : (spec.leaseTransitions ?? 0) + 1,
+      },
+    };
+    try {
+      await this.client.update(this.path, next);
+    } catch (err) {
+      if (isConflict(err) || isNotFound(err)) return false;
+      throw err;
+    }
+    this.observedRecord = JSON.stringify([next.spec.holderIdentity, next.spec.renewTime, next.spec.acquireTime, next.spec.leaseTransitions]);
+    this.observedTime = Date.now();
+    return true;
+  }
+
+  private async release(): Promise<void> {
+    const current = await this.client.get<Lease>(this.path);
+    if (!current || current.spec?.holderIdentity !== this.o.identity) return;
+    await this.client.update(this.path, {
+      ...current,
+      spec: { ...current.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(), acquireTime: microTime() },
+    });
+  }
+}

@@ -1,0 +1,224 @@
+// `conveyor operator`: wires configuration, the Kubernetes client, leader election, the
+// WorkerPool controller, the external metrics API and the operator's own /metrics together,
+// and shuts them down in order on SIGTERM (a leader releases its Lease so a standby takes over
+// at once).
+import * as http from "node:http";
+import { readFileSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino, type Logger } from "pino";
+import { OPERATOR_USAGE, OperatorConfigError, loadOperatorConfig, type OperatorConfig } from "./config.ts";
+import { WorkerPoolController } from "./controllers/workerpool.ts";
+import { apiMessage, apiPath, KubeClient } from "./kube/client.ts";
+import { LeaderElector } from "./kube/leader.ts";
+import { createOperatorMetrics, type OperatorMetrics } from "./metrics.ts";
+import { MetricsApiServer } from "./metricsapi/server.ts";
+import { selfSignedCert } from "./metricsapi/selfsigned.ts";
+
+export { OPERATOR_USAGE };
+
+function createLogger(level: string, base: Record<string, unknown>): Logger {
+  return pino({ level, base, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } });
+}
+
+function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else kc.loadFromDefault();
+  if (cfg.context) kc.setCurrentContext(cfg.context);
+  if (!kc.getCurrentCluster()) throw new Error("no current cluster (give --kubeconfig, or run in a pod)");
+  return kc;
+}
+
+/** The front proxy's client CA, so only the API server may call the external metrics API. */
+async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): Promise<string | undefined> {
+  if (cfg.metricsApiClientCA === "none") return undefined;
+  if (cfg.metricsApiClientCA !== "auto") return readFileSync(cfg.metricsApiClientCA, "utf8");
+  try {
+    const cm = await client.get<{ data?: Record<string, string> }>(
+      apiPath({ group: "", version: "v1", plural: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication" }),
+    );
+    const ca = cm?.data?.["requestheader-client-ca-file"];
+    if (ca) return ca;
+    log.warn("kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: the external metrics API accepts any TLS client");
+  } catch (err) {
+    log.warn({ err: apiMessage(err) }, "cannot read the requestheader client CA: the external metrics API accepts any TLS client");
+  }
+  return undefined;
+}
+
+function startHttp(cfg: OperatorConfig, metrics: OperatorMetrics, ready: () => boolean, log: Logger): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path === "/metrics") {
+      metrics.registry
+        .metrics()
+        .then((text) => {
+          res.writeHead(200, { "Content-Type": metrics.registry.contentType });
+          res.end(text);
+        })
+        .catch((err: unknown) => {
+          res.writeHead(500);
+          res.end(String(err));
+        });
+      return;
+    }
+    if (path === "/healthz" || path === "/livez") {
+      res.writeHead(200, { "Content-Type": "text/plain" });
+      return void res.end("ok");
+    }
+    if (path === "/readyz") {
+      const ok = ready();
+      res.writeHead(ok ? 200 : 503, { "Content-Type": "text/plain" });
+      return void res.end(ok ? "ok" : "caches not synced");
+    }
+    res.writeHead(404);
+    res.end();
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(cfg.metricsPort, cfg.metricsAddress, () => {
+      const a = server.address();
+      log.info({ address: cfg.metricsAddress, port: typeof a === "object" && a ? a.port : cfg.metricsPort }, "serving /metrics /healthz /readyz");
+      resolve(server);
+    });
+  });
+}
+
+/**
+ * Runs the operator until SIGTERM/SIGINT (or `signal`); resolves with the exit code.
+ * Bad flags: 2, with a message naming the flag.
+ */
+export async function runOperator(argv: string[], opts: { signal?: AbortSignal } = {}): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(`${OPERATOR_USAGE}\n`);
+    return 0;
+  }
+  let cfg: OperatorConfig;
+  try {
+    cfg = loadOperatorConfig(argv);
+  } catch (err) {
+    if (err instanceof OperatorConfigError) {
+      process.stderr.write(`conveyor operator: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const log = createLogger(cfg.logLevel, { component: "conveyor-operator", identity: cfg.identity });
+  let kc: KubeConfig;
+  try {
+    kc = loadKubeConfig(cfg);
+  } catch (err) {
+    process.stderr.write(`conveyor operator: --kubeconfig / KUBECONFIG: ${(err as Error).message}\n`);
+    return 2;
+  }
+
+  const metrics = createOperatorMetrics();
+  const base = new KubeClient(kc, { metrics, userAgent: `conveyor-operator/${cfg.identity}` });
+  let elector: LeaderElector | undefined;
+  const isLeader = () => (elector ? elector.isLeader() : true);
+  const controller = new WorkerPoolController({
+    client: base.withGate(isLeader),
+    namespaces: cfg.namespaces,
+    defaultImage: cfg.workerImage,
+    identity: cfg.identity,
+    isLeader,
+    log,
+    metrics,
+    workers: cfg.workers,
+    relistMs: cfg.relistMs,
+  });
+  let synced = false;
+  const httpServer = await startHttp(cfg, metrics, () => synced, log).catch((err: Error) => err);
+  if (httpServer instanceof Error) {
+    log.fatal({ err: httpServer.message }, `cannot listen on --metrics-port ${cfg.metricsPort}`);
+    return 1;
+  }
+
+  let metricsApi: MetricsApiServer | undefined;
+  if (cfg.metricsApi) {
+    let cert: string;
+    let key: string;
+    if (cfg.metricsApiCert && cfg.metricsApiKey) {
+      cert = readFileSync(cfg.metricsApiCert, "utf8");
+      key = readFileSync(cfg.metricsApiKey, "utf8");
+    } else {
+      const hosts = cfg.metricsApiHosts.length > 0 ? cfg.metricsApiHosts : ["localhost", "127.0.0.1"];
+      ({ cert, key } = selfSignedCert("conveyor-operator", hosts));
+      log.info({ hosts }, "external metrics API uses a self-signed certificate (APIService: insecureSkipTLSVerify, or give --metrics-api-cert)");
+    }
+    metricsApi = new MetricsApiServer({
+      host: cfg.metricsApiAddress,
+      port: cfg.metricsApiPort,
+      cert,
+      key,
+      clientCA: await clientCA(cfg, base, log),
+      lookup: (ns, name) => controller.metricLookup(ns, name),
+      log,
+      metrics,
+    });
+    try {
+      await metricsApi.start();
+    } catch (err) {
+      log.fatal({ err: (err as Error).message }, `cannot listen on --metrics-api-port ${cfg.metricsApiPort}`);
+      httpServer.close();
+      return 1;
+    }
+  }
+
+  if (cfg.leaderElect) {
+    elector = new LeaderElector(base.withGate(undefined), {
+      namespace: cfg.leaderElectionNamespace,
+      name: cfg.leaderElectionId,
+      identity: cfg.identity,
+      leaseDurationMs: cfg.leaseDurationMs,
+      renewDeadlineMs: cfg.renewDeadlineMs,
+      retryPeriodMs: cfg.retryPeriodMs,
+      log,
+      onStartedLeading: () => {
+        metrics.isLeader.set(1);
+        metrics.leaderTransitions.inc();
+        controller.onStartedLeading();
+      },
+      onStoppedLeading: () => metrics.isLeader.set(0),
+    });
+    elector.start();
+  } else {
+    metrics.isLeader.set(1);
+  }
+
+  let stopRequested: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => (stopRequested = resolve));
+  const onSignal = (sig: NodeJS.Signals) => {
+    log.info({ signal: sig }, "stopping");
+    stopRequested();
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+  opts.signal?.addEventListener("abort", () => stopRequested(), { once: true });
+
+  log.info(
+    { namespaces: cfg.namespaces.length ? cfg.namespaces : "all", workerImage: cfg.workerImage, leaderElection: cfg.leaderElect, metricsApi: cfg.metricsApi },
+    "conveyor operator starting",
+  );
+  const starting = controller.start().then(() => {
+    synced = true;
+  });
+  await Promise.race([starting, stopped]);
+  await stopped;
+
+  process.off("SIGTERM", onSignal);
+  process.off("SIGINT", onSignal);
+  await elector?.stop();
+  await controller.stop();
+  await metricsApi?.stop();
+  await new Promise<void>((resolve) => {
+    httpServer.closeAllConnections();
+    httpServer.close(() => resolve());
+  });
+  log.info("stopped");
+  return 0;
+}
+
+if (import.meta.main) {
+  process.exitCode = await runOperator(process.argv.slice(2));
+}

@@ -1,0 +1,186 @@
+// The external metrics API (external.metrics.k8s.io/v1beta1) the pools' HPAs read through the
+// API server's aggregation layer:
+//   GET /apis/external.metrics.k8s.io/v1beta1                                  discovery
+//   GET /apis/external.metrics.k8s.io/v1beta1/namespaces/<ns>/conveyor-backlog?labelSelector=workerpool=<name>
+// The value is the pool's whole backlog (ready + due-delayed + in-flight); the HPA's
+// AverageValue target divides it by the replica count. A stale or failed poll answers 503 so
+// the HPA keeps its replica count instead of scaling on a wrong number.
+//
+// Authentication: when a requestheader client CA is known (--metrics-api-client-ca, or the
+// kube-system/extension-apiserver-authentication ConfigMap), only clients presenting a
+// certificate it signed — the API server's front proxy — are served. Authorization of the end
+// user is the API server's (RBAC on external.metrics.k8s.io).
+import * as https from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TLSSocket } from "node:tls";
+import type { Logger } from "pino";
+import type { OperatorMetrics } from "../metrics.ts";
+import { METRIC_NAME, METRIC_POOL_LABEL } from "../controllers/names.ts";
+
+export const EXTERNAL_METRICS_GROUP = "external.metrics.k8s.io";
+export const EXTERNAL_METRICS_VERSION = "v1beta1";
+const PREFIX = `/apis/${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`;
+
+export type MetricLookup =
+  | { kind: "ok"; value: number; at: number }
+  | { kind: "not-found"; message: string }
+  | { kind: "unavailable"; message: string };
+
+export interface MetricsApiOptions {
+  host: string;
+  port: number;
+  cert: string;
+  key: string;
+  /** PEM of the CA whose client certificates (the front proxy's) are accepted; none = any client. */
+  clientCA?: string;
+  lookup: (namespace: string, pool: string) => MetricLookup;
+  log?: Logger;
+  metrics?: OperatorMetrics;
+}
+
+/** Parses the equality parts of a label selector: "a=b,c==d,e in (f)". */
+export function parseSelector(sel: string): Record<string, string> | undefined {
+  const out: Record<string, string> = {};
+  if (!sel.trim()) return out;
+  for (const part of sel.split(/,(?![^(]*\))/)) {
+    const p = part.trim();
+    let m = /^([A-Za-z0-9./_-]+)\s*==?\s*([A-Za-z0-9._-]*)$/.exec(p);
+    if (m) {
+      out[m[1]!] = m[2]!;
+      continue;
+    }
+    m = /^([A-Za-z0-9./_-]+)\s+in\s+\(\s*([A-Za-z0-9._-]+)\s*\)$/.exec(p);
+    if (m) {
+      out[m[1]!] = m[2]!;
+      continue;
+    }
+    return undefined;
+  }
+  return out;
+}
+
+function send(res: ServerResponse, code: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function status(code: number, reason: string, message: string) {
+  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
+}
+
+export const DISCOVERY = {
+  kind: "APIResourceList",
+  apiVersion: "v1",
+  groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+  resources: [{ name: METRIC_NAME, singularName: "", namespaced: true, kind: "ExternalMetricValueList", verbs: ["get"] }],
+};
+
+export function handleMetricsRequest(req: IncomingMessage, res: ServerResponse, o: Pick<MetricsApiOptions, "lookup" | "metrics" | "clientCA">): void {
+  const url = new URL(req.url ?? "/", "https://x");
+  const path = url.pathname.replace(/\/+$/, "");
+  const count = (result: string) => o.metrics?.metricRequests.inc({ result });
+  if (o.clientCA && !(req.socket as TLSSocket).authorized) {
+    count("unauthorized");
+    return send(res, 401, status(401, "Unauthorized", "a client certificate signed by the requestheader CA is required"));
+  }
+  if (req.method !== "GET") return send(res, 405, status(405, "MethodNotAllowed", `${req.method} is not supported`));
+  if (path === "/healthz" || path === "/readyz" || path === "/livez") {
+    res.writeHead(200, { "Content-Type": "text/plain" });
+    return void res.end("ok");
+  }
+  if (path === "/openapi/v2") return send(res, 200, { swagger: "2.0", info: { title: "conveyor external metrics", version: EXTERNAL_METRICS_VERSION }, paths: {} });
+  if (path === "/openapi/v3") return send(res, 200, { paths: {} });
+  if (path === "/apis") {
+    return send(res, 200, {
+      kind: "APIGroupList",
+      apiVersion: "v1",
+      groups: [
+        {
+          name: EXTERNAL_METRICS_GROUP,
+          versions: [{ groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`, version: EXTERNAL_METRICS_VERSION }],
+          preferredVersion: { groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`, version: EXTERNAL_METRICS_VERSION },
+        },
+      ],
+    });
+  }
+  if (path === PREFIX) return send(res, 200, DISCOVERY);
+  const m = new RegExp(`^${PREFIX}/namespaces/([^/]+)/([^/]+)$`).exec(path);
+  if (!m) return send(res, 404, status(404, "NotFound", `no such path ${path}`));
+  const namespace = decodeURIComponent(m[1]!);
+  const metric = decodeURIComponent(m[2]!).toLowerCase();
+  if (metric !== METRIC_NAME) {
+    count("unknown-metric");
+    return send(res, 404, status(404, "NotFound", `unknown external metric ${JSON.stringify(metric)}: this server serves ${METRIC_NAME}`));
+  }
+  const selector = parseSelector(url.searchParams.get("labelSelector") ?? "");
+  const pool = selector?.[METRIC_POOL_LABEL];
+  if (!pool) {
+    count("bad-selector");
+    return send(res, 400, status(400, "BadRequest", `${METRIC_NAME} needs labelSelector ${METRIC_POOL_LABEL}=<WorkerPool name>`));
+  }
+  const r = o.lookup(namespace, pool);
+  if (r.kind === "not-found") {
+    count("not-found");
+    return send(res, 404, status(404, "NotFound", r.message));
+  }
+  if (r.kind === "unavailable") {
+    count("unavailable");
+    return send(res, 503, status(503, "ServiceUnavailable", r.message));
+  }
+  count("ok");
+  send(res, 200, {
+    kind: "ExternalMetricValueList",
+    apiVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+    metadata: {},
+    items: [
+      {
+        metricName: METRIC_NAME,
+        metricLabels: { [METRIC_POOL_LABEL]: pool },
+        timestamp: new Date(r.at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        value: String(Math.max(0, Math.round(r.value))),
+      },
+    ],
+  });
+}
+
+export class MetricsApiServer {
+  private server: https.Server | undefined;
+  private readonly o: MetricsApiOptions;
+
+  constructor(o: MetricsApiOptions) {
+    this.o = o;
+  }
+
+  async start(): Promise<{ address: string; port: number }> {
+    const server = https.createServer(
+      { cert: this.o.cert, key: this.o.key, ...(this.o.clientCA ? { ca: this.o.clientCA, requestCert: true, rejectUnauthorized: false } : {}) },
+      (req, res) => {
+        try {
+          handleMetricsRequest(req, res, this.o);
+        } catch (err) {
+          this.o.log?.error({ err: String(err) }, "external metrics request failed");
+          if (!res.headersSent) send(res, 500, status(500, "InternalError", "internal error"));
+        }
+      },
+    );
+    server.on("tlsClientError", (err) => this.o.log?.debug({ err: err.message }, "external metrics: TLS client error"));
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.o.port, this.o.host, () => resolve());
+    });
+    const addr = server.address();
+    const port = typeof addr === "object" && addr ? addr.port : this.o.port;
+    this.o.log?.info({ host: this.o.host, port }, "external metrics API listening");
+    return { address: this.o.host, port };
+  }
+
+  async stop(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = undefined;
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+}
