@@ -2,7 +2,7 @@
 // and the operator image.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { connectRedis, waitUntilReady, parseDuration, Producer, QueueAdmin, type JobToEnqueue, type RedisClient } from "../queue/index.ts";
+import { connectRedis, waitUntilReady, parseDuration, Producer, QueueAdmin, QueueEvents, type JobToEnqueue, type QueueEvent, type RedisClient } from "../queue/index.ts";
 
 const USAGE = `usage: conveyor <command> [options]
 
@@ -11,6 +11,8 @@ const USAGE = `usage: conveyor <command> [options]
   stats <queue> [--json]                  ready, delayed, inflight, completed, dead
   job <id> [--queue Q] [--json]           state, attempts, result or last error
   dlq list|retry|purge <queue> [--json]   dead letters
+  events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
+  api [--port 8080] [--host 0.0.0.0]      the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)
   worker [options]                        run the generic worker (conveyor worker --help)
   operator [options]                      run the WorkerPool operator
 
@@ -31,7 +33,7 @@ function parse<T extends Record<string, { type: "string" | "boolean"; short?: st
 }
 
 async function withRedis<T>(url: string | undefined, fn: (redis: RedisClient) => Promise<T>): Promise<T> {
-  const target = url ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+  const target = redisUrl(url);
   const redis = connectRedis(target, { failFast: true, name: "conveyor-cli" });
   try {
     await waitUntilReady(redis, target);
@@ -176,6 +178,53 @@ async function dlq(argv: string[]): Promise<void> {
   });
 }
 
+const redisUrl = (flag?: string) => flag ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+
+async function events(argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, { follow: { type: "boolean", short: "f" }, limit: { type: "string" } });
+  const [queue] = positionals;
+  if (!queue) throw new UsageError("events needs a queue");
+  const show = (e: QueueEvent) => {
+    if (values.json) return print(JSON.stringify({ eventId: e.eventId, ...e.fields }));
+    const { type, id, queue: _q, at: _at, ...rest } = e.fields;
+    const detail = Object.entries(rest).map(([k, v]) => `${k}=${v.length > 80 ? `${v.slice(0, 77)}...` : v}`).join(" ");
+    print(`${new Date(e.at).toISOString()} ${type?.padEnd(10)} ${id} ${detail}`);
+  };
+  await withRedis(values.redis, async (redis) => {
+    const recent = await new QueueEvents(redis).recent(queue, positiveInt(values.limit, "limit") ?? 20);
+    recent.forEach(show);
+    if (!values.follow) return;
+    const blocking = connectRedis(redisUrl(values.redis), { blocking: true, name: "conveyor-events" });
+    const stop = new AbortController();
+    process.once("SIGINT", () => stop.abort());
+    process.once("SIGTERM", () => stop.abort());
+    try {
+      for await (const e of new QueueEvents(redis).follow(blocking, queue, { from: recent.at(-1)?.eventId ?? "$", signal: stop.signal })) show(e);
+    } finally {
+      blocking.disconnect();
+    }
+  });
+}
+
+async function api(argv: string[]): Promise<number> {
+  const { values } = parse(argv, { port: { type: "string" }, host: { type: "string" }, "max-body": { type: "string" } });
+  const port = positiveInt(values.port ?? process.env.CONVEYOR_API_PORT ?? "8080", "port")!;
+  const { startJobApi } = await import("../api/server.ts");
+  const { createLogger } = await import("../worker/logger.ts");
+  const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
+  const url = redisUrl(values.redis);
+  const redis = connectRedis(url, { name: "conveyor-api", onError: (err) => log.warn({ err: err.message }, "Redis connection problem") });
+  const server = await startJobApi({ redis, port, host: values.host, token: process.env.CONVEYOR_API_TOKEN || undefined, maxBodyBytes: positiveInt(values["max-body"], "max-body"), log });
+  log.info({ port, auth: process.env.CONVEYOR_API_TOKEN ? "bearer" : "none" }, "job API listening");
+  await new Promise<void>((resolve) => {
+    const stop = () => server.close(() => resolve());
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  redis.disconnect();
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -192,6 +241,11 @@ export async function main(argv: string[]): Promise<number> {
       case "dlq":
         await dlq(rest);
         return 0;
+      case "events":
+        await events(rest);
+        return 0;
+      case "api":
+        return await api(rest);
       case "worker": {
         if (rest.includes("--help") || rest.includes("-h")) {
           print((await import("../worker/config.ts")).WORKER_USAGE);

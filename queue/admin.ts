@@ -125,5 +125,7 @@ function toJobInfo(raw: Record<string, string>): JobInfo {
     errors: raw.errors || undefined,
     deadReason: raw.deadReason || undefined,
     worker: raw.worker,
+    progress: num(raw.progress),
+    progressMessage: raw.progressMessage || undefined,
   };
 }

@@ -96,4 +96,7 @@ export interface JobInfo {
   errors?: string;
   deadReason?: string;
   worker?: string;
+  /** 0..1 as last reported by the handler. */
+  progress?: number;
+  progressMessage?: string;
 }
