@@ -73,7 +73,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   else if (spec.scaling.paused) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "Paused", "spec.scaling.paused: the replica count is frozen");
   else if (!i.sample) scalingCond = condition(CONDITION_SCALING_ACTIVE, "Unknown", "Polling", "the backlog has not been read yet");
   else if (!i.sampleUsable)
-    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "BacklogUnavailable", `cannot read the backlog: ${i.sample.error ?? "no recent poll"}`);
+    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "BacklogUnavailable", "the backlog could not be read recently: no scaling decisions until it can");
   else if (desired === 0)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,

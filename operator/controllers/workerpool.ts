@@ -333,7 +333,13 @@ export class WorkerPoolController {
     const sample = this.poller.sample(key);
     const usable = !!sample?.lastGood && now - sample.lastGood.at <= freshnessMs(spec);
     if (spec && sample?.error && sample.failures >= UNREACHABLE_AFTER_FAILURES) {
-      problems.push({ reason: "RedisUnreachable", message: `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}` });
+      // The message names the first error of the outage: error texts vary from poll to poll
+      // and a status that changes with them would be written every poll.
+      const shown = pool.status?.conditions?.find((c) => c.type === "Degraded" && c.status === "True" && c.reason === "RedisUnreachable");
+      problems.push({
+        reason: "RedisUnreachable",
+        message: shown?.message.split("; ").find((m) => m.startsWith("cannot read queue")) ?? `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}`,
+      });
     }
 
     let deployment = this.deploymentOverlay.get(key, this.pick(this.deployments, namespace, name));
