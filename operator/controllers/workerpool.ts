@@ -432,6 +432,7 @@ export class WorkerPoolController {
         if (deletedAt === undefined || Date.now() - deletedAt > 30_000) {
           this.log.info({ pool: key, mode: spec.scaling.mode, paused: spec.scaling.paused }, "deleting HorizontalPodAutoscaler (not used in this mode)");
           await this.client.delete(path, { preconditionsUid: uid || undefined });
+          for (const [u, at] of this.deletedHPAs) if (Date.now() - at > 60_000) this.deletedHPAs.delete(u);
           this.deletedHPAs.set(uid, Date.now());
           this.hpaOverlay.delete(key);
         }

@@ -144,6 +144,8 @@ export class KubeClient {
     if (WRITE_VERBS.has(verb) && this.opts.canWrite && !this.opts.canWrite()) {
       throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
     }
+    // client-node defaults PATCH to JSON Patch; here every PATCH names its patch type.
+    if (method === "PATCH" && !ro.contentType) throw new Error(`PATCH ${path} without an explicit Content-Type`);
     const payload = ro.body === undefined ? undefined : typeof ro.body === "string" ? ro.body : JSON.stringify(ro.body);
     const headers: Record<string, string> = {};
     if (payload !== undefined) {
