@@ -11,13 +11,16 @@ import { schemaPaths } from "../operator/apis/jsonschema.ts";
 import { CRD_FILE, workerPoolCRD, workerPoolCRDYaml } from "../operator/apis/v1alpha1/crd.ts";
 import { QUEUE_NAME_PATTERN, specSchema, statusSchema } from "../operator/apis/v1alpha1/schema.ts";
 import { withDefaults, type WorkerPoolSpec } from "../operator/apis/v1alpha1/types.ts";
+import { REFERENCE_FILE, withReference } from "../operator/apis/v1alpha1/reference.ts";
 
 const root = join(import.meta.dirname, "..");
 
 describe("WorkerPool API", () => {
-  it("the committed CRD is generated from the schema (run `npm run gen:crds` when this fails)", () => {
+  it("the committed CRD and the field reference are generated from the schema (run `npm run gen:crds` when this fails)", () => {
     const committed = readFileSync(join(root, CRD_FILE), "utf8");
     assert.equal(committed, workerPoolCRDYaml(), `${CRD_FILE} is stale: run \`npm run gen:crds\``);
+    const doc = readFileSync(join(root, REFERENCE_FILE), "utf8");
+    assert.equal(doc, withReference(doc), `the field reference in ${REFERENCE_FILE} is stale: run \`npm run gen:crds\``);
     const crd = parse(committed) as ReturnType<typeof workerPoolCRD>;
     assert.equal(crd.metadata.name, "workerpools.conveyor.dev");
     assert.deepEqual(crd.spec.names.shortNames, ["wp"]);

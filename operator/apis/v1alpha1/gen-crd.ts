@@ -1,23 +1,32 @@
-// `npm run gen:crds`: writes crds/conveyor.dev_workerpools.yaml from the schema.
-// `--check` exits 1 when the file is stale (CI).
+// `npm run gen:crds`: writes crds/conveyor.dev_workerpools.yaml and the field reference of
+// docs/workerpool.md from the schema. `--check` exits 1 when either is stale (CI).
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CRD_FILE, workerPoolCRDYaml } from "./crd.ts";
+import { REFERENCE_FILE, withReference } from "./reference.ts";
 
-const file = join(import.meta.dirname, "..", "..", "..", CRD_FILE);
-const text = workerPoolCRDYaml();
-if (process.argv.includes("--check")) {
-  let current = "";
+const root = join(import.meta.dirname, "..", "..", "..");
+const read = (f: string) => {
   try {
-    current = readFileSync(file, "utf8");
+    return readFileSync(join(root, f), "utf8");
   } catch {
-    // missing counts as stale
+    return "";
   }
-  if (current !== text) {
-    process.stderr.write(`${CRD_FILE} is stale: run \`npm run gen:crds\`\n`);
+};
+const outputs: [string, string][] = [
+  [CRD_FILE, workerPoolCRDYaml()],
+  [REFERENCE_FILE, withReference(read(REFERENCE_FILE) || "# WorkerPool\n")],
+];
+if (process.argv.includes("--check")) {
+  const stale = outputs.filter(([f, text]) => read(f) !== text).map(([f]) => f);
+  if (stale.length > 0) {
+    process.stderr.write(`stale: ${stale.join(", ")}: run \`npm run gen:crds\`\n`);
     process.exit(1);
   }
 } else {
-  writeFileSync(file, text);
-  process.stdout.write(`wrote ${CRD_FILE}\n`);
+  for (const [f, text] of outputs) {
+    if (read(f) === text) continue;
+    writeFileSync(join(root, f), text);
+    process.stdout.write(`wrote ${f}\n`);
+  }
 }
