@@ -192,6 +192,8 @@ export class WorkerPoolController {
   private onSample(key: string, sample: BacklogSample): void {
     const { namespace, name } = splitKey(key);
     const labels = { namespace, workerpool: name };
+    // Every replica tracks when a pool last had work, so a new leader knows the cooldown's start.
+    if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0)) this.state(key).scaler.lastActiveAt = sample.at;
     if (sample.counts) {
       this.o.metrics.backlog.set(labels, sample.counts.backlog);
       this.o.metrics.inflight.set(labels, sample.counts.inflight);

@@ -115,9 +115,12 @@ export class KubeClient {
         rejectUnauthorized: opts.rejectUnauthorized,
         servername: opts.servername,
         keepAlive: true,
-        maxSockets: 32,
+        // No socket limit: every informer's watch holds a connection for minutes, and a capped
+        // pool full of watches would stall every other request behind them.
+        maxSockets: Infinity,
+        maxFreeSockets: 16,
       };
-      this.agent = this.server.startsWith("http:") ? new http.Agent({ keepAlive: true, maxSockets: 32 }) : new https.Agent(tls);
+      this.agent = this.server.startsWith("http:") ? new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 }) : new https.Agent(tls);
     }
     opts.agent = this.agent;
     opts.headers = {
