@@ -1,0 +1,145 @@
+// Small helpers shared by the benchmarks: statistics, progress on stderr, /proc readings and
+// the machine description that goes next to every result.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export { sleep };
+
+export const REPO = new URL("../../", import.meta.url).pathname;
+
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes on one machine. */
+export function nowMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** Progress goes to stderr, so stdout stays machine-readable. */
+export function progress(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+export interface Summary {
+  median: number;
+  min: number;
+  max: number;
+  n: number;
+  values: number[];
+}
+
+export function summarize(values: number[]): Summary {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return { median: NaN, min: NaN, max: NaN, n: 0, values: [] };
+  const mid = Math.floor(v.length / 2);
+  const median = v.length % 2 === 1 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
+  return { median, min: v[0]!, max: v[v.length - 1]!, n: v.length, values };
+}
+
+/** Nearest-rank percentile of an unsorted sample. */
+export function percentile(values: ArrayLike<number>, p: number): number {
+  const v = Array.from(values).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  const rank = Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1));
+  return v[rank]!;
+}
+
+export function round(x: number, digits = 0): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+/** CPU time (user + system, ms) and memory of a process, from /proc. */
+export interface ProcSample {
+  cpuMs: number;
+  rssKb: number;
+  peakRssKb: number;
+}
+
+const CLK_TCK = 100;
+
+export function procSample(pid: number): ProcSample {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may contain spaces) start after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? NaN);
+  return { cpuMs: ((utime + stime) * 1000) / CLK_TCK, rssKb: kb("VmRSS"), peakRssKb: kb("VmHWM") };
+}
+
+export function loadAverage(): string {
+  return loadavg().map((x) => x.toFixed(2)).join(" ");
+}
+
+export interface MachineInfo {
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  kernel: string;
+  node: string;
+  redis: string;
+  bullmq: string;
+  ioredis: string;
+  commit: string;
+}
+
+export function machineInfo(): MachineInfo {
+  const run = (cmd: string, args: string[]) => {
+    try {
+      return execFileSync(cmd, args, { encoding: "utf8", cwd: REPO, stdio: ["ignore", "pipe", "ignore"] }).trim();
+    } catch {
+      return "unknown";
+    }
+  };
+  const pkg = (name: string) => {
+    try {
+      return (JSON.parse(readFileSync(`${REPO}node_modules/${name}/package.json`, "utf8")) as { version: string }).version;
+    } catch {
+      return "missing";
+    }
+  };
+  return {
+    cpu: cpus()[0]?.model ?? "unknown",
+    cores: cpus().length,
+    memoryGiB: round(totalmem() / 2 ** 30, 1),
+    kernel: run("uname", ["-r"]),
+    node: process.version,
+    redis: /v=(\S+)/.exec(run("redis-server", ["--version"]))?.[1] ?? "unknown",
+    bullmq: pkg("bullmq"),
+    ioredis: pkg("ioredis"),
+    commit: run("git", ["rev-parse", "--short", "HEAD"]),
+  };
+}
+
+/** `--name value` and `--flag` arguments. */
+export function parseFlags(argv: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith("--")) throw new Error(`unexpected argument ${JSON.stringify(a)}`);
+    const [name, inline] = a.slice(2).split("=", 2) as [string, string | undefined];
+    if (inline !== undefined) out.set(name, inline);
+    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith("--")) out.set(name, argv[++i]!);
+    else out.set(name, "true");
+  }
+  return out;
+}
+
+export function intFlag(flags: Map<string, string>, name: string, def: number): number {
+  const v = flags.get(name);
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+export function listFlag(flags: Map<string, string>, name: string, def: number[]): number[] {
+  const v = flags.get(name);
+  if (v === undefined) return def;
+  return v.split(",").map((x) => {
+    const n = Number(x);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: expected whole numbers separated by commas, got ${JSON.stringify(v)}`);
+    return n;
+  });
+}
