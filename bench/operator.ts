@@ -1,0 +1,291 @@
+// ─── Operator benchmark ─────────────────────────────────────────────────────────────────────
+// Needs the operator (operator/main.ts) and the test control plane (test/support/controlplane.ts
+// with its binaries: `make controlplane`). When either is missing this part is SKIPPED with a
+// message, and the rest of `make bench` runs; both are loaded dynamically, so bench/ compiles
+// without them.
+//
+// What it measures, with the operator as `conveyor operator` in a process of its own against a
+// real kube-apiserver + etcd (no controller-manager, scheduler or kwok: nothing else talks to
+// the API server, and idle pools at zero replicas are what an HPA controller would skip anyway):
+//   - N idle WorkerPools (default 1,000; empty queues, scaled to zero): time until all are
+//     reconciled; then over an idle window: operator CPU (% of one core), RSS, Kubernetes API
+//     requests per minute by verb (its own counter), writes per minute seen by the API server's
+//     audit log (lease renewals apart), and Redis commands per minute (backlog polls).
+//   - Backlog to decision: time from enqueueing into an idle pool's queue until its
+//     Deployment's spec.replicas changes — 0→1 activation (the operator's own decision, mode
+//     hpa) and 1→N in mode direct (the operator runs the HPA algorithm). KEDA's default
+//     pollingInterval is 30 s (15 s on average before it even looks).
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { Producer, connectRedis } from "../queue/index.ts";
+import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
+import { freePort } from "../test/support/ports.ts";
+import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
+import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";
+import { REPO, loadAverage, nowMs, procSample, progress, round, sleep, summarize, type Summary } from "./lib/util.ts";
+
+export interface OperatorResult {
+  pools: number;
+  /** Seconds from the first create until every pool reports observedGeneration = generation. */
+  reconcileAllSeconds: number;
+  idleWindowSeconds: number;
+  cpuPercentOfCore: number;
+  rssMiB: number;
+  apiRequestsPerMinute: Record<string, number>;
+  apiWritesPerMinute: number;
+  leaseWritesPerMinute: number;
+  /** Writes seen by the API server's audit log in the window (users other than system:*), lease renewals apart. */
+  auditWritesPerMinute: number;
+  redisCommandsPerMinute: number;
+  activationSeconds: Summary;
+  directScaleUpSeconds: Summary;
+  load: string;
+}
+
+export type OperatorBench = { skipped: string } | OperatorResult;
+
+interface HttpResult {
+  status: number;
+  body: string;
+}
+interface AuditEventLike {
+  verb: string;
+  stageTimestamp?: string;
+  user: { username: string };
+  objectRef?: { resource?: string };
+}
+/** The parts of test/support/controlplane.ts this benchmark uses. */
+interface ControlPlaneLike {
+  dir: string;
+  kubeconfigPath: string;
+  kubectl(...args: string[]): Promise<string>;
+  request(method: string, path: string, body?: unknown): Promise<HttpResult>;
+  auditEvents(filter?: (e: AuditEventLike) => boolean): Promise<AuditEventLike[]>;
+  stop(): Promise<void>;
+}
+interface ControlPlaneModule {
+  ControlPlane: { start(opts: Record<string, unknown>): Promise<ControlPlaneLike> };
+  findAssets(): unknown;
+}
+
+const OPERATOR_MAIN = join(REPO, "operator/main.ts");
+const CONTROLPLANE = join(REPO, "test/support/controlplane.ts");
+const POOLS = "/apis/conveyor.dev/v1alpha1/namespaces/default/workerpools";
+const deploymentPath = (name: string) => `/apis/apps/v1/namespaces/default/deployments/${name}`;
+
+/** Why the operator part cannot run here, or null. */
+export async function operatorBenchUnavailable(): Promise<string | null> {
+  if (!existsSync(OPERATOR_MAIN)) return "operator/main.ts is missing";
+  if (!existsSync(CONTROLPLANE)) return "test/support/controlplane.ts is missing";
+  try {
+    const mod = (await import(pathToFileURL(CONTROLPLANE).href)) as ControlPlaneModule;
+    mod.findAssets();
+  } catch (err) {
+    return `the test control plane is not installed (run \`make controlplane\`): ${(err as Error).message.split("\n")[0]}`;
+  }
+  return null;
+}
+
+async function scrape(port: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const i = line.lastIndexOf(" ");
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+function apiRequests(m: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [series, v] of m) {
+    if (!series.startsWith("conveyor_operator_kube_api_requests_total{")) continue;
+    const verb = /verb="([^"]+)"/.exec(series)?.[1] ?? "?";
+    const resource = /resource="([^"]+)"/.exec(series)?.[1] ?? "?";
+    const key = resource === "leases" ? `${verb} leases` : verb;
+    out.set(key, (out.get(key) ?? 0) + v);
+  }
+  return out;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs: number, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+async function parallel<T>(items: T[], width: number, fn: (t: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  }));
+}
+
+export async function runOperatorBench(opts: { pools: number; idleSeconds: number; decisions: number }): Promise<OperatorBench> {
+  const unavailable = await operatorBenchUnavailable();
+  if (unavailable) return { skipped: unavailable };
+  const { ControlPlane } = (await import(pathToFileURL(CONTROLPLANE).href)) as ControlPlaneModule;
+
+  progress("operator: starting the test control plane (kube-apiserver + etcd)");
+  const cp = await ControlPlane.start({ controllers: false, scheduler: false, kwok: false, aggregation: false, verbose: false });
+  const redis = await startBenchRedis();
+  const driver = client(redis.url, "bench-operator-driver");
+  const producerClient = connectRedis(redis.url, { name: "bench-operator-producer" });
+  const producer = new Producer(producerClient);
+  let op: Started | undefined;
+  try {
+    await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
+    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+
+    const metricsPort = await freePort();
+    const metricsApiPort = await freePort();
+    op = startProcess(
+      NODE,
+      [
+        CONVEYOR_BIN,
+        "operator",
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        "--identity=bench-operator",
+        "--metrics-address=127.0.0.1",
+        `--metrics-port=${metricsPort}`,
+        "--metrics-api-address=127.0.0.1",
+        `--metrics-api-port=${metricsApiPort}`,
+        "--metrics-api-client-ca=none",
+        "--leader-election-namespace=default",
+        "--worker-image=conveyor-worker:bench",
+        "--log-level=warn",
+      ],
+      { logFile: join(cp.dir, "operator-bench.log"), env: { ...process.env, POD_NAME: "" } },
+    );
+    await until("operator /readyz", async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, 240_000, 250);
+    await until("operator leads", async () => (await scrape(metricsPort)).get("conveyor_operator_leader") === 1, 240_000, 250);
+
+    const pool = (name: string, scaling: Record<string, unknown> = {}) => ({
+      apiVersion: "conveyor.dev/v1alpha1",
+      kind: "WorkerPool",
+      metadata: { name, namespace: "default" },
+      spec: { queue: `${name}/work`, redis: { url: redis.url }, handler: { module: "/app/handler.js" }, scaling },
+    });
+    const names = Array.from({ length: opts.pools }, (_, i) => `bench-pool-${i}`);
+    const direct = Array.from({ length: opts.decisions }, (_, i) => `bench-direct-${i}`);
+    progress(`operator: creating ${opts.pools} idle WorkerPools (+${direct.length} in mode direct)`);
+    const t0 = nowMs();
+    const create = async (obj: unknown) => {
+      const res = await cp.request("POST", POOLS, obj);
+      if (res.status !== 201 && res.status !== 409) throw new Error(`create WorkerPool: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
+    };
+    await parallel(names, 16, (n) => create(pool(n)));
+    await parallel(direct, 4, (n) => create(pool(n, { mode: "direct", minReplicas: 1, maxReplicas: 10, targetBacklogPerReplica: 10 })));
+    const total = names.length + direct.length;
+    await until(`all ${total} pools reconciled`, async () => {
+      const res = await cp.request("GET", POOLS);
+      const list = JSON.parse(res.body) as { items: { metadata: { generation?: number }; status?: { observedGeneration?: number } }[] };
+      const done = list.items.filter((p) => p.status?.observedGeneration === p.metadata.generation).length;
+      return done >= total;
+    }, 600_000, 2000);
+    const reconcileAllSeconds = (nowMs() - t0) / 1000;
+    progress(`operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling, then an idle window of ${opts.idleSeconds} s`);
+    await sleep(15_000);
+
+    const pid = op.child.pid!;
+    const m0 = apiRequests(await scrape(metricsPort));
+    const c0 = procSample(pid);
+    const r0 = await snapshot(driver);
+    const w0 = nowMs();
+    await sleep(opts.idleSeconds * 1000);
+    const m1 = apiRequests(await scrape(metricsPort));
+    const c1 = procSample(pid);
+    const r1 = await snapshot(driver);
+    const w1 = nowMs();
+    const minutes = (w1 - w0) / 60_000;
+    const apiRequestsPerMinute: Record<string, number> = {};
+    for (const [k, v] of m1) {
+      const d = v - (m0.get(k) ?? 0);
+      if (d > 0) apiRequestsPerMinute[k] = round(d / minutes, 1);
+    }
+    const writes = (k: string) => /^(create|update|patch|delete)/.test(k);
+    const apiWritesPerMinute = round(Object.entries(apiRequestsPerMinute).filter(([k]) => writes(k) && !k.endsWith("leases")).reduce((a, [, v]) => a + v, 0), 1);
+    const leaseWritesPerMinute = round(Object.entries(apiRequestsPerMinute).filter(([k]) => writes(k) && k.endsWith("leases")).reduce((a, [, v]) => a + v, 0), 1);
+    const audit = await cp.auditEvents((e) => {
+      const at = Date.parse(e.stageTimestamp ?? "");
+      return at >= w0 && at <= w1 && !e.user.username.startsWith("system:") && ["create", "update", "patch", "delete"].includes(e.verb) && e.objectRef?.resource !== "leases";
+    });
+    const redisDelta = delta(r0, r1, { info: 4 });
+    const redisCommands = [...redisDelta.commands.values()].reduce((a, s) => a + s.calls, 0);
+
+    progress("operator: backlog-to-decision times");
+    const activation: number[] = [];
+    for (const name of names.slice(0, opts.decisions)) {
+      const before = (JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } }).spec?.replicas ?? 0;
+      if (before !== 0) throw new Error(`${name} is not at zero replicas (${before})`);
+      const t = nowMs();
+      await producer.enqueue(`${name}/work`, { bench: true });
+      await until(`${name} scaled from zero`, async () => {
+        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
+        return (d.spec?.replicas ?? 0) >= 1;
+      }, 120_000, 100);
+      activation.push((nowMs() - t) / 1000);
+    }
+    const scaleUp: number[] = [];
+    for (const name of direct) {
+      await until(`${name} at one replica`, async () => {
+        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
+        return d.spec?.replicas === 1;
+      }, 120_000, 200);
+      const t = nowMs();
+      await producer.enqueueMany(`${name}/work`, Array.from({ length: 50 }, (_, i) => ({ data: { i } })));
+      await until(`${name} scaled up`, async () => {
+        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
+        return (d.spec?.replicas ?? 0) > 1;
+      }, 120_000, 100);
+      scaleUp.push((nowMs() - t) / 1000);
+    }
+
+    return {
+      pools: opts.pools,
+      reconcileAllSeconds: round(reconcileAllSeconds, 1),
+      idleWindowSeconds: round((w1 - w0) / 1000, 1),
+      cpuPercentOfCore: round(((c1.cpuMs - c0.cpuMs) / (w1 - w0)) * 100, 2),
+      rssMiB: round(c1.rssKb / 1024, 1),
+      apiRequestsPerMinute,
+      apiWritesPerMinute,
+      leaseWritesPerMinute,
+      auditWritesPerMinute: round(audit.length / minutes, 1),
+      redisCommandsPerMinute: round(redisCommands / minutes),
+      activationSeconds: roundSummary(summarize(activation)),
+      directScaleUpSeconds: roundSummary(summarize(scaleUp)),
+      load: loadAverage(),
+    };
+  } finally {
+    if (op) await stopProcess(op, 15_000);
+    producerClient.disconnect();
+    driver.disconnect();
+    await redis.stop();
+    await cp.stop();
+  }
+}
+
+function roundSummary(s: Summary): Summary {
+  return { ...s, median: round(s.median, 2), min: round(s.min, 2), max: round(s.max, 2), values: s.values.map((v) => round(v, 2)) };
+}
+
+if (import.meta.main) {
+  const pools = Number(process.argv[2] ?? 1000);
+  const idleSeconds = Number(process.argv[3] ?? 60);
+  runOperatorBench({ pools, idleSeconds, decisions: 3 }).then(
+    (r) => {
+      process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+      process.exit(0);
+    },
+    (err: Error) => {
+      process.stderr.write(`operator bench failed: ${err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}

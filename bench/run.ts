@@ -1,0 +1,192 @@
+// `make bench`: every benchmark, both systems side by side on one throwaway Redis, written to
+// bench/results/<date>.json, <date>.md and <date>.png/.svg (throughput chart), the tables
+// printed at the end. See bench/README.md for what each number means.
+//   node bench/run.ts [--reps 3] [--concurrency 1,8,32,128] [--jobs 20000] [--quick]
+//                     [--skip-operator] [--pools 1000] [--out bench/results]
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
+import { runLatency, type LatencyRun } from "./latency.ts";
+import { runOperatorBench, type OperatorBench } from "./operator.ts";
+import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
+import { countRoundTrips, type RoundTrips } from "./roundtrips.ts";
+import { describeRun, openContext, runThroughput, type ThroughputRun } from "./throughput.ts";
+import { renderChart } from "./lib/chart.ts";
+import { renderMarkdown, summarizeResults, type BenchResults } from "./lib/report.ts";
+import { orderFor, ProtoSystem, SYSTEMS, type SystemName } from "./lib/systems.ts";
+import { intFlag, listFlag, loadAverage, machineInfo, parseFlags, progress, REPO, summarize } from "./lib/util.ts";
+import type { ProtoMode } from "./proto/combined.ts";
+
+/** Bench-only consumer variants (bench/proto/worker.ts); `pipelined` exists too but is left out for time. */
+const PROTO_MODES: ProtoMode[] = ["separate", "hb-lean", "hb-worker", "combined"];
+
+function dirtyFiles(): string[] {
+  try {
+    return execFileSync("git", ["status", "--porcelain", "--", "queue", "worker", "bin", "cli"], { cwd: REPO, encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => l.slice(3));
+  } catch {
+    return [];
+  }
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv.slice(2));
+  const quick = flags.has("quick");
+  const reps = intFlag(flags, "reps", quick ? 1 : 3);
+  const concurrencies = listFlag(flags, "concurrency", [1, 8, 32, 128]);
+  const jobs = intFlag(flags, "jobs", quick ? 3000 : 20_000);
+  const pools = intFlag(flags, "pools", quick ? 50 : 1000);
+  const outDir = resolve(flags.get("out") ?? join(REPO, "bench/results"));
+  const started = Date.now();
+  const date = new Date().toISOString().slice(0, 10);
+  const loadBefore = loadAverage();
+  progress(`settings: ${reps} repetition(s), concurrency ${concurrencies.join(", ")}, ${jobs} jobs per throughput run; load ${loadBefore}`);
+
+  const ctx = await openContext();
+  const throughput: ThroughputRun[] = [];
+  const prototype: ThroughputRun[] = [];
+  const enqueue: EnqueueRun[] = [];
+  const latency: LatencyRun[] = [];
+  const roundTrips: RoundTrips[] = [];
+  const rawMix: RawMixResult[] = [];
+  let redisBenchmark: RedisBenchmarkResult[] = [];
+  const latencyRates: Record<number, number> = {};
+  try {
+    progress("1/7 Redis limit: redis-benchmark");
+    redisBenchmark = await runRedisBenchmark(ctx);
+    for (const r of redisBenchmark) progress(`  ${r.test}: ${r.requestsPerSec} requests/s`);
+    progress("2/7 Redis limit: Conveyor's script mix from a raw pipelined client");
+    for (let rep = 0; rep < reps; rep++) {
+      for (const mix of rep % 2 === 0 ? (["claim+complete", "complete-and-claim"] as const) : (["complete-and-claim", "claim+complete"] as const)) {
+        const r = await runRawMix(ctx, mix, { jobs: Math.max(jobs, 10_000), batch: 100, rep });
+        progress(`  ${mix} rep ${rep}: ${r.jobsPerSec} jobs/s, Redis ${r.redisCpuUsPerJob} µs/job (Redis-bound ${r.redisBoundJobsPerSec} jobs/s)`);
+        rawMix.push(r);
+      }
+    }
+
+    progress("3/7 enqueue rates");
+    for (let rep = 0; rep < reps; rep++) {
+      for (const name of orderFor(rep)) {
+        const r = await runEnqueue(ctx, name, { single: quick ? 500 : 2000, windowed: jobs, bulk: jobs, rep });
+        progress(`  ${name} rep ${rep}: single ${r.singlePerSec}/s, ${64} in flight ${r.windowedPerSec}/s, bulk ${r.bulkPerSec}/s`);
+        enqueue.push(r);
+      }
+    }
+
+    progress("4/7 throughput, one worker process per system");
+    for (const concurrency of concurrencies) {
+      for (let rep = 0; rep < reps; rep++) {
+        for (const name of orderFor(rep)) {
+          const r = await runThroughput(ctx, name, { jobs, concurrency, rep });
+          progress(`  ${describeRun(r)}`);
+          throughput.push(r);
+        }
+      }
+    }
+
+    progress("5/7 requests per job (MONITOR, short runs)");
+    for (const concurrency of concurrencies) {
+      for (const name of SYSTEMS) {
+        const r = await countRoundTrips(ctx, name, { jobs: quick ? 1000 : 3000, concurrency });
+        progress(`  ${name} c=${concurrency}: ${r.requestsPerJob} requests/job ${JSON.stringify(r.byRequest)}`);
+        roundTrips.push(r);
+      }
+    }
+
+    progress("6/7 prototype: where the worker's time goes, and complete-and-claim-next (lean bench-only consumer)");
+    for (const concurrency of concurrencies) {
+      for (let rep = 0; rep < reps; rep++) {
+        const modes = rep % 2 === 0 ? PROTO_MODES : [...PROTO_MODES].reverse();
+        for (const mode of modes) {
+          const r = await runThroughput(ctx, new ProtoSystem(ctx.url, mode), { jobs: Math.ceil(jobs / 2), concurrency, rep });
+          progress(`  ${describeRun(r)}`);
+          prototype.push(r);
+        }
+      }
+    }
+
+    progress("7/7 enqueue-to-start latency at half of the slower system's peak");
+    for (const concurrency of concurrencies) {
+      const peak = (s: SystemName) => summarize(throughput.filter((r) => r.system === s && r.concurrency === concurrency).map((r) => r.jobsPerSec)).median;
+      const rate = Math.max(50, Math.round(Math.min(peak("conveyor"), peak("bullmq")) / 2));
+      latencyRates[concurrency] = rate;
+      for (let rep = 0; rep < reps; rep++) {
+        for (const name of orderFor(rep)) {
+          const r = await runLatency(ctx, name, { concurrency, rate, seconds: quick ? 2 : 4, rep });
+          progress(`  ${name} c=${concurrency} at ${rate}/s rep ${rep}: p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms (load ${r.load})`);
+          latency.push(r);
+        }
+      }
+    }
+  } finally {
+    await ctx.stop();
+  }
+
+  // ─── Operator (stub when the operator or the test control plane is missing) ───
+  let operator: OperatorBench;
+  if (flags.has("skip-operator")) {
+    operator = { skipped: "--skip-operator" };
+  } else {
+    progress(`operator: ${pools} idle WorkerPools and backlog-to-decision time`);
+    try {
+      operator = await runOperatorBench({ pools, idleSeconds: quick ? 20 : 60, decisions: 3 });
+    } catch (err) {
+      operator = { skipped: `failed: ${(err as Error).message.split("\n")[0]}` };
+    }
+    if ("skipped" in operator) progress(`operator part SKIPPED: ${operator.skipped}`);
+  }
+
+  const results: BenchResults = {
+    date: new Date().toISOString(),
+    machine: machineInfo(),
+    loadBefore,
+    loadAfter: loadAverage(),
+    durationSeconds: Math.round((Date.now() - started) / 1000),
+    settings: { reps, concurrencies, jobs, quick },
+    uncommittedChanges: dirtyFiles(),
+    redisBenchmark,
+    rawMix,
+    enqueue,
+    throughput,
+    roundTrips,
+    prototype,
+    latency,
+    latencyRates,
+    operator,
+    summary: undefined,
+  };
+  results.summary = summarizeResults(results);
+
+  mkdirSync(outDir, { recursive: true });
+  const base = join(outDir, date);
+  const chart = renderChart({
+    title: "THROUGHPUT BY CONCURRENCY: CONVEYOR VS BULLMQ",
+    subtitle: `ONE WORKER PROCESS, NO-OP JOBS, SAME REDIS; MEDIAN OF ${reps}, WHISKERS MIN-MAX. ${results.machine.cores} CORES, LOAD ${loadBefore}`,
+    xLabel: "CONCURRENCY (SLOTS IN THE ONE WORKER PROCESS)",
+    yLabel: "JOBS/S",
+    categories: concurrencies.map(String),
+    series: SYSTEMS.map((s) => ({
+      name: s === "conveyor" ? "CONVEYOR" : `BULLMQ ${results.machine.bullmq}`,
+      color: s === "conveyor" ? "#2f6db5" : "#e08a2c",
+      points: concurrencies.map((c) => summarize(throughput.filter((r) => r.system === s && r.concurrency === c).map((r) => r.jobsPerSec))),
+    })),
+  });
+  writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(`${base}.png`, chart.png);
+  writeFileSync(`${base}.svg`, chart.svg);
+  const md = renderMarkdown(results, `${date}.png`);
+  writeFileSync(`${base}.md`, md);
+  process.stdout.write(`\n${md}\n`);
+  progress(`wrote ${base}.json, .md, .png, .svg in ${results.durationSeconds} s`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: Error) => {
+    process.stderr.write(`bench failed: ${err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);
