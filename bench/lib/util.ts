@@ -108,7 +108,8 @@ export function machineInfo(): MachineInfo {
     redis: /v=(\S+)/.exec(run("redis-server", ["--version"]))?.[1] ?? "unknown",
     bullmq: pkg("bullmq"),
     ioredis: pkg("ioredis"),
-    commit: run("git", ["rev-parse", "--short", "HEAD"]),
+    // BENCH_COMMIT: set when running from an exported tree (git archive) that has no .git.
+    commit: process.env.BENCH_COMMIT ?? run("git", ["rev-parse", "--short", "HEAD"]),
   };
 }
 
