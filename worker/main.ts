@@ -5,6 +5,8 @@ import { createHandler } from "./handlers/index.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "./logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
+import { startRecorder } from "./records/index.ts";
+import { pipelineOf } from "../queue/index.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;
@@ -32,6 +34,17 @@ export async function runWorker(argv: string[]): Promise<number> {
   log.info({ port: typeof address === "object" && address ? address.port : config.port }, "serving /healthz /readyz /metrics");
   worker.onStop({ stop: () => new Promise<void>((resolve) => server.close(() => resolve())) });
   if (!config.databaseUrl) log.info("DATABASE_URL not set: job records in PostgreSQL are off");
+  // Before the first claim, so the first jobs' transitions are recorded too.
+  const recorder = await startRecorder({
+    databaseUrl: config.databaseUrl,
+    redis: worker.redisClient,
+    redisUrl: config.redisUrl,
+    pipelines: [pipelineOf(config.queue)],
+    logger: log,
+    registry: metrics.registry,
+    consumer: config.workerId,
+  });
+  if (recorder) worker.onStop(recorder);
 
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {

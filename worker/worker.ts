@@ -20,6 +20,8 @@ interface RunningJob {
   controller: AbortController;
   handedBack: boolean;
   lost: boolean;
+  /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
+  settling: boolean;
 }
 
 export type WorkerState = "starting" | "running" | "draining" | "stopped";
@@ -105,6 +107,11 @@ export class QueueWorker {
   /** Things to stop after the drain (job records, the health server…). */
   onStop(hook: StopHook): void {
     this.stopHooks.push(hook);
+  }
+
+  /** The worker's command connection, shared with helpers that only read or set up (job records). */
+  get redisClient(): RedisClient {
+    return this.redis;
   }
 
   get busy(): number {
@@ -197,7 +204,7 @@ export class QueueWorker {
   }
 
   private startJob(job: ClaimedJob): void {
-    const entry: RunningJob = { job, controller: new AbortController(), handedBack: false, lost: false };
+    const entry: RunningJob = { job, controller: new AbortController(), handedBack: false, lost: false, settling: false };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
@@ -264,6 +271,7 @@ export class QueueWorker {
     clearTimeout(timer);
     this.circuit.success();
     if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    entry.settling = true;
     const next = this.config.nextQueue;
     const reuseArgs = { contentHash: reuse ? job.contentHash : "", ttlSeconds: this.config.resultTtlSeconds, reused: cached !== null };
     const ok = await this.settle(log, "complete", () =>
@@ -305,6 +313,7 @@ export class QueueWorker {
 
   private async settleFailure(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
     const { job } = entry;
+    entry.settling = true;
     const q = { queue: job.queue };
     const error = serializeError(err);
     const retryable = isRetryable(err);
@@ -330,6 +339,7 @@ export class QueueWorker {
   /** A dependency failure: hand the job back without an attempt and feed the circuit breaker. */
   private async defer(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
     const error = serializeError(err);
+    entry.settling = true;
     this.circuit.dependencyFailure();
     const released = await this.settle(log, "defer", () => this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"));
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
@@ -377,7 +387,9 @@ export class QueueWorker {
   private leasesLost(ids: string[]): void {
     for (const id of ids) {
       const entry = this.running.get(id);
-      if (!entry || entry.handedBack) continue;
+      // A job whose outcome is being written has just cleared its own token: not a loss (the
+      // write itself is fenced and reports a real loss).
+      if (!entry || entry.handedBack || entry.settling) continue;
       entry.lost = true;
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn({ jobId: id, executionId: entry.job.token }, "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off");

@@ -34,6 +34,10 @@ export function createPool(database: string | pg.PoolConfig, opts: PoolOptions =
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would kill
   // the worker. The next query fails (and is handled) instead.
   pool.on("error", () => {});
+  // A checked-out client (mid-transaction) whose server dies emits 'error' on the client
+  // itself, where the pool's handler does not reach: without a listener it would kill the
+  // worker. The pending query rejects, and the recorder's retry handles it.
+  pool.on("connect", (client) => client.on("error", () => {}));
   return pool;
 }
 
