@@ -368,6 +368,32 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     await cp.kubectl("delete", "wp", "direct", "--wait=true");
   });
 
+  it("kubectl scale pins a pool through the scale subresource; paused freezes it; unpinned it autoscales again", async () => {
+    await applyOk(poolObject("pinned", { scaling: { pollSeconds: 1, cooldownSeconds: 3600 } }));
+    await waitUntil("pinned has its HPA", () => getHPA("default", "pinned"), { timeoutMs: LONG });
+    await cp.kubectl("scale", "wp/pinned", "--replicas=3");
+    await waitUntil("pinned at 3, no HPA", async () => (await replicas("default", "pinned")) === 3 && (await getHPA("default", "pinned")) === null, { timeoutMs: LONG });
+    const p = await waitUntil("ManualReplicas in status", async () => {
+      const pool = await getPool("default", "pinned");
+      return condition(pool, "ScalingActive")?.reason === "ManualReplicas" && pool?.status?.replicas === 3 ? pool : undefined;
+    }, { timeoutMs: LONG });
+    assert.equal(p.status?.lastDecision?.reason, "ManualReplicas");
+    const scale = JSON.parse(await cp.kubectl("get", "--raw", "/apis/conveyor.dev/v1alpha1/namespaces/default/workerpools/pinned/scale")) as { spec: { replicas: number }; status: { replicas: number; selector: string } };
+    assert.equal(scale.spec.replicas, 3);
+    assert.equal(scale.status.replicas, 3);
+    assert.equal(scale.status.selector, "conveyor.dev/workerpool=pinned");
+
+    // unpinned and paused: the count stays where it is, no HPA, no decisions
+    await cp.kubectl("patch", "wp", "pinned", "--type=merge", "-p", '{"spec":{"replicas":null,"scaling":{"paused":true}}}');
+    await waitUntil("Paused", async () => condition(await getPool("default", "pinned"), "ScalingActive")?.reason === "Paused", { timeoutMs: LONG });
+    assert.equal(await replicas("default", "pinned"), 3);
+    assert.equal(await getHPA("default", "pinned"), null);
+    // resumed: the HPA is back and takes the pool to its minimum (no backlog)
+    await cp.kubectl("patch", "wp", "pinned", "--type=merge", "-p", '{"spec":{"scaling":{"paused":false}}}');
+    await waitUntil("the HPA again", () => getHPA("default", "pinned"), { timeoutMs: LONG });
+    await cp.kubectl("delete", "wp", "pinned", "--wait=true");
+  });
+
   it("scale-in deletes the idle pod: pod-deletion-cost from the workers' busy/idle reports", async () => {
     await applyOk(
       poolObject("costs", {
