@@ -1,0 +1,77 @@
+# syntax=docker/dockerfile:1
+# Conveyor's two images from one build context (the repository root):
+#
+#   docker build --target worker   -t ghcr.io/conveyor-dev/conveyor-worker:0.1.0   .
+#   docker build --target operator -t ghcr.io/conveyor-dev/conveyor-operator:0.1.0 .
+#
+# Both run the same `conveyor` command (bin/conveyor.js over the compiled dist/), as uid/gid
+# 65532, under tini as PID 1: tini forwards SIGTERM to node — the worker's warm shutdown starts
+# on it — and reaps the processes command handlers leave behind. tini runs WITHOUT -g: a
+# command handler's child must not get the pod's SIGTERM, the worker decides when to stop it.
+# Nothing is written outside /tmp, so the pods run with readOnlyRootFilesystem and an emptyDir
+# on /tmp. The repository's `node` devDependency (it downloads a Node binary in an install
+# script) is never installed here: every `npm ci` skips install scripts, and the runtime stage
+# has production dependencies only. Linted by test/images.test.ts (BuildKit's checks, offline).
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+
+# ---- production dependencies only (no install scripts)
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+
+# ---- compile TypeScript to dist/ (the build script also copies the Lua scripts)
+FROM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# Without install scripts the `node` devDependency has no binary; drop its dangling bin link so
+# `npm run build` uses the image's node.
+RUN npm ci --ignore-scripts --no-audit --no-fund \
+ && rm -f node_modules/.bin/node
+COPY tsconfig.json tsconfig.build.json ./
+COPY queue/ queue/
+COPY worker/ worker/
+COPY operator/ operator/
+COPY cli/ cli/
+COPY api/ api/
+RUN npm run build
+
+# ---- what both images share
+FROM ${NODE_IMAGE} AS runtime
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini=0.19.0-1+b3 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 65532 conveyor \
+ && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin conveyor
+WORKDIR /app
+ENV NODE_ENV=production \
+    HOME=/tmp \
+    TMPDIR=/tmp
+COPY --from=deps /src/node_modules/ node_modules/
+COPY --from=build /src/dist/ dist/
+COPY package.json ./
+COPY bin/ bin/
+RUN ln -s /app/bin/conveyor.js /usr/local/bin/conveyor \
+ && node /app/bin/conveyor.js --help > /dev/null
+USER 65532:65532
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/conveyor"]
+LABEL org.opencontainers.image.source="https://github.com/conveyor-dev/conveyor" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# ---- the operator: `conveyor operator` (flags: conveyor operator --help)
+FROM runtime AS operator
+LABEL org.opencontainers.image.title="conveyor-operator" \
+      org.opencontainers.image.description="Conveyor WorkerPool operator"
+# 8080: /metrics /healthz /readyz; 6443: external.metrics.k8s.io (TLS)
+EXPOSE 8080/tcp 6443/tcp
+CMD ["operator"]
+
+# ---- the generic worker (the default target): `conveyor worker`, configured by CONVEYOR_* env.
+# Add handlers with FROM this image (docs/install.md, examples/handlers/Dockerfile).
+FROM runtime AS worker
+LABEL org.opencontainers.image.title="conveyor-worker" \
+      org.opencontainers.image.description="Conveyor generic queue worker"
+# 9464: /healthz /readyz /metrics
+EXPOSE 9464/tcp
+CMD ["worker"]
