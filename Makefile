@@ -31,6 +31,11 @@ test: deps typecheck controlplane
 controlplane:
 	@bash test/controlplane/install.sh
 
+# The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
+# real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.
+demo: deps controlplane
+	node test/e2e/demo.ts
+
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,png,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".

@@ -1,0 +1,213 @@
+// The day-one path, end to end on this machine: a real control plane (API server, controller
+// manager with the HPA controller, scheduler, kwok), Redis, PostgreSQL, the operator serving
+// its external metric through the aggregation layer, and real worker processes for the pods the
+// Deployments get (test/support/podRunner.ts). A burst of jobs goes through a two-stage
+// pipeline; both pools scale 0 → N → 0. Shared by `make demo` and test/e2e.test.ts.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { ControlPlane, waitUntil } from "../support/controlplane.ts";
+import { PodRunner } from "../support/podRunner.ts";
+import { freePort } from "../support/ports.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { startProcess, stopProcess, type Started } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { countBy, CONVEYOR, NODE, readExecutions, RECORDING_HANDLER, REPO } from "../support/workers.ts";
+
+export interface ScenarioOptions {
+  jobs: number;
+  /** How long each job's handler works. */
+  jobMs: number;
+  /** Progress lines for a person (the demo) or the test log. */
+  say: (line: string) => void;
+  timeoutMs?: number;
+}
+
+export interface StageReport {
+  pool: string;
+  queue: string;
+  maxReplicas: number;
+  completed: number;
+  executions: number;
+  /** Jobs that ran more than once at this stage. */
+  ranTwice: number;
+  stalled: number;
+  handedBack: number;
+}
+
+export interface ScenarioReport {
+  jobs: number;
+  seconds: number;
+  stages: StageReport[];
+  /** Reasons of the Events on each WorkerPool, in order. */
+  events: Record<string, string[]>;
+  workerExitCodes: (number | string)[];
+  podsRun: number;
+  records: number;
+}
+
+const NS = "default";
+const POOLS = [
+  { name: "demo-extract", queue: "demo/extract", next: "demo/summarize" },
+  { name: "demo-summarize", queue: "demo/summarize" },
+] as const;
+
+export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport> {
+  const dir = mkdtempSync(join(tmpdir(), "cvy-e2e-"));
+  const say = opts.say;
+  let cp: ControlPlane | undefined;
+  let redisServer: RedisServer | undefined;
+  let pg: PostgresServer | undefined;
+  let operator: Started | undefined;
+  let runner: PodRunner | undefined;
+  let redis: RedisClient | undefined;
+  try {
+    say("starting the control plane (etcd, kube-apiserver, controller-manager with the HPA controller, scheduler, kwok)…");
+    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true, verbose: false });
+    await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
+    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    say(`control plane ${cp.version} up; CRD installed`);
+
+    redisServer = await RedisServer.start();
+    pg = await PostgresServer.start();
+    redis = connectRedis(redisServer.url);
+    say(`Redis on ${redisServer.url}, PostgreSQL for job records`);
+
+    // The operator's external metrics endpoint must be on a routable (non-loopback) address.
+    const routable = await cp.routableAddress();
+    const cert = await cp.issueServingCert("conveyor-operator-metrics", { ips: [routable.address], dnsNames: [`conveyor-operator-metrics.${NS}.svc`] });
+    const metricsApiPort = await freePort();
+    const metricsPort = await freePort();
+    operator = startProcess(
+      NODE,
+      [
+        CONVEYOR, "operator", `--kubeconfig=${cp.kubeconfigPath}`, "--identity=demo-operator", "--metrics-address=127.0.0.1", `--metrics-port=${metricsPort}`,
+        `--leader-election-namespace=${NS}`, "--worker-image=conveyor-worker:demo", `--metrics-api-address=${routable.address}`, `--metrics-api-port=${metricsApiPort}`,
+        `--metrics-api-cert=${cert.certFile}`, `--metrics-api-key=${cert.keyFile}`, "--metrics-api-client-ca=auto",
+      ],
+      { logFile: join(dir, "operator.log"), env: { ...process.env, POD_NAME: "" } },
+    );
+    await waitUntil("operator ready", async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, { timeoutMs: 120_000 });
+    await cp.registerAPIService({ group: "external.metrics.k8s.io", version: "v1beta1", address: routable.address, port: metricsApiPort, serviceName: "conveyor-operator-metrics" });
+    await waitUntil("external metrics APIService available", async () => {
+      const out = await cp!.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o", 'jsonpath={.status.conditions[?(@.type=="Available")].status}');
+      return out.trim() === "True";
+    }, { timeoutMs: 120_000 });
+    say("operator running; external.metrics.k8s.io served through the aggregation layer");
+
+    await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${pg.url}`);
+    const handler = RECORDING_HANDLER.slice("module:".length);
+    for (const p of POOLS) {
+      await cp.apply(JSON.stringify(
+        {
+          apiVersion: "conveyor.dev/v1alpha1",
+          kind: "WorkerPool",
+          metadata: { name: p.name, namespace: NS },
+          spec: {
+            queue: p.queue,
+            ...("next" in p ? { nextQueue: p.next } : {}),
+            redis: { url: redisServer.url },
+            database: { secretRef: { name: "demo-db" } },
+            handler: { module: handler },
+            concurrency: 8,
+            maxJobSeconds: 60,
+            drainSeconds: 30,
+            template: { env: [{ name: "LOG_LEVEL", value: "warn" }] },
+            scaling: {
+              minReplicas: 0,
+              maxReplicas: 6,
+              targetBacklogPerReplica: 100,
+              activationBacklog: 0,
+              cooldownSeconds: 10,
+              pollSeconds: 2,
+              behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
+            },
+          },
+        },
+      ));
+    }
+    say(`WorkerPools ${POOLS.map((p) => p.name).join(" → ")} applied (min 0, max 6 replicas, 8 slots each)`);
+
+    runner = new PodRunner(cp.kubeConfig(), {
+      namespace: NS,
+      labelSelector: "conveyor.dev/workerpool",
+      dir,
+      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+      onEvent: (line) => say(`  ${line}`),
+    });
+    runner.start();
+
+    const started = Date.now();
+    const producer = new Producer(redis);
+    await producer.enqueueMany(POOLS[0].queue, Array.from({ length: opts.jobs }, (_, i) => ({ id: `doc-${i}`, data: { sleepMs: opts.jobMs } })));
+    say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
+
+    const admin = new QueueAdmin(redis);
+    const maxReplicas = new Map<string, number>();
+    let lastLine = "";
+    await waitUntil(
+      "all jobs through both stages and both pools back at zero",
+      async () => {
+        const parts: string[] = [];
+        let atZero = true;
+        for (const p of POOLS) {
+          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as { status?: { replicas?: number; readyReplicas?: number; desiredReplicas?: number; backlog?: number; inflight?: number } };
+          const s = wp.status ?? {};
+          const counts = await admin.counts(p.queue);
+          const replicas = s.replicas ?? 0;
+          maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
+          if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) atZero = false;
+          parts.push(`${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`);
+        }
+        const line = parts.join(" | ");
+        if (line !== lastLine) say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
+        lastLine = line;
+        const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
+        return done && atZero && runner!.running.length === 0;
+      },
+      { timeoutMs: opts.timeoutMs ?? 15 * 60_000, intervalMs: 1000 },
+    );
+    const seconds = (Date.now() - started) / 1000;
+    say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
+
+    // Every pod's worker process has exited by now; collect what happened.
+    const executions = readExecutions(join(dir, "executions.ndjson"));
+    const stages: StageReport[] = [];
+    for (const p of POOLS) {
+      const mine = executions.filter((e) => e.q === p.queue);
+      const perJob = countBy(mine, (e) => e.id);
+      const counters = await admin.counters(p.queue);
+      stages.push({
+        pool: p.name,
+        queue: p.queue,
+        maxReplicas: maxReplicas.get(p.name) ?? 0,
+        completed: (await admin.counts(p.queue)).completed,
+        executions: mine.length,
+        ranTwice: [...perJob.values()].filter((n) => n > 1).length,
+        stalled: counters.stalled ?? 0,
+        handedBack: counters.handedBack ?? 0,
+      });
+    }
+    const events: Record<string, string[]> = {};
+    for (const p of POOLS) {
+      const list = JSON.parse(await cp.kubectl("get", "events", "--field-selector", `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`, "--sort-by=.firstTimestamp", "-o", "json")) as { items: { reason: string }[] };
+      events[p.name] = list.items.map((e) => e.reason);
+    }
+    const records = await waitUntil("job records in PostgreSQL", async () => {
+      const rows = await pg!.query<{ n: string }>("select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1", [POOLS[1].queue]);
+      return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
+    }, { timeoutMs: 120_000 }).catch(() => -1);
+    return { jobs: opts.jobs, seconds, stages, events, workerExitCodes: runner.history.map((h) => h.exitCode ?? "running"), podsRun: runner.history.length, records };
+  } finally {
+    say("stopping everything this run started…");
+    await runner?.stop();
+    if (operator) await stopProcess(operator, 10_000);
+    redis?.disconnect();
+    await redisServer?.stop();
+    await pg?.stop();
+    await cp?.stop();
+    if (process.env.CONVEYOR_KEEP_TMP) say(`logs kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
+  }
+}
