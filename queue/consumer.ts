@@ -123,6 +123,27 @@ export class Consumer {
     return ok === 1;
   }
 
+  /**
+   * Complete this job by fanning it out: one child job per element of `children` in
+   * `nextQueue` (ids `<id>:1`…`<id>:n`), and once every child has finished — completed at its
+   * last stage or dead-lettered — a single join job `<id>:join` in `joinQueue` whose data is
+   * `{parent, results: [{id, result} | {id, error}, …]}` in child order. Returns the number of
+   * children, or null when the lease was lost.
+   */
+  async fanOut(job: Lease, children: unknown[], nextQueue: string, joinQueue: string): Promise<number | null> {
+    assertSamePipeline(this.queue, nextQueue);
+    assertSamePipeline(this.queue, joinQueue);
+    const k = this.keys;
+    const next = new QueueKeys(nextQueue);
+    const n = await runScript<number>(
+      this.redis,
+      "fan_out",
+      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), nextQueue, joinQueue, this.opts.retentionSeconds, ...children.map((c) => encodeResult(c))],
+    );
+    return n < 0 ? null : n;
+  }
+
   /** A stored result for this job's content hash at this stage, as JSON text, or null. */
   async reusableResult(contentHash: string): Promise<string | null> {
     if (!contentHash) return null;

@@ -18,6 +18,7 @@ const SCRIPTS = [
   "retry_dead",
   "purge_dead",
   "report_progress",
+  "fan_out",
 ] as const;
 export type ScriptName = (typeof SCRIPTS)[number];
 

@@ -131,3 +131,48 @@ describe("pipeline features", () => {
     assert.match(w.logs(), /circuit closed: dependency recovered/);
   });
 });
+
+describe("fan-out / fan-in with worker processes", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let dir: string;
+  const workers: WorkerProcess[] = [];
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    dir = mkdtempSync(join(tmpdir(), "cvy-fan-"));
+  });
+  after(async () => {
+    await Promise.all(workers.map((w) => stopProcess(w, 2000)));
+    redis.disconnect();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("1 → 100 with a join: the join runs once with 100 results, also when a worker is SIGKILLed during the fan-in", async () => {
+    const execLog = join(dir, "exec.ndjson");
+    let n = 0;
+    const start = async (queue: string, extra: Record<string, string> = {}) => {
+      const w = await startWorker({ dir, name: `fan${++n}`, env: { REDIS_URL: server.url, CONVEYOR_QUEUE: queue, CONVEYOR_HANDLER: RECORDING_HANDLER, EXEC_LOG: execLog, ...extra } });
+      workers.push(w);
+      return w;
+    };
+    await start("fan/split", { CONVEYOR_NEXT_QUEUE: "fan/work" });
+    const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "8" };
+    const victim = await start("fan/work", lease);
+    await start("fan/work", lease);
+    await start("fan/join");
+    const admin = new QueueAdmin(redis);
+    await new Producer(redis).enqueue("fan/split", { fanOut: 100, join: "fan/join", childSleepMs: 100 }, { id: "doc" });
+    await waitFor("fan-in under way", async () => (await admin.counts("fan/work")).completed >= 20);
+    victim.signal("SIGKILL");
+    await victim.exited;
+    await waitFor("join completed", async () => (await admin.job("doc:join", "fan"))?.state === "completed", 120_000);
+    const joins = readExecutions(execLog).filter((e) => e.q === "fan/join");
+    assert.equal(joins.length, 1, "the join ran exactly once");
+    assert.deepEqual(JSON.parse((await admin.job("doc:join", "fan"))!.result!), { joined: "doc", count: 100, sum: 4950 });
+    const children = countBy(readExecutions(execLog).filter((e) => e.q === "fan/work"), (e) => e.id);
+    assert.equal(children.size, 100);
+    assert.ok((await admin.counters("fan/work")).stalled! >= 1, "the killed worker's children were redelivered");
+  });
+});

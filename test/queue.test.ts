@@ -267,7 +267,7 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
     await cluster.stop();
   });
 
-  test("enqueue, claim, renew, advance, fail, sweep and stats run with no CROSSSLOT error", async () => {
+  test("enqueue, claim, renew, advance, fail, sweep, fan-out/fan-in and stats run with no CROSSSLOT error", async () => {
     const producer = new Producer(redis);
     const admin = new QueueAdmin(redis);
     // Several pipelines so that they land on different nodes.
@@ -291,7 +291,70 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
       assert.equal((await admin.job(`${p}-1`))?.state, "completed");
       assert.equal(await admin.retryDead(a), 1);
     }
+    // Fan-out and fan-in on the cluster too: children and join in the pipeline's slot.
+    for (const p of ["alpha", "beta"]) {
+      await producer.enqueue(`${p}/a`, {}, { id: `${p}-fan` });
+      const ca = new Consumer(redis, `${p}/a`, { workerId: "w", leaseMs: 30_000 });
+      const parent = (await ca.claim(10)).jobs.find((j) => j.id === `${p}-fan`)!;
+      assert.equal(await ca.fanOut(parent, [1, 2, 3], `${p}/kids`, `${p}/join`), 3);
+      const kids = new Consumer(redis, `${p}/kids`, { workerId: "w", leaseMs: 30_000 });
+      for (const k of (await kids.claim(10)).jobs) assert.equal(await kids.complete(k, "ok"), true);
+      assert.equal((await admin.counts(`${p}/join`)).ready, 1);
+    }
     const slots = new Set(await Promise.all(["alpha", "beta", "gamma", "delta"].map((p) => (redis as import("ioredis").Cluster).cluster("KEYSLOT", `cvy:{${p}}:x`))));
     assert.ok(slots.size > 1);
+  });
+});
+
+describe("fan-out / fan-in (single Redis)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("1 → 100 children; the join is enqueued exactly once, after the last child, with every outcome in order", async () => {
+    const producer = new Producer(redis);
+    const admin = new QueueAdmin(redis);
+    await producer.enqueue("fan/split", { n: 100 }, { id: "p" });
+    const split = new Consumer(redis, "fan/split", { workerId: "s", leaseMs: 30_000 });
+    const [parent] = (await split.claim(1)).jobs;
+    assert.equal(await split.fanOut(parent!, Array.from({ length: 100 }, (_, i) => ({ i })), "fan/work", "fan/join"), 100);
+    assert.equal(await split.fanOut(parent!, [1], "fan/work", "fan/join"), null, "a second fan-out is fenced");
+    const work = new Consumer(redis, "fan/work", { workerId: "w", leaseMs: 30_000 });
+    const children = (await work.claim(200)).jobs;
+    assert.equal(children.length, 100);
+    // Finish in reverse order; child 50 is dead-lettered; a repeated completion is fenced.
+    for (const c of children.reverse()) {
+      const i = (JSON.parse(c.rawData) as { i: number }).i;
+      if (i === 50) assert.equal(await work.fail(c, { name: "E", message: "child failed" }, { retryable: false, retryDelayMs: 0 }), "dead");
+      else assert.equal(await work.complete(c, { i }), true);
+      if (i === 0) assert.equal(await work.complete(c, { i }), false);
+      const joinReady = (await admin.counts("fan/join")).ready;
+      assert.equal(joinReady, i === 0 ? 1 : 0, `join appears only after the last child (after child ${i})`);
+    }
+    const [join] = (await new Consumer(redis, "fan/join", { workerId: "j", leaseMs: 30_000 }).claim(10)).jobs;
+    assert.equal(join!.id, "p:join");
+    const data = JSON.parse(join!.rawData) as { parent: string; results: { id: string; result?: { i: number }; error?: string }[] };
+    assert.equal(data.parent, "p");
+    assert.equal(data.results.length, 100);
+    assert.deepEqual(data.results.map((r) => r.id), Array.from({ length: 100 }, (_, i) => `p:${i + 1}`));
+    assert.match(data.results[50]!.error!, /child failed/);
+    assert.equal(data.results[0]!.result!.i, 0);
+    assert.equal((await admin.job("p", "fan"))!.state, "joined");
+  });
+
+  test("a fan-out with no children enqueues the join at once", async () => {
+    await new Producer(redis).enqueue("fan/split", {}, { id: "empty" });
+    const split = new Consumer(redis, "fan/split", { workerId: "s", leaseMs: 30_000 });
+    const [parent] = (await split.claim(1)).jobs;
+    assert.equal(await split.fanOut(parent!, [], "fan/work", "fan/join"), 0);
+    const [join] = (await new Consumer(redis, "fan/join", { workerId: "j", leaseMs: 30_000 }).claim(10)).jobs;
+    assert.deepEqual(JSON.parse(join!.rawData), { parent: "empty", results: [] });
   });
 });

@@ -9,6 +9,7 @@ import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobTimeoutError, LeaseLostError, MalformedJobError, serializeError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { isDependencyFailure, isRetryable, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
+import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 
@@ -271,6 +272,14 @@ export class QueueWorker {
     clearTimeout(timer);
     this.circuit.success();
     if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    let fan: FanOutRequest | null;
+    try {
+      fan = fanOutRequest(result, job.queue, this.config.nextQueue);
+    } catch (err) {
+      await this.settleFailure(entry, err, log, seconds());
+      return;
+    }
+    if (fan) return this.settleFanOut(entry, fan, log, seconds());
     entry.settling = true;
     const next = this.config.nextQueue;
     const reuseArgs = { contentHash: reuse ? job.contentHash : "", ttlSeconds: this.config.resultTtlSeconds, reused: cached !== null };
@@ -334,6 +343,20 @@ export class QueueWorker {
       this.metrics.deadLettered.inc(q);
       log.error(fields, "job failed; moved to dead letters");
     }
+  }
+
+  private async settleFanOut(entry: RunningJob, fan: FanOutRequest, log: Logger, seconds: number): Promise<void> {
+    const { job } = entry;
+    entry.settling = true;
+    const n = await this.settle(log, "fan out", () => this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join));
+    if (n === null) {
+      this.metrics.leasesLost.inc({ queue: job.queue });
+      log.warn({ outcome: "fenced" }, "lease was lost before the fan-out: discarded (another worker owns the job)");
+      return;
+    }
+    this.metrics.completed.inc({ queue: job.queue });
+    this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds);
+    log.info({ outcome: "fannedOut", children: n, nextQueue: this.config.nextQueue, join: fan.join, durationMs: Math.round(seconds * 1000) }, "job fanned out");
   }
 
   /** A dependency failure: hand the job back without an attempt and feed the circuit breaker. */

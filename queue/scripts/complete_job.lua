@@ -12,6 +12,7 @@ if not holdsLease(jk, token) then
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', now, 'token', '')
+finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now)
 local retention = tonumber(ARGV[7])
 if retention > 0 then redis.call('EXPIRE', jk, retention) else redis.call('DEL', jk) end
 redis.call('HINCRBY', KEYS[2], 'completed', 1)

@@ -42,5 +42,6 @@ else reason = 'attempts exhausted (' .. made .. '/' .. attempts .. '): ' .. tost
 redis.call('HSET', jk, 'state', 'dead', 'deadReason', reason, 'finishedAt', now)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', KEYS[4], 'dead', 1)
+finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
 record(KEYS[5], KEYS[6], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'reason', reason})
 return 'dead'

@@ -27,6 +27,7 @@ for _, id in ipairs(expired) do
     redis.call('HSET', jk, 'state', 'dead', 'deadReason', reason, 'finishedAt', now, 'token', '')
     redis.call('ZADD', KEYS[3], now, id)
     redis.call('HINCRBY', KEYS[4], 'dead', 1)
+    finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
     record(KEYS[6], KEYS[7], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', reason})
     dead = dead + 1
   else

@@ -1,0 +1,39 @@
+-- Complete a job by fanning it out: its children (one per element of the handler's result) are
+-- enqueued into the next stage, and a fan-in record waits for all of them; the child that
+-- finishes last enqueues the join job (see finishChild in the prelude). One atomic step, all
+-- keys in the pipeline's slot.
+-- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
+--       8 retentionSeconds, then one child data (JSON) per child
+-- Returns the number of children, or -1 when the lease was lost.
+local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = tonumber(ARGV[5])
+local nextQueue, joinQueue = ARGV[6], ARGV[7]
+local jk = jobKey(jobPrefix, id)
+if not holdsLease(jk, token) then
+  redis.call('HINCRBY', KEYS[2], 'fenced', 1)
+  return -1
+end
+local f = redis.call('HMGET', jk, 'priority', 'attempts')
+local priority = tonumber(f[1]) or 0
+local attempts = f[2] or '3'
+local n = #ARGV - 8
+redis.call('ZREM', KEYS[1], id)
+redis.call('HINCRBY', KEYS[2], 'completed', 1)
+redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
+record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})
+local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
+redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now)
+for i = 1, n do
+  local childId = id .. ':' .. i
+  local seq = redis.call('INCR', KEYS[8])
+  local score = (1000 - priority) * 4398046511104 + seq
+  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[8 + i], 'priority', priority,
+    'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+    'state', 'ready', 'parent', id)
+  redis.call('ZADD', KEYS[5], score, childId)
+  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'data', ARGV[8 + i], 'from', id})
+end
+redis.call('HINCRBY', KEYS[6], 'enqueued', n)
+if n > 0 then wake(KEYS[7]) else enqueueJoin(jobPrefix, id, now) end
+return n
