@@ -160,6 +160,9 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     await assert.rejects(template({ operator: { leaderElection: { enabled: false } } }), /leaderElection\.enabled/);
     await assert.rejects(template({ metrics: { tls: { source: 'secret', secret: { name: 'x' } } } }), /caBundle/);
     await assert.rejects(template({ operator: { leaderElection: { renewDeadlineSeconds: 20 } } }), /retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds/);
+    await assert.rejects(template({ operator: { podDisruptionBudget: { minAvailable: 2 } } }), /no node could ever be drained/);
+    // one replica: no PDB (it would block every drain)
+    assert.ok(!docs(await template({ operator: { replicas: 1 } })).some((o) => o.kind === 'PodDisruptionBudget'));
   });
 
   it('ships crds/ unchanged (the chart installs the CRD npm run gen:crds generates)', () => {
@@ -374,6 +377,27 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     const res = await cp.run('kubectl', [`--kubeconfig=${cp.kubeconfigPath}`, 'apply', '--dry-run=server', '-n', 'examples', '-f', '-'], { input: bad, check: false });
     assert.notEqual(res.code, 0);
     assert.match(res.stderr, /same pipeline/);
+  });
+
+  it('prints NOTES that tell the user what to do next, per mode', async () => {
+    const notes = async (name: string) => {
+      const out = await cp.helm('install', `notes-${name}`.slice(0, 40), CHART, '--namespace', NS, '--dry-run=server', '-f', valuesFile(`notes-${name}`, VALUE_SETS[name]!));
+      return out.slice(out.indexOf('NOTES:'));
+    };
+    const def = await notes('default');
+    assert.match(def, /rollout status deployment\//);
+    assert.match(def, /kubectl get apiservice v1beta1\.external\.metrics\.k8s\.io/);
+    assert.match(def, /kubectl create secret generic redis-auth/);
+    assert.match(def, /kubectl apply -f examples\/workerpool-module\.yaml/);
+    assert.match(def, /kubectl get wp -w/);
+    assert.match(def, /never deletes or\s+upgrades it/);
+    const direct = await notes('direct-single');
+    assert.match(direct, /mode: direct/);
+    assert.doesNotMatch(direct, /get apiservice/);
+    assert.match(await notes('self-signed'), /WARNING: metrics\.tls\.source=self-signed/);
+    const namespaced = await notes('namespaced-cert-manager');
+    assert.match(namespaced, /watched namespaces: team-a, team-b/);
+    assert.match(namespaced, /only these Secrets \(rbac\.secrets\.resourceNames\): redis-auth, postgres-url/);
   });
 
   it('helm install keeps the serving certificate across upgrades and the CRD after uninstall', async () => {
