@@ -61,7 +61,10 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
       redis.call('HSET', jk, 'state', 'ready')
       redis.call('ZADD', readyKey, score, id)
     else
-      deadLetterRaw(jk, id, deadKey, countsKey, now, 'malformed: job record missing or has no score', queue)
+      local reason = 'malformed: job record missing or has no score'
+      deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)
+      local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
+      record(base .. 'outbox', base .. 'meta', {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason})
     end
   end
   return #due

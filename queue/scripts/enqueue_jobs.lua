@@ -46,7 +46,12 @@ for i = 7, #ARGV, FIELDS do
       woke = true
     end
     redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
-    record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', data})
+    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', data, 'attempts', attempts}
+    if delay > 0 then
+      fields[#fields + 1] = 'due'
+      fields[#fields + 1] = now + delay
+    end
+    record(KEYS[5], KEYS[6], fields)
     out[#out + 1] = id
     out[#out + 1] = 1
   end
