@@ -1,43 +1,29 @@
 // Pipeline features on real Redis with real worker processes: progress and ordered events,
 // result reuse by content hash, worker recycling, and the handler circuit breaker.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { connectRedis, Producer, QueueAdmin, QueueEvents, type QueueEvent, type RedisClient } from "../queue/index.ts";
-import { stopProcess, waitFor } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
-import { countBy, metricValue, readExecutions, RECORDING_HANDLER, startWorker, type WorkerProcess } from "./support/workers.ts";
+import { waitFor } from "./support/processes.ts";
+import type { RedisServer } from "./support/redis.ts";
+import { WorkerTestBed } from "./support/testbed.ts";
+import { countBy, metricValue, readExecutions } from "./support/workers.ts";
 
 describe("pipeline features", () => {
+  const bed = new WorkerTestBed("f");
   let server: RedisServer;
   let redis: RedisClient;
   let producer: Producer;
   let admin: QueueAdmin;
   let dir: string;
-  let n = 0;
-  const workers: WorkerProcess[] = [];
-
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
-    dir = mkdtempSync(join(tmpdir(), "cvy-features-"));
+    await bed.start();
+    ({ server, redis, producer, admin, dir } = bed);
   });
-  after(async () => {
-    await Promise.all(workers.map((w) => stopProcess(w, 2000)));
-    redis.disconnect();
-    await server.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const execLog = (q: string) => join(dir, `${q.replace("/", "_")}.exec`);
-  async function worker(q: string, extra: Record<string, string> = {}, waitReady = true): Promise<WorkerProcess> {
-    const w = await startWorker({ dir, name: `f${++n}`, waitReady, env: { REDIS_URL: server.url, CONVEYOR_QUEUE: q, CONVEYOR_HANDLER: RECORDING_HANDLER, EXEC_LOG: execLog(q), ...extra } });
-    workers.push(w);
-    return w;
-  }
+  after(() => bed.stop());
+  const execLog = (q: string) => bed.execLog(q);
+  const worker = (q: string, extra: Record<string, string> = {}, waitReady = true) => bed.worker(q, extra, { waitReady });
 
   test("progress is visible while a job runs and its events arrive in order", async () => {
     const q = "progress";
@@ -133,30 +119,14 @@ describe("pipeline features", () => {
 });
 
 describe("fan-out / fan-in with worker processes", () => {
-  let server: RedisServer;
-  let redis: RedisClient;
-  let dir: string;
-  const workers: WorkerProcess[] = [];
-  before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    dir = mkdtempSync(join(tmpdir(), "cvy-fan-"));
-  });
-  after(async () => {
-    await Promise.all(workers.map((w) => stopProcess(w, 2000)));
-    redis.disconnect();
-    await server.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const bed = new WorkerTestBed("fan");
+  before(() => bed.start());
+  after(() => bed.stop());
 
   test("1 → 100 with a join: the join runs once with 100 results, also when a worker is SIGKILLed during the fan-in", async () => {
-    const execLog = join(dir, "exec.ndjson");
-    let n = 0;
-    const start = async (queue: string, extra: Record<string, string> = {}) => {
-      const w = await startWorker({ dir, name: `fan${++n}`, env: { REDIS_URL: server.url, CONVEYOR_QUEUE: queue, CONVEYOR_HANDLER: RECORDING_HANDLER, EXEC_LOG: execLog, ...extra } });
-      workers.push(w);
-      return w;
-    };
+    const { redis } = bed;
+    const execLog = join(bed.dir, "exec.ndjson");
+    const start = (queue: string, extra: Record<string, string> = {}) => bed.worker(queue, { EXEC_LOG: execLog, ...extra });
     await start("fan/split", { CONVEYOR_NEXT_QUEUE: "fan/work" });
     const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "8" };
     const victim = await start("fan/work", lease);

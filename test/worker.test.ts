@@ -3,48 +3,29 @@
 // malformed jobs, atomic stage chaining, handler kinds, and a heartbeat that survives a
 // blocked event loop.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Producer, QueueAdmin, QueueKeys, type RedisClient } from "../queue/index.ts";
-import { waitFor, stopProcess } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
-import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO, startWorker, type WorkerProcess } from "./support/workers.ts";
+import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../queue/index.ts";
+import { waitFor } from "./support/processes.ts";
+import type { RedisServer } from "./support/redis.ts";
+import { WorkerTestBed } from "./support/testbed.ts";
+import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO } from "./support/workers.ts";
 
 describe("worker processes", () => {
+  const bed = new WorkerTestBed("w");
   let server: RedisServer;
   let redis: RedisClient;
   let producer: Producer;
   let admin: QueueAdmin;
   let dir: string;
-  let n = 0;
-  const workers: WorkerProcess[] = [];
-
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
-    dir = mkdtempSync(join(tmpdir(), "cvy-worker-test-"));
+    await bed.start();
+    ({ server, redis, producer, admin, dir } = bed);
   });
-  after(async () => {
-    await Promise.all(workers.map((w) => stopProcess(w, 2000)));
-    redis.disconnect();
-    await server.stop();
-    if (!process.env.CONVEYOR_KEEP_TMP) rmSync(dir, { recursive: true, force: true });
-  });
-
-  function env(queue: string, extra: Record<string, string> = {}): Record<string, string> {
-    return { REDIS_URL: server.url, CONVEYOR_QUEUE: queue, CONVEYOR_HANDLER: RECORDING_HANDLER, EXEC_LOG: join(dir, `${queue.replace("/", "_")}.exec`), LOG_LEVEL: "info", ...extra };
-  }
-  async function worker(queue: string, extra: Record<string, string> = {}): Promise<WorkerProcess> {
-    const w = await startWorker({ dir, name: `w${++n}`, env: env(queue, extra) });
-    workers.push(w);
-    return w;
-  }
-  const execLog = (queue: string) => join(dir, `${queue.replace("/", "_")}.exec`);
+  after(() => bed.stop());
+  const worker = (queue: string, extra: Record<string, string> = {}) => bed.worker(queue, extra);
+  const execLog = (queue: string) => bed.execLog(queue);
   const settled = (queue: string, total: number) =>
     waitFor(`${total} jobs settled on ${queue}`, async () => {
       const c = await admin.counts(queue);

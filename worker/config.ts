@@ -1,8 +1,8 @@
 // Worker configuration from flags and environment. Every bad value stops the process at start
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
-import { parseArgs } from "node:util";
-import { assertQueueName, assertSamePipeline, parseDuration, parseRedisUrl } from "../queue/index.ts";
+import { OptionError, readOptions } from "../cli/options.ts";
+import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 
 export interface WorkerConfig {
@@ -40,10 +40,6 @@ export interface WorkerConfig {
   circuitBackoffMs: number;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
-
 /** Flag name → environment variable. Flags win over the environment. */
 const SOURCES = {
   queue: "CONVEYOR_QUEUE",
@@ -69,7 +65,6 @@ const SOURCES = {
   "circuit-threshold": "CONVEYOR_CIRCUIT_THRESHOLD",
   "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
 } as const;
-type Option = keyof typeof SOURCES;
 
 export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
   --queue Q            CONVEYOR_QUEUE            queue to work (required): 'stage' or 'pipeline/stage'
@@ -96,44 +91,8 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)`;
 
 export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  let values: Record<string, string | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: Object.fromEntries(Object.keys(SOURCES).map((k) => [k, { type: "string" as const }])),
-      strict: true,
-      allowPositionals: false,
-    }) as { values: Record<string, string | undefined> });
-  } catch (err) {
-    throw new ConfigError(`${(err as Error).message}\n${WORKER_USAGE}`);
-  }
-  const raw = (opt: Option): string | undefined => {
-    const v = values[opt] ?? env[SOURCES[opt]];
-    return v === undefined || v === "" ? undefined : v;
-  };
-  const name = (opt: Option) => `--${opt} / ${SOURCES[opt]}`;
-  const guard = <T>(opt: Option, parse: (v: string) => T): T | undefined => {
-    const v = raw(opt);
-    if (v === undefined) return undefined;
-    try {
-      return parse(v);
-    } catch (err) {
-      throw new ConfigError(`${name(opt)}: ${(err as Error).message}`);
-    }
-  };
-  const int = (opt: Option, def: number, min: number, max: number): number =>
-    guard(opt, (v) => {
-      const n = Number(v);
-      if (!/^\d+$/.test(v.trim()) || n < min || n > max) throw new Error(`expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
-      return n;
-    }) ?? def;
-  const duration = (opt: Option, def: number): number => guard(opt, (v) => parseDuration(v, "duration")) ?? def;
-  const required = (opt: Option): string => {
-    const v = raw(opt);
-    if (v === undefined) throw new ConfigError(`${name(opt)} is required\n${WORKER_USAGE}`);
-    return v;
-  };
-
+  const o = readOptions(argv, env, SOURCES, WORKER_USAGE);
+  const { raw, name, guard, int, duration, required } = o;
   const queue = required("queue");
   guard("queue", assertQueueName);
   const nextQueue = raw("next-queue");
@@ -147,9 +106,8 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     return v;
   });
   const leaseMs = duration("lease", 30_000);
-  if (leaseMs < 100) throw new ConfigError(`${name("lease")}: must be at least 100ms`);
-  const logLevel = raw("log-level") ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) throw new ConfigError(`${name("log-level")}: unknown level ${JSON.stringify(logLevel)}`);
+  if (leaseMs < 100) throw new OptionError(`${name("lease")}: must be at least 100ms`);
+  const logLevel = o.logLevel("log-level");
   const pod = env.POD_NAME || hostname();
   return {
     queue,

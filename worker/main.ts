@@ -1,6 +1,7 @@
 // `conveyor worker`: wire config, logs, metrics, the handler, job records and signals together.
 import { QueueWorker } from "./worker.ts";
-import { ConfigError, loadWorkerConfig } from "./config.ts";
+import { OptionError } from "../cli/options.ts";
+import { loadWorkerConfig } from "./config.ts";
 import { createHandler } from "./handlers/index.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "./logger.ts";
@@ -13,7 +14,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   try {
     config = loadWorkerConfig(argv);
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof OptionError) {
       process.stderr.write(`conveyor worker: ${err.message}\n`);
       return 2;
     }
