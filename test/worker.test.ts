@@ -255,6 +255,23 @@ describe("worker processes", () => {
     }
   });
 
+  test("Redis down under a running worker: still live, not ready; afterwards every job completes", async () => {
+    const q = "redis-outage";
+    const w = await worker(q, { CONVEYOR_CONCURRENCY: "4", CONVEYOR_LEASE: "600ms" });
+    await producer.enqueueMany(q, Array.from({ length: 40 }, (_, i) => ({ id: `o${i}`, data: { sleepMs: 50 } })));
+    await waitFor("some done", async () => (await admin.counts(q)).completed >= 5);
+    await server.kill("SIGKILL");
+    await waitFor("not ready while Redis is down", async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).status === 503);
+    await new Promise((r) => setTimeout(r, 2000)); // several lease lengths
+    assert.equal((await fetch(`http://127.0.0.1:${w.port}/healthz`)).status, 200, "a Redis outage must not fail liveness");
+    await server.resume();
+    await waitFor("ready again", async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).ok);
+    // Redis ran without persistence here: what it held is gone, so enqueue a fresh batch.
+    await producer.enqueueMany(q, Array.from({ length: 20 }, (_, i) => ({ id: `after${i}`, data: {} })));
+    await waitFor("post-outage jobs complete", async () => (await admin.counts(q)).completed >= 20);
+    assert.equal(w.child.exitCode, null);
+  });
+
   test("bad configuration stops the worker at start with a message naming the variable", async () => {
     const { spawnSync } = await import("node:child_process");
     const r = spawnSync(join(REPO, "node_modules/.bin/node"), [join(REPO, "bin/conveyor.js"), "worker"], {

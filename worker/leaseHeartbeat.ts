@@ -26,6 +26,8 @@ export type FromHeartbeat =
   | { t: "renewed"; count: number; lagMs: number; durationMs: number }
   | { t: "lost"; ids: string[] }
   | { t: "swept"; requeued: number; deadLettered: number }
+  | { t: "tick" }
+  | { t: "renewFailed"; message: string }
   | { t: "error"; message: string }
   | { t: "stopped" };
 
@@ -39,7 +41,12 @@ export interface HeartbeatEvents {
 export class LeaseHeartbeat {
   private readonly thread: Worker;
   private readonly stopped: Promise<void>;
-  lastRenewedAt = 0;
+  /**
+   * When the heartbeat thread last ticked. Liveness follows this, not renewal success: a Redis
+   * outage must not make the kubelet restart every worker (which would only turn running jobs
+   * into re-runs).
+   */
+  lastBeatAt = Date.now();
 
   constructor(settings: HeartbeatSettings, events: HeartbeatEvents) {
     const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
@@ -47,9 +54,14 @@ export class LeaseHeartbeat {
     this.stopped = new Promise((resolve) => {
       this.thread.on("message", (m: FromHeartbeat) => {
         switch (m.t) {
+          case "tick":
+            this.lastBeatAt = Date.now();
+            break;
           case "renewed":
-            this.lastRenewedAt = Date.now();
             events.onRenewed(m.count, m.lagMs, m.durationMs);
+            break;
+          case "renewFailed":
+            events.onError(m.message);
             break;
           case "lost":
             events.onLost(m.ids);

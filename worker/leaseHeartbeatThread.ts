@@ -39,7 +39,7 @@ async function beat(): Promise<void> {
     post({ t: "renewed", count: leases.length, lagMs: Math.max(0, started - scheduled), durationMs: Date.now() - started });
     if (lost.length > 0) post({ t: "lost", ids: lost });
   } catch (err) {
-    post({ t: "error", message: `lease renewal failed: ${(err as Error).message}` });
+    post({ t: "renewFailed", message: `lease renewal failed: ${(err as Error).message}` });
   } finally {
     renewing = false;
   }
@@ -59,7 +59,12 @@ async function sweep(): Promise<void> {
   }
 }
 
-const beatTimer = setInterval(() => void beat(), settings.intervalMs);
+// Every tick is reported, whether or not a renewal is still in flight: it proves this thread
+// runs (liveness), which a Redis outage must not disprove.
+const beatTimer = setInterval(() => {
+  post({ t: "tick" });
+  void beat();
+}, settings.intervalMs);
 const sweepTimer = setInterval(() => void sweep(), settings.sweepIntervalMs);
 void beat();
 

@@ -122,9 +122,8 @@ export class QueueWorker {
   live(): { ok: boolean; reason: string } {
     const staleMs = this.config.leaseMs * 2;
     if (this.state === "stopped") return { ok: false, reason: "stopped" };
-    if (this.heartbeat.lastRenewedAt > 0 && Date.now() - this.heartbeat.lastRenewedAt > staleMs) {
-      return { ok: false, reason: `lease heartbeat has not succeeded for ${Date.now() - this.heartbeat.lastRenewedAt}ms` };
-    }
+    const since = Date.now() - this.heartbeat.lastBeatAt;
+    if (since > staleMs) return { ok: false, reason: `lease heartbeat thread has not ticked for ${since}ms` };
     return { ok: true, reason: "ok" };
   }
 
