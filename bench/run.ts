@@ -4,7 +4,6 @@
 //   node bench/run.ts [--reps 3] [--concurrency 1,8,32,128] [--jobs 20000] [--quick]
 //                     [--skip-operator] [--pools 1000] [--out bench/results]
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
@@ -12,8 +11,7 @@ import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
 import { countRoundTrips, type RoundTrips } from "./roundtrips.ts";
 import { describeRun, openContext, runThroughput, type ThroughputRun } from "./throughput.ts";
-import { renderChart } from "./lib/chart.ts";
-import { renderMarkdown, summarizeResults, type BenchResults } from "./lib/report.ts";
+import { writeResults, type BenchResults } from "./lib/report.ts";
 import { orderFor, ProtoSystem, SYSTEMS, type SystemName } from "./lib/systems.ts";
 import { intFlag, listFlag, loadAverage, machineInfo, parseFlags, progress, REPO, summarize } from "./lib/util.ts";
 import type { ProtoMode } from "./proto/combined.ts";
@@ -23,7 +21,7 @@ const PROTO_MODES: ProtoMode[] = ["separate", "hb-lean", "hb-worker", "combined"
 
 function dirtyFiles(): string[] {
   try {
-    return execFileSync("git", ["status", "--porcelain", "--", "queue", "worker", "bin", "cli"], { cwd: REPO, encoding: "utf8" })
+    return execFileSync("git", ["status", "--porcelain", "--", "queue", "worker", "bin", "cli"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
       .split("\n")
       .filter(Boolean)
       .map((l) => l.slice(3));
@@ -158,29 +156,10 @@ async function main(): Promise<void> {
     operator,
     summary: undefined,
   };
-  results.summary = summarizeResults(results);
 
-  mkdirSync(outDir, { recursive: true });
-  const base = join(outDir, date);
-  const chart = renderChart({
-    title: "THROUGHPUT BY CONCURRENCY: CONVEYOR VS BULLMQ",
-    subtitle: `ONE WORKER PROCESS, NO-OP JOBS, SAME REDIS; MEDIAN OF ${reps}, WHISKERS MIN-MAX. ${results.machine.cores} CORES, LOAD ${loadBefore}`,
-    xLabel: "CONCURRENCY (SLOTS IN THE ONE WORKER PROCESS)",
-    yLabel: "JOBS/S",
-    categories: concurrencies.map(String),
-    series: SYSTEMS.map((s) => ({
-      name: s === "conveyor" ? "CONVEYOR" : `BULLMQ ${results.machine.bullmq}`,
-      color: s === "conveyor" ? "#2f6db5" : "#e08a2c",
-      points: concurrencies.map((c) => summarize(throughput.filter((r) => r.system === s && r.concurrency === c).map((r) => r.jobsPerSec))),
-    })),
-  });
-  writeFileSync(`${base}.json`, `${JSON.stringify(results, null, 2)}\n`);
-  writeFileSync(`${base}.png`, chart.png);
-  writeFileSync(`${base}.svg`, chart.svg);
-  const md = renderMarkdown(results, `${date}.png`);
-  writeFileSync(`${base}.md`, md);
+  const md = writeResults(results, outDir, date);
   process.stdout.write(`\n${md}\n`);
-  progress(`wrote ${base}.json, .md, .png, .svg in ${results.durationSeconds} s`);
+  progress(`wrote ${join(outDir, date)}.json, .md, .png, .svg in ${results.durationSeconds} s`);
 }
 
 main().then(

@@ -1,4 +1,7 @@
 // Medians over repetitions and the Markdown report of a `make bench` run.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
 import type { OperatorBench } from "../operator.ts";
@@ -52,7 +55,13 @@ export function summarizeResults(r: BenchResults) {
     const of = (s: string) => r.throughput.filter((t) => t.system === s && t.concurrency === c);
     const conveyor = costOf(of("conveyor"));
     const bullmq = costOf(of("bullmq"));
-    return { concurrency: c, conveyor, bullmq, ratio: round(conveyor.jobsPerSec.median / bullmq.jobsPerSec.median, 3) };
+    // Each repetition runs both systems back to back: its ratio cancels load that drifts slowly.
+    const paired = [...new Set(of("conveyor").map((t) => t.rep))].flatMap((rep) => {
+      const a = of("conveyor").find((t) => t.rep === rep);
+      const b = of("bullmq").find((t) => t.rep === rep);
+      return a && b ? [a.jobsPerSec / b.jobsPerSec] : [];
+    });
+    return { concurrency: c, conveyor, bullmq, ratio: round(conveyor.jobsPerSec.median / bullmq.jobsPerSec.median, 3), pairedRatio: summarize(paired) };
   });
   const prototype = cs.map((c) => {
     const of = (s: string) => costOf(r.prototype.filter((t) => t.system === s && t.concurrency === c));
@@ -79,6 +88,32 @@ export function summarizeResults(r: BenchResults) {
     return { mix, jobsPerSec: summarize(runs.map((m) => m.jobsPerSec)), redisCpuUsPerJob: summarize(runs.map((m) => m.redisCpuUsPerJob)).median, redisBoundJobsPerSec: summarize(runs.map((m) => m.redisBoundJobsPerSec)).median };
   });
   return { throughput, prototype, enqueue, latency, memory, rawMix };
+}
+
+/** Write <base>.json, .md, .png and .svg; returns the Markdown. */
+export function writeResults(r: BenchResults, outDir: string, name: string): string {
+  r.summary = summarizeResults(r);
+  mkdirSync(outDir, { recursive: true });
+  const base = join(outDir, name);
+  const cs = r.settings.concurrencies;
+  const chart = renderChart({
+    title: "THROUGHPUT BY CONCURRENCY: CONVEYOR VS BULLMQ",
+    subtitle: `ONE WORKER PROCESS, NO-OP JOBS, SAME REDIS; MEDIAN OF ${r.settings.reps}, WHISKERS MIN-MAX. ${r.machine.cores} CORES, LOAD ${r.loadBefore} / ${r.loadAfter}`,
+    xLabel: "CONCURRENCY (SLOTS IN THE ONE WORKER PROCESS)",
+    yLabel: "JOBS/S",
+    categories: cs.map(String),
+    series: SYSTEMS.map((sys) => ({
+      name: sys === "conveyor" ? "CONVEYOR" : `BULLMQ ${r.machine.bullmq}`,
+      color: sys === "conveyor" ? "#2f6db5" : "#e08a2c",
+      points: cs.map((c) => summarize(r.throughput.filter((t) => t.system === sys && t.concurrency === c).map((t) => t.jobsPerSec))),
+    })),
+  });
+  writeFileSync(`${base}.json`, `${JSON.stringify(r, null, 2)}\n`);
+  writeFileSync(`${base}.png`, chart.png);
+  writeFileSync(`${base}.svg`, chart.svg);
+  const md = renderMarkdown(r, `${name}.png`);
+  writeFileSync(`${base}.md`, md);
+  return md;
 }
 
 // ---- Markdown ---------------------------------------------------------------------------------
@@ -110,7 +145,10 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
   out.push("");
   out.push("One worker process per system, N no-op jobs enqueued beforehand, measured from the first claim to the last completion. Conveyor: the real `conveyor worker` (lease heartbeat thread and sweeper running, retention 0). BullMQ: one `Worker`, default lock settings, jobs added with `removeOnComplete: true`.");
   out.push("");
-  out.push(table(["concurrency", "Conveyor", "BullMQ", "Conveyor / BullMQ"], s.throughput.map((t) => [String(t.concurrency), range(t.conveyor.jobsPerSec), range(t.bullmq.jobsPerSec), n(t.ratio, 2)])));
+  out.push(table(
+    ["concurrency", "Conveyor", "BullMQ", "ratio of medians", "ratio per repetition (median, min–max)"],
+    s.throughput.map((t) => [String(t.concurrency), range(t.conveyor.jobsPerSec), range(t.bullmq.jobsPerSec), n(t.ratio, 2), range(t.pairedRatio, 2)]),
+  ));
   out.push("");
   out.push("## Cost per job (medians)");
   out.push("");
