@@ -500,5 +500,19 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.ok((await operatorWrites(opB)) > bBefore, "the new leader writes");
     const lease = JSON.parse(await cp.kubectl("get", "lease", "conveyor-operator", "-o", "json")) as { spec: { holderIdentity: string } };
     assert.equal(lease.spec.holderIdentity, "op-b");
+
+    // a graceful stop (SIGTERM) releases the Lease: the next standby does not wait for it to expire
+    const opC = await startOperator(cp, "op-c", ["--metrics-api=false"]);
+    try {
+      process.kill(-opB.proc.child.pid!, "SIGTERM");
+      const stoppedAt = Date.now();
+      assert.equal(await opB.proc.exited, 0, "SIGTERM: exit 0");
+      await waitUntil("op-c leads", () => isLeader(opC), { timeoutMs: LONG, intervalMs: 200 });
+      process.stderr.write(`graceful handover: op-c leads ${((Date.now() - stoppedAt) / 1000).toFixed(1)}s after SIGTERM to op-b\n`);
+      await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 6 } }));
+      await waitUntil("ha converged by op-c", async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 6, { timeoutMs: LONG });
+    } finally {
+      await stopProcess(opC.proc, 10_000);
+    }
   });
 });

@@ -640,12 +640,13 @@ import { Informer } from "../operator/kube/informer.ts";
 import { createOperatorMetrics } from "../operator/metrics.ts";
 
 describe("informer", () => {
-  it("relists after a watch error and after 410 Gone, re-watches after a closed stream, and reports every change", async () => {
+  it("relists after a watch error, a reset connection and 410 Gone, re-watches after a closed stream, and reports every change", { timeout: 30_000 }, async () => {
     const obj = (name: string, rv: string) => ({ metadata: { name, namespace: "ns", resourceVersion: rv } });
     const lists = [
       { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
       { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
       { metadata: { resourceVersion: "6" }, items: [obj("a", "5")] },
+      { metadata: { resourceVersion: "8" }, items: [obj("a", "7")] },
     ];
     let listCalls = 0;
     let watchCalls = 0;
@@ -673,6 +674,11 @@ describe("informer", () => {
       if (watchCalls === 3) {
         return res.end(`${JSON.stringify({ type: "ERROR", object: { kind: "Status", code: 410, message: "too old resource version" } })}\n`);
       }
+      if (watchCalls === 4) {
+        // an event, then the connection is reset (an API server restarting)
+        res.write(`${JSON.stringify({ type: "MODIFIED", object: obj("a", "7") })}\n`, () => setTimeout(() => res.socket?.destroy(), 20));
+        return;
+      }
       open.push(res); // stays open
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -698,13 +704,13 @@ describe("informer", () => {
     try {
       for (let i = 0; i < 200 && open.length === 0; i++) await sleep(25);
       assert.equal(open.length, 1, "watching again at the end");
-      assert.deepEqual(seen, ["add a@1", "add b@3", "update a@4", "update a@5", "delete b"]);
-      assert.deepEqual(watchRVs, ["2", "2", "4", "6"], "watch from the list's version, from the last event's, and after the relist");
-      assert.equal(listCalls, 3, "initial list, relist after the 500, relist after the 410");
-      assert.equal(syncs, 3);
-      assert.deepEqual(inf.list().map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`), ["a@5"]);
+      assert.deepEqual(seen, ["add a@1", "add b@3", "update a@4", "update a@5", "delete b", "update a@7"]);
+      assert.deepEqual(watchRVs, ["2", "2", "4", "6", "8"], "watch from the list's version, from the last event's, and after each relist");
+      assert.equal(listCalls, 4, "initial list, relists after the 500, the 410 and the reset");
+      assert.equal(syncs, 4);
+      assert.deepEqual(inf.list().map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`), ["a@7"]);
       const restarts = (await metrics.informerRestarts.get()).values.reduce((n, v) => n + v.value, 0);
-      assert.equal(restarts, 1, "the 500 counted as a restart; the 410 is a normal relist");
+      assert.equal(restarts, 2, "the 500 and the reset count as restarts; the 410 is a normal relist");
     } finally {
       for (const res of open) res.destroy();
       await inf.stop();

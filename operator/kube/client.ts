@@ -299,6 +299,9 @@ export class KubeClient {
         // than this is dead (a half-open TCP connection after a network partition).
         res.setTimeout(((query.timeoutSeconds ?? 300) + 90) * 1000, () => req.destroy(new Error(`watch ${path}: no data, connection presumed dead`)));
         const lines = createInterface({ input: res, crlfDelay: Infinity });
+        // readline re-emits the response's errors (a reset connection): without a listener
+        // that would be an uncaught exception.
+        lines.on("error", done);
         lines.on("line", (line) => {
           if (!line.trim()) return;
           let ev: WatchEvent<T>;
