@@ -77,6 +77,8 @@ function startHttp(cfg: OperatorConfig, metrics: OperatorMetrics, ready: () => b
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(cfg.metricsPort, cfg.metricsAddress, () => {
+      server.off("error", reject);
+      server.on("error", (err) => log.error({ err: err.message }, "metrics server error"));
       const a = server.address();
       log.info({ address: cfg.metricsAddress, port: typeof a === "object" && a ? a.port : cfg.metricsPort }, "serving /metrics /healthz /readyz");
       resolve(server);

@@ -260,6 +260,9 @@ export class WorkerPoolController {
   private async secretValue(namespace: string, ref: { name: string; key: string }, what: string): Promise<{ value?: string; problem?: Problem }> {
     const ttl = this.o.secretTtlMs ?? 60_000;
     const id = `${namespace}/${ref.name}`;
+    if (this.secrets.size > 256) {
+      for (const [k, v] of this.secrets) if (Date.now() - v.at > ttl) this.secrets.delete(k);
+    }
     let e = this.secrets.get(id);
     if (!e || Date.now() - e.at > (e.data ? ttl : Math.min(ttl, 10_000))) {
       try {

@@ -168,7 +168,11 @@ export class MetricsApiServer {
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.o.port, this.o.host, () => resolve());
+      server.listen(this.o.port, this.o.host, () => {
+        server.off("error", reject);
+        server.on("error", (err) => this.o.log?.error({ err: err.message }, "external metrics API server error"));
+        resolve();
+      });
     });
     const addr = server.address();
     const port = typeof addr === "object" && addr ? addr.port : this.o.port;

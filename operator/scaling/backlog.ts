@@ -230,7 +230,11 @@ export class BacklogPoller {
       p.inFlight = false;
     }
     if (p.stopped) return;
-    this.hooks.onSample(t.key, p.sample);
+    try {
+      this.hooks.onSample(t.key, p.sample);
+    } catch (err) {
+      this.log?.error({ pool: t.key, err: String(err) }, "backlog sample handler failed");
+    }
     this.schedule(p, t.pollSeconds * 1000);
   }
 }
