@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
-import { Consumer, PipelineKeys, Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
+import { Consumer, PipelineKeys, Producer, QueueAdmin, QueueKeys, connectRedis, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import {
   JobRecorder, MIGRATIONS, RECORDER_GROUP, createPool, foldEvents, migrate, parseEntry, startRecorder, writeBatch,
   type RawEntry, type RecorderOptions,
@@ -24,7 +24,13 @@ interface JobRow {
   error: string | null;
   dead_reason: string | null;
   attempts: number;
+  max_attempts: number | null;
   stalls: number;
+  parent_id: string | null;
+  due_at: Date | null;
+  progress: number | null;
+  progress_message: string | null;
+  progress_at: Date | null;
   created_at: Date | null;
   started_at: Date | null;
   finished_at: Date | null;
@@ -136,16 +142,16 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const pools = Array.from({ length: 4 }, () => createPool(db.url, { maxConnections: 2 }));
     try {
       const applied = await Promise.all(pools.map((p) => migrate(p)));
-      assert.equal(applied.flat().length, 1, "exactly one worker applied migration 1");
+      assert.deepEqual(applied.flat().sort(), MIGRATIONS.map((m) => m.id), "each migration applied by exactly one worker");
       assert.deepEqual(await migrate(pools[0]!), [], "a second run applies nothing");
       const tables = await pgServer.query<{ table_name: string }>(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name", [], db.name);
       assert.deepEqual(tables.map((t) => t.table_name), ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"]);
       const migrations = await pgServer.query<{ id: number }>("SELECT id FROM conveyor_migrations", [], db.name);
-      assert.deepEqual(migrations.map((m) => m.id), [1]);
+      assert.deepEqual(migrations.map((m) => m.id).sort(), [1, 2]);
       // A later release appends a migration: only that one runs.
-      const extra = { id: 2, name: "extra", sql: "CREATE TABLE conveyor_extra (x int)" };
-      assert.deepEqual(await migrate(pools[1]!, [...MIGRATIONS, extra]), [2]);
+      const extra = { id: 99, name: "extra", sql: "CREATE TABLE conveyor_extra (x int)" };
+      assert.deepEqual(await migrate(pools[1]!, [...MIGRATIONS, extra]), [99]);
       assert.deepEqual(await migrate(pools[2]!, [...MIGRATIONS, extra]), []);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
@@ -215,7 +221,8 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await producer.enqueue(qa, { n: 7 }, { id: "final", attempts: 5 });
     assert.equal(await w1.fail(await claimOne(w1, "final"), boom, { retryable: false, retryDelayMs: 0 }), "dead");
     // Still waiting to run.
-    await producer.enqueue(qa, { n: 8 }, { id: "waiting", delayMs: 3_600_000 });
+    const enqueuedAt = Date.now();
+    await producer.enqueue(qa, { n: 8 }, { id: "waiting", delayMs: 3_600_000, attempts: 7 });
 
     await waitDrained(p);
     let jobs = await jobRows(db.name, p);
@@ -261,9 +268,21 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.match(jobs.get("final")?.dead_reason ?? "", /^not retryable: it broke/);
     assert.ok(jobs.get("final")?.finished_at);
 
-    assert.deepEqual(pick(jobs.get("waiting")), { queue: qa, state: "queued", result: null, attempts: 0, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("waiting")), { queue: qa, state: "delayed", result: null, attempts: 0, stalls: 0 });
     assert.equal(jobs.get("waiting")?.started_at, null);
+    const due = jobs.get("waiting")!.due_at!.getTime() - jobs.get("waiting")!.created_at!.getTime();
+    assert.equal(due, 3_600_000, "due_at is the enqueue time plus the delay");
+    assert.ok(jobs.get("waiting")!.created_at!.getTime() >= enqueuedAt);
     assert.equal(attempts.get("waiting"), undefined);
+
+    // Max attempts as enqueued (the default is 3); kept across stages and a dead-letter retry.
+    const maxAttempts = Object.fromEntries([...jobs].map(([id, r]) => [id, r.max_attempts]));
+    assert.deepEqual(maxAttempts, { ok: 3, retry: 3, dead: 1, handback: 3, stall: 3, chain: 3, final: 5, waiting: 7 });
+    // due_at belongs to the delayed/retrying states; nothing here ran from a fan-out.
+    for (const [id, r] of jobs) {
+      if (id !== "waiting") assert.equal(r.due_at, null, id);
+      assert.equal(r.parent_id, null, id);
+    }
 
     const stats = rec.stats();
     assert.equal(stats.rejected, 0);
@@ -324,11 +343,24 @@ describe("job records (PostgreSQL through the outbox)", () => {
     // Real transitions, no recorder: the outbox keeps them.
     const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
     const wb = new Consumer(redis, next, { workerId: "wb", leaseMs: 30_000 });
+    const join = `${p}/join`;
+    const wj = new Consumer(redis, join, { workerId: "wj", leaseMs: 30_000 });
     const ids = Array.from({ length: 40 }, (_, i) => `j${i}`);
     await producer.enqueueMany(q, ids.map((id, i) => ({ id, data: { i }, attempts: 2 })));
+    await producer.enqueue(q, { fan: true }, { id: "fan", attempts: 4 });
+    await producer.enqueue(q, { later: true }, { id: "later", delayMs: 3_600_000 });
+    // Every handler reports progress several times (each execution afresh), then ends.
+    const report = async (c: Consumer, job: ClaimedJob, steps: number) => {
+      for (let k = 1; k <= steps; k++) assert.equal(await c.progress(job, k / 5, `step ${k} of ${job.id} try ${job.attempt}`), true);
+    };
     for (let round = 0; round < 3; round++) {
       const { jobs } = await w.claim(100);
       for (const job of jobs) {
+        await report(w, job, 2 + round);
+        if (job.id === "fan") {
+          assert.equal(await w.fanOut(job, [{ c: 1 }, { c: 2 }, { c: 3 }], next, join), 3);
+          continue;
+        }
         const i = Number(job.id.slice(1));
         if (i % 4 === 0) await w.fail(job, { name: "E", message: `fail ${job.attempt}` }, { retryable: true, retryDelayMs: 0 });
         else if (i % 4 === 1) await w.release(job, "shutdown");
@@ -336,7 +368,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
         else await w.complete(job, i);
       }
     }
-    for (const job of (await wb.claim(100)).jobs) await wb.complete(job, "b");
+    for (const job of (await wb.claim(100)).jobs) {
+      await report(wb, job, 4);
+      await wb.complete(job, "b");
+    }
+    for (const job of (await wj.claim(10)).jobs) await wj.complete(job, "joined");
 
     const entries = (await redis.xrange(new PipelineKeys(p).outbox, "-", "+")) as RawEntry[];
     assert.ok(entries.length > 150, `entries: ${entries.length}`);
@@ -372,15 +408,212 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const shuffled = [...chunks, ...chunks.filter(() => rand() < 0.33)].sort(() => rand() - 0.5);
     const scrambled = await applyAll(shuffled);
 
-    assert.equal(inOrder.jobs.length, 40);
+    assert.equal(inOrder.jobs.length, 40 + 1 + 3 + 1 + 1, "40 jobs, the parent, its 3 children and join, the delayed one");
     assert.deepEqual(reversed, inOrder);
     assert.deepEqual(scrambled, inOrder);
-    const byId = new Map(inOrder.jobs.map((r) => [r.id as string, r]));
+    const byId = new Map((inOrder.jobs as unknown as JobRow[]).map((r) => [r.id, r]));
     assert.equal(byId.get("j3")?.state, "completed");
     assert.equal(byId.get("j2")?.state, "completed");
     assert.equal(byId.get("j2")?.queue, next);
     assert.equal(byId.get("j0")?.state, "dead");
     assert.equal(byId.get("j1")?.state, "queued", "handed back in every round");
+    // Progress: the last report of the latest execution, whatever the delivery order.
+    const progressOf = (id: string) => [byId.get(id)?.progress, byId.get(id)?.progress_message];
+    assert.deepEqual(progressOf("j3"), [0.4, "step 2 of j3 try 1"], "completed in round 0 after 2 reports");
+    assert.deepEqual(progressOf("j0"), [0.6, "step 3 of j0 try 2"], "died in round 1, its second execution");
+    assert.deepEqual(progressOf("j1"), [0.8, "step 4 of j1 try 1"], "handed back in round 2");
+    assert.deepEqual(progressOf("j2"), [0.8, "step 4 of j2 try 1"], "reported afresh at its second stage");
+    assert.deepEqual(progressOf("later"), [null, null], "never ran");
+    assert.ok(byId.get("j3")!.progress_at! <= byId.get("j3")!.finished_at!);
+    assert.deepEqual([byId.get("later")?.state, byId.get("later")?.max_attempts], ["delayed", 3]);
+    // The fan-out: the parent completed with its child count; children and join name it.
+    assert.deepEqual([byId.get("fan")?.state, byId.get("fan")?.result, byId.get("fan")?.max_attempts], ["completed", '{"children":3}', 4]);
+    for (const id of ["fan:1", "fan:2", "fan:3"]) {
+      const child = byId.get(id)!;
+      assert.deepEqual([child.parent_id, child.queue, child.state, child.result], ["fan", next, "completed", '"b"'], id);
+      assert.ok(child.created_at, `${id} has its own history`);
+    }
+    const joined = byId.get("fan:join")!;
+    assert.deepEqual([joined.parent_id, joined.queue, joined.state, joined.result], ["fan", join, "completed", '"joined"']);
+    assert.deepEqual((JSON.parse(joined.data!) as { results: unknown[] }).results.length, 3);
+    assert.equal(byId.get("j2")?.parent_id, null, "a stage hand-over is not a child");
+  });
+
+  test("progress: the latest report of the latest execution, one row write per batch however chatty", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const rec = recorder(db.url, [p]);
+    await rec.start();
+    const w = new Consumer(redis, p, { workerId: "w", leaseMs: 30_000 });
+    await producer.enqueue(p, 1, { id: "chatty", attempts: 2 });
+    const [first] = (await w.claim(1)).jobs;
+    await waitDrained(p);
+    const row = async () => (await jobRows(db.name, p)).get("chatty")!;
+    assert.deepEqual([(await row()).state, (await row()).progress, (await row()).progress_message], ["active", null, null]);
+
+    await w.progress(first!, 0.25, "reading");
+    await w.progress(first!, 0.5, "");
+    await waitDrained(p);
+    let r = await row();
+    assert.deepEqual([r.state, r.progress, r.progress_message], ["active", 0.5, null], "an empty message is recorded as none");
+    assert.ok(r.progress_at);
+    const updatedBefore = (await pgServer.query<{ updated_at: Date; last_event: string }>(
+      "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1", [p], db.name))[0]!;
+
+    // A failed execution keeps its last report visible while it waits to retry; the next
+    // execution starts from none.
+    await w.progress(first!, 0.6, "almost");
+    await waitDrained(p);
+    const after = (await pgServer.query<{ updated_at: Date; last_event: string }>(
+      "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1", [p], db.name))[0]!;
+    assert.deepEqual(after, updatedBefore, "a progress report is not a transition: updated_at and last_event stay");
+    assert.equal(await w.fail(first!, { name: "E", message: "no" }, { retryable: true, retryDelayMs: 3_600_000 }), "retry");
+    await waitDrained(p);
+    r = await row();
+    assert.deepEqual([r.state, r.progress, r.progress_message], ["retrying", 0.6, "almost"]);
+    assert.ok(r.due_at && r.due_at.getTime() > Date.now() + 3_000_000, "a retry's due time is recorded too");
+    await redis.zadd(new QueueKeys(p).delayed, 0, "chatty"); // make the retry due now
+    const [second] = (await w.claim(1)).jobs;
+    assert.equal(second?.attempt, 2);
+    await waitDrained(p);
+    r = await row();
+    assert.deepEqual([r.state, r.progress, r.due_at], ["active", null, null]);
+
+    // A chatty handler: 300 reports between two reads of the recorder fold into one row write.
+    await rec.stop();
+    for (let k = 1; k <= 300; k++) await w.progress(second!, k / 300, `page ${k}`);
+    assert.equal(await w.progress({ id: "chatty", token: first!.token }, 0.01, "stale execution"), false, "fenced: nothing recorded");
+    const entries = (await redis.xrange(new PipelineKeys(p).outbox, "-", "+")) as RawEntry[];
+    const folded = foldEvents(entries.flatMap((e) => parseEntry(p, e) ?? []));
+    assert.equal(entries.length, 300);
+    assert.equal(folded.jobs.length, 1, "one job patch");
+    assert.equal(folded.attempts.length, 0, "progress does not touch the executions table");
+    const next = recorder(db.url, [p], { batchSize: 500 });
+    await next.start();
+    await waitDrained(p);
+    assert.equal(next.stats().batches, 1, "one transaction");
+    r = await row();
+    assert.deepEqual([r.state, r.progress, r.progress_message], ["active", 1, "page 300"]);
+    await w.complete(second!, "done");
+    await waitDrained(p);
+    r = await row();
+    assert.deepEqual([r.state, r.progress, r.progress_message, r.max_attempts], ["completed", 1, "page 300", 2], "the last report stays after completion");
+  });
+
+  test("a report that reaches PostgreSQL before its job's transitions still gives the right row", async () => {
+    const p = fresh();
+    const db = await newDatabase();
+    const pool = createPool(db.url);
+    try {
+      await migrate(pool);
+      const e = (id: string, ...fields: string[]) => parseEntry(p, [id, fields])!;
+      const enq = e("100-0", "type", "enqueued", "id", "j", "queue", p, "at", "100", "data", "{}", "attempts", "3");
+      const start = e("200-0", "type", "started", "id", "j", "queue", p, "at", "200", "token", "1", "attempt", "1", "worker", "w");
+      const p1 = e("300-0", "type", "progress", "id", "j", "queue", p, "at", "300", "token", "1", "progress", "0.3", "message", "a");
+      const p2 = e("400-0", "type", "progress", "id", "j", "queue", p, "at", "400", "token", "1", "progress", "0.7", "message", "b");
+      const bad = e("450-0", "type", "progress", "id", "j", "queue", p, "at", "450", "token", "1", "progress", "70", "message", "percent?");
+      // Only reports so far (the transitions are in another recorder's batch): a provisional row.
+      await writeBatch(pool, foldEvents([p2]));
+      await writeBatch(pool, foldEvents([p1]));
+      const rows = () => pgServer.query<JobRow & { last_event: string; updated_at: Date }>("SELECT * FROM conveyor_jobs", [], db.name);
+      let [row] = await rows();
+      assert.deepEqual([row!.state, row!.progress, row!.progress_message, row!.last_event, row!.created_at], ["active", 0.7, "b", "400-0", null]);
+      // The transitions arrive late: they take over the row, and the newer report stays.
+      await writeBatch(pool, foldEvents([start]));
+      await writeBatch(pool, foldEvents([enq]));
+      [row] = await rows();
+      assert.deepEqual([row!.state, row!.progress, row!.progress_message, row!.last_event, row!.attempts, row!.max_attempts],
+        ["active", 0.7, "b", "200-0", 1, 3]);
+      assert.equal(row!.created_at?.getTime(), 100);
+      assert.equal(row!.updated_at.getTime(), 200);
+      // A report whose fraction is not one (0..1) keeps its message and records no fraction.
+      await writeBatch(pool, foldEvents([bad]));
+      [row] = await rows();
+      assert.deepEqual([row!.progress, row!.progress_message], [null, "percent?"]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  test("a fan-out: the parent, each child (also dead-lettered and revived) and the join are recorded", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const [split, work, join] = [`${p}/split`, `${p}/work`, `${p}/join`];
+    const rec = recorder(db.url, [p]);
+    await rec.start();
+    const ws = new Consumer(redis, split, { workerId: "ws", leaseMs: 30_000 });
+    const ww = new Consumer(redis, work, { workerId: "ww", leaseMs: 30_000 });
+    const wj = new Consumer(redis, join, { workerId: "wj", leaseMs: 30_000 });
+    await producer.enqueue(split, { doc: 1 }, { id: "doc", attempts: 1 });
+    await producer.enqueue(split, { doc: 2 }, { id: "empty" });
+    for (const job of (await ws.claim(10)).jobs) {
+      const children = job.id === "doc" ? [{ page: 1 }, { page: 2 }, { page: 3 }] : [];
+      assert.equal(await ws.fanOut(job, children, work, join), children.length);
+    }
+    // Children inherit the parent's single attempt: page 2 fails into dead letters (it still finishes).
+    for (const job of (await ww.claim(10)).jobs) {
+      if (job.id === "doc:2") assert.equal(await ww.fail(job, { name: "E", message: "torn page" }, { retryable: true, retryDelayMs: 0 }), "dead");
+      else assert.equal(await ww.complete(job, { words: Number(job.id.slice(-1)) * 100 }), true);
+    }
+    const joins = (await wj.claim(10)).jobs;
+    assert.deepEqual(joins.map((j) => j.id).sort(), ["doc:join", "empty:join"]);
+    for (const job of joins) assert.equal(await wj.complete(job, "merged"), true);
+    await waitDrained(p);
+    // The dead child is revived from dead letters: still the parent's child.
+    assert.equal(await admin.retryDead(work, ["doc:2"]), 1);
+    const revived = (await ww.claim(1)).jobs[0]!;
+    assert.equal(await ww.complete(revived, { words: 200 }), true);
+    await waitDrained(p);
+
+    const jobs = await jobRows(db.name, p);
+    assert.deepEqual([...jobs.keys()].sort(), ["doc", "doc:1", "doc:2", "doc:3", "doc:join", "empty", "empty:join"]);
+    const parent = jobs.get("doc")!;
+    assert.deepEqual([parent.queue, parent.state, parent.result, parent.parent_id], [split, "completed", '{"children":3}', null]);
+    assert.deepEqual(jobs.get("empty")?.result, '{"children":0}');
+    for (const id of ["doc:1", "doc:2", "doc:3"]) {
+      const child = jobs.get(id)!;
+      assert.deepEqual([child.parent_id, child.queue, child.state], ["doc", work, "completed"], id);
+      assert.equal(child.data, JSON.stringify({ page: Number(id.slice(-1)) }));
+      assert.equal(child.created_at?.getTime(), parent.finished_at?.getTime(), `${id} was created by the fan-out`);
+    }
+    assert.match(jobs.get("doc:2")?.error ?? "", /torn page/, "the revived child's earlier failure stays visible");
+    const docJoin = jobs.get("doc:join")!;
+    assert.deepEqual([docJoin.parent_id, docJoin.queue, docJoin.state, docJoin.result], ["doc", join, "completed", '"merged"']);
+    assert.deepEqual(JSON.parse(docJoin.data!), {
+      parent: "doc",
+      results: [{ id: "doc:1", result: { words: 100 } }, { id: "doc:2", error: "attempts exhausted (1/1): torn page" }, { id: "doc:3", result: { words: 300 } }],
+    });
+    assert.ok(docJoin.created_at);
+    assert.deepEqual([jobs.get("empty:join")?.parent_id, jobs.get("empty:join")?.state], ["empty", "completed"]);
+    // What the parent_id index is for: a fan-out's children (the join is `<parent>:join`).
+    const kids = await pgServer.query<{ id: string; state: string }>(
+      "SELECT id, state FROM conveyor_jobs WHERE pipeline = $1 AND parent_id = $2 AND id <> $2 || ':join' ORDER BY id", [p, "doc"], db.name);
+    assert.deepEqual(kids, [{ id: "doc:1", state: "completed" }, { id: "doc:2", state: "completed" }, { id: "doc:3", state: "completed" }]);
+    assert.equal(rec.stats().rejected, 0);
+  });
+
+  test("migration 2 upgrades a database recorded by migration 1 alone, keeping its rows", async () => {
+    const db = await newDatabase();
+    const pool = createPool(db.url);
+    try {
+      assert.deepEqual(await migrate(pool, MIGRATIONS.slice(0, 1)), [1]);
+      await pgServer.query(`INSERT INTO conveyor_jobs (pipeline, id, queue, state, data, attempts, updated_at, last_event, v_event, v_data, v_created, created_at)
+        VALUES ('p', 'old', 'p', 'queued', '{}', 0, to_timestamp(1), '1-0', 100000000000000000000, 100000000000000000000, 100000000000000000000, to_timestamp(1))`, [], db.name);
+      assert.deepEqual(await migrate(pool), [2]);
+      assert.deepEqual(await migrate(pool), [], "and only once");
+      const [old] = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name);
+      assert.deepEqual([old!.state, old!.data, old!.progress, old!.max_attempts, old!.parent_id, old!.due_at], ["queued", "{}", null, null, null, null]);
+      // The old row takes new events; the widened state check accepts `delayed`, and still refuses nonsense.
+      await writeBatch(pool, foldEvents([parseEntry("p", ["2-0", ["type", "enqueued", "id", "new", "queue", "p", "at", "2", "data", "1", "attempts", "2", "due", "60000"]])!,
+        parseEntry("p", ["3-0", ["type", "started", "id", "old", "queue", "p", "at", "3", "token", "9", "attempt", "1", "worker", "w"]])!,
+        parseEntry("p", ["4-0", ["type", "progress", "id", "old", "queue", "p", "at", "4", "token", "9", "progress", "0.5", "message", "half"]])!]));
+      const rows = new Map((await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name)).map((r) => [r.id, r]));
+      assert.deepEqual([rows.get("old")?.state, rows.get("old")?.progress, rows.get("old")?.data], ["active", 0.5, "{}"]);
+      assert.deepEqual([rows.get("new")?.state, rows.get("new")?.due_at?.getTime(), rows.get("new")?.max_attempts], ["delayed", 60000, 2]);
+      await assert.rejects(pgServer.query("UPDATE conveyor_jobs SET state = 'lost'", [], db.name), /check constraint/);
+    } finally {
+      await pool.end();
+    }
   });
 
   test("two recorders drain one outbox concurrently: every job recorded once, final states right", async () => {

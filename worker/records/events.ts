@@ -3,10 +3,10 @@
 // knows their fields. A batch is folded into at most one patch per job and one per execution,
 // in stream order, so one multi-row upsert per table writes the whole batch.
 
-export const EVENT_TYPES = ["enqueued", "started", "completed", "retried", "dead", "handedBack", "deferred", "stalled"] as const;
+export const EVENT_TYPES = ["enqueued", "started", "progress", "completed", "retried", "dead", "handedBack", "deferred", "stalled"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
-/** Entries that change nothing recorded (progress reports): acknowledged and skipped. */
-export const IGNORED_TYPES: readonly string[] = ["progress"];
+/** Entries that change nothing recorded: acknowledged and skipped (none at present). */
+export const IGNORED_TYPES: readonly string[] = [];
 
 /** A raw stream entry as XREADGROUP/XAUTOCLAIM return it (fields null when the entry was trimmed). */
 export type RawEntry = [id: string, fields: string[] | null];
@@ -76,17 +76,32 @@ export interface Versioned<T> {
   v: string;
 }
 
-export type JobState = "queued" | "active" | "retrying" | "completed" | "dead";
+export type JobState = "queued" | "delayed" | "active" | "retrying" | "completed" | "dead";
+
+/** The latest progress report of a job's latest execution. */
+export interface Progress {
+  fraction: number | null;
+  message: string | null;
+  at: number | null;
+}
+
+/** Set when a job's history starts: its first enqueue, and the job that fanned it out (if any). */
+export interface Origin {
+  createdAt: number | null;
+  parentId: string | null;
+}
 
 /** What a batch does to one conveyor_jobs row. */
 export interface JobPatch {
   pipeline: string;
   id: string;
-  // Set by every event (version v_event).
+  // Set by every transition (version v_event); progress reports leave them alone (see progress()).
   queue: string;
   state: JobState;
   deadReason: string | null;
   finishedAt: number | null;
+  /** When a delayed or retrying job becomes ready (the entry's `due`). */
+  dueAt: number | null;
   updatedAt: number;
   lastEvent: string;
   v: string;
@@ -95,9 +110,11 @@ export interface JobPatch {
   result?: Versioned<string | null>;
   error?: Versioned<string | null>;
   attempts?: Versioned<number>;
+  maxAttempts?: Versioned<number | null>;
   stalls?: Versioned<number>;
-  createdAt?: Versioned<number | null>;
+  origin?: Versioned<Origin>;
   startedAt?: Versioned<number | null>;
+  progress?: Versioned<Progress>;
 }
 
 export type AttemptOutcome = "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled";
@@ -137,7 +154,14 @@ function errorMessage(errorJson: string | undefined): string | null {
   }
 }
 
-const STATE: Record<EventType, JobState> = {
+/** A progress fraction (0..1) as the entry carries it, or null when it is not one (the report's message is still kept). */
+function fraction(s: string | undefined): number | null {
+  if (s === undefined || s.trim() === "") return null;
+  const n = Number(s);
+  return Number.isFinite(n) && n >= 0 && n <= 1 ? n : null;
+}
+
+const STATE: Record<Exclude<EventType, "progress">, JobState> = {
   enqueued: "queued",
   started: "active",
   completed: "completed",
@@ -148,37 +172,94 @@ const STATE: Record<EventType, JobState> = {
   stalled: "queued",
 };
 
+/**
+ * Where an enqueued entry comes from (`from`): nothing (a producer's enqueue: a new job), `dead`
+ * (a dead-letter retry), `fan-in` (the join `<parent>:join`), the parent's id (a fan-out child
+ * `<parent>:<n>`), or the previous queue (a stage hand-over: same job, next stage). A fan-out
+ * child is told from a hand-over by its id, and a queue name of the pipeline always means a
+ * hand-over.
+ */
+function enqueueOrigin(e: OutboxEvent): { newHistory: boolean; parentId: string | null } {
+  const from = e.fields.from;
+  if (!from) return { newHistory: true, parentId: null };
+  if (from === "fan-in" && e.id.endsWith(":join")) return { newHistory: true, parentId: e.id.slice(0, -":join".length) };
+  if (from === "dead") return { newHistory: false, parentId: null };
+  const isQueue = from === e.pipeline || from.startsWith(`${e.pipeline}/`);
+  if (!isQueue && e.id.startsWith(`${from}:`) && /^[1-9]\d*$/.test(e.id.slice(from.length + 1))) return { newHistory: true, parentId: from };
+  return { newHistory: false, parentId: null };
+}
+
+// Progress reports are not transitions: they never set the v_event group of an existing row.
+// A row that no transition has reached yet (its enqueue and start are in another recorder's
+// batch, or were made before records were on) still needs one, so a report creates it with a
+// placeholder at a version below every transition's — any transition replaces it — and above
+// the placeholders of earlier reports, so the result does not depend on the delivery order.
+const PLACEHOLDER_OFFSET = 10n ** 40n; // > any stream version (ms < 10^14 → version < 10^34)
+
+function isPlaceholder(p: JobPatch): boolean {
+  return p.v.startsWith("-");
+}
+
+function progress(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
+  const f = e.fields;
+  const patch: JobPatch = p && !isPlaceholder(p)
+    ? { ...p }
+    : {
+        ...(p ?? { pipeline: e.pipeline, id: e.id }),
+        queue: e.queue,
+        state: "active", // only the holder of a lease reports progress
+        deadReason: null,
+        finishedAt: null,
+        dueAt: null,
+        updatedAt: e.at,
+        lastEvent: e.streamId,
+        v: (BigInt(e.version) - PLACEHOLDER_OFFSET).toString(),
+      };
+  patch.progress = { value: { fraction: fraction(f.progress), message: f.message || null, at: e.at }, v: e.version };
+  return patch;
+}
+
 function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
+  if (e.type === "progress") return progress(p, e);
   const f = e.fields;
   const v = e.version;
   const set = <T>(value: T): Versioned<T> => ({ value, v });
+  const due = e.type === "enqueued" || e.type === "retried" ? int(f.due) : null;
   const patch: JobPatch = {
     ...(p ?? { pipeline: e.pipeline, id: e.id }),
     queue: e.queue,
-    state: STATE[e.type],
+    state: e.type === "enqueued" && due !== null ? "delayed" : STATE[e.type],
     deadReason: e.type === "dead" ? (f.reason || errorMessage(f.error) || "dead") : null,
     finishedAt: e.type === "dead" || e.type === "completed" ? e.at : null,
+    dueAt: due,
     updatedAt: e.at,
     lastEvent: e.streamId,
     v,
   } as JobPatch;
+  const noProgress = set<Progress>({ fraction: null, message: null, at: null });
   switch (e.type) {
-    case "enqueued":
+    case "enqueued": {
       patch.data = set(f.data ?? null);
       patch.attempts = set(0);
       patch.stalls = set(0);
       patch.startedAt = set(null);
-      if (!f.from) {
-        // A new job (or an id reused after its record expired): a new history.
-        patch.createdAt = set(e.at);
+      patch.progress = noProgress;
+      const origin = enqueueOrigin(e);
+      const maxAttempts = int(f.attempts);
+      if (maxAttempts !== null || origin.newHistory) patch.maxAttempts = set(maxAttempts);
+      if (origin.newHistory) {
+        // A new job (or an id reused after its record expired), a fan-out child, or a join: a new history.
+        patch.origin = set({ createdAt: e.at, parentId: origin.parentId });
         patch.result = set(null);
         patch.error = set(null);
       }
       break;
+    }
     case "started": {
       const attempt = int(f.attempt);
       if (attempt !== null) patch.attempts = set(attempt);
       patch.startedAt = set(e.at);
+      patch.progress = noProgress; // a new execution reports afresh
       break;
     }
     case "completed":
@@ -242,7 +323,10 @@ export interface FoldedBatch {
   attempts: AttemptPatch[];
 }
 
-/** Fold events (in stream order) into one patch per job and per execution. */
+/**
+ * Fold events (in stream order) into one patch per job and per execution. A handler's many
+ * progress reports in one batch become one patch, so they cost one row update, not one each.
+ */
 export function foldEvents(events: readonly OutboxEvent[]): FoldedBatch {
   const jobs = new Map<string, JobPatch>();
   const attempts = new Map<string, AttemptPatch>();
@@ -250,7 +334,7 @@ export function foldEvents(events: readonly OutboxEvent[]): FoldedBatch {
     const jk = `${e.pipeline}\u0000${e.id}`;
     jobs.set(jk, applyToJob(jobs.get(jk), e));
     const token = e.fields.token;
-    if (e.type !== "enqueued" && token) {
+    if (e.type !== "enqueued" && e.type !== "progress" && token) {
       const ak = `${jk}\u0000${token}`;
       attempts.set(ak, applyToAttempt(attempts.get(ak), e, token));
     }

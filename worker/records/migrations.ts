@@ -65,6 +65,27 @@ CREATE TABLE conveyor_attempts (
 );
 `,
   },
+  {
+    // Progress reports, max attempts and due times, fan-out parents, and the state `delayed`.
+    // Adding nullable columns without defaults rewrites nothing; the new CHECK only widens the
+    // old one (PostgreSQL's own name for migration 1's column constraint).
+    id: 2,
+    name: "progress, max attempts, due times, fan-out parents",
+    sql: `
+ALTER TABLE conveyor_jobs
+  ADD COLUMN max_attempts     integer,
+  ADD COLUMN due_at           timestamptz,
+  ADD COLUMN parent_id        text,
+  ADD COLUMN progress         real,
+  ADD COLUMN progress_message text,
+  ADD COLUMN progress_at      timestamptz,
+  ADD COLUMN v_max_attempts   numeric,
+  ADD COLUMN v_progress       numeric,
+  DROP CONSTRAINT conveyor_jobs_state_check,
+  ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'delayed', 'active', 'retrying', 'completed', 'dead'));
+CREATE INDEX conveyor_jobs_parent ON conveyor_jobs (pipeline, parent_id) WHERE parent_id IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

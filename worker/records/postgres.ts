@@ -89,29 +89,71 @@ const pick = (col: string, v: string, t: string) => `${col} = CASE WHEN ${newer(
 const latest = (v: string, t: string) => `${v} = GREATEST(${t}.${v}, excluded.${v})`;
 
 const JOB_GROUPS: [string[], string][] = [
-  [["queue", "state", "dead_reason", "finished_at", "updated_at", "last_event"], "v_event"],
+  [["queue", "state", "dead_reason", "finished_at", "due_at", "updated_at", "last_event"], "v_event"],
   [["data"], "v_data"],
   [["result"], "v_result"],
   [["error"], "v_error"],
   [["attempts"], "v_attempts"],
+  [["max_attempts"], "v_max_attempts"],
   [["stalls"], "v_stalls"],
-  [["created_at"], "v_created"],
+  [["created_at", "parent_id"], "v_created"],
   [["started_at"], "v_started"],
+  [["progress", "progress_message", "progress_at"], "v_progress"],
 ];
 
 const ts = (c: string) => `to_timestamp(${c} / 1000.0)`;
 
+/** A conveyor_jobs column as one unnest() array: its element type, how it is inserted, and its value per patch. */
+interface JobColumn {
+  name: string;
+  type: string;
+  insert?: string;
+  get: (r: JobPatch) => unknown;
+}
+
+const time = (name: string, get: (r: JobPatch) => number | null | undefined): JobColumn => ({ name, type: "float8", insert: ts(name), get: (r) => get(r) ?? null });
+
+const JOB_COLUMNS: JobColumn[] = [
+  { name: "pipeline", type: "text", get: (r) => r.pipeline },
+  { name: "id", type: "text", get: (r) => r.id },
+  { name: "queue", type: "text", get: (r) => r.queue },
+  { name: "state", type: "text", get: (r) => r.state },
+  { name: "dead_reason", type: "text", get: (r) => r.deadReason },
+  time("finished_at", (r) => r.finishedAt),
+  time("due_at", (r) => r.dueAt),
+  time("updated_at", (r) => r.updatedAt),
+  { name: "last_event", type: "text", get: (r) => r.lastEvent },
+  { name: "v_event", type: "numeric", get: (r) => r.v },
+  { name: "data", type: "text", get: (r) => r.data?.value ?? null },
+  { name: "v_data", type: "numeric", get: (r) => r.data?.v ?? null },
+  { name: "result", type: "text", get: (r) => r.result?.value ?? null },
+  { name: "v_result", type: "numeric", get: (r) => r.result?.v ?? null },
+  { name: "error", type: "text", get: (r) => r.error?.value ?? null },
+  { name: "v_error", type: "numeric", get: (r) => r.error?.v ?? null },
+  { name: "attempts", type: "int", insert: "COALESCE(attempts, 0)", get: (r) => r.attempts?.value ?? null },
+  { name: "v_attempts", type: "numeric", get: (r) => r.attempts?.v ?? null },
+  { name: "max_attempts", type: "int", get: (r) => r.maxAttempts?.value ?? null },
+  { name: "v_max_attempts", type: "numeric", get: (r) => r.maxAttempts?.v ?? null },
+  { name: "stalls", type: "int", insert: "COALESCE(stalls, 0)", get: (r) => r.stalls?.value ?? null },
+  { name: "v_stalls", type: "numeric", get: (r) => r.stalls?.v ?? null },
+  time("created_at", (r) => r.origin?.value.createdAt),
+  { name: "parent_id", type: "text", get: (r) => r.origin?.value.parentId ?? null },
+  { name: "v_created", type: "numeric", get: (r) => r.origin?.v ?? null },
+  time("started_at", (r) => r.startedAt?.value),
+  { name: "v_started", type: "numeric", get: (r) => r.startedAt?.v ?? null },
+  { name: "progress", type: "real", get: (r) => r.progress?.value.fraction ?? null },
+  { name: "progress_message", type: "text", get: (r) => r.progress?.value.message ?? null },
+  time("progress_at", (r) => r.progress?.value.at),
+  { name: "v_progress", type: "numeric", get: (r) => r.progress?.v ?? null },
+];
+
+const jobNames = JOB_COLUMNS.map((c) => c.name).join(", ");
+
 const UPSERT_JOBS = `
-INSERT INTO conveyor_jobs AS j (pipeline, id, queue, state, dead_reason, finished_at, updated_at, last_event, v_event,
-  data, v_data, result, v_result, error, v_error, attempts, v_attempts, stalls, v_stalls, created_at, v_created, started_at, v_started)
-SELECT pipeline, id, queue, state, dead_reason, ${ts("finished_at")}, ${ts("updated_at")}, last_event, v_event,
-  data, v_data, result, v_result, error, v_error, COALESCE(attempts, 0), v_attempts, COALESCE(stalls, 0), v_stalls,
-  ${ts("created_at")}, v_created, ${ts("started_at")}, v_started
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::text[], $9::numeric[],
-  $10::text[], $11::numeric[], $12::text[], $13::numeric[], $14::text[], $15::numeric[], $16::int[], $17::numeric[],
-  $18::int[], $19::numeric[], $20::float8[], $21::numeric[], $22::float8[], $23::numeric[])
-  AS t(pipeline, id, queue, state, dead_reason, finished_at, updated_at, last_event, v_event,
-  data, v_data, result, v_result, error, v_error, attempts, v_attempts, stalls, v_stalls, created_at, v_created, started_at, v_started)
+INSERT INTO conveyor_jobs AS j (${jobNames})
+SELECT ${JOB_COLUMNS.map((c) => c.insert ?? c.name).join(", ")}
+FROM unnest(${JOB_COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(", ")})
+  AS t(${jobNames})
 ON CONFLICT (pipeline, id) DO UPDATE SET
   ${JOB_GROUPS.flatMap(([cols, v]) => [...cols.map((c) => pick(c, v, "j")), latest(v, "j")]).join(",\n  ")}`;
 
@@ -133,31 +175,7 @@ function column<T, R>(rows: readonly T[], f: (row: T) => R): R[] {
 }
 
 function jobParams(rows: readonly JobPatch[]): unknown[] {
-  return [
-    column(rows, (r) => r.pipeline),
-    column(rows, (r) => r.id),
-    column(rows, (r) => r.queue),
-    column(rows, (r) => r.state),
-    column(rows, (r) => r.deadReason),
-    column(rows, (r) => r.finishedAt),
-    column(rows, (r) => r.updatedAt),
-    column(rows, (r) => r.lastEvent),
-    column(rows, (r) => r.v),
-    column(rows, (r) => r.data?.value ?? null),
-    column(rows, (r) => r.data?.v ?? null),
-    column(rows, (r) => r.result?.value ?? null),
-    column(rows, (r) => r.result?.v ?? null),
-    column(rows, (r) => r.error?.value ?? null),
-    column(rows, (r) => r.error?.v ?? null),
-    column(rows, (r) => r.attempts?.value ?? null),
-    column(rows, (r) => r.attempts?.v ?? null),
-    column(rows, (r) => r.stalls?.value ?? null),
-    column(rows, (r) => r.stalls?.v ?? null),
-    column(rows, (r) => r.createdAt?.value ?? null),
-    column(rows, (r) => r.createdAt?.v ?? null),
-    column(rows, (r) => r.startedAt?.value ?? null),
-    column(rows, (r) => r.startedAt?.v ?? null),
-  ];
+  return JOB_COLUMNS.map((c) => column(rows, c.get));
 }
 
 function attemptParams(rows: readonly AttemptPatch[]): unknown[] {
