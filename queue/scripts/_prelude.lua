@@ -102,7 +102,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   wake(qk .. 'wake')
   redis.call('DEL', fk)
   if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
-  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'data', data, 'from', 'fan-in'})
+  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'data', data, 'from', 'fan-in', 'attempts', f[4]})
 end
 
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
