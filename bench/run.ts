@@ -30,6 +30,22 @@ function dirtyFiles(): string[] {
   }
 }
 
+/** Runs that failed twice (a crashed or killed process on a shared machine); the rest goes on. */
+const failures: string[] = [];
+
+/** One measurement, tried twice; undefined (and noted) when both attempts fail. */
+async function attempt<T>(what: string, run: () => Promise<T>): Promise<T | undefined> {
+  for (let i = 1; i <= 2; i++) {
+    try {
+      return await run();
+    } catch (err) {
+      progress(`  ${what} failed (attempt ${i}): ${(err as Error).message.split("\n").slice(0, 3).join(" | ")}`);
+    }
+  }
+  failures.push(what);
+  return undefined;
+}
+
 async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const quick = flags.has("quick");
@@ -59,7 +75,8 @@ async function main(): Promise<void> {
     progress("2/7 Redis limit: Conveyor's script mix from a raw pipelined client");
     for (let rep = 0; rep < reps; rep++) {
       for (const mix of rep % 2 === 0 ? (["claim+complete", "complete-and-claim"] as const) : (["complete-and-claim", "claim+complete"] as const)) {
-        const r = await runRawMix(ctx, mix, { jobs: Math.max(jobs, 10_000), batch: 100, rep });
+        const r = await attempt(`raw mix ${mix} rep ${rep}`, () => runRawMix(ctx, mix, { jobs: Math.max(jobs, 10_000), batch: 100, rep }));
+        if (!r) continue;
         progress(`  ${mix} rep ${rep}: ${r.jobsPerSec} jobs/s, Redis ${r.redisCpuUsPerJob} µs/job (Redis-bound ${r.redisBoundJobsPerSec} jobs/s)`);
         rawMix.push(r);
       }
@@ -68,7 +85,8 @@ async function main(): Promise<void> {
     progress("3/7 enqueue rates");
     for (let rep = 0; rep < reps; rep++) {
       for (const name of orderFor(rep)) {
-        const r = await runEnqueue(ctx, name, { single: quick ? 500 : 2000, windowed: jobs, bulk: jobs, rep });
+        const r = await attempt(`enqueue ${name} rep ${rep}`, () => runEnqueue(ctx, name, { single: quick ? 500 : 2000, windowed: jobs, bulk: jobs, rep }));
+        if (!r) continue;
         progress(`  ${name} rep ${rep}: single ${r.singlePerSec}/s, ${64} in flight ${r.windowedPerSec}/s, bulk ${r.bulkPerSec}/s`);
         enqueue.push(r);
       }
@@ -78,7 +96,8 @@ async function main(): Promise<void> {
     for (const concurrency of concurrencies) {
       for (let rep = 0; rep < reps; rep++) {
         for (const name of orderFor(rep)) {
-          const r = await runThroughput(ctx, name, { jobs, concurrency, rep });
+          const r = await attempt(`throughput ${name} c=${concurrency} rep ${rep}`, () => runThroughput(ctx, name, { jobs, concurrency, rep }));
+          if (!r) continue;
           progress(`  ${describeRun(r)}`);
           throughput.push(r);
         }
@@ -88,7 +107,8 @@ async function main(): Promise<void> {
     progress("5/7 requests per job (MONITOR, short runs)");
     for (const concurrency of concurrencies) {
       for (const name of SYSTEMS) {
-        const r = await countRoundTrips(ctx, name, { jobs: quick ? 1000 : 3000, concurrency });
+        const r = await attempt(`requests ${name} c=${concurrency}`, () => countRoundTrips(ctx, name, { jobs: quick ? 1000 : 3000, concurrency }));
+        if (!r) continue;
         progress(`  ${name} c=${concurrency}: ${r.requestsPerJob} requests/job ${JSON.stringify(r.byRequest)}`);
         roundTrips.push(r);
       }
@@ -99,7 +119,8 @@ async function main(): Promise<void> {
       for (let rep = 0; rep < reps; rep++) {
         const modes = rep % 2 === 0 ? PROTO_MODES : [...PROTO_MODES].reverse();
         for (const mode of modes) {
-          const r = await runThroughput(ctx, new ProtoSystem(ctx.url, mode), { jobs: Math.ceil(jobs / 2), concurrency, rep });
+          const r = await attempt(`prototype ${mode} c=${concurrency} rep ${rep}`, () => runThroughput(ctx, new ProtoSystem(ctx.url, mode), { jobs: Math.ceil(jobs / 2), concurrency, rep }));
+          if (!r) continue;
           progress(`  ${describeRun(r)}`);
           prototype.push(r);
         }
@@ -113,7 +134,8 @@ async function main(): Promise<void> {
       latencyRates[concurrency] = rate;
       for (let rep = 0; rep < reps; rep++) {
         for (const name of orderFor(rep)) {
-          const r = await runLatency(ctx, name, { concurrency, rate, seconds: quick ? 2 : 4, rep });
+          const r = await attempt(`latency ${name} c=${concurrency} rep ${rep}`, () => runLatency(ctx, name, { concurrency, rate, seconds: quick ? 2 : 4, rep }));
+          if (!r) continue;
           progress(`  ${name} c=${concurrency} at ${rate}/s rep ${rep}: p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms (load ${r.load})`);
           latency.push(r);
         }
@@ -154,6 +176,7 @@ async function main(): Promise<void> {
     latency,
     latencyRates,
     operator,
+    failures,
     summary: undefined,
   };
 

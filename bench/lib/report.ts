@@ -29,6 +29,8 @@ export interface BenchResults {
   latency: LatencyRun[];
   latencyRates: Record<number, number>;
   operator: OperatorBench;
+  /** Measurements that failed twice and are missing from the medians. */
+  failures?: string[];
   summary: ReturnType<typeof summarizeResults> | undefined;
 }
 
@@ -138,6 +140,7 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
   out.push(
     `Load average (1/5/15 min) before: ${r.loadBefore}, after: ${r.loadAfter} — the machine is shared, so medians of ${r.settings.reps} repetition(s) with min–max; repetitions alternate which system goes first. ${r.settings.jobs.toLocaleString("en-US")} jobs per throughput run; the whole run took ${Math.round(r.durationSeconds / 60)} min.`,
   );
+  if (r.failures && r.failures.length > 0) out.push(`\nFailed twice and left out: ${r.failures.join("; ")}.`);
   out.push("");
   out.push(`![throughput by concurrency](${chartFile})`);
   out.push("");

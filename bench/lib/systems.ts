@@ -97,7 +97,10 @@ function captured(proc: Started, logFile: string): () => string {
   const keep = (b: Buffer) => (tail = (tail + b.toString()).slice(-4000));
   proc.child.stdout?.on("data", keep);
   proc.child.stderr?.on("data", keep);
-  return () => `${tail}\n(full output: ${logFile})`;
+  return () => {
+    const how = proc.child.exitCode !== null ? `exit code ${proc.child.exitCode}` : proc.child.signalCode ? `signal ${proc.child.signalCode}` : "running";
+    return `${tail}\n(${how}; full output: ${logFile})`;
+  };
 }
 
 export class ConveyorSystem implements System {
