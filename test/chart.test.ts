@@ -5,7 +5,9 @@
 // list/watch) and is enough for every call the operator makes — checked by making those calls
 // as the chart's ServiceAccount (impersonation), with OwnerReferencesPermissionEnforcement on;
 // pods are locked down; the chart's CRD is crds/'s; `helm install` keeps the CRD on uninstall
-// and its serving certificate across upgrades; the examples apply once the CRD exists.
+// and its serving certificate across upgrades; the examples apply once the CRD exists. The
+// optional job API (jobApi.enabled) gets no Kubernetes API access (no RBAC, no token mounted) and
+// its credentials only by Secret reference.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -78,7 +80,42 @@ const VALUE_SETS: Record<string, Values> = {
   },
   'own-secret': { metrics: { tls: { source: 'secret', secret: { name: 'my-metrics-tls', caBundle: CA_PEM_B64 } }, apiService: { hpaReaderRole: false } } },
   'self-signed': { fullnameOverride: 'cvy', metrics: { tls: { source: 'self-signed' } } },
+  'job-api': {
+    jobApi: {
+      enabled: true,
+      replicas: 3,
+      logLevel: 'debug',
+      maxBodyBytes: 4 * 1024 * 1024,
+      redis: { url: 'rediss://redis.queues.svc:6380/2', secretRef: { name: 'redis-auth', key: 'redis-password' } },
+      auth: { secretRef: { name: 'conveyor-api-token' } },
+      service: { port: 80, annotations: { 'example.com/expose': 'internal' } },
+      resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: 1, memory: '384Mi' } },
+      podAnnotations: { 'example.com/owner': 'producers' },
+      podLabels: { tier: 'api' },
+      nodeSelector: { 'kubernetes.io/os': 'linux' },
+      tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'api', effect: 'NoSchedule' }],
+      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'job-api' } } }],
+      podDisruptionBudget: { minAvailable: 2 },
+    },
+  },
+  'job-api-insecure': {
+    jobApi: {
+      enabled: true,
+      replicas: 1,
+      redis: { url: 'redis-cluster://redis-0.redis:6379,redis-1.redis:6379' },
+      auth: { enabled: false },
+      serviceAccount: { create: false, name: 'existing-api' },
+      preStopSleepSeconds: 0,
+    },
+  },
 };
+
+/** What helm install uses: the job API on, its credentials in Secrets the test creates. */
+const INSTALL_VALUES: Values = {
+  rbac: { secrets: { resourceNames: ['redis-auth'] } },
+  jobApi: { enabled: true, redis: { url: 'redis://redis.queues.svc:6379', secretRef: { name: 'redis-auth' } }, auth: { secretRef: { name: 'conveyor-api-token' } } },
+};
+const API_SA = `${RELEASE}-job-api`;
 
 // Stand-ins for the CRDs optional integrations need (cert-manager, the Prometheus Operator), so
 // their objects can be dry-run and validated here without installing those projects.
@@ -106,6 +143,11 @@ function docs(text: string): Obj[] {
 }
 
 const podSpecOf = (o: Obj) => ((o.spec as { template?: { spec?: Record<string, unknown> } } | undefined)?.template?.spec);
+const component = (o: Obj) => o.metadata.labels?.['app.kubernetes.io/component'];
+type Container = { name: string; image: string; args: string[]; env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[]; ports?: { name: string; containerPort: number }[]; livenessProbe?: { httpGet: { path: string; port: string } }; readinessProbe?: { httpGet: { path: string; port: string } }; lifecycle?: unknown; volumeMounts?: { name: string; mountPath: string }[] };
+/** The job API's objects in a render (jobApi.enabled). */
+const jobApiOf = (objs: Obj[]) => objs.filter((o) => component(o) === 'job-api');
+const containerOf = (dep: Obj) => (podSpecOf(dep)!.containers as Container[])[0]!;
 
 describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
   let cp: ControlPlane;
@@ -118,7 +160,7 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     fs.writeFileSync(f, JSON.stringify(v));
     return f;
   };
-  const installValues = () => valuesFile('install', { rbac: { secrets: { resourceNames: ['redis-auth'] } } });
+  const installValues = () => valuesFile('install', INSTALL_VALUES);
   const template = async (v: Values, ...extra: string[]): Promise<string> =>
     cp.helm('template', RELEASE, CHART, '--namespace', NS, '--kube-version', kubeVersion, '-f', valuesFile(`t${Math.random().toString(36).slice(2)}`, v), ...extra);
 
@@ -163,6 +205,25 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     await assert.rejects(template({ operator: { podDisruptionBudget: { minAvailable: 2 } } }), /no node could ever be drained/);
     // one replica: no PDB (it would block every drain)
     assert.ok(!docs(await template({ operator: { replicas: 1 } })).some((o) => o.kind === 'PodDisruptionBudget'));
+
+    // the job API: a Redis URL and a token Secret, unless running without authentication is said outright
+    const api = (v: Values) => template({ jobApi: { enabled: true, ...v } });
+    await assert.rejects(template({ jobApi: { replica: 2 } }), /additional properties 'replica' not allowed/);
+    await assert.rejects(api({ auth: { enabled: false } }), /jobApi\.redis\.url is required/);
+    await assert.rejects(api({ redis: { url: 'redis://r:6379' } }), /jobApi\.auth\.secretRef\.name is required.*jobApi\.auth\.enabled: false/);
+    await assert.rejects(api({ redis: { url: 'http://r:6379' }, auth: { enabled: false } }), /jobApi\/redis\/url/);
+    await assert.rejects(api({ redis: { url: 'redis://r' }, auth: { secretRef: { name: 't', key: 'a b' } } }), /jobApi\/auth\/secretRef\/key/);
+    await assert.rejects(api({ redis: { url: 'redis://r' }, auth: { enabled: false }, podDisruptionBudget: { minAvailable: 2 } }), /no node could ever be drained/);
+    // a password in the URL is refused, and the error does not repeat it
+    for (const url of ['redis://:pw-in-url@r:6379', 'redis://app:pw-in-url@r:6379/1', 'redis-cluster://app:pw-in-url@a:1,b:2']) {
+      await assert.rejects(api({ redis: { url }, auth: { enabled: false } }), (err: Error) => {
+        assert.match(err.message, /jobApi\.redis\.url must not contain a password/);
+        assert.doesNotMatch(err.message, /pw-in-url/);
+        return true;
+      });
+    }
+    // one replica: no PDB for the job API either
+    assert.ok(!jobApiOf(docs(await api({ replicas: 1, redis: { url: 'redis://r' }, auth: { enabled: false } }))).some((o) => o.kind === 'PodDisruptionBudget'));
   });
 
   it('ships crds/ unchanged (the chart installs the CRD npm run gen:crds generates)', () => {
@@ -179,7 +240,7 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     const known = new Set([...res.stdout.matchAll(/--([a-z][a-z-]+)/g)].map((m) => m[1]!));
     for (const [name, text] of rendered) {
       for (const o of docs(text)) {
-        if (o.kind !== 'Deployment') continue;
+        if (o.kind !== 'Deployment' || component(o) !== 'operator') continue;
         const c = (podSpecOf(o)!.containers as { args: string[] }[])[0]!;
         assert.equal(c.args[0], 'operator', `${name}: the container runs \`conveyor operator\``);
         for (const a of c.args.slice(1)) {
@@ -188,6 +249,27 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
         }
       }
     }
+  });
+
+  it('passes only flags that `conveyor api` knows', () => {
+    // The job API's Deployment runs the operator image, whose entrypoint is `conveyor`. Its args,
+    // with the port made invalid, must fail on the port (checked after every flag is parsed,
+    // strictly) and not on an unknown option — and before anything connects to Redis.
+    let seen = 0;
+    for (const [name, text] of rendered) {
+      for (const dep of jobApiOf(docs(text)).filter((o) => o.kind === 'Deployment')) {
+        const { args } = containerOf(dep);
+        assert.equal(args[0], 'api', `${name}: the container runs \`conveyor api\``);
+        const port = args.indexOf('--port');
+        assert.equal(args[port + 1], '8080', `${name}: listens on the container port`);
+        const probe = [...args.slice(0, port + 1), 'not-a-port', ...args.slice(port + 2)];
+        const res = spawnSync(process.execPath, [path.join(ROOT, 'bin', 'conveyor.js'), ...probe], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, REDIS_URL: 'redis://127.0.0.1:1' } });
+        assert.equal(res.status, 2, `${name}: ${res.stderr}`);
+        assert.match(res.stderr, /--port expects a whole number/, `${name}: ${args.join(' ')}`);
+        seen++;
+      }
+    }
+    assert.equal(seen, 2);
   });
 
   it('renders the recommended labels on every object and a working PDB and Services', () => {
@@ -199,11 +281,12 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
           assert.ok(l[k], `${name}: ${o.kind}/${o.metadata.name} lacks label ${k}`);
         }
       }
-      const dep = objs.find((o) => o.kind === 'Deployment')!;
-      const podLabels = (dep.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+      // Each Service and PDB selects the pods of exactly one Deployment: its own component's.
+      const pods = objs.filter((o) => o.kind === 'Deployment').map((d) => ({ component: component(d), labels: (d.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels }));
       for (const o of objs.filter((x) => x.kind === 'Service' || x.kind === 'PodDisruptionBudget')) {
         const sel = o.kind === 'Service' ? (o.spec as { selector: Record<string, string> }).selector : (o.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
-        for (const [k, v] of Object.entries(sel)) assert.equal(podLabels[k], v, `${name}: ${o.kind}/${o.metadata.name} selects the operator pods`);
+        const selected = pods.filter((p) => Object.entries(sel).every(([k, v]) => p.labels[k] === v));
+        assert.deepEqual(selected.map((p) => p.component), [component(o)], `${name}: ${o.kind}/${o.metadata.name} selects the ${component(o)} pods only`);
       }
     }
     const def = docs(rendered.get('default')!);
@@ -256,10 +339,13 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
           if (r.resources?.includes('pods')) assert.ok(!r.verbs.some((v) => ['create', 'delete', 'update'].includes(v)), `pods are only patched: ${where}`);
         }
       }
-      // Every binding names the chart's ServiceAccount, the HPA controller, or nothing else.
+      // Every binding names the chart's ServiceAccount, the HPA controller, or nothing else —
+      // never the job API's, which gets no permission at all.
+      const apiAccounts = jobApiOf(objs).filter((o) => o.kind === 'Deployment').map((d) => podSpecOf(d)!.serviceAccountName as string);
       for (const b of objs.filter((x) => x.kind === 'ClusterRoleBinding' || x.kind === 'RoleBinding')) {
         for (const s of b.subjects as { kind: string; name: string; namespace: string }[]) {
           assert.equal(s.kind, 'ServiceAccount', `${name}: ${b.metadata.name}`);
+          assert.ok(!apiAccounts.includes(s.name), `${name}: ${b.metadata.name} binds the job API's ServiceAccount ${s.name}`);
           assert.ok((s.namespace === NS && s.name !== 'default') || (s.namespace === 'kube-system' && s.name === 'horizontal-pod-autoscaler'), `${name}: ${b.metadata.name} binds ${s.namespace}/${s.name}`);
         }
         const role = (b.roleRef as { name: string }).name;
@@ -317,6 +403,77 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     // ServiceMonitor only when asked for.
     assert.equal(byKind('default', 'ServiceMonitor').length, 0);
     assert.equal(byKind('namespaced-cert-manager', 'ServiceMonitor').length, 1);
+  });
+
+  it('renders the job API only when enabled: Deployment, Service, its own ServiceAccount, PDB', () => {
+    for (const name of Object.keys(VALUE_SETS).filter((n) => !n.startsWith('job-api'))) assert.deepEqual(jobApiOf(docs(rendered.get(name)!)), [], `${name}: no job API by default`);
+    const all = docs(rendered.get('job-api')!);
+    const api = jobApiOf(all);
+    assert.deepEqual(api.map((o) => o.kind).sort(), ['Deployment', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+    assert.ok(api.every((o) => o.metadata.name === API_SA && o.metadata.namespace === NS));
+    const dep = api.find((o) => o.kind === 'Deployment')!;
+    const spec = podSpecOf(dep)!;
+    const c = containerOf(dep);
+    assert.equal((dep.spec as { replicas: number }).replicas, 3);
+    const operator = all.find((o) => o.kind === 'Deployment' && component(o) === 'operator')!;
+    assert.equal(c.image, containerOf(operator).image, 'the operator image');
+    assert.deepEqual(c.args, ['api', '--port', '8080', '--max-body', String(4 * 1024 * 1024)]);
+    assert.deepEqual(c.ports, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+    for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe?.httpGet, { path: '/healthz', port: 'http' }, '/healthz needs no token');
+    assert.ok(c.lifecycle, 'a preStop pause');
+    // Redis and the token: the URL as a value, every credential by Secret reference
+    const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e]));
+    assert.equal(env.REDIS_URL?.value, 'rediss://redis.queues.svc:6380/2');
+    assert.deepEqual(env.REDIS_PASSWORD?.valueFrom, { secretKeyRef: { name: 'redis-auth', key: 'redis-password' } });
+    assert.deepEqual(env.CONVEYOR_API_TOKEN?.valueFrom, { secretKeyRef: { name: 'conveyor-api-token', key: 'token' } });
+    assert.equal(env.LOG_LEVEL?.value, 'debug');
+    // the Service targets the container port; the PDB keeps two of three
+    const svc = api.find((o) => o.kind === 'Service')!.spec as { type: string; ports: { port: number; targetPort: string }[] };
+    assert.equal(svc.type, 'ClusterIP');
+    assert.deepEqual(svc.ports.map((p) => [p.port, p.targetPort]), [[80, 'http']]);
+    assert.equal((api.find((o) => o.kind === 'PodDisruptionBudget')!.spec as { minAvailable: number }).minAvailable, 2);
+    assert.equal(spec.enableServiceLinks, false);
+
+    // without authentication and with an existing ServiceAccount: no token, no ServiceAccount, no PDB
+    const insecure = jobApiOf(docs(rendered.get('job-api-insecure')!));
+    assert.deepEqual(insecure.map((o) => o.kind).sort(), ['Deployment', 'Service']);
+    const insecureDep = insecure.find((o) => o.kind === 'Deployment')!;
+    const ic = containerOf(insecureDep);
+    assert.deepEqual((ic.env ?? []).map((e) => e.name).sort(), ['LOG_LEVEL', 'REDIS_URL']);
+    assert.equal(ic.lifecycle, undefined);
+    assert.equal(podSpecOf(insecureDep)!.serviceAccountName, 'existing-api');
+  });
+
+  it('gives the job API no RBAC and no ServiceAccount token, and renders no credential', () => {
+    for (const [name, text] of rendered) {
+      const objs = docs(text);
+      for (const dep of jobApiOf(objs).filter((o) => o.kind === 'Deployment')) {
+        const spec = podSpecOf(dep)!;
+        const sa = spec.serviceAccountName as string;
+        assert.equal(spec.automountServiceAccountToken, false, `${name}: no token in the job API pods`);
+        const mounts = (spec.containers as Container[]).flatMap((c) => c.volumeMounts ?? []);
+        assert.deepEqual(mounts.map((m) => m.mountPath), ['/tmp'], `${name}: the job API mounts /tmp only`);
+        assert.ok(!JSON.stringify(spec.volumes).includes('serviceAccountToken'), `${name}: no projected token volume`);
+        const account = objs.find((o) => o.kind === 'ServiceAccount' && o.metadata.name === sa);
+        if (account) assert.equal(account.automountServiceAccountToken, false, `${name}: ServiceAccount ${sa}`);
+        assert.notEqual(sa, podSpecOf(objs.find((o) => o.kind === 'Deployment' && component(o) === 'operator')!)!.serviceAccountName, `${name}: not the operator's ServiceAccount`);
+        // RBAC: no Role or binding of the job API's (bindings by subject are checked above too)
+        assert.ok(!jobApiOf(objs).some((o) => o.apiVersion.startsWith('rbac.authorization.k8s.io/')), `${name}: job API RBAC`);
+        for (const b of objs.filter((x) => x.kind === 'ClusterRoleBinding' || x.kind === 'RoleBinding')) {
+          assert.ok(!(b.subjects as { name: string }[]).some((s) => s.name === sa), `${name}: ${b.kind}/${b.metadata.name} binds ${sa}`);
+        }
+      }
+      // No Secret is rendered for credentials, and no credential-looking variable has a value.
+      for (const o of objs) {
+        if (o.kind === 'Secret') assert.equal((o as { type?: string }).type, 'kubernetes.io/tls', `${name}: Secret/${o.metadata.name}`);
+        for (const c of (podSpecOf(o)?.containers ?? []) as Container[]) {
+          for (const e of c.env ?? []) {
+            if (/TOKEN|PASSWORD|SECRET|CREDENTIAL|_KEY$/.test(e.name)) assert.ok(e.value === undefined && e.valueFrom?.secretKeyRef, `${name}/${c.name}: ${e.name} must come from a Secret`);
+            if (e.value) assert.doesNotMatch(e.value, /^[a-z-]+:\/\/[^/@]*:[^/@]*@/, `${name}/${c.name}: ${e.name} carries a password`);
+          }
+        }
+      }
+    }
   });
 
   it('renders RBAC standalone (helm template --show-only templates/rbac.yaml)', async () => {
@@ -398,6 +555,17 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     const namespaced = await notes('namespaced-cert-manager');
     assert.match(namespaced, /watched namespaces: team-a, team-b/);
     assert.match(namespaced, /only these Secrets \(rbac\.secrets\.resourceNames\): redis-auth, postgres-url/);
+    assert.doesNotMatch(def, /job API/i);
+    const api = await notes('job-api');
+    assert.match(api, new RegExp(`The job API \\(3 replica\\(s\\)\\) at http://notes-job-api-${API_SA}\\.${NS}\\.svc:80`));
+    assert.match(api, new RegExp(`rollout status deployment/notes-job-api-${API_SA}\\n`));
+    assert.match(api, /get secret conveyor-api-token/);
+    assert.match(api, /Authorization: Bearer \$TOKEN/);
+    assert.match(api, /read the token and the Redis password at start/);
+    assert.doesNotMatch(api, /WARNING/);
+    const insecure = await notes('job-api-insecure');
+    assert.match(insecure, /WARNING: jobApi\.auth\.enabled=false/);
+    assert.doesNotMatch(insecure, /Bearer|read the .* at start/);
   });
 
   it('helm install keeps the serving certificate across upgrades and the CRD after uninstall', async () => {
@@ -505,6 +673,60 @@ describe('helm chart charts/conveyor', { timeout: 20 * 60_000 }, () => {
     await waitUntil('the aggregated edit role', () => canI('dev', 'create', 'conveyor.dev', 'workerpools'), { timeoutMs: 30_000 });
     await waitUntil('the aggregated view role', () => canI('viewer', 'list', 'conveyor.dev', 'workerpools'), { timeoutMs: 30_000 });
     assert.equal(await canI('viewer', 'create', 'conveyor.dev', 'workerpools'), false);
+  });
+
+  it('runs the job API with no permissions, no ServiceAccount token and no credential in the release', async () => {
+    // The Secrets the job API references, with values that must never show up in the release.
+    const password = `redis-pw-${Math.random().toString(36).slice(2)}`;
+    const token = `api-token-${Math.random().toString(36).slice(2)}`;
+    await cp.apply(
+      [
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'redis-auth', namespace: NS }, stringData: { password } },
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'conveyor-api-token', namespace: NS }, stringData: { token } },
+      ]
+        .map((o) => JSON.stringify(o))
+        .join('\n---\n'),
+    );
+    await cp.helm('upgrade', '--install', RELEASE, CHART, '--namespace', NS, '-f', installValues());
+    const release = await cp.helm('get', 'all', RELEASE, '--namespace', NS);
+    const live = await cp.kubectl('get', 'deployments,services,serviceaccounts,poddisruptionbudgets', '-n', NS, '-l', 'app.kubernetes.io/component=job-api', '-o', 'json');
+    for (const [what, text] of [['helm get all', release], ['the live objects', live]] as const) {
+      assert.ok(!text.includes(password) && !text.includes(token), `${what} holds a credential`);
+      assert.ok(!text.includes(Buffer.from(password).toString('base64')) && !text.includes(Buffer.from(token).toString('base64')), `${what} holds a base64 credential`);
+    }
+    assert.match(live, new RegExp(`"name": "${API_SA}"`));
+
+    // The ServiceAccount exists, bound to nothing in the cluster.
+    const sa = JSON.parse(await cp.kubectl('get', 'serviceaccount', API_SA, '-n', NS, '-o', 'json')) as { automountServiceAccountToken?: boolean };
+    assert.equal(sa.automountServiceAccountToken, false);
+    const bindings = JSON.parse(await cp.kubectl('get', 'clusterrolebindings,rolebindings', '--all-namespaces', '-o', 'json')) as { items: (Obj & { subjects?: { kind: string; name: string; namespace?: string }[] })[] };
+    const bound = bindings.items.filter((b) => (b.subjects ?? []).some((s) => s.kind === 'ServiceAccount' && s.name === API_SA && s.namespace === NS));
+    assert.deepEqual(bound.map((b) => `${b.kind}/${b.metadata.name}`), [], 'the job API is bound to no role');
+
+    // Its pods opt out of the token, and so does the ServiceAccount. (This control plane runs
+    // without the ServiceAccount admission plugin, as envtest does, so the opt-outs are checked
+    // on the objects the API server stored rather than on an admitted pod.)
+    const dep = JSON.parse(await cp.kubectl('get', 'deployment', API_SA, '-n', NS, '-o', 'json')) as { spec: { template: { spec: Record<string, unknown> & { serviceAccountName: string; volumes?: unknown[]; containers: Container[] } } } };
+    const podSpec = dep.spec.template.spec;
+    assert.equal(podSpec.serviceAccountName, API_SA);
+    assert.equal(podSpec.automountServiceAccountToken, false);
+    assert.ok(!JSON.stringify(podSpec.volumes ?? []).includes('serviceAccountToken'));
+    assert.ok(!podSpec.containers.some((c) => (c.volumeMounts ?? []).some((m) => m.mountPath.startsWith('/var/run/secrets/kubernetes.io'))));
+
+    // And as that ServiceAccount, the API server refuses what the operator may do.
+    const user = `system:serviceaccount:${NS}:${API_SA}`;
+    const denied = async (what: string, method: string, p: string) => {
+      const res = await impersonated(cp, user, method, p, undefined, 'application/json');
+      assert.equal(res.status, 403, `${what} must be forbidden to the job API: HTTP ${res.status} ${res.body.slice(0, 300)}`);
+    };
+    await denied('get its token Secret', 'GET', `/api/v1/namespaces/${NS}/secrets/conveyor-api-token`);
+    await denied('get the Redis Secret', 'GET', `/api/v1/namespaces/${NS}/secrets/redis-auth`);
+    await denied('list Secrets', 'GET', `/api/v1/namespaces/${NS}/secrets`);
+    await denied('list pods', 'GET', '/api/v1/pods');
+    await denied('list WorkerPools', 'GET', '/apis/conveyor.dev/v1alpha1/workerpools');
+    await denied('list Deployments', 'GET', `/apis/apps/v1/namespaces/${NS}/deployments`);
+    await denied('get the Lease', 'GET', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${RELEASE}`);
+    await denied('list ConfigMaps', 'GET', `/api/v1/namespaces/${NS}/configmaps`);
   });
 
   it('uninstall leaves the CRD (and the pools) in place', async () => {

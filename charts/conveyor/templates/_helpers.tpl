@@ -21,23 +21,56 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The selector of the operator pods: immutable, so minimal. */}}
-{{- define "conveyor.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "conveyor.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/component: operator
+{{/* The selector of one component's pods (dict "root" . "component" "operator"): immutable, so minimal. */}}
+{{- define "conveyor.componentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "conveyor.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* Recommended labels (app.kubernetes.io/*) on everything the chart makes. */}}
-{{- define "conveyor.labels" -}}
-helm.sh/chart: {{ include "conveyor.chart" . }}
-{{ include "conveyor.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{/* Recommended labels (app.kubernetes.io/*) of one component (dict "root" . "component" "operator"). */}}
+{{- define "conveyor.componentLabels" -}}
+helm.sh/chart: {{ include "conveyor.chart" .root }}
+{{ include "conveyor.componentSelectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: conveyor
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Values.commonLabels }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- with .root.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* The selector of the operator pods. */}}
+{{- define "conveyor.selectorLabels" -}}
+{{ include "conveyor.componentSelectorLabels" (dict "root" . "component" "operator") }}
+{{- end -}}
+
+{{/* Recommended labels on everything the chart makes for the operator. */}}
+{{- define "conveyor.labels" -}}
+{{ include "conveyor.componentLabels" (dict "root" . "component" "operator") }}
+{{- end -}}
+
+{{/* The selector of the job API pods (jobApi.enabled). */}}
+{{- define "conveyor.jobApi.selectorLabels" -}}
+{{ include "conveyor.componentSelectorLabels" (dict "root" . "component" "job-api") }}
+{{- end -}}
+
+{{/* Recommended labels on the job API's objects. */}}
+{{- define "conveyor.jobApi.labels" -}}
+{{ include "conveyor.componentLabels" (dict "root" . "component" "job-api") }}
+{{- end -}}
+
+{{/* Name of the job API's Deployment, Service and PodDisruptionBudget. */}}
+{{- define "conveyor.jobApi.fullname" -}}
+{{- printf "%s-job-api" (include "conveyor.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "conveyor.jobApi.serviceAccountName" -}}
+{{- if .Values.jobApi.serviceAccount.create -}}
+{{- default (include "conveyor.jobApi.fullname" .) .Values.jobApi.serviceAccount.name -}}
+{{- else -}}
+{{- required "jobApi.serviceAccount.name is required when jobApi.serviceAccount.create is false" .Values.jobApi.serviceAccount.name -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "conveyor.serviceAccountName" -}}
@@ -113,6 +146,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.name is required when serviceAccount.create is false" -}}
+{{- end -}}
+{{- include "conveyor.jobApi.validate" . -}}
+{{- end -}}
+
+{{/* The job API's settings the schema cannot check. Error messages never repeat a value. */}}
+{{- define "conveyor.jobApi.validate" -}}
+{{- $api := .Values.jobApi -}}
+{{- if $api.enabled -}}
+{{- if not $api.redis.url -}}
+{{- fail "jobApi.redis.url is required when jobApi.enabled (redis://host:port, rediss://… or redis-cluster://…; the password goes in jobApi.redis.secretRef)" -}}
+{{- end -}}
+{{- if regexMatch "^[a-z-]+://[^/@]*:[^/@]*@" $api.redis.url -}}
+{{- fail "jobApi.redis.url must not contain a password: put it in a Secret and set jobApi.redis.secretRef" -}}
+{{- end -}}
+{{- if and $api.auth.enabled (not $api.auth.secretRef.name) -}}
+{{- fail "jobApi.auth.secretRef.name is required: the Secret holding the API's bearer token (or set jobApi.auth.enabled: false to run the API without authentication — anyone who reaches the Service can then enqueue jobs and read results)" -}}
+{{- end -}}
+{{- if and (not $api.serviceAccount.create) (not $api.serviceAccount.name) -}}
+{{- fail "jobApi.serviceAccount.name is required when jobApi.serviceAccount.create is false" -}}
+{{- end -}}
+{{- $pdb := $api.podDisruptionBudget -}}
+{{- if and $pdb.enabled (gt (int $api.replicas) 1) (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int $api.replicas)) -}}
+{{- fail "jobApi.podDisruptionBudget.minAvailable must be less than jobApi.replicas, or no node could ever be drained" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
