@@ -263,11 +263,13 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     await waitUntil("alpha's Deployment and HPA garbage-collected", async () => !(await getDeployment("default", "alpha")) && !(await getHPA("default", "alpha")), { timeoutMs: LONG });
   });
 
-  it("a missing Secret and an unreachable Redis make a pool Degraded with an Event; a healthy pool beside them still scales", async () => {
+  it("a missing Secret, an unreachable Redis and a template the API server rejects make a pool Degraded with an Event; a healthy pool beside them still scales", async () => {
     const closedPort = await freePort();
     await applyOk(poolObject("nosecret", { redis: { url: redis.url, secretRef: { name: "absent" } }, scaling: { pollSeconds: 1 } }));
     await applyOk(poolObject("unreachable", { redis: { url: `redis://127.0.0.1:${closedPort}` }, scaling: { pollSeconds: 1 } }));
     await applyOk(poolObject("healthy", { scaling: { pollSeconds: 1, cooldownSeconds: 3600 } }));
+    // passes the schema (the pod template is passed through) but not the API server's Deployment validation
+    await applyOk(poolObject("badtemplate", { template: { resources: { requests: { cpu: "lots" } } }, scaling: { pollSeconds: 1 } }));
 
     const degraded = async (name: string, reason: string) =>
       waitUntil(`${name} Degraded/${reason}`, async () => {
@@ -279,6 +281,9 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.match(noSecret.message, /Secret absent .* not found/);
     const down = await degraded("unreachable", "RedisUnreachable");
     assert.match(down.message, new RegExp(`127\\.0\\.0\\.1:${closedPort}`));
+    const bad = await degraded("badtemplate", "ApplyFailed");
+    assert.match(bad.message, /Deployment: .*quantities must match/);
+    assert.equal(await getDeployment("default", "badtemplate"), null);
     await waitUntil("Warning events", async () => {
       const a = await events("default", "nosecret");
       const b = await events("default", "unreachable");
@@ -300,7 +305,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     await waitUntil("nosecret recovers", async () => condition(await getPool("default", "nosecret"), "Degraded")?.status === "False", { timeoutMs: LONG });
     await waitUntil("a Recovered event", async () => (await events("default", "nosecret")).some((e) => e.reason === "Recovered"), { timeoutMs: LONG });
 
-    await cp.kubectl("delete", "wp", "nosecret", "unreachable", "healthy", "--wait=true");
+    await cp.kubectl("delete", "wp", "nosecret", "unreachable", "healthy", "badtemplate", "--wait=true");
     await drain("healthy/work");
   });
 

@@ -6,8 +6,9 @@ import type { V1Container, V1EnvVar, V1PodSpec, V1Volume, V1VolumeMount } from "
 import { RESERVED_ENV, RESERVED_ENV_PREFIX, WORKER_CONTAINER } from "../apis/v1alpha1/schema.ts";
 import type { HandlerSpec, WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { CONFIG_HASH_ANNOTATION, ownerReference, poolLabels, selectorLabels } from "./names.ts";
-import { configHash } from "./diff.ts";
-import type { KubeObject } from "../kube/client.ts";
+import { configHash, isSubset, subsetDiff } from "./diff.ts";
+import { apiPath, type KubeObject } from "../kube/client.ts";
+import type { ReconcileContext } from "./context.ts";
 
 export const WORKER_PORT = 9464;
 /** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
@@ -170,4 +171,46 @@ export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: 
 /** The applied configuration: desired plus spec.replicas (kept at the live value, see reconcile). */
 export function withReplicas(d: Deployment, replicas: number): Deployment {
   return { ...d, spec: { ...d.spec, replicas } };
+}
+
+/** Replicas of a Deployment the operator creates: its minimum, or 1 when there is already work. */
+export function initialReplicas(spec: WorkerPoolSpec, backlog: number | undefined): number {
+  if (spec.replicas !== undefined) return spec.replicas;
+  const s = spec.scaling;
+  if (s.paused) return s.minReplicas;
+  if (backlog !== undefined && backlog > s.activationBacklog) return Math.max(1, s.minReplicas);
+  return s.minReplicas;
+}
+
+/**
+ * The Deployment concern: apply the desired Deployment when it changed (config hash) or
+ * drifted (not a subset of the live object) — otherwise no API call at all. The applied
+ * configuration carries spec.replicas at its live value (read fresh), because server-side apply
+ * resets a field its manager stops applying; replica changes go through the scale subresource.
+ */
+export async function reconcileDeployment(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  live: Deployment | undefined,
+  backlog: number | undefined,
+): Promise<Deployment> {
+  const desired = desiredDeployment(pool, spec, { defaultImage: ctx.defaultImage });
+  const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
+  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
+  const path = apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: pool.metadata.namespace, name: pool.metadata.name });
+  let replicas: number;
+  if (live) {
+    const fresh = await ctx.client.get<Deployment>(path);
+    replicas = fresh?.spec?.replicas ?? live.spec?.replicas ?? 0;
+    const changed = live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash ? ["spec"] : subsetDiff(desired, live).slice(0, 10);
+    ctx.log.info({ pool: key, changed }, "updating worker Deployment");
+  } else {
+    replicas = initialReplicas(spec, backlog);
+    ctx.log.info({ pool: key, replicas }, "creating worker Deployment");
+  }
+  const applied = await ctx.client.apply<Deployment>(path, withReplicas(desired, replicas));
+  ctx.deploymentOverlay.set(key, applied);
+  return applied;
 }

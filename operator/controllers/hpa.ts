@@ -6,9 +6,11 @@
 // then reports ScalingActive=False ("scaling is disabled since the replica count of the
 // target is zero") and resumes by itself once the operator has activated the pool.
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import type { KubeObject } from "../kube/client.ts";
-import { configHash } from "./diff.ts";
-import { CONFIG_HASH_ANNOTATION, METRIC_NAME, METRIC_POOL_LABEL, ownerReference, poolLabels } from "./names.ts";
+import { apiPath, type KubeObject } from "../kube/client.ts";
+import type { ReconcileContext } from "./context.ts";
+import { configHash, isSubset } from "./diff.ts";
+import { CONFIG_HASH_ANNOTATION, METRIC_NAME, METRIC_POOL_LABEL, isControlledBy, ownerReference, poolLabels } from "./names.ts";
+import type { Problem } from "./status.ts";
 
 export interface HPA extends KubeObject {
   spec?: {
@@ -60,4 +62,44 @@ export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
   };
   hpa.metadata.annotations = { [CONFIG_HASH_ANNOTATION]: configHash(hpa) };
   return hpa;
+}
+
+/**
+ * The HPA concern: in `hpa` mode apply the desired HPA when it changed or drifted; otherwise
+ * delete ours (a conflicting HPA of that name that is not ours is reported, never touched).
+ */
+export async function reconcileHPA(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  live: HPA | undefined,
+  problems: Problem[],
+): Promise<HPA | undefined> {
+  const path = apiPath({ group: "autoscaling", version: "v2", plural: "horizontalpodautoscalers", namespace: pool.metadata.namespace, name: pool.metadata.name });
+  if (!wantsHPA(spec)) {
+    if (live && isControlledBy(live, pool)) {
+      const uid = live.metadata.uid ?? "";
+      const deletedAt = ctx.deletedHPAs.get(uid);
+      if (deletedAt === undefined || Date.now() - deletedAt > 30_000) {
+        ctx.log.info({ pool: key, mode: spec.scaling.mode, paused: spec.scaling.paused, pinned: spec.replicas !== undefined }, "deleting HorizontalPodAutoscaler (not used now)");
+        await ctx.client.delete(path, { preconditionsUid: uid || undefined });
+        for (const [u, at] of ctx.deletedHPAs) if (Date.now() - at > 60_000) ctx.deletedHPAs.delete(u);
+        ctx.deletedHPAs.set(uid, Date.now());
+        ctx.hpaOverlay.delete(key);
+      }
+    }
+    return undefined;
+  }
+  if (live && !isControlledBy(live, pool)) {
+    problems.push({ reason: "HPAConflict", message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool` });
+    return live;
+  }
+  const desired = desiredHPA(pool, spec);
+  const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
+  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
+  ctx.log.info({ pool: key }, live ? "updating HorizontalPodAutoscaler" : "creating HorizontalPodAutoscaler");
+  const applied = await ctx.client.apply<HPA>(path, desired);
+  ctx.hpaOverlay.set(key, applied);
+  return applied;
 }

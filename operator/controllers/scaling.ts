@@ -6,9 +6,13 @@
 //   - in `direct` mode, everything between 1 and maxReplicas, by the HPA algorithm.
 // No decision is made without a fresh backlog reading: an unreachable Redis never scales a
 // pool down (nor up).
-import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
+import { apiCode, apiPath } from "../kube/client.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
+import type { PoolState, ReconcileContext } from "./context.ts";
+import type { Deployment } from "./deployment.ts";
+import { DELETION_COST_ANNOTATION } from "./names.ts";
 
 export interface PoolScaler {
   /** Last time the queue had backlog or jobs in flight (starts at creation: a new leader waits a full cooldown). */
@@ -120,4 +124,93 @@ export function deletionCosts(pods: string[], reports: WorkerReport[], now: numb
     out.set(pod, r ? (r.busy > 0 ? BUSY_COST : IDLE_COST) : undefined);
   }
   return out;
+}
+
+/**
+ * The replicas concern: decide (above), mark idle pods cheapest before any scale-in, write the
+ * scale subresource, and record the decision (status via state, Event, log line, metric).
+ * Returns the Deployment as it is after the write.
+ */
+export async function reconcileScale(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  deployment: Deployment,
+  state: PoolState,
+  counts: QueueCounts | undefined,
+  now: number,
+): Promise<Deployment> {
+  const live = deployment.spec?.replicas ?? 0;
+  if (state.expect && (state.expect.replicas === live || now > state.expect.until)) state.expect = undefined;
+  const current = state.expect?.replicas ?? live;
+  const d = decideScale(state.scaler, { now, spec, current, statusReplicas: deployment.status?.replicas ?? current, counts });
+  if (!d) {
+    // The HPA may scale in at any sync: keep idle pods the cheapest to delete.
+    if (spec.scaling.mode === "hpa" && spec.replicas === undefined && !spec.scaling.paused && current > Math.max(1, spec.scaling.minReplicas)) {
+      await updateDeletionCosts(ctx, key, pool, state, false);
+    }
+    return deployment;
+  }
+  if (d.replicas < d.from && d.replicas > 0) await updateDeletionCosts(ctx, key, pool, state, true);
+  const path = apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "scale" });
+  const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, { spec: { replicas: d.replicas } });
+  const at = Date.now();
+  recordScale(state.scaler, spec, d, at);
+  state.expect = { replicas: d.replicas, until: at + 30_000 };
+  state.lastDecision = { replicas: d.replicas, from: d.from, reason: d.reason, message: d.message, at: new Date(at).toISOString().replace(/\.\d{3}Z$/, "Z") };
+  const updated: Deployment = {
+    ...deployment,
+    metadata: { ...deployment.metadata, resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion },
+    spec: { ...deployment.spec, replicas: d.replicas },
+  };
+  ctx.deploymentOverlay.set(key, updated);
+  const direction = d.replicas > d.from ? "up" : "down";
+  ctx.metrics.decisions.inc({ namespace: pool.metadata.namespace, workerpool: pool.metadata.name, direction, reason: d.reason });
+  ctx.log.info({ pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message }, "scaled worker Deployment");
+  await ctx.events.record(pool, "Normal", direction === "up" ? "ScaledUp" : "ScaledDown", `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`);
+  return updated;
+}
+
+/**
+ * Marks each pod with controller.kubernetes.io/pod-deletion-cost from the workers' reports, so
+ * a ReplicaSet scaling in deletes idle pods first. Patches only pods whose cost changes.
+ * `required`: fail when the reports cannot be read (the operator's own scale-in waits for them);
+ * otherwise best effort.
+ */
+export async function updateDeletionCosts(ctx: ReconcileContext, key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<void> {
+  const pods = ctx.podsOf(pool);
+  if (pods.length <= 1) return;
+  let reports: WorkerReport[];
+  try {
+    reports = await ctx.workerReports(key);
+  } catch (err) {
+    if (required) throw err;
+    ctx.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");
+    return;
+  }
+  const now = Date.now();
+  const costs = deletionCosts(
+    pods.map((p) => p.metadata.name ?? ""),
+    reports,
+    now,
+  );
+  for (const [podName, w] of state.costsWritten) if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
+  for (const pod of pods) {
+    const podName = pod.metadata.name ?? "";
+    const want = costs.get(podName);
+    if (want === undefined) continue;
+    const have = state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
+    if (have === want) continue;
+    try {
+      await ctx.client.mergePatch(apiPath({ group: "", version: "v1", plural: "pods", namespace: pool.metadata.namespace, name: podName }), {
+        metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } },
+      });
+      state.costsWritten.set(podName, { value: want, at: now });
+      ctx.metrics.deletionCostPatches.inc();
+    } catch (err) {
+      if (apiCode(err) === 404) continue; // the pod went away
+      throw err;
+    }
+  }
 }

@@ -1,7 +1,11 @@
 // The WorkerPool's status, computed from what the operator observed, and written only when it
 // differs from what is stored (status of an idle pool is stable: no poll times, no counters
 // that move by themselves). Conditions keep their lastTransitionTime while their status holds.
+import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
 import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
+import { apiPath } from "../kube/client.ts";
+import type { PoolState, ReconcileContext } from "./context.ts";
+import { deepEqual, subsetDiff } from "./diff.ts";
 import { CONDITION_DEGRADED, CONDITION_READY, CONDITION_SCALING_ACTIVE } from "../apis/v1alpha1/types.ts";
 import type { BacklogSample } from "../scaling/backlog.ts";
 import type { Deployment } from "./deployment.ts";
@@ -130,3 +134,33 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
 }
 
 export { rfc3339 };
+
+/** The status concern: write (server-side apply on /status) only when it differs from the stored one. */
+export async function reconcileStatus(ctx: ReconcileContext, key: string, pool: WorkerPool, status: WorkerPoolStatus): Promise<void> {
+  if (deepEqual(status, pool.status ?? {})) return;
+  ctx.log.debug({ pool: key, changed: [...new Set([...subsetDiff(status, pool.status ?? {}), ...subsetDiff(pool.status ?? {}, status)])] }, "writing status");
+  const path = apiPath({ group: GROUP, version: VERSION, plural: PLURAL, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "status" });
+  const res = await ctx.client.apply<WorkerPool>(path, { apiVersion: API_VERSION, kind: KIND, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status });
+  ctx.poolOverlay.set(key, res);
+}
+
+/** Events for problems that just appeared (Warning, with the reason) and once when all are gone. */
+export async function announceProblems(ctx: ReconcileContext, pool: WorkerPool, state: PoolState, problems: Problem[]): Promise<void> {
+  if (!state.announced) {
+    // After a restart or failover: what the status already shows was announced before.
+    const degraded = pool.status?.conditions?.find((c) => c.type === CONDITION_DEGRADED && c.status === "True");
+    state.announced = new Set(degraded ? [degraded.reason] : []);
+  }
+  const current = new Set(problems.map((p) => p.reason));
+  const key = `${pool.metadata.namespace}/${pool.metadata.name}`;
+  for (const p of problems) {
+    if (state.announced.has(p.reason)) continue;
+    ctx.log.warn({ pool: key, reason: p.reason, message: p.message }, "pool degraded");
+    await ctx.events.record(pool, "Warning", p.reason, p.message);
+  }
+  if (state.announced.size > 0 && current.size === 0) {
+    ctx.log.info({ pool: key }, "pool recovered");
+    await ctx.events.record(pool, "Normal", "Recovered", `no longer degraded (was: ${[...state.announced].join(", ")})`);
+  }
+  state.announced = current;
+}

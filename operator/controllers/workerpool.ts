@@ -7,7 +7,7 @@
 // writes (the client's write gate refuses otherwise).
 import type { Logger } from "pino";
 import { describeRedisUrl } from "../../queue/index.ts";
-import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
+import { GROUP, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
 import { withDefaults, type WorkerPool, type WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { NotLeaderError, apiCode, apiMessage, apiPath, type KubeClient, type KubeObject } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
@@ -15,14 +15,15 @@ import { WorkQueue, runWorkers } from "../kube/workqueue.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { MetricLookup } from "../metricsapi/server.ts";
 import { BacklogPoller, RedisConnections, type BacklogSample } from "../scaling/backlog.ts";
-import { desiredDeployment, effectiveRedisUrl, withReplicas, type Deployment } from "./deployment.ts";
-import { configHash, deepEqual, isSubset, subsetDiff } from "./diff.ts";
+import type { Pod, PoolState, ReconcileContext } from "./context.ts";
+import { effectiveRedisUrl, reconcileDeployment, type Deployment } from "./deployment.ts";
+import { deepEqual } from "./diff.ts";
 import { EventRecorder } from "./events.ts";
-import { desiredHPA, wantsHPA, type HPA } from "./hpa.ts";
-import { CONFIG_HASH_ANNOTATION, DELETION_COST_ANNOTATION, MANAGED_BY, POOL_LABEL, isControlledBy, ownerKey, poolKey, splitKey } from "./names.ts";
+import { reconcileHPA, type HPA } from "./hpa.ts";
+import { MANAGED_BY, POOL_LABEL, isControlledBy, ownerKey, poolKey, splitKey } from "./names.ts";
 import { WriteOverlay } from "./overlay.ts";
-import { decideScale, deletionCosts, newPoolScaler, recordScale, type PoolScaler, type ScaleDecision } from "./scaling.ts";
-import { computeStatus, rfc3339, type LastDecision, type Problem } from "./status.ts";
+import { newPoolScaler, reconcileScale } from "./scaling.ts";
+import { announceProblems, computeStatus, reconcileStatus, type Problem } from "./status.ts";
 import { validateSpec } from "./validate.ts";
 
 export interface ControllerOptions {
@@ -41,21 +42,6 @@ export interface ControllerOptions {
   relistMs?: number;
   /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
   secretTtlMs?: number;
-}
-
-interface Pod extends KubeObject {
-  status?: { phase?: string };
-}
-
-interface PoolState {
-  scaler: PoolScaler;
-  lastDecision?: LastDecision;
-  /** Problem reasons already announced by an Event. */
-  announced?: Set<string>;
-  /** Our last scale write, trusted over an older cache. */
-  expect?: { replicas: number; until: number };
-  /** Deletion costs we wrote recently (pod → value), to not rewrite before the cache shows them. */
-  costsWritten: Map<string, { value: string; at: number }>;
 }
 
 interface SecretEntry {
@@ -87,13 +73,9 @@ export class WorkerPoolController {
   private readonly deployments: Informer<Deployment>[] = [];
   private readonly hpas: Informer<HPA>[] = [];
   private readonly pods: Informer<Pod>[] = [];
-  private readonly poolOverlay = new WriteOverlay<WorkerPool>();
-  private readonly deploymentOverlay = new WriteOverlay<Deployment>();
-  private readonly hpaOverlay = new WriteOverlay<HPA>();
-  private readonly deletedHPAs = new Map<string, number>();
   private readonly states = new Map<string, PoolState>();
   private readonly secrets = new Map<string, SecretEntry>();
-  private readonly events: EventRecorder;
+  private readonly ctx: ReconcileContext;
   readonly conns: RedisConnections;
   readonly poller: BacklogPoller;
   private running: Promise<void> | undefined;
@@ -102,10 +84,25 @@ export class WorkerPoolController {
     this.o = o;
     this.log = o.log.child({ controller: "workerpool" });
     this.client = o.client;
-    this.events = new EventRecorder(o.client, o.identity, this.log);
     this.queue = new WorkQueue({ onDepth: (d) => o.metrics.queueDepth.set(d), onAdd: () => o.metrics.queueAdds.inc() });
     this.conns = new RedisConnections(this.log);
     this.poller = new BacklogPoller(this.conns, { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => o.isLeader() }, { log: this.log });
+    this.ctx = {
+      client: o.client,
+      log: this.log,
+      metrics: o.metrics,
+      events: new EventRecorder(o.client, o.identity, this.log),
+      defaultImage: o.defaultImage,
+      poolOverlay: new WriteOverlay<WorkerPool>(),
+      deploymentOverlay: new WriteOverlay<Deployment>(),
+      hpaOverlay: new WriteOverlay<HPA>(),
+      deletedHPAs: new Map(),
+      podsOf: (pool) =>
+        this.pods
+          .flatMap((i) => i.list(pool.metadata.namespace))
+          .filter((p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp),
+      workerReports: (key) => this.poller.workers(key),
+    };
 
     const namespaces = o.namespaces && o.namespaces.length > 0 ? o.namespaces : [undefined];
     const managed = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
@@ -282,7 +279,7 @@ export class WorkerPoolController {
 
   private async reconcile(key: string): Promise<number | undefined> {
     const { namespace, name } = splitKey(key);
-    const pool = this.poolOverlay.get(key, this.getPool(namespace, name));
+    const pool = this.ctx.poolOverlay.get(key, this.getPool(namespace, name));
     if (!pool || pool.metadata.deletionTimestamp) {
       // Owned objects go with the pool (garbage collector, owner references).
       this.forget(key);
@@ -347,8 +344,8 @@ export class WorkerPoolController {
       });
     }
 
-    let deployment = this.deploymentOverlay.get(key, this.pick(this.deployments, namespace, name));
-    let hpa = this.hpaOverlay.get(key, this.pick(this.hpas, namespace, name));
+    let deployment = this.ctx.deploymentOverlay.get(key, this.pick(this.deployments, namespace, name));
+    let hpa = this.ctx.hpaOverlay.get(key, this.pick(this.hpas, namespace, name));
     let owned = false;
     if (spec) {
       // ---- Deployment
@@ -356,41 +353,27 @@ export class WorkerPoolController {
         problems.push({ reason: "DeploymentConflict", message: `Deployment ${name} exists and is not controlled by this WorkerPool; rename one of them` });
       } else {
         try {
-          deployment = await this.reconcileDeployment(key, pool, spec, deployment, usable ? sample!.lastGood!.counts.backlog : undefined);
+          deployment = await reconcileDeployment(this.ctx, key, pool, spec, deployment, usable ? sample!.lastGood!.counts.backlog : undefined);
           owned = true;
         } catch (err) {
           if (!isUserError(err)) throw err;
           problems.push({ reason: "ApplyFailed", message: `Deployment: ${apiMessage(err)}` });
+          requeue = 60_000;
         }
       }
       // ---- HPA
       if (owned) {
         try {
-          hpa = await this.reconcileHPA(key, pool, spec, hpa, problems);
+          hpa = await reconcileHPA(this.ctx, key, pool, spec, hpa, problems);
         } catch (err) {
           if (!isUserError(err)) throw err;
           problems.push({ reason: "ApplyFailed", message: `HorizontalPodAutoscaler: ${apiMessage(err)}` });
+          requeue = 60_000;
         }
       }
       // ---- replicas
       if (owned && deployment) {
-        const live = deployment.spec?.replicas ?? 0;
-        if (state.expect && (state.expect.replicas === live || now > state.expect.until)) state.expect = undefined;
-        const current = state.expect?.replicas ?? live;
-        const decision = decideScale(state.scaler, {
-          now,
-          spec,
-          current,
-          statusReplicas: deployment.status?.replicas ?? current,
-          counts: usable ? sample!.lastGood!.counts : undefined,
-        });
-        if (decision) {
-          if (decision.replicas < decision.from && decision.replicas > 0) await this.updateDeletionCosts(key, pool, state, true);
-          deployment = await this.scale(key, pool, spec, deployment, state, decision);
-        } else if (spec.scaling.mode === "hpa" && wantsHPA(spec) && current > Math.max(1, spec.scaling.minReplicas)) {
-          // The HPA may scale in at any sync: keep idle pods the cheapest to delete.
-          await this.updateDeletionCosts(key, pool, state, false);
-        }
+        deployment = await reconcileScale(this.ctx, key, pool, spec, deployment, state, usable ? sample!.lastGood!.counts : undefined, now);
         this.o.metrics.desiredReplicas.set({ namespace, workerpool: name }, deployment.spec?.replicas ?? 0);
         const cooldownLeft = state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - now;
         if ((deployment.spec?.replicas ?? 0) > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0) {
@@ -399,170 +382,20 @@ export class WorkerPoolController {
       }
     }
 
-    await this.announceProblems(pool, state, problems);
-    await this.writeStatus(key, pool, computeStatus({ pool, spec, deployment, hpa, sample, sampleUsable: usable, problems, lastDecision: state.lastDecision, now: new Date(now) }));
+    await announceProblems(this.ctx, pool, state, problems);
+    await reconcileStatus(this.ctx, key, pool, computeStatus({ pool, spec, deployment, hpa, sample, sampleUsable: usable, problems, lastDecision: state.lastDecision, now: new Date(now) }));
     return requeue;
   }
-
-  private async reconcileDeployment(key: string, pool: WorkerPool, spec: WorkerPoolSpec, live: Deployment | undefined, backlog: number | undefined): Promise<Deployment> {
-    const desired = desiredDeployment(pool, spec, { defaultImage: this.o.defaultImage });
-    const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
-    if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
-    const path = apiPath({ ...DEPLOYMENTS, namespace: pool.metadata.namespace, name: pool.metadata.name });
-    let replicas: number;
-    if (live) {
-      // Keep the replica count as it is right now (the HPA's or ours); read it fresh to not
-      // undo a scale that happened after our cache was filled.
-      const fresh = await this.client.get<Deployment>(path);
-      replicas = fresh?.spec?.replicas ?? live.spec?.replicas ?? 0;
-      this.log.info(
-        { pool: key, changed: live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash ? ["spec"] : subsetDiff(desired, live).slice(0, 10) },
-        "updating worker Deployment",
-      );
-    } else {
-      replicas = initialReplicas(spec, backlog);
-      this.log.info({ pool: key, replicas }, "creating worker Deployment");
-    }
-    const applied = await this.client.apply<Deployment>(path, withReplicas(desired, replicas));
-    this.deploymentOverlay.set(key, applied);
-    return applied;
-  }
-
-  private async reconcileHPA(key: string, pool: WorkerPool, spec: WorkerPoolSpec, live: HPA | undefined, problems: Problem[]): Promise<HPA | undefined> {
-    const path = apiPath({ ...HPAS, namespace: pool.metadata.namespace, name: pool.metadata.name });
-    if (!wantsHPA(spec)) {
-      if (live && isControlledBy(live, pool)) {
-        const uid = live.metadata.uid ?? "";
-        const deletedAt = this.deletedHPAs.get(uid);
-        if (deletedAt === undefined || Date.now() - deletedAt > 30_000) {
-          this.log.info({ pool: key, mode: spec.scaling.mode, paused: spec.scaling.paused }, "deleting HorizontalPodAutoscaler (not used in this mode)");
-          await this.client.delete(path, { preconditionsUid: uid || undefined });
-          for (const [u, at] of this.deletedHPAs) if (Date.now() - at > 60_000) this.deletedHPAs.delete(u);
-          this.deletedHPAs.set(uid, Date.now());
-          this.hpaOverlay.delete(key);
-        }
-      }
-      return undefined;
-    }
-    if (live && !isControlledBy(live, pool)) {
-      problems.push({ reason: "HPAConflict", message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool` });
-      return live;
-    }
-    const desired = desiredHPA(pool, spec);
-    const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
-    if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
-    this.log.info({ pool: key }, live ? "updating HorizontalPodAutoscaler" : "creating HorizontalPodAutoscaler");
-    const applied = await this.client.apply<HPA>(path, desired);
-    this.hpaOverlay.set(key, applied);
-    return applied;
-  }
-
-  private async scale(key: string, pool: WorkerPool, spec: WorkerPoolSpec, deployment: Deployment, state: PoolState, d: ScaleDecision): Promise<Deployment> {
-    const path = apiPath({ ...DEPLOYMENTS, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "scale" });
-    const res = await this.client.mergePatch<{ metadata: { resourceVersion?: string } }>(path, { spec: { replicas: d.replicas } });
-    const now = Date.now();
-    recordScale(state.scaler, spec, d, now);
-    state.expect = { replicas: d.replicas, until: now + 30_000 };
-    state.lastDecision = { replicas: d.replicas, from: d.from, reason: d.reason, message: d.message, at: rfc3339(new Date(now)) };
-    const updated: Deployment = {
-      ...deployment,
-      metadata: { ...deployment.metadata, resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion },
-      spec: { ...deployment.spec, replicas: d.replicas },
-    };
-    this.deploymentOverlay.set(key, updated);
-    const direction = d.replicas > d.from ? "up" : "down";
-    this.o.metrics.decisions.inc({ namespace: pool.metadata.namespace, workerpool: pool.metadata.name, direction, reason: d.reason });
-    this.log.info({ pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message }, "scaled worker Deployment");
-    await this.events.record(pool, "Normal", direction === "up" ? "ScaledUp" : "ScaledDown", `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`);
-    return updated;
-  }
-
-  /**
-   * Marks each pod with controller.kubernetes.io/pod-deletion-cost from the workers' busy/idle
-   * reports, so a ReplicaSet scaling in deletes idle pods first. Patches only pods whose cost
-   * changes. `required`: fail the reconcile when the reports cannot be read (a direct scale-in
-   * waits for them); otherwise best effort.
-   */
-  private async updateDeletionCosts(key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<void> {
-    const ns = pool.metadata.namespace;
-    const pods = this.pods
-      .flatMap((i) => i.list(ns))
-      .filter((p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp);
-    if (pods.length <= 1) return;
-    let reports;
-    try {
-      reports = await this.poller.workers(key);
-    } catch (err) {
-      if (required) throw err;
-      this.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");
-      return;
-    }
-    const now = Date.now();
-    const costs = deletionCosts(
-      pods.map((p) => p.metadata.name ?? ""),
-      reports,
-      now,
-    );
-    for (const [podName, w] of state.costsWritten) if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
-    for (const pod of pods) {
-      const podName = pod.metadata.name ?? "";
-      const want = costs.get(podName);
-      if (want === undefined) continue;
-      const have = state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
-      if (have === want) continue;
-      try {
-        await this.client.mergePatch(apiPath({ ...PODS, namespace: ns, name: podName }), { metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } } });
-        state.costsWritten.set(podName, { value: want, at: now });
-        this.o.metrics.deletionCostPatches.inc();
-      } catch (err) {
-        if (apiCode(err) === 404) continue; // the pod went away
-        throw err;
-      }
-    }
-  }
-
-  /** Events for problems that just appeared (and once when all are gone). */
-  private async announceProblems(pool: WorkerPool, state: PoolState, problems: Problem[]): Promise<void> {
-    if (!state.announced) {
-      // After a restart or failover: what the status already shows was announced before.
-      const degraded = pool.status?.conditions?.find((c) => c.type === "Degraded" && c.status === "True");
-      state.announced = new Set(degraded ? [degraded.reason] : []);
-    }
-    const now = new Set(problems.map((p) => p.reason));
-    for (const p of problems) {
-      if (state.announced.has(p.reason)) continue;
-      this.log.warn({ pool: poolKey(pool), reason: p.reason, message: p.message }, "pool degraded");
-      await this.events.record(pool, "Warning", p.reason, p.message);
-    }
-    if (state.announced.size > 0 && now.size === 0) {
-      this.log.info({ pool: poolKey(pool) }, "pool recovered");
-      await this.events.record(pool, "Normal", "Recovered", `no longer degraded (was: ${[...state.announced].join(", ")})`);
-    }
-    state.announced = now;
-  }
-
-  private async writeStatus(key: string, pool: WorkerPool, status: NonNullable<WorkerPool["status"]>): Promise<void> {
-    if (deepEqual(status, pool.status ?? {})) return;
-    this.log.debug({ pool: key, changed: [...new Set([...subsetDiff(status, pool.status ?? {}), ...subsetDiff(pool.status ?? {}, status)])] }, "writing status");
-    const path = apiPath({ ...WORKERPOOLS, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "status" });
-    const res = await this.client.apply<WorkerPool>(path, { apiVersion: API_VERSION, kind: KIND, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status });
-    this.poolOverlay.set(key, res);
-  }
 }
 
-/** Replicas of a Deployment the operator creates. */
-export function initialReplicas(spec: WorkerPoolSpec, backlog: number | undefined): number {
-  if (spec.replicas !== undefined) return spec.replicas;
-  const s = spec.scaling;
-  if (s.paused) return s.minReplicas;
-  if (backlog !== undefined && backlog > s.activationBacklog) return Math.max(1, s.minReplicas);
-  return s.minReplicas;
-}
-
-/** A 4xx the user can fix (invalid field, forbidden by a policy): reported, not retried hot. */
-function isUserError(err: unknown): boolean {
+/**
+ * An error the user can fix (an invalid field, a policy that forbids it): reported as
+ * Degraded/ApplyFailed, not retried hot. Server-side apply answers 500 for fields it cannot
+ * convert (a bad quantity, an unknown field in a passed-through pod template): those too.
+ */
+export function isUserError(err: unknown): boolean {
   const code = apiCode(err);
-  return code === 400 || code === 403 || code === 422;
+  if (code === 400 || code === 403 || code === 422) return true;
+  return code === 500 && /failed to create typed patch object|failed to convert new object|unable to convert unstructured object|field not declared in schema/i.test(apiMessage(err));
 }
 
-export { configHash };

@@ -1,0 +1,46 @@
+// What every concern's reconcile step gets: the (leader-gated) client, the read-your-writes
+// overlays, the pool's in-memory state, and ways to observe pods and worker reports.
+import type { Logger } from "pino";
+import type { WorkerReport } from "../../queue/index.ts";
+import type { WorkerPool } from "../apis/v1alpha1/types.ts";
+import type { KubeClient, KubeObject } from "../kube/client.ts";
+import type { OperatorMetrics } from "../metrics.ts";
+import type { Deployment } from "./deployment.ts";
+import type { EventRecorder } from "./events.ts";
+import type { HPA } from "./hpa.ts";
+import type { WriteOverlay } from "./overlay.ts";
+import type { PoolScaler } from "./scaling.ts";
+import type { LastDecision } from "./status.ts";
+
+export interface Pod extends KubeObject {
+  status?: { phase?: string };
+}
+
+export interface ReconcileContext {
+  client: KubeClient;
+  log: Logger;
+  metrics: OperatorMetrics;
+  events: EventRecorder;
+  defaultImage: string;
+  poolOverlay: WriteOverlay<WorkerPool>;
+  deploymentOverlay: WriteOverlay<Deployment>;
+  hpaOverlay: WriteOverlay<HPA>;
+  /** HPAs this replica deleted recently (uid → when), so a lagging cache does not delete twice. */
+  deletedHPAs: Map<string, number>;
+  /** The pool's pods (informer cache), not terminating. */
+  podsOf: (pool: WorkerPool) => Pod[];
+  /** The workers' busy/idle reports of the pool's queue. */
+  workerReports: (key: string) => Promise<WorkerReport[]>;
+}
+
+/** What the operator remembers about a pool between reconciles (in memory; rebuilt after a restart). */
+export interface PoolState {
+  scaler: PoolScaler;
+  lastDecision?: LastDecision;
+  /** Problem reasons already announced by an Event. */
+  announced?: Set<string>;
+  /** Our last scale write, trusted over an older cache. */
+  expect?: { replicas: number; until: number };
+  /** Deletion costs we wrote recently (pod → value), to not rewrite before the cache shows them. */
+  costsWritten: Map<string, { value: string; at: number }>;
+}
