@@ -146,13 +146,22 @@ export async function reconcileScale(
   const current = state.expect?.replicas ?? live;
   const d = decideScale(state.scaler, { now, spec, current, statusReplicas: deployment.status?.replicas ?? current, counts });
   if (!d) {
-    // The HPA may scale in at any sync: keep idle pods the cheapest to delete.
-    if (spec.scaling.mode === "hpa" && spec.replicas === undefined && !spec.scaling.paused && current > Math.max(1, spec.scaling.minReplicas)) {
+    // A scale-in may come at any time (the HPA's next sync, our next poll): keep idle pods the
+    // cheapest to delete while the pool could shrink.
+    if (spec.replicas === undefined && !spec.scaling.paused && current > Math.max(1, spec.scaling.minReplicas)) {
       await updateDeletionCosts(ctx, key, pool, state, false);
     }
     return deployment;
   }
-  if (d.replicas < d.from && d.replicas > 0) await updateDeletionCosts(ctx, key, pool, state, true);
+  if (d.replicas < d.from && d.replicas > 0) {
+    // Costs first; if any had to change, scale in at the next reconcile, so the ReplicaSet
+    // controller's cache has seen them when it picks the pods to delete.
+    const patched = await updateDeletionCosts(ctx, key, pool, state, true);
+    if (patched > 0) {
+      ctx.log.debug({ pool: key, patched }, "deletion costs updated; scaling in at the next reconcile");
+      return deployment;
+    }
+  }
   const path = apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "scale" });
   const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, { spec: { replicas: d.replicas } });
   const at = Date.now();
@@ -178,17 +187,18 @@ export async function reconcileScale(
  * `required`: fail when the reports cannot be read (the operator's own scale-in waits for them);
  * otherwise best effort.
  */
-export async function updateDeletionCosts(ctx: ReconcileContext, key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<void> {
+export async function updateDeletionCosts(ctx: ReconcileContext, key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<number> {
   const pods = ctx.podsOf(pool);
-  if (pods.length <= 1) return;
+  if (pods.length <= 1) return 0;
   let reports: WorkerReport[];
   try {
     reports = await ctx.workerReports(key);
   } catch (err) {
     if (required) throw err;
     ctx.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");
-    return;
+    return 0;
   }
+  let patched = 0;
   const now = Date.now();
   const costs = deletionCosts(
     pods.map((p) => p.metadata.name ?? ""),
@@ -208,9 +218,11 @@ export async function updateDeletionCosts(ctx: ReconcileContext, key: string, po
       });
       state.costsWritten.set(podName, { value: want, at: now });
       ctx.metrics.deletionCostPatches.inc();
+      patched++;
     } catch (err) {
       if (apiCode(err) === 404) continue; // the pod went away
       throw err;
     }
   }
+  return patched;
 }
