@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { parseArgs } from "node:util";
+import { OptionError, readOptions } from "../cli/options.ts";
 import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
 
 export interface OperatorConfig {
@@ -33,9 +33,6 @@ export interface OperatorConfig {
   logLevel: string;
 }
 
-export class OperatorConfigError extends Error {
-  override name = "OperatorConfigError";
-}
 
 const SOURCES = {
   kubeconfig: "KUBECONFIG",
@@ -62,7 +59,6 @@ const SOURCES = {
   "relist-seconds": "CONVEYOR_RELIST_SECONDS",
   "log-level": "LOG_LEVEL",
 } as const;
-type Option = keyof typeof SOURCES;
 
 export const OPERATOR_USAGE = `usage: conveyor operator [options]
 
@@ -113,96 +109,51 @@ function ownNamespace(): string | undefined {
 }
 
 export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  const options = Object.fromEntries(Object.keys(SOURCES).map((k) => [k, { type: "string" as const }])) as Record<Option, { type: "string" }>;
-  let values: Partial<Record<Option, string>>;
-  try {
-    const parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: false });
-    values = parsed.values as Partial<Record<Option, string>>;
-  } catch (err) {
-    throw new OperatorConfigError(`${(err as Error).message}\n${OPERATOR_USAGE}`);
-  }
-  const raw = (opt: Option): string | undefined => {
-    const v = values[opt] ?? env[SOURCES[opt]];
-    return v === undefined || v === "" ? undefined : v;
-  };
-  const name = (opt: Option) => `--${opt} / ${SOURCES[opt]}`;
-  const int = (opt: Option, def: number, min: number, max: number): number => {
-    const v = raw(opt);
-    if (v === undefined) return def;
-    const n = Number(v);
-    if (!/^\d+$/.test(v.trim()) || n < min || n > max) throw new OperatorConfigError(`${name(opt)}: expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  const bool = (opt: Option, def: boolean): boolean => {
-    const v = raw(opt);
-    if (v === undefined) return def;
-    if (/^(true|1|yes|on)$/i.test(v)) return true;
-    if (/^(false|0|no|off)$/i.test(v)) return false;
-    throw new OperatorConfigError(`${name(opt)}: expected true or false, got ${JSON.stringify(v)}`);
-  };
-  const list = (opt: Option): string[] =>
-    (raw(opt) ?? "")
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean);
-  const file = (opt: Option): string | undefined => {
-    const v = raw(opt);
-    if (v === undefined) return undefined;
-    try {
-      readFileSync(v);
-    } catch (err) {
-      throw new OperatorConfigError(`${name(opt)}: cannot read ${v}: ${(err as Error).message}`);
-    }
-    return v;
-  };
+  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE);
+  const { name } = o;
 
-  const namespaces = list("namespaces");
+  const namespaces = o.list("namespaces");
   for (const ns of namespaces) {
-    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new OperatorConfigError(`${name("namespaces")}: ${JSON.stringify(ns)} is not a namespace name`);
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new OptionError(`${name("namespaces")}: ${JSON.stringify(ns)} is not a namespace name`);
   }
-  const logLevel = raw("log-level") ?? "info";
-  if (!["trace", "debug", "info", "warn", "error", "fatal", "silent"].includes(logLevel)) {
-    throw new OperatorConfigError(`${name("log-level")}: unknown level ${JSON.stringify(logLevel)}`);
-  }
-  const metricsApiCert = file("metrics-api-cert");
-  const metricsApiKey = file("metrics-api-key");
+  const metricsApiCert = o.file("metrics-api-cert");
+  const metricsApiKey = o.file("metrics-api-key");
   if (!!metricsApiCert !== !!metricsApiKey) {
-    throw new OperatorConfigError(`${name("metrics-api-cert")} and ${name("metrics-api-key")} go together`);
+    throw new OptionError(`${name("metrics-api-cert")} and ${name("metrics-api-key")} go together`);
   }
-  const clientCA = raw("metrics-api-client-ca") ?? "auto";
-  if (clientCA !== "auto" && clientCA !== "none") file("metrics-api-client-ca");
-  const leaseDuration = int("lease-duration", 15, 2, 3600);
-  const renewDeadline = int("renew-deadline", 10, 1, 3600);
-  const retryPeriod = int("retry-period", 2, 1, 600);
-  if (renewDeadline >= leaseDuration) throw new OperatorConfigError(`${name("renew-deadline")} (${renewDeadline}) must be less than ${name("lease-duration")} (${leaseDuration})`);
-  if (retryPeriod >= renewDeadline) throw new OperatorConfigError(`${name("retry-period")} (${retryPeriod}) must be less than ${name("renew-deadline")} (${renewDeadline})`);
-  const kubeconfig = file("kubeconfig");
-  const electionId = raw("leader-election-id") ?? "conveyor-operator";
-  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(electionId)) throw new OperatorConfigError(`${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`);
+  const clientCA = o.raw("metrics-api-client-ca") ?? "auto";
+  if (clientCA !== "auto" && clientCA !== "none") o.file("metrics-api-client-ca");
+  const leaseDuration = o.int("lease-duration", 15, 2, 3600);
+  const renewDeadline = o.int("renew-deadline", 10, 1, 3600);
+  const retryPeriod = o.int("retry-period", 2, 1, 600);
+  if (renewDeadline >= leaseDuration) throw new OptionError(`${name("renew-deadline")} (${renewDeadline}) must be less than ${name("lease-duration")} (${leaseDuration})`);
+  if (retryPeriod >= renewDeadline) throw new OptionError(`${name("retry-period")} (${retryPeriod}) must be less than ${name("renew-deadline")} (${renewDeadline})`);
+  const electionId = o.raw("leader-election-id") ?? "conveyor-operator";
+  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(electionId)) throw new OptionError(`${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`);
 
   return {
-    kubeconfig,
-    context: raw("context"),
+    kubeconfig: o.file("kubeconfig"),
+    context: o.raw("context"),
     namespaces,
-    workerImage: raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${packageVersion()}`,
-    metricsAddress: raw("metrics-address") ?? "0.0.0.0",
-    metricsPort: int("metrics-port", 8080, 0, 65535),
-    metricsApi: bool("metrics-api", true),
-    metricsApiAddress: raw("metrics-api-address") ?? "0.0.0.0",
-    metricsApiPort: int("metrics-api-port", 6443, 0, 65535),
+    workerImage: o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${packageVersion()}`,
+    metricsAddress: o.raw("metrics-address") ?? "0.0.0.0",
+    metricsPort: o.int("metrics-port", 8080, 0, 65535),
+    metricsApi: o.bool("metrics-api", true),
+    metricsApiAddress: o.raw("metrics-api-address") ?? "0.0.0.0",
+    metricsApiPort: o.int("metrics-api-port", 6443, 0, 65535),
     metricsApiCert,
     metricsApiKey,
     metricsApiClientCA: clientCA,
-    metricsApiHosts: list("metrics-api-hosts"),
-    leaderElect: bool("leader-elect", true),
-    leaderElectionNamespace: raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
+    metricsApiHosts: o.list("metrics-api-hosts"),
+    leaderElect: o.bool("leader-elect", true),
+    leaderElectionNamespace: o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
     leaderElectionId: electionId,
-    identity: raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
+    identity: o.raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
     leaseDurationMs: leaseDuration * 1000,
     renewDeadlineMs: renewDeadline * 1000,
     retryPeriodMs: retryPeriod * 1000,
-    workers: int("workers", 4, 1, 64),
-    relistMs: int("relist-seconds", 600, 5, 86400) * 1000,
-    logLevel,
+    workers: o.int("workers", 4, 1, 64),
+    relistMs: o.int("relist-seconds", 600, 5, 86400) * 1000,
+    logLevel: o.logLevel("log-level"),
   };
 }

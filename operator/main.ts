@@ -6,7 +6,8 @@ import * as http from "node:http";
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
-import { OPERATOR_USAGE, OperatorConfigError, loadOperatorConfig, type OperatorConfig } from "./config.ts";
+import { OptionError } from "../cli/options.ts";
+import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { WorkerPoolController } from "./controllers/workerpool.ts";
 import { apiMessage, apiPath, KubeClient } from "./kube/client.ts";
 import { LeaderElector } from "./kube/leader.ts";
@@ -99,7 +100,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   try {
     cfg = loadOperatorConfig(argv);
   } catch (err) {
-    if (err instanceof OperatorConfigError) {
+    if (err instanceof OptionError) {
       process.stderr.write(`conveyor operator: ${err.message}\n`);
       return 2;
     }

@@ -157,7 +157,7 @@ export class WorkerPoolController {
     await this.running;
   }
 
-  /** Leadership gained: re-check every pool (state from the previous leader is not trusted). */
+  /** Leadership gained: re-check every pool now (a standby observed, it never acted). */
   onStartedLeading(): void {
     this.enqueueAll();
   }
