@@ -14,8 +14,12 @@ import { LeaderElector } from "./kube/leader.ts";
 import { createOperatorMetrics, type OperatorMetrics } from "./metrics.ts";
 import { MetricsApiServer } from "./metricsapi/server.ts";
 import { selfSignedCert } from "./metricsapi/selfsigned.ts";
+import { ServingCertificate } from "./metricsapi/servingCertificate.ts";
 
 export { OPERATOR_USAGE };
+
+/** How often a serving certificate from files is re-read (cert-manager rotation, kubelet's Secret refresh ≈ 1 min). */
+const CERT_RELOAD_MS = 30_000;
 
 function createLogger(level: string, base: Record<string, unknown>): Logger {
   return pino({ level, base, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } });
@@ -138,12 +142,19 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   }
 
   let metricsApi: MetricsApiServer | undefined;
+  let servingCert: ServingCertificate | undefined;
   if (cfg.metricsApi) {
     let cert: string;
     let key: string;
     if (cfg.metricsApiCert && cfg.metricsApiKey) {
-      cert = readFileSync(cfg.metricsApiCert, "utf8");
-      key = readFileSync(cfg.metricsApiKey, "utf8");
+      try {
+        servingCert = new ServingCertificate(cfg.metricsApiCert, cfg.metricsApiKey, log);
+      } catch (err) {
+        log.fatal({ err: (err as Error).message }, "--metrics-api-cert / --metrics-api-key: not a usable certificate and key");
+        httpServer.close();
+        return 1;
+      }
+      ({ cert, key } = servingCert.pair);
     } else {
       const hosts = cfg.metricsApiHosts.length > 0 ? cfg.metricsApiHosts : ["localhost", "127.0.0.1"];
       ({ cert, key } = selfSignedCert("conveyor-operator", hosts));
@@ -159,6 +170,8 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       log,
       metrics,
     });
+    const server = metricsApi;
+    servingCert?.watch(CERT_RELOAD_MS, (pair) => server.setCertificate(pair));
     try {
       await metricsApi.start();
     } catch (err) {
@@ -213,6 +226,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   process.off("SIGINT", onSignal);
   await elector?.stop();
   await controller.stop();
+  servingCert?.stop();
   await metricsApi?.stop();
   await new Promise<void>((resolve) => {
     httpServer.closeAllConnections();

@@ -2,7 +2,8 @@
 // desired objects, the HPA algorithm, the work queue, spec validation.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import { parse } from "yaml";
@@ -554,6 +555,7 @@ describe("status and validation", () => {
 
 import { MetricsApiServer, parseSelector } from "../operator/metricsapi/server.ts";
 import { selfSignedCert } from "../operator/metricsapi/selfsigned.ts";
+import { ServingCertificate } from "../operator/metricsapi/servingCertificate.ts";
 import { loadOperatorConfig } from "../operator/config.ts";
 import { urlWithPassword } from "../operator/scaling/backlog.ts";
 import * as https from "node:https";
@@ -561,7 +563,7 @@ import * as https from "node:https";
 function getJson(port: number, path: string, ca: string): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     https
-      .get({ host: "127.0.0.1", port, path, ca, servername: "localhost" }, (res) => {
+      .get({ host: "127.0.0.1", port, path, ca, servername: "localhost", agent: false }, (res) => {
         let text = "";
         res.on("data", (c) => (text += c));
         res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text || "{}") }));
@@ -604,6 +606,34 @@ describe("external metrics API", () => {
       assert.equal((await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/other-metric?labelSelector=workerpool%3Docr", cert)).status, 404);
     } finally {
       await server.stop();
+    }
+  });
+
+  it("serves a rotated certificate from its files to new connections; a half-rotated pair keeps the old one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-cert-"));
+    const certFile = join(dir, "tls.crt");
+    const keyFile = join(dir, "tls.key");
+    const first = selfSignedCert("first", ["localhost", "127.0.0.1"]);
+    const second = selfSignedCert("second", ["localhost", "127.0.0.1"]);
+    writeFileSync(certFile, first.cert);
+    writeFileSync(keyFile, first.key);
+    const serving = new ServingCertificate(certFile, keyFile);
+    const server = new MetricsApiServer({ host: "127.0.0.1", port: 0, ...serving.pair, lookup: () => ({ kind: "not-found", message: "none" }) });
+    const { port } = await server.start();
+    const discovery = "/apis/external.metrics.k8s.io/v1beta1";
+    try {
+      assert.equal((await getJson(port, discovery, first.cert)).status, 200);
+      writeFileSync(certFile, second.cert); // the key file not yet: a mismatched pair
+      assert.equal(serving.check((p) => server.setCertificate(p)), false, "a mismatched pair is not loaded");
+      assert.equal((await getJson(port, discovery, first.cert)).status, 200);
+      writeFileSync(keyFile, second.key);
+      assert.equal(serving.check((p) => server.setCertificate(p)), true);
+      assert.equal((await getJson(port, discovery, second.cert)).status, 200, "the new certificate is served");
+      await assert.rejects(getJson(port, discovery, first.cert), "the old certificate is no longer served");
+      assert.equal(serving.check((p) => server.setCertificate(p)), false, "unchanged files: nothing to do");
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -180,6 +180,13 @@ export class MetricsApiServer {
     return { address: this.o.host, port };
   }
 
+  /** Serve `pair` to new connections (a rotated certificate); open connections keep theirs. */
+  setCertificate(pair: { cert: string; key: string }): void {
+    this.o.cert = pair.cert;
+    this.o.key = pair.key;
+    this.server?.setSecureContext({ cert: pair.cert, key: pair.key, ...(this.o.clientCA ? { ca: this.o.clientCA } : {}) });
+  }
+
   async stop(): Promise<void> {
     const s = this.server;
     if (!s) return;
