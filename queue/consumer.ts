@@ -39,6 +39,27 @@ export interface SweepResult {
   ran: boolean;
   requeued: number;
   deadLettered: number;
+  /**
+   * > 0 while the outage grace is open (ms left): the sweeper saw a gap longer than `gapMs`
+   * since the previous sweep call, so no lease is expired until every live worker renewed.
+   */
+  graceLeftMs: number;
+}
+
+export interface SweepOptions {
+  maxStalls?: number;
+  limit?: number;
+  /** The mutex: at most one sweep per this many ms per queue. */
+  lockMs?: number;
+  workerStaleMs?: number;
+  /**
+   * A gap longer than this between two sweep calls (any caller) means nobody reached Redis, so
+   * nobody could renew: it opens a grace of `graceMs` in which no lease expires. Callers that
+   * do not know the workers' lease (the operator) leave both out and the queue's stored values
+   * (from the workers' sweeps) apply. See sweep_leases.lua.
+   */
+  gapMs?: number;
+  graceMs?: number;
 }
 
 const CLAIM_FIELDS = 9;
@@ -179,7 +200,7 @@ export class Consumer {
     return ok === 1;
   }
 
-  async sweep(opts: { maxStalls?: number; limit?: number; lockMs?: number; workerStaleMs?: number } = {}): Promise<SweepResult> {
+  async sweep(opts: SweepOptions = {}): Promise<SweepResult> {
     return sweepQueue(this.redis, this.queue, opts);
   }
 
@@ -200,17 +221,20 @@ export class Consumer {
 export async function sweepQueue(
   redis: RedisClient,
   queue: string,
-  opts: { maxStalls?: number; limit?: number; lockMs?: number; workerStaleMs?: number } = {},
+  opts: SweepOptions = {},
 ): Promise<SweepResult> {
   const k = new QueueKeys(queue);
-  const [requeued, dead] = await runScript<[number, number]>(
+  const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
     redis,
     "sweep_leases",
-    [k.inflight, k.ready, k.dead, k.counts, k.wake, k.outbox, k.meta, k.sweepLock, k.delayed, k.workers],
-    [k.jobPrefix, queue, Date.now(), opts.maxStalls ?? DEFAULT_MAX_STALLS, opts.limit ?? 1000, opts.lockMs ?? 1000, opts.workerStaleMs ?? 60_000],
+    [k.inflight, k.ready, k.dead, k.counts, k.wake, k.outbox, k.meta, k.sweepLock, k.delayed, k.workers, k.sweeper],
+    [
+      k.jobPrefix, queue, Date.now(), opts.maxStalls ?? DEFAULT_MAX_STALLS, opts.limit ?? 1000, opts.lockMs ?? 1000, opts.workerStaleMs ?? 60_000,
+      Math.max(0, Math.round(opts.gapMs ?? 0)), Math.max(0, Math.round(opts.graceMs ?? 0)),
+    ],
   );
-  if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0 };
-  return { ran: true, requeued, deadLettered: dead };
+  if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
+  return { ran: true, requeued, deadLettered: dead, graceLeftMs };
 }
 
 function reuseArgs(r: ResultReuse): (string | number)[] {

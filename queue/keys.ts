@@ -70,6 +70,8 @@ export class QueueKeys extends PipelineKeys {
   get wake(): string { return this.part("wake"); }
   get workers(): string { return this.part("workers"); }
   get sweepLock(): string { return this.part("sweep"); }
+  /** The sweeper's state: `sweptAt` (last call, Redis clock), `graceUntil` after an outage, its settings. */
+  get sweeper(): string { return this.part("sweeper"); }
   get events(): string { return this.part("events"); }
   get idempotencyPrefix(): string { return this.part("idem:"); }
   /** A stage result stored for reuse under its input's content hash. */
