@@ -22,6 +22,12 @@ export interface ClaimResult {
 
 export type FailOutcome = "retry" | "dead" | "lost";
 
+/** A completion that also claimed for the freed slot(s): complete-and-claim. */
+export interface SettledAndClaimed extends ClaimResult {
+  /** false when the lease was lost: the result was fenced off and discarded. */
+  ok: boolean;
+}
+
 /** Result reuse: store (or mark as reused) a stage result under the job's content hash. */
 export interface ResultReuse {
   contentHash?: string;
@@ -84,9 +90,21 @@ export class Consumer {
     const [flat, nextDue] = await runScript<[string[], number]>(
       this.redis,
       "claim_jobs",
-      [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+      this.claimKeys,
       [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
     );
+    return this.claimed(flat, nextDue, now);
+  }
+
+  /** claim_jobs' KEYS, in its order (also appended by complete-and-claim calls). */
+  private get claimKeys(): string[] {
+    const k = this.keys;
+    return (this.claimKeyList ??= [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta]);
+  }
+  private claimKeyList: string[] | undefined;
+
+  /** Parse a claim reply (claim_jobs, or the claim part of a complete-and-claim). */
+  private claimed(flat: string[], nextDue: number, now: number): ClaimResult {
     const jobs: ClaimedJob[] = [];
     for (let i = 0; i < flat.length; i += CLAIM_FIELDS) {
       jobs.push({
@@ -120,29 +138,60 @@ export class Consumer {
 
   /** Returns false when the lease was lost: the result was fenced off and discarded. */
   async complete(job: Lease, result: unknown, reuse: ResultReuse = {}): Promise<boolean> {
+    return (await this.completeCall(job, result, reuse, Date.now(), undefined)) === 1;
+  }
+
+  /**
+   * Complete, and in the same script claim up to `count` jobs of this queue for the slot(s)
+   * this frees (one round trip instead of two; the claim is exactly `claim`'s). The claim runs
+   * even when the completion was fenced off: the slot is free either way.
+   */
+  async completeAndClaim(job: Lease, result: unknown, reuse: ResultReuse, count: number): Promise<SettledAndClaimed> {
+    const now = Date.now();
+    return this.settledAndClaimed(await this.completeCall(job, result, reuse, now, count), now);
+  }
+
+  private completeCall(job: Lease, result: unknown, reuse: ResultReuse, now: number, claimCount: number | undefined): Promise<unknown> {
     const k = this.keys;
-    const ok = await runScript<number>(
-      this.redis,
-      "complete_job",
-      [k.inflight, k.counts, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)],
-    );
-    return ok === 1;
+    const keys = [k.inflight, k.counts, k.outbox, k.meta];
+    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)];
+    return runScript<unknown>(this.redis, "complete_job", ...this.withClaim(keys, args, claimCount));
+  }
+
+  /** Append the complete-and-claim part (claim_jobs' KEYS; count, leaseMs, workerId). */
+  private withClaim(keys: string[], args: (string | number)[], claimCount: number | undefined): [string[], (string | number)[]] {
+    if (claimCount === undefined) return [keys, args];
+    return [[...keys, ...this.claimKeys], [...args, claimCount, this.opts.leaseMs, this.opts.workerId]];
+  }
+
+  private settledAndClaimed(reply: unknown, now: number): SettledAndClaimed {
+    const [ok, flat, nextDue] = reply as [number, string[], number];
+    return { ok: ok === 1, ...this.claimed(flat, nextDue, now) };
   }
 
   /** Complete this stage and enqueue the job into `nextQueue` with `nextData`, atomically. */
   async advance(job: Lease, result: unknown, nextQueue: string, nextData: unknown = result, opts: ResultReuse & { nextContentHash?: string } = {}): Promise<boolean> {
+    return (await this.advanceCall(job, result, nextQueue, nextData, opts, Date.now(), undefined)) === 1;
+  }
+
+  /**
+   * Advance, and in the same script claim up to `count` jobs of this (the consumer's own)
+   * queue for the freed slot(s): see `completeAndClaim`.
+   */
+  async advanceAndClaim(job: Lease, result: unknown, nextQueue: string, nextData: unknown, opts: ResultReuse & { nextContentHash?: string }, count: number): Promise<SettledAndClaimed> {
+    const now = Date.now();
+    return this.settledAndClaimed(await this.advanceCall(job, result, nextQueue, nextData, opts, now, count), now);
+  }
+
+  private advanceCall(job: Lease, result: unknown, nextQueue: string, nextData: unknown, opts: ResultReuse & { nextContentHash?: string }, now: number, claimCount: number | undefined): Promise<unknown> {
     assertSamePipeline(this.queue, nextQueue);
     const k = this.keys;
-    const next = new QueueKeys(nextQueue);
-    const ok = await runScript<number>(
-      this.redis,
-      "advance_job",
-      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), encodeResult(result), nextQueue, encodeResult(nextData), ...reuseArgs(opts), opts.nextContentHash ?? ""],
-    );
-    return ok === 1;
+    const next = (this.nextKeys?.queue === nextQueue ? this.nextKeys : (this.nextKeys = new QueueKeys(nextQueue)));
+    const keys = [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake];
+    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), nextQueue, encodeResult(nextData), ...reuseArgs(opts), opts.nextContentHash ?? ""];
+    return runScript<unknown>(this.redis, "advance_job", ...this.withClaim(keys, args, claimCount));
   }
+  private nextKeys: QueueKeys | undefined;
 
   /**
    * Complete this job by fanning it out: one child job per element of `children` in
@@ -241,6 +290,29 @@ function reuseArgs(r: ResultReuse): (string | number)[] {
   return [r.contentHash ?? "", r.ttlSeconds ?? 0, r.reused ? "1" : "0"];
 }
 
-function encodeResult(result: unknown): string {
-  return result === undefined ? "null" : JSON.stringify(result);
+/** A handler result (or fan-out child) that JSON cannot encode: retrying cannot help. */
+export class InvalidResultError extends Error {
+  override name = "InvalidResultError";
+  readonly retryable = false;
+}
+
+/**
+ * A result as the JSON text stored in Redis. Values JSON has no text for at the top level
+ * (undefined, a function, a Symbol) are `null`, as nested ones are dropped by JSON itself; a
+ * value JSON.stringify refuses (a BigInt, a cycle, a throwing toJSON) is an InvalidResultError.
+ */
+export function encodeResult(result: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(result);
+  } catch (err) {
+    let why = "JSON.stringify threw";
+    try {
+      if (err instanceof Error) why = err.message.split("\n")[0]!;
+    } catch {
+      // an Error whose message cannot be read: keep the generic reason
+    }
+    throw new InvalidResultError(`handler result is not JSON: ${why}`, { cause: err });
+  }
+  return typeof json === "string" ? json : "null";
 }

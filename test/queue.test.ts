@@ -253,6 +253,110 @@ describe("queue protocol (single Redis)", () => {
       blocking.disconnect();
     }
   });
+
+  // Complete-and-claim: complete_job / advance_job with claim_jobs' keys and arguments appended.
+  const claimView = (j: import("../queue/index.ts").ClaimedJob) => ({ id: j.id, data: j.rawData, attempt: j.attempt, maxAttempts: j.maxAttempts, timeoutMs: j.timeoutMs, stalls: j.stalls, created: j.createdAt > 0 });
+  const eventsOf = async (q: string) =>
+    (await redis.xrange(new QueueKeys(q).events, "-", "+")).map(([, f]) => {
+      const o: Record<string, string> = {};
+      for (let i = 0; i < f.length; i += 2) o[f[i]!] = f[i + 1]!;
+      return o;
+    });
+
+  test("complete-and-claim claims exactly what claim would: leases, fencing tokens, attempts, timeouts, events", async () => {
+    const jobs = [{ data: 0, id: "first" }, { data: { a: 1 }, id: "x", attempts: 5, timeoutMs: 1234 }, { data: [2], id: "y", priority: 3 }, { data: 3, id: "z" }];
+    const [q1, q2] = [fresh(), fresh()];
+    await producer.enqueueMany(q1, jobs);
+    await producer.enqueueMany(q2, jobs);
+    const c1 = consumer(redis, q1);
+    const c2 = consumer(redis, q2);
+    const [h1] = (await c1.claim(1)).jobs;
+    const [h2] = (await c2.claim(1)).jobs;
+    assert.equal(h1!.id, "y");
+    const combined = await c1.completeAndClaim(h1!, { done: 1 }, {}, 2);
+    assert.equal(await c2.complete(h2!, { done: 1 }), true);
+    const separate = await c2.claim(2);
+    assert.equal(combined.ok, true);
+    assert.deepEqual(combined.jobs.map(claimView), separate.jobs.map(claimView));
+    assert.deepEqual(combined.jobs.map((j) => j.id), ["first", "x"]);
+    assert.equal(combined.nextDueAt, null);
+    // Every claim takes a fresh fencing token, and the lease is held (renewable) under it.
+    const tokens = [h1!, ...combined.jobs].map((j) => Number(j.token));
+    assert.equal(new Set(tokens).size, 3);
+    assert.ok(tokens[1]! > tokens[0]! && tokens[2]! > tokens[1]!);
+    assert.deepEqual(await c1.renew(combined.jobs), []);
+    assert.equal((await admin.job("y", q1))?.state, "completed");
+    assert.equal((await admin.job("x", q1))?.state, "active");
+    assert.deepEqual(await admin.counts(q1), await admin.counts(q2));
+    assert.deepEqual(await admin.counters(q1), await admin.counters(q2));
+    const strip = (es: Record<string, string>[]) => es.map(({ at: _at, token: _token, ...rest }) => ({ ...rest, queue: "" }));
+    assert.deepEqual(strip(await eventsOf(q1)), strip(await eventsOf(q2)));
+    // The claimed jobs complete normally (and may claim again: only "z" is left).
+    const again = await c1.completeAndClaim(combined.jobs[0]!, 1, {}, 3);
+    assert.deepEqual(again.jobs.map((j) => j.id), ["z"]);
+  });
+
+  test("complete-and-claim is fenced like complete, and still claims for the freed slot", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1, id: "held" }, { data: 2, id: "other" }]);
+    const slow = consumer(redis, q, "slow", 50);
+    const [job] = (await slow.claim(1)).jobs;
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal((await slow.sweep({ lockMs: 1 })).requeued, 1);
+    const fast = consumer(redis, q, "fast");
+    const [owned] = (await fast.claim(1)).jobs;
+    assert.equal(owned!.id, "held");
+    const late = await slow.completeAndClaim(job!, "late", {}, 1);
+    assert.equal(late.ok, false, "the late owner's result is fenced off");
+    assert.deepEqual(late.jobs.map((j) => j.id), ["other"]);
+    assert.equal((await admin.counters(q)).fenced, 1);
+    assert.equal((await admin.job("held", q))?.state, "active");
+    const done = await fast.completeAndClaim(owned!, "on time", {}, 1);
+    assert.equal(done.ok, true);
+    assert.equal(done.jobs.length, 0);
+    assert.equal((await admin.job("held", q))?.result, '"on time"');
+    assert.equal((await fast.completeAndClaim(owned!, "twice", {}, 1)).ok, false, "a second completion is fenced");
+  });
+
+  test("complete-and-claim promotes due retries with their attempt and stall counts, and reports the next due time", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1, id: "r", attempts: 3 }, { data: 2, id: "s" }, { data: 3, id: "later", delayMs: 60_000 }]);
+    const c = consumer(redis, q);
+    const [r, s] = (await c.claim(2)).jobs;
+    assert.equal(await c.fail(r!, { name: "E", message: "boom" }, { retryable: true, retryDelayMs: 0 }), "retry");
+    await redis.hset(new QueueKeys(q).job("r"), "stalls", 1);
+    const out = await c.completeAndClaim(s!, null, {}, 5);
+    assert.deepEqual(out.jobs.map((j) => [j.id, j.attempt, j.maxAttempts, j.stalls]), [["r", 2, 3, 1]]);
+    assert.ok(out.nextDueAt !== null && out.nextDueAt > Date.now());
+  });
+
+  test("complete-and-claim with count 0 (a draining worker) claims nothing; complete alone never claims", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1, id: "a" }, { data: 2, id: "b" }, { data: 3, id: "c" }]);
+    const c = consumer(redis, q);
+    const [a, b] = (await c.claim(2)).jobs;
+    const none = await c.completeAndClaim(a!, 1, {}, 0);
+    assert.equal(none.ok, true);
+    assert.deepEqual(none.jobs, []);
+    assert.equal(await c.complete(b!, 2), true);
+    assert.deepEqual(await admin.counts(q), { ready: 1, delayed: 0, dueDelayed: 0, inflight: 0, dead: 0, completed: 2, backlog: 1 });
+    assert.equal((await admin.counters(q)).started, 2);
+  });
+
+  test("advance-and-claim claims from the worker's own stage only, never the next one", async () => {
+    const a = "pipe2/a";
+    const b = "pipe2/b";
+    await producer.enqueueMany(a, [{ data: 1, id: "d1" }, { data: 2, id: "d2" }]);
+    const ca = consumer(redis, a);
+    const [first] = (await ca.claim(1)).jobs;
+    const r = await ca.advanceAndClaim(first!, { text: 1 }, b, { text: 1 }, {}, 2);
+    assert.equal(r.ok, true);
+    assert.deepEqual(r.jobs.map((j) => [j.id, j.queue]), [["d2", a]]);
+    const r2 = await ca.advanceAndClaim(r.jobs[0]!, { text: 2 }, b, { text: 2 }, {}, 2);
+    assert.deepEqual(r2.jobs, [], "d1 now waits in stage b, not a");
+    assert.equal((await ca.advanceAndClaim(first!, 0, b, 0, {}, 1)).ok, false, "fenced");
+    assert.deepEqual((await consumer(redis, b).claim(5)).jobs.map((j) => [j.id, JSON.parse(j.rawData)]), [["d1", { text: 1 }], ["d2", { text: 2 }]]);
+  });
 });
 
 describe("queue protocol on a real 3-node Redis Cluster", () => {
@@ -286,6 +390,12 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
       const [next] = (await cb.claim(1)).jobs;
       assert.equal(next!.id, `${p}-1`);
       assert.equal(await cb.complete(next!, "done"), true);
+      // Complete-and-claim / advance-and-claim: the claim keys are in the pipeline's slot too.
+      await producer.enqueueMany(a, [{ data: 3, id: `${p}-3` }, { data: 4, id: `${p}-4` }]);
+      const [third] = (await ca.claim(1)).jobs;
+      const adv = await ca.advanceAndClaim(third!, 3, b, 3, {}, 1);
+      assert.deepEqual([adv.ok, adv.jobs.map((j) => j.id)], [true, [`${p}-4`]]);
+      assert.deepEqual((await ca.completeAndClaim(adv.jobs[0]!, 4, {}, 1)).ok, true);
       assert.equal((await admin.counts(a)).dead, 1);
       assert.equal((await admin.counts(b)).completed, 1);
       assert.equal((await admin.job(`${p}-1`))?.state, "completed");
