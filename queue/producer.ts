@@ -65,8 +65,7 @@ export class Producer {
   private encode(job: JobToEnqueue, index: number): ScriptArg[] {
     const id = job.id ?? randomUUID();
     assertJobId(id);
-    if (job.data === undefined) throw new InvalidJobError(`job ${index}: data is required (any JSON value)`);
-    const data = JSON.stringify(job.data);
+    const data = encodeData(job, index);
     const bytes = Buffer.byteLength(data);
     if (bytes > this.maxPayloadBytes) {
       throw new PayloadTooLargeError(`job ${id} is ${bytes} bytes, limit ${this.maxPayloadBytes} (store large inputs elsewhere and enqueue a reference)`);
@@ -87,6 +86,31 @@ export class Producer {
     await this.redis.sadd(PIPELINES_KEY, pipeline);
     this.knownPipelines.add(pipeline);
   }
+}
+
+/**
+ * The job's data as JSON text. Refused (InvalidJobError naming the job by id, or by index when
+ * the id is generated) when JSON has no text for it — undefined, a function, a Symbol — or
+ * JSON.stringify throws (a BigInt, a cycle, a throwing toJSON); so a batch fails before any of
+ * it reaches Redis.
+ */
+function encodeData(job: JobToEnqueue, index: number): string {
+  const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+  if (job.data === undefined) throw new InvalidJobError(`${which}: data is required (any JSON value)`);
+  let data: string | undefined;
+  try {
+    data = JSON.stringify(job.data);
+  } catch (err) {
+    let why = "JSON.stringify threw";
+    try {
+      if (err instanceof Error) why = err.message.split("\n")[0]!;
+    } catch {
+      // a toJSON that threw an Error whose message cannot be read: keep the generic reason
+    }
+    throw new InvalidJobError(`${which}: data is not JSON-serializable: ${why}`, { cause: err });
+  }
+  if (typeof data !== "string") throw new InvalidJobError(`${which}: data is not JSON-serializable (a ${typeof job.data})`);
+  return data;
 }
 
 function check(ok: boolean, message: string): asserts ok {
