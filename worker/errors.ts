@@ -19,17 +19,60 @@ export class MalformedJobError extends Error {
   readonly retryable = false;
 }
 
-/** Anything a handler throws — Errors, strings, undefined, objects — as a stored error. */
+/**
+ * Anything a handler throws — Errors, strings, undefined, objects — as a stored error. Never
+ * throws itself, whatever it is given: a throwing `message`/`name`/`stack` getter, a throwing
+ * `toString` or `toJSON`, a null-prototype object (no `toString` at all), a cycle, a Proxy.
+ */
 export function serializeError(err: unknown): SerializedError {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    return { name: err.name || "Error", message: err.message, stack: err.stack, ...(typeof code === "string" ? { code } : {}) };
-  }
-  let message: string;
   try {
-    message = typeof err === "string" ? err : (JSON.stringify(err) ?? String(err));
+    if (err instanceof Error) {
+      const code = read(() => (err as { code?: unknown }).code);
+      const name = read(() => err.name);
+      const message = read(() => err.message);
+      const stack = read(() => err.stack);
+      return {
+        name: typeof name === "string" && name !== "" ? name : "Error",
+        message: typeof message === "string" ? message : `(the error's message could not be read: ${describe(message)})`,
+        stack: typeof stack === "string" ? stack : undefined,
+        ...(typeof code === "string" ? { code } : {}),
+      };
+    }
+    return { name: "NonErrorThrown", message: `handler threw a non-Error value: ${describe(err).slice(0, 1000)}` };
   } catch {
-    message = String(err);
+    return { name: "NonErrorThrown", message: "handler threw a value that cannot be described" };
   }
-  return { name: "NonErrorThrown", message: `handler threw a non-Error value: ${message.slice(0, 1000)}` };
+}
+
+const UNREADABLE = Symbol("unreadable");
+
+/** A property read that may throw (a hostile getter, a Proxy trap). */
+function read(get: () => unknown): unknown {
+  try {
+    return get();
+  } catch {
+    return UNREADABLE;
+  }
+}
+
+/** Text for any value: JSON when it has some, else String(), else its type tag. */
+function describe(value: unknown): string {
+  if (value === UNREADABLE) return "its getter threw";
+  if (typeof value === "string") return value;
+  try {
+    const json = JSON.stringify(value);
+    if (typeof json === "string") return json;
+  } catch {
+    // a cycle, a BigInt, a throwing toJSON: fall through
+  }
+  try {
+    return String(value);
+  } catch {
+    // no toString (null prototype) or a throwing one
+  }
+  try {
+    return Object.prototype.toString.call(value);
+  } catch {
+    return typeof value;
+  }
 }
