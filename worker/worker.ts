@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import { connectRedis, Consumer, retryDelay, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import { connectRedis, Consumer, encodeResult, retryDelay, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobTimeoutError, LeaseLostError, MalformedJobError, serializeError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
@@ -273,6 +273,9 @@ export class QueueWorker {
     if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
     try {
+      // A result JSON cannot encode (a BigInt, a cycle) fails the job, not retryable, here:
+      // inside settle() it would look like a Redis write failure and be retried forever.
+      encodeResult(result);
       fan = fanOutRequest(result, job.queue, this.config.nextQueue);
     } catch (err) {
       await this.settleFailure(entry, err, log, seconds());
@@ -432,7 +435,7 @@ export class QueueWorker {
 
 /** The content hash a next stage's input gets when reuse is on for the job. */
 function contentHashOf(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value ?? null)).digest("hex");
+  return createHash("sha256").update(encodeResult(value)).digest("hex");
 }
 
 /** Wakes every current waiter at once. */
