@@ -98,11 +98,23 @@ export class LeaseHeartbeat {
 
   async stop(): Promise<void> {
     this.send({ t: "stop" });
+    this.flush();
     await this.stopped;
     await this.thread.terminate();
   }
 
+  /**
+   * Messages of one tick go to the thread as one batch: a busy worker holds, drops and reports
+   * status several times per job, and each postMessage is a structured clone and a wake-up.
+   */
+  private pending: ToHeartbeat[] = [];
   private send(m: ToHeartbeat): void {
-    this.thread.postMessage(m);
+    if (this.pending.length === 0) queueMicrotask(() => this.flush());
+    this.pending.push(m);
+  }
+  private flush(): void {
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length > 0) this.thread.postMessage(batch);
   }
 }

@@ -1,7 +1,15 @@
 // The lease heartbeat runs on a thread of its own with its own Redis connection, so a handler
 // that blocks the main event loop (CPU-bound work) cannot starve lease renewal. It renews all
 // held leases in one call every interval, stops renewing a job past its hard deadline (a hung
-// handler's lease then lapses and the sweeper redelivers it), and runs the leaderless sweeper.
+// handler's lease then lapses and the sweeper redelivers it), and runs the leaderless sweeper
+// after each renewal (renew first, then sweep: after an outage this worker's own leases are
+// fresh before it judges anyone's).
+//
+// After a Redis outage the connection's "ready" renews at once instead of at the next tick (a
+// renewal queued during the outage runs on reconnect with the deadline it computed back then,
+// which may already be past: renew again right after it). The sweeper's outage grace
+// (sweep_leases.lua) keeps leases from expiring until every live worker had that chance; it
+// is opened by a gap between sweep calls, which this thread makes every tick.
 import { parentPort, workerData } from "node:worker_threads";
 import { connectRedis, Consumer, type Lease, type WorkerReport } from "../queue/index.ts";
 import type { HeartbeatSettings, ToHeartbeat, FromHeartbeat } from "./leaseHeartbeat.ts";
@@ -18,16 +26,37 @@ const redis = connectRedis(settings.redisUrl, {
     lastError = err.message;
   },
 });
+redis.on("ready", () => void beat(true));
 const consumer = new Consumer(redis, settings.queue, { workerId: settings.workerId, leaseMs: settings.leaseMs });
+/**
+ * connectRedis reconnects at most 3 s apart: after an outage another worker may reconnect (and
+ * renew) up to that much later than the first sweeper, so the grace is a lease plus that.
+ */
+const RECONNECT_MAX_DELAY_MS = 3000;
+/**
+ * Sweep calls come every tick (a third of the lease) from each worker; a gap of half a lease
+ * is not normal. An outage must outlast two thirds of a lease to let a live worker's lease
+ * lapse (its last renewal is at most a third old when the outage starts), so it always opens
+ * the grace.
+ */
+const sweepGapMs = Math.max(Math.round(settings.intervalMs * 1.5), Math.round(settings.leaseMs / 2));
+const sweepGraceMs = settings.leaseMs + RECONNECT_MAX_DELAY_MS;
 const held = new Map<string, Lease & { renewUntil: number }>();
 let status = { busy: 0, slots: settings.slots, draining: false };
 let next = Date.now() + settings.intervalMs;
 let renewing = false;
+let renewAgain = false;
 let stopped = false;
 
-async function beat(): Promise<void> {
-  if (renewing || stopped) return;
+/** `urgent`: the connection is back; if a renewal is in flight (queued during the outage), renew again after it. */
+async function beat(urgent = false): Promise<void> {
+  if (stopped) return;
+  if (renewing) {
+    if (urgent) renewAgain = true;
+    return;
+  }
   renewing = true;
+  let ok = false;
   const scheduled = next;
   next += settings.intervalMs;
   const started = Date.now();
@@ -38,11 +67,16 @@ async function beat(): Promise<void> {
     for (const id of lost) held.delete(id);
     post({ t: "renewed", count: leases.length, lagMs: Math.max(0, started - scheduled), durationMs: Date.now() - started });
     if (lost.length > 0) post({ t: "lost", ids: lost });
+    ok = true;
   } catch (err) {
     post({ t: "renewFailed", message: `lease renewal failed: ${(err as Error).message}` });
   } finally {
     renewing = false;
   }
+  if (renewAgain) {
+    renewAgain = false;
+    void beat();
+  } else if (ok) void sweep();
 }
 
 let sweeping = false;
@@ -50,7 +84,13 @@ async function sweep(): Promise<void> {
   if (sweeping || stopped) return;
   sweeping = true;
   try {
-    const r = await consumer.sweep({ maxStalls: settings.maxStalls, lockMs: settings.sweepIntervalMs, workerStaleMs: settings.leaseMs * 3 });
+    const r = await consumer.sweep({
+      maxStalls: settings.maxStalls,
+      lockMs: settings.sweepIntervalMs,
+      workerStaleMs: settings.leaseMs * 3,
+      gapMs: sweepGapMs,
+      graceMs: sweepGraceMs,
+    });
     if (r.ran && (r.requeued > 0 || r.deadLettered > 0)) post({ t: "swept", requeued: r.requeued, deadLettered: r.deadLettered });
   } catch (err) {
     post({ t: "error", message: `lease sweep failed: ${(err as Error).message}` });
@@ -65,10 +105,13 @@ const beatTimer = setInterval(() => {
   post({ t: "tick" });
   void beat();
 }, settings.intervalMs);
-const sweepTimer = setInterval(() => void sweep(), settings.sweepIntervalMs);
 void beat();
 
-port.on("message", (m: ToHeartbeat) => {
+port.on("message", (batch: ToHeartbeat[]) => {
+  for (const m of batch) handle(m);
+});
+
+function handle(m: ToHeartbeat): void {
   switch (m.t) {
     case "hold":
       held.set(m.id, { id: m.id, token: m.token, renewUntil: m.renewUntil });
@@ -85,7 +128,6 @@ port.on("message", (m: ToHeartbeat) => {
     case "stop":
       stopped = true;
       clearInterval(beatTimer);
-      clearInterval(sweepTimer);
       void consumer
         .forgetWorker()
         .catch(() => {})
@@ -95,4 +137,4 @@ port.on("message", (m: ToHeartbeat) => {
         });
       break;
   }
-});
+}
