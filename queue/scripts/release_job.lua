@@ -8,10 +8,11 @@ local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
 if not holdsLease(jk, token) then return 0 end
+local score = requeueScore(jobPrefix, jk)
 redis.call('ZREM', KEYS[1], id)
 if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
 redis.call('HSET', jk, 'state', 'ready', 'token', '')
-redis.call('ZADD', KEYS[2], redis.call('HGET', jk, 'score'), id)
+redis.call('ZADD', KEYS[2], score, id)
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
 record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
 wake(KEYS[4])
