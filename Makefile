@@ -43,5 +43,12 @@ bench: node-deps
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
 	npm run -s bench -- $(BENCH_ARGS)
 
+# Chaos: a three-stage pipeline of real worker processes while a seeded fault injector SIGTERMs,
+# SIGKILLs and SIGSTOPs workers and restarts Redis and PostgreSQL; then every job, execution and
+# record is audited (docs/chaos.md). About 12 minutes. CHAOS_ARGS adds or overrides options,
+# e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
+chaos: deps
+	npm run -s chaos -- --jobs 20000 --seconds 600 $(CHAOS_ARGS)
+
 clean:
 	rm -rf dist

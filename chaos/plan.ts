@@ -1,0 +1,120 @@
+// The seeded part of a chaos run: the random generator, the jobs' shapes and the fault schedule.
+// Everything here is a pure function of the seed and the options, so the same seed gives the
+// same jobs and the same schedule of faults (when, which kind, which worker slot, how long);
+// what the faults then hit depends on timing, which is the point of the exercise.
+
+/** mulberry32: small, fast, good enough to spread faults; deterministic per seed. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "postgres_restart";
+export const FAULT_KINDS: readonly FaultKind[] = ["sigterm", "sigkill", "sigstop", "redis_restart", "postgres_restart"];
+const WEIGHTS: Record<FaultKind, number> = { sigterm: 0.27, sigkill: 0.23, sigstop: 0.2, redis_restart: 0.15, postgres_restart: 0.15 };
+
+export interface PlannedFault {
+  /** Sequence number in the schedule. */
+  n: number;
+  /** Milliseconds after the start of the chaos window. */
+  at: number;
+  kind: FaultKind;
+  /** Worker faults: a slot index (mod the number of slots); the next live slot is taken if that one is busy. */
+  slot: number;
+  /** How long the fault lasts: SIGSTOP → SIGCONT, server down time, or the restart delay after SIGKILL. */
+  durationMs: number;
+  /** Redis: SIGKILL (crash) or SIGTERM (shutdown); PostgreSQL: SIGKILL (crash) or a fast shutdown. */
+  hard: boolean;
+}
+
+export interface ScheduleOptions {
+  /** Length of the window in which faults are injected (ms). */
+  windowMs: number;
+  /** Mean gap between faults (ms). */
+  meanGapMs: number;
+  /** The lease: a SIGSTOP lasts past it. */
+  leaseMs: number;
+}
+
+/**
+ * The fault schedule: exponential gaps (at least 400 ms) over the window; the first five faults
+ * are one of each kind in a seeded order (so even a short run injects every kind), the rest
+ * are drawn by weight.
+ */
+export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] {
+  const r = rng(seed ^ 0x5eed);
+  const firstRound = [...FAULT_KINDS];
+  for (let i = firstRound.length - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    [firstRound[i], firstRound[j]] = [firstRound[j]!, firstRound[i]!];
+  }
+  const out: PlannedFault[] = [];
+  let t = Math.min(2000, o.windowMs / 10);
+  for (let n = 0; ; n++) {
+    t += Math.max(400, -Math.log(1 - r()) * o.meanGapMs);
+    if (t >= o.windowMs) break;
+    let kind: FaultKind;
+    if (n < firstRound.length) kind = firstRound[n]!;
+    else {
+      let x = r();
+      kind = "postgres_restart";
+      for (const k of FAULT_KINDS) {
+        if ((x -= WEIGHTS[k]) < 0) {
+          kind = k;
+          break;
+        }
+      }
+    }
+    const slot = Math.floor(r() * 1_000_000);
+    const hard = r() < 0.5;
+    let durationMs: number;
+    switch (kind) {
+      case "sigstop":
+        durationMs = Math.round(o.leaseMs * 1.5 + 500 + r() * 2500); // well past the lease
+        break;
+      case "sigkill":
+        durationMs = Math.round(300 + r() * 1200); // a container restart's delay
+        break;
+      case "redis_restart":
+        durationMs = Math.round(300 + r() * 2700);
+        break;
+      case "postgres_restart":
+        durationMs = Math.round(1000 + r() * 7000);
+        break;
+      default:
+        durationMs = 0;
+    }
+    out.push({ n, at: Math.round(t), kind, slot, durationMs, hard });
+  }
+  return out;
+}
+
+/** A job's data: one level per stage, each `{sleepMs, result: <next stage's data>}` (the recording handler returns `result`). */
+export interface JobPlan {
+  id: string;
+  data: Record<string, unknown>;
+  /** Stage index whose first attempt is made to fail on purpose (a retry), or -1. */
+  failsAt: number;
+}
+
+export function jobPlans(seed: number, count: number, stages: number): JobPlan[] {
+  const r = rng(seed ^ 0x10b5);
+  const jobs: JobPlan[] = [];
+  for (let i = 0; i < count; i++) {
+    const failsAt = r() < 0.02 ? Math.floor(r() * stages) : -1;
+    let data: Record<string, unknown> = { done: i };
+    for (let s = stages - 1; s >= 0; s--) {
+      // Mostly short jobs (0–200 ms); one in twelve runs 0.5–2 s, so kills and freezes hit running work.
+      const sleepMs = r() < 0.08 ? Math.round(500 + r() * 1500) : Math.round(r() * 200);
+      data = { sleepMs, ...(s === failsAt ? { failTimes: 1 } : {}), result: data };
+    }
+    jobs.push({ id: `j${i}`, data, failsAt });
+  }
+  return jobs;
+}
