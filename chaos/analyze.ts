@@ -14,14 +14,8 @@
 //   other          nothing explains it
 // in that order: a killed or frozen worker explains a re-run whatever else happened.
 
-export interface Execution {
-  q: string;
-  id: string;
-  exec: string;
-  attempt: number;
-  pid: number;
-  t: number;
-}
+import type { Execution } from "../test/support/workers.ts";
+export type { Execution };
 
 export interface FaultRecord {
   n: number;

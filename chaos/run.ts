@@ -16,7 +16,7 @@
 // nothing lost, no re-run after a SIGTERM, no record missing, every re-run explained by a SIGKILL
 // or SIGSTOP of the worker that ran it.
 import { randomInt } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -26,8 +26,8 @@ import { connectRedis, parseDuration, PipelineKeys, Producer, QueueAdmin, QueueK
 import { PostgresServer } from "../test/support/postgres.ts";
 import { stopProcess } from "../test/support/processes.ts";
 import { RedisServer } from "../test/support/redis.ts";
-import { RECORDING_HANDLER, startWorker, type WorkerProcess } from "../test/support/workers.ts";
-import { attribute, executionEnds, type EndOfExecution, type Execution, type FaultRecord } from "./analyze.ts";
+import { readExecutions, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../test/support/workers.ts";
+import { attribute, executionEnds, type EndOfExecution, type FaultRecord } from "./analyze.ts";
 import { FAULT_KINDS, faultSchedule, jobPlans, type PlannedFault } from "./plan.ts";
 
 export interface ChaosOptions {
@@ -455,17 +455,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   async function audit(): Promise<ChaosReport> {
     const failures: string[] = [];
     // what the handler saw
-    const executions: Execution[] = [];
-    for (const f of readdirSync(join(dir, "exec"))) {
-      for (const line of readFileSync(join(dir, "exec", f), "utf8").split("\n")) {
-        if (!line) continue;
-        try {
-          executions.push(JSON.parse(line) as Execution);
-        } catch {
-          // a line cut by SIGKILL
-        }
-      }
-    }
+    const executions = readdirSync(join(dir, "exec")).flatMap((f) => readExecutions(join(dir, "exec", f)));
     // how executions ended, from the workers' logs
     const ends = new Map<string, EndOfExecution>();
     for (const p of procs) executionEnds(p.w.logs(), ends);

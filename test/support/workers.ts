@@ -69,7 +69,16 @@ export function readExecutions(file: string): Execution[] {
   } catch {
     return [];
   }
-  return text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Execution);
+  const out: Execution[] = [];
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    try {
+      out.push(JSON.parse(line) as Execution);
+    } catch {
+      // a line cut short by a SIGKILL
+    }
+  }
+  return out;
 }
 
 export function countBy<T>(items: T[], key: (t: T) => string): Map<string, number> {
