@@ -205,8 +205,22 @@ export class KubeClient {
     }
   }
 
-  list<T>(path: string, query: { labelSelector?: string; fieldSelector?: string; limit?: number; continue?: string; resourceVersion?: string } = {}): Promise<KubeList<T>> {
-    return this.request<KubeList<T>>("list", "GET", path, { query });
+  /**
+   * A list whose items carry their apiVersion and kind, as watch events and GETs do. The API server
+   * leaves them off list items; a cache filled by a list would otherwise differ from what the
+   * operator applies on those two fields forever (a no-op apply changes nothing, so no watch event
+   * ever repairs the cached copy) and every reconcile would write.
+   */
+  async list<T>(path: string, query: { labelSelector?: string; fieldSelector?: string; limit?: number; continue?: string; resourceVersion?: string } = {}): Promise<KubeList<T>> {
+    const list = await this.request<KubeList<T> & { apiVersion?: string; kind?: string }>("list", "GET", path, { query });
+    const kind = list.kind?.replace(/List$/, "");
+    if (kind && list.apiVersion) {
+      for (const item of list.items as { apiVersion?: string; kind?: string }[]) {
+        item.apiVersion ??= list.apiVersion;
+        item.kind ??= kind;
+      }
+    }
+    return list;
   }
 
   /** Every page of a list. */
