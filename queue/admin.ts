@@ -63,7 +63,11 @@ export class QueueAdmin {
     assertJobId(id);
     const pipelines = queueOrPipeline ? [queueOrPipeline.split("/")[0]!] : await this.redis.smembers(PIPELINES_KEY);
     for (const p of pipelines) {
-      const raw = await this.redis.hgetall(new PipelineKeys(p).job(id));
+      const key = new PipelineKeys(p).job(id);
+      const raw = await this.redis.hgetall(key).catch(async (err: Error) => {
+        if (!/WRONGTYPE/.test(err.message)) throw err;
+        return { id, state: "malformed", deadReason: `malformed: job key is a ${await this.redis.type(key)}, not a hash` };
+      });
       if (Object.keys(raw).length > 0) return toJobInfo(raw);
     }
     return null;
@@ -75,7 +79,12 @@ export class QueueAdmin {
     const out: DeadJob[] = [];
     for (let i = 0; i < entries.length; i += 2) {
       const id = entries[i]!;
-      const [reason, attemptsMade, error] = await this.redis.hmget(k.job(id), "deadReason", "attemptsMade", "error");
+      const fields = await this.redis.hmget(k.job(id), "deadReason", "attemptsMade", "error").catch(async (err: Error) => {
+        // another client replaced the record with a non-hash after it was dead-lettered
+        if (!/WRONGTYPE/.test(err.message)) throw err;
+        return [`malformed: job key is a ${await this.redis.type(k.job(id))}, not a hash`, "0", null];
+      });
+      const [reason, attemptsMade, error] = fields;
       out.push({ id, deadAt: Number(entries[i + 1]), reason: reason ?? "", attemptsMade: Number(attemptsMade ?? 0), error: error ?? undefined });
     }
     return out;

@@ -131,6 +131,30 @@ describe("queue protocol (single Redis)", () => {
     assert.equal((await admin.counts(q)).dead, 0);
   });
 
+  test("dlq retry leaves a dead record another client broke (no numeric score, not a hash) dead, never lost; purge removes a set-aside key", async () => {
+    const q = fresh();
+    const keys = new QueueKeys(q);
+    await producer.enqueueMany(q, [{ id: "good", data: 1, attempts: 1 }, { id: "noscore", data: 2, attempts: 1 }, { id: "settype", data: 3, attempts: 1 }]);
+    const c = consumer(redis, q);
+    for (const job of (await c.claim(3)).jobs) await c.fail(job, { name: "Error", message: "x" }, { retryable: false, retryDelayMs: 0 });
+    assert.equal((await admin.counts(q)).dead, 3);
+    await redis.hset(keys.job("noscore"), "score", "not a number");
+    await redis.del(keys.job("settype"));
+    await redis.sadd(keys.job("settype"), "junk");
+    assert.equal(await admin.retryDead(q), 1, "only the intact record is revived");
+    assert.match((await admin.job("settype", q))!.deadReason!, /job key is a set/, "conveyor job explains, not crashes");
+    assert.deepEqual((await admin.deadJobs(q)).map((d) => d.id).sort(), ["noscore", "settype"]);
+    assert.equal((await c.claim(3)).jobs.map((j) => j.id).join(), "good");
+    // a claim sets a wrong-type key aside and dead-letters in its place; purge removes both
+    await redis.zadd(keys.ready, 0, "aside");
+    await redis.set(keys.job("aside"), "raw");
+    assert.equal((await c.claim(1)).jobs.length, 0);
+    const aside = (await redis.keys(`*malformed:aside`))[0]!;
+    assert.equal(await redis.get(aside), "raw");
+    while ((await admin.purgeDead(q)) > 0);
+    assert.equal(await redis.exists(aside), 0, "the set-aside key is purged with its dead letter");
+  });
+
   test("release hands a job back at the front without counting an attempt", async () => {
     const q = fresh();
     await producer.enqueueMany(q, [{ data: 1, id: "first" }, { data: 2, id: "second" }]);

@@ -1,10 +1,11 @@
--- Delete up to `limit` dead-lettered jobs and their records.
+-- Delete up to `limit` dead-lettered jobs and their records (and a malformed key set aside).
 -- KEYS: 1 dead
 -- ARGV: 1 jobPrefix, 2 limit
 -- Returns the number purged (call again until 0 for a large dead-letter set).
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 for _, id in ipairs(ids) do
-  redis.call('DEL', jobKey(ARGV[1], id))
+  local jk = jobKey(ARGV[1], id)
+  redis.call('DEL', jk, malformedKey(jk, id))
   redis.call('ZREM', KEYS[1], id)
 end
 return #ids

@@ -1,7 +1,8 @@
 -- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
 -- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
--- Returns the number of jobs moved; entries without a usable record stay dead.
+-- Returns the number of jobs moved; entries without a usable record (no data, no numeric
+-- score, not a hash) stay dead.
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local ids = {}
@@ -13,11 +14,13 @@ end
 local moved = 0
 for _, id in ipairs(ids) do
   local jk = jobKey(jobPrefix, id)
-  local f = redis.call('HMGET', jk, 'data', 'score')
-  if redis.call('ZSCORE', KEYS[1], id) and f[1] and f[2] then
+  -- checked before anything changes: a record another client broke stays dead, never lost
+  local f = redis.pcall('HMGET', jk, 'data', 'score')
+  local score = (not f.err) and numericScore(f[2])
+  if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
-    redis.call('ZADD', KEYS[2], f[2], id)
+    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '', 'score', score)
+    redis.call('ZADD', KEYS[2], score, id)
     record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', f[1], 'from', 'dead'})
     moved = moved + 1
   end
