@@ -328,6 +328,8 @@ export class ControlPlane {
   private stopped = false;
   private stopping: Promise<void> | undefined;
   private readonly t0 = performance.now();
+  /** kube-apiserver's flags as last started (restartApiServer reuses them: same port, same etcd). */
+  private apiServerArgv: string[] = [];
 
   private constructor(dir: string, assets: Assets, opts: ControlPlaneOptions) {
     this.dir = dir;
@@ -547,6 +549,25 @@ export class ControlPlane {
   /** Log file of a component: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok. */
   logFile(component: string): string {
     return path.join(this.dir, 'logs', `${component}.log`);
+  }
+
+  /**
+   * Stops kube-apiserver alone (SIGTERM, or SIGKILL with `kill: true`), keeps it down for `downMs`,
+   * then starts it again with the same flags — same port, certificates and etcd, so every
+   * client's kubeconfig stays valid — and waits for /readyz. Clients see refused connections and
+   * broken watches meanwhile, as during an API server upgrade.
+   */
+  async restartApiServer(opts: { downMs?: number; kill?: boolean } = {}): Promise<void> {
+    const running = this.procs.filter((p) => p.name === 'kube-apiserver' && !p.exited);
+    await Promise.all(running.map((p) => this.killProc(p, opts.kill ? 0 : 10_000)));
+    this.progress('kube-apiserver stopped');
+    if (opts.downMs) await sleep(opts.downMs);
+    const proc = this.spawnProc('kube-apiserver', this.apiServerArgv);
+    await this.waitFor(proc, '/readyz after a restart', async () => {
+      const res = await httpsRequest(`${this.apiServerURL}/readyz`, { ...this.adminCreds(), timeoutMs: 5000 });
+      return res.status === 200;
+    });
+    this.progress('kube-apiserver restarted');
   }
 
   /** Stops every process (SIGTERM to its process group, SIGKILL after a grace), removes the netns and the temp dir. */
@@ -867,6 +888,7 @@ export class ControlPlane {
         );
       }
       args.push(...(this.opts.apiServerArgs ?? []));
+      this.apiServerArgv = args;
       const proc = this.spawnProc('kube-apiserver', args);
       const ready = () =>
         this.waitFor(proc, '/readyz', async () => {

@@ -12,23 +12,28 @@ export interface RedisServerOptions {
   args?: string[];
   dir?: string;
   port?: number;
+  /** `requirepass`: clients must AUTH with it (the url carries no password). */
+  password?: string;
 }
 
 export class RedisServer {
   readonly port: number;
   readonly dir: string;
+  /** The requirepass password, if any. */
+  readonly password: string | undefined;
   private readonly args: string[];
   private proc: Started | null = null;
 
-  private constructor(port: number, dir: string, args: string[]) {
+  private constructor(port: number, dir: string, args: string[], password?: string) {
     this.port = port;
     this.dir = dir;
     this.args = args;
+    this.password = password;
   }
 
   static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
     const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "cvy-redis-"));
-    const server = new RedisServer(opts.port ?? (await freePort()), dir, opts.args ?? []);
+    const server = new RedisServer(opts.port ?? (await freePort()), dir, opts.args ?? [], opts.password);
     await server.resume();
     return server;
   }
@@ -41,11 +46,15 @@ export class RedisServer {
   async resume(): Promise<void> {
     this.proc = startProcess(
       "redis-server",
-      ["--port", String(this.port), "--bind", "127.0.0.1", "--dir", this.dir, "--save", "", "--daemonize", "no", "--logfile", join(this.dir, "redis.log"), ...this.args],
+      [
+        "--port", String(this.port), "--bind", "127.0.0.1", "--dir", this.dir, "--save", "", "--daemonize", "no", "--logfile", join(this.dir, "redis.log"),
+        ...(this.password !== undefined ? ["--requirepass", this.password] : []),
+        ...this.args,
+      ],
       { logFile: join(this.dir, "stdout.log") },
     );
     await waitFor(`redis on ${this.port}`, async () => {
-      const r = new Redis({ port: this.port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const r = new Redis({ port: this.port, host: "127.0.0.1", password: this.password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       r.on("error", () => {});
       try {
         await r.connect();

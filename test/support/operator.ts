@@ -1,0 +1,92 @@
+// `conveyor operator` as a child process against a test control plane (test/support/controlplane.ts):
+// its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ControlPlane, waitUntil } from "./controlplane.ts";
+import { freePort } from "./ports.ts";
+import { startProcess, type Started } from "./processes.ts";
+import { CONVEYOR, NODE } from "./workers.ts";
+
+export interface OperatorProcess {
+  name: string;
+  proc: Started;
+  /** The process group leader's pid at start (a restart would change it). */
+  pid: number;
+  metricsPort: number;
+  /** stdout + stderr of the operator. */
+  log: string;
+}
+
+/** Starts the operator (identity `name`, leader election in `default`, debug logs) and waits for /readyz. */
+export async function startOperator(cp: ControlPlane, name: string, args: string[] = [], opts: { timeoutMs?: number } = {}): Promise<OperatorProcess> {
+  const metricsPort = await freePort();
+  const log = join(cp.dir, `operator-${name}.log`);
+  const proc = startProcess(
+    NODE,
+    [
+      CONVEYOR,
+      "operator",
+      `--kubeconfig=${cp.kubeconfigPath}`,
+      `--identity=${name}`,
+      "--metrics-address=127.0.0.1",
+      `--metrics-port=${metricsPort}`,
+      "--leader-election-namespace=default",
+      "--worker-image=conveyor-worker:test",
+      "--log-level=debug",
+      ...args,
+    ],
+    { logFile: log, env: { ...process.env, POD_NAME: "" } },
+  );
+  const op = { name, proc, pid: proc.child.pid!, metricsPort, log };
+  await waitUntil(`operator ${name} /readyz`, async () => {
+    if (proc.child.exitCode !== null) throw new Error(`operator ${name} exited: ${operatorLog(op).slice(-2000)}`);
+    return (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok;
+  }, { timeoutMs: opts.timeoutMs ?? 240_000 });
+  return op;
+}
+
+export function operatorLog(op: OperatorProcess): string {
+  try {
+    return readFileSync(op.log, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** The operator's /metrics text. */
+export async function operatorMetricsText(op: OperatorProcess): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${op.metricsPort}/metrics`)).text();
+}
+
+/** The operator's /metrics as series → value. */
+export async function scrapeOperator(op: OperatorProcess): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const line of (await operatorMetricsText(op)).split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const i = line.lastIndexOf(" ");
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+/** Sum of the series of `metric` whose label text matches `labels`. */
+export function sumSeries(m: Map<string, number>, metric: string, labels: RegExp = /.*/): number {
+  let n = 0;
+  for (const [series, v] of m) if ((series === metric || series.startsWith(`${metric}{`)) && labels.test(series)) n += v;
+  return n;
+}
+
+export async function isLeader(op: OperatorProcess): Promise<boolean> {
+  return (await scrapeOperator(op)).get("conveyor_operator_leader") === 1;
+}
+
+/** Alive: same process, not exited, /healthz answers 200. */
+export async function operatorAlive(op: OperatorProcess): Promise<boolean> {
+  if (op.proc.child.exitCode !== null || op.proc.child.signalCode !== null) return false;
+  if (op.proc.child.pid !== op.pid) return false;
+  try {
+    return (await fetch(`http://127.0.0.1:${op.metricsPort}/healthz`)).ok;
+  } catch {
+    return false;
+  }
+}
