@@ -15,6 +15,14 @@ import type { WorkerMetrics } from "./metrics.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
 const IDLE_WAIT_MS = 5000;
+/**
+ * How often at most a claim asks the heartbeat thread for a prompt renewal (which also writes
+ * the busy/idle report). Reports otherwise go out every heartbeat interval (a third of the
+ * lease); this bounds how long a worker that just got work can look idle to the operator to
+ * ~1 s — the operator reads reports every pollSeconds (≥ 1 s) — at one extra renew_leases per
+ * second at most, instead of one per claim.
+ */
+const BUSY_REPORT_MS = 1000;
 
 interface RunningJob {
   job: ClaimedJob;
@@ -23,6 +31,8 @@ interface RunningJob {
   lost: boolean;
   /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
   settling: boolean;
+  /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
+  next?: ClaimedJob[];
 }
 
 export type WorkerState = "starting" | "running" | "draining" | "stopped";
@@ -49,6 +59,12 @@ export class QueueWorker {
   /** Notified whenever a slot frees or the state changes; the claim loop and the drain wait on it. */
   private readonly changed = new Notifier();
   private jobsFinished = 0;
+  /** Slots claims in flight may fill, beyond the running jobs (so two claims never overbook). */
+  private reserved = 0;
+  /** Set once the drain deadline (or a second signal) hands running jobs back: the reason. */
+  private handingBack: string | undefined;
+  private lastBusyBeat = 0;
+  private busyBeatTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
   private redisError = "";
   private readonly circuit: CircuitBreaker;
@@ -163,6 +179,7 @@ export class QueueWorker {
   private async finish(): Promise<void> {
     if (this.state === "stopped") return;
     this.state = "stopped";
+    clearTimeout(this.busyBeatTimer);
     await this.heartbeat.stop();
     for (const hook of this.stopHooks) {
       await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
@@ -176,13 +193,14 @@ export class QueueWorker {
   private async loop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
-      const free = this.circuit.allowance(this.config.concurrency - this.running.size);
+      const free = this.circuit.allowance(this.claimable());
       if (free <= 0) {
         const pause = this.circuit.state === "open" ? sleep(Math.max(10, this.circuit.openUntil - Date.now())) : new Promise(() => {});
         await Promise.race([this.changed.wait(), pause]);
         continue;
       }
       let claimed;
+      this.reserved += free;
       try {
         claimed = await this.consumer.claim(free);
         failures = 0;
@@ -191,10 +209,12 @@ export class QueueWorker {
         if (failures === 1) this.log.warn({ err: (err as Error).message }, "claim failed; retrying");
         await sleep(Math.min(100 * 2 ** failures, 5000));
         continue;
+      } finally {
+        this.reserved -= free;
       }
-      for (const job of claimed.jobs) this.startJob(job);
       if (claimed.jobs.length > 0) {
-        this.heartbeat.beat();
+        this.takeClaimed(claimed.jobs);
+        this.reportStatus();
         continue;
       }
       if (this.state !== "running") break;
@@ -203,22 +223,78 @@ export class QueueWorker {
     }
   }
 
-  private startJob(job: ClaimedJob): void {
+  /**
+   * How many more jobs may be claimed now: free slots not already reserved by a claim in flight
+   * and, with --max-jobs, no more than the jobs left before recycling.
+   */
+  private claimable(): number {
+    return Math.max(0, Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()));
+  }
+
+  /** With --max-jobs: how many more jobs may start before the worker recycles. */
+  private recycleBudget(): number {
+    if (this.config.maxJobs <= 0) return Number.MAX_SAFE_INTEGER;
+    return this.config.maxJobs - this.jobsFinished - this.running.size - this.reserved;
+  }
+
+  /**
+   * How many jobs a finishing job's completion may claim (complete-and-claim): its own slot
+   * plus free slots nobody is claiming for, within --max-jobs and the circuit's allowance;
+   * 0 once draining (no fetch-next-on-complete during a warm shutdown).
+   */
+  private claimOnCompletion(): number {
+    if (this.state !== "running") return 0;
+    // Its own slot is still counted as running (and as finished once it ends, for --max-jobs).
+    const free = this.config.concurrency - this.running.size - this.reserved;
+    return this.circuit.allowance(Math.max(0, Math.min(1 + free, this.recycleBudget())));
+  }
+
+  /** Start claimed jobs (after callers report status once); past the drain deadline hand them straight back. */
+  private takeClaimed(jobs: ClaimedJob[]): void {
+    for (const job of jobs) {
+      const entry = this.startJob(job);
+      // The claim was sent before the drain deadline handed everything back: do the same now.
+      if (this.handingBack !== undefined) void this.handBack(entry, this.handingBack).then(() => this.changed.notify());
+    }
+    this.busyReport();
+  }
+
+  /** Ask the heartbeat for a prompt renewal + busy report, at most every BUSY_REPORT_MS. */
+  private busyReport(): void {
+    if (this.busyBeatTimer) return;
+    const wait = this.lastBusyBeat + BUSY_REPORT_MS - Date.now();
+    const beat = () => {
+      this.busyBeatTimer = undefined;
+      this.lastBusyBeat = Date.now();
+      if (this.state !== "stopped") this.heartbeat.beat();
+    };
+    if (wait <= 0) return beat();
+    this.busyBeatTimer = setTimeout(beat, wait);
+    this.busyBeatTimer.unref();
+  }
+
+  /** Start a claimed job in a slot; callers report status (once per batch). */
+  private startJob(job: ClaimedJob): RunningJob {
     const entry: RunningJob = { job, controller: new AbortController(), handedBack: false, lost: false, settling: false };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
     this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
-    this.reportStatus();
     void this.execute(entry, timeoutMs).finally(() => {
-      if (entry.handedBack) return; // its slot was freed at hand-back
-      this.running.delete(job.id);
-      this.heartbeat.drop(job.id);
-      this.jobsFinished++;
+      if (!entry.handedBack) {
+        // (at hand-back its slot was freed already)
+        this.running.delete(job.id);
+        this.heartbeat.drop(job.id);
+        this.jobsFinished++;
+      }
+      // Jobs its completion claimed take the freed slot before anyone sees it free.
+      if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
+      else if (entry.handedBack) return;
       this.reportStatus();
       this.changed.notify();
       this.checkRecycle();
     });
+    return entry;
   }
 
   private reportStatus(): void {
@@ -285,11 +361,28 @@ export class QueueWorker {
     entry.settling = true;
     const next = this.config.nextQueue;
     const reuseArgs = { contentHash: reuse ? job.contentHash : "", ttlSeconds: this.config.resultTtlSeconds, reused: cached !== null };
-    const ok = await this.settle(log, "complete", () =>
-      next
-        ? this.consumer.advance(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" })
-        : this.consumer.complete(job, result, reuseArgs),
-    );
+    const ok = await this.settle(log, "complete", async (attempt) => {
+      // Complete-and-claim: the completion also claims for the slot it frees (one round trip
+      // per job instead of two). Not on a retry: a reply lost to a connection error would
+      // strand what the earlier try claimed until its lease expires.
+      const claim = attempt === 1 ? this.claimOnCompletion() : 0;
+      if (claim <= 0) {
+        return next
+          ? this.consumer.advance(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" })
+          : this.consumer.complete(job, result, reuseArgs);
+      }
+      const extra = claim - 1; // slots beyond its own (which stays counted as running until it ends)
+      this.reserved += extra;
+      try {
+        const r = next
+          ? await this.consumer.advanceAndClaim(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" }, claim)
+          : await this.consumer.completeAndClaim(job, result, reuseArgs, claim);
+        entry.next = r.jobs;
+        return r.ok;
+      } finally {
+        this.reserved -= extra;
+      }
+    });
     if (ok) {
       this.metrics.completed.inc(q);
       if (cached !== null) this.metrics.resultsReused.inc(q);
@@ -379,10 +472,10 @@ export class QueueWorker {
   }
 
   /** Redis writes that settle a job retry through outages: a finished job must not be re-run for a blip. */
-  private async settle<T>(log: Logger, what: string, op: () => Promise<T>): Promise<T> {
+  private async settle<T>(log: Logger, what: string, op: (attempt: number) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await op();
+        return await op(attempt);
       } catch (err) {
         if (attempt === 1 || attempt % 10 === 0) log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
         await sleep(Math.min(100 * 2 ** attempt, 2000));
@@ -391,22 +484,23 @@ export class QueueWorker {
   }
 
   private async handBackAll(reason: string): Promise<void> {
+    this.handingBack = reason;
     const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost);
-    await Promise.all(
-      entries.map(async (entry) => {
-        entry.handedBack = true;
-        entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
-        const log = this.log.child({ jobId: entry.job.id, attempt: entry.job.attempt, executionId: entry.job.token });
-        const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"));
-        if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
-        log.warn({ outcome: "handedBack", reason, released }, "job still running at the drain deadline: handed back for immediate redelivery");
-        // The handler was told to stop; its slot is free now (the result, if any, is ignored).
-        this.running.delete(entry.job.id);
-        this.heartbeat.drop(entry.job.id);
-      }),
-    );
+    await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
     this.changed.notify();
+  }
+
+  private async handBack(entry: RunningJob, reason: string): Promise<void> {
+    entry.handedBack = true;
+    entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
+    const log = this.log.child({ jobId: entry.job.id, attempt: entry.job.attempt, executionId: entry.job.token });
+    const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"));
+    if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
+    log.warn({ outcome: "handedBack", reason, released }, "job still running at the drain deadline: handed back for immediate redelivery");
+    // The handler was told to stop; its slot is free now (the result, if any, is ignored).
+    this.running.delete(entry.job.id);
+    this.heartbeat.drop(entry.job.id);
   }
 
   private leasesLost(ids: string[]): void {
