@@ -79,6 +79,14 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
     ? new Cluster(t.nodes, { redisOptions: common, clusterRetryStrategy: common.retryStrategy, enableOfflineQueue: !opts.failFast })
     : new Redis({ ...common, host: node.host, port: node.port, db: t.db });
   client.on("error", opts.onError ?? (() => {}));
+  if (!t.cluster && t.db !== 0) {
+    // ioredis reports a refused SELECT once and then runs every command in database 0, mixing
+    // this queue into whatever lives there: close the client instead (before the commands queued
+    // while connecting are sent), so callers fail with the server's reason.
+    client.on("error", (err: Error) => {
+      if (/DB index is out of range|SELECT is not allowed/i.test(err.message)) client.disconnect(false);
+    });
+  }
   return client;
 }
 

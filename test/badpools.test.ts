@@ -253,12 +253,11 @@ const MUTATIONS: Record<string, Mutation> = {
     if (c === "closed") setPath(s, "redis.url", `redis://127.0.0.1:${e.closedPort}`);
     if (c === "tls") setPath(s, "redis.url", `rediss://127.0.0.1:${e.redisPort}`);
     if (c === "cluster") setPath(s, "redis.url", `redis-cluster://127.0.0.1:${e.redisPort}`);
-    // A database index the server does not have: ioredis reports the failed SELECT once and then
-    // serves database 0, so the pool comes up Ready, reading db 0 (a known bug of
-    // queue/connection.ts, reported; not asserted here until fixed).
+    // A database index the server does not have: the client is closed rather than left serving
+    // database 0 (as ioredis would), so the pool is Degraded, never Ready on the wrong data.
     if (c === "db") setPath(s, "redis.url", `redis://127.0.0.1:${e.redisPort}/99`);
     if (c === "dbsecret") setPath(s, "database", { secretRef: { name: "absent-db" } });
-    return { what: `bad reference: ${c}`, degraded: c !== "db" };
+    return { what: `bad reference: ${c}`, degraded: true };
   },
 };
 

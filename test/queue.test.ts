@@ -2,7 +2,7 @@
 // idempotency, malformed records, and the same scripts on a real 3-node Redis Cluster.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Consumer, Producer, QueueAdmin, QueueKeys, connectRedis, InvalidNameError, PayloadTooLargeError, type RedisClient } from "../queue/index.ts";
+import { Consumer, Producer, QueueAdmin, QueueKeys, connectRedis, waitUntilReady, InvalidNameError, PayloadTooLargeError, type RedisClient } from "../queue/index.ts";
 import { RedisClusterServer, RedisServer } from "./support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
@@ -153,6 +153,19 @@ describe("queue protocol (single Redis)", () => {
     assert.equal(await redis.get(aside), "raw");
     while ((await admin.purgeDead(q)) > 0);
     assert.equal(await redis.exists(aside), 0, "the set-aside key is purged with its dead letter");
+  });
+
+  test("a Redis URL naming a database the server does not have fails with the server's reason instead of using database 0", async () => {
+    const url = `${server.url}/99`;
+    const wrong = connectRedis(url);
+    try {
+      const queued = wrong.set("conveyor-test-db", "x").then(() => "sent", (e: Error) => e.message);
+      await assert.rejects(waitUntilReady(wrong, url, 5000), /DB index is out of range/);
+      assert.match(await queued, /Connection is closed/, "a command queued while connecting is not run in database 0");
+      assert.equal(await redis.exists("conveyor-test-db"), 0);
+    } finally {
+      wrong.disconnect();
+    }
   });
 
   test("release hands a job back at the front without counting an attempt", async () => {
