@@ -68,6 +68,8 @@ export class QueueWorker {
   private drainTimer: NodeJS.Timeout | undefined;
   private redisError = "";
   private readonly circuit: CircuitBreaker;
+  /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
+  private readonly perJob;
 
   constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
     this.config = config;
@@ -115,6 +117,12 @@ export class QueueWorker {
       else this.log.info({ circuit: state }, state === "closed" ? "circuit closed: dependency recovered" : "circuit half-open: trying one job");
       this.changed.notify();
     });
+    this.perJob = {
+      started: this.metrics.started.labels(q),
+      completed: this.metrics.completed.labels(q),
+      completedSeconds: this.metrics.duration.labels({ queue: config.queue, outcome: "completed" }),
+      inFlight: this.metrics.inFlight.labels(q),
+    };
     this.metrics.circuitOpen.set(q, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
@@ -298,15 +306,19 @@ export class QueueWorker {
   }
 
   private reportStatus(): void {
-    this.metrics.inFlight.set({ queue: this.config.queue }, this.running.size);
+    this.perJob.inFlight.set(this.running.size);
     this.heartbeat.status(this.running.size, this.config.concurrency, this.state !== "running");
   }
 
   private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
     const { job, controller } = entry;
     const q = { queue: job.queue };
-    const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
-    this.metrics.started.inc(q);
+    // The job's child logger is made when something logs (or the handler reads ctx.log): at
+    // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
+    let child: Logger | undefined;
+    const jobLog = () => (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+    const log = lazyLogger(jobLog);
+    this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
     const startedAt = performance.now();
     const seconds = () => (performance.now() - startedAt) / 1000;
@@ -384,10 +396,10 @@ export class QueueWorker {
       }
     });
     if (ok) {
-      this.metrics.completed.inc(q);
+      this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
-      this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds());
-      log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, reused: cached !== null || undefined, durationMs: Math.round(seconds() * 1000) }, "job completed");
+      this.perJob.completedSeconds.observe(seconds());
+      if (this.log.isLevelEnabled("info")) log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, reused: cached !== null || undefined, durationMs: Math.round(seconds() * 1000) }, "job completed");
     } else {
       this.metrics.leasesLost.inc(q);
       this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
@@ -530,6 +542,22 @@ export class QueueWorker {
 /** The content hash a next stage's input gets when reuse is on for the job. */
 function contentHashOf(value: unknown): string {
   return createHash("sha256").update(encodeResult(value)).digest("hex");
+}
+
+/**
+ * A Logger that creates the real one (a pino child) on first use: the worker's per-job logger
+ * is passed around and handed to the handler as ctx.log, but most jobs never log.
+ */
+function lazyLogger(make: () => Logger): Logger {
+  return new Proxy({} as Logger, {
+    get: (_, prop) => {
+      const real = make();
+      const v = Reflect.get(real, prop, real) as unknown;
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(real) : v;
+    },
+    set: (_, prop, value) => Reflect.set(make(), prop, value),
+    has: (_, prop) => Reflect.has(make(), prop),
+  });
 }
 
 /** Wakes every current waiter at once. */
