@@ -21,6 +21,7 @@ import { pathToFileURL } from "node:url";
 import { Producer, connectRedis } from "../queue/index.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
 import { freePort } from "../test/support/ports.ts";
+import { parseMetrics } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";
 import { REPO, loadAverage, nowMs, procSample, progress, round, sleep, summarize, type Summary } from "./lib/util.ts";
@@ -88,14 +89,7 @@ export async function operatorBenchUnavailable(): Promise<string | null> {
 }
 
 async function scrape(port: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (!line || line.startsWith("#")) continue;
-    const i = line.lastIndexOf(" ");
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
+  return parseMetrics(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
 }
 
 function apiRequests(m: Map<string, number>): Map<string, number> {

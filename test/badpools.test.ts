@@ -16,7 +16,8 @@ import { RedisServer } from "./support/redis.ts";
 import { freePort } from "./support/ports.ts";
 import { stopProcess } from "./support/processes.ts";
 import { isLeader, operatorAlive, operatorLog, scrapeOperator, startOperator, sumSeries, type OperatorProcess } from "./support/operator.ts";
-import { Consumer, Producer, connectRedis, type RedisClient } from "../queue/index.ts";
+import { drainQueue } from "./support/workers.ts";
+import { Producer, connectRedis, type RedisClient } from "../queue/index.ts";
 import { KubeClient, apiPath } from "../operator/kube/client.ts";
 import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../operator/controllers/deployment.ts";
@@ -333,15 +334,6 @@ describe("bad WorkerPools, an API server restart and a second field manager, aga
     };
   }
 
-  async function drain(queue: string): Promise<void> {
-    const c = new Consumer(r, queue, { workerId: "test-drainer", leaseMs: 60_000, retentionSeconds: 0 });
-    for (;;) {
-      const { jobs } = await c.claim(200);
-      if (jobs.length === 0) return;
-      for (const j of jobs) await c.complete(j, null);
-    }
-  }
-
   /** The valid pool `steady` still works: 0 → 1 on a backlog, back to 0 once drained. */
   async function steadyScales(when: string): Promise<void> {
     const countOf = async (re: RegExp) => (await events("default", "steady")).filter((e) => re.test(e.message)).length;
@@ -350,7 +342,7 @@ describe("bad WorkerPools, an API server restart and a second field manager, aga
     assert.equal(await replicas("default", "steady"), 0, `steady at zero ${when}`);
     await producer.enqueueMany("steady/work", Array.from({ length: 5 }, (_, i) => ({ data: { i } })));
     await waitUntil(`steady 0 → 1 ${when}`, async () => (await replicas("default", "steady")) === 1 && (await countOf(/0 → 1: Activated/)) > up, { timeoutMs: LONG });
-    await drain("steady/work");
+    await drainQueue(r, "steady/work");
     await waitUntil(`steady 1 → 0 ${when}`, async () => (await replicas("default", "steady")) === 0 && (await countOf(/→ 0: CooledDown/)) > down, { timeoutMs: LONG });
   }
 
@@ -524,7 +516,7 @@ describe("bad WorkerPools, an API server restart and a second field manager, aga
     assert.equal(await replicas("default", "contested"), 4, "hpa mode at 1..N: replicas are left to the HPA");
     assert.equal((await events("default", "contested")).filter((e) => /^(ScaledUp|ScaledDown)$/.test(e.reason)).length, scaleEvents, "no scale decision of the operator");
     // drained: N → 0 is the operator's again
-    await drain("contested/work");
+    await drainQueue(r, "contested/work");
     await waitUntil("contested 4 → 0 after the cooldown", async () =>
       (await replicas("default", "contested")) === 0 && (await events("default", "contested")).some((e) => /^4 → 0: CooledDown/.test(e.message)), { timeoutMs: LONG });
 
@@ -536,7 +528,7 @@ describe("bad WorkerPools, an API server restart and a second field manager, aga
     await intrude("contested-direct", { replicas: 6 });
     await waitUntil("direct mode: 6 → 1 (DirectScaleDown)", async () =>
       (await replicas("default", "contested-direct")) === 1 && (await events("default", "contested-direct")).some((e) => /^6 → 1: DirectScaleDown/.test(e.message)), { timeoutMs: LONG });
-    await drain("contested-direct/work");
+    await drainQueue(r, "contested-direct/work");
     await assertOperatorAlive("after the field-manager fight");
   });
 

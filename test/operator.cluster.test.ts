@@ -10,7 +10,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { ControlPlane, waitUntil } from "./support/controlplane.ts";
 import { RedisServer } from "./support/redis.ts";
 import { freePort } from "./support/ports.ts";
-import { startProcess, stopProcess, type Started } from "./support/processes.ts";
+import { stopProcess } from "./support/processes.ts";
+import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "./support/operator.ts";
+import { drainQueue } from "./support/workers.ts";
 import { Consumer, Producer, connectRedis, type RedisClient } from "../queue/index.ts";
 import { KubeClient, apiPath } from "../operator/kube/client.ts";
 import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
@@ -19,54 +21,11 @@ import type { HPA } from "../operator/controllers/hpa.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const LONG = 240_000;
-const NODE = process.execPath;
-
-interface Op {
-  name: string;
-  proc: Started;
-  metricsPort: number;
-  log: string;
-}
-
-async function startOperator(cp: ControlPlane, name: string, args: string[]): Promise<Op> {
-  const metricsPort = await freePort();
-  const log = join(cp.dir, `operator-${name}.log`);
-  const proc = startProcess(
-    NODE,
-    [
-      join(ROOT, "bin", "conveyor.js"),
-      "operator",
-      `--kubeconfig=${cp.kubeconfigPath}`,
-      `--identity=${name}`,
-      "--metrics-address=127.0.0.1",
-      `--metrics-port=${metricsPort}`,
-      "--leader-election-namespace=default",
-      "--worker-image=conveyor-worker:test",
-      "--log-level=debug",
-      ...args,
-    ],
-    { logFile: log, env: { ...process.env, POD_NAME: "" } },
-  );
-  const op = { name, proc, metricsPort, log };
-  await waitUntil(`operator ${name} /readyz`, async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, { timeoutMs: LONG });
-  return op;
-}
-
-async function scrape(op: Op): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${op.metricsPort}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (!line || line.startsWith("#")) continue;
-    const i = line.lastIndexOf(" ");
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
-}
 
 /** Writes (create/update/patch/delete) the operator made, except renewing its Lease. */
-async function operatorWrites(op: Op): Promise<number> {
+async function operatorWrites(op: OperatorProcess): Promise<number> {
   let n = 0;
-  for (const [series, v] of await scrape(op)) {
+  for (const [series, v] of await scrapeOperator(op)) {
     if (!series.startsWith("conveyor_operator_kube_api_requests_total{")) continue;
     if (!/verb="(create|update|patch|delete)"/.test(series) || /resource="leases"/.test(series)) continue;
     n += v;
@@ -74,9 +33,6 @@ async function operatorWrites(op: Op): Promise<number> {
   return n;
 }
 
-async function isLeader(op: Op): Promise<boolean> {
-  return (await scrape(op)).get("conveyor_operator_leader") === 1;
-}
 
 describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   let cp: ControlPlane;
@@ -84,8 +40,8 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   let redis: RedisServer;
   let r: RedisClient;
   let producer: Producer;
-  let opA: Op;
-  let opB: Op | undefined;
+  let opA: OperatorProcess;
+  let opB: OperatorProcess | undefined;
 
   const pools = (ns: string) => apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns });
   const getPool = (ns: string, name: string) => k.get<WorkerPool>(apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns, name }));
@@ -122,15 +78,6 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
   async function replicas(ns: string, name: string): Promise<number | undefined> {
     return (await getDeployment(ns, name))?.spec?.replicas;
-  }
-
-  async function drain(queue: string): Promise<void> {
-    const c = new Consumer(r, queue, { workerId: "test-drainer", leaseMs: 60_000, retentionSeconds: 0 });
-    for (;;) {
-      const { jobs } = await c.claim(200);
-      if (jobs.length === 0) return;
-      for (const j of jobs) await c.complete(j, null);
-    }
   }
 
   before(async () => {
@@ -308,7 +255,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     await waitUntil("a Recovered event", async () => (await events("default", "nosecret")).some((e) => e.reason === "Recovered"), { timeoutMs: LONG });
 
     await cp.kubectl("delete", "wp", "nosecret", "unreachable", "healthy", "badtemplate", "--wait=true");
-    await drain("healthy/work");
+    await drainQueue(r, "healthy/work");
   });
 
   it("hpa mode: backlog 0 → 500 activates 0 → 1, the HPA scales up on the external metric, drained → 0 after the cooldown", async () => {
@@ -337,7 +284,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(hpa?.status?.desiredReplicas, 10);
     process.stderr.write(`hpa mode: 0 → 10 replicas in ${((tUp - t0) / 1000).toFixed(1)}s after enqueueing 500 jobs\n`);
 
-    await drain("burst/work");
+    await drainQueue(r, "burst/work");
     const tDrained = Date.now();
     await waitUntil("burst back to 0 after the cooldown", async () => (await replicas("default", "burst")) === 0, { timeoutMs: LONG });
     process.stderr.write(`hpa mode: 10 → 0 replicas ${((Date.now() - tDrained) / 1000).toFixed(1)}s after the backlog drained (cooldown 5s)\n`);
@@ -348,7 +295,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(p.status?.lastDecision?.replicas, 0);
     assert.ok(p.status?.lastScaleTime);
     assert.ok((await events("default", "burst")).some((e) => e.reason === "ScaledDown" && /CooledDown/.test(e.message)));
-    const decisions = await scrape(opA);
+    const decisions = await scrapeOperator(opA);
     assert.ok([...decisions.keys()].some((s) => s.startsWith("conveyor_operator_scale_decisions_total{") && s.includes('workerpool="burst"') && s.includes('reason="CooledDown"')));
     await cp.kubectl("delete", "wp", "burst", "--wait=true");
   });
@@ -364,7 +311,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     const ev = await events("default", "direct");
     assert.ok(ev.some((e) => /0 → 1: Activated/.test(e.message)));
     assert.ok(ev.some((e) => /DirectScaleUp/.test(e.message)));
-    await drain("direct/work");
+    await drainQueue(r, "direct/work");
     await waitUntil("direct back to 0", async () => (await replicas("default", "direct")) === 0, { timeoutMs: LONG });
 
     // switching to hpa mode creates the HPA, back to direct deletes it
@@ -442,7 +389,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     } finally {
       clearInterval(timer);
     }
-    await drain("costs/work");
+    await drainQueue(r, "costs/work");
     await cp.kubectl("delete", "wp", "costs", "--wait=true");
   });
 
@@ -469,12 +416,12 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     }, { timeoutMs: 5 * 60_000 });
     const auditBefore = (await cp.auditEvents((e) => (e.userAgent ?? "").startsWith("conveyor-operator/") && e.objectRef?.resource !== "leases")).length;
     const before = await operatorWrites(opA);
-    const reconcilesBefore = (await scrape(opA)).get('conveyor_operator_reconciles_total{result="success"}') ?? 0;
+    const reconcilesBefore = (await scrapeOperator(opA)).get('conveyor_operator_reconciles_total{result="success"}') ?? 0;
     await sleep(60_000);
     const after = await operatorWrites(opA);
     const auditAfter = (await cp.auditEvents((e) => (e.userAgent ?? "").startsWith("conveyor-operator/") && e.objectRef?.resource !== "leases")).length;
-    const reconcilesAfter = (await scrape(opA)).get('conveyor_operator_reconciles_total{result="success"}') ?? 0;
-    const m = await scrape(opA);
+    const reconcilesAfter = (await scrapeOperator(opA)).get('conveyor_operator_reconciles_total{result="success"}') ?? 0;
+    const m = await scrapeOperator(opA);
     const lists = [...m].filter(([k]) => k.startsWith('conveyor_operator_kube_api_requests_total{verb="list"')).reduce((n, [, v]) => n + v, 0);
     process.stderr.write(`idle: ${reconcilesAfter - reconcilesBefore} reconciles of 50 pools in 60s, ${after - before} writes (metric), ${auditAfter - auditBefore} writes (audit log); ${lists} list calls so far (relist every 20s)\n`);
     assert.ok(reconcilesAfter - reconcilesBefore >= 50, "the pools were reconciled (polls drive reconciles)");

@@ -60,8 +60,13 @@ export async function operatorMetricsText(op: OperatorProcess): Promise<string> 
 
 /** The operator's /metrics as series → value. */
 export async function scrapeOperator(op: OperatorProcess): Promise<Map<string, number>> {
+  return parseMetrics(await operatorMetricsText(op));
+}
+
+/** Prometheus text exposition as series (name with labels) → value. */
+export function parseMetrics(text: string): Map<string, number> {
   const out = new Map<string, number>();
-  for (const line of (await operatorMetricsText(op)).split("\n")) {
+  for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) continue;
     const i = line.lastIndexOf(" ");
     out.set(line.slice(0, i), Number(line.slice(i + 1)));

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "./ports.ts";
 import { startProcess, waitFor, type Started } from "./processes.ts";
+import { Consumer, type RedisClient } from "../../queue/index.ts";
 
 export const REPO = new URL("../../", import.meta.url).pathname;
 export const NODE = join(REPO, "node_modules/.bin/node");
@@ -98,4 +99,14 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     if (Object.entries(labels).every(([k, v]) => ls[k] === v)) total += Number(m[4]);
   }
   return total;
+}
+
+/** Completes every ready job of `queue` at once, as a worker with unlimited slots would (tests that scale on a backlog). */
+export async function drainQueue(redis: RedisClient, queue: string): Promise<void> {
+  const c = new Consumer(redis, queue, { workerId: "test-drainer", leaseMs: 60_000, retentionSeconds: 0 });
+  for (;;) {
+    const { jobs } = await c.claim(200);
+    if (jobs.length === 0) return;
+    for (const j of jobs) await c.complete(j, null);
+  }
 }
