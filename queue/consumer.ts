@@ -153,10 +153,15 @@ export class Consumer {
 
   private completeCall(job: Lease, result: unknown, reuse: ResultReuse, now: number, claimCount: number | undefined): Promise<unknown> {
     const k = this.keys;
-    const keys = [k.inflight, k.counts, k.outbox, k.meta];
+    // The key lists are the same for every job of this queue: built once.
+    const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
     const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)];
-    return runScript<unknown>(this.redis, "complete_job", ...this.withClaim(keys, args, claimCount));
+    if (claimCount === undefined) return runScript<unknown>(this.redis, "complete_job", keys, args);
+    args.push(claimCount, this.opts.leaseMs, this.opts.workerId);
+    return runScript<unknown>(this.redis, "complete_job", (this.completeAndClaimKeyList ??= [...keys, ...this.claimKeys]), args);
   }
+  private completeKeyList: string[] | undefined;
+  private completeAndClaimKeyList: string[] | undefined;
 
   /** Append the complete-and-claim part (claim_jobs' KEYS; count, leaseMs, workerId). */
   private withClaim(keys: string[], args: (string | number)[], claimCount: number | undefined): [string[], (string | number)[]] {

@@ -306,9 +306,16 @@ export class QueueWorker {
   }
 
   private reportStatus(): void {
-    this.perJob.inFlight.set(this.running.size);
-    this.heartbeat.status(this.running.size, this.config.concurrency, this.state !== "running");
+    const busy = this.running.size;
+    const draining = this.state !== "running";
+    this.perJob.inFlight.set(busy);
+    // Only changes go to the heartbeat thread (a job that ends and hands its slot to the next
+    // one it claimed leaves the report as it was).
+    if (busy === this.reported.busy && draining === this.reported.draining) return;
+    this.reported = { busy, draining };
+    this.heartbeat.status(busy, this.config.concurrency, draining);
   }
+  private reported = { busy: 0, draining: false };
 
   private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
     const { job, controller } = entry;

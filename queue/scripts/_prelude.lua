@@ -12,6 +12,8 @@ end
 -- grow the outbox. Both keys share the pipeline's hash tag with `outboxKey`.
 local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
+-- Whether the outbox is on, read once per script call (a script records up to a few transitions).
+local recordsOn = {}
 local function record(outboxKey, metaKey, fields)
   local queue, event = nil, {'XADD', '', 'MAXLEN', '~', EVENTS_MAXLEN, '*'}
   for i = 1, #fields, 2 do
@@ -24,7 +26,8 @@ local function record(outboxKey, metaKey, fields)
   end
   event[2] = string.sub(outboxKey, 1, #outboxKey - 6) .. 'q:' .. queue .. ':events'
   redis.call(unpack(event))
-  if redis.call('HGET', metaKey, 'records') == '1' then
+  if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
+  if recordsOn[metaKey] then
     local args = {'XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*'}
     for i = 1, #fields do args[#args + 1] = fields[i] end
     redis.call(unpack(args))
@@ -39,8 +42,7 @@ end
 
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
 local function wake(wakeKey)
-  redis.call('LPUSH', wakeKey, '1')
-  redis.call('LTRIM', wakeKey, 0, 0)
+  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
 end
 
 -- Records written by other producers are checked before a script changes anything: Redis does
