@@ -24,7 +24,7 @@ export type ToHeartbeat =
 
 export type FromHeartbeat =
   | { t: "renewed"; count: number; lagMs: number; durationMs: number }
-  | { t: "lost"; ids: string[] }
+  | { t: "lost"; leases: { id: string; token: string }[] }
   | { t: "swept"; requeued: number; deadLettered: number }
   | { t: "tick" }
   | { t: "renewFailed"; message: string }
@@ -33,7 +33,8 @@ export type FromHeartbeat =
 
 export interface HeartbeatEvents {
   onRenewed(count: number, lagMs: number, durationMs: number): void;
-  onLost(ids: string[]): void;
+  /** Executions (job id and fencing token) whose lease another worker or the sweeper took. */
+  onLost(leases: { id: string; token: string }[]): void;
   onSwept(requeued: number, deadLettered: number): void;
   onError(message: string): void;
 }
@@ -64,7 +65,7 @@ export class LeaseHeartbeat {
             events.onError(m.message);
             break;
           case "lost":
-            events.onLost(m.ids);
+            events.onLost(m.leases);
             break;
           case "swept":
             events.onSwept(m.requeued, m.deadLettered);

@@ -63,10 +63,13 @@ async function beat(urgent = false): Promise<void> {
   try {
     const leases = [...held.values()].filter((l) => l.renewUntil > started);
     const report: WorkerReport = { id: settings.workerId, pod: settings.pod, slots: status.slots, busy: status.busy, draining: status.draining, seen: started };
-    const lost = await consumer.renew(leases, report);
-    for (const id of lost) held.delete(id);
+    const lostIds = new Set(await consumer.renew(leases, report));
+    // A loss is of one execution (id and token): while this renewal was in flight the job may have
+    // failed and been claimed again by this worker under a new token, which is not lost.
+    const lost = leases.filter((l) => lostIds.has(l.id)).map((l) => ({ id: l.id, token: l.token }));
+    for (const l of lost) if (held.get(l.id)?.token === l.token) held.delete(l.id);
     post({ t: "renewed", count: leases.length, lagMs: Math.max(0, started - scheduled), durationMs: Date.now() - started });
-    if (lost.length > 0) post({ t: "lost", ids: lost });
+    if (lost.length > 0) post({ t: "lost", leases: lost });
     ok = true;
   } catch (err) {
     post({ t: "renewFailed", message: `lease renewal failed: ${(err as Error).message}` });

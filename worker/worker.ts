@@ -106,7 +106,7 @@ export class QueueWorker {
           this.metrics.leaseRenewals.inc(q, count);
           this.metrics.renewalLag.observe(q, (lagMs + durationMs) / 1000);
         },
-        onLost: (ids) => this.leasesLost(ids),
+        onLost: (leases) => this.leasesLost(leases),
         onSwept: (requeued, deadLettered) => this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
         onError: (message) => this.log.warn(message),
       },
@@ -522,12 +522,13 @@ export class QueueWorker {
     this.heartbeat.drop(entry.job.id);
   }
 
-  private leasesLost(ids: string[]): void {
-    for (const id of ids) {
+  private leasesLost(leases: { id: string; token: string }[]): void {
+    for (const { id, token } of leases) {
       const entry = this.running.get(id);
       // A job whose outcome is being written has just cleared its own token: not a loss (the
-      // write itself is fenced and reports a real loss).
-      if (!entry || entry.handedBack || entry.settling) continue;
+      // write itself is fenced and reports a real loss). Another token: a later execution of the
+      // same job on this worker (failed and claimed again while the renewal was in flight).
+      if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
       entry.lost = true;
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn({ jobId: id, executionId: entry.job.token }, "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off");
