@@ -2,6 +2,7 @@
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { LeaseTable, leaseTableSlots } from "./leaseTable.ts";
 
 export interface HeartbeatSettings {
   redisUrl: string;
@@ -13,12 +14,15 @@ export interface HeartbeatSettings {
   intervalMs: number;
   sweepIntervalMs: number;
   maxStalls: number;
+  /** The lease table (leaseTable.ts) the thread reads at each beat, and its size. */
+  table: SharedArrayBuffer;
+  tableSlots: number;
 }
 
+/** Leases and status go through the shared lease table; hold/drop messages only for a lease it cannot take. */
 export type ToHeartbeat =
   | { t: "hold"; id: string; token: string; renewUntil: number }
   | { t: "drop"; id: string }
-  | { t: "status"; busy: number; slots: number; draining: boolean }
   | { t: "beat" }
   | { t: "stop" };
 
@@ -49,9 +53,16 @@ export class LeaseHeartbeat {
    */
   lastBeatAt = Date.now();
 
-  constructor(settings: HeartbeatSettings, events: HeartbeatEvents) {
+  private readonly table: LeaseTable;
+  /** Leases the table could not take (full, or an id too long): held by message instead. */
+  private readonly byMessage = new Set<string>();
+
+  constructor(settings: Omit<HeartbeatSettings, "table" | "tableSlots">, events: HeartbeatEvents) {
     const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
-    this.thread = new Worker(file, { workerData: settings, name: "lease-heartbeat" });
+    this.table = new LeaseTable(leaseTableSlots(settings.slots));
+    this.table.setStatus(0, settings.slots, false);
+    const workerData: HeartbeatSettings = { ...settings, table: this.table.buffer, tableSlots: this.table.slots };
+    this.thread = new Worker(file, { workerData, name: "lease-heartbeat" });
     this.stopped = new Promise((resolve) => {
       this.thread.on("message", (m: FromHeartbeat) => {
         switch (m.t) {
@@ -83,14 +94,18 @@ export class LeaseHeartbeat {
     });
   }
 
+  /** Written to the shared table at once: the thread sees it at its next beat even if the event loop then blocks. */
   hold(id: string, token: string, renewUntil: number): void {
+    if (!this.byMessage.has(id) && this.table.hold(id, token, renewUntil)) return;
+    this.byMessage.add(id);
     this.send({ t: "hold", id, token, renewUntil });
   }
   drop(id: string): void {
-    this.send({ t: "drop", id });
+    if (this.table.drop(id)) return;
+    if (this.byMessage.delete(id)) this.send({ t: "drop", id });
   }
   status(busy: number, slots: number, draining: boolean): void {
-    this.send({ t: "status", busy, slots, draining });
+    this.table.setStatus(busy, slots, draining);
   }
   /** Renew now (e.g. right after a claim, so the first report is prompt). */
   beat(): void {
@@ -104,10 +119,7 @@ export class LeaseHeartbeat {
     await this.thread.terminate();
   }
 
-  /**
-   * Messages of one tick go to the thread as one batch: a busy worker holds, drops and reports
-   * status several times per job, and each postMessage is a structured clone and a wake-up.
-   */
+  /** Messages of one tick go to the thread as one batch (each postMessage is a structured clone and a wake-up). */
   private pending: ToHeartbeat[] = [];
   private send(m: ToHeartbeat): void {
     if (this.pending.length === 0) queueMicrotask(() => this.flush());

@@ -10,9 +10,13 @@
 // which may already be past: renew again right after it). The sweeper's outage grace
 // (sweep_leases.lua) keeps leases from expiring until every live worker had that chance; it
 // is opened by a gap between sweep calls, which this thread makes every tick.
+//
+// The leases to renew and the busy/idle report come from the shared lease table (leaseTable.ts),
+// read at the start of each renewal; hold/drop messages only for a lease the table could not take.
 import { parentPort, workerData } from "node:worker_threads";
 import { connectRedis, Consumer, type Lease, type WorkerReport } from "../queue/index.ts";
 import type { HeartbeatSettings, ToHeartbeat, FromHeartbeat } from "./leaseHeartbeat.ts";
+import { LeaseTable } from "./leaseTable.ts";
 
 const settings = workerData as HeartbeatSettings;
 const port = parentPort!;
@@ -41,8 +45,36 @@ const RECONNECT_MAX_DELAY_MS = 3000;
  */
 const sweepGapMs = Math.max(Math.round(settings.intervalMs * 1.5), Math.round(settings.leaseMs / 2));
 const sweepGraceMs = settings.leaseMs + RECONNECT_MAX_DELAY_MS;
+const table = new LeaseTable(settings.tableSlots, settings.table);
+/** Leases held by message (the table could not take them). */
 const held = new Map<string, Lease & { renewUntil: number }>();
-let status = { busy: 0, slots: settings.slots, draining: false };
+/**
+ * Table entries (id and token) found lost: not renewed again while the main thread still holds
+ * them (it drops them when the loss aborts the job). Only that execution: the same id under a new
+ * token is renewed.
+ */
+let lostInTable = new Set<string>();
+const leaseKey = (l: Lease) => `${l.token}\n${l.id}`;
+
+/** Every held lease: the table's (those not found lost) and those held by message, one per job id. */
+function heldLeases(): (Lease & { renewUntil: number; inTable: boolean })[] {
+  const fromTable = table.read();
+  const stillLost = new Set<string>();
+  const leases: (Lease & { renewUntil: number; inTable: boolean })[] = [];
+  const ids = new Set<string>();
+  for (const l of fromTable) {
+    const key = leaseKey(l);
+    if (lostInTable.has(key)) {
+      stillLost.add(key);
+      continue;
+    }
+    ids.add(l.id);
+    leases.push({ ...l, inTable: true });
+  }
+  lostInTable = stillLost;
+  for (const l of held.values()) if (!ids.has(l.id)) leases.push({ ...l, inTable: false });
+  return leases;
+}
 let next = Date.now() + settings.intervalMs;
 let renewing = false;
 let renewAgain = false;
@@ -61,13 +93,18 @@ async function beat(urgent = false): Promise<void> {
   next += settings.intervalMs;
   const started = Date.now();
   try {
-    const leases = [...held.values()].filter((l) => l.renewUntil > started);
+    const leases = heldLeases().filter((l) => l.renewUntil > started);
+    const status = table.readStatus();
     const report: WorkerReport = { id: settings.workerId, pod: settings.pod, slots: status.slots, busy: status.busy, draining: status.draining, seen: started };
     const lostIds = new Set(await consumer.renew(leases, report));
     // A loss is of one execution (id and token): while this renewal was in flight the job may have
     // failed and been claimed again by this worker under a new token, which is not lost.
-    const lost = leases.filter((l) => lostIds.has(l.id)).map((l) => ({ id: l.id, token: l.token }));
-    for (const l of lost) if (held.get(l.id)?.token === l.token) held.delete(l.id);
+    const lostLeases = leases.filter((l) => lostIds.has(l.id));
+    const lost = lostLeases.map((l) => ({ id: l.id, token: l.token }));
+    for (const l of lostLeases) {
+      if (l.inTable) lostInTable.add(leaseKey(l));
+      else if (held.get(l.id)?.token === l.token) held.delete(l.id);
+    }
     post({ t: "renewed", count: leases.length, lagMs: Math.max(0, started - scheduled), durationMs: Date.now() - started });
     if (lost.length > 0) post({ t: "lost", leases: lost });
     ok = true;
@@ -121,9 +158,6 @@ function handle(m: ToHeartbeat): void {
       break;
     case "drop":
       held.delete(m.id);
-      break;
-    case "status":
-      status = { busy: m.busy, slots: m.slots, draining: m.draining };
       break;
     case "beat":
       void beat();
