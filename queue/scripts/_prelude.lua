@@ -35,9 +35,11 @@ local function record(outboxKey, metaKey, fields)
 end
 
 -- The fencing check: only the holder of the current lease token may act on a job.
-local function holdsLease(jk, token)
-  local current = redis.call('HGET', jk, 'token')
+local function leaseHeld(current, token)
   return current ~= false and current ~= '' and current == token
+end
+local function holdsLease(jk, token)
+  return leaseHeld(redis.call('HGET', jk, 'token'), token)
 end
 
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
@@ -133,8 +135,14 @@ local function requeueScore(jobPrefix, jk)
 end
 
 
--- Move delayed jobs whose time has come to ready (bounded per call).
+-- Move delayed jobs whose time has come to ready (bounded per call). Returns how many, and
+-- the earliest delayed job's due time (-1: none) when nothing was moved — the common case
+-- costs one command, and the caller need not look again; nil when it must.
 local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, countsKey, now)
+  local first = redis.call('ZRANGE', delayedKey, 0, 0, 'WITHSCORES')
+  if not first[2] then return 0, -1 end
+  local firstDue = tonumber(first[2])
+  if firstDue and firstDue > now then return 0, firstDue end
   local due = redis.call('ZRANGEBYSCORE', delayedKey, '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
     local jk = jobKey(jobPrefix, id)
@@ -151,7 +159,7 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
       record(base .. 'outbox', base .. 'meta', {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason})
     end
   end
-  return #due
+  return #due, nil
 end
 
 -- Result reuse: a stage's result stored under the job's content hash, so a repeated input
@@ -192,8 +200,9 @@ end
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
 -- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
 -- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
-local function finishChild(jobPrefix, jk, id, outcome, now)
-  local parent = redis.call('HGET', jk, 'parent')
+-- `parent`: the job's parent field when the caller has read it already (false: none).
+local function finishChild(jobPrefix, jk, id, outcome, now, parent)
+  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
   if not parent or parent == '' then return end
   local fk = string.sub(jobPrefix, 1, #jobPrefix - 4) .. 'fanin:' .. parent
   if redis.call('EXISTS', fk) == 0 then return end
@@ -209,7 +218,7 @@ end
 -- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
 --   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
-  promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
+  local _, nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
   local jobs = {}
   local popped = redis.call('ZPOPMIN', keys[1], count)
@@ -244,9 +253,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   -- Chain the wake-up: if work remains, the next blocked consumer should look too.
   if redis.call('ZCARD', keys[1]) > 0 then wake(keys[7]) end
 
-  local nextDue = -1
-  local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
-  if first[2] then nextDue = tonumber(first[2]) end
+  if nextDue == nil then
+    local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+    nextDue = first[2] and tonumber(first[2]) or -1
+  end
   return {jobs, nextDue}
 end
 

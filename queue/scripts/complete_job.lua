@@ -9,15 +9,20 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local held = redis.call('HMGET', jk, 'token', 'parent')
+if not leaseHeld(held[1], token) then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return settleAndClaim(KEYS, ARGV, 0, 4, 10, jobPrefix, queue, now)
 end
 redis.call('ZREM', KEYS[1], id)
-redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', now, 'token', '')
-finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now)
 local retention = tonumber(ARGV[7])
-if retention > 0 then redis.call('EXPIRE', jk, retention) else redis.call('DEL', jk) end
+if retention > 0 then
+  redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', now, 'token', '')
+  redis.call('EXPIRE', jk, retention)
+else
+  redis.call('DEL', jk)
+end
+finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2])
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})
