@@ -19,18 +19,19 @@ const body = (name: string) => readFileSync(new URL(`${name}.lua`, SCRIPTS), "ut
 export function completeAndClaimLua(): string {
   const prelude = readFileSync(new URL("_prelude.lua", SCRIPTS), "utf8");
   return `${prelude}
-local function completeJob(KEYS, ARGV)
+-- (named apart from the prelude's claimJobs, which claim_jobs.lua calls)
+local function completeJobScript(KEYS, ARGV)
 ${body("complete_job")}
 end
-local function claimJobs(KEYS, ARGV)
+local function claimJobsScript(KEYS, ARGV)
 ${body("claim_jobs")}
 end
 local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ck, ca, lk, la = {}, {}, {}, {}
 for i = 1, #KEYS do if i <= nk then ck[#ck + 1] = KEYS[i] else lk[#lk + 1] = KEYS[i] end end
 for i = 3, #ARGV do if i <= 2 + na then ca[#ca + 1] = ARGV[i] else la[#la + 1] = ARGV[i] end end
-local completed = completeJob(ck, ca)
-return {completed, claimJobs(lk, la)}
+local completed = completeJobScript(ck, ca)
+return {completed, claimJobsScript(lk, la)}
 `;
 }
 

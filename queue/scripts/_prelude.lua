@@ -14,23 +14,17 @@ local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
+-- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
+-- input has it as the last pair ('data', …). The input can be large: followers of the event
+-- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
 local function record(outboxKey, metaKey, fields)
-  local queue, event = nil, {'XADD', '', 'MAXLEN', '~', EVENTS_MAXLEN, '*'}
-  for i = 1, #fields, 2 do
-    if fields[i] == 'queue' then queue = fields[i + 1] end
-    -- The job's input can be large: followers get ids and outcomes, not payloads.
-    if fields[i] ~= 'data' then
-      event[#event + 1] = fields[i]
-      event[#event + 1] = fields[i + 1]
-    end
-  end
-  event[2] = string.sub(outboxKey, 1, #outboxKey - 6) .. 'q:' .. queue .. ':events'
-  redis.call(unpack(event))
+  local n = #fields
+  if fields[n - 1] == 'data' then n = n - 2 end
+  local base = string.sub(outboxKey, 1, #outboxKey - 6)
+  redis.call('XADD', base .. 'q:' .. fields[6] .. ':events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
   if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
   if recordsOn[metaKey] then
-    local args = {'XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*'}
-    for i = 1, #fields do args[#args + 1] = fields[i] end
-    redis.call(unpack(args))
+    redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
 end
 
@@ -96,6 +90,8 @@ end
 -- every later script can use the record as it is. Non-numeric attempts/timeout/createdAt come
 -- back as nil: the caller's defaults.
 local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks'}
+local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
+local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
 local function claimable(jk, id)
   local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
   if f.err then return nil, notAHash(jk, id) or ('malformed: ' .. f.err) end
@@ -104,17 +100,21 @@ local function claimable(jk, id)
   if not score then
     return nil, 'malformed: job record has no numeric score (' .. (f[8] and cjson.encode(string.sub(f[8], 1, 40)) or 'none') .. ')'
   end
-  local fix = {}
+  -- (plain loops, no table unless something needs fixing: this runs for every claimed job)
+  local fix
   if not string.match(f[8], '^%-?%d+$') and not string.match(f[8], '^%-?%d+%.%d+$') then fix = {'score', score} end
-  for _, i in ipairs({2, 5, 9}) do
+  for k = 1, 3 do
+    local i = CLAIM_COUNTERS[k]
     if f[i] and not isCounter(f[i]) then
+      fix = fix or {}
       fix[#fix + 1] = CLAIM_FIELDS[i]
       fix[#fix + 1] = 0
       f[i] = '0'
     end
   end
-  if #fix > 0 then redis.call('HSET', jk, unpack(fix)) end
-  for _, i in ipairs({3, 4, 6}) do
+  if fix then redis.call('HSET', jk, unpack(fix)) end
+  for k = 1, 3 do
+    local i = CLAIM_NUMBERS[k]
     if not numericScore(f[i]) then f[i] = nil end
   end
   return f
@@ -194,7 +194,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   wake(qk .. 'wake')
   redis.call('DEL', fk)
   if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
-  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'data', data, 'from', 'fan-in', 'attempts', f[4]})
+  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'from', 'fan-in', 'attempts', f[4], 'data', data})
 end
 
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
@@ -250,8 +250,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     end
   end
 
-  -- Chain the wake-up: if work remains, the next blocked consumer should look too.
-  if redis.call('ZCARD', keys[1]) > 0 then wake(keys[7]) end
+  -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
+  -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
+  if #popped == 2 * count then wake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')

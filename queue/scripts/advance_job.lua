@@ -29,6 +29,6 @@ redis.call('HSET', jk, 'queue', nextQueue, 'data', ARGV[8], 'state', 'ready', 't
   'prevQueue', queue, 'errors', '', 'contentHash', ARGV[12], 'progress', '', 'progressMessage', '')
 redis.call('ZADD', KEYS[5], score, id)
 redis.call('HINCRBY', KEYS[6], 'enqueued', 1)
-record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'data', ARGV[8], 'from', queue})
+record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', ARGV[8]})
 wake(KEYS[7])
 return settleAndClaim(KEYS, ARGV, 1, 7, 12, jobPrefix, queue, now)

@@ -36,22 +36,20 @@ for i = 7, #ARGV, FIELDS do
     local score = (1000 - priority) * 4398046511104 + seq
     redis.call('HSET', jk, 'id', id, 'queue', queue, 'data', data, 'priority', priority,
       'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0,
-      'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash)
+      'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash,
+      'state', delay > 0 and 'delayed' or 'ready')
     if delay > 0 then
-      redis.call('HSET', jk, 'state', 'delayed')
       redis.call('ZADD', KEYS[2], now + delay, id)
     else
-      redis.call('HSET', jk, 'state', 'ready')
       redis.call('ZADD', KEYS[1], score, id)
       woke = true
     end
     redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
-    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', data, 'attempts', attempts}
     if delay > 0 then
-      fields[#fields + 1] = 'due'
-      fields[#fields + 1] = now + delay
+      record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts, 'due', now + delay, 'data', data})
+    else
+      record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts, 'data', data})
     end
-    record(KEYS[5], KEYS[6], fields)
     out[#out + 1] = id
     out[#out + 1] = 1
   end

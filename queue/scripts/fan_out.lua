@@ -32,7 +32,7 @@ for i = 1, n do
     'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
     'state', 'ready', 'parent', id)
   redis.call('ZADD', KEYS[5], score, childId)
-  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'data', ARGV[8 + i], 'from', id, 'attempts', attempts})
+  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[8 + i]})
 end
 redis.call('HINCRBY', KEYS[6], 'enqueued', n)
 if n > 0 then wake(KEYS[7]) else enqueueJoin(jobPrefix, id, now) end

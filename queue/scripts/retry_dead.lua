@@ -21,7 +21,7 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '', 'score', score)
     redis.call('ZADD', KEYS[2], score, id)
-    record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'data', f[1], 'from', 'dead'})
+    record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'dead', 'data', f[1]})
     moved = moved + 1
   end
 end
