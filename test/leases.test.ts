@@ -29,6 +29,9 @@ describe("leases across a Redis outage", () => {
     const at = Number(await redis.hget(k.sweeper, "sweptAt"));
     assert.ok(at > 0, "a sweep stamped the queue before the outage");
     await redis.hset(k.sweeper, "sweptAt", at - 600_000);
+    // ten minutes on, the mutex of the sweep before (1 ms) is long gone: without this the next
+    // sweep could land in that same millisecond and lose it
+    await redis.del(k.sweepLock);
   };
   const endGrace = (q: string) => redis.hset(new QueueKeys(q).sweeper, "graceUntil", 1);
   const inflightDeadline = async (q: string, id: string) => Number(await redis.zscore(new QueueKeys(q).inflight, id));

@@ -168,7 +168,8 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
         if (line !== lastLine) say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
         lastLine = line;
         const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
-        return done && atZero && runner!.running.length === 0;
+        // (a deleted pod's worker may still be draining: wait until every process has exited)
+        return done && atZero && runner!.alive.length === 0;
       },
       { timeoutMs: opts.timeoutMs ?? 15 * 60_000, intervalMs: 1000 },
     );

@@ -72,8 +72,14 @@ export class PodRunner {
     await Promise.all([...this.pods.values()].map((p) => this.terminate(p, 30)));
   }
 
+  /** Processes of pods that still exist (not being terminated). */
   get running(): RunningPod[] {
     return [...this.pods.values()].filter((p) => !p.stopping);
+  }
+
+  /** Every process not yet exited, those in their grace period included. */
+  get alive(): RunningPod[] {
+    return [...this.pods.values()];
   }
 
   private async sync(): Promise<void> {
