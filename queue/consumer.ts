@@ -96,7 +96,7 @@ export class Consumer {
     return this.claimed(flat, nextDue, now);
   }
 
-  /** claim_jobs' KEYS, in its order (also appended by complete-and-claim calls). */
+  /** claim_jobs' KEYS, in its order. */
   private get claimKeys(): string[] {
     const k = this.keys;
     return (this.claimKeyList ??= [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta]);
@@ -156,17 +156,14 @@ export class Consumer {
     // The key lists are the same for every job of this queue: built once.
     const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
     const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)];
-    if (claimCount === undefined) return runScript<unknown>(this.redis, "complete_job", keys, args);
-    args.push(claimCount, this.opts.leaseMs, this.opts.workerId);
-    return runScript<unknown>(this.redis, "complete_job", (this.completeAndClaimKeyList ??= [...keys, ...this.claimKeys]), args);
+    return runScript<unknown>(this.redis, "complete_job", keys, this.withClaim(args, claimCount));
   }
   private completeKeyList: string[] | undefined;
-  private completeAndClaimKeyList: string[] | undefined;
 
-  /** Append the complete-and-claim part (claim_jobs' KEYS; count, leaseMs, workerId). */
-  private withClaim(keys: string[], args: (string | number)[], claimCount: number | undefined): [string[], (string | number)[]] {
-    if (claimCount === undefined) return [keys, args];
-    return [[...keys, ...this.claimKeys], [...args, claimCount, this.opts.leaseMs, this.opts.workerId]];
+  /** Append the complete-and-claim arguments (count, leaseMs, workerId); the script names the claim's keys. */
+  private withClaim(args: (string | number)[], claimCount: number | undefined): (string | number)[] {
+    if (claimCount !== undefined) args.push(claimCount, this.opts.leaseMs, this.opts.workerId);
+    return args;
   }
 
   private settledAndClaimed(reply: unknown, now: number): SettledAndClaimed {
@@ -194,7 +191,7 @@ export class Consumer {
     const next = (this.nextKeys?.queue === nextQueue ? this.nextKeys : (this.nextKeys = new QueueKeys(nextQueue)));
     const keys = [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake];
     const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), nextQueue, encodeResult(nextData), ...reuseArgs(opts), opts.nextContentHash ?? ""];
-    return runScript<unknown>(this.redis, "advance_job", ...this.withClaim(keys, args, claimCount));
+    return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, claimCount));
   }
   private nextKeys: QueueKeys | undefined;
 

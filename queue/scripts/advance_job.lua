@@ -6,17 +6,17 @@
 --       8 nextData (JSON), 9 contentHash ('' = none), 10 resultTtlSeconds, 11 reused ('1'/'0'),
 --       12 nextContentHash (the next stage's input hash; '' = no reuse there)
 -- Returns 1, or 0 when the lease was lost.
--- Complete-and-claim (optional): KEYS 8-16 = claim_jobs' KEYS of this (the worker's own) queue,
--- ARGV 13 count, 14 leaseMs, 15 workerId: also claims up to `count` jobs of this queue and
--- returns {1|0, jobs, nextDueMs} (see settleAndClaim in _prelude.lua). Every key is in the
--- pipeline's slot, so this stays Cluster-safe.
+-- Complete-and-claim (optional): ARGV 13 count, 14 leaseMs, 15 workerId: also claims up to
+-- `count` jobs of this (the worker's own) queue and returns {1|0, jobs, nextDueMs} (see
+-- settleAndClaim in _prelude.lua). Every key is in the pipeline's slot, so this stays
+-- Cluster-safe.
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue = ARGV[7]
 local jk = jobKey(jobPrefix, id)
 if not holdsLease(jk, token) then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
-  return settleAndClaim(KEYS, ARGV, 0, 7, 12, jobPrefix, queue, now)
+  return settleAndClaim(ARGV, 0, 12, jobPrefix, queue, now)
 end
 local score = requeueScore(jobPrefix, jk)
 redis.call('ZREM', KEYS[1], id)
@@ -31,4 +31,4 @@ redis.call('ZADD', KEYS[5], score, id)
 redis.call('HINCRBY', KEYS[6], 'enqueued', 1)
 record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', ARGV[8]})
 wake(KEYS[7])
-return settleAndClaim(KEYS, ARGV, 1, 7, 12, jobPrefix, queue, now)
+return settleAndClaim(ARGV, 1, 12, jobPrefix, queue, now)

@@ -3,8 +3,7 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds,
 --       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
 -- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
--- Complete-and-claim (optional): KEYS 5-13 = claim_jobs' KEYS, ARGV 11 count, 12 leaseMs,
--- 13 workerId: also claims up to `count` jobs of this queue for the freed slot(s) and returns
+-- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to `count` jobs of this queue for the freed slot(s) and returns
 -- {1|0, jobs, nextDueMs} as claim_jobs does (see settleAndClaim in _prelude.lua).
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -12,7 +11,7 @@ local jk = jobKey(jobPrefix, id)
 local held = redis.call('HMGET', jk, 'token', 'parent')
 if not leaseHeld(held[1], token) then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
-  return settleAndClaim(KEYS, ARGV, 0, 4, 10, jobPrefix, queue, now)
+  return settleAndClaim(ARGV, 0, 10, jobPrefix, queue, now)
 end
 redis.call('ZREM', KEYS[1], id)
 local retention = tonumber(ARGV[7])
@@ -26,4 +25,4 @@ finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. A
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})
-return settleAndClaim(KEYS, ARGV, 1, 4, 10, jobPrefix, queue, now)
+return settleAndClaim(ARGV, 1, 10, jobPrefix, queue, now)
