@@ -6,6 +6,15 @@ local function jobKey(jobPrefix, id)
   return jobPrefix .. id
 end
 
+-- Other names the scripts build themselves, as queue/keys.ts lays them out: `jobPrefix` is
+-- `cvy:{pipeline}:job:`, so a name made from the pipeline's base keeps its hash tag (one slot).
+local function pipelineBase(jobPrefix)
+  return string.sub(jobPrefix, 1, #jobPrefix - 4)
+end
+local function queueKeyPrefix(base, queue)
+  return base .. 'q:' .. queue .. ':'
+end
+
 -- Every transition is appended to the queue's capped event stream (for followers: `conveyor
 -- events`, the typed API) and, when a recorder has switched it on, to the pipeline's
 -- outbox: a transactional record drained into PostgreSQL. Queues without PostgreSQL never
@@ -21,7 +30,7 @@ local function record(outboxKey, metaKey, fields)
   local n = #fields
   if fields[n - 1] == 'data' then n = n - 2 end
   local base = string.sub(outboxKey, 1, #outboxKey - 6)
-  redis.call('XADD', base .. 'q:' .. fields[6] .. ':events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
+  redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
   if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
   if recordsOn[metaKey] then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
@@ -129,20 +138,20 @@ local function requeueScore(jobPrefix, jk)
   if score then return score end
   local p = numericScore(f[2]) or 0
   if p < 0 or p > 1000 then p = 0 end
-  score = (1000 - math.floor(p)) * 4398046511104 + redis.call('INCR', string.sub(jobPrefix, 1, #jobPrefix - 4) .. 'seq')
+  score = (1000 - math.floor(p)) * 4398046511104 + redis.call('INCR', pipelineBase(jobPrefix) .. 'seq')
   redis.call('HSET', jk, 'score', score)
   return score
 end
 
 
--- Move delayed jobs whose time has come to ready (bounded per call). Returns how many, and
--- the earliest delayed job's due time (-1: none) when nothing was moved — the common case
--- costs one command, and the caller need not look again; nil when it must.
+-- Move delayed jobs whose time has come to ready (bounded per call). Returns the earliest
+-- delayed job's due time (-1: none) when nothing was moved — the common case costs one
+-- command, and the caller need not look again; nil when it must.
 local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, countsKey, now)
   local first = redis.call('ZRANGE', delayedKey, 0, 0, 'WITHSCORES')
-  if not first[2] then return 0, -1 end
+  if not first[2] then return -1 end
   local firstDue = tonumber(first[2])
-  if firstDue and firstDue > now then return 0, firstDue end
+  if firstDue and firstDue > now then return firstDue end
   local due = redis.call('ZRANGEBYSCORE', delayedKey, '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
     local jk = jobKey(jobPrefix, id)
@@ -155,25 +164,25 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
     else
       local reason = notAHash(jk, id) or 'malformed: job record missing or has no numeric score'
       deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)
-      local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
+      local base = pipelineBase(jobPrefix)
       record(base .. 'outbox', base .. 'meta', {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason})
     end
   end
-  return #due, nil
+  return nil
 end
 
 -- Result reuse: a stage's result stored under the job's content hash, so a repeated input
 -- (the same document) skips the stage. `jobPrefix` is `cvy:{pipeline}:job:`.
 local function rememberResult(jobPrefix, queue, contentHash, ttl, result)
   if contentHash ~= '' and tonumber(ttl) > 0 then
-    redis.call('SET', string.sub(jobPrefix, 1, #jobPrefix - 4) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
+    redis.call('SET', pipelineBase(jobPrefix) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
   end
 end
 
 -- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
 -- and removes the fan-in record (so it happens once).
 local function enqueueJoin(jobPrefix, parent, now)
-  local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
+  local base = pipelineBase(jobPrefix)
   local fk = base .. 'fanin:' .. parent
   local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
   local total = tonumber(f[1])
@@ -184,7 +193,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   local joinQueue = f[2]
   local joinId = parent .. ':join'
   local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
-  local qk = base .. 'q:' .. joinQueue .. ':'
+  local qk = queueKeyPrefix(base, joinQueue)
   local seq = redis.call('INCR', base .. 'seq')
   local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
   redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
@@ -204,7 +213,7 @@ end
 local function finishChild(jobPrefix, jk, id, outcome, now, parent)
   if parent == nil then parent = redis.call('HGET', jk, 'parent') end
   if not parent or parent == '' then return end
-  local fk = string.sub(jobPrefix, 1, #jobPrefix - 4) .. 'fanin:' .. parent
+  local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
   if redis.call('EXISTS', fk) == 0 then return end
   if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
   local done = redis.call('HINCRBY', fk, 'done', 1)
@@ -218,7 +227,7 @@ end
 -- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
 --   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
-  local _, nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
+  local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
   local jobs = {}
   local popped = redis.call('ZPOPMIN', keys[1], count)
@@ -272,8 +281,8 @@ local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
   local count = tonumber(argv[nArgs + 1] or '')
   if count == nil then return settled end
   if count <= 0 then return {settled, {}, -1} end
-  local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
-  local q = base .. 'q:' .. queue .. ':'
+  local base = pipelineBase(jobPrefix)
+  local q = queueKeyPrefix(base, queue)
   -- claim_jobs' KEYS, in its order
   local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
   local claimed = claimJobs(keys, jobPrefix, queue, now, tonumber(argv[nArgs + 2]), count, argv[nArgs + 3])

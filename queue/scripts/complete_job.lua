@@ -3,8 +3,9 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds,
 --       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
 -- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
--- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to `count` jobs of this queue for the freed slot(s) and returns
--- {1|0, jobs, nextDueMs} as claim_jobs does (see settleAndClaim in _prelude.lua).
+-- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to
+-- `count` jobs of this queue for the freed slot(s) and returns {1|0, jobs, nextDueMs} as
+-- claim_jobs does (see settleAndClaim in _prelude.lua).
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)

@@ -45,11 +45,14 @@ for i = 7, #ARGV, FIELDS do
       woke = true
     end
     redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
+    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts}
     if delay > 0 then
-      record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts, 'due', now + delay, 'data', data})
-    else
-      record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts, 'data', data})
+      fields[#fields + 1] = 'due'
+      fields[#fields + 1] = now + delay
     end
+    fields[#fields + 1] = 'data' -- last: see record()
+    fields[#fields + 1] = data
+    record(KEYS[5], KEYS[6], fields)
     out[#out + 1] = id
     out[#out + 1] = 1
   end

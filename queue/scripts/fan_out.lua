@@ -22,7 +22,7 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})
-local base = string.sub(jobPrefix, 1, #jobPrefix - 4)
+local base = pipelineBase(jobPrefix)
 redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now)
 for i = 1, n do
   local childId = id .. ':' .. i
