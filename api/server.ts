@@ -7,7 +7,17 @@
 import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
-import { assertJobId, assertQueueName, InvalidNameError, Producer, QueueAdmin, PayloadTooLargeError, InvalidJobError, type RedisClient, type EnqueueOptions } from "../queue/index.ts";
+import {
+  assertJobId,
+  assertQueueName,
+  InvalidNameError,
+  Producer,
+  QueueAdmin,
+  PayloadTooLargeError,
+  InvalidJobError,
+  type RedisClient,
+  type EnqueueOptions,
+} from "../queue/index.ts";
 
 export interface JobApiOptions {
   redis: RedisClient;
@@ -27,7 +37,16 @@ class HttpError extends Error {
   }
 }
 
-const ENQUEUE_FIELDS = new Set(["data", "id", "idempotencyKey", "priority", "delayMs", "attempts", "timeoutMs", "contentHash"]);
+const ENQUEUE_FIELDS = new Set([
+  "data",
+  "id",
+  "idempotencyKey",
+  "priority",
+  "delayMs",
+  "attempts",
+  "timeoutMs",
+  "contentHash",
+]);
 
 export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   const producer = new Producer(opts.redis);
@@ -43,7 +62,8 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   };
 
   async function readJson(req: IncomingMessage): Promise<unknown> {
-    if (!(req.headers["content-type"] ?? "").startsWith("application/json")) throw new HttpError(415, "send the job as JSON (Content-Type: application/json)");
+    if (!(req.headers["content-type"] ?? "").startsWith("application/json"))
+      throw new HttpError(415, "send the job as JSON (Content-Type: application/json)");
     const declared = Number(req.headers["content-length"] ?? 0);
     if (declared > maxBody) throw new HttpError(413, `request body is larger than ${maxBody} bytes`);
     const chunks: Buffer[] = [];
@@ -61,19 +81,35 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   }
 
   function enqueueOptions(body: unknown): { data: unknown } & EnqueueOptions {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) throw new HttpError(400, 'body must be an object like {"data": …, "priority": 0}');
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw new HttpError(400, 'body must be an object like {"data": …, "priority": 0}');
     const b = body as Record<string, unknown>;
-    for (const k of Object.keys(b)) if (!ENQUEUE_FIELDS.has(k)) throw new HttpError(400, `unknown field ${JSON.stringify(k)}; allowed: ${[...ENQUEUE_FIELDS].join(", ")}`);
+    for (const k of Object.keys(b))
+      if (!ENQUEUE_FIELDS.has(k))
+        throw new HttpError(
+          400,
+          `unknown field ${JSON.stringify(k)}; allowed: ${[...ENQUEUE_FIELDS].join(", ")}`,
+        );
     if (!("data" in b)) throw new HttpError(400, '"data" is required (any JSON value)');
     const str = (k: string) => {
       if (b[k] !== undefined && typeof b[k] !== "string") throw new HttpError(400, `"${k}" must be a string`);
       return b[k] as string | undefined;
     };
     const num = (k: string) => {
-      if (b[k] !== undefined && (typeof b[k] !== "number" || !Number.isFinite(b[k]))) throw new HttpError(400, `"${k}" must be a number`);
+      if (b[k] !== undefined && (typeof b[k] !== "number" || !Number.isFinite(b[k])))
+        throw new HttpError(400, `"${k}" must be a number`);
       return b[k] as number | undefined;
     };
-    return { data: b.data, id: str("id"), idempotencyKey: str("idempotencyKey"), contentHash: str("contentHash"), priority: num("priority"), delayMs: num("delayMs"), attempts: num("attempts"), timeoutMs: num("timeoutMs") };
+    return {
+      data: b.data,
+      id: str("id"),
+      idempotencyKey: str("idempotencyKey"),
+      contentHash: str("contentHash"),
+      priority: num("priority"),
+      delayMs: num("delayMs"),
+      attempts: num("attempts"),
+      timeoutMs: num("timeoutMs"),
+    };
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -84,7 +120,8 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
       res.end(JSON.stringify(body));
     };
     if (url.pathname === "/healthz") return send(200, { ok: true });
-    if (!authorized(req)) return send(401, { error: "missing or wrong bearer token" }, { "www-authenticate": "Bearer" });
+    if (!authorized(req))
+      return send(401, { error: "missing or wrong bearer token" }, { "www-authenticate": "Bearer" });
 
     if (parts[0] === "queues" && parts.length === 3 && parts[2] === "jobs") {
       if (req.method !== "POST") throw new HttpError(405, "use POST to enqueue");
@@ -134,8 +171,16 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
 
   const server = createServer((req, res) => {
     route(req, res).catch((err: unknown) => {
-      const status = err instanceof HttpError ? err.status : err instanceof InvalidNameError || err instanceof InvalidJobError ? 400 : err instanceof PayloadTooLargeError ? 413 : 500;
-      if (status === 500) opts.log?.error({ err: (err as Error).message, path: req.url }, "job API request failed");
+      const status =
+        err instanceof HttpError
+          ? err.status
+          : err instanceof InvalidNameError || err instanceof InvalidJobError
+            ? 400
+            : err instanceof PayloadTooLargeError
+              ? 413
+              : 500;
+      if (status === 500)
+        opts.log?.error({ err: (err as Error).message, path: req.url }, "job API request failed");
       if (!res.headersSent) {
         res.writeHead(status, { "content-type": "application/json" });
         res.end(JSON.stringify({ error: (err as Error).message }));

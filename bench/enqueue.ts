@@ -19,7 +19,11 @@ export interface EnqueueRun {
 
 export const ENQUEUE_WINDOW = 64;
 
-export async function runEnqueue(ctx: BenchContext, name: SystemName, opts: { single: number; windowed: number; bulk: number; rep: number }): Promise<EnqueueRun> {
+export async function runEnqueue(
+  ctx: BenchContext,
+  name: SystemName,
+  opts: { single: number; windowed: number; bulk: number; rep: number },
+): Promise<EnqueueRun> {
   const sys = ctx.systems[name];
 
   await flush(ctx.driver);
@@ -43,5 +47,12 @@ export async function runEnqueue(ctx: BenchContext, name: SystemName, opts: { si
   await sys.enqueueBulk(items);
   const bulkPerSec = opts.bulk / ((nowMs() - t) / 1000);
 
-  return { system: name, rep: opts.rep, singlePerSec: round(singlePerSec), windowedPerSec: round(windowedPerSec), bulkPerSec: round(bulkPerSec), load: loadAverage() };
+  return {
+    system: name,
+    rep: opts.rep,
+    singlePerSec: round(singlePerSec),
+    windowedPerSec: round(windowedPerSec),
+    bulkPerSec: round(bulkPerSec),
+    load: loadAverage(),
+  };
 }

@@ -27,11 +27,19 @@ export interface LatencyRun {
 /** Most enqueue calls in flight before the producer stops adding more (it is behind, not the worker). */
 const MAX_IN_FLIGHT = 5000;
 
-export async function runLatency(ctx: BenchContext, name: SystemName, opts: { concurrency: number; rate: number; seconds: number; rep: number }): Promise<LatencyRun> {
+export async function runLatency(
+  ctx: BenchContext,
+  name: SystemName,
+  opts: { concurrency: number; rate: number; seconds: number; rep: number },
+): Promise<LatencyRun> {
   const sys = ctx.systems[name];
   await flush(ctx.driver);
   const latencyFile = join(ctx.tmp, `latency-${name}-c${opts.concurrency}-r${opts.rep}.json`);
-  const worker = await sys.startWorker({ concurrency: opts.concurrency, latencyFile, logFile: join(ctx.tmp, `${name}-latency-c${opts.concurrency}-r${opts.rep}.log`) });
+  const worker = await sys.startWorker({
+    concurrency: opts.concurrency,
+    latencyFile,
+    logFile: join(ctx.tmp, `${name}-latency-c${opts.concurrency}-r${opts.rep}.log`),
+  });
   try {
     await worker.ready();
     await sleep(300);

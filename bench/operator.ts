@@ -24,7 +24,17 @@ import { freePort } from "../test/support/ports.ts";
 import { parseMetrics } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";
-import { REPO, loadAverage, nowMs, procSample, progress, round, sleep, summarize, type Summary } from "./lib/util.ts";
+import {
+  REPO,
+  loadAverage,
+  nowMs,
+  procSample,
+  progress,
+  round,
+  sleep,
+  summarize,
+  type Summary,
+} from "./lib/util.ts";
 
 export interface OperatorResult {
   pools: number;
@@ -104,7 +114,12 @@ function apiRequests(m: Map<string, number>): Map<string, number> {
   return out;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs: number, intervalMs = 100): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs: number,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe().catch(() => undefined);
@@ -116,18 +131,30 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | null 
 
 async function parallel<T>(items: T[], width: number, fn: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
-export async function runOperatorBench(opts: { pools: number; idleSeconds: number; decisions: number }): Promise<OperatorBench> {
+export async function runOperatorBench(opts: {
+  pools: number;
+  idleSeconds: number;
+  decisions: number;
+}): Promise<OperatorBench> {
   const unavailable = await operatorBenchUnavailable();
   if (unavailable) return { skipped: unavailable };
   const { ControlPlane } = (await import(pathToFileURL(CONTROLPLANE).href)) as ControlPlaneModule;
 
   progress("operator: starting the test control plane (kube-apiserver + etcd)");
-  const cp = await ControlPlane.start({ controllers: false, scheduler: false, kwok: false, aggregation: false, verbose: false });
+  const cp = await ControlPlane.start({
+    controllers: false,
+    scheduler: false,
+    kwok: false,
+    aggregation: false,
+    verbose: false,
+  });
   const redis = await startBenchRedis();
   const driver = client(redis.url, "bench-operator-driver");
   const producerClient = connectRedis(redis.url, { name: "bench-operator-producer" });
@@ -157,14 +184,29 @@ export async function runOperatorBench(opts: { pools: number; idleSeconds: numbe
       ],
       { logFile: join(cp.dir, "operator-bench.log"), env: { ...process.env, POD_NAME: "" } },
     );
-    await until("operator /readyz", async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, 240_000, 250);
-    await until("operator leads", async () => (await scrape(metricsPort)).get("conveyor_operator_leader") === 1, 240_000, 250);
+    await until(
+      "operator /readyz",
+      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
+      240_000,
+      250,
+    );
+    await until(
+      "operator leads",
+      async () => (await scrape(metricsPort)).get("conveyor_operator_leader") === 1,
+      240_000,
+      250,
+    );
 
     const pool = (name: string, scaling: Record<string, unknown> = {}) => ({
       apiVersion: "conveyor.dev/v1alpha1",
       kind: "WorkerPool",
       metadata: { name, namespace: "default" },
-      spec: { queue: `${name}/work`, redis: { url: redis.url }, handler: { module: "/app/handler.js" }, scaling },
+      spec: {
+        queue: `${name}/work`,
+        redis: { url: redis.url },
+        handler: { module: "/app/handler.js" },
+        scaling,
+      },
     });
     const names = Array.from({ length: opts.pools }, (_, i) => `bench-pool-${i}`);
     const direct = Array.from({ length: opts.decisions }, (_, i) => `bench-direct-${i}`);
@@ -172,19 +214,31 @@ export async function runOperatorBench(opts: { pools: number; idleSeconds: numbe
     const t0 = nowMs();
     const create = async (obj: unknown) => {
       const res = await cp.request("POST", POOLS, obj);
-      if (res.status !== 201 && res.status !== 409) throw new Error(`create WorkerPool: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
+      if (res.status !== 201 && res.status !== 409)
+        throw new Error(`create WorkerPool: HTTP ${res.status}: ${res.body.slice(0, 300)}`);
     };
     await parallel(names, 16, (n) => create(pool(n)));
-    await parallel(direct, 4, (n) => create(pool(n, { mode: "direct", minReplicas: 1, maxReplicas: 10, targetBacklogPerReplica: 10 })));
+    await parallel(direct, 4, (n) =>
+      create(pool(n, { mode: "direct", minReplicas: 1, maxReplicas: 10, targetBacklogPerReplica: 10 })),
+    );
     const total = names.length + direct.length;
-    await until(`all ${total} pools reconciled`, async () => {
-      const res = await cp.request("GET", POOLS);
-      const list = JSON.parse(res.body) as { items: { metadata: { generation?: number }; status?: { observedGeneration?: number } }[] };
-      const done = list.items.filter((p) => p.status?.observedGeneration === p.metadata.generation).length;
-      return done >= total;
-    }, 600_000, 2000);
+    await until(
+      `all ${total} pools reconciled`,
+      async () => {
+        const res = await cp.request("GET", POOLS);
+        const list = JSON.parse(res.body) as {
+          items: { metadata: { generation?: number }; status?: { observedGeneration?: number } }[];
+        };
+        const done = list.items.filter((p) => p.status?.observedGeneration === p.metadata.generation).length;
+        return done >= total;
+      },
+      600_000,
+      2000,
+    );
     const reconcileAllSeconds = (nowMs() - t0) / 1000;
-    progress(`operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling, then an idle window of ${opts.idleSeconds} s`);
+    progress(
+      `operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling, then an idle window of ${opts.idleSeconds} s`,
+    );
     await sleep(15_000);
 
     const pid = op.child.pid!;
@@ -204,11 +258,27 @@ export async function runOperatorBench(opts: { pools: number; idleSeconds: numbe
       if (d > 0) apiRequestsPerMinute[k] = round(d / minutes, 1);
     }
     const writes = (k: string) => /^(create|update|patch|delete)/.test(k);
-    const apiWritesPerMinute = round(Object.entries(apiRequestsPerMinute).filter(([k]) => writes(k) && !k.endsWith("leases")).reduce((a, [, v]) => a + v, 0), 1);
-    const leaseWritesPerMinute = round(Object.entries(apiRequestsPerMinute).filter(([k]) => writes(k) && k.endsWith("leases")).reduce((a, [, v]) => a + v, 0), 1);
+    const apiWritesPerMinute = round(
+      Object.entries(apiRequestsPerMinute)
+        .filter(([k]) => writes(k) && !k.endsWith("leases"))
+        .reduce((a, [, v]) => a + v, 0),
+      1,
+    );
+    const leaseWritesPerMinute = round(
+      Object.entries(apiRequestsPerMinute)
+        .filter(([k]) => writes(k) && k.endsWith("leases"))
+        .reduce((a, [, v]) => a + v, 0),
+      1,
+    );
     const audit = await cp.auditEvents((e) => {
       const at = Date.parse(e.stageTimestamp ?? "");
-      return at >= w0 && at <= w1 && !e.user.username.startsWith("system:") && ["create", "update", "patch", "delete"].includes(e.verb) && e.objectRef?.resource !== "leases";
+      return (
+        at >= w0 &&
+        at <= w1 &&
+        !e.user.username.startsWith("system:") &&
+        ["create", "update", "patch", "delete"].includes(e.verb) &&
+        e.objectRef?.resource !== "leases"
+      );
     });
     const redisDelta = delta(r0, r1, { info: 4 });
     const redisCommands = [...redisDelta.commands.values()].reduce((a, s) => a + s.calls, 0);
@@ -216,28 +286,54 @@ export async function runOperatorBench(opts: { pools: number; idleSeconds: numbe
     progress("operator: backlog-to-decision times");
     const activation: number[] = [];
     for (const name of names.slice(0, opts.decisions)) {
-      const before = (JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } }).spec?.replicas ?? 0;
+      const before =
+        (JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } })
+          .spec?.replicas ?? 0;
       if (before !== 0) throw new Error(`${name} is not at zero replicas (${before})`);
       const t = nowMs();
       await producer.enqueue(`${name}/work`, { bench: true });
-      await until(`${name} scaled from zero`, async () => {
-        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
-        return (d.spec?.replicas ?? 0) >= 1;
-      }, 120_000, 100);
+      await until(
+        `${name} scaled from zero`,
+        async () => {
+          const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as {
+            spec?: { replicas?: number };
+          };
+          return (d.spec?.replicas ?? 0) >= 1;
+        },
+        120_000,
+        100,
+      );
       activation.push((nowMs() - t) / 1000);
     }
     const scaleUp: number[] = [];
     for (const name of direct) {
-      await until(`${name} at one replica`, async () => {
-        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
-        return d.spec?.replicas === 1;
-      }, 120_000, 200);
+      await until(
+        `${name} at one replica`,
+        async () => {
+          const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as {
+            spec?: { replicas?: number };
+          };
+          return d.spec?.replicas === 1;
+        },
+        120_000,
+        200,
+      );
       const t = nowMs();
-      await producer.enqueueMany(`${name}/work`, Array.from({ length: 50 }, (_, i) => ({ data: { i } })));
-      await until(`${name} scaled up`, async () => {
-        const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as { spec?: { replicas?: number } };
-        return (d.spec?.replicas ?? 0) > 1;
-      }, 120_000, 100);
+      await producer.enqueueMany(
+        `${name}/work`,
+        Array.from({ length: 50 }, (_, i) => ({ data: { i } })),
+      );
+      await until(
+        `${name} scaled up`,
+        async () => {
+          const d = JSON.parse((await cp.request("GET", deploymentPath(name))).body) as {
+            spec?: { replicas?: number };
+          };
+          return (d.spec?.replicas ?? 0) > 1;
+        },
+        120_000,
+        100,
+      );
       scaleUp.push((nowMs() - t) / 1000);
     }
 
@@ -266,7 +362,13 @@ export async function runOperatorBench(opts: { pools: number; idleSeconds: numbe
 }
 
 function roundSummary(s: Summary): Summary {
-  return { ...s, median: round(s.median, 2), min: round(s.min, 2), max: round(s.max, 2), values: s.values.map((v) => round(v, 2)) };
+  return {
+    ...s,
+    median: round(s.median, 2),
+    min: round(s.min, 2),
+    max: round(s.max, 2),
+    values: s.values.map((v) => round(v, 2)),
+  };
 }
 
 if (import.meta.main) {

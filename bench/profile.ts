@@ -43,16 +43,24 @@ function area(f: CallFrame): string {
   const path = url.replace(/^file:\/\//, "");
   const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path);
   if (nm) return nm[1]!;
-  if (path.startsWith(REPO)) return path.slice(REPO.length).split("/").slice(0, -1).join("/") || path.slice(REPO.length);
+  if (path.startsWith(REPO))
+    return path.slice(REPO.length).split("/").slice(0, -1).join("/") || path.slice(REPO.length);
   return path;
 }
 
 function label(f: CallFrame): string {
-  const file = f.url.replace(/^file:\/\//, "").replace(REPO, "").replace(/.*node_modules\//, "");
+  const file = f.url
+    .replace(/^file:\/\//, "")
+    .replace(REPO, "")
+    .replace(/.*node_modules\//, "");
   return `${f.functionName || "(anonymous)"} ${file}:${f.lineNumber + 1}`;
 }
 
-export function summarizeProfile(file: string, inclusiveNames: string[] = [], callersOf: string[] = []): ProfileSummary {
+export function summarizeProfile(
+  file: string,
+  inclusiveNames: string[] = [],
+  callersOf: string[] = [],
+): ProfileSummary {
   const p = JSON.parse(readFileSync(file, "utf8")) as CpuProfile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -78,7 +86,8 @@ export function summarizeProfile(file: string, inclusiveNames: string[] = [], ca
     fns.set(l, (fns.get(l) ?? 0) + ms);
     if (callersOf.includes(n.callFrame.functionName)) {
       const chain: string[] = [];
-      for (let cur = parent.get(id); cur !== undefined && chain.length < 3; cur = parent.get(cur)) chain.push(label(byId.get(cur)!.callFrame));
+      for (let cur = parent.get(id); cur !== undefined && chain.length < 3; cur = parent.get(cur))
+        chain.push(label(byId.get(cur)!.callFrame));
       const key = `${n.callFrame.functionName} ← ${chain.join(" ← ")}`;
       callers.set(key, (callers.get(key) ?? 0) + ms);
     }
@@ -93,7 +102,14 @@ export function summarizeProfile(file: string, inclusiveNames: string[] = [], ca
     }
   }
   const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
-  return { totalMs: total, busyMs: total - idle, byArea: sorted(areas), byFunction: sorted(fns), inclusive: sorted(incl), callers: sorted(callers) };
+  return {
+    totalMs: total,
+    busyMs: total - idle,
+    byArea: sorted(areas),
+    byFunction: sorted(fns),
+    inclusive: sorted(incl),
+    callers: sorted(callers),
+  };
 }
 
 function main(): void {
@@ -101,7 +117,11 @@ function main(): void {
   const files: string[] = [];
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
-    if (args[i]!.startsWith("--")) rest.push(args[i]!, ...(args[i + 1] !== undefined && !args[i + 1]!.startsWith("--") ? [args[++i]!] : []));
+    if (args[i]!.startsWith("--"))
+      rest.push(
+        args[i]!,
+        ...(args[i + 1] !== undefined && !args[i + 1]!.startsWith("--") ? [args[++i]!] : []),
+      );
     else files.push(args[i]!);
   }
   const flags = parseFlags(rest);
@@ -110,17 +130,23 @@ function main(): void {
     const list = (name: string) => (flags.get(name) ?? "").split(",").filter(Boolean);
     const s = summarizeProfile(file, list("inclusive"), list("callers"));
     const pct = (ms: number) => `${((ms / s.busyMs) * 100).toFixed(1).padStart(5)}%`;
-    process.stdout.write(`\n${file}\n  ${s.totalMs.toFixed(0)} ms profiled, ${s.busyMs.toFixed(0)} ms busy (percentages of busy)\n  by area:\n`);
-    for (const [a, ms] of s.byArea.filter(([a]) => a !== "(idle)").slice(0, top)) process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${a}\n`);
+    process.stdout.write(
+      `\n${file}\n  ${s.totalMs.toFixed(0)} ms profiled, ${s.busyMs.toFixed(0)} ms busy (percentages of busy)\n  by area:\n`,
+    );
+    for (const [a, ms] of s.byArea.filter(([a]) => a !== "(idle)").slice(0, top))
+      process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${a}\n`);
     process.stdout.write("  by function (self):\n");
-    for (const [f, ms] of s.byFunction.filter(([f]) => !f.startsWith("(idle)")).slice(0, top)) process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
+    for (const [f, ms] of s.byFunction.filter(([f]) => !f.startsWith("(idle)")).slice(0, top))
+      process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
     if (s.inclusive.length > 0) {
       process.stdout.write("  inclusive:\n");
-      for (const [f, ms] of s.inclusive) process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
+      for (const [f, ms] of s.inclusive)
+        process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
     }
     if (s.callers.length > 0) {
       process.stdout.write("  callers:\n");
-      for (const [f, ms] of s.callers.slice(0, top)) process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
+      for (const [f, ms] of s.callers.slice(0, top))
+        process.stdout.write(`    ${pct(ms)} ${ms.toFixed(0).padStart(6)} ms  ${f}\n`);
     }
   }
 }

@@ -32,7 +32,10 @@ export interface RawMixResult {
 
 const TRIVIAL_SCRIPT = "return 1";
 
-export async function runRedisBenchmark(ctx: BenchContext, requests = 200_000): Promise<RedisBenchmarkResult[]> {
+export async function runRedisBenchmark(
+  ctx: BenchContext,
+  requests = 200_000,
+): Promise<RedisBenchmarkResult[]> {
   const port = new URL(ctx.url).port;
   await flush(ctx.driver);
   const sha = (await ctx.driver.script("LOAD", TRIVIAL_SCRIPT)) as string;
@@ -43,7 +46,9 @@ export async function runRedisBenchmark(ctx: BenchContext, requests = 200_000): 
   ];
   const out: RedisBenchmarkResult[] = [];
   for (const [test, args] of runs) {
-    const csv = execFileSync("redis-benchmark", ["-p", port, "-n", String(requests), "--csv", ...args], { encoding: "utf8" });
+    const csv = execFileSync("redis-benchmark", ["-p", port, "-n", String(requests), "--csv", ...args], {
+      encoding: "utf8",
+    });
     // "test","rps",...  then one line per test
     const line = csv.trim().split("\n").pop()!;
     const rps = Number(/^"[^"]*","([\d.]+)"/.exec(line)?.[1] ?? NaN);
@@ -52,12 +57,20 @@ export async function runRedisBenchmark(ctx: BenchContext, requests = 200_000): 
   return out;
 }
 
-export async function runRawMix(ctx: BenchContext, mix: RawMixResult["mix"], opts: { jobs: number; batch: number; rep: number }): Promise<RawMixResult> {
+export async function runRawMix(
+  ctx: BenchContext,
+  mix: RawMixResult["mix"],
+  opts: { jobs: number; batch: number; rep: number },
+): Promise<RawMixResult> {
   await flush(ctx.driver);
   await ctx.systems.conveyor.enqueueBulk(noopJobs(opts.jobs));
   const redis: Redis = client(ctx.url, "bench-raw-mix");
   try {
-    const consumer = new ProtoConsumer(redis, QUEUE, { workerId: "raw-mix", leaseMs: 30_000, retentionSeconds: 0 });
+    const consumer = new ProtoConsumer(redis, QUEUE, {
+      workerId: "raw-mix",
+      leaseMs: 30_000,
+      retentionSeconds: 0,
+    });
     await redis.ping();
     const before = await snapshot(ctx.driver);
     const t0 = nowMs();
@@ -80,7 +93,8 @@ export async function runRawMix(ctx: BenchContext, mix: RawMixResult["mix"], opt
     const seconds = (nowMs() - t0) / 1000;
     const after = await snapshot(ctx.driver);
     if (done !== opts.jobs) throw new Error(`raw mix ${mix}: completed ${done} of ${opts.jobs}`);
-    const scripts = (after.commands.get("evalsha")?.calls ?? 0) - (before.commands.get("evalsha")?.calls ?? 0);
+    const scripts =
+      (after.commands.get("evalsha")?.calls ?? 0) - (before.commands.get("evalsha")?.calls ?? 0);
     const cpuUs = ((after.cpuMs - before.cpuMs) * 1000) / opts.jobs;
     return {
       mix,

@@ -18,7 +18,6 @@ import type { SystemName } from "./lib/systems.ts";
 import { noopJobs, watchDrain, type BenchContext } from "./throughput.ts";
 import { REPO, round, sleep } from "./lib/util.ts";
 
-
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 
 let shaNames: Map<string, string> | undefined;
@@ -27,14 +26,19 @@ let shaNames: Map<string, string> | undefined;
 export async function scriptNames(extra: Record<string, string> = {}): Promise<Map<string, string>> {
   if (shaNames) return shaNames;
   const m = new Map<string, string>();
-  const conveyorScripts = readdirSync(join(REPO, "queue/scripts")).filter((f) => f.endsWith(".lua") && !f.startsWith("_"));
+  const conveyorScripts = readdirSync(join(REPO, "queue/scripts")).filter(
+    (f) => f.endsWith(".lua") && !f.startsWith("_"),
+  );
   for (const file of conveyorScripts) {
     const name = file.slice(0, -4) as ScriptName;
     m.set(sha1(scriptSource(name)), `conveyor:${name}`);
   }
   const dir = join(REPO, "node_modules/bullmq/dist/esm/scripts");
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".js") && f !== "index.js")) {
-    const mod = (await import(pathToFileURL(join(dir, file)).href)) as Record<string, { name?: string; content?: string }>;
+    const mod = (await import(pathToFileURL(join(dir, file)).href)) as Record<
+      string,
+      { name?: string; content?: string }
+    >;
     for (const v of Object.values(mod)) if (v?.content && v.name) m.set(sha1(v.content), `bullmq:${v.name}`);
   }
   for (const [name, lua] of Object.entries(extra)) m.set(sha1(lua), name);
@@ -63,14 +67,20 @@ interface ClientInfo {
 
 async function clients(ctx: BenchContext): Promise<ClientInfo[]> {
   const text = (await ctx.driver.client("LIST")) as string;
-  return text.split("\n").filter(Boolean).map((line) => ({
-    addr: /addr=(\S+)/.exec(line)?.[1] ?? "",
-    name: /name=(\S*)/.exec(line)?.[1] ?? "",
-  }));
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => ({
+      addr: /addr=(\S+)/.exec(line)?.[1] ?? "",
+      name: /name=(\S*)/.exec(line)?.[1] ?? "",
+    }));
 }
 
 /** Parse MONITOR output: top-level requests by client address, and commands run by scripts. */
-export async function parseMonitor(file: string, names: Map<string, string>): Promise<{ requests: Map<string, Map<string, number>>; scripted: number }> {
+export async function parseMonitor(
+  file: string,
+  names: Map<string, string>,
+): Promise<{ requests: Map<string, Map<string, number>>; scripted: number }> {
   const requests = new Map<string, Map<string, number>>();
   const inMulti = new Set<string>();
   let scripted = 0;
@@ -100,7 +110,11 @@ export async function parseMonitor(file: string, names: Map<string, string>): Pr
   return { requests, scripted };
 }
 
-export async function countRoundTrips(ctx: BenchContext, name: SystemName, opts: { jobs: number; concurrency: number }): Promise<RoundTrips> {
+export async function countRoundTrips(
+  ctx: BenchContext,
+  name: SystemName,
+  opts: { jobs: number; concurrency: number },
+): Promise<RoundTrips> {
   const sys = ctx.systems[name];
   const names = await scriptNames();
   await flush(ctx.driver);
@@ -110,7 +124,10 @@ export async function countRoundTrips(ctx: BenchContext, name: SystemName, opts:
   const monitor = startProcess("redis-cli", ["-p", port, "monitor"], { logFile: file });
   await sleep(300);
   const before = new Set((await clients(ctx)).map((c) => c.addr));
-  const worker = await sys.startWorker({ concurrency: opts.concurrency, logFile: join(ctx.tmp, `${name}-monitor-c${opts.concurrency}.log`) });
+  const worker = await sys.startWorker({
+    concurrency: opts.concurrency,
+    logFile: join(ctx.tmp, `${name}-monitor-c${opts.concurrency}.log`),
+  });
   let workerClients: ClientInfo[] = [];
   try {
     await watchDrain(sys, opts.jobs, worker, 120_000 + opts.jobs * 20);
@@ -142,7 +159,11 @@ export async function countRoundTrips(ctx: BenchContext, name: SystemName, opts:
     }
   }
   const norm = (o: Record<string, number>) =>
-    Object.fromEntries(Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, round(v / opts.jobs, 3)]));
+    Object.fromEntries(
+      Object.entries(o)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => [k, round(v / opts.jobs, 3)]),
+    );
   return {
     system: name,
     jobs: opts.jobs,

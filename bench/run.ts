@@ -13,7 +13,16 @@ import { countRoundTrips, type RoundTrips } from "./roundtrips.ts";
 import { describeRun, openContext, runThroughput, type ThroughputRun } from "./throughput.ts";
 import { writeResults, type BenchResults } from "./lib/report.ts";
 import { orderFor, ProtoSystem, SYSTEMS, type SystemName } from "./lib/systems.ts";
-import { intFlag, listFlag, loadAverage, machineInfo, parseFlags, progress, REPO, summarize } from "./lib/util.ts";
+import {
+  intFlag,
+  listFlag,
+  loadAverage,
+  machineInfo,
+  parseFlags,
+  progress,
+  REPO,
+  summarize,
+} from "./lib/util.ts";
 import type { ProtoMode } from "./proto/combined.ts";
 
 /** Bench-only consumer variants (bench/proto/worker.ts); `pipelined` exists too but is left out for time. */
@@ -21,7 +30,11 @@ const PROTO_MODES: ProtoMode[] = ["separate", "hb-lean", "hb-worker", "combined"
 
 function dirtyFiles(): string[] {
   try {
-    return execFileSync("git", ["status", "--porcelain", "--", "queue", "worker", "bin", "cli"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+    return execFileSync("git", ["status", "--porcelain", "--", "queue", "worker", "bin", "cli"], {
+      cwd: REPO,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    })
       .split("\n")
       .filter(Boolean)
       .map((l) => l.slice(3));
@@ -39,7 +52,9 @@ async function attempt<T>(what: string, run: () => Promise<T>): Promise<T | unde
     try {
       return await run();
     } catch (err) {
-      progress(`  ${what} failed (attempt ${i}): ${(err as Error).message.split("\n").slice(0, 3).join(" | ")}`);
+      progress(
+        `  ${what} failed (attempt ${i}): ${(err as Error).message.split("\n").slice(0, 3).join(" | ")}`,
+      );
     }
   }
   failures.push(what);
@@ -57,7 +72,9 @@ async function main(): Promise<void> {
   const started = Date.now();
   const date = new Date().toISOString().slice(0, 10);
   const loadBefore = loadAverage();
-  progress(`settings: ${reps} repetition(s), concurrency ${concurrencies.join(", ")}, ${jobs} jobs per throughput run; load ${loadBefore}`);
+  progress(
+    `settings: ${reps} repetition(s), concurrency ${concurrencies.join(", ")}, ${jobs} jobs per throughput run; load ${loadBefore}`,
+  );
 
   const ctx = await openContext();
   const throughput: ThroughputRun[] = [];
@@ -74,10 +91,16 @@ async function main(): Promise<void> {
     for (const r of redisBenchmark) progress(`  ${r.test}: ${r.requestsPerSec} requests/s`);
     progress("2/7 Redis limit: Conveyor's script mix from a raw pipelined client");
     for (let rep = 0; rep < reps; rep++) {
-      for (const mix of rep % 2 === 0 ? (["claim+complete", "complete-and-claim"] as const) : (["complete-and-claim", "claim+complete"] as const)) {
-        const r = await attempt(`raw mix ${mix} rep ${rep}`, () => runRawMix(ctx, mix, { jobs: Math.max(jobs, 10_000), batch: 100, rep }));
+      for (const mix of rep % 2 === 0
+        ? (["claim+complete", "complete-and-claim"] as const)
+        : (["complete-and-claim", "claim+complete"] as const)) {
+        const r = await attempt(`raw mix ${mix} rep ${rep}`, () =>
+          runRawMix(ctx, mix, { jobs: Math.max(jobs, 10_000), batch: 100, rep }),
+        );
         if (!r) continue;
-        progress(`  ${mix} rep ${rep}: ${r.jobsPerSec} jobs/s, Redis ${r.redisCpuUsPerJob} µs/job (Redis-bound ${r.redisBoundJobsPerSec} jobs/s)`);
+        progress(
+          `  ${mix} rep ${rep}: ${r.jobsPerSec} jobs/s, Redis ${r.redisCpuUsPerJob} µs/job (Redis-bound ${r.redisBoundJobsPerSec} jobs/s)`,
+        );
         rawMix.push(r);
       }
     }
@@ -85,9 +108,13 @@ async function main(): Promise<void> {
     progress("3/7 enqueue rates");
     for (let rep = 0; rep < reps; rep++) {
       for (const name of orderFor(rep)) {
-        const r = await attempt(`enqueue ${name} rep ${rep}`, () => runEnqueue(ctx, name, { single: quick ? 500 : 2000, windowed: jobs, bulk: jobs, rep }));
+        const r = await attempt(`enqueue ${name} rep ${rep}`, () =>
+          runEnqueue(ctx, name, { single: quick ? 500 : 2000, windowed: jobs, bulk: jobs, rep }),
+        );
         if (!r) continue;
-        progress(`  ${name} rep ${rep}: single ${r.singlePerSec}/s, ${64} in flight ${r.windowedPerSec}/s, bulk ${r.bulkPerSec}/s`);
+        progress(
+          `  ${name} rep ${rep}: single ${r.singlePerSec}/s, ${64} in flight ${r.windowedPerSec}/s, bulk ${r.bulkPerSec}/s`,
+        );
         enqueue.push(r);
       }
     }
@@ -96,7 +123,9 @@ async function main(): Promise<void> {
     for (const concurrency of concurrencies) {
       for (let rep = 0; rep < reps; rep++) {
         for (const name of orderFor(rep)) {
-          const r = await attempt(`throughput ${name} c=${concurrency} rep ${rep}`, () => runThroughput(ctx, name, { jobs, concurrency, rep }));
+          const r = await attempt(`throughput ${name} c=${concurrency} rep ${rep}`, () =>
+            runThroughput(ctx, name, { jobs, concurrency, rep }),
+          );
           if (!r) continue;
           progress(`  ${describeRun(r)}`);
           throughput.push(r);
@@ -107,19 +136,31 @@ async function main(): Promise<void> {
     progress("5/7 requests per job (MONITOR, short runs)");
     for (const concurrency of concurrencies) {
       for (const name of SYSTEMS) {
-        const r = await attempt(`requests ${name} c=${concurrency}`, () => countRoundTrips(ctx, name, { jobs: quick ? 1000 : 3000, concurrency }));
+        const r = await attempt(`requests ${name} c=${concurrency}`, () =>
+          countRoundTrips(ctx, name, { jobs: quick ? 1000 : 3000, concurrency }),
+        );
         if (!r) continue;
-        progress(`  ${name} c=${concurrency}: ${r.requestsPerJob} requests/job ${JSON.stringify(r.byRequest)}`);
+        progress(
+          `  ${name} c=${concurrency}: ${r.requestsPerJob} requests/job ${JSON.stringify(r.byRequest)}`,
+        );
         roundTrips.push(r);
       }
     }
 
-    progress("6/7 prototype: where the worker's time goes, and complete-and-claim-next (lean bench-only consumer)");
+    progress(
+      "6/7 prototype: where the worker's time goes, and complete-and-claim-next (lean bench-only consumer)",
+    );
     for (const concurrency of concurrencies) {
       for (let rep = 0; rep < reps; rep++) {
         const modes = rep % 2 === 0 ? PROTO_MODES : [...PROTO_MODES].reverse();
         for (const mode of modes) {
-          const r = await attempt(`prototype ${mode} c=${concurrency} rep ${rep}`, () => runThroughput(ctx, new ProtoSystem(ctx.url, mode), { jobs: Math.ceil(jobs / 2), concurrency, rep }));
+          const r = await attempt(`prototype ${mode} c=${concurrency} rep ${rep}`, () =>
+            runThroughput(ctx, new ProtoSystem(ctx.url, mode), {
+              jobs: Math.ceil(jobs / 2),
+              concurrency,
+              rep,
+            }),
+          );
           if (!r) continue;
           progress(`  ${describeRun(r)}`);
           prototype.push(r);
@@ -129,14 +170,21 @@ async function main(): Promise<void> {
 
     progress("7/7 enqueue-to-start latency at half of the slower system's peak");
     for (const concurrency of concurrencies) {
-      const peak = (s: SystemName) => summarize(throughput.filter((r) => r.system === s && r.concurrency === concurrency).map((r) => r.jobsPerSec)).median;
+      const peak = (s: SystemName) =>
+        summarize(
+          throughput.filter((r) => r.system === s && r.concurrency === concurrency).map((r) => r.jobsPerSec),
+        ).median;
       const rate = Math.max(50, Math.round(Math.min(peak("conveyor"), peak("bullmq")) / 2));
       latencyRates[concurrency] = rate;
       for (let rep = 0; rep < reps; rep++) {
         for (const name of orderFor(rep)) {
-          const r = await attempt(`latency ${name} c=${concurrency} rep ${rep}`, () => runLatency(ctx, name, { concurrency, rate, seconds: quick ? 2 : 4, rep }));
+          const r = await attempt(`latency ${name} c=${concurrency} rep ${rep}`, () =>
+            runLatency(ctx, name, { concurrency, rate, seconds: quick ? 2 : 4, rep }),
+          );
           if (!r) continue;
-          progress(`  ${name} c=${concurrency} at ${rate}/s rep ${rep}: p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms (load ${r.load})`);
+          progress(
+            `  ${name} c=${concurrency} at ${rate}/s rep ${rep}: p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms (load ${r.load})`,
+          );
           latency.push(r);
         }
       }

@@ -11,7 +11,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Redis } from "ioredis";
 import { client, delta, flush, perJob, snapshot, SNAPSHOT_COMMANDS, startBenchRedis } from "./lib/redis.ts";
-import { makeSystem, orderFor, SYSTEMS, type System, type SystemName, type WorkerHandle } from "./lib/systems.ts";
+import {
+  makeSystem,
+  orderFor,
+  SYSTEMS,
+  type System,
+  type SystemName,
+  type WorkerHandle,
+} from "./lib/systems.ts";
 import { intFlag, loadAverage, nowMs, parseFlags, progress, round, sleep, summarize } from "./lib/util.ts";
 
 export interface ThroughputRun {
@@ -57,7 +64,12 @@ interface Drain {
 }
 
 /** Poll until the first job is claimed (t0) and until nothing waits or runs any more (t1). */
-export async function watchDrain(sys: System, total: number, worker: WorkerHandle, timeoutMs: number): Promise<Drain> {
+export async function watchDrain(
+  sys: System,
+  total: number,
+  worker: WorkerHandle,
+  timeoutMs: number,
+): Promise<Drain> {
   let polls = 0;
   let t0 = 0;
   let workerCpuAtStart = 0;
@@ -72,7 +84,10 @@ export async function watchDrain(sys: System, total: number, worker: WorkerHandl
     }
     if (t0 && s.waiting === 0 && s.active === 0) return { t0, t1: t, polls, workerCpuAtStart };
     if (worker.exited()) throw new Error(`${sys.name} worker exited early:\n${worker.output()}`);
-    if (Date.now() > deadline) throw new Error(`${sys.name}: ${s.waiting} waiting and ${s.active} active after ${timeoutMs} ms\n${worker.output()}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${sys.name}: ${s.waiting} waiting and ${s.active} active after ${timeoutMs} ms\n${worker.output()}`,
+      );
     await sleep(POLL_MS);
   }
 }
@@ -84,7 +99,10 @@ export async function waitIdle(sys: System, worker: WorkerHandle, timeoutMs: num
     const s = await sys.state();
     if (s.waiting === 0 && s.active === 0) return;
     if (worker.exited()) throw new Error(`${sys.name} worker exited early:\n${worker.output()}`);
-    if (Date.now() > deadline) throw new Error(`${sys.name}: ${s.waiting} waiting and ${s.active} active after ${timeoutMs} ms\n${worker.output()}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${sys.name}: ${s.waiting} waiting and ${s.active} active after ${timeoutMs} ms\n${worker.output()}`,
+      );
     await sleep(POLL_MS);
   }
 }
@@ -125,7 +143,11 @@ export async function runThroughput(
     const calls = [...diff.commands.values()].reduce((a, s) => a + s.calls, 0);
     const scripts = (diff.commands.get("evalsha")?.calls ?? 0) + (diff.commands.get("eval")?.calls ?? 0);
     const seconds = (d.t1 - d.t0) / 1000;
-    const breakdown = Object.fromEntries(Object.entries(perJob(diff, opts.jobs)).slice(0, 12).map(([k, v]) => [k, round(v, 3)]));
+    const breakdown = Object.fromEntries(
+      Object.entries(perJob(diff, opts.jobs))
+        .slice(0, 12)
+        .map(([k, v]) => [k, round(v, 3)]),
+    );
     return {
       system: name,
       jobs: opts.jobs,
@@ -153,7 +175,10 @@ export async function openContext(): Promise<BenchContext & { stop(): Promise<vo
   const server = await startBenchRedis();
   const driver = client(server.url);
   const tmp = mkdtempSync(join(tmpdir(), "cvy-bench-"));
-  const systems = Object.fromEntries(SYSTEMS.map((s) => [s, makeSystem(s, server.url, driver)])) as Record<SystemName, System>;
+  const systems = Object.fromEntries(SYSTEMS.map((s) => [s, makeSystem(s, server.url, driver)])) as Record<
+    SystemName,
+    System
+  >;
   return {
     url: server.url,
     driver,
@@ -193,13 +218,23 @@ async function main(): Promise<void> {
   } finally {
     await ctx.stop();
   }
-  const med = (s: SystemName) => summarize(runs.filter((r) => r.system === s).map((r) => r.jobsPerSec)).median;
+  const med = (s: SystemName) =>
+    summarize(runs.filter((r) => r.system === s).map((r) => r.jobsPerSec)).median;
   const x = med("conveyor");
   const y = med("bullmq");
-  const result = { jobs, concurrency, conveyor_jobs_per_s: round(x), bullmq_jobs_per_s: round(y), ratio: round(x / y, 3) };
+  const result = {
+    jobs,
+    concurrency,
+    conveyor_jobs_per_s: round(x),
+    bullmq_jobs_per_s: round(y),
+    ratio: round(x / y, 3),
+  };
   if (cpuProfDir) progress(`CPU profiles in ${cpuProfDir}`);
   if (flags.has("json")) process.stdout.write(`${JSON.stringify(result)}\n`);
-  else process.stdout.write(`conveyor ${result.conveyor_jobs_per_s} jobs/s, bullmq ${result.bullmq_jobs_per_s} jobs/s, ratio ${result.ratio} (jobs ${jobs}, concurrency ${concurrency}, ${reps} rep(s), medians)\n`);
+  else
+    process.stdout.write(
+      `conveyor ${result.conveyor_jobs_per_s} jobs/s, bullmq ${result.bullmq_jobs_per_s} jobs/s, ratio ${result.ratio} (jobs ${jobs}, concurrency ${concurrency}, ${reps} rep(s), medians)\n`,
+    );
 }
 
 if (import.meta.main) {

@@ -3,6 +3,8 @@
 // TypeScript sources directly (Node 24 strips types).
 import { existsSync } from "node:fs";
 const compiled = new URL("../dist/cli/main.js", import.meta.url);
-const { main } = await import(existsSync(compiled) ? compiled.href : new URL("../cli/main.ts", import.meta.url).href);
+const { main } = await import(
+  existsSync(compiled) ? compiled.href : new URL("../cli/main.ts", import.meta.url).href
+);
 // stdout is synchronous for files and pipes on Linux, so exiting here loses no output.
 process.exit(await main(process.argv.slice(2)));

@@ -87,7 +87,13 @@ export function attribute(
     g.push(e);
     groups.set(key, g);
   }
-  const result: Attribution = { executions: executions.length, retries: 0, unplannedRetries: 0, duplicates: [], byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, sigterm: 0, other: 0 } };
+  const result: Attribution = {
+    executions: executions.length,
+    retries: 0,
+    unplannedRetries: 0,
+    duplicates: [],
+    byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, sigterm: 0, other: 0 },
+  };
   for (const g of groups.values()) {
     if (g.length < 2) continue;
     g.sort((x, y) => Number(BigInt(x.exec) - BigInt(y.exec)));
@@ -106,13 +112,20 @@ export function attribute(
       let fault: FaultRecord | undefined;
       if ((fault = mine.find((f) => hit("sigkill", f)))) cause = "sigkill";
       else if ((fault = mine.find((f) => hit("sigstop", f)))) cause = "sigstop";
-      else if ((fault = outages.find((f) => f.at <= e.t && (f.end ?? Infinity) >= start))) cause = "redis_restart";
+      else if ((fault = outages.find((f) => f.at <= e.t && (f.end ?? Infinity) >= start)))
+        cause = "redis_restart";
       else if ((fault = mine.find((f) => hit("sigterm", f)))) cause = "sigterm";
       result.byCause[cause]++;
       result.duplicates.push({
         queue: e.q,
         id: e.id,
-        earlier: { exec: prev.exec, pid: prev.pid, t: prev.t, worker: opts.workerOfPid?.get(prev.pid), outcome: opts.ends?.get(prev.exec)?.outcome },
+        earlier: {
+          exec: prev.exec,
+          pid: prev.pid,
+          t: prev.t,
+          worker: opts.workerOfPid?.get(prev.pid),
+          outcome: opts.ends?.get(prev.exec)?.outcome,
+        },
         rerun: { exec: e.exec, pid: e.pid, t: e.t, worker: opts.workerOfPid?.get(e.pid) },
         cause,
         fault: fault?.n,
@@ -123,11 +136,18 @@ export function attribute(
 }
 
 /** How each execution ended, from the workers' JSON logs (`executionId` + `outcome`). */
-export function executionEnds(logText: string, into = new Map<string, EndOfExecution>()): Map<string, EndOfExecution> {
+export function executionEnds(
+  logText: string,
+  into = new Map<string, EndOfExecution>(),
+): Map<string, EndOfExecution> {
   for (const line of logText.split("\n")) {
     if (!line.includes('"executionId"') || !line.includes('"outcome"')) continue;
     try {
-      const rec = JSON.parse(line) as { executionId?: string | number; outcome?: string; time?: number | string };
+      const rec = JSON.parse(line) as {
+        executionId?: string | number;
+        outcome?: string;
+        time?: number | string;
+      };
       if (rec.executionId === undefined || !rec.outcome) continue;
       const t = typeof rec.time === "number" ? rec.time : Date.parse(String(rec.time));
       // A job handed back (or fenced) may log more than once; the first word is the outcome.

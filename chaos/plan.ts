@@ -16,8 +16,20 @@ export function rng(seed: number): () => number {
 }
 
 export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "postgres_restart";
-export const FAULT_KINDS: readonly FaultKind[] = ["sigterm", "sigkill", "sigstop", "redis_restart", "postgres_restart"];
-const WEIGHTS: Record<FaultKind, number> = { sigterm: 0.27, sigkill: 0.23, sigstop: 0.2, redis_restart: 0.15, postgres_restart: 0.15 };
+export const FAULT_KINDS: readonly FaultKind[] = [
+  "sigterm",
+  "sigkill",
+  "sigstop",
+  "redis_restart",
+  "postgres_restart",
+];
+const WEIGHTS: Record<FaultKind, number> = {
+  sigterm: 0.27,
+  sigkill: 0.23,
+  sigstop: 0.2,
+  redis_restart: 0.15,
+  postgres_restart: 0.15,
+};
 
 export interface PlannedFault {
   /** Sequence number in the schedule. */

@@ -22,11 +22,24 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
-import { connectRedis, parseDuration, PipelineKeys, Producer, QueueAdmin, QueueKeys, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  parseDuration,
+  PipelineKeys,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  type RedisClient,
+} from "../queue/index.ts";
 import { PostgresServer } from "../test/support/postgres.ts";
 import { stopProcess } from "../test/support/processes.ts";
 import { RedisServer } from "../test/support/redis.ts";
-import { readExecutions, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../test/support/workers.ts";
+import {
+  readExecutions,
+  RECORDING_HANDLER,
+  startWorker,
+  type WorkerProcess,
+} from "../test/support/workers.ts";
 import { attribute, executionEnds, type EndOfExecution, type FaultRecord } from "./analyze.ts";
 import { FAULT_KINDS, faultSchedule, jobPlans, type PlannedFault } from "./plan.ts";
 
@@ -90,7 +103,8 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
   }
   const int = (name: string, v: string | undefined, def: number, min: number, max: number) => {
     if (v === undefined) return def;
-    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new Error(`--${name}: expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+      throw new Error(`--${name}: expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
     return Number(v);
   };
   return {
@@ -175,9 +189,14 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const windowMs = o.seconds * 1000;
   const schedule = faultSchedule(o.seed, { windowMs, meanGapMs: o.meanGapMs, leaseMs: o.leaseMs });
   const planned = countBy(schedule.map((f) => f.kind));
-  say(`chaos: ${o.jobs} jobs through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`);
+  say(
+    `chaos: ${o.jobs} jobs through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
+  );
 
-  const redisServer = await RedisServer.start({ dir: join(dir, "redis"), args: ["--appendonly", "yes", "--appendfsync", "always"] }).catch(async (err: Error) => {
+  const redisServer = await RedisServer.start({
+    dir: join(dir, "redis"),
+    args: ["--appendonly", "yes", "--appendfsync", "always"],
+  }).catch(async (err: Error) => {
     throw new Error(`cannot start redis-server: ${err.message}`);
   });
   const pg = await PostgresServer.start();
@@ -188,7 +207,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const faults: FaultRecord[] = [];
   const procs: Proc[] = [];
   const slots: WorkerSlot[] = [];
-  for (let s = 0; s < o.stages; s++) for (let i = 0; i < o.workersPerStage; i++) slots.push({ name: `${STAGE_NAMES[s]}${i}`, stage: s, state: "down", pods: 0 });
+  for (let s = 0; s < o.stages; s++)
+    for (let i = 0; i < o.workersPerStage; i++)
+      slots.push({ name: `${STAGE_NAMES[s]}${i}`, stage: s, state: "down", pods: 0 });
   let stopping = false;
   const background = new Set<Promise<unknown>>();
   const track = <T>(p: Promise<T>) => {
@@ -240,8 +261,13 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   // 1. workers (their recorders switch the outbox on before any job is enqueued)
   await Promise.all(slots.map((s) => launch(s, `${s.name}-${++s.pods}`)));
   const down = slots.filter((s) => s.state !== "up");
-  if (down.length > 0) throw new Error(`workers did not start: ${down.map((s) => s.name).join(", ")} (logs in ${join(dir, "logs")})`);
-  say(`chaos: seed ${o.seed}: ${slots.length} workers up after ${((Date.now() - started) / 1000).toFixed(1)}s; go`);
+  if (down.length > 0)
+    throw new Error(
+      `workers did not start: ${down.map((s) => s.name).join(", ")} (logs in ${join(dir, "logs")})`,
+    );
+  say(
+    `chaos: seed ${o.seed}: ${slots.length} workers up after ${((Date.now() - started) / 1000).toFixed(1)}s; go`,
+  );
 
   // 2. the producer: every job over the first 60% of the window, retried through outages (ids make it idempotent)
   const t0 = Date.now();
@@ -328,33 +354,37 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         // Server faults run beside the schedule (a slow restart does not delay the next worker
         // fault); one at a time per server.
         redisChain = track(
-          redisChain.catch(() => {}).then(async () => {
-            rec.detail = f.hard ? "SIGKILL" : "SIGTERM";
-            rec.at = Date.now();
-            note(rec);
-            await redisServer.kill(f.hard ? "SIGKILL" : "SIGTERM");
-            await sleep(f.durationMs);
-            // The outage ends when Redis answers a PING; resume()'s own probe can hang in a
-            // connect during the AOF load and report it up to 10 s late.
-            const answering = untilRedisAnswers(redisServer.port).then(() => (rec.end = Date.now()));
-            await retry("restart Redis", () => redisServer.resume());
-            await answering;
-            note(rec);
-          }),
+          redisChain
+            .catch(() => {})
+            .then(async () => {
+              rec.detail = f.hard ? "SIGKILL" : "SIGTERM";
+              rec.at = Date.now();
+              note(rec);
+              await redisServer.kill(f.hard ? "SIGKILL" : "SIGTERM");
+              await sleep(f.durationMs);
+              // The outage ends when Redis answers a PING; resume()'s own probe can hang in a
+              // connect during the AOF load and report it up to 10 s late.
+              const answering = untilRedisAnswers(redisServer.port).then(() => (rec.end = Date.now()));
+              await retry("restart Redis", () => redisServer.resume());
+              await answering;
+              note(rec);
+            }),
         );
         break;
       case "postgres_restart":
         pgChain = track(
-          pgChain.catch(() => {}).then(async () => {
-            rec.detail = f.hard ? "SIGKILL" : "fast shutdown";
-            rec.at = Date.now();
-            note(rec);
-            await (f.hard ? pg.kill() : pg.shutdown());
-            await sleep(f.durationMs);
-            await retry("restart PostgreSQL", () => pg.restart());
-            rec.end = Date.now();
-            note(rec);
-          }),
+          pgChain
+            .catch(() => {})
+            .then(async () => {
+              rec.detail = f.hard ? "SIGKILL" : "fast shutdown";
+              rec.at = Date.now();
+              note(rec);
+              await (f.hard ? pg.kill() : pg.shutdown());
+              await sleep(f.durationMs);
+              await retry("restart PostgreSQL", () => pg.restart());
+              rec.end = Date.now();
+              note(rec);
+            }),
         );
         break;
     }
@@ -397,7 +427,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     await producing;
     while (background.size > 0) await Promise.allSettled([...background]);
     for (const s of slots) if (s.state !== "up") say(`chaos: slot ${s.name} is ${s.state} after the window`);
-    say(`chaos: fault window over after ${((Date.now() - t0) / 1000).toFixed(1)}s (${faults.length} faults, ${skipped} skipped); waiting for the pipeline to drain`);
+    say(
+      `chaos: fault window over after ${((Date.now() - t0) / 1000).toFixed(1)}s (${faults.length} faults, ${skipped} skipped); waiting for the pipeline to drain`,
+    );
 
     // 4. settle: every job completed at the last stage or dead-lettered, nothing in flight
     const settleDeadline = Date.now() + o.settleTimeoutMs;
@@ -437,14 +469,19 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       p.w.signal("SIGCONT");
       p.w.signal("SIGTERM");
     }
-    await Promise.all(live.map((p) => Promise.race([p.w.exited, sleep(40_000)]).then(() => stopProcess(p.w, 5000))));
+    await Promise.all(
+      live.map((p) => Promise.race([p.w.exited, sleep(40_000)]).then(() => stopProcess(p.w, 5000))),
+    );
     redis.disconnect();
     await redisServer.kill("SIGTERM").catch(() => {});
     await pg.stop().catch(() => {});
   }
   if (!report) throw new Error("no report");
-  const finalNonZero = procs.filter((p) => p.fate === "final" && p.exit !== 0).map((p) => `${p.file} exited ${p.exit}`);
-  if (finalNonZero.length) report.failures.push(`workers stopped at the end did not exit 0: ${finalNonZero.join(", ")}`);
+  const finalNonZero = procs
+    .filter((p) => p.fate === "final" && p.exit !== 0)
+    .map((p) => `${p.file} exited ${p.exit}`);
+  if (finalNonZero.length)
+    report.failures.push(`workers stopped at the end did not exit 0: ${finalNonZero.join(", ")}`);
   report.pass = report.failures.length === 0;
   report.elapsed_seconds = Math.round((Date.now() - started) / 1000);
   writeFileSync(join(dir, "report.json"), `${JSON.stringify(report, null, 2)}\n`);
@@ -481,21 +518,33 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       else if (s.state === "dead") dead++;
       else lostJobs.push(`${j.id}: ${s.state}${s.queue ? ` at ${s.queue}` : ""}`);
     }
-    if (lostJobs.length) failures.push(`${lostJobs.length} jobs lost (e.g. ${lostJobs.slice(0, 5).join("; ")})`);
+    if (lostJobs.length)
+      failures.push(`${lostJobs.length} jobs lost (e.g. ${lostJobs.slice(0, 5).join("; ")})`);
     const deadReasons: Record<string, number> = {};
     for (const q of queues) {
       for (const d of await admin.deadJobs(q, 1_000_000)) {
         const reason = d.reason.replace(/\d+/g, "N");
         deadReasons[reason] = (deadReasons[reason] ?? 0) + 1;
-        if (!/stalled N times/.test(reason)) failures.push(`job ${d.id} dead-lettered at ${q} for an unexpected reason: ${d.reason}`);
+        if (!/stalled N times/.test(reason))
+          failures.push(`job ${d.id} dead-lettered at ${q} for an unexpected reason: ${d.reason}`);
       }
     }
     const counters = await Promise.all(queues.map((q) => admin.counters(q)));
     const sum = (k: string) => counters.reduce((a, c) => a + (c[k] ?? 0), 0);
 
     // PostgreSQL: a row per job in its final state, a row per execution, one completed execution per job and stage
-    const jobRows = await pg.query<{ id: string; queue: string; state: string }>("select id, queue, state from conveyor_jobs where pipeline = $1", [PIPELINE], "chaos");
-    const attemptRows = await pg.query<{ job_id: string; execution: string; queue: string; outcome: string; started_ms: string | null }>(
+    const jobRows = await pg.query<{ id: string; queue: string; state: string }>(
+      "select id, queue, state from conveyor_jobs where pipeline = $1",
+      [PIPELINE],
+      "chaos",
+    );
+    const attemptRows = await pg.query<{
+      job_id: string;
+      execution: string;
+      queue: string;
+      outcome: string;
+      started_ms: string | null;
+    }>(
       "select job_id, execution, queue, outcome, (extract(epoch from started_at) * 1000)::bigint as started_ms from conveyor_attempts where pipeline = $1",
       [PIPELINE],
       "chaos",
@@ -508,7 +557,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     });
     const attemptKeys = new Set(attemptRows.map((r) => `${r.job_id}|${r.execution}`));
     const missingAttempts = executions.filter((e) => !attemptKeys.has(`${e.id}|${e.exec}`));
-    const completedPerStage = countBy(attemptRows.filter((r) => r.outcome === "completed").map((r) => `${r.job_id}|${r.queue}`));
+    const completedPerStage = countBy(
+      attemptRows.filter((r) => r.outcome === "completed").map((r) => `${r.job_id}|${r.queue}`),
+    );
     let inconsistent = 0;
     for (const [k, n] of completedPerStage) {
       if (n > 1) {
@@ -517,9 +568,26 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       }
     }
     const recordsMissing = missingJobRows.length + missingAttempts.length;
-    if (missingJobRows.length) failures.push(`${missingJobRows.length} jobs missing or stale in conveyor_jobs (e.g. ${missingJobRows.slice(0, 3).map((j) => `${j.id} redis=${JSON.stringify(states.get(j.id))} pg=${JSON.stringify(rowOf.get(j.id) ?? null)}`).join("; ")})`);
-    if (missingAttempts.length) failures.push(`${missingAttempts.length} executions missing in conveyor_attempts (e.g. ${missingAttempts.slice(0, 3).map((e) => `${e.id}@${e.q} exec ${e.exec}`).join("; ")})`);
-    const claimedAt = new Map(attemptRows.filter((r) => r.started_ms !== null).map((r) => [r.execution, Number(r.started_ms)]));
+    if (missingJobRows.length)
+      failures.push(
+        `${missingJobRows.length} jobs missing or stale in conveyor_jobs (e.g. ${missingJobRows
+          .slice(0, 3)
+          .map(
+            (j) =>
+              `${j.id} redis=${JSON.stringify(states.get(j.id))} pg=${JSON.stringify(rowOf.get(j.id) ?? null)}`,
+          )
+          .join("; ")})`,
+      );
+    if (missingAttempts.length)
+      failures.push(
+        `${missingAttempts.length} executions missing in conveyor_attempts (e.g. ${missingAttempts
+          .slice(0, 3)
+          .map((e) => `${e.id}@${e.q} exec ${e.exec}`)
+          .join("; ")})`,
+      );
+    const claimedAt = new Map(
+      attemptRows.filter((r) => r.started_ms !== null).map((r) => [r.execution, Number(r.started_ms)]),
+    );
 
     // every re-run, and why
     const failsAt = new Map(plan.map((j) => [j.id, j.failsAt]));
@@ -530,18 +598,28 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       claimedAt,
     });
     writeFileSync(join(dir, "duplicates.json"), `${JSON.stringify(a.duplicates, null, 1)}\n`);
-    if (a.byCause.sigterm) failures.push(`${a.byCause.sigterm} re-runs after a SIGTERM (warm shutdown must not re-run work)`);
-    if (a.byCause.redis_restart) failures.push(`${a.byCause.redis_restart} re-runs caused by a Redis restart (leases lapsed while Redis was down), not by a SIGKILL or SIGSTOP of the worker`);
+    if (a.byCause.sigterm)
+      failures.push(`${a.byCause.sigterm} re-runs after a SIGTERM (warm shutdown must not re-run work)`);
+    if (a.byCause.redis_restart)
+      failures.push(
+        `${a.byCause.redis_restart} re-runs caused by a Redis restart (leases lapsed while Redis was down), not by a SIGKILL or SIGSTOP of the worker`,
+      );
     if (a.byCause.other) failures.push(`${a.byCause.other} re-runs explained by no fault`);
     if (a.unplannedRetries) failures.push(`${a.unplannedRetries} failed attempts that were not planned`);
     const lastRuns = new Set(executions.filter((e) => e.q === last).map((e) => e.id));
     const neverRan = plan.filter((j) => states.get(j.id)!.state === "completed" && !lastRuns.has(j.id));
-    if (neverRan.length) failures.push(`${neverRan.length} jobs completed at ${last} without an execution there`);
+    if (neverRan.length)
+      failures.push(`${neverRan.length} jobs completed at ${last} without an execution there`);
     const sigtermExits = procs.filter((p) => p.fate === "sigterm" && p.exit !== 0);
-    if (sigtermExits.length) failures.push(`SIGTERMed workers that did not exit 0: ${sigtermExits.map((p) => `${p.file} (${p.exit ?? "still running"})`).join(", ")}`);
+    if (sigtermExits.length)
+      failures.push(
+        `SIGTERMed workers that did not exit 0: ${sigtermExits.map((p) => `${p.file} (${p.exit ?? "still running"})`).join(", ")}`,
+      );
     if (enqueued < o.jobs) failures.push(`only ${enqueued} of ${o.jobs} jobs were enqueued`);
 
-    const lateDiscarded = [...ends.values()].filter((e) => e.outcome === "fenced" || e.outcome === "leaseLost").length;
+    const lateDiscarded = [...ends.values()].filter(
+      (e) => e.outcome === "fenced" || e.outcome === "leaseLost",
+    ).length;
     const faultCounts: Record<string, number> = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0]));
     for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
     return {
@@ -587,7 +665,16 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
 /** Resolves once Redis on `port` answers PING (short timeouts, so a slow start is seen when it ends). */
 async function untilRedisAnswers(port: number): Promise<void> {
   for (;;) {
-    const r = new Redis({ port, host: "127.0.0.1", lazyConnect: true, connectTimeout: 500, commandTimeout: 500, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const r = new Redis({
+      port,
+      host: "127.0.0.1",
+      lazyConnect: true,
+      connectTimeout: 500,
+      commandTimeout: 500,
+      enableReadyCheck: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     r.on("error", () => {});
     try {
       await r.connect();
@@ -604,9 +691,11 @@ async function untilRedisAnswers(port: number): Promise<void> {
 async function waitReady(w: WorkerProcess): Promise<void> {
   const deadline = Date.now() + 90_000;
   for (;;) {
-    if (w.child.exitCode !== null || w.child.signalCode !== null) throw new Error(`exited (${w.child.exitCode ?? w.child.signalCode}): ${w.logs().slice(-500)}`);
+    if (w.child.exitCode !== null || w.child.signalCode !== null)
+      throw new Error(`exited (${w.child.exitCode ?? w.child.signalCode}): ${w.logs().slice(-500)}`);
     try {
-      if ((await fetch(`http://127.0.0.1:${w.port}/readyz`, { signal: AbortSignal.timeout(2000) })).ok) return;
+      if ((await fetch(`http://127.0.0.1:${w.port}/readyz`, { signal: AbortSignal.timeout(2000) })).ok)
+        return;
     } catch {
       // not listening yet
     }
@@ -631,7 +720,9 @@ export function summary(r: ChaosReport): string {
   const lines = [
     `seed ${r.seed}, ${r.seconds}s fault window, ${r.elapsed_seconds}s in all`,
     `jobs ${r.jobs}: completed ${r.completed}, dead-lettered ${r.dead_lettered}, lost ${r.lost}`,
-    `faults: ${Object.entries(r.faults).map(([k, v]) => `${k} ${v}`).join(", ")}${r.faults_skipped ? ` (${r.faults_skipped} skipped: no live worker)` : ""}`,
+    `faults: ${Object.entries(r.faults)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}${r.faults_skipped ? ` (${r.faults_skipped} skipped: no live worker)` : ""}`,
     `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
     `late completions fenced off ${r.fenced_late_completions} (late results discarded by workers ${r.late_results_discarded}); stalls ${r.stalled}, hand-backs ${r.handed_back}`,
     `PostgreSQL: ${r.records_missing_in_postgres} records missing, ${r.records_inconsistent} inconsistent`,

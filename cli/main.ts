@@ -2,7 +2,17 @@
 // and the operator image.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { connectRedis, waitUntilReady, parseDuration, Producer, QueueAdmin, QueueEvents, type JobToEnqueue, type QueueEvent, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  waitUntilReady,
+  parseDuration,
+  Producer,
+  QueueAdmin,
+  QueueEvents,
+  type JobToEnqueue,
+  type QueueEvent,
+  type RedisClient,
+} from "../queue/index.ts";
 
 const USAGE = `usage: conveyor <command> [options]
 
@@ -22,11 +32,23 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-const COMMON = { redis: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } } as const;
+const COMMON = {
+  redis: { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
 
-function parse<T extends Record<string, { type: "string" | "boolean"; short?: string }>>(argv: string[], options: T) {
+function parse<T extends Record<string, { type: "string" | "boolean"; short?: string }>>(
+  argv: string[],
+  options: T,
+) {
   try {
-    return parseArgs({ args: argv, options: { ...COMMON, ...options }, allowPositionals: true, strict: true });
+    return parseArgs({
+      args: argv,
+      options: { ...COMMON, ...options },
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -99,11 +121,22 @@ async function enqueue(argv: string[]): Promise<void> {
           return isEnvelope ? { ...opts, ...(v as JobToEnqueue) } : { ...opts, data: v };
         });
       const results = await producer.enqueueMany(queue, jobs);
-      print(values.json ? JSON.stringify({ enqueued: results.filter((r) => r.created).length, duplicates: results.filter((r) => !r.created).length }) : String(results.filter((r) => r.created).length));
+      print(
+        values.json
+          ? JSON.stringify({
+              enqueued: results.filter((r) => r.created).length,
+              duplicates: results.filter((r) => !r.created).length,
+            })
+          : String(results.filter((r) => r.created).length),
+      );
       return;
     }
     if (json === undefined) throw new UsageError("enqueue needs job data as JSON, or --file");
-    const result = await producer.enqueue(queue, parseJson(json, "job data"), { ...opts, id: values.id, idempotencyKey: values.key });
+    const result = await producer.enqueue(queue, parseJson(json, "job data"), {
+      ...opts,
+      id: values.id,
+      idempotencyKey: values.key,
+    });
     print(values.json ? JSON.stringify(result) : result.id);
   });
 }
@@ -114,7 +147,13 @@ async function stats(argv: string[]): Promise<void> {
   if (!queue) throw new UsageError("stats needs a queue");
   await withRedis(values.redis, async (redis) => {
     const c = await new QueueAdmin(redis).counts(queue);
-    const view = { ready: c.ready, delayed: c.delayed, inflight: c.inflight, completed: c.completed, dead: c.dead };
+    const view = {
+      ready: c.ready,
+      delayed: c.delayed,
+      inflight: c.inflight,
+      completed: c.completed,
+      dead: c.dead,
+    };
     if (values.json) return print(JSON.stringify(view));
     for (const [k, v] of Object.entries(view)) print(`${k.padEnd(10)} ${v}`);
   });
@@ -128,7 +167,11 @@ async function job(argv: string[]): Promise<void> {
     const info = await new QueueAdmin(redis).job(id, values.queue);
     if (!info) {
       process.exitCode = 1;
-      return print(values.json ? JSON.stringify({ id, state: "unknown" }) : `job ${id}: not found (never enqueued, or its record expired)`);
+      return print(
+        values.json
+          ? JSON.stringify({ id, state: "unknown" })
+          : `job ${id}: not found (never enqueued, or its record expired)`,
+      );
     }
     const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
     const view = {
@@ -145,7 +188,9 @@ async function job(argv: string[]): Promise<void> {
     };
     if (values.json) return print(JSON.stringify(view));
     print(`job ${view.id} on ${view.queue}: ${view.state}`);
-    print(`attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}`);
+    print(
+      `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}`,
+    );
     if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
     if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
     if (view.deadReason) print(`dead: ${view.deadReason}`);
@@ -163,7 +208,8 @@ function safeJson(s: string): unknown {
 async function dlq(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { limit: { type: "string" } });
   const [action, queue] = positionals;
-  if (!action || !["list", "retry", "purge"].includes(action) || !queue) throw new UsageError("dlq list|retry|purge <queue>");
+  if (!action || !["list", "retry", "purge"].includes(action) || !queue)
+    throw new UsageError("dlq list|retry|purge <queue>");
   await withRedis(values.redis, async (redis) => {
     const admin = new QueueAdmin(redis);
     if (action === "list") {
@@ -174,20 +220,29 @@ async function dlq(argv: string[]): Promise<void> {
       return;
     }
     const n = action === "retry" ? await admin.retryDead(queue) : await admin.purgeDead(queue);
-    print(values.json ? JSON.stringify({ [action === "retry" ? "retried" : "purged"]: n }) : `${action === "retry" ? "retried" : "purged"} ${n}`);
+    print(
+      values.json
+        ? JSON.stringify({ [action === "retry" ? "retried" : "purged"]: n })
+        : `${action === "retry" ? "retried" : "purged"} ${n}`,
+    );
   });
 }
 
 const redisUrl = (flag?: string) => flag ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 
 async function events(argv: string[]): Promise<void> {
-  const { values, positionals } = parse(argv, { follow: { type: "boolean", short: "f" }, limit: { type: "string" } });
+  const { values, positionals } = parse(argv, {
+    follow: { type: "boolean", short: "f" },
+    limit: { type: "string" },
+  });
   const [queue] = positionals;
   if (!queue) throw new UsageError("events needs a queue");
   const show = (e: QueueEvent) => {
     if (values.json) return print(JSON.stringify({ eventId: e.eventId, ...e.fields }));
     const { type, id, queue: _q, at: _at, ...rest } = e.fields;
-    const detail = Object.entries(rest).map(([k, v]) => `${k}=${v.length > 80 ? `${v.slice(0, 77)}...` : v}`).join(" ");
+    const detail = Object.entries(rest)
+      .map(([k, v]) => `${k}=${v.length > 80 ? `${v.slice(0, 77)}...` : v}`)
+      .join(" ");
     print(`${new Date(e.at).toISOString()} ${type?.padEnd(10)} ${id} ${detail}`);
   };
   await withRedis(values.redis, async (redis) => {
@@ -199,7 +254,11 @@ async function events(argv: string[]): Promise<void> {
     process.once("SIGINT", () => stop.abort());
     process.once("SIGTERM", () => stop.abort());
     try {
-      for await (const e of new QueueEvents(redis).follow(blocking, queue, { from: recent.at(-1)?.eventId ?? "$", signal: stop.signal })) show(e);
+      for await (const e of new QueueEvents(redis).follow(blocking, queue, {
+        from: recent.at(-1)?.eventId ?? "$",
+        signal: stop.signal,
+      }))
+        show(e);
     } finally {
       blocking.disconnect();
     }
@@ -207,14 +266,28 @@ async function events(argv: string[]): Promise<void> {
 }
 
 async function api(argv: string[]): Promise<number> {
-  const { values } = parse(argv, { port: { type: "string" }, host: { type: "string" }, "max-body": { type: "string" } });
+  const { values } = parse(argv, {
+    port: { type: "string" },
+    host: { type: "string" },
+    "max-body": { type: "string" },
+  });
   const port = positiveInt(values.port ?? process.env.CONVEYOR_API_PORT ?? "8080", "port")!;
   const { startJobApi } = await import("../api/server.ts");
   const { createLogger } = await import("../worker/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
   const url = redisUrl(values.redis);
-  const redis = connectRedis(url, { name: "conveyor-api", onError: (err) => log.warn({ err: err.message }, "Redis connection problem") });
-  const server = await startJobApi({ redis, port, host: values.host, token: process.env.CONVEYOR_API_TOKEN || undefined, maxBodyBytes: positiveInt(values["max-body"], "max-body"), log });
+  const redis = connectRedis(url, {
+    name: "conveyor-api",
+    onError: (err) => log.warn({ err: err.message }, "Redis connection problem"),
+  });
+  const server = await startJobApi({
+    redis,
+    port,
+    host: values.host,
+    token: process.env.CONVEYOR_API_TOKEN || undefined,
+    maxBodyBytes: positiveInt(values["max-body"], "max-body"),
+    log,
+  });
   log.info({ port, auth: process.env.CONVEYOR_API_TOKEN ? "bearer" : "none" }, "job API listening");
   await new Promise<void>((resolve) => {
     const stop = () => server.close(() => resolve());
@@ -254,7 +327,9 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import("../worker/main.ts")).runWorker(rest);
       }
       case "operator": {
-        const mod = (await import("../operator/main.ts" as string).catch(() => null)) as { runOperator?: (argv: string[]) => Promise<number> } | null;
+        const mod = (await import("../operator/main.ts" as string).catch(() => null)) as {
+          runOperator?: (argv: string[]) => Promise<number>;
+        } | null;
         if (!mod?.runOperator) throw new UsageError("the operator is not part of this build");
         return await mod.runOperator(rest);
       }

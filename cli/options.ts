@@ -30,11 +30,18 @@ export interface Options<K extends string> {
   logLevel(opt: K, def?: string): string;
 }
 
-export function readOptions<K extends string>(argv: string[], env: NodeJS.ProcessEnv, sources: OptionSources<K>, usage: string): Options<K> {
+export function readOptions<K extends string>(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  sources: OptionSources<K>,
+  usage: string,
+): Options<K> {
   let values: Partial<Record<K, string>>;
   try {
     const options = Object.fromEntries(Object.keys(sources).map((k) => [k, { type: "string" as const }]));
-    values = parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as Partial<Record<K, string>>;
+    values = parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as Partial<
+      Record<K, string>
+    >;
   } catch (err) {
     throw new OptionError(`${(err as Error).message}\n${usage}`);
   }
@@ -64,7 +71,8 @@ export function readOptions<K extends string>(argv: string[], env: NodeJS.Proces
     int: (opt, def, min, max) =>
       guard(opt, (v) => {
         const n = Number(v);
-        if (!/^\d+$/.test(v.trim()) || n < min || n > max) throw new Error(`expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
+        if (!/^\d+$/.test(v.trim()) || n < min || n > max)
+          throw new Error(`expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`);
         return n;
       }) ?? def,
     bool: (opt, def) =>
@@ -90,7 +98,8 @@ export function readOptions<K extends string>(argv: string[], env: NodeJS.Proces
       }),
     logLevel: (opt, def = "info") =>
       guard(opt, (v) => {
-        if (!(LOG_LEVELS as readonly string[]).includes(v)) throw new Error(`unknown level ${JSON.stringify(v)}`);
+        if (!(LOG_LEVELS as readonly string[]).includes(v))
+          throw new Error(`unknown level ${JSON.stringify(v)}`);
         return v;
       }) ?? def,
   };

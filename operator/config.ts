@@ -33,7 +33,6 @@ export interface OperatorConfig {
   logLevel: string;
 }
 
-
 const SOURCES = {
   kubeconfig: "KUBECONFIG",
   context: "CONVEYOR_KUBE_CONTEXT",
@@ -93,7 +92,9 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
 
 function packageVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+      version?: string;
+    };
     return pkg.version ?? "latest";
   } catch {
     return "latest";
@@ -102,7 +103,9 @@ function packageVersion(): string {
 
 function ownNamespace(): string | undefined {
   try {
-    return readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || undefined;
+    return (
+      readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || undefined
+    );
   } catch {
     return undefined;
   }
@@ -114,7 +117,8 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
 
   const namespaces = o.list("namespaces");
   for (const ns of namespaces) {
-    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new OptionError(`${name("namespaces")}: ${JSON.stringify(ns)} is not a namespace name`);
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns))
+      throw new OptionError(`${name("namespaces")}: ${JSON.stringify(ns)} is not a namespace name`);
   }
   const metricsApiCert = o.file("metrics-api-cert");
   const metricsApiKey = o.file("metrics-api-key");
@@ -126,10 +130,19 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
   const leaseDuration = o.int("lease-duration", 15, 2, 3600);
   const renewDeadline = o.int("renew-deadline", 10, 1, 3600);
   const retryPeriod = o.int("retry-period", 2, 1, 600);
-  if (renewDeadline >= leaseDuration) throw new OptionError(`${name("renew-deadline")} (${renewDeadline}) must be less than ${name("lease-duration")} (${leaseDuration})`);
-  if (retryPeriod >= renewDeadline) throw new OptionError(`${name("retry-period")} (${retryPeriod}) must be less than ${name("renew-deadline")} (${renewDeadline})`);
+  if (renewDeadline >= leaseDuration)
+    throw new OptionError(
+      `${name("renew-deadline")} (${renewDeadline}) must be less than ${name("lease-duration")} (${leaseDuration})`,
+    );
+  if (retryPeriod >= renewDeadline)
+    throw new OptionError(
+      `${name("retry-period")} (${retryPeriod}) must be less than ${name("renew-deadline")} (${renewDeadline})`,
+    );
   const electionId = o.raw("leader-election-id") ?? "conveyor-operator";
-  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(electionId)) throw new OptionError(`${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`);
+  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(electionId))
+    throw new OptionError(
+      `${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`,
+    );
 
   return {
     kubeconfig: o.file("kubeconfig"),
@@ -146,7 +159,8 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     metricsApiClientCA: clientCA,
     metricsApiHosts: o.list("metrics-api-hosts"),
     leaderElect: o.bool("leader-elect", true),
-    leaderElectionNamespace: o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
+    leaderElectionNamespace:
+      o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
     leaderElectionId: electionId,
     identity: o.raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
     leaseDurationMs: leaseDuration * 1000,

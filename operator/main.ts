@@ -22,7 +22,12 @@ export { OPERATOR_USAGE };
 const CERT_RELOAD_MS = 30_000;
 
 function createLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({ level, base, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } });
+  return pino({
+    level,
+    base,
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  });
 }
 
 function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
@@ -40,18 +45,34 @@ async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): P
   if (cfg.metricsApiClientCA !== "auto") return readFileSync(cfg.metricsApiClientCA, "utf8");
   try {
     const cm = await client.get<{ data?: Record<string, string> }>(
-      apiPath({ group: "", version: "v1", plural: "configmaps", namespace: "kube-system", name: "extension-apiserver-authentication" }),
+      apiPath({
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        namespace: "kube-system",
+        name: "extension-apiserver-authentication",
+      }),
     );
     const ca = cm?.data?.["requestheader-client-ca-file"];
     if (ca) return ca;
-    log.warn("kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: the external metrics API accepts any TLS client");
+    log.warn(
+      "kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: the external metrics API accepts any TLS client",
+    );
   } catch (err) {
-    log.warn({ err: apiMessage(err) }, "cannot read the requestheader client CA: the external metrics API accepts any TLS client");
+    log.warn(
+      { err: apiMessage(err) },
+      "cannot read the requestheader client CA: the external metrics API accepts any TLS client",
+    );
   }
   return undefined;
 }
 
-function startHttp(cfg: OperatorConfig, metrics: OperatorMetrics, ready: () => boolean, log: Logger): Promise<http.Server> {
+function startHttp(
+  cfg: OperatorConfig,
+  metrics: OperatorMetrics,
+  ready: () => boolean,
+  log: Logger,
+): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/metrics") {
@@ -85,7 +106,10 @@ function startHttp(cfg: OperatorConfig, metrics: OperatorMetrics, ready: () => b
       server.off("error", reject);
       server.on("error", (err) => log.error({ err: err.message }, "metrics server error"));
       const a = server.address();
-      log.info({ address: cfg.metricsAddress, port: typeof a === "object" && a ? a.port : cfg.metricsPort }, "serving /metrics /healthz /readyz");
+      log.info(
+        { address: cfg.metricsAddress, port: typeof a === "object" && a ? a.port : cfg.metricsPort },
+        "serving /metrics /healthz /readyz",
+      );
       resolve(server);
     });
   });
@@ -150,7 +174,10 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       try {
         servingCert = new ServingCertificate(cfg.metricsApiCert, cfg.metricsApiKey, log);
       } catch (err) {
-        log.fatal({ err: (err as Error).message }, "--metrics-api-cert / --metrics-api-key: not a usable certificate and key");
+        log.fatal(
+          { err: (err as Error).message },
+          "--metrics-api-cert / --metrics-api-key: not a usable certificate and key",
+        );
         httpServer.close();
         return 1;
       }
@@ -158,7 +185,10 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     } else {
       const hosts = cfg.metricsApiHosts.length > 0 ? cfg.metricsApiHosts : ["localhost", "127.0.0.1"];
       ({ cert, key } = selfSignedCert("conveyor-operator", hosts));
-      log.info({ hosts }, "external metrics API uses a self-signed certificate (APIService: insecureSkipTLSVerify, or give --metrics-api-cert)");
+      log.info(
+        { hosts },
+        "external metrics API uses a self-signed certificate (APIService: insecureSkipTLSVerify, or give --metrics-api-cert)",
+      );
     }
     metricsApi = new MetricsApiServer({
       host: cfg.metricsApiAddress,
@@ -213,7 +243,12 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   opts.signal?.addEventListener("abort", () => stopRequested(), { once: true });
 
   log.info(
-    { namespaces: cfg.namespaces.length ? cfg.namespaces : "all", workerImage: cfg.workerImage, leaderElection: cfg.leaderElect, metricsApi: cfg.metricsApi },
+    {
+      namespaces: cfg.namespaces.length ? cfg.namespaces : "all",
+      workerImage: cfg.workerImage,
+      leaderElection: cfg.leaderElect,
+      metricsApi: cfg.metricsApi,
+    },
     "conveyor operator starting",
   );
   const starting = controller.start().then(() => {

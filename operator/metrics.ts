@@ -4,7 +4,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 export type OperatorMetrics = ReturnType<typeof createOperatorMetrics>;
 
 export function createOperatorMetrics(registry = new Registry(), opts: { defaultMetrics?: boolean } = {}) {
-  if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "conveyor_operator_" });
+  if (opts.defaultMetrics ?? true)
+    collectDefaultMetrics({ register: registry, prefix: "conveyor_operator_" });
   const registers = [registry];
   const pool = ["namespace", "workerpool"] as const;
   return {
@@ -27,9 +28,21 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
-    queueDepth: new Gauge({ name: "conveyor_operator_workqueue_depth", help: "Keys waiting in the work queue", registers }),
-    queueAdds: new Counter({ name: "conveyor_operator_workqueue_adds_total", help: "Keys added to the work queue (after de-duplication)", registers }),
-    queueRetries: new Counter({ name: "conveyor_operator_workqueue_retries_total", help: "Keys re-queued with backoff after an error", registers }),
+    queueDepth: new Gauge({
+      name: "conveyor_operator_workqueue_depth",
+      help: "Keys waiting in the work queue",
+      registers,
+    }),
+    queueAdds: new Counter({
+      name: "conveyor_operator_workqueue_adds_total",
+      help: "Keys added to the work queue (after de-duplication)",
+      registers,
+    }),
+    queueRetries: new Counter({
+      name: "conveyor_operator_workqueue_retries_total",
+      help: "Keys re-queued with backoff after an error",
+      registers,
+    }),
     apiRequests: new Counter({
       name: "conveyor_operator_kube_api_requests_total",
       help: "Kubernetes API requests by verb (get, list, watch, create, patch, update, delete), resource and status code",
@@ -42,23 +55,46 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: ["resource"] as const,
       registers,
     }),
-    isLeader: new Gauge({ name: "conveyor_operator_leader", help: "1 when this replica holds the leader lease", registers }),
-    leaderTransitions: new Counter({ name: "conveyor_operator_leader_transitions_total", help: "Times this replica became leader", registers }),
+    isLeader: new Gauge({
+      name: "conveyor_operator_leader",
+      help: "1 when this replica holds the leader lease",
+      registers,
+    }),
+    leaderTransitions: new Counter({
+      name: "conveyor_operator_leader_transitions_total",
+      help: "Times this replica became leader",
+      registers,
+    }),
     decisions: new Counter({
       name: "conveyor_operator_scale_decisions_total",
       help: "Scale decisions applied by the operator, by direction (up, down) and reason",
       labelNames: [...pool, "direction", "reason"] as const,
       registers,
     }),
-    backlog: new Gauge({ name: "conveyor_operator_pool_backlog", help: "Backlog (ready + due-delayed + in-flight) at the last poll", labelNames: pool, registers }),
-    inflight: new Gauge({ name: "conveyor_operator_pool_inflight", help: "In-flight jobs at the last poll", labelNames: pool, registers }),
+    backlog: new Gauge({
+      name: "conveyor_operator_pool_backlog",
+      help: "Backlog (ready + due-delayed + in-flight) at the last poll",
+      labelNames: pool,
+      registers,
+    }),
+    inflight: new Gauge({
+      name: "conveyor_operator_pool_inflight",
+      help: "In-flight jobs at the last poll",
+      labelNames: pool,
+      registers,
+    }),
     desiredReplicas: new Gauge({
       name: "conveyor_operator_pool_desired_replicas",
       help: "Replicas the pool's Deployment asks for (spec.replicas)",
       labelNames: pool,
       registers,
     }),
-    pollErrors: new Counter({ name: "conveyor_operator_backlog_poll_errors_total", help: "Failed backlog polls", labelNames: pool, registers }),
+    pollErrors: new Counter({
+      name: "conveyor_operator_backlog_poll_errors_total",
+      help: "Failed backlog polls",
+      labelNames: pool,
+      registers,
+    }),
     metricRequests: new Counter({
       name: "conveyor_operator_external_metric_requests_total",
       help: "Requests to the external metrics API by result",

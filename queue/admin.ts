@@ -61,12 +61,18 @@ export class QueueAdmin {
 
   async job(id: string, queueOrPipeline?: string): Promise<JobInfo | null> {
     assertJobId(id);
-    const pipelines = queueOrPipeline ? [queueOrPipeline.split("/")[0]!] : await this.redis.smembers(PIPELINES_KEY);
+    const pipelines = queueOrPipeline
+      ? [queueOrPipeline.split("/")[0]!]
+      : await this.redis.smembers(PIPELINES_KEY);
     for (const p of pipelines) {
       const key = new PipelineKeys(p).job(id);
       const raw = await this.redis.hgetall(key).catch(async (err: Error) => {
         if (!/WRONGTYPE/.test(err.message)) throw err;
-        return { id, state: "malformed", deadReason: `malformed: job key is a ${await this.redis.type(key)}, not a hash` };
+        return {
+          id,
+          state: "malformed",
+          deadReason: `malformed: job key is a ${await this.redis.type(key)}, not a hash`,
+        };
       });
       if (Object.keys(raw).length > 0) return toJobInfo(raw);
     }
@@ -79,13 +85,21 @@ export class QueueAdmin {
     const out: DeadJob[] = [];
     for (let i = 0; i < entries.length; i += 2) {
       const id = entries[i]!;
-      const fields = await this.redis.hmget(k.job(id), "deadReason", "attemptsMade", "error").catch(async (err: Error) => {
-        // another client replaced the record with a non-hash after it was dead-lettered
-        if (!/WRONGTYPE/.test(err.message)) throw err;
-        return [`malformed: job key is a ${await this.redis.type(k.job(id))}, not a hash`, "0", null];
-      });
+      const fields = await this.redis
+        .hmget(k.job(id), "deadReason", "attemptsMade", "error")
+        .catch(async (err: Error) => {
+          // another client replaced the record with a non-hash after it was dead-lettered
+          if (!/WRONGTYPE/.test(err.message)) throw err;
+          return [`malformed: job key is a ${await this.redis.type(k.job(id))}, not a hash`, "0", null];
+        });
       const [reason, attemptsMade, error] = fields;
-      out.push({ id, deadAt: Number(entries[i + 1]), reason: reason ?? "", attemptsMade: Number(attemptsMade ?? 0), error: error ?? undefined });
+      out.push({
+        id,
+        deadAt: Number(entries[i + 1]),
+        reason: reason ?? "",
+        attemptsMade: Number(attemptsMade ?? 0),
+        error: error ?? undefined,
+      });
     }
     return out;
   }
@@ -94,10 +108,22 @@ export class QueueAdmin {
   async retryDead(queue: string, ids: string[] = []): Promise<number> {
     const k = new QueueKeys(queue);
     const keys = [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta];
-    if (ids.length > 0) return runScript<number>(this.redis, "retry_dead", keys, [k.jobPrefix, queue, Date.now(), ids.length, ...ids]);
+    if (ids.length > 0)
+      return runScript<number>(this.redis, "retry_dead", keys, [
+        k.jobPrefix,
+        queue,
+        Date.now(),
+        ids.length,
+        ...ids,
+      ]);
     let total = 0;
     for (;;) {
-      const moved = await runScript<number>(this.redis, "retry_dead", keys, [k.jobPrefix, queue, Date.now(), 500]);
+      const moved = await runScript<number>(this.redis, "retry_dead", keys, [
+        k.jobPrefix,
+        queue,
+        Date.now(),
+        500,
+      ]);
       total += moved;
       if (moved === 0) return total;
     }

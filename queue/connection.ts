@@ -22,14 +22,21 @@ export class RedisUrlError extends Error {
  * `redis-cluster://[user:pass@]host:port,host:port[?tls=true]` for Redis Cluster.
  */
 export function parseRedisUrl(url: string, password = process.env.REDIS_PASSWORD): RedisTarget {
-  const m = /^(redis|rediss|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/(\d+))?(?:\?(.*))?$/.exec(url);
-  if (!m) throw new RedisUrlError(`invalid Redis URL ${describeRedisUrl(url)}: expected redis://host:port, rediss://host:port or redis-cluster://host:port,host:port`);
+  const m =
+    /^(redis|rediss|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/(\d+))?(?:\?(.*))?$/.exec(
+      url,
+    );
+  if (!m)
+    throw new RedisUrlError(
+      `invalid Redis URL ${describeRedisUrl(url)}: expected redis://host:port, rediss://host:port or redis-cluster://host:port,host:port`,
+    );
   const [, scheme, user, pass, hostList, db, query] = m;
   const params = new URLSearchParams(query ?? "");
   const nodes = hostList!.split(",").map((hp) => {
     const hm = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(hp.trim());
     const port = Number(hm?.[2] ?? 6379);
-    if (!hm || !Number.isInteger(port) || port < 1 || port > 65535) throw new RedisUrlError(`invalid Redis host ${JSON.stringify(hp)} in ${describeRedisUrl(url)}`);
+    if (!hm || !Number.isInteger(port) || port < 1 || port > 65535)
+      throw new RedisUrlError(`invalid Redis host ${JSON.stringify(hp)} in ${describeRedisUrl(url)}`);
     return { host: hm[1]!, port };
   });
   return {
@@ -76,7 +83,11 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
   };
   const node = t.nodes[0]!;
   const client: RedisClient = t.cluster
-    ? new Cluster(t.nodes, { redisOptions: common, clusterRetryStrategy: common.retryStrategy, enableOfflineQueue: !opts.failFast })
+    ? new Cluster(t.nodes, {
+        redisOptions: common,
+        clusterRetryStrategy: common.retryStrategy,
+        enableOfflineQueue: !opts.failFast,
+      })
     : new Redis({ ...common, host: node.host, port: node.port, db: t.db });
   client.on("error", opts.onError ?? (() => {}));
   if (!t.cluster && t.db !== 0) {
@@ -95,14 +106,17 @@ export function waitUntilReady(client: RedisClient, url: string, timeoutMs = 500
   if (client.status === "ready") return Promise.resolve();
   return new Promise((resolve, reject) => {
     let lastError = "no answer";
-    const onError = (err: Error) => (lastError = err.message || (err as { code?: string }).code || String(err));
+    const onError = (err: Error) =>
+      (lastError = err.message || (err as { code?: string }).code || String(err));
     const onReady = () => {
       cleanup();
       resolve();
     };
     const timer = setTimeout(() => {
       cleanup();
-      reject(new Error(`cannot connect to Redis at ${describeRedisUrl(url)} within ${timeoutMs}ms: ${lastError}`));
+      reject(
+        new Error(`cannot connect to Redis at ${describeRedisUrl(url)} within ${timeoutMs}ms: ${lastError}`),
+      );
     }, timeoutMs);
     const cleanup = () => {
       clearTimeout(timer);

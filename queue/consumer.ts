@@ -87,19 +87,31 @@ export class Consumer {
   async claim(count: number): Promise<ClaimResult> {
     const k = this.keys;
     const now = Date.now();
-    const [flat, nextDue] = await runScript<[string[], number]>(
-      this.redis,
-      "claim_jobs",
-      this.claimKeys,
-      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
-    );
+    const [flat, nextDue] = await runScript<[string[], number]>(this.redis, "claim_jobs", this.claimKeys, [
+      k.jobPrefix,
+      this.queue,
+      now,
+      this.opts.leaseMs,
+      count,
+      this.opts.workerId,
+    ]);
     return this.claimed(flat, nextDue, now);
   }
 
   /** claim_jobs' KEYS, in its order. */
   private get claimKeys(): string[] {
     const k = this.keys;
-    return (this.claimKeyList ??= [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta]);
+    return (this.claimKeyList ??= [
+      k.ready,
+      k.delayed,
+      k.inflight,
+      k.dead,
+      k.counts,
+      k.fence,
+      k.wake,
+      k.outbox,
+      k.meta,
+    ]);
   }
   private claimKeyList: string[] | undefined;
 
@@ -132,7 +144,14 @@ export class Consumer {
       this.redis,
       "renew_leases",
       [k.inflight, k.workers],
-      [k.jobPrefix, Date.now(), this.opts.leaseMs, this.opts.workerId, report ? JSON.stringify(report) : "", ...pairs],
+      [
+        k.jobPrefix,
+        Date.now(),
+        this.opts.leaseMs,
+        this.opts.workerId,
+        report ? JSON.stringify(report) : "",
+        ...pairs,
+      ],
     );
   }
 
@@ -146,16 +165,36 @@ export class Consumer {
    * this frees (one round trip instead of two; the claim is exactly `claim`'s). The claim runs
    * even when the completion was fenced off: the slot is free either way.
    */
-  async completeAndClaim(job: Lease, result: unknown, reuse: ResultReuse, count: number): Promise<SettledAndClaimed> {
+  async completeAndClaim(
+    job: Lease,
+    result: unknown,
+    reuse: ResultReuse,
+    count: number,
+  ): Promise<SettledAndClaimed> {
     const now = Date.now();
     return this.settledAndClaimed(await this.completeCall(job, result, reuse, now, count), now);
   }
 
-  private completeCall(job: Lease, result: unknown, reuse: ResultReuse, now: number, claimCount: number | undefined): Promise<unknown> {
+  private completeCall(
+    job: Lease,
+    result: unknown,
+    reuse: ResultReuse,
+    now: number,
+    claimCount: number | undefined,
+  ): Promise<unknown> {
     const k = this.keys;
     // The key lists are the same for every job of this queue: built once.
     const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
-    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), this.opts.retentionSeconds, ...reuseArgs(reuse)];
+    const args: (string | number)[] = [
+      k.jobPrefix,
+      this.queue,
+      job.id,
+      job.token,
+      now,
+      encodeResult(result),
+      this.opts.retentionSeconds,
+      ...reuseArgs(reuse),
+    ];
     return runScript<unknown>(this.redis, "complete_job", keys, this.withClaim(args, claimCount));
   }
   private completeKeyList: string[] | undefined;
@@ -172,7 +211,13 @@ export class Consumer {
   }
 
   /** Complete this stage and enqueue the job into `nextQueue` with `nextData`, atomically. */
-  async advance(job: Lease, result: unknown, nextQueue: string, nextData: unknown = result, opts: ResultReuse & { nextContentHash?: string } = {}): Promise<boolean> {
+  async advance(
+    job: Lease,
+    result: unknown,
+    nextQueue: string,
+    nextData: unknown = result,
+    opts: ResultReuse & { nextContentHash?: string } = {},
+  ): Promise<boolean> {
     return (await this.advanceCall(job, result, nextQueue, nextData, opts, Date.now(), undefined)) === 1;
   }
 
@@ -180,17 +225,47 @@ export class Consumer {
    * Advance, and in the same script claim up to `count` jobs of this (the consumer's own)
    * queue for the freed slot(s): see `completeAndClaim`.
    */
-  async advanceAndClaim(job: Lease, result: unknown, nextQueue: string, nextData: unknown, opts: ResultReuse & { nextContentHash?: string }, count: number): Promise<SettledAndClaimed> {
+  async advanceAndClaim(
+    job: Lease,
+    result: unknown,
+    nextQueue: string,
+    nextData: unknown,
+    opts: ResultReuse & { nextContentHash?: string },
+    count: number,
+  ): Promise<SettledAndClaimed> {
     const now = Date.now();
-    return this.settledAndClaimed(await this.advanceCall(job, result, nextQueue, nextData, opts, now, count), now);
+    return this.settledAndClaimed(
+      await this.advanceCall(job, result, nextQueue, nextData, opts, now, count),
+      now,
+    );
   }
 
-  private advanceCall(job: Lease, result: unknown, nextQueue: string, nextData: unknown, opts: ResultReuse & { nextContentHash?: string }, now: number, claimCount: number | undefined): Promise<unknown> {
+  private advanceCall(
+    job: Lease,
+    result: unknown,
+    nextQueue: string,
+    nextData: unknown,
+    opts: ResultReuse & { nextContentHash?: string },
+    now: number,
+    claimCount: number | undefined,
+  ): Promise<unknown> {
     assertSamePipeline(this.queue, nextQueue);
     const k = this.keys;
-    const next = (this.nextKeys?.queue === nextQueue ? this.nextKeys : (this.nextKeys = new QueueKeys(nextQueue)));
+    const next =
+      this.nextKeys?.queue === nextQueue ? this.nextKeys : (this.nextKeys = new QueueKeys(nextQueue));
     const keys = [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake];
-    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, now, encodeResult(result), nextQueue, encodeResult(nextData), ...reuseArgs(opts), opts.nextContentHash ?? ""];
+    const args: (string | number)[] = [
+      k.jobPrefix,
+      this.queue,
+      job.id,
+      job.token,
+      now,
+      encodeResult(result),
+      nextQueue,
+      encodeResult(nextData),
+      ...reuseArgs(opts),
+      opts.nextContentHash ?? "",
+    ];
     return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, claimCount));
   }
   private nextKeys: QueueKeys | undefined;
@@ -202,7 +277,12 @@ export class Consumer {
    * `{parent, results: [{id, result} | {id, error}, …]}` in child order. Returns the number of
    * children, or null when the lease was lost.
    */
-  async fanOut(job: Lease, children: unknown[], nextQueue: string, joinQueue: string): Promise<number | null> {
+  async fanOut(
+    job: Lease,
+    children: unknown[],
+    nextQueue: string,
+    joinQueue: string,
+  ): Promise<number | null> {
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
@@ -211,7 +291,17 @@ export class Consumer {
       this.redis,
       "fan_out",
       [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), nextQueue, joinQueue, this.opts.retentionSeconds, ...children.map((c) => encodeResult(c))],
+      [
+        k.jobPrefix,
+        this.queue,
+        job.id,
+        job.token,
+        Date.now(),
+        nextQueue,
+        joinQueue,
+        this.opts.retentionSeconds,
+        ...children.map((c) => encodeResult(c)),
+      ],
     );
     return n < 0 ? null : n;
   }
@@ -225,17 +315,35 @@ export class Consumer {
   /** Progress from a running handler; false when the lease was lost. */
   async progress(job: Lease, fraction: number, message = ""): Promise<boolean> {
     const k = this.keys;
-    const ok = await runScript<number>(this.redis, "report_progress", [k.outbox, k.meta], [k.jobPrefix, this.queue, job.id, job.token, Date.now(), fraction, message]);
+    const ok = await runScript<number>(
+      this.redis,
+      "report_progress",
+      [k.outbox, k.meta],
+      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), fraction, message],
+    );
     return ok === 1;
   }
 
-  async fail(job: Lease, error: SerializedError, opts: { retryable: boolean; retryDelayMs: number }): Promise<FailOutcome> {
+  async fail(
+    job: Lease,
+    error: SerializedError,
+    opts: { retryable: boolean; retryDelayMs: number },
+  ): Promise<FailOutcome> {
     const k = this.keys;
     return runScript<FailOutcome>(
       this.redis,
       "fail_job",
       [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), JSON.stringify(error), Math.max(0, Math.round(opts.retryDelayMs)), opts.retryable ? "1" : "0"],
+      [
+        k.jobPrefix,
+        this.queue,
+        job.id,
+        job.token,
+        Date.now(),
+        JSON.stringify(error),
+        Math.max(0, Math.round(opts.retryDelayMs)),
+        opts.retryable ? "1" : "0",
+      ],
     );
   }
 
@@ -278,10 +386,29 @@ export async function sweepQueue(
   const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
     redis,
     "sweep_leases",
-    [k.inflight, k.ready, k.dead, k.counts, k.wake, k.outbox, k.meta, k.sweepLock, k.delayed, k.workers, k.sweeper],
     [
-      k.jobPrefix, queue, Date.now(), opts.maxStalls ?? DEFAULT_MAX_STALLS, opts.limit ?? 1000, opts.lockMs ?? 1000, opts.workerStaleMs ?? 60_000,
-      Math.max(0, Math.round(opts.gapMs ?? 0)), Math.max(0, Math.round(opts.graceMs ?? 0)),
+      k.inflight,
+      k.ready,
+      k.dead,
+      k.counts,
+      k.wake,
+      k.outbox,
+      k.meta,
+      k.sweepLock,
+      k.delayed,
+      k.workers,
+      k.sweeper,
+    ],
+    [
+      k.jobPrefix,
+      queue,
+      Date.now(),
+      opts.maxStalls ?? DEFAULT_MAX_STALLS,
+      opts.limit ?? 1000,
+      opts.lockMs ?? 1000,
+      opts.workerStaleMs ?? 60_000,
+      Math.max(0, Math.round(opts.gapMs ?? 0)),
+      Math.max(0, Math.round(opts.graceMs ?? 0)),
     ],
   );
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };

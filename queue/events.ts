@@ -16,7 +16,14 @@ export interface QueueEvent {
 function toEvent(eventId: string, flat: string[]): QueueEvent {
   const fields: Record<string, string> = {};
   for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  return { eventId, type: fields.type ?? "", id: fields.id ?? "", queue: fields.queue ?? "", at: Number(fields.at ?? 0), fields };
+  return {
+    eventId,
+    type: fields.type ?? "",
+    id: fields.id ?? "",
+    queue: fields.queue ?? "",
+    at: Number(fields.at ?? 0),
+    fields,
+  };
 }
 
 export class QueueEvents {
@@ -35,11 +42,23 @@ export class QueueEvents {
    * Follow new events (after `from`, default: only new ones) until `signal` aborts. Needs a
    * connection of its own: it blocks.
    */
-  async *follow(blocking: RedisClient, queue: string, opts: { from?: string; signal?: AbortSignal; blockMs?: number } = {}): AsyncGenerator<QueueEvent> {
+  async *follow(
+    blocking: RedisClient,
+    queue: string,
+    opts: { from?: string; signal?: AbortSignal; blockMs?: number } = {},
+  ): AsyncGenerator<QueueEvent> {
     const key = new QueueKeys(queue).events;
     let last = opts.from ?? "$";
     while (!opts.signal?.aborted) {
-      const reply = (await blocking.xread("COUNT", 500, "BLOCK", opts.blockMs ?? 1000, "STREAMS", key, last)) as [string, [string, string[]][]][] | null;
+      const reply = (await blocking.xread(
+        "COUNT",
+        500,
+        "BLOCK",
+        opts.blockMs ?? 1000,
+        "STREAMS",
+        key,
+        last,
+      )) as [string, [string, string[]][]][] | null;
       if (!reply) continue;
       for (const [, entries] of reply) {
         for (const [id, flat] of entries) {

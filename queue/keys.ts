@@ -27,7 +27,9 @@ export function assertQueueName(queue: string): void {
 
 export function assertJobId(id: string): void {
   if (!JOB_ID.test(id)) {
-    throw new InvalidNameError(`invalid job id ${JSON.stringify(id)}: use letters, digits, '.', '_', ':', '-' (at most 200)`);
+    throw new InvalidNameError(
+      `invalid job id ${JSON.stringify(id)}: use letters, digits, '.', '_', ':', '-' (at most 200)`,
+    );
   }
 }
 
@@ -44,14 +46,26 @@ export class PipelineKeys {
     this.pipeline = pipeline;
     this.prefix = `${KEY_ROOT}:{${pipeline}}:`;
   }
-  get jobPrefix(): string { return `${this.prefix}job:`; }
-  job(id: string): string { return `${this.jobPrefix}${id}`; }
+  get jobPrefix(): string {
+    return `${this.prefix}job:`;
+  }
+  job(id: string): string {
+    return `${this.jobPrefix}${id}`;
+  }
   /** Transactional record of transitions, drained into PostgreSQL. */
-  get outbox(): string { return `${this.prefix}outbox`; }
+  get outbox(): string {
+    return `${this.prefix}outbox`;
+  }
   /** Pipeline settings written by workers (e.g. `records` = outbox on). */
-  get meta(): string { return `${this.prefix}meta`; }
-  get seq(): string { return `${this.prefix}seq`; }
-  get fence(): string { return `${this.prefix}fence`; }
+  get meta(): string {
+    return `${this.prefix}meta`;
+  }
+  get seq(): string {
+    return `${this.prefix}seq`;
+  }
+  get fence(): string {
+    return `${this.prefix}fence`;
+  }
 }
 
 /** Keys of one queue (one stage). */
@@ -61,21 +75,47 @@ export class QueueKeys extends PipelineKeys {
     super(pipelineOf(queue));
     this.queue = queue;
   }
-  private part(name: string): string { return `${this.prefix}q:${this.queue}:${name}`; }
-  get ready(): string { return this.part("ready"); }
-  get delayed(): string { return this.part("delayed"); }
-  get inflight(): string { return this.part("inflight"); }
-  get dead(): string { return this.part("dead"); }
-  get counts(): string { return this.part("counts"); }
-  get wake(): string { return this.part("wake"); }
-  get workers(): string { return this.part("workers"); }
-  get sweepLock(): string { return this.part("sweep"); }
+  private part(name: string): string {
+    return `${this.prefix}q:${this.queue}:${name}`;
+  }
+  get ready(): string {
+    return this.part("ready");
+  }
+  get delayed(): string {
+    return this.part("delayed");
+  }
+  get inflight(): string {
+    return this.part("inflight");
+  }
+  get dead(): string {
+    return this.part("dead");
+  }
+  get counts(): string {
+    return this.part("counts");
+  }
+  get wake(): string {
+    return this.part("wake");
+  }
+  get workers(): string {
+    return this.part("workers");
+  }
+  get sweepLock(): string {
+    return this.part("sweep");
+  }
   /** The sweeper's state: `sweptAt` (last call, Redis clock), `graceUntil` after an outage, its settings. */
-  get sweeper(): string { return this.part("sweeper"); }
-  get events(): string { return this.part("events"); }
-  get idempotencyPrefix(): string { return this.part("idem:"); }
+  get sweeper(): string {
+    return this.part("sweeper");
+  }
+  get events(): string {
+    return this.part("events");
+  }
+  get idempotencyPrefix(): string {
+    return this.part("idem:");
+  }
   /** A stage result stored for reuse under its input's content hash. */
-  result(contentHash: string): string { return `${this.prefix}result:${this.queue}:${contentHash}`; }
+  result(contentHash: string): string {
+    return `${this.prefix}result:${this.queue}:${contentHash}`;
+  }
 }
 
 /** Stage chaining needs both queues in one slot: the same pipeline. */

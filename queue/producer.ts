@@ -52,12 +52,22 @@ export class Producer {
         this.redis,
         "enqueue_jobs",
         [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq],
-        [keys.jobPrefix, keys.idempotencyPrefix, queue, Date.now(), this.maxPayloadBytes, IDEMPOTENCY_TTL_SECONDS, ...chunk.flat()],
+        [
+          keys.jobPrefix,
+          keys.idempotencyPrefix,
+          queue,
+          Date.now(),
+          this.maxPayloadBytes,
+          IDEMPOTENCY_TTL_SECONDS,
+          ...chunk.flat(),
+        ],
       ).catch((err: Error) => {
-        if (err.message.includes("ERR_PAYLOAD_TOO_LARGE")) throw new PayloadTooLargeError(err.message.replace(/^.*ERR_PAYLOAD_TOO_LARGE /, ""));
+        if (err.message.includes("ERR_PAYLOAD_TOO_LARGE"))
+          throw new PayloadTooLargeError(err.message.replace(/^.*ERR_PAYLOAD_TOO_LARGE /, ""));
         throw err;
       });
-      for (let i = 0; i < reply.length; i += 2) results.push({ id: String(reply[i]), created: Number(reply[i + 1]) === 1 });
+      for (let i = 0; i < reply.length; i += 2)
+        results.push({ id: String(reply[i]), created: Number(reply[i + 1]) === 1 });
     }
     return results;
   }
@@ -68,17 +78,34 @@ export class Producer {
     const data = encodeData(job, index);
     const bytes = Buffer.byteLength(data);
     if (bytes > this.maxPayloadBytes) {
-      throw new PayloadTooLargeError(`job ${id} is ${bytes} bytes, limit ${this.maxPayloadBytes} (store large inputs elsewhere and enqueue a reference)`);
+      throw new PayloadTooLargeError(
+        `job ${id} is ${bytes} bytes, limit ${this.maxPayloadBytes} (store large inputs elsewhere and enqueue a reference)`,
+      );
     }
     const priority = job.priority ?? 0;
     const attempts = job.attempts ?? DEFAULT_ATTEMPTS;
-    check(Number.isInteger(priority) && priority >= 0 && priority <= 1000, `priority must be an integer 0..1000, got ${priority}`);
-    check(Number.isInteger(attempts) && attempts >= 1 && attempts <= 1000, `attempts must be an integer 1..1000, got ${attempts}`);
+    check(
+      Number.isInteger(priority) && priority >= 0 && priority <= 1000,
+      `priority must be an integer 0..1000, got ${priority}`,
+    );
+    check(
+      Number.isInteger(attempts) && attempts >= 1 && attempts <= 1000,
+      `attempts must be an integer 1..1000, got ${attempts}`,
+    );
     const delayMs = job.delayMs ?? 0;
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
     check(Number.isFinite(timeoutMs) && timeoutMs >= 0, `timeout must be ≥ 0, got ${timeoutMs}`);
-    return [id, data, priority, Math.round(delayMs), attempts, Math.round(timeoutMs), job.idempotencyKey ?? "", job.contentHash ?? ""];
+    return [
+      id,
+      data,
+      priority,
+      Math.round(delayMs),
+      attempts,
+      Math.round(timeoutMs),
+      job.idempotencyKey ?? "",
+      job.contentHash ?? "",
+    ];
   }
 
   private async registerPipeline(pipeline: string): Promise<void> {
@@ -109,7 +136,8 @@ function encodeData(job: JobToEnqueue, index: number): string {
     }
     throw new InvalidJobError(`${which}: data is not JSON-serializable: ${why}`, { cause: err });
   }
-  if (typeof data !== "string") throw new InvalidJobError(`${which}: data is not JSON-serializable (a ${typeof job.data})`);
+  if (typeof data !== "string")
+    throw new InvalidJobError(`${which}: data is not JSON-serializable (a ${typeof job.data})`);
   return data;
 }
 

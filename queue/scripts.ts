@@ -42,7 +42,12 @@ function install(redis: RedisClient): void {
 export type ScriptArg = string | number;
 
 /** Run a Conveyor script; all `keys` must share one hash tag. */
-export async function runScript<T>(redis: RedisClient, name: ScriptName, keys: string[], args: ScriptArg[]): Promise<T> {
+export async function runScript<T>(
+  redis: RedisClient,
+  name: ScriptName,
+  keys: string[],
+  args: ScriptArg[],
+): Promise<T> {
   install(redis);
   const command = (redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<T>>)[commandName(name)]!;
   return command.call(redis, keys.length, ...keys, ...args);

@@ -18,19 +18,34 @@ describe("job API", () => {
   let dir: string;
   const TOKEN = "s3cret-token";
   const call = (path: string, init: RequestInit = {}, token: string | null = TOKEN) =>
-    fetch(`${base}${path}`, { ...init, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(init.body ? { "content-type": "application/json" } : {}), ...(init.headers as Record<string, string>) } });
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(init.body ? { "content-type": "application/json" } : {}),
+        ...(init.headers as Record<string, string>),
+      },
+    });
 
   before(async () => {
     server = await RedisServer.start();
     dir = mkdtempSync(join(tmpdir(), "cvy-api-"));
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    apiProc = startProcess(NODE, [CONVEYOR, "api", "--port", String(port), "--host", "127.0.0.1", "--max-body", "2048"], {
-      logFile: join(dir, "api.log"),
-      env: { ...process.env, REDIS_URL: server.url, CONVEYOR_API_TOKEN: TOKEN },
-    });
+    apiProc = startProcess(
+      NODE,
+      [CONVEYOR, "api", "--port", String(port), "--host", "127.0.0.1", "--max-body", "2048"],
+      {
+        logFile: join(dir, "api.log"),
+        env: { ...process.env, REDIS_URL: server.url, CONVEYOR_API_TOKEN: TOKEN },
+      },
+    );
     await waitFor("api up", async () => (await fetch(`${base}/healthz`)).ok);
-    worker = await startWorker({ dir, name: "api-w", env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "docs/ocr", CONVEYOR_HANDLER: RECORDING_HANDLER } });
+    worker = await startWorker({
+      dir,
+      name: "api-w",
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "docs/ocr", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
   });
   after(async () => {
     await stopProcess(worker, 2000);
@@ -40,7 +55,10 @@ describe("job API", () => {
   });
 
   test("POST enqueues (202 + status URL) and GET shows progress while it runs, then the result", async () => {
-    const res = await call("/queues/docs%2Focr/jobs", { method: "POST", body: JSON.stringify({ data: { progressSteps: 3, stepMs: 200, result: { pages: 3 } }, priority: 2 }) });
+    const res = await call("/queues/docs%2Focr/jobs", {
+      method: "POST",
+      body: JSON.stringify({ data: { progressSteps: 3, stepMs: 200, result: { pages: 3 } }, priority: 2 }),
+    });
     assert.equal(res.status, 202);
     const body = (await res.json()) as { id: string; status: string; created: boolean };
     assert.equal(body.created, true);
@@ -51,16 +69,24 @@ describe("job API", () => {
     });
     assert.equal(running.state, "active");
     const done = await waitFor("completed", async () => {
-      const s = (await (await call(`/jobs/${body.id}`)).json()) as { state: string; result: unknown; attempts: number };
+      const s = (await (await call(`/jobs/${body.id}`)).json()) as {
+        state: string;
+        result: unknown;
+        attempts: number;
+      };
       return s.state === "completed" ? s : null;
     });
     assert.deepEqual(done.result, { pages: 3 });
-    const counts = (await (await call("/queues/docs%2Focr")).json()) as { completed: number; backlog: number };
+    const counts = (await (await call("/queues/docs%2Focr")).json()) as {
+      completed: number;
+      backlog: number;
+    };
     assert.equal(counts.completed, 1);
   });
 
   test("bad requests get 400 with a reason; unknown ids 404; limits and auth hold", async () => {
-    const post = (body: string, headers: Record<string, string> = {}) => call("/queues/q/jobs", { method: "POST", body, headers });
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      call("/queues/q/jobs", { method: "POST", body, headers });
     const cases: [Response, number, RegExp][] = [
       [await post("{nope"), 400, /not valid JSON/],
       [await post("[1,2]"), 400, /must be an object/],
@@ -68,7 +94,11 @@ describe("job API", () => {
       [await post('{"data": 1, "prio": 1}'), 400, /unknown field "prio"/],
       [await post('{"data": 1, "priority": "high"}'), 400, /"priority" must be a number/],
       [await post('{"data": 1, "priority": 5000}'), 400, /priority must be an integer 0..1000/],
-      [await call("/queues/bad%20name!/jobs", { method: "POST", body: '{"data":1}' }), 400, /invalid queue name/],
+      [
+        await call("/queues/bad%20name!/jobs", { method: "POST", body: '{"data":1}' }),
+        400,
+        /invalid queue name/,
+      ],
       [await post(JSON.stringify({ data: "x".repeat(5000) })), 413, /larger than 2048 bytes/],
       [await post('{"data":1}', { "content-type": "text/plain" }), 415, /JSON/],
       [await call("/jobs/does-not-exist"), 404, /not found/],

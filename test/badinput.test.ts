@@ -16,7 +16,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, InvalidJobError, PayloadTooLargeError, Producer, QueueAdmin, QueueKeys, DEFAULT_MAX_PAYLOAD_BYTES, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  InvalidJobError,
+  PayloadTooLargeError,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  type RedisClient,
+} from "../queue/index.ts";
 import { rng } from "../chaos/plan.ts";
 import { stopProcess, waitFor } from "./support/processes.ts";
 import { RedisServer } from "./support/redis.ts";
@@ -34,7 +43,20 @@ function fuzzValue(r: () => number, depth = 0): unknown {
     case 0:
       return pick([null, true, false]);
     case 1:
-      return pick([0, -0, 1, -1, 0.1, 1e308, -1e308, 5e-324, 2 ** 53 + 1, Number.MAX_SAFE_INTEGER, Math.round(r() * 1e9), r()]);
+      return pick([
+        0,
+        -0,
+        1,
+        -1,
+        0.1,
+        1e308,
+        -1e308,
+        5e-324,
+        2 ** 53 + 1,
+        Number.MAX_SAFE_INTEGER,
+        Math.round(r() * 1e9),
+        r(),
+      ]);
     case 2:
     case 3:
       return fuzzString(r);
@@ -42,7 +64,21 @@ function fuzzValue(r: () => number, depth = 0): unknown {
       return Array.from({ length: Math.floor(r() * 6) }, () => fuzzValue(r, depth + 1));
     default: {
       const o: Record<string, unknown> = {};
-      for (let i = Math.floor(r() * 6); i > 0; i--) o[pick(["__proto__", "constructor", "$conveyor", "", "\u0000", "ключ", "🔑", "a.b", "toString", fuzzString(r)])] = fuzzValue(r, depth + 1);
+      for (let i = Math.floor(r() * 6); i > 0; i--)
+        o[
+          pick([
+            "__proto__",
+            "constructor",
+            "$conveyor",
+            "",
+            "\u0000",
+            "ключ",
+            "🔑",
+            "a.b",
+            "toString",
+            fuzzString(r),
+          ])
+        ] = fuzzValue(r, depth + 1);
       return o;
     }
   }
@@ -62,7 +98,10 @@ function fuzzString(r: () => number): string {
   const pool = CHAR_POOLS[Math.floor(r() * CHAR_POOLS.length)]!;
   const chars = [...pool];
   let s = "";
-  for (let i = Math.floor(r() * 40); i > 0; i--) s += pool.includes("\ud800") ? pool[Math.floor(r() * pool.length)] : chars[Math.floor(r() * chars.length)];
+  for (let i = Math.floor(r() * 40); i > 0; i--)
+    s += pool.includes("\ud800")
+      ? pool[Math.floor(r() * pool.length)]
+      : chars[Math.floor(r() * chars.length)];
   return s;
 }
 
@@ -100,27 +139,58 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const w = await startWorker({
       dir,
       name: `bad${++n}`,
-      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: q, CONVEYOR_HANDLER: BAD_HANDLER, EXEC_LOG: execLog(q), CONVEYOR_BACKOFF_BASE: "10ms", CONVEYOR_BACKOFF_MAX: "50ms", CONVEYOR_KILL_GRACE: "300ms", ...extra },
+      env: {
+        REDIS_URL: server.url,
+        CONVEYOR_QUEUE: q,
+        CONVEYOR_HANDLER: BAD_HANDLER,
+        EXEC_LOG: execLog(q),
+        CONVEYOR_BACKOFF_BASE: "10ms",
+        CONVEYOR_BACKOFF_MAX: "50ms",
+        CONVEYOR_KILL_GRACE: "300ms",
+        ...extra,
+      },
     });
     workers.push(w);
     return w;
   }
   /** Every one of `ids` completed or dead-lettered; returns their states. */
-  async function settled(q: string, ids: string[], timeoutMs = 120_000): Promise<Map<string, { state: string; queue: string; deadReason?: string; result?: string }>> {
+  async function settled(
+    q: string,
+    ids: string[],
+    timeoutMs = 120_000,
+  ): Promise<Map<string, { state: string; queue: string; deadReason?: string; result?: string }>> {
     const k = new QueueKeys(q);
     let last = new Map<string, { state: string; queue: string; deadReason?: string; result?: string }>();
     try {
-      await waitFor(`${ids.length} jobs of ${q} settled`, async () => {
-        const m = new Map<string, { state: string; queue: string; deadReason?: string; result?: string }>();
-        for (const id of ids) {
-          const [state, queue, deadReason, result] = await redis.hmget(k.job(id), "state", "queue", "deadReason", "result");
-          m.set(id, { state: state ?? "missing", queue: queue ?? "", deadReason: deadReason ?? undefined, result: result ?? undefined });
-        }
-        last = m;
-        return [...m.values()].every((s) => s.state === "completed" || s.state === "dead") ? m : null;
-      }, timeoutMs, 200);
+      await waitFor(
+        `${ids.length} jobs of ${q} settled`,
+        async () => {
+          const m = new Map<string, { state: string; queue: string; deadReason?: string; result?: string }>();
+          for (const id of ids) {
+            const [state, queue, deadReason, result] = await redis.hmget(
+              k.job(id),
+              "state",
+              "queue",
+              "deadReason",
+              "result",
+            );
+            m.set(id, {
+              state: state ?? "missing",
+              queue: queue ?? "",
+              deadReason: deadReason ?? undefined,
+              result: result ?? undefined,
+            });
+          }
+          last = m;
+          return [...m.values()].every((s) => s.state === "completed" || s.state === "dead") ? m : null;
+        },
+        timeoutMs,
+        200,
+      );
     } catch (err) {
-      const stuck = [...last].filter(([, s]) => s.state !== "completed" && s.state !== "dead").map(([id, s]) => `${id}: ${s.state}${s.queue ? ` at ${s.queue}` : ""}`);
+      const stuck = [...last]
+        .filter(([, s]) => s.state !== "completed" && s.state !== "dead")
+        .map(([id, s]) => `${id}: ${s.state}${s.queue ? ` at ${s.queue}` : ""}`);
       throw new Error(`${(err as Error).message}; not settled: ${stuck.slice(0, 10).join("; ")}`);
     }
     return last;
@@ -128,7 +198,11 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
   const alive = (w: WorkerProcess) => w.child.exitCode === null && w.child.signalCode === null;
   async function stillWorks(w: WorkerProcess, q: string, id: string): Promise<void> {
     await producer.enqueue(q, { fine: true }, { id });
-    await waitFor(`good job ${id} completes`, async () => (await admin.job(id, q))?.state === "completed", 60_000);
+    await waitFor(
+      `good job ${id} completes`,
+      async () => (await admin.job(id, q))?.state === "completed",
+      60_000,
+    );
     assert.ok(alive(w), `the worker is still running:\n${w.logs().slice(-2000)}`);
   }
 
@@ -136,16 +210,31 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const q = "fuzz";
     const w = await worker(q, { CONVEYOR_CONCURRENCY: "8" });
     const r = rng(SEED);
-    const jobs = Array.from({ length: 300 }, (_, i) => ({ id: `f${i}`, data: i % 50 === 0 ? deep(500 + i * 4) : fuzzValue(r), attempts: 1 }));
+    const jobs = Array.from({ length: 300 }, (_, i) => ({
+      id: `f${i}`,
+      data: i % 50 === 0 ? deep(500 + i * 4) : fuzzValue(r),
+      attempts: 1,
+    }));
     jobs.push({ id: "huge-unicode", data: "😀".repeat(DEFAULT_MAX_PAYLOAD_BYTES / 4 - 1), attempts: 1 });
     jobs.push({ id: "near-limit", data: "x".repeat(DEFAULT_MAX_PAYLOAD_BYTES - 2), attempts: 1 });
-    jobs.push({ id: "nul-and-surrogates", data: { s: "a\u0000b\ud800c\udfff", k: { "\u0000": "\u2028" } }, attempts: 1 });
+    jobs.push({
+      id: "nul-and-surrogates",
+      data: { s: "a\u0000b\ud800c\udfff", k: { "\u0000": "\u2028" } },
+      attempts: 1,
+    });
     for (let i = 0; i < jobs.length; i += 50) await producer.enqueueMany(q, jobs.slice(i, i + 50));
-    const states = await settled(q, jobs.map((j) => j.id));
+    const states = await settled(
+      q,
+      jobs.map((j) => j.id),
+    );
     for (const j of jobs) {
       const s = states.get(j.id)!;
       assert.equal(s.state, "completed", `${j.id} ${JSON.stringify(j.data).slice(0, 200)}: ${s.deadReason}`);
-      assert.deepEqual(JSON.parse(s.result!), { ok: j.id, bytes: JSON.stringify(j.data).length }, `${j.id}: the handler saw the data the producer sent`);
+      assert.deepEqual(
+        JSON.parse(s.result!),
+        { ok: j.id, bytes: JSON.stringify(j.data).length },
+        `${j.id}: the handler saw the data the producer sent`,
+      );
     }
     assert.ok(alive(w));
   });
@@ -154,32 +243,54 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const q = "oversized";
     const limit = DEFAULT_MAX_PAYLOAD_BYTES;
     await producer.enqueue(q, "x".repeat(limit - 2), { id: "exactly-the-limit" });
-    await assert.rejects(producer.enqueue(q, "x".repeat(limit - 1), { id: "one-byte-over" }), (err: Error) => {
-      assert.ok(err instanceof PayloadTooLargeError);
-      assert.match(err.message, new RegExp(`job one-byte-over is ${limit + 1} bytes, limit ${limit}`));
-      return true;
-    });
+    await assert.rejects(
+      producer.enqueue(q, "x".repeat(limit - 1), { id: "one-byte-over" }),
+      (err: Error) => {
+        assert.ok(err instanceof PayloadTooLargeError);
+        assert.match(err.message, new RegExp(`job one-byte-over is ${limit + 1} bytes, limit ${limit}`));
+        return true;
+      },
+    );
     // the limit is in bytes, not characters
-    await assert.rejects(producer.enqueue(q, "é".repeat(limit / 2), { id: "multibyte" }), PayloadTooLargeError);
+    await assert.rejects(
+      producer.enqueue(q, "é".repeat(limit / 2), { id: "multibyte" }),
+      PayloadTooLargeError,
+    );
     // one oversized job in a batch: the batch is refused as a whole
-    await assert.rejects(producer.enqueueMany(q, [{ id: "ok-1", data: 1 }, { id: "too-big", data: "x".repeat(limit) }, { id: "ok-2", data: 2 }]), /job too-big is \d+ bytes/);
+    await assert.rejects(
+      producer.enqueueMany(q, [
+        { id: "ok-1", data: 1 },
+        { id: "too-big", data: "x".repeat(limit) },
+        { id: "ok-2", data: 2 },
+      ]),
+      /job too-big is \d+ bytes/,
+    );
     // the CLI: an ndjson file with an oversized line
     const file = join(dir, "big.ndjson");
     writeFileSync(file, `{"small":1}\n${JSON.stringify({ data: "y".repeat(limit + 10), id: "cli-big" })}\n`);
-    const cli = spawnSync(NODE, [CONVEYOR, "enqueue", q, "--file", file], { env: { ...process.env, REDIS_URL: server.url }, encoding: "utf8" });
+    const cli = spawnSync(NODE, [CONVEYOR, "enqueue", q, "--file", file], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
     assert.notEqual(cli.status, 0, "the CLI fails");
     assert.match(cli.stderr, /cli-big is \d+ bytes, limit 524288/);
     assert.doesNotMatch(cli.stderr, /^\s+at /m, "a message, not a stack trace");
     const counters = await admin.counters(q);
     assert.equal(counters.enqueued, 1, "only the job at the limit was enqueued");
-    for (const id of ["one-byte-over", "multibyte", "ok-1", "too-big", "ok-2", "cli-big"]) assert.equal(await admin.job(id, q), null, `${id} was not enqueued`);
+    for (const id of ["one-byte-over", "multibyte", "ok-1", "too-big", "ok-2", "cli-big"])
+      assert.equal(await admin.job(id, q), null, `${id} was not enqueued`);
   });
 
   test("data that is not JSON-serializable is refused at enqueue with an InvalidJobError naming the job", async () => {
     const q = "unserializable";
     const circular: Record<string, unknown> = {};
     circular.self = circular;
-    for (const [id, data] of [["fn", () => 1], ["sym", Symbol("s")], ["big", 10n], ["cycle", circular]] as const) {
+    for (const [id, data] of [
+      ["fn", () => 1],
+      ["sym", Symbol("s")],
+      ["big", 10n],
+      ["cycle", circular],
+    ] as const) {
       await assert.rejects(producer.enqueue(q, data, { id }), (err: Error) => {
         assert.ok(err instanceof InvalidJobError, `${id}: ${err.name}: ${err.message}`);
         assert.match(err.message, new RegExp(id));
@@ -199,15 +310,38 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
       await redis.zadd(k.ready, score, id);
       ids.push(id);
     };
-    const base = (id: string) => ({ id, queue: q, priority: "0", score: String(ids.length + 1), attempts: "1", attemptsMade: "0", stalls: "0", handbacks: "0", timeout: "0", createdAt: String(Date.now()), state: "ready" });
+    const base = (id: string) => ({
+      id,
+      queue: q,
+      priority: "0",
+      score: String(ids.length + 1),
+      attempts: "1",
+      attemptsMade: "0",
+      stalls: "0",
+      handbacks: "0",
+      timeout: "0",
+      createdAt: String(Date.now()),
+      state: "ready",
+    });
     for (let i = 0; i < 40; i++) {
-      const bytes = Buffer.from(Array.from({ length: 1 + Math.floor(r() * 64) }, () => Math.floor(r() * 256)));
+      const bytes = Buffer.from(
+        Array.from({ length: 1 + Math.floor(r() * 64) }, () => Math.floor(r() * 256)),
+      );
       await put(`bytes${i}`, { ...base(`bytes${i}`), data: bytes });
     }
     await put("no-data", { ...base("no-data") });
     await put("empty-data", { ...base("empty-data"), data: "" });
     await put("only-data", { data: '{"a":1}' });
-    await put("non-numeric", { ...base("non-numeric"), data: "{}", attempts: "lots", attemptsMade: "some", timeout: "forever", stalls: "NaN", createdAt: "yesterday", priority: "high" });
+    await put("non-numeric", {
+      ...base("non-numeric"),
+      data: "{}",
+      attempts: "lots",
+      attemptsMade: "some",
+      timeout: "forever",
+      stalls: "NaN",
+      createdAt: "yesterday",
+      priority: "high",
+    });
     await put("negative", { ...base("negative"), data: "[]", attempts: "-5", timeout: "-1" });
     await put("deep-raw", { ...base("deep-raw"), data: `${"[".repeat(100_000)}${"]".repeat(100_000)}` });
     await put("truncated", { ...base("truncated"), data: '{"a":[1,2,' });
@@ -219,14 +353,19 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     await redis.lpush(k.wake, "1");
     const states = await settled(q, ids);
     for (const [id, s] of states) {
-      if (s.state === "dead") assert.ok(s.deadReason && s.deadReason.length > 5, `${id} is dead with a reason: ${s.deadReason}`);
+      if (s.state === "dead")
+        assert.ok(s.deadReason && s.deadReason.length > 5, `${id} is dead with a reason: ${s.deadReason}`);
       if (id.startsWith("bytes") && s.state === "dead") assert.match(s.deadReason!, /not JSON/);
     }
     assert.match(states.get("no-data")!.deadReason!, /malformed: job record missing or has no data/);
     assert.match(states.get("truncated")!.deadReason!, /not retryable: job data is not JSON/);
     assert.match(states.get("ghost-delayed")!.deadReason!, /malformed/);
     assert.match(states.get("ghost-inflight")!.deadReason!, /stalled|malformed/);
-    assert.equal(states.get("non-numeric")!.state, "completed", "fields a consumer can default are defaulted");
+    assert.equal(
+      states.get("non-numeric")!.state,
+      "completed",
+      "fields a consumer can default are defaulted",
+    );
     const counts = await admin.counts(q);
     assert.equal(counts.backlog, 0);
     await stillWorks(w, q, "raw-good");
@@ -237,13 +376,23 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const next = "rawscore/b";
     const k = new QueueKeys(q);
     await redis.hset(k.job("no-score"), { id: "no-score", queue: q, data: "{}", attempts: "1" });
-    await redis.hset(k.job("bad-score"), { id: "bad-score", queue: q, data: "{}", attempts: "1", score: "abc" });
+    await redis.hset(k.job("bad-score"), {
+      id: "bad-score",
+      queue: q,
+      data: "{}",
+      attempts: "1",
+      score: "abc",
+    });
     await redis.zadd(k.ready, 1, "no-score", 2, "bad-score");
     await worker(q, { CONVEYOR_NEXT_QUEUE: next });
     await worker(next, {});
     await redis.lpush(k.wake, "1");
     const states = await settled(q, ["no-score", "bad-score"], 30_000);
-    for (const [id, s] of states) assert.ok(s.state === "dead" || (s.state === "completed" && s.queue === next), `${id}: ${JSON.stringify(s)}`);
+    for (const [id, s] of states)
+      assert.ok(
+        s.state === "dead" || (s.state === "completed" && s.queue === next),
+        `${id}: ${JSON.stringify(s)}`,
+      );
   });
 
   test("a job key of the wrong type in the ready set is dead-lettered; the good jobs claimed with it are not lost", async () => {
@@ -257,14 +406,29 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const states = await settled(q, ["good-1", "good-2"], 30_000);
     assert.equal(states.get("good-1")!.state, "completed");
     assert.equal(states.get("good-2")!.state, "completed");
-    assert.equal(await redis.zscore(k.dead, "a-string") !== null, true, "the wrong-type entry is dead-lettered");
+    assert.equal(
+      (await redis.zscore(k.dead, "a-string")) !== null,
+      true,
+      "the wrong-type entry is dead-lettered",
+    );
   });
 
   test("module handlers that throw non-Error values: dead letters with the value; the worker keeps going", async () => {
     const q = "throws";
     const w = await worker(q, { CONVEYOR_CONCURRENCY: "4" });
-    const modes = ["throw-undefined", "throw-number", "throw-symbol", "throw-bigint", "throw-function", "throw-cycle", "reject-later"];
-    await producer.enqueueMany(q, modes.map((mode) => ({ id: mode, data: { mode }, attempts: 1 })));
+    const modes = [
+      "throw-undefined",
+      "throw-number",
+      "throw-symbol",
+      "throw-bigint",
+      "throw-function",
+      "throw-cycle",
+      "reject-later",
+    ];
+    await producer.enqueueMany(
+      q,
+      modes.map((mode) => ({ id: mode, data: { mode }, attempts: 1 })),
+    );
     const states = await settled(q, modes);
     const expected: Record<string, RegExp> = {
       "throw-undefined": /non-Error value: undefined/,
@@ -286,7 +450,10 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     const q = "hostile";
     const modes = ["throw-null-proto-cycle", "throw-hostile", "throw-hostile-error"];
     const w = await worker(q, {});
-    await producer.enqueueMany(q, modes.map((mode) => ({ id: mode, data: { mode }, attempts: 1 })));
+    await producer.enqueueMany(
+      q,
+      modes.map((mode) => ({ id: mode, data: { mode }, attempts: 1 })),
+    );
     const states = await settled(q, modes, 30_000);
     for (const s of states.values()) assert.equal(s.state, "dead");
     await stillWorks(w, q, "after-hostile");
@@ -295,7 +462,10 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
   test("a handler result that is not JSON (BigInt, cycle) fails the job with a clear reason instead of holding the slot", async () => {
     const q = "badresult";
     const w = await worker(q, { CONVEYOR_JOB_TIMEOUT_SECONDS: "3", CONVEYOR_LEASE: "1s" });
-    await producer.enqueueMany(q, ["return-bigint", "return-circular"].map((mode) => ({ id: mode, data: { mode }, attempts: 1 })));
+    await producer.enqueueMany(
+      q,
+      ["return-bigint", "return-circular"].map((mode) => ({ id: mode, data: { mode }, attempts: 1 })),
+    );
     const states = await settled(q, ["return-bigint", "return-circular"], 30_000);
     for (const [mode, s] of states) {
       assert.equal(s.state, "dead", mode);
@@ -322,7 +492,18 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     let restarts = 0;
     const supervisor = (async () => {
       while (!stop) {
-        const w = await startWorker({ dir, name: `poison${++n}`, waitReady: false, env: { REDIS_URL: server.url, CONVEYOR_QUEUE: q, CONVEYOR_HANDLER: BAD_HANDLER, EXEC_LOG: execLog(q), ...lease } });
+        const w = await startWorker({
+          dir,
+          name: `poison${++n}`,
+          waitReady: false,
+          env: {
+            REDIS_URL: server.url,
+            CONVEYOR_QUEUE: q,
+            CONVEYOR_HANDLER: BAD_HANDLER,
+            EXEC_LOG: execLog(q),
+            ...lease,
+          },
+        });
         workers.push(w);
         await Promise.race([w.exited, waitFor("stop", async () => stop, 600_000, 200)]);
         if (!stop) restarts++;
@@ -330,18 +511,33 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     })();
     await producer.enqueue(q, { mode: "exit" }, { id: "exits", attempts: 5 });
     await producer.enqueue(q, { mode: "crash" }, { id: "crashes", attempts: 5 });
-    await producer.enqueueMany(q, Array.from({ length: 10 }, (_, i) => ({ id: `ok${i}`, data: { i } })));
-    const states = await settled(q, ["exits", "crashes", ...Array.from({ length: 10 }, (_, i) => `ok${i}`)], 180_000);
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 10 }, (_, i) => ({ id: `ok${i}`, data: { i } })),
+    );
+    const states = await settled(
+      q,
+      ["exits", "crashes", ...Array.from({ length: 10 }, (_, i) => `ok${i}`)],
+      180_000,
+    );
     stop = true;
     await supervisor;
     for (const id of ["exits", "crashes"]) {
       assert.equal(states.get(id)!.state, "dead", id);
-      assert.match(states.get(id)!.deadReason!, /stalled 3 times: lease expired while running \(poison-pill guard\)/, id);
+      assert.match(
+        states.get(id)!.deadReason!,
+        /stalled 3 times: lease expired while running \(poison-pill guard\)/,
+        id,
+      );
     }
     for (let i = 0; i < 10; i++) assert.equal(states.get(`ok${i}`)!.state, "completed");
     for (const id of ["exits", "crashes"]) {
       assert.equal((await admin.job(id, q))!.stalls, 3, `${id} stalled maxStalls + 1 times`);
-      assert.equal(readExecutions(execLog(q)).filter((e) => e.id === id).length, 3, `${id} ran maxStalls + 1 times`);
+      assert.equal(
+        readExecutions(execLog(q)).filter((e) => e.id === id).length,
+        3,
+        `${id} ran maxStalls + 1 times`,
+      );
     }
     assert.ok(restarts >= 6, `the workers it killed were restarted (${restarts})`);
   });
@@ -349,11 +545,17 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
   test("a handler writing garbage to stdout: the worker keeps working and its own log lines stay JSON", async () => {
     const q = "stdout";
     const w = await worker(q, {});
-    await producer.enqueueMany(q, [{ id: "g1", data: { mode: "stdout-garbage" } }, { id: "g2", data: { mode: "stdout-garbage" } }]);
+    await producer.enqueueMany(q, [
+      { id: "g1", data: { mode: "stdout-garbage" } },
+      { id: "g2", data: { mode: "stdout-garbage" } },
+    ]);
     const states = await settled(q, ["g1", "g2"]);
     for (const s of states.values()) assert.equal(s.state, "completed");
     await stillWorks(w, q, "after-garbage");
-    const lines = w.logs().split("\n").filter((l) => l.startsWith("{"));
+    const lines = w
+      .logs()
+      .split("\n")
+      .filter((l) => l.startsWith("{"));
     const completedLines = lines.filter((l) => l.includes('"job completed"'));
     assert.equal(completedLines.length, 3);
     for (const l of completedLines) JSON.parse(l);
@@ -361,7 +563,11 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
 
   test("command handlers that exit non-zero, die by a signal, write garbage or flood stdout, ignore SIGTERM, or leave a grandchild holding stdout: each fails with a clear reason; no process is left behind", async () => {
     const q = "commands";
-    const w = await worker(q, { CONVEYOR_HANDLER: BAD_COMMAND, CONVEYOR_CONCURRENCY: "4", CONVEYOR_KILL_GRACE: "500ms" });
+    const w = await worker(q, {
+      CONVEYOR_HANDLER: BAD_COMMAND,
+      CONVEYOR_CONCURRENCY: "4",
+      CONVEYOR_KILL_GRACE: "500ms",
+    });
     const cases: [string, RegExp, number?][] = [
       ["exit1", /attempts exhausted \(2\/2\): handler command exited with 1: something went wrong/],
       ["segv", /handler command was killed by SIGSEGV/],
@@ -370,7 +576,15 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
       ["hang-ignoring-term", /exceeded its timeout of 1500ms/, 1500],
       ["grandchild", /exceeded its timeout of 1500ms/, 1500],
     ];
-    await producer.enqueueMany(q, cases.map(([mode, , timeoutMs]) => ({ id: mode, data: { mode }, attempts: 2, ...(timeoutMs ? { timeoutMs } : {}) })));
+    await producer.enqueueMany(
+      q,
+      cases.map(([mode, , timeoutMs]) => ({
+        id: mode,
+        data: { mode },
+        attempts: 2,
+        ...(timeoutMs ? { timeoutMs } : {}),
+      })),
+    );
     await producer.enqueue(q, { mode: "empty" }, { id: "empty" });
     const states = await settled(q, [...cases.map(([m]) => m), "empty"], 120_000);
     for (const [mode, reason] of cases) {
@@ -381,7 +595,9 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     assert.equal(states.get("empty")!.result, "null", "no output is a null result");
     await stillWorks(w, q, "after-commands");
     // the hung command and the grandchild were killed with their process group
-    const leftovers = spawnSync("pgrep", ["-f", "setTimeout\\(\\(\\) => \\{\\}, 600000\\)"], { encoding: "utf8" }).stdout.trim();
+    const leftovers = spawnSync("pgrep", ["-f", "setTimeout\\(\\(\\) => \\{\\}, 600000\\)"], {
+      encoding: "utf8",
+    }).stdout.trim();
     assert.equal(leftovers, "", "no grandchild left running");
     const hung = spawnSync("pgrep", ["-f", `badinput-command.mjs`], { encoding: "utf8" }).stdout.trim();
     assert.equal(hung, "", "no command left running");

@@ -21,28 +21,47 @@ describe("chaos runner logic", () => {
     const s = faultSchedule(1234, { windowMs: 30_000, meanGapMs: 2000, leaseMs: 2000 });
     // even a short window injects every kind: the first round is one of each
     assert.deepEqual(new Set(s.slice(0, FAULT_KINDS.length).map((f) => f.kind)), new Set(FAULT_KINDS));
-    for (const f of s.filter((x) => x.kind === "sigstop")) assert.ok(f.durationMs > 2000, "a SIGSTOP lasts past the lease");
+    for (const f of s.filter((x) => x.kind === "sigstop"))
+      assert.ok(f.durationMs > 2000, "a SIGSTOP lasts past the lease");
     // a job carries one level per stage; the recording handler returns `result` as the next stage's data
     const [j] = jobPlans(5, 1, 3);
-    const d = j!.data as { sleepMs: number; result: { sleepMs: number; result: { sleepMs: number; result: unknown } } };
+    const d = j!.data as {
+      sleepMs: number;
+      result: { sleepMs: number; result: { sleepMs: number; result: unknown } };
+    };
     assert.equal(typeof d.result.result.sleepMs, "number");
     assert.deepEqual(d.result.result.result, { done: 0 });
   });
 
   test("re-runs are attributed to the fault that hit the worker running the earlier execution", () => {
-    const ex = (q: string, id: string, exec: number, pid: number, t: number, attempt = 1): Execution => ({ q, id, exec: String(exec), attempt, pid, t });
+    const ex = (q: string, id: string, exec: number, pid: number, t: number, attempt = 1): Execution => ({
+      q,
+      id,
+      exec: String(exec),
+      attempt,
+      pid,
+      t,
+    });
     const executions = [
-      ex("p/a", "killed", 1, 100, 1000), ex("p/a", "killed", 9, 200, 5000),
-      ex("p/a", "frozen", 2, 300, 1000), ex("p/a", "frozen", 10, 200, 6000),
+      ex("p/a", "killed", 1, 100, 1000),
+      ex("p/a", "killed", 9, 200, 5000),
+      ex("p/a", "frozen", 2, 300, 1000),
+      ex("p/a", "frozen", 10, 200, 6000),
       // frozen between its claim (t=1500) and logging the execution (after SIGCONT, t=9000)
-      ex("p/a", "late-log", 3, 300, 9000), ex("p/a", "late-log", 11, 200, 7000),
-      ex("p/a", "outage", 4, 400, 1000), ex("p/a", "outage", 12, 200, 8000),
-      ex("p/a", "drained", 5, 500, 1000), ex("p/a", "drained", 13, 200, 8000),
-      ex("p/a", "mystery", 6, 600, 1000), ex("p/a", "mystery", 14, 200, 8000),
-      ex("p/b", "retried", 7, 600, 1000, 1), ex("p/b", "retried", 15, 200, 3000, 2),
+      ex("p/a", "late-log", 3, 300, 9000),
+      ex("p/a", "late-log", 11, 200, 7000),
+      ex("p/a", "outage", 4, 400, 1000),
+      ex("p/a", "outage", 12, 200, 8000),
+      ex("p/a", "drained", 5, 500, 1000),
+      ex("p/a", "drained", 13, 200, 8000),
+      ex("p/a", "mystery", 6, 600, 1000),
+      ex("p/a", "mystery", 14, 200, 8000),
+      ex("p/b", "retried", 7, 600, 1000, 1),
+      ex("p/b", "retried", 15, 200, 3000, 2),
       ex("p/b", "once", 8, 600, 1000),
       // an execution that started after its worker's kill is not the kill's doing
-      ex("p/b", "after-kill", 16, 100, 2500), ex("p/b", "after-kill", 17, 200, 8000),
+      ex("p/b", "after-kill", 16, 100, 2500),
+      ex("p/b", "after-kill", 17, 200, 8000),
     ];
     const faults: FaultRecord[] = [
       { n: 0, kind: "sigkill", at: 2000, pid: 100 },
@@ -55,11 +74,22 @@ describe("chaos runner logic", () => {
       claimedAt: new Map([["3", 1500]]),
     });
     const causes = Object.fromEntries(a.duplicates.map((d) => [d.id, d.cause]));
-    assert.deepEqual(causes, { killed: "sigkill", frozen: "sigstop", "late-log": "sigstop", outage: "redis_restart", drained: "redis_restart", mystery: "redis_restart" });
+    assert.deepEqual(causes, {
+      killed: "sigkill",
+      frozen: "sigstop",
+      "late-log": "sigstop",
+      outage: "redis_restart",
+      drained: "redis_restart",
+      mystery: "redis_restart",
+    });
     assert.equal(a.retries, 1);
     assert.equal(a.unplannedRetries, 0);
     // without the outage, the drained job's re-run is the SIGTERM's, the other unexplained
-    const b = attribute(executions, faults.filter((f) => f.kind !== "redis_restart"), { plannedFailure: () => false });
+    const b = attribute(
+      executions,
+      faults.filter((f) => f.kind !== "redis_restart"),
+      { plannedFailure: () => false },
+    );
     const bc = Object.fromEntries(b.duplicates.map((d) => [d.id, d.cause]));
     assert.equal(bc.drained, "sigterm");
     assert.equal(bc.mystery, "other");
@@ -96,7 +126,12 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     } catch {
       throw new Error(`no JSON report (exit ${code}):\n${stderr.slice(-4000)}`);
     }
-    process.stderr.write(`${stderr.split("\n").filter((l) => !l.startsWith("chaos: ")).join("\n")}\n`);
+    process.stderr.write(
+      `${stderr
+        .split("\n")
+        .filter((l) => !l.startsWith("chaos: "))
+        .join("\n")}\n`,
+    );
     why = `seed ${r.seed} (CHAOS_SEED=${r.seed} repeats the schedule): ${r.failures.join("; ")}${r.dir ? ` (run directory ${r.dir})` : ""}`;
   });
 
@@ -110,14 +145,23 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     assert.equal(r.records_inconsistent, 0, why);
     assert.equal(r.duplicates_other, 0, why);
     assert.equal(r.unplanned_retries, 0, why);
-    assert.equal(r.duplicates, r.duplicates_after_sigkill + r.duplicates_after_sigstop + r.duplicates_after_redis_restart, why);
+    assert.equal(
+      r.duplicates,
+      r.duplicates_after_sigkill + r.duplicates_after_sigstop + r.duplicates_after_redis_restart,
+      why,
+    );
     assert.ok(r.executions >= 3000, "every job ran at every stage");
-    assert.deepEqual(r.failures.filter((f) => !/caused by a Redis restart/.test(f)), [], why);
+    assert.deepEqual(
+      r.failures.filter((f) => !/caused by a Redis restart/.test(f)),
+      [],
+      why,
+    );
   });
 
   test("the seed is printed first, every kind of fault was injected, and the exit code is the verdict", () => {
     assert.match(stdout.split("\n")[0]!, /^chaos: seed \d+$/);
-    for (const k of FAULT_KINDS) assert.ok((r.faults[k] ?? 0) >= 1, `no ${k} was injected: ${JSON.stringify(r.faults)}`);
+    for (const k of FAULT_KINDS)
+      assert.ok((r.faults[k] ?? 0) >= 1, `no ${k} was injected: ${JSON.stringify(r.faults)}`);
     assert.equal(code, r.pass ? 0 : 1);
   });
 

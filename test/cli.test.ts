@@ -23,10 +23,26 @@ describe("conveyor CLI", () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
   });
-  const run = (...args: string[]) => spawnSync(NODE, [CONVEYOR, ...args], { env: { ...process.env, REDIS_URL: server.url }, encoding: "utf8" });
+  const run = (...args: string[]) =>
+    spawnSync(NODE, [CONVEYOR, ...args], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
 
   test("enqueue prints the id; stats --json has exactly the documented keys", () => {
-    const r = run("enqueue", "emails", '{"to":"a@example.com"}', "--id", "e1", "--priority", "5", "--attempts", "2", "--timeout", "30s");
+    const r = run(
+      "enqueue",
+      "emails",
+      '{"to":"a@example.com"}',
+      "--id",
+      "e1",
+      "--priority",
+      "5",
+      "--attempts",
+      "2",
+      "--timeout",
+      "30s",
+    );
     assert.equal(r.status, 0, r.stderr);
     assert.equal(r.stdout.trim(), "e1");
     assert.equal(run("enqueue", "emails", "{}", "--delay", "10m").status, 0);
@@ -54,7 +70,16 @@ describe("conveyor CLI", () => {
     await c.complete(job!, { answer: 42 });
     const r = run("job", "j1", "--json");
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { id: "j1", queue: "jobs", state: "completed", attempts: 0, maxAttempts: 3, stalls: 0, handbacks: 0, result: { answer: 42 } });
+    assert.deepEqual(JSON.parse(r.stdout), {
+      id: "j1",
+      queue: "jobs",
+      state: "completed",
+      attempts: 0,
+      maxAttempts: 3,
+      stalls: 0,
+      handbacks: 0,
+      result: { answer: 42 },
+    });
     assert.match(run("job", "j1").stdout, /completed/);
     const missing = run("job", "nope");
     assert.equal(missing.status, 1);
@@ -65,13 +90,15 @@ describe("conveyor CLI", () => {
     run("enqueue", "dl", "{}", "--id", "d1", "--attempts", "1");
     run("enqueue", "dl", "{}", "--id", "d2", "--attempts", "1");
     const c = new Consumer(redis, "dl", { workerId: "t", leaseMs: 10_000 });
-    for (const job of (await c.claim(2)).jobs) await c.fail(job, { name: "Error", message: "kaput" }, { retryable: true, retryDelayMs: 0 });
+    for (const job of (await c.claim(2)).jobs)
+      await c.fail(job, { name: "Error", message: "kaput" }, { retryable: true, retryDelayMs: 0 });
     const list = JSON.parse(run("dlq", "list", "dl", "--json").stdout);
     assert.deepEqual(list.map((d: { id: string }) => d.id).sort(), ["d1", "d2"]);
     assert.match(list[0].reason, /kaput/);
     assert.match(run("dlq", "retry", "dl").stdout, /retried 2/);
     assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).ready, 2);
-    for (const job of (await c.claim(2)).jobs) await c.fail(job, { name: "Error", message: "again" }, { retryable: false, retryDelayMs: 0 });
+    for (const job of (await c.claim(2)).jobs)
+      await c.fail(job, { name: "Error", message: "again" }, { retryable: false, retryDelayMs: 0 });
     assert.match(run("dlq", "purge", "dl").stdout, /purged 2/);
     assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).dead, 0);
   });

@@ -4,7 +4,14 @@ import assert from "node:assert/strict";
 import { unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Producer, QueueAdmin, QueueEvents, type QueueEvent, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  Producer,
+  QueueAdmin,
+  QueueEvents,
+  type QueueEvent,
+  type RedisClient,
+} from "../queue/index.ts";
 import { waitFor } from "./support/processes.ts";
 import type { RedisServer } from "./support/redis.ts";
 import { WorkerTestBed } from "./support/testbed.ts";
@@ -23,7 +30,8 @@ describe("pipeline features", () => {
   });
   after(() => bed.stop());
   const execLog = (q: string) => bed.execLog(q);
-  const worker = (q: string, extra: Record<string, string> = {}, waitReady = true) => bed.worker(q, extra, { waitReady });
+  const worker = (q: string, extra: Record<string, string> = {}, waitReady = true) =>
+    bed.worker(q, extra, { waitReady });
 
   test("progress is visible while a job runs and its events arrive in order", async () => {
     const q = "progress";
@@ -31,7 +39,11 @@ describe("pipeline features", () => {
     const abort = new AbortController();
     const seen: QueueEvent[] = [];
     const following = (async () => {
-      for await (const e of new QueueEvents(redis).follow(blocking, q, { from: "0", signal: abort.signal, blockMs: 200 })) {
+      for await (const e of new QueueEvents(redis).follow(blocking, q, {
+        from: "0",
+        signal: abort.signal,
+        blockMs: 200,
+      })) {
         seen.push(e);
         if (e.type === "completed") break;
       }
@@ -46,10 +58,28 @@ describe("pipeline features", () => {
     await following;
     abort.abort();
     blocking.disconnect();
-    const types = seen.filter((e) => e.id === "p1").map((e) => (e.type === "progress" ? `progress ${e.fields.progress}` : e.type));
-    assert.deepEqual(types, ["enqueued", "started", "progress 0.25", "progress 0.5", "progress 0.75", "progress 1", "completed"]);
+    const types = seen
+      .filter((e) => e.id === "p1")
+      .map((e) => (e.type === "progress" ? `progress ${e.fields.progress}` : e.type));
+    assert.deepEqual(types, [
+      "enqueued",
+      "started",
+      "progress 0.25",
+      "progress 0.5",
+      "progress 0.75",
+      "progress 1",
+      "completed",
+    ]);
     const ids = seen.map((e) => e.eventId);
-    assert.deepEqual([...ids].sort((a, b) => (BigInt(a.split("-")[0]!) - BigInt(b.split("-")[0]!) || Number(a.split("-")[1]) - Number(b.split("-")[1])) > 0 ? 1 : -1), ids);
+    assert.deepEqual(
+      [...ids].sort((a, b) =>
+        (BigInt(a.split("-")[0]!) - BigInt(b.split("-")[0]!) ||
+          Number(a.split("-")[1]) - Number(b.split("-")[1])) > 0
+          ? 1
+          : -1,
+      ),
+      ids,
+    );
     assert.equal((await new QueueEvents(redis).recent(q)).at(-1)?.type, "completed");
   });
 
@@ -58,11 +88,17 @@ describe("pipeline features", () => {
     const w = await worker(q);
     await producer.enqueue(q, { result: { text: "expensive" } }, { id: "r1", contentHash: "sha256:doc-1" });
     await waitFor("first done", async () => (await admin.job("r1", q))?.state === "completed");
-    await producer.enqueue(q, { result: { text: "should not run" } }, { id: "r2", contentHash: "sha256:doc-1" });
+    await producer.enqueue(
+      q,
+      { result: { text: "should not run" } },
+      { id: "r2", contentHash: "sha256:doc-1" },
+    );
     await producer.enqueue(q, { result: { text: "other" } }, { id: "r3", contentHash: "sha256:doc-2" });
     await producer.enqueue(q, { result: { text: "no hash" } }, { id: "r4" });
     await waitFor("all done", async () => (await admin.counts(q)).completed === 4);
-    const ran = readExecutions(execLog(q)).map((e) => e.id).sort();
+    const ran = readExecutions(execLog(q))
+      .map((e) => e.id)
+      .sort();
     assert.deepEqual(ran, ["r1", "r3", "r4"]);
     assert.deepEqual(JSON.parse((await admin.job("r2", q))!.result!), { text: "expensive" });
     assert.equal(metricValue(await w.metrics(), "conveyor_results_reused_total", { queue: q }), 1);
@@ -71,7 +107,10 @@ describe("pipeline features", () => {
 
   test("--max-jobs 50 recycles the worker without losing or re-running a job", async () => {
     const q = "recycle";
-    await producer.enqueueMany(q, Array.from({ length: 200 }, (_, i) => ({ id: `m${i}`, data: { sleepMs: 2 } })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 200 }, (_, i) => ({ id: `m${i}`, data: { sleepMs: 2 } })),
+    );
     const exits: (number | string)[] = [];
     // Restart like Kubernetes restarts a container that exited 0, until the queue is empty; the
     // last worker may get fewer than 50 jobs, so it is stopped once everything is done.
@@ -90,7 +129,10 @@ describe("pipeline features", () => {
     assert.ok(exits.length >= 4 && exits.every((c) => c === 0), `exits ${exits}`);
     const runs = countBy(readExecutions(execLog(q)), (e) => e.id);
     assert.equal(runs.size, 200);
-    assert.deepEqual([...runs.values()].filter((v) => v !== 1), []);
+    assert.deepEqual(
+      [...runs.values()].filter((v) => v !== 1),
+      [],
+    );
     const counters = await admin.counters(q);
     assert.equal(counters.handedBack ?? 0, 0);
     assert.equal(counters.stalled ?? 0, 0);
@@ -101,8 +143,14 @@ describe("pipeline features", () => {
     const flag = join(dir, "dependency-down");
     writeFileSync(flag, "down");
     const w = await worker(q, { CONVEYOR_CIRCUIT_THRESHOLD: "3", CONVEYOR_CIRCUIT_BACKOFF: "1s" });
-    await producer.enqueueMany(q, Array.from({ length: 10 }, (_, i) => ({ id: `c${i}`, data: { dependencyFlag: flag }, attempts: 2 })));
-    await waitFor("circuit open", async () => metricValue(await w.metrics(), "conveyor_circuit_open", { queue: q }) === 1);
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 10 }, (_, i) => ({ id: `c${i}`, data: { dependencyFlag: flag }, attempts: 2 })),
+    );
+    await waitFor(
+      "circuit open",
+      async () => metricValue(await w.metrics(), "conveyor_circuit_open", { queue: q }) === 1,
+    );
     assert.equal((await fetch(`http://127.0.0.1:${w.port}/readyz`)).status, 503);
     const runsWhileOpen = readExecutions(execLog(q)).length;
     assert.equal(runsWhileOpen, 3, "claims stop once the circuit opens");
@@ -126,23 +174,42 @@ describe("fan-out / fan-in with worker processes", () => {
   test("1 → 100 with a join: the join runs once with 100 results, also when a worker is SIGKILLed during the fan-in", async () => {
     const { redis } = bed;
     const execLog = join(bed.dir, "exec.ndjson");
-    const start = (queue: string, extra: Record<string, string> = {}) => bed.worker(queue, { EXEC_LOG: execLog, ...extra });
+    const start = (queue: string, extra: Record<string, string> = {}) =>
+      bed.worker(queue, { EXEC_LOG: execLog, ...extra });
     await start("fan/split", { CONVEYOR_NEXT_QUEUE: "fan/work" });
     const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "8" };
     const victim = await start("fan/work", lease);
     await start("fan/work", lease);
     await start("fan/join");
     const admin = new QueueAdmin(redis);
-    await new Producer(redis).enqueue("fan/split", { fanOut: 100, join: "fan/join", childSleepMs: 100 }, { id: "doc" });
+    await new Producer(redis).enqueue(
+      "fan/split",
+      { fanOut: 100, join: "fan/join", childSleepMs: 100 },
+      { id: "doc" },
+    );
     await waitFor("fan-in under way", async () => (await admin.counts("fan/work")).completed >= 20);
     victim.signal("SIGKILL");
     await victim.exited;
-    await waitFor("join completed", async () => (await admin.job("doc:join", "fan"))?.state === "completed", 120_000);
+    await waitFor(
+      "join completed",
+      async () => (await admin.job("doc:join", "fan"))?.state === "completed",
+      120_000,
+    );
     const joins = readExecutions(execLog).filter((e) => e.q === "fan/join");
     assert.equal(joins.length, 1, "the join ran exactly once");
-    assert.deepEqual(JSON.parse((await admin.job("doc:join", "fan"))!.result!), { joined: "doc", count: 100, sum: 4950 });
-    const children = countBy(readExecutions(execLog).filter((e) => e.q === "fan/work"), (e) => e.id);
+    assert.deepEqual(JSON.parse((await admin.job("doc:join", "fan"))!.result!), {
+      joined: "doc",
+      count: 100,
+      sum: 4950,
+    });
+    const children = countBy(
+      readExecutions(execLog).filter((e) => e.q === "fan/work"),
+      (e) => e.id,
+    );
     assert.equal(children.size, 100);
-    assert.ok((await admin.counters("fan/work")).stalled! >= 1, "the killed worker's children were redelivered");
+    assert.ok(
+      (await admin.counters("fan/work")).stalled! >= 1,
+      "the killed worker's children were redelivered",
+    );
   });
 });

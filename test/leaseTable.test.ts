@@ -57,7 +57,11 @@ describe("lease table", () => {
     // Simulate the writer paused inside a write: sequence word odd, fields half changed.
     const seq = new Int32Array(writer.buffer, 16, 1);
     Atomics.add(seq, 0, 1);
-    const view = new Uint16Array(writer.buffer, writer.buffer.byteLength - (MAX_ID_UNITS + MAX_TOKEN_UNITS) * 2, 1);
+    const view = new Uint16Array(
+      writer.buffer,
+      writer.buffer.byteLength - (MAX_ID_UNITS + MAX_TOKEN_UNITS) * 2,
+      1,
+    );
     view[0] = "z".charCodeAt(0);
     assert.deepEqual(reader.read(), [{ id: "a", token: "1", renewUntil: 100 }]);
     Atomics.add(seq, 0, 1); // write finished
@@ -74,7 +78,10 @@ describe("lease table", () => {
     assert.equal(writer.hold("c", "3", 1), true);
     assert.equal(writer.hold("x".repeat(MAX_ID_UNITS + 1), "5", 1), false);
     assert.equal(writer.hold("d", "9".repeat(MAX_TOKEN_UNITS + 1), 1), false);
-    assert.deepEqual(read().map((l) => `${l.id}/${l.token}`), ["a/4", "c/3"]);
+    assert.deepEqual(
+      read().map((l) => `${l.id}/${l.token}`),
+      ["a/4", "c/3"],
+    );
   });
 
   test("leaseTableSlots leaves headroom over the concurrency", () => {

@@ -10,10 +10,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
-import { Consumer, Producer, QueueAdmin, QueueKeys, connectRedis, sweepQueue, type Lease, type RedisClient } from "../queue/index.ts";
+import {
+  Consumer,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  sweepQueue,
+  type Lease,
+  type RedisClient,
+} from "../queue/index.ts";
 import { RedisServer } from "./support/redis.ts";
 
-const worker = (redis: RedisClient, queue: string, workerId: string, leaseMs: number) => new Consumer(redis, queue, { workerId, leaseMs });
+const worker = (redis: RedisClient, queue: string, workerId: string, leaseMs: number) =>
+  new Consumer(redis, queue, { workerId, leaseMs });
 const GAP = { gapMs: 1000, graceMs: 60_000 };
 
 describe("leases across a Redis outage", () => {
@@ -34,7 +44,8 @@ describe("leases across a Redis outage", () => {
     await redis.del(k.sweepLock);
   };
   const endGrace = (q: string) => redis.hset(new QueueKeys(q).sweeper, "graceUntil", 1);
-  const inflightDeadline = async (q: string, id: string) => Number(await redis.zscore(new QueueKeys(q).inflight, id));
+  const inflightDeadline = async (q: string, id: string) =>
+    Number(await redis.zscore(new QueueKeys(q).inflight, id));
 
   before(async () => {
     server = await RedisServer.start();
@@ -49,7 +60,10 @@ describe("leases across a Redis outage", () => {
 
   test("the first sweep after a long gap requeues nothing; the live worker renews and keeps its job; a lease still lapsed after the grace is swept", async () => {
     const q = fresh();
-    await producer.enqueueMany(q, [{ id: "alive", data: 1 }, { id: "orphan", data: 2 }]);
+    await producer.enqueueMany(q, [
+      { id: "alive", data: 1 },
+      { id: "orphan", data: 2 },
+    ]);
     const live = worker(redis, q, "live", 50);
     const dead = worker(redis, q, "dead", 50);
     assert.equal((await live.sweep({ ...GAP, lockMs: 1 })).graceLeftMs, 0, "a new queue has no gap to heal");
@@ -57,7 +71,11 @@ describe("leases across a Redis outage", () => {
     const [theirs] = (await dead.claim(1)).jobs;
     assert.equal(mine!.id, "alive");
     assert.equal(theirs!.id, "orphan");
-    await redis.hset(new QueueKeys(q).workers, "gone", JSON.stringify({ id: "gone", pod: "p", slots: 1, busy: 0, draining: false, seen: 1 }));
+    await redis.hset(
+      new QueueKeys(q).workers,
+      "gone",
+      JSON.stringify({ id: "gone", pod: "p", slots: 1, busy: 0, draining: false, seen: 1 }),
+    );
 
     // Redis was unreachable: both leases lapsed meanwhile
     await outage(q);
@@ -69,7 +87,10 @@ describe("leases across a Redis outage", () => {
     assert.ok(first.graceLeftMs > 55_000 && first.graceLeftMs <= 60_000, `grace ${first.graceLeftMs}`);
     assert.equal((await admin.counts(q)).inflight, 2);
     assert.equal((await admin.counters(q)).stalled ?? 0, 0);
-    assert.ok(await redis.hexists(new QueueKeys(q).workers, "gone"), "no worker report is pruned during the grace");
+    assert.ok(
+      await redis.hexists(new QueueKeys(q).workers, "gone"),
+      "no worker report is pruned during the grace",
+    );
     // a second sweep inside the grace changes nothing either
     assert.equal((await live.sweep({ ...GAP, lockMs: 1 })).requeued, 0);
 
@@ -81,13 +102,28 @@ describe("leases across a Redis outage", () => {
     // the grace ends: the orphan (its worker never renewed) is swept, the live job is kept
     await endGrace(q);
     const after = await live.sweep({ ...GAP, lockMs: 1 });
-    assert.deepEqual({ requeued: after.requeued, graceLeftMs: after.graceLeftMs }, { requeued: 1, graceLeftMs: 0 });
+    assert.deepEqual(
+      { requeued: after.requeued, graceLeftMs: after.graceLeftMs },
+      { requeued: 1, graceLeftMs: 0 },
+    );
     assert.equal((await admin.job("orphan"))!.state, "ready");
     assert.equal((await admin.job("orphan"))!.stalls, 1);
     assert.equal((await admin.job("alive"))!.state, "active");
-    assert.equal(await live.complete(mine!, "done"), true, "the live worker's result is accepted: it ran once");
-    assert.equal(await dead.complete(theirs as Lease, "late"), false, "the orphan's late result is fenced off");
-    assert.equal(await redis.hexists(new QueueKeys(q).workers, "gone"), 0, "stale reports are pruned again after the grace");
+    assert.equal(
+      await live.complete(mine!, "done"),
+      true,
+      "the live worker's result is accepted: it ran once",
+    );
+    assert.equal(
+      await dead.complete(theirs as Lease, "late"),
+      false,
+      "the orphan's late result is fenced off",
+    );
+    assert.equal(
+      await redis.hexists(new QueueKeys(q).workers, "gone"),
+      0,
+      "stale reports are pruned again after the grace",
+    );
   });
 
   test("a sweep that lost the mutex still stamps the queue and opens the grace; the operator's sweep (no settings) uses the workers' stored ones", async () => {
@@ -95,7 +131,10 @@ describe("leases across a Redis outage", () => {
     const c = worker(redis, q, "w", 50);
     await c.sweep({ ...GAP, lockMs: 1 });
     await outage(q);
-    const [a, b] = await Promise.all([c.sweep({ ...GAP, lockMs: 10_000 }), c.sweep({ ...GAP, lockMs: 10_000 })]);
+    const [a, b] = await Promise.all([
+      c.sweep({ ...GAP, lockMs: 10_000 }),
+      c.sweep({ ...GAP, lockMs: 10_000 }),
+    ]);
     assert.deepEqual([a.ran, b.ran].sort(), [false, true]);
     assert.ok(a.graceLeftMs > 0 && b.graceLeftMs > 0);
 
@@ -108,7 +147,10 @@ describe("leases across a Redis outage", () => {
     await sleep(80);
     const op = await sweepQueue(redis, q2, { lockMs: 1 });
     assert.equal(op.requeued, 0);
-    assert.ok(op.graceLeftMs > 35_000 && op.graceLeftMs <= 40_000, `the stored grace applies: ${op.graceLeftMs}`);
+    assert.ok(
+      op.graceLeftMs > 35_000 && op.graceLeftMs <= 40_000,
+      `the stored grace applies: ${op.graceLeftMs}`,
+    );
     assert.equal((await admin.job(job!.id))!.state, "active");
   });
 
@@ -125,7 +167,10 @@ describe("leases across a Redis outage", () => {
   test("a job whose score is missing, not a number, nan or inf is dead-lettered with a reason; the sweep goes on", async () => {
     const q = fresh();
     const k = new QueueKeys(q);
-    await producer.enqueueMany(q, ["text", "missing", "nan", "inf", "good"].map((id, i) => ({ id, data: i })));
+    await producer.enqueueMany(
+      q,
+      ["text", "missing", "nan", "inf", "good"].map((id, i) => ({ id, data: i })),
+    );
     const c = worker(redis, q, "w", 1);
     assert.equal((await c.claim(10)).jobs.length, 5);
     await redis.hset(k.job("text"), "score", "abc");
@@ -134,7 +179,10 @@ describe("leases across a Redis outage", () => {
     await redis.hset(k.job("inf"), "score", "inf");
     await sleep(10);
     const r = await c.sweep({ lockMs: 1 });
-    assert.deepEqual({ requeued: r.requeued, deadLettered: r.deadLettered }, { requeued: 1, deadLettered: 4 });
+    assert.deepEqual(
+      { requeued: r.requeued, deadLettered: r.deadLettered },
+      { requeued: 1, deadLettered: 4 },
+    );
     assert.equal((await admin.job("good"))!.state, "ready");
     const dead = await admin.deadJobs(q);
     assert.deepEqual(dead.map((d) => d.id).sort(), ["inf", "missing", "nan", "text"]);
@@ -160,7 +208,10 @@ describe("leases across a real Redis restart (AOF, same data directory)", () => 
       const r = await c.sweep({ gapMs: 500, graceMs: 60_000, lockMs: 1 });
       assert.equal(r.requeued, 0);
       assert.ok(r.graceLeftMs > 0, "the gap opened the grace");
-      assert.ok(Number(await redis.zscore(new QueueKeys(q).inflight, "r1")) < Date.now(), "the lease lapsed during the outage");
+      assert.ok(
+        Number(await redis.zscore(new QueueKeys(q).inflight, "r1")) < Date.now(),
+        "the lease lapsed during the outage",
+      );
       assert.deepEqual(await c.renew([job!]), [], "the lease is still the worker's");
       assert.equal(await c.complete(job!, "ok"), true);
       assert.equal((await new QueueAdmin(redis).counters(q)).stalled ?? 0, 0);

@@ -21,7 +21,11 @@ describe("WorkerPool API", () => {
     const committed = readFileSync(join(root, CRD_FILE), "utf8");
     assert.equal(committed, workerPoolCRDYaml(), `${CRD_FILE} is stale: run \`npm run gen:crds\``);
     const doc = readFileSync(join(root, REFERENCE_FILE), "utf8");
-    assert.equal(doc, withReference(doc), `the field reference in ${REFERENCE_FILE} is stale: run \`npm run gen:crds\``);
+    assert.equal(
+      doc,
+      withReference(doc),
+      `the field reference in ${REFERENCE_FILE} is stale: run \`npm run gen:crds\``,
+    );
     const crd = parse(committed) as ReturnType<typeof workerPoolCRD>;
     assert.equal(crd.metadata.name, "workerpools.conveyor.dev");
     assert.deepEqual(crd.spec.names.shortNames, ["wp"]);
@@ -36,7 +40,23 @@ describe("WorkerPool API", () => {
 
   it("the schema's queue-name pattern is the queue protocol's grammar", () => {
     const re = new RegExp(QUEUE_NAME_PATTERN);
-    const samples = ["ocr", "docs/ocr", "a", "A.b_c-d", "x/y", "", "/x", "x/", "a/b/c", "-x", "x y", "a".repeat(100), "a".repeat(101), `p/${"s".repeat(100)}`, "é"];
+    const samples = [
+      "ocr",
+      "docs/ocr",
+      "a",
+      "A.b_c-d",
+      "x/y",
+      "",
+      "/x",
+      "x/",
+      "a/b/c",
+      "-x",
+      "x y",
+      "a".repeat(100),
+      "a".repeat(101),
+      `p/${"s".repeat(100)}`,
+      "é",
+    ];
     for (const s of samples) {
       let ok = true;
       try {
@@ -49,7 +69,11 @@ describe("WorkerPool API", () => {
   });
 
   it("defaults come from the schema and fill every defaulted field", () => {
-    const spec: WorkerPoolSpec = withDefaults({ queue: "docs/ocr", redis: { url: "redis://r:6379" }, handler: { http: { port: 8080 } } });
+    const spec: WorkerPoolSpec = withDefaults({
+      queue: "docs/ocr",
+      redis: { url: "redis://r:6379" },
+      handler: { http: { port: 8080 } },
+    });
     assert.equal(spec.concurrency, 1);
     assert.equal(spec.maxJobSeconds, 300);
     assert.equal(spec.redis.tls, false);
@@ -59,9 +83,18 @@ describe("WorkerPool API", () => {
     assert.equal(spec.scaling.minReplicas, 0);
     assert.equal(spec.scaling.maxReplicas, 10);
     assert.equal(spec.scaling.paused, false);
-    assert.equal(spec.drainSeconds, undefined, "drainSeconds has no schema default: it follows maxJobSeconds");
+    assert.equal(
+      spec.drainSeconds,
+      undefined,
+      "drainSeconds has no schema default: it follows maxJobSeconds",
+    );
     // given values are kept
-    const s2 = withDefaults({ queue: "q", redis: { url: "redis://r", secretRef: { name: "s" } }, handler: { module: "/m.js" }, scaling: { maxReplicas: 3 } });
+    const s2 = withDefaults({
+      queue: "q",
+      redis: { url: "redis://r", secretRef: { name: "s" } },
+      handler: { module: "/m.js" },
+      scaling: { maxReplicas: 3 },
+    });
     assert.equal(s2.scaling.maxReplicas, 3);
     assert.equal(s2.redis.secretRef?.key, "password");
   });
@@ -108,8 +141,16 @@ describe("WorkerPool API", () => {
         cooldownSeconds: 30,
         pollSeconds: 2,
         behavior: {
-          scaleUp: { stabilizationWindowSeconds: 0, selectPolicy: "Max", policies: [{ type: "Pods", value: 4, periodSeconds: 15 }] },
-          scaleDown: { stabilizationWindowSeconds: 300, selectPolicy: "Max", policies: [{ type: "Percent", value: 100, periodSeconds: 15 }] },
+          scaleUp: {
+            stabilizationWindowSeconds: 0,
+            selectPolicy: "Max",
+            policies: [{ type: "Pods", value: 4, periodSeconds: 15 }],
+          },
+          scaleDown: {
+            stabilizationWindowSeconds: 300,
+            selectPolicy: "Max",
+            policies: [{ type: "Percent", value: 100, periodSeconds: 15 }],
+          },
         },
         paused: false,
       },
@@ -158,7 +199,11 @@ describe("HPA algorithm", () => {
     assert.equal(d.reason, "ScaleUpLimit");
     hpa.record(t0, 1, 5);
     d = hpa.decide({ ...base, now: t0 + 5_000, total: 500, currentReplicas: 5 });
-    assert.equal(d.replicas, 5, "within the same period the limit counts from the period's start (1 → 5 already)");
+    assert.equal(
+      d.replicas,
+      5,
+      "within the same period the limit counts from the period's start (1 → 5 already)",
+    );
     d = hpa.decide({ ...base, now: t0 + 15_001, total: 500, currentReplicas: 5 });
     assert.equal(d.replicas, 10, "next period: +100% beats +4");
     hpa.record(t0 + 15_001, 5, 10);
@@ -177,21 +222,39 @@ describe("HPA algorithm", () => {
     assert.equal(d.replicas, 10);
     assert.equal(d.reason, "ScaleDownStabilized");
     assert.equal(hpa.decide({ ...base, now: t0 + 299_000, total: 20, currentReplicas: 10 }).replicas, 10);
-    assert.equal(hpa.decide({ ...base, now: t0 + 301_000, total: 20, currentReplicas: 10 }).replicas, 2, "the 10 left the window");
+    assert.equal(
+      hpa.decide({ ...base, now: t0 + 301_000, total: 20, currentReplicas: 10 }).replicas,
+      2,
+      "the 10 left the window",
+    );
   });
 
   it("honours behavior: no window, Pods policies, Min select, Disabled", () => {
     const base = { targetPerReplica: 10, minReplicas: 1, maxReplicas: 100 };
     const now = 9_000_000;
     const fast = new HpaAlgorithm();
-    assert.equal(fast.decide({ ...base, now, total: 20, currentReplicas: 10, behavior: { scaleDown: { stabilizationWindowSeconds: 0 } } }).replicas, 2);
+    assert.equal(
+      fast.decide({
+        ...base,
+        now,
+        total: 20,
+        currentReplicas: 10,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+      }).replicas,
+      2,
+    );
     const slow = new HpaAlgorithm();
     const d = slow.decide({
       ...base,
       now,
       total: 20,
       currentReplicas: 10,
-      behavior: { scaleDown: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 1, periodSeconds: 60 }] } },
+      behavior: {
+        scaleDown: {
+          stabilizationWindowSeconds: 0,
+          policies: [{ type: "Pods", value: 1, periodSeconds: 60 }],
+        },
+      },
     });
     assert.equal(d.replicas, 9);
     assert.equal(d.reason, "ScaleDownLimit");
@@ -202,14 +265,42 @@ describe("HPA algorithm", () => {
         now,
         total: 1000,
         currentReplicas: 10,
-        behavior: { scaleUp: { selectPolicy: "Min", policies: [{ type: "Pods", value: 2, periodSeconds: 15 }, { type: "Percent", value: 50, periodSeconds: 15 }] } },
+        behavior: {
+          scaleUp: {
+            selectPolicy: "Min",
+            policies: [
+              { type: "Pods", value: 2, periodSeconds: 15 },
+              { type: "Percent", value: 50, periodSeconds: 15 },
+            ],
+          },
+        },
       }).replicas,
       12,
     );
     const disabled = new HpaAlgorithm();
-    assert.equal(disabled.decide({ ...base, now, total: 1000, currentReplicas: 3, behavior: { scaleUp: { selectPolicy: "Disabled" } } }).replicas, 3);
+    assert.equal(
+      disabled.decide({
+        ...base,
+        now,
+        total: 1000,
+        currentReplicas: 3,
+        behavior: { scaleUp: { selectPolicy: "Disabled" } },
+      }).replicas,
+      3,
+    );
     const floor = new HpaAlgorithm();
-    assert.equal(floor.decide({ ...base, minReplicas: 0, now, total: 0, currentReplicas: 3, behavior: { scaleDown: { stabilizationWindowSeconds: 0 } } }).replicas, 1, "the HPA's floor is 1");
+    assert.equal(
+      floor.decide({
+        ...base,
+        minReplicas: 0,
+        now,
+        total: 0,
+        currentReplicas: 3,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+      }).replicas,
+      1,
+      "the HPA's floor is 1",
+    );
   });
 });
 
@@ -235,7 +326,14 @@ describe("desired vs observed", () => {
         paused: false,
         template: {
           spec: {
-            containers: [{ name: "worker", args: ["worker"], env: [{ name: "A", value: "" }], resources: { requests: { cpu: "0.5", memory: "1024Mi" } } }],
+            containers: [
+              {
+                name: "worker",
+                args: ["worker"],
+                env: [{ name: "A", value: "" }],
+                resources: { requests: { cpu: "0.5", memory: "1024Mi" } },
+              },
+            ],
             volumes: [{ name: "tmp", emptyDir: {} }],
           },
         },
@@ -249,7 +347,13 @@ describe("desired vs observed", () => {
           spec: {
             containers: [
               { name: "istio-proxy", image: "proxy" },
-              { name: "worker", args: ["worker"], env: [{ name: "A" }], resources: { requests: { cpu: "500m", memory: "1Gi" } }, terminationMessagePath: "/dev/termination-log" },
+              {
+                name: "worker",
+                args: ["worker"],
+                env: [{ name: "A" }],
+                resources: { requests: { cpu: "500m", memory: "1Gi" } },
+                terminationMessagePath: "/dev/termination-log",
+              },
             ],
             volumes: [{ name: "tmp", emptyDir: {} }],
             dnsPolicy: "ClusterFirst",
@@ -258,8 +362,17 @@ describe("desired vs observed", () => {
       },
     };
     assert.ok(isSubset(want, live));
-    assert.ok(!isSubset({ spec: { template: { spec: { containers: [{ name: "worker", args: ["worker", "x"] }] } } } }, live), "scalar lists must be equal");
-    assert.ok(!isSubset({ spec: { template: { spec: { containers: [{ name: "worker", image: "new" }] } } } }, live), "a changed field is drift");
+    assert.ok(
+      !isSubset(
+        { spec: { template: { spec: { containers: [{ name: "worker", args: ["worker", "x"] }] } } } },
+        live,
+      ),
+      "scalar lists must be equal",
+    );
+    assert.ok(
+      !isSubset({ spec: { template: { spec: { containers: [{ name: "worker", image: "new" }] } } } }, live),
+      "a changed field is drift",
+    );
     assert.ok(!isSubset({ metadata: { labels: { b: "2" } } }, live), "a missing label is drift");
   });
 
@@ -272,17 +385,32 @@ describe("desired vs observed", () => {
 // ---------------------------------------------------------------------------------------------
 // The worker Deployment and the HPA
 
-import { desiredDeployment, handlerEnv, effectiveRedisUrl, terminationGraceSeconds } from "../operator/controllers/deployment.ts";
+import {
+  desiredDeployment,
+  handlerEnv,
+  effectiveRedisUrl,
+  terminationGraceSeconds,
+} from "../operator/controllers/deployment.ts";
 import { desiredHPA, wantsHPA } from "../operator/controllers/hpa.ts";
 import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
 import type { V1Container } from "@kubernetes/client-node";
 
 function pool(spec: Parameters<typeof withDefaults>[0], name = "ocr"): WorkerPool {
-  return { apiVersion: "conveyor.dev/v1alpha1", kind: "WorkerPool", metadata: { name, namespace: "jobs", uid: "uid-1", generation: 1 }, spec: withDefaults(spec) };
+  return {
+    apiVersion: "conveyor.dev/v1alpha1",
+    kind: "WorkerPool",
+    metadata: { name, namespace: "jobs", uid: "uid-1", generation: 1 },
+    spec: withDefaults(spec),
+  };
 }
 
 describe("worker Deployment", () => {
-  const base = { queue: "docs/ocr", nextQueue: "docs/embed", redis: { url: "redis://redis:6379", secretRef: { name: "redis" } }, handler: { module: "/app/ocr.js" } };
+  const base = {
+    queue: "docs/ocr",
+    nextQueue: "docs/embed",
+    redis: { url: "redis://redis:6379", secretRef: { name: "redis" } },
+    handler: { module: "/app/ocr.js" },
+  };
 
   it("follows the worker contract: args, env, secrets by reference, POD_NAME, port", () => {
     const p = pool({ ...base, concurrency: 4, maxJobSeconds: 120, database: { secretRef: { name: "pg" } } });
@@ -305,7 +433,16 @@ describe("worker Deployment", () => {
     assert.deepEqual(env.POD_NAME, { fieldRef: { fieldPath: "metadata.name" } });
     assert.equal(d.spec!.template!.spec!.terminationGracePeriodSeconds, 130);
     assert.equal(d.spec!.replicas, undefined, "replicas are not part of the desired configuration");
-    assert.deepEqual(d.metadata.ownerReferences, [{ apiVersion: "conveyor.dev/v1alpha1", kind: "WorkerPool", name: "ocr", uid: "uid-1", controller: true, blockOwnerDeletion: true }]);
+    assert.deepEqual(d.metadata.ownerReferences, [
+      {
+        apiVersion: "conveyor.dev/v1alpha1",
+        kind: "WorkerPool",
+        name: "ocr",
+        uid: "uid-1",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
   });
 
   it("is locked down and observable", () => {
@@ -339,7 +476,10 @@ describe("worker Deployment", () => {
       drainSeconds: 20,
       template: {
         image: "my/worker:2",
-        env: [{ name: "A", value: "1" }, { name: "CONVEYOR_QUEUE", value: "evil" }],
+        env: [
+          { name: "A", value: "1" },
+          { name: "CONVEYOR_QUEUE", value: "evil" },
+        ],
         resources: { limits: { memory: "512Mi" } },
         containers: [{ name: "handler", image: "my/handler:1" }],
         nodeSelector: { pool: "workers" },
@@ -352,9 +492,16 @@ describe("worker Deployment", () => {
     const ps = d.spec!.template!.spec!;
     assert.equal(ps.containers[0]!.image, "my/worker:2");
     assert.equal(ps.containers[1]!.name, "handler");
-    assert.equal(ps.containers[0]!.env!.filter((e) => e.name === "CONVEYOR_QUEUE").length, 1, "reserved env cannot be overridden");
+    assert.equal(
+      ps.containers[0]!.env!.filter((e) => e.name === "CONVEYOR_QUEUE").length,
+      1,
+      "reserved env cannot be overridden",
+    );
     assert.equal(ps.containers[0]!.env!.find((e) => e.name === "A")?.value, "1");
-    assert.equal(ps.containers[0]!.env!.find((e) => e.name === "CONVEYOR_HANDLER")?.value, "http://127.0.0.1:8080/run");
+    assert.equal(
+      ps.containers[0]!.env!.find((e) => e.name === "CONVEYOR_HANDLER")?.value,
+      "http://127.0.0.1:8080/run",
+    );
     assert.deepEqual(ps.containers[0]!.resources, { limits: { memory: "512Mi" } });
     assert.deepEqual(ps.nodeSelector, { pool: "workers" });
     assert.equal(ps.serviceAccountName, "ocr");
@@ -375,13 +522,27 @@ describe("worker Deployment", () => {
   });
 
   it("the HPA scales the Deployment on the external backlog metric, 1..max", () => {
-    const p = pool({ ...base, scaling: { minReplicas: 0, maxReplicas: 7, targetBacklogPerReplica: 25, behavior: { scaleDown: { stabilizationWindowSeconds: 30 } } } });
+    const p = pool({
+      ...base,
+      scaling: {
+        minReplicas: 0,
+        maxReplicas: 7,
+        targetBacklogPerReplica: 25,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 30 } },
+      },
+    });
     const h = desiredHPA(p, p.spec);
     assert.deepEqual(h.spec!.scaleTargetRef, { apiVersion: "apps/v1", kind: "Deployment", name: "ocr" });
     assert.equal(h.spec!.minReplicas, 1);
     assert.equal(h.spec!.maxReplicas, 7);
     assert.deepEqual(h.spec!.metrics, [
-      { type: "External", external: { metric: { name: "conveyor-backlog", selector: { matchLabels: { workerpool: "ocr" } } }, target: { type: "AverageValue", averageValue: "25" } } },
+      {
+        type: "External",
+        external: {
+          metric: { name: "conveyor-backlog", selector: { matchLabels: { workerpool: "ocr" } } },
+          target: { type: "AverageValue", averageValue: "25" },
+        },
+      },
     ]);
     assert.deepEqual(h.spec!.behavior, { scaleDown: { stabilizationWindowSeconds: 30 } });
     assert.ok(wantsHPA(p.spec));
@@ -394,10 +555,24 @@ describe("worker Deployment", () => {
 // ---------------------------------------------------------------------------------------------
 // Scaling decisions the operator makes itself
 
-import { decideScale, deletionCosts, newPoolScaler, BUSY_COST, IDLE_COST } from "../operator/controllers/scaling.ts";
+import {
+  decideScale,
+  deletionCosts,
+  newPoolScaler,
+  BUSY_COST,
+  IDLE_COST,
+} from "../operator/controllers/scaling.ts";
 import type { QueueCounts } from "../queue/index.ts";
 
-const counts = (backlog: number, inflight = 0): QueueCounts => ({ ready: backlog - inflight, delayed: 0, dueDelayed: 0, inflight, dead: 0, completed: 0, backlog });
+const counts = (backlog: number, inflight = 0): QueueCounts => ({
+  ready: backlog - inflight,
+  delayed: 0,
+  dueDelayed: 0,
+  inflight,
+  dead: 0,
+  completed: 0,
+  backlog,
+});
 
 describe("scaling decisions", () => {
   const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } };
@@ -405,7 +580,10 @@ describe("scaling decisions", () => {
   it("activates from zero above the activation threshold only", () => {
     const spec = withDefaults({ ...base, scaling: { activationBacklog: 5 } });
     const s = newPoolScaler(0);
-    assert.equal(decideScale(s, { now: 1000, spec, current: 0, statusReplicas: 0, counts: counts(5) }), undefined);
+    assert.equal(
+      decideScale(s, { now: 1000, spec, current: 0, statusReplicas: 0, counts: counts(5) }),
+      undefined,
+    );
     const d = decideScale(s, { now: 2000, spec, current: 0, statusReplicas: 0, counts: counts(6) });
     assert.equal(d?.replicas, 1);
     assert.equal(d?.reason, "Activated");
@@ -414,35 +592,98 @@ describe("scaling decisions", () => {
   it("scales to zero only after the cooldown with no backlog and nothing in flight", () => {
     const spec = withDefaults({ ...base, scaling: { cooldownSeconds: 30 } });
     const s = newPoolScaler(0);
-    assert.equal(decideScale(s, { now: 10_000, spec, current: 3, statusReplicas: 3, counts: counts(1, 1) }), undefined, "a running job keeps the pool");
-    assert.equal(decideScale(s, { now: 20_000, spec, current: 3, statusReplicas: 3, counts: counts(0) }), undefined);
-    assert.equal(decideScale(s, { now: 39_999, spec, current: 3, statusReplicas: 3, counts: counts(0) }), undefined);
+    assert.equal(
+      decideScale(s, { now: 10_000, spec, current: 3, statusReplicas: 3, counts: counts(1, 1) }),
+      undefined,
+      "a running job keeps the pool",
+    );
+    assert.equal(
+      decideScale(s, { now: 20_000, spec, current: 3, statusReplicas: 3, counts: counts(0) }),
+      undefined,
+    );
+    assert.equal(
+      decideScale(s, { now: 39_999, spec, current: 3, statusReplicas: 3, counts: counts(0) }),
+      undefined,
+    );
     const d = decideScale(s, { now: 40_000, spec, current: 3, statusReplicas: 3, counts: counts(0) });
     assert.equal(d?.replicas, 0);
     assert.equal(d?.reason, "CooledDown");
     const withMin = withDefaults({ ...base, scaling: { cooldownSeconds: 0, minReplicas: 1 } });
-    assert.equal(decideScale(newPoolScaler(0), { now: 99_999, spec: withMin, current: 2, statusReplicas: 2, counts: counts(0) }), undefined, "minReplicas > 0 never goes to zero");
+    assert.equal(
+      decideScale(newPoolScaler(0), {
+        now: 99_999,
+        spec: withMin,
+        current: 2,
+        statusReplicas: 2,
+        counts: counts(0),
+      }),
+      undefined,
+      "minReplicas > 0 never goes to zero",
+    );
   });
 
   it("never decides without a backlog reading, when paused, and pins spec.replicas", () => {
     const s = newPoolScaler(0);
-    assert.equal(decideScale(s, { now: 1e9, spec: withDefaults({ ...base, scaling: { cooldownSeconds: 0 } }), current: 2, statusReplicas: 2, counts: undefined }), undefined);
-    assert.equal(decideScale(s, { now: 1e9, spec: withDefaults({ ...base, scaling: { paused: true } }), current: 0, statusReplicas: 0, counts: counts(100) }), undefined);
-    const pinned = decideScale(s, { now: 1e9, spec: withDefaults({ ...base, replicas: 4 }), current: 1, statusReplicas: 1, counts: undefined });
+    assert.equal(
+      decideScale(s, {
+        now: 1e9,
+        spec: withDefaults({ ...base, scaling: { cooldownSeconds: 0 } }),
+        current: 2,
+        statusReplicas: 2,
+        counts: undefined,
+      }),
+      undefined,
+    );
+    assert.equal(
+      decideScale(s, {
+        now: 1e9,
+        spec: withDefaults({ ...base, scaling: { paused: true } }),
+        current: 0,
+        statusReplicas: 0,
+        counts: counts(100),
+      }),
+      undefined,
+    );
+    const pinned = decideScale(s, {
+      now: 1e9,
+      spec: withDefaults({ ...base, replicas: 4 }),
+      current: 1,
+      statusReplicas: 1,
+      counts: undefined,
+    });
     assert.equal(pinned?.replicas, 4);
     assert.equal(pinned?.reason, "ManualReplicas");
-    const below = decideScale(newPoolScaler(0), { now: 1, spec: withDefaults({ ...base, scaling: { minReplicas: 2 } }), current: 0, statusReplicas: 0, counts: counts(0) });
+    const below = decideScale(newPoolScaler(0), {
+      now: 1,
+      spec: withDefaults({ ...base, scaling: { minReplicas: 2 } }),
+      current: 0,
+      statusReplicas: 0,
+      counts: counts(0),
+    });
     assert.equal(below?.replicas, 2);
   });
 
   it("direct mode runs the HPA algorithm between 1 and max", () => {
-    const spec = withDefaults({ ...base, scaling: { mode: "direct", maxReplicas: 8, targetBacklogPerReplica: 10 } });
+    const spec = withDefaults({
+      ...base,
+      scaling: { mode: "direct", maxReplicas: 8, targetBacklogPerReplica: 10 },
+    });
     const s = newPoolScaler(0);
     const d = decideScale(s, { now: 1000, spec, current: 1, statusReplicas: 1, counts: counts(500) });
     assert.equal(d?.replicas, 5);
     assert.equal(d?.reason, "DirectScaleUp");
     const hpaMode = withDefaults({ ...base, scaling: { maxReplicas: 8 } });
-    assert.equal(decideScale(newPoolScaler(0), { now: 1000, spec: hpaMode, current: 1, statusReplicas: 1, counts: counts(500) }), undefined, "in hpa mode the HPA does 1..N");
+    assert.equal(
+      decideScale(newPoolScaler(0), {
+        now: 1000,
+        spec: hpaMode,
+        current: 1,
+        statusReplicas: 1,
+        counts: counts(500),
+      }),
+      undefined,
+      "in hpa mode the HPA does 1..N",
+    );
   });
 
   it("pod-deletion-cost: idle pods cheapest, busy pods expensive, unknown untouched", () => {
@@ -460,7 +701,10 @@ describe("scaling decisions", () => {
     assert.equal(costs.get("b"), BUSY_COST);
     assert.equal(costs.get("c"), undefined, "a stale report says nothing");
     assert.equal(costs.get("d"), undefined);
-    assert.ok(Number(IDLE_COST) < 0 && Number(BUSY_COST) > 0, "idle below an unannotated pod (0), busy above");
+    assert.ok(
+      Number(IDLE_COST) < 0 && Number(BUSY_COST) > 0,
+      "idle below an unannotated pod (0), busy above",
+    );
   });
 });
 
@@ -517,7 +761,11 @@ describe("status and validation", () => {
     const input = {
       pool: p,
       spec: p.spec,
-      deployment: { metadata: { name: "ocr" }, spec: { replicas: 2 }, status: { replicas: 2, readyReplicas: 2 } },
+      deployment: {
+        metadata: { name: "ocr" },
+        spec: { replicas: 2 },
+        status: { replicas: 2, readyReplicas: 2 },
+      },
       hpa: undefined,
       sample: { at: 1, failures: 0, counts: counts(7), lastGood: { at: 1, counts: counts(7) } },
       sampleUsable: true,
@@ -529,7 +777,12 @@ describe("status and validation", () => {
     assert.deepEqual(s2, s1, "same inputs later: same status (no timestamps move)");
     assert.equal(s1.readyOfDesired, "2/2");
     assert.equal(s1.backlog, 7);
-    const degraded = computeStatus({ ...input, pool: { ...p, status: s1 }, problems: [{ reason: "RedisUnreachable", message: "down" }], now: new Date(3_000_000) });
+    const degraded = computeStatus({
+      ...input,
+      pool: { ...p, status: s1 },
+      problems: [{ reason: "RedisUnreachable", message: "down" }],
+      now: new Date(3_000_000),
+    });
     const ready = degraded.conditions!.find((c) => c.type === "Ready")!;
     assert.equal(ready.status, "False");
     assert.equal(ready.reason, "RedisUnreachable");
@@ -539,14 +792,27 @@ describe("status and validation", () => {
 
   it("validates what the schema may not have caught", () => {
     assert.deepEqual(validateSpec(withDefaults(base)), []);
-    const bad = withDefaults({ ...base, queue: "a/b", nextQueue: "c/d", handler: { module: "/m.js", command: ["x"] }, scaling: { minReplicas: 5, maxReplicas: 2 } });
+    const bad = withDefaults({
+      ...base,
+      queue: "a/b",
+      nextQueue: "c/d",
+      handler: { module: "/m.js", command: ["x"] },
+      scaling: { minReplicas: 5, maxReplicas: 2 },
+    });
     const problems = validateSpec(bad);
     assert.equal(problems.length, 3, problems.join("\n"));
     assert.match(problems.join("\n"), /same pipeline|share|prefix/i);
     assert.match(problems.join("\n"), /exactly one/);
     assert.match(problems.join("\n"), /minReplicas/);
-    assert.match(validateSpec(withDefaults({ ...base, redis: { url: "redis://:s3cr3tpw@r" } })).join(), /password/);
-    assert.doesNotMatch(validateSpec(withDefaults({ ...base, redis: { url: "redis://:s3cr3tpw@r" } })).join(), /s3cr3tpw/, "never echo the password");
+    assert.match(
+      validateSpec(withDefaults({ ...base, redis: { url: "redis://:s3cr3tpw@r" } })).join(),
+      /password/,
+    );
+    assert.doesNotMatch(
+      validateSpec(withDefaults({ ...base, redis: { url: "redis://:s3cr3tpw@r" } })).join(),
+      /s3cr3tpw/,
+      "never echo the password",
+    );
   });
 });
 
@@ -588,22 +854,61 @@ describe("external metrics API", () => {
       cert,
       key,
       lookup: (ns, name) =>
-        name === "ocr" ? { kind: "ok", value: 500, at: Date.now() } : name === "down" ? { kind: "unavailable", message: "redis down" } : { kind: "not-found", message: `no ${ns}/${name}` },
+        name === "ocr"
+          ? { kind: "ok", value: 500, at: Date.now() }
+          : name === "down"
+            ? { kind: "unavailable", message: "redis down" }
+            : { kind: "not-found", message: `no ${ns}/${name}` },
     });
     const { port } = await server.start();
     try {
       const disc = await getJson(port, "/apis/external.metrics.k8s.io/v1beta1", cert);
       assert.equal(disc.status, 200);
       assert.equal(disc.body.resources[0].name, "conveyor-backlog");
-      const ok = await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Docr", cert);
+      const ok = await getJson(
+        port,
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Docr",
+        cert,
+      );
       assert.equal(ok.status, 200);
       assert.equal(ok.body.kind, "ExternalMetricValueList");
       assert.equal(ok.body.items[0].value, "500");
       assert.deepEqual(ok.body.items[0].metricLabels, { workerpool: "ocr" });
-      assert.equal((await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Ddown", cert)).status, 503);
-      assert.equal((await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Dnone", cert)).status, 404);
-      assert.equal((await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog", cert)).status, 400);
-      assert.equal((await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/other-metric?labelSelector=workerpool%3Docr", cert)).status, 404);
+      assert.equal(
+        (
+          await getJson(
+            port,
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Ddown",
+            cert,
+          )
+        ).status,
+        503,
+      );
+      assert.equal(
+        (
+          await getJson(
+            port,
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog?labelSelector=workerpool%3Dnone",
+            cert,
+          )
+        ).status,
+        404,
+      );
+      assert.equal(
+        (await getJson(port, "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/conveyor-backlog", cert))
+          .status,
+        400,
+      );
+      assert.equal(
+        (
+          await getJson(
+            port,
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/jobs/other-metric?labelSelector=workerpool%3Docr",
+            cert,
+          )
+        ).status,
+        404,
+      );
     } finally {
       await server.stop();
     }
@@ -618,19 +923,39 @@ describe("external metrics API", () => {
     writeFileSync(certFile, first.cert);
     writeFileSync(keyFile, first.key);
     const serving = new ServingCertificate(certFile, keyFile);
-    const server = new MetricsApiServer({ host: "127.0.0.1", port: 0, ...serving.pair, lookup: () => ({ kind: "not-found", message: "none" }) });
+    const server = new MetricsApiServer({
+      host: "127.0.0.1",
+      port: 0,
+      ...serving.pair,
+      lookup: () => ({ kind: "not-found", message: "none" }),
+    });
     const { port } = await server.start();
     const discovery = "/apis/external.metrics.k8s.io/v1beta1";
     try {
       assert.equal((await getJson(port, discovery, first.cert)).status, 200);
       writeFileSync(certFile, second.cert); // the key file not yet: a mismatched pair
-      assert.equal(serving.check((p) => server.setCertificate(p)), false, "a mismatched pair is not loaded");
+      assert.equal(
+        serving.check((p) => server.setCertificate(p)),
+        false,
+        "a mismatched pair is not loaded",
+      );
       assert.equal((await getJson(port, discovery, first.cert)).status, 200);
       writeFileSync(keyFile, second.key);
-      assert.equal(serving.check((p) => server.setCertificate(p)), true);
-      assert.equal((await getJson(port, discovery, second.cert)).status, 200, "the new certificate is served");
+      assert.equal(
+        serving.check((p) => server.setCertificate(p)),
+        true,
+      );
+      assert.equal(
+        (await getJson(port, discovery, second.cert)).status,
+        200,
+        "the new certificate is served",
+      );
       await assert.rejects(getJson(port, discovery, first.cert), "the old certificate is no longer served");
-      assert.equal(serving.check((p) => server.setCertificate(p)), false, "unchanged files: nothing to do");
+      assert.equal(
+        serving.check((p) => server.setCertificate(p)),
+        false,
+        "unchanged files: nothing to do",
+      );
     } finally {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });
@@ -638,10 +963,19 @@ describe("external metrics API", () => {
   });
 
   it("configuration errors name the flag and its variable", () => {
-    assert.throws(() => loadOperatorConfig(["--metrics-port", "x"], {}), /--metrics-port \/ CONVEYOR_METRICS_PORT/);
-    assert.throws(() => loadOperatorConfig([], { CONVEYOR_LEADER_ELECT: "maybe" }), /--leader-elect \/ CONVEYOR_LEADER_ELECT/);
+    assert.throws(
+      () => loadOperatorConfig(["--metrics-port", "x"], {}),
+      /--metrics-port \/ CONVEYOR_METRICS_PORT/,
+    );
+    assert.throws(
+      () => loadOperatorConfig([], { CONVEYOR_LEADER_ELECT: "maybe" }),
+      /--leader-elect \/ CONVEYOR_LEADER_ELECT/,
+    );
     assert.throws(() => loadOperatorConfig(["--namespaces", "Bad_NS"], {}), /--namespaces/);
-    assert.throws(() => loadOperatorConfig(["--renew-deadline", "20"], {}), /--renew-deadline.*less than.*--lease-duration/);
+    assert.throws(
+      () => loadOperatorConfig(["--renew-deadline", "20"], {}),
+      /--renew-deadline.*less than.*--lease-duration/,
+    );
     assert.throws(() => loadOperatorConfig(["--metrics-api-cert", "/nonexistent"], {}), /--metrics-api-cert/);
     const c = loadOperatorConfig(["--namespaces", "a,b"], { CONVEYOR_METRICS_API: "false" });
     assert.deepEqual(c.namespaces, ["a", "b"]);
@@ -670,82 +1004,104 @@ import { Informer } from "../operator/kube/informer.ts";
 import { createOperatorMetrics } from "../operator/metrics.ts";
 
 describe("informer", () => {
-  it("relists after a watch error, a reset connection and 410 Gone, re-watches after a closed stream, and reports every change", { timeout: 30_000 }, async () => {
-    const obj = (name: string, rv: string) => ({ metadata: { name, namespace: "ns", resourceVersion: rv } });
-    const lists = [
-      { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
-      { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
-      { metadata: { resourceVersion: "6" }, items: [obj("a", "5")] },
-      { metadata: { resourceVersion: "8" }, items: [obj("a", "7")] },
-    ];
-    let listCalls = 0;
-    let watchCalls = 0;
-    const watchRVs: string[] = [];
-    const open: http.ServerResponse[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url!, "http://x");
-      if (url.searchParams.get("watch") !== "true") {
-        const l = lists[Math.min(listCalls++, lists.length - 1)];
+  it(
+    "relists after a watch error, a reset connection and 410 Gone, re-watches after a closed stream, and reports every change",
+    { timeout: 30_000 },
+    async () => {
+      const obj = (name: string, rv: string) => ({
+        metadata: { name, namespace: "ns", resourceVersion: rv },
+      });
+      const lists = [
+        { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
+        { metadata: { resourceVersion: "2" }, items: [obj("a", "1")] },
+        { metadata: { resourceVersion: "6" }, items: [obj("a", "5")] },
+        { metadata: { resourceVersion: "8" }, items: [obj("a", "7")] },
+      ];
+      let listCalls = 0;
+      let watchCalls = 0;
+      const watchRVs: string[] = [];
+      const open: http.ServerResponse[] = [];
+      const server = http.createServer((req, res) => {
+        const url = new URL(req.url!, "http://x");
+        if (url.searchParams.get("watch") !== "true") {
+          const l = lists[Math.min(listCalls++, lists.length - 1)];
+          res.writeHead(200, { "Content-Type": "application/json" });
+          return res.end(JSON.stringify(l));
+        }
+        watchCalls++;
+        watchRVs.push(url.searchParams.get("resourceVersion") ?? "");
+        if (watchCalls === 1) {
+          res.writeHead(500);
+          return res.end('{"kind":"Status","message":"etcd hiccup","code":500}');
+        }
         res.writeHead(200, { "Content-Type": "application/json" });
-        return res.end(JSON.stringify(l));
+        if (watchCalls === 2) {
+          res.write(`${JSON.stringify({ type: "ADDED", object: obj("b", "3") })}\n`);
+          res.write(`${JSON.stringify({ type: "MODIFIED", object: obj("a", "4") })}\n`);
+          return res.end(); // the server closes the watch (timeoutSeconds): re-watch from rv 4
+        }
+        if (watchCalls === 3) {
+          return res.end(
+            `${JSON.stringify({ type: "ERROR", object: { kind: "Status", code: 410, message: "too old resource version" } })}\n`,
+          );
+        }
+        if (watchCalls === 4) {
+          // an event, then the connection is reset (an API server restarting)
+          res.write(`${JSON.stringify({ type: "MODIFIED", object: obj("a", "7") })}\n`, () =>
+            setTimeout(() => res.socket?.destroy(), 20),
+          );
+          return;
+        }
+        open.push(res); // stays open
+      });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const port = (server.address() as { port: number }).port;
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+        users: [{ name: "u" }],
+        contexts: [{ name: "x", cluster: "c", user: "u" }],
+        currentContext: "x",
+      });
+      const metrics = createOperatorMetrics(undefined, { defaultMetrics: false });
+      const inf = new Informer<ReturnType<typeof obj>>(new KubeClient(kc, { metrics }), {
+        path: "/apis/x/v1/things",
+        minBackoffMs: 10,
+        maxBackoffMs: 50,
+        metrics,
+      });
+      const seen: string[] = [];
+      let syncs = 0;
+      inf.on({
+        add: (o) => seen.push(`add ${o.metadata.name}@${o.metadata.resourceVersion}`),
+        update: (o) => seen.push(`update ${o.metadata.name}@${o.metadata.resourceVersion}`),
+        delete: (o) => seen.push(`delete ${o.metadata.name}`),
+        synced: () => syncs++,
+      });
+      inf.start();
+      try {
+        for (let i = 0; i < 200 && open.length === 0; i++) await sleep(25);
+        assert.equal(open.length, 1, "watching again at the end");
+        assert.deepEqual(seen, ["add a@1", "add b@3", "update a@4", "update a@5", "delete b", "update a@7"]);
+        assert.deepEqual(
+          watchRVs,
+          ["2", "2", "4", "6", "8"],
+          "watch from the list's version, from the last event's, and after each relist",
+        );
+        assert.equal(listCalls, 4, "initial list, relists after the 500, the 410 and the reset");
+        assert.equal(syncs, 4);
+        assert.deepEqual(
+          inf.list().map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`),
+          ["a@7"],
+        );
+        const restarts = (await metrics.informerRestarts.get()).values.reduce((n, v) => n + v.value, 0);
+        assert.equal(restarts, 2, "the 500 and the reset count as restarts; the 410 is a normal relist");
+      } finally {
+        for (const res of open) res.destroy();
+        await inf.stop();
+        server.closeAllConnections();
+        server.close();
       }
-      watchCalls++;
-      watchRVs.push(url.searchParams.get("resourceVersion") ?? "");
-      if (watchCalls === 1) {
-        res.writeHead(500);
-        return res.end('{"kind":"Status","message":"etcd hiccup","code":500}');
-      }
-      res.writeHead(200, { "Content-Type": "application/json" });
-      if (watchCalls === 2) {
-        res.write(`${JSON.stringify({ type: "ADDED", object: obj("b", "3") })}\n`);
-        res.write(`${JSON.stringify({ type: "MODIFIED", object: obj("a", "4") })}\n`);
-        return res.end(); // the server closes the watch (timeoutSeconds): re-watch from rv 4
-      }
-      if (watchCalls === 3) {
-        return res.end(`${JSON.stringify({ type: "ERROR", object: { kind: "Status", code: 410, message: "too old resource version" } })}\n`);
-      }
-      if (watchCalls === 4) {
-        // an event, then the connection is reset (an API server restarting)
-        res.write(`${JSON.stringify({ type: "MODIFIED", object: obj("a", "7") })}\n`, () => setTimeout(() => res.socket?.destroy(), 20));
-        return;
-      }
-      open.push(res); // stays open
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as { port: number }).port;
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: "u" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
-    const metrics = createOperatorMetrics(undefined, { defaultMetrics: false });
-    const inf = new Informer<ReturnType<typeof obj>>(new KubeClient(kc, { metrics }), { path: "/apis/x/v1/things", minBackoffMs: 10, maxBackoffMs: 50, metrics });
-    const seen: string[] = [];
-    let syncs = 0;
-    inf.on({
-      add: (o) => seen.push(`add ${o.metadata.name}@${o.metadata.resourceVersion}`),
-      update: (o) => seen.push(`update ${o.metadata.name}@${o.metadata.resourceVersion}`),
-      delete: (o) => seen.push(`delete ${o.metadata.name}`),
-      synced: () => syncs++,
-    });
-    inf.start();
-    try {
-      for (let i = 0; i < 200 && open.length === 0; i++) await sleep(25);
-      assert.equal(open.length, 1, "watching again at the end");
-      assert.deepEqual(seen, ["add a@1", "add b@3", "update a@4", "update a@5", "delete b", "update a@7"]);
-      assert.deepEqual(watchRVs, ["2", "2", "4", "6", "8"], "watch from the list's version, from the last event's, and after each relist");
-      assert.equal(listCalls, 4, "initial list, relists after the 500, the 410 and the reset");
-      assert.equal(syncs, 4);
-      assert.deepEqual(inf.list().map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`), ["a@7"]);
-      const restarts = (await metrics.informerRestarts.get()).values.reduce((n, v) => n + v.value, 0);
-      assert.equal(restarts, 2, "the 500 and the reset count as restarts; the 410 is a normal relist");
-    } finally {
-      for (const res of open) res.destroy();
-      await inf.stop();
-      server.closeAllConnections();
-      server.close();
-    }
-  });
+    },
+  );
 });

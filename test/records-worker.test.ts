@@ -35,26 +35,53 @@ describe("job records from worker processes", () => {
   test("PostgreSQL stopped mid-run and restarted: all jobs complete and all their records arrive", async () => {
     const a = "rec/a";
     const b = "rec/b";
-    const env = (q: string, next?: string) => ({ REDIS_URL: redisServer.url, DATABASE_URL: pg.url, CONVEYOR_QUEUE: q, ...(next ? { CONVEYOR_NEXT_QUEUE: next } : {}), CONVEYOR_HANDLER: RECORDING_HANDLER, CONVEYOR_CONCURRENCY: "8", LOG_LEVEL: "info" });
+    const env = (q: string, next?: string) => ({
+      REDIS_URL: redisServer.url,
+      DATABASE_URL: pg.url,
+      CONVEYOR_QUEUE: q,
+      ...(next ? { CONVEYOR_NEXT_QUEUE: next } : {}),
+      CONVEYOR_HANDLER: RECORDING_HANDLER,
+      CONVEYOR_CONCURRENCY: "8",
+      LOG_LEVEL: "info",
+    });
     workers.push(await startWorker({ dir, name: "ra", env: env(a, b) }));
     workers.push(await startWorker({ dir, name: "rb", env: env(b) }));
     const admin = new QueueAdmin(redis);
     const producer = new Producer(redis);
-    await producer.enqueueMany(a, Array.from({ length: 400 }, (_, i) => ({ id: `r${i}`, data: { sleepMs: 5 } })));
+    await producer.enqueueMany(
+      a,
+      Array.from({ length: 400 }, (_, i) => ({ id: `r${i}`, data: { sleepMs: 5 } })),
+    );
     await waitFor("some done", async () => (await admin.counts(b)).completed >= 50);
     await pg.kill();
-    await waitFor("all done while PostgreSQL is down", async () => (await admin.counts(b)).completed === 400, 60_000);
+    await waitFor(
+      "all done while PostgreSQL is down",
+      async () => (await admin.counts(b)).completed === 400,
+      60_000,
+    );
     await pg.restart();
-    const rows = await waitFor("records caught up", async () => {
-      const r = await pg.query<{ n: string; done: string }>("select count(*) as n, count(*) filter (where state = 'completed' and queue = 'rec/b') as done from conveyor_jobs");
-      return Number(r[0]!.done) === 400 ? r[0] : null;
-    }, 180_000);
+    const rows = await waitFor(
+      "records caught up",
+      async () => {
+        const r = await pg.query<{ n: string; done: string }>(
+          "select count(*) as n, count(*) filter (where state = 'completed' and queue = 'rec/b') as done from conveyor_jobs",
+        );
+        return Number(r[0]!.done) === 400 ? r[0] : null;
+      },
+      180_000,
+    );
     assert.equal(Number(rows.n), 400);
-    const attempts = await waitFor("attempt records", async () => {
-      const r = await pg.query<{ outcome: string; n: string }>("select outcome, count(*) as n from conveyor_attempts group by outcome");
-      const byOutcome = Object.fromEntries(r.map((x) => [x.outcome, Number(x.n)]));
-      return byOutcome.completed === 800 ? byOutcome : null;
-    }, 60_000);
+    const attempts = await waitFor(
+      "attempt records",
+      async () => {
+        const r = await pg.query<{ outcome: string; n: string }>(
+          "select outcome, count(*) as n from conveyor_attempts group by outcome",
+        );
+        const byOutcome = Object.fromEntries(r.map((x) => [x.outcome, Number(x.n)]));
+        return byOutcome.completed === 800 ? byOutcome : null;
+      },
+      60_000,
+    );
     assert.deepEqual(attempts, { completed: 800 }, "exactly one completed attempt per job per stage");
   });
 });

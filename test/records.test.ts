@@ -6,10 +6,28 @@ import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
-import { Consumer, PipelineKeys, Producer, QueueAdmin, QueueKeys, connectRedis, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import {
-  JobRecorder, MIGRATIONS, RECORDER_GROUP, createPool, foldEvents, migrate, parseEntry, startRecorder, writeBatch,
-  type RawEntry, type RecorderOptions,
+  Consumer,
+  PipelineKeys,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  type ClaimedJob,
+  type RedisClient,
+} from "../queue/index.ts";
+import {
+  JobRecorder,
+  MIGRATIONS,
+  RECORDER_GROUP,
+  createPool,
+  foldEvents,
+  migrate,
+  parseEntry,
+  startRecorder,
+  writeBatch,
+  type RawEntry,
+  type RecorderOptions,
 } from "../worker/records/index.ts";
 import { PostgresServer } from "./support/postgres.ts";
 import { waitFor } from "./support/processes.ts";
@@ -53,7 +71,10 @@ const DEADLINE = 120_000;
 
 function captureLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: "debug" }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  const logger = pino(
+    { level: "debug" },
+    { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) },
+  );
   return { logger, lines };
 }
 
@@ -79,7 +100,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await Promise.all([pgServer.stop(), redisServer.stop()]);
   });
 
-  function recorder(database: string, pipelines: string[], extra: Partial<RecorderOptions> = {}): JobRecorder {
+  function recorder(
+    database: string,
+    pipelines: string[],
+    extra: Partial<RecorderOptions> = {},
+  ): JobRecorder {
     const r = new JobRecorder({
       redis,
       redisUrl: redisServer.url,
@@ -100,20 +125,31 @@ describe("job records (PostgreSQL through the outbox)", () => {
 
   async function outboxDrained(pipeline: string): Promise<boolean> {
     const key = new PipelineKeys(pipeline).outbox;
-    const [len, pending] = await Promise.all([redis.xlen(key), redis.xpending(key, RECORDER_GROUP) as Promise<[number]>]);
+    const [len, pending] = await Promise.all([
+      redis.xlen(key),
+      redis.xpending(key, RECORDER_GROUP) as Promise<[number]>,
+    ]);
     return len === 0 && Number(pending[0]) === 0;
   }
 
-  const waitDrained = (pipeline: string) => waitFor(`outbox of ${pipeline} drained`, () => outboxDrained(pipeline), DEADLINE, 50);
+  const waitDrained = (pipeline: string) =>
+    waitFor(`outbox of ${pipeline} drained`, () => outboxDrained(pipeline), DEADLINE, 50);
 
   async function jobRows(db: string, pipeline: string): Promise<Map<string, JobRow>> {
-    const rows = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs WHERE pipeline = $1", [pipeline], db);
+    const rows = await pgServer.query<JobRow>(
+      "SELECT * FROM conveyor_jobs WHERE pipeline = $1",
+      [pipeline],
+      db,
+    );
     return new Map(rows.map((r) => [r.id, r]));
   }
 
   async function attemptRows(db: string, pipeline: string): Promise<Map<string, AttemptRow[]>> {
     const rows = await pgServer.query<AttemptRow>(
-      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY job_id, execution::numeric", [pipeline], db);
+      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY job_id, execution::numeric",
+      [pipeline],
+      db,
+    );
     const out = new Map<string, AttemptRow[]>();
     for (const r of rows) out.set(r.job_id, [...(out.get(r.job_id) ?? []), r]);
     return out;
@@ -132,9 +168,19 @@ describe("job records (PostgreSQL through the outbox)", () => {
   }
 
   test("startRecorder is null without a DATABASE_URL", async () => {
-    const r = await startRecorder({ databaseUrl: undefined, redis, redisUrl: redisServer.url, pipelines: ["x"], logger: pino({ level: "silent" }) });
+    const r = await startRecorder({
+      databaseUrl: undefined,
+      redis,
+      redisUrl: redisServer.url,
+      pipelines: ["x"],
+      logger: pino({ level: "silent" }),
+    });
     assert.equal(r, null);
-    assert.equal(await redis.hget(new PipelineKeys("x").meta, "records"), null, "without records the outbox stays off");
+    assert.equal(
+      await redis.hget(new PipelineKeys("x").meta, "records"),
+      null,
+      "without records the outbox stays off",
+    );
   });
 
   test("migrations are applied once, idempotently, also by many workers starting at once", async () => {
@@ -142,12 +188,26 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const pools = Array.from({ length: 4 }, () => createPool(db.url, { maxConnections: 2 }));
     try {
       const applied = await Promise.all(pools.map((p) => migrate(p)));
-      assert.deepEqual(applied.flat().sort(), MIGRATIONS.map((m) => m.id), "each migration applied by exactly one worker");
+      assert.deepEqual(
+        applied.flat().sort(),
+        MIGRATIONS.map((m) => m.id),
+        "each migration applied by exactly one worker",
+      );
       assert.deepEqual(await migrate(pools[0]!), [], "a second run applies nothing");
       const tables = await pgServer.query<{ table_name: string }>(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name", [], db.name);
-      assert.deepEqual(tables.map((t) => t.table_name), ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"]);
-      const migrations = await pgServer.query<{ id: number }>("SELECT id FROM conveyor_migrations", [], db.name);
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+        [],
+        db.name,
+      );
+      assert.deepEqual(
+        tables.map((t) => t.table_name),
+        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"],
+      );
+      const migrations = await pgServer.query<{ id: number }>(
+        "SELECT id FROM conveyor_migrations",
+        [],
+        db.name,
+      );
       assert.deepEqual(migrations.map((m) => m.id).sort(), [1, 2]);
       // A later release appends a migration: only that one runs.
       const extra = { id: 99, name: "extra", sql: "CREATE TABLE conveyor_extra (x int)" };
@@ -160,11 +220,23 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const role = `rw_${db.name}`;
     await pgServer.query(`CREATE ROLE ${role} LOGIN`, [], db.name);
     await pgServer.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`, [], db.name);
-    await pgServer.query(`GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_migrations TO ${role}`, [], db.name);
+    await pgServer.query(
+      `GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_migrations TO ${role}`,
+      [],
+      db.name,
+    );
     const limited = createPool(db.url.replace("//postgres@", `//${role}@`));
     try {
       assert.deepEqual(await migrate(limited), []);
-      await writeBatch(limited, foldEvents([parseEntry("p", ["1-1", ["type", "enqueued", "id", "j", "queue", "p", "at", "1000", "data", "{}"]])!]));
+      await writeBatch(
+        limited,
+        foldEvents([
+          parseEntry("p", [
+            "1-1",
+            ["type", "enqueued", "id", "j", "queue", "p", "at", "1000", "data", "{}"],
+          ])!,
+        ]),
+      );
       const rows = await pgServer.query<{ state: string }>("SELECT state FROM conveyor_jobs", [], db.name);
       assert.deepEqual(rows, [{ state: "queued" }]);
     } finally {
@@ -198,11 +270,17 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.equal(await w1.complete(await claimOne(w1, "ok"), { done: true }), true);
     // A failed attempt, retried, then completed.
     await producer.enqueue(qa, { n: 2 }, { id: "retry", attempts: 3 });
-    assert.equal(await w1.fail(await claimOne(w1, "retry"), boom, { retryable: true, retryDelayMs: 0 }), "retry");
+    assert.equal(
+      await w1.fail(await claimOne(w1, "retry"), boom, { retryable: true, retryDelayMs: 0 }),
+      "retry",
+    );
     assert.equal(await w2.complete(await claimOne(w2, "retry"), "second time"), true);
     // Attempts exhausted: dead letters; then `dlq retry` brings it back and it completes.
     await producer.enqueue(qa, { n: 3 }, { id: "dead", attempts: 1 });
-    assert.equal(await w1.fail(await claimOne(w1, "dead"), boom, { retryable: true, retryDelayMs: 0 }), "dead");
+    assert.equal(
+      await w1.fail(await claimOne(w1, "dead"), boom, { retryable: true, retryDelayMs: 0 }),
+      "dead",
+    );
     // Handed back at shutdown (no attempt counted), finished by another worker.
     await producer.enqueue(qa, { n: 4 }, { id: "handback" });
     assert.equal(await w1.release(await claimOne(w1, "handback"), "drain deadline"), true);
@@ -219,7 +297,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.equal(await wb.complete(await claimOne(wb, "chain"), { stage: "b" }), true);
     // Not retryable: straight to dead letters.
     await producer.enqueue(qa, { n: 7 }, { id: "final", attempts: 5 });
-    assert.equal(await w1.fail(await claimOne(w1, "final"), boom, { retryable: false, retryDelayMs: 0 }), "dead");
+    assert.equal(
+      await w1.fail(await claimOne(w1, "final"), boom, { retryable: false, retryDelayMs: 0 }),
+      "dead",
+    );
     // Still waiting to run.
     const enqueuedAt = Date.now();
     await producer.enqueue(qa, { n: 8 }, { id: "waiting", delayMs: 3_600_000, attempts: 7 });
@@ -234,41 +315,119 @@ describe("job records (PostgreSQL through the outbox)", () => {
 
     jobs = await jobRows(db.name, p);
     const attempts = await attemptRows(db.name, p);
-    assert.deepEqual([...jobs.keys()].sort(), ["chain", "dead", "final", "handback", "ok", "retry", "stall", "waiting"]);
-    const pick = (r: JobRow | undefined) => r && { queue: r.queue, state: r.state, result: r.result, attempts: r.attempts, stalls: r.stalls };
-    const outcomes = (id: string) => (attempts.get(id) ?? []).map((a) => [a.queue, a.worker, a.attempt, a.outcome]);
+    assert.deepEqual([...jobs.keys()].sort(), [
+      "chain",
+      "dead",
+      "final",
+      "handback",
+      "ok",
+      "retry",
+      "stall",
+      "waiting",
+    ]);
+    const pick = (r: JobRow | undefined) =>
+      r && { queue: r.queue, state: r.state, result: r.result, attempts: r.attempts, stalls: r.stalls };
+    const outcomes = (id: string) =>
+      (attempts.get(id) ?? []).map((a) => [a.queue, a.worker, a.attempt, a.outcome]);
 
-    assert.deepEqual(pick(jobs.get("ok")), { queue: qa, state: "completed", result: '{"done":true}', attempts: 1, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("ok")), {
+      queue: qa,
+      state: "completed",
+      result: '{"done":true}',
+      attempts: 1,
+      stalls: 0,
+    });
     assert.equal(jobs.get("ok")?.data, '{"n":1}');
     assert.ok(jobs.get("ok")?.created_at && jobs.get("ok")?.started_at && jobs.get("ok")?.finished_at);
     assert.deepEqual(outcomes("ok"), [[qa, "w1", 1, "completed"]]);
 
-    assert.deepEqual(pick(jobs.get("retry")), { queue: qa, state: "completed", result: '"second time"', attempts: 2, stalls: 0 });
-    assert.deepEqual(JSON.parse(jobs.get("retry")!.error!), boom, "the last error stays visible after success");
-    assert.deepEqual(outcomes("retry"), [[qa, "w1", 1, "retried"], [qa, "w2", 2, "completed"]]);
+    assert.deepEqual(pick(jobs.get("retry")), {
+      queue: qa,
+      state: "completed",
+      result: '"second time"',
+      attempts: 2,
+      stalls: 0,
+    });
+    assert.deepEqual(
+      JSON.parse(jobs.get("retry")!.error!),
+      boom,
+      "the last error stays visible after success",
+    );
+    assert.deepEqual(outcomes("retry"), [
+      [qa, "w1", 1, "retried"],
+      [qa, "w2", 2, "completed"],
+    ]);
     assert.deepEqual(JSON.parse(attempts.get("retry")![0]!.error!), boom);
 
-    assert.deepEqual(pick(jobs.get("dead")), { queue: qa, state: "completed", result: '"revived"', attempts: 1, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("dead")), {
+      queue: qa,
+      state: "completed",
+      result: '"revived"',
+      attempts: 1,
+      stalls: 0,
+    });
     assert.equal(jobs.get("dead")?.dead_reason, null);
-    assert.deepEqual(outcomes("dead"), [[qa, "w1", 1, "dead"], [qa, "w2", 1, "completed"]]);
+    assert.deepEqual(outcomes("dead"), [
+      [qa, "w1", 1, "dead"],
+      [qa, "w2", 1, "completed"],
+    ]);
     assert.match(attempts.get("dead")![0]!.reason!, /attempts exhausted/);
 
-    assert.deepEqual(pick(jobs.get("handback")), { queue: qa, state: "completed", result: "4", attempts: 1, stalls: 0 });
-    assert.deepEqual(outcomes("handback"), [[qa, "w1", 1, "handedBack"], [qa, "w2", 1, "completed"]]);
+    assert.deepEqual(pick(jobs.get("handback")), {
+      queue: qa,
+      state: "completed",
+      result: "4",
+      attempts: 1,
+      stalls: 0,
+    });
+    assert.deepEqual(outcomes("handback"), [
+      [qa, "w1", 1, "handedBack"],
+      [qa, "w2", 1, "completed"],
+    ]);
     assert.equal(attempts.get("handback")![0]!.reason, "drain deadline");
 
-    assert.deepEqual(pick(jobs.get("stall")), { queue: qa, state: "completed", result: "5", attempts: 1, stalls: 1 });
-    assert.deepEqual(outcomes("stall"), [[qa, "short", 1, "stalled"], [qa, "w2", 1, "completed"]]);
+    assert.deepEqual(pick(jobs.get("stall")), {
+      queue: qa,
+      state: "completed",
+      result: "5",
+      attempts: 1,
+      stalls: 1,
+    });
+    assert.deepEqual(outcomes("stall"), [
+      [qa, "short", 1, "stalled"],
+      [qa, "w2", 1, "completed"],
+    ]);
 
-    assert.deepEqual(pick(jobs.get("chain")), { queue: qb, state: "completed", result: '{"stage":"b"}', attempts: 1, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("chain")), {
+      queue: qb,
+      state: "completed",
+      result: '{"stage":"b"}',
+      attempts: 1,
+      stalls: 0,
+    });
     assert.equal(jobs.get("chain")?.data, '{"from":"a"}', "data is the current stage's input");
-    assert.deepEqual(outcomes("chain"), [[qa, "w1", 1, "completed"], [qb, "wb", 1, "completed"]]);
+    assert.deepEqual(outcomes("chain"), [
+      [qa, "w1", 1, "completed"],
+      [qb, "wb", 1, "completed"],
+    ]);
 
-    assert.deepEqual(pick(jobs.get("final")), { queue: qa, state: "dead", result: null, attempts: 1, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("final")), {
+      queue: qa,
+      state: "dead",
+      result: null,
+      attempts: 1,
+      stalls: 0,
+    });
     assert.match(jobs.get("final")?.dead_reason ?? "", /^not retryable: it broke/);
     assert.ok(jobs.get("final")?.finished_at);
 
-    assert.deepEqual(pick(jobs.get("waiting")), { queue: qa, state: "delayed", result: null, attempts: 0, stalls: 0 });
+    assert.deepEqual(pick(jobs.get("waiting")), {
+      queue: qa,
+      state: "delayed",
+      result: null,
+      attempts: 0,
+      stalls: 0,
+    });
     assert.equal(jobs.get("waiting")?.started_at, null);
     const due = jobs.get("waiting")!.due_at!.getTime() - jobs.get("waiting")!.created_at!.getTime();
     assert.equal(due, 3_600_000, "due_at is the enqueue time plus the delay");
@@ -277,7 +436,16 @@ describe("job records (PostgreSQL through the outbox)", () => {
 
     // Max attempts as enqueued (the default is 3); kept across stages and a dead-letter retry.
     const maxAttempts = Object.fromEntries([...jobs].map(([id, r]) => [id, r.max_attempts]));
-    assert.deepEqual(maxAttempts, { ok: 3, retry: 3, dead: 1, handback: 3, stall: 3, chain: 3, final: 5, waiting: 7 });
+    assert.deepEqual(maxAttempts, {
+      ok: 3,
+      retry: 3,
+      dead: 1,
+      handback: 3,
+      stall: 3,
+      chain: 3,
+      final: 5,
+      waiting: 7,
+    });
     // due_at belongs to the delayed/retrying states; nothing here ran from a fan-out.
     for (const [id, r] of jobs) {
       if (id !== "waiting") assert.equal(r.due_at, null, id);
@@ -300,15 +468,47 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const outbox = new PipelineKeys(p).outbox;
     await redis.xadd(outbox, "*", "type", "exploded", "id", "a", "queue", p, "at", "1");
     await redis.xadd(outbox, "*", "type", "exploded", "id", "b", "queue", p, "at", "1");
-    await redis.xadd(outbox, "*", "type", "progress", "id", "fine", "queue", p, "at", "1", "token", "1", "progress", "0.5");
+    await redis.xadd(
+      outbox,
+      "*",
+      "type",
+      "progress",
+      "id",
+      "fine",
+      "queue",
+      p,
+      "at",
+      "1",
+      "token",
+      "1",
+      "progress",
+      "0.5",
+    );
     await redis.xadd(outbox, "*", "type", "enqueued", "queue", p, "at", "1");
-    await redis.xadd(outbox, "*", "type", "enqueued", "id", "nul", "queue", p, "at", String(Date.now()), "data", "bad\u0000bytes{");
+    await redis.xadd(
+      outbox,
+      "*",
+      "type",
+      "enqueued",
+      "id",
+      "nul",
+      "queue",
+      p,
+      "at",
+      String(Date.now()),
+      "data",
+      "bad\u0000bytes{",
+    );
     await producer.enqueue(p, "fine", { id: "fine" });
     await waitDrained(p);
     const jobs = await jobRows(db.name, p);
     assert.deepEqual([...jobs.keys()].sort(), ["fine", "nul"]);
     assert.equal(jobs.get("nul")?.data, "bad\uFFFDbytes{", "NUL cannot be stored in text: replaced");
-    assert.equal(rec.stats().rejected, 3, "two of an unknown type, one without a job id; progress is not an error");
+    assert.equal(
+      rec.stats().rejected,
+      3,
+      "two of an unknown type, one without a job id; progress is not an error",
+    );
     const skipped = lines.filter((l) => l.msg === "job records: outbox entry skipped");
     assert.equal(skipped.length, 2, "an unknown type is logged once, not per entry");
   });
@@ -323,15 +523,73 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const [job] = (await w.claim(1)).jobs;
     // As release_job.lua writes it for cause 'deferred', and complete_job.lua with 'reused'.
     const outbox = new PipelineKeys(p).outbox;
-    await redis.xadd(outbox, "*", "type", "deferred", "id", "dep", "queue", p, "at", String(Date.now()), "token", job!.token, "reason", "dependency down");
-    await redis.xadd(outbox, "*", "type", "started", "id", "dep", "queue", p, "at", String(Date.now()), "token", "t2", "attempt", "1", "worker", "w");
-    await redis.xadd(outbox, "*", "type", "completed", "id", "dep", "queue", p, "at", String(Date.now()), "token", "t2", "result", "7", "reused", "1");
+    await redis.xadd(
+      outbox,
+      "*",
+      "type",
+      "deferred",
+      "id",
+      "dep",
+      "queue",
+      p,
+      "at",
+      String(Date.now()),
+      "token",
+      job!.token,
+      "reason",
+      "dependency down",
+    );
+    await redis.xadd(
+      outbox,
+      "*",
+      "type",
+      "started",
+      "id",
+      "dep",
+      "queue",
+      p,
+      "at",
+      String(Date.now()),
+      "token",
+      "t2",
+      "attempt",
+      "1",
+      "worker",
+      "w",
+    );
+    await redis.xadd(
+      outbox,
+      "*",
+      "type",
+      "completed",
+      "id",
+      "dep",
+      "queue",
+      p,
+      "at",
+      String(Date.now()),
+      "token",
+      "t2",
+      "result",
+      "7",
+      "reused",
+      "1",
+    );
     await waitDrained(p);
     const row = (await jobRows(db.name, p)).get("dep");
     assert.equal(row?.state, "completed");
     const attempts = await pgServer.query<AttemptRow & { reused: boolean | null }>(
-      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY started_at, execution", [p], db.name);
-    assert.deepEqual(attempts.map((a) => [a.execution, a.outcome, a.reason, a.reused]), [[job!.token, "deferred", "dependency down", null], ["t2", "completed", null, true]]);
+      "SELECT * FROM conveyor_attempts WHERE pipeline = $1 ORDER BY started_at, execution",
+      [p],
+      db.name,
+    );
+    assert.deepEqual(
+      attempts.map((a) => [a.execution, a.outcome, a.reason, a.reused]),
+      [
+        [job!.token, "deferred", "dependency down", null],
+        ["t2", "completed", null, true],
+      ],
+    );
     assert.equal(rec.stats().rejected, 0);
   });
 
@@ -346,12 +604,16 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const join = `${p}/join`;
     const wj = new Consumer(redis, join, { workerId: "wj", leaseMs: 30_000 });
     const ids = Array.from({ length: 40 }, (_, i) => `j${i}`);
-    await producer.enqueueMany(q, ids.map((id, i) => ({ id, data: { i }, attempts: 2 })));
+    await producer.enqueueMany(
+      q,
+      ids.map((id, i) => ({ id, data: { i }, attempts: 2 })),
+    );
     await producer.enqueue(q, { fan: true }, { id: "fan", attempts: 4 });
     await producer.enqueue(q, { later: true }, { id: "later", delayMs: 3_600_000 });
     // Every handler reports progress several times (each execution afresh), then ends.
     const report = async (c: Consumer, job: ClaimedJob, steps: number) => {
-      for (let k = 1; k <= steps; k++) assert.equal(await c.progress(job, k / 5, `step ${k} of ${job.id} try ${job.attempt}`), true);
+      for (let k = 1; k <= steps; k++)
+        assert.equal(await c.progress(job, k / 5, `step ${k} of ${job.id} try ${job.attempt}`), true);
     };
     for (let round = 0; round < 3; round++) {
       const { jobs } = await w.claim(100);
@@ -362,7 +624,12 @@ describe("job records (PostgreSQL through the outbox)", () => {
           continue;
         }
         const i = Number(job.id.slice(1));
-        if (i % 4 === 0) await w.fail(job, { name: "E", message: `fail ${job.attempt}` }, { retryable: true, retryDelayMs: 0 });
+        if (i % 4 === 0)
+          await w.fail(
+            job,
+            { name: "E", message: `fail ${job.attempt}` },
+            { retryable: true, retryDelayMs: 0 },
+          );
         else if (i % 4 === 1) await w.release(job, "shutdown");
         else if (i % 4 === 2) await w.advance(job, { a: i }, next);
         else await w.complete(job, i);
@@ -380,7 +647,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
 
     const dump = async (name: string) => ({
       jobs: await pgServer.query("SELECT * FROM conveyor_jobs ORDER BY pipeline, id", [], name),
-      attempts: await pgServer.query("SELECT * FROM conveyor_attempts ORDER BY pipeline, job_id, execution", [], name),
+      attempts: await pgServer.query(
+        "SELECT * FROM conveyor_attempts ORDER BY pipeline, job_id, execution",
+        [],
+        name,
+      ),
     });
     const applyAll = async (batches: (typeof events)[]) => {
       const db = await newDatabase();
@@ -398,7 +669,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const reversed = await applyAll(events.map((e) => [e]).reverse());
     // Random chunks, shuffled, with a third of them delivered twice.
     let seed = 42;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const chunks: (typeof events)[] = [];
     for (let i = 0; i < events.length;) {
       const size = 1 + Math.floor(rand() * 30);
@@ -408,7 +679,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const shuffled = [...chunks, ...chunks.filter(() => rand() < 0.33)].sort(() => rand() - 0.5);
     const scrambled = await applyAll(shuffled);
 
-    assert.equal(inOrder.jobs.length, 40 + 1 + 3 + 1 + 1, "40 jobs, the parent, its 3 children and join, the delayed one");
+    assert.equal(
+      inOrder.jobs.length,
+      40 + 1 + 3 + 1 + 1,
+      "40 jobs, the parent, its 3 children and join, the delayed one",
+    );
     assert.deepEqual(reversed, inOrder);
     assert.deepEqual(scrambled, inOrder);
     const byId = new Map((inOrder.jobs as unknown as JobRow[]).map((r) => [r.id, r]));
@@ -427,14 +702,24 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.ok(byId.get("j3")!.progress_at! <= byId.get("j3")!.finished_at!);
     assert.deepEqual([byId.get("later")?.state, byId.get("later")?.max_attempts], ["delayed", 3]);
     // The fan-out: the parent completed with its child count; children and join name it.
-    assert.deepEqual([byId.get("fan")?.state, byId.get("fan")?.result, byId.get("fan")?.max_attempts], ["completed", '{"children":3}', 4]);
+    assert.deepEqual(
+      [byId.get("fan")?.state, byId.get("fan")?.result, byId.get("fan")?.max_attempts],
+      ["completed", '{"children":3}', 4],
+    );
     for (const id of ["fan:1", "fan:2", "fan:3"]) {
       const child = byId.get(id)!;
-      assert.deepEqual([child.parent_id, child.queue, child.state, child.result], ["fan", next, "completed", '"b"'], id);
+      assert.deepEqual(
+        [child.parent_id, child.queue, child.state, child.result],
+        ["fan", next, "completed", '"b"'],
+        id,
+      );
       assert.ok(child.created_at, `${id} has its own history`);
     }
     const joined = byId.get("fan:join")!;
-    assert.deepEqual([joined.parent_id, joined.queue, joined.state, joined.result], ["fan", join, "completed", '"joined"']);
+    assert.deepEqual(
+      [joined.parent_id, joined.queue, joined.state, joined.result],
+      ["fan", join, "completed", '"joined"'],
+    );
     assert.deepEqual((JSON.parse(joined.data!) as { results: unknown[] }).results.length, 3);
     assert.equal(byId.get("j2")?.parent_id, null, "a stage hand-over is not a child");
   });
@@ -449,25 +734,49 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const [first] = (await w.claim(1)).jobs;
     await waitDrained(p);
     const row = async () => (await jobRows(db.name, p)).get("chatty")!;
-    assert.deepEqual([(await row()).state, (await row()).progress, (await row()).progress_message], ["active", null, null]);
+    assert.deepEqual(
+      [(await row()).state, (await row()).progress, (await row()).progress_message],
+      ["active", null, null],
+    );
 
     await w.progress(first!, 0.25, "reading");
     await w.progress(first!, 0.5, "");
     await waitDrained(p);
     let r = await row();
-    assert.deepEqual([r.state, r.progress, r.progress_message], ["active", 0.5, null], "an empty message is recorded as none");
+    assert.deepEqual(
+      [r.state, r.progress, r.progress_message],
+      ["active", 0.5, null],
+      "an empty message is recorded as none",
+    );
     assert.ok(r.progress_at);
-    const updatedBefore = (await pgServer.query<{ updated_at: Date; last_event: string }>(
-      "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1", [p], db.name))[0]!;
+    const updatedBefore = (
+      await pgServer.query<{ updated_at: Date; last_event: string }>(
+        "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1",
+        [p],
+        db.name,
+      )
+    )[0]!;
 
     // A failed execution keeps its last report visible while it waits to retry; the next
     // execution starts from none.
     await w.progress(first!, 0.6, "almost");
     await waitDrained(p);
-    const after = (await pgServer.query<{ updated_at: Date; last_event: string }>(
-      "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1", [p], db.name))[0]!;
-    assert.deepEqual(after, updatedBefore, "a progress report is not a transition: updated_at and last_event stay");
-    assert.equal(await w.fail(first!, { name: "E", message: "no" }, { retryable: true, retryDelayMs: 3_600_000 }), "retry");
+    const after = (
+      await pgServer.query<{ updated_at: Date; last_event: string }>(
+        "SELECT updated_at, last_event FROM conveyor_jobs WHERE pipeline = $1",
+        [p],
+        db.name,
+      )
+    )[0]!;
+    assert.deepEqual(
+      after,
+      updatedBefore,
+      "a progress report is not a transition: updated_at and last_event stay",
+    );
+    assert.equal(
+      await w.fail(first!, { name: "E", message: "no" }, { retryable: true, retryDelayMs: 3_600_000 }),
+      "retry",
+    );
     await waitDrained(p);
     r = await row();
     assert.deepEqual([r.state, r.progress, r.progress_message], ["retrying", 0.6, "almost"]);
@@ -482,7 +791,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
     // A chatty handler: 300 reports between two reads of the recorder fold into one row write.
     await rec.stop();
     for (let k = 1; k <= 300; k++) await w.progress(second!, k / 300, `page ${k}`);
-    assert.equal(await w.progress({ id: "chatty", token: first!.token }, 0.01, "stale execution"), false, "fenced: nothing recorded");
+    assert.equal(
+      await w.progress({ id: "chatty", token: first!.token }, 0.01, "stale execution"),
+      false,
+      "fenced: nothing recorded",
+    );
     const entries = (await redis.xrange(new PipelineKeys(p).outbox, "-", "+")) as RawEntry[];
     const folded = foldEvents(entries.flatMap((e) => parseEntry(p, e) ?? []));
     assert.equal(entries.length, 300);
@@ -497,7 +810,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await w.complete(second!, "done");
     await waitDrained(p);
     r = await row();
-    assert.deepEqual([r.state, r.progress, r.progress_message, r.max_attempts], ["completed", 1, "page 300", 2], "the last report stays after completion");
+    assert.deepEqual(
+      [r.state, r.progress, r.progress_message, r.max_attempts],
+      ["completed", 1, "page 300", 2],
+      "the last report stays after completion",
+    );
   });
 
   test("a report that reaches PostgreSQL before its job's transitions still gives the right row", async () => {
@@ -507,23 +824,111 @@ describe("job records (PostgreSQL through the outbox)", () => {
     try {
       await migrate(pool);
       const e = (id: string, ...fields: string[]) => parseEntry(p, [id, fields])!;
-      const enq = e("100-0", "type", "enqueued", "id", "j", "queue", p, "at", "100", "data", "{}", "attempts", "3");
-      const start = e("200-0", "type", "started", "id", "j", "queue", p, "at", "200", "token", "1", "attempt", "1", "worker", "w");
-      const p1 = e("300-0", "type", "progress", "id", "j", "queue", p, "at", "300", "token", "1", "progress", "0.3", "message", "a");
-      const p2 = e("400-0", "type", "progress", "id", "j", "queue", p, "at", "400", "token", "1", "progress", "0.7", "message", "b");
-      const bad = e("450-0", "type", "progress", "id", "j", "queue", p, "at", "450", "token", "1", "progress", "70", "message", "percent?");
+      const enq = e(
+        "100-0",
+        "type",
+        "enqueued",
+        "id",
+        "j",
+        "queue",
+        p,
+        "at",
+        "100",
+        "data",
+        "{}",
+        "attempts",
+        "3",
+      );
+      const start = e(
+        "200-0",
+        "type",
+        "started",
+        "id",
+        "j",
+        "queue",
+        p,
+        "at",
+        "200",
+        "token",
+        "1",
+        "attempt",
+        "1",
+        "worker",
+        "w",
+      );
+      const p1 = e(
+        "300-0",
+        "type",
+        "progress",
+        "id",
+        "j",
+        "queue",
+        p,
+        "at",
+        "300",
+        "token",
+        "1",
+        "progress",
+        "0.3",
+        "message",
+        "a",
+      );
+      const p2 = e(
+        "400-0",
+        "type",
+        "progress",
+        "id",
+        "j",
+        "queue",
+        p,
+        "at",
+        "400",
+        "token",
+        "1",
+        "progress",
+        "0.7",
+        "message",
+        "b",
+      );
+      const bad = e(
+        "450-0",
+        "type",
+        "progress",
+        "id",
+        "j",
+        "queue",
+        p,
+        "at",
+        "450",
+        "token",
+        "1",
+        "progress",
+        "70",
+        "message",
+        "percent?",
+      );
       // Only reports so far (the transitions are in another recorder's batch): a provisional row.
       await writeBatch(pool, foldEvents([p2]));
       await writeBatch(pool, foldEvents([p1]));
-      const rows = () => pgServer.query<JobRow & { last_event: string; updated_at: Date }>("SELECT * FROM conveyor_jobs", [], db.name);
+      const rows = () =>
+        pgServer.query<JobRow & { last_event: string; updated_at: Date }>(
+          "SELECT * FROM conveyor_jobs",
+          [],
+          db.name,
+        );
       let [row] = await rows();
-      assert.deepEqual([row!.state, row!.progress, row!.progress_message, row!.last_event, row!.created_at], ["active", 0.7, "b", "400-0", null]);
+      assert.deepEqual(
+        [row!.state, row!.progress, row!.progress_message, row!.last_event, row!.created_at],
+        ["active", 0.7, "b", "400-0", null],
+      );
       // The transitions arrive late: they take over the row, and the newer report stays.
       await writeBatch(pool, foldEvents([start]));
       await writeBatch(pool, foldEvents([enq]));
       [row] = await rows();
-      assert.deepEqual([row!.state, row!.progress, row!.progress_message, row!.last_event, row!.attempts, row!.max_attempts],
-        ["active", 0.7, "b", "200-0", 1, 3]);
+      assert.deepEqual(
+        [row!.state, row!.progress, row!.progress_message, row!.last_event, row!.attempts, row!.max_attempts],
+        ["active", 0.7, "b", "200-0", 1, 3],
+      );
       assert.equal(row!.created_at?.getTime(), 100);
       assert.equal(row!.updated_at.getTime(), 200);
       // A report whose fraction is not one (0..1) keeps its message and records no fraction.
@@ -552,7 +957,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
     }
     // Children inherit the parent's single attempt: page 2 fails into dead letters (it still finishes).
     for (const job of (await ww.claim(10)).jobs) {
-      if (job.id === "doc:2") assert.equal(await ww.fail(job, { name: "E", message: "torn page" }, { retryable: true, retryDelayMs: 0 }), "dead");
+      if (job.id === "doc:2")
+        assert.equal(
+          await ww.fail(job, { name: "E", message: "torn page" }, { retryable: true, retryDelayMs: 0 }),
+          "dead",
+        );
       else assert.equal(await ww.complete(job, { words: Number(job.id.slice(-1)) * 100 }), true);
     }
     const joins = (await wj.claim(10)).jobs;
@@ -566,29 +975,65 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await waitDrained(p);
 
     const jobs = await jobRows(db.name, p);
-    assert.deepEqual([...jobs.keys()].sort(), ["doc", "doc:1", "doc:2", "doc:3", "doc:join", "empty", "empty:join"]);
+    assert.deepEqual([...jobs.keys()].sort(), [
+      "doc",
+      "doc:1",
+      "doc:2",
+      "doc:3",
+      "doc:join",
+      "empty",
+      "empty:join",
+    ]);
     const parent = jobs.get("doc")!;
-    assert.deepEqual([parent.queue, parent.state, parent.result, parent.parent_id], [split, "completed", '{"children":3}', null]);
+    assert.deepEqual(
+      [parent.queue, parent.state, parent.result, parent.parent_id],
+      [split, "completed", '{"children":3}', null],
+    );
     assert.deepEqual(jobs.get("empty")?.result, '{"children":0}');
     for (const id of ["doc:1", "doc:2", "doc:3"]) {
       const child = jobs.get(id)!;
       assert.deepEqual([child.parent_id, child.queue, child.state], ["doc", work, "completed"], id);
       assert.equal(child.data, JSON.stringify({ page: Number(id.slice(-1)) }));
-      assert.equal(child.created_at?.getTime(), parent.finished_at?.getTime(), `${id} was created by the fan-out`);
+      assert.equal(
+        child.created_at?.getTime(),
+        parent.finished_at?.getTime(),
+        `${id} was created by the fan-out`,
+      );
     }
-    assert.match(jobs.get("doc:2")?.error ?? "", /torn page/, "the revived child's earlier failure stays visible");
+    assert.match(
+      jobs.get("doc:2")?.error ?? "",
+      /torn page/,
+      "the revived child's earlier failure stays visible",
+    );
     const docJoin = jobs.get("doc:join")!;
-    assert.deepEqual([docJoin.parent_id, docJoin.queue, docJoin.state, docJoin.result], ["doc", join, "completed", '"merged"']);
+    assert.deepEqual(
+      [docJoin.parent_id, docJoin.queue, docJoin.state, docJoin.result],
+      ["doc", join, "completed", '"merged"'],
+    );
     assert.deepEqual(JSON.parse(docJoin.data!), {
       parent: "doc",
-      results: [{ id: "doc:1", result: { words: 100 } }, { id: "doc:2", error: "attempts exhausted (1/1): torn page" }, { id: "doc:3", result: { words: 300 } }],
+      results: [
+        { id: "doc:1", result: { words: 100 } },
+        { id: "doc:2", error: "attempts exhausted (1/1): torn page" },
+        { id: "doc:3", result: { words: 300 } },
+      ],
     });
     assert.ok(docJoin.created_at);
-    assert.deepEqual([jobs.get("empty:join")?.parent_id, jobs.get("empty:join")?.state], ["empty", "completed"]);
+    assert.deepEqual(
+      [jobs.get("empty:join")?.parent_id, jobs.get("empty:join")?.state],
+      ["empty", "completed"],
+    );
     // What the parent_id index is for: a fan-out's children (the join is `<parent>:join`).
     const kids = await pgServer.query<{ id: string; state: string }>(
-      "SELECT id, state FROM conveyor_jobs WHERE pipeline = $1 AND parent_id = $2 AND id <> $2 || ':join' ORDER BY id", [p, "doc"], db.name);
-    assert.deepEqual(kids, [{ id: "doc:1", state: "completed" }, { id: "doc:2", state: "completed" }, { id: "doc:3", state: "completed" }]);
+      "SELECT id, state FROM conveyor_jobs WHERE pipeline = $1 AND parent_id = $2 AND id <> $2 || ':join' ORDER BY id",
+      [p, "doc"],
+      db.name,
+    );
+    assert.deepEqual(kids, [
+      { id: "doc:1", state: "completed" },
+      { id: "doc:2", state: "completed" },
+      { id: "doc:3", state: "completed" },
+    ]);
     assert.equal(rec.stats().rejected, 0);
   });
 
@@ -597,20 +1042,97 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const pool = createPool(db.url);
     try {
       assert.deepEqual(await migrate(pool, MIGRATIONS.slice(0, 1)), [1]);
-      await pgServer.query(`INSERT INTO conveyor_jobs (pipeline, id, queue, state, data, attempts, updated_at, last_event, v_event, v_data, v_created, created_at)
-        VALUES ('p', 'old', 'p', 'queued', '{}', 0, to_timestamp(1), '1-0', 100000000000000000000, 100000000000000000000, 100000000000000000000, to_timestamp(1))`, [], db.name);
+      await pgServer.query(
+        `INSERT INTO conveyor_jobs (pipeline, id, queue, state, data, attempts, updated_at, last_event, v_event, v_data, v_created, created_at)
+        VALUES ('p', 'old', 'p', 'queued', '{}', 0, to_timestamp(1), '1-0', 100000000000000000000, 100000000000000000000, 100000000000000000000, to_timestamp(1))`,
+        [],
+        db.name,
+      );
       assert.deepEqual(await migrate(pool), [2]);
       assert.deepEqual(await migrate(pool), [], "and only once");
       const [old] = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name);
-      assert.deepEqual([old!.state, old!.data, old!.progress, old!.max_attempts, old!.parent_id, old!.due_at], ["queued", "{}", null, null, null, null]);
+      assert.deepEqual(
+        [old!.state, old!.data, old!.progress, old!.max_attempts, old!.parent_id, old!.due_at],
+        ["queued", "{}", null, null, null, null],
+      );
       // The old row takes new events; the widened state check accepts `delayed`, and still refuses nonsense.
-      await writeBatch(pool, foldEvents([parseEntry("p", ["2-0", ["type", "enqueued", "id", "new", "queue", "p", "at", "2", "data", "1", "attempts", "2", "due", "60000"]])!,
-        parseEntry("p", ["3-0", ["type", "started", "id", "old", "queue", "p", "at", "3", "token", "9", "attempt", "1", "worker", "w"]])!,
-        parseEntry("p", ["4-0", ["type", "progress", "id", "old", "queue", "p", "at", "4", "token", "9", "progress", "0.5", "message", "half"]])!]));
-      const rows = new Map((await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name)).map((r) => [r.id, r]));
-      assert.deepEqual([rows.get("old")?.state, rows.get("old")?.progress, rows.get("old")?.data], ["active", 0.5, "{}"]);
-      assert.deepEqual([rows.get("new")?.state, rows.get("new")?.due_at?.getTime(), rows.get("new")?.max_attempts], ["delayed", 60000, 2]);
-      await assert.rejects(pgServer.query("UPDATE conveyor_jobs SET state = 'lost'", [], db.name), /check constraint/);
+      await writeBatch(
+        pool,
+        foldEvents([
+          parseEntry("p", [
+            "2-0",
+            [
+              "type",
+              "enqueued",
+              "id",
+              "new",
+              "queue",
+              "p",
+              "at",
+              "2",
+              "data",
+              "1",
+              "attempts",
+              "2",
+              "due",
+              "60000",
+            ],
+          ])!,
+          parseEntry("p", [
+            "3-0",
+            [
+              "type",
+              "started",
+              "id",
+              "old",
+              "queue",
+              "p",
+              "at",
+              "3",
+              "token",
+              "9",
+              "attempt",
+              "1",
+              "worker",
+              "w",
+            ],
+          ])!,
+          parseEntry("p", [
+            "4-0",
+            [
+              "type",
+              "progress",
+              "id",
+              "old",
+              "queue",
+              "p",
+              "at",
+              "4",
+              "token",
+              "9",
+              "progress",
+              "0.5",
+              "message",
+              "half",
+            ],
+          ])!,
+        ]),
+      );
+      const rows = new Map(
+        (await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name)).map((r) => [r.id, r]),
+      );
+      assert.deepEqual(
+        [rows.get("old")?.state, rows.get("old")?.progress, rows.get("old")?.data],
+        ["active", 0.5, "{}"],
+      );
+      assert.deepEqual(
+        [rows.get("new")?.state, rows.get("new")?.due_at?.getTime(), rows.get("new")?.max_attempts],
+        ["delayed", 60000, 2],
+      );
+      await assert.rejects(
+        pgServer.query("UPDATE conveyor_jobs SET state = 'lost'", [], db.name),
+        /check constraint/,
+      );
     } finally {
       await pool.end();
     }
@@ -628,7 +1150,14 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const expected = new Map<string, { state: string; attempts: number; outcomes: string[] }>();
     const workers = [1, 2, 3].map((i) => new Consumer(redis, q, { workerId: `w${i}`, leaseMs: 30_000 }));
     for (let start = 0; start < total; start += 100) {
-      await producer.enqueueMany(q, Array.from({ length: 100 }, (_, k) => ({ id: `job-${start + k}`, data: { i: start + k }, attempts: 2 })));
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: 100 }, (_, k) => ({
+          id: `job-${start + k}`,
+          data: { i: start + k },
+          attempts: 2,
+        })),
+      );
     }
     // Three workers take turns: i%5==0 fails once then completes, i%7==0 dies after 2 failures,
     // i%11==0 is handed back once; the rest complete at once.
@@ -639,28 +1168,41 @@ describe("job records (PostgreSQL through the outbox)", () => {
       const w = workers[turn++ % workers.length]!;
       const { jobs } = await w.claim(20);
       if (jobs.length === 0) continue;
-      await Promise.all(jobs.map(async (job) => {
-        const i = Number(job.id.slice(4));
-        if (i % 11 === 0 && !handedBack.has(job.id)) {
-          handedBack.add(job.id);
-          await w.release(job, "shutdown");
-        } else if (i % 7 === 0) {
-          const outcome = await w.fail(job, { name: "E", message: "no" }, { retryable: true, retryDelayMs: 0 });
-          if (outcome === "dead") done++;
-        } else if (i % 5 === 0 && job.attempt === 1) {
-          await w.fail(job, { name: "E", message: "once" }, { retryable: true, retryDelayMs: 0 });
-        } else {
-          await w.complete(job, i);
-          done++;
-        }
-      }));
+      await Promise.all(
+        jobs.map(async (job) => {
+          const i = Number(job.id.slice(4));
+          if (i % 11 === 0 && !handedBack.has(job.id)) {
+            handedBack.add(job.id);
+            await w.release(job, "shutdown");
+          } else if (i % 7 === 0) {
+            const outcome = await w.fail(
+              job,
+              { name: "E", message: "no" },
+              { retryable: true, retryDelayMs: 0 },
+            );
+            if (outcome === "dead") done++;
+          } else if (i % 5 === 0 && job.attempt === 1) {
+            await w.fail(job, { name: "E", message: "once" }, { retryable: true, retryDelayMs: 0 });
+          } else {
+            await w.complete(job, i);
+            done++;
+          }
+        }),
+      );
     }
     for (let i = 0; i < total; i++) {
       const outcomes: string[] = [];
       if (i % 11 === 0) outcomes.push("handedBack");
-      if (i % 7 === 0) expected.set(`job-${i}`, { state: "dead", attempts: 2, outcomes: [...outcomes, "retried", "dead"] });
-      else if (i % 5 === 0) expected.set(`job-${i}`, { state: "completed", attempts: 2, outcomes: [...outcomes, "retried", "completed"] });
-      else expected.set(`job-${i}`, { state: "completed", attempts: 1, outcomes: [...outcomes, "completed"] });
+      if (i % 7 === 0)
+        expected.set(`job-${i}`, { state: "dead", attempts: 2, outcomes: [...outcomes, "retried", "dead"] });
+      else if (i % 5 === 0)
+        expected.set(`job-${i}`, {
+          state: "completed",
+          attempts: 2,
+          outcomes: [...outcomes, "retried", "completed"],
+        });
+      else
+        expected.set(`job-${i}`, { state: "completed", attempts: 1, outcomes: [...outcomes, "completed"] });
     }
 
     await waitDrained(p);
@@ -668,7 +1210,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const attempts = await attemptRows(db.name, p);
     assert.equal(jobs.size, total);
     const counts = await pgServer.query<{ n: string; distinct_ids: string }>(
-      "SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids FROM conveyor_jobs WHERE pipeline = $1", [p], db.name);
+      "SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids FROM conveyor_jobs WHERE pipeline = $1",
+      [p],
+      db.name,
+    );
     assert.deepEqual(counts[0], { n: String(total), distinct_ids: String(total) });
     for (const [id, want] of expected) {
       const row = jobs.get(id);
@@ -693,7 +1238,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await rec.start();
     const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
     const runJobs = async (from: number, count: number) => {
-      await producer.enqueueMany(q, Array.from({ length: count }, (_, k) => ({ id: `job-${from + k}`, data: from + k })));
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: count }, (_, k) => ({ id: `job-${from + k}`, data: from + k })),
+      );
       let left = count;
       while (left > 0) {
         const { jobs } = await w.claim(25);
@@ -719,15 +1267,28 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const jobs = await jobRows(db.name, p);
     assert.equal(jobs.size, 500);
     for (const [id, row] of jobs) assert.equal(row.state, "completed", id);
-    const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'", [], db.name);
+    const attempts = await pgServer.query<{ n: string }>(
+      "SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'",
+      [],
+      db.name,
+    );
     assert.equal(attempts[0]?.n, "500");
     const stats = rec.stats();
     assert.ok(stats.failures >= 1);
     assert.equal(stats.databaseUp, true);
-    assert.equal(lines.filter((l) => String(l.msg).includes("PostgreSQL unavailable")).length, 1, "the outage is logged once");
-    assert.equal(lines.filter((l) => String(l.msg).includes("PostgreSQL is back")).length, 1, "and its end once");
+    assert.equal(
+      lines.filter((l) => String(l.msg).includes("PostgreSQL unavailable")).length,
+      1,
+      "the outage is logged once",
+    );
+    assert.equal(
+      lines.filter((l) => String(l.msg).includes("PostgreSQL is back")).length,
+      1,
+      "and its end once",
+    );
     const metrics = await registry.getMetricsAsJSON();
-    const value = (name: string) => metrics.find((m) => m.name === name)?.values.reduce((s, v) => s + v.value, 0);
+    const value = (name: string) =>
+      metrics.find((m) => m.name === name)?.values.reduce((s, v) => s + v.value, 0);
     assert.ok((value("conveyor_records_failures_total") ?? 0) >= 1);
     assert.ok((value("conveyor_records_written_total") ?? 0) >= 1000);
     assert.equal(value("conveyor_records_database_up"), 1);
@@ -756,7 +1317,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const q = `${p}/work`;
     await recordsOn(p);
     const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
-    await producer.enqueueMany(q, Array.from({ length: 120 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 120 }, (_, i) => ({ id: `job-${i}`, data: i })),
+    );
     for (;;) {
       const { jobs } = await w.claim(50);
       if (jobs.length === 0) break;
@@ -765,7 +1329,18 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const outbox = new PipelineKeys(p).outbox;
     // Ghost 1 read 200 entries and died before writing them.
     const read = async (consumer: string, count: number) =>
-      ((await redis.xreadgroup("GROUP", RECORDER_GROUP, consumer, "COUNT", count, "STREAMS", outbox, ">")) as [string, RawEntry[]][])[0]![1];
+      (
+        (await redis.xreadgroup(
+          "GROUP",
+          RECORDER_GROUP,
+          consumer,
+          "COUNT",
+          count,
+          "STREAMS",
+          outbox,
+          ">",
+        )) as [string, RawEntry[]][]
+      )[0]![1];
     await read("ghost-1", 200);
     // Ghost 2 read 100 entries, committed them to PostgreSQL and died before XACK.
     const written = await read("ghost-2", 100);
@@ -789,7 +1364,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
       assert.equal(row.result, JSON.stringify(id));
     }
     const attempts = await pgServer.query<{ n: string; d: string }>(
-      "SELECT count(*) AS n, count(DISTINCT (job_id, execution)) AS d FROM conveyor_attempts", [], db.name);
+      "SELECT count(*) AS n, count(DISTINCT (job_id, execution)) AS d FROM conveyor_attempts",
+      [],
+      db.name,
+    );
     assert.deepEqual(attempts[0], { n: "120", d: "120" });
     assert.ok(rec.stats().written >= 360, "the survivor took over the ghosts' entries");
   });
@@ -798,7 +1376,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const db = await newDatabase();
     const p = fresh();
     await recordsOn(p);
-    await producer.enqueueMany(p, Array.from({ length: 100 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    await producer.enqueueMany(
+      p,
+      Array.from({ length: 100 }, (_, i) => ({ id: `job-${i}`, data: i })),
+    );
     const outbox = new PipelineKeys(p).outbox;
     await redis.xreadgroup("GROUP", RECORDER_GROUP, "ghost", "COUNT", 10, "STREAMS", outbox, ">");
     // What the scripts' MAXLEN cap does when no recorder keeps up: the oldest entries go.
@@ -824,7 +1405,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const rec = recorder(db.url, [p], { batchSize: 25, stopTimeoutMs: DEADLINE });
     await rec.start();
     const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
-    await producer.enqueueMany(q, Array.from({ length: 200 }, (_, i) => ({ id: `job-${i}`, data: i })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 200 }, (_, i) => ({ id: `job-${i}`, data: i })),
+    );
     for (;;) {
       const { jobs } = await w.claim(50);
       if (jobs.length === 0) break;
@@ -840,7 +1424,11 @@ describe("job records (PostgreSQL through the outbox)", () => {
   test("stop() during an outage returns promptly and leaves the entries for later", async () => {
     const db = await newDatabase();
     const p = fresh();
-    const rec = recorder(db.url, [p], { stopTimeoutMs: DEADLINE, maxBackoffMs: 60_000, minBackoffMs: 30_000 });
+    const rec = recorder(db.url, [p], {
+      stopTimeoutMs: DEADLINE,
+      maxBackoffMs: 60_000,
+      minBackoffMs: 30_000,
+    });
     await rec.start();
     await producer.enqueue(p, 1, { id: "one" });
     await waitDrained(p);
@@ -869,7 +1457,10 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await first.start();
     const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
     const total = 300;
-    await producer.enqueueMany(q, Array.from({ length: total }, (_, i) => ({ id: `job-${i}`, data: i })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: total }, (_, i) => ({ id: `job-${i}`, data: i })),
+    );
     let completed = 0;
     let second: JobRecorder | null = null;
     while (completed < total) {
@@ -886,9 +1477,17 @@ describe("job records (PostgreSQL through the outbox)", () => {
     const jobs = await jobRows(db.name, p);
     assert.equal(jobs.size, total);
     for (const [id, row] of jobs) assert.equal(row.state, "completed", id);
-    const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts", [], db.name);
+    const attempts = await pgServer.query<{ n: string }>(
+      "SELECT count(*) AS n FROM conveyor_attempts",
+      [],
+      db.name,
+    );
     assert.equal(attempts[0]?.n, String(total));
-    const groups = (await redis.xinfo("CONSUMERS", new PipelineKeys(p).outbox, RECORDER_GROUP)) as unknown[][];
+    const groups = (await redis.xinfo(
+      "CONSUMERS",
+      new PipelineKeys(p).outbox,
+      RECORDER_GROUP,
+    )) as unknown[][];
     const names = groups.map((c) => String(c[1]));
     assert.ok(!names.includes("first"), `a cleanly stopped recorder leaves the group: ${names.join(",")}`);
   });
@@ -899,27 +1498,51 @@ describe("job records on a Redis Cluster", () => {
     const [pgServer, cluster] = await Promise.all([PostgresServer.start(), RedisClusterServer.start(3)]);
     const redis = connectRedis(cluster.url);
     const rec = new JobRecorder({
-      redis, redisUrl: cluster.url, database: pgServer.url, pipelines: ["alpha", "omega"],
-      logger: pino({ level: "silent" }), blockMs: 200, gaugeIntervalMs: 200,
+      redis,
+      redisUrl: cluster.url,
+      database: pgServer.url,
+      pipelines: ["alpha", "omega"],
+      logger: pino({ level: "silent" }),
+      blockMs: 200,
+      gaugeIntervalMs: 200,
     });
     try {
-      assert.notEqual(await redis.cluster("KEYSLOT", new PipelineKeys("alpha").outbox), await redis.cluster("KEYSLOT", new PipelineKeys("omega").outbox));
+      assert.notEqual(
+        await redis.cluster("KEYSLOT", new PipelineKeys("alpha").outbox),
+        await redis.cluster("KEYSLOT", new PipelineKeys("omega").outbox),
+      );
       await rec.start();
       const producer = new Producer(redis);
       for (const p of ["alpha", "omega"]) {
-        await producer.enqueueMany(`${p}/a`, Array.from({ length: 50 }, (_, i) => ({ id: `j${i}`, data: i })));
+        await producer.enqueueMany(
+          `${p}/a`,
+          Array.from({ length: 50 }, (_, i) => ({ id: `j${i}`, data: i })),
+        );
         const a = new Consumer(redis, `${p}/a`, { workerId: "w", leaseMs: 30_000 });
         const b = new Consumer(redis, `${p}/b`, { workerId: "w", leaseMs: 30_000 });
         for (const job of (await a.claim(50)).jobs) assert.equal(await a.advance(job, "a", `${p}/b`), true);
         for (const job of (await b.claim(50)).jobs) assert.equal(await b.complete(job, "b"), true);
       }
-      const rows = await waitFor("records of both pipelines", async () => {
-        const r = await pgServer.query<{ pipeline: string; n: string }>(
-          "SELECT pipeline, count(*) AS n FROM conveyor_jobs WHERE state = 'completed' AND queue LIKE '%/b' GROUP BY pipeline ORDER BY pipeline").catch(() => []);
-        return r.length === 2 && r.every((x) => x.n === "50") ? r : null;
-      }, DEADLINE, 100);
-      assert.deepEqual(rows, [{ pipeline: "alpha", n: "50" }, { pipeline: "omega", n: "50" }]);
-      const attempts = await pgServer.query<{ n: string }>("SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'");
+      const rows = await waitFor(
+        "records of both pipelines",
+        async () => {
+          const r = await pgServer
+            .query<{ pipeline: string; n: string }>(
+              "SELECT pipeline, count(*) AS n FROM conveyor_jobs WHERE state = 'completed' AND queue LIKE '%/b' GROUP BY pipeline ORDER BY pipeline",
+            )
+            .catch(() => []);
+          return r.length === 2 && r.every((x) => x.n === "50") ? r : null;
+        },
+        DEADLINE,
+        100,
+      );
+      assert.deepEqual(rows, [
+        { pipeline: "alpha", n: "50" },
+        { pipeline: "omega", n: "50" },
+      ]);
+      const attempts = await pgServer.query<{ n: string }>(
+        "SELECT count(*) AS n FROM conveyor_attempts WHERE outcome = 'completed'",
+      );
       assert.equal(attempts[0]?.n, "200");
     } finally {
       await rec.stop();

@@ -20,7 +20,14 @@ import { freePort } from "./support/ports.ts";
 import { stopProcess } from "./support/processes.ts";
 import { PodRunner } from "./support/podRunner.ts";
 import { RECORDING_HANDLER } from "./support/workers.ts";
-import { isLeader, operatorAlive, operatorLog, operatorMetricsText, startOperator, type OperatorProcess } from "./support/operator.ts";
+import {
+  isLeader,
+  operatorAlive,
+  operatorLog,
+  operatorMetricsText,
+  startOperator,
+  type OperatorProcess,
+} from "./support/operator.ts";
 import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
 import { KubeClient, apiPath } from "../operator/kube/client.ts";
 import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
@@ -35,7 +42,15 @@ const WRONG = `Wr0ng-${randomBytes(6).toString("hex")}:p@ss/wörd`;
 /** Every form a credential could leak in. */
 function forms(secret: string): string[] {
   const b64 = Buffer.from(secret).toString("base64");
-  return [secret, b64, b64.replace(/=+$/, ""), Buffer.from(secret).toString("base64url"), encodeURIComponent(secret), encodeURI(secret), JSON.stringify(secret).slice(1, -1)];
+  return [
+    secret,
+    b64,
+    b64.replace(/=+$/, ""),
+    Buffer.from(secret).toString("base64url"),
+    encodeURIComponent(secret),
+    encodeURI(secret),
+    JSON.stringify(secret).slice(1, -1),
+  ];
 }
 const NEEDLES = [...new Set([...forms(PASSWORD), ...forms(WRONG)])];
 
@@ -43,7 +58,11 @@ function assertNoCredential(where: string, text: string): void {
   assert.ok(text.length > 0, `${where}: there is something to check`);
   for (const needle of NEEDLES) {
     const i = text.indexOf(needle);
-    assert.equal(i, -1, `${where} contains a credential (${JSON.stringify(needle)}) at ${i}: …${text.slice(Math.max(0, i - 200), i + needle.length + 50)}…`);
+    assert.equal(
+      i,
+      -1,
+      `${where} contains a credential (${JSON.stringify(needle)}) at ${i}: …${text.slice(Math.max(0, i - 200), i + needle.length + 50)}…`,
+    );
   }
 }
 
@@ -52,7 +71,9 @@ function httpsGet(url: string): Promise<{ status: number; body: string }> {
     const req = https.get(url, { rejectUnauthorized: false, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }),
+      );
       res.on("error", reject);
     });
     req.setTimeout(10_000, () => req.destroy(new Error(`timeout: ${url}`)));
@@ -72,9 +93,22 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
   /** What was read from the workers' /metrics while they ran. */
   const workerMetrics = new Map<string, string>();
 
-  const getPool = (name: string) => k.get<WorkerPool>(apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: "default", name }));
-  const getDeployment = (name: string) => k.get<Deployment>(apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: "default", name }));
-  const condition = (p: WorkerPool | null, type: string) => p?.status?.conditions?.find((c) => c.type === type);
+  const getPool = (name: string) =>
+    k.get<WorkerPool>(
+      apiPath({
+        group: "conveyor.dev",
+        version: "v1alpha1",
+        plural: "workerpools",
+        namespace: "default",
+        name,
+      }),
+    );
+  const getDeployment = (name: string) =>
+    k.get<Deployment>(
+      apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: "default", name }),
+    );
+  const condition = (p: WorkerPool | null, type: string) =>
+    p?.status?.conditions?.find((c) => c.type === type);
 
   function pool(name: string, spec: Record<string, unknown>) {
     return {
@@ -146,67 +180,146 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     const apply = async (obj: unknown) => {
       await cp.apply(JSON.stringify(obj), "--server-side", "--field-manager=tester");
     };
-    await apply(pool("secure", { redis: { url: redis.url, secretRef: { name: "redis-auth" } }, scaling: { mode: "direct", maxReplicas: 2, targetBacklogPerReplica: 20, pollSeconds: 1, cooldownSeconds: 5 } }));
+    await apply(
+      pool("secure", {
+        redis: { url: redis.url, secretRef: { name: "redis-auth" } },
+        scaling: {
+          mode: "direct",
+          maxReplicas: 2,
+          targetBacklogPerReplica: 20,
+          pollSeconds: 1,
+          cooldownSeconds: 5,
+        },
+      }),
+    );
     // a wrong password, pinned at one replica so that a worker runs with it too
-    await apply(pool("wrongpass", { redis: { url: redis.url, secretRef: { name: "redis-wrong" } }, replicas: 1, scaling: { pollSeconds: 1 } }));
+    await apply(
+      pool("wrongpass", {
+        redis: { url: redis.url, secretRef: { name: "redis-wrong" } },
+        replicas: 1,
+        scaling: { pollSeconds: 1 },
+      }),
+    );
     // no password at all against a Redis that requires one
     await apply(pool("nopass", { scaling: { mode: "direct", pollSeconds: 1 } }));
 
-    const dep = await waitUntil("secure's Deployment", async () => (await getDeployment("secure")) ?? undefined, { timeoutMs: LONG });
+    const dep = await waitUntil(
+      "secure's Deployment",
+      async () => (await getDeployment("secure")) ?? undefined,
+      { timeoutMs: LONG },
+    );
     const env = dep.spec!.template!.spec!.containers.find((c) => c.name === "worker")!.env!;
-    assert.deepEqual(env.find((e) => e.name === "REDIS_PASSWORD")?.valueFrom, { secretKeyRef: { name: "redis-auth", key: "password" } }, "the password only as a Secret reference");
-    await waitUntil("secure Ready at zero", async () => condition(await getPool("secure"), "Ready")?.reason === "ScaledToZero", { timeoutMs: LONG });
+    assert.deepEqual(
+      env.find((e) => e.name === "REDIS_PASSWORD")?.valueFrom,
+      { secretKeyRef: { name: "redis-auth", key: "password" } },
+      "the password only as a Secret reference",
+    );
+    await waitUntil(
+      "secure Ready at zero",
+      async () => condition(await getPool("secure"), "Ready")?.reason === "ScaledToZero",
+      { timeoutMs: LONG },
+    );
 
     const producer = new Producer(r);
     const admin = new QueueAdmin(r);
-    await producer.enqueueMany("secure/work", Array.from({ length: 40 }, (_, i) => ({ data: { i, sleepMs: 100 } })));
-    await waitUntil("secure scales up and its worker runs", async () => {
-      const d = await getDeployment("secure");
-      return (d?.spec?.replicas ?? 0) >= 1 && runner.running.some((p) => p.name.startsWith("secure-"));
-    }, { timeoutMs: LONG });
-    await waitUntil("all 40 jobs completed by the worker (it authenticated with the Secret's password)", async () => {
-      await scrapeWorkers();
-      return (await admin.counts("secure/work")).completed >= 40;
-    }, { timeoutMs: LONG, intervalMs: 500 });
+    await producer.enqueueMany(
+      "secure/work",
+      Array.from({ length: 40 }, (_, i) => ({ data: { i, sleepMs: 100 } })),
+    );
+    await waitUntil(
+      "secure scales up and its worker runs",
+      async () => {
+        const d = await getDeployment("secure");
+        return (d?.spec?.replicas ?? 0) >= 1 && runner.running.some((p) => p.name.startsWith("secure-"));
+      },
+      { timeoutMs: LONG },
+    );
+    await waitUntil(
+      "all 40 jobs completed by the worker (it authenticated with the Secret's password)",
+      async () => {
+        await scrapeWorkers();
+        return (await admin.counts("secure/work")).completed >= 40;
+      },
+      { timeoutMs: LONG, intervalMs: 500 },
+    );
     await scrapeWorkers();
 
     for (const name of ["wrongpass", "nopass"]) {
-      await waitUntil(`${name} Degraded/RedisUnreachable with an Event`, async () => {
-        const p = await getPool(name);
-        const d = condition(p, "Degraded");
-        if (d?.status !== "True" || d.reason !== "RedisUnreachable") return false;
-        const ev = JSON.parse(await cp.kubectl("get", "events", "--field-selector", `involvedObject.name=${name},involvedObject.kind=WorkerPool`, "-o", "json")) as { items: { reason: string }[] };
-        return ev.items.some((e) => e.reason === "RedisUnreachable");
-      }, { timeoutMs: LONG });
+      await waitUntil(
+        `${name} Degraded/RedisUnreachable with an Event`,
+        async () => {
+          const p = await getPool(name);
+          const d = condition(p, "Degraded");
+          if (d?.status !== "True" || d.reason !== "RedisUnreachable") return false;
+          const ev = JSON.parse(
+            await cp.kubectl(
+              "get",
+              "events",
+              "--field-selector",
+              `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
+              "-o",
+              "json",
+            ),
+          ) as { items: { reason: string }[] };
+          return ev.items.some((e) => e.reason === "RedisUnreachable");
+        },
+        { timeoutMs: LONG },
+      );
     }
     const wrong = await getPool("wrongpass");
-    assert.match(condition(wrong, "Degraded")!.message, /WRONGPASS|invalid username-password|NOAUTH|auth/i, "the auth failure is reported");
+    assert.match(
+      condition(wrong, "Degraded")!.message,
+      /WRONGPASS|invalid username-password|NOAUTH|auth/i,
+      "the auth failure is reported",
+    );
     // the wrong password's worker tried and failed (the pod runner started it with REDIS_PASSWORD=<wrong>)
-    await waitUntil("the wrongpass worker ran and logged its auth failure", async () => {
-      await scrapeWorkers();
-      return runner.history.some((p) => p.name.startsWith("wrongpass-") && /WRONGPASS|invalid username-password|NOAUTH/i.test(readFileSync(p.logFile, "utf8")));
-    }, { timeoutMs: LONG });
+    await waitUntil(
+      "the wrongpass worker ran and logged its auth failure",
+      async () => {
+        await scrapeWorkers();
+        return runner.history.some(
+          (p) =>
+            p.name.startsWith("wrongpass-") &&
+            /WRONGPASS|invalid username-password|NOAUTH/i.test(readFileSync(p.logFile, "utf8")),
+        );
+      },
+      { timeoutMs: LONG },
+    );
 
-    await waitUntil("secure back to 0 after the cooldown and its worker gone", async () =>
-      (await getDeployment("secure"))?.spec?.replicas === 0 && !runner.running.some((p) => p.name.startsWith("secure-")), { timeoutMs: LONG });
+    await waitUntil(
+      "secure back to 0 after the cooldown and its worker gone",
+      async () =>
+        (await getDeployment("secure"))?.spec?.replicas === 0 &&
+        !runner.running.some((p) => p.name.startsWith("secure-")),
+      { timeoutMs: LONG },
+    );
     assert.ok(workerMetrics.size > 0, "worker /metrics were read while they ran");
     assert.ok(await operatorAlive(op));
   });
 
   it("neither password — plain, base64 or URL-encoded — in operator or worker output, Events, status, Deployments, or any /metrics", async () => {
     // the external metrics API: a good pool's value, a failing pool's error text
-    const ext = (name: string) => httpsGet(`https://127.0.0.1:${metricsApiPort}/apis/external.metrics.k8s.io/v1beta1/namespaces/default/conveyor-backlog?labelSelector=workerpool%3D${name}`);
+    const ext = (name: string) =>
+      httpsGet(
+        `https://127.0.0.1:${metricsApiPort}/apis/external.metrics.k8s.io/v1beta1/namespaces/default/conveyor-backlog?labelSelector=workerpool%3D${name}`,
+      );
     const good = await ext("secure");
     assert.equal(good.status, 200, good.body);
     const bad = await ext("wrongpass");
     assert.equal(bad.status, 503, bad.body);
 
     // the checker itself: it finds the base64 form in the Secret
-    const secretData = JSON.stringify((JSON.parse(await cp.kubectl("get", "secret", "redis-auth", "-o", "json")) as { data: unknown }).data);
+    const secretData = JSON.stringify(
+      (JSON.parse(await cp.kubectl("get", "secret", "redis-auth", "-o", "json")) as { data: unknown }).data,
+    );
     assert.throws(() => assertNoCredential("the Secret", secretData), /contains a credential/);
 
     const opLog = operatorLog(op);
-    assert.match(opLog, /WRONGPASS|invalid username-password|NOAUTH/i, "the operator did log the auth failures");
+    assert.match(
+      opLog,
+      /WRONGPASS|invalid username-password|NOAUTH/i,
+      "the operator did log the auth failures",
+    );
     const checks: [string, string][] = [
       ["operator stdout/stderr", opLog],
       ["operator /metrics", await operatorMetricsText(op)],
@@ -219,8 +332,13 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     ];
     for (const p of runner.history) checks.push([`worker log ${p.name}`, readFileSync(p.logFile, "utf8")]);
     for (const [name, text] of workerMetrics) checks.push([`worker /metrics ${name}`, text]);
-    assert.ok(runner.history.length >= 2, "worker processes of both the good and the wrong-password pool ran");
+    assert.ok(
+      runner.history.length >= 2,
+      "worker processes of both the good and the wrong-password pool ran",
+    );
     for (const [where, text] of checks) assertNoCredential(where, text);
-    process.stderr.write(`security: ${checks.length} sources checked (${runner.history.length} worker logs, ${workerMetrics.size} worker /metrics) for ${NEEDLES.length} forms of 2 passwords\n`);
+    process.stderr.write(
+      `security: ${checks.length} sources checked (${runner.history.length} worker logs, ${workerMetrics.size} worker /metrics) for ${NEEDLES.length} forms of 2 passwords\n`,
+    );
   });
 });

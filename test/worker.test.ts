@@ -27,15 +27,27 @@ describe("worker processes", () => {
   const worker = (queue: string, extra: Record<string, string> = {}) => bed.worker(queue, extra);
   const execLog = (queue: string) => bed.execLog(queue);
   const settled = (queue: string, total: number) =>
-    waitFor(`${total} jobs settled on ${queue}`, async () => {
-      const c = await admin.counts(queue);
-      return c.completed + c.dead >= total && c.backlog === 0 ? c : null;
-    }, 180_000, 100);
+    waitFor(
+      `${total} jobs settled on ${queue}`,
+      async () => {
+        const c = await admin.counts(queue);
+        return c.completed + c.dead >= total && c.backlog === 0 ? c : null;
+      },
+      180_000,
+      100,
+    );
 
   test("1,000 jobs through 3 workers, one SIGTERMed mid-run: each runs exactly once, none redelivered, exit 0", async () => {
     const q = "exactly-once";
-    const ws = [await worker(q, { CONVEYOR_CONCURRENCY: "8" }), await worker(q, { CONVEYOR_CONCURRENCY: "8" }), await worker(q, { CONVEYOR_CONCURRENCY: "8" })];
-    await producer.enqueueMany(q, Array.from({ length: 1000 }, (_, i) => ({ id: `j${i}`, data: { sleepMs: 15 } })));
+    const ws = [
+      await worker(q, { CONVEYOR_CONCURRENCY: "8" }),
+      await worker(q, { CONVEYOR_CONCURRENCY: "8" }),
+      await worker(q, { CONVEYOR_CONCURRENCY: "8" }),
+    ];
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 1000 }, (_, i) => ({ id: `j${i}`, data: { sleepMs: 15 } })),
+    );
     await waitFor("a third done", async () => (await admin.counts(q)).completed >= 300);
     const victim = ws[0]!;
     const busyBefore = metricValue(await victim.metrics(), "conveyor_jobs_in_flight");
@@ -45,7 +57,11 @@ describe("worker processes", () => {
     const execs = readExecutions(execLog(q));
     const perJob = countBy(execs, (e) => e.id);
     assert.equal(perJob.size, 1000);
-    assert.deepEqual([...perJob.values()].filter((v) => v !== 1), [], "a job ran more than once");
+    assert.deepEqual(
+      [...perJob.values()].filter((v) => v !== 1),
+      [],
+      "a job ran more than once",
+    );
     const counters = await admin.counters(q);
     assert.equal(counters.completed, 1000);
     assert.equal(counters.stalled ?? 0, 0);
@@ -60,7 +76,10 @@ describe("worker processes", () => {
     const q = "sigkill";
     const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "4" };
     const doomed = await worker(q, lease);
-    await producer.enqueueMany(q, Array.from({ length: 4 }, (_, i) => ({ id: `k${i}`, data: { sleepMs: 60_000 } })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 4 }, (_, i) => ({ id: `k${i}`, data: { sleepMs: 60_000 } })),
+    );
     await waitFor("doomed worker busy", async () => readExecutions(execLog(q)).length === 4);
     doomed.signal("SIGKILL");
     await doomed.exited;
@@ -136,7 +155,19 @@ describe("worker processes", () => {
     const q = "malformed";
     const w = await worker(q, {});
     const k = new QueueKeys(q);
-    await redis.hset(k.job("notjson"), "id", "notjson", "queue", q, "data", "{not json", "score", 1, "attempts", 3);
+    await redis.hset(
+      k.job("notjson"),
+      "id",
+      "notjson",
+      "queue",
+      q,
+      "data",
+      "{not json",
+      "score",
+      1,
+      "attempts",
+      3,
+    );
     await redis.zadd(k.ready, 1, "notjson");
     await redis.zadd(k.ready, 2, "ghost");
     await producer.enqueue(q, { throwValue: "a string" }, { id: "str", attempts: 1 });
@@ -162,9 +193,15 @@ describe("worker processes", () => {
     const a = "docs/a";
     const b = "docs/b";
     const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "8" };
-    const aw = [await worker(a, { ...lease, CONVEYOR_NEXT_QUEUE: b }), await worker(a, { ...lease, CONVEYOR_NEXT_QUEUE: b })];
+    const aw = [
+      await worker(a, { ...lease, CONVEYOR_NEXT_QUEUE: b }),
+      await worker(a, { ...lease, CONVEYOR_NEXT_QUEUE: b }),
+    ];
     await worker(b, { CONVEYOR_CONCURRENCY: "8" });
-    await producer.enqueueMany(a, Array.from({ length: 300 }, (_, i) => ({ id: `d${i}`, data: { sleepMs: 5 } })));
+    await producer.enqueueMany(
+      a,
+      Array.from({ length: 300 }, (_, i) => ({ id: `d${i}`, data: { sleepMs: 5 } })),
+    );
     await waitFor("some advanced", async () => (await admin.counts(b)).completed >= 50);
     aw[0]!.signal("SIGKILL");
     await aw[0]!.exited;
@@ -172,7 +209,10 @@ describe("worker processes", () => {
     await settled(b, 300);
     const bRuns = countBy(readExecutions(execLog(b)), (e) => e.id);
     assert.equal(bRuns.size, 300);
-    assert.deepEqual([...bRuns.values()].filter((v) => v !== 1), []);
+    assert.deepEqual(
+      [...bRuns.values()].filter((v) => v !== 1),
+      [],
+    );
     assert.equal((await admin.counts(a)).backlog, 0);
   });
 
@@ -192,15 +232,25 @@ describe("worker processes", () => {
     await producer.enqueue(q, { sleepMs: 60_000 }, { id: "slow", timeoutMs: 300, attempts: 1 });
     await producer.enqueue(q, { hang: true }, { id: "hung", timeoutMs: 300, attempts: 1 });
     await waitFor("both dead", async () => (await admin.counts(q)).dead === 2);
-    for (const id of ["slow", "hung"]) assert.match((await admin.job(id, q))!.deadReason!, /exceeded its timeout of 300ms/);
+    for (const id of ["slow", "hung"])
+      assert.match((await admin.job(id, q))!.deadReason!, /exceeded its timeout of 300ms/);
     assert.equal(w.child.exitCode, null);
-    assert.equal(metricValue(await w.metrics(), "conveyor_jobs_in_flight", { queue: q }), 0, "the hung handler's slot is free");
+    assert.equal(
+      metricValue(await w.metrics(), "conveyor_jobs_in_flight", { queue: q }),
+      0,
+      "the hung handler's slot is free",
+    );
   });
 
   test("command handler: argv without a shell, JSON in and out; shell syntax in job data is inert", async () => {
     const q = "cmd";
     const marker = join(dir, "pwned");
-    const argv = [join(REPO, "node_modules/.bin/node"), join(REPO, "test/fixtures/echo-command.mjs"), "--flag", "$(touch x)"];
+    const argv = [
+      join(REPO, "node_modules/.bin/node"),
+      join(REPO, "test/fixtures/echo-command.mjs"),
+      "--flag",
+      "$(touch x)",
+    ];
     await worker(q, { CONVEYOR_HANDLER: `command:${JSON.stringify(argv)}` });
     const evil = `$(touch ${marker}); touch ${marker}; \`touch ${marker}\``;
     await producer.enqueue(q, { text: evil }, { id: "c1" });
@@ -232,7 +282,13 @@ describe("worker processes", () => {
           return res.end("nope");
         }
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ echoed: data, id: req.headers["conveyor-job-id"], attempt: req.headers["conveyor-attempt"] }));
+        res.end(
+          JSON.stringify({
+            echoed: data,
+            id: req.headers["conveyor-job-id"],
+            attempt: req.headers["conveyor-attempt"],
+          }),
+        );
       });
     });
     await new Promise<void>((r) => sidecar.listen(0, "127.0.0.1", r));
@@ -246,7 +302,11 @@ describe("worker processes", () => {
         const c = await admin.counts(q);
         return c.completed + c.dead === 3 && c.delayed === 0;
       });
-      assert.deepEqual(JSON.parse((await admin.job("h1", q))!.result!), { echoed: { x: 1 }, id: "h1", attempt: "1" });
+      assert.deepEqual(JSON.parse((await admin.job("h1", q))!.result!), {
+        echoed: { x: 1 },
+        id: "h1",
+        attempt: "1",
+      });
       assert.equal((await admin.job("h2", q))!.attemptsMade, 1);
       assert.equal((await admin.job("h3", q))!.attemptsMade, 2);
       assert.equal(calls, 4);
@@ -258,16 +318,29 @@ describe("worker processes", () => {
   test("Redis down under a running worker: still live, not ready; afterwards every job completes", async () => {
     const q = "redis-outage";
     const w = await worker(q, { CONVEYOR_CONCURRENCY: "4", CONVEYOR_LEASE: "600ms" });
-    await producer.enqueueMany(q, Array.from({ length: 40 }, (_, i) => ({ id: `o${i}`, data: { sleepMs: 50 } })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 40 }, (_, i) => ({ id: `o${i}`, data: { sleepMs: 50 } })),
+    );
     await waitFor("some done", async () => (await admin.counts(q)).completed >= 5);
     await server.kill("SIGKILL");
-    await waitFor("not ready while Redis is down", async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).status === 503);
+    await waitFor(
+      "not ready while Redis is down",
+      async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).status === 503,
+    );
     await new Promise((r) => setTimeout(r, 2000)); // several lease lengths
-    assert.equal((await fetch(`http://127.0.0.1:${w.port}/healthz`)).status, 200, "a Redis outage must not fail liveness");
+    assert.equal(
+      (await fetch(`http://127.0.0.1:${w.port}/healthz`)).status,
+      200,
+      "a Redis outage must not fail liveness",
+    );
     await server.resume();
     await waitFor("ready again", async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).ok);
     // Redis ran without persistence here: what it held is gone, so enqueue a fresh batch.
-    await producer.enqueueMany(q, Array.from({ length: 20 }, (_, i) => ({ id: `after${i}`, data: {} })));
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 20 }, (_, i) => ({ id: `after${i}`, data: {} })),
+    );
     await waitFor("post-outage jobs complete", async () => (await admin.counts(q)).completed >= 20);
     assert.equal(w.child.exitCode, null);
   });
@@ -275,7 +348,12 @@ describe("worker processes", () => {
   test("bad configuration stops the worker at start with a message naming the variable", async () => {
     const { spawnSync } = await import("node:child_process");
     const r = spawnSync(join(REPO, "node_modules/.bin/node"), [join(REPO, "bin/conveyor.js"), "worker"], {
-      env: { ...process.env, CONVEYOR_QUEUE: "ok", CONVEYOR_HANDLER: RECORDING_HANDLER, CONVEYOR_CONCURRENCY: "-3" },
+      env: {
+        ...process.env,
+        CONVEYOR_QUEUE: "ok",
+        CONVEYOR_HANDLER: RECORDING_HANDLER,
+        CONVEYOR_CONCURRENCY: "-3",
+      },
       encoding: "utf8",
     });
     assert.equal(r.status, 2);

@@ -33,12 +33,18 @@ export function serializeError(err: unknown): SerializedError {
       const stack = read(() => err.stack);
       return {
         name: typeof name === "string" && name !== "" ? name : "Error",
-        message: typeof message === "string" ? message : `(the error's message could not be read: ${describe(message)})`,
+        message:
+          typeof message === "string"
+            ? message
+            : `(the error's message could not be read: ${describe(message)})`,
         stack: typeof stack === "string" ? stack : undefined,
         ...(typeof code === "string" ? { code } : {}),
       };
     }
-    return { name: "NonErrorThrown", message: `handler threw a non-Error value: ${describe(err).slice(0, 1000)}` };
+    return {
+      name: "NonErrorThrown",
+      message: `handler threw a non-Error value: ${describe(err).slice(0, 1000)}`,
+    };
   } catch {
     return { name: "NonErrorThrown", message: "handler threw a value that cannot be described" };
   }

@@ -11,11 +11,16 @@ export interface FanOutRequest {
 
 const MAX_CHILDREN = 100_000;
 
-export function fanOutRequest(result: unknown, queue: string, nextQueue: string | undefined): FanOutRequest | null {
+export function fanOutRequest(
+  result: unknown,
+  queue: string,
+  nextQueue: string | undefined,
+): FanOutRequest | null {
   if (typeof result !== "object" || result === null || !("$conveyor" in result)) return null;
   const spec = (result as { $conveyor: unknown }).$conveyor as { fanOut?: unknown; join?: unknown } | null;
   const fail = (message: string) => new HandlerError(`invalid fan-out: ${message}`, { retryable: false });
-  if (typeof spec !== "object" || spec === null || !Array.isArray(spec.fanOut)) throw fail('expected {"$conveyor": {"fanOut": [...], "join": "pipeline/stage"}}');
+  if (typeof spec !== "object" || spec === null || !Array.isArray(spec.fanOut))
+    throw fail('expected {"$conveyor": {"fanOut": [...], "join": "pipeline/stage"}}');
   if (!nextQueue) throw fail("this pool has no next stage (nextQueue) for the children");
   if (typeof spec.join !== "string") throw fail('"join" must name the join stage');
   if (spec.fanOut.length > MAX_CHILDREN) throw fail(`at most ${MAX_CHILDREN} children`);

@@ -8,7 +8,12 @@ export interface HealthState {
   ready(): { ok: boolean; reason: string };
 }
 
-export async function startHealthServer(port: number, state: HealthState, registry: Registry, host = "0.0.0.0"): Promise<Server> {
+export async function startHealthServer(
+  port: number,
+  state: HealthState,
+  registry: Registry,
+  host = "0.0.0.0",
+): Promise<Server> {
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     const reply = (status: number, body: string, type = "text/plain; charset=utf-8") => {

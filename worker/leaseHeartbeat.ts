@@ -61,7 +61,11 @@ export class LeaseHeartbeat {
     const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
     this.table = new LeaseTable(leaseTableSlots(settings.slots));
     this.table.setStatus(0, settings.slots, false);
-    const workerData: HeartbeatSettings = { ...settings, table: this.table.buffer, tableSlots: this.table.slots };
+    const workerData: HeartbeatSettings = {
+      ...settings,
+      table: this.table.buffer,
+      tableSlots: this.table.slots,
+    };
     this.thread = new Worker(file, { workerData, name: "lease-heartbeat" });
     this.stopped = new Promise((resolve) => {
       this.thread.on("message", (m: FromHeartbeat) => {

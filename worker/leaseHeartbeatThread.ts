@@ -26,12 +26,16 @@ let lastError = "";
 const redis = connectRedis(settings.redisUrl, {
   name: `conveyor-heartbeat:${settings.workerId}`,
   onError: (err) => {
-    if (err.message !== lastError) post({ t: "error", message: `heartbeat Redis connection: ${err.message}` });
+    if (err.message !== lastError)
+      post({ t: "error", message: `heartbeat Redis connection: ${err.message}` });
     lastError = err.message;
   },
 });
 redis.on("ready", () => void beat(true));
-const consumer = new Consumer(redis, settings.queue, { workerId: settings.workerId, leaseMs: settings.leaseMs });
+const consumer = new Consumer(redis, settings.queue, {
+  workerId: settings.workerId,
+  leaseMs: settings.leaseMs,
+});
 /**
  * connectRedis reconnects at most 3 s apart: after an outage another worker may reconnect (and
  * renew) up to that much later than the first sweeper, so the grace is a lease plus that.
@@ -95,7 +99,14 @@ async function beat(urgent = false): Promise<void> {
   try {
     const leases = heldLeases().filter((l) => l.renewUntil > started);
     const status = table.readStatus();
-    const report: WorkerReport = { id: settings.workerId, pod: settings.pod, slots: status.slots, busy: status.busy, draining: status.draining, seen: started };
+    const report: WorkerReport = {
+      id: settings.workerId,
+      pod: settings.pod,
+      slots: status.slots,
+      busy: status.busy,
+      draining: status.draining,
+      seen: started,
+    };
     const lostIds = new Set(await consumer.renew(leases, report));
     // A loss is of one execution (id and token): while this renewal was in flight the job may have
     // failed and been claimed again by this worker under a new token, which is not lost.
@@ -105,7 +116,12 @@ async function beat(urgent = false): Promise<void> {
       if (l.inTable) lostInTable.add(leaseKey(l));
       else if (held.get(l.id)?.token === l.token) held.delete(l.id);
     }
-    post({ t: "renewed", count: leases.length, lagMs: Math.max(0, started - scheduled), durationMs: Date.now() - started });
+    post({
+      t: "renewed",
+      count: leases.length,
+      lagMs: Math.max(0, started - scheduled),
+      durationMs: Date.now() - started,
+    });
     if (lost.length > 0) post({ t: "lost", leases: lost });
     ok = true;
   } catch (err) {
@@ -131,7 +147,8 @@ async function sweep(): Promise<void> {
       gapMs: sweepGapMs,
       graceMs: sweepGraceMs,
     });
-    if (r.ran && (r.requeued > 0 || r.deadLettered > 0)) post({ t: "swept", requeued: r.requeued, deadLettered: r.deadLettered });
+    if (r.ran && (r.requeued > 0 || r.deadLettered > 0))
+      post({ t: "swept", requeued: r.requeued, deadLettered: r.deadLettered });
   } catch (err) {
     post({ t: "error", message: `lease sweep failed: ${(err as Error).message}` });
   } finally {

@@ -109,7 +109,11 @@ export class LeaseTable {
   // ---- reader (heartbeat thread) ----
 
   readStatus(): { busy: number; slots: number; draining: boolean } {
-    return { busy: Atomics.load(this.status, 0), slots: Atomics.load(this.status, 1), draining: Atomics.load(this.status, 2) === 1 };
+    return {
+      busy: Atomics.load(this.status, 0),
+      slots: Atomics.load(this.status, 1),
+      draining: Atomics.load(this.status, 2) === 1,
+    };
   }
 
   /** Every held lease. An entry unchanged since the last read is not decoded again. */

@@ -32,7 +32,10 @@ export async function runWorker(argv: string[]): Promise<number> {
   const worker = new QueueWorker(config, { log, metrics, handler });
   const server = await startHealthServer(config.port, worker, metrics.registry);
   const address = server.address();
-  log.info({ port: typeof address === "object" && address ? address.port : config.port }, "serving /healthz /readyz /metrics");
+  log.info(
+    { port: typeof address === "object" && address ? address.port : config.port },
+    "serving /healthz /readyz /metrics",
+  );
   worker.onStop({ stop: () => new Promise<void>((resolve) => server.close(() => resolve())) });
   if (!config.databaseUrl) log.info("DATABASE_URL not set: job records in PostgreSQL are off");
   // Before the first claim, so the first jobs' transitions are recorded too.

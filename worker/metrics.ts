@@ -9,11 +9,36 @@ export function createWorkerMetrics(registry = new Registry()) {
   const registers = [registry];
   return {
     registry,
-    started: new Counter({ name: "conveyor_jobs_started_total", help: "Job executions started", labelNames: q, registers }),
-    completed: new Counter({ name: "conveyor_jobs_completed_total", help: "Jobs completed (including advanced to the next stage)", labelNames: q, registers }),
-    failed: new Counter({ name: "conveyor_jobs_failed_total", help: "Failed attempts (retried or dead-lettered)", labelNames: q, registers }),
-    retried: new Counter({ name: "conveyor_jobs_retried_total", help: "Failed attempts scheduled for retry", labelNames: q, registers }),
-    deadLettered: new Counter({ name: "conveyor_jobs_dead_lettered_total", help: "Jobs moved to dead letters", labelNames: q, registers }),
+    started: new Counter({
+      name: "conveyor_jobs_started_total",
+      help: "Job executions started",
+      labelNames: q,
+      registers,
+    }),
+    completed: new Counter({
+      name: "conveyor_jobs_completed_total",
+      help: "Jobs completed (including advanced to the next stage)",
+      labelNames: q,
+      registers,
+    }),
+    failed: new Counter({
+      name: "conveyor_jobs_failed_total",
+      help: "Failed attempts (retried or dead-lettered)",
+      labelNames: q,
+      registers,
+    }),
+    retried: new Counter({
+      name: "conveyor_jobs_retried_total",
+      help: "Failed attempts scheduled for retry",
+      labelNames: q,
+      registers,
+    }),
+    deadLettered: new Counter({
+      name: "conveyor_jobs_dead_lettered_total",
+      help: "Jobs moved to dead letters",
+      labelNames: q,
+      registers,
+    }),
     duration: new Histogram({
       name: "conveyor_job_duration_seconds",
       help: "Handler run time by outcome",
@@ -21,9 +46,24 @@ export function createWorkerMetrics(registry = new Registry()) {
       buckets: [0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 120, 600, 3600],
       registers,
     }),
-    inFlight: new Gauge({ name: "conveyor_jobs_in_flight", help: "Jobs running in this worker", labelNames: q, registers }),
-    slots: new Gauge({ name: "conveyor_worker_slots", help: "Job slots of this worker", labelNames: q, registers }),
-    leaseRenewals: new Counter({ name: "conveyor_lease_renewals_total", help: "Leases renewed by the heartbeat", labelNames: q, registers }),
+    inFlight: new Gauge({
+      name: "conveyor_jobs_in_flight",
+      help: "Jobs running in this worker",
+      labelNames: q,
+      registers,
+    }),
+    slots: new Gauge({
+      name: "conveyor_worker_slots",
+      help: "Job slots of this worker",
+      labelNames: q,
+      registers,
+    }),
+    leaseRenewals: new Counter({
+      name: "conveyor_lease_renewals_total",
+      help: "Leases renewed by the heartbeat",
+      labelNames: q,
+      registers,
+    }),
     renewalLag: new Histogram({
       name: "conveyor_lease_renewal_lag_seconds",
       help: "How late a heartbeat ran against its schedule, plus its Redis round trip",
@@ -31,16 +71,41 @@ export function createWorkerMetrics(registry = new Registry()) {
       buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
-    leasesLost: new Counter({ name: "conveyor_leases_lost_total", help: "Leases this worker lost (its late results are fenced off)", labelNames: q, registers }),
+    leasesLost: new Counter({
+      name: "conveyor_leases_lost_total",
+      help: "Leases this worker lost (its late results are fenced off)",
+      labelNames: q,
+      registers,
+    }),
     redeliveries: new Counter({
       name: "conveyor_redeliveries_total",
       help: "Jobs run again: cause=lease_expired (claimed after a stall) or shutdown_handback (handed back at the drain deadline)",
       labelNames: ["queue", "cause"] as const,
       registers,
     }),
-    draining: new Gauge({ name: "conveyor_worker_draining", help: "1 while the worker drains for shutdown", labelNames: q, registers }),
-    circuitOpen: new Gauge({ name: "conveyor_circuit_open", help: "1 while the circuit breaker pauses claiming (0.5 half-open)", labelNames: q, registers }),
-    deferred: new Counter({ name: "conveyor_jobs_deferred_total", help: "Jobs handed back without an attempt because a dependency failed", labelNames: q, registers }),
-    resultsReused: new Counter({ name: "conveyor_results_reused_total", help: "Stage runs skipped because a result for the same content hash existed", labelNames: q, registers }),
+    draining: new Gauge({
+      name: "conveyor_worker_draining",
+      help: "1 while the worker drains for shutdown",
+      labelNames: q,
+      registers,
+    }),
+    circuitOpen: new Gauge({
+      name: "conveyor_circuit_open",
+      help: "1 while the circuit breaker pauses claiming (0.5 half-open)",
+      labelNames: q,
+      registers,
+    }),
+    deferred: new Counter({
+      name: "conveyor_jobs_deferred_total",
+      help: "Jobs handed back without an attempt because a dependency failed",
+      labelNames: q,
+      registers,
+    }),
+    resultsReused: new Counter({
+      name: "conveyor_results_reused_total",
+      help: "Stage runs skipped because a result for the same content hash existed",
+      labelNames: q,
+      registers,
+    }),
   };
 }

@@ -4,11 +4,30 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import { connectRedis, Consumer, encodeResult, retryDelay, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  Consumer,
+  encodeResult,
+  retryDelay,
+  type ClaimedJob,
+  type RedisClient,
+} from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
-import { HandedBackError, JobTimeoutError, LeaseLostError, MalformedJobError, serializeError } from "./errors.ts";
+import {
+  HandedBackError,
+  JobTimeoutError,
+  LeaseLostError,
+  MalformedJobError,
+  serializeError,
+} from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
-import { isDependencyFailure, isRetryable, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
+import {
+  isDependencyFailure,
+  isRetryable,
+  type Handler,
+  type HandlerContext,
+  type JobView,
+} from "./handlers/index.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -78,7 +97,8 @@ export class QueueWorker {
     this.handler = deps.handler;
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
     const onError = (err: Error) => {
-      if (err.message !== this.redisError) this.log.warn({ err: err.message }, "Redis connection problem; retrying");
+      if (err.message !== this.redisError)
+        this.log.warn({ err: err.message }, "Redis connection problem; retrying");
       this.redisError = err.message;
     };
     this.redis = connectRedis(config.redisUrl, { name: `conveyor-worker:${config.workerId}`, onError });
@@ -86,8 +106,16 @@ export class QueueWorker {
       if (this.redisError) this.log.info("Redis connection restored");
       this.redisError = "";
     });
-    this.blocking = connectRedis(config.redisUrl, { name: `conveyor-wait:${config.workerId}`, blocking: true, onError: () => {} });
-    this.consumer = new Consumer(this.redis, config.queue, { workerId: config.workerId, leaseMs: config.leaseMs, retentionSeconds: config.retentionSeconds });
+    this.blocking = connectRedis(config.redisUrl, {
+      name: `conveyor-wait:${config.workerId}`,
+      blocking: true,
+      onError: () => {},
+    });
+    this.consumer = new Consumer(this.redis, config.queue, {
+      workerId: config.workerId,
+      leaseMs: config.leaseMs,
+      retentionSeconds: config.retentionSeconds,
+    });
     const q = { queue: config.queue };
     this.heartbeat = new LeaseHeartbeat(
       {
@@ -107,14 +135,23 @@ export class QueueWorker {
           this.metrics.renewalLag.observe(q, (lagMs + durationMs) / 1000);
         },
         onLost: (leases) => this.leasesLost(leases),
-        onSwept: (requeued, deadLettered) => this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
+        onSwept: (requeued, deadLettered) =>
+          this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
         onError: (message) => this.log.warn(message),
       },
     );
     this.circuit = new CircuitBreaker(config.circuitThreshold, config.circuitBackoffMs, (state, d) => {
       this.metrics.circuitOpen.set(q, state === "open" ? 1 : state === "half-open" ? 0.5 : 0);
-      if (state === "open") this.log.warn({ circuit: state, consecutiveFailures: d.failures, pauseMs: d.pauseMs }, "handler dependency failing: circuit open, claiming paused");
-      else this.log.info({ circuit: state }, state === "closed" ? "circuit closed: dependency recovered" : "circuit half-open: trying one job");
+      if (state === "open")
+        this.log.warn(
+          { circuit: state, consecutiveFailures: d.failures, pauseMs: d.pauseMs },
+          "handler dependency failing: circuit open, claiming paused",
+        );
+      else
+        this.log.info(
+          { circuit: state },
+          state === "closed" ? "circuit closed: dependency recovered" : "circuit half-open: trying one job",
+        );
       this.changed.notify();
     });
     this.perJob = {
@@ -154,13 +191,23 @@ export class QueueWorker {
   ready(): { ok: boolean; reason: string } {
     if (this.state !== "running") return { ok: false, reason: this.state };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
-    if (this.circuit.state === "open") return { ok: false, reason: `circuit open until ${new Date(this.circuit.openUntil).toISOString()}` };
+    if (this.circuit.state === "open")
+      return { ok: false, reason: `circuit open until ${new Date(this.circuit.openUntil).toISOString()}` };
     return { ok: true, reason: "ok" };
   }
 
   start(): void {
     this.state = "running";
-    this.log.info({ concurrency: this.config.concurrency, handler: this.handler.kind, nextQueue: this.config.nextQueue, leaseMs: this.config.leaseMs, drainMs: this.config.drainMs }, "worker started");
+    this.log.info(
+      {
+        concurrency: this.config.concurrency,
+        handler: this.handler.kind,
+        nextQueue: this.config.nextQueue,
+        leaseMs: this.config.leaseMs,
+        drainMs: this.config.drainMs,
+      },
+      "worker started",
+    );
     void this.loop();
   }
 
@@ -168,14 +215,20 @@ export class QueueWorker {
   async shutdown(reason: string): Promise<void> {
     if (this.state === "stopped") return;
     if (this.state === "draining") {
-      this.log.warn({ reason, running: this.running.size }, "second stop request: handing running jobs back now");
+      this.log.warn(
+        { reason, running: this.running.size },
+        "second stop request: handing running jobs back now",
+      );
       await this.handBackAll(reason);
       return this.done;
     }
     this.state = "draining";
     this.metrics.draining.set({ queue: this.config.queue }, 1);
     this.reportStatus();
-    this.log.info({ reason, running: this.running.size, drainDeadlineMs: this.config.drainMs }, "draining: no new jobs; running jobs continue with their leases renewed");
+    this.log.info(
+      { reason, running: this.running.size, drainDeadlineMs: this.config.drainMs },
+      "draining: no new jobs; running jobs continue with their leases renewed",
+    );
     this.blocking.disconnect(); // stop waiting for work at once
     this.changed.notify();
     this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
@@ -192,7 +245,9 @@ export class QueueWorker {
     for (const hook of this.stopHooks) {
       await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
     }
-    await this.handler.close?.().catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
+    await this.handler
+      .close?.()
+      .catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
     await this.redis.quit().catch(() => this.redis.disconnect());
     this.log.info({ jobsFinished: this.jobsFinished }, "worker stopped");
     this.resolveDone();
@@ -203,7 +258,10 @@ export class QueueWorker {
     while (this.state === "running") {
       const free = this.circuit.allowance(this.claimable());
       if (free <= 0) {
-        const pause = this.circuit.state === "open" ? sleep(Math.max(10, this.circuit.openUntil - Date.now())) : new Promise(() => {});
+        const pause =
+          this.circuit.state === "open"
+            ? sleep(Math.max(10, this.circuit.openUntil - Date.now()))
+            : new Promise(() => {});
         await Promise.race([this.changed.wait(), pause]);
         continue;
       }
@@ -227,7 +285,9 @@ export class QueueWorker {
       }
       if (this.state !== "running") break;
       const untilDue = claimed.nextDueAt === null ? IDLE_WAIT_MS : claimed.nextDueAt - Date.now();
-      await this.consumer.waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue))).catch(() => sleep(50));
+      await this.consumer
+        .waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue)))
+        .catch(() => sleep(50));
     }
   }
 
@@ -236,7 +296,10 @@ export class QueueWorker {
    * and, with --max-jobs, no more than the jobs left before recycling.
    */
   private claimable(): number {
-    return Math.max(0, Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()));
+    return Math.max(
+      0,
+      Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()),
+    );
   }
 
   /** With --max-jobs: how many more jobs may start before the worker recycles. */
@@ -262,7 +325,8 @@ export class QueueWorker {
     for (const job of jobs) {
       const entry = this.startJob(job);
       // The claim was sent before the drain deadline handed everything back: do the same now.
-      if (this.handingBack !== undefined) void this.handBack(entry, this.handingBack).then(() => this.changed.notify());
+      if (this.handingBack !== undefined)
+        void this.handBack(entry, this.handingBack).then(() => this.changed.notify());
     }
     this.busyReport();
   }
@@ -283,7 +347,13 @@ export class QueueWorker {
 
   /** Start a claimed job in a slot; callers report status (once per batch). */
   private startJob(job: ClaimedJob): RunningJob {
-    const entry: RunningJob = { job, controller: new AbortController(), handedBack: false, lost: false, settling: false };
+    const entry: RunningJob = {
+      job,
+      controller: new AbortController(),
+      handedBack: false,
+      lost: false,
+      settling: false,
+    };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
@@ -323,7 +393,8 @@ export class QueueWorker {
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
-    const jobLog = () => (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+    const jobLog = () =>
+      (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
     const log = lazyLogger(jobLog);
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
@@ -339,18 +410,32 @@ export class QueueWorker {
       return;
     }
 
-    const view: JobView = { id: job.id, queue: job.queue, data, attempt: job.attempt, maxAttempts: job.maxAttempts, executionId: job.token, createdAt: job.createdAt };
+    const view: JobView = {
+      id: job.id,
+      queue: job.queue,
+      data,
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      executionId: job.token,
+      createdAt: job.createdAt,
+    };
     const ctx: HandlerContext = {
       signal: controller.signal,
       log,
       progress: (fraction, message) => {
-        if (!(fraction >= 0 && fraction <= 1)) throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
-        this.consumer.progress(job, fraction, message).catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
+        if (!(fraction >= 0 && fraction <= 1))
+          throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
+        this.consumer
+          .progress(job, fraction, message)
+          .catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
       },
     };
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
     const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
-    const timer = setTimeout(() => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)),
+      timeoutMs,
+    );
     let result: unknown;
     try {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
@@ -379,7 +464,11 @@ export class QueueWorker {
     if (fan) return this.settleFanOut(entry, fan, log, seconds());
     entry.settling = true;
     const next = this.config.nextQueue;
-    const reuseArgs = { contentHash: reuse ? job.contentHash : "", ttlSeconds: this.config.resultTtlSeconds, reused: cached !== null };
+    const reuseArgs = {
+      contentHash: reuse ? job.contentHash : "",
+      ttlSeconds: this.config.resultTtlSeconds,
+      reused: cached !== null,
+    };
     const ok = await this.settle(log, "complete", async (attempt) => {
       // Complete-and-claim: the completion also claims for the slot it frees (one round trip
       // per job instead of two). Not on a retry: a reply lost to a connection error would
@@ -387,14 +476,24 @@ export class QueueWorker {
       const claim = attempt === 1 ? this.claimOnCompletion() : 0;
       if (claim <= 0) {
         return next
-          ? this.consumer.advance(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" })
+          ? this.consumer.advance(job, result, next, result, {
+              ...reuseArgs,
+              nextContentHash: reuse ? contentHashOf(result) : "",
+            })
           : this.consumer.complete(job, result, reuseArgs);
       }
       const extra = claim - 1; // slots beyond its own (which stays counted as running until it ends)
       this.reserved += extra;
       try {
         const r = next
-          ? await this.consumer.advanceAndClaim(job, result, next, result, { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" }, claim)
+          ? await this.consumer.advanceAndClaim(
+              job,
+              result,
+              next,
+              result,
+              { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" },
+              claim,
+            )
           : await this.consumer.completeAndClaim(job, result, reuseArgs, claim);
         entry.next = r.jobs;
         return r.ok;
@@ -406,11 +505,23 @@ export class QueueWorker {
       this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
       this.perJob.completedSeconds.observe(seconds());
-      if (this.log.isLevelEnabled("info")) log.info({ outcome: next ? "advanced" : "completed", nextQueue: next, reused: cached !== null || undefined, durationMs: Math.round(seconds() * 1000) }, "job completed");
+      if (this.log.isLevelEnabled("info"))
+        log.info(
+          {
+            outcome: next ? "advanced" : "completed",
+            nextQueue: next,
+            reused: cached !== null || undefined,
+            durationMs: Math.round(seconds() * 1000),
+          },
+          "job completed",
+        );
     } else {
       this.metrics.leasesLost.inc(q);
       this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
-      log.warn({ outcome: "fenced", durationMs: Math.round(seconds() * 1000) }, "lease was lost before completion: result discarded (another worker owns the job)");
+      log.warn(
+        { outcome: "fenced", durationMs: Math.round(seconds() * 1000) },
+        "lease was lost before completion: result discarded (another worker owns the job)",
+      );
     }
   }
 
@@ -426,7 +537,10 @@ export class QueueWorker {
         () => {
           const t = setTimeout(() => reject(ctx.signal.reason), this.config.killGraceMs);
           t.unref();
-          run.then(() => clearTimeout(t), () => clearTimeout(t));
+          run.then(
+            () => clearTimeout(t),
+            () => clearTimeout(t),
+          );
         },
         { once: true },
       );
@@ -440,10 +554,22 @@ export class QueueWorker {
     const q = { queue: job.queue };
     const error = serializeError(err);
     const retryable = isRetryable(err);
-    const delay = retryDelay(job.attempt, { baseMs: this.config.backoffBaseMs, maxMs: this.config.backoffMaxMs });
-    const outcome = await this.settle(log, "fail", () => this.consumer.fail(job, error, { retryable, retryDelayMs: delay }));
-    this.metrics.duration.observe({ queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" }, seconds);
-    const fields = { outcome, error: { name: error.name, message: error.message, stack: error.stack }, durationMs: Math.round(seconds * 1000) };
+    const delay = retryDelay(job.attempt, {
+      baseMs: this.config.backoffBaseMs,
+      maxMs: this.config.backoffMaxMs,
+    });
+    const outcome = await this.settle(log, "fail", () =>
+      this.consumer.fail(job, error, { retryable, retryDelayMs: delay }),
+    );
+    this.metrics.duration.observe(
+      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
+      seconds,
+    );
+    const fields = {
+      outcome,
+      error: { name: error.name, message: error.message, stack: error.stack },
+      durationMs: Math.round(seconds * 1000),
+    };
     if (outcome === "lost") {
       this.metrics.leasesLost.inc(q);
       log.warn(fields, "lease was lost before the failure was recorded: discarded");
@@ -459,18 +585,37 @@ export class QueueWorker {
     }
   }
 
-  private async settleFanOut(entry: RunningJob, fan: FanOutRequest, log: Logger, seconds: number): Promise<void> {
+  private async settleFanOut(
+    entry: RunningJob,
+    fan: FanOutRequest,
+    log: Logger,
+    seconds: number,
+  ): Promise<void> {
     const { job } = entry;
     entry.settling = true;
-    const n = await this.settle(log, "fan out", () => this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join));
+    const n = await this.settle(log, "fan out", () =>
+      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
+    );
     if (n === null) {
       this.metrics.leasesLost.inc({ queue: job.queue });
-      log.warn({ outcome: "fenced" }, "lease was lost before the fan-out: discarded (another worker owns the job)");
+      log.warn(
+        { outcome: "fenced" },
+        "lease was lost before the fan-out: discarded (another worker owns the job)",
+      );
       return;
     }
     this.metrics.completed.inc({ queue: job.queue });
     this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds);
-    log.info({ outcome: "fannedOut", children: n, nextQueue: this.config.nextQueue, join: fan.join, durationMs: Math.round(seconds * 1000) }, "job fanned out");
+    log.info(
+      {
+        outcome: "fannedOut",
+        children: n,
+        nextQueue: this.config.nextQueue,
+        join: fan.join,
+        durationMs: Math.round(seconds * 1000),
+      },
+      "job fanned out",
+    );
   }
 
   /** A dependency failure: hand the job back without an attempt and feed the circuit breaker. */
@@ -478,16 +623,30 @@ export class QueueWorker {
     const error = serializeError(err);
     entry.settling = true;
     this.circuit.dependencyFailure();
-    const released = await this.settle(log, "defer", () => this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"));
+    const released = await this.settle(log, "defer", () =>
+      this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
+    );
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
-    log.warn({ outcome: "deferred", error: { name: error.name, message: error.message }, circuit: this.circuit.state }, "handler dependency failed: job deferred without an attempt");
+    log.warn(
+      {
+        outcome: "deferred",
+        error: { name: error.name, message: error.message },
+        circuit: this.circuit.state,
+      },
+      "handler dependency failed: job deferred without an attempt",
+    );
   }
 
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
-    log.info({ outcome, durationMs: Math.round(seconds * 1000) }, entry.handedBack ? "job handed back; another worker will run it" : "job abandoned: its lease moved to another worker");
+    log.info(
+      { outcome, durationMs: Math.round(seconds * 1000) },
+      entry.handedBack
+        ? "job handed back; another worker will run it"
+        : "job abandoned: its lease moved to another worker",
+    );
   }
 
   /** Redis writes that settle a job retry through outages: a finished job must not be re-run for a blip. */
@@ -496,7 +655,8 @@ export class QueueWorker {
       try {
         return await op(attempt);
       } catch (err) {
-        if (attempt === 1 || attempt % 10 === 0) log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
+        if (attempt === 1 || attempt % 10 === 0)
+          log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
         await sleep(Math.min(100 * 2 ** attempt, 2000));
       }
     }
@@ -513,10 +673,19 @@ export class QueueWorker {
   private async handBack(entry: RunningJob, reason: string): Promise<void> {
     entry.handedBack = true;
     entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
-    const log = this.log.child({ jobId: entry.job.id, attempt: entry.job.attempt, executionId: entry.job.token });
-    const released = await this.settle(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"));
+    const log = this.log.child({
+      jobId: entry.job.id,
+      attempt: entry.job.attempt,
+      executionId: entry.job.token,
+    });
+    const released = await this.settle(log, "hand back", () =>
+      this.consumer.release(entry.job, reason, "handedBack"),
+    );
     if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
-    log.warn({ outcome: "handedBack", reason, released }, "job still running at the drain deadline: handed back for immediate redelivery");
+    log.warn(
+      { outcome: "handedBack", reason, released },
+      "job still running at the drain deadline: handed back for immediate redelivery",
+    );
     // The handler was told to stop; its slot is free now (the result, if any, is ignored).
     this.running.delete(entry.job.id);
     this.heartbeat.drop(entry.job.id);
@@ -531,7 +700,10 @@ export class QueueWorker {
       if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
       entry.lost = true;
       this.metrics.leasesLost.inc({ queue: this.config.queue });
-      this.log.warn({ jobId: id, executionId: entry.job.token }, "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off");
+      this.log.warn(
+        { jobId: id, executionId: entry.job.token },
+        "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off",
+      );
       entry.controller.abort(new LeaseLostError("lease lost"));
     }
   }
@@ -542,7 +714,9 @@ export class QueueWorker {
     if (maxJobs > 0 && this.jobsFinished >= maxJobs) {
       void this.shutdown(`recycle: ${this.jobsFinished} jobs done (max ${maxJobs})`);
     } else if (maxMemoryMb > 0 && process.memoryUsage.rss() > maxMemoryMb * 1024 * 1024) {
-      void this.shutdown(`recycle: RSS ${Math.round(process.memoryUsage.rss() / 1048576)} MiB above ${maxMemoryMb} MiB`);
+      void this.shutdown(
+        `recycle: RSS ${Math.round(process.memoryUsage.rss() / 1048576)} MiB above ${maxMemoryMb} MiB`,
+      );
     }
   }
 }

@@ -23,7 +23,14 @@ export interface BarChart {
 interface Surface {
   rect(x: number, y: number, w: number, h: number, color: string): void;
   /** anchor: where x is — start, middle or end of the text. */
-  text(x: number, y: number, s: string, color: string, size: number, anchor?: "start" | "middle" | "end"): void;
+  text(
+    x: number,
+    y: number,
+    s: string,
+    color: string,
+    size: number,
+    anchor?: "start" | "middle" | "end",
+  ): void;
 }
 
 const GLYPHS: Record<string, string> = {
@@ -116,7 +123,14 @@ class Raster implements Surface {
     }
   }
 
-  text(x: number, y: number, s: string, color: string, size: number, anchor: "start" | "middle" | "end" = "start"): void {
+  text(
+    x: number,
+    y: number,
+    s: string,
+    color: string,
+    size: number,
+    anchor: "start" | "middle" | "end" = "start",
+  ): void {
     const scale = Math.max(1, Math.round(size / 8));
     const advance = 6 * scale;
     const width = s.length * advance - scale;
@@ -172,12 +186,23 @@ class Svg implements Surface {
   }
 
   rect(x: number, y: number, w: number, h: number, color: string): void {
-    this.parts.push(`<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" fill="${color}"/>`);
+    this.parts.push(
+      `<rect x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" fill="${color}"/>`,
+    );
   }
 
-  text(x: number, y: number, s: string, color: string, size: number, anchor: "start" | "middle" | "end" = "start"): void {
+  text(
+    x: number,
+    y: number,
+    s: string,
+    color: string,
+    size: number,
+    anchor: "start" | "middle" | "end" = "start",
+  ): void {
     const esc = s.replace(/&/g, "&amp;").replace(/</g, "&lt;");
-    this.parts.push(`<text x="${x.toFixed(1)}" y="${y.toFixed(1)}" fill="${color}" font-size="${size}" text-anchor="${anchor}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">${esc}</text>`);
+    this.parts.push(
+      `<text x="${x.toFixed(1)}" y="${y.toFixed(1)}" fill="${color}" font-size="${size}" text-anchor="${anchor}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">${esc}</text>`,
+    );
   }
 
   toString(): string {
@@ -212,7 +237,12 @@ function draw(s: Surface, c: BarChart): void {
   s.text(W / 2, 30, c.title, "#111111", 16, "middle");
   s.text(W / 2, 54, c.subtitle, "#555555", 11, "middle");
 
-  const maxV = Math.max(1, ...c.series.flatMap((se) => se.points.map((p) => (Number.isFinite(p.max) ? p.max : p.median))).filter(Number.isFinite));
+  const maxV = Math.max(
+    1,
+    ...c.series
+      .flatMap((se) => se.points.map((p) => (Number.isFinite(p.max) ? p.max : p.median)))
+      .filter(Number.isFinite),
+  );
   const step = niceStep(maxV * 1.05, 6);
   const yMax = Math.ceil((maxV * 1.05) / step) * step;
   const y = (v: number) => top + plotH - (v / yMax) * plotH;
@@ -242,7 +272,14 @@ function draw(s: Surface, c: BarChart): void {
         s.rect(cx - 6, y(p.max), 12, 2, "#111111");
         s.rect(cx - 6, y(p.min) - 1, 12, 2, "#111111");
       }
-      s.text(bx + bw / 2, y(Number.isFinite(p.max) ? p.max : p.median) - 6, fmt(Math.round(p.median / 100) * 100), "#111111", 10, "middle");
+      s.text(
+        bx + bw / 2,
+        y(Number.isFinite(p.max) ? p.max : p.median) - 6,
+        fmt(Math.round(p.median / 100) * 100),
+        "#111111",
+        10,
+        "middle",
+      );
     });
   });
 

@@ -42,7 +42,12 @@ function parseInfo(text: string): Map<string, string> {
 }
 
 export async function snapshot(r: Redis): Promise<RedisSnapshot> {
-  const [stats, cpu, memory, commandstats] = await Promise.all([r.info("stats"), r.info("cpu"), r.info("memory"), r.info("commandstats")]);
+  const [stats, cpu, memory, commandstats] = await Promise.all([
+    r.info("stats"),
+    r.info("cpu"),
+    r.info("memory"),
+    r.info("commandstats"),
+  ]);
   const s = parseInfo(stats);
   const c = parseInfo(cpu);
   const m = parseInfo(memory);
@@ -73,7 +78,11 @@ export interface SnapshotDelta {
  * What happened between two snapshots. `own` lists commands the measuring side issued itself
  * (pollers, the INFO calls of the snapshots) so they can be taken out of the counts.
  */
-export function delta(before: RedisSnapshot, after: RedisSnapshot, own: Record<string, number> = {}): SnapshotDelta {
+export function delta(
+  before: RedisSnapshot,
+  after: RedisSnapshot,
+  own: Record<string, number> = {},
+): SnapshotDelta {
   const commands = new Map<string, CommandStat>();
   for (const [name, a] of after.commands) {
     const b = before.commands.get(name) ?? { calls: 0, usec: 0 };

@@ -34,7 +34,14 @@ export interface BenchResults {
   summary: ReturnType<typeof summarizeResults> | undefined;
 }
 
-type Field = "jobsPerSec" | "commandsPerJob" | "scriptCallsPerJob" | "redisCpuUsPerJob" | "workerCpuUsPerJob" | "workerPeakRssMiB" | "redisBytesPerWaitingJob";
+type Field =
+  | "jobsPerSec"
+  | "commandsPerJob"
+  | "scriptCallsPerJob"
+  | "redisCpuUsPerJob"
+  | "workerCpuUsPerJob"
+  | "workerPeakRssMiB"
+  | "redisBytesPerWaitingJob";
 
 function med(runs: ThroughputRun[], field: Field): Summary {
   return summarize(runs.map((r) => r[field]));
@@ -63,16 +70,36 @@ export function summarizeResults(r: BenchResults) {
       const b = of("bullmq").find((t) => t.rep === rep);
       return a && b ? [a.jobsPerSec / b.jobsPerSec] : [];
     });
-    return { concurrency: c, conveyor, bullmq, ratio: round(conveyor.jobsPerSec.median / bullmq.jobsPerSec.median, 3), pairedRatio: summarize(paired) };
+    return {
+      concurrency: c,
+      conveyor,
+      bullmq,
+      ratio: round(conveyor.jobsPerSec.median / bullmq.jobsPerSec.median, 3),
+      pairedRatio: summarize(paired),
+    };
   });
   const prototype = cs.map((c) => {
     const of = (s: string) => costOf(r.prototype.filter((t) => t.system === s && t.concurrency === c));
-    return { concurrency: c, separate: of("proto-separate"), hbLean: of("proto-hb-lean"), hbWorker: of("proto-hb-worker"), pipelined: of("proto-pipelined"), combined: of("proto-combined") };
+    return {
+      concurrency: c,
+      separate: of("proto-separate"),
+      hbLean: of("proto-hb-lean"),
+      hbWorker: of("proto-hb-worker"),
+      pipelined: of("proto-pipelined"),
+      combined: of("proto-combined"),
+    };
   });
   const enqueue = Object.fromEntries(
     SYSTEMS.map((s) => {
       const runs = r.enqueue.filter((e) => e.system === s);
-      return [s, { single: summarize(runs.map((e) => e.singlePerSec)), windowed: summarize(runs.map((e) => e.windowedPerSec)), bulk: summarize(runs.map((e) => e.bulkPerSec)) }];
+      return [
+        s,
+        {
+          single: summarize(runs.map((e) => e.singlePerSec)),
+          windowed: summarize(runs.map((e) => e.windowedPerSec)),
+          bulk: summarize(runs.map((e) => e.bulkPerSec)),
+        },
+      ];
     }),
   ) as Record<SystemName, { single: Summary; windowed: Summary; bulk: Summary }>;
   const latency = cs.map((c) => {
@@ -83,11 +110,23 @@ export function summarizeResults(r: BenchResults) {
     return { concurrency: c, rate: r.latencyRates[c] ?? NaN, conveyor: of("conveyor"), bullmq: of("bullmq") };
   });
   const memory = Object.fromEntries(
-    SYSTEMS.map((s) => [s, { redisBytesPerWaitingJob: summarize(r.throughput.filter((t) => t.system === s).map((t) => t.redisBytesPerWaitingJob)).median }]),
+    SYSTEMS.map((s) => [
+      s,
+      {
+        redisBytesPerWaitingJob: summarize(
+          r.throughput.filter((t) => t.system === s).map((t) => t.redisBytesPerWaitingJob),
+        ).median,
+      },
+    ]),
   ) as Record<SystemName, { redisBytesPerWaitingJob: number }>;
   const rawMix = (["claim+complete", "complete-and-claim"] as const).map((mix) => {
     const runs = r.rawMix.filter((m) => m.mix === mix);
-    return { mix, jobsPerSec: summarize(runs.map((m) => m.jobsPerSec)), redisCpuUsPerJob: summarize(runs.map((m) => m.redisCpuUsPerJob)).median, redisBoundJobsPerSec: summarize(runs.map((m) => m.redisBoundJobsPerSec)).median };
+    return {
+      mix,
+      jobsPerSec: summarize(runs.map((m) => m.jobsPerSec)),
+      redisCpuUsPerJob: summarize(runs.map((m) => m.redisCpuUsPerJob)).median,
+      redisBoundJobsPerSec: summarize(runs.map((m) => m.redisBoundJobsPerSec)).median,
+    };
   });
   return { throughput, prototype, enqueue, latency, memory, rawMix };
 }
@@ -107,7 +146,11 @@ export function writeResults(r: BenchResults, outDir: string, name: string): str
     series: SYSTEMS.map((sys) => ({
       name: sys === "conveyor" ? "CONVEYOR" : `BULLMQ ${r.machine.bullmq}`,
       color: sys === "conveyor" ? "#2f6db5" : "#e08a2c",
-      points: cs.map((c) => summarize(r.throughput.filter((t) => t.system === sys && t.concurrency === c).map((t) => t.jobsPerSec))),
+      points: cs.map((c) =>
+        summarize(
+          r.throughput.filter((t) => t.system === sys && t.concurrency === c).map((t) => t.jobsPerSec),
+        ),
+      ),
     })),
   });
   writeFileSync(`${base}.json`, `${JSON.stringify(r, null, 2)}\n`);
@@ -121,11 +164,22 @@ export function writeResults(r: BenchResults, outDir: string, name: string): str
 // ---- Markdown ---------------------------------------------------------------------------------
 
 const n = (v: number, digits = 0) =>
-  Number.isFinite(v) ? v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }) : "–";
-const range = (s: Summary, digits = 0) => (s.n === 0 ? "–" : s.n === 1 ? n(s.median, digits) : `${n(s.median, digits)} (${n(s.min, digits)}–${n(s.max, digits)})`);
+  Number.isFinite(v)
+    ? v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : "–";
+const range = (s: Summary, digits = 0) =>
+  s.n === 0
+    ? "–"
+    : s.n === 1
+      ? n(s.median, digits)
+      : `${n(s.median, digits)} (${n(s.min, digits)}–${n(s.max, digits)})`;
 
 function table(head: string[], rows: string[][]): string {
-  return [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n");
+  return [
+    `| ${head.join(" | ")} |`,
+    `|${head.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ].join("\n");
 }
 
 export function renderMarkdown(r: BenchResults, chartFile: string): string {
@@ -146,18 +200,31 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
   out.push("");
   out.push("## Throughput (jobs/s)");
   out.push("");
-  out.push("One worker process per system, N no-op jobs enqueued beforehand, measured from the first claim to the last completion. Conveyor: the real `conveyor worker` (lease heartbeat thread and sweeper running, retention 0). BullMQ: one `Worker`, default lock settings, jobs added with `removeOnComplete: true`.");
+  out.push(
+    "One worker process per system, N no-op jobs enqueued beforehand, measured from the first claim to the last completion. Conveyor: the real `conveyor worker` (lease heartbeat thread and sweeper running, retention 0). BullMQ: one `Worker`, default lock settings, jobs added with `removeOnComplete: true`.",
+  );
   out.push("");
-  out.push(table(
-    ["concurrency", "Conveyor", "BullMQ", "ratio of medians", "ratio per repetition (median, min–max)"],
-    s.throughput.map((t) => [String(t.concurrency), range(t.conveyor.jobsPerSec), range(t.bullmq.jobsPerSec), n(t.ratio, 2), range(t.pairedRatio, 2)]),
-  ));
+  out.push(
+    table(
+      ["concurrency", "Conveyor", "BullMQ", "ratio of medians", "ratio per repetition (median, min–max)"],
+      s.throughput.map((t) => [
+        String(t.concurrency),
+        range(t.conveyor.jobsPerSec),
+        range(t.bullmq.jobsPerSec),
+        n(t.ratio, 2),
+        range(t.pairedRatio, 2),
+      ]),
+    ),
+  );
   out.push("");
   out.push("## Cost per job (medians)");
   out.push("");
-  out.push("Commands: every command Redis ran per job, those inside scripts included (`INFO commandstats`). Requests: what the worker process sent (MONITOR on a 3,000-job run; a MULTI block counts once; without client pipelining a request is a round trip). Redis CPU: Redis' user+system CPU per job; 1e6 / that is the most jobs/s this Redis core could serve that worker. Worker CPU: all threads of the worker process, from its first claim on.");
+  out.push(
+    "Commands: every command Redis ran per job, those inside scripts included (`INFO commandstats`). Requests: what the worker process sent (MONITOR on a 3,000-job run; a MULTI block counts once; without client pipelining a request is a round trip). Redis CPU: Redis' user+system CPU per job; 1e6 / that is the most jobs/s this Redis core could serve that worker. Worker CPU: all threads of the worker process, from its first claim on.",
+  );
   out.push("");
-  const rt = (sys: SystemName, c: number) => r.roundTrips.find((x) => x.system === sys && x.concurrency === c);
+  const rt = (sys: SystemName, c: number) =>
+    r.roundTrips.find((x) => x.system === sys && x.concurrency === c);
   const costRows: string[][] = [];
   for (const t of s.throughput) {
     for (const sys of ["conveyor", "bullmq"] as const) {
@@ -168,7 +235,12 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
         sys === "conveyor" ? "Conveyor" : "BullMQ",
         n(c.commandsPerJob, 1),
         req ? n(req.requestsPerJob, 2) : "–",
-        req ? Object.entries(req.byRequest).filter(([, v]) => v >= 0.005).map(([k, v]) => `${k.replace(/^(conveyor|bullmq):/, "")} ${n(v, 2)}`).join(", ") : "–",
+        req
+          ? Object.entries(req.byRequest)
+              .filter(([, v]) => v >= 0.005)
+              .map(([k, v]) => `${k.replace(/^(conveyor|bullmq):/, "")} ${n(v, 2)}`)
+              .join(", ")
+          : "–",
         n(c.redisCpuUsPerJob, 1),
         n(1e6 / c.redisCpuUsPerJob),
         n(c.workerCpuUsPerJob),
@@ -176,63 +248,136 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
       ]);
     }
   }
-  out.push(table(["concurrency", "system", "Redis commands/job", "requests/job", "requests by kind, per job", "Redis CPU µs/job", "Redis-bound jobs/s", "worker CPU µs/job", "worker peak RSS MiB"], costRows));
+  out.push(
+    table(
+      [
+        "concurrency",
+        "system",
+        "Redis commands/job",
+        "requests/job",
+        "requests by kind, per job",
+        "Redis CPU µs/job",
+        "Redis-bound jobs/s",
+        "worker CPU µs/job",
+        "worker peak RSS MiB",
+      ],
+      costRows,
+    ),
+  );
   out.push("");
   out.push("## Enqueue rate (jobs/s, one producer connection)");
   out.push("");
-  out.push(table(
-    ["system", "single, each awaited", "single, 64 in flight", "bulk, 500 per call"],
-    SYSTEMS.map((sys) => [sys === "conveyor" ? "Conveyor `enqueue` / `enqueueMany`" : "BullMQ `add` / `addBulk`", range(s.enqueue[sys].single), range(s.enqueue[sys].windowed), range(s.enqueue[sys].bulk)]),
-  ));
+  out.push(
+    table(
+      ["system", "single, each awaited", "single, 64 in flight", "bulk, 500 per call"],
+      SYSTEMS.map((sys) => [
+        sys === "conveyor" ? "Conveyor `enqueue` / `enqueueMany`" : "BullMQ `add` / `addBulk`",
+        range(s.enqueue[sys].single),
+        range(s.enqueue[sys].windowed),
+        range(s.enqueue[sys].bulk),
+      ]),
+    ),
+  );
   out.push("");
   out.push("## Enqueue-to-start latency (ms)");
   out.push("");
-  out.push("Single jobs enqueued at a steady rate (half of the slower system's median peak at that concurrency, the same rate for both) for a few seconds; the time from `enqueue` to the handler starting. First 10% dropped as warm-up. Median of the per-run percentiles (min–max).");
+  out.push(
+    "Single jobs enqueued at a steady rate (half of the slower system's median peak at that concurrency, the same rate for both) for a few seconds; the time from `enqueue` to the handler starting. First 10% dropped as warm-up. Median of the per-run percentiles (min–max).",
+  );
   out.push("");
-  out.push(table(
-    ["concurrency", "rate (jobs/s)", "Conveyor p50", "Conveyor p99", "BullMQ p50", "BullMQ p99"],
-    s.latency.map((l) => [String(l.concurrency), n(l.rate), range(l.conveyor.p50, 2), range(l.conveyor.p99, 2), range(l.bullmq.p50, 2), range(l.bullmq.p99, 2)]),
-  ));
+  out.push(
+    table(
+      ["concurrency", "rate (jobs/s)", "Conveyor p50", "Conveyor p99", "BullMQ p50", "BullMQ p99"],
+      s.latency.map((l) => [
+        String(l.concurrency),
+        n(l.rate),
+        range(l.conveyor.p50, 2),
+        range(l.conveyor.p99, 2),
+        range(l.bullmq.p50, 2),
+        range(l.bullmq.p99, 2),
+      ]),
+    ),
+  );
   out.push("");
   out.push("## Memory");
   out.push("");
-  out.push(table(
-    ["system", "Redis bytes per waiting job", ...r.settings.concurrencies.map((c) => `worker peak RSS MiB, c=${c}`)],
-    SYSTEMS.map((sys) => [sys === "conveyor" ? "Conveyor" : "BullMQ", n(s.memory[sys].redisBytesPerWaitingJob), ...s.throughput.map((t) => n(t[sys].workerPeakRssMiB))]),
-  ));
+  out.push(
+    table(
+      [
+        "system",
+        "Redis bytes per waiting job",
+        ...r.settings.concurrencies.map((c) => `worker peak RSS MiB, c=${c}`),
+      ],
+      SYSTEMS.map((sys) => [
+        sys === "conveyor" ? "Conveyor" : "BullMQ",
+        n(s.memory[sys].redisBytesPerWaitingJob),
+        ...s.throughput.map((t) => n(t[sys].workerPeakRssMiB)),
+      ]),
+    ),
+  );
   out.push("");
   out.push("## The Redis limit");
   out.push("");
-  out.push(table(["redis-benchmark", "requests/s"], r.redisBenchmark.map((b) => [b.test, n(b.requestsPerSec)])));
+  out.push(
+    table(
+      ["redis-benchmark", "requests/s"],
+      r.redisBenchmark.map((b) => [b.test, n(b.requestsPerSec)]),
+    ),
+  );
   out.push("");
-  out.push("Conveyor's scripts from a raw client, 100 calls per pipeline, no worker logic — what Redis itself can do with this protocol:");
+  out.push(
+    "Conveyor's scripts from a raw client, 100 calls per pipeline, no worker logic — what Redis itself can do with this protocol:",
+  );
   out.push("");
-  out.push(table(
-    ["script mix", "jobs/s (client-bound)", "Redis CPU µs/job", "Redis-bound jobs/s"],
-    s.rawMix.map((x) => [x.mix === "claim+complete" ? "claim(1) + complete per job (today)" : "complete-and-claim-next per job (prototype)", range(x.jobsPerSec), n(x.redisCpuUsPerJob, 1), n(x.redisBoundJobsPerSec)]),
-  ));
+  out.push(
+    table(
+      ["script mix", "jobs/s (client-bound)", "Redis CPU µs/job", "Redis-bound jobs/s"],
+      s.rawMix.map((x) => [
+        x.mix === "claim+complete"
+          ? "claim(1) + complete per job (today)"
+          : "complete-and-claim-next per job (prototype)",
+        range(x.jobsPerSec),
+        n(x.redisCpuUsPerJob, 1),
+        n(x.redisBoundJobsPerSec),
+      ]),
+    ),
+  );
   out.push("");
   out.push("## Where the worker's time goes, and complete-and-claim-next (prototype)");
   out.push("");
-  out.push("A lean bench-only consumer (bench/proto/worker.ts: the worker's slot logic — claim only for free slots, run, complete — without its heartbeat thread, metrics, logs or timers) runs Conveyor's real scripts. *lean* = complete, then the claim loop claims for the freed slot (today's protocol); *+ heartbeat hold/drop* = the same plus the worker's real lease heartbeat thread (worker/leaseHeartbeat.ts) told about each job start and end; *+ heartbeat as the worker drives it* = hold + status at start, drop + status at end, and a renew-now beat after every claim, as worker.ts does; *combined* = lean, but one script (built from complete_job.lua and claim_jobs.lua) completes a job and claims the next for the freed slot. Jobs/s, median (min–max); worker CPU µs/job in brackets.");
+  out.push(
+    "A lean bench-only consumer (bench/proto/worker.ts: the worker's slot logic — claim only for free slots, run, complete — without its heartbeat thread, metrics, logs or timers) runs Conveyor's real scripts. *lean* = complete, then the claim loop claims for the freed slot (today's protocol); *+ heartbeat hold/drop* = the same plus the worker's real lease heartbeat thread (worker/leaseHeartbeat.ts) told about each job start and end; *+ heartbeat as the worker drives it* = hold + status at start, drop + status at end, and a renew-now beat after every claim, as worker.ts does; *combined* = lean, but one script (built from complete_job.lua and claim_jobs.lua) completes a job and claims the next for the freed slot. Jobs/s, median (min–max); worker CPU µs/job in brackets.",
+  );
   out.push("");
-  const cell = (x: ReturnType<typeof costOf>) => (x.jobsPerSec.n === 0 ? "–" : `${range(x.jobsPerSec)} [${n(x.workerCpuUsPerJob)}]`);
-  out.push(table(
-    ["concurrency", "real worker", "lean", "lean + heartbeat hold/drop", "lean + heartbeat as the worker drives it", "lean, combined script", "requests/job lean → combined", "Redis CPU µs/job lean → combined"],
-    s.prototype.map((p, i) => {
-      const real = s.throughput[i]?.conveyor;
-      return [
-        String(p.concurrency),
-        real ? `${range(real.jobsPerSec)} [${n(real.workerCpuUsPerJob)}]` : "–",
-        cell(p.separate),
-        cell(p.hbLean),
-        cell(p.hbWorker),
-        cell(p.combined),
-        `${n(p.separate.scriptCallsPerJob, 2)} → ${n(p.combined.scriptCallsPerJob, 2)}`,
-        `${n(p.separate.redisCpuUsPerJob, 1)} → ${n(p.combined.redisCpuUsPerJob, 1)}`,
-      ];
-    }),
-  ));
+  const cell = (x: ReturnType<typeof costOf>) =>
+    x.jobsPerSec.n === 0 ? "–" : `${range(x.jobsPerSec)} [${n(x.workerCpuUsPerJob)}]`;
+  out.push(
+    table(
+      [
+        "concurrency",
+        "real worker",
+        "lean",
+        "lean + heartbeat hold/drop",
+        "lean + heartbeat as the worker drives it",
+        "lean, combined script",
+        "requests/job lean → combined",
+        "Redis CPU µs/job lean → combined",
+      ],
+      s.prototype.map((p, i) => {
+        const real = s.throughput[i]?.conveyor;
+        return [
+          String(p.concurrency),
+          real ? `${range(real.jobsPerSec)} [${n(real.workerCpuUsPerJob)}]` : "–",
+          cell(p.separate),
+          cell(p.hbLean),
+          cell(p.hbWorker),
+          cell(p.combined),
+          `${n(p.separate.scriptCallsPerJob, 2)} → ${n(p.combined.scriptCallsPerJob, 2)}`,
+          `${n(p.separate.redisCpuUsPerJob, 1)} → ${n(p.combined.redisCpuUsPerJob, 1)}`,
+        ];
+      }),
+    ),
+  );
   out.push("");
   out.push("## Operator");
   out.push("");
@@ -240,22 +385,35 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
   if ("skipped" in op) {
     out.push(`Skipped: ${op.skipped}.`);
   } else {
-    out.push(table(
-      ["measure", "value"],
-      [
-        ["idle WorkerPools", n(op.pools)],
-        ["all pools reconciled after creation", `${n(op.reconcileAllSeconds, 1)} s`],
-        [`operator CPU, idle (window ${n(op.idleWindowSeconds)} s)`, `${n(op.cpuPercentOfCore, 2)} % of one core`],
-        ["operator RSS", `${n(op.rssMiB)} MiB`],
-        ["Kubernetes API requests/min by verb (operator's counter)", Object.entries(op.apiRequestsPerMinute).map(([k, v]) => `${k} ${n(v, 1)}`).join(", ") || "0"],
-        ["API writes/min, lease renewals apart (operator's counter / audit log)", `${n(op.apiWritesPerMinute, 1)} / ${n(op.auditWritesPerMinute, 1)}`],
-        ["leader lease writes/min", n(op.leaseWritesPerMinute, 1)],
-        ["Redis commands/min (backlog polls)", n(op.redisCommandsPerMinute)],
-        ["backlog → 0→1 decision (mode hpa, pollSeconds 5)", `${range(op.activationSeconds, 2)} s`],
-        ["backlog → 1→N decision (mode direct, pollSeconds 5)", `${range(op.directScaleUpSeconds, 2)} s`],
-        ["KEDA for comparison", "pollingInterval 30 s by default: 15 s on average before it looks"],
-      ],
-    ));
+    out.push(
+      table(
+        ["measure", "value"],
+        [
+          ["idle WorkerPools", n(op.pools)],
+          ["all pools reconciled after creation", `${n(op.reconcileAllSeconds, 1)} s`],
+          [
+            `operator CPU, idle (window ${n(op.idleWindowSeconds)} s)`,
+            `${n(op.cpuPercentOfCore, 2)} % of one core`,
+          ],
+          ["operator RSS", `${n(op.rssMiB)} MiB`],
+          [
+            "Kubernetes API requests/min by verb (operator's counter)",
+            Object.entries(op.apiRequestsPerMinute)
+              .map(([k, v]) => `${k} ${n(v, 1)}`)
+              .join(", ") || "0",
+          ],
+          [
+            "API writes/min, lease renewals apart (operator's counter / audit log)",
+            `${n(op.apiWritesPerMinute, 1)} / ${n(op.auditWritesPerMinute, 1)}`,
+          ],
+          ["leader lease writes/min", n(op.leaseWritesPerMinute, 1)],
+          ["Redis commands/min (backlog polls)", n(op.redisCommandsPerMinute)],
+          ["backlog → 0→1 decision (mode hpa, pollSeconds 5)", `${range(op.activationSeconds, 2)} s`],
+          ["backlog → 1→N decision (mode direct, pollSeconds 5)", `${range(op.directScaleUpSeconds, 2)} s`],
+          ["KEDA for comparison", "pollingInterval 30 s by default: 15 s on average before it looks"],
+        ],
+      ),
+    );
   }
   out.push("");
   return out.join("\n");

@@ -75,10 +75,15 @@ function handle(proc: Started, readOutput: () => string, ready: () => Promise<un
     pid,
     proc,
     ready: async () => {
-      await waitFor("worker ready", async () => {
-        if (proc.child.exitCode !== null) throw new Error(`worker exited: ${readOutput()}`);
-        return ready();
-      }, 60_000, 20);
+      await waitFor(
+        "worker ready",
+        async () => {
+          if (proc.child.exitCode !== null) throw new Error(`worker exited: ${readOutput()}`);
+          return ready();
+        },
+        60_000,
+        20,
+      );
     },
     sample: () => procSample(pid),
     stop: () => stopProcess(proc, 60_000),
@@ -98,7 +103,12 @@ function captured(proc: Started, logFile: string): () => string {
   proc.child.stdout?.on("data", keep);
   proc.child.stderr?.on("data", keep);
   return () => {
-    const how = proc.child.exitCode !== null ? `exit code ${proc.child.exitCode}` : proc.child.signalCode ? `signal ${proc.child.signalCode}` : "running";
+    const how =
+      proc.child.exitCode !== null
+        ? `exit code ${proc.child.exitCode}`
+        : proc.child.signalCode
+          ? `signal ${proc.child.signalCode}`
+          : "running";
     return `${tail}\n(${how}; full output: ${logFile})`;
   };
 }
@@ -118,7 +128,10 @@ export class ConveyorSystem implements System {
   }
 
   async enqueueBulk(items: unknown[]): Promise<void> {
-    await this.producer.enqueueMany(QUEUE, items.map((data) => ({ data })));
+    await this.producer.enqueueMany(
+      QUEUE,
+      items.map((data) => ({ data })),
+    );
   }
 
   async enqueueOne(data: unknown): Promise<void> {
@@ -149,7 +162,11 @@ export class ConveyorSystem implements System {
         BENCH_LATENCY_FILE: opts.latencyFile ?? "",
       },
     });
-    return handle(proc, captured(proc, opts.logFile), async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok);
+    return handle(
+      proc,
+      captured(proc, opts.logFile),
+      async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok,
+    );
   }
 
   async close(): Promise<void> {
@@ -173,7 +190,14 @@ export class ProtoSystem extends ConveyorSystem {
   override async startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     const proc = startProcess(NODE, [PROTO_WORKER], {
       logFile: opts.logFile,
-      env: { ...process.env, ...nodeOptions(opts), REDIS_URL: this.url, BENCH_QUEUE: QUEUE, BENCH_CONCURRENCY: String(opts.concurrency), BENCH_MODE: this.mode },
+      env: {
+        ...process.env,
+        ...nodeOptions(opts),
+        REDIS_URL: this.url,
+        BENCH_QUEUE: QUEUE,
+        BENCH_CONCURRENCY: String(opts.concurrency),
+        BENCH_MODE: this.mode,
+      },
     });
     return handle(proc, captured(proc, opts.logFile), async () => true);
   }
@@ -197,7 +221,9 @@ export class BullmqSystem implements System {
   async enqueueBulk(items: unknown[]): Promise<void> {
     for (let start = 0; start < items.length; start += BULK_CHUNK) {
       const chunk = items.slice(start, start + BULK_CHUNK);
-      await this.queue.addBulk(chunk.map((data) => ({ name: "noop", data, opts: { removeOnComplete: true } })));
+      await this.queue.addBulk(
+        chunk.map((data) => ({ name: "noop", data, opts: { removeOnComplete: true } })),
+      );
     }
   }
 

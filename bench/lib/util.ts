@@ -69,7 +69,9 @@ export function procSample(pid: number): ProcSample {
 }
 
 export function loadAverage(): string {
-  return loadavg().map((x) => x.toFixed(2)).join(" ");
+  return loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 }
 
 export interface MachineInfo {
@@ -87,14 +89,20 @@ export interface MachineInfo {
 export function machineInfo(): MachineInfo {
   const run = (cmd: string, args: string[]) => {
     try {
-      return execFileSync(cmd, args, { encoding: "utf8", cwd: REPO, stdio: ["ignore", "pipe", "ignore"] }).trim();
+      return execFileSync(cmd, args, {
+        encoding: "utf8",
+        cwd: REPO,
+        stdio: ["ignore", "pipe", "ignore"],
+      }).trim();
     } catch {
       return "unknown";
     }
   };
   const pkg = (name: string) => {
     try {
-      return (JSON.parse(readFileSync(`${REPO}node_modules/${name}/package.json`, "utf8")) as { version: string }).version;
+      return (
+        JSON.parse(readFileSync(`${REPO}node_modules/${name}/package.json`, "utf8")) as { version: string }
+      ).version;
     } catch {
       return "missing";
     }
@@ -131,7 +139,8 @@ export function intFlag(flags: Map<string, string>, name: string, def: number): 
   const v = flags.get(name);
   if (v === undefined) return def;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`--${name}: expected a positive whole number, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -140,7 +149,8 @@ export function listFlag(flags: Map<string, string>, name: string, def: number[]
   if (v === undefined) return def;
   return v.split(",").map((x) => {
     const n = Number(x);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: expected whole numbers separated by commas, got ${JSON.stringify(v)}`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new Error(`--${name}: expected whole numbers separated by commas, got ${JSON.stringify(v)}`);
     return n;
   });
 }

@@ -6,7 +6,14 @@
 // being re-implemented here.
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
-import { Consumer, scriptSource, type ClaimResult, type ClaimedJob, type ConsumerOptions, type Lease } from "../../queue/index.ts";
+import {
+  Consumer,
+  scriptSource,
+  type ClaimResult,
+  type ClaimedJob,
+  type ConsumerOptions,
+  type Lease,
+} from "../../queue/index.ts";
 
 const SCRIPTS = new URL("../../queue/scripts/", import.meta.url);
 const body = (name: string) => readFileSync(new URL(`${name}.lua`, SCRIPTS), "utf8");
@@ -103,7 +110,9 @@ export class ProtoConsumer {
   }
 
   private run(name: string, call: Call): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[name]!;
+    const fn = (this.redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[
+      name
+    ]!;
     return fn.call(this.redis, call.keys.length, ...call.keys, ...call.args);
   }
 
@@ -144,7 +153,16 @@ export class ProtoConsumer {
         continue;
       }
       const claim = this.standIn.capture((c) => c.claim(1));
-      pp.protoCompleteAndClaim!.call(p, done.keys.length + claim.keys.length, ...done.keys, ...claim.keys, done.keys.length, done.args.length, ...done.args, ...claim.args);
+      pp.protoCompleteAndClaim!.call(
+        p,
+        done.keys.length + claim.keys.length,
+        ...done.keys,
+        ...claim.keys,
+        done.keys.length,
+        done.args.length,
+        ...done.args,
+        ...claim.args,
+      );
     }
     const next: ClaimedJob[] = [];
     for (const [err, reply] of (await p.exec()) ?? []) {
@@ -155,7 +173,11 @@ export class ProtoConsumer {
   }
 
   /** Complete `job` and claim at most one job for the slot it frees. */
-  async completeAndClaim(job: Lease, result: unknown, mode: "pipelined" | "combined"): Promise<{ completed: boolean; next: ClaimedJob | undefined }> {
+  async completeAndClaim(
+    job: Lease,
+    result: unknown,
+    mode: "pipelined" | "combined",
+  ): Promise<{ completed: boolean; next: ClaimedJob | undefined }> {
     const done = this.standIn.capture((c) => c.complete(job, result));
     const claim = this.standIn.capture((c) => c.claim(1));
     if (mode === "pipelined") {

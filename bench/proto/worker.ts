@@ -20,7 +20,8 @@ import { ProtoConsumer, type ProtoMode } from "./combined.ts";
 const queue = process.env.BENCH_QUEUE ?? "bench";
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 1);
 const mode = (process.env.BENCH_MODE ?? "separate") as ProtoMode;
-if (!["separate", "pipelined", "combined", "hb-worker", "hb-lean"].includes(mode)) throw new Error(`BENCH_MODE: unknown mode ${mode}`);
+if (!["separate", "pipelined", "combined", "hb-worker", "hb-lean"].includes(mode))
+  throw new Error(`BENCH_MODE: unknown mode ${mode}`);
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const leaseMs = 30_000;
 const workerId = `proto-${process.pid}`;
@@ -31,8 +32,23 @@ const handler = async (_data: unknown): Promise<null> => null;
 
 const heartbeat = mode.startsWith("hb-")
   ? new LeaseHeartbeat(
-      { redisUrl, queue, workerId, pod: workerId, slots: concurrency, leaseMs, intervalMs: leaseMs / 3, sweepIntervalMs: leaseMs / 2, maxStalls: 2 },
-      { onRenewed: () => {}, onLost: () => {}, onSwept: () => {}, onError: (m) => process.stderr.write(`${m}\n`) },
+      {
+        redisUrl,
+        queue,
+        workerId,
+        pod: workerId,
+        slots: concurrency,
+        leaseMs,
+        intervalMs: leaseMs / 3,
+        sweepIntervalMs: leaseMs / 2,
+        maxStalls: 2,
+      },
+      {
+        onRenewed: () => {},
+        onLost: () => {},
+        onSwept: () => {},
+        onError: (m) => process.stderr.write(`${m}\n`),
+      },
     )
   : undefined;
 const workerMessages = mode === "hb-worker";

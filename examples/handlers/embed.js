@@ -7,7 +7,9 @@ import { createHash } from "node:crypto";
 export default async function embed(job, ctx) {
   const { document, text } = job.data ?? {};
   if (typeof text !== "string") {
-    throw Object.assign(new Error("embed needs {document, text} from the docs/ocr stage"), { retryable: false });
+    throw Object.assign(new Error("embed needs {document, text} from the docs/ocr stage"), {
+      retryable: false,
+    });
   }
   const endpoint = process.env.EMBEDDINGS_URL;
   if (endpoint) {
@@ -17,10 +19,18 @@ export default async function embed(job, ctx) {
       body: JSON.stringify({ input: text }),
       signal: ctx.signal,
     }).catch((err) => {
-      throw Object.assign(new Error(`embeddings service unreachable: ${err.message}`), { dependencyFailure: true });
+      throw Object.assign(new Error(`embeddings service unreachable: ${err.message}`), {
+        dependencyFailure: true,
+      });
     });
-    if (res.status >= 500) throw Object.assign(new Error(`embeddings service answered ${res.status}`), { dependencyFailure: true });
-    if (!res.ok) throw Object.assign(new Error(`embeddings service refused the input: ${res.status}`), { retryable: false });
+    if (res.status >= 500)
+      throw Object.assign(new Error(`embeddings service answered ${res.status}`), {
+        dependencyFailure: true,
+      });
+    if (!res.ok)
+      throw Object.assign(new Error(`embeddings service refused the input: ${res.status}`), {
+        retryable: false,
+      });
     return { document, embedding: (await res.json()).embedding };
   }
   // Without a service: a deterministic stand-in vector.

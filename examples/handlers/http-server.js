@@ -33,7 +33,9 @@ const server = createServer((req, res) => {
     try {
       data = JSON.parse(body);
     } catch {
-      res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: "body is not JSON" }));
+      res
+        .writeHead(400, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: "body is not JSON" }));
       return;
     }
     const text = typeof data?.text === "string" ? data.text : "";
@@ -42,7 +44,9 @@ const server = createServer((req, res) => {
   });
 });
 
-server.listen(port, "127.0.0.1", () => process.stdout.write(`handler sidecar listening on 127.0.0.1:${port}\n`));
+server.listen(port, "127.0.0.1", () =>
+  process.stdout.write(`handler sidecar listening on 127.0.0.1:${port}\n`),
+);
 // The pod's SIGTERM reaches this sidecar and the worker at the same time. The worker stops
 // claiming but lets its running jobs finish — and they are requests to us. So keep serving and
 // exit once no request has been running for a moment (the worker sends no new ones).

@@ -8,7 +8,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 export default async function resize(job, ctx) {
   const { url, width } = job.data ?? {};
   if (typeof url !== "string" || !Number.isInteger(width) || width <= 0) {
-    throw Object.assign(new Error("resize needs {url: string, width: positive integer}"), { retryable: false });
+    throw Object.assign(new Error("resize needs {url: string, width: positive integer}"), {
+      retryable: false,
+    });
   }
   ctx.log.info({ url, width }, "resizing");
   // Stand-in for real work. Pass ctx.signal to everything that can wait (fetch, timers, child

@@ -9,7 +9,8 @@ export interface CelRule {
   readonly rule: string;
   readonly message?: string;
   readonly messageExpression?: string;
-  readonly reason?: "FieldValueInvalid" | "FieldValueForbidden" | "FieldValueRequired" | "FieldValueDuplicate";
+  readonly reason?:
+    "FieldValueInvalid" | "FieldValueForbidden" | "FieldValueRequired" | "FieldValueDuplicate";
   readonly fieldPath?: string;
   readonly optionalOldSelf?: boolean;
 }
@@ -74,7 +75,11 @@ type Plain<S, D extends boolean> = S extends { readonly enum: readonly (infer E)
               ? Record<string, FromSchema<A, D>>
               : unknown;
 
-type PresentKey<P, K extends keyof P, R, D extends boolean> = K extends R ? true : D extends true ? HasDefault<P[K]> : false;
+type PresentKey<P, K extends keyof P, R, D extends boolean> = K extends R
+  ? true
+  : D extends true
+    ? HasDefault<P[K]>
+    : false;
 
 type ObjectOf<P, R, D extends boolean> = Simplify<
   { -readonly [K in keyof P as PresentKey<P, K, R, D> extends true ? K : never]: FromSchema<P[K], D> } & {
@@ -87,11 +92,8 @@ type ObjectOf<P, R, D extends boolean> = Simplify<
  * `default` is present (what the operator reads after the API server, or `applyDefaults`, filled
  * it in); with `false` it is optional (what a user writes).
  */
-export type FromSchema<S, Defaulted extends boolean = true> = S extends Typed<infer T>
-  ? unknown extends T
-    ? Plain<S, Defaulted>
-    : T
-  : Plain<S, Defaulted>;
+export type FromSchema<S, Defaulted extends boolean = true> =
+  S extends Typed<infer T> ? (unknown extends T ? Plain<S, Defaulted> : T) : Plain<S, Defaulted>;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -110,7 +112,8 @@ function defaultValue(schema: JSONSchemaProps, value: unknown): unknown {
   if (schema.type === "object" && isObject(value)) {
     if (schema.properties) {
       for (const [name, prop] of Object.entries(schema.properties)) {
-        if (value[name] === undefined && prop.default !== undefined) value[name] = structuredClone(prop.default);
+        if (value[name] === undefined && prop.default !== undefined)
+          value[name] = structuredClone(prop.default);
         if (value[name] !== undefined) value[name] = defaultValue(prop, value[name]);
       }
     }

@@ -24,7 +24,10 @@ export interface Deployment extends KubeObject {
   spec?: {
     replicas?: number;
     selector?: { matchLabels?: Record<string, string> };
-    template?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: V1PodSpec };
+    template?: {
+      metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+      spec?: V1PodSpec;
+    };
     [k: string]: unknown;
   };
   status?: {
@@ -50,7 +53,8 @@ export function effectiveRedisUrl(spec: WorkerPoolSpec): string {
   const url = spec.redis.url;
   if (!spec.redis.tls) return url;
   if (url.startsWith("redis://")) return `rediss://${url.slice("redis://".length)}`;
-  if (url.startsWith("redis-cluster://") && !/[?&]tls=true/.test(url)) return `${url}${url.includes("?") ? "&" : "?"}tls=true`;
+  if (url.startsWith("redis-cluster://") && !/[?&]tls=true/.test(url))
+    return `${url}${url.includes("?") ? "&" : "?"}tls=true`;
   return url;
 }
 
@@ -78,10 +82,16 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
     { name: "REDIS_URL", value: effectiveRedisUrl(spec) },
   ];
   if (spec.redis.secretRef) {
-    env.push({ name: "REDIS_PASSWORD", valueFrom: { secretKeyRef: { name: spec.redis.secretRef.name, key: spec.redis.secretRef.key } } });
+    env.push({
+      name: "REDIS_PASSWORD",
+      valueFrom: { secretKeyRef: { name: spec.redis.secretRef.name, key: spec.redis.secretRef.key } },
+    });
   }
   if (spec.database) {
-    env.push({ name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: spec.database.secretRef.name, key: spec.database.secretRef.key } } });
+    env.push({
+      name: "DATABASE_URL",
+      valueFrom: { secretKeyRef: { name: spec.database.secretRef.name, key: spec.database.secretRef.key } },
+    });
   }
   env.push({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
   // The schema rejects reserved names; this keeps an object stored before that rule out too.
@@ -90,7 +100,11 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
 }
 
 /** The Deployment the operator applies, without spec.replicas (see withReplicas). */
-export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: DeploymentOptions): Deployment {
+export function desiredDeployment(
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  opts: DeploymentOptions,
+): Deployment {
   const t = spec.template;
   const labels = poolLabels(pool);
   const tmpMount: V1VolumeMount = { name: "tmp", mountPath: "/tmp" };
@@ -102,9 +116,20 @@ export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: 
     env: workerEnv(spec),
     ...(t.envFrom?.length ? { envFrom: t.envFrom } : {}),
     ports: [{ name: "metrics", containerPort: WORKER_PORT, protocol: "TCP" }],
-    readinessProbe: { httpGet: { path: "/readyz", port: "metrics" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
+    readinessProbe: {
+      httpGet: { path: "/readyz", port: "metrics" },
+      periodSeconds: 5,
+      timeoutSeconds: 2,
+      failureThreshold: 2,
+    },
     // Generous: a CPU-heavy handler may delay the event loop; a killed worker costs its jobs a redelivery.
-    livenessProbe: { httpGet: { path: "/healthz", port: "metrics" }, initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 6 },
+    livenessProbe: {
+      httpGet: { path: "/healthz", port: "metrics" },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    },
     resources: t.resources ?? {},
     securityContext: {
       allowPrivilegeEscalation: false,
@@ -115,7 +140,10 @@ export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: 
     },
     volumeMounts: [tmpMount, ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp")],
   };
-  const volumes: V1Volume[] = [{ name: "tmp", emptyDir: {} }, ...(t.volumes ?? []).filter((v) => v.name !== "tmp")];
+  const volumes: V1Volume[] = [
+    { name: "tmp", emptyDir: {} },
+    ...(t.volumes ?? []).filter((v) => v.name !== "tmp"),
+  ];
   const podSpec: V1PodSpec = {
     containers: [worker, ...(t.containers ?? []).filter((c) => c.name !== WORKER_CONTAINER)],
     volumes,
@@ -128,12 +156,16 @@ export function desiredDeployment(pool: WorkerPool, spec: WorkerPoolSpec, opts: 
       fsGroup: 65532,
       seccompProfile: { type: "RuntimeDefault" },
     },
-    ...(t.serviceAccountName ? { serviceAccountName: t.serviceAccountName } : { automountServiceAccountToken: false }),
+    ...(t.serviceAccountName
+      ? { serviceAccountName: t.serviceAccountName }
+      : { automountServiceAccountToken: false }),
     ...(t.priorityClassName ? { priorityClassName: t.priorityClassName } : {}),
     ...(t.nodeSelector ? { nodeSelector: t.nodeSelector } : {}),
     ...(t.tolerations?.length ? { tolerations: t.tolerations } : {}),
     ...(t.affinity ? { affinity: t.affinity } : {}),
-    ...(t.topologySpreadConstraints?.length ? { topologySpreadConstraints: t.topologySpreadConstraints } : {}),
+    ...(t.topologySpreadConstraints?.length
+      ? { topologySpreadConstraints: t.topologySpreadConstraints }
+      : {}),
     ...(t.imagePullSecrets?.length ? { imagePullSecrets: t.imagePullSecrets } : {}),
   };
   const deployment: Deployment = {
@@ -198,13 +230,23 @@ export async function reconcileDeployment(
 ): Promise<Deployment> {
   const desired = desiredDeployment(pool, spec, { defaultImage: ctx.defaultImage });
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
-  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
-  const path = apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: pool.metadata.namespace, name: pool.metadata.name });
+  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
+    return live;
+  const path = apiPath({
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    namespace: pool.metadata.namespace,
+    name: pool.metadata.name,
+  });
   let replicas: number;
   if (live) {
     const fresh = await ctx.client.get<Deployment>(path);
     replicas = fresh?.spec?.replicas ?? live.spec?.replicas ?? 0;
-    const changed = live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash ? ["spec"] : subsetDiff(desired, live).slice(0, 10);
+    const changed =
+      live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash
+        ? ["spec"]
+        : subsetDiff(desired, live).slice(0, 10);
     ctx.log.info({ pool: key, changed }, "updating worker Deployment");
   } else {
     replicas = initialReplicas(spec, backlog);

@@ -49,8 +49,10 @@ function isZero(v: unknown): boolean {
 
 function sameScalar(want: unknown, have: unknown): boolean {
   if (want === have) return true;
-  if (typeof want === "number" && typeof have === "string") return String(want) === have || parseQuantity(have) === want;
-  if (typeof want === "string" && typeof have === "number") return want === String(have) || parseQuantity(want) === have;
+  if (typeof want === "number" && typeof have === "string")
+    return String(want) === have || parseQuantity(have) === want;
+  if (typeof want === "string" && typeof have === "number")
+    return want === String(have) || parseQuantity(want) === have;
   if (typeof want === "string" && typeof have === "string") {
     const a = parseQuantity(want);
     const b = parseQuantity(have);
@@ -63,7 +65,8 @@ const LIST_KEYS = ["name", "containerPort", "mountPath", "type", "key", "topolog
 
 function listKey(item: unknown): string | undefined {
   if (!isPlainObject(item)) return undefined;
-  for (const k of LIST_KEYS) if (typeof item[k] === "string" || typeof item[k] === "number") return `${k}=${String(item[k])}`;
+  for (const k of LIST_KEYS)
+    if (typeof item[k] === "string" || typeof item[k] === "number") return `${k}=${String(item[k])}`;
   return undefined;
 }
 
@@ -120,7 +123,10 @@ function canonical(v: unknown): unknown {
 
 /** A short stable hash of a JSON value (key order does not matter). */
 export function configHash(v: unknown): string {
-  return createHash("sha256").update(JSON.stringify(canonical(v))).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(JSON.stringify(canonical(v)))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 export function deepEqual(a: unknown, b: unknown): boolean {

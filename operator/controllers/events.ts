@@ -21,34 +21,45 @@ export class EventRecorder {
     this.log = log;
   }
 
-  async record(pool: EventTarget, type: "Normal" | "Warning", reason: string, message: string): Promise<void> {
+  async record(
+    pool: EventTarget,
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+  ): Promise<void> {
     const now = new Date().toISOString();
     const name = `${pool.metadata.name}.${Date.now().toString(16)}${randomBytes(2).toString("hex")}`;
     try {
-      await this.client.create(apiPath({ group: "", version: "v1", plural: "events", namespace: pool.metadata.namespace }), {
-        apiVersion: "v1",
-        kind: "Event",
-        metadata: { name, namespace: pool.metadata.namespace },
-        involvedObject: {
-          apiVersion: API_VERSION,
-          kind: KIND,
-          name: pool.metadata.name,
-          namespace: pool.metadata.namespace,
-          uid: pool.metadata.uid,
-          resourceVersion: pool.metadata.resourceVersion,
+      await this.client.create(
+        apiPath({ group: "", version: "v1", plural: "events", namespace: pool.metadata.namespace }),
+        {
+          apiVersion: "v1",
+          kind: "Event",
+          metadata: { name, namespace: pool.metadata.namespace },
+          involvedObject: {
+            apiVersion: API_VERSION,
+            kind: KIND,
+            name: pool.metadata.name,
+            namespace: pool.metadata.namespace,
+            uid: pool.metadata.uid,
+            resourceVersion: pool.metadata.resourceVersion,
+          },
+          type,
+          reason,
+          message: message.slice(0, 1024),
+          source: { component: "conveyor-operator" },
+          reportingComponent: "conveyor.dev/operator",
+          reportingInstance: this.identity.slice(0, 128),
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
         },
-        type,
-        reason,
-        message: message.slice(0, 1024),
-        source: { component: "conveyor-operator" },
-        reportingComponent: "conveyor.dev/operator",
-        reportingInstance: this.identity.slice(0, 128),
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      });
+      );
     } catch (err) {
-      this.log?.warn({ err: String(err), pool: `${pool.metadata.namespace}/${pool.metadata.name}`, reason }, "could not record an event");
+      this.log?.warn(
+        { err: String(err), pool: `${pool.metadata.namespace}/${pool.metadata.name}`, reason },
+        "could not record an event",
+      );
     }
   }
 }

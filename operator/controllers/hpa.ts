@@ -9,7 +9,14 @@ import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { apiPath, type KubeObject } from "../kube/client.ts";
 import type { ReconcileContext } from "./context.ts";
 import { configHash, isSubset } from "./diff.ts";
-import { CONFIG_HASH_ANNOTATION, METRIC_NAME, METRIC_POOL_LABEL, isControlledBy, ownerReference, poolLabels } from "./names.ts";
+import {
+  CONFIG_HASH_ANNOTATION,
+  METRIC_NAME,
+  METRIC_POOL_LABEL,
+  isControlledBy,
+  ownerReference,
+  poolLabels,
+} from "./names.ts";
 import type { Problem } from "./status.ts";
 
 export interface HPA extends KubeObject {
@@ -52,7 +59,10 @@ export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
         {
           type: "External",
           external: {
-            metric: { name: METRIC_NAME, selector: { matchLabels: { [METRIC_POOL_LABEL]: pool.metadata.name } } },
+            metric: {
+              name: METRIC_NAME,
+              selector: { matchLabels: { [METRIC_POOL_LABEL]: pool.metadata.name } },
+            },
             target: { type: "AverageValue", averageValue: String(s.targetBacklogPerReplica) },
           },
         },
@@ -76,13 +86,27 @@ export async function reconcileHPA(
   live: HPA | undefined,
   problems: Problem[],
 ): Promise<HPA | undefined> {
-  const path = apiPath({ group: "autoscaling", version: "v2", plural: "horizontalpodautoscalers", namespace: pool.metadata.namespace, name: pool.metadata.name });
+  const path = apiPath({
+    group: "autoscaling",
+    version: "v2",
+    plural: "horizontalpodautoscalers",
+    namespace: pool.metadata.namespace,
+    name: pool.metadata.name,
+  });
   if (!wantsHPA(spec)) {
     if (live && isControlledBy(live, pool)) {
       const uid = live.metadata.uid ?? "";
       const deletedAt = ctx.deletedHPAs.get(uid);
       if (deletedAt === undefined || Date.now() - deletedAt > 30_000) {
-        ctx.log.info({ pool: key, mode: spec.scaling.mode, paused: spec.scaling.paused, pinned: spec.replicas !== undefined }, "deleting HorizontalPodAutoscaler (not used now)");
+        ctx.log.info(
+          {
+            pool: key,
+            mode: spec.scaling.mode,
+            paused: spec.scaling.paused,
+            pinned: spec.replicas !== undefined,
+          },
+          "deleting HorizontalPodAutoscaler (not used now)",
+        );
         await ctx.client.delete(path, { preconditionsUid: uid || undefined });
         for (const [u, at] of ctx.deletedHPAs) if (Date.now() - at > 60_000) ctx.deletedHPAs.delete(u);
         ctx.deletedHPAs.set(uid, Date.now());
@@ -92,12 +116,16 @@ export async function reconcileHPA(
     return undefined;
   }
   if (live && !isControlledBy(live, pool)) {
-    problems.push({ reason: "HPAConflict", message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool` });
+    problems.push({
+      reason: "HPAConflict",
+      message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool`,
+    });
     return live;
   }
   const desired = desiredHPA(pool, spec);
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
-  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live)) return live;
+  if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
+    return live;
   ctx.log.info({ pool: key }, live ? "updating HorizontalPodAutoscaler" : "creating HorizontalPodAutoscaler");
   const applied = await ctx.client.apply<HPA>(path, desired);
   ctx.hpaOverlay.set(key, applied);

@@ -33,12 +33,21 @@ export function selectorString(pool: { metadata: { name: string } }): string {
 }
 
 export function ownerReference(pool: WorkerPool): OwnerReference {
-  return { apiVersion: API_VERSION, kind: KIND, name: pool.metadata.name, uid: pool.metadata.uid, controller: true, blockOwnerDeletion: true };
+  return {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    name: pool.metadata.name,
+    uid: pool.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 /** The WorkerPool that controls an object (its controller owner reference), as a key. */
 export function ownerKey(obj: KubeObject): string | undefined {
-  const ref = obj.metadata.ownerReferences?.find((r) => r.controller && r.kind === KIND && r.apiVersion.startsWith("conveyor.dev/"));
+  const ref = obj.metadata.ownerReferences?.find(
+    (r) => r.controller && r.kind === KIND && r.apiVersion.startsWith("conveyor.dev/"),
+  );
   return ref ? `${obj.metadata.namespace}/${ref.name}` : undefined;
 }
 

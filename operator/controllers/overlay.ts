@@ -21,7 +21,10 @@ export class WriteOverlay<T extends KubeObject> {
   get(key: string, cached: T | undefined): T | undefined {
     const w = this.written.get(key);
     if (!w) return cached;
-    if (Date.now() - w.at > this.ttlMs || (cached && caughtUp(cached.metadata.resourceVersion, w.obj.metadata.resourceVersion))) {
+    if (
+      Date.now() - w.at > this.ttlMs ||
+      (cached && caughtUp(cached.metadata.resourceVersion, w.obj.metadata.resourceVersion))
+    ) {
       this.written.delete(key);
       return cached;
     }
@@ -41,6 +44,7 @@ export class WriteOverlay<T extends KubeObject> {
  */
 function caughtUp(cachedRv: string | undefined, writtenRv: string | undefined): boolean {
   if (cachedRv === writtenRv) return true;
-  if (cachedRv && writtenRv && /^\d+$/.test(cachedRv) && /^\d+$/.test(writtenRv)) return BigInt(cachedRv) > BigInt(writtenRv);
+  if (cachedRv && writtenRv && /^\d+$/.test(cachedRv) && /^\d+$/.test(writtenRv))
+    return BigInt(cachedRv) > BigInt(writtenRv);
   return false;
 }

@@ -49,7 +49,12 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   const sc = spec.scaling;
   if (spec.replicas !== undefined) {
     if (i.current === spec.replicas) return undefined;
-    return { replicas: spec.replicas, from: i.current, reason: "ManualReplicas", message: `spec.replicas is ${spec.replicas}` };
+    return {
+      replicas: spec.replicas,
+      from: i.current,
+      reason: "ManualReplicas",
+      message: `spec.replicas is ${spec.replicas}`,
+    };
   }
   if (sc.paused || !i.counts) return undefined;
   const { backlog, inflight } = i.counts;
@@ -58,15 +63,30 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   if (i.current === 0) {
     s.hpa.reset();
     if (sc.minReplicas > 0) {
-      return { replicas: sc.minReplicas, from: 0, reason: "BelowMinimum", message: `minReplicas is ${sc.minReplicas}` };
+      return {
+        replicas: sc.minReplicas,
+        from: 0,
+        reason: "BelowMinimum",
+        message: `minReplicas is ${sc.minReplicas}`,
+      };
     }
     if (backlog > sc.activationBacklog) {
-      return { replicas: 1, from: 0, reason: "Activated", message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: starting a worker` };
+      return {
+        replicas: 1,
+        from: 0,
+        reason: "Activated",
+        message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: starting a worker`,
+      };
     }
     return undefined;
   }
 
-  if (sc.minReplicas === 0 && backlog === 0 && inflight === 0 && i.now - s.lastActiveAt >= sc.cooldownSeconds * 1000) {
+  if (
+    sc.minReplicas === 0 &&
+    backlog === 0 &&
+    inflight === 0 &&
+    i.now - s.lastActiveAt >= sc.cooldownSeconds * 1000
+  ) {
     return {
       replicas: 0,
       from: i.current,
@@ -97,7 +117,8 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
 
 /** After a decision was applied: feed the HPA algorithm's rate limits. */
 export function recordScale(s: PoolScaler, spec: WorkerPoolSpec, d: ScaleDecision, now: number): void {
-  if (d.reason === "DirectScaleUp" || d.reason === "DirectScaleDown") s.hpa.record(now, d.from, d.replicas, spec.scaling.behavior as Behavior | undefined);
+  if (d.reason === "DirectScaleUp" || d.reason === "DirectScaleDown")
+    s.hpa.record(now, d.from, d.replicas, spec.scaling.behavior as Behavior | undefined);
   if (d.replicas === 0) s.hpa.reset();
 }
 
@@ -111,7 +132,11 @@ export const REPORT_STALE_MS = 60_000;
  * lowest (deleted first on scale-in), busy pods high. A pod without a recent report (starting,
  * or hung) is left as it is (undefined).
  */
-export function deletionCosts(pods: string[], reports: WorkerReport[], now: number): Map<string, string | undefined> {
+export function deletionCosts(
+  pods: string[],
+  reports: WorkerReport[],
+  now: number,
+): Map<string, string | undefined> {
   const byPod = new Map<string, WorkerReport>();
   for (const r of reports) {
     if (now - r.seen > REPORT_STALE_MS) continue;
@@ -144,11 +169,21 @@ export async function reconcileScale(
   const live = deployment.spec?.replicas ?? 0;
   if (state.expect && (state.expect.replicas === live || now > state.expect.until)) state.expect = undefined;
   const current = state.expect?.replicas ?? live;
-  const d = decideScale(state.scaler, { now, spec, current, statusReplicas: deployment.status?.replicas ?? current, counts });
+  const d = decideScale(state.scaler, {
+    now,
+    spec,
+    current,
+    statusReplicas: deployment.status?.replicas ?? current,
+    counts,
+  });
   if (!d) {
     // A scale-in may come at any time (the HPA's next sync, our next poll): keep idle pods the
     // cheapest to delete while the pool could shrink.
-    if (spec.replicas === undefined && !spec.scaling.paused && current > Math.max(1, spec.scaling.minReplicas)) {
+    if (
+      spec.replicas === undefined &&
+      !spec.scaling.paused &&
+      current > Math.max(1, spec.scaling.minReplicas)
+    ) {
       await updateDeletionCosts(ctx, key, pool, state, false);
     }
     return deployment;
@@ -162,22 +197,53 @@ export async function reconcileScale(
       return deployment;
     }
   }
-  const path = apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "scale" });
-  const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, { spec: { replicas: d.replicas } });
+  const path = apiPath({
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    namespace: pool.metadata.namespace,
+    name: pool.metadata.name,
+    subresource: "scale",
+  });
+  const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
+    spec: { replicas: d.replicas },
+  });
   const at = Date.now();
   recordScale(state.scaler, spec, d, at);
   state.expect = { replicas: d.replicas, until: at + 30_000 };
-  state.lastDecision = { replicas: d.replicas, from: d.from, reason: d.reason, message: d.message, at: new Date(at).toISOString().replace(/\.\d{3}Z$/, "Z") };
+  state.lastDecision = {
+    replicas: d.replicas,
+    from: d.from,
+    reason: d.reason,
+    message: d.message,
+    at: new Date(at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+  };
   const updated: Deployment = {
     ...deployment,
-    metadata: { ...deployment.metadata, resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion },
+    metadata: {
+      ...deployment.metadata,
+      resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion,
+    },
     spec: { ...deployment.spec, replicas: d.replicas },
   };
   ctx.deploymentOverlay.set(key, updated);
   const direction = d.replicas > d.from ? "up" : "down";
-  ctx.metrics.decisions.inc({ namespace: pool.metadata.namespace, workerpool: pool.metadata.name, direction, reason: d.reason });
-  ctx.log.info({ pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message }, "scaled worker Deployment");
-  await ctx.events.record(pool, "Normal", direction === "up" ? "ScaledUp" : "ScaledDown", `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`);
+  ctx.metrics.decisions.inc({
+    namespace: pool.metadata.namespace,
+    workerpool: pool.metadata.name,
+    direction,
+    reason: d.reason,
+  });
+  ctx.log.info(
+    { pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message },
+    "scaled worker Deployment",
+  );
+  await ctx.events.record(
+    pool,
+    "Normal",
+    direction === "up" ? "ScaledUp" : "ScaledDown",
+    `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`,
+  );
   return updated;
 }
 
@@ -187,7 +253,13 @@ export async function reconcileScale(
  * `required`: fail when the reports cannot be read (the operator's own scale-in waits for them);
  * otherwise best effort.
  */
-export async function updateDeletionCosts(ctx: ReconcileContext, key: string, pool: WorkerPool, state: PoolState, required: boolean): Promise<number> {
+export async function updateDeletionCosts(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  state: PoolState,
+  required: boolean,
+): Promise<number> {
   const pods = ctx.podsOf(pool);
   if (pods.length <= 1) return 0;
   let reports: WorkerReport[];
@@ -205,17 +277,28 @@ export async function updateDeletionCosts(ctx: ReconcileContext, key: string, po
     reports,
     now,
   );
-  for (const [podName, w] of state.costsWritten) if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
+  for (const [podName, w] of state.costsWritten)
+    if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
   for (const pod of pods) {
     const podName = pod.metadata.name ?? "";
     const want = costs.get(podName);
     if (want === undefined) continue;
-    const have = state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
+    const have =
+      state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
     if (have === want) continue;
     try {
-      await ctx.client.mergePatch(apiPath({ group: "", version: "v1", plural: "pods", namespace: pool.metadata.namespace, name: podName }), {
-        metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } },
-      });
+      await ctx.client.mergePatch(
+        apiPath({
+          group: "",
+          version: "v1",
+          plural: "pods",
+          namespace: pool.metadata.namespace,
+          name: podName,
+        }),
+        {
+          metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } },
+        },
+      );
       state.costsWritten.set(podName, { value: want, at: now });
       ctx.metrics.deletionCostPatches.inc();
       patched++;

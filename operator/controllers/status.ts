@@ -41,7 +41,12 @@ export interface StatusInput {
 
 type ConditionStatus = "True" | "False" | "Unknown";
 
-function condition(type: string, status: ConditionStatus, reason: string, message: string): Omit<Condition, "lastTransitionTime" | "observedGeneration"> {
+function condition(
+  type: string,
+  status: ConditionStatus,
+  reason: string,
+  message: string,
+): Omit<Condition, "lastTransitionTime" | "observedGeneration"> {
   return { type, status, reason, message };
 }
 
@@ -60,24 +65,65 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
 
   const degraded = i.problems.length > 0;
   const degradedCond = degraded
-    ? condition(CONDITION_DEGRADED, "True", i.problems[0]!.reason, i.problems.map((p) => p.message).join("; "))
+    ? condition(
+        CONDITION_DEGRADED,
+        "True",
+        i.problems[0]!.reason,
+        i.problems.map((p) => p.message).join("; "),
+      )
     : condition(CONDITION_DEGRADED, "False", "AsExpected", "");
 
   let readyCond;
-  if (degraded) readyCond = condition(CONDITION_READY, "False", i.problems[0]!.reason, i.problems[0]!.message);
-  else if (!dep) readyCond = condition(CONDITION_READY, "False", "DeploymentMissing", "the worker Deployment does not exist yet");
-  else if (desired === 0) readyCond = condition(CONDITION_READY, "True", "ScaledToZero", "no backlog: the pool is scaled to zero and starts a worker when jobs arrive");
-  else if (ready > 0) readyCond = condition(CONDITION_READY, "True", "Available", `${ready}/${desired} worker pods ready`);
+  if (degraded)
+    readyCond = condition(CONDITION_READY, "False", i.problems[0]!.reason, i.problems[0]!.message);
+  else if (!dep)
+    readyCond = condition(
+      CONDITION_READY,
+      "False",
+      "DeploymentMissing",
+      "the worker Deployment does not exist yet",
+    );
+  else if (desired === 0)
+    readyCond = condition(
+      CONDITION_READY,
+      "True",
+      "ScaledToZero",
+      "no backlog: the pool is scaled to zero and starts a worker when jobs arrive",
+    );
+  else if (ready > 0)
+    readyCond = condition(CONDITION_READY, "True", "Available", `${ready}/${desired} worker pods ready`);
   else readyCond = condition(CONDITION_READY, "False", "PodsNotReady", `0/${desired} worker pods ready`);
 
   let scalingCond;
   if (!spec) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "InvalidSpec", "the spec is invalid");
   else if (spec.replicas !== undefined)
-    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "ManualReplicas", `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`);
-  else if (spec.scaling.paused) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "Paused", "spec.scaling.paused: the replica count is frozen");
-  else if (!i.sample) scalingCond = condition(CONDITION_SCALING_ACTIVE, "Unknown", "Polling", "the backlog has not been read yet");
+    scalingCond = condition(
+      CONDITION_SCALING_ACTIVE,
+      "False",
+      "ManualReplicas",
+      `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`,
+    );
+  else if (spec.scaling.paused)
+    scalingCond = condition(
+      CONDITION_SCALING_ACTIVE,
+      "False",
+      "Paused",
+      "spec.scaling.paused: the replica count is frozen",
+    );
+  else if (!i.sample)
+    scalingCond = condition(
+      CONDITION_SCALING_ACTIVE,
+      "Unknown",
+      "Polling",
+      "the backlog has not been read yet",
+    );
   else if (!i.sampleUsable)
-    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "BacklogUnavailable", "the backlog could not be read recently: no scaling decisions until it can");
+    scalingCond = condition(
+      CONDITION_SCALING_ACTIVE,
+      "False",
+      "BacklogUnavailable",
+      "the backlog could not be read recently: no scaling decisions until it can",
+    );
   else if (desired === 0)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
@@ -87,8 +133,17 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
     );
   else {
     const hpaActive = i.hpa?.status?.conditions?.find((c) => c.type === "ScalingActive");
-    if (spec.scaling.mode === "hpa" && hpaActive?.status === "False" && hpaActive.reason !== "ScalingDisabled") {
-      scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "HPAMetricFailed", `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000));
+    if (
+      spec.scaling.mode === "hpa" &&
+      hpaActive?.status === "False" &&
+      hpaActive.reason !== "ScalingDisabled"
+    ) {
+      scalingCond = condition(
+        CONDITION_SCALING_ACTIVE,
+        "False",
+        "HPAMetricFailed",
+        `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000),
+      );
     } else {
       const s = spec.scaling;
       scalingCond = condition(
@@ -136,19 +191,51 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
 export { rfc3339 };
 
 /** The status concern: write (server-side apply on /status) only when it differs from the stored one. */
-export async function reconcileStatus(ctx: ReconcileContext, key: string, pool: WorkerPool, status: WorkerPoolStatus): Promise<void> {
+export async function reconcileStatus(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  status: WorkerPoolStatus,
+): Promise<void> {
   if (deepEqual(status, pool.status ?? {})) return;
-  ctx.log.debug({ pool: key, changed: [...new Set([...subsetDiff(status, pool.status ?? {}), ...subsetDiff(pool.status ?? {}, status)])] }, "writing status");
-  const path = apiPath({ group: GROUP, version: VERSION, plural: PLURAL, namespace: pool.metadata.namespace, name: pool.metadata.name, subresource: "status" });
-  const res = await ctx.client.apply<WorkerPool>(path, { apiVersion: API_VERSION, kind: KIND, metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace }, status });
+  ctx.log.debug(
+    {
+      pool: key,
+      changed: [
+        ...new Set([...subsetDiff(status, pool.status ?? {}), ...subsetDiff(pool.status ?? {}, status)]),
+      ],
+    },
+    "writing status",
+  );
+  const path = apiPath({
+    group: GROUP,
+    version: VERSION,
+    plural: PLURAL,
+    namespace: pool.metadata.namespace,
+    name: pool.metadata.name,
+    subresource: "status",
+  });
+  const res = await ctx.client.apply<WorkerPool>(path, {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace },
+    status,
+  });
   ctx.poolOverlay.set(key, res);
 }
 
 /** Events for problems that just appeared (Warning, with the reason) and once when all are gone. */
-export async function announceProblems(ctx: ReconcileContext, pool: WorkerPool, state: PoolState, problems: Problem[]): Promise<void> {
+export async function announceProblems(
+  ctx: ReconcileContext,
+  pool: WorkerPool,
+  state: PoolState,
+  problems: Problem[],
+): Promise<void> {
   if (!state.announced) {
     // After a restart or failover: what the status already shows was announced before.
-    const degraded = pool.status?.conditions?.find((c) => c.type === CONDITION_DEGRADED && c.status === "True");
+    const degraded = pool.status?.conditions?.find(
+      (c) => c.type === CONDITION_DEGRADED && c.status === "True",
+    );
     state.announced = new Set(degraded ? [degraded.reason] : []);
   }
   const current = new Set(problems.map((p) => p.reason));
@@ -160,7 +247,12 @@ export async function announceProblems(ctx: ReconcileContext, pool: WorkerPool, 
   }
   if (state.announced.size > 0 && current.size === 0) {
     ctx.log.info({ pool: key }, "pool recovered");
-    await ctx.events.record(pool, "Normal", "Recovered", `no longer degraded (was: ${[...state.announced].join(", ")})`);
+    await ctx.events.record(
+      pool,
+      "Normal",
+      "Recovered",
+      `no longer degraded (was: ${[...state.announced].join(", ")})`,
+    );
   }
   state.announced = current;
 }

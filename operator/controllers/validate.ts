@@ -22,10 +22,13 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
     const t = parseRedisUrl(spec.redis.url, "");
     if (t.password) throw new Error("must not contain a password: use spec.redis.secretRef");
   }, "spec.redis.url");
-  const kinds = [spec.handler.module, spec.handler.http, spec.handler.command].filter((h) => h !== undefined).length;
+  const kinds = [spec.handler.module, spec.handler.http, spec.handler.command].filter(
+    (h) => h !== undefined,
+  ).length;
   if (kinds !== 1) problems.push("spec.handler: exactly one of module, http or command must be set");
   const s = spec.scaling;
-  if (s.minReplicas > s.maxReplicas) problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);
+  if (s.minReplicas > s.maxReplicas)
+    problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);
   if (s.targetBacklogPerReplica < 1) problems.push("spec.scaling.targetBacklogPerReplica must be >= 1");
   if (s.pollSeconds < 1) problems.push("spec.scaling.pollSeconds must be >= 1");
   return problems;

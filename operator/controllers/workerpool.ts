@@ -9,7 +9,14 @@ import type { Logger } from "pino";
 import { describeRedisUrl } from "../../queue/index.ts";
 import { GROUP, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
 import { withDefaults, type WorkerPool, type WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import { NotLeaderError, apiCode, apiMessage, apiPath, type KubeClient, type KubeObject } from "../kube/client.ts";
+import {
+  NotLeaderError,
+  apiCode,
+  apiMessage,
+  apiPath,
+  type KubeClient,
+  type KubeObject,
+} from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import { WorkQueue, runWorkers } from "../kube/workqueue.ts";
 import type { OperatorMetrics } from "../metrics.ts";
@@ -84,9 +91,16 @@ export class WorkerPoolController {
     this.o = o;
     this.log = o.log.child({ controller: "workerpool" });
     this.client = o.client;
-    this.queue = new WorkQueue({ onDepth: (d) => o.metrics.queueDepth.set(d), onAdd: () => o.metrics.queueAdds.inc() });
+    this.queue = new WorkQueue({
+      onDepth: (d) => o.metrics.queueDepth.set(d),
+      onAdd: () => o.metrics.queueAdds.inc(),
+    });
     this.conns = new RedisConnections(this.log);
-    this.poller = new BacklogPoller(this.conns, { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => o.isLeader() }, { log: this.log });
+    this.poller = new BacklogPoller(
+      this.conns,
+      { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => o.isLeader() },
+      { log: this.log },
+    );
     this.ctx = {
       client: o.client,
       log: this.log,
@@ -100,7 +114,9 @@ export class WorkerPoolController {
       podsOf: (pool) =>
         this.pods
           .flatMap((i) => i.list(pool.metadata.namespace))
-          .filter((p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp),
+          .filter(
+            (p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp,
+          ),
       workerReports: (key) => this.poller.workers(key),
     };
 
@@ -108,12 +124,19 @@ export class WorkerPoolController {
     const managed = `app.kubernetes.io/managed-by=${MANAGED_BY}`;
     const common = { log: this.log, metrics: o.metrics, relistMs: o.relistMs };
     for (const ns of namespaces) {
-      const poolInf = new Informer<WorkerPool>(this.client, { ...common, path: apiPath({ ...WORKERPOOLS, namespace: ns }) });
+      const poolInf = new Informer<WorkerPool>(this.client, {
+        ...common,
+        path: apiPath({ ...WORKERPOOLS, namespace: ns }),
+      });
       poolInf.on({
         add: (p) => this.enqueue(poolKey(p)),
         update: (p, old) => {
           // Status-only updates (our own writes) change no generation: nothing to do for them.
-          if (p.metadata.generation !== old.metadata.generation || !deepEqual(p.metadata.labels, old.metadata.labels) || p.metadata.deletionTimestamp) {
+          if (
+            p.metadata.generation !== old.metadata.generation ||
+            !deepEqual(p.metadata.labels, old.metadata.labels) ||
+            p.metadata.deletionTimestamp
+          ) {
             this.enqueue(poolKey(p));
           }
         },
@@ -129,24 +152,59 @@ export class WorkerPoolController {
         inf.on({ add: onOwned, update: onOwned, delete: onOwned });
         return inf;
       };
-      this.deployments.push(owned(new Informer<Deployment>(this.client, { ...common, path: apiPath({ ...DEPLOYMENTS, namespace: ns }), labelSelector: managed })));
-      this.hpas.push(owned(new Informer<HPA>(this.client, { ...common, path: apiPath({ ...HPAS, namespace: ns }), labelSelector: managed })));
-      this.pods.push(new Informer<Pod>(this.client, { ...common, path: apiPath({ ...PODS, namespace: ns }), labelSelector: managed }));
+      this.deployments.push(
+        owned(
+          new Informer<Deployment>(this.client, {
+            ...common,
+            path: apiPath({ ...DEPLOYMENTS, namespace: ns }),
+            labelSelector: managed,
+          }),
+        ),
+      );
+      this.hpas.push(
+        owned(
+          new Informer<HPA>(this.client, {
+            ...common,
+            path: apiPath({ ...HPAS, namespace: ns }),
+            labelSelector: managed,
+          }),
+        ),
+      );
+      this.pods.push(
+        new Informer<Pod>(this.client, {
+          ...common,
+          path: apiPath({ ...PODS, namespace: ns }),
+          labelSelector: managed,
+        }),
+      );
     }
   }
 
   private all(): Informer<KubeObject>[] {
-    return [...this.pools, ...this.deployments, ...this.hpas, ...this.pods] as unknown as Informer<KubeObject>[];
+    return [
+      ...this.pools,
+      ...this.deployments,
+      ...this.hpas,
+      ...this.pods,
+    ] as unknown as Informer<KubeObject>[];
   }
 
   async start(): Promise<void> {
     for (const inf of this.all()) inf.start();
     await Promise.all(this.all().map((i) => i.waitForSync()));
     this.log.info({ pools: this.listPools().length }, "caches synced");
-    this.running = runWorkers(this.queue, this.o.workers ?? 4, (key) => this.reconcileKey(key), (key, err, retryInMs) => {
-      this.o.metrics.queueRetries.inc();
-      this.log.warn({ pool: key, err: apiMessage(err), code: apiCode(err), retryInMs }, "reconcile failed; retrying");
-    });
+    this.running = runWorkers(
+      this.queue,
+      this.o.workers ?? 4,
+      (key) => this.reconcileKey(key),
+      (key, err, retryInMs) => {
+        this.o.metrics.queueRetries.inc();
+        this.log.warn(
+          { pool: key, err: apiMessage(err), code: apiCode(err), retryInMs },
+          "reconcile failed; retrying",
+        );
+      },
+    );
   }
 
   async stop(): Promise<void> {
@@ -190,7 +248,8 @@ export class WorkerPoolController {
     const { namespace, name } = splitKey(key);
     const labels = { namespace, workerpool: name };
     // Every replica tracks when a pool last had work, so a new leader knows the cooldown's start.
-    if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0)) this.state(key).scaler.lastActiveAt = sample.at;
+    if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
+      this.state(key).scaler.lastActiveAt = sample.at;
     if (sample.counts) {
       this.o.metrics.backlog.set(labels, sample.counts.backlog);
       this.o.metrics.inflight.set(labels, sample.counts.inflight);
@@ -213,8 +272,18 @@ export class WorkerPoolController {
       spec = undefined;
     }
     const good = sample?.lastGood;
-    if (!good) return { kind: "unavailable", message: sample?.error ? `backlog of ${namespace}/${name} unavailable: ${sample.error}` : `backlog of ${namespace}/${name} not read yet` };
-    if (Date.now() - good.at > freshnessMs(spec)) return { kind: "unavailable", message: `backlog of ${namespace}/${name} is stale: ${sample?.error ?? "no recent poll"}` };
+    if (!good)
+      return {
+        kind: "unavailable",
+        message: sample?.error
+          ? `backlog of ${namespace}/${name} unavailable: ${sample.error}`
+          : `backlog of ${namespace}/${name} not read yet`,
+      };
+    if (Date.now() - good.at > freshnessMs(spec))
+      return {
+        kind: "unavailable",
+        message: `backlog of ${namespace}/${name} is stale: ${sample?.error ?? "no recent poll"}`,
+      };
     return { kind: "ok", value: good.counts.backlog, at: good.at };
   }
 
@@ -231,7 +300,8 @@ export class WorkerPoolController {
     this.states.delete(key);
     this.poller.remove(key);
     const { namespace, name } = splitKey(key);
-    for (const g of [this.o.metrics.backlog, this.o.metrics.inflight, this.o.metrics.desiredReplicas]) g.remove({ namespace, workerpool: name });
+    for (const g of [this.o.metrics.backlog, this.o.metrics.inflight, this.o.metrics.desiredReplicas])
+      g.remove({ namespace, workerpool: name });
   }
 
   private async reconcileKey(key: string): Promise<number | undefined> {
@@ -254,7 +324,11 @@ export class WorkerPoolController {
   }
 
   /** A value from a Secret (cached); a problem when it cannot be read. */
-  private async secretValue(namespace: string, ref: { name: string; key: string }, what: string): Promise<{ value?: string; problem?: Problem }> {
+  private async secretValue(
+    namespace: string,
+    ref: { name: string; key: string },
+    what: string,
+  ): Promise<{ value?: string; problem?: Problem }> {
     const ttl = this.o.secretTtlMs ?? 60_000;
     const id = `${namespace}/${ref.name}`;
     if (this.secrets.size > 256) {
@@ -263,17 +337,37 @@ export class WorkerPoolController {
     let e = this.secrets.get(id);
     if (!e || Date.now() - e.at > (e.data ? ttl : Math.min(ttl, 10_000))) {
       try {
-        const s = await this.client.get<{ data?: Record<string, string> }>(apiPath({ ...SECRETS, namespace, name: ref.name }));
+        const s = await this.client.get<{ data?: Record<string, string> }>(
+          apiPath({ ...SECRETS, namespace, name: ref.name }),
+        );
         e = { at: Date.now(), data: s ? (s.data ?? {}) : null };
       } catch (err) {
         e = { at: Date.now(), data: null, error: apiMessage(err) };
       }
       this.secrets.set(id, e);
     }
-    if (e.error) return { problem: { reason: "SecretUnreadable", message: `cannot read Secret ${ref.name} (${what}): ${e.error}` } };
-    if (!e.data) return { problem: { reason: "SecretNotFound", message: `Secret ${ref.name} (${what}) not found in namespace ${namespace}` } };
+    if (e.error)
+      return {
+        problem: {
+          reason: "SecretUnreadable",
+          message: `cannot read Secret ${ref.name} (${what}): ${e.error}`,
+        },
+      };
+    if (!e.data)
+      return {
+        problem: {
+          reason: "SecretNotFound",
+          message: `Secret ${ref.name} (${what}) not found in namespace ${namespace}`,
+        },
+      };
     const b64 = e.data[ref.key];
-    if (b64 === undefined) return { problem: { reason: "SecretKeyNotFound", message: `Secret ${ref.name} has no key ${JSON.stringify(ref.key)} (${what})` } };
+    if (b64 === undefined)
+      return {
+        problem: {
+          reason: "SecretKeyNotFound",
+          message: `Secret ${ref.name} has no key ${JSON.stringify(ref.key)} (${what})`,
+        },
+      };
     return { value: Buffer.from(b64, "base64").toString("utf8") };
   }
 
@@ -319,7 +413,13 @@ export class WorkerPoolController {
         if (r.problem) problems.push(r.problem);
       }
       if (redisOk) {
-        this.poller.upsert({ key, queue: spec.queue, url: effectiveRedisUrl(spec), password, pollSeconds: spec.scaling.pollSeconds });
+        this.poller.upsert({
+          key,
+          queue: spec.queue,
+          url: effectiveRedisUrl(spec),
+          password,
+          pollSeconds: spec.scaling.pollSeconds,
+        });
       } else {
         this.poller.remove(key);
       }
@@ -337,10 +437,14 @@ export class WorkerPoolController {
     if (spec && sample?.error && sample.failures >= UNREACHABLE_AFTER_FAILURES) {
       // The message names the first error of the outage: error texts vary from poll to poll
       // and a status that changes with them would be written every poll.
-      const shown = pool.status?.conditions?.find((c) => c.type === "Degraded" && c.status === "True" && c.reason === "RedisUnreachable");
+      const shown = pool.status?.conditions?.find(
+        (c) => c.type === "Degraded" && c.status === "True" && c.reason === "RedisUnreachable",
+      );
       problems.push({
         reason: "RedisUnreachable",
-        message: shown?.message.split("; ").find((m) => m.startsWith("cannot read queue")) ?? `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}`,
+        message:
+          shown?.message.split("; ").find((m) => m.startsWith("cannot read queue")) ??
+          `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}`,
       });
     }
 
@@ -350,10 +454,20 @@ export class WorkerPoolController {
     if (spec) {
       // ---- Deployment
       if (deployment && !isControlledBy(deployment, pool)) {
-        problems.push({ reason: "DeploymentConflict", message: `Deployment ${name} exists and is not controlled by this WorkerPool; rename one of them` });
+        problems.push({
+          reason: "DeploymentConflict",
+          message: `Deployment ${name} exists and is not controlled by this WorkerPool; rename one of them`,
+        });
       } else {
         try {
-          deployment = await reconcileDeployment(this.ctx, key, pool, spec, deployment, usable ? sample!.lastGood!.counts.backlog : undefined);
+          deployment = await reconcileDeployment(
+            this.ctx,
+            key,
+            pool,
+            spec,
+            deployment,
+            usable ? sample!.lastGood!.counts.backlog : undefined,
+          );
           owned = true;
         } catch (err) {
           if (!isUserError(err)) throw err;
@@ -373,7 +487,16 @@ export class WorkerPoolController {
       }
       // ---- replicas
       if (owned && deployment) {
-        deployment = await reconcileScale(this.ctx, key, pool, spec, deployment, state, usable ? sample!.lastGood!.counts : undefined, now);
+        deployment = await reconcileScale(
+          this.ctx,
+          key,
+          pool,
+          spec,
+          deployment,
+          state,
+          usable ? sample!.lastGood!.counts : undefined,
+          now,
+        );
         this.o.metrics.desiredReplicas.set({ namespace, workerpool: name }, deployment.spec?.replicas ?? 0);
         const cooldownLeft = state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - now;
         if ((deployment.spec?.replicas ?? 0) > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0) {
@@ -383,7 +506,22 @@ export class WorkerPoolController {
     }
 
     await announceProblems(this.ctx, pool, state, problems);
-    await reconcileStatus(this.ctx, key, pool, computeStatus({ pool, spec, deployment, hpa, sample, sampleUsable: usable, problems, lastDecision: state.lastDecision, now: new Date(now) }));
+    await reconcileStatus(
+      this.ctx,
+      key,
+      pool,
+      computeStatus({
+        pool,
+        spec,
+        deployment,
+        hpa,
+        sample,
+        sampleUsable: usable,
+        problems,
+        lastDecision: state.lastDecision,
+        now: new Date(now),
+      }),
+    );
     return requeue;
   }
 }
@@ -396,6 +534,10 @@ export class WorkerPoolController {
 export function isUserError(err: unknown): boolean {
   const code = apiCode(err);
   if (code === 400 || code === 403 || code === 422) return true;
-  return code === 500 && /failed to create typed patch object|failed to convert new object|unable to convert unstructured object|field not declared in schema/i.test(apiMessage(err));
+  return (
+    code === 500 &&
+    /failed to create typed patch object|failed to convert new object|unable to convert unstructured object|field not declared in schema/i.test(
+      apiMessage(err),
+    )
+  );
 }
-

@@ -104,7 +104,10 @@ export class KubeClient {
     return c;
   }
 
-  private async requestOptions(method: string, extraHeaders: Record<string, string>): Promise<https.RequestOptions> {
+  private async requestOptions(
+    method: string,
+    extraHeaders: Record<string, string>,
+  ): Promise<https.RequestOptions> {
     const opts: https.RequestOptions = { method, headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
     if (!this.agent) {
@@ -120,7 +123,9 @@ export class KubeClient {
         maxSockets: Infinity,
         maxFreeSockets: 16,
       };
-      this.agent = this.server.startsWith("http:") ? new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 }) : new https.Agent(tls);
+      this.agent = this.server.startsWith("http:")
+        ? new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 })
+        : new https.Agent(tls);
     }
     opts.agent = this.agent;
     opts.headers = {
@@ -148,8 +153,10 @@ export class KubeClient {
       throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
     }
     // client-node defaults PATCH to JSON Patch; here every PATCH names its patch type.
-    if (method === "PATCH" && !ro.contentType) throw new Error(`PATCH ${path} without an explicit Content-Type`);
-    const payload = ro.body === undefined ? undefined : typeof ro.body === "string" ? ro.body : JSON.stringify(ro.body);
+    if (method === "PATCH" && !ro.contentType)
+      throw new Error(`PATCH ${path} without an explicit Content-Type`);
+    const payload =
+      ro.body === undefined ? undefined : typeof ro.body === "string" ? ro.body : JSON.stringify(ro.body);
     const headers: Record<string, string> = {};
     if (payload !== undefined) {
       headers["Content-Type"] = ro.contentType ?? "application/json";
@@ -160,7 +167,11 @@ export class KubeClient {
     const isHttp = url.protocol === "http:";
     let status: number | "error" = "error";
     try {
-      const { code, body, resHeaders } = await new Promise<{ code: number; body: string; resHeaders: Record<string, string> }>((resolve, reject) => {
+      const { code, body, resHeaders } = await new Promise<{
+        code: number;
+        body: string;
+        resHeaders: Record<string, string>;
+      }>((resolve, reject) => {
         const req = (isHttp ? http : https).request(url, opts, (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
@@ -168,12 +179,16 @@ export class KubeClient {
             resolve({
               code: res.statusCode ?? 0,
               body: Buffer.concat(chunks).toString("utf8"),
-              resHeaders: Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")])),
+              resHeaders: Object.fromEntries(
+                Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]),
+              ),
             }),
           );
           res.on("error", reject);
         });
-        req.setTimeout(this.opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`timeout after ${this.opts.timeoutMs ?? 30_000}ms: ${method} ${path}`)));
+        req.setTimeout(this.opts.timeoutMs ?? 30_000, () =>
+          req.destroy(new Error(`timeout after ${this.opts.timeoutMs ?? 30_000}ms: ${method} ${path}`)),
+        );
         req.on("error", reject);
         if (payload !== undefined) req.write(payload);
         req.end();
@@ -211,8 +226,22 @@ export class KubeClient {
    * operator applies on those two fields forever (a no-op apply changes nothing, so no watch event
    * ever repairs the cached copy) and every reconcile would write.
    */
-  async list<T>(path: string, query: { labelSelector?: string; fieldSelector?: string; limit?: number; continue?: string; resourceVersion?: string } = {}): Promise<KubeList<T>> {
-    const list = await this.request<KubeList<T> & { apiVersion?: string; kind?: string }>("list", "GET", path, { query });
+  async list<T>(
+    path: string,
+    query: {
+      labelSelector?: string;
+      fieldSelector?: string;
+      limit?: number;
+      continue?: string;
+      resourceVersion?: string;
+    } = {},
+  ): Promise<KubeList<T>> {
+    const list = await this.request<KubeList<T> & { apiVersion?: string; kind?: string }>(
+      "list",
+      "GET",
+      path,
+      { query },
+    );
     const kind = list.kind?.replace(/List$/, "");
     if (kind && list.apiVersion) {
       for (const item of list.items as { apiVersion?: string; kind?: string }[]) {
@@ -224,7 +253,10 @@ export class KubeClient {
   }
 
   /** Every page of a list. */
-  async listAll<T>(path: string, query: { labelSelector?: string; fieldSelector?: string } = {}): Promise<KubeList<T>> {
+  async listAll<T>(
+    path: string,
+    query: { labelSelector?: string; fieldSelector?: string } = {},
+  ): Promise<KubeList<T>> {
     const items: T[] = [];
     let cont: string | undefined;
     let rv: string | undefined;
@@ -252,7 +284,11 @@ export class KubeClient {
 
   /** JSON merge patch (RFC 7386). */
   mergePatch<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>("patch", "PATCH", path, { body, contentType: PatchStrategy.MergePatch, query: { fieldManager: FIELD_MANAGER } });
+    return this.request<T>("patch", "PATCH", path, {
+      body,
+      contentType: PatchStrategy.MergePatch,
+      query: { fieldManager: FIELD_MANAGER },
+    });
   }
 
   update<T>(path: string, body: unknown): Promise<T> {
@@ -260,7 +296,10 @@ export class KubeClient {
   }
 
   /** DELETE; false when it was already gone. */
-  async delete(path: string, opts: { propagationPolicy?: "Foreground" | "Background" | "Orphan"; preconditionsUid?: string } = {}): Promise<boolean> {
+  async delete(
+    path: string,
+    opts: { propagationPolicy?: "Foreground" | "Background" | "Orphan"; preconditionsUid?: string } = {},
+  ): Promise<boolean> {
     const body: Record<string, unknown> = { apiVersion: "v1", kind: "DeleteOptions" };
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
     if (opts.preconditionsUid) body.preconditions = { uid: opts.preconditionsUid };
@@ -279,7 +318,12 @@ export class KubeClient {
    */
   async watch<T>(
     path: string,
-    query: { resourceVersion?: string; labelSelector?: string; fieldSelector?: string; timeoutSeconds?: number },
+    query: {
+      resourceVersion?: string;
+      labelSelector?: string;
+      fieldSelector?: string;
+      timeoutSeconds?: number;
+    },
     onEvent: (e: WatchEvent<T>) => void,
     signal: AbortSignal,
   ): Promise<void> {
@@ -304,14 +348,23 @@ export class KubeClient {
           res.on("data", (c: Buffer) => chunks.push(c));
           res.on("end", () => {
             const body = Buffer.concat(chunks).toString("utf8");
-            done(new ApiException<string>(res.statusCode ?? 0, `watch ${path}: HTTP ${res.statusCode}`, body, {}));
+            done(
+              new ApiException<string>(
+                res.statusCode ?? 0,
+                `watch ${path}: HTTP ${res.statusCode}`,
+                body,
+                {},
+              ),
+            );
           });
           res.on("error", done);
           return;
         }
         // An idle watch still gets bookmarks about every minute; a silent connection for longer
         // than this is dead (a half-open TCP connection after a network partition).
-        res.setTimeout(((query.timeoutSeconds ?? 300) + 90) * 1000, () => req.destroy(new Error(`watch ${path}: no data, connection presumed dead`)));
+        res.setTimeout(((query.timeoutSeconds ?? 300) + 90) * 1000, () =>
+          req.destroy(new Error(`watch ${path}: no data, connection presumed dead`)),
+        );
         const lines = createInterface({ input: res, crlfDelay: Infinity });
         // readline re-emits the response's errors (a reset connection): without a listener
         // that would be an uncaught exception.
@@ -374,7 +427,14 @@ export function apiMessage(err: unknown): string {
 }
 
 /** /apis/apps/v1/namespaces/ns/deployments[/name[/sub]] and friends. */
-export function apiPath(o: { group: string; version: string; plural: string; namespace?: string; name?: string; subresource?: string }): string {
+export function apiPath(o: {
+  group: string;
+  version: string;
+  plural: string;
+  namespace?: string;
+  name?: string;
+  subresource?: string;
+}): string {
   const base = o.group ? `/apis/${o.group}/${o.version}` : `/api/${o.version}`;
   let p = base;
   if (o.namespace) p += `/namespaces/${encodeURIComponent(o.namespace)}`;

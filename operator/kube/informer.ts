@@ -92,7 +92,10 @@ export class Informer<T extends KubeObject> {
     this.running = undefined;
   }
 
-  private emit<K extends keyof InformerHandlers<T>>(kind: K, ...args: Parameters<NonNullable<InformerHandlers<T>[K]>>): void {
+  private emit<K extends keyof InformerHandlers<T>>(
+    kind: K,
+    ...args: Parameters<NonNullable<InformerHandlers<T>[K]>>
+  ): void {
     for (const h of this.handlers) {
       const fn = h[kind] as ((...a: unknown[]) => void) | undefined;
       try {
@@ -116,7 +119,10 @@ export class Informer<T extends KubeObject> {
         const relistAt = Date.now() + relistMs * (0.9 + Math.random() * 0.2);
         while (!this.stopped && Date.now() < relistAt) {
           const remaining = Math.ceil((relistAt - Date.now()) / 1000);
-          const timeoutSeconds = Math.max(1, Math.min(remaining, this.opts.watchTimeoutSeconds ?? Math.round(300 + Math.random() * 300)));
+          const timeoutSeconds = Math.max(
+            1,
+            Math.min(remaining, this.opts.watchTimeoutSeconds ?? Math.round(300 + Math.random() * 300)),
+          );
           await this.client.watch<T>(
             this.opts.path,
             { resourceVersion: this.resourceVersion, labelSelector: this.opts.labelSelector, timeoutSeconds },
@@ -133,9 +139,14 @@ export class Informer<T extends KubeObject> {
         }
         this.failures++;
         this.lastError = err;
-        this.opts.metrics?.informerRestarts.inc({ resource: this.opts.path.split("/").pop() ?? this.opts.path });
+        this.opts.metrics?.informerRestarts.inc({
+          resource: this.opts.path.split("/").pop() ?? this.opts.path,
+        });
         const wait = backoff * (0.5 + Math.random());
-        this.opts.log?.warn({ err: String(err), code: apiCode(err), path: this.opts.path, retryInMs: Math.round(wait) }, "list/watch failed; relisting after backoff");
+        this.opts.log?.warn(
+          { err: String(err), code: apiCode(err), path: this.opts.path, retryInMs: Math.round(wait) },
+          "list/watch failed; relisting after backoff",
+        );
         backoff = Math.min(backoff * 2, max);
         try {
           await sleep(wait, undefined, { signal: this.abort.signal });
@@ -154,7 +165,8 @@ export class Informer<T extends KubeObject> {
         const old = this.cache.get(k);
         this.cache.set(k, ev.object);
         if (old) {
-          if (old.metadata.resourceVersion !== ev.object.metadata.resourceVersion) this.emit("update", ev.object, old);
+          if (old.metadata.resourceVersion !== ev.object.metadata.resourceVersion)
+            this.emit("update", ev.object, old);
         } else {
           this.emit("add", ev.object);
         }
@@ -172,7 +184,9 @@ export class Informer<T extends KubeObject> {
       case "ERROR": {
         const status = ev.object as unknown as { code?: number; message?: string };
         if (status.code === 410) throw new RelistNeeded("resource version expired");
-        throw new Error(`watch ${this.opts.path}: ${status.message ?? "error event"} (${status.code ?? "?"})`);
+        throw new Error(
+          `watch ${this.opts.path}: ${status.message ?? "error event"} (${status.code ?? "?"})`,
+        );
       }
     }
     const rv = ev.object?.metadata?.resourceVersion;

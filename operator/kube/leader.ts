@@ -39,7 +39,8 @@ function microTime(d = new Date()): string {
 
 export class LeaderElector {
   private readonly client: KubeClient;
-  private readonly o: Required<Omit<LeaderElectionOptions, "log" | "onStartedLeading" | "onStoppedLeading">> & LeaderElectionOptions;
+  private readonly o: Required<Omit<LeaderElectionOptions, "log" | "onStartedLeading" | "onStoppedLeading">> &
+    LeaderElectionOptions;
   private observedRecord = "";
   private observedTime = 0;
   private lastRenew = 0;
@@ -51,7 +52,8 @@ export class LeaderElector {
   constructor(client: KubeClient, opts: LeaderElectionOptions) {
     this.client = client;
     this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...opts };
-    if (this.o.leaseDurationMs <= this.o.renewDeadlineMs) throw new Error("leader election: lease duration must exceed the renew deadline");
+    if (this.o.leaseDurationMs <= this.o.renewDeadlineMs)
+      throw new Error("leader election: lease duration must exceed the renew deadline");
   }
 
   /** True while this replica holds the lease and renewed it within the renew deadline. */
@@ -74,12 +76,20 @@ export class LeaderElector {
     await this.loopDone;
     if (this.leading) {
       this.setLeading(false);
-      await this.release().catch((err) => this.o.log?.warn({ err: String(err) }, "could not release the leader lease"));
+      await this.release().catch((err) =>
+        this.o.log?.warn({ err: String(err) }, "could not release the leader lease"),
+      );
     }
   }
 
   private get path(): string {
-    return apiPath({ group: "coordination.k8s.io", version: "v1", plural: "leases", namespace: this.o.namespace, name: this.o.name });
+    return apiPath({
+      group: "coordination.k8s.io",
+      version: "v1",
+      plural: "leases",
+      namespace: this.o.namespace,
+      name: this.o.name,
+    });
   }
 
   private setLeading(v: boolean): void {
@@ -117,7 +127,9 @@ export class LeaderElector {
         this.setLeading(false);
       }
       // A candidate retries with jitter (client-go: JitterFactor 1.2); a leader renews every retry period.
-      await this.pause(this.leading ? this.o.retryPeriodMs : this.o.retryPeriodMs * (1 + Math.random() * 1.2));
+      await this.pause(
+        this.leading ? this.o.retryPeriodMs : this.o.retryPeriodMs * (1 + Math.random() * 1.2),
+      );
     }
   }
 
@@ -126,18 +138,26 @@ export class LeaderElector {
     const current = await this.client.get<Lease>(this.path);
     if (!current) {
       try {
-        await this.client.create(apiPath({ group: "coordination.k8s.io", version: "v1", plural: "leases", namespace: this.o.namespace }), {
-          apiVersion: "coordination.k8s.io/v1",
-          kind: "Lease",
-          metadata: { name: this.o.name, namespace: this.o.namespace },
-          spec: {
-            holderIdentity: this.o.identity,
-            leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
-            acquireTime: microTime(now),
-            renewTime: microTime(now),
-            leaseTransitions: 0,
+        await this.client.create(
+          apiPath({
+            group: "coordination.k8s.io",
+            version: "v1",
+            plural: "leases",
+            namespace: this.o.namespace,
+          }),
+          {
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name: this.o.name, namespace: this.o.namespace },
+            spec: {
+              holderIdentity: this.o.identity,
+              leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+              acquireTime: microTime(now),
+              renewTime: microTime(now),
+              leaseTransitions: 0,
+            },
           },
-        });
+        );
       } catch (err) {
         if (isConflict(err) || (err as { code?: number }).code === 409) return false;
         throw err;
@@ -146,7 +166,12 @@ export class LeaderElector {
       return true;
     }
     const spec = current.spec ?? {};
-    const record = JSON.stringify([spec.holderIdentity, spec.renewTime, spec.acquireTime, spec.leaseTransitions]);
+    const record = JSON.stringify([
+      spec.holderIdentity,
+      spec.renewTime,
+      spec.acquireTime,
+      spec.leaseTransitions,
+    ]);
     if (record !== this.observedRecord) {
       this.observedRecord = record;
       this.observedTime = Date.now();
@@ -171,7 +196,12 @@ export class LeaderElector {
       if (isConflict(err) || isNotFound(err)) return false;
       throw err;
     }
-    this.observedRecord = JSON.stringify([next.spec.holderIdentity, next.spec.renewTime, next.spec.acquireTime, next.spec.leaseTransitions]);
+    this.observedRecord = JSON.stringify([
+      next.spec.holderIdentity,
+      next.spec.renewTime,
+      next.spec.acquireTime,
+      next.spec.leaseTransitions,
+    ]);
     this.observedTime = Date.now();
     return true;
   }
@@ -181,7 +211,13 @@ export class LeaderElector {
     if (!current || current.spec?.holderIdentity !== this.o.identity) return;
     await this.client.update(this.path, {
       ...current,
-      spec: { ...current.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(), acquireTime: microTime() },
+      spec: {
+        ...current.spec,
+        holderIdentity: null,
+        leaseDurationSeconds: 1,
+        renewTime: microTime(),
+        acquireTime: microTime(),
+      },
     });
   }
 }

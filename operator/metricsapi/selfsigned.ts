@@ -40,7 +40,9 @@ function oid(dotted: string): Buffer {
 
 function time(d: Date): Buffer {
   const iso = d.toISOString().replace(/[-:T]/g, "").slice(0, 14); // YYYYMMDDHHMMSS
-  return d.getUTCFullYear() < 2050 ? tlv(0x17, Buffer.from(`${iso.slice(2)}Z`)) : tlv(0x18, Buffer.from(`${iso}Z`));
+  return d.getUTCFullYear() < 2050
+    ? tlv(0x17, Buffer.from(`${iso.slice(2)}Z`))
+    : tlv(0x18, Buffer.from(`${iso}Z`));
 }
 
 function ipBytes(ip: string): Buffer {
@@ -50,7 +52,9 @@ function ipBytes(ip: string): Buffer {
   const h = head ? head.split(":") : [];
   const t = tail ? tail.split(":") : [];
   const groups = ip.includes("::") ? [...h, ...Array(8 - h.length - t.length).fill("0"), ...t] : h;
-  return Buffer.concat(groups.map((g) => Buffer.from([(parseInt(g, 16) >> 8) & 0xff, parseInt(g, 16) & 0xff])));
+  return Buffer.concat(
+    groups.map((g) => Buffer.from([(parseInt(g, 16) >> 8) & 0xff, parseInt(g, 16) & 0xff])),
+  );
 }
 
 export interface SelfSigned {
@@ -68,7 +72,9 @@ export function selfSignedCert(commonName: string, hosts: string[], days = 3650)
   serial[0] = serial[0]! & 0x7f;
   const now = Date.now();
   const validity = seq(time(new Date(now - 5 * 60_000)), time(new Date(now + days * 86_400_000)));
-  const san = seq(...hosts.map((h) => (isIP(h) ? tlv(0x87, ipBytes(h)) : tlv(0x82, Buffer.from(h, "ascii")))));
+  const san = seq(
+    ...hosts.map((h) => (isIP(h) ? tlv(0x87, ipBytes(h)) : tlv(0x82, Buffer.from(h, "ascii")))),
+  );
   const ext = (id: string, critical: boolean, value: Buffer) =>
     seq(oid(id), ...(critical ? [tlv(0x01, Buffer.from([0xff]))] : []), tlv(0x04, value));
   const extensions = tlv(
@@ -80,11 +86,28 @@ export function selfSignedCert(commonName: string, hosts: string[], days = 3650)
       ext("2.5.29.17", false, san), // subjectAltName
     ),
   );
-  const tbs = seq(tlv(0xa0, tlv(0x02, Buffer.from([2]))), tlv(0x02, serial), ecdsaSha256, name, validity, name, spki, extensions);
+  const tbs = seq(
+    tlv(0xa0, tlv(0x02, Buffer.from([2]))),
+    tlv(0x02, serial),
+    ecdsaSha256,
+    name,
+    validity,
+    name,
+    spki,
+    extensions,
+  );
   const signature = sign("sha256", tbs, privateKey);
   const der = seq(tbs, ecdsaSha256, tlv(0x03, Buffer.from([0]), signature));
-  const pem = `-----BEGIN CERTIFICATE-----\n${der.toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "")}\n-----END CERTIFICATE-----\n`;
+  const pem = `-----BEGIN CERTIFICATE-----\n${der
+    .toString("base64")
+    .replace(/(.{64})/g, "$1\n")
+    .replace(/\n$/, "")}\n-----END CERTIFICATE-----\n`;
   // Parse once: fails here, not in a TLS handshake, if the encoding were wrong.
   new X509Certificate(pem);
-  return { cert: pem, key: createPrivateKey(privateKey.export({ type: "pkcs8", format: "pem" })).export({ type: "pkcs8", format: "pem" }).toString() };
+  return {
+    cert: pem,
+    key: createPrivateKey(privateKey.export({ type: "pkcs8", format: "pem" }))
+      .export({ type: "pkcs8", format: "pem" })
+      .toString(),
+  };
 }

@@ -73,23 +73,45 @@ export const DISCOVERY = {
   kind: "APIResourceList",
   apiVersion: "v1",
   groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
-  resources: [{ name: METRIC_NAME, singularName: "", namespaced: true, kind: "ExternalMetricValueList", verbs: ["get"] }],
+  resources: [
+    {
+      name: METRIC_NAME,
+      singularName: "",
+      namespaced: true,
+      kind: "ExternalMetricValueList",
+      verbs: ["get"],
+    },
+  ],
 };
 
-export function handleMetricsRequest(req: IncomingMessage, res: ServerResponse, o: Pick<MetricsApiOptions, "lookup" | "metrics" | "clientCA">): void {
+export function handleMetricsRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  o: Pick<MetricsApiOptions, "lookup" | "metrics" | "clientCA">,
+): void {
   const url = new URL(req.url ?? "/", "https://x");
   const path = url.pathname.replace(/\/+$/, "");
   const count = (result: string) => o.metrics?.metricRequests.inc({ result });
   if (o.clientCA && !(req.socket as TLSSocket).authorized) {
     count("unauthorized");
-    return send(res, 401, status(401, "Unauthorized", "a client certificate signed by the requestheader CA is required"));
+    return send(
+      res,
+      401,
+      status(401, "Unauthorized", "a client certificate signed by the requestheader CA is required"),
+    );
   }
-  if (req.method !== "GET") return send(res, 405, status(405, "MethodNotAllowed", `${req.method} is not supported`));
+  if (req.method !== "GET")
+    return send(res, 405, status(405, "MethodNotAllowed", `${req.method} is not supported`));
   if (path === "/healthz" || path === "/readyz" || path === "/livez") {
     res.writeHead(200, { "Content-Type": "text/plain" });
     return void res.end("ok");
   }
-  if (path === "/openapi/v2") return send(res, 200, { swagger: "2.0", info: { title: "conveyor external metrics", version: EXTERNAL_METRICS_VERSION }, paths: {} });
+  if (path === "/openapi/v2")
+    return send(res, 200, {
+      swagger: "2.0",
+      info: { title: "conveyor external metrics", version: EXTERNAL_METRICS_VERSION },
+      paths: {},
+    });
   if (path === "/openapi/v3") return send(res, 200, { paths: {} });
   if (path === "/apis") {
     return send(res, 200, {
@@ -98,8 +120,16 @@ export function handleMetricsRequest(req: IncomingMessage, res: ServerResponse, 
       groups: [
         {
           name: EXTERNAL_METRICS_GROUP,
-          versions: [{ groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`, version: EXTERNAL_METRICS_VERSION }],
-          preferredVersion: { groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`, version: EXTERNAL_METRICS_VERSION },
+          versions: [
+            {
+              groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+              version: EXTERNAL_METRICS_VERSION,
+            },
+          ],
+          preferredVersion: {
+            groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+            version: EXTERNAL_METRICS_VERSION,
+          },
         },
       ],
     });
@@ -111,13 +141,25 @@ export function handleMetricsRequest(req: IncomingMessage, res: ServerResponse, 
   const metric = decodeURIComponent(m[2]!).toLowerCase();
   if (metric !== METRIC_NAME) {
     count("unknown-metric");
-    return send(res, 404, status(404, "NotFound", `unknown external metric ${JSON.stringify(metric)}: this server serves ${METRIC_NAME}`));
+    return send(
+      res,
+      404,
+      status(
+        404,
+        "NotFound",
+        `unknown external metric ${JSON.stringify(metric)}: this server serves ${METRIC_NAME}`,
+      ),
+    );
   }
   const selector = parseSelector(url.searchParams.get("labelSelector") ?? "");
   const pool = selector?.[METRIC_POOL_LABEL];
   if (!pool) {
     count("bad-selector");
-    return send(res, 400, status(400, "BadRequest", `${METRIC_NAME} needs labelSelector ${METRIC_POOL_LABEL}=<WorkerPool name>`));
+    return send(
+      res,
+      400,
+      status(400, "BadRequest", `${METRIC_NAME} needs labelSelector ${METRIC_POOL_LABEL}=<WorkerPool name>`),
+    );
   }
   const r = o.lookup(namespace, pool);
   if (r.kind === "not-found") {
@@ -154,7 +196,11 @@ export class MetricsApiServer {
 
   async start(): Promise<{ address: string; port: number }> {
     const server = https.createServer(
-      { cert: this.o.cert, key: this.o.key, ...(this.o.clientCA ? { ca: this.o.clientCA, requestCert: true, rejectUnauthorized: false } : {}) },
+      {
+        cert: this.o.cert,
+        key: this.o.key,
+        ...(this.o.clientCA ? { ca: this.o.clientCA, requestCert: true, rejectUnauthorized: false } : {}),
+      },
       (req, res) => {
         try {
           handleMetricsRequest(req, res, this.o);
@@ -164,13 +210,17 @@ export class MetricsApiServer {
         }
       },
     );
-    server.on("tlsClientError", (err) => this.o.log?.debug({ err: err.message }, "external metrics: TLS client error"));
+    server.on("tlsClientError", (err) =>
+      this.o.log?.debug({ err: err.message }, "external metrics: TLS client error"),
+    );
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(this.o.port, this.o.host, () => {
         server.off("error", reject);
-        server.on("error", (err) => this.o.log?.error({ err: err.message }, "external metrics API server error"));
+        server.on("error", (err) =>
+          this.o.log?.error({ err: err.message }, "external metrics API server error"),
+        );
         resolve();
       });
     });
@@ -184,7 +234,11 @@ export class MetricsApiServer {
   setCertificate(pair: { cert: string; key: string }): void {
     this.o.cert = pair.cert;
     this.o.key = pair.key;
-    this.server?.setSecureContext({ cert: pair.cert, key: pair.key, ...(this.o.clientCA ? { ca: this.o.clientCA } : {}) });
+    this.server?.setSecureContext({
+      cert: pair.cert,
+      key: pair.key,
+      ...(this.o.clientCA ? { ca: this.o.clientCA } : {}),
+    });
   }
 
   async stop(): Promise<void> {

@@ -39,7 +39,10 @@ export class ServingCertificate {
     try {
       next = this.read();
     } catch (err) {
-      this.log?.warn({ err: (err as Error).message }, "serving certificate could not be reloaded; keeping the one in use");
+      this.log?.warn(
+        { err: (err as Error).message },
+        "serving certificate could not be reloaded; keeping the one in use",
+      );
       return false;
     }
     if (next.cert === this.current.cert && next.key === this.current.key) return false;

@@ -4,7 +4,16 @@
 // decisions use and what status shows. Credentials never appear in logs, errors or samples.
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import { QueueAdmin, connectRedis, describeRedisUrl, sweepQueue, waitUntilReady, type QueueCounts, type RedisClient, type WorkerReport } from "../../queue/index.ts";
+import {
+  QueueAdmin,
+  connectRedis,
+  describeRedisUrl,
+  sweepQueue,
+  waitUntilReady,
+  type QueueCounts,
+  type RedisClient,
+  type WorkerReport,
+} from "../../queue/index.ts";
 
 export interface BacklogSample {
   /** When the poll finished (ms). */
@@ -36,7 +45,10 @@ interface Conn {
 /** Puts a password into a Redis URL for connectRedis (which takes it only from the URL or the process env). */
 export function urlWithPassword(url: string, password: string | undefined): string {
   if (!password) return url;
-  return url.replace(/^([a-z-]+:\/\/)(?:([^:@/]*)@)?/, (_m, scheme: string, user?: string) => `${scheme}${user ?? ""}:${encodeURIComponent(password)}@`);
+  return url.replace(
+    /^([a-z-]+:\/\/)(?:([^:@/]*)@)?/,
+    (_m, scheme: string, user?: string) => `${scheme}${user ?? ""}:${encodeURIComponent(password)}@`,
+  );
 }
 
 export class RedisConnections {
@@ -48,7 +60,10 @@ export class RedisConnections {
   }
 
   private id(url: string, password?: string): string {
-    return createHash("sha256").update(`${url}\n${password ?? ""}`).digest("hex").slice(0, 16);
+    return createHash("sha256")
+      .update(`${url}\n${password ?? ""}`)
+      .digest("hex")
+      .slice(0, 16);
   }
 
   /** The shared client for (url, password); `user` is released with release(user). */
@@ -153,7 +168,12 @@ export class BacklogPoller {
   /** Start or update polling of a pool (a changed URL, password or interval takes effect now). */
   upsert(target: PollTarget): void {
     const cur = this.pools.get(target.key);
-    if (cur && cur.target.url === target.url && cur.target.password === target.password && cur.target.queue === target.queue) {
+    if (
+      cur &&
+      cur.target.url === target.url &&
+      cur.target.password === target.password &&
+      cur.target.queue === target.queue
+    ) {
       if (cur.target.pollSeconds !== target.pollSeconds) {
         cur.target = target;
         this.schedule(cur, 0);
@@ -215,7 +235,11 @@ export class BacklogPoller {
     try {
       // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
       await waitUntilReady(p.client, t.url, this.timeoutMs);
-      const counts = await withTimeout(new QueueAdmin(p.client).counts(t.queue), this.timeoutMs, "queue counts");
+      const counts = await withTimeout(
+        new QueueAdmin(p.client).counts(t.queue),
+        this.timeoutMs,
+        "queue counts",
+      );
       p.sample = { at: Date.now(), counts, failures: 0, lastGood: { at: Date.now(), counts } };
       if (this.hooks.shouldSweep()) {
         // Best effort: the mutex makes concurrent sweeps by workers no-ops.
@@ -225,7 +249,12 @@ export class BacklogPoller {
       }
     } catch (err) {
       const prev = p.sample;
-      p.sample = { at: Date.now(), error: redactError(err, t.password), failures: (prev?.failures ?? 0) + 1, lastGood: prev?.lastGood };
+      p.sample = {
+        at: Date.now(),
+        error: redactError(err, t.password),
+        failures: (prev?.failures ?? 0) + 1,
+        lastGood: prev?.lastGood,
+      };
     } finally {
       p.inFlight = false;
     }

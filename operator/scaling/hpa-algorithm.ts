@@ -44,7 +44,10 @@ export const DEFAULT_SCALE_DOWN: Required<ScalingRules> = {
 };
 
 /** Fills unset fields of a behavior with the defaults, as the API server does for an HPA. */
-export function withBehaviorDefaults(b: Behavior | undefined): { scaleUp: Required<ScalingRules>; scaleDown: Required<ScalingRules> } {
+export function withBehaviorDefaults(b: Behavior | undefined): {
+  scaleUp: Required<ScalingRules>;
+  scaleDown: Required<ScalingRules>;
+} {
   const fill = (r: ScalingRules | undefined, d: Required<ScalingRules>): Required<ScalingRules> => ({
     stabilizationWindowSeconds: r?.stabilizationWindowSeconds ?? d.stabilizationWindowSeconds,
     selectPolicy: r?.selectPolicy ?? d.selectPolicy,
@@ -57,7 +60,12 @@ export function withBehaviorDefaults(b: Behavior | undefined): { scaleUp: Requir
  * Replicas for a total metric value against a per-replica target (GetExternalPerPodMetricReplicas).
  * `statusReplicas` is the number of pods the metric is spread over.
  */
-export function replicasForMetric(total: number, targetPerReplica: number, statusReplicas: number, tolerance = DEFAULT_TOLERANCE): number {
+export function replicasForMetric(
+  total: number,
+  targetPerReplica: number,
+  statusReplicas: number,
+  tolerance = DEFAULT_TOLERANCE,
+): number {
   if (statusReplicas <= 0) return Math.ceil(total / targetPerReplica);
   const usageRatio = total / (targetPerReplica * statusReplicas);
   if (Math.abs(1 - usageRatio) <= tolerance) return statusReplicas;
@@ -100,7 +108,12 @@ export class HpaAlgorithm {
   }): Decision {
     const b = withBehaviorDefaults(o.behavior);
     const minReplicas = Math.max(1, o.minReplicas);
-    const metricReplicas = replicasForMetric(o.total, o.targetPerReplica, o.statusReplicas ?? o.currentReplicas, o.tolerance);
+    const metricReplicas = replicasForMetric(
+      o.total,
+      o.targetPerReplica,
+      o.statusReplicas ?? o.currentReplicas,
+      o.tolerance,
+    );
     // stabilizeRecommendationWithBehaviors
     const upCutoff = o.now - b.scaleUp.stabilizationWindowSeconds * 1000;
     const downCutoff = o.now - b.scaleDown.stabilizationWindowSeconds * 1000;
@@ -230,7 +243,12 @@ function longestPeriod(rules: Required<ScalingRules>): number {
 }
 
 /** storeScaleEvent: reuse an outdated slot, else append. */
-function store(events: Timestamped[], now: number, change: number, longestPeriodSeconds: number): Timestamped[] {
+function store(
+  events: Timestamped[],
+  now: number,
+  change: number,
+  longestPeriodSeconds: number,
+): Timestamped[] {
   const cutoff = now - longestPeriodSeconds * 1000;
   const out = events.slice();
   const i = out.findIndex((e) => e.at <= cutoff);

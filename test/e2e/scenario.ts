@@ -67,8 +67,16 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
   let runner: PodRunner | undefined;
   let redis: RedisClient | undefined;
   try {
-    say("starting the control plane (etcd, kube-apiserver, controller-manager with the HPA controller, scheduler, kwok)…");
-    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true, verbose: false });
+    say(
+      "starting the control plane (etcd, kube-apiserver, controller-manager with the HPA controller, scheduler, kwok)…",
+    );
+    cp = await ControlPlane.start({
+      controllers: true,
+      scheduler: true,
+      kwok: true,
+      aggregation: true,
+      verbose: false,
+    });
     await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
     await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
     say(`control plane ${cp.version} up; CRD installed`);
@@ -80,31 +88,64 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
 
     // The operator's external metrics endpoint must be on a routable (non-loopback) address.
     const routable = await cp.routableAddress();
-    const cert = await cp.issueServingCert("conveyor-operator-metrics", { ips: [routable.address], dnsNames: [`conveyor-operator-metrics.${NS}.svc`] });
+    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
+      ips: [routable.address],
+      dnsNames: [`conveyor-operator-metrics.${NS}.svc`],
+    });
     const metricsApiPort = await freePort();
     const metricsPort = await freePort();
     operator = startProcess(
       NODE,
       [
-        CONVEYOR, "operator", `--kubeconfig=${cp.kubeconfigPath}`, "--identity=demo-operator", "--metrics-address=127.0.0.1", `--metrics-port=${metricsPort}`,
-        `--leader-election-namespace=${NS}`, "--worker-image=conveyor-worker:demo", `--metrics-api-address=${routable.address}`, `--metrics-api-port=${metricsApiPort}`,
-        `--metrics-api-cert=${cert.certFile}`, `--metrics-api-key=${cert.keyFile}`, "--metrics-api-client-ca=auto",
+        CONVEYOR,
+        "operator",
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        "--identity=demo-operator",
+        "--metrics-address=127.0.0.1",
+        `--metrics-port=${metricsPort}`,
+        `--leader-election-namespace=${NS}`,
+        "--worker-image=conveyor-worker:demo",
+        `--metrics-api-address=${routable.address}`,
+        `--metrics-api-port=${metricsApiPort}`,
+        `--metrics-api-cert=${cert.certFile}`,
+        `--metrics-api-key=${cert.keyFile}`,
+        "--metrics-api-client-ca=auto",
       ],
       { logFile: join(dir, "operator.log"), env: { ...process.env, POD_NAME: "" } },
     );
-    await waitUntil("operator ready", async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok, { timeoutMs: 120_000 });
-    await cp.registerAPIService({ group: "external.metrics.k8s.io", version: "v1beta1", address: routable.address, port: metricsApiPort, serviceName: "conveyor-operator-metrics" });
-    await waitUntil("external metrics APIService available", async () => {
-      const out = await cp!.kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o", 'jsonpath={.status.conditions[?(@.type=="Available")].status}');
-      return out.trim() === "True";
-    }, { timeoutMs: 120_000 });
+    await waitUntil(
+      "operator ready",
+      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
+      { timeoutMs: 120_000 },
+    );
+    await cp.registerAPIService({
+      group: "external.metrics.k8s.io",
+      version: "v1beta1",
+      address: routable.address,
+      port: metricsApiPort,
+      serviceName: "conveyor-operator-metrics",
+    });
+    await waitUntil(
+      "external metrics APIService available",
+      async () => {
+        const out = await cp!.kubectl(
+          "get",
+          "apiservice",
+          "v1beta1.external.metrics.k8s.io",
+          "-o",
+          'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+        );
+        return out.trim() === "True";
+      },
+      { timeoutMs: 120_000 },
+    );
     say("operator running; external.metrics.k8s.io served through the aggregation layer");
 
     await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${pg.url}`);
     const handler = RECORDING_HANDLER.slice("module:".length);
     for (const p of POOLS) {
-      await cp.apply(JSON.stringify(
-        {
+      await cp.apply(
+        JSON.stringify({
           apiVersion: "conveyor.dev/v1alpha1",
           kind: "WorkerPool",
           metadata: { name: p.name, namespace: NS },
@@ -128,8 +169,8 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
               behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
             },
           },
-        },
-      ));
+        }),
+      );
     }
     say(`WorkerPools ${POOLS.map((p) => p.name).join(" → ")} applied (min 0, max 6 replicas, 8 slots each)`);
 
@@ -144,7 +185,13 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
 
     const started = Date.now();
     const producer = new Producer(redis);
-    await producer.enqueueMany(POOLS[0].queue, Array.from({ length: opts.jobs }, (_, i) => ({ id: `doc-${i}`, data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } } })));
+    await producer.enqueueMany(
+      POOLS[0].queue,
+      Array.from({ length: opts.jobs }, (_, i) => ({
+        id: `doc-${i}`,
+        data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } },
+      })),
+    );
     say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
 
     const admin = new QueueAdmin(redis);
@@ -156,16 +203,27 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
         const parts: string[] = [];
         let atZero = true;
         for (const p of POOLS) {
-          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as { status?: { replicas?: number; readyReplicas?: number; desiredReplicas?: number; backlog?: number; inflight?: number } };
+          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as {
+            status?: {
+              replicas?: number;
+              readyReplicas?: number;
+              desiredReplicas?: number;
+              backlog?: number;
+              inflight?: number;
+            };
+          };
           const s = wp.status ?? {};
           const counts = await admin.counts(p.queue);
           const replicas = s.replicas ?? 0;
           maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
           if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) atZero = false;
-          parts.push(`${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`);
+          parts.push(
+            `${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`,
+          );
         }
         const line = parts.join(" | ");
-        if (line !== lastLine) say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
+        if (line !== lastLine)
+          say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
         lastLine = line;
         const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
         // (a deleted pod's worker may still be draining: wait until every process has exited)
@@ -196,14 +254,39 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     }
     const events: Record<string, string[]> = {};
     for (const p of POOLS) {
-      const list = JSON.parse(await cp.kubectl("get", "events", "--field-selector", `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`, "--sort-by=.firstTimestamp", "-o", "json")) as { items: { reason: string }[] };
+      const list = JSON.parse(
+        await cp.kubectl(
+          "get",
+          "events",
+          "--field-selector",
+          `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`,
+          "--sort-by=.firstTimestamp",
+          "-o",
+          "json",
+        ),
+      ) as { items: { reason: string }[] };
       events[p.name] = list.items.map((e) => e.reason);
     }
-    const records = await waitUntil("job records in PostgreSQL", async () => {
-      const rows = await pg!.query<{ n: string }>("select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1", [POOLS[1].queue]);
-      return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
-    }, { timeoutMs: 120_000 }).catch(() => -1);
-    return { jobs: opts.jobs, seconds, stages, events, workerExitCodes: runner.history.map((h) => h.exitCode ?? "running"), podsRun: runner.history.length, records };
+    const records = await waitUntil(
+      "job records in PostgreSQL",
+      async () => {
+        const rows = await pg!.query<{ n: string }>(
+          "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1",
+          [POOLS[1].queue],
+        );
+        return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
+      },
+      { timeoutMs: 120_000 },
+    ).catch(() => -1);
+    return {
+      jobs: opts.jobs,
+      seconds,
+      stages,
+      events,
+      workerExitCodes: runner.history.map((h) => h.exitCode ?? "running"),
+      podsRun: runner.history.length,
+      records,
+    };
   } finally {
     say("stopping everything this run started…");
     await runner?.stop();

@@ -13,38 +13,38 @@
 // `cp.routableAddress()` creates a veth pair (one end in a network namespace of its own) with
 // addresses from 198.18.0.0/15; a process on the host side address is reachable by the API server
 // through an APIService (`cp.registerAPIService`).
-import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import * as fs from 'node:fs';
-import * as fsp from 'node:fs/promises';
-import * as https from 'node:https';
-import * as net from 'node:net';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { promisify } from 'node:util';
+import { spawn, execFile, execFileSync, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import * as https from "node:https";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { promisify } from "node:util";
 import {
   KubeConfig,
   CoreV1Api,
   DiscoveryV1Api,
   ApiregistrationV1Api,
   type V1Node,
-} from '@kubernetes/client-node';
+} from "@kubernetes/client-node";
 
 const execFileP = promisify(execFile);
-const REPO_ROOT = path.resolve(import.meta.dirname, '..', '..');
-const INSTALL_SCRIPT = path.join(REPO_ROOT, 'test', 'controlplane', 'install.sh');
-const KWOK_STAGES = path.join(REPO_ROOT, 'test', 'controlplane', 'kwok-stages.yaml');
-const LOG_PREFIX = 'controlplane:';
+const REPO_ROOT = path.resolve(import.meta.dirname, "..", "..");
+const INSTALL_SCRIPT = path.join(REPO_ROOT, "test", "controlplane", "install.sh");
+const KWOK_STAGES = path.join(REPO_ROOT, "test", "controlplane", "kwok-stages.yaml");
+const LOG_PREFIX = "controlplane:";
 
 /** The controllers kube-controller-manager runs when `controllers: true`. */
 export const DEFAULT_CONTROLLERS: readonly string[] = [
-  'deployment-controller',
-  'replicaset-controller',
-  'garbage-collector-controller',
-  'horizontal-pod-autoscaler-controller',
-  'serviceaccount-token-controller',
-  'serviceaccount-controller',
-  'namespace-controller',
+  "deployment-controller",
+  "replicaset-controller",
+  "garbage-collector-controller",
+  "horizontal-pod-autoscaler-controller",
+  "serviceaccount-token-controller",
+  "serviceaccount-controller",
+  "namespace-controller",
 ];
 
 export interface ControlPlaneOptions {
@@ -103,7 +103,7 @@ export interface ServingCert {
 }
 
 export interface AuditEvent {
-  kind: 'Event';
+  kind: "Event";
   level: string;
   auditID: string;
   stage: string;
@@ -149,18 +149,27 @@ export function findAssets(): Assets {
   if (assetsMemo) return assetsMemo;
   let out: string;
   try {
-    out = execFileSync('bash', [INSTALL_SCRIPT, '--print-env'], { encoding: 'utf8', env: process.env });
+    out = execFileSync("bash", [INSTALL_SCRIPT, "--print-env"], { encoding: "utf8", env: process.env });
   } catch (err) {
     throw new Error(`${LOG_PREFIX} cannot run ${INSTALL_SCRIPT} --print-env: ${(err as Error).message}`);
   }
   const env: Record<string, string> = {};
-  for (const line of out.split('\n')) {
-    const eq = line.indexOf('=');
+  for (const line of out.split("\n")) {
+    const eq = line.indexOf("=");
     if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
   }
-  const dir = env['CONVEYOR_K8S_ASSETS'];
+  const dir = env["CONVEYOR_K8S_ASSETS"];
   if (!dir) throw new Error(`${LOG_PREFIX} ${INSTALL_SCRIPT} --print-env printed no CONVEYOR_K8S_ASSETS`);
-  const needed = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'helm', 'kubeconform'];
+  const needed = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "helm",
+    "kubeconform",
+  ];
   const missing = needed.filter((b) => {
     try {
       fs.accessSync(path.join(dir, b), fs.constants.X_OK);
@@ -170,10 +179,10 @@ export function findAssets(): Assets {
     }
   });
   if (missing.length > 0) {
-    const how = process.env['CONVEYOR_K8S_ASSETS']
+    const how = process.env["CONVEYOR_K8S_ASSETS"]
       ? `CONVEYOR_K8S_ASSETS=${dir} lacks them; point it at a complete directory or unset it`
-      : 'run `make controlplane` (builds them from the Go module proxy once, then caches them)';
-    throw new Error(`${LOG_PREFIX} control plane binaries missing in ${dir}: ${missing.join(', ')}; ${how}`);
+      : "run `make controlplane` (builds them from the Go module proxy once, then caches them)";
+    throw new Error(`${LOG_PREFIX} control plane binaries missing in ${dir}: ${missing.join(", ")}; ${how}`);
   }
   const { CONVEYOR_K8S_ASSETS: _dir, ...versions } = env;
   assetsMemo = { dir, versions };
@@ -198,10 +207,10 @@ function installSafetyNets(): void {
   if (netsInstalled) return;
   netsInstalled = true;
   // Synchronous last resort: no control plane process outlives the test process.
-  process.on('exit', () => {
+  process.on("exit", () => {
     for (const cp of live) cp.killSync();
   });
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     process.once(sig, () => {
       for (const cp of live) cp.killSync();
       // once() removed this listener: unless the program handles the signal itself, re-raise it
@@ -221,20 +230,23 @@ function sleep(ms: number): Promise<void> {
 
 async function freePort(): Promise<number> {
   const srv = net.createServer();
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
   const { port } = srv.address() as net.AddressInfo;
   srv.close();
-  await once(srv, 'close');
+  await once(srv, "close");
   return port;
 }
 
 function tail(file: string, lines = 40): string {
   try {
-    const text = fs.readFileSync(file, 'utf8');
-    return text.split('\n').slice(-lines - 1).join('\n');
+    const text = fs.readFileSync(file, "utf8");
+    return text
+      .split("\n")
+      .slice(-lines - 1)
+      .join("\n");
   } catch {
-    return '(no log)';
+    return "(no log)";
   }
 }
 
@@ -251,14 +263,18 @@ function httpsRequest(
   return new Promise((resolve, reject) => {
     const req = https.request(url, { ...opts, agent: false }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }),
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString("utf8"),
+          headers: res.headers,
+        }),
       );
-      res.on('error', reject);
+      res.on("error", reject);
     });
     req.setTimeout(opts.timeoutMs ?? 10_000, () => req.destroy(new Error(`timeout: ${url}`)));
-    req.on('error', reject);
+    req.on("error", reject);
     if (opts.body !== undefined) req.write(opts.body);
     req.end();
   });
@@ -284,7 +300,7 @@ export async function waitUntil<T>(
       lastErr = err;
     }
     if (Date.now() > deadline) {
-      let detail = lastErr instanceof Error ? `: ${lastErr.message}` : '';
+      let detail = lastErr instanceof Error ? `: ${lastErr.message}` : "";
       if (opts.onTimeout) {
         try {
           detail += `\n${await opts.onTimeout()}`;
@@ -311,8 +327,8 @@ export class ControlPlane {
   /** API server audit log (JSON lines; write verbs at Metadata level). */
   readonly auditLogPath: string;
   /** https://127.0.0.1:<port> */
-  apiServerURL = '';
-  etcdURL = '';
+  apiServerURL = "";
+  etcdURL = "";
   /** The pinned Kubernetes version, e.g. 'v1.34.4'. */
   readonly version: string;
   /** Names of the fake kwok nodes. */
@@ -336,17 +352,17 @@ export class ControlPlane {
     this.assets = assets;
     this.opts = opts;
     this.id = `cvy${process.pid}x${instanceCounter++}`;
-    this.kubeconfigPath = path.join(dir, 'admin.kubeconfig');
-    this.auditLogPath = path.join(dir, 'logs', 'audit.log');
-    this.pgidFile = path.join(dir, 'pgids');
-    this.version = assets.versions['K8S_VERSION'] ?? 'unknown';
+    this.kubeconfigPath = path.join(dir, "admin.kubeconfig");
+    this.auditLogPath = path.join(dir, "logs", "audit.log");
+    this.pgidFile = path.join(dir, "pgids");
+    this.version = assets.versions["K8S_VERSION"] ?? "unknown";
   }
 
   /** Starts a control plane; rejects (after stopping what was started) if any part fails. */
   static async start(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
     const assets = findAssets();
-    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'conveyor-cp-'));
-    await fsp.mkdir(path.join(dir, 'logs'));
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), "conveyor-cp-"));
+    await fsp.mkdir(path.join(dir, "logs"));
     const cp = new ControlPlane(dir, assets, opts);
     live.add(cp);
     installSafetyNets();
@@ -372,11 +388,11 @@ export class ControlPlane {
   env(): Record<string, string> {
     return {
       KUBECONFIG: this.kubeconfigPath,
-      PATH: `${this.assets.dir}:${process.env['PATH'] ?? ''}`,
-      HELM_CACHE_HOME: path.join(this.dir, 'helm', 'cache'),
-      HELM_CONFIG_HOME: path.join(this.dir, 'helm', 'config'),
-      HELM_DATA_HOME: path.join(this.dir, 'helm', 'data'),
-      KUBECACHEDIR: path.join(this.dir, 'kube-cache'), // kubectl's discovery cache, not ~/.kube
+      PATH: `${this.assets.dir}:${process.env["PATH"] ?? ""}`,
+      HELM_CACHE_HOME: path.join(this.dir, "helm", "cache"),
+      HELM_CONFIG_HOME: path.join(this.dir, "helm", "config"),
+      HELM_DATA_HOME: path.join(this.dir, "helm", "data"),
+      KUBECACHEDIR: path.join(this.dir, "kube-cache"), // kubectl's discovery cache, not ~/.kube
     };
   }
 
@@ -389,22 +405,26 @@ export class ControlPlane {
   async run(binary: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
     const child = spawn(this.bin(binary), args, {
       env: { ...process.env, ...this.env(), ...opts.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ["pipe", "pipe", "pipe"],
       cwd: REPO_ROOT,
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => out.push(c));
-    child.stderr.on('data', (c: Buffer) => err.push(c));
-    child.stdin.on('error', () => {}); // the command may exit before reading stdin
-    child.stdin.end(opts.input ?? '');
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
-    const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+    child.stdout.on("data", (c: Buffer) => out.push(c));
+    child.stderr.on("data", (c: Buffer) => err.push(c));
+    child.stdin.on("error", () => {}); // the command may exit before reading stdin
+    child.stdin.end(opts.input ?? "");
+    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 120_000);
+    const [code, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
     clearTimeout(timer);
-    const res = { stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? 128 };
+    const res = {
+      stdout: Buffer.concat(out).toString("utf8"),
+      stderr: Buffer.concat(err).toString("utf8"),
+      code: code ?? 128,
+    };
     if ((opts.check ?? true) && code !== 0) {
       throw new Error(
-        `${binary} ${args.join(' ')} failed (${signal ?? `exit ${code}`}):\n${res.stderr.trim() || res.stdout.trim()}`,
+        `${binary} ${args.join(" ")} failed (${signal ?? `exit ${code}`}):\n${res.stderr.trim() || res.stdout.trim()}`,
       );
     }
     return res;
@@ -412,44 +432,50 @@ export class ControlPlane {
 
   /** `kubectl --kubeconfig=<admin> ...args`; resolves stdout, rejects with stderr on failure. */
   async kubectl(...args: string[]): Promise<string> {
-    return (await this.run('kubectl', [`--kubeconfig=${this.kubeconfigPath}`, ...args])).stdout;
+    return (await this.run("kubectl", [`--kubeconfig=${this.kubeconfigPath}`, ...args])).stdout;
   }
 
   /** `kubectl apply -f -` of YAML/JSON manifests (plus extra args, e.g. '--server-side'); resolves stdout. */
   async apply(manifests: string, ...args: string[]): Promise<string> {
-    return (await this.run('kubectl', [`--kubeconfig=${this.kubeconfigPath}`, 'apply', '-f', '-', ...args], { input: manifests }))
-      .stdout;
+    return (
+      await this.run("kubectl", [`--kubeconfig=${this.kubeconfigPath}`, "apply", "-f", "-", ...args], {
+        input: manifests,
+      })
+    ).stdout;
   }
 
   /** `helm --kubeconfig=<admin> ...args`; resolves stdout. */
   async helm(...args: string[]): Promise<string> {
-    return (await this.run('helm', [`--kubeconfig=${this.kubeconfigPath}`, ...args])).stdout;
+    return (await this.run("helm", [`--kubeconfig=${this.kubeconfigPath}`, ...args])).stdout;
   }
 
   /** A raw request to the API server with admin credentials (e.g. GET /version, aggregated paths). */
   async request(method: string, apiPath: string, body?: unknown): Promise<HttpResult> {
     const creds = this.adminCreds();
-    const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+    const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
     return httpsRequest(`${this.apiServerURL}${apiPath}`, {
       method,
       ca: creds.ca,
       cert: creds.cert,
       key: creds.key,
-      headers: payload === undefined ? { Accept: 'application/json' } : { Accept: 'application/json', 'Content-Type': 'application/json' },
+      headers:
+        payload === undefined
+          ? { Accept: "application/json" }
+          : { Accept: "application/json", "Content-Type": "application/json" },
       body: payload,
     });
   }
 
   /** Parsed audit events so far (write verbs at Metadata level, stage ResponseComplete). */
   async auditEvents(filter?: (e: AuditEvent) => boolean): Promise<AuditEvent[]> {
-    let text = '';
+    let text = "";
     try {
-      text = await fsp.readFile(this.auditLogPath, 'utf8');
+      text = await fsp.readFile(this.auditLogPath, "utf8");
     } catch {
       return [];
     }
     const events: AuditEvent[] = [];
-    for (const line of text.split('\n')) {
+    for (const line of text.split("\n")) {
       if (!line.trim()) continue;
       try {
         const e = JSON.parse(line) as AuditEvent;
@@ -463,18 +489,21 @@ export class ControlPlane {
 
   /** A serving certificate signed by the harness CA (which the API server trusts). */
   async issueServingCert(name: string, hosts: { ips?: string[]; dnsNames?: string[] }): Promise<ServingCert> {
-    const safe = name.replace(/[^A-Za-z0-9_.-]/g, '_');
-    const sans = [...(hosts.ips ?? []).map((ip) => `IP:${ip}`), ...(hosts.dnsNames ?? []).map((d) => `DNS:${d}`)];
-    const base = path.join(this.dir, 'pki', `serving-${safe}`);
-    await this.issue(base, { cn: name, ca: 'ca', usage: 'server', sans });
-    const caFile = path.join(this.dir, 'pki', 'ca.crt');
+    const safe = name.replace(/[^A-Za-z0-9_.-]/g, "_");
+    const sans = [
+      ...(hosts.ips ?? []).map((ip) => `IP:${ip}`),
+      ...(hosts.dnsNames ?? []).map((d) => `DNS:${d}`),
+    ];
+    const base = path.join(this.dir, "pki", `serving-${safe}`);
+    await this.issue(base, { cn: name, ca: "ca", usage: "server", sans });
+    const caFile = path.join(this.dir, "pki", "ca.crt");
     return {
       certFile: `${base}.crt`,
       keyFile: `${base}.key`,
       caFile,
-      cert: await fsp.readFile(`${base}.crt`, 'utf8'),
-      key: await fsp.readFile(`${base}.key`, 'utf8'),
-      ca: await fsp.readFile(caFile, 'utf8'),
+      cert: await fsp.readFile(`${base}.crt`, "utf8"),
+      key: await fsp.readFile(`${base}.key`, "utf8"),
+      ca: await fsp.readFile(caFile, "utf8"),
     };
   }
 
@@ -506,25 +535,28 @@ export class ControlPlane {
     versionPriority?: number;
   }): Promise<{ serviceName: string; serviceDNSName: string }> {
     const kc = this.kubeConfig();
-    const namespace = o.namespace ?? 'default';
-    const name = o.serviceName ?? `${o.group.replace(/\./g, '-')}-${o.version}`.slice(0, 63);
+    const namespace = o.namespace ?? "default";
+    const name = o.serviceName ?? `${o.group.replace(/\./g, "-")}-${o.version}`.slice(0, 63);
     const core = kc.makeApiClient(CoreV1Api);
     const discovery = kc.makeApiClient(DiscoveryV1Api);
     const apireg = kc.makeApiClient(ApiregistrationV1Api);
     await core.createNamespacedService({
       namespace,
-      body: { metadata: { name }, spec: { ports: [{ name: 'https', port: 443, targetPort: o.port, protocol: 'TCP' }] } },
+      body: {
+        metadata: { name },
+        spec: { ports: [{ name: "https", port: 443, targetPort: o.port, protocol: "TCP" }] },
+      },
     });
     await discovery.createNamespacedEndpointSlice({
       namespace,
       body: {
-        metadata: { name, labels: { 'kubernetes.io/service-name': name } },
-        addressType: net.isIPv6(o.address) ? 'IPv6' : 'IPv4',
+        metadata: { name, labels: { "kubernetes.io/service-name": name } },
+        addressType: net.isIPv6(o.address) ? "IPv6" : "IPv4",
         endpoints: [{ addresses: [o.address], conditions: { ready: true } }],
-        ports: [{ name: 'https', port: o.port, protocol: 'TCP' }],
+        ports: [{ name: "https", port: o.port, protocol: "TCP" }],
       },
     });
-    const ca = await fsp.readFile(path.join(this.dir, 'pki', 'ca.crt'));
+    const ca = await fsp.readFile(path.join(this.dir, "pki", "ca.crt"));
     await apireg.createAPIService({
       body: {
         metadata: { name: `${o.version}.${o.group}` },
@@ -532,7 +564,7 @@ export class ControlPlane {
           group: o.group,
           version: o.version,
           service: { namespace, name, port: 443 },
-          caBundle: ca.toString('base64'),
+          caBundle: ca.toString("base64"),
           groupPriorityMinimum: o.groupPriorityMinimum ?? 1000,
           versionPriority: o.versionPriority ?? 15,
         },
@@ -543,12 +575,12 @@ export class ControlPlane {
 
   /** Path of a file in the harness PKI dir: ca.crt, front-proxy-ca.crt, admin.crt/.key, sa.key, ... */
   pkiFile(name: string): string {
-    return path.join(this.dir, 'pki', name);
+    return path.join(this.dir, "pki", name);
   }
 
   /** Log file of a component: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok. */
   logFile(component: string): string {
-    return path.join(this.dir, 'logs', `${component}.log`);
+    return path.join(this.dir, "logs", `${component}.log`);
   }
 
   /**
@@ -558,16 +590,19 @@ export class ControlPlane {
    * broken watches meanwhile, as during an API server upgrade.
    */
   async restartApiServer(opts: { downMs?: number; kill?: boolean } = {}): Promise<void> {
-    const running = this.procs.filter((p) => p.name === 'kube-apiserver' && !p.exited);
+    const running = this.procs.filter((p) => p.name === "kube-apiserver" && !p.exited);
     await Promise.all(running.map((p) => this.killProc(p, opts.kill ? 0 : 10_000)));
-    this.progress('kube-apiserver stopped');
+    this.progress("kube-apiserver stopped");
     if (opts.downMs) await sleep(opts.downMs);
-    const proc = this.spawnProc('kube-apiserver', this.apiServerArgv);
-    await this.waitFor(proc, '/readyz after a restart', async () => {
-      const res = await httpsRequest(`${this.apiServerURL}/readyz`, { ...this.adminCreds(), timeoutMs: 5000 });
+    const proc = this.spawnProc("kube-apiserver", this.apiServerArgv);
+    await this.waitFor(proc, "/readyz after a restart", async () => {
+      const res = await httpsRequest(`${this.apiServerURL}/readyz`, {
+        ...this.adminCreds(),
+        timeoutMs: 5000,
+      });
       return res.status === 200;
     });
-    this.progress('kube-apiserver restarted');
+    this.progress("kube-apiserver restarted");
   }
 
   /** Stops every process (SIGTERM to its process group, SIGKILL after a grace), removes the netns and the temp dir. */
@@ -604,162 +639,223 @@ export class ControlPlane {
     const controllers = this.opts.controllers === true ? DEFAULT_CONTROLLERS : this.opts.controllers || [];
     const tasks: Promise<void>[] = [];
     if (controllers.length > 0) {
-      tasks.push(this.startControllerManager(controllers).then(() => this.progress('kube-controller-manager healthy')));
+      tasks.push(
+        this.startControllerManager(controllers).then(() => this.progress("kube-controller-manager healthy")),
+      );
     }
     if (this.opts.scheduler) {
-      tasks.push(this.startScheduler().then(() => this.progress('kube-scheduler healthy')));
+      tasks.push(this.startScheduler().then(() => this.progress("kube-scheduler healthy")));
     }
     if (this.opts.kwok) {
-      const k = typeof this.opts.kwok === 'object' ? this.opts.kwok : {};
+      const k = typeof this.opts.kwok === "object" ? this.opts.kwok : {};
       const n = k.nodes ?? 1;
-      tasks.push(this.startKwok(n, k.stages ?? KWOK_STAGES).then(() => this.progress(`kwok up, ${n} fake node(s) Ready`)));
+      tasks.push(
+        this.startKwok(n, k.stages ?? KWOK_STAGES).then(() =>
+          this.progress(`kwok up, ${n} fake node(s) Ready`),
+        ),
+      );
     }
     await Promise.all(tasks);
-    this.progress('control plane ready');
+    this.progress("control plane ready");
   }
 
   // Certificates: a CA for serving and client certs, a front-proxy CA for the aggregation layer,
   // a service-account key pair. EC P-256 keys: fast to generate on a loaded machine.
   private async writePki(): Promise<void> {
-    const pki = path.join(this.dir, 'pki');
+    const pki = path.join(this.dir, "pki");
     await fsp.mkdir(pki);
-    await fsp.writeFile(path.join(pki, 'openssl.cnf'), '[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN=unused\n');
+    await fsp.writeFile(
+      path.join(pki, "openssl.cnf"),
+      "[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN=unused\n",
+    );
     await Promise.all([
-      this.issue(path.join(pki, 'ca'), { cn: 'conveyor-test-ca', usage: 'ca' }),
-      this.issue(path.join(pki, 'front-proxy-ca'), { cn: 'conveyor-test-front-proxy-ca', usage: 'ca' }),
-      this.openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', path.join(pki, 'sa.key')]),
+      this.issue(path.join(pki, "ca"), { cn: "conveyor-test-ca", usage: "ca" }),
+      this.issue(path.join(pki, "front-proxy-ca"), { cn: "conveyor-test-front-proxy-ca", usage: "ca" }),
+      this.openssl([
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-out",
+        path.join(pki, "sa.key"),
+      ]),
     ]);
     await Promise.all([
-      this.openssl(['pkey', '-in', path.join(pki, 'sa.key'), '-pubout', '-out', path.join(pki, 'sa.pub')]),
-      this.issue(path.join(pki, 'apiserver'), {
-        cn: 'kube-apiserver',
-        ca: 'ca',
-        usage: 'server',
+      this.openssl(["pkey", "-in", path.join(pki, "sa.key"), "-pubout", "-out", path.join(pki, "sa.pub")]),
+      this.issue(path.join(pki, "apiserver"), {
+        cn: "kube-apiserver",
+        ca: "ca",
+        usage: "server",
         sans: [
-          'IP:127.0.0.1',
-          'IP:10.0.0.1',
-          'DNS:localhost',
-          'DNS:kubernetes',
-          'DNS:kubernetes.default',
-          'DNS:kubernetes.default.svc',
-          'DNS:kubernetes.default.svc.cluster.local',
+          "IP:127.0.0.1",
+          "IP:10.0.0.1",
+          "DNS:localhost",
+          "DNS:kubernetes",
+          "DNS:kubernetes.default",
+          "DNS:kubernetes.default.svc",
+          "DNS:kubernetes.default.svc.cluster.local",
         ],
       }),
-      this.issue(path.join(pki, 'front-proxy-client'), { cn: 'front-proxy-client', ca: 'front-proxy-ca', usage: 'client' }),
-      this.issue(path.join(pki, 'admin'), { cn: 'conveyor-admin', org: 'system:masters', ca: 'ca', usage: 'client' }),
-      this.issue(path.join(pki, 'kube-controller-manager'), {
-        cn: 'system:kube-controller-manager',
-        org: 'system:masters',
-        ca: 'ca',
-        usage: 'client',
+      this.issue(path.join(pki, "front-proxy-client"), {
+        cn: "front-proxy-client",
+        ca: "front-proxy-ca",
+        usage: "client",
       }),
-      this.issue(path.join(pki, 'kube-scheduler'), { cn: 'system:kube-scheduler', org: 'system:masters', ca: 'ca', usage: 'client' }),
-      this.issue(path.join(pki, 'kwok'), { cn: 'kwok', org: 'system:masters', ca: 'ca', usage: 'client' }),
+      this.issue(path.join(pki, "admin"), {
+        cn: "conveyor-admin",
+        org: "system:masters",
+        ca: "ca",
+        usage: "client",
+      }),
+      this.issue(path.join(pki, "kube-controller-manager"), {
+        cn: "system:kube-controller-manager",
+        org: "system:masters",
+        ca: "ca",
+        usage: "client",
+      }),
+      this.issue(path.join(pki, "kube-scheduler"), {
+        cn: "system:kube-scheduler",
+        org: "system:masters",
+        ca: "ca",
+        usage: "client",
+      }),
+      this.issue(path.join(pki, "kwok"), { cn: "kwok", org: "system:masters", ca: "ca", usage: "client" }),
     ]);
   }
 
   private async issue(
     base: string,
-    o: { cn: string; org?: string; ca?: 'ca' | 'front-proxy-ca'; usage: 'ca' | 'server' | 'client'; sans?: string[] },
+    o: {
+      cn: string;
+      org?: string;
+      ca?: "ca" | "front-proxy-ca";
+      usage: "ca" | "server" | "client";
+      sans?: string[];
+    },
   ): Promise<void> {
-    const pki = path.join(this.dir, 'pki');
-    const subj = `${o.org ? `/O=${o.org}` : ''}/CN=${o.cn}`;
-    const args = ['req', '-x509', '-config', path.join(pki, 'openssl.cnf'), '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'];
-    args.push('-nodes', '-keyout', `${base}.key`, '-out', `${base}.crt`, '-days', '3650', '-subj', subj);
-    if (o.usage === 'ca') {
-      args.push('-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature');
+    const pki = path.join(this.dir, "pki");
+    const subj = `${o.org ? `/O=${o.org}` : ""}/CN=${o.cn}`;
+    const args = [
+      "req",
+      "-x509",
+      "-config",
+      path.join(pki, "openssl.cnf"),
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+    ];
+    args.push("-nodes", "-keyout", `${base}.key`, "-out", `${base}.crt`, "-days", "3650", "-subj", subj);
+    if (o.usage === "ca") {
+      args.push(
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+      );
     } else {
-      args.push('-CA', path.join(pki, `${o.ca ?? 'ca'}.crt`), '-CAkey', path.join(pki, `${o.ca ?? 'ca'}.key`));
-      args.push('-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'keyUsage=critical,digitalSignature');
-      args.push('-addext', `extendedKeyUsage=${o.usage === 'server' ? 'serverAuth' : 'clientAuth'}`);
-      if (o.sans && o.sans.length > 0) args.push('-addext', `subjectAltName=${o.sans.join(',')}`);
+      args.push(
+        "-CA",
+        path.join(pki, `${o.ca ?? "ca"}.crt`),
+        "-CAkey",
+        path.join(pki, `${o.ca ?? "ca"}.key`),
+      );
+      args.push(
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-addext",
+        "keyUsage=critical,digitalSignature",
+      );
+      args.push("-addext", `extendedKeyUsage=${o.usage === "server" ? "serverAuth" : "clientAuth"}`);
+      if (o.sans && o.sans.length > 0) args.push("-addext", `subjectAltName=${o.sans.join(",")}`);
     }
     await this.openssl(args);
   }
 
   private async openssl(args: string[]): Promise<void> {
     try {
-      await execFileP('openssl', args);
+      await execFileP("openssl", args);
     } catch (err) {
       const e = err as Error & { stderr?: string };
-      throw new Error(`${LOG_PREFIX} openssl ${args.slice(0, 2).join(' ')} failed: ${e.stderr ?? e.message}`);
+      throw new Error(`${LOG_PREFIX} openssl ${args.slice(0, 2).join(" ")} failed: ${e.stderr ?? e.message}`);
     }
   }
 
   private async writeAuditPolicy(): Promise<void> {
     await fsp.writeFile(
-      path.join(this.dir, 'audit-policy.yaml'),
+      path.join(this.dir, "audit-policy.yaml"),
       [
-        'apiVersion: audit.k8s.io/v1',
-        'kind: Policy',
+        "apiVersion: audit.k8s.io/v1",
+        "kind: Policy",
         'omitStages: ["RequestReceived"]',
-        'rules:',
-        '  - level: Metadata',
+        "rules:",
+        "  - level: Metadata",
         '    verbs: ["create", "update", "patch", "delete", "deletecollection"]',
-        '  - level: None',
-        '',
-      ].join('\n'),
+        "  - level: None",
+        "",
+      ].join("\n"),
     );
   }
 
   private adminCredsMemo: { ca: Buffer; cert: Buffer; key: Buffer } | undefined;
   private adminCreds(): { ca: Buffer; cert: Buffer; key: Buffer } {
-    const pki = path.join(this.dir, 'pki');
+    const pki = path.join(this.dir, "pki");
     this.adminCredsMemo ??= {
-      ca: fs.readFileSync(path.join(pki, 'ca.crt')),
-      cert: fs.readFileSync(path.join(pki, 'admin.crt')),
-      key: fs.readFileSync(path.join(pki, 'admin.key')),
+      ca: fs.readFileSync(path.join(pki, "ca.crt")),
+      cert: fs.readFileSync(path.join(pki, "admin.crt")),
+      key: fs.readFileSync(path.join(pki, "admin.key")),
     };
     return this.adminCredsMemo;
   }
 
   private writeKubeconfig(file: string, user: string): Promise<void> {
-    const pki = path.join(this.dir, 'pki');
-    const b64 = (f: string) => fs.readFileSync(path.join(pki, f)).toString('base64');
+    const pki = path.join(this.dir, "pki");
+    const b64 = (f: string) => fs.readFileSync(path.join(pki, f)).toString("base64");
     const text = [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      '  - name: conveyor-test',
-      '    cluster:',
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters:",
+      "  - name: conveyor-test",
+      "    cluster:",
       `      server: ${this.apiServerURL}`,
-      `      certificate-authority-data: ${b64('ca.crt')}`,
-      'users:',
+      `      certificate-authority-data: ${b64("ca.crt")}`,
+      "users:",
       `  - name: ${user}`,
-      '    user:',
+      "    user:",
       `      client-certificate-data: ${b64(`${user}.crt`)}`,
       `      client-key-data: ${b64(`${user}.key`)}`,
-      'contexts:',
-      '  - name: conveyor-test',
-      '    context:',
-      '      cluster: conveyor-test',
+      "contexts:",
+      "  - name: conveyor-test",
+      "    context:",
+      "      cluster: conveyor-test",
       `      user: ${user}`,
-      '      namespace: default',
-      'current-context: conveyor-test',
-      '',
-    ].join('\n');
+      "      namespace: default",
+      "current-context: conveyor-test",
+      "",
+    ].join("\n");
     return fsp.writeFile(file, text, { mode: 0o600 });
   }
 
   /** Spawns a component in its own process group, output to logs/<name>.log. */
   private spawnProc(name: string, args: string[]): Proc {
     const logFile = this.logFile(name);
-    const fd = fs.openSync(logFile, 'a');
-    fs.writeSync(fd, `# ${this.bin(name)} ${args.join(' ')}\n`);
+    const fd = fs.openSync(logFile, "a");
+    fs.writeSync(fd, `# ${this.bin(name)} ${args.join(" ")}\n`);
     const child = spawn(this.bin(name), args, {
       cwd: this.dir,
       detached: true, // own process group: stop() kills the whole group
-      stdio: ['ignore', fd, fd],
+      stdio: ["ignore", fd, fd],
       env: { ...process.env, ...this.env() },
     });
     fs.closeSync(fd);
     const proc: Proc = { name, child, logFile, exited: false, exit: Promise.resolve() };
     proc.exit = new Promise((resolve) => {
-      child.on('exit', () => {
+      child.on("exit", () => {
         proc.exited = true;
         resolve();
       });
-      child.on('error', () => {
+      child.on("error", () => {
         proc.exited = true;
         resolve();
       });
@@ -770,9 +866,14 @@ export class ControlPlane {
   }
 
   /** Polls `check` until it returns true; fails early if the process exits; error carries the log tail. */
-  private async waitFor(proc: Proc, what: string, check: () => Promise<boolean>, timeoutMs = this.timeout): Promise<void> {
+  private async waitFor(
+    proc: Proc,
+    what: string,
+    check: () => Promise<boolean>,
+    timeoutMs = this.timeout,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    let lastErr = '';
+    let lastErr = "";
     for (let delay = 100; ; delay = Math.min(delay * 1.5, 1000)) {
       if (proc.exited) {
         throw new Error(
@@ -788,7 +889,7 @@ export class ControlPlane {
       if (Date.now() > deadline) {
         throw new Error(
           `${LOG_PREFIX} ${proc.name}: ${what} not reached within ${timeoutMs / 1000}s` +
-            `${lastErr ? ` (last error: ${lastErr})` : ''}; last lines of ${proc.logFile}:\n${tail(proc.logFile)}`,
+            `${lastErr ? ` (last error: ${lastErr})` : ""}; last lines of ${proc.logFile}:\n${tail(proc.logFile)}`,
         );
       }
       await sleep(delay);
@@ -821,10 +922,10 @@ export class ControlPlane {
   }
 
   private async startEtcd(): Promise<void> {
-    await this.startWithPorts('etcd', 2, async ([clientPort, peerPort]) => {
+    await this.startWithPorts("etcd", 2, async ([clientPort, peerPort]) => {
       this.etcdURL = `http://127.0.0.1:${clientPort}`;
       const dataDir = path.join(this.dir, `etcd-data-${clientPort}`);
-      const proc = this.spawnProc('etcd', [
+      const proc = this.spawnProc("etcd", [
         `--name=conveyor-test`,
         `--data-dir=${dataDir}`,
         `--listen-client-urls=${this.etcdURL}`,
@@ -832,66 +933,66 @@ export class ControlPlane {
         `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
         `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
         `--initial-cluster=conveyor-test=http://127.0.0.1:${peerPort}`,
-        '--unsafe-no-fsync=true',
-        '--quota-backend-bytes=8589934592',
-        '--log-level=warn',
+        "--unsafe-no-fsync=true",
+        "--quota-backend-bytes=8589934592",
+        "--log-level=warn",
       ]);
       const ready = () =>
-        this.waitFor(proc, 'health', async () => {
+        this.waitFor(proc, "health", async () => {
           const res = await fetch(`${this.etcdURL}/health`, { signal: AbortSignal.timeout(5000) });
-          return res.ok && ((await res.json()) as { health?: string }).health === 'true';
+          return res.ok && ((await res.json()) as { health?: string }).health === "true";
         });
       return { proc, ready };
     });
   }
 
   private async startApiServer(): Promise<void> {
-    const pki = path.join(this.dir, 'pki');
+    const pki = path.join(this.dir, "pki");
     const p = (f: string) => path.join(pki, f);
-    await this.startWithPorts('kube-apiserver', 1, async ([port]) => {
+    await this.startWithPorts("kube-apiserver", 1, async ([port]) => {
       this.apiServerURL = `https://127.0.0.1:${port}`;
       const args = [
-        '--advertise-address=127.0.0.1',
-        '--bind-address=127.0.0.1',
+        "--advertise-address=127.0.0.1",
+        "--bind-address=127.0.0.1",
         `--secure-port=${port}`,
         `--etcd-servers=${this.etcdURL}`,
-        `--cert-dir=${path.join(this.dir, 'apiserver-certs')}`,
-        `--tls-cert-file=${p('apiserver.crt')}`,
-        `--tls-private-key-file=${p('apiserver.key')}`,
-        `--client-ca-file=${p('ca.crt')}`,
-        '--service-cluster-ip-range=10.0.0.0/24',
-        '--allow-privileged=true',
+        `--cert-dir=${path.join(this.dir, "apiserver-certs")}`,
+        `--tls-cert-file=${p("apiserver.crt")}`,
+        `--tls-private-key-file=${p("apiserver.key")}`,
+        `--client-ca-file=${p("ca.crt")}`,
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
         // ServiceAccount: as envtest, pods need no default ServiceAccount to exist.
         // TaintNodesByCondition: would taint new (kwok) nodes not-ready until a node-lifecycle
         // controller, which is not run here, removes the taint.
-        '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
-        '--authorization-mode=Node,RBAC',
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--authorization-mode=Node,RBAC",
         `--service-account-issuer=${this.apiServerURL}/`,
-        `--service-account-key-file=${p('sa.pub')}`,
-        `--service-account-signing-key-file=${p('sa.key')}`,
-        `--audit-policy-file=${path.join(this.dir, 'audit-policy.yaml')}`,
+        `--service-account-key-file=${p("sa.pub")}`,
+        `--service-account-signing-key-file=${p("sa.key")}`,
+        `--audit-policy-file=${path.join(this.dir, "audit-policy.yaml")}`,
         `--audit-log-path=${this.auditLogPath}`,
-        '--audit-log-format=json',
-        '--audit-log-maxbackup=0',
-        '--audit-log-maxsize=0',
+        "--audit-log-format=json",
+        "--audit-log-maxbackup=0",
+        "--audit-log-maxsize=0",
       ];
       if (this.opts.aggregation ?? true) {
         args.push(
-          '--enable-aggregator-routing=true',
-          `--requestheader-client-ca-file=${p('front-proxy-ca.crt')}`,
-          '--requestheader-allowed-names=front-proxy-client',
-          '--requestheader-extra-headers-prefix=X-Remote-Extra-',
-          '--requestheader-group-headers=X-Remote-Group',
-          '--requestheader-username-headers=X-Remote-User',
-          `--proxy-client-cert-file=${p('front-proxy-client.crt')}`,
-          `--proxy-client-key-file=${p('front-proxy-client.key')}`,
+          "--enable-aggregator-routing=true",
+          `--requestheader-client-ca-file=${p("front-proxy-ca.crt")}`,
+          "--requestheader-allowed-names=front-proxy-client",
+          "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+          "--requestheader-group-headers=X-Remote-Group",
+          "--requestheader-username-headers=X-Remote-User",
+          `--proxy-client-cert-file=${p("front-proxy-client.crt")}`,
+          `--proxy-client-key-file=${p("front-proxy-client.key")}`,
         );
       }
       args.push(...(this.opts.apiServerArgs ?? []));
       this.apiServerArgv = args;
-      const proc = this.spawnProc('kube-apiserver', args);
+      const proc = this.spawnProc("kube-apiserver", args);
       const ready = () =>
-        this.waitFor(proc, '/readyz', async () => {
+        this.waitFor(proc, "/readyz", async () => {
           const creds = this.adminCreds();
           const res = await httpsRequest(`${this.apiServerURL}/readyz`, { ...creds, timeoutMs: 5000 });
           return res.status === 200;
@@ -899,37 +1000,43 @@ export class ControlPlane {
       return { proc, ready };
     });
     await Promise.all([
-      this.writeKubeconfig(this.kubeconfigPath, 'admin'),
-      this.writeKubeconfig(path.join(this.dir, 'kube-controller-manager.kubeconfig'), 'kube-controller-manager'),
-      this.writeKubeconfig(path.join(this.dir, 'kube-scheduler.kubeconfig'), 'kube-scheduler'),
-      this.writeKubeconfig(path.join(this.dir, 'kwok.kubeconfig'), 'kwok'),
+      this.writeKubeconfig(this.kubeconfigPath, "admin"),
+      this.writeKubeconfig(
+        path.join(this.dir, "kube-controller-manager.kubeconfig"),
+        "kube-controller-manager",
+      ),
+      this.writeKubeconfig(path.join(this.dir, "kube-scheduler.kubeconfig"), "kube-scheduler"),
+      this.writeKubeconfig(path.join(this.dir, "kwok.kubeconfig"), "kwok"),
     ]);
   }
 
   private async waitHealthz(proc: Proc, port: number): Promise<void> {
-    await this.waitFor(proc, '/healthz', async () => {
-      const res = await httpsRequest(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false, timeoutMs: 5000 });
+    await this.waitFor(proc, "/healthz", async () => {
+      const res = await httpsRequest(`https://127.0.0.1:${port}/healthz`, {
+        rejectUnauthorized: false,
+        timeoutMs: 5000,
+      });
       return res.status === 200;
     });
   }
 
   private async startControllerManager(controllers: readonly string[]): Promise<void> {
-    const kubeconfig = path.join(this.dir, 'kube-controller-manager.kubeconfig');
-    const pki = path.join(this.dir, 'pki');
-    await this.startWithPorts('kube-controller-manager', 1, async ([port]) => {
-      const proc = this.spawnProc('kube-controller-manager', [
+    const kubeconfig = path.join(this.dir, "kube-controller-manager.kubeconfig");
+    const pki = path.join(this.dir, "pki");
+    await this.startWithPorts("kube-controller-manager", 1, async ([port]) => {
+      const proc = this.spawnProc("kube-controller-manager", [
         `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
         `--authorization-kubeconfig=${kubeconfig}`,
-        '--bind-address=127.0.0.1',
+        "--bind-address=127.0.0.1",
         `--secure-port=${port}`,
-        `--cert-dir=${path.join(this.dir, 'kcm-certs')}`,
-        '--leader-elect=false',
-        `--controllers=${controllers.join(',')}`,
-        `--service-account-private-key-file=${path.join(pki, 'sa.key')}`,
-        `--root-ca-file=${path.join(pki, 'ca.crt')}`,
-        '--use-service-account-credentials=false',
-        `--horizontal-pod-autoscaler-sync-period=${this.opts.hpaSyncPeriod ?? '5s'}`,
+        `--cert-dir=${path.join(this.dir, "kcm-certs")}`,
+        "--leader-elect=false",
+        `--controllers=${controllers.join(",")}`,
+        `--service-account-private-key-file=${path.join(pki, "sa.key")}`,
+        `--root-ca-file=${path.join(pki, "ca.crt")}`,
+        "--use-service-account-credentials=false",
+        `--horizontal-pod-autoscaler-sync-period=${this.opts.hpaSyncPeriod ?? "5s"}`,
         ...(this.opts.controllerManagerArgs ?? []),
       ]);
       return { proc, ready: () => this.waitHealthz(proc, port!) };
@@ -937,39 +1044,44 @@ export class ControlPlane {
   }
 
   private async startScheduler(): Promise<void> {
-    const kubeconfig = path.join(this.dir, 'kube-scheduler.kubeconfig');
-    await this.startWithPorts('kube-scheduler', 1, async ([port]) => {
-      const proc = this.spawnProc('kube-scheduler', [
+    const kubeconfig = path.join(this.dir, "kube-scheduler.kubeconfig");
+    await this.startWithPorts("kube-scheduler", 1, async ([port]) => {
+      const proc = this.spawnProc("kube-scheduler", [
         `--kubeconfig=${kubeconfig}`,
         `--authentication-kubeconfig=${kubeconfig}`,
         `--authorization-kubeconfig=${kubeconfig}`,
-        '--bind-address=127.0.0.1',
+        "--bind-address=127.0.0.1",
         `--secure-port=${port}`,
-        `--cert-dir=${path.join(this.dir, 'scheduler-certs')}`,
-        '--leader-elect=false',
+        `--cert-dir=${path.join(this.dir, "scheduler-certs")}`,
+        "--leader-elect=false",
       ]);
       return { proc, ready: () => this.waitHealthz(proc, port!) };
     });
   }
 
   private async startKwok(nodes: number, stages: string): Promise<void> {
-    const proc = this.spawnProc('kwok', [
-      `--kubeconfig=${path.join(this.dir, 'kwok.kubeconfig')}`,
+    const proc = this.spawnProc("kwok", [
+      `--kubeconfig=${path.join(this.dir, "kwok.kubeconfig")}`,
       `--config=${stages}`, // also keeps ~/.kwok/kwok.yaml out
-      '--manage-all-nodes=false',
-      '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
-      '--cidr=10.244.0.0/16',
-      '--node-ip=10.243.0.1',
+      "--manage-all-nodes=false",
+      "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+      "--cidr=10.244.0.0/16",
+      "--node-ip=10.243.0.1",
     ]);
     const core = this.kubeConfig().makeApiClient(CoreV1Api);
     for (let i = 0; i < nodes; i++) {
       const name = `kwok-node-${i}`;
-      const resources = { cpu: '1000', memory: '1Ti', pods: '1000' };
+      const resources = { cpu: "1000", memory: "1Ti", pods: "1000" };
       const node: V1Node = {
         metadata: {
           name,
-          annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
-          labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
+          annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
+          labels: {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            type: "kwok",
+          },
         },
         status: { allocatable: resources, capacity: resources },
       };
@@ -979,7 +1091,7 @@ export class ControlPlane {
     await this.waitFor(proc, `${nodes} node(s) Ready`, async () => {
       for (const name of this.nodeNames) {
         const n = await core.readNode({ name });
-        if (!n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return false;
+        if (!n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return false;
       }
       return true;
     });
@@ -990,34 +1102,36 @@ export class ControlPlane {
   private async createRoutable(): Promise<RoutableAddress> {
     const ip = async (...args: string[]) => {
       try {
-        return (await execFileP('ip', args)).stdout;
+        return (await execFileP("ip", args)).stdout;
       } catch (err) {
         const e = err as Error & { stderr?: string };
-        throw new Error(`${LOG_PREFIX} ip ${args.join(' ')} failed: ${(e.stderr ?? e.message).trim()} (needs root and iproute2)`);
+        throw new Error(
+          `${LOG_PREFIX} ip ${args.join(" ")} failed: ${(e.stderr ?? e.message).trim()} (needs root and iproute2)`,
+        );
       }
     };
     const netns = this.id;
     const hostInterface = `${this.id}h`.slice(-15);
     const peerInterface = `${this.id}n`.slice(-15);
-    this.routable = { address: '', peerAddress: '', prefixLength: 30, netns, hostInterface, peerInterface };
-    fs.appendFileSync(path.join(this.dir, 'netns'), `${netns} ${hostInterface}\n`);
-    await ip('netns', 'add', netns);
-    await ip('link', 'add', hostInterface, 'type', 'veth', 'peer', 'name', peerInterface, 'netns', netns);
+    this.routable = { address: "", peerAddress: "", prefixLength: 30, netns, hostInterface, peerInterface };
+    fs.appendFileSync(path.join(this.dir, "netns"), `${netns} ${hostInterface}\n`);
+    await ip("netns", "add", netns);
+    await ip("link", "add", hostInterface, "type", "veth", "peer", "name", peerInterface, "netns", netns);
     // A /30 of 198.18.0.0/15 (benchmark range) that no interface on this machine uses yet.
-    const used = await ip('-4', '-o', 'addr', 'show');
+    const used = await ip("-4", "-o", "addr", "show");
     let block = (process.pid * 7 + instanceCounter * 131) % 32768;
     const blockAddr = (b: number, host: number) => {
       const n = (198 << 24) + (18 << 16) + b * 4 + host;
-      return [(n >>> 24) & 255, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+      return [(n >>> 24) & 255, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
     };
     for (let i = 0; i < 32768 && used.includes(` ${blockAddr(block, 1)}/`); i++) block = (block + 1) % 32768;
     const address = blockAddr(block, 1);
     const peerAddress = blockAddr(block, 2);
-    await ip('addr', 'add', `${address}/30`, 'dev', hostInterface);
-    await ip('link', 'set', hostInterface, 'up');
-    await ip('-n', netns, 'addr', 'add', `${peerAddress}/30`, 'dev', peerInterface);
-    await ip('-n', netns, 'link', 'set', peerInterface, 'up');
-    await ip('-n', netns, 'link', 'set', 'lo', 'up');
+    await ip("addr", "add", `${address}/30`, "dev", hostInterface);
+    await ip("link", "set", hostInterface, "up");
+    await ip("-n", netns, "addr", "add", `${peerAddress}/30`, "dev", peerInterface);
+    await ip("-n", netns, "link", "set", peerInterface, "up");
+    await ip("-n", netns, "link", "set", "lo", "up");
     this.routable = { address, peerAddress, prefixLength: 30, netns, hostInterface, peerInterface };
     this.progress(`routable address ${address} (veth ${hostInterface} <-> ${peerAddress} in netns ${netns})`);
     return this.routable;
@@ -1028,12 +1142,12 @@ export class ControlPlane {
     const { netns, hostInterface } = this.routable;
     this.routable = undefined;
     try {
-      execFileSync('ip', ['link', 'del', hostInterface], { stdio: 'ignore' });
+      execFileSync("ip", ["link", "del", hostInterface], { stdio: "ignore" });
     } catch {
       // gone already, or never created
     }
     try {
-      execFileSync('ip', ['netns', 'del', netns], { stdio: 'ignore' });
+      execFileSync("ip", ["netns", "del", netns], { stdio: "ignore" });
     } catch {
       // gone already
     }
@@ -1059,11 +1173,15 @@ export class ControlPlane {
       fi
       [ "$keep" = 1 ] || rm -rf "$dir"
     `;
-    const keep = process.env['CONVEYOR_KEEP_TMP'] === '1' ? '1' : '0';
-    this.watchdog = spawn('bash', ['-c', script, 'controlplane-watchdog', String(process.pid), this.dir, keep], {
-      detached: true,
-      stdio: 'ignore',
-    });
+    const keep = process.env["CONVEYOR_KEEP_TMP"] === "1" ? "1" : "0";
+    this.watchdog = spawn(
+      "bash",
+      ["-c", script, "controlplane-watchdog", String(process.pid), this.dir, keep],
+      {
+        detached: true,
+        stdio: "ignore",
+      },
+    );
     this.watchdog.unref();
   }
 
@@ -1077,25 +1195,27 @@ export class ControlPlane {
         // group gone
       }
     };
-    signalGroup('SIGTERM');
-    const timer = setTimeout(() => signalGroup('SIGKILL'), graceMs);
+    signalGroup("SIGTERM");
+    const timer = setTimeout(() => signalGroup("SIGKILL"), graceMs);
     await proc.exit;
     clearTimeout(timer);
-    signalGroup('SIGKILL'); // anything the leader left behind in its group
+    signalGroup("SIGKILL"); // anything the leader left behind in its group
   }
 
   private async doStop(): Promise<void> {
     if (this.stopped) return;
     const byName = (n: string) => this.procs.filter((p) => p.name === n);
     // clients first, then the API server, then etcd
-    await Promise.all(['kwok', 'kube-scheduler', 'kube-controller-manager'].flatMap(byName).map((p) => this.killProc(p)));
-    await Promise.all(byName('kube-apiserver').map((p) => this.killProc(p)));
-    await Promise.all(byName('etcd').map((p) => this.killProc(p)));
+    await Promise.all(
+      ["kwok", "kube-scheduler", "kube-controller-manager"].flatMap(byName).map((p) => this.killProc(p)),
+    );
+    await Promise.all(byName("kube-apiserver").map((p) => this.killProc(p)));
+    await Promise.all(byName("etcd").map((p) => this.killProc(p)));
     this.removeRoutableSync();
     this.stopped = true;
     live.delete(this);
     this.stopWatchdog();
-    if (process.env['CONVEYOR_KEEP_TMP'] === '1') {
+    if (process.env["CONVEYOR_KEEP_TMP"] === "1") {
       process.stderr.write(`${LOG_PREFIX} kept ${this.dir} (CONVEYOR_KEEP_TMP=1)\n`);
     } else {
       await fsp.rm(this.dir, { recursive: true, force: true });
@@ -1106,7 +1226,7 @@ export class ControlPlane {
     const pid = this.watchdog?.pid;
     if (pid === undefined) return;
     try {
-      process.kill(-pid, 'SIGKILL');
+      process.kill(-pid, "SIGKILL");
     } catch {
       // gone
     }
@@ -1120,7 +1240,7 @@ export class ControlPlane {
     for (const p of this.procs) {
       if (p.child.pid === undefined || p.exited) continue;
       try {
-        process.kill(-p.child.pid, 'SIGKILL');
+        process.kill(-p.child.pid, "SIGKILL");
       } catch {
         // gone
       }
@@ -1128,7 +1248,7 @@ export class ControlPlane {
     this.removeRoutableSync();
     this.stopWatchdog();
     live.delete(this);
-    if (process.env['CONVEYOR_KEEP_TMP'] !== '1') {
+    if (process.env["CONVEYOR_KEEP_TMP"] !== "1") {
       try {
         fs.rmSync(this.dir, { recursive: true, force: true });
       } catch {

@@ -18,7 +18,12 @@ export interface OperatorProcess {
 }
 
 /** Starts the operator (identity `name`, leader election in `default`, debug logs) and waits for /readyz. */
-export async function startOperator(cp: ControlPlane, name: string, args: string[] = [], opts: { timeoutMs?: number } = {}): Promise<OperatorProcess> {
+export async function startOperator(
+  cp: ControlPlane,
+  name: string,
+  args: string[] = [],
+  opts: { timeoutMs?: number } = {},
+): Promise<OperatorProcess> {
   const metricsPort = await freePort();
   const log = join(cp.dir, `operator-${name}.log`);
   const proc = startProcess(
@@ -38,10 +43,15 @@ export async function startOperator(cp: ControlPlane, name: string, args: string
     { logFile: log, env: { ...process.env, POD_NAME: "" } },
   );
   const op = { name, proc, pid: proc.child.pid!, metricsPort, log };
-  await waitUntil(`operator ${name} /readyz`, async () => {
-    if (proc.child.exitCode !== null) throw new Error(`operator ${name} exited: ${operatorLog(op).slice(-2000)}`);
-    return (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok;
-  }, { timeoutMs: opts.timeoutMs ?? 240_000 });
+  await waitUntil(
+    `operator ${name} /readyz`,
+    async () => {
+      if (proc.child.exitCode !== null)
+        throw new Error(`operator ${name} exited: ${operatorLog(op).slice(-2000)}`);
+      return (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok;
+    },
+    { timeoutMs: opts.timeoutMs ?? 240_000 },
+  );
   return op;
 }
 
@@ -77,7 +87,8 @@ export function parseMetrics(text: string): Map<string, number> {
 /** Sum of the series of `metric` whose label text matches `labels`. */
 export function sumSeries(m: Map<string, number>, metric: string, labels: RegExp = /.*/): number {
   let n = 0;
-  for (const [series, v] of m) if ((series === metric || series.startsWith(`${metric}{`)) && labels.test(series)) n += v;
+  for (const [series, v] of m)
+    if ((series === metric || series.startsWith(`${metric}{`)) && labels.test(series)) n += v;
   return n;
 }
 

@@ -83,7 +83,10 @@ export class PodRunner {
   }
 
   private async sync(): Promise<void> {
-    const list = await this.core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: this.opts.labelSelector });
+    const list = await this.core.listNamespacedPod({
+      namespace: this.opts.namespace,
+      labelSelector: this.opts.labelSelector,
+    });
     const live = new Map<string, V1Pod>();
     for (const pod of list.items) {
       const name = pod.metadata?.name;
@@ -119,7 +122,13 @@ export class PodRunner {
     const args = container.args ?? ["worker"];
     const proc = startProcess(NODE, [CONVEYOR, ...args], {
       logFile,
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env, ...this.opts.extraEnv, CONVEYOR_PORT: String(port) },
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        ...env,
+        ...this.opts.extraEnv,
+        CONVEYOR_PORT: String(port),
+      },
     });
     const running: RunningPod = { name, namespace, proc, port, logFile, stopping: false };
     this.graces.set(name, pod.spec?.terminationGracePeriodSeconds ?? 30);
@@ -172,7 +181,9 @@ export class PodRunner {
       if (!data) {
         try {
           const s = await this.core.readNamespacedSecret({ name: from.secretKeyRef.name!, namespace: ns });
-          data = Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+          data = Object.fromEntries(
+            Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]),
+          );
         } catch {
           data = {};
         }

@@ -69,8 +69,21 @@ export class PostgresServer {
     removeOnExit(dir);
     const runAs = postgresUser();
     if (runAs) chownSync(dir, runAs.uid, runAs.gid);
-    const initdb = [pgBin("initdb"), "-D", join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"];
-    const [cmd, args] = runAs ? ["runuser", ["-u", "postgres", "--", ...initdb]] : [initdb[0]!, initdb.slice(1)];
+    const initdb = [
+      pgBin("initdb"),
+      "-D",
+      join(dir, "data"),
+      "-U",
+      "postgres",
+      "--auth=trust",
+      "-E",
+      "UTF8",
+      "--locale=C",
+      "--no-sync",
+    ];
+    const [cmd, args] = runAs
+      ? ["runuser", ["-u", "postgres", "--", ...initdb]]
+      : [initdb[0]!, initdb.slice(1)];
     execFileSync(cmd, args, { stdio: "pipe", cwd: dir });
     const settings = {
       // fsync off is safe for what the tests do (kill the server, never the machine); leave
@@ -101,7 +114,11 @@ export class PostgresServer {
   }
 
   /** One statement on a short-lived connection (defaults to the `postgres` database). */
-  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[] = [], database = "postgres"): Promise<R[]> {
+  async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params: unknown[] = [],
+    database = "postgres",
+  ): Promise<R[]> {
     const client = new pg.Client({ connectionString: this.urlFor(database) });
     await client.connect();
     try {
@@ -115,10 +132,14 @@ export class PostgresServer {
   async restart(): Promise<void> {
     if (this.proc) return;
     const args = [
-      "-D", join(this.dir, "data"),
-      "-p", String(this.port),
-      "-h", "127.0.0.1",
-      "-k", this.dir,
+      "-D",
+      join(this.dir, "data"),
+      "-p",
+      String(this.port),
+      "-h",
+      "127.0.0.1",
+      "-k",
+      this.dir,
       ...Object.entries(this.settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
     ];
     this.proc = startProcess(pgBin("postgres"), args, {
@@ -127,13 +148,20 @@ export class PostgresServer {
       ...(this.runAs ?? {}),
     });
     const proc = this.proc;
-    await waitFor(`postgres on ${this.port}`, async () => {
-      if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
-        throw new Error(`postgres exited (${proc.child.exitCode ?? proc.child.signalCode}); see ${join(this.dir, "postgres.log")}`);
-      }
-      const rows = await this.query<{ ok: number }>("SELECT 1 AS ok");
-      return rows[0]?.ok === 1;
-    }, 60_000, 100);
+    await waitFor(
+      `postgres on ${this.port}`,
+      async () => {
+        if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
+          throw new Error(
+            `postgres exited (${proc.child.exitCode ?? proc.child.signalCode}); see ${join(this.dir, "postgres.log")}`,
+          );
+        }
+        const rows = await this.query<{ ok: number }>("SELECT 1 AS ok");
+        return rows[0]?.ok === 1;
+      },
+      60_000,
+      100,
+    );
   }
 
   /** Crash the server (SIGKILL to its process group: postmaster and backends). */
@@ -160,7 +188,11 @@ export class PostgresServer {
       return;
     }
     const timer = setTimeout(() => {
-      try { process.kill(-proc.child.pid!, "SIGKILL"); } catch { /* gone */ }
+      try {
+        process.kill(-proc.child.pid!, "SIGKILL");
+      } catch {
+        /* gone */
+      }
     }, 20_000);
     await proc.exited;
     clearTimeout(timer);

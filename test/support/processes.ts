@@ -36,10 +36,18 @@ export interface Started {
 }
 
 /** Spawn a process group leader whose output goes to `logFile` (or is inherited when null). */
-export function startProcess(cmd: string, args: string[], opts: SpawnOptions & { logFile?: string | null } = {}): Started {
+export function startProcess(
+  cmd: string,
+  args: string[],
+  opts: SpawnOptions & { logFile?: string | null } = {},
+): Started {
   hookExit();
   const { logFile, ...spawnOpts } = opts;
-  const child = spawn(cmd, args, { ...spawnOpts, detached: true, stdio: logFile === null ? "inherit" : ["ignore", "pipe", "pipe"] });
+  const child = spawn(cmd, args, {
+    ...spawnOpts,
+    detached: true,
+    stdio: logFile === null ? "inherit" : ["ignore", "pipe", "pipe"],
+  });
   if (logFile) {
     const out = createWriteStream(logFile, { flags: "a" });
     child.stdout?.pipe(out);
@@ -78,7 +86,12 @@ export async function stopProcess(p: Started, graceMs = 5000): Promise<void> {
   }
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 60_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastErr: unknown;
   for (;;) {
@@ -88,7 +101,8 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     } catch (err) {
       lastErr = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
     await sleep(intervalMs);
   }
 }

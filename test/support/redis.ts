@@ -47,14 +47,32 @@ export class RedisServer {
     this.proc = startProcess(
       "redis-server",
       [
-        "--port", String(this.port), "--bind", "127.0.0.1", "--dir", this.dir, "--save", "", "--daemonize", "no", "--logfile", join(this.dir, "redis.log"),
+        "--port",
+        String(this.port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        this.dir,
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--logfile",
+        join(this.dir, "redis.log"),
         ...(this.password !== undefined ? ["--requirepass", this.password] : []),
         ...this.args,
       ],
       { logFile: join(this.dir, "stdout.log") },
     );
     await waitFor(`redis on ${this.port}`, async () => {
-      const r = new Redis({ port: this.port, host: "127.0.0.1", password: this.password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      const r = new Redis({
+        port: this.port,
+        host: "127.0.0.1",
+        password: this.password,
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
       r.on("error", () => {});
       try {
         await r.connect();
@@ -68,7 +86,11 @@ export class RedisServer {
   async kill(signal: "SIGTERM" | "SIGKILL" = "SIGTERM"): Promise<void> {
     if (!this.proc) return;
     if (signal === "SIGKILL") {
-      try { process.kill(-this.proc.child.pid!, "SIGKILL"); } catch { /* gone */ }
+      try {
+        process.kill(-this.proc.child.pid!, "SIGKILL");
+      } catch {
+        /* gone */
+      }
       await this.proc.exited;
     } else {
       await stopProcess(this.proc);
@@ -91,12 +113,41 @@ export class RedisClusterServer {
   static async start(size = 3): Promise<RedisClusterServer> {
     const nodes: RedisServer[] = [];
     for (let i = 0; i < size; i++) {
-      nodes.push(await RedisServer.start({ args: ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000", "--appendonly", "no"] }));
+      nodes.push(
+        await RedisServer.start({
+          args: [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--appendonly",
+            "no",
+          ],
+        }),
+      );
     }
-    execFileSync("redis-cli", ["--cluster", "create", ...nodes.map((n) => `127.0.0.1:${n.port}`), "--cluster-replicas", "0", "--cluster-yes"], { stdio: "pipe" });
+    execFileSync(
+      "redis-cli",
+      [
+        "--cluster",
+        "create",
+        ...nodes.map((n) => `127.0.0.1:${n.port}`),
+        "--cluster-replicas",
+        "0",
+        "--cluster-yes",
+      ],
+      { stdio: "pipe" },
+    );
     const first = new Redis({ port: nodes[0]!.port, host: "127.0.0.1" });
     try {
-      await waitFor("cluster state ok", async () => (await first.cluster("INFO")).includes("cluster_state:ok"), 60_000, 200);
+      await waitFor(
+        "cluster state ok",
+        async () => (await first.cluster("INFO")).includes("cluster_state:ok"),
+        60_000,
+        200,
+      );
     } finally {
       first.disconnect();
     }

@@ -44,12 +44,23 @@ export class WorkerTestBed {
   }
 
   /** A worker on `queue` (recording handler, its own exec log); `env` overrides anything. */
-  async worker(queue: string, env: Record<string, string> = {}, opts: { waitReady?: boolean } = {}): Promise<WorkerProcess> {
+  async worker(
+    queue: string,
+    env: Record<string, string> = {},
+    opts: { waitReady?: boolean } = {},
+  ): Promise<WorkerProcess> {
     const w = await startWorker({
       dir: this.dir,
       name: `${this.name}${++this.n}`,
       waitReady: opts.waitReady,
-      env: { REDIS_URL: this.server.url, CONVEYOR_QUEUE: queue, CONVEYOR_HANDLER: RECORDING_HANDLER, EXEC_LOG: this.execLog(queue), LOG_LEVEL: "info", ...env },
+      env: {
+        REDIS_URL: this.server.url,
+        CONVEYOR_QUEUE: queue,
+        CONVEYOR_HANDLER: RECORDING_HANDLER,
+        EXEC_LOG: this.execLog(queue),
+        LOG_LEVEL: "info",
+        ...env,
+      },
     });
     this.workers.push(w);
     return w;

@@ -18,12 +18,23 @@ export interface WorkerProcess extends Started {
   signal(sig: NodeJS.Signals): void;
 }
 
-export async function startWorker(opts: { dir: string; name: string; env: Record<string, string>; waitReady?: boolean }): Promise<WorkerProcess> {
+export async function startWorker(opts: {
+  dir: string;
+  name: string;
+  env: Record<string, string>;
+  waitReady?: boolean;
+}): Promise<WorkerProcess> {
   const port = await freePort();
   const logFile = join(opts.dir, `${opts.name}.log`);
   const started = startProcess(NODE, [CONVEYOR, "worker"], {
     logFile,
-    env: { ...process.env, CONVEYOR_PORT: String(port), CONVEYOR_WORKER_ID: opts.name, POD_NAME: opts.name, ...opts.env },
+    env: {
+      ...process.env,
+      CONVEYOR_PORT: String(port),
+      CONVEYOR_WORKER_ID: opts.name,
+      POD_NAME: opts.name,
+      ...opts.env,
+    },
   });
   const w: WorkerProcess = {
     ...started,
@@ -46,10 +57,15 @@ export async function startWorker(opts: { dir: string; name: string; env: Record
     },
   };
   if (opts.waitReady === false) return w;
-  await waitFor(`worker ${opts.name} ready`, async () => {
-    if (started.child.exitCode !== null) throw new Error(`worker ${opts.name} exited: ${w.logs()}`);
-    return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
-  }, 60_000, 100);
+  await waitFor(
+    `worker ${opts.name} ready`,
+    async () => {
+      if (started.child.exitCode !== null) throw new Error(`worker ${opts.name} exited: ${w.logs()}`);
+      return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok;
+    },
+    60_000,
+    100,
+  );
   return w;
 }
 

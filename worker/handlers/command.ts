@@ -59,23 +59,42 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
 
         child.on("error", (err) => {
           ctx.signal.removeEventListener("abort", onAbort);
-          reject(new HandlerError(`cannot start handler command ${file}: ${err.message}`, { retryable: false, cause: err }));
+          reject(
+            new HandlerError(`cannot start handler command ${file}: ${err.message}`, {
+              retryable: false,
+              cause: err,
+            }),
+          );
         });
         child.on("close", (code, signal) => {
           ctx.signal.removeEventListener("abort", onAbort);
           clearTimeout(killTimer);
           if (ctx.signal.aborted) return reject(ctx.signal.reason);
-          if (overflow) return reject(new HandlerError(`handler command wrote more than ${MAX_OUTPUT_BYTES} bytes to stdout`, { retryable: false }));
+          if (overflow)
+            return reject(
+              new HandlerError(`handler command wrote more than ${MAX_OUTPUT_BYTES} bytes to stdout`, {
+                retryable: false,
+              }),
+            );
           if (code !== 0) {
             const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
-            return reject(new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, { retryable: code !== EX_DATAERR }));
+            return reject(
+              new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
+                retryable: code !== EX_DATAERR,
+              }),
+            );
           }
           const text = Buffer.concat(out).toString("utf8").trim();
           if (text === "") return resolve(null);
           try {
             resolve(JSON.parse(text));
           } catch {
-            reject(new HandlerError(`handler command wrote output that is not JSON: ${JSON.stringify(text.slice(0, 200))}`, { retryable: true }));
+            reject(
+              new HandlerError(
+                `handler command wrote output that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+                { retryable: true },
+              ),
+            );
           }
         });
       }),

@@ -24,21 +24,32 @@ export function httpHandler(url: string): Handler {
         });
       } catch (err) {
         if (ctx.signal.aborted) throw ctx.signal.reason;
-        throw new HandlerError(`handler sidecar ${url} unreachable: ${(err as Error).message}`, { retryable: true, cause: err });
+        throw new HandlerError(`handler sidecar ${url} unreachable: ${(err as Error).message}`, {
+          retryable: true,
+          cause: err,
+        });
       }
       const text = await res.text();
-      if (text.length > MAX_RESPONSE_BYTES) throw new HandlerError(`handler sidecar response is larger than ${MAX_RESPONSE_BYTES} bytes`, { retryable: false });
+      if (text.length > MAX_RESPONSE_BYTES)
+        throw new HandlerError(`handler sidecar response is larger than ${MAX_RESPONSE_BYTES} bytes`, {
+          retryable: false,
+        });
       if (!res.ok) {
         // 4xx means the sidecar judged the input bad: retrying the same input cannot help
         // (except timeouts and rate limits, which can).
         const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
-        throw new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, { retryable });
+        throw new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, {
+          retryable,
+        });
       }
       if (text.trim() === "") return null;
       try {
         return JSON.parse(text);
       } catch {
-        throw new HandlerError(`handler sidecar answered ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`, { retryable: true });
+        throw new HandlerError(
+          `handler sidecar answered ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+          { retryable: true },
+        );
       }
     },
   };

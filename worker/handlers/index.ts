@@ -26,14 +26,18 @@ export function parseHandlerSpec(text: string): HandlerSpec {
     try {
       argv = JSON.parse(rest);
     } catch {
-      throw new Error(`command: takes a JSON array of arguments (no shell), e.g. command:["/usr/bin/convert","-"], got ${JSON.stringify(rest)}`);
+      throw new Error(
+        `command: takes a JSON array of arguments (no shell), e.g. command:["/usr/bin/convert","-"], got ${JSON.stringify(rest)}`,
+      );
     }
     if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === "string")) {
       throw new Error("command: takes a non-empty JSON array of strings");
     }
     return { kind: "command", argv };
   }
-  throw new Error(`unknown handler ${JSON.stringify(text)}: expected module:/path.js, http://host:port/path or command:["prog","arg"]`);
+  throw new Error(
+    `unknown handler ${JSON.stringify(text)}: expected module:/path.js, http://host:port/path or command:["prog","arg"]`,
+  );
 }
 
 export async function createHandler(spec: HandlerSpec, opts: { killGraceMs: number }): Promise<Handler> {

@@ -15,7 +15,8 @@ export async function loadModuleHandler(path: string): Promise<Handler> {
     throw new Error(`cannot load handler module ${path}: ${(err as Error).message}`, { cause: err });
   }
   const fn = mod.default;
-  if (typeof fn !== "function") throw new Error(`handler module ${path} must export a default function (job, ctx) => result`);
+  if (typeof fn !== "function")
+    throw new Error(`handler module ${path} must export a default function (job, ctx) => result`);
   const close = typeof mod.close === "function" ? (mod.close as () => Promise<void>) : undefined;
   return {
     kind: "module",

@@ -29,9 +29,7 @@ export interface Handler {
 }
 
 export type HandlerSpec =
-  | { kind: "module"; path: string }
-  | { kind: "http"; url: string }
-  | { kind: "command"; argv: string[] };
+  { kind: "module"; path: string } | { kind: "http"; url: string } | { kind: "command"; argv: string[] };
 
 /**
  * Failure classification. A handler marks an error final with `retryable: false` (any error
@@ -56,5 +54,9 @@ export function isRetryable(err: unknown): boolean {
  * several in a row, the worker's circuit breaker pauses claiming.
  */
 export function isDependencyFailure(err: unknown): boolean {
-  return typeof err === "object" && err !== null && (err as { dependencyFailure?: unknown }).dependencyFailure === true;
+  return (
+    typeof err === "object" &&
+    err !== null &&
+    (err as { dependencyFailure?: unknown }).dependencyFailure === true
+  );
 }

@@ -3,7 +3,17 @@
 // knows their fields. A batch is folded into at most one patch per job and one per execution,
 // in stream order, so one multi-row upsert per table writes the whole batch.
 
-export const EVENT_TYPES = ["enqueued", "started", "progress", "completed", "retried", "dead", "handedBack", "deferred", "stalled"] as const;
+export const EVENT_TYPES = [
+  "enqueued",
+  "started",
+  "progress",
+  "completed",
+  "retried",
+  "dead",
+  "handedBack",
+  "deferred",
+  "stalled",
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** Entries that change nothing recorded: acknowledged and skipped (none at present). */
 export const IGNORED_TYPES: readonly string[] = [];
@@ -60,13 +70,18 @@ export function parseEntry(pipeline: string, [streamId, list]: RawEntry): Outbox
   for (let i = 0; i + 1 < list.length; i += 2) fields[list[i]!] = clean(list[i + 1]!);
   const type = fields.type as EventType;
   if (fields.type !== undefined && IGNORED_TYPES.includes(fields.type)) return null;
-  if (!EVENT_TYPES.includes(type)) throw new MalformedEventError(`entry ${streamId}: unknown type ${JSON.stringify(fields.type)}`, String(fields.type));
+  if (!EVENT_TYPES.includes(type))
+    throw new MalformedEventError(
+      `entry ${streamId}: unknown type ${JSON.stringify(fields.type)}`,
+      String(fields.type),
+    );
   const id = fields.id;
   const queue = fields.queue;
   const at = Number(fields.at);
   if (!id) throw new MalformedEventError(`entry ${streamId}: no job id`);
   if (!queue) throw new MalformedEventError(`entry ${streamId}: no queue`);
-  if (!Number.isFinite(at) || at <= 0) throw new MalformedEventError(`entry ${streamId}: bad time ${JSON.stringify(fields.at)}`);
+  if (!Number.isFinite(at) || at <= 0)
+    throw new MalformedEventError(`entry ${streamId}: bad time ${JSON.stringify(fields.at)}`);
   return { pipeline, streamId, version, type, id, queue, at, fields };
 }
 
@@ -117,7 +132,8 @@ export interface JobPatch {
   progress?: Versioned<Progress>;
 }
 
-export type AttemptOutcome = "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled";
+export type AttemptOutcome =
+  "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled";
 
 /** What a batch does to one conveyor_attempts row (one execution = one lease token). */
 export interface AttemptPatch {
@@ -182,10 +198,12 @@ const STATE: Record<Exclude<EventType, "progress">, JobState> = {
 function enqueueOrigin(e: OutboxEvent): { newHistory: boolean; parentId: string | null } {
   const from = e.fields.from;
   if (!from) return { newHistory: true, parentId: null };
-  if (from === "fan-in" && e.id.endsWith(":join")) return { newHistory: true, parentId: e.id.slice(0, -":join".length) };
+  if (from === "fan-in" && e.id.endsWith(":join"))
+    return { newHistory: true, parentId: e.id.slice(0, -":join".length) };
   if (from === "dead") return { newHistory: false, parentId: null };
   const isQueue = from === e.pipeline || from.startsWith(`${e.pipeline}/`);
-  if (!isQueue && e.id.startsWith(`${from}:`) && /^[1-9]\d*$/.test(e.id.slice(from.length + 1))) return { newHistory: true, parentId: from };
+  if (!isQueue && e.id.startsWith(`${from}:`) && /^[1-9]\d*$/.test(e.id.slice(from.length + 1)))
+    return { newHistory: true, parentId: from };
   return { newHistory: false, parentId: null };
 }
 
@@ -202,20 +220,24 @@ function isPlaceholder(p: JobPatch): boolean {
 
 function progress(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
   const f = e.fields;
-  const patch: JobPatch = p && !isPlaceholder(p)
-    ? { ...p }
-    : {
-        ...(p ?? { pipeline: e.pipeline, id: e.id }),
-        queue: e.queue,
-        state: "active", // only the holder of a lease reports progress
-        deadReason: null,
-        finishedAt: null,
-        dueAt: null,
-        updatedAt: e.at,
-        lastEvent: e.streamId,
-        v: (BigInt(e.version) - PLACEHOLDER_OFFSET).toString(),
-      };
-  patch.progress = { value: { fraction: fraction(f.progress), message: f.message || null, at: e.at }, v: e.version };
+  const patch: JobPatch =
+    p && !isPlaceholder(p)
+      ? { ...p }
+      : {
+          ...(p ?? { pipeline: e.pipeline, id: e.id }),
+          queue: e.queue,
+          state: "active", // only the holder of a lease reports progress
+          deadReason: null,
+          finishedAt: null,
+          dueAt: null,
+          updatedAt: e.at,
+          lastEvent: e.streamId,
+          v: (BigInt(e.version) - PLACEHOLDER_OFFSET).toString(),
+        };
+  patch.progress = {
+    value: { fraction: fraction(f.progress), message: f.message || null, at: e.at },
+    v: e.version,
+  };
   return patch;
 }
 
@@ -229,7 +251,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     ...(p ?? { pipeline: e.pipeline, id: e.id }),
     queue: e.queue,
     state: e.type === "enqueued" && due !== null ? "delayed" : STATE[e.type],
-    deadReason: e.type === "dead" ? (f.reason || errorMessage(f.error) || "dead") : null,
+    deadReason: e.type === "dead" ? f.reason || errorMessage(f.error) || "dead" : null,
     finishedAt: e.type === "dead" || e.type === "completed" ? e.at : null,
     dueAt: due,
     updatedAt: e.at,
@@ -340,6 +362,7 @@ export function foldEvents(events: readonly OutboxEvent[]): FoldedBatch {
     }
   }
   // A stable key order keeps concurrent recorders from deadlocking on each other's rows.
-  const byKey = <T>(m: Map<string, T>) => [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
+  const byKey = <T>(m: Map<string, T>) =>
+    [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
   return { jobs: byKey(jobs), attempts: byKey(attempts) };
 }

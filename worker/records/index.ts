@@ -1,5 +1,19 @@
 // Job records: the outbox drained into PostgreSQL. See docs/records.md.
-export { JobRecorder, RECORDER_GROUP, startRecorder, type RecorderOptions, type RecorderStats, type StartRecorderOptions } from "./recorder.ts";
-export { createPool, describeDatabaseUrl, migrate, writeBatch, DEFAULT_MAX_CONNECTIONS, type PoolOptions } from "./postgres.ts";
+export {
+  JobRecorder,
+  RECORDER_GROUP,
+  startRecorder,
+  type RecorderOptions,
+  type RecorderStats,
+  type StartRecorderOptions,
+} from "./recorder.ts";
+export {
+  createPool,
+  describeDatabaseUrl,
+  migrate,
+  writeBatch,
+  DEFAULT_MAX_CONNECTIONS,
+  type PoolOptions,
+} from "./postgres.ts";
 export { MIGRATIONS, type Migration } from "./migrations.ts";
 export { foldEvents, parseEntry, type OutboxEvent, type RawEntry } from "./events.ts";

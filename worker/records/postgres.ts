@@ -21,7 +21,8 @@ export function describeDatabaseUrl(url: string): string {
 }
 
 export function createPool(database: string | pg.PoolConfig, opts: PoolOptions = {}): pg.Pool {
-  const config: pg.PoolConfig = typeof database === "string" ? { connectionString: database } : { ...database };
+  const config: pg.PoolConfig =
+    typeof database === "string" ? { connectionString: database } : { ...database };
   const pool = new pg.Pool({
     ...config,
     max: opts.maxConnections ?? config.max ?? DEFAULT_MAX_CONNECTIONS,
@@ -42,14 +43,19 @@ export function createPool(database: string | pg.PoolConfig, opts: PoolOptions =
 }
 
 /** Apply every migration not applied yet; returns the ids applied by this call. */
-export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+export async function migrate(
+  pool: pg.Pool,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number[]> {
   const applied: number[] = [];
   const client = await pool.connect();
   let broken = false;
   try {
     // Fast path, no lock and no DDL: everything is applied already (the usual start). This also
     // lets a user without CREATE on the schema run once an owner has migrated.
-    const table = await client.query<{ t: string | null }>("SELECT to_regclass('conveyor_migrations')::text AS t");
+    const table = await client.query<{ t: string | null }>(
+      "SELECT to_regclass('conveyor_migrations')::text AS t",
+    );
     if (table.rows[0]?.t) {
       const known = await client.query<{ id: number }>("SELECT id FROM conveyor_migrations");
       const done = new Set(known.rows.map((r) => r.id));
@@ -70,7 +76,9 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
         }
         await client.query("COMMIT");
       } catch (err) {
-        await client.query("ROLLBACK").catch(() => { broken = true; });
+        await client.query("ROLLBACK").catch(() => {
+          broken = true;
+        });
         throw err;
       }
     }
@@ -84,8 +92,10 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
 }
 
 // Upserts whose SET clauses keep, per column group, the value from the newest event.
-const newer = (v: string, t: string) => `(excluded.${v} IS NOT NULL AND (${t}.${v} IS NULL OR excluded.${v} > ${t}.${v}))`;
-const pick = (col: string, v: string, t: string) => `${col} = CASE WHEN ${newer(v, t)} THEN excluded.${col} ELSE ${t}.${col} END`;
+const newer = (v: string, t: string) =>
+  `(excluded.${v} IS NOT NULL AND (${t}.${v} IS NULL OR excluded.${v} > ${t}.${v}))`;
+const pick = (col: string, v: string, t: string) =>
+  `${col} = CASE WHEN ${newer(v, t)} THEN excluded.${col} ELSE ${t}.${col} END`;
 const latest = (v: string, t: string) => `${v} = GREATEST(${t}.${v}, excluded.${v})`;
 
 const JOB_GROUPS: [string[], string][] = [
@@ -111,7 +121,12 @@ interface JobColumn {
   get: (r: JobPatch) => unknown;
 }
 
-const time = (name: string, get: (r: JobPatch) => number | null | undefined): JobColumn => ({ name, type: "float8", insert: ts(name), get: (r) => get(r) ?? null });
+const time = (name: string, get: (r: JobPatch) => number | null | undefined): JobColumn => ({
+  name,
+  type: "float8",
+  insert: ts(name),
+  get: (r) => get(r) ?? null,
+});
 
 const JOB_COLUMNS: JobColumn[] = [
   { name: "pipeline", type: "text", get: (r) => r.pipeline },
@@ -208,7 +223,9 @@ export async function writeBatch(pool: pg.Pool, batch: FoldedBatch): Promise<voi
       if (batch.attempts.length > 0) await client.query(UPSERT_ATTEMPTS, attemptParams(batch.attempts));
       await client.query("COMMIT");
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => { broken = true; });
+      await client.query("ROLLBACK").catch(() => {
+        broken = true;
+      });
       throw err;
     }
   } catch (err) {

@@ -13,8 +13,22 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
 import { connectRedis, PipelineKeys, type RedisClient } from "../../queue/index.ts";
-import { foldEvents, MalformedEventError, parseEntry, streamTime, type OutboxEvent, type RawEntry } from "./events.ts";
-import { createPool, describeDatabaseUrl, isDataError, migrate, writeBatch, type PoolOptions } from "./postgres.ts";
+import {
+  foldEvents,
+  MalformedEventError,
+  parseEntry,
+  streamTime,
+  type OutboxEvent,
+  type RawEntry,
+} from "./events.ts";
+import {
+  createPool,
+  describeDatabaseUrl,
+  isDataError,
+  migrate,
+  writeBatch,
+  type PoolOptions,
+} from "./postgres.ts";
 
 export const RECORDER_GROUP = "conveyor-records";
 
@@ -71,7 +85,11 @@ const MIN_BATCH = 16;
 
 type RecorderMetrics = ReturnType<typeof createMetrics>;
 
-function metric<T extends Metric>(registry: Registry | undefined, name: string, make: (registers: Registry[]) => T): T {
+function metric<T extends Metric>(
+  registry: Registry | undefined,
+  name: string,
+  make: (registers: Registry[]) => T,
+): T {
   const existing = registry?.getSingleMetric(name);
   return (existing as T | undefined) ?? make(registry ? [registry] : []);
 }
@@ -79,26 +97,115 @@ function metric<T extends Metric>(registry: Registry | undefined, name: string, 
 function createMetrics(registry?: Registry) {
   const p = ["pipeline"] as const;
   return {
-    written: metric(registry, "conveyor_records_written_total", (registers) =>
-      new Counter({ name: "conveyor_records_written_total", help: "Outbox entries written to PostgreSQL", labelNames: p, registers })),
-    batches: metric(registry, "conveyor_records_batches_total", (registers) =>
-      new Counter({ name: "conveyor_records_batches_total", help: "Batches written to PostgreSQL (one transaction each)", labelNames: p, registers })),
-    failures: metric(registry, "conveyor_records_failures_total", (registers) =>
-      new Counter({ name: "conveyor_records_failures_total", help: "Failed batch writes (retried with backoff)", labelNames: p, registers })),
-    rejected: metric(registry, "conveyor_records_rejected_total", (registers) =>
-      new Counter({ name: "conveyor_records_rejected_total", help: "Outbox entries skipped as unusable (malformed or refused by PostgreSQL)", labelNames: p, registers })),
-    lost: metric(registry, "conveyor_records_lost_total", (registers) =>
-      new Counter({ name: "conveyor_records_lost_total", help: "Outbox entries trimmed from the stream before they were recorded", labelNames: p, registers })),
-    outboxLength: metric(registry, "conveyor_records_outbox_length", (registers) =>
-      new Gauge({ name: "conveyor_records_outbox_length", help: "Entries in the outbox stream not yet recorded (XLEN)", labelNames: p, registers })),
-    outboxPending: metric(registry, "conveyor_records_outbox_pending", (registers) =>
-      new Gauge({ name: "conveyor_records_outbox_pending", help: "Outbox entries read by a recorder and not yet acknowledged", labelNames: p, registers })),
-    lag: metric(registry, "conveyor_records_lag_seconds", (registers) =>
-      new Gauge({ name: "conveyor_records_lag_seconds", help: "Age of the oldest outbox entry not yet recorded (0 when caught up)", labelNames: p, registers })),
-    trimmed: metric(registry, "conveyor_records_outbox_trimmed", (registers) =>
-      new Gauge({ name: "conveyor_records_outbox_trimmed", help: "Unread outbox entries trimmed away by the stream's length cap (records lost; visible until recorders read past the gap)", labelNames: p, registers })),
-    databaseUp: metric(registry, "conveyor_records_database_up", (registers) =>
-      new Gauge({ name: "conveyor_records_database_up", help: "1 while PostgreSQL accepts the records, 0 during an outage", registers })),
+    written: metric(
+      registry,
+      "conveyor_records_written_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_written_total",
+          help: "Outbox entries written to PostgreSQL",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    batches: metric(
+      registry,
+      "conveyor_records_batches_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_batches_total",
+          help: "Batches written to PostgreSQL (one transaction each)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    failures: metric(
+      registry,
+      "conveyor_records_failures_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_failures_total",
+          help: "Failed batch writes (retried with backoff)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    rejected: metric(
+      registry,
+      "conveyor_records_rejected_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_rejected_total",
+          help: "Outbox entries skipped as unusable (malformed or refused by PostgreSQL)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    lost: metric(
+      registry,
+      "conveyor_records_lost_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_lost_total",
+          help: "Outbox entries trimmed from the stream before they were recorded",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    outboxLength: metric(
+      registry,
+      "conveyor_records_outbox_length",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_outbox_length",
+          help: "Entries in the outbox stream not yet recorded (XLEN)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    outboxPending: metric(
+      registry,
+      "conveyor_records_outbox_pending",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_outbox_pending",
+          help: "Outbox entries read by a recorder and not yet acknowledged",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    lag: metric(
+      registry,
+      "conveyor_records_lag_seconds",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_lag_seconds",
+          help: "Age of the oldest outbox entry not yet recorded (0 when caught up)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    trimmed: metric(
+      registry,
+      "conveyor_records_outbox_trimmed",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_outbox_trimmed",
+          help: "Unread outbox entries trimmed away by the stream's length cap (records lost; visible until recorders read past the gap)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    databaseUp: metric(
+      registry,
+      "conveyor_records_database_up",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_database_up",
+          help: "1 while PostgreSQL accepts the records, 0 during an outage",
+          registers,
+        }),
+    ),
   };
 }
 
@@ -139,10 +246,18 @@ export class JobRecorder {
   private closingSince: number | null = null;
   private readonly trimReported = new Set<string>();
   private readonly unknownTypes = new Set<string>();
-  private readonly counts: RecorderStats = { written: 0, batches: 0, failures: 0, rejected: 0, lost: 0, databaseUp: false };
+  private readonly counts: RecorderStats = {
+    written: 0,
+    batches: 0,
+    failures: 0,
+    rejected: 0,
+    lost: 0,
+    databaseUp: false,
+  };
 
   constructor(opts: RecorderOptions) {
-    if (!opts.redisUrl && !opts.connectBlocking) throw new Error("JobRecorder needs redisUrl or connectBlocking for its own connections");
+    if (!opts.redisUrl && !opts.connectBlocking)
+      throw new Error("JobRecorder needs redisUrl or connectBlocking for its own connections");
     if (opts.pipelines.length === 0) throw new Error("JobRecorder needs at least one pipeline");
     this.opts = opts;
     this.pipelines = [...new Set(opts.pipelines)];
@@ -171,13 +286,24 @@ export class JobRecorder {
       await createGroup(redis, keys.outbox);
       await redis.hset(keys.meta, "records", "1");
     }
-    this.log.info({ pipelines: this.pipelines, consumer: this.consumer, database: this.describeDatabase() }, "job records on: draining the outbox into PostgreSQL");
+    this.log.info(
+      { pipelines: this.pipelines, consumer: this.consumer, database: this.describeDatabase() },
+      "job records on: draining the outbox into PostgreSQL",
+    );
     await this.readGauges(); // before reading: a gap left while no recorder ran is seen now
     for (const pipeline of this.pipelines) {
       const keys = new PipelineKeys(pipeline);
-      const conn = this.opts.connectBlocking?.() ?? connectRedis(this.opts.redisUrl!, { blocking: true, name: `conveyor-records:${this.consumer}` });
+      const conn =
+        this.opts.connectBlocking?.() ??
+        connectRedis(this.opts.redisUrl!, { blocking: true, name: `conveyor-records:${this.consumer}` });
       const loop: PipelineLoop = {
-        pipeline, keys, conn, ownPending: true, claimCursor: "0-0", nextClaimAt: 0, batchSize: this.opts.batchSize ?? 500,
+        pipeline,
+        keys,
+        conn,
+        ownPending: true,
+        claimCursor: "0-0",
+        nextClaimAt: 0,
+        batchSize: this.opts.batchSize ?? 500,
       };
       loop.done = this.run(loop);
       this.loops.push(loop);
@@ -214,13 +340,18 @@ export class JobRecorder {
     if (!finished) {
       // A write in flight gets a moment more to commit and be acknowledged.
       finished = await Promise.race([all.then(() => true), sleep(1_000, false, { ref: false })]);
-      if (!finished) this.log.warn({ timeoutMs: timeout }, "job records: a batch was still being written at stop; it will be redelivered");
+      if (!finished)
+        this.log.warn(
+          { timeoutMs: timeout },
+          "job records: a batch was still being written at stop; it will be redelivered",
+        );
     }
     for (const loop of this.loops) {
       if (finished) await this.forgetConsumer(loop).catch(() => {});
       loop.conn.disconnect();
     }
-    if (this.ownsPool) await Promise.race([this.pool.end().catch(() => {}), sleep(timeout, undefined, { ref: false })]);
+    if (this.ownsPool)
+      await Promise.race([this.pool.end().catch(() => {}), sleep(timeout, undefined, { ref: false })]);
     this.log.info({ ...this.stats() }, "job records stopped");
   }
 
@@ -240,7 +371,9 @@ export class JobRecorder {
     const db = this.opts.database;
     if (typeof db === "string") return describeDatabaseUrl(db);
     if (isPool(db)) return "(pool)";
-    return db.connectionString ? describeDatabaseUrl(db.connectionString) : `${db.host ?? "localhost"}:${db.port ?? 5432}/${db.database ?? ""}`;
+    return db.connectionString
+      ? describeDatabaseUrl(db.connectionString)
+      : `${db.host ?? "localhost"}:${db.port ?? 5432}/${db.database ?? ""}`;
   }
 
   // ---- the per-pipeline loop ------------------------------------------------------------
@@ -262,14 +395,21 @@ export class JobRecorder {
         if (entries.length > 0) await this.record(loop, entries);
         backoff = this.minBackoff;
         this.redisOk();
-        if (this.closing && (entries.length === 0 || streamTime(entries[entries.length - 1]![0]) >= this.closingSince!)) break;
+        if (
+          this.closing &&
+          (entries.length === 0 || streamTime(entries[entries.length - 1]![0]) >= this.closingSince!)
+        )
+          break;
       } catch (err) {
         // Whatever was read and not acknowledged: read it again first.
         loop.ownPending = true;
         if (this.stopped || this.closing || err instanceof Stopped) break;
         if (isNoGroup(err)) {
           // The stream was deleted (and with it the group): start over from its beginning.
-          this.log.warn({ pipeline: loop.pipeline }, "job records: the outbox stream or its consumer group vanished; recreating it");
+          this.log.warn(
+            { pipeline: loop.pipeline },
+            "job records: the outbox stream or its consumer group vanished; recreating it",
+          );
           await createGroup(loop.conn, loop.keys.outbox).catch(() => {});
           continue;
         }
@@ -291,7 +431,8 @@ export class JobRecorder {
   private ensureSchema(): Promise<void> {
     this.schema ??= migrate(this.pool).then(
       (applied) => {
-        if (applied.length > 0) this.log.info({ migrations: applied }, "job records: database schema migrated");
+        if (applied.length > 0)
+          this.log.info({ migrations: applied }, "job records: database schema migrated");
         this.databaseOk();
       },
       (err: unknown) => {
@@ -306,28 +447,75 @@ export class JobRecorder {
   private async nextEntries(loop: PipelineLoop): Promise<RawEntry[]> {
     const { conn, keys } = loop;
     if (loop.ownPending) {
-      const own = readReply(await conn.xreadgroup("GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize, "STREAMS", keys.outbox, "0"));
+      const own = readReply(
+        await conn.xreadgroup(
+          "GROUP",
+          RECORDER_GROUP,
+          this.consumer,
+          "COUNT",
+          loop.batchSize,
+          "STREAMS",
+          keys.outbox,
+          "0",
+        ),
+      );
       if (own.length > 0) return own;
       loop.ownPending = false;
     }
     if (this.closing) {
       // The last flush: what is there now, no waiting.
-      return readReply(await conn.xreadgroup("GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize, "STREAMS", keys.outbox, ">"));
+      return readReply(
+        await conn.xreadgroup(
+          "GROUP",
+          RECORDER_GROUP,
+          this.consumer,
+          "COUNT",
+          loop.batchSize,
+          "STREAMS",
+          keys.outbox,
+          ">",
+        ),
+      );
     }
     if (Date.now() >= loop.nextClaimAt) {
       const claimed = await this.claimStale(loop);
       if (claimed.length > 0) return claimed;
     }
-    return readReply(await conn.xreadgroup("GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize, "BLOCK", this.opts.blockMs ?? 1_000, "STREAMS", keys.outbox, ">"));
+    return readReply(
+      await conn.xreadgroup(
+        "GROUP",
+        RECORDER_GROUP,
+        this.consumer,
+        "COUNT",
+        loop.batchSize,
+        "BLOCK",
+        this.opts.blockMs ?? 1_000,
+        "STREAMS",
+        keys.outbox,
+        ">",
+      ),
+    );
   }
 
   private async claimStale(loop: PipelineLoop): Promise<RawEntry[]> {
-    const reply = (await loop.conn.xautoclaim(loop.keys.outbox, RECORDER_GROUP, this.consumer, this.opts.claimIdleMs ?? 30_000, loop.claimCursor, "COUNT", loop.batchSize)) as unknown as [string, RawEntry[], string[]?];
+    const reply = (await loop.conn.xautoclaim(
+      loop.keys.outbox,
+      RECORDER_GROUP,
+      this.consumer,
+      this.opts.claimIdleMs ?? 30_000,
+      loop.claimCursor,
+      "COUNT",
+      loop.batchSize,
+    )) as unknown as [string, RawEntry[], string[]?];
     const [cursor, entries, deleted] = reply;
     if (deleted && deleted.length > 0) this.lost(loop.pipeline, deleted.length, "claimed");
     loop.claimCursor = cursor;
     if (cursor === "0-0") loop.nextClaimAt = Date.now() + (this.opts.claimIntervalMs ?? 10_000);
-    if (entries.length > 0) this.log.info({ pipeline: loop.pipeline, entries: entries.length }, "job records: took over entries a stopped recorder had read but not recorded");
+    if (entries.length > 0)
+      this.log.info(
+        { pipeline: loop.pipeline, entries: entries.length },
+        "job records: took over entries a stopped recorder had read but not recorded",
+      );
     return entries;
   }
 
@@ -353,7 +541,11 @@ export class JobRecorder {
     // Written (or skipped): acknowledge and delete, so the stream holds only unrecorded entries.
     // If this fails, the entries are read again (loop.ownPending) and the replay writes nothing new.
     const ids = entries.map((e) => e[0]);
-    const replies = await loop.conn.multi().xack(loop.keys.outbox, RECORDER_GROUP, ...ids).xdel(loop.keys.outbox, ...ids).exec();
+    const replies = await loop.conn
+      .multi()
+      .xack(loop.keys.outbox, RECORDER_GROUP, ...ids)
+      .xdel(loop.keys.outbox, ...ids)
+      .exec();
     const failed = replies?.find(([err]) => err)?.[0];
     if (!replies || failed) throw failed ?? new Error("XACK/XDEL transaction aborted");
   }
@@ -401,7 +593,10 @@ export class JobRecorder {
     const max = this.opts.batchSize ?? 500;
     if (count === 0) return;
     const perEntry = Math.max(1, bytes / count);
-    loop.batchSize = Math.max(Math.min(MIN_BATCH, max), Math.min(max, Math.floor(BATCH_TARGET_BYTES / perEntry)));
+    loop.batchSize = Math.max(
+      Math.min(MIN_BATCH, max),
+      Math.min(max, Math.floor(BATCH_TARGET_BYTES / perEntry)),
+    );
   }
 
   /** Sleep, unless stop() is called first (then throw Stopped). */
@@ -415,23 +610,43 @@ export class JobRecorder {
   }
 
   private async forgetConsumer(loop: PipelineLoop): Promise<void> {
-    const pending = (await this.opts.redis.xpending(loop.keys.outbox, RECORDER_GROUP, "-", "+", 1, this.consumer)) as unknown[];
-    if (pending.length === 0) await this.opts.redis.xgroup("DELCONSUMER", loop.keys.outbox, RECORDER_GROUP, this.consumer);
+    const pending = (await this.opts.redis.xpending(
+      loop.keys.outbox,
+      RECORDER_GROUP,
+      "-",
+      "+",
+      1,
+      this.consumer,
+    )) as unknown[];
+    if (pending.length === 0)
+      await this.opts.redis.xgroup("DELCONSUMER", loop.keys.outbox, RECORDER_GROUP, this.consumer);
   }
 
   private async readGauges(): Promise<void> {
     for (const pipeline of this.pipelines) {
       const key = new PipelineKeys(pipeline).outbox;
       try {
-        const replies = await this.opts.redis.multi().xlen(key).xinfo("GROUPS", key).xrange(key, "-", "+", "COUNT", 1).exec();
+        const replies = await this.opts.redis
+          .multi()
+          .xlen(key)
+          .xinfo("GROUPS", key)
+          .xrange(key, "-", "+", "COUNT", 1)
+          .exec();
         if (!replies) continue;
-        const [[, rawLen], [, groups], [, first]] = replies as [[unknown, number], [unknown, unknown[][]], [unknown, RawEntry[]]];
+        const [[, rawLen], [, groups], [, first]] = replies as [
+          [unknown, number],
+          [unknown, unknown[][]],
+          [unknown, RawEntry[]],
+        ];
         const len = Number(rawLen);
         const group = (groups ?? []).map(fieldMap).find((g) => g.name === RECORDER_GROUP);
         this.metrics.outboxLength.set({ pipeline }, len);
         this.metrics.outboxPending.set({ pipeline }, Number(group?.pending ?? 0));
         const oldest = first?.[0]?.[0];
-        this.metrics.lag.set({ pipeline }, oldest ? Math.max(0, (Date.now() - streamTime(oldest)) / 1000) : 0);
+        this.metrics.lag.set(
+          { pipeline },
+          oldest ? Math.max(0, (Date.now() - streamTime(oldest)) / 1000) : 0,
+        );
         // Entries not yet delivered to the group (`lag`, Redis ≥ 7) can only exceed the stream's
         // length when the MAXLEN cap trimmed some of them away before anyone read them.
         const undelivered = group?.lag === null || group?.lag === undefined ? null : Number(group.lag);
@@ -439,7 +654,10 @@ export class JobRecorder {
         this.metrics.trimmed.set({ pipeline }, trimmed);
         if (trimmed > 0 && !this.trimReported.has(pipeline)) {
           this.trimReported.add(pipeline);
-          this.log.error({ pipeline, entries: trimmed }, "job records: the outbox reached its length cap and unread entries were trimmed: their records are lost");
+          this.log.error(
+            { pipeline, entries: trimmed },
+            "job records: the outbox reached its length cap and unread entries were trimmed: their records are lost",
+          );
         } else if (trimmed === 0) {
           this.trimReported.delete(pipeline);
         }
@@ -463,7 +681,10 @@ export class JobRecorder {
     this.counts.databaseUp = true;
     this.metrics.databaseUp.set(1);
     if (this.outageSince !== null) {
-      this.log.info({ outageMs: Date.now() - this.outageSince, failures: this.counts.failures }, "job records: PostgreSQL is back, catching up");
+      this.log.info(
+        { outageMs: Date.now() - this.outageSince, failures: this.counts.failures },
+        "job records: PostgreSQL is back, catching up",
+      );
       this.outageSince = null;
     }
   }
@@ -475,7 +696,10 @@ export class JobRecorder {
     this.metrics.databaseUp.set(0);
     if (this.outageSince === null) {
       this.outageSince = Date.now();
-      this.log.warn({ err: errorInfo(err), database: this.describeDatabase() }, "job records: PostgreSQL unavailable; jobs keep running and their records wait in the outbox");
+      this.log.warn(
+        { err: errorInfo(err), database: this.describeDatabase() },
+        "job records: PostgreSQL unavailable; jobs keep running and their records wait in the outbox",
+      );
     }
   }
 
@@ -489,7 +713,10 @@ export class JobRecorder {
   private redisFailed(pipeline: string, err: unknown): void {
     if (this.redisTroubleSince === null) {
       this.redisTroubleSince = Date.now();
-      this.log.warn({ pipeline, err: errorInfo(err) }, "job records: reading the outbox failed; retrying with backoff");
+      this.log.warn(
+        { pipeline, err: errorInfo(err) },
+        "job records: reading the outbox failed; retrying with backoff",
+      );
     }
   }
 
@@ -502,13 +729,19 @@ export class JobRecorder {
       if (this.unknownTypes.has(unknownType)) return;
       this.unknownTypes.add(unknownType);
     }
-    this.log.error({ pipeline, entry: streamId, err: errorInfo(err), malformed: err instanceof MalformedEventError }, "job records: outbox entry skipped");
+    this.log.error(
+      { pipeline, entry: streamId, err: errorInfo(err), malformed: err instanceof MalformedEventError },
+      "job records: outbox entry skipped",
+    );
   }
 
   private lost(pipeline: string, n: number, how: string): void {
     this.counts.lost += n;
     this.metrics.lost.inc({ pipeline }, n);
-    this.log.error({ pipeline, entries: n, how }, "job records: outbox entries were trimmed before they were recorded (outbox full: records were away too long)");
+    this.log.error(
+      { pipeline, entries: n, how },
+      "job records: outbox entries were trimmed before they were recorded (outbox full: records were away too long)",
+    );
   }
 }
 
@@ -560,7 +793,12 @@ function readReply(reply: unknown): RawEntry[] {
 }
 
 function isPool(db: RecorderOptions["database"]): db is pg.Pool {
-  return typeof db === "object" && db !== null && typeof (db as pg.Pool).connect === "function" && typeof (db as pg.Pool).end === "function";
+  return (
+    typeof db === "object" &&
+    db !== null &&
+    typeof (db as pg.Pool).connect === "function" &&
+    typeof (db as pg.Pool).end === "function"
+  );
 }
 
 function isNoGroup(err: unknown): boolean {
@@ -568,6 +806,7 @@ function isNoGroup(err: unknown): boolean {
 }
 
 function errorInfo(err: unknown): { name?: string; message: string; code?: string } {
-  if (err instanceof Error) return { name: err.name, message: err.message, code: (err as { code?: string }).code };
+  if (err instanceof Error)
+    return { name: err.name, message: err.message, code: (err as { code?: string }).code };
   return { message: String(err) };
 }

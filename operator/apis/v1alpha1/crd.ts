@@ -1,6 +1,15 @@
 // The CustomResourceDefinition object, built from the schema. gen-crd.ts writes it to crds/.
 import { stringify } from "yaml";
-import { GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, printerColumns, workerPoolSchema } from "./schema.ts";
+import {
+  GROUP,
+  KIND,
+  PLURAL,
+  SHORT_NAMES,
+  SINGULAR,
+  VERSION,
+  printerColumns,
+  workerPoolSchema,
+} from "./schema.ts";
 
 export const CRD_NAME = `${PLURAL}.${GROUP}`;
 export const CRD_FILE = `crds/${GROUP}_${PLURAL}.yaml`;
@@ -16,7 +25,14 @@ export function workerPoolCRD() {
     spec: {
       group: GROUP,
       scope: "Namespaced",
-      names: { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: SINGULAR, shortNames: [...SHORT_NAMES], categories: ["conveyor"] },
+      names: {
+        kind: KIND,
+        listKind: `${KIND}List`,
+        plural: PLURAL,
+        singular: SINGULAR,
+        shortNames: [...SHORT_NAMES],
+        categories: ["conveyor"],
+      },
       versions: [
         {
           name: VERSION,
@@ -28,7 +44,11 @@ export function workerPoolCRD() {
             // `kubectl scale wp/x --replicas=N` pins spec.replicas (autoscaling off while set);
             // status.selector lets `kubectl get --subresource=scale`, PDB tooling and external
             // autoscalers find the pool's pods. The operator's own HPA targets the Deployment.
-            scale: { specReplicasPath: ".spec.replicas", statusReplicasPath: ".status.replicas", labelSelectorPath: ".status.selector" },
+            scale: {
+              specReplicasPath: ".spec.replicas",
+              statusReplicasPath: ".status.replicas",
+              labelSelectorPath: ".status.selector",
+            },
           },
           additionalPrinterColumns: printerColumns,
         },

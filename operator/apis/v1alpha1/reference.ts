@@ -35,24 +35,37 @@ function rows(schema: JSONSchemaProps, prefix: string, required: readonly string
     const path = `${prefix}.${name}`;
     const def = prop.default === undefined ? "" : `\`${JSON.stringify(prop.default)}\``;
     const req = required.includes(name) ? " **(required)**" : "";
-    const passthrough = prop["x-kubernetes-preserve-unknown-fields"] ? " Passed through as the Kubernetes type; validated when the Deployment is applied." : "";
-    out.push(`| \`${path}\`${req} | ${cell(typeOf(prop))} | ${def} | ${cell(constraints(prop))} | ${cell(((prop.description ?? "") + passthrough).trim())} |`);
-    if (prop.type === "object" && prop.properties && !prop["x-kubernetes-preserve-unknown-fields"]) out.push(...rows(prop, path, prop.required));
-    if (prop.type === "array" && prop.items?.properties && !prop.items["x-kubernetes-preserve-unknown-fields"]) out.push(...rows(prop.items, `${path}[]`, prop.items.required));
+    const passthrough = prop["x-kubernetes-preserve-unknown-fields"]
+      ? " Passed through as the Kubernetes type; validated when the Deployment is applied."
+      : "";
+    out.push(
+      `| \`${path}\`${req} | ${cell(typeOf(prop))} | ${def} | ${cell(constraints(prop))} | ${cell(((prop.description ?? "") + passthrough).trim())} |`,
+    );
+    if (prop.type === "object" && prop.properties && !prop["x-kubernetes-preserve-unknown-fields"])
+      out.push(...rows(prop, path, prop.required));
+    if (
+      prop.type === "array" &&
+      prop.items?.properties &&
+      !prop.items["x-kubernetes-preserve-unknown-fields"]
+    )
+      out.push(...rows(prop.items, `${path}[]`, prop.items.required));
   }
   return out;
 }
 
 function rules(schema: JSONSchemaProps, path: string): { path: string; rule: CelRule }[] {
   const out = (schema["x-kubernetes-validations"] ?? []).map((rule) => ({ path, rule }));
-  for (const [name, prop] of Object.entries(schema.properties ?? {})) out.push(...rules(prop, `${path}.${name}`));
+  for (const [name, prop] of Object.entries(schema.properties ?? {}))
+    out.push(...rules(prop, `${path}.${name}`));
   if (schema.items) out.push(...rules(schema.items, `${path}[]`));
   return out;
 }
 
 export function referenceMarkdown(): string {
   const header = ["| Field | Type | Default | Constraints | Description |", "|---|---|---|---|---|"];
-  const celRows = rules(specSchema, "spec").map(({ path, rule }) => `| \`${path}\` | \`${cell(rule.rule)}\` | ${cell(rule.message ?? "")} |`);
+  const celRows = rules(specSchema, "spec").map(
+    ({ path, rule }) => `| \`${path}\` | \`${cell(rule.rule)}\` | ${cell(rule.message ?? "")} |`,
+  );
   return [
     BEGIN,
     "",

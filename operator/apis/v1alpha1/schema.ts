@@ -46,7 +46,13 @@ const secretKeyRef = (what: string, defaultKey: string) =>
     required: ["name"],
     properties: {
       name: { type: "string", minLength: 1, maxLength: 253, description: "Name of the Secret." },
-      key: { type: "string", minLength: 1, maxLength: 253, default: defaultKey, description: `Key in the Secret (default "${defaultKey}").` },
+      key: {
+        type: "string",
+        minLength: 1,
+        maxLength: 253,
+        default: defaultKey,
+        description: `Key in the Secret (default "${defaultKey}").`,
+      },
     },
   }) as const;
 
@@ -61,7 +67,11 @@ const scalingRules = (direction: "up" | "down") =>
         maximum: 3600,
         description: `Recommendations of the last N seconds are considered and the ${direction === "up" ? "lowest" : "highest"} is used (HPA default: ${direction === "up" ? 0 : 300}).`,
       },
-      selectPolicy: { type: "string", enum: ["Max", "Min", "Disabled"], description: "Which policy wins when several apply (HPA default: Max)." },
+      selectPolicy: {
+        type: "string",
+        enum: ["Max", "Min", "Disabled"],
+        description: "Which policy wins when several apply (HPA default: Max).",
+      },
       policies: {
         type: "array",
         maxItems: 10,
@@ -88,7 +98,12 @@ const condition = {
     status: { type: "string", enum: ["True", "False", "Unknown"] },
     observedGeneration: { type: "integer", format: "int64", minimum: 0 },
     lastTransitionTime: { type: "string", format: "date-time" },
-    reason: { type: "string", maxLength: 1024, minLength: 1, pattern: "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$" },
+    reason: {
+      type: "string",
+      maxLength: 1024,
+      minLength: 1,
+      pattern: "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+    },
     message: { type: "string", maxLength: 32768 },
   },
 } as const;
@@ -100,10 +115,15 @@ export const specSchema = {
   "x-kubernetes-validations": [
     {
       rule: "!has(self.nextQueue) || self.nextQueue.split('/')[0] == self.queue.split('/')[0]",
-      message: "nextQueue must be a stage of the same pipeline as queue (share the 'pipeline/' prefix, e.g. docs/ocr -> docs/embed)",
+      message:
+        "nextQueue must be a stage of the same pipeline as queue (share the 'pipeline/' prefix, e.g. docs/ocr -> docs/embed)",
       fieldPath: ".nextQueue",
     },
-    { rule: "!has(self.nextQueue) || self.nextQueue != self.queue", message: "nextQueue must differ from queue", fieldPath: ".nextQueue" },
+    {
+      rule: "!has(self.nextQueue) || self.nextQueue != self.queue",
+      message: "nextQueue must differ from queue",
+      fieldPath: ".nextQueue",
+    },
   ],
   properties: {
     queue: {
@@ -116,7 +136,8 @@ export const specSchema = {
       type: "string",
       pattern: QUEUE_NAME_PATTERN,
       maxLength: 201,
-      description: "Optional next stage: a job's result is enqueued there atomically when it completes. Same pipeline as queue.",
+      description:
+        "Optional next stage: a job's result is enqueued there atomically when it completes. Same pipeline as queue.",
     },
     redis: {
       type: "object",
@@ -128,7 +149,8 @@ export const specSchema = {
           minLength: 1,
           maxLength: 2048,
           pattern: "^(redis|rediss|redis-cluster)://",
-          description: "redis://host:port[/db], rediss://host:port (TLS) or redis-cluster://host:port,host:port. No password here.",
+          description:
+            "redis://host:port[/db], rediss://host:port (TLS) or redis-cluster://host:port,host:port. No password here.",
           "x-kubernetes-validations": [
             {
               rule: "!self.matches('^[a-z-]+://[^/@]*:[^/@]*@')",
@@ -181,7 +203,13 @@ export const specSchema = {
         },
       },
     },
-    concurrency: { type: "integer", minimum: 1, maximum: 1000, default: 1, description: "Jobs run at once by one worker pod." },
+    concurrency: {
+      type: "integer",
+      minimum: 1,
+      maximum: 1000,
+      default: 1,
+      description: "Jobs run at once by one worker pod.",
+    },
     maxJobSeconds: {
       type: "integer",
       minimum: 1,
@@ -208,15 +236,28 @@ export const specSchema = {
       default: {},
       description: "Merged into the worker Deployment's pod template.",
       properties: {
-        image: { type: "string", minLength: 1, maxLength: 1024, description: "Worker image (default: the operator's --worker-image)." },
+        image: {
+          type: "string",
+          minLength: 1,
+          maxLength: 1024,
+          description: "Worker image (default: the operator's --worker-image).",
+        },
         imagePullPolicy: { type: "string", enum: ["Always", "IfNotPresent", "Never"] },
         imagePullSecrets: typed<V1LocalObjectReference[]>()({
           type: "array",
           "x-kubernetes-list-type": "atomic",
           items: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
         }),
-        labels: { type: "object", additionalProperties: { type: "string" }, description: "Extra pod labels." },
-        annotations: { type: "object", additionalProperties: { type: "string" }, description: "Extra pod annotations." },
+        labels: {
+          type: "object",
+          additionalProperties: { type: "string" },
+          description: "Extra pod labels.",
+        },
+        annotations: {
+          type: "object",
+          additionalProperties: { type: "string" },
+          description: "Extra pod annotations.",
+        },
         env: typed<V1EnvVar[]>()({
           type: "array",
           maxItems: 200,
@@ -231,8 +272,15 @@ export const specSchema = {
             },
           ],
         }),
-        envFrom: typed<V1EnvFromSource[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
-        resources: typed<V1ResourceRequirements>()({ ...k8sObject, description: "Requests and limits of the worker container." }),
+        envFrom: typed<V1EnvFromSource[]>()({
+          type: "array",
+          "x-kubernetes-list-type": "atomic",
+          items: k8sObject,
+        }),
+        resources: typed<V1ResourceRequirements>()({
+          ...k8sObject,
+          description: "Requests and limits of the worker container.",
+        }),
         volumeMounts: typed<V1VolumeMount[]>()({
           type: "array",
           "x-kubernetes-list-type": "atomic",
@@ -248,14 +296,29 @@ export const specSchema = {
           description: "Sidecar containers (e.g. the server of an http handler).",
           items: { ...k8sObject, required: ["name"], properties: { name: { type: "string", minLength: 1 } } },
           "x-kubernetes-validations": [
-            { rule: `self.all(c, c.name != '${WORKER_CONTAINER}')`, message: `a sidecar may not be named '${WORKER_CONTAINER}'` },
+            {
+              rule: `self.all(c, c.name != '${WORKER_CONTAINER}')`,
+              message: `a sidecar may not be named '${WORKER_CONTAINER}'`,
+            },
           ],
         }),
         nodeSelector: { type: "object", additionalProperties: { type: "string" } },
-        tolerations: typed<V1Toleration[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
+        tolerations: typed<V1Toleration[]>()({
+          type: "array",
+          "x-kubernetes-list-type": "atomic",
+          items: k8sObject,
+        }),
         affinity: typed<V1Affinity>()(k8sObject),
-        topologySpreadConstraints: typed<V1TopologySpreadConstraint[]>()({ type: "array", "x-kubernetes-list-type": "atomic", items: k8sObject }),
-        serviceAccountName: { type: "string", maxLength: 253, description: "Default: none, and no API token is mounted." },
+        topologySpreadConstraints: typed<V1TopologySpreadConstraint[]>()({
+          type: "array",
+          "x-kubernetes-list-type": "atomic",
+          items: k8sObject,
+        }),
+        serviceAccountName: {
+          type: "string",
+          maxLength: 253,
+          description: "Default: none, and no API token is mounted.",
+        },
         priorityClassName: { type: "string", maxLength: 253 },
         securityContext: typed<V1PodSecurityContext>()({
           ...k8sObject,
@@ -282,7 +345,13 @@ export const specSchema = {
           description:
             "hpa: an HPA follows the operator's external metric (external.metrics.k8s.io). direct: no HPA; the operator runs the HPA algorithm itself and writes the Deployment's scale (for clusters whose external metrics API is taken).",
         },
-        minReplicas: { type: "integer", minimum: 0, maximum: 10000, default: 0, description: "0 allows scale to zero." },
+        minReplicas: {
+          type: "integer",
+          minimum: 0,
+          maximum: 10000,
+          default: 0,
+          description: "0 allows scale to zero.",
+        },
         maxReplicas: { type: "integer", minimum: 1, maximum: 10000, default: 10 },
         targetBacklogPerReplica: {
           type: "integer",
@@ -302,18 +371,27 @@ export const specSchema = {
           minimum: 0,
           maximum: 86400,
           default: 120,
-          description: "Scale to zero after this long with no backlog and nothing in flight (only when minReplicas is 0).",
+          description:
+            "Scale to zero after this long with no backlog and nothing in flight (only when minReplicas is 0).",
         },
-        pollSeconds: { type: "integer", minimum: 1, maximum: 3600, default: 5, description: "How often the backlog is read." },
+        pollSeconds: {
+          type: "integer",
+          minimum: 1,
+          maximum: 3600,
+          default: 5,
+          description: "How often the backlog is read.",
+        },
         behavior: {
           type: "object",
-          description: "autoscaling/v2 HorizontalPodAutoscalerBehavior (scale-up/down rate limits and stabilization windows).",
+          description:
+            "autoscaling/v2 HorizontalPodAutoscalerBehavior (scale-up/down rate limits and stabilization windows).",
           properties: { scaleUp: scalingRules("up"), scaleDown: scalingRules("down") },
         },
         paused: {
           type: "boolean",
           default: false,
-          description: "Freeze the replica count: no HPA, no scaling decisions. The Deployment itself is still reconciled.",
+          description:
+            "Freeze the replica count: no HPA, no scaling decisions. The Deployment itself is still reconciled.",
         },
       },
     },
@@ -323,7 +401,11 @@ export const specSchema = {
 export const statusSchema = {
   type: "object",
   properties: {
-    observedGeneration: { type: "integer", format: "int64", description: "The generation the status describes." },
+    observedGeneration: {
+      type: "integer",
+      format: "int64",
+      description: "The generation the status describes.",
+    },
     conditions: {
       type: "array",
       "x-kubernetes-list-type": "map",
@@ -332,12 +414,19 @@ export const statusSchema = {
     },
     replicas: { type: "integer", description: "Pods of the worker Deployment (status.replicas)." },
     readyReplicas: { type: "integer" },
-    desiredReplicas: { type: "integer", description: "The Deployment's spec.replicas: what the HPA or the operator asked for." },
+    desiredReplicas: {
+      type: "integer",
+      description: "The Deployment's spec.replicas: what the HPA or the operator asked for.",
+    },
     readyOfDesired: { type: "string", description: "ready/desired, for kubectl get." },
     selector: { type: "string", description: "Label selector of the pool's pods (scale subresource)." },
     backlog: { type: "integer", description: "Ready + due-delayed + in-flight jobs at the last poll." },
     inflight: { type: "integer", description: "Jobs running at the last poll." },
-    lastScaleTime: { type: "string", format: "date-time", description: "When the operator last changed the replica count." },
+    lastScaleTime: {
+      type: "string",
+      format: "date-time",
+      description: "When the operator last changed the replica count.",
+    },
     lastDecision: {
       type: "object",
       description: "The operator's last scale decision and why.",
@@ -375,7 +464,12 @@ export const printerColumns = [
   { name: "Queue", type: "string", jsonPath: ".spec.queue" },
   { name: "Backlog", type: "integer", jsonPath: ".status.backlog" },
   { name: "In-Flight", type: "integer", jsonPath: ".status.inflight" },
-  { name: "Replicas", type: "string", jsonPath: ".status.readyOfDesired", description: "ready/desired worker pods" },
+  {
+    name: "Replicas",
+    type: "string",
+    jsonPath: ".status.readyOfDesired",
+    description: "ready/desired worker pods",
+  },
   { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
   { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
   { name: "Min", type: "integer", jsonPath: ".spec.scaling.minReplicas", priority: 1 },

@@ -39,7 +39,12 @@ export interface WorkerPool {
 export interface WorkerPoolInput {
   apiVersion: typeof API_VERSION;
   kind: typeof KIND;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   spec: WorkerPoolSpecInput;
 }
 
