@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
-# iproute2 (network namespaces for the aggregation-layer test address). Idempotent: installs
+# iproute2 (network namespaces for the aggregation-layer test address), Chromium (the dashboard's
+# browser tests drive Debian's chromium through playwright-core; never a browser download). Idempotent: installs
 # only what is missing, so a warm machine pays nothing.
 set -euo pipefail
 need=()
@@ -9,6 +10,7 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
 command -v ip >/dev/null || need+=(iproute2)
 command -v openssl >/dev/null || need+=(openssl)
+[ -x /usr/bin/chromium ] || need+=(chromium chromium-driver)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or install them: apt-get install -y ${need[*]}" >&2
