@@ -35,7 +35,8 @@ export function eventHandlers(ctx: ApiContext): Handlers {
         const prev = lastSent.get(e.queue);
         if (prev && !streamIdAfter(e.eventId, prev)) return;
         lastSent.set(e.queue, e.eventId);
-        const { type, id, queue, at, fields } = e;
+        const { type, id, queue, at } = e;
+        const { token: _lease, ...fields } = e.fields; // the lease token stays server-side
         res.write(
           `id: ${e.eventId}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`,
         );

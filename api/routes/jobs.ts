@@ -104,7 +104,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const events = recent
         .map(([eventId, flat]) => {
           const f: Record<string, string> = {};
-          for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!;
+          for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] !== "token") f[flat[i]!] = flat[i + 1]!;
           return { eventId, ...f };
         })
         .filter((e) => (e as { id?: string }).id === id)
