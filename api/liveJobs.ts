@@ -47,7 +47,7 @@ export async function liveJobs(
   const key = k[SETS[state]];
   const desc = state === "dead";
   const after = cursor ? decode(cursor) : null;
-  const bound = after ? `[${after[0]}` : desc ? "+inf" : "-inf";
+  const bound = after ? String(after[0]) : desc ? "+inf" : "-inf"; // inclusive: ties are skipped below
   const raw = desc
     ? await redis.zrevrangebyscore(key, bound, "-inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK)
     : await redis.zrangebyscore(key, bound, "+inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK);
