@@ -31,7 +31,7 @@ export function SearchPage({ q: query }: { q: string }) {
     if (query) void load();
   }, []);
   return (
-    <section>
+    <section data-q={query}>
       <h1>Search</h1>
       <p class="small muted">
         A job id, an idempotency key, or <code>field=value</code> on the payload or result (
