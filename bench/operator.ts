@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Producer, connectRedis } from "../queue/index.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
-import { freePort } from "../test/support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { parseMetrics } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";

@@ -6,7 +6,8 @@ import * as http from "node:http";
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
-import { OptionError } from "../cli/options.ts";
+import { createLogger } from "../lib/logger.ts";
+import { OptionError } from "../lib/options.ts";
 import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { WorkerPoolController } from "./controllers/workerpool.ts";
 import { apiMessage, apiPath, KubeClient } from "./kube/client.ts";
@@ -20,15 +21,6 @@ export { OPERATOR_USAGE };
 
 /** How often a serving certificate from files is re-read (cert-manager rotation, kubelet's Secret refresh ≈ 1 min). */
 const CERT_RELOAD_MS = 30_000;
-
-function createLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({
-    level,
-    base,
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
-}
 
 function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
   const kc = new KubeConfig();

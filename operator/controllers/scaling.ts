@@ -8,6 +8,7 @@
 // pool down (nor up).
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
+import { rfc3339 } from "../../lib/time.ts";
 import { apiCode, apiPath } from "../kube/client.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
@@ -216,7 +217,7 @@ export async function reconcileScale(
     from: d.from,
     reason: d.reason,
     message: d.message,
-    at: new Date(at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+    at: rfc3339(at),
   };
   const updated: Deployment = {
     ...deployment,

@@ -3,6 +3,7 @@
 // that move by themselves). Conditions keep their lastTransitionTime while their status holds.
 import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
 import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
+import { rfc3339 } from "../../lib/time.ts";
 import { apiPath } from "../kube/client.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { deepEqual, subsetDiff } from "./diff.ts";
@@ -48,10 +49,6 @@ function condition(
   message: string,
 ): Omit<Condition, "lastTransitionTime" | "observedGeneration"> {
   return { type, status, reason, message };
-}
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 export function computeStatus(i: StatusInput): WorkerPoolStatus {
@@ -187,8 +184,6 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   if (scaleTime) status.lastScaleTime = scaleTime;
   return status;
 }
-
-export { rfc3339 };
 
 /** The status concern: write (server-side apply on /status) only when it differs from the stored one. */
 export async function reconcileStatus(

@@ -5,6 +5,7 @@
 // the controller can resync every key.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { Backoff } from "../../lib/backoff.ts";
 import { apiCode, type KubeClient, type KubeObject, type WatchEvent } from "./client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 
@@ -109,11 +110,11 @@ export class Informer<T extends KubeObject> {
   private async loop(): Promise<void> {
     const min = this.opts.minBackoffMs ?? 500;
     const max = this.opts.maxBackoffMs ?? 30_000;
-    let backoff = min;
+    const backoff = new Backoff({ baseMs: min, maxMs: max });
     while (!this.stopped) {
       try {
         await this.relist();
-        backoff = min;
+        backoff.reset();
         this.failures = 0;
         const relistMs = this.opts.relistMs ?? 10 * 60_000;
         const relistAt = Date.now() + relistMs * (0.9 + Math.random() * 0.2);
@@ -142,12 +143,11 @@ export class Informer<T extends KubeObject> {
         this.opts.metrics?.informerRestarts.inc({
           resource: this.opts.path.split("/").pop() ?? this.opts.path,
         });
-        const wait = backoff * (0.5 + Math.random());
+        const wait = backoff.next() * (0.5 + Math.random());
         this.opts.log?.warn(
           { err: String(err), code: apiCode(err), path: this.opts.path, retryInMs: Math.round(wait) },
           "list/watch failed; relisting after backoff",
         );
-        backoff = Math.min(backoff * 2, max);
         try {
           await sleep(wait, undefined, { signal: this.abort.signal });
         } catch {

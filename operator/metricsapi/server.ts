@@ -14,6 +14,7 @@ import * as https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
 import type { Logger } from "pino";
+import { rfc3339 } from "../../lib/time.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import { METRIC_NAME, METRIC_POOL_LABEL } from "../controllers/names.ts";
 
@@ -179,7 +180,7 @@ export function handleMetricsRequest(
       {
         metricName: METRIC_NAME,
         metricLabels: { [METRIC_POOL_LABEL]: pool },
-        timestamp: new Date(r.at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        timestamp: rfc3339(r.at),
         value: String(Math.max(0, Math.round(r.value))),
       },
     ],
