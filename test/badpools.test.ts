@@ -10,7 +10,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { rng } from "../chaos/plan.ts";
+import { rng } from "./support/random.ts";
 import { ControlPlane } from "./support/controlplane.ts";
 import { pollUntil } from "../lib/poll.ts";
 import { RedisServer } from "./support/redis.ts";
