@@ -6,7 +6,12 @@
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
 import { describeRedisUrl } from "../../queue/index.ts";
-import { withDefaults, type WorkerPool, type WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import {
+  CONDITION_DEGRADED,
+  withDefaults,
+  type WorkerPool,
+  type WorkerPoolSpec,
+} from "../apis/v1alpha1/types.ts";
 import { apiMessage, isUserError } from "../kube/client.ts";
 import type { ObjectCache, Reconciler } from "../kube/controller.ts";
 import { splitKey } from "../kube/keys.ts";
@@ -195,7 +200,7 @@ export class WorkerPoolReconciler implements Reconciler {
     // The message names the first error of the outage: error texts vary from poll to poll
     // and a status that changes with them would be written every poll.
     const shown = pass.pool.status?.conditions?.find(
-      (c) => c.type === "Degraded" && c.status === "True" && c.reason === Reason.RedisUnreachable,
+      (c) => c.type === CONDITION_DEGRADED && c.status === "True" && c.reason === Reason.RedisUnreachable,
     );
     pass.problems.push({
       reason: Reason.RedisUnreachable,

@@ -78,6 +78,12 @@ export class Manager {
     return this.synced;
   }
 
+  /** The port /metrics listens on once started (the one asked for, or the one given for 0). */
+  get metricsPort(): number | undefined {
+    const a = this.httpServer?.address();
+    return typeof a === "object" && a ? a.port : undefined;
+  }
+
   /** A server started before leader election (a failure to listen stops the start). */
   addServer(what: string, runnable: Runnable): void {
     this.servers.push({ what, runnable });
