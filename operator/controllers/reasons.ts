@@ -69,40 +69,63 @@ export const Reason = {
 
 export type Reason = (typeof Reason)[keyof typeof Reason];
 
-/** Reasons for Degraded=True: each is also a Warning Event when it appears. */
-export type ProblemReason = Extract<
-  Reason,
-  | "InvalidSpec"
-  | "SecretNotFound"
-  | "SecretKeyNotFound"
-  | "SecretUnreadable"
-  | "RedisUnreachable"
-  | "DeploymentConflict"
-  | "HPAConflict"
-  | "ApplyFailed"
->;
+/** Reasons for Degraded=True (and Ready=False): each is also a Warning Event when it appears. */
+export const PROBLEM_REASONS = [
+  Reason.InvalidSpec,
+  Reason.SecretNotFound,
+  Reason.SecretKeyNotFound,
+  Reason.SecretUnreadable,
+  Reason.RedisUnreachable,
+  Reason.DeploymentConflict,
+  Reason.HPAConflict,
+  Reason.ApplyFailed,
+] as const;
+export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
-export type ReadyReason =
-  ProblemReason | Extract<Reason, "Available" | "ScaledToZero" | "PodsNotReady" | "DeploymentMissing">;
-export type DegradedReason = ProblemReason | Extract<Reason, "AsExpected">;
-export type ScalingActiveReason = Extract<
-  Reason,
-  | "InvalidSpec"
-  | "HPA"
-  | "Direct"
-  | "Paused"
-  | "ManualReplicas"
-  | "Polling"
-  | "BacklogUnavailable"
-  | "HPAMetricFailed"
-  | "ScaledToZero"
->;
+/** Ready's own reasons (besides a problem's, when Degraded). */
+export const READY_REASONS = [
+  Reason.Available,
+  Reason.ScaledToZero,
+  Reason.PodsNotReady,
+  Reason.DeploymentMissing,
+] as const;
+export type ReadyReason = ProblemReason | (typeof READY_REASONS)[number];
+
+export type DegradedReason = ProblemReason | typeof Reason.AsExpected;
+
+export const SCALING_ACTIVE_REASONS = [
+  Reason.HPA,
+  Reason.Direct,
+  Reason.ScaledToZero,
+  Reason.Paused,
+  Reason.ManualReplicas,
+  Reason.BacklogUnavailable,
+  Reason.HPAMetricFailed,
+  Reason.Polling,
+  Reason.InvalidSpec,
+] as const;
+export type ScalingActiveReason = (typeof SCALING_ACTIVE_REASONS)[number];
+
 export type ConditionReason = ReadyReason | DegradedReason | ScalingActiveReason;
-export type ScaleReason = Extract<
-  Reason,
-  "Activated" | "CooledDown" | "BelowMinimum" | "ManualReplicas" | "DirectScaleUp" | "DirectScaleDown"
->;
-export type EventReason = ProblemReason | Extract<Reason, "ScaledUp" | "ScaledDown" | "Recovered">;
+
+/** Why the operator changed a pool's replica count (status.lastDecision.reason). */
+export const SCALE_REASONS = [
+  Reason.Activated,
+  Reason.CooledDown,
+  Reason.BelowMinimum,
+  Reason.ManualReplicas,
+  Reason.DirectScaleUp,
+  Reason.DirectScaleDown,
+] as const;
+export type ScaleReason = (typeof SCALE_REASONS)[number];
+
+export const EVENT_REASONS = [
+  ...PROBLEM_REASONS,
+  Reason.ScaledUp,
+  Reason.ScaledDown,
+  Reason.Recovered,
+] as const;
+export type EventReason = (typeof EVENT_REASONS)[number];
 
 /** Something wrong with a pool that the user can fix: Degraded, a Warning Event, a log line. */
 export interface Problem {
