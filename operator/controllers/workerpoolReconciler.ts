@@ -90,14 +90,12 @@ export class WorkerPoolReconciler implements Reconciler {
     metrics: OperatorMetrics;
     isLeader: () => boolean;
   }) {
-    ({
-      ctx: this.ctx,
-      caches: this.caches,
-      poller: this.poller,
-      secrets: this.secrets,
-      metrics: this.metrics,
-      isLeader: this.isLeader,
-    } = deps);
+    this.ctx = deps.ctx;
+    this.caches = deps.caches;
+    this.poller = deps.poller;
+    this.secrets = deps.secrets;
+    this.metrics = deps.metrics;
+    this.isLeader = deps.isLeader;
   }
 
   async reconcile(key: string): Promise<Result> {
