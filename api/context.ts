@@ -5,9 +5,15 @@ import type { Producer, QueueAdmin, RedisClient } from "../queue/index.ts";
 import type { Auth } from "./auth.ts";
 import type { EventHub } from "./eventHub.ts";
 import { HttpError } from "./http.ts";
-import type { PoolReader } from "./pools.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
 import type { JobRecords } from "./records.ts";
+
+/** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
+export interface PoolSource {
+  list(allowed: (queue: string) => boolean): Promise<unknown[]>;
+  /** null when absent or its queue is not allowed. */
+  detail(namespace: string, name: string, allowed: (queue: string) => boolean): Promise<unknown | null>;
+}
 
 export interface ApiContext {
   redis: RedisClient;
@@ -17,7 +23,7 @@ export interface ApiContext {
   directory: QueueDirectory;
   hub: EventHub;
   records: JobRecords | null;
-  pools: PoolReader | null;
+  pools: PoolSource | null;
   log?: Logger;
 }
 

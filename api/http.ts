@@ -32,7 +32,7 @@ export function decodeSegment(segment: string, what = "path"): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new HttpError(400, `${what}: malformed percent-escape in ${JSON.stringify(segment)}`);
+    throw new HttpError(400, `malformed %-escape in the path: ${JSON.stringify(segment)} (${what})`);
   }
 }
 

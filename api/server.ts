@@ -16,10 +16,9 @@ import {
   type RedisClient,
 } from "../queue/index.ts";
 import { Auth, isLoopback } from "./auth.ts";
-import type { ApiContext } from "./context.ts";
+import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
 import { HttpError, sendJson } from "./http.ts";
-import { PoolReader } from "./pools.ts";
 import { QueueDirectory } from "./queueDirectory.ts";
 import { JobRecords } from "./records.ts";
 import { Router } from "./router.ts";
@@ -42,10 +41,10 @@ export interface JobApiOptions {
   readOnly?: boolean;
   /** Serve only these queues (empty: all). */
   queues?: string[];
-  /** Job records for history and search (a pool of the API's own; migrations are applied). */
+  /** Job records for history and search (a pool of the API's own; the workers' recorders migrate). */
   database?: pg.Pool;
-  /** Read WorkerPools for the Pools page: "auto" (default) when a kubeconfig is found. */
-  kubernetes?: PoolReader | "auto" | "off";
+  /** WorkerPools for the Pools page (hidden without). */
+  pools?: PoolSource | null;
   /** Start without a token on a non-loopback address (not read-only) anyway. */
   insecureNoAuth?: boolean;
   /** The built dashboard; default: dist/dashboard. null: API only. */
@@ -72,17 +71,8 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues });
   const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q));
   let records: JobRecords | null = null;
-  if (opts.database) {
-    const { migrate } = await import("../worker/records/index.ts");
-    await migrate(opts.database);
-    records = new JobRecords(opts.database);
-  }
-  const pools =
-    opts.kubernetes === "off"
-      ? null
-      : opts.kubernetes === undefined || opts.kubernetes === "auto"
-        ? PoolReader.fromEnvironment(admin)
-        : opts.kubernetes;
+  if (opts.database) records = new JobRecords(opts.database);
+  const pools = opts.pools ?? null;
   const ctx: ApiContext = {
     redis: opts.redis,
     admin,

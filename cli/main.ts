@@ -9,6 +9,10 @@ import {
   Producer,
   QueueAdmin,
   QueueEvents,
+  dumpScripts,
+  scriptSource,
+  SCRIPT_NAMES,
+  type ScriptName,
   type JobToEnqueue,
   type QueueEvent,
   type RedisClient,
@@ -22,6 +26,7 @@ const USAGE = `usage: conveyor <command> [options]
   job <id> [--queue Q] [--json]           state, attempts, result or last error
   dlq list|retry|purge <queue> [--json]   dead letters
   events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
+  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)
   api [--port 8080] [--host 0.0.0.0]      the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)
       [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--insecure-no-auth]
   worker [options]                        run the generic worker (conveyor worker --help)
@@ -287,7 +292,7 @@ async function api(argv: string[]): Promise<number> {
   const kubernetes = values.kubernetes ?? process.env.CONVEYOR_API_KUBERNETES ?? "auto";
   if (kubernetes !== "auto" && kubernetes !== "off") throw new UsageError("--kubernetes: auto or off");
   const { startJobApi, InsecureConfigurationError } = await import("../api/server.ts");
-  const { createLogger } = await import("../worker/logger.ts");
+  const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
   const url = redisUrl(values.redis);
   const redis = connectRedis(url, {
@@ -297,8 +302,17 @@ async function api(argv: string[]): Promise<number> {
   const databaseUrl = values.database ?? process.env.DATABASE_URL;
   let database;
   if (databaseUrl) {
-    const { createPool } = await import("../worker/records/index.ts");
+    const { createPool, migrate } = await import("../worker/records/index.ts");
     database = createPool(databaseUrl, { applicationName: "conveyor-api", queryTimeoutMs: 10_000 });
+    // The read indexes are a migration: applied here too, so history works before any worker ran.
+    await migrate(database).catch((err: Error) =>
+      log.warn({ err: err.message }, "job records: migrations not applied (read-only database user?)"),
+    );
+  }
+  let pools = null;
+  if (kubernetes === "auto") {
+    const { PoolReader } = await import("../operator/poolReader.ts");
+    pools = PoolReader.fromEnvironment(new QueueAdmin(redis));
   }
   let server;
   try {
@@ -311,7 +325,7 @@ async function api(argv: string[]): Promise<number> {
       readOnly,
       queues,
       database,
-      kubernetes,
+      pools,
       insecureNoAuth: flag(values["insecure-no-auth"], "CONVEYOR_API_INSECURE_NO_AUTH"),
       log,
     });
@@ -344,6 +358,27 @@ async function api(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load. */
+function scripts(argv: string[]): void {
+  const { positionals, values } = parse(argv, {});
+  const [action, target] = positionals;
+  if (values.help) {
+    print("usage: conveyor scripts dump <dir> | show <name>");
+    return;
+  }
+  if (action === "dump" && target && positionals.length === 2) {
+    for (const path of dumpScripts(target)) print(path);
+    return;
+  }
+  if (action === "show" && target && positionals.length === 2) {
+    if (!(SCRIPT_NAMES as readonly string[]).includes(target))
+      throw new UsageError(`unknown script ${JSON.stringify(target)}; one of: ${SCRIPT_NAMES.join(", ")}`);
+    process.stdout.write(scriptSource(target as ScriptName));
+    return;
+  }
+  throw new UsageError("scripts: expected `dump <dir>` or `show <name>`");
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -365,6 +400,9 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       case "api":
         return await api(rest);
+      case "scripts":
+        scripts(rest);
+        return 0;
       case "worker": {
         if (rest.includes("--help") || rest.includes("-h")) {
           print((await import("../worker/config.ts")).WORKER_USAGE);

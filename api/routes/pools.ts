@@ -1,11 +1,10 @@
 // The Pools page's reads: 404 with a reason when this server has no Kubernetes API.
-import type { ApiContext } from "../context.ts";
+import type { ApiContext, PoolSource } from "../context.ts";
 import { HttpError } from "../http.ts";
-import type { PoolReader } from "../pools.ts";
 import type { Handlers } from "../router.ts";
 
 export function poolHandlers(ctx: ApiContext): Handlers {
-  const reader = (): PoolReader => {
+  const reader = (): PoolSource => {
     if (!ctx.pools)
       throw new HttpError(404, "no Kubernetes API configured for this server (kubeconfig or in-cluster)");
     return ctx.pools;

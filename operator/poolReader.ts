@@ -1,4 +1,4 @@
-// WorkerPools as the dashboard shows them, read through @kubernetes/client-node when a
+// WorkerPools as the dashboard (api/) shows them, read through @kubernetes/client-node when a
 // kubeconfig or an in-cluster service account is available (the Pools page is hidden when
 // not): status and conditions, every scale decision from the pool's Events (the operator
 // writes "from → to: reason: message"), and the pods with their deletion cost and, from the
@@ -7,9 +7,9 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
-import { GROUP, PLURAL, VERSION } from "../operator/apis/v1alpha1/schema.ts";
-import { DELETION_COST_ANNOTATION, POOL_LABEL } from "../operator/controllers/names.ts";
-import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
+import { GROUP, PLURAL, VERSION } from "./apis/v1alpha1/schema.ts";
+import { DELETION_COST_ANNOTATION, POOL_LABEL } from "./controllers/names.ts";
+import type { WorkerPool } from "./apis/v1alpha1/types.ts";
 import type { QueueAdmin } from "../queue/index.ts";
 
 export interface ScaleDecision {
@@ -51,6 +51,7 @@ export function parseDecision(e: {
   };
 }
 
+/** Implements api/'s PoolSource (the CLI wires it in: api/ does not import operator/). */
 export class PoolReader {
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
