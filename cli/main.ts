@@ -28,7 +28,7 @@ const USAGE = `usage: conveyor <command> [options]
   events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
   scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)
   api [--port 8080] [--host 0.0.0.0]      the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)
-      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--insecure-no-auth]
+      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]
   worker [options]                        run the generic worker (conveyor worker --help)
   operator [options]                      run the WorkerPool operator
 
@@ -280,6 +280,7 @@ async function api(argv: string[]): Promise<number> {
     queues: { type: "string" },
     database: { type: "string" },
     kubernetes: { type: "string" },
+    dashboard: { type: "string" },
     "insecure-no-auth": { type: "boolean" },
   });
   const port = positiveInt(values.port ?? process.env.CONVEYOR_API_PORT ?? "8080", "port")!;
@@ -291,6 +292,8 @@ async function api(argv: string[]): Promise<number> {
     .filter(Boolean);
   const kubernetes = values.kubernetes ?? process.env.CONVEYOR_API_KUBERNETES ?? "auto";
   if (kubernetes !== "auto" && kubernetes !== "off") throw new UsageError("--kubernetes: auto or off");
+  const dashboard = values.dashboard ?? process.env.CONVEYOR_API_DASHBOARD ?? "on";
+  if (dashboard !== "on" && dashboard !== "off") throw new UsageError("--dashboard: on or off");
   const { startJobApi, InsecureConfigurationError } = await import("../api/server.ts");
   const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
@@ -326,6 +329,7 @@ async function api(argv: string[]): Promise<number> {
       queues,
       database,
       pools,
+      dashboardDir: dashboard === "off" ? null : undefined,
       insecureNoAuth: flag(values["insecure-no-auth"], "CONVEYOR_API_INSECURE_NO_AUTH"),
       log,
     });
