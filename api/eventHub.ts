@@ -5,7 +5,8 @@
 import { QueueKeys, type QueueEvent, type RedisClient } from "../queue/index.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
 
-export type Listener = (e: QueueEvent) => void;
+/** Called once per XREAD batch (up to 500 events, across queues), so a client writes once per batch. */
+export type Listener = (batch: QueueEvent[]) => void;
 export type QueuesListener = (queues: string[]) => void;
 
 const BLOCK_MS = 1_000;
@@ -127,13 +128,14 @@ export class EventHub {
       ...queues.map((q) => this.positions.get(q)!),
     )) as [string, [string, string[]][]][] | null;
     if (!reply) return;
+    const batch: QueueEvent[] = [];
     for (const [key, entries] of reply) {
       const queue = queues[keys.indexOf(key)]!;
       for (const [id, flat] of entries) {
         this.positions.set(queue, id);
-        const e = toEvent(queue, id, flat);
-        for (const l of this.listeners) l(e);
+        batch.push(toEvent(queue, id, flat));
       }
     }
+    for (const l of this.listeners) l(batch);
   }
 }

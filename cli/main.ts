@@ -313,7 +313,8 @@ async function api(argv: string[]): Promise<number> {
     );
   }
   let pools = null;
-  if (kubernetes === "auto") {
+  const { kubernetesConfigured } = await import("../operator/kubeEnvironment.ts");
+  if (kubernetes === "auto" && kubernetesConfigured()) {
     const { PoolReader } = await import("../operator/poolReader.ts");
     pools = PoolReader.fromEnvironment(new QueueAdmin(redis));
   }

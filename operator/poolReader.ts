@@ -3,11 +3,9 @@
 // not): status and conditions, every scale decision from the pool's Events (the operator
 // writes "from → to: reason: message"), and the pods with their deletion cost and, from the
 // workers' heartbeats, their busy/free slots.
-import { existsSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import { GROUP, PLURAL, VERSION } from "./apis/v1alpha1/schema.ts";
+import { kubernetesConfigured } from "./kubeEnvironment.ts";
 import { DELETION_COST_ANNOTATION, POOL_LABEL } from "./controllers/names.ts";
 import type { WorkerPool } from "./apis/v1alpha1/types.ts";
 import type { QueueAdmin } from "../queue/index.ts";
@@ -65,11 +63,7 @@ export class PoolReader {
 
   /** A reader when a cluster is configured (KUBECONFIG, ~/.kube/config, in-cluster); else null. */
   static fromEnvironment(admin: QueueAdmin, env: NodeJS.ProcessEnv = process.env): PoolReader | null {
-    const configured =
-      Boolean(env.KUBECONFIG) ||
-      Boolean(env.KUBERNETES_SERVICE_HOST) ||
-      existsSync(join(env.HOME ?? homedir(), ".kube", "config"));
-    if (!configured) return null;
+    if (!kubernetesConfigured(env)) return null;
     const kc = new KubeConfig();
     kc.loadFromDefault();
     if (!kc.getCurrentCluster()) return null;

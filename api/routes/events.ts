@@ -11,6 +11,19 @@ const HEARTBEAT_MS = 15_000;
 /** A client this far behind is cut off; it reconnects with Last-Event-ID and reads the gap. */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 
+/** An event as an SSE frame, made once however many clients receive it. */
+const frames = new WeakMap<QueueEvent, string>();
+function frame(e: QueueEvent): string {
+  let f = frames.get(e);
+  if (f === undefined) {
+    const { type, id, queue, at } = e;
+    const { token: _lease, ...fields } = e.fields; // the lease token stays server-side
+    f = `id: ${e.eventId}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`;
+    frames.set(e, f);
+  }
+  return f;
+}
+
 export function eventHandlers(ctx: ApiContext): Handlers {
   return {
     async events({ req, res, query }) {
@@ -30,21 +43,23 @@ export function eventHandlers(ctx: ApiContext): Handlers {
 
       const lastSent = new Map<string, string>();
       const wanted = (queue: string) => (only ? queue === only : ctx.auth.queueAllowed(queue));
-      const write = (e: QueueEvent) => {
-        if (!wanted(e.queue)) return;
-        const prev = lastSent.get(e.queue);
-        if (prev && !streamIdAfter(e.eventId, prev)) return;
-        lastSent.set(e.queue, e.eventId);
-        const { type, id, queue, at } = e;
-        const { token: _lease, ...fields } = e.fields; // the lease token stays server-side
-        res.write(
-          `id: ${e.eventId}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`,
-        );
+      // One write per batch: thousands of small writes per second per client cost memory.
+      const write = (batch: QueueEvent[]) => {
+        let out = "";
+        for (const e of batch) {
+          if (!wanted(e.queue)) continue;
+          const prev = lastSent.get(e.queue);
+          if (prev && !streamIdAfter(e.eventId, prev)) continue;
+          lastSent.set(e.queue, e.eventId);
+          out += frame(e);
+        }
+        if (out === "") return;
+        res.write(out);
         if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
       };
       let replay: QueueEvent[] | null = lastId ? [] : null;
       const unsubscribe = ctx.hub.subscribe(
-        (e) => (replay ? replay.push(e) : write(e)),
+        (batch) => (replay ? replay.push(...batch) : write(batch)),
         (queues) => res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
       );
       const heartbeat = setInterval(() => res.write(": ping\n\n"), HEARTBEAT_MS);
@@ -57,11 +72,11 @@ export function eventHandlers(ctx: ApiContext): Handlers {
       if (lastId) {
         try {
           const queues = only ? [only] : (await ctx.directory.list()).filter(wanted);
-          for (const q of queues) for (const e of await ctx.hub.since(q, lastId)) write(e);
+          for (const q of queues) write(await ctx.hub.since(q, lastId));
         } finally {
           const held = replay ?? [];
           replay = null;
-          for (const e of held) write(e);
+          write(held);
         }
       }
       return undefined;
