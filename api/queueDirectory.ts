@@ -36,9 +36,18 @@ export class QueueDirectory {
 
   private async refresh(): Promise<string[]> {
     const registered = await this.redis.smembers(QUEUES_KEY);
-    if (Date.now() - this.scannedAt > RESCAN_MS) {
+    if (this.scannedAt === 0) {
       this.scannedAt = Date.now();
       this.scanned = await this.scan();
+    } else if (Date.now() - this.scannedAt > RESCAN_MS) {
+      // Later rescans run beside requests: a SCAN over a large keyspace must not delay a page.
+      this.scannedAt = Date.now();
+      this.scan().then(
+        (found) => {
+          this.scanned = found;
+        },
+        () => {},
+      );
     }
     this.known = new Set([...registered, ...this.scanned]);
     this.refreshedAt = Date.now();

@@ -8,7 +8,8 @@ import type { Handlers } from "../router.ts";
 
 /** Payloads above this are cut in the detail view; the full text is a download. */
 const SHOWN_BYTES = 64 * 1024;
-const EVENTS_SCANNED = 2000;
+/** The job's timeline comes from the queue's recent events (its full history is in the records). */
+const EVENTS_SCANNED = 1000;
 
 function shown(text: string | null | undefined) {
   if (text === null || text === undefined || text === "") return null;
