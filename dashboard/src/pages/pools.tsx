@@ -129,7 +129,11 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
     return () => clearInterval(t);
   }, [namespace, name]);
   if (!pool) return error ? <ErrorNote error={error} /> : <p class="muted">Loading…</p>;
-  const scaled = pool.decisions.filter((d) => d.to !== null);
+  // Each decision is a point; the pool as it is now closes the line.
+  const scaled = [
+    ...pool.decisions.filter((d) => d.to !== null),
+    { at: new Date().toISOString(), to: pool.desiredReplicas, backlog: pool.backlog },
+  ];
   return (
     <section>
       <p class="crumbs">
@@ -217,7 +221,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
       <div class="card">
         <h2>Pods</h2>
         {pool.pods.length === 0 ? (
-          <p class="muted">No pods (scaled to zero).</p>
+          <p class="muted">No pods{pool.desiredReplicas === 0 ? " (scaled to zero)" : " yet"}.</p>
         ) : (
           <table class="grid">
             <thead>
