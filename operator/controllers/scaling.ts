@@ -10,7 +10,7 @@ import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
 import { rfc3339 } from "../../lib/time.ts";
 import { apiCode, apiPath } from "../kube/client.ts";
-import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
+import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import type { Deployment } from "./deployment.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";

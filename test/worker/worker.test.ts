@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../queue/index.ts";
-import { waitFor } from "./support/processes.ts";
-import type { RedisServer } from "./support/redis.ts";
-import { WorkerTestBed } from "./support/testbed.ts";
-import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO } from "./support/workers.ts";
+import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import { waitFor } from "../support/processes.ts";
+import type { RedisServer } from "../support/redis.ts";
+import { WorkerTestBed } from "../support/testbed.ts";
+import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO } from "../support/workers.ts";
 
 describe("worker processes", () => {
   const bed = new WorkerTestBed("w");

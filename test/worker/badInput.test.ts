@@ -9,7 +9,7 @@
 // into text, return values that are not JSON, exit the process or throw outside their promise,
 // or write garbage to stdout; command handlers that exit non-zero, die by a signal, write
 // garbage or flood stdout, ignore SIGTERM or leave a grandchild holding stdout.
-// (Fuzzed WorkerPools, API-server restarts and field-manager fights: test/badpools.test.ts.)
+// (Fuzzed WorkerPools, API-server restarts and field-manager fights: test/operator/badPools.test.ts.)
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,11 +25,11 @@ import {
   QueueKeys,
   DEFAULT_MAX_PAYLOAD_BYTES,
   type RedisClient,
-} from "../queue/index.ts";
-import { rng } from "./support/random.ts";
-import { stopProcess, waitFor } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
-import { CONVEYOR, NODE, readExecutions, REPO, startWorker, type WorkerProcess } from "./support/workers.ts";
+} from "../../queue/index.ts";
+import { rng } from "../support/random.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE, readExecutions, REPO, startWorker, type WorkerProcess } from "../support/workers.ts";
 
 const BAD_HANDLER = `module:${join(REPO, "test/fixtures/badinput-handler.js")}`;
 const BAD_COMMAND = `command:${JSON.stringify([NODE, join(REPO, "test/fixtures/badinput-command.mjs")])}`;

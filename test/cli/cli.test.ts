@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Consumer, type RedisClient } from "../queue/index.ts";
-import { RedisServer } from "./support/redis.ts";
-import { CONVEYOR, NODE } from "./support/workers.ts";
+import { connectRedis, Consumer, type RedisClient } from "../../queue/index.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
 
 describe("conveyor CLI", () => {
   let server: RedisServer;

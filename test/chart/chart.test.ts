@@ -17,10 +17,10 @@ import * as https from "node:https";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parseAllDocuments } from "yaml";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const CHART = path.join(ROOT, "charts", "conveyor");
 const EXAMPLES = path.join(ROOT, "examples");
 const NS = "conveyor-system";
