@@ -8,4 +8,5 @@ export * from "./admin.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";
 export * from "./events.ts";
+export * from "./envelope.ts";
 export { scriptSource, type RedisClient } from "./scripts.ts";
