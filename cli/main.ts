@@ -9,6 +9,10 @@ import {
   Producer,
   QueueAdmin,
   QueueEvents,
+  dumpScripts,
+  scriptSource,
+  SCRIPT_NAMES,
+  type ScriptName,
   type JobToEnqueue,
   type QueueEvent,
   type RedisClient,
@@ -27,6 +31,8 @@ const COMMANDS: Record<string, string> = {
   events:
     "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
   api: "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)",
+  scripts:
+    "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)",
   worker: "  worker [options]                        run the generic worker (conveyor worker --help)",
   operator:
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
@@ -328,6 +334,23 @@ async function api(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load. */
+function scripts(argv: string[]): void {
+  const { positionals } = parse(argv, {});
+  const [action, target] = positionals;
+  if (action === "dump" && target && positionals.length === 2) {
+    for (const path of dumpScripts(target)) print(path);
+    return;
+  }
+  if (action === "show" && target && positionals.length === 2) {
+    if (!(SCRIPT_NAMES as readonly string[]).includes(target))
+      throw new UsageError(`unknown script ${JSON.stringify(target)}; one of: ${SCRIPT_NAMES.join(", ")}`);
+    process.stdout.write(scriptSource(target as ScriptName));
+    return;
+  }
+  throw new UsageError("scripts: expected `dump <dir>` or `show <name>`");
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command && (rest.includes("--help") || rest.includes("-h"))) {
@@ -359,6 +382,9 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       case "api":
         return await api(rest);
+      case "scripts":
+        scripts(rest);
+        return 0;
       case "worker":
         return await (await import("../worker/main.ts")).runWorker(rest);
       case "operator": {

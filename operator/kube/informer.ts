@@ -8,6 +8,7 @@ import type { Logger } from "pino";
 import { Backoff } from "../../lib/backoff.ts";
 import { apiCode, type KubeClient, type KubeObject, type WatchEvent } from "./client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
+import { objectKey } from "./keys.ts";
 
 export interface InformerHandlers<T extends KubeObject> {
   add?: (obj: T) => void;
@@ -31,8 +32,6 @@ export interface InformerOptions {
   log?: Logger;
   metrics?: OperatorMetrics;
 }
-
-const key = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
 
 class RelistNeeded extends Error {}
 
@@ -161,7 +160,7 @@ export class Informer<T extends KubeObject> {
     switch (ev.type) {
       case "ADDED":
       case "MODIFIED": {
-        const k = key(ev.object);
+        const k = objectKey(ev.object);
         const old = this.cache.get(k);
         this.cache.set(k, ev.object);
         if (old) {
@@ -173,7 +172,7 @@ export class Informer<T extends KubeObject> {
         break;
       }
       case "DELETED": {
-        const k = key(ev.object);
+        const k = objectKey(ev.object);
         const old = this.cache.get(k);
         this.cache.delete(k);
         this.emit("delete", old ?? ev.object);
@@ -198,7 +197,7 @@ export class Informer<T extends KubeObject> {
     const list = await this.client.listAll<T>(this.opts.path, { labelSelector: this.opts.labelSelector });
     const seen = new Set<string>();
     for (const obj of list.items) {
-      const k = key(obj);
+      const k = objectKey(obj);
       seen.add(k);
       const old = this.cache.get(k);
       this.cache.set(k, obj);

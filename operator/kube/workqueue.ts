@@ -132,32 +132,3 @@ export class WorkQueue {
     for (const w of this.waiters.splice(0)) w(undefined);
   }
 }
-
-/**
- * Runs `workers` loops taking keys from the queue until it shuts down. `reconcile` returns a
- * delay to re-check the key after (or undefined); a throw re-queues it with backoff.
- */
-export async function runWorkers(
-  queue: WorkQueue,
-  workers: number,
-  reconcile: (key: string) => Promise<number | undefined>,
-  onError: (key: string, err: unknown, retryInMs: number) => void,
-): Promise<void> {
-  const loop = async () => {
-    for (;;) {
-      const key = await queue.get();
-      if (key === undefined) return;
-      try {
-        const after = await reconcile(key);
-        queue.forget(key);
-        if (after !== undefined) queue.addAfter(key, after);
-      } catch (err) {
-        const delay = queue.addRateLimited(key);
-        onError(key, err, delay);
-      } finally {
-        queue.done(key);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: workers }, loop));
-}

@@ -39,6 +39,15 @@ export interface MetricsApiOptions {
   metrics?: OperatorMetrics;
 }
 
+/** A %-escaped path segment, or undefined when an escape is malformed (decodeURIComponent throws). */
+function decodePathSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Parses the equality parts of a label selector: "a=b,c==d,e in (f)". */
 export function parseSelector(sel: string): Record<string, string> | undefined {
   const out: Record<string, string> = {};
@@ -138,8 +147,13 @@ export function handleMetricsRequest(
   if (path === PREFIX) return send(res, 200, DISCOVERY);
   const m = new RegExp(`^${PREFIX}/namespaces/([^/]+)/([^/]+)$`).exec(path);
   if (!m) return send(res, 404, status(404, "NotFound", `no such path ${path}`));
-  const namespace = decodeURIComponent(m[1]!);
-  const metric = decodeURIComponent(m[2]!).toLowerCase();
+  const namespace = decodePathSegment(m[1]!);
+  const metric = decodePathSegment(m[2]!)?.toLowerCase();
+  if (namespace === undefined || metric === undefined) {
+    count("bad-path");
+    const field = namespace === undefined ? "namespace" : "metric name";
+    return send(res, 400, status(400, "BadRequest", `malformed %-escape in the ${field} of ${path}`));
+  }
   if (metric !== METRIC_NAME) {
     count("unknown-metric");
     return send(

@@ -27,9 +27,10 @@ import {
 } from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
 import { Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
-import { KubeClient, apiPath } from "../../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/deployment.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
@@ -431,13 +432,9 @@ describe(
     let op: OperatorProcess;
 
     const getPool = (ns: string, name: string) =>
-      k.get<WorkerPool>(
-        apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns, name }),
-      );
+      k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: ns, name }));
     const getDeployment = (ns: string, name: string) =>
-      k.get<Deployment>(
-        apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: ns, name }),
-      );
+      k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: ns, name }));
     const condition = (p: WorkerPool | null, type: string) =>
       p?.status?.conditions?.find((c) => c.type === type);
     const replicas = async (ns: string, name: string) => (await getDeployment(ns, name))?.spec?.replicas;
@@ -447,7 +444,7 @@ describe(
       name: string,
     ): Promise<{ reason: string; message: string; type: string }[]> {
       const list = await k.list<{ reason: string; message: string; type: string }>(
-        apiPath({ group: "", version: "v1", plural: "events", namespace: ns }),
+        resourcePath(RESOURCES.events, { namespace: ns }),
         {
           fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
         },

@@ -15,10 +15,10 @@ import { stopProcess } from "../support/processes.ts";
 import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
 import { Consumer, Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
-import { KubeClient, apiPath } from "../../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
 import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/deployment.ts";
-import type { HPA } from "../../operator/controllers/hpa.ts";
+import type { Deployment, HPA } from "../../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
@@ -43,24 +43,13 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   let opA: OperatorProcess;
   let opB: OperatorProcess | undefined;
 
-  const pools = (ns: string) =>
-    apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns });
+  const pools = (ns: string) => resourcePath(RESOURCES.workerPools, { namespace: ns });
   const getPool = (ns: string, name: string) =>
-    k.get<WorkerPool>(
-      apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns, name }),
-    );
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: ns, name }));
   const getDeployment = (ns: string, name: string) =>
-    k.get<Deployment>(apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: ns, name }));
+    k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: ns, name }));
   const getHPA = (ns: string, name: string) =>
-    k.get<HPA>(
-      apiPath({
-        group: "autoscaling",
-        version: "v2",
-        plural: "horizontalpodautoscalers",
-        namespace: ns,
-        name,
-      }),
-    );
+    k.get<HPA>(resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: ns, name }));
   const condition = (p: WorkerPool | null, type: string) =>
     p?.status?.conditions?.find((c) => c.type === type);
 
@@ -97,7 +86,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     name: string,
   ): Promise<{ reason: string; message: string; type: string }[]> {
     const list = await k.list<{ reason: string; message: string; type: string }>(
-      apiPath({ group: "", version: "v1", plural: "events", namespace: ns }),
+      resourcePath(RESOURCES.events, { namespace: ns }),
       {
         fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
       },
@@ -606,7 +595,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       "costs/work",
       Array.from({ length: 30 }, (_, i) => ({ data: { i } })),
     );
-    const core = apiPath({ group: "", version: "v1", plural: "pods", namespace: "default" });
+    const core = resourcePath(RESOURCES.pods, { namespace: "default" });
     const pods = await pollUntil(
       "3 running pods",
       async () => {

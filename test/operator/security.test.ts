@@ -30,9 +30,10 @@ import {
   type OperatorProcess,
 } from "../support/operator.ts";
 import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
-import { KubeClient, apiPath } from "../../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/deployment.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
@@ -95,19 +96,9 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
   const workerMetrics = new Map<string, string>();
 
   const getPool = (name: string) =>
-    k.get<WorkerPool>(
-      apiPath({
-        group: "conveyor.dev",
-        version: "v1alpha1",
-        plural: "workerpools",
-        namespace: "default",
-        name,
-      }),
-    );
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
   const getDeployment = (name: string) =>
-    k.get<Deployment>(
-      apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: "default", name }),
-    );
+    k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name }));
   const condition = (p: WorkerPool | null, type: string) =>
     p?.status?.conditions?.find((c) => c.type === type);
 
