@@ -142,7 +142,7 @@ describe("worker processes", () => {
     const broken = await admin.job("broken", q);
     assert.equal(broken!.state, "dead");
     assert.match(broken!.deadReason!, /attempts exhausted \(3\/3\): planned failure 3/);
-    assert.match(JSON.parse(broken!.error!).stack, /recording-handler\.js/);
+    assert.match(JSON.parse(broken!.error!).stack, /recordingHandler\.js/);
     assert.equal(JSON.parse(broken!.errors!).length, 3);
     assert.equal(metricValue(await w.metrics(), "conveyor_jobs_retried_total", { queue: q }), 3);
     assert.equal(metricValue(await w.metrics(), "conveyor_jobs_dead_lettered_total", { queue: q }), 1);
@@ -247,7 +247,7 @@ describe("worker processes", () => {
     const marker = join(dir, "pwned");
     const argv = [
       join(REPO, "node_modules/.bin/node"),
-      join(REPO, "test/fixtures/echo-command.mjs"),
+      join(REPO, "test/fixtures/echoCommand.mjs"),
       "--flag",
       "$(touch x)",
     ];

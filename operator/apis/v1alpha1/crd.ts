@@ -1,4 +1,4 @@
-// The CustomResourceDefinition object, built from the schema. gen-crd.ts writes it to crds/.
+// The CustomResourceDefinition object, built from the schema. genCrd.ts writes it to crds/.
 import { stringify } from "yaml";
 import {
   GROUP,
