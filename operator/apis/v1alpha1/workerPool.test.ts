@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { assertQueueName } from "../../../queue/index.ts";
 import { schemaPaths } from "../jsonschema.ts";
-import { CRD_FILE, workerPoolCRD, workerPoolCRDYaml } from "./crd.ts";
+import { CHART_CRD_FILE, CRD_FILE, workerPoolCRD, workerPoolCRDYaml } from "./crd.ts";
 import { QUEUE_NAME_PATTERN, specSchema, statusSchema } from "./schema.ts";
 import { withDefaults, type WorkerPoolSpec, type WorkerPool } from "./types.ts";
 import { REFERENCE_FILE, withReference } from "./reference.ts";
@@ -18,6 +18,11 @@ describe("WorkerPool API", () => {
   it("the committed CRD and the field reference are generated from the schema (run `npm run gen:crds` when this fails)", () => {
     const committed = readFileSync(join(root, CRD_FILE), "utf8");
     assert.equal(committed, workerPoolCRDYaml(), `${CRD_FILE} is stale: run \`npm run gen:crds\``);
+    assert.equal(
+      readFileSync(join(root, CHART_CRD_FILE), "utf8"),
+      workerPoolCRDYaml(),
+      `${CHART_CRD_FILE} is stale: run \`npm run gen:crds\``,
+    );
     const doc = readFileSync(join(root, REFERENCE_FILE), "utf8");
     assert.equal(
       doc,
