@@ -381,11 +381,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
   it("ships crds/ unchanged (the chart installs the CRD npm run gen:crds generates)", () => {
     const source = fs.readFileSync(path.join(ROOT, "crds", "conveyor.dev_workerpools.yaml"), "utf8");
     const shipped = fs.readFileSync(path.join(CHART, "crds", "conveyor.dev_workerpools.yaml"), "utf8");
-    assert.equal(
-      shipped,
-      source,
-      "charts/conveyor/crds/ is stale: cp crds/conveyor.dev_workerpools.yaml charts/conveyor/crds/",
-    );
+    assert.equal(shipped, source, "charts/conveyor/crds/ is stale: run `npm run gen:crds`");
     assert.deepEqual(
       fs.readdirSync(path.join(CHART, "crds")).sort(),
       fs
