@@ -53,7 +53,7 @@ demo: deps controlplane
 	node test/e2e/demo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
-# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,png,svg}.
+# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 bench: node-deps
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi

@@ -1,6 +1,6 @@
 // `npm run gen:crds`: writes crds/conveyor.dev_workerpools.yaml, the chart's copy of it
-// (charts/conveyor/crds/) and the field reference of docs/workerpool.md from the schema. `--check` exits 1 when any is
-// stale (CI).
+// (charts/conveyor/crds/) and the field reference of docs/workerpool.md from the schema.
+// `--check` exits 1 when any of them is stale (CI).
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CHART_CRD_FILE, CRD_FILE, workerPoolCRDYaml } from "./crd.ts";
