@@ -8,8 +8,8 @@ export * from "./scriptReplies.ts";
 export * from "./admin.ts";
 export * from "./control.ts";
 export * from "./schedules.ts";
-export * from "./backoff.ts";
-export * from "./duration.ts";
+export * from "../lib/backoff.ts";
+export * from "../lib/duration.ts";
 export * from "./events.ts";
 export {
   scriptSource,

@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   encodeResult,
   retryDelay,
@@ -24,6 +25,9 @@ import {
   type JobView,
 } from "./handlers/index.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+
+/** Waits after a failed write that settles a job (Redis outages). */
+const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
 
 /** A job in a slot, shared by its execution and the slot loop (hand-back, lost leases). */
 export interface RunningJob {
@@ -372,7 +376,7 @@ export async function retryWrite<T>(
     } catch (err) {
       if (attempt === 1 || attempt % 10 === 0)
         log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
-      await sleep(Math.min(100 * 2 ** attempt, 2000));
+      await sleep(exponentialDelay(attempt, SETTLE_RETRY));
     }
   }
 }

@@ -3,6 +3,7 @@
 // jobs finish — handing back only what is still running at the drain deadline.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
@@ -22,6 +23,8 @@ const IDLE_WAIT_MS = 5000;
  * second at most, instead of one per claim.
  */
 const BUSY_REPORT_MS = 1000;
+/** Waits after a failed claim (Redis outages). */
+const CLAIM_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 5000 };
 
 export type WorkerState = "starting" | "running" | "draining" | "stopped";
 
@@ -253,7 +256,7 @@ export class QueueWorker {
       } catch (err) {
         failures++;
         if (failures === 1) this.log.warn({ err: (err as Error).message }, "claim failed; retrying");
-        await sleep(Math.min(100 * 2 ** failures, 5000));
+        await sleep(exponentialDelay(failures, CLAIM_RETRY));
         continue;
       } finally {
         this.reserved -= free;

@@ -12,6 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import { Backoff } from "../../lib/backoff.ts";
 import { connectRedis, PipelineKeys, type RedisClient } from "../../queue/index.ts";
 import { foldEvents, parseEntry, streamTime, type OutboxEvent, type RawEntry } from "./events.ts";
 import { createGroup, isNoGroup, readReply, RECORDER_GROUP } from "./outboxStream.ts";
@@ -229,21 +230,20 @@ export class JobRecorder {
   // ---- the per-pipeline loop ------------------------------------------------------------
 
   private async run(loop: PipelineLoop): Promise<void> {
-    let backoff = this.minBackoff;
+    const backoff = this.newBackoff();
     while (!this.stopped) {
       try {
         await this.ensureSchema();
       } catch (err) {
         this.health.databaseFailed(loop.pipeline, err);
         if (this.closing) break;
-        await this.pause(backoff).catch(() => {});
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next()).catch(() => {});
         continue;
       }
       try {
         const entries = await this.nextEntries(loop);
         if (entries.length > 0) await this.record(loop, entries);
-        backoff = this.minBackoff;
+        backoff.reset();
         this.health.redisOk();
         if (
           this.closing &&
@@ -264,18 +264,13 @@ export class JobRecorder {
           continue;
         }
         this.health.redisFailed(loop.pipeline, err);
-        await this.pause(backoff).catch(() => {});
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next()).catch(() => {});
       }
     }
   }
 
-  private get minBackoff(): number {
-    return this.opts.minBackoffMs ?? 250;
-  }
-
-  private get maxBackoff(): number {
-    return this.opts.maxBackoffMs ?? 10_000;
+  private newBackoff(): Backoff {
+    return new Backoff({ baseMs: this.opts.minBackoffMs ?? 250, maxMs: this.opts.maxBackoffMs ?? 10_000 });
   }
 
   private ensureSchema(): Promise<void> {
@@ -403,7 +398,7 @@ export class JobRecorder {
   /** Write a batch, waiting out a database outage; on data errors, isolate the bad entries. */
   private async write(loop: PipelineLoop, events: OutboxEvent[]): Promise<void> {
     if (events.length === 0) return;
-    let backoff = this.minBackoff;
+    const backoff = this.newBackoff();
     for (;;) {
       try {
         await writeBatch(this.pool, foldEvents(events));
@@ -421,8 +416,7 @@ export class JobRecorder {
         }
         this.health.databaseFailed(loop.pipeline, err);
         if (this.closing) throw new Stopped(); // no waiting out an outage at shutdown
-        await this.pause(backoff);
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next());
       }
     }
   }
