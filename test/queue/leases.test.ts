@@ -96,7 +96,7 @@ describe("leases across a Redis outage", () => {
 
     // the live worker renews (its renewal extends a lapsed lease whose token still matches)
     const renewing = worker(redis, q, "live", 60_000);
-    assert.deepEqual(await renewing.renew([mine!]), []);
+    assert.deepEqual((await renewing.renew([mine!])).lost, []);
     assert.ok((await inflightDeadline(q, "alive")) > Date.now() + 50_000);
 
     // the grace ends: the orphan (its worker never renewed) is swept, the live job is kept
@@ -212,7 +212,7 @@ describe("leases across a real Redis restart (AOF, same data directory)", () => 
         Number(await redis.zscore(new QueueKeys(q).inflight, "r1")) < Date.now(),
         "the lease lapsed during the outage",
       );
-      assert.deepEqual(await c.renew([job!]), [], "the lease is still the worker's");
+      assert.deepEqual((await c.renew([job!])).lost, [], "the lease is still the worker's");
       assert.equal(await c.complete(job!, "ok"), true);
       assert.equal((await new QueueAdmin(redis).counters(q)).stalled ?? 0, 0);
     } finally {

@@ -98,7 +98,7 @@ describe("queue protocol (single Redis)", () => {
     assert.notEqual(again!.token, job!.token);
     assert.equal(again!.stalls, 1);
     assert.equal(again!.attempt, 1, "a stall is not a failed attempt");
-    assert.deepEqual(await slow.renew([job!]), ["job1"]);
+    assert.deepEqual((await slow.renew([job!])).lost, ["job1"]);
     assert.equal(await slow.complete(job!, "late"), false);
     assert.equal(
       await slow.fail(job!, { name: "E", message: "late" }, { retryable: true, retryDelayMs: 0 }),
@@ -117,7 +117,16 @@ describe("queue protocol (single Redis)", () => {
     const before = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
     await new Promise((r) => setTimeout(r, 5));
     assert.deepEqual(
-      await c.renew(jobs, { id: "w-renew", pod: "p1", slots: 4, busy: 2, draining: false, seen: Date.now() }),
+      (
+        await c.renew(jobs, {
+          id: "w-renew",
+          pod: "p1",
+          slots: 4,
+          busy: 2,
+          draining: false,
+          seen: Date.now(),
+        })
+      ).lost,
       [],
     );
     const afterScores = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
@@ -442,7 +451,7 @@ describe("queue protocol (single Redis)", () => {
     const tokens = [h1!, ...combined.jobs].map((j) => Number(j.token));
     assert.equal(new Set(tokens).size, 3);
     assert.ok(tokens[1]! > tokens[0]! && tokens[2]! > tokens[1]!);
-    assert.deepEqual(await c1.renew(combined.jobs), []);
+    assert.deepEqual((await c1.renew(combined.jobs)).lost, []);
     assert.equal((await admin.job("y", q1))?.state, "completed");
     assert.equal((await admin.job("x", q1))?.state, "active");
     assert.deepEqual(await admin.counts(q1), await admin.counts(q2));
@@ -603,7 +612,7 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
       const ca = new Consumer(redis, a, { workerId: "w", leaseMs: 30_000 });
       const { jobs } = await ca.claim(2);
       assert.equal(jobs.length, 2);
-      assert.deepEqual(await ca.renew(jobs), []);
+      assert.deepEqual((await ca.renew(jobs)).lost, []);
       assert.equal(await ca.advance(jobs[0]!, { ok: p }, b), true);
       assert.equal(
         await ca.fail(jobs[1]!, { name: "E", message: "x" }, { retryable: false, retryDelayMs: 0 }),
