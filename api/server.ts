@@ -29,7 +29,9 @@ import {
   type ScheduleSpec,
   type ScheduleView,
   type RedisClient,
-  type EnqueueOptions,
+  type JobToEnqueue,
+  parseEnvelope,
+  EnvelopeError,
 } from "../queue/index.ts";
 
 export interface JobApiOptions {
@@ -81,16 +83,6 @@ function scheduleJson(s: ScheduleView) {
   };
 }
 
-const ENQUEUE_FIELDS = new Set([
-  "data",
-  "id",
-  "idempotencyKey",
-  "priority",
-  "delayMs",
-  "attempts",
-  "timeoutMs",
-  "contentHash",
-]);
 
 export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   const producer = new Producer(opts.redis);
@@ -124,36 +116,14 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
     }
   }
 
-  function enqueueOptions(body: unknown): { data: unknown } & EnqueueOptions {
-    if (typeof body !== "object" || body === null || Array.isArray(body))
-      throw new HttpError(400, 'body must be an object like {"data": …, "priority": 0}');
-    const b = body as Record<string, unknown>;
-    for (const k of Object.keys(b))
-      if (!ENQUEUE_FIELDS.has(k))
-        throw new HttpError(
-          400,
-          `unknown field ${JSON.stringify(k)}; allowed: ${[...ENQUEUE_FIELDS].join(", ")}`,
-        );
-    if (!("data" in b)) throw new HttpError(400, '"data" is required (any JSON value)');
-    const str = (k: string) => {
-      if (b[k] !== undefined && typeof b[k] !== "string") throw new HttpError(400, `"${k}" must be a string`);
-      return b[k] as string | undefined;
-    };
-    const num = (k: string) => {
-      if (b[k] !== undefined && (typeof b[k] !== "number" || !Number.isFinite(b[k])))
-        throw new HttpError(400, `"${k}" must be a number`);
-      return b[k] as number | undefined;
-    };
-    return {
-      data: b.data,
-      id: str("id"),
-      idempotencyKey: str("idempotencyKey"),
-      contentHash: str("contentHash"),
-      priority: num("priority"),
-      delayMs: num("delayMs"),
-      attempts: num("attempts"),
-      timeoutMs: num("timeoutMs"),
-    };
+  function enqueueOptions(body: unknown): JobToEnqueue {
+    try {
+      return parseEnvelope(body);
+    } catch (err) {
+      if (err instanceof EnvelopeError)
+        throw new HttpError(400, err.message.replace(/^a job must be/, "body must be"));
+      throw err;
+    }
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -23,27 +23,43 @@ import {
   type JobToEnqueue,
   type QueueEvent,
   type RedisClient,
+  parseEnvelope,
+  EnvelopeError,
 } from "../queue/index.ts";
+import { DURATION_HELP } from "../lib/duration.ts";
 
-const USAGE = `usage: conveyor <command> [options]
+/** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
+const COMMANDS: Record<string, string> = {
+  enqueue: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})`,
+  stats:
+    "  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules",
+  job: "  job <id> [--queue Q] [--json]           state, attempts, result or last error (exit 1: not found)",
+  dlq: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
+  cancel:
+    "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
+  pause: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
+  resume: "  resume <queue>                          claim from a paused queue again",
+  limit: "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
+  schedule: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
+  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
+  events:
+    "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
+  api: "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)",
+  scripts:
+    "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)",
+  worker: "  worker [options]                        run the generic worker (conveyor worker --help)",
+  operator:
+    "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
+};
 
-  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})
-  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules
-  job <id> [--queue Q] [--json]           state, attempts, result or last error
-  dlq list|retry|purge <queue> [--json]   dead letters
-  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)
-  pause <queue> | resume <queue>          stop / restart claiming from a queue (running jobs finish)
-  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window
-  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
-  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)
-  events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
-  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)
-  api [--port 8080] [--host 0.0.0.0]      the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)
-  worker [options]                        run the generic worker (conveyor worker --help)
-  operator [options]                      run the WorkerPool operator
+const FOOTER = `Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
+${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
 
-Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.`;
+const USAGE = `usage: conveyor <command> [options]\n\n${Object.values(COMMANDS).join("\n")}\n\n${FOOTER}`;
+
+const commandUsage = (command: string) =>
+  `usage: conveyor ${command} [options]\n\n${COMMANDS[command]}\n\n${FOOTER}`;
 
 export class UsageError extends Error {
   override name = "UsageError";
@@ -59,10 +75,17 @@ function parse<T extends Record<string, { type: "string" | "boolean"; short?: st
   argv: string[],
   options: T,
 ) {
+  const all = { ...COMMON, ...options };
+  // Boolean flags also take an explicit value: --json=true, --follow=false.
+  const args = argv.flatMap((a) => {
+    const m = /^--([\w-]+)=(true|false)$/.exec(a);
+    if (!m || (all as Record<string, { type: string }>)[m[1]!]?.type !== "boolean") return [a];
+    return m[2] === "true" ? [`--${m[1]}`] : [];
+  });
   try {
     return parseArgs({
-      args: argv,
-      options: { ...COMMON, ...options },
+      args,
+      options: all,
       allowPositionals: true,
       strict: true,
     });
@@ -132,10 +155,16 @@ async function enqueue(argv: string[]): Promise<void> {
         .split("\n")
         .map((line, i) => [line.trim(), i + 1] as const)
         .filter(([line]) => line !== "")
-        .map(([line, n]) => {
+        .map(([line, n]): JobToEnqueue => {
           const v = parseJson(line, `${values.file}:${n}`);
           const isEnvelope = typeof v === "object" && v !== null && !Array.isArray(v) && "data" in v;
-          return isEnvelope ? { ...opts, ...(v as JobToEnqueue) } : { ...opts, data: v };
+          if (!isEnvelope) return { ...opts, data: v };
+          try {
+            return { ...opts, ...definedFields(parseEnvelope(v)) };
+          } catch (err) {
+            if (err instanceof EnvelopeError) throw new UsageError(`${values.file}:${n}: ${err.message}`);
+            throw err;
+          }
         });
       const results = await producer.enqueueMany(queue, jobs);
       print(
@@ -205,6 +234,11 @@ async function job(argv: string[]): Promise<void> {
     if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
     if (view.deadReason) print(`dead: ${view.deadReason}`);
   });
+}
+
+/** The fields an envelope set, so the flags' defaults fill only the others. */
+function definedFields<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }
 
 function safeJson(s: string): unknown {
@@ -455,12 +489,8 @@ async function api(argv: string[]): Promise<number> {
 
 /** `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load. */
 function scripts(argv: string[]): void {
-  const { positionals, values } = parse(argv, {});
+  const { positionals } = parse(argv, {});
   const [action, target] = positionals;
-  if (values.help) {
-    print("usage: conveyor scripts dump <dir> | show <name>");
-    return;
-  }
   if (action === "dump" && target && positionals.length === 2) {
     for (const path of dumpScripts(target)) print(path);
     return;
@@ -476,6 +506,16 @@ function scripts(argv: string[]): void {
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command && (rest.includes("--help") || rest.includes("-h"))) {
+    if (command === "worker") print((await import("../worker/config.ts")).WORKER_USAGE);
+    else if (command === "operator") print((await import("../operator/config.ts")).OPERATOR_USAGE);
+    else if (COMMANDS[command]) print(commandUsage(command));
+    else {
+      process.stderr.write(`conveyor: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
+      return 2;
+    }
+    return 0;
+  }
   try {
     switch (command) {
       case "enqueue":
@@ -509,13 +549,8 @@ export async function main(argv: string[]): Promise<number> {
       case "scripts":
         scripts(rest);
         return 0;
-      case "worker": {
-        if (rest.includes("--help") || rest.includes("-h")) {
-          print((await import("../worker/config.ts")).WORKER_USAGE);
-          return 0;
-        }
+      case "worker":
         return await (await import("../worker/main.ts")).runWorker(rest);
-      }
       case "operator": {
         const mod = (await import("../operator/main.ts" as string).catch(() => null)) as {
           runOperator?: (argv: string[]) => Promise<number>;

@@ -11,6 +11,7 @@ export * from "./schedules.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";
 export * from "./events.ts";
+export * from "./envelope.ts";
 export {
   scriptSource,
   resolveIncludes,

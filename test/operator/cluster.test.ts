@@ -7,20 +7,20 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
-import { RedisServer } from "./support/redis.ts";
-import { freePort } from "../lib/ports.ts";
-import { stopProcess } from "./support/processes.ts";
-import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "./support/operator.ts";
-import { drainQueue } from "./support/workers.ts";
-import { Consumer, Producer, connectRedis, type RedisClient } from "../queue/index.ts";
-import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
-import { KubeClient } from "../operator/kube/client.ts";
-import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment, HPA } from "../operator/controllers/objects.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { RedisServer } from "../support/redis.ts";
+import { freePort } from "../../lib/ports.ts";
+import { stopProcess } from "../support/processes.ts";
+import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "../support/operator.ts";
+import { drainQueue } from "../support/workers.ts";
+import { Consumer, Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment, HPA } from "../../operator/controllers/objects.ts";
 
-const ROOT = join(import.meta.dirname, "..");
+const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 /** Writes (create/update/patch/delete) the operator made, except renewing its Lease. */

@@ -19,8 +19,8 @@ import {
   sweepQueue,
   type Lease,
   type RedisClient,
-} from "../queue/index.ts";
-import { RedisServer } from "./support/redis.ts";
+} from "../../queue/index.ts";
+import { RedisServer } from "../support/redis.ts";
 
 const worker = (redis: RedisClient, queue: string, workerId: string, leaseMs: number) =>
   new Consumer(redis, queue, { workerId, leaseMs });

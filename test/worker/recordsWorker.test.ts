@@ -5,11 +5,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../queue/index.ts";
-import { PostgresServer } from "./support/postgres.ts";
-import { stopProcess, waitFor } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
-import { RECORDING_HANDLER, startWorker, type WorkerProcess } from "./support/workers.ts";
+import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
 
 describe("job records from worker processes", () => {
   let redisServer: RedisServer;

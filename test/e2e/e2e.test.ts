@@ -2,7 +2,7 @@
 // control plane with the real HPA controller and real worker processes for the pods.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { runScenario } from "./e2e/scenario.ts";
+import { runScenario } from "./scenario.ts";
 
 test(
   "2,000 jobs through two stages: both pools scale 0 → N → 0, each job runs once per stage, scale-down re-runs nothing",

@@ -1,8 +1,9 @@
-// `npm run gen:crds`: writes crds/conveyor.dev_workerpools.yaml and the field reference of
-// docs/workerpool.md from the schema. `--check` exits 1 when either is stale (CI).
+// `npm run gen:crds`: writes crds/conveyor.dev_workerpools.yaml, the chart's copy of it
+// (charts/conveyor/crds/) and the field reference of docs/workerpool.md from the schema.
+// `--check` exits 1 when any of them is stale (CI).
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CRD_FILE, workerPoolCRDYaml } from "./crd.ts";
+import { CHART_CRD_FILE, CRD_FILE, workerPoolCRDYaml } from "./crd.ts";
 import { REFERENCE_FILE, withReference } from "./reference.ts";
 
 const root = join(import.meta.dirname, "..", "..", "..");
@@ -15,6 +16,7 @@ const read = (f: string) => {
 };
 const outputs: [string, string][] = [
   [CRD_FILE, workerPoolCRDYaml()],
+  [CHART_CRD_FILE, workerPoolCRDYaml()],
   [REFERENCE_FILE, withReference(read(REFERENCE_FILE) || "# WorkerPool\n")],
 ];
 if (process.argv.includes("--check")) {

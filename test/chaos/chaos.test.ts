@@ -8,8 +8,8 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { before, describe, test } from "node:test";
-import type { ChaosReport } from "../chaos/run.ts";
-import { NODE, REPO } from "./support/workers.ts";
+import type { ChaosReport } from "../../chaos/run.ts";
+import { NODE, REPO } from "../support/workers.ts";
 
 /** The fault kinds a run must inject (chaos/plan.ts's FAULT_KINDS). */
 const FAULT_KINDS = ["sigterm", "sigkill", "sigstop", "redis_restart", "postgres_restart"];

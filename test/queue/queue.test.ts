@@ -12,8 +12,8 @@ import {
   InvalidNameError,
   PayloadTooLargeError,
   type RedisClient,
-} from "../queue/index.ts";
-import { RedisClusterServer, RedisServer } from "./support/redis.ts";
+} from "../../queue/index.ts";
+import { RedisClusterServer, RedisServer } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
   return new Consumer(redis, queue, { workerId, leaseMs });
@@ -331,7 +331,7 @@ describe("queue protocol (single Redis)", () => {
     const k = new QueueKeys(q);
     await assert.rejects(
       redis.eval(
-        (await import("../queue/index.ts")).scriptSource("enqueue_jobs"),
+        (await import("../../queue/index.ts")).scriptSource("enqueue_jobs"),
         7,
         k.ready,
         k.delayed,
@@ -406,7 +406,7 @@ describe("queue protocol (single Redis)", () => {
   });
 
   // Complete-and-claim: complete_job / advance_job with claim_jobs' keys and arguments appended.
-  const claimView = (j: import("../queue/index.ts").ClaimedJob) => ({
+  const claimView = (j: import("../../queue/index.ts").ClaimedJob) => ({
     id: j.id,
     data: j.rawData,
     attempt: j.attempt,

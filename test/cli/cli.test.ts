@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Consumer, type RedisClient } from "../queue/index.ts";
-import { RedisServer } from "./support/redis.ts";
-import { CONVEYOR, NODE } from "./support/workers.ts";
+import { connectRedis, Consumer, type RedisClient } from "../../queue/index.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
 
 describe("conveyor CLI", () => {
   let server: RedisServer;
@@ -116,5 +116,43 @@ describe("conveyor CLI", () => {
     assert.equal(big.status, 1);
     assert.match(big.stderr, /bytes, limit 524288/);
     assert.equal(JSON.parse(run("stats", "q", "--json").stdout).ready, 0, "a refused batch enqueues nothing");
+  });
+  test("every command answers --help with exit 0 and says how durations are written", () => {
+    for (const command of ["enqueue", "stats", "job", "dlq", "events", "api", "worker", "operator"]) {
+      for (const flag of ["--help", "-h"]) {
+        const r = run(command, flag);
+        assert.equal(r.status, 0, `${command} ${flag}: ${r.stderr}`);
+        assert.match(r.stdout, new RegExp(`usage: conveyor ${command}`), command);
+        assert.equal(r.stdout.match(/a bare number is seconds/g)?.length, 1, `${command}: ${r.stdout}`);
+      }
+    }
+    assert.equal(run("--help").status, 0);
+    assert.equal(run("frobnicate", "--help").status, 2);
+  });
+
+  test("boolean flags work bare and with =true/=false; durations take a bare number as seconds", () => {
+    assert.equal(run("enqueue", "flags", "{}", "--delay", "30").status, 0);
+    assert.deepEqual(JSON.parse(run("stats", "flags", "--json=true").stdout).delayed, 1);
+    assert.match(run("stats", "flags", "--json=false").stdout, /^ready\s+0/m);
+    assert.equal(run("events", "flags", "--follow=false", "--json").status, 0);
+  });
+
+  test("enqueue --file refuses an envelope with an unknown field, naming the field and the line", () => {
+    const file = join(dir, "typo.ndjson");
+    writeFileSync(file, '{"data":{"n":1}}\n{"data":{"n":2},"priorty":5}\n');
+    const r = run("enqueue", "typo", "--file", file);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /typo\.ndjson:2: unknown field "priorty"/);
+    const wrongType = join(dir, "type.ndjson");
+    writeFileSync(wrongType, '{"data":1,"priority":"high"}\n');
+    assert.match(
+      run("enqueue", "typo", "--file", wrongType).stderr,
+      /type\.ndjson:1: "priority" must be a number/,
+    );
+    assert.equal(
+      JSON.parse(run("stats", "typo", "--json").stdout).ready,
+      0,
+      "nothing of a refused file is enqueued",
+    );
   });
 });

@@ -11,11 +11,11 @@ import {
   QueueEvents,
   type QueueEvent,
   type RedisClient,
-} from "../queue/index.ts";
-import { waitFor } from "./support/processes.ts";
-import type { RedisServer } from "./support/redis.ts";
-import { WorkerTestBed } from "./support/testbed.ts";
-import { countBy, metricValue, readExecutions } from "./support/workers.ts";
+} from "../../queue/index.ts";
+import { waitFor } from "../support/processes.ts";
+import type { RedisServer } from "../support/redis.ts";
+import { WorkerTestBed } from "../support/testbed.ts";
+import { countBy, metricValue, readExecutions } from "../support/workers.ts";
 
 describe("pipeline features", () => {
   const bed = new WorkerTestBed("f");

@@ -15,7 +15,7 @@ import {
   connectRedis,
   type ClaimedJob,
   type RedisClient,
-} from "../queue/index.ts";
+} from "../../queue/index.ts";
 import {
   JobRecorder,
   MIGRATIONS,
@@ -28,10 +28,10 @@ import {
   writeBatch,
   type RawEntry,
   type RecorderOptions,
-} from "../worker/records/index.ts";
-import { PostgresServer } from "./support/postgres.ts";
-import { waitFor } from "./support/processes.ts";
-import { RedisClusterServer, RedisServer } from "./support/redis.ts";
+} from "../../worker/records/index.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { waitFor } from "../support/processes.ts";
+import { RedisClusterServer, RedisServer } from "../support/redis.ts";
 
 interface JobRow {
   id: string;

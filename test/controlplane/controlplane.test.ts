@@ -11,8 +11,8 @@ import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { AppsV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
 
 const LONG = 180_000; // generous: a loaded 2-core machine
 

@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 
 const execFileP = promisify(execFile);
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const LINT_SRC = path.join(ROOT, "images", "lint");
 const DOCKERFILE = path.join(ROOT, "Dockerfile");
 const HANDLERS = path.join(ROOT, "examples", "handlers");

@@ -14,13 +14,13 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
-import { RedisServer } from "./support/redis.ts";
-import { freePort } from "../lib/ports.ts";
-import { stopProcess } from "./support/processes.ts";
-import { PodRunner } from "./support/podRunner.ts";
-import { RECORDING_HANDLER } from "./support/workers.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { RedisServer } from "../support/redis.ts";
+import { freePort } from "../../lib/ports.ts";
+import { stopProcess } from "../support/processes.ts";
+import { PodRunner } from "../support/podRunner.ts";
+import { RECORDING_HANDLER } from "../support/workers.ts";
 import {
   isLeader,
   operatorAlive,
@@ -28,14 +28,14 @@ import {
   operatorMetricsText,
   startOperator,
   type OperatorProcess,
-} from "./support/operator.ts";
-import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
-import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
-import { KubeClient } from "../operator/kube/client.ts";
-import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../operator/controllers/objects.ts";
+} from "../support/operator.ts";
+import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
 
-const ROOT = join(import.meta.dirname, "..");
+const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 // URL-special characters on purpose: the encoded form differs from the plain one.
 const PASSWORD = `Zq7!p@ss:w/rd+${randomBytes(6).toString("hex")}%`;

@@ -17,10 +17,10 @@ import * as https from "node:https";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parseAllDocuments } from "yaml";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const CHART = path.join(ROOT, "charts", "conveyor");
 const EXAMPLES = path.join(ROOT, "examples");
 const NS = "conveyor-system";
@@ -381,11 +381,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
   it("ships crds/ unchanged (the chart installs the CRD npm run gen:crds generates)", () => {
     const source = fs.readFileSync(path.join(ROOT, "crds", "conveyor.dev_workerpools.yaml"), "utf8");
     const shipped = fs.readFileSync(path.join(CHART, "crds", "conveyor.dev_workerpools.yaml"), "utf8");
-    assert.equal(
-      shipped,
-      source,
-      "charts/conveyor/crds/ is stale: cp crds/conveyor.dev_workerpools.yaml charts/conveyor/crds/",
-    );
+    assert.equal(shipped, source, "charts/conveyor/crds/ is stale: run `npm run gen:crds`");
     assert.deepEqual(
       fs.readdirSync(path.join(CHART, "crds")).sort(),
       fs

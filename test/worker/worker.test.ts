@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../queue/index.ts";
-import { waitFor } from "./support/processes.ts";
-import type { RedisServer } from "./support/redis.ts";
-import { WorkerTestBed } from "./support/testbed.ts";
-import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO } from "./support/workers.ts";
+import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import { waitFor } from "../support/processes.ts";
+import type { RedisServer } from "../support/redis.ts";
+import { WorkerTestBed } from "../support/testbed.ts";
+import { countBy, metricValue, readExecutions, RECORDING_HANDLER, REPO } from "../support/workers.ts";
 
 describe("worker processes", () => {
   const bed = new WorkerTestBed("w");
@@ -142,7 +142,7 @@ describe("worker processes", () => {
     const broken = await admin.job("broken", q);
     assert.equal(broken!.state, "dead");
     assert.match(broken!.deadReason!, /attempts exhausted \(3\/3\): planned failure 3/);
-    assert.match(JSON.parse(broken!.error!).stack, /recording-handler\.js/);
+    assert.match(JSON.parse(broken!.error!).stack, /recordingHandler\.js/);
     assert.equal(JSON.parse(broken!.errors!).length, 3);
     assert.equal(metricValue(await w.metrics(), "conveyor_jobs_retried_total", { queue: q }), 3);
     assert.equal(metricValue(await w.metrics(), "conveyor_jobs_dead_lettered_total", { queue: q }), 1);
@@ -247,7 +247,7 @@ describe("worker processes", () => {
     const marker = join(dir, "pwned");
     const argv = [
       join(REPO, "node_modules/.bin/node"),
-      join(REPO, "test/fixtures/echo-command.mjs"),
+      join(REPO, "test/fixtures/echoCommand.mjs"),
       "--flag",
       "$(touch x)",
     ];

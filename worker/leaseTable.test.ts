@@ -1,7 +1,7 @@
 // The shared lease table between the worker and its heartbeat thread (worker/leaseTable.ts).
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { LeaseTable, leaseTableSlots, MAX_ID_UNITS, MAX_TOKEN_UNITS } from "../worker/leaseTable.ts";
+import { LeaseTable, leaseTableSlots, MAX_ID_UNITS, MAX_TOKEN_UNITS } from "./leaseTable.ts";
 
 /** A writer and a reader over one buffer, as the main thread and the heartbeat thread have. */
 function pair(slots: number) {

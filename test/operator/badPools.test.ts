@@ -10,12 +10,12 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { rng } from "./support/random.ts";
-import { ControlPlane } from "./support/controlplane.ts";
-import { pollUntil } from "../lib/poll.ts";
-import { RedisServer } from "./support/redis.ts";
-import { freePort } from "../lib/ports.ts";
-import { stopProcess } from "./support/processes.ts";
+import { rng } from "../support/random.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { RedisServer } from "../support/redis.ts";
+import { freePort } from "../../lib/ports.ts";
+import { stopProcess } from "../support/processes.ts";
 import {
   isLeader,
   operatorAlive,
@@ -24,15 +24,15 @@ import {
   startOperator,
   sumSeries,
   type OperatorProcess,
-} from "./support/operator.ts";
-import { drainQueue } from "./support/workers.ts";
-import { Producer, connectRedis, type RedisClient } from "../queue/index.ts";
-import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
-import { KubeClient } from "../operator/kube/client.ts";
-import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../operator/controllers/objects.ts";
+} from "../support/operator.ts";
+import { drainQueue } from "../support/workers.ts";
+import { Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
 
-const ROOT = join(import.meta.dirname, "..");
+const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 const FUZZ_NS = "fuzz";
 const CASES = 48;

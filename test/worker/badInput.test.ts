@@ -9,7 +9,7 @@
 // into text, return values that are not JSON, exit the process or throw outside their promise,
 // or write garbage to stdout; command handlers that exit non-zero, die by a signal, write
 // garbage or flood stdout, ignore SIGTERM or leave a grandchild holding stdout.
-// (Fuzzed WorkerPools, API-server restarts and field-manager fights: test/badpools.test.ts.)
+// (Fuzzed WorkerPools, API-server restarts and field-manager fights: test/operator/badPools.test.ts.)
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,14 +25,14 @@ import {
   QueueKeys,
   DEFAULT_MAX_PAYLOAD_BYTES,
   type RedisClient,
-} from "../queue/index.ts";
-import { rng } from "./support/random.ts";
-import { stopProcess, waitFor } from "./support/processes.ts";
-import { RedisServer } from "./support/redis.ts";
-import { CONVEYOR, NODE, readExecutions, REPO, startWorker, type WorkerProcess } from "./support/workers.ts";
+} from "../../queue/index.ts";
+import { rng } from "../support/random.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE, readExecutions, REPO, startWorker, type WorkerProcess } from "../support/workers.ts";
 
-const BAD_HANDLER = `module:${join(REPO, "test/fixtures/badinput-handler.js")}`;
-const BAD_COMMAND = `command:${JSON.stringify([NODE, join(REPO, "test/fixtures/badinput-command.mjs")])}`;
+const BAD_HANDLER = `module:${join(REPO, "test/fixtures/badInputHandler.js")}`;
+const BAD_COMMAND = `command:${JSON.stringify([NODE, join(REPO, "test/fixtures/badInputCommand.mjs")])}`;
 const SEED = Number(process.env.BADINPUT_SEED ?? 20260101);
 
 /** A seeded JSON-ish value: odd numbers, odd strings, odd keys, some nesting. */
@@ -599,7 +599,7 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
       encoding: "utf8",
     }).stdout.trim();
     assert.equal(leftovers, "", "no grandchild left running");
-    const hung = spawnSync("pgrep", ["-f", `badinput-command.mjs`], { encoding: "utf8" }).stdout.trim();
+    const hung = spawnSync("pgrep", ["-f", `badInputCommand.mjs`], { encoding: "utf8" }).stdout.trim();
     assert.equal(hung, "", "no command left running");
   });
 });
