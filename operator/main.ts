@@ -6,6 +6,7 @@ import * as http from "node:http";
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
+import { startTracing, traceLogMixin } from "../queue/tracing.ts";
 import { OptionError } from "../cli/options.ts";
 import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { WorkerPoolController } from "./controllers/workerpool.ts";
@@ -25,6 +26,7 @@ function createLogger(level: string, base: Record<string, unknown>): Logger {
   return pino({
     level,
     base,
+    mixin: traceLogMixin,
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   });
@@ -135,6 +137,8 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     throw err;
   }
   const log = createLogger(cfg.logLevel, { component: "conveyor-operator", identity: cfg.identity });
+  // Reconcile and scale-decision spans when the OTEL_* variables ask for export.
+  const tracing = await startTracing({ serviceName: "conveyor-operator", warn: (m) => log.warn(m) });
   let kc: KubeConfig;
   try {
     kc = loadKubeConfig(cfg);
@@ -267,6 +271,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     httpServer.closeAllConnections();
     httpServer.close(() => resolve());
   });
+  await tracing?.shutdown();
   log.info("stopped");
   return 0;
 }

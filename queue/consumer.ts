@@ -37,6 +37,21 @@ export interface ResultReuse {
   reused?: boolean;
 }
 
+/** How a stage hands a job to the next: result reuse, and the trace context it is sent in. */
+export interface HandOver extends ResultReuse {
+  nextContentHash?: string;
+  /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
+  nextTrace?: string;
+}
+
+/** Trace fields for a fan-out (queue/tracing.ts): absent = the children and the join keep the job's own. */
+export interface FanOutTraces {
+  /** The context the join job is created in. */
+  join?: string;
+  /** One per child, or none. */
+  children?: string[];
+}
+
 /** Why a running job goes back to ready without an attempt. */
 export type ReleaseCause = "handedBack" | "deferred";
 
@@ -68,7 +83,7 @@ export interface SweepOptions {
   graceMs?: number;
 }
 
-const CLAIM_FIELDS = 9;
+const CLAIM_FIELDS = 11;
 
 export class Consumer {
   readonly queue: string;
@@ -130,6 +145,8 @@ export class Consumer {
         stalls: Number(flat[i + 6]),
         createdAt: Number(flat[i + 7]),
         contentHash: flat[i + 8] ?? "",
+        trace: flat[i + 9] ?? "",
+        requeued: flat[i + 10] ?? "",
         claimedAt: now,
       });
     }
@@ -216,7 +233,7 @@ export class Consumer {
     result: unknown,
     nextQueue: string,
     nextData: unknown = result,
-    opts: ResultReuse & { nextContentHash?: string } = {},
+    opts: HandOver = {},
   ): Promise<boolean> {
     return (await this.advanceCall(job, result, nextQueue, nextData, opts, Date.now(), undefined)) === 1;
   }
@@ -230,7 +247,7 @@ export class Consumer {
     result: unknown,
     nextQueue: string,
     nextData: unknown,
-    opts: ResultReuse & { nextContentHash?: string },
+    opts: HandOver,
     count: number,
   ): Promise<SettledAndClaimed> {
     const now = Date.now();
@@ -245,7 +262,7 @@ export class Consumer {
     result: unknown,
     nextQueue: string,
     nextData: unknown,
-    opts: ResultReuse & { nextContentHash?: string },
+    opts: HandOver,
     now: number,
     claimCount: number | undefined,
   ): Promise<unknown> {
@@ -265,6 +282,7 @@ export class Consumer {
       encodeResult(nextData),
       ...reuseArgs(opts),
       opts.nextContentHash ?? "",
+      opts.nextTrace ?? "",
     ];
     return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, claimCount));
   }
@@ -282,7 +300,13 @@ export class Consumer {
     children: unknown[],
     nextQueue: string,
     joinQueue: string,
+    traces: FanOutTraces = {},
   ): Promise<number | null> {
+    const childTraces = traces.children ?? [];
+    if (childTraces.length > 0 && childTraces.length !== children.length)
+      throw new RangeError(
+        `fanOut: ${childTraces.length} child trace contexts for ${children.length} children`,
+      );
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
@@ -300,7 +324,10 @@ export class Consumer {
         nextQueue,
         joinQueue,
         this.opts.retentionSeconds,
+        traces.join ?? "",
+        childTraces.length,
         ...children.map((c) => encodeResult(c)),
+        ...childTraces,
       ],
     );
     return n < 0 ? null : n;

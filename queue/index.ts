@@ -9,3 +9,4 @@ export * from "./backoff.ts";
 export * from "./duration.ts";
 export * from "./events.ts";
 export { scriptSource, type RedisClient } from "./scripts.ts";
+export * from "./tracing.ts";

@@ -1,10 +1,12 @@
 // JSON logs to stdout (what `kubectl logs` shows), one line per event.
 import { pino, type Logger } from "pino";
+import { traceLogMixin } from "../queue/tracing.ts";
 
 export function createLogger(level: string, base: Record<string, unknown>): Logger {
   return pino({
     level,
     base,
+    mixin: traceLogMixin,
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   });

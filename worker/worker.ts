@@ -31,6 +31,7 @@ import {
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { traceExecution, type ExecutionTrace } from "./tracing.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
 const IDLE_WAIT_MS = 5000;
@@ -52,6 +53,8 @@ interface RunningJob {
   settling: boolean;
   /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
   next?: ClaimedJob[];
+  /** Its `process {queue}` span (NO_TRACE while tracing is off). */
+  trace: ExecutionTrace;
 }
 
 export type WorkerState = "starting" | "running" | "draining" | "stopped";
@@ -353,25 +356,29 @@ export class QueueWorker {
       handedBack: false,
       lost: false,
       settling: false,
+      trace: traceExecution(job, this.config.workerId),
     };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
     this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
-    void this.execute(entry, timeoutMs).finally(() => {
-      if (!entry.handedBack) {
-        // (at hand-back its slot was freed already)
-        this.running.delete(job.id);
-        this.heartbeat.drop(job.id);
-        this.jobsFinished++;
-      }
-      // Jobs its completion claimed take the freed slot before anyone sees it free.
-      if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
-      else if (entry.handedBack) return;
-      this.reportStatus();
-      this.changed.notify();
-      this.checkRecycle();
-    });
+    // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
+    void entry.trace
+      .run(() => this.execute(entry, timeoutMs))
+      .finally(() => {
+        if (!entry.handedBack) {
+          // (at hand-back its slot was freed already)
+          this.running.delete(job.id);
+          this.heartbeat.drop(job.id);
+          this.jobsFinished++;
+        }
+        // Jobs its completion claimed take the freed slot before anyone sees it free.
+        if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
+        else if (entry.handedBack) return;
+        this.reportStatus();
+        this.changed.notify();
+        this.checkRecycle();
+      });
     return entry;
   }
 
@@ -388,13 +395,17 @@ export class QueueWorker {
   private reported = { busy: 0, draining: false };
 
   private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
-    const { job, controller } = entry;
+    const { job, controller, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
     const jobLog = () =>
-      (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+      (child ??= this.log.child({
+        jobId: job.id,
+        attempt: job.attempt,
+        executionId: job.token,
+      }));
     const log = lazyLogger(jobLog);
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
@@ -438,7 +449,7 @@ export class QueueWorker {
     );
     let result: unknown;
     try {
-      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx, trace);
     } catch (err) {
       clearTimeout(timer);
       if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
@@ -469,6 +480,7 @@ export class QueueWorker {
       ttlSeconds: this.config.resultTtlSeconds,
       reused: cached !== null,
     };
+    const nextTrace = next ? trace.handOver(next, job.id) : "";
     const ok = await this.settle(log, "complete", async (attempt) => {
       // Complete-and-claim: the completion also claims for the slot it frees (one round trip
       // per job instead of two). Not on a retry: a reply lost to a connection error would
@@ -479,6 +491,7 @@ export class QueueWorker {
           ? this.consumer.advance(job, result, next, result, {
               ...reuseArgs,
               nextContentHash: reuse ? contentHashOf(result) : "",
+              nextTrace,
             })
           : this.consumer.complete(job, result, reuseArgs);
       }
@@ -491,7 +504,11 @@ export class QueueWorker {
               result,
               next,
               result,
-              { ...reuseArgs, nextContentHash: reuse ? contentHashOf(result) : "" },
+              {
+                ...reuseArgs,
+                nextContentHash: reuse ? contentHashOf(result) : "",
+                nextTrace,
+              },
               claim,
             )
           : await this.consumer.completeAndClaim(job, result, reuseArgs, claim);
@@ -501,6 +518,7 @@ export class QueueWorker {
         this.reserved -= extra;
       }
     });
+    trace.end(ok ? (next ? "advanced" : "completed") : "fenced");
     if (ok) {
       this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
@@ -529,8 +547,8 @@ export class QueueWorker {
    * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
    * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
    */
-  private runHandler(view: JobView, ctx: HandlerContext): Promise<unknown> {
-    const run = Promise.resolve().then(() => this.handler.run(view, ctx));
+  private runHandler(view: JobView, ctx: HandlerContext, trace: ExecutionTrace): Promise<unknown> {
+    const run = Promise.resolve().then(() => trace.run(() => this.handler.run(view, ctx)));
     const abandoned = new Promise<never>((_, reject) => {
       ctx.signal.addEventListener(
         "abort",
@@ -565,6 +583,7 @@ export class QueueWorker {
       { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
       seconds,
     );
+    entry.trace.end(outcome === "lost" ? "fenced" : outcome === "retry" ? "retried" : "deadLettered", err);
     const fields = {
       outcome,
       error: { name: error.name, message: error.message, stack: error.stack },
@@ -593,9 +612,11 @@ export class QueueWorker {
   ): Promise<void> {
     const { job } = entry;
     entry.settling = true;
+    const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
     const n = await this.settle(log, "fan out", () =>
-      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
+      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
     );
+    entry.trace.end(n === null ? "fenced" : "fannedOut");
     if (n === null) {
       this.metrics.leasesLost.inc({ queue: job.queue });
       log.warn(
@@ -627,6 +648,8 @@ export class QueueWorker {
       this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
     );
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
+    entry.trace.event("deferred", { "conveyor.reason": `dependency failure: ${error.message}` });
+    entry.trace.end(released ? "deferred" : "fenced");
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
     log.warn(
       {
@@ -641,6 +664,7 @@ export class QueueWorker {
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
+    entry.trace.end(outcome);
     log.info(
       { outcome, durationMs: Math.round(seconds * 1000) },
       entry.handedBack
@@ -682,6 +706,7 @@ export class QueueWorker {
       this.consumer.release(entry.job, reason, "handedBack"),
     );
     if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
+    entry.trace.event("handed back", { "conveyor.reason": reason, "conveyor.released": released });
     log.warn(
       { outcome: "handedBack", reason, released },
       "job still running at the drain deadline: handed back for immediate redelivery",
@@ -699,6 +724,7 @@ export class QueueWorker {
       // same job on this worker (failed and claimed again while the renewal was in flight).
       if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
       entry.lost = true;
+      entry.trace.event("lease lost", { "conveyor.reason": "lease expired: this worker stalled past it" });
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn(
         { jobId: id, executionId: entry.job.token },

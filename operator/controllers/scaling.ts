@@ -13,6 +13,7 @@ import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import type { Deployment } from "./deployment.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
+import { poolAttributes, withSpan } from "../tracing.ts";
 
 export interface PoolScaler {
   /** Last time the queue had backlog or jobs in flight (starts at creation: a new leader waits a full cooldown). */
@@ -197,6 +198,30 @@ export async function reconcileScale(
       return deployment;
     }
   }
+  const { namespace, name } = pool.metadata;
+  return withSpan(
+    "scale WorkerPool",
+    {
+      ...poolAttributes(namespace, name),
+      "conveyor.scale.from": d.from,
+      "conveyor.scale.to": d.replicas,
+      "conveyor.scale.reason": d.reason,
+      "conveyor.scale.message": d.message,
+    },
+    () => applyScale(ctx, key, pool, spec, deployment, state, d),
+  );
+}
+
+/** Write a scale decision and record it (status via state, Event, log line, metric). */
+async function applyScale(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  deployment: Deployment,
+  state: PoolState,
+  d: ScaleDecision,
+): Promise<Deployment> {
   const path = apiPath({
     group: "apps",
     version: "v1",

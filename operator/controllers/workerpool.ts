@@ -6,7 +6,7 @@
 // Every replica observes (informers, backlog polls, the external metric); only the leader
 // writes (the client's write gate refuses otherwise).
 import type { Logger } from "pino";
-import { describeRedisUrl } from "../../queue/index.ts";
+import { describeRedisUrl, type QueueCounts } from "../../queue/index.ts";
 import { GROUP, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
 import { withDefaults, type WorkerPool, type WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import {
@@ -32,6 +32,7 @@ import { WriteOverlay } from "./overlay.ts";
 import { newPoolScaler, reconcileScale } from "./scaling.ts";
 import { announceProblems, computeStatus, reconcileStatus, type Problem } from "./status.ts";
 import { validateSpec } from "./validate.ts";
+import { poolAttributes, withSpan } from "../tracing.ts";
 
 export interface ControllerOptions {
   /** Client whose writes are gated on leadership. */
@@ -253,6 +254,7 @@ export class WorkerPoolController {
     if (sample.counts) {
       this.o.metrics.backlog.set(labels, sample.counts.backlog);
       this.o.metrics.inflight.set(labels, sample.counts.inflight);
+      if (sample.queue) this.queueGauges(key, labels, sample.queue, sample.counts, sample.at);
     } else {
       this.o.metrics.pollErrors.inc(labels);
     }
@@ -287,6 +289,27 @@ export class WorkerPoolController {
     return { kind: "ok", value: good.counts.backlog, at: good.at };
   }
 
+  /** Per-queue gauges of a pool (the queue can change with the spec: the old series goes). */
+  private queueGauges(
+    key: string,
+    labels: { namespace: string; workerpool: string },
+    queue: string,
+    counts: QueueCounts,
+    at: number,
+  ): void {
+    const m = this.o.metrics;
+    const prev = this.gaugeQueues.get(key);
+    if (prev !== undefined && prev !== queue) {
+      m.oldestReadyAge.remove({ ...labels, queue: prev });
+      m.deadLetters.remove({ ...labels, queue: prev });
+    }
+    this.gaugeQueues.set(key, queue);
+    const age = counts.oldestReadyAt !== undefined ? Math.max(0, at - counts.oldestReadyAt) / 1000 : 0;
+    m.oldestReadyAge.set({ ...labels, queue }, age);
+    m.deadLetters.set({ ...labels, queue }, counts.dead);
+  }
+  private readonly gaugeQueues = new Map<string, string>();
+
   private state(key: string): PoolState {
     let s = this.states.get(key);
     if (!s) {
@@ -300,14 +323,32 @@ export class WorkerPoolController {
     this.states.delete(key);
     this.poller.remove(key);
     const { namespace, name } = splitKey(key);
-    for (const g of [this.o.metrics.backlog, this.o.metrics.inflight, this.o.metrics.desiredReplicas])
+    const m = this.o.metrics;
+    for (const g of [
+      m.backlog,
+      m.inflight,
+      m.desiredReplicas,
+      m.readyReplicas,
+      m.currentReplicas,
+      m.maxReplicas,
+      m.degraded,
+    ])
       g.remove({ namespace, workerpool: name });
+    const queue = this.gaugeQueues.get(key);
+    this.gaugeQueues.delete(key);
+    if (queue !== undefined)
+      for (const g of [m.oldestReadyAge, m.deadLetters]) g.remove({ namespace, workerpool: name, queue });
   }
 
   private async reconcileKey(key: string): Promise<number | undefined> {
     const end = this.o.metrics.reconcileDuration.startTimer();
+    const { namespace, name } = splitKey(key);
     try {
-      const after = await this.reconcile(key);
+      const after = await withSpan("reconcile WorkerPool", poolAttributes(namespace, name), async (span) => {
+        const requeue = await this.reconcile(key);
+        span?.setAttribute("conveyor.requeue_ms", requeue ?? 0);
+        return requeue;
+      });
       this.o.metrics.reconciles.inc({ result: after === undefined ? "success" : "requeue" });
       return after;
     } catch (err) {
@@ -497,7 +538,11 @@ export class WorkerPoolController {
           usable ? sample!.lastGood!.counts : undefined,
           now,
         );
-        this.o.metrics.desiredReplicas.set({ namespace, workerpool: name }, deployment.spec?.replicas ?? 0);
+        const labels = { namespace, workerpool: name };
+        this.o.metrics.desiredReplicas.set(labels, deployment.spec?.replicas ?? 0);
+        this.o.metrics.currentReplicas.set(labels, deployment.status?.replicas ?? 0);
+        this.o.metrics.readyReplicas.set(labels, deployment.status?.readyReplicas ?? 0);
+        this.o.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
         const cooldownLeft = state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - now;
         if ((deployment.spec?.replicas ?? 0) > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0) {
           requeue = Math.min(requeue ?? Infinity, cooldownLeft + 50);
@@ -505,6 +550,7 @@ export class WorkerPoolController {
       }
     }
 
+    this.o.metrics.degraded.set({ namespace, workerpool: name }, problems.length > 0 ? 1 : 0);
     await announceProblems(this.ctx, pool, state, problems);
     await reconcileStatus(
       this.ctx,
