@@ -58,6 +58,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    leaseSeconds: new Gauge({
+      name: "conveyor_worker_lease_seconds",
+      help: "Lease length of this worker's jobs (renewal lag near it means leases are about to be lost)",
+      labelNames: q,
+      registers,
+    }),
     leaseRenewals: new Counter({
       name: "conveyor_lease_renewals_total",
       help: "Leases renewed by the heartbeat",

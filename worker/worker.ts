@@ -164,6 +164,12 @@ export class QueueWorker {
       inFlight: this.metrics.inFlight.labels(q),
     };
     this.metrics.circuitOpen.set(q, 0);
+    this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
+    // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
+    const m = this.metrics;
+    for (const c of [m.completed, m.started, m.failed, m.retried, m.deadLettered, m.leasesLost, m.deferred])
+      c.inc(q, 0);
+    for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);

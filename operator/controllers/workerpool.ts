@@ -252,6 +252,7 @@ export class WorkerPoolController {
     if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
       this.state(key).scaler.lastActiveAt = sample.at;
     if (sample.counts) {
+      this.o.metrics.pollErrors.inc(labels, 0); // the series exists (at 0) before the first failure
       this.o.metrics.backlog.set(labels, sample.counts.backlog);
       this.o.metrics.inflight.set(labels, sample.counts.inflight);
       if (sample.queue) this.queueGauges(key, labels, sample.queue, sample.counts, sample.at);
@@ -332,6 +333,7 @@ export class WorkerPoolController {
       m.currentReplicas,
       m.maxReplicas,
       m.degraded,
+      m.pollErrors,
     ])
       g.remove({ namespace, workerpool: name });
     const queue = this.gaugeQueues.get(key);
