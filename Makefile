@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane demo bench chaos lint clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane observability demo bench chaos lint clean
 
 all: build
 
@@ -25,11 +25,16 @@ typecheck: node-deps
 	npm run typecheck
 
 # The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane
+test: deps typecheck controlplane observability
 	npm test
 
 controlplane:
 	@bash test/controlplane/install.sh
+
+# Prometheus, promtool and an OpenTelemetry Collector for test/observability, built once from the
+# Go module proxy into ~/.cache/conveyor (CONVEYOR_OBS_ASSETS=/dir uses prebuilt ones).
+observability:
+	@bash test/observability/install.sh
 
 # The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
 # real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.

@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { assertJobId, assertQueueName, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
-import { endSpan, startSendSpan } from "./tracing.ts";
+import { endSpan, startSendSpan, tracingActive } from "./tracing.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
@@ -48,10 +48,12 @@ export class Producer {
     const keys = new QueueKeys(queue);
     const encoded = jobs.map((job, i) => this.encode(job, i));
     // A PRODUCER span per call while tracing is on; every job stores its context.
-    const send = startSendSpan(
-      queue,
-      encoded.map((e) => e[0] as string),
-    );
+    const send = tracingActive()
+      ? startSendSpan(
+          queue,
+          encoded.map((e) => e[0] as string),
+        )
+      : null;
     if (send) for (const e of encoded) e[TRACE_FIELD] = send.field;
     let results: EnqueueResult[];
     try {
