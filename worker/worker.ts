@@ -702,6 +702,8 @@ export class QueueWorker {
 
   private async handBack(entry: RunningJob, reason: string): Promise<void> {
     entry.handedBack = true;
+    // Before the abort: the handler's end ends the execution's span.
+    entry.trace.event("handed back", { "conveyor.reason": reason });
     entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
     const log = this.log.child({
       jobId: entry.job.id,
@@ -712,7 +714,6 @@ export class QueueWorker {
       this.consumer.release(entry.job, reason, "handedBack"),
     );
     if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
-    entry.trace.event("handed back", { "conveyor.reason": reason, "conveyor.released": released });
     log.warn(
       { outcome: "handedBack", reason, released },
       "job still running at the drain deadline: handed back for immediate redelivery",

@@ -81,7 +81,7 @@ prom_date=$(printf '%s\n' "$probe" | sed -n 's/.*"Time": "\([^"]*\)".*/\1/p')
 
 work="$cache_dir.build"
 rm -rf "$work"
-mkdir -p "$work/bin" "$work/logs" "$work/tools"
+mkdir -p "$work/bin" "$work/logs" "$work/tools" "$work/src"
 started=$(date +%s)
 
 fmt_secs() { local s=$1; if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
