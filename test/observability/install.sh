@@ -4,9 +4,10 @@
 #   prometheus, promtool    github.com/prometheus/prometheus (only static/file service discovery:
 #                           -tags remove_all_sd; the web UI is not embedded, the HTTP API is whole)
 #   otelcol-conveyor        an OpenTelemetry Collector made by the collector's own builder
-#                           (go.opentelemetry.io/collector/cmd/builder) from the core OTLP receiver,
-#                           the batch processor and contrib's file exporter, so a test reads the
-#                           spans it received as OTLP JSON lines from a file
+#                           (go.opentelemetry.io/collector/cmd/builder) from core components only:
+#                           the OTLP receiver, the batch processor, the OTLP/HTTP exporter (a test
+#                           receives what the collector forwards as OTLP JSON) and the debug
+#                           exporter. (Contrib's file exporter needs modules the proxy lacks.)
 #
 # Usage:
 #   install.sh               build what is missing (idempotent; one line when the cache is warm)
@@ -21,7 +22,6 @@ set -euo pipefail
 # ---- pinned versions (the cache key) -----------------------------------------------------
 PROMETHEUS_VERSION=v0.316.0 # the Go module version of the Prometheus 3.x release line
 OTELCOL_VERSION=v0.165.0    # collector builder and core components
-OTELCOL_CONTRIB_VERSION=v0.165.0
 
 BINARIES=(prometheus promtool otelcol-conveyor)
 
@@ -135,7 +135,7 @@ processors:
   - gomod: go.opentelemetry.io/collector/processor/batchprocessor $OTELCOL_VERSION
 exporters:
   - gomod: go.opentelemetry.io/collector/exporter/debugexporter $OTELCOL_VERSION
-  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter $OTELCOL_CONTRIB_VERSION
+  - gomod: go.opentelemetry.io/collector/exporter/otlphttpexporter $OTELCOL_VERSION
 EOF
 step "build otelcol-conveyor $OTELCOL_VERSION (builder: generate, resolve modules, compile)" "$work/logs/otelcol.log" \
   "$work/tools/builder" --config "$work/otelcol-builder.yaml"
@@ -148,7 +148,7 @@ miss=$(missing_in "$work/bin")
 "$work/bin/otelcol-conveyor" --version >/dev/null 2>&1 || die "otelcol-conveyor does not run"
 cat >"$work/versions.txt" <<EOF
 prometheus $PROMETHEUS_VERSION ($prom_release)
-otelcol $OTELCOL_VERSION (contrib fileexporter $OTELCOL_CONTRIB_VERSION)
+otelcol $OTELCOL_VERSION (otlp receiver, batch processor, otlphttp + debug exporters)
 go $(go env GOVERSION)
 built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(fmt_secs $(( $(date +%s) - started )))
 EOF

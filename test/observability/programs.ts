@@ -1,8 +1,10 @@
-// The real programs the observability tests run: an OpenTelemetry Collector that writes the
-// spans it receives over OTLP/HTTP to a file (OTLP JSON, one export request a line), and
-// Prometheus + promtool. Built by test/observability/install.sh (`make test` runs it).
+// The real programs the observability tests run: an OpenTelemetry Collector that forwards the
+// spans it receives over OTLP/HTTP to a receiver in the test (OTLP JSON), and Prometheus +
+// promtool. Built by test/observability/install.sh (`make test` runs it).
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { freePort } from "../support/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
@@ -52,21 +54,44 @@ export function attr(
   return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
 }
 
+/**
+ * A real collector between the Conveyor processes and the test: it receives OTLP/HTTP
+ * (protobuf, what the SDK sends) and forwards through its batch processor and OTLP/HTTP
+ * exporter, JSON-encoded, to a receiver in this process, which keeps every span.
+ */
 export class Collector {
   readonly endpoint: string;
-  private readonly file: string;
+  private readonly received: ExportedSpan[] = [];
   private readonly proc: Started;
+  private readonly sink: Server;
 
-  private constructor(endpoint: string, file: string, proc: Started) {
+  private constructor(endpoint: string, proc: Started, sink: Server, received: ExportedSpan[]) {
     this.endpoint = endpoint;
-    this.file = file;
     this.proc = proc;
+    this.sink = sink;
+    this.received = received;
   }
 
   static async start(dir: string): Promise<Collector> {
     const bin = join(observabilityAssets(), "otelcol-conveyor");
+    const received: ExportedSpan[] = [];
+    const sink = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        try {
+          received.push(...spansOf(JSON.parse(Buffer.concat(chunks).toString("utf8")) as ExportRequest));
+          res.setHeader("content-type", "application/json");
+          res.end("{}");
+        } catch (err) {
+          res.statusCode = 400;
+          res.end(String(err));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => sink.listen(0, "127.0.0.1", resolve));
+    const sinkPort = (sink.address() as AddressInfo).port;
     const port = await freePort();
-    const file = join(dir, "spans.jsonl");
     const config = join(dir, "otelcol.yaml");
     writeFileSync(
       config,
@@ -79,9 +104,10 @@ processors:
   batch:
     timeout: 100ms
 exporters:
-  file:
-    path: ${file}
-    flush_interval: 100ms
+  otlphttp:
+    traces_endpoint: http://127.0.0.1:${sinkPort}/v1/traces
+    encoding: json
+    compression: none
 service:
   telemetry:
     logs:
@@ -92,16 +118,16 @@ service:
     traces:
       receivers: [otlp]
       processors: [batch]
-      exporters: [file]
+      exporters: [otlphttp]
 `,
     );
-    const proc = startProcess(bin, ["--config", config], { logFile: join(dir, "otelcol.log") });
+    const logFile = join(dir, "otelcol.log");
+    const proc = startProcess(bin, ["--config", config], { logFile });
     const endpoint = `http://127.0.0.1:${port}`;
     await waitFor(
       "the collector's OTLP/HTTP receiver",
       async () => {
-        if (proc.child.exitCode !== null)
-          throw new Error(`otelcol exited: ${readFileSync(join(dir, "otelcol.log"), "utf8")}`);
+        if (proc.child.exitCode !== null) throw new Error(`otelcol exited: ${readFileSync(logFile, "utf8")}`);
         // An empty export request is a valid OTLP call: 200 once the receiver listens.
         const res = await fetch(`${endpoint}/v1/traces`, {
           method: "POST",
@@ -113,32 +139,34 @@ service:
       60_000,
       100,
     );
-    return new Collector(endpoint, file, proc);
+    return new Collector(endpoint, proc, sink, received);
   }
 
-  /** Every span written so far. */
+  /** Every span forwarded so far. */
   spans(): ExportedSpan[] {
-    if (!existsSync(this.file)) return [];
-    const out: ExportedSpan[] = [];
-    for (const line of readFileSync(this.file, "utf8").split("\n")) {
-      if (!line.trim()) continue;
-      const req = JSON.parse(line) as {
-        resourceSpans?: {
-          resource?: { attributes?: OtlpAttribute[] };
-          scopeSpans?: { spans?: Omit<ExportedSpan, "service">[] }[];
-        }[];
-      };
-      for (const rs of req.resourceSpans ?? []) {
-        const service = String(attr(rs.resource, "service.name") ?? "");
-        for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ ...s, service });
-      }
-    }
-    return out;
+    return [...this.received];
   }
 
   async stop(): Promise<void> {
     await stopProcess(this.proc);
+    this.sink.close();
   }
+}
+
+interface ExportRequest {
+  resourceSpans?: {
+    resource?: { attributes?: OtlpAttribute[] };
+    scopeSpans?: { spans?: Omit<ExportedSpan, "service">[] }[];
+  }[];
+}
+
+function spansOf(req: ExportRequest): ExportedSpan[] {
+  const out: ExportedSpan[] = [];
+  for (const rs of req.resourceSpans ?? []) {
+    const service = String(attr(rs.resource, "service.name") ?? "");
+    for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ ...s, service });
+  }
+  return out;
 }
 
 /** The OTEL_* variables that make a Conveyor process export to `collector`, quickly. */

@@ -1,6 +1,6 @@
 // OpenTelemetry traces across stages, exported by real worker processes over OTLP/HTTP to a
-// real OpenTelemetry Collector (built by test/observability/install.sh), read back from the
-// collector's file exporter. A pipeline ingest → split (fan-out) → pages (HTTP sidecar) →
+// real OpenTelemetry Collector (built by test/observability/install.sh), which forwards them
+// as OTLP JSON to a receiver in this test. A pipeline ingest → split (fan-out) → pages (HTTP sidecar) →
 // merge (join, a command) must give per document ONE trace: the producer's `send` span, each
 // stage's `process` spans with their links and attributes, the hand-over and fan-out `send`
 // spans, every child and the join linking them all; a redelivered job shows its cause. With
