@@ -283,18 +283,3 @@ export function activeTraceHeaders(): { traceparent: string; tracestate?: string
     ? { traceparent: carrier.traceparent, tracestate: carrier.tracestate }
     : { traceparent: carrier.traceparent };
 }
-
-const NO_IDS = {};
-
-/** A pino mixin: trace_id and span_id on every line logged while a span is active. */
-export function traceLogMixin(): object {
-  return activeLogIds() ?? NO_IDS;
-}
-
-/** trace_id and span_id of the active span, for log lines; null when none. */
-export function activeLogIds(): { trace_id: string; span_id: string } | null {
-  if (!tracer) return null;
-  const sc = trace.getSpanContext(context.active());
-  if (!sc) return null;
-  return { trace_id: sc.traceId, span_id: sc.spanId };
-}

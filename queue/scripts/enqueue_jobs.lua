@@ -5,6 +5,10 @@
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
 --       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none)
 -- Returns a flat list: id, created (1) or duplicate (0), per job.
+--- @include "includes/keys"
+--- @include "includes/record"
+--- @include "includes/wake"
+
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])

@@ -14,10 +14,11 @@ import { after, before, describe, test } from "node:test";
 import { parse } from "yaml";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { dashboard, dashboardJson, DASHBOARD_FILES, SCALE_ANNOTATION_EXPR } from "../../scripts/dashboard.ts";
-import { ControlPlane, findAssets, waitUntil } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { ControlPlane, findAssets } from "../support/controlplane.ts";
 import { startOperator, type OperatorProcess } from "../support/operator.ts";
 import { PodRunner } from "../support/podRunner.ts";
-import { freePort } from "../support/ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { startProcess, stopProcess, type Started } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
@@ -221,7 +222,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
       ],
       { logFile: join(dir, "prometheus.log") },
     );
-    await waitUntil("prometheus ready", async () => (await fetch(`${promUrl}/-/ready`)).ok, {
+    await pollUntil("prometheus ready", async () => (await fetch(`${promUrl}/-/ready`)).ok, {
       timeoutMs: 120_000,
     });
   });
@@ -274,7 +275,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
       { data: { failTimes: 1, sleepMs: 50 } },
       { data: { final: true } },
     ]);
-    await waitUntil(
+    await pollUntil(
       "the pipeline drained",
       async () => {
         const [a, b] = await Promise.all([admin.counts("obs/ingest"), admin.counts("obs/index")]);
