@@ -90,7 +90,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
       const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
       if (protocol && protocol !== "http/protobuf")
         warn(`tracing: OTLP protocol ${protocol} is not supported; exporting with http/protobuf`);
-      spanExporters.push(new sdk.OTLPTraceExporter());
+      spanExporters.push(new sdk.OTLPTraceExporter(otlpUrl(env)));
     } else if (name === "console") {
       spanExporters.push(new sdk.ConsoleSpanExporter());
     } else {
@@ -136,6 +136,17 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
       await provider.shutdown().catch(() => {});
     },
   };
+}
+
+/**
+ * The OTLP/HTTP traces URL from `env` (the exporter itself reads only process.env): the
+ * signal's endpoint as is, the generic one with /v1/traces appended, as the specification says.
+ */
+function otlpUrl(env: Env): { url?: string } {
+  if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return { url: env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT };
+  if (env.OTEL_EXPORTER_OTLP_ENDPOINT)
+    return { url: `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces` };
+  return {};
 }
 
 async function loadSdk() {

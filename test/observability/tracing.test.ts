@@ -159,7 +159,13 @@ describe("OpenTelemetry traces through a real collector", () => {
       },
       60_000,
       200,
-    );
+    ).catch((err: Error) => {
+      // Which spans did arrive, per trace: names and counts.
+      const byTrace = new Map<string, string[]>();
+      for (const s of collector.spans()) byTrace.set(s.traceId, [...(byTrace.get(s.traceId) ?? []), s.name]);
+      const summary = [...byTrace].map(([t, names]) => `${t}: ${names.sort().join(", ")}`).join("\n");
+      throw new Error(`${err.message}\nspans by trace:\n${summary}`);
+    });
 
     const traceIds = new Set<string>();
     for (const d of docs) {
@@ -268,14 +274,14 @@ describe("OpenTelemetry traces through a real collector", () => {
       REDIS_URL: redisServer.url,
       CONVEYOR_QUEUE: q,
       CONVEYOR_HANDLER: RECORDING_HANDLER,
-      CONVEYOR_DRAIN_SECONDS: "0.3",
+      CONVEYOR_DRAIN_SECONDS: "1",
       ...otelEnv(collector, "worker-slow"),
     };
     const first = await startWorker({ dir, name: "slow-1", env });
     const id = `${P}-slow`;
     await producer.enqueue(q, { sleepMs: 60_000 }, { id });
     await waitFor("the job runs", async () => (await admin.job(id, q))?.state === "active");
-    await stopProcess(first, 10_000); // SIGTERM: drains 0.3 s, then hands the job back
+    await stopProcess(first, 10_000); // SIGTERM: drains 1 s, then hands the job back
     // The next worker claims it (its span opens with the redelivery's cause) and is stopped the
     // same way, which ends that span too.
     const second = await startWorker({ dir, name: "slow-2", env });
