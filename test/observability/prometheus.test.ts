@@ -37,13 +37,15 @@ interface Rule {
 
 /** The PrometheusRule's spec (a Prometheus rules file) as the chart renders it. */
 function renderedRules(values: string[] = []): { groups: { name: string; rules: Rule[] }[] } {
-  const helm = join(findAssets().dir, "helm");
+  const assets = findAssets();
   const out = execFileSync(
-    helm,
+    join(assets.dir, "helm"),
     [
       "template",
       RELEASE,
       CHART,
+      "--kube-version",
+      assets.versions.K8S_VERSION!.replace(/^v/, ""),
       "--namespace",
       "conveyor-system",
       "--set",
