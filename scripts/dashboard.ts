@@ -226,8 +226,13 @@ const ROWS: { title: string; panels: Panel[] }[] = [
   },
 ];
 
-/** The scale decisions, as annotations on every time series panel. */
-export const SCALE_ANNOTATION_EXPR = `sum by (namespace, workerpool, direction, reason) (increase(conveyor_operator_scale_decisions_total{${P}}[1m])) > 0`;
+/**
+ * The scale decisions, as annotations on every time series panel. The counter has a series per
+ * direction and reason, so a decision often creates its series at 1: `increase` cannot see that
+ * first one, the `unless … offset` part (a series that did not exist a minute ago) does.
+ */
+const DECISIONS = `conveyor_operator_scale_decisions_total{${P}}`;
+export const SCALE_ANNOTATION_EXPR = `sum by (namespace, workerpool, direction, reason) ((increase(${DECISIONS}[1m]) > 0) or (${DECISIONS} unless ${DECISIONS} offset 1m))`;
 
 const variable = (name: string, label: string, query: string) => ({
   name,
