@@ -58,6 +58,8 @@ export function requestedExporters(env: Env = process.env): string[] {
 export interface StartTracingOptions {
   /** service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise. */
   serviceName: string;
+  /** More resource attributes (e.g. service.instance.id: the worker id); the variables win. */
+  resource?: Attributes;
   /** Where problems go (a missing SDK, an unknown exporter); tracing then stays off. */
   warn?: (message: string) => void;
   env?: Env;
@@ -115,7 +117,9 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   );
   const detected = sdk.detectResources({ detectors: [sdk.envDetector] });
   // merge: the detected attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) win over ours.
-  const resource = sdk.resourceFromAttributes({ "service.name": opts.serviceName }).merge(detected);
+  const resource = sdk
+    .resourceFromAttributes({ "service.name": opts.serviceName, ...opts.resource })
+    .merge(detected);
   const provider = new sdk.TracerProvider({
     resource,
     sampler: sampler(sdk, env, warn),

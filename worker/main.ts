@@ -22,7 +22,11 @@ export async function runWorker(argv: string[]): Promise<number> {
   }
   const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
   // Spans only when the OTEL_* variables ask for export: the SDK is not even loaded otherwise.
-  const tracing = await startTracing({ serviceName: "conveyor-worker", warn: (m) => log.warn(m) });
+  const tracing = await startTracing({
+    serviceName: "conveyor-worker",
+    resource: { "service.instance.id": config.workerId, "conveyor.queue": config.queue },
+    warn: (m) => log.warn(m),
+  });
   if (tracing) log.info("tracing: exporting spans (OTEL_* variables)");
   const metrics = createWorkerMetrics();
   let handler;

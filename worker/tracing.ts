@@ -38,7 +38,7 @@ export const NO_TRACE: ExecutionTrace = {
 };
 
 /** The span of one execution of `job`, or NO_TRACE while tracing is off. */
-export function traceExecution(job: ClaimedJob, workerId: string): ExecutionTrace {
+export function traceExecution(job: ClaimedJob): ExecutionTrace {
   const tracer = activeTracer();
   if (!tracer) return NO_TRACE;
   const created = parseTraceField(job.trace);
@@ -48,18 +48,17 @@ export function traceExecution(job: ClaimedJob, workerId: string): ExecutionTrac
     {
       kind: SpanKind.CONSUMER,
       links: created?.links,
+      // Few attributes: each costs on every span. The worker's identity is a resource
+      // attribute (service.instance.id), set once per process.
       attributes: messagingAttributes("process", job.queue, {
         "messaging.message.id": job.id,
-        "messaging.consumer.group.name": job.queue,
-        "messaging.client.id": workerId,
         "conveyor.job.attempt": job.attempt,
-        "conveyor.job.max_attempts": job.maxAttempts,
         "conveyor.execution.id": job.token,
-        "conveyor.job.stalls": job.stalls,
       }),
     },
     parent,
   );
+  if (job.stalls > 0) span.setAttribute("conveyor.job.stalls", job.stalls);
   if (job.requeued) {
     const colon = job.requeued.indexOf(":");
     span.addEvent("redelivered", {

@@ -342,7 +342,7 @@ export class QueueWorker {
       handedBack: false,
       lost: false,
       settling: false,
-      trace: traceExecution(job, this.config.workerId),
+      trace: traceExecution(job),
     };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
