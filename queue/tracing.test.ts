@@ -1,7 +1,7 @@
 // Unit tests of queue/tracing.ts: which variables turn export on, and the job record's `trace`
 // field (W3C traceparent, tracestate, join links) both ways.
 import assert from "node:assert/strict";
-import { describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import { context, propagation, trace, TraceFlags } from "@opentelemetry/api";
 import { W3CTraceContextPropagator, TraceState } from "@opentelemetry/core";
 import { parseTraceField, requestedExporters, startTracing, traceFieldOf, tracingActive } from "./tracing.ts";
@@ -35,7 +35,9 @@ describe("requestedExporters", () => {
 });
 
 describe("the trace field", () => {
+  // Unit tests share one process (test:unit): the global propagator goes again afterwards.
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  after(() => propagation.disable());
 
   test("round trip of traceparent and tracestate", () => {
     const sc = {

@@ -7,7 +7,7 @@
 --       8 retentionSeconds, 9 joinTrace (the W3C trace context the join is created in; '' = the
 --       job's own), 10 traced (0, or the number of children: then a trace context per child
 --       follows the children's data), then one child data (JSON) per child [, one trace per child]
--- Returns the number of children, or -1 when the lease was lost.
+-- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -18,7 +18,9 @@ local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue, joinQueue = ARGV[6], ARGV[7]
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return -2 end
+if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end
