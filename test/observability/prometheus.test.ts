@@ -251,7 +251,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
         queue,
         ...(next && { nextQueue: next }),
         redis: { url: redisServer.url },
-        handler: { module: join(REPO, "test/fixtures/recording-handler.js") },
+        handler: { module: join(REPO, "test/fixtures/recordingHandler.js") },
         concurrency: 2,
         maxJobSeconds: 30,
         scaling: {

@@ -25,9 +25,9 @@ import {
 } from "../support/workers.ts";
 import { attr, Collector, otelEnv, SPAN_KIND, type ExportedSpan } from "./programs.ts";
 
-const TRACED_HANDLER = `module:${join(REPO, "test/fixtures/traced-handler.js")}`;
-const TRACE_ENV_COMMAND = `command:${JSON.stringify([NODE, join(REPO, "test/fixtures/trace-env-command.mjs")])}`;
-const LOADED_MODULES = join(REPO, "test/fixtures/loaded-modules.mjs");
+const TRACED_HANDLER = `module:${join(REPO, "test/fixtures/tracedHandler.js")}`;
+const TRACE_ENV_COMMAND = `command:${JSON.stringify([NODE, join(REPO, "test/fixtures/traceEnvCommand.mjs")])}`;
+const LOADED_MODULES = join(REPO, "test/fixtures/loadedModules.mjs");
 const SDK_PACKAGES = [
   "@opentelemetry/sdk-trace",
   "@opentelemetry/exporter-trace-otlp-proto",
