@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane demo bench chaos lint clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane images demo bench chaos lint clean
 
 all: build
 
@@ -24,9 +24,15 @@ build: deps
 typecheck: node-deps
 	npm run typecheck
 
-# The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane
+# The whole suite against real Redis, PostgreSQL, a real Kubernetes control plane and the
+# built images.
+test: deps typecheck controlplane images
 	npm test
+
+# conveyor-worker and conveyor-operator from the Dockerfile with podman, no registry needed
+# (cached under ~/.cache/conveyor/containers; docs/install.md). images/build.sh --force rebuilds.
+images: node-deps
+	@bash images/build.sh
 
 controlplane:
 	@bash test/controlplane/install.sh

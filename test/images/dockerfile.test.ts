@@ -1,5 +1,5 @@
-// The container images (Dockerfile, .dockerignore, examples/handlers/Dockerfile), without a
-// Docker engine: BuildKit's own Dockerfile checks (images/lint, the rules `docker build --check`
+// The container images' sources (Dockerfile, .dockerignore, examples/handlers/Dockerfile), without
+// building them (worker.test.ts and operator.test.ts beside this run the built images): BuildKit's own Dockerfile checks (images/lint, the rules `docker build --check`
 // runs, offline), our policy (pinned Node 24 bookworm-slim bases, numeric non-root USER, tini as
 // PID 1 without -g, exec-form ENTRYPOINT/CMD, install scripts skipped, production dependencies
 // only at run time), and a rehearsal of the build: the Dockerfile's COPY and RUN steps replayed
@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 
 const execFileP = promisify(execFile);
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "..", "..");
 const LINT_SRC = path.join(ROOT, "images", "lint");
 const DOCKERFILE = path.join(ROOT, "Dockerfile");
 const HANDLERS = path.join(ROOT, "examples", "handlers");
@@ -283,12 +283,23 @@ describe("container images", { timeout: 25 * 60_000 }, () => {
     const deps = df.stages.find((s) => s.name === "deps")!;
     assert.match(deps.instructions.find((i) => i.cmd === "RUN")!.args, /npm ci --omit=dev --ignore-scripts/);
     const runtime = df.stages.find((s) => s.name === "runtime")!;
-    const nodeModules = runtime.instructions.filter((i) => i.cmd === "COPY" && /node_modules/.test(i.args));
-    assert.deepEqual(
-      nodeModules.map((i) => i.args.split(/\s+/)[0]),
-      ["--from=deps"],
-      "node_modules come from the production-only stage",
+    const nodeModulesFrom = (stage: string) =>
+      chain(df.stages, target(stage))
+        .flatMap((s) => s.instructions)
+        .filter((i) => i.cmd === "COPY" && /node_modules/.test(i.args))
+        .map((i) => i.args.split(/\s+/)[0]);
+    assert.deepEqual(nodeModulesFrom("operator"), ["--from=deps"], "production dependencies only");
+    assert.deepEqual(nodeModulesFrom("worker"), ["--from=worker-deps"], "the worker's own dependencies");
+    const workerDeps = target("worker-deps");
+    assert.equal(workerDeps.from, "deps");
+    assert.match(
+      workerDeps.instructions.find((i) => i.cmd === "RUN")!.args,
+      /npm uninstall --no-save .*@kubernetes\/client-node/,
+      "the worker image leaves out the operator's Kubernetes client",
     );
+    // apt leaves no lists or caches whatever the base image's apt settings
+    const aptRun = runtime.instructions.find((i) => i.cmd === "RUN" && /apt-get install/.test(i.args))!;
+    assert.match(aptRun.args, /apt-get clean/);
     const env = runtime.instructions
       .filter((i) => i.cmd === "ENV")
       .map((i) => i.args)
@@ -296,6 +307,40 @@ describe("container images", { timeout: 25 * 60_000 }, () => {
     assert.match(env, /HOME=\/tmp/);
     assert.match(env, /TMPDIR=\/tmp/);
     assert.match(env, /NODE_ENV=production/);
+  });
+
+  it("only the operator imports the Kubernetes client (the worker image does not have it)", () => {
+    const importers: string[] = [];
+    for (const dir of ["api", "cli", "queue", "worker", "operator", "bin"]) {
+      for (const f of fs.readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" })) {
+        if (!/\.(ts|js)$/.test(f) || f.endsWith(".test.ts")) continue;
+        if (/from "@kubernetes\/client-node"/.test(fs.readFileSync(path.join(ROOT, dir, f), "utf8")))
+          importers.push(`${dir}/${f}`);
+      }
+    }
+    assert.ok(importers.length > 0);
+    assert.deepEqual(
+      importers.filter((f) => !f.startsWith("operator/")),
+      [],
+      "imported outside operator/",
+    );
+  });
+
+  it("labels both images with OCI source, version and revision (build args)", () => {
+    for (const name of ["worker", "operator"]) {
+      const labels = chain(df.stages, target(name))
+        .flatMap((s) => s.instructions)
+        .filter((i) => i.cmd === "LABEL")
+        .map((i) => i.args)
+        .join(" ");
+      assert.match(labels, /org\.opencontainers\.image\.source="https:\/\//);
+      assert.match(labels, /org\.opencontainers\.image\.version="\$\{VERSION\}"/);
+      assert.match(labels, /org\.opencontainers\.image\.revision="\$\{REVISION\}"/);
+      const args = target(name)
+        .instructions.filter((i) => i.cmd === "ARG")
+        .map((i) => i.args.split("=")[0]);
+      assert.deepEqual(args.sort(), ["REVISION", "VERSION"]);
+    }
   });
 
   it("copies only what exists and .dockerignore lets through; the context leaves out secrets and bulk", () => {
