@@ -19,7 +19,7 @@ die() {
 }
 
 bash scripts/images-deps.sh
-for tool in podman debootstrap; do
+for tool in podman buildah debootstrap; do
   command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || die "$tool is missing (apt-get install $tool)"
 done
 command -v runc >/dev/null || [ -x /usr/sbin/runc ] || die "runc is missing (apt-get install runc)"
@@ -105,7 +105,8 @@ fi
 
 # ---- the two targets
 # Inputs of a target: the Dockerfile and every file of the build context (.dockerignore's
-# allowlist), the base image, version and revision. Stored as a label; equal → nothing to do.
+# allowlist), the base image, version and revision. Stored beside the image id in the cache dir
+# (not as a label: buildah's layer cache ignores --label); equal → nothing to do.
 inputs="$({
   podman image inspect --format '{{.Id}}' "$base_ref"
   echo "$VERSION $REVISION"
@@ -125,8 +126,9 @@ fi
 
 for target in worker operator; do
   name="conveyor-$target"
-  have="$(podman image inspect --format '{{index .Labels "dev.conveyor.inputs"}}' "localhost/$name:$VERSION" 2>/dev/null || true)"
-  if [ "$force" -eq 0 ] && [ "$have" = "$inputs" ]; then
+  stamp="$CONVEYOR_CONTAINERS/$name.inputs"
+  id="$(podman image inspect --format '{{.Id}}' "localhost/$name:$VERSION" 2>/dev/null || true)"
+  if [ "$force" -eq 0 ] && [ -n "$id" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs $id" ]; then
     step "$name:$VERSION up to date ($(podman image inspect --format '{{.Size}}' "localhost/$name:$VERSION" | numfmt --to=si)B, revision $REVISION)"
     continue
   fi
@@ -137,14 +139,24 @@ for target in worker operator; do
     $(conveyor_ulimits) \
     "${build_mounts[@]}" \
     --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" \
-    --label "dev.conveyor.inputs=$inputs" \
     -t "localhost/$name:$VERSION" -t "ghcr.io/conveyor-dev/$name:$VERSION" \
     -f Dockerfile . >"$LOG" 2>&1; then
     tail -30 "$LOG" >&2
     die "building $name failed (full log: $LOG)"
   fi
-  [ "${IMAGES_VERBOSE:-0}" = 1 ] && cat "$LOG"
+  if [ "${IMAGES_VERBOSE:-0}" = 1 ]; then cat "$LOG"; fi
+  # buildah's layer cache keys LABEL steps by their text, not the build args' values, so a cached
+  # LABEL layer may carry another revision: set the OCI labels on the result when they differ.
+  labels="$(podman image inspect --format '{{index .Labels "org.opencontainers.image.version"}} {{index .Labels "org.opencontainers.image.revision"}}' "localhost/$name:$VERSION")"
+  if [ "$labels" != "$VERSION $REVISION" ]; then
+    ctr="$(buildah from --pull-never "localhost/$name:$VERSION")"
+    buildah config --label "org.opencontainers.image.version=$VERSION" \
+      --label "org.opencontainers.image.revision=$REVISION" "$ctr"
+    buildah commit --quiet --rm "$ctr" "localhost/$name:$VERSION" >/dev/null
+    podman tag "localhost/$name:$VERSION" "ghcr.io/conveyor-dev/$name:$VERSION"
+  fi
+  echo "$inputs $(podman image inspect --format '{{.Id}}' "localhost/$name:$VERSION")" >"$stamp"
   step "built $name:$VERSION in $((SECONDS - start)) s, $(podman image inspect --format '{{.Size}}' "localhost/$name:$VERSION" | numfmt --to=si)B"
 done
-# Dangling layers of earlier builds (the cache of the current ones stays).
-podman image prune -f >/dev/null 2>&1 || true
+# No prune here: the untagged images are the layer cache of the build stages. To reclaim space:
+#   CONTAINERS_STORAGE_CONF=~/.cache/conveyor/containers/storage.conf podman image prune -f
