@@ -30,7 +30,9 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 VERSION="$(node -p 'require("./package.json").version')"
 REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-if [ "$REVISION" != unknown ] && [ -n "$(git status --porcelain -- Dockerfile .dockerignore package.json package-lock.json tsconfig.json tsconfig.build.json api bin cli operator queue worker 2>/dev/null)" ]; then
+# The build context: what .dockerignore's allowlist lets in.
+mapfile -t context < <(sed -n 's/^!//p' .dockerignore)
+if [ "$REVISION" != unknown ] && [ -n "$(git status --porcelain -- Dockerfile .dockerignore "${context[@]}" 2>/dev/null)" ]; then
   REVISION="$REVISION-dirty"
 fi
 NODE_IMAGE="$(sed -n 's/^ARG NODE_IMAGE=//p' Dockerfile)"
@@ -110,8 +112,7 @@ fi
 inputs="$({
   podman image inspect --format '{{.Id}}' "$base_ref"
   echo "$VERSION $REVISION"
-  find Dockerfile .dockerignore package.json package-lock.json tsconfig.json tsconfig.build.json \
-    api bin cli operator queue worker -type f -not -name '*.test.ts' -not -path '*/node_modules/*' -print0 |
+  find Dockerfile .dockerignore "${context[@]}" -type f -not -name '*.test.ts' -not -path '*/node_modules/*' -print0 |
     sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-16)"
 

@@ -4,8 +4,19 @@ export * from "./types.ts";
 export * from "./connection.ts";
 export * from "./producer.ts";
 export * from "./consumer.ts";
+export * from "./scriptReplies.ts";
 export * from "./admin.ts";
-export * from "./backoff.ts";
-export * from "./duration.ts";
+export * from "./control.ts";
+export * from "./schedules.ts";
+export * from "../lib/backoff.ts";
+export * from "../lib/duration.ts";
 export * from "./events.ts";
-export { scriptSource, type RedisClient } from "./scripts.ts";
+export * from "./envelope.ts";
+export {
+  scriptSource,
+  resolveIncludes,
+  dumpScripts,
+  SCRIPT_NAMES,
+  type ScriptName,
+  type RedisClient,
+} from "./scripts.ts";

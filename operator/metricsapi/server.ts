@@ -14,6 +14,7 @@ import * as https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
 import type { Logger } from "pino";
+import { rfc3339 } from "../../lib/time.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import { METRIC_NAME, METRIC_POOL_LABEL } from "../controllers/names.ts";
 
@@ -36,6 +37,15 @@ export interface MetricsApiOptions {
   lookup: (namespace: string, pool: string) => MetricLookup;
   log?: Logger;
   metrics?: OperatorMetrics;
+}
+
+/** A %-escaped path segment, or undefined when an escape is malformed (decodeURIComponent throws). */
+function decodePathSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Parses the equality parts of a label selector: "a=b,c==d,e in (f)". */
@@ -137,8 +147,13 @@ export function handleMetricsRequest(
   if (path === PREFIX) return send(res, 200, DISCOVERY);
   const m = new RegExp(`^${PREFIX}/namespaces/([^/]+)/([^/]+)$`).exec(path);
   if (!m) return send(res, 404, status(404, "NotFound", `no such path ${path}`));
-  const namespace = decodeURIComponent(m[1]!);
-  const metric = decodeURIComponent(m[2]!).toLowerCase();
+  const namespace = decodePathSegment(m[1]!);
+  const metric = decodePathSegment(m[2]!)?.toLowerCase();
+  if (namespace === undefined || metric === undefined) {
+    count("bad-path");
+    const field = namespace === undefined ? "namespace" : "metric name";
+    return send(res, 400, status(400, "BadRequest", `malformed %-escape in the ${field} of ${path}`));
+  }
   if (metric !== METRIC_NAME) {
     count("unknown-metric");
     return send(
@@ -179,7 +194,7 @@ export function handleMetricsRequest(
       {
         metricName: METRIC_NAME,
         metricLabels: { [METRIC_POOL_LABEL]: pool },
-        timestamp: new Date(r.at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        timestamp: rfc3339(r.at),
         value: String(Math.max(0, Math.round(r.value))),
       },
     ],
@@ -188,56 +203,58 @@ export function handleMetricsRequest(
 
 export class MetricsApiServer {
   private server: https.Server | undefined;
-  private readonly o: MetricsApiOptions;
+  private readonly options: MetricsApiOptions;
 
   constructor(o: MetricsApiOptions) {
-    this.o = o;
+    this.options = o;
   }
 
   async start(): Promise<{ address: string; port: number }> {
     const server = https.createServer(
       {
-        cert: this.o.cert,
-        key: this.o.key,
-        ...(this.o.clientCA ? { ca: this.o.clientCA, requestCert: true, rejectUnauthorized: false } : {}),
+        cert: this.options.cert,
+        key: this.options.key,
+        ...(this.options.clientCA
+          ? { ca: this.options.clientCA, requestCert: true, rejectUnauthorized: false }
+          : {}),
       },
       (req, res) => {
         try {
-          handleMetricsRequest(req, res, this.o);
+          handleMetricsRequest(req, res, this.options);
         } catch (err) {
-          this.o.log?.error({ err: String(err) }, "external metrics request failed");
+          this.options.log?.error({ err: String(err) }, "external metrics request failed");
           if (!res.headersSent) send(res, 500, status(500, "InternalError", "internal error"));
         }
       },
     );
     server.on("tlsClientError", (err) =>
-      this.o.log?.debug({ err: err.message }, "external metrics: TLS client error"),
+      this.options.log?.debug({ err: err.message }, "external metrics: TLS client error"),
     );
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.o.port, this.o.host, () => {
+      server.listen(this.options.port, this.options.host, () => {
         server.off("error", reject);
         server.on("error", (err) =>
-          this.o.log?.error({ err: err.message }, "external metrics API server error"),
+          this.options.log?.error({ err: err.message }, "external metrics API server error"),
         );
         resolve();
       });
     });
     const addr = server.address();
-    const port = typeof addr === "object" && addr ? addr.port : this.o.port;
-    this.o.log?.info({ host: this.o.host, port }, "external metrics API listening");
-    return { address: this.o.host, port };
+    const port = typeof addr === "object" && addr ? addr.port : this.options.port;
+    this.options.log?.info({ host: this.options.host, port }, "external metrics API listening");
+    return { address: this.options.host, port };
   }
 
   /** Serve `pair` to new connections (a rotated certificate); open connections keep theirs. */
   setCertificate(pair: { cert: string; key: string }): void {
-    this.o.cert = pair.cert;
-    this.o.key = pair.key;
+    this.options.cert = pair.cert;
+    this.options.key = pair.key;
     this.server?.setSecureContext({
       cert: pair.cert,
       key: pair.key,
-      ...(this.o.clientCA ? { ca: this.o.clientCA } : {}),
+      ...(this.options.clientCA ? { ca: this.options.clientCA } : {}),
     });
   }
 

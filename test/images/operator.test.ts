@@ -14,9 +14,10 @@ import {
   runContainer,
   type Container,
 } from "../support/containers.ts";
-import { ControlPlane, waitUntil } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { ControlPlane } from "../support/controlplane.ts";
 import { parseMetrics } from "../support/operator.ts";
-import { freePort } from "../support/ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
 
@@ -80,7 +81,7 @@ describe("conveyor-operator image", { skip, timeout: 40 * 60_000 }, () => {
       ],
       logFile: join(dir, "operator.log"),
     });
-    await waitUntil(
+    await pollUntil(
       "operator container /readyz",
       async () => {
         if (op.child.exitCode !== null) throw new Error(`operator exited ${op.child.exitCode}: ${log()}`);
@@ -88,7 +89,7 @@ describe("conveyor-operator image", { skip, timeout: 40 * 60_000 }, () => {
       },
       { timeoutMs: 180_000 },
     );
-    await waitUntil(
+    await pollUntil(
       "the container leads",
       async () => {
         const m = parseMetrics(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
@@ -114,7 +115,7 @@ describe("conveyor-operator image", { skip, timeout: 40 * 60_000 }, () => {
         },
       }),
     );
-    const deployment = await waitUntil(
+    const deployment = await pollUntil(
       "the pool's Deployment",
       async () => {
         const out = await cp.kubectl(
@@ -143,8 +144,11 @@ describe("conveyor-operator image", { skip, timeout: 40 * 60_000 }, () => {
     );
     const container = deployment.spec.template.spec.containers[0]!;
     assert.equal(container.image, "localhost/conveyor-worker:test");
-    assert.equal(container.env?.find((e) => e.name === "CONVEYOR_QUEUE")?.value, "image-pool");
-    await waitUntil(
+    assert.equal(
+      container.env?.find((e: { name: string; value?: string }) => e.name === "CONVEYOR_QUEUE")?.value,
+      "image-pool",
+    );
+    await pollUntil(
       "WorkerPool status observed",
       async () =>
         (

@@ -19,7 +19,7 @@ import {
   WORKER_IMAGE,
   type Container,
 } from "../support/containers.ts";
-import { freePort } from "../support/ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { readExecutions, REPO } from "../support/workers.ts";
@@ -139,7 +139,7 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
   });
 
   test("module handler: jobs from Redis complete in a read-only container as uid 65532 under tini", async () => {
-    const w = await worker("module", "img-module", "module:/handlers/recording-handler.js");
+    const w = await worker("module", "img-module", "module:/handlers/recordingHandler.js");
     assert.equal((await w.exec("id", "-u")).trim(), "65532");
     assert.equal((await w.exec("id", "-g")).trim(), "65532");
     assert.equal(
@@ -197,7 +197,7 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
   });
 
   test("SIGTERM with a job in flight: the job finishes, the container exits 0", async () => {
-    const w = await worker("drain", "img-drain", "module:/handlers/recording-handler.js");
+    const w = await worker("drain", "img-drain", "module:/handlers/recordingHandler.js");
     await producer.enqueue("img-drain", { sleepMs: 4000, result: { slow: true } }, { id: "slow" });
     await waitFor(
       "the slow job started",

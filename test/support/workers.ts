@@ -1,14 +1,14 @@
 // Real `conveyor worker` processes for tests, each with its own health port and log file.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { startProcess, waitFor, type Started } from "./processes.ts";
 import { Consumer, type RedisClient } from "../../queue/index.ts";
 
 export const REPO = new URL("../../", import.meta.url).pathname;
 export const NODE = join(REPO, "node_modules/.bin/node");
 export const CONVEYOR = join(REPO, "bin/conveyor.js");
-export const RECORDING_HANDLER = `module:${join(REPO, "test/fixtures/recording-handler.js")}`;
+export const RECORDING_HANDLER = `module:${join(REPO, "test/fixtures/recordingHandler.js")}`;
 
 export interface WorkerProcess extends Started {
   port: number;
