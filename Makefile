@@ -3,7 +3,11 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
+<<<<<<< HEAD
 .PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability demo bench chaos lint depcheck clean
+=======
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane images demo bench chaos lint depcheck clean
+>>>>>>> images
 
 all: build
 
@@ -25,8 +29,13 @@ typecheck: node-deps
 	npm run typecheck
 
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
+<<<<<<< HEAD
 # PostgreSQL and a real Kubernetes control plane.
 test: deps typecheck controlplane observability lint test-unit test-integration
+=======
+# PostgreSQL, a real Kubernetes control plane and the built container images.
+test: deps typecheck controlplane lint test-unit test-integration
+>>>>>>> images
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -34,7 +43,11 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
+<<<<<<< HEAD
 test-integration: deps controlplane observability
+=======
+test-integration: deps controlplane images
+>>>>>>> images
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -43,6 +56,11 @@ lint: node-deps depcheck typecheck
 
 depcheck: node-deps
 	npm run -s depcheck
+
+# conveyor-worker and conveyor-operator from the Dockerfile with podman, no registry needed
+# (cached under ~/.cache/conveyor/containers; docs/install.md). images/build.sh --force rebuilds.
+images: node-deps
+	@bash images/build.sh
 
 controlplane:
 	@bash test/controlplane/install.sh
