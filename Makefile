@@ -3,11 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-<<<<<<< HEAD
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability demo bench chaos lint depcheck clean
-=======
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane images demo bench chaos lint depcheck clean
->>>>>>> images
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability images demo bench chaos lint depcheck clean
 
 all: build
 
@@ -29,13 +25,9 @@ typecheck: node-deps
 	npm run typecheck
 
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
-<<<<<<< HEAD
-# PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane observability lint test-unit test-integration
-=======
-# PostgreSQL, a real Kubernetes control plane and the built container images.
-test: deps typecheck controlplane lint test-unit test-integration
->>>>>>> images
+# PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
+# built container images.
+test: deps typecheck controlplane observability images lint test-unit test-integration
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -43,11 +35,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-<<<<<<< HEAD
-test-integration: deps controlplane observability
-=======
-test-integration: deps controlplane images
->>>>>>> images
+test-integration: deps controlplane observability images
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
