@@ -29,6 +29,8 @@ export interface ReleaseOptions {
   images: boolean;
   /** Date of the changelog section (YYYY-MM-DD), default today. */
   date?: string;
+  /** Where the packages are staged before packing (default dist/packages). */
+  stageDir?: string;
 }
 
 export interface ReleaseArtifacts {
@@ -60,7 +62,7 @@ export function release(opts: ReleaseOptions): ReleaseArtifacts {
   writeFileSync(notes, `# Conveyor ${version}\n\n${changelogSection(released, version)}\n`);
 
   const npmDir = join(out, "npm");
-  const { library, cli } = buildPackages({ version, packDir: npmDir });
+  const { library, cli } = buildPackages({ version, packDir: npmDir, stageDir: opts.stageDir });
 
   const chartsDir = join(out, "charts");
   mkdirSync(chartsDir, { recursive: true });
@@ -107,7 +109,7 @@ export function release(opts: ReleaseOptions): ReleaseArtifacts {
       .map((f) => `${createHash("sha256").update(readFileSync(f)).digest("hex")}  ${relative(out, f)}\n`)
       .join(""),
   );
-  for (const f of artifacts) log(`  ${relative(ROOT, f)}`);
+  for (const f of artifacts) log(`  ${f.startsWith(ROOT + "/") ? relative(ROOT, f) : f}`);
   return { version, library: library.tarball, cli: cli.tarball, chart, index, notes, images };
 }
 
