@@ -48,11 +48,11 @@ const log = (m: string) => process.stderr.write(`release: ${m}\n`);
 export function release(opts: ReleaseOptions): ReleaseArtifacts {
   const version = assertVersion(opts.version);
   const out = resolve(opts.out);
-  setVersion(version);
-
+  // The changelog is checked first: a release with nothing to say changes no file.
   const changelogFile = join(ROOT, "CHANGELOG.md");
   const changelog = readFileSync(changelogFile, "utf8");
   const released = releaseChangelog(changelog, version, opts.date ?? new Date().toISOString().slice(0, 10));
+  setVersion(version);
   if (released !== changelog) {
     writeFileSync(changelogFile, released);
     log(`CHANGELOG.md: [Unreleased] is now [${version}]`);
@@ -64,31 +64,7 @@ export function release(opts: ReleaseOptions): ReleaseArtifacts {
   const npmDir = join(out, "npm");
   const { library, cli } = buildPackages({ version, packDir: npmDir, stageDir: opts.stageDir });
 
-  const chartsDir = join(out, "charts");
-  mkdirSync(chartsDir, { recursive: true });
-  const helm = helmBinary();
-  log(`helm package charts/conveyor ${version}`);
-  execFileSync(
-    helm,
-    [
-      "package",
-      join(ROOT, "charts", "conveyor"),
-      "--version",
-      version,
-      "--app-version",
-      version,
-      "-d",
-      chartsDir,
-    ],
-    { stdio: ["ignore", "ignore", "inherit"] },
-  );
-  const chart = join(chartsDir, `conveyor-${version}.tgz`);
-  // helm repo index reads every chart in the folder; the index already there keeps its entries' dates.
-  const index = join(chartsDir, "index.yaml");
-  const merge = existsSync(index) ? ["--merge", index] : [];
-  execFileSync(helm, ["repo", "index", chartsDir, "--url", opts.chartRepoUrl, ...merge], {
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const { chart, index } = packageChart(version, join(out, "charts"), opts.chartRepoUrl);
 
   const images = opts.images ? buildImages(version) : [];
   const imagesFile = join(out, "images.txt");
@@ -111,6 +87,28 @@ export function release(opts: ReleaseOptions): ReleaseArtifacts {
   );
   for (const f of artifacts) log(`  ${f.startsWith(ROOT + "/") ? relative(ROOT, f) : f}`);
   return { version, library: library.tarball, cli: cli.tarball, chart, index, notes, images };
+}
+
+/**
+ * `helm package` of charts/conveyor with version and appVersion = `version` into `dir`, and the
+ * Helm repository's index.yaml there (merged with the index already there, which keeps the
+ * earlier versions and their dates); `repoUrl` is where the .tgz files will be served from.
+ */
+export function packageChart(
+  version: string,
+  dir: string,
+  repoUrl: string,
+): { chart: string; index: string } {
+  mkdirSync(dir, { recursive: true });
+  const helm = helmBinary();
+  log(`helm package charts/conveyor ${version}`);
+  const quiet = { stdio: ["ignore", "ignore", "inherit"] as ("ignore" | "inherit")[] };
+  const chartDir = join(ROOT, "charts", "conveyor");
+  execFileSync(helm, ["package", chartDir, "--version", version, "--app-version", version, "-d", dir], quiet);
+  const index = join(dir, "index.yaml");
+  const merge = existsSync(index) ? ["--merge", index] : [];
+  execFileSync(helm, ["repo", "index", dir, "--url", repoUrl, ...merge], quiet);
+  return { chart: join(dir, `conveyor-${version}.tgz`), index };
 }
 
 /** helm: $HELM, else the test control plane's (make controlplane builds it), else PATH. */
