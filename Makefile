@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane demo bench chaos lint release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane demo bench chaos lint depcheck release clean
 
 all: build
 
@@ -24,9 +24,25 @@ build: deps
 typecheck: node-deps
 	npm run typecheck
 
-# The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane
-	npm test
+# Everything: the checks, the unit tests, then the integration tests against real Redis,
+# PostgreSQL and a real Kubernetes control plane.
+test: deps typecheck controlplane lint test-unit test-integration
+
+# Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
+# under a minute; passes in a clean clone after `make node-deps` alone.
+test-unit: node-deps
+	npm run -s test:unit
+
+# Integration tests under test/<area>/, one file at a time (they start real servers).
+test-integration: deps controlplane
+	npm run -s test:integration
+
+# Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
+lint: node-deps depcheck typecheck
+	npm run -s format:check
+
+depcheck: node-deps
+	npm run -s depcheck
 
 controlplane:
 	@bash test/controlplane/install.sh
@@ -37,7 +53,7 @@ demo: deps controlplane
 	node test/e2e/demo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
-# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,png,svg}.
+# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 bench: node-deps
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
