@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability images demo bench chaos lint depcheck clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability images demo bench chaos lint depcheck release clean
 
 all: build
 
@@ -76,6 +76,14 @@ bench: node-deps
 # e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
 chaos: deps
 	npm run -s chaos -- --jobs 20000 --seconds 600 $(CHAOS_ARGS)
+
+# A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
+# version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION
+# (`make images`, when it exists), the CHANGELOG.md section; all in dist/release (docs/install.md,
+# "Releases"). VERSION (default: package.json's) is written to package.json and Chart.yaml first —
+# the one place the version lives. RELEASE_ARGS passes options, e.g. RELEASE_ARGS="--images false".
+release: node-deps
+	node scripts/release/main.ts $(if $(VERSION),--version $(VERSION)) $(RELEASE_ARGS)
 
 clean:
 	rm -rf dist
