@@ -47,7 +47,18 @@ describe("conveyor CLI", () => {
     assert.equal(r.stdout.trim(), "e1");
     assert.equal(run("enqueue", "emails", "{}", "--delay", "10m").status, 0);
     const stats = run("stats", "emails", "--json");
-    assert.deepEqual(JSON.parse(stats.stdout), { ready: 1, delayed: 1, inflight: 0, completed: 0, dead: 0 });
+    // The five counts first (unchanged), then queue control (issue 13).
+    assert.deepEqual(JSON.parse(stats.stdout), {
+      ready: 1,
+      delayed: 1,
+      inflight: 0,
+      completed: 0,
+      dead: 0,
+      paused: false,
+      rateLimit: null,
+      cancelled: 0,
+      schedules: 0,
+    });
     assert.match(run("stats", "emails").stdout, /ready\s+1/);
   });
 
