@@ -83,6 +83,8 @@ export interface WorkerReport {
   slots: number;
   busy: number;
   draining: boolean;
+  /** Median duration (ms) of the worker's recent completed jobs; absent before its first. */
+  jobP50Ms?: number;
   seen: number;
 }
 

@@ -64,6 +64,8 @@ export interface ExecutionDeps {
   slots: SlotBudget;
   /** A schedule's tick puts the next one in line when it starts. */
   schedules: Schedules;
+  /** Told each completed job's duration (ms). */
+  onCompleted?: (ms: number) => void;
 }
 
 export class JobExecutor {
@@ -75,6 +77,7 @@ export class JobExecutor {
   private readonly circuit: CircuitBreaker;
   private readonly slots: SlotBudget;
   private readonly schedules: Schedules;
+  private readonly onCompleted: (ms: number) => void;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
@@ -87,6 +90,7 @@ export class JobExecutor {
     this.circuit = deps.circuit;
     this.slots = deps.slots;
     this.schedules = deps.schedules;
+    this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
@@ -216,7 +220,9 @@ export class JobExecutor {
     if (outcome === "settled") {
       this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
-      this.perJob.completedSeconds.observe(seconds());
+      const took = seconds();
+      this.perJob.completedSeconds.observe(took);
+      this.onCompleted(took * 1000);
       if (this.log.isLevelEnabled("info"))
         log.info(
           {

@@ -10,6 +10,7 @@ import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts"
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
+import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import { traceExecution } from "./tracing.ts";
@@ -61,6 +62,7 @@ export class QueueWorker {
   private redisError = "";
   private readonly circuit: CircuitBreaker;
   private readonly executor: JobExecutor;
+  private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
 
   constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
@@ -136,6 +138,7 @@ export class QueueWorker {
       consumer: this.consumer,
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
+      onCompleted: (ms) => this.durations.add(ms),
       slots: {
         forCompletion: () => this.claimOnCompletion(),
         reserve: (n) => {
