@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane demo bench chaos lint clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability images demo bench chaos lint depcheck release clean
 
 all: build
 
@@ -24,20 +24,50 @@ build: deps
 typecheck: node-deps
 	npm run typecheck
 
-# The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane
-	npm test
+# Everything: the checks, the unit tests, then the integration tests against real Redis,
+# PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
+# built container images.
+test: deps typecheck controlplane observability images lint test-unit test-integration
+
+# Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
+# under a minute; passes in a clean clone after `make node-deps` alone.
+test-unit: node-deps
+	npm run -s test:unit
+
+# Integration tests under test/<area>/, one file at a time (they start real servers).
+test-integration: deps controlplane observability images
+	npm run -s test:integration
+
+# Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
+lint: node-deps depcheck typecheck
+	npm run -s format:check
+
+depcheck: node-deps
+	npm run -s depcheck
+
+# conveyor-worker and conveyor-operator from the Dockerfile with podman, no registry needed
+# (cached under ~/.cache/conveyor/containers; docs/install.md). images/build.sh --force rebuilds.
+images: node-deps
+	@bash images/build.sh
 
 controlplane:
 	@bash test/controlplane/install.sh
 
+# Prometheus, promtool and an OpenTelemetry Collector for test/observability, built once from the
+# Go module proxy into ~/.cache/conveyor (CONVEYOR_OBS_ASSETS=/dir uses prebuilt ones).
+observability:
+	@bash test/observability/install.sh
+
 # The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
 # real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.
-demo: deps controlplane
-	node test/e2e/demo.ts
+# RUNTIME=containers: `helm install` runs the operator from its image and the pods run the worker
+# image (podman; `make images` first).
+RUNTIME ?= process
+demo: deps controlplane $(if $(filter containers,$(RUNTIME)),images)
+	RUNTIME=$(RUNTIME) node test/e2e/demo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
-# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,png,svg}.
+# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 bench: node-deps
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
@@ -49,6 +79,14 @@ bench: node-deps
 # e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
 chaos: deps
 	npm run -s chaos -- --jobs 20000 --seconds 600 $(CHAOS_ARGS)
+
+# A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
+# version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION
+# (`make images`, when it exists), the CHANGELOG.md section; all in dist/release (docs/install.md,
+# "Releases"). VERSION (default: package.json's) is written to package.json and Chart.yaml first —
+# the one place the version lives. RELEASE_ARGS passes options, e.g. RELEASE_ARGS="--images false".
+release: node-deps
+	node scripts/release/main.ts $(if $(VERSION),--version $(VERSION)) $(RELEASE_ARGS)
 
 clean:
 	rm -rf dist

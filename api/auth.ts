@@ -74,7 +74,8 @@ export class Auth {
     if (this.readOnly && !publicRoute) throw new HttpError(403, "this server is read-only (--read-only)");
     const origin = req.headers.origin;
     if (origin === undefined) {
-      if (credential === "bearer") return;
+      // No cookie involved (a bearer client, or a server without a token): nothing to forge.
+      if (credential === "bearer" || credential === "none-needed") return;
       throw new HttpError(403, "missing Origin header on a state-changing request (CSRF check)");
     }
     if (!sameOrigin(req, origin))

@@ -7,7 +7,7 @@ export type JsonSchema = Record<string, unknown>;
 
 export interface RouteDefinition {
   name: string;
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** `/queues/{queue}/jobs`: a `{param}` is one path segment, percent-decoded. */
   path: string;
   summary: string;
@@ -96,21 +96,8 @@ export const ROUTES: readonly RouteDefinition[] = [
     path: "/queues/{queue}/jobs",
     summary: "enqueue a job: 202 with a status URL",
     tag: "jobs",
-    body: {
-      type: "object",
-      properties: {
-        data: { description: "any JSON value" },
-        id: { type: "string" },
-        idempotencyKey: { type: "string" },
-        priority: { type: "number" },
-        delayMs: { type: "number" },
-        attempts: { type: "number" },
-        timeoutMs: { type: "number" },
-        contentHash: { type: "string" },
-      },
-      required: ["data"],
-      additionalProperties: false,
-    },
+    // The job envelope (queue/envelope.ts): parseEnvelope checks it and names the field.
+    body: { type: "object", description: 'a job envelope: {"data": …, "priority": 0, …}' },
   },
   {
     name: "listJobs",
@@ -144,19 +131,55 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "setRateLimit",
-    method: "POST",
+    method: "PUT",
     path: "/queues/{queue}/rate-limit",
-    summary: "at most `max` jobs started per `perMs` (max 0 removes the limit)",
+    summary: 'at most this many jobs started per period: {"limit": "20/s"}, null removes it',
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: { limit: { type: ["string", "null"], maxLength: 100 } },
+      required: ["limit"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "removeRateLimit",
+    method: "DELETE",
+    path: "/queues/{queue}/rate-limit",
+    summary: "remove the rate limit",
+    tag: "queues",
+  },
+  {
+    name: "listSchedules",
+    method: "GET",
+    path: "/queues/{queue}/schedules",
+    summary: "the queue's schedules and their next run",
+    tag: "queues",
+  },
+  {
+    name: "putSchedule",
+    method: "PUT",
+    path: "/queues/{queue}/schedules/{schedule}",
+    summary: 'add or replace a schedule: {"every": "5m"} or {"cron": "0 * * * *", "tz": "Europe/Berlin"}',
     tag: "queues",
     body: {
       type: "object",
       properties: {
-        max: { type: "integer", minimum: 0, maximum: 1_000_000 },
-        perMs: { type: "integer", minimum: 1, maximum: 86_400_000 },
+        every: { type: "string" },
+        cron: { type: "string" },
+        tz: { type: "string" },
+        data: { description: "the job data each run enqueues" },
+        attempts: { type: "number" },
       },
-      required: ["max", "perMs"],
       additionalProperties: false,
     },
+  },
+  {
+    name: "deleteSchedule",
+    method: "DELETE",
+    path: "/queues/{queue}/schedules/{schedule}",
+    summary: "remove a schedule",
+    tag: "queues",
   },
   {
     name: "retryDead",
@@ -280,4 +303,6 @@ export const PARAMS: Record<string, JsonSchema> = {
   id: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$" },
   namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" },
   name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },
+  /** Checked by the schedule store, whose message names the rule. */
+  schedule: { type: "string" },
 };

@@ -64,7 +64,7 @@ test("bad input is a 400 naming the field", async () => {
     ["POST", "/queues/q/jobs", '{"prio":1,"data":1}', /unknown field "prio" in body/],
     ["POST", "/queues/q/jobs", "{}", /body field "data" is required/],
     ["POST", "/queues/q/jobs", "{nope", /not valid JSON/],
-    ["POST", "/queues/q/rate-limit", '{"max":1.5,"perMs":1000}', /body field "max" must be an integer/],
+    ["PUT", "/queues/q/rate-limit", '{"limit":20}', /body field "limit" must be a string/],
     [
       "POST",
       "/queues/q/dead/retry",

@@ -8,9 +8,12 @@ import { createServer } from "node:http";
 import type { Logger } from "pino";
 import type pg from "pg";
 import {
+  DurationError,
   InvalidJobError,
   InvalidNameError,
   PayloadTooLargeError,
+  RateLimitError,
+  ScheduleError,
   Producer,
   QueueAdmin,
   type RedisClient,
@@ -116,7 +119,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       const status =
         err instanceof HttpError
           ? err.status
-          : err instanceof InvalidNameError || err instanceof InvalidJobError
+          : err instanceof InvalidNameError ||
+              err instanceof InvalidJobError ||
+              err instanceof RateLimitError ||
+              err instanceof ScheduleError ||
+              err instanceof DurationError
             ? 400
             : err instanceof PayloadTooLargeError
               ? 413

@@ -21,7 +21,14 @@ export interface ClaimResult {
   nextDueAt: number | null;
 }
 
-export type FailOutcome = "retry" | "dead" | "lost";
+/** `lost`: the lease moved on (fenced); `cancelled`: the job was cancelled while it ran. */
+export type FailOutcome = "retry" | "dead" | "lost" | "cancelled";
+
+/** A renewal's answer: executions this worker no longer holds, and which of them were cancelled. */
+export interface RenewResult {
+  lost: string[];
+  cancelled: string[];
+}
 
 /** The next stage a finished job is handed to (advance_job). */
 export interface NextStage {
@@ -30,6 +37,8 @@ export interface NextStage {
   data?: unknown;
   /** The next stage's input hash for result reuse ('' or absent: no reuse there). */
   contentHash?: string;
+  /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
+  trace?: string;
 }
 
 /** How a finished job is settled: see `Consumer.settle`. */
@@ -55,6 +64,21 @@ export interface ResultReuse {
   ttlSeconds?: number;
   /** The result came from the cache: count it, do not store it again. */
   reused?: boolean;
+}
+
+/** How a stage hands a job to the next: result reuse, and the trace context it is sent in. */
+export interface HandOver extends ResultReuse {
+  nextContentHash?: string;
+  /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
+  nextTrace?: string;
+}
+
+/** Trace fields for a fan-out (queue/tracing.ts): absent = the children and the join keep the job's own. */
+export interface FanOutTraces {
+  /** The context the join job is created in. */
+  join?: string;
+  /** One per child, or none. */
+  children?: string[];
 }
 
 /** Why a running job goes back to ready without an attempt. */
@@ -88,7 +112,7 @@ export interface SweepOptions {
   graceMs?: number;
 }
 
-const CLAIM_FIELDS = 9;
+const CLAIM_FIELDS = 11;
 
 export class Consumer {
   readonly queue: string;
@@ -150,17 +174,19 @@ export class Consumer {
         stalls: Number(flat[i + 6]),
         createdAt: Number(flat[i + 7]),
         contentHash: flat[i + 8] ?? "",
+        trace: flat[i + 9] ?? "",
+        requeued: flat[i + 10] ?? "",
         claimedAt: now,
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
   }
 
-  /** Renew every lease in one call; returns the ids whose lease is no longer ours. */
-  async renew(leases: Lease[], report?: WorkerReport): Promise<string[]> {
+  /** Renew every lease in one call; returns the ids whose lease is no longer ours (and which were cancelled). */
+  async renew(leases: Lease[], report?: WorkerReport): Promise<RenewResult> {
     const k = this.keys;
     const pairs = leases.flatMap((l) => [l.id, l.token]);
-    return runScript<string[]>(
+    const [lost, cancelled] = await runScript<[string[], string[]]>(
       this.redis,
       "renew_leases",
       [k.inflight, k.workers],
@@ -173,6 +199,7 @@ export class Consumer {
         ...pairs,
       ],
     );
+    return { lost, cancelled };
   }
 
   /**
@@ -203,10 +230,10 @@ export class Consumer {
     result: unknown,
     nextQueue: string,
     nextData: unknown = result,
-    opts: ResultReuse & { nextContentHash?: string } = {},
+    opts: HandOver = {},
   ): Promise<boolean> {
-    const { nextContentHash, ...reuse } = opts;
-    const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash };
+    const { nextContentHash, nextTrace, ...reuse } = opts;
+    const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash, trace: nextTrace };
     return (await this.settle(job, { result, next, reuse })).outcome === "settled";
   }
 
@@ -245,6 +272,7 @@ export class Consumer {
       encodeResult(next.data === undefined ? s.result : next.data),
       ...reuseArgs(s.reuse ?? {}),
       next.contentHash ?? "",
+      next.trace ?? "",
     ];
     return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, s.claim));
   }
@@ -261,14 +289,20 @@ export class Consumer {
    * `nextQueue` (ids `<id>:1`…`<id>:n`), and once every child has finished — completed at its
    * last stage or dead-lettered — a single join job `<id>:join` in `joinQueue` whose data is
    * `{parent, results: [{id, result} | {id, error}, …]}` in child order. Returns the number of
-   * children, or null when the lease was lost.
+   * children, null when the lease was lost, or "cancelled" when the job was cancelled meanwhile.
    */
   async fanOut(
     job: Lease,
     children: unknown[],
     nextQueue: string,
     joinQueue: string,
-  ): Promise<number | null> {
+    traces: FanOutTraces = {},
+  ): Promise<number | null | "cancelled"> {
+    const childTraces = traces.children ?? [];
+    if (childTraces.length > 0 && childTraces.length !== children.length)
+      throw new RangeError(
+        `fanOut: ${childTraces.length} child trace contexts for ${children.length} children`,
+      );
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
@@ -286,10 +320,13 @@ export class Consumer {
         nextQueue,
         joinQueue,
         this.opts.retentionSeconds,
+        traces.join ?? "",
+        childTraces.length,
         ...children.map((c) => encodeResult(c)),
+        ...childTraces,
       ],
     );
-    return n < 0 ? null : n;
+    return n === -2 ? "cancelled" : n < 0 ? null : n;
   }
 
   /** A stored result for this job's content hash at this stage, as JSON text, or null. */
@@ -335,14 +372,23 @@ export class Consumer {
 
   /** Hand a running job back for immediate redelivery, without counting an attempt. */
   async release(job: Lease, reason: string, cause: ReleaseCause = "handedBack"): Promise<boolean> {
+    return (await this.releaseOutcome(job, reason, cause)) === "settled";
+  }
+
+  /** `release`, telling a lost lease (`fenced`) from a cancelled job. */
+  async releaseOutcome(
+    job: Lease,
+    reason: string,
+    cause: ReleaseCause = "handedBack",
+  ): Promise<SettleOutcome> {
     const k = this.keys;
-    const ok = await runScript<number>(
+    const code = await runScript<number>(
       this.redis,
       "release_job",
       [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
       [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause],
     );
-    return ok === 1;
+    return settleOutcome(code);
   }
 
   async sweep(opts: SweepOptions = {}): Promise<SweepResult> {

@@ -21,6 +21,9 @@ export const SCRIPT_NAMES = [
   "purge_dead",
   "report_progress",
   "fan_out",
+  "cancel_job",
+  "schedule_tick",
+  "schedule_remove",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

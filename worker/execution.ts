@@ -5,7 +5,14 @@ import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { encodeResult, retryDelay, type ClaimedJob, type Consumer, type Settlement } from "../queue/index.ts";
+import {
+  encodeResult,
+  retryDelay,
+  type ClaimedJob,
+  type Consumer,
+  type Schedules,
+  type Settlement,
+} from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import type { WorkerConfig } from "./config.ts";
 import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
@@ -18,6 +25,7 @@ import {
   type JobView,
 } from "./handlers/index.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import type { ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
 const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
@@ -28,10 +36,14 @@ export interface RunningJob {
   controller: AbortController;
   handedBack: boolean;
   lost: boolean;
+  /** Cancelled while it ran (seen at a renewal): already final in Redis, nothing to settle. */
+  cancelled: boolean;
   /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
   settling: boolean;
   /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
   next?: ClaimedJob[];
+  /** Its `process {queue}` span (NO_TRACE while tracing is off). */
+  trace: ExecutionTrace;
 }
 
 /** What the slot loop lends an execution for complete-and-claim. */
@@ -50,6 +62,10 @@ export interface ExecutionDeps {
   consumer: Consumer;
   circuit: CircuitBreaker;
   slots: SlotBudget;
+  /** A schedule's tick puts the next one in line when it starts. */
+  schedules: Schedules;
+  /** Told each completed job's duration (ms). */
+  onCompleted?: (ms: number) => void;
 }
 
 export class JobExecutor {
@@ -60,6 +76,8 @@ export class JobExecutor {
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
   private readonly slots: SlotBudget;
+  private readonly schedules: Schedules;
+  private readonly onCompleted: (ms: number) => void;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
@@ -71,6 +89,8 @@ export class JobExecutor {
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
     this.slots = deps.slots;
+    this.schedules = deps.schedules;
+    this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
@@ -81,7 +101,7 @@ export class JobExecutor {
 
   /** Run one claimed job to its end: handler, timeout, abort, result or error, settle. */
   async run(entry: RunningJob, timeoutMs: number): Promise<void> {
-    const { job, controller } = entry;
+    const { job, controller, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
@@ -93,6 +113,14 @@ export class JobExecutor {
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
     const startedAt = performance.now();
     const seconds = () => (performance.now() - startedAt) / 1000;
+    // A schedule's tick (id `sched:…`): the next tick goes in line before this one runs, so a
+    // crash here cannot end the schedule (a redelivered tick enqueues nothing twice).
+    if (job.id.startsWith("sched:")) {
+      const next = await retryWrite(log, "schedule the next tick", () =>
+        this.schedules.onTickStarted(job.queue, job.id),
+      );
+      if (next !== null) log.debug({ nextTick: new Date(next).toISOString() }, "next schedule tick enqueued");
+    }
 
     let data: unknown;
     try {
@@ -131,10 +159,10 @@ export class JobExecutor {
     );
     let result: unknown;
     try {
-      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx, trace);
     } catch (err) {
       clearTimeout(timer);
-      if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+      if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
       const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
@@ -143,7 +171,7 @@ export class JobExecutor {
     }
     clearTimeout(timer);
     this.circuit.success();
-    if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
     try {
       // A result JSON cannot encode (a BigInt, a cycle) fails the job, not retryable, here:
@@ -164,27 +192,37 @@ export class JobExecutor {
         ttlSeconds: this.config.resultTtlSeconds,
         reused: cached !== null,
       },
-      next: next ? { queue: next, contentHash: reuse ? contentHashOf(result) : "" } : undefined,
+      next: next
+        ? {
+            queue: next,
+            contentHash: reuse ? contentHashOf(result) : "",
+            trace: trace.handOver(next, job.id),
+          }
+        : undefined,
     };
-    const ok = await retryWrite(log, "complete", async (attempt) => {
+    const outcome = await retryWrite(log, "complete", async (attempt) => {
       // Complete-and-claim: the completion also claims for the slot it frees (one round trip
       // per job instead of two). Not on a retry: a reply lost to a connection error would
       // strand what the earlier try claimed until its lease expires.
       const claim = attempt === 1 ? this.slots.forCompletion() : 0;
-      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome === "settled";
+      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome;
       const release = this.slots.reserve(claim - 1); // beyond its own slot, still counted as running
       try {
         const r = await this.consumer.settle(job, { ...settlement, claim });
         entry.next = r.jobs;
-        return r.outcome === "settled";
+        return r.outcome;
       } finally {
         release();
       }
     });
-    if (ok) {
+    trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");
+    if (outcome === "settled") {
       this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
-      this.perJob.completedSeconds.observe(seconds());
+      const took = seconds();
+      this.perJob.completedSeconds.observe(took);
+      this.onCompleted(took * 1000);
       if (this.log.isLevelEnabled("info"))
         log.info(
           {
@@ -209,8 +247,8 @@ export class JobExecutor {
    * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
    * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
    */
-  private runHandler(view: JobView, ctx: HandlerContext): Promise<unknown> {
-    const run = Promise.resolve().then(() => this.handler.run(view, ctx));
+  private runHandler(view: JobView, ctx: HandlerContext, trace: ExecutionTrace): Promise<unknown> {
+    const run = Promise.resolve().then(() => trace.run(() => this.handler.run(view, ctx)));
     const abandoned = new Promise<never>((_, reject) => {
       ctx.signal.addEventListener(
         "abort",
@@ -245,11 +283,22 @@ export class JobExecutor {
       { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
       seconds,
     );
+    entry.trace.end(
+      outcome === "lost"
+        ? "fenced"
+        : outcome === "retry"
+          ? "retried"
+          : outcome === "dead"
+            ? "deadLettered"
+            : outcome,
+      err,
+    );
     const fields = {
       outcome,
       error: { name: error.name, message: error.message, stack: error.stack },
       durationMs: Math.round(seconds * 1000),
     };
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds, "failure not recorded");
     if (outcome === "lost") {
       this.metrics.leasesLost.inc(q);
       log.warn(fields, "lease was lost before the failure was recorded: discarded");
@@ -273,9 +322,12 @@ export class JobExecutor {
   ): Promise<void> {
     const { job } = entry;
     entry.settling = true;
+    const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
     const n = await retryWrite(log, "fan out", () =>
-      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
+      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
     );
+    entry.trace.end(n === "cancelled" ? "cancelled" : n === null ? "fenced" : "fannedOut");
+    if (n === "cancelled") return this.logCancelled(entry, log, seconds, "fan-out refused");
     if (n === null) {
       this.metrics.leasesLost.inc({ queue: job.queue });
       log.warn(
@@ -307,6 +359,8 @@ export class JobExecutor {
       this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
     );
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
+    entry.trace.event("deferred", { "conveyor.reason": `dependency failure: ${error.message}` });
+    entry.trace.end(released ? "deferred" : "fenced");
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
     log.warn(
       {
@@ -318,9 +372,21 @@ export class JobExecutor {
     );
   }
 
+  /** The job was cancelled while it ran: nothing of this execution is kept. */
+  private logCancelled(entry: RunningJob, log: Logger, seconds: number, what: string): void {
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome: "cancelled" }, seconds);
+    entry.trace.end("cancelled");
+    log.info(
+      { outcome: "cancelled", durationMs: Math.round(seconds * 1000) },
+      `job was cancelled while it ran: ${what}`,
+    );
+  }
+
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
+    if (entry.cancelled) return this.logCancelled(entry, log, seconds, "handler stopped");
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
+    entry.trace.end(outcome);
     log.info(
       { outcome, durationMs: Math.round(seconds * 1000) },
       entry.handedBack

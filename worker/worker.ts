@@ -4,14 +4,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { connectRedis, Consumer, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
-import { HandedBackError, LeaseLostError } from "./errors.ts";
+import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
-import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
+import { JobDurations } from "./jobDurations.ts";
+import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { traceExecution } from "./tracing.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
 const IDLE_WAIT_MS = 5000;
@@ -60,6 +62,7 @@ export class QueueWorker {
   private redisError = "";
   private readonly circuit: CircuitBreaker;
   private readonly executor: JobExecutor;
+  private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
 
   constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
@@ -134,6 +137,8 @@ export class QueueWorker {
       handler: this.handler,
       consumer: this.consumer,
       circuit: this.circuit,
+      schedules: new Schedules(this.redis),
+      onCompleted: (ms) => this.durations.add(ms),
       slots: {
         forCompletion: () => this.claimOnCompletion(),
         reserve: (n) => {
@@ -143,6 +148,12 @@ export class QueueWorker {
       },
     });
     this.metrics.circuitOpen.set(q, 0);
+    this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
+    // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
+    const m = this.metrics;
+    for (const c of [m.completed, m.started, m.failed, m.retried, m.deadLettered, m.leasesLost, m.deferred])
+      c.inc(q, 0);
+    for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);
@@ -334,26 +345,31 @@ export class QueueWorker {
       controller: new AbortController(),
       handedBack: false,
       lost: false,
+      cancelled: false,
       settling: false,
+      trace: traceExecution(job),
     };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
     this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
-    void this.executor.run(entry, timeoutMs).finally(() => {
-      if (!entry.handedBack) {
-        // (at hand-back its slot was freed already)
-        this.running.delete(job.id);
-        this.heartbeat.drop(job.id);
-        this.jobsFinished++;
-      }
-      // Jobs its completion claimed take the freed slot before anyone sees it free.
-      if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
-      else if (entry.handedBack) return;
-      this.reportStatus();
-      this.changed.notify();
-      this.checkRecycle();
-    });
+    // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
+    void entry.trace
+      .run(() => this.executor.run(entry, timeoutMs))
+      .finally(() => {
+        if (!entry.handedBack) {
+          // (at hand-back its slot was freed already)
+          this.running.delete(job.id);
+          this.heartbeat.drop(job.id);
+          this.jobsFinished++;
+        }
+        // Jobs its completion claimed take the freed slot before anyone sees it free.
+        if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
+        else if (entry.handedBack) return;
+        this.reportStatus();
+        this.changed.notify();
+        this.checkRecycle();
+      });
     return entry;
   }
 
@@ -371,7 +387,7 @@ export class QueueWorker {
 
   private async handBackAll(reason: string): Promise<void> {
     this.handingBack = reason;
-    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost);
+    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
     this.changed.notify();
@@ -379,6 +395,8 @@ export class QueueWorker {
 
   private async handBack(entry: RunningJob, reason: string): Promise<void> {
     entry.handedBack = true;
+    // Before the abort: the handler's end closes the execution's span.
+    entry.trace.event("handed back", { "conveyor.reason": reason });
     entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
     const log = this.log.child({
       jobId: entry.job.id,
@@ -398,14 +416,24 @@ export class QueueWorker {
     this.heartbeat.drop(entry.job.id);
   }
 
-  private leasesLost(leases: { id: string; token: string }[]): void {
-    for (const { id, token } of leases) {
+  private leasesLost(leases: LostLease[]): void {
+    for (const { id, token, cancelled } of leases) {
       const entry = this.running.get(id);
       // A job whose outcome is being written has just cleared its own token: not a loss (the
       // write itself is fenced and reports a real loss). Another token: a later execution of the
       // same job on this worker (failed and claimed again while the renewal was in flight).
       if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
+      if (cancelled) {
+        // Final in Redis already: stop renewing, abort the handler (commands get SIGTERM, then
+        // SIGKILL after the kill grace); its slot frees when the handler has stopped.
+        entry.cancelled = true;
+        this.heartbeat.drop(id);
+        this.log.info({ jobId: id, executionId: token }, "job cancelled: aborting its handler");
+        entry.controller.abort(new JobCancelledError("job cancelled"));
+        continue;
+      }
       entry.lost = true;
+      entry.trace.event("lease lost", { "conveyor.reason": "lease expired: this worker stalled past it" });
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn(
         { jobId: id, executionId: entry.job.token },

@@ -189,11 +189,11 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
-      const cancel = adminMethod<[string, string?], unknown>(ctx.admin, "cancel");
-      const done = await cancel(id, info.queue);
-      if (done === false || done === 0)
-        throw new HttpError(409, `job ${id} is ${info.state}: it cannot be cancelled`);
-      return { body: { id, queue: info.queue, cancelled: true } };
+      const r = await ctx.admin.cancel(id, query.queue as string | undefined);
+      if (r.outcome === "notFound") notFound(id);
+      if (r.outcome === "finished")
+        return { status: 409, body: { ...r, error: `job ${id} is already ${r.state}: nothing to cancel` } };
+      return { body: r };
     },
 
     async promoteJob({ params, query }) {

@@ -1,7 +1,16 @@
 // Queue routes: the queue list with live counts, one queue's counts, stats, workers, the
 // enqueue endpoint, and the queue-level actions (pause/resume, rate limit, dead letters).
-import { QueueKeys, type QueueAdmin } from "../../queue/index.ts";
-import { adminMethod, requireRecords, type ApiContext } from "../context.ts";
+import {
+  EnvelopeError,
+  formatRateLimit,
+  parseDuration,
+  parseEnvelope,
+  parseRateLimit,
+  QueueKeys,
+  type ScheduleView,
+} from "../../queue/index.ts";
+import { requireRecords, type ApiContext } from "../context.ts";
+import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 
 export interface QueueSummary {
@@ -13,32 +22,34 @@ export interface QueueSummary {
   dead: number;
   cancelled: number;
   backlog: number;
-  paused: boolean | null;
-  rateLimit: { max: number; perMs: number } | null;
+  paused: boolean;
+  /** "20/s", or null. */
+  rateLimit: string | null;
+  schedules: number;
   /** Age (ms) of the job at the head of the ready line; null when none waits. */
   oldestWaitingMs: number | null;
   workers: number;
 }
 
-/** Optional reads the queue library may offer (pause state, rate limit); null when it does not yet. */
-async function control(
-  admin: QueueAdmin,
-  queue: string,
-): Promise<Pick<QueueSummary, "paused" | "rateLimit">> {
-  const read = (admin as unknown as { control?: (q: string) => Promise<Partial<QueueSummary>> }).control;
-  if (typeof read !== "function") return { paused: null, rateLimit: null };
-  const c = await read.call(admin, queue);
-  return { paused: c.paused ?? null, rateLimit: c.rateLimit ?? null };
+function scheduleJson(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
   const k = new QueueKeys(queue);
-  const [counts, counters, workers, head, ctl] = await Promise.all([
+  const [counts, stats, workers, head] = await Promise.all([
     ctx.admin.counts(queue),
-    ctx.admin.counters(queue),
+    ctx.admin.stats(queue),
     ctx.redis.hlen(k.workers),
     ctx.redis.zrange(k.ready, 0, 0),
-    control(ctx.admin, queue),
   ]);
   let oldestWaitingMs: number | null = null;
   if (head[0]) {
@@ -52,9 +63,11 @@ export async function queueSummary(ctx: ApiContext, queue: string): Promise<Queu
     inflight: counts.inflight,
     completed: counts.completed,
     dead: counts.dead,
-    cancelled: counters.cancelled ?? 0,
+    cancelled: stats.cancelled,
     backlog: counts.backlog,
-    ...ctl,
+    paused: stats.paused,
+    rateLimit: stats.rateLimit,
+    schedules: stats.schedules,
     oldestWaitingMs,
     workers,
   };
@@ -76,7 +89,15 @@ export function queueHandlers(ctx: ApiContext): Handlers {
     },
     async enqueue({ params, body }) {
       const queue = q(params);
-      const { data, ...options } = body as { data: unknown } & Record<string, never>;
+      let envelope;
+      try {
+        envelope = parseEnvelope(body);
+      } catch (err) {
+        if (err instanceof EnvelopeError)
+          throw new HttpError(400, err.message.replace(/^a job must be/, "body must be"));
+        throw err;
+      }
+      const { data, ...options } = envelope;
       const result = await ctx.producer.enqueue(queue, data, options);
       const status = `/jobs/${encodeURIComponent(result.id)}?queue=${encodeURIComponent(queue)}`;
       return {
@@ -100,19 +121,48 @@ export function queueHandlers(ctx: ApiContext): Handlers {
     },
     async pause({ params }) {
       const queue = q(params);
-      await adminMethod<[string], unknown>(ctx.admin, "pause")(queue);
+      await ctx.admin.pause(queue);
       return { body: { queue, paused: true } };
     },
     async resume({ params }) {
       const queue = q(params);
-      await adminMethod<[string], unknown>(ctx.admin, "resume")(queue);
+      await ctx.admin.resume(queue);
       return { body: { queue, paused: false } };
     },
     async setRateLimit({ params, body }) {
       const queue = q(params);
-      const { max, perMs } = body as { max: number; perMs: number };
-      await adminMethod<[string, number, number], unknown>(ctx.admin, "setRateLimit")(queue, max, perMs);
-      return { body: { queue, rateLimit: max === 0 ? null : { max, perMs } } };
+      const { limit } = body as { limit: string | null };
+      const parsed = limit === null ? null : parseRateLimit(limit);
+      await ctx.admin.setRateLimit(queue, parsed);
+      return { body: { queue, rateLimit: parsed ? formatRateLimit(parsed) : null } };
+    },
+    async removeRateLimit({ params }) {
+      const queue = q(params);
+      await ctx.admin.setRateLimit(queue, null);
+      return { body: { queue, rateLimit: null } };
+    },
+    async listSchedules({ params }) {
+      const queue = q(params);
+      return { body: { queue, schedules: (await ctx.admin.schedules.list(queue)).map(scheduleJson) } };
+    },
+    async putSchedule({ params, body }) {
+      const queue = q(params);
+      const b = body as { every?: string; cron?: string; tz?: string; data?: unknown; attempts?: number };
+      const schedule = await ctx.admin.schedules.add(queue, params.schedule!, {
+        everyMs: b.every === undefined ? undefined : parseDuration(b.every, '"every"'),
+        cron: b.cron,
+        tz: b.tz,
+        data: b.data,
+        attempts: b.attempts,
+      });
+      return { body: { queue, ...scheduleJson(schedule) } };
+    },
+    async deleteSchedule({ params }) {
+      const queue = q(params);
+      const name = params.schedule!;
+      const removed = await ctx.admin.schedules.remove(queue, name);
+      if (!removed) throw new HttpError(404, `no schedule ${JSON.stringify(name)} on ${queue}`);
+      return { body: { queue, name, removed } };
     },
     async retryDead({ params, body }) {
       const queue = q(params);
@@ -125,9 +175,9 @@ export function queueHandlers(ctx: ApiContext): Handlers {
     },
     async bulkCancel({ params, body }) {
       const queue = q(params);
-      const cancel = adminMethod<[string, string?], unknown>(ctx.admin, "cancel");
       let cancelled = 0;
-      for (const id of (body as { ids: string[] }).ids) if (await cancel(id, queue)) cancelled++;
+      for (const id of (body as { ids: string[] }).ids)
+        if ((await ctx.admin.cancel(id, queue)).outcome === "cancelled") cancelled++;
       return { body: { queue, cancelled } };
     },
   };

@@ -3,7 +3,7 @@
 -- KEYS: 1 inflight, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
 --       7 retryDelayMs, 8 retryable ('1' or '0')
--- Returns 'retry', 'dead', or 'lost' when the lease was lost.
+-- Returns 'retry', 'dead', or 'lost' when the lease was lost ('cancelled' when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -12,7 +12,9 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return 'cancelled' end
+if problem then
   redis.call('HINCRBY', KEYS[4], 'fenced', 1)
   return 'lost'
 end
@@ -35,7 +37,7 @@ redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'tok
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 if ARGV[8] == '1' and made < attempts then
   local due = now + tonumber(ARGV[7])
-  redis.call('HSET', jk, 'state', 'delayed')
+  redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))
   redis.call('ZADD', KEYS[2], due, id)
   redis.call('HINCRBY', KEYS[4], 'retried', 1)
   record(KEYS[5], KEYS[6], {'type', 'retried', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'due', due})

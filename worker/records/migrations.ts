@@ -87,11 +87,24 @@ CREATE INDEX conveyor_jobs_parent ON conveyor_jobs (pipeline, parent_id) WHERE p
 `,
   },
   {
+    // Queue control: a job (and the execution running when it happened) can end `cancelled`.
+    id: 3,
+    name: "cancelled jobs and executions",
+    sql: `
+ALTER TABLE conveyor_jobs
+  DROP CONSTRAINT conveyor_jobs_state_check,
+  ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'delayed', 'active', 'retrying', 'completed', 'dead', 'cancelled'));
+ALTER TABLE conveyor_attempts
+  DROP CONSTRAINT conveyor_attempts_outcome_check,
+  ADD CONSTRAINT conveyor_attempts_outcome_check CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'deferred', 'stalled', 'cancelled'));
+`,
+  },
+  {
     // What the dashboard reads: a job by id alone, a queue's jobs newest first (cursor paging on
     // (updated_at, id)), payload/result containment search, and per-minute rates and durations.
     // conveyor_try_jsonb: a payload that is not JSON (written straight into Redis) indexes as
     // NULL instead of failing the recorder's insert; only objects and arrays are indexed.
-    id: 3,
+    id: 4,
     name: "dashboard read indexes",
     sql: `
 CREATE OR REPLACE FUNCTION conveyor_try_jsonb(t text) RETURNS jsonb

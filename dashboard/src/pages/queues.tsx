@@ -14,8 +14,10 @@ export interface QueueSummary {
   dead: number;
   cancelled: number;
   backlog: number;
-  paused: boolean | null;
-  rateLimit: { max: number; perMs: number } | null;
+  paused: boolean;
+  /** "20/s", or null. */
+  rateLimit: string | null;
+  schedules: number;
   oldestWaitingMs: number | null;
   workers: number;
 }
@@ -231,12 +233,8 @@ export function QueuesPage({ session }: { session: Session }) {
                     ) : (
                       <span class="badge state-active">running</span>
                     )}
-                    {s.rateLimit && (
-                      <span class="small muted">
-                        {" "}
-                        ≤ {s.rateLimit.max}/{duration(s.rateLimit.perMs)}
-                      </span>
-                    )}
+                    {s.rateLimit && <span class="small muted"> ≤ {s.rateLimit}</span>}
+                    {s.schedules > 0 && <span class="small muted"> · {s.schedules} scheduled</span>}
                   </td>
                   {!session.readOnly && (
                     <td>

@@ -4,18 +4,42 @@
 --- @include "claimable"
 --- @include "malformed"
 --- @include "promoteDue"
+--- @include "control"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 11 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued
+-- (trace: the W3C context the job was created in; requeued: why it last went back to ready)
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
   local jobs = {}
   local popped = redis.call('ZPOPMIN', keys[1], count)
+  -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
+  local gated, freeAt, rate, kept = false, nil, nil, nil
+  if #popped > 0 then
+    local paused, rlog
+    paused, rate, rlog = readControl(keys[9], queue)
+    local allowed = #popped / 2
+    if paused then
+      allowed = 0
+    elseif rate then
+      allowed, kept, freeAt = rateAllowance(rate, rlog, now, allowed)
+    end
+    if allowed < #popped / 2 then
+      gated = true
+      local back = {}
+      for i = 2 * allowed + 1, #popped, 2 do
+        back[#back + 1] = popped[i + 1]
+        back[#back + 1] = popped[i]
+        popped[i], popped[i + 1] = nil, nil
+      end
+      redis.call('ZADD', keys[1], unpack(back))
+    end
+  end
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
@@ -41,16 +65,27 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 7] = f[5] or '0'
       jobs[j + 8] = f[6] or '0'
       jobs[j + 9] = f[7] or ''
+      jobs[j + 10] = f[10] or ''
+      jobs[j + 11] = f[11] or ''
     end
+  end
+
+  -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
+  if rate and #jobs > 0 then
+    kept = kept or {}
+    kept[#kept + 1] = now .. ':' .. (#jobs / 9)
+    redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
   end
 
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
   -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if #popped == 2 * count then wake(keys[7]) end
+  if #popped == 2 * count and not gated then wake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
+  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end
