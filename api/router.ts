@@ -40,8 +40,9 @@ export interface Match {
 }
 
 // Query strings are text: coerce "20" to 20 and fill defaults. Bodies are JSON: no coercion.
-const queryAjv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: false, strict: false });
-const bodyAjv = new Ajv({ allErrors: false, strict: false });
+// allErrors: an unknown field is reported before a missing one (a misspelt field is both).
+const queryAjv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true, strict: false });
+const bodyAjv = new Ajv({ allErrors: true, strict: false });
 
 function describeError(where: string, e: ErrorObject): string {
   const field = e.instancePath
@@ -70,7 +71,8 @@ function describeError(where: string, e: ErrorObject): string {
 
 function check(validate: ValidateFunction | undefined, where: string, value: unknown): void {
   if (!validate || validate(value)) return;
-  const e = validate.errors![0]!;
+  const errors = validate.errors!;
+  const e = errors.find((x) => x.keyword === "additionalProperties") ?? errors[0]!;
   throw new HttpError(400, describeError(where, e));
 }
 
