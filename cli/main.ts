@@ -19,7 +19,7 @@ const USAGE = `usage: conveyor <command> [options]
   enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
   enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})
   stats <queue> [--json]                  ready, delayed, inflight, completed, dead
-  job <id> [--queue Q] [--json]           state, attempts, result or last error
+  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines
   dlq list|retry|purge <queue> [--json]   dead letters
   events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
   api [--port 8080] [--host 0.0.0.0]      the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)
@@ -164,7 +164,8 @@ async function job(argv: string[]): Promise<void> {
   const [id] = positionals;
   if (!id) throw new UsageError("job needs an id");
   await withRedis(values.redis, async (redis) => {
-    const info = await new QueueAdmin(redis).job(id, values.queue);
+    const admin = new QueueAdmin(redis);
+    const info = await admin.job(id, values.queue);
     if (!info) {
       process.exitCode = 1;
       return print(
@@ -185,6 +186,9 @@ async function job(argv: string[]): Promise<void> {
       result: decode(info.result),
       error: decode(info.error),
       deadReason: info.deadReason,
+      progress: info.progress,
+      progressMessage: info.progressMessage,
+      logs: await admin.jobLogs(id, info.queue || values.queue),
     };
     if (values.json) return print(JSON.stringify(view));
     print(`job ${view.id} on ${view.queue}: ${view.state}`);
@@ -194,6 +198,10 @@ async function job(argv: string[]): Promise<void> {
     if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
     if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
     if (view.deadReason) print(`dead: ${view.deadReason}`);
+    if (view.progress !== undefined)
+      print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
+    if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
+    for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
   });
 }
 

@@ -6,7 +6,8 @@ import type { Cluster, Redis } from "ioredis";
 
 export type RedisClient = Redis | Cluster;
 
-const SCRIPTS = [
+/** Every published script, by file name (without .lua). */
+export const SCRIPTS = [
   "enqueue_jobs",
   "claim_jobs",
   "renew_leases",
@@ -18,6 +19,7 @@ const SCRIPTS = [
   "retry_dead",
   "purge_dead",
   "report_progress",
+  "append_log",
   "fan_out",
 ] as const;
 export type ScriptName = (typeof SCRIPTS)[number];

@@ -26,8 +26,10 @@ import {
   isRetryable,
   type Handler,
   type HandlerContext,
+  type JobLogger,
   type JobView,
 } from "./handlers/index.ts";
+import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -69,6 +71,10 @@ export class QueueWorker {
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
   private readonly handler: Handler;
+  /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
+  private readonly callbacks: HandlerCallbacks | undefined;
+  /** The pipeline is in `cvy:pipelines` (so `conveyor job <id>` finds jobs of any producer). */
+  private pipelineRegistered = false;
   private readonly redis: RedisClient;
   private readonly blocking: RedisClient;
   private readonly consumer: Consumer;
@@ -90,11 +96,15 @@ export class QueueWorker {
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
-  constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
+  constructor(
+    config: WorkerConfig,
+    deps: { log: Logger; metrics: WorkerMetrics; handler: Handler; callbacks?: HandlerCallbacks },
+  ) {
     this.config = config;
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
+    this.callbacks = deps.callbacks;
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
     const onError = (err: Error) => {
       if (err.message !== this.redisError)
@@ -245,6 +255,7 @@ export class QueueWorker {
     for (const hook of this.stopHooks) {
       await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
     }
+    await this.callbacks?.close();
     await this.handler
       .close?.()
       .catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
@@ -256,6 +267,11 @@ export class QueueWorker {
   private async loop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
+      if (!this.pipelineRegistered)
+        this.pipelineRegistered = await this.consumer.registerPipeline().then(
+          () => true,
+          () => false, // Redis not there yet: the claim below reports it; try again next round
+        );
       const free = this.circuit.allowance(this.claimable());
       if (free <= 0) {
         const pause =
@@ -395,7 +411,14 @@ export class QueueWorker {
     let child: Logger | undefined;
     const jobLog = () =>
       (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
-    const log = lazyLogger(jobLog);
+    const logTtlSeconds =
+      (job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs) / 1000 + this.config.retentionSeconds;
+    const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
+    const log = lazyLogger(jobLog, (message) => {
+      appendLog(String(message)).catch((err: Error) =>
+        jobLog().warn({ err: err.message }, "log line not recorded"),
+      );
+    });
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
     const startedAt = performance.now();
@@ -430,6 +453,12 @@ export class QueueWorker {
           .catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
       },
     };
+    const callback = this.callbacks?.open({
+      signal: controller.signal,
+      progress: (fraction, message) => this.consumer.progress(job, fraction, message),
+      log: appendLog,
+    });
+    if (callback) ctx.callback = { url: callback.url, token: callback.token };
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
     const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
     const timer = setTimeout(
@@ -441,6 +470,7 @@ export class QueueWorker {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
     } catch (err) {
       clearTimeout(timer);
+      callback?.close();
       if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
@@ -449,6 +479,7 @@ export class QueueWorker {
       return;
     }
     clearTimeout(timer);
+    callback?.close();
     this.circuit.success();
     if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
@@ -728,10 +759,13 @@ function contentHashOf(value: unknown): string {
 
 /**
  * A Logger that creates the real one (a pino child) on first use: the worker's per-job logger
- * is passed around and handed to the handler as ctx.log, but most jobs never log.
+ * is passed around and handed to the handler as ctx.log, but most jobs never log. Called as a
+ * function (`ctx.log("text")`) it writes a line to the job's own log.
  */
-function lazyLogger(make: () => Logger): Logger {
-  return new Proxy({} as Logger, {
+function lazyLogger(make: () => Logger, line: (message: string) => void): JobLogger {
+  const target = ((message: string) => line(message)) as unknown as JobLogger;
+  return new Proxy(target, {
+    apply: (_, __, args: unknown[]) => line(String(args[0])),
     get: (_, prop) => {
       const real = make();
       const v = Reflect.get(real, prop, real) as unknown;

@@ -1,0 +1,414 @@
+"""The producer and read side of a Conveyor queue over redis-py: the same Lua scripts, the same
+arguments and the same defaults as the TypeScript producer (queue/producer.ts), so a job
+enqueued here is stored exactly as one enqueued from TypeScript (docs/protocol.md)."""
+
+import hashlib
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib.resources import files
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Union
+from urllib.parse import parse_qs, unquote
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from . import _json
+from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
+
+DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
+DEFAULT_ATTEMPTS = 3
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+#: Jobs per script call in enqueue_many (as the TypeScript producer: amortised, never blocking Redis long).
+BULK_CHUNK = 500
+
+Duration = Union[int, float, timedelta]
+
+
+class InvalidJobError(ValueError):
+    """A job the protocol refuses (bad priority, attempts, delay, timeout, data that is not JSON)."""
+
+
+class PayloadTooLargeError(InvalidJobError):
+    """The job's data is larger than the producer's limit (512 KiB unless configured)."""
+
+
+class Enqueued(NamedTuple):
+    id: str
+    #: False when the id or the idempotency key already existed (nothing was written).
+    created: bool
+
+
+@dataclass
+class Job:
+    """A job record (docs/protocol.md, "Job record fields"), JSON fields decoded."""
+
+    id: str
+    queue: str
+    state: str
+    data: Any
+    priority: int
+    attempts: int
+    attempts_made: int
+    stalls: int
+    handbacks: int
+    created_at: int
+    started_at: Optional[int] = None
+    finished_at: Optional[int] = None
+    result: Any = None
+    error: Optional[Any] = None
+    dead_reason: Optional[str] = None
+    progress: Optional[float] = None
+    progress_message: Optional[str] = None
+    worker: Optional[str] = None
+    #: Every field as stored.
+    raw: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LogLine:
+    at: int
+    execution_id: str
+    message: str
+
+
+@dataclass
+class Event:
+    #: Stream id: the events of a queue are totally ordered.
+    event_id: str
+    type: str
+    id: str
+    queue: str
+    at: int
+    fields: Dict[str, str]
+
+
+def _script(name: str) -> str:
+    return (files("conveyor") / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class _Script:
+    """A published script run by SHA, falling back to EVAL (after a restart, on a new cluster node)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = _script(name)
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return client.eval(self.source, len(keys), *keys, *args)
+
+
+def _ms(value: Optional[Duration], what: str) -> int:
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidJobError(f"{what} must be a number of seconds ≥ 0 (or a timedelta), got {value!r}")
+    return int(math.floor(seconds * 1000 + 0.5))  # Math.round, as the TypeScript producer
+
+
+def _integer(value: Any, default: int, low: int, high: int, what: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidJobError(f"{what} must be an integer {low}..{high}, got {value!r}")
+    return value
+
+
+def _redis_from_url(url: str, password: Optional[str] = None, **kwargs: Any) -> Any:
+    """`redis://`, `rediss://` and `redis-cluster://host:port,host:port[?tls=true]`, as the
+    TypeScript side reads them; the password from the URL, else REDIS_PASSWORD."""
+    password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
+    if url.startswith("redis-cluster://"):
+        from redis.cluster import ClusterNode, RedisCluster
+
+        rest = url[len("redis-cluster://") :]
+        rest, _, query = rest.partition("?")
+        username = None
+        if "@" in rest:
+            cred, rest = rest.rsplit("@", 1)
+            user, _, pw = cred.partition(":")
+            username = unquote(user) or None
+            password = unquote(pw) or password
+        nodes = []
+        for hp in rest.strip("/").split(","):
+            host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "6379")
+            nodes.append(ClusterNode(host.strip("[]"), int(port)))
+        tls = parse_qs(query).get("tls", ["false"])[0] == "true"
+        return RedisCluster(
+            startup_nodes=nodes, username=username, password=password, ssl=tls, decode_responses=True, **kwargs
+        )
+    client = redis.Redis.from_url(url, decode_responses=True, **kwargs)
+    if password and not client.connection_pool.connection_kwargs.get("password"):
+        client.connection_pool.connection_kwargs["password"] = password
+    return client
+
+
+def _number(raw: Optional[str]) -> Optional[float]:
+    if raw is None or raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _int(raw: Optional[str], default: Optional[int] = 0) -> Optional[int]:
+    n = _number(raw)
+    return default if n is None else int(n)
+
+
+def _decode(raw: Optional[str]) -> Any:
+    if raw is None or raw == "":
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+class Client:
+    """Enqueue jobs and read queues. Thread-safe as redis-py's client is."""
+
+    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.redis = redis_client
+        self.max_payload_bytes = max_payload_bytes
+        self._cluster = type(redis_client).__name__ == "RedisCluster"
+        self._pipelines: Set[str] = set()
+        self._enqueue = _Script("enqueue_jobs")
+
+    @classmethod
+    def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
+        return cls(_redis_from_url(url, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- producing -----------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        attempts: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        content_hash: Optional[str] = None,
+    ) -> str:
+        """Enqueue one job; returns its id (the existing job's id when the id or idempotency
+        key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
+        means the pool's default job timeout."""
+        job = dict(
+            data=data,
+            id=id,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            delay=delay,
+            attempts=attempts,
+            timeout=timeout,
+            content_hash=content_hash,
+        )
+        return self.enqueue_many(queue, [job])[0].id
+
+    def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
+        """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
+        atomically per chunk of 500; every job is checked before any reaches Redis."""
+        check_queue(queue)
+        keys = QueueKeys(queue)
+        encoded = [self._encode(job, i) for i, job in enumerate(jobs)]
+        self._register_pipeline(keys.pipeline)
+        out: List[Enqueued] = []
+        key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
+        for start in range(0, len(encoded), BULK_CHUNK):
+            args: List[Any] = [
+                keys.job_prefix,
+                keys.idempotency_prefix,
+                queue,
+                int(time.time() * 1000),
+                self.max_payload_bytes,
+                IDEMPOTENCY_TTL_SECONDS,
+            ]
+            for fields in encoded[start : start + BULK_CHUNK]:
+                args.extend(fields)
+            try:
+                reply = self._enqueue(self.redis, key_list, args)
+            except ResponseError as err:
+                text = str(err)
+                if "ERR_PAYLOAD_TOO_LARGE" in text:
+                    raise PayloadTooLargeError(text.split("ERR_PAYLOAD_TOO_LARGE ", 1)[-1]) from None
+                raise
+            out.extend(Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2))
+        return out
+
+    def _encode(self, job: Mapping[str, Any], index: int) -> List[Any]:
+        unknown = set(job) - {
+            "data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash",
+        }
+        job_id = job.get("id")
+        which = f"job {job_id}" if job_id is not None else f"job at index {index}"
+        if unknown:
+            raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
+        if "data" not in job:
+            raise InvalidJobError(f"{which}: data is required (any JSON value)")
+        job_id = check_job_id(job_id) if job_id is not None else str(uuid.uuid4())
+        try:
+            data = _json.dumps(job["data"])
+        except _json.NotJSONError as err:
+            raise InvalidJobError(f"{which}: data is not JSON-serializable: {err}") from None
+        size = len(data.encode("utf-8"))
+        if size > self.max_payload_bytes:
+            raise PayloadTooLargeError(
+                f"job {job_id} is {size} bytes, limit {self.max_payload_bytes} "
+                "(store large inputs elsewhere and enqueue a reference)"
+            )
+        priority = _integer(job.get("priority"), 0, 0, 1000, "priority")
+        attempts = _integer(job.get("attempts"), DEFAULT_ATTEMPTS, 1, 1000, "attempts")
+        delay_ms = _ms(job.get("delay"), "delay")
+        timeout_ms = _ms(job.get("timeout"), "timeout")
+        idem = job.get("idempotency_key") or ""
+        content_hash = job.get("content_hash") or ""
+        if not isinstance(idem, str) or not isinstance(content_hash, str):
+            raise InvalidJobError(f"{which}: idempotency_key and content_hash must be strings")
+        return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash]
+
+    def _register_pipeline(self, pipeline: str) -> None:
+        if pipeline in self._pipelines:
+            return
+        self.redis.sadd(PIPELINES_KEY, pipeline)
+        self._pipelines.add(pipeline)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _pipelines_for(self, queue: Optional[str]) -> List[str]:
+        if queue:
+            return [queue.split("/")[0]]
+        return sorted(self.redis.smembers(PIPELINES_KEY))
+
+    def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
+        """The job's record, or None (never enqueued, or expired). `queue` (or its pipeline)
+        narrows the lookup; without it every pipeline in cvy:pipelines is searched."""
+        check_job_id(job_id)
+        for pipeline in self._pipelines_for(queue):
+            raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
+            if raw:
+                return Job(
+                    id=raw.get("id", job_id),
+                    queue=raw.get("queue", ""),
+                    state=raw.get("state", "unknown"),
+                    data=_decode(raw.get("data")),
+                    priority=_int(raw.get("priority")) or 0,
+                    attempts=_int(raw.get("attempts")) or 0,
+                    attempts_made=_int(raw.get("attemptsMade")) or 0,
+                    stalls=_int(raw.get("stalls")) or 0,
+                    handbacks=_int(raw.get("handbacks")) or 0,
+                    created_at=_int(raw.get("createdAt")) or 0,
+                    started_at=_int(raw.get("startedAt"), None),
+                    finished_at=_int(raw.get("finishedAt"), None),
+                    result=_decode(raw.get("result")),
+                    error=_decode(raw.get("error")),
+                    dead_reason=raw.get("deadReason") or None,
+                    progress=_number(raw.get("progress")),
+                    progress_message=raw.get("progressMessage") or None,
+                    worker=raw.get("worker") or None,
+                    raw=raw,
+                )
+        return None
+
+    def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
+        """The lines the job's handlers logged (ctx.log), oldest first; empty when none."""
+        check_job_id(job_id)
+        for pipeline in self._pipelines_for(queue):
+            lines = self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
+            if lines:
+                out = []
+                for text in lines:
+                    v = _decode(text)
+                    if isinstance(v, dict):
+                        out.append(LogLine(int(v.get("at", 0)), str(v.get("executionId", "")), str(v.get("message", ""))))
+                    else:
+                        out.append(LogLine(0, "", text))
+                return out
+        return []
+
+    def stats(self, queue: str) -> Dict[str, int]:
+        """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
+        completed and backlog (ready + due delayed + in flight), in one round trip."""
+        k = QueueKeys(queue)
+        now = int(time.time() * 1000)
+        pipe = self.redis.pipeline(transaction=not self._cluster)
+        pipe.zcard(k.ready)
+        pipe.zcard(k.delayed)
+        pipe.zcount(k.delayed, "-inf", now)
+        pipe.zcard(k.inflight)
+        pipe.zcard(k.dead)
+        pipe.hget(k.counts, "completed")
+        ready, delayed, due, inflight, dead, completed = (int(v or 0) for v in pipe.execute())
+        return {
+            "ready": ready,
+            "delayed": delayed,
+            "dueDelayed": due,
+            "inflight": inflight,
+            "dead": dead,
+            "completed": completed,
+            "backlog": ready + due + inflight,
+        }
+
+    def counters(self, queue: str) -> Dict[str, int]:
+        """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
+        return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
+
+    def events(
+        self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
+    ) -> Iterator[Event]:
+        """The queue's transitions in order. follow=True: events after `since` (default: only
+        new ones) until the caller stops iterating; follow=False: the stored history after
+        `since` (default: all ~10,000 kept), then stop."""
+        key = QueueKeys(queue).events
+        if not follow:
+            start = "-" if since is None else f"({since}"
+            while True:
+                entries = self.redis.xrange(key, start, "+", count=500)
+                for event_id, fields in entries:
+                    yield _event(event_id, fields)
+                if len(entries) < 500:
+                    return
+                start = f"({entries[-1][0]}"
+        last = since or "$"
+        if last == "$":
+            newest = self.redis.xrevrange(key, "+", "-", count=1)
+            last = newest[0][0] if newest else "0-0"
+        while True:
+            reply = self.redis.xread({key: last}, count=500, block=max(1, int(block * 1000)))
+            for _, entries in reply or []:
+                for event_id, fields in entries:
+                    last = event_id
+                    yield _event(event_id, fields)
+
+
+def _event(event_id: str, fields: Dict[str, str]) -> Event:
+    return Event(
+        event_id=event_id,
+        type=fields.get("type", ""),
+        id=fields.get("id", ""),
+        queue=fields.get("queue", ""),
+        at=_int(fields.get("at")) or 0,
+        fields=dict(fields),
+    )
