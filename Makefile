@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit controlplane demo bench chaos lint clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-python controlplane demo bench chaos lint clean
 
 all: build
 
@@ -27,6 +27,12 @@ typecheck: node-deps
 # The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
 test: deps typecheck controlplane
 	npm test
+	@$(MAKE) --no-print-directory test-python
+
+# The Python client's suite (clients/python/tests, Debian's python3 + pytest) against real Redis
+# and real worker processes; pytest's exit 5 (no tests collected) is not a failure.
+test-python: deps
+	@cd clients/python && { /usr/bin/python3 -m pytest -q -p no:cacheprovider; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc; }
 
 controlplane:
 	@bash test/controlplane/install.sh

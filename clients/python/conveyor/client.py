@@ -378,23 +378,29 @@ class Client:
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
     ) -> Iterator[Event]:
-        """The queue's transitions in order. follow=True: events after `since` (default: only
-        new ones) until the caller stops iterating; follow=False: the stored history after
+        """The queue's transitions in order. follow=True: events after `since` (default: those
+        after this call) until the caller stops iterating; follow=False: the stored history after
         `since` (default: all ~10,000 kept), then stop."""
         key = QueueKeys(queue).events
         if not follow:
-            start = "-" if since is None else f"({since}"
-            while True:
-                entries = self.redis.xrange(key, start, "+", count=500)
-                for event_id, fields in entries:
-                    yield _event(event_id, fields)
-                if len(entries) < 500:
-                    return
-                start = f"({entries[-1][0]}"
+            return self._history(key, since)
         last = since or "$"
-        if last == "$":
+        if last == "$":  # anchored now, not at the first next(): nothing in between is missed
             newest = self.redis.xrevrange(key, "+", "-", count=1)
             last = newest[0][0] if newest else "0-0"
+        return self._follow(key, last, block)
+
+    def _history(self, key: str, since: Optional[str]) -> Iterator[Event]:
+        start = "-" if since is None else f"({since}"
+        while True:
+            entries = self.redis.xrange(key, start, "+", count=500)
+            for event_id, fields in entries:
+                yield _event(event_id, fields)
+            if len(entries) < 500:
+                return
+            start = f"({entries[-1][0]}"
+
+    def _follow(self, key: str, last: str, block: float) -> Iterator[Event]:
         while True:
             reply = self.redis.xread({key: last}, count=500, block=max(1, int(block * 1000)))
             for _, entries in reply or []:

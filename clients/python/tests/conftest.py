@@ -28,10 +28,14 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 sys.path.insert(0, str(PACKAGE))  # the package from this checkout (the install test covers pip)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(below: int = 65536) -> int:
+    """A free loopback port (below `below`: a cluster node's bus port is its port + 10000)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < below and port + 10000 < 65536 or below == 65536:
+            return port
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, every: float = 0.05) -> Any:
@@ -57,7 +61,7 @@ def tmp_root() -> Iterator[Path]:
 
 
 def start_redis(dir: Path, extra: List[str] = ()) -> "subprocess.Popen[bytes]":
-    port = free_port()
+    port = free_port(55535 if "--cluster-enabled" in extra else 65536)
     proc = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(dir),
          "--daemonize", "no", *extra],
@@ -135,13 +139,15 @@ def start_worker(redis_url: str, tmp_root: Path) -> Iterator[Callable[..., Worke
     """Real `conveyor worker` processes, stopped (SIGTERM, warm) after the test."""
     started: List[Worker] = []
 
-    def start(queue: str, handler: str, env: Optional[Dict[str, str]] = None, *args: str) -> Worker:
+    def start(
+        queue: str, handler: str, env: Optional[Dict[str, str]] = None, *args: str, redis: Optional[str] = None
+    ) -> Worker:
         port = free_port()
         name = f"w{len(started)}-{port}"
         log = tmp_root / f"{name}.log"
         out = open(log, "wb")
         proc = subprocess.Popen(
-            [NODE, CONVEYOR, "worker", "--queue", queue, "--handler", handler, "--redis", redis_url,
+            [NODE, CONVEYOR, "worker", "--queue", queue, "--handler", handler, "--redis", redis or redis_url,
              "--port", str(port), "--worker-id", name, "--backoff-base", "100ms", "--backoff-max", "500ms",
              "--lease", "10s", "--log-level", "info", *args],
             stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO),
@@ -162,3 +168,24 @@ def start_worker(redis_url: str, tmp_root: Path) -> Iterator[Callable[..., Worke
     yield start
     for w in started:
         w.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_url(tmp_root: Path) -> Iterator[str]:
+    """A three-master Redis Cluster on loopback, as redis-cluster://host:port,host:port."""
+    procs = []
+    for i in range(3):
+        d = tmp_root / f"cluster-{i}"
+        d.mkdir()
+        procs.append(start_redis(d, ["--cluster-enabled", "yes", "--cluster-config-file", str(d / "nodes.conf")]))
+    addrs = [f"127.0.0.1:{p.port}" for p in procs]  # type: ignore[attr-defined]
+    subprocess.run(["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+                   check=True, capture_output=True, timeout=60)
+    for p in procs:
+        node_client = redis.Redis(port=p.port, decode_responses=True)  # type: ignore[attr-defined]
+        # (redis-py parses CLUSTER INFO into a dict)
+        wait_for("cluster ok", lambda: node_client.execute_command("CLUSTER INFO").get("cluster_state") == "ok", 60, 0.2)
+    yield "redis-cluster://" + ",".join(addrs)
+    for p in procs:
+        p.terminate()
+        p.wait(10)
