@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 import urllib.error
 import urllib.request
@@ -113,20 +114,34 @@ def _error_body(err: BaseException) -> bytes:
     return json.dumps({"name": type(err).__name__, "message": str(err)}).encode("utf-8")
 
 
-def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> None:
-    """Run the HTTP sidecar for `fn` until SIGTERM/SIGINT: POST (any path) runs a job, GET
-    /healthz answers 200. Answers: 200 + the JSON result; 422 for NonRetryableError (final); 503
-    with `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception."""
+def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
+    """Run the HTTP sidecar for `fn`: POST (any path) runs a job, GET /healthz answers 200.
+    Answers: 200 + the JSON result; 422 for NonRetryableError (final); 503 with
+    `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception.
+
+    On SIGTERM/SIGINT it keeps serving until no job has been running for `idle_exit` seconds:
+    the pod's SIGTERM reaches the worker at the same moment, and the worker lets its running
+    jobs finish (warm shutdown) — those are requests to this sidecar."""
     server = make_server(fn, port, host)
-
-    def stop(*_: Any) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    idle_since: Optional[float] = None
     try:
-        server.serve_forever()
+        while True:
+            stopping.wait(0.2)
+            if not stopping.is_set():
+                continue
+            if server.active > 0:  # type: ignore[attr-defined]
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle_exit:
+                return
     finally:
+        server.shutdown()
         server.server_close()
 
 
@@ -170,6 +185,17 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 execution_id=h.get("conveyor-execution-id", ""),
             )
             ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"))
+            with lock:
+                server.active += 1  # type: ignore[attr-defined]
+            try:
+                self._run(job, ctx)
+            except OSError:
+                pass  # the worker gave up on this request (timeout, hand-back): nobody to answer
+            finally:
+                with lock:
+                    server.active -= 1  # type: ignore[attr-defined]
+
+        def _run(self, job: Job, ctx: Context) -> None:
             try:
                 result = fn(job, ctx)
                 body = _json.dumps(result).encode("utf-8")
@@ -184,7 +210,10 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 return self._send(500, _error_body(err))
             self._send(200, body)
 
-    return ThreadingHTTPServer((host, port), Sidecar)
+    lock = threading.Lock()
+    server = ThreadingHTTPServer((host, port), Sidecar)
+    server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
+    return server
 
 
 def command(fn: Handler) -> None:
