@@ -132,3 +132,28 @@ def test_a_job_enqueued_without_the_pipelines_set_is_found_once_a_worker_started
     assert finished(client, "s1").state == "completed"
     shown = cli(redis_url, "job", "s1")
     assert shown.returncode == 0 and "completed" in shown.stdout
+
+
+def test_jobs_from_both_languages_end_as_the_same_records(
+    redis_url: str, client: Any, r: Any, start_worker: Any
+) -> None:
+    """One call from Python, the same from TypeScript, both run by the TypeScript worker (one
+    failed attempt, then success): the finished records agree field for field."""
+    data = {"mode": "flaky", "n": 1.5}
+    ts_job = {"id": "from-ts", "data": data, "priority": 4, "attempts": 4, "idempotencyKey": "k-ts", "timeoutMs": 20000}
+    ts("enqueue", redis_url, "docs/ocr", json.dumps([ts_job]))
+    client.enqueue("docs/ocr", data, id="from-py", priority=4, attempts=4, idempotency_key="k-py", timeout=20)
+    start_worker("docs/ocr", "command:" + json.dumps([PYTHON, str(HERE / "command_handler.py")]))
+    records = {}
+    for job_id in ("from-ts", "from-py"):
+        assert finished(client, job_id).state == "completed"
+        raw = r.hgetall(f"cvy:{{docs}}:job:{job_id}")
+        assert raw.pop("id") == job_id and raw.pop("idempotencyKey") == job_id.replace("from", "k")
+        for when in ("createdAt", "startedAt", "finishedAt", "score"):
+            assert raw.pop(when).isdigit()
+        errors = json.loads(raw.pop("errors"))  # the failed attempt: same error, its own token and time
+        assert [e.pop("token").isdigit() and e.pop("at") > 0 for e in errors] == [True]
+        assert "first attempt fails" in errors[0]["error"]["message"]
+        records[job_id] = {**raw, "errors": errors}
+    assert records["from-ts"] == records["from-py"]
+    assert records["from-py"]["result"] == '{"attempt":2}' and records["from-py"]["data"] == '{"mode":"flaky","n":1.5}'
