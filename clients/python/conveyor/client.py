@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib.resources import files
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
 import redis
@@ -123,30 +123,38 @@ def _integer(value: Any, default: int, low: int, high: int, what: str) -> int:
     return value
 
 
-def _redis_from_url(url: str, password: Optional[str] = None, **kwargs: Any) -> Any:
+def _cluster_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, int]], Dict[str, Any]]:
+    """The nodes and options of `redis-cluster://[user:pass@]host:port,host:port[?tls=true]`."""
+    rest = url[len("redis-cluster://") :]
+    rest, _, query = rest.partition("?")
+    username = None
+    if "@" in rest:
+        cred, rest = rest.rsplit("@", 1)
+        user, _, pw = cred.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) or password
+    nodes = []
+    for hp in rest.strip("/").split(","):
+        host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "6379")
+        nodes.append((host.strip("[]"), int(port)))
+    tls = parse_qs(query).get("tls", ["false"])[0] == "true"
+    return nodes, {"username": username, "password": password, "ssl": tls, "decode_responses": True}
+
+
+def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bool = False, **kwargs: Any) -> Any:
     """`redis://`, `rediss://` and `redis-cluster://host:port,host:port[?tls=true]`, as the
     TypeScript side reads them; the password from the URL, else REDIS_PASSWORD."""
     password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
+    if use_asyncio:
+        import redis.asyncio as lib
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+    else:
+        lib = redis  # type: ignore[no-redef]
+        from redis.cluster import ClusterNode, RedisCluster  # type: ignore[no-redef,assignment]
     if url.startswith("redis-cluster://"):
-        from redis.cluster import ClusterNode, RedisCluster
-
-        rest = url[len("redis-cluster://") :]
-        rest, _, query = rest.partition("?")
-        username = None
-        if "@" in rest:
-            cred, rest = rest.rsplit("@", 1)
-            user, _, pw = cred.partition(":")
-            username = unquote(user) or None
-            password = unquote(pw) or password
-        nodes = []
-        for hp in rest.strip("/").split(","):
-            host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "6379")
-            nodes.append(ClusterNode(host.strip("[]"), int(port)))
-        tls = parse_qs(query).get("tls", ["false"])[0] == "true"
-        return RedisCluster(
-            startup_nodes=nodes, username=username, password=password, ssl=tls, decode_responses=True, **kwargs
-        )
-    client = redis.Redis.from_url(url, decode_responses=True, **kwargs)
+        nodes, options = _cluster_target(url, password)
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **options, **kwargs)
+    client = lib.Redis.from_url(url, decode_responses=True, **kwargs)
     if password and not client.connection_pool.connection_kwargs.get("password"):
         client.connection_pool.connection_kwargs["password"] = password
     return client
@@ -173,6 +181,150 @@ def _decode(raw: Optional[str]) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw
+
+
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash"}
+
+
+def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
+    """The 8 script arguments of one job (docs/protocol.md, "Enqueueing from another language"),
+    checked as the TypeScript producer checks them; InvalidJobError naming the job otherwise."""
+    job_id = job.get("id")
+    which = f"job {job_id}" if job_id is not None else f"job at index {index}"
+    unknown = set(job) - _JOB_OPTIONS
+    if unknown:
+        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
+    if "data" not in job:
+        raise InvalidJobError(f"{which}: data is required (any JSON value)")
+    job_id = check_job_id(job_id) if job_id is not None else str(uuid.uuid4())
+    try:
+        data = _json.dumps(job["data"])
+    except _json.NotJSONError as err:
+        raise InvalidJobError(f"{which}: data is not JSON-serializable: {err}") from None
+    size = len(data.encode("utf-8"))
+    if size > max_payload_bytes:
+        raise PayloadTooLargeError(
+            f"job {job_id} is {size} bytes, limit {max_payload_bytes} "
+            "(store large inputs elsewhere and enqueue a reference)"
+        )
+    priority = _integer(job.get("priority"), 0, 0, 1000, "priority")
+    attempts = _integer(job.get("attempts"), DEFAULT_ATTEMPTS, 1, 1000, "attempts")
+    delay_ms = _ms(job.get("delay"), "delay")
+    timeout_ms = _ms(job.get("timeout"), "timeout")
+    idem = job.get("idempotency_key") or ""
+    content_hash = job.get("content_hash") or ""
+    if not isinstance(idem, str) or not isinstance(content_hash, str):
+        raise InvalidJobError(f"{which}: idempotency_key and content_hash must be strings")
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash]
+
+
+def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
+    return {"data": data, **options}
+
+
+def _enqueue_calls(
+    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int
+) -> Tuple[QueueKeys, List[str], List[List[Any]]]:
+    """The keys and the argument lists of the enqueue_jobs calls (BULK_CHUNK jobs each); every
+    job is checked first, so a bad one refuses the batch before anything reaches Redis."""
+    check_queue(queue)
+    keys = QueueKeys(queue)
+    encoded = [_encode_job(job, i, max_payload_bytes) for i, job in enumerate(jobs)]
+    key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
+    calls = []
+    for start in range(0, len(encoded), BULK_CHUNK):
+        args: List[Any] = [
+            keys.job_prefix,
+            keys.idempotency_prefix,
+            queue,
+            int(time.time() * 1000),
+            max_payload_bytes,
+            IDEMPOTENCY_TTL_SECONDS,
+        ]
+        for fields in encoded[start : start + BULK_CHUNK]:
+            args.extend(fields)
+        calls.append(args)
+    return keys, key_list, calls
+
+
+def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
+    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2)]
+
+
+def _payload_error(err: ResponseError) -> Exception:
+    text = str(err)
+    if "ERR_PAYLOAD_TOO_LARGE" in text:
+        return PayloadTooLargeError(text.split("ERR_PAYLOAD_TOO_LARGE ", 1)[-1])
+    return err
+
+
+def _job(job_id: str, raw: Dict[str, str]) -> Job:
+    return Job(
+        id=raw.get("id", job_id),
+        queue=raw.get("queue", ""),
+        state=raw.get("state", "unknown"),
+        data=_decode(raw.get("data")),
+        priority=_int(raw.get("priority")) or 0,
+        attempts=_int(raw.get("attempts")) or 0,
+        attempts_made=_int(raw.get("attemptsMade")) or 0,
+        stalls=_int(raw.get("stalls")) or 0,
+        handbacks=_int(raw.get("handbacks")) or 0,
+        created_at=_int(raw.get("createdAt")) or 0,
+        started_at=_int(raw.get("startedAt"), None),
+        finished_at=_int(raw.get("finishedAt"), None),
+        result=_decode(raw.get("result")),
+        error=_decode(raw.get("error")),
+        dead_reason=raw.get("deadReason") or None,
+        progress=_number(raw.get("progress")),
+        progress_message=raw.get("progressMessage") or None,
+        worker=raw.get("worker") or None,
+        raw=raw,
+    )
+
+
+def _log_lines(lines: Sequence[str]) -> List[LogLine]:
+    out = []
+    for text in lines:
+        v = _decode(text)
+        if isinstance(v, dict):
+            out.append(LogLine(int(v.get("at", 0)), str(v.get("executionId", "")), str(v.get("message", ""))))
+        else:
+            out.append(LogLine(0, "", text))
+    return out
+
+
+def _stats_commands(pipe: Any, queue: str) -> None:
+    k = QueueKeys(queue)
+    pipe.zcard(k.ready)
+    pipe.zcard(k.delayed)
+    pipe.zcount(k.delayed, "-inf", int(time.time() * 1000))
+    pipe.zcard(k.inflight)
+    pipe.zcard(k.dead)
+    pipe.hget(k.counts, "completed")
+
+
+def _stats(replies: Sequence[Any]) -> Dict[str, int]:
+    ready, delayed, due, inflight, dead, completed = (int(v or 0) for v in replies)
+    return {
+        "ready": ready,
+        "delayed": delayed,
+        "dueDelayed": due,
+        "inflight": inflight,
+        "dead": dead,
+        "completed": completed,
+        "backlog": ready + due + inflight,
+    }
+
+
+def _pipelines(queue: Optional[str], known: Iterable[str]) -> List[str]:
+    return [queue.split("/")[0]] if queue else sorted(known)
+
+
+def _history_start(since: Optional[str]) -> str:
+    return "-" if since is None else f"({since}"
+
+
+EVENTS_PAGE = 500
 
 
 class Client:
@@ -216,160 +368,52 @@ class Client:
         """Enqueue one job; returns its id (the existing job's id when the id or idempotency
         key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
         means the pool's default job timeout."""
-        job = dict(
-            data=data,
-            id=id,
-            idempotency_key=idempotency_key,
-            priority=priority,
-            delay=delay,
-            attempts=attempts,
-            timeout=timeout,
-            content_hash=content_hash,
-        )
+        job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
+                       attempts=attempts, timeout=timeout, content_hash=content_hash)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
         atomically per chunk of 500; every job is checked before any reaches Redis."""
-        check_queue(queue)
-        keys = QueueKeys(queue)
-        encoded = [self._encode(job, i) for i, job in enumerate(jobs)]
-        self._register_pipeline(keys.pipeline)
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        if keys.pipeline not in self._pipelines:  # cvy:pipelines: docs/protocol.md, once per process
+            self.redis.sadd(PIPELINES_KEY, keys.pipeline)
+            self._pipelines.add(keys.pipeline)
         out: List[Enqueued] = []
-        key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
-        for start in range(0, len(encoded), BULK_CHUNK):
-            args: List[Any] = [
-                keys.job_prefix,
-                keys.idempotency_prefix,
-                queue,
-                int(time.time() * 1000),
-                self.max_payload_bytes,
-                IDEMPOTENCY_TTL_SECONDS,
-            ]
-            for fields in encoded[start : start + BULK_CHUNK]:
-                args.extend(fields)
+        for args in calls:
             try:
-                reply = self._enqueue(self.redis, key_list, args)
+                out.extend(_enqueued(self._enqueue(self.redis, key_list, args)))
             except ResponseError as err:
-                text = str(err)
-                if "ERR_PAYLOAD_TOO_LARGE" in text:
-                    raise PayloadTooLargeError(text.split("ERR_PAYLOAD_TOO_LARGE ", 1)[-1]) from None
-                raise
-            out.extend(Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2))
+                raise _payload_error(err) from None
         return out
 
-    def _encode(self, job: Mapping[str, Any], index: int) -> List[Any]:
-        unknown = set(job) - {
-            "data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash",
-        }
-        job_id = job.get("id")
-        which = f"job {job_id}" if job_id is not None else f"job at index {index}"
-        if unknown:
-            raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
-        if "data" not in job:
-            raise InvalidJobError(f"{which}: data is required (any JSON value)")
-        job_id = check_job_id(job_id) if job_id is not None else str(uuid.uuid4())
-        try:
-            data = _json.dumps(job["data"])
-        except _json.NotJSONError as err:
-            raise InvalidJobError(f"{which}: data is not JSON-serializable: {err}") from None
-        size = len(data.encode("utf-8"))
-        if size > self.max_payload_bytes:
-            raise PayloadTooLargeError(
-                f"job {job_id} is {size} bytes, limit {self.max_payload_bytes} "
-                "(store large inputs elsewhere and enqueue a reference)"
-            )
-        priority = _integer(job.get("priority"), 0, 0, 1000, "priority")
-        attempts = _integer(job.get("attempts"), DEFAULT_ATTEMPTS, 1, 1000, "attempts")
-        delay_ms = _ms(job.get("delay"), "delay")
-        timeout_ms = _ms(job.get("timeout"), "timeout")
-        idem = job.get("idempotency_key") or ""
-        content_hash = job.get("content_hash") or ""
-        if not isinstance(idem, str) or not isinstance(content_hash, str):
-            raise InvalidJobError(f"{which}: idempotency_key and content_hash must be strings")
-        return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash]
-
-    def _register_pipeline(self, pipeline: str) -> None:
-        if pipeline in self._pipelines:
-            return
-        self.redis.sadd(PIPELINES_KEY, pipeline)
-        self._pipelines.add(pipeline)
-
     # -- reading -------------------------------------------------------------------------
-
-    def _pipelines_for(self, queue: Optional[str]) -> List[str]:
-        if queue:
-            return [queue.split("/")[0]]
-        return sorted(self.redis.smembers(PIPELINES_KEY))
 
     def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
         """The job's record, or None (never enqueued, or expired). `queue` (or its pipeline)
         narrows the lookup; without it every pipeline in cvy:pipelines is searched."""
         check_job_id(job_id)
-        for pipeline in self._pipelines_for(queue):
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
             raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
             if raw:
-                return Job(
-                    id=raw.get("id", job_id),
-                    queue=raw.get("queue", ""),
-                    state=raw.get("state", "unknown"),
-                    data=_decode(raw.get("data")),
-                    priority=_int(raw.get("priority")) or 0,
-                    attempts=_int(raw.get("attempts")) or 0,
-                    attempts_made=_int(raw.get("attemptsMade")) or 0,
-                    stalls=_int(raw.get("stalls")) or 0,
-                    handbacks=_int(raw.get("handbacks")) or 0,
-                    created_at=_int(raw.get("createdAt")) or 0,
-                    started_at=_int(raw.get("startedAt"), None),
-                    finished_at=_int(raw.get("finishedAt"), None),
-                    result=_decode(raw.get("result")),
-                    error=_decode(raw.get("error")),
-                    dead_reason=raw.get("deadReason") or None,
-                    progress=_number(raw.get("progress")),
-                    progress_message=raw.get("progressMessage") or None,
-                    worker=raw.get("worker") or None,
-                    raw=raw,
-                )
+                return _job(job_id, raw)
         return None
 
     def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
         """The lines the job's handlers logged (ctx.log), oldest first; empty when none."""
         check_job_id(job_id)
-        for pipeline in self._pipelines_for(queue):
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
             lines = self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
             if lines:
-                out = []
-                for text in lines:
-                    v = _decode(text)
-                    if isinstance(v, dict):
-                        out.append(LogLine(int(v.get("at", 0)), str(v.get("executionId", "")), str(v.get("message", ""))))
-                    else:
-                        out.append(LogLine(0, "", text))
-                return out
+                return _log_lines(lines)
         return []
 
     def stats(self, queue: str) -> Dict[str, int]:
         """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
         completed and backlog (ready + due delayed + in flight), in one round trip."""
-        k = QueueKeys(queue)
-        now = int(time.time() * 1000)
         pipe = self.redis.pipeline(transaction=not self._cluster)
-        pipe.zcard(k.ready)
-        pipe.zcard(k.delayed)
-        pipe.zcount(k.delayed, "-inf", now)
-        pipe.zcard(k.inflight)
-        pipe.zcard(k.dead)
-        pipe.hget(k.counts, "completed")
-        ready, delayed, due, inflight, dead, completed = (int(v or 0) for v in pipe.execute())
-        return {
-            "ready": ready,
-            "delayed": delayed,
-            "dueDelayed": due,
-            "inflight": inflight,
-            "dead": dead,
-            "completed": completed,
-            "backlog": ready + due + inflight,
-        }
+        _stats_commands(pipe, queue)
+        return _stats(pipe.execute())
 
     def counters(self, queue: str) -> Dict[str, int]:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
@@ -391,18 +435,18 @@ class Client:
         return self._follow(key, last, block)
 
     def _history(self, key: str, since: Optional[str]) -> Iterator[Event]:
-        start = "-" if since is None else f"({since}"
+        start = _history_start(since)
         while True:
-            entries = self.redis.xrange(key, start, "+", count=500)
+            entries = self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
             for event_id, fields in entries:
                 yield _event(event_id, fields)
-            if len(entries) < 500:
+            if len(entries) < EVENTS_PAGE:
                 return
             start = f"({entries[-1][0]}"
 
     def _follow(self, key: str, last: str, block: float) -> Iterator[Event]:
         while True:
-            reply = self.redis.xread({key: last}, count=500, block=max(1, int(block * 1000)))
+            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id
