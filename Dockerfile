@@ -30,6 +30,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund \
  && rm -f node_modules/.bin/node
 COPY tsconfig.json tsconfig.build.json ./
+COPY lib/ lib/
 COPY queue/ queue/
 COPY worker/ worker/
 COPY operator/ operator/

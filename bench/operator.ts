@@ -18,9 +18,10 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
 import { Producer, connectRedis } from "../queue/index.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
-import { freePort } from "../test/support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { parseMetrics } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";
@@ -82,7 +83,7 @@ interface ControlPlaneModule {
 
 const OPERATOR_MAIN = join(REPO, "operator/main.ts");
 const CONTROLPLANE = join(REPO, "test/support/controlplane.ts");
-const POOLS = "/apis/conveyor.dev/v1alpha1/namespaces/default/workerpools";
+const POOLS = resourcePath(RESOURCES.workerPools, { namespace: "default" });
 const deploymentPath = (name: string) => `/apis/apps/v1/namespaces/default/deployments/${name}`;
 
 /** Why the operator part cannot run here, or null. */

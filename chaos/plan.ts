@@ -1,19 +1,8 @@
-// The seeded part of a chaos run: the random generator, the jobs' shapes and the fault schedule.
+// The seeded part of a chaos run: the jobs' shapes and the fault schedule.
 // Everything here is a pure function of the seed and the options, so the same seed gives the
 // same jobs and the same schedule of faults (when, which kind, which worker slot, how long);
 // what the faults then hit depends on timing, which is the point of the exercise.
-
-/** mulberry32: small, fast, good enough to spread faults; deterministic per seed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../test/support/random.ts";
 
 export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "postgres_restart";
 export const FAULT_KINDS: readonly FaultKind[] = [

@@ -281,7 +281,7 @@ async function api(argv: string[]): Promise<number> {
   });
   const port = positiveInt(values.port ?? process.env.CONVEYOR_API_PORT ?? "8080", "port")!;
   const { startJobApi } = await import("../api/server.ts");
-  const { createLogger } = await import("../worker/logger.ts");
+  const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
   const url = redisUrl(values.redis);
   const redis = connectRedis(url, {

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { OptionError, readOptions } from "../cli/options.ts";
+import { OptionError, readOptions } from "../lib/options.ts";
 import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
 
 export interface OperatorConfig {

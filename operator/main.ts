@@ -2,16 +2,17 @@
 // WorkerPool controller, the external metrics API and the operator's own /metrics together,
 // and shuts them down in order on SIGTERM (a leader releases its Lease so a standby takes over
 // at once).
-import * as http from "node:http";
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
-import { OptionError } from "../cli/options.ts";
+import { createLogger } from "../lib/logger.ts";
+import { OptionError } from "../lib/options.ts";
 import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";
-import { WorkerPoolController } from "./controllers/workerpool.ts";
-import { apiMessage, apiPath, KubeClient } from "./kube/client.ts";
-import { LeaderElector } from "./kube/leader.ts";
-import { createOperatorMetrics, type OperatorMetrics } from "./metrics.ts";
+import { RESOURCES, resourcePath } from "./apis/coordinates.ts";
+import { WorkerPoolController } from "./controllers/workerpoolController.ts";
+import { apiMessage, KubeClient } from "./kube/client.ts";
+import { Manager, StartError } from "./kube/manager.ts";
+import { createOperatorMetrics } from "./metrics.ts";
 import { MetricsApiServer } from "./metricsapi/server.ts";
 import { selfSignedCert } from "./metricsapi/selfsigned.ts";
 import { ServingCertificate } from "./metricsapi/servingCertificate.ts";
@@ -20,15 +21,6 @@ export { OPERATOR_USAGE };
 
 /** How often a serving certificate from files is re-read (cert-manager rotation, kubelet's Secret refresh ≈ 1 min). */
 const CERT_RELOAD_MS = 30_000;
-
-function createLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({
-    level,
-    base,
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
-}
 
 function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
   const kc = new KubeConfig();
@@ -45,10 +37,7 @@ async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): P
   if (cfg.metricsApiClientCA !== "auto") return readFileSync(cfg.metricsApiClientCA, "utf8");
   try {
     const cm = await client.get<{ data?: Record<string, string> }>(
-      apiPath({
-        group: "",
-        version: "v1",
-        plural: "configmaps",
+      resourcePath(RESOURCES.configMaps, {
         namespace: "kube-system",
         name: "extension-apiserver-authentication",
       }),
@@ -65,54 +54,6 @@ async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): P
     );
   }
   return undefined;
-}
-
-function startHttp(
-  cfg: OperatorConfig,
-  metrics: OperatorMetrics,
-  ready: () => boolean,
-  log: Logger,
-): Promise<http.Server> {
-  const server = http.createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
-    if (path === "/metrics") {
-      metrics.registry
-        .metrics()
-        .then((text) => {
-          res.writeHead(200, { "Content-Type": metrics.registry.contentType });
-          res.end(text);
-        })
-        .catch((err: unknown) => {
-          res.writeHead(500);
-          res.end(String(err));
-        });
-      return;
-    }
-    if (path === "/healthz" || path === "/livez") {
-      res.writeHead(200, { "Content-Type": "text/plain" });
-      return void res.end("ok");
-    }
-    if (path === "/readyz") {
-      const ok = ready();
-      res.writeHead(ok ? 200 : 503, { "Content-Type": "text/plain" });
-      return void res.end(ok ? "ok" : "caches not synced");
-    }
-    res.writeHead(404);
-    res.end();
-  });
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(cfg.metricsPort, cfg.metricsAddress, () => {
-      server.off("error", reject);
-      server.on("error", (err) => log.error({ err: err.message }, "metrics server error"));
-      const a = server.address();
-      log.info(
-        { address: cfg.metricsAddress, port: typeof a === "object" && a ? a.port : cfg.metricsPort },
-        "serving /metrics /healthz /readyz",
-      );
-      resolve(server);
-    });
-  });
 }
 
 /**
@@ -145,27 +86,36 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
 
   const metrics = createOperatorMetrics();
   const base = new KubeClient(kc, { metrics, userAgent: `conveyor-operator/${cfg.identity}` });
-  let elector: LeaderElector | undefined;
-  const isLeader = () => (elector ? elector.isLeader() : true);
+  const manager = new Manager({
+    baseClient: base,
+    log,
+    metrics,
+    metricsAddress: cfg.metricsAddress,
+    metricsPort: cfg.metricsPort,
+    leaderElection: cfg.leaderElect
+      ? {
+          namespace: cfg.leaderElectionNamespace,
+          name: cfg.leaderElectionId,
+          identity: cfg.identity,
+          leaseDurationMs: cfg.leaseDurationMs,
+          renewDeadlineMs: cfg.renewDeadlineMs,
+          retryPeriodMs: cfg.retryPeriodMs,
+        }
+      : undefined,
+  });
   const controller = new WorkerPoolController({
-    client: base.withGate(isLeader),
+    client: manager.client,
     namespaces: cfg.namespaces,
     defaultImage: cfg.workerImage,
     identity: cfg.identity,
-    isLeader,
+    isLeader: () => manager.isLeader(),
     log,
     metrics,
     workers: cfg.workers,
     relistMs: cfg.relistMs,
   });
-  let synced = false;
-  const httpServer = await startHttp(cfg, metrics, () => synced, log).catch((err: Error) => err);
-  if (httpServer instanceof Error) {
-    log.fatal({ err: httpServer.message }, `cannot listen on --metrics-port ${cfg.metricsPort}`);
-    return 1;
-  }
+  manager.addController(controller);
 
-  let metricsApi: MetricsApiServer | undefined;
   let servingCert: ServingCertificate | undefined;
   if (cfg.metricsApi) {
     let cert: string;
@@ -178,7 +128,6 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
           { err: (err as Error).message },
           "--metrics-api-cert / --metrics-api-key: not a usable certificate and key",
         );
-        httpServer.close();
         return 1;
       }
       ({ cert, key } = servingCert.pair);
@@ -190,7 +139,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
         "external metrics API uses a self-signed certificate (APIService: insecureSkipTLSVerify, or give --metrics-api-cert)",
       );
     }
-    metricsApi = new MetricsApiServer({
+    const metricsApi = new MetricsApiServer({
       host: cfg.metricsApiAddress,
       port: cfg.metricsApiPort,
       cert,
@@ -200,36 +149,24 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       log,
       metrics,
     });
-    const server = metricsApi;
-    servingCert?.watch(CERT_RELOAD_MS, (pair) => server.setCertificate(pair));
-    try {
-      await metricsApi.start();
-    } catch (err) {
-      log.fatal({ err: (err as Error).message }, `cannot listen on --metrics-api-port ${cfg.metricsApiPort}`);
-      httpServer.close();
-      return 1;
-    }
+    servingCert?.watch(CERT_RELOAD_MS, (pair) => metricsApi.setCertificate(pair));
+    const certificate = servingCert;
+    manager.addServer(`cannot listen on --metrics-api-port ${cfg.metricsApiPort}`, {
+      start: () => metricsApi.start(),
+      stop: async () => {
+        certificate?.stop();
+        await metricsApi.stop();
+      },
+    });
   }
 
-  if (cfg.leaderElect) {
-    elector = new LeaderElector(base.withGate(undefined), {
-      namespace: cfg.leaderElectionNamespace,
-      name: cfg.leaderElectionId,
-      identity: cfg.identity,
-      leaseDurationMs: cfg.leaseDurationMs,
-      renewDeadlineMs: cfg.renewDeadlineMs,
-      retryPeriodMs: cfg.retryPeriodMs,
-      log,
-      onStartedLeading: () => {
-        metrics.isLeader.set(1);
-        metrics.leaderTransitions.inc();
-        controller.onStartedLeading();
-      },
-      onStoppedLeading: () => metrics.isLeader.set(0),
-    });
-    elector.start();
-  } else {
-    metrics.isLeader.set(1);
+  try {
+    await manager.start();
+  } catch (err) {
+    if (!(err instanceof StartError)) throw err;
+    servingCert?.stop();
+    log.fatal({ err: (err.cause as Error)?.message ?? String(err.cause) }, err.what);
+    return 1;
   }
 
   let stopRequested: () => void = () => {};
@@ -251,22 +188,11 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     },
     "conveyor operator starting",
   );
-  const starting = controller.start().then(() => {
-    synced = true;
-  });
-  await Promise.race([starting, stopped]);
   await stopped;
 
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
-  await elector?.stop();
-  await controller.stop();
-  servingCert?.stop();
-  await metricsApi?.stop();
-  await new Promise<void>((resolve) => {
-    httpServer.closeAllConnections();
-    httpServer.close(() => resolve());
-  });
+  await manager.stop();
   log.info("stopped");
   return 0;
 }

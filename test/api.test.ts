@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { freePort } from "./support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./support/processes.ts";
 import { RedisServer } from "./support/redis.ts";
 import { CONVEYOR, NODE, RECORDING_HANDLER, startWorker, type WorkerProcess } from "./support/workers.ts";

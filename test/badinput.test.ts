@@ -26,7 +26,7 @@ import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   type RedisClient,
 } from "../queue/index.ts";
-import { rng } from "../chaos/plan.ts";
+import { rng } from "./support/random.ts";
 import { stopProcess, waitFor } from "./support/processes.ts";
 import { RedisServer } from "./support/redis.ts";
 import { CONVEYOR, NODE, readExecutions, REPO, startWorker, type WorkerProcess } from "./support/workers.ts";

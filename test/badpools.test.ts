@@ -10,10 +10,11 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { rng } from "../chaos/plan.ts";
-import { ControlPlane, waitUntil } from "./support/controlplane.ts";
+import { rng } from "./support/random.ts";
+import { ControlPlane } from "./support/controlplane.ts";
+import { pollUntil } from "../lib/poll.ts";
 import { RedisServer } from "./support/redis.ts";
-import { freePort } from "./support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { stopProcess } from "./support/processes.ts";
 import {
   isLeader,
@@ -26,9 +27,10 @@ import {
 } from "./support/operator.ts";
 import { drainQueue } from "./support/workers.ts";
 import { Producer, connectRedis, type RedisClient } from "../queue/index.ts";
-import { KubeClient, apiPath } from "../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
+import { KubeClient } from "../operator/kube/client.ts";
 import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../operator/controllers/deployment.ts";
+import type { Deployment } from "../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const LONG = 240_000;
@@ -430,13 +432,9 @@ describe(
     let op: OperatorProcess;
 
     const getPool = (ns: string, name: string) =>
-      k.get<WorkerPool>(
-        apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns, name }),
-      );
+      k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: ns, name }));
     const getDeployment = (ns: string, name: string) =>
-      k.get<Deployment>(
-        apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: ns, name }),
-      );
+      k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: ns, name }));
     const condition = (p: WorkerPool | null, type: string) =>
       p?.status?.conditions?.find((c) => c.type === type);
     const replicas = async (ns: string, name: string) => (await getDeployment(ns, name))?.spec?.replicas;
@@ -446,7 +444,7 @@ describe(
       name: string,
     ): Promise<{ reason: string; message: string; type: string }[]> {
       const list = await k.list<{ reason: string; message: string; type: string }>(
-        apiPath({ group: "", version: "v1", plural: "events", namespace: ns }),
+        resourcePath(RESOURCES.events, { namespace: ns }),
         {
           fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
         },
@@ -499,13 +497,13 @@ describe(
         "steady/work",
         Array.from({ length: 5 }, (_, i) => ({ data: { i } })),
       );
-      await waitUntil(
+      await pollUntil(
         `steady 0 → 1 ${when}`,
         async () => (await replicas("default", "steady")) === 1 && (await countOf(/0 → 1: Activated/)) > up,
         { timeoutMs: LONG },
       );
       await drainQueue(r, "steady/work");
-      await waitUntil(
+      await pollUntil(
         `steady 1 → 0 ${when}`,
         async () => (await replicas("default", "steady")) === 0 && (await countOf(/→ 0: CooledDown/)) > down,
         { timeoutMs: LONG },
@@ -547,12 +545,12 @@ describe(
       r = connectRedis(redis.url);
       producer = new Producer(r);
       op = await startOperator(cp, "badpools", ["--metrics-api=false", "--relist-seconds=60"]);
-      await waitUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+      await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
       const applied = await applyPool(
         pool("steady", { scaling: { mode: "direct", maxReplicas: 3, pollSeconds: 1, cooldownSeconds: 2 } }),
       );
       assert.equal(applied.code, 0, applied.out);
-      await waitUntil(
+      await pollUntil(
         "steady Ready at zero",
         async () => {
           const p = await getPool("default", "steady");
@@ -604,7 +602,7 @@ describe(
       // Degraded there is a Warning Event with that reason. Pools known to be broken are Degraded.
       const pending = new Set(accepted.map((c) => c.name));
       const outcome = new Map<string, string>();
-      await waitUntil(
+      await pollUntil(
         `${accepted.length} accepted pools have a status (seed ${seed})`,
         async () => {
           for (const c of accepted) {
@@ -662,8 +660,8 @@ describe(
       const restartsBefore = sumSeries(await scrapeOperator(op), "conveyor_operator_informer_restarts_total");
       await cp.restartApiServer({ downMs: 15_000 }); // longer than the renew deadline (10 s): leadership is lost
       await assertOperatorAlive("after an API server restart");
-      await waitUntil("the operator leads again", () => isLeader(op), { timeoutMs: LONG });
-      await waitUntil(
+      await pollUntil("the operator leads again", () => isLeader(op), { timeoutMs: LONG });
+      await pollUntil(
         "informers restarted",
         async () =>
           sumSeries(await scrapeOperator(op), "conveyor_operator_informer_restarts_total") > restartsBefore,
@@ -672,7 +670,7 @@ describe(
       // a change made after the restart is reconciled
       let res = await applyPool(pool("after-restart", { scaling: { pollSeconds: 1 } }));
       assert.equal(res.code, 0, res.out);
-      await waitUntil(
+      await pollUntil(
         "after-restart's Deployment",
         async () => (await getDeployment("default", "after-restart")) ?? undefined,
         { timeoutMs: LONG },
@@ -680,10 +678,10 @@ describe(
 
       await cp.restartApiServer({ downMs: 3000, kill: true });
       await assertOperatorAlive("after an API server crash");
-      await waitUntil("the operator leads after the crash", () => isLeader(op), { timeoutMs: LONG });
+      await pollUntil("the operator leads after the crash", () => isLeader(op), { timeoutMs: LONG });
       res = await applyPool(pool("after-restart", { concurrency: 7, scaling: { pollSeconds: 1 } }));
       assert.equal(res.code, 0, res.out);
-      await waitUntil(
+      await pollUntil(
         "after-restart's Deployment converged",
         async () => {
           const env = (await getDeployment("default", "after-restart"))?.spec?.template?.spec?.containers[0]
@@ -727,7 +725,7 @@ describe(
         pool("contested", { scaling: { mode: "hpa", pollSeconds: 1, cooldownSeconds: 3 } }),
       );
       assert.equal(res.code, 0, res.out);
-      await waitUntil(
+      await pollUntil(
         "contested at zero",
         async () =>
           (await replicas("default", "contested")) === 0 &&
@@ -740,7 +738,7 @@ describe(
       await intrude("contested", {
         template: { spec: { containers: [{ name: "worker", image: "intruder/evil:1" }] } },
       });
-      await waitUntil("the intruder's apply in the audit log", async () => {
+      await pollUntil("the intruder's apply in the audit log", async () => {
         const mine = await cp.auditEvents(
           (e) =>
             e.userAgent?.startsWith("kubectl") === true &&
@@ -750,7 +748,7 @@ describe(
         );
         return mine.at(-1)?.responseStatus?.code === 200;
       });
-      await waitUntil(
+      await pollUntil(
         "the image is the operator's again",
         async () => (await image("contested")) === "conveyor-worker:test",
         { timeoutMs: LONG },
@@ -775,7 +773,7 @@ describe(
 
       // replicas at zero in hpa mode: 0 ↔ 1 and N → 0 are the operator's — scaled back after the cooldown
       await intrude("contested", { replicas: 3 });
-      await waitUntil(
+      await pollUntil(
         "the operator scales the intruder's 3 back to 0 (CooledDown)",
         async () =>
           (await replicas("default", "contested")) === 0 &&
@@ -788,13 +786,13 @@ describe(
         "contested/work",
         Array.from({ length: 3 }, (_, i) => ({ data: { i } })),
       );
-      await waitUntil(
+      await pollUntil(
         "contested activated 0 → 1",
         async () => (await replicas("default", "contested")) === 1,
         { timeoutMs: LONG },
       );
       await intrude("contested", { replicas: 4 });
-      await waitUntil(
+      await pollUntil(
         "the operator has seen 4 replicas",
         async () => (await getPool("default", "contested"))?.status?.desiredReplicas === 4,
         { timeoutMs: LONG },
@@ -815,7 +813,7 @@ describe(
       );
       // drained: N → 0 is the operator's again
       await drainQueue(r, "contested/work");
-      await waitUntil(
+      await pollUntil(
         "contested 4 → 0 after the cooldown",
         async () =>
           (await replicas("default", "contested")) === 0 &&
@@ -840,13 +838,13 @@ describe(
         "contested-direct/work",
         Array.from({ length: 5 }, (_, i) => ({ data: { i } })),
       );
-      await waitUntil(
+      await pollUntil(
         "contested-direct activated 0 → 1",
         async () => (await replicas("default", "contested-direct")) === 1,
         { timeoutMs: LONG },
       );
       await intrude("contested-direct", { replicas: 6 });
-      await waitUntil(
+      await pollUntil(
         "direct mode: 6 → 1 (DirectScaleDown)",
         async () =>
           (await replicas("default", "contested-direct")) === 1 &&

@@ -17,7 +17,8 @@ import * as https from "node:https";
 import * as os from "node:os";
 import * as path from "node:path";
 import { parseAllDocuments } from "yaml";
-import { ControlPlane, waitUntil } from "./support/controlplane.ts";
+import { ControlPlane } from "./support/controlplane.ts";
+import { pollUntil } from "../lib/poll.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const CHART = path.join(ROOT, "charts", "conveyor");
@@ -1239,10 +1240,10 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     // Namespace users get WorkerPools through the built-in edit/view roles.
     await cp.kubectl("create", "rolebinding", "dev-edit", "--clusterrole=edit", "--user=dev", "-n", ns);
     await cp.kubectl("create", "rolebinding", "viewer-view", "--clusterrole=view", "--user=viewer", "-n", ns);
-    await waitUntil("the aggregated edit role", () => canI("dev", "create", "conveyor.dev", "workerpools"), {
+    await pollUntil("the aggregated edit role", () => canI("dev", "create", "conveyor.dev", "workerpools"), {
       timeoutMs: 30_000,
     });
-    await waitUntil("the aggregated view role", () => canI("viewer", "list", "conveyor.dev", "workerpools"), {
+    await pollUntil("the aggregated view role", () => canI("viewer", "list", "conveyor.dev", "workerpools"), {
       timeoutMs: 30_000,
     });
     assert.equal(await canI("viewer", "create", "conveyor.dev", "workerpools"), false);
@@ -1418,7 +1419,7 @@ async function openAPISchemas(cp: ControlPlane, tmp: string, kinds: string[]): P
   type Def = Record<string, unknown> & {
     "x-kubernetes-group-version-kind"?: { group: string; version: string; kind: string }[];
   };
-  const definitions = await waitUntil(
+  const definitions = await pollUntil(
     `${kinds.join(", ")} in /openapi/v2`,
     async () => {
       const res = await cp.request("GET", "/openapi/v2");

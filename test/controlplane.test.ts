@@ -11,7 +11,8 @@ import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { AppsV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import { ControlPlane, waitUntil } from "./support/controlplane.ts";
+import { ControlPlane } from "./support/controlplane.ts";
+import { pollUntil } from "../lib/poll.ts";
 
 const LONG = 180_000; // generous: a loaded 2-core machine
 
@@ -89,7 +90,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       namespace: "default",
       body: { metadata: { name: "audited" }, data: { a: "1" } },
     });
-    const events = await waitUntil("the audit event of the create", async () => {
+    const events = await pollUntil("the audit event of the create", async () => {
       const ev = await cp.auditEvents(
         (e) =>
           e.verb === "create" && e.objectRef?.resource === "configmaps" && e.objectRef.name === "audited",
@@ -119,7 +120,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
         },
       },
     });
-    const rs = await waitUntil(
+    const rs = await pollUntil(
       "a ReplicaSet owned by the Deployment",
       async () => {
         const list = await apps.listNamespacedReplicaSet({ namespace: "default", labelSelector: "app=demo" });
@@ -129,7 +130,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       },
       { timeoutMs: LONG, onTimeout: () => cp.kubectl("get", "deploy,rs,events", "-o", "wide") },
     );
-    const pods = await waitUntil(
+    const pods = await pollUntil(
       "2 Running pods on the kwok node",
       async () => {
         const list = await core.listNamespacedPod({ namespace: "default", labelSelector: "app=demo" });
@@ -148,7 +149,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       );
       assert.ok(p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
     }
-    await waitUntil(
+    await pollUntil(
       "the Deployment to report 2 available replicas",
       async () =>
         (await apps.readNamespacedDeployment({ name: "demo", namespace: "default" })).status
@@ -174,7 +175,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       },
     });
     await core.deleteNamespacedConfigMap({ name: "gc-owner", namespace: "default" });
-    await waitUntil(
+    await pollUntil(
       "the owned ConfigMap to be garbage-collected",
       async () => {
         const list = await core.listNamespacedConfigMap({
@@ -253,7 +254,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       const port = (server.address() as AddressInfo).port;
       await cp.registerAPIService({ group, version: "v1", address: addr.address, port, serviceName });
 
-      const discovery = await waitUntil(
+      const discovery = await pollUntil(
         "the aggregated discovery document through the API server",
         async () => {
           const r = await cp.request("GET", `/apis/${group}/v1`);
@@ -286,7 +287,7 @@ describe("test control plane", { timeout: 15 * 60_000 }, () => {
       assert.equal(proxied.user, "conveyor-admin");
 
       // kubectl sees the group too
-      await waitUntil(
+      await pollUntil(
         "kubectl api-resources to list the aggregated group",
         async () =>
           (await cp.kubectl("api-resources", `--api-group=${group}`, "-o", "name")).includes(

@@ -7,17 +7,18 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ControlPlane, waitUntil } from "./support/controlplane.ts";
+import { ControlPlane } from "./support/controlplane.ts";
+import { pollUntil } from "../lib/poll.ts";
 import { RedisServer } from "./support/redis.ts";
-import { freePort } from "./support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { stopProcess } from "./support/processes.ts";
 import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "./support/operator.ts";
 import { drainQueue } from "./support/workers.ts";
 import { Consumer, Producer, connectRedis, type RedisClient } from "../queue/index.ts";
-import { KubeClient, apiPath } from "../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
+import { KubeClient } from "../operator/kube/client.ts";
 import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../operator/controllers/deployment.ts";
-import type { HPA } from "../operator/controllers/hpa.ts";
+import type { Deployment, HPA } from "../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const LONG = 240_000;
@@ -42,24 +43,13 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   let opA: OperatorProcess;
   let opB: OperatorProcess | undefined;
 
-  const pools = (ns: string) =>
-    apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns });
+  const pools = (ns: string) => resourcePath(RESOURCES.workerPools, { namespace: ns });
   const getPool = (ns: string, name: string) =>
-    k.get<WorkerPool>(
-      apiPath({ group: "conveyor.dev", version: "v1alpha1", plural: "workerpools", namespace: ns, name }),
-    );
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: ns, name }));
   const getDeployment = (ns: string, name: string) =>
-    k.get<Deployment>(apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: ns, name }));
+    k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: ns, name }));
   const getHPA = (ns: string, name: string) =>
-    k.get<HPA>(
-      apiPath({
-        group: "autoscaling",
-        version: "v2",
-        plural: "horizontalpodautoscalers",
-        namespace: ns,
-        name,
-      }),
-    );
+    k.get<HPA>(resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: ns, name }));
   const condition = (p: WorkerPool | null, type: string) =>
     p?.status?.conditions?.find((c) => c.type === type);
 
@@ -96,7 +86,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     name: string,
   ): Promise<{ reason: string; message: string; type: string }[]> {
     const list = await k.list<{ reason: string; message: string; type: string }>(
-      apiPath({ group: "", version: "v1", plural: "events", namespace: ns }),
+      resourcePath(RESOURCES.events, { namespace: ns }),
       {
         fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
       },
@@ -139,7 +129,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       port: metricsApiPort,
       serviceName: "conveyor-operator-metrics",
     });
-    await waitUntil(
+    await pollUntil(
       "the external metrics APIService is Available",
       async () => {
         const out = await cp.kubectl(
@@ -153,7 +143,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       },
       { timeoutMs: LONG },
     );
-    await waitUntil("operator op-a leads", () => isLeader(opA), { timeoutMs: LONG });
+    await pollUntil("operator op-a leads", () => isLeader(opA), { timeoutMs: LONG });
   });
 
   after(async () => {
@@ -212,16 +202,16 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
         scaling: { maxReplicas: 6, targetBacklogPerReplica: 20, pollSeconds: 1 },
       }),
     );
-    const pool = await waitUntil(
+    const pool = await pollUntil(
       "alpha exists",
       async () => (await getPool("default", "alpha")) ?? undefined,
     );
-    const dep = await waitUntil(
+    const dep = await pollUntil(
       "alpha's Deployment",
       async () => (await getDeployment("default", "alpha")) ?? undefined,
       { timeoutMs: LONG },
     );
-    const hpa = await waitUntil("alpha's HPA", async () => (await getHPA("default", "alpha")) ?? undefined, {
+    const hpa = await pollUntil("alpha's HPA", async () => (await getHPA("default", "alpha")) ?? undefined, {
       timeoutMs: LONG,
     });
     for (const o of [dep, hpa]) {
@@ -251,7 +241,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(dep.spec!.replicas, 0, "created at zero: no backlog");
     assert.equal(hpa.spec!.minReplicas, 1);
     assert.equal(hpa.spec!.maxReplicas, 6);
-    await waitUntil(
+    await pollUntil(
       "alpha Ready (scaled to zero)",
       async () => {
         const p = await getPool("default", "alpha");
@@ -283,7 +273,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
         scaling: { maxReplicas: 4, targetBacklogPerReplica: 20, pollSeconds: 1 },
       }),
     );
-    await waitUntil(
+    await pollUntil(
       "alpha's Deployment converged",
       async () => {
         const d = await getDeployment("default", "alpha");
@@ -297,7 +287,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       },
       { timeoutMs: LONG },
     );
-    await waitUntil(
+    await pollUntil(
       "alpha's HPA converged",
       async () => (await getHPA("default", "alpha"))?.spec?.maxReplicas === 4,
       { timeoutMs: LONG },
@@ -305,7 +295,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
     // someone edits a field the operator owns: it is put back
     await cp.kubectl("set", "image", "deployment/alpha", "worker=tampered:1");
-    await waitUntil(
+    await pollUntil(
       "drift repaired",
       async () =>
         (await getDeployment("default", "alpha"))?.spec?.template?.spec?.containers[0]?.image ===
@@ -314,7 +304,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     );
 
     await cp.kubectl("delete", "wp", "alpha", "--wait=true");
-    await waitUntil(
+    await pollUntil(
       "alpha's Deployment and HPA garbage-collected",
       async () => !(await getDeployment("default", "alpha")) && !(await getHPA("default", "alpha")),
       { timeoutMs: LONG },
@@ -345,7 +335,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     );
 
     const degraded = async (name: string, reason: string) =>
-      waitUntil(
+      pollUntil(
         `${name} Degraded/${reason}`,
         async () => {
           const p = await getPool("default", name);
@@ -363,7 +353,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     const bad = await degraded("badtemplate", "ApplyFailed");
     assert.match(bad.message, /Deployment: .*quantities must match/);
     assert.equal(await getDeployment("default", "badtemplate"), null);
-    await waitUntil(
+    await pollUntil(
       "Warning events",
       async () => {
         const a = await events("default", "nosecret");
@@ -378,10 +368,10 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
     // the healthy pool is unaffected
     await producer.enqueueMany("healthy/work", [{ data: 1 }, { data: 2 }]);
-    await waitUntil("healthy activated 0 → 1", async () => (await replicas("default", "healthy")) === 1, {
+    await pollUntil("healthy activated 0 → 1", async () => (await replicas("default", "healthy")) === 1, {
       timeoutMs: LONG,
     });
-    const hp = await waitUntil(
+    const hp = await pollUntil(
       "healthy status shows the backlog",
       async () => {
         const p = await getPool("default", "healthy");
@@ -394,12 +384,12 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
     // the Secret appears: the pool recovers
     await cp.kubectl("create", "secret", "generic", "absent", "--from-literal=password=");
-    await waitUntil(
+    await pollUntil(
       "nosecret recovers",
       async () => condition(await getPool("default", "nosecret"), "Degraded")?.status === "False",
       { timeoutMs: LONG },
     );
-    await waitUntil(
+    await pollUntil(
       "a Recovered event",
       async () => (await events("default", "nosecret")).some((e) => e.reason === "Recovered"),
       { timeoutMs: LONG },
@@ -426,7 +416,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
         },
       }),
     );
-    await waitUntil(
+    await pollUntil(
       "burst HPA exists and the pool is at zero",
       async () => (await getHPA("default", "burst")) && (await replicas("default", "burst")) === 0,
       { timeoutMs: LONG },
@@ -436,7 +426,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       "burst/work",
       Array.from({ length: 500 }, (_, i) => ({ data: { i } })),
     );
-    await waitUntil(
+    await pollUntil(
       "activation event 0 → 1",
       async () => (await events("default", "burst")).some((e) => /0 → 1: Activated/.test(e.message)),
       { timeoutMs: LONG },
@@ -448,7 +438,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     );
     assert.equal(m.status, 200, m.body);
     assert.equal(JSON.parse(m.body).items[0].value, "500");
-    await waitUntil("the HPA scales burst to 10", async () => (await replicas("default", "burst")) === 10, {
+    await pollUntil("the HPA scales burst to 10", async () => (await replicas("default", "burst")) === 10, {
       timeoutMs: LONG,
     });
     const tUp = Date.now();
@@ -460,7 +450,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
     await drainQueue(r, "burst/work");
     const tDrained = Date.now();
-    await waitUntil(
+    await pollUntil(
       "burst back to 0 after the cooldown",
       async () => (await replicas("default", "burst")) === 0,
       { timeoutMs: LONG },
@@ -468,7 +458,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     process.stderr.write(
       `hpa mode: 10 → 0 replicas ${((Date.now() - tDrained) / 1000).toFixed(1)}s after the backlog drained (cooldown 5s)\n`,
     );
-    const p = await waitUntil("decision recorded", async () => {
+    const p = await pollUntil("decision recorded", async () => {
       const pool = await getPool("default", "burst");
       return pool?.status?.lastDecision?.reason === "CooledDown" ? pool : undefined;
     });
@@ -503,7 +493,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
         },
       }),
     );
-    await waitUntil("direct pool at zero", async () => (await replicas("default", "direct")) === 0, {
+    await pollUntil("direct pool at zero", async () => (await replicas("default", "direct")) === 0, {
       timeoutMs: LONG,
     });
     assert.equal(await getHPA("default", "direct"), null, "no HPA in direct mode");
@@ -512,7 +502,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       "direct/work",
       Array.from({ length: 500 }, (_, i) => ({ data: { i } })),
     );
-    await waitUntil("direct scales to 10", async () => (await replicas("default", "direct")) === 10, {
+    await pollUntil("direct scales to 10", async () => (await replicas("default", "direct")) === 10, {
       timeoutMs: LONG,
     });
     process.stderr.write(
@@ -522,15 +512,15 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.ok(ev.some((e) => /0 → 1: Activated/.test(e.message)));
     assert.ok(ev.some((e) => /DirectScaleUp/.test(e.message)));
     await drainQueue(r, "direct/work");
-    await waitUntil("direct back to 0", async () => (await replicas("default", "direct")) === 0, {
+    await pollUntil("direct back to 0", async () => (await replicas("default", "direct")) === 0, {
       timeoutMs: LONG,
     });
 
     // switching to hpa mode creates the HPA, back to direct deletes it
     await applyOk(poolObject("direct", { scaling: { mode: "hpa", pollSeconds: 1 } }));
-    await waitUntil("HPA created on mode change", () => getHPA("default", "direct"), { timeoutMs: LONG });
+    await pollUntil("HPA created on mode change", () => getHPA("default", "direct"), { timeoutMs: LONG });
     await applyOk(poolObject("direct", { scaling: { mode: "direct", pollSeconds: 1 } }));
-    await waitUntil("HPA deleted on mode change", async () => (await getHPA("default", "direct")) === null, {
+    await pollUntil("HPA deleted on mode change", async () => (await getHPA("default", "direct")) === null, {
       timeoutMs: LONG,
     });
     await cp.kubectl("delete", "wp", "direct", "--wait=true");
@@ -538,14 +528,14 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
 
   it("kubectl scale pins a pool through the scale subresource; paused freezes it; unpinned it autoscales again", async () => {
     await applyOk(poolObject("pinned", { scaling: { pollSeconds: 1, cooldownSeconds: 3600 } }));
-    await waitUntil("pinned has its HPA", () => getHPA("default", "pinned"), { timeoutMs: LONG });
+    await pollUntil("pinned has its HPA", () => getHPA("default", "pinned"), { timeoutMs: LONG });
     await cp.kubectl("scale", "wp/pinned", "--replicas=3");
-    await waitUntil(
+    await pollUntil(
       "pinned at 3, no HPA",
       async () => (await replicas("default", "pinned")) === 3 && (await getHPA("default", "pinned")) === null,
       { timeoutMs: LONG },
     );
-    const p = await waitUntil(
+    const p = await pollUntil(
       "ManualReplicas in status",
       async () => {
         const pool = await getPool("default", "pinned");
@@ -576,7 +566,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       "-p",
       '{"spec":{"replicas":null,"scaling":{"paused":true}}}',
     );
-    await waitUntil(
+    await pollUntil(
       "Paused",
       async () => condition(await getPool("default", "pinned"), "ScalingActive")?.reason === "Paused",
       { timeoutMs: LONG },
@@ -585,7 +575,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(await getHPA("default", "pinned"), null);
     // resumed: the HPA is back and takes the pool to its minimum (no backlog)
     await cp.kubectl("patch", "wp", "pinned", "--type=merge", "-p", '{"spec":{"scaling":{"paused":false}}}');
-    await waitUntil("the HPA again", () => getHPA("default", "pinned"), { timeoutMs: LONG });
+    await pollUntil("the HPA again", () => getHPA("default", "pinned"), { timeoutMs: LONG });
     await cp.kubectl("delete", "wp", "pinned", "--wait=true");
   });
 
@@ -605,8 +595,8 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       "costs/work",
       Array.from({ length: 30 }, (_, i) => ({ data: { i } })),
     );
-    const core = apiPath({ group: "", version: "v1", plural: "pods", namespace: "default" });
-    const pods = await waitUntil(
+    const core = resourcePath(RESOURCES.pods, { namespace: "default" });
+    const pods = await pollUntil(
       "3 running pods",
       async () => {
         const list = await k.list<{
@@ -643,7 +633,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       const c = new Consumer(r, "costs/work", { workerId: "test", leaseMs: 60_000, retentionSeconds: 0 });
       const { jobs } = await c.claim(10);
       for (const j of jobs) await c.complete(j, null);
-      await waitUntil(
+      await pollUntil(
         "scaled in to 2",
         async () => {
           const list = await k.list<{ metadata: { name: string; deletionTimestamp?: string } }>(core, {
@@ -680,7 +670,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
         poolObject(`p${i}`, { scaling: { pollSeconds: 2, mode: i % 2 ? "direct" : "hpa" } }, "idle"),
       );
     }
-    await waitUntil(
+    await pollUntil(
       "50 pools settled (Ready, scaled to zero, status current)",
       async () => {
         const list = await k.list<WorkerPool>(pools("idle"));
@@ -698,7 +688,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     );
     // quiet: no write for 10 s
     let last = await operatorWrites(opA);
-    await waitUntil(
+    await pollUntil(
       "no more writes",
       async () => {
         await sleep(10_000);
@@ -744,9 +734,9 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(await isLeader(opB), false);
     const bBefore = await operatorWrites(opB);
     await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 3 } }));
-    await waitUntil("ha reconciled by the leader", () => getHPA("default", "ha"), { timeoutMs: LONG });
+    await pollUntil("ha reconciled by the leader", () => getHPA("default", "ha"), { timeoutMs: LONG });
     await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 4 } }));
-    await waitUntil(
+    await pollUntil(
       "ha converged by the leader",
       async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 4,
       { timeoutMs: LONG },
@@ -766,14 +756,14 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     process.kill(-opA.proc.child.pid!, "SIGKILL");
     await opA.proc.exited;
     const killedAt = Date.now();
-    await waitUntil("op-b leads", () => isLeader(opB!), { timeoutMs: LONG, intervalMs: 200 });
+    await pollUntil("op-b leads", () => isLeader(opB!), { timeoutMs: LONG, intervalMs: 200 });
     const takeover = (Date.now() - killedAt) / 1000;
     process.stderr.write(
       `leader failover: op-b leads ${takeover.toFixed(1)}s after op-a was killed (lease 15s)\n`,
     );
     assert.ok(takeover < 60, `took over in ${takeover}s`);
     await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 5 } }));
-    await waitUntil(
+    await pollUntil(
       "ha converged by the new leader",
       async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 5,
       { timeoutMs: LONG },
@@ -790,12 +780,12 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       process.kill(-opB.proc.child.pid!, "SIGTERM");
       const stoppedAt = Date.now();
       assert.equal(await opB.proc.exited, 0, "SIGTERM: exit 0");
-      await waitUntil("op-c leads", () => isLeader(opC), { timeoutMs: LONG, intervalMs: 200 });
+      await pollUntil("op-c leads", () => isLeader(opC), { timeoutMs: LONG, intervalMs: 200 });
       process.stderr.write(
         `graceful handover: op-c leads ${((Date.now() - stoppedAt) / 1000).toFixed(1)}s after SIGTERM to op-b\n`,
       );
       await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 6 } }));
-      await waitUntil(
+      await pollUntil(
         "ha converged by op-c",
         async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 6,
         { timeoutMs: LONG },

@@ -14,9 +14,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ControlPlane, waitUntil } from "./support/controlplane.ts";
+import { ControlPlane } from "./support/controlplane.ts";
+import { pollUntil } from "../lib/poll.ts";
 import { RedisServer } from "./support/redis.ts";
-import { freePort } from "./support/ports.ts";
+import { freePort } from "../lib/ports.ts";
 import { stopProcess } from "./support/processes.ts";
 import { PodRunner } from "./support/podRunner.ts";
 import { RECORDING_HANDLER } from "./support/workers.ts";
@@ -29,9 +30,10 @@ import {
   type OperatorProcess,
 } from "./support/operator.ts";
 import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../queue/index.ts";
-import { KubeClient, apiPath } from "../operator/kube/client.ts";
+import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
+import { KubeClient } from "../operator/kube/client.ts";
 import type { WorkerPool } from "../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../operator/controllers/deployment.ts";
+import type { Deployment } from "../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const LONG = 240_000;
@@ -94,19 +96,9 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
   const workerMetrics = new Map<string, string>();
 
   const getPool = (name: string) =>
-    k.get<WorkerPool>(
-      apiPath({
-        group: "conveyor.dev",
-        version: "v1alpha1",
-        plural: "workerpools",
-        namespace: "default",
-        name,
-      }),
-    );
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
   const getDeployment = (name: string) =>
-    k.get<Deployment>(
-      apiPath({ group: "apps", version: "v1", plural: "deployments", namespace: "default", name }),
-    );
+    k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name }));
   const condition = (p: WorkerPool | null, type: string) =>
     p?.status?.conditions?.find((c) => c.type === type);
 
@@ -157,7 +149,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       "--metrics-api-hosts=127.0.0.1",
       "--metrics-api-client-ca=none",
     ]);
-    await waitUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
     runner = new PodRunner(cp.kubeConfig(), {
       namespace: "default",
       labelSelector: "conveyor.dev/workerpool",
@@ -203,7 +195,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     // no password at all against a Redis that requires one
     await apply(pool("nopass", { scaling: { mode: "direct", pollSeconds: 1 } }));
 
-    const dep = await waitUntil(
+    const dep = await pollUntil(
       "secure's Deployment",
       async () => (await getDeployment("secure")) ?? undefined,
       { timeoutMs: LONG },
@@ -214,7 +206,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       { secretKeyRef: { name: "redis-auth", key: "password" } },
       "the password only as a Secret reference",
     );
-    await waitUntil(
+    await pollUntil(
       "secure Ready at zero",
       async () => condition(await getPool("secure"), "Ready")?.reason === "ScaledToZero",
       { timeoutMs: LONG },
@@ -226,7 +218,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       "secure/work",
       Array.from({ length: 40 }, (_, i) => ({ data: { i, sleepMs: 100 } })),
     );
-    await waitUntil(
+    await pollUntil(
       "secure scales up and its worker runs",
       async () => {
         const d = await getDeployment("secure");
@@ -234,7 +226,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       },
       { timeoutMs: LONG },
     );
-    await waitUntil(
+    await pollUntil(
       "all 40 jobs completed by the worker (it authenticated with the Secret's password)",
       async () => {
         await scrapeWorkers();
@@ -245,7 +237,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     await scrapeWorkers();
 
     for (const name of ["wrongpass", "nopass"]) {
-      await waitUntil(
+      await pollUntil(
         `${name} Degraded/RedisUnreachable with an Event`,
         async () => {
           const p = await getPool(name);
@@ -273,7 +265,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       "the auth failure is reported",
     );
     // the wrong password's worker tried and failed (the pod runner started it with REDIS_PASSWORD=<wrong>)
-    await waitUntil(
+    await pollUntil(
       "the wrongpass worker ran and logged its auth failure",
       async () => {
         await scrapeWorkers();
@@ -286,7 +278,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       { timeoutMs: LONG },
     );
 
-    await waitUntil(
+    await pollUntil(
       "secure back to 0 after the cooldown and its worker gone",
       async () =>
         (await getDeployment("secure"))?.spec?.replicas === 0 &&

@@ -1,7 +1,7 @@
 // Worker configuration from flags and environment. Every bad value stops the process at start
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
-import { OptionError, readOptions } from "../cli/options.ts";
+import { OptionError, readOptions } from "../lib/options.ts";
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 

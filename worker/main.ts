@@ -1,11 +1,11 @@
 // `conveyor worker`: wire config, logs, metrics, the handler, job records and signals together.
 import { QueueWorker } from "./worker.ts";
-import { OptionError } from "../cli/options.ts";
+import { OptionError } from "../lib/options.ts";
 import { loadWorkerConfig } from "./config.ts";
 import { createHandler } from "./handlers/index.ts";
 import { HandlerCallbacks } from "./handlerCallback.ts";
 import { startHealthServer } from "./health.ts";
-import { createLogger } from "./logger.ts";
+import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "./records/index.ts";
 import { pipelineOf } from "../queue/index.ts";

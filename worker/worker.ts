@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   connectRedis,
   Consumer,
@@ -44,6 +45,9 @@ const IDLE_WAIT_MS = 5000;
  * second at most, instead of one per claim.
  */
 const BUSY_REPORT_MS = 1000;
+/** Waits after a failed claim, and after a failed write that settles a job (Redis outages). */
+const CLAIM_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 5000 };
+const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
 
 interface RunningJob {
   job: ClaimedJob;
@@ -289,7 +293,7 @@ export class QueueWorker {
       } catch (err) {
         failures++;
         if (failures === 1) this.log.warn({ err: (err as Error).message }, "claim failed; retrying");
-        await sleep(Math.min(100 * 2 ** failures, 5000));
+        await sleep(exponentialDelay(failures, CLAIM_RETRY));
         continue;
       } finally {
         this.reserved -= free;
@@ -688,7 +692,7 @@ export class QueueWorker {
       } catch (err) {
         if (attempt === 1 || attempt % 10 === 0)
           log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
-        await sleep(Math.min(100 * 2 ** attempt, 2000));
+        await sleep(exponentialDelay(attempt, SETTLE_RETRY));
       }
     }
   }

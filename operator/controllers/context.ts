@@ -1,20 +1,16 @@
-// What every concern's reconcile step gets: the (leader-gated) client, the read-your-writes
-// overlays, the pool's in-memory state, and ways to observe pods and worker reports.
+// What every reconcile step gets: the (leader-gated) client, the read-your-writes overlays, the
+// pool's in-memory state, and ways to observe pods and worker reports. Shared types only: this
+// file imports leaf files (objects, reasons, overlay, events), never the steps that use it.
 import type { Logger } from "pino";
 import type { WorkerReport } from "../../queue/index.ts";
 import type { WorkerPool } from "../apis/v1alpha1/types.ts";
-import type { KubeClient, KubeObject } from "../kube/client.ts";
+import type { KubeClient } from "../kube/client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
-import type { Deployment } from "./deployment.ts";
+import type { HpaAlgorithm } from "../scaling/hpa-algorithm.ts";
 import type { EventRecorder } from "./events.ts";
-import type { HPA } from "./hpa.ts";
+import type { Deployment, HPA, Pod } from "./objects.ts";
 import type { WriteOverlay } from "./overlay.ts";
-import type { PoolScaler } from "./scaling.ts";
-import type { LastDecision } from "./status.ts";
-
-export interface Pod extends KubeObject {
-  status?: { phase?: string };
-}
+import type { ScaleReason } from "./reasons.ts";
 
 export interface ReconcileContext {
   client: KubeClient;
@@ -31,6 +27,21 @@ export interface ReconcileContext {
   podsOf: (pool: WorkerPool) => Pod[];
   /** The workers' busy/idle reports of the pool's queue. */
   workerReports: (key: string) => Promise<WorkerReport[]>;
+}
+
+export interface PoolScaler {
+  /** Last time the queue had backlog or jobs in flight (starts at creation: a new leader waits a full cooldown). */
+  lastActiveAt: number;
+  hpa: HpaAlgorithm;
+}
+
+/** The operator's own last replica change (status.lastDecision). */
+export interface LastDecision {
+  replicas: number;
+  from: number;
+  reason: ScaleReason;
+  message: string;
+  at: string;
 }
 
 /** What the operator remembers about a pool between reconciles (in memory; rebuilt after a restart). */

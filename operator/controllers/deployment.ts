@@ -3,12 +3,13 @@
 // filesystem, no privilege escalation, no capabilities, seccomp RuntimeDefault), with probes on
 // the worker's endpoints and a grace period long enough for warm shutdown to finish.
 import type { V1Container, V1EnvVar, V1PodSpec, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
+import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import { RESERVED_ENV, RESERVED_ENV_PREFIX, WORKER_CONTAINER } from "../apis/v1alpha1/schema.ts";
 import type { HandlerSpec, WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { CONFIG_HASH_ANNOTATION, ownerReference, poolLabels, selectorLabels } from "./names.ts";
 import { configHash, isSubset, subsetDiff } from "./diff.ts";
-import { apiPath, type KubeObject } from "../kube/client.ts";
 import type { ReconcileContext } from "./context.ts";
+import type { Deployment } from "./objects.ts";
 
 export const WORKER_PORT = 9464;
 /** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
@@ -18,26 +19,6 @@ export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
   defaultImage: string;
-}
-
-export interface Deployment extends KubeObject {
-  spec?: {
-    replicas?: number;
-    selector?: { matchLabels?: Record<string, string> };
-    template?: {
-      metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
-      spec?: V1PodSpec;
-    };
-    [k: string]: unknown;
-  };
-  status?: {
-    replicas?: number;
-    readyReplicas?: number;
-    availableReplicas?: number;
-    updatedReplicas?: number;
-    observedGeneration?: number;
-    conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  };
 }
 
 /** The worker's CONVEYOR_HANDLER value for a handler spec (module:/path, http://127.0.0.1:port/path, command:[...]). */
@@ -169,8 +150,8 @@ export function desiredDeployment(
     ...(t.imagePullSecrets?.length ? { imagePullSecrets: t.imagePullSecrets } : {}),
   };
   const deployment: Deployment = {
-    apiVersion: "apps/v1",
-    kind: "Deployment",
+    apiVersion: apiVersionOf(RESOURCES.deployments),
+    kind: RESOURCES.deployments.kind,
     metadata: {
       name: pool.metadata.name,
       namespace: pool.metadata.namespace,
@@ -232,10 +213,7 @@ export async function reconcileDeployment(
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
   if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
     return live;
-  const path = apiPath({
-    group: "apps",
-    version: "v1",
-    plural: "deployments",
+  const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
     name: pool.metadata.name,
   });

@@ -6,7 +6,7 @@
 // then reports ScalingActive=False ("scaling is disabled since the replica count of the
 // target is zero") and resumes by itself once the operator has activated the pool.
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import { apiPath, type KubeObject } from "../kube/client.ts";
+import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import type { ReconcileContext } from "./context.ts";
 import { configHash, isSubset } from "./diff.ts";
 import {
@@ -17,23 +17,8 @@ import {
   ownerReference,
   poolLabels,
 } from "./names.ts";
-import type { Problem } from "./status.ts";
-
-export interface HPA extends KubeObject {
-  spec?: {
-    scaleTargetRef: { apiVersion: string; kind: string; name: string };
-    minReplicas?: number;
-    maxReplicas: number;
-    metrics?: unknown[];
-    behavior?: unknown;
-  };
-  status?: {
-    currentReplicas?: number;
-    desiredReplicas?: number;
-    lastScaleTime?: string;
-    conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  };
-}
+import type { HPA } from "./objects.ts";
+import { Reason, type Problem } from "./reasons.ts";
 
 /** Whether the pool should have an HPA at all. */
 export function wantsHPA(spec: WorkerPoolSpec): boolean {
@@ -43,8 +28,8 @@ export function wantsHPA(spec: WorkerPoolSpec): boolean {
 export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
   const s = spec.scaling;
   const hpa: HPA = {
-    apiVersion: "autoscaling/v2",
-    kind: "HorizontalPodAutoscaler",
+    apiVersion: apiVersionOf(RESOURCES.horizontalPodAutoscalers),
+    kind: RESOURCES.horizontalPodAutoscalers.kind,
     metadata: {
       name: pool.metadata.name,
       namespace: pool.metadata.namespace,
@@ -52,7 +37,11 @@ export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
       ownerReferences: [ownerReference(pool)],
     },
     spec: {
-      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: pool.metadata.name },
+      scaleTargetRef: {
+        apiVersion: apiVersionOf(RESOURCES.deployments),
+        kind: RESOURCES.deployments.kind,
+        name: pool.metadata.name,
+      },
       minReplicas: Math.max(1, s.minReplicas),
       maxReplicas: s.maxReplicas,
       metrics: [
@@ -86,10 +75,7 @@ export async function reconcileHPA(
   live: HPA | undefined,
   problems: Problem[],
 ): Promise<HPA | undefined> {
-  const path = apiPath({
-    group: "autoscaling",
-    version: "v2",
-    plural: "horizontalpodautoscalers",
+  const path = resourcePath(RESOURCES.horizontalPodAutoscalers, {
     namespace: pool.metadata.namespace,
     name: pool.metadata.name,
   });
@@ -117,7 +103,7 @@ export async function reconcileHPA(
   }
   if (live && !isControlledBy(live, pool)) {
     problems.push({
-      reason: "HPAConflict",
+      reason: Reason.HPAConflict,
       message: `HorizontalPodAutoscaler ${pool.metadata.name} exists and is not controlled by this WorkerPool`,
     });
     return live;

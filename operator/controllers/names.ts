@@ -1,5 +1,5 @@
 // Names, labels and references shared by the operator's concerns.
-import { API_VERSION, KIND } from "../apis/v1alpha1/schema.ts";
+import { RESOURCES, apiVersionOf } from "../apis/coordinates.ts";
 import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeObject, OwnerReference } from "../kube/client.ts";
 
@@ -34,8 +34,8 @@ export function selectorString(pool: { metadata: { name: string } }): string {
 
 export function ownerReference(pool: WorkerPool): OwnerReference {
   return {
-    apiVersion: API_VERSION,
-    kind: KIND,
+    apiVersion: apiVersionOf(RESOURCES.workerPools),
+    kind: RESOURCES.workerPools.kind,
     name: pool.metadata.name,
     uid: pool.metadata.uid,
     controller: true,
@@ -43,23 +43,6 @@ export function ownerReference(pool: WorkerPool): OwnerReference {
   };
 }
 
-/** The WorkerPool that controls an object (its controller owner reference), as a key. */
-export function ownerKey(obj: KubeObject): string | undefined {
-  const ref = obj.metadata.ownerReferences?.find(
-    (r) => r.controller && r.kind === KIND && r.apiVersion.startsWith("conveyor.dev/"),
-  );
-  return ref ? `${obj.metadata.namespace}/${ref.name}` : undefined;
-}
-
 export function isControlledBy(obj: KubeObject, pool: WorkerPool): boolean {
   return !!obj.metadata.ownerReferences?.some((r) => r.controller && r.uid === pool.metadata.uid);
-}
-
-export function poolKey(pool: { metadata: { namespace?: string; name?: string } }): string {
-  return `${pool.metadata.namespace}/${pool.metadata.name}`;
-}
-
-export function splitKey(key: string): { namespace: string; name: string } {
-  const i = key.indexOf("/");
-  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }

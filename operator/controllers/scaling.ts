@@ -8,17 +8,14 @@
 // pool down (nor up).
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
-import { apiCode, apiPath } from "../kube/client.ts";
+import { rfc3339 } from "../../lib/time.ts";
+import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
+import { apiCode } from "../kube/client.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
-import type { PoolState, ReconcileContext } from "./context.ts";
-import type { Deployment } from "./deployment.ts";
+import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
-
-export interface PoolScaler {
-  /** Last time the queue had backlog or jobs in flight (starts at creation: a new leader waits a full cooldown). */
-  lastActiveAt: number;
-  hpa: HpaAlgorithm;
-}
+import type { Deployment } from "./objects.ts";
+import { Reason, type ScaleReason } from "./reasons.ts";
 
 export function newPoolScaler(now: number): PoolScaler {
   return { lastActiveAt: now, hpa: new HpaAlgorithm() };
@@ -27,8 +24,7 @@ export function newPoolScaler(now: number): PoolScaler {
 export interface ScaleDecision {
   replicas: number;
   from: number;
-  /** Activated, CooledDown, BelowMinimum, ManualReplicas, DirectScaleUp, DirectScaleDown. */
-  reason: string;
+  reason: ScaleReason;
   message: string;
 }
 
@@ -52,7 +48,7 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
     return {
       replicas: spec.replicas,
       from: i.current,
-      reason: "ManualReplicas",
+      reason: Reason.ManualReplicas,
       message: `spec.replicas is ${spec.replicas}`,
     };
   }
@@ -66,7 +62,7 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
       return {
         replicas: sc.minReplicas,
         from: 0,
-        reason: "BelowMinimum",
+        reason: Reason.BelowMinimum,
         message: `minReplicas is ${sc.minReplicas}`,
       };
     }
@@ -74,7 +70,7 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
       return {
         replicas: 1,
         from: 0,
-        reason: "Activated",
+        reason: Reason.Activated,
         message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: starting a worker`,
       };
     }
@@ -90,7 +86,7 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
     return {
       replicas: 0,
       from: i.current,
-      reason: "CooledDown",
+      reason: Reason.CooledDown,
       message: `no backlog and nothing in flight for ${sc.cooldownSeconds}s: scaling to zero`,
     };
   }
@@ -110,14 +106,14 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   return {
     replicas: d.replicas,
     from: i.current,
-    reason: d.replicas > i.current ? "DirectScaleUp" : "DirectScaleDown",
+    reason: d.replicas > i.current ? Reason.DirectScaleUp : Reason.DirectScaleDown,
     message: `backlog ${backlog} at target ${sc.targetBacklogPerReplica}/replica wants ${d.metricReplicas}; ${d.reason}: ${d.message}`,
   };
 }
 
 /** After a decision was applied: feed the HPA algorithm's rate limits. */
 export function recordScale(s: PoolScaler, spec: WorkerPoolSpec, d: ScaleDecision, now: number): void {
-  if (d.reason === "DirectScaleUp" || d.reason === "DirectScaleDown")
+  if (d.reason === Reason.DirectScaleUp || d.reason === Reason.DirectScaleDown)
     s.hpa.record(now, d.from, d.replicas, spec.scaling.behavior as Behavior | undefined);
   if (d.replicas === 0) s.hpa.reset();
 }
@@ -152,33 +148,50 @@ export function deletionCosts(
 }
 
 /**
- * The replicas concern: decide (above), mark idle pods cheapest before any scale-in, write the
- * scale subresource, and record the decision (status via state, Event, log line, metric).
- * Returns the Deployment as it is after the write.
+ * The replica count to start from: the Deployment's, or our own scale write while the cache
+ * has not shown it yet (for at most 30 s).
  */
-export async function reconcileScale(
-  ctx: ReconcileContext,
-  key: string,
-  pool: WorkerPool,
-  spec: WorkerPoolSpec,
-  deployment: Deployment,
-  state: PoolState,
-  counts: QueueCounts | undefined,
-  now: number,
-): Promise<Deployment> {
+export function currentReplicas(state: PoolState, deployment: Deployment, now: number): number {
   const live = deployment.spec?.replicas ?? 0;
   if (state.expect && (state.expect.replicas === live || now > state.expect.until)) state.expect = undefined;
-  const current = state.expect?.replicas ?? live;
-  const d = decideScale(state.scaler, {
+  return state.expect?.replicas ?? live;
+}
+
+/** The replica change the operator makes now (see decideScale), from `current` (currentReplicas). */
+export function decideReplicas(
+  state: PoolState,
+  spec: WorkerPoolSpec,
+  deployment: Deployment,
+  current: number,
+  counts: QueueCounts | undefined,
+  now: number,
+): ScaleDecision | undefined {
+  return decideScale(state.scaler, {
     now,
     spec,
     current,
     statusReplicas: deployment.status?.replicas ?? current,
     counts,
   });
-  if (!d) {
-    // A scale-in may come at any time (the HPA's next sync, our next poll): keep idle pods the
-    // cheapest to delete while the pool could shrink.
+}
+
+/**
+ * Keeps idle pods the cheapest to delete before a scale-in. With no decision, best effort
+ * whenever the pool could shrink (the HPA's next sync may scale it in at any time). Before our
+ * own scale-in the costs are required, and if any had to change the scale-in waits for the
+ * next reconcile, so the ReplicaSet controller's cache has seen them when it picks pods.
+ * Returns whether the decision may be applied now.
+ */
+export async function markIdlePodsCheapest(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  state: PoolState,
+  decision: ScaleDecision | undefined,
+  current: number,
+): Promise<boolean> {
+  if (!decision) {
     if (
       spec.replicas === undefined &&
       !spec.scaling.paused &&
@@ -186,21 +199,32 @@ export async function reconcileScale(
     ) {
       await updateDeletionCosts(ctx, key, pool, state, false);
     }
-    return deployment;
+    return false;
   }
-  if (d.replicas < d.from && d.replicas > 0) {
-    // Costs first; if any had to change, scale in at the next reconcile, so the ReplicaSet
-    // controller's cache has seen them when it picks the pods to delete.
+  if (decision.replicas < decision.from && decision.replicas > 0) {
     const patched = await updateDeletionCosts(ctx, key, pool, state, true);
     if (patched > 0) {
       ctx.log.debug({ pool: key, patched }, "deletion costs updated; scaling in at the next reconcile");
-      return deployment;
+      return false;
     }
   }
-  const path = apiPath({
-    group: "apps",
-    version: "v1",
-    plural: "deployments",
+  return true;
+}
+
+/**
+ * Writes a decision to the scale subresource and records it (status via state, Event, log
+ * line, metric). Returns the Deployment as it is after the write.
+ */
+export async function applyScale(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  deployment: Deployment,
+  state: PoolState,
+  d: ScaleDecision,
+): Promise<Deployment> {
+  const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
     name: pool.metadata.name,
     subresource: "scale",
@@ -216,7 +240,7 @@ export async function reconcileScale(
     from: d.from,
     reason: d.reason,
     message: d.message,
-    at: new Date(at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+    at: rfc3339(at),
   };
   const updated: Deployment = {
     ...deployment,
@@ -241,7 +265,7 @@ export async function reconcileScale(
   await ctx.events.record(
     pool,
     "Normal",
-    direction === "up" ? "ScaledUp" : "ScaledDown",
+    direction === "up" ? Reason.ScaledUp : Reason.ScaledDown,
     `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`,
   );
   return updated;
@@ -288,13 +312,7 @@ export async function updateDeletionCosts(
     if (have === want) continue;
     try {
       await ctx.client.mergePatch(
-        apiPath({
-          group: "",
-          version: "v1",
-          plural: "pods",
-          namespace: pool.metadata.namespace,
-          name: podName,
-        }),
+        resourcePath(RESOURCES.pods, { namespace: pool.metadata.namespace, name: podName }),
         {
           metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } },
         },

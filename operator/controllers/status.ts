@@ -1,30 +1,16 @@
 // The WorkerPool's status, computed from what the operator observed, and written only when it
 // differs from what is stored (status of an idle pool is stable: no poll times, no counters
 // that move by themselves). Conditions keep their lastTransitionTime while their status holds.
-import { API_VERSION, GROUP, KIND, PLURAL, VERSION } from "../apis/v1alpha1/schema.ts";
+import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
-import { apiPath } from "../kube/client.ts";
-import type { PoolState, ReconcileContext } from "./context.ts";
-import { deepEqual, subsetDiff } from "./diff.ts";
+import { rfc3339 } from "../../lib/time.ts";
 import { CONDITION_DEGRADED, CONDITION_READY, CONDITION_SCALING_ACTIVE } from "../apis/v1alpha1/types.ts";
 import type { BacklogSample } from "../scaling/backlog.ts";
-import type { Deployment } from "./deployment.ts";
-import type { HPA } from "./hpa.ts";
+import type { LastDecision, PoolState, ReconcileContext } from "./context.ts";
+import { deepEqual, subsetDiff } from "./diff.ts";
 import { selectorString } from "./names.ts";
-
-export interface Problem {
-  /** Degraded reason: InvalidSpec, SecretNotFound, SecretKeyNotFound, RedisUnreachable, DeploymentConflict, HPAConflict, ApplyFailed, ScaleFailed. */
-  reason: string;
-  message: string;
-}
-
-export interface LastDecision {
-  replicas: number;
-  from: number;
-  reason: string;
-  message: string;
-  at: string;
-}
+import type { Deployment, HPA } from "./objects.ts";
+import { Reason, type ConditionReason, type Problem } from "./reasons.ts";
 
 export interface StatusInput {
   pool: WorkerPool;
@@ -44,14 +30,10 @@ type ConditionStatus = "True" | "False" | "Unknown";
 function condition(
   type: string,
   status: ConditionStatus,
-  reason: string,
+  reason: ConditionReason,
   message: string,
 ): Omit<Condition, "lastTransitionTime" | "observedGeneration"> {
   return { type, status, reason, message };
-}
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 export function computeStatus(i: StatusInput): WorkerPoolStatus {
@@ -71,7 +53,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
         i.problems[0]!.reason,
         i.problems.map((p) => p.message).join("; "),
       )
-    : condition(CONDITION_DEGRADED, "False", "AsExpected", "");
+    : condition(CONDITION_DEGRADED, "False", Reason.AsExpected, "");
 
   let readyCond;
   if (degraded)
@@ -80,55 +62,56 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
     readyCond = condition(
       CONDITION_READY,
       "False",
-      "DeploymentMissing",
+      Reason.DeploymentMissing,
       "the worker Deployment does not exist yet",
     );
   else if (desired === 0)
     readyCond = condition(
       CONDITION_READY,
       "True",
-      "ScaledToZero",
+      Reason.ScaledToZero,
       "no backlog: the pool is scaled to zero and starts a worker when jobs arrive",
     );
   else if (ready > 0)
-    readyCond = condition(CONDITION_READY, "True", "Available", `${ready}/${desired} worker pods ready`);
-  else readyCond = condition(CONDITION_READY, "False", "PodsNotReady", `0/${desired} worker pods ready`);
+    readyCond = condition(CONDITION_READY, "True", Reason.Available, `${ready}/${desired} worker pods ready`);
+  else readyCond = condition(CONDITION_READY, "False", Reason.PodsNotReady, `0/${desired} worker pods ready`);
 
   let scalingCond;
-  if (!spec) scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", "InvalidSpec", "the spec is invalid");
+  if (!spec)
+    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", Reason.InvalidSpec, "the spec is invalid");
   else if (spec.replicas !== undefined)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
       "False",
-      "ManualReplicas",
+      Reason.ManualReplicas,
       `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`,
     );
   else if (spec.scaling.paused)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
       "False",
-      "Paused",
+      Reason.Paused,
       "spec.scaling.paused: the replica count is frozen",
     );
   else if (!i.sample)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
       "Unknown",
-      "Polling",
+      Reason.Polling,
       "the backlog has not been read yet",
     );
   else if (!i.sampleUsable)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
       "False",
-      "BacklogUnavailable",
+      Reason.BacklogUnavailable,
       "the backlog could not be read recently: no scaling decisions until it can",
     );
   else if (desired === 0)
     scalingCond = condition(
       CONDITION_SCALING_ACTIVE,
       "False",
-      "ScaledToZero",
+      Reason.ScaledToZero,
       `waiting for backlog > ${spec.scaling.activationBacklog} to start a worker`,
     );
   else {
@@ -141,7 +124,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
       scalingCond = condition(
         CONDITION_SCALING_ACTIVE,
         "False",
-        "HPAMetricFailed",
+        Reason.HPAMetricFailed,
         `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000),
       );
     } else {
@@ -149,7 +132,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
       scalingCond = condition(
         CONDITION_SCALING_ACTIVE,
         "True",
-        s.mode === "hpa" ? "HPA" : "Direct",
+        s.mode === "hpa" ? Reason.HPA : Reason.Direct,
         `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
       );
     }
@@ -188,8 +171,6 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   return status;
 }
 
-export { rfc3339 };
-
 /** The status concern: write (server-side apply on /status) only when it differs from the stored one. */
 export async function reconcileStatus(
   ctx: ReconcileContext,
@@ -207,17 +188,14 @@ export async function reconcileStatus(
     },
     "writing status",
   );
-  const path = apiPath({
-    group: GROUP,
-    version: VERSION,
-    plural: PLURAL,
+  const path = resourcePath(RESOURCES.workerPools, {
     namespace: pool.metadata.namespace,
     name: pool.metadata.name,
     subresource: "status",
   });
   const res = await ctx.client.apply<WorkerPool>(path, {
-    apiVersion: API_VERSION,
-    kind: KIND,
+    apiVersion: apiVersionOf(RESOURCES.workerPools),
+    kind: RESOURCES.workerPools.kind,
     metadata: { name: pool.metadata.name, namespace: pool.metadata.namespace },
     status,
   });
@@ -250,7 +228,7 @@ export async function announceProblems(
     await ctx.events.record(
       pool,
       "Normal",
-      "Recovered",
+      Reason.Recovered,
       `no longer degraded (was: ${[...state.announced].join(", ")})`,
     );
   }

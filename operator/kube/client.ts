@@ -443,3 +443,19 @@ export function apiPath(o: {
   if (o.subresource) p += `/${o.subresource}`;
   return p;
 }
+
+/**
+ * An error the user can fix (an invalid field, a policy that forbids it): worth reporting, not
+ * retrying hot. Server-side apply answers 500 for fields it cannot convert (a bad quantity, an
+ * unknown field in a passed-through pod template): those too.
+ */
+export function isUserError(err: unknown): boolean {
+  const code = apiCode(err);
+  if (code === 400 || code === 403 || code === 422) return true;
+  return (
+    code === 500 &&
+    /failed to create typed patch object|failed to convert new object|unable to convert unstructured object|field not declared in schema/i.test(
+      apiMessage(err),
+    )
+  );
+}

@@ -5,8 +5,10 @@
 // the controller can resync every key.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { Backoff } from "../../lib/backoff.ts";
 import { apiCode, type KubeClient, type KubeObject, type WatchEvent } from "./client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
+import { objectKey } from "./keys.ts";
 
 export interface InformerHandlers<T extends KubeObject> {
   add?: (obj: T) => void;
@@ -30,8 +32,6 @@ export interface InformerOptions {
   log?: Logger;
   metrics?: OperatorMetrics;
 }
-
-const key = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
 
 class RelistNeeded extends Error {}
 
@@ -109,11 +109,11 @@ export class Informer<T extends KubeObject> {
   private async loop(): Promise<void> {
     const min = this.opts.minBackoffMs ?? 500;
     const max = this.opts.maxBackoffMs ?? 30_000;
-    let backoff = min;
+    const backoff = new Backoff({ baseMs: min, maxMs: max });
     while (!this.stopped) {
       try {
         await this.relist();
-        backoff = min;
+        backoff.reset();
         this.failures = 0;
         const relistMs = this.opts.relistMs ?? 10 * 60_000;
         const relistAt = Date.now() + relistMs * (0.9 + Math.random() * 0.2);
@@ -142,12 +142,11 @@ export class Informer<T extends KubeObject> {
         this.opts.metrics?.informerRestarts.inc({
           resource: this.opts.path.split("/").pop() ?? this.opts.path,
         });
-        const wait = backoff * (0.5 + Math.random());
+        const wait = backoff.next() * (0.5 + Math.random());
         this.opts.log?.warn(
           { err: String(err), code: apiCode(err), path: this.opts.path, retryInMs: Math.round(wait) },
           "list/watch failed; relisting after backoff",
         );
-        backoff = Math.min(backoff * 2, max);
         try {
           await sleep(wait, undefined, { signal: this.abort.signal });
         } catch {
@@ -161,7 +160,7 @@ export class Informer<T extends KubeObject> {
     switch (ev.type) {
       case "ADDED":
       case "MODIFIED": {
-        const k = key(ev.object);
+        const k = objectKey(ev.object);
         const old = this.cache.get(k);
         this.cache.set(k, ev.object);
         if (old) {
@@ -173,7 +172,7 @@ export class Informer<T extends KubeObject> {
         break;
       }
       case "DELETED": {
-        const k = key(ev.object);
+        const k = objectKey(ev.object);
         const old = this.cache.get(k);
         this.cache.delete(k);
         this.emit("delete", old ?? ev.object);
@@ -198,7 +197,7 @@ export class Informer<T extends KubeObject> {
     const list = await this.client.listAll<T>(this.opts.path, { labelSelector: this.opts.labelSelector });
     const seen = new Set<string>();
     for (const obj of list.items) {
-      const k = key(obj);
+      const k = objectKey(obj);
       seen.add(k);
       const old = this.cache.get(k);
       this.cache.set(k, obj);

@@ -5,7 +5,8 @@
 // standby may take over (lease duration > renew deadline).
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
-import { apiPath, isConflict, isNotFound, type KubeClient } from "./client.ts";
+import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
+import { isConflict, isNotFound, type KubeClient } from "./client.ts";
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -20,8 +21,8 @@ export interface LeaderElectionOptions {
 }
 
 interface Lease {
-  apiVersion: "coordination.k8s.io/v1";
-  kind: "Lease";
+  apiVersion: string;
+  kind: string;
   metadata: { name: string; namespace: string; resourceVersion?: string };
   spec: {
     holderIdentity?: string | null;
@@ -83,13 +84,7 @@ export class LeaderElector {
   }
 
   private get path(): string {
-    return apiPath({
-      group: "coordination.k8s.io",
-      version: "v1",
-      plural: "leases",
-      namespace: this.o.namespace,
-      name: this.o.name,
-    });
+    return resourcePath(RESOURCES.leases, { namespace: this.o.namespace, name: this.o.name });
   }
 
   private setLeading(v: boolean): void {
@@ -138,26 +133,18 @@ export class LeaderElector {
     const current = await this.client.get<Lease>(this.path);
     if (!current) {
       try {
-        await this.client.create(
-          apiPath({
-            group: "coordination.k8s.io",
-            version: "v1",
-            plural: "leases",
-            namespace: this.o.namespace,
-          }),
-          {
-            apiVersion: "coordination.k8s.io/v1",
-            kind: "Lease",
-            metadata: { name: this.o.name, namespace: this.o.namespace },
-            spec: {
-              holderIdentity: this.o.identity,
-              leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
-              acquireTime: microTime(now),
-              renewTime: microTime(now),
-              leaseTransitions: 0,
-            },
+        await this.client.create(resourcePath(RESOURCES.leases, { namespace: this.o.namespace }), {
+          apiVersion: apiVersionOf(RESOURCES.leases),
+          kind: RESOURCES.leases.kind,
+          metadata: { name: this.o.name, namespace: this.o.namespace },
+          spec: {
+            holderIdentity: this.o.identity,
+            leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+            acquireTime: microTime(now),
+            renewTime: microTime(now),
+            leaseTransitions: 0,
           },
-        );
+        });
       } catch (err) {
         if (isConflict(err) || (err as { code?: number }).code === 409) return false;
         throw err;

@@ -2,6 +2,7 @@
 // the queue at most once; a key being processed is never handed out twice — adding it again
 // marks it dirty and it is re-queued when its processing ends; failures re-queue it with
 // per-key exponential backoff under an overall token bucket.
+import { exponentialDelay } from "../../lib/backoff.ts";
 
 export interface WorkQueueOptions {
   /** Per-key backoff after failures: baseMs·2^(n-1), capped (defaults 200 ms, 5 min). */
@@ -83,7 +84,7 @@ export class WorkQueue {
   addRateLimited(key: string): number {
     const n = (this.failures.get(key) ?? 0) + 1;
     this.failures.set(key, n);
-    const itemDelay = Math.min(this.opts.baseDelayMs * 2 ** Math.min(n - 1, 30), this.opts.maxDelayMs);
+    const itemDelay = exponentialDelay(n, { baseMs: this.opts.baseDelayMs, maxMs: this.opts.maxDelayMs });
     const delay = Math.max(itemDelay, this.bucketDelay());
     this.addAfter(key, delay);
     return delay;
@@ -130,33 +131,4 @@ export class WorkQueue {
     this.timers.clear();
     for (const w of this.waiters.splice(0)) w(undefined);
   }
-}
-
-/**
- * Runs `workers` loops taking keys from the queue until it shuts down. `reconcile` returns a
- * delay to re-check the key after (or undefined); a throw re-queues it with backoff.
- */
-export async function runWorkers(
-  queue: WorkQueue,
-  workers: number,
-  reconcile: (key: string) => Promise<number | undefined>,
-  onError: (key: string, err: unknown, retryInMs: number) => void,
-): Promise<void> {
-  const loop = async () => {
-    for (;;) {
-      const key = await queue.get();
-      if (key === undefined) return;
-      try {
-        const after = await reconcile(key);
-        queue.forget(key);
-        if (after !== undefined) queue.addAfter(key, after);
-      } catch (err) {
-        const delay = queue.addRateLimited(key);
-        onError(key, err, delay);
-      } finally {
-        queue.done(key);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: workers }, loop));
 }

@@ -45,16 +45,28 @@ function time(d: Date): Buffer {
     : tlv(0x18, Buffer.from(`${iso}Z`));
 }
 
+/**
+ * The iPAddress SAN octets: 4 for IPv4, 16 for IPv6. An IPv4-mapped address (::ffff:a.b.c.d)
+ * is written as its 4-byte IPv4, as Go's crypto/x509 does, since that is what clients dial.
+ */
 function ipBytes(ip: string): Buffer {
   if (isIP(ip) === 4) return Buffer.from(ip.split(".").map(Number));
-  // IPv6: expand "::"
-  const [head = "", tail = ""] = ip.split("::");
+  // A trailing dotted quad (::ffff:10.0.0.1) is the last two 16-bit groups.
+  const dotted = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(ip);
+  let text = ip;
+  if (dotted) {
+    const [a, b, c, d] = ipBytes(dotted[2]!);
+    text = `${dotted[1]}${((a! << 8) | b!).toString(16)}:${((c! << 8) | d!).toString(16)}`;
+  }
+  const [head = "", tail = ""] = text.split("::");
   const h = head ? head.split(":") : [];
   const t = tail ? tail.split(":") : [];
-  const groups = ip.includes("::") ? [...h, ...Array(8 - h.length - t.length).fill("0"), ...t] : h;
-  return Buffer.concat(
+  const groups = text.includes("::") ? [...h, ...Array(8 - h.length - t.length).fill("0"), ...t] : h;
+  const bytes = Buffer.concat(
     groups.map((g) => Buffer.from([(parseInt(g, 16) >> 8) & 0xff, parseInt(g, 16) & 0xff])),
   );
+  const v4Mapped = bytes.subarray(0, 10).every((x) => x === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  return v4Mapped ? bytes.subarray(12) : bytes;
 }
 
 export interface SelfSigned {

@@ -14,6 +14,7 @@ import * as https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
 import type { Logger } from "pino";
+import { rfc3339 } from "../../lib/time.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import { METRIC_NAME, METRIC_POOL_LABEL } from "../controllers/names.ts";
 
@@ -36,6 +37,15 @@ export interface MetricsApiOptions {
   lookup: (namespace: string, pool: string) => MetricLookup;
   log?: Logger;
   metrics?: OperatorMetrics;
+}
+
+/** A %-escaped path segment, or undefined when an escape is malformed (decodeURIComponent throws). */
+function decodePathSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Parses the equality parts of a label selector: "a=b,c==d,e in (f)". */
@@ -137,8 +147,13 @@ export function handleMetricsRequest(
   if (path === PREFIX) return send(res, 200, DISCOVERY);
   const m = new RegExp(`^${PREFIX}/namespaces/([^/]+)/([^/]+)$`).exec(path);
   if (!m) return send(res, 404, status(404, "NotFound", `no such path ${path}`));
-  const namespace = decodeURIComponent(m[1]!);
-  const metric = decodeURIComponent(m[2]!).toLowerCase();
+  const namespace = decodePathSegment(m[1]!);
+  const metric = decodePathSegment(m[2]!)?.toLowerCase();
+  if (namespace === undefined || metric === undefined) {
+    count("bad-path");
+    const field = namespace === undefined ? "namespace" : "metric name";
+    return send(res, 400, status(400, "BadRequest", `malformed %-escape in the ${field} of ${path}`));
+  }
   if (metric !== METRIC_NAME) {
     count("unknown-metric");
     return send(
@@ -179,7 +194,7 @@ export function handleMetricsRequest(
       {
         metricName: METRIC_NAME,
         metricLabels: { [METRIC_POOL_LABEL]: pool },
-        timestamp: new Date(r.at).toISOString().replace(/\.\d{3}Z$/, "Z"),
+        timestamp: rfc3339(r.at),
         value: String(Math.max(0, Math.round(r.value))),
       },
     ],

@@ -7,9 +7,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
-import { ControlPlane, waitUntil } from "../support/controlplane.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import { pollUntil } from "../../lib/poll.ts";
 import { PodRunner } from "../support/podRunner.ts";
-import { freePort } from "../support/ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { startProcess, stopProcess, type Started } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
@@ -113,7 +114,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
       ],
       { logFile: join(dir, "operator.log"), env: { ...process.env, POD_NAME: "" } },
     );
-    await waitUntil(
+    await pollUntil(
       "operator ready",
       async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
       { timeoutMs: 120_000 },
@@ -125,7 +126,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
       port: metricsApiPort,
       serviceName: "conveyor-operator-metrics",
     });
-    await waitUntil(
+    await pollUntil(
       "external metrics APIService available",
       async () => {
         const out = await cp!.kubectl(
@@ -197,7 +198,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     const admin = new QueueAdmin(redis);
     const maxReplicas = new Map<string, number>();
     let lastLine = "";
-    await waitUntil(
+    await pollUntil(
       "all jobs through both stages and both pools back at zero",
       async () => {
         const parts: string[] = [];
@@ -267,7 +268,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
       ) as { items: { reason: string }[] };
       events[p.name] = list.items.map((e) => e.reason);
     }
-    const records = await waitUntil(
+    const records = await pollUntil(
       "job records in PostgreSQL",
       async () => {
         const rows = await pg!.query<{ n: string }>(

@@ -22,6 +22,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
+import { freePort } from "../../lib/ports.ts";
 import {
   KubeConfig,
   CoreV1Api,
@@ -228,16 +229,6 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  const { port } = srv.address() as net.AddressInfo;
-  srv.close();
-  await once(srv, "close");
-  return port;
-}
-
 function tail(file: string, lines = 40): string {
   try {
     const text = fs.readFileSync(file, "utf8");
@@ -278,40 +269,6 @@ function httpsRequest(
     if (opts.body !== undefined) req.write(opts.body);
     req.end();
   });
-}
-
-/**
- * Polls `fn` until it returns a value other than undefined/false; rethrows its last error (or a
- * timeout error) after `timeoutMs`. For tests: wait for state, never assert on timing.
- */
-export async function waitUntil<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  opts: { timeoutMs?: number; intervalMs?: number; onTimeout?: () => Promise<string> | string } = {},
-): Promise<T> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-      lastErr = undefined;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > deadline) {
-      let detail = lastErr instanceof Error ? `: ${lastErr.message}` : "";
-      if (opts.onTimeout) {
-        try {
-          detail += `\n${await opts.onTimeout()}`;
-        } catch (err) {
-          detail += `\n(diagnostics failed: ${(err as Error).message})`;
-        }
-      }
-      throw new Error(`timed out waiting for ${what}${detail}`, { cause: lastErr });
-    }
-    await sleep(opts.intervalMs ?? 250);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 // its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ControlPlane, waitUntil } from "./controlplane.ts";
-import { freePort } from "./ports.ts";
+import { pollUntil } from "../../lib/poll.ts";
+import { ControlPlane } from "./controlplane.ts";
+import { freePort } from "../../lib/ports.ts";
 import { startProcess, type Started } from "./processes.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
 
@@ -43,7 +44,7 @@ export async function startOperator(
     { logFile: log, env: { ...process.env, POD_NAME: "" } },
   );
   const op = { name, proc, pid: proc.child.pid!, metricsPort, log };
-  await waitUntil(
+  await pollUntil(
     `operator ${name} /readyz`,
     async () => {
       if (proc.child.exitCode !== null)

@@ -8,7 +8,7 @@
 // it Terminating until the container exits. The process still drains the full grace period here.
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig, type V1EnvVar, type V1Pod } from "@kubernetes/client-node";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { startProcess, type Started } from "./processes.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
 

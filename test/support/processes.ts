@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { createWriteStream } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pollUntil } from "../../lib/poll.ts";
 
 const live = new Set<ChildProcess>();
 let hooked = false;
@@ -86,23 +87,12 @@ export async function stopProcess(p: Started, graceMs = 5000): Promise<void> {
   }
 }
 
-export async function waitFor<T>(
+/** Positional form of lib/poll.ts's pollUntil, kept for the many callers that pass times positionally. */
+export function waitFor<T>(
   what: string,
   probe: () => Promise<T | undefined | null | false>,
   timeoutMs = 60_000,
   intervalMs = 100,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v) return v;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${lastErr ? `: ${String(lastErr)}` : ""}`);
-    await sleep(intervalMs);
-  }
+  return pollUntil(what, probe, { timeoutMs, intervalMs });
 }

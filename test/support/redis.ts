@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../lib/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
 
 export interface RedisServerOptions {

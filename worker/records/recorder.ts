@@ -12,6 +12,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
+import { Backoff } from "../../lib/backoff.ts";
 import { connectRedis, PipelineKeys, type RedisClient } from "../../queue/index.ts";
 import {
   foldEvents,
@@ -379,21 +380,20 @@ export class JobRecorder {
   // ---- the per-pipeline loop ------------------------------------------------------------
 
   private async run(loop: PipelineLoop): Promise<void> {
-    let backoff = this.minBackoff;
+    const backoff = this.newBackoff();
     while (!this.stopped) {
       try {
         await this.ensureSchema();
       } catch (err) {
         this.databaseFailed(loop.pipeline, err);
         if (this.closing) break;
-        await this.pause(backoff).catch(() => {});
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next()).catch(() => {});
         continue;
       }
       try {
         const entries = await this.nextEntries(loop);
         if (entries.length > 0) await this.record(loop, entries);
-        backoff = this.minBackoff;
+        backoff.reset();
         this.redisOk();
         if (
           this.closing &&
@@ -414,18 +414,13 @@ export class JobRecorder {
           continue;
         }
         this.redisFailed(loop.pipeline, err);
-        await this.pause(backoff).catch(() => {});
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next()).catch(() => {});
       }
     }
   }
 
-  private get minBackoff(): number {
-    return this.opts.minBackoffMs ?? 250;
-  }
-
-  private get maxBackoff(): number {
-    return this.opts.maxBackoffMs ?? 10_000;
+  private newBackoff(): Backoff {
+    return new Backoff({ baseMs: this.opts.minBackoffMs ?? 250, maxMs: this.opts.maxBackoffMs ?? 10_000 });
   }
 
   private ensureSchema(): Promise<void> {
@@ -553,7 +548,7 @@ export class JobRecorder {
   /** Write a batch, waiting out a database outage; on data errors, isolate the bad entries. */
   private async write(loop: PipelineLoop, events: OutboxEvent[]): Promise<void> {
     if (events.length === 0) return;
-    let backoff = this.minBackoff;
+    const backoff = this.newBackoff();
     for (;;) {
       try {
         await writeBatch(this.pool, foldEvents(events));
@@ -571,8 +566,7 @@ export class JobRecorder {
         }
         this.databaseFailed(loop.pipeline, err);
         if (this.closing) throw new Stopped(); // no waiting out an outage at shutdown
-        await this.pause(backoff);
-        backoff = Math.min(backoff * 2, this.maxBackoff);
+        await this.pause(backoff.next());
       }
     }
   }

@@ -3,7 +3,7 @@
 // process at start with a message naming both.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { parseDuration } from "../queue/duration.ts";
+import { parseDuration } from "./duration.ts";
 
 export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 

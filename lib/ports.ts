@@ -1,4 +1,4 @@
-// Free loopback ports for throwaway servers.
+// Free loopback ports for throwaway servers (tests, bench, chaos, the test control plane).
 import { createServer } from "node:net";
 
 export function freePort(host = "127.0.0.1"): Promise<number> {

@@ -1,0 +1,26 @@
+// The seeded plan of a chaos run (chaos/plan.ts): the same seed gives the same schedule and jobs.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { faultSchedule, FAULT_KINDS, jobPlans } from "./plan.ts";
+
+describe("chaos runner logic", () => {
+  test("the same seed gives the same fault schedule and the same jobs; another seed does not", () => {
+    const o = { windowMs: 600_000, meanGapMs: 3000, leaseMs: 2000 };
+    assert.deepEqual(faultSchedule(1234, o), faultSchedule(1234, o));
+    assert.notDeepEqual(faultSchedule(1234, o), faultSchedule(1235, o));
+    assert.deepEqual(jobPlans(99, 50, 3), jobPlans(99, 50, 3));
+    const s = faultSchedule(1234, { windowMs: 30_000, meanGapMs: 2000, leaseMs: 2000 });
+    // even a short window injects every kind: the first round is one of each
+    assert.deepEqual(new Set(s.slice(0, FAULT_KINDS.length).map((f) => f.kind)), new Set(FAULT_KINDS));
+    for (const f of s.filter((x) => x.kind === "sigstop"))
+      assert.ok(f.durationMs > 2000, "a SIGSTOP lasts past the lease");
+    // a job carries one level per stage; the recording handler returns `result` as the next stage's data
+    const [j] = jobPlans(5, 1, 3);
+    const d = j!.data as {
+      sleepMs: number;
+      result: { sleepMs: number; result: { sleepMs: number; result: unknown } };
+    };
+    assert.equal(typeof d.result.result.sleepMs, "number");
+    assert.deepEqual(d.result.result.result, { done: 0 });
+  });
+});

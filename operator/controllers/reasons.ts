@@ -1,0 +1,134 @@
+// Every reason the operator writes into a WorkerPool condition, an Event or a scale decision,
+// as one typed set (like KEDA's pkg/eventreason): a reason is a stable, CamelCase word users
+// grep for and alert on, so each is declared once here with what it means.
+export const Reason = {
+  // ---- problems: Degraded=True (and Ready=False) with this reason; a Warning Event when it appears
+  /** The spec fails the operator's own checks (what the CRD schema could not say). */
+  InvalidSpec: "InvalidSpec",
+  /** A referenced Secret does not exist. */
+  SecretNotFound: "SecretNotFound",
+  /** A referenced Secret exists but lacks the key. */
+  SecretKeyNotFound: "SecretKeyNotFound",
+  /** A referenced Secret could not be read (RBAC, API error). */
+  SecretUnreadable: "SecretUnreadable",
+  /** The backlog could not be read for several polls in a row. */
+  RedisUnreachable: "RedisUnreachable",
+  /** A Deployment of the pool's name exists and is not ours. */
+  DeploymentConflict: "DeploymentConflict",
+  /** An HPA of the pool's name exists and is not ours. */
+  HPAConflict: "HPAConflict",
+  /** The API server refused the Deployment or HPA (a user-fixable field). */
+  ApplyFailed: "ApplyFailed",
+
+  // ---- Ready
+  /** The worker Deployment has ready pods. */
+  Available: "Available",
+  /** The worker Deployment is at zero replicas (no backlog). Also ScalingActive=False. */
+  ScaledToZero: "ScaledToZero",
+  /** The worker Deployment wants pods, none is ready. */
+  PodsNotReady: "PodsNotReady",
+  /** The worker Deployment does not exist yet. */
+  DeploymentMissing: "DeploymentMissing",
+  /** Degraded=False. */
+  AsExpected: "AsExpected",
+
+  // ---- ScalingActive
+  /** The HPA scales the pool (hpa mode). */
+  HPA: "HPA",
+  /** The operator scales the pool itself (direct mode). */
+  Direct: "Direct",
+  /** spec.scaling.paused freezes the replica count. */
+  Paused: "Paused",
+  /** spec.replicas pins the count; also the scale decision that applies it. */
+  ManualReplicas: "ManualReplicas",
+  /** The backlog has not been read yet. */
+  Polling: "Polling",
+  /** The backlog could not be read recently: no scaling decisions. */
+  BacklogUnavailable: "BacklogUnavailable",
+  /** The HPA reports it cannot read the metric. */
+  HPAMetricFailed: "HPAMetricFailed",
+
+  // ---- scale decisions (status.lastDecision, and inside the ScaledUp/ScaledDown Event's message)
+  /** 0 → 1: backlog above activationBacklog. */
+  Activated: "Activated",
+  /** N → 0: no backlog and nothing in flight for cooldownSeconds. */
+  CooledDown: "CooledDown",
+  /** 0 → minReplicas. */
+  BelowMinimum: "BelowMinimum",
+  /** direct mode: the HPA algorithm wants more / fewer replicas. */
+  DirectScaleUp: "DirectScaleUp",
+  DirectScaleDown: "DirectScaleDown",
+
+  // ---- Events only
+  /** The operator changed the replica count (Normal). */
+  ScaledUp: "ScaledUp",
+  ScaledDown: "ScaledDown",
+  /** Every problem is gone (Normal). */
+  Recovered: "Recovered",
+} as const;
+
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/** Reasons for Degraded=True (and Ready=False): each is also a Warning Event when it appears. */
+export const PROBLEM_REASONS = [
+  Reason.InvalidSpec,
+  Reason.SecretNotFound,
+  Reason.SecretKeyNotFound,
+  Reason.SecretUnreadable,
+  Reason.RedisUnreachable,
+  Reason.DeploymentConflict,
+  Reason.HPAConflict,
+  Reason.ApplyFailed,
+] as const;
+export type ProblemReason = (typeof PROBLEM_REASONS)[number];
+
+/** Ready's own reasons (besides a problem's, when Degraded). */
+export const READY_REASONS = [
+  Reason.Available,
+  Reason.ScaledToZero,
+  Reason.PodsNotReady,
+  Reason.DeploymentMissing,
+] as const;
+export type ReadyReason = ProblemReason | (typeof READY_REASONS)[number];
+
+export type DegradedReason = ProblemReason | typeof Reason.AsExpected;
+
+export const SCALING_ACTIVE_REASONS = [
+  Reason.HPA,
+  Reason.Direct,
+  Reason.ScaledToZero,
+  Reason.Paused,
+  Reason.ManualReplicas,
+  Reason.BacklogUnavailable,
+  Reason.HPAMetricFailed,
+  Reason.Polling,
+  Reason.InvalidSpec,
+] as const;
+export type ScalingActiveReason = (typeof SCALING_ACTIVE_REASONS)[number];
+
+export type ConditionReason = ReadyReason | DegradedReason | ScalingActiveReason;
+
+/** Why the operator changed a pool's replica count (status.lastDecision.reason). */
+export const SCALE_REASONS = [
+  Reason.Activated,
+  Reason.CooledDown,
+  Reason.BelowMinimum,
+  Reason.ManualReplicas,
+  Reason.DirectScaleUp,
+  Reason.DirectScaleDown,
+] as const;
+export type ScaleReason = (typeof SCALE_REASONS)[number];
+
+export const EVENT_REASONS = [
+  ...PROBLEM_REASONS,
+  Reason.ScaledUp,
+  Reason.ScaledDown,
+  Reason.Recovered,
+] as const;
+export type EventReason = (typeof EVENT_REASONS)[number];
+
+/** Something wrong with a pool that the user can fix: Degraded, a Warning Event, a log line. */
+export interface Problem {
+  reason: ProblemReason;
+  message: string;
+}

@@ -1,0 +1,165 @@
+// The WorkerPool controller's wiring: what it watches and what enqueues a pool.
+//   for      WorkerPools — spec or label changes and deletion (not our own status writes)
+//   owns     the worker Deployments and HPAs (managed-by label; mapped to the owning pool)
+//   watches  the pools' pods (cache only: the busy/idle deletion costs read it)
+//   source   each backlog poll (leader only), so scaling follows the queue, not just the API
+// and the external metric each pool's HPA reads. The reconcile itself: workerpoolReconciler.ts.
+import type { Logger } from "pino";
+import { RESOURCES } from "../apis/coordinates.ts";
+import type { WorkerPool } from "../apis/v1alpha1/types.ts";
+import type { KubeClient } from "../kube/client.ts";
+import { Controller } from "../kube/controller.ts";
+import { BeingDeleted, GenerationChanged, LabelsChanged, anyOf } from "../kube/filters.ts";
+import { splitKey } from "../kube/keys.ts";
+import type { ManagedController } from "../kube/manager.ts";
+import type { OperatorMetrics } from "../metrics.ts";
+import type { MetricLookup } from "../metricsapi/server.ts";
+import { BacklogPoller, RedisConnections, type BacklogSample } from "../scaling/backlog.ts";
+import { backlogMetric } from "./backlogMetric.ts";
+import type { ReconcileContext } from "./context.ts";
+import { EventRecorder } from "./events.ts";
+import { MANAGED_BY, POOL_LABEL } from "./names.ts";
+import type { Deployment, HPA, Pod } from "./objects.ts";
+import { WriteOverlay } from "./overlay.ts";
+import { SecretReader } from "./secretReader.ts";
+import { WorkerPoolReconciler } from "./workerpoolReconciler.ts";
+
+export interface WorkerPoolControllerOptions {
+  /** Client whose writes are gated on leadership. */
+  client: KubeClient;
+  /** Namespaces to watch; undefined or empty = all. */
+  namespaces?: string[];
+  defaultImage: string;
+  identity: string;
+  isLeader: () => boolean;
+  log: Logger;
+  metrics: OperatorMetrics;
+  /** Concurrent reconciles (different keys). Default 4. */
+  workers?: number;
+  /** Informer relist period. Default 10 min. */
+  relistMs?: number;
+  /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
+  secretTtlMs?: number;
+}
+
+export class WorkerPoolController implements ManagedController {
+  readonly conns: RedisConnections;
+  readonly poller: BacklogPoller;
+  private readonly controller: Controller;
+  private readonly pools;
+  private readonly reconciler: WorkerPoolReconciler;
+  private readonly opts: WorkerPoolControllerOptions;
+
+  constructor(opts: WorkerPoolControllerOptions) {
+    this.opts = opts;
+    const { client, metrics } = opts;
+    const controller = new Controller({
+      name: "workerpool",
+      client,
+      namespaces: opts.namespaces,
+      log: opts.log,
+      metrics,
+      workers: opts.workers,
+      relistMs: opts.relistMs,
+    });
+    const log = controller.log;
+    const managed = { labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY}` };
+    this.pools = controller.for<WorkerPool>(RESOURCES.workerPools, {
+      filters: [anyOf(GenerationChanged, LabelsChanged, BeingDeleted)],
+    });
+    const deployments = controller.owns<Deployment>(RESOURCES.deployments, RESOURCES.workerPools, managed);
+    const hpas = controller.owns<HPA>(RESOURCES.horizontalPodAutoscalers, RESOURCES.workerPools, managed);
+    const pods = controller.watches<Pod>(RESOURCES.pods, managed);
+
+    this.conns = new RedisConnections(log);
+    this.poller = new BacklogPoller(
+      this.conns,
+      { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => opts.isLeader() },
+      { log },
+    );
+    const ctx: ReconcileContext = {
+      client,
+      log,
+      metrics,
+      events: new EventRecorder(client, opts.identity, log),
+      defaultImage: opts.defaultImage,
+      poolOverlay: new WriteOverlay<WorkerPool>(),
+      deploymentOverlay: new WriteOverlay<Deployment>(),
+      hpaOverlay: new WriteOverlay<HPA>(),
+      deletedHPAs: new Map(),
+      podsOf: (pool) =>
+        pods
+          .list(pool.metadata.namespace)
+          .filter(
+            (p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp,
+          ),
+      workerReports: (key) => this.poller.workers(key),
+    };
+    this.reconciler = new WorkerPoolReconciler({
+      ctx,
+      caches: { pools: this.pools, deployments, hpas },
+      poller: this.poller,
+      secrets: new SecretReader(client, opts.secretTtlMs),
+      metrics,
+      isLeader: opts.isLeader,
+    });
+    this.controller = controller.complete(this.reconciler);
+  }
+
+  start(): Promise<void> {
+    return this.controller.start();
+  }
+
+  async stop(): Promise<void> {
+    // Redis closes while a last reconcile may still wait on it: that one fails, nothing retries.
+    const stopping = this.controller.stop();
+    this.poller.stop();
+    this.conns.closeAll();
+    await stopping;
+  }
+
+  /** Leadership gained: re-check every pool now (a standby observed, it never acted). */
+  onStartedLeading(): void {
+    this.controller.enqueueAll();
+  }
+
+  enqueue(key: string): void {
+    this.controller.enqueue(key);
+  }
+
+  listPools(): WorkerPool[] {
+    return this.pools.list();
+  }
+
+  getPool(namespace: string, name: string): WorkerPool | undefined {
+    return this.pools.get(namespace, name);
+  }
+
+  /** The external metric for one pool: its backlog, if read recently. */
+  metricLookup(namespace: string, name: string): MetricLookup {
+    return backlogMetric(
+      namespace,
+      name,
+      this.getPool(namespace, name),
+      this.poller.sample(`${namespace}/${name}`),
+    );
+  }
+
+  /** A poll finished: metrics and the cooldown clock on every replica; a reconcile on the leader. */
+  private onSample(key: string, sample: BacklogSample): void {
+    const { namespace, name } = splitKey(key);
+    const labels = { namespace, workerpool: name };
+    const { metrics } = this.opts;
+    // Every replica tracks when a pool last had work, so a new leader knows the cooldown's start.
+    if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
+      this.reconciler.state(key).scaler.lastActiveAt = sample.at;
+    if (sample.counts) {
+      metrics.backlog.set(labels, sample.counts.backlog);
+      metrics.inflight.set(labels, sample.counts.inflight);
+    } else {
+      metrics.pollErrors.inc(labels);
+    }
+    // Only the leader acts on samples; standbys just keep serving the metric.
+    if (this.opts.isLeader()) this.enqueue(key);
+  }
+}

@@ -1,0 +1,338 @@
+// The WorkerPool reconcile: one level-triggered, idempotent pass per key that brings the worker
+// Deployment, the HPA, the replica count and the status to what the spec and the backlog say —
+// with no API call at all when they already are. `reconcile` is the list of steps; each step
+// reads and adds to the pass (the problems found, the result) and skips itself when what it
+// needs is missing. A new concern is a new step in that list.
+//
+// Every replica observes (credentials, the backlog poll); only the leader acts.
+import { describeRedisUrl } from "../../queue/index.ts";
+import {
+  CONDITION_DEGRADED,
+  withDefaults,
+  type WorkerPool,
+  type WorkerPoolSpec,
+} from "../apis/v1alpha1/types.ts";
+import { apiMessage, isUserError } from "../kube/client.ts";
+import type { ObjectCache, Reconciler } from "../kube/controller.ts";
+import { splitKey } from "../kube/keys.ts";
+import { Result } from "../kube/result.ts";
+import type { OperatorMetrics } from "../metrics.ts";
+import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
+import { isFresh } from "./backlogMetric.ts";
+import type { PoolState, ReconcileContext } from "./context.ts";
+import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
+import { reconcileHPA } from "./hpa.ts";
+import { isControlledBy } from "./names.ts";
+import type { Deployment, HPA } from "./objects.ts";
+import { Reason, type Problem } from "./reasons.ts";
+import {
+  applyScale,
+  currentReplicas,
+  decideReplicas,
+  markIdlePodsCheapest,
+  newPoolScaler,
+  type ScaleDecision,
+} from "./scaling.ts";
+import { SecretReader } from "./secretReader.ts";
+import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
+import { validateSpec as specProblems } from "./validate.ts";
+
+/** Consecutive failed polls before a pool is Degraded/RedisUnreachable (a blip is not). */
+const UNREACHABLE_AFTER_FAILURES = 3;
+/** Re-check a pool whose Secrets are missing or unreadable this often (they may be created). */
+const SECRET_PROBLEM_RECHECK_MS = 15_000;
+/** Re-check a pool whose Deployment or HPA the API server refused (the user must change something). */
+const APPLY_FAILED_RECHECK_MS = 60_000;
+
+/** What one reconcile of one pool has found so far. */
+export interface PoolPass {
+  key: string;
+  pool: WorkerPool;
+  state: PoolState;
+  /** The spec with defaults; undefined when invalid (an InvalidSpec problem says why). */
+  spec?: WorkerPoolSpec;
+  problems: Problem[];
+  result: Result;
+  /** When the backlog was looked at: the clock of every decision in this pass. */
+  now: number;
+  sample?: BacklogSample;
+  /** The sample's last good reading is recent enough to act on. */
+  backlogFresh: boolean;
+  deployment?: Deployment;
+  hpa?: HPA;
+  /** The Deployment is ours and was applied: the HPA and the scale may follow. */
+  ownsDeployment: boolean;
+  /** The replica count decisions start from, and the change decided. */
+  replicas?: number;
+  decision?: ScaleDecision;
+}
+
+export interface WorkerPoolCaches {
+  pools: ObjectCache<WorkerPool>;
+  deployments: ObjectCache<Deployment>;
+  hpas: ObjectCache<HPA>;
+}
+
+export class WorkerPoolReconciler implements Reconciler {
+  private readonly states = new Map<string, PoolState>();
+  private readonly ctx: ReconcileContext;
+  private readonly caches: WorkerPoolCaches;
+  private readonly poller: BacklogPoller;
+  private readonly secrets: SecretReader;
+  private readonly metrics: OperatorMetrics;
+  private readonly isLeader: () => boolean;
+
+  constructor(deps: {
+    ctx: ReconcileContext;
+    caches: WorkerPoolCaches;
+    poller: BacklogPoller;
+    secrets: SecretReader;
+    metrics: OperatorMetrics;
+    isLeader: () => boolean;
+  }) {
+    this.ctx = deps.ctx;
+    this.caches = deps.caches;
+    this.poller = deps.poller;
+    this.secrets = deps.secrets;
+    this.metrics = deps.metrics;
+    this.isLeader = deps.isLeader;
+  }
+
+  async reconcile(key: string): Promise<Result> {
+    const pool = this.currentPool(key);
+    // Owned objects go with the pool (garbage collector, owner references).
+    if (!pool) return this.forget(key);
+    const pass = this.begin(key, pool);
+    // observe (every replica)
+    this.validateSpec(pass);
+    await this.resolveSecrets(pass);
+    if (!this.isLeader()) return pass.result;
+    // act (the leader)
+    this.readBacklog(pass);
+    await this.ensureDeployment(pass);
+    await this.ensureHPA(pass);
+    this.decideReplicas(pass);
+    await this.markIdlePodsCheapest(pass);
+    await this.applyScale(pass);
+    await this.announceProblems(pass);
+    await this.updateStatus(pass);
+    return pass.result;
+  }
+
+  /** The pool as this replica last wrote or saw it; undefined once it is gone or going. */
+  private currentPool(key: string): WorkerPool | undefined {
+    const { namespace, name } = splitKey(key);
+    const pool = this.ctx.poolOverlay.get(key, this.caches.pools.get(namespace, name));
+    return pool && !pool.metadata.deletionTimestamp ? pool : undefined;
+  }
+
+  private begin(key: string, pool: WorkerPool): PoolPass {
+    return {
+      key,
+      pool,
+      state: this.state(key),
+      problems: [],
+      result: Result.done(),
+      now: Date.now(),
+      backlogFresh: false,
+      ownsDeployment: false,
+    };
+  }
+
+  /** The spec with its defaults, checked for what the CRD schema cannot say. */
+  private validateSpec(pass: PoolPass): void {
+    try {
+      const spec = withDefaults(pass.pool.spec);
+      const invalid = specProblems(spec);
+      if (invalid.length === 0) pass.spec = spec;
+      else pass.problems.push({ reason: Reason.InvalidSpec, message: invalid.join("; ") });
+    } catch (err) {
+      pass.problems.push({ reason: Reason.InvalidSpec, message: `spec: ${(err as Error).message}` });
+    }
+  }
+
+  /**
+   * The Redis password and PostgreSQL URL Secrets; the backlog poll follows the pool's Redis
+   * with them (and stops when they, or the spec, are unusable).
+   */
+  private async resolveSecrets(pass: PoolPass): Promise<void> {
+    const { spec, key } = pass;
+    if (!spec) return this.poller.remove(key);
+    const namespace = pass.pool.metadata.namespace;
+    let password: string | undefined;
+    let redisReadable = true;
+    if (spec.redis.secretRef) {
+      const r = await this.secrets.value(namespace, spec.redis.secretRef, "Redis password");
+      if (r.problem) {
+        pass.problems.push(r.problem);
+        redisReadable = false;
+      } else password = r.value;
+    }
+    if (spec.database) {
+      const r = await this.secrets.value(namespace, spec.database.secretRef, "PostgreSQL URL");
+      if (r.problem) pass.problems.push(r.problem);
+    }
+    if (redisReadable) {
+      this.poller.upsert({
+        key,
+        queue: spec.queue,
+        url: effectiveRedisUrl(spec),
+        password,
+        pollSeconds: spec.scaling.pollSeconds,
+      });
+    } else {
+      this.poller.remove(key);
+    }
+    if (pass.problems.length > 0)
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(SECRET_PROBLEM_RECHECK_MS));
+  }
+
+  /** The latest backlog sample, whether it is fresh, and RedisUnreachable after repeated failures. */
+  private readBacklog(pass: PoolPass): void {
+    pass.now = Date.now();
+    const sample = this.poller.sample(pass.key);
+    pass.sample = sample;
+    pass.backlogFresh = isFresh(sample, pass.spec, pass.now);
+    const spec = pass.spec;
+    if (!spec || !sample?.error || sample.failures < UNREACHABLE_AFTER_FAILURES) return;
+    // The message names the first error of the outage: error texts vary from poll to poll
+    // and a status that changes with them would be written every poll.
+    const shown = pass.pool.status?.conditions?.find(
+      (c) => c.type === CONDITION_DEGRADED && c.status === "True" && c.reason === Reason.RedisUnreachable,
+    );
+    pass.problems.push({
+      reason: Reason.RedisUnreachable,
+      message:
+        shown?.message.split("; ").find((m) => m.startsWith("cannot read queue")) ??
+        `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}`,
+    });
+  }
+
+  /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
+  private async ensureDeployment(pass: PoolPass): Promise<void> {
+    const { key, pool } = pass;
+    const { namespace, name } = pool.metadata;
+    pass.deployment = this.ctx.deploymentOverlay.get(key, this.caches.deployments.get(namespace, name));
+    pass.hpa = this.ctx.hpaOverlay.get(key, this.caches.hpas.get(namespace, name));
+    if (!pass.spec) return;
+    if (pass.deployment && !isControlledBy(pass.deployment, pool)) {
+      pass.problems.push({
+        reason: Reason.DeploymentConflict,
+        message: `Deployment ${name} exists and is not controlled by this WorkerPool; rename one of them`,
+      });
+      return;
+    }
+    await this.reportingUserErrors(pass, "Deployment", async () => {
+      const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
+      pass.deployment = await reconcileDeployment(this.ctx, key, pool, pass.spec!, pass.deployment, backlog);
+      pass.ownsDeployment = true;
+    });
+  }
+
+  /** In hpa mode, apply the HPA; otherwise delete ours. */
+  private async ensureHPA(pass: PoolPass): Promise<void> {
+    if (!pass.spec || !pass.ownsDeployment) return;
+    await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
+      pass.hpa = await reconcileHPA(this.ctx, pass.key, pass.pool, pass.spec!, pass.hpa, pass.problems);
+    });
+  }
+
+  /** The operator's own replica change: 0↔1, cooldown to zero, spec.replicas, direct mode. */
+  private decideReplicas(pass: PoolPass): void {
+    if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
+    const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
+    pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
+    pass.decision = decideReplicas(pass.state, pass.spec, pass.deployment, pass.replicas, counts, pass.now);
+  }
+
+  /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
+  private async markIdlePodsCheapest(pass: PoolPass): Promise<void> {
+    if (!pass.spec || pass.replicas === undefined) return;
+    const apply = await markIdlePodsCheapest(
+      this.ctx,
+      pass.key,
+      pass.pool,
+      pass.spec,
+      pass.state,
+      pass.decision,
+      pass.replicas,
+    );
+    if (!apply) pass.decision = undefined;
+  }
+
+  /** Write the decided replica count; re-check when a cooldown to zero ends. */
+  private async applyScale(pass: PoolPass): Promise<void> {
+    const { spec, deployment, pool } = pass;
+    if (!spec || !pass.ownsDeployment || !deployment) return;
+    if (pass.decision)
+      pass.deployment = await applyScale(
+        this.ctx,
+        pass.key,
+        pool,
+        spec,
+        deployment,
+        pass.state,
+        pass.decision,
+      );
+    const replicas = pass.deployment?.spec?.replicas ?? 0;
+    this.metrics.desiredReplicas.set(
+      { namespace: pool.metadata.namespace, workerpool: pool.metadata.name },
+      replicas,
+    );
+    const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
+    if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
+  }
+
+  /** A Warning Event for each problem that just appeared, a Recovered one when all are gone. */
+  private async announceProblems(pass: PoolPass): Promise<void> {
+    await announceProblems(this.ctx, pass.pool, pass.state, pass.problems);
+  }
+
+  /** Write the status when it differs from the stored one. */
+  private async updateStatus(pass: PoolPass): Promise<void> {
+    const status = computeStatus({
+      pool: pass.pool,
+      spec: pass.spec,
+      deployment: pass.deployment,
+      hpa: pass.hpa,
+      sample: pass.sample,
+      sampleUsable: pass.backlogFresh,
+      problems: pass.problems,
+      lastDecision: pass.state.lastDecision,
+      now: new Date(pass.now),
+    });
+    await reconcileStatus(this.ctx, pass.key, pass.pool, status);
+  }
+
+  /** Runs an apply; an error the user must fix becomes an ApplyFailed problem and a slow re-check. */
+  private async reportingUserErrors(pass: PoolPass, what: string, apply: () => Promise<void>): Promise<void> {
+    try {
+      await apply();
+    } catch (err) {
+      if (!isUserError(err)) throw err;
+      pass.problems.push({ reason: Reason.ApplyFailed, message: `${what}: ${apiMessage(err)}` });
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(APPLY_FAILED_RECHECK_MS));
+    }
+  }
+
+  /** The pool's in-memory state, created on first sight. */
+  state(key: string): PoolState {
+    let s = this.states.get(key);
+    if (!s) {
+      s = { scaler: newPoolScaler(Date.now()), costsWritten: new Map() };
+      this.states.set(key, s);
+    }
+    return s;
+  }
+
+  /** The pool is gone: drop its state, its poll and its metric series. */
+  private forget(key: string): Result {
+    this.states.delete(key);
+    this.poller.remove(key);
+    const { namespace, name } = splitKey(key);
+    for (const g of [this.metrics.backlog, this.metrics.inflight, this.metrics.desiredReplicas])
+      g.remove({ namespace, workerpool: name });
+    return Result.done();
+  }
+}
