@@ -151,9 +151,12 @@ def test_jobs_from_both_languages_end_as_the_same_records(
         assert raw.pop("id") == job_id and raw.pop("idempotencyKey") == job_id.replace("from", "k")
         for when in ("createdAt", "startedAt", "finishedAt", "score"):
             assert raw.pop(when).isdigit()
-        errors = json.loads(raw.pop("errors"))  # the failed attempt: same error, its own token and time
-        assert [e.pop("token").isdigit() and e.pop("at") > 0 for e in errors] == [True]
-        assert "first attempt fails" in errors[0]["error"]["message"]
-        records[job_id] = {**raw, "errors": errors}
+        # the failed attempt: the same error, with its own token and time (and the worker's own
+        # stack trace, which names whichever child-process event came first)
+        errors = json.loads(raw.pop("errors"))
+        assert [e.pop("token").isdigit() and e.pop("at") > 0 and e["error"].pop("stack") for e in errors]
+        error = json.loads(raw.pop("error"))
+        assert error.pop("stack") and "first attempt fails" in error["message"]
+        records[job_id] = {**raw, "errors": errors, "error": error}
     assert records["from-ts"] == records["from-py"]
     assert records["from-py"]["result"] == '{"attempt":2}' and records["from-py"]["data"] == '{"mode":"flaky","n":1.5}'
