@@ -26,6 +26,7 @@ from . import _json
 
 EX_DATAERR = 65  # command contract: the input is bad, do not retry
 EX_TEMPFAIL = 75  # command contract: a dependency failed, defer without an attempt
+MAX_LINE_CHARS = 4001  # one more than a job log line keeps, so the worker marks the cut
 
 
 class NonRetryableError(Exception):
@@ -94,7 +95,8 @@ class Context:
         stderr, which the worker keeps for a failing command."""
         text = str(message)
         print(text, file=sys.stderr, flush=True)
-        return bool(text) and self._call("POST", "/log", {"message": text}) is True
+        # The worker keeps 4,000 characters of a line (and marks the cut): send no more than that.
+        return bool(text) and self._call("POST", "/log", {"message": text[:MAX_LINE_CHARS]}) is True
 
     def cancelled(self) -> bool:
         """True once the worker stopped this execution (timeout, hand-back, lost lease, cancel)

@@ -25,6 +25,8 @@ def handle(job: Job, ctx: Context) -> Any:
             "execution": job.execution_id,
             "double": job.data.get("n", 0) * 2,
         }
+    if mode == "long-log":
+        return ctx.log("é" * 10000)  # longer than a job log line keeps
     if mode == "bad":
         ctx.log("refusing this input")
         raise NonRetryableError("no recipient")

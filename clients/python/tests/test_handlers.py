@@ -102,6 +102,11 @@ def test_cancellation_check_and_token_lifetime(sidecar: str, client: Any, start_
     wait_for("the handler saw the stop", ctx.cancelled)
     assert [line.message for line in client.job_logs(job_id)] == ["waiting to be stopped"]
 
+    # a long line is cut where the worker cuts it, and marked
+    long_id = client.enqueue("docs/ocr", {"mode": "long-log"})
+    assert finished(client, long_id).result is True
+    assert [line.message for line in client.job_logs(long_id)] == ["é" * 4000 + "…"]
+
     # a finished execution's token is refused (410), and so is a made-up one
     done_id = client.enqueue("docs/ocr", {"mode": "ok", "steps": 1})
     assert finished(client, done_id).state == "completed"
