@@ -37,6 +37,15 @@ class HttpError extends Error {
   }
 }
 
+/** A path segment without its %-escapes; a malformed escape is the client's error (400), not ours. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, `malformed %-escape in the path: ${JSON.stringify(segment)}`);
+  }
+}
+
 const ENQUEUE_FIELDS = new Set([
   "data",
   "id",
@@ -114,7 +123,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://api");
-    const parts = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+    const parts = url.pathname.split("/").filter(Boolean).map(decodeSegment);
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify(body));

@@ -9,6 +9,10 @@ import {
   Producer,
   QueueAdmin,
   QueueEvents,
+  dumpScripts,
+  scriptSource,
+  SCRIPT_NAMES,
+  type ScriptName,
   type JobToEnqueue,
   type QueueEvent,
   type RedisClient,
@@ -22,6 +26,7 @@ const USAGE = `usage: conveyor <command> [options]
   job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines
   dlq list|retry|purge <queue> [--json]   dead letters
   events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
+  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)
   api [--port 8080] [--host 0.0.0.0]      the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)
   worker [options]                        run the generic worker (conveyor worker --help)
   operator [options]                      run the WorkerPool operator
@@ -306,6 +311,27 @@ async function api(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load. */
+function scripts(argv: string[]): void {
+  const { positionals, values } = parse(argv, {});
+  const [action, target] = positionals;
+  if (values.help) {
+    print("usage: conveyor scripts dump <dir> | show <name>");
+    return;
+  }
+  if (action === "dump" && target && positionals.length === 2) {
+    for (const path of dumpScripts(target)) print(path);
+    return;
+  }
+  if (action === "show" && target && positionals.length === 2) {
+    if (!(SCRIPT_NAMES as readonly string[]).includes(target))
+      throw new UsageError(`unknown script ${JSON.stringify(target)}; one of: ${SCRIPT_NAMES.join(", ")}`);
+    process.stdout.write(scriptSource(target as ScriptName));
+    return;
+  }
+  throw new UsageError("scripts: expected `dump <dir>` or `show <name>`");
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -327,6 +353,9 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       case "api":
         return await api(rest);
+      case "scripts":
+        scripts(rest);
+        return 0;
       case "worker": {
         if (rest.includes("--help") || rest.includes("-h")) {
           print((await import("../worker/config.ts")).WORKER_USAGE);

@@ -1,7 +1,8 @@
 // The consumer side of the protocol: every call that changes a claimed job carries its
 // fencing token, and the script refuses it when the lease has moved on.
 import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
@@ -25,10 +26,29 @@ export interface ClaimResult {
 
 export type FailOutcome = "retry" | "dead" | "lost";
 
-/** A completion that also claimed for the freed slot(s): complete-and-claim. */
-export interface SettledAndClaimed extends ClaimResult {
-  /** false when the lease was lost: the result was fenced off and discarded. */
-  ok: boolean;
+/** The next stage a finished job is handed to (advance_job). */
+export interface NextStage {
+  queue: string;
+  /** The next stage's input; the result when absent. */
+  data?: unknown;
+  /** The next stage's input hash for result reuse ('' or absent: no reuse there). */
+  contentHash?: string;
+}
+
+/** How a finished job is settled: see `Consumer.settle`. */
+export interface Settlement {
+  result: unknown;
+  /** Hand the job to the next stage instead of completing it here. */
+  next?: NextStage;
+  reuse?: ResultReuse;
+  /** Complete-and-claim: also claim up to this many jobs of this queue (0: the reply says so, claims none). */
+  claim?: number;
+}
+
+/** A settle's outcome and, with `claim`, the jobs it claimed for the freed slot(s). */
+export interface Settled extends ClaimResult {
+  /** `fenced`: the lease was lost, the result was discarded (another worker owns the job). */
+  outcome: SettleOutcome;
 }
 
 /** Result reuse: store (or mark as reused) a stage result under the job's content hash. */
@@ -166,62 +186,29 @@ export class Consumer {
     );
   }
 
-  /** Returns false when the lease was lost: the result was fenced off and discarded. */
-  async complete(job: Lease, result: unknown, reuse: ResultReuse = {}): Promise<boolean> {
-    return (await this.completeCall(job, result, reuse, Date.now(), undefined)) === 1;
-  }
-
   /**
-   * Complete, and in the same script claim up to `count` jobs of this queue for the slot(s)
-   * this frees (one round trip instead of two; the claim is exactly `claim`'s). The claim runs
-   * even when the completion was fenced off: the slot is free either way.
+   * The one settle path for a finished job: complete it here, or (with `next`) hand it to the
+   * next stage in the same script; with `claim`, that script also claims up to `claim` jobs of
+   * this queue for the slot(s) it frees (complete-and-claim, BullMQ's moveToFinished with
+   * fetch-next: one round trip per job instead of two). The claim runs even when the settle was
+   * fenced off — the slot is free either way.
    */
-  async completeAndClaim(
-    job: Lease,
-    result: unknown,
-    reuse: ResultReuse,
-    count: number,
-  ): Promise<SettledAndClaimed> {
+  async settle(job: Lease, settlement: Settlement): Promise<Settled> {
     const now = Date.now();
-    return this.settledAndClaimed(await this.completeCall(job, result, reuse, now, count), now);
+    const reply = await (settlement.next
+      ? this.advanceCall(job, settlement, settlement.next, now)
+      : this.completeCall(job, settlement, now));
+    if (settlement.claim === undefined) return { outcome: settleOutcome(reply), jobs: [], nextDueAt: null };
+    const [code, flat, nextDue] = reply as [number, string[], number];
+    return { outcome: settleOutcome(code), ...this.claimed(flat, nextDue, now) };
   }
 
-  private completeCall(
-    job: Lease,
-    result: unknown,
-    reuse: ResultReuse,
-    now: number,
-    claimCount: number | undefined,
-  ): Promise<unknown> {
-    const k = this.keys;
-    // The key lists are the same for every job of this queue: built once.
-    const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
-    const args: (string | number)[] = [
-      k.jobPrefix,
-      this.queue,
-      job.id,
-      job.token,
-      now,
-      encodeResult(result),
-      this.opts.retentionSeconds,
-      ...reuseArgs(reuse),
-    ];
-    return runScript<unknown>(this.redis, "complete_job", keys, this.withClaim(args, claimCount));
-  }
-  private completeKeyList: string[] | undefined;
-
-  /** Append the complete-and-claim arguments (count, leaseMs, workerId); the script names the claim's keys. */
-  private withClaim(args: (string | number)[], claimCount: number | undefined): (string | number)[] {
-    if (claimCount !== undefined) args.push(claimCount, this.opts.leaseMs, this.opts.workerId);
-    return args;
+  /** Shorthand for `settle` without a claim: true when completed, false when fenced off. */
+  async complete(job: Lease, result: unknown, reuse: ResultReuse = {}): Promise<boolean> {
+    return (await this.settle(job, { result, reuse })).outcome === "settled";
   }
 
-  private settledAndClaimed(reply: unknown, now: number): SettledAndClaimed {
-    const [ok, flat, nextDue] = reply as [number, string[], number];
-    return { ok: ok === 1, ...this.claimed(flat, nextDue, now) };
-  }
-
-  /** Complete this stage and enqueue the job into `nextQueue` with `nextData`, atomically. */
+  /** Shorthand for `settle` to the next stage (`nextData` defaults to the result), without a claim. */
   async advance(
     job: Lease,
     result: unknown,
@@ -229,57 +216,56 @@ export class Consumer {
     nextData: unknown = result,
     opts: ResultReuse & { nextContentHash?: string } = {},
   ): Promise<boolean> {
-    return (await this.advanceCall(job, result, nextQueue, nextData, opts, Date.now(), undefined)) === 1;
+    const { nextContentHash, ...reuse } = opts;
+    const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash };
+    return (await this.settle(job, { result, next, reuse })).outcome === "settled";
   }
 
-  /**
-   * Advance, and in the same script claim up to `count` jobs of this (the consumer's own)
-   * queue for the freed slot(s): see `completeAndClaim`.
-   */
-  async advanceAndClaim(
-    job: Lease,
-    result: unknown,
-    nextQueue: string,
-    nextData: unknown,
-    opts: ResultReuse & { nextContentHash?: string },
-    count: number,
-  ): Promise<SettledAndClaimed> {
-    const now = Date.now();
-    return this.settledAndClaimed(
-      await this.advanceCall(job, result, nextQueue, nextData, opts, now, count),
-      now,
-    );
-  }
-
-  private advanceCall(
-    job: Lease,
-    result: unknown,
-    nextQueue: string,
-    nextData: unknown,
-    opts: ResultReuse & { nextContentHash?: string },
-    now: number,
-    claimCount: number | undefined,
-  ): Promise<unknown> {
-    assertSamePipeline(this.queue, nextQueue);
+  private completeCall(job: Lease, s: Settlement, now: number): Promise<unknown> {
     const k = this.keys;
-    const next =
-      this.nextKeys?.queue === nextQueue ? this.nextKeys : (this.nextKeys = new QueueKeys(nextQueue));
-    const keys = [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake];
-    const args: (string | number)[] = [
+    // The key list is the same for every job of this queue: built once.
+    const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
+    const args: ScriptArg[] = [
       k.jobPrefix,
       this.queue,
       job.id,
       job.token,
       now,
-      encodeResult(result),
-      nextQueue,
-      encodeResult(nextData),
-      ...reuseArgs(opts),
-      opts.nextContentHash ?? "",
+      encodeResult(s.result),
+      this.opts.retentionSeconds,
+      ...reuseArgs(s.reuse ?? {}),
     ];
-    return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, claimCount));
+    return runScript<unknown>(this.redis, "complete_job", keys, this.withClaim(args, s.claim));
+  }
+  private completeKeyList: string[] | undefined;
+
+  private advanceCall(job: Lease, s: Settlement, next: NextStage, now: number): Promise<unknown> {
+    assertSamePipeline(this.queue, next.queue);
+    const k = this.keys;
+    const nk =
+      this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
+    const keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake];
+    const args: ScriptArg[] = [
+      k.jobPrefix,
+      this.queue,
+      job.id,
+      job.token,
+      now,
+      encodeResult(s.result),
+      next.queue,
+      encodeResult(next.data === undefined ? s.result : next.data),
+      ...reuseArgs(s.reuse ?? {}),
+      next.contentHash ?? "",
+    ];
+    return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, s.claim));
   }
   private nextKeys: QueueKeys | undefined;
+
+  /** Append the complete-and-claim arguments (count, leaseMs, workerId); the script names the claim's keys. */
+  private withClaim(args: ScriptArg[], claim: number | undefined): ScriptArg[] {
+    if (claim !== undefined) args.push(claim, this.opts.leaseMs, this.opts.workerId);
+    return args;
+  }
 
   /**
    * Complete this job by fanning it out: one child job per element of `children` in

@@ -4,8 +4,16 @@ export * from "./types.ts";
 export * from "./connection.ts";
 export * from "./producer.ts";
 export * from "./consumer.ts";
+export * from "./scriptReplies.ts";
 export * from "./admin.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";
 export * from "./events.ts";
-export { scriptSource, type RedisClient } from "./scripts.ts";
+export {
+  scriptSource,
+  resolveIncludes,
+  dumpScripts,
+  SCRIPT_NAMES,
+  type ScriptName,
+  type RedisClient,
+} from "./scripts.ts";

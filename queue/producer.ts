@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { assertJobId, assertQueueName, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
@@ -10,9 +11,6 @@ export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 /** Jobs per script call in bulk enqueue: large enough to amortise, small enough not to block Redis. */
 const BULK_CHUNK = 500;
 
-export class PayloadTooLargeError extends Error {
-  override name = "PayloadTooLargeError";
-}
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
 }
@@ -61,11 +59,7 @@ export class Producer {
           IDEMPOTENCY_TTL_SECONDS,
           ...chunk.flat(),
         ],
-      ).catch((err: Error) => {
-        if (err.message.includes("ERR_PAYLOAD_TOO_LARGE"))
-          throw new PayloadTooLargeError(err.message.replace(/^.*ERR_PAYLOAD_TOO_LARGE /, ""));
-        throw err;
-      });
+      );
       for (let i = 0; i < reply.length; i += 2)
         results.push({ id: String(reply[i]), created: Number(reply[i + 1]) === 1 });
     }

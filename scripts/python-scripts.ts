@@ -4,18 +4,18 @@
 // The Python test suite runs --check, so the client can never run a script the worker does not.
 import { existsSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { SCRIPTS, scriptSource } from "../queue/scripts.ts";
+import { SCRIPT_NAMES, scriptSource } from "../queue/scripts.ts";
 
 const dir = new URL("../clients/python/conveyor/scripts/", import.meta.url).pathname;
 const check = process.argv.includes("--check");
 const differ: string[] = [];
-for (const name of SCRIPTS) {
+for (const name of SCRIPT_NAMES) {
   const file = join(dir, `${name}.lua`);
   const source = scriptSource(name);
   if (!check) writeFileSync(file, source);
   else if (!existsSync(file) || readFileSync(file, "utf8") !== source) differ.push(name);
 }
-const names = new Set<string>(SCRIPTS);
+const names = new Set<string>(SCRIPT_NAMES);
 const stale = readdirSync(dir).filter((f) => f.endsWith(".lua") && !names.has(f.slice(0, -4)));
 if (!check) for (const f of stale) unlinkSync(join(dir, f));
 if (check && (differ.length > 0 || stale.length > 0)) {
@@ -25,4 +25,4 @@ if (check && (differ.length > 0 || stale.length > 0)) {
   );
   process.exit(1);
 }
-if (!check) process.stdout.write(`wrote ${SCRIPTS.length} scripts to ${dir}\n`);
+if (!check) process.stdout.write(`wrote ${SCRIPT_NAMES.length} scripts to ${dir}\n`);

@@ -1,7 +1,7 @@
 // The job API as a real `conveyor api` process: 202 + status URL, progress while a job runs,
 // clear 400s, 404 for unknown ids, body limit and bearer token.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -106,10 +106,14 @@ describe("job API", () => {
       [await call("/queues/q/jobs"), 405, /POST/],
       [await call("/queues/q", {}, null), 401, /bearer token/],
       [await call("/queues/q", {}, "wrong-token!"), 401, /bearer token/],
+      // A malformed %-escape is the client's mistake: 400 naming it, not a 500 and an error log.
+      [await call("/jobs/%E0%A4%A"), 400, /malformed %-escape in the path: "%E0%A4%A"/],
+      [await call("/queues/%zz/jobs", { method: "POST", body: '{"data":1}' }), 400, /malformed %-escape/],
     ];
     for (const [res, status, message] of cases) {
       assert.equal(res.status, status, `${res.url}: ${status}`);
       assert.match(((await res.json()) as { error: string }).error, message);
     }
+    assert.doesNotMatch(readFileSync(join(dir, "api.log"), "utf8"), /request failed/);
   });
 });

@@ -428,10 +428,10 @@ describe("queue protocol (single Redis)", () => {
     const [h1] = (await c1.claim(1)).jobs;
     const [h2] = (await c2.claim(1)).jobs;
     assert.equal(h1!.id, "y");
-    const combined = await c1.completeAndClaim(h1!, { done: 1 }, {}, 2);
+    const combined = await c1.settle(h1!, { result: { done: 1 }, claim: 2 });
     assert.equal(await c2.complete(h2!, { done: 1 }), true);
     const separate = await c2.claim(2);
-    assert.equal(combined.ok, true);
+    assert.equal(combined.outcome, "settled");
     assert.deepEqual(combined.jobs.map(claimView), separate.jobs.map(claimView));
     assert.deepEqual(
       combined.jobs.map((j) => j.id),
@@ -451,7 +451,7 @@ describe("queue protocol (single Redis)", () => {
       es.map(({ at: _at, token: _token, ...rest }) => ({ ...rest, queue: "" }));
     assert.deepEqual(strip(await eventsOf(q1)), strip(await eventsOf(q2)));
     // The claimed jobs complete normally (and may claim again: only "z" is left).
-    const again = await c1.completeAndClaim(combined.jobs[0]!, 1, {}, 3);
+    const again = await c1.settle(combined.jobs[0]!, { result: 1, claim: 3 });
     assert.deepEqual(
       again.jobs.map((j) => j.id),
       ["z"],
@@ -471,21 +471,21 @@ describe("queue protocol (single Redis)", () => {
     const fast = consumer(redis, q, "fast");
     const [owned] = (await fast.claim(1)).jobs;
     assert.equal(owned!.id, "held");
-    const late = await slow.completeAndClaim(job!, "late", {}, 1);
-    assert.equal(late.ok, false, "the late owner's result is fenced off");
+    const late = await slow.settle(job!, { result: "late", claim: 1 });
+    assert.equal(late.outcome, "fenced", "the late owner's result is fenced off");
     assert.deepEqual(
       late.jobs.map((j) => j.id),
       ["other"],
     );
     assert.equal((await admin.counters(q)).fenced, 1);
     assert.equal((await admin.job("held", q))?.state, "active");
-    const done = await fast.completeAndClaim(owned!, "on time", {}, 1);
-    assert.equal(done.ok, true);
+    const done = await fast.settle(owned!, { result: "on time", claim: 1 });
+    assert.equal(done.outcome, "settled");
     assert.equal(done.jobs.length, 0);
     assert.equal((await admin.job("held", q))?.result, '"on time"');
     assert.equal(
-      (await fast.completeAndClaim(owned!, "twice", {}, 1)).ok,
-      false,
+      (await fast.settle(owned!, { result: "twice", claim: 1 })).outcome,
+      "fenced",
       "a second completion is fenced",
     );
   });
@@ -504,7 +504,7 @@ describe("queue protocol (single Redis)", () => {
       "retry",
     );
     await redis.hset(new QueueKeys(q).job("r"), "stalls", 1);
-    const out = await c.completeAndClaim(s!, null, {}, 5);
+    const out = await c.settle(s!, { result: null, claim: 5 });
     assert.deepEqual(
       out.jobs.map((j) => [j.id, j.attempt, j.maxAttempts, j.stalls]),
       [["r", 2, 3, 1]],
@@ -521,8 +521,8 @@ describe("queue protocol (single Redis)", () => {
     ]);
     const c = consumer(redis, q);
     const [a, b] = (await c.claim(2)).jobs;
-    const none = await c.completeAndClaim(a!, 1, {}, 0);
-    assert.equal(none.ok, true);
+    const none = await c.settle(a!, { result: 1, claim: 0 });
+    assert.equal(none.outcome, "settled");
     assert.deepEqual(none.jobs, []);
     assert.equal(await c.complete(b!, 2), true);
     assert.deepEqual(await admin.counts(q), {
@@ -546,15 +546,27 @@ describe("queue protocol (single Redis)", () => {
     ]);
     const ca = consumer(redis, a);
     const [first] = (await ca.claim(1)).jobs;
-    const r = await ca.advanceAndClaim(first!, { text: 1 }, b, { text: 1 }, {}, 2);
-    assert.equal(r.ok, true);
+    const r = await ca.settle(first!, {
+      result: { text: 1 },
+      next: { queue: b, data: { text: 1 } },
+      claim: 2,
+    });
+    assert.equal(r.outcome, "settled");
     assert.deepEqual(
       r.jobs.map((j) => [j.id, j.queue]),
       [["d2", a]],
     );
-    const r2 = await ca.advanceAndClaim(r.jobs[0]!, { text: 2 }, b, { text: 2 }, {}, 2);
+    const r2 = await ca.settle(r.jobs[0]!, {
+      result: { text: 2 },
+      next: { queue: b, data: { text: 2 } },
+      claim: 2,
+    });
     assert.deepEqual(r2.jobs, [], "d1 now waits in stage b, not a");
-    assert.equal((await ca.advanceAndClaim(first!, 0, b, 0, {}, 1)).ok, false, "fenced");
+    assert.equal(
+      (await ca.settle(first!, { result: 0, next: { queue: b, data: 0 }, claim: 1 })).outcome,
+      "fenced",
+      "fenced",
+    );
     assert.deepEqual(
       (await consumer(redis, b).claim(5)).jobs.map((j) => [j.id, JSON.parse(j.rawData)]),
       [
@@ -608,9 +620,9 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
         { data: 4, id: `${p}-4` },
       ]);
       const [third] = (await ca.claim(1)).jobs;
-      const adv = await ca.advanceAndClaim(third!, 3, b, 3, {}, 1);
-      assert.deepEqual([adv.ok, adv.jobs.map((j) => j.id)], [true, [`${p}-4`]]);
-      assert.deepEqual((await ca.completeAndClaim(adv.jobs[0]!, 4, {}, 1)).ok, true);
+      const adv = await ca.settle(third!, { result: 3, next: { queue: b, data: 3 }, claim: 1 });
+      assert.deepEqual([adv.outcome, adv.jobs.map((j) => j.id)], ["settled", [`${p}-4`]]);
+      assert.deepEqual((await ca.settle(adv.jobs[0]!, { result: 4, claim: 1 })).outcome, "settled");
       assert.equal((await admin.counts(a)).dead, 1);
       assert.equal((await admin.counts(b)).completed, 1);
       assert.equal((await admin.job(`${p}-1`))?.state, "completed");

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
 import {
   Consumer,
+  resolveIncludes,
   scriptSource,
   type ClaimResult,
   type ClaimedJob,
@@ -24,9 +25,13 @@ const body = (name: string) => readFileSync(new URL(`${name}.lua`, SCRIPTS), "ut
  * Returns {completed (1|0), claim's reply}.
  */
 export function completeAndClaimLua(): string {
-  const prelude = readFileSync(new URL("_prelude.lua", SCRIPTS), "utf8");
-  return `${prelude}
--- (named apart from the prelude's claimJobs, which claim_jobs.lua calls)
+  // Both scripts' helpers first (each once), so the bodies below can be wrapped in functions.
+  const includes = [body("complete_job"), body("claim_jobs")]
+    .flatMap((text) => text.split("\n").filter((line) => line.startsWith("--- @include")))
+    .join("\n");
+  return resolveIncludes(
+    `${includes}
+-- (named apart from the helper claimJobs, which claim_jobs.lua calls)
 local function completeJobScript(KEYS, ARGV)
 ${body("complete_job")}
 end
@@ -39,7 +44,9 @@ for i = 1, #KEYS do if i <= nk then ck[#ck + 1] = KEYS[i] else lk[#lk + 1] = KEY
 for i = 3, #ARGV do if i <= 2 + na then ca[#ca + 1] = ARGV[i] else la[#la + 1] = ARGV[i] end end
 local completed = completeJobScript(ck, ca)
 return {completed, claimJobsScript(lk, la)}
-`;
+`,
+    SCRIPTS,
+  );
 }
 
 interface Call {

@@ -8,8 +8,16 @@
 -- Returns 1, or 0 when the lease was lost.
 -- Complete-and-claim (optional): ARGV 13 count, 14 leaseMs, 15 workerId: also claims up to
 -- `count` jobs of this (the worker's own) queue and returns {1|0, jobs, nextDueMs} (see
--- settleAndClaim in _prelude.lua). Every key is in the pipeline's slot, so this stays
+-- includes/settleAndClaim.lua). Every key is in the pipeline's slot, so this stays
 -- Cluster-safe.
+--- @include "includes/keys"
+--- @include "includes/lease"
+--- @include "includes/record"
+--- @include "includes/rememberResult"
+--- @include "includes/requeueScore"
+--- @include "includes/wake"
+--- @include "includes/settleAndClaim"
+
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue = ARGV[7]

@@ -4,6 +4,9 @@
 -- KEYS: 1 logs (`<P>logs:<id>`, the job's pipeline slot)
 -- ARGV: 1 jobPrefix, 2 id, 3 token, 4 now (ms), 5 line (JSON text), 6 maxLines, 7 ttlSeconds
 -- Returns 1, or 0 when the lease was lost (the line is dropped).
+--- @include "includes/keys"
+--- @include "includes/lease"
+
 local jobPrefix, id, token = ARGV[1], ARGV[2], ARGV[3]
 if not holdsLease(jobKey(jobPrefix, id), token) then return 0 end
 redis.call('RPUSH', KEYS[1], ARGV[5])

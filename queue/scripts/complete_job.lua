@@ -5,7 +5,14 @@
 -- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
 -- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to
 -- `count` jobs of this queue for the freed slot(s) and returns {1|0, jobs, nextDueMs} as
--- claim_jobs does (see settleAndClaim in _prelude.lua).
+-- claim_jobs does (see includes/settleAndClaim.lua).
+--- @include "includes/keys"
+--- @include "includes/lease"
+--- @include "includes/record"
+--- @include "includes/rememberResult"
+--- @include "includes/fanIn"
+--- @include "includes/settleAndClaim"
+
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)

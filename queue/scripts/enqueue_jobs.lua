@@ -4,6 +4,10 @@
 --       6 idempotencyTtlSeconds, then per job 8 fields:
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash
 -- Returns a flat list: id, created (1) or duplicate (0), per job.
+--- @include "includes/keys"
+--- @include "includes/record"
+--- @include "includes/wake"
+
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])

@@ -4,6 +4,11 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
 --       7 retryDelayMs, 8 retryable ('1' or '0')
 -- Returns 'retry', 'dead', or 'lost' when the lease was lost.
+--- @include "includes/keys"
+--- @include "includes/lease"
+--- @include "includes/record"
+--- @include "includes/fanIn"
+
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)

@@ -1,11 +1,17 @@
 -- Complete a job by fanning it out: its children (one per element of the handler's result) are
 -- enqueued into the next stage, and a fan-in record waits for all of them; the child that
--- finishes last enqueues the join job (see finishChild in the prelude). One atomic step, all
+-- finishes last enqueues the join job (see finishChild in includes/fanIn.lua). One atomic step, all
 -- keys in the pipeline's slot.
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
 --       8 retentionSeconds, then one child data (JSON) per child
 -- Returns the number of children, or -1 when the lease was lost.
+--- @include "includes/keys"
+--- @include "includes/lease"
+--- @include "includes/record"
+--- @include "includes/wake"
+--- @include "includes/fanIn"
+
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue, joinQueue = ARGV[6], ARGV[7]

@@ -4,6 +4,12 @@
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' | 'deferred')
 -- Returns 1, or 0 when the lease was lost.
+--- @include "includes/keys"
+--- @include "includes/lease"
+--- @include "includes/record"
+--- @include "includes/requeueScore"
+--- @include "includes/wake"
+
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)

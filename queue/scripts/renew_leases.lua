@@ -4,6 +4,9 @@
 -- ARGV: 1 jobPrefix, 2 now (ms), 3 leaseMs, 4 workerId, 5 workerInfo (JSON, '' = none),
 --       then id, token pairs
 -- Returns the ids whose lease this worker no longer holds (fenced off).
+--- @include "includes/keys"
+--- @include "includes/lease"
+
 local jobPrefix = ARGV[1]
 local deadline = tonumber(ARGV[2]) + tonumber(ARGV[3])
 local lost = {}

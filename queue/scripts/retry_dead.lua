@@ -3,6 +3,11 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
 -- Returns the number of jobs moved; entries without a usable record (no data, no numeric
 -- score, not a hash) stay dead.
+--- @include "includes/keys"
+--- @include "includes/numbers"
+--- @include "includes/record"
+--- @include "includes/wake"
+
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local ids = {}

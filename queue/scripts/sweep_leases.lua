@@ -20,6 +20,12 @@
 --       kept in the sweeper hash; else 15000 and 33000, for the default 30 s lease)
 -- Returns {requeued, deadLettered, graceLeftMs}; requeued = deadLettered = -1 when another
 -- sweeper holds the mutex. graceLeftMs > 0 while a grace window is open (nothing expired).
+--- @include "includes/keys"
+--- @include "includes/record"
+--- @include "includes/wake"
+--- @include "includes/fanIn"
+--- @include "includes/promoteDue"
+
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local maxStalls = tonumber(ARGV[4])

@@ -2,7 +2,43 @@
 // identity travels in headers so the body is exactly the job data.
 import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
-const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+
+const tooLarge = () =>
+  new HandlerError(`handler sidecar response is larger than ${MAX_RESPONSE_BYTES} bytes`, {
+    retryable: false,
+  });
+
+/**
+ * The response body as text, read chunk by chunk and counted in bytes: past `cap` the request
+ * is aborted (the connection closed), so a huge or endless response cannot exhaust memory.
+ */
+async function readCapped(res: Response, cap: number, signal: AbortSignal): Promise<string> {
+  if (Number(res.headers.get("content-length") ?? 0) > cap) {
+    await res.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (!res.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > cap) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    throw err;
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
 
 export function httpHandler(url: string): Handler {
   return {
@@ -35,11 +71,7 @@ export function httpHandler(url: string): Handler {
           cause: err,
         });
       }
-      const text = await res.text();
-      if (text.length > MAX_RESPONSE_BYTES)
-        throw new HandlerError(`handler sidecar response is larger than ${MAX_RESPONSE_BYTES} bytes`, {
-          retryable: false,
-        });
+      const text = await readCapped(res, MAX_RESPONSE_BYTES, ctx.signal);
       if (!res.ok) {
         // 4xx means the sidecar judged the input bad: retrying the same input cannot help
         // (except timeouts and rate limits, which can).

@@ -1,5 +1,5 @@
 // Outbox entries → typed events → per-row patches. The Lua scripts in queue/scripts append one
-// stream entry per transition (see `record` in _prelude.lua); this file is the only place that
+// stream entry per transition (see `record` in queue/scripts/includes/record.lua); this file is the only place that
 // knows their fields. A batch is folded into at most one patch per job and one per execution,
 // in stream order, so one multi-row upsert per table writes the whole batch.
 

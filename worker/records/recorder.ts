@@ -11,17 +11,13 @@ import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { Logger } from "pino";
-import { Counter, Gauge, Registry, type Metric } from "prom-client";
+import type { Registry } from "prom-client";
 import { Backoff } from "../../lib/backoff.ts";
 import { connectRedis, PipelineKeys, type RedisClient } from "../../queue/index.ts";
-import {
-  foldEvents,
-  MalformedEventError,
-  parseEntry,
-  streamTime,
-  type OutboxEvent,
-  type RawEntry,
-} from "./events.ts";
+import { foldEvents, parseEntry, streamTime, type OutboxEvent, type RawEntry } from "./events.ts";
+import { createGroup, isNoGroup, readReply, RECORDER_GROUP } from "./outboxStream.ts";
+import { RecorderHealth, type RecorderStats } from "./recorderHealth.ts";
+import { createRecorderMetrics, OutboxGauges, type RecorderMetrics } from "./recorderMetrics.ts";
 import {
   createPool,
   describeDatabaseUrl,
@@ -31,7 +27,8 @@ import {
   type PoolOptions,
 } from "./postgres.ts";
 
-export const RECORDER_GROUP = "conveyor-records";
+export { RECORDER_GROUP } from "./outboxStream.ts";
+export type { RecorderStats } from "./recorderHealth.ts";
 
 export interface RecorderOptions {
   /** Shared connection: set-up and the small periodic gauge reads only. */
@@ -68,147 +65,8 @@ export interface RecorderOptions {
   gaugeIntervalMs?: number;
 }
 
-export interface RecorderStats {
-  /** Outbox entries written to PostgreSQL (replays included). */
-  written: number;
-  batches: number;
-  /** Failed attempts to write a batch (each retried). */
-  failures: number;
-  /** Entries that could not be recorded (malformed, or rejected by PostgreSQL), acknowledged and skipped. */
-  rejected: number;
-  /** Entries trimmed from the stream before they were recorded. */
-  lost: number;
-  databaseUp: boolean;
-}
-
 const BATCH_TARGET_BYTES = 4 * 1024 * 1024;
 const MIN_BATCH = 16;
-
-type RecorderMetrics = ReturnType<typeof createMetrics>;
-
-function metric<T extends Metric>(
-  registry: Registry | undefined,
-  name: string,
-  make: (registers: Registry[]) => T,
-): T {
-  const existing = registry?.getSingleMetric(name);
-  return (existing as T | undefined) ?? make(registry ? [registry] : []);
-}
-
-function createMetrics(registry?: Registry) {
-  const p = ["pipeline"] as const;
-  return {
-    written: metric(
-      registry,
-      "conveyor_records_written_total",
-      (registers) =>
-        new Counter({
-          name: "conveyor_records_written_total",
-          help: "Outbox entries written to PostgreSQL",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    batches: metric(
-      registry,
-      "conveyor_records_batches_total",
-      (registers) =>
-        new Counter({
-          name: "conveyor_records_batches_total",
-          help: "Batches written to PostgreSQL (one transaction each)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    failures: metric(
-      registry,
-      "conveyor_records_failures_total",
-      (registers) =>
-        new Counter({
-          name: "conveyor_records_failures_total",
-          help: "Failed batch writes (retried with backoff)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    rejected: metric(
-      registry,
-      "conveyor_records_rejected_total",
-      (registers) =>
-        new Counter({
-          name: "conveyor_records_rejected_total",
-          help: "Outbox entries skipped as unusable (malformed or refused by PostgreSQL)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    lost: metric(
-      registry,
-      "conveyor_records_lost_total",
-      (registers) =>
-        new Counter({
-          name: "conveyor_records_lost_total",
-          help: "Outbox entries trimmed from the stream before they were recorded",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    outboxLength: metric(
-      registry,
-      "conveyor_records_outbox_length",
-      (registers) =>
-        new Gauge({
-          name: "conveyor_records_outbox_length",
-          help: "Entries in the outbox stream not yet recorded (XLEN)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    outboxPending: metric(
-      registry,
-      "conveyor_records_outbox_pending",
-      (registers) =>
-        new Gauge({
-          name: "conveyor_records_outbox_pending",
-          help: "Outbox entries read by a recorder and not yet acknowledged",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    lag: metric(
-      registry,
-      "conveyor_records_lag_seconds",
-      (registers) =>
-        new Gauge({
-          name: "conveyor_records_lag_seconds",
-          help: "Age of the oldest outbox entry not yet recorded (0 when caught up)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    trimmed: metric(
-      registry,
-      "conveyor_records_outbox_trimmed",
-      (registers) =>
-        new Gauge({
-          name: "conveyor_records_outbox_trimmed",
-          help: "Unread outbox entries trimmed away by the stream's length cap (records lost; visible until recorders read past the gap)",
-          labelNames: p,
-          registers,
-        }),
-    ),
-    databaseUp: metric(
-      registry,
-      "conveyor_records_database_up",
-      (registers) =>
-        new Gauge({
-          name: "conveyor_records_database_up",
-          help: "1 while PostgreSQL accepts the records, 0 during an outage",
-          registers,
-        }),
-    ),
-  };
-}
 
 class Stopped extends Error {}
 
@@ -241,20 +99,10 @@ export class JobRecorder {
   private gaugeTimer: NodeJS.Timeout | null = null;
   private started: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
-  private outageSince: number | null = null;
-  private redisTroubleSince: number | null = null;
   /** Set by stop(): flush what is there, then end. */
   private closingSince: number | null = null;
-  private readonly trimReported = new Set<string>();
-  private readonly unknownTypes = new Set<string>();
-  private readonly counts: RecorderStats = {
-    written: 0,
-    batches: 0,
-    failures: 0,
-    rejected: 0,
-    lost: 0,
-    databaseUp: false,
-  };
+  private readonly health: RecorderHealth;
+  private readonly gauges: OutboxGauges;
 
   constructor(opts: RecorderOptions) {
     if (!opts.redisUrl && !opts.connectBlocking)
@@ -264,10 +112,12 @@ export class JobRecorder {
     this.pipelines = [...new Set(opts.pipelines)];
     this.consumer = opts.consumer ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
     this.log = opts.logger.child({ component: "records" });
-    this.metrics = createMetrics(opts.registry);
+    this.metrics = createRecorderMetrics(opts.registry);
     const db = opts.database;
     this.ownsPool = !isPool(db);
     this.pool = isPool(db) ? db : createPool(db, { ...opts.pool, maxConnections: opts.maxConnections });
+    this.health = new RecorderHealth(this.metrics, this.log, this.describeDatabase());
+    this.gauges = new OutboxGauges(opts.redis, this.metrics, this.log);
   }
 
   /**
@@ -291,7 +141,7 @@ export class JobRecorder {
       { pipelines: this.pipelines, consumer: this.consumer, database: this.describeDatabase() },
       "job records on: draining the outbox into PostgreSQL",
     );
-    await this.readGauges(); // before reading: a gap left while no recorder ran is seen now
+    await this.gauges.read(this.pipelines); // before reading: a gap left while no recorder ran is seen now
     for (const pipeline of this.pipelines) {
       const keys = new PipelineKeys(pipeline);
       const conn =
@@ -310,7 +160,7 @@ export class JobRecorder {
       this.loops.push(loop);
     }
     const interval = this.opts.gaugeIntervalMs ?? 5_000;
-    this.gaugeTimer = setInterval(() => void this.readGauges(), interval);
+    this.gaugeTimer = setInterval(() => void this.gauges.read(this.pipelines), interval);
     this.gaugeTimer.unref();
   }
 
@@ -357,7 +207,7 @@ export class JobRecorder {
   }
 
   stats(): RecorderStats {
-    return { ...this.counts };
+    return this.health.stats();
   }
 
   private get stopped(): boolean {
@@ -385,7 +235,7 @@ export class JobRecorder {
       try {
         await this.ensureSchema();
       } catch (err) {
-        this.databaseFailed(loop.pipeline, err);
+        this.health.databaseFailed(loop.pipeline, err);
         if (this.closing) break;
         await this.pause(backoff.next()).catch(() => {});
         continue;
@@ -394,7 +244,7 @@ export class JobRecorder {
         const entries = await this.nextEntries(loop);
         if (entries.length > 0) await this.record(loop, entries);
         backoff.reset();
-        this.redisOk();
+        this.health.redisOk();
         if (
           this.closing &&
           (entries.length === 0 || streamTime(entries[entries.length - 1]![0]) >= this.closingSince!)
@@ -413,7 +263,7 @@ export class JobRecorder {
           await createGroup(loop.conn, loop.keys.outbox).catch(() => {});
           continue;
         }
-        this.redisFailed(loop.pipeline, err);
+        this.health.redisFailed(loop.pipeline, err);
         await this.pause(backoff.next()).catch(() => {});
       }
     }
@@ -428,7 +278,7 @@ export class JobRecorder {
       (applied) => {
         if (applied.length > 0)
           this.log.info({ migrations: applied }, "job records: database schema migrated");
-        this.databaseOk();
+        this.health.databaseOk();
       },
       (err: unknown) => {
         this.schema = null;
@@ -503,7 +353,7 @@ export class JobRecorder {
       loop.batchSize,
     )) as unknown as [string, RawEntry[], string[]?];
     const [cursor, entries, deleted] = reply;
-    if (deleted && deleted.length > 0) this.lost(loop.pipeline, deleted.length, "claimed");
+    if (deleted && deleted.length > 0) this.health.lost(loop.pipeline, deleted.length, "claimed");
     loop.claimCursor = cursor;
     if (cursor === "0-0") loop.nextClaimAt = Date.now() + (this.opts.claimIntervalMs ?? 10_000);
     if (entries.length > 0)
@@ -520,7 +370,7 @@ export class JobRecorder {
     for (const entry of entries) {
       if (!entry[1]) {
         // Pending, but its content is gone: trimmed (MAXLEN) before anyone recorded it.
-        this.lost(loop.pipeline, 1, "trimmed");
+        this.health.lost(loop.pipeline, 1, "trimmed");
         continue;
       }
       for (const f of entry[1]) bytes += f.length;
@@ -528,7 +378,7 @@ export class JobRecorder {
         const event = parseEntry(loop.pipeline, entry);
         if (event) events.push(event);
       } catch (err) {
-        this.reject(loop.pipeline, entry[0], err); // acknowledged below with the rest
+        this.health.reject(loop.pipeline, entry[0], err); // acknowledged below with the rest
       }
     }
     this.adaptBatchSize(loop, entries.length, bytes);
@@ -552,7 +402,7 @@ export class JobRecorder {
     for (;;) {
       try {
         await writeBatch(this.pool, foldEvents(events));
-        this.written(loop.pipeline, events.length);
+        this.health.written(loop.pipeline, events.length);
         return;
       } catch (batchErr) {
         let err = batchErr;
@@ -564,7 +414,7 @@ export class JobRecorder {
             err = outage; // the database went away meanwhile: retry the whole batch
           }
         }
-        this.databaseFailed(loop.pipeline, err);
+        this.health.databaseFailed(loop.pipeline, err);
         if (this.closing) throw new Stopped(); // no waiting out an outage at shutdown
         await this.pause(backoff.next());
       }
@@ -575,10 +425,10 @@ export class JobRecorder {
     for (const event of events) {
       try {
         await writeBatch(this.pool, foldEvents([event]));
-        this.written(loop.pipeline, 1);
+        this.health.written(loop.pipeline, 1);
       } catch (err) {
         if (!isDataError(err)) throw err; // an outage after all: the whole batch is retried
-        this.reject(loop.pipeline, event.streamId, err);
+        this.health.reject(loop.pipeline, event.streamId, err);
       }
     }
   }
@@ -615,128 +465,6 @@ export class JobRecorder {
     if (pending.length === 0)
       await this.opts.redis.xgroup("DELCONSUMER", loop.keys.outbox, RECORDER_GROUP, this.consumer);
   }
-
-  private async readGauges(): Promise<void> {
-    for (const pipeline of this.pipelines) {
-      const key = new PipelineKeys(pipeline).outbox;
-      try {
-        const replies = await this.opts.redis
-          .multi()
-          .xlen(key)
-          .xinfo("GROUPS", key)
-          .xrange(key, "-", "+", "COUNT", 1)
-          .exec();
-        if (!replies) continue;
-        const [[, rawLen], [, groups], [, first]] = replies as [
-          [unknown, number],
-          [unknown, unknown[][]],
-          [unknown, RawEntry[]],
-        ];
-        const len = Number(rawLen);
-        const group = (groups ?? []).map(fieldMap).find((g) => g.name === RECORDER_GROUP);
-        this.metrics.outboxLength.set({ pipeline }, len);
-        this.metrics.outboxPending.set({ pipeline }, Number(group?.pending ?? 0));
-        const oldest = first?.[0]?.[0];
-        this.metrics.lag.set(
-          { pipeline },
-          oldest ? Math.max(0, (Date.now() - streamTime(oldest)) / 1000) : 0,
-        );
-        // Entries not yet delivered to the group (`lag`, Redis ≥ 7) can only exceed the stream's
-        // length when the MAXLEN cap trimmed some of them away before anyone read them.
-        const undelivered = group?.lag === null || group?.lag === undefined ? null : Number(group.lag);
-        const trimmed = undelivered !== null && undelivered > len ? undelivered - len : 0;
-        this.metrics.trimmed.set({ pipeline }, trimmed);
-        if (trimmed > 0 && !this.trimReported.has(pipeline)) {
-          this.trimReported.add(pipeline);
-          this.log.error(
-            { pipeline, entries: trimmed },
-            "job records: the outbox reached its length cap and unread entries were trimmed: their records are lost",
-          );
-        } else if (trimmed === 0) {
-          this.trimReported.delete(pipeline);
-        }
-      } catch {
-        // Gauges are best effort; the loop reports real trouble.
-      }
-    }
-  }
-
-  // ---- bookkeeping ----------------------------------------------------------------------
-
-  private written(pipeline: string, n: number): void {
-    this.counts.written += n;
-    this.counts.batches += 1;
-    this.metrics.written.inc({ pipeline }, n);
-    this.metrics.batches.inc({ pipeline });
-    this.databaseOk();
-  }
-
-  private databaseOk(): void {
-    this.counts.databaseUp = true;
-    this.metrics.databaseUp.set(1);
-    if (this.outageSince !== null) {
-      this.log.info(
-        { outageMs: Date.now() - this.outageSince, failures: this.counts.failures },
-        "job records: PostgreSQL is back, catching up",
-      );
-      this.outageSince = null;
-    }
-  }
-
-  private databaseFailed(pipeline: string, err: unknown): void {
-    this.counts.failures += 1;
-    this.counts.databaseUp = false;
-    this.metrics.failures.inc({ pipeline });
-    this.metrics.databaseUp.set(0);
-    if (this.outageSince === null) {
-      this.outageSince = Date.now();
-      this.log.warn(
-        { err: errorInfo(err), database: this.describeDatabase() },
-        "job records: PostgreSQL unavailable; jobs keep running and their records wait in the outbox",
-      );
-    }
-  }
-
-  private redisOk(): void {
-    if (this.redisTroubleSince !== null) {
-      this.log.info({ troubleMs: Date.now() - this.redisTroubleSince }, "job records: Redis answers again");
-      this.redisTroubleSince = null;
-    }
-  }
-
-  private redisFailed(pipeline: string, err: unknown): void {
-    if (this.redisTroubleSince === null) {
-      this.redisTroubleSince = Date.now();
-      this.log.warn(
-        { pipeline, err: errorInfo(err) },
-        "job records: reading the outbox failed; retrying with backoff",
-      );
-    }
-  }
-
-  private reject(pipeline: string, streamId: string, err: unknown): void {
-    this.counts.rejected += 1;
-    this.metrics.rejected.inc({ pipeline });
-    const unknownType = err instanceof MalformedEventError ? err.unknownType : undefined;
-    if (unknownType !== undefined) {
-      // A newer queue version may add event types: say so once per type, not per entry.
-      if (this.unknownTypes.has(unknownType)) return;
-      this.unknownTypes.add(unknownType);
-    }
-    this.log.error(
-      { pipeline, entry: streamId, err: errorInfo(err), malformed: err instanceof MalformedEventError },
-      "job records: outbox entry skipped",
-    );
-  }
-
-  private lost(pipeline: string, n: number, how: string): void {
-    this.counts.lost += n;
-    this.metrics.lost.inc({ pipeline }, n);
-    this.log.error(
-      { pipeline, entries: n, how },
-      "job records: outbox entries were trimmed before they were recorded (outbox full: records were away too long)",
-    );
-  }
 }
 
 export interface StartRecorderOptions extends Omit<RecorderOptions, "database"> {
@@ -762,30 +490,6 @@ export async function startRecorder(opts: StartRecorderOptions): Promise<JobReco
   return recorder;
 }
 
-// ---- Redis helpers ----------------------------------------------------------------------
-
-async function createGroup(redis: RedisClient, stream: string): Promise<void> {
-  try {
-    // From the stream's beginning: entries written before the group existed are recorded too.
-    await redis.xgroup("CREATE", stream, RECORDER_GROUP, "0", "MKSTREAM");
-  } catch (err) {
-    if (!String((err as Error).message).includes("BUSYGROUP")) throw err;
-  }
-}
-
-/** A Redis reply of alternating names and values (XINFO) as an object. */
-function fieldMap(list: unknown[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (let i = 0; i + 1 < list.length; i += 2) out[String(list[i])] = list[i + 1];
-  return out;
-}
-
-function readReply(reply: unknown): RawEntry[] {
-  if (!reply) return [];
-  const streams = reply as [string, RawEntry[]][];
-  return streams[0]?.[1] ?? [];
-}
-
 function isPool(db: RecorderOptions["database"]): db is pg.Pool {
   return (
     typeof db === "object" &&
@@ -793,14 +497,4 @@ function isPool(db: RecorderOptions["database"]): db is pg.Pool {
     typeof (db as pg.Pool).connect === "function" &&
     typeof (db as pg.Pool).end === "function"
   );
-}
-
-function isNoGroup(err: unknown): boolean {
-  return String((err as Error)?.message).includes("NOGROUP");
-}
-
-function errorInfo(err: unknown): { name?: string; message: string; code?: string } {
-  if (err instanceof Error)
-    return { name: err.name, message: err.message, code: (err as { code?: string }).code };
-  return { message: String(err) };
 }

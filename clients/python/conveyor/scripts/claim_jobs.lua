@@ -1,18 +1,27 @@
--- Shared by every Conveyor script (prepended when the script is loaded). Keys of one queue and
--- its pipeline share a hash tag, so job keys built here from `jobPrefix` live in the same slot
--- as the declared KEYS and every script is Redis Cluster-safe.
-
+-- Claim up to `count` ready jobs for one worker: promote due delayed jobs, pop by priority,
+-- and write each lease (deadline + fencing token) in the same step, so a job is never
+-- popped without an owner. The claim itself is `claimJobs` in includes/claimJobs.lua, shared with the
+-- complete-and-claim option of complete_job.lua and advance_job.lua.
+-- KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence, 7 wake, 8 outbox, 9 meta
+-- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 leaseMs, 5 count, 6 workerId
+-- Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+-- Key names the scripts build themselves, as queue/keys.ts lays them out. Keys of one queue and
+-- its pipeline share a hash tag, so names built here from `jobPrefix` (`cvy:{pipeline}:job:`)
+-- live in the same slot as the declared KEYS and every script is Redis Cluster-safe.
 local function jobKey(jobPrefix, id)
   return jobPrefix .. id
 end
 
--- Other names the scripts build themselves, as queue/keys.ts lays them out: `jobPrefix` is
--- `cvy:{pipeline}:job:`, so a name made from the pipeline's base keeps its hash tag (one slot).
 local function pipelineBase(jobPrefix)
   return string.sub(jobPrefix, 1, #jobPrefix - 4)
 end
 local function queueKeyPrefix(base, queue)
   return base .. 'q:' .. queue .. ':'
+end
+-- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
+local function wake(wakeKey)
+  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
 end
 
 -- Every transition is appended to the queue's capped event stream (for followers: `conveyor
@@ -36,20 +45,6 @@ local function record(outboxKey, metaKey, fields)
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
 end
-
--- The fencing check: only the holder of the current lease token may act on a job.
-local function leaseHeld(current, token)
-  return current ~= false and current ~= '' and current == token
-end
-local function holdsLease(jk, token)
-  return leaseHeld(redis.call('HGET', jk, 'token'), token)
-end
-
--- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
-local function wake(wakeKey)
-  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
-end
-
 -- Records written by other producers are checked before a script changes anything: Redis does
 -- not roll a script back, so an error after a ZPOPMIN or ZREM would leave the job in no set.
 -- A score ZADD accepts, as a number; nil when missing, not a number, NaN or infinite.
@@ -57,6 +52,11 @@ local function numericScore(raw)
   local n = tonumber(raw)
   if n and n == n and n > -math.huge and n < math.huge then return n end
   return nil
+end
+
+-- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
+local function isCounter(raw)
+  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
 end
 
 -- A job key that is not a hash (another client SET it) cannot hold a dead letter's fields: it
@@ -85,11 +85,6 @@ local function deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue, sco
   if score and not numericScore(redis.call('HGET', jk, 'score')) then redis.call('HSET', jk, 'score', score) end
   redis.call('ZADD', deadKey, now, id)
   redis.call('HINCRBY', countsKey, 'dead', 1)
-end
-
--- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
-local function isCounter(raw)
-  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
 end
 
 -- What a claim needs from a job record, checked before the claim changes it: the HMGET
@@ -129,21 +124,6 @@ local function claimable(jk, id)
   return f
 end
 
--- The score for putting a running job back into a ready set (release_job, advance_job), read
--- before the script changes anything. claim_jobs made sure the record had a numeric one; a
--- record changed while its job ran gets a fresh place behind the jobs of its priority.
-local function requeueScore(jobPrefix, jk)
-  local f = redis.call('HMGET', jk, 'score', 'priority')
-  local score = numericScore(f[1])
-  if score then return score end
-  local p = numericScore(f[2]) or 0
-  if p < 0 or p > 1000 then p = 0 end
-  score = (1000 - math.floor(p)) * 4398046511104 + redis.call('INCR', pipelineBase(jobPrefix) .. 'seq')
-  redis.call('HSET', jk, 'score', score)
-  return score
-end
-
-
 -- Move delayed jobs whose time has come to ready (bounded per call). Returns the earliest
 -- delayed job's due time (-1: none) when nothing was moved — the common case costs one
 -- command, and the caller need not look again; nil when it must.
@@ -169,55 +149,6 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
     end
   end
   return nil
-end
-
--- Result reuse: a stage's result stored under the job's content hash, so a repeated input
--- (the same document) skips the stage. `jobPrefix` is `cvy:{pipeline}:job:`.
-local function rememberResult(jobPrefix, queue, contentHash, ttl, result)
-  if contentHash ~= '' and tonumber(ttl) > 0 then
-    redis.call('SET', pipelineBase(jobPrefix) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
-  end
-end
-
--- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
--- and removes the fan-in record (so it happens once).
-local function enqueueJoin(jobPrefix, parent, now)
-  local base = pipelineBase(jobPrefix)
-  local fk = base .. 'fanin:' .. parent
-  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
-  local total = tonumber(f[1])
-  local results = {}
-  for i = 1, total do
-    results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
-  end
-  local joinQueue = f[2]
-  local joinId = parent .. ':join'
-  local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
-  local qk = queueKeyPrefix(base, joinQueue)
-  local seq = redis.call('INCR', base .. 'seq')
-  local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
-  redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
-    'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
-  redis.call('ZADD', qk .. 'ready', score, joinId)
-  redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
-  wake(qk .. 'wake')
-  redis.call('DEL', fk)
-  if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
-  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'from', 'fan-in', 'attempts', f[4], 'data', data})
-end
-
--- A child job (created by fan_out.lua) has finished: completed at its last stage or
--- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
--- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
--- `parent`: the job's parent field when the caller has read it already (false: none).
-local function finishChild(jobPrefix, jk, id, outcome, now, parent)
-  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
-  if not parent or parent == '' then return end
-  local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
-  if redis.call('EXISTS', fk) == 0 then return end
-  if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
-  local done = redis.call('HINCRBY', fk, 'done', 1)
-  if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
 end
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
@@ -270,31 +201,4 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   return {jobs, nextDue}
 end
 
--- Complete-and-claim (like BullMQ's moveToFinished fetching the next job): a script that
--- settles a job may also claim for the slot it frees, saving the consumer a round trip. The
--- caller appends `count leaseMs workerId` after the script's own `nArgs` arguments; the claim
--- is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
--- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every job.
--- Without them the script returns `settled` as before; with them {settled, jobs, nextDueMs}.
--- The claim runs whether or not the settle was fenced: the slot is free either way.
-local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
-  local count = tonumber(argv[nArgs + 1] or '')
-  if count == nil then return settled end
-  if count <= 0 then return {settled, {}, -1} end
-  local base = pipelineBase(jobPrefix)
-  local q = queueKeyPrefix(base, queue)
-  -- claim_jobs' KEYS, in its order
-  local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
-  local claimed = claimJobs(keys, jobPrefix, queue, now, tonumber(argv[nArgs + 2]), count, argv[nArgs + 3])
-  return {settled, claimed[1], claimed[2]}
-end
-
--- Claim up to `count` ready jobs for one worker: promote due delayed jobs, pop by priority,
--- and write each lease (deadline + fencing token) in the same step, so a job is never
--- popped without an owner. The claim itself is `claimJobs` in _prelude.lua, shared with the
--- complete-and-claim option of complete_job.lua and advance_job.lua.
--- KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence, 7 wake, 8 outbox, 9 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 leaseMs, 5 count, 6 workerId
--- Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
 return claimJobs(KEYS, ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6])

@@ -1,18 +1,33 @@
--- Shared by every Conveyor script (prepended when the script is loaded). Keys of one queue and
--- its pipeline share a hash tag, so job keys built here from `jobPrefix` live in the same slot
--- as the declared KEYS and every script is Redis Cluster-safe.
-
+-- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
+-- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
+-- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
+-- Returns the number of jobs moved; entries without a usable record (no data, no numeric
+-- score, not a hash) stay dead.
+-- Key names the scripts build themselves, as queue/keys.ts lays them out. Keys of one queue and
+-- its pipeline share a hash tag, so names built here from `jobPrefix` (`cvy:{pipeline}:job:`)
+-- live in the same slot as the declared KEYS and every script is Redis Cluster-safe.
 local function jobKey(jobPrefix, id)
   return jobPrefix .. id
 end
 
--- Other names the scripts build themselves, as queue/keys.ts lays them out: `jobPrefix` is
--- `cvy:{pipeline}:job:`, so a name made from the pipeline's base keeps its hash tag (one slot).
 local function pipelineBase(jobPrefix)
   return string.sub(jobPrefix, 1, #jobPrefix - 4)
 end
 local function queueKeyPrefix(base, queue)
   return base .. 'q:' .. queue .. ':'
+end
+-- Records written by other producers are checked before a script changes anything: Redis does
+-- not roll a script back, so an error after a ZPOPMIN or ZREM would leave the job in no set.
+-- A score ZADD accepts, as a number; nil when missing, not a number, NaN or infinite.
+local function numericScore(raw)
+  local n = tonumber(raw)
+  if n and n == n and n > -math.huge and n < math.huge then return n end
+  return nil
+end
+
+-- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
+local function isCounter(raw)
+  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
 end
 
 -- Every transition is appended to the queue's capped event stream (for followers: `conveyor
@@ -36,264 +51,11 @@ local function record(outboxKey, metaKey, fields)
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
 end
-
--- The fencing check: only the holder of the current lease token may act on a job.
-local function leaseHeld(current, token)
-  return current ~= false and current ~= '' and current == token
-end
-local function holdsLease(jk, token)
-  return leaseHeld(redis.call('HGET', jk, 'token'), token)
-end
-
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
 local function wake(wakeKey)
   if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
 end
 
--- Records written by other producers are checked before a script changes anything: Redis does
--- not roll a script back, so an error after a ZPOPMIN or ZREM would leave the job in no set.
--- A score ZADD accepts, as a number; nil when missing, not a number, NaN or infinite.
-local function numericScore(raw)
-  local n = tonumber(raw)
-  if n and n == n and n > -math.huge and n < math.huge then return n end
-  return nil
-end
-
--- A job key that is not a hash (another client SET it) cannot hold a dead letter's fields: it
--- is renamed to `P malformed:<id>` for a week and a dead-letter record takes its place.
-local MALFORMED_TTL_SECONDS = 7 * 24 * 3600
-local function malformedKey(jk, id)
-  return string.sub(jk, 1, #jk - #id - 4) .. 'malformed:' .. id
-end
--- The dead-letter reason when the job key exists and is not a hash; nil otherwise.
-local function notAHash(jk, id)
-  local t = redis.call('TYPE', jk)['ok']
-  if t == 'none' or t == 'hash' then return nil end
-  return 'malformed: job key is a ' .. t .. ', not a hash (moved to ' .. malformedKey(jk, id) .. ' for 7 days)'
-end
-
--- Dead-letter a job whose record is unusable, keeping the raw entry for inspection. `score`
--- (optional: its ready-set score) is stored when the record has no numeric one, so
--- `conveyor dlq retry` can put a repaired record back at its place in line.
-local function deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue, score)
-  if notAHash(jk, id) then
-    local aside = malformedKey(jk, id)
-    redis.call('RENAME', jk, aside)
-    redis.call('EXPIRE', aside, MALFORMED_TTL_SECONDS)
-  end
-  redis.call('HSET', jk, 'id', id, 'queue', queue, 'state', 'dead', 'deadReason', reason, 'finishedAt', now)
-  if score and not numericScore(redis.call('HGET', jk, 'score')) then redis.call('HSET', jk, 'score', score) end
-  redis.call('ZADD', deadKey, now, id)
-  redis.call('HINCRBY', countsKey, 'dead', 1)
-end
-
--- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
-local function isCounter(raw)
-  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
-end
-
--- What a claim needs from a job record, checked before the claim changes it: the HMGET
--- fields, or nil and the dead-letter reason (no hash, no data, no numeric score). Counters the
--- other scripts HINCRBY (attemptsMade, stalls, handbacks) are reset to 0 when they are not
--- integers, and a score in an odd form (' 1', '0x10', '1e3') is stored as a plain number, so
--- every later script can use the record as it is. Non-numeric attempts/timeout/createdAt come
--- back as nil: the caller's defaults.
-local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks'}
-local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
-local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
-local function claimable(jk, id)
-  local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
-  if f.err then return nil, notAHash(jk, id) or ('malformed: ' .. f.err) end
-  if not f[1] then return nil, 'malformed: job record missing or has no data' end
-  local score = numericScore(f[8])
-  if not score then
-    return nil, 'malformed: job record has no numeric score (' .. (f[8] and cjson.encode(string.sub(f[8], 1, 40)) or 'none') .. ')'
-  end
-  -- (plain loops, no table unless something needs fixing: this runs for every claimed job)
-  local fix
-  if not string.match(f[8], '^%-?%d+$') and not string.match(f[8], '^%-?%d+%.%d+$') then fix = {'score', score} end
-  for k = 1, 3 do
-    local i = CLAIM_COUNTERS[k]
-    if f[i] and not isCounter(f[i]) then
-      fix = fix or {}
-      fix[#fix + 1] = CLAIM_FIELDS[i]
-      fix[#fix + 1] = 0
-      f[i] = '0'
-    end
-  end
-  if fix then redis.call('HSET', jk, unpack(fix)) end
-  for k = 1, 3 do
-    local i = CLAIM_NUMBERS[k]
-    if not numericScore(f[i]) then f[i] = nil end
-  end
-  return f
-end
-
--- The score for putting a running job back into a ready set (release_job, advance_job), read
--- before the script changes anything. claim_jobs made sure the record had a numeric one; a
--- record changed while its job ran gets a fresh place behind the jobs of its priority.
-local function requeueScore(jobPrefix, jk)
-  local f = redis.call('HMGET', jk, 'score', 'priority')
-  local score = numericScore(f[1])
-  if score then return score end
-  local p = numericScore(f[2]) or 0
-  if p < 0 or p > 1000 then p = 0 end
-  score = (1000 - math.floor(p)) * 4398046511104 + redis.call('INCR', pipelineBase(jobPrefix) .. 'seq')
-  redis.call('HSET', jk, 'score', score)
-  return score
-end
-
-
--- Move delayed jobs whose time has come to ready (bounded per call). Returns the earliest
--- delayed job's due time (-1: none) when nothing was moved — the common case costs one
--- command, and the caller need not look again; nil when it must.
-local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, countsKey, now)
-  local first = redis.call('ZRANGE', delayedKey, 0, 0, 'WITHSCORES')
-  if not first[2] then return -1 end
-  local firstDue = tonumber(first[2])
-  if firstDue and firstDue > now then return firstDue end
-  local due = redis.call('ZRANGEBYSCORE', delayedKey, '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(due) do
-    local jk = jobKey(jobPrefix, id)
-    redis.call('ZREM', delayedKey, id)
-    local score = redis.pcall('HGET', jk, 'score')
-    score = type(score) == 'string' and numericScore(score)
-    if score then
-      redis.call('HSET', jk, 'state', 'ready')
-      redis.call('ZADD', readyKey, score, id)
-    else
-      local reason = notAHash(jk, id) or 'malformed: job record missing or has no numeric score'
-      deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)
-      local base = pipelineBase(jobPrefix)
-      record(base .. 'outbox', base .. 'meta', {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason})
-    end
-  end
-  return nil
-end
-
--- Result reuse: a stage's result stored under the job's content hash, so a repeated input
--- (the same document) skips the stage. `jobPrefix` is `cvy:{pipeline}:job:`.
-local function rememberResult(jobPrefix, queue, contentHash, ttl, result)
-  if contentHash ~= '' and tonumber(ttl) > 0 then
-    redis.call('SET', pipelineBase(jobPrefix) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
-  end
-end
-
--- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
--- and removes the fan-in record (so it happens once).
-local function enqueueJoin(jobPrefix, parent, now)
-  local base = pipelineBase(jobPrefix)
-  local fk = base .. 'fanin:' .. parent
-  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
-  local total = tonumber(f[1])
-  local results = {}
-  for i = 1, total do
-    results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
-  end
-  local joinQueue = f[2]
-  local joinId = parent .. ':join'
-  local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
-  local qk = queueKeyPrefix(base, joinQueue)
-  local seq = redis.call('INCR', base .. 'seq')
-  local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
-  redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
-    'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
-  redis.call('ZADD', qk .. 'ready', score, joinId)
-  redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
-  wake(qk .. 'wake')
-  redis.call('DEL', fk)
-  if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
-  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'from', 'fan-in', 'attempts', f[4], 'data', data})
-end
-
--- A child job (created by fan_out.lua) has finished: completed at its last stage or
--- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
--- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
--- `parent`: the job's parent field when the caller has read it already (false: none).
-local function finishChild(jobPrefix, jk, id, outcome, now, parent)
-  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
-  if not parent or parent == '' then return end
-  local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
-  if redis.call('EXISTS', fk) == 0 then return end
-  if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
-  local done = redis.call('HINCRBY', fk, 'done', 1)
-  if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
-end
-
--- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
--- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
--- (deadline + fencing token) in the same step, so a job is never popped without an owner.
--- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
-local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
-  local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
-
-  local jobs = {}
-  local popped = redis.call('ZPOPMIN', keys[1], count)
-  for i = 1, #popped, 2 do
-    local id = popped[i]
-    local jk = jobKey(jobPrefix, id)
-    -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
-    local f, reason = claimable(jk, id)
-    if not f then
-      deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
-      record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
-    else
-      local token = redis.call('INCR', keys[6])
-      local attempt = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', jk, 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
-      redis.call('ZADD', keys[3], now + leaseMs, id)
-      redis.call('HINCRBY', keys[5], 'started', 1)
-      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
-      local j = #jobs
-      jobs[j + 1] = id
-      jobs[j + 2] = token
-      jobs[j + 3] = f[1]
-      jobs[j + 4] = attempt
-      jobs[j + 5] = f[3] or '1'
-      jobs[j + 6] = f[4] or '0'
-      jobs[j + 7] = f[5] or '0'
-      jobs[j + 8] = f[6] or '0'
-      jobs[j + 9] = f[7] or ''
-    end
-  end
-
-  -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
-  -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if #popped == 2 * count then wake(keys[7]) end
-
-  if nextDue == nil then
-    local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
-    nextDue = first[2] and tonumber(first[2]) or -1
-  end
-  return {jobs, nextDue}
-end
-
--- Complete-and-claim (like BullMQ's moveToFinished fetching the next job): a script that
--- settles a job may also claim for the slot it frees, saving the consumer a round trip. The
--- caller appends `count leaseMs workerId` after the script's own `nArgs` arguments; the claim
--- is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
--- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every job.
--- Without them the script returns `settled` as before; with them {settled, jobs, nextDueMs}.
--- The claim runs whether or not the settle was fenced: the slot is free either way.
-local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
-  local count = tonumber(argv[nArgs + 1] or '')
-  if count == nil then return settled end
-  if count <= 0 then return {settled, {}, -1} end
-  local base = pipelineBase(jobPrefix)
-  local q = queueKeyPrefix(base, queue)
-  -- claim_jobs' KEYS, in its order
-  local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
-  local claimed = claimJobs(keys, jobPrefix, queue, now, tonumber(argv[nArgs + 2]), count, argv[nArgs + 3])
-  return {settled, claimed[1], claimed[2]}
-end
-
--- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
--- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
--- Returns the number of jobs moved; entries without a usable record (no data, no numeric
--- score, not a hash) stay dead.
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local ids = {}

@@ -1,0 +1,38 @@
+// What the scripts' replies mean, in one place: the codes a settle script returns become a
+// typed outcome, and the error replies a script raises (`ERR_<CODE> message`) become typed errors.
+
+/** A job bigger than the producer's limit (enqueue_jobs' ERR_PAYLOAD_TOO_LARGE). */
+export class PayloadTooLargeError extends Error {
+  override name = "PayloadTooLargeError";
+}
+
+/** The error replies scripts raise, by code. */
+const SCRIPT_ERRORS: Record<string, new (message: string) => Error> = {
+  ERR_PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+};
+
+/** A script's error reply as its typed error (the code stripped from the message); other errors as they are. */
+export function scriptError(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const m = /\b(ERR_[A-Z_]+) (.*)$/s.exec(err.message);
+  const Type = m ? SCRIPT_ERRORS[m[1]!] : undefined;
+  return Type ? new Type(m![2]!) : err;
+}
+
+/**
+ * How a settle script (complete_job, advance_job, release_job, report_progress) ended:
+ * `settled` (1), or `fenced` (0): the caller's lease token is no longer the job's, so nothing
+ * was written — another worker owns the job now.
+ */
+export type SettleOutcome = "settled" | "fenced";
+
+export function settleOutcome(code: unknown): SettleOutcome {
+  switch (Number(code)) {
+    case 1:
+      return "settled";
+    case 0:
+      return "fenced";
+    default:
+      throw new Error(`unexpected settle reply ${JSON.stringify(code)}`);
+  }
+}

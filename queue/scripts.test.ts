@@ -1,0 +1,76 @@
+// Unit tier: the Lua include resolution other-language clients depend on (no Redis needed).
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, test } from "node:test";
+import { dumpScripts, resolveIncludes, SCRIPT_NAMES, scriptSource } from "./scripts.ts";
+
+const includesDir = new URL("./scripts/includes/", import.meta.url);
+const helperFiles = readdirSync(includesDir).filter((f) => f.endsWith(".lua"));
+/** Every function a helper file defines. */
+const helpers = new Set(
+  helperFiles.flatMap((f) =>
+    [...readFileSync(new URL(f, includesDir), "utf8").matchAll(/^local function (\w+)/gm)].map((m) => m[1]!),
+  ),
+);
+
+describe("Lua script includes", () => {
+  test("every script resolves with each helper defined once, before its first use, and no include left", () => {
+    for (const name of SCRIPT_NAMES) {
+      const src = scriptSource(name);
+      assert.doesNotMatch(src, /@include/, name);
+      const defined = [...src.matchAll(/^local function (\w+)/gm)].map((m) => [m[1]!, m.index] as const);
+      const names = defined.map(([n]) => n);
+      assert.deepEqual(names, [...new Set(names)], `${name}: a helper is defined twice`);
+      const at = new Map(defined);
+      for (const call of src.matchAll(/\b(\w+)\(/g)) {
+        const fn = call[1]!;
+        if (!helpers.has(fn)) continue;
+        const def = at.get(fn);
+        assert.ok(def !== undefined, `${name} calls ${fn} but does not include it`);
+        assert.ok(def <= call.index, `${name} calls ${fn} before defining it`);
+      }
+    }
+  });
+
+  test("the resolution is deterministic and a fixed point: resolving the published text again changes nothing", () => {
+    for (const name of SCRIPT_NAMES) {
+      const file = new URL(`./scripts/${name}.lua`, import.meta.url);
+      const raw = readFileSync(file, "utf8");
+      const once = resolveIncludes(raw, file);
+      assert.equal(once, scriptSource(name));
+      assert.equal(resolveIncludes(raw, file), once, `${name} resolves the same every time`);
+      assert.equal(resolveIncludes(once, file), once, `${name}: resolved text has nothing left to resolve`);
+      // The script's own body follows its helpers unchanged.
+      const body = raw.split("\n").filter((l) => !l.startsWith("--- @include"));
+      assert.ok(once.endsWith(body.slice(body.findIndex((l) => !l.startsWith("--"))).join("\n")), name);
+    }
+  });
+
+  test("dumpScripts writes every published script, byte for byte", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cvy-scripts-"));
+    try {
+      const written = dumpScripts(dir);
+      assert.equal(written.length, SCRIPT_NAMES.length);
+      for (const name of SCRIPT_NAMES)
+        assert.equal(readFileSync(join(dir, `${name}.lua`), "utf8"), scriptSource(name));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("an include cycle or a missing helper is a clear error", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cvy-include-"));
+    try {
+      writeFileSync(join(dir, "a.lua"), '--- @include "b"\nlocal function a() end\n');
+      writeFileSync(join(dir, "b.lua"), '--- @include "a"\nlocal function b() end\n');
+      const base = pathToFileURL(join(dir, "main.lua"));
+      assert.throws(() => resolveIncludes('--- @include "a"\n', base), /include cycle/);
+      assert.throws(() => resolveIncludes('--- @include "missing"\n', base), /ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

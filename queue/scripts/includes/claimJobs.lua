@@ -1,0 +1,56 @@
+--- @include "keys"
+--- @include "wake"
+--- @include "record"
+--- @include "claimable"
+--- @include "malformed"
+--- @include "promoteDue"
+
+-- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
+-- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
+-- (deadline + fencing token) in the same step, so a job is never popped without an owner.
+-- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
+  local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
+
+  local jobs = {}
+  local popped = redis.call('ZPOPMIN', keys[1], count)
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local jk = jobKey(jobPrefix, id)
+    -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
+    local f, reason = claimable(jk, id)
+    if not f then
+      deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
+      record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
+    else
+      local token = redis.call('INCR', keys[6])
+      local attempt = (tonumber(f[2]) or 0) + 1
+      redis.call('HSET', jk, 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
+      redis.call('ZADD', keys[3], now + leaseMs, id)
+      redis.call('HINCRBY', keys[5], 'started', 1)
+      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
+      local j = #jobs
+      jobs[j + 1] = id
+      jobs[j + 2] = token
+      jobs[j + 3] = f[1]
+      jobs[j + 4] = attempt
+      jobs[j + 5] = f[3] or '1'
+      jobs[j + 6] = f[4] or '0'
+      jobs[j + 7] = f[5] or '0'
+      jobs[j + 8] = f[6] or '0'
+      jobs[j + 9] = f[7] or ''
+    end
+  end
+
+  -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
+  -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
+  if #popped == 2 * count then wake(keys[7]) end
+
+  if nextDue == nil then
+    local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+    nextDue = first[2] and tonumber(first[2]) or -1
+  end
+  return {jobs, nextDue}
+end

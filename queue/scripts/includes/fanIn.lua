@@ -1,0 +1,44 @@
+--- @include "keys"
+--- @include "wake"
+--- @include "record"
+
+-- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
+-- and removes the fan-in record (so it happens once).
+local function enqueueJoin(jobPrefix, parent, now)
+  local base = pipelineBase(jobPrefix)
+  local fk = base .. 'fanin:' .. parent
+  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
+  local total = tonumber(f[1])
+  local results = {}
+  for i = 1, total do
+    results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
+  end
+  local joinQueue = f[2]
+  local joinId = parent .. ':join'
+  local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
+  local qk = queueKeyPrefix(base, joinQueue)
+  local seq = redis.call('INCR', base .. 'seq')
+  local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
+  redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
+    'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  redis.call('ZADD', qk .. 'ready', score, joinId)
+  redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
+  wake(qk .. 'wake')
+  redis.call('DEL', fk)
+  if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
+  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'from', 'fan-in', 'attempts', f[4], 'data', data})
+end
+
+-- A child job (created by fan_out.lua) has finished: completed at its last stage or
+-- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
+-- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
+-- `parent`: the job's parent field when the caller has read it already (false: none).
+local function finishChild(jobPrefix, jk, id, outcome, now, parent)
+  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
+  if not parent or parent == '' then return end
+  local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
+  if redis.call('EXISTS', fk) == 0 then return end
+  if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
+  local done = redis.call('HINCRBY', fk, 'done', 1)
+  if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
+end

@@ -1,0 +1,392 @@
+// One job's execution, apart from the slot loop (worker.ts): parse its data, run the handler
+// under its timeout and abort signal, and settle the outcome — completed or handed to the next
+// stage (claiming for the freed slot on the way), failed, fanned out or deferred.
+import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "pino";
+import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
+import { encodeResult, retryDelay, type ClaimedJob, type Consumer, type Settlement } from "../queue/index.ts";
+import type { CircuitBreaker } from "./circuitBreaker.ts";
+import type { WorkerConfig } from "./config.ts";
+import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
+import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
+import {
+  isDependencyFailure,
+  isRetryable,
+  type Handler,
+  type HandlerContext,
+  type JobLogger,
+  type JobView,
+} from "./handlers/index.ts";
+import type { HandlerCallbacks } from "./handlerCallback.ts";
+import type { WorkerMetrics } from "./metrics.ts";
+
+/** Waits after a failed write that settles a job (Redis outages). */
+const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
+
+/** A job in a slot, shared by its execution and the slot loop (hand-back, lost leases). */
+export interface RunningJob {
+  job: ClaimedJob;
+  controller: AbortController;
+  handedBack: boolean;
+  lost: boolean;
+  /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
+  settling: boolean;
+  /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
+  next?: ClaimedJob[];
+}
+
+/** What the slot loop lends an execution for complete-and-claim. */
+export interface SlotBudget {
+  /** How many jobs a finishing job's completion may claim now (0: none, e.g. while draining). */
+  forCompletion(): number;
+  /** Hold `n` free slots for a claim in flight; returns the release. */
+  reserve(n: number): () => void;
+}
+
+export interface ExecutionDeps {
+  config: WorkerConfig;
+  log: Logger;
+  metrics: WorkerMetrics;
+  handler: Handler;
+  /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
+  callbacks?: HandlerCallbacks;
+  consumer: Consumer;
+  circuit: CircuitBreaker;
+  slots: SlotBudget;
+}
+
+export class JobExecutor {
+  private readonly config: WorkerConfig;
+  private readonly log: Logger;
+  private readonly metrics: WorkerMetrics;
+  private readonly handler: Handler;
+  private readonly callbacks: HandlerCallbacks | undefined;
+  private readonly consumer: Consumer;
+  private readonly circuit: CircuitBreaker;
+  private readonly slots: SlotBudget;
+  /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
+  private readonly perJob;
+
+  constructor(deps: ExecutionDeps) {
+    this.config = deps.config;
+    this.log = deps.log;
+    this.metrics = deps.metrics;
+    this.handler = deps.handler;
+    this.callbacks = deps.callbacks;
+    this.consumer = deps.consumer;
+    this.circuit = deps.circuit;
+    this.slots = deps.slots;
+    const queue = deps.config.queue;
+    this.perJob = {
+      started: this.metrics.started.labels({ queue }),
+      completed: this.metrics.completed.labels({ queue }),
+      completedSeconds: this.metrics.duration.labels({ queue, outcome: "completed" }),
+    };
+  }
+
+  /** Run one claimed job to its end: handler, timeout, abort, result or error, settle. */
+  async run(entry: RunningJob, timeoutMs: number): Promise<void> {
+    const { job, controller } = entry;
+    const q = { queue: job.queue };
+    // The job's child logger is made when something logs (or the handler reads ctx.log): at
+    // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
+    let child: Logger | undefined;
+    const jobLog = () =>
+      (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+    // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
+    const logTtlSeconds =
+      (job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs) / 1000 + this.config.retentionSeconds;
+    const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
+    const log = lazyLogger(jobLog, (message) => {
+      appendLog(message).catch((err: Error) => jobLog().warn({ err: err.message }, "log line not recorded"));
+    });
+    this.perJob.started.inc();
+    if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
+    const startedAt = performance.now();
+    const seconds = () => (performance.now() - startedAt) / 1000;
+
+    let data: unknown;
+    try {
+      data = JSON.parse(job.rawData);
+    } catch (err) {
+      const error = new MalformedJobError(`job data is not JSON: ${(err as Error).message}`);
+      await this.settleFailure(entry, error, log, seconds());
+      return;
+    }
+
+    const view: JobView = {
+      id: job.id,
+      queue: job.queue,
+      data,
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      executionId: job.token,
+      createdAt: job.createdAt,
+    };
+    const ctx: HandlerContext = {
+      signal: controller.signal,
+      log,
+      progress: (fraction, message) => {
+        if (!(fraction >= 0 && fraction <= 1))
+          throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
+        this.consumer
+          .progress(job, fraction, message)
+          .catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
+      },
+    };
+    const callback = this.callbacks?.open({
+      signal: controller.signal,
+      progress: (fraction, message) => this.consumer.progress(job, fraction, message),
+      log: appendLog,
+    });
+    if (callback) ctx.callback = { url: callback.url, token: callback.token };
+    const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
+    const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
+    const timer = setTimeout(
+      () => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)),
+      timeoutMs,
+    );
+    let result: unknown;
+    try {
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
+    } catch (err) {
+      clearTimeout(timer);
+      callback?.close();
+      if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+      if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
+      // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
+      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
+      return;
+    }
+    clearTimeout(timer);
+    callback?.close();
+    this.circuit.success();
+    if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    let fan: FanOutRequest | null;
+    try {
+      // A result JSON cannot encode (a BigInt, a cycle) fails the job, not retryable, here:
+      // inside settle() it would look like a Redis write failure and be retried forever.
+      encodeResult(result);
+      fan = fanOutRequest(result, job.queue, this.config.nextQueue);
+    } catch (err) {
+      await this.settleFailure(entry, err, log, seconds());
+      return;
+    }
+    if (fan) return this.settleFanOut(entry, fan, log, seconds());
+    entry.settling = true;
+    const next = this.config.nextQueue;
+    const settlement: Settlement = {
+      result,
+      reuse: {
+        contentHash: reuse ? job.contentHash : "",
+        ttlSeconds: this.config.resultTtlSeconds,
+        reused: cached !== null,
+      },
+      next: next ? { queue: next, contentHash: reuse ? contentHashOf(result) : "" } : undefined,
+    };
+    const ok = await retryWrite(log, "complete", async (attempt) => {
+      // Complete-and-claim: the completion also claims for the slot it frees (one round trip
+      // per job instead of two). Not on a retry: a reply lost to a connection error would
+      // strand what the earlier try claimed until its lease expires.
+      const claim = attempt === 1 ? this.slots.forCompletion() : 0;
+      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome === "settled";
+      const release = this.slots.reserve(claim - 1); // beyond its own slot, still counted as running
+      try {
+        const r = await this.consumer.settle(job, { ...settlement, claim });
+        entry.next = r.jobs;
+        return r.outcome === "settled";
+      } finally {
+        release();
+      }
+    });
+    if (ok) {
+      this.perJob.completed.inc();
+      if (cached !== null) this.metrics.resultsReused.inc(q);
+      this.perJob.completedSeconds.observe(seconds());
+      if (this.log.isLevelEnabled("info"))
+        log.info(
+          {
+            outcome: next ? "advanced" : "completed",
+            nextQueue: next,
+            reused: cached !== null || undefined,
+            durationMs: Math.round(seconds() * 1000),
+          },
+          "job completed",
+        );
+    } else {
+      this.metrics.leasesLost.inc(q);
+      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
+      log.warn(
+        { outcome: "fenced", durationMs: Math.round(seconds() * 1000) },
+        "lease was lost before completion: result discarded (another worker owns the job)",
+      );
+    }
+  }
+
+  /**
+   * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
+   * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
+   */
+  private runHandler(view: JobView, ctx: HandlerContext): Promise<unknown> {
+    const run = Promise.resolve().then(() => this.handler.run(view, ctx));
+    const abandoned = new Promise<never>((_, reject) => {
+      ctx.signal.addEventListener(
+        "abort",
+        () => {
+          const t = setTimeout(() => reject(ctx.signal.reason), this.config.killGraceMs);
+          t.unref();
+          run.then(
+            () => clearTimeout(t),
+            () => clearTimeout(t),
+          );
+        },
+        { once: true },
+      );
+    });
+    return Promise.race([run, abandoned]);
+  }
+
+  private async settleFailure(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
+    const { job } = entry;
+    entry.settling = true;
+    const q = { queue: job.queue };
+    const error = serializeError(err);
+    const retryable = isRetryable(err);
+    const delay = retryDelay(job.attempt, {
+      baseMs: this.config.backoffBaseMs,
+      maxMs: this.config.backoffMaxMs,
+    });
+    const outcome = await retryWrite(log, "fail", () =>
+      this.consumer.fail(job, error, { retryable, retryDelayMs: delay }),
+    );
+    this.metrics.duration.observe(
+      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
+      seconds,
+    );
+    const fields = {
+      outcome,
+      error: { name: error.name, message: error.message, stack: error.stack },
+      durationMs: Math.round(seconds * 1000),
+    };
+    if (outcome === "lost") {
+      this.metrics.leasesLost.inc(q);
+      log.warn(fields, "lease was lost before the failure was recorded: discarded");
+      return;
+    }
+    this.metrics.failed.inc(q);
+    if (outcome === "retry") {
+      this.metrics.retried.inc(q);
+      log.warn({ ...fields, retryInMs: delay }, "job failed; will retry");
+    } else {
+      this.metrics.deadLettered.inc(q);
+      log.error(fields, "job failed; moved to dead letters");
+    }
+  }
+
+  private async settleFanOut(
+    entry: RunningJob,
+    fan: FanOutRequest,
+    log: Logger,
+    seconds: number,
+  ): Promise<void> {
+    const { job } = entry;
+    entry.settling = true;
+    const n = await retryWrite(log, "fan out", () =>
+      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
+    );
+    if (n === null) {
+      this.metrics.leasesLost.inc({ queue: job.queue });
+      log.warn(
+        { outcome: "fenced" },
+        "lease was lost before the fan-out: discarded (another worker owns the job)",
+      );
+      return;
+    }
+    this.metrics.completed.inc({ queue: job.queue });
+    this.metrics.duration.observe({ queue: job.queue, outcome: "completed" }, seconds);
+    log.info(
+      {
+        outcome: "fannedOut",
+        children: n,
+        nextQueue: this.config.nextQueue,
+        join: fan.join,
+        durationMs: Math.round(seconds * 1000),
+      },
+      "job fanned out",
+    );
+  }
+
+  /** A dependency failure: hand the job back without an attempt and feed the circuit breaker. */
+  private async defer(entry: RunningJob, err: unknown, log: Logger, seconds: number): Promise<void> {
+    const error = serializeError(err);
+    entry.settling = true;
+    this.circuit.dependencyFailure();
+    const released = await retryWrite(log, "defer", () =>
+      this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
+    );
+    if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
+    log.warn(
+      {
+        outcome: "deferred",
+        error: { name: error.name, message: error.message },
+        circuit: this.circuit.state,
+      },
+      "handler dependency failed: job deferred without an attempt",
+    );
+  }
+
+  private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
+    const outcome = entry.handedBack ? "handedBack" : "leaseLost";
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
+    log.info(
+      { outcome, durationMs: Math.round(seconds * 1000) },
+      entry.handedBack
+        ? "job handed back; another worker will run it"
+        : "job abandoned: its lease moved to another worker",
+    );
+  }
+}
+
+/** Redis writes that settle a job retry through outages: a finished job must not be re-run for a blip. */
+export async function retryWrite<T>(
+  log: Logger,
+  what: string,
+  op: (attempt: number) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await op(attempt);
+    } catch (err) {
+      if (attempt === 1 || attempt % 10 === 0)
+        log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
+      await sleep(exponentialDelay(attempt, SETTLE_RETRY));
+    }
+  }
+}
+
+/** The content hash a next stage's input gets when reuse is on for the job. */
+function contentHashOf(value: unknown): string {
+  return createHash("sha256").update(encodeResult(value)).digest("hex");
+}
+
+/**
+ * A Logger that creates the real one (a pino child) on first use: the worker's per-job logger
+ * is passed around and handed to the handler as ctx.log, but most jobs never log. Called as a
+ * function (`ctx.log("text")`) it writes a line to the job's own log.
+ */
+function lazyLogger(make: () => Logger, line: (message: string) => void): JobLogger {
+  const target = ((message: string) => line(message)) as unknown as JobLogger;
+  return new Proxy(target, {
+    apply: (_, __, args: unknown[]) => line(String(args[0])),
+    get: (_, prop) => {
+      const real = make();
+      const v = Reflect.get(real, prop, real) as unknown;
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(real) : v;
+    },
+    set: (_, prop, value) => Reflect.set(make(), prop, value),
+    has: (_, prop) => Reflect.has(make(), prop),
+  });
+}

@@ -1,0 +1,94 @@
+// Unit tier: the http handler against a local sidecar (no Redis). A sidecar's response is read
+// as a stream and capped in bytes: past the cap the request is aborted and the job fails.
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, describe, test } from "node:test";
+import pino from "pino";
+import { httpHandler, MAX_RESPONSE_BYTES } from "./http.ts";
+import type { HandlerContext, JobView } from "./types.ts";
+
+const job: JobView = {
+  id: "j1",
+  queue: "q",
+  data: { x: 1 },
+  attempt: 1,
+  maxAttempts: 3,
+  executionId: "1",
+  createdAt: 0,
+};
+const ctx = (): HandlerContext => ({
+  signal: new AbortController().signal,
+  log: pino({ level: "silent" }) as HandlerContext["log"], // (the http handler never logs)
+  progress: () => {},
+});
+
+const servers: Server[] = [];
+after(() => servers.forEach((s) => s.closeAllConnections()));
+after(() => servers.forEach((s) => s.close()));
+
+async function sidecar(handle: Parameters<typeof createServer>[1]): Promise<string> {
+  const server = createServer(handle);
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/run`;
+}
+
+describe("http handler responses", () => {
+  test(
+    "an endless response fails the job once the byte cap is passed, and the request is aborted",
+    { timeout: 60_000 },
+    async () => {
+      let sent = 0;
+      let closed!: () => void;
+      const connectionClosed = new Promise<void>((resolve) => (closed = resolve));
+      const url = await sidecar((req, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        const chunk = Buffer.alloc(256 * 1024, "a");
+        const pump = () => {
+          while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+        };
+        res.on("drain", pump);
+        res.on("close", closed);
+        pump();
+      });
+      await assert.rejects(httpHandler(url).run(job, ctx()), (err: Error & { retryable?: boolean }) => {
+        assert.match(err.message, new RegExp(`larger than ${MAX_RESPONSE_BYTES} bytes`));
+        assert.equal(err.retryable, false);
+        return true;
+      });
+      await connectionClosed;
+      // Bounded: the cap plus what sat in socket buffers when the reader stopped.
+      assert.ok(sent < MAX_RESPONSE_BYTES + 32 * 1024 * 1024, `sidecar sent ${sent} bytes`);
+    },
+  );
+
+  test("the cap counts bytes, not UTF-16 units: multi-byte text over the cap in bytes is refused", async () => {
+    // 9 Mi two-byte characters: 18 MiB of UTF-8, but only 9 Mi string units.
+    const body = Buffer.from(JSON.stringify("é".repeat(9 * 1024 * 1024)));
+    assert.ok(body.length > MAX_RESPONSE_BYTES);
+    const url = await sidecar((_req, res) => res.end(body));
+    await assert.rejects(httpHandler(url).run(job, ctx()), /larger than \d+ bytes/);
+  });
+
+  test("a declared Content-Length over the cap is refused before reading the body", async () => {
+    const url = await sidecar((_req, res) => {
+      res.writeHead(200, { "content-length": String(MAX_RESPONSE_BYTES + 1) });
+      res.write("{");
+    });
+    await assert.rejects(httpHandler(url).run(job, ctx()), /larger than \d+ bytes/);
+  });
+
+  test("a response at the cap in bytes, multi-byte text included, is accepted; 4xx bodies are quoted", async () => {
+    const text = JSON.stringify({ s: "é".repeat(1000) });
+    const ok = await sidecar((_req, res) => res.end(text));
+    assert.deepEqual(await httpHandler(ok).run(job, ctx()), JSON.parse(text));
+    const bad = await sidecar((_req, res) => {
+      res.statusCode = 422;
+      res.end("no such field");
+    });
+    await assert.rejects(httpHandler(bad).run(job, ctx()), /answered 422: no such field/);
+  });
+});
