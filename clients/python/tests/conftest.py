@@ -28,13 +28,22 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 sys.path.insert(0, str(PACKAGE))  # the package from this checkout (the install test covers pip)
 
 
-def free_port(below: int = 65536) -> int:
-    """A free loopback port (below `below`: a cluster node's bus port is its port + 10000)."""
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(cluster_node: bool = False) -> int:
+    """A free loopback port; for a cluster node also its bus port (port + 10000) must be free."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port < below and port + 10000 < 65536 or below == 65536:
+        if not cluster_node or (port + 10000 < 65536 and _bindable(port + 10000)):
             return port
 
 
@@ -61,16 +70,29 @@ def tmp_root() -> Iterator[Path]:
 
 
 def start_redis(dir: Path, extra: List[str] = ()) -> "subprocess.Popen[bytes]":
-    port = free_port(55535 if "--cluster-enabled" in extra else 65536)
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(dir),
-         "--daemonize", "no", *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    proc.port = port  # type: ignore[attr-defined]
-    wait_for(f"redis on {port}", lambda: redis.Redis(port=port).ping(), 20)
-    return proc
+    """A redis-server on a free port; another process may take the port first: then another."""
+    for _ in range(5):
+        port = free_port(cluster_node="--cluster-enabled" in extra)
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(dir),
+             "--daemonize", "no", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        proc.port = port  # type: ignore[attr-defined]
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited {proc.returncode}")
+            return bool(redis.Redis(host="127.0.0.1", port=port).ping())
+
+        try:
+            wait_for(f"redis on {port}", up, 20)
+            return proc
+        except AssertionError:
+            proc.kill()
+            proc.wait(10)
+    raise AssertionError("could not start redis-server")
 
 
 @pytest.fixture(scope="session")
