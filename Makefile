@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-python controlplane demo bench chaos lint clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane demo bench chaos lint depcheck clean
 
 all: build
 
@@ -24,10 +24,25 @@ build: deps
 typecheck: node-deps
 	npm run typecheck
 
-# The whole suite against real Redis, PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane
-	npm test
-	@$(MAKE) --no-print-directory test-python
+# Everything: the checks, the unit tests, then the integration tests against real Redis,
+# PostgreSQL and a real Kubernetes control plane.
+test: deps typecheck controlplane lint test-unit test-integration test-python
+
+# Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
+# under a minute; passes in a clean clone after `make node-deps` alone.
+test-unit: node-deps
+	npm run -s test:unit
+
+# Integration tests under test/<area>/, one file at a time (they start real servers).
+test-integration: deps controlplane
+	npm run -s test:integration
+
+# Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
+lint: node-deps depcheck typecheck
+	npm run -s format:check
+
+depcheck: node-deps
+	npm run -s depcheck
 
 # The Python client's suite (clients/python/tests, Debian's python3 + pytest) against real Redis
 # and real worker processes; pytest's exit 5 (no tests collected) is not a failure.
@@ -43,7 +58,7 @@ demo: deps controlplane
 	node test/e2e/demo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
-# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,png,svg}.
+# (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 bench: node-deps
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi

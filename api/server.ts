@@ -1,7 +1,12 @@
 // The job API: producers in any language enqueue over HTTP and poll a status URL.
 //   POST /queues/{queue}/jobs  → 202 {id, created, status}   (Location: the status URL)
 //   GET  /jobs/{id}[?queue=Q]  → state, progress, attempts, result or error; 404 when unknown
-//   GET  /queues/{queue}       → backlog counts
+//   GET  /queues/{queue}       → backlog counts, paused, rate limit, cancelled, schedules
+//   POST /jobs/{id}/cancel[?queue=Q]            → 200 cancelled | 409 already finished | 404
+//   POST /queues/{queue}/pause | /resume         → 200 {queue, paused}
+//   PUT  /queues/{queue}/rate-limit {"limit": "20/s" | null}, DELETE … → 200 {queue, rateLimit}
+//   GET  /queues/{queue}/schedules; PUT|DELETE /queues/{queue}/schedules/{name}
+//        PUT body: {"every": "5m"} or {"cron": "0 * * * *", "tz": "Europe/Berlin"}, optional "data", "attempts"
 //   GET  /healthz
 // Optional bearer token (compared in constant time); request bodies are size-limited.
 import { timingSafeEqual } from "node:crypto";
@@ -15,8 +20,18 @@ import {
   QueueAdmin,
   PayloadTooLargeError,
   InvalidJobError,
+  DurationError,
+  RateLimitError,
+  ScheduleError,
+  formatRateLimit,
+  parseDuration,
+  parseRateLimit,
+  type ScheduleSpec,
+  type ScheduleView,
   type RedisClient,
-  type EnqueueOptions,
+  type JobToEnqueue,
+  parseEnvelope,
+  EnvelopeError,
 } from "../queue/index.ts";
 
 export interface JobApiOptions {
@@ -46,16 +61,28 @@ function decodeSegment(segment: string): string {
   }
 }
 
-const ENQUEUE_FIELDS = new Set([
-  "data",
-  "id",
-  "idempotencyKey",
-  "priority",
-  "delayMs",
-  "attempts",
-  "timeoutMs",
-  "contentHash",
-]);
+/** A JSON body as an object with only `allowed` fields; anything else is a 400 naming the field. */
+function fieldsOf(body: unknown, allowed: string[]): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new HttpError(400, `body must be a JSON object with: ${allowed.join(", ")}`);
+  for (const k of Object.keys(body))
+    if (!allowed.includes(k))
+      throw new HttpError(400, `unknown field ${JSON.stringify(k)}; allowed: ${allowed.join(", ")}`);
+  return body as Record<string, unknown>;
+}
+
+function scheduleJson(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
+}
+
 
 export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   const producer = new Producer(opts.redis);
@@ -89,36 +116,14 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
     }
   }
 
-  function enqueueOptions(body: unknown): { data: unknown } & EnqueueOptions {
-    if (typeof body !== "object" || body === null || Array.isArray(body))
-      throw new HttpError(400, 'body must be an object like {"data": …, "priority": 0}');
-    const b = body as Record<string, unknown>;
-    for (const k of Object.keys(b))
-      if (!ENQUEUE_FIELDS.has(k))
-        throw new HttpError(
-          400,
-          `unknown field ${JSON.stringify(k)}; allowed: ${[...ENQUEUE_FIELDS].join(", ")}`,
-        );
-    if (!("data" in b)) throw new HttpError(400, '"data" is required (any JSON value)');
-    const str = (k: string) => {
-      if (b[k] !== undefined && typeof b[k] !== "string") throw new HttpError(400, `"${k}" must be a string`);
-      return b[k] as string | undefined;
-    };
-    const num = (k: string) => {
-      if (b[k] !== undefined && (typeof b[k] !== "number" || !Number.isFinite(b[k])))
-        throw new HttpError(400, `"${k}" must be a number`);
-      return b[k] as number | undefined;
-    };
-    return {
-      data: b.data,
-      id: str("id"),
-      idempotencyKey: str("idempotencyKey"),
-      contentHash: str("contentHash"),
-      priority: num("priority"),
-      delayMs: num("delayMs"),
-      attempts: num("attempts"),
-      timeoutMs: num("timeoutMs"),
-    };
+  function enqueueOptions(body: unknown): JobToEnqueue {
+    try {
+      return parseEnvelope(body);
+    } catch (err) {
+      if (err instanceof EnvelopeError)
+        throw new HttpError(400, err.message.replace(/^a job must be/, "body must be"));
+      throw err;
+    }
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -144,7 +149,27 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
     if (parts[0] === "queues" && parts.length === 2) {
       if (req.method !== "GET") throw new HttpError(405, "use GET");
       assertQueueName(parts[1]!);
-      return send(200, { queue: parts[1], ...(await admin.counts(parts[1]!)) });
+      const [counts, stats] = await Promise.all([admin.counts(parts[1]!), admin.stats(parts[1]!)]);
+      const { paused, rateLimit, cancelled, schedules } = stats;
+      return send(200, { queue: parts[1], ...counts, paused, rateLimit, cancelled, schedules });
+    }
+    if (parts[0] === "queues" && parts.length >= 3 && parts[2] !== "jobs") {
+      const queue = parts[1]!;
+      assertQueueName(queue);
+      return queueControl(req, queue, parts.slice(2), send);
+    }
+    if (parts[0] === "jobs" && parts.length === 3 && parts[2] === "cancel") {
+      if (req.method !== "POST") throw new HttpError(405, "use POST to cancel");
+      const id = parts[1]!;
+      assertJobId(id);
+      const queue = url.searchParams.get("queue") ?? undefined;
+      if (queue) assertQueueName(queue);
+      const r = await admin.cancel(id, queue);
+      if (r.outcome === "notFound")
+        return send(404, { error: `job ${id} not found (never enqueued, or its record expired)` });
+      if (r.outcome === "finished")
+        return send(409, { ...r, error: `job ${id} is already ${r.state}: nothing to cancel` });
+      return send(200, r);
     }
     if (parts[0] === "jobs" && parts.length === 2) {
       if (req.method !== "GET") throw new HttpError(405, "use GET");
@@ -178,12 +203,74 @@ export async function startJobApi(opts: JobApiOptions): Promise<Server> {
     throw new HttpError(404, `no route ${req.method} ${url.pathname}`);
   }
 
+  type Send = (status: number, body: unknown) => void;
+
+  /** Pause, resume, rate limit and schedules of one queue (`rest`: the path after the queue). */
+  async function queueControl(req: IncomingMessage, queue: string, rest: string[], send: Send) {
+    const [what, name] = rest;
+    if ((what === "pause" || what === "resume") && rest.length === 1) {
+      if (req.method !== "POST") throw new HttpError(405, `use POST to ${what}`);
+      await (what === "pause" ? admin.pause(queue) : admin.resume(queue));
+      return send(200, { queue, paused: what === "pause" });
+    }
+    if (what === "rate-limit" && rest.length === 1) {
+      if (req.method === "DELETE") {
+        await admin.setRateLimit(queue, null);
+        return send(200, { queue, rateLimit: null });
+      }
+      if (req.method !== "PUT")
+        throw new HttpError(405, "use PUT to set the rate limit, DELETE to remove it");
+      const body = fieldsOf(await readJson(req), ["limit"]);
+      if (body.limit === null) {
+        await admin.setRateLimit(queue, null);
+        return send(200, { queue, rateLimit: null });
+      }
+      if (typeof body.limit !== "string")
+        throw new HttpError(400, '"limit" must be a string like "20/s", or null to remove the limit');
+      const limit = parseRateLimit(body.limit);
+      await admin.setRateLimit(queue, limit);
+      return send(200, { queue, rateLimit: formatRateLimit(limit) });
+    }
+    if (what === "schedules" && rest.length === 1) {
+      if (req.method !== "GET") throw new HttpError(405, "use GET");
+      return send(200, { queue, schedules: (await admin.schedules.list(queue)).map(scheduleJson) });
+    }
+    if (what === "schedules" && rest.length === 2) {
+      if (req.method === "DELETE") {
+        const removed = await admin.schedules.remove(queue, name!);
+        if (!removed) return send(404, { error: `no schedule ${JSON.stringify(name)} on ${queue}` });
+        return send(200, { queue, name, removed });
+      }
+      if (req.method !== "PUT")
+        throw new HttpError(405, "use PUT to add or replace a schedule, DELETE to remove it");
+      const b = fieldsOf(await readJson(req), ["every", "cron", "tz", "data", "attempts"]);
+      for (const k of ["every", "cron", "tz"] as const)
+        if (b[k] !== undefined && typeof b[k] !== "string")
+          throw new HttpError(400, `"${k}" must be a string`);
+      if (b.attempts !== undefined && typeof b.attempts !== "number")
+        throw new HttpError(400, '"attempts" must be a number');
+      const spec: ScheduleSpec = {
+        everyMs: b.every === undefined ? undefined : parseDuration(b.every as string, '"every"'),
+        cron: b.cron as string | undefined,
+        tz: b.tz as string | undefined,
+        data: b.data,
+        attempts: b.attempts as number | undefined,
+      };
+      return send(200, { queue, ...scheduleJson(await admin.schedules.add(queue, name!, spec)) });
+    }
+    throw new HttpError(404, `no route ${req.method} /queues/${queue}/${rest.join("/")}`);
+  }
+
   const server = createServer((req, res) => {
     route(req, res).catch((err: unknown) => {
       const status =
         err instanceof HttpError
           ? err.status
-          : err instanceof InvalidNameError || err instanceof InvalidJobError
+          : err instanceof InvalidNameError ||
+              err instanceof InvalidJobError ||
+              err instanceof RateLimitError ||
+              err instanceof ScheduleError ||
+              err instanceof DurationError
             ? 400
             : err instanceof PayloadTooLargeError
               ? 413

@@ -1,5 +1,5 @@
 // `make bench`: every benchmark, both systems side by side on one throwaway Redis, written to
-// bench/results/<date>.json, <date>.md and <date>.png/.svg (throughput chart), the tables
+// bench/results/<date>.json, <date>.md and <date>.svg (throughput chart), the tables
 // printed at the end. See bench/README.md for what each number means.
 //   node bench/run.ts [--reps 3] [--concurrency 1,8,32,128] [--jobs 20000] [--quick]
 //                     [--skip-operator] [--pools 1000] [--out bench/results]
@@ -230,7 +230,7 @@ async function main(): Promise<void> {
 
   const md = writeResults(results, outDir, date);
   process.stdout.write(`\n${md}\n`);
-  progress(`wrote ${join(outDir, date)}.json, .md, .png, .svg in ${results.durationSeconds} s`);
+  progress(`wrote ${join(outDir, date)}.json, .md, .svg in ${results.durationSeconds} s`);
 }
 
 main().then(

@@ -9,6 +9,13 @@ import {
   Producer,
   QueueAdmin,
   QueueEvents,
+  assertQueueName,
+  formatRateLimit,
+  makeSchedule,
+  parseRateLimit,
+  type RateLimit,
+  type ScheduleSpec,
+  type ScheduleView,
   dumpScripts,
   scriptSource,
   SCRIPT_NAMES,
@@ -16,22 +23,43 @@ import {
   type JobToEnqueue,
   type QueueEvent,
   type RedisClient,
+  parseEnvelope,
+  EnvelopeError,
 } from "../queue/index.ts";
+import { DURATION_HELP } from "../lib/duration.ts";
 
-const USAGE = `usage: conveyor <command> [options]
+/** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
+const COMMANDS: Record<string, string> = {
+  enqueue: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})`,
+  stats:
+    "  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules",
+  job: "  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines (exit 1: not found)",
+  dlq: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
+  cancel:
+    "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
+  pause: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
+  resume: "  resume <queue>                          claim from a paused queue again",
+  limit: "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
+  schedule: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
+  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
+  events:
+    "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
+  api: "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)",
+  scripts:
+    "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)",
+  worker: "  worker [options]                        run the generic worker (conveyor worker --help)",
+  operator:
+    "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
+};
 
-  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})
-  stats <queue> [--json]                  ready, delayed, inflight, completed, dead
-  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines
-  dlq list|retry|purge <queue> [--json]   dead letters
-  events <queue> [--follow] [--json]      job transitions in order (enqueued, started, progress, completed…)
-  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)
-  api [--port 8080] [--host 0.0.0.0]      the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)
-  worker [options]                        run the generic worker (conveyor worker --help)
-  operator [options]                      run the WorkerPool operator
+const FOOTER = `Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
+${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
 
-Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.`;
+const USAGE = `usage: conveyor <command> [options]\n\n${Object.values(COMMANDS).join("\n")}\n\n${FOOTER}`;
+
+const commandUsage = (command: string) =>
+  `usage: conveyor ${command} [options]\n\n${COMMANDS[command]}\n\n${FOOTER}`;
 
 export class UsageError extends Error {
   override name = "UsageError";
@@ -47,10 +75,17 @@ function parse<T extends Record<string, { type: "string" | "boolean"; short?: st
   argv: string[],
   options: T,
 ) {
+  const all = { ...COMMON, ...options };
+  // Boolean flags also take an explicit value: --json=true, --follow=false.
+  const args = argv.flatMap((a) => {
+    const m = /^--([\w-]+)=(true|false)$/.exec(a);
+    if (!m || (all as Record<string, { type: string }>)[m[1]!]?.type !== "boolean") return [a];
+    return m[2] === "true" ? [`--${m[1]}`] : [];
+  });
   try {
     return parseArgs({
-      args: argv,
-      options: { ...COMMON, ...options },
+      args,
+      options: all,
       allowPositionals: true,
       strict: true,
     });
@@ -120,10 +155,16 @@ async function enqueue(argv: string[]): Promise<void> {
         .split("\n")
         .map((line, i) => [line.trim(), i + 1] as const)
         .filter(([line]) => line !== "")
-        .map(([line, n]) => {
+        .map(([line, n]): JobToEnqueue => {
           const v = parseJson(line, `${values.file}:${n}`);
           const isEnvelope = typeof v === "object" && v !== null && !Array.isArray(v) && "data" in v;
-          return isEnvelope ? { ...opts, ...(v as JobToEnqueue) } : { ...opts, data: v };
+          if (!isEnvelope) return { ...opts, data: v };
+          try {
+            return { ...opts, ...definedFields(parseEnvelope(v)) };
+          } catch (err) {
+            if (err instanceof EnvelopeError) throw new UsageError(`${values.file}:${n}: ${err.message}`);
+            throw err;
+          }
         });
       const results = await producer.enqueueMany(queue, jobs);
       print(
@@ -151,16 +192,9 @@ async function stats(argv: string[]): Promise<void> {
   const [queue] = positionals;
   if (!queue) throw new UsageError("stats needs a queue");
   await withRedis(values.redis, async (redis) => {
-    const c = await new QueueAdmin(redis).counts(queue);
-    const view = {
-      ready: c.ready,
-      delayed: c.delayed,
-      inflight: c.inflight,
-      completed: c.completed,
-      dead: c.dead,
-    };
+    const view = await new QueueAdmin(redis).stats(queue);
     if (values.json) return print(JSON.stringify(view));
-    for (const [k, v] of Object.entries(view)) print(`${k.padEnd(10)} ${v}`);
+    for (const [k, v] of Object.entries(view)) print(`${k.padEnd(10)} ${v ?? "none"}`);
   });
 }
 
@@ -210,6 +244,11 @@ async function job(argv: string[]): Promise<void> {
   });
 }
 
+/** The fields an envelope set, so the flags' defaults fill only the others. */
+function definedFields<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}
+
 function safeJson(s: string): unknown {
   try {
     return JSON.parse(s);
@@ -239,6 +278,151 @@ async function dlq(argv: string[]): Promise<void> {
         : `${action === "retry" ? "retried" : "purged"} ${n}`,
     );
   });
+}
+
+async function cancel(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { queue: { type: "string" } });
+  const [id] = positionals;
+  if (!id || positionals.length !== 1) throw new UsageError("cancel <id> [--queue Q]");
+  return withRedis(values.redis, async (redis) => {
+    const r = await new QueueAdmin(redis).cancel(id, values.queue);
+    if (values.json) print(JSON.stringify(r));
+    else if (r.outcome === "cancelled")
+      print(
+        r.state === "active"
+          ? `cancelled ${id} (running: its worker aborts it at the next heartbeat)`
+          : r.jobsCancelled > 1 || r.state === "fannedOut" || r.state === "joined"
+            ? `cancelled ${id} and ${r.jobsCancelled} unfinished job(s) of its fan-out; the join will not run`
+            : `cancelled ${id} (was ${r.state})`,
+      );
+    else if (r.outcome === "finished") print(`${id} is already ${r.state}: nothing to cancel`);
+    else print(`job ${id} not found (never enqueued, or its record expired)`);
+    return r.outcome === "cancelled" ? 0 : 1;
+  });
+}
+
+async function pauseOrResume(argv: string[], pause: boolean): Promise<void> {
+  const { values, positionals } = parse(argv, {});
+  const [queue] = positionals;
+  if (!queue || positionals.length !== 1) throw new UsageError(`${pause ? "pause" : "resume"} <queue>`);
+  assertQueueNameForUsage(queue);
+  await withRedis(values.redis, async (redis) => {
+    const admin = new QueueAdmin(redis);
+    await (pause ? admin.pause(queue) : admin.resume(queue));
+    print(
+      values.json ? JSON.stringify({ queue, paused: pause }) : `${queue} ${pause ? "paused" : "resumed"}`,
+    );
+  });
+}
+
+async function limit(argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, {});
+  const [queue, rate] = positionals;
+  if (!queue || !rate || positionals.length !== 2) throw new UsageError("limit <queue> <N>/<s|m|h> | off");
+  assertQueueNameForUsage(queue);
+  let parsed: RateLimit | null = null;
+  if (rate !== "off") {
+    try {
+      parsed = parseRateLimit(rate);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
+  await withRedis(values.redis, async (redis) => {
+    await new QueueAdmin(redis).setRateLimit(queue, parsed);
+    const text = parsed ? formatRateLimit(parsed) : null;
+    print(values.json ? JSON.stringify({ queue, rateLimit: text }) : `${queue} rate limit ${text ?? "off"}`);
+  });
+}
+
+async function schedule(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, {
+    every: { type: "string" },
+    cron: { type: "string" },
+    tz: { type: "string" },
+    attempts: { type: "string" },
+  });
+  const [action, queue, name, json] = positionals;
+  const usage =
+    "schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] | list <queue> | remove <queue> <name>";
+  if (!action || !queue) throw new UsageError(usage);
+  assertQueueNameForUsage(queue);
+  if (action === "add") {
+    if (!name || positionals.length > 4) throw new UsageError(usage);
+    let spec: ScheduleSpec;
+    try {
+      spec = {
+        everyMs: durationFlag(values.every, "every"),
+        cron: values.cron,
+        tz: values.tz,
+        attempts: positiveInt(values.attempts, "attempts"),
+        data: json === undefined ? null : parseJson(json, "schedule data"),
+      };
+      makeSchedule(name, spec); // every problem named before connecting
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    return withRedis(values.redis, async (redis) => {
+      const s = await new QueueAdmin(redis).schedules.add(queue, name, spec);
+      print(
+        values.json
+          ? JSON.stringify(scheduleView(s))
+          : `schedule ${name} on ${queue}: next run ${when(s.nextRun)}`,
+      );
+      return 0;
+    });
+  }
+  if (action === "list") {
+    if (positionals.length !== 2) throw new UsageError(usage);
+    return withRedis(values.redis, async (redis) => {
+      const list = await new QueueAdmin(redis).schedules.list(queue);
+      if (values.json) print(JSON.stringify(list.map(scheduleView)));
+      else if (list.length === 0) print(`no schedules on ${queue}`);
+      else
+        for (const s of list)
+          print(
+            `${s.name.padEnd(20)} ${(s.everyMs !== undefined ? `every ${s.everyMs / 1000}s` : `cron '${s.cron}' ${s.tz ?? "UTC"}`).padEnd(32)} next ${when(s.nextRun)}`,
+          );
+      return 0;
+    });
+  }
+  if (action === "remove") {
+    if (!name || positionals.length !== 3) throw new UsageError(usage);
+    return withRedis(values.redis, async (redis) => {
+      const removed = await new QueueAdmin(redis).schedules.remove(queue, name);
+      print(
+        values.json
+          ? JSON.stringify({ queue, name, removed })
+          : removed
+            ? `removed schedule ${name}`
+            : `no schedule ${name} on ${queue}`,
+      );
+      return removed ? 0 : 1;
+    });
+  }
+  throw new UsageError(usage);
+}
+
+const when = (ms: number | null) => (ms === null ? "none" : new Date(ms).toISOString());
+
+function scheduleView(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
+}
+
+function assertQueueNameForUsage(queue: string): void {
+  try {
+    assertQueueName(queue);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }
 
 const redisUrl = (flag?: string) => flag ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -313,12 +497,8 @@ async function api(argv: string[]): Promise<number> {
 
 /** `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load. */
 function scripts(argv: string[]): void {
-  const { positionals, values } = parse(argv, {});
+  const { positionals } = parse(argv, {});
   const [action, target] = positionals;
-  if (values.help) {
-    print("usage: conveyor scripts dump <dir> | show <name>");
-    return;
-  }
   if (action === "dump" && target && positionals.length === 2) {
     for (const path of dumpScripts(target)) print(path);
     return;
@@ -334,6 +514,16 @@ function scripts(argv: string[]): void {
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command && (rest.includes("--help") || rest.includes("-h"))) {
+    if (command === "worker") print((await import("../worker/config.ts")).WORKER_USAGE);
+    else if (command === "operator") print((await import("../operator/config.ts")).OPERATOR_USAGE);
+    else if (COMMANDS[command]) print(commandUsage(command));
+    else {
+      process.stderr.write(`conveyor: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
+      return 2;
+    }
+    return 0;
+  }
   try {
     switch (command) {
       case "enqueue":
@@ -348,6 +538,17 @@ export async function main(argv: string[]): Promise<number> {
       case "dlq":
         await dlq(rest);
         return 0;
+      case "cancel":
+        return await cancel(rest);
+      case "pause":
+      case "resume":
+        await pauseOrResume(rest, command === "pause");
+        return 0;
+      case "limit":
+        await limit(rest);
+        return 0;
+      case "schedule":
+        return await schedule(rest);
       case "events":
         await events(rest);
         return 0;
@@ -356,13 +557,8 @@ export async function main(argv: string[]): Promise<number> {
       case "scripts":
         scripts(rest);
         return 0;
-      case "worker": {
-        if (rest.includes("--help") || rest.includes("-h")) {
-          print((await import("../worker/config.ts")).WORKER_USAGE);
-          return 0;
-        }
+      case "worker":
         return await (await import("../worker/main.ts")).runWorker(rest);
-      }
       case "operator": {
         const mod = (await import("../operator/main.ts" as string).catch(() => null)) as {
           runOperator?: (argv: string[]) => Promise<number>;

@@ -1,6 +1,7 @@
 // Flags with environment fallbacks, shared by `conveyor worker` and `conveyor operator`: every
 // option is a `--flag` that also reads an environment variable, and every bad value stops the
-// process at start with a message naming both.
+// process at start with a message naming both. Boolean options work bare (`--leader-elect`) or
+// with a value (`--leader-elect=false`, `--leader-elect false`); durations take 250ms/30s/5m/1h.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parseDuration } from "./duration.ts";
@@ -23,7 +24,10 @@ export interface Options<K extends string> {
   guard<T>(opt: K, parse: (v: string) => T): T | undefined;
   int(opt: K, def: number, min: number, max: number): number;
   bool(opt: K, def: boolean): boolean;
-  duration(opt: K, def: number): number;
+  /** Milliseconds, within [minMs, maxMs] when given. */
+  duration(opt: K, defMs: number, minMs?: number, maxMs?: number): number;
+  /** A duration in whole seconds (rounded up), for values Redis or the API keep in seconds. */
+  seconds(opt: K, defSeconds: number, minSeconds?: number, maxSeconds?: number): number;
   list(opt: K): string[];
   /** A path that must be readable. */
   file(opt: K): string | undefined;
@@ -35,13 +39,13 @@ export function readOptions<K extends string>(
   env: NodeJS.ProcessEnv,
   sources: OptionSources<K>,
   usage: string,
+  booleans: readonly NoInfer<K>[] = [],
 ): Options<K> {
   let values: Partial<Record<K, string>>;
   try {
     const options = Object.fromEntries(Object.keys(sources).map((k) => [k, { type: "string" as const }]));
-    values = parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as Partial<
-      Record<K, string>
-    >;
+    values = parseArgs({ args: bareBooleans(argv, booleans), options, strict: true, allowPositionals: false })
+      .values as Partial<Record<K, string>>;
   } catch (err) {
     throw new OptionError(`${(err as Error).message}\n${usage}`);
   }
@@ -81,7 +85,12 @@ export function readOptions<K extends string>(
         if (/^(false|0|no|off)$/i.test(v)) return false;
         throw new Error(`expected true or false, got ${JSON.stringify(v)}`);
       }) ?? def,
-    duration: (opt, def) => guard(opt, (v) => parseDuration(v, "duration")) ?? def,
+    duration: (opt, defMs, minMs = 0, maxMs = Number.MAX_SAFE_INTEGER) =>
+      guard(opt, (v) => inRange(parseDuration(v, "duration"), minMs, maxMs, formatMs)) ?? defMs,
+    seconds: (opt, defSeconds, minSeconds = 0, maxSeconds = Number.MAX_SAFE_INTEGER) =>
+      guard(opt, (v) =>
+        inRange(Math.ceil(parseDuration(v, "duration") / 1000), minSeconds, maxSeconds, (n) => `${n}s`),
+      ) ?? defSeconds,
     list: (opt) =>
       (raw(opt) ?? "")
         .split(",")
@@ -104,3 +113,24 @@ export function readOptions<K extends string>(
       }) ?? def,
   };
 }
+
+const BOOL_WORD = /^(true|false|1|0|yes|no|on|off)$/i;
+
+/** `--flag` of a boolean option with no value after it means `--flag=true`. */
+function bareBooleans(argv: string[], booleans: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const isBool = a.startsWith("--") && booleans.includes(a.slice(2));
+    if (isBool && !BOOL_WORD.test(argv[i + 1] ?? "")) out.push(`${a}=true`);
+    else out.push(a);
+  }
+  return out;
+}
+
+function inRange(n: number, min: number, max: number, show: (n: number) => string): number {
+  if (n < min || n > max) throw new Error(`expected ${show(min)}..${show(max)}, got ${show(n)}`);
+  return n;
+}
+
+const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);

@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { DURATION_HELP } from "../lib/duration.ts";
 import { OptionError, readOptions } from "../lib/options.ts";
 import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
 
@@ -83,12 +84,13 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --leader-election-namespace NS    CONVEYOR_LEADER_ELECTION_NAMESPACE  (default: own namespace, else "default")
   --leader-election-id NAME         CONVEYOR_LEADER_ELECTION_ID  Lease name (default conveyor-operator)
   --identity ID                     POD_NAME          this replica's name in the Lease (default host + random)
-  --lease-duration S                CONVEYOR_LEASE_DURATION_SECONDS   (default 15)
-  --renew-deadline S                CONVEYOR_RENEW_DEADLINE_SECONDS   (default 10)
-  --retry-period S                  CONVEYOR_RETRY_PERIOD_SECONDS     (default 2)
+  --lease-duration D                CONVEYOR_LEASE_DURATION_SECONDS   (default 15s)
+  --renew-deadline D                CONVEYOR_RENEW_DEADLINE_SECONDS   (default 10s)
+  --retry-period D                  CONVEYOR_RETRY_PERIOD_SECONDS     (default 2s)
   --workers N                       CONVEYOR_RECONCILE_WORKERS   concurrent reconciles (default 4)
-  --relist-seconds S                CONVEYOR_RELIST_SECONDS      full relist period of the informers (default 600)
-  --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)`;
+  --relist-seconds D                CONVEYOR_RELIST_SECONDS      full relist period of the informers (default 10m)
+  --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
+Booleans: --flag alone means true. ${DURATION_HELP}`;
 
 function packageVersion(): string {
   try {
@@ -112,7 +114,7 @@ function ownNamespace(): string | undefined {
 }
 
 export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE);
+  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE, ["metrics-api", "leader-elect"]);
   const { name } = o;
 
   const namespaces = o.list("namespaces");
@@ -127,16 +129,16 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
   }
   const clientCA = o.raw("metrics-api-client-ca") ?? "auto";
   if (clientCA !== "auto" && clientCA !== "none") o.file("metrics-api-client-ca");
-  const leaseDuration = o.int("lease-duration", 15, 2, 3600);
-  const renewDeadline = o.int("renew-deadline", 10, 1, 3600);
-  const retryPeriod = o.int("retry-period", 2, 1, 600);
+  const leaseDuration = o.duration("lease-duration", 15_000, 2000, 3600_000);
+  const renewDeadline = o.duration("renew-deadline", 10_000, 1000, 3600_000);
+  const retryPeriod = o.duration("retry-period", 2000, 1000, 600_000);
   if (renewDeadline >= leaseDuration)
     throw new OptionError(
-      `${name("renew-deadline")} (${renewDeadline}) must be less than ${name("lease-duration")} (${leaseDuration})`,
+      `${name("renew-deadline")} (${renewDeadline}ms) must be less than ${name("lease-duration")} (${leaseDuration}ms)`,
     );
   if (retryPeriod >= renewDeadline)
     throw new OptionError(
-      `${name("retry-period")} (${retryPeriod}) must be less than ${name("renew-deadline")} (${renewDeadline})`,
+      `${name("retry-period")} (${retryPeriod}ms) must be less than ${name("renew-deadline")} (${renewDeadline}ms)`,
     );
   const electionId = o.raw("leader-election-id") ?? "conveyor-operator";
   if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(electionId))
@@ -163,11 +165,11 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
       o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
     leaderElectionId: electionId,
     identity: o.raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
-    leaseDurationMs: leaseDuration * 1000,
-    renewDeadlineMs: renewDeadline * 1000,
-    retryPeriodMs: retryPeriod * 1000,
+    leaseDurationMs: leaseDuration,
+    renewDeadlineMs: renewDeadline,
+    retryPeriodMs: retryPeriod,
     workers: o.int("workers", 4, 1, 64),
-    relistMs: o.int("relist-seconds", 600, 5, 86400) * 1000,
+    relistMs: o.duration("relist-seconds", 600_000, 5000, 86_400_000),
     logLevel: o.logLevel("log-level"),
   };
 }

@@ -3,6 +3,34 @@
 import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 import type { JobInfo, JobLogLine, QueueCounts, WorkerReport } from "./types.ts";
+import {
+  cancelJob,
+  formatRateLimit,
+  pauseQueue,
+  queueControl,
+  resumeQueue,
+  setRateLimit,
+  type CancelResult,
+  type QueueControlState,
+  type RateLimit,
+} from "./control.ts";
+import { Schedules } from "./schedules.ts";
+
+/** `conveyor stats --json`: the five counts, then queue control. */
+export interface QueueStats {
+  ready: number;
+  delayed: number;
+  inflight: number;
+  completed: number;
+  dead: number;
+  paused: boolean;
+  /** "20/s", or null when there is none. */
+  rateLimit: string | null;
+  /** Jobs cancelled, all time. */
+  cancelled: number;
+  /** How many schedules the queue has. */
+  schedules: number;
+}
 
 export interface DeadJob {
   id: string;
@@ -14,8 +42,61 @@ export interface DeadJob {
 
 export class QueueAdmin {
   private readonly redis: RedisClient;
+  /** The queue's schedules: add / list / remove. */
+  readonly schedules: Schedules;
   constructor(redis: RedisClient) {
     this.redis = redis;
+    this.schedules = new Schedules(redis);
+  }
+
+  /**
+   * Cancel a job: waiting or delayed, it leaves the queue; running, its worker aborts it at the
+   * next heartbeat; a fan-out parent takes its unfinished children along. A finished job is
+   * left as it is (`outcome: "finished"`), an unknown id is `notFound`.
+   */
+  cancel(id: string, queueOrPipeline?: string): Promise<CancelResult> {
+    return cancelJob(this.redis, id, { queueOrPipeline });
+  }
+
+  /** No worker claims from the queue until resume (running jobs finish; enqueues are accepted). */
+  pause(queue: string): Promise<void> {
+    return pauseQueue(this.redis, queue);
+  }
+
+  resume(queue: string): Promise<void> {
+    return resumeQueue(this.redis, queue);
+  }
+
+  /** At most `limit.max` starts per `limit.perMs` across all workers; null removes the limit. */
+  setRateLimit(queue: string, limit: RateLimit | null): Promise<void> {
+    return setRateLimit(this.redis, queue, limit);
+  }
+
+  /** Whether the queue is paused, and its rate limit. */
+  control(queue: string): Promise<QueueControlState> {
+    return queueControl(this.redis, queue);
+  }
+
+  /** The counts `conveyor stats` shows, with queue control. */
+  async stats(queue: string): Promise<QueueStats> {
+    const k = new QueueKeys(queue);
+    const [c, control, cancelled, fields] = await Promise.all([
+      this.counts(queue),
+      this.control(queue),
+      this.redis.hget(k.counts, "cancelled"),
+      this.redis.hkeys(k.schedules),
+    ]);
+    return {
+      ready: c.ready,
+      delayed: c.delayed,
+      inflight: c.inflight,
+      completed: c.completed,
+      dead: c.dead,
+      paused: control.paused,
+      rateLimit: control.rateLimit ? formatRateLimit(control.rateLimit) : null,
+      cancelled: Number(cancelled ?? 0),
+      schedules: fields.filter((f) => !f.startsWith("next:")).length,
+    };
   }
 
   /** One round trip, atomic (all keys share a slot). */

@@ -24,7 +24,14 @@ export interface ClaimResult {
   nextDueAt: number | null;
 }
 
-export type FailOutcome = "retry" | "dead" | "lost";
+/** `lost`: the lease moved on (fenced); `cancelled`: the job was cancelled while it ran. */
+export type FailOutcome = "retry" | "dead" | "lost" | "cancelled";
+
+/** A renewal's answer: executions this worker no longer holds, and which of them were cancelled. */
+export interface RenewResult {
+  lost: string[];
+  cancelled: string[];
+}
 
 /** The next stage a finished job is handed to (advance_job). */
 export interface NextStage {
@@ -167,11 +174,11 @@ export class Consumer {
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
   }
 
-  /** Renew every lease in one call; returns the ids whose lease is no longer ours. */
-  async renew(leases: Lease[], report?: WorkerReport): Promise<string[]> {
+  /** Renew every lease in one call; returns the ids whose lease is no longer ours (and which were cancelled). */
+  async renew(leases: Lease[], report?: WorkerReport): Promise<RenewResult> {
     const k = this.keys;
     const pairs = leases.flatMap((l) => [l.id, l.token]);
-    return runScript<string[]>(
+    const [lost, cancelled] = await runScript<[string[], string[]]>(
       this.redis,
       "renew_leases",
       [k.inflight, k.workers],
@@ -184,6 +191,7 @@ export class Consumer {
         ...pairs,
       ],
     );
+    return { lost, cancelled };
   }
 
   /**
@@ -272,14 +280,14 @@ export class Consumer {
    * `nextQueue` (ids `<id>:1`…`<id>:n`), and once every child has finished — completed at its
    * last stage or dead-lettered — a single join job `<id>:join` in `joinQueue` whose data is
    * `{parent, results: [{id, result} | {id, error}, …]}` in child order. Returns the number of
-   * children, or null when the lease was lost.
+   * children, null when the lease was lost, or "cancelled" when the job was cancelled meanwhile.
    */
   async fanOut(
     job: Lease,
     children: unknown[],
     nextQueue: string,
     joinQueue: string,
-  ): Promise<number | null> {
+  ): Promise<number | null | "cancelled"> {
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
@@ -300,7 +308,7 @@ export class Consumer {
         ...children.map((c) => encodeResult(c)),
       ],
     );
-    return n < 0 ? null : n;
+    return n === -2 ? "cancelled" : n < 0 ? null : n;
   }
 
   /** A stored result for this job's content hash at this stage, as JSON text, or null. */
@@ -370,14 +378,23 @@ export class Consumer {
 
   /** Hand a running job back for immediate redelivery, without counting an attempt. */
   async release(job: Lease, reason: string, cause: ReleaseCause = "handedBack"): Promise<boolean> {
+    return (await this.releaseOutcome(job, reason, cause)) === "settled";
+  }
+
+  /** `release`, telling a lost lease (`fenced`) from a cancelled job. */
+  async releaseOutcome(
+    job: Lease,
+    reason: string,
+    cause: ReleaseCause = "handedBack",
+  ): Promise<SettleOutcome> {
     const k = this.keys;
-    const ok = await runScript<number>(
+    const code = await runScript<number>(
       this.redis,
       "release_job",
       [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
       [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause],
     );
-    return ok === 1;
+    return settleOutcome(code);
   }
 
   async sweep(opts: SweepOptions = {}): Promise<SweepResult> {

@@ -6,9 +6,12 @@ export * from "./producer.ts";
 export * from "./consumer.ts";
 export * from "./scriptReplies.ts";
 export * from "./admin.ts";
+export * from "./control.ts";
+export * from "./schedules.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";
 export * from "./events.ts";
+export * from "./envelope.ts";
 export {
   scriptSource,
   resolveIncludes,

@@ -113,6 +113,10 @@ export class QueueKeys extends PipelineKeys {
   get events(): string {
     return this.part("events");
   }
+  /** Schedules: `<name>` → spec (JSON), `next:<name>` → the next tick enqueued (ms). */
+  get schedules(): string {
+    return this.part("schedules");
+  }
   get idempotencyPrefix(): string {
     return this.part("idem:");
   }

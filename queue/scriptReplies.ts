@@ -20,11 +20,11 @@ export function scriptError(err: unknown): unknown {
 }
 
 /**
- * How a settle script (complete_job, advance_job, release_job, report_progress) ended:
- * `settled` (1), or `fenced` (0): the caller's lease token is no longer the job's, so nothing
- * was written — another worker owns the job now.
+ * How a settle script (complete_job, advance_job, release_job) ended: `settled` (1); `fenced`
+ * (0): the caller's lease token is no longer the job's, so nothing was written — another worker
+ * owns the job now; `cancelled` (-1): the job was cancelled while it ran, its result is refused.
  */
-export type SettleOutcome = "settled" | "fenced";
+export type SettleOutcome = "settled" | "fenced" | "cancelled";
 
 export function settleOutcome(code: unknown): SettleOutcome {
   switch (Number(code)) {
@@ -32,6 +32,8 @@ export function settleOutcome(code: unknown): SettleOutcome {
       return "settled";
     case 0:
       return "fenced";
+    case -1:
+      return "cancelled";
     default:
       throw new Error(`unexpected settle reply ${JSON.stringify(code)}`);
   }

@@ -22,6 +22,9 @@ export const SCRIPT_NAMES = [
   "report_progress",
   "append_log",
   "fan_out",
+  "cancel_job",
+  "schedule_tick",
+  "schedule_remove",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

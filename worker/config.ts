@@ -1,7 +1,8 @@
 // Worker configuration from flags and environment. Every bad value stops the process at start
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
-import { OptionError, readOptions } from "../lib/options.ts";
+import { DURATION_HELP } from "../lib/duration.ts";
+import { readOptions } from "../lib/options.ts";
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 
@@ -40,6 +41,9 @@ export interface WorkerConfig {
   circuitBackoffMs: number;
 }
 
+const WEEK_MS = 7 * 24 * 3600 * 1000;
+const YEAR_SECONDS = 365 * 24 * 3600;
+
 /** Flag name → environment variable. Flags win over the environment. */
 const SOURCES = {
   queue: "CONVEYOR_QUEUE",
@@ -74,25 +78,26 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --database URL       DATABASE_URL              PostgreSQL for job records (optional)
   --concurrency N      CONVEYOR_CONCURRENCY      job slots in this process (default 1)
   --lease D            CONVEYOR_LEASE            lease length, renewed every third (default 30s)
-  --job-timeout S      CONVEYOR_JOB_TIMEOUT_SECONDS  default per-job timeout in seconds (default 300)
+  --job-timeout D      CONVEYOR_JOB_TIMEOUT_SECONDS  default per-job timeout (default 5m)
   --kill-grace D       CONVEYOR_KILL_GRACE       time a timed-out handler gets to stop (default 5s)
-  --drain S            CONVEYOR_DRAIN_SECONDS    warm-shutdown drain before hand-back, seconds (default 25)
+  --drain D            CONVEYOR_DRAIN_SECONDS    warm-shutdown drain before hand-back (default 25s)
   --max-stalls N       CONVEYOR_MAX_STALLS       lease expiries before dead-lettering (default 2)
-  --retention S        CONVEYOR_RETENTION_SECONDS keep completed jobs in Redis, seconds (default 3600)
+  --retention D        CONVEYOR_RETENTION_SECONDS keep completed jobs in Redis (default 1h; 0 = delete at once)
   --backoff-base D     CONVEYOR_BACKOFF_BASE     retry backoff base (default 1s)
   --backoff-max D      CONVEYOR_BACKOFF_MAX      retry backoff cap (default 5m)
   --port N             CONVEYOR_PORT             /healthz /readyz /metrics port (default 9464; 0 = any)
   --worker-id ID       CONVEYOR_WORKER_ID        defaults to POD_NAME, else host-pid
   --max-jobs N         CONVEYOR_MAX_JOBS         recycle: drain and exit 0 after N jobs (default 0 = off)
   --max-memory MB      CONVEYOR_MAX_MEMORY_MB    recycle: drain and exit 0 above this RSS (default 0 = off)
-  --result-ttl S       CONVEYOR_RESULT_TTL_SECONDS reuse a stage result for jobs with the same content hash (default 86400; 0 = off)
+  --result-ttl D       CONVEYOR_RESULT_TTL_SECONDS reuse a stage result for jobs with the same content hash (default 24h; 0 = off)
   --circuit-threshold N CONVEYOR_CIRCUIT_THRESHOLD consecutive dependency failures that pause claiming (default 5; 0 = off)
   --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
-  --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)`;
+  --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)
+${DURATION_HELP}`;
 
 export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
   const o = readOptions(argv, env, SOURCES, WORKER_USAGE);
-  const { raw, name, guard, int, duration, required } = o;
+  const { raw, guard, int, duration, seconds, required } = o;
   const queue = required("queue");
   guard("queue", assertQueueName);
   const nextQueue = raw("next-queue");
@@ -105,8 +110,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     if (!/^postgres(ql)?:\/\//.test(v)) throw new Error("expected postgres://user@host:5432/db");
     return v;
   });
-  const leaseMs = duration("lease", 30_000);
-  if (leaseMs < 100) throw new OptionError(`${name("lease")}: must be at least 100ms`);
+  const leaseMs = duration("lease", 30_000, 100);
   const logLevel = o.logLevel("log-level");
   const pod = env.POD_NAME || hostname();
   return {
@@ -117,11 +121,11 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     databaseUrl,
     concurrency: int("concurrency", 1, 1, 10_000),
     leaseMs,
-    jobTimeoutMs: int("job-timeout", 300, 1, 7 * 24 * 3600) * 1000,
+    jobTimeoutMs: duration("job-timeout", 300_000, 1, WEEK_MS),
     killGraceMs: duration("kill-grace", 5000),
-    drainMs: int("drain", 25, 0, 7 * 24 * 3600) * 1000,
+    drainMs: duration("drain", 25_000, 0, WEEK_MS),
     maxStalls: int("max-stalls", 2, 0, 1000),
-    retentionSeconds: int("retention", 3600, 0, 365 * 24 * 3600),
+    retentionSeconds: seconds("retention", 3600, 0, YEAR_SECONDS),
     backoffBaseMs: duration("backoff-base", 1000),
     backoffMaxMs: duration("backoff-max", 300_000),
     port: int("port", 9464, 0, 65535),
@@ -130,7 +134,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     logLevel,
     maxJobs: int("max-jobs", 0, 0, Number.MAX_SAFE_INTEGER),
     maxMemoryMb: int("max-memory", 0, 0, 1_000_000),
-    resultTtlSeconds: int("result-ttl", 86_400, 0, 365 * 24 * 3600),
+    resultTtlSeconds: seconds("result-ttl", 86_400, 0, YEAR_SECONDS),
     circuitThreshold: int("circuit-threshold", 5, 0, 1_000_000),
     circuitBackoffMs: duration("circuit-backoff", 30_000),
   };

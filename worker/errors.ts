@@ -13,6 +13,11 @@ export class HandedBackError extends Error {
 export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
+/** The job was cancelled (`conveyor cancel`): the handler is aborted, its result refused. */
+export class JobCancelledError extends Error {
+  override name = "JobCancelledError";
+  readonly retryable = false;
+}
 /** The job's data is not JSON: retrying cannot help. */
 export class MalformedJobError extends Error {
   override name = "MalformedJobError";

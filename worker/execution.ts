@@ -5,7 +5,14 @@ import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { encodeResult, retryDelay, type ClaimedJob, type Consumer, type Settlement } from "../queue/index.ts";
+import {
+  encodeResult,
+  retryDelay,
+  type ClaimedJob,
+  type Consumer,
+  type Schedules,
+  type Settlement,
+} from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import type { WorkerConfig } from "./config.ts";
 import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
@@ -30,6 +37,8 @@ export interface RunningJob {
   controller: AbortController;
   handedBack: boolean;
   lost: boolean;
+  /** Cancelled while it ran (seen at a renewal): already final in Redis, nothing to settle. */
+  cancelled: boolean;
   /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
   settling: boolean;
   /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
@@ -54,6 +63,8 @@ export interface ExecutionDeps {
   consumer: Consumer;
   circuit: CircuitBreaker;
   slots: SlotBudget;
+  /** A schedule's tick puts the next one in line when it starts. */
+  schedules: Schedules;
 }
 
 export class JobExecutor {
@@ -65,6 +76,7 @@ export class JobExecutor {
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
   private readonly slots: SlotBudget;
+  private readonly schedules: Schedules;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
@@ -77,6 +89,7 @@ export class JobExecutor {
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
     this.slots = deps.slots;
+    this.schedules = deps.schedules;
     const queue = deps.config.queue;
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
@@ -105,6 +118,14 @@ export class JobExecutor {
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
     const startedAt = performance.now();
     const seconds = () => (performance.now() - startedAt) / 1000;
+    // A schedule's tick (id `sched:…`): the next tick goes in line before this one runs, so a
+    // crash here cannot end the schedule (a redelivered tick enqueues nothing twice).
+    if (job.id.startsWith("sched:")) {
+      const next = await retryWrite(log, "schedule the next tick", () =>
+        this.schedules.onTickStarted(job.queue, job.id),
+      );
+      if (next !== null) log.debug({ nextTick: new Date(next).toISOString() }, "next schedule tick enqueued");
+    }
 
     let data: unknown;
     try {
@@ -153,7 +174,7 @@ export class JobExecutor {
     } catch (err) {
       clearTimeout(timer);
       callback?.close();
-      if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+      if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
       const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
@@ -163,7 +184,7 @@ export class JobExecutor {
     clearTimeout(timer);
     callback?.close();
     this.circuit.success();
-    if (entry.handedBack || entry.lost) return this.logAbandoned(entry, log, seconds());
+    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
     try {
       // A result JSON cannot encode (a BigInt, a cycle) fails the job, not retryable, here:
@@ -186,22 +207,23 @@ export class JobExecutor {
       },
       next: next ? { queue: next, contentHash: reuse ? contentHashOf(result) : "" } : undefined,
     };
-    const ok = await retryWrite(log, "complete", async (attempt) => {
+    const outcome = await retryWrite(log, "complete", async (attempt) => {
       // Complete-and-claim: the completion also claims for the slot it frees (one round trip
       // per job instead of two). Not on a retry: a reply lost to a connection error would
       // strand what the earlier try claimed until its lease expires.
       const claim = attempt === 1 ? this.slots.forCompletion() : 0;
-      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome === "settled";
+      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome;
       const release = this.slots.reserve(claim - 1); // beyond its own slot, still counted as running
       try {
         const r = await this.consumer.settle(job, { ...settlement, claim });
         entry.next = r.jobs;
-        return r.outcome === "settled";
+        return r.outcome;
       } finally {
         release();
       }
     });
-    if (ok) {
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");
+    if (outcome === "settled") {
       this.perJob.completed.inc();
       if (cached !== null) this.metrics.resultsReused.inc(q);
       this.perJob.completedSeconds.observe(seconds());
@@ -270,6 +292,7 @@ export class JobExecutor {
       error: { name: error.name, message: error.message, stack: error.stack },
       durationMs: Math.round(seconds * 1000),
     };
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds, "failure not recorded");
     if (outcome === "lost") {
       this.metrics.leasesLost.inc(q);
       log.warn(fields, "lease was lost before the failure was recorded: discarded");
@@ -296,6 +319,7 @@ export class JobExecutor {
     const n = await retryWrite(log, "fan out", () =>
       this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
     );
+    if (n === "cancelled") return this.logCancelled(entry, log, seconds, "fan-out refused");
     if (n === null) {
       this.metrics.leasesLost.inc({ queue: job.queue });
       log.warn(
@@ -338,7 +362,17 @@ export class JobExecutor {
     );
   }
 
+  /** The job was cancelled while it ran: nothing of this execution is kept. */
+  private logCancelled(entry: RunningJob, log: Logger, seconds: number, what: string): void {
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome: "cancelled" }, seconds);
+    log.info(
+      { outcome: "cancelled", durationMs: Math.round(seconds * 1000) },
+      `job was cancelled while it ran: ${what}`,
+    );
+  }
+
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
+    if (entry.cancelled) return this.logCancelled(entry, log, seconds, "handler stopped");
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
     log.info(

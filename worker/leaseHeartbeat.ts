@@ -28,17 +28,24 @@ export type ToHeartbeat =
 
 export type FromHeartbeat =
   | { t: "renewed"; count: number; lagMs: number; durationMs: number }
-  | { t: "lost"; leases: { id: string; token: string }[] }
+  | { t: "lost"; leases: LostLease[] }
   | { t: "swept"; requeued: number; deadLettered: number }
   | { t: "tick" }
   | { t: "renewFailed"; message: string }
   | { t: "error"; message: string }
   | { t: "stopped" };
 
+/** An execution (job id and fencing token) whose lease is gone: taken over, or the job was cancelled. */
+export interface LostLease {
+  id: string;
+  token: string;
+  cancelled: boolean;
+}
+
 export interface HeartbeatEvents {
   onRenewed(count: number, lagMs: number, durationMs: number): void;
-  /** Executions (job id and fencing token) whose lease another worker or the sweeper took. */
-  onLost(leases: { id: string; token: string }[]): void;
+  /** Executions whose lease another worker or the sweeper took, or whose job was cancelled. */
+  onLost(leases: LostLease[]): void;
   onSwept(requeued: number, deadLettered: number): void;
   onError(message: string): void;
 }

@@ -107,11 +107,13 @@ async function beat(urgent = false): Promise<void> {
       draining: status.draining,
       seen: started,
     };
-    const lostIds = new Set(await consumer.renew(leases, report));
+    const renewal = await consumer.renew(leases, report);
+    const lostIds = new Set(renewal.lost);
+    const cancelledIds = new Set(renewal.cancelled);
     // A loss is of one execution (id and token): while this renewal was in flight the job may have
     // failed and been claimed again by this worker under a new token, which is not lost.
     const lostLeases = leases.filter((l) => lostIds.has(l.id));
-    const lost = lostLeases.map((l) => ({ id: l.id, token: l.token }));
+    const lost = lostLeases.map((l) => ({ id: l.id, token: l.token, cancelled: cancelledIds.has(l.id) }));
     for (const l of lostLeases) {
       if (l.inTable) lostInTable.add(leaseKey(l));
       else if (held.get(l.id)?.token === l.token) held.delete(l.id);

@@ -4,14 +4,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { connectRedis, Consumer, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
-import { HandedBackError, LeaseLostError } from "./errors.ts";
+import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
-import { LeaseHeartbeat } from "./leaseHeartbeat.ts";
+import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
@@ -144,6 +144,7 @@ export class QueueWorker {
       callbacks: this.callbacks,
       consumer: this.consumer,
       circuit: this.circuit,
+      schedules: new Schedules(this.redis),
       slots: {
         forCompletion: () => this.claimOnCompletion(),
         reserve: (n) => {
@@ -350,6 +351,7 @@ export class QueueWorker {
       controller: new AbortController(),
       handedBack: false,
       lost: false,
+      cancelled: false,
       settling: false,
     };
     this.running.set(job.id, entry);
@@ -387,7 +389,7 @@ export class QueueWorker {
 
   private async handBackAll(reason: string): Promise<void> {
     this.handingBack = reason;
-    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost);
+    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
     this.changed.notify();
@@ -414,13 +416,22 @@ export class QueueWorker {
     this.heartbeat.drop(entry.job.id);
   }
 
-  private leasesLost(leases: { id: string; token: string }[]): void {
-    for (const { id, token } of leases) {
+  private leasesLost(leases: LostLease[]): void {
+    for (const { id, token, cancelled } of leases) {
       const entry = this.running.get(id);
       // A job whose outcome is being written has just cleared its own token: not a loss (the
       // write itself is fenced and reports a real loss). Another token: a later execution of the
       // same job on this worker (failed and claimed again while the renewal was in flight).
       if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
+      if (cancelled) {
+        // Final in Redis already: stop renewing, abort the handler (commands get SIGTERM, then
+        // SIGKILL after the kill grace); its slot frees when the handler has stopped.
+        entry.cancelled = true;
+        this.heartbeat.drop(id);
+        this.log.info({ jobId: id, executionId: token }, "job cancelled: aborting its handler");
+        entry.controller.abort(new JobCancelledError("job cancelled"));
+        continue;
+      }
       entry.lost = true;
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn(

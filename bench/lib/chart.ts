@@ -1,6 +1,5 @@
-// The throughput chart, drawn twice from one layout: a PNG (pure JS: an RGB raster, a 5×7
-// bitmap font, node:zlib for deflate and CRC-32) and an SVG. No downloads, no native tools.
-import { crc32, deflateSync } from "node:zlib";
+// The throughput chart as SVG: grouped bars (median) with min–max whiskers, one group per
+// concurrency. Markdown renders it directly; no raster, no downloads.
 
 export interface Series {
   name: string;
@@ -18,164 +17,7 @@ export interface BarChart {
   series: Series[];
 }
 
-// ---- drawing surface ---------------------------------------------------------------------
-
-interface Surface {
-  rect(x: number, y: number, w: number, h: number, color: string): void;
-  /** anchor: where x is — start, middle or end of the text. */
-  text(
-    x: number,
-    y: number,
-    s: string,
-    color: string,
-    size: number,
-    anchor?: "start" | "middle" | "end",
-  ): void;
-}
-
-const GLYPHS: Record<string, string> = {
-  " ": ".".repeat(35),
-  "0": ".###.#...##..###.#.###..##...#.###.",
-  "1": "..#...##....#....#....#....#...###.",
-  "2": ".###.#...#....#...#...#...#...#####",
-  "3": "#####...#...#.....#.....##...#.###.",
-  "4": "...#...##..#.#.#..#.#####...#....#.",
-  "5": "######....####.....#....##...#.###.",
-  "6": "..##..#...#....####.#...##...#.###.",
-  "7": "#####....#...#...#...#....#....#...",
-  "8": ".###.#...##...#.###.#...##...#.###.",
-  "9": ".###.#...##...#.####....#...#..##..",
-  A: ".###.#...##...#######...##...##...#",
-  B: "####.#...##...#####.#...##...#####.",
-  C: ".###.#...##....#....#....#...#.###.",
-  D: "###..#..#.#...##...##...##..#.###..",
-  E: "######....#....####.#....#....#####",
-  F: "######....#....####.#....#....#....",
-  G: ".###.#...##....#.####...##...#.####",
-  H: "#...##...##...#######...##...##...#",
-  I: ".###...#....#....#....#....#...###.",
-  J: "..###...#....#....#....#.#..#..##..",
-  K: "#...##..#.#.#..##...#.#..#..#.#...#",
-  L: "#....#....#....#....#....#....#####",
-  M: "#...###.###.#.##.#.##...##...##...#",
-  N: "#...##...###..##.#.##..###...##...#",
-  O: ".###.#...##...##...##...##...#.###.",
-  P: "####.#...##...#####.#....#....#....",
-  Q: ".###.#...##...##...##.#.##..#..##.#",
-  R: "####.#...##...#####.#.#..#..#.#...#",
-  S: ".#####....#.....###.....#....#####.",
-  T: "#####..#....#....#....#....#....#..",
-  U: "#...##...##...##...##...##...#.###.",
-  V: "#...##...##...##...##...#.#.#...#..",
-  W: "#...##...##...##.#.##.#.##.#.#.#.#.",
-  X: "#...##...#.#.#...#...#.#.#...##...#",
-  Y: "#...##...#.#.#...#....#....#....#..",
-  Z: "#####....#...#...#...#...#....#####",
-  "(": "...#...#...#....#....#.....#.....#.",
-  ")": ".#.....#.....#....#....#...#...#...",
-  "/": ".........#...#...#...#...#.........",
-  ",": ".....................##....#...#...",
-  "-": "...............#####...............",
-  ".": "..........................##...##..",
-  ";": "......##...##........##....#...#...",
-  ":": "......##...##........##...##.......",
-  "=": "..........#####.....#####..........",
-  "+": ".......#....#..#####..#....#.......",
-  "%": "##...##..#...#...#...#...#..##...##",
-  "–": "...............#####...............",
-  "×": ".....#...#.#.#...#...#.#.#...#.....",
-};
-
-function glyph(ch: string): string {
-  const g = GLYPHS[ch] ?? GLYPHS[ch.toUpperCase()] ?? GLYPHS["-"]!;
-  return g.padEnd(35, ".");
-}
-
-function hex(color: string): [number, number, number] {
-  const v = Number.parseInt(color.slice(1), 16);
-  return [(v >> 16) & 255, (v >> 8) & 255, v & 255];
-}
-
-class Raster implements Surface {
-  readonly width: number;
-  readonly height: number;
-  readonly pixels: Buffer;
-
-  constructor(width: number, height: number) {
-    this.width = width;
-    this.height = height;
-    this.pixels = Buffer.alloc(width * height * 3, 255);
-  }
-
-  rect(x: number, y: number, w: number, h: number, color: string): void {
-    const [r, g, b] = hex(color);
-    const x0 = Math.max(0, Math.round(x));
-    const y0 = Math.max(0, Math.round(y));
-    const x1 = Math.min(this.width, Math.round(x + w));
-    const y1 = Math.min(this.height, Math.round(y + h));
-    for (let yy = y0; yy < y1; yy++) {
-      for (let xx = x0; xx < x1; xx++) {
-        const i = (yy * this.width + xx) * 3;
-        this.pixels[i] = r;
-        this.pixels[i + 1] = g;
-        this.pixels[i + 2] = b;
-      }
-    }
-  }
-
-  text(
-    x: number,
-    y: number,
-    s: string,
-    color: string,
-    size: number,
-    anchor: "start" | "middle" | "end" = "start",
-  ): void {
-    const scale = Math.max(1, Math.round(size / 8));
-    const advance = 6 * scale;
-    const width = s.length * advance - scale;
-    let left = anchor === "start" ? x : anchor === "middle" ? x - width / 2 : x - width;
-    const top = y - 7 * scale; // y is the baseline
-    for (const ch of s) {
-      const g = glyph(ch);
-      for (let row = 0; row < 7; row++) {
-        for (let col = 0; col < 5; col++) {
-          if (g[row * 5 + col] === "#") this.rect(left + col * scale, top + row * scale, scale, scale, color);
-        }
-      }
-      left += advance;
-    }
-  }
-
-  png(): Buffer {
-    const raw = Buffer.alloc((this.width * 3 + 1) * this.height);
-    for (let y = 0; y < this.height; y++) {
-      raw[y * (this.width * 3 + 1)] = 0; // filter: none
-      this.pixels.copy(raw, y * (this.width * 3 + 1) + 1, y * this.width * 3, (y + 1) * this.width * 3);
-    }
-    const chunk = (type: string, data: Buffer) => {
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(data.length);
-      const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
-      const crc = Buffer.alloc(4);
-      crc.writeUInt32BE(crc32(body) >>> 0);
-      return Buffer.concat([len, body, crc]);
-    };
-    const ihdr = Buffer.alloc(13);
-    ihdr.writeUInt32BE(this.width, 0);
-    ihdr.writeUInt32BE(this.height, 4);
-    ihdr[8] = 8; // bit depth
-    ihdr[9] = 2; // colour type: RGB
-    return Buffer.concat([
-      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-      chunk("IHDR", ihdr),
-      chunk("IDAT", deflateSync(raw, { level: 9 })),
-      chunk("IEND", Buffer.alloc(0)),
-    ]);
-  }
-}
-
-class Svg implements Surface {
+class Svg {
   private readonly parts: string[] = [];
   private readonly width: number;
   private readonly height: number;
@@ -227,7 +69,7 @@ function fmt(v: number): string {
 const W = 880;
 const H = 500;
 
-function draw(s: Surface, c: BarChart): void {
+function draw(s: Svg, c: BarChart): void {
   const left = 90;
   const right = 20;
   const top = 80;
@@ -291,10 +133,9 @@ function draw(s: Surface, c: BarChart): void {
   }
 }
 
-export function renderChart(c: BarChart): { png: Buffer; svg: string } {
-  const raster = new Raster(W, H);
-  draw(raster, c);
+/** The chart as an SVG document. */
+export function renderChart(c: BarChart): string {
   const svg = new Svg(W, H);
   draw(svg, c);
-  return { png: raster.png(), svg: svg.toString() };
+  return svg.toString();
 }

@@ -131,20 +131,20 @@ export function summarizeResults(r: BenchResults) {
   return { throughput, prototype, enqueue, latency, memory, rawMix };
 }
 
-/** Write <base>.json, .md, .png and .svg; returns the Markdown. */
+/** Write <base>.json, .md and .svg; returns the Markdown. */
 export function writeResults(r: BenchResults, outDir: string, name: string): string {
   r.summary = summarizeResults(r);
   mkdirSync(outDir, { recursive: true });
   const base = join(outDir, name);
   const cs = r.settings.concurrencies;
   const chart = renderChart({
-    title: "THROUGHPUT BY CONCURRENCY: CONVEYOR VS BULLMQ",
-    subtitle: `ONE WORKER PROCESS, NO-OP JOBS, SAME REDIS; MEDIAN OF ${r.settings.reps}, WHISKERS MIN-MAX. ${r.machine.cores} CORES, LOAD ${r.loadBefore} / ${r.loadAfter}`,
-    xLabel: "CONCURRENCY (SLOTS IN THE ONE WORKER PROCESS)",
-    yLabel: "JOBS/S",
+    title: "Throughput by concurrency: Conveyor vs BullMQ",
+    subtitle: `One worker process, no-op jobs, same Redis; median of ${r.settings.reps}, whiskers min–max. ${r.machine.cores} cores, load ${r.loadBefore} / ${r.loadAfter}`,
+    xLabel: "Concurrency (slots in the one worker process)",
+    yLabel: "jobs/s",
     categories: cs.map(String),
     series: SYSTEMS.map((sys) => ({
-      name: sys === "conveyor" ? "CONVEYOR" : `BULLMQ ${r.machine.bullmq}`,
+      name: sys === "conveyor" ? "Conveyor" : `BullMQ ${r.machine.bullmq}`,
       color: sys === "conveyor" ? "#2f6db5" : "#e08a2c",
       points: cs.map((c) =>
         summarize(
@@ -154,9 +154,8 @@ export function writeResults(r: BenchResults, outDir: string, name: string): str
     })),
   });
   writeFileSync(`${base}.json`, `${JSON.stringify(r, null, 2)}\n`);
-  writeFileSync(`${base}.png`, chart.png);
-  writeFileSync(`${base}.svg`, chart.svg);
-  const md = renderMarkdown(r, `${name}.png`);
+  writeFileSync(`${base}.svg`, chart);
+  const md = renderMarkdown(r, `${name}.svg`);
   writeFileSync(`${base}.md`, md);
   return md;
 }

@@ -1,7 +1,7 @@
 // A small structural-schema toolkit: the WorkerPool's OpenAPI v3 schema is written once, as a
 // TypeScript constant, and everything else is derived from it — the TypeScript types (at the
 // type level, `FromSchema`), the defaults the operator applies (`applyDefaults`, the same
-// structural defaulting the API server does), and the CRD YAML (`gen-crd.ts`). Nothing here
+// structural defaulting the API server does), and the CRD YAML (`genCrd.ts`). Nothing here
 // knows about WorkerPools.
 
 /** A CEL rule as the API server takes it (`x-kubernetes-validations`). */

@@ -6,7 +6,7 @@ import type { WorkerReport } from "../../queue/index.ts";
 import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
-import type { HpaAlgorithm } from "../scaling/hpa-algorithm.ts";
+import type { HpaAlgorithm } from "../scaling/hpaAlgorithm.ts";
 import type { EventRecorder } from "./events.ts";
 import type { Deployment, HPA, Pod } from "./objects.ts";
 import type { WriteOverlay } from "./overlay.ts";

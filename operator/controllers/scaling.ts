@@ -11,7 +11,7 @@ import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
 import { rfc3339 } from "../../lib/time.ts";
 import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
 import { apiCode } from "../kube/client.ts";
-import { HpaAlgorithm, type Behavior } from "../scaling/hpa-algorithm.ts";
+import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
 import type { Deployment } from "./objects.ts";

@@ -40,7 +40,9 @@ function microTime(d = new Date()): string {
 
 export class LeaderElector {
   private readonly client: KubeClient;
-  private readonly o: Required<Omit<LeaderElectionOptions, "log" | "onStartedLeading" | "onStoppedLeading">> &
+  private readonly options: Required<
+    Omit<LeaderElectionOptions, "log" | "onStartedLeading" | "onStoppedLeading">
+  > &
     LeaderElectionOptions;
   private observedRecord = "";
   private observedTime = 0;
@@ -52,18 +54,18 @@ export class LeaderElector {
 
   constructor(client: KubeClient, opts: LeaderElectionOptions) {
     this.client = client;
-    this.o = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...opts };
-    if (this.o.leaseDurationMs <= this.o.renewDeadlineMs)
+    this.options = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, ...opts };
+    if (this.options.leaseDurationMs <= this.options.renewDeadlineMs)
       throw new Error("leader election: lease duration must exceed the renew deadline");
   }
 
   /** True while this replica holds the lease and renewed it within the renew deadline. */
   isLeader(): boolean {
-    return this.leading && Date.now() - this.lastRenew < this.o.renewDeadlineMs;
+    return this.leading && Date.now() - this.lastRenew < this.options.renewDeadlineMs;
   }
 
   get identity(): string {
-    return this.o.identity;
+    return this.options.identity;
   }
 
   start(): void {
@@ -78,24 +80,24 @@ export class LeaderElector {
     if (this.leading) {
       this.setLeading(false);
       await this.release().catch((err) =>
-        this.o.log?.warn({ err: String(err) }, "could not release the leader lease"),
+        this.options.log?.warn({ err: String(err) }, "could not release the leader lease"),
       );
     }
   }
 
   private get path(): string {
-    return resourcePath(RESOURCES.leases, { namespace: this.o.namespace, name: this.o.name });
+    return resourcePath(RESOURCES.leases, { namespace: this.options.namespace, name: this.options.name });
   }
 
   private setLeading(v: boolean): void {
     if (v === this.leading) return;
     this.leading = v;
     if (v) {
-      this.o.log?.info({ lease: `${this.o.namespace}/${this.o.name}` }, "became leader");
-      this.o.onStartedLeading?.();
+      this.options.log?.info({ lease: `${this.options.namespace}/${this.options.name}` }, "became leader");
+      this.options.onStartedLeading?.();
     } else {
-      this.o.log?.warn({ lease: `${this.o.namespace}/${this.o.name}` }, "stopped leading");
-      this.o.onStoppedLeading?.();
+      this.options.log?.warn({ lease: `${this.options.namespace}/${this.options.name}` }, "stopped leading");
+      this.options.onStoppedLeading?.();
     }
   }
 
@@ -113,17 +115,17 @@ export class LeaderElector {
       try {
         ok = await this.tryAcquireOrRenew();
       } catch (err) {
-        this.o.log?.warn({ err: String(err) }, "leader election: lease request failed");
+        this.options.log?.warn({ err: String(err) }, "leader election: lease request failed");
       }
       if (ok) {
         this.lastRenew = Date.now();
         this.setLeading(true);
-      } else if (this.leading && Date.now() - this.lastRenew >= this.o.renewDeadlineMs) {
+      } else if (this.leading && Date.now() - this.lastRenew >= this.options.renewDeadlineMs) {
         this.setLeading(false);
       }
       // A candidate retries with jitter (client-go: JitterFactor 1.2); a leader renews every retry period.
       await this.pause(
-        this.leading ? this.o.retryPeriodMs : this.o.retryPeriodMs * (1 + Math.random() * 1.2),
+        this.leading ? this.options.retryPeriodMs : this.options.retryPeriodMs * (1 + Math.random() * 1.2),
       );
     }
   }
@@ -133,13 +135,13 @@ export class LeaderElector {
     const current = await this.client.get<Lease>(this.path);
     if (!current) {
       try {
-        await this.client.create(resourcePath(RESOURCES.leases, { namespace: this.o.namespace }), {
+        await this.client.create(resourcePath(RESOURCES.leases, { namespace: this.options.namespace }), {
           apiVersion: apiVersionOf(RESOURCES.leases),
           kind: RESOURCES.leases.kind,
-          metadata: { name: this.o.name, namespace: this.o.namespace },
+          metadata: { name: this.options.name, namespace: this.options.namespace },
           spec: {
-            holderIdentity: this.o.identity,
-            leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+            holderIdentity: this.options.identity,
+            leaseDurationSeconds: Math.round(this.options.leaseDurationMs / 1000),
             acquireTime: microTime(now),
             renewTime: microTime(now),
             leaseTransitions: 0,
@@ -164,14 +166,14 @@ export class LeaderElector {
       this.observedTime = Date.now();
     }
     const holder = spec.holderIdentity ?? "";
-    const duration = (spec.leaseDurationSeconds ?? this.o.leaseDurationMs / 1000) * 1000;
-    const mine = holder === this.o.identity;
+    const duration = (spec.leaseDurationSeconds ?? this.options.leaseDurationMs / 1000) * 1000;
+    const mine = holder === this.options.identity;
     if (holder && !mine && this.observedTime + duration > Date.now()) return false;
     const next: Lease = {
       ...current,
       spec: {
-        holderIdentity: this.o.identity,
-        leaseDurationSeconds: Math.round(this.o.leaseDurationMs / 1000),
+        holderIdentity: this.options.identity,
+        leaseDurationSeconds: Math.round(this.options.leaseDurationMs / 1000),
         acquireTime: mine ? (spec.acquireTime ?? microTime(now)) : microTime(now),
         renewTime: microTime(now),
         leaseTransitions: mine ? (spec.leaseTransitions ?? 0) : (spec.leaseTransitions ?? 0) + 1,
@@ -195,7 +197,7 @@ export class LeaderElector {
 
   private async release(): Promise<void> {
     const current = await this.client.get<Lease>(this.path);
-    if (!current || current.spec?.holderIdentity !== this.o.identity) return;
+    if (!current || current.spec?.holderIdentity !== this.options.identity) return;
     await this.client.update(this.path, {
       ...current,
       spec: {

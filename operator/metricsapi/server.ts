@@ -203,56 +203,58 @@ export function handleMetricsRequest(
 
 export class MetricsApiServer {
   private server: https.Server | undefined;
-  private readonly o: MetricsApiOptions;
+  private readonly options: MetricsApiOptions;
 
   constructor(o: MetricsApiOptions) {
-    this.o = o;
+    this.options = o;
   }
 
   async start(): Promise<{ address: string; port: number }> {
     const server = https.createServer(
       {
-        cert: this.o.cert,
-        key: this.o.key,
-        ...(this.o.clientCA ? { ca: this.o.clientCA, requestCert: true, rejectUnauthorized: false } : {}),
+        cert: this.options.cert,
+        key: this.options.key,
+        ...(this.options.clientCA
+          ? { ca: this.options.clientCA, requestCert: true, rejectUnauthorized: false }
+          : {}),
       },
       (req, res) => {
         try {
-          handleMetricsRequest(req, res, this.o);
+          handleMetricsRequest(req, res, this.options);
         } catch (err) {
-          this.o.log?.error({ err: String(err) }, "external metrics request failed");
+          this.options.log?.error({ err: String(err) }, "external metrics request failed");
           if (!res.headersSent) send(res, 500, status(500, "InternalError", "internal error"));
         }
       },
     );
     server.on("tlsClientError", (err) =>
-      this.o.log?.debug({ err: err.message }, "external metrics: TLS client error"),
+      this.options.log?.debug({ err: err.message }, "external metrics: TLS client error"),
     );
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.o.port, this.o.host, () => {
+      server.listen(this.options.port, this.options.host, () => {
         server.off("error", reject);
         server.on("error", (err) =>
-          this.o.log?.error({ err: err.message }, "external metrics API server error"),
+          this.options.log?.error({ err: err.message }, "external metrics API server error"),
         );
         resolve();
       });
     });
     const addr = server.address();
-    const port = typeof addr === "object" && addr ? addr.port : this.o.port;
-    this.o.log?.info({ host: this.o.host, port }, "external metrics API listening");
-    return { address: this.o.host, port };
+    const port = typeof addr === "object" && addr ? addr.port : this.options.port;
+    this.options.log?.info({ host: this.options.host, port }, "external metrics API listening");
+    return { address: this.options.host, port };
   }
 
   /** Serve `pair` to new connections (a rotated certificate); open connections keep theirs. */
   setCertificate(pair: { cert: string; key: string }): void {
-    this.o.cert = pair.cert;
-    this.o.key = pair.key;
+    this.options.cert = pair.cert;
+    this.options.key = pair.key;
     this.server?.setSecureContext({
       cert: pair.cert,
       key: pair.key,
-      ...(this.o.clientCA ? { ca: this.o.clientCA } : {}),
+      ...(this.options.clientCA ? { ca: this.options.clientCA } : {}),
     });
   }
 

@@ -5,7 +5,7 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 nextQueue,
 --       8 nextData (JSON), 9 contentHash ('' = none), 10 resultTtlSeconds, 11 reused ('1'/'0'),
 --       12 nextContentHash (the next stage's input hash; '' = no reuse there)
--- Returns 1, or 0 when the lease was lost.
+-- Returns 1, or 0 when the lease was lost, or -1 when the job was cancelled meanwhile.
 -- Complete-and-claim (optional): ARGV 13 count, 14 leaseMs, 15 workerId: also claims up to
 -- `count` jobs of this (the worker's own) queue and returns {1|0, jobs, nextDueMs} (see
 -- includes/settleAndClaim.lua). Every key is in the pipeline's slot, so this stays
@@ -22,7 +22,9 @@ local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue = ARGV[7]
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return settleAndClaim(ARGV, -1, 12, jobPrefix, queue, now) end
+if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return settleAndClaim(ARGV, 0, 12, jobPrefix, queue, now)
 end

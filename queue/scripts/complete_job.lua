@@ -2,7 +2,8 @@
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds,
 --       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
--- Returns 1, or 0 when the lease was lost (the result is discarded: fencing).
+-- Returns 1, or 0 when the lease was lost (the result is discarded: fencing), or -1 when the
+-- job was cancelled meanwhile (the result is refused; not counted as fenced).
 -- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to
 -- `count` jobs of this queue for the freed slot(s) and returns {1|0, jobs, nextDueMs} as
 -- claim_jobs does (see includes/settleAndClaim.lua).
@@ -16,8 +17,9 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-local held = redis.call('HMGET', jk, 'token', 'parent')
+local held = redis.call('HMGET', jk, 'token', 'parent', 'state')
 if not leaseHeld(held[1], token) then
+  if held[3] == 'cancelled' then return settleAndClaim(ARGV, -1, 10, jobPrefix, queue, now) end
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return settleAndClaim(ARGV, 0, 10, jobPrefix, queue, now)
 end

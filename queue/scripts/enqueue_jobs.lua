@@ -7,12 +7,14 @@
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
+--- @include "includes/enqueueJob"
 
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
 local FIELDS = 8
+local keys = {ready = KEYS[1], delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
 for i = 7, #ARGV, FIELDS do
@@ -35,28 +37,9 @@ for i = 7, #ARGV, FIELDS do
     out[#out + 1] = 0
   else
     if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    -- Higher priority sorts first; a sequence keeps FIFO order within one priority.
-    local seq = redis.call('INCR', KEYS[7])
-    local score = (1000 - priority) * 4398046511104 + seq
-    redis.call('HSET', jk, 'id', id, 'queue', queue, 'data', data, 'priority', priority,
-      'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0,
-      'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash,
-      'state', delay > 0 and 'delayed' or 'ready')
-    if delay > 0 then
-      redis.call('ZADD', KEYS[2], now + delay, id)
-    else
-      redis.call('ZADD', KEYS[1], score, id)
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, {}) then
       woke = true
     end
-    redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
-    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts}
-    if delay > 0 then
-      fields[#fields + 1] = 'due'
-      fields[#fields + 1] = now + delay
-    end
-    fields[#fields + 1] = 'data' -- last: see record()
-    fields[#fields + 1] = data
-    record(KEYS[5], KEYS[6], fields)
     out[#out + 1] = id
     out[#out + 1] = 1
   end

@@ -3,7 +3,7 @@
 -- KEYS: 1 inflight, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
 --       7 retryDelayMs, 8 retryable ('1' or '0')
--- Returns 'retry', 'dead', or 'lost' when the lease was lost.
+-- Returns 'retry', 'dead', or 'lost' when the lease was lost ('cancelled' when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -12,7 +12,9 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return 'cancelled' end
+if problem then
   redis.call('HINCRBY', KEYS[4], 'fenced', 1)
   return 'lost'
 end

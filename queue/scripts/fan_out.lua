@@ -5,7 +5,7 @@
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
 --       8 retentionSeconds, then one child data (JSON) per child
--- Returns the number of children, or -1 when the lease was lost.
+-- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -16,7 +16,9 @@ local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue, joinQueue = ARGV[6], ARGV[7]
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return -2 end
+if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end

@@ -3,7 +3,7 @@
 -- when a handler's dependency is down (counted as `deferred`: the circuit breaker).
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' | 'deferred')
--- Returns 1, or 0 when the lease was lost.
+-- Returns 1, or 0 when the lease was lost (-1 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -13,7 +13,9 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then return 0 end
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return -1 end
+if problem then return 0 end
 local score = requeueScore(jobPrefix, jk)
 redis.call('ZREM', KEYS[1], id)
 if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end

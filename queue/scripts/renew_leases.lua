@@ -3,20 +3,23 @@
 -- KEYS: 1 inflight, 2 workers
 -- ARGV: 1 jobPrefix, 2 now (ms), 3 leaseMs, 4 workerId, 5 workerInfo (JSON, '' = none),
 --       then id, token pairs
--- Returns the ids whose lease this worker no longer holds (fenced off).
+-- Returns {lost, cancelled}: the ids whose lease this worker no longer holds (fenced off), and
+-- those among them that were cancelled (the worker aborts their handlers with a cancel reason).
 --- @include "includes/keys"
 --- @include "includes/lease"
 
 local jobPrefix = ARGV[1]
 local deadline = tonumber(ARGV[2]) + tonumber(ARGV[3])
-local lost = {}
+local lost, cancelled = {}, {}
 for i = 6, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
-  if holdsLease(jobKey(jobPrefix, id), token) then
+  local problem = leaseProblem(jobKey(jobPrefix, id), token)
+  if not problem then
     redis.call('ZADD', KEYS[1], 'XX', deadline, id)
   else
     lost[#lost + 1] = id
+    if problem == 'cancelled' then cancelled[#cancelled + 1] = id end
   end
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], ARGV[4], ARGV[5]) end
-return lost
+return {lost, cancelled}

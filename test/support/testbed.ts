@@ -15,7 +15,7 @@ export class WorkerTestBed {
   admin!: QueueAdmin;
   dir!: string;
   readonly workers: WorkerProcess[] = [];
-  private n = 0;
+  private started = 0;
   private readonly name: string;
 
   constructor(name: string) {
@@ -51,7 +51,7 @@ export class WorkerTestBed {
   ): Promise<WorkerProcess> {
     const w = await startWorker({
       dir: this.dir,
-      name: `${this.name}${++this.n}`,
+      name: `${this.name}${++this.started}`,
       waitReady: opts.waitReady,
       env: {
         REDIS_URL: this.server.url,

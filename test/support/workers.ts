@@ -8,7 +8,7 @@ import { Consumer, type RedisClient } from "../../queue/index.ts";
 export const REPO = new URL("../../", import.meta.url).pathname;
 export const NODE = join(REPO, "node_modules/.bin/node");
 export const CONVEYOR = join(REPO, "bin/conveyor.js");
-export const RECORDING_HANDLER = `module:${join(REPO, "test/fixtures/recording-handler.js")}`;
+export const RECORDING_HANDLER = `module:${join(REPO, "test/fixtures/recordingHandler.js")}`;
 
 export interface WorkerProcess extends Started {
   port: number;

@@ -13,6 +13,7 @@ export const EVENT_TYPES = [
   "handedBack",
   "deferred",
   "stalled",
+  "cancelled",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** Entries that change nothing recorded: acknowledged and skipped (none at present). */
@@ -91,7 +92,7 @@ export interface Versioned<T> {
   v: string;
 }
 
-export type JobState = "queued" | "delayed" | "active" | "retrying" | "completed" | "dead";
+export type JobState = "queued" | "delayed" | "active" | "retrying" | "completed" | "dead" | "cancelled";
 
 /** The latest progress report of a job's latest execution. */
 export interface Progress {
@@ -133,7 +134,7 @@ export interface JobPatch {
 }
 
 export type AttemptOutcome =
-  "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled";
+  "running" | "completed" | "retried" | "dead" | "handedBack" | "deferred" | "stalled" | "cancelled";
 
 /** What a batch does to one conveyor_attempts row (one execution = one lease token). */
 export interface AttemptPatch {
@@ -186,6 +187,7 @@ const STATE: Record<Exclude<EventType, "progress">, JobState> = {
   handedBack: "queued",
   deferred: "queued",
   stalled: "queued",
+  cancelled: "cancelled",
 };
 
 /**
@@ -252,7 +254,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     queue: e.queue,
     state: e.type === "enqueued" && due !== null ? "delayed" : STATE[e.type],
     deadReason: e.type === "dead" ? f.reason || errorMessage(f.error) || "dead" : null,
-    finishedAt: e.type === "dead" || e.type === "completed" ? e.at : null,
+    finishedAt: e.type === "dead" || e.type === "completed" || e.type === "cancelled" ? e.at : null,
     dueAt: due,
     updatedAt: e.at,
     lastEvent: e.streamId,
@@ -301,6 +303,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     }
     case "handedBack":
     case "deferred":
+    case "cancelled":
       break;
   }
   return patch;

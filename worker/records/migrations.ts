@@ -86,6 +86,19 @@ ALTER TABLE conveyor_jobs
 CREATE INDEX conveyor_jobs_parent ON conveyor_jobs (pipeline, parent_id) WHERE parent_id IS NOT NULL;
 `,
   },
+  {
+    // Queue control: a job (and the execution running when it happened) can end `cancelled`.
+    id: 3,
+    name: "cancelled jobs and executions",
+    sql: `
+ALTER TABLE conveyor_jobs
+  DROP CONSTRAINT conveyor_jobs_state_check,
+  ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'delayed', 'active', 'retrying', 'completed', 'dead', 'cancelled'));
+ALTER TABLE conveyor_attempts
+  DROP CONSTRAINT conveyor_attempts_outcome_check,
+  ADD CONSTRAINT conveyor_attempts_outcome_check CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'deferred', 'stalled', 'cancelled'));
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

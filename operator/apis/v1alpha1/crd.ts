@@ -1,4 +1,4 @@
-// The CustomResourceDefinition object, built from the schema. gen-crd.ts writes it to crds/.
+// The CustomResourceDefinition object, built from the schema. genCrd.ts writes it to crds/.
 import { stringify } from "yaml";
 import {
   GROUP,
@@ -13,6 +13,8 @@ import {
 
 export const CRD_NAME = `${PLURAL}.${GROUP}`;
 export const CRD_FILE = `crds/${GROUP}_${PLURAL}.yaml`;
+/** Helm installs the CRDs in a chart's crds/ folder: the same generated file. */
+export const CHART_CRD_FILE = `charts/conveyor/crds/${GROUP}_${PLURAL}.yaml`;
 
 export function workerPoolCRD() {
   return {

@@ -1,7 +1,7 @@
 // The WorkerPool API (conveyor.dev/v1alpha1) — the ONE source of truth. The CRD in
 // crds/conveyor.dev_workerpools.yaml is generated from this file (`npm run gen:crds`), the
 // TypeScript types in ./types.ts are derived from it, and so are the defaults the operator
-// applies. Change the API here, then regenerate; test/operator.test.ts fails on a stale CRD.
+// applies. Change the API here, then regenerate; operator/apis/v1alpha1/workerPool.test.ts fails on a stale CRD.
 import type {
   V1Affinity,
   V1Container,

@@ -4,6 +4,7 @@
 --- @include "claimable"
 --- @include "malformed"
 --- @include "promoteDue"
+--- @include "control"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
@@ -16,6 +17,28 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 
   local jobs = {}
   local popped = redis.call('ZPOPMIN', keys[1], count)
+  -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
+  local gated, freeAt, rate, kept = false, nil, nil, nil
+  if #popped > 0 then
+    local paused, rlog
+    paused, rate, rlog = readControl(keys[9], queue)
+    local allowed = #popped / 2
+    if paused then
+      allowed = 0
+    elseif rate then
+      allowed, kept, freeAt = rateAllowance(rate, rlog, now, allowed)
+    end
+    if allowed < #popped / 2 then
+      gated = true
+      local back = {}
+      for i = 2 * allowed + 1, #popped, 2 do
+        back[#back + 1] = popped[i + 1]
+        back[#back + 1] = popped[i]
+        popped[i], popped[i + 1] = nil, nil
+      end
+      redis.call('ZADD', keys[1], unpack(back))
+    end
+  end
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
@@ -44,13 +67,22 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     end
   end
 
+  -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
+  if rate and #jobs > 0 then
+    kept = kept or {}
+    kept[#kept + 1] = now .. ':' .. (#jobs / 9)
+    redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
+  end
+
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
   -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if #popped == 2 * count then wake(keys[7]) end
+  if #popped == 2 * count and not gated then wake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
+  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end

@@ -5,3 +5,13 @@ end
 local function holdsLease(jk, token)
   return leaseHeld(redis.call('HGET', jk, 'token'), token)
 end
+
+-- Why a caller does not hold the lease: nil when it does; 'cancelled' when the job was
+-- cancelled (its late result is refused, not counted as fenced); 'lost' otherwise. The same one
+-- command as holdsLease.
+local function leaseProblem(jk, token)
+  local f = redis.call('HMGET', jk, 'token', 'state')
+  if leaseHeld(f[1], token) then return nil end
+  if f[2] == 'cancelled' then return 'cancelled' end
+  return 'lost'
+end

@@ -8,6 +8,14 @@ local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
+-- The same read brings the queue's control fields (control.lua), in the same one command.
+local metaFields = {}
+local function readMeta(metaKey, queue)
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
+  recordsOn[metaKey] = f[1] == '1'
+  metaFields[metaKey .. ' ' .. queue] = f
+  return f
+end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
@@ -16,7 +24,7 @@ local function record(outboxKey, metaKey, fields)
   if fields[n - 1] == 'data' then n = n - 2 end
   local base = string.sub(outboxKey, 1, #outboxKey - 6)
   redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
-  if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
+  if recordsOn[metaKey] == nil then readMeta(metaKey, fields[6]) end
   if recordsOn[metaKey] then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end

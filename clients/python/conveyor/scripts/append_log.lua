@@ -25,6 +25,16 @@ local function holdsLease(jk, token)
   return leaseHeld(redis.call('HGET', jk, 'token'), token)
 end
 
+-- Why a caller does not hold the lease: nil when it does; 'cancelled' when the job was
+-- cancelled (its late result is refused, not counted as fenced); 'lost' otherwise. The same one
+-- command as holdsLease.
+local function leaseProblem(jk, token)
+  local f = redis.call('HMGET', jk, 'token', 'state')
+  if leaseHeld(f[1], token) then return nil end
+  if f[2] == 'cancelled' then return 'cancelled' end
+  return 'lost'
+end
+
 local jobPrefix, id, token = ARGV[1], ARGV[2], ARGV[3]
 if not holdsLease(jobKey(jobPrefix, id), token) then return 0 end
 redis.call('RPUSH', KEYS[1], ARGV[5])

@@ -32,6 +32,14 @@ local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
+-- The same read brings the queue's control fields (control.lua), in the same one command.
+local metaFields = {}
+local function readMeta(metaKey, queue)
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
+  recordsOn[metaKey] = f[1] == '1'
+  metaFields[metaKey .. ' ' .. queue] = f
+  return f
+end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
@@ -40,7 +48,7 @@ local function record(outboxKey, metaKey, fields)
   if fields[n - 1] == 'data' then n = n - 2 end
   local base = string.sub(outboxKey, 1, #outboxKey - 6)
   redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
-  if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
+  if recordsOn[metaKey] == nil then readMeta(metaKey, fields[6]) end
   if recordsOn[metaKey] then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
@@ -151,6 +159,40 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
   return nil
 end
 
+-- Queue control: pause and a global rate limit, per queue, kept in the pipeline's meta hash —
+-- `paused:<queue>` ('1'), `rate:<queue>` ('<max>/<windowMs>') and `rlog:<queue>` (the claims of
+-- the current window) — so a claim reads them in the HMGET that also reads the outbox flag
+-- record() needs for its first transition anyway (readMeta in record.lua): a claim that starts
+-- jobs, or follows a completion, pays nothing for it,
+-- a claim that pops nothing never reads them, and a rate-limited claim adds one HSET.
+local function readControl(metaKey, queue)
+  local f = metaFields[metaKey .. ' ' .. queue] or readMeta(metaKey, queue)
+  return f[2] == '1', f[3], f[4]
+end
+
+-- A sliding-window log: `rlog` is 'time:jobs,time:jobs,…', one entry per claim still inside the
+-- window, so no window of `windowMs` ever holds more than `max` starts (a burst of `max` is
+-- allowed, never more). Returns how many of `wanted` jobs may start now, the entries kept, and
+-- (when fewer than wanted may start) when the oldest entry leaves the window: the next chance.
+local function rateAllowance(rate, rlog, now, wanted)
+  local max, window = string.match(rate, '^(%d+)/(%d+)$')
+  max, window = tonumber(max), tonumber(window)
+  if not max or not window or window <= 0 then return wanted, {}, nil end
+  local kept, used, oldest = {}, 0, nil
+  for t, n in string.gmatch(rlog or '', '(%d+):(%d+)') do
+    t = tonumber(t)
+    if t > now - window then
+      kept[#kept + 1] = t .. ':' .. n
+      used = used + tonumber(n)
+      if not oldest or t < oldest then oldest = t end
+    end
+  end
+  local allowed = math.max(0, math.min(wanted, max - used))
+  local freeAt = nil
+  if allowed < wanted then freeAt = (oldest or now) + window end
+  return allowed, kept, freeAt
+end
+
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
@@ -162,6 +204,28 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 
   local jobs = {}
   local popped = redis.call('ZPOPMIN', keys[1], count)
+  -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
+  local gated, freeAt, rate, kept = false, nil, nil, nil
+  if #popped > 0 then
+    local paused, rlog
+    paused, rate, rlog = readControl(keys[9], queue)
+    local allowed = #popped / 2
+    if paused then
+      allowed = 0
+    elseif rate then
+      allowed, kept, freeAt = rateAllowance(rate, rlog, now, allowed)
+    end
+    if allowed < #popped / 2 then
+      gated = true
+      local back = {}
+      for i = 2 * allowed + 1, #popped, 2 do
+        back[#back + 1] = popped[i + 1]
+        back[#back + 1] = popped[i]
+        popped[i], popped[i + 1] = nil, nil
+      end
+      redis.call('ZADD', keys[1], unpack(back))
+    end
+  end
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
@@ -190,14 +254,23 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     end
   end
 
+  -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
+  if rate and #jobs > 0 then
+    kept = kept or {}
+    kept[#kept + 1] = now .. ':' .. (#jobs / 9)
+    redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
+  end
+
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
   -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if #popped == 2 * count then wake(keys[7]) end
+  if #popped == 2 * count and not gated then wake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
+  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end
 

@@ -26,6 +26,14 @@ local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
+-- The same read brings the queue's control fields (control.lua), in the same one command.
+local metaFields = {}
+local function readMeta(metaKey, queue)
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
+  recordsOn[metaKey] = f[1] == '1'
+  metaFields[metaKey .. ' ' .. queue] = f
+  return f
+end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
@@ -34,7 +42,7 @@ local function record(outboxKey, metaKey, fields)
   if fields[n - 1] == 'data' then n = n - 2 end
   local base = string.sub(outboxKey, 1, #outboxKey - 6)
   redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
-  if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
+  if recordsOn[metaKey] == nil then readMeta(metaKey, fields[6]) end
   if recordsOn[metaKey] then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
@@ -44,11 +52,41 @@ local function wake(wakeKey)
   if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
 end
 
+-- Write one new job record and put it in line: ready, or delayed when `delay` > 0. `keys`:
+-- ready, delayed, counts, outbox, meta, seq (the queue's and its pipeline's). `extra`: more
+-- record fields ({} for none). Returns true when the job went to ready (the caller wakes a
+-- consumer once per call).
+local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra)
+  -- Higher priority sorts first; a sequence keeps FIFO order within one priority.
+  local seq = redis.call('INCR', keys.seq)
+  local score = (1000 - priority) * 4398046511104 + seq
+  redis.call('HSET', jobKey(jobPrefix, id), 'id', id, 'queue', queue, 'data', data, 'priority', priority,
+    'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0,
+    'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash,
+    'state', delay > 0 and 'delayed' or 'ready', unpack(extra))
+  if delay > 0 then
+    redis.call('ZADD', keys.delayed, now + delay, id)
+  else
+    redis.call('ZADD', keys.ready, score, id)
+  end
+  redis.call('HINCRBY', keys.counts, 'enqueued', 1)
+  local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts}
+  if delay > 0 then
+    fields[#fields + 1] = 'due'
+    fields[#fields + 1] = now + delay
+  end
+  fields[#fields + 1] = 'data' -- last: see record()
+  fields[#fields + 1] = data
+  record(keys.outbox, keys.meta, fields)
+  return delay <= 0
+end
+
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
 local FIELDS = 8
+local keys = {ready = KEYS[1], delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
 for i = 7, #ARGV, FIELDS do
@@ -71,28 +109,9 @@ for i = 7, #ARGV, FIELDS do
     out[#out + 1] = 0
   else
     if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    -- Higher priority sorts first; a sequence keeps FIFO order within one priority.
-    local seq = redis.call('INCR', KEYS[7])
-    local score = (1000 - priority) * 4398046511104 + seq
-    redis.call('HSET', jk, 'id', id, 'queue', queue, 'data', data, 'priority', priority,
-      'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0,
-      'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash,
-      'state', delay > 0 and 'delayed' or 'ready')
-    if delay > 0 then
-      redis.call('ZADD', KEYS[2], now + delay, id)
-    else
-      redis.call('ZADD', KEYS[1], score, id)
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, {}) then
       woke = true
     end
-    redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
-    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts}
-    if delay > 0 then
-      fields[#fields + 1] = 'due'
-      fields[#fields + 1] = now + delay
-    end
-    fields[#fields + 1] = 'data' -- last: see record()
-    fields[#fields + 1] = data
-    record(KEYS[5], KEYS[6], fields)
     out[#out + 1] = id
     out[#out + 1] = 1
   end

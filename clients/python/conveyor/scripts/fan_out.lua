@@ -5,7 +5,7 @@
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
 --       8 retentionSeconds, then one child data (JSON) per child
--- Returns the number of children, or -1 when the lease was lost.
+-- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
 -- Key names the scripts build themselves, as queue/keys.ts lays them out. Keys of one queue and
 -- its pipeline share a hash tag, so names built here from `jobPrefix` (`cvy:{pipeline}:job:`)
 -- live in the same slot as the declared KEYS and every script is Redis Cluster-safe.
@@ -27,6 +27,16 @@ local function holdsLease(jk, token)
   return leaseHeld(redis.call('HGET', jk, 'token'), token)
 end
 
+-- Why a caller does not hold the lease: nil when it does; 'cancelled' when the job was
+-- cancelled (its late result is refused, not counted as fenced); 'lost' otherwise. The same one
+-- command as holdsLease.
+local function leaseProblem(jk, token)
+  local f = redis.call('HMGET', jk, 'token', 'state')
+  if leaseHeld(f[1], token) then return nil end
+  if f[2] == 'cancelled' then return 'cancelled' end
+  return 'lost'
+end
+
 -- Every transition is appended to the queue's capped event stream (for followers: `conveyor
 -- events`, the typed API) and, when a recorder has switched it on, to the pipeline's
 -- outbox: a transactional record drained into PostgreSQL. Queues without PostgreSQL never
@@ -35,6 +45,14 @@ local OUTBOX_MAXLEN = 1000000
 local EVENTS_MAXLEN = 10000
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
+-- The same read brings the queue's control fields (control.lua), in the same one command.
+local metaFields = {}
+local function readMeta(metaKey, queue)
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
+  recordsOn[metaKey] = f[1] == '1'
+  metaFields[metaKey .. ' ' .. queue] = f
+  return f
+end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
@@ -43,7 +61,7 @@ local function record(outboxKey, metaKey, fields)
   if fields[n - 1] == 'data' then n = n - 2 end
   local base = string.sub(outboxKey, 1, #outboxKey - 6)
   redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
-  if recordsOn[metaKey] == nil then recordsOn[metaKey] = redis.call('HGET', metaKey, 'records') == '1' end
+  if recordsOn[metaKey] == nil then readMeta(metaKey, fields[6]) end
   if recordsOn[metaKey] then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
@@ -98,7 +116,9 @@ local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue, joinQueue = ARGV[6], ARGV[7]
 local jk = jobKey(jobPrefix, id)
-if not holdsLease(jk, token) then
+local problem = leaseProblem(jk, token)
+if problem == 'cancelled' then return -2 end
+if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end

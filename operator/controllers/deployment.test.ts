@@ -1,0 +1,156 @@
+// The desired worker Deployment and HPA of a WorkerPool (pure functions of the spec).
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { withDefaults, type WorkerPool } from "../apis/v1alpha1/types.ts";
+import { desiredDeployment, handlerEnv, effectiveRedisUrl, terminationGraceSeconds } from "./deployment.ts";
+import { desiredHPA, wantsHPA } from "./hpa.ts";
+import type { V1Container } from "@kubernetes/client-node";
+import { pool } from "./fixtures.ts";
+
+describe("worker Deployment", () => {
+  const base = {
+    queue: "docs/ocr",
+    nextQueue: "docs/embed",
+    redis: { url: "redis://redis:6379", secretRef: { name: "redis" } },
+    handler: { module: "/app/ocr.js" },
+  };
+
+  it("follows the worker contract: args, env, secrets by reference, POD_NAME, port", () => {
+    const p = pool({ ...base, concurrency: 4, maxJobSeconds: 120, database: { secretRef: { name: "pg" } } });
+    const d = desiredDeployment(p, p.spec, { defaultImage: "ghcr.io/conveyor-dev/conveyor-worker:0.1.0" });
+    const c = d.spec!.template!.spec!.containers[0] as V1Container;
+    assert.equal(c.name, "worker");
+    assert.equal(c.image, "ghcr.io/conveyor-dev/conveyor-worker:0.1.0");
+    assert.deepEqual(c.args, ["worker"]);
+    const env = Object.fromEntries(c.env!.map((e) => [e.name, e.value ?? e.valueFrom]));
+    assert.equal(env.CONVEYOR_QUEUE, "docs/ocr");
+    assert.equal(env.CONVEYOR_NEXT_QUEUE, "docs/embed");
+    assert.equal(env.CONVEYOR_HANDLER, "module:/app/ocr.js");
+    assert.equal(env.CONVEYOR_CONCURRENCY, "4");
+    assert.equal(env.CONVEYOR_JOB_TIMEOUT_SECONDS, "120");
+    assert.equal(env.CONVEYOR_DRAIN_SECONDS, "120", "drain defaults to maxJobSeconds");
+    assert.equal(env.CONVEYOR_PORT, "9464");
+    assert.equal(env.REDIS_URL, "redis://redis:6379");
+    assert.deepEqual(env.REDIS_PASSWORD, { secretKeyRef: { name: "redis", key: "password" } });
+    assert.deepEqual(env.DATABASE_URL, { secretKeyRef: { name: "pg", key: "url" } });
+    assert.deepEqual(env.POD_NAME, { fieldRef: { fieldPath: "metadata.name" } });
+    assert.equal(d.spec!.template!.spec!.terminationGracePeriodSeconds, 130);
+    assert.equal(d.spec!.replicas, undefined, "replicas are not part of the desired configuration");
+    assert.deepEqual(d.metadata.ownerReferences, [
+      {
+        apiVersion: "conveyor.dev/v1alpha1",
+        kind: "WorkerPool",
+        name: "ocr",
+        uid: "uid-1",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+  });
+
+  it("is locked down and observable", () => {
+    const p = pool(base);
+    const d = desiredDeployment(p, p.spec, { defaultImage: "img" });
+    const ps = d.spec!.template!.spec!;
+    const c = ps.containers[0]!;
+    assert.deepEqual(c.securityContext, {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    assert.equal(ps.securityContext?.runAsNonRoot, true);
+    assert.equal(ps.securityContext?.seccompProfile?.type, "RuntimeDefault");
+    assert.equal(ps.automountServiceAccountToken, false);
+    assert.deepEqual(c.volumeMounts?.[0], { name: "tmp", mountPath: "/tmp" });
+    assert.deepEqual(ps.volumes?.[0], { name: "tmp", emptyDir: {} });
+    assert.equal(c.readinessProbe?.httpGet?.path, "/readyz");
+    assert.equal(c.livenessProbe?.httpGet?.path, "/healthz");
+    assert.equal(d.spec!.template!.metadata!.annotations!["prometheus.io/scrape"], "true");
+    assert.equal(d.spec!.template!.metadata!.annotations!["prometheus.io/port"], "9464");
+    assert.equal(d.spec!.selector!.matchLabels!["conveyor.dev/workerpool"], "ocr");
+  });
+
+  it("merges the template: image, env, resources, sidecars, scheduling, service account", () => {
+    const p = pool({
+      ...base,
+      handler: { http: { port: 8080, path: "/run" } },
+      drainSeconds: 20,
+      template: {
+        image: "my/worker:2",
+        env: [
+          { name: "A", value: "1" },
+          { name: "CONVEYOR_QUEUE", value: "evil" },
+        ],
+        resources: { limits: { memory: "512Mi" } },
+        containers: [{ name: "handler", image: "my/handler:1" }],
+        nodeSelector: { pool: "workers" },
+        tolerations: [{ key: "dedicated", operator: "Exists" }],
+        serviceAccountName: "ocr",
+        labels: { team: "docs" },
+      },
+    });
+    const d = desiredDeployment(p, p.spec, { defaultImage: "img" });
+    const ps = d.spec!.template!.spec!;
+    assert.equal(ps.containers[0]!.image, "my/worker:2");
+    assert.equal(ps.containers[1]!.name, "handler");
+    assert.equal(
+      ps.containers[0]!.env!.filter((e) => e.name === "CONVEYOR_QUEUE").length,
+      1,
+      "reserved env cannot be overridden",
+    );
+    assert.equal(ps.containers[0]!.env!.find((e) => e.name === "A")?.value, "1");
+    assert.equal(
+      ps.containers[0]!.env!.find((e) => e.name === "CONVEYOR_HANDLER")?.value,
+      "http://127.0.0.1:8080/run",
+    );
+    assert.deepEqual(ps.containers[0]!.resources, { limits: { memory: "512Mi" } });
+    assert.deepEqual(ps.nodeSelector, { pool: "workers" });
+    assert.equal(ps.serviceAccountName, "ocr");
+    assert.equal(ps.automountServiceAccountToken, undefined);
+    assert.equal(ps.terminationGracePeriodSeconds, 30);
+    assert.equal(d.spec!.template!.metadata!.labels!.team, "docs");
+    assert.equal(d.spec!.template!.metadata!.labels!["conveyor.dev/workerpool"], "ocr");
+  });
+
+  it("handler and Redis URL forms", () => {
+    assert.equal(handlerEnv({ command: ["/bin/convert", "-"] }), 'command:["/bin/convert","-"]');
+    assert.equal(handlerEnv({ module: "/m.js" }), "module:/m.js");
+    const tls = withDefaults({ ...base, redis: { url: "redis://r:6380", tls: true } });
+    assert.equal(effectiveRedisUrl(tls), "rediss://r:6380");
+    const cl = withDefaults({ ...base, redis: { url: "redis-cluster://a:1,b:2", tls: true } });
+    assert.equal(effectiveRedisUrl(cl), "redis-cluster://a:1,b:2?tls=true");
+    assert.equal(terminationGraceSeconds(withDefaults({ ...base, maxJobSeconds: 60, drainSeconds: 0 })), 10);
+  });
+
+  it("the HPA scales the Deployment on the external backlog metric, 1..max", () => {
+    const p = pool({
+      ...base,
+      scaling: {
+        minReplicas: 0,
+        maxReplicas: 7,
+        targetBacklogPerReplica: 25,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 30 } },
+      },
+    });
+    const h = desiredHPA(p, p.spec);
+    assert.deepEqual(h.spec!.scaleTargetRef, { apiVersion: "apps/v1", kind: "Deployment", name: "ocr" });
+    assert.equal(h.spec!.minReplicas, 1);
+    assert.equal(h.spec!.maxReplicas, 7);
+    assert.deepEqual(h.spec!.metrics, [
+      {
+        type: "External",
+        external: {
+          metric: { name: "conveyor-backlog", selector: { matchLabels: { workerpool: "ocr" } } },
+          target: { type: "AverageValue", averageValue: "25" },
+        },
+      },
+    ]);
+    assert.deepEqual(h.spec!.behavior, { scaleDown: { stabilizationWindowSeconds: 30 } });
+    assert.ok(wantsHPA(p.spec));
+    assert.ok(!wantsHPA(withDefaults({ ...base, scaling: { mode: "direct" } })));
+    assert.ok(!wantsHPA(withDefaults({ ...base, scaling: { paused: true } })));
+    assert.ok(!wantsHPA(withDefaults({ ...base, replicas: 2 })));
+  });
+});

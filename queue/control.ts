@@ -1,0 +1,157 @@
+// Queue control: cancel a job, pause/resume a queue, a global rate limit per queue. Pause and
+// rate limit are enforced inside the claim script (queue/scripts/includes/control.lua); they
+// live in the pipeline's meta hash so a claim reads them with a read it makes anyway.
+import { assertJobId, PIPELINES_KEY, PipelineKeys, QueueKeys } from "./keys.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
+
+/** How long a cancelled job's record stays readable in Redis (PostgreSQL records keep it for good). */
+export const CANCELLED_RETENTION_SECONDS = 24 * 3600;
+
+export class RateLimitError extends Error {
+  override name = "RateLimitError";
+}
+
+/** At most `max` job starts in any window of `perMs` milliseconds, across every worker of the queue. */
+export interface RateLimit {
+  max: number;
+  perMs: number;
+}
+
+const PER: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000 };
+const MAX_RATE = 1_000_000;
+
+/** "20/s", "100/m", "5/h" → a RateLimit; anything else is a RateLimitError naming the problem. */
+export function parseRateLimit(text: string): RateLimit {
+  const m = /^\s*(\d+)\s*\/\s*(s|m|h)\s*$/.exec(text);
+  if (!m)
+    throw new RateLimitError(
+      `invalid rate limit ${JSON.stringify(text)}: expected <N>/<s|m|h>, e.g. 20/s, 100/m, 5/h`,
+    );
+  const max = Number(m[1]);
+  if (max < 1 || max > MAX_RATE)
+    throw new RateLimitError(`invalid rate limit ${JSON.stringify(text)}: N must be 1..${MAX_RATE}`);
+  return { max, perMs: PER[m[2]!]! };
+}
+
+/** A RateLimit as the CLI writes it ("20/s"); other windows in ms ("20/250ms"). */
+export function formatRateLimit(limit: RateLimit): string {
+  const unit = Object.entries(PER).find(([, ms]) => ms === limit.perMs)?.[0];
+  return `${limit.max}/${unit ?? `${limit.perMs}ms`}`;
+}
+
+function checkRateLimit(limit: RateLimit): void {
+  if (!Number.isInteger(limit.max) || limit.max < 1 || limit.max > MAX_RATE)
+    throw new RateLimitError(`rate limit max must be an integer 1..${MAX_RATE}, got ${limit.max}`);
+  if (!Number.isInteger(limit.perMs) || limit.perMs < 1 || limit.perMs > 24 * 3_600_000)
+    throw new RateLimitError(`rate limit window must be 1 ms..24 h in whole ms, got ${limit.perMs}`);
+}
+
+/** The meta-hash fields of one queue's control (see control.lua). */
+export function controlFields(queue: string) {
+  return { paused: `paused:${queue}`, rate: `rate:${queue}`, rateLog: `rlog:${queue}` };
+}
+
+export interface QueueControlState {
+  paused: boolean;
+  rateLimit: RateLimit | null;
+}
+
+export type CancelOutcome = "cancelled" | "finished" | "notFound";
+
+export interface CancelResult {
+  id: string;
+  /** `cancelled`: it was waiting, delayed, running or a fan-out parent; `finished`: nothing changed. */
+  outcome: CancelOutcome;
+  /** What the job was: ready, delayed, active, fannedOut, joined — or its final state when finished. */
+  state: string;
+  queue: string;
+  /** Jobs cancelled: 1, or for a fan-out parent its unfinished children (and join). */
+  jobsCancelled: number;
+}
+
+/** One queue control event, in the queue's event stream (not a job transition: not in the outbox). */
+async function controlEvent(redis: RedisClient, queue: string, type: string, fields: string[] = []) {
+  await redis.xadd(
+    new QueueKeys(queue).events,
+    "MAXLEN",
+    "~",
+    10_000,
+    "*",
+    "type",
+    type,
+    "id",
+    "",
+    "queue",
+    queue,
+    "at",
+    String(Date.now()),
+    ...fields,
+  );
+}
+
+export async function pauseQueue(redis: RedisClient, queue: string): Promise<void> {
+  const k = new QueueKeys(queue);
+  await redis.hset(k.meta, controlFields(queue).paused, "1");
+  await controlEvent(redis, queue, "paused");
+}
+
+export async function resumeQueue(redis: RedisClient, queue: string): Promise<void> {
+  const k = new QueueKeys(queue);
+  await redis.multi().hdel(k.meta, controlFields(queue).paused).lpush(k.wake, "1").exec();
+  await controlEvent(redis, queue, "resumed");
+}
+
+/** Set (or with null, remove) the queue's rate limit; waiting workers are woken to re-check. */
+export async function setRateLimit(
+  redis: RedisClient,
+  queue: string,
+  limit: RateLimit | null,
+): Promise<void> {
+  const k = new QueueKeys(queue);
+  const f = controlFields(queue);
+  if (limit === null) {
+    await redis.multi().hdel(k.meta, f.rate, f.rateLog).lpush(k.wake, "1").exec();
+    await controlEvent(redis, queue, "rateLimit", ["rateLimit", "off"]);
+    return;
+  }
+  checkRateLimit(limit);
+  await redis.multi().hset(k.meta, f.rate, `${limit.max}/${limit.perMs}`).lpush(k.wake, "1").exec();
+  await controlEvent(redis, queue, "rateLimit", ["rateLimit", formatRateLimit(limit)]);
+}
+
+export async function queueControl(redis: RedisClient, queue: string): Promise<QueueControlState> {
+  const k = new QueueKeys(queue);
+  const f = controlFields(queue);
+  const [paused, rate] = await redis.hmget(k.meta, f.paused, f.rate);
+  const m = /^(\d+)\/(\d+)$/.exec(rate ?? "");
+  return {
+    paused: paused === "1",
+    rateLimit: m ? { max: Number(m[1]), perMs: Number(m[2]) } : null,
+  };
+}
+
+/**
+ * Cancel a job by id (see cancel_job.lua): searched in `queueOrPipeline`'s pipeline, else in
+ * every known pipeline.
+ */
+export async function cancelJob(
+  redis: RedisClient,
+  id: string,
+  opts: { queueOrPipeline?: string; retentionSeconds?: number } = {},
+): Promise<CancelResult> {
+  assertJobId(id);
+  const pipelines = opts.queueOrPipeline
+    ? [opts.queueOrPipeline.split("/")[0]!]
+    : await redis.smembers(PIPELINES_KEY);
+  for (const pipeline of pipelines) {
+    const p = new PipelineKeys(pipeline);
+    const [outcome, state, queue, n] = await runScript<[CancelOutcome, string, string, number]>(
+      redis,
+      "cancel_job",
+      [p.outbox, p.meta],
+      [p.jobPrefix, id, Date.now(), opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS],
+    );
+    if (outcome !== "notFound") return { id, outcome, state, queue, jobsCancelled: Number(n) };
+  }
+  return { id, outcome: "notFound", state: "", queue: "", jobsCancelled: 0 };
+}

@@ -1,0 +1,51 @@
+// A job as JSON — {"data": …, "priority": 5, …} — the way the HTTP API and `conveyor enqueue
+// --file` take it: unknown fields are refused by name (a typo such as "priorty" must not
+// silently enqueue a job without its priority), and every field has its type checked.
+import type { JobToEnqueue } from "./producer.ts";
+
+export class EnvelopeError extends Error {
+  override name = "EnvelopeError";
+}
+
+export const ENVELOPE_FIELDS = [
+  "data",
+  "id",
+  "idempotencyKey",
+  "priority",
+  "delayMs",
+  "attempts",
+  "timeoutMs",
+  "contentHash",
+] as const;
+
+const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
+
+/** Checks a parsed JSON envelope; throws an EnvelopeError naming the field. */
+export function parseEnvelope(body: unknown): JobToEnqueue {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new EnvelopeError('a job must be an object like {"data": …, "priority": 0}');
+  const b = body as Record<string, unknown>;
+  for (const k of Object.keys(b))
+    if (!ALLOWED.has(k))
+      throw new EnvelopeError(`unknown field ${JSON.stringify(k)}; allowed: ${ENVELOPE_FIELDS.join(", ")}`);
+  if (!("data" in b)) throw new EnvelopeError('"data" is required (any JSON value)');
+  const str = (k: string) => {
+    if (b[k] !== undefined && typeof b[k] !== "string") throw new EnvelopeError(`"${k}" must be a string`);
+    return b[k] as string | undefined;
+  };
+  const num = (k: string) => {
+    if (b[k] !== undefined && (typeof b[k] !== "number" || !Number.isFinite(b[k])))
+      throw new EnvelopeError(`"${k}" must be a number`);
+    return b[k] as number | undefined;
+  };
+  return {
+    data: b.data,
+    id: str("id"),
+    idempotencyKey: str("idempotencyKey"),
+    contentHash: str("contentHash"),
+    priority: num("priority"),
+    delayMs: num("delayMs"),
+    attempts: num("attempts"),
+    timeoutMs: num("timeoutMs"),
+  };
+}

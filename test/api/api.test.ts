@@ -1,0 +1,119 @@
+// The job API as a real `conveyor api` process: 202 + status URL, progress while a job runs,
+// clear 400s, 404 for unknown ids, body limit and bearer token.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { freePort } from "../../lib/ports.ts";
+import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
+
+describe("job API", () => {
+  let server: RedisServer;
+  let apiProc: Started;
+  let worker: WorkerProcess;
+  let base: string;
+  let dir: string;
+  const TOKEN = "s3cret-token";
+  const call = (path: string, init: RequestInit = {}, token: string | null = TOKEN) =>
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(init.body ? { "content-type": "application/json" } : {}),
+        ...(init.headers as Record<string, string>),
+      },
+    });
+
+  before(async () => {
+    server = await RedisServer.start();
+    dir = mkdtempSync(join(tmpdir(), "cvy-api-"));
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    apiProc = startProcess(
+      NODE,
+      [CONVEYOR, "api", "--port", String(port), "--host", "127.0.0.1", "--max-body", "2048"],
+      {
+        logFile: join(dir, "api.log"),
+        env: { ...process.env, REDIS_URL: server.url, CONVEYOR_API_TOKEN: TOKEN },
+      },
+    );
+    await waitFor("api up", async () => (await fetch(`${base}/healthz`)).ok);
+    worker = await startWorker({
+      dir,
+      name: "api-w",
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "docs/ocr", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
+  });
+  after(async () => {
+    await stopProcess(worker, 2000);
+    await stopProcess(apiProc, 2000);
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("POST enqueues (202 + status URL) and GET shows progress while it runs, then the result", async () => {
+    const res = await call("/queues/docs%2Focr/jobs", {
+      method: "POST",
+      body: JSON.stringify({ data: { progressSteps: 3, stepMs: 200, result: { pages: 3 } }, priority: 2 }),
+    });
+    assert.equal(res.status, 202);
+    const body = (await res.json()) as { id: string; status: string; created: boolean };
+    assert.equal(body.created, true);
+    assert.equal(res.headers.get("location"), body.status);
+    const running = await waitFor("progress visible", async () => {
+      const s = (await (await call(body.status)).json()) as { state: string; progress: number | null };
+      return s.state === "active" && s.progress !== null && s.progress > 0 && s.progress < 1 ? s : null;
+    });
+    assert.equal(running.state, "active");
+    const done = await waitFor("completed", async () => {
+      const s = (await (await call(`/jobs/${body.id}`)).json()) as {
+        state: string;
+        result: unknown;
+        attempts: number;
+      };
+      return s.state === "completed" ? s : null;
+    });
+    assert.deepEqual(done.result, { pages: 3 });
+    const counts = (await (await call("/queues/docs%2Focr")).json()) as {
+      completed: number;
+      backlog: number;
+    };
+    assert.equal(counts.completed, 1);
+  });
+
+  test("bad requests get 400 with a reason; unknown ids 404; limits and auth hold", async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      call("/queues/q/jobs", { method: "POST", body, headers });
+    const cases: [Response, number, RegExp][] = [
+      [await post("{nope"), 400, /not valid JSON/],
+      [await post("[1,2]"), 400, /must be an object/],
+      [await post('{"priority": 1}'), 400, /"data" is required/],
+      [await post('{"data": 1, "prio": 1}'), 400, /unknown field "prio"/],
+      [await post('{"data": 1, "priority": "high"}'), 400, /"priority" must be a number/],
+      [await post('{"data": 1, "priority": 5000}'), 400, /priority must be an integer 0..1000/],
+      [
+        await call("/queues/bad%20name!/jobs", { method: "POST", body: '{"data":1}' }),
+        400,
+        /invalid queue name/,
+      ],
+      [await post(JSON.stringify({ data: "x".repeat(5000) })), 413, /larger than 2048 bytes/],
+      [await post('{"data":1}', { "content-type": "text/plain" }), 415, /JSON/],
+      [await call("/jobs/does-not-exist"), 404, /not found/],
+      [await call("/nowhere"), 404, /no route/],
+      [await call("/queues/q/jobs"), 405, /POST/],
+      [await call("/queues/q", {}, null), 401, /bearer token/],
+      [await call("/queues/q", {}, "wrong-token!"), 401, /bearer token/],
+      // A malformed %-escape is the client's mistake: 400 naming it, not a 500 and an error log.
+      [await call("/jobs/%E0%A4%A"), 400, /malformed %-escape in the path: "%E0%A4%A"/],
+      [await call("/queues/%zz/jobs", { method: "POST", body: '{"data":1}' }), 400, /malformed %-escape/],
+    ];
+    for (const [res, status, message] of cases) {
+      assert.equal(res.status, status, `${res.url}: ${status}`);
+      assert.match(((await res.json()) as { error: string }).error, message);
+    }
+    assert.doesNotMatch(readFileSync(join(dir, "api.log"), "utf8"), /request failed/);
+  });
+});

@@ -1,0 +1,159 @@
+// The `conveyor` command as a user runs it, against a real Redis.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { connectRedis, Consumer, type RedisClient } from "../../queue/index.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
+
+describe("conveyor CLI", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let dir: string;
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    dir = mkdtempSync(join(tmpdir(), "cvy-cli-"));
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const run = (...args: string[]) =>
+    spawnSync(NODE, [CONVEYOR, ...args], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
+
+  test("enqueue prints the id; stats --json has exactly the documented keys", () => {
+    const r = run(
+      "enqueue",
+      "emails",
+      '{"to":"a@example.com"}',
+      "--id",
+      "e1",
+      "--priority",
+      "5",
+      "--attempts",
+      "2",
+      "--timeout",
+      "30s",
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), "e1");
+    assert.equal(run("enqueue", "emails", "{}", "--delay", "10m").status, 0);
+    const stats = run("stats", "emails", "--json");
+    assert.deepEqual(JSON.parse(stats.stdout), { ready: 1, delayed: 1, inflight: 0, completed: 0, dead: 0 });
+    assert.match(run("stats", "emails").stdout, /ready\s+1/);
+  });
+
+  test("enqueue --file takes NDJSON and prints the count; --key dedupes", () => {
+    const file = join(dir, "jobs.ndjson");
+    writeFileSync(file, '{"n":1}\n{"n":2}\n\n{"data":{"n":3},"id":"x3","priority":9}\n');
+    const r = run("enqueue", "bulk", "--file", file);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), "3");
+    const a = run("enqueue", "bulk", "{}", "--key", "k");
+    const b = run("enqueue", "bulk", "{}", "--key", "k");
+    assert.equal(a.stdout, b.stdout);
+    assert.equal(JSON.parse(run("stats", "bulk", "--json").stdout).ready, 4);
+  });
+
+  test("job shows state, attempts and result; unknown ids exit 1", async () => {
+    run("enqueue", "jobs", '{"v":1}', "--id", "j1");
+    const c = new Consumer(redis, "jobs", { workerId: "t", leaseMs: 10_000 });
+    const [job] = (await c.claim(1)).jobs;
+    await c.complete(job!, { answer: 42 });
+    const r = run("job", "j1", "--json");
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), {
+      id: "j1",
+      queue: "jobs",
+      state: "completed",
+      attempts: 0,
+      maxAttempts: 3,
+      stalls: 0,
+      handbacks: 0,
+      result: { answer: 42 },
+      logs: [], // its handler's ctx.log lines (none here)
+    });
+    assert.match(run("job", "j1").stdout, /completed/);
+    const missing = run("job", "nope");
+    assert.equal(missing.status, 1);
+    assert.match(missing.stdout, /not found/);
+  });
+
+  test("dlq list, retry and purge", async () => {
+    run("enqueue", "dl", "{}", "--id", "d1", "--attempts", "1");
+    run("enqueue", "dl", "{}", "--id", "d2", "--attempts", "1");
+    const c = new Consumer(redis, "dl", { workerId: "t", leaseMs: 10_000 });
+    for (const job of (await c.claim(2)).jobs)
+      await c.fail(job, { name: "Error", message: "kaput" }, { retryable: true, retryDelayMs: 0 });
+    const list = JSON.parse(run("dlq", "list", "dl", "--json").stdout);
+    assert.deepEqual(list.map((d: { id: string }) => d.id).sort(), ["d1", "d2"]);
+    assert.match(list[0].reason, /kaput/);
+    assert.match(run("dlq", "retry", "dl").stdout, /retried 2/);
+    assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).ready, 2);
+    for (const job of (await c.claim(2)).jobs)
+      await c.fail(job, { name: "Error", message: "again" }, { retryable: false, retryDelayMs: 0 });
+    assert.match(run("dlq", "purge", "dl").stdout, /purged 2/);
+    assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).dead, 0);
+  });
+
+  test("bad input gets a clear error and exit 2", () => {
+    const bad = run("enqueue", "q", "{not json");
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /job data is not valid JSON/);
+    assert.match(run("enqueue", "q", "{}", "--delay", "soon").stderr, /invalid --delay/);
+    assert.match(run("enqueue", "bad queue!", "{}").stderr, /invalid queue name/);
+    assert.equal(run("frobnicate").status, 2);
+    const bigFile = join(dir, "big.ndjson");
+    writeFileSync(bigFile, `${JSON.stringify({ n: 1 })}\n${JSON.stringify("x".repeat(600_000))}\n`);
+    const big = run("enqueue", "q", "--file", bigFile);
+    assert.equal(big.status, 1);
+    assert.match(big.stderr, /bytes, limit 524288/);
+    assert.equal(JSON.parse(run("stats", "q", "--json").stdout).ready, 0, "a refused batch enqueues nothing");
+  });
+  test("every command answers --help with exit 0 and says how durations are written", () => {
+    for (const command of ["enqueue", "stats", "job", "dlq", "events", "api", "worker", "operator"]) {
+      for (const flag of ["--help", "-h"]) {
+        const r = run(command, flag);
+        assert.equal(r.status, 0, `${command} ${flag}: ${r.stderr}`);
+        assert.match(r.stdout, new RegExp(`usage: conveyor ${command}`), command);
+        assert.equal(r.stdout.match(/a bare number is seconds/g)?.length, 1, `${command}: ${r.stdout}`);
+      }
+    }
+    assert.equal(run("--help").status, 0);
+    assert.equal(run("frobnicate", "--help").status, 2);
+  });
+
+  test("boolean flags work bare and with =true/=false; durations take a bare number as seconds", () => {
+    assert.equal(run("enqueue", "flags", "{}", "--delay", "30").status, 0);
+    assert.deepEqual(JSON.parse(run("stats", "flags", "--json=true").stdout).delayed, 1);
+    assert.match(run("stats", "flags", "--json=false").stdout, /^ready\s+0/m);
+    assert.equal(run("events", "flags", "--follow=false", "--json").status, 0);
+  });
+
+  test("enqueue --file refuses an envelope with an unknown field, naming the field and the line", () => {
+    const file = join(dir, "typo.ndjson");
+    writeFileSync(file, '{"data":{"n":1}}\n{"data":{"n":2},"priorty":5}\n');
+    const r = run("enqueue", "typo", "--file", file);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /typo\.ndjson:2: unknown field "priorty"/);
+    const wrongType = join(dir, "type.ndjson");
+    writeFileSync(wrongType, '{"data":1,"priority":"high"}\n');
+    assert.match(
+      run("enqueue", "typo", "--file", wrongType).stderr,
+      /type\.ndjson:1: "priority" must be a number/,
+    );
+    assert.equal(
+      JSON.parse(run("stats", "typo", "--json").stdout).ready,
+      0,
+      "nothing of a refused file is enqueued",
+    );
+  });
+});

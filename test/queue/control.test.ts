@@ -1,0 +1,417 @@
+// Queue control in the protocol, against a real Redis (and PostgreSQL for the records): cancel
+// in every state, cancel racing completion, pause, the rate limit's window, what each costs in
+// Redis commands, and the records of a cancelled job.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import pino from "pino";
+import {
+  Consumer,
+  PipelineKeys,
+  Producer,
+  QueueAdmin,
+  QueueEvents,
+  QueueKeys,
+  connectRedis,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { waitFor } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+
+const consumer = (redis: RedisClient, queue: string, workerId = "w1") =>
+  new Consumer(redis, queue, { workerId, leaseMs: 30_000, retentionSeconds: 3600 });
+
+/** A small deterministic PRNG (mulberry32): seeded runs repeat. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Commands Redis ran (scripts' own calls included), from INFO commandstats. */
+async function commandCount(redis: RedisClient): Promise<number> {
+  const info = await redis.info("commandstats");
+  let total = 0;
+  for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm))
+    if (!["info", "evalsha", "eval", "script"].includes(m[1]!)) total += Number(m[2]);
+  return total;
+}
+
+describe("queue control (protocol)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  const fresh = (p = "ctl") => `${p}${++n}/a`;
+
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    producer = new Producer(redis);
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("cancel a waiting and a delayed job: they leave the queue, end `cancelled` with an event; again says finished; an unknown id is notFound", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "wait" });
+    await producer.enqueue(q, 2, { id: "later", delayMs: 60_000 });
+    assert.deepEqual(await admin.cancel("wait", q), {
+      id: "wait",
+      outcome: "cancelled",
+      state: "ready",
+      queue: q,
+      jobsCancelled: 1,
+    });
+    assert.equal((await admin.cancel("later")).state, "delayed", "found without the queue too");
+    const counts = await admin.counts(q);
+    assert.equal(counts.ready + counts.delayed + counts.backlog, 0);
+    assert.equal((await admin.job("wait", q))?.state, "cancelled");
+    assert.ok((await redis.ttl(new QueueKeys(q).job("wait"))) > 0, "the record is kept for a while");
+    assert.deepEqual(await admin.cancel("wait", q), {
+      id: "wait",
+      outcome: "finished",
+      state: "cancelled",
+      queue: q,
+      jobsCancelled: 0,
+    });
+    assert.equal((await admin.cancel("no-such-job")).outcome, "notFound");
+    const events = (await new QueueEvents(redis).recent(q)).filter((e) => e.type === "cancelled");
+    assert.deepEqual(
+      events.map((e) => [e.id, e.fields.was]),
+      [
+        ["wait", "ready"],
+        ["later", "delayed"],
+      ],
+    );
+    assert.equal((await admin.stats(q)).cancelled, 2);
+    assert.equal((await consumer(redis, q).claim(10)).jobs.length, 0, "nothing left to claim");
+  });
+
+  test("cancel a finished job changes nothing", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "done" });
+    const c = consumer(redis, q);
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.complete(job!, "r"), true);
+    const r = await admin.cancel("done", q);
+    assert.deepEqual([r.outcome, r.state], ["finished", "completed"]);
+    assert.equal((await admin.job("done", q))?.result, '"r"');
+  });
+
+  test("cancel a running job: the renewal reports it cancelled, its late result and failure are refused (not counted as fenced), the sweeper leaves it alone", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "run", data: 1 },
+      { id: "run2", data: 2 },
+    ]);
+    const c = consumer(redis, q);
+    const [job, job2] = (await c.claim(2)).jobs;
+    const r = await admin.cancel("run", q);
+    assert.deepEqual([r.outcome, r.state], ["cancelled", "active"]);
+    assert.deepEqual(await c.renew([job!, job2!]), { lost: ["run"], cancelled: ["run"] });
+    assert.equal((await c.settle(job!, { result: "late" })).outcome, "cancelled");
+    assert.equal(
+      await c.fail(job!, { name: "E", message: "x" }, { retryable: true, retryDelayMs: 0 }),
+      "cancelled",
+    );
+    assert.equal(await c.releaseOutcome(job!, "drain"), "cancelled");
+    const info = await admin.job("run", q);
+    assert.equal(info?.state, "cancelled");
+    assert.equal(info?.result, undefined, "the late result was refused");
+    const counters = await admin.counters(q);
+    assert.equal(counters.fenced, undefined);
+    assert.equal(counters.cancelled, 1);
+    assert.equal((await admin.counts(q)).inflight, 1, "only run2 is in flight");
+    assert.equal(await c.complete(job2!, "ok"), true, "the other job is untouched");
+  });
+
+  test("cancel racing completion, both orders, 200 seeded runs: exactly one wins", async () => {
+    const q = fresh();
+    const other = connectRedis(server.url); // a second connection, so the two really race
+    try {
+      const c = consumer(redis, q);
+      const otherAdmin = new QueueAdmin(other);
+      const random = rng(20261123);
+      const wins = { cancel: 0, complete: 0 };
+      for (let i = 0; i < 200; i++) {
+        const id = `race-${i}`;
+        await producer.enqueue(q, i, { id });
+        const [job] = (await c.claim(1)).jobs;
+        const cancelFirst = random() < 0.5;
+        const gap = Math.floor(random() * 3);
+        const doCancel = async () => {
+          if (!cancelFirst) for (let k = 0; k < gap; k++) await Promise.resolve();
+          return otherAdmin.cancel(id, q);
+        };
+        const doComplete = async () => {
+          if (cancelFirst) for (let k = 0; k < gap; k++) await Promise.resolve();
+          return c.settle(job!, { result: i });
+        };
+        const [cancel, done] = await Promise.all([doCancel(), doComplete()]);
+        const state = (await admin.job(id, q))?.state;
+        if (cancel.outcome === "cancelled") {
+          wins.cancel++;
+          assert.equal(done.outcome, "cancelled", `${id}: cancel won, the result must be refused`);
+          assert.equal(state, "cancelled");
+        } else {
+          wins.complete++;
+          assert.deepEqual([cancel.outcome, cancel.state], ["finished", "completed"], id);
+          assert.equal(done.outcome, "settled", id);
+          assert.equal(state, "completed");
+        }
+      }
+      assert.equal(wins.cancel + wins.complete, 200);
+      const counters = await admin.counters(q);
+      assert.equal(counters.completed ?? 0, wins.complete);
+      assert.equal(counters.cancelled ?? 0, wins.cancel);
+      assert.equal(counters.fenced, undefined);
+      assert.equal((await admin.counts(q)).inflight, 0);
+    } finally {
+      other.disconnect();
+    }
+  });
+
+  test("cancel a fan-out parent: its unfinished children are cancelled, finished ones kept, and the join never runs", async () => {
+    const p = `fan${++n}`;
+    const a = `${p}/a`;
+    const b = `${p}/b`;
+    const j = `${p}/join`;
+    await producer.enqueue(a, {}, { id: "parent" });
+    const ca = consumer(redis, a);
+    const [parent] = (await ca.claim(1)).jobs;
+    assert.equal(await ca.fanOut(parent!, [1, 2, 3], b, j), 3);
+    const cb = consumer(redis, b);
+    const [first, second] = (await cb.claim(2)).jobs; // parent:1 completes, parent:2 is running
+    assert.equal(await cb.complete(first!, "one"), true);
+    const r = await admin.cancel("parent", a);
+    assert.deepEqual([r.outcome, r.state, r.jobsCancelled], ["cancelled", "fannedOut", 2]);
+    assert.equal((await admin.job("parent:1", b))?.state, "completed");
+    assert.equal((await admin.job("parent:2", b))?.state, "cancelled");
+    assert.equal((await admin.job("parent:3", b))?.state, "cancelled");
+    assert.equal((await admin.job("parent", a))?.state, "cancelled");
+    assert.equal((await cb.settle(second!, { result: "two" })).outcome, "cancelled");
+    assert.equal((await cb.claim(5)).jobs.length, 0);
+    assert.equal(await redis.exists(new PipelineKeys(p).job("parent:join")), 0, "no join job");
+    assert.equal((await admin.counts(j)).backlog, 0);
+    assert.equal((await admin.cancel("parent", a)).outcome, "finished");
+  });
+
+  test("a fan-out child cancelled on its own: the join still runs, with the child's outcome as cancelled", async () => {
+    const p = `fan${++n}`;
+    await producer.enqueue(`${p}/a`, {}, { id: "par" });
+    const ca = consumer(redis, `${p}/a`);
+    const [parent] = (await ca.claim(1)).jobs;
+    await ca.fanOut(parent!, [1, 2], `${p}/b`, `${p}/join`);
+    assert.equal((await admin.cancel("par:2", `${p}/b`)).outcome, "cancelled");
+    const cb = consumer(redis, `${p}/b`);
+    const [child] = (await cb.claim(5)).jobs;
+    assert.equal(await cb.complete(child!, "one"), true);
+    const [join] = (await consumer(redis, `${p}/join`).claim(1)).jobs;
+    const data = JSON.parse(join!.rawData) as { results: { id: string; error?: { name: string } }[] };
+    assert.deepEqual(
+      data.results.map((r) => [r.id, r.error?.name ?? "ok"]),
+      [
+        ["par:1", "ok"],
+        ["par:2", "CancelledError"],
+      ],
+    );
+  });
+
+  test("pause: no claim (nor complete-and-claim) takes a job while paused, enqueues are accepted; resume wakes a waiting worker and the jobs come out in order", async () => {
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      [1, 2, 3, 4].map((i) => ({ id: `p${i}`, data: i })),
+    );
+    const c = consumer(redis, q);
+    const [running] = (await c.claim(1)).jobs;
+    await admin.pause(q);
+    assert.equal((await admin.stats(q)).paused, true);
+    assert.equal((await c.claim(10)).jobs.length, 0);
+    const settled = await c.settle(running!, { result: 1, claim: 3 });
+    assert.deepEqual(
+      [settled.outcome, settled.jobs.length],
+      ["settled", 0],
+      "the running job finishes normally",
+    );
+    await producer.enqueue(q, 5, { id: "p5" });
+    assert.equal((await admin.counts(q)).ready, 4);
+    const blocking = connectRedis(server.url, { blocking: true });
+    try {
+      await redis.del(new QueueKeys(q).wake);
+      const woke = c.waitForWork(blocking, 20_000).then(() => Date.now());
+      const resumedAt = Date.now();
+      await admin.resume(q);
+      assert.ok((await woke) - resumedAt < 5_000, "resume wakes a waiting worker");
+    } finally {
+      blocking.disconnect();
+    }
+    assert.deepEqual(
+      (await c.claim(10)).jobs.map((j) => j.id),
+      ["p2", "p3", "p4", "p5"],
+    );
+    assert.equal((await admin.stats(q)).paused, false);
+  });
+
+  test("rate limit: never more than N starts in any window; the claim says when the window has room; limited jobs keep their attempts and their order", async () => {
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 20 }, (_, i) => ({ id: `r${i}`, data: i })),
+    );
+    await admin.setRateLimit(q, { max: 5, perMs: 1000 });
+    assert.equal((await admin.stats(q)).rateLimit, "5/s");
+    const c = consumer(redis, q);
+    const t0 = Date.now();
+    const first = await c.claim(8);
+    assert.deepEqual(
+      first.jobs.map((j) => j.id),
+      ["r0", "r1", "r2", "r3", "r4"],
+    );
+    const second = await c.claim(8);
+    assert.equal(second.jobs.length, 0);
+    assert.ok(
+      second.nextDueAt !== null && second.nextDueAt >= t0 + 1000 && second.nextDueAt <= Date.now() + 1000,
+    );
+    // completions claim through the limiter too
+    const after = await c.settle(first.jobs[0]!, { result: 0, claim: 2 });
+    assert.equal(after.jobs.length, 0);
+    await new Promise((r) => setTimeout(r, Math.max(0, second.nextDueAt! - Date.now()) + 20));
+    const third = await c.claim(8);
+    assert.deepEqual(
+      third.jobs.map((j) => [j.id, j.attempt]),
+      ["r5", "r6", "r7", "r8", "r9"].map((id) => [id, 1]),
+    );
+    await admin.setRateLimit(q, null);
+    assert.equal((await c.claim(20)).jobs.length, 10, "no limit: the rest at once");
+    assert.equal((await admin.stats(q)).rateLimit, null);
+  });
+
+  test("cost: a claim + complete cycle costs the same Redis commands with no control set, and at most one more per claim with pause or a rate limit set", async () => {
+    const cycle = async (q: string, jobs: number) => {
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: jobs + 1 }, (_, i) => ({ data: i })),
+      );
+      const c = consumer(redis, q);
+      let [job] = (await c.claim(1)).jobs;
+      const before = await commandCount(redis);
+      for (let i = 0; i < jobs; i++) {
+        const r = await c.settle(job!, { result: i, claim: 1 });
+        job = r.jobs[0] ?? (await c.claim(1)).jobs[0];
+      }
+      return (await commandCount(redis)) - before;
+    };
+    const jobs = 50;
+    const plain = await cycle(fresh("cost"), jobs);
+    // A queue that had control once but has none now: the same.
+    const q2 = fresh("cost");
+    await admin.pause(q2);
+    await admin.resume(q2);
+    await redis.del(new QueueKeys(q2).wake);
+    const unset = await cycle(q2, jobs);
+    assert.equal(unset, plain, "nothing extra when neither is set");
+    const q3 = fresh("cost");
+    await admin.setRateLimit(q3, { max: 1_000_000, perMs: 1000 });
+    await redis.del(new QueueKeys(q3).wake);
+    const limited = await cycle(q3, jobs);
+    assert.ok(limited <= plain + jobs, `rate-limited: ${limited} commands vs ${plain} (+${jobs} allowed)`);
+    // An empty queue's claim reads no control at all.
+    const emptyClaim = async (paused: boolean) => {
+      const q = fresh("cost");
+      if (paused) await admin.pause(q);
+      const c = consumer(redis, q);
+      await c.claim(1);
+      const before = await commandCount(redis);
+      await c.claim(1);
+      return (await commandCount(redis)) - before;
+    };
+    assert.equal(
+      await emptyClaim(true),
+      await emptyClaim(false),
+      "an empty claim costs the same paused or not",
+    );
+  });
+});
+
+describe("queue control: records in PostgreSQL", () => {
+  let pg: PostgresServer;
+  let server: RedisServer;
+  let redis: RedisClient;
+
+  before(async () => {
+    [pg, server] = await Promise.all([PostgresServer.start(), RedisServer.start()]);
+    redis = connectRedis(server.url);
+  });
+  after(async () => {
+    redis.disconnect();
+    await Promise.all([pg.stop(), server.stop()]);
+  });
+
+  test("cancelled jobs (waiting and running) are recorded as `cancelled`, the running execution too", async () => {
+    const db = await pg.createDatabase("cancelrec");
+    const recorder = new JobRecorder({
+      redis,
+      redisUrl: server.url,
+      database: db,
+      pipelines: ["rec"],
+      logger: pino({ level: "silent" }),
+      blockMs: 200,
+    });
+    await recorder.start();
+    try {
+      const producer = new Producer(redis);
+      const admin = new QueueAdmin(redis);
+      await producer.enqueueMany("rec/a", [
+        { id: "w", data: 1 },
+        { id: "r", data: 2 },
+      ]);
+      const c = consumer(redis, "rec/a");
+      await admin.cancel("w", "rec/a");
+      const [running] = (await c.claim(1)).jobs;
+      await admin.cancel("r", "rec/a");
+      const keys = new PipelineKeys("rec");
+      await waitFor("outbox drained", async () => {
+        const [len, pending] = await Promise.all([
+          redis.xlen(keys.outbox),
+          redis.xpending(keys.outbox, RECORDER_GROUP) as Promise<[number]>,
+        ]);
+        return len === 0 && Number(pending[0]) === 0;
+      });
+      const jobs = await pg.query<{ id: string; state: string; finished_at: Date | null }>(
+        "SELECT id, state, finished_at FROM conveyor_jobs ORDER BY id",
+        [],
+        "cancelrec",
+      );
+      assert.deepEqual(
+        jobs.map((j) => [j.id, j.state, j.finished_at !== null]),
+        [
+          ["r", "cancelled", true],
+          ["w", "cancelled", true],
+        ],
+      );
+      const attempts = await pg.query<{ job_id: string; execution: string; outcome: string }>(
+        "SELECT job_id, execution, outcome FROM conveyor_attempts",
+        [],
+        "cancelrec",
+      );
+      assert.deepEqual(
+        attempts.map((a) => [a.job_id, a.execution, a.outcome]),
+        [["r", running!.token, "cancelled"]],
+      );
+    } finally {
+      await recorder.stop();
+    }
+  });
+});

@@ -1,0 +1,734 @@
+// The queue protocol against a real Redis: leases, fencing, retries, dead letters, chaining,
+// idempotency, malformed records, and the same scripts on a real 3-node Redis Cluster.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Consumer,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  waitUntilReady,
+  InvalidNameError,
+  PayloadTooLargeError,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { RedisClusterServer, RedisServer } from "../support/redis.ts";
+
+function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
+  return new Consumer(redis, queue, { workerId, leaseMs });
+}
+
+describe("queue protocol (single Redis)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  const fresh = () => `t${++n}`;
+
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    producer = new Producer(redis, { maxPayloadBytes: 1024 });
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("claim takes a lease with a fencing token and complete releases it", async () => {
+    const q = fresh();
+    const { id } = await producer.enqueue(q, { hello: 1 });
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(5);
+    assert.equal(jobs.length, 1);
+    assert.equal(jobs[0]!.id, id);
+    assert.deepEqual(JSON.parse(jobs[0]!.rawData), { hello: 1 });
+    assert.equal(jobs[0]!.attempt, 1);
+    assert.deepEqual(await admin.counts(q), {
+      ready: 0,
+      delayed: 0,
+      dueDelayed: 0,
+      inflight: 1,
+      dead: 0,
+      completed: 0,
+      backlog: 1,
+    });
+    assert.equal(await c.complete(jobs[0]!, { ok: true }), true);
+    const info = await admin.job(id);
+    assert.equal(info?.state, "completed");
+    assert.equal(info?.result, '{"ok":true}');
+    assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("claims never exceed the free slots asked for, and follow priority then FIFO", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 1, id: "a" },
+      { data: 2, id: "b" },
+      { data: 3, id: "c", priority: 5 },
+      { data: 4, id: "d" },
+    ]);
+    const c = consumer(redis, q);
+    const first = await c.claim(2);
+    assert.deepEqual(
+      first.jobs.map((j) => j.id),
+      ["c", "a"],
+    );
+    const rest = await c.claim(10);
+    assert.deepEqual(
+      rest.jobs.map((j) => j.id),
+      ["b", "d"],
+    );
+  });
+
+  test("a stale token is fenced off: the late owner cannot complete, renew or fail", async () => {
+    const q = fresh();
+    await producer.enqueue(q, "x", { id: "job1" });
+    const slow = consumer(redis, q, "slow", 50);
+    const [job] = (await slow.claim(1)).jobs;
+    await new Promise((r) => setTimeout(r, 80));
+    const sweep = await slow.sweep({ lockMs: 1 });
+    assert.equal(sweep.requeued, 1);
+    const fast = consumer(redis, q, "fast");
+    const [again] = (await fast.claim(1)).jobs;
+    assert.equal(again!.id, "job1");
+    assert.notEqual(again!.token, job!.token);
+    assert.equal(again!.stalls, 1);
+    assert.equal(again!.attempt, 1, "a stall is not a failed attempt");
+    assert.deepEqual((await slow.renew([job!])).lost, ["job1"]);
+    assert.equal(await slow.complete(job!, "late"), false);
+    assert.equal(
+      await slow.fail(job!, { name: "E", message: "late" }, { retryable: true, retryDelayMs: 0 }),
+      "lost",
+    );
+    assert.equal(await fast.complete(again!, "on time"), true);
+    assert.equal((await admin.job("job1"))?.result, '"on time"');
+    assert.equal((await admin.counters(q)).fenced, 2);
+  });
+
+  test("renew extends every held lease in one call and records the worker report", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [{ data: 1 }, { data: 2 }]);
+    const c = consumer(redis, q, "w-renew", 60_000);
+    const { jobs } = await c.claim(2);
+    const before = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
+    await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(
+      (
+        await c.renew(jobs, {
+          id: "w-renew",
+          pod: "p1",
+          slots: 4,
+          busy: 2,
+          draining: false,
+          seen: Date.now(),
+        })
+      ).lost,
+      [],
+    );
+    const afterScores = await redis.zrange(new QueueKeys(q).inflight, 0, -1, "WITHSCORES");
+    assert.ok(Number(afterScores[1]) > Number(before[1]));
+    const workers = await admin.workers(q);
+    assert.equal(workers.length, 1);
+    assert.equal(workers[0]!.busy, 2);
+  });
+
+  test("failures retry with backoff, then dead-letter with reason and history; dlq retry revives", async () => {
+    const q = fresh();
+    await producer.enqueue(q, { n: 1 }, { id: "flaky", attempts: 2 });
+    const c = consumer(redis, q);
+    let [job] = (await c.claim(1)).jobs;
+    assert.equal(
+      await c.fail(
+        job!,
+        { name: "TypeError", message: "boom 1", stack: "at x" },
+        { retryable: true, retryDelayMs: 60_000 },
+      ),
+      "retry",
+    );
+    assert.equal((await c.claim(1)).jobs.length, 0, "backoff delays the retry");
+    const counts = await admin.counts(q);
+    assert.equal(counts.delayed, 1);
+    assert.equal(counts.dueDelayed, 0);
+    await redis.zadd(new QueueKeys(q).delayed, Date.now() - 1, "flaky");
+    [job] = (await c.claim(1)).jobs;
+    assert.equal(job!.attempt, 2);
+    assert.equal(
+      await c.fail(
+        job!,
+        { name: "TypeError", message: "boom 2", stack: "at y" },
+        { retryable: true, retryDelayMs: 0 },
+      ),
+      "dead",
+    );
+    const [dead] = await admin.deadJobs(q);
+    assert.equal(dead!.id, "flaky");
+    assert.match(dead!.reason, /attempts exhausted \(2\/2\): boom 2/);
+    const info = await admin.job("flaky");
+    const history = JSON.parse(info!.errors!);
+    assert.deepEqual(
+      history.map((h: { error: { message: string } }) => h.error.message),
+      ["boom 1", "boom 2"],
+    );
+    assert.equal(JSON.parse(info!.error!).stack, "at y");
+    assert.equal(await admin.retryDead(q), 1);
+    [job] = (await c.claim(1)).jobs;
+    assert.equal(job!.id, "flaky");
+    assert.equal(job!.attempt, 1);
+  });
+
+  test("a non-retryable failure dead-letters at once; purge removes dead jobs", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "final", attempts: 5 });
+    const c = consumer(redis, q);
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(
+      await c.fail(
+        job!,
+        { name: "MalformedJob", message: "not JSON" },
+        { retryable: false, retryDelayMs: 0 },
+      ),
+      "dead",
+    );
+    assert.match((await admin.deadJobs(q))[0]!.reason, /not retryable: not JSON/);
+    assert.equal(await admin.purgeDead(q), 1);
+    assert.equal(await admin.job("final"), null);
+    assert.equal((await admin.counts(q)).dead, 0);
+  });
+
+  test("dlq retry leaves a dead record another client broke (no numeric score, not a hash) dead, never lost; purge removes a set-aside key", async () => {
+    const q = fresh();
+    const keys = new QueueKeys(q);
+    await producer.enqueueMany(q, [
+      { id: "good", data: 1, attempts: 1 },
+      { id: "noscore", data: 2, attempts: 1 },
+      { id: "settype", data: 3, attempts: 1 },
+    ]);
+    const c = consumer(redis, q);
+    for (const job of (await c.claim(3)).jobs)
+      await c.fail(job, { name: "Error", message: "x" }, { retryable: false, retryDelayMs: 0 });
+    assert.equal((await admin.counts(q)).dead, 3);
+    await redis.hset(keys.job("noscore"), "score", "not a number");
+    await redis.del(keys.job("settype"));
+    await redis.sadd(keys.job("settype"), "junk");
+    assert.equal(await admin.retryDead(q), 1, "only the intact record is revived");
+    assert.match(
+      (await admin.job("settype", q))!.deadReason!,
+      /job key is a set/,
+      "conveyor job explains, not crashes",
+    );
+    assert.deepEqual((await admin.deadJobs(q)).map((d) => d.id).sort(), ["noscore", "settype"]);
+    assert.equal((await c.claim(3)).jobs.map((j) => j.id).join(), "good");
+    // a claim sets a wrong-type key aside and dead-letters in its place; purge removes both
+    await redis.zadd(keys.ready, 0, "aside");
+    await redis.set(keys.job("aside"), "raw");
+    assert.equal((await c.claim(1)).jobs.length, 0);
+    const aside = (await redis.keys(`*malformed:aside`))[0]!;
+    assert.equal(await redis.get(aside), "raw");
+    while ((await admin.purgeDead(q)) > 0);
+    assert.equal(await redis.exists(aside), 0, "the set-aside key is purged with its dead letter");
+  });
+
+  test("a Redis URL naming a database the server does not have fails with the server's reason instead of using database 0", async () => {
+    const url = `${server.url}/99`;
+    const wrong = connectRedis(url);
+    try {
+      const queued = wrong.set("conveyor-test-db", "x").then(
+        () => "sent",
+        (e: Error) => e.message,
+      );
+      await assert.rejects(waitUntilReady(wrong, url, 5000), /DB index is out of range/);
+      assert.match(
+        await queued,
+        /Connection is closed/,
+        "a command queued while connecting is not run in database 0",
+      );
+      assert.equal(await redis.exists("conveyor-test-db"), 0);
+    } finally {
+      wrong.disconnect();
+    }
+  });
+
+  test("release hands a job back at the front without counting an attempt", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 1, id: "first" },
+      { data: 2, id: "second" },
+    ]);
+    const c = consumer(redis, q);
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.release(job!, "drain deadline"), true);
+    const [again] = (await c.claim(1)).jobs;
+    assert.equal(again!.id, "first");
+    assert.equal(again!.attempt, 1);
+    assert.equal((await admin.job("first"))!.handbacks, 1);
+    assert.equal((await admin.counters(q)).handedBack, 1);
+  });
+
+  test("a job that keeps stalling is dead-lettered (poison-pill guard)", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "pill" });
+    for (let i = 0; i < 3; i++) {
+      const c = consumer(redis, q, `w${i}`, 1);
+      const { jobs } = await c.claim(1);
+      assert.equal(jobs.length, 1, `claim ${i}`);
+      await new Promise((r) => setTimeout(r, 5));
+      await c.sweep({ maxStalls: 2, lockMs: 1 });
+    }
+    const [dead] = await admin.deadJobs(q);
+    assert.equal(dead?.id, "pill");
+    assert.match(dead!.reason, /stalled 3 times/);
+  });
+
+  test("the sweeper mutex makes concurrent sweeps no-ops", async () => {
+    const q = fresh();
+    const c = consumer(redis, q);
+    const results = await Promise.all([c.sweep({ lockMs: 10_000 }), c.sweep({ lockMs: 10_000 })]);
+    assert.deepEqual(results.map((r) => r.ran).sort(), [false, true]);
+  });
+
+  test("advance completes stage A and enqueues stage B atomically, same id", async () => {
+    const a = "pipe1/a";
+    const b = "pipe1/b";
+    await producer.enqueue(a, { doc: 1 }, { id: "doc1" });
+    const ca = consumer(redis, a);
+    const [job] = (await ca.claim(1)).jobs;
+    assert.equal(await ca.advance(job!, { text: "hi" }, b), true);
+    assert.equal(await ca.advance(job!, { text: "again" }, b), false, "a second advance is fenced");
+    const [next] = (await consumer(redis, b).claim(5)).jobs;
+    assert.equal(next!.id, "doc1");
+    assert.deepEqual(JSON.parse(next!.rawData), { text: "hi" });
+    assert.equal((await admin.counts(a)).completed, 1);
+    await assert.rejects(ca.advance(job!, 1, "other/b"), InvalidNameError);
+  });
+
+  test("idempotency key and explicit id dedupe enqueues", async () => {
+    const q = fresh();
+    const one = await producer.enqueue(q, 1, { idempotencyKey: "k1" });
+    const two = await producer.enqueue(q, 2, { idempotencyKey: "k1" });
+    assert.equal(two.id, one.id);
+    assert.equal(two.created, false);
+    await producer.enqueue(q, 1, { id: "fixed" });
+    assert.equal((await producer.enqueue(q, 1, { id: "fixed" })).created, false);
+    assert.equal((await admin.counts(q)).ready, 2);
+  });
+
+  test("payload limit and bad options give clear errors and enqueue nothing", async () => {
+    const q = fresh();
+    await assert.rejects(producer.enqueue(q, "x".repeat(2000)), PayloadTooLargeError);
+    await assert.rejects(producer.enqueue(q, 1, { priority: 5000 }), /priority must be an integer 0..1000/);
+    await assert.rejects(producer.enqueue("bad name!", 1), InvalidNameError);
+    assert.equal((await admin.counts(q)).ready, 0);
+  });
+
+  test("the script enforces the payload limit for producers in other languages", async () => {
+    const q = fresh();
+    const big = new Producer(redis, { maxPayloadBytes: 1_000_000 });
+    // The Lua limit is the one passed by the caller; a direct call with a small limit must refuse.
+    const k = new QueueKeys(q);
+    await assert.rejects(
+      redis.eval(
+        (await import("../../queue/index.ts")).scriptSource("enqueue_jobs"),
+        7,
+        k.ready,
+        k.delayed,
+        k.counts,
+        k.wake,
+        k.outbox,
+        k.meta,
+        k.seq,
+        k.jobPrefix,
+        k.idempotencyPrefix,
+        q,
+        Date.now(),
+        10,
+        60,
+        "id1",
+        '"0123456789abc"',
+        0,
+        0,
+        1,
+        0,
+        "",
+        "",
+      ),
+      /ERR_PAYLOAD_TOO_LARGE/,
+    );
+    assert.equal((await big.enqueue(q, "ok")).created, true);
+  });
+
+  test("malformed entries written straight into Redis are dead-lettered with a reason", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    await redis.zadd(k.ready, 1, "ghost");
+    await redis.hset(k.job("nodata"), "id", "nodata", "score", 2);
+    await redis.zadd(k.ready, 2, "nodata");
+    await producer.enqueue(q, 1, { id: "good" });
+    const { jobs } = await consumer(redis, q).claim(10);
+    assert.deepEqual(
+      jobs.map((j) => j.id),
+      ["good"],
+    );
+    const dead = await admin.deadJobs(q);
+    assert.deepEqual(dead.map((d) => d.id).sort(), ["ghost", "nodata"]);
+    for (const d of dead) assert.match(d.reason, /malformed/);
+  });
+
+  test("delayed jobs count as backlog once due and are promoted by claim", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "later", delayMs: 60_000 });
+    const c = consumer(redis, q);
+    const r = await c.claim(1);
+    assert.equal(r.jobs.length, 0);
+    assert.ok(r.nextDueAt && r.nextDueAt > Date.now());
+    assert.equal((await admin.counts(q)).backlog, 0);
+    await redis.zadd(new QueueKeys(q).delayed, Date.now() - 1, "later");
+    assert.equal((await admin.counts(q)).backlog, 1);
+    assert.equal((await c.claim(1)).jobs[0]?.id, "later");
+  });
+
+  test("waitForWork wakes on enqueue", async () => {
+    const q = fresh();
+    const blocking = connectRedis(server.url, { blocking: true });
+    try {
+      const c = consumer(redis, q);
+      const woke = c.waitForWork(blocking, 30_000).then(() => Date.now());
+      await new Promise((r) => setTimeout(r, 50));
+      const sent = Date.now();
+      await producer.enqueue(q, 1);
+      assert.ok((await woke) >= sent);
+    } finally {
+      blocking.disconnect();
+    }
+  });
+
+  // Complete-and-claim: complete_job / advance_job with claim_jobs' keys and arguments appended.
+  const claimView = (j: import("../../queue/index.ts").ClaimedJob) => ({
+    id: j.id,
+    data: j.rawData,
+    attempt: j.attempt,
+    maxAttempts: j.maxAttempts,
+    timeoutMs: j.timeoutMs,
+    stalls: j.stalls,
+    created: j.createdAt > 0,
+  });
+  const eventsOf = async (q: string) =>
+    (await redis.xrange(new QueueKeys(q).events, "-", "+")).map(([, f]) => {
+      const o: Record<string, string> = {};
+      for (let i = 0; i < f.length; i += 2) o[f[i]!] = f[i + 1]!;
+      return o;
+    });
+
+  test("complete-and-claim claims exactly what claim would: leases, fencing tokens, attempts, timeouts, events", async () => {
+    const jobs = [
+      { data: 0, id: "first" },
+      { data: { a: 1 }, id: "x", attempts: 5, timeoutMs: 1234 },
+      { data: [2], id: "y", priority: 3 },
+      { data: 3, id: "z" },
+    ];
+    const [q1, q2] = [fresh(), fresh()];
+    await producer.enqueueMany(q1, jobs);
+    await producer.enqueueMany(q2, jobs);
+    const c1 = consumer(redis, q1);
+    const c2 = consumer(redis, q2);
+    const [h1] = (await c1.claim(1)).jobs;
+    const [h2] = (await c2.claim(1)).jobs;
+    assert.equal(h1!.id, "y");
+    const combined = await c1.settle(h1!, { result: { done: 1 }, claim: 2 });
+    assert.equal(await c2.complete(h2!, { done: 1 }), true);
+    const separate = await c2.claim(2);
+    assert.equal(combined.outcome, "settled");
+    assert.deepEqual(combined.jobs.map(claimView), separate.jobs.map(claimView));
+    assert.deepEqual(
+      combined.jobs.map((j) => j.id),
+      ["first", "x"],
+    );
+    assert.equal(combined.nextDueAt, null);
+    // Every claim takes a fresh fencing token, and the lease is held (renewable) under it.
+    const tokens = [h1!, ...combined.jobs].map((j) => Number(j.token));
+    assert.equal(new Set(tokens).size, 3);
+    assert.ok(tokens[1]! > tokens[0]! && tokens[2]! > tokens[1]!);
+    assert.deepEqual((await c1.renew(combined.jobs)).lost, []);
+    assert.equal((await admin.job("y", q1))?.state, "completed");
+    assert.equal((await admin.job("x", q1))?.state, "active");
+    assert.deepEqual(await admin.counts(q1), await admin.counts(q2));
+    assert.deepEqual(await admin.counters(q1), await admin.counters(q2));
+    const strip = (es: Record<string, string>[]) =>
+      es.map(({ at: _at, token: _token, ...rest }) => ({ ...rest, queue: "" }));
+    assert.deepEqual(strip(await eventsOf(q1)), strip(await eventsOf(q2)));
+    // The claimed jobs complete normally (and may claim again: only "z" is left).
+    const again = await c1.settle(combined.jobs[0]!, { result: 1, claim: 3 });
+    assert.deepEqual(
+      again.jobs.map((j) => j.id),
+      ["z"],
+    );
+  });
+
+  test("complete-and-claim is fenced like complete, and still claims for the freed slot", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 1, id: "held" },
+      { data: 2, id: "other" },
+    ]);
+    const slow = consumer(redis, q, "slow", 50);
+    const [job] = (await slow.claim(1)).jobs;
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal((await slow.sweep({ lockMs: 1 })).requeued, 1);
+    const fast = consumer(redis, q, "fast");
+    const [owned] = (await fast.claim(1)).jobs;
+    assert.equal(owned!.id, "held");
+    const late = await slow.settle(job!, { result: "late", claim: 1 });
+    assert.equal(late.outcome, "fenced", "the late owner's result is fenced off");
+    assert.deepEqual(
+      late.jobs.map((j) => j.id),
+      ["other"],
+    );
+    assert.equal((await admin.counters(q)).fenced, 1);
+    assert.equal((await admin.job("held", q))?.state, "active");
+    const done = await fast.settle(owned!, { result: "on time", claim: 1 });
+    assert.equal(done.outcome, "settled");
+    assert.equal(done.jobs.length, 0);
+    assert.equal((await admin.job("held", q))?.result, '"on time"');
+    assert.equal(
+      (await fast.settle(owned!, { result: "twice", claim: 1 })).outcome,
+      "fenced",
+      "a second completion is fenced",
+    );
+  });
+
+  test("complete-and-claim promotes due retries with their attempt and stall counts, and reports the next due time", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 1, id: "r", attempts: 3 },
+      { data: 2, id: "s" },
+      { data: 3, id: "later", delayMs: 60_000 },
+    ]);
+    const c = consumer(redis, q);
+    const [r, s] = (await c.claim(2)).jobs;
+    assert.equal(
+      await c.fail(r!, { name: "E", message: "boom" }, { retryable: true, retryDelayMs: 0 }),
+      "retry",
+    );
+    await redis.hset(new QueueKeys(q).job("r"), "stalls", 1);
+    const out = await c.settle(s!, { result: null, claim: 5 });
+    assert.deepEqual(
+      out.jobs.map((j) => [j.id, j.attempt, j.maxAttempts, j.stalls]),
+      [["r", 2, 3, 1]],
+    );
+    assert.ok(out.nextDueAt !== null && out.nextDueAt > Date.now());
+  });
+
+  test("complete-and-claim with count 0 (a draining worker) claims nothing; complete alone never claims", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 1, id: "a" },
+      { data: 2, id: "b" },
+      { data: 3, id: "c" },
+    ]);
+    const c = consumer(redis, q);
+    const [a, b] = (await c.claim(2)).jobs;
+    const none = await c.settle(a!, { result: 1, claim: 0 });
+    assert.equal(none.outcome, "settled");
+    assert.deepEqual(none.jobs, []);
+    assert.equal(await c.complete(b!, 2), true);
+    assert.deepEqual(await admin.counts(q), {
+      ready: 1,
+      delayed: 0,
+      dueDelayed: 0,
+      inflight: 0,
+      dead: 0,
+      completed: 2,
+      backlog: 1,
+    });
+    assert.equal((await admin.counters(q)).started, 2);
+  });
+
+  test("advance-and-claim claims from the worker's own stage only, never the next one", async () => {
+    const a = "pipe2/a";
+    const b = "pipe2/b";
+    await producer.enqueueMany(a, [
+      { data: 1, id: "d1" },
+      { data: 2, id: "d2" },
+    ]);
+    const ca = consumer(redis, a);
+    const [first] = (await ca.claim(1)).jobs;
+    const r = await ca.settle(first!, {
+      result: { text: 1 },
+      next: { queue: b, data: { text: 1 } },
+      claim: 2,
+    });
+    assert.equal(r.outcome, "settled");
+    assert.deepEqual(
+      r.jobs.map((j) => [j.id, j.queue]),
+      [["d2", a]],
+    );
+    const r2 = await ca.settle(r.jobs[0]!, {
+      result: { text: 2 },
+      next: { queue: b, data: { text: 2 } },
+      claim: 2,
+    });
+    assert.deepEqual(r2.jobs, [], "d1 now waits in stage b, not a");
+    assert.equal(
+      (await ca.settle(first!, { result: 0, next: { queue: b, data: 0 }, claim: 1 })).outcome,
+      "fenced",
+      "fenced",
+    );
+    assert.deepEqual(
+      (await consumer(redis, b).claim(5)).jobs.map((j) => [j.id, JSON.parse(j.rawData)]),
+      [
+        ["d1", { text: 1 }],
+        ["d2", { text: 2 }],
+      ],
+    );
+  });
+});
+
+describe("queue protocol on a real 3-node Redis Cluster", () => {
+  let cluster: RedisClusterServer;
+  let redis: RedisClient;
+  before(async () => {
+    cluster = await RedisClusterServer.start(3);
+    redis = connectRedis(cluster.url);
+  });
+  after(async () => {
+    redis.disconnect();
+    await cluster.stop();
+  });
+
+  test("enqueue, claim, renew, advance, fail, sweep, fan-out/fan-in and stats run with no CROSSSLOT error", async () => {
+    const producer = new Producer(redis);
+    const admin = new QueueAdmin(redis);
+    // Several pipelines so that they land on different nodes.
+    for (const p of ["alpha", "beta", "gamma", "delta"]) {
+      const a = `${p}/a`;
+      const b = `${p}/b`;
+      await producer.enqueueMany(a, [
+        { data: 1, id: `${p}-1` },
+        { data: 2, id: `${p}-2` },
+      ]);
+      const ca = new Consumer(redis, a, { workerId: "w", leaseMs: 30_000 });
+      const { jobs } = await ca.claim(2);
+      assert.equal(jobs.length, 2);
+      assert.deepEqual((await ca.renew(jobs)).lost, []);
+      assert.equal(await ca.advance(jobs[0]!, { ok: p }, b), true);
+      assert.equal(
+        await ca.fail(jobs[1]!, { name: "E", message: "x" }, { retryable: false, retryDelayMs: 0 }),
+        "dead",
+      );
+      assert.equal((await ca.sweep()).ran, true);
+      const cb = new Consumer(redis, b, { workerId: "w", leaseMs: 30_000 });
+      const [next] = (await cb.claim(1)).jobs;
+      assert.equal(next!.id, `${p}-1`);
+      assert.equal(await cb.complete(next!, "done"), true);
+      // Complete-and-claim / advance-and-claim: the claim keys are in the pipeline's slot too.
+      await producer.enqueueMany(a, [
+        { data: 3, id: `${p}-3` },
+        { data: 4, id: `${p}-4` },
+      ]);
+      const [third] = (await ca.claim(1)).jobs;
+      const adv = await ca.settle(third!, { result: 3, next: { queue: b, data: 3 }, claim: 1 });
+      assert.deepEqual([adv.outcome, adv.jobs.map((j) => j.id)], ["settled", [`${p}-4`]]);
+      assert.deepEqual((await ca.settle(adv.jobs[0]!, { result: 4, claim: 1 })).outcome, "settled");
+      assert.equal((await admin.counts(a)).dead, 1);
+      assert.equal((await admin.counts(b)).completed, 1);
+      assert.equal((await admin.job(`${p}-1`))?.state, "completed");
+      assert.equal(await admin.retryDead(a), 1);
+    }
+    // Fan-out and fan-in on the cluster too: children and join in the pipeline's slot.
+    for (const p of ["alpha", "beta"]) {
+      await producer.enqueue(`${p}/a`, {}, { id: `${p}-fan` });
+      const ca = new Consumer(redis, `${p}/a`, { workerId: "w", leaseMs: 30_000 });
+      const parent = (await ca.claim(10)).jobs.find((j) => j.id === `${p}-fan`)!;
+      assert.equal(await ca.fanOut(parent, [1, 2, 3], `${p}/kids`, `${p}/join`), 3);
+      const kids = new Consumer(redis, `${p}/kids`, { workerId: "w", leaseMs: 30_000 });
+      for (const k of (await kids.claim(10)).jobs) assert.equal(await kids.complete(k, "ok"), true);
+      assert.equal((await admin.counts(`${p}/join`)).ready, 1);
+    }
+    const slots = new Set(
+      await Promise.all(
+        ["alpha", "beta", "gamma", "delta"].map((p) =>
+          (redis as import("ioredis").Cluster).cluster("KEYSLOT", `cvy:{${p}}:x`),
+        ),
+      ),
+    );
+    assert.ok(slots.size > 1);
+  });
+});
+
+describe("fan-out / fan-in (single Redis)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("1 → 100 children; the join is enqueued exactly once, after the last child, with every outcome in order", async () => {
+    const producer = new Producer(redis);
+    const admin = new QueueAdmin(redis);
+    await producer.enqueue("fan/split", { n: 100 }, { id: "p" });
+    const split = new Consumer(redis, "fan/split", { workerId: "s", leaseMs: 30_000 });
+    const [parent] = (await split.claim(1)).jobs;
+    assert.equal(
+      await split.fanOut(
+        parent!,
+        Array.from({ length: 100 }, (_, i) => ({ i })),
+        "fan/work",
+        "fan/join",
+      ),
+      100,
+    );
+    assert.equal(
+      await split.fanOut(parent!, [1], "fan/work", "fan/join"),
+      null,
+      "a second fan-out is fenced",
+    );
+    const work = new Consumer(redis, "fan/work", { workerId: "w", leaseMs: 30_000 });
+    const children = (await work.claim(200)).jobs;
+    assert.equal(children.length, 100);
+    // Finish in reverse order; child 50 is dead-lettered; a repeated completion is fenced.
+    for (const c of children.reverse()) {
+      const i = (JSON.parse(c.rawData) as { i: number }).i;
+      if (i === 50)
+        assert.equal(
+          await work.fail(c, { name: "E", message: "child failed" }, { retryable: false, retryDelayMs: 0 }),
+          "dead",
+        );
+      else assert.equal(await work.complete(c, { i }), true);
+      if (i === 0) assert.equal(await work.complete(c, { i }), false);
+      const joinReady = (await admin.counts("fan/join")).ready;
+      assert.equal(joinReady, i === 0 ? 1 : 0, `join appears only after the last child (after child ${i})`);
+    }
+    const [join] = (await new Consumer(redis, "fan/join", { workerId: "j", leaseMs: 30_000 }).claim(10)).jobs;
+    assert.equal(join!.id, "p:join");
+    const data = JSON.parse(join!.rawData) as {
+      parent: string;
+      results: { id: string; result?: { i: number }; error?: string }[];
+    };
+    assert.equal(data.parent, "p");
+    assert.equal(data.results.length, 100);
+    assert.deepEqual(
+      data.results.map((r) => r.id),
+      Array.from({ length: 100 }, (_, i) => `p:${i + 1}`),
+    );
+    assert.match(data.results[50]!.error!, /child failed/);
+    assert.equal(data.results[0]!.result!.i, 0);
+    assert.equal((await admin.job("p", "fan"))!.state, "joined");
+  });
+
+  test("a fan-out with no children enqueues the join at once", async () => {
+    await new Producer(redis).enqueue("fan/split", {}, { id: "empty" });
+    const split = new Consumer(redis, "fan/split", { workerId: "s", leaseMs: 30_000 });
+    const [parent] = (await split.claim(1)).jobs;
+    assert.equal(await split.fanOut(parent!, [], "fan/work", "fan/join"), 0);
+    const [join] = (await new Consumer(redis, "fan/join", { workerId: "j", leaseMs: 30_000 }).claim(10)).jobs;
+    assert.deepEqual(JSON.parse(join!.rawData), { parent: "empty", results: [] });
+  });
+});

@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { loadWorkerConfig, WORKER_USAGE } from "./config.ts";
+
+const BASE = ["--queue", "q", "--handler", "http://127.0.0.1:8080/run"];
+
+describe("worker configuration", () => {
+  it("every duration flag and variable takes 250ms/30s/5m/1h; a bare number stays seconds", () => {
+    const c = loadWorkerConfig(
+      [...BASE, "--drain", "2m", "--job-timeout", "90s", "--retention", "1h", "--lease", "10s"],
+      {},
+    );
+    assert.equal(c.drainMs, 120_000);
+    assert.equal(c.jobTimeoutMs, 90_000);
+    assert.equal(c.retentionSeconds, 3600);
+    assert.equal(c.leaseMs, 10_000);
+    const e = loadWorkerConfig(BASE, {
+      CONVEYOR_DRAIN_SECONDS: "25",
+      CONVEYOR_JOB_TIMEOUT_SECONDS: "5m",
+      CONVEYOR_RETENTION_SECONDS: "0",
+      CONVEYOR_RESULT_TTL_SECONDS: "24h",
+    });
+    assert.equal(e.drainMs, 25_000);
+    assert.equal(e.jobTimeoutMs, 300_000);
+    assert.equal(e.retentionSeconds, 0);
+    assert.equal(e.resultTtlSeconds, 86_400);
+  });
+
+  it("bad durations name the flag and its variable", () => {
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--drain", "soon"], {}),
+      /--drain \/ CONVEYOR_DRAIN_SECONDS/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--lease", "50ms"], {}),
+      /--lease \/ CONVEYOR_LEASE: expected 100ms/,
+    );
+  });
+
+  it("--help says once how durations are written", () => {
+    assert.equal(WORKER_USAGE.match(/a bare number is seconds/g)?.length, 1);
+  });
+});
