@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below loads
     from .client import (
         DEFAULT_ATTEMPTS,
         DEFAULT_MAX_PAYLOAD_BYTES,
+        Cancelled,
         Client,
         Enqueued,
         Event,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below loads
 _CLIENT_NAMES = (
     "DEFAULT_ATTEMPTS",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "Cancelled",
     "Client",
     "Enqueued",
     "Event",

@@ -14,13 +14,17 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id
 from .client import (
+    CANCELLED_RETENTION_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
+    Cancelled,
     EVENTS_PAGE,
     Duration,
     Enqueued,
     Event,
     Job,
     LogLine,
+    _cancel_call,
+    _cancelled,
     _enqueue_calls,
     _enqueued,
     _event,
@@ -53,6 +57,7 @@ class AsyncClient:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._pipelines: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
+        self._cancel = _Script("cancel_job")
 
     @classmethod
     def from_url(
@@ -100,6 +105,18 @@ class AsyncClient:
             except ResponseError as err:
                 raise _payload_error(err) from None
         return out
+
+    async def cancel(
+        self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
+    ) -> Cancelled:
+        """As Client.cancel."""
+        check_job_id(job_id)
+        for pipeline in await self._known(queue):
+            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+            reply = await _run(self._cancel, self.redis, keys, args)
+            if reply[0] != "notFound":
+                return _cancelled(job_id, reply)
+        return Cancelled(job_id, "notFound", "", "", 0)
 
     async def _known(self, queue: Optional[str]) -> List[str]:
         return _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))

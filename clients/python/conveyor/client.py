@@ -23,6 +23,8 @@ from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id, check_q
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
 DEFAULT_ATTEMPTS = 3
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+#: How long a cancelled job's record stays readable (as queue/control.ts's CANCELLED_RETENTION_SECONDS).
+CANCELLED_RETENTION_SECONDS = 24 * 3600
 #: Jobs per script call in enqueue_many (as the TypeScript producer: amortised, never blocking Redis long).
 BULK_CHUNK = 500
 
@@ -67,6 +69,18 @@ class Job:
     worker: Optional[str] = None
     #: Every field as stored.
     raw: Dict[str, str] = field(default_factory=dict)
+
+
+class Cancelled(NamedTuple):
+    id: str
+    #: "cancelled" (it was waiting, delayed, running or a fan-out parent), "finished" (completed,
+    #: dead or cancelled before: nothing changed) or "notFound".
+    outcome: str
+    #: What the job was (ready, delayed, active, fannedOut, joined), or its final state.
+    state: str
+    queue: str
+    #: Jobs cancelled: 1, or for a fan-out parent its unfinished children (and join).
+    jobs_cancelled: int
 
 
 @dataclass
@@ -247,6 +261,16 @@ def _enqueue_calls(
     return keys, key_list, calls
 
 
+def _cancel_call(job_id: str, pipeline: str, retention_seconds: int) -> Tuple[List[str], List[Any]]:
+    """cancel_job's KEYS and ARGV (docs/protocol.md, "Queue control")."""
+    p = PipelineKeys(pipeline)
+    return [p.outbox, p.meta], [p.job_prefix, job_id, int(time.time() * 1000), retention_seconds]
+
+
+def _cancelled(job_id: str, reply: Sequence[Any]) -> Cancelled:
+    return Cancelled(job_id, str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+
+
 def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
     return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2)]
 
@@ -336,6 +360,7 @@ class Client:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._pipelines: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
+        self._cancel = _Script("cancel_job")
 
     @classmethod
     def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
@@ -386,6 +411,21 @@ class Client:
             except ResponseError as err:
                 raise _payload_error(err) from None
         return out
+
+    def cancel(
+        self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
+    ) -> Cancelled:
+        """Cancel a job wherever it is: waiting or delayed, it leaves its set; running, its
+        worker aborts the handler at its next heartbeat and refuses its late result; a fan-out
+        parent takes its unfinished children with it. Never retried or dead-lettered. A finished
+        job is left alone (outcome "finished"); an unknown one gives "notFound"."""
+        check_job_id(job_id)
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
+            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+            reply = self._cancel(self.redis, keys, args)
+            if reply[0] != "notFound":
+                return _cancelled(job_id, reply)
+        return Cancelled(job_id, "notFound", "", "", 0)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ def test_async_client_writes_what_the_sync_client_writes(redis_url: str, r: Any,
             assert (await c.counters("docs/ocr"))["enqueued"] == 6
             assert [e.id async for e in c.events("docs/ocr", follow=False)] == ["a1", "a2", "a3", "a4", "a5", "a7"]
             assert await c.job_logs("a1") == []
+            assert (await c.cancel("a2")).outcome == "cancelled" and (await c.get_job("a2")).state == "cancelled"
+            assert (await c.cancel("a2")).outcome == "finished" and (await c.cancel("zz")).outcome == "notFound"
 
     asyncio.run(main())
 

@@ -165,3 +165,36 @@ def test_jobs_from_both_languages_end_as_the_same_records(
         records[job_id] = {**raw, "errors": errors, "error": error}
     assert records["from-ts"] == records["from-py"]
     assert records["from-py"]["result"] == '{"attempt":2}' and records["from-py"]["data"] == '{"mode":"flaky","n":1.5}'
+
+
+def test_cancel_waiting_jobs_writes_what_the_typescript_cancel_writes(redis_url: str, client: Any, r: Any) -> None:
+    client.enqueue_many("mail", [{"data": 1, "id": "c-ts"}, {"data": 1, "id": "c-py", "delay": 60}])
+    assert ts("cancel", redis_url, "c-ts")["outcome"] == "cancelled"
+    got = client.cancel("c-py")
+    assert (got.outcome, got.state, got.queue, got.jobs_cancelled) == ("cancelled", "delayed", "mail", 1)
+    records = {}
+    for job_id in ("c-ts", "c-py"):
+        raw = r.hgetall(f"cvy:{{mail}}:job:{job_id}")
+        for varying in ("id", "createdAt", "cancelledAt", "finishedAt", "score"):
+            raw.pop(varying)
+        records[job_id] = (raw, r.ttl(f"cvy:{{mail}}:job:{job_id}") > 0)
+    assert records["c-ts"] == records["c-py"] and records["c-py"][0]["state"] == "cancelled"
+    assert r.zcard("cvy:{mail}:q:mail:ready") == 0 and r.zcard("cvy:{mail}:q:mail:delayed") == 0
+    assert client.cancel("c-py").outcome == "finished" and client.cancel("nope").outcome == "notFound"
+    assert client.counters("mail")["cancelled"] == 2
+
+
+@pytest.mark.parametrize("kind", HANDLERS)
+def test_cancel_a_running_job(kind: str, request: Any, client: Any, start_worker: Any, tmp_path: Any) -> None:
+    start_worker("docs/ocr", handler_spec(kind, request))
+    marker = tmp_path / "marker"
+    job_id = client.enqueue("docs/ocr", {"mode": "until-cancelled", "marker": str(marker)})
+    wait_for("the handler running", lambda: [l.message for l in client.job_logs(job_id)] == ["waiting to be stopped"])
+    got = client.cancel(job_id)
+    assert (got.outcome, got.state) == ("cancelled", "active")
+    # the worker aborts the handler at its next heartbeat; the handler sees ctx.cancelled()
+    wait_for("the handler saw the cancel", lambda: marker.exists() and marker.read_text() == "saw_cancel=True")
+    job = client.get_job(job_id)
+    assert job.state == "cancelled" and job.result is None and job.attempts_made == 0
+    wait_for("no longer in flight", lambda: client.stats("docs/ocr")["inflight"] == 0)
+    assert client.get_job(job_id).state == "cancelled"  # the late result was refused
