@@ -118,6 +118,10 @@ export class LeaseHeartbeat {
   status(busy: number, slots: number, draining: boolean): void {
     this.table.setStatus(busy, slots, draining);
   }
+  /** Reported from the next beat on (see jobDurations.ts). */
+  jobP50(ms: number): void {
+    this.table.setJobP50(ms);
+  }
   /** Renew now (e.g. right after a claim, so the first report is prompt). */
   beat(): void {
     this.send({ t: "beat" });

@@ -105,6 +105,7 @@ async function beat(urgent = false): Promise<void> {
       slots: status.slots,
       busy: status.busy,
       draining: status.draining,
+      ...(status.jobP50Ms > 0 ? { jobP50Ms: status.jobP50Ms } : {}),
       seen: started,
     };
     const renewal = await consumer.renew(leases, report);

@@ -29,9 +29,10 @@ describe("lease table", () => {
     assert.equal(writer.drop("never-held"), false);
     assert.deepEqual(read(), [{ id: "job:b.2_x", token: "18", renewUntil: 2000 }]);
     writer.setStatus(3, 8, true);
-    assert.deepEqual(reader.readStatus(), { busy: 3, slots: 8, draining: true });
+    assert.deepEqual(reader.readStatus(), { busy: 3, slots: 8, draining: true, jobP50Ms: 0 });
     writer.setStatus(0, 8, false);
-    assert.deepEqual(reader.readStatus(), { busy: 0, slots: 8, draining: false });
+    writer.setJobP50(250);
+    assert.deepEqual(reader.readStatus(), { busy: 0, slots: 8, draining: false, jobP50Ms: 250 });
   });
 
   test("a freed slot taken by another job is read as that job, never a mix of the two", () => {

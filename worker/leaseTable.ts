@@ -18,7 +18,7 @@ export const MAX_TOKEN_UNITS = 32;
 
 const ENTRY_INTS = 4; // seq, held, id length, token length
 const ENTRY_UNITS = MAX_ID_UNITS + MAX_TOKEN_UNITS;
-const STATUS_INTS = 4; // busy, slots, draining, (pad)
+const STATUS_INTS = 4; // busy, slots, draining, median job ms
 /** A reader gives up on an entry being written after this many tries (and keeps what it read before). */
 const READ_TRIES = 64;
 
@@ -106,13 +106,19 @@ export class LeaseTable {
     Atomics.store(this.status, 2, draining ? 1 : 0);
   }
 
+  /** The median duration of recent completed jobs (jobDurations.ts), for the heartbeat's report. */
+  setJobP50(ms: number): void {
+    Atomics.store(this.status, 3, Math.min(ms, 2 ** 31 - 1));
+  }
+
   // ---- reader (heartbeat thread) ----
 
-  readStatus(): { busy: number; slots: number; draining: boolean } {
+  readStatus(): { busy: number; slots: number; draining: boolean; jobP50Ms: number } {
     return {
       busy: Atomics.load(this.status, 0),
       slots: Atomics.load(this.status, 1),
       draining: Atomics.load(this.status, 2) === 1,
+      jobP50Ms: Atomics.load(this.status, 3),
     };
   }
 

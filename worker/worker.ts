@@ -11,8 +11,10 @@ import { CircuitBreaker } from "./circuitBreaker.ts";
 import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
+import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { traceExecution } from "./tracing.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
 const IDLE_WAIT_MS = 5000;
@@ -65,6 +67,7 @@ export class QueueWorker {
   private redisError = "";
   private readonly circuit: CircuitBreaker;
   private readonly executor: JobExecutor;
+  private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
 
   constructor(
@@ -145,6 +148,7 @@ export class QueueWorker {
       consumer: this.consumer,
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
+      onCompleted: (ms) => this.durations.add(ms),
       slots: {
         forCompletion: () => this.claimOnCompletion(),
         reserve: (n) => {
@@ -154,6 +158,12 @@ export class QueueWorker {
       },
     });
     this.metrics.circuitOpen.set(q, 0);
+    this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
+    // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
+    const m = this.metrics;
+    for (const c of [m.completed, m.started, m.failed, m.retried, m.deadLettered, m.leasesLost, m.deferred])
+      c.inc(q, 0);
+    for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);
@@ -353,25 +363,29 @@ export class QueueWorker {
       lost: false,
       cancelled: false,
       settling: false,
+      trace: traceExecution(job),
     };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
     this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
-    void this.executor.run(entry, timeoutMs).finally(() => {
-      if (!entry.handedBack) {
-        // (at hand-back its slot was freed already)
-        this.running.delete(job.id);
-        this.heartbeat.drop(job.id);
-        this.jobsFinished++;
-      }
-      // Jobs its completion claimed take the freed slot before anyone sees it free.
-      if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
-      else if (entry.handedBack) return;
-      this.reportStatus();
-      this.changed.notify();
-      this.checkRecycle();
-    });
+    // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
+    void entry.trace
+      .run(() => this.executor.run(entry, timeoutMs))
+      .finally(() => {
+        if (!entry.handedBack) {
+          // (at hand-back its slot was freed already)
+          this.running.delete(job.id);
+          this.heartbeat.drop(job.id);
+          this.jobsFinished++;
+        }
+        // Jobs its completion claimed take the freed slot before anyone sees it free.
+        if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
+        else if (entry.handedBack) return;
+        this.reportStatus();
+        this.changed.notify();
+        this.checkRecycle();
+      });
     return entry;
   }
 
@@ -397,6 +411,8 @@ export class QueueWorker {
 
   private async handBack(entry: RunningJob, reason: string): Promise<void> {
     entry.handedBack = true;
+    // Before the abort: the handler's end closes the execution's span.
+    entry.trace.event("handed back", { "conveyor.reason": reason });
     entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
     const log = this.log.child({
       jobId: entry.job.id,
@@ -433,6 +449,7 @@ export class QueueWorker {
         continue;
       }
       entry.lost = true;
+      entry.trace.event("lease lost", { "conveyor.reason": "lease expired: this worker stalled past it" });
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn(
         { jobId: id, executionId: entry.job.token },

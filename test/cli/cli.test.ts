@@ -47,7 +47,18 @@ describe("conveyor CLI", () => {
     assert.equal(r.stdout.trim(), "e1");
     assert.equal(run("enqueue", "emails", "{}", "--delay", "10m").status, 0);
     const stats = run("stats", "emails", "--json");
-    assert.deepEqual(JSON.parse(stats.stdout), { ready: 1, delayed: 1, inflight: 0, completed: 0, dead: 0 });
+    // The five counts first (unchanged), then queue control (issue 13).
+    assert.deepEqual(JSON.parse(stats.stdout), {
+      ready: 1,
+      delayed: 1,
+      inflight: 0,
+      completed: 0,
+      dead: 0,
+      paused: false,
+      rateLimit: null,
+      cancelled: 0,
+      schedules: 0,
+    });
     assert.match(run("stats", "emails").stdout, /ready\s+1/);
   });
 
@@ -119,7 +130,10 @@ describe("conveyor CLI", () => {
     assert.equal(JSON.parse(run("stats", "q", "--json").stdout).ready, 0, "a refused batch enqueues nothing");
   });
   test("every command answers --help with exit 0 and says how durations are written", () => {
-    for (const command of ["enqueue", "stats", "job", "dlq", "events", "api", "worker", "operator"]) {
+    // every command `conveyor --help` lists
+    const commands = [...run("--help").stdout.matchAll(/^ {2}([a-z]+) /gm)].map((m) => m[1]!);
+    assert.ok(commands.length >= 14, `conveyor --help lists ${commands.join(", ")}`);
+    for (const command of new Set(commands)) {
       for (const flag of ["--help", "-h"]) {
         const r = run(command, flag);
         assert.equal(r.status, 0, `${command} ${flag}: ${r.stderr}`);

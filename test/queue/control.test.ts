@@ -17,22 +17,11 @@ import {
 import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
+import { rng } from "../support/random.ts";
 import { RedisServer } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w1") =>
   new Consumer(redis, queue, { workerId, leaseMs: 30_000, retentionSeconds: 3600 });
-
-/** A small deterministic PRNG (mulberry32): seeded runs repeat. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Commands Redis ran (scripts' own calls included), from INFO commandstats. */
 async function commandCount(redis: RedisClient): Promise<number> {

@@ -3,6 +3,7 @@
 // result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry; exit 75
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
+import { activeTraceHeaders } from "../../queue/tracing.ts";
 import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
@@ -15,6 +16,8 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
     kind: "command",
     run: (job, ctx) =>
       new Promise((resolve, reject) => {
+        // The process span's context as TRACEPARENT/TRACESTATE (the environment-carrier convention).
+        const traced = activeTraceHeaders();
         const child = spawn(file!, args, {
           shell: false,
           detached: true, // its own process group, so a timeout kills grandchildren too
@@ -28,6 +31,8 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
             ...(ctx.callback
               ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
               : {}),
+            ...(traced && { TRACEPARENT: traced.traceparent }),
+            ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
           },
         });
         const out: Buffer[] = [];

@@ -1,5 +1,6 @@
 // `http://` handlers: POST the job data to a sidecar (any language) on localhost. The job's
 // identity travels in headers so the body is exactly the job data.
+import { activeTraceHeaders } from "../../queue/tracing.ts";
 import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
@@ -61,6 +62,8 @@ export function httpHandler(url: string): Handler {
                   "conveyor-callback-token": ctx.callback.token,
                 }
               : {}),
+            // W3C traceparent/tracestate of the job's process span, while tracing is on
+            ...activeTraceHeaders(),
           },
           body: JSON.stringify(job.data),
         });

@@ -197,11 +197,11 @@ def _decode(raw: Optional[str]) -> Any:
         return raw
 
 
-_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash"}
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace"}
 
 
 def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
-    """The 8 script arguments of one job (docs/protocol.md, "Enqueueing from another language"),
+    """The 9 script arguments of one job (docs/protocol.md, "Enqueueing from another language"),
     checked as the TypeScript producer checks them; InvalidJobError naming the job otherwise."""
     job_id = job.get("id")
     which = f"job {job_id}" if job_id is not None else f"job at index {index}"
@@ -227,9 +227,12 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
     timeout_ms = _ms(job.get("timeout"), "timeout")
     idem = job.get("idempotency_key") or ""
     content_hash = job.get("content_hash") or ""
-    if not isinstance(idem, str) or not isinstance(content_hash, str):
-        raise InvalidJobError(f"{which}: idempotency_key and content_hash must be strings")
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash]
+    # The W3C trace context of the enqueue (`traceparent`, optionally a `tracestate` line):
+    # this client does not trace, but passes one a caller has (an OpenTelemetry span's).
+    trace = job.get("trace") or ""
+    if not isinstance(idem, str) or not isinstance(content_hash, str) or not isinstance(trace, str):
+        raise InvalidJobError(f"{which}: idempotency_key, content_hash and trace must be strings")
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace]
 
 
 def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
@@ -389,12 +392,14 @@ class Client:
         attempts: Optional[int] = None,
         timeout: Optional[Duration] = None,
         content_hash: Optional[str] = None,
+        trace: Optional[str] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id or idempotency
         key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
-        means the pool's default job timeout."""
+        means the pool's default job timeout. `trace`: a W3C `traceparent` to link the job's
+        spans to (docs/protocol.md, "Trace context")."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
-                       attempts=attempts, timeout=timeout, content_hash=content_hash)
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

@@ -23,7 +23,8 @@ from conveyor import Client, InvalidJobError, InvalidNameError, PayloadTooLargeE
         ({"attempts": 1001}, "attempts must be an integer 1..1000"),
         ({"delay": -1}, "delay must be a number of seconds"),
         ({"timeout": math.inf}, "timeout must be a number of seconds"),
-        ({"idempotency_key": 5}, "idempotency_key and content_hash must be strings"),
+        ({"idempotency_key": 5}, "idempotency_key, content_hash and trace must be strings"),
+        ({"trace": b"00-"}, "idempotency_key, content_hash and trace must be strings"),
     ],
 )
 def test_bad_options_are_refused_before_redis(client: Client, r: Any, kwargs: Any, message: str) -> None:
@@ -81,6 +82,9 @@ def test_reads(client: Client) -> None:
     assert int(history[0].fields["due"]) == history[0].at + 60000
     assert [e.id for e in client.events("docs/ocr", follow=False, since=history[0].event_id)] == ["r2"]
     assert client.job_logs("r1") == []
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    client.enqueue("docs/ocr", 3, id="r3", trace=parent)
+    assert client.get_job("r3").raw["trace"] == parent and "trace" not in client.get_job("r2").raw
 
 
 def test_events_follow_sees_new_transitions(client: Client, redis_url: str) -> None:

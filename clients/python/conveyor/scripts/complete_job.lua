@@ -85,11 +85,15 @@ end
 local function enqueueJoin(jobPrefix, parent, now)
   local base = pipelineBase(jobPrefix)
   local fk = base .. 'fanin:' .. parent
-  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
+  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts', 'trace')
   local total = tonumber(f[1])
   local results = {}
+  -- The join's trace context: the fan-out's, and a `link <traceparent>` line per traced child.
+  local trace = f[5] and f[5] ~= '' and {f[5]} or nil
   for i = 1, total do
     results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
+    local link = trace and redis.call('HGET', fk, 'l:' .. parent .. ':' .. i)
+    if link then trace[#trace + 1] = 'link ' .. link end
   end
   local joinQueue = f[2]
   local joinId = parent .. ':join'
@@ -99,6 +103,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
   redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
     'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  if trace then redis.call('HSET', jobPrefix .. joinId, 'trace', table.concat(trace, '\n')) end
   redis.call('ZADD', qk .. 'ready', score, joinId)
   redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
   wake(qk .. 'wake')
@@ -110,13 +115,18 @@ end
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
 -- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
 -- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
--- `parent`: the job's parent field when the caller has read it already (false: none).
-local function finishChild(jobPrefix, jk, id, outcome, now, parent)
-  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
+-- `parent`, `trace`: the job's parent and trace fields when the caller has read them already
+-- (false: none). The child's trace context (its traceparent) is kept for the join's links.
+local function finishChild(jobPrefix, jk, id, outcome, now, parent, trace)
+  if parent == nil then
+    local f = redis.call('HMGET', jk, 'parent', 'trace')
+    parent, trace = f[1], f[2]
+  end
   if not parent or parent == '' then return end
   local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
   if redis.call('EXISTS', fk) == 0 then return end
   if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
+  if trace and trace ~= '' then redis.call('HSET', fk, 'l:' .. id, string.match(trace, '^[^\n]*')) end
   local done = redis.call('HINCRBY', fk, 'done', 1)
   if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
 end
@@ -168,7 +178,7 @@ end
 -- integers, and a score in an odd form (' 1', '0x10', '1e3') is stored as a plain number, so
 -- every later script can use the record as it is. Non-numeric attempts/timeout/createdAt come
 -- back as nil: the caller's defaults.
-local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks'}
+local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued'}
 local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
 local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
 local function claimable(jk, id)
@@ -264,8 +274,9 @@ end
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 11 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued
+-- (trace: the W3C context the job was created in; requeued: why it last went back to ready)
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
@@ -318,6 +329,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 7] = f[5] or '0'
       jobs[j + 8] = f[6] or '0'
       jobs[j + 9] = f[7] or ''
+      jobs[j + 10] = f[10] or ''
+      jobs[j + 11] = f[11] or ''
     end
   end
 
@@ -363,7 +376,7 @@ end
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-local held = redis.call('HMGET', jk, 'token', 'parent', 'state')
+local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
 if not leaseHeld(held[1], token) then
   if held[3] == 'cancelled' then return settleAndClaim(ARGV, -1, 10, jobPrefix, queue, now) end
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
@@ -377,7 +390,7 @@ if retention > 0 then
 else
   redis.call('DEL', jk)
 end
-finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2])
+finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2], held[4])
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})

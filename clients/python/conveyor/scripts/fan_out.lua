@@ -4,7 +4,9 @@
 -- keys in the pipeline's slot.
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
---       8 retentionSeconds, then one child data (JSON) per child
+--       8 retentionSeconds, 9 joinTrace (the W3C trace context the join is created in; '' = the
+--       job's own), 10 traced (0, or the number of children: then a trace context per child
+--       follows the children's data), then one child data (JSON) per child [, one trace per child]
 -- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
 -- Key names the scripts build themselves, as queue/keys.ts lays them out. Keys of one queue and
 -- its pipeline share a hash tag, so names built here from `jobPrefix` (`cvy:{pipeline}:job:`)
@@ -76,11 +78,15 @@ end
 local function enqueueJoin(jobPrefix, parent, now)
   local base = pipelineBase(jobPrefix)
   local fk = base .. 'fanin:' .. parent
-  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
+  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts', 'trace')
   local total = tonumber(f[1])
   local results = {}
+  -- The join's trace context: the fan-out's, and a `link <traceparent>` line per traced child.
+  local trace = f[5] and f[5] ~= '' and {f[5]} or nil
   for i = 1, total do
     results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
+    local link = trace and redis.call('HGET', fk, 'l:' .. parent .. ':' .. i)
+    if link then trace[#trace + 1] = 'link ' .. link end
   end
   local joinQueue = f[2]
   local joinId = parent .. ':join'
@@ -90,6 +96,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
   redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
     'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  if trace then redis.call('HSET', jobPrefix .. joinId, 'trace', table.concat(trace, '\n')) end
   redis.call('ZADD', qk .. 'ready', score, joinId)
   redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
   wake(qk .. 'wake')
@@ -101,13 +108,18 @@ end
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
 -- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
 -- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
--- `parent`: the job's parent field when the caller has read it already (false: none).
-local function finishChild(jobPrefix, jk, id, outcome, now, parent)
-  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
+-- `parent`, `trace`: the job's parent and trace fields when the caller has read them already
+-- (false: none). The child's trace context (its traceparent) is kept for the join's links.
+local function finishChild(jobPrefix, jk, id, outcome, now, parent, trace)
+  if parent == nil then
+    local f = redis.call('HMGET', jk, 'parent', 'trace')
+    parent, trace = f[1], f[2]
+  end
   if not parent or parent == '' then return end
   local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
   if redis.call('EXISTS', fk) == 0 then return end
   if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
+  if trace and trace ~= '' then redis.call('HSET', fk, 'l:' .. id, string.match(trace, '^[^\n]*')) end
   local done = redis.call('HINCRBY', fk, 'done', 1)
   if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
 end
@@ -122,25 +134,29 @@ if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end
-local f = redis.call('HMGET', jk, 'priority', 'attempts')
+local f = redis.call('HMGET', jk, 'priority', 'attempts', 'trace')
 local priority = tonumber(f[1]) or 0
 local attempts = f[2] or '3'
-local n = #ARGV - 8
+local traced = tonumber(ARGV[10]) or 0
+local n = traced > 0 and traced or #ARGV - 10
+local ownTrace = f[3] or ''
+local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})
 local base = pipelineBase(jobPrefix)
-redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now)
+redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now, 'trace', joinTrace)
 for i = 1, n do
   local childId = id .. ':' .. i
   local seq = redis.call('INCR', KEYS[8])
   local score = (1000 - priority) * 4398046511104 + seq
-  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[8 + i], 'priority', priority,
+  local childTrace = traced > 0 and ARGV[10 + n + i] or ownTrace
+  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[10 + i], 'priority', priority,
     'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
-    'state', 'ready', 'parent', id)
+    'state', 'ready', 'parent', id, 'trace', childTrace)
   redis.call('ZADD', KEYS[5], score, childId)
-  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[8 + i]})
+  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[10 + i]})
 end
 redis.call('HINCRBY', KEYS[6], 'enqueued', n)
 if n > 0 then wake(KEYS[7]) else enqueueJoin(jobPrefix, id, now) end
