@@ -10,8 +10,13 @@ all: build
 system-deps:
 	@bash scripts/system-deps.sh
 
+# The first npm ci runs on the machine's node, and npm skips optional packages whose engines want
+# a newer one (the OpenTelemetry SDK needs Node >= 22.15); once the pinned Node 24 is in
+# node_modules/.bin (first on PATH), a second npm ci installs them too.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
+	@if [ "$$(command -p node --version 2>/dev/null)" != "$$(node_modules/.bin/node --version)" ]; then \
+	  npm ci --no-audit --no-fund; fi
 	@touch $@
 
 node-deps: node_modules/.installed
