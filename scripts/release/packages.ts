@@ -219,3 +219,10 @@ export function bareImports(files: string[]): string[] {
 function sortKeys(o: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
 }
+
+// `node scripts/release/packages.ts [packDir]`: build and pack both packages only (e.g. for an
+// image build that installs the very tarballs npm users get).
+if (import.meta.main) {
+  const { library, cli } = buildPackages(process.argv[2] ? { packDir: process.argv[2] } : {});
+  process.stdout.write(`${library.tarball}\n${cli.tarball}\n`);
+}
