@@ -83,7 +83,6 @@ function scheduleJson(s: ScheduleView) {
   };
 }
 
-
 export async function startJobApi(opts: JobApiOptions): Promise<Server> {
   const producer = new Producer(opts.redis);
   const admin = new QueueAdmin(opts.redis);
