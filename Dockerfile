@@ -10,15 +10,26 @@
 # command handler's child must not get the pod's SIGTERM, the worker decides when to stop it.
 # Nothing is written outside /tmp, so the pods run with readOnlyRootFilesystem and an emptyDir
 # on /tmp. The repository's `node` devDependency (it downloads a Node binary in an install
-# script) is never installed here: every `npm ci` skips install scripts, and the runtime stage
-# has production dependencies only. Linted by test/images.test.ts (BuildKit's checks, offline).
+# script) is never installed here: every `npm ci` skips install scripts, and the images have
+# production dependencies only — the worker's without the operator's Kubernetes client. Linted by
+# test/images/dockerfile.test.ts (BuildKit's checks, offline); built and run by test/images/
+# (`make images`, docs/install.md). VERSION and REVISION fill the OCI labels:
+#
+#   docker build --target worker --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
 ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
-# ---- production dependencies only (no install scripts)
+# ---- production dependencies only (no install scripts): the operator's
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+
+# ---- the worker's: the same less what only the operator imports (the Kubernetes client and its
+# dependency tree, ~85 of 96 MB). --no-save: package.json and the lock stay as they are.
+FROM deps AS worker-deps
+RUN npm uninstall --no-save --omit=dev --ignore-scripts --offline --no-audit --no-fund @kubernetes/client-node \
+ && find node_modules -type d -empty -delete \
  && npm cache clean --force
 
 # ---- compile TypeScript to dist/ (the build script also copies the Lua scripts)
@@ -38,23 +49,23 @@ COPY cli/ cli/
 COPY api/ api/
 RUN npm run build
 
-# ---- what both images share
+# ---- what both images share: tini, the user, the compiled code (apt's lists and caches removed
+# whatever the base image keeps)
 FROM ${NODE_IMAGE} AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini=0.19.0-1+b3 \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 65532 conveyor \
  && useradd --system --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin conveyor
 WORKDIR /app
 ENV NODE_ENV=production \
     HOME=/tmp \
     TMPDIR=/tmp
-COPY --from=deps /src/node_modules/ node_modules/
 COPY --from=build /src/dist/ dist/
 COPY package.json ./
 COPY bin/ bin/
-RUN ln -s /app/bin/conveyor.js /usr/local/bin/conveyor \
- && node /app/bin/conveyor.js --help > /dev/null
+RUN ln -s /app/bin/conveyor.js /usr/local/bin/conveyor
 USER 65532:65532
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/conveyor"]
 LABEL org.opencontainers.image.source="https://github.com/conveyor-dev/conveyor" \
@@ -62,17 +73,29 @@ LABEL org.opencontainers.image.source="https://github.com/conveyor-dev/conveyor"
 
 # ---- the operator: `conveyor operator` (flags: conveyor operator --help)
 FROM runtime AS operator
-LABEL org.opencontainers.image.title="conveyor-operator" \
-      org.opencontainers.image.description="Conveyor WorkerPool operator"
+COPY --from=deps /src/node_modules/ node_modules/
+RUN node /app/bin/conveyor.js operator --help > /dev/null
 # 8080: /metrics /healthz /readyz; 6443: external.metrics.k8s.io (TLS)
 EXPOSE 8080/tcp 6443/tcp
 CMD ["operator"]
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="conveyor-operator" \
+      org.opencontainers.image.description="Conveyor WorkerPool operator" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 
 # ---- the generic worker (the default target): `conveyor worker`, configured by CONVEYOR_* env.
 # Add handlers with FROM this image (docs/install.md, examples/handlers/Dockerfile).
 FROM runtime AS worker
-LABEL org.opencontainers.image.title="conveyor-worker" \
-      org.opencontainers.image.description="Conveyor generic queue worker"
+COPY --from=worker-deps /src/node_modules/ node_modules/
+RUN node /app/bin/conveyor.js worker --help > /dev/null
 # 9464: /healthz /readyz /metrics
 EXPOSE 9464/tcp
 CMD ["worker"]
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="conveyor-worker" \
+      org.opencontainers.image.description="Conveyor generic queue worker" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"

@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane demo bench chaos lint depcheck clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration controlplane observability images demo bench chaos lint depcheck release clean
 
 all: build
 
@@ -25,8 +25,9 @@ typecheck: node-deps
 	npm run typecheck
 
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
-# PostgreSQL and a real Kubernetes control plane.
-test: deps typecheck controlplane lint test-unit test-integration
+# PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
+# built container images.
+test: deps typecheck controlplane observability images lint test-unit test-integration
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -34,7 +35,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-test-integration: deps controlplane
+test-integration: deps controlplane observability images
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -44,8 +45,18 @@ lint: node-deps depcheck typecheck
 depcheck: node-deps
 	npm run -s depcheck
 
+# conveyor-worker and conveyor-operator from the Dockerfile with podman, no registry needed
+# (cached under ~/.cache/conveyor/containers; docs/install.md). images/build.sh --force rebuilds.
+images: node-deps
+	@bash images/build.sh
+
 controlplane:
 	@bash test/controlplane/install.sh
+
+# Prometheus, promtool and an OpenTelemetry Collector for test/observability, built once from the
+# Go module proxy into ~/.cache/conveyor (CONVEYOR_OBS_ASSETS=/dir uses prebuilt ones).
+observability:
+	@bash test/observability/install.sh
 
 # The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
 # real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.
@@ -65,6 +76,14 @@ bench: node-deps
 # e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
 chaos: deps
 	npm run -s chaos -- --jobs 20000 --seconds 600 $(CHAOS_ARGS)
+
+# A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
+# version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION
+# (`make images`, when it exists), the CHANGELOG.md section; all in dist/release (docs/install.md,
+# "Releases"). VERSION (default: package.json's) is written to package.json and Chart.yaml first —
+# the one place the version lives. RELEASE_ARGS passes options, e.g. RELEASE_ARGS="--images false".
+release: node-deps
+	node scripts/release/main.ts $(if $(VERSION),--version $(VERSION)) $(RELEASE_ARGS)
 
 clean:
 	rm -rf dist

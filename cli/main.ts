@@ -7,6 +7,7 @@ import {
   waitUntilReady,
   parseDuration,
   Producer,
+  startTracing,
   QueueAdmin,
   QueueEvents,
   assertQueueName,
@@ -148,6 +149,21 @@ async function enqueue(argv: string[]): Promise<void> {
     attempts: positiveInt(values.attempts, "attempts"),
     timeoutMs: durationFlag(values.timeout, "timeout"),
   };
+  // `send {queue}` spans when the OTEL_* variables ask for export (flushed before exit).
+  const tracing = await startTracing({ serviceName: "conveyor-cli" });
+  try {
+    await enqueueWith(values, queue, json, opts);
+  } finally {
+    await tracing?.shutdown();
+  }
+}
+
+async function enqueueWith(
+  values: { redis?: string; file?: string; json?: boolean; id?: string; key?: string },
+  queue: string,
+  json: string | undefined,
+  opts: Omit<JobToEnqueue, "data">,
+): Promise<void> {
   await withRedis(values.redis, async (redis) => {
     const producer = new Producer(redis);
     if (values.file) {
@@ -464,6 +480,7 @@ async function api(argv: string[]): Promise<number> {
   const { startJobApi } = await import("../api/server.ts");
   const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
+  const tracing = await startTracing({ serviceName: "conveyor-api", warn: (m) => log.warn(m) });
   const url = redisUrl(values.redis);
   const redis = connectRedis(url, {
     name: "conveyor-api",
@@ -484,6 +501,7 @@ async function api(argv: string[]): Promise<number> {
     process.once("SIGINT", stop);
   });
   redis.disconnect();
+  await tracing?.shutdown();
   return 0;
 }
 

@@ -30,7 +30,7 @@ describe("readOptions", () => {
     );
     assert.throws(
       () => read(["--drain", "10ms"]).duration("drain", 1, 100),
-      /--drain \/ X_DRAIN_SECONDS: expected 100ms/,
+      /--drain \/ X_DRAIN_SECONDS: expected at least 100ms, got 10ms/,
     );
   });
 

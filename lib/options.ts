@@ -129,8 +129,9 @@ function bareBooleans(argv: string[], booleans: readonly string[]): string[] {
 }
 
 function inRange(n: number, min: number, max: number, show: (n: number) => string): number {
-  if (n < min || n > max) throw new Error(`expected ${show(min)}..${show(max)}, got ${show(n)}`);
-  return n;
+  if (n >= min && n <= max) return n;
+  if (max === Number.MAX_SAFE_INTEGER) throw new Error(`expected at least ${show(min)}, got ${show(n)}`);
+  throw new Error(`expected ${show(min)}..${show(max)}, got ${show(n)}`);
 }
 
 const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);

@@ -92,15 +92,21 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
 Booleans: --flag alone means true. ${DURATION_HELP}`;
 
+/** Conveyor's version: its package.json is one level up from the sources, two from dist/ (the images, the npm package). */
 function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return pkg.version ?? "latest";
-  } catch {
-    return "latest";
+  for (const up of ["../package.json", "../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.version && (pkg.name === "conveyor" || pkg.name === "@conveyor-dev/conveyor"))
+        return pkg.version;
+    } catch {
+      // not at this level
+    }
   }
+  return "latest";
 }
 
 function ownNamespace(): string | undefined {

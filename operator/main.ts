@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
+import { startTracing } from "../queue/tracing.ts";
 import { createLogger } from "../lib/logger.ts";
 import { OptionError } from "../lib/options.ts";
 import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";
@@ -76,6 +77,8 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     throw err;
   }
   const log = createLogger(cfg.logLevel, { component: "conveyor-operator", identity: cfg.identity });
+  // Reconcile and scale-decision spans when the OTEL_* variables ask for export.
+  const tracing = await startTracing({ serviceName: "conveyor-operator", warn: (m) => log.warn(m) });
   let kc: KubeConfig;
   try {
     kc = loadKubeConfig(cfg);
@@ -193,6 +196,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
   await manager.stop();
+  await tracing?.shutdown();
   log.info("stopped");
   return 0;
 }

@@ -83,6 +83,42 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    oldestReadyAge: new Gauge({
+      name: "conveyor_queue_oldest_ready_age_seconds",
+      help: "Age of the job at the head of the pool's ready queue (enqueued into this stage) at the last poll; 0 when nothing is ready",
+      labelNames: [...pool, "queue"] as const,
+      registers,
+    }),
+    deadLetters: new Gauge({
+      name: "conveyor_queue_dead_letters",
+      help: "Jobs in the pool queue's dead letters at the last poll",
+      labelNames: [...pool, "queue"] as const,
+      registers,
+    }),
+    readyReplicas: new Gauge({
+      name: "conveyor_operator_pool_ready_replicas",
+      help: "Ready replicas of the pool's Deployment (status.readyReplicas)",
+      labelNames: pool,
+      registers,
+    }),
+    currentReplicas: new Gauge({
+      name: "conveyor_operator_pool_current_replicas",
+      help: "Replicas the pool's Deployment has (status.replicas)",
+      labelNames: pool,
+      registers,
+    }),
+    maxReplicas: new Gauge({
+      name: "conveyor_operator_pool_max_replicas",
+      help: "The pool's spec.scaling.maxReplicas",
+      labelNames: pool,
+      registers,
+    }),
+    degraded: new Gauge({
+      name: "conveyor_operator_pool_degraded",
+      help: "1 while the pool's Degraded condition is True",
+      labelNames: pool,
+      registers,
+    }),
     replicaCap: new Gauge({
       name: "conveyor_operator_pool_replica_cap",
       help: "Replicas a rate-limited pool's rate can feed (its scaling ceiling); absent when not rate-limited",

@@ -100,7 +100,7 @@ export class QueueAdmin {
   }
 
   /** One round trip, atomic (all keys share a slot). */
-  async counts(queue: string): Promise<QueueCounts> {
+  async counts(queue: string, opts: { oldestReady?: boolean } = {}): Promise<QueueCounts> {
     const k = new QueueKeys(queue);
     const now = Date.now();
     const replies = await this.redis
@@ -117,7 +117,28 @@ export class QueueAdmin {
       if (err) throw err;
       return Number(v ?? 0);
     }) as [number, number, number, number, number, number];
-    return { ready, delayed, dueDelayed, inflight, dead, completed, backlog: ready + dueDelayed + inflight };
+    const counts: QueueCounts = {
+      ready,
+      delayed,
+      dueDelayed,
+      inflight,
+      dead,
+      completed,
+      backlog: ready + dueDelayed + inflight,
+    };
+    if (opts.oldestReady && ready > 0) {
+      const at = await this.headOfReadyCreatedAt(k);
+      if (at !== undefined) counts.oldestReadyAt = at;
+    }
+    return counts;
+  }
+
+  /** createdAt of the job the next claim would take (one more round trip; polls only, never per job). */
+  private async headOfReadyCreatedAt(k: QueueKeys): Promise<number | undefined> {
+    const [head] = await this.redis.zrange(k.ready, 0, 0);
+    if (head === undefined) return undefined;
+    const at = Number(await this.redis.hget(k.jobPrefix + head, "createdAt"));
+    return Number.isFinite(at) && at > 0 ? at : undefined;
   }
 
   /** Raw lifetime counters (enqueued, started, completed, failed, retried, dead, stalled, handedBack, fenced…). */

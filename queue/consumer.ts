@@ -37,6 +37,8 @@ export interface NextStage {
   data?: unknown;
   /** The next stage's input hash for result reuse ('' or absent: no reuse there). */
   contentHash?: string;
+  /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
+  trace?: string;
 }
 
 /** How a finished job is settled: see `Consumer.settle`. */
@@ -62,6 +64,21 @@ export interface ResultReuse {
   ttlSeconds?: number;
   /** The result came from the cache: count it, do not store it again. */
   reused?: boolean;
+}
+
+/** How a stage hands a job to the next: result reuse, and the trace context it is sent in. */
+export interface HandOver extends ResultReuse {
+  nextContentHash?: string;
+  /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
+  nextTrace?: string;
+}
+
+/** Trace fields for a fan-out (queue/tracing.ts): absent = the children and the join keep the job's own. */
+export interface FanOutTraces {
+  /** The context the join job is created in. */
+  join?: string;
+  /** One per child, or none. */
+  children?: string[];
 }
 
 /** Why a running job goes back to ready without an attempt. */
@@ -95,7 +112,7 @@ export interface SweepOptions {
   graceMs?: number;
 }
 
-const CLAIM_FIELDS = 9;
+const CLAIM_FIELDS = 11;
 
 export class Consumer {
   readonly queue: string;
@@ -157,6 +174,8 @@ export class Consumer {
         stalls: Number(flat[i + 6]),
         createdAt: Number(flat[i + 7]),
         contentHash: flat[i + 8] ?? "",
+        trace: flat[i + 9] ?? "",
+        requeued: flat[i + 10] ?? "",
         claimedAt: now,
       });
     }
@@ -211,10 +230,10 @@ export class Consumer {
     result: unknown,
     nextQueue: string,
     nextData: unknown = result,
-    opts: ResultReuse & { nextContentHash?: string } = {},
+    opts: HandOver = {},
   ): Promise<boolean> {
-    const { nextContentHash, ...reuse } = opts;
-    const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash };
+    const { nextContentHash, nextTrace, ...reuse } = opts;
+    const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash, trace: nextTrace };
     return (await this.settle(job, { result, next, reuse })).outcome === "settled";
   }
 
@@ -253,6 +272,7 @@ export class Consumer {
       encodeResult(next.data === undefined ? s.result : next.data),
       ...reuseArgs(s.reuse ?? {}),
       next.contentHash ?? "",
+      next.trace ?? "",
     ];
     return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, s.claim));
   }
@@ -276,7 +296,13 @@ export class Consumer {
     children: unknown[],
     nextQueue: string,
     joinQueue: string,
+    traces: FanOutTraces = {},
   ): Promise<number | null | "cancelled"> {
+    const childTraces = traces.children ?? [];
+    if (childTraces.length > 0 && childTraces.length !== children.length)
+      throw new RangeError(
+        `fanOut: ${childTraces.length} child trace contexts for ${children.length} children`,
+      );
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
@@ -294,7 +320,10 @@ export class Consumer {
         nextQueue,
         joinQueue,
         this.opts.retentionSeconds,
+        traces.join ?? "",
+        childTraces.length,
         ...children.map((c) => encodeResult(c)),
+        ...childTraces,
       ],
     );
     return n === -2 ? "cancelled" : n < 0 ? null : n;

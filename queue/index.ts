@@ -20,3 +20,4 @@ export {
   type ScriptName,
   type RedisClient,
 } from "./scripts.ts";
+export * from "./tracing.ts";

@@ -2,6 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { assertJobId, assertQueueName, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { endSpan, startSendSpan, tracingActive } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
 
@@ -10,6 +11,8 @@ export const DEFAULT_ATTEMPTS = 3;
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 /** Jobs per script call in bulk enqueue: large enough to amortise, small enough not to block Redis. */
 const BULK_CHUNK = 500;
+/** Index of the trace field among a job's enqueue_jobs arguments. */
+const TRACE_FIELD = 8;
 
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
@@ -42,6 +45,26 @@ export class Producer {
     assertQueueName(queue);
     const keys = new QueueKeys(queue);
     const encoded = jobs.map((job, i) => this.encode(job, i));
+    // A PRODUCER span per call while tracing is on; every job stores its context.
+    const send = tracingActive()
+      ? startSendSpan(
+          queue,
+          encoded.map((e) => e[0] as string),
+        )
+      : null;
+    if (send) for (const e of encoded) e[TRACE_FIELD] = send.field;
+    let results: EnqueueResult[];
+    try {
+      results = await this.send(queue, keys, encoded);
+    } catch (err) {
+      if (send) endSpan(send.span, err);
+      throw err;
+    }
+    send?.span.end();
+    return results;
+  }
+
+  private async send(queue: string, keys: QueueKeys, encoded: ScriptArg[][]): Promise<EnqueueResult[]> {
     await this.registerPipeline(keys.pipeline);
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
@@ -99,6 +122,7 @@ export class Producer {
       Math.round(timeoutMs),
       job.idempotencyKey ?? "",
       job.contentHash ?? "",
+      "", // trace: set by enqueueMany while tracing is on
     ];
   }
 

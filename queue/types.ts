@@ -37,6 +37,10 @@ export interface ClaimedJob {
   stalls: number;
   createdAt: number;
   contentHash: string;
+  /** The W3C trace context the job was created in (its record's `trace` field; '' = none). */
+  trace: string;
+  /** Why the job last went back to ready ('failed: …', 'stalled: …', 'handedBack: …', 'deferred: …'; '' = never). */
+  requeued: string;
   /** When the lease was taken (ms since epoch, Redis clock of the claim call's caller). */
   claimedAt: number;
 }
@@ -65,6 +69,12 @@ export interface QueueCounts {
   completed: number;
   /** What the autoscaler follows: ready + due-delayed + in-flight. */
   backlog: number;
+  /**
+   * When the job at the head of the ready queue (the next to run) was enqueued into this
+   * stage, ms since epoch; absent when nothing is ready. Read by `QueueAdmin.counts` only
+   * with `{ oldestReady: true }` (the operator's poll).
+   */
+  oldestReadyAt?: number;
 }
 
 export interface WorkerReport {

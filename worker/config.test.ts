@@ -33,7 +33,7 @@ describe("worker configuration", () => {
     );
     assert.throws(
       () => loadWorkerConfig([...BASE, "--lease", "50ms"], {}),
-      /--lease \/ CONVEYOR_LEASE: expected 100ms/,
+      /--lease \/ CONVEYOR_LEASE: expected at least 100ms, got 50ms/,
     );
   });
 

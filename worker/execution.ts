@@ -25,6 +25,7 @@ import {
   type JobView,
 } from "./handlers/index.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import type { ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
 const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
@@ -41,6 +42,8 @@ export interface RunningJob {
   settling: boolean;
   /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
   next?: ClaimedJob[];
+  /** Its `process {queue}` span (NO_TRACE while tracing is off). */
+  trace: ExecutionTrace;
 }
 
 /** What the slot loop lends an execution for complete-and-claim. */
@@ -98,7 +101,7 @@ export class JobExecutor {
 
   /** Run one claimed job to its end: handler, timeout, abort, result or error, settle. */
   async run(entry: RunningJob, timeoutMs: number): Promise<void> {
-    const { job, controller } = entry;
+    const { job, controller, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
@@ -156,7 +159,7 @@ export class JobExecutor {
     );
     let result: unknown;
     try {
-      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx);
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx, trace);
     } catch (err) {
       clearTimeout(timer);
       if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
@@ -189,7 +192,13 @@ export class JobExecutor {
         ttlSeconds: this.config.resultTtlSeconds,
         reused: cached !== null,
       },
-      next: next ? { queue: next, contentHash: reuse ? contentHashOf(result) : "" } : undefined,
+      next: next
+        ? {
+            queue: next,
+            contentHash: reuse ? contentHashOf(result) : "",
+            trace: trace.handOver(next, job.id),
+          }
+        : undefined,
     };
     const outcome = await retryWrite(log, "complete", async (attempt) => {
       // Complete-and-claim: the completion also claims for the slot it frees (one round trip
@@ -206,6 +215,7 @@ export class JobExecutor {
         release();
       }
     });
+    trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
     if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");
     if (outcome === "settled") {
       this.perJob.completed.inc();
@@ -237,8 +247,8 @@ export class JobExecutor {
    * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
    * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
    */
-  private runHandler(view: JobView, ctx: HandlerContext): Promise<unknown> {
-    const run = Promise.resolve().then(() => this.handler.run(view, ctx));
+  private runHandler(view: JobView, ctx: HandlerContext, trace: ExecutionTrace): Promise<unknown> {
+    const run = Promise.resolve().then(() => trace.run(() => this.handler.run(view, ctx)));
     const abandoned = new Promise<never>((_, reject) => {
       ctx.signal.addEventListener(
         "abort",
@@ -273,6 +283,16 @@ export class JobExecutor {
       { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
       seconds,
     );
+    entry.trace.end(
+      outcome === "lost"
+        ? "fenced"
+        : outcome === "retry"
+          ? "retried"
+          : outcome === "dead"
+            ? "deadLettered"
+            : outcome,
+      err,
+    );
     const fields = {
       outcome,
       error: { name: error.name, message: error.message, stack: error.stack },
@@ -302,9 +322,11 @@ export class JobExecutor {
   ): Promise<void> {
     const { job } = entry;
     entry.settling = true;
+    const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
     const n = await retryWrite(log, "fan out", () =>
-      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join),
+      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
     );
+    entry.trace.end(n === "cancelled" ? "cancelled" : n === null ? "fenced" : "fannedOut");
     if (n === "cancelled") return this.logCancelled(entry, log, seconds, "fan-out refused");
     if (n === null) {
       this.metrics.leasesLost.inc({ queue: job.queue });
@@ -337,6 +359,8 @@ export class JobExecutor {
       this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
     );
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
+    entry.trace.event("deferred", { "conveyor.reason": `dependency failure: ${error.message}` });
+    entry.trace.end(released ? "deferred" : "fenced");
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "deferred" }, seconds);
     log.warn(
       {
@@ -351,6 +375,7 @@ export class JobExecutor {
   /** The job was cancelled while it ran: nothing of this execution is kept. */
   private logCancelled(entry: RunningJob, log: Logger, seconds: number, what: string): void {
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "cancelled" }, seconds);
+    entry.trace.end("cancelled");
     log.info(
       { outcome: "cancelled", durationMs: Math.round(seconds * 1000) },
       `job was cancelled while it ran: ${what}`,
@@ -361,6 +386,7 @@ export class JobExecutor {
     if (entry.cancelled) return this.logCancelled(entry, log, seconds, "handler stopped");
     const outcome = entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
+    entry.trace.end(outcome);
     log.info(
       { outcome, durationMs: Math.round(seconds * 1000) },
       entry.handedBack

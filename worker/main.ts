@@ -7,7 +7,7 @@ import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "./records/index.ts";
-import { pipelineOf } from "../queue/index.ts";
+import { pipelineOf, startTracing } from "../queue/index.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;
@@ -21,6 +21,13 @@ export async function runWorker(argv: string[]): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
+  // Spans only when the OTEL_* variables ask for export: the SDK is not even loaded otherwise.
+  const tracing = await startTracing({
+    serviceName: "conveyor-worker",
+    resource: { "service.instance.id": config.workerId, "conveyor.queue": config.queue },
+    warn: (m) => log.warn(m),
+  });
+  if (tracing) log.info("tracing: exporting spans (OTEL_* variables)");
   const metrics = createWorkerMetrics();
   let handler;
   try {
@@ -61,5 +68,6 @@ export async function runWorker(argv: string[]): Promise<number> {
   await worker.done;
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
+  await tracing?.shutdown();
   return 0;
 }

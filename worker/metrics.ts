@@ -58,6 +58,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    leaseSeconds: new Gauge({
+      name: "conveyor_worker_lease_seconds",
+      help: "Lease length of this worker's jobs (renewal lag near it means leases are about to be lost)",
+      labelNames: q,
+      registers,
+    }),
     leaseRenewals: new Counter({
       name: "conveyor_lease_renewals_total",
       help: "Leases renewed by the heartbeat",
@@ -68,7 +74,8 @@ export function createWorkerMetrics(registry = new Registry()) {
       name: "conveyor_lease_renewal_lag_seconds",
       help: "How late a heartbeat ran against its schedule, plus its Redis round trip",
       labelNames: q,
-      buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10],
+      // Up to past the default 30 s lease: the alert compares the p99 with a fraction of the lease.
+      buckets: [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60],
       registers,
     }),
     leasesLost: new Counter({

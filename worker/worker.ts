@@ -13,6 +13,7 @@ import type { Handler } from "./handlers/index.ts";
 import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { traceExecution } from "./tracing.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
 const IDLE_WAIT_MS = 5000;
@@ -147,6 +148,12 @@ export class QueueWorker {
       },
     });
     this.metrics.circuitOpen.set(q, 0);
+    this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
+    // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
+    const m = this.metrics;
+    for (const c of [m.completed, m.started, m.failed, m.retried, m.deadLettered, m.leasesLost, m.deferred])
+      c.inc(q, 0);
+    for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
     this.metrics.slots.set(q, config.concurrency);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);
@@ -340,25 +347,29 @@ export class QueueWorker {
       lost: false,
       cancelled: false,
       settling: false,
+      trace: traceExecution(job),
     };
     this.running.set(job.id, entry);
     const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
     // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
     this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
-    void this.executor.run(entry, timeoutMs).finally(() => {
-      if (!entry.handedBack) {
-        // (at hand-back its slot was freed already)
-        this.running.delete(job.id);
-        this.heartbeat.drop(job.id);
-        this.jobsFinished++;
-      }
-      // Jobs its completion claimed take the freed slot before anyone sees it free.
-      if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
-      else if (entry.handedBack) return;
-      this.reportStatus();
-      this.changed.notify();
-      this.checkRecycle();
-    });
+    // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
+    void entry.trace
+      .run(() => this.executor.run(entry, timeoutMs))
+      .finally(() => {
+        if (!entry.handedBack) {
+          // (at hand-back its slot was freed already)
+          this.running.delete(job.id);
+          this.heartbeat.drop(job.id);
+          this.jobsFinished++;
+        }
+        // Jobs its completion claimed take the freed slot before anyone sees it free.
+        if (entry.next && entry.next.length > 0) this.takeClaimed(entry.next);
+        else if (entry.handedBack) return;
+        this.reportStatus();
+        this.changed.notify();
+        this.checkRecycle();
+      });
     return entry;
   }
 
@@ -384,6 +395,8 @@ export class QueueWorker {
 
   private async handBack(entry: RunningJob, reason: string): Promise<void> {
     entry.handedBack = true;
+    // Before the abort: the handler's end closes the execution's span.
+    entry.trace.event("handed back", { "conveyor.reason": reason });
     entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
     const log = this.log.child({
       jobId: entry.job.id,
@@ -420,6 +433,7 @@ export class QueueWorker {
         continue;
       }
       entry.lost = true;
+      entry.trace.event("lease lost", { "conveyor.reason": "lease expired: this worker stalled past it" });
       this.metrics.leasesLost.inc({ queue: this.config.queue });
       this.log.warn(
         { jobId: id, executionId: entry.job.token },

@@ -15,6 +15,7 @@ import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
 import { pausedReplicas } from "./queueControl.ts";
+import { poolAttributes, withSpan } from "../tracing.ts";
 import type { Deployment } from "./objects.ts";
 import { Reason, type ScaleReason } from "./reasons.ts";
 
@@ -231,9 +232,32 @@ export async function markIdlePodsCheapest(
 
 /**
  * Writes a decision to the scale subresource and records it (status via state, Event, log
- * line, metric). Returns the Deployment as it is after the write.
+ * line, metric), inside a `scale WorkerPool` span while tracing. Returns the Deployment as it
+ * is after the write.
  */
 export async function applyScale(
+  ctx: ReconcileContext,
+  key: string,
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  deployment: Deployment,
+  state: PoolState,
+  d: ScaleDecision,
+): Promise<Deployment> {
+  return withSpan(
+    "scale WorkerPool",
+    {
+      ...poolAttributes(pool.metadata.namespace, pool.metadata.name),
+      "conveyor.scale.from": d.from,
+      "conveyor.scale.to": d.replicas,
+      "conveyor.scale.reason": d.reason,
+      "conveyor.scale.message": d.message,
+    },
+    () => writeScale(ctx, key, pool, spec, deployment, state, d),
+  );
+}
+
+async function writeScale(
   ctx: ReconcileContext,
   key: string,
   pool: WorkerPool,

@@ -154,8 +154,10 @@ export class WorkerPoolController implements ManagedController {
     if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
       this.reconciler.state(key).scaler.lastActiveAt = sample.at;
     if (sample.counts) {
+      metrics.pollErrors.inc(labels, 0); // the series exists (at 0) before the first failure
       metrics.backlog.set(labels, sample.counts.backlog);
       metrics.inflight.set(labels, sample.counts.inflight);
+      if (sample.queue) this.reconciler.queueGauges(key, sample.queue, sample.counts, sample.at);
     } else {
       metrics.pollErrors.inc(labels);
     }

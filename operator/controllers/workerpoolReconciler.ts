@@ -5,7 +5,7 @@
 // needs is missing. A new concern is a new step in that list.
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
-import { describeRedisUrl, formatRateLimit } from "../../queue/index.ts";
+import { describeRedisUrl, formatRateLimit, type QueueCounts } from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
   withDefaults,
@@ -45,6 +45,7 @@ import {
 import { SecretReader } from "./secretReader.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
+import { poolAttributes, withSpan } from "../tracing.ts";
 
 /** Consecutive failed polls before a pool is Degraded/RedisUnreachable (a blip is not). */
 const UNREACHABLE_AFTER_FAILURES = 3;
@@ -110,7 +111,13 @@ export class WorkerPoolReconciler implements Reconciler {
     this.isLeader = deps.isLeader;
   }
 
+  /** One reconcile of a pool, inside a `reconcile WorkerPool` span while tracing. */
   async reconcile(key: string): Promise<Result> {
+    const { namespace, name } = splitKey(key);
+    return withSpan("reconcile WorkerPool", poolAttributes(namespace, name), () => this.reconcilePool(key));
+  }
+
+  private async reconcilePool(key: string): Promise<Result> {
     const pool = this.currentPool(key);
     // Owned objects go with the pool (garbage collector, owner references).
     if (!pool) return this.forget(key);
@@ -355,10 +362,11 @@ export class WorkerPoolReconciler implements Reconciler {
         pass.decision,
       );
     const replicas = pass.deployment?.spec?.replicas ?? 0;
-    this.metrics.desiredReplicas.set(
-      { namespace: pool.metadata.namespace, workerpool: pool.metadata.name },
-      replicas,
-    );
+    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
+    this.metrics.desiredReplicas.set(labels, replicas);
+    this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);
+    this.metrics.readyReplicas.set(labels, pass.deployment?.status?.readyReplicas ?? 0);
+    this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
     const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
     if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
       pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
@@ -366,6 +374,10 @@ export class WorkerPoolReconciler implements Reconciler {
 
   /** A Warning Event for each problem that just appeared, a Recovered one when all are gone. */
   private async announceProblems(pass: PoolPass): Promise<void> {
+    this.metrics.degraded.set(
+      { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name },
+      pass.problems.length > 0 ? 1 : 0,
+    );
     await announceProblems(this.ctx, pass.pool, pass.state, pass.problems);
   }
 
@@ -412,13 +424,40 @@ export class WorkerPoolReconciler implements Reconciler {
     this.states.delete(key);
     this.poller.remove(key);
     const { namespace, name } = splitKey(key);
+    const m = this.metrics;
     for (const g of [
-      this.metrics.backlog,
-      this.metrics.inflight,
-      this.metrics.desiredReplicas,
-      this.metrics.replicaCap,
+      m.backlog,
+      m.inflight,
+      m.desiredReplicas,
+      m.readyReplicas,
+      m.currentReplicas,
+      m.maxReplicas,
+      m.degraded,
+      m.pollErrors,
+      m.replicaCap,
     ])
       g.remove({ namespace, workerpool: name });
+    const queue = this.gaugeQueues.get(key);
+    this.gaugeQueues.delete(key);
+    if (queue !== undefined)
+      for (const g of [m.oldestReadyAge, m.deadLetters]) g.remove({ namespace, workerpool: name, queue });
     return Result.done();
   }
+
+  /** Per-queue gauges of a pool at a poll (the queue can change with the spec: the old series goes). */
+  queueGauges(key: string, queue: string, counts: QueueCounts, at: number): void {
+    const { namespace, name } = splitKey(key);
+    const labels = { namespace, workerpool: name };
+    const m = this.metrics;
+    const prev = this.gaugeQueues.get(key);
+    if (prev !== undefined && prev !== queue) {
+      m.oldestReadyAge.remove({ ...labels, queue: prev });
+      m.deadLetters.remove({ ...labels, queue: prev });
+    }
+    this.gaugeQueues.set(key, queue);
+    const age = counts.oldestReadyAt !== undefined ? Math.max(0, at - counts.oldestReadyAt) / 1000 : 0;
+    m.oldestReadyAge.set({ ...labels, queue }, age);
+    m.deadLetters.set({ ...labels, queue }, counts.dead);
+  }
+  private readonly gaugeQueues = new Map<string, string>();
 }

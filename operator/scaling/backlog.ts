@@ -20,6 +20,8 @@ import {
 export interface BacklogSample {
   /** When the poll finished (ms). */
   at: number;
+  /** The queue polled. */
+  queue?: string;
   counts?: QueueCounts;
   /** Set when the poll failed; the message is safe to show. */
   error?: string;
@@ -255,7 +257,7 @@ export class BacklogPoller {
       // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
       await waitUntilReady(p.client, t.url, this.timeoutMs);
       const counts = await withTimeout(
-        new QueueAdmin(p.client).counts(t.queue),
+        new QueueAdmin(p.client).counts(t.queue, { oldestReady: true }),
         this.timeoutMs,
         "queue counts",
       );
@@ -266,6 +268,7 @@ export class BacklogPoller {
         : undefined;
       p.sample = {
         at: Date.now(),
+        queue: t.queue,
         counts,
         failures: 0,
         lastGood: { at: Date.now(), counts },
@@ -282,6 +285,7 @@ export class BacklogPoller {
       const prev = p.sample;
       p.sample = {
         at: Date.now(),
+        queue: t.queue,
         error: redactError(err, t.password),
         failures: (prev?.failures ?? 0) + 1,
         lastGood: prev?.lastGood,

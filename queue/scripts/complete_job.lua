@@ -17,7 +17,7 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local jk = jobKey(jobPrefix, id)
-local held = redis.call('HMGET', jk, 'token', 'parent', 'state')
+local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
 if not leaseHeld(held[1], token) then
   if held[3] == 'cancelled' then return settleAndClaim(ARGV, -1, 10, jobPrefix, queue, now) end
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
@@ -31,7 +31,7 @@ if retention > 0 then
 else
   redis.call('DEL', jk)
 end
-finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2])
+finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2], held[4])
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})

@@ -1,8 +1,9 @@
 -- Enqueue one or more jobs atomically (ready, or delayed when they have a delay).
 -- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
---       6 idempotencyTtlSeconds, then per job 8 fields:
---       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash
+--       6 idempotencyTtlSeconds, then per job 9 fields:
+--       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
+--       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none)
 -- Returns a flat list: id, created (1) or duplicate (0), per job.
 --- @include "includes/keys"
 --- @include "includes/record"
@@ -13,7 +14,7 @@ local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
-local FIELDS = 8
+local FIELDS = 9
 local keys = {ready = KEYS[1], delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
@@ -22,7 +23,7 @@ for i = 7, #ARGV, FIELDS do
   local priority = tonumber(ARGV[i + 2])
   local delay = tonumber(ARGV[i + 3])
   local attempts, timeout = ARGV[i + 4], ARGV[i + 5]
-  local idemKey, contentHash = ARGV[i + 6], ARGV[i + 7]
+  local idemKey, contentHash, trace = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
   if #data > maxBytes then
     return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
   end
@@ -37,7 +38,7 @@ for i = 7, #ARGV, FIELDS do
     out[#out + 1] = 0
   else
     if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, {}) then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, (trace and trace ~= '') and {'trace', trace} or {}) then
       woke = true
     end
     out[#out + 1] = id

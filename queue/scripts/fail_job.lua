@@ -37,7 +37,7 @@ redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'tok
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 if ARGV[8] == '1' and made < attempts then
   local due = now + tonumber(ARGV[7])
-  redis.call('HSET', jk, 'state', 'delayed')
+  redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))
   redis.call('ZADD', KEYS[2], due, id)
   redis.call('HINCRBY', KEYS[4], 'retried', 1)
   record(KEYS[5], KEYS[6], {'type', 'retried', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'due', due})

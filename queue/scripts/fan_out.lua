@@ -4,7 +4,9 @@
 -- keys in the pipeline's slot.
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
---       8 retentionSeconds, then one child data (JSON) per child
+--       8 retentionSeconds, 9 joinTrace (the W3C trace context the join is created in; '' = the
+--       job's own), 10 traced (0, or the number of children: then a trace context per child
+--       follows the children's data), then one child data (JSON) per child [, one trace per child]
 -- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
@@ -22,25 +24,29 @@ if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end
-local f = redis.call('HMGET', jk, 'priority', 'attempts')
+local f = redis.call('HMGET', jk, 'priority', 'attempts', 'trace')
 local priority = tonumber(f[1]) or 0
 local attempts = f[2] or '3'
-local n = #ARGV - 8
+local traced = tonumber(ARGV[10]) or 0
+local n = traced > 0 and traced or #ARGV - 10
+local ownTrace = f[3] or ''
+local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})
 local base = pipelineBase(jobPrefix)
-redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now)
+redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now, 'trace', joinTrace)
 for i = 1, n do
   local childId = id .. ':' .. i
   local seq = redis.call('INCR', KEYS[8])
   local score = (1000 - priority) * 4398046511104 + seq
-  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[8 + i], 'priority', priority,
+  local childTrace = traced > 0 and ARGV[10 + n + i] or ownTrace
+  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[10 + i], 'priority', priority,
     'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
-    'state', 'ready', 'parent', id)
+    'state', 'ready', 'parent', id, 'trace', childTrace)
   redis.call('ZADD', KEYS[5], score, childId)
-  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[8 + i]})
+  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[10 + i]})
 end
 redis.call('HINCRBY', KEYS[6], 'enqueued', n)
 if n > 0 then wake(KEYS[7]) else enqueueJoin(jobPrefix, id, now) end

@@ -19,7 +19,7 @@ if problem then return 0 end
 local score = requeueScore(jobPrefix, jk)
 redis.call('ZREM', KEYS[1], id)
 if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
-redis.call('HSET', jk, 'state', 'ready', 'token', '')
+redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', ARGV[7] .. ': ' .. ARGV[6])
 redis.call('ZADD', KEYS[2], score, id)
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
 record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})

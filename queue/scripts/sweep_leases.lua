@@ -80,7 +80,7 @@ for _, id in ipairs(expired) do
     record(KEYS[6], KEYS[7], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', reason})
     dead = dead + 1
   else
-    redis.call('HSET', jk, 'state', 'ready', 'token', '')
+    redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', 'stalled: lease expired (' .. stalls .. ')')
     redis.call('ZADD', KEYS[2], score, id)
     record(KEYS[6], KEYS[7], {'type', 'stalled', 'id', id, 'queue', queue, 'at', now, 'token', token, 'stalls', stalls})
     requeued = requeued + 1

@@ -103,6 +103,9 @@ const VALUE_SETS: Record<string, Values> = {
       apiService: { authDelegator: true, groupPriorityMinimum: 200 },
       tls: { source: "cert-manager" },
       serviceMonitor: { enabled: true, interval: "15s", labels: { release: "prometheus" } },
+      podMonitor: { enabled: true, interval: "15s", labels: { release: "prometheus" } },
+      prometheusRule: { enabled: true, labels: { release: "prometheus" }, backlogAgeSeconds: 300 },
+      grafanaDashboard: { enabled: true, annotations: { grafana_folder: "Conveyor" } },
     },
   },
   "cert-manager-issuer": {
@@ -273,6 +276,8 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         stubCRD("cert-manager.io", "Certificate", "certificates"),
         stubCRD("cert-manager.io", "Issuer", "issuers"),
         stubCRD("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+        stubCRD("monitoring.coreos.com", "PodMonitor", "podmonitors"),
+        stubCRD("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
       ].join("\n---\n"),
     );
     await cp.kubectl("apply", "--server-side", "-f", path.join(CHART, "crds"));
@@ -636,9 +641,31 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.equal(byKind("direct-single", "PodDisruptionBudget").length, 0);
     assert.ok(args("direct-single").includes("--leader-elect=false"));
 
-    // ServiceMonitor only when asked for.
-    assert.equal(byKind("default", "ServiceMonitor").length, 0);
-    assert.equal(byKind("namespaced-cert-manager", "ServiceMonitor").length, 1);
+    // ServiceMonitor, PodMonitor, PrometheusRule and the dashboard only when asked for.
+    for (const kind of ["ServiceMonitor", "PodMonitor", "PrometheusRule"]) {
+      assert.equal(byKind("default", kind).length, 0, kind);
+      assert.equal(byKind("namespaced-cert-manager", kind).length, 1, kind);
+    }
+    const pm = byKind("namespaced-cert-manager", "PodMonitor")[0] as unknown as {
+      spec: {
+        namespaceSelector: { matchNames: string[] };
+        selector: { matchLabels: Record<string, string> };
+      };
+    };
+    assert.deepEqual(pm.spec.namespaceSelector.matchNames, ["team-a", "team-b"]);
+    assert.equal(pm.spec.selector.matchLabels["app.kubernetes.io/name"], "conveyor-worker");
+    const dashboards = byKind("namespaced-cert-manager", "ConfigMap").filter(
+      (c) => c.metadata.labels?.grafana_dashboard === "1",
+    );
+    assert.equal(dashboards.length, 1, "the dashboard ConfigMap");
+    assert.ok(
+      JSON.parse((dashboards[0] as unknown as { data: Record<string, string> }).data["conveyor.json"]!)
+        .panels,
+    );
+    assert.equal(
+      byKind("default", "ConfigMap").filter((c) => c.metadata.labels?.grafana_dashboard).length,
+      0,
+    );
   });
 
   it("renders the job API only when enabled: Deployment, Service, its own ServiceAccount, PDB", () => {
@@ -784,7 +811,13 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
   });
 
   it("validates every render with kubeconform (strict, schemas from this API server)", async () => {
-    const schemas = await openAPISchemas(cp, tmp, ["WorkerPool", "Certificate", "ServiceMonitor"]);
+    const schemas = await openAPISchemas(cp, tmp, [
+      "WorkerPool",
+      "Certificate",
+      "ServiceMonitor",
+      "PodMonitor",
+      "PrometheusRule",
+    ]);
     for (const [name, text] of rendered) {
       const file = path.join(tmp, `rendered-${name}.yaml`);
       fs.writeFileSync(file, text);

@@ -129,7 +129,10 @@ describe("conveyor CLI", () => {
     assert.equal(JSON.parse(run("stats", "q", "--json").stdout).ready, 0, "a refused batch enqueues nothing");
   });
   test("every command answers --help with exit 0 and says how durations are written", () => {
-    for (const command of ["enqueue", "stats", "job", "dlq", "events", "api", "worker", "operator"]) {
+    // every command `conveyor --help` lists
+    const commands = [...run("--help").stdout.matchAll(/^ {2}([a-z]+) /gm)].map((m) => m[1]!);
+    assert.ok(commands.length >= 14, `conveyor --help lists ${commands.join(", ")}`);
+    for (const command of new Set(commands)) {
       for (const flag of ["--help", "-h"]) {
         const r = run(command, flag);
         assert.equal(r.status, 0, `${command} ${flag}: ${r.stderr}`);

@@ -53,7 +53,11 @@ interface Case {
 
 const pick = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 
+/** Spec paths the running mutation set (see fuzzCases: a later mutation may overwrite an earlier one). */
+let touched: string[] = [];
+
 function setPath(o: Obj, path: string, v: Json | undefined): void {
+  touched.push(path);
   const parts = path.split(".");
   let cur: Obj = o;
   for (const p of parts.slice(0, -1)) {
@@ -400,17 +404,26 @@ export function fuzzCases(seed: number, n: number, env: FuzzEnv): Case[] {
       spec,
     };
     const mutations: string[] = [];
-    let expectDegraded = false;
+    // The spec paths of each mutation that makes the pool Degraded: a later mutation that sets
+    // the same path (or one above it) replaces what made it so.
+    const degradedBy: string[][] = [];
     // every kind at least once (in order), then random ones; a third of the cases get two
     const count = r() < 0.33 ? 2 : 1;
     for (let m = 0; m < count; m++) {
       const kind = m === 0 && i < names.length ? names[i]! : pick(r, WEIGHTED);
+      touched = [];
       const res = MUTATIONS[kind]!(spec, r, env);
       res.top?.(object);
       mutations.push(`${kind}: ${res.what}`);
-      if (res.degraded) expectDegraded = true;
+      for (let d = degradedBy.length - 1; d >= 0; d--) {
+        const paths = degradedBy[d]!;
+        const replaced =
+          paths.length > 0 && paths.every((p) => touched.some((t) => p === t || p.startsWith(`${t}.`)));
+        if (replaced) degradedBy.splice(d, 1);
+      }
+      if (res.degraded) degradedBy.push(touched);
     }
-    cases.push({ name, object, mutations, expectDegraded });
+    cases.push({ name, object, mutations, expectDegraded: degradedBy.length > 0 });
   }
   return cases;
 }

@@ -2,6 +2,7 @@
 // worker, and never through a shell, so job data is inert), job data as JSON on stdin, the
 // result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry.
 import { spawn } from "node:child_process";
+import { activeTraceHeaders } from "../../queue/tracing.ts";
 import { HandlerError, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
@@ -13,6 +14,8 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
     kind: "command",
     run: (job, ctx) =>
       new Promise((resolve, reject) => {
+        // The process span's context as TRACEPARENT/TRACESTATE (the environment-carrier convention).
+        const traced = activeTraceHeaders();
         const child = spawn(file!, args, {
           shell: false,
           detached: true, // its own process group, so a timeout kills grandchildren too
@@ -23,6 +26,8 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
             CONVEYOR_QUEUE: job.queue,
             CONVEYOR_ATTEMPT: String(job.attempt),
             CONVEYOR_EXECUTION_ID: job.executionId,
+            ...(traced && { TRACEPARENT: traced.traceparent }),
+            ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
           },
         });
         const out: Buffer[] = [];

@@ -1,5 +1,6 @@
 // `http://` handlers: POST the job data to a sidecar (any language) on localhost. The job's
 // identity travels in headers so the body is exactly the job data.
+import { activeTraceHeaders } from "../../queue/tracing.ts";
 import { HandlerError, type Handler } from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
@@ -55,6 +56,8 @@ export function httpHandler(url: string): Handler {
             "conveyor-queue": job.queue,
             "conveyor-attempt": String(job.attempt),
             "conveyor-execution-id": job.executionId,
+            // W3C traceparent/tracestate of the job's process span, while tracing is on
+            ...activeTraceHeaders(),
           },
           body: JSON.stringify(job.data),
         });

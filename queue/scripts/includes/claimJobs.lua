@@ -10,8 +10,9 @@
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 11 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued
+-- (trace: the W3C context the job was created in; requeued: why it last went back to ready)
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
@@ -64,6 +65,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 7] = f[5] or '0'
       jobs[j + 8] = f[6] or '0'
       jobs[j + 9] = f[7] or ''
+      jobs[j + 10] = f[10] or ''
+      jobs[j + 11] = f[11] or ''
     end
   end
 

@@ -7,7 +7,7 @@
 -- integers, and a score in an odd form (' 1', '0x10', '1e3') is stored as a plain number, so
 -- every later script can use the record as it is. Non-numeric attempts/timeout/createdAt come
 -- back as nil: the caller's defaults.
-local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks'}
+local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued'}
 local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
 local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
 local function claimable(jk, id)

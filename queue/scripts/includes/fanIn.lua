@@ -7,11 +7,15 @@
 local function enqueueJoin(jobPrefix, parent, now)
   local base = pipelineBase(jobPrefix)
   local fk = base .. 'fanin:' .. parent
-  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts')
+  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts', 'trace')
   local total = tonumber(f[1])
   local results = {}
+  -- The join's trace context: the fan-out's, and a `link <traceparent>` line per traced child.
+  local trace = f[5] and f[5] ~= '' and {f[5]} or nil
   for i = 1, total do
     results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
+    local link = trace and redis.call('HGET', fk, 'l:' .. parent .. ':' .. i)
+    if link then trace[#trace + 1] = 'link ' .. link end
   end
   local joinQueue = f[2]
   local joinId = parent .. ':join'
@@ -21,6 +25,7 @@ local function enqueueJoin(jobPrefix, parent, now)
   local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
   redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
     'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  if trace then redis.call('HSET', jobPrefix .. joinId, 'trace', table.concat(trace, '\n')) end
   redis.call('ZADD', qk .. 'ready', score, joinId)
   redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
   wake(qk .. 'wake')
@@ -32,13 +37,18 @@ end
 -- A child job (created by fan_out.lua) has finished: completed at its last stage or
 -- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
 -- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
--- `parent`: the job's parent field when the caller has read it already (false: none).
-local function finishChild(jobPrefix, jk, id, outcome, now, parent)
-  if parent == nil then parent = redis.call('HGET', jk, 'parent') end
+-- `parent`, `trace`: the job's parent and trace fields when the caller has read them already
+-- (false: none). The child's trace context (its traceparent) is kept for the join's links.
+local function finishChild(jobPrefix, jk, id, outcome, now, parent, trace)
+  if parent == nil then
+    local f = redis.call('HMGET', jk, 'parent', 'trace')
+    parent, trace = f[1], f[2]
+  end
   if not parent or parent == '' then return end
   local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
   if redis.call('EXISTS', fk) == 0 then return end
   if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
+  if trace and trace ~= '' then redis.call('HSET', fk, 'l:' .. id, string.match(trace, '^[^\n]*')) end
   local done = redis.call('HINCRBY', fk, 'done', 1)
   if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
 end

@@ -1,0 +1,192 @@
+// The two npm packages, built FROM the source folders (nothing moves): @conveyor-dev/queue (the
+// library apps install: queue/ and the lib/ files it imports, for Node >= 20, with declarations and
+// the resolved Lua scripts) and @conveyor-dev/conveyor (bin `conveyor`: cli, worker, operator, api),
+// whose imports of queue/index.ts become imports of @conveyor-dev/queue so both use one copy.
+// packages/<name>/ holds each package's template package.json, README and tsconfig; see
+// packages/README.md. Used by `make release` (scripts/release/main.ts) and test/release/.
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { isBuiltin } from "node:module";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { dumpScripts } from "../../queue/scripts.ts";
+
+export const ROOT = resolve(import.meta.dirname, "..", "..");
+export const LIBRARY = "@conveyor-dev/queue";
+export const CLI = "@conveyor-dev/conveyor";
+
+export interface BuiltPackage {
+  name: string;
+  version: string;
+  /** The staged package directory (what the tarball holds). */
+  dir: string;
+  /** Absolute path of the `npm pack` tarball. */
+  tarball: string;
+}
+
+export interface BuildOptions {
+  /** Release version (default: the root package.json's). */
+  version?: string;
+  /** Where packages are staged (default dist/packages). */
+  stageDir?: string;
+  /** Where tarballs go (default dist/release). */
+  packDir?: string;
+  /** Progress lines to stderr (default true). */
+  verbose?: boolean;
+}
+
+type PackageJson = Record<string, unknown> & {
+  version?: string;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+};
+
+export function readJson<T = PackageJson>(file: string): T {
+  return JSON.parse(readFileSync(file, "utf8")) as T;
+}
+
+/** The one version number: the root package.json's (`make release VERSION=…` writes it there). */
+export function rootVersion(): string {
+  return readJson(join(ROOT, "package.json")).version!;
+}
+
+/** Both packages, built and packed; the CLI's dependency on the library is this exact version. */
+export function buildPackages(opts: BuildOptions = {}): { library: BuiltPackage; cli: BuiltPackage } {
+  const version = opts.version ?? rootVersion();
+  const stageDir = resolve(opts.stageDir ?? join(ROOT, "dist", "packages"));
+  const packDir = resolve(opts.packDir ?? join(ROOT, "dist", "release"));
+  const log = opts.verbose === false ? () => {} : (m: string) => process.stderr.write(`release: ${m}\n`);
+  mkdirSync(packDir, { recursive: true });
+  log(`building ${LIBRARY}@${version}`);
+  const library = buildLibrary(version, join(stageDir, "queue"), packDir);
+  log(`building ${CLI}@${version}`);
+  const cli = buildCli(version, join(stageDir, "conveyor"), packDir);
+  return { library, cli };
+}
+
+function buildLibrary(version: string, dir: string, packDir: string): BuiltPackage {
+  const template = readJson(join(ROOT, "packages", "queue", "package.json"));
+  rmSync(dir, { recursive: true, force: true });
+  tsc(join(ROOT, "packages", "queue", "tsconfig.json"), join(dir, "dist"));
+  const files = listFiles(join(dir, "dist"));
+  // tsc keeps `./x.ts` in declarations (rewriteRelativeImportExtensions only touches JS); an app
+  // compiling against them must see the files that exist.
+  for (const file of files.filter((f) => f.endsWith(".d.ts")))
+    rewriteSpecifiers(file, (spec) => (spec.startsWith(".") ? spec.replace(/\.ts$/, ".js") : spec));
+  // The scripts as the library loads them: includes resolved, one file per script.
+  dumpScripts(join(dir, "dist", "queue", "scripts"));
+  const declared = Object.keys(template.dependencies ?? {});
+  const imported = bareImports(files);
+  const undeclared = imported.filter((name) => !declared.includes(name));
+  if (undeclared.length > 0)
+    throw new Error(
+      `${LIBRARY}: queue/ imports ${undeclared.join(", ")}, which packages/queue/package.json does not ` +
+        `declare. The library's dependencies are a decision: declare it there (or keep the import out of queue/).`,
+    );
+  const pkg = { ...template, version, dependencies: pinned(declared) };
+  return pack(pkg, dir, packDir, "queue");
+}
+
+function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
+  const template = readJson(join(ROOT, "packages", "conveyor", "package.json"));
+  rmSync(dir, { recursive: true, force: true });
+  const dist = join(dir, "dist");
+  tsc(join(ROOT, "packages", "conveyor", "tsconfig.json"), dist);
+  const queueIndex = join(dist, "queue", "index.js");
+  const queueDir = join(dist, "queue") + sep;
+  for (const file of listFiles(dist).filter((f) => f.endsWith(".js") && !f.startsWith(queueDir)))
+    rewriteSpecifiers(file, (spec) => {
+      if (!spec.startsWith(".")) return spec;
+      const target = resolve(dirname(file), spec);
+      if (target === queueIndex) return LIBRARY;
+      if (target.startsWith(queueDir))
+        throw new Error(
+          `${relative(dist, file)} imports ${spec}: only queue/index.ts is the library's surface; export what it needs there`,
+        );
+      return spec;
+    });
+  rmSync(join(dist, "queue"), { recursive: true, force: true });
+  mkdirSync(join(dir, "bin"), { recursive: true });
+  copyFileSync(join(ROOT, "bin", "conveyor.js"), join(dir, "bin", "conveyor.js"));
+  const files = listFiles(dist);
+  const root = readJson(join(ROOT, "package.json"));
+  const dependencies: Record<string, string> = { [LIBRARY]: version };
+  const optionalDependencies: Record<string, string> = {};
+  for (const name of bareImports(files).filter((n) => n !== LIBRARY)) {
+    const optional = root.optionalDependencies?.[name];
+    if (optional) optionalDependencies[name] = optional;
+    else dependencies[name] = pinned([name])[name]!;
+  }
+  const pkg: PackageJson = { ...template, version, dependencies: sortKeys(dependencies) };
+  if (Object.keys(optionalDependencies).length > 0) pkg.optionalDependencies = sortKeys(optionalDependencies);
+  return pack(pkg, dir, packDir, "conveyor");
+}
+
+/** The exact versions the root package.json pins (the one place dependency versions live). */
+function pinned(names: string[]): Record<string, string> {
+  const root = readJson(join(ROOT, "package.json"));
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const v = root.dependencies?.[name] ?? root.optionalDependencies?.[name];
+    if (!v) throw new Error(`shipped code imports ${name}, which the root package.json does not depend on`);
+    out[name] = v;
+  }
+  return sortKeys(out);
+}
+
+function pack(pkg: PackageJson, dir: string, packDir: string, template: string): BuiltPackage {
+  writeFileSync(join(dir, "package.json"), JSON.stringify(pkg, null, 2) + "\n");
+  copyFileSync(join(ROOT, "packages", template, "README.md"), join(dir, "README.md"));
+  const out = execFileSync("npm", ["pack", "--json", "--pack-destination", packDir], {
+    cwd: dir,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const [info] = JSON.parse(out) as { filename: string }[];
+  return { name: String(pkg.name), version: pkg.version!, dir, tarball: join(packDir, info!.filename) };
+}
+
+function tsc(project: string, outDir: string): void {
+  const bin = join(ROOT, "node_modules", "typescript", "bin", "tsc");
+  try {
+    execFileSync(process.execPath, [bin, "-p", project, "--outDir", outDir], { cwd: ROOT, encoding: "utf8" });
+  } catch (err) {
+    const e = err as { stdout?: string; message: string };
+    throw new Error(`tsc -p ${relative(ROOT, project)} failed:\n${e.stdout || e.message}`);
+  }
+}
+
+export function listFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => join(d.parentPath, d.name))
+    .sort();
+}
+
+// Static and literal dynamic imports/exports of compiled JS and declarations (tsc's own output).
+const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"'\n]+)\2/g;
+
+function rewriteSpecifiers(file: string, map: (spec: string) => string): void {
+  const text = readFileSync(file, "utf8");
+  const next = text.replace(
+    SPECIFIER,
+    (_m, lead: string, q: string, spec: string) => `${lead}${q}${map(spec)}${q}`,
+  );
+  if (next !== text) writeFileSync(file, next);
+}
+
+/** npm packages the files import (node built-ins and relative paths left out), sorted. */
+export function bareImports(files: string[]): string[] {
+  const names = new Set<string>();
+  for (const file of files.filter((f) => /\.(js|d\.ts)$/.test(f)))
+    for (const m of readFileSync(file, "utf8").matchAll(SPECIFIER)) {
+      const spec = m[3]!;
+      if (spec.startsWith(".") || spec.startsWith("/") || isBuiltin(spec)) continue;
+      const parts = spec.split("/");
+      names.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!);
+    }
+  return [...names].sort();
+}
+
+function sortKeys(o: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
+}
