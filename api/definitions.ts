@@ -11,7 +11,7 @@ export interface RouteDefinition {
   /** `/queues/{queue}/jobs`: a `{param}` is one path segment, percent-decoded. */
   path: string;
   summary: string;
-  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "health";
+  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "health" | "meta";
   query?: JsonSchema;
   body?: JsonSchema;
   /** No credentials needed (health, signing in). */
@@ -19,6 +19,7 @@ export interface RouteDefinition {
 }
 
 const QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
+const JOB_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";
 const queueName = { type: "string", pattern: QUEUE_PATTERN, description: "stage or pipeline/stage" };
 const limit = { type: "integer", minimum: 1, maximum: 200, default: 50 };
 const cursor = { type: "string", maxLength: 300, description: "opaque; from the previous page's next" };
@@ -30,6 +31,37 @@ const query = (properties: Record<string, JsonSchema>, required: string[] = []):
   required,
   additionalProperties: false,
 });
+
+/** Jobs per batch enqueue call: one enqueue_jobs script call, so a batch is enqueued atomically. */
+export const MAX_BATCH_JOBS = 500;
+
+/**
+ * A job envelope (queue/envelope.ts ENVELOPE_FIELDS): the router names a wrong field before
+ * parseEnvelope and the producer check the rest (payload size, id shape).
+ */
+export const JOB_ENVELOPE: JsonSchema = {
+  type: "object",
+  properties: {
+    data: { description: "any JSON value; the handler's input" },
+    id: {
+      type: "string",
+      pattern: JOB_ID_PATTERN,
+      description: "stable job id; enqueueing an existing id is a no-op",
+    },
+    idempotencyKey: {
+      type: "string",
+      maxLength: 500,
+      description: "a second enqueue with the same key (within 24 h) returns the first job",
+    },
+    priority: { type: "integer", minimum: 0, maximum: 1000, description: "higher runs first; default 0" },
+    delayMs: { type: "number", minimum: 0, description: "run no earlier than this many ms from now" },
+    attempts: { type: "integer", minimum: 1, maximum: 1000, description: "total attempts; default 3" },
+    timeoutMs: { type: "number", minimum: 0, description: "per-job handler timeout; 0 = the worker's" },
+    contentHash: { type: "string", maxLength: 500, description: "for result reuse (docs/protocol.md)" },
+  },
+  required: ["data"],
+  additionalProperties: false,
+};
 
 /** Job states a page can filter on (history from PostgreSQL, live ones from Redis). */
 export const LIST_STATES = [
@@ -46,6 +78,14 @@ export const LIST_STATES = [
 
 export const ROUTES: readonly RouteDefinition[] = [
   { name: "health", method: "GET", path: "/healthz", summary: "liveness", tag: "health", public: true },
+  {
+    name: "openapi",
+    method: "GET",
+    path: "/openapi.json",
+    summary: "this document (public: it describes routes, never data)",
+    tag: "meta",
+    public: true,
+  },
   {
     name: "session",
     method: "GET",
@@ -96,8 +136,20 @@ export const ROUTES: readonly RouteDefinition[] = [
     path: "/queues/{queue}/jobs",
     summary: "enqueue a job: 202 with a status URL",
     tag: "jobs",
-    // The job envelope (queue/envelope.ts): parseEnvelope checks it and names the field.
-    body: { type: "object", description: 'a job envelope: {"data": …, "priority": 0, …}' },
+    body: JOB_ENVELOPE,
+  },
+  {
+    name: "enqueueBatch",
+    method: "POST",
+    path: "/queues/{queue}/jobs/batch",
+    summary: `enqueue up to ${MAX_BATCH_JOBS} jobs in one atomic call; each job's outcome (created, or the existing job for a known id or key)`,
+    tag: "jobs",
+    body: {
+      type: "object",
+      properties: { jobs: { type: "array", items: JOB_ENVELOPE, minItems: 1, maxItems: MAX_BATCH_JOBS } },
+      required: ["jobs"],
+      additionalProperties: false,
+    },
   },
   {
     name: "listJobs",
@@ -180,6 +232,14 @@ export const ROUTES: readonly RouteDefinition[] = [
     path: "/queues/{queue}/schedules/{schedule}",
     summary: "remove a schedule",
     tag: "queues",
+  },
+  {
+    name: "listDead",
+    method: "GET",
+    path: "/queues/{queue}/dead",
+    summary: "dead letters, oldest first: id, when, reason, attempts, last error",
+    tag: "queues",
+    query: query({ limit: { ...limit, maximum: 1000 } }),
   },
   {
     name: "retryDead",
@@ -300,7 +360,7 @@ export const ROUTES: readonly RouteDefinition[] = [
 /** Path parameter schemas, by name (every route uses the same meaning for a name). */
 export const PARAMS: Record<string, JsonSchema> = {
   queue: queueName,
-  id: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$" },
+  id: { type: "string", pattern: JOB_ID_PATTERN },
   namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" },
   name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },
   /** Checked by the schedule store, whose message names the rule. */

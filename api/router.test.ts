@@ -25,7 +25,8 @@ async function call(method: string, path: string, body?: string) {
     const reply = await router.handle(req, {} as ServerResponse, url, m, 1024);
     return { status: 200, body: reply!.body as Record<string, unknown> };
   } catch (err) {
-    if (err instanceof HttpError) return { status: err.status, error: err.message };
+    if (err instanceof HttpError)
+      return { status: err.status, error: err.message, field: err.field, code: err.code };
     return { status: 400, error: (err as Error).message };
   }
 }
@@ -41,7 +42,12 @@ test("routes match by path and method; defaults and coercion apply to the query"
 });
 
 test("unknown paths are 404, wrong methods 405 naming the allowed ones", async () => {
-  assert.deepEqual(await call("GET", "/nowhere"), { status: 404, error: "no route GET /nowhere" });
+  assert.deepEqual(await call("GET", "/nowhere"), {
+    status: 404,
+    error: "no route GET /nowhere",
+    field: null,
+    code: "not_found",
+  });
   const r = await call("PUT", "/queues/q/jobs");
   assert.equal(r.status, 405);
   assert.match(r.error!, /use POST or GET|use GET or POST/);
@@ -49,7 +55,7 @@ test("unknown paths are 404, wrong methods 405 naming the allowed ones", async (
 
 test("bad input is a 400 naming the field", async () => {
   const cases: [string, string, string | undefined, RegExp][] = [
-    ["GET", "/queues/q/jobs?limit=0", undefined, /query field "limit" must be >= 1/],
+    ["GET", "/queues/q/jobs?limit=0", undefined, /query field "limit" must be ≥ 1/],
     ["GET", "/queues/q/jobs?limit=x", undefined, /query field "limit" must be an integer/],
     ["GET", "/queues/q/jobs?state=nope", undefined, /query field "state" must be one of all, ready/],
     ["GET", "/queues/q/jobs?x=1", undefined, /unknown query parameter "x" in query/],
@@ -78,6 +84,49 @@ test("bad input is a 400 naming the field", async () => {
   }
   const big = await call("POST", "/queues/q/jobs", JSON.stringify({ data: "x".repeat(2000) }));
   assert.equal(big.status, 413);
+});
+
+test("every error names its field and a code", async () => {
+  const cases: [string, string, string | undefined, number, string, string | null][] = [
+    ["GET", "/queues/q/jobs?limit=0", undefined, 400, "invalid_field", "query.limit"],
+    ["GET", "/queues/q/jobs?x=1", undefined, 400, "unknown_field", "query.x"],
+    ["GET", "/search", undefined, 400, "missing_field", "query.q"],
+    ["GET", "/queues/bad%20name/jobs", undefined, 400, "invalid_field", "path.queue"],
+    ["POST", "/queues/q/jobs", "{nope", 400, "invalid_json", "body"],
+    ["POST", "/queues/q/jobs", '{"data":1,"priorty":2}', 400, "unknown_field", "body.priorty"],
+    ["POST", "/queues/q/jobs", '{"data":1,"priority":1.5}', 400, "invalid_field", "body.priority"],
+    [
+      "POST",
+      "/queues/q/jobs/batch",
+      '{"jobs":[{"data":1},{"data":2,"x":1}]}',
+      400,
+      "unknown_field",
+      "body.jobs.1.x",
+    ],
+    ["POST", "/queues/q/jobs/batch", '{"jobs":[{"priority":1}]}', 400, "missing_field", "body.jobs.0.data"],
+    ["POST", "/queues/q/jobs/batch", '{"jobs":[]}', 400, "invalid_field", "body.jobs"],
+    ["GET", "/nowhere", undefined, 404, "not_found", null],
+    ["PUT", "/queues/q/jobs", undefined, 405, "method_not_allowed", null],
+  ];
+  for (const [method, path, body, status, code, field] of cases) {
+    const r = await call(method, path, body);
+    assert.deepEqual([r.status, r.code, r.field], [status, code, field], `${method} ${path}: ${r.error}`);
+  }
+  const tooMany = JSON.stringify({ jobs: Array.from({ length: 501 }, () => ({ data: 1 })) });
+  const r = await new Router(handlers)
+    .handle(
+      Object.assign(Readable.from([Buffer.from(tooMany)]), {
+        headers: { "content-type": "application/json" },
+      }) as unknown as IncomingMessage,
+      {} as ServerResponse,
+      new URL("http://api/queues/q/jobs/batch"),
+      router.match("POST", "/queues/q/jobs/batch"),
+      1024 * 1024,
+    )
+    .catch((err: HttpError) => err);
+  assert.ok(r instanceof HttpError);
+  assert.deepEqual([r.status, r.code, r.field], [413, "too_many_items", "body.jobs"]);
+  assert.match(r.message, /at most 500/);
 });
 
 test("every route has a handler, a unique (method, path) and a tag", () => {

@@ -44,28 +44,54 @@ export interface Match {
 const queryAjv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true, strict: false });
 const bodyAjv = new Ajv({ allErrors: true, strict: false });
 
-function describeError(where: string, e: ErrorObject): string {
-  const field = e.instancePath
+/** One ajv error as the reply: the reason, a code, and the field as `<where>.<path>`. */
+export function describeError(where: string, e: ErrorObject): HttpError {
+  const path = e.instancePath
     .split("/")
     .filter(Boolean)
     .map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
-  const at = field.length > 0 ? `${where} field ${JSON.stringify(field.join("."))}` : where;
   const p = e.params as Record<string, unknown>;
+  const named = (parts: unknown[]) => JSON.stringify(parts.join("."));
+  const fieldOf = (parts: unknown[]) => [where, ...parts].join(".");
+  const at = path.length > 0 ? `${where} field ${named(path)}` : where;
+  const fail = (message: string, code = "invalid_field", parts: unknown[] = path, status = 400) =>
+    HttpError.field(status, fieldOf(parts), message, code);
   switch (e.keyword) {
     case "required":
-      return `${where} field ${JSON.stringify([...field, p.missingProperty].join("."))} is required`;
-    case "additionalProperties":
-      return `unknown ${where === "query" ? "query parameter" : "field"} ${JSON.stringify(p.additionalProperty)} in ${where}`;
+      return fail(`${where} field ${named([...path, p.missingProperty])} is required`, "missing_field", [
+        ...path,
+        p.missingProperty,
+      ]);
+    case "additionalProperties": {
+      const what = where === "query" ? "query parameter" : "field";
+      const inside = path.length > 0 ? ` ${named(path)}` : "";
+      return fail(
+        `unknown ${what} ${JSON.stringify(p.additionalProperty)} in ${where}${inside}`,
+        "unknown_field",
+        [...path, p.additionalProperty],
+      );
+    }
     case "type": {
-      const t = String(p.type);
-      return `${at} must be ${/^[aeiou]/.test(t) ? "an" : "a"} ${t}`;
+      const t = String(p.type).replace(",", " or ");
+      return fail(`${at} must be ${/^[aeiou]/.test(t) ? "an" : "a"} ${t}`);
     }
     case "enum":
-      return `${at} must be one of ${(p.allowedValues as unknown[]).join(", ")}`;
+      return fail(`${at} must be one of ${(p.allowedValues as unknown[]).join(", ")}`);
     case "pattern":
-      return `${at} has characters or a shape it may not have`;
+      return fail(`${at} has characters or a shape it may not have`);
+    case "minimum":
+    case "maximum":
+      return fail(`${at} must be ${e.keyword === "minimum" ? "≥" : "≤"} ${String(p.limit)}`);
+    case "maxItems":
+      // A batch (or id list) over its limit: 413 naming the limit, nothing done.
+      return fail(
+        `${at} has more than ${String(p.limit)} items; send at most ${String(p.limit)} per call`,
+        "too_many_items",
+        path,
+        413,
+      );
     default:
-      return `${at} ${e.message ?? "is invalid"}`;
+      return fail(`${at} ${e.message ?? "is invalid"}`);
   }
 }
 
@@ -73,7 +99,7 @@ function check(validate: ValidateFunction | undefined, where: string, value: unk
   if (!validate || validate(value)) return;
   const errors = validate.errors!;
   const e = errors.find((x) => x.keyword === "additionalProperties") ?? errors[0]!;
-  throw new HttpError(400, describeError(where, e));
+  throw describeError(where, e);
 }
 
 function compile(def: RouteDefinition): CompiledRoute {
@@ -141,14 +167,28 @@ export class Router {
   ): Promise<Reply | undefined> {
     const { route, params } = m;
     // The queue library's own checks first: their messages are the ones the CLI and clients know.
-    if (params.queue !== undefined) assertQueueName(params.queue);
-    if (params.id !== undefined) assertJobId(params.id);
+    for (const [name, assert] of [
+      ["queue", assertQueueName],
+      ["id", assertJobId],
+    ] as const) {
+      if (params[name] === undefined) continue;
+      try {
+        assert(params[name]);
+      } catch (err) {
+        throw HttpError.field(400, `path.${name}`, (err as Error).message, "invalid_field");
+      }
+    }
     check(route.params, "path", params);
     const query: Record<string, unknown> = {};
     for (const key of new Set(url.searchParams.keys())) {
       const values = url.searchParams.getAll(key);
       if (values.length > 1)
-        throw new HttpError(400, `query parameter ${JSON.stringify(key)} is given twice`);
+        throw HttpError.field(
+          400,
+          `query.${key}`,
+          `query parameter ${JSON.stringify(key)} is given twice`,
+          "invalid_field",
+        );
       query[key] = values[0];
     }
     check(route.query, "query", query);
@@ -159,7 +199,7 @@ export class Router {
         route.def.body?.type === "object" &&
         (typeof body !== "object" || body === null || Array.isArray(body))
       )
-        throw new HttpError(400, 'body must be an object like {"data": …}');
+        throw HttpError.field(400, "body", 'body must be an object like {"data": …}', "invalid_field");
       check(route.body, "body", body);
     }
     return this.handlers[route.def.name]!({ req, res, url, route: route.def, params, query, body });

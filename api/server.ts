@@ -27,6 +27,7 @@ import { JobRecords } from "./records.ts";
 import { Router } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
+import { jobApiHandlers } from "./routes/jobApi.ts";
 import { jobHandlers } from "./routes/jobs.ts";
 import { poolHandlers } from "./routes/pools.ts";
 import { queueHandlers } from "./routes/queues.ts";
@@ -53,6 +54,31 @@ export interface JobApiOptions {
   /** The built dashboard; default: dist/dashboard. null: API only. */
   dashboardDir?: string | null;
   log?: Logger;
+}
+
+/** The queue library's input errors are the client's mistake: 4xx in the one error shape. */
+function asHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  const message = (err as Error)?.message ?? String(err);
+  if (err instanceof PayloadTooLargeError)
+    return new HttpError(413, message, {}, "body.data", "payload_too_large");
+  if (err instanceof RateLimitError) return HttpError.field(400, "body.limit", message, "invalid_field");
+  if (err instanceof ScheduleError || err instanceof DurationError)
+    return HttpError.field(400, scheduleField(message), message, "invalid_field");
+  if (err instanceof InvalidNameError || err instanceof InvalidJobError)
+    return new HttpError(400, message, {}, null, "invalid_request");
+  return new HttpError(500, `internal error: ${message}`);
+}
+
+/** Which schedule input a ScheduleError is about, from its message (the store names the rule). */
+function scheduleField(message: string): string {
+  if (/schedule name/.test(message)) return "path.schedule";
+  if (/time zone|^tz /.test(message)) return "body.tz";
+  if (/cron/.test(message) && !/every/.test(message)) return "body.cron";
+  if (/every/.test(message)) return "body.every";
+  if (/attempts/.test(message)) return "body.attempts";
+  if (/data/.test(message)) return "body.data";
+  return "body";
 }
 
 export class InsecureConfigurationError extends Error {
@@ -91,6 +117,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     ...authHandlers(ctx),
     ...queueHandlers(ctx),
     ...jobHandlers(ctx),
+    ...jobApiHandlers(ctx),
     ...searchHandlers(ctx),
     ...eventHandlers(ctx),
     ...poolHandlers(ctx),
@@ -116,27 +143,10 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       if (reply) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
     };
     handle().catch((err: unknown) => {
-      const status =
-        err instanceof HttpError
-          ? err.status
-          : err instanceof InvalidNameError ||
-              err instanceof InvalidJobError ||
-              err instanceof RateLimitError ||
-              err instanceof ScheduleError ||
-              err instanceof DurationError
-            ? 400
-            : err instanceof PayloadTooLargeError
-              ? 413
-              : 500;
-      if (status === 500)
+      const e = asHttpError(err);
+      if (e.status >= 500 && !(err instanceof HttpError))
         opts.log?.error({ err: (err as Error).message, path: req.url }, "API request failed");
-      if (!res.headersSent)
-        sendJson(
-          res,
-          status,
-          { error: status === 500 ? `internal error: ${(err as Error).message}` : (err as Error).message },
-          err instanceof HttpError ? err.headers : {},
-        );
+      if (!res.headersSent) sendJson(res, e.status, e.body, e.headers);
       else res.destroy();
       req.resume();
     });

@@ -100,7 +100,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
         ctx.records ? ctx.records.executions(pipeline, id) : [],
         ctx.records ? ctx.records.children(pipeline, id) : [],
         ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
-        jobLogs(ctx, id, queue),
+        ctx.admin.jobLogs(id, queue),
       ]);
       const events = recent
         .map(([eventId, flat]) => {
@@ -171,9 +171,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
-      const logs = await jobLogs(ctx, id, info.queue);
-      if (logs === null) throw new HttpError(501, "per-job logs are not available yet in this version");
-      return { body: { id, logs } };
+      return { body: { id, queue: info.queue, logs: await ctx.admin.jobLogs(id, info.queue) } };
     },
 
     async retryJob({ params, query }) {
@@ -181,7 +179,8 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const queue = query.queue as string;
       ctx.auth.assertQueue(queue);
       const moved = await ctx.admin.retryDead(queue, [id]);
-      if (moved === 0) throw new HttpError(409, `job ${id} is not dead in ${queue}: nothing to retry`);
+      if (moved === 0)
+        throw new HttpError(409, `job ${id} is not dead in ${queue}: nothing to retry`, {}, null, "not_dead");
       return { body: { id, queue, retried: true } };
     },
 
@@ -192,7 +191,13 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const r = await ctx.admin.cancel(id, query.queue as string | undefined);
       if (r.outcome === "notFound") notFound(id);
       if (r.outcome === "finished")
-        return { status: 409, body: { ...r, error: `job ${id} is already ${r.state}: nothing to cancel` } };
+        throw new HttpError(
+          409,
+          `job ${id} is already ${r.state}: nothing to cancel`,
+          {},
+          null,
+          "already_finished",
+        );
       return { body: r };
     },
 
@@ -202,16 +207,9 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       if (!info) notFound(id);
       const promote = adminMethod<[string, string?], unknown>(ctx.admin, "promote");
       const done = await promote(id, info.queue);
-      if (done === false || done === 0) throw new HttpError(409, `job ${id} is ${info.state}, not delayed`);
+      if (done === false || done === 0)
+        throw new HttpError(409, `job ${id} is ${info.state}, not delayed`, {}, null, "not_delayed");
       return { body: { id, queue: info.queue, promoted: true } };
     },
   };
-}
-
-/** The handler's log lines when the queue library records them (null until it does). */
-async function jobLogs(ctx: ApiContext, id: string, queue: string): Promise<unknown[] | null> {
-  const read = (ctx.admin as unknown as { jobLogs?: (id: string, queue?: string) => Promise<unknown[]> })
-    .jobLogs;
-  if (typeof read !== "function") return null;
-  return read.call(ctx.admin, id, queue);
 }

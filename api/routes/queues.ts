@@ -94,7 +94,12 @@ export function queueHandlers(ctx: ApiContext): Handlers {
         envelope = parseEnvelope(body);
       } catch (err) {
         if (err instanceof EnvelopeError)
-          throw new HttpError(400, err.message.replace(/^a job must be/, "body must be"));
+          throw HttpError.field(
+            400,
+            "body",
+            err.message.replace(/^a job must be/, "body must be"),
+            "invalid_field",
+          );
         throw err;
       }
       const { data, ...options } = envelope;

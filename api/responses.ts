@@ -1,0 +1,313 @@
+// What every route answers on success, as JSON Schemas keyed by route name (the requests are in
+// api/definitions.ts). api/openapi.ts puts both into the OpenAPI document, and the API tests
+// validate real replies against it; api/openapi.test.ts checks every route has an entry here.
+// Error replies are not listed per route: every 4xx/5xx is the one ErrorBody shape (api/http.ts).
+import { LIST_STATES, type JsonSchema } from "./definitions.ts";
+
+export interface RouteResponse {
+  status: number;
+  description: string;
+  /** JSON body; absent with `content` for other media types. */
+  schema?: JsonSchema;
+  /** Non-JSON replies (SSE, downloads): media type → schema. */
+  content?: Record<string, JsonSchema>;
+  headers?: Record<string, JsonSchema & { description: string }>;
+}
+
+const str = { type: "string" };
+const int = { type: "integer" };
+const bool = { type: "boolean" };
+const num = { type: "number" };
+const nullable = (s: JsonSchema): JsonSchema => ({ anyOf: [s, { type: "null" }] });
+const isoTime = { type: "string", format: "date-time" };
+const any = {};
+const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
+
+/** An object whose listed fields are all present; more fields may follow in later versions. */
+const obj = (properties: Record<string, JsonSchema>, optional: string[] = []): JsonSchema => ({
+  type: "object",
+  properties,
+  required: Object.keys(properties).filter((k) => !optional.includes(k)),
+});
+
+/** Shared shapes, under components.schemas. */
+export const SCHEMAS: Record<string, JsonSchema> = {
+  Error: {
+    type: "object",
+    description:
+      "Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs " +
+      "(invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, " +
+      "payload_too_large, unauthorized, forbidden, not_found, method_not_allowed, conflict, …), " +
+      "`field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, " +
+      "header.Last-Event-ID) or null.",
+    properties: { error: str, code: str, field: { type: ["string", "null"] } },
+    required: ["error", "code", "field"],
+    additionalProperties: false,
+  },
+  QueueSummary: obj({
+    queue: str,
+    ready: int,
+    delayed: int,
+    inflight: int,
+    completed: int,
+    dead: int,
+    cancelled: int,
+    backlog: int,
+    paused: bool,
+    rateLimit: { type: ["string", "null"] },
+    schedules: int,
+    oldestWaitingMs: { type: ["integer", "null"] },
+    workers: int,
+  }),
+  JobListItem: obj(
+    {
+      id: str,
+      queue: str,
+      state: str,
+      attempts: int,
+      maxAttempts: { type: ["integer", "null"] },
+      createdAt: nullable(str),
+      startedAt: nullable(str),
+      progress: { type: ["number", "null"] },
+      deadReason: { type: ["string", "null"] },
+    },
+    ["startedAt", "progress", "deadReason"],
+  ),
+  Schedule: obj(
+    {
+      name: str,
+      every: str,
+      cron: str,
+      tz: str,
+      data: any,
+      attempts: int,
+      nextRun: nullable(isoTime),
+    },
+    ["every", "cron", "tz", "attempts", "data"],
+  ),
+  JobLogLine: obj({ at: num, executionId: str, message: str }),
+  DeadJob: obj({ id: str, deadAt: num, reason: str, attemptsMade: int, error: str }, ["error"]),
+  SearchHit: obj({
+    id: str,
+    queue: str,
+    state: str,
+    matched: { enum: ["id", "idempotencyKey", "data", "result", "data or result"] },
+    createdAt: nullable(str),
+    updatedAt: nullable(str),
+  }),
+  JobEvent: {
+    ...obj({ type: str, id: str, queue: str, at: str }),
+    description:
+      "The data of an SSE `job` event: the queue stream entry's fields (never the lease token). " +
+      "The SSE id is the stream entry id; send it back as Last-Event-ID to resume.",
+  },
+  Shown: {
+    description: "a payload as shown: the value when small, else its first 64 KiB as text",
+    anyOf: [
+      { type: "null" },
+      obj({ value: any, bytes: int, truncated: { const: false } }),
+      obj({ text: str, bytes: int, truncated: { const: true } }),
+    ],
+  },
+};
+
+const queueAnd = (properties: Record<string, JsonSchema>): JsonSchema => obj({ queue: str, ...properties });
+const ok = (description: string, schema: JsonSchema, status = 200): RouteResponse[] => [
+  { status, description, schema },
+];
+const page = (item: JsonSchema) => ({
+  items: { type: "array", items: item },
+  next: { type: ["string", "null"] },
+});
+
+export const RESPONSES: Record<string, RouteResponse[]> = {
+  health: ok("alive", obj({ ok: { const: true } })),
+  openapi: ok("this document", { type: "object", required: ["openapi", "paths"] }),
+  session: ok(
+    "the session and what the server allows",
+    obj({
+      authRequired: bool,
+      authenticated: bool,
+      readOnly: bool,
+      queues: { type: "array", items: str },
+      history: bool,
+      pools: bool,
+    }),
+  ),
+  signIn: [
+    {
+      status: 200,
+      description: "signed in; the session cookie is set",
+      schema: obj({ authenticated: bool }),
+      headers: { "Set-Cookie": { type: "string", description: "the HttpOnly session cookie" } },
+    },
+  ],
+  signOut: ok("signed out", obj({ authenticated: { const: false } })),
+  listQueues: ok("every queue", obj({ queues: { type: "array", items: ref("QueueSummary") } })),
+  queueCounts: ok("the queue's counts", {
+    allOf: [ref("QueueSummary"), obj({ dueDelayed: int })],
+  }),
+  enqueue: [
+    {
+      status: 202,
+      description: "accepted; poll the status URL",
+      schema: obj({ id: str, created: bool, status: str }),
+      headers: { Location: { type: "string", description: "the status URL" } },
+    },
+  ],
+  enqueueBatch: ok(
+    "every job enqueued, in one atomic call; each job's outcome in request order",
+    obj({
+      queue: str,
+      created: int,
+      existing: int,
+      jobs: {
+        type: "array",
+        items: obj({
+          index: int,
+          id: str,
+          outcome: { enum: ["created", "existing"] },
+          status: str,
+        }),
+      },
+    }),
+    202,
+  ),
+  listJobs: ok(
+    "a page of jobs, newest first",
+    obj({
+      queue: str,
+      state: { enum: LIST_STATES },
+      source: { enum: ["redis", "records"] },
+      ...page(ref("JobListItem")),
+    }),
+  ),
+  queueStats: ok(
+    "per-minute throughput and durations (empty without PostgreSQL)",
+    queueAnd({
+      history: bool,
+      minutes: {
+        type: "array",
+        items: obj({
+          minute: num,
+          completed: int,
+          failed: int,
+          p50: { type: ["number", "null"] },
+          p95: { type: ["number", "null"] },
+        }),
+      },
+    }),
+  ),
+  queueWorkers: ok(
+    "live workers",
+    queueAnd({
+      workers: {
+        type: "array",
+        items: obj(
+          {
+            id: str,
+            pod: str,
+            slots: int,
+            busy: int,
+            free: int,
+            draining: bool,
+            jobP50Ms: num,
+            seen: num,
+            lastSeenMs: num,
+          },
+          ["jobP50Ms"],
+        ),
+      },
+    }),
+  ),
+  pause: ok("paused", queueAnd({ paused: { const: true } })),
+  resume: ok("resumed", queueAnd({ paused: { const: false } })),
+  setRateLimit: ok("the limit now in force", queueAnd({ rateLimit: { type: ["string", "null"] } })),
+  removeRateLimit: ok("no limit", queueAnd({ rateLimit: { type: "null" } })),
+  listSchedules: ok(
+    "the queue's schedules",
+    queueAnd({ schedules: { type: "array", items: ref("Schedule") } }),
+  ),
+  putSchedule: ok("the schedule as stored", { allOf: [queueAnd({}), ref("Schedule")] }),
+  deleteSchedule: ok("removed", queueAnd({ name: str, removed: { const: true } })),
+  listDead: ok(
+    "dead letters, oldest first",
+    queueAnd({ total: int, dead: { type: "array", items: ref("DeadJob") } }),
+  ),
+  retryDead: ok("how many went back to ready", queueAnd({ retried: int })),
+  purgeDead: ok("how many were deleted", queueAnd({ purged: int })),
+  bulkCancel: ok("how many were cancelled", queueAnd({ cancelled: int })),
+  jobStatus: ok(
+    "the job's state",
+    obj({
+      id: str,
+      queue: str,
+      state: str,
+      progress: { type: ["number", "null"] },
+      progressMessage: { type: ["string", "null"] },
+      attempts: int,
+      maxAttempts: int,
+      result: any,
+      error: any,
+      deadReason: { type: ["string", "null"] },
+    }),
+  ),
+  jobDetail: ok(
+    "everything known about the job",
+    obj({
+      id: str,
+      queue: str,
+      pipeline: str,
+      state: str,
+      progress: { type: ["number", "null"] },
+      attempts: int,
+      maxAttempts: { type: ["integer", "null"] },
+      stalls: int,
+      createdAt: nullable(str),
+      data: ref("Shown"),
+      result: ref("Shown"),
+      error: ref("Shown"),
+      executions: { type: "array" },
+      events: { type: "array", items: { type: "object", required: ["eventId"] } },
+      children: { type: "array" },
+      logs: { type: "array", items: ref("JobLogLine") },
+      sources: obj({ redis: bool, records: bool }),
+      actions: obj({ retry: bool, cancel: bool, promote: bool }),
+    }),
+  ),
+  jobPayload: [
+    {
+      status: 200,
+      description: "the full JSON text of the job's data, result or error (an attachment)",
+      content: { "application/json": any },
+    },
+  ],
+  jobLogs: ok(
+    "the lines the job's handlers logged, oldest first (empty once the log expired)",
+    obj({ id: str, queue: str, logs: { type: "array", items: ref("JobLogLine") } }),
+  ),
+  retryJob: ok("back in ready", obj({ id: str, queue: str, retried: { const: true } })),
+  cancelJob: ok(
+    "cancelled (a finished job is a 409)",
+    obj({
+      id: str,
+      outcome: { const: "cancelled" },
+      state: str,
+      queue: str,
+      jobsCancelled: int,
+    }),
+  ),
+  promoteJob: ok("runs now", obj({ id: str, queue: str, promoted: { const: true } })),
+  search: ok("matching jobs", obj({ q: str, kind: { enum: ["id", "field"] }, ...page(ref("SearchHit")) })),
+  events: [
+    {
+      status: 200,
+      description:
+        "a Server-Sent Events stream: `job` events (data: JobEvent, id: the stream entry id), " +
+        "`queues` events (data: the queue names) and `: ping` comments every 15 s",
+      content: { "text/event-stream": { type: "string" } },
+    },
+  ],
+  listPools: ok("WorkerPools and their status", obj({ pools: { type: "array", items: { type: "object" } } })),
+  poolDetail: ok("one WorkerPool", { type: "object" }),
+};

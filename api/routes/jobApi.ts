@@ -1,0 +1,69 @@
+// The producer-facing additions of the HTTP job API (issue 17): batch enqueue, the dead-letter
+// list, and the OpenAPI document itself.
+import { randomUUID } from "node:crypto";
+import { EnvelopeError, parseEnvelope, PayloadTooLargeError, type JobToEnqueue } from "../../queue/index.ts";
+import type { ApiContext } from "../context.ts";
+import { HttpError } from "../http.ts";
+import { openApiDocument } from "../openapi.ts";
+import type { Handlers } from "../router.ts";
+
+export const statusUrl = (id: string, queue: string) =>
+  `/jobs/${encodeURIComponent(id)}?queue=${encodeURIComponent(queue)}`;
+
+export function jobApiHandlers(ctx: ApiContext): Handlers {
+  let document: Record<string, unknown> | undefined;
+  return {
+    async openapi() {
+      document ??= openApiDocument();
+      return { body: document };
+    },
+
+    async enqueueBatch({ params, body }) {
+      const queue = params.queue!;
+      ctx.auth.assertQueue(queue);
+      // The schema checked every job already; parseEnvelope is the producer's own reading of it.
+      // Ids are given here so a payload-size refusal can name the job by its index.
+      const jobs: JobToEnqueue[] = (body as { jobs: unknown[] }).jobs.map((raw, index) => {
+        try {
+          const job = parseEnvelope(raw);
+          return { ...job, id: job.id ?? randomUUID() };
+        } catch (err) {
+          if (err instanceof EnvelopeError)
+            throw HttpError.field(400, `body.jobs.${index}`, err.message, "invalid_field");
+          throw err;
+        }
+      });
+      let results;
+      try {
+        results = await ctx.producer.enqueueMany(queue, jobs);
+      } catch (err) {
+        if (!(err instanceof PayloadTooLargeError)) throw err;
+        const index = jobs.findIndex((j) => err.message.startsWith(`job ${j.id} `));
+        throw HttpError.field(
+          413,
+          index >= 0 ? `body.jobs.${index}.data` : "body.jobs",
+          `nothing enqueued: ${err.message}`,
+          "payload_too_large",
+        );
+      }
+      const outcomes = results.map((r, index) => ({
+        index,
+        id: r.id,
+        outcome: r.created ? "created" : "existing",
+        status: statusUrl(r.id, queue),
+      }));
+      const created = outcomes.filter((o) => o.outcome === "created").length;
+      return { status: 202, body: { queue, created, existing: outcomes.length - created, jobs: outcomes } };
+    },
+
+    async listDead({ params, query }) {
+      const queue = params.queue!;
+      ctx.auth.assertQueue(queue);
+      const [dead, counts] = await Promise.all([
+        ctx.admin.deadJobs(queue, query.limit as number),
+        ctx.admin.counts(queue),
+      ]);
+      return { body: { queue, total: counts.dead, dead } };
+    },
+  };
+}
