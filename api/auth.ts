@@ -76,10 +76,20 @@ export class Auth {
     if (origin === undefined) {
       // No cookie involved (a bearer client, or a server without a token): nothing to forge.
       if (credential === "bearer" || credential === "none-needed") return;
-      throw new HttpError(403, "missing Origin header on a state-changing request (CSRF check)");
+      throw new HttpError(
+        403,
+        "missing Origin header on a state-changing request (CSRF check)",
+        {},
+        "header.Origin",
+      );
     }
     if (!sameOrigin(req, origin))
-      throw new HttpError(403, `Origin ${JSON.stringify(origin)} is not this server (CSRF check)`);
+      throw new HttpError(
+        403,
+        `Origin ${JSON.stringify(origin)} is not this server (CSRF check)`,
+        {},
+        "header.Origin",
+      );
   }
 
   queueAllowed(queue: string): boolean {

@@ -31,7 +31,12 @@ function decode(cursor: string): [number, string] {
   } catch {
     // fall through
   }
-  throw new HttpError(400, 'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged');
+  throw HttpError.field(
+    400,
+    "query.cursor",
+    'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged',
+    "invalid_field",
+  );
 }
 
 const iso = (ms: string | null) => (ms && Number(ms) > 0 ? new Date(Number(ms)).toISOString() : null);

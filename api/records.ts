@@ -64,7 +64,12 @@ function decodeCursor(s: string): Cursor {
   } catch {
     // fall through
   }
-  throw new HttpError(400, 'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged');
+  throw HttpError.field(
+    400,
+    "query.cursor",
+    'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged',
+    "invalid_field",
+  );
 }
 
 function page(rows: (JobRow & { cursor_at?: string })[], limit: number): Page<JobRow> {

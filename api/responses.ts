@@ -96,7 +96,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     updatedAt: nullable(str),
   }),
   JobEvent: {
-    ...obj({ type: str, id: str, queue: str, at: str }),
+    ...obj({ type: str, id: str, queue: str, at: { type: "number", description: "ms since epoch" } }),
     description:
       "The data of an SSE `job` event: the queue stream entry's fields (never the lease token). " +
       "The SSE id is the stream entry id; send it back as Last-Event-ID to resume.",
@@ -129,7 +129,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       authRequired: bool,
       authenticated: bool,
       readOnly: bool,
-      queues: { type: "array", items: str },
+      queues: { type: ["array", "null"], items: str, description: "the allow-list; null: every queue" },
       history: bool,
       pools: bool,
     }),

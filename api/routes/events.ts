@@ -32,7 +32,12 @@ export function eventHandlers(ctx: ApiContext): Handlers {
       const header = req.headers["last-event-id"];
       const lastId = typeof header === "string" && header !== "" ? header : undefined;
       if (lastId !== undefined && !STREAM_ID.test(lastId))
-        throw new HttpError(400, "Last-Event-ID must be a stream id like 1700000000000-0");
+        throw HttpError.field(
+          400,
+          "header.Last-Event-ID",
+          "Last-Event-ID must be a stream id like 1700000000000-0",
+          "invalid_field",
+        );
       res.writeHead(200, {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-store",

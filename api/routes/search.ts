@@ -114,7 +114,12 @@ export function searchHandlers(ctx: ApiContext): Handlers {
         };
       }
       if (query.cursor !== undefined)
-        throw new HttpError(400, 'query parameter "cursor" only pages field=value searches');
+        throw HttpError.field(
+          400,
+          "query.cursor",
+          'query parameter "cursor" only pages field=value searches',
+          "invalid_field",
+        );
       return { body: { q, kind: "id", items: await byIdOrKey(q, limit), next: null } };
     },
   };
