@@ -117,6 +117,7 @@ export function startSendSpan(
   ids: string[],
   parent: Context = context.active(),
 ): { span: Span; field: string } | null {
+  const tracer = activeTracer();
   if (!tracer) return null;
   const attributes =
     ids.length === 1
@@ -137,7 +138,7 @@ export function endSpan(span: Span, err?: unknown): void {
 
 /** W3C headers of the active context (for an HTTP call or a child process), or null. */
 export function activeTraceHeaders(): { traceparent: string; tracestate?: string } | null {
-  if (!tracer) return null;
+  if (!tracingEnabled()) return null;
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
   if (!carrier.traceparent) return null;
