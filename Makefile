@@ -60,8 +60,11 @@ observability:
 
 # The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
 # real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.
-demo: deps controlplane
-	node test/e2e/demo.ts
+# RUNTIME=containers: `helm install` runs the operator from its image and the pods run the worker
+# image (podman; `make images` first).
+RUNTIME ?= process
+demo: deps controlplane $(if $(filter containers,$(RUNTIME)),images)
+	RUNTIME=$(RUNTIME) node test/e2e/demo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.

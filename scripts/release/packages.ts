@@ -91,19 +91,9 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
   rmSync(dir, { recursive: true, force: true });
   const dist = join(dir, "dist");
   tsc(join(ROOT, "packages", "conveyor", "tsconfig.json"), dist);
-  const queueIndex = join(dist, "queue", "index.js");
   const queueDir = join(dist, "queue") + sep;
   for (const file of listFiles(dist).filter((f) => f.endsWith(".js") && !f.startsWith(queueDir)))
-    rewriteSpecifiers(file, (spec) => {
-      if (!spec.startsWith(".")) return spec;
-      const target = resolve(dirname(file), spec);
-      if (target === queueIndex) return LIBRARY;
-      if (target.startsWith(queueDir))
-        throw new Error(
-          `${relative(dist, file)} imports ${spec}: only queue/index.ts is the library's surface; export what it needs there`,
-        );
-      return spec;
-    });
+    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec));
   rmSync(join(dist, "queue"), { recursive: true, force: true });
   mkdirSync(join(dir, "bin"), { recursive: true });
   copyFileSync(join(ROOT, "bin", "conveyor.js"), join(dir, "bin", "conveyor.js"));
@@ -119,6 +109,22 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
   const pkg: PackageJson = { ...template, version, dependencies: sortKeys(dependencies) };
   if (Object.keys(optionalDependencies).length > 0) pkg.optionalDependencies = sortKeys(optionalDependencies);
   return pack(pkg, dir, packDir, "conveyor");
+}
+
+/**
+ * A compiled file's import specifier with the queue code swapped for the library package:
+ * `../queue/index.js` (from any depth) becomes `@conveyor-dev/queue`; a deeper import into
+ * queue/ is refused, since the package exports only queue/index.ts.
+ */
+export function libraryImport(dist: string, file: string, spec: string): string {
+  if (!spec.startsWith(".")) return spec;
+  const target = resolve(dirname(file), spec);
+  if (target === join(dist, "queue", "index.js")) return LIBRARY;
+  if (target.startsWith(join(dist, "queue") + sep))
+    throw new Error(
+      `${relative(dist, file)} imports ${spec}: only queue/index.ts is the library's surface; export what it needs there`,
+    );
+  return spec;
 }
 
 /** The exact versions the root package.json pins (the one place dependency versions live). */
@@ -165,7 +171,7 @@ export function listFiles(dir: string): string[] {
 // Static and literal dynamic imports/exports of compiled JS and declarations (tsc's own output).
 const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"'\n]+)\2/g;
 
-function rewriteSpecifiers(file: string, map: (spec: string) => string): void {
+export function rewriteSpecifiers(file: string, map: (spec: string) => string): void {
   const text = readFileSync(file, "utf8");
   const next = text.replace(
     SPECIFIER,
