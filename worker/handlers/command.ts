@@ -2,7 +2,7 @@
 // worker, and never through a shell, so job data is inert), job data as JSON on stdin, the
 // result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry.
 import { spawn } from "node:child_process";
-import { activeTraceHeaders } from "../../queue/tracing.ts";
+import { activeTraceHeaders } from "../../queue/index.ts";
 import { HandlerError, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
