@@ -49,6 +49,8 @@ export interface OperatorResult {
   leaseWritesPerMinute: number;
   /** Writes seen by the API server's audit log in the window (users other than system:*), lease renewals apart. */
   auditWritesPerMinute: number;
+  /** The same writes by `verb resource[/subresource]`, to tell what an idle operator still writes. */
+  auditWritesByResource: Record<string, number>;
   redisCommandsPerMinute: number;
   activationSeconds: Summary;
   directScaleUpSeconds: Summary;
@@ -65,7 +67,7 @@ interface AuditEventLike {
   verb: string;
   stageTimestamp?: string;
   user: { username: string };
-  objectRef?: { resource?: string };
+  objectRef?: { resource?: string; subresource?: string };
 }
 /** The parts of test/support/controlplane.ts this benchmark uses. */
 interface ControlPlaneLike {
@@ -281,6 +283,11 @@ export async function runOperatorBench(opts: {
         e.objectRef?.resource !== "leases"
       );
     });
+    const auditWritesByResource: Record<string, number> = {};
+    for (const e of audit) {
+      const what = `${e.verb} ${e.objectRef?.resource ?? "?"}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ""}`;
+      auditWritesByResource[what] = (auditWritesByResource[what] ?? 0) + 1;
+    }
     const redisDelta = delta(r0, r1, { info: 4 });
     const redisCommands = [...redisDelta.commands.values()].reduce((a, s) => a + s.calls, 0);
 
@@ -348,6 +355,7 @@ export async function runOperatorBench(opts: {
       apiWritesPerMinute,
       leaseWritesPerMinute,
       auditWritesPerMinute: round(audit.length / minutes, 1),
+      auditWritesByResource,
       redisCommandsPerMinute: round(redisCommands / minutes),
       activationSeconds: roundSummary(summarize(activation)),
       directScaleUpSeconds: roundSummary(summarize(scaleUp)),
@@ -373,8 +381,18 @@ function roundSummary(s: Summary): Summary {
 }
 
 if (import.meta.main) {
-  const pools = Number(process.argv[2] ?? 1000);
-  const idleSeconds = Number(process.argv[3] ?? 60);
+  // `node bench/operator.ts [pools] [idleSeconds]` or `--pools N --idle S`.
+  const args = process.argv.slice(2);
+  const flag = (name: string) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args.splice(i, 2)[1] : undefined;
+  };
+  const pools = Number(flag("pools") ?? args[0] ?? 1000);
+  const idleSeconds = Number(flag("idle") ?? args[1] ?? 60);
+  if (!Number.isInteger(pools) || pools < 1 || !(idleSeconds > 0)) {
+    process.stderr.write("usage: node bench/operator.ts [--pools N] [--idle SECONDS]\n");
+    process.exit(2);
+  }
   runOperatorBench({ pools, idleSeconds, decisions: 3 }).then(
     (r) => {
       process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);

@@ -9,6 +9,7 @@ import { RESOURCES } from "../apis/coordinates.ts";
 import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Controller } from "../kube/controller.ts";
+import { stripManagedFields } from "../kube/informer.ts";
 import { BeingDeleted, GenerationChanged, LabelsChanged, anyOf } from "../kube/filters.ts";
 import { splitKey } from "../kube/keys.ts";
 import type { ManagedController } from "../kube/manager.ts";
@@ -69,7 +70,7 @@ export class WorkerPoolController implements ManagedController {
     });
     const deployments = controller.owns<Deployment>(RESOURCES.deployments, RESOURCES.workerPools, managed);
     const hpas = controller.owns<HPA>(RESOURCES.horizontalPodAutoscalers, RESOURCES.workerPools, managed);
-    const pods = controller.watches<Pod>(RESOURCES.pods, managed);
+    const pods = controller.watches<Pod>(RESOURCES.pods, { ...managed, transform: podSummary });
 
     this.conns = new RedisConnections(log);
     this.poller = new BacklogPoller(
@@ -164,4 +165,10 @@ export class WorkerPoolController implements ManagedController {
     // Only the leader acts on samples; standbys just keep serving the metric.
     if (this.opts.isLeader()) this.enqueue(key);
   }
+}
+
+/** What the reconcile reads of a pod (name, labels, deletion cost, deletion, phase): not its spec. */
+function podSummary(pod: Pod): Pod {
+  const { metadata } = stripManagedFields(pod);
+  return { metadata, ...(pod.status?.phase ? { status: { phase: pod.status.phase } } : {}) };
 }
