@@ -44,6 +44,9 @@ export interface OperatorResult {
   idleWindowSeconds: number;
   cpuPercentOfCore: number;
   rssMiB: number;
+  /** V8 heap in use and memory outside it (buffers, wasm), from the operator's own /metrics. */
+  heapUsedMiB: number;
+  externalMiB: number;
   apiRequestsPerMinute: Record<string, number>;
   apiWritesPerMinute: number;
   leaseWritesPerMinute: number;
@@ -250,7 +253,9 @@ export async function runOperatorBench(opts: {
     const r0 = await snapshot(driver);
     const w0 = nowMs();
     await sleep(opts.idleSeconds * 1000);
-    const m1 = apiRequests(await scrape(metricsPort));
+    const scraped = await scrape(metricsPort);
+    const m1 = apiRequests(scraped);
+    const mib = (name: string) => round((scraped.get(`conveyor_operator_${name}`) ?? 0) / 2 ** 20, 1);
     const c1 = procSample(pid);
     const r1 = await snapshot(driver);
     const w1 = nowMs();
@@ -351,6 +356,8 @@ export async function runOperatorBench(opts: {
       idleWindowSeconds: round((w1 - w0) / 1000, 1),
       cpuPercentOfCore: round(((c1.cpuMs - c0.cpuMs) / (w1 - w0)) * 100, 2),
       rssMiB: round(c1.rssKb / 1024, 1),
+      heapUsedMiB: mib("nodejs_heap_size_used_bytes"),
+      externalMiB: mib("nodejs_external_memory_bytes"),
       apiRequestsPerMinute,
       apiWritesPerMinute,
       leaseWritesPerMinute,

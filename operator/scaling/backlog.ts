@@ -136,8 +136,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 export interface PollerHooks {
-  /** Called after every poll (success or failure) of a pool. */
-  onSample: (key: string, sample: BacklogSample) => void;
+  /** Called after every poll (success or failure) of a pool, with the sample it replaced. */
+  onSample: (key: string, sample: BacklogSample, previous: BacklogSample | undefined) => void;
   /** The leader also runs the lease sweeper (requeues expired leases even with no workers running). */
   shouldSweep: () => boolean;
 }
@@ -293,6 +293,7 @@ export class BacklogPoller {
   private async poll(g: PollGroup, keys: string[]): Promise<void> {
     const pools = keys.map((k) => this.pools.get(k)).filter((p): p is PoolPoll => p?.group === g);
     if (pools.length === 0) return;
+    const previous = pools.map((p) => p.sample);
     g.inFlight = true;
     const at = () => Date.now();
     try {
@@ -334,10 +335,10 @@ export class BacklogPoller {
     } finally {
       g.inFlight = false;
     }
-    for (const p of pools) {
+    for (const [i, p] of pools.entries()) {
       if (this.pools.get(p.target.key) !== p || !p.sample) continue;
       try {
-        this.hooks.onSample(p.target.key, p.sample);
+        this.hooks.onSample(p.target.key, p.sample, previous[i]);
       } catch (err) {
         this.log?.error({ pool: p.target.key, err: String(err) }, "backlog sample handler failed");
       }
