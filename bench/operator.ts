@@ -41,6 +41,8 @@ export interface OperatorResult {
   pools: number;
   /** Seconds from the first create until every pool reports observedGeneration = generation. */
   reconcileAllSeconds: number;
+  /** Seconds after that until the operator made no API write for 15 s (the idle window starts then). */
+  settleSeconds: number;
   idleWindowSeconds: number;
   cpuPercentOfCore: number;
   rssMiB: number;
@@ -148,6 +150,8 @@ export async function runOperatorBench(opts: {
   pools: number;
   idleSeconds: number;
   decisions: number;
+  /** NODE_OPTIONS for the operator process (e.g. V8 heap flags), to measure what they give. */
+  operatorNodeOptions?: string;
 }): Promise<OperatorBench> {
   const unavailable = await operatorBenchUnavailable();
   if (unavailable) return { skipped: unavailable };
@@ -188,7 +192,14 @@ export async function runOperatorBench(opts: {
         "--worker-image=conveyor-worker:bench",
         "--log-level=warn",
       ],
-      { logFile: join(cp.dir, "operator-bench.log"), env: { ...process.env, POD_NAME: "" } },
+      {
+        logFile: join(cp.dir, "operator-bench.log"),
+        env: {
+          ...process.env,
+          POD_NAME: "",
+          ...(opts.operatorNodeOptions ? { NODE_OPTIONS: opts.operatorNodeOptions } : {}),
+        },
+      },
     );
     await until(
       "operator /readyz",
@@ -243,9 +254,27 @@ export async function runOperatorBench(opts: {
     );
     const reconcileAllSeconds = (nowMs() - t0) / 1000;
     progress(
-      `operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling, then an idle window of ${opts.idleSeconds} s`,
+      `operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling (no API writes for 15 s), then an idle window of ${opts.idleSeconds} s`,
     );
-    await sleep(15_000);
+    // Each pool's status is written again once its first backlog poll is in; on a loaded API
+    // server that second wave can outlast a fixed pause, so wait until the writes stop.
+    const writesSoFar = async () =>
+      [...apiRequests(await scrape(metricsPort))]
+        .filter(([k]) => /^(create|update|patch|delete)/.test(k) && !k.endsWith("leases"))
+        .reduce((a, [, v]) => a + v, 0);
+    let quietSince = nowMs();
+    let lastWrites = await writesSoFar();
+    await until(
+      "the operator's writes to stop",
+      async () => {
+        const w = await writesSoFar();
+        if (w !== lastWrites) [lastWrites, quietSince] = [w, nowMs()];
+        return nowMs() - quietSince >= 15_000;
+      },
+      600_000,
+      1000,
+    );
+    const settleSeconds = (nowMs() - t0) / 1000 - reconcileAllSeconds;
 
     const pid = op.child.pid!;
     const m0 = apiRequests(await scrape(metricsPort));
@@ -353,6 +382,7 @@ export async function runOperatorBench(opts: {
     return {
       pools: opts.pools,
       reconcileAllSeconds: round(reconcileAllSeconds, 1),
+      settleSeconds: round(settleSeconds, 1),
       idleWindowSeconds: round((w1 - w0) / 1000, 1),
       cpuPercentOfCore: round(((c1.cpuMs - c0.cpuMs) / (w1 - w0)) * 100, 2),
       rssMiB: round(c1.rssKb / 1024, 1),
@@ -395,12 +425,15 @@ if (import.meta.main) {
     return i >= 0 ? args.splice(i, 2)[1] : undefined;
   };
   const pools = Number(flag("pools") ?? args[0] ?? 1000);
+  const operatorNodeOptions = flag("operator-node-options");
   const idleSeconds = Number(flag("idle") ?? args[1] ?? 60);
   if (!Number.isInteger(pools) || pools < 1 || !(idleSeconds > 0)) {
-    process.stderr.write("usage: node bench/operator.ts [--pools N] [--idle SECONDS]\n");
+    process.stderr.write(
+      "usage: node bench/operator.ts [--pools N] [--idle SECONDS] [--operator-node-options FLAGS]\n",
+    );
     process.exit(2);
   }
-  runOperatorBench({ pools, idleSeconds, decisions: 3 }).then(
+  runOperatorBench({ pools, idleSeconds, decisions: 3, operatorNodeOptions }).then(
     (r) => {
       process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
       process.exit(0);
