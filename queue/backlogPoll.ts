@@ -1,15 +1,19 @@
 // The operator's poll of many queues on one Redis server in one round trip: a pipeline of one
-// atomic backlog_counts call per queue (and, for the leader, one sweep_leases call per queue).
+// atomic backlog_counts call and one HMGET of the queue's control (pause, rate limit) per
+// queue (and, for the leader, one sweep_leases call per queue).
 // On Redis Cluster the queues' keys live on different nodes, so each queue gets a pipeline of
 // its own there (still one round trip per queue, all in parallel).
 import { QueueKeys } from "./keys.ts";
 import { sweepCall, sweepResult, type SweepResult } from "./consumer.ts";
+import { controlFields, parseQueueControl, type QueueControlState } from "./control.ts";
 import { installScripts, pipelineScript, type RedisClient } from "./scripts.ts";
 import type { QueueCounts } from "./types.ts";
 
 /** One queue's poll: its counts, or why they could not be read; the sweep's outcome when asked. */
 export interface QueuePoll {
   counts?: QueueCounts;
+  /** Pause and rate limit in force (read with the counts). */
+  control?: QueueControlState;
   error?: Error;
   sweep?: SweepResult | Error;
 }
@@ -48,6 +52,8 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
       [k.ready, k.delayed, k.inflight, k.dead, k.counts],
       [now, k.jobPrefix],
     );
+    const f = controlFields(queue);
+    pipeline.hmget(k.meta, f.paused, f.rate);
     if (sweep) {
       const call = sweepCall(queue);
       pipelineScript(redis, pipeline, "sweep_leases", call.keys, call.args);
@@ -55,12 +61,19 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
   }
   const replies = await pipeline.exec();
   if (!replies) throw new Error("backlog poll: pipeline aborted");
-  const per = sweep ? 2 : 1;
+  const per = sweep ? 3 : 2;
   return queues.map((_, i) => {
     const [err, reply] = replies[i * per]!;
-    const out: QueuePoll = err ? { error: err } : { counts: toCounts(reply as CountsReply) };
+    const [controlErr, control] = replies[i * per + 1]!;
+    const out: QueuePoll =
+      err || controlErr
+        ? { error: (err ?? controlErr)! }
+        : {
+            counts: toCounts(reply as CountsReply),
+            control: parseQueueControl(...(control as [string | null, string | null])),
+          };
     if (sweep) {
-      const [sweepErr, sweepReply] = replies[i * per + 1]!;
+      const [sweepErr, sweepReply] = replies[i * per + 2]!;
       out.sweep = sweepErr ?? sweepResult(sweepReply as [number, number, number]);
     }
     return out;

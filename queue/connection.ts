@@ -2,6 +2,7 @@
 // Credentials come from the URL's password or REDIS_PASSWORD (a Secret in Kubernetes) and are
 // never logged: `describeRedisUrl` gives the form that may be printed.
 import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { exponentialDelay } from "../lib/backoff.ts";
 import type { RedisClient } from "./scripts.ts";
 
 export interface RedisTarget {
@@ -68,6 +69,9 @@ export interface ConnectOptions {
   onError?: (err: Error) => void;
 }
 
+/** ioredis reconnects: 200 ms, 400 ms, … up to 3 s. */
+const RECONNECT = { baseMs: 100, maxMs: 3000 };
+
 export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClient {
   const t = parseRedisUrl(url);
   const common: RedisOptions = {
@@ -76,7 +80,7 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
     connectionName: opts.name,
     tls: t.tls ? {} : undefined,
     // Reconnect forever with a capped delay: a Redis restart must not kill a worker.
-    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 3000),
+    retryStrategy: (times) => exponentialDelay(times + 1, RECONNECT),
     maxRetriesPerRequest: opts.blocking ? null : opts.failFast ? 1 : 50,
     enableOfflineQueue: !opts.failFast,
     lazyConnect: false,

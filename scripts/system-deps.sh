@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
-# iproute2 (network namespaces for the aggregation-layer test address). Idempotent: installs
+# iproute2 (network namespaces for the aggregation-layer test address), and Debian's python3 with
+# redis, pytest, setuptools and pip for the Python client's tests (clients/python). Idempotent: installs
 # only what is missing, so a warm machine pays nothing.
 set -euo pipefail
 need=()
@@ -9,6 +10,11 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
 command -v ip >/dev/null || need+=(iproute2)
 command -v openssl >/dev/null || need+=(openssl)
+command -v /usr/bin/python3 >/dev/null || need+=(python3)
+/usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
+/usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "system-deps: missing ${need[*]}; run as root or install them: apt-get install -y ${need[*]}" >&2

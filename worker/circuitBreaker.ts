@@ -1,21 +1,21 @@
 // The worker's circuit breaker: after `threshold` consecutive dependency failures the worker
 // stops claiming for a back-off period (doubling while the dependency stays down), then lets a
 // single job through (half-open); its success closes the circuit.
+import { Backoff } from "../lib/backoff.ts";
+
 export type CircuitState = "closed" | "open" | "half-open";
 
 export class CircuitBreaker {
   state: CircuitState = "closed";
   openUntil = 0;
   private consecutive = 0;
-  private backoffMs: number;
+  private readonly backoff: Backoff;
   private readonly threshold: number;
-  private readonly baseMs: number;
   private readonly onChange: (state: CircuitState, detail: { failures: number; pauseMs: number }) => void;
 
   constructor(threshold: number, baseMs: number, onChange: CircuitBreaker["onChange"]) {
     this.threshold = threshold;
-    this.baseMs = baseMs;
-    this.backoffMs = baseMs;
+    this.backoff = new Backoff({ baseMs, maxMs: baseMs * 10 });
     this.onChange = onChange;
   }
 
@@ -33,7 +33,7 @@ export class CircuitBreaker {
   success(): void {
     this.consecutive = 0;
     if (this.state !== "closed") {
-      this.backoffMs = this.baseMs;
+      this.backoff.reset();
       this.set("closed", 0);
     }
   }
@@ -42,9 +42,8 @@ export class CircuitBreaker {
     this.consecutive++;
     if (!this.enabled) return;
     if (this.state === "half-open" || (this.state === "closed" && this.consecutive >= this.threshold)) {
-      const pause = this.backoffMs;
+      const pause = this.backoff.next();
       this.openUntil = now + pause;
-      this.backoffMs = Math.min(this.backoffMs * 2, this.baseMs * 10);
       this.set("open", pause);
     }
   }

@@ -10,7 +10,9 @@ import {
   describeRedisUrl,
   pollQueues,
   waitUntilReady,
+  type QueueControlState,
   type QueueCounts,
+  type RateLimit,
   type RedisClient,
   type WorkerReport,
 } from "../../queue/index.ts";
@@ -27,6 +29,10 @@ export interface BacklogSample {
   failures: number;
   /** The last good counts and when they were read. */
   lastGood?: { at: number; counts: QueueCounts };
+  /** Pause and rate limit in force in Redis at the last good poll. */
+  control?: QueueControlState;
+  /** While rate-limited: the workers' reports, for the median job duration (queueControl.ts). */
+  reports?: WorkerReport[];
 }
 
 export interface PollTarget {
@@ -235,6 +241,19 @@ export class BacklogPoller {
     return withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports");
   }
 
+  /** Write spec.paused / spec.rateLimit into the pool's Redis (the spec wins while set). */
+  async applyControl(key: string, change: { paused?: boolean; rateLimit?: RateLimit }): Promise<void> {
+    const p = this.pools.get(key);
+    if (!p) return;
+    const admin = new QueueAdmin(p.client);
+    const q = p.target.queue;
+    if (change.paused !== undefined)
+      await withTimeout(change.paused ? admin.pause(q) : admin.resume(q), this.timeoutMs, "pause");
+    if (change.rateLimit)
+      await withTimeout(admin.setRateLimit(q, change.rateLimit), this.timeoutMs, "rate limit");
+    if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
+  }
+
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */
   pollNow(key: string): void {
     const p = this.pools.get(key);
@@ -308,16 +327,26 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
+      // Rate-limited pools (rare) also need the workers' reports: one more round trip each.
+      const reports = await Promise.all(
+        pools.map((p, i) =>
+          polls[i]!.control?.rateLimit
+            ? withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports")
+            : undefined,
+        ),
+      );
       const now = at();
       pools.forEach((p, i) => {
         const r = polls[i]!;
-        if (r.counts) {
+        if (r.counts && r.control) {
           p.sample = {
             at: now,
             queue: p.target.queue,
             counts: r.counts,
             failures: 0,
             lastGood: { at: now, counts: r.counts },
+            control: r.control,
+            ...(reports[i] ? { reports: reports[i] } : {}),
           };
         } else {
           this.failed(p, r.error, now);

@@ -1,4 +1,5 @@
-// `make demo`: the main job on an embedded default — see scenario.ts. Prints progress live and a
+// `make demo`: the main job on an embedded default — see scenario.ts. `make demo RUNTIME=containers`
+// runs the operator (helm install) and the worker pods from the built images instead. Prints progress live and a
 // summary at the end; stops everything it started.
 import { runScenario } from "./scenario.ts";
 
@@ -8,7 +9,14 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 say(
   `Conveyor demo: ${jobs} jobs through a two-stage pipeline (demo/extract → demo/summarize) on a local control plane`,
 );
-const report = await runScenario({ jobs, jobMs: Number(process.env.DEMO_JOB_MS ?? 100), say });
+const runtime = process.env.RUNTIME === "containers" ? "containers" : "process";
+if (process.env.RUNTIME && process.env.RUNTIME !== runtime && process.env.RUNTIME !== "process") {
+  say(`RUNTIME=${process.env.RUNTIME}: expected 'process' (default) or 'containers'`);
+  process.exit(2);
+}
+if (runtime === "containers")
+  say("runtime: containers — the operator and every worker pod run from the built images");
+const report = await runScenario({ jobs, jobMs: Number(process.env.DEMO_JOB_MS ?? 100), say, runtime });
 say("");
 say("summary");
 for (const s of report.stages) {

@@ -2,11 +2,19 @@
 // manager with the HPA controller, scheduler, kwok), Redis, PostgreSQL, the operator serving
 // its external metric through the aggregation layer, and real worker processes for the pods the
 // Deployments get (test/support/podRunner.ts). A burst of jobs goes through a two-stage
-// pipeline; both pools scale 0 → N → 0. Shared by `make demo` and test/e2e.test.ts.
-import { mkdtempSync, rmSync } from "node:fs";
+// pipeline; both pools scale 0 → N → 0. Shared by `make demo` and test/e2e/e2e.test.ts.
+//
+// runtime "containers" (`make demo RUNTIME=containers`, test/e2e/containers.test.ts): the built
+// images instead of processes from this checkout — `helm install` of charts/conveyor runs the
+// operator from its image (as its ServiceAccount, in-cluster config), and the pools' pods run the
+// worker image with the handler directory mounted (a hostPath volume of the pool's template).
+// Pools scale in `direct` mode there: the chart's external metrics APIService would need the
+// operator pod reachable at a Service address, which pods on the host network are not.
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { buildImages } from "../support/containers.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { pollUntil } from "../../lib/poll.ts";
 import { PodRunner } from "../support/podRunner.ts";
@@ -23,6 +31,8 @@ export interface ScenarioOptions {
   /** Progress lines for a person (the demo) or the test log. */
   say: (line: string) => void;
   timeoutMs?: number;
+  /** "process" (default): worker processes from this checkout; "containers": the built images. */
+  runtime?: "process" | "containers";
 }
 
 export interface StageReport {
@@ -49,6 +59,8 @@ export interface ScenarioReport {
 }
 
 const NS = "default";
+/** Where `helm install` puts the operator (runtime "containers"). */
+const RELEASE_NS = "conveyor-system";
 // The second stage is the slow one (as summarizing is beside extracting): its per-replica rate is
 // bound by the handler's sleep, not by the machine's CPU, so its backlog grows past one replica's
 // share whatever the load and both pools must scale beyond one replica.
@@ -66,6 +78,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
   let pg: PostgresServer | undefined;
   let operator: Started | undefined;
   let runner: PodRunner | undefined;
+  let operatorRunner: PodRunner | undefined;
   let redis: RedisClient | undefined;
   try {
     say(
@@ -87,63 +100,118 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     redis = connectRedis(redisServer.url);
     say(`Redis on ${redisServer.url}, PostgreSQL for job records`);
 
-    // The operator's external metrics endpoint must be on a routable (non-loopback) address.
-    const routable = await cp.routableAddress();
-    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
-      ips: [routable.address],
-      dnsNames: [`conveyor-operator-metrics.${NS}.svc`],
-    });
-    const metricsApiPort = await freePort();
-    const metricsPort = await freePort();
-    operator = startProcess(
-      NODE,
-      [
-        CONVEYOR,
-        "operator",
-        `--kubeconfig=${cp.kubeconfigPath}`,
-        "--identity=demo-operator",
-        "--metrics-address=127.0.0.1",
-        `--metrics-port=${metricsPort}`,
-        `--leader-election-namespace=${NS}`,
-        "--worker-image=conveyor-worker:demo",
-        `--metrics-api-address=${routable.address}`,
-        `--metrics-api-port=${metricsApiPort}`,
-        `--metrics-api-cert=${cert.certFile}`,
-        `--metrics-api-key=${cert.keyFile}`,
-        "--metrics-api-client-ca=auto",
-      ],
-      { logFile: join(dir, "operator.log"), env: { ...process.env, POD_NAME: "" } },
-    );
-    await pollUntil(
-      "operator ready",
-      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
-      { timeoutMs: 120_000 },
-    );
-    await cp.registerAPIService({
-      group: "external.metrics.k8s.io",
-      version: "v1beta1",
-      address: routable.address,
-      port: metricsApiPort,
-      serviceName: "conveyor-operator-metrics",
-    });
-    await pollUntil(
-      "external metrics APIService available",
-      async () => {
-        const out = await cp!.kubectl(
-          "get",
-          "apiservice",
-          "v1beta1.external.metrics.k8s.io",
-          "-o",
-          'jsonpath={.status.conditions[?(@.type=="Available")].status}',
-        );
-        return out.trim() === "True";
-      },
-      { timeoutMs: 120_000 },
-    );
-    say("operator running; external.metrics.k8s.io served through the aggregation layer");
+    const containers = opts.runtime === "containers";
+    if (containers) {
+      say("building the images (make images; cached)…");
+      await buildImages();
+      // The chart as a user installs it, the operator pod run from its image by the pod runner.
+      const metricsPort = await freePort();
+      await cp.helm(
+        "install",
+        "conveyor",
+        join(REPO, "charts", "conveyor"),
+        "--namespace",
+        RELEASE_NS,
+        "--create-namespace",
+        "--set",
+        "operator.replicas=1",
+        "--set",
+        `operator.metricsPort=${metricsPort}`,
+        "--set",
+        "metrics.mode=direct",
+      );
+      operatorRunner = new PodRunner(cp.kubeConfig(), {
+        namespace: RELEASE_NS,
+        labelSelector: "app.kubernetes.io/component=operator",
+        dir,
+        runtime: "containers",
+        assignPort: false,
+        onEvent: (line) => say(`  ${line}`),
+      });
+      operatorRunner.start();
+      await pollUntil(
+        "the operator container ready",
+        async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
+        { timeoutMs: 180_000 },
+      );
+      say("helm install charts/conveyor: the operator runs from its image (metrics.mode=direct)");
+    } else {
+      // The operator's external metrics endpoint must be on a routable (non-loopback) address.
+      const routable = await cp.routableAddress();
+      const cert = await cp.issueServingCert("conveyor-operator-metrics", {
+        ips: [routable.address],
+        dnsNames: [`conveyor-operator-metrics.${NS}.svc`],
+      });
+      const metricsApiPort = await freePort();
+      const metricsPort = await freePort();
+      operator = startProcess(
+        NODE,
+        [
+          CONVEYOR,
+          "operator",
+          `--kubeconfig=${cp.kubeconfigPath}`,
+          "--identity=demo-operator",
+          "--metrics-address=127.0.0.1",
+          `--metrics-port=${metricsPort}`,
+          `--leader-election-namespace=${NS}`,
+          "--worker-image=conveyor-worker:demo",
+          `--metrics-api-address=${routable.address}`,
+          `--metrics-api-port=${metricsApiPort}`,
+          `--metrics-api-cert=${cert.certFile}`,
+          `--metrics-api-key=${cert.keyFile}`,
+          "--metrics-api-client-ca=auto",
+        ],
+        { logFile: join(dir, "operator.log"), env: { ...process.env, POD_NAME: "" } },
+      );
+      await pollUntil(
+        "operator ready",
+        async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok,
+        { timeoutMs: 120_000 },
+      );
+      await cp.registerAPIService({
+        group: "external.metrics.k8s.io",
+        version: "v1beta1",
+        address: routable.address,
+        port: metricsApiPort,
+        serviceName: "conveyor-operator-metrics",
+      });
+      await pollUntil(
+        "external metrics APIService available",
+        async () => {
+          const out = await cp!.kubectl(
+            "get",
+            "apiservice",
+            "v1beta1.external.metrics.k8s.io",
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+          );
+          return out.trim() === "True";
+        },
+        { timeoutMs: 120_000 },
+      );
+      say("operator running; external.metrics.k8s.io served through the aggregation layer");
+    }
 
     await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${pg.url}`);
-    const handler = RECORDING_HANDLER.slice("module:".length);
+    // containers: the handler directory and the execution log are hostPath volumes of the pods
+    const execDir = join(dir, "out");
+    if (containers) {
+      mkdirSync(execDir, { mode: 0o777 });
+      chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
+    }
+    const handler = containers ? "/handlers/recordingHandler.js" : RECORDING_HANDLER.slice("module:".length);
+    const mounts = containers
+      ? {
+          volumes: [
+            { name: "handlers", hostPath: { path: join(REPO, "test", "fixtures") } },
+            { name: "out", hostPath: { path: execDir } },
+          ],
+          volumeMounts: [
+            { name: "handlers", mountPath: "/handlers", readOnly: true },
+            { name: "out", mountPath: "/out" },
+          ],
+        }
+      : {};
     for (const p of POOLS) {
       await cp.apply(
         JSON.stringify({
@@ -159,8 +227,9 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
             concurrency: 8,
             maxJobSeconds: 60,
             drainSeconds: 30,
-            template: { env: [{ name: "LOG_LEVEL", value: "warn" }] },
+            template: { env: [{ name: "LOG_LEVEL", value: "warn" }], ...mounts },
             scaling: {
+              ...(containers ? { mode: "direct" } : {}),
               minReplicas: 0,
               maxReplicas: 6,
               targetBacklogPerReplica: 100,
@@ -179,7 +248,8 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
       namespace: NS,
       labelSelector: "conveyor.dev/workerpool",
       dir,
-      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+      extraEnv: { EXEC_LOG: containers ? "/out/executions.ndjson" : join(dir, "executions.ndjson") },
+      runtime: opts.runtime,
       onEvent: (line) => say(`  ${line}`),
     });
     runner.start();
@@ -236,7 +306,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
 
     // Every pod's worker process has exited by now; collect what happened.
-    const executions = readExecutions(join(dir, "executions.ndjson"));
+    const executions = readExecutions(join(containers ? execDir : dir, "executions.ndjson"));
     const stages: StageReport[] = [];
     for (const p of POOLS) {
       const mine = executions.filter((e) => e.q === p.queue);
@@ -292,6 +362,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     say("stopping everything this run started…");
     await runner?.stop();
     if (operator) await stopProcess(operator, 10_000);
+    await operatorRunner?.stop();
     redis?.disconnect();
     await redisServer?.stop();
     await pg?.stop();

@@ -22,7 +22,7 @@ import { freePort } from "../../lib/ports.ts";
 import { startProcess, stopProcess, type Started } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
-import { observabilityAssets } from "./programs.ts";
+import { attr, Collector, observabilityAssets, otelEnv } from "./programs.ts";
 
 const CHART = join(REPO, "charts/conveyor");
 /** The release name the tests render with: its metrics Service (the operator's job) is conveyor-metrics. */
@@ -137,6 +137,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
   let dir: string;
   let startedAt: number;
   let targetsTimer: NodeJS.Timeout | undefined;
+  let collector: Collector;
   const NS = "obs";
 
   /** A PromQL query over the whole run; the result series. */
@@ -164,7 +165,11 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
     await cp.kubectl("create", "namespace", NS);
     redisServer = await RedisServer.start();
     redis = connectRedis(redisServer.url);
-    operator = await startOperator(cp, "obs-operator", ["--metrics-api=false"]);
+    // The operator also exports its reconcile and scale spans to a real collector.
+    collector = await Collector.start(dir);
+    operator = await startOperator(cp, "obs-operator", ["--metrics-api=false"], {
+      env: otelEnv(collector, "conveyor-operator"),
+    });
     runner = new PodRunner(cp.kubeConfig(), {
       namespace: NS,
       labelSelector: "app.kubernetes.io/name=conveyor-worker",
@@ -234,6 +239,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
     if (prometheus) await stopProcess(prometheus, 5000);
     await runner?.stop();
     if (operator) await stopProcess(operator.proc, 5000);
+    await collector?.stop();
     redis?.disconnect();
     await redisServer?.stop();
     await cp?.stop();
@@ -364,5 +370,29 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
       "scale decisions of both pools",
     );
     assert.ok(decisions.some((s) => s.metric.direction === "up"));
+
+    // The operator's spans: a reconcile per pass, and each scale decision inside its reconcile.
+    const spans = await pollUntil(
+      "the operator's scale spans",
+      () => {
+        const all = collector.spans();
+        const scales = all.filter((s) => s.name === "scale WorkerPool");
+        const pools = new Set(scales.map((s) => attr(s, "conveyor.workerpool")));
+        return pools.has("ingest") && pools.has("index") ? all : null;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    const reconciles = spans.filter((s) => s.name === "reconcile WorkerPool");
+    assert.ok(reconciles.length > 0);
+    assert.ok(
+      reconciles.every((s) => s.service === "conveyor-operator" && attr(s, "k8s.namespace.name") === NS),
+    );
+    for (const scale of spans.filter((s) => s.name === "scale WorkerPool")) {
+      const parent = reconciles.find((r) => r.spanId === scale.parentSpanId);
+      assert.ok(parent, "a scale span is a child of a reconcile span");
+      assert.equal(attr(parent, "conveyor.workerpool"), attr(scale, "conveyor.workerpool"));
+      assert.ok(attr(scale, "conveyor.scale.reason"), "the decision's reason");
+      assert.notEqual(attr(scale, "conveyor.scale.from"), attr(scale, "conveyor.scale.to"));
+    }
   });
 });

@@ -63,7 +63,7 @@ function run(bin: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = 
 
 // What an application does with the library: plain JS, the package's public entry point only.
 const APP_JS = `
-import { connectRedis, Consumer, Producer, QueueAdmin, QueueEvents } from "@conveyor-dev/queue";
+import { connectRedis, Consumer, Producer, QueueAdmin, QueueEvents, Schedules } from "@conveyor-dev/queue";
 const redis = connectRedis(process.env.REDIS_URL);
 const queue = process.argv[2];
 const { id } = await new Producer(redis).enqueue(queue, { to: "a@example.com" }, { attempts: 2 });
@@ -74,7 +74,8 @@ const { jobs } = await consumer.claim(1);
 const completed = await consumer.complete(jobs[0], { sent: true });
 const done = await admin.job(id);
 const events = (await new QueueEvents(redis).recent(queue)).map((e) => e.type);
-console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events }));
+const schedule = await new Schedules(redis).add(queue + "-cron", "nightly", { cron: "0 3 * * *", tz: "Europe/Berlin" });
+console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events, nextRun: schedule.nextRun }));
 redis.disconnect();
 `;
 
@@ -157,7 +158,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     }
   });
 
-  it("the library tarball holds ESM with declarations and the resolved scripts; ioredis is its only dependency", () => {
+  it("the library tarball holds ESM with declarations and the resolved scripts; its dependencies are ioredis, croner and the OpenTelemetry API", () => {
     const dir = join(tmp, "library-contents");
     mkdirSync(dir);
     execFileSync("tar", ["-xzf", artifacts.library, "-C", dir]);
@@ -166,9 +167,19 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(pkg.version, version);
     assert.equal(pkg["type"], "module");
     assert.deepEqual(pkg["engines"], { node: ">=20" });
+    // Reviewed: ioredis; croner (cron schedules) and @opentelemetry/api (tracing's API, a no-op
+    // until an SDK is installed), both without dependencies of their own; a new one is a decision.
+    const root = readJson(join(ROOT, "package.json"));
     assert.deepEqual(pkg.dependencies, {
-      ioredis: readJson(join(ROOT, "package.json")).dependencies!["ioredis"],
+      "@opentelemetry/api": root.dependencies!["@opentelemetry/api"],
+      croner: root.dependencies!["croner"],
+      ioredis: root.dependencies!["ioredis"],
     });
+    // the exporting SDK is an optional peer: loaded only when OTEL_* ask for export
+    for (const [name, range] of Object.entries(pkg.peerDependencies ?? {})) {
+      assert.equal(range, `^${root.optionalDependencies![name]}`, name);
+      assert.deepEqual((pkg["peerDependenciesMeta"] as Record<string, unknown>)[name], { optional: true });
+    }
     const files = listFiles(join(dir, "package")).map((f) => f.slice(join(dir, "package").length + 1));
     assert.deepEqual(
       files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")),
@@ -217,6 +228,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       assert.equal(out.done.state, "completed");
       assert.deepEqual(JSON.parse(out.done.result), { sent: true });
       assert.ok(out.events.includes("completed"), `events: ${out.events}`);
+      assert.ok(out.nextRun > Date.now(), "a cron schedule's next run (croner) is ahead");
     }
   });
 

@@ -68,6 +68,18 @@ export function podmanSync(...args: string[]): { status: number | null; stdout: 
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+// Containers outlive a killed `podman run` (conmon keeps them): remove this process's on exit.
+const live = new Set<string>();
+let hooked = false;
+function removeOnExit(name: string): void {
+  live.add(name);
+  if (hooked) return;
+  hooked = true;
+  process.on("exit", () => {
+    if (live.size) spawnSync("podman", ["rm", "-f", "--time", "0", ...live], { env: podmanEnv() });
+  });
+}
+
 export interface ContainerSpec {
   image: string;
   /** Container name (unique per test run). */
@@ -80,6 +92,8 @@ export interface ContainerSpec {
   entrypoint?: string;
   /** Extra `podman run` flags. */
   flags?: string[];
+  /** Read-only root filesystem (default true, as the chart's pods run). */
+  readOnlyRoot?: boolean;
   logFile: string;
 }
 
@@ -106,7 +120,7 @@ export function runContainer(spec: ContainerSpec): Container {
     spec.name,
     "--network=host",
     "--pull=never",
-    "--read-only",
+    ...(spec.readOnlyRoot === false ? [] : ["--read-only"]),
     "--tmpfs",
     "/tmp:rw,mode=1777",
     "--cap-drop=all",
@@ -121,6 +135,8 @@ export function runContainer(spec: ContainerSpec): Container {
   // Removes a leftover of an earlier, killed run of the same name.
   podmanSync("rm", "-f", "--time", "0", spec.name);
   const started = startProcess("podman", flags, { logFile: spec.logFile, env: podmanEnv() });
+  removeOnExit(spec.name);
+  void started.exited.then(() => live.delete(spec.name));
   const c: Container = {
     ...started,
     name: spec.name,

@@ -23,7 +23,7 @@ export async function startOperator(
   cp: ControlPlane,
   name: string,
   args: string[] = [],
-  opts: { timeoutMs?: number } = {},
+  opts: { timeoutMs?: number; env?: Record<string, string> } = {},
 ): Promise<OperatorProcess> {
   const metricsPort = await freePort();
   const log = join(cp.dir, `operator-${name}.log`);
@@ -41,7 +41,7 @@ export async function startOperator(
       "--log-level=debug",
       ...args,
     ],
-    { logFile: log, env: { ...process.env, POD_NAME: "" } },
+    { logFile: log, env: { ...process.env, POD_NAME: "", ...opts.env } },
   );
   const op = { name, proc, pid: proc.child.pid!, metricsPort, log };
   await pollUntil(

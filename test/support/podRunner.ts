@@ -1,14 +1,29 @@
 // A small stand-in for the kubelet, for the demo and end-to-end tests on a machine without a
-// container runtime: every worker pod the scheduler binds gets a real `conveyor worker` process
-// with the pod's environment (values, Secret and field references resolved like a kubelet
-// would); when the pod is deleted, the process gets SIGTERM and the pod's grace period to drain,
-// then SIGKILL — exactly what a scale-down does to a real worker.
+// kubelet: every pod the scheduler binds gets run, with the pod's environment (values, Secret and
+// field references resolved like a kubelet would); when the pod is deleted, it gets SIGTERM and
+// the pod's grace period to drain, then SIGKILL — exactly what a scale-down does to a real worker.
+// Two runtimes:
+//   process     (default, fast) a `conveyor worker` process from this checkout per pod;
+//   containers  the image the pod's spec names, run by podman (test/support/containers.ts) on the
+//               host network with its args, env, securityContext (read-only root, user, dropped
+//               capabilities) and the volumes it can map: emptyDir → tmpfs, hostPath, Secret and
+//               ConfigMap files, and the ServiceAccount token a kubelet projects (so in-cluster
+//               clients such as the operator authenticate as their ServiceAccount, RBAC and all).
 //
 // One difference from a kubelet: kwok removes a deleted pod object at once, while a kubelet keeps
 // it Terminating until the container exits. The process still drains the full grace period here.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CoreV1Api, type KubeConfig, type V1EnvVar, type V1Pod } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1EnvVar,
+  type V1Pod,
+  type V1Volume,
+} from "@kubernetes/client-node";
 import { freePort } from "../../lib/ports.ts";
+import { runContainer, type Container } from "./containers.ts";
 import { startProcess, type Started } from "./processes.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
 
@@ -16,6 +31,8 @@ export interface RunningPod {
   name: string;
   namespace: string;
   proc: Started;
+  /** The container (runtime "containers"). */
+  container?: Container;
   port: number;
   logFile: string;
   stopping: boolean;
@@ -30,6 +47,10 @@ export interface PodRunnerOptions {
   dir: string;
   /** Environment added to every process (e.g. EXEC_LOG for tests). */
   extraEnv?: Record<string, string>;
+  /** "process" (default): a `conveyor worker` process; "containers": the pod's image with podman. */
+  runtime?: "process" | "containers";
+  /** Containers: CONVEYOR_PORT is set to a free port (host network) unless false (e.g. the operator). */
+  assignPort?: boolean;
   /** Progress lines (pod started/stopping/exited). */
   onEvent?: (line: string) => void;
   pollMs?: number;
@@ -45,7 +66,10 @@ export class PodRunner {
   private syncing = false;
   private readonly secrets = new Map<string, Record<string, string>>();
 
+  private readonly kc: KubeConfig;
+
   constructor(kc: KubeConfig, opts: PodRunnerOptions) {
+    this.kc = kc;
     this.core = kc.makeApiClient(CoreV1Api);
     this.opts = opts;
   }
@@ -119,26 +143,38 @@ export class PodRunner {
     }
     const port = await freePort();
     const logFile = join(this.opts.dir, `${name}.log`);
-    const args = container.args ?? ["worker"];
-    const proc = startProcess(NODE, [CONVEYOR, ...args], {
-      logFile,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? "/tmp",
-        ...env,
-        ...this.opts.extraEnv,
-        CONVEYOR_PORT: String(port),
-      },
-    });
-    const running: RunningPod = { name, namespace, proc, port, logFile, stopping: false };
+    let proc: Started;
+    let running: RunningPod;
+    if (this.opts.runtime === "containers") {
+      const c = await this.runPodContainer(pod, container, env, port, logFile);
+      proc = c;
+      running = { name, namespace, proc, container: c, port, logFile, stopping: false };
+    } else {
+      const args = container.args ?? ["worker"];
+      proc = startProcess(NODE, [CONVEYOR, ...args], {
+        logFile,
+        env: {
+          PATH: process.env.PATH ?? "",
+          HOME: process.env.HOME ?? "/tmp",
+          ...env,
+          ...this.opts.extraEnv,
+          CONVEYOR_PORT: String(port),
+        },
+      });
+      running = { name, namespace, proc, port, logFile, stopping: false };
+    }
     this.graces.set(name, pod.spec?.terminationGracePeriodSeconds ?? 30);
     this.pods.set(name, running);
     this.history.push(running);
-    this.opts.onEvent?.(`pod ${name}: worker process ${proc.child.pid} started`);
+    this.opts.onEvent?.(
+      running.container
+        ? `pod ${name}: container ${container.image} started`
+        : `pod ${name}: worker process ${proc.child.pid} started`,
+    );
     void proc.exited.then((code) => {
       running.exitCode = code;
       this.pods.delete(name);
-      this.opts.onEvent?.(`pod ${name}: worker exited with ${code}`);
+      this.opts.onEvent?.(`pod ${name}: ${running.container ? "container" : "worker"} exited with ${code}`);
     });
   }
 
@@ -146,6 +182,11 @@ export class PodRunner {
     if (p.stopping) return;
     p.stopping = true;
     this.opts.onEvent?.(`pod ${p.name}: deleted — SIGTERM, grace ${graceSeconds}s`);
+    if (p.container) {
+      // podman stop: SIGTERM to the container's PID 1 (tini), SIGKILL after the grace period
+      await p.container.stop(graceSeconds);
+      return;
+    }
     try {
       process.kill(p.proc.child.pid!, "SIGTERM");
     } catch {
@@ -161,6 +202,93 @@ export class PodRunner {
     }, graceSeconds * 1000);
     await p.proc.exited;
     clearTimeout(timer);
+  }
+
+  /** The pod's container as a podman container: what a kubelet would give it, on the host network. */
+  private async runPodContainer(
+    pod: V1Pod,
+    container: V1Container,
+    env: Record<string, string>,
+    port: number,
+    logFile: string,
+  ): Promise<Container> {
+    const name = pod.metadata!.name!;
+    const namespace = pod.metadata!.namespace ?? this.opts.namespace;
+    const podDir = join(this.opts.dir, "pods", name);
+    mkdirSync(podDir, { recursive: true });
+    const volumes: Record<string, string> = {};
+    const flags: string[] = [];
+    const byName = new Map((pod.spec!.volumes ?? []).map((v) => [v.name, v]));
+    for (const m of container.volumeMounts ?? []) {
+      const v = byName.get(m.name);
+      if (!v || m.mountPath === "/tmp") continue; // runContainer gives every container a /tmp tmpfs
+      const ro = m.readOnly ? ":ro" : "";
+      if (v.emptyDir) flags.push("--tmpfs", `${m.mountPath}:rw,mode=1777`);
+      else if (v.hostPath) volumes[v.hostPath.path] = `${m.mountPath}${ro}`;
+      else {
+        const files = await this.volumeFiles(v, namespace);
+        if (!files) continue;
+        const dir = join(podDir, m.name);
+        mkdirSync(dir, { recursive: true, mode: 0o755 });
+        for (const [f, data] of Object.entries(files)) writeFileSync(join(dir, f), data, { mode: 0o644 });
+        volumes[dir] = `${m.mountPath}:ro`;
+      }
+    }
+    const sa = pod.spec!.serviceAccountName;
+    if (sa && pod.spec!.automountServiceAccountToken !== false) {
+      const dir = join(podDir, "serviceaccount");
+      mkdirSync(dir, { recursive: true, mode: 0o755 });
+      const token = await this.core.createNamespacedServiceAccountToken({
+        name: sa,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+      writeFileSync(join(dir, "token"), token.status?.token ?? "", { mode: 0o644 });
+      writeFileSync(join(dir, "namespace"), namespace, { mode: 0o644 });
+      writeFileSync(join(dir, "ca.crt"), this.clusterCA(), { mode: 0o644 });
+      volumes[dir] = "/var/run/secrets/kubernetes.io/serviceaccount:ro";
+      const server = new URL(this.kc.getCurrentCluster()!.server);
+      env.KUBERNETES_SERVICE_HOST = server.hostname;
+      env.KUBERNETES_SERVICE_PORT = server.port || "443";
+    }
+    const sc = { ...pod.spec!.securityContext, ...container.securityContext };
+    if (sc.runAsUser !== undefined) flags.push("--user", `${sc.runAsUser}:${sc.runAsGroup ?? sc.runAsUser}`);
+    return runContainer({
+      image: container.image!,
+      name: `cvy-pod-${namespace}-${name}`.slice(0, 120),
+      entrypoint: container.command?.[0],
+      args: [...(container.command?.slice(1) ?? []), ...(container.args ?? [])],
+      env: {
+        ...env,
+        ...this.opts.extraEnv,
+        ...(this.opts.assignPort === false ? {} : { CONVEYOR_PORT: String(port) }),
+      },
+      volumes,
+      readOnlyRoot: container.securityContext?.readOnlyRootFilesystem === true,
+      flags,
+      logFile,
+    });
+  }
+
+  /** The files a Secret or ConfigMap volume projects (undefined for kinds not mapped here). */
+  private async volumeFiles(v: V1Volume, namespace: string): Promise<Record<string, string> | undefined> {
+    if (v.secret?.secretName) {
+      const s = await this.core.readNamespacedSecret({ name: v.secret.secretName, namespace });
+      return Object.fromEntries(
+        Object.entries(s.data ?? {}).map(([k, b]) => [k, Buffer.from(b, "base64").toString("utf8")]),
+      );
+    }
+    if (v.configMap?.name) {
+      const cm = await this.core.readNamespacedConfigMap({ name: v.configMap.name, namespace });
+      return { ...cm.data };
+    }
+    return undefined;
+  }
+
+  private clusterCA(): string {
+    const cluster = this.kc.getCurrentCluster()!;
+    if (cluster.caData) return Buffer.from(cluster.caData, "base64").toString("utf8");
+    return "";
   }
 
   private async resolve(e: V1EnvVar, pod: V1Pod): Promise<string | undefined> {

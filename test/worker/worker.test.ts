@@ -317,7 +317,8 @@ describe("worker processes", () => {
 
   test("Redis down under a running worker: still live, not ready; afterwards every job completes", async () => {
     const q = "redis-outage";
-    const w = await worker(q, { CONVEYOR_CONCURRENCY: "4", CONVEYOR_LEASE: "600ms" });
+    // Liveness fails after 2 leases without a heartbeat tick: 1.5 s leaves room on a loaded machine.
+    const w = await worker(q, { CONVEYOR_CONCURRENCY: "4", CONVEYOR_LEASE: "1500ms" });
     await producer.enqueueMany(
       q,
       Array.from({ length: 40 }, (_, i) => ({ id: `o${i}`, data: { sleepMs: 50 } })),
@@ -328,7 +329,7 @@ describe("worker processes", () => {
       "not ready while Redis is down",
       async () => (await fetch(`http://127.0.0.1:${w.port}/readyz`)).status === 503,
     );
-    await new Promise((r) => setTimeout(r, 2000)); // several lease lengths
+    await new Promise((r) => setTimeout(r, 4500)); // three lease lengths
     assert.equal(
       (await fetch(`http://127.0.0.1:${w.port}/healthz`)).status,
       200,

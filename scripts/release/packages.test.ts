@@ -1,0 +1,66 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { bareImports, libraryImport, LIBRARY, reexportedModules, rewriteSpecifiers } from "./packages.ts";
+
+const DIST = "/pkg/dist";
+
+describe("building the npm packages", () => {
+  const INDEX =
+    'export * from "./keys.ts";\nexport * from "./tracing.ts";\nexport { scriptSource } from "./scripts.ts";\n';
+  const reexported = reexportedModules(INDEX);
+
+  it("reads which modules queue/index.ts re-exports whole", () => {
+    assert.deepEqual([...reexported].sort(), ["keys", "tracing"]);
+  });
+
+  it("swaps the queue code for the library package, from any depth", () => {
+    const swap = (file: string, spec: string) => libraryImport(DIST, `${DIST}/${file}`, spec, reexported);
+    assert.equal(swap("worker/worker.js", "../queue/index.js"), LIBRARY);
+    assert.equal(swap("operator/kube/client.js", "../../queue/index.js"), LIBRARY);
+    assert.equal(swap("worker/handlers/http.js", "../../queue/tracing.js"), LIBRARY);
+    assert.equal(swap("worker/worker.js", "../lib/backoff.js"), "../lib/backoff.js");
+    assert.equal(swap("worker/worker.js", "pino"), "pino");
+  });
+
+  it("refuses an import of a queue module the index does not re-export whole, naming the file", () => {
+    assert.throws(
+      () => libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/scripts.js", reexported),
+      /worker\/worker\.js imports \.\.\/queue\/scripts\.js: the library exports queue\/index\.ts only/,
+    );
+  });
+
+  it("finds the npm packages compiled code imports: static, dynamic, re-exports, declarations", () => {
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-packages-"));
+    try {
+      const js = join(dir, "a.js");
+      writeFileSync(
+        js,
+        [
+          'import { Redis } from "ioredis";',
+          'import "side-effect";',
+          'export * from "./b.js";',
+          'import { readFileSync } from "node:fs";',
+          'import { join } from "path";',
+          'const sdk = await import("@opentelemetry/sdk-trace");',
+          'import pino from "pino/file";',
+        ].join("\n"),
+      );
+      const dts = join(dir, "a.d.ts");
+      writeFileSync(dts, 'export * from "./b.ts";\nexport type C = import("@types-only/pkg").C;\n');
+      assert.deepEqual(bareImports([js, dts]), [
+        "@opentelemetry/sdk-trace",
+        "@types-only/pkg",
+        "ioredis",
+        "pino",
+        "side-effect",
+      ]);
+      rewriteSpecifiers(dts, (spec) => spec.replace(/\.ts$/, ".js"));
+      assert.match(readFileSync(dts, "utf8"), /^export \* from "\.\/b\.js";/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
