@@ -51,6 +51,17 @@ describe("pollQueues", () => {
     assert.equal(polls[2]!.counts!.oldestReadyAt, undefined);
   });
 
+  test("reads each queue's pause and rate limit with its counts", async () => {
+    await admin.pause("poll-paused");
+    await admin.setRateLimit("poll-limited", { max: 20, perMs: 1000 });
+    const queues = ["poll-paused", "poll-limited", "poll-free"];
+    const polls = await pollQueues(redis, queues);
+    for (const [i, q] of queues.entries()) assert.deepEqual(polls[i]!.control, await admin.control(q), q);
+    assert.equal(polls[0]!.control!.paused, true);
+    assert.deepEqual(polls[1]!.control!.rateLimit, { max: 20, perMs: 1000 });
+    assert.deepEqual(polls[2]!.control, { paused: false, rateLimit: null });
+  });
+
   test("sweeps each queue when asked: an expired lease goes back to ready", async () => {
     await producer.enqueue("poll-sweep", { x: 1 });
     await new Consumer(redis, "poll-sweep", { workerId: "gone", leaseMs: 1 }).claim(1);
