@@ -314,7 +314,6 @@ export class BacklogPoller {
     if (pools.length === 0) return;
     const previous = pools.map((p) => p.sample);
     g.inFlight = true;
-    const at = () => Date.now();
     try {
       // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
       await waitUntilReady(g.client, g.url, this.timeoutMs);
@@ -327,18 +326,26 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
-      // Rate-limited pools (rare) also need the workers' reports: one more round trip each.
+      // Rate-limited pools (rare) also need the workers' reports: one more round trip each; a
+      // failure there fails that pool's poll only.
       const reports = await Promise.all(
         pools.map((p, i) =>
           polls[i]!.control?.rateLimit
-            ? withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports")
+            ? withTimeout(
+                new QueueAdmin(p.client).workers(p.target.queue),
+                this.timeoutMs,
+                "worker reports",
+              ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
             : undefined,
         ),
       );
-      const now = at();
+      const now = Date.now();
       pools.forEach((p, i) => {
         const r = polls[i]!;
-        if (r.counts && r.control) {
+        const report = reports[i];
+        if (report instanceof Error) {
+          this.failed(p, report, now);
+        } else if (r.counts && r.control) {
           p.sample = {
             at: now,
             queue: p.target.queue,
@@ -346,7 +353,7 @@ export class BacklogPoller {
             failures: 0,
             lastGood: { at: now, counts: r.counts },
             control: r.control,
-            ...(reports[i] ? { reports: reports[i] } : {}),
+            ...(report ? { reports: report } : {}),
           };
         } else {
           this.failed(p, r.error, now);
@@ -359,7 +366,7 @@ export class BacklogPoller {
           );
       });
     } catch (err) {
-      const now = at();
+      const now = Date.now();
       for (const p of pools) this.failed(p, err, now);
     } finally {
       g.inFlight = false;
