@@ -35,7 +35,7 @@ const COMMANDS: Record<string, string> = {
   enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})`,
   stats:
     "  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules",
-  job: "  job <id> [--queue Q] [--json]           state, attempts, result or last error (exit 1: not found)",
+  job: "  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines (exit 1: not found)",
   dlq: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
   cancel:
     "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
@@ -221,7 +221,8 @@ async function job(argv: string[]): Promise<void> {
   const [id] = positionals;
   if (!id) throw new UsageError("job needs an id");
   await withRedis(values.redis, async (redis) => {
-    const info = await new QueueAdmin(redis).job(id, values.queue);
+    const admin = new QueueAdmin(redis);
+    const info = await admin.job(id, values.queue);
     if (!info) {
       process.exitCode = 1;
       return print(
@@ -242,6 +243,9 @@ async function job(argv: string[]): Promise<void> {
       result: decode(info.result),
       error: decode(info.error),
       deadReason: info.deadReason,
+      progress: info.progress,
+      progressMessage: info.progressMessage,
+      logs: await admin.jobLogs(id, info.queue || values.queue),
     };
     if (values.json) return print(JSON.stringify(view));
     print(`job ${view.id} on ${view.queue}: ${view.state}`);
@@ -251,6 +255,10 @@ async function job(argv: string[]): Promise<void> {
     if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
     if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
     if (view.deadReason) print(`dead: ${view.deadReason}`);
+    if (view.progress !== undefined)
+      print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
+    if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
+    for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
   });
 }
 

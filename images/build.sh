@@ -27,6 +27,12 @@ command -v runc >/dev/null || [ -x /usr/sbin/runc ] || die "runc is missing (apt
 # shellcheck source=images/containers.sh
 source images/containers.sh
 export PATH="$PATH:/usr/sbin:/sbin"
+# One build at a time per cache (test files and make may start it concurrently).
+exec 9>"$CONVEYOR_CONTAINERS/build.lock"
+if ! flock -n 9; then
+  step "waiting for another build of the images to finish"
+  flock 9
+fi
 
 VERSION="$(node -p 'require("./package.json").version')"
 REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)"

@@ -1,7 +1,7 @@
 # Sourced by the image scripts: rootful podman/buildah with ALL of their state and settings under
 # the project's cache ($CONVEYOR_CONTAINERS, default ~/.cache/conveyor/containers), pointed to by
 # CONTAINERS_STORAGE_CONF / CONTAINERS_CONF, so the machine's own container settings stay as
-# they are. test/support/containers.ts writes the same files for the tests.
+# they are. test/support/containers.ts points podman at the same files for the tests.
 CONVEYOR_CONTAINERS="${CONVEYOR_CONTAINERS:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor/containers}"
 mkdir -p "$CONVEYOR_CONTAINERS"
 # crun (podman's default) fails on this host's hybrid cgroups: runc. The default rlimits ask for

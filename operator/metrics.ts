@@ -119,6 +119,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    replicaCap: new Gauge({
+      name: "conveyor_operator_pool_replica_cap",
+      help: "Replicas a rate-limited pool's rate can feed (its scaling ceiling); absent when not rate-limited",
+      labelNames: pool,
+      registers,
+    }),
     desiredReplicas: new Gauge({
       name: "conveyor_operator_pool_desired_replicas",
       help: "Replicas the pool's Deployment asks for (spec.replicas)",

@@ -2,7 +2,7 @@
 // the busy/idle worker reports, and dead-letter retry/purge.
 import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
-import type { JobInfo, QueueCounts, WorkerReport } from "./types.ts";
+import type { JobInfo, JobLogLine, QueueCounts, WorkerReport } from "./types.ts";
 import {
   cancelJob,
   formatRateLimit,
@@ -181,6 +181,23 @@ export class QueueAdmin {
     return null;
   }
 
+  /**
+   * The lines a job's handlers logged (ctx.log, or the handler callback's /log), oldest first:
+   * at most the last JOB_LOG_MAX_LINES, for as long as the log is kept. Empty when it never
+   * logged, its log expired, or the job is unknown.
+   */
+  async jobLogs(id: string, queueOrPipeline?: string): Promise<JobLogLine[]> {
+    assertJobId(id);
+    const pipelines = queueOrPipeline
+      ? [queueOrPipeline.split("/")[0]!]
+      : await this.redis.smembers(PIPELINES_KEY);
+    for (const p of pipelines) {
+      const raw = await this.redis.lrange(new PipelineKeys(p).logs(id), 0, -1).catch(() => [] as string[]);
+      if (raw.length > 0) return raw.map(parseLogLine);
+    }
+    return [];
+  }
+
   async deadJobs(queue: string, limit = 100): Promise<DeadJob[]> {
     const k = new QueueKeys(queue);
     const entries = await this.redis.zrange(k.dead, 0, limit - 1, "WITHSCORES");
@@ -239,6 +256,19 @@ export class QueueAdmin {
       total += n;
       if (n === 0) return total;
     }
+  }
+}
+
+function parseLogLine(text: string): JobLogLine {
+  try {
+    const v = JSON.parse(text) as Partial<JobLogLine>;
+    return {
+      at: Number(v.at ?? 0),
+      executionId: String(v.executionId ?? ""),
+      message: String(v.message ?? ""),
+    };
+  } catch {
+    return { at: 0, executionId: "", message: text };
   }
 }
 

@@ -1,12 +1,15 @@
 // The consumer side of the protocol: every call that changes a claimed job carries its
 // fencing token, and the script refuses it when the lease has moved on.
-import { assertSamePipeline, QueueKeys } from "./keys.ts";
+import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
 export const DEFAULT_MAX_STALLS = 2;
+/** Lines kept per job log (older lines are dropped) and the longest line, in characters. */
+export const JOB_LOG_MAX_LINES = 200;
+export const JOB_LOG_MAX_CHARS = 4000;
 
 export interface ConsumerOptions {
   workerId: string;
@@ -125,6 +128,14 @@ export class Consumer {
     this.queue = queue;
     this.keys = new QueueKeys(queue);
     this.opts = { retentionSeconds: DEFAULT_RETENTION_SECONDS, ...opts };
+  }
+
+  /**
+   * Add the queue's pipeline to `cvy:pipelines`, so a job can be found by id alone whoever
+   * enqueued it (the key is outside the pipeline's slot, so no script can do it).
+   */
+  async registerPipeline(): Promise<void> {
+    await this.redis.sadd(PIPELINES_KEY, this.keys.pipeline);
   }
 
   /** Claim at most `count` jobs — never more than the caller has free slots for. */
@@ -343,6 +354,30 @@ export class Consumer {
       "report_progress",
       [k.outbox, k.meta],
       [k.jobPrefix, this.queue, job.id, job.token, Date.now(), fraction, message],
+    );
+    return ok === 1;
+  }
+
+  /**
+   * A line for the job's log (capped at JOB_LOG_MAX_LINES, longer lines cut); false when the
+   * lease was lost. The log expires `ttlSeconds` after its last line.
+   */
+  async appendLog(job: Lease, message: string, ttlSeconds: number): Promise<boolean> {
+    const text = message.length > JOB_LOG_MAX_CHARS ? `${message.slice(0, JOB_LOG_MAX_CHARS)}…` : message;
+    const line = JSON.stringify({ at: Date.now(), executionId: job.token, message: text });
+    const ok = await runScript<number>(
+      this.redis,
+      "append_log",
+      [this.keys.logs(job.id)],
+      [
+        this.keys.jobPrefix,
+        job.id,
+        job.token,
+        Date.now(),
+        line,
+        JOB_LOG_MAX_LINES,
+        Math.max(1, Math.ceil(ttlSeconds)),
+      ],
     );
     return ok === 1;
   }

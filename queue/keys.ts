@@ -68,6 +68,10 @@ export class PipelineKeys {
   get fence(): string {
     return `${this.prefix}fence`;
   }
+  /** A job's log lines (handlers' ctx.log), capped and expiring. */
+  logs(id: string): string {
+    return `${this.prefix}logs:${id}`;
+  }
 }
 
 /** Keys of one queue (one stage). */

@@ -20,6 +20,7 @@ export const SCRIPT_NAMES = [
   "retry_dead",
   "purge_dead",
   "report_progress",
+  "append_log",
   "fan_out",
   "cancel_job",
   "schedule_tick",

@@ -50,6 +50,15 @@ export interface Lease {
   token: string;
 }
 
+/** One line of a job's log, as a handler wrote it (ctx.log or the handler callback). */
+export interface JobLogLine {
+  /** ms since epoch, the worker's clock. */
+  at: number;
+  /** The execution (lease token) that wrote it. */
+  executionId: string;
+  message: string;
+}
+
 export interface SerializedError {
   name: string;
   message: string;

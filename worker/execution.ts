@@ -22,8 +22,10 @@ import {
   isRetryable,
   type Handler,
   type HandlerContext,
+  type JobLogger,
   type JobView,
 } from "./handlers/index.ts";
+import type { HandlerCallbacks } from "./handlerCallback.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import type { ExecutionTrace } from "./tracing.ts";
 
@@ -59,6 +61,8 @@ export interface ExecutionDeps {
   log: Logger;
   metrics: WorkerMetrics;
   handler: Handler;
+  /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
+  callbacks?: HandlerCallbacks;
   consumer: Consumer;
   circuit: CircuitBreaker;
   slots: SlotBudget;
@@ -73,6 +77,7 @@ export class JobExecutor {
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
   private readonly handler: Handler;
+  private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
   private readonly slots: SlotBudget;
@@ -86,6 +91,7 @@ export class JobExecutor {
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
+    this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
     this.slots = deps.slots;
@@ -108,7 +114,13 @@ export class JobExecutor {
     let child: Logger | undefined;
     const jobLog = () =>
       (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
-    const log = lazyLogger(jobLog);
+    // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
+    const logTtlSeconds =
+      (job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs) / 1000 + this.config.retentionSeconds;
+    const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
+    const log = lazyLogger(jobLog, (message) => {
+      appendLog(message).catch((err: Error) => jobLog().warn({ err: err.message }, "log line not recorded"));
+    });
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
     const startedAt = performance.now();
@@ -151,6 +163,12 @@ export class JobExecutor {
           .catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
       },
     };
+    const callback = this.callbacks?.open({
+      signal: controller.signal,
+      progress: (fraction, message) => this.consumer.progress(job, fraction, message),
+      log: appendLog,
+    });
+    if (callback) ctx.callback = { url: callback.url, token: callback.token };
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
     const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
     const timer = setTimeout(
@@ -162,6 +180,7 @@ export class JobExecutor {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx, trace);
     } catch (err) {
       clearTimeout(timer);
+      callback?.close();
       if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
@@ -170,6 +189,7 @@ export class JobExecutor {
       return;
     }
     clearTimeout(timer);
+    callback?.close();
     this.circuit.success();
     if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
@@ -420,10 +440,13 @@ function contentHashOf(value: unknown): string {
 
 /**
  * A Logger that creates the real one (a pino child) on first use: the worker's per-job logger
- * is passed around and handed to the handler as ctx.log, but most jobs never log.
+ * is passed around and handed to the handler as ctx.log, but most jobs never log. Called as a
+ * function (`ctx.log("text")`) it writes a line to the job's own log.
  */
-function lazyLogger(make: () => Logger): Logger {
-  return new Proxy({} as Logger, {
+function lazyLogger(make: () => Logger, line: (message: string) => void): JobLogger {
+  const target = ((message: string) => line(message)) as unknown as JobLogger;
+  return new Proxy(target, {
+    apply: (_, __, args: unknown[]) => line(String(args[0])),
     get: (_, prop) => {
       const real = make();
       const v = Reflect.get(real, prop, real) as unknown;

@@ -3,6 +3,7 @@ import { QueueWorker } from "./worker.ts";
 import { OptionError } from "../lib/options.ts";
 import { loadWorkerConfig } from "./config.ts";
 import { createHandler } from "./handlers/index.ts";
+import { HandlerCallbacks } from "./handlerCallback.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
@@ -36,7 +37,9 @@ export async function runWorker(argv: string[]): Promise<number> {
     log.fatal({ err: (err as Error).message }, "cannot create the handler");
     return 2;
   }
-  const worker = new QueueWorker(config, { log, metrics, handler });
+  // http and command handlers report progress and log lines through a loopback callback.
+  const callbacks = handler.kind === "module" ? undefined : await HandlerCallbacks.start();
+  const worker = new QueueWorker(config, { log, metrics, handler, callbacks });
   const server = await startHealthServer(config.port, worker, metrics.registry);
   const address = server.address();
   log.info(

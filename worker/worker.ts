@@ -10,6 +10,7 @@ import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts"
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
+import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
@@ -43,6 +44,10 @@ export class QueueWorker {
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
   private readonly handler: Handler;
+  /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
+  private readonly callbacks: HandlerCallbacks | undefined;
+  /** The pipeline is in `cvy:pipelines` (so `conveyor job <id>` finds jobs of any producer). */
+  private pipelineRegistered = false;
   private readonly redis: RedisClient;
   private readonly blocking: RedisClient;
   private readonly consumer: Consumer;
@@ -65,11 +70,15 @@ export class QueueWorker {
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
 
-  constructor(config: WorkerConfig, deps: { log: Logger; metrics: WorkerMetrics; handler: Handler }) {
+  constructor(
+    config: WorkerConfig,
+    deps: { log: Logger; metrics: WorkerMetrics; handler: Handler; callbacks?: HandlerCallbacks },
+  ) {
     this.config = config;
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
+    this.callbacks = deps.callbacks;
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
     const onError = (err: Error) => {
       if (err.message !== this.redisError)
@@ -135,6 +144,7 @@ export class QueueWorker {
       log: this.log,
       metrics: this.metrics,
       handler: this.handler,
+      callbacks: this.callbacks,
       consumer: this.consumer,
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
@@ -238,6 +248,7 @@ export class QueueWorker {
     for (const hook of this.stopHooks) {
       await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
     }
+    await this.callbacks?.close();
     await this.handler
       .close?.()
       .catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
@@ -249,6 +260,11 @@ export class QueueWorker {
   private async loop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
+      if (!this.pipelineRegistered)
+        this.pipelineRegistered = await this.consumer.registerPipeline().then(
+          () => true,
+          () => false, // Redis not there yet: the claim below reports it; try again next round
+        );
       const free = this.circuit.allowance(this.claimable());
       if (free <= 0) {
         const pause =

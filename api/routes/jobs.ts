@@ -171,9 +171,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
-      const logs = await jobLogs(ctx, id, info.queue);
-      if (logs === null) throw new HttpError(501, "per-job logs are not available yet in this version");
-      return { body: { id, logs } };
+      return { body: { id, logs: await jobLogs(ctx, id, info.queue) } };
     },
 
     async retryJob({ params, query }) {
@@ -208,10 +206,13 @@ export function jobHandlers(ctx: ApiContext): Handlers {
   };
 }
 
-/** The handler's log lines when the queue library records them (null until it does). */
-async function jobLogs(ctx: ApiContext, id: string, queue: string): Promise<unknown[] | null> {
-  const read = (ctx.admin as unknown as { jobLogs?: (id: string, queue?: string) => Promise<unknown[]> })
-    .jobLogs;
-  if (typeof read !== "function") return null;
-  return read.call(ctx.admin, id, queue);
+/** The lines the job's handlers logged (ctx.log), oldest first. */
+async function jobLogs(
+  ctx: ApiContext,
+  id: string,
+  queue: string,
+): Promise<{ at: number; message: string }[]> {
+  const lines = await ctx.admin.jobLogs(id, queue);
+  // The execution id is the lease token: it stays server-side, like in the events.
+  return lines.map(({ at, message }) => ({ at, message }));
 }

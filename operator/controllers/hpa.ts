@@ -20,9 +20,12 @@ import {
 import type { HPA } from "./objects.ts";
 import { Reason, type Problem } from "./reasons.ts";
 
-/** Whether the pool should have an HPA at all. */
-export function wantsHPA(spec: WorkerPoolSpec): boolean {
-  return spec.scaling.mode === "hpa" && !spec.scaling.paused && spec.replicas === undefined;
+/**
+ * Whether the pool should have an HPA at all. Not while its queue is paused: the operator then
+ * scales it down to its running jobs and its minimum itself (queueControl.ts).
+ */
+export function wantsHPA(spec: WorkerPoolSpec, queuePaused = false): boolean {
+  return spec.scaling.mode === "hpa" && !spec.scaling.paused && spec.replicas === undefined && !queuePaused;
 }
 
 export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
@@ -74,12 +77,13 @@ export async function reconcileHPA(
   spec: WorkerPoolSpec,
   live: HPA | undefined,
   problems: Problem[],
+  queuePaused = false,
 ): Promise<HPA | undefined> {
   const path = resourcePath(RESOURCES.horizontalPodAutoscalers, {
     namespace: pool.metadata.namespace,
     name: pool.metadata.name,
   });
-  if (!wantsHPA(spec)) {
+  if (!wantsHPA(spec, queuePaused)) {
     if (live && isControlledBy(live, pool)) {
       const uid = live.metadata.uid ?? "";
       const deletedAt = ctx.deletedHPAs.get(uid);

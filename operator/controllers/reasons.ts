@@ -61,6 +61,12 @@ export const Reason = {
 
   // ---- Events only
   /** The operator changed the replica count (Normal). */
+  /** The queue is paused: Paused=True; the pool scales down to its running jobs, then its minimum. */
+  QueuePaused: "QueuePaused",
+  /** Paused=False: the queue is claimed from normally. */
+  QueueRunning: "QueueRunning",
+  /** The queue's rate limit caps the replicas (status.control.replicaCap). */
+  RateLimited: "RateLimited",
   ScaledUp: "ScaledUp",
   ScaledDown: "ScaledDown",
   /** Every problem is gone (Normal). */
@@ -106,7 +112,8 @@ export const SCALING_ACTIVE_REASONS = [
 ] as const;
 export type ScalingActiveReason = (typeof SCALING_ACTIVE_REASONS)[number];
 
-export type ConditionReason = ReadyReason | DegradedReason | ScalingActiveReason;
+export type ConditionReason =
+  ReadyReason | DegradedReason | ScalingActiveReason | typeof Reason.QueuePaused | typeof Reason.QueueRunning;
 
 /** Why the operator changed a pool's replica count (status.lastDecision.reason). */
 export const SCALE_REASONS = [
@@ -116,6 +123,8 @@ export const SCALE_REASONS = [
   Reason.ManualReplicas,
   Reason.DirectScaleUp,
   Reason.DirectScaleDown,
+  Reason.QueuePaused,
+  Reason.RateLimited,
 ] as const;
 export type ScaleReason = (typeof SCALE_REASONS)[number];
 
@@ -124,6 +133,9 @@ export const EVENT_REASONS = [
   Reason.ScaledUp,
   Reason.ScaledDown,
   Reason.Recovered,
+  Reason.QueuePaused,
+  Reason.QueueRunning,
+  Reason.RateLimited,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

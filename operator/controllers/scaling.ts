@@ -14,6 +14,7 @@ import { apiCode } from "../kube/client.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
+import { pausedReplicas } from "./queueControl.ts";
 import { poolAttributes, withSpan } from "../tracing.ts";
 import type { Deployment } from "./objects.ts";
 import { Reason, type ScaleReason } from "./reasons.ts";
@@ -38,6 +39,8 @@ export interface DecideInput {
   statusReplicas: number;
   /** Fresh counts, or undefined when the backlog could not be read recently. */
   counts: QueueCounts | undefined;
+  /** The queue is paused (spec.paused or `conveyor pause`): drain to the running jobs, then the minimum. */
+  queuePaused?: boolean;
 }
 
 /** The replica change to make now, or undefined. Updates the scaler's activity and HPA state. */
@@ -55,6 +58,19 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   }
   if (sc.paused || !i.counts) return undefined;
   const { backlog, inflight } = i.counts;
+  if (i.queuePaused) {
+    // No HPA meanwhile (wantsHPA): the operator alone lowers the count; never up, except to the minimum.
+    s.hpa.reset();
+    const target = pausedReplicas(inflight, spec.concurrency, sc.minReplicas);
+    if (target < i.current || (i.current < sc.minReplicas && target > i.current))
+      return {
+        replicas: target,
+        from: i.current,
+        reason: Reason.QueuePaused,
+        message: `queue paused: ${inflight} running job(s) need ${target} replica(s) (concurrency ${spec.concurrency}, minReplicas ${sc.minReplicas})`,
+      };
+    return undefined;
+  }
   if (backlog > 0 || inflight > 0) s.lastActiveAt = i.now;
 
   if (i.current === 0) {
@@ -166,6 +182,7 @@ export function decideReplicas(
   current: number,
   counts: QueueCounts | undefined,
   now: number,
+  queuePaused = false,
 ): ScaleDecision | undefined {
   return decideScale(state.scaler, {
     now,
@@ -173,6 +190,7 @@ export function decideReplicas(
     current,
     statusReplicas: deployment.status?.replicas ?? current,
     counts,
+    queuePaused,
   });
 }
 

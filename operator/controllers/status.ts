@@ -4,7 +4,12 @@
 import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
 import { rfc3339 } from "../../lib/time.ts";
-import { CONDITION_DEGRADED, CONDITION_READY, CONDITION_SCALING_ACTIVE } from "../apis/v1alpha1/types.ts";
+import {
+  CONDITION_DEGRADED,
+  CONDITION_PAUSED,
+  CONDITION_READY,
+  CONDITION_SCALING_ACTIVE,
+} from "../apis/v1alpha1/types.ts";
 import type { BacklogSample } from "../scaling/backlog.ts";
 import type { LastDecision, PoolState, ReconcileContext } from "./context.ts";
 import { deepEqual, subsetDiff } from "./diff.ts";
@@ -23,6 +28,8 @@ export interface StatusInput {
   problems: Problem[];
   lastDecision: LastDecision | undefined;
   now: Date;
+  /** Queue control in force (workerpoolReconciler's queueControl step); undefined before the first read. */
+  control?: NonNullable<WorkerPoolStatus["control"]>;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";
@@ -139,7 +146,16 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   }
 
   const generation = i.pool.metadata.generation;
-  const conditions = [readyCond, scalingCond, degradedCond].map((c) => {
+  const control = i.control ?? prev.control;
+  const pausedCond = control?.paused
+    ? condition(
+        CONDITION_PAUSED,
+        "True",
+        Reason.QueuePaused,
+        `the queue is paused (${control.source === "spec" ? "spec.paused" : "conveyor pause"}): no claims; the pool drains to its running jobs, then minReplicas`,
+      )
+    : condition(CONDITION_PAUSED, "False", Reason.QueueRunning, "");
+  const conditions = [readyCond, scalingCond, degradedCond, pausedCond].map((c) => {
     const old = prev.conditions?.find((p) => p.type === c.type);
     return {
       ...c,
@@ -164,6 +180,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
     if (prev.backlog !== undefined) status.backlog = prev.backlog;
     if (prev.inflight !== undefined) status.inflight = prev.inflight;
   }
+  if (control) status.control = control;
   const decision = i.lastDecision ?? prev.lastDecision;
   if (decision) status.lastDecision = decision;
   const scaleTime = i.lastDecision?.at ?? prev.lastScaleTime;

@@ -5,12 +5,13 @@
 // needs is missing. A new concern is a new step in that list.
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
-import { describeRedisUrl, type QueueCounts } from "../../queue/index.ts";
+import { describeRedisUrl, formatRateLimit, type QueueCounts } from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
   withDefaults,
   type WorkerPool,
   type WorkerPoolSpec,
+  type WorkerPoolStatus,
 } from "../apis/v1alpha1/types.ts";
 import { apiMessage, isUserError } from "../kube/client.ts";
 import type { ObjectCache, Reconciler } from "../kube/controller.ts";
@@ -33,6 +34,14 @@ import {
   newPoolScaler,
   type ScaleDecision,
 } from "./scaling.ts";
+import {
+  controlChanges,
+  controlSummary,
+  medianJobMs,
+  rateLimitCap,
+  specControl,
+  type ReplicaCap,
+} from "./queueControl.ts";
 import { SecretReader } from "./secretReader.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
@@ -66,6 +75,9 @@ export interface PoolPass {
   /** The replica count decisions start from, and the change decided. */
   replicas?: number;
   decision?: ScaleDecision;
+  /** Queue control in force (status.control); `queuePaused` drives scaling. */
+  control?: NonNullable<WorkerPoolStatus["control"]>;
+  queuePaused: boolean;
 }
 
 export interface WorkerPoolCaches {
@@ -116,6 +128,7 @@ export class WorkerPoolReconciler implements Reconciler {
     if (!this.isLeader()) return pass.result;
     // act (the leader)
     this.readBacklog(pass);
+    await this.queueControl(pass);
     await this.ensureDeployment(pass);
     await this.ensureHPA(pass);
     this.decideReplicas(pass);
@@ -143,6 +156,7 @@ export class WorkerPoolReconciler implements Reconciler {
       now: Date.now(),
       backlogFresh: false,
       ownsDeployment: false,
+      queuePaused: false,
     };
   }
 
@@ -215,6 +229,56 @@ export class WorkerPoolReconciler implements Reconciler {
     });
   }
 
+  /**
+   * spec.paused / spec.rateLimit into Redis (the spec wins while set); then what is in force
+   * shapes scaling: a paused queue drains the pool (no HPA meanwhile), a rate limit caps
+   * maxReplicas at the replicas the rate can feed (HPA and direct mode alike). Events on changes.
+   */
+  private async queueControl(pass: PoolPass): Promise<void> {
+    const { spec, sample, pool } = pass;
+    if (!spec || !pass.backlogFresh || !sample?.control) return;
+    const want = specControl(spec);
+    const change = controlChanges(want, sample.control);
+    if (change.paused !== undefined || change.rateLimit) await this.poller.applyControl(pass.key, change);
+    const have = { ...sample.control, ...change };
+    const managed = want.paused !== undefined || want.rateLimit !== undefined;
+    pass.queuePaused = have.paused;
+    let cap: ReplicaCap | undefined;
+    if (have.rateLimit) {
+      cap = rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec);
+      if (cap.cap < spec.scaling.maxReplicas)
+        pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
+    }
+    pass.control = {
+      paused: have.paused,
+      ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
+      source: managed ? "spec" : "redis",
+      ...(cap ? { replicaCap: cap.cap, capReason: cap.reason } : {}),
+      summary: controlSummary(have.paused, have.rateLimit, cap?.cap),
+    };
+    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
+    if (cap) this.metrics.replicaCap.set(labels, cap.cap);
+    else this.metrics.replicaCap.remove(labels);
+    // An Event when what is in force changes (not on every pass).
+    const before = pool.status?.control;
+    if (before && before.paused !== have.paused)
+      await this.ctx.events.record(
+        pool,
+        "Normal",
+        have.paused ? Reason.QueuePaused : Reason.QueueRunning,
+        have.paused
+          ? `queue ${spec.queue} paused: scaling down to the running jobs, then minReplicas ${spec.scaling.minReplicas}`
+          : `queue ${spec.queue} resumed: scaling on the backlog again`,
+      );
+    if (cap && before?.replicaCap !== cap.cap)
+      await this.ctx.events.record(
+        pool,
+        "Normal",
+        Reason.RateLimited,
+        `replicas capped at ${cap.cap}: ${cap.reason}`,
+      );
+  }
+
   /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
   private async ensureDeployment(pass: PoolPass): Promise<void> {
     const { key, pool } = pass;
@@ -240,7 +304,15 @@ export class WorkerPoolReconciler implements Reconciler {
   private async ensureHPA(pass: PoolPass): Promise<void> {
     if (!pass.spec || !pass.ownsDeployment) return;
     await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
-      pass.hpa = await reconcileHPA(this.ctx, pass.key, pass.pool, pass.spec!, pass.hpa, pass.problems);
+      pass.hpa = await reconcileHPA(
+        this.ctx,
+        pass.key,
+        pass.pool,
+        pass.spec!,
+        pass.hpa,
+        pass.problems,
+        pass.queuePaused,
+      );
     });
   }
 
@@ -249,7 +321,15 @@ export class WorkerPoolReconciler implements Reconciler {
     if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
     const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
     pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
-    pass.decision = decideReplicas(pass.state, pass.spec, pass.deployment, pass.replicas, counts, pass.now);
+    pass.decision = decideReplicas(
+      pass.state,
+      pass.spec,
+      pass.deployment,
+      pass.replicas,
+      counts,
+      pass.now,
+      pass.queuePaused,
+    );
   }
 
   /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
@@ -313,6 +393,7 @@ export class WorkerPoolReconciler implements Reconciler {
       problems: pass.problems,
       lastDecision: pass.state.lastDecision,
       now: new Date(pass.now),
+      control: pass.control,
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
@@ -353,6 +434,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.maxReplicas,
       m.degraded,
       m.pollErrors,
+      m.replicaCap,
     ])
       g.remove({ namespace, workerpool: name });
     const queue = this.gaugeQueues.get(key);

@@ -10,7 +10,9 @@ import {
   describeRedisUrl,
   sweepQueue,
   waitUntilReady,
+  type QueueControlState,
   type QueueCounts,
+  type RateLimit,
   type RedisClient,
   type WorkerReport,
 } from "../../queue/index.ts";
@@ -27,6 +29,10 @@ export interface BacklogSample {
   failures: number;
   /** The last good counts and when they were read. */
   lastGood?: { at: number; counts: QueueCounts };
+  /** Pause and rate limit in force in Redis at the last good poll. */
+  control?: QueueControlState;
+  /** While rate-limited: the workers' reports, for the median job duration (queueControl.ts). */
+  reports?: WorkerReport[];
 }
 
 export interface PollTarget {
@@ -213,6 +219,19 @@ export class BacklogPoller {
     return withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports");
   }
 
+  /** Write spec.paused / spec.rateLimit into the pool's Redis (the spec wins while set). */
+  async applyControl(key: string, change: { paused?: boolean; rateLimit?: RateLimit }): Promise<void> {
+    const p = this.pools.get(key);
+    if (!p) return;
+    const admin = new QueueAdmin(p.client);
+    const q = p.target.queue;
+    if (change.paused !== undefined)
+      await withTimeout(change.paused ? admin.pause(q) : admin.resume(q), this.timeoutMs, "pause");
+    if (change.rateLimit)
+      await withTimeout(admin.setRateLimit(q, change.rateLimit), this.timeoutMs, "rate limit");
+    if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
+  }
+
   /** Poll a pool now (e.g. right after it was created), without waiting for its timer. */
   pollNow(key: string): void {
     const p = this.pools.get(key);
@@ -242,12 +261,19 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
+      const admin = new QueueAdmin(p.client);
+      const control = await withTimeout(admin.control(t.queue), this.timeoutMs, "queue control");
+      const reports = control.rateLimit
+        ? await withTimeout(admin.workers(t.queue), this.timeoutMs, "worker reports")
+        : undefined;
       p.sample = {
         at: Date.now(),
         queue: t.queue,
         counts,
         failures: 0,
         lastGood: { at: Date.now(), counts },
+        control,
+        ...(reports ? { reports } : {}),
       };
       if (this.hooks.shouldSweep()) {
         // Best effort: the mutex makes concurrent sweeps by workers no-ops.

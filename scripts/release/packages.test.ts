@@ -3,22 +3,32 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bareImports, libraryImport, LIBRARY, rewriteSpecifiers } from "./packages.ts";
+import { bareImports, libraryImport, LIBRARY, reexportedModules, rewriteSpecifiers } from "./packages.ts";
 
 const DIST = "/pkg/dist";
 
 describe("building the npm packages", () => {
-  it("swaps the queue code for the library package, from any depth", () => {
-    assert.equal(libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/index.js"), LIBRARY);
-    assert.equal(libraryImport(DIST, `${DIST}/operator/kube/client.js`, "../../queue/index.js"), LIBRARY);
-    assert.equal(libraryImport(DIST, `${DIST}/worker/worker.js`, "../lib/backoff.js"), "../lib/backoff.js");
-    assert.equal(libraryImport(DIST, `${DIST}/worker/worker.js`, "pino"), "pino");
+  const INDEX =
+    'export * from "./keys.ts";\nexport * from "./tracing.ts";\nexport { scriptSource } from "./scripts.ts";\n';
+  const reexported = reexportedModules(INDEX);
+
+  it("reads which modules queue/index.ts re-exports whole", () => {
+    assert.deepEqual([...reexported].sort(), ["keys", "tracing"]);
   });
 
-  it("refuses an import past the library's entry point, naming the file", () => {
+  it("swaps the queue code for the library package, from any depth", () => {
+    const swap = (file: string, spec: string) => libraryImport(DIST, `${DIST}/${file}`, spec, reexported);
+    assert.equal(swap("worker/worker.js", "../queue/index.js"), LIBRARY);
+    assert.equal(swap("operator/kube/client.js", "../../queue/index.js"), LIBRARY);
+    assert.equal(swap("worker/handlers/http.js", "../../queue/tracing.js"), LIBRARY);
+    assert.equal(swap("worker/worker.js", "../lib/backoff.js"), "../lib/backoff.js");
+    assert.equal(swap("worker/worker.js", "pino"), "pino");
+  });
+
+  it("refuses an import of a queue module the index does not re-export whole, naming the file", () => {
     assert.throws(
-      () => libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/scripts.js"),
-      /worker\/worker\.js imports \.\.\/queue\/scripts\.js: only queue\/index\.ts/,
+      () => libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/scripts.js", reexported),
+      /worker\/worker\.js imports \.\.\/queue\/scripts\.js: the library exports queue\/index\.ts only/,
     );
   });
 

@@ -38,6 +38,7 @@ type PackageJson = Record<string, unknown> & {
   version?: string;
   dependencies?: Record<string, string>;
   optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
 };
 
 export function readJson<T = PackageJson>(file: string): T {
@@ -75,14 +76,19 @@ function buildLibrary(version: string, dir: string, packDir: string): BuiltPacka
   // The scripts as the library loads them: includes resolved, one file per script.
   dumpScripts(join(dir, "dist", "queue", "scripts"));
   const declared = Object.keys(template.dependencies ?? {});
+  // Optional peers: loaded only on demand (queue/tracing.ts's exporting SDK, when OTEL_* ask for
+  // it); an app that wants them installs them, the CLI package brings them as optional dependencies.
+  const peers = Object.keys(template.peerDependencies ?? {});
   const imported = bareImports(files);
-  const undeclared = imported.filter((name) => !declared.includes(name));
+  const undeclared = imported.filter((name) => !declared.includes(name) && !peers.includes(name));
   if (undeclared.length > 0)
     throw new Error(
       `${LIBRARY}: queue/ imports ${undeclared.join(", ")}, which packages/queue/package.json does not ` +
         `declare. The library's dependencies are a decision: declare it there (or keep the import out of queue/).`,
     );
-  const pkg = { ...template, version, dependencies: pinned(declared) };
+  const pkg: PackageJson = { ...template, version, dependencies: pinned(declared) };
+  if (peers.length > 0)
+    pkg["peerDependencies"] = Object.fromEntries(Object.entries(pinned(peers)).map(([n, v]) => [n, `^${v}`]));
   return pack(pkg, dir, packDir, "queue");
 }
 
@@ -92,16 +98,21 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
   const dist = join(dir, "dist");
   tsc(join(ROOT, "packages", "conveyor", "tsconfig.json"), dist);
   const queueDir = join(dist, "queue") + sep;
+  const reexported = reexportedModules(readFileSync(join(ROOT, "queue", "index.ts"), "utf8"));
   for (const file of listFiles(dist).filter((f) => f.endsWith(".js") && !f.startsWith(queueDir)))
-    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec));
+    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec, reexported));
   rmSync(join(dist, "queue"), { recursive: true, force: true });
   mkdirSync(join(dir, "bin"), { recursive: true });
   copyFileSync(join(ROOT, "bin", "conveyor.js"), join(dir, "bin", "conveyor.js"));
   const files = listFiles(dist);
   const root = readJson(join(ROOT, "package.json"));
   const dependencies: Record<string, string> = { [LIBRARY]: version };
-  const optionalDependencies: Record<string, string> = {};
-  for (const name of bareImports(files).filter((n) => n !== LIBRARY)) {
+  // The library's optional peers, so `conveyor worker|operator` can export traces when asked.
+  const libraryPeers = Object.keys(
+    readJson(join(ROOT, "packages", "queue", "package.json")).peerDependencies ?? {},
+  );
+  const optionalDependencies: Record<string, string> = pinned(libraryPeers);
+  for (const name of bareImports(files).filter((n) => n !== LIBRARY && !libraryPeers.includes(n))) {
     const optional = root.optionalDependencies?.[name];
     if (optional) optionalDependencies[name] = optional;
     else dependencies[name] = pinned([name])[name]!;
@@ -113,18 +124,30 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
 
 /**
  * A compiled file's import specifier with the queue code swapped for the library package:
- * `../queue/index.js` (from any depth) becomes `@conveyor-dev/queue`; a deeper import into
- * queue/ is refused, since the package exports only queue/index.ts.
+ * `../queue/index.js` (from any depth) becomes `@conveyor-dev/queue`, and so does a module that
+ * queue/index.ts re-exports whole (`export * from "./tracing.ts"`: the same bindings, the same
+ * module instance); any other import into queue/ is refused, since the package exports only its index.
  */
-export function libraryImport(dist: string, file: string, spec: string): string {
+export function libraryImport(
+  dist: string,
+  file: string,
+  spec: string,
+  reexported: ReadonlySet<string>,
+): string {
   if (!spec.startsWith(".")) return spec;
   const target = resolve(dirname(file), spec);
-  if (target === join(dist, "queue", "index.js")) return LIBRARY;
-  if (target.startsWith(join(dist, "queue") + sep))
-    throw new Error(
-      `${relative(dist, file)} imports ${spec}: only queue/index.ts is the library's surface; export what it needs there`,
-    );
-  return spec;
+  const queueDir = join(dist, "queue") + sep;
+  if (!target.startsWith(queueDir)) return spec;
+  const module = target.slice(queueDir.length).replace(/\.js$/, "");
+  if (module === "index" || reexported.has(module)) return LIBRARY;
+  throw new Error(
+    `${relative(dist, file)} imports ${spec}: the library exports queue/index.ts only; export what it needs there`,
+  );
+}
+
+/** The queue/ modules queue/index.ts re-exports whole. */
+export function reexportedModules(indexSource: string): Set<string> {
+  return new Set([...indexSource.matchAll(/^export \* from "\.\/([\w/]+)\.ts";$/gm)].map((m) => m[1]!));
 }
 
 /** The exact versions the root package.json pins (the one place dependency versions live). */
@@ -195,4 +218,11 @@ export function bareImports(files: string[]): string[] {
 
 function sortKeys(o: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+// `node scripts/release/packages.ts [packDir]`: build and pack both packages only (e.g. for an
+// image build that installs the very tarballs npm users get).
+if (import.meta.main) {
+  const { library, cli } = buildPackages(process.argv[2] ? { packDir: process.argv[2] } : {});
+  process.stdout.write(`${library.tarball}\n${cli.tarball}\n`);
 }

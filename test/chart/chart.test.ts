@@ -905,8 +905,10 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       "--namespace",
       "examples",
       ...files.flatMap((f) => ["-f", path.join(EXAMPLES, f)]),
+      "-f",
+      path.join(EXAMPLES, "python", "workerpool.yaml"),
     );
-    for (const pool of ["resize", "shout", "wordcount", "docs-ocr", "docs-embed"])
+    for (const pool of ["resize", "shout", "wordcount", "docs-ocr", "docs-embed", "reader"])
       assert.match(out, new RegExp(`workerpool\\.conveyor\\.dev/${pool} created \\(server dry run\\)`));
     // one pool per handler kind, a two-stage pipeline sharing its prefix, credentials by reference
     const pools = files

@@ -90,6 +90,7 @@ describe("conveyor CLI", () => {
       stalls: 0,
       handbacks: 0,
       result: { answer: 42 },
+      logs: [], // its handler's ctx.log lines (none here)
     });
     assert.match(run("job", "j1").stdout, /completed/);
     const missing = run("job", "nope");

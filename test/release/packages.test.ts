@@ -158,7 +158,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     }
   });
 
-  it("the library tarball holds ESM with declarations and the resolved scripts; its dependencies are ioredis and croner", () => {
+  it("the library tarball holds ESM with declarations and the resolved scripts; its dependencies are ioredis, croner and the OpenTelemetry API", () => {
     const dir = join(tmp, "library-contents");
     mkdirSync(dir);
     execFileSync("tar", ["-xzf", artifacts.library, "-C", dir]);
@@ -167,9 +167,19 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(pkg.version, version);
     assert.equal(pkg["type"], "module");
     assert.deepEqual(pkg["engines"], { node: ">=20" });
-    // Reviewed: ioredis, and croner for cron schedules (no dependencies of its own); a new one is a decision.
-    const root = readJson(join(ROOT, "package.json")).dependencies!;
-    assert.deepEqual(pkg.dependencies, { croner: root["croner"], ioredis: root["ioredis"] });
+    // Reviewed: ioredis; croner (cron schedules) and @opentelemetry/api (tracing's API, a no-op
+    // until an SDK is installed), both without dependencies of their own; a new one is a decision.
+    const root = readJson(join(ROOT, "package.json"));
+    assert.deepEqual(pkg.dependencies, {
+      "@opentelemetry/api": root.dependencies!["@opentelemetry/api"],
+      croner: root.dependencies!["croner"],
+      ioredis: root.dependencies!["ioredis"],
+    });
+    // the exporting SDK is an optional peer: loaded only when OTEL_* ask for export
+    for (const [name, range] of Object.entries(pkg.peerDependencies ?? {})) {
+      assert.equal(range, `^${root.optionalDependencies![name]}`, name);
+      assert.deepEqual((pkg["peerDependenciesMeta"] as Record<string, unknown>)[name], { optional: true });
+    }
     const files = listFiles(join(dir, "package")).map((f) => f.slice(join(dir, "package").length + 1));
     assert.deepEqual(
       files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")),

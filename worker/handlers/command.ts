@@ -1,12 +1,14 @@
 // `command:` handlers: run argv directly (spawn = fork+exec of the command, never of this
 // worker, and never through a shell, so job data is inert), job data as JSON on stdin, the
-// result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry.
+// result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry; exit 75
+// (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { HandlerError, type Handler } from "./types.ts";
+import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const EX_DATAERR = 65;
+const EX_TEMPFAIL = 75;
 
 export function commandHandler(argv: string[], killGraceMs: number): Handler {
   const [file, ...args] = argv;
@@ -26,6 +28,9 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
             CONVEYOR_QUEUE: job.queue,
             CONVEYOR_ATTEMPT: String(job.attempt),
             CONVEYOR_EXECUTION_ID: job.executionId,
+            ...(ctx.callback
+              ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
+              : {}),
             ...(traced && { TRACEPARENT: traced.traceparent }),
             ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
           },
@@ -83,11 +88,10 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
             );
           if (code !== 0) {
             const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
-            return reject(
-              new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
-                retryable: code !== EX_DATAERR,
-              }),
-            );
+            const err = new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
+              retryable: code !== EX_DATAERR,
+            });
+            return reject(code === EX_TEMPFAIL ? dependencyFailure(err) : err);
           }
           const text = Buffer.concat(out).toString("utf8").trim();
           if (text === "") return resolve(null);

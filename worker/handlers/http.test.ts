@@ -20,7 +20,7 @@ const job: JobView = {
 };
 const ctx = (): HandlerContext => ({
   signal: new AbortController().signal,
-  log: pino({ level: "silent" }),
+  log: pino({ level: "silent" }) as HandlerContext["log"], // (the http handler never logs)
   progress: () => {},
 });
 

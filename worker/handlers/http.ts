@@ -1,7 +1,7 @@
 // `http://` handlers: POST the job data to a sidecar (any language) on localhost. The job's
 // identity travels in headers so the body is exactly the job data.
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { HandlerError, type Handler } from "./types.ts";
+import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -56,6 +56,12 @@ export function httpHandler(url: string): Handler {
             "conveyor-queue": job.queue,
             "conveyor-attempt": String(job.attempt),
             "conveyor-execution-id": job.executionId,
+            ...(ctx.callback
+              ? {
+                  "conveyor-callback-url": ctx.callback.url,
+                  "conveyor-callback-token": ctx.callback.token,
+                }
+              : {}),
             // W3C traceparent/tracestate of the job's process span, while tracing is on
             ...activeTraceHeaders(),
           },
@@ -73,9 +79,13 @@ export function httpHandler(url: string): Handler {
         // 4xx means the sidecar judged the input bad: retrying the same input cannot help
         // (except timeouts and rate limits, which can).
         const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
-        throw new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, {
+        const err = new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, {
           retryable,
         });
+        // `Conveyor-Failure: dependency`: something the sidecar depends on failed (circuit breaker).
+        if (retryable && res.headers.get("conveyor-failure")?.trim().toLowerCase() === "dependency")
+          throw dependencyFailure(err);
+        throw err;
       }
       if (text.trim() === "") return null;
       try {

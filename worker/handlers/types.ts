@@ -14,12 +14,23 @@ export interface JobView {
   createdAt: number;
 }
 
+/**
+ * The worker's logger for this job (`ctx.log.info(…)`: stdout), also callable: `ctx.log("text")`
+ * appends a line to the job's own log (kept in Redis, capped; `conveyor job <id>` shows it).
+ */
+export type JobLogger = Logger & ((message: string) => void);
+
 export interface HandlerContext {
   /** Aborted on timeout, hand-back at the drain deadline, or lease loss. `signal.reason` says which. */
   signal: AbortSignal;
-  log: Logger;
+  log: JobLogger;
   /** Report progress (0..1) with an optional message. */
   progress(fraction: number, message?: string): void;
+  /**
+   * The handler callback of this execution, for handlers outside this process (http, command):
+   * they report progress and log lines through it. See worker/handlerCallback.ts.
+   */
+  callback?: { url: string; token: string };
 }
 
 export interface Handler {
@@ -53,6 +64,11 @@ export function isRetryable(err: unknown): boolean {
  * handler with `dependencyFailure: true`. The job is deferred without an attempt and, after
  * several in a row, the worker's circuit breaker pauses claiming.
  */
+/** A handler outside the process (http, command) marks a dependency failure this way. */
+export function dependencyFailure(err: HandlerError): HandlerError {
+  return Object.assign(err, { dependencyFailure: true });
+}
+
 export function isDependencyFailure(err: unknown): boolean {
   return (
     typeof err === "object" &&

@@ -224,6 +224,17 @@ export const specSchema = {
       description:
         "How long a stopping worker lets running jobs finish before handing them back (default: maxJobSeconds). The pod's terminationGracePeriodSeconds is this plus 10 s.",
     },
+    paused: {
+      type: "boolean",
+      description:
+        "Pause the queue: no worker claims from it (running jobs finish, enqueues wait). The pool scales to what its running jobs need (ceil(inflight / concurrency)), then to minReplicas. While set (true or false) it wins over `conveyor pause/resume`; unset leaves the queue as the CLI set it.",
+    },
+    rateLimit: {
+      type: "string",
+      pattern: "^[1-9][0-9]{0,5}/(s|m|h)$",
+      description:
+        "A global rate limit on the queue: at most N job starts per second, minute or hour across all workers (e.g. 50/s), enforced by the claim script. The pool is capped at the replicas the rate can feed: ceil(rate × median job seconds / concurrency) + 1, never above maxReplicas. While set it wins over `conveyor limit`.",
+    },
     replicas: {
       type: "integer",
       minimum: 0,
@@ -427,6 +438,26 @@ export const statusSchema = {
       format: "date-time",
       description: "When the operator last changed the replica count.",
     },
+    control: {
+      type: "object",
+      description: "Queue control in force in Redis, and where it came from.",
+      properties: {
+        paused: { type: "boolean" },
+        rateLimit: { type: "string", description: "e.g. 50/s; absent when none." },
+        source: {
+          type: "string",
+          enum: ["spec", "redis"],
+          description:
+            "spec: spec.paused/spec.rateLimit set it; redis: set by the CLI or API, not managed by the spec.",
+        },
+        replicaCap: {
+          type: "integer",
+          description: "Replicas the rate limit can feed (the pool is not scaled above this).",
+        },
+        capReason: { type: "string" },
+        summary: { type: "string", description: "paused, limited 50/s (cap 3), or empty: for kubectl get." },
+      },
+    },
     lastDecision: {
       type: "object",
       description: "The operator's last scale decision and why.",
@@ -471,6 +502,12 @@ export const printerColumns = [
     description: "ready/desired worker pods",
   },
   { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  {
+    name: "Control",
+    type: "string",
+    jsonPath: ".status.control.summary",
+    description: "queue paused or rate-limited (and the replica cap)",
+  },
   { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
   { name: "Min", type: "integer", jsonPath: ".spec.scaling.minReplicas", priority: 1 },
   { name: "Max", type: "integer", jsonPath: ".spec.scaling.maxReplicas", priority: 1 },

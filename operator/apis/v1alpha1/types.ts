@@ -56,3 +56,5 @@ export function withDefaults(spec: WorkerPoolSpecInput): WorkerPoolSpec {
 export const CONDITION_READY = "Ready";
 export const CONDITION_SCALING_ACTIVE = "ScalingActive";
 export const CONDITION_DEGRADED = "Degraded";
+/** The queue is paused (spec.paused or `conveyor pause`): no claims, the pool drains to its minimum. */
+export const CONDITION_PAUSED = "Paused";

@@ -37,7 +37,7 @@ describe("WorkerPool API", () => {
     assert.equal(v.subresources.scale.specReplicasPath, ".spec.replicas");
     assert.deepEqual(
       v.additionalPrinterColumns.filter((c) => !("priority" in c)).map((c) => c.name),
-      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Age"],
+      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Control", "Age"],
     );
   });
 
@@ -114,6 +114,8 @@ describe("WorkerPool API", () => {
       concurrency: 2,
       maxJobSeconds: 60,
       drainSeconds: 30,
+      paused: false,
+      rateLimit: "50/s",
       replicas: 1,
       template: {
         image: "i",

@@ -1,0 +1,175 @@
+"""The asyncio variant of conveyor.Client (redis.asyncio): the same scripts, arguments, checks
+and results, awaited.
+
+    from conveyor.aio import AsyncClient
+    client = AsyncClient.from_url("redis://127.0.0.1:6379")
+    job_id = await client.enqueue("docs/ocr", {"url": "s3://bucket/scan.pdf"}, priority=5)
+    async for event in client.events("docs/ocr"): ...
+    await client.close()
+"""
+
+from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id
+from .client import (
+    CANCELLED_RETENTION_SECONDS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    Cancelled,
+    EVENTS_PAGE,
+    Duration,
+    Enqueued,
+    Event,
+    Job,
+    LogLine,
+    _cancel_call,
+    _cancelled,
+    _enqueue_calls,
+    _enqueued,
+    _event,
+    _history_start,
+    _job,
+    _log_lines,
+    _one_job,
+    _payload_error,
+    _pipelines,
+    _redis_from_url,
+    _Script,
+    _stats,
+    _stats_commands,
+)
+
+
+async def _run(script: _Script, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    try:
+        return await client.evalsha(script.sha, len(keys), *keys, *args)
+    except NoScriptError:
+        return await client.eval(script.source, len(keys), *keys, *args)
+
+
+class AsyncClient:
+    """conveyor.Client for asyncio programs."""
+
+    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.redis = redis_client
+        self.max_payload_bytes = max_payload_bytes
+        self._cluster = type(redis_client).__name__ == "RedisCluster"
+        self._pipelines: Set[str] = set()
+        self._enqueue = _Script("enqueue_jobs")
+        self._cancel = _Script("cancel_job")
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any
+    ) -> "AsyncClient":
+        return cls(_redis_from_url(url, use_asyncio=True, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+
+    async def close(self) -> None:
+        await self.redis.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def enqueue(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        attempts: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        content_hash: Optional[str] = None,
+        trace: Optional[str] = None,
+    ) -> str:
+        """As Client.enqueue."""
+        job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace)
+        return (await self.enqueue_many(queue, [job]))[0].id
+
+    async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
+        """As Client.enqueue_many."""
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        if keys.pipeline not in self._pipelines:
+            await self.redis.sadd(PIPELINES_KEY, keys.pipeline)
+            self._pipelines.add(keys.pipeline)
+        out: List[Enqueued] = []
+        for args in calls:
+            try:
+                out.extend(_enqueued(await _run(self._enqueue, self.redis, key_list, args)))
+            except ResponseError as err:
+                raise _payload_error(err) from None
+        return out
+
+    async def cancel(
+        self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
+    ) -> Cancelled:
+        """As Client.cancel."""
+        check_job_id(job_id)
+        for pipeline in await self._known(queue):
+            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+            reply = await _run(self._cancel, self.redis, keys, args)
+            if reply[0] != "notFound":
+                return _cancelled(job_id, reply)
+        return Cancelled(job_id, "notFound", "", "", 0)
+
+    async def _known(self, queue: Optional[str]) -> List[str]:
+        return _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
+
+    async def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
+        """As Client.get_job."""
+        check_job_id(job_id)
+        for pipeline in await self._known(queue):
+            raw = await self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
+            if raw:
+                return _job(job_id, raw)
+        return None
+
+    async def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
+        """As Client.job_logs."""
+        check_job_id(job_id)
+        for pipeline in await self._known(queue):
+            lines = await self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
+            if lines:
+                return _log_lines(lines)
+        return []
+
+    async def stats(self, queue: str) -> Dict[str, int]:
+        """As Client.stats."""
+        pipe = self.redis.pipeline(transaction=not self._cluster)
+        _stats_commands(pipe, queue)
+        return _stats(await pipe.execute())
+
+    async def counters(self, queue: str) -> Dict[str, int]:
+        return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}
+
+    async def events(
+        self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
+    ) -> AsyncIterator[Event]:
+        """As Client.events (anchored at the first iteration, not at the call)."""
+        key = QueueKeys(queue).events
+        if not follow:
+            start = _history_start(since)
+            while True:
+                entries = await self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
+                for event_id, fields in entries:
+                    yield _event(event_id, fields)
+                if len(entries) < EVENTS_PAGE:
+                    return
+                start = f"({entries[-1][0]}"
+        last = since or "$"
+        if last == "$":
+            newest = await self.redis.xrevrange(key, "+", "-", count=1)
+            last = newest[0][0] if newest else "0-0"
+        while True:
+            reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            for _, entries in reply or []:
+                for event_id, fields in entries:
+                    last = event_id
+                    yield _event(event_id, fields)

@@ -1,0 +1,509 @@
+"""The producer and read side of a Conveyor queue over redis-py: the same Lua scripts, the same
+arguments and the same defaults as the TypeScript producer (queue/producer.ts), so a job
+enqueued here is stored exactly as one enqueued from TypeScript (docs/protocol.md)."""
+
+import hashlib
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib.resources import files
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from urllib.parse import parse_qs, unquote
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from . import _json
+from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
+
+DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
+DEFAULT_ATTEMPTS = 3
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+#: How long a cancelled job's record stays readable (as queue/control.ts's CANCELLED_RETENTION_SECONDS).
+CANCELLED_RETENTION_SECONDS = 24 * 3600
+#: Jobs per script call in enqueue_many (as the TypeScript producer: amortised, never blocking Redis long).
+BULK_CHUNK = 500
+
+Duration = Union[int, float, timedelta]
+
+
+class InvalidJobError(ValueError):
+    """A job the protocol refuses (bad priority, attempts, delay, timeout, data that is not JSON)."""
+
+
+class PayloadTooLargeError(InvalidJobError):
+    """The job's data is larger than the producer's limit (512 KiB unless configured)."""
+
+
+class Enqueued(NamedTuple):
+    id: str
+    #: False when the id or the idempotency key already existed (nothing was written).
+    created: bool
+
+
+@dataclass
+class Job:
+    """A job record (docs/protocol.md, "Job record fields"), JSON fields decoded."""
+
+    id: str
+    queue: str
+    state: str
+    data: Any
+    priority: int
+    attempts: int
+    attempts_made: int
+    stalls: int
+    handbacks: int
+    created_at: int
+    started_at: Optional[int] = None
+    finished_at: Optional[int] = None
+    result: Any = None
+    error: Optional[Any] = None
+    dead_reason: Optional[str] = None
+    progress: Optional[float] = None
+    progress_message: Optional[str] = None
+    worker: Optional[str] = None
+    #: Every field as stored.
+    raw: Dict[str, str] = field(default_factory=dict)
+
+
+class Cancelled(NamedTuple):
+    id: str
+    #: "cancelled" (it was waiting, delayed, running or a fan-out parent), "finished" (completed,
+    #: dead or cancelled before: nothing changed) or "notFound".
+    outcome: str
+    #: What the job was (ready, delayed, active, fannedOut, joined), or its final state.
+    state: str
+    queue: str
+    #: Jobs cancelled: 1, or for a fan-out parent its unfinished children (and join).
+    jobs_cancelled: int
+
+
+@dataclass
+class LogLine:
+    at: int
+    execution_id: str
+    message: str
+
+
+@dataclass
+class Event:
+    #: Stream id: the events of a queue are totally ordered.
+    event_id: str
+    type: str
+    id: str
+    queue: str
+    at: int
+    fields: Dict[str, str]
+
+
+def _script(name: str) -> str:
+    return (files("conveyor") / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class _Script:
+    """A published script run by SHA, falling back to EVAL (after a restart, on a new cluster node)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = _script(name)
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return client.eval(self.source, len(keys), *keys, *args)
+
+
+def _ms(value: Optional[Duration], what: str) -> int:
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidJobError(f"{what} must be a number of seconds ≥ 0 (or a timedelta), got {value!r}")
+    return int(math.floor(seconds * 1000 + 0.5))  # Math.round, as the TypeScript producer
+
+
+def _integer(value: Any, default: int, low: int, high: int, what: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidJobError(f"{what} must be an integer {low}..{high}, got {value!r}")
+    return value
+
+
+def _cluster_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, int]], Dict[str, Any]]:
+    """The nodes and options of `redis-cluster://[user:pass@]host:port,host:port[?tls=true]`."""
+    rest = url[len("redis-cluster://") :]
+    rest, _, query = rest.partition("?")
+    username = None
+    if "@" in rest:
+        cred, rest = rest.rsplit("@", 1)
+        user, _, pw = cred.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) or password
+    nodes = []
+    for hp in rest.strip("/").split(","):
+        host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "6379")
+        nodes.append((host.strip("[]"), int(port)))
+    tls = parse_qs(query).get("tls", ["false"])[0] == "true"
+    return nodes, {"username": username, "password": password, "ssl": tls, "decode_responses": True}
+
+
+def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bool = False, **kwargs: Any) -> Any:
+    """`redis://`, `rediss://` and `redis-cluster://host:port,host:port[?tls=true]`, as the
+    TypeScript side reads them; the password from the URL, else REDIS_PASSWORD."""
+    password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
+    if use_asyncio:
+        import redis.asyncio as lib
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+    else:
+        lib = redis  # type: ignore[no-redef]
+        from redis.cluster import ClusterNode, RedisCluster  # type: ignore[no-redef,assignment]
+    if url.startswith("redis-cluster://"):
+        nodes, options = _cluster_target(url, password)
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **options, **kwargs)
+    client = lib.Redis.from_url(url, decode_responses=True, **kwargs)
+    if password and not client.connection_pool.connection_kwargs.get("password"):
+        client.connection_pool.connection_kwargs["password"] = password
+    return client
+
+
+def _number(raw: Optional[str]) -> Optional[float]:
+    if raw is None or raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _int(raw: Optional[str], default: Optional[int] = 0) -> Optional[int]:
+    n = _number(raw)
+    return default if n is None else int(n)
+
+
+def _decode(raw: Optional[str]) -> Any:
+    if raw is None or raw == "":
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace"}
+
+
+def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
+    """The 9 script arguments of one job (docs/protocol.md, "Enqueueing from another language"),
+    checked as the TypeScript producer checks them; InvalidJobError naming the job otherwise."""
+    job_id = job.get("id")
+    which = f"job {job_id}" if job_id is not None else f"job at index {index}"
+    unknown = set(job) - _JOB_OPTIONS
+    if unknown:
+        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
+    if "data" not in job:
+        raise InvalidJobError(f"{which}: data is required (any JSON value)")
+    job_id = check_job_id(job_id) if job_id is not None else str(uuid.uuid4())
+    try:
+        data = _json.dumps(job["data"])
+    except _json.NotJSONError as err:
+        raise InvalidJobError(f"{which}: data is not JSON-serializable: {err}") from None
+    size = len(data.encode("utf-8"))
+    if size > max_payload_bytes:
+        raise PayloadTooLargeError(
+            f"job {job_id} is {size} bytes, limit {max_payload_bytes} "
+            "(store large inputs elsewhere and enqueue a reference)"
+        )
+    priority = _integer(job.get("priority"), 0, 0, 1000, "priority")
+    attempts = _integer(job.get("attempts"), DEFAULT_ATTEMPTS, 1, 1000, "attempts")
+    delay_ms = _ms(job.get("delay"), "delay")
+    timeout_ms = _ms(job.get("timeout"), "timeout")
+    idem = job.get("idempotency_key") or ""
+    content_hash = job.get("content_hash") or ""
+    # The W3C trace context of the enqueue (`traceparent`, optionally a `tracestate` line):
+    # this client does not trace, but passes one a caller has (an OpenTelemetry span's).
+    trace = job.get("trace") or ""
+    if not isinstance(idem, str) or not isinstance(content_hash, str) or not isinstance(trace, str):
+        raise InvalidJobError(f"{which}: idempotency_key, content_hash and trace must be strings")
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace]
+
+
+def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
+    return {"data": data, **options}
+
+
+def _enqueue_calls(
+    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int
+) -> Tuple[QueueKeys, List[str], List[List[Any]]]:
+    """The keys and the argument lists of the enqueue_jobs calls (BULK_CHUNK jobs each); every
+    job is checked first, so a bad one refuses the batch before anything reaches Redis."""
+    check_queue(queue)
+    keys = QueueKeys(queue)
+    encoded = [_encode_job(job, i, max_payload_bytes) for i, job in enumerate(jobs)]
+    key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
+    calls = []
+    for start in range(0, len(encoded), BULK_CHUNK):
+        args: List[Any] = [
+            keys.job_prefix,
+            keys.idempotency_prefix,
+            queue,
+            int(time.time() * 1000),
+            max_payload_bytes,
+            IDEMPOTENCY_TTL_SECONDS,
+        ]
+        for fields in encoded[start : start + BULK_CHUNK]:
+            args.extend(fields)
+        calls.append(args)
+    return keys, key_list, calls
+
+
+def _cancel_call(job_id: str, pipeline: str, retention_seconds: int) -> Tuple[List[str], List[Any]]:
+    """cancel_job's KEYS and ARGV (docs/protocol.md, "Queue control")."""
+    p = PipelineKeys(pipeline)
+    return [p.outbox, p.meta], [p.job_prefix, job_id, int(time.time() * 1000), retention_seconds]
+
+
+def _cancelled(job_id: str, reply: Sequence[Any]) -> Cancelled:
+    return Cancelled(job_id, str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+
+
+def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
+    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2)]
+
+
+def _payload_error(err: ResponseError) -> Exception:
+    text = str(err)
+    if "ERR_PAYLOAD_TOO_LARGE" in text:
+        return PayloadTooLargeError(text.split("ERR_PAYLOAD_TOO_LARGE ", 1)[-1])
+    return err
+
+
+def _job(job_id: str, raw: Dict[str, str]) -> Job:
+    return Job(
+        id=raw.get("id", job_id),
+        queue=raw.get("queue", ""),
+        state=raw.get("state", "unknown"),
+        data=_decode(raw.get("data")),
+        priority=_int(raw.get("priority")) or 0,
+        attempts=_int(raw.get("attempts")) or 0,
+        attempts_made=_int(raw.get("attemptsMade")) or 0,
+        stalls=_int(raw.get("stalls")) or 0,
+        handbacks=_int(raw.get("handbacks")) or 0,
+        created_at=_int(raw.get("createdAt")) or 0,
+        started_at=_int(raw.get("startedAt"), None),
+        finished_at=_int(raw.get("finishedAt"), None),
+        result=_decode(raw.get("result")),
+        error=_decode(raw.get("error")),
+        dead_reason=raw.get("deadReason") or None,
+        progress=_number(raw.get("progress")),
+        progress_message=raw.get("progressMessage") or None,
+        worker=raw.get("worker") or None,
+        raw=raw,
+    )
+
+
+def _log_lines(lines: Sequence[str]) -> List[LogLine]:
+    out = []
+    for text in lines:
+        v = _decode(text)
+        if isinstance(v, dict):
+            out.append(LogLine(int(v.get("at", 0)), str(v.get("executionId", "")), str(v.get("message", ""))))
+        else:
+            out.append(LogLine(0, "", text))
+    return out
+
+
+def _stats_commands(pipe: Any, queue: str) -> None:
+    k = QueueKeys(queue)
+    pipe.zcard(k.ready)
+    pipe.zcard(k.delayed)
+    pipe.zcount(k.delayed, "-inf", int(time.time() * 1000))
+    pipe.zcard(k.inflight)
+    pipe.zcard(k.dead)
+    pipe.hget(k.counts, "completed")
+
+
+def _stats(replies: Sequence[Any]) -> Dict[str, int]:
+    ready, delayed, due, inflight, dead, completed = (int(v or 0) for v in replies)
+    return {
+        "ready": ready,
+        "delayed": delayed,
+        "dueDelayed": due,
+        "inflight": inflight,
+        "dead": dead,
+        "completed": completed,
+        "backlog": ready + due + inflight,
+    }
+
+
+def _pipelines(queue: Optional[str], known: Iterable[str]) -> List[str]:
+    return [queue.split("/")[0]] if queue else sorted(known)
+
+
+def _history_start(since: Optional[str]) -> str:
+    return "-" if since is None else f"({since}"
+
+
+EVENTS_PAGE = 500
+
+
+class Client:
+    """Enqueue jobs and read queues. Thread-safe as redis-py's client is."""
+
+    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.redis = redis_client
+        self.max_payload_bytes = max_payload_bytes
+        self._cluster = type(redis_client).__name__ == "RedisCluster"
+        self._pipelines: Set[str] = set()
+        self._enqueue = _Script("enqueue_jobs")
+        self._cancel = _Script("cancel_job")
+
+    @classmethod
+    def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
+        return cls(_redis_from_url(url, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- producing -----------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        attempts: Optional[int] = None,
+        timeout: Optional[Duration] = None,
+        content_hash: Optional[str] = None,
+        trace: Optional[str] = None,
+    ) -> str:
+        """Enqueue one job; returns its id (the existing job's id when the id or idempotency
+        key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
+        means the pool's default job timeout. `trace`: a W3C `traceparent` to link the job's
+        spans to (docs/protocol.md, "Trace context")."""
+        job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace)
+        return self.enqueue_many(queue, [job])[0].id
+
+    def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
+        """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
+        atomically per chunk of 500; every job is checked before any reaches Redis."""
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        if keys.pipeline not in self._pipelines:  # cvy:pipelines: docs/protocol.md, once per process
+            self.redis.sadd(PIPELINES_KEY, keys.pipeline)
+            self._pipelines.add(keys.pipeline)
+        out: List[Enqueued] = []
+        for args in calls:
+            try:
+                out.extend(_enqueued(self._enqueue(self.redis, key_list, args)))
+            except ResponseError as err:
+                raise _payload_error(err) from None
+        return out
+
+    def cancel(
+        self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
+    ) -> Cancelled:
+        """Cancel a job wherever it is: waiting or delayed, it leaves its set; running, its
+        worker aborts the handler at its next heartbeat and refuses its late result; a fan-out
+        parent takes its unfinished children with it. Never retried or dead-lettered. A finished
+        job is left alone (outcome "finished"); an unknown one gives "notFound"."""
+        check_job_id(job_id)
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
+            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+            reply = self._cancel(self.redis, keys, args)
+            if reply[0] != "notFound":
+                return _cancelled(job_id, reply)
+        return Cancelled(job_id, "notFound", "", "", 0)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
+        """The job's record, or None (never enqueued, or expired). `queue` (or its pipeline)
+        narrows the lookup; without it every pipeline in cvy:pipelines is searched."""
+        check_job_id(job_id)
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
+            raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
+            if raw:
+                return _job(job_id, raw)
+        return None
+
+    def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
+        """The lines the job's handlers logged (ctx.log), oldest first; empty when none."""
+        check_job_id(job_id)
+        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
+            lines = self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
+            if lines:
+                return _log_lines(lines)
+        return []
+
+    def stats(self, queue: str) -> Dict[str, int]:
+        """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
+        completed and backlog (ready + due delayed + in flight), in one round trip."""
+        pipe = self.redis.pipeline(transaction=not self._cluster)
+        _stats_commands(pipe, queue)
+        return _stats(pipe.execute())
+
+    def counters(self, queue: str) -> Dict[str, int]:
+        """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
+        return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
+
+    def events(
+        self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
+    ) -> Iterator[Event]:
+        """The queue's transitions in order. follow=True: events after `since` (default: those
+        after this call) until the caller stops iterating; follow=False: the stored history after
+        `since` (default: all ~10,000 kept), then stop."""
+        key = QueueKeys(queue).events
+        if not follow:
+            return self._history(key, since)
+        last = since or "$"
+        if last == "$":  # anchored now, not at the first next(): nothing in between is missed
+            newest = self.redis.xrevrange(key, "+", "-", count=1)
+            last = newest[0][0] if newest else "0-0"
+        return self._follow(key, last, block)
+
+    def _history(self, key: str, since: Optional[str]) -> Iterator[Event]:
+        start = _history_start(since)
+        while True:
+            entries = self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
+            for event_id, fields in entries:
+                yield _event(event_id, fields)
+            if len(entries) < EVENTS_PAGE:
+                return
+            start = f"({entries[-1][0]}"
+
+    def _follow(self, key: str, last: str, block: float) -> Iterator[Event]:
+        while True:
+            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            for _, entries in reply or []:
+                for event_id, fields in entries:
+                    last = event_id
+                    yield _event(event_id, fields)
+
+
+def _event(event_id: str, fields: Dict[str, str]) -> Event:
+    return Event(
+        event_id=event_id,
+        type=fields.get("type", ""),
+        id=fields.get("id", ""),
+        queue=fields.get("queue", ""),
+        at=_int(fields.get("at")) or 0,
+        fields=dict(fields),
+    )

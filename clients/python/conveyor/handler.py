@@ -1,0 +1,263 @@
+"""A handler kit for Conveyor workers, standard library only.
+
+serve(fn, port=8080) is an HTTP sidecar for `handler: {http: …}` pools; command(fn) is the main of a
+program for `handler: {command: […]}` pools. Either way `fn(job, ctx)` gets the job and a context
+and returns the result (any JSON value). It raises NonRetryableError for input that can never
+succeed (dead-lettered at once), DependencyFailure when something it depends on is down (the job
+is deferred without an attempt and the worker's circuit breaker counts it), anything else to fail
+the attempt (retried with backoff). ctx.progress(), ctx.log() and ctx.cancelled() reach the
+worker through the execution's loopback callback (docs/protocol.md, "Handler callback").
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Mapping, Optional
+
+from . import _json
+
+EX_DATAERR = 65  # command contract: the input is bad, do not retry
+EX_TEMPFAIL = 75  # command contract: a dependency failed, defer without an attempt
+MAX_LINE_CHARS = 4001  # one more than a job log line keeps, so the worker marks the cut
+
+
+class NonRetryableError(Exception):
+    """The input can never succeed: the job goes to dead letters without further attempts."""
+
+
+class DependencyFailure(Exception):
+    """Something the handler depends on (a database, an API) failed: the job is deferred
+    without spending an attempt, and repeated ones open the worker's circuit breaker."""
+
+
+@dataclass
+class Job:
+    id: str
+    queue: str
+    data: Any
+    #: 1-based number of this attempt.
+    attempt: int
+    #: Unique per start of the job (its lease's fencing token).
+    execution_id: str
+
+
+class Context:
+    """What a handler may do while it runs: report progress, write log lines, check for a stop."""
+
+    def __init__(self, callback_url: Optional[str], token: Optional[str], timeout: float = 5.0) -> None:
+        self._url = (callback_url or "").rstrip("/")
+        self._token = token or ""
+        self._timeout = timeout
+        self._stopped = threading.Event()
+
+    @property
+    def has_callback(self) -> bool:
+        return bool(self._url and self._token)
+
+    def _call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None) -> Optional[Any]:
+        """The callback's answer (JSON or True for 204), None when refused or unreachable."""
+        if not self.has_callback:
+            return None
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        req = urllib.request.Request(self._url + path, data=data, method=method)
+        req.add_header("authorization", f"Bearer {self._token}")
+        if data is not None:
+            req.add_header("content-type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self._timeout) as res:
+                text = res.read()
+                return json.loads(text) if text else True
+        except urllib.error.HTTPError as err:
+            if err.code in (409, 410):  # lease lost, or the execution is over
+                self._stopped.set()
+            elif err.code == 400:
+                raise ValueError(err.read().decode("utf-8", "replace")) from None
+            return None
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def progress(self, fraction: float, message: str = "") -> bool:
+        """Record progress (0..1, and an optional message) on the job; False when not recorded."""
+        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 <= fraction <= 1:
+            raise ValueError(f"progress must be between 0 and 1, got {fraction!r}")
+        return self._call("POST", "/progress", {"fraction": fraction, "message": str(message)}) is True
+
+    def log(self, message: str) -> bool:
+        """Append a line to the job's log (capped; `conveyor job <id>` shows it). Also written to
+        stderr, which the worker keeps for a failing command."""
+        text = str(message)
+        print(text, file=sys.stderr, flush=True)
+        # The worker keeps 4,000 characters of a line (and marks the cut): send no more than that.
+        return bool(text) and self._call("POST", "/log", {"message": text[:MAX_LINE_CHARS]}) is True
+
+    def cancelled(self) -> bool:
+        """True once the worker stopped this execution (timeout, hand-back, lost lease, cancel)
+        or it was told to stop (SIGTERM): a long handler should check it and return or raise."""
+        if self._stopped.is_set():
+            return True
+        status = self._call("GET", "/status")
+        if isinstance(status, dict) and status.get("cancelled"):
+            self._stopped.set()
+        return self._stopped.is_set()
+
+
+Handler = Callable[[Job, Context], Any]
+
+
+def _error_body(err: BaseException) -> bytes:
+    return json.dumps({"name": type(err).__name__, "message": str(err)}).encode("utf-8")
+
+
+def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
+    """Run the HTTP sidecar for `fn`: POST (any path) runs a job, GET /healthz answers 200.
+    Answers: 200 + the JSON result; 422 for NonRetryableError (final); 503 with
+    `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception.
+
+    On SIGTERM/SIGINT it keeps serving until no job has been running for `idle_exit` seconds:
+    the pod's SIGTERM reaches the worker at the same moment, and the worker lets its running
+    jobs finish (warm shutdown) — those are requests to this sidecar."""
+    server = make_server(fn, port, host)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    idle_since: Optional[float] = None
+    try:
+        while True:
+            stopping.wait(0.2)
+            if not stopping.is_set():
+                continue
+            if server.active > 0:  # type: ignore[attr-defined]
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle_exit:
+                return
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """The sidecar server without running it (tests, or embedding in a program of your own)."""
+
+    class Sidecar(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+        def _send(self, status: int, body: bytes, headers: Optional[Mapping[str, str]] = None) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            if self.path.split("?")[0] in ("/healthz", "/readyz"):
+                self._send(200, b'{"ok":true}')
+            else:
+                self._send(404, b'{"error":"POST a job, or GET /healthz"}')
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                data = json.loads(raw.decode("utf-8")) if raw else None
+            except ValueError as err:
+                return self._send(400, _error_body(NonRetryableError(f"job data is not JSON: {err}")))
+            h = self.headers
+            job = Job(
+                id=h.get("conveyor-job-id", ""),
+                queue=h.get("conveyor-queue", ""),
+                data=data,
+                attempt=int(h.get("conveyor-attempt") or 1),
+                execution_id=h.get("conveyor-execution-id", ""),
+            )
+            ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"))
+            with lock:
+                server.active += 1  # type: ignore[attr-defined]
+            try:
+                self._run(job, ctx)
+            except OSError:
+                pass  # the worker gave up on this request (timeout, hand-back): nobody to answer
+            finally:
+                with lock:
+                    server.active -= 1  # type: ignore[attr-defined]
+
+        def _run(self, job: Job, ctx: Context) -> None:
+            try:
+                result = fn(job, ctx)
+                body = _json.dumps(result).encode("utf-8")
+            except NonRetryableError as err:
+                return self._send(422, _error_body(err))
+            except DependencyFailure as err:
+                return self._send(503, _error_body(err), {"conveyor-failure": "dependency"})
+            except _json.NotJSONError as err:
+                return self._send(422, _error_body(NonRetryableError(f"handler result is not JSON: {err}")))
+            except Exception as err:  # noqa: BLE001 - every failure is the job's, reported to the worker
+                traceback.print_exc()
+                return self._send(500, _error_body(err))
+            self._send(200, body)
+
+    lock = threading.Lock()
+    server = ThreadingHTTPServer((host, port), Sidecar)
+    server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
+    return server
+
+
+def command(fn: Handler) -> None:
+    """The main of a command handler: the job data as JSON on stdin, its identity and the
+    callback in the environment (CONVEYOR_JOB_ID, CONVEYOR_QUEUE, CONVEYOR_ATTEMPT,
+    CONVEYOR_EXECUTION_ID, CONVEYOR_CALLBACK_URL, CONVEYOR_CALLBACK_TOKEN), the result as JSON on
+    stdout. Exits 0 on success, 65 for NonRetryableError, 75 for DependencyFailure, 1 otherwise.
+    While fn runs, print() goes to stderr so that stdout carries only the result."""
+    env = os.environ
+    ctx = Context(env.get("CONVEYOR_CALLBACK_URL"), env.get("CONVEYOR_CALLBACK_TOKEN"))
+    # The worker stops a command with SIGTERM (then SIGKILL after its kill grace): ctx.cancelled()
+    # tells the handler, which may return early.
+    signal.signal(signal.SIGTERM, lambda *_: ctx._stopped.set())
+    stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        text = sys.stdin.read()
+        try:
+            data = json.loads(text) if text.strip() else None
+        except ValueError as err:
+            raise NonRetryableError(f"job data on stdin is not JSON: {err}") from None
+        job = Job(
+            id=env.get("CONVEYOR_JOB_ID", ""),
+            queue=env.get("CONVEYOR_QUEUE", ""),
+            data=data,
+            attempt=int(env.get("CONVEYOR_ATTEMPT") or 1),
+            execution_id=env.get("CONVEYOR_EXECUTION_ID", ""),
+        )
+        result = _json.dumps(fn(job, ctx))
+    except NonRetryableError as err:
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        sys.exit(EX_DATAERR)
+    except DependencyFailure as err:
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        sys.exit(EX_TEMPFAIL)
+    except _json.NotJSONError as err:
+        print(f"handler result is not JSON: {err}", file=sys.stderr)
+        sys.exit(EX_DATAERR)
+    except Exception:  # noqa: BLE001 - the attempt fails and is retried
+        traceback.print_exc()
+        sys.exit(1)
+    finally:
+        sys.stdout = stdout
+    stdout.write(result)
+    stdout.flush()

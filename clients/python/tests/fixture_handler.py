@@ -1,0 +1,48 @@
+"""One handler for the sidecar and the command tests; the job's data says what to do."""
+
+import time
+from typing import Any, Dict
+
+from conveyor.handler import Context, DependencyFailure, Job, NonRetryableError
+
+#: The last context of each job, so a test can use a callback token after its execution ended.
+contexts: Dict[str, Context] = {}
+
+
+def handle(job: Job, ctx: Context) -> Any:
+    contexts[job.id] = ctx
+    mode = job.data.get("mode", "ok")
+    if mode == "ok":
+        steps = job.data.get("steps", 2)
+        for i in range(steps):
+            ctx.log(f"step {i + 1} of {steps}")
+            assert ctx.progress((i + 1) / steps, f"step {i + 1}/{steps}")
+        print("a print() in a command handler goes to stderr, not into the result")
+        return {
+            "id": job.id,
+            "attempt": job.attempt,
+            "queue": job.queue,
+            "execution": job.execution_id,
+            "double": job.data.get("n", 0) * 2,
+        }
+    if mode == "long-log":
+        return ctx.log("é" * 10000)  # longer than a job log line keeps
+    if mode == "bad":
+        ctx.log("refusing this input")
+        raise NonRetryableError("no recipient")
+    if mode == "flaky":
+        if job.attempt < 2:
+            raise RuntimeError("first attempt fails")
+        return {"attempt": job.attempt}
+    if mode == "dependency":
+        raise DependencyFailure("the OCR service is down")
+    if mode == "until-cancelled":
+        ctx.log("waiting to be stopped")
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if job.data.get("marker"):  # (a command handler's only way to tell the test)
+            with open(job.data["marker"], "w") as f:
+                f.write(f"saw_cancel={ctx.cancelled()}")
+        return {"saw_cancel": ctx.cancelled()}
+    raise ValueError(f"unknown mode {mode!r}")

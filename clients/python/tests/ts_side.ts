@@ -1,0 +1,26 @@
+// The TypeScript side of the Python suite's interop tests, one command per call:
+//   node ts_side.ts enqueue <redis-url> <queue> '<jobs JSON array: {data,id,priority,…}>'
+//   node ts_side.ts job <redis-url> <id>         (QueueAdmin.job + jobLogs, as JSON)
+//   node ts_side.ts cancel <redis-url> <id>      (QueueAdmin.cancel)
+// prints the reply as JSON on stdout.
+import { connectRedis, Producer, QueueAdmin, type JobToEnqueue } from "../../../queue/index.ts";
+
+const [command, url, ...rest] = process.argv.slice(2);
+const redis = connectRedis(url!);
+try {
+  if (command === "enqueue") {
+    const [queue, jobs] = rest;
+    const results = await new Producer(redis).enqueueMany(queue!, JSON.parse(jobs!) as JobToEnqueue[]);
+    process.stdout.write(JSON.stringify(results));
+  } else if (command === "cancel") {
+    process.stdout.write(JSON.stringify(await new QueueAdmin(redis).cancel(rest[0]!)));
+  } else if (command === "job") {
+    const admin = new QueueAdmin(redis);
+    const info = await admin.job(rest[0]!);
+    process.stdout.write(JSON.stringify({ info, logs: await admin.jobLogs(rest[0]!) }));
+  } else {
+    throw new Error(`unknown command ${command}`);
+  }
+} finally {
+  redis.disconnect();
+}

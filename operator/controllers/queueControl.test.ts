@@ -1,0 +1,89 @@
+// Unit tier: the operator's queue-control arithmetic (issue 13).
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import type { WorkerReport } from "../../queue/index.ts";
+import { withDefaults } from "../apis/v1alpha1/types.ts";
+import {
+  controlChanges,
+  controlSummary,
+  medianJobMs,
+  pausedReplicas,
+  rateLimitCap,
+  specControl,
+} from "./queueControl.ts";
+
+const spec = (extra: Record<string, unknown> = {}) =>
+  withDefaults({
+    queue: "q",
+    redis: { url: "redis://r:6379" },
+    handler: { module: "/h.js" },
+    concurrency: 8,
+    scaling: { minReplicas: 0, maxReplicas: 20 },
+    ...extra,
+  } as Parameters<typeof withDefaults>[0]);
+
+describe("operator queue control", () => {
+  test("the spec manages only what it sets; changes are what differ from Redis", () => {
+    assert.deepEqual(specControl(spec()), {});
+    assert.deepEqual(specControl(spec({ paused: false, rateLimit: "50/s" })), {
+      paused: false,
+      rateLimit: { max: 50, perMs: 1000 },
+    });
+    const have = { paused: true, rateLimit: { max: 50, perMs: 1000 } };
+    assert.deepEqual(controlChanges(specControl(spec({ paused: false, rateLimit: "50/s" })), have), {
+      paused: false,
+    });
+    assert.deepEqual(controlChanges(specControl(spec()), have), {}, "unset: the CLI's setting stays");
+    assert.deepEqual(
+      controlChanges(specControl(spec({ rateLimit: "10/m" })), { paused: false, rateLimit: null }),
+      {
+        rateLimit: { max: 10, perMs: 60_000 },
+      },
+    );
+  });
+
+  test("a paused pool keeps ceil(inflight / concurrency) replicas, never below its minimum", () => {
+    assert.equal(pausedReplicas(17, 8, 0), 3);
+    assert.equal(pausedReplicas(0, 8, 0), 0);
+    assert.equal(pausedReplicas(0, 8, 2), 2);
+    assert.equal(pausedReplicas(3, 8, 1), 1);
+  });
+
+  test("rate-limit cap = ceil(rate × median job s / concurrency) + 1, within min..max; none without durations", () => {
+    const s = spec();
+    assert.deepEqual(rateLimitCap({ max: 50, perMs: 1000 }, 400, s).cap, 4); // 50 × 0.4 / 8 = 2.5 → 3 + 1
+    assert.equal(rateLimitCap({ max: 600, perMs: 60_000 }, 2000, s).cap, 4); // 10/s × 2 s / 8 → 3 + 1
+    assert.equal(rateLimitCap({ max: 100_000, perMs: 1000 }, 5000, s).cap, 20, "never above maxReplicas");
+    assert.equal(
+      rateLimitCap({ max: 1, perMs: 3_600_000 }, 10, spec({ scaling: { minReplicas: 2 } })).cap,
+      2,
+    );
+    const unknown = rateLimitCap({ max: 50, perMs: 1000 }, undefined, s);
+    assert.deepEqual([unknown.cap, /not capped/.test(unknown.reason)], [20, true]);
+    assert.match(
+      rateLimitCap({ max: 50, perMs: 1000 }, 400, s).reason,
+      /50\/s × median job 400ms \/ concurrency 8 → 4/,
+    );
+  });
+
+  test("the median job duration comes from fresh worker reports only", () => {
+    const r = (jobP50Ms: number | undefined, seen: number): WorkerReport => ({
+      id: "w",
+      pod: "p",
+      slots: 8,
+      busy: 1,
+      draining: false,
+      seen,
+      ...(jobP50Ms !== undefined ? { jobP50Ms } : {}),
+    });
+    assert.equal(medianJobMs([], 1000), undefined);
+    assert.equal(medianJobMs([r(100, 1000), r(300, 1000), r(200, 1000), r(undefined, 1000)], 1000), 200);
+    assert.equal(medianJobMs([r(100, 0), r(900, 100_000)], 100_000), 900);
+  });
+
+  test("the kubectl column", () => {
+    assert.equal(controlSummary(true, { max: 5, perMs: 1000 }, 2), "paused");
+    assert.equal(controlSummary(false, { max: 5, perMs: 1000 }, 2), "limited 5/s (cap 2)");
+    assert.equal(controlSummary(false, null, undefined), "");
+  });
+});
