@@ -156,6 +156,8 @@ describe(
       await shot("job");
       await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
       assert.equal(await value(), 100);
+      // The handler's ctx.log lines, on the job page.
+      await page.locator("pre.logs").getByText("line 2 of attempt 1").waitFor();
     });
 
     test("retry a dead job from the UI", async () => {
