@@ -85,7 +85,11 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     },
     ["every", "cron", "tz", "attempts", "data"],
   ),
-  JobLogLine: obj({ at: num, executionId: str, message: str }),
+  JobLogLine: {
+    ...obj({ at: num, message: str }),
+    additionalProperties: false,
+    description: "a line a handler logged; at is ms since epoch (the execution id stays server-side)",
+  },
   DeadJob: obj({ id: str, deadAt: num, reason: str, attemptsMade: int, error: str }, ["error"]),
   SearchHit: obj({
     id: str,

@@ -40,7 +40,8 @@ const SECURITY_HEADERS = {
 export function findDashboardBuild(): string | null {
   for (const rel of ["../dist/dashboard", "../dashboard"]) {
     const dir = fileURLToPath(new URL(rel, import.meta.url));
-    if (existsSync(join(dir, "index.html"))) return dir;
+    // A build has assets/ (the sources' dashboard/index.html, beside api/, has not).
+    if (existsSync(join(dir, "index.html")) && existsSync(join(dir, "assets"))) return dir;
   }
   return null;
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
-# iproute2 (network namespaces for the aggregation-layer test address), Chromium (the dashboard's
-# browser tests drive Debian's chromium through playwright-core; never a browser download), and
-# Debian's python3 with redis, pytest, setuptools and pip for the Python client's tests
-# (clients/python). Idempotent: installs
+# iproute2 (network namespaces for the aggregation-layer test address), Debian's python3 with
+# redis, pytest, setuptools and pip for the Python client's tests (clients/python), and Debian's
+# chromium for the dashboard's browser tests (driven by playwright-core; never a browser
+# download). Idempotent: installs
 # only what is missing, so a warm machine pays nothing.
 set -euo pipefail
 need=()

@@ -100,7 +100,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
         ctx.records ? ctx.records.executions(pipeline, id) : [],
         ctx.records ? ctx.records.children(pipeline, id) : [],
         ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
-        ctx.admin.jobLogs(id, queue),
+        jobLogs(ctx, id, queue),
       ]);
       const events = recent
         .map(([eventId, flat]) => {
@@ -171,7 +171,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
-      return { body: { id, queue: info.queue, logs: await ctx.admin.jobLogs(id, info.queue) } };
+      return { body: { id, queue: info.queue, logs: await jobLogs(ctx, id, info.queue) } };
     },
 
     async retryJob({ params, query }) {
@@ -212,4 +212,15 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       return { body: { id, queue: info.queue, promoted: true } };
     },
   };
+}
+
+/** The lines the job's handlers logged (ctx.log), oldest first. */
+async function jobLogs(
+  ctx: ApiContext,
+  id: string,
+  queue: string,
+): Promise<{ at: number; message: string }[]> {
+  const lines = await ctx.admin.jobLogs(id, queue);
+  // The execution id is the lease token: it stays server-side, like in the events.
+  return lines.map(({ at, message }) => ({ at, message }));
 }

@@ -1,7 +1,7 @@
 // The dashboard in a real headless Chromium (Debian's, through playwright-core) against real
 // Redis, PostgreSQL, worker and API processes: sign in, a queue appearing live with its first
 // job, search by id / idempotency key / payload field, a job's progress moving, retrying a
-// dead job and cancelling a running one from the UI, and the read-only mode. Screenshots of
+// dead job and cancelling a running one from the UI, the handler's log lines, and the read-only mode. Screenshots of
 // every view go to docs/screenshots/ (committed, shown in the README), so they stay true.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -142,7 +142,7 @@ describe(
       await shot("queue");
       await producer.enqueue(
         Q,
-        { progressSteps: 8, stepMs: 700, result: { pages: 8 } },
+        { progressSteps: 8, stepMs: 700, logLines: 2, result: { pages: 8 } },
         { id: "thumb-progress" },
       );
       await page.goto(`${s.api.base}/#/job/thumb-progress?queue=${encodeURIComponent(Q)}`);
@@ -156,6 +156,8 @@ describe(
       await shot("job");
       await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
       assert.equal(await value(), 100);
+      // The handler's ctx.log lines, on the job page.
+      await page.locator("pre.logs").getByText("line 2 of attempt 1").waitFor();
     });
 
     test("retry a dead job from the UI", async () => {

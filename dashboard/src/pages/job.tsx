@@ -38,7 +38,7 @@ interface Detail {
   }[];
   events: { eventId: string; type: string; at?: string; [k: string]: unknown }[];
   children: { id: string; queue: string; state: string }[];
-  logs: { at?: number; level?: string; message?: string; msg?: string }[] | null;
+  logs: { at: number; message: string }[];
   sources: { redis: boolean; records: boolean };
   actions: { retry: boolean; cancel: boolean; promote: boolean };
 }
@@ -247,18 +247,11 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
         </div>
         <div class="card">
           <h2>Logs</h2>
-          {job.logs === null ? (
-            <p class="muted">Per-job logs arrive with ctx.log (not in this version yet).</p>
-          ) : job.logs.length === 0 ? (
+          {job.logs.length === 0 ? (
             <p class="muted">The handler wrote no log lines.</p>
           ) : (
             <pre class="logs">
-              {job.logs
-                .map(
-                  (l) =>
-                    `${l.at ? new Date(l.at).toLocaleTimeString("en-GB") : ""} ${l.level ?? ""} ${l.message ?? l.msg ?? JSON.stringify(l)}`,
-                )
-                .join("\n")}
+              {job.logs.map((l) => `${new Date(l.at).toLocaleTimeString("en-GB")}  ${l.message}`).join("\n")}
             </pre>
           )}
         </div>
