@@ -444,6 +444,26 @@ describe("OpenAPI: every operation against a real server", () => {
         if (b.status === 400) assert.equal(b.body.field, `path.${name}`);
       }
     }
+    // Odd values in every declared query parameter: a NUL, a long string, a JSON-looking one.
+    for (const r of ROUTES) {
+      const path = r.path.replace(/\{(\w+)\}/g, (_, n: string) => sample[n]!);
+      const names = Object.keys((r.query as { properties?: object } | undefined)?.properties ?? {});
+      for (const name of names)
+        for (const value of ["%00", "x".repeat(5000), "%7B%22a%22%3A1%7D", "data%3Aa.b%3D%00"]) {
+          const extra = name === "q" ? "" : "&q=x";
+          const res = await call(
+            r.name,
+            `${path}?${name}=${value}${r.name === "search" ? extra : ""}`,
+            r.body ? { body: {} } : {},
+          );
+          assert.ok(
+            res.status < 500,
+            `${r.name} ?${name}=${value.slice(0, 20)}: ${res.status} ${JSON.stringify(res.body)}`,
+          );
+        }
+    }
+    for (const q of ["%00", "data%3Aa.b%3D%00", "a%3Db", "result%3A%3D1", "x".repeat(600)])
+      assert.ok((await call("search", `/search?q=${q}`)).status < 500, q);
     // Query values of the wrong type or shape.
     await bad("listJobs", `/queues/${idle}/jobs?limit=0`, {}, 400, "query.limit");
     await bad("listJobs", `/queues/${idle}/jobs?state=lost`, {}, 400, "query.state");
