@@ -2,12 +2,13 @@
 // bench/results/<date>.json, <date>.md and <date>.svg (throughput chart), the tables
 // printed at the end. See bench/README.md for what each number means.
 //   node bench/run.ts [--reps 3] [--concurrency 1,8,32,128] [--jobs 20000] [--quick]
-//                     [--skip-operator] [--pools 1000] [--out bench/results]
+//                     [--skip-operator] [--skip-dashboard] [--pools 1000] [--out bench/results]
 import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
+import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
 import { countRoundTrips, type RoundTrips } from "./roundtrips.ts";
 import { describeRun, openContext, runThroughput, type ThroughputRun } from "./throughput.ts";
@@ -207,6 +208,16 @@ async function main(): Promise<void> {
     if ("skipped" in operator) progress(`operator part SKIPPED: ${operator.skipped}`);
   }
 
+  // ─── Dashboard: page API p95 over 1M records + 100k waiting jobs, RSS with 20 SSE clients ───
+  let dashboard: DashboardBench;
+  if (flags.has("skip-dashboard")) dashboard = { skipped: "--skip-dashboard" };
+  else {
+    progress("dashboard: page API calls at scale and RSS with 20 SSE clients");
+    dashboard = (await attempt("dashboard", () =>
+      runDashboardBench({ records: quick ? 100_000 : 1_000_000, waiting: quick ? 10_000 : 100_000 }),
+    )) ?? { skipped: "failed twice (see the log)" };
+  }
+
   const results: BenchResults = {
     date: new Date().toISOString(),
     machine: machineInfo(),
@@ -224,6 +235,7 @@ async function main(): Promise<void> {
     latency,
     latencyRates,
     operator,
+    dashboard,
     failures,
     summary: undefined,
   };

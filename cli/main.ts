@@ -7,7 +7,6 @@ import {
   waitUntilReady,
   parseDuration,
   Producer,
-  startTracing,
   QueueAdmin,
   QueueEvents,
   assertQueueName,
@@ -27,6 +26,7 @@ import {
   parseEnvelope,
   EnvelopeError,
 } from "../queue/index.ts";
+import { startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
 
 /** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
@@ -46,7 +46,9 @@ const COMMANDS: Record<string, string> = {
   schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
   events:
     "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
-  api: "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API over HTTP (bearer token from CONVEYOR_API_TOKEN)",
+  api:
+    "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
+    "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]",
   scripts:
     "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)",
   worker: "  worker [options]                        run the generic worker (conveyor worker --help)",
@@ -483,9 +485,25 @@ async function api(argv: string[]): Promise<number> {
     port: { type: "string" },
     host: { type: "string" },
     "max-body": { type: "string" },
+    "read-only": { type: "boolean" },
+    queues: { type: "string" },
+    database: { type: "string" },
+    kubernetes: { type: "string" },
+    dashboard: { type: "string" },
+    "insecure-no-auth": { type: "boolean" },
   });
   const port = positiveInt(values.port ?? process.env.CONVEYOR_API_PORT ?? "8080", "port")!;
-  const { startJobApi } = await import("../api/server.ts");
+  const flag = (v: boolean | undefined, env: string) => v ?? /^(1|true|yes)$/i.test(process.env[env] ?? "");
+  const readOnly = flag(values["read-only"], "CONVEYOR_API_READ_ONLY");
+  const queues = (values.queues ?? process.env.CONVEYOR_API_QUEUES ?? "")
+    .split(",")
+    .map((q) => q.trim())
+    .filter(Boolean);
+  const kubernetes = values.kubernetes ?? process.env.CONVEYOR_API_KUBERNETES ?? "auto";
+  if (kubernetes !== "auto" && kubernetes !== "off") throw new UsageError("--kubernetes: auto or off");
+  const dashboard = values.dashboard ?? process.env.CONVEYOR_API_DASHBOARD ?? "on";
+  if (dashboard !== "on" && dashboard !== "off") throw new UsageError("--dashboard: on or off");
+  const { startJobApi, InsecureConfigurationError } = await import("../api/server.ts");
   const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
   const tracing = await startTracing({ serviceName: "conveyor-api", warn: (m) => log.warn(m) });
@@ -494,17 +512,60 @@ async function api(argv: string[]): Promise<number> {
     name: "conveyor-api",
     onError: (err) => log.warn({ err: err.message }, "Redis connection problem"),
   });
-  const server = await startJobApi({
-    redis,
-    port,
-    host: values.host,
-    token: process.env.CONVEYOR_API_TOKEN || undefined,
-    maxBodyBytes: positiveInt(values["max-body"], "max-body"),
-    log,
-  });
-  log.info({ port, auth: process.env.CONVEYOR_API_TOKEN ? "bearer" : "none" }, "job API listening");
+  const databaseUrl = values.database ?? process.env.DATABASE_URL;
+  let database;
+  if (databaseUrl) {
+    const { createPool, migrate } = await import("../worker/records/index.ts");
+    database = createPool(databaseUrl, { applicationName: "conveyor-api", queryTimeoutMs: 10_000 });
+    // The read indexes are a migration: applied here too, so history works before any worker ran.
+    await migrate(database).catch((err: Error) =>
+      log.warn({ err: err.message }, "job records: migrations not applied (read-only database user?)"),
+    );
+  }
+  let pools = null;
+  const { kubernetesConfigured } = await import("../operator/kubeEnvironment.ts");
+  if (kubernetes === "auto" && kubernetesConfigured()) {
+    const { PoolReader } = await import("../operator/poolReader.ts");
+    pools = PoolReader.fromEnvironment(new QueueAdmin(redis));
+  }
+  let server;
+  try {
+    server = await startJobApi({
+      redis,
+      port,
+      host: values.host,
+      token: process.env.CONVEYOR_API_TOKEN || undefined,
+      maxBodyBytes: positiveInt(values["max-body"], "max-body"),
+      readOnly,
+      queues,
+      database,
+      pools,
+      dashboardDir: dashboard === "off" ? null : undefined,
+      insecureNoAuth: flag(values["insecure-no-auth"], "CONVEYOR_API_INSECURE_NO_AUTH"),
+      log,
+    });
+  } catch (err) {
+    redis.disconnect();
+    await database?.end();
+    if (err instanceof InsecureConfigurationError) throw new UsageError(err.message);
+    throw err;
+  }
+  log.info(
+    {
+      port,
+      auth: process.env.CONVEYOR_API_TOKEN ? "bearer" : "none",
+      readOnly,
+      queues: queues.length > 0 ? queues : "all",
+      history: Boolean(database),
+      pools: server.context.pools !== null,
+    },
+    "job API listening",
+  );
   await new Promise<void>((resolve) => {
-    const stop = () => server.close(() => resolve());
+    const stop = () => {
+      server.close(() => resolve());
+      server.closeAllConnections(); // SSE streams never end by themselves
+    };
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });

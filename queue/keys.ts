@@ -5,6 +5,8 @@
 export const KEY_ROOT = "cvy";
 /** A global set of known pipelines, so a job can be found from its id alone. */
 export const PIPELINES_KEY = `${KEY_ROOT}:pipelines`;
+/** A global set of known queues (registered once per producer process and queue), for listings. */
+export const QUEUES_KEY = `${KEY_ROOT}:queues`;
 
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(\/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$/;
 const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;

@@ -1,6 +1,6 @@
 // Producers enqueue jobs: one script call per batch, atomic per batch.
 import { randomUUID } from "node:crypto";
-import { assertJobId, assertQueueName, PIPELINES_KEY, QueueKeys } from "./keys.ts";
+import { assertJobId, assertQueueName, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { endSpan, startSendSpan, tracingActive } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
@@ -29,7 +29,8 @@ export interface JobToEnqueue extends EnqueueOptions {
 export class Producer {
   private readonly redis: RedisClient;
   private readonly maxPayloadBytes: number;
-  private readonly knownPipelines = new Set<string>();
+  /** Queues this producer has registered (pipeline and queue sets): once per process and queue. */
+  private readonly registered = new Set<string>();
 
   constructor(redis: RedisClient, opts: ProducerOptions = {}) {
     this.redis = redis;
@@ -65,7 +66,7 @@ export class Producer {
   }
 
   private async send(queue: string, keys: QueueKeys, encoded: ScriptArg[][]): Promise<EnqueueResult[]> {
-    await this.registerPipeline(keys.pipeline);
+    await this.register(keys);
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
       const chunk = encoded.slice(start, start + BULK_CHUNK);
@@ -126,10 +127,14 @@ export class Producer {
     ];
   }
 
-  private async registerPipeline(pipeline: string): Promise<void> {
-    if (this.knownPipelines.has(pipeline)) return;
-    await this.redis.sadd(PIPELINES_KEY, pipeline);
-    this.knownPipelines.add(pipeline);
+  private async register(keys: QueueKeys): Promise<void> {
+    if (this.registered.has(keys.queue)) return;
+    // Two keys in two slots (Redis Cluster): two commands, not a transaction.
+    await Promise.all([
+      this.redis.sadd(PIPELINES_KEY, keys.pipeline),
+      this.redis.sadd(QUEUES_KEY, keys.queue),
+    ]);
+    this.registered.add(keys.queue);
   }
 }
 

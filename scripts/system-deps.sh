@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
-# iproute2 (network namespaces for the aggregation-layer test address), and Debian's python3 with
-# redis, pytest, setuptools and pip for the Python client's tests (clients/python). Idempotent: installs
+# iproute2 (network namespaces for the aggregation-layer test address), Debian's python3 with
+# redis, pytest, setuptools and pip for the Python client's tests (clients/python), and Debian's
+# chromium for the dashboard's browser tests (driven by playwright-core; never a browser
+# download). Idempotent: installs
 # only what is missing, so a warm machine pays nothing.
 set -euo pipefail
 need=()
@@ -10,6 +12,7 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql)
 command -v ip >/dev/null || need+=(iproute2)
 command -v openssl >/dev/null || need+=(openssl)
+[ -x /usr/bin/chromium ] || need+=(chromium chromium-driver)
 command -v /usr/bin/python3 >/dev/null || need+=(python3)
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
 /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)

@@ -5,6 +5,7 @@ import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
 import type { OperatorBench } from "../operator.ts";
+import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { ThroughputRun } from "../throughput.ts";
@@ -29,6 +30,8 @@ export interface BenchResults {
   latency: LatencyRun[];
   latencyRates: Record<number, number>;
   operator: OperatorBench;
+  /** Absent in results written before the dashboard section existed. */
+  dashboard?: DashboardBench;
   /** Measurements that failed twice and are missing from the medians. */
   failures?: string[];
   summary: ReturnType<typeof summarizeResults> | undefined;
@@ -415,5 +418,6 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
     );
   }
   out.push("");
+  out.push(...renderDashboard(r.dashboard));
   return out.join("\n");
 }

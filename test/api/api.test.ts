@@ -103,7 +103,7 @@ describe("job API", () => {
       [await post('{"data":1}', { "content-type": "text/plain" }), 415, /JSON/],
       [await call("/jobs/does-not-exist"), 404, /not found/],
       [await call("/nowhere"), 404, /no route/],
-      [await call("/queues/q/jobs"), 405, /POST/],
+      [await call("/queues/q/jobs", { method: "DELETE" }), 405, /POST/],
       [await call("/queues/q", {}, null), 401, /bearer token/],
       [await call("/queues/q", {}, "wrong-token!"), 401, /bearer token/],
       // A malformed %-escape is the client's mistake: 400 naming it, not a 500 and an error log.

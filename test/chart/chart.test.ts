@@ -169,6 +169,9 @@ const VALUE_SETS: Record<string, Values> = {
       auth: { enabled: false },
       serviceAccount: { create: false, name: "existing-api" },
       preStopSleepSeconds: 0,
+      // the dashboard read-only for two queues, its history from PostgreSQL
+      dashboard: { readOnly: true, queues: ["docs/ocr", "emails"] },
+      database: { secretRef: { name: "records-db" } },
     },
   },
 };
@@ -686,7 +689,17 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.equal((dep.spec as { replicas: number }).replicas, 3);
     const operator = all.find((o) => o.kind === "Deployment" && component(o) === "operator")!;
     assert.equal(c.image, containerOf(operator).image, "the operator image");
-    assert.deepEqual(c.args, ["api", "--port", "8080", "--max-body", String(4 * 1024 * 1024)]);
+    assert.deepEqual(c.args, [
+      "api",
+      "--port",
+      "8080",
+      "--max-body",
+      String(4 * 1024 * 1024),
+      "--dashboard",
+      "on",
+      "--kubernetes",
+      "off",
+    ]);
     assert.deepEqual(c.ports, [{ name: "http", containerPort: 8080, protocol: "TCP" }]);
     for (const probe of [c.livenessProbe, c.readinessProbe])
       assert.deepEqual(probe?.httpGet, { path: "/healthz", port: "http" }, "/healthz needs no token");
@@ -722,7 +735,21 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.deepEqual(insecure.map((o) => o.kind).sort(), ["Deployment", "Service"]);
     const insecureDep = insecure.find((o) => o.kind === "Deployment")!;
     const ic = containerOf(insecureDep);
-    assert.deepEqual((ic.env ?? []).map((e) => e.name).sort(), ["LOG_LEVEL", "REDIS_URL"]);
+    assert.deepEqual((ic.env ?? []).map((e) => e.name).sort(), ["DATABASE_URL", "LOG_LEVEL", "REDIS_URL"]);
+    assert.deepEqual(Object.fromEntries((ic.env ?? []).map((e) => [e.name, e])).DATABASE_URL?.valueFrom, {
+      secretKeyRef: { name: "records-db", key: "url" },
+    });
+    // no token: said in values, so the API is told (it refuses to start unauthenticated otherwise)
+    assert.deepEqual(ic.args.slice(5), [
+      "--dashboard",
+      "on",
+      "--read-only",
+      "--queues",
+      "docs/ocr,emails",
+      "--insecure-no-auth",
+      "--kubernetes",
+      "off",
+    ]);
     assert.equal(ic.lifecycle, undefined);
     assert.equal(podSpecOf(insecureDep)!.serviceAccountName, "existing-api");
   });

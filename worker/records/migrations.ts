@@ -99,6 +99,31 @@ ALTER TABLE conveyor_attempts
   ADD CONSTRAINT conveyor_attempts_outcome_check CHECK (outcome IN ('running', 'completed', 'retried', 'dead', 'handedBack', 'deferred', 'stalled', 'cancelled'));
 `,
   },
+  {
+    // What the dashboard reads: a job by id alone, a queue's jobs newest first (cursor paging on
+    // (updated_at, id)), payload/result containment search, and per-minute rates and durations.
+    // conveyor_try_jsonb: a payload that is not JSON (written straight into Redis) indexes as
+    // NULL instead of failing the recorder's insert; only objects and arrays are indexed.
+    id: 4,
+    name: "dashboard read indexes",
+    sql: `
+CREATE OR REPLACE FUNCTION conveyor_try_jsonb(t text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+  IF t IS NULL OR left(ltrim(t), 1) NOT IN ('{', '[') THEN RETURN NULL; END IF;
+  RETURN t::jsonb;
+EXCEPTION WHEN others THEN
+  RETURN NULL;
+END
+$fn$;
+CREATE INDEX conveyor_jobs_id ON conveyor_jobs (id);
+CREATE INDEX conveyor_jobs_queue_recent ON conveyor_jobs (queue, updated_at DESC, id DESC);
+CREATE INDEX conveyor_jobs_queue_state_recent ON conveyor_jobs (queue, state, updated_at DESC, id DESC);
+CREATE INDEX conveyor_jobs_data_json ON conveyor_jobs USING gin (conveyor_try_jsonb(data) jsonb_path_ops);
+CREATE INDEX conveyor_jobs_result_json ON conveyor_jobs USING gin (conveyor_try_jsonb(result) jsonb_path_ops);
+CREATE INDEX conveyor_attempts_queue_finished ON conveyor_attempts (queue, finished_at) WHERE finished_at IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

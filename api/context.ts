@@ -1,0 +1,47 @@
+// What every route handler reaches: the queue API, the optional PostgreSQL records and
+// Kubernetes reader, the event hub and the auth policy. Built once by startJobApi.
+import type { Logger } from "pino";
+import type { Producer, QueueAdmin, RedisClient } from "../queue/index.ts";
+import type { Auth } from "./auth.ts";
+import type { EventHub } from "./eventHub.ts";
+import { HttpError } from "./http.ts";
+import type { QueueDirectory } from "./queueDirectory.ts";
+import type { JobRecords } from "./records.ts";
+
+/** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
+export interface PoolSource {
+  list(allowed: (queue: string) => boolean): Promise<unknown[]>;
+  /** null when absent or its queue is not allowed. */
+  detail(namespace: string, name: string, allowed: (queue: string) => boolean): Promise<unknown | null>;
+}
+
+export interface ApiContext {
+  redis: RedisClient;
+  admin: QueueAdmin;
+  producer: Producer;
+  auth: Auth;
+  directory: QueueDirectory;
+  hub: EventHub;
+  records: JobRecords | null;
+  pools: PoolSource | null;
+  log?: Logger;
+}
+
+/**
+ * A QueueAdmin operation that another part of the queue library adds (cancel, pause, …): the
+ * route answers 501 until the method exists, and works as soon as it does.
+ */
+export function adminMethod<A extends unknown[], R>(
+  admin: QueueAdmin,
+  name: string,
+): (...args: A) => Promise<R> {
+  const fn = (admin as unknown as Record<string, unknown>)[name];
+  if (typeof fn !== "function") throw new HttpError(501, `${name} is not available yet in this version`);
+  return (...args: A) => (fn as (...a: A) => Promise<R>).apply(admin, args);
+}
+
+export function requireRecords(ctx: ApiContext): JobRecords {
+  if (!ctx.records)
+    throw new HttpError(503, "job history needs PostgreSQL: start with --database / DATABASE_URL");
+  return ctx.records;
+}

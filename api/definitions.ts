@@ -1,0 +1,308 @@
+// Every route of `conveyor api` in one table: method, path template, what it does, and the JSON
+// Schemas of its path parameters, query and body. The router validates each request against
+// these schemas before a handler runs, and an OpenAPI document can be generated from the same
+// table. Handlers live in api/routes/*, keyed by the route's name.
+
+export type JsonSchema = Record<string, unknown>;
+
+export interface RouteDefinition {
+  name: string;
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  /** `/queues/{queue}/jobs`: a `{param}` is one path segment, percent-decoded. */
+  path: string;
+  summary: string;
+  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "health";
+  query?: JsonSchema;
+  body?: JsonSchema;
+  /** No credentials needed (health, signing in). */
+  public?: boolean;
+}
+
+const QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
+const queueName = { type: "string", pattern: QUEUE_PATTERN, description: "stage or pipeline/stage" };
+const limit = { type: "integer", minimum: 1, maximum: 200, default: 50 };
+const cursor = { type: "string", maxLength: 300, description: "opaque; from the previous page's next" };
+const time = { type: "integer", minimum: 0, description: "ms since epoch" };
+
+const query = (properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema => ({
+  type: "object",
+  properties,
+  required,
+  additionalProperties: false,
+});
+
+/** Job states a page can filter on (history from PostgreSQL, live ones from Redis). */
+export const LIST_STATES = [
+  "all",
+  "ready",
+  "queued",
+  "delayed",
+  "active",
+  "retrying",
+  "completed",
+  "dead",
+  "cancelled",
+] as const;
+
+export const ROUTES: readonly RouteDefinition[] = [
+  { name: "health", method: "GET", path: "/healthz", summary: "liveness", tag: "health", public: true },
+  {
+    name: "session",
+    method: "GET",
+    path: "/auth/session",
+    summary: "whether this browser is signed in, and what the server allows (read-only, queues, pools)",
+    tag: "auth",
+    public: true,
+  },
+  {
+    name: "signIn",
+    method: "POST",
+    path: "/auth/session",
+    summary: "exchange the API token for an HttpOnly, SameSite=Strict session cookie",
+    tag: "auth",
+    public: true,
+    body: {
+      type: "object",
+      properties: { token: { type: "string", minLength: 1, maxLength: 4096 } },
+      required: ["token"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "signOut",
+    method: "DELETE",
+    path: "/auth/session",
+    summary: "end the session",
+    tag: "auth",
+    public: true,
+  },
+  {
+    name: "listQueues",
+    method: "GET",
+    path: "/queues",
+    summary: "every queue with its live counts",
+    tag: "queues",
+  },
+  {
+    name: "queueCounts",
+    method: "GET",
+    path: "/queues/{queue}",
+    summary: "live counts of one queue",
+    tag: "queues",
+  },
+  {
+    name: "enqueue",
+    method: "POST",
+    path: "/queues/{queue}/jobs",
+    summary: "enqueue a job: 202 with a status URL",
+    tag: "jobs",
+    // The job envelope (queue/envelope.ts): parseEnvelope checks it and names the field.
+    body: { type: "object", description: 'a job envelope: {"data": …, "priority": 0, …}' },
+  },
+  {
+    name: "listJobs",
+    method: "GET",
+    path: "/queues/{queue}/jobs",
+    summary: "a page of the queue's jobs, newest first (cursor paging)",
+    tag: "jobs",
+    query: query({ state: { enum: LIST_STATES, default: "all" }, cursor, limit, from: time, to: time }),
+  },
+  {
+    name: "queueStats",
+    method: "GET",
+    path: "/queues/{queue}/stats",
+    summary: "jobs/s and p50/p95 duration per minute over the last hour",
+    tag: "queues",
+  },
+  {
+    name: "queueWorkers",
+    method: "GET",
+    path: "/queues/{queue}/workers",
+    summary: "live workers from their heartbeats",
+    tag: "queues",
+  },
+  { name: "pause", method: "POST", path: "/queues/{queue}/pause", summary: "pause claiming", tag: "queues" },
+  {
+    name: "resume",
+    method: "POST",
+    path: "/queues/{queue}/resume",
+    summary: "resume claiming",
+    tag: "queues",
+  },
+  {
+    name: "setRateLimit",
+    method: "PUT",
+    path: "/queues/{queue}/rate-limit",
+    summary: 'at most this many jobs started per period: {"limit": "20/s"}, null removes it',
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: { limit: { type: ["string", "null"], maxLength: 100 } },
+      required: ["limit"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "removeRateLimit",
+    method: "DELETE",
+    path: "/queues/{queue}/rate-limit",
+    summary: "remove the rate limit",
+    tag: "queues",
+  },
+  {
+    name: "listSchedules",
+    method: "GET",
+    path: "/queues/{queue}/schedules",
+    summary: "the queue's schedules and their next run",
+    tag: "queues",
+  },
+  {
+    name: "putSchedule",
+    method: "PUT",
+    path: "/queues/{queue}/schedules/{schedule}",
+    summary: 'add or replace a schedule: {"every": "5m"} or {"cron": "0 * * * *", "tz": "Europe/Berlin"}',
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: {
+        every: { type: "string" },
+        cron: { type: "string" },
+        tz: { type: "string" },
+        data: { description: "the job data each run enqueues" },
+        attempts: { type: "number" },
+      },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "deleteSchedule",
+    method: "DELETE",
+    path: "/queues/{queue}/schedules/{schedule}",
+    summary: "remove a schedule",
+    tag: "queues",
+  },
+  {
+    name: "retryDead",
+    method: "POST",
+    path: "/queues/{queue}/dead/retry",
+    summary: "move dead jobs back to ready (all, or the given ids)",
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: { ids: { type: "array", items: { type: "string", maxLength: 200 }, maxItems: 1000 } },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "purgeDead",
+    method: "DELETE",
+    path: "/queues/{queue}/dead",
+    summary: "delete every dead job",
+    tag: "queues",
+  },
+  {
+    name: "bulkCancel",
+    method: "POST",
+    path: "/queues/{queue}/cancel",
+    summary: "cancel the given jobs",
+    tag: "jobs",
+    body: {
+      type: "object",
+      properties: {
+        ids: { type: "array", items: { type: "string", maxLength: 200 }, minItems: 1, maxItems: 1000 },
+      },
+      required: ["ids"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "jobStatus",
+    method: "GET",
+    path: "/jobs/{id}",
+    summary: "state, progress, attempts, result or error",
+    tag: "jobs",
+    query: query({ queue: queueName }),
+  },
+  {
+    name: "jobDetail",
+    method: "GET",
+    path: "/jobs/{id}/detail",
+    summary: "everything about one job: record, executions, events, children, payload (truncated)",
+    tag: "jobs",
+    query: query({ queue: queueName }),
+  },
+  {
+    name: "jobPayload",
+    method: "GET",
+    path: "/jobs/{id}/payload",
+    summary: "the job's full data, result or error as a download",
+    tag: "jobs",
+    query: query({ queue: queueName, part: { enum: ["data", "result", "error"], default: "data" } }),
+  },
+  {
+    name: "jobLogs",
+    method: "GET",
+    path: "/jobs/{id}/logs",
+    summary: "log lines the handler wrote (ctx.log)",
+    tag: "jobs",
+    query: query({ queue: queueName }),
+  },
+  {
+    name: "retryJob",
+    method: "POST",
+    path: "/jobs/{id}/retry",
+    summary: "retry a dead job",
+    tag: "jobs",
+    query: query({ queue: queueName }, ["queue"]),
+  },
+  {
+    name: "cancelJob",
+    method: "POST",
+    path: "/jobs/{id}/cancel",
+    summary: "cancel a job (never retried)",
+    tag: "jobs",
+    query: query({ queue: queueName }),
+  },
+  {
+    name: "promoteJob",
+    method: "POST",
+    path: "/jobs/{id}/promote",
+    summary: "run a delayed job now",
+    tag: "jobs",
+    query: query({ queue: queueName }),
+  },
+  {
+    name: "search",
+    method: "GET",
+    path: "/search",
+    summary: "find jobs by id, idempotency key, or field=value on payload/result",
+    tag: "search",
+    query: query({ q: { type: "string", minLength: 1, maxLength: 500 }, limit, cursor }, ["q"]),
+  },
+  {
+    name: "events",
+    method: "GET",
+    path: "/events",
+    summary: "Server-Sent Events: every queue transition, live (Last-Event-ID resumes)",
+    tag: "events",
+    query: query({ queue: queueName }),
+  },
+  { name: "listPools", method: "GET", path: "/pools", summary: "WorkerPools and their status", tag: "pools" },
+  {
+    name: "poolDetail",
+    method: "GET",
+    path: "/pools/{namespace}/{name}",
+    summary: "one WorkerPool: status, scale decisions (Events), pods",
+    tag: "pools",
+  },
+];
+
+/** Path parameter schemas, by name (every route uses the same meaning for a name). */
+export const PARAMS: Record<string, JsonSchema> = {
+  queue: queueName,
+  id: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$" },
+  namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" },
+  name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },
+  /** Checked by the schedule store, whose message names the rule. */
+  schedule: { type: "string" },
+};

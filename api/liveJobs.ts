@@ -1,0 +1,98 @@
+// Pages of the jobs that live in Redis sets (ready, delayed, in-flight, dead), read with a
+// score cursor so a page costs O(log n + page) whatever the set's size — never a whole set.
+// Order: ready = next to run first; delayed = soonest due; active = lease deadline; dead = newest.
+import { QueueKeys, type RedisClient } from "../queue/index.ts";
+import { HttpError } from "./http.ts";
+import type { Page } from "./records.ts";
+
+export interface LiveJob {
+  id: string;
+  queue: string;
+  state: string;
+  attempts: number;
+  maxAttempts: number | null;
+  createdAt: string | null;
+  startedAt: string | null;
+  progress: number | null;
+  deadReason: string | null;
+  /** The set's score: due time, lease deadline or dead-letter time (ms), or the ready order. */
+  score: number;
+}
+
+const SETS = { ready: "ready", delayed: "delayed", active: "inflight", dead: "dead" } as const;
+export const LIVE_STATES = Object.keys(SETS) as (keyof typeof SETS)[];
+const TIE_SLACK = 50;
+
+function decode(cursor: string): [number, string] {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
+    if (Array.isArray(v) && typeof v[0] === "number" && Number.isFinite(v[0]) && typeof v[1] === "string")
+      return [v[0], v[1]];
+  } catch {
+    // fall through
+  }
+  throw new HttpError(400, 'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged');
+}
+
+const iso = (ms: string | null) => (ms && Number(ms) > 0 ? new Date(Number(ms)).toISOString() : null);
+
+export async function liveJobs(
+  redis: RedisClient,
+  queue: string,
+  state: keyof typeof SETS,
+  limit: number,
+  cursor?: string,
+): Promise<Page<LiveJob>> {
+  const k = new QueueKeys(queue);
+  const key = k[SETS[state]];
+  const desc = state === "dead";
+  const after = cursor ? decode(cursor) : null;
+  const bound = after ? String(after[0]) : desc ? "+inf" : "-inf"; // inclusive: ties are skipped below
+  const raw = desc
+    ? await redis.zrevrangebyscore(key, bound, "-inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK)
+    : await redis.zrangebyscore(key, bound, "+inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK);
+  const entries: [string, number][] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const id = raw[i]!;
+    const score = Number(raw[i + 1]);
+    // Ties on the cursor's score: skip what the previous page already showed.
+    if (after && score === after[0] && (desc ? id >= after[1] : id <= after[1])) continue;
+    entries.push([id, score]);
+  }
+  const shown = entries.slice(0, limit);
+  const more = entries.length > limit;
+  const pipe = redis.pipeline();
+  for (const [id] of shown)
+    pipe.hmget(
+      k.job(id),
+      "state",
+      "attemptsMade",
+      "attempts",
+      "createdAt",
+      "startedAt",
+      "progress",
+      "deadReason",
+    );
+  const replies = shown.length > 0 ? ((await pipe.exec()) ?? []) : [];
+  const items = shown.map(([id, score], i): LiveJob => {
+    const [err, v] = replies[i] ?? [null, []];
+    const f = (err ? [] : (v as (string | null)[])) as (string | null)[];
+    return {
+      id,
+      queue,
+      state: f[0] ?? state,
+      attempts: Number(f[1] ?? 0),
+      maxAttempts: f[2] ? Number(f[2]) : null,
+      createdAt: iso(f[3] ?? null),
+      startedAt: iso(f[4] ?? null),
+      progress: f[5] ? Number(f[5]) : null,
+      deadReason: f[6] || null,
+      score,
+    };
+  });
+  const last = shown.at(-1);
+  return {
+    items,
+    next: more && last ? Buffer.from(JSON.stringify([last[1], last[0]])).toString("base64url") : null,
+  };
+}

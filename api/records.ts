@@ -1,0 +1,250 @@
+// Reads of the PostgreSQL job records for the dashboard: pages of a queue's jobs (newest
+// first, keyset cursor on (updated_at, id), never OFFSET), search by id or payload/result
+// field, one job's executions and children, and per-minute rates. Every query is served by an
+// index of migration 3 (worker/records/migrations.ts).
+import type pg from "pg";
+import { HttpError } from "./http.ts";
+
+export interface JobRow {
+  id: string;
+  pipeline: string;
+  queue: string;
+  state: string;
+  attempts: number;
+  maxAttempts: number | null;
+  stalls: number;
+  createdAt: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  updatedAt: string;
+  dueAt: string | null;
+  progress: number | null;
+  progressMessage: string | null;
+  deadReason: string | null;
+  parentId: string | null;
+  lastEvent: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Pass as `cursor` for the next (older) page; null on the last page. */
+  next: string | null;
+}
+
+const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts", stalls,
+  created_at AS "createdAt", started_at AS "startedAt", finished_at AS "finishedAt",
+  updated_at AS "updatedAt", due_at AS "dueAt", progress, progress_message AS "progressMessage",
+  dead_reason AS "deadReason", parent_id AS "parentId", last_event AS "lastEvent",
+  updated_at::text AS cursor_at`;
+
+/** The dashboard's state names → the records' (a waiting job is `queued` there). */
+const STATE_IN_RECORDS: Record<string, string> = { ready: "queued" };
+
+interface Cursor {
+  at: string;
+  id: string;
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify([c.at, c.id])).toString("base64url");
+}
+
+function decodeCursor(s: string): Cursor {
+  try {
+    const v = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as unknown;
+    if (
+      Array.isArray(v) &&
+      v.length === 2 &&
+      typeof v[0] === "string" &&
+      /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/.test(v[0]) &&
+      typeof v[1] === "string" &&
+      v[1].length <= 200
+    )
+      return { at: v[0], id: v[1] };
+  } catch {
+    // fall through
+  }
+  throw new HttpError(400, 'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged');
+}
+
+function page(rows: (JobRow & { cursor_at?: string })[], limit: number): Page<JobRow> {
+  const more = rows.length > limit;
+  const items = rows.slice(0, limit);
+  const last = items.at(-1) as (JobRow & { cursor_at?: string }) | undefined;
+  const next = more && last ? encodeCursor({ at: last.cursor_at!, id: last.id }) : null;
+  for (const r of items) delete (r as { cursor_at?: string }).cursor_at;
+  return { items, next };
+}
+
+/** `a.b=value` → {a: {b: value}} for jsonb containment; the value is JSON when it parses (1, true, "x"). */
+export function containment(path: string[], raw: string): unknown {
+  let value: unknown = raw;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    // plain text
+  }
+  return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value);
+}
+
+export const FIELD_QUERY = /^(?:(data|result):)?([A-Za-z_$][\w$-]*(?:\.[\w$-]+){0,15})=(.*)$/s;
+
+export class JobRecords {
+  private readonly pool: pg.Pool;
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  private async rows<T extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<T[]> {
+    try {
+      return (await this.pool.query<T>(sql, params)).rows;
+    } catch (err) {
+      // A value PostgreSQL cannot read (a forged cursor's time) is the client's mistake.
+      const code = (err as { code?: string }).code ?? "";
+      if (code.startsWith("22")) throw new HttpError(400, `bad query value: ${(err as Error).message}`);
+      throw err;
+    }
+  }
+
+  async listJobs(opts: {
+    queue: string;
+    state: string;
+    cursor?: string;
+    limit: number;
+    from?: number;
+    to?: number;
+  }): Promise<Page<JobRow>> {
+    const where = ["queue = $1"];
+    const params: unknown[] = [opts.queue];
+    const add = (sql: string, v: unknown) => {
+      params.push(v);
+      where.push(sql.replace("?", `$${params.length}`));
+    };
+    if (opts.state !== "all") add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
+    if (opts.from !== undefined) add("updated_at >= to_timestamp(? / 1000.0)", opts.from);
+    if (opts.to !== undefined) add("updated_at < to_timestamp(? / 1000.0)", opts.to);
+    if (opts.cursor) {
+      const c = decodeCursor(opts.cursor);
+      params.push(c.at, c.id);
+      where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    params.push(opts.limit + 1);
+    const rows = await this.rows<JobRow & { cursor_at: string }>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
+       ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
+      params,
+    );
+    return page(rows, opts.limit);
+  }
+
+  /** Jobs with this id (in any pipeline), newest first. */
+  async byId(id: string, limit = 20): Promise<JobRow[]> {
+    return this.rows<JobRow>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE id = $1 ORDER BY updated_at DESC LIMIT $2`,
+      [id, limit],
+    );
+  }
+
+  /** `field=value` on the payload or result (JSON containment, GIN index), newest first. */
+  async byField(opts: {
+    part?: "data" | "result";
+    path: string[];
+    value: string;
+    cursor?: string;
+    limit: number;
+    queues?: string[] | null;
+  }): Promise<Page<JobRow>> {
+    const doc = JSON.stringify(containment(opts.path, opts.value));
+    const parts = opts.part ? [opts.part] : ["data", "result"];
+    const params: unknown[] = [doc];
+    const where = [`(${parts.map((p) => `conveyor_try_jsonb(${p}) @> $1::jsonb`).join(" OR ")})`];
+    if (opts.queues) {
+      params.push(opts.queues);
+      where.push(`queue = ANY($${params.length})`);
+    }
+    if (opts.cursor) {
+      const c = decodeCursor(opts.cursor);
+      params.push(c.at, c.id);
+      where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    params.push(opts.limit + 1);
+    const rows = await this.rows<JobRow & { cursor_at: string }>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
+       ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
+      params,
+    );
+    return page(rows, opts.limit);
+  }
+
+  async job(
+    pipeline: string,
+    id: string,
+  ): Promise<(JobRow & { data: string | null; result: string | null; error: string | null }) | null> {
+    const rows = await this.rows<
+      JobRow & { data: string | null; result: string | null; error: string | null }
+    >(`SELECT ${ROW}, data, result, error FROM conveyor_jobs WHERE pipeline = $1 AND id = $2`, [
+      pipeline,
+      id,
+    ]);
+    const row = rows[0];
+    if (row) delete (row as { cursor_at?: string }).cursor_at;
+    return row ?? null;
+  }
+
+  async executions(pipeline: string, id: string): Promise<Record<string, unknown>[]> {
+    return this.rows(
+      `SELECT execution, queue, worker, attempt, started_at AS "startedAt", finished_at AS "finishedAt",
+         outcome, left(error, 4000) AS error, reason, reused
+       FROM conveyor_attempts WHERE pipeline = $1 AND job_id = $2
+       ORDER BY started_at NULLS LAST, execution LIMIT 200`,
+      [pipeline, id],
+    );
+  }
+
+  async children(
+    pipeline: string,
+    id: string,
+    limit = 100,
+  ): Promise<{ id: string; queue: string; state: string }[]> {
+    return this.rows(
+      `SELECT id, queue, state FROM conveyor_jobs WHERE pipeline = $1 AND parent_id = $2 ORDER BY id LIMIT $3`,
+      [pipeline, id, limit],
+    );
+  }
+
+  /** Per minute over the last hour: finished executions by outcome, p50/p95 duration (ms). */
+  async minuteStats(
+    queue: string,
+  ): Promise<
+    { minute: number; completed: number; failed: number; p50: number | null; p95: number | null }[]
+  > {
+    const rows = await this.rows<{
+      minute: string;
+      completed: string;
+      failed: string;
+      p50: number | null;
+      p95: number | null;
+    }>(
+      `SELECT (extract(epoch FROM date_trunc('minute', finished_at)) * 1000)::bigint::text AS minute,
+         count(*) FILTER (WHERE outcome = 'completed')::text AS completed,
+         count(*) FILTER (WHERE outcome IN ('retried', 'dead'))::text AS failed,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p50,
+         percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p95
+       FROM conveyor_attempts
+       WHERE queue = $1 AND finished_at IS NOT NULL AND finished_at > now() - interval '1 hour'
+       GROUP BY 1 ORDER BY 1`,
+      [queue],
+    );
+    return rows.map((r) => ({
+      minute: Number(r.minute),
+      completed: Number(r.completed),
+      failed: Number(r.failed),
+      p50: r.p50 === null ? null : Math.round(r.p50),
+      p95: r.p95 === null ? null : Math.round(r.p95),
+    }));
+  }
+}

@@ -1,0 +1,85 @@
+// Server-Sent Events: every transition of every (allowed) queue, or of one queue, pushed as it
+// happens from the shared event hub. The event id is the queue stream's entry id; a browser
+// that reconnects sends it back as Last-Event-ID and gets the gap from each stream first.
+import type { QueueEvent } from "../../queue/index.ts";
+import type { ApiContext } from "../context.ts";
+import { STREAM_ID, streamIdAfter } from "../eventHub.ts";
+import { HttpError } from "../http.ts";
+import type { Handlers } from "../router.ts";
+
+const HEARTBEAT_MS = 15_000;
+/** A client this far behind is cut off; it reconnects with Last-Event-ID and reads the gap. */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+
+/** An event as an SSE frame, made once however many clients receive it. */
+const frames = new WeakMap<QueueEvent, string>();
+function frame(e: QueueEvent): string {
+  let f = frames.get(e);
+  if (f === undefined) {
+    const { type, id, queue, at } = e;
+    const { token: _lease, ...fields } = e.fields; // the lease token stays server-side
+    f = `id: ${e.eventId}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`;
+    frames.set(e, f);
+  }
+  return f;
+}
+
+export function eventHandlers(ctx: ApiContext): Handlers {
+  return {
+    async events({ req, res, query }) {
+      const only = query.queue as string | undefined;
+      if (only) ctx.auth.assertQueue(only);
+      const header = req.headers["last-event-id"];
+      const lastId = typeof header === "string" && header !== "" ? header : undefined;
+      if (lastId !== undefined && !STREAM_ID.test(lastId))
+        throw new HttpError(400, "Last-Event-ID must be a stream id like 1700000000000-0");
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store",
+        connection: "keep-alive",
+        "x-accel-buffering": "no", // nginx Ingress: do not buffer the stream
+      });
+      res.write("retry: 2000\n\n");
+
+      const lastSent = new Map<string, string>();
+      const wanted = (queue: string) => (only ? queue === only : ctx.auth.queueAllowed(queue));
+      // One write per batch: thousands of small writes per second per client cost memory.
+      const write = (batch: QueueEvent[]) => {
+        let out = "";
+        for (const e of batch) {
+          if (!wanted(e.queue)) continue;
+          const prev = lastSent.get(e.queue);
+          if (prev && !streamIdAfter(e.eventId, prev)) continue;
+          lastSent.set(e.queue, e.eventId);
+          out += frame(e);
+        }
+        if (out === "") return;
+        res.write(out);
+        if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
+      };
+      let replay: QueueEvent[] | null = lastId ? [] : null;
+      const unsubscribe = ctx.hub.subscribe(
+        (batch) => (replay ? replay.push(...batch) : write(batch)),
+        (queues) => res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
+      );
+      const heartbeat = setInterval(() => res.write(": ping\n\n"), HEARTBEAT_MS);
+      const close = () => {
+        clearInterval(heartbeat);
+        unsubscribe();
+      };
+      req.once("close", close);
+      res.once("close", close);
+      if (lastId) {
+        try {
+          const queues = only ? [only] : (await ctx.directory.list()).filter(wanted);
+          for (const q of queues) write(await ctx.hub.since(q, lastId));
+        } finally {
+          const held = replay ?? [];
+          replay = null;
+          write(held);
+        }
+      }
+      return undefined;
+    },
+  };
+}

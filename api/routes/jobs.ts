@@ -1,0 +1,218 @@
+// Job routes: a queue's jobs page by page, one job's status (the producer's status URL), its
+// full detail for the dashboard, downloads of large payloads, logs, and the job actions.
+import { QueueKeys, type JobInfo } from "../../queue/index.ts";
+import { adminMethod, type ApiContext } from "../context.ts";
+import { HttpError, parseStored } from "../http.ts";
+import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
+import type { Handlers } from "../router.ts";
+
+/** Payloads above this are cut in the detail view; the full text is a download. */
+const SHOWN_BYTES = 64 * 1024;
+/** The job's timeline comes from the queue's recent events (its full history is in the records). */
+const EVENTS_SCANNED = 1000;
+
+function shown(text: string | null | undefined) {
+  if (text === null || text === undefined || text === "") return null;
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= SHOWN_BYTES) return { value: parseStored(text), bytes, truncated: false };
+  return { text: text.slice(0, SHOWN_BYTES), bytes, truncated: true };
+}
+
+const iso = (ms: number | undefined) => (ms && ms > 0 ? new Date(ms).toISOString() : null);
+
+export function jobHandlers(ctx: ApiContext): Handlers {
+  /** The live record from Redis, refusing jobs of queues outside the allow-list. */
+  async function live(id: string, queue?: string): Promise<JobInfo | null> {
+    if (queue) ctx.auth.assertQueue(queue);
+    const info = await ctx.admin.job(id, queue);
+    if (info && info.queue && !ctx.auth.queueAllowed(info.queue)) return null;
+    return info;
+  }
+
+  function notFound(id: string): never {
+    throw new HttpError(404, `job ${id} not found (never enqueued, or its record expired)`);
+  }
+
+  return {
+    async listJobs({ params, query }) {
+      const queue = params.queue!;
+      ctx.auth.assertQueue(queue);
+      const state = query.state as string;
+      const limit = query.limit as number;
+      const cursor = query.cursor as string | undefined;
+      // Live states come from Redis (exact, now); history and `all` from the records.
+      if ((LIVE_STATES as string[]).includes(state) && (!ctx.records || query.from === undefined)) {
+        const page = await liveJobs(ctx.redis, queue, state as (typeof LIVE_STATES)[number], limit, cursor);
+        return { body: { queue, state, source: "redis", ...page } };
+      }
+      if (!ctx.records)
+        throw new HttpError(
+          503,
+          `listing ${state} jobs needs PostgreSQL (--database); live states work without it`,
+        );
+      const page = await ctx.records.listJobs({
+        queue,
+        state,
+        cursor,
+        limit,
+        from: query.from as number | undefined,
+        to: query.to as number | undefined,
+      });
+      return { body: { queue, state, source: "records", ...page } };
+    },
+
+    async jobStatus({ params, query }) {
+      const id = params.id!;
+      const info = await live(id, query.queue as string | undefined);
+      if (!info) notFound(id);
+      return {
+        body: {
+          id: info.id,
+          queue: info.queue,
+          state: info.state,
+          progress: info.progress ?? null,
+          progressMessage: info.progressMessage ?? null,
+          attempts: info.attemptsMade,
+          maxAttempts: info.attempts,
+          result: parseStored(info.result),
+          error: parseStored(info.error),
+          deadReason: info.deadReason ?? null,
+        },
+      };
+    },
+
+    async jobDetail({ params, query }) {
+      const id = params.id!;
+      const queueParam = query.queue as string | undefined;
+      const info = await live(id, queueParam);
+      let row = null;
+      if (ctx.records) {
+        const pipeline = (info?.queue || queueParam)?.split("/")[0];
+        if (pipeline) row = await ctx.records.job(pipeline, id);
+        else row = (await ctx.records.byId(id, 1))[0] ?? null;
+        if (row && !ctx.auth.queueAllowed(row.queue)) row = null;
+        if (row && !("data" in row)) row = await ctx.records.job(row.pipeline, id);
+      }
+      if (!info && !row) notFound(id);
+      const queue = info?.queue || row!.queue;
+      const pipeline = queue.split("/")[0]!;
+      const [executions, children, recent, logs] = await Promise.all([
+        ctx.records ? ctx.records.executions(pipeline, id) : [],
+        ctx.records ? ctx.records.children(pipeline, id) : [],
+        ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
+        jobLogs(ctx, id, queue),
+      ]);
+      const events = recent
+        .map(([eventId, flat]) => {
+          const f: Record<string, string> = {};
+          for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] !== "token") f[flat[i]!] = flat[i + 1]!;
+          return { eventId, ...f };
+        })
+        .filter((e) => (e as { id?: string }).id === id)
+        .reverse();
+      const state = info?.state ?? (row!.state === "queued" ? "ready" : row!.state);
+      const r = row as
+        (typeof row & { data?: string | null; result?: string | null; error?: string | null }) | null;
+      return {
+        body: {
+          id,
+          queue,
+          pipeline,
+          state,
+          progress: info?.progress ?? row?.progress ?? null,
+          progressMessage: info?.progressMessage ?? row?.progressMessage ?? null,
+          attempts: info?.attemptsMade ?? row?.attempts ?? 0,
+          maxAttempts: info?.attempts ?? row?.maxAttempts ?? null,
+          stalls: info?.stalls ?? row?.stalls ?? 0,
+          priority: info?.priority ?? null,
+          createdAt: iso(info?.createdAt) ?? row?.createdAt ?? null,
+          startedAt: iso(info?.startedAt) ?? row?.startedAt ?? null,
+          finishedAt: iso(info?.finishedAt) ?? row?.finishedAt ?? null,
+          deadReason: info?.deadReason ?? row?.deadReason ?? null,
+          worker: info?.worker ?? null,
+          parentId: row?.parentId ?? null,
+          data: shown(info?.data ?? r?.data),
+          result: shown(info?.result ?? r?.result),
+          error: shown(info?.error ?? r?.error),
+          executions,
+          events,
+          children,
+          logs,
+          sources: { redis: info !== null, records: row !== null },
+          actions: {
+            retry: state === "dead",
+            cancel: ["ready", "delayed", "active"].includes(state),
+            promote: state === "delayed",
+          },
+        },
+      };
+    },
+
+    async jobPayload({ params, query, res }) {
+      const id = params.id!;
+      const part = query.part as "data" | "result" | "error";
+      const info = await live(id, query.queue as string | undefined);
+      let text = info?.[part];
+      if (!text && ctx.records) {
+        const row = info ? await ctx.records.job(info.queue.split("/")[0]!, id) : null;
+        text = (row as Record<string, string | null> | null)?.[part] ?? undefined;
+      }
+      if (!info && !text) notFound(id);
+      res.writeHead(200, {
+        "content-type": "application/json; charset=utf-8",
+        "content-disposition": `attachment; filename="${id}.${part}.json"`,
+        "cache-control": "no-store",
+      });
+      res.end(text ?? "null");
+      return undefined;
+    },
+
+    async jobLogs({ params, query }) {
+      const id = params.id!;
+      const info = await live(id, query.queue as string | undefined);
+      if (!info) notFound(id);
+      return { body: { id, logs: await jobLogs(ctx, id, info.queue) } };
+    },
+
+    async retryJob({ params, query }) {
+      const id = params.id!;
+      const queue = query.queue as string;
+      ctx.auth.assertQueue(queue);
+      const moved = await ctx.admin.retryDead(queue, [id]);
+      if (moved === 0) throw new HttpError(409, `job ${id} is not dead in ${queue}: nothing to retry`);
+      return { body: { id, queue, retried: true } };
+    },
+
+    async cancelJob({ params, query }) {
+      const id = params.id!;
+      const info = await live(id, query.queue as string | undefined);
+      if (!info) notFound(id);
+      const r = await ctx.admin.cancel(id, query.queue as string | undefined);
+      if (r.outcome === "notFound") notFound(id);
+      if (r.outcome === "finished")
+        return { status: 409, body: { ...r, error: `job ${id} is already ${r.state}: nothing to cancel` } };
+      return { body: r };
+    },
+
+    async promoteJob({ params, query }) {
+      const id = params.id!;
+      const info = await live(id, query.queue as string | undefined);
+      if (!info) notFound(id);
+      const promote = adminMethod<[string, string?], unknown>(ctx.admin, "promote");
+      const done = await promote(id, info.queue);
+      if (done === false || done === 0) throw new HttpError(409, `job ${id} is ${info.state}, not delayed`);
+      return { body: { id, queue: info.queue, promoted: true } };
+    },
+  };
+}
+
+/** The lines the job's handlers logged (ctx.log), oldest first. */
+async function jobLogs(
+  ctx: ApiContext,
+  id: string,
+  queue: string,
+): Promise<{ at: number; message: string }[]> {
+  const lines = await ctx.admin.jobLogs(id, queue);
+  // The execution id is the lease token: it stays server-side, like in the events.
+  return lines.map(({ at, message }) => ({ at, message }));
+}

@@ -1,0 +1,23 @@
+// The Pools page's reads: 404 with a reason when this server has no Kubernetes API.
+import type { ApiContext, PoolSource } from "../context.ts";
+import { HttpError } from "../http.ts";
+import type { Handlers } from "../router.ts";
+
+export function poolHandlers(ctx: ApiContext): Handlers {
+  const reader = (): PoolSource => {
+    if (!ctx.pools)
+      throw new HttpError(404, "no Kubernetes API configured for this server (kubeconfig or in-cluster)");
+    return ctx.pools;
+  };
+  const allowed = (q: string) => ctx.auth.queueAllowed(q);
+  return {
+    async listPools() {
+      return { body: { pools: await reader().list(allowed) } };
+    },
+    async poolDetail({ params }) {
+      const pool = await reader().detail(params.namespace!, params.name!, allowed);
+      if (!pool) throw new HttpError(404, `WorkerPool ${params.namespace}/${params.name} not found`);
+      return { body: pool };
+    },
+  };
+}

@@ -1,0 +1,184 @@
+// Queue routes: the queue list with live counts, one queue's counts, stats, workers, the
+// enqueue endpoint, and the queue-level actions (pause/resume, rate limit, dead letters).
+import {
+  EnvelopeError,
+  formatRateLimit,
+  parseDuration,
+  parseEnvelope,
+  parseRateLimit,
+  QueueKeys,
+  type ScheduleView,
+} from "../../queue/index.ts";
+import { requireRecords, type ApiContext } from "../context.ts";
+import { HttpError } from "../http.ts";
+import type { Handlers } from "../router.ts";
+
+export interface QueueSummary {
+  queue: string;
+  ready: number;
+  delayed: number;
+  inflight: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  backlog: number;
+  paused: boolean;
+  /** "20/s", or null. */
+  rateLimit: string | null;
+  schedules: number;
+  /** Age (ms) of the job at the head of the ready line; null when none waits. */
+  oldestWaitingMs: number | null;
+  workers: number;
+}
+
+function scheduleJson(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
+}
+
+export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
+  const k = new QueueKeys(queue);
+  const [counts, stats, workers, head] = await Promise.all([
+    ctx.admin.counts(queue),
+    ctx.admin.stats(queue),
+    ctx.redis.hlen(k.workers),
+    ctx.redis.zrange(k.ready, 0, 0),
+  ]);
+  let oldestWaitingMs: number | null = null;
+  if (head[0]) {
+    const created = Number(await ctx.redis.hget(k.job(head[0]), "createdAt").catch(() => null));
+    if (created > 0) oldestWaitingMs = Math.max(0, Date.now() - created);
+  }
+  return {
+    queue,
+    ready: counts.ready,
+    delayed: counts.delayed,
+    inflight: counts.inflight,
+    completed: counts.completed,
+    dead: counts.dead,
+    cancelled: stats.cancelled,
+    backlog: counts.backlog,
+    paused: stats.paused,
+    rateLimit: stats.rateLimit,
+    schedules: stats.schedules,
+    oldestWaitingMs,
+    workers,
+  };
+}
+
+export function queueHandlers(ctx: ApiContext): Handlers {
+  const q = (params: Record<string, string>) => {
+    ctx.auth.assertQueue(params.queue!);
+    return params.queue!;
+  };
+  return {
+    async listQueues() {
+      const queues = await ctx.directory.list();
+      return { body: { queues: await Promise.all(queues.map((name) => queueSummary(ctx, name))) } };
+    },
+    async queueCounts({ params }) {
+      const queue = q(params);
+      return { body: { ...(await ctx.admin.counts(queue)), ...(await queueSummary(ctx, queue)) } };
+    },
+    async enqueue({ params, body }) {
+      const queue = q(params);
+      let envelope;
+      try {
+        envelope = parseEnvelope(body);
+      } catch (err) {
+        if (err instanceof EnvelopeError)
+          throw new HttpError(400, err.message.replace(/^a job must be/, "body must be"));
+        throw err;
+      }
+      const { data, ...options } = envelope;
+      const result = await ctx.producer.enqueue(queue, data, options);
+      const status = `/jobs/${encodeURIComponent(result.id)}?queue=${encodeURIComponent(queue)}`;
+      return {
+        status: 202,
+        body: { id: result.id, created: result.created, status },
+        headers: { location: status },
+      };
+    },
+    async queueStats({ params }) {
+      const queue = q(params);
+      if (!ctx.records) return { body: { queue, minutes: [], history: false } };
+      return { body: { queue, minutes: await requireRecords(ctx).minuteStats(queue), history: true } };
+    },
+    async queueWorkers({ params }) {
+      const queue = q(params);
+      const now = Date.now();
+      const workers = (await ctx.admin.workers(queue))
+        .map((w) => ({ ...w, free: Math.max(0, w.slots - w.busy), lastSeenMs: now - w.seen }))
+        .sort((a, b) => a.id.localeCompare(b.id));
+      return { body: { queue, workers } };
+    },
+    async pause({ params }) {
+      const queue = q(params);
+      await ctx.admin.pause(queue);
+      return { body: { queue, paused: true } };
+    },
+    async resume({ params }) {
+      const queue = q(params);
+      await ctx.admin.resume(queue);
+      return { body: { queue, paused: false } };
+    },
+    async setRateLimit({ params, body }) {
+      const queue = q(params);
+      const { limit } = body as { limit: string | null };
+      const parsed = limit === null ? null : parseRateLimit(limit);
+      await ctx.admin.setRateLimit(queue, parsed);
+      return { body: { queue, rateLimit: parsed ? formatRateLimit(parsed) : null } };
+    },
+    async removeRateLimit({ params }) {
+      const queue = q(params);
+      await ctx.admin.setRateLimit(queue, null);
+      return { body: { queue, rateLimit: null } };
+    },
+    async listSchedules({ params }) {
+      const queue = q(params);
+      return { body: { queue, schedules: (await ctx.admin.schedules.list(queue)).map(scheduleJson) } };
+    },
+    async putSchedule({ params, body }) {
+      const queue = q(params);
+      const b = body as { every?: string; cron?: string; tz?: string; data?: unknown; attempts?: number };
+      const schedule = await ctx.admin.schedules.add(queue, params.schedule!, {
+        everyMs: b.every === undefined ? undefined : parseDuration(b.every, '"every"'),
+        cron: b.cron,
+        tz: b.tz,
+        data: b.data,
+        attempts: b.attempts,
+      });
+      return { body: { queue, ...scheduleJson(schedule) } };
+    },
+    async deleteSchedule({ params }) {
+      const queue = q(params);
+      const name = params.schedule!;
+      const removed = await ctx.admin.schedules.remove(queue, name);
+      if (!removed) throw new HttpError(404, `no schedule ${JSON.stringify(name)} on ${queue}`);
+      return { body: { queue, name, removed } };
+    },
+    async retryDead({ params, body }) {
+      const queue = q(params);
+      const ids = (body as { ids?: string[] } | undefined)?.ids ?? [];
+      return { body: { queue, retried: await ctx.admin.retryDead(queue, ids) } };
+    },
+    async purgeDead({ params }) {
+      const queue = q(params);
+      return { body: { queue, purged: await ctx.admin.purgeDead(queue) } };
+    },
+    async bulkCancel({ params, body }) {
+      const queue = q(params);
+      let cancelled = 0;
+      for (const id of (body as { ids: string[] }).ids)
+        if ((await ctx.admin.cancel(id, queue)).outcome === "cancelled") cancelled++;
+      return { body: { queue, cancelled } };
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// One search box: `field=value` (optionally `data:` or `result:` first) is a JSON containment
+// query on the records' payload/result (GIN index); anything else is a job id and an
+// idempotency key, looked up in PostgreSQL by index and in Redis directly (works without PG).
+import { assertJobId, QueueKeys } from "../../queue/index.ts";
+import type { ApiContext } from "../context.ts";
+import { HttpError } from "../http.ts";
+import { FIELD_QUERY } from "../records.ts";
+import type { Handlers } from "../router.ts";
+
+interface Hit {
+  id: string;
+  queue: string;
+  state: string;
+  matched: "id" | "idempotencyKey" | "data" | "result" | "data or result";
+  createdAt: string | null;
+  updatedAt: string | null;
+}
+
+const validId = (s: string) => {
+  try {
+    assertJobId(s);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+export function searchHandlers(ctx: ApiContext): Handlers {
+  async function byIdOrKey(q: string, limit: number): Promise<Hit[]> {
+    const hits = new Map<string, Hit>();
+    const add = (h: Hit) => {
+      const key = `${h.queue}\u0000${h.id}`;
+      if (!hits.has(key) && ctx.auth.queueAllowed(h.queue)) hits.set(key, h);
+    };
+    if (validId(q)) {
+      const info = await ctx.admin.job(q);
+      if (info && info.queue)
+        add({
+          id: info.id,
+          queue: info.queue,
+          state: info.state,
+          matched: "id",
+          createdAt: info.createdAt ? new Date(info.createdAt).toISOString() : null,
+          updatedAt: null,
+        });
+      if (ctx.records)
+        for (const r of await ctx.records.byId(q, limit))
+          add({
+            id: r.id,
+            queue: r.queue,
+            state: r.state,
+            matched: "id",
+            createdAt: r.createdAt,
+            updatedAt: r.updatedAt,
+          });
+    }
+    // Idempotency keys live per queue in Redis for the key's TTL: one GET per known queue, pipelined.
+    const queues = await ctx.directory.list();
+    if (queues.length > 0 && q.length <= 500) {
+      const pipe = ctx.redis.pipeline();
+      for (const queue of queues) pipe.get(new QueueKeys(queue).idempotencyPrefix + q);
+      const replies = (await pipe.exec()) ?? [];
+      for (let i = 0; i < queues.length; i++) {
+        const [err, id] = replies[i] ?? [null, null];
+        if (err || typeof id !== "string") continue;
+        const info = await ctx.admin.job(id, queues[i]);
+        add({
+          id,
+          queue: queues[i]!,
+          state: info?.state ?? "expired",
+          matched: "idempotencyKey",
+          createdAt: info?.createdAt ? new Date(info.createdAt).toISOString() : null,
+          updatedAt: null,
+        });
+      }
+    }
+    return [...hits.values()].slice(0, limit);
+  }
+
+  return {
+    async search({ query }) {
+      const q = (query.q as string).trim();
+      const limit = query.limit as number;
+      const field = FIELD_QUERY.exec(q);
+      if (field) {
+        if (!ctx.records)
+          throw new HttpError(
+            503,
+            "searching payload/result fields needs PostgreSQL (--database); ids and keys work without it",
+          );
+        const part = field[1] as "data" | "result" | undefined;
+        const page = await ctx.records.byField({
+          part,
+          path: field[2]!.split("."),
+          value: field[3]!,
+          cursor: query.cursor as string | undefined,
+          limit,
+          queues: ctx.auth.allowList,
+        });
+        return {
+          body: {
+            q,
+            kind: "field",
+            items: page.items.map((r) => ({
+              id: r.id,
+              queue: r.queue,
+              state: r.state,
+              matched: part ?? "data or result",
+              createdAt: r.createdAt,
+              updatedAt: r.updatedAt,
+            })),
+            next: page.next,
+          },
+        };
+      }
+      if (query.cursor !== undefined)
+        throw new HttpError(400, 'query parameter "cursor" only pages field=value searches');
+      return { body: { q, kind: "id", items: await byIdOrKey(q, limit), next: null } };
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// Talking to `conveyor api` from the browser: JSON over fetch with the session cookie (same
+// origin), errors as messages, and one shared EventSource for live queue events.
+import { useEffect, useRef } from "preact/hooks";
+
+export class ApiError extends Error {
+  status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const res = await fetch(path, {
+    method: init.method ?? "GET",
+    credentials: "same-origin",
+    headers: init.body !== undefined ? { "content-type": "application/json" } : {},
+    body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+  });
+  const text = await res.text();
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = { error: text };
+  }
+  if (!res.ok) {
+    if (res.status === 401) window.dispatchEvent(new Event("conveyor:signed-out"));
+    throw new ApiError(res.status, (body as { error?: string })?.error ?? `HTTP ${res.status}`);
+  }
+  return body as T;
+}
+
+export const q = (s: string) => encodeURIComponent(s);
+
+export interface LiveEvent {
+  type: string;
+  id: string;
+  queue: string;
+  at: number;
+  progress?: string;
+  message?: string;
+  [k: string]: unknown;
+}
+
+type Listener = (e: LiveEvent | { type: "$queues" } | { type: "$status"; open: boolean }) => void;
+const listeners = new Set<Listener>();
+let source: EventSource | null = null;
+
+function ensureSource(): void {
+  if (source) return;
+  source = new EventSource("/events");
+  source.addEventListener("job", (m) => {
+    const e = JSON.parse((m as MessageEvent<string>).data) as LiveEvent;
+    for (const l of listeners) l(e);
+  });
+  source.addEventListener("queues", () => {
+    for (const l of listeners) l({ type: "$queues" });
+  });
+  source.onopen = () => {
+    for (const l of listeners) l({ type: "$status", open: true });
+  };
+  source.onerror = () => {
+    for (const l of listeners) l({ type: "$status", open: false });
+  };
+}
+
+/** Follow live events while the component is mounted (one EventSource for the whole page). */
+export function useLive(listener: Listener): void {
+  const ref = useRef(listener);
+  ref.current = listener;
+  useEffect(() => {
+    const l: Listener = (e) => ref.current(e);
+    listeners.add(l);
+    ensureSource();
+    return () => {
+      listeners.delete(l);
+    };
+  }, []);
+}
+
+/** Run `fn` at most once per `ms` (trailing): many events → one refetch. */
+export function throttle(fn: () => void, ms: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  return () => {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = null;
+      fn();
+    }, ms);
+  };
+}

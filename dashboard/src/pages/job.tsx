@@ -1,0 +1,276 @@
+// One job: state, progress (moves live with the handler's reports), attempts and every
+// execution, the event timeline, payload and result/error, logs, fan-out children, actions.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, q, throttle, useLive } from "../api.ts";
+import type { Session } from "../main.tsx";
+import { ago, duration, ErrorNote, JsonBlock, Progress, StateBadge, time } from "../ui.tsx";
+
+type Shown = { value?: unknown; text?: string; bytes: number; truncated: boolean } | null;
+
+interface Detail {
+  id: string;
+  queue: string;
+  state: string;
+  progress: number | null;
+  progressMessage: string | null;
+  attempts: number;
+  maxAttempts: number | null;
+  stalls: number;
+  priority: number | null;
+  createdAt: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  deadReason: string | null;
+  worker: string | null;
+  parentId: string | null;
+  data: Shown;
+  result: Shown;
+  error: Shown;
+  executions: {
+    execution: string;
+    worker: string | null;
+    attempt: number | null;
+    startedAt: string | null;
+    finishedAt: string | null;
+    outcome: string;
+    error: string | null;
+    reason: string | null;
+  }[];
+  events: { eventId: string; type: string; at?: string; [k: string]: unknown }[];
+  children: { id: string; queue: string; state: string }[];
+  logs: { at: number; message: string }[];
+  sources: { redis: boolean; records: boolean };
+  actions: { retry: boolean; cancel: boolean; promote: boolean };
+}
+
+export function JobPage({ id, queue, session }: { id: string; queue: string | null; session: Session }) {
+  const [job, setJob] = useState<Detail | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const path = `/jobs/${q(id)}`;
+  const qs = queue ? `?queue=${q(queue)}` : "";
+  const load = () =>
+    api<Detail>(`${path}/detail${qs}`)
+      .then((d) => {
+        setJob(d);
+        setError(null);
+      })
+      .catch((e: Error) => setError(e.message));
+  const [reload] = useState(() => throttle(() => void loadRef.current(), 400));
+  const loadRef = useRef(load);
+  loadRef.current = load;
+  useEffect(() => {
+    void load();
+  }, []);
+  useLive((e) => {
+    const ev = e as { id?: string; type: string; progress?: string; message?: string };
+    if (ev.id !== id) return;
+    if (ev.type === "progress" && ev.progress !== undefined)
+      setJob((j) =>
+        j ? { ...j, progress: Number(ev.progress), progressMessage: ev.message ?? j.progressMessage } : j,
+      );
+    reload();
+  });
+
+  const act = async (kind: "retry" | "cancel" | "promote") => {
+    setNotice(null);
+    try {
+      await api(`${path}/${kind}?queue=${q(job!.queue)}`, { method: "POST" });
+      setNotice(
+        kind === "retry"
+          ? "Retried: the job is ready again."
+          : kind === "cancel"
+            ? "Cancelled."
+            : "Promoted: it runs now.",
+      );
+      void load();
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+
+  if (!job) return error ? <ErrorNote error={error} /> : <p class="muted">Loading…</p>;
+  const dl = (part: string) => `${path}/payload?queue=${q(job.queue)}&part=${part}`;
+  return (
+    <section>
+      <p class="crumbs">
+        <a href="#/">Queues</a> / <a href={`#/queue/${q(job.queue)}`}>{job.queue}</a> /{" "}
+        <span class="mono">{job.id}</span>
+      </p>
+      <div class="row spread">
+        <h1 class="mono">{job.id}</h1>
+        {!session.readOnly && (
+          <span class="actions">
+            {job.actions.retry && (
+              <button type="button" class="primary" onClick={() => void act("retry")}>
+                Retry
+              </button>
+            )}
+            {job.actions.promote && (
+              <button type="button" onClick={() => void act("promote")}>
+                Run now
+              </button>
+            )}
+            {job.actions.cancel && (
+              <button type="button" class="danger" onClick={() => void act("cancel")}>
+                Cancel
+              </button>
+            )}
+          </span>
+        )}
+      </div>
+      <ErrorNote error={error} />
+      {notice && <p class="notice">{notice}</p>}
+      <dl class="facts">
+        <div>
+          <dt>State</dt>
+          <dd data-field="state">
+            <StateBadge state={job.state} />
+          </dd>
+        </div>
+        <div>
+          <dt>Progress</dt>
+          <dd data-field="progress">
+            <Progress value={job.progress} message={job.progressMessage} />
+          </dd>
+        </div>
+        <div>
+          <dt>Attempts</dt>
+          <dd>
+            {job.attempts}
+            {job.maxAttempts ? ` of ${job.maxAttempts}` : ""}
+            {job.stalls ? ` · ${job.stalls} stalls` : ""}
+          </dd>
+        </div>
+        <div>
+          <dt>Created</dt>
+          <dd title={time(job.createdAt)}>{ago(job.createdAt)}</dd>
+        </div>
+        <div>
+          <dt>Started</dt>
+          <dd title={time(job.startedAt)}>{ago(job.startedAt)}</dd>
+        </div>
+        <div>
+          <dt>Finished</dt>
+          <dd title={time(job.finishedAt)}>{ago(job.finishedAt)}</dd>
+        </div>
+        {job.deadReason && (
+          <div>
+            <dt>Dead because</dt>
+            <dd>{job.deadReason}</dd>
+          </div>
+        )}
+        {job.parentId && (
+          <div>
+            <dt>Fanned out by</dt>
+            <dd>
+              <a class="mono" href={`#/job/${q(job.parentId)}`}>
+                {job.parentId}
+              </a>
+            </dd>
+          </div>
+        )}
+      </dl>
+      <div class="cols">
+        <div class="card">
+          <h2>Payload</h2>
+          <JsonBlock value={job.data} download={dl("data")} />
+        </div>
+        <div class="card">
+          <h2>{job.error && !job.result ? "Error" : "Result"}</h2>
+          <JsonBlock
+            value={job.error && !job.result ? job.error : job.result}
+            download={dl(job.error && !job.result ? "error" : "result")}
+          />
+        </div>
+      </div>
+      <div class="card">
+        <h2>Executions</h2>
+        {job.executions.length === 0 ? (
+          <p class="muted">
+            {job.sources.records ? "None yet." : "Executions are recorded in PostgreSQL (not configured)."}
+          </p>
+        ) : (
+          <table class="grid">
+            <thead>
+              <tr>
+                <th scope="col">#</th>
+                <th scope="col">Worker</th>
+                <th scope="col">Started</th>
+                <th scope="col">Took</th>
+                <th scope="col">Outcome</th>
+                <th scope="col">Cause / error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {job.executions.map((x) => (
+                <tr key={x.execution}>
+                  <td>{x.attempt ?? "—"}</td>
+                  <td class="mono small">{x.worker ?? "—"}</td>
+                  <td>{time(x.startedAt)}</td>
+                  <td>
+                    {x.startedAt && x.finishedAt
+                      ? duration(Date.parse(x.finishedAt) - Date.parse(x.startedAt))
+                      : "—"}
+                  </td>
+                  <td>
+                    <StateBadge state={x.outcome} />
+                  </td>
+                  <td class="small">{x.reason ?? x.error?.slice(0, 200) ?? ""}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+      <div class="cols">
+        <div class="card">
+          <h2>Timeline</h2>
+          {job.events.length === 0 ? (
+            <p class="muted">No recent events in the queue's stream.</p>
+          ) : (
+            <ol class="timeline">
+              {job.events.map((e) => (
+                <li key={e.eventId}>
+                  <span class="mono small">
+                    {new Date(Number(e.at ?? e.eventId.split("-")[0])).toLocaleTimeString("en-GB")}
+                  </span>{" "}
+                  <strong>{e.type}</strong>
+                  {e.type === "progress" &&
+                    e.progress !== undefined &&
+                    ` ${Math.round(Number(e.progress) * 100)}%`}
+                  {typeof e.reason === "string" && ` — ${e.reason}`}
+                </li>
+              ))}
+            </ol>
+          )}
+        </div>
+        <div class="card">
+          <h2>Logs</h2>
+          {job.logs.length === 0 ? (
+            <p class="muted">The handler wrote no log lines.</p>
+          ) : (
+            <pre class="logs">
+              {job.logs.map((l) => `${new Date(l.at).toLocaleTimeString("en-GB")}  ${l.message}`).join("\n")}
+            </pre>
+          )}
+        </div>
+      </div>
+      {job.children.length > 0 && (
+        <div class="card">
+          <h2>Fan-out children</h2>
+          <ul>
+            {job.children.map((c) => (
+              <li key={c.id}>
+                <a class="mono" href={`#/job/${q(c.id)}?queue=${q(c.queue)}`}>
+                  {c.id}
+                </a>{" "}
+                {c.queue} <StateBadge state={c.state} />
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,254 @@
+// WorkerPools (shown when the server reaches the Kubernetes API): replicas ready/desired and,
+// per pool, why it scaled — every decision from its Events — backlog vs replicas on one chart,
+// and its pods with busy/free slots and their deletion cost.
+import { useEffect, useState } from "preact/hooks";
+import { api, q } from "../api.ts";
+import { ago, Chart, ErrorNote, num, time } from "../ui.tsx";
+
+interface PoolSummary {
+  namespace: string;
+  name: string;
+  queue: string;
+  replicas: number;
+  readyReplicas: number;
+  desiredReplicas: number;
+  backlog: number | null;
+  inflight: number | null;
+  minReplicas: number | null;
+  maxReplicas: number | null;
+  lastDecision: { replicas?: number; from?: number; reason?: string; message?: string; at?: string } | null;
+  ready: string;
+}
+
+interface Decision {
+  at: string;
+  type: string;
+  reason: string;
+  from: number | null;
+  to: number | null;
+  backlog: number | null;
+  message: string;
+  count: number;
+}
+
+interface PoolDetail extends PoolSummary {
+  conditions: { type: string; status: string; reason?: string; message?: string }[];
+  decisions: Decision[];
+  pods: {
+    name: string;
+    phase: string;
+    ready: boolean;
+    deletionCost: number | null;
+    slots: number | null;
+    busy: number | null;
+    draining: boolean | null;
+  }[];
+}
+
+export function PoolsPage() {
+  const [pools, setPools] = useState<PoolSummary[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const load = () =>
+      api<{ pools: PoolSummary[] }>("/pools")
+        .then((r) => setPools(r.pools))
+        .catch((e: Error) => setError(e.message));
+    void load();
+    const t = setInterval(load, 10_000);
+    return () => clearInterval(t);
+  }, []);
+  if (!pools) return error ? <ErrorNote error={error} /> : <p class="muted">Loading pools…</p>;
+  return (
+    <section>
+      <h1>Worker pools</h1>
+      {pools.length === 0 ? (
+        <p class="muted empty">No WorkerPools in the cluster.</p>
+      ) : (
+        <table class="grid">
+          <thead>
+            <tr>
+              <th scope="col">Pool</th>
+              <th scope="col">Queue</th>
+              <th scope="col" class="n">
+                Ready / desired
+              </th>
+              <th scope="col" class="n">
+                Backlog
+              </th>
+              <th scope="col" class="n">
+                In flight
+              </th>
+              <th scope="col">Last decision</th>
+              <th scope="col">Ready</th>
+            </tr>
+          </thead>
+          <tbody>
+            {pools.map((p) => (
+              <tr key={`${p.namespace}/${p.name}`} data-pool={p.name}>
+                <th scope="row">
+                  <a href={`#/pool/${q(p.namespace)}/${q(p.name)}`}>
+                    {p.namespace}/{p.name}
+                  </a>
+                </th>
+                <td>
+                  <a href={`#/queue/${q(p.queue)}`}>{p.queue}</a>
+                </td>
+                <td class="n">
+                  {p.readyReplicas} / {p.desiredReplicas}
+                </td>
+                <td class="n">{num(p.backlog)}</td>
+                <td class="n">{num(p.inflight)}</td>
+                <td class="small">
+                  {p.lastDecision
+                    ? `${p.lastDecision.from} → ${p.lastDecision.replicas} ${p.lastDecision.reason} (${ago(p.lastDecision.at)})`
+                    : "—"}
+                </td>
+                <td>{p.ready}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+export function PoolPage({ namespace, name }: { namespace: string; name: string }) {
+  const [pool, setPool] = useState<PoolDetail | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const load = () =>
+      api<PoolDetail>(`/pools/${q(namespace)}/${q(name)}`)
+        .then((p) => {
+          setPool(p);
+          setError(null);
+        })
+        .catch((e: Error) => setError(e.message));
+    void load();
+    const t = setInterval(load, 10_000);
+    return () => clearInterval(t);
+  }, [namespace, name]);
+  if (!pool) return error ? <ErrorNote error={error} /> : <p class="muted">Loading…</p>;
+  // Each decision is a point; the pool as it is now closes the line.
+  const scaled = [
+    ...pool.decisions.filter((d) => d.to !== null),
+    { at: new Date().toISOString(), to: pool.desiredReplicas, backlog: pool.backlog },
+  ];
+  return (
+    <section>
+      <p class="crumbs">
+        <a href="#/pools">Pools</a> / {namespace}/{name}
+      </p>
+      <h1>
+        {namespace}/{name}
+      </h1>
+      <dl class="counts">
+        <div>
+          <dt>ready / desired</dt>
+          <dd>
+            {pool.readyReplicas} / {pool.desiredReplicas}
+          </dd>
+        </div>
+        <div>
+          <dt>backlog</dt>
+          <dd>{num(pool.backlog)}</dd>
+        </div>
+        <div>
+          <dt>in flight</dt>
+          <dd>{num(pool.inflight)}</dd>
+        </div>
+        <div>
+          <dt>min … max</dt>
+          <dd>
+            {pool.minReplicas ?? "—"} … {pool.maxReplicas ?? "—"}
+          </dd>
+        </div>
+      </dl>
+      <ErrorNote error={error} />
+      <div class="card">
+        <h2>Backlog and replicas</h2>
+        <Chart
+          x={scaled.map((d) => Date.parse(d.at))}
+          series={[
+            { label: "replicas", values: scaled.map((d) => d.to), color: "#57c", step: true },
+            { label: "backlog", values: scaled.map((d) => d.backlog), color: "#e83" },
+          ]}
+          height={180}
+        />
+      </div>
+      <div class="card">
+        <h2>Why it scaled</h2>
+        {pool.decisions.length === 0 ? (
+          <p class="muted">
+            No scale decisions or warnings recorded (Events expire after an hour by default).
+          </p>
+        ) : (
+          <table class="grid decisions">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Replicas</th>
+                <th scope="col">Reason</th>
+                <th scope="col">Why</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...pool.decisions].reverse().map((d, i) => (
+                <tr key={i} class={d.type === "Warning" ? "warn" : ""}>
+                  <td title={time(d.at)}>{ago(d.at)}</td>
+                  <td>{d.from !== null ? `${d.from} → ${d.to}` : "—"}</td>
+                  <td>
+                    <strong>{d.reason}</strong>
+                  </td>
+                  <td class="small">{d.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+      <div class="card">
+        <h2>Conditions</h2>
+        <ul>
+          {pool.conditions.map((c) => (
+            <li key={c.type}>
+              <strong>{c.type}</strong> {c.status} {c.reason && `(${c.reason})`}{" "}
+              <span class="small muted">{c.message}</span>
+            </li>
+          ))}
+        </ul>
+      </div>
+      <div class="card">
+        <h2>Pods</h2>
+        {pool.pods.length === 0 ? (
+          <p class="muted">No pods{pool.desiredReplicas === 0 ? " (scaled to zero)" : " yet"}.</p>
+        ) : (
+          <table class="grid">
+            <thead>
+              <tr>
+                <th scope="col">Pod</th>
+                <th scope="col">Phase</th>
+                <th scope="col">Slots busy / total</th>
+                <th scope="col">Deletion cost</th>
+              </tr>
+            </thead>
+            <tbody>
+              {pool.pods.map((p) => (
+                <tr key={p.name}>
+                  <td class="mono">{p.name}</td>
+                  <td>
+                    {p.phase}
+                    {p.ready ? " · ready" : ""}
+                    {p.draining ? " · draining" : ""}
+                  </td>
+                  <td>{p.slots === null ? "—" : `${p.busy} / ${p.slots}`}</td>
+                  <td>{p.deletionCost ?? "—"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,348 @@
+// One queue: its jobs by state, newest first, paged on the server by cursor; time filter;
+// bulk retry/cancel of a selection; live workers; jobs/min and durations over the last hour.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, q, throttle, useLive } from "../api.ts";
+import type { Session } from "../main.tsx";
+import { ago, Chart, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
+import { QueueActions, type QueueSummary } from "./queues.tsx";
+
+interface JobItem {
+  id: string;
+  state: string;
+  attempts: number;
+  maxAttempts: number | null;
+  createdAt: string | null;
+  startedAt?: string | null;
+  updatedAt?: string;
+  progress: number | null;
+  deadReason: string | null;
+}
+
+interface Worker {
+  id: string;
+  pod: string;
+  slots: number;
+  busy: number;
+  free: number;
+  draining: boolean;
+  lastSeenMs: number;
+}
+
+const STATES = ["all", "ready", "delayed", "active", "completed", "dead"] as const;
+const WINDOWS: [string, number | null][] = [
+  ["any time", null],
+  ["last 15 min", 15 * 60_000],
+  ["last hour", 3600_000],
+  ["last 24 h", 86_400_000],
+];
+
+export function QueuePage({
+  queue,
+  params,
+  session,
+}: {
+  queue: string;
+  params: URLSearchParams;
+  session: Session;
+}) {
+  const state = (params.get("state") ?? (session.history ? "all" : "ready")) as (typeof STATES)[number];
+  const windowMs = Number(params.get("window") ?? 0) || null;
+  const [summary, setSummary] = useState<QueueSummary | null>(null);
+  const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [jobs, setJobs] = useState<{ items: JobItem[]; next: string | null } | null>(null);
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [workers, setWorkers] = useState<Worker[]>([]);
+  const [minutes, setMinutes] = useState<
+    { minute: number; completed: number; failed: number; p50: number | null; p95: number | null }[]
+  >([]);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+
+  const setParam = (k: string, v: string | null) => {
+    const p = new URLSearchParams(params);
+    if (v === null) p.delete(k);
+    else p.set(k, v);
+    location.hash = `#/queue/${q(queue)}?${p}`;
+  };
+
+  const loadJobs = (c: string | null = cursor) => {
+    const p = new URLSearchParams({ state, limit: "50" });
+    if (c) p.set("cursor", c);
+    if (windowMs && session.history) p.set("from", String(Date.now() - windowMs));
+    return api<{ items: JobItem[]; next: string | null }>(`/queues/${q(queue)}/jobs?${p}`)
+      .then((r) => {
+        setJobs(r);
+        setError(null);
+      })
+      .catch((e: Error) => setError(e.message));
+  };
+  const loadSummary = () =>
+    api<QueueSummary>(`/queues/${q(queue)}`)
+      .then(setSummary)
+      .catch(() => {});
+  const loadWorkers = () =>
+    api<{ workers: Worker[] }>(`/queues/${q(queue)}/workers`)
+      .then((r) => setWorkers(r.workers))
+      .catch(() => {});
+  const [refresh] = useState(() =>
+    throttle(() => {
+      void loadSummary();
+      void loadWorkers();
+    }, 500),
+  );
+  // The first page follows events; older pages stay put while the user reads them.
+  const firstPage = useRef<() => void>(() => {});
+  firstPage.current = () => {
+    if (cursor === null) void loadJobs(null);
+  };
+  const [refreshFirstPage] = useState(() => throttle(() => firstPage.current(), 1000));
+
+  useEffect(() => {
+    setCursor(null);
+    setPages([]);
+    setSelected(new Set());
+    void loadJobs(null);
+  }, [state, windowMs]);
+  useEffect(() => {
+    void loadSummary();
+    void loadWorkers();
+    if (session.history)
+      void api<{ minutes: typeof minutes }>(`/queues/${q(queue)}/stats`)
+        .then((r) => setMinutes(r.minutes))
+        .catch(() => {});
+  }, []);
+  useLive((e) => {
+    if ((e as { queue?: string }).queue !== queue) return;
+    refresh();
+    refreshFirstPage();
+  });
+
+  const go = (c: string | null, back = false) => {
+    if (back) setPages((p) => p.slice(0, -1));
+    else setPages((p) => [...p, cursor ?? ""]);
+    setCursor(c);
+    setSelected(new Set());
+    void loadJobs(c);
+  };
+
+  const bulk = async (kind: "retry" | "cancel") => {
+    setNotice(null);
+    try {
+      const ids = [...selected];
+      const r =
+        kind === "retry"
+          ? await api<{ retried: number }>(`/queues/${q(queue)}/dead/retry`, {
+              method: "POST",
+              body: { ids },
+            })
+          : await api<{ cancelled: number }>(`/queues/${q(queue)}/cancel`, { method: "POST", body: { ids } });
+      setNotice(
+        kind === "retry"
+          ? `${(r as { retried: number }).retried} retried`
+          : `${(r as { cancelled: number }).cancelled} cancelled`,
+      );
+      setSelected(new Set());
+      void loadJobs();
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+
+  const toggle = (id: string) =>
+    setSelected((s) => {
+      const n = new Set(s);
+      if (n.has(id)) n.delete(id);
+      else n.add(id);
+      return n;
+    });
+
+  return (
+    <section>
+      <p class="crumbs">
+        <a href="#/">Queues</a> / <span>{queue}</span>
+      </p>
+      <div class="row spread">
+        <h1>{queue}</h1>
+        {summary && <QueueActions s={summary} session={session} onDone={() => void loadSummary()} />}
+      </div>
+      {summary && (
+        <dl class="counts">
+          {(["ready", "delayed", "inflight", "completed", "dead", "cancelled"] as const).map((k) => (
+            <div key={k}>
+              <dt>{k === "inflight" ? "in flight" : k}</dt>
+              <dd data-count={k}>{num(summary[k])}</dd>
+            </div>
+          ))}
+        </dl>
+      )}
+      {minutes.length > 0 && (
+        <div class="card">
+          <h2>Last hour</h2>
+          <Chart
+            x={minutes.map((m) => m.minute)}
+            series={[
+              { label: "completed/min", values: minutes.map((m) => m.completed), color: "#2a7" },
+              { label: "failed/min", values: minutes.map((m) => m.failed), color: "#d44" },
+              { label: "p95 ms", values: minutes.map((m) => m.p95), color: "#57c" },
+            ]}
+            height={160}
+          />
+        </div>
+      )}
+      <div class="row">
+        <div role="tablist" aria-label="job state" class="tabs">
+          {STATES.filter((s) => session.history || s !== "all").map((s) => (
+            <button
+              key={s}
+              type="button"
+              role="tab"
+              aria-selected={s === state}
+              onClick={() => setParam("state", s)}
+            >
+              {s}
+            </button>
+          ))}
+        </div>
+        {session.history && (
+          <label class="small">
+            Updated{" "}
+            <select
+              value={String(windowMs ?? "")}
+              onChange={(e) => setParam("window", (e.target as HTMLSelectElement).value || null)}
+            >
+              {WINDOWS.map(([label, ms]) => (
+                <option key={label} value={ms === null ? "" : String(ms)}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
+        {!session.readOnly && selected.size > 0 && (
+          <span class="actions">
+            <span class="small">{selected.size} selected</span>
+            <button type="button" onClick={() => void bulk("retry")}>
+              Retry selected
+            </button>
+            <button type="button" class="danger" onClick={() => void bulk("cancel")}>
+              Cancel selected
+            </button>
+          </span>
+        )}
+      </div>
+      <ErrorNote error={error} />
+      {notice && <p class="notice">{notice}</p>}
+      {!jobs ? (
+        <p class="muted">Loading…</p>
+      ) : jobs.items.length === 0 ? (
+        <p class="muted empty">No {state === "all" ? "" : state + " "}jobs.</p>
+      ) : (
+        <table class="grid">
+          <thead>
+            <tr>
+              {!session.readOnly && (
+                <th scope="col">
+                  <input
+                    type="checkbox"
+                    aria-label="select all on this page"
+                    checked={jobs.items.every((j) => selected.has(j.id))}
+                    onChange={(e) =>
+                      setSelected(
+                        (e.target as HTMLInputElement).checked
+                          ? new Set(jobs.items.map((j) => j.id))
+                          : new Set(),
+                      )
+                    }
+                  />
+                </th>
+              )}
+              <th scope="col">Job</th>
+              <th scope="col">State</th>
+              <th scope="col">Attempts</th>
+              <th scope="col">Progress</th>
+              <th scope="col">Created</th>
+              <th scope="col">{jobs.items[0]?.updatedAt ? "Updated" : "Started"}</th>
+              <th scope="col">Reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {jobs.items.map((j) => (
+              <tr key={j.id} data-job={j.id}>
+                {!session.readOnly && (
+                  <td>
+                    <input
+                      type="checkbox"
+                      aria-label={`select ${j.id}`}
+                      checked={selected.has(j.id)}
+                      onChange={() => toggle(j.id)}
+                    />
+                  </td>
+                )}
+                <th scope="row">
+                  <a href={`#/job/${q(j.id)}?queue=${q(queue)}`} class="mono">
+                    {j.id}
+                  </a>
+                </th>
+                <td>
+                  <StateBadge state={j.state === "queued" ? "ready" : j.state} />
+                </td>
+                <td>
+                  {j.attempts}
+                  {j.maxAttempts ? ` / ${j.maxAttempts}` : ""}
+                </td>
+                <td>
+                  <Progress value={j.progress} />
+                </td>
+                <td title={time(j.createdAt)}>{ago(j.createdAt)}</td>
+                <td title={time(j.updatedAt ?? j.startedAt ?? null)}>
+                  {ago(j.updatedAt ?? j.startedAt ?? null)}
+                </td>
+                <td class="small">{j.deadReason ?? ""}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <div class="row">
+        <button type="button" disabled={pages.length === 0} onClick={() => go(pages.at(-1) || null, true)}>
+          ← Newer
+        </button>
+        <button type="button" disabled={!jobs?.next} onClick={() => go(jobs!.next)}>
+          Older →
+        </button>
+      </div>
+      <div class="card">
+        <h2>Workers</h2>
+        {workers.length === 0 ? (
+          <p class="muted">No live workers.</p>
+        ) : (
+          <table class="grid">
+            <thead>
+              <tr>
+                <th scope="col">Worker</th>
+                <th scope="col">Pod</th>
+                <th scope="col">Slots busy / free</th>
+                <th scope="col">Last report</th>
+                <th scope="col">Draining</th>
+              </tr>
+            </thead>
+            <tbody>
+              {workers.map((w) => (
+                <tr key={w.id}>
+                  <td class="mono">{w.id}</td>
+                  <td class="mono">{w.pod}</td>
+                  <td>
+                    {w.busy} / {w.free}
+                  </td>
+                  <td>{ago(Date.now() - w.lastSeenMs)}</td>
+                  <td>{w.draining ? "draining" : "no"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,190 @@
+// Small shared pieces: formatting, state badges, JSON blocks, a confirmation dialog, a
+// sparkline (inline SVG) and a uPlot chart.
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef } from "preact/hooks";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+
+export function ago(iso: string | number | null | undefined): string {
+  if (iso === null || iso === undefined || iso === "") return "—";
+  const t = typeof iso === "number" ? iso : Date.parse(iso);
+  return `${duration(Date.now() - t)} ago`;
+}
+
+export function duration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const m = s / 60;
+  if (m < 60) return `${Math.floor(m)} min ${Math.round(s % 60)} s`;
+  const h = m / 60;
+  if (h < 48) return `${Math.floor(h)} h ${Math.round(m % 60)} min`;
+  return `${Math.floor(h / 24)} d`;
+}
+
+export const num = (n: number | null | undefined) =>
+  n === null || n === undefined ? "—" : n.toLocaleString("en");
+
+export function time(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return d.toLocaleString("en-GB", { hour12: false });
+}
+
+export function StateBadge({ state }: { state: string }) {
+  return <span class={`badge state-${state}`}>{state}</span>;
+}
+
+export function Progress({ value, message }: { value: number | null; message?: string | null }) {
+  if (value === null || value === undefined) return <span class="muted">—</span>;
+  const pct = Math.round(Math.min(1, Math.max(0, value)) * 100);
+  return (
+    <div class="progress" role="progressbar" aria-valuenow={pct} aria-valuemin={0} aria-valuemax={100}>
+      <div class="progress-bar" style={{ width: `${pct}%` }} />
+      <span class="progress-label">
+        {pct}%{message ? ` · ${message}` : ""}
+      </span>
+    </div>
+  );
+}
+
+export function JsonBlock({
+  value,
+  download,
+}: {
+  value: { value?: unknown; text?: string; bytes: number; truncated: boolean } | null;
+  download?: string;
+}) {
+  if (!value) return <p class="muted">none</p>;
+  const text = value.truncated ? value.text + "\n…" : JSON.stringify(value.value, null, 2);
+  return (
+    <div>
+      <pre class="json">{text}</pre>
+      <p class="small muted">
+        {num(value.bytes)} bytes{value.truncated ? " — truncated here" : ""}
+        {download && (
+          <>
+            {" · "}
+            <a href={download} download>
+              download
+            </a>
+          </>
+        )}
+      </p>
+    </div>
+  );
+}
+
+export function Confirm({
+  open,
+  title,
+  children,
+  confirmLabel,
+  onConfirm,
+  onClose,
+}: {
+  open: boolean;
+  title: string;
+  children: ComponentChildren;
+  confirmLabel: string;
+  onConfirm: () => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (open && !d.open) d.showModal();
+    if (!open && d.open) d.close();
+  }, [open]);
+  return (
+    <dialog ref={ref} onClose={onClose} aria-labelledby="confirm-title">
+      <form
+        method="dialog"
+        onSubmit={(e) => {
+          e.preventDefault();
+          onConfirm();
+        }}
+      >
+        <h2 id="confirm-title">{title}</h2>
+        <div>{children}</div>
+        <div class="row end">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="danger" autofocus>
+            {confirmLabel}
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}
+
+export function Sparkline({ values, title }: { values: number[]; title: string }) {
+  if (values.length < 2) return <span class="muted small">—</span>;
+  const w = 100;
+  const h = 24;
+  const max = Math.max(1, ...values);
+  const pts = values.map(
+    (v, i) => `${((i / (values.length - 1)) * w).toFixed(1)},${(h - (v / max) * (h - 2) - 1).toFixed(1)}`,
+  );
+  return (
+    <svg class="spark" viewBox={`0 0 ${w} ${h}`} width={w} height={h} role="img" aria-label={title}>
+      <title>{title}</title>
+      <polyline points={pts.join(" ")} fill="none" stroke="currentColor" stroke-width="1.5" />
+    </svg>
+  );
+}
+
+export interface Series {
+  label: string;
+  values: (number | null)[];
+  color: string;
+  step?: boolean;
+}
+
+/** A time chart: x in ms, one or more series. */
+export function Chart({ x, series, height = 200 }: { x: number[]; series: Series[]; height?: number }) {
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || x.length === 0) return;
+    const plot = new uPlot(
+      {
+        width: Math.max(300, el.clientWidth),
+        height,
+        scales: { x: { time: true } },
+        series: [
+          {},
+          ...series.map((s) => ({
+            label: s.label,
+            stroke: s.color,
+            width: 2,
+            paths: s.step ? uPlot.paths.stepped!({ align: 1 }) : undefined,
+          })),
+        ],
+        axes: [{}, { size: 50 }],
+      },
+      [x.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData,
+      el,
+    );
+    const resize = () => plot.setSize({ width: Math.max(300, el.clientWidth), height });
+    window.addEventListener("resize", resize);
+    return () => {
+      window.removeEventListener("resize", resize);
+      plot.destroy();
+    };
+  }, [JSON.stringify(x), JSON.stringify(series), height]);
+  if (x.length === 0) return <p class="muted">no data yet</p>;
+  return <div ref={ref} class="chart" />;
+}
+
+export function ErrorNote({ error }: { error: string | null }) {
+  return error ? (
+    <p class="error" role="alert">
+      {error}
+    </p>
+  ) : null;
+}

@@ -1,0 +1,357 @@
+// The dashboard's JSON API against real Redis, PostgreSQL, worker and `conveyor api`
+// processes: cursor paging (records and live Redis sets), search by id / idempotency key /
+// payload and result fields, SSE with Last-Event-ID resume, and auth — bad tokens, sessions,
+// missing and foreign Origins, read-only, allow-lists — with every malformed input a 4xx
+// JSON naming the field, never a 500.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Producer } from "../../queue/index.ts";
+import { DashboardStack } from "../support/dashboard.ts";
+import { startProcess } from "../support/processes.ts";
+import { waitFor } from "../support/processes.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
+
+const Q = "shop/orders";
+const IDLE = "shop/idle"; // no worker: its jobs stay delayed/ready in Redis
+
+describe("dashboard API", () => {
+  let s: DashboardStack;
+  let producer: Producer;
+  const get = async (path: string, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${s.api.base}${path}`, {
+      headers: { authorization: `Bearer ${s.token}`, ...headers },
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown>, headers: res.headers };
+  };
+
+  before(async () => {
+    s = await DashboardStack.start({ queues: [Q] });
+    producer = new Producer(s.redis);
+    for (let i = 0; i < 60; i++)
+      await producer.enqueue(
+        Q,
+        { customer: { id: i % 7 }, n: i, result: { total: i * 10 } },
+        { id: `order-${i}`, idempotencyKey: `key-${i}` },
+      );
+    for (let i = 0; i < 25; i++)
+      await producer.enqueue(IDLE, { n: i }, { id: `idle-${i}`, delayMs: 3_600_000 + i });
+    await waitFor(
+      "60 completed records",
+      async () =>
+        (
+          await s.pg.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM conveyor_jobs WHERE queue = $1 AND state = 'completed'",
+            [Q],
+          )
+        )[0]!.n === 60,
+      120_000,
+      200,
+    );
+  });
+  after(async () => {
+    await s?.stop();
+  });
+
+  test("the queue list shows both queues with live counts", async () => {
+    const r = await get("/queues");
+    assert.equal(r.status, 200);
+    const queues = r.body.queues as { queue: string; completed: number; delayed: number }[];
+    assert.deepEqual(
+      queues.map((q) => q.queue),
+      [IDLE, Q],
+    );
+    assert.equal(queues.find((q) => q.queue === Q)!.completed, 60);
+    assert.equal(queues.find((q) => q.queue === IDLE)!.delayed, 25);
+  });
+
+  test("a queue's history pages by cursor, newest first, every job once", async () => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let last = Infinity;
+    let pages = 0;
+    do {
+      const r = await get(
+        `/queues/${encodeURIComponent(Q)}/jobs?state=completed&limit=25${cursor ? `&cursor=${cursor}` : ""}`,
+      );
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.source, "records");
+      for (const j of r.body.items as { id: string; updatedAt: string }[]) {
+        const t = Date.parse(j.updatedAt);
+        assert.ok(t <= last, "newest first");
+        last = t;
+        seen.push(j.id);
+      }
+      cursor = r.body.next as string | null;
+      pages++;
+    } while (cursor);
+    assert.equal(pages, 3);
+    assert.equal(new Set(seen).size, 60);
+  });
+
+  test("live states page from the Redis sets by score cursor", async () => {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const r = await get(
+        `/queues/${encodeURIComponent(IDLE)}/jobs?state=delayed&limit=10${cursor ? `&cursor=${cursor}` : ""}`,
+      );
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.source, "redis");
+      seen.push(...(r.body.items as { id: string }[]).map((j) => j.id));
+      cursor = r.body.next as string | null;
+    } while (cursor);
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 25 }, (_, i) => `idle-${i}`),
+      "soonest due first",
+    );
+  });
+
+  test("search finds a job by id, by idempotency key, and by payload and result fields", async () => {
+    const byId = await get("/search?q=order-7");
+    assert.deepEqual(
+      (byId.body.items as { id: string; matched: string }[]).map((h) => [h.id, h.matched]),
+      [["order-7", "id"]],
+    );
+    const byKey = await get("/search?q=key-12");
+    assert.deepEqual(
+      (byKey.body.items as { id: string; matched: string }[]).map((h) => [h.id, h.matched]),
+      [["order-12", "idempotencyKey"]],
+    );
+    const byField = await get(`/search?q=${encodeURIComponent("customer.id=3")}&limit=100`);
+    const ids = (byField.body.items as { id: string }[]).map((h) => h.id).sort();
+    assert.deepEqual(ids, [
+      "order-10",
+      "order-17",
+      "order-24",
+      "order-3",
+      "order-31",
+      "order-38",
+      "order-45",
+      "order-52",
+      "order-59",
+    ]);
+    const byResult = await get(`/search?q=${encodeURIComponent("result:total=420")}`);
+    assert.deepEqual(
+      (byResult.body.items as { id: string }[]).map((h) => h.id),
+      ["order-42"],
+    );
+    const paged = await get(`/search?q=${encodeURIComponent("customer.id=3")}&limit=4`);
+    assert.equal((paged.body.items as unknown[]).length, 4);
+    const rest = await get(
+      `/search?q=${encodeURIComponent("customer.id=3")}&limit=100&cursor=${paged.body.next}`,
+    );
+    assert.equal((rest.body.items as unknown[]).length, 5);
+    assert.deepEqual((await get("/search?q=no-such-thing")).body.items, []);
+  });
+
+  test("a job's detail has its executions, events and payload", async () => {
+    const r = await get(`/jobs/order-5/detail?queue=${encodeURIComponent(Q)}`);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.state, "completed");
+    assert.deepEqual((r.body.data as { value: unknown }).value, {
+      customer: { id: 5 },
+      n: 5,
+      result: { total: 50 },
+    });
+    const executions = r.body.executions as { outcome: string }[];
+    assert.deepEqual(
+      executions.map((e) => e.outcome),
+      ["completed"],
+    );
+    const types = (r.body.events as { type: string; token?: string }[]).map((e) => e.type);
+    assert.deepEqual(types, ["enqueued", "started", "completed"]);
+    assert.ok(
+      (r.body.events as { token?: string }[]).every((e) => e.token === undefined),
+      "lease tokens stay server-side",
+    );
+  });
+
+  test("SSE pushes new events and resumes from Last-Event-ID", async () => {
+    const read = async (headers: Record<string, string>, until: (text: string) => boolean) => {
+      const ctl = new AbortController();
+      const res = await fetch(`${s.api.base}/events?queue=${encodeURIComponent(IDLE)}`, {
+        headers: { authorization: `Bearer ${s.token}`, ...headers },
+        signal: ctl.signal,
+      });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get("content-type") ?? "", /text\/event-stream/);
+      const reader = res.body!.getReader();
+      let text = "";
+      const done = (async () => {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          text += Buffer.from(value).toString("utf8");
+          if (until(text)) return;
+        }
+      })();
+      return { done, ctl, text: () => text };
+    };
+    const first = await read({}, (t) => t.includes("live-1"));
+    await new Promise((r) => setTimeout(r, 300)); // the hub subscribes before this enqueue
+    await producer.enqueue(IDLE, { n: 1 }, { id: "live-1", delayMs: 3_600_000 });
+    await first.done;
+    first.ctl.abort();
+    const ids = [...first.text().matchAll(/^id: (.+)$/gm)].map((m) => m[1]!);
+    assert.ok(ids.length >= 1);
+    // Missed while disconnected: replayed on reconnect.
+    await producer.enqueue(IDLE, { n: 2 }, { id: "live-2", delayMs: 3_600_000 });
+    const again = await read({ "last-event-id": ids.at(-1)! }, (t) => t.includes("live-2"));
+    await again.done;
+    again.ctl.abort();
+    assert.ok(!again.text().includes('"live-1"'), "nothing before Last-Event-ID is sent again");
+  });
+
+  test("auth: bad tokens 401; a browser session needs this Origin on every change", async () => {
+    assert.equal((await get("/queues", { authorization: "Bearer nope" })).status, 401);
+    assert.equal((await fetch(`${s.api.base}/queues`)).status, 401);
+    const origin = s.api.base;
+    const wrong = await fetch(`${s.api.base}/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin },
+      body: JSON.stringify({ token: "nope" }),
+    });
+    assert.equal(wrong.status, 401);
+    const signIn = await fetch(`${s.api.base}/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin },
+      body: JSON.stringify({ token: s.token }),
+    });
+    assert.equal(signIn.status, 200);
+    const cookie = signIn.headers.get("set-cookie")!;
+    assert.match(cookie, /HttpOnly/);
+    assert.match(cookie, /SameSite=Strict/);
+    const session = cookie.split(";")[0]!;
+    const asBrowser = (path: string, method: string, headers: Record<string, string> = {}) =>
+      fetch(`${s.api.base}${path}`, { method, headers: { cookie: session, ...headers } });
+    assert.equal((await asBrowser("/queues", "GET")).status, 200);
+    const retry = `/jobs/idle-0/retry?queue=${encodeURIComponent(IDLE)}`;
+    const noOrigin = await asBrowser(retry, "POST");
+    assert.equal(noOrigin.status, 403);
+    assert.match(((await noOrigin.json()) as { error: string }).error, /Origin/);
+    const foreign = await asBrowser(retry, "POST", { origin: "https://evil.example" });
+    assert.equal(foreign.status, 403);
+    // Same origin passes the CSRF check and reaches the action (idle-0 is not dead: 409).
+    assert.equal((await asBrowser(retry, "POST", { origin })).status, 409);
+    // A bearer client without Origin is no CSRF risk; with a foreign Origin it is refused.
+    const bearer = (headers: Record<string, string>) =>
+      fetch(`${s.api.base}${retry}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.token}`, ...headers },
+      });
+    assert.equal((await bearer({})).status, 409);
+    assert.equal((await bearer({ origin: "https://evil.example" })).status, 403);
+    const out = await asBrowser("/auth/session", "DELETE", { origin });
+    assert.equal(out.status, 200);
+    assert.equal((await asBrowser("/queues", "GET")).status, 401, "signed out");
+  });
+
+  test("malformed cursors, queries and paths are 4xx JSON naming the field, never 500", async () => {
+    const qp = encodeURIComponent(Q);
+    const cases: [string, number, RegExp, Record<string, string>?][] = [
+      [`/queues/${qp}/jobs?cursor=garbage`, 400, /cursor/],
+      [
+        `/queues/${qp}/jobs?cursor=${Buffer.from('["2026-13-45 99:00:00+00","x"]').toString("base64url")}`,
+        400,
+        /cursor|bad query value/,
+      ],
+      [`/queues/${encodeURIComponent(IDLE)}/jobs?state=delayed&cursor=bm9wZQ`, 400, /cursor/],
+      [`/queues/${qp}/jobs?limit=abc`, 400, /"limit" must be an integer/],
+      [`/queues/${qp}/jobs?limit=100000`, 400, /"limit"/],
+      [`/queues/${qp}/jobs?state=bogus`, 400, /"state" must be one of/],
+      [`/queues/${qp}/jobs?sort=asc`, 400, /unknown query parameter "sort"/],
+      [`/queues/${qp}/jobs?limit=1&limit=2`, 400, /given twice/],
+      [`/queues/bad%E0%A4%A/jobs`, 400, /malformed %-escape/],
+      [`/jobs/%ZZ`, 400, /malformed %-escape/],
+      [`/jobs/bad id!`, 400, /invalid job id/],
+      [`/search`, 400, /"q" is required/],
+      [`/search?q=${"x".repeat(600)}`, 400, /"q"/],
+      [`/search?q=order-1&cursor=abc`, 400, /cursor/],
+      [`/search?q=${encodeURIComponent("a.b=1")}&cursor=!!`, 400, /cursor/],
+      [`/events`, 400, /Last-Event-ID/, { "last-event-id": "yesterday" }],
+      [`/pools`, 404, /Kubernetes/],
+      [`/jobs/order-1/detail?queue=${encodeURIComponent("bad queue")}`, 400, /"queue"/],
+    ];
+    for (const [path, status, message, headers] of cases) {
+      const r = await get(path, headers);
+      assert.equal(r.status, status, `${path}: ${JSON.stringify(r.body)}`);
+      assert.match(String(r.body.error), message, path);
+    }
+    const post = async (path: string, body: string, method = "POST") => {
+      const res = await fetch(`${s.api.base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${s.token}`, "content-type": "application/json" },
+        body,
+      });
+      return { status: res.status, error: ((await res.json()) as { error: string }).error };
+    };
+    const r1 = await post(`/queues/${qp}/rate-limit`, '{"limit": "fast"}', "PUT");
+    assert.equal(r1.status, 400);
+    assert.match(r1.error, /invalid rate limit "fast"/);
+    const r2 = await post(`/queues/${qp}/dead/retry`, '{"ids": "all"}');
+    assert.equal(r2.status, 400);
+    assert.match(r2.error, /"ids" must be an array/);
+    const r3 = await post(`/queues/${qp}/cancel`, "{}");
+    assert.equal(r3.status, 400);
+    assert.match(r3.error, /"ids" is required/);
+  });
+
+  test("--read-only refuses every mutating route with 403; --queues hides the others", async () => {
+    const ro = await s.startApi("api-ro", ["--read-only", "--queues", IDLE]);
+    const call = (path: string, method = "GET", body?: unknown) =>
+      fetch(`${ro.base}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${s.token}`,
+          ...(body ? { "content-type": "application/json" } : {}),
+        },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+    const session = (await (await call("/auth/session")).json()) as { readOnly: boolean };
+    assert.equal(session.readOnly, true);
+    for (const [path, method, body] of [
+      [`/queues/${encodeURIComponent(IDLE)}/jobs`, "POST", { data: 1 }],
+      [`/queues/${encodeURIComponent(IDLE)}/dead/retry`, "POST", {}],
+      [`/queues/${encodeURIComponent(IDLE)}/dead`, "DELETE"],
+      [`/queues/${encodeURIComponent(IDLE)}/pause`, "POST"],
+      [`/jobs/idle-1/cancel`, "POST"],
+    ] as [string, string, unknown?][]) {
+      const r = await call(path, method, body);
+      assert.equal(r.status, 403, `${method} ${path}`);
+      assert.match(((await r.json()) as { error: string }).error, /read-only/);
+    }
+    const list = (await (await call("/queues")).json()) as { queues: { queue: string }[] };
+    assert.deepEqual(
+      list.queues.map((q) => q.queue),
+      [IDLE],
+    );
+    assert.equal((await call(`/queues/${encodeURIComponent(Q)}`)).status, 404);
+    assert.equal((await call(`/jobs/order-1`)).status, 404);
+    assert.deepEqual(((await (await call("/search?q=order-1")).json()) as { items: unknown[] }).items, []);
+  });
+
+  test("without a token it refuses to listen beyond loopback unless told", async () => {
+    const p = startProcess(NODE, [CONVEYOR, "api", "--port", "0", "--host", "0.0.0.0"], {
+      env: { ...process.env, REDIS_URL: s.redisServer.url, CONVEYOR_API_TOKEN: "" },
+    });
+    let out = "";
+    p.child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
+    assert.equal(await p.exited, 2);
+    assert.match(out, /refusing to serve queue actions without a token/);
+  });
+
+  test("the dashboard is served at / with cache headers and compression", async () => {
+    const index = await fetch(`${s.api.base}/`, { headers: { "accept-encoding": "br, gzip" } });
+    if (index.status === 404) return; // API-only build (npm run build not run): nothing to check
+    assert.equal(index.status, 200);
+    assert.equal(index.headers.get("cache-control"), "no-cache");
+    assert.match(index.headers.get("content-security-policy") ?? "", /default-src 'self'/);
+    const html = await index.text();
+    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+    const js = await fetch(`${s.api.base}${asset}`, { headers: { "accept-encoding": "br" } });
+    assert.equal(js.status, 200);
+    assert.equal(js.headers.get("content-encoding"), "br");
+    assert.match(js.headers.get("cache-control") ?? "", /immutable/);
+  });
+});

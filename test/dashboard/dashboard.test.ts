@@ -1,0 +1,223 @@
+// The dashboard in a real headless Chromium (Debian's, through playwright-core) against real
+// Redis, PostgreSQL, worker and API processes: sign in, a queue appearing live with its first
+// job, search by id / idempotency key / payload field, a job's progress moving, retrying a
+// dead job and cancelling a running one from the UI, the handler's log lines, and the read-only mode. Screenshots of
+// every view go to docs/screenshots/ (committed, shown in the README), so they stay true.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { Page } from "playwright-core";
+import { Producer, QueueAdmin } from "../../queue/index.ts";
+import { CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
+import { waitFor } from "../support/processes.ts";
+import { REPO } from "../support/workers.ts";
+
+const Q = "media/thumbs";
+const SHOTS = join(REPO, "docs/screenshots");
+const cancelAvailable =
+  typeof (QueueAdmin.prototype as unknown as { cancel?: unknown }).cancel === "function";
+
+describe(
+  "dashboard in a browser",
+  { skip: !existsSync(CHROMIUM) && `${CHROMIUM} is not installed (scripts/system-deps.sh)` },
+  () => {
+    let s: DashboardStack;
+    let producer: Producer;
+    let browser: Awaited<ReturnType<typeof launchBrowser>>;
+    let page: Page;
+    const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: false });
+    const jobsRecorded = (where: string, params: unknown[]) =>
+      waitFor(
+        `records: ${where}`,
+        async () =>
+          (
+            await s.pg.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
+              params,
+            )
+          )[0]!.n > 0,
+        60_000,
+        200,
+      );
+
+    before(async () => {
+      // The UI as the API serves it: built from the sources under test.
+      execFileSync(
+        join(REPO, "node_modules/.bin/vite"),
+        ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
+        {
+          cwd: REPO,
+          stdio: "inherit",
+        },
+      );
+      mkdirSync(SHOTS, { recursive: true });
+      s = await DashboardStack.start({ queues: [Q] });
+      producer = new Producer(s.redis);
+      browser = await launchBrowser();
+      page = await browser.context.newPage();
+      page.setDefaultTimeout(30_000);
+    });
+    after(async () => {
+      await browser?.close();
+      await s?.stop();
+    });
+
+    test("sign in with the API token, then a queue appears live when its first job is enqueued", async () => {
+      await page.goto(s.api.base);
+      await page.getByLabel("API token").waitFor();
+      await shot("signin");
+      await page.getByLabel("API token").fill("wrong");
+      await page.keyboard.press("Enter");
+      await page.getByRole("alert").filter({ hasText: "wrong token" }).waitFor();
+      await page.getByLabel("API token").fill(s.token);
+      await page.keyboard.press("Enter");
+      await page.getByText("No queues yet").waitFor();
+      await page.locator(".live.on").waitFor();
+      const cookies = await browser.context.cookies(s.api.base);
+      const session = cookies.find((c) => c.name === "conveyor_session")!;
+      assert.equal(session.httpOnly, true);
+      assert.equal(session.sameSite, "Strict");
+
+      await producer.enqueue(
+        Q,
+        { size: "large", file: "cat.png" },
+        { id: "thumb-1", idempotencyKey: "upload-cat" },
+      );
+      // Pushed over SSE: the page's fallback refresh is 30 s away.
+      const row = page.locator(`tr[data-queue="${Q}"]`);
+      await row.waitFor({ timeout: 20_000 });
+      await waitFor(
+        "thumb-1 completed on the page",
+        async () => (await row.locator('[data-count="completed"]').textContent()) === "1",
+        20_000,
+      );
+      await jobsRecorded("id = $1 AND state = 'completed'", ["thumb-1"]);
+      await producer.enqueue(Q, { size: "small", file: "dog.png" }, { id: "thumb-2" });
+      await producer.enqueue(
+        Q,
+        { size: "small", file: "fox.png", sleepMs: 300 },
+        { id: "thumb-3", delayMs: 600_000 },
+      );
+      await waitFor(
+        "two completed",
+        async () => (await row.locator('[data-count="completed"]').textContent()) === "2",
+        20_000,
+      );
+      await shot("queues");
+    });
+
+    test("search by job id, by idempotency key and by a payload field (keyboard: / focuses the box)", async () => {
+      await jobsRecorded("id = $1 AND state = 'completed'", ["thumb-2"]);
+      const search = async (q: string) => {
+        await page.evaluate("document.activeElement && document.activeElement.blur()");
+        await page.keyboard.press("/");
+        const box = page.getByRole("searchbox", { name: "Search jobs" });
+        assert.equal(
+          await page.evaluate("document.activeElement.getAttribute('aria-label')"),
+          "Search jobs",
+          "/ focuses the search box",
+        );
+        await box.fill(q);
+        await page.keyboard.press("Enter");
+        await page.getByRole("heading", { name: "Search" }).waitFor();
+        const results = page.locator(`section[data-q="${q}"]`);
+        await results.locator("tr[data-job], .empty").first().waitFor();
+        return results
+          .locator("tr[data-job]")
+          .evaluateAll((rows) => rows.map((r) => r.getAttribute("data-job")));
+      };
+      assert.deepEqual(await search("thumb-1"), ["thumb-1"]);
+      assert.deepEqual(await search("upload-cat"), ["thumb-1"]);
+      const bySize = await search("data:size=small");
+      assert.deepEqual(bySize.sort(), ["thumb-2", "thumb-3"]);
+      await page.locator('tr[data-job="thumb-2"]').waitFor();
+      await shot("search");
+    });
+
+    test("open a job and watch its progress move as the handler reports it", async () => {
+      await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}?state=delayed`);
+      await page.locator('tr[data-job="thumb-3"]').waitFor();
+      await shot("queue");
+      await producer.enqueue(
+        Q,
+        { progressSteps: 8, stepMs: 700, logLines: 2, result: { pages: 8 } },
+        { id: "thumb-progress" },
+      );
+      await page.goto(`${s.api.base}/#/job/thumb-progress?queue=${encodeURIComponent(Q)}`);
+      const bar = page.locator('[data-field="progress"] [role="progressbar"]');
+      const value = async () => Number((await bar.getAttribute("aria-valuenow").catch(() => null)) ?? -1);
+      const first = await waitFor("progress shown", async () => {
+        const v = await value();
+        return v > 0 && v < 100 ? v : null;
+      });
+      await waitFor("progress moved", async () => (await value()) > first, 30_000);
+      await shot("job");
+      await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
+      assert.equal(await value(), 100);
+      // The handler's ctx.log lines, on the job page.
+      await page.locator("pre.logs").getByText("line 2 of attempt 1").waitFor();
+    });
+
+    test("retry a dead job from the UI", async () => {
+      await producer.enqueue(Q, { final: true }, { id: "thumb-dead", attempts: 1 });
+      await waitFor(
+        "thumb-dead is dead",
+        async () => (await new QueueAdmin(s.redis).job("thumb-dead"))?.state === "dead",
+      );
+      await page.goto(`${s.api.base}/#/job/thumb-dead?queue=${encodeURIComponent(Q)}`);
+      await page.locator('[data-field="state"]').getByText("dead").waitFor();
+      await page.getByRole("button", { name: "Retry" }).click();
+      await page.getByText("Retried").waitFor();
+      // It ran again (and, its input still bad, died again): a second execution is recorded.
+      const executions = page
+        .locator(".card", { has: page.getByRole("heading", { name: "Executions" }) })
+        .locator("tbody tr");
+      await waitFor("a second execution", async () => {
+        await page.reload();
+        await page.locator('[data-field="state"]').waitFor();
+        return (await executions.count()) === 2;
+      });
+    });
+
+    test("cancel a running job from the UI", async () => {
+      await producer.enqueue(Q, { sleepMs: 60_000 }, { id: "thumb-long" });
+      await waitFor(
+        "thumb-long runs",
+        async () => (await new QueueAdmin(s.redis).job("thumb-long"))?.state === "active",
+      );
+      await page.goto(`${s.api.base}/#/job/thumb-long?queue=${encodeURIComponent(Q)}`);
+      await page.getByRole("button", { name: "Cancel" }).click();
+      await page.getByText("Cancelled.").waitFor();
+      await page.locator('[data-field="state"]').getByText("cancelled").waitFor({ timeout: 30_000 });
+    });
+
+    test("read-only: the same UI without actions, and the API refuses them (403)", async () => {
+      const ro = await s.startApi("api-ro", ["--read-only"]);
+      const p = await browser.context.newPage();
+      await p.goto(ro.base);
+      await p.getByLabel("API token").fill(s.token);
+      await p.keyboard.press("Enter");
+      await p.locator(`tr[data-queue="${Q}"]`).waitFor();
+      await p.getByText("read-only").first().waitFor();
+      assert.equal(await p.getByRole("button", { name: /Retry dead|Purge dead|Pause/ }).count(), 0);
+      await p.goto(`${ro.base}/#/job/thumb-1?queue=${encodeURIComponent(Q)}`);
+      await p.locator('[data-field="state"]').getByText("completed").waitFor();
+      assert.equal(await p.getByRole("button", { name: /Retry|Cancel|Run now/ }).count(), 0);
+      const status = await p.evaluate(async (queue) => {
+        const r = await fetch(`/queues/${encodeURIComponent(queue)}/dead/retry`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{}",
+        });
+        return r.status;
+      }, Q);
+      assert.equal(status, 403);
+      page = p;
+      await p.goto(`${ro.base}/#/`);
+      await p.locator(`tr[data-queue="${Q}"]`).waitFor();
+      await shot("readonly");
+    });
+  },
+);

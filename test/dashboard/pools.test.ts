@@ -1,0 +1,109 @@
+// The Pools page against a real operator run: a real control plane (kube-apiserver + etcd from
+// ~/.cache/conveyor), the WorkerPool CRD, `conveyor operator` scaling a pool from its Redis
+// backlog, and `conveyor api` reading WorkerPools and their Events through the kubeconfig —
+// the page shows the scale decision with its reason. Screenshot: docs/screenshots/pools.png.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { connectRedis, Producer, type RedisClient } from "../../queue/index.ts";
+import { ControlPlane, findAssets } from "../support/controlplane.ts";
+import { CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
+import { startOperator, type OperatorProcess } from "../support/operator.ts";
+import { stopProcess } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { REPO } from "../support/workers.ts";
+
+function assetsMissing(): string | false {
+  if (!existsSync(CHROMIUM)) return `${CHROMIUM} is not installed (scripts/system-deps.sh)`;
+  try {
+    findAssets();
+    return false;
+  } catch (err) {
+    return `no test control plane (make controlplane): ${(err as Error).message.split("\n")[0]}`;
+  }
+}
+
+describe(
+  "dashboard Pools page on a real operator run",
+  { skip: assetsMissing(), timeout: 15 * 60_000 },
+  () => {
+    let cp: ControlPlane;
+    let redisServer: RedisServer;
+    let redis: RedisClient;
+    let operator: OperatorProcess;
+    let api: ApiProcess;
+    let browser: Awaited<ReturnType<typeof launchBrowser>>;
+    const TOKEN = "pools-token";
+
+    before(async () => {
+      execFileSync(
+        join(REPO, "node_modules/.bin/vite"),
+        ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
+        {
+          cwd: REPO,
+          stdio: "inherit",
+        },
+      );
+      cp = await ControlPlane.start({ aggregation: false });
+      await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
+      await cp.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=120s",
+        "crd/workerpools.conveyor.dev",
+      );
+      redisServer = await RedisServer.start();
+      redis = connectRedis(redisServer.url);
+      operator = await startOperator(cp, "op-dash", ["--metrics-api=false"]);
+      api = await startApi(cp.dir, "api-pools", {
+        REDIS_URL: redisServer.url,
+        CONVEYOR_API_TOKEN: TOKEN,
+        KUBECONFIG: cp.kubeconfigPath,
+      });
+      browser = await launchBrowser();
+    });
+    after(async () => {
+      await browser?.close();
+      if (api) await stopProcess(api, 2000);
+      if (operator) await stopProcess(operator.proc, 5000);
+      redis?.disconnect();
+      await redisServer?.stop();
+      await cp?.stop();
+    });
+
+    test("a scale decision from the operator appears with its reason", async () => {
+      await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
+        input: JSON.stringify({
+          apiVersion: "conveyor.dev/v1alpha1",
+          kind: "WorkerPool",
+          metadata: { name: "thumbs", namespace: "default" },
+          spec: {
+            queue: "media/thumbs",
+            redis: { url: redisServer.url },
+            handler: { module: "/app/handler.js" },
+            scaling: { mode: "direct", minReplicas: 0, maxReplicas: 4, targetBacklogPerReplica: 10 },
+          },
+        }),
+      });
+      const producer = new Producer(redis);
+      for (let i = 0; i < 30; i++) await producer.enqueue("media/thumbs", { i });
+
+      const page = await browser.context.newPage();
+      page.setDefaultTimeout(60_000);
+      await page.goto(api.base);
+      await page.getByLabel("API token").fill(TOKEN);
+      await page.keyboard.press("Enter");
+      await page.getByRole("link", { name: "Pools" }).click();
+      await page.locator('tr[data-pool="thumbs"]').waitFor();
+      await page.getByRole("link", { name: "default/thumbs" }).click();
+      // The page refreshes every 10 s; the operator activates the pool within its poll interval.
+      const decision = page.locator(".decisions tbody tr").filter({ hasText: "0 → " });
+      await decision.first().waitFor({ timeout: 180_000 });
+      const text = (await decision.first().textContent()) ?? "";
+      assert.match(text, /backlog 30|backlog \d+/);
+      await page.screenshot({ path: join(REPO, "docs/screenshots/pools.png") });
+    });
+  },
+);
