@@ -41,14 +41,21 @@ export interface OperatorResult {
   pools: number;
   /** Seconds from the first create until every pool reports observedGeneration = generation. */
   reconcileAllSeconds: number;
+  /** Seconds after that until the operator made no API write for 15 s (the idle window starts then). */
+  settleSeconds: number;
   idleWindowSeconds: number;
   cpuPercentOfCore: number;
   rssMiB: number;
+  /** V8 heap in use and memory outside it (buffers, wasm), from the operator's own /metrics. */
+  heapUsedMiB: number;
+  externalMiB: number;
   apiRequestsPerMinute: Record<string, number>;
   apiWritesPerMinute: number;
   leaseWritesPerMinute: number;
   /** Writes seen by the API server's audit log in the window (users other than system:*), lease renewals apart. */
   auditWritesPerMinute: number;
+  /** The same writes by `verb resource[/subresource]`, to tell what an idle operator still writes. */
+  auditWritesByResource: Record<string, number>;
   redisCommandsPerMinute: number;
   activationSeconds: Summary;
   directScaleUpSeconds: Summary;
@@ -65,7 +72,7 @@ interface AuditEventLike {
   verb: string;
   stageTimestamp?: string;
   user: { username: string };
-  objectRef?: { resource?: string };
+  objectRef?: { resource?: string; subresource?: string };
 }
 /** The parts of test/support/controlplane.ts this benchmark uses. */
 interface ControlPlaneLike {
@@ -143,6 +150,8 @@ export async function runOperatorBench(opts: {
   pools: number;
   idleSeconds: number;
   decisions: number;
+  /** NODE_OPTIONS for the operator process (e.g. V8 heap flags), to measure what they give. */
+  operatorNodeOptions?: string;
 }): Promise<OperatorBench> {
   const unavailable = await operatorBenchUnavailable();
   if (unavailable) return { skipped: unavailable };
@@ -183,7 +192,14 @@ export async function runOperatorBench(opts: {
         "--worker-image=conveyor-worker:bench",
         "--log-level=warn",
       ],
-      { logFile: join(cp.dir, "operator-bench.log"), env: { ...process.env, POD_NAME: "" } },
+      {
+        logFile: join(cp.dir, "operator-bench.log"),
+        env: {
+          ...process.env,
+          POD_NAME: "",
+          ...(opts.operatorNodeOptions ? { NODE_OPTIONS: opts.operatorNodeOptions } : {}),
+        },
+      },
     );
     await until(
       "operator /readyz",
@@ -238,9 +254,27 @@ export async function runOperatorBench(opts: {
     );
     const reconcileAllSeconds = (nowMs() - t0) / 1000;
     progress(
-      `operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling, then an idle window of ${opts.idleSeconds} s`,
+      `operator: ${total} pools reconciled in ${reconcileAllSeconds.toFixed(1)} s; settling (no API writes for 15 s), then an idle window of ${opts.idleSeconds} s`,
     );
-    await sleep(15_000);
+    // Each pool's status is written again once its first backlog poll is in; on a loaded API
+    // server that second wave can outlast a fixed pause, so wait until the writes stop.
+    const writesSoFar = async () =>
+      [...apiRequests(await scrape(metricsPort))]
+        .filter(([k]) => /^(create|update|patch|delete)/.test(k) && !k.endsWith("leases"))
+        .reduce((a, [, v]) => a + v, 0);
+    let quietSince = nowMs();
+    let lastWrites = await writesSoFar();
+    await until(
+      "the operator's writes to stop",
+      async () => {
+        const w = await writesSoFar();
+        if (w !== lastWrites) [lastWrites, quietSince] = [w, nowMs()];
+        return nowMs() - quietSince >= 15_000;
+      },
+      600_000,
+      1000,
+    );
+    const settleSeconds = (nowMs() - t0) / 1000 - reconcileAllSeconds;
 
     const pid = op.child.pid!;
     const m0 = apiRequests(await scrape(metricsPort));
@@ -248,7 +282,9 @@ export async function runOperatorBench(opts: {
     const r0 = await snapshot(driver);
     const w0 = nowMs();
     await sleep(opts.idleSeconds * 1000);
-    const m1 = apiRequests(await scrape(metricsPort));
+    const scraped = await scrape(metricsPort);
+    const m1 = apiRequests(scraped);
+    const mib = (name: string) => round((scraped.get(`conveyor_operator_${name}`) ?? 0) / 2 ** 20, 1);
     const c1 = procSample(pid);
     const r1 = await snapshot(driver);
     const w1 = nowMs();
@@ -281,6 +317,11 @@ export async function runOperatorBench(opts: {
         e.objectRef?.resource !== "leases"
       );
     });
+    const auditWritesByResource: Record<string, number> = {};
+    for (const e of audit) {
+      const what = `${e.verb} ${e.objectRef?.resource ?? "?"}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ""}`;
+      auditWritesByResource[what] = (auditWritesByResource[what] ?? 0) + 1;
+    }
     const redisDelta = delta(r0, r1, { info: 4 });
     const redisCommands = [...redisDelta.commands.values()].reduce((a, s) => a + s.calls, 0);
 
@@ -341,13 +382,17 @@ export async function runOperatorBench(opts: {
     return {
       pools: opts.pools,
       reconcileAllSeconds: round(reconcileAllSeconds, 1),
+      settleSeconds: round(settleSeconds, 1),
       idleWindowSeconds: round((w1 - w0) / 1000, 1),
       cpuPercentOfCore: round(((c1.cpuMs - c0.cpuMs) / (w1 - w0)) * 100, 2),
       rssMiB: round(c1.rssKb / 1024, 1),
+      heapUsedMiB: mib("nodejs_heap_size_used_bytes"),
+      externalMiB: mib("nodejs_external_memory_bytes"),
       apiRequestsPerMinute,
       apiWritesPerMinute,
       leaseWritesPerMinute,
       auditWritesPerMinute: round(audit.length / minutes, 1),
+      auditWritesByResource,
       redisCommandsPerMinute: round(redisCommands / minutes),
       activationSeconds: roundSummary(summarize(activation)),
       directScaleUpSeconds: roundSummary(summarize(scaleUp)),
@@ -373,9 +418,22 @@ function roundSummary(s: Summary): Summary {
 }
 
 if (import.meta.main) {
-  const pools = Number(process.argv[2] ?? 1000);
-  const idleSeconds = Number(process.argv[3] ?? 60);
-  runOperatorBench({ pools, idleSeconds, decisions: 3 }).then(
+  // `node bench/operator.ts [pools] [idleSeconds]` or `--pools N --idle S`.
+  const args = process.argv.slice(2);
+  const flag = (name: string) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args.splice(i, 2)[1] : undefined;
+  };
+  const pools = Number(flag("pools") ?? args[0] ?? 1000);
+  const operatorNodeOptions = flag("operator-node-options");
+  const idleSeconds = Number(flag("idle") ?? args[1] ?? 60);
+  if (!Number.isInteger(pools) || pools < 1 || !(idleSeconds > 0)) {
+    process.stderr.write(
+      "usage: node bench/operator.ts [--pools N] [--idle SECONDS] [--operator-node-options FLAGS]\n",
+    );
+    process.exit(2);
+  }
+  runOperatorBench({ pools, idleSeconds, decisions: 3, operatorNodeOptions }).then(
     (r) => {
       process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
       process.exit(0);

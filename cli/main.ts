@@ -7,7 +7,6 @@ import {
   waitUntilReady,
   parseDuration,
   Producer,
-  startTracing,
   QueueAdmin,
   QueueEvents,
   assertQueueName,
@@ -27,6 +26,7 @@ import {
   parseEnvelope,
   EnvelopeError,
 } from "../queue/index.ts";
+import { startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
 
 /** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
-import { startTracing } from "../queue/tracing.ts";
+import { startTracing } from "../lib/telemetry.ts";
 import { createLogger } from "../lib/logger.ts";
 import { OptionError } from "../lib/options.ts";
 import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./config.ts";

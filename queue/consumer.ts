@@ -449,11 +449,18 @@ export async function sweepQueue(
   queue: string,
   opts: SweepOptions = {},
 ): Promise<SweepResult> {
+  const { keys, args } = sweepCall(queue, opts);
+  return sweepResult(await runScript<[number, number, number]>(redis, "sweep_leases", keys, args));
+}
+
+/** The keys and arguments of one sweep_leases call (also pipelined by the operator's poll). */
+export function sweepCall(
+  queue: string,
+  opts: SweepOptions = {},
+): { keys: string[]; args: (string | number)[] } {
   const k = new QueueKeys(queue);
-  const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
-    redis,
-    "sweep_leases",
-    [
+  return {
+    keys: [
       k.inflight,
       k.ready,
       k.dead,
@@ -466,7 +473,7 @@ export async function sweepQueue(
       k.workers,
       k.sweeper,
     ],
-    [
+    args: [
       k.jobPrefix,
       queue,
       Date.now(),
@@ -477,7 +484,11 @@ export async function sweepQueue(
       Math.max(0, Math.round(opts.gapMs ?? 0)),
       Math.max(0, Math.round(opts.graceMs ?? 0)),
     ],
-  );
+  };
+}
+
+/** A sweep_leases reply as a SweepResult. */
+export function sweepResult([requeued, dead, graceLeftMs]: [number, number, number]): SweepResult {
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
   return { ran: true, requeued, deadLettered: dead, graceLeftMs };
 }

@@ -123,6 +123,11 @@ export async function queueControl(redis: RedisClient, queue: string): Promise<Q
   const k = new QueueKeys(queue);
   const f = controlFields(queue);
   const [paused, rate] = await redis.hmget(k.meta, f.paused, f.rate);
+  return parseQueueControl(paused ?? null, rate ?? null);
+}
+
+/** A queue's control from its two meta-hash fields (HMGET meta paused:<q> rate:<q>). */
+export function parseQueueControl(paused: string | null, rate: string | null): QueueControlState {
   const m = /^(\d+)\/(\d+)$/.exec(rate ?? "");
   return {
     paused: paused === "1",

@@ -6,6 +6,7 @@ export * from "./producer.ts";
 export * from "./consumer.ts";
 export * from "./scriptReplies.ts";
 export * from "./admin.ts";
+export * from "./backlogPoll.ts";
 export * from "./control.ts";
 export * from "./schedules.ts";
 export * from "../lib/backoff.ts";

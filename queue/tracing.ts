@@ -1,7 +1,8 @@
 // OpenTelemetry tracing shared by producers, the worker and the operator. Only
 // @opentelemetry/api is imported; the SDK and the OTLP exporter (optional dependencies) are
-// loaded by startTracing() when the standard OTEL_* variables ask for export. Until then every
-// helper here returns at once, so a process without tracing pays one boolean test per call.
+// loaded by lib/telemetry.ts' startTracing() when the standard OTEL_* variables ask for export.
+// Until then every helper here returns at once, so a process without tracing pays one boolean
+// test per call.
 // The trace context a job was created in travels in its record's `trace` field
 // (docs/protocol.md#trace-context).
 import {
@@ -16,6 +17,7 @@ import {
   type Span,
   type Tracer,
 } from "@opentelemetry/api";
+import { markTracingEnabled, tracingEnabled } from "../lib/tracingSwitch.ts";
 
 /** The `messaging.system` of Conveyor's spans (the conventions allow a system's own name). */
 export const MESSAGING_SYSTEM = "conveyor";
@@ -23,181 +25,26 @@ const TRACER_NAME = "conveyor";
 
 let tracer: Tracer | undefined;
 
-/** True once startTracing() has installed an exporting SDK in this process. */
+/**
+ * True once tracing is on in this process: lib/telemetry.ts' startTracing() installed the SDK,
+ * or an application with its own OpenTelemetry SDK called enableTracing().
+ */
 export function tracingActive(): boolean {
-  return tracer !== undefined;
+  return tracingEnabled();
 }
 
-/** The Conveyor tracer while tracing is active. */
+/** The Conveyor tracer (from the global provider) while tracing is on. */
 export function activeTracer(): Tracer | undefined {
-  return tracer;
-}
-
-export interface TracingHandle {
-  /** Flush what is buffered and stop exporting. */
-  shutdown(): Promise<void>;
-}
-
-type Env = Record<string, string | undefined>;
-
-/**
- * Which exporters the standard variables ask for, or why none: OTEL_SDK_DISABLED=true turns
- * tracing off; OTEL_TRACES_EXPORTER names them (`otlp`, `console`; `none` = off); without it an
- * OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) means `otlp`.
- */
-export function requestedExporters(env: Env = process.env): string[] {
-  if ((env.OTEL_SDK_DISABLED ?? "").trim().toLowerCase() === "true") return [];
-  const named = (env.OTEL_TRACES_EXPORTER ?? "")
-    .split(",")
-    .map((s) => s.trim().toLowerCase())
-    .filter(Boolean);
-  if (named.length > 0) return named.includes("none") ? [] : [...new Set(named)];
-  return env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? ["otlp"] : [];
-}
-
-export interface StartTracingOptions {
-  /** service.name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise. */
-  serviceName: string;
-  /** More resource attributes (e.g. service.instance.id: the worker id); the variables win. */
-  resource?: Attributes;
-  /** Where problems go (a missing SDK, an unknown exporter); tracing then stays off. */
-  warn?: (message: string) => void;
-  env?: Env;
+  if (!tracingEnabled()) return undefined;
+  return (tracer ??= trace.getTracer(TRACER_NAME));
 }
 
 /**
- * Install the SDK when the variables ask for export; null (and nothing loaded) otherwise.
- * Honours OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG),
- * OTEL_BSP_SCHEDULE_DELAY / _MAX_QUEUE_SIZE / _MAX_EXPORT_BATCH_SIZE / _EXPORT_TIMEOUT and the
- * exporter's own OTEL_EXPORTER_OTLP_* variables (endpoint, headers, timeout, compression).
+ * For applications with an OpenTelemetry SDK of their own: Conveyor's producer (and consumer)
+ * spans go to the globally registered provider from now on.
  */
-export async function startTracing(opts: StartTracingOptions): Promise<TracingHandle | null> {
-  const env = opts.env ?? process.env;
-  const warn = opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
-  const exporters = requestedExporters(env);
-  if (exporters.length === 0) return null;
-  if (tracer) return { shutdown: async () => {} };
-  let sdk;
-  try {
-    sdk = await loadSdk();
-  } catch (err) {
-    warn(
-      `tracing: OTEL variables ask for ${exporters.join(",")} export but the OpenTelemetry SDK is not installed (${(err as Error).message}); tracing stays off`,
-    );
-    return null;
-  }
-  const spanExporters = [];
-  for (const name of exporters) {
-    if (name === "otlp") {
-      const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
-      if (protocol && protocol !== "http/protobuf")
-        warn(`tracing: OTLP protocol ${protocol} is not supported; exporting with http/protobuf`);
-      spanExporters.push(new sdk.OTLPTraceExporter(otlpUrl(env)));
-    } else if (name === "console") {
-      spanExporters.push(new sdk.ConsoleSpanExporter());
-    } else {
-      warn(`tracing: OTEL_TRACES_EXPORTER=${name} is not supported (otlp, console, none); ignored`);
-    }
-  }
-  if (spanExporters.length === 0) return null;
-  const num = (name: string) => {
-    const v = env[name];
-    const n = v === undefined || v === "" ? NaN : Number(v);
-    return Number.isFinite(n) && n >= 0 ? n : undefined;
-  };
-  const processors = spanExporters.map(
-    (exporter) =>
-      new sdk.BatchSpanProcessor({
-        exporter,
-        scheduledDelayMillis: num("OTEL_BSP_SCHEDULE_DELAY"),
-        maxQueueSize: num("OTEL_BSP_MAX_QUEUE_SIZE"),
-        maxExportBatchSize: num("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"),
-        exportTimeoutMillis: num("OTEL_BSP_EXPORT_TIMEOUT"),
-      }),
-  );
-  const detected = sdk.detectResources({ detectors: [sdk.envDetector] });
-  // merge: the detected attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) win over ours.
-  const resource = sdk
-    .resourceFromAttributes({ "service.name": opts.serviceName, ...opts.resource })
-    .merge(detected);
-  const provider = new sdk.TracerProvider({
-    resource,
-    sampler: sampler(sdk, env, warn),
-    spanProcessors: processors,
-  });
-  const contextManager = new sdk.AsyncLocalStorageContextManager();
-  contextManager.enable();
-  context.setGlobalContextManager(contextManager);
-  propagation.setGlobalPropagator(
-    new sdk.CompositePropagator({
-      propagators: [new sdk.W3CTraceContextPropagator(), new sdk.W3CBaggagePropagator()],
-    }),
-  );
-  trace.setGlobalTracerProvider(provider);
-  tracer = trace.getTracer(TRACER_NAME);
-  return {
-    shutdown: async () => {
-      await provider.shutdown().catch(() => {});
-    },
-  };
-}
-
-/**
- * The OTLP/HTTP traces URL from `env` (the exporter itself reads only process.env): the
- * signal's endpoint as is, the generic one with /v1/traces appended, as the specification says.
- */
-function otlpUrl(env: Env): { url?: string } {
-  if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return { url: env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT };
-  if (env.OTEL_EXPORTER_OTLP_ENDPOINT)
-    return { url: `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces` };
-  return {};
-}
-
-async function loadSdk() {
-  // Dynamic imports: optional dependencies, loaded only when export is asked for.
-  const [sdkTrace, hooks, core, resources, otlp] = await Promise.all([
-    import("@opentelemetry/sdk-trace"),
-    import("@opentelemetry/context-async-hooks"),
-    import("@opentelemetry/core"),
-    import("@opentelemetry/resources"),
-    import("@opentelemetry/exporter-trace-otlp-proto"),
-  ]);
-  return {
-    ...sdkTrace,
-    AsyncLocalStorageContextManager: hooks.AsyncLocalStorageContextManager,
-    CompositePropagator: core.CompositePropagator,
-    W3CTraceContextPropagator: core.W3CTraceContextPropagator,
-    W3CBaggagePropagator: core.W3CBaggagePropagator,
-    detectResources: resources.detectResources,
-    envDetector: resources.envDetector,
-    resourceFromAttributes: resources.resourceFromAttributes,
-    OTLPTraceExporter: otlp.OTLPTraceExporter,
-  };
-}
-type Sdk = Awaited<ReturnType<typeof loadSdk>>;
-
-/** OTEL_TRACES_SAMPLER as the specification lists it; parentbased_always_on by default. */
-function sampler(sdk: Sdk, env: Env, warn: (m: string) => void) {
-  const name = (env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on").trim().toLowerCase();
-  const arg = Number(env.OTEL_TRACES_SAMPLER_ARG ?? "1");
-  const ratio = Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1;
-  switch (name) {
-    case "always_on":
-      return new sdk.AlwaysOnSampler();
-    case "always_off":
-      return new sdk.AlwaysOffSampler();
-    case "traceidratio":
-      return new sdk.TraceIdRatioBasedSampler(ratio);
-    case "parentbased_always_off":
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() });
-    case "parentbased_traceidratio":
-      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) });
-    case "parentbased_always_on":
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
-    default:
-      warn(`tracing: OTEL_TRACES_SAMPLER=${name} is not supported; using parentbased_always_on`);
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
-  }
+export function enableTracing(): void {
+  markTracingEnabled();
 }
 
 // ---- the job record's trace field ------------------------------------------------------------
@@ -270,6 +117,7 @@ export function startSendSpan(
   ids: string[],
   parent: Context = context.active(),
 ): { span: Span; field: string } | null {
+  const tracer = activeTracer();
   if (!tracer) return null;
   const attributes =
     ids.length === 1
@@ -290,7 +138,7 @@ export function endSpan(span: Span, err?: unknown): void {
 
 /** W3C headers of the active context (for an HTTP call or a child process), or null. */
 export function activeTraceHeaders(): { traceparent: string; tracestate?: string } | null {
-  if (!tracer) return null;
+  if (!tracingEnabled()) return null;
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
   if (!carrier.traceparent) return null;

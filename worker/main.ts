@@ -8,7 +8,8 @@ import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "./records/index.ts";
-import { pipelineOf, startTracing } from "../queue/index.ts";
+import { pipelineOf } from "../queue/index.ts";
+import { startTracing } from "../lib/telemetry.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;

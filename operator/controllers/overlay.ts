@@ -4,17 +4,32 @@
 // written version until the cache shows that resource version (events arrive in order, so
 // anything after it is newer) or a timeout passes (a relist may skip it).
 import type { KubeObject } from "../kube/client.ts";
+import { stripManagedFields } from "../kube/informer.ts";
 
 export class WriteOverlay<T extends KubeObject> {
   private readonly written = new Map<string, { obj: T; at: number }>();
   private readonly ttlMs: number;
+  private sweptAt = Date.now();
 
   constructor(ttlMs = 30_000) {
     this.ttlMs = ttlMs;
   }
 
+  /** Remembers a write (without managedFields, as the caches keep objects); drops expired ones. */
   set(key: string, obj: T): void {
-    this.written.set(key, { obj, at: Date.now() });
+    const now = Date.now();
+    // Entries are otherwise dropped only when read: a pool that is not reconciled again (idle)
+    // would keep its last written objects for good.
+    if (now - this.sweptAt > this.ttlMs) {
+      this.sweptAt = now;
+      for (const [k, w] of this.written) if (now - w.at > this.ttlMs) this.written.delete(k);
+    }
+    this.written.set(key, { obj: stripManagedFields(obj), at: now });
+  }
+
+  /** How many writes are remembered (tests). */
+  get size(): number {
+    return this.written.size;
   }
 
   /** The freshest known version: the cache's once it caught up with the write, else the write. */

@@ -9,11 +9,13 @@ import { RESOURCES } from "../apis/coordinates.ts";
 import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeClient } from "../kube/client.ts";
 import { Controller } from "../kube/controller.ts";
+import { stripManagedFields } from "../kube/informer.ts";
 import { BeingDeleted, GenerationChanged, LabelsChanged, anyOf } from "../kube/filters.ts";
 import { splitKey } from "../kube/keys.ts";
 import type { ManagedController } from "../kube/manager.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { MetricLookup } from "../metricsapi/server.ts";
+import type { QueueCounts } from "../../queue/index.ts";
 import { BacklogPoller, RedisConnections, type BacklogSample } from "../scaling/backlog.ts";
 import { backlogMetric } from "./backlogMetric.ts";
 import type { ReconcileContext } from "./context.ts";
@@ -47,6 +49,7 @@ export class WorkerPoolController implements ManagedController {
   readonly poller: BacklogPoller;
   private readonly controller: Controller;
   private readonly pools;
+  private readonly deployments;
   private readonly reconciler: WorkerPoolReconciler;
   private readonly opts: WorkerPoolControllerOptions;
 
@@ -68,13 +71,14 @@ export class WorkerPoolController implements ManagedController {
       filters: [anyOf(GenerationChanged, LabelsChanged, BeingDeleted)],
     });
     const deployments = controller.owns<Deployment>(RESOURCES.deployments, RESOURCES.workerPools, managed);
+    this.deployments = deployments;
     const hpas = controller.owns<HPA>(RESOURCES.horizontalPodAutoscalers, RESOURCES.workerPools, managed);
-    const pods = controller.watches<Pod>(RESOURCES.pods, managed);
+    const pods = controller.watches<Pod>(RESOURCES.pods, { ...managed, transform: podSummary });
 
     this.conns = new RedisConnections(log);
     this.poller = new BacklogPoller(
       this.conns,
-      { onSample: (key, s) => this.onSample(key, s), shouldSweep: () => opts.isLeader() },
+      { onSample: (key, s, prev) => this.onSample(key, s, prev?.counts), shouldSweep: () => opts.isLeader() },
       { log },
     );
     const ctx: ReconcileContext = {
@@ -145,8 +149,11 @@ export class WorkerPoolController implements ManagedController {
     );
   }
 
-  /** A poll finished: metrics and the cooldown clock on every replica; a reconcile on the leader. */
-  private onSample(key: string, sample: BacklogSample): void {
+  /**
+   * A poll finished: metrics and the cooldown clock on every replica; a reconcile on the leader
+   * unless nothing it could act on changed (see settledAtZero).
+   */
+  private onSample(key: string, sample: BacklogSample, previous: QueueCounts | undefined): void {
     const { namespace, name } = splitKey(key);
     const labels = { namespace, workerpool: name };
     const { metrics } = this.opts;
@@ -162,6 +169,42 @@ export class WorkerPoolController implements ManagedController {
       metrics.pollErrors.inc(labels);
     }
     // Only the leader acts on samples; standbys just keep serving the metric.
-    if (this.opts.isLeader()) this.enqueue(key);
+    if (this.opts.isLeader() && !this.settledAtZero(namespace, name, previous, sample)) this.enqueue(key);
   }
+
+  /**
+   * An idle pool at zero replicas whose counts did not change since the last poll: its reconcile
+   * would find nothing to do (activation needs a backlog, which changes the counts; errors,
+   * replicas above zero and every spec or object change still reconcile). Skipping it keeps
+   * 10,000 idle pools from costing 10,000 reconciles per poll interval.
+   */
+  private settledAtZero(
+    namespace: string,
+    name: string,
+    previous: QueueCounts | undefined,
+    sample: BacklogSample,
+  ): boolean {
+    const c = sample.counts;
+    if (!c || !previous || c.backlog !== 0 || c.inflight !== 0) return false;
+    if (!sameCounts(previous, c)) return false;
+    const deployment = this.deployments.get(namespace, name);
+    return deployment?.spec?.replicas === 0 && (deployment.status?.replicas ?? 0) === 0;
+  }
+}
+
+/** What the reconcile reads of a pod (name, labels, deletion cost, deletion, phase): not its spec. */
+function podSummary(pod: Pod): Pod {
+  const { metadata } = stripManagedFields(pod);
+  return { metadata, ...(pod.status?.phase ? { status: { phase: pod.status.phase } } : {}) };
+}
+
+function sameCounts(a: QueueCounts, b: QueueCounts): boolean {
+  return (
+    a.ready === b.ready &&
+    a.delayed === b.delayed &&
+    a.dueDelayed === b.dueDelayed &&
+    a.inflight === b.inflight &&
+    a.dead === b.dead &&
+    a.completed === b.completed
+  );
 }

@@ -38,6 +38,8 @@ export interface WatchOptions<T extends KubeObject> {
   labelSelector?: string;
   /** All must pass for an event to enqueue. */
   filters?: EventFilter<T>[];
+  /** What the cache keeps of each object (default: all but metadata.managedFields). */
+  transform?: (obj: T) => T;
 }
 
 /** A read-only view over one kind's informers (one per namespace watched). */
@@ -133,6 +135,7 @@ export class Controller {
         log: this.log,
         metrics: this.opts.metrics,
         relistMs: this.opts.relistMs,
+        transform: opts.transform,
       });
       if (toKey) {
         const enqueue = (obj: T) => {

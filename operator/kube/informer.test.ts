@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import * as http from "node:http";
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "./client.ts";
-import { Informer } from "./informer.ts";
+import { Informer, stripManagedFields } from "./informer.ts";
 import { createOperatorMetrics } from "../metrics.ts";
 
 describe("informer", () => {
@@ -109,4 +109,27 @@ describe("informer", () => {
       }
     },
   );
+});
+
+describe("stripManagedFields (the informers' default transform)", () => {
+  it("drops metadata.managedFields and keeps everything else, without touching the input", () => {
+    const obj = {
+      metadata: {
+        name: "a",
+        namespace: "ns",
+        resourceVersion: "3",
+        labels: { x: "1" },
+        managedFields: [{ manager: "conveyor-operator", fieldsV1: { "f:spec": {} } }],
+      },
+      spec: { replicas: 0 },
+    };
+    const stripped = stripManagedFields(obj);
+    assert.deepEqual(stripped, {
+      metadata: { name: "a", namespace: "ns", resourceVersion: "3", labels: { x: "1" } },
+      spec: { replicas: 0 },
+    });
+    assert.equal(obj.metadata.managedFields.length, 1);
+    const plain = { metadata: { name: "b" } };
+    assert.equal(stripManagedFields(plain), plain, "nothing to strip: the same object");
+  });
 });

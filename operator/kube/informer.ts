@@ -18,7 +18,7 @@ export interface InformerHandlers<T extends KubeObject> {
   synced?: () => void;
 }
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubeObject = KubeObject> {
   /** e.g. /apis/apps/v1/deployments or /apis/apps/v1/namespaces/ns/deployments */
   path: string;
   labelSelector?: string;
@@ -29,15 +29,30 @@ export interface InformerOptions {
   maxBackoffMs?: number;
   /** Server-side watch timeout per request (default 5–10 min, randomized as client-go does). */
   watchTimeoutSeconds?: number;
+  /**
+   * What the cache keeps of each object (default: everything but metadata.managedFields, as
+   * controller-runtime's TransformStripManagedFields). Handlers see the transformed object.
+   */
+  transform?: (obj: T) => T;
   log?: Logger;
   metrics?: OperatorMetrics;
+}
+
+/** The object without metadata.managedFields: a third of a typical object, never read by a controller. */
+export function stripManagedFields<T extends KubeObject>(obj: T): T {
+  if (!obj?.metadata || !("managedFields" in obj.metadata)) return obj;
+  const { managedFields: _dropped, ...metadata } = obj.metadata as T["metadata"] & {
+    managedFields?: unknown;
+  };
+  return { ...obj, metadata };
 }
 
 class RelistNeeded extends Error {}
 
 export class Informer<T extends KubeObject> {
   private readonly client: KubeClient;
-  private readonly opts: InformerOptions;
+  private readonly opts: InformerOptions<T>;
+  private readonly transform: (obj: T) => T;
   private readonly cache = new Map<string, T>();
   private readonly handlers: InformerHandlers<T>[] = [];
   private resourceVersion = "";
@@ -50,9 +65,10 @@ export class Informer<T extends KubeObject> {
   failures = 0;
   lastError: unknown;
 
-  constructor(client: KubeClient, opts: InformerOptions) {
+  constructor(client: KubeClient, opts: InformerOptions<T>) {
     this.client = client;
     this.opts = opts;
+    this.transform = opts.transform ?? stripManagedFields;
   }
 
   on(h: InformerHandlers<T>): void {
@@ -160,14 +176,14 @@ export class Informer<T extends KubeObject> {
     switch (ev.type) {
       case "ADDED":
       case "MODIFIED": {
-        const k = objectKey(ev.object);
+        const obj = this.transform(ev.object);
+        const k = objectKey(obj);
         const old = this.cache.get(k);
-        this.cache.set(k, ev.object);
+        this.cache.set(k, obj);
         if (old) {
-          if (old.metadata.resourceVersion !== ev.object.metadata.resourceVersion)
-            this.emit("update", ev.object, old);
+          if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit("update", obj, old);
         } else {
-          this.emit("add", ev.object);
+          this.emit("add", obj);
         }
         break;
       }
@@ -196,7 +212,8 @@ export class Informer<T extends KubeObject> {
   private async relist(): Promise<void> {
     const list = await this.client.listAll<T>(this.opts.path, { labelSelector: this.opts.labelSelector });
     const seen = new Set<string>();
-    for (const obj of list.items) {
+    for (const item of list.items) {
+      const obj = this.transform(item);
       const k = objectKey(obj);
       seen.add(k);
       const old = this.cache.get(k);

@@ -8,7 +8,7 @@ import {
   QueueAdmin,
   connectRedis,
   describeRedisUrl,
-  sweepQueue,
+  pollQueues,
   waitUntilReady,
   type QueueControlState,
   type QueueCounts,
@@ -142,8 +142,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 export interface PollerHooks {
-  /** Called after every poll (success or failure) of a pool. */
-  onSample: (key: string, sample: BacklogSample) => void;
+  /** Called after every poll (success or failure) of a pool, with the sample it replaced. */
+  onSample: (key: string, sample: BacklogSample, previous: BacklogSample | undefined) => void;
   /** The leader also runs the lease sweeper (requeues expired leases even with no workers running). */
   shouldSweep: () => boolean;
 }
@@ -152,15 +152,33 @@ interface PoolPoll {
   target: PollTarget;
   connId: string;
   client: RedisClient;
-  timer?: NodeJS.Timeout;
+  group: PollGroup;
   sample?: BacklogSample;
-  inFlight: boolean;
-  stopped: boolean;
 }
 
-/** Polls every registered pool on its own interval. */
+/** The pools sharing one Redis connection and one poll interval: polled together, one round trip. */
+interface PollGroup {
+  id: string;
+  connId: string;
+  client: RedisClient;
+  url: string;
+  pollSeconds: number;
+  keys: Set<string>;
+  timer?: NodeJS.Timeout;
+  /** Pools to poll as soon as possible (new ones), apart from the interval. */
+  soon: Set<string>;
+  soonTimer?: NodeJS.Timeout;
+  inFlight: boolean;
+}
+
+/**
+ * Polls every registered pool on its interval. Pools on the same Redis (URL + credentials) with
+ * the same interval are polled together: one pipeline, so one round trip per Redis server per
+ * interval whatever the number of pools (docs/performance.md#operator).
+ */
 export class BacklogPoller {
   private readonly pools = new Map<string, PoolPoll>();
+  private readonly groups = new Map<string, PollGroup>();
   private readonly conns: RedisConnections;
   private readonly hooks: PollerHooks;
   private readonly log?: Logger;
@@ -180,27 +198,31 @@ export class BacklogPoller {
       cur &&
       cur.target.url === target.url &&
       cur.target.password === target.password &&
-      cur.target.queue === target.queue
-    ) {
-      if (cur.target.pollSeconds !== target.pollSeconds) {
-        cur.target = target;
-        this.schedule(cur, 0);
-      }
+      cur.target.queue === target.queue &&
+      cur.target.pollSeconds === target.pollSeconds
+    )
       return;
-    }
     if (cur) this.remove(target.key);
     const { id, client } = this.conns.acquire(target.key, target.url, target.password);
-    const p: PoolPoll = { target, connId: id, client, inFlight: false, stopped: false };
+    const group = this.group(id, client, target);
+    const p: PoolPoll = { target, connId: id, client, group, sample: cur?.sample };
     this.pools.set(target.key, p);
-    this.schedule(p, 0);
+    group.keys.add(target.key);
+    this.pollSoon(group, target.key);
   }
 
   remove(key: string): void {
     const p = this.pools.get(key);
     if (!p) return;
-    p.stopped = true;
-    clearTimeout(p.timer);
     this.pools.delete(key);
+    const g = p.group;
+    g.keys.delete(key);
+    g.soon.delete(key);
+    if (g.keys.size === 0) {
+      clearTimeout(g.timer);
+      clearTimeout(g.soonTimer);
+      this.groups.delete(g.id);
+    }
     this.conns.release(key, p.connId);
   }
 
@@ -232,73 +254,147 @@ export class BacklogPoller {
     if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
   }
 
-  /** Poll a pool now (e.g. right after it was created), without waiting for its timer. */
+  /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */
   pollNow(key: string): void {
     const p = this.pools.get(key);
-    if (p) this.schedule(p, 0);
+    if (p) this.pollSoon(p.group, key);
   }
 
   stop(): void {
     for (const key of [...this.pools.keys()]) this.remove(key);
   }
 
-  private schedule(p: PoolPoll, delayMs: number): void {
-    clearTimeout(p.timer);
-    p.timer = setTimeout(() => void this.poll(p), delayMs);
-    p.timer.unref();
+  private group(connId: string, client: RedisClient, target: PollTarget): PollGroup {
+    const id = `${connId}/${target.pollSeconds}`;
+    let g = this.groups.get(id);
+    if (!g) {
+      g = {
+        id,
+        connId,
+        client,
+        url: target.url,
+        pollSeconds: target.pollSeconds,
+        keys: new Set(),
+        soon: new Set(),
+        inFlight: false,
+      };
+      this.groups.set(id, g);
+      this.armInterval(g);
+    }
+    return g;
   }
 
-  private async poll(p: PoolPoll): Promise<void> {
-    if (p.stopped) return;
-    if (p.inFlight) return;
-    p.inFlight = true;
-    const t = p.target;
+  private armInterval(g: PollGroup): void {
+    clearTimeout(g.timer);
+    g.timer = setTimeout(() => {
+      if (this.groups.get(g.id) !== g) return;
+      this.armInterval(g);
+      // A poll still running (a slow Redis) is not doubled: this interval is skipped.
+      if (!g.inFlight) void this.poll(g, [...g.keys]);
+    }, g.pollSeconds * 1000);
+    g.timer.unref();
+  }
+
+  /** Many pools added at once (a start, a relist) coalesce into one poll. */
+  private pollSoon(g: PollGroup, key: string): void {
+    g.soon.add(key);
+    if (g.soonTimer || g.inFlight) return;
+    g.soonTimer = setTimeout(() => {
+      g.soonTimer = undefined;
+      if (this.groups.get(g.id) !== g || g.inFlight) return;
+      const keys = [...g.soon];
+      g.soon.clear();
+      void this.poll(g, keys);
+    }, 0);
+    g.soonTimer.unref();
+  }
+
+  private async poll(g: PollGroup, keys: string[]): Promise<void> {
+    const pools = keys.map((k) => this.pools.get(k)).filter((p): p is PoolPoll => p?.group === g);
+    if (pools.length === 0) return;
+    const previous = pools.map((p) => p.sample);
+    g.inFlight = true;
     try {
       // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
-      await waitUntilReady(p.client, t.url, this.timeoutMs);
-      const counts = await withTimeout(
-        new QueueAdmin(p.client).counts(t.queue, { oldestReady: true }),
+      await waitUntilReady(g.client, g.url, this.timeoutMs);
+      const polls = await withTimeout(
+        pollQueues(
+          g.client,
+          pools.map((p) => p.target.queue),
+          { sweep: this.hooks.shouldSweep() },
+        ),
         this.timeoutMs,
         "queue counts",
       );
-      const admin = new QueueAdmin(p.client);
-      const control = await withTimeout(admin.control(t.queue), this.timeoutMs, "queue control");
-      const reports = control.rateLimit
-        ? await withTimeout(admin.workers(t.queue), this.timeoutMs, "worker reports")
-        : undefined;
-      p.sample = {
-        at: Date.now(),
-        queue: t.queue,
-        counts,
-        failures: 0,
-        lastGood: { at: Date.now(), counts },
-        control,
-        ...(reports ? { reports } : {}),
-      };
-      if (this.hooks.shouldSweep()) {
+      // Rate-limited pools (rare) also need the workers' reports: one more round trip each; a
+      // failure there fails that pool's poll only.
+      const reports = await Promise.all(
+        pools.map((p, i) =>
+          polls[i]!.control?.rateLimit
+            ? withTimeout(
+                new QueueAdmin(p.client).workers(p.target.queue),
+                this.timeoutMs,
+                "worker reports",
+              ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
+            : undefined,
+        ),
+      );
+      const now = Date.now();
+      pools.forEach((p, i) => {
+        const r = polls[i]!;
+        const report = reports[i];
+        if (report instanceof Error) {
+          this.failed(p, report, now);
+        } else if (r.counts && r.control) {
+          p.sample = {
+            at: now,
+            queue: p.target.queue,
+            counts: r.counts,
+            failures: 0,
+            lastGood: { at: now, counts: r.counts },
+            control: r.control,
+            ...(report ? { reports: report } : {}),
+          };
+        } else {
+          this.failed(p, r.error, now);
+        }
         // Best effort: the mutex makes concurrent sweeps by workers no-ops.
-        await withTimeout(sweepQueue(p.client, t.queue), this.timeoutMs, "sweep").catch((err) =>
-          this.log?.debug({ pool: t.key, err: redactError(err, t.password) }, "lease sweep failed"),
-        );
-      }
+        if (r.sweep instanceof Error)
+          this.log?.debug(
+            { pool: p.target.key, err: redactError(r.sweep, p.target.password) },
+            "lease sweep failed",
+          );
+      });
     } catch (err) {
-      const prev = p.sample;
-      p.sample = {
-        at: Date.now(),
-        queue: t.queue,
-        error: redactError(err, t.password),
-        failures: (prev?.failures ?? 0) + 1,
-        lastGood: prev?.lastGood,
-      };
+      const now = Date.now();
+      for (const p of pools) this.failed(p, err, now);
     } finally {
-      p.inFlight = false;
+      g.inFlight = false;
     }
-    if (p.stopped) return;
-    try {
-      this.hooks.onSample(t.key, p.sample);
-    } catch (err) {
-      this.log?.error({ pool: t.key, err: String(err) }, "backlog sample handler failed");
+    for (const [i, p] of pools.entries()) {
+      if (this.pools.get(p.target.key) !== p || !p.sample) continue;
+      try {
+        this.hooks.onSample(p.target.key, p.sample, previous[i]);
+      } catch (err) {
+        this.log?.error({ pool: p.target.key, err: String(err) }, "backlog sample handler failed");
+      }
     }
-    this.schedule(p, t.pollSeconds * 1000);
+    // Pools added while this poll ran.
+    if (g.soon.size > 0 && this.groups.get(g.id) === g) {
+      const next = [...g.soon];
+      g.soon.clear();
+      for (const k of next) this.pollSoon(g, k);
+    }
+  }
+
+  private failed(p: PoolPoll, err: unknown, now: number): void {
+    const prev = p.sample;
+    p.sample = {
+      at: now,
+      queue: p.target.queue,
+      error: redactError(err, p.target.password),
+      failures: (prev?.failures ?? 0) + 1,
+      lastGood: prev?.lastGood,
+    };
   }
 }

@@ -76,8 +76,9 @@ function buildLibrary(version: string, dir: string, packDir: string): BuiltPacka
   // The scripts as the library loads them: includes resolved, one file per script.
   dumpScripts(join(dir, "dist", "queue", "scripts"));
   const declared = Object.keys(template.dependencies ?? {});
-  // Optional peers: loaded only on demand (queue/tracing.ts's exporting SDK, when OTEL_* ask for
-  // it); an app that wants them installs them, the CLI package brings them as optional dependencies.
+  // Optional peers: loaded only on demand; an app that wants them installs them, the CLI package
+  // brings them as optional dependencies. (None today: the exporting SDK is loaded by
+  // lib/telemetry.ts, outside the library, which depends on @opentelemetry/api alone.)
   const peers = Object.keys(template.peerDependencies ?? {});
   const imported = bareImports(files);
   const undeclared = imported.filter((name) => !declared.includes(name) && !peers.includes(name));

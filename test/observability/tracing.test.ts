@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Redis } from "ioredis";
-import { Producer, QueueAdmin, startTracing, type TracingHandle } from "../../queue/index.ts";
+import { startTracing, type TracingHandle } from "../../lib/telemetry.ts";
+import { Producer, QueueAdmin } from "../../queue/index.ts";
 import { startProcess, stopProcess, waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import {

@@ -1,0 +1,89 @@
+// The operator's batched backlog poll (queue/backlogPoll.ts): one pipeline for many queues must
+// read exactly what QueueAdmin.counts reads queue by queue (oldest ready job included), sweep
+// when asked, and keep one queue's failure to that queue.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Consumer,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  pollQueues,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { RedisServer } from "../support/redis.ts";
+
+describe("pollQueues", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    producer = new Producer(redis);
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  test("reads the same counts as QueueAdmin.counts, for many queues in one call", async () => {
+    await producer.enqueueMany("poll-a", [{ data: 1 }, { data: 2 }, { data: 3, delayMs: 3_600_000 }]);
+    await producer.enqueueMany("poll-b", [{ data: 1 }, { data: 2 }]);
+    await new Consumer(redis, "poll-b", { workerId: "w1", leaseMs: 60_000 }).claim(1);
+    const queues = ["poll-a", "poll-b", "poll-empty"];
+    const polls = await pollQueues(redis, queues);
+    for (const [i, q] of queues.entries()) {
+      const expected = await admin.counts(q, { oldestReady: true });
+      assert.deepEqual(polls[i]!.counts, expected, q);
+      assert.equal(polls[i]!.sweep, undefined, "no sweep unless asked");
+    }
+    assert.equal(polls[0]!.counts!.backlog, 2);
+    assert.equal(polls[0]!.counts!.delayed, 1);
+    assert.equal(polls[1]!.counts!.inflight, 1);
+    assert.equal(polls[1]!.counts!.backlog, 2);
+    assert.ok(polls[1]!.counts!.oldestReadyAt! > 0);
+    assert.equal(polls[2]!.counts!.backlog, 0);
+    assert.equal(polls[2]!.counts!.oldestReadyAt, undefined);
+  });
+
+  test("reads each queue's pause and rate limit with its counts", async () => {
+    await admin.pause("poll-paused");
+    await admin.setRateLimit("poll-limited", { max: 20, perMs: 1000 });
+    const queues = ["poll-paused", "poll-limited", "poll-free"];
+    const polls = await pollQueues(redis, queues);
+    for (const [i, q] of queues.entries()) assert.deepEqual(polls[i]!.control, await admin.control(q), q);
+    assert.equal(polls[0]!.control!.paused, true);
+    assert.deepEqual(polls[1]!.control!.rateLimit, { max: 20, perMs: 1000 });
+    assert.deepEqual(polls[2]!.control, { paused: false, rateLimit: null });
+  });
+
+  test("sweeps each queue when asked: an expired lease goes back to ready", async () => {
+    await producer.enqueue("poll-sweep", { x: 1 });
+    await new Consumer(redis, "poll-sweep", { workerId: "gone", leaseMs: 1 }).claim(1);
+    await new Promise((r) => setTimeout(r, 20));
+    const [poll] = await pollQueues(redis, ["poll-sweep"], { sweep: true });
+    assert.ok(poll!.sweep && !(poll!.sweep instanceof Error), String(poll!.sweep));
+    assert.equal(poll!.sweep.requeued, 1);
+    const after = await admin.counts("poll-sweep");
+    assert.equal(after.ready, 1);
+    assert.equal(after.inflight, 0);
+  });
+
+  test("a queue whose keys hold the wrong type fails alone", async () => {
+    await redis.set(new QueueKeys("poll-broken").ready, "not a sorted set");
+    await producer.enqueue("poll-fine", { x: 1 });
+    const [broken, fine] = await pollQueues(redis, ["poll-broken", "poll-fine"]);
+    assert.ok(broken!.error instanceof Error);
+    assert.match(broken!.error.message, /WRONGTYPE/);
+    assert.equal(fine!.counts!.ready, 1);
+  });
+
+  test("no queues: no call", async () => {
+    assert.deepEqual(await pollQueues(redis, []), []);
+  });
+});
