@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
 import { SESSION_COOKIE } from "./auth.ts";
-import { PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
+import { JOB_ENVELOPE, PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
 import { RESPONSES, SCHEMAS } from "./responses.ts";
 
 export const OPENAPI_FILE = new URL("../docs/openapi.yaml", import.meta.url);
@@ -80,10 +80,21 @@ function operation(def: RouteDefinition): Record<string, unknown> {
     security: def.public ? [] : undefined,
     parameters: parameters.length > 0 ? parameters : undefined,
     requestBody: def.body
-      ? { required: true, content: { "application/json": { schema: def.body } } }
+      ? { required: true, content: { "application/json": { schema: named(def.body) } } }
       : undefined,
     responses,
   };
+}
+
+/** Request schemas the table shares by identity, named once under components.schemas. */
+const SHARED_REQUEST_SCHEMAS: [JsonSchema, string][] = [[JOB_ENVELOPE, "JobEnvelope"]];
+
+function named(schema: unknown): unknown {
+  if (typeof schema !== "object" || schema === null) return schema;
+  const shared = SHARED_REQUEST_SCHEMAS.find(([s]) => s === schema);
+  if (shared) return { $ref: `#/components/schemas/${shared[1]}` };
+  if (Array.isArray(schema)) return schema.map(named);
+  return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, named(v)]));
 }
 
 /** Drops undefined values, so the JSON and the YAML carry the same keys. */
@@ -111,7 +122,10 @@ export function openApiDocument(): Record<string, unknown> {
     security: [{ bearer: [] }, { session: [] }],
     paths,
     components: {
-      schemas: SCHEMAS,
+      schemas: {
+        ...Object.fromEntries(SHARED_REQUEST_SCHEMAS.map(([schema, name]) => [name, schema])),
+        ...SCHEMAS,
+      },
       responses: {
         Error: {
           description: "the one error shape",
