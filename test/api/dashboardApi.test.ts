@@ -341,6 +341,28 @@ describe("dashboard API", () => {
     assert.match(out, /refusing to serve queue actions without a token/);
   });
 
+  test("run now: a delayed job moves to ready; a job not delayed is refused with 409, an unknown one 404", async () => {
+    const run = async (id: string) => {
+      const res = await fetch(`${s.api.base}/jobs/${id}/promote?queue=${encodeURIComponent(IDLE)}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.token}` },
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const detail = await get(`/jobs/idle-24/detail?queue=${encodeURIComponent(IDLE)}`);
+    assert.equal((detail.body.actions as { promote: boolean }).promote, true, "the button is shown");
+    const r = await run("idle-24");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body, { id: "idle-24", queue: IDLE, promoted: true });
+    const again = await run("idle-24");
+    assert.equal(again.status, 409);
+    assert.match(again.body.error as string, /job idle-24 is ready, not delayed/);
+    assert.equal((await run("no-such-job")).status, 404);
+    const queues = (await get("/queues")).body.queues as { queue: string; ready: number; delayed: number }[];
+    const idle = queues.find((q) => q.queue === IDLE)!;
+    assert.deepEqual([idle.ready, idle.delayed], [1, 24]);
+  });
+
   test("the dashboard is served at / with cache headers and compression", async () => {
     const index = await fetch(`${s.api.base}/`, { headers: { "accept-encoding": "br, gzip" } });
     if (index.status === 404) return; // API-only build (npm run build not run): nothing to check

@@ -14,6 +14,7 @@ export const EVENT_TYPES = [
   "deferred",
   "stalled",
   "cancelled",
+  "promoted",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** Entries that change nothing recorded: acknowledged and skipped (none at present). */
@@ -188,6 +189,7 @@ const STATE: Record<Exclude<EventType, "progress">, JobState> = {
   deferred: "queued",
   stalled: "queued",
   cancelled: "cancelled",
+  promoted: "queued",
 };
 
 /**
@@ -304,6 +306,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     case "handedBack":
     case "deferred":
     case "cancelled":
+    case "promoted":
       break;
   }
   return patch;
