@@ -5,7 +5,7 @@
 // JSON naming the field, never a 500.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Producer } from "../../queue/index.ts";
+import { Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { startProcess } from "../support/processes.ts";
 import { waitFor } from "../support/processes.ts";
@@ -117,6 +117,17 @@ describe("dashboard API", () => {
     assert.deepEqual(
       (byKey.body.items as { id: string; matched: string }[]).map((h) => [h.id, h.matched]),
       [["order-12", "idempotencyKey"]],
+    );
+    // The Redis key expires (its TTL); the records still know it.
+    await s.redis.del(new QueueKeys(Q).idempotencyPrefix + "key-12");
+    const afterExpiry = await get("/search?q=key-12");
+    assert.deepEqual(
+      (afterExpiry.body.items as { id: string; matched: string; state: string }[]).map((h) => [
+        h.id,
+        h.matched,
+        h.state,
+      ]),
+      [["order-12", "idempotencyKey", "completed"]],
     );
     const byField = await get(`/search?q=${encodeURIComponent("customer.id=3")}&limit=100`);
     const ids = (byField.body.items as { id: string }[]).map((h) => h.id).sort();

@@ -102,10 +102,11 @@ export interface Progress {
   at: number | null;
 }
 
-/** Set when a job's history starts: its first enqueue, and the job that fanned it out (if any). */
+/** Set when a job's history starts: its first enqueue, the job that fanned it out and the producer's idempotency key (if any). */
 export interface Origin {
   createdAt: number | null;
   parentId: string | null;
+  idempotencyKey?: string | null;
 }
 
 /** What a batch does to one conveyor_jobs row. */
@@ -275,7 +276,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
       if (maxAttempts !== null || origin.newHistory) patch.maxAttempts = set(maxAttempts);
       if (origin.newHistory) {
         // A new job (or an id reused after its record expired), a fan-out child, or a join: a new history.
-        patch.origin = set({ createdAt: e.at, parentId: origin.parentId });
+        patch.origin = set({ createdAt: e.at, parentId: origin.parentId, idempotencyKey: f.key || null });
         patch.result = set(null);
         patch.error = set(null);
       }
