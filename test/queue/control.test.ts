@@ -14,11 +14,15 @@ import {
   connectRedis,
   type RedisClient,
 } from "../../queue/index.ts";
+import { runScript } from "../../queue/scripts.ts";
 import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { rng } from "../support/random.ts";
 import { RedisServer } from "../support/redis.ts";
+
+/** Fields per job in a claim reply (see includes/claimJobs.lua). */
+const CLAIM_REPLY_FIELDS = 11;
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w1") =>
   new Consumer(redis, queue, { workerId, leaseMs: 30_000, retentionSeconds: 3600 });
@@ -320,6 +324,41 @@ describe("queue control (protocol)", () => {
     await admin.setRateLimit(q, null);
     assert.equal((await c.claim(20)).jobs.length, 10, "no limit: the rest at once");
     assert.equal((await admin.stats(q)).rateLimit, null);
+  });
+
+  test("rate limit with claims arriving out of their callers' clock order: the window's clock only moves forward, so no window is overfilled", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 20 }, (_, i) => ({ data: i })),
+    );
+    await admin.setRateLimit(q, { max: 5, perMs: 1000 });
+    const claimAt = async (now: number, count: number) =>
+      (
+        await runScript<[string[], number]>(
+          redis,
+          "claim_jobs",
+          [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+          [k.jobPrefix, q, now, 30_000, count, "w"],
+        )
+      )[0].length / CLAIM_REPLY_FIELDS;
+    const t = Date.now();
+    assert.equal(await claimAt(t, 5), 5);
+    assert.equal(await claimAt(t + 1005, 1), 1, "a caller whose clock is ahead: the first window has passed");
+    // A slower caller's claim reaches Redis last, stamped inside the first window.
+    const late = await claimAt(t + 990, 5);
+    assert.equal(late, 4, "counted on the window's clock (t + 1005): 1 start in it, 4 more allowed");
+    assert.equal(await claimAt(t + 1010, 8), 0, "the window is full: exactly 5, counted per job");
+    const starts = (await new QueueEvents(redis).recent(q))
+      .filter((e) => e.type === "started")
+      .map((e) => e.at)
+      .sort((a, b) => a - b);
+    assert.equal(starts.length, 6 + late);
+    for (const s0 of starts) {
+      const n = starts.filter((x) => x >= s0 && x < s0 + 1000).length;
+      assert.ok(n <= 5, `${n} starts in the window from ${s0 - t} ms`);
+    }
   });
 
   test("cost: a claim + complete cycle costs the same Redis commands with no control set, and at most one more per claim with pause or a rate limit set", async () => {

@@ -20,6 +20,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local popped = redis.call('ZPOPMIN', keys[1], count)
   -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
   local gated, freeAt, rate, kept = false, nil, nil, nil
+  -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
+  local started = 0
   if #popped > 0 then
     local paused, rlog
     paused, rate, rlog = readControl(keys[9], queue)
@@ -27,7 +29,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     if paused then
       allowed = 0
     elseif rate then
-      allowed, kept, freeAt = rateAllowance(rate, rlog, now, allowed)
+      -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
+      allowed, kept, freeAt, now = rateAllowance(rate, rlog, now, allowed)
     end
     if allowed < #popped / 2 then
       gated = true
@@ -55,6 +58,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       redis.call('ZADD', keys[3], now + leaseMs, id)
       redis.call('HINCRBY', keys[5], 'started', 1)
       record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
+      started = started + 1
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
@@ -71,9 +75,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   end
 
   -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
-  if rate and #jobs > 0 then
+  if rate and started > 0 then
     kept = kept or {}
-    kept[#kept + 1] = now .. ':' .. (#jobs / 9)
+    kept[#kept + 1] = now .. ':' .. started
     redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
   end
 

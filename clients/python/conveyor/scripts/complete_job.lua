@@ -249,12 +249,20 @@ end
 
 -- A sliding-window log: `rlog` is 'time:jobs,time:jobs,…', one entry per claim still inside the
 -- window, so no window of `windowMs` ever holds more than `max` starts (a burst of `max` is
--- allowed, never more). Returns how many of `wanted` jobs may start now, the entries kept, and
--- (when fewer than wanted may start) when the oldest entry leaves the window: the next chance.
+-- allowed, never more). The window's clock only moves forward: a claim whose `now` (the
+-- caller's clock, taken before its call reached Redis) is older than the log's newest entry counts
+-- as made at that entry's time — otherwise claims arriving out of order could each fit their own
+-- window and together overfill a later one. Returns how many of `wanted` jobs may start now, the
+-- entries kept, (when fewer than wanted may start) when the oldest entry leaves the window — the
+-- next chance — and the claim's time on that clock.
 local function rateAllowance(rate, rlog, now, wanted)
   local max, window = string.match(rate, '^(%d+)/(%d+)$')
   max, window = tonumber(max), tonumber(window)
-  if not max or not window or window <= 0 then return wanted, {}, nil end
+  if not max or not window or window <= 0 then return wanted, {}, nil, now end
+  for t in string.gmatch(rlog or '', '(%d+):%d+') do
+    t = tonumber(t)
+    if t > now then now = t end
+  end
   local kept, used, oldest = {}, 0, nil
   for t, n in string.gmatch(rlog or '', '(%d+):(%d+)') do
     t = tonumber(t)
@@ -267,7 +275,7 @@ local function rateAllowance(rate, rlog, now, wanted)
   local allowed = math.max(0, math.min(wanted, max - used))
   local freeAt = nil
   if allowed < wanted then freeAt = (oldest or now) + window end
-  return allowed, kept, freeAt
+  return allowed, kept, freeAt, now
 end
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
@@ -284,6 +292,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local popped = redis.call('ZPOPMIN', keys[1], count)
   -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
   local gated, freeAt, rate, kept = false, nil, nil, nil
+  -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
+  local started = 0
   if #popped > 0 then
     local paused, rlog
     paused, rate, rlog = readControl(keys[9], queue)
@@ -291,7 +301,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     if paused then
       allowed = 0
     elseif rate then
-      allowed, kept, freeAt = rateAllowance(rate, rlog, now, allowed)
+      -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
+      allowed, kept, freeAt, now = rateAllowance(rate, rlog, now, allowed)
     end
     if allowed < #popped / 2 then
       gated = true
@@ -319,6 +330,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       redis.call('ZADD', keys[3], now + leaseMs, id)
       redis.call('HINCRBY', keys[5], 'started', 1)
       record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
+      started = started + 1
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
@@ -335,9 +347,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   end
 
   -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
-  if rate and #jobs > 0 then
+  if rate and started > 0 then
     kept = kept or {}
-    kept[#kept + 1] = now .. ':' .. (#jobs / 9)
+    kept[#kept + 1] = now .. ':' .. started
     redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
   end
 
