@@ -714,6 +714,11 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       secretKeyRef: { name: "conveyor-api-token", key: "token" },
     });
     assert.equal(env.LOG_LEVEL?.value, "debug");
+    assert.equal(
+      env.NODE_OPTIONS?.value,
+      "--max-semi-space-size=2",
+      "a small young generation (bench/dashboard.ts)",
+    );
     // the Service targets the container port; the PDB keeps two of three
     const svc = api.find((o) => o.kind === "Service")!.spec as {
       type: string;
