@@ -154,6 +154,14 @@ export class JobRecords {
     );
   }
 
+  /** Jobs enqueued with this idempotency key (in any queue), newest first. */
+  async byIdempotencyKey(key: string, limit = 20): Promise<JobRow[]> {
+    return this.rows<JobRow>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE idempotency_key = $1 ORDER BY updated_at DESC LIMIT $2`,
+      [key, limit],
+    );
+  }
+
   /** `field=value` on the payload or result (JSON containment, GIN index), newest first. */
   async byField(opts: {
     part?: "data" | "result";

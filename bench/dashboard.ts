@@ -134,6 +134,8 @@ export async function runDashboardBench(
         CONVEYOR_API_TOKEN: TOKEN,
         KUBECONFIG: "",
         LOG_LEVEL: "warn",
+        // As the chart's job-API Deployment runs it (charts/conveyor/templates/job-api-deployment.yaml).
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --max-semi-space-size=2`.trim(),
       },
     });
     await waitFor("api up", async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok, 120_000);

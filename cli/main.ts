@@ -39,6 +39,8 @@ const COMMANDS: Record<string, string> = {
   dlq: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
   cancel:
     "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
+  promote:
+    "  promote <id> [--queue Q] [--json]       run a delayed job now (exit 1: not found or not delayed)",
   pause: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
   resume: "  resume <queue>                          claim from a paused queue again",
   limit: "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
@@ -316,6 +318,24 @@ async function cancel(argv: string[]): Promise<number> {
     else if (r.outcome === "finished") print(`${id} is already ${r.state}: nothing to cancel`);
     else print(`job ${id} not found (never enqueued, or its record expired)`);
     return r.outcome === "cancelled" ? 0 : 1;
+  });
+}
+
+async function promote(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, { queue: { type: "string" } });
+  const [id] = positionals;
+  if (!id || positionals.length !== 1) throw new UsageError("promote <id> [--queue Q]");
+  return withRedis(values.redis, async (redis) => {
+    const admin = new QueueAdmin(redis);
+    const queue = values.queue ?? (await admin.job(id))?.queue;
+    const r = queue
+      ? await admin.promote(id, queue)
+      : { id, queue: "", outcome: "notFound" as const, state: "" };
+    if (values.json) print(JSON.stringify(r));
+    else if (r.outcome === "promoted") print(`promoted ${id}: ready in ${r.queue}, it runs next by priority`);
+    else if (r.outcome === "notDelayed") print(`${id} is ${r.state}, not delayed: nothing to run now`);
+    else print(`job ${id} not found (never enqueued, or its record expired)`);
+    return r.outcome === "promoted" ? 0 : 1;
   });
 }
 
@@ -619,6 +639,8 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       case "cancel":
         return await cancel(rest);
+      case "promote":
+        return await promote(rest);
       case "pause":
       case "resume":
         await pauseOrResume(rest, command === "pause");

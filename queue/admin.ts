@@ -40,6 +40,14 @@ export interface DeadJob {
   error?: string;
 }
 
+export interface PromoteResult {
+  id: string;
+  queue: string;
+  outcome: "promoted" | "notDelayed" | "notFound";
+  /** What the job was ("" when not found). */
+  state: string;
+}
+
 export class QueueAdmin {
   private readonly redis: RedisClient;
   /** The queue's schedules: add / list / remove. */
@@ -221,6 +229,22 @@ export class QueueAdmin {
       });
     }
     return out;
+  }
+
+  /**
+   * Run a delayed job now: it moves to ready with its priority score. A job that is not
+   * delayed is refused (`outcome: "notDelayed"`, with its state); an unknown id is `notFound`.
+   */
+  async promote(id: string, queue: string): Promise<PromoteResult> {
+    assertJobId(id);
+    const k = new QueueKeys(queue);
+    const [outcome, state] = await runScript<[PromoteResult["outcome"], string]>(
+      this.redis,
+      "promote_job",
+      [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+      [k.jobPrefix, id, queue, Date.now()],
+    );
+    return { id, queue, outcome, state };
   }
 
   /** Move dead jobs back to ready (all of them when `ids` is empty). Returns how many moved. */

@@ -23,6 +23,7 @@ export const SCRIPT_NAMES = [
   "append_log",
   "fan_out",
   "cancel_job",
+  "promote_job",
   "schedule_tick",
   "schedule_remove",
   "backlog_counts",

@@ -1,7 +1,7 @@
 // Job routes: a queue's jobs page by page, one job's status (the producer's status URL), its
 // full detail for the dashboard, downloads of large payloads, logs, and the job actions.
 import { QueueKeys, type JobInfo } from "../../queue/index.ts";
-import { adminMethod, type ApiContext } from "../context.ts";
+import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
 import type { Handlers } from "../router.ts";
@@ -205,10 +205,16 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
-      const promote = adminMethod<[string, string?], unknown>(ctx.admin, "promote");
-      const done = await promote(id, info.queue);
-      if (done === false || done === 0)
-        throw new HttpError(409, `job ${id} is ${info.state}, not delayed`, {}, null, "not_delayed");
+      const r = await ctx.admin.promote(id, info.queue);
+      if (r.outcome === "notFound") notFound(id);
+      if (r.outcome === "notDelayed")
+        throw new HttpError(
+          409,
+          `job ${id} is ${r.state}, not delayed: nothing to run now`,
+          {},
+          null,
+          "not_delayed",
+        );
       return { body: { id, queue: info.queue, promoted: true } };
     },
   };

@@ -1,6 +1,7 @@
 // One search box: `field=value` (optionally `data:` or `result:` first) is a JSON containment
 // query on the records' payload/result (GIN index); anything else is a job id and an
-// idempotency key, looked up in PostgreSQL by index and in Redis directly (works without PG).
+// idempotency key, looked up in PostgreSQL by index (keys too, after their Redis TTL) and in
+// Redis directly (works without PG).
 import { assertJobId, QueueKeys } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
@@ -74,6 +75,17 @@ export function searchHandlers(ctx: ApiContext): Handlers {
         });
       }
     }
+    // The records keep the key after its Redis key expired (indexed, migration 5).
+    if (ctx.records && q.length <= 500)
+      for (const r of await ctx.records.byIdempotencyKey(q, limit))
+        add({
+          id: r.id,
+          queue: r.queue,
+          state: r.state,
+          matched: "idempotencyKey",
+          createdAt: r.createdAt,
+          updatedAt: r.updatedAt,
+        });
     return [...hits.values()].slice(0, limit);
   }
 

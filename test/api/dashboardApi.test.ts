@@ -5,7 +5,7 @@
 // JSON naming the field, never a 500.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Producer } from "../../queue/index.ts";
+import { Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { startProcess } from "../support/processes.ts";
 import { waitFor } from "../support/processes.ts";
@@ -117,6 +117,17 @@ describe("dashboard API", () => {
     assert.deepEqual(
       (byKey.body.items as { id: string; matched: string }[]).map((h) => [h.id, h.matched]),
       [["order-12", "idempotencyKey"]],
+    );
+    // The Redis key expires (its TTL); the records still know it.
+    await s.redis.del(new QueueKeys(Q).idempotencyPrefix + "key-12");
+    const afterExpiry = await get("/search?q=key-12");
+    assert.deepEqual(
+      (afterExpiry.body.items as { id: string; matched: string; state: string }[]).map((h) => [
+        h.id,
+        h.matched,
+        h.state,
+      ]),
+      [["order-12", "idempotencyKey", "completed"]],
     );
     const byField = await get(`/search?q=${encodeURIComponent("customer.id=3")}&limit=100`);
     const ids = (byField.body.items as { id: string }[]).map((h) => h.id).sort();
@@ -339,6 +350,40 @@ describe("dashboard API", () => {
     p.child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
     assert.equal(await p.exited, 2);
     assert.match(out, /refusing to serve queue actions without a token/);
+  });
+
+  test("run now: a delayed job moves to ready; a job not delayed is refused with 409, an unknown one 404", async () => {
+    const run = async (id: string) => {
+      const res = await fetch(`${s.api.base}/jobs/${id}/promote?queue=${encodeURIComponent(IDLE)}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.token}` },
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const idleCounts = async () => {
+      const queues = (await get("/queues")).body.queues as {
+        queue: string;
+        ready: number;
+        delayed: number;
+      }[];
+      const idle = queues.find((q) => q.queue === IDLE)!;
+      return [idle.ready, idle.delayed];
+    };
+    const [ready, delayed] = await idleCounts();
+    const detail = await get(`/jobs/idle-24/detail?queue=${encodeURIComponent(IDLE)}`);
+    assert.equal((detail.body.actions as { promote: boolean }).promote, true, "the button is shown");
+    const r = await run("idle-24");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body, { id: "idle-24", queue: IDLE, promoted: true });
+    const again = await run("idle-24");
+    assert.equal(again.status, 409);
+    assert.match(again.body.error as string, /job idle-24 is ready, not delayed/);
+    assert.equal((await run("no-such-job")).status, 404);
+    assert.deepEqual(
+      await idleCounts(),
+      [ready! + 1, delayed! - 1],
+      "other tests add jobs to the idle queue too",
+    );
   });
 
   test("the dashboard is served at / with cache headers and compression", async () => {

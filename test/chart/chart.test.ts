@@ -714,6 +714,11 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       secretKeyRef: { name: "conveyor-api-token", key: "token" },
     });
     assert.equal(env.LOG_LEVEL?.value, "debug");
+    assert.equal(
+      env.NODE_OPTIONS?.value,
+      "--max-semi-space-size=2",
+      "a small young generation (bench/dashboard.ts)",
+    );
     // the Service targets the container port; the PDB keeps two of three
     const svc = api.find((o) => o.kind === "Service")!.spec as {
       type: string;
@@ -735,7 +740,12 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.deepEqual(insecure.map((o) => o.kind).sort(), ["Deployment", "Service"]);
     const insecureDep = insecure.find((o) => o.kind === "Deployment")!;
     const ic = containerOf(insecureDep);
-    assert.deepEqual((ic.env ?? []).map((e) => e.name).sort(), ["DATABASE_URL", "LOG_LEVEL", "REDIS_URL"]);
+    assert.deepEqual((ic.env ?? []).map((e) => e.name).sort(), [
+      "DATABASE_URL",
+      "LOG_LEVEL",
+      "NODE_OPTIONS",
+      "REDIS_URL",
+    ]);
     assert.deepEqual(Object.fromEntries((ic.env ?? []).map((e) => [e.name, e])).DATABASE_URL?.valueFrom, {
       secretKeyRef: { name: "records-db", key: "url" },
     });

@@ -91,6 +91,41 @@ describe("queue control (protocol)", () => {
     assert.equal((await consumer(redis, q).claim(10)).jobs.length, 0, "nothing left to claim");
   });
 
+  test("run a delayed job now: it moves to ready at its priority and is claimed next, with a `promoted` event; a job not delayed is refused", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "low" });
+    await producer.enqueue(q, 2, { id: "later", delayMs: 3_600_000, priority: 5 });
+    assert.deepEqual(await admin.promote("later", q), {
+      id: "later",
+      queue: q,
+      outcome: "promoted",
+      state: "delayed",
+    });
+    const counts = await admin.counts(q);
+    assert.deepEqual([counts.ready, counts.delayed], [2, 0]);
+    assert.equal((await admin.job("later", q))?.state, "ready");
+    const c = consumer(redis, q);
+    assert.deepEqual(
+      (await c.claim(1)).jobs.map((j) => j.id),
+      ["later"],
+      "the higher priority job is claimed first",
+    );
+    assert.deepEqual(await admin.promote("later", q), {
+      id: "later",
+      queue: q,
+      outcome: "notDelayed",
+      state: "active",
+    });
+    assert.equal((await admin.promote("low", q)).outcome, "notDelayed", "a ready job is refused");
+    assert.equal((await admin.counts(q)).ready, 1, "and stays where it was");
+    assert.equal((await admin.promote("no-such-job", q)).outcome, "notFound");
+    const events = (await new QueueEvents(redis).recent(q)).filter((e) => e.type === "promoted");
+    assert.deepEqual(
+      events.map((e) => e.id),
+      ["later"],
+    );
+  });
+
   test("cancel a finished job changes nothing", async () => {
     const q = fresh();
     await producer.enqueue(q, 1, { id: "done" });

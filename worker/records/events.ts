@@ -14,6 +14,7 @@ export const EVENT_TYPES = [
   "deferred",
   "stalled",
   "cancelled",
+  "promoted",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** Entries that change nothing recorded: acknowledged and skipped (none at present). */
@@ -101,10 +102,11 @@ export interface Progress {
   at: number | null;
 }
 
-/** Set when a job's history starts: its first enqueue, and the job that fanned it out (if any). */
+/** Set when a job's history starts: its first enqueue, the job that fanned it out and the producer's idempotency key (if any). */
 export interface Origin {
   createdAt: number | null;
   parentId: string | null;
+  idempotencyKey?: string | null;
 }
 
 /** What a batch does to one conveyor_jobs row. */
@@ -188,6 +190,7 @@ const STATE: Record<Exclude<EventType, "progress">, JobState> = {
   deferred: "queued",
   stalled: "queued",
   cancelled: "cancelled",
+  promoted: "queued",
 };
 
 /**
@@ -273,7 +276,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
       if (maxAttempts !== null || origin.newHistory) patch.maxAttempts = set(maxAttempts);
       if (origin.newHistory) {
         // A new job (or an id reused after its record expired), a fan-out child, or a join: a new history.
-        patch.origin = set({ createdAt: e.at, parentId: origin.parentId });
+        patch.origin = set({ createdAt: e.at, parentId: origin.parentId, idempotencyKey: f.key || null });
         patch.result = set(null);
         patch.error = set(null);
       }
@@ -304,6 +307,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     case "handedBack":
     case "deferred":
     case "cancelled":
+    case "promoted":
       break;
   }
   return patch;

@@ -106,7 +106,7 @@ const JOB_GROUPS: [string[], string][] = [
   [["attempts"], "v_attempts"],
   [["max_attempts"], "v_max_attempts"],
   [["stalls"], "v_stalls"],
-  [["created_at", "parent_id"], "v_created"],
+  [["created_at", "parent_id", "idempotency_key"], "v_created"],
   [["started_at"], "v_started"],
   [["progress", "progress_message", "progress_at"], "v_progress"],
 ];
@@ -153,6 +153,7 @@ const JOB_COLUMNS: JobColumn[] = [
   { name: "v_stalls", type: "numeric", get: (r) => r.stalls?.v ?? null },
   time("created_at", (r) => r.origin?.value.createdAt),
   { name: "parent_id", type: "text", get: (r) => r.origin?.value.parentId ?? null },
+  { name: "idempotency_key", type: "text", get: (r) => r.origin?.value.idempotencyKey ?? null },
   { name: "v_created", type: "numeric", get: (r) => r.origin?.v ?? null },
   time("started_at", (r) => r.startedAt?.value),
   { name: "v_started", type: "numeric", get: (r) => r.startedAt?.v ?? null },

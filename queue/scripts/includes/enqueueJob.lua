@@ -24,6 +24,11 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
     fields[#fields + 1] = 'due'
     fields[#fields + 1] = now + delay
   end
+  -- The key is searchable in the records after its Redis key expires.
+  if idemKey ~= '' then
+    fields[#fields + 1] = 'key'
+    fields[#fields + 1] = idemKey
+  end
   fields[#fields + 1] = 'data' -- last: see record()
   fields[#fields + 1] = data
   record(keys.outbox, keys.meta, fields)
