@@ -47,6 +47,7 @@ COPY worker/ worker/
 COPY operator/ operator/
 COPY cli/ cli/
 COPY api/ api/
+COPY dashboard/ dashboard/
 RUN npm run build
 
 # ---- what both images share: tini, the user, the compiled code (apt's lists and caches removed
