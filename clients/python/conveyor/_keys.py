@@ -4,6 +4,8 @@ import re
 
 KEY_ROOT = "cvy"
 PIPELINES_KEY = f"{KEY_ROOT}:pipelines"
+# Known queues, for listings (the dashboard): registered with the pipeline, once per process and queue.
+QUEUES_KEY = f"{KEY_ROOT}:queues"
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")

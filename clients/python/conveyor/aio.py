@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, 
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id
+from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id
 from .client import (
     CANCELLED_RETENTION_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -55,7 +55,7 @@ class AsyncClient:
         self.redis = redis_client
         self.max_payload_bytes = max_payload_bytes
         self._cluster = type(redis_client).__name__ == "RedisCluster"
-        self._pipelines: Set[str] = set()
+        self._registered: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
@@ -96,9 +96,10 @@ class AsyncClient:
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
         keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
-        if keys.pipeline not in self._pipelines:
+        if keys.queue not in self._registered:
             await self.redis.sadd(PIPELINES_KEY, keys.pipeline)
-            self._pipelines.add(keys.pipeline)
+            await self.redis.sadd(QUEUES_KEY, keys.queue)
+            self._registered.add(keys.queue)
         out: List[Enqueued] = []
         for args in calls:
             try:

@@ -18,7 +18,7 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from . import _json
-from ._keys import PIPELINES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
+from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
 
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
 DEFAULT_ATTEMPTS = 3
@@ -361,7 +361,7 @@ class Client:
         self.redis = redis_client
         self.max_payload_bytes = max_payload_bytes
         self._cluster = type(redis_client).__name__ == "RedisCluster"
-        self._pipelines: Set[str] = set()
+        self._registered: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
@@ -406,9 +406,10 @@ class Client:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
         atomically per chunk of 500; every job is checked before any reaches Redis."""
         keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
-        if keys.pipeline not in self._pipelines:  # cvy:pipelines: docs/protocol.md, once per process
+        if keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
             self.redis.sadd(PIPELINES_KEY, keys.pipeline)
-            self._pipelines.add(keys.pipeline)
+            self.redis.sadd(QUEUES_KEY, keys.queue)
+            self._registered.add(keys.queue)
         out: List[Enqueued] = []
         for args in calls:
             try:
