@@ -45,6 +45,9 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
   const now = Date.now();
   for (const queue of queues) {
     const k = new QueueKeys(queue);
+    // Pause first: counts read after a pause include every job that can still be running.
+    const f = controlFields(queue);
+    pipeline.hmget(k.meta, f.paused, f.rate);
     pipelineScript(
       redis,
       pipeline,
@@ -52,8 +55,6 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
       [k.ready, k.delayed, k.inflight, k.dead, k.counts],
       [now, k.jobPrefix],
     );
-    const f = controlFields(queue);
-    pipeline.hmget(k.meta, f.paused, f.rate);
     if (sweep) {
       const call = sweepCall(queue);
       pipelineScript(redis, pipeline, "sweep_leases", call.keys, call.args);
@@ -63,8 +64,8 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
   if (!replies) throw new Error("backlog poll: pipeline aborted");
   const per = sweep ? 3 : 2;
   return queues.map((_, i) => {
-    const [err, reply] = replies[i * per]!;
-    const [controlErr, control] = replies[i * per + 1]!;
+    const [controlErr, control] = replies[i * per]!;
+    const [err, reply] = replies[i * per + 1]!;
     const out: QueuePoll =
       err || controlErr
         ? { error: (err ?? controlErr)! }

@@ -21,6 +21,16 @@ describe("scaling decisions", () => {
     assert.equal(d?.reason, "Activated");
   });
 
+  it("a paused queue drains to its running jobs only on counts read after the pause", () => {
+    const spec = withDefaults({ ...base, concurrency: 2, scaling: { mode: "direct" } });
+    const s = newPoolScaler(0);
+    const input = { now: 1000, spec, current: 5, statusReplicas: 5, queuePaused: true };
+    // Counts from before the pause may miss jobs claimed since: no change yet (and never up).
+    assert.equal(decideScale(s, { ...input, counts: counts(10, 0) }), undefined);
+    const d = decideScale(s, { ...input, counts: counts(3, 3), pauseSeenByPoll: true });
+    assert.deepEqual([d?.replicas, d?.reason], [2, "QueuePaused"]);
+  });
+
   it("scales to zero only after the cooldown with no backlog and nothing in flight", () => {
     const spec = withDefaults({ ...base, scaling: { cooldownSeconds: 30 } });
     const s = newPoolScaler(0);

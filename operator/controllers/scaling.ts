@@ -41,6 +41,8 @@ export interface DecideInput {
   counts: QueueCounts | undefined;
   /** The queue is paused (spec.paused or `conveyor pause`): drain to the running jobs, then the minimum. */
   queuePaused?: boolean;
+  /** The counts were read with the pause already in force (no claim can follow them). */
+  pauseSeenByPoll?: boolean;
 }
 
 /** The replica change to make now, or undefined. Updates the scaler's activity and HPA state. */
@@ -61,6 +63,8 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   if (i.queuePaused) {
     // No HPA meanwhile (wantsHPA): the operator alone lowers the count; never up, except to the minimum.
     s.hpa.reset();
+    // Counts read before the pause may miss jobs claimed since: hold until a poll sees the pause.
+    if (!i.pauseSeenByPoll) return undefined;
     const target = pausedReplicas(inflight, spec.concurrency, sc.minReplicas);
     if (target < i.current || (i.current < sc.minReplicas && target > i.current))
       return {
@@ -183,6 +187,7 @@ export function decideReplicas(
   counts: QueueCounts | undefined,
   now: number,
   queuePaused = false,
+  pauseSeenByPoll = false,
 ): ScaleDecision | undefined {
   return decideScale(state.scaler, {
     now,
@@ -191,6 +196,7 @@ export function decideReplicas(
     statusReplicas: deployment.status?.replicas ?? current,
     counts,
     queuePaused,
+    pauseSeenByPoll,
   });
 }
 

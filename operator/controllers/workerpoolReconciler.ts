@@ -78,6 +78,8 @@ export interface PoolPass {
   /** Queue control in force (status.control); `queuePaused` drives scaling. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   queuePaused: boolean;
+  /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
+  pauseSeenByPoll: boolean;
 }
 
 export interface WorkerPoolCaches {
@@ -157,6 +159,7 @@ export class WorkerPoolReconciler implements Reconciler {
       backlogFresh: false,
       ownsDeployment: false,
       queuePaused: false,
+      pauseSeenByPoll: false,
     };
   }
 
@@ -243,6 +246,7 @@ export class WorkerPoolReconciler implements Reconciler {
     const have = { ...sample.control, ...change };
     const managed = want.paused !== undefined || want.rateLimit !== undefined;
     pass.queuePaused = have.paused;
+    pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
     let cap: ReplicaCap | undefined;
     if (have.rateLimit) {
       cap = rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec);
@@ -329,6 +333,7 @@ export class WorkerPoolReconciler implements Reconciler {
       counts,
       pass.now,
       pass.queuePaused,
+      pass.pauseSeenByPoll,
     );
   }
 

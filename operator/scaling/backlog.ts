@@ -31,6 +31,11 @@ export interface BacklogSample {
   lastGood?: { at: number; counts: QueueCounts };
   /** Pause and rate limit in force in Redis at the last good poll. */
   control?: QueueControlState;
+  /**
+   * The poll read the queue paused before its counts: no claim can follow them, so the in-flight
+   * count covers every job still running. Only a poll sets it (applyControl updates `control`).
+   */
+  pausedWhenCounted?: boolean;
   /** While rate-limited: the workers' reports, for the median job duration (queueControl.ts). */
   reports?: WorkerReport[];
 }
@@ -353,6 +358,7 @@ export class BacklogPoller {
             failures: 0,
             lastGood: { at: now, counts: r.counts },
             control: r.control,
+            pausedWhenCounted: r.control.paused,
             ...(report ? { reports: report } : {}),
           };
         } else {

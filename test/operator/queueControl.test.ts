@@ -86,101 +86,91 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
     await cp?.stop();
   });
 
-  // Known flaky (3 of 5 runs on a loaded machine): the pool sometimes stays at 5 replicas after the
-  // pause reached Redis, never going to ceil(inflight/concurrency). Under investigation (issue 13).
-  it(
-    "spec.paused: Redis follows (and wins over `conveyor resume`); the pool goes N → ceil(inflight/concurrency) → 0 without a redelivery; Paused condition and Events; resume scales on the backlog again",
-    { todo: "flaky: sometimes never scales to ceil(inflight/concurrency) after the pause" },
-    async () => {
-      const name = "pausing";
-      const queue = `${name}/work`;
-      const base = {
-        concurrency: 2,
-        scaling: {
-          mode: "direct" as const,
-          maxReplicas: 5,
-          targetBacklogPerReplica: 1,
-          pollSeconds: 1,
-          cooldownSeconds: 600,
-        },
-      };
-      await producer.enqueueMany(
-        queue,
-        Array.from({ length: 10 }, (_, i) => ({ id: `j${i}`, data: i })),
-      );
-      await apply(poolObject(name, base));
-      await pollUntil("scaled up on the backlog", async () => (await replicas(name)) === 5, {
+  it("spec.paused: Redis follows (and wins over `conveyor resume`); the pool goes N → ceil(inflight/concurrency) → 0 without a redelivery; Paused condition and Events; resume scales on the backlog again", async () => {
+    const name = "pausing";
+    const queue = `${name}/work`;
+    const base = {
+      concurrency: 2,
+      scaling: {
+        mode: "direct" as const,
+        maxReplicas: 5,
+        targetBacklogPerReplica: 1,
+        pollSeconds: 1,
+        cooldownSeconds: 600,
+      },
+    };
+    await producer.enqueueMany(
+      queue,
+      Array.from({ length: 10 }, (_, i) => ({ id: `j${i}`, data: i })),
+    );
+    await apply(poolObject(name, base));
+    await pollUntil("scaled up on the backlog", async () => (await replicas(name)) === 5, {
+      timeoutMs: LONG,
+    });
+    // Three jobs are running (a worker's claims), then the pool is paused.
+    const worker = new Consumer(r, queue, { workerId: "pod-1", leaseMs: 600_000 });
+    const running = (await worker.claim(3)).jobs;
+    assert.equal(running.length, 3);
+    await apply(poolObject(name, { ...base, paused: true }));
+    await pollUntil("paused in Redis", async () => (await admin.control(queue)).paused, {
+      timeoutMs: LONG,
+    });
+    await pollUntil(
+      "down to what the running jobs need: ceil(3 / 2) = 2",
+      async () => (await replicas(name)) === 2,
+      {
         timeoutMs: LONG,
-      });
-      // Three jobs are running (a worker's claims), then the pool is paused.
-      const worker = new Consumer(r, queue, { workerId: "pod-1", leaseMs: 600_000 });
-      const running = (await worker.claim(3)).jobs;
-      assert.equal(running.length, 3);
-      await apply(poolObject(name, { ...base, paused: true }));
-      await pollUntil("paused in Redis", async () => (await admin.control(queue)).paused, {
-        timeoutMs: LONG,
-      });
-      await pollUntil(
-        "down to what the running jobs need: ceil(3 / 2) = 2",
-        async () => (await replicas(name)) === 2,
-        {
-          timeoutMs: LONG,
-        },
-      );
-      // Status is written after the scale: wait for it rather than read it once.
-      const paused = await pollUntil(
-        "Paused=True in status",
-        async () => {
-          const pool = await getPool(name);
-          const cond = pool?.status?.conditions?.find((c) => c.type === "Paused");
-          return cond?.status === "True" && cond.reason === "QueuePaused" ? pool : undefined;
-        },
-        { timeoutMs: LONG },
-      );
-      assert.deepEqual(
-        [paused?.status?.control?.paused, paused?.status?.control?.source, paused?.status?.control?.summary],
-        [true, "spec", "paused"],
-      );
-      assert.equal(paused?.status?.lastDecision?.reason, "QueuePaused");
-      // The spec wins over an ad-hoc resume while it is set.
-      await admin.resume(queue);
-      await pollUntil("re-paused by the operator", async () => (await admin.control(queue)).paused, {
-        timeoutMs: LONG,
-      });
-      assert.equal((await worker.claim(5)).jobs.length, 0, "no claims while paused");
-      // The running jobs finish on their warm pods; then the pool goes to its minimum (0).
-      for (const job of running) assert.equal(await worker.complete(job, "done"), true);
-      await pollUntil("paused pool at zero", async () => (await replicas(name)) === 0, { timeoutMs: LONG });
-      const counters = await admin.counters(queue);
-      assert.equal(counters.stalled, undefined, "no redelivery");
-      assert.equal(counters.handedBack, undefined);
-      assert.equal(counters.completed, 3);
-      await pollUntil("a QueuePaused Event", async () => (await eventReasons(name)).includes("QueuePaused"), {
-        timeoutMs: LONG,
-      });
-      // Resume through the spec: Redis follows and the backlog (7) scales the pool up again.
-      await apply(poolObject(name, { ...base, paused: false }));
-      await pollUntil("resumed in Redis", async () => !(await admin.control(queue)).paused, {
-        timeoutMs: LONG,
-      });
-      await pollUntil("scaled up on the backlog again", async () => ((await replicas(name)) ?? 0) >= 1, {
-        timeoutMs: LONG,
-      });
-      await pollUntil(
-        "Paused=False",
-        async () =>
-          (await getPool(name))?.status?.conditions?.find((c) => c.type === "Paused")?.status === "False",
-        { timeoutMs: LONG },
-      );
-      await pollUntil(
-        "a QueueRunning Event",
-        async () => (await eventReasons(name)).includes("QueueRunning"),
-        {
-          timeoutMs: LONG,
-        },
-      );
-    },
-  );
+      },
+    );
+    // Status is written after the scale: wait for it rather than read it once.
+    const paused = await pollUntil(
+      "Paused=True in status",
+      async () => {
+        const pool = await getPool(name);
+        const cond = pool?.status?.conditions?.find((c) => c.type === "Paused");
+        return cond?.status === "True" && cond.reason === "QueuePaused" ? pool : undefined;
+      },
+      { timeoutMs: LONG },
+    );
+    assert.deepEqual(
+      [paused?.status?.control?.paused, paused?.status?.control?.source, paused?.status?.control?.summary],
+      [true, "spec", "paused"],
+    );
+    assert.equal(paused?.status?.lastDecision?.reason, "QueuePaused");
+    // The spec wins over an ad-hoc resume while it is set.
+    await admin.resume(queue);
+    await pollUntil("re-paused by the operator", async () => (await admin.control(queue)).paused, {
+      timeoutMs: LONG,
+    });
+    assert.equal((await worker.claim(5)).jobs.length, 0, "no claims while paused");
+    // The running jobs finish on their warm pods; then the pool goes to its minimum (0).
+    for (const job of running) assert.equal(await worker.complete(job, "done"), true);
+    await pollUntil("paused pool at zero", async () => (await replicas(name)) === 0, { timeoutMs: LONG });
+    const counters = await admin.counters(queue);
+    assert.equal(counters.stalled, undefined, "no redelivery");
+    assert.equal(counters.handedBack, undefined);
+    assert.equal(counters.completed, 3);
+    await pollUntil("a QueuePaused Event", async () => (await eventReasons(name)).includes("QueuePaused"), {
+      timeoutMs: LONG,
+    });
+    // Resume through the spec: Redis follows and the backlog (7) scales the pool up again.
+    await apply(poolObject(name, { ...base, paused: false }));
+    await pollUntil("resumed in Redis", async () => !(await admin.control(queue)).paused, {
+      timeoutMs: LONG,
+    });
+    await pollUntil("scaled up on the backlog again", async () => ((await replicas(name)) ?? 0) >= 1, {
+      timeoutMs: LONG,
+    });
+    await pollUntil(
+      "Paused=False",
+      async () =>
+        (await getPool(name))?.status?.conditions?.find((c) => c.type === "Paused")?.status === "False",
+      { timeoutMs: LONG },
+    );
+    await pollUntil("a QueueRunning Event", async () => (await eventReasons(name)).includes("QueueRunning"), {
+      timeoutMs: LONG,
+    });
+  });
 
   it("spec.rateLimit: Redis follows; with a backlog of 10,000 the pool stays at ceil(rate × median job s / concurrency) + 1, shown in status, an Event and kubectl get", async () => {
     const name = "limited";
