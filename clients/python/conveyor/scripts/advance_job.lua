@@ -1,6 +1,7 @@
 -- Complete stage N and enqueue the same job (same id) into stage N+1 in one step, so a
 -- crash between the two cannot lose or duplicate the hand-over. Both queues share the
--- pipeline's hash tag, so this holds on Redis Cluster too.
+-- pipeline's hash tag, so this holds on Redis Cluster too. (The worker settles through
+-- settle_jobs.lua, which does the same for a batch; this one-job form stays for other clients.)
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 nextQueue,
 --       8 nextData (JSON), 9 contentHash ('' = none), 10 resultTtlSeconds, 11 reused ('1'/'0'),
@@ -109,6 +110,133 @@ end
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
 local function wake(wakeKey)
   if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
+end
+
+-- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
+-- and removes the fan-in record (so it happens once).
+local function enqueueJoin(jobPrefix, parent, now)
+  local base = pipelineBase(jobPrefix)
+  local fk = base .. 'fanin:' .. parent
+  local f = redis.call('HMGET', fk, 'total', 'join', 'priority', 'attempts', 'trace')
+  local total = tonumber(f[1])
+  local results = {}
+  -- The join's trace context: the fan-out's, and a `link <traceparent>` line per traced child.
+  local trace = f[5] and f[5] ~= '' and {f[5]} or nil
+  for i = 1, total do
+    results[i] = redis.call('HGET', fk, 'r:' .. parent .. ':' .. i) or 'null'
+    local link = trace and redis.call('HGET', fk, 'l:' .. parent .. ':' .. i)
+    if link then trace[#trace + 1] = 'link ' .. link end
+  end
+  local joinQueue = f[2]
+  local joinId = parent .. ':join'
+  local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
+  local qk = queueKeyPrefix(base, joinQueue)
+  local seq = redis.call('INCR', base .. 'seq')
+  local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
+  redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
+    'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  if trace then redis.call('HSET', jobPrefix .. joinId, 'trace', table.concat(trace, '\n')) end
+  redis.call('ZADD', qk .. 'ready', score, joinId)
+  redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
+  wake(qk .. 'wake')
+  redis.call('DEL', fk)
+  if redis.call('EXISTS', jobPrefix .. parent) == 1 then redis.call('HSET', jobPrefix .. parent, 'state', 'joined') end
+  record(base .. 'outbox', base .. 'meta', {'type', 'enqueued', 'id', joinId, 'queue', joinQueue, 'at', now, 'from', 'fan-in', 'attempts', f[4], 'data', data})
+end
+
+-- A child job (created by fan_out.lua) has finished: completed at its last stage or
+-- dead-lettered. Its outcome (a JSON object text) is stored once — HSETNX makes a repeated
+-- finish a no-op — and the child that finishes last enqueues the join, so it runs exactly once.
+-- `parent`, `trace`: the job's parent and trace fields when the caller has read them already
+-- (false: none). The child's trace context (its traceparent) is kept for the join's links.
+local function finishChild(jobPrefix, jk, id, outcome, now, parent, trace)
+  if parent == nil then
+    local f = redis.call('HMGET', jk, 'parent', 'trace')
+    parent, trace = f[1], f[2]
+  end
+  if not parent or parent == '' then return end
+  local fk = pipelineBase(jobPrefix) .. 'fanin:' .. parent
+  if redis.call('EXISTS', fk) == 0 then return end
+  if redis.call('HSETNX', fk, 'r:' .. id, outcome) == 0 then return end
+  if trace and trace ~= '' then redis.call('HSET', fk, 'l:' .. id, string.match(trace, '^[^\n]*')) end
+  local done = redis.call('HINCRBY', fk, 'done', 1)
+  if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
+end
+
+-- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
+-- fencing check, the record, fan-in, the transition's event — runs for each job; what only
+-- counts or indexes (the in-flight removal, the counters, the next stage's wake) is collected
+-- in a tally and written once per script call by flushSettled: one ZREM and one HINCRBY per
+-- counter for a batch instead of per job. flushSettled runs before any claim in the same call,
+-- so a job handed to its own queue can be claimed again without losing its new lease.
+local function newSettleTally()
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0}
+end
+local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
+  if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
+  for _, c in ipairs({'completed', 'fenced', 'reused'}) do
+    if tally[c] > 0 then redis.call('HINCRBY', countsKey, c, tally[c]) end
+  end
+  if tally.enqueued > 0 then
+    redis.call('HINCRBY', nextCountsKey, 'enqueued', tally.enqueued)
+    wake(nextWakeKey)
+  end
+end
+
+-- Complete one job the caller holds the lease for; keep its record for `retention` seconds
+-- (0: delete it). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
+-- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
+local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
+  local jk = jobKey(jobPrefix, id)
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
+  if not leaseHeld(held[1], token) then
+    if held[3] == 'cancelled' then return -1 end
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  tally.done[#tally.done + 1] = id
+  if retention > 0 then
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', now, 'token', '')
+    redis.call('EXPIRE', jk, retention)
+  else
+    redis.call('DEL', jk)
+  end
+  finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'reused', reused})
+  return 1
+end
+
+-- Complete stage `queue` and enqueue the same job (same id) into `nextQueue` in one step, so a
+-- crash between the two cannot lose or duplicate the hand-over. A new stage starts with fresh
+-- attempt, stall and timeout budgets (timeout 0 = stage default); `nextTrace` '' keeps the
+-- job's own trace context. Returns 1, 0 (fenced) or -1 (cancelled), as completeJob.
+local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
+  local jk = jobKey(jobPrefix, id)
+  local problem = leaseProblem(jk, token)
+  if problem == 'cancelled' then return -1 end
+  if problem then
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  local score = requeueScore(jobPrefix, jk)
+  tally.done[#tally.done + 1] = id
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
+    'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+    'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
+  if nextTrace ~= '' then
+    fields[#fields + 1] = 'trace'
+    fields[#fields + 1] = nextTrace
+  end
+  redis.call('HSET', jk, unpack(fields))
+  redis.call('ZADD', nextReadyKey, score, id)
+  tally.enqueued = tally.enqueued + 1
+  record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', nextData})
+  return 1
 end
 
 -- A job key that is not a hash (another client SET it) cannot hold a dead letter's fields: it
@@ -282,22 +410,34 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       redis.call('ZADD', keys[1], unpack(back))
     end
   end
+  -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
+  local ok = {}
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
-    -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
     local f, reason = claimable(jk, id)
     if not f then
       deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
       record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
     else
-      local token = redis.call('INCR', keys[6])
+      ok[#ok + 1] = id
+      ok[#ok + 1] = f
+    end
+  end
+  started = #ok / 2
+  if started > 0 then
+    -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
+    -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
+    local top = redis.call('INCRBY', keys[6], started)
+    local deadlines = {}
+    for k = 1, started do
+      local id, f = ok[2 * k - 1], ok[2 * k]
+      local token = top - started + k
       local attempt = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', jk, 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
-      redis.call('ZADD', keys[3], now + leaseMs, id)
-      redis.call('HINCRBY', keys[5], 'started', 1)
+      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
       record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
-      started = started + 1
+      deadlines[2 * k - 1] = now + leaseMs
+      deadlines[2 * k] = id
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
@@ -311,6 +451,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
     end
+    redis.call('ZADD', keys[3], unpack(deadlines))
+    redis.call('HINCRBY', keys[5], 'started', started)
   end
 
   -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
@@ -334,46 +476,33 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 end
 
 -- Complete-and-claim (like BullMQ's moveToFinished fetching the next job): a script that
--- settles a job may also claim for the slot it frees, saving the consumer a round trip. The
--- caller appends `count leaseMs workerId` after the script's own `nArgs` arguments; the claim
--- is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
--- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every job.
--- Without them the script returns `settled` as before; with them {settled, jobs, nextDueMs}.
--- The claim runs whether or not the settle was fenced: the slot is free either way.
-local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
-  local count = tonumber(argv[nArgs + 1] or '')
-  if count == nil then return settled end
-  if count <= 0 then return {settled, {}, -1} end
+-- settles jobs may also claim for the slots it frees, saving the consumer a round trip. The
+-- claim is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
+-- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every call.
+-- The claim runs whether or not a settle was fenced: the slot is free either way.
+-- Returns claim_jobs' reply, {jobs, nextDueMs}.
+local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId)
+  if count <= 0 then return {{}, -1} end
   local base = pipelineBase(jobPrefix)
   local q = queueKeyPrefix(base, queue)
   -- claim_jobs' KEYS, in its order
   local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
-  local claimed = claimJobs(keys, jobPrefix, queue, now, tonumber(argv[nArgs + 2]), count, argv[nArgs + 3])
+  return claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
+end
+
+-- The one-job scripts' form: the caller appends `count leaseMs workerId` after the script's own
+-- `nArgs` arguments. Without them the script returns `settled` as before; with them
+-- {settled, jobs, nextDueMs}.
+local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
+  local count = tonumber(argv[nArgs + 1] or '')
+  if count == nil then return settled end
+  local claimed = claimForSlots(jobPrefix, queue, now, count, tonumber(argv[nArgs + 2]), argv[nArgs + 3])
   return {settled, claimed[1], claimed[2]}
 end
 
-local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[5])
-local nextQueue = ARGV[7]
-local jk = jobKey(jobPrefix, id)
-local problem = leaseProblem(jk, token)
-if problem == 'cancelled' then return settleAndClaim(ARGV, -1, 13, jobPrefix, queue, now) end
-if problem then
-  redis.call('HINCRBY', KEYS[2], 'fenced', 1)
-  return settleAndClaim(ARGV, 0, 13, jobPrefix, queue, now)
-end
-local score = requeueScore(jobPrefix, jk)
-redis.call('ZREM', KEYS[1], id)
-redis.call('HINCRBY', KEYS[2], 'completed', 1)
-if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[9], ARGV[10], ARGV[6]) end
-record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'next', nextQueue, 'reused', ARGV[11]})
--- A new stage starts with fresh attempt, stall and timeout budgets (timeout 0 = stage default).
-redis.call('HSET', jk, 'queue', nextQueue, 'data', ARGV[8], 'state', 'ready', 'token', '',
-  'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
-  'prevQueue', queue, 'errors', '', 'contentHash', ARGV[12], 'progress', '', 'progressMessage', '', 'requeued', '')
-if ARGV[13] ~= '' then redis.call('HSET', jk, 'trace', ARGV[13]) end
-redis.call('ZADD', KEYS[5], score, id)
-redis.call('HINCRBY', KEYS[6], 'enqueued', 1)
-record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', ARGV[8]})
-wake(KEYS[7])
-return settleAndClaim(ARGV, 1, 13, jobPrefix, queue, now)
+local tally = newSettleTally()
+local settled = advanceJob(tally, KEYS[3], KEYS[4], KEYS[5], jobPrefix, queue, now, ARGV[3], ARGV[4], ARGV[6], ARGV[9], ARGV[10], ARGV[11], ARGV[7], ARGV[8], ARGV[12], ARGV[13])
+flushSettled(tally, KEYS[1], KEYS[2], KEYS[6], KEYS[7])
+return settleAndClaim(ARGV, settled, 13, jobPrefix, queue, now)

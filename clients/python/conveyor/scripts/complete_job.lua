@@ -1,4 +1,6 @@
 -- Complete a job the caller holds the lease for; keep its record for `retentionSeconds`.
+-- (The worker settles through settle_jobs.lua, which does the same for a batch; this one-job
+-- form stays for other clients.)
 -- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 result (JSON), 7 retentionSeconds,
 --       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
@@ -75,6 +77,33 @@ local function rememberResult(jobPrefix, queue, contentHash, ttl, result)
     redis.call('SET', pipelineBase(jobPrefix) .. 'result:' .. queue .. ':' .. contentHash, result, 'EX', ttl)
   end
 end
+-- Records written by other producers are checked before a script changes anything: Redis does
+-- not roll a script back, so an error after a ZPOPMIN or ZREM would leave the job in no set.
+-- A score ZADD accepts, as a number; nil when missing, not a number, NaN or infinite.
+local function numericScore(raw)
+  local n = tonumber(raw)
+  if n and n == n and n > -math.huge and n < math.huge then return n end
+  return nil
+end
+
+-- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
+local function isCounter(raw)
+  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
+end
+
+-- The score for putting a running job back into a ready set (release_job, advance_job), read
+-- before the script changes anything. claim_jobs made sure the record had a numeric one; a
+-- record changed while its job ran gets a fresh place behind the jobs of its priority.
+local function requeueScore(jobPrefix, jk)
+  local f = redis.call('HMGET', jk, 'score', 'priority')
+  local score = numericScore(f[1])
+  if score then return score end
+  local p = numericScore(f[2]) or 0
+  if p < 0 or p > 1000 then p = 0 end
+  score = (1000 - math.floor(p)) * 4398046511104 + redis.call('INCR', pipelineBase(jobPrefix) .. 'seq')
+  redis.call('HSET', jk, 'score', score)
+  return score
+end
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
 local function wake(wakeKey)
   if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
@@ -130,18 +159,81 @@ local function finishChild(jobPrefix, jk, id, outcome, now, parent, trace)
   local done = redis.call('HINCRBY', fk, 'done', 1)
   if done >= tonumber(redis.call('HGET', fk, 'total')) then enqueueJoin(jobPrefix, parent, now) end
 end
--- Records written by other producers are checked before a script changes anything: Redis does
--- not roll a script back, so an error after a ZPOPMIN or ZREM would leave the job in no set.
--- A score ZADD accepts, as a number; nil when missing, not a number, NaN or infinite.
-local function numericScore(raw)
-  local n = tonumber(raw)
-  if n and n == n and n > -math.huge and n < math.huge then return n end
-  return nil
+
+-- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
+-- fencing check, the record, fan-in, the transition's event — runs for each job; what only
+-- counts or indexes (the in-flight removal, the counters, the next stage's wake) is collected
+-- in a tally and written once per script call by flushSettled: one ZREM and one HINCRBY per
+-- counter for a batch instead of per job. flushSettled runs before any claim in the same call,
+-- so a job handed to its own queue can be claimed again without losing its new lease.
+local function newSettleTally()
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0}
+end
+local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
+  if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
+  for _, c in ipairs({'completed', 'fenced', 'reused'}) do
+    if tally[c] > 0 then redis.call('HINCRBY', countsKey, c, tally[c]) end
+  end
+  if tally.enqueued > 0 then
+    redis.call('HINCRBY', nextCountsKey, 'enqueued', tally.enqueued)
+    wake(nextWakeKey)
+  end
 end
 
--- A counter HINCRBY accepts (Redis' strict integer syntax, well inside 64 bits).
-local function isCounter(raw)
-  return raw == '0' or (#raw <= 18 and string.match(raw, '^%-?[1-9]%d*$') ~= nil)
+-- Complete one job the caller holds the lease for; keep its record for `retention` seconds
+-- (0: delete it). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
+-- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
+local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
+  local jk = jobKey(jobPrefix, id)
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
+  if not leaseHeld(held[1], token) then
+    if held[3] == 'cancelled' then return -1 end
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  tally.done[#tally.done + 1] = id
+  if retention > 0 then
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', now, 'token', '')
+    redis.call('EXPIRE', jk, retention)
+  else
+    redis.call('DEL', jk)
+  end
+  finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'reused', reused})
+  return 1
+end
+
+-- Complete stage `queue` and enqueue the same job (same id) into `nextQueue` in one step, so a
+-- crash between the two cannot lose or duplicate the hand-over. A new stage starts with fresh
+-- attempt, stall and timeout budgets (timeout 0 = stage default); `nextTrace` '' keeps the
+-- job's own trace context. Returns 1, 0 (fenced) or -1 (cancelled), as completeJob.
+local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
+  local jk = jobKey(jobPrefix, id)
+  local problem = leaseProblem(jk, token)
+  if problem == 'cancelled' then return -1 end
+  if problem then
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  local score = requeueScore(jobPrefix, jk)
+  tally.done[#tally.done + 1] = id
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
+    'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+    'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
+  if nextTrace ~= '' then
+    fields[#fields + 1] = 'trace'
+    fields[#fields + 1] = nextTrace
+  end
+  redis.call('HSET', jk, unpack(fields))
+  redis.call('ZADD', nextReadyKey, score, id)
+  tally.enqueued = tally.enqueued + 1
+  record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', nextData})
+  return 1
 end
 
 -- A job key that is not a hash (another client SET it) cannot hold a dead letter's fields: it
@@ -315,22 +407,34 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       redis.call('ZADD', keys[1], unpack(back))
     end
   end
+  -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
+  local ok = {}
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
-    -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
     local f, reason = claimable(jk, id)
     if not f then
       deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
       record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
     else
-      local token = redis.call('INCR', keys[6])
+      ok[#ok + 1] = id
+      ok[#ok + 1] = f
+    end
+  end
+  started = #ok / 2
+  if started > 0 then
+    -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
+    -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
+    local top = redis.call('INCRBY', keys[6], started)
+    local deadlines = {}
+    for k = 1, started do
+      local id, f = ok[2 * k - 1], ok[2 * k]
+      local token = top - started + k
       local attempt = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', jk, 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
-      redis.call('ZADD', keys[3], now + leaseMs, id)
-      redis.call('HINCRBY', keys[5], 'started', 1)
+      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
       record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
-      started = started + 1
+      deadlines[2 * k - 1] = now + leaseMs
+      deadlines[2 * k] = id
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
@@ -344,6 +448,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
     end
+    redis.call('ZADD', keys[3], unpack(deadlines))
+    redis.call('HINCRBY', keys[5], 'started', started)
   end
 
   -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).
@@ -367,43 +473,33 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 end
 
 -- Complete-and-claim (like BullMQ's moveToFinished fetching the next job): a script that
--- settles a job may also claim for the slot it frees, saving the consumer a round trip. The
--- caller appends `count leaseMs workerId` after the script's own `nArgs` arguments; the claim
--- is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
--- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every job.
--- Without them the script returns `settled` as before; with them {settled, jobs, nextDueMs}.
--- The claim runs whether or not the settle was fenced: the slot is free either way.
-local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
-  local count = tonumber(argv[nArgs + 1] or '')
-  if count == nil then return settled end
-  if count <= 0 then return {settled, {}, -1} end
+-- settles jobs may also claim for the slots it frees, saving the consumer a round trip. The
+-- claim is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
+-- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every call.
+-- The claim runs whether or not a settle was fenced: the slot is free either way.
+-- Returns claim_jobs' reply, {jobs, nextDueMs}.
+local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId)
+  if count <= 0 then return {{}, -1} end
   local base = pipelineBase(jobPrefix)
   local q = queueKeyPrefix(base, queue)
   -- claim_jobs' KEYS, in its order
   local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
-  local claimed = claimJobs(keys, jobPrefix, queue, now, tonumber(argv[nArgs + 2]), count, argv[nArgs + 3])
+  return claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
+end
+
+-- The one-job scripts' form: the caller appends `count leaseMs workerId` after the script's own
+-- `nArgs` arguments. Without them the script returns `settled` as before; with them
+-- {settled, jobs, nextDueMs}.
+local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
+  local count = tonumber(argv[nArgs + 1] or '')
+  if count == nil then return settled end
+  local claimed = claimForSlots(jobPrefix, queue, now, count, tonumber(argv[nArgs + 2]), argv[nArgs + 3])
   return {settled, claimed[1], claimed[2]}
 end
 
-local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[5])
-local jk = jobKey(jobPrefix, id)
-local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
-if not leaseHeld(held[1], token) then
-  if held[3] == 'cancelled' then return settleAndClaim(ARGV, -1, 10, jobPrefix, queue, now) end
-  redis.call('HINCRBY', KEYS[2], 'fenced', 1)
-  return settleAndClaim(ARGV, 0, 10, jobPrefix, queue, now)
-end
-redis.call('ZREM', KEYS[1], id)
-local retention = tonumber(ARGV[7])
-if retention > 0 then
-  redis.call('HSET', jk, 'state', 'completed', 'result', ARGV[6], 'finishedAt', now, 'token', '')
-  redis.call('EXPIRE', jk, retention)
-else
-  redis.call('DEL', jk)
-end
-finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. ARGV[6] .. '}', now, held[2], held[4])
-redis.call('HINCRBY', KEYS[2], 'completed', 1)
-if ARGV[10] == '1' then redis.call('HINCRBY', KEYS[2], 'reused', 1) else rememberResult(jobPrefix, queue, ARGV[8], ARGV[9], ARGV[6]) end
-record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', ARGV[6], 'reused', ARGV[10]})
-return settleAndClaim(ARGV, 1, 10, jobPrefix, queue, now)
+local tally = newSettleTally()
+local settled = completeJob(tally, KEYS[3], KEYS[4], jobPrefix, queue, now, tonumber(ARGV[7]), ARGV[3], ARGV[4], ARGV[6], ARGV[8], ARGV[9], ARGV[10])
+flushSettled(tally, KEYS[1], KEYS[2])
+return settleAndClaim(ARGV, settled, 10, jobPrefix, queue, now)
