@@ -44,7 +44,10 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   else
     redis.call('DEL', jk)
   end
-  finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  -- (only a fan-out child has a parent: the outcome text is built for those alone)
+  if held[2] and held[2] ~= '' then
+    finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
   record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'reused', reused})
