@@ -1,8 +1,9 @@
 // Batched complete-and-claim: the completions that finish in the same turn of the event loop
 // go to Redis in one settle_jobs call, which also claims for the slots they free (River's batch
 // completer, BullMQ's moveToFinished with fetch-next — for many jobs at once). A batch closes at
-// the next setImmediate: once the callbacks that are ready now have run (the handlers a claim
-// reply started), so nothing waits for a timer and a lone completion goes out at once.
+// the next setImmediate — once the callbacks that are ready now have run (the handlers a claim
+// reply started), so nothing waits for a timer — or at once when every running job is in it
+// (nothing else could join: a lone job at concurrency 1 skips even the setImmediate).
 import type { ClaimedJob, Consumer, Lease, Settlement, SettleOutcome } from "../queue/index.ts";
 
 /** One job's share of a batch: its own outcome and the claimed jobs it starts when it ends. */
@@ -17,6 +18,8 @@ export interface BatchSlots {
   forCompletions(n: number): number;
   /** Hold `n` free slots for a claim in flight; returns the release. */
   reserve(n: number): () => void;
+  /** Jobs running now, those waiting to be settled included. */
+  running(): number;
 }
 
 interface Pending {
@@ -28,6 +31,7 @@ interface Pending {
 
 export class SettleBatcher {
   private pending: Pending[] = [];
+  private scheduled: NodeJS.Immediate | undefined;
   private readonly consumer: Consumer;
   private readonly slots: BatchSlots;
   /** Bound once: setImmediate with a fresh closure per tick would allocate for nothing. */
@@ -41,12 +45,15 @@ export class SettleBatcher {
   /** Settle `job` with the others finishing in this tick; resolves with its own outcome. */
   settle(job: Lease, settlement: Settlement): Promise<BatchedSettle> {
     return new Promise((resolve, reject) => {
-      if (this.pending.length === 0) setImmediate(this.flushNow);
       this.pending.push({ job, settlement, resolve, reject });
+      if (this.pending.length >= this.slots.running()) void this.flush();
+      else this.scheduled ??= setImmediate(this.flushNow);
     });
   }
 
   private async flush(): Promise<void> {
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
     const all = this.pending;
     this.pending = [];
     // One batch goes to one place: settlements to different next queues (not made by the

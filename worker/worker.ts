@@ -151,6 +151,7 @@ export class QueueWorker {
       onCompleted: (ms) => this.durations.add(ms),
       slots: {
         forCompletions: (n) => this.claimOnCompletion(n),
+        running: () => this.running.size,
         reserve: (n) => {
           this.reserved += n;
           return () => (this.reserved -= n);
