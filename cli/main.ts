@@ -1,6 +1,7 @@
 // The `conveyor` command: one binary for producers, operators of the system, the worker image
 // and the operator image.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import {
   connectRedis,
@@ -58,7 +59,19 @@ const COMMANDS: Record<string, string> = {
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
 };
 
-const FOOTER = `Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
+/**
+ * The version of the package this command runs from: the nearest package.json above this file
+ * (the repository's from the sources, @conveyor-dev/conveyor's when installed, /app's in the images).
+ */
+function packageVersion(): string {
+  for (let dir = import.meta.dirname; ; dir = dirname(dir)) {
+    const file = join(dir, "package.json");
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+    if (dirname(dir) === dir) return "unknown";
+  }
+}
+
+const FOOTER = `conveyor --version prints the version. Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
 ${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
 
 const USAGE = `usage: conveyor <command> [options]\n\n${Object.values(COMMANDS).join("\n")}\n\n${FOOTER}`;
@@ -667,6 +680,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!mod?.runOperator) throw new UsageError("the operator is not part of this build");
         return await mod.runOperator(rest);
       }
+      case "--version":
+      case "-V":
+        print(packageVersion());
+        return 0;
       case undefined:
       case "help":
       case "--help":
