@@ -1,7 +1,6 @@
 // The `conveyor` command: one binary for producers, operators of the system, the worker image
 // and the operator image.
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   connectRedis,
@@ -29,6 +28,7 @@ import {
 } from "../queue/index.ts";
 import { startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
+import { packageVersion } from "../lib/packageVersion.ts";
 
 /** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
 const COMMANDS: Record<string, string> = {
@@ -58,18 +58,6 @@ const COMMANDS: Record<string, string> = {
   operator:
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
 };
-
-/**
- * The version of the package this command runs from: the nearest package.json above this file
- * (the repository's from the sources, @conveyor-dev/conveyor's when installed, /app's in the images).
- */
-function packageVersion(): string {
-  for (let dir = import.meta.dirname; ; dir = dirname(dir)) {
-    const file = join(dir, "package.json");
-    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
-    if (dirname(dir) === dir) return "unknown";
-  }
-}
 
 const FOOTER = `conveyor --version prints the version. Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
 ${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
