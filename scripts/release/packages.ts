@@ -3,7 +3,8 @@
 // the resolved Lua scripts) and @conveyor-dev/conveyor (bin `conveyor`: cli, worker, operator, api),
 // whose imports of queue/index.ts become imports of @conveyor-dev/queue so both use one copy.
 // packages/<name>/ holds each package's template package.json, README and tsconfig; see
-// packages/README.md. Used by `make release` (scripts/release/main.ts) and test/release/.
+// docs/install.md ("Releases"). Used by `make release` (scripts/release/main.ts), the image
+// build (Dockerfile) and test/release/.
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { isBuiltin } from "node:module";
