@@ -189,7 +189,8 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
     };
   }, [JSON.stringify(x), JSON.stringify(series), height]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
-  return <div ref={ref} class="chart" />;
+  // The plot's height is held while uPlot loads, so the page below does not jump.
+  return <div ref={ref} class="chart" style={{ minHeight: `${height}px` }} />;
 }
 
 export function ErrorNote({ error }: { error: string | null }) {
