@@ -419,19 +419,7 @@ describe("dashboard API", () => {
     const state = async (id: string) => (await get(`/jobs/${id}`)).body.state;
     await waitFor("del-dead is dead", async () => (await state("del-dead")) === "dead");
     await waitFor("del-running runs", async () => (await state("del-running")) === "active");
-    const recorded = (where: string, params: unknown[]) =>
-      waitFor(
-        `records: ${where} ${params.join(",")}`,
-        async () =>
-          (
-            await s.pg.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
-              params,
-            )
-          )[0]!.n > 0,
-        60_000,
-        200,
-      );
+    const recorded = (where: string, params: unknown[]) => s.recorded(where, params);
     await recorded("id = $1 AND state = 'dead'", ["del-dead"]);
     await recorded("id = $1", ["del-b"]);
     const [before] = await s.pg.query<{ finished_at: Date }>(

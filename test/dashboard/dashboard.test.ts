@@ -29,19 +29,7 @@ describe(
     let browser: Awaited<ReturnType<typeof launchBrowser>>;
     let page: Page;
     const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: false });
-    const jobsRecorded = (where: string, params: unknown[]) =>
-      waitFor(
-        `records: ${where}`,
-        async () =>
-          (
-            await s.pg.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
-              params,
-            )
-          )[0]!.n > 0,
-        60_000,
-        200,
-      );
+    const jobsRecorded = (where: string, params: unknown[]) => s.recorded(where, params);
 
     before(async () => {
       // The UI as the API serves it: built from the sources under test.
