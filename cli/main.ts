@@ -28,6 +28,7 @@ import {
 } from "../queue/index.ts";
 import { startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
+import { packageVersion } from "../lib/packageVersion.ts";
 
 /** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
 const COMMANDS: Record<string, string> = {
@@ -60,7 +61,7 @@ const COMMANDS: Record<string, string> = {
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
 };
 
-const FOOTER = `Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
+const FOOTER = `conveyor --version prints the version. Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
 ${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
 
 const USAGE = `usage: conveyor <command> [options]\n\n${Object.values(COMMANDS).join("\n")}\n\n${FOOTER}`;
@@ -691,6 +692,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!mod?.runOperator) throw new UsageError("the operator is not part of this build");
         return await mod.runOperator(rest);
       }
+      case "--version":
+      case "-V":
+        print(packageVersion());
+        return 0;
       case undefined:
       case "help":
       case "--help":

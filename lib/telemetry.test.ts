@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { requestedExporters, startTracing } from "./telemetry.ts";
-import { tracingEnabled } from "./tracingSwitch.ts";
+import { tracingActive } from "./tracingSwitch.ts";
 
 describe("requestedExporters", () => {
   test("the standard variables decide, OTEL_SDK_DISABLED and 'none' win", () => {
@@ -24,6 +24,6 @@ describe("requestedExporters", () => {
 
   test("without them startTracing installs nothing", async () => {
     assert.equal(await startTracing({ serviceName: "t", env: {} }), null);
-    assert.equal(tracingEnabled(), false);
+    assert.equal(tracingActive(), false);
   });
 });

@@ -4,7 +4,7 @@
 // dependencies imported here dynamically, never by queue/ (the library depends on
 // @opentelemetry/api only; applications bring their SDK and call enableTracing()).
 import { context, propagation, trace, type Attributes } from "@opentelemetry/api";
-import { markTracingEnabled, tracingEnabled } from "./tracingSwitch.ts";
+import { enableTracing, tracingActive } from "./tracingSwitch.ts";
 
 export interface TracingHandle {
   /** Flush what is buffered and stop exporting. */
@@ -49,7 +49,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   const warn = opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
   const exporters = requestedExporters(env);
   if (exporters.length === 0) return null;
-  if (tracingEnabled()) return { shutdown: async () => {} };
+  if (tracingActive()) return { shutdown: async () => {} };
   let sdk;
   try {
     sdk = await loadSdk();
@@ -107,7 +107,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
     }),
   );
   trace.setGlobalTracerProvider(provider);
-  markTracingEnabled();
+  enableTracing();
   return {
     shutdown: async () => {
       await provider.shutdown().catch(() => {});

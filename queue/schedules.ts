@@ -4,7 +4,8 @@
 // it), and the worker that starts a tick puts the following one in line (schedule_tick.lua).
 // Ticks missed while nothing ran collapse into one. See docs/queue-control.md.
 import { randomBytes } from "node:crypto";
-import { Cron } from "croner";
+import type { Cron } from "croner";
+import { requireOptional } from "../lib/optionalPackage.ts";
 import { PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 
@@ -66,7 +67,12 @@ function assertTimeZone(tz: string): void {
   }
 }
 
+// croner is an optional peer dependency of @conveyor-dev/queue: only cron schedules need it (the
+// CLI package depends on it, so the worker and `conveyor schedule` always have it).
+type Croner = typeof import("croner");
+
 function cronOf(expr: string, tz: string | undefined): Cron {
+  const { Cron } = requireOptional<Croner>("croner", "A cron schedule");
   try {
     return new Cron(expr, { timezone: tz, paused: true, mode: "auto" });
   } catch (err) {

@@ -5,6 +5,7 @@
 // (queue/tracing.ts: no OTEL_* export asked for) the worker gets NO_TRACE, whose methods do
 // nothing, and the job's trace field is passed on unchanged.
 import { context, trace, SpanKind, SpanStatusCode, type Attributes, type Span } from "@opentelemetry/api";
+import type { ClaimedJob } from "../queue/index.ts";
 import {
   activeTracer,
   endSpan,
@@ -12,8 +13,7 @@ import {
   parseTraceField,
   startSendSpan,
   traceFieldOfSpan,
-  type ClaimedJob,
-} from "../queue/index.ts";
+} from "../queue/tracing.ts";
 
 /** What the worker tells an execution's span; every method is cheap when tracing is off. */
 export interface ExecutionTrace {

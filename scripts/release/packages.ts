@@ -3,7 +3,8 @@
 // the resolved Lua scripts) and @conveyor-dev/conveyor (bin `conveyor`: cli, worker, operator, api),
 // whose imports of queue/index.ts become imports of @conveyor-dev/queue so both use one copy.
 // packages/<name>/ holds each package's template package.json, README and tsconfig; see
-// packages/README.md. Used by `make release` (scripts/release/main.ts) and test/release/.
+// docs/install.md ("Releases"). Used by `make release` (scripts/release/main.ts), the image
+// build (Dockerfile) and test/release/.
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { isBuiltin } from "node:module";
@@ -76,16 +77,21 @@ function buildLibrary(version: string, dir: string, packDir: string): BuiltPacka
   // The scripts as the library loads them: includes resolved, one file per script.
   dumpScripts(join(dir, "dist", "queue", "scripts"));
   const declared = Object.keys(template.dependencies ?? {});
-  // Optional peers: loaded only on demand; an app that wants them installs them, the CLI package
-  // brings them as optional dependencies. (None today: the exporting SDK is loaded by
-  // lib/telemetry.ts, outside the library, which depends on @opentelemetry/api alone.)
+  // Optional peers (croner, @opentelemetry/api): required only by the feature that needs them
+  // (lib/optionalPackage.ts), so the compiled JavaScript never imports them; declarations may
+  // name their types, outside the main entry point. The CLI package depends on them.
   const peers = Object.keys(template.peerDependencies ?? {});
-  const imported = bareImports(files);
-  const undeclared = imported.filter((name) => !declared.includes(name) && !peers.includes(name));
+  const undeclared = [
+    ...bareImports(files.filter((f) => f.endsWith(".js"))).filter((name) => !declared.includes(name)),
+    ...bareImports(files.filter((f) => f.endsWith(".d.ts"))).filter(
+      (name) => !declared.includes(name) && !peers.includes(name),
+    ),
+  ];
   if (undeclared.length > 0)
     throw new Error(
-      `${LIBRARY}: queue/ imports ${undeclared.join(", ")}, which packages/queue/package.json does not ` +
-        `declare. The library's dependencies are a decision: declare it there (or keep the import out of queue/).`,
+      `${LIBRARY}: queue/ imports ${[...new Set(undeclared)].join(", ")}, which packages/queue/package.json ` +
+        `does not declare as a dependency. The library's dependencies are a decision: declare it there, ` +
+        `load it with requireOptional() as an optional peer, or keep the import out of queue/.`,
     );
   const pkg: PackageJson = { ...template, version, dependencies: pinned(declared) };
   if (peers.length > 0)
@@ -99,20 +105,25 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
   const dist = join(dir, "dist");
   tsc(join(ROOT, "packages", "conveyor", "tsconfig.json"), dist);
   const queueDir = join(dist, "queue") + sep;
-  const reexported = reexportedModules(readFileSync(join(ROOT, "queue", "index.ts"), "utf8"));
+  const entries = libraryEntries(
+    readFileSync(join(ROOT, "queue", "index.ts"), "utf8"),
+    readJson(join(ROOT, "packages", "queue", "package.json"))["exports"] as Record<string, unknown>,
+  );
   for (const file of listFiles(dist).filter((f) => f.endsWith(".js") && !f.startsWith(queueDir)))
-    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec, reexported));
+    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec, entries));
   rmSync(join(dist, "queue"), { recursive: true, force: true });
   mkdirSync(join(dir, "bin"), { recursive: true });
   copyFileSync(join(ROOT, "bin", "conveyor.js"), join(dir, "bin", "conveyor.js"));
+  buildDashboard(join(dist, "dashboard"));
   const files = listFiles(dist);
   const root = readJson(join(ROOT, "package.json"));
-  const dependencies: Record<string, string> = { [LIBRARY]: version };
-  // The library's optional peers, so `conveyor worker|operator` can export traces when asked.
+  // The library's optional peers are the command's dependencies: the worker runs cron schedules
+  // and exports traces.
   const libraryPeers = Object.keys(
     readJson(join(ROOT, "packages", "queue", "package.json")).peerDependencies ?? {},
   );
-  const optionalDependencies: Record<string, string> = pinned(libraryPeers);
+  const dependencies: Record<string, string> = { [LIBRARY]: version, ...pinned(libraryPeers) };
+  const optionalDependencies: Record<string, string> = {};
   for (const name of bareImports(files).filter((n) => n !== LIBRARY && !libraryPeers.includes(n))) {
     const optional = root.optionalDependencies?.[name];
     if (optional) optionalDependencies[name] = optional;
@@ -124,31 +135,43 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
 }
 
 /**
- * A compiled file's import specifier with the queue code swapped for the library package:
- * `../queue/index.js` (from any depth) becomes `@conveyor-dev/queue`, and so does a module that
- * queue/index.ts re-exports whole (`export * from "./tracing.ts"`: the same bindings, the same
- * module instance); any other import into queue/ is refused, since the package exports only its index.
+ * A compiled file's import specifier with the queue code swapped for the library package: a
+ * queue/ module the package exports (`../queue/index.js` from any depth → `@conveyor-dev/queue`,
+ * `../queue/tracing.js` → `@conveyor-dev/queue/tracing`) or one queue/index.ts re-exports whole
+ * (the same bindings, the same module instance); any other import into queue/ is refused.
  */
 export function libraryImport(
   dist: string,
   file: string,
   spec: string,
-  reexported: ReadonlySet<string>,
+  entries: ReadonlyMap<string, string>,
 ): string {
   if (!spec.startsWith(".")) return spec;
   const target = resolve(dirname(file), spec);
   const queueDir = join(dist, "queue") + sep;
   if (!target.startsWith(queueDir)) return spec;
-  const module = target.slice(queueDir.length).replace(/\.js$/, "");
-  if (module === "index" || reexported.has(module)) return LIBRARY;
+  const entry = entries.get(target.slice(queueDir.length).replace(/\.js$/, ""));
+  if (entry) return entry;
   throw new Error(
-    `${relative(dist, file)} imports ${spec}: the library exports queue/index.ts only; export what it needs there`,
+    `${relative(dist, file)} imports ${spec}: the library exports ${[...new Set(entries.values())].join(", ")} ` +
+      `only; export what it needs from queue/index.ts (or add an entry point to packages/queue/package.json)`,
   );
 }
 
-/** The queue/ modules queue/index.ts re-exports whole. */
-export function reexportedModules(indexSource: string): Set<string> {
-  return new Set([...indexSource.matchAll(/^export \* from "\.\/([\w/]+)\.ts";$/gm)].map((m) => m[1]!));
+/**
+ * The library's entry points by queue/ module: the package.json `exports` that name a module of
+ * queue/ (`"./tracing": "./dist/queue/tracing.js"`), and every module queue/index.ts re-exports
+ * whole, which the main entry point is.
+ */
+export function libraryEntries(indexSource: string, exports: Record<string, unknown>): Map<string, string> {
+  const entries = new Map<string, string>();
+  for (const m of indexSource.matchAll(/^export \* from "\.\/([\w/]+)\.ts";$/gm)) entries.set(m[1]!, LIBRARY);
+  for (const [key, value] of Object.entries(exports)) {
+    const target = typeof value === "string" ? value : (value as { default?: string }).default;
+    const module = /^\.\/dist\/queue\/([\w/]+)\.js$/.exec(target ?? "")?.[1];
+    if (module) entries.set(module, key === "." ? LIBRARY : `${LIBRARY}/${key.slice(2)}`);
+  }
+  return entries;
 }
 
 /** The exact versions the root package.json pins (the one place dependency versions live). */
@@ -173,6 +196,22 @@ function pack(pkg: PackageJson, dir: string, packDir: string, template: string):
   });
   const [info] = JSON.parse(out) as { filename: string }[];
   return { name: String(pkg.name), version: pkg.version!, dir, tarball: join(packDir, info!.filename) };
+}
+
+/** The dashboard's production build (Vite): `conveyor api` serves it from dist/dashboard. */
+function buildDashboard(outDir: string): void {
+  const vite = join(ROOT, "node_modules", "vite", "bin", "vite.js");
+  const config = join(ROOT, "dashboard", "vite.config.ts");
+  try {
+    execFileSync(
+      process.execPath,
+      [vite, "build", "--config", config, "--outDir", outDir, "--emptyOutDir", "--logLevel", "warn"],
+      { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+    );
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`vite build of the dashboard failed:\n${e.stderr || e.stdout || e.message}`);
+  }
 }
 
 function tsc(project: string, outDir: string): void {
