@@ -217,6 +217,7 @@ describe(
       await page.getByRole("tab", { name: "deleted" }).click();
       await page.locator('tr[data-job="thumb-del-1"]').waitFor();
       await page.locator('tr[data-job="thumb-del-2"]').waitFor();
+      assert.equal(await page.getByRole("checkbox").count(), 0, "nothing to act on in the deleted tab");
     });
 
     test("read-only: the same UI without actions, and the API refuses them (403)", async () => {

@@ -159,6 +159,9 @@ export function QueuePage({
     }
   };
 
+  // Deleted jobs are history only: nothing left to act on.
+  const selectable = !session.readOnly && state !== "deleted";
+
   const toggle = (id: string) =>
     setSelected((s) => {
       const n = new Set(s);
@@ -229,7 +232,7 @@ export function QueuePage({
             </select>
           </label>
         )}
-        {!session.readOnly && selected.size > 0 && (
+        {selectable && selected.size > 0 && (
           <span class="actions">
             <span class="small">{selected.size} selected</span>
             <button type="button" onClick={() => void bulk("retry")}>
@@ -269,7 +272,7 @@ export function QueuePage({
         <table class="grid">
           <thead>
             <tr>
-              {!session.readOnly && (
+              {selectable && (
                 <th scope="col">
                   <input
                     type="checkbox"
@@ -297,7 +300,7 @@ export function QueuePage({
           <tbody>
             {jobs.items.map((j) => (
               <tr key={j.id} data-job={j.id}>
-                {!session.readOnly && (
+                {selectable && (
                   <td>
                     <input
                       type="checkbox"
