@@ -23,6 +23,7 @@ export interface JobRow {
   progressMessage: string | null;
   deadReason: string | null;
   parentId: string | null;
+  idempotencyKey: string | null;
   lastEvent: string;
 }
 
@@ -35,7 +36,8 @@ export interface Page<T> {
 const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts", stalls,
   created_at AS "createdAt", started_at AS "startedAt", finished_at AS "finishedAt",
   updated_at AS "updatedAt", due_at AS "dueAt", progress, progress_message AS "progressMessage",
-  dead_reason AS "deadReason", parent_id AS "parentId", last_event AS "lastEvent",
+  dead_reason AS "deadReason", parent_id AS "parentId",
+  idempotency_key AS "idempotencyKey", last_event AS "lastEvent",
   updated_at::text AS cursor_at`;
 
 /** The dashboard's state names → the records' (a waiting job is `queued` there). */
@@ -105,7 +107,9 @@ export class JobRecords {
       params.push(v);
       where.push(sql.replace("?", `$${params.length}`));
     };
-    if (opts.state !== "all") add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
+    // `all` is what the queue holds or held; deleted jobs are listed only when asked for.
+    if (opts.state === "all") where.push("state <> 'deleted'");
+    else add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
     if (opts.from !== undefined) add("updated_at >= to_timestamp(? / 1000.0)", opts.from);
     if (opts.to !== undefined) add("updated_at < to_timestamp(? / 1000.0)", opts.to);
     return this.jobPage(where, params, opts.cursor, opts.limit);

@@ -42,6 +42,8 @@ const COMMANDS: Record<string, string> = {
     "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
   promote:
     "  promote <id> [--queue Q] [--json]       run a delayed job now (exit 1: not found or not delayed)",
+  delete:
+    "  delete <queue> <id>… [--json]           delete waiting, delayed, dead or finished jobs (running ones are refused: cancel first)",
   pause: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
   resume: "  resume <queue>                          claim from a paused queue again",
   limit: "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
@@ -340,6 +342,26 @@ async function promote(argv: string[]): Promise<number> {
   });
 }
 
+async function deleteJobs(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, {});
+  const [queue, ...ids] = positionals;
+  if (!queue || ids.length === 0) throw new UsageError("delete <queue> <id>…");
+  return withRedis(values.redis, async (redis) => {
+    const results = await new QueueAdmin(redis).deleteJobs(queue, [...new Set(ids)]);
+    if (values.json) print(JSON.stringify(results));
+    else
+      for (const r of results)
+        print(
+          r.outcome === "deleted"
+            ? `deleted ${r.id}${r.state ? ` (was ${r.state})` : ""}`
+            : r.outcome === "refused"
+              ? `${r.id} is ${r.state === "active" ? "running" : `${r.state} (children unfinished)`}: cancel it first, then delete it`
+              : `job ${r.id} not found in ${queue}`,
+        );
+    return results.every((r) => r.outcome === "deleted") ? 0 : 1;
+  });
+}
+
 async function pauseOrResume(argv: string[], pause: boolean): Promise<void> {
   const { values, positionals } = parse(argv, {});
   const [queue] = positionals;
@@ -630,6 +652,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cancel(rest);
       case "promote":
         return await promote(rest);
+      case "delete":
+        return await deleteJobs(rest);
       case "pause":
       case "resume":
         await pauseOrResume(rest, command === "pause");

@@ -49,6 +49,14 @@ export interface PromoteResult {
   state: string;
 }
 
+export interface DeleteResult {
+  id: string;
+  /** `refused`: running, or a fan-out parent waiting for its children (cancel it first). */
+  outcome: "deleted" | "refused" | "notFound";
+  /** What the job was (`malformed`: its key was not a hash; "" when not found). */
+  state: string;
+}
+
 export class QueueAdmin {
   private readonly redis: RedisClient;
   /** The queue's schedules: add / list / remove. */
@@ -214,6 +222,29 @@ export class QueueAdmin {
     return { id, queue, outcome, state };
   }
 
+  /**
+   * Delete jobs of `queue` (waiting, delayed, dead, completed or cancelled) in one atomic call:
+   * each leaves its set, its record and log are deleted, its idempotency key is freed, and a
+   * `deleted` event is recorded. A running job and a fan-out parent waiting for its children are
+   * refused (cancel them first); an id that is not a job of this queue is `notFound`.
+   */
+  async deleteJobs(queue: string, ids: string[]): Promise<DeleteResult[]> {
+    if (ids.length === 0) return [];
+    for (const id of ids) assertJobId(id);
+    const k = new QueueKeys(queue);
+    const flat = await runScript<string[]>(
+      this.redis,
+      "delete_jobs",
+      [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
+      [k.jobPrefix, k.idempotencyPrefix, queue, Date.now(), ...ids],
+    );
+    return ids.map((id, i) => ({
+      id,
+      outcome: flat[2 * i] as DeleteResult["outcome"],
+      state: flat[2 * i + 1]!,
+    }));
+  }
+
   /** Move dead jobs back to ready (all of them when `ids` is empty). Returns how many moved. */
   async retryDead(queue: string, ids: string[] = []): Promise<number> {
     const k = new QueueKeys(queue);
@@ -285,5 +316,6 @@ function toJobInfo(raw: Record<string, string>): JobInfo {
     worker: raw.worker,
     progress: num(raw.progress),
     progressMessage: raw.progressMessage || undefined,
+    idempotencyKey: raw.idempotencyKey || undefined,
   };
 }

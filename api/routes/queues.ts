@@ -173,5 +173,26 @@ export function queueHandlers(ctx: ApiContext): Handlers {
         if ((await ctx.admin.cancel(id, queue)).outcome === "cancelled") cancelled++;
       return { body: { queue, cancelled } };
     },
+    async bulkDelete({ params, body }) {
+      const queue = q(params);
+      const ids = [...new Set((body as { ids: string[] }).ids)];
+      const results = await ctx.admin.deleteJobs(queue, ids);
+      const of = (outcome: string) => results.filter((r) => r.outcome === outcome);
+      return {
+        body: {
+          queue,
+          deleted: of("deleted").length,
+          refused: of("refused").map(({ id, state }) => ({
+            id,
+            state,
+            reason:
+              state === "active"
+                ? "running: cancel it first"
+                : "its fan-out children are not all finished: cancel it first",
+          })),
+          notFound: of("notFound").map((r) => r.id),
+        },
+      };
+    },
   };
 }

@@ -87,6 +87,22 @@ export class DashboardStack {
     return { REDIS_URL: this.redisServer.url, DATABASE_URL: this.pg.url, CONVEYOR_API_TOKEN: this.token };
   }
 
+  /** Wait until the recorder has written a conveyor_jobs row matching `where` ($1… = `params`). */
+  async recorded(where: string, params: unknown[]): Promise<void> {
+    await waitFor(
+      `records: ${where} ${params.join(", ")}`,
+      async () =>
+        (
+          await this.pg.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
+            params,
+          )
+        )[0]!.n > 0,
+      60_000,
+      200,
+    );
+  }
+
   /** Another API process over the same data (read-only, an allow-list…), stopped with the stack. */
   async startApi(name: string, args: string[], env: Record<string, string> = {}): Promise<ApiProcess> {
     const p = await startApi(this.dir, name, { ...this.env(), ...env }, args);
