@@ -3,6 +3,7 @@
 // field, one job's executions and children, and per-minute rates. Every query is served by an
 // index of migration 3 (worker/records/migrations.ts).
 import type pg from "pg";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";
 
 export interface JobRow {
@@ -42,43 +43,18 @@ const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts"
 /** The dashboard's state names → the records' (a waiting job is `queued` there). */
 const STATE_IN_RECORDS: Record<string, string> = { ready: "queued" };
 
-interface Cursor {
-  at: string;
-  id: string;
-}
-
-function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify([c.at, c.id])).toString("base64url");
-}
-
-function decodeCursor(s: string): Cursor {
-  try {
-    const v = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as unknown;
-    if (
-      Array.isArray(v) &&
-      v.length === 2 &&
-      typeof v[0] === "string" &&
-      /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/.test(v[0]) &&
-      typeof v[1] === "string" &&
-      v[1].length <= 200
-    )
-      return { at: v[0], id: v[1] };
-  } catch {
-    // fall through
-  }
-  throw HttpError.field(
-    400,
-    "query.cursor",
-    'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged',
-    "invalid_field",
-  );
-}
+/** (updated_at as PostgreSQL prints it, id) of a page's last row. */
+const isRecordsCursor = (v: unknown[]): v is [string, string] =>
+  typeof v[0] === "string" &&
+  /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/.test(v[0]) &&
+  typeof v[1] === "string" &&
+  v[1].length <= 200;
 
 function page(rows: (JobRow & { cursor_at?: string })[], limit: number): Page<JobRow> {
   const more = rows.length > limit;
   const items = rows.slice(0, limit);
   const last = items.at(-1) as (JobRow & { cursor_at?: string }) | undefined;
-  const next = more && last ? encodeCursor({ at: last.cursor_at!, id: last.id }) : null;
+  const next = more && last ? encodeCursor([last.cursor_at!, last.id]) : null;
   for (const r of items) delete (r as { cursor_at?: string }).cursor_at;
   return { items, next };
 }
@@ -136,18 +112,27 @@ export class JobRecords {
     else add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
     if (opts.from !== undefined) add("updated_at >= to_timestamp(? / 1000.0)", opts.from);
     if (opts.to !== undefined) add("updated_at < to_timestamp(? / 1000.0)", opts.to);
-    if (opts.cursor) {
-      const c = decodeCursor(opts.cursor);
-      params.push(c.at, c.id);
+    return this.jobPage(where, params, opts.cursor, opts.limit);
+  }
+
+  /** A page of jobs matching `where` (numbered after `params`), newest first, from `cursor` on. */
+  private async jobPage(
+    where: string[],
+    params: unknown[],
+    cursor: string | undefined,
+    limit: number,
+  ): Promise<Page<JobRow>> {
+    if (cursor) {
+      params.push(...decodeCursor(cursor, isRecordsCursor));
       where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
     }
-    params.push(opts.limit + 1);
+    params.push(limit + 1);
     const rows = await this.rows<JobRow & { cursor_at: string }>(
       `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
        ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
       params,
     );
-    return page(rows, opts.limit);
+    return page(rows, limit);
   }
 
   /** Jobs with this id (in any pipeline), newest first. */
@@ -183,18 +168,7 @@ export class JobRecords {
       params.push(opts.queues);
       where.push(`queue = ANY($${params.length})`);
     }
-    if (opts.cursor) {
-      const c = decodeCursor(opts.cursor);
-      params.push(c.at, c.id);
-      where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
-    }
-    params.push(opts.limit + 1);
-    const rows = await this.rows<JobRow & { cursor_at: string }>(
-      `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
-       ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
-      params,
-    );
-    return page(rows, opts.limit);
+    return this.jobPage(where, params, opts.cursor, opts.limit);
   }
 
   async job(

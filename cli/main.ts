@@ -15,7 +15,7 @@ import {
   parseRateLimit,
   type RateLimit,
   type ScheduleSpec,
-  type ScheduleView,
+  scheduleJson,
   dumpScripts,
   scriptSource,
   SCRIPT_NAMES,
@@ -427,7 +427,7 @@ async function schedule(argv: string[]): Promise<number> {
       const s = await new QueueAdmin(redis).schedules.add(queue, name, spec);
       print(
         values.json
-          ? JSON.stringify(scheduleView(s))
+          ? JSON.stringify(scheduleJson(s))
           : `schedule ${name} on ${queue}: next run ${when(s.nextRun)}`,
       );
       return 0;
@@ -437,7 +437,7 @@ async function schedule(argv: string[]): Promise<number> {
     if (positionals.length !== 2) throw new UsageError(usage);
     return withRedis(values.redis, async (redis) => {
       const list = await new QueueAdmin(redis).schedules.list(queue);
-      if (values.json) print(JSON.stringify(list.map(scheduleView)));
+      if (values.json) print(JSON.stringify(list.map(scheduleJson)));
       else if (list.length === 0) print(`no schedules on ${queue}`);
       else
         for (const s of list)
@@ -465,18 +465,6 @@ async function schedule(argv: string[]): Promise<number> {
 }
 
 const when = (ms: number | null) => (ms === null ? "none" : new Date(ms).toISOString());
-
-function scheduleView(s: ScheduleView) {
-  return {
-    name: s.name,
-    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
-    cron: s.cron,
-    tz: s.tz,
-    data: JSON.parse(s.data) as unknown,
-    attempts: s.attempts,
-    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
-  };
-}
 
 function assertQueueNameForUsage(queue: string): void {
   try {

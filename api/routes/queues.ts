@@ -7,7 +7,7 @@ import {
   parseEnvelope,
   parseRateLimit,
   QueueKeys,
-  type ScheduleView,
+  scheduleJson,
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
@@ -29,18 +29,6 @@ export interface QueueSummary {
   /** Age (ms) of the job at the head of the ready line; null when none waits. */
   oldestWaitingMs: number | null;
   workers: number;
-}
-
-function scheduleJson(s: ScheduleView) {
-  return {
-    name: s.name,
-    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
-    cron: s.cron,
-    tz: s.tz,
-    data: JSON.parse(s.data) as unknown,
-    attempts: s.attempts,
-    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
-  };
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {

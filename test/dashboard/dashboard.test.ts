@@ -5,13 +5,12 @@
 // log lines, deleting a selection from a queue page, and the read-only mode. Screenshots of
 // every view go to docs/screenshots/ (committed, shown in the README), so they stay true.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { Producer, QueueAdmin } from "../../queue/index.ts";
-import { CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
+import { buildDashboard, CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 import { REPO } from "../support/workers.ts";
 
@@ -32,15 +31,7 @@ describe(
     const jobsRecorded = (where: string, params: unknown[]) => s.recorded(where, params);
 
     before(async () => {
-      // The UI as the API serves it: built from the sources under test.
-      execFileSync(
-        join(REPO, "node_modules/.bin/vite"),
-        ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
-        {
-          cwd: REPO,
-          stdio: "inherit",
-        },
-      );
+      buildDashboard();
       mkdirSync(SHOTS, { recursive: true });
       s = await DashboardStack.start({ queues: [Q] });
       producer = new Producer(s.redis);

@@ -19,7 +19,7 @@ import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { rng } from "../support/random.ts";
-import { RedisServer } from "../support/redis.ts";
+import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 /** Fields per job in a claim reply (see includes/claimJobs.lua). */
 const CLAIM_REPLY_FIELDS = 11;
@@ -45,15 +45,9 @@ describe("queue control (protocol)", () => {
   const fresh = (p = "ctl") => `${p}${++n}/a`;
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis());
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("cancel a waiting and a delayed job: they leave the queue, end `cancelled` with an event; again says finished; an unknown id is notFound", async () => {
     const q = fresh();
