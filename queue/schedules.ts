@@ -50,6 +50,19 @@ export interface ScheduleView extends Schedule {
   nextRun: number | null;
 }
 
+/** A schedule as the API and `conveyor schedule … --json` show it (data parsed, times as ISO text). */
+export function scheduleJson(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
+}
+
 export function assertScheduleName(name: string): void {
   if (!SCHEDULE_NAME.test(name))
     throw new ScheduleError(

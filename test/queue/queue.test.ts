@@ -13,7 +13,7 @@ import {
   PayloadTooLargeError,
   type RedisClient,
 } from "../../queue/index.ts";
-import { RedisClusterServer, RedisServer } from "../support/redis.ts";
+import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
   return new Consumer(redis, queue, { workerId, leaseMs });
@@ -28,15 +28,9 @@ describe("queue protocol (single Redis)", () => {
   const fresh = () => `t${++n}`;
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis, { maxPayloadBytes: 1024 });
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis({ maxPayloadBytes: 1024 }));
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("claim takes a lease with a fencing token and complete releases it", async () => {
     const q = fresh();
