@@ -56,6 +56,8 @@ describe("building the npm packages", () => {
           'import { join } from "path";',
           'const sdk = await import("@opentelemetry/sdk-trace");',
           'import pino from "pino/file";',
+          '/** Reads from "0" (a comment, not an import). */',
+          "const text = \"import('not-an-import')\";",
         ].join("\n"),
       );
       const dts = join(dir, "a.d.ts");
@@ -69,6 +71,10 @@ describe("building the npm packages", () => {
       ]);
       rewriteSpecifiers(dts, (spec) => spec.replace(/\.ts$/, ".js"));
       assert.match(readFileSync(dts, "utf8"), /^export \* from "\.\/b\.js";/);
+      rewriteSpecifiers(js, (spec) => (spec === "ioredis" ? "@scope/ioredis" : spec));
+      const rewritten = readFileSync(js, "utf8");
+      assert.match(rewritten, /^import \{ Redis \} from "@scope\/ioredis";$/m);
+      assert.match(rewritten, /Reads from "0"/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

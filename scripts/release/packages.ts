@@ -9,6 +9,7 @@ import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { isBuiltin } from "node:module";
 import { dirname, join, relative, resolve, sep } from "node:path";
+import ts from "typescript";
 import { dumpScripts } from "../../queue/scripts.ts";
 
 export const ROOT = resolve(import.meta.dirname, "..", "..");
@@ -231,15 +232,26 @@ export function listFiles(dir: string): string[] {
     .sort();
 }
 
-// Static and literal dynamic imports/exports of compiled JS and declarations (tsc's own output).
-const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"'\n]+)\2/g;
+/**
+ * The module specifiers of a compiled file (static, literal dynamic and type imports, re-exports),
+ * with their offsets, read by TypeScript's own pre-processor: text that only looks like an import
+ * (a comment saying `from "0"`, a string) is not one.
+ */
+function specifiers(text: string): { spec: string; start: number }[] {
+  return ts
+    .preProcessFile(text, true, true)
+    .importedFiles.map((f) => ({ spec: f.fileName, start: f.pos + 1 })); // pos is the opening quote
+}
 
 export function rewriteSpecifiers(file: string, map: (spec: string) => string): void {
   const text = readFileSync(file, "utf8");
-  const next = text.replace(
-    SPECIFIER,
-    (_m, lead: string, q: string, spec: string) => `${lead}${q}${map(spec)}${q}`,
-  );
+  let next = "";
+  let at = 0;
+  for (const { spec, start } of specifiers(text)) {
+    next += text.slice(at, start) + map(spec);
+    at = start + spec.length;
+  }
+  next += text.slice(at);
   if (next !== text) writeFileSync(file, next);
 }
 
@@ -247,8 +259,7 @@ export function rewriteSpecifiers(file: string, map: (spec: string) => string): 
 export function bareImports(files: string[]): string[] {
   const names = new Set<string>();
   for (const file of files.filter((f) => /\.(js|d\.ts)$/.test(f)))
-    for (const m of readFileSync(file, "utf8").matchAll(SPECIFIER)) {
-      const spec = m[3]!;
+    for (const { spec } of specifiers(readFileSync(file, "utf8"))) {
       if (spec.startsWith(".") || spec.startsWith("/") || isBuiltin(spec)) continue;
       const parts = spec.split("/");
       names.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!);
