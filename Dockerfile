@@ -4,13 +4,14 @@
 #   docker build --target worker   -t ghcr.io/conveyor-dev/conveyor-worker:0.1.0   .
 #   docker build --target operator -t ghcr.io/conveyor-dev/conveyor-operator:0.1.0 .
 #
-# Both run the same `conveyor` command (bin/conveyor.js over the compiled dist/), as uid/gid
+# Both run the same `conveyor` command — the packed @conveyor-dev/conveyor npm package, as
+# `make release` builds it, installed in /app with @conveyor-dev/queue — as uid/gid
 # 65532, under tini as PID 1: tini forwards SIGTERM to node — the worker's warm shutdown starts
 # on it — and reaps the processes command handlers leave behind. tini runs WITHOUT -g: a
 # command handler's child must not get the pod's SIGTERM, the worker decides when to stop it.
 # Nothing is written outside /tmp, so the pods run with readOnlyRootFilesystem and an emptyDir
 # on /tmp. The repository's `node` devDependency (it downloads a Node binary in an install
-# script) is never installed here: every `npm ci` skips install scripts, and the images have
+# script) is never installed here: every npm install skips install scripts, and the images have
 # production dependencies only — the worker's without the operator's Kubernetes client. Linted by
 # test/images/dockerfile.test.ts (BuildKit's checks, offline); built and run by test/images/
 # (`make images`, docs/install.md). VERSION and REVISION fill the OCI labels:
@@ -18,26 +19,14 @@
 #   docker build --target worker --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
 ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
-# ---- production dependencies only (no install scripts): the operator's
-FROM ${NODE_IMAGE} AS deps
-WORKDIR /src
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
- && npm cache clean --force
-
-# ---- the worker's: the same less what only the operator imports (the Kubernetes client and its
-# dependency tree, ~85 of 96 MB). --no-save: package.json and the lock stay as they are.
-FROM deps AS worker-deps
-RUN npm uninstall --no-save --omit=dev --ignore-scripts --offline --no-audit --no-fund @kubernetes/client-node \
- && find node_modules -type d -empty -delete \
- && npm cache clean --force
-
-# ---- compile TypeScript to dist/ (the build script also copies the Lua scripts)
+# ---- compile and pack: the two npm packages `make release` publishes, @conveyor-dev/queue and
+# @conveyor-dev/conveyor (scripts/release/packages.ts), so the images run the very artifact
+# `npx @conveyor-dev/conveyor` installs
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # Without install scripts the `node` devDependency has no binary; drop its dangling bin link so
-# `npm run build` uses the image's node.
+# the build uses the image's node.
 RUN npm ci --ignore-scripts --no-audit --no-fund \
  && rm -f node_modules/.bin/node
 COPY tsconfig.json tsconfig.build.json ./
@@ -48,9 +37,32 @@ COPY operator/ operator/
 COPY cli/ cli/
 COPY api/ api/
 COPY dashboard/ dashboard/
-RUN npm run build
+COPY bin/ bin/
+COPY packages/ packages/
+COPY scripts/release/ scripts/release/
+RUN node scripts/release/packages.ts /src/npm
 
-# ---- what both images share: tini, the user, the compiled code (apt's lists and caches removed
+# ---- production dependencies only (no install scripts): the packed command, unpacked as /app,
+# and its dependencies at the versions the repository's package-lock.json locks (npm keeps a
+# lock's versions where they satisfy package.json); the library from its packed tarball
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY --from=build /src/npm/ /tmp/npm/
+COPY package-lock.json /tmp/npm/
+RUN tar -xzf /tmp/npm/conveyor-dev-conveyor-*.tgz --strip-components=1 --no-same-owner \
+ && cp /tmp/npm/package-lock.json ./ \
+ && npm install --omit=dev --ignore-scripts --no-save --no-audit --no-fund /tmp/npm/conveyor-dev-queue-*.tgz \
+ && rm -rf package-lock.json /tmp/npm \
+ && npm cache clean --force
+
+# ---- the worker's: the same less what only the operator imports (the Kubernetes client and its
+# dependency tree). --no-save: package.json stays as packed.
+FROM deps AS worker-deps
+RUN npm uninstall --no-save --omit=dev --ignore-scripts --offline --no-audit --no-fund @kubernetes/client-node \
+ && find node_modules -type d -empty -delete \
+ && npm cache clean --force
+
+# ---- what both images share: tini, the user, the packed command (apt's lists and caches removed
 # whatever the base image keeps)
 FROM ${NODE_IMAGE} AS runtime
 RUN apt-get update \
@@ -63,9 +75,9 @@ WORKDIR /app
 ENV NODE_ENV=production \
     HOME=/tmp \
     TMPDIR=/tmp
-COPY --from=build /src/dist/ dist/
-COPY package.json ./
-COPY bin/ bin/
+COPY --from=deps /app/package.json /app/README.md ./
+COPY --from=deps /app/bin/ bin/
+COPY --from=deps /app/dist/ dist/
 RUN ln -s /app/bin/conveyor.js /usr/local/bin/conveyor
 USER 65532:65532
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/conveyor"]
@@ -74,7 +86,7 @@ LABEL org.opencontainers.image.source="https://github.com/conveyor-dev/conveyor"
 
 # ---- the operator: `conveyor operator` (flags: conveyor operator --help)
 FROM runtime AS operator
-COPY --from=deps /src/node_modules/ node_modules/
+COPY --from=deps /app/node_modules/ node_modules/
 RUN node /app/bin/conveyor.js operator --help > /dev/null
 # 8080: /metrics /healthz /readyz; 6443: external.metrics.k8s.io (TLS)
 EXPOSE 8080/tcp 6443/tcp
@@ -89,7 +101,7 @@ LABEL org.opencontainers.image.title="conveyor-operator" \
 # ---- the generic worker (the default target): `conveyor worker`, configured by CONVEYOR_* env.
 # Add handlers with FROM this image (docs/install.md, examples/handlers/Dockerfile).
 FROM runtime AS worker
-COPY --from=worker-deps /src/node_modules/ node_modules/
+COPY --from=worker-deps /app/node_modules/ node_modules/
 RUN node /app/bin/conveyor.js worker --help > /dev/null
 # 9464: /healthz /readyz /metrics
 EXPOSE 9464/tcp

@@ -74,6 +74,7 @@ export const LIST_STATES = [
   "completed",
   "dead",
   "cancelled",
+  "deleted",
 ] as const;
 
 export const ROUTES: readonly RouteDefinition[] = [
@@ -270,6 +271,27 @@ export const ROUTES: readonly RouteDefinition[] = [
       type: "object",
       properties: {
         ids: { type: "array", items: { type: "string", maxLength: 200 }, minItems: 1, maxItems: 1000 },
+      },
+      required: ["ids"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "bulkDelete",
+    method: "POST",
+    path: "/queues/{queue}/delete",
+    summary:
+      "delete the given jobs (waiting, delayed, dead, completed or cancelled) in one atomic call; a running job is refused: cancel it first",
+    tag: "jobs",
+    body: {
+      type: "object",
+      properties: {
+        ids: {
+          type: "array",
+          items: { type: "string", pattern: JOB_ID_PATTERN },
+          minItems: 1,
+          maxItems: 1000,
+        },
       },
       required: ["ids"],
       additionalProperties: false,

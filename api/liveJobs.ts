@@ -2,7 +2,7 @@
 // score cursor so a page costs O(log n + page) whatever the set's size — never a whole set.
 // Order: ready = next to run first; delayed = soonest due; active = lease deadline; dead = newest.
 import { QueueKeys, type RedisClient } from "../queue/index.ts";
-import { HttpError } from "./http.ts";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
 import type { Page } from "./records.ts";
 
 export interface LiveJob {
@@ -23,21 +23,9 @@ const SETS = { ready: "ready", delayed: "delayed", active: "inflight", dead: "de
 export const LIVE_STATES = Object.keys(SETS) as (keyof typeof SETS)[];
 const TIE_SLACK = 50;
 
-function decode(cursor: string): [number, string] {
-  try {
-    const v = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
-    if (Array.isArray(v) && typeof v[0] === "number" && Number.isFinite(v[0]) && typeof v[1] === "string")
-      return [v[0], v[1]];
-  } catch {
-    // fall through
-  }
-  throw HttpError.field(
-    400,
-    "query.cursor",
-    'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged',
-    "invalid_field",
-  );
-}
+/** (score, id) of a page's last entry. */
+const isLiveCursor = (v: unknown[]): v is [number, string] =>
+  typeof v[0] === "number" && Number.isFinite(v[0]) && typeof v[1] === "string";
 
 const iso = (ms: string | null) => (ms && Number(ms) > 0 ? new Date(Number(ms)).toISOString() : null);
 
@@ -51,7 +39,7 @@ export async function liveJobs(
   const k = new QueueKeys(queue);
   const key = k[SETS[state]];
   const desc = state === "dead";
-  const after = cursor ? decode(cursor) : null;
+  const after = cursor ? decodeCursor(cursor, isLiveCursor) : null;
   const bound = after ? String(after[0]) : desc ? "+inf" : "-inf"; // inclusive: ties are skipped below
   const raw = desc
     ? await redis.zrevrangebyscore(key, bound, "-inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK)
@@ -98,6 +86,6 @@ export async function liveJobs(
   const last = shown.at(-1);
   return {
     items,
-    next: more && last ? Buffer.from(JSON.stringify([last[1], last[0]])).toString("base64url") : null,
+    next: more && last ? encodeCursor([last[1], last[0]]) : null,
   };
 }

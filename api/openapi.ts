@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document of `conveyor api`, built from the table the router validates with
 // (api/definitions.ts) and the reply shapes (api/responses.ts): served at GET /openapi.json and
 // committed as docs/openapi.yaml by `npm run gen:openapi` (api/openapi.test.ts checks it is fresh).
-import { readFileSync } from "node:fs";
+import { packageVersion } from "../lib/packageVersion.ts";
 import { stringify } from "yaml";
 import { SESSION_COOKIE } from "./auth.ts";
 import { JOB_ENVELOPE, PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
@@ -20,11 +20,7 @@ const TAGS: Record<RouteDefinition["tag"], string> = {
   meta: "this document",
 };
 
-const version = (
-  JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  }
-).version;
+const version = packageVersion();
 
 function operation(def: RouteDefinition): Record<string, unknown> {
   const parameters: Record<string, unknown>[] = [];

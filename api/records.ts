@@ -3,6 +3,7 @@
 // field, one job's executions and children, and per-minute rates. Every query is served by an
 // index of migration 3 (worker/records/migrations.ts).
 import type pg from "pg";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";
 
 export interface JobRow {
@@ -22,6 +23,7 @@ export interface JobRow {
   progressMessage: string | null;
   deadReason: string | null;
   parentId: string | null;
+  idempotencyKey: string | null;
   lastEvent: string;
 }
 
@@ -34,49 +36,25 @@ export interface Page<T> {
 const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts", stalls,
   created_at AS "createdAt", started_at AS "startedAt", finished_at AS "finishedAt",
   updated_at AS "updatedAt", due_at AS "dueAt", progress, progress_message AS "progressMessage",
-  dead_reason AS "deadReason", parent_id AS "parentId", last_event AS "lastEvent",
+  dead_reason AS "deadReason", parent_id AS "parentId",
+  idempotency_key AS "idempotencyKey", last_event AS "lastEvent",
   updated_at::text AS cursor_at`;
 
 /** The dashboard's state names → the records' (a waiting job is `queued` there). */
 const STATE_IN_RECORDS: Record<string, string> = { ready: "queued" };
 
-interface Cursor {
-  at: string;
-  id: string;
-}
-
-function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify([c.at, c.id])).toString("base64url");
-}
-
-function decodeCursor(s: string): Cursor {
-  try {
-    const v = JSON.parse(Buffer.from(s, "base64url").toString("utf8")) as unknown;
-    if (
-      Array.isArray(v) &&
-      v.length === 2 &&
-      typeof v[0] === "string" &&
-      /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/.test(v[0]) &&
-      typeof v[1] === "string" &&
-      v[1].length <= 200
-    )
-      return { at: v[0], id: v[1] };
-  } catch {
-    // fall through
-  }
-  throw HttpError.field(
-    400,
-    "query.cursor",
-    'query parameter "cursor" is malformed: pass back a page\'s `next` unchanged',
-    "invalid_field",
-  );
-}
+/** (updated_at as PostgreSQL prints it, id) of a page's last row. */
+const isRecordsCursor = (v: unknown[]): v is [string, string] =>
+  typeof v[0] === "string" &&
+  /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/.test(v[0]) &&
+  typeof v[1] === "string" &&
+  v[1].length <= 200;
 
 function page(rows: (JobRow & { cursor_at?: string })[], limit: number): Page<JobRow> {
   const more = rows.length > limit;
   const items = rows.slice(0, limit);
   const last = items.at(-1) as (JobRow & { cursor_at?: string }) | undefined;
-  const next = more && last ? encodeCursor({ at: last.cursor_at!, id: last.id }) : null;
+  const next = more && last ? encodeCursor([last.cursor_at!, last.id]) : null;
   for (const r of items) delete (r as { cursor_at?: string }).cursor_at;
   return { items, next };
 }
@@ -129,21 +107,32 @@ export class JobRecords {
       params.push(v);
       where.push(sql.replace("?", `$${params.length}`));
     };
-    if (opts.state !== "all") add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
+    // `all` is what the queue holds or held; deleted jobs are listed only when asked for.
+    if (opts.state === "all") where.push("state <> 'deleted'");
+    else add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
     if (opts.from !== undefined) add("updated_at >= to_timestamp(? / 1000.0)", opts.from);
     if (opts.to !== undefined) add("updated_at < to_timestamp(? / 1000.0)", opts.to);
-    if (opts.cursor) {
-      const c = decodeCursor(opts.cursor);
-      params.push(c.at, c.id);
+    return this.jobPage(where, params, opts.cursor, opts.limit);
+  }
+
+  /** A page of jobs matching `where` (numbered after `params`), newest first, from `cursor` on. */
+  private async jobPage(
+    where: string[],
+    params: unknown[],
+    cursor: string | undefined,
+    limit: number,
+  ): Promise<Page<JobRow>> {
+    if (cursor) {
+      params.push(...decodeCursor(cursor, isRecordsCursor));
       where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
     }
-    params.push(opts.limit + 1);
+    params.push(limit + 1);
     const rows = await this.rows<JobRow & { cursor_at: string }>(
       `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
        ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
       params,
     );
-    return page(rows, opts.limit);
+    return page(rows, limit);
   }
 
   /** Jobs with this id (in any pipeline), newest first. */
@@ -179,18 +168,7 @@ export class JobRecords {
       params.push(opts.queues);
       where.push(`queue = ANY($${params.length})`);
     }
-    if (opts.cursor) {
-      const c = decodeCursor(opts.cursor);
-      params.push(c.at, c.id);
-      where.push(`(updated_at, id) < ($${params.length - 1}::timestamptz, $${params.length})`);
-    }
-    params.push(opts.limit + 1);
-    const rows = await this.rows<JobRow & { cursor_at: string }>(
-      `SELECT ${ROW} FROM conveyor_jobs WHERE ${where.join(" AND ")}
-       ORDER BY updated_at DESC, id DESC LIMIT $${params.length}`,
-      params,
-    );
-    return page(rows, opts.limit);
+    return this.jobPage(where, params, opts.cursor, opts.limit);
   }
 
   async job(

@@ -241,6 +241,14 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
   retryDead: ok("how many went back to ready", queueAnd({ retried: int })),
   purgeDead: ok("how many were deleted", queueAnd({ purged: int })),
   bulkCancel: ok("how many were cancelled", queueAnd({ cancelled: int })),
+  bulkDelete: ok(
+    "how many were deleted; the jobs refused (running, or a fan-out parent waiting for its children) and the ids that are no job of this queue",
+    queueAnd({
+      deleted: int,
+      refused: { type: "array", items: obj({ id: str, state: str, reason: str }) },
+      notFound: { type: "array", items: str },
+    }),
+  ),
   jobStatus: ok(
     "the job's state",
     obj({
@@ -268,6 +276,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       maxAttempts: { type: ["integer", "null"] },
       stalls: int,
       createdAt: nullable(str),
+      idempotencyKey: { type: ["string", "null"], description: "the producer's idempotency key, if any" },
       data: ref("Shown"),
       result: ref("Shown"),
       error: ref("Shown"),

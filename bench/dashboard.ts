@@ -1,6 +1,7 @@
 // The dashboard at scale (issue 14): with 1,000,000 job records in PostgreSQL and 100,000
 // waiting jobs in Redis, the p95 of every page's API call (target ≤ 200 ms), and the API
-// process's RSS with 20 browsers connected over SSE while events flow (target < 200 MiB).
+// process's RSS with 20 browsers connected over SSE while events flow (target < 200 MiB), and
+// the queues page's first paint in headless Chromium (target ≤ 1 s; bench/firstPaint.ts).
 // Part of `make bench`; alone: node bench/dashboard.ts [--records 1000000] [--waiting 100000]
 import { join } from "node:path";
 import { freePort } from "../lib/ports.ts";
@@ -8,6 +9,7 @@ import { connectRedis, Producer, type RedisClient } from "../queue/index.ts";
 import { PostgresServer } from "../test/support/postgres.ts";
 import { startProcess, stopProcess, waitFor } from "../test/support/processes.ts";
 import { createPool, migrate } from "../worker/records/index.ts";
+import { buildDashboard, measureFirstPaint, type PaintFigures } from "./firstPaint.ts";
 import { startBenchRedis } from "./lib/redis.ts";
 import { CONVEYOR_BIN, NODE } from "./lib/systems.ts";
 import { intFlag, parseFlags, percentile, procSample, progress, round } from "./lib/util.ts";
@@ -32,6 +34,8 @@ export type DashboardBench =
       rssIdleMiB: number;
       rssWithSseMiB: number;
       eventsDelivered: number;
+      /** Absent in results written before it was measured. */
+      firstPaint?: PaintFigures | { skipped: string };
     };
 
 const QUEUES = 10;
@@ -105,7 +109,13 @@ async function cursorAfter(base: string, path: string, pages: number): Promise<s
 }
 
 export async function runDashboardBench(
-  opts: { records?: number; waiting?: number; sseClients?: number; samples?: number } = {},
+  opts: {
+    records?: number;
+    waiting?: number;
+    sseClients?: number;
+    samples?: number;
+    paintSamples?: number;
+  } = {},
 ): Promise<DashboardBench> {
   const records = opts.records ?? 1_000_000;
   const waiting = opts.waiting ?? 100_000;
@@ -122,6 +132,7 @@ export async function runDashboardBench(
     await seedWaiting(redis, waiting);
     for (let q = 1; q < QUEUES; q++) await redis.sadd("cvy:queues", `bench/q${q}`);
     const seedSeconds = Math.round((Date.now() - seeded) / 1000);
+    buildDashboard();
 
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
@@ -182,6 +193,13 @@ export async function runDashboardBench(
 
     const pid = api.child.pid!;
     const rssIdleMiB = round(procSample(pid).rssKb / 1024, 1);
+    progress("  first paint of the queues page in headless Chromium, cold and warm");
+    const firstPaint = await measureFirstPaint(base, TOKEN, opts.paintSamples ?? 5);
+    if (!("skipped" in firstPaint))
+      progress(
+        `  first paint: cold FCP ${firstPaint.cold.fcpMs} ms, rows ${firstPaint.cold.rowsMs} ms; ` +
+          `warm FCP ${firstPaint.warm.fcpMs} ms, rows ${firstPaint.warm.rowsMs} ms`,
+      );
     progress(`  ${sseClients} SSE clients while 20,000 jobs are enqueued`);
     const ctl = new AbortController();
     let eventsDelivered = 0;
@@ -232,6 +250,7 @@ export async function runDashboardBench(
       rssIdleMiB,
       rssWithSseMiB: round(peak / 1024, 1),
       eventsDelivered,
+      firstPaint,
     };
   } finally {
     if (api) await stopProcess(api, 3000);
@@ -257,6 +276,22 @@ export function renderDashboard(d: DashboardBench | undefined): string[] {
     `API RSS: ${d.rssIdleMiB} MiB idle, ${d.rssWithSseMiB} MiB peak with ${d.sseClients} SSE clients while ` +
       `20,000 jobs were enqueued (${d.eventsDelivered.toLocaleString("en")} events delivered; target < 200 MiB).`,
     "",
+    ...renderFirstPaint(d.firstPaint),
+  ];
+}
+
+function renderFirstPaint(p: PaintFigures | { skipped: string } | undefined): string[] {
+  if (!p) return [];
+  if ("skipped" in p) return [`Queues page first paint: skipped (${p.skipped}).`, ""];
+  return [
+    `Queues page in headless Chromium (${p.queues} queues; median of ${p.n} loads, ms from navigation start; ` +
+      `target ≤ 1,000 ms; the cold load transferred ${(p.coldBytes / 1024).toFixed(1)} kB):`,
+    "",
+    "| load | first contentful paint | queue rows shown | rows, slowest |",
+    "|---|---:|---:|---:|",
+    `| cold (fresh profile) | ${p.cold.fcpMs} | ${p.cold.rowsMs} | ${p.cold.rowsMaxMs} |`,
+    `| warm (cached assets) | ${p.warm.fcpMs} | ${p.warm.rowsMs} | ${p.warm.rowsMaxMs} |`,
+    "",
   ];
 }
 
@@ -266,6 +301,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     records: intFlag(flags, "records", 1_000_000),
     waiting: intFlag(flags, "waiting", 100_000),
     samples: intFlag(flags, "samples", 40),
+    paintSamples: intFlag(flags, "paint-samples", 5),
   }).then(
     (r) => {
       process.stdout.write(`${renderDashboard(r).join("\n")}\n${JSON.stringify(r)}\n`);

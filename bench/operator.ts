@@ -19,10 +19,11 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
+import type { WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
 import { Producer, connectRedis } from "../queue/index.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
 import { freePort } from "../lib/ports.ts";
-import { parseMetrics } from "../test/support/operator.ts";
+import { parseMetrics, workerPoolManifest } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";
 import {
@@ -214,17 +215,8 @@ export async function runOperatorBench(opts: {
       250,
     );
 
-    const pool = (name: string, scaling: Record<string, unknown> = {}) => ({
-      apiVersion: "conveyor.dev/v1alpha1",
-      kind: "WorkerPool",
-      metadata: { name, namespace: "default" },
-      spec: {
-        queue: `${name}/work`,
-        redis: { url: redis.url },
-        handler: { module: "/app/handler.js" },
-        scaling,
-      },
-    });
+    const pool = (name: string, scaling: WorkerPoolSpecInput["scaling"] = {}) =>
+      workerPoolManifest(name, redis.url, { scaling });
     const names = Array.from({ length: opts.pools }, (_, i) => `bench-pool-${i}`);
     const direct = Array.from({ length: opts.decisions }, (_, i) => `bench-direct-${i}`);
     progress(`operator: creating ${opts.pools} idle WorkerPools (+${direct.length} in mode direct)`);

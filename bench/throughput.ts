@@ -1,17 +1,25 @@
 // Throughput, one worker process per system on the same Redis:
-//   npm run bench:throughput -- --jobs N --concurrency C [--reps R] [--json] [--cpu-prof DIR]
+//   npm run bench:throughput -- --jobs N --concurrency C [--reps R] [--json] [--cpu-prof DIR] [--otlp]
 // Pre-enqueues N no-op jobs, starts one worker process and measures jobs/s from the first
 // claim to the last completion (both seen by a 2 ms poller: one MULTI of two counts, taken
 // out of the command counts). Repetitions alternate which system goes first. Progress goes to
 // stderr; with --json the last stdout line is
 //   {"jobs": N, "concurrency": C, "conveyor_jobs_per_s": x, "bullmq_jobs_per_s": y, "ratio": x/y}
 // (medians over the repetitions).
+// --otlp compares Conveyor with itself instead of BullMQ: without tracing (OTEL_SDK_DISABLED)
+// and with OTLP export of every execution to a local sink that accepts and discards
+// (bench/lib/otlpSink.ts); the bench's own OTEL_* variables (protocol, sampler, OTEL_BSP_*) go
+// to the traced worker. The JSON line is then
+//   {"jobs", "concurrency", "plain_jobs_per_s", "otlp_jobs_per_s", "throughput_cost": 1 - otlp/plain,
+//    "plain_cpu_us_per_job", "otlp_cpu_us_per_job", "plain_main_cpu_us_per_job", "otlp_main_cpu_us_per_job"}
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Redis } from "ioredis";
+import { startOtlpSink } from "./lib/otlpSink.ts";
 import { client, delta, flush, perJob, snapshot, SNAPSHOT_COMMANDS, startBenchRedis } from "./lib/redis.ts";
 import {
+  ConveyorSystem,
   makeSystem,
   orderFor,
   SYSTEMS,
@@ -19,7 +27,17 @@ import {
   type SystemName,
   type WorkerHandle,
 } from "./lib/systems.ts";
-import { intFlag, loadAverage, nowMs, parseFlags, progress, round, sleep, summarize } from "./lib/util.ts";
+import {
+  intFlag,
+  loadAverage,
+  nowMs,
+  parseFlags,
+  progress,
+  round,
+  sleep,
+  summarize,
+  type ProcSample,
+} from "./lib/util.ts";
 
 export interface ThroughputRun {
   system: string;
@@ -38,6 +56,8 @@ export interface ThroughputRun {
   redisCpuUsPerJob: number;
   /** Worker process CPU per job, µs (all threads), from its first claim on. */
   workerCpuUsPerJob: number;
+  /** The worker's main thread (the event loop running the slots) alone, µs per job. */
+  workerMainThreadCpuUsPerJob: number;
   workerRssMiB: number;
   workerPeakRssMiB: number;
   /** used_memory growth per pre-enqueued job. */
@@ -60,7 +80,7 @@ interface Drain {
   t0: number;
   t1: number;
   polls: number;
-  workerCpuAtStart: number;
+  workerAtStart: ProcSample;
 }
 
 /** Poll until the first job is claimed (t0) and until nothing waits or runs any more (t1). */
@@ -72,7 +92,7 @@ export async function watchDrain(
 ): Promise<Drain> {
   let polls = 0;
   let t0 = 0;
-  let workerCpuAtStart = 0;
+  let workerAtStart: ProcSample | undefined;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const s = await sys.state();
@@ -80,9 +100,9 @@ export async function watchDrain(
     const t = nowMs();
     if (!t0 && (s.waiting < total || s.active > 0)) {
       t0 = t;
-      workerCpuAtStart = worker.sample().cpuMs;
+      workerAtStart = worker.sample();
     }
-    if (t0 && s.waiting === 0 && s.active === 0) return { t0, t1: t, polls, workerCpuAtStart };
+    if (workerAtStart && s.waiting === 0 && s.active === 0) return { t0, t1: t, polls, workerAtStart };
     if (worker.exited()) throw new Error(`${sys.name} worker exited early:\n${worker.output()}`);
     if (Date.now() > deadline)
       throw new Error(
@@ -159,7 +179,11 @@ export async function runThroughput(
       scriptCallsPerJob: round(scripts / opts.jobs, 3),
       breakdown,
       redisCpuUsPerJob: round((diff.cpuMs * 1000) / opts.jobs, 2),
-      workerCpuUsPerJob: round(((proc.cpuMs - d.workerCpuAtStart) * 1000) / opts.jobs, 1),
+      workerCpuUsPerJob: round(((proc.cpuMs - d.workerAtStart.cpuMs) * 1000) / opts.jobs, 1),
+      workerMainThreadCpuUsPerJob: round(
+        ((proc.mainThreadCpuMs - d.workerAtStart.mainThreadCpuMs) * 1000) / opts.jobs,
+        1,
+      ),
       workerRssMiB: round(proc.rssKb / 1024, 1),
       workerPeakRssMiB: round(proc.peakRssKb / 1024, 1),
       redisBytesPerWaitingJob: round((before.usedMemory - empty.usedMemory) / opts.jobs),
@@ -194,7 +218,7 @@ export async function openContext(): Promise<BenchContext & { stop(): Promise<vo
 }
 
 export function describeRun(r: ThroughputRun): string {
-  return `${r.system.padEnd(8)} c=${r.concurrency} rep ${r.rep}: ${r.jobsPerSec} jobs/s, ${r.commandsPerJob} Redis cmds/job (${r.scriptCallsPerJob} scripts), Redis ${r.redisCpuUsPerJob} µs/job, worker ${r.workerCpuUsPerJob} µs/job, RSS ${r.workerPeakRssMiB} MiB (load ${r.load})`;
+  return `${r.system.padEnd(8)} c=${r.concurrency} rep ${r.rep}: ${r.jobsPerSec} jobs/s, ${r.commandsPerJob} Redis cmds/job (${r.scriptCallsPerJob} scripts), Redis ${r.redisCpuUsPerJob} µs/job, worker ${r.workerCpuUsPerJob} µs/job (main thread ${r.workerMainThreadCpuUsPerJob}), RSS ${r.workerPeakRssMiB} MiB (load ${r.load})`;
 }
 
 async function main(): Promise<void> {
@@ -205,6 +229,7 @@ async function main(): Promise<void> {
   const cpuProf = flags.get("cpu-prof");
   const cpuProfDir = cpuProf ? resolve(cpuProf === "true" ? "bench/profiles" : cpuProf) : undefined;
   if (cpuProfDir) mkdirSync(cpuProfDir, { recursive: true });
+  if (flags.has("otlp")) return otlpCost({ jobs, concurrency, reps, cpuProfDir, json: flags.has("json") });
   const ctx = await openContext();
   const runs: ThroughputRun[] = [];
   try {
@@ -234,6 +259,70 @@ async function main(): Promise<void> {
   else
     process.stdout.write(
       `conveyor ${result.conveyor_jobs_per_s} jobs/s, bullmq ${result.bullmq_jobs_per_s} jobs/s, ratio ${result.ratio} (jobs ${jobs}, concurrency ${concurrency}, ${reps} rep(s), medians)\n`,
+    );
+}
+
+/**
+ * Conveyor without and with OTLP export, alternating which goes first, on one Redis: the cost
+ * of tracing in throughput and in worker CPU per job (all threads, and the main thread alone).
+ */
+async function otlpCost(opts: {
+  jobs: number;
+  concurrency: number;
+  reps: number;
+  cpuProfDir?: string;
+  json: boolean;
+}): Promise<void> {
+  const sink = await startOtlpSink();
+  const ctx = await openContext();
+  const plain = new ConveyorSystem(ctx.url, { name: "conveyor", env: { OTEL_SDK_DISABLED: "true" } });
+  const traced = new ConveyorSystem(ctx.url, {
+    name: "conveyor+otlp",
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: "bench-worker" },
+  });
+  const runs: ThroughputRun[] = [];
+  try {
+    for (let rep = 0; rep < opts.reps; rep++) {
+      for (const sys of rep % 2 === 0 ? [plain, traced] : [traced, plain]) {
+        const before = { requests: sink.requests, bytes: sink.bytes };
+        const run = await runThroughput(ctx, sys, { ...opts, rep });
+        const exported =
+          sys === traced
+            ? `, exported ${sink.requests - before.requests} requests, ${round((sink.bytes - before.bytes) / opts.jobs)} B/job so far`
+            : "";
+        progress(describeRun(run) + exported);
+        runs.push(run);
+      }
+    }
+  } finally {
+    await plain.close();
+    await traced.close();
+    await ctx.stop();
+    await sink.stop();
+  }
+  if (sink.requests === 0)
+    progress("warning: the traced worker exported nothing to the OTLP sink (a sampler that drops all?)");
+  const med = (sys: System, pick: (r: ThroughputRun) => number) =>
+    summarize(runs.filter((r) => r.system === sys.name).map(pick)).median;
+  const result = {
+    jobs: opts.jobs,
+    concurrency: opts.concurrency,
+    plain_jobs_per_s: round(med(plain, (r) => r.jobsPerSec)),
+    otlp_jobs_per_s: round(med(traced, (r) => r.jobsPerSec)),
+    throughput_cost: round(1 - med(traced, (r) => r.jobsPerSec) / med(plain, (r) => r.jobsPerSec), 3),
+    plain_cpu_us_per_job: med(plain, (r) => r.workerCpuUsPerJob),
+    otlp_cpu_us_per_job: med(traced, (r) => r.workerCpuUsPerJob),
+    plain_main_cpu_us_per_job: med(plain, (r) => r.workerMainThreadCpuUsPerJob),
+    otlp_main_cpu_us_per_job: med(traced, (r) => r.workerMainThreadCpuUsPerJob),
+    otlp_content_types: [...sink.contentTypes],
+  };
+  if (opts.cpuProfDir) progress(`CPU profiles in ${opts.cpuProfDir}`);
+  if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else
+    process.stdout.write(
+      `plain ${result.plain_jobs_per_s} jobs/s, ${result.plain_cpu_us_per_job} µs/job (main ${result.plain_main_cpu_us_per_job}); ` +
+        `otlp ${result.otlp_jobs_per_s} jobs/s, ${result.otlp_cpu_us_per_job} µs/job (main ${result.otlp_main_cpu_us_per_job}); ` +
+        `throughput cost ${round(result.throughput_cost * 100, 1)} % (jobs ${opts.jobs}, concurrency ${opts.concurrency}, ${opts.reps} rep(s), medians)\n`,
     );
 }
 

@@ -15,7 +15,7 @@ import {
   parseRateLimit,
   type RateLimit,
   type ScheduleSpec,
-  type ScheduleView,
+  scheduleJson,
   dumpScripts,
   scriptSource,
   SCRIPT_NAMES,
@@ -28,6 +28,7 @@ import {
 } from "../queue/index.ts";
 import { startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
+import { packageVersion } from "../lib/packageVersion.ts";
 
 /** Each command's synopsis; `conveyor <command> --help` prints its own, `conveyor --help` all. */
 const COMMANDS: Record<string, string> = {
@@ -41,6 +42,8 @@ const COMMANDS: Record<string, string> = {
     "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
   promote:
     "  promote <id> [--queue Q] [--json]       run a delayed job now (exit 1: not found or not delayed)",
+  delete:
+    "  delete <queue> <id>… [--json]           delete waiting, delayed, dead or finished jobs (running ones are refused: cancel first)",
   pause: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
   resume: "  resume <queue>                          claim from a paused queue again",
   limit: "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
@@ -58,7 +61,7 @@ const COMMANDS: Record<string, string> = {
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
 };
 
-const FOOTER = `Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
+const FOOTER = `conveyor --version prints the version. Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
 ${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
 
 const USAGE = `usage: conveyor <command> [options]\n\n${Object.values(COMMANDS).join("\n")}\n\n${FOOTER}`;
@@ -339,6 +342,26 @@ async function promote(argv: string[]): Promise<number> {
   });
 }
 
+async function deleteJobs(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv, {});
+  const [queue, ...ids] = positionals;
+  if (!queue || ids.length === 0) throw new UsageError("delete <queue> <id>…");
+  return withRedis(values.redis, async (redis) => {
+    const results = await new QueueAdmin(redis).deleteJobs(queue, [...new Set(ids)]);
+    if (values.json) print(JSON.stringify(results));
+    else
+      for (const r of results)
+        print(
+          r.outcome === "deleted"
+            ? `deleted ${r.id}${r.state ? ` (was ${r.state})` : ""}`
+            : r.outcome === "refused"
+              ? `${r.id} is ${r.state === "active" ? "running" : `${r.state} (children unfinished)`}: cancel it first, then delete it`
+              : `job ${r.id} not found in ${queue}`,
+        );
+    return results.every((r) => r.outcome === "deleted") ? 0 : 1;
+  });
+}
+
 async function pauseOrResume(argv: string[], pause: boolean): Promise<void> {
   const { values, positionals } = parse(argv, {});
   const [queue] = positionals;
@@ -404,7 +427,7 @@ async function schedule(argv: string[]): Promise<number> {
       const s = await new QueueAdmin(redis).schedules.add(queue, name, spec);
       print(
         values.json
-          ? JSON.stringify(scheduleView(s))
+          ? JSON.stringify(scheduleJson(s))
           : `schedule ${name} on ${queue}: next run ${when(s.nextRun)}`,
       );
       return 0;
@@ -414,7 +437,7 @@ async function schedule(argv: string[]): Promise<number> {
     if (positionals.length !== 2) throw new UsageError(usage);
     return withRedis(values.redis, async (redis) => {
       const list = await new QueueAdmin(redis).schedules.list(queue);
-      if (values.json) print(JSON.stringify(list.map(scheduleView)));
+      if (values.json) print(JSON.stringify(list.map(scheduleJson)));
       else if (list.length === 0) print(`no schedules on ${queue}`);
       else
         for (const s of list)
@@ -442,18 +465,6 @@ async function schedule(argv: string[]): Promise<number> {
 }
 
 const when = (ms: number | null) => (ms === null ? "none" : new Date(ms).toISOString());
-
-function scheduleView(s: ScheduleView) {
-  return {
-    name: s.name,
-    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
-    cron: s.cron,
-    tz: s.tz,
-    data: JSON.parse(s.data) as unknown,
-    attempts: s.attempts,
-    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
-  };
-}
 
 function assertQueueNameForUsage(queue: string): void {
   try {
@@ -641,6 +652,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cancel(rest);
       case "promote":
         return await promote(rest);
+      case "delete":
+        return await deleteJobs(rest);
       case "pause":
       case "resume":
         await pauseOrResume(rest, command === "pause");
@@ -667,6 +680,10 @@ export async function main(argv: string[]): Promise<number> {
         if (!mod?.runOperator) throw new UsageError("the operator is not part of this build");
         return await mod.runOperator(rest);
       }
+      case "--version":
+      case "-V":
+        print(packageVersion());
+        return 0;
       case undefined:
       case "help":
       case "--help":

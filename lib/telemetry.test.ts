@@ -1,8 +1,8 @@
 // Unit tests of lib/telemetry.ts: which OTEL_* variables turn export on.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { requestedExporters, startTracing } from "./telemetry.ts";
-import { tracingEnabled } from "./tracingSwitch.ts";
+import { otlpProtocol, requestedExporters, startTracing } from "./telemetry.ts";
+import { tracingActive } from "./tracingSwitch.ts";
 
 describe("requestedExporters", () => {
   test("the standard variables decide, OTEL_SDK_DISABLED and 'none' win", () => {
@@ -24,6 +24,29 @@ describe("requestedExporters", () => {
 
   test("without them startTracing installs nothing", async () => {
     assert.equal(await startTracing({ serviceName: "t", env: {} }), null);
-    assert.equal(tracingEnabled(), false);
+    assert.equal(tracingActive(), false);
+  });
+});
+
+describe("otlpProtocol", () => {
+  test("http/protobuf by default, http/json when asked, the signal's variable first", () => {
+    assert.equal(otlpProtocol({}), "http/protobuf");
+    assert.equal(otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }), "http/json");
+    assert.equal(
+      otlpProtocol({
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf",
+      }),
+      "http/protobuf",
+    );
+  });
+
+  test("grpc and unknown values fall back to http/protobuf with a warning naming the value", () => {
+    const warnings: string[] = [];
+    assert.equal(
+      otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, (m) => warnings.push(m)),
+      "http/protobuf",
+    );
+    assert.match(warnings[0] ?? "", /grpc is not supported/);
   });
 });

@@ -4,7 +4,7 @@
 // dependencies imported here dynamically, never by queue/ (the library depends on
 // @opentelemetry/api only; applications bring their SDK and call enableTracing()).
 import { context, propagation, trace, type Attributes } from "@opentelemetry/api";
-import { markTracingEnabled, tracingEnabled } from "./tracingSwitch.ts";
+import { enableTracing, tracingActive } from "./tracingSwitch.ts";
 
 export interface TracingHandle {
   /** Flush what is buffered and stop exporting. */
@@ -49,7 +49,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   const warn = opts.warn ?? ((m: string) => process.stderr.write(`${m}\n`));
   const exporters = requestedExporters(env);
   if (exporters.length === 0) return null;
-  if (tracingEnabled()) return { shutdown: async () => {} };
+  if (tracingActive()) return { shutdown: async () => {} };
   let sdk;
   try {
     sdk = await loadSdk();
@@ -62,10 +62,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   const spanExporters = [];
   for (const name of exporters) {
     if (name === "otlp") {
-      const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
-      if (protocol && protocol !== "http/protobuf")
-        warn(`tracing: OTLP protocol ${protocol} is not supported; exporting with http/protobuf`);
-      spanExporters.push(new sdk.OTLPTraceExporter(otlpUrl(env)));
+      spanExporters.push(otlpExporter(sdk, env, warn));
     } else if (name === "console") {
       spanExporters.push(new sdk.ConsoleSpanExporter());
     } else {
@@ -107,12 +104,47 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
     }),
   );
   trace.setGlobalTracerProvider(provider);
-  markTracingEnabled();
+  enableTracing();
   return {
     shutdown: async () => {
       await provider.shutdown().catch(() => {});
     },
   };
+}
+
+export type OtlpProtocol = "http/protobuf" | "http/json";
+
+/**
+ * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: `http/protobuf` (the
+ * default) or `http/json`; `grpc` (not supported here) and anything else fall back to
+ * http/protobuf with a warning.
+ */
+export function otlpProtocol(env: Env, warn: (message: string) => void = () => {}): OtlpProtocol {
+  const asked = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "")
+    .trim()
+    .toLowerCase();
+  if (asked === "http/json") return "http/json";
+  if (asked && asked !== "http/protobuf")
+    warn(
+      `tracing: OTLP protocol ${asked} is not supported (http/protobuf, http/json); exporting with http/protobuf`,
+    );
+  return "http/protobuf";
+}
+
+/** The OTLP/HTTP span exporter for the protocol the variables ask for. */
+function otlpExporter(sdk: Sdk, env: Env, warn: (message: string) => void) {
+  const config = otlpUrl(env);
+  if (otlpProtocol(env, warn) === "http/protobuf") return new sdk.OTLPTraceExporter(config);
+  // http/json: the same export delegate as the protobuf exporter's, with the JSON serializer.
+  return new sdk.OTLPExporterBase(
+    sdk.createOtlpHttpExportDelegate(
+      sdk.convertLegacyHttpOptions(config, "TRACES", "v1/traces", { "Content-Type": "application/json" }),
+      sdk.JsonTraceSerializer,
+      "otlp_http_span_exporter",
+      sdk.TraceExporterMetricsHelper,
+      undefined,
+    ),
+  );
 }
 
 /**
@@ -128,13 +160,18 @@ function otlpUrl(env: Env): { url?: string } {
 
 async function loadSdk() {
   // Dynamic imports: optional dependencies, loaded only when export is asked for.
-  const [sdkTrace, hooks, core, resources, otlp] = await Promise.all([
-    import("@opentelemetry/sdk-trace"),
-    import("@opentelemetry/context-async-hooks"),
-    import("@opentelemetry/core"),
-    import("@opentelemetry/resources"),
-    import("@opentelemetry/exporter-trace-otlp-proto"),
-  ]);
+  const [sdkTrace, hooks, core, resources, otlp, exporterBase, exporterHttp, transformer] = await Promise.all(
+    [
+      import("@opentelemetry/sdk-trace"),
+      import("@opentelemetry/context-async-hooks"),
+      import("@opentelemetry/core"),
+      import("@opentelemetry/resources"),
+      import("@opentelemetry/exporter-trace-otlp-proto"),
+      import("@opentelemetry/otlp-exporter-base"),
+      import("@opentelemetry/otlp-exporter-base/node-http"),
+      import("@opentelemetry/otlp-transformer"),
+    ],
+  );
   return {
     ...sdkTrace,
     AsyncLocalStorageContextManager: hooks.AsyncLocalStorageContextManager,
@@ -145,6 +182,11 @@ async function loadSdk() {
     envDetector: resources.envDetector,
     resourceFromAttributes: resources.resourceFromAttributes,
     OTLPTraceExporter: otlp.OTLPTraceExporter,
+    OTLPExporterBase: exporterBase.OTLPExporterBase,
+    createOtlpHttpExportDelegate: exporterHttp.createOtlpHttpExportDelegate,
+    convertLegacyHttpOptions: exporterHttp.convertLegacyHttpOptions,
+    JsonTraceSerializer: transformer.JsonTraceSerializer,
+    TraceExporterMetricsHelper: transformer.TraceExporterMetricsHelper,
   };
 }
 type Sdk = Awaited<ReturnType<typeof loadSdk>>;

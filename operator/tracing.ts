@@ -2,7 +2,7 @@
 // `reconcile WorkerPool` span per reconcile and a `scale WorkerPool` span per scale decision
 // written, a child of it. While tracing is off both helpers just run `fn`.
 import { context, trace, SpanStatusCode, type Attributes, type Span } from "@opentelemetry/api";
-import { activeTracer } from "../queue/index.ts";
+import { activeTracer } from "../queue/tracing.ts";
 
 /** Run `fn` inside a span named `name` (INTERNAL), ended with `fn`; an error marks it failed. */
 export async function withSpan<T>(

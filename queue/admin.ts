@@ -1,5 +1,6 @@
 // Read-side and operator commands: counts for scaling and `conveyor stats`, job lookup,
 // the busy/idle worker reports, and dead-letter retry/purge.
+import { backlogCountsCall, countsFromReply } from "./backlogPoll.ts";
 import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 import type { JobInfo, JobLogLine, QueueCounts, WorkerReport } from "./types.ts";
@@ -45,6 +46,14 @@ export interface PromoteResult {
   queue: string;
   outcome: "promoted" | "notDelayed" | "notFound";
   /** What the job was ("" when not found). */
+  state: string;
+}
+
+export interface DeleteResult {
+  id: string;
+  /** `refused`: running, or a fan-out parent waiting for its children (cancel it first). */
+  outcome: "deleted" | "refused" | "notFound";
+  /** What the job was (`malformed`: its key was not a hash; "" when not found). */
   state: string;
 }
 
@@ -107,46 +116,12 @@ export class QueueAdmin {
     };
   }
 
-  /** One round trip, atomic (all keys share a slot). */
+  /** One round trip, atomic: the backlog_counts script the operator's poll runs. */
   async counts(queue: string, opts: { oldestReady?: boolean } = {}): Promise<QueueCounts> {
-    const k = new QueueKeys(queue);
-    const now = Date.now();
-    const replies = await this.redis
-      .multi()
-      .zcard(k.ready)
-      .zcard(k.delayed)
-      .zcount(k.delayed, "-inf", now)
-      .zcard(k.inflight)
-      .zcard(k.dead)
-      .hget(k.counts, "completed")
-      .exec();
-    if (!replies) throw new Error(`counts for ${queue}: transaction aborted`);
-    const [ready, delayed, dueDelayed, inflight, dead, completed] = replies.map(([err, v]) => {
-      if (err) throw err;
-      return Number(v ?? 0);
-    }) as [number, number, number, number, number, number];
-    const counts: QueueCounts = {
-      ready,
-      delayed,
-      dueDelayed,
-      inflight,
-      dead,
-      completed,
-      backlog: ready + dueDelayed + inflight,
-    };
-    if (opts.oldestReady && ready > 0) {
-      const at = await this.headOfReadyCreatedAt(k);
-      if (at !== undefined) counts.oldestReadyAt = at;
-    }
+    const call = backlogCountsCall(queue);
+    const counts = countsFromReply(await runScript(this.redis, "backlog_counts", call.keys, call.args));
+    if (!opts.oldestReady) delete counts.oldestReadyAt;
     return counts;
-  }
-
-  /** createdAt of the job the next claim would take (one more round trip; polls only, never per job). */
-  private async headOfReadyCreatedAt(k: QueueKeys): Promise<number | undefined> {
-    const [head] = await this.redis.zrange(k.ready, 0, 0);
-    if (head === undefined) return undefined;
-    const at = Number(await this.redis.hget(k.jobPrefix + head, "createdAt"));
-    return Number.isFinite(at) && at > 0 ? at : undefined;
   }
 
   /** Raw lifetime counters (enqueued, started, completed, failed, retried, dead, stalled, handedBack, fenced…). */
@@ -247,6 +222,29 @@ export class QueueAdmin {
     return { id, queue, outcome, state };
   }
 
+  /**
+   * Delete jobs of `queue` (waiting, delayed, dead, completed or cancelled) in one atomic call:
+   * each leaves its set, its record and log are deleted, its idempotency key is freed, and a
+   * `deleted` event is recorded. A running job and a fan-out parent waiting for its children are
+   * refused (cancel them first); an id that is not a job of this queue is `notFound`.
+   */
+  async deleteJobs(queue: string, ids: string[]): Promise<DeleteResult[]> {
+    if (ids.length === 0) return [];
+    for (const id of ids) assertJobId(id);
+    const k = new QueueKeys(queue);
+    const flat = await runScript<string[]>(
+      this.redis,
+      "delete_jobs",
+      [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
+      [k.jobPrefix, k.idempotencyPrefix, queue, Date.now(), ...ids],
+    );
+    return ids.map((id, i) => ({
+      id,
+      outcome: flat[2 * i] as DeleteResult["outcome"],
+      state: flat[2 * i + 1]!,
+    }));
+  }
+
   /** Move dead jobs back to ready (all of them when `ids` is empty). Returns how many moved. */
   async retryDead(queue: string, ids: string[] = []): Promise<number> {
     const k = new QueueKeys(queue);
@@ -318,5 +316,6 @@ function toJobInfo(raw: Record<string, string>): JobInfo {
     worker: raw.worker,
     progress: num(raw.progress),
     progressMessage: raw.progressMessage || undefined,
+    idempotencyKey: raw.idempotencyKey || undefined,
   };
 }

@@ -20,7 +20,17 @@ export interface QueuePoll {
 
 type CountsReply = [number, number, number, number, number, number, number];
 
-function toCounts(r: CountsReply): QueueCounts {
+/** The backlog_counts call for one queue (the poll pipelines it; QueueAdmin.counts runs it alone). */
+export function backlogCountsCall(
+  queue: string,
+  now = Date.now(),
+): { keys: string[]; args: (string | number)[] } {
+  const k = new QueueKeys(queue);
+  return { keys: [k.ready, k.delayed, k.inflight, k.dead, k.counts], args: [now, k.jobPrefix] };
+}
+
+/** backlog_counts' reply as QueueCounts. */
+export function countsFromReply(r: CountsReply): QueueCounts {
   const [ready, delayed, dueDelayed, inflight, dead, completed, oldest] = r.map(Number) as CountsReply;
   const counts: QueueCounts = {
     ready,
@@ -48,13 +58,8 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
     // Pause first: counts read after a pause include every job that can still be running.
     const f = controlFields(queue);
     pipeline.hmget(k.meta, f.paused, f.rate);
-    pipelineScript(
-      redis,
-      pipeline,
-      "backlog_counts",
-      [k.ready, k.delayed, k.inflight, k.dead, k.counts],
-      [now, k.jobPrefix],
-    );
+    const counts = backlogCountsCall(queue, now);
+    pipelineScript(redis, pipeline, "backlog_counts", counts.keys, counts.args);
     if (sweep) {
       const call = sweepCall(queue);
       pipelineScript(redis, pipeline, "sweep_leases", call.keys, call.args);
@@ -70,7 +75,7 @@ async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): 
       err || controlErr
         ? { error: (err ?? controlErr)! }
         : {
-            counts: toCounts(reply as CountsReply),
+            counts: countsFromReply(reply as CountsReply),
             control: parseQueueControl(...(control as [string | null, string | null])),
           };
     if (sweep) {

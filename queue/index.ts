@@ -21,4 +21,6 @@ export {
   type ScriptName,
   type RedisClient,
 } from "./scripts.ts";
-export * from "./tracing.ts";
+// Tracing helpers are in queue/tracing.ts (`@conveyor-dev/queue/tracing`): their types are
+// OpenTelemetry's, an optional peer; the switch is here.
+export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";

@@ -2,7 +2,8 @@
 import { randomUUID } from "node:crypto";
 import { assertJobId, assertQueueName, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
-import { endSpan, startSendSpan, tracingActive } from "./tracing.ts";
+import { tracingActive } from "../lib/tracingSwitch.ts";
+import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
 

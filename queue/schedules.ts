@@ -4,7 +4,8 @@
 // it), and the worker that starts a tick puts the following one in line (schedule_tick.lua).
 // Ticks missed while nothing ran collapse into one. See docs/queue-control.md.
 import { randomBytes } from "node:crypto";
-import { Cron } from "croner";
+import type { Cron } from "croner";
+import { requireOptional } from "../lib/optionalPackage.ts";
 import { PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 
@@ -49,6 +50,19 @@ export interface ScheduleView extends Schedule {
   nextRun: number | null;
 }
 
+/** A schedule as the API and `conveyor schedule … --json` show it (data parsed, times as ISO text). */
+export function scheduleJson(s: ScheduleView) {
+  return {
+    name: s.name,
+    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
+    cron: s.cron,
+    tz: s.tz,
+    data: JSON.parse(s.data) as unknown,
+    attempts: s.attempts,
+    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
+  };
+}
+
 export function assertScheduleName(name: string): void {
   if (!SCHEDULE_NAME.test(name))
     throw new ScheduleError(
@@ -66,7 +80,12 @@ function assertTimeZone(tz: string): void {
   }
 }
 
+// croner is an optional peer dependency of @conveyor-dev/queue: only cron schedules need it (the
+// CLI package depends on it, so the worker and `conveyor schedule` always have it).
+type Croner = typeof import("croner");
+
 function cronOf(expr: string, tz: string | undefined): Cron {
+  const { Cron } = requireOptional<Croner>("croner", "A cron schedule");
   try {
     return new Cron(expr, { timezone: tz, paused: true, mode: "auto" });
   } catch (err) {

@@ -25,6 +25,7 @@ export const SCRIPT_NAMES = [
   "fan_out",
   "cancel_job",
   "promote_job",
+  "delete_jobs",
   "schedule_tick",
   "schedule_remove",
   "backlog_counts",

@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { context, propagation, trace, TraceFlags } from "@opentelemetry/api";
 import { W3CTraceContextPropagator, TraceState } from "@opentelemetry/core";
-import { parseTraceField, traceFieldOf, tracingActive } from "./tracing.ts";
+import { tracingActive } from "../lib/tracingSwitch.ts";
+import { parseTraceField, traceFieldOf } from "./tracing.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const SPAN = "00f067aa0ba902b7";

@@ -1,23 +1,23 @@
-// OpenTelemetry tracing shared by producers, the worker and the operator. Only
-// @opentelemetry/api is imported; the SDK and the OTLP exporter (optional dependencies) are
-// loaded by lib/telemetry.ts' startTracing() when the standard OTEL_* variables ask for export.
-// Until then every helper here returns at once, so a process without tracing pays one boolean
-// test per call.
+// OpenTelemetry tracing shared by producers, the worker and the operator. @opentelemetry/api
+// is an optional peer dependency of @conveyor-dev/queue, loaded on first use: only while tracing
+// is on (lib/tracingSwitch.ts) or when the worker reads a job's trace field. The SDK and the
+// OTLP exporter are loaded by lib/telemetry.ts' startTracing() when the standard OTEL_*
+// variables ask for export. Until then every helper here returns at once, so a process without
+// tracing pays one boolean test per call. Applications import this module as
+// `@conveyor-dev/queue/tracing` (the package's main entry point never names OpenTelemetry types).
 // The trace context a job was created in travels in its record's `trace` field
 // (docs/protocol.md#trace-context).
-import {
-  context,
-  propagation,
-  trace,
-  SpanKind,
-  SpanStatusCode,
-  type Attributes,
-  type Context,
-  type Link,
-  type Span,
-  type Tracer,
-} from "@opentelemetry/api";
-import { markTracingEnabled, tracingEnabled } from "../lib/tracingSwitch.ts";
+import type { Attributes, Context, Link, Span, Tracer } from "@opentelemetry/api";
+import { requireOptional } from "../lib/optionalPackage.ts";
+import { tracingActive } from "../lib/tracingSwitch.ts";
+
+type OtelApi = typeof import("@opentelemetry/api");
+let api: OtelApi | undefined;
+
+/** The OpenTelemetry API; its state is global, so this copy sees the application's SDK. */
+function otel(): OtelApi {
+  return (api ??= requireOptional<OtelApi>("@opentelemetry/api", "Conveyor's tracing"));
+}
 
 /** The `messaging.system` of Conveyor's spans (the conventions allow a system's own name). */
 export const MESSAGING_SYSTEM = "conveyor";
@@ -25,26 +25,10 @@ const TRACER_NAME = "conveyor";
 
 let tracer: Tracer | undefined;
 
-/**
- * True once tracing is on in this process: lib/telemetry.ts' startTracing() installed the SDK,
- * or an application with its own OpenTelemetry SDK called enableTracing().
- */
-export function tracingActive(): boolean {
-  return tracingEnabled();
-}
-
 /** The Conveyor tracer (from the global provider) while tracing is on. */
 export function activeTracer(): Tracer | undefined {
-  if (!tracingEnabled()) return undefined;
-  return (tracer ??= trace.getTracer(TRACER_NAME));
-}
-
-/**
- * For applications with an OpenTelemetry SDK of their own: Conveyor's producer (and consumer)
- * spans go to the globally registered provider from now on.
- */
-export function enableTracing(): void {
-  markTracingEnabled();
+  if (!tracingActive()) return undefined;
+  return (tracer ??= otel().trace.getTracer(TRACER_NAME));
 }
 
 // ---- the job record's trace field ------------------------------------------------------------
@@ -55,13 +39,14 @@ export function enableTracing(): void {
 /** The `trace` field value for a context: its W3C traceparent (and tracestate). */
 export function traceFieldOf(ctx: Context): string {
   const carrier: Record<string, string> = {};
-  propagation.inject(ctx, carrier);
+  otel().propagation.inject(ctx, carrier);
   if (!carrier.traceparent) return "";
   return carrier.tracestate ? `${carrier.traceparent}\n${carrier.tracestate}` : carrier.traceparent;
 }
 
 /** A span's context as a `trace` field value. */
 export function traceFieldOfSpan(span: Span): string {
+  const { context, trace } = otel();
   return traceFieldOf(trace.setSpan(context.active(), span));
 }
 
@@ -76,6 +61,7 @@ export interface ParsedTraceField {
 export function parseTraceField(field: string): ParsedTraceField | null {
   if (!field) return null;
   const lines = field.split("\n");
+  const { context, propagation, trace } = otel();
   const carrier: Record<string, string> = { traceparent: lines[0]! };
   const links: Link[] = [];
   for (const line of lines.slice(1)) {
@@ -115,7 +101,7 @@ export function messagingAttributes(
 export function startSendSpan(
   queue: string,
   ids: string[],
-  parent: Context = context.active(),
+  parent?: Context,
 ): { span: Span; field: string } | null {
   const tracer = activeTracer();
   if (!tracer) return null;
@@ -123,23 +109,29 @@ export function startSendSpan(
     ids.length === 1
       ? messagingAttributes("send", queue, { "messaging.message.id": ids[0]! })
       : messagingAttributes("send", queue, { "messaging.batch.message_count": ids.length });
-  const span = tracer.startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes }, parent);
-  return { span, field: traceFieldOf(trace.setSpan(parent, span)) };
+  const { context, trace, SpanKind } = otel();
+  const at = parent ?? context.active();
+  const span = tracer.startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes }, at);
+  return { span, field: traceFieldOf(trace.setSpan(at, span)) };
 }
 
 /** End a span, marking it failed when `err` is given. */
 export function endSpan(span: Span, err?: unknown): void {
   if (err !== undefined) {
     span.recordException(err instanceof Error ? err : String(err));
-    span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+    span.setStatus({
+      code: otel().SpanStatusCode.ERROR,
+      message: err instanceof Error ? err.message : String(err),
+    });
   }
   span.end();
 }
 
 /** W3C headers of the active context (for an HTTP call or a child process), or null. */
 export function activeTraceHeaders(): { traceparent: string; tracestate?: string } | null {
-  if (!tracingEnabled()) return null;
+  if (!tracingActive()) return null;
   const carrier: Record<string, string> = {};
+  const { context, propagation } = otel();
   propagation.inject(context.active(), carrier);
   if (!carrier.traceparent) return null;
   return carrier.tracestate

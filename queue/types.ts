@@ -120,4 +120,6 @@ export interface JobInfo {
   /** 0..1 as last reported by the handler. */
   progress?: number;
   progressMessage?: string;
+  /** The producer's idempotency key, when it gave one. */
+  idempotencyKey?: string;
 }

@@ -5,6 +5,7 @@
 // (queue/tracing.ts: no OTEL_* export asked for) the worker gets NO_TRACE, whose methods do
 // nothing, and the job's trace field is passed on unchanged.
 import { context, trace, SpanKind, SpanStatusCode, type Attributes, type Span } from "@opentelemetry/api";
+import type { ClaimedJob } from "../queue/index.ts";
 import {
   activeTracer,
   endSpan,
@@ -12,8 +13,7 @@ import {
   parseTraceField,
   startSendSpan,
   traceFieldOfSpan,
-  type ClaimedJob,
-} from "../queue/index.ts";
+} from "../queue/tracing.ts";
 
 /** What the worker tells an execution's span; every method is cheap when tracing is off. */
 export interface ExecutionTrace {
@@ -37,27 +37,32 @@ export const NO_TRACE: ExecutionTrace = {
   end: () => {},
 };
 
+/** A worker serves one queue: its span name and fixed attributes are made once. */
+let perQueue: { queue: string; name: string; attributes: Attributes } | undefined;
+
 /** The span of one execution of `job`, or NO_TRACE while tracing is off. */
 export function traceExecution(job: ClaimedJob): ExecutionTrace {
   const tracer = activeTracer();
   if (!tracer) return NO_TRACE;
+  if (perQueue?.queue !== job.queue)
+    perQueue = {
+      queue: job.queue,
+      name: `process ${job.queue}`,
+      attributes: messagingAttributes("process", job.queue),
+    };
   const created = parseTraceField(job.trace);
   const parent = created?.context ?? context.active();
-  const span = tracer.startSpan(
-    `process ${job.queue}`,
-    {
-      kind: SpanKind.CONSUMER,
-      links: created?.links,
-      // Few attributes: each costs on every span. The worker's identity is a resource
-      // attribute (service.instance.id), set once per process.
-      attributes: messagingAttributes("process", job.queue, {
-        "messaging.message.id": job.id,
-        "conveyor.job.attempt": job.attempt,
-        "conveyor.execution.id": job.token,
-      }),
-    },
-    parent,
-  );
+  // The attributes are set once the sampler has decided, not given to startSpan: the SDK
+  // validates attributes given at creation twice (before and after sampling), each value with a
+  // fresh WeakSet, and an unsampled span needs none. The specification's samplers (the
+  // OTEL_TRACES_SAMPLER values) do not read attributes. Few attributes: each costs on every
+  // span; the worker's identity is a resource attribute (service.instance.id), set once.
+  const span = tracer.startSpan(perQueue.name, { kind: SpanKind.CONSUMER, links: created?.links }, parent);
+  if (!span.isRecording()) return new ExecutionSpan(span);
+  span.setAttributes(perQueue.attributes);
+  span.setAttribute("messaging.message.id", job.id);
+  span.setAttribute("conveyor.job.attempt", job.attempt);
+  span.setAttribute("conveyor.execution.id", job.token);
   if (job.stalls > 0) span.setAttribute("conveyor.job.stalls", job.stalls);
   if (job.requeued) {
     const colon = job.requeued.indexOf(":");

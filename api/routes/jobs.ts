@@ -131,6 +131,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           deadReason: info?.deadReason ?? row?.deadReason ?? null,
           worker: info?.worker ?? null,
           parentId: row?.parentId ?? null,
+          idempotencyKey: info?.idempotencyKey ?? row?.idempotencyKey ?? null,
           data: shown(info?.data ?? r?.data),
           result: shown(info?.result ?? r?.result),
           error: shown(info?.error ?? r?.error),

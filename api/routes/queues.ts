@@ -7,7 +7,7 @@ import {
   parseEnvelope,
   parseRateLimit,
   QueueKeys,
-  type ScheduleView,
+  scheduleJson,
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
@@ -29,18 +29,6 @@ export interface QueueSummary {
   /** Age (ms) of the job at the head of the ready line; null when none waits. */
   oldestWaitingMs: number | null;
   workers: number;
-}
-
-function scheduleJson(s: ScheduleView) {
-  return {
-    name: s.name,
-    every: s.everyMs !== undefined ? `${s.everyMs}ms` : undefined,
-    cron: s.cron,
-    tz: s.tz,
-    data: JSON.parse(s.data) as unknown,
-    attempts: s.attempts,
-    nextRun: s.nextRun === null ? null : new Date(s.nextRun).toISOString(),
-  };
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
@@ -184,6 +172,27 @@ export function queueHandlers(ctx: ApiContext): Handlers {
       for (const id of (body as { ids: string[] }).ids)
         if ((await ctx.admin.cancel(id, queue)).outcome === "cancelled") cancelled++;
       return { body: { queue, cancelled } };
+    },
+    async bulkDelete({ params, body }) {
+      const queue = q(params);
+      const ids = [...new Set((body as { ids: string[] }).ids)];
+      const results = await ctx.admin.deleteJobs(queue, ids);
+      const of = (outcome: string) => results.filter((r) => r.outcome === outcome);
+      return {
+        body: {
+          queue,
+          deleted: of("deleted").length,
+          refused: of("refused").map(({ id, state }) => ({
+            id,
+            state,
+            reason:
+              state === "active"
+                ? "running: cancel it first"
+                : "its fan-out children are not all finished: cancel it first",
+          })),
+          notFound: of("notFound").map((r) => r.id),
+        },
+      };
     },
   };
 }

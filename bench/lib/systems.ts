@@ -113,15 +113,25 @@ function captured(proc: Started, logFile: string): () => string {
   };
 }
 
+export interface ConveyorSystemOptions {
+  /** The name runs are reported under (default `conveyor`). */
+  name?: string;
+  /** More environment for the worker process (e.g. OTEL_* variables), over the bench's own. */
+  env?: Record<string, string>;
+}
+
 export class ConveyorSystem implements System {
-  readonly name: string = "conveyor";
+  readonly name: string;
   readonly stateCommands = { multi: 1, zcard: 2, exec: 1 };
   private readonly redisUrl: string;
   private readonly redis: RedisClient;
   private readonly producer: Producer;
   private readonly keys = new QueueKeys(QUEUE);
+  private readonly env: Record<string, string>;
 
-  constructor(redisUrl: string) {
+  constructor(redisUrl: string, opts: ConveyorSystemOptions = {}) {
+    this.name = opts.name ?? "conveyor";
+    this.env = opts.env ?? {};
     this.redisUrl = redisUrl;
     this.redis = connectRedis(redisUrl, { name: "bench-conveyor-producer" });
     this.producer = new Producer(this.redis);
@@ -160,6 +170,7 @@ export class ConveyorSystem implements System {
         CONVEYOR_WORKER_ID: `bench-${process.pid}`,
         LOG_LEVEL: "warn",
         BENCH_LATENCY_FILE: opts.latencyFile ?? "",
+        ...this.env,
       },
     });
     return handle(
@@ -176,15 +187,13 @@ export class ConveyorSystem implements System {
 
 /** Conveyor's queue with the lean bench-only consumer of bench/proto/worker.ts. */
 export class ProtoSystem extends ConveyorSystem {
-  override readonly name: string;
   private readonly mode: ProtoMode;
   private readonly url: string;
 
   constructor(redisUrl: string, mode: ProtoMode) {
-    super(redisUrl);
+    super(redisUrl, { name: `proto-${mode}` });
     this.url = redisUrl;
     this.mode = mode;
-    this.name = `proto-${mode}`;
   }
 
   override async startWorker(opts: WorkerOptions): Promise<WorkerHandle> {

@@ -53,19 +53,29 @@ export interface ProcSample {
   cpuMs: number;
   rssKb: number;
   peakRssKb: number;
+  /** CPU time of the main thread alone (the JavaScript event loop), ms. */
+  mainThreadCpuMs: number;
 }
 
 const CLK_TCK = 100;
 
-export function procSample(pid: number): ProcSample {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** user + system CPU ms from a /proc/.../stat file. */
+function statCpuMs(path: string): number {
+  const stat = readFileSync(path, "utf8");
   // Fields after the command name (which may contain spaces) start after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+}
+
+export function procSample(pid: number): ProcSample {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? NaN);
-  return { cpuMs: ((utime + stime) * 1000) / CLK_TCK, rssKb: kb("VmRSS"), peakRssKb: kb("VmHWM") };
+  return {
+    cpuMs: statCpuMs(`/proc/${pid}/stat`),
+    rssKb: kb("VmRSS"),
+    peakRssKb: kb("VmHWM"),
+    mainThreadCpuMs: statCpuMs(`/proc/${pid}/task/${pid}/stat`),
+  };
 }
 
 export function loadAverage(): string {

@@ -10,7 +10,30 @@ export class ApiError extends Error {
   }
 }
 
-export async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+/** GETs started before the first render; the first api() call for the same path takes the answer. */
+const early = new Map<string, Promise<unknown>>();
+
+/**
+ * Start a GET now, while the app is still rendering: the landing page's data then arrives with
+ * the session instead of one round trip (and a render) after it (first paint, bench/firstPaint.ts).
+ */
+export function prefetch(path: string): void {
+  if (early.has(path)) return;
+  const p = request(path, {});
+  p.catch(() => {}); // never taken (signed out): not an unhandled rejection
+  early.set(path, p);
+}
+
+export function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const got = init.method === undefined || init.method === "GET" ? early.get(path) : undefined;
+  if (got) {
+    early.delete(path);
+    return got as Promise<T>;
+  }
+  return request<T>(path, init);
+}
+
+async function request<T>(path: string, init: { method?: string; body?: unknown }): Promise<T> {
   const res = await fetch(path, {
     method: init.method ?? "GET",
     credentials: "same-origin",

@@ -3,7 +3,7 @@
 // the server's JSON paths and the UI's never collide.
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, useLive } from "./api.ts";
+import { api, ApiError, prefetch, useLive } from "./api.ts";
 import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
 import { QueuePage } from "./pages/queue.tsx";
@@ -208,4 +208,8 @@ function App() {
   );
 }
 
+// The session and, on the queues page (where most visits start), its list: both requests leave
+// together before the first render.
+prefetch("/auth/session");
+if (/^(#\/?(queues)?)?$/.test(location.hash)) prefetch("/queues");
 render(<App />, document.getElementById("app")!);

@@ -1,9 +1,13 @@
 // Small shared pieces: formatting, state badges, JSON blocks, a confirmation dialog, a
 // sparkline (inline SVG) and a uPlot chart.
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef } from "preact/hooks";
-import uPlot from "uplot";
+import { useEffect, useId, useRef } from "preact/hooks";
+import type uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+
+// uPlot is half the JS; loaded with the first chart, so the queues page (no chart) paints sooner.
+let uPlotModule: Promise<typeof uPlot> | null = null;
+const loadUPlot = () => (uPlotModule ??= import("uplot").then((m) => m.default));
 
 export function ago(iso: string | number | null | undefined): string {
   if (iso === null || iso === undefined || iso === "") return "—";
@@ -92,6 +96,7 @@ export function Confirm({
   onClose: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId(); // a page can hold several dialogs (queue actions, bulk delete)
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
@@ -99,7 +104,7 @@ export function Confirm({
     if (!open && d.open) d.close();
   }, [open]);
   return (
-    <dialog ref={ref} onClose={onClose} aria-labelledby="confirm-title">
+    <dialog ref={ref} onClose={onClose} aria-labelledby={titleId}>
       <form
         method="dialog"
         onSubmit={(e) => {
@@ -107,7 +112,7 @@ export function Confirm({
           onConfirm();
         }}
       >
-        <h2 id="confirm-title">{title}</h2>
+        <h2 id={titleId}>{title}</h2>
         <div>{children}</div>
         <div class="row end">
           <button type="button" onClick={onClose}>
@@ -151,34 +156,41 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
   useEffect(() => {
     const el = ref.current;
     if (!el || x.length === 0) return;
-    const plot = new uPlot(
-      {
-        width: Math.max(300, el.clientWidth),
-        height,
-        scales: { x: { time: true } },
-        series: [
-          {},
-          ...series.map((s) => ({
-            label: s.label,
-            stroke: s.color,
-            width: 2,
-            paths: s.step ? uPlot.paths.stepped!({ align: 1 }) : undefined,
-          })),
-        ],
-        axes: [{}, { size: 50 }],
-      },
-      [x.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData,
-      el,
-    );
-    const resize = () => plot.setSize({ width: Math.max(300, el.clientWidth), height });
+    let plot: uPlot | null = null;
+    let gone = false;
+    void loadUPlot().then((UPlot) => {
+      if (gone) return;
+      plot = new UPlot(
+        {
+          width: Math.max(300, el.clientWidth),
+          height,
+          scales: { x: { time: true } },
+          series: [
+            {},
+            ...series.map((s) => ({
+              label: s.label,
+              stroke: s.color,
+              width: 2,
+              paths: s.step ? UPlot.paths.stepped!({ align: 1 }) : undefined,
+            })),
+          ],
+          axes: [{}, { size: 50 }],
+        },
+        [x.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData,
+        el,
+      );
+    });
+    const resize = () => plot?.setSize({ width: Math.max(300, el.clientWidth), height });
     window.addEventListener("resize", resize);
     return () => {
+      gone = true;
       window.removeEventListener("resize", resize);
-      plot.destroy();
+      plot?.destroy();
     };
   }, [JSON.stringify(x), JSON.stringify(series), height]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
-  return <div ref={ref} class="chart" />;
+  // The plot's height is held while uPlot loads, so the page below does not jump.
+  return <div ref={ref} class="chart" style={{ minHeight: `${height}px` }} />;
 }
 
 export function ErrorNote({ error }: { error: string | null }) {

@@ -18,4 +18,11 @@ describe("self-signed serving certificate", () => {
     assert.match(x.subjectAltName ?? "", /^IP Address:10\.0\.0\.1, IP Address:192\.168\.1\.2$/);
     assert.equal(x.checkIP("10.0.0.1"), "10.0.0.1");
   });
+
+  it("writes a minimal DER serial number every time (a leading zero byte made 1 in 256 certificates unreadable)", () => {
+    for (let i = 0; i < 1000; i++) {
+      const serial = new X509Certificate(selfSignedCert("test", ["localhost"]).cert).serialNumber;
+      assert.match(serial, /^[4-7][0-9A-F]{31}$/);
+    }
+  });
 });

@@ -81,7 +81,8 @@ export function selfSignedCert(commonName: string, hosts: string[], days = 3650)
   const ecdsaSha256 = seq(oid("1.2.840.10045.4.3.2"));
   const name = seq(set(seq(oid("2.5.4.3"), tlv(0x0c, Buffer.from(commonName, "utf8")))));
   const serial = randomBytes(16);
-  serial[0] = serial[0]! & 0x7f;
+  // Positive and minimal in DER: a leading 0x00 before a byte < 0x80 is "illegal padding".
+  serial[0] = (serial[0]! & 0x7f) | 0x40;
   const now = Date.now();
   const validity = seq(time(new Date(now - 5 * 60_000)), time(new Date(now + days * 86_400_000)));
   const san = seq(

@@ -180,22 +180,6 @@ describe("external metrics API", () => {
   });
 });
 
-function get(
-  port: number,
-  path: string,
-  ca: string,
-): Promise<{ status: number; body: { message?: string } }> {
-  return new Promise((resolve, reject) => {
-    https
-      .get({ host: "127.0.0.1", port, path, ca, servername: "localhost", agent: false }, (res) => {
-        let text = "";
-        res.on("data", (c) => (text += c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text || "{}") }));
-      })
-      .on("error", reject);
-  });
-}
-
 describe("external metrics API: bad input", () => {
   it("answers 400 naming the path segment for a malformed % escape, and logs no error", async () => {
     const { cert, key } = selfSignedCert("test", ["localhost", "127.0.0.1"]);
@@ -212,21 +196,21 @@ describe("external metrics API: bad input", () => {
     const { port } = await server.start();
     try {
       const prefix = "/apis/external.metrics.k8s.io/v1beta1/namespaces";
-      const badNamespace = await get(
+      const badNamespace = await getJson(
         port,
         `${prefix}/%E0%A4%A/conveyor-backlog?labelSelector=workerpool%3Dx`,
         cert,
       );
       assert.equal(badNamespace.status, 400);
       assert.match(badNamespace.body.message ?? "", /namespace/);
-      const badMetric = await get(
+      const badMetric = await getJson(
         port,
         `${prefix}/jobs/conveyor-%ZZbacklog?labelSelector=workerpool%3Dx`,
         cert,
       );
       assert.equal(badMetric.status, 400);
       assert.match(badMetric.body.message ?? "", /metric/);
-      const ok = await get(port, `${prefix}/jobs/conveyor-backlog?labelSelector=workerpool%3Dx`, cert);
+      const ok = await getJson(port, `${prefix}/jobs/conveyor-backlog?labelSelector=workerpool%3Dx`, cert);
       assert.equal(ok.status, 200, "a good request still works");
       assert.deepEqual(errors, []);
     } finally {

@@ -3,32 +3,42 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bareImports, libraryImport, LIBRARY, reexportedModules, rewriteSpecifiers } from "./packages.ts";
+import { bareImports, libraryEntries, libraryImport, LIBRARY, rewriteSpecifiers } from "./packages.ts";
 
 const DIST = "/pkg/dist";
 
 describe("building the npm packages", () => {
-  const INDEX =
-    'export * from "./keys.ts";\nexport * from "./tracing.ts";\nexport { scriptSource } from "./scripts.ts";\n';
-  const reexported = reexportedModules(INDEX);
+  const INDEX = 'export * from "./keys.ts";\nexport { scriptSource } from "./scripts.ts";\n';
+  const EXPORTS = {
+    ".": { types: "./dist/queue/index.d.ts", default: "./dist/queue/index.js" },
+    "./tracing": { types: "./dist/queue/tracing.d.ts", default: "./dist/queue/tracing.js" },
+    "./scripts/*": "./dist/queue/scripts/*",
+    "./package.json": "./package.json",
+  };
+  const entries = libraryEntries(INDEX, EXPORTS);
 
-  it("reads which modules queue/index.ts re-exports whole", () => {
-    assert.deepEqual([...reexported].sort(), ["keys", "tracing"]);
+  it("reads the library's entry points: its exports and what queue/index.ts re-exports whole", () => {
+    assert.deepEqual(Object.fromEntries(entries), {
+      keys: LIBRARY,
+      index: LIBRARY,
+      tracing: `${LIBRARY}/tracing`,
+    });
   });
 
   it("swaps the queue code for the library package, from any depth", () => {
-    const swap = (file: string, spec: string) => libraryImport(DIST, `${DIST}/${file}`, spec, reexported);
+    const swap = (file: string, spec: string) => libraryImport(DIST, `${DIST}/${file}`, spec, entries);
     assert.equal(swap("worker/worker.js", "../queue/index.js"), LIBRARY);
     assert.equal(swap("operator/kube/client.js", "../../queue/index.js"), LIBRARY);
-    assert.equal(swap("worker/handlers/http.js", "../../queue/tracing.js"), LIBRARY);
+    assert.equal(swap("worker/worker.js", "../queue/keys.js"), LIBRARY);
+    assert.equal(swap("worker/handlers/http.js", "../../queue/tracing.js"), `${LIBRARY}/tracing`);
     assert.equal(swap("worker/worker.js", "../lib/backoff.js"), "../lib/backoff.js");
     assert.equal(swap("worker/worker.js", "pino"), "pino");
   });
 
-  it("refuses an import of a queue module the index does not re-export whole, naming the file", () => {
+  it("refuses an import of a queue module that is no entry point, naming the file", () => {
     assert.throws(
-      () => libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/scripts.js", reexported),
-      /worker\/worker\.js imports \.\.\/queue\/scripts\.js: the library exports queue\/index\.ts only/,
+      () => libraryImport(DIST, `${DIST}/worker/worker.js`, "../queue/scripts.js", entries),
+      /worker\/worker\.js imports \.\.\/queue\/scripts\.js: the library exports @conveyor-dev\/queue, @conveyor-dev\/queue\/tracing only/,
     );
   });
 
@@ -46,6 +56,8 @@ describe("building the npm packages", () => {
           'import { join } from "path";',
           'const sdk = await import("@opentelemetry/sdk-trace");',
           'import pino from "pino/file";',
+          '/** Reads from "0" (a comment, not an import). */',
+          "const text = \"import('not-an-import')\";",
         ].join("\n"),
       );
       const dts = join(dir, "a.d.ts");
@@ -59,6 +71,10 @@ describe("building the npm packages", () => {
       ]);
       rewriteSpecifiers(dts, (spec) => spec.replace(/\.ts$/, ".js"));
       assert.match(readFileSync(dts, "utf8"), /^export \* from "\.\/b\.js";/);
+      rewriteSpecifiers(js, (spec) => (spec === "ioredis" ? "@scope/ioredis" : spec));
+      const rewritten = readFileSync(js, "utf8");
+      assert.match(rewritten, /^import \{ Redis \} from "@scope\/ioredis";$/m);
+      assert.match(rewritten, /Reads from "0"/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

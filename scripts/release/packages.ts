@@ -3,11 +3,13 @@
 // the resolved Lua scripts) and @conveyor-dev/conveyor (bin `conveyor`: cli, worker, operator, api),
 // whose imports of queue/index.ts become imports of @conveyor-dev/queue so both use one copy.
 // packages/<name>/ holds each package's template package.json, README and tsconfig; see
-// packages/README.md. Used by `make release` (scripts/release/main.ts) and test/release/.
+// docs/install.md ("Releases"). Used by `make release` (scripts/release/main.ts), the image
+// build (Dockerfile) and test/release/.
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { isBuiltin } from "node:module";
 import { dirname, join, relative, resolve, sep } from "node:path";
+import ts from "typescript";
 import { dumpScripts } from "../../queue/scripts.ts";
 
 export const ROOT = resolve(import.meta.dirname, "..", "..");
@@ -76,16 +78,21 @@ function buildLibrary(version: string, dir: string, packDir: string): BuiltPacka
   // The scripts as the library loads them: includes resolved, one file per script.
   dumpScripts(join(dir, "dist", "queue", "scripts"));
   const declared = Object.keys(template.dependencies ?? {});
-  // Optional peers: loaded only on demand; an app that wants them installs them, the CLI package
-  // brings them as optional dependencies. (None today: the exporting SDK is loaded by
-  // lib/telemetry.ts, outside the library, which depends on @opentelemetry/api alone.)
+  // Optional peers (croner, @opentelemetry/api): required only by the feature that needs them
+  // (lib/optionalPackage.ts), so the compiled JavaScript never imports them; declarations may
+  // name their types, outside the main entry point. The CLI package depends on them.
   const peers = Object.keys(template.peerDependencies ?? {});
-  const imported = bareImports(files);
-  const undeclared = imported.filter((name) => !declared.includes(name) && !peers.includes(name));
+  const undeclared = [
+    ...bareImports(files.filter((f) => f.endsWith(".js"))).filter((name) => !declared.includes(name)),
+    ...bareImports(files.filter((f) => f.endsWith(".d.ts"))).filter(
+      (name) => !declared.includes(name) && !peers.includes(name),
+    ),
+  ];
   if (undeclared.length > 0)
     throw new Error(
-      `${LIBRARY}: queue/ imports ${undeclared.join(", ")}, which packages/queue/package.json does not ` +
-        `declare. The library's dependencies are a decision: declare it there (or keep the import out of queue/).`,
+      `${LIBRARY}: queue/ imports ${[...new Set(undeclared)].join(", ")}, which packages/queue/package.json ` +
+        `does not declare as a dependency. The library's dependencies are a decision: declare it there, ` +
+        `load it with requireOptional() as an optional peer, or keep the import out of queue/.`,
     );
   const pkg: PackageJson = { ...template, version, dependencies: pinned(declared) };
   if (peers.length > 0)
@@ -99,20 +106,25 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
   const dist = join(dir, "dist");
   tsc(join(ROOT, "packages", "conveyor", "tsconfig.json"), dist);
   const queueDir = join(dist, "queue") + sep;
-  const reexported = reexportedModules(readFileSync(join(ROOT, "queue", "index.ts"), "utf8"));
+  const entries = libraryEntries(
+    readFileSync(join(ROOT, "queue", "index.ts"), "utf8"),
+    readJson(join(ROOT, "packages", "queue", "package.json"))["exports"] as Record<string, unknown>,
+  );
   for (const file of listFiles(dist).filter((f) => f.endsWith(".js") && !f.startsWith(queueDir)))
-    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec, reexported));
+    rewriteSpecifiers(file, (spec) => libraryImport(dist, file, spec, entries));
   rmSync(join(dist, "queue"), { recursive: true, force: true });
   mkdirSync(join(dir, "bin"), { recursive: true });
   copyFileSync(join(ROOT, "bin", "conveyor.js"), join(dir, "bin", "conveyor.js"));
+  buildDashboard(join(dist, "dashboard"));
   const files = listFiles(dist);
   const root = readJson(join(ROOT, "package.json"));
-  const dependencies: Record<string, string> = { [LIBRARY]: version };
-  // The library's optional peers, so `conveyor worker|operator` can export traces when asked.
+  // The library's optional peers are the command's dependencies: the worker runs cron schedules
+  // and exports traces.
   const libraryPeers = Object.keys(
     readJson(join(ROOT, "packages", "queue", "package.json")).peerDependencies ?? {},
   );
-  const optionalDependencies: Record<string, string> = pinned(libraryPeers);
+  const dependencies: Record<string, string> = { [LIBRARY]: version, ...pinned(libraryPeers) };
+  const optionalDependencies: Record<string, string> = {};
   for (const name of bareImports(files).filter((n) => n !== LIBRARY && !libraryPeers.includes(n))) {
     const optional = root.optionalDependencies?.[name];
     if (optional) optionalDependencies[name] = optional;
@@ -124,31 +136,43 @@ function buildCli(version: string, dir: string, packDir: string): BuiltPackage {
 }
 
 /**
- * A compiled file's import specifier with the queue code swapped for the library package:
- * `../queue/index.js` (from any depth) becomes `@conveyor-dev/queue`, and so does a module that
- * queue/index.ts re-exports whole (`export * from "./tracing.ts"`: the same bindings, the same
- * module instance); any other import into queue/ is refused, since the package exports only its index.
+ * A compiled file's import specifier with the queue code swapped for the library package: a
+ * queue/ module the package exports (`../queue/index.js` from any depth → `@conveyor-dev/queue`,
+ * `../queue/tracing.js` → `@conveyor-dev/queue/tracing`) or one queue/index.ts re-exports whole
+ * (the same bindings, the same module instance); any other import into queue/ is refused.
  */
 export function libraryImport(
   dist: string,
   file: string,
   spec: string,
-  reexported: ReadonlySet<string>,
+  entries: ReadonlyMap<string, string>,
 ): string {
   if (!spec.startsWith(".")) return spec;
   const target = resolve(dirname(file), spec);
   const queueDir = join(dist, "queue") + sep;
   if (!target.startsWith(queueDir)) return spec;
-  const module = target.slice(queueDir.length).replace(/\.js$/, "");
-  if (module === "index" || reexported.has(module)) return LIBRARY;
+  const entry = entries.get(target.slice(queueDir.length).replace(/\.js$/, ""));
+  if (entry) return entry;
   throw new Error(
-    `${relative(dist, file)} imports ${spec}: the library exports queue/index.ts only; export what it needs there`,
+    `${relative(dist, file)} imports ${spec}: the library exports ${[...new Set(entries.values())].join(", ")} ` +
+      `only; export what it needs from queue/index.ts (or add an entry point to packages/queue/package.json)`,
   );
 }
 
-/** The queue/ modules queue/index.ts re-exports whole. */
-export function reexportedModules(indexSource: string): Set<string> {
-  return new Set([...indexSource.matchAll(/^export \* from "\.\/([\w/]+)\.ts";$/gm)].map((m) => m[1]!));
+/**
+ * The library's entry points by queue/ module: the package.json `exports` that name a module of
+ * queue/ (`"./tracing": "./dist/queue/tracing.js"`), and every module queue/index.ts re-exports
+ * whole, which the main entry point is.
+ */
+export function libraryEntries(indexSource: string, exports: Record<string, unknown>): Map<string, string> {
+  const entries = new Map<string, string>();
+  for (const m of indexSource.matchAll(/^export \* from "\.\/([\w/]+)\.ts";$/gm)) entries.set(m[1]!, LIBRARY);
+  for (const [key, value] of Object.entries(exports)) {
+    const target = typeof value === "string" ? value : (value as { default?: string }).default;
+    const module = /^\.\/dist\/queue\/([\w/]+)\.js$/.exec(target ?? "")?.[1];
+    if (module) entries.set(module, key === "." ? LIBRARY : `${LIBRARY}/${key.slice(2)}`);
+  }
+  return entries;
 }
 
 /** The exact versions the root package.json pins (the one place dependency versions live). */
@@ -175,6 +199,22 @@ function pack(pkg: PackageJson, dir: string, packDir: string, template: string):
   return { name: String(pkg.name), version: pkg.version!, dir, tarball: join(packDir, info!.filename) };
 }
 
+/** The dashboard's production build (Vite): `conveyor api` serves it from dist/dashboard. */
+function buildDashboard(outDir: string): void {
+  const vite = join(ROOT, "node_modules", "vite", "bin", "vite.js");
+  const config = join(ROOT, "dashboard", "vite.config.ts");
+  try {
+    execFileSync(
+      process.execPath,
+      [vite, "build", "--config", config, "--outDir", outDir, "--emptyOutDir", "--logLevel", "warn"],
+      { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+    );
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`vite build of the dashboard failed:\n${e.stderr || e.stdout || e.message}`);
+  }
+}
+
 function tsc(project: string, outDir: string): void {
   const bin = join(ROOT, "node_modules", "typescript", "bin", "tsc");
   try {
@@ -192,15 +232,26 @@ export function listFiles(dir: string): string[] {
     .sort();
 }
 
-// Static and literal dynamic imports/exports of compiled JS and declarations (tsc's own output).
-const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"'\n]+)\2/g;
+/**
+ * The module specifiers of a compiled file (static, literal dynamic and type imports, re-exports),
+ * with their offsets, read by TypeScript's own pre-processor: text that only looks like an import
+ * (a comment saying `from "0"`, a string) is not one.
+ */
+function specifiers(text: string): { spec: string; start: number }[] {
+  return ts
+    .preProcessFile(text, true, true)
+    .importedFiles.map((f) => ({ spec: f.fileName, start: f.pos + 1 })); // pos is the opening quote
+}
 
 export function rewriteSpecifiers(file: string, map: (spec: string) => string): void {
   const text = readFileSync(file, "utf8");
-  const next = text.replace(
-    SPECIFIER,
-    (_m, lead: string, q: string, spec: string) => `${lead}${q}${map(spec)}${q}`,
-  );
+  let next = "";
+  let at = 0;
+  for (const { spec, start } of specifiers(text)) {
+    next += text.slice(at, start) + map(spec);
+    at = start + spec.length;
+  }
+  next += text.slice(at);
   if (next !== text) writeFileSync(file, next);
 }
 
@@ -208,8 +259,7 @@ export function rewriteSpecifiers(file: string, map: (spec: string) => string): 
 export function bareImports(files: string[]): string[] {
   const names = new Set<string>();
   for (const file of files.filter((f) => /\.(js|d\.ts)$/.test(f)))
-    for (const m of readFileSync(file, "utf8").matchAll(SPECIFIER)) {
-      const spec = m[3]!;
+    for (const { spec } of specifiers(readFileSync(file, "utf8"))) {
       if (spec.startsWith(".") || spec.startsWith("/") || isBuiltin(spec)) continue;
       const parts = spec.split("/");
       names.add(spec.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!);

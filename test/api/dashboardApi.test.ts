@@ -160,6 +160,7 @@ describe("dashboard API", () => {
     const r = await get(`/jobs/order-5/detail?queue=${encodeURIComponent(Q)}`);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.state, "completed");
+    assert.equal(r.body.idempotencyKey, "key-5");
     assert.deepEqual((r.body.data as { value: unknown }).value, {
       customer: { id: 5 },
       n: 5,
@@ -327,6 +328,7 @@ describe("dashboard API", () => {
       [`/queues/${encodeURIComponent(IDLE)}/dead`, "DELETE"],
       [`/queues/${encodeURIComponent(IDLE)}/pause`, "POST"],
       [`/jobs/idle-1/cancel`, "POST"],
+      [`/queues/${encodeURIComponent(IDLE)}/delete`, "POST", { ids: ["idle-1"] }],
     ] as [string, string, unknown?][]) {
       const r = await call(path, method, body);
       assert.equal(r.status, 403, `${method} ${path}`);
@@ -398,5 +400,135 @@ describe("dashboard API", () => {
     assert.equal(js.status, 200);
     assert.equal(js.headers.get("content-encoding"), "br");
     assert.match(js.headers.get("cache-control") ?? "", /immutable/);
+  });
+
+  test("bulk delete: waiting, delayed, dead and finished jobs leave Redis, their records stay marked deleted; a running job is refused; bad bodies are 4xx", async () => {
+    const post = async (queue: string, body: unknown, headers: Record<string, string> = {}) => {
+      const res = await fetch(`${s.api.base}/queues/${encodeURIComponent(queue)}/delete`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.token}`, "content-type": "application/json", ...headers },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const keys = { idle: new QueueKeys(IDLE), q: new QueueKeys(Q) };
+    await producer.enqueue(IDLE, { n: "a" }, { id: "del-a", delayMs: 3_600_000 });
+    await producer.enqueue(IDLE, { n: "b" }, { id: "del-b", idempotencyKey: "del-key-b" });
+    await producer.enqueue(Q, { final: true }, { id: "del-dead", attempts: 1 });
+    await producer.enqueue(Q, { sleepMs: 60_000 }, { id: "del-running" });
+    const state = async (id: string) => (await get(`/jobs/${id}`)).body.state;
+    await waitFor("del-dead is dead", async () => (await state("del-dead")) === "dead");
+    await waitFor("del-running runs", async () => (await state("del-running")) === "active");
+    const recorded = (where: string, params: unknown[]) => s.recorded(where, params);
+    await recorded("id = $1 AND state = 'dead'", ["del-dead"]);
+    await recorded("id = $1", ["del-b"]);
+    const [before] = await s.pg.query<{ finished_at: Date }>(
+      "SELECT finished_at FROM conveyor_jobs WHERE id = 'order-1'",
+      [],
+    );
+    const deadBefore = (await get(`/queues/${encodeURIComponent(Q)}`)).body.dead as number;
+
+    const idle = await post(IDLE, { ids: ["del-a", "del-b", "no-such-job", "order-2", "del-a"] });
+    assert.equal(idle.status, 200, JSON.stringify(idle.body));
+    assert.deepEqual(idle.body, {
+      queue: IDLE,
+      deleted: 2,
+      refused: [],
+      notFound: ["no-such-job", "order-2"], // order-2 is a job of another queue
+    });
+    const q = await post(Q, { ids: ["del-dead", "order-1", "del-running"] });
+    assert.equal(q.status, 200, JSON.stringify(q.body));
+    assert.deepEqual(q.body, {
+      queue: Q,
+      deleted: 2,
+      refused: [{ id: "del-running", state: "active", reason: "running: cancel it first" }],
+      notFound: [],
+    });
+
+    // Gone from Redis: record, place in line, idempotency key; counted; an event each.
+    for (const id of ["del-a", "del-b", "del-dead", "order-1"])
+      assert.equal(await s.redis.exists(keys.q.job(id)), 0, id);
+    assert.equal(await s.redis.zscore(keys.idle.delayed, "del-a"), null);
+    assert.equal(await s.redis.zscore(keys.idle.ready, "del-b"), null);
+    assert.equal(await s.redis.zscore(keys.q.dead, "del-dead"), null);
+    assert.equal(await s.redis.exists(keys.idle.idempotencyPrefix + "del-key-b"), 0, "the key is free again");
+    assert.equal((await get(`/queues/${encodeURIComponent(Q)}`)).body.dead, deadBefore - 1);
+    assert.equal(await s.redis.hget(keys.idle.counts, "deleted"), "2");
+    const events = await s.redis.xrevrange(keys.idle.events, "+", "-", "COUNT", 50);
+    const deletedA = events.find(([, f]) => f.includes("deleted") && f.includes("del-a"))![1];
+    assert.equal(deletedA[deletedA.indexOf("was") + 1], "delayed");
+    assert.equal(await state("del-running"), "active", "the running job is untouched");
+    assert.equal((await get(`/jobs/del-a`)).status, 404);
+    // The key can be used again: a new job, not the deleted one.
+    const again = await producer.enqueue(IDLE, { n: "b2" }, { id: "del-b2", idempotencyKey: "del-key-b" });
+    assert.deepEqual([again.id, again.created], ["del-b2", true]);
+
+    // The records keep each job, marked deleted (finished time and dead reason kept).
+    await recorded("id = $1 AND state = 'deleted'", ["order-1"]);
+    await recorded("id = $1 AND state = 'deleted'", ["del-dead"]);
+    await recorded("id = $1 AND state = 'deleted'", ["del-a"]);
+    const rows = await s.pg.query<{ id: string; finished_at: Date | null; dead_reason: string | null }>(
+      "SELECT id, finished_at, dead_reason FROM conveyor_jobs WHERE id IN ('order-1', 'del-dead') ORDER BY id",
+      [],
+    );
+    assert.equal(rows[1]!.id, "order-1");
+    assert.equal(rows[1]!.finished_at?.getTime(), before!.finished_at.getTime(), "finished time kept");
+    assert.match(rows[0]!.dead_reason ?? "", /bad input/);
+    const detail = await get(`/jobs/order-1/detail?queue=${encodeURIComponent(Q)}`);
+    assert.equal(detail.status, 200);
+    assert.deepEqual([detail.body.state, detail.body.sources], ["deleted", { redis: false, records: true }]);
+    // `all` lists what the queue holds or held, not what was deleted; `deleted` lists those.
+    const list = async (st: string) =>
+      (
+        (await get(`/queues/${encodeURIComponent(Q)}/jobs?state=${st}&limit=200`)).body.items as {
+          id: string;
+        }[]
+      ).map((j) => j.id);
+    assert.ok(!(await list("all")).includes("order-1"));
+    assert.deepEqual((await list("deleted")).sort(), ["del-dead", "order-1"]);
+
+    // Cancel first, then delete: the way to remove a running job.
+    const cancel = await fetch(`${s.api.base}/jobs/del-running/cancel?queue=${encodeURIComponent(Q)}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.token}` },
+    });
+    assert.equal(cancel.status, 200);
+    assert.equal((await post(Q, { ids: ["del-running"] })).body.deleted, 1);
+
+    // Bad bodies: 4xx naming the field, never a 500; nothing deleted.
+    const bad: [unknown, number, RegExp][] = [
+      [{}, 400, /"ids" is required/],
+      [{ ids: [] }, 400, /"ids"/],
+      [{ ids: "order-3" }, 400, /"ids" must be an array/],
+      [{ ids: ["bad id!"] }, 400, /"ids.0"/],
+      [{ ids: ["order-3"], all: true }, 400, /unknown field "all"/],
+      [{ ids: Array.from({ length: 1001 }, (_, i) => `x${i}`) }, 413, /at most 1000/],
+      ["not json", 400, /JSON/],
+    ];
+    for (const [body, status, message] of bad) {
+      const r = await post(Q, body);
+      assert.equal(r.status, status, JSON.stringify(r.body));
+      assert.match(String(r.body.error), message);
+    }
+    assert.equal(await state("order-3"), "completed");
+
+    // A browser session must send this Origin (CSRF), as for every change.
+    const signIn = await fetch(`${s.api.base}/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: s.api.base },
+      body: JSON.stringify({ token: s.token }),
+    });
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+    const asBrowser = (headers: Record<string, string>) =>
+      fetch(`${s.api.base}/queues/${encodeURIComponent(Q)}/delete`, {
+        method: "POST",
+        headers: { cookie, "content-type": "application/json", ...headers },
+        body: JSON.stringify({ ids: ["order-3"] }),
+      });
+    assert.equal((await asBrowser({})).status, 403);
+    assert.equal((await asBrowser({ origin: "https://evil.example" })).status, 403);
+    assert.equal(await state("order-3"), "completed");
+    assert.equal((await asBrowser({ origin: s.api.base })).status, 200);
+    assert.equal((await get(`/jobs/order-3`)).status, 404);
   });
 });

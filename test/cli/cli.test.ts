@@ -115,6 +115,29 @@ describe("conveyor CLI", () => {
     assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).dead, 0);
   });
 
+  test("delete removes waiting and delayed jobs, refuses a running one (exit 1), and names unknown ids", async () => {
+    run("enqueue", "del", "{}", "--id", "x1");
+    run("enqueue", "del", "{}", "--id", "x2", "--delay", "1h");
+    run("enqueue", "del", "{}", "--id", "x3");
+    const c = new Consumer(redis, "del", { workerId: "t", leaseMs: 10_000 });
+    const [running] = (await c.claim(1)).jobs;
+    assert.equal(running!.id, "x1");
+    const r = run("delete", "del", "x2", "x3");
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, "deleted x2 (was delayed)\ndeleted x3 (was ready)\n");
+    const refused = run("delete", "del", "x1", "nope", "--json");
+    assert.equal(refused.status, 1);
+    assert.deepEqual(JSON.parse(refused.stdout), [
+      { id: "x1", outcome: "refused", state: "active" },
+      { id: "nope", outcome: "notFound", state: "" },
+    ]);
+    assert.match(run("delete", "del", "x1").stdout, /x1 is running: cancel it first/);
+    assert.equal(run("delete", "del").status, 2, "no ids: usage");
+    assert.match(run("delete", "del", "bad id!").stderr, /invalid job id/);
+    const stats = JSON.parse(run("stats", "del", "--json").stdout);
+    assert.deepEqual([stats.ready, stats.delayed, stats.inflight], [0, 0, 1]);
+  });
+
   test("bad input gets a clear error and exit 2", () => {
     const bad = run("enqueue", "q", "{not json");
     assert.equal(bad.status, 2);

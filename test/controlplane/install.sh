@@ -17,7 +17,8 @@
 #   CONVEYOR_K8S_ASSETS   a directory with all the binaries; used as is, nothing is built
 #                         (the role of envtest's KUBEBUILDER_ASSETS)
 #   CONVEYOR_CACHE_DIR    cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/conveyor)
-# Go's module and build caches stay wherever Go keeps them (GOMODCACHE, GOCACHE).
+# The builds run under `nice -n 10`; Go's module and build caches stay wherever Go keeps them
+# (GOMODCACHE, GOCACHE).
 set -euo pipefail
 
 # ---- pinned versions (the cache key) -----------------------------------------------------
@@ -30,18 +31,14 @@ KUBECONFORM_VERSION=v0.7.0
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm kubeconform)
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
-cache_root="${CONVEYOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor}"
-key="k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}-helm-${HELM_VERSION}-kubeconform-${KUBECONFORM_VERSION}"
-cache_dir="$cache_root/$key"
-assets_dir="${CONVEYOR_K8S_ASSETS:-$cache_dir/bin}"
+GOBUILD_NAME=controlplane
+GOBUILD_KEY="k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}-kwok-${KWOK_VERSION}-helm-${HELM_VERSION}-kubeconform-${KUBECONFORM_VERSION}"
+GOBUILD_ASSETS=CONVEYOR_K8S_ASSETS
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/gobuild.sh"
+gobuild_init
 
-log() { printf 'controlplane: %s\n' "$*" >&2; }
-die() { printf 'controlplane: error: %s\n' "$*" >&2; exit 1; }
-
-case "${1:-}" in
-  --print-dir) echo "$assets_dir"; exit 0 ;;
-  --print-env)
-    cat <<EOF
+if [ "${1:-}" = --print-env ]; then
+  cat <<EOF
 CONVEYOR_K8S_ASSETS=$assets_dir
 K8S_VERSION=$K8S_VERSION
 ETCD_VERSION=$ETCD_VERSION
@@ -49,83 +46,16 @@ KWOK_VERSION=$KWOK_VERSION
 HELM_VERSION=$HELM_VERSION
 KUBECONFORM_VERSION=$KUBECONFORM_VERSION
 EOF
-    exit 0 ;;
-  "") ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown argument '$1' (try --help)" ;;
-esac
-
-missing_in() { # dir -> prints the binaries missing from dir
-  local d=$1 b
-  for b in "${BINARIES[@]}"; do [ -x "$d/$b" ] || printf '%s ' "$b"; done
-}
-
-if [ -n "${CONVEYOR_K8S_ASSETS:-}" ]; then
-  miss=$(missing_in "$CONVEYOR_K8S_ASSETS")
-  [ -z "$miss" ] || die "CONVEYOR_K8S_ASSETS=$CONVEYOR_K8S_ASSETS lacks: $miss(unset it to build them into $cache_root)"
-  log "using CONVEYOR_K8S_ASSETS=$CONVEYOR_K8S_ASSETS"
   exit 0
 fi
-
-warm() { [ -f "$cache_dir/.complete" ] && [ -z "$(missing_in "$cache_dir/bin")" ]; }
-if warm; then
-  log "cached: $cache_dir/bin (kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, helm $HELM_VERSION, kubeconform $KUBECONFORM_VERSION)"
-  exit 0
-fi
+gobuild_args "$@"
+gobuild_use_cached "kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION, helm $HELM_VERSION, kubeconform $KUBECONFORM_VERSION"
 
 # ---- cold path ---------------------------------------------------------------------------
-mkdir -p "$cache_root"
-exec 9>"$cache_root/.install.lock"
-if ! flock -n 9; then
-  log "another install is running; waiting for it"
-  flock 9
-  if warm; then log "cached: $cache_dir/bin"; exit 0; fi
-fi
-
-export PATH="/usr/local/go/bin:$PATH"
-command -v go >/dev/null 2>&1 || die "Go not found (looked in PATH and /usr/local/go/bin); install Go >= 1.24"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-log "go: $(go version | cut -d' ' -f3-) proxy: $(go env GOPROXY) modcache: $(go env GOMODCACHE)"
-
-# Reachability of the module proxy: one small metadata request, with a deadline.
-if ! probe=$(timeout 60 go list -m -json "k8s.io/kubernetes@$K8S_VERSION" 2>&1); then
-  die "cannot reach the Go module proxy ($(go env GOPROXY)) for k8s.io/kubernetes@$K8S_VERSION:
-$probe
-Check network access to the proxy or set GOPROXY to a reachable one."
-fi
+gobuild_start 1.24 "k8s.io/kubernetes@$K8S_VERSION"
 k8s_date=$(printf '%s\n' "$probe" | sed -n 's/.*"Time": "\([^"]*\)".*/\1/p')
 k8s_gomod=$(printf '%s\n' "$probe" | sed -n 's/.*"GoMod": "\([^"]*\)".*/\1/p')
 [ -f "$k8s_gomod" ] || die "no go.mod for k8s.io/kubernetes@$K8S_VERSION in the module cache ($k8s_gomod)"
-
-work="$cache_dir.build"
-rm -rf "$work"
-mkdir -p "$work/bin" "$work/logs"
-started=$(date +%s)
-
-fmt_secs() { local s=$1; if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
-
-# step <label> <logfile> <command...>: runs a command, shows a heartbeat while it runs, prints
-# the tail of its log when it fails.
-step() {
-  local label=$1 logfile=$2; shift 2
-  local t0 pid rc=0 next=30
-  t0=$(date +%s)
-  log "$label ..."
-  "$@" >"$logfile" 2>&1 &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    local el=$(( $(date +%s) - t0 ))
-    if [ "$el" -ge "$next" ]; then log "  $label: $(fmt_secs "$el") (total $(fmt_secs $(( $(date +%s) - started ))))"; next=$((next + 30)); fi
-  done
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    log "$label FAILED after $(fmt_secs $(( $(date +%s) - t0 ))); last lines of $logfile:"
-    tail -n 40 "$logfile" >&2
-    return "$rc"
-  fi
-  log "$label done in $(fmt_secs $(( $(date +%s) - t0 )))"
-}
 
 # ---- Kubernetes ----------------------------------------------------------------------------
 minor_patch=${K8S_VERSION#v1.}           # 34.4
@@ -215,30 +145,21 @@ if [ "$etcd_ok" = 0 ]; then
 fi
 
 # ---- kwok, helm, kubeconform: pinned go install ----------------------------------------------
-gi() { GOBIN="$work/bin" go install -trimpath "$@"; }
+gi=(env GOBIN="$work/bin" go install -trimpath) # an array, not a function: step runs it under nice
 step "build kwok $KWOK_VERSION" "$work/logs/kwok.log" \
-  gi -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  "${gi[@]}" -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 step "build helm $HELM_VERSION" "$work/logs/helm.log" \
-  gi -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+  "${gi[@]}" -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
   "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 step "build kubeconform $KUBECONFORM_VERSION" "$work/logs/kubeconform.log" \
-  gi -ldflags "-s -w -X main.version=$KUBECONFORM_VERSION" "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+  "${gi[@]}" -ldflags "-s -w -X main.version=$KUBECONFORM_VERSION" "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
 
 # ---- check and publish -------------------------------------------------------------------------
-miss=$(missing_in "$work/bin")
-[ -z "$miss" ] || die "build finished but binaries are missing: $miss"
+gobuild_check_built
 got=$("$work/bin/kubectl" version --client 2>/dev/null | sed -n 's/^Client Version: //p')
 [ "$got" = "$K8S_VERSION" ] || die "kubectl reports '$got', expected $K8S_VERSION (version ldflags)"
-cat >"$work/versions.txt" <<EOF
-kubernetes $K8S_VERSION
+gobuild_publish "kubernetes $K8S_VERSION
 etcd $ETCD_VERSION$([ "$etcd_ok" = 1 ] || echo " (FAILED; Debian fallback used)")
 kwok $KWOK_VERSION
 helm $HELM_VERSION
-kubeconform $KUBECONFORM_VERSION
-go $(go env GOVERSION)
-built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(fmt_secs $(( $(date +%s) - started )))
-EOF
-touch "$work/.complete"
-rm -rf "$cache_dir"
-mv "$work" "$cache_dir"
-log "built in $(fmt_secs $(( $(date +%s) - started ))): $cache_dir/bin ($(du -sh "$cache_dir" | cut -f1))"
+kubeconform $KUBECONFORM_VERSION"

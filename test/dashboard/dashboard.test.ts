@@ -1,16 +1,16 @@
 // The dashboard in a real headless Chromium (Debian's, through playwright-core) against real
 // Redis, PostgreSQL, worker and API processes: sign in, a queue appearing live with its first
-// job, search by id / idempotency key / payload field, a job's progress moving, retrying a
-// dead job and cancelling a running one from the UI, the handler's log lines, and the read-only mode. Screenshots of
+// job, search by id / idempotency key / payload field (the job page shows the key), a job's
+// progress moving, retrying a dead job and cancelling a running one from the UI, the handler's
+// log lines, deleting a selection from a queue page, and the read-only mode. Screenshots of
 // every view go to docs/screenshots/ (committed, shown in the README), so they stay true.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { Producer, QueueAdmin } from "../../queue/index.ts";
-import { CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
+import { buildDashboard, CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 import { REPO } from "../support/workers.ts";
 
@@ -28,30 +28,10 @@ describe(
     let browser: Awaited<ReturnType<typeof launchBrowser>>;
     let page: Page;
     const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: false });
-    const jobsRecorded = (where: string, params: unknown[]) =>
-      waitFor(
-        `records: ${where}`,
-        async () =>
-          (
-            await s.pg.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
-              params,
-            )
-          )[0]!.n > 0,
-        60_000,
-        200,
-      );
+    const jobsRecorded = (where: string, params: unknown[]) => s.recorded(where, params);
 
     before(async () => {
-      // The UI as the API serves it: built from the sources under test.
-      execFileSync(
-        join(REPO, "node_modules/.bin/vite"),
-        ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
-        {
-          cwd: REPO,
-          stdio: "inherit",
-        },
-      );
+      buildDashboard();
       mkdirSync(SHOTS, { recursive: true });
       s = await DashboardStack.start({ queues: [Q] });
       producer = new Producer(s.redis);
@@ -134,16 +114,21 @@ describe(
       assert.deepEqual(bySize.sort(), ["thumb-2", "thumb-3"]);
       await page.locator('tr[data-job="thumb-2"]').waitFor();
       await shot("search");
+      // The key's hit opens the job, whose page shows the key.
+      assert.deepEqual(await search("upload-cat"), ["thumb-1"]);
+      await page.locator('section[data-q="upload-cat"] tr[data-job="thumb-1"] a').first().click();
+      await page.locator('[data-field="idempotencyKey"]').getByText("upload-cat").waitFor();
     });
 
     test("open a job and watch its progress move as the handler reports it", async () => {
       await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}?state=delayed`);
       await page.locator('tr[data-job="thumb-3"]').waitFor();
+      await page.locator(".chart .uplot").waitFor(); // uPlot loads with the first chart
       await shot("queue");
       await producer.enqueue(
         Q,
         { progressSteps: 8, stepMs: 700, logLines: 2, result: { pages: 8 } },
-        { id: "thumb-progress" },
+        { id: "thumb-progress", idempotencyKey: "report-2026-11" },
       );
       await page.goto(`${s.api.base}/#/job/thumb-progress?queue=${encodeURIComponent(Q)}`);
       const bar = page.locator('[data-field="progress"] [role="progressbar"]');
@@ -153,6 +138,7 @@ describe(
         return v > 0 && v < 100 ? v : null;
       });
       await waitFor("progress moved", async () => (await value()) > first, 30_000);
+      await page.locator('[data-field="idempotencyKey"]').getByText("report-2026-11").waitFor();
       await shot("job");
       await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
       assert.equal(await value(), 100);
@@ -193,6 +179,38 @@ describe(
       await page.locator('[data-field="state"]').getByText("cancelled").waitFor({ timeout: 30_000 });
     });
 
+    test("delete a selection from the queue page, keyboard only, after a confirmation", async () => {
+      for (const id of ["thumb-del-1", "thumb-del-2", "thumb-keep"])
+        await producer.enqueue(Q, { file: `${id}.png` }, { id, delayMs: 3_600_000 });
+      await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}?state=delayed`);
+      await page.locator('tr[data-job="thumb-keep"]').waitFor();
+      for (const id of ["thumb-del-1", "thumb-del-2"]) {
+        await page.getByLabel(`select ${id}`).focus();
+        await page.keyboard.press("Space");
+      }
+      await page.getByText("2 selected").waitFor();
+      await page.getByRole("button", { name: "Delete selected" }).focus();
+      await page.keyboard.press("Enter");
+      const dialog = page.getByRole("dialog", { name: `Delete 2 jobs of ${Q}?` });
+      await dialog.waitFor();
+      await shot("delete");
+      await page.keyboard.press("Enter"); // the dialog's focused button: Delete
+      await page.getByText("2 deleted").waitFor();
+      await page.locator('tr[data-job="thumb-del-1"]').waitFor({ state: "detached" });
+      assert.equal(await page.locator('tr[data-job="thumb-del-2"]').count(), 0);
+      await page.locator('tr[data-job="thumb-keep"]').waitFor();
+      const admin = new QueueAdmin(s.redis);
+      assert.equal(await admin.job("thumb-del-1", Q), null);
+      assert.equal((await admin.job("thumb-keep", Q))?.state, "delayed");
+      // The records keep them, marked deleted: the "deleted" tab lists them.
+      await jobsRecorded("id = $1 AND state = 'deleted'", ["thumb-del-2"]);
+      await jobsRecorded("id = $1 AND state = 'deleted'", ["thumb-del-1"]);
+      await page.getByRole("tab", { name: "deleted" }).click();
+      await page.locator('tr[data-job="thumb-del-1"]').waitFor();
+      await page.locator('tr[data-job="thumb-del-2"]').waitFor();
+      assert.equal(await page.getByRole("checkbox").count(), 0, "nothing to act on in the deleted tab");
+    });
+
     test("read-only: the same UI without actions, and the API refuses them (403)", async () => {
       const ro = await s.startApi("api-ro", ["--read-only"]);
       const p = await browser.context.newPage();
@@ -205,6 +223,9 @@ describe(
       await p.goto(`${ro.base}/#/job/thumb-1?queue=${encodeURIComponent(Q)}`);
       await p.locator('[data-field="state"]').getByText("completed").waitFor();
       assert.equal(await p.getByRole("button", { name: /Retry|Cancel|Run now/ }).count(), 0);
+      await p.goto(`${ro.base}/#/queue/${encodeURIComponent(Q)}?state=delayed`);
+      await p.locator('tr[data-job="thumb-keep"]').waitFor();
+      assert.equal(await p.getByRole("checkbox").count(), 0, "no selection, so no bulk actions");
       const status = await p.evaluate(async (queue) => {
         const r = await fetch(`/queues/${encodeURIComponent(queue)}/dead/retry`, {
           method: "POST",

@@ -3,13 +3,12 @@
 // backlog, and `conveyor api` reading WorkerPools and their Events through the kubeconfig —
 // the page shows the scale decision with its reason. Screenshot: docs/screenshots/pools.png.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { connectRedis, Producer, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane, findAssets } from "../support/controlplane.ts";
-import { CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
+import { buildDashboard, CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
 import { startOperator, type OperatorProcess } from "../support/operator.ts";
 import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
@@ -38,14 +37,7 @@ describe(
     const TOKEN = "pools-token";
 
     before(async () => {
-      execFileSync(
-        join(REPO, "node_modules/.bin/vite"),
-        ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
-        {
-          cwd: REPO,
-          stdio: "inherit",
-        },
-      );
+      buildDashboard();
       cp = await ControlPlane.start({ aggregation: false });
       await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
       await cp.kubectl(

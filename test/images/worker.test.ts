@@ -119,6 +119,32 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
     const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: REPO, encoding: "utf8" }).trim();
     assert.match(cfg.Config.Labels["org.opencontainers.image.revision"]!, new RegExp(`^${head}(-dirty)?$`));
     assert.match(cfg.Config.Labels["org.opencontainers.image.source"]!, /^https:\/\//);
+    // /app is the packed @conveyor-dev/conveyor npm package (the artifact `npx` installs), with
+    // the packed library beside it; `conveyor --version` prints the package version
+    const version = podmanSync("run", "--rm", "--network=none", "--pull=never", WORKER_IMAGE, "--version");
+    assert.equal(version.status, 0, version.stderr);
+    assert.equal(version.stdout.trim(), pkg.version);
+    const manifests = podmanSync(
+      "run",
+      "--rm",
+      "--network=none",
+      "--pull=never",
+      "--entrypoint",
+      "cat",
+      WORKER_IMAGE,
+      "/app/package.json",
+      "/app/node_modules/@conveyor-dev/queue/package.json",
+    );
+    assert.equal(manifests.status, 0, manifests.stderr);
+    const [cli, library] = manifests.stdout
+      .split(/(?<=^\})\n/m)
+      .filter((t) => t.trim())
+      .map((t) => JSON.parse(t) as { name: string; version: string; dependencies: Record<string, string> });
+    assert.equal(cli!.name, "@conveyor-dev/conveyor");
+    assert.equal(cli!.version, pkg.version);
+    assert.equal(cli!.dependencies["@conveyor-dev/queue"], pkg.version);
+    assert.equal(library!.name, "@conveyor-dev/queue");
+    assert.equal(library!.version, pkg.version);
     // `conveyor operator` in the worker image: a clear message, not a stack trace
     const op = podmanSync("run", "--rm", "--network=none", "--pull=never", WORKER_IMAGE, "operator");
     assert.notEqual(op.status, 0);

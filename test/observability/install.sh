@@ -24,90 +24,18 @@ PROMETHEUS_VERSION=v0.316.0 # the Go module version of the Prometheus 3.x releas
 OTELCOL_VERSION=v0.165.0    # collector builder and core components
 
 BINARIES=(prometheus promtool otelcol-conveyor)
-
-cache_root="${CONVEYOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor}"
-key="observability-prometheus-${PROMETHEUS_VERSION}-otelcol-${OTELCOL_VERSION}"
-cache_dir="$cache_root/$key"
-assets_dir="${CONVEYOR_OBS_ASSETS:-$cache_dir/bin}"
-
-log() { printf 'observability: %s\n' "$*" >&2; }
-die() { printf 'observability: error: %s\n' "$*" >&2; exit 1; }
-
-case "${1:-}" in
-  --print-dir) echo "$assets_dir"; exit 0 ;;
-  "") ;;
-  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown argument '$1' (try --help)" ;;
-esac
-
-missing_in() { # dir -> prints the binaries missing from dir
-  local d=$1 b
-  for b in "${BINARIES[@]}"; do [ -x "$d/$b" ] || printf '%s ' "$b"; done
-}
-
-if [ -n "${CONVEYOR_OBS_ASSETS:-}" ]; then
-  miss=$(missing_in "$CONVEYOR_OBS_ASSETS")
-  [ -z "$miss" ] || die "CONVEYOR_OBS_ASSETS=$CONVEYOR_OBS_ASSETS lacks: $miss(unset it to build them into $cache_root)"
-  log "using CONVEYOR_OBS_ASSETS=$CONVEYOR_OBS_ASSETS"
-  exit 0
-fi
-
-warm() { [ -f "$cache_dir/.complete" ] && [ -z "$(missing_in "$cache_dir/bin")" ]; }
-if warm; then
-  log "cached: $cache_dir/bin (prometheus $PROMETHEUS_VERSION, otelcol $OTELCOL_VERSION)"
-  exit 0
-fi
+GOBUILD_NAME=observability
+GOBUILD_KEY="observability-prometheus-${PROMETHEUS_VERSION}-otelcol-${OTELCOL_VERSION}"
+GOBUILD_ASSETS=CONVEYOR_OBS_ASSETS
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/gobuild.sh"
+gobuild_init
+gobuild_args "$@"
+gobuild_use_cached "prometheus $PROMETHEUS_VERSION, otelcol $OTELCOL_VERSION"
 
 # ---- cold path ---------------------------------------------------------------------------
-mkdir -p "$cache_root"
-exec 9>"$cache_root/.install-observability.lock"
-if ! flock -n 9; then
-  log "another install is running; waiting for it"
-  flock 9
-  if warm; then log "cached: $cache_dir/bin"; exit 0; fi
-fi
-
-export PATH="/usr/local/go/bin:$PATH"
-command -v go >/dev/null 2>&1 || die "Go not found (looked in PATH and /usr/local/go/bin); install Go >= 1.26"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-log "go: $(go version | cut -d' ' -f3-) proxy: $(go env GOPROXY) modcache: $(go env GOMODCACHE)"
-
-if ! probe=$(timeout 60 go list -m -json "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" 2>&1); then
-  die "cannot reach the Go module proxy ($(go env GOPROXY)) for github.com/prometheus/prometheus@$PROMETHEUS_VERSION:
-$probe
-Check network access to the proxy or set GOPROXY to a reachable one."
-fi
+gobuild_start 1.26 "github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
 prom_date=$(printf '%s\n' "$probe" | sed -n 's/.*"Time": "\([^"]*\)".*/\1/p')
-
-work="$cache_dir.build"
-rm -rf "$work"
-mkdir -p "$work/bin" "$work/logs" "$work/tools" "$work/src"
-started=$(date +%s)
-
-fmt_secs() { local s=$1; if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
-
-# step <label> <logfile> <command...>: runs a command niced, shows a heartbeat while it runs,
-# prints the tail of its log when it fails.
-step() {
-  local label=$1 logfile=$2; shift 2
-  local t0 pid rc=0 next=30
-  t0=$(date +%s)
-  log "$label ..."
-  nice -n 10 "$@" >"$logfile" 2>&1 &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    local el=$(( $(date +%s) - t0 ))
-    if [ "$el" -ge "$next" ]; then log "  $label: $(fmt_secs "$el") (total $(fmt_secs $(( $(date +%s) - started ))))"; next=$((next + 30)); fi
-  done
-  wait "$pid" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    log "$label FAILED after $(fmt_secs $(( $(date +%s) - t0 ))); last lines of $logfile:"
-    tail -n 40 "$logfile" >&2
-    return "$rc"
-  fi
-  log "$label done in $(fmt_secs $(( $(date +%s) - t0 )))"
-}
+mkdir -p "$work/tools"
 
 # ---- Prometheus + promtool -----------------------------------------------------------------
 pv="github.com/prometheus/common/version"
@@ -142,17 +70,8 @@ step "build otelcol-conveyor $OTELCOL_VERSION (builder: generate, resolve module
 cp "$work/src/otelcol/otelcol-conveyor" "$work/bin/otelcol-conveyor"
 
 # ---- check and publish -------------------------------------------------------------------------
-miss=$(missing_in "$work/bin")
-[ -z "$miss" ] || die "build finished but binaries are missing: $miss"
+gobuild_check_built
 "$work/bin/promtool" --version >/dev/null 2>&1 || die "promtool does not run"
 "$work/bin/otelcol-conveyor" --version >/dev/null 2>&1 || die "otelcol-conveyor does not run"
-cat >"$work/versions.txt" <<EOF
-prometheus $PROMETHEUS_VERSION ($prom_release)
-otelcol $OTELCOL_VERSION (otlp receiver, batch processor, otlphttp + debug exporters)
-go $(go env GOVERSION)
-built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(fmt_secs $(( $(date +%s) - started )))
-EOF
-touch "$work/.complete"
-rm -rf "$cache_dir"
-mv "$work" "$cache_dir"
-log "built in $(fmt_secs $(( $(date +%s) - started ))): $cache_dir/bin ($(du -sh "$cache_dir" | cut -f1))"
+gobuild_publish "prometheus $PROMETHEUS_VERSION ($prom_release)
+otelcol $OTELCOL_VERSION (otlp receiver, batch processor, otlphttp + debug exporters)"

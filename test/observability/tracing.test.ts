@@ -313,6 +313,39 @@ describe("OpenTelemetry traces through a real collector", () => {
     );
   });
 
+  test("OTEL_EXPORTER_OTLP_PROTOCOL=http/json exports the same spans as JSON", async () => {
+    const q = `${P}-json/work`;
+    const w = await startWorker({
+      dir,
+      name: "json",
+      env: {
+        REDIS_URL: redisServer.url,
+        CONVEYOR_QUEUE: q,
+        CONVEYOR_HANDLER: RECORDING_HANDLER,
+        ...otelEnv(collector, "worker-json"),
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      },
+    });
+    try {
+      const id = `${P}-json`;
+      await new Producer(redis).enqueue(q, { n: 1 }, { id });
+      const span = await waitFor(
+        "the process span exported as JSON",
+        async () => collector.spans().find((s) => s.name === `process ${q}`) ?? null,
+        60_000,
+        200,
+      );
+      assert.equal(span.service, "worker-json");
+      assert.equal(span.kind, SPAN_KIND.CONSUMER);
+      assert.equal(attr(span, "messaging.message.id"), id);
+      assert.equal(attr(span, "messaging.destination.name"), q);
+      assert.equal(String(attr(span, "conveyor.job.attempt")), "1");
+      assert.equal(attr(span, "conveyor.job.outcome"), "completed");
+    } finally {
+      await stopProcess(w, 10_000);
+    }
+  });
+
   test("with the OTEL variables unset no span is made and neither the SDK nor an exporter is loaded", async () => {
     const q = `${P}-plain/work`;
     const modules = join(dir, "plain.modules");

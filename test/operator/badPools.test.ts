@@ -23,13 +23,15 @@ import {
   scrapeOperator,
   startOperator,
   sumSeries,
+  workerPoolEvents,
+  workerPoolManifest,
   type OperatorProcess,
 } from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
 import { Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
+import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -452,18 +454,7 @@ describe(
       p?.status?.conditions?.find((c) => c.type === type);
     const replicas = async (ns: string, name: string) => (await getDeployment(ns, name))?.spec?.replicas;
 
-    async function events(
-      ns: string,
-      name: string,
-    ): Promise<{ reason: string; message: string; type: string }[]> {
-      const list = await k.list<{ reason: string; message: string; type: string }>(
-        resourcePath(RESOURCES.events, { namespace: ns }),
-        {
-          fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
-        },
-      );
-      return list.items;
-    }
+    const events = (ns: string, name: string) => workerPoolEvents(k, ns, name);
 
     async function applyPool(obj: unknown, ...extra: string[]): Promise<{ code: number; out: string }> {
       const res = await cp.run(
@@ -485,19 +476,8 @@ describe(
       return { code: res.code, out: `${res.stdout}${res.stderr}` };
     }
 
-    function pool(name: string, spec: Record<string, unknown>): Obj {
-      return {
-        apiVersion: "conveyor.dev/v1alpha1",
-        kind: "WorkerPool",
-        metadata: { name, namespace: "default" },
-        spec: {
-          queue: `${name}/work`,
-          redis: { url: redis.url },
-          handler: { module: "/app/handler.js" },
-          ...spec,
-        } as Obj,
-      };
-    }
+    const pool = (name: string, spec: Partial<WorkerPoolSpecInput>) =>
+      workerPoolManifest(name, redis.url, spec);
 
     /** The valid pool `steady` still works: 0 → 1 on a backlog, back to 0 once drained. */
     async function steadyScales(when: string): Promise<void> {

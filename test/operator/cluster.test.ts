@@ -12,12 +12,19 @@ import { pollUntil } from "../../lib/poll.ts";
 import { RedisServer } from "../support/redis.ts";
 import { freePort } from "../../lib/ports.ts";
 import { stopProcess } from "../support/processes.ts";
-import { isLeader, scrapeOperator, startOperator, type OperatorProcess } from "../support/operator.ts";
+import {
+  isLeader,
+  scrapeOperator,
+  startOperator,
+  workerPoolEvents,
+  workerPoolManifest,
+  type OperatorProcess,
+} from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
 import { Consumer, Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment, HPA } from "../../operator/controllers/objects.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -53,19 +60,8 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   const condition = (p: WorkerPool | null, type: string) =>
     p?.status?.conditions?.find((c) => c.type === type);
 
-  function poolObject(name: string, spec: Partial<WorkerPoolSpecInput>, ns = "default"): WorkerPoolInput {
-    return {
-      apiVersion: "conveyor.dev/v1alpha1",
-      kind: "WorkerPool",
-      metadata: { name, namespace: ns },
-      spec: {
-        queue: `${name}/work`,
-        redis: { url: redis.url },
-        handler: { module: "/app/handler.js" },
-        ...spec,
-      } as WorkerPoolSpecInput,
-    };
-  }
+  const poolObject = (name: string, spec: Partial<WorkerPoolSpecInput>, ns = "default") =>
+    workerPoolManifest(name, redis.url, spec, ns);
 
   /** kubectl apply; resolves the result (stderr carries the API server's validation messages). */
   async function apply(obj: unknown): Promise<{ code: number; out: string }> {
@@ -81,18 +77,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     assert.equal(res.code, 0, res.out);
   }
 
-  async function events(
-    ns: string,
-    name: string,
-  ): Promise<{ reason: string; message: string; type: string }[]> {
-    const list = await k.list<{ reason: string; message: string; type: string }>(
-      resourcePath(RESOURCES.events, { namespace: ns }),
-      {
-        fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
-      },
-    );
-    return list.items;
-  }
+  const events = (ns: string, name: string) => workerPoolEvents(k, ns, name);
 
   async function replicas(ns: string, name: string): Promise<number | undefined> {
     return (await getDeployment(ns, name))?.spec?.replicas;

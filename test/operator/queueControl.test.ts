@@ -9,12 +9,18 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pollUntil } from "../../lib/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import { Consumer, Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
-import { isLeader, startOperator, type OperatorProcess } from "../support/operator.ts";
+import {
+  isLeader,
+  startOperator,
+  workerPoolEvents,
+  workerPoolManifest,
+  type OperatorProcess,
+} from "../support/operator.ts";
 import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 
@@ -36,28 +42,10 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
     (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name })))?.spec
       ?.replicas;
   const eventReasons = async (name: string) =>
-    (
-      await k.list<{ reason: string; message: string }>(
-        resourcePath(RESOURCES.events, { namespace: "default" }),
-        {
-          fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
-        },
-      )
-    ).items.map((e) => e.reason);
+    (await workerPoolEvents(k, "default", name)).map((e) => e.reason);
 
-  function poolObject(name: string, spec: Partial<WorkerPoolSpecInput>): WorkerPoolInput {
-    return {
-      apiVersion: "conveyor.dev/v1alpha1",
-      kind: "WorkerPool",
-      metadata: { name, namespace: "default" },
-      spec: {
-        queue: `${name}/work`,
-        redis: { url: redis.url },
-        handler: { module: "/app/handler.js" },
-        ...spec,
-      } as WorkerPoolSpecInput,
-    };
-  }
+  const poolObject = (name: string, spec: Partial<WorkerPoolSpecInput>) =>
+    workerPoolManifest(name, redis.url, spec);
 
   async function apply(obj: unknown): Promise<void> {
     const res = await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {

@@ -5,14 +5,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
   Consumer,
-  Producer,
-  QueueAdmin,
   QueueKeys,
-  connectRedis,
   pollQueues,
+  type Producer,
+  type QueueAdmin,
   type RedisClient,
 } from "../../queue/index.ts";
-import { RedisServer } from "../support/redis.ts";
+import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 describe("pollQueues", () => {
   let server: RedisServer;
@@ -21,15 +20,9 @@ describe("pollQueues", () => {
   let admin: QueueAdmin;
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis());
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("reads the same counts as QueueAdmin.counts, for many queues in one call", async () => {
     await producer.enqueueMany("poll-a", [{ data: 1 }, { data: 2 }, { data: 3, delayMs: 3_600_000 }]);

@@ -19,7 +19,7 @@ import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { rng } from "../support/random.ts";
-import { RedisServer } from "../support/redis.ts";
+import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 /** Fields per job in a claim reply (see includes/claimJobs.lua). */
 const CLAIM_REPLY_FIELDS = 11;
@@ -45,15 +45,9 @@ describe("queue control (protocol)", () => {
   const fresh = (p = "ctl") => `${p}${++n}/a`;
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis());
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("cancel a waiting and a delayed job: they leave the queue, end `cancelled` with an event; again says finished; an unknown id is notFound", async () => {
     const q = fresh();
@@ -235,25 +229,108 @@ describe("queue control (protocol)", () => {
     assert.equal((await admin.cancel("parent", a)).outcome, "finished");
   });
 
-  test("a fan-out child cancelled on its own: the join still runs, with the child's outcome as cancelled", async () => {
-    const p = `fan${++n}`;
+  /**
+   * Job `par` of `${p}/a` fans out into `par:1`, `par:2` (stage b, join stage `join`); `remove`
+   * takes `par:2` out, then `par:1` completes. Returns the join's results as [id, outcome].
+   */
+  async function joinAfterRemovingChild(p: string, remove: () => Promise<void>): Promise<string[][]> {
     await producer.enqueue(`${p}/a`, {}, { id: "par" });
     const ca = consumer(redis, `${p}/a`);
     const [parent] = (await ca.claim(1)).jobs;
     await ca.fanOut(parent!, [1, 2], `${p}/b`, `${p}/join`);
-    assert.equal((await admin.cancel("par:2", `${p}/b`)).outcome, "cancelled");
+    await remove();
     const cb = consumer(redis, `${p}/b`);
     const [child] = (await cb.claim(5)).jobs;
     assert.equal(await cb.complete(child!, "one"), true);
     const [join] = (await consumer(redis, `${p}/join`).claim(1)).jobs;
     const data = JSON.parse(join!.rawData) as { results: { id: string; error?: { name: string } }[] };
+    return data.results.map((r) => [r.id, r.error?.name ?? "ok"]);
+  }
+
+  test("a fan-out child cancelled on its own: the join still runs, with the child's outcome as cancelled", async () => {
+    const p = `fan${++n}`;
+    const results = await joinAfterRemovingChild(p, async () => {
+      assert.equal((await admin.cancel("par:2", `${p}/b`)).outcome, "cancelled");
+    });
+    assert.deepEqual(results, [
+      ["par:1", "ok"],
+      ["par:2", "CancelledError"],
+    ]);
+  });
+
+  test("delete jobs of a queue: waiting, delayed, completed, dead and malformed ones leave Redis with a `deleted` event; running ones, fan-out parents, other queues' jobs and unknown ids are left alone", async () => {
+    const q = fresh();
+    const other = q.replace(/\/a$/, "/b");
+    const keys = new QueueKeys(q);
+    await producer.enqueue(q, 1, { id: "w", idempotencyKey: "k-w" }); // stays waiting: lowest priority
+    await producer.enqueue(q, 2, { id: "d", delayMs: 60_000 });
+    await producer.enqueue(q, 3, { id: "c", priority: 10 });
+    await producer.enqueue(q, 4, { id: "x", priority: 10 });
+    await producer.enqueue(q, 5, { id: "r", priority: 10 });
+    await producer.enqueue(other, 6, { id: "o" });
+    const c = consumer(redis, q);
+    const [cj, xj, rj] = (await c.claim(3)).jobs;
+    assert.deepEqual([cj!.id, xj!.id, rj!.id], ["c", "x", "r"]);
+    assert.equal(await c.appendLog(cj!, "a line", 600), true);
+    assert.equal(await c.complete(cj!, "done"), true);
+    await c.fail(xj!, { name: "Error", message: "bad input" }, { retryable: false, retryDelayMs: 0 });
+    // Another client broke a dead job's record: it is not a hash.
+    await redis.set(keys.job("m"), "garbage");
+    await redis.zadd(keys.dead, Date.now(), "m");
+    assert.equal(await redis.exists(keys.logs("c")), 1);
+
+    const results = await admin.deleteJobs(q, ["w", "d", "c", "x", "m", "r", "o", "none"]);
     assert.deepEqual(
-      data.results.map((r) => [r.id, r.error?.name ?? "ok"]),
+      results.map((r) => [r.id, r.outcome, r.state]),
       [
-        ["par:1", "ok"],
-        ["par:2", "CancelledError"],
+        ["w", "deleted", "ready"],
+        ["d", "deleted", "delayed"],
+        ["c", "deleted", "completed"],
+        ["x", "deleted", "dead"],
+        ["m", "deleted", "malformed"],
+        ["r", "refused", "active"],
+        ["o", "notFound", ""],
+        ["none", "notFound", ""],
       ],
     );
+    for (const id of ["w", "d", "c", "x", "m"]) assert.equal(await redis.exists(keys.job(id)), 0, id);
+    assert.equal(await redis.exists(keys.logs("c")), 0, "the log goes with the job");
+    assert.equal(await redis.exists(keys.idempotencyPrefix + "k-w"), 0, "the key is free");
+    const counts = await admin.counts(q);
+    assert.deepEqual([counts.ready, counts.delayed, counts.dead, counts.inflight], [0, 0, 0, 1]);
+    assert.equal((await admin.counters(q)).deleted, 5);
+    assert.equal((await admin.job("r", q))?.state, "active", "the running job runs on");
+    assert.equal(await c.complete(rj!, "r"), true, "and completes");
+    assert.equal((await admin.job("o", other))?.state, "ready");
+    const events = (await new QueueEvents(redis).recent(q)).filter((e) => e.type === "deleted");
+    assert.deepEqual(
+      events.map((e) => [e.id, e.fields.was, e.fields.reason ?? ""]),
+      [
+        ["w", "ready", ""],
+        ["d", "delayed", ""],
+        ["c", "completed", ""],
+        ["x", "dead", "not retryable: bad input"],
+      ],
+    );
+    assert.ok(events[2]!.fields.finishedAt, "a finished job's event keeps when it finished");
+    const again = await producer.enqueue(q, 7, { id: "w3", idempotencyKey: "k-w" });
+    assert.deepEqual([again.id, again.created], ["w3", true]);
+    assert.deepEqual(await admin.deleteJobs(q, []), []);
+  });
+
+  test("delete a fan-out child: the join still runs, with the child's outcome as deleted; the waiting parent is refused", async () => {
+    const p = `fan${++n}`;
+    const results = await joinAfterRemovingChild(p, async () => {
+      assert.deepEqual(
+        (await admin.deleteJobs(`${p}/a`, ["par"])).map((r) => [r.outcome, r.state]),
+        [["refused", "fannedOut"]],
+      );
+      assert.equal((await admin.deleteJobs(`${p}/b`, ["par:2"]))[0]!.outcome, "deleted");
+    });
+    assert.deepEqual(results, [
+      ["par:1", "ok"],
+      ["par:2", "DeletedError"],
+    ]);
   });
 
   test("pause: no claim (nor complete-and-claim) takes a job while paused, enqueues are accepted; resume wakes a waiting worker and the jobs come out in order", async () => {

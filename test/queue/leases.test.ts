@@ -20,7 +20,7 @@ import {
   type Lease,
   type RedisClient,
 } from "../../queue/index.ts";
-import { RedisServer } from "../support/redis.ts";
+import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 const worker = (redis: RedisClient, queue: string, workerId: string, leaseMs: number) =>
   new Consumer(redis, queue, { workerId, leaseMs });
@@ -48,15 +48,9 @@ describe("leases across a Redis outage", () => {
     Number(await redis.zscore(new QueueKeys(q).inflight, id));
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis());
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("the first sweep after a long gap requeues nothing; the live worker renews and keeps its job; a lease still lapsed after the grace is swept", async () => {
     const q = fresh();

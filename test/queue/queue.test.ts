@@ -14,7 +14,7 @@ import {
   type RedisClient,
 } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
-import { RedisClusterServer, RedisServer } from "../support/redis.ts";
+import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
   return new Consumer(redis, queue, { workerId, leaseMs });
@@ -29,15 +29,9 @@ describe("queue protocol (single Redis)", () => {
   const fresh = () => `t${++n}`;
 
   before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-    producer = new Producer(redis, { maxPayloadBytes: 1024 });
-    admin = new QueueAdmin(redis);
+    ({ server, redis, producer, admin } = await startQueueRedis({ maxPayloadBytes: 1024 }));
   });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  after(() => stopQueueRedis({ server, redis }));
 
   test("claim takes a lease with a fencing token and complete releases it", async () => {
     const q = fresh();

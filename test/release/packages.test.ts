@@ -2,19 +2,22 @@
 // chart, index.yaml, notes and checksums; the library tarball is installed into a fresh empty app
 // (its dependencies from the npm registry) that enqueues, claims, completes and reads back a job
 // against a real Redis on the machine's Node 20 and on the pinned Node 24, and type-checks against
-// the declarations in a strict TypeScript app; the CLI tarball installs beside it and its bin runs
-// the queue commands and a worker that completes a job.
+// the declarations in a strict TypeScript app — with ioredis as its only dependency; with the
+// optional peers installed, cron schedules and the tracing entry point work. The CLI tarball
+// installs beside it; its bin prints the version, runs the queue commands, a worker that
+// completes a job, and `conveyor api` serving the dashboard's built files.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parse } from "yaml";
 import { connectRedis, QueueAdmin, Producer, SCRIPT_NAMES, scriptSource } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";
-import { startProcess, stopProcess } from "../support/processes.ts";
+import { startProcess, stopProcess, waitFor } from "../support/processes.ts";
+import { freePort } from "../../lib/ports.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LIBRARY, CLI, listFiles, readJson, ROOT, rootVersion } from "../../scripts/release/packages.ts";
 import { helmBinary, release, type ReleaseArtifacts } from "../../scripts/release/main.ts";
@@ -45,6 +48,22 @@ function npm(cwd: string, ...args: string[]): string {
   return res.stdout;
 }
 
+/**
+ * A temporary directory no ancestor of which holds a node_modules (a shared /tmp may): an app
+ * there resolves only what it installed itself.
+ */
+function isolatedTmpdir(): string {
+  for (const base of [tmpdir(), "/var/tmp", "/dev/shm"]) {
+    let clean = existsSync(base);
+    for (let dir = base; clean; dir = dirname(dir)) {
+      if (existsSync(join(dir, "node_modules"))) clean = false;
+      if (dirname(dir) === dir) break;
+    }
+    if (clean) return mkdtempSync(join(base, "conveyor-release-"));
+  }
+  throw new Error(`every temporary directory has a node_modules above it (${tmpdir()}, /var/tmp, /dev/shm)`);
+}
+
 function freshApp(dir: string): string {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
@@ -62,6 +81,7 @@ function run(bin: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = 
 }
 
 // What an application does with the library: plain JS, the package's public entry point only.
+// Without croner installed an interval schedule works and a cron schedule names the package.
 const APP_JS = `
 import { connectRedis, Consumer, Producer, QueueAdmin, QueueEvents, Schedules } from "@conveyor-dev/queue";
 const redis = connectRedis(process.env.REDIS_URL);
@@ -74,8 +94,24 @@ const { jobs } = await consumer.claim(1);
 const completed = await consumer.complete(jobs[0], { sent: true });
 const done = await admin.job(id);
 const events = (await new QueueEvents(redis).recent(queue)).map((e) => e.type);
-const schedule = await new Schedules(redis).add(queue + "-cron", "nightly", { cron: "0 3 * * *", tz: "Europe/Berlin" });
-console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events, nextRun: schedule.nextRun }));
+const schedule = await new Schedules(redis).add(queue + "-every", "hourly", { everyMs: 3600000 });
+const cron = await new Schedules(redis).add(queue + "-cron", "nightly", { cron: "0 3 * * *" }).catch((e) => e.message);
+console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events, nextRun: schedule.nextRun, cron }));
+redis.disconnect();
+`;
+
+// The optional peers' features, once the app installs croner and @opentelemetry/api.
+const PEERS_JS = `
+import { connectRedis, enableTracing, Schedules } from "@conveyor-dev/queue";
+import { activeTracer, startSendSpan } from "@conveyor-dev/queue/tracing";
+const redis = connectRedis(process.env.REDIS_URL);
+const schedule = await new Schedules(redis).add(process.argv[2], "nightly", { cron: "0 3 * * *", tz: "Europe/Berlin" });
+const before = activeTracer();
+enableTracing();
+// No SDK in this app: the API's no-op tracer, but loaded and used by the library.
+const send = startSendSpan("q", ["1"]);
+send?.span.end();
+console.log(JSON.stringify({ nextRun: schedule.nextRun, tracerBefore: before !== undefined, tracer: typeof activeTracer()?.startSpan, sent: send !== null }));
 redis.disconnect();
 `;
 
@@ -83,7 +119,7 @@ redis.disconnect();
 // types cannot be \`any\`.
 const APP_TS = `
 import {
-  connectRedis, Producer, QueueAdmin, QueueEvents, Consumer, PayloadTooLargeError, SCRIPT_NAMES,
+  connectRedis, Producer, QueueAdmin, QueueEvents, Consumer, PayloadTooLargeError, SCRIPT_NAMES, enableTracing,
   type EnqueueOptions, type EnqueueResult, type JobInfo, type QueueCounts, type ScriptName,
 } from "@conveyor-dev/queue";
 const redis = connectRedis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
@@ -96,6 +132,7 @@ const state: string | undefined = job?.state;
 new Consumer(redis, "emails", { workerId: "w", leaseMs: 1000 });
 void new QueueEvents(redis);
 void (PayloadTooLargeError.prototype instanceof Error);
+void enableTracing;
 // @ts-expect-error the queue is a string
 await new Producer(redis).enqueue(42, {});
 // @ts-expect-error priority is a number
@@ -112,7 +149,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
   const version = rootVersion();
 
   before(async () => {
-    tmp = mkdtempSync(join(tmpdir(), "conveyor-release-"));
+    tmp = isolatedTmpdir();
     redis = await RedisServer.start();
     // The current version: writes nothing in the repository (package.json, Chart.yaml and
     // CHANGELOG.md already carry it).
@@ -158,7 +195,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     }
   });
 
-  it("the library tarball holds ESM with declarations and the resolved scripts; its dependencies are ioredis, croner and the OpenTelemetry API", () => {
+  it("the library tarball holds ESM with declarations and the resolved scripts; it depends on ioredis only, croner and the OpenTelemetry API are optional peers", () => {
     const dir = join(tmp, "library-contents");
     mkdirSync(dir);
     execFileSync("tar", ["-xzf", artifacts.library, "-C", dir]);
@@ -167,19 +204,18 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(pkg.version, version);
     assert.equal(pkg["type"], "module");
     assert.deepEqual(pkg["engines"], { node: ">=20" });
-    // Reviewed: ioredis; croner (cron schedules) and @opentelemetry/api (tracing's API, a no-op
-    // until an SDK is installed), both without dependencies of their own; a new one is a decision.
+    // ioredis only (issue 20); a new dependency is a decision. croner (cron schedules) and
+    // @opentelemetry/api (tracing) are optional peers, required when a feature first needs them.
     const root = readJson(join(ROOT, "package.json"));
-    assert.deepEqual(pkg.dependencies, {
-      "@opentelemetry/api": root.dependencies!["@opentelemetry/api"],
-      croner: root.dependencies!["croner"],
-      ioredis: root.dependencies!["ioredis"],
+    assert.deepEqual(pkg.dependencies, { ioredis: root.dependencies!["ioredis"] });
+    assert.deepEqual(pkg.peerDependencies, {
+      "@opentelemetry/api": `^${root.dependencies!["@opentelemetry/api"]}`,
+      croner: `^${root.dependencies!["croner"]}`,
     });
-    // the exporting SDK is an optional peer: loaded only when OTEL_* ask for export
-    for (const [name, range] of Object.entries(pkg.peerDependencies ?? {})) {
-      assert.equal(range, `^${root.optionalDependencies![name]}`, name);
-      assert.deepEqual((pkg["peerDependenciesMeta"] as Record<string, unknown>)[name], { optional: true });
-    }
+    assert.deepEqual(pkg["peerDependenciesMeta"], {
+      "@opentelemetry/api": { optional: true },
+      croner: { optional: true },
+    });
     const files = listFiles(join(dir, "package")).map((f) => f.slice(join(dir, "package").length + 1));
     assert.deepEqual(
       files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")),
@@ -198,9 +234,29 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       );
   });
 
-  it("installed into a fresh app from the registry, enqueues and reads back a job on Node 20 and Node 24", () => {
+  it("installed into a fresh app from the registry with ioredis alone, enqueues and reads back a job on Node 20 and Node 24", () => {
     const app = freshApp(join(tmp, "app"));
     npm(app, "install", artifacts.library, TYPES_NODE_20);
+    // Everything installed is the library, ioredis and ioredis's own dependencies (and the types).
+    const installed = readJson<{ packages: Record<string, { dependencies?: Record<string, string> }> }>(
+      join(app, "node_modules", ".package-lock.json"),
+    ).packages;
+    const closure = new Set<string>();
+    for (const queue = ["ioredis", "@types/node"]; queue.length > 0;) {
+      const name = queue.pop()!;
+      if (closure.has(name)) continue;
+      closure.add(name);
+      queue.push(...Object.keys(installed[`node_modules/${name}`]?.dependencies ?? {}));
+    }
+    assert.deepEqual(
+      Object.keys(installed)
+        .filter((p) => p.startsWith("node_modules/"))
+        .map((p) => p.slice(p.lastIndexOf("node_modules/") + "node_modules/".length))
+        .filter((name) => !closure.has(name))
+        .sort(),
+      [LIBRARY],
+      "nothing but ioredis and its dependencies",
+    );
     for (const heavy of [
       "@kubernetes/client-node",
       "pg",
@@ -228,7 +284,8 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       assert.equal(out.done.state, "completed");
       assert.deepEqual(JSON.parse(out.done.result), { sent: true });
       assert.ok(out.events.includes("completed"), `events: ${out.events}`);
-      assert.ok(out.nextRun > Date.now(), "a cron schedule's next run (croner) is ahead");
+      assert.ok(out.nextRun > Date.now(), "an interval schedule's next run is ahead");
+      assert.match(out.cron, /A cron schedule needs the croner package: npm install croner/);
     }
   });
 
@@ -256,7 +313,32 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(res.code, 0, `tsc:\n${res.stdout}${res.stderr}`);
   });
 
-  it("the CLI package installs beside the library and its bin runs the queue commands and a worker", async () => {
+  it("with its optional peers installed, cron schedules and the tracing entry point work on Node 20 and Node 24", () => {
+    const app = join(tmp, "app");
+    const root = readJson(join(ROOT, "package.json"));
+    npm(
+      app,
+      "install",
+      `croner@${root.dependencies!["croner"]}`,
+      `@opentelemetry/api@${root.dependencies!["@opentelemetry/api"]}`,
+    );
+    writeFileSync(join(app, "peers.js"), PEERS_JS);
+    for (const node of [olderNode()!.bin, process.execPath]) {
+      const res = run(node, ["peers.js", `peers-${node === process.execPath ? "24" : "20"}`], app, {
+        REDIS_URL: redis.url,
+      });
+      assert.equal(res.code, 0, `${node}: ${res.stdout}${res.stderr}`);
+      const out = JSON.parse(res.stdout);
+      assert.ok(out.nextRun > Date.now(), "a cron schedule's next run (croner) is ahead");
+      assert.deepEqual(
+        { tracerBefore: out.tracerBefore, tracer: out.tracer, sent: out.sent },
+        { tracerBefore: false, tracer: "function", sent: true },
+        "enableTracing() turns the spans on through the OpenTelemetry API",
+      );
+    }
+  });
+
+  it("the CLI package installs beside the library; its bin prints the version, runs the queue commands, a worker and the API with the dashboard", async () => {
     const dir = freshApp(join(tmp, "cli"));
     npm(dir, "install", artifacts.library, artifacts.cli);
     const pkg = join(dir, "node_modules", "@conveyor-dev", "conveyor");
@@ -268,6 +350,8 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       REDIS_URL: redis.url,
       PATH: `${join(ROOT, "node_modules", ".bin")}:${process.env["PATH"]}`,
     };
+    const versionOut = run(conveyor, ["--version"], dir, env);
+    assert.equal(versionOut.stdout.trim(), version, versionOut.stderr);
     const help = run(conveyor, ["--help"], dir, env);
     assert.equal(help.code, 0, help.stderr);
     assert.match(help.stdout, /usage: conveyor <command>/);
@@ -308,6 +392,34 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       assert.equal(JSON.parse(run(conveyor, ["stats", "cli-jobs", "--json"], dir, env).stdout).ready, 1);
     } finally {
       client.disconnect();
+    }
+
+    // `conveyor api` serves the dashboard the package carries (dist/dashboard).
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const api = startProcess(conveyor, ["api", "--port", String(port), "--host", "127.0.0.1"], {
+      cwd: dir,
+      env: { ...process.env, ...env, CONVEYOR_API_TOKEN: "release-test-token" },
+      logFile: join(tmp, "api.log"),
+    });
+    try {
+      await waitFor(
+        "conveyor api up",
+        async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok,
+        120_000,
+      );
+      const index = await fetch(`${base}/`);
+      assert.equal(index.status, 200);
+      assert.match(index.headers.get("content-type") ?? "", /^text\/html/);
+      const html = await index.text();
+      assert.equal(html, readFileSync(join(pkg, "dist", "dashboard", "index.html"), "utf8"));
+      const script = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+      assert.ok(script, `the index loads its script: ${html}`);
+      const asset = await fetch(`${base}${script}`);
+      assert.equal(asset.status, 200, script);
+      assert.match(asset.headers.get("content-type") ?? "", /javascript/);
+    } finally {
+      await stopProcess(api);
     }
   });
 });

@@ -1,6 +1,7 @@
 // The dashboard's test stack: a real Redis, PostgreSQL, `conveyor api` processes (normal and
 // read-only) and a real worker that records jobs in PostgreSQL; plus a headless Debian
 // Chromium driven by playwright-core (never a browser download).
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,9 +11,18 @@ import { freePort } from "../../lib/ports.ts";
 import { PostgresServer } from "./postgres.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
 import { RedisServer } from "./redis.ts";
-import { CONVEYOR, NODE, RECORDING_HANDLER, startWorker, type WorkerProcess } from "./workers.ts";
+import { CONVEYOR, NODE, RECORDING_HANDLER, REPO, startWorker, type WorkerProcess } from "./workers.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
+
+/** The UI as `conveyor api` serves it (dist/dashboard), built from the sources under test. */
+export function buildDashboard(): void {
+  execFileSync(
+    join(REPO, "node_modules/.bin/vite"),
+    ["build", "--config", "dashboard/vite.config.ts", "--logLevel", "warn"],
+    { cwd: REPO, stdio: "inherit" },
+  );
+}
 
 export interface ApiProcess extends Started {
   base: string;
@@ -75,6 +85,22 @@ export class DashboardStack {
 
   env(): Record<string, string> {
     return { REDIS_URL: this.redisServer.url, DATABASE_URL: this.pg.url, CONVEYOR_API_TOKEN: this.token };
+  }
+
+  /** Wait until the recorder has written a conveyor_jobs row matching `where` ($1… = `params`). */
+  async recorded(where: string, params: unknown[]): Promise<void> {
+    await waitFor(
+      `records: ${where} ${params.join(", ")}`,
+      async () =>
+        (
+          await this.pg.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM conveyor_jobs WHERE ${where}`,
+            params,
+          )
+        )[0]!.n > 0,
+      60_000,
+      200,
+    );
   }
 
   /** Another API process over the same data (read-only, an allow-list…), stopped with the stack. */

@@ -3,6 +3,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pollUntil } from "../../lib/poll.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import type { WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { KubeClient } from "../../operator/kube/client.ts";
 import { ControlPlane } from "./controlplane.ts";
 import { freePort } from "../../lib/ports.ts";
 import { startProcess, type Started } from "./processes.ts";
@@ -106,4 +109,38 @@ export async function operatorAlive(op: OperatorProcess): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** A WorkerPool on queue `<name>/work` of `redisUrl`, the kwok pods' handler path, `spec` on top. */
+export function workerPoolManifest(
+  name: string,
+  redisUrl: string,
+  spec: Partial<WorkerPoolSpecInput> = {},
+  namespace = "default",
+): WorkerPoolInput {
+  return {
+    apiVersion: "conveyor.dev/v1alpha1",
+    kind: "WorkerPool",
+    metadata: { name, namespace },
+    spec: {
+      queue: `${name}/work`,
+      redis: { url: redisUrl },
+      handler: { module: "/app/handler.js" },
+      ...spec,
+    } as WorkerPoolSpecInput,
+  };
+}
+
+export interface PoolEvent {
+  reason: string;
+  message: string;
+  type: string;
+}
+
+/** The Events recorded about one WorkerPool. */
+export async function workerPoolEvents(k: KubeClient, namespace: string, name: string): Promise<PoolEvent[]> {
+  const list = await k.list<PoolEvent>(resourcePath(RESOURCES.events, { namespace }), {
+    fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
+  });
+  return list.items;
 }

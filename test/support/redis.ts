@@ -5,6 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort } from "../../lib/ports.ts";
+import {
+  connectRedis,
+  Producer,
+  QueueAdmin,
+  type ProducerOptions,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
 
 export interface RedisServerOptions {
@@ -161,4 +168,23 @@ export class RedisClusterServer {
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }
+}
+
+/** A throwaway server with a client, a producer and an admin on it: how most queue tests start. */
+export interface QueueRedis {
+  server: RedisServer;
+  redis: RedisClient;
+  producer: Producer;
+  admin: QueueAdmin;
+}
+
+export async function startQueueRedis(producer: ProducerOptions = {}): Promise<QueueRedis> {
+  const server = await RedisServer.start();
+  const redis = connectRedis(server.url);
+  return { server, redis, producer: new Producer(redis, producer), admin: new QueueAdmin(redis) };
+}
+
+export async function stopQueueRedis({ server, redis }: Pick<QueueRedis, "server" | "redis">): Promise<void> {
+  redis.disconnect();
+  await server.stop();
 }

@@ -3,7 +3,7 @@
 // result as JSON on stdout. Exit 65 (EX_DATAERR) marks the input bad: no retry; exit 75
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
-import { activeTraceHeaders } from "../../queue/index.ts";
+import { activeTraceHeaders } from "../../queue/tracing.ts";
 import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;

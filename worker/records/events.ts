@@ -15,6 +15,7 @@ export const EVENT_TYPES = [
   "stalled",
   "cancelled",
   "promoted",
+  "deleted",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** Entries that change nothing recorded: acknowledged and skipped (none at present). */
@@ -93,7 +94,8 @@ export interface Versioned<T> {
   v: string;
 }
 
-export type JobState = "queued" | "delayed" | "active" | "retrying" | "completed" | "dead" | "cancelled";
+export type JobState =
+  "queued" | "delayed" | "active" | "retrying" | "completed" | "dead" | "cancelled" | "deleted";
 
 /** The latest progress report of a job's latest execution. */
 export interface Progress {
@@ -191,6 +193,7 @@ const STATE: Record<Exclude<EventType, "progress">, JobState> = {
   stalled: "queued",
   cancelled: "cancelled",
   promoted: "queued",
+  deleted: "deleted",
 };
 
 /**
@@ -256,8 +259,19 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     ...(p ?? { pipeline: e.pipeline, id: e.id }),
     queue: e.queue,
     state: e.type === "enqueued" && due !== null ? "delayed" : STATE[e.type],
-    deadReason: e.type === "dead" ? f.reason || errorMessage(f.error) || "dead" : null,
-    finishedAt: e.type === "dead" || e.type === "completed" || e.type === "cancelled" ? e.at : null,
+    deadReason:
+      e.type === "dead"
+        ? f.reason || errorMessage(f.error) || "dead"
+        : e.type === "deleted"
+          ? f.reason || null
+          : null,
+    // A deleted job keeps when it finished (the entry carries it); one that never ran ends now.
+    finishedAt:
+      e.type === "dead" || e.type === "completed" || e.type === "cancelled"
+        ? e.at
+        : e.type === "deleted"
+          ? (int(f.finishedAt) ?? e.at)
+          : null,
     dueAt: due,
     updatedAt: e.at,
     lastEvent: e.streamId,
@@ -308,6 +322,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     case "deferred":
     case "cancelled":
     case "promoted":
+    case "deleted":
       break;
   }
   return patch;

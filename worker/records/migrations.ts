@@ -134,6 +134,17 @@ ALTER TABLE conveyor_jobs ADD COLUMN IF NOT EXISTS idempotency_key text;
 CREATE INDEX IF NOT EXISTS conveyor_jobs_idempotency_key ON conveyor_jobs (idempotency_key) WHERE idempotency_key IS NOT NULL;
 `,
   },
+  {
+    // Bulk delete from the dashboard (queue/scripts/delete_jobs.lua): the row stays, marked
+    // `deleted`, so "what happened to job X" still has an answer.
+    id: 6,
+    name: "deleted jobs",
+    sql: `
+ALTER TABLE conveyor_jobs
+  DROP CONSTRAINT conveyor_jobs_state_check,
+  ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'delayed', 'active', 'retrying', 'completed', 'dead', 'cancelled', 'deleted'));
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

@@ -42,6 +42,25 @@ export function createPool(database: string | pg.PoolConfig, opts: PoolOptions =
   return pool;
 }
 
+/**
+ * BEGIN, `body`, COMMIT; on an error ROLLBACK and rethrow. A ROLLBACK that fails too leaves the
+ * connection mid-transaction: `onRollbackFailed` lets the caller release it as broken.
+ */
+async function transaction(
+  client: pg.PoolClient,
+  body: () => Promise<void>,
+  onRollbackFailed: () => void = () => {},
+): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await body();
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK").catch(onRollbackFailed);
+    throw err;
+  }
+}
+
 /** Apply every migration not applied yet; returns the ids applied by this call. */
 export async function migrate(
   pool: pg.Pool,
@@ -62,8 +81,7 @@ export async function migrate(
       if (migrations.every((m) => done.has(m.id))) return applied;
     }
     for (const m of migrations) {
-      await client.query("BEGIN");
-      try {
+      await transaction(client, async () => {
         // Transaction-scoped: released by COMMIT/ROLLBACK, also when the connection dies.
         await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY.toString()]);
         await client.query(`CREATE TABLE IF NOT EXISTS conveyor_migrations (
@@ -74,13 +92,7 @@ export async function migrate(
           await client.query("INSERT INTO conveyor_migrations (id, name) VALUES ($1, $2)", [m.id, m.name]);
           applied.push(m.id);
         }
-        await client.query("COMMIT");
-      } catch (err) {
-        await client.query("ROLLBACK").catch(() => {
-          broken = true;
-        });
-        throw err;
-      }
+      });
     }
   } catch (err) {
     broken = true;
@@ -218,17 +230,14 @@ export async function writeBatch(pool: pg.Pool, batch: FoldedBatch): Promise<voi
   const client = await pool.connect();
   let broken = false;
   try {
-    await client.query("BEGIN");
-    try {
-      if (batch.jobs.length > 0) await client.query(UPSERT_JOBS, jobParams(batch.jobs));
-      if (batch.attempts.length > 0) await client.query(UPSERT_ATTEMPTS, attemptParams(batch.attempts));
-      await client.query("COMMIT");
-    } catch (err) {
-      await client.query("ROLLBACK").catch(() => {
-        broken = true;
-      });
-      throw err;
-    }
+    await transaction(
+      client,
+      async () => {
+        if (batch.jobs.length > 0) await client.query(UPSERT_JOBS, jobParams(batch.jobs));
+        if (batch.attempts.length > 0) await client.query(UPSERT_ATTEMPTS, attemptParams(batch.attempts));
+      },
+      () => (broken = true),
+    );
   } catch (err) {
     if (!isDataError(err)) broken = true;
     throw err;

@@ -290,55 +290,28 @@ export class JobRecorder {
 
   /** Our own unacknowledged entries first, then stale ones of dead consumers, then new ones. */
   private async nextEntries(loop: PipelineLoop): Promise<RawEntry[]> {
-    const { conn, keys } = loop;
     if (loop.ownPending) {
-      const own = readReply(
-        await conn.xreadgroup(
-          "GROUP",
-          RECORDER_GROUP,
-          this.consumer,
-          "COUNT",
-          loop.batchSize,
-          "STREAMS",
-          keys.outbox,
-          "0",
-        ),
-      );
+      const own = await this.read(loop, "0");
       if (own.length > 0) return own;
       loop.ownPending = false;
     }
-    if (this.closing) {
-      // The last flush: what is there now, no waiting.
-      return readReply(
-        await conn.xreadgroup(
-          "GROUP",
-          RECORDER_GROUP,
-          this.consumer,
-          "COUNT",
-          loop.batchSize,
-          "STREAMS",
-          keys.outbox,
-          ">",
-        ),
-      );
-    }
+    // The last flush: what is there now, no waiting.
+    if (this.closing) return this.read(loop, ">");
     if (Date.now() >= loop.nextClaimAt) {
       const claimed = await this.claimStale(loop);
       if (claimed.length > 0) return claimed;
     }
+    return this.read(loop, ">", this.opts.blockMs ?? 1_000);
+  }
+
+  /** XREADGROUP on the outbox: from "0" our own pending entries, from ">" new ones (waiting up to `blockMs`). */
+  private async read(loop: PipelineLoop, from: "0" | ">", blockMs?: number): Promise<RawEntry[]> {
+    const { conn, keys } = loop;
+    const group = ["GROUP", RECORDER_GROUP, this.consumer, "COUNT", loop.batchSize] as const;
     return readReply(
-      await conn.xreadgroup(
-        "GROUP",
-        RECORDER_GROUP,
-        this.consumer,
-        "COUNT",
-        loop.batchSize,
-        "BLOCK",
-        this.opts.blockMs ?? 1_000,
-        "STREAMS",
-        keys.outbox,
-        ">",
-      ),
+      blockMs === undefined
+        ? await conn.xreadgroup(...group, "STREAMS", keys.outbox, from)
+        : await conn.xreadgroup(...group, "BLOCK", blockMs, "STREAMS", keys.outbox, from),
     );
   }
 

@@ -10,7 +10,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from importlib.resources import files
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
@@ -19,6 +18,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from . import _json
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
+from ._scripts import script_source
 
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
 DEFAULT_ATTEMPTS = 3
@@ -101,16 +101,12 @@ class Event:
     fields: Dict[str, str]
 
 
-def _script(name: str) -> str:
-    return (files("conveyor") / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
-
-
 class _Script:
     """A published script run by SHA, falling back to EVAL (after a restart, on a new cluster node)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.source = _script(name)
+        self.source = script_source(name)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:

@@ -4,12 +4,13 @@ exactly the Redis records the TypeScript producer writes for the same calls."""
 
 import json
 import time
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 import redis
 
-from conftest import REPO, node, ts
+from conftest import CONVEYOR, REPO, node, ts
 
 # One call of each kind, in the TypeScript producer's option names; the Python calls below are
 # the same jobs in the Python client's names (seconds for delay/timeout).
@@ -70,9 +71,17 @@ def snapshot(r: redis.Redis) -> Dict[str, Any]:
     return out
 
 
-def test_package_scripts_are_the_published_ones() -> None:
-    # resolves every script exactly as queue/scripts.ts loads it and compares with the package data
-    node("scripts/python-scripts.ts", "--check")
+def test_client_resolves_the_scripts_as_the_typescript_side_does(tmp_path: Path) -> None:
+    # the client resolves queue/scripts itself (setup.py writes the same text into a built package);
+    # `conveyor scripts dump` is what the worker runs
+    from conveyor import _scripts
+
+    assert _scripts.CHECKOUT_SCRIPTS == REPO / "queue" / "scripts"
+    node(CONVEYOR, "scripts", "dump", str(tmp_path))
+    published = sorted(p.stem for p in tmp_path.glob("*.lua"))
+    assert _scripts.script_names(_scripts.CHECKOUT_SCRIPTS) == published
+    for name in published:
+        assert _scripts.script_source(name) == (tmp_path / f"{name}.lua").read_text(encoding="utf-8"), name
 
 
 @pytest.mark.parametrize("records", [False, True], ids=["outbox-off", "outbox-on"])

@@ -23,6 +23,7 @@ interface Detail {
   deadReason: string | null;
   worker: string | null;
   parentId: string | null;
+  idempotencyKey: string | null;
   data: Shown;
   result: Shown;
   error: Shown;
@@ -154,6 +155,14 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
           <dt>Finished</dt>
           <dd title={time(job.finishedAt)}>{ago(job.finishedAt)}</dd>
         </div>
+        {job.idempotencyKey && (
+          <div>
+            <dt>Idempotency key</dt>
+            <dd class="mono" data-field="idempotencyKey">
+              {job.idempotencyKey}
+            </dd>
+          </div>
+        )}
         {job.deadReason && (
           <div>
             <dt>Dead because</dt>

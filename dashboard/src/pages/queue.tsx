@@ -1,9 +1,10 @@
 // One queue: its jobs by state, newest first, paged on the server by cursor; time filter;
-// bulk retry/cancel of a selection; live workers; jobs/min and durations over the last hour.
+// bulk retry / cancel / delete of a selection (delete after a confirmation); live workers;
+// jobs/min and durations over the last hour.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
 import type { Session } from "../main.tsx";
-import { ago, Chart, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
+import { ago, Chart, Confirm, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
 import { QueueActions, type QueueSummary } from "./queues.tsx";
 
 interface JobItem {
@@ -28,7 +29,9 @@ interface Worker {
   lastSeenMs: number;
 }
 
-const STATES = ["all", "ready", "delayed", "active", "completed", "dead"] as const;
+const STATES = ["all", "ready", "delayed", "active", "completed", "dead", "cancelled", "deleted"] as const;
+/** Tabs answered from the records only (PostgreSQL). */
+const HISTORY_ONLY: readonly string[] = ["all", "cancelled", "deleted"];
 const WINDOWS: [string, number | null][] = [
   ["any time", null],
   ["last 15 min", 15 * 60_000],
@@ -58,6 +61,7 @@ export function QueuePage({
   >([]);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  const [confirmDelete, setConfirmDelete] = useState(false);
 
   const setParam = (k: string, v: string | null) => {
     const p = new URLSearchParams(params);
@@ -126,28 +130,37 @@ export function QueuePage({
     void loadJobs(c);
   };
 
-  const bulk = async (kind: "retry" | "cancel") => {
+  const bulk = async (kind: "retry" | "cancel" | "delete") => {
     setNotice(null);
+    const ids = [...selected];
+    const path = { retry: "dead/retry", cancel: "cancel", delete: "delete" }[kind];
     try {
-      const ids = [...selected];
-      const r =
-        kind === "retry"
-          ? await api<{ retried: number }>(`/queues/${q(queue)}/dead/retry`, {
-              method: "POST",
-              body: { ids },
-            })
-          : await api<{ cancelled: number }>(`/queues/${q(queue)}/cancel`, { method: "POST", body: { ids } });
+      const r = await api<{
+        retried?: number;
+        cancelled?: number;
+        deleted?: number;
+        refused?: { id: string; reason: string }[];
+      }>(`/queues/${q(queue)}/${path}`, { method: "POST", body: { ids } });
+      const refused = r.refused ?? [];
       setNotice(
         kind === "retry"
-          ? `${(r as { retried: number }).retried} retried`
-          : `${(r as { cancelled: number }).cancelled} cancelled`,
+          ? `${r.retried} retried`
+          : kind === "cancel"
+            ? `${r.cancelled} cancelled`
+            : `${r.deleted} deleted` +
+              (refused.length > 0
+                ? `; ${refused.length} refused (${refused.map((x) => `${x.id}: ${x.reason}`).join("; ")})`
+                : ""),
       );
-      setSelected(new Set());
+      setSelected(new Set(refused.map((x) => x.id)));
       void loadJobs();
     } catch (e) {
       setError((e as Error).message);
     }
   };
+
+  // Deleted jobs are history only: nothing left to act on.
+  const selectable = !session.readOnly && state !== "deleted";
 
   const toggle = (id: string) =>
     setSelected((s) => {
@@ -192,7 +205,7 @@ export function QueuePage({
       )}
       <div class="row">
         <div role="tablist" aria-label="job state" class="tabs">
-          {STATES.filter((s) => session.history || s !== "all").map((s) => (
+          {STATES.filter((s) => session.history || !HISTORY_ONLY.includes(s)).map((s) => (
             <button
               key={s}
               type="button"
@@ -219,7 +232,7 @@ export function QueuePage({
             </select>
           </label>
         )}
-        {!session.readOnly && selected.size > 0 && (
+        {selectable && selected.size > 0 && (
           <span class="actions">
             <span class="small">{selected.size} selected</span>
             <button type="button" onClick={() => void bulk("retry")}>
@@ -228,8 +241,26 @@ export function QueuePage({
             <button type="button" class="danger" onClick={() => void bulk("cancel")}>
               Cancel selected
             </button>
+            <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>
+              Delete selected
+            </button>
           </span>
         )}
+        <Confirm
+          open={confirmDelete}
+          title={`Delete ${selected.size} job${selected.size === 1 ? "" : "s"} of ${queue}?`}
+          confirmLabel="Delete"
+          onClose={() => setConfirmDelete(false)}
+          onConfirm={() => {
+            setConfirmDelete(false);
+            void bulk("delete");
+          }}
+        >
+          <p>
+            They leave the queue and Redis; their records stay, marked deleted. Running jobs are refused:
+            cancel them first. This cannot be undone.
+          </p>
+        </Confirm>
       </div>
       <ErrorNote error={error} />
       {notice && <p class="notice">{notice}</p>}
@@ -241,7 +272,7 @@ export function QueuePage({
         <table class="grid">
           <thead>
             <tr>
-              {!session.readOnly && (
+              {selectable && (
                 <th scope="col">
                   <input
                     type="checkbox"
@@ -269,7 +300,7 @@ export function QueuePage({
           <tbody>
             {jobs.items.map((j) => (
               <tr key={j.id} data-job={j.id}>
-                {!session.readOnly && (
+                {selectable && (
                   <td>
                     <input
                       type="checkbox"

@@ -1,0 +1,77 @@
+-- Delete jobs of one queue by id (the dashboard's bulk delete). A deleted job leaves its set
+-- (ready, delayed or dead); its record, its log and a set-aside malformed key are deleted; its
+-- idempotency key is freed when it still names this job (a new enqueue with that key makes a
+-- new job); `deleted` is counted and a `deleted` event recorded (`was` = its state; the job
+-- records mark it `deleted`, docs/records.md). A fan-out child that had not finished reports
+-- {"id", "error": {"name": "DeletedError"}} to the fan-in, so the join still runs.
+-- Refused, nothing changed: a running job (`active`) and a fan-out parent whose children are not
+-- all finished (`fannedOut` / `joined`) — cancel it first (cancel_job), then delete it.
+-- KEYS: 1 ready, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
+-- ARGV: 1 jobPrefix, 2 idempotencyPrefix (the queue's), 3 queue, 4 now (ms), 5… the ids
+-- Returns a flat list, two entries per id: outcome (`deleted`, `refused` or `notFound`: no such
+-- job in this queue) and the state the job was in (`malformed` for a job key that is not a hash;
+-- '' when not found).
+--- @include "includes/keys"
+--- @include "includes/record"
+--- @include "includes/fanIn"
+--- @include "includes/malformed"
+
+local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
+local now = tonumber(ARGV[4])
+local base = pipelineBase(jobPrefix)
+local REFUSED = {active = true, fannedOut = true, joined = true}
+local DELETED = '{"name":"DeletedError","message":"deleted"}'
+
+-- Whether the id was in one of the queue's sets (removed from all of them).
+local function leaveSets(id)
+  local n = 0
+  for i = 1, 3 do n = n + redis.call('ZREM', KEYS[i], id) end
+  return n > 0
+end
+
+local out = {}
+local deleted = 0
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local jk = jobKey(jobPrefix, id)
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason')
+  local outcome, state = 'notFound', ''
+  if f.err then
+    -- Not a hash (another client SET it): deleted if it is this queue's.
+    if leaveSets(id) then
+      redis.call('DEL', jk)
+      outcome, state = 'deleted', 'malformed'
+    end
+  elseif not f[1] then
+    -- No record (expired): a leftover set entry is removed, nothing to record.
+    if leaveSets(id) then outcome = 'deleted' end
+  elseif f[2] == queue then
+    state = f[1]
+    if REFUSED[state] then
+      outcome = 'refused'
+    else
+      leaveSets(id)
+      if f[3] and f[3] ~= '' then
+        finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. DELETED .. '}', now, f[3], f[4] or false)
+      end
+      if f[5] and f[5] ~= '' and redis.call('GET', idemPrefix .. f[5]) == id then redis.call('DEL', idemPrefix .. f[5]) end
+      redis.call('DEL', jk, malformedKey(jk, id), base .. 'logs:' .. id)
+      local fields = {'type', 'deleted', 'id', id, 'queue', queue, 'at', now, 'was', state}
+      if f[6] and f[6] ~= '' then
+        fields[#fields + 1] = 'finishedAt'
+        fields[#fields + 1] = f[6]
+      end
+      if f[7] and f[7] ~= '' then
+        fields[#fields + 1] = 'reason'
+        fields[#fields + 1] = f[7]
+      end
+      record(KEYS[5], KEYS[6], fields)
+      outcome = 'deleted'
+    end
+  end
+  if outcome == 'deleted' then deleted = deleted + 1 end
+  out[#out + 1] = outcome
+  out[#out + 1] = state
+end
+if deleted > 0 then redis.call('HINCRBY', KEYS[4], 'deleted', deleted) end
+return out
