@@ -44,6 +44,9 @@ export interface NextStage {
   trace?: string;
 }
 
+/** Most jobs one settle_jobs call carries (Lua's unpack() limit is 8,000 values). */
+const SETTLE_BATCH_MAX = 500;
+
 /** How a finished job is settled: see `Consumer.settle`. */
 export interface Settlement {
   result: unknown;
@@ -58,6 +61,11 @@ export interface Settlement {
 export interface Settled extends ClaimResult {
   /** `fenced`: the lease was lost, the result was discarded (another worker owns the job). */
   outcome: SettleOutcome;
+}
+
+/** A batch's outcomes, in the batch's order, and the jobs claimed for the freed slots. */
+export interface SettledBatch extends ClaimResult {
+  outcomes: SettleOutcome[];
 }
 
 /** Result reuse: store (or mark as reused) a stage result under the job's content hash. */
@@ -218,17 +226,86 @@ export class Consumer {
    * next stage in the same script; with `claim`, that script also claims up to `claim` jobs of
    * this queue for the slot(s) it frees (complete-and-claim, BullMQ's moveToFinished with
    * fetch-next: one round trip per job instead of two). The claim runs even when the settle was
-   * fenced off — the slot is free either way.
+   * fenced off — the slot is free either way. A batch of one `settleMany`.
    */
   async settle(job: Lease, settlement: Settlement): Promise<Settled> {
-    const now = Date.now();
-    const reply = await (settlement.next
-      ? this.advanceCall(job, settlement, settlement.next, now)
-      : this.completeCall(job, settlement, now));
-    if (settlement.claim === undefined) return { outcome: settleOutcome(reply), jobs: [], nextDueAt: null };
-    const [code, flat, nextDue] = reply as [number, string[], number];
-    return { outcome: settleOutcome(code), ...this.claimed(flat, nextDue, now) };
+    const { claim, ...rest } = settlement;
+    const r = await this.settleMany([{ job, settlement: rest }], claim ?? 0);
+    return { outcome: r.outcomes[0]!, jobs: r.jobs, nextDueAt: r.nextDueAt };
   }
+
+  /**
+   * Settle finished jobs of this queue in one script call (settle_jobs.lua) and claim up to
+   * `claim` jobs for the slots they free. Every settlement must go to the same place: all
+   * complete here, or all hand over to the same next queue. Each job is fenced on its own; the
+   * outcomes come back in order. (`claim` in the settlements is ignored.)
+   */
+  async settleMany(
+    batch: readonly { job: Lease; settlement: Settlement }[],
+    claim = 0,
+  ): Promise<SettledBatch> {
+    if (batch.length > SETTLE_BATCH_MAX) {
+      // Lua's unpack() has a limit: settle in chunks, claiming with the last one.
+      const outcomes: SettleOutcome[] = [];
+      for (let i = 0; i < batch.length; i += SETTLE_BATCH_MAX) {
+        const last = i + SETTLE_BATCH_MAX >= batch.length;
+        const r = await this.settleMany(batch.slice(i, i + SETTLE_BATCH_MAX), last ? claim : 0);
+        outcomes.push(...r.outcomes);
+        if (last) return { ...r, outcomes };
+      }
+    }
+    const k = this.keys;
+    const now = Date.now();
+    const next = batch[0]?.settlement.next;
+    let keys: string[];
+    if (next) {
+      assertSamePipeline(this.queue, next.queue);
+      const nk =
+        this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
+      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake];
+    } else keys = this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta];
+    const args: ScriptArg[] = [
+      k.jobPrefix,
+      this.queue,
+      now,
+      this.opts.retentionSeconds,
+      next?.queue ?? "",
+      claim,
+      this.opts.leaseMs,
+      this.opts.workerId,
+    ];
+    for (const { job, settlement: s } of batch) {
+      if (s.next?.queue !== next?.queue)
+        throw new RangeError(
+          `settleMany: one batch hands over to one place (${next?.queue ?? "complete"} and ${s.next?.queue ?? "complete"})`,
+        );
+      const reuse = s.reuse ?? {};
+      const result = encodeResult(s.result);
+      args.push(
+        job.id,
+        job.token,
+        result,
+        reuse.contentHash ?? "",
+        reuse.ttlSeconds ?? 0,
+        reuse.reused ? "1" : "0",
+      );
+      if (s.next)
+        args.push(
+          s.next.data === undefined ? result : encodeResult(s.next.data),
+          s.next.contentHash ?? "",
+          s.next.trace ?? "",
+        );
+    }
+    const [codes, flat, nextDue] = await runScript<[number[], string[], number]>(
+      this.redis,
+      "settle_jobs",
+      keys,
+      args,
+    );
+    return { outcomes: codes.map(settleOutcome), ...this.claimed(flat, nextDue, now) };
+  }
+  private completeKeyList: string[] | undefined;
+  private nextKeys: QueueKeys | undefined;
 
   /** Shorthand for `settle` without a claim: true when completed, false when fenced off. */
   async complete(job: Lease, result: unknown, reuse: ResultReuse = {}): Promise<boolean> {
@@ -246,53 +323,6 @@ export class Consumer {
     const { nextContentHash, nextTrace, ...reuse } = opts;
     const next = { queue: nextQueue, data: nextData, contentHash: nextContentHash, trace: nextTrace };
     return (await this.settle(job, { result, next, reuse })).outcome === "settled";
-  }
-
-  private completeCall(job: Lease, s: Settlement, now: number): Promise<unknown> {
-    const k = this.keys;
-    // The key list is the same for every job of this queue: built once.
-    const keys = (this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta]);
-    const args: ScriptArg[] = [
-      k.jobPrefix,
-      this.queue,
-      job.id,
-      job.token,
-      now,
-      encodeResult(s.result),
-      this.opts.retentionSeconds,
-      ...reuseArgs(s.reuse ?? {}),
-    ];
-    return runScript<unknown>(this.redis, "complete_job", keys, this.withClaim(args, s.claim));
-  }
-  private completeKeyList: string[] | undefined;
-
-  private advanceCall(job: Lease, s: Settlement, next: NextStage, now: number): Promise<unknown> {
-    assertSamePipeline(this.queue, next.queue);
-    const k = this.keys;
-    const nk =
-      this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
-    const keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake];
-    const args: ScriptArg[] = [
-      k.jobPrefix,
-      this.queue,
-      job.id,
-      job.token,
-      now,
-      encodeResult(s.result),
-      next.queue,
-      encodeResult(next.data === undefined ? s.result : next.data),
-      ...reuseArgs(s.reuse ?? {}),
-      next.contentHash ?? "",
-      next.trace ?? "",
-    ];
-    return runScript<unknown>(this.redis, "advance_job", keys, this.withClaim(args, s.claim));
-  }
-  private nextKeys: QueueKeys | undefined;
-
-  /** Append the complete-and-claim arguments (count, leaseMs, workerId); the script names the claim's keys. */
-  private withClaim(args: ScriptArg[], claim: number | undefined): ScriptArg[] {
-    if (claim !== undefined) args.push(claim, this.opts.leaseMs, this.opts.workerId);
-    return args;
   }
 
   /**
@@ -491,10 +521,6 @@ export function sweepCall(
 export function sweepResult([requeued, dead, graceLeftMs]: [number, number, number]): SweepResult {
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
   return { ran: true, requeued, deadLettered: dead, graceLeftMs };
-}
-
-function reuseArgs(r: ResultReuse): (string | number)[] {
-  return [r.contentHash ?? "", r.ttlSeconds ?? 0, r.reused ? "1" : "0"];
 }
 
 /** A handler result (or fan-out child) that JSON cannot encode: retrying cannot help. */

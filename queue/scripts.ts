@@ -14,6 +14,7 @@ export const SCRIPT_NAMES = [
   "renew_leases",
   "complete_job",
   "advance_job",
+  "settle_jobs",
   "fail_job",
   "release_job",
   "sweep_leases",

@@ -27,6 +27,7 @@ import {
 } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
 import type { ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
@@ -48,14 +49,6 @@ export interface RunningJob {
   trace: ExecutionTrace;
 }
 
-/** What the slot loop lends an execution for complete-and-claim. */
-export interface SlotBudget {
-  /** How many jobs a finishing job's completion may claim now (0: none, e.g. while draining). */
-  forCompletion(): number;
-  /** Hold `n` free slots for a claim in flight; returns the release. */
-  reserve(n: number): () => void;
-}
-
 export interface ExecutionDeps {
   config: WorkerConfig;
   log: Logger;
@@ -65,7 +58,8 @@ export interface ExecutionDeps {
   callbacks?: HandlerCallbacks;
   consumer: Consumer;
   circuit: CircuitBreaker;
-  slots: SlotBudget;
+  /** What the slot loop lends the settle batcher for complete-and-claim. */
+  slots: BatchSlots;
   /** A schedule's tick puts the next one in line when it starts. */
   schedules: Schedules;
   /** Told each completed job's duration (ms). */
@@ -80,7 +74,7 @@ export class JobExecutor {
   private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
-  private readonly slots: SlotBudget;
+  private readonly settler: SettleBatcher;
   private readonly schedules: Schedules;
   private readonly onCompleted: (ms: number) => void;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
@@ -94,7 +88,7 @@ export class JobExecutor {
     this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
-    this.slots = deps.slots;
+    this.settler = new SettleBatcher(deps.consumer, deps.slots);
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
@@ -221,19 +215,13 @@ export class JobExecutor {
         : undefined,
     };
     const outcome = await retryWrite(log, "complete", async (attempt) => {
-      // Complete-and-claim: the completion also claims for the slot it frees (one round trip
-      // per job instead of two). Not on a retry: a reply lost to a connection error would
-      // strand what the earlier try claimed until its lease expires.
-      const claim = attempt === 1 ? this.slots.forCompletion() : 0;
-      if (claim <= 0) return (await this.consumer.settle(job, settlement)).outcome;
-      const release = this.slots.reserve(claim - 1); // beyond its own slot, still counted as running
-      try {
-        const r = await this.consumer.settle(job, { ...settlement, claim });
-        entry.next = r.jobs;
-        return r.outcome;
-      } finally {
-        release();
-      }
+      // Batched complete-and-claim: settled with the completions of the same tick, in one call
+      // that also claims for the freed slots. Not on a retry: a reply lost to a connection
+      // error would strand what the earlier try claimed until its lease expires.
+      if (attempt > 1) return (await this.consumer.settle(job, settlement)).outcome;
+      const r = await this.settler.settle(job, settlement);
+      entry.next = r.jobs;
+      return r.outcome;
     });
     trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
     if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");

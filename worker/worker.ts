@@ -150,7 +150,8 @@ export class QueueWorker {
       schedules: new Schedules(this.redis),
       onCompleted: (ms) => this.durations.add(ms),
       slots: {
-        forCompletion: () => this.claimOnCompletion(),
+        forCompletions: (n) => this.claimOnCompletion(n),
+        running: () => this.running.size,
         reserve: (n) => {
           this.reserved += n;
           return () => (this.reserved -= n);
@@ -318,15 +319,15 @@ export class QueueWorker {
   }
 
   /**
-   * How many jobs a finishing job's completion may claim (complete-and-claim): its own slot
-   * plus free slots nobody is claiming for, within --max-jobs and the circuit's allowance;
-   * 0 once draining (no fetch-next-on-complete during a warm shutdown).
+   * How many jobs the completion of `n` running jobs may claim (batched complete-and-claim):
+   * their own slots plus free slots nobody is claiming for, within --max-jobs and the circuit's
+   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown).
    */
-  private claimOnCompletion(): number {
+  private claimOnCompletion(n: number): number {
     if (this.state !== "running") return 0;
-    // Its own slot is still counted as running (and as finished once it ends, for --max-jobs).
+    // Their slots are still counted as running (and as finished once they end, for --max-jobs).
     const free = this.config.concurrency - this.running.size - this.reserved;
-    return this.circuit.allowance(Math.max(0, Math.min(1 + free, this.recycleBudget())));
+    return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
   }
 
   /** Start claimed jobs (after callers report status once); past the drain deadline hand them straight back. */

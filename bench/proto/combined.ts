@@ -26,14 +26,14 @@ const body = (name: string) => readFileSync(new URL(`${name}.lua`, SCRIPTS), "ut
  */
 export function completeAndClaimLua(): string {
   // Both scripts' helpers first (each once), so the bodies below can be wrapped in functions.
-  const includes = [body("complete_job"), body("claim_jobs")]
+  const includes = [body("settle_jobs"), body("claim_jobs")]
     .flatMap((text) => text.split("\n").filter((line) => line.startsWith("--- @include")))
     .join("\n");
   return resolveIncludes(
     `${includes}
 -- (named apart from the helper claimJobs, which claim_jobs.lua calls)
 local function completeJobScript(KEYS, ARGV)
-${body("complete_job")}
+${body("settle_jobs")}
 end
 local function claimJobsScript(KEYS, ARGV)
 ${body("claim_jobs")}
@@ -42,12 +42,15 @@ local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ck, ca, lk, la = {}, {}, {}, {}
 for i = 1, #KEYS do if i <= nk then ck[#ck + 1] = KEYS[i] else lk[#lk + 1] = KEYS[i] end end
 for i = 3, #ARGV do if i <= 2 + na then ca[#ca + 1] = ARGV[i] else la[#la + 1] = ARGV[i] end end
-local completed = completeJobScript(ck, ca)
+local completed = completeJobScript(ck, ca)[1][1]
 return {completed, claimJobsScript(lk, la)}
 `,
     SCRIPTS,
   );
 }
+
+/** Whether a settle_jobs reply (Consumer.complete is a batch of one) settled its one job. */
+const settledOne = (reply: unknown) => (reply as [number[]] | undefined)?.[0]?.[0] === 1;
 
 interface Call {
   keys: string[];
@@ -112,7 +115,7 @@ export class ProtoConsumer {
     this.redis = redis;
     this.standIn = new StandIn(queue, opts);
     redis.defineCommand("protoClaim", { lua: scriptSource("claim_jobs") });
-    redis.defineCommand("protoComplete", { lua: scriptSource("complete_job") });
+    redis.defineCommand("protoComplete", { lua: scriptSource("settle_jobs") });
     redis.defineCommand("protoCompleteAndClaim", { lua: completeAndClaimLua() });
   }
 
@@ -130,7 +133,7 @@ export class ProtoConsumer {
 
   async complete(job: Lease, result: unknown): Promise<boolean> {
     const call = this.standIn.capture((c) => c.complete(job, result));
-    return (await this.run("protoComplete", call)) === 1;
+    return settledOne(await this.run("protoComplete", call));
   }
 
   /** Pipelined batches for the raw Redis-limit run: `n` × claim(1) in one pipeline. */
@@ -195,7 +198,7 @@ export class ProtoConsumer {
       const replies = (await p.exec()) ?? [];
       for (const [err] of replies) if (err) throw err;
       const jobs = (await this.standIn.parseClaim(replies[1]?.[1])).jobs;
-      return { completed: replies[0]?.[1] === 1, next: jobs[0] };
+      return { completed: settledOne(replies[0]?.[1]), next: jobs[0] };
     }
     const reply = (await this.run("protoCompleteAndClaim", {
       keys: [...done.keys, ...claim.keys],

@@ -13,6 +13,7 @@ import {
   PayloadTooLargeError,
   type RedisClient,
 } from "../../queue/index.ts";
+import { runScript } from "../../queue/scripts.ts";
 import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
@@ -577,6 +578,92 @@ describe("queue protocol (single Redis)", () => {
         ["d2", { text: 2 }],
       ],
     );
+  });
+
+  test("settleMany settles a batch in one call: each job fenced on its own, then claims for the freed slots", async () => {
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      ["a", "b", "c", "d", "e", "f"].map((id, i) => ({ data: i, id })),
+    );
+    const c = consumer(redis, q);
+    const [a, b, cc, d] = (await c.claim(4)).jobs;
+    assert.equal((await admin.cancel("c", q)).outcome, "cancelled");
+    const r = await c.settleMany(
+      [
+        { job: a!, settlement: { result: "A" } },
+        { job: { ...b!, token: "0" }, settlement: { result: "lost" } },
+        { job: cc!, settlement: { result: "refused" } },
+        { job: d!, settlement: { result: "D" } },
+      ],
+      3,
+    );
+    assert.deepEqual(r.outcomes, ["settled", "fenced", "cancelled", "settled"]);
+    assert.deepEqual(
+      r.jobs.map((j) => j.id),
+      ["e", "f"],
+    );
+    assert.equal((await admin.job("a", q))?.result, '"A"');
+    assert.equal((await admin.job("b", q))?.state, "active", "the fenced job keeps its owner's lease");
+    assert.equal((await admin.job("d", q))?.result, '"D"');
+    const counters = await admin.counters(q);
+    assert.equal(counters.completed, 2);
+    assert.equal(counters.fenced, 1);
+    assert.equal(counters.started, 6);
+    // In flight: b (its real owner still holds it), e and f.
+    assert.equal((await admin.counts(q)).inflight, 3);
+    const tokens = r.jobs.map((j) => Number(j.token));
+    assert.ok(tokens[1]! === tokens[0]! + 1 && tokens[0]! > Number(d!.token));
+    assert.deepEqual((await c.renew([b!, ...r.jobs])).lost, []);
+    const events = (await eventsOf(q)).filter((e) => e.type === "completed").map((e) => e.id);
+    assert.deepEqual(events, ["a", "d"]);
+  });
+
+  test("the one-job complete_job and advance_job scripts (other clients) settle as settle_jobs does", async () => {
+    const [p1, p2] = [fresh(), fresh()];
+    const [q1, q2] = [`${p1}/a`, `${p2}/a`];
+    for (const q of [q1, q2])
+      await producer.enqueueMany(q, [
+        { data: 1, id: "one" },
+        { data: 2, id: "two" },
+      ]);
+    const c1 = consumer(redis, q1);
+    const [j1] = (await c1.claim(1)).jobs;
+    const c2 = consumer(redis, q2);
+    const [j2] = (await c2.claim(1)).jobs;
+    const k = new QueueKeys(q2);
+    const reply = await runScript<[number, string[], number]>(
+      redis,
+      "complete_job",
+      [k.inflight, k.counts, k.outbox, k.meta],
+      [k.jobPrefix, q2, j2!.id, j2!.token, Date.now(), '{"r":1}', 3600, "", 0, "0", 1, 30_000, "w1"],
+    );
+    const viaBatch = await c1.settle(j1!, { result: { r: 1 }, claim: 1 });
+    assert.equal(reply[0], 1);
+    assert.deepEqual(reply[1][0], "two");
+    assert.deepEqual(
+      viaBatch.jobs.map((j) => j.id),
+      ["two"],
+    );
+    assert.deepEqual(await admin.counts(q1), await admin.counts(q2));
+    assert.deepEqual(await admin.counters(q1), await admin.counters(q2));
+    assert.equal((await admin.job("one", q2))?.result, '{"r":1}');
+    // advance_job: the second job on to the pipeline's next stage, as advance() does it.
+    const next = `${p2}/b`;
+    const nk = new QueueKeys(next);
+    const j3 = viaBatch.jobs[0]!;
+    const owned = (await redis.hget(k.job("two"), "token"))!;
+    const adv = await runScript<number>(
+      redis,
+      "advance_job",
+      [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake],
+      [k.jobPrefix, q2, "two", owned, Date.now(), "2", next, '{"n":2}', "", 0, "0", "", ""],
+    );
+    assert.equal(adv, 1);
+    assert.equal(await c1.advance(j3, 2, `${p1}/b`, { n: 2 }), true);
+    assert.deepEqual(await admin.counters(q1), await admin.counters(q2));
+    assert.deepEqual(await admin.counts(`${p1}/b`), await admin.counts(next));
+    assert.deepEqual(JSON.parse((await consumer(redis, next).claim(1)).jobs[0]!.rawData), { n: 2 });
   });
 });
 

@@ -43,22 +43,34 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       redis.call('ZADD', keys[1], unpack(back))
     end
   end
+  -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
+  local ok = {}
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = jobKey(jobPrefix, id)
-    -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
     local f, reason = claimable(jk, id)
     if not f then
       deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
       record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
     else
-      local token = redis.call('INCR', keys[6])
+      ok[#ok + 1] = id
+      ok[#ok + 1] = f
+    end
+  end
+  started = #ok / 2
+  if started > 0 then
+    -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
+    -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
+    local top = redis.call('INCRBY', keys[6], started)
+    local deadlines = {}
+    for k = 1, started do
+      local id, f = ok[2 * k - 1], ok[2 * k]
+      local token = top - started + k
       local attempt = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', jk, 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
-      redis.call('ZADD', keys[3], now + leaseMs, id)
-      redis.call('HINCRBY', keys[5], 'started', 1)
+      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
       record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
-      started = started + 1
+      deadlines[2 * k - 1] = now + leaseMs
+      deadlines[2 * k] = id
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
@@ -72,6 +84,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
     end
+    redis.call('ZADD', keys[3], unpack(deadlines))
+    redis.call('HINCRBY', keys[5], 'started', started)
   end
 
   -- The window's log gains this claim's starts (one HSET, only on a rate-limited queue).

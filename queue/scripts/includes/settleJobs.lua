@@ -1,0 +1,86 @@
+--- @include "keys"
+--- @include "lease"
+--- @include "record"
+--- @include "rememberResult"
+--- @include "requeueScore"
+--- @include "wake"
+--- @include "fanIn"
+
+-- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
+-- fencing check, the record, fan-in, the transition's event — runs for each job; what only
+-- counts or indexes (the in-flight removal, the counters, the next stage's wake) is collected
+-- in a tally and written once per script call by flushSettled: one ZREM and one HINCRBY per
+-- counter for a batch instead of per job. flushSettled runs before any claim in the same call,
+-- so a job handed to its own queue can be claimed again without losing its new lease.
+local function newSettleTally()
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0}
+end
+local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
+  if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
+  for _, c in ipairs({'completed', 'fenced', 'reused'}) do
+    if tally[c] > 0 then redis.call('HINCRBY', countsKey, c, tally[c]) end
+  end
+  if tally.enqueued > 0 then
+    redis.call('HINCRBY', nextCountsKey, 'enqueued', tally.enqueued)
+    wake(nextWakeKey)
+  end
+end
+
+-- Complete one job the caller holds the lease for; keep its record for `retention` seconds
+-- (0: delete it). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
+-- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
+local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
+  local jk = jobKey(jobPrefix, id)
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
+  if not leaseHeld(held[1], token) then
+    if held[3] == 'cancelled' then return -1 end
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  tally.done[#tally.done + 1] = id
+  if retention > 0 then
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', now, 'token', '')
+    redis.call('EXPIRE', jk, retention)
+  else
+    redis.call('DEL', jk)
+  end
+  -- (only a fan-out child has a parent: the outcome text is built for those alone)
+  if held[2] and held[2] ~= '' then
+    finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  end
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'reused', reused})
+  return 1
+end
+
+-- Complete stage `queue` and enqueue the same job (same id) into `nextQueue` in one step, so a
+-- crash between the two cannot lose or duplicate the hand-over. A new stage starts with fresh
+-- attempt, stall and timeout budgets (timeout 0 = stage default); `nextTrace` '' keeps the
+-- job's own trace context. Returns 1, 0 (fenced) or -1 (cancelled), as completeJob.
+local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
+  local jk = jobKey(jobPrefix, id)
+  local problem = leaseProblem(jk, token)
+  if problem == 'cancelled' then return -1 end
+  if problem then
+    tally.fenced = tally.fenced + 1
+    return 0
+  end
+  local score = requeueScore(jobPrefix, jk)
+  tally.done[#tally.done + 1] = id
+  tally.completed = tally.completed + 1
+  if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
+    'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+    'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
+  if nextTrace ~= '' then
+    fields[#fields + 1] = 'trace'
+    fields[#fields + 1] = nextTrace
+  end
+  redis.call('HSET', jk, unpack(fields))
+  redis.call('ZADD', nextReadyKey, score, id)
+  tally.enqueued = tally.enqueued + 1
+  record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', nextData})
+  return 1
+end

@@ -1,0 +1,94 @@
+// Batched complete-and-claim: the completions that finish in the same turn of the event loop
+// go to Redis in one settle_jobs call, which also claims for the slots they free (River's batch
+// completer, BullMQ's moveToFinished with fetch-next — for many jobs at once). A batch closes at
+// the next setImmediate — once the callbacks that are ready now have run (the handlers a claim
+// reply started), so nothing waits for a timer — or at once when every running job is in it
+// (nothing else could join: a lone job at concurrency 1 skips even the setImmediate).
+import type { ClaimedJob, Consumer, Lease, Settlement, SettleOutcome } from "../queue/index.ts";
+
+/** One job's share of a batch: its own outcome and the claimed jobs it starts when it ends. */
+export interface BatchedSettle {
+  outcome: SettleOutcome;
+  jobs: ClaimedJob[];
+}
+
+/** What the slot loop lends the batcher: how many jobs n completions may claim, and the reservation. */
+export interface BatchSlots {
+  /** How many jobs the completion of `n` running jobs may claim now (0: none, e.g. while draining). */
+  forCompletions(n: number): number;
+  /** Hold `n` free slots for a claim in flight; returns the release. */
+  reserve(n: number): () => void;
+  /** Jobs running now, those waiting to be settled included. */
+  running(): number;
+}
+
+interface Pending {
+  job: Lease;
+  settlement: Settlement;
+  resolve: (r: BatchedSettle) => void;
+  reject: (err: unknown) => void;
+}
+
+export class SettleBatcher {
+  private pending: Pending[] = [];
+  private scheduled: NodeJS.Immediate | undefined;
+  private readonly consumer: Consumer;
+  private readonly slots: BatchSlots;
+  /** Bound once: setImmediate with a fresh closure per tick would allocate for nothing. */
+  private readonly flushNow = () => void this.flush();
+
+  constructor(consumer: Consumer, slots: BatchSlots) {
+    this.consumer = consumer;
+    this.slots = slots;
+  }
+
+  /** Settle `job` with the others finishing in this tick; resolves with its own outcome. */
+  settle(job: Lease, settlement: Settlement): Promise<BatchedSettle> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ job, settlement, resolve, reject });
+      if (this.pending.length >= this.slots.running()) void this.flush();
+      else this.scheduled ??= setImmediate(this.flushNow);
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
+    const all = this.pending;
+    this.pending = [];
+    // One batch goes to one place: settlements to different next queues (not made by the
+    // worker, which has one) are sent apart.
+    for (const batch of groupByDestination(all)) await this.send(batch);
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
+    const claim = this.slots.forCompletions(batch.length);
+    // The finishing jobs' own slots are still counted as running; only the rest is reserved.
+    const release = this.slots.reserve(Math.max(0, claim - batch.length));
+    try {
+      const r = await this.consumer.settleMany(batch, claim);
+      // Claimed jobs take the freed slots one each, in order; any beyond go with the last.
+      for (let i = 0; i < batch.length; i++) {
+        const jobs = i < batch.length - 1 ? r.jobs.slice(i, i + 1) : r.jobs.slice(i);
+        batch[i]!.resolve({ outcome: r.outcomes[i]!, jobs });
+      }
+    } catch (err) {
+      for (const p of batch) p.reject(err);
+    } finally {
+      release();
+    }
+  }
+}
+
+function groupByDestination(all: Pending[]): Pending[][] {
+  const first = all[0]?.settlement.next?.queue;
+  if (all.every((p) => p.settlement.next?.queue === first)) return [all];
+  const groups = new Map<string | undefined, Pending[]>();
+  for (const p of all) {
+    const key = p.settlement.next?.queue;
+    const g = groups.get(key);
+    if (g) g.push(p);
+    else groups.set(key, [p]);
+  }
+  return [...groups.values()];
+}
