@@ -62,14 +62,16 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
     -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
     local top = redis.call('INCRBY', keys[6], started)
-    local deadlines = {}
+    -- (numbers turned into text once: Lua formats a number with sprintf each time it is an argument)
+    local deadlines, at, deadline = {}, tostring(now), tostring(now + leaseMs)
     for k = 1, started do
       local id, f = ok[2 * k - 1], ok[2 * k]
       local token = top - started + k
+      local tokenText = tostring(token)
       local attempt = (tonumber(f[2]) or 0) + 1
-      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', token, 'worker', workerId, 'startedAt', now)
-      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', attempt, 'worker', workerId})
-      deadlines[2 * k - 1] = now + leaseMs
+      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
+      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attempt, 'worker', workerId})
+      deadlines[2 * k - 1] = deadline
       deadlines[2 * k] = id
       local j = #jobs
       jobs[j + 1] = id
@@ -100,7 +102,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   if #popped == 2 * count and not gated then wake(keys[7]) end
 
   if nextDue == nil then
-    local first = redis.call('ZRANGE', keys[2], 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', keys[2], '0', '0', 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
   -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).

@@ -7,7 +7,7 @@
 -- delayed job's due time (-1: none) when nothing was moved — the common case costs one
 -- command, and the caller need not look again; nil when it must.
 local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, countsKey, now)
-  local first = redis.call('ZRANGE', delayedKey, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', delayedKey, '0', '0', 'WITHSCORES')
   if not first[2] then return -1 end
   local firstDue = tonumber(first[2])
   if firstDue and firstDue > now then return firstDue end

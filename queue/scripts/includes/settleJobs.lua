@@ -17,9 +17,9 @@ local function newSettleTally()
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
-  for _, c in ipairs({'completed', 'fenced', 'reused'}) do
-    if tally[c] > 0 then redis.call('HINCRBY', countsKey, c, tally[c]) end
-  end
+  if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
+  if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
+  if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end
   if tally.enqueued > 0 then
     redis.call('HINCRBY', nextCountsKey, 'enqueued', tally.enqueued)
     wake(nextWakeKey)
