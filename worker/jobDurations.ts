@@ -7,6 +7,7 @@ const RECOMPUTE_EVERY = 16;
 
 export class JobDurations {
   private readonly recent: number[] = [];
+  private readonly scratch = new Float64Array(WINDOW);
   private next = 0;
   private sinceRecompute = 0;
   private median = 0;
@@ -24,8 +25,12 @@ export class JobDurations {
     // The first few completions report at once, then every RECOMPUTE_EVERY.
     if (++this.sinceRecompute < RECOMPUTE_EVERY && this.recent.length >= RECOMPUTE_EVERY) return;
     this.sinceRecompute = 0;
-    const sorted = [...this.recent].sort((a, b) => a - b);
-    const m = Math.round(sorted[Math.floor((sorted.length - 1) / 2)]!);
+    // Sorted in a reused typed array (numeric order, no comparator): no garbage per recompute.
+    const n = this.recent.length;
+    const sorted = this.scratch.subarray(0, n);
+    sorted.set(this.recent);
+    sorted.sort();
+    const m = Math.round(sorted[Math.floor((n - 1) / 2)]!);
     if (m !== this.median) this.onChange((this.median = m));
   }
 
