@@ -79,7 +79,9 @@ demo: deps controlplane $(if $(filter containers,$(RUNTIME)),images)
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
+# It builds first: bin/conveyor.js runs dist/ when present, so a stale build would be measured.
 bench: node-deps
+	npm run -s build
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
 	npm run -s bench -- $(BENCH_ARGS)
 
