@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { DURATION_HELP } from "../lib/duration.ts";
 import { OptionError, readOptions } from "../lib/options.ts";
+import { packageVersion } from "../lib/packageVersion.ts";
 import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
 
 export interface OperatorConfig {
@@ -92,21 +93,10 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
 Booleans: --flag alone means true. ${DURATION_HELP}`;
 
-/** Conveyor's version: its package.json is one level up from the sources, two from dist/ (the images, the npm package). */
-function packageVersion(): string {
-  for (const up of ["../package.json", "../../package.json"]) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.version && (pkg.name === "conveyor" || pkg.name === "@conveyor-dev/conveyor"))
-        return pkg.version;
-    } catch {
-      // not at this level
-    }
-  }
-  return "latest";
+/** The worker image of this release: tagged with Conveyor's version (lib/packageVersion), else latest. */
+function workerImageTag(): string {
+  const version = packageVersion();
+  return version === "unknown" ? "latest" : version;
 }
 
 function ownNamespace(): string | undefined {
@@ -156,7 +146,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     kubeconfig: o.file("kubeconfig"),
     context: o.raw("context"),
     namespaces,
-    workerImage: o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${packageVersion()}`,
+    workerImage: o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${workerImageTag()}`,
     metricsAddress: o.raw("metrics-address") ?? "0.0.0.0",
     metricsPort: o.int("metrics-port", 8080, 0, 65535),
     metricsApi: o.bool("metrics-api", true),
