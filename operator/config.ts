@@ -143,7 +143,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     );
 
   return {
-    kubeconfig: o.file("kubeconfig"),
+    kubeconfig: o.raw("kubeconfig"),
     context: o.raw("context"),
     namespaces,
     workerImage: o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${workerImageTag()}`,

@@ -3,7 +3,6 @@
 // and shuts them down in order on SIGTERM (a leader releases its Lease so a standby takes over
 // at once).
 import { readFileSync } from "node:fs";
-import { KubeConfig } from "@kubernetes/client-node";
 import { pino, type Logger } from "pino";
 import { startTracing } from "../lib/telemetry.ts";
 import { createLogger } from "../lib/logger.ts";
@@ -12,6 +11,7 @@ import { OPERATOR_USAGE, loadOperatorConfig, type OperatorConfig } from "./confi
 import { RESOURCES, resourcePath } from "./apis/coordinates.ts";
 import { WorkerPoolController } from "./controllers/workerpoolController.ts";
 import { apiMessage, KubeClient } from "./kube/client.ts";
+import { KubeConfigError, loadKubeConfig, type KubeCredentials } from "./kube/kubeConfig.ts";
 import { Manager, StartError } from "./kube/manager.ts";
 import { createOperatorMetrics } from "./metrics.ts";
 import { MetricsApiServer } from "./metricsapi/server.ts";
@@ -22,15 +22,6 @@ export { OPERATOR_USAGE };
 
 /** How often a serving certificate from files is re-read (cert-manager rotation, kubelet's Secret refresh ≈ 1 min). */
 const CERT_RELOAD_MS = 30_000;
-
-function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
-  const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else kc.loadFromDefault();
-  if (cfg.context) kc.setCurrentContext(cfg.context);
-  if (!kc.getCurrentCluster()) throw new Error("no current cluster (give --kubeconfig, or run in a pod)");
-  return kc;
-}
 
 /** The front proxy's client CA, so only the API server may call the external metrics API. */
 async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): Promise<string | undefined> {
@@ -79,11 +70,13 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
   const log = createLogger(cfg.logLevel, { component: "conveyor-operator", identity: cfg.identity });
   // Reconcile and scale-decision spans when the OTEL_* variables ask for export.
   const tracing = await startTracing({ serviceName: "conveyor-operator", warn: (m) => log.warn(m) });
-  let kc: KubeConfig;
+  let kc: KubeCredentials;
   try {
-    kc = loadKubeConfig(cfg);
+    kc = await loadKubeConfig({ file: cfg.kubeconfig, context: cfg.context });
   } catch (err) {
-    process.stderr.write(`conveyor operator: --kubeconfig / KUBECONFIG: ${(err as Error).message}\n`);
+    // KubeConfigError names the file and field; client-node's (exec plugins, auth providers) may not.
+    const where = err instanceof KubeConfigError ? "" : "--kubeconfig / KUBECONFIG: ";
+    process.stderr.write(`conveyor operator: ${where}${(err as Error).message}\n`);
     return 2;
   }
 

@@ -1,5 +1,5 @@
-// A thin Kubernetes REST client over client-node's KubeConfig (authentication, TLS) and
-// node:https. Why not the generated API classes: every PATCH here must carry an explicit
+// A thin Kubernetes REST client over a kubeconfig (./kubeConfig.ts: authentication, TLS) and
+// node:https, without @kubernetes/client-node at run time (its import alone is ~83 MiB RSS). Why not the generated API classes: every PATCH here must carry an explicit
 // Content-Type (client-node defaults to JSON Patch), objects must pass through untouched (the
 // generated serializer turns times into Dates and drops unknown fields, which would make a
 // desired-vs-observed comparison lie), and every call is counted by verb for the zero-writes
@@ -7,8 +7,8 @@
 import * as https from "node:https";
 import * as http from "node:http";
 import { createInterface } from "node:readline";
-import { ApiException, PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
 import type { OperatorMetrics } from "../metrics.ts";
+import type { KubeCredentials } from "./kubeConfig.ts";
 
 export const FIELD_MANAGER = "conveyor-operator";
 
@@ -51,6 +51,26 @@ export interface WatchEvent<T> {
   object: T;
 }
 
+/** The patch types the operator sends (the Content-Type of a PATCH). */
+export const PatchStrategy = {
+  ServerSideApply: "application/apply-patch+yaml",
+  MergePatch: "application/merge-patch+json",
+} as const;
+
+/** An HTTP error status from the API server; `body` is the response (usually a Status). */
+export class ApiException extends Error {
+  override name = "ApiException";
+  readonly code: number;
+  readonly body: string;
+  readonly headers: Record<string, string>;
+  constructor(code: number, message: string, body: string, headers: Record<string, string>) {
+    super(message);
+    this.code = code;
+    this.body = body;
+    this.headers = headers;
+  }
+}
+
 /** Thrown instead of a write when this replica is not the leader. */
 export class NotLeaderError extends Error {
   override name = "NotLeaderError";
@@ -84,12 +104,12 @@ export function resourceOf(path: string): string {
 }
 
 export class KubeClient {
-  readonly kc: KubeConfig;
+  readonly kc: KubeCredentials;
   private readonly opts: KubeClientOptions;
   private agent: https.Agent | http.Agent | undefined;
   private readonly server: string;
 
-  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
+  constructor(kc: KubeCredentials, opts: KubeClientOptions = {}) {
     this.kc = kc;
     this.opts = opts;
     const cluster = kc.getCurrentCluster();
@@ -202,7 +222,7 @@ export class KubeClient {
         } catch {
           // not a Status
         }
-        throw new ApiException<string>(code, message, body, resHeaders);
+        throw new ApiException(code, message, body, resHeaders);
       }
       return (body ? JSON.parse(body) : {}) as T;
     } finally {
@@ -348,14 +368,7 @@ export class KubeClient {
           res.on("data", (c: Buffer) => chunks.push(c));
           res.on("end", () => {
             const body = Buffer.concat(chunks).toString("utf8");
-            done(
-              new ApiException<string>(
-                res.statusCode ?? 0,
-                `watch ${path}: HTTP ${res.statusCode}`,
-                body,
-                {},
-              ),
-            );
+            done(new ApiException(res.statusCode ?? 0, `watch ${path}: HTTP ${res.statusCode}`, body, {}));
           });
           res.on("error", done);
           return;
