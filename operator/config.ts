@@ -65,7 +65,7 @@ export const OPERATOR_USAGE = `usage: conveyor operator [options]
 
 Runs the WorkerPool operator. Every flag can also be given by the environment variable shown.
 
-  --kubeconfig PATH                 KUBECONFIG        default: in-cluster, else ~/.kube/config
+  --kubeconfig PATH                 KUBECONFIG        default: ~/.kube/config, else in-cluster
   --context NAME                    CONVEYOR_KUBE_CONTEXT
   --namespaces a,b                  CONVEYOR_WATCH_NAMESPACES  namespaces to watch (default: all)
   --worker-image IMAGE              CONVEYOR_WORKER_IMAGE      default ${DEFAULT_WORKER_IMAGE_REPO}:<version>
