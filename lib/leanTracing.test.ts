@@ -232,6 +232,16 @@ describe("lean span recorder", () => {
     await exporter.shutdown();
   });
 
+  it("keeps the caller's links array as given when a link is added", async () => {
+    const exporter = new LeanExporter(config());
+    const tracer = new LeanTracer(new AlwaysOnSampler(), exporter);
+    const sc: SpanContext = { traceId: TRACE_ID, spanId: PARENT_ID, traceFlags: 1 };
+    const links = [{ context: sc }];
+    tracer.startSpan("process q", { links }).addLink({ context: sc }).end();
+    assert.equal(links.length, 1);
+    await exporter.shutdown();
+  });
+
   it("reads the exporter variables as the SDK does", () => {
     assert.deepEqual(
       otlpHeaders({ OTEL_EXPORTER_OTLP_HEADERS: "a=1, b=x%20y", OTEL_EXPORTER_OTLP_TRACES_HEADERS: "a=2" }),

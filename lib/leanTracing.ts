@@ -52,6 +52,7 @@ const RECORD_AND_SAMPLED = 2;
 const MAX_EVENTS = 128;
 const MAX_LINKS = 128;
 const MAX_ATTRIBUTES = 128;
+const NO_LINKS: readonly Link[] = Object.freeze([]);
 
 // ---- ids -----------------------------------------------------------------------------------
 
@@ -67,8 +68,8 @@ export class IdPool {
     }
     const id = this.pool.toString("hex", this.at, this.at + n);
     this.at += n;
-    // An all-zero id is invalid; 2^-64 odds, so redraw rather than check bytes first.
-    return /^0+$/.test(id) ? this.take(n) : id;
+    // An all-zero id is invalid (2^-64 odds): redraw.
+    return id.charCodeAt(0) === 48 && /^0+$/.test(id) ? this.take(n) : id;
   }
 
   traceId(): string {
@@ -127,7 +128,9 @@ export class LeanSpan implements Span {
   private droppedAttributes = 0;
   private events: LeanEvent[] | undefined;
   private droppedEvents = 0;
-  private links: Link[];
+  /** The caller's links as given (copied before addLink changes them). */
+  private links: readonly Link[];
+  private ownLinks = false;
   private droppedLinks = 0;
   private status: SpanStatus = { code: 0 };
   private ended = false;
@@ -147,9 +150,9 @@ export class LeanSpan implements Span {
     this.parentSpanId = parent?.spanId;
     this.parentRemote = parent?.isRemote;
     this.start = epochMs(options.startTime);
-    this.links = options.links ? options.links.slice(0, MAX_LINKS) : [];
-    if (options.links && options.links.length > MAX_LINKS)
-      this.droppedLinks = options.links.length - MAX_LINKS;
+    const links = options.links ?? NO_LINKS;
+    this.links = links.length > MAX_LINKS ? links.slice(0, MAX_LINKS) : links;
+    this.droppedLinks = links.length - this.links.length;
     if (options.attributes) this.setAttributes(options.attributes);
   }
 
@@ -214,7 +217,13 @@ export class LeanSpan implements Span {
   addLink(link: Link): this {
     if (this.ended) return this;
     if (this.links.length >= MAX_LINKS) this.droppedLinks++;
-    else this.links.push(link);
+    else {
+      if (!this.ownLinks) {
+        this.links = [...this.links];
+        this.ownLinks = true;
+      }
+      (this.links as Link[]).push(link);
+    }
     return this;
   }
 
