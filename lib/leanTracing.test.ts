@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import { after, before, describe, it } from "node:test";
+import { gunzipSync } from "node:zlib";
 import { context, trace, SpanKind, TraceFlags, type SpanContext } from "@opentelemetry/api";
 import { TraceState } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
@@ -229,6 +230,19 @@ describe("lean span recorder", () => {
     span.end();
     await exporter.forceFlush();
     assert.equal(received.length, 0);
+    await exporter.shutdown();
+  });
+
+  it("exports on the schedule delay without a flush, gzip-compressed when asked", async () => {
+    received.length = 0;
+    const exporter = new LeanExporter(config({ scheduledDelayMs: 20, compression: "gzip" }));
+    const tracer = new LeanTracer(new AlwaysOnSampler(), exporter);
+    tracer.startSpan("process q").end();
+    while (exporter.exportedSpans === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(received[0]!.headers["content-encoding"], "gzip");
+    // The uncompressed request holds the one span: its name is in the bytes.
+    assert.ok(gunzipSync(received[0]!.body).includes(Buffer.from("process q")));
+    assert.equal(exporter.exportedSpans, 1);
     await exporter.shutdown();
   });
 
