@@ -10,6 +10,11 @@ local EVENTS_MAXLEN = 10000
 local recordsOn = {}
 -- The same read brings the queue's control fields (control.lua), in the same one command.
 local metaFields = {}
+-- A script call starts with neither; a Function library (defined once per server, see
+-- queue/scripts.ts) keeps them between calls, so each of its functions starts with this.
+local function resetCallState()
+  recordsOn, metaFields = {}, {}
+end
 local function readMeta(metaKey, queue)
   local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
   recordsOn[metaKey] = f[1] == '1'
