@@ -220,7 +220,7 @@ function fallBack(redis: RedisClient, why: string): typeof FELL_BACK {
 }
 
 /** FCALL refused as a command: Redis 6 (unknown command), an ACL, a managed Redis that renames or blocks it. */
-const REFUSED = /unknown command|NOPERM|not allowed|disabled/i;
+const REFUSED = /unknown command .?fcall|NOPERM.*\bfcall\b/i;
 
 async function functionCall<T>(
   redis: RedisClient,
@@ -241,7 +241,7 @@ async function functionCall<T>(
         if (!(await loadLibrary(redis))) return FELL_BACK;
         continue;
       }
-      if (REFUSED.test(message) && !/^ERR_/.test(message)) return fallBack(redis, message);
+      if (REFUSED.test(message)) return fallBack(redis, message);
       throw scriptError(err);
     }
   }

@@ -93,6 +93,17 @@ describe("script calls: Redis Functions, with EVALSHA as the fallback", () => {
     assert.equal(scriptMode(redis), "scripts");
   });
 
+  test("FCALL unknown to the server (Redis 6, a managed Redis that disables it): falls back to EVALSHA", async () => {
+    const noFcall = await RedisServer.start({ args: ["--rename-command", "FCALL", ""] });
+    try {
+      const redis = connect(noFcall.url);
+      await roundTrip(redis, "fn9");
+      assert.equal(scriptMode(redis), "scripts");
+    } finally {
+      await noFcall.stop();
+    }
+  });
+
   test("forced to EVALSHA (the Redis 6 path): same results, no FCALL", async () => {
     const redis = connect();
     forceScriptMode(redis, "scripts");
