@@ -28,7 +28,7 @@ import {
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import type { WorkerMetrics } from "./metrics.ts";
 import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
-import type { ExecutionTrace } from "./tracing.ts";
+import { NO_TRACE, type ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
 const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
@@ -36,7 +36,14 @@ const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
 /** A job in a slot, shared by its execution and the slot loop (hand-back, lost leases). */
 export interface RunningJob {
   job: ClaimedJob;
-  controller: AbortController;
+  /** Made when the handler first reads ctx.signal (most never do): see jobSignal(). */
+  controller?: AbortController;
+  /** Aborted (timeout, hand-back, lost lease, cancel): the first reason, as the signal reports it. */
+  aborted: boolean;
+  abortReason?: unknown;
+  /** While the handler runs: gives up on it (the kill grace after an abort ran out). */
+  abandon?: (reason: unknown) => void;
+  grace?: NodeJS.Timeout;
   handedBack: boolean;
   lost: boolean;
   /** Cancelled while it ran (seen at a renewal): already final in Redis, nothing to settle. */
@@ -101,7 +108,7 @@ export class JobExecutor {
 
   /** Run one claimed job to its end: handler, timeout, abort, result or error, settle. */
   async run(entry: RunningJob, timeoutMs: number): Promise<void> {
-    const { job, controller, trace } = entry;
+    const { job, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
@@ -146,39 +153,27 @@ export class JobExecutor {
       executionId: job.token,
       createdAt: job.createdAt,
     };
-    const ctx: HandlerContext = {
-      signal: controller.signal,
-      log,
-      progress: (fraction, message) => {
-        if (!(fraction >= 0 && fraction <= 1))
-          throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
-        this.consumer
-          .progress(job, fraction, message)
-          .catch((err: Error) => log.warn({ err: err.message }, "progress not recorded"));
-      },
-    };
+    const ctx = new JobContext(entry, log, this.consumer);
     const callback = this.callbacks?.open({
-      signal: controller.signal,
+      signal: jobSignal(entry),
       progress: (fraction, message) => this.consumer.progress(job, fraction, message),
       log: appendLog,
     });
     if (callback) ctx.callback = { url: callback.url, token: callback.token };
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
     const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
-    const timer = setTimeout(
-      () => controller.abort(new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`)),
-      timeoutMs,
-    );
+    // Arguments, not a closure: nothing per job is captured until it fires.
+    const timer = setTimeout(this.timedOut, timeoutMs, entry, timeoutMs);
     let result: unknown;
     try {
-      result = cached !== null ? JSON.parse(cached) : await this.runHandler(view, ctx, trace);
+      result = cached !== null ? JSON.parse(cached) : await this.runHandler(entry, view, ctx);
     } catch (err) {
       clearTimeout(timer);
       callback?.close();
       if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
-      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      const reason: unknown = entry.aborted ? entry.abortReason : undefined;
       await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
       return;
     }
@@ -252,38 +247,57 @@ export class JobExecutor {
   }
 
   /**
-   * Run the handler; once aborted (timeout, hand-back, lost lease) it gets the kill grace to
-   * stop, after which it is abandoned so the slot cannot be held forever by a hung handler.
+   * Abort a running job (timeout, hand-back, lost lease, cancel): its signal, if the handler made
+   * one, aborts; a handler still running gets the kill grace to stop, then it is abandoned so the
+   * slot cannot be held forever by a hung handler. The first reason wins, as with AbortSignal.
    */
-  private runHandler(view: JobView, ctx: HandlerContext, trace: ExecutionTrace): Promise<unknown> {
-    // One promise settled by whichever comes first, and the abort listener removed when the
-    // handler ends. (A Promise.race with a never-settling "abandoned" promise kept each job's
-    // promise graph reachable from its signal: per-job objects outlived scavenges and were
-    // promoted, ~5× more old-generation garbage; docs/performance.md.)
-    const { signal } = ctx;
+  abort(entry: RunningJob, reason: unknown): void {
+    if (entry.aborted) return;
+    entry.aborted = true;
+    entry.abortReason = reason;
+    entry.controller?.abort(reason);
+    if (entry.abandon) this.startGrace(entry);
+  }
+
+  private readonly timedOut = (entry: RunningJob, timeoutMs: number): void =>
+    this.abort(entry, new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`));
+
+  private startGrace(entry: RunningJob): void {
+    entry.grace ??= setTimeout(abandonHandler, this.config.killGraceMs, entry);
+    entry.grace.unref();
+  }
+
+  /**
+   * Run the handler, to be given up on by abort() after the kill grace. No abort listener and no
+   * per-job signal unless the handler asks for one: the abort sites call abort() instead. (A
+   * Promise.race with a never-settling "abandoned" promise kept each job's promise graph
+   * reachable from its signal: per-job objects outlived scavenges; docs/performance.md.)
+   */
+  private runHandler(entry: RunningJob, view: JobView, ctx: HandlerContext): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      let grace: NodeJS.Timeout | undefined;
-      const onAbort = () => {
-        grace = setTimeout(() => reject(signal.reason), this.config.killGraceMs);
-        grace.unref();
-      };
-      const ended = () => {
-        clearTimeout(grace);
-        signal.removeEventListener("abort", onAbort);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      Promise.resolve()
-        .then(() => trace.run(() => this.handler.run(view, ctx)))
-        .then(
-          (value) => {
-            ended();
-            resolve(value);
-          },
-          (err: unknown) => {
-            ended();
-            reject(err);
-          },
-        );
+      entry.abandon = reject;
+      // Aborted before the handler started (e.g. handed back while the result cache was read).
+      if (entry.aborted) this.startGrace(entry);
+      let running: Promise<unknown>;
+      try {
+        running =
+          entry.trace === NO_TRACE
+            ? this.handler.run(view, ctx)
+            : entry.trace.run(() => this.handler.run(view, ctx));
+      } catch (err) {
+        running = Promise.reject(err);
+      }
+      // A settled promise ignores later calls: whichever of the handler and abandonHandler is first wins.
+      Promise.resolve(running).then(
+        (value) => {
+          handlerEnded(entry);
+          resolve(value);
+        },
+        (err: unknown) => {
+          handlerEnded(entry);
+          reject(err);
+        },
+      );
     });
   }
 
@@ -432,6 +446,51 @@ export async function retryWrite<T>(
       await sleep(exponentialDelay(attempt, SETTLE_RETRY));
     }
   }
+}
+
+/** The job's AbortSignal, made on first use (aborted already if the job was). */
+export function jobSignal(entry: RunningJob): AbortSignal {
+  if (!entry.controller) {
+    entry.controller = new AbortController();
+    if (entry.aborted) entry.controller.abort(entry.abortReason);
+  }
+  return entry.controller.signal;
+}
+
+function abandonHandler(entry: RunningJob): void {
+  entry.abandon?.(entry.abortReason);
+}
+
+function handlerEnded(entry: RunningJob): void {
+  clearTimeout(entry.grace);
+  entry.grace = undefined;
+  entry.abandon = undefined;
+}
+
+/** The handler's ctx; `signal` is a getter so that the AbortController is made only when read. */
+class JobContext implements HandlerContext {
+  callback?: { url: string; token: string };
+  private readonly entry: RunningJob;
+  readonly log: JobLogger;
+  private readonly consumer: Consumer;
+  constructor(entry: RunningJob, log: JobLogger, consumer: Consumer) {
+    this.entry = entry;
+    this.log = log;
+    this.consumer = consumer;
+  }
+
+  get signal(): AbortSignal {
+    return jobSignal(this.entry);
+  }
+
+  /** An own arrow, not a method: handlers may call it detached (`const { progress } = ctx`). */
+  readonly progress = (fraction: number, message?: string): void => {
+    if (!(fraction >= 0 && fraction <= 1))
+      throw new RangeError(`progress must be between 0 and 1, got ${fraction}`);
+    this.consumer
+      .progress(this.entry.job, fraction, message)
+      .catch((err: Error) => this.log.warn({ err: err.message }, "progress not recorded"));
+  };
 }
 
 /** The content hash a next stage's input gets when reuse is on for the job. */

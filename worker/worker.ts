@@ -359,7 +359,7 @@ export class QueueWorker {
   private startJob(job: ClaimedJob): RunningJob {
     const entry: RunningJob = {
       job,
-      controller: new AbortController(),
+      aborted: false,
       handedBack: false,
       lost: false,
       cancelled: false,
@@ -414,7 +414,7 @@ export class QueueWorker {
     entry.handedBack = true;
     // Before the abort: the handler's end closes the execution's span.
     entry.trace.event("handed back", { "conveyor.reason": reason });
-    entry.controller.abort(new HandedBackError(`handed back: ${reason}`));
+    this.executor.abort(entry, new HandedBackError(`handed back: ${reason}`));
     const log = this.log.child({
       jobId: entry.job.id,
       attempt: entry.job.attempt,
@@ -446,7 +446,7 @@ export class QueueWorker {
         entry.cancelled = true;
         this.heartbeat.drop(id);
         this.log.info({ jobId: id, executionId: token }, "job cancelled: aborting its handler");
-        entry.controller.abort(new JobCancelledError("job cancelled"));
+        this.executor.abort(entry, new JobCancelledError("job cancelled"));
         continue;
       }
       entry.lost = true;
@@ -456,7 +456,7 @@ export class QueueWorker {
         { jobId: id, executionId: entry.job.token },
         "lease lost (this worker stalled past its lease): aborting the handler; its result will be fenced off",
       );
-      entry.controller.abort(new LeaseLostError("lease lost"));
+      this.executor.abort(entry, new LeaseLostError("lease lost"));
     }
   }
 
