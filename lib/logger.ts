@@ -7,6 +7,9 @@ export function createLogger(level: string, base: Record<string, unknown>): Logg
     level,
     base,
     mixin: traceIds,
+    // pino's default merge is Object.assign(mixin's object, line's fields): it would write every
+    // line's fields into the shared NO_IDS, and each later line would carry them all.
+    mixinMergeStrategy: (fields, ids) => (ids === NO_IDS ? fields : Object.assign(ids, fields)),
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
   });
