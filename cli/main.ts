@@ -55,7 +55,7 @@ const COMMANDS: Record<string, string> = {
     "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
     "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]",
   scripts:
-    "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved (for other languages)",
+    "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved, and library.lua (for other languages)",
   worker: "  worker [options]                        run the generic worker (conveyor worker --help)",
   operator:
     "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",

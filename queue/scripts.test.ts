@@ -5,7 +5,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, test } from "node:test";
-import { dumpScripts, resolveIncludes, SCRIPT_NAMES, scriptSource } from "./scripts.ts";
+import {
+  dumpScripts,
+  functionLibrary,
+  functionLibraryIn,
+  LIBRARY_FILE,
+  resolveIncludes,
+  SCRIPT_NAMES,
+  scriptSource,
+} from "./scripts.ts";
 
 const includesDir = new URL("./scripts/includes/", import.meta.url);
 const helperFiles = readdirSync(includesDir).filter((f) => f.endsWith(".lua"));
@@ -53,9 +61,26 @@ describe("Lua script includes", () => {
     const dir = mkdtempSync(join(tmpdir(), "cvy-scripts-"));
     try {
       const written = dumpScripts(dir);
-      assert.equal(written.length, SCRIPT_NAMES.length);
+      assert.equal(written.length, SCRIPT_NAMES.length + 1);
       for (const name of SCRIPT_NAMES)
         assert.equal(readFileSync(join(dir, `${name}.lua`), "utf8"), scriptSource(name));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a build (resolved scripts, no includes) loads the same Function library from the library.lua it wrote", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cvy-built-"));
+    try {
+      dumpScripts(dir);
+      const built = functionLibraryIn(pathToFileURL(`${dir}/`));
+      const checkout = functionLibrary();
+      assert.equal(built.name, checkout.name);
+      assert.equal(built.code, checkout.code);
+      for (const name of SCRIPT_NAMES) assert.equal(built.functionName(name), checkout.functionName(name));
+      // (without it: an error naming the file, which the caller turns into the EVALSHA fallback)
+      rmSync(join(dir, LIBRARY_FILE));
+      assert.throws(() => functionLibraryIn(pathToFileURL(`${dir}/`)), /library\.lua/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -4,8 +4,9 @@
 // on a Cluster, or where FUNCTION/FCALL is refused (ACL, managed Redis) they run by SHA with
 // ioredis' defineCommand, which falls back to EVAL after a Redis restart or on a new node.
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ChainableCommander, Cluster, Redis } from "ioredis";
 import { scriptError } from "./scriptReplies.ts";
 
@@ -82,11 +83,14 @@ export function scriptSource(name: ScriptName): string {
 /** Write every script's resolved text to `dir` as `<name>.lua` (npm run build, `conveyor scripts dump`). */
 export function dumpScripts(dir: string): string[] {
   mkdirSync(dir, { recursive: true });
-  return SCRIPT_NAMES.map((name) => {
+  const paths = SCRIPT_NAMES.map((name) => {
     const path = join(dir, `${name}.lua`);
     writeFileSync(path, scriptSource(name));
     return path;
   });
+  const libraryPath = join(dir, LIBRARY_FILE);
+  writeFileSync(libraryPath, functionLibrary().code);
+  return [...paths, libraryPath];
 }
 
 const commandName = (name: ScriptName) => `cvy_${name}`;
@@ -153,6 +157,9 @@ export interface FunctionLibrary {
 
 let library: FunctionLibrary | undefined;
 
+/** The built library's file: `npm run build` and `conveyor scripts dump` write it beside the resolved scripts. */
+export const LIBRARY_FILE = "library.lua";
+
 /**
  * Every script as one Function library: the helpers all scripts include, each defined once, then
  * each script's body as a function `cvy_<version>_<script>(KEYS, ARGV)` — the same code, called
@@ -161,7 +168,22 @@ let library: FunctionLibrary | undefined;
  * under a running worker); an old library stays until `FUNCTION DELETE` (a few tens of KB).
  */
 export function functionLibrary(): FunctionLibrary {
-  if (library) return library;
+  library ??= functionLibraryIn(SCRIPTS_DIR);
+  return library;
+}
+
+/**
+ * The library of the scripts in `dir`: built from the helpers in a checkout (`includes/` present);
+ * in a build, whose scripts are published resolved, read from the `library.lua` the build wrote.
+ */
+export function functionLibraryIn(dir: URL): FunctionLibrary {
+  if (!existsSync(new URL("includes/", dir))) {
+    const code = readFileSync(new URL(LIBRARY_FILE, dir), "utf8");
+    const name = /^#!lua name=(conveyor_([0-9a-f]+))\n/.exec(code);
+    if (!name) throw new Error(`${fileURLToPath(new URL(LIBRARY_FILE, dir))} is not a Conveyor library`);
+    const version = name[2]!;
+    return { name: name[1]!, code, functionName: (script) => `cvy_${version}_${script}` };
+  }
   const version = createHash("sha1")
     .update(`${LIBRARY_FORMAT}\0${SCRIPT_NAMES.map(scriptSource).join("\0")}`)
     .digest("hex")
@@ -170,7 +192,7 @@ export function functionLibrary(): FunctionLibrary {
   const includes: string[] = [];
   const bodies: string[] = [];
   for (const script of SCRIPT_NAMES) {
-    const lines = readFileSync(new URL(`${script}.lua`, SCRIPTS_DIR), "utf8")
+    const lines = readFileSync(new URL(`${script}.lua`, dir), "utf8")
       .replace(/\n+$/, "")
       .split("\n");
     includes.push(...lines.filter((l) => INCLUDE.test(l)));
@@ -180,12 +202,11 @@ export function functionLibrary(): FunctionLibrary {
       `redis.register_function('${functionName(script)}', function(KEYS, ARGV)\nresetCallState()\n${body}\nend)`,
     );
   }
-  const helpers = resolveIncludes(includes.join("\n"));
+  const helpers = resolveIncludes(includes.join("\n"), dir);
   if (!/^local function resetCallState\(/m.test(helpers))
     throw new Error("the library has no resetCallState helper");
   const name = `conveyor_${version}`;
-  library = { name, code: `#!lua name=${name}\n${helpers}\n${bodies.join("\n")}\n`, functionName };
-  return library;
+  return { name, code: `#!lua name=${name}\n${helpers}\n${bodies.join("\n")}\n`, functionName };
 }
 
 export type ScriptMode = "functions" | "scripts";
@@ -228,7 +249,12 @@ async function functionCall<T>(
   keys: string[],
   args: ScriptArg[],
 ): Promise<T | typeof FELL_BACK> {
-  const lib = functionLibrary();
+  let lib: FunctionLibrary;
+  try {
+    lib = functionLibrary();
+  } catch (err) {
+    return fallBack(redis, err instanceof Error ? err.message : String(err));
+  }
   for (let attempt = 0; ; attempt++) {
     try {
       const reply = (await redis.fcall(lib.functionName(name), keys.length, ...keys, ...args)) as T;
