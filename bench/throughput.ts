@@ -48,7 +48,7 @@ export interface ThroughputRun {
   seconds: number;
   /** Every command Redis executed per job, calls from inside scripts included (INFO commandstats). */
   commandsPerJob: number;
-  /** Script calls (EVALSHA/EVAL) per job. */
+  /** Script calls (EVALSHA/EVAL/FCALL) per job. */
   scriptCallsPerJob: number;
   /** Per command, per job (top 12). */
   breakdown: Record<string, number>;
@@ -161,7 +161,7 @@ export async function runThroughput(
     const proc = worker.sample();
     const diff = delta(before, after, ownCommands(sys, d.polls));
     const calls = [...diff.commands.values()].reduce((a, s) => a + s.calls, 0);
-    const scripts = (diff.commands.get("evalsha")?.calls ?? 0) + (diff.commands.get("eval")?.calls ?? 0);
+    const scripts = ["evalsha", "eval", "fcall"].reduce((n, c) => n + (diff.commands.get(c)?.calls ?? 0), 0);
     const seconds = (d.t1 - d.t0) / 1000;
     const breakdown = Object.fromEntries(
       Object.entries(perJob(diff, opts.jobs))

@@ -23,7 +23,9 @@ const CONFIGS: Record<string, Record<string, string>> = {
   // dropped; and batched by the BatchSpanProcessor for an exporter that discards unserialized.
   "spans-only": { BENCH_PIPELINE: "record" },
   "spans+BSP": { BENCH_PIPELINE: "batch" },
+  // Conveyor's spans through the lean recorder (lib/leanTracing.ts), and through the SDK.
   protobuf: { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" },
+  "sdk protobuf": { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", CONVEYOR_TRACE_RECORDER: "sdk" },
   json: { OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" },
 };
 

@@ -4,7 +4,8 @@
 // dependencies imported here dynamically, never by queue/ (the library depends on
 // @opentelemetry/api only; applications bring their SDK and call enableTracing()).
 import { context, propagation, trace, type Attributes } from "@opentelemetry/api";
-import { enableTracing, tracingActive } from "./tracingSwitch.ts";
+import { LeanExporter, LeanTracer, leanExportEnv, leanRecorderApplies } from "./leanTracing.ts";
+import { enableTracing, setConveyorTracer, tracingActive } from "./tracingSwitch.ts";
 
 export interface TracingHandle {
   /** Flush what is buffered and stop exporting. */
@@ -90,11 +91,26 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   const resource = sdk
     .resourceFromAttributes({ "service.name": opts.serviceName, ...opts.resource })
     .merge(detected);
+  const configuredSampler = sampler(sdk, env, warn);
   const provider = new sdk.TracerProvider({
     resource,
-    sampler: sampler(sdk, env, warn),
+    sampler: configuredSampler,
     spanProcessors: processors,
   });
+  // Conveyor's own spans take the lean recorder (lib/leanTracing.ts) when it can export them as
+  // the SDK would; the SDK's pipeline keeps every other span.
+  let lean: LeanExporter | undefined;
+  if (leanRecorderApplies(env, exporters, otlpProtocol(env))) {
+    lean = new LeanExporter({
+      ...leanExportEnv(env),
+      maxQueueSize: num("OTEL_BSP_MAX_QUEUE_SIZE") || 2048,
+      maxExportBatchSize: num("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") || 512,
+      scheduledDelayMs: num("OTEL_BSP_SCHEDULE_DELAY") ?? 5000,
+      resource: resource.attributes,
+      scopeName: "conveyor",
+    });
+    setConveyorTracer(new LeanTracer(configuredSampler, lean));
+  }
   const contextManager = new sdk.AsyncLocalStorageContextManager();
   contextManager.enable();
   context.setGlobalContextManager(contextManager);
@@ -107,7 +123,8 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   enableTracing();
   return {
     shutdown: async () => {
-      await provider.shutdown().catch(() => {});
+      setConveyorTracer(undefined);
+      await Promise.all([lean?.shutdown(), provider.shutdown().catch(() => {})]);
     },
   };
 }

@@ -1,6 +1,9 @@
-// Loads each Lua script (one file per script) with the helpers it names resolved in, and runs
-// it by SHA with ioredis' defineCommand, which falls back to EVAL after a Redis restart or on a
-// new cluster node.
+// Loads each Lua script (one file per script) with the helpers it names resolved in. On Redis 7
+// the scripts run as one Function library, loaded once per server (FUNCTION LOAD) and called
+// with FCALL, so the helpers are defined once per server instead of once per call; on Redis 6,
+// on a Cluster, or where FUNCTION/FCALL is refused (ACL, managed Redis) they run by SHA with
+// ioredis' defineCommand, which falls back to EVAL after a Redis restart or on a new node.
+import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ChainableCommander, Cluster, Redis } from "ioredis";
@@ -123,9 +126,145 @@ export async function runScript<T>(
   keys: string[],
   args: ScriptArg[],
 ): Promise<T> {
+  if (scriptMode(redis) !== "scripts") {
+    const reply = await functionCall<T>(redis, name, keys, args);
+    if (reply !== FELL_BACK) return reply;
+  }
   install(redis);
   const command = (redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<T>>)[commandName(name)]!;
   return command.call(redis, keys.length, ...keys, ...args).catch((err: unknown) => {
     throw scriptError(err);
   });
+}
+
+// ---- Redis Functions ----
+
+/** Bumped when the library's wrapping of the scripts changes (part of its version). */
+const LIBRARY_FORMAT = 1;
+
+export interface FunctionLibrary {
+  /** `conveyor_<version>`: the version is a hash of every resolved script, so a changed script is a new library. */
+  name: string;
+  /** The FUNCTION LOAD text. */
+  code: string;
+  /** The function that runs `script`. */
+  functionName(script: ScriptName): string;
+}
+
+let library: FunctionLibrary | undefined;
+
+/**
+ * Every script as one Function library: the helpers all scripts include, each defined once, then
+ * each script's body as a function `cvy_<version>_<script>(KEYS, ARGV)` — the same code, called
+ * with the same keys and arguments as its EVALSHA form. Each version has its own names, so
+ * during a rolling upgrade both versions' libraries are loaded side by side (nothing is replaced
+ * under a running worker); an old library stays until `FUNCTION DELETE` (a few tens of KB).
+ */
+export function functionLibrary(): FunctionLibrary {
+  if (library) return library;
+  const version = createHash("sha1")
+    .update(`${LIBRARY_FORMAT}\0${SCRIPT_NAMES.map(scriptSource).join("\0")}`)
+    .digest("hex")
+    .slice(0, 12);
+  const functionName = (script: ScriptName) => `cvy_${version}_${script}`;
+  const includes: string[] = [];
+  const bodies: string[] = [];
+  for (const script of SCRIPT_NAMES) {
+    const lines = readFileSync(new URL(`${script}.lua`, SCRIPTS_DIR), "utf8")
+      .replace(/\n+$/, "")
+      .split("\n");
+    includes.push(...lines.filter((l) => INCLUDE.test(l)));
+    const body = lines.filter((l) => !INCLUDE.test(l)).join("\n");
+    // (the per-call state record.lua keeps is reset first: a library's locals live between calls)
+    bodies.push(
+      `redis.register_function('${functionName(script)}', function(KEYS, ARGV)\nresetCallState()\n${body}\nend)`,
+    );
+  }
+  const helpers = resolveIncludes(includes.join("\n"));
+  if (!/^local function resetCallState\(/m.test(helpers))
+    throw new Error("the library has no resetCallState helper");
+  const name = `conveyor_${version}`;
+  library = { name, code: `#!lua name=${name}\n${helpers}\n${bodies.join("\n")}\n`, functionName };
+  return library;
+}
+
+export type ScriptMode = "functions" | "scripts";
+
+/** Per client: functions once FCALL worked on it, scripts once FCALL or FUNCTION LOAD was refused. */
+const modes = new WeakMap<object, ScriptMode>();
+const loading = new WeakMap<object, Promise<boolean>>();
+let fallbackLogged = false;
+
+/** How `redis` runs the scripts: undefined until its first call decides (or forceScriptMode). */
+export function scriptMode(redis: RedisClient): ScriptMode | undefined {
+  if (redis.isCluster) return "scripts";
+  return modes.get(redis);
+}
+
+/** Run `redis`'s scripts by EVALSHA from now on (tests; a deployment that wants the Redis 6 path). */
+export function forceScriptMode(redis: RedisClient, mode: ScriptMode): void {
+  modes.set(redis, mode);
+}
+
+const FELL_BACK = Symbol("fell back to EVALSHA");
+
+function fallBack(redis: RedisClient, why: string): typeof FELL_BACK {
+  modes.set(redis, "scripts");
+  if (!fallbackLogged) {
+    fallbackLogged = true;
+    process.emitWarning(`Redis Functions unavailable (${why}); running the Lua scripts with EVALSHA`, {
+      code: "CONVEYOR_SCRIPTS_FALLBACK",
+    });
+  }
+  return FELL_BACK;
+}
+
+/** FCALL refused as a command: Redis 6 (unknown command), an ACL, a managed Redis that renames or blocks it. */
+const REFUSED = /unknown command .?fcall|NOPERM.*\bfcall\b/i;
+
+async function functionCall<T>(
+  redis: RedisClient,
+  name: ScriptName,
+  keys: string[],
+  args: ScriptArg[],
+): Promise<T | typeof FELL_BACK> {
+  const lib = functionLibrary();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const reply = (await redis.fcall(lib.functionName(name), keys.length, ...keys, ...args)) as T;
+      if (!modes.has(redis)) modes.set(redis, "functions");
+      return reply;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      // (after a restart without persistence, or FUNCTION FLUSH: load again, as EVALSHA's NOSCRIPT)
+      if (/Function not found/i.test(message) && attempt === 0) {
+        if (!(await loadLibrary(redis))) return FELL_BACK;
+        continue;
+      }
+      if (REFUSED.test(message)) return fallBack(redis, message);
+      throw scriptError(err);
+    }
+  }
+}
+
+/** FUNCTION LOAD the library on `redis`'s server (once per client at a time); false when refused. */
+function loadLibrary(redis: RedisClient): Promise<boolean> {
+  let pending = loading.get(redis);
+  if (!pending) {
+    pending = (redis as Redis)
+      .function("LOAD", functionLibrary().code)
+      .then(
+        () => true,
+        (err: unknown) => {
+          const message = err instanceof Error ? err.message : String(err);
+          // (another client of this version loaded it first)
+          if (/already exists/i.test(message)) return true;
+          fallBack(redis, `FUNCTION LOAD: ${message}`);
+          return false;
+        },
+      )
+      .finally(() => loading.delete(redis));
+    loading.set(redis, pending);
+  }
+  return pending;
 }

@@ -9,7 +9,7 @@
 // (docs/protocol.md#trace-context).
 import type { Attributes, Context, Link, Span, Tracer } from "@opentelemetry/api";
 import { requireOptional } from "../lib/optionalPackage.ts";
-import { tracingActive } from "../lib/tracingSwitch.ts";
+import { conveyorTracer, tracingActive } from "../lib/tracingSwitch.ts";
 
 type OtelApi = typeof import("@opentelemetry/api");
 let api: OtelApi | undefined;
@@ -25,10 +25,13 @@ const TRACER_NAME = "conveyor";
 
 let tracer: Tracer | undefined;
 
-/** The Conveyor tracer (from the global provider) while tracing is on. */
+/**
+ * The Conveyor tracer while tracing is on: the lean recorder's when lib/telemetry.ts installed
+ * it (lib/leanTracing.ts), else the global provider's.
+ */
 export function activeTracer(): Tracer | undefined {
   if (!tracingActive()) return undefined;
-  return (tracer ??= otel().trace.getTracer(TRACER_NAME));
+  return conveyorTracer() ?? (tracer ??= otel().trace.getTracer(TRACER_NAME));
 }
 
 // ---- the job record's trace field ------------------------------------------------------------

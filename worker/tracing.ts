@@ -48,7 +48,8 @@ export function traceExecution(job: ClaimedJob): ExecutionTrace {
     perQueue = {
       queue: job.queue,
       name: `process ${job.queue}`,
-      attributes: messagingAttributes("process", job.queue),
+      // Frozen: the lean recorder encodes a frozen attribute set once and reuses its bytes.
+      attributes: Object.freeze(messagingAttributes("process", job.queue)),
     };
   const created = parseTraceField(job.trace);
   const parent = created?.context ?? context.active();

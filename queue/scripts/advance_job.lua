@@ -17,7 +17,7 @@
 
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[5])
-local tally = newSettleTally()
+local tally = newSettleTally(now)
 local settled = advanceJob(tally, KEYS[3], KEYS[4], KEYS[5], jobPrefix, queue, now, ARGV[3], ARGV[4], ARGV[6], ARGV[9], ARGV[10], ARGV[11], ARGV[7], ARGV[8], ARGV[12], ARGV[13])
 flushSettled(tally, KEYS[1], KEYS[2], KEYS[6], KEYS[7])
 return settleAndClaim(ARGV, settled, 13, jobPrefix, queue, now)

@@ -14,7 +14,7 @@
 
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[5])
-local tally = newSettleTally()
+local tally = newSettleTally(now, tonumber(ARGV[7]))
 local settled = completeJob(tally, KEYS[3], KEYS[4], jobPrefix, queue, now, tonumber(ARGV[7]), ARGV[3], ARGV[4], ARGV[6], ARGV[8], ARGV[9], ARGV[10])
 flushSettled(tally, KEYS[1], KEYS[2])
 return settleAndClaim(ARGV, settled, 10, jobPrefix, queue, now)

@@ -16,7 +16,7 @@
 
 local jobPrefix, queue, nextQueue = ARGV[1], ARGV[2], ARGV[5]
 local now, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
-local tally = newSettleTally()
+local tally = newSettleTally(now, retention)
 local codes = {}
 if nextQueue == '' then
   for i = 9, #ARGV, 6 do

@@ -69,8 +69,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local token = top - started + k
       local tokenText = tostring(token)
       local attempt = (tonumber(f[2]) or 0) + 1
+      -- (a first attempt, the common case, needs no formatting)
+      local attemptText = f[2] == '0' and '1' or tostring(attempt)
       redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
-      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attempt, 'worker', workerId})
+      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
       deadlines[2 * k - 1] = deadline
       deadlines[2 * k] = id
       local j = #jobs

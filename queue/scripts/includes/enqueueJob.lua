@@ -4,14 +4,17 @@
 -- Write one new job record and put it in line: ready, or delayed when `delay` > 0. `keys`:
 -- ready, delayed, counts, outbox, meta, seq (the queue's and its pipeline's). `extra`: more
 -- record fields ({} for none). Returns true when the job went to ready (the caller wakes a
--- consumer once per call).
+-- consumer once per call). Numbers become text once (`keys.at`, the call's time, is kept in
+-- `keys` for the call's next job): Lua formats a number with sprintf each time it is an argument.
 local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra)
   -- Higher priority sorts first; a sequence keeps FIFO order within one priority.
   local seq = redis.call('INCR', keys.seq)
-  local score = (1000 - priority) * 4398046511104 + seq
+  -- (%.17g as Redis formats a number argument: a score has up to 16 digits, tostring keeps 14)
+  local score = string.format('%.17g', (1000 - priority) * 4398046511104 + seq)
+  if not keys.at then keys.at = tostring(now) end
   redis.call('HSET', jobKey(jobPrefix, id), 'id', id, 'queue', queue, 'data', data, 'priority', priority,
-    'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0,
-    'timeout', timeout, 'createdAt', now, 'idempotencyKey', idemKey, 'contentHash', contentHash,
+    'score', score, 'attempts', attempts, 'attemptsMade', '0', 'stalls', '0', 'handbacks', '0',
+    'timeout', timeout, 'createdAt', keys.at, 'idempotencyKey', idemKey, 'contentHash', contentHash,
     'state', delay > 0 and 'delayed' or 'ready', unpack(extra))
   if delay > 0 then
     redis.call('ZADD', keys.delayed, now + delay, id)
@@ -19,7 +22,7 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
     redis.call('ZADD', keys.ready, score, id)
   end
   redis.call('HINCRBY', keys.counts, 'enqueued', 1)
-  local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'attempts', attempts}
+  local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', keys.at, 'attempts', attempts}
   if delay > 0 then
     fields[#fields + 1] = 'due'
     fields[#fields + 1] = now + delay

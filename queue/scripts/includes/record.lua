@@ -4,12 +4,18 @@
 -- events`, the typed API) and, when a recorder has switched it on, to the pipeline's
 -- outbox: a transactional record drained into PostgreSQL. Queues without PostgreSQL never
 -- grow the outbox. Both keys share the pipeline's hash tag with `outboxKey`.
-local OUTBOX_MAXLEN = 1000000
-local EVENTS_MAXLEN = 10000
+-- (as text: Lua would format a number argument with sprintf on every XADD)
+local OUTBOX_MAXLEN = '1000000'
+local EVENTS_MAXLEN = '10000'
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
 -- The same read brings the queue's control fields (control.lua), in the same one command.
 local metaFields = {}
+-- A script call starts with neither; a Function library (defined once per server, see
+-- queue/scripts.ts) keeps them between calls, so each of its functions starts with this.
+local function resetCallState()
+  recordsOn, metaFields = {}, {}
+end
 local function readMeta(metaKey, queue)
   local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue)
   recordsOn[metaKey] = f[1] == '1'

@@ -12,8 +12,10 @@
 -- in a tally and written once per script call by flushSettled: one ZREM and one HINCRBY per
 -- counter for a batch instead of per job. flushSettled runs before any claim in the same call,
 -- so a job handed to its own queue can be claimed again without losing its new lease.
-local function newSettleTally()
-  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0}
+-- `at`/`ttl`: the call's time and retention as text, formatted once per call rather than for
+-- every job's HSET, EXPIRE and event (Lua formats a number with sprintf each time it is an argument).
+local function newSettleTally(now, retention)
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0)}
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
@@ -39,8 +41,8 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   end
   tally.done[#tally.done + 1] = id
   if retention > 0 then
-    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', now, 'token', '')
-    redis.call('EXPIRE', jk, retention)
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
+    redis.call('EXPIRE', jk, tally.ttl)
   else
     redis.call('DEL', jk)
   end
@@ -50,7 +52,7 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
-  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'reused', reused})
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'reused', reused})
   return 1
 end
 
@@ -70,9 +72,9 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   tally.done[#tally.done + 1] = id
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
-  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
   local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
-    'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+    'attemptsMade', '0', 'stalls', '0', 'handbacks', '0', 'timeout', '0', 'createdAt', tally.at,
     'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
   if nextTrace ~= '' then
     fields[#fields + 1] = 'trace'
@@ -81,6 +83,6 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   redis.call('HSET', jk, unpack(fields))
   redis.call('ZADD', nextReadyKey, score, id)
   tally.enqueued = tally.enqueued + 1
-  record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', now, 'from', queue, 'data', nextData})
+  record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', tally.at, 'from', queue, 'data', nextData})
   return 1
 end
