@@ -50,6 +50,8 @@ const SETTLE_BATCH_MAX = 500;
 /** How a finished job is settled: see `Consumer.settle`. */
 export interface Settlement {
   result: unknown;
+  /** `result` already run through encodeResult by the caller (the worker validates it first): not encoded again. */
+  encodedResult?: string;
   /** Hand the job to the next stage instead of completing it here. */
   next?: NextStage;
   reuse?: ResultReuse;
@@ -280,7 +282,7 @@ export class Consumer {
           `settleMany: one batch hands over to one place (${next?.queue ?? "complete"} and ${s.next?.queue ?? "complete"})`,
         );
       const reuse = s.reuse ?? {};
-      const result = encodeResult(s.result);
+      const result = s.encodedResult ?? encodeResult(s.result);
       args.push(
         job.id,
         job.token,

@@ -182,10 +182,11 @@ export class JobExecutor {
     this.circuit.success();
     if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
     let fan: FanOutRequest | null;
+    let encoded: string;
     try {
       // A result JSON cannot encode (a BigInt, a cycle) fails the job, not retryable, here:
       // inside settle() it would look like a Redis write failure and be retried forever.
-      encodeResult(result);
+      encoded = encodeResult(result);
       fan = fanOutRequest(result, job.queue, this.config.nextQueue);
     } catch (err) {
       await this.settleFailure(entry, err, log, seconds());
@@ -196,6 +197,7 @@ export class JobExecutor {
     const next = this.config.nextQueue;
     const settlement: Settlement = {
       result,
+      encodedResult: encoded,
       reuse: {
         contentHash: reuse ? job.contentHash : "",
         ttlSeconds: this.config.resultTtlSeconds,
@@ -204,7 +206,7 @@ export class JobExecutor {
       next: next
         ? {
             queue: next,
-            contentHash: reuse ? contentHashOf(result) : "",
+            contentHash: reuse ? contentHashOf(encoded) : "",
             trace: trace.handOver(next, job.id),
           }
         : undefined,
@@ -494,8 +496,8 @@ class JobContext implements HandlerContext {
 }
 
 /** The content hash a next stage's input gets when reuse is on for the job. */
-function contentHashOf(value: unknown): string {
-  return createHash("sha256").update(encodeResult(value)).digest("hex");
+function contentHashOf(encoded: string): string {
+  return createHash("sha256").update(encoded).digest("hex");
 }
 
 /**
