@@ -55,15 +55,16 @@ RUN tar -xzf /tmp/npm/conveyor-dev-conveyor-*.tgz --strip-components=1 --no-same
  && rm -rf package-lock.json /tmp/npm \
  && npm cache clean --force
 
-# ---- the worker's: the same less what only the operator imports (the Kubernetes client and its
+# ---- the worker's: the same less the operator (its code, the Kubernetes client and its
 # dependency tree). --no-save: package.json stays as packed.
 FROM deps AS worker-deps
 RUN npm uninstall --no-save --omit=dev --ignore-scripts --offline --no-audit --no-fund @kubernetes/client-node \
  && find node_modules -type d -empty -delete \
+ && rm -rf dist/operator \
  && npm cache clean --force
 
-# ---- what both images share: tini, the user, the packed command (apt's lists and caches removed
-# whatever the base image keeps)
+# ---- what both images share: tini, the user, the packed command's manifest and bin (each image
+# adds its dist/ and node_modules/; apt's lists and caches removed whatever the base image keeps)
 FROM ${NODE_IMAGE} AS runtime
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini=0.19.0-1+b3 \
@@ -77,7 +78,6 @@ ENV NODE_ENV=production \
     TMPDIR=/tmp
 COPY --from=deps /app/package.json /app/README.md ./
 COPY --from=deps /app/bin/ bin/
-COPY --from=deps /app/dist/ dist/
 RUN ln -s /app/bin/conveyor.js /usr/local/bin/conveyor
 USER 65532:65532
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/conveyor"]
@@ -86,6 +86,7 @@ LABEL org.opencontainers.image.source="https://github.com/conveyor-dev/conveyor"
 
 # ---- the operator: `conveyor operator` (flags: conveyor operator --help)
 FROM runtime AS operator
+COPY --from=deps /app/dist/ dist/
 COPY --from=deps /app/node_modules/ node_modules/
 RUN node /app/bin/conveyor.js operator --help > /dev/null
 # 8080: /metrics /healthz /readyz; 6443: external.metrics.k8s.io (TLS)
@@ -101,6 +102,7 @@ LABEL org.opencontainers.image.title="conveyor-operator" \
 # ---- the generic worker (the default target): `conveyor worker`, configured by CONVEYOR_* env.
 # Add handlers with FROM this image (docs/install.md, examples/handlers/Dockerfile).
 FROM runtime AS worker
+COPY --from=worker-deps /app/dist/ dist/
 COPY --from=worker-deps /app/node_modules/ node_modules/
 RUN node /app/bin/conveyor.js worker --help > /dev/null
 # 9464: /healthz /readyz /metrics

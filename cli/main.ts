@@ -554,8 +554,10 @@ async function api(argv: string[]): Promise<number> {
     );
   }
   let pools = null;
-  const { kubernetesConfigured } = await import("../operator/kubeEnvironment.ts");
-  if (kubernetes === "auto" && kubernetesConfigured()) {
+  const kubeEnvironment = await importOperatorPart<typeof import("../operator/kubeEnvironment.ts")>(
+    "../operator/kubeEnvironment.ts",
+  ).catch(() => null);
+  if (kubernetes === "auto" && kubeEnvironment?.kubernetesConfigured()) {
     const { PoolReader } = await import("../operator/poolReader.ts");
     pools = PoolReader.fromEnvironment(new QueueAdmin(redis));
   }
@@ -622,19 +624,34 @@ function scripts(argv: string[]): void {
   throw new UsageError("scripts: expected `dump <dir>` or `show <name>`");
 }
 
+/** The worker image leaves the operator out (Dockerfile): a clear message there, not a stack trace. */
+async function importOperatorPart<T>(specifier: string): Promise<T> {
+  try {
+    return (await import(specifier)) as T;
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_MODULE_NOT_FOUND")
+      throw new UsageError("the operator is not part of this build");
+    throw err;
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command && (rest.includes("--help") || rest.includes("-h"))) {
-    if (command === "worker") print((await import("../worker/config.ts")).WORKER_USAGE);
-    else if (command === "operator") print((await import("../operator/config.ts")).OPERATOR_USAGE);
-    else if (COMMANDS[command]) print(commandUsage(command));
-    else {
-      process.stderr.write(`conveyor: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
-      return 2;
-    }
-    return 0;
-  }
   try {
+    if (command && (rest.includes("--help") || rest.includes("-h"))) {
+      if (command === "worker") print((await import("../worker/config.ts")).WORKER_USAGE);
+      else if (command === "operator")
+        print(
+          (await importOperatorPart<typeof import("../operator/config.ts")>("../operator/config.ts"))
+            .OPERATOR_USAGE,
+        );
+      else if (COMMANDS[command]) print(commandUsage(command));
+      else {
+        process.stderr.write(`conveyor: unknown command ${JSON.stringify(command)}\n\n${USAGE}\n`);
+        return 2;
+      }
+      return 0;
+    }
     switch (command) {
       case "enqueue":
         await enqueue(rest);
@@ -674,10 +691,7 @@ export async function main(argv: string[]): Promise<number> {
       case "worker":
         return await (await import("../worker/main.ts")).runWorker(rest);
       case "operator": {
-        const mod = (await import("../operator/main.ts" as string).catch(() => null)) as {
-          runOperator?: (argv: string[]) => Promise<number>;
-        } | null;
-        if (!mod?.runOperator) throw new UsageError("the operator is not part of this build");
+        const mod = await importOperatorPart<typeof import("../operator/main.ts")>("../operator/main.ts");
         return await mod.runOperator(rest);
       }
       case "--version":

@@ -146,9 +146,11 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
     assert.equal(library!.name, "@conveyor-dev/queue");
     assert.equal(library!.version, pkg.version);
     // `conveyor operator` in the worker image: a clear message, not a stack trace
-    const op = podmanSync("run", "--rm", "--network=none", "--pull=never", WORKER_IMAGE, "operator");
-    assert.notEqual(op.status, 0);
-    assert.match(op.stderr, /the operator is not part of this build/);
+    for (const args of [["operator"], ["operator", "--help"]]) {
+      const op = podmanSync("run", "--rm", "--network=none", "--pull=never", WORKER_IMAGE, ...args);
+      assert.equal(op.status, 2, op.stderr);
+      assert.match(op.stderr, /the operator is not part of this build/);
+    }
     const ls = podmanSync(
       "run",
       "--rm",
@@ -162,6 +164,20 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
     assert.equal(ls.status, 0, ls.stderr);
     assert.doesNotMatch(ls.stdout, /@kubernetes/);
     assert.match(ls.stdout, /ioredis/);
+    // nor the operator's code (it no longer needs the Kubernetes client to load)
+    const dist = podmanSync(
+      "run",
+      "--rm",
+      "--network=none",
+      "--pull=never",
+      "--entrypoint",
+      "ls",
+      WORKER_IMAGE,
+      "/app/dist",
+    );
+    assert.equal(dist.status, 0, dist.stderr);
+    assert.match(dist.stdout, /^worker$/m);
+    assert.doesNotMatch(dist.stdout, /^operator$/m);
   });
 
   test("module handler: jobs from Redis complete in a read-only container as uid 65532 under tini", async () => {
