@@ -266,7 +266,9 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
           maxReplicas: 2,
           targetBacklogPerReplica: 5,
           pollSeconds: 1,
-          cooldownSeconds: 5,
+          // (long enough that each stage's pods are still up and scraped when the run is read:
+          // a fast second stage could otherwise drain and scale to zero between two scrapes)
+          cooldownSeconds: 30,
         },
       },
     });
@@ -358,7 +360,11 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
         data: string[];
       };
       assert.ok(res.data.length > 0, `variable ${v.name} has values`);
-      if (v.name === "queue") assert.ok(res.data.includes("obs/ingest") && res.data.includes("obs/index"));
+      if (v.name === "queue")
+        assert.ok(
+          res.data.includes("obs/ingest") && res.data.includes("obs/index"),
+          JSON.stringify(res.data),
+        );
       if (v.name === "pool") assert.deepEqual([...res.data].sort(), ["index", "ingest"]);
       if (v.name === "namespace") assert.deepEqual(res.data, [NS]);
     }
