@@ -5,7 +5,8 @@
 // @opentelemetry/api only; applications bring their SDK and call enableTracing()).
 import { context, propagation, trace, type Attributes } from "@opentelemetry/api";
 import { LeanExporter, LeanTracer, leanExportEnv, leanRecorderApplies } from "./leanTracing.ts";
-import { enableTracing, setConveyorTracer, tracingActive } from "./tracingSwitch.ts";
+import { setConveyorTracer } from "./conveyorTracer.ts";
+import { enableTracing, tracingActive } from "./tracingSwitch.ts";
 
 export interface TracingHandle {
   /** Flush what is buffered and stop exporting. */

@@ -2,11 +2,8 @@
 // SDK, or by an application with its own SDK (enableTracing), read on the hot path. The flag
 // lives on globalThis, not in this module: @conveyor-dev/conveyor and @conveyor-dev/queue each
 // carry a copy of lib/, and the switch the worker turns on must be the one the library reads.
-import type { Tracer } from "@opentelemetry/api";
-
 const ENABLED = Symbol.for("conveyor.tracing.enabled");
-const TRACER = Symbol.for("conveyor.tracing.tracer");
-const flags = globalThis as { [ENABLED]?: boolean; [TRACER]?: Tracer };
+const flags = globalThis as { [ENABLED]?: boolean };
 
 /**
  * True once tracing is on in this process: lib/telemetry.ts' startTracing() installed the SDK,
@@ -23,13 +20,4 @@ export function tracingActive(): boolean {
  */
 export function enableTracing(): void {
   flags[ENABLED] = true;
-}
-
-/** The tracer of Conveyor's own spans when lib/telemetry.ts installed the lean recorder. */
-export function conveyorTracer(): Tracer | undefined {
-  return flags[TRACER];
-}
-
-export function setConveyorTracer(tracer: Tracer | undefined): void {
-  flags[TRACER] = tracer;
 }

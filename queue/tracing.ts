@@ -9,7 +9,8 @@
 // (docs/protocol.md#trace-context).
 import type { Attributes, Context, Link, Span, Tracer } from "@opentelemetry/api";
 import { requireOptional } from "../lib/optionalPackage.ts";
-import { conveyorTracer, tracingActive } from "../lib/tracingSwitch.ts";
+import { conveyorTracer } from "../lib/conveyorTracer.ts";
+import { tracingActive } from "../lib/tracingSwitch.ts";
 
 type OtelApi = typeof import("@opentelemetry/api");
 let api: OtelApi | undefined;
