@@ -43,7 +43,12 @@ describe("leases across a Redis outage", () => {
     // sweep could land in that same millisecond and lose it
     await redis.del(k.sweepLock);
   };
-  const endGrace = (q: string) => redis.hset(new QueueKeys(q).sweeper, "graceUntil", 1);
+  const endGrace = async (q: string) => {
+    const k = new QueueKeys(q);
+    await redis.hset(k.sweeper, "graceUntil", 1);
+    // (and the sweep before's 1 ms mutex: with FCALL the next sweep can come within that millisecond)
+    await redis.del(k.sweepLock);
+  };
   const inflightDeadline = async (q: string, id: string) =>
     Number(await redis.zscore(new QueueKeys(q).inflight, id));
 
