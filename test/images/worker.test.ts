@@ -26,6 +26,10 @@ import { readExecutions, REPO } from "../support/workers.ts";
 
 const skip = containersUnavailable();
 
+/** `ls <dir>` inside the worker image, offline. */
+const lsInWorkerImage = (dir: string) =>
+  podmanSync("run", "--rm", "--network=none", "--pull=never", "--entrypoint", "ls", WORKER_IMAGE, dir);
+
 describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
   let server: RedisServer;
   let redis: RedisClient;
@@ -151,30 +155,12 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
       assert.equal(op.status, 2, op.stderr);
       assert.match(op.stderr, /the operator is not part of this build/);
     }
-    const ls = podmanSync(
-      "run",
-      "--rm",
-      "--network=none",
-      "--pull=never",
-      "--entrypoint",
-      "ls",
-      WORKER_IMAGE,
-      "/app/node_modules",
-    );
+    const ls = lsInWorkerImage("/app/node_modules");
     assert.equal(ls.status, 0, ls.stderr);
     assert.doesNotMatch(ls.stdout, /@kubernetes/);
     assert.match(ls.stdout, /ioredis/);
     // nor the operator's code (it no longer needs the Kubernetes client to load)
-    const dist = podmanSync(
-      "run",
-      "--rm",
-      "--network=none",
-      "--pull=never",
-      "--entrypoint",
-      "ls",
-      WORKER_IMAGE,
-      "/app/dist",
-    );
+    const dist = lsInWorkerImage("/app/dist");
     assert.equal(dist.status, 0, dist.stderr);
     assert.match(dist.stdout, /^worker$/m);
     assert.doesNotMatch(dist.stdout, /^operator$/m);
