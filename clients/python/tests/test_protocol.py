@@ -78,7 +78,9 @@ def test_client_resolves_the_scripts_as_the_typescript_side_does(tmp_path: Path)
 
     assert _scripts.CHECKOUT_SCRIPTS == REPO / "queue" / "scripts"
     node(CONVEYOR, "scripts", "dump", str(tmp_path))
-    published = sorted(p.stem for p in tmp_path.glob("*.lua"))
+    # (library.lua beside them is the Redis Function library the TypeScript clients load, not a script)
+    published = sorted(p.stem for p in tmp_path.glob("*.lua") if p.name != "library.lua")
+    assert (tmp_path / "library.lua").read_text(encoding="utf-8").startswith("#!lua name=conveyor_")
     assert _scripts.script_names(_scripts.CHECKOUT_SCRIPTS) == published
     for name in published:
         assert _scripts.script_source(name) == (tmp_path / f"{name}.lua").read_text(encoding="utf-8"), name
