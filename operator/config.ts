@@ -7,6 +7,7 @@ import { DURATION_HELP } from "../lib/duration.ts";
 import { OptionError, readOptions } from "../lib/options.ts";
 import { packageVersion } from "../lib/packageVersion.ts";
 import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
+import { SERVICE_ACCOUNT } from "./kube/kubeConfig.ts";
 
 export interface OperatorConfig {
   kubeconfig?: string;
@@ -101,9 +102,7 @@ function workerImageTag(): string {
 
 function ownNamespace(): string | undefined {
   try {
-    return (
-      readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || undefined
-    );
+    return readFileSync(`${SERVICE_ACCOUNT}/namespace`, "utf8").trim() || undefined;
   } catch {
     return undefined;
   }

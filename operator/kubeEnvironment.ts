@@ -1,14 +1,9 @@
-// Whether a Kubernetes API is configured for this process (KUBECONFIG, the in-cluster service
-// account, or ~/.kube/config), answered without loading @kubernetes/client-node: `conveyor api`
-// loads the client (tens of MiB) only when there is a cluster to read.
-import { existsSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
+// Whether a Kubernetes API is configured for this process (a kubeconfig file as the operator's
+// loader finds it, or the in-cluster service account), answered without loading
+// @kubernetes/client-node: `conveyor api` loads the client (tens of MiB) only when there is a
+// cluster to read.
+import { kubeConfigFiles } from "./kube/kubeConfig.ts";
 
 export function kubernetesConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
-  return (
-    Boolean(env.KUBECONFIG) ||
-    Boolean(env.KUBERNETES_SERVICE_HOST) ||
-    existsSync(join(env.HOME ?? homedir(), ".kube", "config"))
-  );
+  return kubeConfigFiles(env).length > 0 || Boolean(env.KUBERNETES_SERVICE_HOST);
 }

@@ -181,14 +181,13 @@ export function functionLibraryIn(dir: URL): FunctionLibrary {
     const code = readFileSync(new URL(LIBRARY_FILE, dir), "utf8");
     const name = /^#!lua name=(conveyor_([0-9a-f]+))\n/.exec(code);
     if (!name) throw new Error(`${fileURLToPath(new URL(LIBRARY_FILE, dir))} is not a Conveyor library`);
-    const version = name[2]!;
-    return { name: name[1]!, code, functionName: (script) => `cvy_${version}_${script}` };
+    return libraryOf(name[2]!, code);
   }
   const version = createHash("sha1")
     .update(`${LIBRARY_FORMAT}\0${SCRIPT_NAMES.map(scriptSource).join("\0")}`)
     .digest("hex")
     .slice(0, 12);
-  const functionName = (script: ScriptName) => `cvy_${version}_${script}`;
+  const named = libraryOf(version, "");
   const includes: string[] = [];
   const bodies: string[] = [];
   for (const script of SCRIPT_NAMES) {
@@ -199,14 +198,18 @@ export function functionLibraryIn(dir: URL): FunctionLibrary {
     const body = lines.filter((l) => !INCLUDE.test(l)).join("\n");
     // (the per-call state record.lua keeps is reset first: a library's locals live between calls)
     bodies.push(
-      `redis.register_function('${functionName(script)}', function(KEYS, ARGV)\nresetCallState()\n${body}\nend)`,
+      `redis.register_function('${named.functionName(script)}', function(KEYS, ARGV)\nresetCallState()\n${body}\nend)`,
     );
   }
   const helpers = resolveIncludes(includes.join("\n"), dir);
   if (!/^local function resetCallState\(/m.test(helpers))
     throw new Error("the library has no resetCallState helper");
-  const name = `conveyor_${version}`;
-  return { name, code: `#!lua name=${name}\n${helpers}\n${bodies.join("\n")}\n`, functionName };
+  return { ...named, code: `#!lua name=${named.name}\n${helpers}\n${bodies.join("\n")}\n` };
+}
+
+/** The names of library `version` (functionLibraryIn parses `name` back out of a built library.lua). */
+function libraryOf(version: string, code: string): FunctionLibrary {
+  return { name: `conveyor_${version}`, code, functionName: (script) => `cvy_${version}_${script}` };
 }
 
 export type ScriptMode = "functions" | "scripts";

@@ -1,5 +1,6 @@
 // A thin Kubernetes REST client over a kubeconfig (./kubeConfig.ts: authentication, TLS) and
-// node:https, without @kubernetes/client-node at run time (its import alone is ~83 MiB RSS). Why not the generated API classes: every PATCH here must carry an explicit
+// node:https, without @kubernetes/client-node at run time (its import alone is ~83 MiB RSS).
+// Why not the generated API classes: every PATCH here must carry an explicit
 // Content-Type (client-node defaults to JSON Patch), objects must pass through untouched (the
 // generated serializer turns times into Dates and drops unknown fields, which would make a
 // desired-vs-observed comparison lie), and every call is counted by verb for the zero-writes

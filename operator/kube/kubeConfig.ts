@@ -37,7 +37,8 @@ export interface LoadKubeConfigOptions {
   tokenReloadMs?: number;
 }
 
-const SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount";
+/** Where a pod's service account (token, ca.crt, namespace) is mounted. */
+export const SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 interface Cluster {
   server: string;
@@ -124,9 +125,7 @@ export class KubeConnection implements KubeCredentials {
  */
 export async function loadKubeConfig(opts: LoadKubeConfigOptions = {}): Promise<KubeCredentials> {
   const env = opts.env ?? process.env;
-  const given = (opts.file || env.KUBECONFIG || "").split(delimiter).filter(Boolean);
-  const home = join(env.HOME || homedir(), ".kube", "config");
-  const files = given.length > 0 ? given : existsSync(home) ? [home] : [];
+  const files = kubeConfigFiles(env, opts.file);
   if (files.length === 0) {
     if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT)
       return inCluster(env, opts.root ?? "", opts.tokenReloadMs);
@@ -135,6 +134,14 @@ export async function loadKubeConfig(opts: LoadKubeConfigOptions = {}): Promise<
     );
   }
   return fromFiles(files, opts);
+}
+
+/** The kubeconfig files kubectl would read: `file` (the flag), else KUBECONFIG, else ~/.kube/config if it exists. */
+export function kubeConfigFiles(env: NodeJS.ProcessEnv, file?: string): string[] {
+  const given = (file || env.KUBECONFIG || "").split(delimiter).filter(Boolean);
+  if (given.length > 0) return given;
+  const home = join(env.HOME || homedir(), ".kube", "config");
+  return existsSync(home) ? [home] : [];
 }
 
 function inCluster(env: NodeJS.ProcessEnv, root: string, tokenReloadMs: number | undefined): KubeConnection {
