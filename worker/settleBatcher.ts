@@ -4,6 +4,9 @@
 // the next setImmediate — once the callbacks that are ready now have run (the handlers a claim
 // reply started), so nothing waits for a timer — or at once when every running job is in it
 // (nothing else could join: a lone job at concurrency 1 skips even the setImmediate).
+// Two calls in flight: a large batch sent while no other call is out goes as two halves, the
+// second one turn of the event loop later, so Redis runs one half while the worker runs the jobs
+// the other half claimed (docs/performance.md, "Two settle calls in flight").
 import type { ClaimedJob, Consumer, Lease, Settlement, SettleOutcome } from "../queue/index.ts";
 
 /** One job's share of a batch: its own outcome and the claimed jobs it starts when it ends. */
@@ -29,8 +32,16 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
+/**
+ * The smallest batch split in two: halves of 4 already gained at concurrency 8; smaller ones are
+ * not measured (docs/performance.md, worker step 8).
+ */
+export const SPLIT_MIN = 8;
+
 export class SettleBatcher {
   private pending: Pending[] = [];
+  /** settle_jobs calls sent and not answered yet. */
+  private inFlight = 0;
   private scheduled: NodeJS.Immediate | undefined;
   private readonly consumer: Consumer;
   private readonly slots: BatchSlots;
@@ -58,10 +69,22 @@ export class SettleBatcher {
     this.pending = [];
     // One batch goes to one place: settlements to different next queues (not made by the
     // worker, which has one) are sent apart.
-    for (const batch of groupByDestination(all)) await this.send(batch);
+    for (const batch of groupByDestination(all)) {
+      if (this.inFlight > 0 || batch.length < SPLIT_MIN) {
+        await this.send(batch);
+        continue;
+      }
+      const half = batch.length >> 1;
+      const first = this.send(batch.slice(0, half));
+      // A write of its own, after Redis has started on the first: sent together, Redis would run
+      // both before answering either.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      await Promise.all([first, this.send(batch.slice(half))]);
+    }
   }
 
   private async send(batch: Pending[]): Promise<void> {
+    this.inFlight++;
     const claim = this.slots.forCompletions(batch.length);
     // The finishing jobs' own slots are still counted as running; only the rest is reserved.
     const release = this.slots.reserve(Math.max(0, claim - batch.length));
@@ -75,6 +98,7 @@ export class SettleBatcher {
     } catch (err) {
       for (const p of batch) p.reject(err);
     } finally {
+      this.inFlight--;
       release();
     }
   }
