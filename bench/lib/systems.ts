@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { Queue } from "bullmq";
 import { connectRedis, Producer, QueueKeys, type RedisClient } from "../../queue/index.ts";
 import { freePort } from "../../lib/ports.ts";
+import { WORKER_NODE_OPTIONS } from "../../operator/controllers/deployment.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../../test/support/processes.ts";
 import type { ProtoMode } from "../proto/combined.ts";
 import { REPO, procSample, type ProcSample } from "./util.ts";
@@ -92,8 +93,11 @@ function handle(proc: Started, readOutput: () => string, ready: () => Promise<un
   };
 }
 
-function nodeOptions(opts: WorkerOptions): Record<string, string> {
-  return opts.cpuProfDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${opts.cpuProfDir}` } : {};
+function nodeOptions(opts: WorkerOptions, base = ""): Record<string, string> {
+  const options = [base, opts.cpuProfDir ? `--cpu-prof --cpu-prof-dir=${opts.cpuProfDir}` : ""].filter(
+    Boolean,
+  );
+  return options.length ? { NODE_OPTIONS: options.join(" ") } : {};
 }
 
 function captured(proc: Started, logFile: string): () => string {
@@ -160,7 +164,8 @@ export class ConveyorSystem implements System {
       logFile: opts.logFile,
       env: {
         ...process.env,
-        ...nodeOptions(opts),
+        // As the operator's worker Deployment starts it.
+        ...nodeOptions(opts, WORKER_NODE_OPTIONS),
         REDIS_URL: this.redisUrl,
         CONVEYOR_QUEUE: QUEUE,
         CONVEYOR_HANDLER: `module:${handler}`,

@@ -34,6 +34,7 @@ describe("worker Deployment", () => {
     assert.deepEqual(env.REDIS_PASSWORD, { secretKeyRef: { name: "redis", key: "password" } });
     assert.deepEqual(env.DATABASE_URL, { secretKeyRef: { name: "pg", key: "url" } });
     assert.deepEqual(env.POD_NAME, { fieldRef: { fieldPath: "metadata.name" } });
+    assert.equal(env.NODE_OPTIONS, "--max-semi-space-size=8", "the worker's young generation");
     assert.equal(d.spec!.template!.spec!.terminationGracePeriodSeconds, 130);
     assert.equal(d.spec!.replicas, undefined, "replicas are not part of the desired configuration");
     assert.deepEqual(d.metadata.ownerReferences, [
@@ -46,6 +47,18 @@ describe("worker Deployment", () => {
         blockOwnerDeletion: true,
       },
     ]);
+  });
+
+  it("takes the pool's own NODE_OPTIONS instead of the worker's default, once", () => {
+    const p = pool({
+      ...base,
+      template: { env: [{ name: "NODE_OPTIONS", value: "--max-old-space-size=512" }] },
+    });
+    const c = desiredDeployment(p, p.spec, { defaultImage: "img" }).spec!.template!.spec!.containers[0]!;
+    assert.deepEqual(
+      c.env!.filter((e) => e.name === "NODE_OPTIONS"),
+      [{ name: "NODE_OPTIONS", value: "--max-old-space-size=512" }],
+    );
   });
 
   it("is locked down and observable", () => {

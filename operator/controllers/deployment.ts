@@ -15,6 +15,12 @@ export const WORKER_PORT = 9464;
 /** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
 export const GRACE_MARGIN_SECONDS = 10;
 export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";
+/**
+ * The worker's Node options: semi-spaces of 8 MiB instead of V8 growing them to 32 MiB under load
+ * (peak RSS ~197 → ~158 MiB at concurrency 1, the same CPU: docs/performance.md, worker step 9).
+ * A pool that sets NODE_OPTIONS in its template's env replaces them.
+ */
+export const WORKER_NODE_OPTIONS = "--max-semi-space-size=8";
 
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
@@ -75,6 +81,8 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
     });
   }
   env.push({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
+  if (!spec.template.env?.some((e) => e.name === "NODE_OPTIONS"))
+    env.push({ name: "NODE_OPTIONS", value: WORKER_NODE_OPTIONS });
   // The schema rejects reserved names; this keeps an object stored before that rule out too.
   for (const e of spec.template.env ?? []) if (!isReservedEnv(e.name)) env.push(e);
   return env;
