@@ -15,9 +15,10 @@
 //     Deployment's spec.replicas changes — 0→1 activation (the operator's own decision, mode
 //     hpa) and 1→N in mode direct (the operator runs the HPA algorithm). KEDA's default
 //     pollingInterval is 30 s (15 s on average before it even looks).
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { parse as parseYaml } from "yaml";
 import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
 import type { WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
 import { Producer, connectRedis } from "../queue/index.ts";
@@ -147,11 +148,19 @@ async function parallel<T>(items: T[], width: number, fn: (t: T) => Promise<void
   );
 }
 
+/** The operator's NODE_OPTIONS as the chart sets them (charts/conveyor/values.yaml). */
+function chartOperatorNodeOptions(): string {
+  const values = parseYaml(readFileSync(join(REPO, "charts/conveyor/values.yaml"), "utf8")) as {
+    operator?: { nodeOptions?: string };
+  };
+  return values.operator?.nodeOptions ?? "";
+}
+
 export async function runOperatorBench(opts: {
   pools: number;
   idleSeconds: number;
   decisions: number;
-  /** NODE_OPTIONS for the operator process (e.g. V8 heap flags), to measure what they give. */
+  /** NODE_OPTIONS for the operator process; default: the chart's (operator.nodeOptions), as installed. */
   operatorNodeOptions?: string;
 }): Promise<OperatorBench> {
   const unavailable = await operatorBenchUnavailable();
@@ -198,7 +207,7 @@ export async function runOperatorBench(opts: {
         env: {
           ...process.env,
           POD_NAME: "",
-          ...(opts.operatorNodeOptions ? { NODE_OPTIONS: opts.operatorNodeOptions } : {}),
+          NODE_OPTIONS: opts.operatorNodeOptions ?? chartOperatorNodeOptions(),
         },
       },
     );

@@ -524,6 +524,16 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     }
   });
 
+  it("gives the operator a 2 MiB young generation unless extraEnv sets NODE_OPTIONS, which then stands alone", async () => {
+    const nodeOptions = (text: string) => {
+      const op = docs(text).find((o) => o.kind === "Deployment" && component(o) === "operator")!;
+      return (containerOf(op).env ?? []).filter((e) => e.name === "NODE_OPTIONS").map((e) => e.value);
+    };
+    assert.deepEqual(nodeOptions(rendered.get("default")!), ["--max-semi-space-size=2"]);
+    assert.deepEqual(nodeOptions(rendered.get("namespaced-cert-manager")!), ["--max-old-space-size=384"]);
+    assert.deepEqual(nodeOptions(await template({ operator: { nodeOptions: "" } })), []);
+  });
+
   it("has least-privilege RBAC: no wildcards, Secrets by get only, nothing cluster-wide when namespaced", () => {
     for (const [name, text] of rendered) {
       const objs = docs(text);
