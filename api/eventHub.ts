@@ -2,7 +2,14 @@
 // all known queues' event streams and fans each entry out in process. It runs only while
 // someone listens. A queue that appears later is read from its first entry, so the event that
 // created it is not missed. Resuming (Last-Event-ID) reads the gap with XRANGE.
-import { QueueKeys, type QueueEvent, type RedisClient } from "../queue/index.ts";
+import {
+  eventAfter,
+  eventsOfEntries,
+  eventsOfEntry,
+  QueueKeys,
+  type QueueEvent,
+  type RedisClient,
+} from "../queue/index.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
 
 /** Called once per XREAD batch (up to 500 events, across queues), so a client writes once per batch. */
@@ -12,27 +19,18 @@ export type QueuesListener = (queues: string[]) => void;
 const BLOCK_MS = 1_000;
 const BATCH = 500;
 
-function toEvent(queue: string, eventId: string, flat: string[]): QueueEvent {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  return {
-    eventId,
-    type: fields.type ?? "",
-    id: fields.id ?? "",
-    queue: fields.queue || queue,
-    at: Number(fields.at ?? 0),
-    fields,
-  };
+/** An SSE event id: the stream entry's id, and `/part` for the later jobs of a batch entry. */
+export const EVENT_ID = /^(\d{1,20}-\d{1,20})(?:\/(\d{1,6}))?$/;
+
+export function sseEventId(e: Pick<QueueEvent, "eventId" | "part">): string {
+  return e.part === 0 ? e.eventId : `${e.eventId}/${e.part}`;
 }
 
-/** Stream ids compare as (ms, seq). */
-export function streamIdAfter(a: string, b: string): boolean {
-  const [am, as] = a.split("-").map(BigInt) as [bigint, bigint];
-  const [bm, bs] = b.split("-").map(BigInt) as [bigint, bigint];
-  return am > bm || (am === bm && as > bs);
+/** An SSE event id as (stream id, part), or null when it is not one. */
+export function parseEventId(text: string): { eventId: string; part: number } | null {
+  const m = EVENT_ID.exec(text);
+  return m ? { eventId: m[1]!, part: Number(m[2] ?? 0) } : null;
 }
-
-export const STREAM_ID = /^\d{1,20}-\d{1,20}$/;
 
 export class EventHub {
   private readonly redis: RedisClient;
@@ -68,10 +66,10 @@ export class EventHub {
     };
   }
 
-  /** Entries of `queue` after `afterId`, oldest first (at most `count`). */
-  async since(queue: string, afterId: string, count = 1000): Promise<QueueEvent[]> {
-    const entries = await this.redis.xrange(new QueueKeys(queue).events, `(${afterId}`, "+", "COUNT", count);
-    return entries.map(([id, flat]) => toEvent(queue, id, flat));
+  /** Events of `queue` after (`afterId`, `part`), oldest first (from at most `count` entries). */
+  async since(queue: string, afterId: string, part = 0, count = 1000): Promise<QueueEvent[]> {
+    const entries = await this.redis.xrange(new QueueKeys(queue).events, afterId, "+", "COUNT", count);
+    return eventsOfEntries(entries, queue).filter((e) => eventAfter(e, afterId, part));
   }
 
   async close(): Promise<void> {
@@ -133,7 +131,7 @@ export class EventHub {
       const queue = queues[keys.indexOf(key)]!;
       for (const [id, flat] of entries) {
         this.positions.set(queue, id);
-        batch.push(toEvent(queue, id, flat));
+        batch.push(...eventsOfEntry(id, flat, queue));
       }
     }
     for (const l of this.listeners) l(batch);

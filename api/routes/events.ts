@@ -1,9 +1,10 @@
 // Server-Sent Events: every transition of every (allowed) queue, or of one queue, pushed as it
-// happens from the shared event hub. The event id is the queue stream's entry id; a browser
-// that reconnects sends it back as Last-Event-ID and gets the gap from each stream first.
-import type { QueueEvent } from "../../queue/index.ts";
+// happens from the shared event hub. The event id is the queue stream's entry id (with `/part`
+// for the later jobs of a batch entry); a browser that reconnects sends it back as
+// Last-Event-ID and gets the gap from each stream first.
+import { eventAfter, type QueueEvent } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
-import { STREAM_ID, streamIdAfter } from "../eventHub.ts";
+import { parseEventId, sseEventId } from "../eventHub.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 
@@ -18,7 +19,7 @@ function frame(e: QueueEvent): string {
   if (f === undefined) {
     const { type, id, queue, at } = e;
     const { token: _lease, ...fields } = e.fields; // the lease token stays server-side
-    f = `id: ${e.eventId}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`;
+    f = `id: ${sseEventId(e)}\nevent: job\ndata: ${JSON.stringify({ ...fields, type, id, queue, at })}\n\n`;
     frames.set(e, f);
   }
   return f;
@@ -30,12 +31,12 @@ export function eventHandlers(ctx: ApiContext): Handlers {
       const only = query.queue as string | undefined;
       if (only) ctx.auth.assertQueue(only);
       const header = req.headers["last-event-id"];
-      const lastId = typeof header === "string" && header !== "" ? header : undefined;
-      if (lastId !== undefined && !STREAM_ID.test(lastId))
+      const lastId = typeof header === "string" && header !== "" ? parseEventId(header) : undefined;
+      if (lastId === null)
         throw HttpError.field(
           400,
           "header.Last-Event-ID",
-          "Last-Event-ID must be a stream id like 1700000000000-0",
+          "Last-Event-ID must be an event id like 1700000000000-0 or 1700000000000-0/3",
           "invalid_field",
         );
       res.writeHead(200, {
@@ -46,7 +47,7 @@ export function eventHandlers(ctx: ApiContext): Handlers {
       });
       res.write("retry: 2000\n\n");
 
-      const lastSent = new Map<string, string>();
+      const lastSent = new Map<string, { eventId: string; part: number }>();
       const wanted = (queue: string) => (only ? queue === only : ctx.auth.queueAllowed(queue));
       // One write per batch: thousands of small writes per second per client cost memory.
       const write = (batch: QueueEvent[]) => {
@@ -54,8 +55,8 @@ export function eventHandlers(ctx: ApiContext): Handlers {
         for (const e of batch) {
           if (!wanted(e.queue)) continue;
           const prev = lastSent.get(e.queue);
-          if (prev && !streamIdAfter(e.eventId, prev)) continue;
-          lastSent.set(e.queue, e.eventId);
+          if (prev && !eventAfter(e, prev.eventId, prev.part)) continue;
+          lastSent.set(e.queue, e);
           out += frame(e);
         }
         if (out === "") return;
@@ -77,7 +78,7 @@ export function eventHandlers(ctx: ApiContext): Handlers {
       if (lastId) {
         try {
           const queues = only ? [only] : (await ctx.directory.list()).filter(wanted);
-          for (const q of queues) write(await ctx.hub.since(q, lastId));
+          for (const q of queues) write(await ctx.hub.since(q, lastId.eventId, lastId.part));
         } finally {
           const held = replay ?? [];
           replay = null;

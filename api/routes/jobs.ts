@@ -1,6 +1,6 @@
 // Job routes: a queue's jobs page by page, one job's status (the producer's status URL), its
 // full detail for the dashboard, downloads of large payloads, logs, and the job actions.
-import { QueueKeys, type JobInfo } from "../../queue/index.ts";
+import { eventsOfEntries, QueueKeys, type JobInfo } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
@@ -102,14 +102,9 @@ export function jobHandlers(ctx: ApiContext): Handlers {
         ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
         jobLogs(ctx, id, queue),
       ]);
-      const events = recent
-        .map(([eventId, flat]) => {
-          const f: Record<string, string> = {};
-          for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] !== "token") f[flat[i]!] = flat[i + 1]!;
-          return { eventId, ...f };
-        })
-        .filter((e) => (e as { id?: string }).id === id)
-        .reverse();
+      const events = eventsOfEntries(recent.reverse(), queue)
+        .filter((e) => e.id === id)
+        .map(({ eventId, fields: { token: _lease, ...f } }) => ({ eventId, ...f }));
       const state = info?.state ?? (row!.state === "queued" ? "ready" : row!.state);
       const r = row as
         (typeof row & { data?: string | null; result?: string | null; error?: string | null }) | null;

@@ -5,7 +5,7 @@
 // JSON naming the field, never a 500.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Producer, QueueKeys } from "../../queue/index.ts";
+import { EVENT_LIST_SEPARATOR, Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { startProcess } from "../support/processes.ts";
 import { waitFor } from "../support/processes.ts";
@@ -213,6 +213,42 @@ describe("dashboard API", () => {
     await again.done;
     again.ctl.abort();
     assert.ok(!again.text().includes('"live-1"'), "nothing before Last-Event-ID is sent again");
+
+    // A batch entry (several jobs completed by one call) is one event per job, with ids
+    // `<entry>/<part>` after the first, and Last-Event-ID resumes inside the entry.
+    const sep = EVENT_LIST_SEPARATOR;
+    const entry = (await s.redis.xadd(
+      new QueueKeys(IDLE).events,
+      "*",
+      ...["type", "completed", "n", "3", "queue", IDLE, "at", String(Date.now())],
+      ...["id[]", ["bat-a", "bat-b", "bat-c"].join(sep), "token[]", ["1", "2", "3"].join(sep)],
+      ...["result[]", ["1", "2", "3"].join(sep), "reused[]", ["0", "0", "0"].join(sep)],
+    ))!;
+    const jobsAfter = async (lastId: string) => {
+      const r = await read({ "last-event-id": lastId }, (t) => t.includes("bat-c"));
+      await r.done;
+      r.ctl.abort();
+      return [...r.text().matchAll(/^id: (.+)\nevent: job\ndata: (.+)$/gm)]
+        .map((m) => {
+          const data = JSON.parse(m[2]!) as { id: string; result: string; token?: string };
+          assert.equal(data.token, undefined, "lease tokens stay server-side");
+          return [m[1]!, data.id, data.result];
+        })
+        .filter(([, id]) => id!.startsWith("bat-"));
+    };
+    assert.deepEqual(await jobsAfter(ids.at(-1)!), [
+      [entry, "bat-a", "1"],
+      [`${entry}/1`, "bat-b", "2"],
+      [`${entry}/2`, "bat-c", "3"],
+    ]);
+    assert.deepEqual(
+      (await jobsAfter(entry)).map(([, id]) => id),
+      ["bat-b", "bat-c"],
+    );
+    assert.deepEqual(
+      (await jobsAfter(`${entry}/1`)).map(([, id]) => id),
+      ["bat-c"],
+    );
   });
 
   test("auth: bad tokens 401; a browser session needs this Origin on every change", async () => {

@@ -8,6 +8,8 @@ import {
   QueueAdmin,
   QueueKeys,
   connectRedis,
+  eventsOfEntries,
+  EVENT_LIST_SEPARATOR,
   waitUntilReady,
   InvalidNameError,
   PayloadTooLargeError,
@@ -411,11 +413,7 @@ describe("queue protocol (single Redis)", () => {
     created: j.createdAt > 0,
   });
   const eventsOf = async (q: string) =>
-    (await redis.xrange(new QueueKeys(q).events, "-", "+")).map(([, f]) => {
-      const o: Record<string, string> = {};
-      for (let i = 0; i < f.length; i += 2) o[f[i]!] = f[i + 1]!;
-      return o;
-    });
+    eventsOfEntries(await redis.xrange(new QueueKeys(q).events, "-", "+")).map((e) => e.fields);
 
   test("complete-and-claim claims exactly what claim would: leases, fencing tokens, attempts, timeouts, events", async () => {
     const jobs = [
@@ -617,6 +615,85 @@ describe("queue protocol (single Redis)", () => {
     assert.deepEqual((await c.renew([b!, ...r.jobs])).lost, []);
     const events = (await eventsOf(q)).filter((e) => e.type === "completed").map((e) => e.id);
     assert.deepEqual(events, ["a", "d"]);
+  });
+
+  test("a claim's starts and a settle's completions are one event entry each; readers see every job", async () => {
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      ["a", "b", "c", "d"].map((id, i) => ({ data: i, id })),
+    );
+    const c = consumer(redis, q);
+    const [a, b, cc] = (await c.claim(3)).jobs;
+    const r = await c.settleMany(
+      [
+        { job: a!, settlement: { result: { n: 1 } } },
+        { job: { ...b!, token: "0" }, settlement: { result: "lost" } },
+        { job: cc!, settlement: { result: "C" } },
+      ],
+      1,
+    );
+    const raw = (await redis.xrange(new QueueKeys(q).events, "-", "+")).map(([, f]) => f);
+    const byType = (t: string) => raw.filter((f) => f[1] === t);
+    assert.equal(byType("enqueued").length, 4, "enqueued one by one (one enqueue call each)");
+    // started: the batch of three, then the single claim of d in the per-job form
+    const started = byType("started");
+    assert.equal(started.length, 2);
+    assert.deepEqual(started[0]!.slice(0, 4), ["type", "started", "n", "3"]);
+    assert.equal(started[0]![started[0]!.indexOf("id[]") + 1], ["a", "b", "c"].join(EVENT_LIST_SEPARATOR));
+    assert.deepEqual(started[1]!.slice(0, 4), ["type", "started", "id", "d"]);
+    // completed: one entry for a and c (b was fenced: no event)
+    const completed = byType("completed");
+    assert.equal(completed.length, 1);
+    assert.equal(completed[0]![completed[0]!.indexOf("n") + 1], "2");
+    const events = eventsOfEntries(await redis.xrange(new QueueKeys(q).events, "-", "+"), q);
+    const pick = ({ attempt, worker, result, reused }: Record<string, string>) =>
+      Object.fromEntries(
+        Object.entries({ attempt, worker, result, reused }).filter(([, v]) => v !== undefined),
+      );
+    const view = (t: string) =>
+      events
+        .filter((e) => e.type === t)
+        .map((e) => ({ id: e.id, queue: e.queue, token: e.fields.token, part: e.part, ...pick(e.fields) }));
+    assert.deepEqual(view("started"), [
+      { id: "a", queue: q, token: a!.token, part: 0, attempt: "1", worker: "w1" },
+      { id: "b", queue: q, token: b!.token, part: 1, attempt: "1", worker: "w1" },
+      { id: "c", queue: q, token: cc!.token, part: 2, attempt: "1", worker: "w1" },
+      { id: "d", queue: q, token: r.jobs[0]!.token, part: 0, attempt: "1", worker: "w1" },
+    ]);
+    assert.deepEqual(view("completed"), [
+      { id: "a", queue: q, token: a!.token, part: 0, result: '{"n":1}', reused: "0" },
+      { id: "c", queue: q, token: cc!.token, part: 1, result: '"C"', reused: "0" },
+    ]);
+    // Events of one entry share its stream id and time.
+    assert.equal(new Set(events.filter((e) => e.type === "completed").map((e) => e.eventId)).size, 1);
+    assert.ok(events.every((e) => e.at > 0));
+  });
+
+  test("a batch whose result holds the list separator is written as per-job entries", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { data: 0, id: "s1" },
+      { data: 1, id: "s2" },
+    ]);
+    const c = consumer(redis, q);
+    const [s1, s2] = (await c.claim(2)).jobs;
+    // (a client that hands settle_jobs its own JSON text: Conveyor's encoder escapes U+001F)
+    const odd = `"a${EVENT_LIST_SEPARATOR}b"`;
+    await c.settleMany([
+      { job: s1!, settlement: { result: null, encodedResult: odd } },
+      { job: s2!, settlement: { result: 2 } },
+    ]);
+    const completed = (await redis.xrange(new QueueKeys(q).events, "-", "+"))
+      .map(([, f]) => f)
+      .filter((f) => f[1] === "completed");
+    assert.deepEqual(
+      completed.map((f) => [f[3], f[f.indexOf("result") + 1]]),
+      [
+        ["s1", odd],
+        ["s2", "2"],
+      ],
+    );
   });
 
   test("the one-job complete_job and advance_job scripts (other clients) settle as settle_jobs does", async () => {

@@ -27,7 +27,7 @@ from .client import (
     _cancelled,
     _enqueue_calls,
     _enqueued,
-    _event,
+    _events,
     _history_start,
     _job,
     _log_lines,
@@ -160,7 +160,8 @@ class AsyncClient:
             while True:
                 entries = await self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
                 for event_id, fields in entries:
-                    yield _event(event_id, fields)
+                    for event in _events(event_id, fields):
+                        yield event
                 if len(entries) < EVENTS_PAGE:
                     return
                 start = f"({entries[-1][0]}"
@@ -173,4 +174,5 @@ class AsyncClient:
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id
-                    yield _event(event_id, fields)
+                    for event in _events(event_id, fields):
+                        yield event

@@ -92,13 +92,15 @@ class LogLine:
 
 @dataclass
 class Event:
-    #: Stream id: the events of a queue are totally ordered.
+    #: Stream id: the events of a queue are totally ordered (the jobs of a batch entry share it).
     event_id: str
     type: str
     id: str
     queue: str
     at: int
     fields: Dict[str, str]
+    #: The job's place in its batch entry (0 for an entry of one job): (event_id, part) is unique.
+    part: int = 0
 
 
 class _Script:
@@ -481,7 +483,7 @@ class Client:
         while True:
             entries = self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
             for event_id, fields in entries:
-                yield _event(event_id, fields)
+                yield from _events(event_id, fields)
             if len(entries) < EVENTS_PAGE:
                 return
             start = f"({entries[-1][0]}"
@@ -492,15 +494,31 @@ class Client:
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id
-                    yield _event(event_id, fields)
+                    yield from _events(event_id, fields)
 
 
-def _event(event_id: str, fields: Dict[str, str]) -> Event:
+#: What joins a batch entry's per-job values (docs/protocol.md, Events).
+EVENT_LIST_SEPARATOR = "\x1f"
+
+
+def _events(event_id: str, fields: Dict[str, str]) -> List[Event]:
+    """The events of one stream entry: one for a per-job entry, n for a batch entry (the jobs one
+    script call started or completed: per-job lists in fields named `x[]`, shared fields)."""
+    lists = {k[:-2]: v.split(EVENT_LIST_SEPARATOR) for k, v in fields.items() if k.endswith("[]")}
+    if not lists:
+        return [_event(event_id, dict(fields), 0)]
+    shared = {k: v for k, v in fields.items() if not k.endswith("[]") and k != "n"}
+    n = min(len(v) for v in lists.values())
+    return [_event(event_id, {**shared, **{k: v[i] for k, v in lists.items()}}, i) for i in range(n)]
+
+
+def _event(event_id: str, fields: Dict[str, str], part: int) -> Event:
     return Event(
         event_id=event_id,
         type=fields.get("type", ""),
         id=fields.get("id", ""),
         queue=fields.get("queue", ""),
         at=_int(fields.get("at")) or 0,
-        fields=dict(fields),
+        fields=fields,
+        part=part,
     )

@@ -87,6 +87,26 @@ def test_reads(client: Client) -> None:
     assert client.get_job("r3").raw["trace"] == parent and "trace" not in client.get_job("r2").raw
 
 
+def test_events_expand_batch_entries(client: Client, r: Any) -> None:
+    # The documented batch form (docs/protocol.md, Events): one entry, n jobs, `x[]` lists
+    # joined by U+001F; a per-job entry after it reads as before.
+    key = "cvy:{mail}:q:mail:events"
+    sep = "\x1f"
+    r.xadd(key, {"type": "completed", "n": "2", "queue": "mail", "at": "1700000000050",
+                 "id[]": sep.join(["a", "c"]), "token[]": sep.join(["41", "43"]),
+                 "result[]": sep.join(['{"n":1}', '"C"']), "reused[]": sep.join(["0", "1"])})
+    r.xadd(key, {"type": "started", "id": "d", "queue": "mail", "at": "1700000000060", "token": "44"})
+    events = list(client.events("mail", follow=False))
+    assert [(e.type, e.id, e.part, e.fields.get("token"), e.fields.get("result"), e.fields.get("reused"))
+            for e in events] == [
+        ("completed", "a", 0, "41", '{"n":1}', "0"),
+        ("completed", "c", 1, "43", '"C"', "1"),
+        ("started", "d", 0, "44", None, None),
+    ]
+    assert events[0].event_id == events[1].event_id and events[0].at == 1700000000050
+    assert "n" not in events[0].fields and "id[]" not in events[0].fields
+
+
 def test_events_follow_sees_new_transitions(client: Client, redis_url: str) -> None:
     seen: List[str] = []
     ready = threading.Event()

@@ -64,6 +64,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     local top = redis.call('INCRBY', keys[6], started)
     -- (numbers turned into text once: Lua formats a number with sprintf each time it is an argument)
     local deadlines, at, deadline = {}, tostring(now), tostring(now + leaseMs)
+    -- The `started` events: one entry for the claim (record.lua, appendBatchEvent).
+    local ids, tokens, attempts = {}, {}, {}
+    local outbox = outboxOn(keys[9], queue)
     for k = 1, started do
       local id, f = ok[2 * k - 1], ok[2 * k]
       local token = top - started + k
@@ -72,7 +75,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       -- (a first attempt, the common case, needs no formatting)
       local attemptText = f[2] == '0' and '1' or tostring(attempt)
       redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
-      record(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
+      if outbox then
+        recordOutbox(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
+      end
+      ids[k], tokens[k], attempts[k] = id, tokenText, attemptText
       deadlines[2 * k - 1] = deadline
       deadlines[2 * k] = id
       local j = #jobs
@@ -88,6 +94,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
     end
+    appendBatchEvent(eventsKeyOf(keys[8], queue), 'started', {'queue', queue, 'at', at},
+      {'id', ids, 'token', tokens, 'attempt', attempts}, {'worker', workerId})
     redis.call('ZADD', keys[3], unpack(deadlines))
     redis.call('HINCRBY', keys[5], 'started', started)
   end

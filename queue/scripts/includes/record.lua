@@ -22,16 +22,68 @@ local function readMeta(metaKey, queue)
   metaFields[metaKey .. ' ' .. queue] = f
   return f
 end
+local function outboxOn(metaKey, queue)
+  if recordsOn[metaKey] == nil then readMeta(metaKey, queue) end
+  return recordsOn[metaKey]
+end
+local function eventsKeyOf(outboxKey, queue)
+  return queueKeyPrefix(string.sub(outboxKey, 1, #outboxKey - 6), queue) .. 'events'
+end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
+local function recordOutbox(outboxKey, metaKey, fields)
+  if outboxOn(metaKey, fields[6]) then
+    redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
+  end
+end
 local function record(outboxKey, metaKey, fields)
   local n = #fields
   if fields[n - 1] == 'data' then n = n - 2 end
-  local base = string.sub(outboxKey, 1, #outboxKey - 6)
-  redis.call('XADD', queueKeyPrefix(base, fields[6]) .. 'events', 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
-  if recordsOn[metaKey] == nil then readMeta(metaKey, fields[6]) end
-  if recordsOn[metaKey] then
-    redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
+  redis.call('XADD', eventsKeyOf(outboxKey, fields[6]), 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
+  recordOutbox(outboxKey, metaKey, fields)
+end
+
+-- Batch entries (docs/protocol.md, Events): the jobs one call started or completed are one
+-- stream entry, not one each — a stream entry is the largest per-job cost left in a batched
+-- call. `n` jobs; a field named `x[]` holds the jobs' `x` values in order, joined by LIST_SEP
+-- (a control character no job id or JSON text contains); the other fields are shared. A list
+-- value that contains LIST_SEP itself (an id or result no Conveyor producer makes) sends the
+-- batch as per-job entries instead, so nothing is ever split wrongly.
+local LIST_SEP = '\31'
+local function joinable(values)
+  for i = 1, #values do
+    if string.find(values[i], LIST_SEP, 1, true) then return false end
+  end
+  return true
+end
+-- `shared`: the fields every job of the batch has, as a flat list; `lists`: {name, values}
+-- pairs in the per-job entry's field order, all of length n; `tail`: shared fields written after
+-- the lists in the per-job form (keeps that form's field order as it always was).
+local function appendBatchEvent(eventsKey, typ, shared, lists, tail)
+  local n = #lists[2]
+  local ok = n > 1
+  for i = 2, #lists, 2 do ok = ok and joinable(lists[i]) end
+  if ok then
+    local f = {'type', typ, 'n', tostring(n)}
+    for i = 1, #shared do f[#f + 1] = shared[i] end
+    for i = 1, #lists, 2 do
+      f[#f + 1] = lists[i] .. '[]'
+      f[#f + 1] = table.concat(lists[i + 1], LIST_SEP)
+    end
+    for i = 1, #tail do f[#f + 1] = tail[i] end
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(f))
+    return
+  end
+  -- The per-job form: type, id, shared (queue, at), the other lists, tail.
+  for k = 1, n do
+    local f = {'type', typ, lists[1], lists[2][k]}
+    for i = 1, #shared do f[#f + 1] = shared[i] end
+    for i = 3, #lists, 2 do
+      f[#f + 1] = lists[i]
+      f[#f + 1] = lists[i + 1][k]
+    end
+    for i = 1, #tail do f[#f + 1] = tail[i] end
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(f))
   end
 end

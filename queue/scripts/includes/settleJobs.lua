@@ -14,10 +14,28 @@
 -- so a job handed to its own queue can be claimed again without losing its new lease.
 -- `at`/`ttl`: the call's time and retention as text, formatted once per call rather than for
 -- every job's HSET, EXPIRE and event (Lua formats a number with sprintf each time it is an argument).
+-- The completed jobs' events go out as one entry per call (`ev`, written by flushSettled).
 local function newSettleTally(now, retention)
-  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0)}
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0),
+    ev = {ids = {}, tokens = {}, results = {}, reused = {}}}
+end
+local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
+  local ev = tally.ev
+  local k = #ev.ids + 1
+  if k == 1 then
+    ev.key, ev.queue, ev.next = eventsKeyOf(outboxKey, queue), queue, nextQueue
+  end
+  ev.ids[k], ev.tokens[k], ev.results[k], ev.reused[k] = id, token, result, reused
+end
+local function flushCompletedEvents(tally)
+  local ev = tally.ev
+  if #ev.ids == 0 then return end
+  appendBatchEvent(ev.key, 'completed', {'queue', ev.queue, 'at', tally.at},
+    {'id', ev.ids, 'token', ev.tokens, 'result', ev.results, 'reused', ev.reused}, ev.next and {'next', ev.next} or {})
+  tally.ev = {ids = {}, tokens = {}, results = {}, reused = {}}
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
+  flushCompletedEvents(tally)
   if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
   if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
@@ -52,7 +70,10 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
-  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'reused', reused})
+  if outboxOn(metaKey, queue) then
+    recordOutbox(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'reused', reused})
+  end
+  tallyCompleted(tally, outboxKey, queue, id, token, result, reused)
   return 1
 end
 
@@ -72,7 +93,10 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   tally.done[#tally.done + 1] = id
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
-  record(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  if outboxOn(metaKey, queue) then
+    recordOutbox(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
+  end
+  tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
     'attemptsMade', '0', 'stalls', '0', 'handbacks', '0', 'timeout', '0', 'createdAt', tally.at,
     'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
@@ -83,6 +107,8 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   redis.call('HSET', jk, unpack(fields))
   redis.call('ZADD', nextReadyKey, score, id)
   tally.enqueued = tally.enqueued + 1
+  -- (handed to its own queue: the stream keeps `completed` before `enqueued`)
+  if nextQueue == queue then flushCompletedEvents(tally) end
   record(outboxKey, metaKey, {'type', 'enqueued', 'id', id, 'queue', nextQueue, 'at', tally.at, 'from', queue, 'data', nextData})
   return 1
 end
