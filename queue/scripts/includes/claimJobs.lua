@@ -94,8 +94,14 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
     end
-    appendBatchEvent(eventsKeyOf(keys[8], queue), 'started', {'queue', queue, 'at', at},
-      {'id', ids, 'token', tokens, 'attempt', attempts}, {'worker', workerId})
+    if started == 1 then
+      -- (one job, the common case at concurrency 1: the per-job form without building lists)
+      redis.call('XADD', eventsKeyOf(keys[8], queue), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', 'started', 'id', ids[1],
+        'queue', queue, 'at', at, 'token', tokens[1], 'attempt', attempts[1], 'worker', workerId)
+    else
+      appendBatchEvent(eventsKeyOf(keys[8], queue), 'started', {'queue', queue, 'at', at},
+        {'id', ids, 'token', tokens, 'attempt', attempts}, {'worker', workerId})
+    end
     redis.call('ZADD', keys[3], unpack(deadlines))
     redis.call('HINCRBY', keys[5], 'started', started)
   end

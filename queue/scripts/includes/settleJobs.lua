@@ -16,23 +16,24 @@
 -- every job's HSET, EXPIRE and event (Lua formats a number with sprintf each time it is an argument).
 -- The completed jobs' events go out as one entry per call (`ev`, written by flushSettled).
 local function newSettleTally(now, retention)
-  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0),
-    ev = {ids = {}, tokens = {}, results = {}, reused = {}}}
+  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0)}
 end
 local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local ev = tally.ev
-  local k = #ev.ids + 1
-  if k == 1 then
-    ev.key, ev.queue, ev.next = eventsKeyOf(outboxKey, queue), queue, nextQueue
+  if not ev then
+    tally.ev = {ids = {id}, tokens = {token}, results = {result}, reused = {reused},
+      key = eventsKeyOf(outboxKey, queue), queue = queue, next = nextQueue}
+    return
   end
+  local k = #ev.ids + 1
   ev.ids[k], ev.tokens[k], ev.results[k], ev.reused[k] = id, token, result, reused
 end
 local function flushCompletedEvents(tally)
   local ev = tally.ev
-  if #ev.ids == 0 then return end
+  if not ev then return end
+  tally.ev = nil
   appendBatchEvent(ev.key, 'completed', {'queue', ev.queue, 'at', tally.at},
     {'id', ev.ids, 'token', ev.tokens, 'result', ev.results, 'reused', ev.reused}, ev.next and {'next', ev.next} or {})
-  tally.ev = {ids = {}, tokens = {}, results = {}, reused = {}}
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
