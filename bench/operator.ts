@@ -50,6 +50,8 @@ export interface OperatorResult {
   rssMiB: number;
   /** V8 heap in use and memory outside it (buffers, wasm), from the operator's own /metrics. */
   heapUsedMiB: number;
+  /** V8 heap committed (nodejs_heap_size_total_bytes): used plus what V8 keeps for later. */
+  heapTotalMiB: number;
   externalMiB: number;
   apiRequestsPerMinute: Record<string, number>;
   apiWritesPerMinute: number;
@@ -148,12 +150,16 @@ async function parallel<T>(items: T[], width: number, fn: (t: T) => Promise<void
   );
 }
 
-/** The operator's NODE_OPTIONS as the chart sets them (charts/conveyor/values.yaml). */
-function chartOperatorNodeOptions(): string {
+/** The operator's NODE_OPTIONS and MALLOC_ARENA_MAX as the chart sets them (charts/conveyor/values.yaml). */
+function chartOperatorEnv(): { NODE_OPTIONS: string; MALLOC_ARENA_MAX?: string } {
   const values = parseYaml(readFileSync(join(REPO, "charts/conveyor/values.yaml"), "utf8")) as {
-    operator?: { nodeOptions?: string };
+    operator?: { nodeOptions?: string; mallocArenaMax?: number };
   };
-  return values.operator?.nodeOptions ?? "";
+  const arenas = values.operator?.mallocArenaMax;
+  return {
+    NODE_OPTIONS: values.operator?.nodeOptions ?? "",
+    ...(arenas ? { MALLOC_ARENA_MAX: String(arenas) } : {}),
+  };
 }
 
 export async function runOperatorBench(opts: {
@@ -207,7 +213,8 @@ export async function runOperatorBench(opts: {
         env: {
           ...process.env,
           POD_NAME: "",
-          NODE_OPTIONS: opts.operatorNodeOptions ?? chartOperatorNodeOptions(),
+          ...chartOperatorEnv(),
+          ...(opts.operatorNodeOptions !== undefined ? { NODE_OPTIONS: opts.operatorNodeOptions } : {}),
         },
       },
     );
@@ -391,6 +398,7 @@ export async function runOperatorBench(opts: {
       cpuPercentOfCore: round(((c1.cpuMs - c0.cpuMs) / (w1 - w0)) * 100, 2),
       rssMiB: round(c1.rssKb / 1024, 1),
       heapUsedMiB: mib("nodejs_heap_size_used_bytes"),
+      heapTotalMiB: mib("nodejs_heap_size_total_bytes"),
       externalMiB: mib("nodejs_external_memory_bytes"),
       apiRequestsPerMinute,
       apiWritesPerMinute,

@@ -534,6 +534,19 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.deepEqual(nodeOptions(await template({ operator: { nodeOptions: "" } })), []);
   });
 
+  it("caps the operator's malloc arenas at 2 unless extraEnv sets MALLOC_ARENA_MAX, which then stands alone", async () => {
+    const arenaMax = (text: string) => {
+      const op = docs(text).find((o) => o.kind === "Deployment" && component(o) === "operator")!;
+      return (containerOf(op).env ?? []).filter((e) => e.name === "MALLOC_ARENA_MAX").map((e) => e.value);
+    };
+    assert.deepEqual(arenaMax(rendered.get("default")!), ["2"]);
+    assert.deepEqual(
+      arenaMax(await template({ operator: { extraEnv: [{ name: "MALLOC_ARENA_MAX", value: "4" }] } })),
+      ["4"],
+    );
+    assert.deepEqual(arenaMax(await template({ operator: { mallocArenaMax: 0 } })), []);
+  });
+
   it("has least-privilege RBAC: no wildcards, Secrets by get only, nothing cluster-wide when namespaced", () => {
     for (const [name, text] of rendered) {
       const objs = docs(text);
