@@ -4,6 +4,7 @@
 import { packageVersion } from "../lib/packageVersion.ts";
 import { stringify } from "yaml";
 import { SESSION_COOKIE } from "./auth.ts";
+import { EVENT_ID } from "./eventHub.ts";
 import { JOB_ENVELOPE, PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
 import { RESPONSES, SCHEMAS } from "./responses.ts";
 
@@ -49,8 +50,8 @@ function operation(def: RouteDefinition): Record<string, unknown> {
       in: "header",
       required: false,
       description:
-        "resume after this event id (a stream id like 1700000000000-0); browsers send it on reconnect",
-      schema: { type: "string", pattern: "^\\d+-\\d+$" },
+        "resume after this event id (a stream id like 1700000000000-0, with /<part> for a later job of a batch entry: 1700000000000-0/3); browsers send it on reconnect",
+      schema: { type: "string", pattern: EVENT_ID.source },
     });
   const responses: Record<string, unknown> = {};
   const replies = RESPONSES[def.name];
