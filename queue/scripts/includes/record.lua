@@ -31,7 +31,9 @@ local function eventsKeyOf(outboxKey, queue)
 end
 -- `fields` always start 'type', t, 'id', id, 'queue', q; a transition that carries the job's
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
--- stream get ids and outcomes, not payloads. (No field-by-field copy: this runs twice per job.)
+-- stream get ids and outcomes, not payloads; the outbox gets every field. (No field-by-field
+-- copy: record runs for most transitions.) recordOutbox is the outbox half alone, for the
+-- transitions whose events go out as one batch entry (below).
 local function recordOutbox(outboxKey, metaKey, fields)
   if outboxOn(metaKey, fields[6]) then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
