@@ -28,7 +28,8 @@ from .client import (
     _enqueue_calls,
     _enqueued,
     _events,
-    _history_start,
+    _events_after,
+    _since,
     _job,
     _log_lines,
     _one_job,
@@ -155,20 +156,23 @@ class AsyncClient:
     ) -> AsyncIterator[Event]:
         """As Client.events (anchored at the first iteration, not at the call)."""
         key = QueueKeys(queue).events
+        after = _since(since)
         if not follow:
-            start = _history_start(since)
+            start = "-" if after is None else after[0]
             while True:
                 entries = await self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
-                for event_id, fields in entries:
-                    for event in _events(event_id, fields):
-                        yield event
+                for event in _events_after(entries, after):
+                    yield event
                 if len(entries) < EVENTS_PAGE:
                     return
                 start = f"({entries[-1][0]}"
-        last = since or "$"
-        if last == "$":
+        if after is None:
             newest = await self.redis.xrevrange(key, "+", "-", count=1)
             last = newest[0][0] if newest else "0-0"
+        else:
+            last = after[0]
+            for event in _events_after(await self.redis.xrange(key, last, last), after):
+                yield event
         while True:
             reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
             for _, entries in reply or []:

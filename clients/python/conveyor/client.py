@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -101,6 +102,11 @@ class Event:
     fields: Dict[str, str]
     #: The job's place in its batch entry (0 for an entry of one job): (event_id, part) is unique.
     part: int = 0
+
+    @property
+    def cursor(self) -> str:
+        """Where to resume after this event: pass it as `since` (the API's SSE id, the same form)."""
+        return self.event_id if self.part == 0 else f"{self.event_id}/{self.part}"
 
 
 class _Script:
@@ -345,8 +351,27 @@ def _pipelines(queue: Optional[str], known: Iterable[str]) -> List[str]:
     return [queue.split("/")[0]] if queue else sorted(known)
 
 
-def _history_start(since: Optional[str]) -> str:
-    return "-" if since is None else f"({since}"
+_CURSOR = re.compile(r"^(\d{1,20}-\d{1,20})(?:/(\d{1,6}))?$")
+
+
+def _since(since: Optional[str]) -> Optional[Tuple[str, int]]:
+    """`since` (an Event's cursor, or a stream id) as (stream id, part)."""
+    if since is None:
+        return None
+    m = _CURSOR.match(since)
+    if not m:
+        raise ValueError(f"since: expected an event cursor like 1700000000000-0 or 1700000000000-0/3, got {since!r}")
+    return m.group(1), int(m.group(2) or 0)
+
+
+def _events_after(entries: Sequence[Tuple[str, Dict[str, str]]], since: Optional[Tuple[str, int]]) -> List[Event]:
+    """The events of XRANGE/XREAD entries after `since` (the rest of its entry, then the later ones)."""
+    out: List[Event] = []
+    for event_id, fields in entries:
+        for event in _events(event_id, fields):
+            if since is None or event_id != since[0] or event.part > since[1]:
+                out.append(event)
+    return out
 
 
 EVENTS_PAGE = 500
@@ -468,27 +493,30 @@ class Client:
     ) -> Iterator[Event]:
         """The queue's transitions in order. follow=True: events after `since` (default: those
         after this call) until the caller stops iterating; follow=False: the stored history after
-        `since` (default: all ~10,000 kept), then stop."""
+        `since` (default: all ~10,000 kept), then stop. `since` is an Event's `cursor` (resumes
+        inside a batch entry) or a stream id."""
         key = QueueKeys(queue).events
+        after = _since(since)
         if not follow:
-            return self._history(key, since)
-        last = since or "$"
-        if last == "$":  # anchored now, not at the first next(): nothing in between is missed
+            return self._history(key, after)
+        if after is None:  # anchored now, not at the first next(): nothing in between is missed
             newest = self.redis.xrevrange(key, "+", "-", count=1)
-            last = newest[0][0] if newest else "0-0"
-        return self._follow(key, last, block)
+            return self._follow(key, newest[0][0] if newest else "0-0", block, [])
+        # The rest of the cursor's own entry first (a batch entry holds several jobs' events).
+        rest = _events_after(self.redis.xrange(key, after[0], after[0]), after)
+        return self._follow(key, after[0], block, rest)
 
-    def _history(self, key: str, since: Optional[str]) -> Iterator[Event]:
-        start = _history_start(since)
+    def _history(self, key: str, after: Optional[Tuple[str, int]]) -> Iterator[Event]:
+        start = "-" if after is None else after[0]
         while True:
             entries = self.redis.xrange(key, start, "+", count=EVENTS_PAGE)
-            for event_id, fields in entries:
-                yield from _events(event_id, fields)
+            yield from _events_after(entries, after)
             if len(entries) < EVENTS_PAGE:
                 return
             start = f"({entries[-1][0]}"
 
-    def _follow(self, key: str, last: str, block: float) -> Iterator[Event]:
+    def _follow(self, key: str, last: str, block: float, first: List[Event]) -> Iterator[Event]:
+        yield from first
         while True:
             reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
             for _, entries in reply or []:

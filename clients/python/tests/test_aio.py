@@ -28,7 +28,19 @@ def test_async_client_writes_what_the_sync_client_writes(redis_url: str, r: Any,
             assert await c.get_job("nope") is None
             assert (await c.stats("docs/ocr"))["ready"] == 5
             assert (await c.counters("docs/ocr"))["enqueued"] == 6
-            assert [e.id async for e in c.events("docs/ocr", follow=False)] == ["a1", "a2", "a3", "a4", "a5", "a7"]
+            history = [e async for e in c.events("docs/ocr", follow=False)]
+            assert [e.id for e in history] == ["a1", "a2", "a3", "a4", "a5", "a7"]
+            after = [e.id async for e in c.events("docs/ocr", follow=False, since=history[3].cursor)]
+            assert after == ["a5", "a7"]
+            # A batch entry (docs/protocol.md, Events): the follower resumes inside it.
+            sep = "\x1f"
+            r.xadd("cvy:{docs}:q:docs/ocr:events", {"type": "started", "n": "2", "queue": "docs/ocr", "at": "1",
+                                                    "id[]": sep.join(["a1", "a3"]), "token[]": sep.join(["7", "8"])})
+            batch = [e async for e in c.events("docs/ocr", follow=False, since=history[-1].cursor)]
+            assert [(e.type, e.id, e.part) for e in batch] == [("started", "a1", 0), ("started", "a3", 1)]
+            follower = c.events("docs/ocr", follow=True, since=batch[0].cursor, block=0.1)
+            assert (await follower.__anext__()).id == "a3"
+            await follower.aclose()
             assert await c.job_logs("a1") == []
             assert (await c.cancel("a2")).outcome == "cancelled" and (await c.get_job("a2")).state == "cancelled"
             assert (await c.cancel("a2")).outcome == "finished" and (await c.cancel("zz")).outcome == "notFound"

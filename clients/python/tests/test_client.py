@@ -105,6 +105,16 @@ def test_events_expand_batch_entries(client: Client, r: Any) -> None:
     ]
     assert events[0].event_id == events[1].event_id and events[0].at == 1700000000050
     assert "n" not in events[0].fields and "id[]" not in events[0].fields
+    # A cursor resumes inside the batch entry, in the history and when following.
+    assert [e.cursor for e in events] == [events[0].event_id, events[0].event_id + "/1", events[2].event_id]
+    ids_after = lambda since: [e.id for e in client.events("mail", follow=False, since=since)]  # noqa: E731
+    assert ids_after(events[0].cursor) == ["c", "d"]
+    assert ids_after(events[1].cursor) == ["d"]
+    assert ids_after(events[2].cursor) == []
+    followed = client.events("mail", follow=True, since=events[0].cursor, block=0.1)
+    assert [next(followed).id, next(followed).id] == ["c", "d"]
+    with pytest.raises(ValueError, match="since: expected an event cursor"):
+        list(client.events("mail", follow=False, since="yesterday"))
 
 
 def test_events_follow_sees_new_transitions(client: Client, redis_url: str) -> None:
