@@ -293,7 +293,20 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
       },
       { timeoutMs: 240_000, intervalMs: 500 },
     );
-    // Let Prometheus scrape the final state and evaluate the rules a few times.
+    // Every worker pod that ran is scraped before the run is read: Prometheus applies new
+    // file_sd targets at most every 5 s, and the last stage's pods can start and finish their
+    // work within that (a fixed 5 s wait lost them in about half the runs). Then the final
+    // state is scraped and the rules evaluated a few more times.
+    const ran = new Set(runner.running.map((p) => p.name));
+    await pollUntil(
+      `every worker pod scraped (${[...ran].join(", ")})`,
+      async () => {
+        const up = (await queryRange('up{job="conveyor-workers"} == 1')) as { metric: { pod?: string } }[];
+        const scraped = new Set(up.map((x) => x.metric.pod));
+        return [...ran].every((pod) => scraped.has(pod));
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     await new Promise((r) => setTimeout(r, 5000));
 
     // Every alert: loaded and evaluated by Prometheus without error.
