@@ -2,7 +2,7 @@
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import { LeaseTable, leaseTableSlots } from "./leaseTable.ts";
+import { LeaseTable, leaseTableSlots, NO_SLOT } from "./leaseTable.ts";
 
 export interface HeartbeatSettings {
   redisUrl: string;
@@ -50,6 +50,10 @@ export interface HeartbeatEvents {
   onError(message: string): void;
 }
 
+/** Where hold() put a lease: a slot of the shared table, or HELD_BY_MESSAGE. */
+export type HeldLease = number;
+export const HELD_BY_MESSAGE = NO_SLOT;
+
 export class LeaseHeartbeat {
   private readonly thread: Worker;
   private readonly stopped: Promise<void>;
@@ -61,8 +65,6 @@ export class LeaseHeartbeat {
   lastBeatAt = Date.now();
 
   private readonly table: LeaseTable;
-  /** Leases the table could not take (full, or an id too long): held by message instead. */
-  private readonly byMessage = new Set<string>();
 
   constructor(settings: Omit<HeartbeatSettings, "table" | "tableSlots">, events: HeartbeatEvents) {
     const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
@@ -105,15 +107,21 @@ export class LeaseHeartbeat {
     });
   }
 
-  /** Written to the shared table at once: the thread sees it at its next beat even if the event loop then blocks. */
-  hold(id: string, token: string, renewUntil: number): void {
-    if (!this.byMessage.has(id) && this.table.hold(id, token, renewUntil)) return;
-    this.byMessage.add(id);
+  /**
+   * Written to the shared table at once: the thread sees it at its next beat even if the event
+   * loop then blocks. A lease the table cannot take (full, or an id too long) goes by message.
+   * Returns where it is held, for drop().
+   */
+  hold(id: string, token: string, renewUntil: number): HeldLease {
+    const slot = this.table.hold(id, token, renewUntil);
+    if (slot !== NO_SLOT) return slot;
     this.send({ t: "hold", id, token, renewUntil });
+    return HELD_BY_MESSAGE;
   }
-  drop(id: string): void {
-    if (this.table.drop(id)) return;
-    if (this.byMessage.delete(id)) this.send({ t: "drop", id });
+  /** Once per hold(): a table slot may hold another job's lease after. */
+  drop(id: string, held: HeldLease): void {
+    if (held === HELD_BY_MESSAGE) this.send({ t: "drop", id });
+    else this.table.drop(held);
   }
   status(busy: number, slots: number, draining: boolean): void {
     this.table.setStatus(busy, slots, draining);

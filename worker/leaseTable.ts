@@ -8,7 +8,7 @@
 // Each entry is guarded by a sequence word (a seqlock): odd while the main thread writes it, bumped
 // to the next even number after, so a reader that sees the same even word before and after
 // reading the entry has read it whole. An entry that does not fit (table full, id or token too
-// long) is not written: hold() returns false and the caller sends it as a message instead, so no
+// long) is not written: hold() returns NO_SLOT and the caller sends it as a message instead, so no
 // lease is ever silently left unrenewed.
 
 /** Job ids are at most 200 characters (assertJobId); longer ones go by message. */
@@ -21,6 +21,9 @@ const ENTRY_UNITS = MAX_ID_UNITS + MAX_TOKEN_UNITS;
 const STATUS_INTS = 4; // busy, slots, draining, median job ms
 /** A reader gives up on an entry being written after this many tries (and keeps what it read before). */
 const READ_TRIES = 64;
+
+/** hold()'s answer for a lease the table cannot take. */
+export const NO_SLOT = -1;
 
 export interface TableLease {
   id: string;
@@ -40,8 +43,7 @@ export class LeaseTable {
   private readonly ints: Int32Array;
   private readonly until: Float64Array;
   private readonly units: Uint16Array;
-  // Main-thread (writer) bookkeeping.
-  private readonly slotOf = new Map<string, number>();
+  // Main-thread (writer) bookkeeping: the slots no lease holds.
   private readonly free: number[] = [];
   // Reader bookkeeping: the last whole read of each entry, by its sequence word.
   private readonly seen: { seq: number; lease: TableLease | undefined }[] = [];
@@ -63,17 +65,14 @@ export class LeaseTable {
   // ---- writer (main thread) ----
 
   /**
-   * Hold (or re-hold) the lease of job `id`. False when it does not fit (table full, id or token
-   * too long): the caller must pass it on another way.
+   * Hold the lease of job `id`: the entry's slot, for drop(). NO_SLOT when it does not fit (table
+   * full, id or token too long): the caller must pass it on another way. The caller keeps the
+   * slot (no id → slot map here: see slotArray.ts for why).
    */
-  hold(id: string, token: string, renewUntil: number): boolean {
-    if (id.length > MAX_ID_UNITS || token.length > MAX_TOKEN_UNITS) return false;
-    let slot = this.slotOf.get(id);
-    if (slot === undefined) {
-      slot = this.free.pop();
-      if (slot === undefined) return false;
-      this.slotOf.set(id, slot);
-    }
+  hold(id: string, token: string, renewUntil: number): number {
+    if (id.length > MAX_ID_UNITS || token.length > MAX_TOKEN_UNITS) return NO_SLOT;
+    const slot = this.free.pop();
+    if (slot === undefined) return NO_SLOT;
     const base = slot * ENTRY_INTS;
     Atomics.add(this.ints, base, 1); // odd: being written
     const u = slot * ENTRY_UNITS;
@@ -84,20 +83,17 @@ export class LeaseTable {
     this.ints[base + 2] = id.length;
     this.ints[base + 3] = token.length;
     Atomics.add(this.ints, base, 1); // even: whole
-    return true;
+    return slot;
   }
 
-  /** Drop job `id`'s lease. False when the table does not hold it (it went another way, or never came). */
-  drop(id: string): boolean {
-    const slot = this.slotOf.get(id);
-    if (slot === undefined) return false;
-    this.slotOf.delete(id);
+  /** Drop the lease hold() put in `slot`. Once per hold: the slot may hold another job's lease after. */
+  drop(slot: number): void {
     const base = slot * ENTRY_INTS;
+    if (slot < 0 || slot >= this.slots || this.ints[base + 1] === 0) return;
     Atomics.add(this.ints, base, 1);
     this.ints[base + 1] = 0;
     Atomics.add(this.ints, base, 1);
     this.free.push(slot);
-    return true;
   }
 
   setStatus(busy: number, slots: number, draining: boolean): void {

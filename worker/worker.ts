@@ -12,8 +12,9 @@ import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
-import { LeaseHeartbeat, type LostLease } from "./leaseHeartbeat.ts";
+import { LeaseHeartbeat, type HeldLease, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { SlotArray } from "./slotArray.ts";
 import { traceExecution } from "./tracing.ts";
 
 /** Longest idle block on the wake list: bounds how late a delayed job is noticed. */
@@ -52,7 +53,7 @@ export class QueueWorker {
   private readonly blocking: RedisClient;
   private readonly consumer: Consumer;
   private readonly heartbeat: LeaseHeartbeat;
-  private readonly running = new Map<string, RunningJob>();
+  private readonly running = new SlotArray<SlottedJob>();
   private readonly stopHooks: StopHook[] = [];
   /** Notified whenever a slot frees or the state changes; the claim loop and the drain wait on it. */
   private readonly changed = new Notifier();
@@ -356,8 +357,9 @@ export class QueueWorker {
   }
 
   /** Start a claimed job in a slot; callers report status (once per batch). */
-  private startJob(job: ClaimedJob): RunningJob {
-    const entry: RunningJob = {
+  private startJob(job: ClaimedJob): SlottedJob {
+    const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
+    const entry: SlottedJob = {
       job,
       aborted: false,
       handedBack: false,
@@ -365,19 +367,19 @@ export class QueueWorker {
       cancelled: false,
       settling: false,
       trace: traceExecution(job),
+      slot: 0,
+      // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
+      lease: this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs),
     };
-    this.running.set(job.id, entry);
-    const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
-    // Past its timeout and kill grace a job is hung, not slow: stop renewing so its lease lapses.
-    this.heartbeat.hold(job.id, job.token, job.claimedAt + timeoutMs + this.config.killGraceMs);
+    entry.slot = this.running.add(entry);
     // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
     void entry.trace
       .run(() => this.executor.run(entry, timeoutMs))
       .finally(() => {
         if (!entry.handedBack) {
           // (at hand-back its slot was freed already)
-          this.running.delete(job.id);
-          this.heartbeat.drop(job.id);
+          this.running.remove(entry.slot);
+          this.dropLease(entry);
           this.jobsFinished++;
         }
         // Jobs its completion claimed take the freed slot before anyone sees it free.
@@ -404,13 +406,13 @@ export class QueueWorker {
 
   private async handBackAll(reason: string): Promise<void> {
     this.handingBack = reason;
-    const entries = [...this.running.values()].filter((e) => !e.handedBack && !e.lost && !e.cancelled);
+    const entries = this.running.values().filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
     this.changed.notify();
   }
 
-  private async handBack(entry: RunningJob, reason: string): Promise<void> {
+  private async handBack(entry: SlottedJob, reason: string): Promise<void> {
     entry.handedBack = true;
     // Before the abort: the handler's end closes the execution's span.
     entry.trace.event("handed back", { "conveyor.reason": reason });
@@ -429,22 +431,28 @@ export class QueueWorker {
       "job still running at the drain deadline: handed back for immediate redelivery",
     );
     // The handler was told to stop; its slot is free now (the result, if any, is ignored).
-    this.running.delete(entry.job.id);
-    this.heartbeat.drop(entry.job.id);
+    this.running.remove(entry.slot);
+    this.dropLease(entry);
+  }
+
+  private dropLease(entry: SlottedJob): void {
+    if (entry.lease === undefined) return;
+    this.heartbeat.drop(entry.job.id, entry.lease);
+    entry.lease = undefined;
   }
 
   private leasesLost(leases: LostLease[]): void {
     for (const { id, token, cancelled } of leases) {
-      const entry = this.running.get(id);
+      const entry = this.running.find((e) => e.job.id === id && e.job.token === token);
       // A job whose outcome is being written has just cleared its own token: not a loss (the
       // write itself is fenced and reports a real loss). Another token: a later execution of the
       // same job on this worker (failed and claimed again while the renewal was in flight).
-      if (!entry || entry.job.token !== token || entry.handedBack || entry.settling) continue;
+      if (!entry || entry.handedBack || entry.settling) continue;
       if (cancelled) {
         // Final in Redis already: stop renewing, abort the handler (commands get SIGTERM, then
         // SIGKILL after the kill grace); its slot frees when the handler has stopped.
         entry.cancelled = true;
-        this.heartbeat.drop(id);
+        this.dropLease(entry);
         this.log.info({ jobId: id, executionId: token }, "job cancelled: aborting its handler");
         this.executor.abort(entry, new JobCancelledError("job cancelled"));
         continue;
@@ -471,6 +479,12 @@ export class QueueWorker {
       );
     }
   }
+}
+
+/** A running job in its slot of `running`, with where its lease is held until dropped. */
+interface SlottedJob extends RunningJob {
+  slot: number;
+  lease: HeldLease | undefined;
 }
 
 /** Wakes every current waiter at once. */

@@ -14,7 +14,7 @@
 // read its CPU and memory.
 import { Redis } from "ioredis";
 import type { ClaimedJob } from "../../queue/index.ts";
-import { LeaseHeartbeat } from "../../worker/leaseHeartbeat.ts";
+import { LeaseHeartbeat, type HeldLease } from "../../worker/leaseHeartbeat.ts";
 import { ProtoConsumer, type ProtoMode } from "./combined.ts";
 
 const queue = process.env.BENCH_QUEUE ?? "bench";
@@ -52,12 +52,13 @@ const heartbeat = mode.startsWith("hb-")
     )
   : undefined;
 const workerMessages = mode === "hb-worker";
-const started = (job: ClaimedJob) => {
-  heartbeat?.hold(job.id, job.token, Date.now() + 300_000);
+const started = (job: ClaimedJob): HeldLease | undefined => {
+  const held = heartbeat?.hold(job.id, job.token, Date.now() + 300_000);
   if (workerMessages) heartbeat?.status(running, concurrency, false);
+  return held;
 };
-const ended = (job: ClaimedJob) => {
-  heartbeat?.drop(job.id);
+const ended = (job: ClaimedJob, held: HeldLease | undefined) => {
+  if (held !== undefined) heartbeat?.drop(job.id, held);
   if (workerMessages) heartbeat?.status(running, concurrency, false);
 };
 
@@ -68,18 +69,19 @@ const slotFreed = () => {
   wake = undefined;
 };
 
-async function runSlot(first: ClaimedJob): Promise<void> {
+async function runSlot(first: ClaimedJob, firstHeld: HeldLease | undefined): Promise<void> {
   let job: ClaimedJob | undefined = first;
+  let held = firstHeld;
   while (job) {
     const result = await handler(JSON.parse(job.rawData));
     if (mode === "pipelined" || mode === "combined") {
       const next: ClaimedJob | undefined = (await consumer.completeAndClaim(job, result, mode)).next;
-      ended(job);
-      if (next) started(next);
+      ended(job, held);
+      if (next) held = started(next);
       job = next;
     } else {
       await consumer.complete(job, result);
-      ended(job);
+      ended(job, held);
       job = undefined;
     }
   }
@@ -97,8 +99,7 @@ async function loop(): Promise<void> {
     const jobs = await consumer.claim(free);
     for (const job of jobs) {
       running++;
-      started(job);
-      void runSlot(job);
+      void runSlot(job, started(job));
     }
     if (jobs.length > 0 && workerMessages) heartbeat?.beat();
     if (jobs.length === 0) {
