@@ -9,6 +9,7 @@ import { Backoff } from "../../lib/backoff.ts";
 import { apiCode, type KubeClient, type KubeObject, type WatchEvent } from "./client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import { objectKey } from "./keys.ts";
+import { StringPool } from "./stringPool.ts";
 
 export interface InformerHandlers<T extends KubeObject> {
   add?: (obj: T) => void;
@@ -30,8 +31,9 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   /** Server-side watch timeout per request (default 5–10 min, randomized as client-go does). */
   watchTimeoutSeconds?: number;
   /**
-   * What the cache keeps of each object (default: everything but metadata.managedFields, as
-   * controller-runtime's TransformStripManagedFields). Handlers see the transformed object.
+   * What the cache keeps of each object (default: cacheForm — everything but
+   * metadata.managedFields, as controller-runtime's TransformStripManagedFields, with repeated
+   * strings shared). Handlers see the transformed object.
    */
   transform?: (obj: T) => T;
   log?: Logger;
@@ -45,6 +47,14 @@ export function stripManagedFields<T extends KubeObject>(obj: T): T {
     managedFields?: unknown;
   };
   return { ...obj, metadata };
+}
+
+/** One pool for every informer: Deployments, HPAs and WorkerPools repeat each other's strings. */
+const cachedStrings = new StringPool();
+
+/** The informers' default transform: stripManagedFields, then one copy of each repeated string (stringPool.ts). */
+export function cacheForm<T extends KubeObject>(obj: T): T {
+  return cachedStrings.internAll(stripManagedFields(obj));
 }
 
 class RelistNeeded extends Error {}
@@ -68,7 +78,7 @@ export class Informer<T extends KubeObject> {
   constructor(client: KubeClient, opts: InformerOptions<T>) {
     this.client = client;
     this.opts = opts;
-    this.transform = opts.transform ?? stripManagedFields;
+    this.transform = opts.transform ?? cacheForm;
   }
 
   on(h: InformerHandlers<T>): void {
