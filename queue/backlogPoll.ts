@@ -1,13 +1,34 @@
-// The operator's poll of many queues on one Redis server in one round trip: a pipeline of one
-// atomic backlog_counts call and one HMGET of the queue's control (pause, rate limit) per
-// queue (and, for the leader, one sweep_leases call per queue).
-// On Redis Cluster the queues' keys live on different nodes, so each queue gets a pipeline of
-// its own there (still one round trip per queue, all in parallel).
+// The operator's poll of many queues on one Redis server: poll_queues calls of up to
+// POLL_CHUNK queues each, all sent at once (one round trip), each reading a queue's counts, its
+// control (pause, rate limit) and, for the leader, sweeping it.
+// On Redis Cluster the queues' keys live on different nodes, so each queue gets a call of its
+// own there (still one round trip, all in parallel).
 import { QueueKeys } from "./keys.ts";
-import { sweepCall, sweepResult, type SweepResult } from "./consumer.ts";
-import { controlFields, parseQueueControl, type QueueControlState } from "./control.ts";
-import { installScripts, pipelineScript, type RedisClient } from "./scripts.ts";
+import { sweepKeys, sweepResult, sweepSettings, type SweepResult } from "./consumer.ts";
+import { parseQueueControl, type QueueControlState } from "./control.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
 import type { QueueCounts } from "./types.ts";
+
+/**
+ * Queues per poll_queues call. A call holds Redis while it runs (an idle queue costs ~20
+ * commands with its sweep): 100 keep one call near a millisecond.
+ */
+export const POLL_CHUNK = 100;
+
+/**
+ * A queue's part of a poll_queues call — its 11 keys and 2 arguments — made once: a caller that
+ * polls the same queues again keeps it (the keys are most of what a poll would otherwise build).
+ */
+export interface PolledQueue {
+  queue: string;
+  keys: string[];
+  args: string[];
+}
+
+export function polledQueue(queue: string): PolledQueue {
+  const k = new QueueKeys(queue);
+  return { queue, keys: sweepKeys(k), args: [k.jobPrefix, queue] };
+}
 
 /** One queue's poll: its counts, or why they could not be read; the sweep's outcome when asked. */
 export interface QueuePoll {
@@ -20,7 +41,7 @@ export interface QueuePoll {
 
 type CountsReply = [number, number, number, number, number, number, number];
 
-/** The backlog_counts call for one queue (the poll pipelines it; QueueAdmin.counts runs it alone). */
+/** The backlog_counts call for one queue (QueueAdmin.counts; the operator's poll reads the same in poll_queues). */
 export function backlogCountsCall(
   queue: string,
   now = Date.now(),
@@ -29,7 +50,7 @@ export function backlogCountsCall(
   return { keys: [k.ready, k.delayed, k.inflight, k.dead, k.counts], args: [now, k.jobPrefix] };
 }
 
-/** backlog_counts' reply as QueueCounts. */
+/** backlog_counts' reply (poll_queues' first 7 values of a queue) as QueueCounts. */
 export function countsFromReply(r: CountsReply): QueueCounts {
   const [ready, delayed, dueDelayed, inflight, dead, completed, oldest] = r.map(Number) as CountsReply;
   const counts: QueueCounts = {
@@ -49,61 +70,58 @@ function isCluster(redis: RedisClient): boolean {
   return (redis as { isCluster?: boolean }).isCluster === true;
 }
 
-async function pollBatch(redis: RedisClient, queues: string[], sweep: boolean): Promise<QueuePoll[]> {
-  installScripts(redis);
-  const pipeline = redis.pipeline();
-  const now = Date.now();
-  for (const queue of queues) {
-    const k = new QueueKeys(queue);
-    // Pause first: counts read after a pause include every job that can still be running.
-    const f = controlFields(queue);
-    pipeline.hmget(k.meta, f.paused, f.rate);
-    const counts = backlogCountsCall(queue, now);
-    pipelineScript(redis, pipeline, "backlog_counts", counts.keys, counts.args);
-    if (sweep) {
-      const call = sweepCall(queue);
-      pipelineScript(redis, pipeline, "sweep_leases", call.keys, call.args);
-    }
+type Part = (number | string)[];
+
+/** One poll_queues call for `queues` (all on one node). */
+async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boolean): Promise<QueuePoll[]> {
+  const keys: string[] = [];
+  const args: (string | number)[] = [Date.now(), sweep ? 1 : 0, ...sweepSettings()];
+  for (const q of queues) {
+    for (const key of q.keys) keys.push(key);
+    args.push(q.args[0]!, q.args[1]!);
   }
-  const replies = await pipeline.exec();
-  if (!replies) throw new Error("backlog poll: pipeline aborted");
-  const per = sweep ? 3 : 2;
-  return queues.map((_, i) => {
-    const [controlErr, control] = replies[i * per]!;
-    const [err, reply] = replies[i * per + 1]!;
+  const replies = await runScript<[Part, Part][]>(redis, "poll_queues", keys, args);
+  return replies.map(([counts, swept]) => {
     const out: QueuePoll =
-      err || controlErr
-        ? { error: (err ?? controlErr)! }
+      counts.length === 1
+        ? { error: new Error(String(counts[0])) }
         : {
-            counts: countsFromReply(reply as CountsReply),
-            control: parseQueueControl(...(control as [string | null, string | null])),
+            counts: countsFromReply(counts.slice(0, 7) as CountsReply),
+            control: parseQueueControl((counts[7] as string) || null, (counts[8] as string) || null),
           };
-    if (sweep) {
-      const [sweepErr, sweepReply] = replies[i * per + 2]!;
-      out.sweep = sweepErr ?? sweepResult(sweepReply as [number, number, number]);
-    }
+    if (sweep)
+      out.sweep =
+        swept.length === 1
+          ? new Error(String(swept[0]))
+          : sweepResult(swept.map(Number) as [number, number, number]);
     return out;
   });
 }
 
 /**
- * The counts (with oldestReadyAt) of every queue, one round trip for all on a single server.
- * A failed round trip rejects; a failed call for one queue is that queue's `error`.
+ * The counts (with oldestReadyAt) and control of every queue, and a sweep of each when asked:
+ * one round trip for all on a single server. A failed round trip rejects; a failed read of one
+ * queue is that queue's `error` (a failed sweep its `sweep`).
  */
 export async function pollQueues(
   redis: RedisClient,
-  queues: string[],
+  queues: (string | PolledQueue)[],
   opts: { sweep?: boolean } = {},
 ): Promise<QueuePoll[]> {
   if (queues.length === 0) return [];
   const sweep = opts.sweep ?? false;
-  if (!isCluster(redis)) return pollBatch(redis, queues, sweep);
-  return Promise.all(
-    queues.map((q) =>
-      pollBatch(redis, [q], sweep).then(
-        (p) => p[0]!,
-        (err: unknown) => ({ error: err instanceof Error ? err : new Error(String(err)) }),
+  const polled = queues.map((q) => (typeof q === "string" ? polledQueue(q) : q));
+  if (isCluster(redis))
+    return Promise.all(
+      polled.map((q) =>
+        pollChunk(redis, [q], sweep).then(
+          (p) => p[0]!,
+          (err: unknown) => ({ error: err instanceof Error ? err : new Error(String(err)) }),
+        ),
       ),
-    ),
-  );
+    );
+  const chunks: Promise<QueuePoll[]>[] = [];
+  for (let i = 0; i < polled.length; i += POLL_CHUNK)
+    chunks.push(pollChunk(redis, polled.slice(i, i + POLL_CHUNK), sweep));
+  return (await Promise.all(chunks)).flat();
 }

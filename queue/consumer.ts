@@ -485,38 +485,42 @@ export async function sweepQueue(
   return sweepResult(await runScript<[number, number, number]>(redis, "sweep_leases", keys, args));
 }
 
-/** The keys and arguments of one sweep_leases call (also pipelined by the operator's poll). */
+/** The keys and arguments of one sweep_leases call. */
 export function sweepCall(
   queue: string,
   opts: SweepOptions = {},
 ): { keys: string[]; args: (string | number)[] } {
   const k = new QueueKeys(queue);
-  return {
-    keys: [
-      k.inflight,
-      k.ready,
-      k.dead,
-      k.counts,
-      k.wake,
-      k.outbox,
-      k.meta,
-      k.sweepLock,
-      k.delayed,
-      k.workers,
-      k.sweeper,
-    ],
-    args: [
-      k.jobPrefix,
-      queue,
-      Date.now(),
-      opts.maxStalls ?? DEFAULT_MAX_STALLS,
-      opts.limit ?? 1000,
-      opts.lockMs ?? 1000,
-      opts.workerStaleMs ?? 60_000,
-      Math.max(0, Math.round(opts.gapMs ?? 0)),
-      Math.max(0, Math.round(opts.graceMs ?? 0)),
-    ],
-  };
+  return { keys: sweepKeys(k), args: [k.jobPrefix, queue, Date.now(), ...sweepSettings(opts)] };
+}
+
+/** sweep_leases' keys, in its order (poll_queues takes the same 11 per queue). */
+export function sweepKeys(k: QueueKeys): string[] {
+  return [
+    k.inflight,
+    k.ready,
+    k.dead,
+    k.counts,
+    k.wake,
+    k.outbox,
+    k.meta,
+    k.sweepLock,
+    k.delayed,
+    k.workers,
+    k.sweeper,
+  ];
+}
+
+/** sweep_leases' ARGV 4–9 (poll_queues' 3–8): maxStalls, limit, lockMs, workerStaleMs, gapMs, graceMs. */
+export function sweepSettings(opts: SweepOptions = {}): number[] {
+  return [
+    opts.maxStalls ?? DEFAULT_MAX_STALLS,
+    opts.limit ?? 1000,
+    opts.lockMs ?? 1000,
+    opts.workerStaleMs ?? 60_000,
+    Math.max(0, Math.round(opts.gapMs ?? 0)),
+    Math.max(0, Math.round(opts.graceMs ?? 0)),
+  ];
 }
 
 /** A sweep_leases reply as a SweepResult. */

@@ -33,6 +33,7 @@ export const SCRIPT_NAMES = [
   "schedule_tick",
   "schedule_remove",
   "backlog_counts",
+  "poll_queues",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

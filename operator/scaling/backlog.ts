@@ -9,7 +9,9 @@ import {
   connectRedis,
   describeRedisUrl,
   pollQueues,
+  polledQueue,
   waitUntilReady,
+  type PolledQueue,
   type QueueControlState,
   type QueueCounts,
   type RateLimit,
@@ -155,6 +157,8 @@ export interface PollerHooks {
 
 interface PoolPoll {
   target: PollTarget;
+  /** Its queue's part of the poll's calls, made once. */
+  polled: PolledQueue;
   connId: string;
   client: RedisClient;
   group: PollGroup;
@@ -210,7 +214,14 @@ export class BacklogPoller {
     if (cur) this.remove(target.key);
     const { id, client } = this.conns.acquire(target.key, target.url, target.password);
     const group = this.group(id, client, target);
-    const p: PoolPoll = { target, connId: id, client, group, sample: cur?.sample };
+    const p: PoolPoll = {
+      target,
+      polled: polledQueue(target.queue),
+      connId: id,
+      client,
+      group,
+      sample: cur?.sample,
+    };
     this.pools.set(target.key, p);
     group.keys.add(target.key);
     this.pollSoon(group, target.key);
@@ -325,7 +336,7 @@ export class BacklogPoller {
       const polls = await withTimeout(
         pollQueues(
           g.client,
-          pools.map((p) => p.target.queue),
+          pools.map((p) => p.polled),
           { sweep: this.hooks.shouldSweep() },
         ),
         this.timeoutMs,

@@ -1,12 +1,14 @@
-// The operator's batched backlog poll (queue/backlogPoll.ts): one pipeline for many queues must
-// read exactly what QueueAdmin.counts reads queue by queue (oldest ready job included), sweep
-// when asked, and keep one queue's failure to that queue.
+// The operator's batched backlog poll (queue/backlogPoll.ts, poll_queues.lua): one call for many
+// queues must read exactly what QueueAdmin.counts reads queue by queue (oldest ready job
+// included), sweep when asked, and keep one queue's failure to that queue.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import {
   Consumer,
+  POLL_CHUNK,
   QueueKeys,
   pollQueues,
+  polledQueue,
   type Producer,
   type QueueAdmin,
   type RedisClient,
@@ -74,6 +76,35 @@ describe("pollQueues", () => {
     assert.ok(broken!.error instanceof Error);
     assert.match(broken!.error.message, /WRONGTYPE/);
     assert.equal(fine!.counts!.ready, 1);
+  });
+
+  test("a failed sweep is that queue's sweep error; its counts and the other queues are read", async () => {
+    await redis.set(new QueueKeys("poll-badsweep").sweeper, "not a hash");
+    await producer.enqueue("poll-badsweep", { x: 1 });
+    const [bad, other] = await pollQueues(redis, ["poll-badsweep", "poll-fine2"], { sweep: true });
+    assert.ok(bad!.sweep instanceof Error, String(bad!.sweep));
+    assert.match(bad!.sweep.message, /WRONGTYPE/);
+    assert.equal(bad!.counts!.ready, 1);
+    assert.ok(other!.sweep && !(other!.sweep instanceof Error) && other!.sweep.ran);
+  });
+
+  test("more queues than one call takes: every queue read, in order, kept parts reused", async () => {
+    const queues = Array.from({ length: POLL_CHUNK + 7 }, (_, i) => `poll-many-${i}`);
+    await producer.enqueueMany(queues[3]!, [{ data: 1 }]);
+    await producer.enqueueMany(queues[POLL_CHUNK + 5]!, [{ data: 1 }, { data: 2 }]);
+    const polled = queues.map(polledQueue);
+    for (const round of [1, 2]) {
+      const polls = await pollQueues(redis, polled);
+      assert.equal(polls.length, queues.length);
+      const ready = polls.map((p) => p.counts!.ready);
+      assert.equal(ready[3], 1, `round ${round}`);
+      assert.equal(ready[POLL_CHUNK + 5], 2, `round ${round}`);
+      assert.equal(
+        ready.reduce((a, b) => a + b, 0),
+        3,
+        `round ${round}: nothing read from the wrong queue`,
+      );
+    }
   });
 
   test("no queues: no call", async () => {
