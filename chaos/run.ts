@@ -60,6 +60,8 @@ export interface ChaosOptions {
 
 const PIPELINE = "chaos";
 const STAGE_NAMES = "abcdefgh";
+/** How long a SIGTERMed worker may take to exit: its 25 s drain deadline (the default) and a margin. */
+const SIGTERM_EXIT_WAIT_MS = 40_000;
 
 const USAGE = `usage: npm run chaos -- [options]
   --jobs N            jobs to push through the pipeline (default 2000)
@@ -456,6 +458,13 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       }
       await sleep(500);
     }
+    // 6. a worker SIGTERMed just before the pipeline drained may still be in its warm shutdown
+    // (up to its 25 s drain deadline): judged once it exited, or after the deadline and a margin.
+    const shuttingDown = procs.filter((p) => p.fate === "sigterm" && p.exit === undefined);
+    if (shuttingDown.length > 0) {
+      say(`chaos: waiting for ${shuttingDown.length} SIGTERMed worker(s) to finish their warm shutdown`);
+      await Promise.race([Promise.all(shuttingDown.map((p) => p.w.exited)), sleep(SIGTERM_EXIT_WAIT_MS)]);
+    }
     clearInterval(progress);
     writeFileSync(join(dir, "faults.json"), `${JSON.stringify(faults, null, 1)}\n`);
     report = await audit();
@@ -470,7 +479,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       p.w.signal("SIGTERM");
     }
     await Promise.all(
-      live.map((p) => Promise.race([p.w.exited, sleep(40_000)]).then(() => stopProcess(p.w, 5000))),
+      live.map((p) =>
+        Promise.race([p.w.exited, sleep(SIGTERM_EXIT_WAIT_MS)]).then(() => stopProcess(p.w, 5000)),
+      ),
     );
     redis.disconnect();
     await redisServer.kill("SIGTERM").catch(() => {});
