@@ -14,8 +14,14 @@ describe("slot array", () => {
     assert.equal(s.size, 1);
     assert.deepEqual(s.values(), ["b"]);
     assert.equal(s.add("c"), a, "the freed slot");
-    assert.equal(s.find((v) => v === "c"), "c");
-    assert.equal(s.find((v) => v === "a"), undefined);
+    assert.equal(
+      s.find((v) => v === "c"),
+      "c",
+    );
+    assert.equal(
+      s.find((v) => v === "a"),
+      undefined,
+    );
     assert.deepEqual(s.values(), ["c", "b"]);
   });
 
