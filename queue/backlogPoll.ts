@@ -77,8 +77,8 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
   const keys: string[] = [];
   const args: (string | number)[] = [Date.now(), sweep ? 1 : 0, ...sweepSettings()];
   for (const q of queues) {
-    for (const key of q.keys) keys.push(key);
-    args.push(q.args[0]!, q.args[1]!);
+    keys.push(...q.keys);
+    args.push(...q.args);
   }
   const replies = await runScript<[Part, Part][]>(redis, "poll_queues", keys, args);
   return replies.map(([counts, swept]) => {

@@ -2,7 +2,7 @@
 // Why not a Map keyed by job id: a long-lived Map that gains and loses an entry per job rehashes
 // its table every few operations, and V8 allocates the new table where the old one lives, in the
 // old generation. At 10,000 jobs/s that was ~3 MiB/s of old-generation garbage, kept until the
-// next full GC (docs/performance.md, worker step 10). Slots allocate nothing once warm.
+// next full GC (docs/performance.md, worker step 11). Slots allocate nothing once warm.
 
 export class SlotArray<T> {
   private readonly items: (T | undefined)[] = [];

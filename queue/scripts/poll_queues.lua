@@ -14,6 +14,7 @@
 -- is sweep_leases' {requeued, deadLettered, graceLeftMs}, or {} when not asked. Either is
 -- {message} instead when that part failed (a key of the wrong type): one queue's error is its own.
 --- @include "includes/backlogCounts"
+--- @include "includes/control"
 --- @include "includes/sweepLeases"
 
 -- Redis 7 replicates scripts by effects (TIME before writes is fine); 5 and 6 need asking.
@@ -33,8 +34,8 @@ for q = 0, #KEYS / 11 - 1 do
   local jobPrefix, queue = ARGV[9 + 2 * q], ARGV[10 + 2 * q]
   local ok, counts = pcall(function()
     local c = backlogCounts(k[2], k[9], k[1], k[3], k[4], now, jobPrefix)
-    local control = redis.call('HMGET', k[7], 'paused:' .. queue, 'rate:' .. queue)
-    c[8], c[9] = control[1] or '', control[2] or ''
+    local paused, rate = readControl(k[7], queue)
+    c[8], c[9] = paused and '1' or '', rate or ''
     return c
   end)
   if not ok then counts = failed(counts) end
