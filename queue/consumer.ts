@@ -44,7 +44,10 @@ export interface NextStage {
   trace?: string;
 }
 
-/** Most jobs one settle_jobs call carries (Lua's unpack() limit is 8,000 values). */
+/**
+ * Most jobs one settle_jobs call carries (the script takes any number): Redis runs nothing else
+ * while a script runs, and a call's arguments (up to 9 a job) are spread into one JS call.
+ */
 const SETTLE_BATCH_MAX = 500;
 
 /** How a finished job is settled: see `Consumer.settle`. */
@@ -247,7 +250,7 @@ export class Consumer {
     claim = 0,
   ): Promise<SettledBatch> {
     if (batch.length > SETTLE_BATCH_MAX) {
-      // Lua's unpack() has a limit: settle in chunks, claiming with the last one.
+      // Settle in chunks, claiming with the last one.
       const outcomes: SettleOutcome[] = [];
       for (let i = 0; i < batch.length; i += SETTLE_BATCH_MAX) {
         const last = i + SETTLE_BATCH_MAX >= batch.length;

@@ -72,6 +72,19 @@ describe("worker processes", () => {
     assert.ok(victimRan > 0, "the stopped worker had done work");
   });
 
+  test("--concurrency 10000 with 12,000 jobs waiting: the first claim takes 10,000 and every job completes", async () => {
+    const q = "ceiling";
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 12_000 }, (_, i) => ({ id: `c${i}`, data: null })),
+    );
+    const w = await worker(q, { CONVEYOR_CONCURRENCY: "10000", LOG_LEVEL: "warn" });
+    await settled(q, 12_000);
+    assert.equal((await admin.counters(q)).completed, 12_000);
+    assert.equal(countBy(readExecutions(execLog(q)), (e) => e.id).size, 12_000);
+    assert.doesNotMatch(w.logs(), /claim failed/);
+  });
+
   test("a SIGKILLed worker's jobs run again elsewhere after lease expiry, counted as stalls; nothing lost", async () => {
     const q = "sigkill";
     const lease = { CONVEYOR_LEASE: "1s", CONVEYOR_CONCURRENCY: "4" };

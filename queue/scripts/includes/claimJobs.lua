@@ -5,6 +5,7 @@
 --- @include "malformed"
 --- @include "promoteDue"
 --- @include "control"
+--- @include "variadic"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
@@ -40,7 +41,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         back[#back + 1] = popped[i]
         popped[i], popped[i + 1] = nil, nil
       end
-      redis.call('ZADD', keys[1], unpack(back))
+      callVariadic('ZADD', keys[1], back)
     end
   end
   -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
@@ -102,7 +103,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       appendBatchEvent(eventsKeyOf(keys[8], queue), 'started', {'queue', queue, 'at', at},
         {'id', ids, 'token', tokens, 'attempt', attempts}, {'worker', workerId})
     end
-    redis.call('ZADD', keys[3], unpack(deadlines))
+    callVariadic('ZADD', keys[3], deadlines)
     redis.call('HINCRBY', keys[5], 'started', started)
   end
 

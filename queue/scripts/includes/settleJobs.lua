@@ -5,6 +5,7 @@
 --- @include "requeueScore"
 --- @include "wake"
 --- @include "fanIn"
+--- @include "variadic"
 
 -- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
 -- fencing check, the record, fan-in, the transition's event — runs for each job; what only
@@ -37,7 +38,7 @@ local function flushCompletedEvents(tally)
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
-  if #tally.done > 0 then redis.call('ZREM', inflightKey, unpack(tally.done)) end
+  if #tally.done > 0 then callVariadic('ZREM', inflightKey, tally.done) end
   if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
   if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end
