@@ -38,3 +38,21 @@ export function settleOutcome(code: unknown): SettleOutcome {
       throw new Error(`unexpected settle reply ${JSON.stringify(code)}`);
   }
 }
+
+/**
+ * Error replies that come back however often the same write is tried again, by their code (the
+ * reply's first word): a key of the wrong type (WRONGTYPE), a full Redis that evicts nothing
+ * (OOM), an ACL or password refusal (NOPERM, NOAUTH, WRONGPASS), and ERR — a command or script
+ * error (an unknown command, a Lua runtime error). Everything else is transient: no reply at all
+ * (connection lost, timeout), a server loading, busy, failing over or short of replicas (LOADING,
+ * BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, NOREPLICAS), a script the server lost
+ * (NOSCRIPT: the client loads it again).
+ */
+const PERMANENT_REPLIES = new Set(["WRONGTYPE", "OOM", "NOPERM", "NOAUTH", "WRONGPASS", "ERR"]);
+
+/** The code of a Redis error reply that retrying cannot get past (see PERMANENT_REPLIES), else undefined. */
+export function permanentReplyCode(err: unknown): string | undefined {
+  if (!(err instanceof Error) || err.name !== "ReplyError") return undefined;
+  const code = /^\S+/.exec(err.message)?.[0];
+  return code !== undefined && PERMANENT_REPLIES.has(code) ? code : undefined;
+}

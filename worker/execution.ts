@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   encodeResult,
+  permanentReplyCode,
   retryDelay,
   type ClaimedJob,
   type Consumer,
@@ -84,6 +85,8 @@ export class JobExecutor {
   private readonly settler: SettleBatcher;
   private readonly schedules: Schedules;
   private readonly onCompleted: (ms: number) => void;
+  /** The writes that settle jobs (the hand-back at the drain deadline too); /readyz asks it. */
+  readonly writes: SettleWrites;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
@@ -99,6 +102,7 @@ export class JobExecutor {
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
+    this.writes = new SettleWrites((code) => this.metrics.writesRefused.inc({ queue, code }));
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
       completed: this.metrics.completed.labels({ queue }),
@@ -106,8 +110,20 @@ export class JobExecutor {
     };
   }
 
-  /** Run one claimed job to its end: handler, timeout, abort, result or error, settle. */
+  /**
+   * Run one claimed job to its end: handler, timeout, abort, result or error, settle. A settle
+   * write Redis refused for good ends it too (logged and counted by SettleWrites).
+   */
   async run(entry: RunningJob, timeoutMs: number): Promise<void> {
+    try {
+      await this.execute(entry, timeoutMs);
+    } catch (err) {
+      if (!(err instanceof WriteRefusedError)) throw err;
+      entry.trace.end("writeRefused", err);
+    }
+  }
+
+  private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
     const { job, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
@@ -129,7 +145,7 @@ export class JobExecutor {
     // A schedule's tick (id `sched:…`): the next tick goes in line before this one runs, so a
     // crash here cannot end the schedule (a redelivered tick enqueues nothing twice).
     if (job.id.startsWith("sched:")) {
-      const next = await retryWrite(log, "schedule the next tick", () =>
+      const next = await this.writes.write(log, "schedule the next tick", () =>
         this.schedules.onTickStarted(job.queue, job.id),
       );
       if (next !== null) log.debug({ nextTick: new Date(next).toISOString() }, "next schedule tick enqueued");
@@ -211,7 +227,7 @@ export class JobExecutor {
           }
         : undefined,
     };
-    const outcome = await retryWrite(log, "complete", async (attempt) => {
+    const outcome = await this.writes.write(log, "complete", async (attempt) => {
       // Batched complete-and-claim: settled with the completions of the same tick, in one call
       // that also claims for the freed slots. Not on a retry: a reply lost to a connection
       // error would strand what the earlier try claimed until its lease expires.
@@ -313,7 +329,7 @@ export class JobExecutor {
       baseMs: this.config.backoffBaseMs,
       maxMs: this.config.backoffMaxMs,
     });
-    const outcome = await retryWrite(log, "fail", () =>
+    const outcome = await this.writes.write(log, "fail", () =>
       this.consumer.fail(job, error, { retryable, retryDelayMs: delay }),
     );
     this.metrics.duration.observe(
@@ -360,7 +376,7 @@ export class JobExecutor {
     const { job } = entry;
     entry.settling = true;
     const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
-    const n = await retryWrite(log, "fan out", () =>
+    const n = await this.writes.write(log, "fan out", () =>
       this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
     );
     entry.trace.end(n === "cancelled" ? "cancelled" : n === null ? "fenced" : "fannedOut");
@@ -392,7 +408,7 @@ export class JobExecutor {
     const error = serializeError(err);
     entry.settling = true;
     this.circuit.dependencyFailure();
-    const released = await retryWrite(log, "defer", () =>
+    const released = await this.writes.write(log, "defer", () =>
       this.consumer.release(entry.job, `dependency failure: ${error.message}`, "deferred"),
     );
     if (released) this.metrics.deferred.inc({ queue: entry.job.queue });
@@ -433,20 +449,66 @@ export class JobExecutor {
   }
 }
 
-/** Redis writes that settle a job retry through outages: a finished job must not be re-run for a blip. */
-export async function retryWrite<T>(
-  log: Logger,
-  what: string,
-  op: (attempt: number) => Promise<T>,
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await op(attempt);
-    } catch (err) {
-      if (attempt === 1 || attempt % 10 === 0)
-        log.warn({ err: (err as Error).message, attempt }, `${what}: Redis write failed; retrying`);
-      await sleep(exponentialDelay(attempt, SETTLE_RETRY));
+/** Refused writes in a row after which the worker reports unready (/readyz), until a write goes through. */
+export const REFUSALS_UNREADY = 3;
+
+/** A write settling a job that Redis refused for good (permanentReplyCode): trying again cannot succeed. */
+export class WriteRefusedError extends Error {
+  override name = "WriteRefusedError";
+  readonly code: string;
+  constructor(what: string, code: string, cause: unknown) {
+    super(`${what}: Redis refused the write (${code})`, { cause });
+    this.code = code;
+  }
+}
+
+/**
+ * The Redis writes that settle a job. A transient failure (an outage) is retried until the write
+ * goes through: a finished job must not be re-run for a blip. A refusal (WRONGTYPE, OOM, NOPERM…:
+ * queue's permanentReplyCode) gets one more try — alone: a completion's first try is batched, and
+ * another job's record may be the one refused — then it is logged, counted and thrown as a
+ * WriteRefusedError: the caller frees the slot and stops renewing the lease, so the job runs
+ * again once the lease expires instead of wedging the slot forever.
+ */
+export class SettleWrites {
+  private refusedInARow = 0;
+  private lastRefusal = "";
+  private readonly refused: (code: string) => void;
+
+  constructor(refused: (code: string) => void) {
+    this.refused = refused;
+  }
+
+  async write<T>(log: Logger, what: string, op: (attempt: number) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const done = await op(attempt);
+        this.refusedInARow = 0;
+        return done;
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        const code = permanentReplyCode(err);
+        if (code !== undefined && attempt > 1) {
+          this.refusedInARow++;
+          this.lastRefusal = `${what}: ${message}`;
+          this.refused(code);
+          log.error(
+            { err: message, code, attempt },
+            `${what}: Redis refused the write for good; slot freed, the job runs again when its lease expires`,
+          );
+          throw new WriteRefusedError(what, code, err);
+        }
+        if (attempt === 1 || attempt % 10 === 0)
+          log.warn({ err: message, attempt }, `${what}: Redis write failed; retrying`);
+        await sleep(exponentialDelay(attempt, SETTLE_RETRY));
+      }
     }
+  }
+
+  /** Why the worker is not ready: the refusals, once REFUSALS_UNREADY came in a row; else undefined. */
+  unready(): string | undefined {
+    if (this.refusedInARow < REFUSALS_UNREADY) return undefined;
+    return `${this.refusedInARow} settle writes in a row refused by Redis, the last: ${this.lastRefusal}`;
   }
 }
 

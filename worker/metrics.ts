@@ -108,6 +108,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    writesRefused: new Counter({
+      name: "conveyor_settle_writes_refused_total",
+      help: "Writes settling a job that Redis refused for good (code: WRONGTYPE, OOM, NOPERM…): the slot was freed, the lease expires and the job runs again",
+      labelNames: ["queue", "code"] as const,
+      registers,
+    }),
     resultsReused: new Counter({
       name: "conveyor_results_reused_total",
       help: "Stage runs skipped because a result for the same content hash existed",

@@ -8,7 +8,7 @@ import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } 
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
-import { JobExecutor, retryWrite, type RunningJob } from "./execution.ts";
+import { JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
@@ -196,6 +196,8 @@ export class QueueWorker {
   ready(): { ok: boolean; reason: string } {
     if (this.state !== "running") return { ok: false, reason: this.state };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
+    const refused = this.executor.writes.unready();
+    if (refused) return { ok: false, reason: refused };
     if (this.circuit.state === "open")
       return { ok: false, reason: `circuit open until ${new Date(this.circuit.openUntil).toISOString()}` };
     return { ok: true, reason: "ok" };
@@ -422,9 +424,13 @@ export class QueueWorker {
       attempt: entry.job.attempt,
       executionId: entry.job.token,
     });
-    const released = await retryWrite(log, "hand back", () =>
-      this.consumer.release(entry.job, reason, "handedBack"),
-    );
+    const released = await this.executor.writes
+      .write(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"))
+      .catch((err: unknown) => {
+        // (refused for good: logged and counted; the lease expires and the job runs again)
+        if (err instanceof WriteRefusedError) return false;
+        throw err;
+      });
     if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
     log.warn(
       { outcome: "handedBack", reason, released },

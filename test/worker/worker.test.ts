@@ -3,6 +3,7 @@
 // malformed jobs, atomic stage chaining, handler kinds, and a heartbeat that survives a
 // blocked event loop.
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -357,6 +358,48 @@ describe("worker processes", () => {
     );
     await waitFor("post-outage jobs complete", async () => (await admin.counts(q)).completed >= 20);
     assert.equal(w.child.exitCode, null);
+  });
+
+  test("a settle Redis refuses for good (OOM) frees the slot, is counted, makes the worker unready after 3; the jobs run again once Redis takes writes", async () => {
+    const q = "refused";
+    const go = join(dir, "refused.go");
+    const w = await worker(q, { CONVEYOR_CONCURRENCY: "3", CONVEYOR_LEASE: "1s" });
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 3 }, (_, i) => ({ id: `r${i}`, data: { untilFile: go } })),
+    );
+    await waitFor("3 jobs running", async () => readExecutions(execLog(q)).length === 3);
+    const ready = async () => {
+      const r = await fetch(`http://127.0.0.1:${w.port}/readyz`);
+      return { status: r.status, reason: await r.text() };
+    };
+    assert.equal((await ready()).status, 200);
+    // Every write is refused with OOM from now on (noeviction is Redis' default policy).
+    await redis.config("SET", "maxmemory", "1");
+    try {
+      writeFileSync(go, "");
+      await waitFor(
+        "3 refusals counted and every slot freed",
+        async () => {
+          const m = await w.metrics();
+          return (
+            metricValue(m, "conveyor_settle_writes_refused_total", { queue: q, code: "OOM" }) === 3 &&
+            metricValue(m, "conveyor_jobs_in_flight", { queue: q }) === 0
+          );
+        },
+        60_000,
+      );
+      const unready = await ready();
+      assert.equal(unready.status, 503);
+      assert.match(unready.reason, /3 settle writes in a row refused by Redis, the last: complete: OOM/);
+      assert.match(w.logs(), /complete: Redis refused the write for good/);
+    } finally {
+      await redis.config("SET", "maxmemory", "0");
+    }
+    // Their leases were no longer renewed: swept back to ready, run again, completed.
+    await settled(q, 3);
+    assert.deepEqual([...countBy(readExecutions(execLog(q)), (e) => e.id).values()], [2, 2, 2]);
+    await waitFor("ready again after a write went through", async () => (await ready()).status === 200);
   });
 
   test("bad configuration stops the worker at start with a message naming the variable", async () => {
