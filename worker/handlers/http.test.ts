@@ -91,4 +91,28 @@ describe("http handler responses", () => {
     });
     await assert.rejects(httpHandler(bad).run(job, ctx()), /answered 422: no such field/);
   });
+
+  test("a redirect is not followed: the job fails naming the location, and the target gets nothing", async () => {
+    let reached = 0;
+    const elsewhere = await sidecar((req, res) => {
+      reached++;
+      res.end("{}");
+    });
+    for (const status of [301, 302, 303, 307, 308]) {
+      const url = await sidecar((req, res) => {
+        res.writeHead(status, { location: elsewhere });
+        res.end();
+      });
+      const withCallback = { ...ctx(), callback: { url: "http://127.0.0.1:1/cb", token: "secret" } };
+      await assert.rejects(
+        httpHandler(url).run(job, withCallback),
+        (err: Error & { retryable?: boolean }) => {
+          assert.match(err.message, new RegExp(`answered ${status}, a redirect to "${elsewhere}"`));
+          assert.equal(err.retryable, false);
+          return true;
+        },
+      );
+    }
+    assert.equal(reached, 0, "the redirect target received the request (callback token, job data)");
+  });
 });

@@ -49,6 +49,8 @@ export function httpHandler(url: string): Handler {
       try {
         res = await fetch(url, {
           method: "POST",
+          // Not followed: the callback token and the job data would go wherever the sidecar points.
+          redirect: "manual",
           signal: ctx.signal,
           headers: {
             "content-type": "application/json",
@@ -73,6 +75,13 @@ export function httpHandler(url: string): Handler {
           retryable: true,
           cause: err,
         });
+      }
+      if (res.status >= 300 && res.status < 400) {
+        await res.body?.cancel().catch(() => {});
+        throw new HandlerError(
+          `handler sidecar answered ${res.status}, a redirect to ${JSON.stringify(res.headers.get("location") ?? "")}: redirects are not followed (the request carries the callback token and the job data)`,
+          { retryable: false },
+        );
       }
       const text = await readCapped(res, MAX_RESPONSE_BYTES, ctx.signal);
       if (!res.ok) {
