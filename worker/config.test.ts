@@ -37,6 +37,16 @@ describe("worker configuration", () => {
     );
   });
 
+  it("--handler-credentials is off unless asked for, bare or by its variable; a bad value names both", () => {
+    assert.equal(loadWorkerConfig(BASE, {}).handlerCredentials, false);
+    assert.equal(loadWorkerConfig([...BASE, "--handler-credentials"], {}).handlerCredentials, true);
+    assert.equal(loadWorkerConfig(BASE, { CONVEYOR_HANDLER_CREDENTIALS: "true" }).handlerCredentials, true);
+    assert.throws(
+      () => loadWorkerConfig(BASE, { CONVEYOR_HANDLER_CREDENTIALS: "maybe" }),
+      /--handler-credentials \/ CONVEYOR_HANDLER_CREDENTIALS: expected true or false/,
+    );
+  });
+
   it("--help says once how durations are written", () => {
     assert.equal(WORKER_USAGE.match(/a bare number is seconds/g)?.length, 1);
   });

@@ -39,6 +39,8 @@ export interface WorkerConfig {
   circuitThreshold: number;
   /** Circuit breaker: first pause; doubles while the dependency stays down, up to 10×. */
   circuitBackoffMs: number;
+  /** A command handler's environment keeps the worker's connection secrets (handlers/command.ts WORKER_SECRETS). */
+  handlerCredentials: boolean;
 }
 
 const WEEK_MS = 7 * 24 * 3600 * 1000;
@@ -68,6 +70,7 @@ const SOURCES = {
   "result-ttl": "CONVEYOR_RESULT_TTL_SECONDS",
   "circuit-threshold": "CONVEYOR_CIRCUIT_THRESHOLD",
   "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
+  "handler-credentials": "CONVEYOR_HANDLER_CREDENTIALS",
 } as const;
 
 export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
@@ -92,11 +95,12 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --result-ttl D       CONVEYOR_RESULT_TTL_SECONDS reuse a stage result for jobs with the same content hash (default 24h; 0 = off)
   --circuit-threshold N CONVEYOR_CIRCUIT_THRESHOLD consecutive dependency failures that pause claiming (default 5; 0 = off)
   --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
+  --handler-credentials CONVEYOR_HANDLER_CREDENTIALS a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL (default false)
   --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)
 ${DURATION_HELP}`;
 
 export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  const o = readOptions(argv, env, SOURCES, WORKER_USAGE);
+  const o = readOptions(argv, env, SOURCES, WORKER_USAGE, ["handler-credentials"]);
   const { raw, guard, int, duration, seconds, required } = o;
   const queue = required("queue");
   guard("queue", assertQueueName);
@@ -137,5 +141,6 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     resultTtlSeconds: seconds("result-ttl", 86_400, 0, YEAR_SECONDS),
     circuitThreshold: int("circuit-threshold", 5, 0, 1_000_000),
     circuitBackoffMs: duration("circuit-backoff", 30_000),
+    handlerCredentials: o.bool("handler-credentials", false),
   };
 }

@@ -33,7 +33,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   const metrics = createWorkerMetrics();
   let handler;
   try {
-    handler = await createHandler(config.handler, { killGraceMs: config.killGraceMs });
+    handler = await createHandler(config.handler, config);
   } catch (err) {
     log.fatal({ err: (err as Error).message }, "cannot create the handler");
     return 2;

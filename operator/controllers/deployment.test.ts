@@ -49,6 +49,17 @@ describe("worker Deployment", () => {
     ]);
   });
 
+  it("a command handler gets the worker's connection secrets only when the pool passes them", () => {
+    const envOf = (handler: object) => {
+      const p = pool({ ...base, handler });
+      const c = desiredDeployment(p, p.spec, { defaultImage: "img" }).spec!.template!.spec!.containers[0]!;
+      return c.env!.find((e) => e.name === "CONVEYOR_HANDLER_CREDENTIALS")?.value;
+    };
+    assert.equal(envOf({ command: ["/bin/ocr"] }), undefined);
+    assert.equal(envOf({ command: ["/bin/ocr"], passCredentials: false }), undefined);
+    assert.equal(envOf({ command: ["/bin/ocr"], passCredentials: true }), "true");
+  });
+
   it("takes the pool's own NODE_OPTIONS instead of the worker's default, once", () => {
     const p = pool({
       ...base,

@@ -62,6 +62,7 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
     { name: "CONVEYOR_QUEUE", value: spec.queue },
     ...(spec.nextQueue ? [{ name: "CONVEYOR_NEXT_QUEUE", value: spec.nextQueue }] : []),
     { name: "CONVEYOR_HANDLER", value: handlerEnv(spec.handler) },
+    ...(spec.handler.passCredentials ? [{ name: "CONVEYOR_HANDLER_CREDENTIALS", value: "true" }] : []),
     { name: "CONVEYOR_CONCURRENCY", value: String(spec.concurrency) },
     { name: "CONVEYOR_JOB_TIMEOUT_SECONDS", value: String(spec.maxJobSeconds) },
     { name: "CONVEYOR_DRAIN_SECONDS", value: String(drainSeconds(spec)) },

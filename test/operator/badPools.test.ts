@@ -285,6 +285,8 @@ const MUTATIONS: Record<string, Mutation> = {
       { module: "/a.js", command: ["x"] },
       { http: { port: 8080 } },
       { command: ["/bin/true"] },
+      { command: ["/bin/true"], passCredentials: true },
+      { module: "/a.js", passCredentials: true },
       null,
       "module",
       [],

@@ -282,6 +282,31 @@ describe("worker processes", () => {
     assert.equal(existsSync(marker), false);
   });
 
+  test("command handler: the pod's environment without the worker's Redis and PostgreSQL secrets, unless the pool opts in", async () => {
+    const argv = [join(REPO, "node_modules/.bin/node"), join(REPO, "test/fixtures/echoCommand.mjs")];
+    const names = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL", "POD_NAME", "CONVEYOR_JOB_ID"];
+    // (the test Redis has no password: the worker's AUTH with this one is answered with a warning)
+    const env = { CONVEYOR_HANDLER: `command:${JSON.stringify(argv)}`, REDIS_PASSWORD: "s3cret" };
+    const seen = async (q: string, handlerEnv: Record<string, string>) => {
+      await worker(q, { ...env, ...handlerEnv });
+      await producer.enqueue(q, { env: names }, { id: `${q}-1` });
+      await waitFor(`${q} completed`, async () => (await admin.counts(q)).completed === 1);
+      return { env: JSON.parse((await admin.job(`${q}-1`, q))!.result!) as Record<string, string | null> };
+    };
+    const plain = await seen("cmd-env", {});
+    const { POD_NAME, ...rest } = plain.env;
+    assert.match(POD_NAME ?? "", /^w\d+$/, "the pod's own environment is kept");
+    assert.deepEqual(rest, {
+      REDIS_URL: null,
+      REDIS_PASSWORD: null,
+      DATABASE_URL: null,
+      CONVEYOR_JOB_ID: "cmd-env-1",
+    });
+    const optedIn = await seen("cmd-env-creds", { CONVEYOR_HANDLER_CREDENTIALS: "true" });
+    assert.equal(optedIn.env.REDIS_URL, server.url);
+    assert.equal(optedIn.env.REDIS_PASSWORD, "s3cret");
+  });
+
   test("http handler: POSTs the data to a sidecar; 4xx is final, 5xx retried", async () => {
     const q = "http";
     let calls = 0;

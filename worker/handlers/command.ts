@@ -10,7 +10,14 @@ const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const EX_DATAERR = 65;
 const EX_TEMPFAIL = 75;
 
-export function commandHandler(argv: string[], killGraceMs: number): Handler {
+/**
+ * The worker's own connection secrets (its Redis and PostgreSQL): not in a command's environment
+ * unless the pool opts in (--handler-credentials), so a handler cannot write to the queues or
+ * the records behind the worker's back.
+ */
+export const WORKER_SECRETS = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL"] as const;
+
+export function commandHandler(argv: string[], killGraceMs: number, passCredentials = false): Handler {
   const [file, ...args] = argv;
   return {
     kind: "command",
@@ -18,22 +25,24 @@ export function commandHandler(argv: string[], killGraceMs: number): Handler {
       new Promise((resolve, reject) => {
         // The process span's context as TRACEPARENT/TRACESTATE (the environment-carrier convention).
         const traced = activeTraceHeaders();
+        const env: NodeJS.ProcessEnv = {
+          ...process.env,
+          CONVEYOR_JOB_ID: job.id,
+          CONVEYOR_QUEUE: job.queue,
+          CONVEYOR_ATTEMPT: String(job.attempt),
+          CONVEYOR_EXECUTION_ID: job.executionId,
+          ...(ctx.callback
+            ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
+            : {}),
+          ...(traced && { TRACEPARENT: traced.traceparent }),
+          ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
+        };
+        if (!passCredentials) for (const name of WORKER_SECRETS) delete env[name];
         const child = spawn(file!, args, {
           shell: false,
           detached: true, // its own process group, so a timeout kills grandchildren too
           stdio: ["pipe", "pipe", "pipe"],
-          env: {
-            ...process.env,
-            CONVEYOR_JOB_ID: job.id,
-            CONVEYOR_QUEUE: job.queue,
-            CONVEYOR_ATTEMPT: String(job.attempt),
-            CONVEYOR_EXECUTION_ID: job.executionId,
-            ...(ctx.callback
-              ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
-              : {}),
-            ...(traced && { TRACEPARENT: traced.traceparent }),
-            ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
-          },
+          env,
         });
         const out: Buffer[] = [];
         let outBytes = 0;

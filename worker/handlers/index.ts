@@ -40,13 +40,16 @@ export function parseHandlerSpec(text: string): HandlerSpec {
   );
 }
 
-export async function createHandler(spec: HandlerSpec, opts: { killGraceMs: number }): Promise<Handler> {
+export async function createHandler(
+  spec: HandlerSpec,
+  opts: { killGraceMs: number; handlerCredentials?: boolean },
+): Promise<Handler> {
   switch (spec.kind) {
     case "module":
       return loadModuleHandler(spec.path);
     case "http":
       return httpHandler(spec.url);
     case "command":
-      return commandHandler(spec.argv, opts.killGraceMs);
+      return commandHandler(spec.argv, opts.killGraceMs, opts.handlerCredentials);
   }
 }

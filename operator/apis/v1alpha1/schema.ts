@@ -176,6 +176,10 @@ export const specSchema = {
           rule: "[has(self.module), has(self.http), has(self.command)].filter(x, x).size() == 1",
           message: "handler must set exactly one of module, http or command",
         },
+        {
+          rule: "!has(self.passCredentials) || has(self.command)",
+          message: "handler.passCredentials applies to a command handler only",
+        },
       ],
       properties: {
         module: {
@@ -200,6 +204,11 @@ export const specSchema = {
           "x-kubernetes-list-type": "atomic",
           description: "argv of a program run per job (JSON on stdin, JSON result on stdout; no shell).",
           items: { type: "string", maxLength: 4096 },
+        },
+        passCredentials: {
+          type: "boolean",
+          description:
+            "The command's environment keeps the worker's REDIS_URL, REDIS_PASSWORD and DATABASE_URL (by default it gets the pod's environment without them).",
         },
       },
     },

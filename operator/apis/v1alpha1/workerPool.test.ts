@@ -110,7 +110,7 @@ describe("WorkerPool API", () => {
       nextQueue: "p/b",
       redis: { url: "redis://r:6379", secretRef: { name: "redis", key: "password" }, tls: false },
       database: { secretRef: { name: "pg", key: "url" } },
-      handler: { module: "/app/h.js", http: { port: 1, path: "/" }, command: ["x"] },
+      handler: { module: "/app/h.js", http: { port: 1, path: "/" }, command: ["x"], passCredentials: false },
       concurrency: 2,
       maxJobSeconds: 60,
       drainSeconds: 30,
