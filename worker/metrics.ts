@@ -108,6 +108,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    claimPolls: new Counter({
+      name: "conveyor_claim_polls_total",
+      help: "Claims the claim loop sent (one per wake-up, freed slot or 5 s idle; complete-and-claim not counted): an idle worker that still looks for work keeps it moving",
+      labelNames: q,
+      registers,
+    }),
     writesRefused: new Counter({
       name: "conveyor_settle_writes_refused_total",
       help: "Writes settling a job that Redis refused for good (code: WRONGTYPE, OOM, NOPERM…): the slot was freed, the lease expires and the job runs again",

@@ -70,6 +70,7 @@ export class QueueWorker {
   private readonly executor: JobExecutor;
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
+  private readonly claimPolls;
 
   constructor(
     config: WorkerConfig,
@@ -140,6 +141,7 @@ export class QueueWorker {
       this.changed.notify();
     });
     this.inFlight = this.metrics.inFlight.labels(q);
+    this.claimPolls = this.metrics.claimPolls.labels(q);
     this.executor = new JobExecutor({
       config,
       log: this.log,
@@ -163,7 +165,16 @@ export class QueueWorker {
     this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
     // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
     const m = this.metrics;
-    for (const c of [m.completed, m.started, m.failed, m.retried, m.deadLettered, m.leasesLost, m.deferred])
+    for (const c of [
+      m.completed,
+      m.started,
+      m.failed,
+      m.retried,
+      m.deadLettered,
+      m.leasesLost,
+      m.deferred,
+      m.claimPolls,
+    ])
       c.inc(q, 0);
     for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
     this.metrics.slots.set(q, config.concurrency);
@@ -290,6 +301,7 @@ export class QueueWorker {
         continue;
       } finally {
         this.reserved -= free;
+        this.claimPolls.inc();
       }
       if (claimed.jobs.length > 0) {
         this.takeClaimed(claimed.jobs);

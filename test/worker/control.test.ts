@@ -20,7 +20,14 @@ import {
 import { stopProcess, waitFor } from "../support/processes.ts";
 import type { RedisServer } from "../support/redis.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
-import { CONVEYOR, countBy, NODE, readExecutions } from "../support/workers.ts";
+import {
+  CONVEYOR,
+  countBy,
+  metricValue,
+  NODE,
+  readExecutions,
+  type WorkerProcess,
+} from "../support/workers.ts";
 
 /** Fast heartbeats (a third of the lease) and a short kill grace, so cancels are seen quickly. */
 const FAST = { CONVEYOR_LEASE: "1500ms", CONVEYOR_KILL_GRACE: "500ms", CONVEYOR_CONCURRENCY: "1" };
@@ -58,6 +65,20 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     }
   };
 
+  /**
+   * Wait until each worker's claim loop sent two more claims than now (the second one was sent
+   * after this call): whatever a worker could claim meanwhile, it has claimed. Absence is
+   * asserted after this, never after a guessed time.
+   */
+  async function claimsAfter(workers: WorkerProcess[]): Promise<void> {
+    const polls = () =>
+      Promise.all(workers.map(async (w) => metricValue(await w.metrics(), "conveyor_claim_polls_total")));
+    const before = await polls();
+    await waitFor("two more claims by each worker", async () =>
+      (await polls()).every((n, i) => n >= before[i]! + 2),
+    );
+  }
+
   async function expectCancelledRunning(queue: string, id: string): Promise<void> {
     const r = await cli("cancel", id, "--queue", queue, "--json");
     assert.equal(r.code, 0, r.err);
@@ -77,7 +98,13 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     );
     await producer.enqueue(q, {}, { id: "m2" });
     await waitFor("the next job ran", async () => (await admin.job("m2", q))?.state === "completed");
-    await new Promise((r) => setTimeout(r, 2000)); // past a lease: the sweeper must not bring m1 back
+    // A sweep past m1's lease (1.5 s) would have brought it back: ready again, then run again.
+    const [seconds] = await redis.time();
+    const leaseEnd = Number(seconds) * 1000 + 1500;
+    await waitFor(
+      "a sweep past m1's lease",
+      async () => Number(await redis.hget(new QueueKeys(q).sweeper, "sweptAt")) > leaseEnd,
+    );
     assert.deepEqual(
       executions(q).map((e) => e.id),
       ["m1", "m2"],
@@ -136,7 +163,8 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
 
   test("pause with 3 workers mid-run: no claim while paused (enqueues accepted), running jobs finish, resume drains everything, nothing lost or run twice", async () => {
     const q = "pause3";
-    for (let i = 0; i < 3; i++) await bed.worker(q, { CONVEYOR_CONCURRENCY: "4" });
+    const workers = [];
+    for (let i = 0; i < 3; i++) workers.push(await bed.worker(q, { CONVEYOR_CONCURRENCY: "4" }));
     const jobs = Array.from({ length: 300 }, (_, i) => ({ id: `p${i}`, data: { sleepMs: 20 } }));
     await producer.enqueueMany(q, jobs);
     await waitFor("mid-run", async () => (await admin.counts(q)).completed >= 40);
@@ -149,7 +177,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
       { id: "late1", data: {} },
       { id: "late2", data: {} },
     ]); // wakes the workers
-    await new Promise((r) => setTimeout(r, 2500));
+    await claimsAfter(workers);
     assert.equal((await admin.counters(q)).started, startedAtPause, "no claim while paused");
     const stats = JSON.parse((await cli("stats", q, "--json")).out) as Record<string, unknown>;
     assert.equal(stats.paused, true);
@@ -222,7 +250,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     const w2 = await bed.worker(q, { CONVEYOR_CONCURRENCY: "2" });
     await waitFor("3 ticks run", async () => executions(q).length >= 3, 30_000);
     await stopProcess(w1, 10_000); // a restart: SIGTERM, drained, then a fresh worker
-    await bed.worker(q, { CONVEYOR_CONCURRENCY: "2" });
+    const w3 = await bed.worker(q, { CONVEYOR_CONCURRENCY: "2" });
     await waitFor("3 more ticks", async () => executions(q).length >= 6, 30_000);
     const list = await cli("schedule", "list", q, "--json");
     assert.equal(list.code, 0);
@@ -230,7 +258,11 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     assert.deepEqual([view!.name, view!.every], ["tick", "1000ms"]);
     assert.ok(view!.nextRun && Date.parse(view!.nextRun) > Date.now() - 2000, "next run shown");
     assert.equal((await cli("schedule", "remove", q, "tick")).code, 0);
-    await new Promise((r) => setTimeout(r, 2500)); // a tick in flight may still run
+    // A tick already due or running is left to finish (it enqueues nothing).
+    await waitFor("no tick left", async () => {
+      const c = await admin.counts(q);
+      return c.backlog === 0 && c.delayed === 0;
+    });
     const execs = executions(q);
     const ticks = execs.map((e) => Number(e.id.split(":")[2])).sort((a, b) => a - b);
     assert.equal(new Set(execs.map((e) => e.id)).size, execs.length, "no tick doubled");
@@ -240,11 +272,10 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
       `one job per tick, none lost after the catch-up: gaps ${gaps}`,
     );
     assert.ok(ticks[1]! - ticks[0]! > 5000, "the missed ticks were collapsed into the first run");
-    await new Promise((r) => setTimeout(r, 2000));
+    await claimsAfter([w2, w3]);
     assert.equal(executions(q).length, execs.length, "removed: no more ticks");
     assert.equal((await admin.counts(q)).backlog, 0);
     assert.equal((await cli("schedule", "remove", q, "tick")).code, 1, "already gone");
-    void w2;
   });
 
   test("CLI: exit codes and clear errors; stats --json keeps its five keys and adds four", async () => {
