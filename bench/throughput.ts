@@ -7,7 +7,8 @@
 //   {"jobs": N, "concurrency": C, "conveyor_jobs_per_s": x, "bullmq_jobs_per_s": y, "ratio": x/y}
 // (medians over the repetitions).
 // --otlp compares Conveyor with itself instead of BullMQ: without tracing (OTEL_SDK_DISABLED)
-// and with OTLP export of every execution to a local sink that accepts and discards
+// and with OTLP export of every execution (parentbased_always_on unless the bench's own
+// OTEL_TRACES_SAMPLER says otherwise) to a local sink that accepts and discards
 // (bench/lib/otlpSink.ts); the bench's own OTEL_* variables (protocol, sampler, OTEL_BSP_*) go
 // to the traced worker. The JSON line is then
 //   {"jobs", "concurrency", "plain_jobs_per_s", "otlp_jobs_per_s", "throughput_cost": 1 - otlp/plain,
@@ -278,7 +279,11 @@ async function otlpCost(opts: {
   const plain = new ConveyorSystem(ctx.url, { name: "conveyor", env: { OTEL_SDK_DISABLED: "true" } });
   const traced = new ConveyorSystem(ctx.url, {
     name: "conveyor+otlp",
-    env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: "bench-worker" },
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint,
+      OTEL_SERVICE_NAME: "bench-worker",
+      OTEL_TRACES_SAMPLER: process.env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on",
+    },
   });
   const runs: ThroughputRun[] = [];
   try {

@@ -14,19 +14,27 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { startOtlpSink } from "./lib/otlpSink.ts";
 import { intFlag, parseFlags, progress, round, summarize } from "./lib/util.ts";
 
-/** The configurations compared: name → OTEL_* variables (the sink's endpoint is added). */
+/**
+ * The configurations compared: name → OTEL_* variables (the sink's endpoint is added) and
+ * BENCH_PARENT, the context the jobs were created in: none (an untraced producer), or a traced
+ * producer's sampled (01) or unsampled (00) one. The sampler is the worker's default
+ * (JOB_SAMPLER), spelled out so that older code is measured with the same one.
+ */
+const ratio = (arg: string) => ({
+  OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+  OTEL_TRACES_SAMPLER_ARG: arg,
+});
 const CONFIGS: Record<string, Record<string, string>> = {
   off: {},
-  always_off: { OTEL_TRACES_SAMPLER: "always_off" },
-  "ratio 0.05": { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.05" },
+  "unsampled root": ratio("0"),
+  "unsampled parent": { ...ratio("0.1"), BENCH_PARENT: "00" },
+  "default (0.1)": ratio("0.1"),
+  exported: { ...ratio("0.1"), BENCH_PARENT: "01" },
+  "exported json": { ...ratio("0.1"), BENCH_PARENT: "01", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" },
   // The pipeline in parts (BENCH_PIPELINE, see sdkOnly): spans recorded and ended, then
   // dropped; and batched by the BatchSpanProcessor for an exporter that discards unserialized.
   "spans-only": { BENCH_PIPELINE: "record" },
   "spans+BSP": { BENCH_PIPELINE: "batch" },
-  // Conveyor's spans through the lean recorder (lib/leanTracing.ts), and through the SDK.
-  protobuf: { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" },
-  "sdk protobuf": { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", CONVEYOR_TRACE_RECORDER: "sdk" },
-  json: { OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" },
 };
 
 interface ChildResult {
@@ -41,14 +49,17 @@ async function child(): Promise<void> {
   const n = Number(process.env.BENCH_EXECUTIONS);
   const c = Number(process.env.BENCH_CONCURRENCY);
   // Imported here: the parent must not load the worker's modules.
-  const { startTracing } = await import("../lib/telemetry.ts");
+  const { JOB_SAMPLER, startTracing } = await import("../lib/telemetry.ts");
   const { traceExecution } = await import("../worker/tracing.ts");
   const tracing = process.env.BENCH_PIPELINE
     ? await sdkOnly(process.env.BENCH_PIPELINE)
     : await startTracing({
         serviceName: "bench-tracing",
         resource: { "service.instance.id": "bench", "conveyor.queue": "bench" },
+        defaultSampler: JOB_SAMPLER,
       });
+  const parent = process.env.BENCH_PARENT;
+  const trace = parent ? `00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-${parent}` : "";
   const job = (i: number) => ({
     id: `job-${i}`,
     queue: "bench",
@@ -60,7 +71,7 @@ async function child(): Promise<void> {
     stalls: 0,
     createdAt: 0,
     contentHash: "",
-    trace: "",
+    trace,
     requeued: "",
     claimedAt: 0,
   });

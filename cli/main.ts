@@ -26,7 +26,7 @@ import {
   parseEnvelope,
   EnvelopeError,
 } from "../queue/index.ts";
-import { startTracing } from "../lib/telemetry.ts";
+import { JOB_SAMPLER, startTracing } from "../lib/telemetry.ts";
 import { DURATION_HELP } from "../lib/duration.ts";
 import { packageVersion } from "../lib/packageVersion.ts";
 
@@ -537,7 +537,11 @@ async function api(argv: string[]): Promise<number> {
   const { startJobApi, InsecureConfigurationError } = await import("../api/server.ts");
   const { createLogger } = await import("../lib/logger.ts");
   const log = createLogger(process.env.LOG_LEVEL ?? "info", { component: "job-api" });
-  const tracing = await startTracing({ serviceName: "conveyor-api", warn: (m) => log.warn(m) });
+  const tracing = await startTracing({
+    serviceName: "conveyor-api",
+    defaultSampler: JOB_SAMPLER,
+    warn: (m) => log.warn(m),
+  });
   const url = redisUrl(values.redis);
   const redis = connectRedis(url, {
     name: "conveyor-api",

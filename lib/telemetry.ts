@@ -3,9 +3,8 @@
 // propagator, the async-hooks context manager and the OTLP/HTTP exporter are optional
 // dependencies imported here dynamically, never by queue/ (the library depends on
 // @opentelemetry/api only; applications bring their SDK and call enableTracing()).
-import { context, propagation, trace, type Attributes } from "@opentelemetry/api";
-import { LeanExporter, LeanTracer, leanExportEnv, leanRecorderApplies } from "./leanTracing.ts";
-import { setConveyorTracer } from "./conveyorTracer.ts";
+import { context, diag, DiagLogLevel, propagation, trace, type Attributes } from "@opentelemetry/api";
+import type { Sampler } from "@opentelemetry/sdk-trace";
 import { enableTracing, tracingActive } from "./tracingSwitch.ts";
 
 export interface TracingHandle {
@@ -35,10 +34,25 @@ export interface StartTracingOptions {
   serviceName: string;
   /** More resource attributes (e.g. service.instance.id: the worker id); the variables win. */
   resource?: Attributes;
-  /** Where problems go (a missing SDK, an unknown exporter); tracing then stays off. */
+  /** Where problems go (a missing SDK, an unknown variable value, the SDK's failed exports). */
   warn?: (message: string) => void;
+  /** The sampler while OTEL_TRACES_SAMPLER is unset (default: the specification's, parentbased_always_on). */
+  defaultSampler?: DefaultSampler;
   env?: Env;
 }
+
+/** A sampler by its OTEL_TRACES_SAMPLER name, with the ratio used while OTEL_TRACES_SAMPLER_ARG is unset. */
+export interface DefaultSampler {
+  name: string;
+  ratio: number;
+}
+
+/**
+ * The default of the processes a job's trace starts or continues in (the worker, the job API):
+ * one trace in ten where it starts, then followed wherever the job's context goes. An exported
+ * span costs the worker ~15-30 µs, an unsampled one ~2-5 (docs/observability.md#cost).
+ */
+export const JOB_SAMPLER: DefaultSampler = { name: "parentbased_traceidratio", ratio: 0.1 };
 
 /**
  * Install the SDK when the variables ask for export; null (and nothing loaded) otherwise.
@@ -73,9 +87,12 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   }
   if (spanExporters.length === 0) return null;
   const num = (name: string) => {
-    const v = env[name];
-    const n = v === undefined || v === "" ? NaN : Number(v);
-    return Number.isFinite(n) && n >= 0 ? n : undefined;
+    const v = env[name]?.trim();
+    if (!v) return undefined;
+    const n = Number(v);
+    if (Number.isInteger(n) && n > 0) return n;
+    warn(`tracing: ${name}=${v} is not a positive whole number; using the SDK's default`);
+    return undefined;
   };
   const processors = spanExporters.map(
     (exporter) =>
@@ -92,26 +109,20 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   const resource = sdk
     .resourceFromAttributes({ "service.name": opts.serviceName, ...opts.resource })
     .merge(detected);
-  const configuredSampler = sampler(sdk, env, warn);
+  const chosen = samplerChoice(env, opts.defaultSampler ?? SPEC_SAMPLER, warn);
   const provider = new sdk.TracerProvider({
     resource,
-    sampler: configuredSampler,
+    sampler: SAMPLERS[chosen.name]!(sdk, chosen.ratio),
     spanProcessors: processors,
   });
-  // Conveyor's own spans take the lean recorder (lib/leanTracing.ts) when it can export them as
-  // the SDK would; the SDK's pipeline keeps every other span.
-  let lean: LeanExporter | undefined;
-  if (leanRecorderApplies(env, exporters, otlpProtocol(env))) {
-    lean = new LeanExporter({
-      ...leanExportEnv(env),
-      maxQueueSize: num("OTEL_BSP_MAX_QUEUE_SIZE") || 2048,
-      maxExportBatchSize: num("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") || 512,
-      scheduledDelayMs: num("OTEL_BSP_SCHEDULE_DELAY") ?? 5000,
-      resource: resource.attributes,
-      scopeName: "conveyor",
-    });
-    setConveyorTracer(new LeanTracer(configuredSampler, lean));
-  }
+  // The SDK reports failed exports (after its retries) and dropped spans through diag.
+  const report = (message: string, ...args: unknown[]) =>
+    warn(["tracing:", message, ...args.map(String)].join(" "));
+  const ignore = () => {};
+  diag.setLogger(
+    { error: report, warn: report, info: ignore, debug: ignore, verbose: ignore },
+    DiagLogLevel.WARN,
+  );
   const contextManager = new sdk.AsyncLocalStorageContextManager();
   contextManager.enable();
   context.setGlobalContextManager(contextManager);
@@ -123,10 +134,7 @@ export async function startTracing(opts: StartTracingOptions): Promise<TracingHa
   trace.setGlobalTracerProvider(provider);
   enableTracing();
   return {
-    shutdown: async () => {
-      setConveyorTracer(undefined);
-      await Promise.all([lean?.shutdown(), provider.shutdown().catch(() => {})]);
-    },
+    shutdown: () => provider.shutdown().catch((err: Error) => warn(`tracing: shutdown: ${err.message}`)),
   };
 }
 
@@ -209,26 +217,37 @@ async function loadSdk() {
 }
 type Sdk = Awaited<ReturnType<typeof loadSdk>>;
 
-/** OTEL_TRACES_SAMPLER as the specification lists it; parentbased_always_on by default. */
-function sampler(sdk: Sdk, env: Env, warn: (m: string) => void) {
-  const name = (env.OTEL_TRACES_SAMPLER ?? "parentbased_always_on").trim().toLowerCase();
-  const arg = Number(env.OTEL_TRACES_SAMPLER_ARG ?? "1");
-  const ratio = Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1;
-  switch (name) {
-    case "always_on":
-      return new sdk.AlwaysOnSampler();
-    case "always_off":
-      return new sdk.AlwaysOffSampler();
-    case "traceidratio":
-      return new sdk.TraceIdRatioBasedSampler(ratio);
-    case "parentbased_always_off":
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() });
-    case "parentbased_traceidratio":
-      return new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) });
-    case "parentbased_always_on":
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
-    default:
-      warn(`tracing: OTEL_TRACES_SAMPLER=${name} is not supported; using parentbased_always_on`);
-      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() });
+const SPEC_SAMPLER: DefaultSampler = { name: "parentbased_always_on", ratio: 1 };
+
+/** The samplers OTEL_TRACES_SAMPLER names, as the specification lists them. */
+const SAMPLERS: Record<string, (sdk: Sdk, ratio: number) => Sampler> = {
+  always_on: (sdk) => new sdk.AlwaysOnSampler(),
+  always_off: (sdk) => new sdk.AlwaysOffSampler(),
+  traceidratio: (sdk, ratio) => new sdk.TraceIdRatioBasedSampler(ratio),
+  parentbased_always_on: (sdk) => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() }),
+  parentbased_always_off: (sdk) => new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() }),
+  parentbased_traceidratio: (sdk, ratio) =>
+    new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(ratio) }),
+};
+
+/**
+ * The sampler OTEL_TRACES_SAMPLER(_ARG) ask for: `fallback` while the sampler is unset or not
+ * one the specification lists (with a warning), its ratio while the argument is unset.
+ */
+export function samplerChoice(env: Env, fallback: DefaultSampler, warn: (m: string) => void): DefaultSampler {
+  const asked = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase();
+  const known = !!asked && Object.hasOwn(SAMPLERS, asked);
+  if (asked && !known)
+    warn(
+      `tracing: OTEL_TRACES_SAMPLER=${asked} is not supported (${Object.keys(SAMPLERS).join(", ")}); using ${fallback.name}`,
+    );
+  // The specification's ratio is 1 when a sampler is named without one; ours is the fallback's.
+  const chosen = known ? { name: asked, ratio: 1 } : { ...fallback };
+  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+  if (arg) {
+    const n = Number(arg);
+    if (Number.isFinite(n) && n >= 0 && n <= 1) chosen.ratio = n;
+    else warn(`tracing: OTEL_TRACES_SAMPLER_ARG=${arg} is not a ratio from 0 to 1; using ${chosen.ratio}`);
   }
+  return chosen;
 }

@@ -9,7 +9,6 @@
 // (docs/protocol.md#trace-context).
 import type { Attributes, Context, Link, Span, Tracer } from "@opentelemetry/api";
 import { requireOptional } from "../lib/optionalPackage.ts";
-import { conveyorTracer } from "../lib/conveyorTracer.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 
 type OtelApi = typeof import("@opentelemetry/api");
@@ -26,13 +25,10 @@ const TRACER_NAME = "conveyor";
 
 let tracer: Tracer | undefined;
 
-/**
- * The Conveyor tracer while tracing is on: the lean recorder's when lib/telemetry.ts installed
- * it (lib/leanTracing.ts), else the global provider's.
- */
+/** The Conveyor tracer of the global provider while tracing is on. */
 export function activeTracer(): Tracer | undefined {
   if (!tracingActive()) return undefined;
-  return conveyorTracer() ?? (tracer ??= otel().trace.getTracer(TRACER_NAME));
+  return (tracer ??= otel().trace.getTracer(TRACER_NAME));
 }
 
 // ---- the job record's trace field ------------------------------------------------------------

@@ -9,7 +9,7 @@ import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "./records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
-import { startTracing } from "../lib/telemetry.ts";
+import { JOB_SAMPLER, startTracing } from "../lib/telemetry.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;
@@ -27,6 +27,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   const tracing = await startTracing({
     serviceName: "conveyor-worker",
     resource: { "service.instance.id": config.workerId, "conveyor.queue": config.queue },
+    defaultSampler: JOB_SAMPLER,
     warn: (m) => log.warn(m),
   });
   if (tracing) log.info("tracing: exporting spans (OTEL_* variables)");

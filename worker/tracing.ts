@@ -48,18 +48,17 @@ export function traceExecution(job: ClaimedJob): ExecutionTrace {
     perQueue = {
       queue: job.queue,
       name: `process ${job.queue}`,
-      // Frozen: the lean recorder encodes a frozen attribute set once and reuses its bytes.
-      attributes: Object.freeze(messagingAttributes("process", job.queue)),
+      attributes: messagingAttributes("process", job.queue),
     };
   const created = parseTraceField(job.trace);
   const parent = created?.context ?? context.active();
-  // The attributes are set once the sampler has decided, not given to startSpan: the SDK
-  // validates attributes given at creation twice (before and after sampling), each value with a
-  // fresh WeakSet, and an unsampled span needs none. The specification's samplers (the
-  // OTEL_TRACES_SAMPLER values) do not read attributes. Few attributes: each costs on every
-  // span; the worker's identity is a resource attribute (service.instance.id), set once.
-  const span = tracer.startSpan(perQueue.name, { kind: SpanKind.CONSUMER, links: created?.links }, parent);
+  // Links and attributes are added once the sampler has decided, not given to startSpan: the
+  // SDK validates those given at creation before sampling, and an unsampled span needs none. The
+  // specification's samplers (the OTEL_TRACES_SAMPLER values) read neither. Few attributes: each
+  // costs on every span; the worker's identity is a resource attribute (service.instance.id).
+  const span = tracer.startSpan(perQueue.name, { kind: SpanKind.CONSUMER }, parent);
   if (!span.isRecording()) return new ExecutionSpan(span);
+  if (created) span.addLinks(created.links);
   span.setAttributes(perQueue.attributes);
   span.setAttribute("messaging.message.id", job.id);
   span.setAttribute("conveyor.job.attempt", job.attempt);
