@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
+import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -85,6 +86,7 @@ async function main(): Promise<void> {
   const prototype: ThroughputRun[] = [];
   const enqueue: EnqueueRun[] = [];
   const latency: LatencyRun[] = [];
+  const memory: MemoryRun[] = [];
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -120,6 +122,20 @@ async function main(): Promise<void> {
           `  ${name} rep ${rep}: single ${r.singlePerSec}/s, ${64} in flight ${r.windowedPerSec}/s, bulk ${r.bulkPerSec}/s`,
         );
         enqueue.push(r);
+      }
+    }
+
+    progress("3b/7 Redis bytes per waiting job by payload size");
+    for (const payloadBytes of PAYLOAD_SIZES) {
+      for (const name of SYSTEMS) {
+        const r = await attempt(`memory ${name} ${payloadBytes} B`, () =>
+          runMemory(ctx, name, { jobs: partJobs, payloadBytes }),
+        );
+        if (!r) continue;
+        progress(
+          `  ${name} ${payloadBytes} B: ${r.bytesPerJob} B/job (overhead ${r.overheadPerJob})${r.breakdown ? ` ${JSON.stringify(r.breakdown)}` : ""}`,
+        );
+        memory.push(r);
       }
     }
 
@@ -232,6 +248,7 @@ async function main(): Promise<void> {
     redisBenchmark,
     rawMix,
     enqueue,
+    memory,
     throughput,
     roundTrips,
     prototype,

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
+import type { MemoryRun } from "../memory.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -24,6 +25,8 @@ export interface BenchResults {
   redisBenchmark: RedisBenchmarkResult[];
   rawMix: RawMixResult[];
   enqueue: EnqueueRun[];
+  /** Absent in results written before the payload-size memory section existed. */
+  memory?: MemoryRun[];
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -318,6 +321,39 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
     ),
   );
   out.push("");
+  if (r.memory?.length) {
+    out.push(
+      "Redis bytes per waiting job by payload size (`used_memory` growth / N after a bulk enqueue; overhead = beyond the payload):",
+    );
+    out.push("");
+    const of = (sys: SystemName, size: number) =>
+      r.memory!.find((m) => m.system === sys && m.payloadBytes === size);
+    out.push(
+      table(
+        [
+          "payload B",
+          "Conveyor B/job",
+          "Conveyor overhead",
+          "BullMQ B/job",
+          "BullMQ overhead",
+          "Conveyor record (encoding)",
+        ],
+        [...new Set(r.memory.map((m) => m.payloadBytes))].map((size) => {
+          const c = of("conveyor", size);
+          const b = of("bullmq", size);
+          return [
+            n(size),
+            n(c?.bytesPerJob ?? NaN),
+            n(c?.overheadPerJob ?? NaN),
+            n(b?.bytesPerJob ?? NaN),
+            n(b?.overheadPerJob ?? NaN),
+            c?.breakdown ? `${c.breakdown.record} (${c.breakdown.recordEncoding})` : "",
+          ];
+        }),
+      ),
+    );
+    out.push("");
+  }
   out.push("## The Redis limit");
   out.push("");
   out.push(
