@@ -3,7 +3,7 @@
 // `used_memory` growth is divided by N. "overhead" is that minus the payload itself. For
 // Conveyor it also reports where the bytes go: MEMORY USAGE of one job record (with its
 // encoding), and of the ready set and the events stream per job.
-import { flush } from "./lib/redis.ts";
+import { flush, snapshot } from "./lib/redis.ts";
 import { SYSTEMS, type SystemName } from "./lib/systems.ts";
 import { intFlag, parseFlags, progress } from "./lib/util.ts";
 import { openContext, type BenchContext } from "./throughput.ts";
@@ -28,10 +28,7 @@ export function payloads(n: number, size: number): unknown[] {
   });
 }
 
-async function usedMemory(ctx: BenchContext): Promise<number> {
-  const m = await ctx.driver.info("memory");
-  return Number(/used_memory:(\d+)/.exec(m)?.[1] ?? 0);
-}
+const usedMemory = async (ctx: BenchContext) => (await snapshot(ctx.driver)).usedMemory;
 
 async function conveyorBreakdown(ctx: BenchContext, jobs: number): Promise<Record<string, number | string>> {
   const r = ctx.driver;

@@ -5,6 +5,7 @@ import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
 import type { MemoryRun } from "../memory.ts";
+import type { BacklogLevel } from "../backlog.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -27,6 +28,8 @@ export interface BenchResults {
   enqueue: EnqueueRun[];
   /** Absent in results written before the payload-size memory section existed. */
   memory?: MemoryRun[];
+  /** Absent in results written before the backlog-depth section existed. */
+  backlog?: BacklogLevel[];
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -350,6 +353,35 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
             c?.breakdown ? `${c.breakdown.record} (${c.breakdown.recordEncoding})` : "",
           ];
         }),
+      ),
+    );
+    out.push("");
+  }
+  if (r.backlog?.length) {
+    out.push("## Backlog depth");
+    out.push("");
+    out.push(
+      "Conveyor, one queue: the waiting backlog grown in bulk; at each depth a worker (c=32) drains a sample enqueued at priority 1 while the backlog stays. `backlog_counts` p95 is the operator's and `conveyor stats`' read (200 calls).",
+    );
+    out.push("");
+    out.push(
+      table(
+        [
+          "waiting",
+          "bulk enqueue jobs/s",
+          "Redis B/waiting job",
+          "backlog_counts p95 ms",
+          "claim jobs/s",
+          "Redis µs/job",
+        ],
+        r.backlog.map((l) => [
+          n(l.backlog),
+          n(l.enqueuePerSec),
+          n(l.bytesPerWaitingJob),
+          n(l.countsP95Ms, 3),
+          n(l.sampleJobsPerSec),
+          n(l.redisCpuUsPerJob, 2),
+        ]),
       ),
     );
     out.push("");
