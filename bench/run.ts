@@ -2,11 +2,13 @@
 // bench/results/<date>.json, <date>.md and <date>.svg (throughput chart), the tables
 // printed at the end. See bench/README.md for what each number means.
 //   node bench/run.ts [--reps 3] [--concurrency 1,8,32,128] [--jobs 100000] [--quick]
-//                     [--skip-operator] [--skip-dashboard] [--pools 1000] [--out bench/results]
+//                     [--skip-operator] [--skip-dashboard] [--pools 1000] [--backlog 1000000] [--out bench/results]
 import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
+import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
+import { runBacklog, type BacklogLevel } from "./backlog.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -85,6 +87,8 @@ async function main(): Promise<void> {
   const prototype: ThroughputRun[] = [];
   const enqueue: EnqueueRun[] = [];
   const latency: LatencyRun[] = [];
+  const memory: MemoryRun[] = [];
+  let backlog: BacklogLevel[] = [];
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -122,6 +126,27 @@ async function main(): Promise<void> {
         enqueue.push(r);
       }
     }
+
+    progress("3b/7 Redis bytes per waiting job by payload size");
+    for (const payloadBytes of PAYLOAD_SIZES) {
+      for (const name of SYSTEMS) {
+        const r = await attempt(`memory ${name} ${payloadBytes} B`, () =>
+          runMemory(ctx, name, { jobs: partJobs, payloadBytes }),
+        );
+        if (!r) continue;
+        progress(
+          `  ${name} ${payloadBytes} B: ${r.bytesPerJob} B/job (overhead ${r.overheadPerJob})${r.breakdown ? ` ${JSON.stringify(r.breakdown)}` : ""}`,
+        );
+        memory.push(r);
+      }
+    }
+
+    const deepest = intFlag(flags, "backlog", quick ? 100_000 : 1_000_000);
+    progress(`3c/7 cost against backlog depth, up to ${deepest.toLocaleString("en")} waiting (Conveyor)`);
+    backlog =
+      (await attempt("backlog", () =>
+        runBacklog(ctx, { backlog: deepest, sample: partJobs, concurrency: 32 }),
+      )) ?? [];
 
     progress("4/7 throughput, one worker process per system");
     for (const concurrency of concurrencies) {
@@ -232,6 +257,8 @@ async function main(): Promise<void> {
     redisBenchmark,
     rawMix,
     enqueue,
+    memory,
+    backlog,
     throughput,
     roundTrips,
     prototype,

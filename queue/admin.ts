@@ -159,7 +159,7 @@ export class QueueAdmin {
           deadReason: `malformed: job key is a ${await this.redis.type(key)}, not a hash`,
         };
       });
-      if (Object.keys(raw).length > 0) return toJobInfo(raw);
+      if (Object.keys(raw).length > 0) return toJobInfo(id, raw);
     }
     return null;
   }
@@ -294,10 +294,11 @@ function parseLogLine(text: string): JobLogLine {
   }
 }
 
-function toJobInfo(raw: Record<string, string>): JobInfo {
+/** A job record as stored: fields at their default are absent (docs/protocol.md, "Job record fields"). */
+function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
   const num = (v: string | undefined) => (v === undefined || v === "" ? undefined : Number(v));
   return {
-    id: raw.id ?? "",
+    id,
     queue: raw.queue ?? "",
     state: raw.state ?? "unknown",
     data: raw.data ?? "",

@@ -1,6 +1,7 @@
 // The Redis key layout. Every key of a queue carries its pipeline's hash tag, so all keys of
 // a pipeline (its stages, their jobs) live in one Redis Cluster slot and every script,
 // stage-to-stage advance included, stays atomic on a cluster. See docs/protocol.md.
+import { randomBytes } from "node:crypto";
 
 export const KEY_ROOT = "cvy";
 /** A global set of known pipelines, so a job can be found from its id alone. */
@@ -25,6 +26,25 @@ export function assertQueueName(queue: string): void {
       `invalid queue name ${JSON.stringify(queue)}: use letters, digits, '.', '_', '-', optionally as 'pipeline/stage'`,
     );
   }
+}
+
+const ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/** Characters of a generated job id: 20 of 62 (119 random bits). */
+export const GENERATED_ID_LENGTH = 20;
+
+/**
+ * A new job id: 20 random base-62 characters. Shorter than a UUID's 36 because a waiting job
+ * carries its id three times (its key, and its ready-set entry's element and dict entry):
+ * 16 characters less is 32 bytes less per job (docs/performance.md, "Bytes per waiting job").
+ */
+export function newJobId(): string {
+  let id = "";
+  while (id.length < GENERATED_ID_LENGTH) {
+    // (bytes of 248 and above are dropped, so every character is equally likely)
+    for (const b of randomBytes(32))
+      if (b < 248 && id.length < GENERATED_ID_LENGTH) id += ID_ALPHABET[b % 62];
+  }
+  return id;
 }
 
 export function assertJobId(id: string): void {

@@ -1,6 +1,5 @@
 // Producers enqueue jobs: one script call per batch, atomic per batch.
-import { randomUUID } from "node:crypto";
-import { assertJobId, assertQueueName, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
+import { assertJobId, assertQueueName, newJobId, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
@@ -92,7 +91,7 @@ export class Producer {
   }
 
   private encode(job: JobToEnqueue, index: number): ScriptArg[] {
-    const id = job.id ?? randomUUID();
+    const id = job.id ?? newJobId();
     assertJobId(id);
     const data = encodeData(job, index);
     const bytes = Buffer.byteLength(data);

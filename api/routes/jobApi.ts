@@ -1,7 +1,12 @@
 // The producer-facing additions of the HTTP job API (issue 17): batch enqueue, the dead-letter
 // list, and the OpenAPI document itself.
-import { randomUUID } from "node:crypto";
-import { EnvelopeError, parseEnvelope, PayloadTooLargeError, type JobToEnqueue } from "../../queue/index.ts";
+import {
+  EnvelopeError,
+  newJobId,
+  parseEnvelope,
+  PayloadTooLargeError,
+  type JobToEnqueue,
+} from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import { openApiDocument } from "../openapi.ts";
@@ -26,7 +31,7 @@ export function jobApiHandlers(ctx: ApiContext): Handlers {
       const jobs: JobToEnqueue[] = (body as { jobs: unknown[] }).jobs.map((raw, index) => {
         try {
           const job = parseEnvelope(raw);
-          return { ...job, id: job.id ?? randomUUID() };
+          return { ...job, id: job.id ?? newJobId() };
         } catch (err) {
           if (err instanceof EnvelopeError)
             throw HttpError.field(400, `body.jobs.${index}`, err.message, "invalid_field");

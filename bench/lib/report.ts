@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
+import type { MemoryRun } from "../memory.ts";
+import type { BacklogLevel } from "../backlog.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -24,6 +26,10 @@ export interface BenchResults {
   redisBenchmark: RedisBenchmarkResult[];
   rawMix: RawMixResult[];
   enqueue: EnqueueRun[];
+  /** Absent in results written before the payload-size memory section existed. */
+  memory?: MemoryRun[];
+  /** Absent in results written before the backlog-depth section existed. */
+  backlog?: BacklogLevel[];
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -318,6 +324,68 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
     ),
   );
   out.push("");
+  if (r.memory?.length) {
+    out.push(
+      "Redis bytes per waiting job by payload size (`used_memory` growth / N after a bulk enqueue; overhead = beyond the payload):",
+    );
+    out.push("");
+    const of = (sys: SystemName, size: number) =>
+      r.memory!.find((m) => m.system === sys && m.payloadBytes === size);
+    out.push(
+      table(
+        [
+          "payload B",
+          "Conveyor B/job",
+          "Conveyor overhead",
+          "BullMQ B/job",
+          "BullMQ overhead",
+          "Conveyor record (encoding)",
+        ],
+        [...new Set(r.memory.map((m) => m.payloadBytes))].map((size) => {
+          const c = of("conveyor", size);
+          const b = of("bullmq", size);
+          return [
+            n(size),
+            n(c?.bytesPerJob ?? NaN),
+            n(c?.overheadPerJob ?? NaN),
+            n(b?.bytesPerJob ?? NaN),
+            n(b?.overheadPerJob ?? NaN),
+            c?.breakdown ? `${c.breakdown.record} (${c.breakdown.recordEncoding})` : "",
+          ];
+        }),
+      ),
+    );
+    out.push("");
+  }
+  if (r.backlog?.length) {
+    out.push("## Backlog depth");
+    out.push("");
+    out.push(
+      "Conveyor, one queue: the waiting backlog grown in bulk; at each depth a worker (c=32) drains a sample enqueued at priority 1 while the backlog stays. `backlog_counts` p95 is the operator's and `conveyor stats`' read (200 calls).",
+    );
+    out.push("");
+    out.push(
+      table(
+        [
+          "waiting",
+          "bulk enqueue jobs/s",
+          "Redis B/waiting job",
+          "backlog_counts p95 ms",
+          "claim jobs/s",
+          "Redis µs/job",
+        ],
+        r.backlog.map((l) => [
+          n(l.backlog),
+          n(l.enqueuePerSec),
+          n(l.bytesPerWaitingJob),
+          n(l.countsP95Ms, 3),
+          n(l.sampleJobsPerSec),
+          n(l.redisCpuUsPerJob, 2),
+        ]),
+      ),
+    );
+    out.push("");
+  }
   out.push("## The Redis limit");
   out.push("");
   out.push(

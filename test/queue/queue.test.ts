@@ -60,6 +60,74 @@ describe("queue protocol (single Redis)", () => {
     assert.equal((await admin.counts(q)).completed, 1);
   });
 
+  test("a waiting job's record holds only what differs from a default; a record of the previous layout (every field) runs the same", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const { id } = await producer.enqueue(q, { n: 1 });
+    assert.match(id, /^[A-Za-z0-9]{20}$/, "a generated id is 20 base-62 characters");
+    const record = await redis.hgetall(k.job(id));
+    assert.deepEqual(Object.keys(record).sort(), [
+      "attempts",
+      "createdAt",
+      "data",
+      "queue",
+      "score",
+      "state",
+    ]);
+    assert.equal(await redis.object("ENCODING", k.job(id)), "listpack");
+    await producer.enqueue(
+      q,
+      { n: 2 },
+      { id: "opts", priority: 5, timeoutMs: 2500, idempotencyKey: "i", contentHash: "h" },
+    );
+    const opts = await redis.hgetall(k.job("opts"));
+    assert.deepEqual(
+      [opts.priority, opts.timeout, opts.idempotencyKey, opts.contentHash, opts.id, opts.attemptsMade],
+      ["5", "2500", "i", "h", undefined, undefined],
+    );
+    // The previous layout, as a producer of the last release writes it: claimed, failed and shown alike.
+    const score = String(1000 * 4398046511104 + Number(await redis.incr(k.seq)));
+    await redis.hset(k.job("old"), {
+      id: "old",
+      queue: q,
+      data: '{"n":3}',
+      priority: 0,
+      score,
+      attempts: 2,
+      attemptsMade: 0,
+      stalls: 0,
+      handbacks: 0,
+      timeout: 0,
+      createdAt: 1,
+      idempotencyKey: "",
+      contentHash: "",
+      state: "ready",
+    });
+    await redis.zadd(k.ready, score, "old");
+    const c = consumer(redis, q);
+    const jobs = (await c.claim(3)).jobs;
+    assert.deepEqual(
+      jobs.map((j) => [j.id, j.attempt, j.maxAttempts, j.timeoutMs, j.stalls]),
+      [
+        ["opts", 1, 3, 2500, 0],
+        [id, 1, 3, 0, 0],
+        ["old", 1, 2, 0, 0],
+      ],
+    );
+    for (const job of jobs)
+      assert.equal(
+        await c.fail(job, { name: "E", message: "x" }, { retryable: true, retryDelayMs: 0 }),
+        "retry",
+      );
+    for (const jobId of [id, "old"]) {
+      const info = await admin.job(jobId);
+      assert.deepEqual(
+        [info?.id, info?.attemptsMade, info?.priority, info?.stalls, info?.state],
+        [jobId, 1, 0, 0, "delayed"],
+      );
+    }
+  });
+
   test("claims never exceed the free slots asked for, and follow priority then FIFO", async () => {
     const q = fresh();
     await producer.enqueueMany(q, [

@@ -8,7 +8,7 @@ import math
 import os
 import re
 import time
-import uuid
+import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
@@ -214,7 +214,7 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
         raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
     if "data" not in job:
         raise InvalidJobError(f"{which}: data is required (any JSON value)")
-    job_id = check_job_id(job_id) if job_id is not None else str(uuid.uuid4())
+    job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     try:
         data = _json.dumps(job["data"])
     except _json.NotJSONError as err:
@@ -237,6 +237,15 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
     if not isinstance(idem, str) or not isinstance(content_hash, str) or not isinstance(trace, str):
         raise InvalidJobError(f"{which}: idempotency_key, content_hash and trace must be strings")
     return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace]
+
+
+_ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def new_job_id() -> str:
+    """A new job id as the TypeScript producer makes it: 20 random base-62 characters (a
+    waiting job carries its id three times, so shorter than a UUID; docs/protocol.md)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(20))
 
 
 def _one_job(data: Any, **options: Any) -> Dict[str, Any]:

@@ -127,9 +127,8 @@ def test_plain_commands_recipe_of_the_docs_writes_the_same_record(redis_url: str
     records_on = r.hget(P + "meta", "records") == "1"
     tx = r.pipeline(transaction=True)
     tx.hset(P + "job:" + job_id, mapping={
-        "id": job_id, "queue": "docs/ocr", "data": data, "priority": priority, "score": score,
-        "attempts": attempts, "attemptsMade": 0, "stalls": 0, "handbacks": 0, "timeout": 0,
-        "createdAt": now, "idempotencyKey": "", "contentHash": "", "state": "ready",
+        "queue": "docs/ocr", "data": data, "score": score, "attempts": attempts, "createdAt": now,
+        "state": "ready", "priority": priority,
     })
     tx.zadd(Q + "ready", {job_id: score})
     tx.hincrby(Q + "counts", "enqueued", 1)

@@ -6,16 +6,23 @@
 -- record fields ({} for none). Returns true when the job went to ready (the caller wakes a
 -- consumer once per call). Numbers become text once (`keys.at`, the call's time, is kept in
 -- `keys` for the call's next job): Lua formats a number with sprintf each time it is an argument.
+-- The record holds only what differs from a default (docs/protocol.md, "Job record fields"): no
+-- `id` (the key names it), no zero counters, no zero priority or timeout, no empty key or hash —
+-- every field costs a waiting job bytes, and a field past hash-max-listpack-value would turn the
+-- whole hash into a hashtable.
 local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra)
   -- Higher priority sorts first; a sequence keeps FIFO order within one priority.
   local seq = redis.call('INCR', keys.seq)
   -- (%.17g as Redis formats a number argument: a score has up to 16 digits, tostring keeps 14)
   local score = string.format('%.17g', (1000 - priority) * 4398046511104 + seq)
   if not keys.at then keys.at = tostring(now) end
-  redis.call('HSET', jobKey(jobPrefix, id), 'id', id, 'queue', queue, 'data', data, 'priority', priority,
-    'score', score, 'attempts', attempts, 'attemptsMade', '0', 'stalls', '0', 'handbacks', '0',
-    'timeout', timeout, 'createdAt', keys.at, 'idempotencyKey', idemKey, 'contentHash', contentHash,
-    'state', delay > 0 and 'delayed' or 'ready', unpack(extra))
+  local optional = extra
+  if priority ~= 0 then optional[#optional + 1] = 'priority'; optional[#optional + 1] = priority end
+  if timeout ~= '0' then optional[#optional + 1] = 'timeout'; optional[#optional + 1] = timeout end
+  if idemKey ~= '' then optional[#optional + 1] = 'idempotencyKey'; optional[#optional + 1] = idemKey end
+  if contentHash ~= '' then optional[#optional + 1] = 'contentHash'; optional[#optional + 1] = contentHash end
+  redis.call('HSET', jobKey(jobPrefix, id), 'queue', queue, 'data', data, 'score', score, 'attempts', attempts,
+    'createdAt', keys.at, 'state', delay > 0 and 'delayed' or 'ready', unpack(optional))
   if delay > 0 then
     redis.call('ZADD', keys.delayed, now + delay, id)
   else
