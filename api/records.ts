@@ -1,7 +1,7 @@
 // Reads of the PostgreSQL job records for the dashboard: pages of a queue's jobs (newest
 // first, keyset cursor on (updated_at, id), never OFFSET), search by id or payload/result
 // field, one job's executions and children, and per-minute rates. Every query is served by an
-// index of migration 3 (worker/records/migrations.ts).
+// index of records/migrations.ts.
 import type pg from "pg";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";

@@ -7,7 +7,7 @@ import { HandlerCallbacks } from "./handlerCallback.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
-import { startRecorder } from "./records/index.ts";
+import { startRecorder } from "../records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
 import { startTracing } from "../lib/telemetry.ts";
 

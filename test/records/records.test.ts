@@ -28,7 +28,7 @@ import {
   writeBatch,
   type RawEntry,
   type RecorderOptions,
-} from "../../worker/records/index.ts";
+} from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../support/redis.ts";

@@ -2,7 +2,7 @@
 // from Redis on a timer.
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
-import { PipelineKeys, type RedisClient } from "../../queue/index.ts";
+import { PipelineKeys, type RedisClient } from "../queue/index.ts";
 import { streamTime, type RawEntry } from "./events.ts";
 import { fieldMap, RECORDER_GROUP } from "./outboxStream.ts";
 
