@@ -53,6 +53,39 @@ export function createRecorderMetrics(registry?: Registry) {
           registers,
         }),
     ),
+    shed: metric(
+      registry,
+      "conveyor_records_shed_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_shed_total",
+          help: "Outbox entries shed unrecorded because the outbox was over its byte budget",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    budgetFailures: metric(
+      registry,
+      "conveyor_records_budget_failures_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_budget_failures_total",
+          help: "Failed measurements of the outbox's size (the byte budget was not enforced then)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    outboxBytes: metric(
+      registry,
+      "conveyor_records_outbox_bytes",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_outbox_bytes",
+          help: "Memory the outbox stream uses in Redis (MEMORY USAGE, sampled)",
+          labelNames: p,
+          registers,
+        }),
+    ),
     rejected: metric(
       registry,
       "conveyor_records_rejected_total",

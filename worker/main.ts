@@ -58,6 +58,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     logger: log,
     registry: metrics.registry,
     consumer: config.workerId,
+    outboxMaxBytes: config.outboxMaxBytes,
   });
   if (recorder) worker.onStop(recorder);
 
