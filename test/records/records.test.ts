@@ -201,7 +201,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
       );
       assert.deepEqual(
         tables.map((t) => t.table_name),
-        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"],
+        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
       );
       const migrations = await pgServer.query<{ id: number }>(
         "SELECT id FROM conveyor_migrations",
@@ -224,7 +224,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await pgServer.query(`CREATE ROLE ${role} LOGIN`, [], db.name);
     await pgServer.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`, [], db.name);
     await pgServer.query(
-      `GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_migrations TO ${role}`,
+      `GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_stages, conveyor_migrations TO ${role}`,
       [],
       db.name,
     );
