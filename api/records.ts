@@ -202,9 +202,11 @@ export class JobRecords {
     const parts = opts.part ? [opts.part] : ["data", "result"];
     const params: unknown[] = [doc];
     const matches = parts.map((p) => `conveyor_try_jsonb(${p}) @> $1::jsonb`).join(" OR ");
-    // What any stage received or returned (a job that moved on keeps its first payload there).
+    // What any stage received or returned (a job that moved on keeps its first payload there);
+    // a UNION, not an OR, so each side is a GIN index scan.
     const where = [
-      `(${matches} OR (pipeline, id) IN (SELECT pipeline, job_id FROM conveyor_stages WHERE ${matches}))`,
+      `(pipeline, id) IN (SELECT pipeline, id FROM conveyor_jobs WHERE ${matches}
+         UNION SELECT pipeline, job_id FROM conveyor_stages WHERE ${matches})`,
     ];
     if (opts.queues) {
       params.push(opts.queues);
