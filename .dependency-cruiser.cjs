@@ -1,8 +1,9 @@
 // The import rules of docs/architecture.md, checked by `npm run depcheck` (part of `make lint`):
-// imports point one way — bin → cli → {api, worker, operator} → queue → lib — and no cycles.
+// imports point one way — bin → cli → {api, worker, operator} → records → queue → lib (operator
+// skips records) — and no cycles.
 // Test harnesses live in test/support; bench/ and chaos/ may use them, nothing in test/ uses
 // bench/ or chaos/ (a type-only import of a program's JSON report is allowed).
-const PRODUCT = "^(lib|queue|worker|operator|cli|api|bin)/";
+const PRODUCT = "^(lib|queue|records|worker|operator|cli|api|bin)/";
 
 /** `from` may import nothing in `to` (folders). */
 const forbid = (name, from, to, comment, extra = {}) => ({
@@ -25,42 +26,48 @@ module.exports = {
     forbid(
       "lib-is-the-bottom",
       "lib",
-      "queue|worker|operator|cli|api|bin|test|bench|chaos",
+      "queue|records|worker|operator|cli|api|bin|test|bench|chaos",
       "lib/ imports only node and npm packages.",
     ),
     forbid(
       "queue-imports-only-lib",
       "queue",
-      "worker|operator|cli|api|bin|test|bench|chaos",
+      "records|worker|operator|cli|api|bin|test|bench|chaos",
       "queue/ is shared by every other part: it may use lib/ only.",
+    ),
+    forbid(
+      "records-below-api-and-worker",
+      "records",
+      "worker|operator|cli|api|bin|test|bench|chaos",
+      "records/ (outbox drain, schema, migrations) is shared by api/ and worker/: it may use queue/ and lib/ only.",
     ),
     forbid(
       "worker-not-up-or-sideways",
       "worker",
       "operator|api|cli|bin|test|bench|chaos",
-      "worker/ may use queue/ and lib/ only.",
+      "worker/ may use records/, queue/ and lib/ only.",
     ),
     forbid(
       "operator-not-up-or-sideways",
       "operator",
-      "worker|api|cli|bin|test|bench|chaos",
-      "operator/ may use queue/ and lib/ only.",
+      "records|worker|api|cli|bin|test|bench|chaos",
+      "operator/ may use queue/ and lib/ only (it never touches the job records).",
     ),
     forbid(
       "api-not-up-or-sideways",
       "api",
       "worker|operator|cli|bin|test|bench|chaos",
-      "api/ may use queue/ and lib/ only.",
+      "api/ may use records/, queue/ and lib/ only.",
     ),
     forbid(
       "cli-not-up",
       "cli",
       "bin|test|bench|chaos",
-      "cli/ wires api/, worker/, operator/, queue/ and lib/ together; nothing imports it but bin/.",
+      "cli/ wires api/, worker/, operator/, records/, queue/ and lib/ together; nothing imports it but bin/.",
     ),
     forbid(
       "only-bin-imports-cli",
-      "lib|queue|worker|operator|api|test|bench|chaos",
+      "lib|queue|records|worker|operator|api|test|bench|chaos",
       "cli",
       "The CLI is the top: tests run it as a process.",
     ),

@@ -32,6 +32,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund \
 COPY tsconfig.json tsconfig.build.json ./
 COPY lib/ lib/
 COPY queue/ queue/
+COPY records/ records/
 COPY worker/ worker/
 COPY operator/ operator/
 COPY cli/ cli/

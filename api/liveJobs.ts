@@ -3,7 +3,7 @@
 // Order: ready = next to run first; delayed = soonest due; active = lease deadline; dead = newest.
 import { QueueKeys, type RedisClient } from "../queue/index.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
-import type { Page } from "./records.ts";
+import { progressWhile, type Page } from "./records.ts";
 
 export interface LiveJob {
   id: string;
@@ -70,15 +70,16 @@ export async function liveJobs(
   const items = shown.map(([id, score], i): LiveJob => {
     const [err, v] = replies[i] ?? [null, []];
     const f = (err ? [] : (v as (string | null)[])) as (string | null)[];
+    const jobState = f[0] ?? state;
     return {
       id,
       queue,
-      state: f[0] ?? state,
+      state: jobState,
       attempts: Number(f[1] ?? 0),
       maxAttempts: f[2] ? Number(f[2]) : null,
       createdAt: iso(f[3] ?? null),
       startedAt: iso(f[4] ?? null),
-      progress: f[5] ? Number(f[5]) : null,
+      progress: progressWhile(jobState, f[5] ? Number(f[5]) : null),
       deadReason: f[6] || null,
       score,
     };

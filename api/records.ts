@@ -1,7 +1,7 @@
 // Reads of the PostgreSQL job records for the dashboard: pages of a queue's jobs (newest
 // first, keyset cursor on (updated_at, id), never OFFSET), search by id or payload/result
 // field, one job's executions and children, and per-minute rates. Every query is served by an
-// index of migration 3 (worker/records/migrations.ts).
+// index of records/migrations.ts.
 import type pg from "pg";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";
@@ -35,7 +35,8 @@ export interface Page<T> {
 
 const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts", stalls,
   created_at AS "createdAt", started_at AS "startedAt", finished_at AS "finishedAt",
-  updated_at AS "updatedAt", due_at AS "dueAt", progress, progress_message AS "progressMessage",
+  updated_at AS "updatedAt", due_at AS "dueAt",
+  progress, progress_message AS "progressMessage",
   dead_reason AS "deadReason", parent_id AS "parentId",
   idempotency_key AS "idempotencyKey", last_event AS "lastEvent",
   updated_at::text AS cursor_at`;
@@ -50,9 +51,23 @@ const isRecordsCursor = (v: unknown[]): v is [string, string] =>
   typeof v[1] === "string" &&
   v[1].length <= 200;
 
+/**
+ * A job's last progress report is shown only while it runs: a finished (or waiting) job's last
+ * report of 50 % is not where it is now.
+ */
+export function progressWhile<T>(state: string, value: T): T | null {
+  return state === "active" ? value : null;
+}
+
+function withoutStaleProgress<T extends JobRow>(row: T): T {
+  row.progress = progressWhile(row.state, row.progress);
+  row.progressMessage = progressWhile(row.state, row.progressMessage);
+  return row;
+}
+
 function page(rows: (JobRow & { cursor_at?: string })[], limit: number): Page<JobRow> {
   const more = rows.length > limit;
-  const items = rows.slice(0, limit);
+  const items = rows.slice(0, limit).map(withoutStaleProgress);
   const last = items.at(-1) as (JobRow & { cursor_at?: string }) | undefined;
   const next = more && last ? encodeCursor([last.cursor_at!, last.id]) : null;
   for (const r of items) delete (r as { cursor_at?: string }).cursor_at;
@@ -68,6 +83,29 @@ export function containment(path: string[], raw: string): unknown {
     // plain text
   }
   return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value);
+}
+
+export interface MinuteStats {
+  minute: number;
+  completed: number;
+  failed: number;
+  p50: number | null;
+  p95: number | null;
+}
+
+const MINUTE = 60_000;
+
+/**
+ * The 60 minutes up to and including `now`'s, oldest first: the minutes that have rows take
+ * them, the others are zero. A chart of one minute of data still spans the hour.
+ */
+export function lastHour(rows: readonly MinuteStats[], now: number): MinuteStats[] {
+  const byMinute = new Map(rows.map((r) => [r.minute, r]));
+  const last = Math.floor(now / MINUTE) * MINUTE;
+  return Array.from({ length: 60 }, (_, i) => {
+    const minute = last - (59 - i) * MINUTE;
+    return byMinute.get(minute) ?? { minute, completed: 0, failed: 0, p50: null, p95: null };
+  });
 }
 
 export const FIELD_QUERY = /^(?:(data|result):)?([A-Za-z_$][\w$-]*(?:\.[\w$-]+){0,15})=(.*)$/s;
@@ -163,7 +201,13 @@ export class JobRecords {
     const doc = JSON.stringify(containment(opts.path, opts.value));
     const parts = opts.part ? [opts.part] : ["data", "result"];
     const params: unknown[] = [doc];
-    const where = [`(${parts.map((p) => `conveyor_try_jsonb(${p}) @> $1::jsonb`).join(" OR ")})`];
+    const matches = parts.map((p) => `conveyor_try_jsonb(${p}) @> $1::jsonb`).join(" OR ");
+    // What any stage received or returned (a job that moved on keeps its first payload there);
+    // a UNION, not an OR, so each side is a GIN index scan.
+    const where = [
+      `(pipeline, id) IN (SELECT pipeline, id FROM conveyor_jobs WHERE ${matches}
+         UNION SELECT pipeline, job_id FROM conveyor_stages WHERE ${matches})`,
+    ];
     if (opts.queues) {
       params.push(opts.queues);
       where.push(`queue = ANY($${params.length})`);
@@ -196,6 +240,18 @@ export class JobRecords {
     );
   }
 
+  /** What each stage received and returned, in the order the job reached them. */
+  async stages(
+    pipeline: string,
+    id: string,
+  ): Promise<{ queue: string; data: string | null; result: string | null }[]> {
+    return this.rows(
+      `SELECT queue, data, result FROM conveyor_stages WHERE pipeline = $1 AND job_id = $2
+       ORDER BY COALESCE(v_data, v_result) LIMIT 100`,
+      [pipeline, id],
+    );
+  }
+
   async children(
     pipeline: string,
     id: string,
@@ -208,11 +264,7 @@ export class JobRecords {
   }
 
   /** Per minute over the last hour: finished executions by outcome, p50/p95 duration (ms). */
-  async minuteStats(
-    queue: string,
-  ): Promise<
-    { minute: number; completed: number; failed: number; p50: number | null; p95: number | null }[]
-  > {
+  async minuteStats(queue: string, now = Date.now()): Promise<MinuteStats[]> {
     const rows = await this.rows<{
       minute: string;
       completed: string;
@@ -230,12 +282,15 @@ export class JobRecords {
        GROUP BY 1 ORDER BY 1`,
       [queue],
     );
-    return rows.map((r) => ({
-      minute: Number(r.minute),
-      completed: Number(r.completed),
-      failed: Number(r.failed),
-      p50: r.p50 === null ? null : Math.round(r.p50),
-      p95: r.p95 === null ? null : Math.round(r.p95),
-    }));
+    return lastHour(
+      rows.map((r) => ({
+        minute: Number(r.minute),
+        completed: Number(r.completed),
+        failed: Number(r.failed),
+        p50: r.p50 === null ? null : Math.round(r.p50),
+        p95: r.p95 === null ? null : Math.round(r.p95),
+      })),
+      now,
+    );
   }
 }

@@ -8,7 +8,7 @@ import { freePort } from "../lib/ports.ts";
 import { connectRedis, Producer, type RedisClient } from "../queue/index.ts";
 import { PostgresServer } from "../test/support/postgres.ts";
 import { startProcess, stopProcess, waitFor } from "../test/support/processes.ts";
-import { createPool, migrate } from "../worker/records/index.ts";
+import { createPool, migrate } from "../records/index.ts";
 import { buildDashboard, measureFirstPaint, type PaintFigures } from "./firstPaint.ts";
 import { startBenchRedis } from "./lib/redis.ts";
 import { CONVEYOR_BIN, NODE } from "./lib/systems.ts";

@@ -550,7 +550,7 @@ async function api(argv: string[]): Promise<number> {
   const databaseUrl = values.database ?? process.env.DATABASE_URL;
   let database;
   if (databaseUrl) {
-    const { createPool, migrate } = await import("../worker/records/index.ts");
+    const { createPool, migrate } = await import("../records/index.ts");
     database = createPool(databaseUrl, { applicationName: "conveyor-api", queryTimeoutMs: 10_000 });
     // The read indexes are a migration: applied here too, so history works before any worker ran.
     await migrate(database).catch((err: Error) =>

@@ -47,6 +47,19 @@ describe("worker configuration", () => {
     );
   });
 
+  it("the outbox's byte budget: 256 MiB by default, at least 1 MiB, a bad value names its variable", () => {
+    assert.equal(loadWorkerConfig(BASE, {}).outboxMaxBytes, 256 * 1024 * 1024);
+    assert.equal(loadWorkerConfig(BASE, { CONVEYOR_OUTBOX_MAX_BYTES: "16777216" }).outboxMaxBytes, 16 << 20);
+    assert.throws(
+      () => loadWorkerConfig(BASE, { CONVEYOR_OUTBOX_MAX_BYTES: "1000" }),
+      /--outbox-max-bytes \/ CONVEYOR_OUTBOX_MAX_BYTES/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--outbox-max-bytes", "lots"], {}),
+      /--outbox-max-bytes \/ CONVEYOR_OUTBOX_MAX_BYTES/,
+    );
+  });
+
   it("--help says once how durations are written", () => {
     assert.equal(WORKER_USAGE.match(/a bare number is seconds/g)?.length, 1);
   });

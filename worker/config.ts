@@ -4,6 +4,7 @@ import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
 import { readOptions } from "../lib/options.ts";
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
+import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 
 export interface WorkerConfig {
@@ -41,6 +42,8 @@ export interface WorkerConfig {
   circuitBackoffMs: number;
   /** A command handler's environment keeps the worker's connection secrets (handlers/command.ts WORKER_SECRETS). */
   handlerCredentials: boolean;
+  /** Job records: the outbox's byte budget in Redis; over it the oldest entries are shed. */
+  outboxMaxBytes: number;
 }
 
 const WEEK_MS = 7 * 24 * 3600 * 1000;
@@ -71,6 +74,7 @@ const SOURCES = {
   "circuit-threshold": "CONVEYOR_CIRCUIT_THRESHOLD",
   "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
   "handler-credentials": "CONVEYOR_HANDLER_CREDENTIALS",
+  "outbox-max-bytes": "CONVEYOR_OUTBOX_MAX_BYTES",
 } as const;
 
 export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
@@ -96,6 +100,7 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --circuit-threshold N CONVEYOR_CIRCUIT_THRESHOLD consecutive dependency failures that pause claiming (default 5; 0 = off)
   --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
   --handler-credentials CONVEYOR_HANDLER_CREDENTIALS a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL (default false)
+  --outbox-max-bytes N CONVEYOR_OUTBOX_MAX_BYTES job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed (default 268435456 = 256 MiB)
   --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)
 ${DURATION_HELP}`;
 
@@ -142,5 +147,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     circuitThreshold: int("circuit-threshold", 5, 0, 1_000_000),
     circuitBackoffMs: duration("circuit-backoff", 30_000),
     handlerCredentials: o.bool("handler-credentials", false),
+    // At least 1 MiB: below that a few large results would shed each other at once.
+    outboxMaxBytes: int("outbox-max-bytes", DEFAULT_OUTBOX_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER),
   };
 }

@@ -7,7 +7,7 @@ import { HandlerCallbacks } from "./handlerCallback.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
 import { createWorkerMetrics } from "./metrics.ts";
-import { startRecorder } from "./records/index.ts";
+import { startRecorder } from "../records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
 import { JOB_SAMPLER, startTracing } from "../lib/telemetry.ts";
 
@@ -59,6 +59,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     logger: log,
     registry: metrics.registry,
     consumer: config.workerId,
+    outboxMaxBytes: config.outboxMaxBytes,
   });
   if (recorder) worker.onStop(recorder);
 

@@ -4,6 +4,8 @@ import { eventsOfEntries, QueueKeys, type JobInfo } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
+import { progressWhile } from "../records.ts";
+import { jobTimeline, type RecordedExecution } from "../timeline.ts";
 import type { Handlers } from "../router.ts";
 
 /** Payloads above this are cut in the detail view; the full text is a download. */
@@ -70,8 +72,8 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           id: info.id,
           queue: info.queue,
           state: info.state,
-          progress: info.progress ?? null,
-          progressMessage: info.progressMessage ?? null,
+          progress: progressWhile(info.state, info.progress ?? null),
+          progressMessage: progressWhile(info.state, info.progressMessage ?? null),
           attempts: info.attemptsMade,
           maxAttempts: info.attempts,
           result: parseStored(info.result),
@@ -96,15 +98,23 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       if (!info && !row) notFound(id);
       const queue = info?.queue || row!.queue;
       const pipeline = queue.split("/")[0]!;
-      const [executions, children, recent, logs] = await Promise.all([
+      const [executions, children, stages, recent, logs] = await Promise.all([
         ctx.records ? ctx.records.executions(pipeline, id) : [],
         ctx.records ? ctx.records.children(pipeline, id) : [],
+        ctx.records ? ctx.records.stages(pipeline, id) : [],
         ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
         jobLogs(ctx, id, queue),
       ]);
-      const events = eventsOfEntries(recent.reverse(), queue)
-        .filter((e) => e.id === id)
-        .map(({ eventId, fields: { token: _lease, ...f } }) => ({ eventId, ...f }));
+      const oldest = recent.at(-1)?.[0];
+      const timeline = jobTimeline({
+        stream: eventsOfEntries(recent.reverse(), queue)
+          .filter((e) => e.id === id)
+          .map(({ eventId, type, fields: { token: _lease, ...f } }) => ({ eventId, type, ...f })),
+        scannedFrom: oldest ? Number(oldest.split("-")[0]) : null,
+        // The records' creation is the job's first enqueue; Redis's is the current stage's.
+        createdAt: row?.createdAt ? new Date(row.createdAt).getTime() : info?.createdAt || null,
+        executions: executions as unknown as RecordedExecution[],
+      });
       const state = info?.state ?? (row!.state === "queued" ? "ready" : row!.state);
       const r = row as
         (typeof row & { data?: string | null; result?: string | null; error?: string | null }) | null;
@@ -114,8 +124,8 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           queue,
           pipeline,
           state,
-          progress: info?.progress ?? row?.progress ?? null,
-          progressMessage: info?.progressMessage ?? row?.progressMessage ?? null,
+          progress: progressWhile(state, info?.progress ?? row?.progress ?? null),
+          progressMessage: progressWhile(state, info?.progressMessage ?? row?.progressMessage ?? null),
           attempts: info?.attemptsMade ?? row?.attempts ?? 0,
           maxAttempts: info?.attempts ?? row?.maxAttempts ?? null,
           stalls: info?.stalls ?? row?.stalls ?? 0,
@@ -131,7 +141,9 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           result: shown(info?.result ?? r?.result),
           error: shown(info?.error ?? r?.error),
           executions,
-          events,
+          events: timeline.events,
+          eventsTrimmed: timeline.trimmed,
+          stages: stages.map((st) => ({ queue: st.queue, data: shown(st.data), result: shown(st.result) })),
           children,
           logs,
           sources: { redis: info !== null, records: row !== null },

@@ -190,7 +190,16 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
   }, [JSON.stringify(x), JSON.stringify(series), height]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
   // The plot's height is held while uPlot loads, so the page below does not jump.
-  return <div ref={ref} class="chart" style={{ minHeight: `${height}px` }} />;
+  return (
+    <div
+      ref={ref}
+      class="chart"
+      style={{ minHeight: `${height}px` }}
+      data-from={x[0]}
+      data-to={x.at(-1)}
+      data-points={x.length}
+    />
+  );
 }
 
 export function ErrorNote({ error }: { error: string | null }) {

@@ -141,7 +141,9 @@ describe(
       await page.locator('[data-field="idempotencyKey"]').getByText("report-2026-11").waitFor();
       await shot("job");
       await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
-      assert.equal(await value(), 100);
+      // Finished: its last report is not shown as if it still ran.
+      await waitFor("no progress bar once completed", async () => (await bar.count()) === 0);
+      assert.equal(await page.locator('[data-field="progress"]').textContent(), "—");
       // The handler's ctx.log lines, on the job page.
       await page.locator("pre.logs").getByText("line 2 of attempt 1").waitFor();
     });

@@ -15,7 +15,7 @@ import {
   type RedisClient,
 } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
-import { JobRecorder, RECORDER_GROUP } from "../../worker/records/index.ts";
+import { JobRecorder, RECORDER_GROUP } from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { rng } from "../support/random.ts";

@@ -59,7 +59,8 @@ export class DashboardStack {
   readonly token = "dashboard-test-token";
   private extra: Started[] = [];
 
-  static async start(opts: { queues: string[] }): Promise<DashboardStack> {
+  /** One worker per queue; `next` names a queue's next stage (a pipeline). */
+  static async start(opts: { queues: string[]; next?: Record<string, string> }): Promise<DashboardStack> {
     const s = new DashboardStack();
     s.dir = mkdtempSync(join(tmpdir(), "cvy-dash-"));
     s.redisServer = await RedisServer.start();
@@ -77,6 +78,7 @@ export class DashboardStack {
             CONVEYOR_QUEUE: queue,
             CONVEYOR_HANDLER: RECORDING_HANDLER,
             CONVEYOR_CONCURRENCY: "4",
+            ...(opts.next?.[queue] ? { CONVEYOR_NEXT_QUEUE: opts.next[queue] } : {}),
           },
         }),
       );

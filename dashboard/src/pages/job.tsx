@@ -37,7 +37,10 @@ interface Detail {
     error: string | null;
     reason: string | null;
   }[];
-  events: { eventId: string; type: string; at?: string; [k: string]: unknown }[];
+  events: { eventId: string; type: string; at?: string; source?: "records"; [k: string]: unknown }[];
+  /** The job is older than the queue's event stream reaches: earlier entries come from the records. */
+  eventsTrimmed: boolean;
+  stages: { queue: string; data: Shown; result: Shown }[];
   children: { id: string; queue: string; state: string }[];
   logs: { at: number; message: string }[];
   sources: { redis: boolean; records: boolean };
@@ -193,6 +196,24 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
           />
         </div>
       </div>
+      {job.stages.length > 1 && (
+        <div class="card" data-section="stages">
+          <h2>Stages</h2>
+          <p class="small muted">What each stage of the pipeline received and returned.</p>
+          {job.stages.map((st) => (
+            <div class="cols" key={st.queue} data-stage={st.queue}>
+              <div>
+                <h3>{st.queue} — input</h3>
+                <JsonBlock value={st.data} />
+              </div>
+              <div>
+                <h3>{st.queue} — result</h3>
+                <JsonBlock value={st.result} />
+              </div>
+            </div>
+          ))}
+        </div>
+      )}
       <div class="card">
         <h2>Executions</h2>
         {job.executions.length === 0 ? (
@@ -235,12 +256,19 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
       <div class="cols">
         <div class="card">
           <h2>Timeline</h2>
+          {job.eventsTrimmed && (
+            <p class="small muted" data-note="trimmed">
+              {job.sources.records
+                ? "Older entries are no longer in this queue's event stream (trimmed, or written by an earlier stage); those marked “records” come from the job records."
+                : "Older entries are no longer in this queue's event stream (trimmed, or written by an earlier stage)."}
+            </p>
+          )}
           {job.events.length === 0 ? (
             <p class="muted">No recent events in the queue's stream.</p>
           ) : (
             <ol class="timeline">
               {job.events.map((e) => (
-                <li key={e.eventId}>
+                <li key={e.eventId} data-event={e.type} data-source={e.source ?? "stream"}>
                   <span class="mono small">
                     {new Date(Number(e.at ?? e.eventId.split("-")[0])).toLocaleTimeString("en-GB")}
                   </span>{" "}
@@ -249,6 +277,7 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
                     e.progress !== undefined &&
                     ` ${Math.round(Number(e.progress) * 100)}%`}
                   {typeof e.reason === "string" && ` — ${e.reason}`}
+                  {e.source === "records" && <span class="small muted"> (records)</span>}
                 </li>
               ))}
             </ol>

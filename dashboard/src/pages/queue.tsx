@@ -111,10 +111,15 @@ export function QueuePage({
   useEffect(() => {
     void loadSummary();
     void loadWorkers();
-    if (session.history)
+    if (!session.history) return;
+    // The last hour's minutes (zero-filled by the API), read again as the minutes pass.
+    const loadStats = () =>
       void api<{ minutes: typeof minutes }>(`/queues/${q(queue)}/stats`)
         .then((r) => setMinutes(r.minutes))
         .catch(() => {});
+    loadStats();
+    const t = setInterval(loadStats, 30_000);
+    return () => clearInterval(t);
   }, []);
   useLive((e) => {
     if ((e as { queue?: string }).queue !== queue) return;

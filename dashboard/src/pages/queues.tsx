@@ -30,6 +30,17 @@ interface Minute {
   p95: number | null;
 }
 
+/**
+ * Jobs completed in the last 60 s: the current minute so far plus the part of the previous
+ * minute that is still within the last 60 s (the minutes are whole; the window slides).
+ */
+export function lastMinute(minutes: Minute[], now = Date.now()): number | null {
+  const current = minutes.at(-1);
+  if (!current) return null;
+  const elapsed = Math.min(1, Math.max(0, (now - current.minute) / 60_000));
+  return Math.round(current.completed + (minutes.at(-2)?.completed ?? 0) * (1 - elapsed));
+}
+
 /** A fallback for counts only, in case the event stream is cut by a proxy. */
 const SLOW_REFRESH_MS = 30_000;
 
@@ -132,14 +143,20 @@ export function QueuesPage({ session }: { session: Session }) {
     const t = setInterval(() => void loadAll(), SLOW_REFRESH_MS);
     return () => clearInterval(t);
   }, []);
+  // The per-minute rates move every minute: read again at the slow refresh, not only once.
+  const names = queues?.map((x) => x.queue).join(",") ?? "";
   useEffect(() => {
-    if (!queues || !session.history) return;
-    for (const s of queues.slice(0, 50))
-      if (!stats[s.queue])
-        void api<{ minutes: Minute[] }>(`/queues/${q(s.queue)}/stats`)
-          .then((r) => setStats((m) => ({ ...m, [s.queue]: r.minutes })))
+    if (!names || !session.history) return;
+    const loadStats = () => {
+      for (const name of names.split(",").slice(0, 50))
+        void api<{ minutes: Minute[] }>(`/queues/${q(name)}/stats`)
+          .then((r) => setStats((m) => ({ ...m, [name]: r.minutes })))
           .catch(() => {});
-  }, [queues?.map((x) => x.queue).join(",")]);
+    };
+    loadStats();
+    const t = setInterval(loadStats, SLOW_REFRESH_MS);
+    return () => clearInterval(t);
+  }, [names]);
 
   useLive((e) => {
     if (e.type === "$queues") return reloadAll();
@@ -220,11 +237,12 @@ export function QueuesPage({ session }: { session: Session }) {
                   </td>
                   <td>{s.oldestWaitingMs === null ? "—" : duration(s.oldestWaitingMs)}</td>
                   <td class="n">{num(s.workers)}</td>
-                  <td>
+                  <td class="rate" data-rate={lastMinute(m) ?? ""}>
                     <Sparkline
                       values={m.map((x) => x.completed)}
                       title={`completed per minute, ${s.queue}`}
                     />
+                    {lastMinute(m) !== null && <span class="small"> {num(lastMinute(m))}</span>}
                   </td>
                   <td class="small">{last ? `${duration(last.p50)} / ${duration(last.p95)}` : "—"}</td>
                   <td>

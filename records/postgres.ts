@@ -2,7 +2,7 @@
 // order-independent write of one folded batch in one transaction.
 import pg from "pg";
 import { MIGRATIONS, MIGRATION_LOCK_KEY, type Migration } from "./migrations.ts";
-import type { AttemptPatch, FoldedBatch, JobPatch } from "./events.ts";
+import type { AttemptPatch, FoldedBatch, JobPatch, StagePatch } from "./events.ts";
 
 export const DEFAULT_MAX_CONNECTIONS = 5;
 
@@ -198,6 +198,13 @@ ON CONFLICT (pipeline, job_id, execution) DO UPDATE SET
   ${["outcome", "finished_at", "error", "reason", "reused"].map((c) => pick(c, "v_end", "a")).join(",\n  ")},
   ${latest("v_end", "a")}`;
 
+const UPSERT_STAGES = `
+INSERT INTO conveyor_stages AS s (pipeline, job_id, queue, data, result, v_data, v_result)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::numeric[], $7::numeric[])
+ON CONFLICT (pipeline, job_id, queue) DO UPDATE SET
+  ${pick("data", "v_data", "s")}, ${latest("v_data", "s")},
+  ${pick("result", "v_result", "s")}, ${latest("v_result", "s")}`;
+
 function column<T, R>(rows: readonly T[], f: (row: T) => R): R[] {
   return rows.map(f);
 }
@@ -224,6 +231,18 @@ function attemptParams(rows: readonly AttemptPatch[]): unknown[] {
   ];
 }
 
+function stageParams(rows: readonly StagePatch[]): unknown[] {
+  return [
+    column(rows, (r) => r.pipeline),
+    column(rows, (r) => r.jobId),
+    column(rows, (r) => r.queue),
+    column(rows, (r) => r.data?.value ?? null),
+    column(rows, (r) => r.result?.value ?? null),
+    column(rows, (r) => r.data?.v ?? null),
+    column(rows, (r) => r.result?.v ?? null),
+  ];
+}
+
 /** Write one folded batch in one transaction. Replays and out-of-order batches are harmless. */
 export async function writeBatch(pool: pg.Pool, batch: FoldedBatch): Promise<void> {
   if (batch.jobs.length === 0 && batch.attempts.length === 0) return;
@@ -235,6 +254,7 @@ export async function writeBatch(pool: pg.Pool, batch: FoldedBatch): Promise<voi
       async () => {
         if (batch.jobs.length > 0) await client.query(UPSERT_JOBS, jobParams(batch.jobs));
         if (batch.attempts.length > 0) await client.query(UPSERT_ATTEMPTS, attemptParams(batch.attempts));
+        if (batch.stages.length > 0) await client.query(UPSERT_STAGES, stageParams(batch.stages));
       },
       () => (broken = true),
     );

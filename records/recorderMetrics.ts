@@ -2,7 +2,7 @@
 // from Redis on a timer.
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, type Metric } from "prom-client";
-import { PipelineKeys, type RedisClient } from "../../queue/index.ts";
+import { PipelineKeys, type RedisClient } from "../queue/index.ts";
 import { streamTime, type RawEntry } from "./events.ts";
 import { fieldMap, RECORDER_GROUP } from "./outboxStream.ts";
 
@@ -49,6 +49,39 @@ export function createRecorderMetrics(registry?: Registry) {
         new Counter({
           name: "conveyor_records_failures_total",
           help: "Failed batch writes (retried with backoff)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    shed: metric(
+      registry,
+      "conveyor_records_shed_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_shed_total",
+          help: "Outbox entries shed unrecorded because the outbox was over its byte budget",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    budgetFailures: metric(
+      registry,
+      "conveyor_records_budget_failures_total",
+      (registers) =>
+        new Counter({
+          name: "conveyor_records_budget_failures_total",
+          help: "Failed measurements of the outbox's size (the byte budget was not enforced then)",
+          labelNames: p,
+          registers,
+        }),
+    ),
+    outboxBytes: metric(
+      registry,
+      "conveyor_records_outbox_bytes",
+      (registers) =>
+        new Gauge({
+          name: "conveyor_records_outbox_bytes",
+          help: "Memory the outbox stream uses in Redis (MEMORY USAGE, sampled)",
           labelNames: p,
           registers,
         }),

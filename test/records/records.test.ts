@@ -28,7 +28,7 @@ import {
   writeBatch,
   type RawEntry,
   type RecorderOptions,
-} from "../../worker/records/index.ts";
+} from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../support/redis.ts";
@@ -201,7 +201,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
       );
       assert.deepEqual(
         tables.map((t) => t.table_name),
-        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations"],
+        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
       );
       const migrations = await pgServer.query<{ id: number }>(
         "SELECT id FROM conveyor_migrations",
@@ -224,7 +224,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     await pgServer.query(`CREATE ROLE ${role} LOGIN`, [], db.name);
     await pgServer.query(`REVOKE CREATE ON SCHEMA public FROM PUBLIC`, [], db.name);
     await pgServer.query(
-      `GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_migrations TO ${role}`,
+      `GRANT SELECT, INSERT, UPDATE ON conveyor_jobs, conveyor_attempts, conveyor_stages, conveyor_migrations TO ${role}`,
       [],
       db.name,
     );
@@ -1298,6 +1298,64 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.ok((value("conveyor_records_failures_total") ?? 0) >= 1);
     assert.ok((value("conveyor_records_written_total") ?? 0) >= 1000);
     assert.equal(value("conveyor_records_database_up"), 1);
+  });
+
+  test("PostgreSQL down while 2,000 jobs with 64 KiB results run: the outbox stays within its byte budget, the queue keeps working, the records that fit arrive after", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const q = `${p}/work`;
+    const budget = 16 * 1024 * 1024; // 2,000 results of 64 KiB are 125 MiB
+    const registry = new Registry();
+    const { logger, lines } = captureLogger();
+    const rec = recorder(db.url, [p], { registry, logger, outboxMaxBytes: budget, budgetIntervalMs: 50 });
+    await rec.start();
+    await waitFor("schema", async () => rec.stats().databaseUp, DEADLINE);
+    await pgServer.kill();
+    const outbox = new PipelineKeys(p).outbox;
+    const bytes = async () => Number((await redis.memory("USAGE", outbox, "SAMPLES", 0)) ?? 0);
+    // Results are deleted from Redis at completion (retention 0): what grows is the outbox alone.
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
+    const result = "x".repeat(64 * 1024);
+    let largest = 0;
+    for (let from = 0; from < 2000; from += 25) {
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: 25 }, (_, k) => ({ id: `big-${from + k}`, data: from + k })),
+      );
+      let left = 25;
+      while (left > 0) {
+        const { jobs } = await w.claim(left);
+        for (const job of jobs) assert.equal(await w.complete(job, result), true);
+        left -= jobs.length;
+      }
+      largest = Math.max(largest, await bytes());
+    }
+    assert.equal((await admin.counts(q)).completed, 2000, "the queue kept working");
+    // Between two checks (50 ms here) the outbox may pass the budget by what those add.
+    assert.ok(largest < budget * 1.5, `outbox peaked at ${largest} bytes (budget ${budget})`);
+    await waitFor("within the budget", async () => (await bytes()) <= budget, DEADLINE);
+    const metrics = await registry.getMetricsAsJSON();
+    const shed = metrics.find((m) => m.name === "conveyor_records_shed_total")!.values[0]!.value;
+    assert.ok(shed > 0, "entries were shed");
+    assert.ok(
+      lines.some((l) => String(l.msg).includes("over its byte budget")),
+      "and logged",
+    );
+
+    // What is still in the outbox (and what the recorder holds) arrives once PostgreSQL is back.
+    const kept = await redis.xrange(outbox, "-", "+");
+    const keptCompletions = kept
+      .map(([, f]) =>
+        Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]])),
+      )
+      .filter((e) => e.type === "completed")
+      .map((e) => e.id!);
+    assert.ok(keptCompletions.length > 100, `${keptCompletions.length} completions fit`);
+    await pgServer.restart();
+    await waitDrained(p);
+    const rows = await jobRows(db.name, p);
+    for (const id of keptCompletions) assert.equal(rows.get(id)?.state, "completed", id);
+    assert.ok(rows.size < 2000, "the shed ones are not invented");
   });
 
   test("PostgreSQL down at start: the schema is created once it comes up", async () => {

@@ -15,5 +15,6 @@ export {
   DEFAULT_MAX_CONNECTIONS,
   type PoolOptions,
 } from "./postgres.ts";
+export { DEFAULT_OUTBOX_MAX_BYTES } from "./outboxBudget.ts";
 export { MIGRATIONS, type Migration } from "./migrations.ts";
 export { foldEvents, parseEntry, type OutboxEvent, type RawEntry } from "./events.ts";

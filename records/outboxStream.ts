@@ -1,5 +1,5 @@
 // The outbox stream's Redis side for the recorder: its consumer group and reply shapes.
-import type { RedisClient } from "../../queue/index.ts";
+import type { RedisClient } from "../queue/index.ts";
 import type { RawEntry } from "./events.ts";
 
 /** The consumer group every recorder of a pipeline shares. */

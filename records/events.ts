@@ -362,9 +362,26 @@ function applyToAttempt(p: AttemptPatch | undefined, e: OutboxEvent, token: stri
   return a;
 }
 
+/** What a batch does to one conveyor_stages row: a stage's input (enqueued) or result (completed). */
+export interface StagePatch {
+  pipeline: string;
+  jobId: string;
+  queue: string;
+  data?: Versioned<string | null>;
+  result?: Versioned<string | null>;
+}
+
+function applyToStage(p: StagePatch | undefined, e: OutboxEvent): StagePatch {
+  const s: StagePatch = p ?? { pipeline: e.pipeline, jobId: e.id, queue: e.queue };
+  if (e.type === "enqueued") s.data = { value: e.fields.data ?? null, v: e.version };
+  else s.result = { value: e.fields.result ?? null, v: e.version };
+  return s;
+}
+
 export interface FoldedBatch {
   jobs: JobPatch[];
   attempts: AttemptPatch[];
+  stages: StagePatch[];
 }
 
 /**
@@ -374,6 +391,7 @@ export interface FoldedBatch {
 export function foldEvents(events: readonly OutboxEvent[]): FoldedBatch {
   const jobs = new Map<string, JobPatch>();
   const attempts = new Map<string, AttemptPatch>();
+  const stages = new Map<string, StagePatch>();
   for (const e of events) {
     const jk = `${e.pipeline}\u0000${e.id}`;
     jobs.set(jk, applyToJob(jobs.get(jk), e));
@@ -382,9 +400,13 @@ export function foldEvents(events: readonly OutboxEvent[]): FoldedBatch {
       const ak = `${jk}\u0000${token}`;
       attempts.set(ak, applyToAttempt(attempts.get(ak), e, token));
     }
+    if (e.type === "enqueued" || e.type === "completed") {
+      const sk = `${jk}\u0000${e.queue}`;
+      stages.set(sk, applyToStage(stages.get(sk), e));
+    }
   }
   // A stable key order keeps concurrent recorders from deadlocking on each other's rows.
   const byKey = <T>(m: Map<string, T>) =>
     [...m.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
-  return { jobs: byKey(jobs), attempts: byKey(attempts) };
+  return { jobs: byKey(jobs), attempts: byKey(attempts), stages: byKey(stages) };
 }

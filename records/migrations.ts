@@ -145,6 +145,27 @@ ALTER TABLE conveyor_jobs
   ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'delayed', 'active', 'retrying', 'completed', 'dead', 'cancelled', 'deleted'));
 `,
   },
+  {
+    // What each stage of a pipeline job received and returned: the job row holds only the
+    // current stage's input and the last result, so a job that moved on was no longer found by
+    // its original payload. One row per (job, stage queue), searchable like the job's own.
+    id: 7,
+    name: "stage inputs and results",
+    sql: `
+CREATE TABLE conveyor_stages (
+  pipeline  text    NOT NULL,
+  job_id    text    NOT NULL,
+  queue     text    NOT NULL,
+  data      text,
+  result    text,
+  v_data    numeric,
+  v_result  numeric,
+  PRIMARY KEY (pipeline, job_id, queue)
+);
+CREATE INDEX conveyor_stages_data_json ON conveyor_stages USING gin (conveyor_try_jsonb(data) jsonb_path_ops);
+CREATE INDEX conveyor_stages_result_json ON conveyor_stages USING gin (conveyor_try_jsonb(result) jsonb_path_ops);
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

@@ -12,9 +12,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
-import { Backoff } from "../../lib/backoff.ts";
-import { connectRedis, PipelineKeys, type RedisClient } from "../../queue/index.ts";
+import { Backoff } from "../lib/backoff.ts";
+import { connectRedis, PipelineKeys, type RedisClient } from "../queue/index.ts";
 import { foldEvents, parseEntry, streamTime, type OutboxEvent, type RawEntry } from "./events.ts";
+import { DEFAULT_OUTBOX_MAX_BYTES, OutboxBudget } from "./outboxBudget.ts";
 import { createGroup, isNoGroup, readReply, RECORDER_GROUP } from "./outboxStream.ts";
 import { RecorderHealth, type RecorderStats } from "./recorderHealth.ts";
 import { createRecorderMetrics, OutboxGauges, type RecorderMetrics } from "./recorderMetrics.ts";
@@ -63,6 +64,10 @@ export interface RecorderOptions {
   stopTimeoutMs?: number;
   /** How often the outbox length/pending/age gauges are read. Default 5 s. */
   gaugeIntervalMs?: number;
+  /** The outbox's byte budget: over it, the oldest entries are shed (outboxBudget.ts). Default 256 MiB. */
+  outboxMaxBytes?: number;
+  /** How often the outbox's size is measured against the budget. Default 1 s. */
+  budgetIntervalMs?: number;
 }
 
 const BATCH_TARGET_BYTES = 4 * 1024 * 1024;
@@ -97,12 +102,14 @@ export class JobRecorder {
   private readonly loops: PipelineLoop[] = [];
   private schema: Promise<void> | null = null;
   private gaugeTimer: NodeJS.Timeout | null = null;
+  private budgetTimer: NodeJS.Timeout | null = null;
   private started: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   /** Set by stop(): flush what is there, then end. */
   private closingSince: number | null = null;
   private readonly health: RecorderHealth;
   private readonly gauges: OutboxGauges;
+  private readonly budget: OutboxBudget;
 
   constructor(opts: RecorderOptions) {
     if (!opts.redisUrl && !opts.connectBlocking)
@@ -118,6 +125,8 @@ export class JobRecorder {
     this.pool = isPool(db) ? db : createPool(db, { ...opts.pool, maxConnections: opts.maxConnections });
     this.health = new RecorderHealth(this.metrics, this.log, this.describeDatabase());
     this.gauges = new OutboxGauges(opts.redis, this.metrics, this.log);
+    const maxBytes = opts.outboxMaxBytes ?? DEFAULT_OUTBOX_MAX_BYTES;
+    this.budget = new OutboxBudget(opts.redis, maxBytes, this.metrics, this.log);
   }
 
   /**
@@ -162,6 +171,14 @@ export class JobRecorder {
     const interval = this.opts.gaugeIntervalMs ?? 5_000;
     this.gaugeTimer = setInterval(() => void this.gauges.read(this.pipelines), interval);
     this.gaugeTimer.unref();
+    // Not on the drain loop: with PostgreSQL down that loop waits, and that is when it matters.
+    let measuring = false;
+    this.budgetTimer = setInterval(() => {
+      if (measuring) return;
+      measuring = true;
+      void this.budget.enforce(this.pipelines).finally(() => (measuring = false));
+    }, this.opts.budgetIntervalMs ?? 1_000);
+    this.budgetTimer.unref();
   }
 
   /**
@@ -180,6 +197,7 @@ export class JobRecorder {
     this.closingSince = Date.now();
     this.closeSignal.abort();
     if (this.gaugeTimer) clearInterval(this.gaugeTimer);
+    if (this.budgetTimer) clearInterval(this.budgetTimer);
     await this.started?.catch(() => {});
     // A blocked read returns within `blockMs`; what it brings is written and acknowledged.
     // (Cutting the connection instead could lose a reply in flight: those entries would wait
