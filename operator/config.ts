@@ -23,6 +23,8 @@ export interface OperatorConfig {
   metricsApiKey?: string;
   /** "auto" (from kube-system/extension-apiserver-authentication), "none", or a PEM file. */
   metricsApiClientCA: string;
+  /** Common names the front proxy's certificate may have with a CA file (auto reads them; none = any). */
+  metricsApiAllowedNames: string[];
   metricsApiHosts: string[];
   leaderElect: boolean;
   leaderElectionNamespace: string;
@@ -49,6 +51,7 @@ const SOURCES = {
   "metrics-api-cert": "CONVEYOR_METRICS_API_CERT",
   "metrics-api-key": "CONVEYOR_METRICS_API_KEY",
   "metrics-api-client-ca": "CONVEYOR_METRICS_API_CLIENT_CA",
+  "metrics-api-allowed-names": "CONVEYOR_METRICS_API_ALLOWED_NAMES",
   "metrics-api-hosts": "CONVEYOR_METRICS_API_HOSTS",
   "leader-elect": "CONVEYOR_LEADER_ELECT",
   "leader-election-namespace": "CONVEYOR_LEADER_ELECTION_NAMESPACE",
@@ -80,7 +83,10 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --metrics-api-cert FILE           CONVEYOR_METRICS_API_CERT     serving certificate (PEM); default: self-signed
   --metrics-api-key FILE            CONVEYOR_METRICS_API_KEY
   --metrics-api-client-ca auto|none|FILE  CONVEYOR_METRICS_API_CLIENT_CA  who may call it: the API server's front
-                                                               proxy (auto: read kube-system/extension-apiserver-authentication)
+                                                               proxy (auto: read kube-system/extension-apiserver-authentication;
+                                                               no CA found = refuse every client; none = accept any)
+  --metrics-api-allowed-names a,b   CONVEYOR_METRICS_API_ALLOWED_NAMES  front-proxy certificate names accepted
+                                                               with a CA FILE (default: any the CA signed)
   --metrics-api-hosts a,b           CONVEYOR_METRICS_API_HOSTS    names/IPs of the self-signed certificate
   --leader-elect true|false         CONVEYOR_LEADER_ELECT      (default true)
   --leader-election-namespace NS    CONVEYOR_LEADER_ELECTION_NAMESPACE  (default: own namespace, else "default")
@@ -154,6 +160,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     metricsApiCert,
     metricsApiKey,
     metricsApiClientCA: clientCA,
+    metricsApiAllowedNames: o.list("metrics-api-allowed-names"),
     metricsApiHosts: o.list("metrics-api-hosts"),
     leaderElect: o.bool("leader-elect", true),
     leaderElectionNamespace:

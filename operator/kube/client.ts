@@ -108,6 +108,8 @@ export class KubeClient {
   readonly kc: KubeCredentials;
   private readonly opts: KubeClientOptions;
   private agent: https.Agent | http.Agent | undefined;
+  /** What the agent's TLS options were made from (ca, cert, key, rejectUnauthorized, servername). */
+  private agentTls: string[] = [];
   private readonly server: string;
 
   constructor(kc: KubeCredentials, opts: KubeClientOptions = {}) {
@@ -122,6 +124,7 @@ export class KubeClient {
   withGate(canWrite: (() => boolean) | undefined): KubeClient {
     const c = new KubeClient(this.kc, { ...this.opts, canWrite });
     c.agent = this.agent;
+    c.agentTls = this.agentTls;
     return c;
   }
 
@@ -131,22 +134,25 @@ export class KubeClient {
   ): Promise<https.RequestOptions> {
     const opts: https.RequestOptions = { method, headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
-    if (!this.agent) {
-      const tls = {
-        ca: opts.ca,
-        cert: opts.cert,
-        key: opts.key,
-        rejectUnauthorized: opts.rejectUnauthorized,
-        servername: opts.servername,
-        keepAlive: true,
-        // No socket limit: every informer's watch holds a connection for minutes, and a capped
-        // pool full of watches would stall every other request behind them.
-        maxSockets: Infinity,
-        maxFreeSockets: 16,
-      };
+    // A new agent when the TLS material changes: an exec plugin may rotate the client certificate.
+    // Compared by content (client-node may hand out a new Buffer per call); the old agent's
+    // connections, watches among them, run out on their own.
+    const tlsId = [opts.ca, opts.cert, opts.key, opts.rejectUnauthorized, opts.servername].map(String);
+    if (!this.agent || tlsId.some((v, i) => v !== this.agentTls[i])) {
+      this.agentTls = tlsId;
+      // No socket limit: every informer's watch holds a connection for minutes, and a capped
+      // pool full of watches would stall every other request behind them.
+      const pool = { keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 };
       this.agent = this.server.startsWith("http:")
-        ? new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 })
-        : new https.Agent(tls);
+        ? new http.Agent(pool)
+        : new https.Agent({
+            ca: opts.ca,
+            cert: opts.cert,
+            key: opts.key,
+            rejectUnauthorized: opts.rejectUnauthorized,
+            servername: opts.servername,
+            ...pool,
+          });
     }
     opts.agent = this.agent;
     opts.headers = {
