@@ -35,6 +35,10 @@ export interface OperatorConfig {
   retryPeriodMs: number;
   workers: number;
   relistMs: number;
+  /** Use only Secrets labelled conveyor.dev/secret-access=true or in `ownNamespace`. */
+  restrictSecretAccess: boolean;
+  /** The namespace the operator runs in (service account, else POD_NAMESPACE). */
+  ownNamespace?: string;
   logLevel: string;
 }
 
@@ -62,6 +66,7 @@ const SOURCES = {
   "retry-period": "CONVEYOR_RETRY_PERIOD_SECONDS",
   workers: "CONVEYOR_RECONCILE_WORKERS",
   "relist-seconds": "CONVEYOR_RELIST_SECONDS",
+  "restrict-secret-access": "CONVEYOR_RESTRICT_SECRET_ACCESS",
   "log-level": "LOG_LEVEL",
 } as const;
 
@@ -97,6 +102,9 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --retry-period D                  CONVEYOR_RETRY_PERIOD_SECONDS     (default 2s)
   --workers N                       CONVEYOR_RECONCILE_WORKERS   concurrent reconciles (default 4)
   --relist-seconds D                CONVEYOR_RELIST_SECONDS      full relist period of the informers (default 10m)
+  --restrict-secret-access true|false  CONVEYOR_RESTRICT_SECRET_ACCESS  read only Secrets labelled
+                                                               conveyor.dev/secret-access=true or in the operator's
+                                                               own namespace (default false; the chart sets true)
   --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
 Booleans: --flag alone means true. ${DURATION_HELP}`;
 
@@ -115,7 +123,11 @@ function ownNamespace(): string | undefined {
 }
 
 export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE, ["metrics-api", "leader-elect"]);
+  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE, [
+    "metrics-api",
+    "leader-elect",
+    "restrict-secret-access",
+  ]);
   const { name } = o;
 
   const namespaces = o.list("namespaces");
@@ -147,6 +159,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
       `${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`,
     );
 
+  const operatorNamespace = ownNamespace() ?? env.POD_NAMESPACE;
   return {
     kubeconfig: o.raw("kubeconfig"),
     context: o.raw("context"),
@@ -163,8 +176,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     metricsApiAllowedNames: o.list("metrics-api-allowed-names"),
     metricsApiHosts: o.list("metrics-api-hosts"),
     leaderElect: o.bool("leader-elect", true),
-    leaderElectionNamespace:
-      o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
+    leaderElectionNamespace: o.raw("leader-election-namespace") ?? operatorNamespace ?? "default",
     leaderElectionId: electionId,
     identity: o.raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
     leaseDurationMs: leaseDuration,
@@ -172,6 +184,8 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     retryPeriodMs: retryPeriod,
     workers: o.int("workers", 4, 1, 64),
     relistMs: o.duration("relist-seconds", 600_000, 5000, 86_400_000),
+    restrictSecretAccess: o.bool("restrict-secret-access", false),
+    ownNamespace: operatorNamespace,
     logLevel: o.logLevel("log-level"),
   };
 }

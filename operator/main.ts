@@ -125,6 +125,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     metrics,
     workers: cfg.workers,
     relistMs: cfg.relistMs,
+    secretAccess: { restricted: cfg.restrictSecretAccess, ownNamespace: cfg.ownNamespace },
   });
   manager.addController(controller);
 
@@ -197,6 +198,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       workerImage: cfg.workerImage,
       leaderElection: cfg.leaderElect,
       metricsApi: cfg.metricsApi,
+      restrictSecretAccess: cfg.restrictSecretAccess,
     },
     "conveyor operator starting",
   );

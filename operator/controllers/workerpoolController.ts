@@ -23,7 +23,7 @@ import { EventRecorder } from "./events.ts";
 import { MANAGED_BY, POOL_LABEL } from "./names.ts";
 import type { Deployment, HPA, Pod } from "./objects.ts";
 import { WriteOverlay } from "./overlay.ts";
-import { SecretReader } from "./secretReader.ts";
+import { SecretReader, type SecretAccess } from "./secretReader.ts";
 import { WorkerPoolReconciler } from "./workerpoolReconciler.ts";
 
 export interface WorkerPoolControllerOptions {
@@ -42,6 +42,8 @@ export interface WorkerPoolControllerOptions {
   relistMs?: number;
   /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
   secretTtlMs?: number;
+  /** Which Secrets a pool may name (--restrict-secret-access). Default: any. */
+  secretAccess?: SecretAccess;
 }
 
 export class WorkerPoolController implements ManagedController {
@@ -103,7 +105,7 @@ export class WorkerPoolController implements ManagedController {
       ctx,
       caches: { pools: this.pools, deployments, hpas },
       poller: this.poller,
-      secrets: new SecretReader(client, opts.secretTtlMs),
+      secrets: new SecretReader(client, opts.secretTtlMs, opts.secretAccess),
       metrics,
       isLeader: opts.isLeader,
     });

@@ -81,6 +81,11 @@ export interface KubeClientOptions {
   metrics?: OperatorMetrics;
   /** Writes (create/update/patch/delete) are refused when this returns false. */
   canWrite?: () => boolean;
+  /**
+   * Aborts when the right to write ends (leadership lost): a write in flight is cut off then
+   * (NotLeaderError) rather than landing after a standby took over.
+   */
+  writeSignal?: () => AbortSignal | undefined;
   userAgent?: string;
   /** Per-request timeout for everything but watches. */
   timeoutMs?: number;
@@ -120,9 +125,12 @@ export class KubeClient {
     this.server = cluster.server.replace(/\/+$/, "");
   }
 
-  /** A client sharing this one's connection but with another write gate (e.g. none, for the leader lease). */
-  withGate(canWrite: (() => boolean) | undefined): KubeClient {
-    const c = new KubeClient(this.kc, { ...this.opts, canWrite });
+  /**
+   * A client sharing this one's connection with other options: another write gate (none, for
+   * the leader lease; leadership, for the controllers) or timeout.
+   */
+  with(opts: Pick<KubeClientOptions, "canWrite" | "writeSignal" | "timeoutMs">): KubeClient {
+    const c = new KubeClient(this.kc, { ...this.opts, ...opts });
     c.agent = this.agent;
     c.agentTls = this.agentTls;
     return c;
@@ -176,7 +184,9 @@ export class KubeClient {
 
   async request<T>(verb: Verb, method: string, path: string, ro: RequestOptions = {}): Promise<T> {
     const resource = ro.resource ?? resourceOf(path);
-    if (WRITE_VERBS.has(verb) && this.opts.canWrite && !this.opts.canWrite()) {
+    const isWrite = WRITE_VERBS.has(verb);
+    const writeSignal = isWrite ? this.opts.writeSignal?.() : undefined;
+    if (isWrite && ((this.opts.canWrite && !this.opts.canWrite()) || writeSignal?.aborted)) {
       throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
     }
     // client-node defaults PATCH to JSON Patch; here every PATCH names its patch type.
@@ -216,6 +226,10 @@ export class KubeClient {
         req.setTimeout(this.opts.timeoutMs ?? 30_000, () =>
           req.destroy(new Error(`timeout after ${this.opts.timeoutMs ?? 30_000}ms: ${method} ${path}`)),
         );
+        const onLeadershipLost = () =>
+          req.destroy(new NotLeaderError(`leadership lost: ${verb} ${path} cut off in flight`));
+        writeSignal?.addEventListener("abort", onLeadershipLost, { once: true });
+        req.on("close", () => writeSignal?.removeEventListener("abort", onLeadershipLost));
         req.on("error", reject);
         if (payload !== undefined) req.write(payload);
         req.end();
