@@ -162,6 +162,7 @@ export class WorkerPoolController implements ManagedController {
     // Every replica tracks when a pool last had work, so a new leader knows the cooldown's start.
     if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
       this.reconciler.state(key).scaler.lastActiveAt = sample.at;
+    metrics.polls.inc(labels);
     if (sample.counts) {
       metrics.pollErrors.inc(labels, 0); // the series exists (at 0) before the first failure
       metrics.backlog.set(labels, sample.counts.backlog);
