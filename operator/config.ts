@@ -101,7 +101,8 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --renew-deadline D                CONVEYOR_RENEW_DEADLINE_SECONDS   (default 10s)
   --retry-period D                  CONVEYOR_RETRY_PERIOD_SECONDS     (default 2s)
   --workers N                       CONVEYOR_RECONCILE_WORKERS   concurrent reconciles (default 4)
-  --relist-seconds D                CONVEYOR_RELIST_SECONDS      full relist period of the informers (default 10m)
+  --relist-seconds D                CONVEYOR_RELIST_SECONDS      resync period: every pool re-checked from the cache
+                                                               (default 10m; a relist only after a watch error)
   --restrict-secret-access true|false  CONVEYOR_RESTRICT_SECRET_ACCESS  read only Secrets labelled
                                                                conveyor.dev/secret-access=true or in the operator's
                                                                own namespace (default false; the chart sets true)

@@ -38,7 +38,7 @@ export interface WorkerPoolControllerOptions {
   metrics: OperatorMetrics;
   /** Concurrent reconciles (different keys). Default 4. */
   workers?: number;
-  /** Informer relist period. Default 10 min. */
+  /** Informer resync period (from the cache). Default 10 min. */
   relistMs?: number;
   /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
   secretTtlMs?: number;
@@ -75,7 +75,14 @@ export class WorkerPoolController implements ManagedController {
     const deployments = controller.owns<Deployment>(RESOURCES.deployments, RESOURCES.workerPools, managed);
     this.deployments = deployments;
     const hpas = controller.owns<HPA>(RESOURCES.horizontalPodAutoscalers, RESOURCES.workerPools, managed);
-    const pods = controller.watches<Pod>(RESOURCES.pods, { ...managed, transform: podSummary });
+    const pods = controller.watches<Pod>(RESOURCES.pods, {
+      ...managed,
+      transform: podSummary,
+      indexBy: (p) => {
+        const pool = p.metadata.labels?.[POOL_LABEL];
+        return pool === undefined ? undefined : `${p.metadata.namespace}/${pool}`;
+      },
+    });
 
     this.conns = new RedisConnections(log);
     this.poller = new BacklogPoller(
@@ -95,10 +102,8 @@ export class WorkerPoolController implements ManagedController {
       deletedHPAs: new Map(),
       podsOf: (pool) =>
         pods
-          .list(pool.metadata.namespace)
-          .filter(
-            (p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp,
-          ),
+          .indexed(`${pool.metadata.namespace}/${pool.metadata.name}`)
+          .filter((p) => !p.metadata.deletionTimestamp),
       workerReports: (key) => this.poller.workers(key),
     };
     this.reconciler = new WorkerPoolReconciler({

@@ -1,4 +1,6 @@
-// The operator's writes against a real API server (issue 27.5, 27.8, 27 security): a scale that
+// The operator's Kubernetes client, cache and writes against a real API server (issues 27.5, 27.8,
+// 27 security, 28): the informer indexes its cache and resyncs from it, relisting only after a
+// watch error; a scale that
 // lands between the operator's read and its write is never reverted (preconditions, 409); a
 // leader's write in flight when leadership ends is cut off, not landed after a standby took
 // over; with --restrict-secret-access only labelled Secrets (or the operator's namespace's) are
@@ -16,6 +18,7 @@ import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { withDefaults, type WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import { KubeClient, NotLeaderError, isConflict } from "../../operator/kube/client.ts";
 import type { KubeCredentials } from "../../operator/kube/kubeConfig.ts";
+import { Informer } from "../../operator/kube/informer.ts";
 import { Manager } from "../../operator/kube/manager.ts";
 import { createOperatorMetrics } from "../../operator/metrics.ts";
 import type { ReconcileContext, PoolState } from "../../operator/controllers/context.ts";
@@ -81,7 +84,19 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
     cp = await ControlPlane.start({ controllers: false, scheduler: false, kwok: false, aggregation: false });
     k = new KubeClient(cp.kubeConfig());
     await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await pollUntil(
+      "the WorkerPool CRD is Established",
+      async () =>
+        (
+          await cp.kubectl(
+            "get",
+            "crd/workerpools.conveyor.dev",
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+          )
+        ).trim() === "True",
+      { timeoutMs: 120_000 },
+    );
   });
   after(async () => {
     await cp?.stop();
@@ -207,6 +222,64 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
       proxy.heal();
       await manager.stop();
       await proxy.close();
+    }
+  });
+
+  it("the informer indexes its cache by label, resyncs from the cache without listing, and relists only after a watch error", async () => {
+    let lists = 0;
+    class CountingClient extends KubeClient {
+      override listAll<T>(path: string, query: { labelSelector?: string } = {}) {
+        lists++;
+        return super.listAll<T>(path, query);
+      }
+    }
+    const configMaps = resourcePath(RESOURCES.configMaps, { namespace: "default" });
+    const informer = new Informer<{
+      metadata: { name: string; namespace: string; labels?: Record<string, string> };
+    }>(new CountingClient(cp.kubeConfig()), {
+      path: configMaps,
+      labelSelector: "test=informer",
+      relistMs: 1000,
+      minBackoffMs: 100,
+      maxBackoffMs: 500,
+      indexBy: (o) => o.metadata.labels?.group,
+    });
+    let resyncs = 0;
+    informer.on({ synced: () => resyncs++ });
+    const configMap = (name: string, group: string) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name, labels: { test: "informer", group } },
+    });
+    const names = (group: string) =>
+      informer
+        .indexed(group)
+        .map((o) => o.metadata.name)
+        .sort()
+        .join(",");
+    await k.create(configMaps, configMap("one", "a"));
+    informer.start();
+    try {
+      await informer.waitForSync();
+      await k.create(configMaps, configMap("two", "a"));
+      await k.create(configMaps, configMap("three", "b"));
+      await pollUntil("two in group a, one in b", () => names("a") === "one,two" && names("b") === "three");
+      await k.mergePatch(resourcePath(RESOURCES.configMaps, { namespace: "default", name: "two" }), {
+        metadata: { labels: { group: "b" } },
+      });
+      await pollUntil("two moved to group b", () => names("a") === "one" && names("b") === "three,two");
+      await k.delete(resourcePath(RESOURCES.configMaps, { namespace: "default", name: "one" }));
+      await pollUntil("one gone from the index", () => names("a") === "");
+      const resyncsBefore = resyncs;
+      await pollUntil("three resyncs", () => resyncs >= resyncsBefore + 3);
+      assert.equal(lists, 1, "resyncs come from the cache: one list so far");
+      await cp.restartApiServer({ downMs: 500 });
+      await pollUntil("a relist after the broken watch", () => lists > 1 && informer.failures === 0, {
+        timeoutMs: 60_000,
+      });
+      assert.equal(names("b"), "three,two", "the index survives the relist");
+    } finally {
+      await informer.stop();
     }
   });
 
