@@ -5,7 +5,7 @@
 // Restricted (--restrict-secret-access, KEDA's restrictSecretAccess): the operator sends a
 // pool's Redis password to the Redis URL the pool names, so whoever may create a WorkerPool could
 // otherwise have any Secret of the namespace sent to a server of their choice. Then only Secrets
-// labelled conveyor.dev/secret-access=true, or in the operator's own namespace, are used.
+// labelled conveyor.dev/secret-access=true, or in the operator's own namespace, are sent.
 import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
 import { apiMessage, type KubeClient } from "../kube/client.ts";
 import { SECRET_ACCESS_LABEL } from "./names.ts";
@@ -42,11 +42,16 @@ export class SecretReader {
     this.access = access;
   }
 
-  /** The value of `ref` in `namespace`, or the problem that keeps it from being read. */
+  /**
+   * The value of `ref` in `namespace`, or the problem that keeps it from being read. `sent`: the
+   * operator sends the value to a server the pool names (the Redis password), so a restriction
+   * applies; a Secret only checked for presence (the workers' PostgreSQL URL) is exempt.
+   */
   async value(
     namespace: string,
     ref: { name: string; key: string },
     what: string,
+    sent = false,
   ): Promise<{ value: string; problem?: undefined } | { value?: undefined; problem: Problem }> {
     const e = await this.entry(namespace, ref.name);
     if (e.error)
@@ -63,7 +68,7 @@ export class SecretReader {
           message: `Secret ${ref.name} (${what}) not found in namespace ${namespace}`,
         },
       };
-    if (this.access.restricted && !e.labelled && namespace !== this.access.ownNamespace)
+    if (sent && this.access.restricted && !e.labelled && namespace !== this.access.ownNamespace)
       return {
         problem: {
           reason: Reason.SecretNotPermitted,

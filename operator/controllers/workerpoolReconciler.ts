@@ -186,7 +186,7 @@ export class WorkerPoolReconciler implements Reconciler {
     let password: string | undefined;
     let redisReadable = true;
     if (spec.redis.secretRef) {
-      const r = await this.secrets.value(namespace, spec.redis.secretRef, "Redis password");
+      const r = await this.secrets.value(namespace, spec.redis.secretRef, "Redis password", true);
       if (r.problem) {
         pass.problems.push(r.problem);
         redisReadable = false;

@@ -297,12 +297,17 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
     await secret("conveyor-system", "own", false);
     const restricted = new SecretReader(k, 60_000, { restricted: true, ownNamespace: "conveyor-system" });
     const ref = (name: string) => ({ name, key: "password" });
-    const denied = await restricted.value("default", ref("unlabelled"), "Redis password");
+    const denied = await restricted.value("default", ref("unlabelled"), "Redis password", true);
     assert.equal(denied.problem?.reason, Reason.SecretNotPermitted);
     assert.match(denied.problem?.message ?? "", /Secret unlabelled .*conveyor\.dev\/secret-access=true/);
     assert.equal(denied.value, undefined);
-    assert.equal((await restricted.value("default", ref("labelled"), "x")).value, "labelled-value");
-    assert.equal((await restricted.value("conveyor-system", ref("own"), "x")).value, "own-value");
+    assert.equal((await restricted.value("default", ref("labelled"), "x", true)).value, "labelled-value");
+    assert.equal((await restricted.value("conveyor-system", ref("own"), "x", true)).value, "own-value");
+    assert.equal(
+      (await restricted.value("default", ref("unlabelled"), "PostgreSQL URL")).value,
+      "unlabelled-value",
+      "a Secret the operator only checks (never sends) is exempt",
+    );
     const open = new SecretReader(k, 60_000);
     assert.equal((await open.value("default", ref("unlabelled"), "x")).value, "unlabelled-value");
   });
