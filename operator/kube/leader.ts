@@ -108,15 +108,13 @@ export class LeaderElector {
   private setLeading(v: boolean): void {
     if (v === this.leading) return;
     this.leading = v;
-    if (v) this.leadership = new AbortController();
-    else {
-      clearTimeout(this.deadline);
-      this.leadership.abort(new Error("leadership lost"));
-    }
     if (v) {
+      this.leadership = new AbortController();
       this.options.log?.info({ lease: `${this.options.namespace}/${this.options.name}` }, "became leader");
       this.options.onStartedLeading?.();
     } else {
+      clearTimeout(this.deadline);
+      this.leadership.abort(new Error("leadership lost"));
       this.options.log?.warn({ lease: `${this.options.namespace}/${this.options.name}` }, "stopped leading");
       this.options.onStoppedLeading?.();
     }
@@ -142,7 +140,8 @@ export class LeaderElector {
         this.lastRenew = Date.now();
         this.setLeading(true);
         clearTimeout(this.deadline);
-        this.deadline = setTimeout(() => this.loseIfExpired(), this.options.renewDeadlineMs);
+        // +1: a timer's clock and Date.now() may disagree by a millisecond.
+        this.deadline = setTimeout(() => this.loseIfExpired(), this.options.renewDeadlineMs + 1);
         this.deadline.unref();
       } else if (this.leading && Date.now() - this.lastRenew >= this.options.renewDeadlineMs) {
         this.setLeading(false);
