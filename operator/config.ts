@@ -23,6 +23,8 @@ export interface OperatorConfig {
   metricsApiKey?: string;
   /** "auto" (from kube-system/extension-apiserver-authentication), "none", or a PEM file. */
   metricsApiClientCA: string;
+  /** Common names the front proxy's certificate may have with a CA file (auto reads them; none = any). */
+  metricsApiAllowedNames: string[];
   metricsApiHosts: string[];
   leaderElect: boolean;
   leaderElectionNamespace: string;
@@ -33,6 +35,10 @@ export interface OperatorConfig {
   retryPeriodMs: number;
   workers: number;
   relistMs: number;
+  /** Use only Secrets labelled conveyor.dev/secret-access=true or in `ownNamespace`. */
+  restrictSecretAccess: boolean;
+  /** The namespace the operator runs in (service account, else POD_NAMESPACE). */
+  ownNamespace?: string;
   logLevel: string;
 }
 
@@ -49,6 +55,7 @@ const SOURCES = {
   "metrics-api-cert": "CONVEYOR_METRICS_API_CERT",
   "metrics-api-key": "CONVEYOR_METRICS_API_KEY",
   "metrics-api-client-ca": "CONVEYOR_METRICS_API_CLIENT_CA",
+  "metrics-api-allowed-names": "CONVEYOR_METRICS_API_ALLOWED_NAMES",
   "metrics-api-hosts": "CONVEYOR_METRICS_API_HOSTS",
   "leader-elect": "CONVEYOR_LEADER_ELECT",
   "leader-election-namespace": "CONVEYOR_LEADER_ELECTION_NAMESPACE",
@@ -59,6 +66,7 @@ const SOURCES = {
   "retry-period": "CONVEYOR_RETRY_PERIOD_SECONDS",
   workers: "CONVEYOR_RECONCILE_WORKERS",
   "relist-seconds": "CONVEYOR_RELIST_SECONDS",
+  "restrict-secret-access": "CONVEYOR_RESTRICT_SECRET_ACCESS",
   "log-level": "LOG_LEVEL",
 } as const;
 
@@ -80,7 +88,10 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --metrics-api-cert FILE           CONVEYOR_METRICS_API_CERT     serving certificate (PEM); default: self-signed
   --metrics-api-key FILE            CONVEYOR_METRICS_API_KEY
   --metrics-api-client-ca auto|none|FILE  CONVEYOR_METRICS_API_CLIENT_CA  who may call it: the API server's front
-                                                               proxy (auto: read kube-system/extension-apiserver-authentication)
+                                                               proxy (auto: read kube-system/extension-apiserver-authentication;
+                                                               no CA found = refuse every client; none = accept any)
+  --metrics-api-allowed-names a,b   CONVEYOR_METRICS_API_ALLOWED_NAMES  front-proxy certificate names accepted
+                                                               with a CA FILE (default: any the CA signed)
   --metrics-api-hosts a,b           CONVEYOR_METRICS_API_HOSTS    names/IPs of the self-signed certificate
   --leader-elect true|false         CONVEYOR_LEADER_ELECT      (default true)
   --leader-election-namespace NS    CONVEYOR_LEADER_ELECTION_NAMESPACE  (default: own namespace, else "default")
@@ -90,7 +101,11 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --renew-deadline D                CONVEYOR_RENEW_DEADLINE_SECONDS   (default 10s)
   --retry-period D                  CONVEYOR_RETRY_PERIOD_SECONDS     (default 2s)
   --workers N                       CONVEYOR_RECONCILE_WORKERS   concurrent reconciles (default 4)
-  --relist-seconds D                CONVEYOR_RELIST_SECONDS      full relist period of the informers (default 10m)
+  --relist-seconds D                CONVEYOR_RELIST_SECONDS      resync period: every pool re-checked from the cache
+                                                               (default 10m; a relist only after a watch error)
+  --restrict-secret-access true|false  CONVEYOR_RESTRICT_SECRET_ACCESS  read only Secrets labelled
+                                                               conveyor.dev/secret-access=true or in the operator's
+                                                               own namespace (default false; the chart sets true)
   --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
 Booleans: --flag alone means true. ${DURATION_HELP}`;
 
@@ -109,7 +124,11 @@ function ownNamespace(): string | undefined {
 }
 
 export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): OperatorConfig {
-  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE, ["metrics-api", "leader-elect"]);
+  const o = readOptions(argv, env, SOURCES, OPERATOR_USAGE, [
+    "metrics-api",
+    "leader-elect",
+    "restrict-secret-access",
+  ]);
   const { name } = o;
 
   const namespaces = o.list("namespaces");
@@ -141,6 +160,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
       `${name("leader-election-id")}: ${JSON.stringify(electionId)} is not a valid Lease name`,
     );
 
+  const operatorNamespace = ownNamespace() ?? env.POD_NAMESPACE;
   return {
     kubeconfig: o.raw("kubeconfig"),
     context: o.raw("context"),
@@ -154,10 +174,10 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     metricsApiCert,
     metricsApiKey,
     metricsApiClientCA: clientCA,
+    metricsApiAllowedNames: o.list("metrics-api-allowed-names"),
     metricsApiHosts: o.list("metrics-api-hosts"),
     leaderElect: o.bool("leader-elect", true),
-    leaderElectionNamespace:
-      o.raw("leader-election-namespace") ?? ownNamespace() ?? env.POD_NAMESPACE ?? "default",
+    leaderElectionNamespace: o.raw("leader-election-namespace") ?? operatorNamespace ?? "default",
     leaderElectionId: electionId,
     identity: o.raw("identity") ?? `${hostname()}-${randomBytes(4).toString("hex")}`,
     leaseDurationMs: leaseDuration,
@@ -165,6 +185,8 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     retryPeriodMs: retryPeriod,
     workers: o.int("workers", 4, 1, 64),
     relistMs: o.duration("relist-seconds", 600_000, 5000, 86_400_000),
+    restrictSecretAccess: o.bool("restrict-secret-access", false),
+    ownNamespace: operatorNamespace,
     logLevel: o.logLevel("log-level"),
   };
 }

@@ -14,7 +14,7 @@ import { apiMessage, KubeClient } from "./kube/client.ts";
 import { KubeConfigError, loadKubeConfig, type KubeCredentials } from "./kube/kubeConfig.ts";
 import { Manager, StartError } from "./kube/manager.ts";
 import { createOperatorMetrics } from "./metrics.ts";
-import { MetricsApiServer } from "./metricsapi/server.ts";
+import { MetricsApiServer, type ClientPolicy } from "./metricsapi/server.ts";
 import { selfSignedCert } from "./metricsapi/selfsigned.ts";
 import { ServingCertificate } from "./metricsapi/servingCertificate.ts";
 
@@ -23,10 +23,24 @@ export { OPERATOR_USAGE };
 /** How often a serving certificate from files is re-read (cert-manager rotation, kubelet's Secret refresh ≈ 1 min). */
 const CERT_RELOAD_MS = 30_000;
 
-/** The front proxy's client CA, so only the API server may call the external metrics API. */
-async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): Promise<string | undefined> {
-  if (cfg.metricsApiClientCA === "none") return undefined;
-  if (cfg.metricsApiClientCA !== "auto") return readFileSync(cfg.metricsApiClientCA, "utf8");
+/**
+ * Who may call the external metrics API: the front proxy (its CA and allowed names), any client
+ * (--metrics-api-client-ca=none), or — when no CA can be found — nobody.
+ */
+async function metricsApiClients(
+  cfg: OperatorConfig,
+  client: KubeClient,
+  log: Logger,
+): Promise<ClientPolicy> {
+  if (cfg.metricsApiClientCA === "none") return { kind: "any" };
+  if (cfg.metricsApiClientCA !== "auto")
+    return {
+      kind: "front-proxy",
+      ca: readFileSync(cfg.metricsApiClientCA, "utf8"),
+      allowedNames: cfg.metricsApiAllowedNames,
+    };
+  const source = "kube-system/extension-apiserver-authentication";
+  let why: string;
   try {
     const cm = await client.get<{ data?: Record<string, string> }>(
       resourcePath(RESOURCES.configMaps, {
@@ -35,17 +49,19 @@ async function clientCA(cfg: OperatorConfig, client: KubeClient, log: Logger): P
       }),
     );
     const ca = cm?.data?.["requestheader-client-ca-file"];
-    if (ca) return ca;
-    log.warn(
-      "kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: the external metrics API accepts any TLS client",
-    );
+    if (ca) {
+      const names = cm?.data?.["requestheader-allowed-names"];
+      return { kind: "front-proxy", ca, allowedNames: names ? (JSON.parse(names) as string[]) : [] };
+    }
+    why = `${source} has no requestheader-client-ca-file`;
   } catch (err) {
-    log.warn(
-      { err: apiMessage(err) },
-      "cannot read the requestheader client CA: the external metrics API accepts any TLS client",
-    );
+    why = `cannot read ${source}: ${apiMessage(err)}`;
   }
-  return undefined;
+  log.error(
+    { reason: why },
+    "no front-proxy client CA known: the external metrics API refuses every client (give --metrics-api-client-ca FILE, or none to accept any)",
+  );
+  return { kind: "refuse", why: `${why}; the operator refuses every client (--metrics-api-client-ca)` };
 }
 
 /**
@@ -109,6 +125,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     metrics,
     workers: cfg.workers,
     relistMs: cfg.relistMs,
+    secretAccess: { restricted: cfg.restrictSecretAccess, ownNamespace: cfg.ownNamespace },
   });
   manager.addController(controller);
 
@@ -140,7 +157,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       port: cfg.metricsApiPort,
       cert,
       key,
-      clientCA: await clientCA(cfg, base, log),
+      clients: await metricsApiClients(cfg, base, log),
       lookup: (ns, name) => controller.metricLookup(ns, name),
       log,
       metrics,
@@ -181,6 +198,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
       workerImage: cfg.workerImage,
       leaderElection: cfg.leaderElect,
       metricsApi: cfg.metricsApi,
+      restrictSecretAccess: cfg.restrictSecretAccess,
     },
     "conveyor operator starting",
   );

@@ -131,6 +131,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    polls: new Counter({
+      name: "conveyor_operator_backlog_polls_total",
+      help: "Backlog polls of the pool (each may reconcile it): what a wait for N polls counts",
+      labelNames: pool,
+      registers,
+    }),
     pollErrors: new Counter({
       name: "conveyor_operator_backlog_poll_errors_total",
       help: "Failed backlog polls",

@@ -1,13 +1,16 @@
-// WorkerPools as the dashboard (api/) shows them, read through @kubernetes/client-node when a
-// kubeconfig or an in-cluster service account is available (the Pools page is hidden when
-// not): status and conditions, every scale decision from the pool's Events (the operator
-// writes "from → to: reason: message"), and the pods with their deletion cost and, from the
-// workers' heartbeats, their busy/free slots.
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
-import { GROUP, PLURAL, VERSION } from "./apis/v1alpha1/schema.ts";
+// WorkerPools as the dashboard (api/) shows them, read with the operator's own client
+// (kube/client.ts over kube/kubeConfig.ts: a kubeconfig or the in-cluster service account; the
+// Pools page is hidden when there is neither): status and conditions, the operator's recent
+// scale decisions (status.recentDecisions, structured — never parsed from Event text) with the
+// pool's problems as warnings, and the pods with their deletion cost and, from the workers'
+// heartbeats, their busy/free slots.
+import { RESOURCES, resourcePath } from "./apis/coordinates.ts";
+import { CONDITION_DEGRADED, type WorkerPool, type WorkerPoolStatus } from "./apis/v1alpha1/types.ts";
 import { kubernetesConfigured } from "./kubeEnvironment.ts";
 import { DELETION_COST_ANNOTATION, POOL_LABEL } from "./controllers/names.ts";
-import type { WorkerPool } from "./apis/v1alpha1/types.ts";
+import type { Pod } from "./controllers/objects.ts";
+import { KubeClient } from "./kube/client.ts";
+import { loadKubeConfig } from "./kube/kubeConfig.ts";
 import type { QueueAdmin } from "../queue/index.ts";
 
 export interface ScaleDecision {
@@ -21,100 +24,85 @@ export interface ScaleDecision {
   count: number;
 }
 
-const DECISION = /^(\d+) → (\d+): ([^:]+): (.*)$/s;
-
-export function parseDecision(e: {
-  lastTimestamp?: Date | string;
-  eventTime?: Date | string;
-  firstTimestamp?: Date | string;
-  metadata?: { creationTimestamp?: Date | string };
-  type?: string;
-  reason?: string;
-  message?: string;
-  count?: number;
-}): ScaleDecision {
-  const message = e.message ?? "";
-  const m = DECISION.exec(message);
-  const backlog = /backlog (\d+)/.exec(message);
-  const at = e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp ?? "";
-  return {
-    at: at instanceof Date ? at.toISOString() : String(at),
-    type: e.type ?? "Normal",
-    reason: m ? m[3]! : (e.reason ?? ""),
-    from: m ? Number(m[1]) : null,
-    to: m ? Number(m[2]) : null,
-    backlog: backlog ? Number(backlog[1]) : null,
-    message,
-    count: e.count ?? 1,
-  };
+/** The decisions the Pools page lists: the recent scale decisions, and a Degraded pool's problem as a warning. */
+export function poolDecisions(status: WorkerPoolStatus | undefined): ScaleDecision[] {
+  const decisions: ScaleDecision[] = (status?.recentDecisions ?? []).map((d) => ({
+    at: d.at ?? "",
+    type: "Normal",
+    reason: d.reason ?? "",
+    from: d.from ?? null,
+    to: d.replicas ?? null,
+    backlog: d.backlog ?? null,
+    message: d.message ?? "",
+    count: 1,
+  }));
+  const degraded = status?.conditions?.find((c) => c.type === CONDITION_DEGRADED && c.status === "True");
+  if (degraded)
+    decisions.push({
+      at: degraded.lastTransitionTime ?? "",
+      type: "Warning",
+      reason: degraded.reason ?? "",
+      from: null,
+      to: null,
+      backlog: null,
+      message: degraded.message ?? "",
+      count: 1,
+    });
+  return decisions.sort((a, b) => a.at.localeCompare(b.at));
 }
 
 /** Implements api/'s PoolSource (the CLI wires it in: api/ does not import operator/). */
 export class PoolReader {
-  private readonly custom: CustomObjectsApi;
-  private readonly core: CoreV1Api;
+  private readonly client: () => Promise<KubeClient>;
   private readonly admin: QueueAdmin;
 
-  constructor(kc: KubeConfig, admin: QueueAdmin) {
-    this.custom = kc.makeApiClient(CustomObjectsApi);
-    this.core = kc.makeApiClient(CoreV1Api);
+  /** `client`: a KubeClient, or how to make one the first time it is needed. */
+  constructor(client: KubeClient | (() => Promise<KubeClient>), admin: QueueAdmin) {
+    let made: Promise<KubeClient> | undefined;
+    this.client = client instanceof KubeClient ? async () => client : () => (made ??= client());
     this.admin = admin;
   }
 
-  /** A reader when a cluster is configured (KUBECONFIG, ~/.kube/config, in-cluster); else null. */
+  /**
+   * A reader when a cluster is configured (KUBECONFIG, ~/.kube/config, in-cluster); else null.
+   * The kubeconfig is loaded at the first read; an unusable one fails that read with a
+   * message naming the file and field.
+   */
   static fromEnvironment(admin: QueueAdmin, env: NodeJS.ProcessEnv = process.env): PoolReader | null {
     if (!kubernetesConfigured(env)) return null;
-    const kc = new KubeConfig();
-    kc.loadFromDefault();
-    if (!kc.getCurrentCluster()) return null;
-    return new PoolReader(kc, admin);
+    return new PoolReader(
+      async () => new KubeClient(await loadKubeConfig({ env }), { userAgent: "conveyor-api" }),
+      admin,
+    );
   }
 
   async list(allowed: (queue: string) => boolean) {
-    const list = (await this.custom.listClusterCustomObject({
-      group: GROUP,
-      version: VERSION,
-      plural: PLURAL,
-    })) as {
-      items: WorkerPool[];
-    };
+    const client = await this.client();
+    const list = await client.listAll<WorkerPool>(resourcePath(RESOURCES.workerPools, {}));
     return list.items.filter((p) => allowed(p.spec.queue)).map(summary);
   }
 
   async detail(namespace: string, name: string, allowed: (queue: string) => boolean) {
-    let pool: WorkerPool;
-    try {
-      pool = (await this.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: PLURAL,
-        namespace,
-        name,
-      })) as WorkerPool;
-    } catch (err) {
-      if ((err as { code?: number }).code === 404) return null;
-      throw err;
-    }
-    if (!allowed(pool.spec.queue)) return null;
-    const [events, pods, reports] = await Promise.all([
-      this.core.listNamespacedEvent({
-        namespace,
-        fieldSelector: `involvedObject.kind=WorkerPool,involvedObject.name=${name}`,
-      }),
-      this.core.listNamespacedPod({ namespace, labelSelector: `${POOL_LABEL}=${name}` }),
+    const client = await this.client();
+    const pool = await client.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace, name }));
+    if (!pool || !allowed(pool.spec.queue)) return null;
+    const [pods, reports] = await Promise.all([
+      client.listAll<Pod & { status?: { conditions?: { type: string; status: string }[] } }>(
+        resourcePath(RESOURCES.pods, { namespace }),
+        { labelSelector: `${POOL_LABEL}=${name}` },
+      ),
       this.admin.workers(pool.spec.queue).catch(() => []),
     ]);
     const byPod = new Map(reports.map((r) => [r.pod, r]));
-    const decisions = events.items.map(parseDecision).sort((a, b) => a.at.localeCompare(b.at));
     return {
       ...summary(pool),
       conditions: pool.status?.conditions ?? [],
-      decisions,
+      decisions: poolDecisions(pool.status),
       pods: pods.items.map((p) => {
-        const report = byPod.get(p.metadata?.name ?? "");
-        const cost = p.metadata?.annotations?.[DELETION_COST_ANNOTATION];
+        const report = byPod.get(p.metadata.name ?? "");
+        const cost = p.metadata.annotations?.[DELETION_COST_ANNOTATION];
         return {
-          name: p.metadata?.name ?? "",
+          name: p.metadata.name ?? "",
           phase: p.status?.phase ?? "",
           ready: (p.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True"),
           deletionCost: cost === undefined ? null : Number(cost),

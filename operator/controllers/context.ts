@@ -42,6 +42,8 @@ export interface LastDecision {
   reason: ScaleReason;
   message: string;
   at: string;
+  /** The backlog it was made at, when read. */
+  backlog?: number;
 }
 
 /** What the operator remembers about a pool between reconciles (in memory; rebuilt after a restart). */

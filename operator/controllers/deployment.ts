@@ -209,6 +209,7 @@ export function initialReplicas(spec: WorkerPoolSpec, backlog: number | undefine
  * drifted (not a subset of the live object) — otherwise no API call at all. The applied
  * configuration carries spec.replicas at its live value (read fresh), because server-side apply
  * resets a field its manager stops applying; replica changes go through the scale subresource.
+ * The apply carries the read's resourceVersion: a scale in between is never silently reverted.
  */
 export async function reconcileDeployment(
   ctx: ReconcileContext,
@@ -227,9 +228,13 @@ export async function reconcileDeployment(
     name: pool.metadata.name,
   });
   let replicas: number;
+  let resourceVersion: string | undefined;
   if (live) {
     const fresh = await ctx.client.get<Deployment>(path);
     replicas = fresh?.spec?.replicas ?? live.spec?.replicas ?? 0;
+    // A precondition: a scale (the HPA's) landing between that read and this apply makes it
+    // fail with 409 (the reconcile retries) instead of reverting the scale.
+    resourceVersion = fresh?.metadata.resourceVersion;
     const changed =
       live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash
         ? ["spec"]
@@ -239,7 +244,9 @@ export async function reconcileDeployment(
     replicas = initialReplicas(spec, backlog);
     ctx.log.info({ pool: key, replicas }, "creating worker Deployment");
   }
-  const applied = await ctx.client.apply<Deployment>(path, withReplicas(desired, replicas));
+  const body = withReplicas(desired, replicas);
+  if (resourceVersion) body.metadata = { ...body.metadata, resourceVersion };
+  const applied = await ctx.client.apply<Deployment>(path, body);
   ctx.deploymentOverlay.set(key, applied);
   return applied;
 }

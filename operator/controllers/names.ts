@@ -9,6 +9,8 @@ export const POOL_LABEL = "conveyor.dev/workerpool";
 export const METRIC_POOL_LABEL = "workerpool";
 export const METRIC_NAME = "conveyor-backlog";
 export const CONFIG_HASH_ANNOTATION = "conveyor.dev/config-hash";
+/** With --restrict-secret-access, the operator reads only Secrets with this label set to "true" (or in its own namespace). */
+export const SECRET_ACCESS_LABEL = "conveyor.dev/secret-access";
 export const DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost";
 
 /** Labels on everything the operator makes for a pool (the managed-by label scopes its informers). */

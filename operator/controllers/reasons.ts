@@ -11,6 +11,8 @@ export const Reason = {
   SecretKeyNotFound: "SecretKeyNotFound",
   /** A referenced Secret could not be read (RBAC, API error). */
   SecretUnreadable: "SecretUnreadable",
+  /** --restrict-secret-access: the Secret is neither labelled for Conveyor nor in the operator's namespace. */
+  SecretNotPermitted: "SecretNotPermitted",
   /** The backlog could not be read for several polls in a row. */
   RedisUnreachable: "RedisUnreachable",
   /** A Deployment of the pool's name exists and is not ours. */
@@ -81,6 +83,7 @@ export const PROBLEM_REASONS = [
   Reason.SecretNotFound,
   Reason.SecretKeyNotFound,
   Reason.SecretUnreadable,
+  Reason.SecretNotPermitted,
   Reason.RedisUnreachable,
   Reason.DeploymentConflict,
   Reason.HPAConflict,

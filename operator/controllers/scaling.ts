@@ -277,7 +277,10 @@ async function writeScale(
     name: pool.metadata.name,
     subresource: "scale",
   });
+  // The precondition: the decision was made from this version; a scale since (the HPA's, a
+  // kubectl scale) fails the write with 409 and the reconcile decides again from the new count.
   const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
+    metadata: { resourceVersion: deployment.metadata.resourceVersion },
     spec: { replicas: d.replicas },
   });
   const at = Date.now();

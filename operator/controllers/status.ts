@@ -10,6 +10,7 @@ import {
   CONDITION_READY,
   CONDITION_SCALING_ACTIVE,
 } from "../apis/v1alpha1/types.ts";
+import { RECENT_DECISIONS } from "../apis/v1alpha1/schema.ts";
 import type { BacklogSample } from "../scaling/backlog.ts";
 import type { LastDecision, PoolState, ReconcileContext } from "./context.ts";
 import { deepEqual, subsetDiff } from "./diff.ts";
@@ -183,9 +184,21 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   if (control) status.control = control;
   const decision = i.lastDecision ?? prev.lastDecision;
   if (decision) status.lastDecision = decision;
+  const history = withDecision(prev.recentDecisions ?? [], i.lastDecision);
+  if (history.length > 0) status.recentDecisions = history;
   const scaleTime = i.lastDecision?.at ?? prev.lastScaleTime;
   if (scaleTime) status.lastScaleTime = scaleTime;
   return status;
+}
+
+/** The history with `decision` appended (once: a decision is its time), the oldest dropped past RECENT_DECISIONS. */
+export function withDecision(
+  history: NonNullable<WorkerPoolStatus["recentDecisions"]>,
+  decision: LastDecision | undefined,
+): NonNullable<WorkerPoolStatus["recentDecisions"]> {
+  if (!decision || history.some((d) => d.at === decision.at && d.replicas === decision.replicas))
+    return history;
+  return [...history, decision].slice(-RECENT_DECISIONS);
 }
 
 /** The status concern: write (server-side apply on /status) only when it differs from the stored one. */

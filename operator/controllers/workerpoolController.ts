@@ -23,7 +23,7 @@ import { EventRecorder } from "./events.ts";
 import { MANAGED_BY, POOL_LABEL } from "./names.ts";
 import type { Deployment, HPA, Pod } from "./objects.ts";
 import { WriteOverlay } from "./overlay.ts";
-import { SecretReader } from "./secretReader.ts";
+import { SecretReader, type SecretAccess } from "./secretReader.ts";
 import { WorkerPoolReconciler } from "./workerpoolReconciler.ts";
 
 export interface WorkerPoolControllerOptions {
@@ -38,10 +38,12 @@ export interface WorkerPoolControllerOptions {
   metrics: OperatorMetrics;
   /** Concurrent reconciles (different keys). Default 4. */
   workers?: number;
-  /** Informer relist period. Default 10 min. */
+  /** Informer resync period (from the cache). Default 10 min. */
   relistMs?: number;
   /** How long a read Secret is trusted. Default 60 s (10 s when missing). */
   secretTtlMs?: number;
+  /** Which Secrets a pool may name (--restrict-secret-access). Default: any. */
+  secretAccess?: SecretAccess;
 }
 
 export class WorkerPoolController implements ManagedController {
@@ -73,7 +75,14 @@ export class WorkerPoolController implements ManagedController {
     const deployments = controller.owns<Deployment>(RESOURCES.deployments, RESOURCES.workerPools, managed);
     this.deployments = deployments;
     const hpas = controller.owns<HPA>(RESOURCES.horizontalPodAutoscalers, RESOURCES.workerPools, managed);
-    const pods = controller.watches<Pod>(RESOURCES.pods, { ...managed, transform: podSummary });
+    const pods = controller.watches<Pod>(RESOURCES.pods, {
+      ...managed,
+      transform: podSummary,
+      indexBy: (p) => {
+        const pool = p.metadata.labels?.[POOL_LABEL];
+        return pool === undefined ? undefined : `${p.metadata.namespace}/${pool}`;
+      },
+    });
 
     this.conns = new RedisConnections(log);
     this.poller = new BacklogPoller(
@@ -93,17 +102,15 @@ export class WorkerPoolController implements ManagedController {
       deletedHPAs: new Map(),
       podsOf: (pool) =>
         pods
-          .list(pool.metadata.namespace)
-          .filter(
-            (p) => p.metadata.labels?.[POOL_LABEL] === pool.metadata.name && !p.metadata.deletionTimestamp,
-          ),
+          .indexed(`${pool.metadata.namespace}/${pool.metadata.name}`)
+          .filter((p) => !p.metadata.deletionTimestamp),
       workerReports: (key) => this.poller.workers(key),
     };
     this.reconciler = new WorkerPoolReconciler({
       ctx,
       caches: { pools: this.pools, deployments, hpas },
       poller: this.poller,
-      secrets: new SecretReader(client, opts.secretTtlMs),
+      secrets: new SecretReader(client, opts.secretTtlMs, opts.secretAccess),
       metrics,
       isLeader: opts.isLeader,
     });
@@ -160,6 +167,7 @@ export class WorkerPoolController implements ManagedController {
     // Every replica tracks when a pool last had work, so a new leader knows the cooldown's start.
     if (sample.counts && (sample.counts.backlog > 0 || sample.counts.inflight > 0))
       this.reconciler.state(key).scaler.lastActiveAt = sample.at;
+    metrics.polls.inc(labels);
     if (sample.counts) {
       metrics.pollErrors.inc(labels, 0); // the series exists (at 0) before the first failure
       metrics.backlog.set(labels, sample.counts.backlog);

@@ -186,7 +186,7 @@ export class WorkerPoolReconciler implements Reconciler {
     let password: string | undefined;
     let redisReadable = true;
     if (spec.redis.secretRef) {
-      const r = await this.secrets.value(namespace, spec.redis.secretRef, "Redis password");
+      const r = await this.secrets.value(namespace, spec.redis.secretRef, "Redis password", true);
       if (r.problem) {
         pass.problems.push(r.problem);
         redisReadable = false;
@@ -356,7 +356,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private async applyScale(pass: PoolPass): Promise<void> {
     const { spec, deployment, pool } = pass;
     if (!spec || !pass.ownsDeployment || !deployment) return;
-    if (pass.decision)
+    if (pass.decision) {
       pass.deployment = await applyScale(
         this.ctx,
         pass.key,
@@ -366,6 +366,9 @@ export class WorkerPoolReconciler implements Reconciler {
         pass.state,
         pass.decision,
       );
+      const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
+      if (backlog !== undefined) pass.state.lastDecision = { ...pass.state.lastDecision!, backlog };
+    }
     const replicas = pass.deployment?.spec?.replicas ?? 0;
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
     this.metrics.desiredReplicas.set(labels, replicas);
@@ -439,6 +442,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.maxReplicas,
       m.degraded,
       m.pollErrors,
+      m.polls,
       m.replicaCap,
     ])
       g.remove({ namespace, workerpool: name });

@@ -81,6 +81,11 @@ export interface KubeClientOptions {
   metrics?: OperatorMetrics;
   /** Writes (create/update/patch/delete) are refused when this returns false. */
   canWrite?: () => boolean;
+  /**
+   * Aborts when the right to write ends (leadership lost): a write in flight is cut off then
+   * (NotLeaderError) rather than landing after a standby took over.
+   */
+  writeSignal?: () => AbortSignal | undefined;
   userAgent?: string;
   /** Per-request timeout for everything but watches. */
   timeoutMs?: number;
@@ -108,6 +113,8 @@ export class KubeClient {
   readonly kc: KubeCredentials;
   private readonly opts: KubeClientOptions;
   private agent: https.Agent | http.Agent | undefined;
+  /** What the agent's TLS options were made from (ca, cert, key, rejectUnauthorized, servername). */
+  private agentTls: string[] = [];
   private readonly server: string;
 
   constructor(kc: KubeCredentials, opts: KubeClientOptions = {}) {
@@ -118,10 +125,14 @@ export class KubeClient {
     this.server = cluster.server.replace(/\/+$/, "");
   }
 
-  /** A client sharing this one's connection but with another write gate (e.g. none, for the leader lease). */
-  withGate(canWrite: (() => boolean) | undefined): KubeClient {
-    const c = new KubeClient(this.kc, { ...this.opts, canWrite });
+  /**
+   * A client sharing this one's connection with other options: another write gate (none, for
+   * the leader lease; leadership, for the controllers) or timeout.
+   */
+  with(opts: Pick<KubeClientOptions, "canWrite" | "writeSignal" | "timeoutMs">): KubeClient {
+    const c = new KubeClient(this.kc, { ...this.opts, ...opts });
     c.agent = this.agent;
+    c.agentTls = this.agentTls;
     return c;
   }
 
@@ -131,22 +142,25 @@ export class KubeClient {
   ): Promise<https.RequestOptions> {
     const opts: https.RequestOptions = { method, headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
-    if (!this.agent) {
-      const tls = {
-        ca: opts.ca,
-        cert: opts.cert,
-        key: opts.key,
-        rejectUnauthorized: opts.rejectUnauthorized,
-        servername: opts.servername,
-        keepAlive: true,
-        // No socket limit: every informer's watch holds a connection for minutes, and a capped
-        // pool full of watches would stall every other request behind them.
-        maxSockets: Infinity,
-        maxFreeSockets: 16,
-      };
+    // A new agent when the TLS material changes: an exec plugin may rotate the client certificate.
+    // Compared by content (client-node may hand out a new Buffer per call); the old agent's
+    // connections, watches among them, run out on their own.
+    const tlsId = [opts.ca, opts.cert, opts.key, opts.rejectUnauthorized, opts.servername].map(String);
+    if (!this.agent || tlsId.some((v, i) => v !== this.agentTls[i])) {
+      this.agentTls = tlsId;
+      // No socket limit: every informer's watch holds a connection for minutes, and a capped
+      // pool full of watches would stall every other request behind them.
+      const pool = { keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 };
       this.agent = this.server.startsWith("http:")
-        ? new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 16 })
-        : new https.Agent(tls);
+        ? new http.Agent(pool)
+        : new https.Agent({
+            ca: opts.ca,
+            cert: opts.cert,
+            key: opts.key,
+            rejectUnauthorized: opts.rejectUnauthorized,
+            servername: opts.servername,
+            ...pool,
+          });
     }
     opts.agent = this.agent;
     opts.headers = {
@@ -170,7 +184,9 @@ export class KubeClient {
 
   async request<T>(verb: Verb, method: string, path: string, ro: RequestOptions = {}): Promise<T> {
     const resource = ro.resource ?? resourceOf(path);
-    if (WRITE_VERBS.has(verb) && this.opts.canWrite && !this.opts.canWrite()) {
+    const isWrite = WRITE_VERBS.has(verb);
+    const writeSignal = isWrite ? this.opts.writeSignal?.() : undefined;
+    if (isWrite && ((this.opts.canWrite && !this.opts.canWrite()) || writeSignal?.aborted)) {
       throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
     }
     // client-node defaults PATCH to JSON Patch; here every PATCH names its patch type.
@@ -210,6 +226,10 @@ export class KubeClient {
         req.setTimeout(this.opts.timeoutMs ?? 30_000, () =>
           req.destroy(new Error(`timeout after ${this.opts.timeoutMs ?? 30_000}ms: ${method} ${path}`)),
         );
+        const onLeadershipLost = () =>
+          req.destroy(new NotLeaderError(`leadership lost: ${verb} ${path} cut off in flight`));
+        writeSignal?.addEventListener("abort", onLeadershipLost, { once: true });
+        req.on("close", () => writeSignal?.removeEventListener("abort", onLeadershipLost));
         req.on("error", reject);
         if (payload !== undefined) req.write(payload);
         req.end();

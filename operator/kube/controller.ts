@@ -29,7 +29,7 @@ export interface ControllerOptions {
   metrics: OperatorMetrics;
   /** Concurrent reconciles (different keys). Default 4. */
   workers?: number;
-  /** Informer relist period. Default 10 min. */
+  /** Informer resync period (from the cache; relists happen only after a watch error). Default 10 min. */
   relistMs?: number;
 }
 
@@ -40,6 +40,8 @@ export interface WatchOptions<T extends KubeObject> {
   filters?: EventFilter<T>[];
   /** What the cache keeps of each object (default: all but metadata.managedFields). */
   transform?: (obj: T) => T;
+  /** Index the cache by this value (ObjectCache.indexed). */
+  indexBy?: (obj: T) => string | undefined;
 }
 
 /** A read-only view over one kind's informers (one per namespace watched). */
@@ -61,6 +63,15 @@ export class ObjectCache<T extends KubeObject> {
   list(namespace?: string): T[] {
     return this.informers.flatMap((i) => i.list(namespace));
   }
+
+  /** The objects whose WatchOptions.indexBy value is `value`. */
+  indexed(value: string): T[] {
+    return this.informers.flatMap((i) => i.indexed(value));
+  }
+
+  *keys(): Generator<string> {
+    for (const inf of this.informers) yield* inf.keys();
+  }
 }
 
 export class Controller {
@@ -81,7 +92,7 @@ export class Controller {
     });
   }
 
-  /** The primary kind: its events enqueue its own key; every (re)list enqueues every object. */
+  /** The primary kind: its events enqueue its own key; every (re)list and resync enqueues every object. */
   for<T extends KubeObject>(resource: Resource, opts: WatchOptions<T> = {}): ObjectCache<T> {
     const cache = this.watch<T>(
       resource,
@@ -136,6 +147,7 @@ export class Controller {
         metrics: this.opts.metrics,
         relistMs: this.opts.relistMs,
         transform: opts.transform,
+        indexBy: opts.indexBy,
       });
       if (toKey) {
         const enqueue = (obj: T) => {
@@ -165,9 +177,9 @@ export class Controller {
     this.queue.add(key);
   }
 
-  /** Every primary object: after a relist, and when leadership is gained. */
+  /** Every primary object: after a list or resync, and when leadership is gained. */
   enqueueAll(): void {
-    for (const obj of this.primary?.list() ?? []) this.enqueue(objectKey(obj));
+    for (const key of this.primary?.keys() ?? []) this.enqueue(key);
   }
 
   /** Starts the informers, waits for their caches, then runs the workers. */

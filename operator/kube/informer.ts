@@ -1,8 +1,9 @@
 // A list-watch cache that never stops on its own. client-node's informer stops on any watch
 // error other than 410 Gone and never relists (kubernetes-client/javascript#596, #958, #1933);
-// this one relists after any error with capped exponential backoff and jitter, and relists
-// periodically anyway (catching anything a watch may have missed), announcing each relist so
-// the controller can resync every key.
+// this one relists after any watch error with capped exponential backoff and jitter, and — as
+// client-go — only then: every resync period it announces a resync from the cache (no API call),
+// so the controller re-checks every key. An optional index (by owner, by label) answers "the
+// objects of X" without walking the cache.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { Backoff } from "../../lib/backoff.ts";
@@ -15,7 +16,7 @@ export interface InformerHandlers<T extends KubeObject> {
   add?: (obj: T) => void;
   update?: (obj: T, old: T) => void;
   delete?: (obj: T) => void;
-  /** After every (re)list: the cache is complete and current. */
+  /** After every (re)list and every resync period: the cache is complete and current. */
   synced?: () => void;
 }
 
@@ -23,8 +24,10 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   /** e.g. /apis/apps/v1/deployments or /apis/apps/v1/namespaces/ns/deployments */
   path: string;
   labelSelector?: string;
-  /** Relist this often even without errors (default 10 min, ±10% jitter). */
+  /** Resync (from the cache, no API call) this often (default 10 min, ±10% jitter). */
   relistMs?: number;
+  /** The index value of an object (e.g. its pool's `namespace/name`): `indexed(value)` finds them. */
+  indexBy?: (obj: T) => string | undefined;
   /** Backoff after an error: from minBackoffMs doubling to maxBackoffMs (defaults 500 ms, 30 s). */
   minBackoffMs?: number;
   maxBackoffMs?: number;
@@ -64,6 +67,8 @@ export class Informer<T extends KubeObject> {
   private readonly opts: InformerOptions<T>;
   private readonly transform: (obj: T) => T;
   private readonly cache = new Map<string, T>();
+  /** indexBy value → keys of the objects with it (the key strings are the cache's own). */
+  private readonly index = new Map<string, Set<string>>();
   private readonly handlers: InformerHandlers<T>[] = [];
   private resourceVersion = "";
   private abort = new AbortController();
@@ -87,6 +92,17 @@ export class Informer<T extends KubeObject> {
 
   get(namespace: string, name: string): T | undefined {
     return this.cache.get(`${namespace}/${name}`);
+  }
+
+  /** The objects whose indexBy value is `value` (none without indexBy). */
+  indexed(value: string): T[] {
+    const keys = this.index.get(value);
+    return keys ? [...keys].map((k) => this.cache.get(k)!) : [];
+  }
+
+  /** Every cached key, without copying the cache. */
+  keys(): IterableIterator<string> {
+    return this.cache.keys();
   }
 
   list(namespace?: string): T[] {
@@ -136,28 +152,36 @@ export class Informer<T extends KubeObject> {
     const min = this.opts.minBackoffMs ?? 500;
     const max = this.opts.maxBackoffMs ?? 30_000;
     const backoff = new Backoff({ baseMs: min, maxMs: max });
+    const nextResync = () => Date.now() + (this.opts.relistMs ?? 10 * 60_000) * (0.9 + Math.random() * 0.2);
+    let listed = false;
+    let resyncAt = 0;
     while (!this.stopped) {
       try {
-        await this.relist();
-        backoff.reset();
-        this.failures = 0;
-        const relistMs = this.opts.relistMs ?? 10 * 60_000;
-        const relistAt = Date.now() + relistMs * (0.9 + Math.random() * 0.2);
-        while (!this.stopped && Date.now() < relistAt) {
-          const remaining = Math.ceil((relistAt - Date.now()) / 1000);
-          const timeoutSeconds = Math.max(
-            1,
-            Math.min(remaining, this.opts.watchTimeoutSeconds ?? Math.round(300 + Math.random() * 300)),
-          );
-          await this.client.watch<T>(
-            this.opts.path,
-            { resourceVersion: this.resourceVersion, labelSelector: this.opts.labelSelector, timeoutSeconds },
-            (ev) => this.onEvent(ev),
-            this.abort.signal,
-          );
+        if (!listed) {
+          await this.relist();
+          listed = true;
+          backoff.reset();
+          this.failures = 0;
+          resyncAt = nextResync();
+        } else if (Date.now() >= resyncAt) {
+          this.emit("synced");
+          resyncAt = nextResync();
         }
+        const remaining = Math.ceil((resyncAt - Date.now()) / 1000);
+        const timeoutSeconds = Math.max(
+          1,
+          Math.min(remaining, this.opts.watchTimeoutSeconds ?? Math.round(300 + Math.random() * 300)),
+        );
+        // A watch that ends without an error resumes from the last resource version seen.
+        await this.client.watch<T>(
+          this.opts.path,
+          { resourceVersion: this.resourceVersion, labelSelector: this.opts.labelSelector, timeoutSeconds },
+          (ev) => this.onEvent(ev),
+          this.abort.signal,
+        );
       } catch (err) {
         if (this.stopped) break;
+        listed = false;
         if (err instanceof RelistNeeded || apiCode(err) === 410) {
           // 410 Gone: the resource version is too old. Relist at once, no backoff.
           this.resourceVersion = "";
@@ -182,6 +206,34 @@ export class Informer<T extends KubeObject> {
     }
   }
 
+  /** Puts `obj` in the cache and the index (replacing `old`, the object under the same key). */
+  private store(k: string, obj: T, old: T | undefined): void {
+    this.cache.set(k, obj);
+    const by = this.opts.indexBy;
+    if (!by) return;
+    const before = old && by(old);
+    const after = by(obj);
+    if (before === after) return;
+    if (before !== undefined) this.unindex(k, before);
+    if (after !== undefined) {
+      let keys = this.index.get(after);
+      if (!keys) this.index.set(after, (keys = new Set()));
+      keys.add(k);
+    }
+  }
+
+  private remove(k: string, old: T | undefined): void {
+    this.cache.delete(k);
+    const value = old && this.opts.indexBy?.(old);
+    if (value !== undefined) this.unindex(k, value);
+  }
+
+  private unindex(k: string, value: string): void {
+    const keys = this.index.get(value);
+    keys?.delete(k);
+    if (keys?.size === 0) this.index.delete(value);
+  }
+
   private onEvent(ev: WatchEvent<T>): void {
     switch (ev.type) {
       case "ADDED":
@@ -189,7 +241,7 @@ export class Informer<T extends KubeObject> {
         const obj = this.transform(ev.object);
         const k = objectKey(obj);
         const old = this.cache.get(k);
-        this.cache.set(k, obj);
+        this.store(k, obj, old);
         if (old) {
           if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit("update", obj, old);
         } else {
@@ -200,7 +252,7 @@ export class Informer<T extends KubeObject> {
       case "DELETED": {
         const k = objectKey(ev.object);
         const old = this.cache.get(k);
-        this.cache.delete(k);
+        this.remove(k, old);
         this.emit("delete", old ?? ev.object);
         break;
       }
@@ -227,13 +279,13 @@ export class Informer<T extends KubeObject> {
       const k = objectKey(obj);
       seen.add(k);
       const old = this.cache.get(k);
-      this.cache.set(k, obj);
+      this.store(k, obj, old);
       if (!old) this.emit("add", obj);
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.emit("update", obj, old);
     }
     for (const [k, old] of this.cache) {
       if (!seen.has(k)) {
-        this.cache.delete(k);
+        this.remove(k, old);
         this.emit("delete", old);
       }
     }

@@ -231,4 +231,42 @@ describe("loadKubeConfig", () => {
     assert.equal(kc.constructor.name, "KubeConfig");
     assert.equal(kc.getCurrentCluster()?.server, "https://10.0.0.1:6443");
   });
+
+  it("impersonation fields become headers; fields the loader does not implement are refused by name", async () => {
+    const file = kubeconfig(
+      "impersonate.yaml",
+      single(
+        {},
+        {
+          token: "t",
+          as: "alice",
+          "as-uid": "1234",
+          "as-groups": ["devs", "ops"],
+          "as-user-extra": { scopes: ["a", "b"] },
+        },
+      ),
+    );
+    const o = await applied(await loadKubeConfig({ file, env: {} }));
+    const headers = o.headers as Record<string, string | string[]>;
+    assert.equal(headers["Impersonate-User"], "alice");
+    assert.equal(headers["Impersonate-Uid"], "1234");
+    assert.deepEqual(headers["Impersonate-Group"], ["devs", "ops"]);
+    assert.deepEqual(headers["Impersonate-Extra-scopes"], ["a", "b"]);
+
+    const proxy = kubeconfig("proxy.yaml", single({ "proxy-url": "http://proxy:3128" }, { token: "t" }));
+    await rejectsWith(
+      loadKubeConfig({ file: proxy, env: {} }),
+      /proxy\.yaml: clusters\[c\]\.cluster\.proxy-url: not supported/,
+    );
+    const asUser = kubeconfig("as-user.yaml", single({}, { token: "t", "as-user": "bob" }));
+    await rejectsWith(
+      loadKubeConfig({ file: asUser, env: {} }),
+      /as-user\.yaml: users\[u\]\.user\.as-user: not supported/,
+    );
+    const badGroups = kubeconfig("groups.yaml", single({}, { token: "t", "as-groups": "devs" }));
+    await rejectsWith(
+      loadKubeConfig({ file: badGroups, env: {} }),
+      /users\[u\]\.user\.as-groups: not a list/,
+    );
+  });
 });

@@ -55,6 +55,50 @@ interface User {
   username?: string;
   password?: string;
   impersonate?: string;
+  impersonateUid?: string;
+  impersonateGroups?: string[];
+  impersonateExtra?: Record<string, string[]>;
+}
+
+/** Fields the loader implements (or hands to client-node: exec, auth-provider); any other is refused, never ignored. */
+const CLUSTER_FIELDS = new Set([
+  "server",
+  "certificate-authority",
+  "certificate-authority-data",
+  "insecure-skip-tls-verify",
+  "tls-server-name",
+  "disable-compression",
+  "extensions",
+]);
+const USER_FIELDS = new Set([
+  "token",
+  "tokenFile",
+  "client-certificate",
+  "client-certificate-data",
+  "client-key",
+  "client-key-data",
+  "username",
+  "password",
+  "as",
+  "as-uid",
+  "as-groups",
+  "as-user-extra",
+  "exec",
+  "auth-provider",
+  "extensions",
+]);
+
+/** The first field of `body` not in `known`, refused with the field's full name. */
+function refuseUnknown(
+  body: Record<string, unknown>,
+  known: Set<string>,
+  field: (f: string) => string,
+): void {
+  const unknown = Object.keys(body).find((k) => !known.has(k));
+  if (unknown !== undefined)
+    throw new KubeConfigError(
+      `${field(unknown)}: not supported by the operator's kubeconfig loader (supported: ${[...known].join(", ")})`,
+    );
 }
 
 /** A loaded kubeconfig context or service account. */
@@ -99,6 +143,12 @@ export class KubeConnection implements KubeCredentials {
     const token = this.bearerToken();
     if (token) headers.Authorization = `Bearer ${token}`;
     if (user.impersonate) headers["Impersonate-User"] = user.impersonate;
+    if (user.impersonateUid) headers["Impersonate-Uid"] = user.impersonateUid;
+    // node sends an array header value as repeated headers, as the API server reads groups and extras.
+    const multi = headers as Record<string, string | string[]>;
+    if (user.impersonateGroups?.length) multi["Impersonate-Group"] = user.impersonateGroups;
+    for (const [k, v] of Object.entries(user.impersonateExtra ?? {}))
+      multi[`Impersonate-Extra-${encodeURIComponent(k)}`] = v;
   }
 
   /** The token; a token file is re-read once its content is older than tokenReloadMs (projected tokens rotate). */
@@ -192,6 +242,12 @@ async function fromFiles(files: string[], opts: LoadKubeConfigOptions): Promise<
   if (userName !== undefined && !userEntry)
     throw new KubeConfigError(`${ctxField("user")}: user "${userName}" not found`);
   const u = userEntry?.body ?? {};
+  refuseUnknown(
+    clusterEntry.body,
+    CLUSTER_FIELDS,
+    (f) => `${clusterEntry.file}: clusters[${clusterName}].cluster.${f}`,
+  );
+  if (userEntry) refuseUnknown(u, USER_FIELDS, (f) => `${userEntry.file}: users[${userName}].user.${f}`);
   if (u.exec !== undefined || u["auth-provider"] !== undefined)
     return clientNodeKubeConfig(files, contextName);
   const namespace =
@@ -277,6 +333,9 @@ function user(e: Entry): User {
     username: opt("username"),
     password: opt("password"),
     impersonate: opt("as"),
+    impersonateUid: opt("as-uid"),
+    impersonateGroups: b["as-groups"] === undefined ? undefined : strings(b["as-groups"], field("as-groups")),
+    impersonateExtra: extras(b["as-user-extra"], field("as-user-extra")),
   };
   if (!u.cert !== !u.key)
     throw new KubeConfigError(
@@ -319,6 +378,17 @@ function readFileFor(path: string, field: string): Buffer {
 
 function relativeTo(kubeconfig: string, path: string): string {
   return isAbsolute(path) ? path : resolve(dirname(kubeconfig), path);
+}
+
+function strings(v: unknown, field: string): string[] {
+  if (!Array.isArray(v)) throw new KubeConfigError(`${field}: not a list of strings`);
+  return v.map((x, i) => str(x, `${field}[${i}]`));
+}
+
+function extras(v: unknown, field: string): Record<string, string[]> | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "object" || Array.isArray(v)) throw new KubeConfigError(`${field}: not a mapping`);
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strings(x, `${field}.${k}`)]));
 }
 
 function str(v: unknown, field: string): string {

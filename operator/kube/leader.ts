@@ -2,7 +2,8 @@
 // lease 15 s, renew deadline 10 s, retry 2 s. Expiry is judged by this process's own clock from
 // the moment it last saw the lease record change (never by comparing clocks across machines).
 // The leader stops writing as soon as it has not renewed for the renew deadline — before any
-// standby may take over (lease duration > renew deadline).
+// standby may take over (lease duration > renew deadline) — and writes still in flight then are
+// cut off (leadershipSignal), however long their own timeout.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
@@ -33,6 +34,12 @@ interface Lease {
   };
 }
 
+function abortedController(): AbortController {
+  const c = new AbortController();
+  c.abort(new Error("not leading"));
+  return c;
+}
+
 /** MicroTime as the API wants it: RFC 3339 with microseconds. */
 function microTime(d = new Date()): string {
   return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
@@ -51,6 +58,10 @@ export class LeaderElector {
   private stopped = false;
   private abort = new AbortController();
   private loopDone: Promise<void> | undefined;
+  /** Aborted the moment leadership ends; a new one each time it starts. */
+  private leadership = abortedController();
+  /** Ends leadership at lastRenew + renewDeadline even while a renew request hangs. */
+  private deadline: NodeJS.Timeout | undefined;
 
   constructor(client: KubeClient, opts: LeaderElectionOptions) {
     this.client = client;
@@ -62,6 +73,11 @@ export class LeaderElector {
   /** True while this replica holds the lease and renewed it within the renew deadline. */
   isLeader(): boolean {
     return this.leading && Date.now() - this.lastRenew < this.options.renewDeadlineMs;
+  }
+
+  /** Aborts when this replica stops leading (writes in flight are cut off); aborted while not leading. */
+  get leadershipSignal(): AbortSignal {
+    return this.leadership.signal;
   }
 
   get identity(): string {
@@ -93,9 +109,12 @@ export class LeaderElector {
     if (v === this.leading) return;
     this.leading = v;
     if (v) {
+      this.leadership = new AbortController();
       this.options.log?.info({ lease: `${this.options.namespace}/${this.options.name}` }, "became leader");
       this.options.onStartedLeading?.();
     } else {
+      clearTimeout(this.deadline);
+      this.leadership.abort(new Error("leadership lost"));
       this.options.log?.warn({ lease: `${this.options.namespace}/${this.options.name}` }, "stopped leading");
       this.options.onStoppedLeading?.();
     }
@@ -120,6 +139,10 @@ export class LeaderElector {
       if (ok) {
         this.lastRenew = Date.now();
         this.setLeading(true);
+        clearTimeout(this.deadline);
+        // +1: a timer's clock and Date.now() may disagree by a millisecond.
+        this.deadline = setTimeout(() => this.loseIfExpired(), this.options.renewDeadlineMs + 1);
+        this.deadline.unref();
       } else if (this.leading && Date.now() - this.lastRenew >= this.options.renewDeadlineMs) {
         this.setLeading(false);
       }
@@ -128,6 +151,10 @@ export class LeaderElector {
         this.leading ? this.options.retryPeriodMs : this.options.retryPeriodMs * (1 + Math.random() * 1.2),
       );
     }
+  }
+
+  private loseIfExpired(): void {
+    if (this.leading && Date.now() - this.lastRenew >= this.options.renewDeadlineMs) this.setLeading(false);
   }
 
   private async tryAcquireOrRenew(): Promise<boolean> {

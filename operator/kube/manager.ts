@@ -55,18 +55,27 @@ export class Manager {
     this.opts = opts;
     const { metrics, log } = opts;
     if (opts.leaderElection) {
-      this.elector = new LeaderElector(opts.baseClient.withGate(undefined), {
-        ...opts.leaderElection,
-        log,
-        onStartedLeading: () => {
-          metrics.isLeader.set(1);
-          metrics.leaderTransitions.inc();
-          for (const c of this.controllers) c.onStartedLeading?.();
+      // A lease request may take no longer than the renew deadline (client-go bounds each
+      // attempt the same way): a hung renew must not outlive the leadership it renews.
+      const renewDeadlineMs = opts.leaderElection.renewDeadlineMs ?? 10_000;
+      this.elector = new LeaderElector(
+        opts.baseClient.with({ canWrite: undefined, timeoutMs: renewDeadlineMs }),
+        {
+          ...opts.leaderElection,
+          log,
+          onStartedLeading: () => {
+            metrics.isLeader.set(1);
+            metrics.leaderTransitions.inc();
+            for (const c of this.controllers) c.onStartedLeading?.();
+          },
+          onStoppedLeading: () => metrics.isLeader.set(0),
         },
-        onStoppedLeading: () => metrics.isLeader.set(0),
-      });
+      );
     }
-    this.client = opts.baseClient.withGate(() => this.isLeader());
+    this.client = opts.baseClient.with({
+      canWrite: () => this.isLeader(),
+      writeSignal: () => this.elector?.leadershipSignal,
+    });
   }
 
   isLeader(): boolean {

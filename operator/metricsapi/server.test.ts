@@ -1,21 +1,27 @@
 // The external metrics API server, its serving certificates, and the operator's configuration.
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as https from "node:https";
 import { pino } from "pino";
 import { join } from "node:path";
-import { MetricsApiServer, parseSelector } from "./server.ts";
+import { MetricsApiServer, clientRefusal, parseSelector, type ClientPolicy } from "./server.ts";
 import { selfSignedCert } from "./selfsigned.ts";
 import { ServingCertificate } from "./servingCertificate.ts";
 import { loadOperatorConfig } from "../config.ts";
 import { urlWithPassword } from "../scaling/backlog.ts";
 
-function getJson(port: number, path: string, ca: string): Promise<{ status: number; body: any }> {
+function getJson(
+  port: number,
+  path: string,
+  ca: string,
+  client?: { cert: string; key: string },
+): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
     https
-      .get({ host: "127.0.0.1", port, path, ca, servername: "localhost", agent: false }, (res) => {
+      .get({ host: "127.0.0.1", port, path, ca, servername: "localhost", agent: false, ...client }, (res) => {
         let text = "";
         res.on("data", (c) => (text += c));
         res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text || "{}") }));
@@ -39,6 +45,7 @@ describe("external metrics API", () => {
       port: 0,
       cert,
       key,
+      clients: { kind: "any" },
       lookup: (ns, name) =>
         name === "ocr"
           ? { kind: "ok", value: 500, at: Date.now() }
@@ -113,6 +120,7 @@ describe("external metrics API", () => {
       host: "127.0.0.1",
       port: 0,
       ...serving.pair,
+      clients: { kind: "any" },
       lookup: () => ({ kind: "not-found", message: "none" }),
     });
     const { port } = await server.start();
@@ -180,6 +188,103 @@ describe("external metrics API", () => {
   });
 });
 
+describe("external metrics API: who may call", () => {
+  const serving = selfSignedCert("serving", ["localhost", "127.0.0.1"]);
+  // A front-proxy CA and client certificates it signs, as kubeadm makes them (openssl).
+  const dir = mkdtempSync(join(tmpdir(), "conveyor-front-proxy-"));
+  const openssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+  const newKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  function authority(name: string): string {
+    openssl(
+      "req",
+      "-x509",
+      ...newKey,
+      "-keyout",
+      `${name}.key`,
+      "-out",
+      `${name}.crt`,
+      "-subj",
+      `/CN=${name}`,
+    );
+    return readFileSync(join(dir, `${name}.crt`), "utf8");
+  }
+  function client(cn: string, ca: string): { cert: string; key: string } {
+    openssl("req", ...newKey, "-keyout", `${cn}.key`, "-out", `${cn}.csr`, "-subj", `/CN=${cn}`);
+    const ext = join(dir, "client.ext");
+    writeFileSync(ext, "extendedKeyUsage=clientAuth\n");
+    openssl(
+      "x509",
+      "-req",
+      "-in",
+      `${cn}.csr`,
+      "-CA",
+      `${ca}.crt`,
+      "-CAkey",
+      `${ca}.key`,
+      "-out",
+      `${cn}.crt`,
+      "-extfile",
+      ext,
+    );
+    return {
+      cert: readFileSync(join(dir, `${cn}.crt`), "utf8"),
+      key: readFileSync(join(dir, `${cn}.key`), "utf8"),
+    };
+  }
+  const frontProxyCA = authority("front-proxy-ca");
+  const otherCA = authority("other-ca");
+  const frontProxy = client("front-proxy-client", "front-proxy-ca");
+  const otherName = client("someone-else", "front-proxy-ca");
+  const otherSigner = client("front-proxy-client-elsewhere", "other-ca");
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const discovery = "/apis/external.metrics.k8s.io/v1beta1";
+
+  async function statuses(clients: ClientPolicy): Promise<number[]> {
+    const server = new MetricsApiServer({
+      host: "127.0.0.1",
+      port: 0,
+      ...serving,
+      clients,
+      lookup: () => ({ kind: "not-found", message: "none" }),
+    });
+    const { port } = await server.start();
+    try {
+      const as = (c?: { cert: string; key: string }) =>
+        getJson(port, discovery, serving.cert, c).then((r) => r.status);
+      return [await as(frontProxy), await as(otherName), await as(otherSigner), await as(undefined)];
+    } finally {
+      await server.stop();
+    }
+  }
+
+  it("the front proxy: signed by the CA and an allowed name; any name when none are listed", async () => {
+    const ca = frontProxyCA;
+    assert.deepEqual(
+      await statuses({ kind: "front-proxy", ca, allowedNames: ["front-proxy-client"] }),
+      [200, 401, 401, 401],
+    );
+    assert.deepEqual(await statuses({ kind: "front-proxy", ca, allowedNames: [] }), [200, 200, 401, 401]);
+    assert.deepEqual(
+      await statuses({ kind: "front-proxy", ca: otherCA, allowedNames: [] }),
+      [401, 401, 200, 401],
+      "only the configured CA's certificates",
+    );
+  });
+
+  it("no CA known: every client refused with the reason; none: any client", async () => {
+    assert.deepEqual(await statuses({ kind: "refuse", why: "no CA" }), [401, 401, 401, 401]);
+    assert.deepEqual(await statuses({ kind: "any" }), [200, 200, 200, 200]);
+    assert.equal(
+      clientRefusal({ kind: "front-proxy", ca: "", allowedNames: ["front-proxy-client"] }, true, "x"),
+      'client certificate name "x" is not among the requestheader allowed names',
+    );
+    assert.deepEqual(loadOperatorConfig(["--metrics-api-allowed-names", "a,b"], {}).metricsApiAllowedNames, [
+      "a",
+      "b",
+    ]);
+  });
+});
+
 describe("external metrics API: bad input", () => {
   it("answers 400 naming the path segment for a malformed % escape, and logs no error", async () => {
     const { cert, key } = selfSignedCert("test", ["localhost", "127.0.0.1"]);
@@ -191,6 +296,7 @@ describe("external metrics API: bad input", () => {
       cert,
       key,
       log,
+      clients: { kind: "any" },
       lookup: () => ({ kind: "ok", value: 1, at: Date.now() }),
     });
     const { port } = await server.start();

@@ -6,10 +6,12 @@
 // AverageValue target divides it by the replica count. A stale or failed poll answers 503 so
 // the HPA keeps its replica count instead of scaling on a wrong number.
 //
-// Authentication: when a requestheader client CA is known (--metrics-api-client-ca, or the
-// kube-system/extension-apiserver-authentication ConfigMap), only clients presenting a
-// certificate it signed — the API server's front proxy — are served. Authorization of the end
-// user is the API server's (RBAC on external.metrics.k8s.io).
+// Authentication: only clients presenting a certificate the requestheader client CA signed
+// (--metrics-api-client-ca, or the kube-system/extension-apiserver-authentication ConfigMap) and
+// whose common name is an allowed name (requestheader-allowed-names; none listed = any) — the
+// API server's front proxy — are served. With no CA known every client is refused, unless
+// --metrics-api-client-ca=none said to accept any. Authorization of the end user is the API
+// server's (RBAC on external.metrics.k8s.io).
 import * as https from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
@@ -32,11 +34,30 @@ export interface MetricsApiOptions {
   port: number;
   cert: string;
   key: string;
-  /** PEM of the CA whose client certificates (the front proxy's) are accepted; none = any client. */
-  clientCA?: string;
+  /** Who may call: the front proxy's CA and allowed names, any client, or nobody (no CA known). */
+  clients: ClientPolicy;
   lookup: (namespace: string, pool: string) => MetricLookup;
   log?: Logger;
   metrics?: OperatorMetrics;
+}
+
+export type ClientPolicy =
+  | { kind: "front-proxy"; ca: string; allowedNames: string[] }
+  | { kind: "any" }
+  | { kind: "refuse"; why: string };
+
+/** Why a client is refused under `policy` (undefined: served); `cn` is its certificate's common name. */
+export function clientRefusal(
+  policy: ClientPolicy,
+  authorized: boolean,
+  cn: string | undefined,
+): string | undefined {
+  if (policy.kind === "any") return undefined;
+  if (policy.kind === "refuse") return policy.why;
+  if (!authorized) return "a client certificate signed by the requestheader CA is required";
+  if (policy.allowedNames.length > 0 && !policy.allowedNames.includes(cn ?? ""))
+    return `client certificate name ${JSON.stringify(cn ?? "")} is not among the requestheader allowed names`;
+  return undefined;
 }
 
 /** A %-escaped path segment, or undefined when an escape is malformed (decodeURIComponent throws). */
@@ -97,18 +118,17 @@ export const DISCOVERY = {
 export function handleMetricsRequest(
   req: IncomingMessage,
   res: ServerResponse,
-  o: Pick<MetricsApiOptions, "lookup" | "metrics" | "clientCA">,
+  o: Pick<MetricsApiOptions, "lookup" | "metrics" | "clients">,
 ): void {
   const url = new URL(req.url ?? "/", "https://x");
   const path = url.pathname.replace(/\/+$/, "");
   const count = (result: string) => o.metrics?.metricRequests.inc({ result });
-  if (o.clientCA && !(req.socket as TLSSocket).authorized) {
+  const socket = req.socket as TLSSocket;
+  const cn = o.clients.kind === "front-proxy" ? socket.getPeerCertificate().subject?.CN : undefined;
+  const refused = clientRefusal(o.clients, socket.authorized, Array.isArray(cn) ? cn[0] : cn);
+  if (refused) {
     count("unauthorized");
-    return send(
-      res,
-      401,
-      status(401, "Unauthorized", "a client certificate signed by the requestheader CA is required"),
-    );
+    return send(res, 401, status(401, "Unauthorized", refused));
   }
   if (req.method !== "GET")
     return send(res, 405, status(405, "MethodNotAllowed", `${req.method} is not supported`));
@@ -214,8 +234,9 @@ export class MetricsApiServer {
       {
         cert: this.options.cert,
         key: this.options.key,
-        ...(this.options.clientCA
-          ? { ca: this.options.clientCA, requestCert: true, rejectUnauthorized: false }
+        ...this.clientTls(),
+        ...(this.options.clients.kind === "front-proxy"
+          ? { requestCert: true, rejectUnauthorized: false }
           : {}),
       },
       (req, res) => {
@@ -254,8 +275,13 @@ export class MetricsApiServer {
     this.server?.setSecureContext({
       cert: pair.cert,
       key: pair.key,
-      ...(this.options.clientCA ? { ca: this.options.clientCA } : {}),
+      ...this.clientTls(),
     });
+  }
+
+  private clientTls(): { ca?: string } {
+    const c = this.options.clients;
+    return c.kind === "front-proxy" ? { ca: c.ca } : {};
   }
 
   async stop(): Promise<void> {

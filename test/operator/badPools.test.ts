@@ -9,7 +9,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { rng } from "../support/random.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { pollUntil } from "../../lib/poll.ts";
@@ -23,6 +22,7 @@ import {
   scrapeOperator,
   startOperator,
   sumSeries,
+  waitForPolls,
   workerPoolEvents,
   workerPoolManifest,
   type OperatorProcess,
@@ -795,7 +795,7 @@ describe(
       const scaleEvents = (await events("default", "contested")).filter((e) =>
         /^(ScaledUp|ScaledDown)$/.test(e.reason),
       ).length;
-      await sleep(8000); // eight backlog polls of this pool: each one reconciles it
+      await waitForPolls(op, "default", "contested", 8); // each poll reconciles the pool
       assert.equal(
         await replicas("default", "contested"),
         4,

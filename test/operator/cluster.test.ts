@@ -104,7 +104,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       `--metrics-api-cert=${cert.certFile}`,
       `--metrics-api-key=${cert.keyFile}`,
       "--metrics-api-client-ca=auto",
-      // frequent full relists (each followed by a resync of every pool): they must change nothing
+      // frequent resyncs of every pool from the cache: they must change nothing
       "--relist-seconds=20",
     ]);
     await cp.registerAPIService({
@@ -706,7 +706,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       .filter(([k]) => k.startsWith('conveyor_operator_kube_api_requests_total{verb="list"'))
       .reduce((n, [, v]) => n + v, 0);
     process.stderr.write(
-      `idle: ${reconcilesAfter - reconcilesBefore} reconciles of 50 pools in 60s, ${after - before} writes (metric), ${auditAfter - auditBefore} writes (audit log); ${lists} list calls so far (relist every 20s)\n`,
+      `idle: ${reconcilesAfter - reconcilesBefore} reconciles of 50 pools in 60s, ${after - before} writes (metric), ${auditAfter - auditBefore} writes (audit log); ${lists} list calls so far (resync every 20s)\n`,
     );
     assert.ok(reconcilesAfter - reconcilesBefore >= 50, "the pools were reconciled (polls drive reconciles)");
     assert.equal(after - before, 0, "writes counted by the operator");

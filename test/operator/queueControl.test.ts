@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { pollUntil } from "../../lib/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
@@ -17,6 +16,7 @@ import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
   startOperator,
+  waitForPolls,
   workerPoolEvents,
   workerPoolManifest,
   type OperatorProcess,
@@ -198,7 +198,7 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
     await pollUntil("at the cap", async () => (await replicas(name)) === 3, { timeoutMs: LONG });
     for (let i = 0; i < 8; i++) {
       await report();
-      await sleep(1000);
+      await waitForPolls(op, "default", name, 1);
       assert.equal(await replicas(name), 3, "stays at the cap while the backlog is 10,000");
     }
     const p = await getPool(name);

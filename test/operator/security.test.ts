@@ -3,8 +3,9 @@
 // right, one with a wrong password, one with none — the operator as a process, and real
 // `conveyor worker` processes following the pods (test/support/podRunner.ts: REDIS_PASSWORD
 // from the Secret, as a kubelet gives it). Jobs make the good pool scale 0 → 1 → 0; the bad ones
-// make the operator and a worker fail authentication over and over. Then neither password — nor
-// its base64 or URL-encoded form — may appear in the operator's or the workers' output, Events,
+// make the operator and a worker fail authentication over and over; with --restrict-secret-access
+// a pool naming an unlabelled Secret is Degraded/SecretNotPermitted and the operator never sends
+// it. Then neither password — nor its base64 or URL-encoded form — may appear in the operator's or the workers' output, Events,
 // WorkerPool status, the worker Deployments, the operator's /metrics and external metrics API,
 // or the workers' /metrics.
 import { after, before, describe, it } from "node:test";
@@ -140,6 +141,16 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     r = connectRedis(redis.url.replace("redis://", `redis://:${encodeURIComponent(PASSWORD)}@`));
     await cp.kubectl("create", "secret", "generic", "redis-auth", `--from-literal=password=${PASSWORD}`);
     await cp.kubectl("create", "secret", "generic", "redis-wrong", `--from-literal=password=${WRONG}`);
+    // the right password in a Secret not labelled for Conveyor: with --restrict-secret-access
+    // the operator must not send it anywhere
+    await cp.kubectl(
+      "create",
+      "secret",
+      "generic",
+      "redis-unlabelled",
+      `--from-literal=password=${PASSWORD}`,
+    );
+    await cp.kubectl("label", "secret", "redis-auth", "redis-wrong", "conveyor.dev/secret-access=true");
     metricsApiPort = await freePort();
     // the external metrics API on loopback with a self-signed certificate and no client check:
     // read directly here (its error texts name the pool's Redis problem)
@@ -148,6 +159,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       `--metrics-api-port=${metricsApiPort}`,
       "--metrics-api-hosts=127.0.0.1",
       "--metrics-api-client-ca=none",
+      "--restrict-secret-access",
     ]);
     await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
     runner = new PodRunner(cp.kubeConfig(), {
@@ -168,7 +180,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
   });
 
-  it("a pool with the right password scales 0 → 1 → 0 and its worker runs the jobs; wrong or missing passwords make pools Degraded and a worker fail", async () => {
+  it("a pool with the right password scales 0 → 1 → 0 and its worker runs the jobs; wrong or missing passwords make pools Degraded and a worker fail; an unlabelled Secret is not used (--restrict-secret-access)", async () => {
     const apply = async (obj: unknown) => {
       await cp.apply(JSON.stringify(obj), "--server-side", "--field-manager=tester");
     };
@@ -194,6 +206,13 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     );
     // no password at all against a Redis that requires one
     await apply(pool("nopass", { scaling: { mode: "direct", pollSeconds: 1 } }));
+    // a Secret the operator may not use (--restrict-secret-access)
+    await apply(
+      pool("unpermitted", {
+        redis: { url: redis.url, secretRef: { name: "redis-unlabelled" } },
+        scaling: { mode: "direct", pollSeconds: 1 },
+      }),
+    );
 
     const dep = await pollUntil(
       "secure's Deployment",
@@ -236,13 +255,17 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     );
     await scrapeWorkers();
 
-    for (const name of ["wrongpass", "nopass"]) {
+    for (const [name, reason] of [
+      ["wrongpass", "RedisUnreachable"],
+      ["nopass", "RedisUnreachable"],
+      ["unpermitted", "SecretNotPermitted"],
+    ] as const) {
       await pollUntil(
-        `${name} Degraded/RedisUnreachable with an Event`,
+        `${name} Degraded/${reason} with an Event`,
         async () => {
           const p = await getPool(name);
           const d = condition(p, "Degraded");
-          if (d?.status !== "True" || d.reason !== "RedisUnreachable") return false;
+          if (d?.status !== "True" || d.reason !== reason) return false;
           const ev = JSON.parse(
             await cp.kubectl(
               "get",
@@ -253,11 +276,15 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
               "json",
             ),
           ) as { items: { reason: string }[] };
-          return ev.items.some((e) => e.reason === "RedisUnreachable");
+          return ev.items.some((e) => e.reason === reason);
         },
         { timeoutMs: LONG },
       );
     }
+    assert.match(
+      condition(await getPool("unpermitted"), "Degraded")!.message,
+      /Secret redis-unlabelled \(Redis password\) is not labelled conveyor\.dev\/secret-access=true/,
+    );
     const wrong = await getPool("wrongpass");
     assert.match(
       condition(wrong, "Degraded")!.message,

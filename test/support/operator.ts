@@ -96,6 +96,31 @@ export function sumSeries(m: Map<string, number>, metric: string, labels: RegExp
   return n;
 }
 
+/**
+ * Waits until the operator has polled a pool's backlog `n` more times and reconciled what those
+ * polls enqueued (work queue empty): "nothing happened over N polls" without a guessed sleep.
+ */
+export async function waitForPolls(
+  op: OperatorProcess,
+  namespace: string,
+  name: string,
+  n: number,
+  timeoutMs = 240_000,
+): Promise<void> {
+  const series = new RegExp(`namespace="${namespace}",workerpool="${name}"`);
+  const polls = async () =>
+    sumSeries(await scrapeOperator(op), "conveyor_operator_backlog_polls_total", series);
+  const target = (await polls()) + n;
+  await pollUntil(`${n} more backlog polls of ${namespace}/${name}`, async () => (await polls()) >= target, {
+    timeoutMs,
+  });
+  await pollUntil(
+    "the operator's work queue drained",
+    async () => sumSeries(await scrapeOperator(op), "conveyor_operator_workqueue_depth") === 0,
+    { timeoutMs },
+  );
+}
+
 export async function isLeader(op: OperatorProcess): Promise<boolean> {
   return (await scrapeOperator(op)).get("conveyor_operator_leader") === 1;
 }

@@ -180,7 +180,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
         <h2>Why it scaled</h2>
         {pool.decisions.length === 0 ? (
           <p class="muted">
-            No scale decisions or warnings recorded (Events expire after an hour by default).
+            No scale decisions or problems recorded (the pool keeps its last 8 decisions in status).
           </p>
         ) : (
           <table class="grid decisions">

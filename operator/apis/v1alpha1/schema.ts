@@ -418,6 +418,18 @@ export const specSchema = {
   },
 } as const satisfies JSONSchemaProps;
 
+/** Scale decisions kept in status.recentDecisions: bounded, so status (and the cache) stays small. */
+export const RECENT_DECISIONS = 8;
+
+const decisionProperties = {
+  replicas: { type: "integer" },
+  from: { type: "integer" },
+  reason: { type: "string" },
+  message: { type: "string" },
+  at: { type: "string", format: "date-time" },
+  backlog: { type: "integer", description: "The backlog the decision was made at." },
+} as const;
+
 export const statusSchema = {
   type: "object",
   properties: {
@@ -470,13 +482,13 @@ export const statusSchema = {
     lastDecision: {
       type: "object",
       description: "The operator's last scale decision and why.",
-      properties: {
-        replicas: { type: "integer" },
-        from: { type: "integer" },
-        reason: { type: "string" },
-        message: { type: "string" },
-        at: { type: "string", format: "date-time" },
-      },
+      properties: decisionProperties,
+    },
+    recentDecisions: {
+      type: "array",
+      maxItems: RECENT_DECISIONS,
+      description: `The operator's last ${RECENT_DECISIONS} scale decisions, oldest first (what the dashboard charts).`,
+      items: { type: "object", properties: decisionProperties },
     },
   },
 } as const satisfies JSONSchemaProps;
