@@ -117,13 +117,31 @@ export class EventHub {
   /** Events of `queue` after (`afterId`, `part`), oldest first (from at most `count` entries). */
   async since(queue: string, afterId: string, part = 0, count = 1000): Promise<Replay> {
     const key = new QueueKeys(queue).events;
-    const [entries, deleted] = await Promise.all([
+    const [entries, lost] = await Promise.all([
       this.redis.xrange(key, afterId, "+", "COUNT", count),
-      this.maxDeletedId(key),
+      this.lostAfter(key, afterId),
     ]);
     const events = eventsOfEntries(entries, queue).filter((e) => eventAfter(e, afterId, part));
-    const trimmed = deleted !== null && eventAfter({ eventId: deleted, part: 0 }, afterId, part);
-    return { events, gap: trimmed ? "trimmed" : entries.length >= count ? "truncated" : null };
+    return { events, gap: lost ? "trimmed" : entries.length >= count ? "truncated" : null };
+  }
+
+  /**
+   * Whether the stream may have dropped entries after `afterId` (XINFO STREAM): one deleted after
+   * it, or trimmed ones while its oldest kept entry is newer. (Redis does not keep the newest
+   * trimmed id, so a trim that ended exactly at `afterId` counts too: the client only reloads.)
+   */
+  private async lostAfter(key: string, afterId: string): Promise<boolean> {
+    const reply = (await this.redis.call("XINFO", "STREAM", key).catch((err: Error) => {
+      if (/no such key/i.test(err.message)) return null;
+      throw err;
+    })) as unknown[] | null;
+    if (!reply) return false;
+    const info = new Map<string, unknown>();
+    for (let i = 0; i + 1 < reply.length; i += 2) info.set(String(reply[i]), reply[i + 1]);
+    const newer = (id: unknown) => typeof id === "string" && eventAfter({ eventId: id, part: 0 }, afterId, 0);
+    const first = (info.get("first-entry") as [string] | null)?.[0];
+    const trimmed = Number(info.get("entries-added")) > Number(info.get("length"));
+    return newer(info.get("max-deleted-entry-id")) || (trimmed && newer(first));
   }
 
   async close(): Promise<void> {
@@ -132,20 +150,8 @@ export class EventHub {
     await this.running?.catch(() => {});
   }
 
-  /** The newest id the stream ever dropped (XINFO STREAM, Redis 7), or null when none or no stream. */
-  private async maxDeletedId(key: string): Promise<string | null> {
-    const info = (await this.redis.call("XINFO", "STREAM", key).catch((err: Error) => {
-      if (/no such key/i.test(err.message)) return null;
-      throw err;
-    })) as unknown[] | null;
-    if (!info) return null;
-    const i = info.indexOf("max-deleted-entry-id");
-    const id = i >= 0 ? String(info[i + 1]) : "0-0";
-    return id === "0-0" ? null : id;
-  }
-
   private async run(): Promise<void> {
-    this.blocking ??= this.redis.duplicate();
+    if (!this.redis.isCluster) this.blocking ??= this.redis.duplicate();
     let delay = 100;
     while (!this.stopped && this.listeners.size > 0) {
       try {

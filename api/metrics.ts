@@ -1,7 +1,7 @@
 // Prometheus metrics of one `conveyor api` process (its own registry, served at GET /metrics):
 // every error the API handles without failing a request is logged once and counted here.
 import type { Logger } from "pino";
-import { Counter, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 
 /** Where an error was handled: the event hub's read loop, a queue directory rescan, a request answered 500. */
 export type ErrorSite = "event_hub" | "queue_directory" | "request";
@@ -12,6 +12,12 @@ export class ApiMetrics {
     name: "conveyor_api_errors_total",
     help: "Errors the job API handled (logged once each), by where they happened",
     labelNames: ["site"] as const,
+    registers: [this.registry],
+  });
+  /** Open /events streams (the event hub reads only while there is one). */
+  readonly eventStreams = new Gauge({
+    name: "conveyor_api_event_streams",
+    help: "Server-Sent Events streams open on this process",
     registers: [this.registry],
   });
   private readonly log: Logger | undefined;

@@ -63,10 +63,15 @@ export function eventHandlers(ctx: ApiContext): Handlers {
         (queues) =>
           res.headersSent && res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
       );
+      ctx.metrics.eventStreams.inc();
       let heartbeat: ReturnType<typeof setInterval> | undefined;
+      let closed = false;
       const close = () => {
+        if (closed) return;
+        closed = true;
         clearInterval(heartbeat);
         unsubscribe();
+        ctx.metrics.eventStreams.dec();
       };
       req.once("close", close);
       res.once("close", close);

@@ -200,8 +200,8 @@ describe("dashboard API", () => {
       })();
       return { done, ctl, text: () => text };
     };
+    // read() resolves with the reply's headers, sent once the hub follows every queue.
     const first = await read({}, (t) => t.includes("live-1"));
-    await new Promise((r) => setTimeout(r, 300)); // the hub subscribes before this enqueue
     await producer.enqueue(IDLE, { n: 1 }, { id: "live-1", delayMs: 3_600_000 });
     await first.done;
     first.ctl.abort();

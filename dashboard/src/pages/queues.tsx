@@ -142,7 +142,7 @@ export function QueuesPage({ session }: { session: Session }) {
   }, [queues?.map((x) => x.queue).join(",")]);
 
   useLive((e) => {
-    if (e.type === "$queues") return reloadAll();
+    if (e.type === "$queues" || e.type === "$gap") return reloadAll();
     if (e.type.startsWith("$")) return;
     const name = (e as { queue: string }).queue;
     if (!queues?.some((x) => x.queue === name)) return reloadAll();
