@@ -112,8 +112,8 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       reason: {
         enum: ["trimmed", "truncated"],
         description:
-          "trimmed: the stream dropped events after that id (it keeps about 10,000); truncated: more " +
-          "than 1,000 followed it and only the first 1,000 are replayed",
+          "trimmed: the stream may have dropped events after that id (it keeps about 10,000); " +
+          "truncated: more than 1,000 followed it and only the first 1,000 are replayed",
       },
     }),
     description: "The data of an SSE `gap` event: some events of this queue are missing; reload its view.",
