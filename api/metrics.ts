@@ -1,5 +1,6 @@
 // Prometheus metrics of one `conveyor api` process (its own registry, served at GET /metrics):
-// every error the API handles without failing a request is logged once and counted here.
+// every error the API handles is logged once (a failed request as an error, a retried read as a
+// warning) and counted here.
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 
@@ -29,7 +30,7 @@ export class ApiMetrics {
 
   error(site: ErrorSite, err: unknown, detail: Record<string, unknown> = {}): void {
     this.errors.inc({ site });
-    this.log?.warn(
+    this.log?.[site === "request" ? "error" : "warn"](
       { site, err: err instanceof Error ? err.message : String(err), ...detail },
       "job API error",
     );

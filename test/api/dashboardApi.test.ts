@@ -290,9 +290,11 @@ describe("dashboard API", () => {
       });
     assert.equal((await bearer({})).status, 409);
     assert.equal((await bearer({ origin: "https://evil.example" })).status, 403);
+    // Signing out clears the browser's cookie (sessions are stateless: rotating the token ends them all).
     const out = await asBrowser("/auth/session", "DELETE", { origin });
     assert.equal(out.status, 200);
-    assert.equal((await asBrowser("/queues", "GET")).status, 401, "signed out");
+    assert.match(out.headers.get("set-cookie") ?? "", /^conveyor_session=; .*Max-Age=0/);
+    assert.equal((await fetch(`${s.api.base}/queues`)).status, 401, "signed out: no cookie, no access");
   });
 
   test("malformed cursors, queries and paths are 4xx JSON naming the field, never 500", async () => {

@@ -3,7 +3,7 @@
 // API, its live view, search and queue directory on a real 3-node Redis Cluster with pipelines in
 // different slots.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -90,6 +90,23 @@ describe("SSE positions and gaps (one Redis)", () => {
     assert.deepEqual(await resume(), ["g-2", "g-3"]);
     await redis.xtrim(events, "MAXLEN", 1);
     assert.deepEqual(await resume(), [{ queue: Q, after: idOf("g-1"), reason: "trimmed" }, "g-3"]);
+  });
+
+  test("a read error in the hub is logged and counted, and the stream carries on once it is gone", async () => {
+    const s = await openEvents(`${api.base}/events`, auth);
+    // A queue whose event stream key holds a string: XREAD answers WRONGTYPE.
+    const broken = new QueueKeys("broken/stage").events;
+    await redis.set(broken, "not a stream");
+    await redis.sadd(QUEUES_KEY, "broken/stage");
+    await pollUntil(
+      "the event hub's error counted",
+      async () => (await metric(api.base, 'conveyor_api_errors_total{site="event_hub"}')) > 0,
+    );
+    assert.match(readFileSync(api.logFile, "utf8"), /"site":"event_hub".*WRONGTYPE.*"job API error"/);
+    await redis.del(broken);
+    await producer.enqueue(Q, {}, { id: "back-1", ...LATER });
+    await s.next("back-1", (f) => f.data?.id === "back-1");
+    s.close();
   });
 });
 
