@@ -2,13 +2,21 @@
 // carries an HttpOnly, SameSite=Strict session cookie. Every state-changing request made with
 // a cookie must come from this origin (CSRF), `--read-only` refuses every mutating route, and
 // an optional allow-list limits which queues exist for this server.
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+//
+// Sessions are stateless: the cookie is `<expiry ms>.<nonce>.<HMAC>` keyed from the API token, so
+// any replica (or a restarted one) accepts it, and rotating the token ends every session.
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { HttpError } from "./http.ts";
 
 export const SESSION_COOKIE = "conveyor_session";
 const SESSION_TTL_MS = 12 * 3600_000;
-const MAX_SESSIONS = 10_000;
+/** Shorter tokens are guessable offline from one session cookie (its HMAC key is the token). */
+export const MIN_TOKEN_BYTES = 16;
+/** Failed sign-ins one client may make per window before it must wait for the window's end. */
+export const SIGN_IN_FAILURES = 5;
+export const SIGN_IN_WINDOW_MS = 60_000;
+const THROTTLED_CLIENTS = 10_000;
 
 export interface AuthOptions {
   token?: string;
@@ -23,12 +31,16 @@ export class Auth {
   readonly readOnly: boolean;
   readonly required: boolean;
   private readonly token: Buffer | null;
+  private readonly sessionKey: Buffer | null;
   private readonly allowed: Set<string> | null;
-  /** Session id hash → expiry. In memory: a restart signs browsers out, which is fine. */
-  private readonly sessions = new Map<string, number>();
+  /** Client address → failed sign-ins in the current window. */
+  private readonly failures = new Map<string, { count: number; since: number }>();
 
   constructor(opts: AuthOptions) {
     this.token = opts.token ? digest(opts.token) : null;
+    this.sessionKey = opts.token
+      ? createHmac("sha256", opts.token).update("conveyor session cookie v1").digest()
+      : null;
     this.required = this.token !== null;
     this.readOnly = opts.readOnly ?? false;
     this.allowed = opts.queues && opts.queues.length > 0 ? new Set(opts.queues) : null;
@@ -43,6 +55,33 @@ export class Auth {
     return this.token !== null && timingSafeEqual(digest(given), this.token);
   }
 
+  /**
+   * A sign-in attempt from this client: 429 while it has used up its failures for the window,
+   * else whether the token matched (a mismatch counts against the client).
+   */
+  signIn(req: IncomingMessage, token: string, now = Date.now()): boolean {
+    const client = req.socket.remoteAddress ?? "unknown";
+    const f = this.failures.get(client);
+    const current = f && now - f.since < SIGN_IN_WINDOW_MS ? f : undefined;
+    if (current && current.count >= SIGN_IN_FAILURES) {
+      const wait = Math.ceil((current.since + SIGN_IN_WINDOW_MS - now) / 1000);
+      throw new HttpError(429, `too many failed sign-ins from ${client}: try again in ${wait} s`, {
+        "retry-after": String(wait),
+      });
+    }
+    if (this.tokenMatches(token)) {
+      this.failures.delete(client);
+      return true;
+    }
+    if (!current && this.failures.size >= THROTTLED_CLIENTS)
+      this.failures.delete(this.failures.keys().next().value!);
+    this.failures.set(
+      client,
+      current ? { count: current.count + 1, since: current.since } : { count: 1, since: now },
+    );
+    return false;
+  }
+
   /** How this request is authenticated, or null when it is not. */
   credential(req: IncomingMessage): Credential | null {
     if (!this.token) return "none-needed";
@@ -51,8 +90,8 @@ export class Auth {
       const m = /^Bearer (.+)$/.exec(header);
       return m && this.tokenMatches(m[1]!) ? "bearer" : null;
     }
-    const sid = cookie(req, SESSION_COOKIE);
-    if (sid && this.sessionValid(sid)) return "session";
+    const value = cookie(req, SESSION_COOKIE);
+    if (value && this.sessionValid(value)) return "session";
     return null;
   }
 
@@ -101,34 +140,29 @@ export class Auth {
   }
 
   /** A new session; returns the Set-Cookie header value. */
-  newSession(req: IncomingMessage): string {
-    const now = Date.now();
-    for (const [k, exp] of this.sessions) if (exp <= now) this.sessions.delete(k);
-    while (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
-    const sid = randomBytes(32).toString("base64url");
-    this.sessions.set(hashId(sid), now + SESSION_TTL_MS);
-    return serializeCookie(req, sid, SESSION_TTL_MS / 1000);
+  newSession(req: IncomingMessage, now = Date.now()): string {
+    const body = `${now + SESSION_TTL_MS}.${randomBytes(12).toString("base64url")}`;
+    return serializeCookie(req, `${body}.${this.sign(body)}`, SESSION_TTL_MS / 1000);
   }
 
+  /** Clears the browser's cookie (a stateless session cannot be revoked alone: rotate the token for that). */
   endSession(req: IncomingMessage): string {
-    const sid = cookie(req, SESSION_COOKIE);
-    if (sid) this.sessions.delete(hashId(sid));
     return serializeCookie(req, "", 0);
   }
 
-  private sessionValid(sid: string): boolean {
-    const exp = this.sessions.get(hashId(sid));
-    if (exp === undefined) return false;
-    if (exp <= Date.now()) {
-      this.sessions.delete(hashId(sid));
-      return false;
-    }
-    return true;
+  private sign(body: string): string {
+    return createHmac("sha256", this.sessionKey!).update(body).digest("base64url");
+  }
+
+  private sessionValid(value: string, now = Date.now()): boolean {
+    const m = /^(\d{1,15})\.([\w-]{16})\.([\w-]{43})$/.exec(value);
+    if (!m || !this.sessionKey || Number(m[1]) <= now) return false;
+    const given = Buffer.from(m[3]!, "base64url");
+    return timingSafeEqual(given, Buffer.from(this.sign(`${m[1]}.${m[2]}`), "base64url"));
   }
 }
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
-const hashId = (sid: string) => createHash("sha256").update(sid).digest("base64url");
 
 function cookie(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? "").split(";")) {

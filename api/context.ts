@@ -6,6 +6,7 @@ import type { Auth } from "./auth.ts";
 import type { EventHub } from "./eventHub.ts";
 import { HttpError } from "./http.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
+import type { ApiMetrics } from "./metrics.ts";
 import type { JobRecords } from "./records.ts";
 
 /** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
@@ -22,6 +23,7 @@ export interface ApiContext {
   auth: Auth;
   directory: QueueDirectory;
   hub: EventHub;
+  metrics: ApiMetrics;
   records: JobRecords | null;
   pools: PoolSource | null;
   log?: Logger;

@@ -80,6 +80,13 @@ export const LIST_STATES = [
 export const ROUTES: readonly RouteDefinition[] = [
   { name: "health", method: "GET", path: "/healthz", summary: "liveness", tag: "health", public: true },
   {
+    name: "metrics",
+    method: "GET",
+    path: "/metrics",
+    summary: "Prometheus metrics of this process (conveyor_api_errors_total, process and Node.js)",
+    tag: "meta",
+  },
+  {
     name: "openapi",
     method: "GET",
     path: "/openapi.json",

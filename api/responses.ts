@@ -105,6 +105,19 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       "The data of an SSE `job` event: the queue stream entry's fields (never the lease token). " +
       "The SSE id is the stream entry id; send it back as Last-Event-ID to resume.",
   },
+  GapEvent: {
+    ...obj({
+      queue: str,
+      after: { type: "string", description: "the Last-Event-ID the client sent" },
+      reason: {
+        enum: ["trimmed", "truncated"],
+        description:
+          "trimmed: the stream may have dropped events after that id (it keeps about 10,000); " +
+          "truncated: more than 1,000 followed it and only the first 1,000 are replayed",
+      },
+    }),
+    description: "The data of an SSE `gap` event: some events of this queue are missing; reload its view.",
+  },
   Shown: {
     description: "a payload as shown: the value when small, else its first 64 KiB as text",
     anyOf: [
@@ -126,6 +139,13 @@ const page = (item: JsonSchema) => ({
 
 export const RESPONSES: Record<string, RouteResponse[]> = {
   health: ok("alive", obj({ ok: { const: true } })),
+  metrics: [
+    {
+      status: 200,
+      description: "the Prometheus text exposition format",
+      content: { "text/plain": { type: "string" } },
+    },
+  ],
   openapi: ok("this document", { type: "object", required: ["openapi", "paths"] }),
   session: ok(
     "the session and what the server allows",
@@ -133,7 +153,11 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       authRequired: bool,
       authenticated: bool,
       readOnly: bool,
-      queues: { type: ["array", "null"], items: str, description: "the allow-list; null: every queue" },
+      queues: {
+        type: ["array", "null"],
+        items: str,
+        description: "the allow-list; null: every queue, or the caller is not signed in",
+      },
       history: bool,
       pools: bool,
     }),
@@ -317,7 +341,9 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       status: 200,
       description:
         "a Server-Sent Events stream: `job` events (data: JobEvent, id: the stream entry id), " +
-        "`queues` events (data: the queue names) and `: ping` comments every 15 s",
+        "`queues` events (data: the queue names), `gap` events (data: GapEvent; on resume, before " +
+        "a queue's events, when its stream no longer holds all events after Last-Event-ID) and " +
+        "`: ping` comments every 15 s. The reply starts once the server follows every queue.",
       content: { "text/event-stream": { type: "string" } },
     },
   ],

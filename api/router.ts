@@ -1,6 +1,8 @@
 // A small router over the definitions table: matches a path template, then validates path
 // parameters, query and body against the route's JSON Schemas (ajv) before the handler runs,
-// so every bad request is a 4xx naming the field and never reaches a handler.
+// so every bad request is a 4xx naming the field and never reaches a handler. The queue
+// allow-list is enforced here too, once for every route: a `{queue}` path parameter, a `queue`
+// query parameter, or else the queue a `{id}` job belongs to.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
@@ -33,6 +35,9 @@ interface CompiledRoute {
   query?: ValidateFunction;
   body?: ValidateFunction;
 }
+
+/** Refuses (404) a queue, or a job's queue, that this server does not serve. */
+export type QueueGuard = (queue: string | undefined, jobId: string | undefined) => Promise<void>;
 
 export interface Match {
   route: CompiledRoute;
@@ -127,9 +132,15 @@ function compile(def: RouteDefinition): CompiledRoute {
 export class Router {
   private readonly routes: CompiledRoute[];
   private readonly handlers: Handlers;
-  constructor(handlers: Handlers, routes: readonly RouteDefinition[] = ROUTES) {
+  private readonly guard: QueueGuard;
+  constructor(
+    handlers: Handlers,
+    routes: readonly RouteDefinition[] = ROUTES,
+    guard: QueueGuard = async () => {},
+  ) {
     this.routes = routes.map(compile);
     this.handlers = handlers;
+    this.guard = guard;
     for (const r of routes)
       if (!handlers[r.name]) throw new Error(`route ${r.name} (${r.method} ${r.path}) has no handler`);
   }
@@ -192,6 +203,7 @@ export class Router {
       query[key] = values[0];
     }
     check(route.query, "query", query);
+    await this.guard(params.queue ?? (query.queue as string | undefined), params.id);
     let body: unknown;
     if (route.body) {
       body = await readJson(req, maxBodyBytes);

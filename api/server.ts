@@ -18,13 +18,14 @@ import {
   QueueAdmin,
   type RedisClient,
 } from "../queue/index.ts";
-import { Auth, isLoopback } from "./auth.ts";
+import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
 import { HttpError, sendJson } from "./http.ts";
 import { QueueDirectory } from "./queueDirectory.ts";
+import { ApiMetrics } from "./metrics.ts";
 import { JobRecords } from "./records.ts";
-import { Router } from "./router.ts";
+import { Router, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
 import { jobApiHandlers } from "./routes/jobApi.ts";
@@ -96,11 +97,27 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       `refusing to serve queue actions without a token on ${host}: set CONVEYOR_API_TOKEN, or --read-only, ` +
         `or listen on 127.0.0.1 (kubectl port-forward), or pass --insecure-no-auth`,
     );
+  if (opts.token !== undefined && Buffer.byteLength(opts.token) < MIN_TOKEN_BYTES)
+    throw new InsecureConfigurationError(
+      `CONVEYOR_API_TOKEN is ${Buffer.byteLength(opts.token)} bytes; use at least ${MIN_TOKEN_BYTES} ` +
+        `(e.g. openssl rand -hex 32): it also keys the dashboard's session cookies`,
+    );
   const admin = new QueueAdmin(opts.redis);
   const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues });
-  const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q));
+  const metrics = new ApiMetrics(opts.log);
+  const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q), metrics);
   let records: JobRecords | null = null;
   if (opts.database) records = new JobRecords(opts.database);
+  /** The allow-list for every route that names a queue or a job (api/router.ts). */
+  const guard: QueueGuard = async (queue, jobId) => {
+    if (auth.allowList === null) return;
+    if (queue !== undefined) return auth.assertQueue(queue);
+    if (jobId === undefined) return;
+    const live = (await admin.job(jobId))?.queue;
+    const queues = live ? [live] : ((await records?.byId(jobId)) ?? []).map((r) => r.queue);
+    if (queues.length > 0 && !queues.some((q) => auth.queueAllowed(q)))
+      throw new HttpError(404, `job ${jobId} not found (never enqueued, or its record expired)`);
+  };
   const pools = opts.pools ?? null;
   const ctx: ApiContext = {
     redis: opts.redis,
@@ -108,20 +125,25 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     producer: new Producer(opts.redis),
     auth,
     directory,
-    hub: new EventHub(opts.redis, directory),
+    hub: new EventHub(opts.redis, directory, metrics),
+    metrics,
     records,
     pools,
     log: opts.log,
   };
-  const router = new Router({
-    ...authHandlers(ctx),
-    ...queueHandlers(ctx),
-    ...jobHandlers(ctx),
-    ...jobApiHandlers(ctx),
-    ...searchHandlers(ctx),
-    ...eventHandlers(ctx),
-    ...poolHandlers(ctx),
-  });
+  const router = new Router(
+    {
+      ...authHandlers(ctx),
+      ...queueHandlers(ctx),
+      ...jobHandlers(ctx),
+      ...jobApiHandlers(ctx),
+      ...searchHandlers(ctx),
+      ...eventHandlers(ctx),
+      ...poolHandlers(ctx),
+    },
+    undefined,
+    guard,
+  );
   const files = new StaticFiles(opts.dashboardDir === undefined ? findDashboardBuild() : opts.dashboardDir);
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
 
@@ -144,8 +166,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     };
     handle().catch((err: unknown) => {
       const e = asHttpError(err);
-      if (e.status >= 500 && !(err instanceof HttpError))
-        opts.log?.error({ err: (err as Error).message, path: req.url }, "API request failed");
+      if (e.status >= 500 && !(err instanceof HttpError)) metrics.error("request", err, { path: req.url });
       if (!res.headersSent) sendJson(res, e.status, e.body, e.headers);
       else res.destroy();
       req.resume();

@@ -39,7 +39,7 @@ export type DashboardBench =
     };
 
 const QUEUES = 10;
-const TOKEN = "bench-dashboard";
+const TOKEN = "bench-dashboard-token";
 
 /** 1M rows in a few INSERT … SELECT generate_series statements: 90 % completed, 5 % dead, 5 % queued. */
 async function seedRecords(pg: PostgresServer, url: string, records: number): Promise<void> {

@@ -1,4 +1,5 @@
-// Signing a browser in and out: the API token is exchanged once for a session cookie.
+// Signing a browser in and out (the API token is exchanged once for a session cookie), and the
+// process's health and metrics.
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
@@ -8,6 +9,12 @@ export function authHandlers(ctx: ApiContext): Handlers {
     async health() {
       return { body: { ok: true } };
     },
+    async metrics({ res }) {
+      const text = await ctx.metrics.registry.metrics();
+      res.writeHead(200, { "content-type": ctx.metrics.registry.contentType });
+      res.end(text);
+      return undefined;
+    },
     async session({ req }) {
       const credential = ctx.auth.credential(req);
       return {
@@ -15,7 +22,8 @@ export function authHandlers(ctx: ApiContext): Handlers {
           authRequired: ctx.auth.required,
           authenticated: credential !== null,
           readOnly: ctx.auth.readOnly,
-          queues: ctx.auth.allowList,
+          // The allow-list names queues: only for callers who may see them.
+          queues: credential !== null ? ctx.auth.allowList : null,
           history: ctx.records !== null,
           pools: ctx.pools !== null,
         },
@@ -24,7 +32,7 @@ export function authHandlers(ctx: ApiContext): Handlers {
     async signIn({ req, body }) {
       const { token } = body as { token: string };
       if (!ctx.auth.required) return { body: { authenticated: true } };
-      if (!ctx.auth.tokenMatches(token)) throw new HttpError(401, "wrong token");
+      if (!ctx.auth.signIn(req, token)) throw new HttpError(401, "wrong token");
       return { body: { authenticated: true }, headers: { "set-cookie": ctx.auth.newSession(req) } };
     },
     async signOut({ req }) {

@@ -1,7 +1,9 @@
 // Server-Sent Events: every transition of every (allowed) queue, or of one queue, pushed as it
 // happens from the shared event hub. The event id is the queue stream's entry id (with `/part`
 // for the later jobs of a batch entry); a browser that reconnects sends it back as
-// Last-Event-ID and gets the gap from each stream first.
+// Last-Event-ID and gets the missed events from each stream first, or a `gap` event for a queue
+// whose stream no longer holds them. The reply starts once the hub follows every queue, so an
+// event that happens after the client has the headers reaches it.
 import { eventAfter, type QueueEvent } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { parseEventId, sseEventId } from "../eventHub.ts";
@@ -28,8 +30,7 @@ function frame(e: QueueEvent): string {
 export function eventHandlers(ctx: ApiContext): Handlers {
   return {
     async events({ req, res, query }) {
-      const only = query.queue as string | undefined;
-      if (only) ctx.auth.assertQueue(only);
+      const only = query.queue as string | undefined; // the router checked the allow-list
       const header = req.headers["last-event-id"];
       const lastId = typeof header === "string" && header !== "" ? parseEventId(header) : undefined;
       if (lastId === null)
@@ -39,14 +40,6 @@ export function eventHandlers(ctx: ApiContext): Handlers {
           "Last-Event-ID must be an event id like 1700000000000-0 or 1700000000000-0/3",
           "invalid_field",
         );
-      res.writeHead(200, {
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-store",
-        connection: "keep-alive",
-        "x-accel-buffering": "no", // nginx Ingress: do not buffer the stream
-      });
-      res.write("retry: 2000\n\n");
-
       const lastSent = new Map<string, { eventId: string; part: number }>();
       const wanted = (queue: string) => (only ? queue === only : ctx.auth.queueAllowed(queue));
       // One write per batch: thousands of small writes per second per client cost memory.
@@ -63,27 +56,51 @@ export function eventHandlers(ctx: ApiContext): Handlers {
         res.write(out);
         if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
       };
-      let replay: QueueEvent[] | null = lastId ? [] : null;
+      // Held until the headers and any replay are written.
+      let replay: QueueEvent[] | null = [];
       const unsubscribe = ctx.hub.subscribe(
         (batch) => (replay ? replay.push(...batch) : write(batch)),
-        (queues) => res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
+        (queues) =>
+          res.headersSent && res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
       );
-      const heartbeat = setInterval(() => res.write(": ping\n\n"), HEARTBEAT_MS);
+      ctx.metrics.eventStreams.inc();
+      let heartbeat: ReturnType<typeof setInterval> | undefined;
+      let closed = false;
       const close = () => {
+        if (closed) return;
+        closed = true;
         clearInterval(heartbeat);
         unsubscribe();
+        ctx.metrics.eventStreams.dec();
       };
       req.once("close", close);
       res.once("close", close);
-      if (lastId) {
-        try {
+      await ctx.hub.ready();
+      if (res.destroyed) return undefined;
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store",
+        connection: "keep-alive",
+        "x-accel-buffering": "no", // nginx Ingress: do not buffer the stream
+      });
+      res.write("retry: 2000\n\n");
+      heartbeat = setInterval(() => res.write(": ping\n\n"), HEARTBEAT_MS);
+
+      try {
+        if (lastId) {
           const queues = only ? [only] : (await ctx.directory.list()).filter(wanted);
-          for (const q of queues) write(await ctx.hub.since(q, lastId.eventId, lastId.part));
-        } finally {
-          const held = replay ?? [];
-          replay = null;
-          write(held);
+          for (const q of queues) {
+            const { events, gap } = await ctx.hub.since(q, lastId.eventId, lastId.part);
+            // Before the events that are left: the client knows its view misses some and reloads.
+            if (gap)
+              res.write(`event: gap\ndata: ${JSON.stringify({ queue: q, after: header, reason: gap })}\n\n`);
+            write(events);
+          }
         }
+      } finally {
+        const held = replay ?? [];
+        replay = null;
+        write(held);
       }
       return undefined;
     },

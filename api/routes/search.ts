@@ -55,15 +55,16 @@ export function searchHandlers(ctx: ApiContext): Handlers {
             updatedAt: r.updatedAt,
           });
     }
-    // Idempotency keys live per queue in Redis for the key's TTL: one GET per known queue, pipelined.
+    // Idempotency keys live per queue in Redis for the key's TTL: one GET per known queue, sent
+    // together (each to its own node on Redis Cluster, where a pipeline may not cross slots).
     const queues = await ctx.directory.list();
-    if (queues.length > 0 && q.length <= 500) {
-      const pipe = ctx.redis.pipeline();
-      for (const queue of queues) pipe.get(new QueueKeys(queue).idempotencyPrefix + q);
-      const replies = (await pipe.exec()) ?? [];
+    if (q.length <= 500) {
+      const ids = await Promise.all(
+        queues.map((queue) => ctx.redis.get(new QueueKeys(queue).idempotencyPrefix + q)),
+      );
       for (let i = 0; i < queues.length; i++) {
-        const [err, id] = replies[i] ?? [null, null];
-        if (err || typeof id !== "string") continue;
+        const id = ids[i];
+        if (typeof id !== "string") continue;
         const info = await ctx.admin.job(id, queues[i]);
         add({
           id,

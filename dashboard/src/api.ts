@@ -1,5 +1,6 @@
 // Talking to `conveyor api` from the browser: JSON over fetch with the session cookie (same
-// origin), errors as messages, and one shared EventSource for live queue events.
+// origin), errors as messages, and one shared EventSource for live queue events that comes back
+// by itself after a restart, or goes back to sign-in when the session ended.
 import { useEffect, useRef } from "preact/hooks";
 
 export class ApiError extends Error {
@@ -66,25 +67,44 @@ export interface LiveEvent {
   [k: string]: unknown;
 }
 
-type Listener = (e: LiveEvent | { type: "$queues" } | { type: "$status"; open: boolean }) => void;
+/** Some of a queue's events were missed for good (its stream trimmed them): reload its view. */
+export interface GapEvent {
+  type: "$gap";
+  queue: string;
+  reason: "trimmed" | "truncated";
+}
+type Listener = (e: LiveEvent | GapEvent | { type: "$queues" } | { type: "$status"; open: boolean }) => void;
 const listeners = new Set<Listener>();
 let source: EventSource | null = null;
+/** After the stream closed for good and the session is still valid: wait this long, then reopen. */
+const REOPEN_MS = 2_000;
 
 function ensureSource(): void {
   if (source) return;
-  source = new EventSource("/events");
-  source.addEventListener("job", (m) => {
-    const e = JSON.parse((m as MessageEvent<string>).data) as LiveEvent;
+  const es = (source = new EventSource("/events"));
+  const emit: Listener = (e) => {
     for (const l of listeners) l(e);
-  });
-  source.addEventListener("queues", () => {
-    for (const l of listeners) l({ type: "$queues" });
-  });
-  source.onopen = () => {
-    for (const l of listeners) l({ type: "$status", open: true });
   };
-  source.onerror = () => {
-    for (const l of listeners) l({ type: "$status", open: false });
+  es.addEventListener("job", (m) => emit(JSON.parse((m as MessageEvent<string>).data) as LiveEvent));
+  es.addEventListener("queues", () => emit({ type: "$queues" }));
+  es.addEventListener("gap", (m) => emit({ type: "$gap", ...JSON.parse((m as MessageEvent<string>).data) }));
+  es.onopen = () => emit({ type: "$status", open: true });
+  es.onerror = () => {
+    emit({ type: "$status", open: false });
+    // A dropped connection is retried by the browser; a refused one (401, a proxy's error page)
+    // closes for good: back to sign-in when the session ended, else a fresh stream shortly.
+    if (es.readyState !== EventSource.CLOSED) return;
+    source = null;
+    const reopen = () =>
+      setTimeout(() => {
+        if (listeners.size === 0) return;
+        ensureSource();
+        emit({ type: "$queues" }); // the new stream does not replay what was missed: reload
+      }, REOPEN_MS);
+    request<{ authRequired: boolean; authenticated: boolean }>("/auth/session", {}).then((s) => {
+      if (s.authRequired && !s.authenticated) window.dispatchEvent(new Event("conveyor:signed-out"));
+      else reopen();
+    }, reopen);
   };
 }
 

@@ -3,7 +3,7 @@
 // the server's JSON paths and the UI's never collide.
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, prefetch, useLive } from "./api.ts";
+import { api, ApiError, prefetch, useLive, type GapEvent } from "./api.ts";
 import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
 import { QueuePage } from "./pages/queue.tsx";
@@ -77,9 +77,11 @@ function SignIn({ onDone }: { onDone: () => void }) {
 function Header({ session, hash, onSignOut }: { session: Session; hash: string; onSignOut: () => void }) {
   const search = useRef<HTMLInputElement>(null);
   const [live, setLive] = useState(false);
+  const [gap, setGap] = useState<string | null>(null);
   useLive((e) => {
     if (e.type === "$status") setLive((e as { open: boolean }).open);
     else setLive(true);
+    if (e.type === "$gap") setGap((e as GapEvent).queue);
   });
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -137,6 +139,11 @@ function Header({ session, hash, onSignOut }: { session: Session; hash: string; 
       >
         {live ? "● live" : "○ offline"}
       </span>
+      {gap && (
+        <span class="gap small muted" role="status" title="the views were reloaded">
+          older events of {gap} were trimmed while away
+        </span>
+      )}
       {session.readOnly && <span class="badge readonly">read-only</span>}
       {session.authRequired && (
         <button type="button" class="link" onClick={onSignOut}>

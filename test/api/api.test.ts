@@ -16,7 +16,7 @@ describe("job API", () => {
   let worker: WorkerProcess;
   let base: string;
   let dir: string;
-  const TOKEN = "s3cret-token";
+  const TOKEN = "s3cret-token-for-tests";
   const call = (path: string, init: RequestInit = {}, token: string | null = TOKEN) =>
     fetch(`${base}${path}`, {
       ...init,

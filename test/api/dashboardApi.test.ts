@@ -200,8 +200,8 @@ describe("dashboard API", () => {
       })();
       return { done, ctl, text: () => text };
     };
+    // read() resolves with the reply's headers, sent once the hub follows every queue.
     const first = await read({}, (t) => t.includes("live-1"));
-    await new Promise((r) => setTimeout(r, 300)); // the hub subscribes before this enqueue
     await producer.enqueue(IDLE, { n: 1 }, { id: "live-1", delayMs: 3_600_000 });
     await first.done;
     first.ctl.abort();
@@ -290,9 +290,11 @@ describe("dashboard API", () => {
       });
     assert.equal((await bearer({})).status, 409);
     assert.equal((await bearer({ origin: "https://evil.example" })).status, 403);
+    // Signing out clears the browser's cookie (sessions are stateless: rotating the token ends them all).
     const out = await asBrowser("/auth/session", "DELETE", { origin });
     assert.equal(out.status, 200);
-    assert.equal((await asBrowser("/queues", "GET")).status, 401, "signed out");
+    assert.match(out.headers.get("set-cookie") ?? "", /^conveyor_session=; .*Max-Age=0/);
+    assert.equal((await fetch(`${s.api.base}/queues`)).status, 401, "signed out: no cookie, no access");
   });
 
   test("malformed cursors, queries and paths are 4xx JSON naming the field, never 500", async () => {

@@ -272,10 +272,11 @@ describe("OpenAPI: every operation against a real server", () => {
   });
 
   test("events: an SSE job event, and Last-Event-ID resumes after it", async () => {
+    // Resolves once the reply has started (the server then follows the queue) with the wanted event to come.
     const read = async (
       headers: Record<string, string>,
       want: (data: Record<string, unknown>) => boolean,
-    ) => {
+    ): Promise<{ event: Promise<{ id: string; data: Record<string, unknown> }> }> => {
       const ac = new AbortController();
       const res = await fetch(`${s.api.base}/events?queue=${idle}`, {
         headers: { authorization: `Bearer ${s.token}`, ...headers },
@@ -287,33 +288,35 @@ describe("OpenAPI: every operation against a real server", () => {
       const decoder = new TextDecoder();
       let text = "";
       const jobEvent = ajv.getSchema("openapi.json#/components/schemas/JobEvent")!;
-      try {
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-          text += decoder.decode(chunk, { stream: true });
-          for (const frame of text.split("\n\n").slice(0, -1)) {
-            const id = /^id: (.*)$/m.exec(frame)?.[1];
-            const data = /^data: (.*)$/m.exec(frame)?.[1];
-            if (!/^event: job$/m.test(frame) || !id || !data) continue;
-            const parsed = JSON.parse(data) as Record<string, unknown>;
-            assert.ok(jobEvent(parsed), ajv.errorsText(jobEvent.errors));
-            if (want(parsed)) {
-              assert.ok(v(text));
-              exercised.add("events");
-              return { id, data: parsed };
+      const event = async () => {
+        try {
+          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+            text += decoder.decode(chunk, { stream: true });
+            for (const frame of text.split("\n\n").slice(0, -1)) {
+              const id = /^id: (.*)$/m.exec(frame)?.[1];
+              const data = /^data: (.*)$/m.exec(frame)?.[1];
+              if (!/^event: job$/m.test(frame) || !id || !data) continue;
+              const parsed = JSON.parse(data) as Record<string, unknown>;
+              assert.ok(jobEvent(parsed), ajv.errorsText(jobEvent.errors));
+              if (want(parsed)) {
+                assert.ok(v(text));
+                exercised.add("events");
+                return { id, data: parsed };
+              }
             }
           }
+        } finally {
+          ac.abort();
         }
-      } finally {
-        ac.abort();
-      }
-      assert.fail("the stream ended without the event");
+        assert.fail("the stream ended without the event");
+      };
+      return { event: event() };
     };
-    const first = read({}, (d) => d.id === "ev-1");
-    await new Promise((r) => setTimeout(r, 300)); // the subscription is live before the enqueue
+    const first = await read({}, (d) => d.id === "ev-1");
     await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "ev-1", data: {} } });
-    const seen = await first;
+    const seen = await first.event;
     await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "ev-2", data: {} } });
-    const resumed = await read({ "last-event-id": seen.id }, () => true);
+    const resumed = await (await read({ "last-event-id": seen.id }, () => true)).event;
     assert.equal(resumed.data.id, "ev-2", "the first event after Last-Event-ID is the next one");
     const bad = await fetch(`${s.api.base}/events`, {
       headers: { authorization: `Bearer ${s.token}`, "last-event-id": "yesterday" },
@@ -500,6 +503,67 @@ describe("OpenAPI: every operation against a real server", () => {
       "too_many_items",
     );
     await bad("listQueues", "/queues", { token: false }, 401, null, "unauthorized");
+  });
+
+  test("metrics: Prometheus text with the API's error counter, behind the token", async () => {
+    const res = await fetch(`${s.api.base}/metrics`, { headers: { authorization: `Bearer ${s.token}` } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/plain/);
+    const text = await res.text();
+    assert.ok(schemaFor("metrics", 200, "text/plain")(text));
+    assert.match(text, /^# TYPE conveyor_api_errors_total counter$/m);
+    exercised.add("metrics");
+    expectStatus(await call("metrics", "/metrics", { token: false }), 401);
+  });
+
+  test("the queue allow-list holds on every operation that names a queue or a job", async () => {
+    const walled = await s.startApi("api-allow-list", ["--queues", Q]);
+    await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "walled-1", data: {}, delayMs: 3_600_000 } });
+    // Operations that name neither a queue nor a job: nothing for the allow-list to check.
+    const queueFree = ["health", "metrics", "openapi", "session", "signIn", "signOut"];
+    queueFree.push("listQueues", "search", "listPools", "poolDetail");
+    type Param = { name: string; in: string; required?: boolean };
+    let walked = 0;
+    for (const [id, { path, method, op }] of byId) {
+      const params = ((op as { parameters?: Param[] }).parameters ?? []).filter((p) => p.in !== "header");
+      const inPath = params.filter((p) => p.in === "path").map((p) => p.name);
+      const queueQuery = params.some((p) => p.in === "query" && p.name === "queue");
+      if (!inPath.includes("queue") && !inPath.includes("id") && !queueQuery) {
+        assert.ok(
+          queueFree.includes(id),
+          `${id} names no queue or job: add it to queueFree if that is right`,
+        );
+        continue;
+      }
+      const filled = path
+        .replace("{queue}", idle)
+        .replace("{id}", "walled-1")
+        .replace("{schedule}", "nightly");
+      // A job named by id alone is checked by its queue; with ?queue= by that queue.
+      const variants = inPath.includes("queue") ? [filled] : [];
+      if (inPath.includes("id") && !params.some((p) => p.name === "queue" && p.required))
+        variants.push(filled);
+      if (queueQuery) variants.push(`${filled}?queue=${idle}`);
+      for (const url of variants) {
+        const res = await fetch(`${walled.base}${url}`, {
+          method: method.toUpperCase(),
+          headers: { authorization: `Bearer ${s.token}` },
+        });
+        const body = (await res.json()) as { code: string; error: string };
+        assert.deepEqual(
+          [res.status, body.code],
+          [404, "not_found"],
+          `${id} ${method.toUpperCase()} ${url}: ${body.error}`,
+        );
+        walked++;
+      }
+    }
+    assert.ok(walked >= 30, `${walked} calls`);
+    // The allowed queue still answers (the guard refuses only what is outside the list).
+    const own = await fetch(`${walled.base}/queues/${q}`, {
+      headers: { authorization: `Bearer ${s.token}` },
+    });
+    assert.equal(own.status, 200);
   });
 
   test("every operation in the document was exercised", () => {

@@ -34,7 +34,7 @@ describe(
     let operator: OperatorProcess;
     let api: ApiProcess;
     let browser: Awaited<ReturnType<typeof launchBrowser>>;
-    const TOKEN = "pools-token";
+    const TOKEN = "pools-test-token-16b";
 
     before(async () => {
       buildDashboard();

@@ -34,8 +34,10 @@ export async function startApi(
   name: string,
   env: Record<string, string>,
   args: string[] = [],
+  /** A restart on the same address: the port the previous process had. */
+  port?: number,
 ): Promise<ApiProcess> {
-  const port = await freePort();
+  port ??= await freePort();
   const base = `http://127.0.0.1:${port}`;
   const logFile = join(dir, `${name}.log`);
   const p = startProcess(NODE, [CONVEYOR, "api", "--port", String(port), "--host", "127.0.0.1", ...args], {

@@ -159,7 +159,7 @@ export function QueuesPage({ session }: { session: Session }) {
   }, [names]);
 
   useLive((e) => {
-    if (e.type === "$queues") return reloadAll();
+    if (e.type === "$queues" || e.type === "$gap") return reloadAll();
     if (e.type.startsWith("$")) return;
     const name = (e as { queue: string }).queue;
     if (!queues?.some((x) => x.queue === name)) return reloadAll();
