@@ -953,6 +953,7 @@ export class ControlPlane {
         "--audit-log-maxsize=0",
         `--kubelet-client-certificate=${p("apiserver-kubelet-client.crt")}`,
         `--kubelet-client-key=${p("apiserver-kubelet-client.key")}`,
+        "--kubelet-preferred-address-types=InternalIP", // a node's name is not in DNS here
       ];
       if (this.opts.aggregation ?? true) {
         args.push(
