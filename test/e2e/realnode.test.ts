@@ -70,6 +70,12 @@ async function workerPod(name: string, o: { graceSeconds: number; drainSeconds: 
               { name: "CONVEYOR_DRAIN_SECONDS", value: String(o.drainSeconds) },
             ],
             volumeMounts: [{ name: "handlers", mountPath: "/handlers", readOnly: true }],
+            // as the chart's template: the kubelet asks the worker whether it takes new jobs
+            readinessProbe: {
+              httpGet: { path: "/readyz", port: 9464 },
+              periodSeconds: 1,
+              failureThreshold: 1,
+            },
             securityContext: {
               readOnlyRootFilesystem: true,
               allowPrivilegeEscalation: false,
@@ -174,4 +180,25 @@ test("a job longer than the drain window is handed back, not failed; the pod exi
   assert.equal(back?.handbacks, 1);
   assert.equal(back?.attemptsMade, 0, "not counted as a failed attempt");
   await admin.cancel(id, "handback");
+});
+
+test("readiness goes false while Redis is away and true when it is back", { skip }, async () => {
+  await workerPod("ready", { graceSeconds: 30, drainSeconds: 20 });
+  const ready = async () =>
+    (await core.readNamespacedPod({ name: "ready", namespace: "default" })).status?.conditions?.find(
+      (c) => c.type === "Ready",
+    )?.status;
+  await redisServer.kill();
+  try {
+    await pollUntil("pod ready not Ready while Redis is away", async () => (await ready()) === "False");
+  } finally {
+    await redisServer.resume();
+  }
+  await pollUntil("pod ready Ready again", async () => (await ready()) === "True");
+  const { id } = await producer.enqueue("ready", { sleepMs: 10 });
+  await pollUntil(
+    `job ${id} completed after Redis came back`,
+    async () => (await job(id, "ready"))?.state === "completed",
+  );
+  assert.equal(await deleteAndWatchExit("ready"), 0);
 });
