@@ -45,13 +45,7 @@ package tools
 
 import _ "k8s.io/kubernetes/cmd/kubelet"
 GO
-k8s_minor=${K8S_VERSION#v1.}
-k8s_minor=${k8s_minor%%.*}
-version_ldflags=""
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  version_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
-  version_ldflags+=" -X $pkg.gitCommit=$K8S_VERSION-modproxy -X $pkg.gitTreeState=clean"
-done
+version_ldflags=$(k8s_version_ldflags "$K8S_VERSION" "$(printf '%s\n' "$probe" | sed -n 's/.*"Time": "\([^"]*\)".*/\1/p')")
 (
   cd "$work/src/kubernetes"
   step "resolve kubelet $K8S_VERSION modules (downloads on a cold module cache)" "$work/logs/kubelet-mod.log" go mod tidy
