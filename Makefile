@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane observability images demo bench chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability images demo bench chaos lint depcheck release clean
 
 all: build
 
@@ -32,7 +32,7 @@ typecheck: node-deps
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
 # PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
 # built container images.
-test: deps typecheck controlplane observability images lint test-unit test-integration test-python
+test: deps typecheck controlplane node observability images lint test-unit test-integration test-python
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -40,7 +40,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-test-integration: deps controlplane observability images
+test-integration: deps controlplane node observability images
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -62,6 +62,12 @@ images: node-deps
 
 controlplane:
 	@bash test/controlplane/install.sh
+
+# A real node's kubelet (from the control plane's Kubernetes module) and its pause image, beside
+# Debian's containerd, runc and CNI plugins (scripts/images-deps.sh); docs/node.md.
+node: controlplane
+	@bash scripts/images-deps.sh
+	@bash test/node/install.sh
 
 # Prometheus, promtool and an OpenTelemetry Collector for test/observability, built once from the
 # Go module proxy into ~/.cache/conveyor (CONVEYOR_OBS_ASSETS=/dir uses prebuilt ones).

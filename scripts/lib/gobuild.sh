@@ -128,3 +128,16 @@ gobuild_publish() {
   mv "$work" "$cache_dir"
   log "built in $(fmt_secs $(( $(date +%s) - started ))): $cache_dir/bin ($(du -sh "$cache_dir" | cut -f1))"
 }
+
+# k8s_version_ldflags <version vX.Y.Z> <build date>: the -X flags that make a Kubernetes command
+# built from the module proxy report its version (kubectl version, kubelet --version, /version).
+k8s_version_ldflags() {
+  local v=$1 date=$2 minor pkg out=""
+  minor=${v#v1.}
+  minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    out+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    out+=" -X $pkg.gitCommit=$v-modproxy -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  printf '%s' "$out"
+}

@@ -465,6 +465,18 @@ export class ControlPlane {
   }
 
   /**
+   * A kubeconfig for user `name` in group `org` (a client certificate signed by the harness CA),
+   * e.g. a kubelet's: `clientKubeconfig('system:node:n1', 'system:nodes')`.
+   */
+  async clientKubeconfig(name: string, org: string): Promise<string> {
+    const user = `client-${name.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
+    await this.issue(path.join(this.dir, "pki", user), { cn: name, org, ca: "ca", usage: "client" });
+    const file = path.join(this.dir, `${user}.kubeconfig`);
+    await this.writeKubeconfig(file, user);
+    return file;
+  }
+
+  /**
    * An address that is not loopback, on which a host process can listen and the API server can
    * connect: the host end of a veth pair whose other end is in a network namespace created here.
    * Created on first call, removed by stop(). Needs root (CAP_NET_ADMIN) and iproute2.
@@ -678,6 +690,13 @@ export class ControlPlane {
         usage: "client",
       }),
       this.issue(path.join(pki, "kwok"), { cn: "kwok", org: "system:masters", ca: "ca", usage: "client" }),
+      // what the API server shows a kubelet (logs, exec, port-forward), as kubeadm does
+      this.issue(path.join(pki, "apiserver-kubelet-client"), {
+        cn: "kube-apiserver-kubelet-client",
+        org: "system:masters",
+        ca: "ca",
+        usage: "client",
+      }),
     ]);
   }
 
@@ -932,6 +951,9 @@ export class ControlPlane {
         "--audit-log-format=json",
         "--audit-log-maxbackup=0",
         "--audit-log-maxsize=0",
+        `--kubelet-client-certificate=${p("apiserver-kubelet-client.crt")}`,
+        `--kubelet-client-key=${p("apiserver-kubelet-client.key")}`,
+        "--kubelet-preferred-address-types=InternalIP", // a node's name is not in DNS here
       ];
       if (this.opts.aggregation ?? true) {
         args.push(

@@ -21,6 +21,8 @@ export interface RedisServerOptions {
   port?: number;
   /** `requirepass`: clients must AUTH with it (the url carries no password). */
   password?: string;
+  /** Addresses to listen on besides 127.0.0.1, e.g. a real node's bridge address for its pods. */
+  extraBind?: string[];
 }
 
 export class RedisServer {
@@ -40,7 +42,16 @@ export class RedisServer {
 
   static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
     const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "cvy-redis-"));
-    const server = new RedisServer(opts.port ?? (await freePort()), dir, opts.args ?? [], opts.password);
+    // protected mode would refuse the password-less clients on the extra addresses
+    const bind = opts.extraBind?.length
+      ? ["--bind", ["127.0.0.1", ...opts.extraBind].join(" "), "--protected-mode", "no"]
+      : ["--bind", "127.0.0.1"];
+    const server = new RedisServer(
+      opts.port ?? (await freePort()),
+      dir,
+      [...bind, ...(opts.args ?? [])],
+      opts.password,
+    );
     await server.resume();
     return server;
   }
@@ -56,8 +67,6 @@ export class RedisServer {
       [
         "--port",
         String(this.port),
-        "--bind",
-        "127.0.0.1",
         "--dir",
         this.dir,
         "--save",
