@@ -4,18 +4,17 @@ import { parseBoolean, readOptions, settingsHelp, type Settings } from "./option
 
 const SETTINGS = {
   drain: {
-    flag: "drain",
     env: "X_DRAIN",
     deprecatedEnv: "X_DRAIN_SECONDS",
     kind: "duration",
     default: "1s",
     help: "",
   },
-  retention: { flag: "retention", env: "X_RETENTION", kind: "duration", default: "1s", help: "" },
-  floor: { flag: "floor", env: "X_FLOOR", kind: "duration", default: "1s", min: "100ms", help: "" },
-  verbose: { flag: "verbose", short: "v", env: "X_VERBOSE", kind: "bool", default: false, help: "" },
-  name: { flag: "name", env: "X_NAME", kind: "string", help: "" },
-  count: { flag: "count", kind: "int", default: 3, min: 1, max: 9, help: "" },
+  retention: { env: "X_RETENTION", kind: "duration", default: "1s", help: "" },
+  floor: { env: "X_FLOOR", kind: "duration", default: "1s", min: "100ms", help: "" },
+  verbose: { short: "v", env: "X_VERBOSE", kind: "bool", default: false, help: "" },
+  name: { env: "X_NAME", kind: "string", help: "" },
+  count: { kind: "int", default: 3, min: 1, max: 9, help: "" },
 } as const satisfies Settings<string>;
 const SET: Settings = SETTINGS;
 const read = (argv: string[], env: NodeJS.ProcessEnv = {}, warnings: string[] = []) =>
@@ -91,6 +90,6 @@ describe("readOptions", () => {
   });
 
   it("help lists each flag with its variable and default", () => {
-    assert.match(settingsHelp(SET), /--drain +X_DRAIN +\(default 1s\)/);
+    assert.match(settingsHelp(SET), /--drain D +X_DRAIN +\(default 1s\)/);
   });
 });

@@ -11,10 +11,13 @@ export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "
 
 export type SettingKind = "string" | "int" | "bool" | "duration" | "list" | "file" | "choice";
 
-/** One flag or environment variable: everything the parser, --help and the docs know of it. */
+/**
+ * One flag and its environment variable: everything the parser, --help and the docs know of
+ * it. Its key in the table is the flag's name (without `--`).
+ */
 export interface Setting {
-  /** The flag without `--`; none for a variable only (POD_NAME). */
-  flag?: string;
+  /** A variable only, no flag (POD_NAME, a token that must not show in `ps`). */
+  envOnly?: boolean;
   /** A one-letter alias without `-`. */
   short?: string;
   env?: string;
@@ -23,7 +26,7 @@ export interface Setting {
   /** The flag's former name, likewise. */
   deprecatedFlag?: string;
   kind: SettingKind;
-  /** How the value is written in help: N, D, URL… (booleans have none). */
+  /** How the value is written in help (default by kind: N, D, a,b, FILE, VALUE; booleans none). */
   arg?: string;
   /**
    * The value when neither flag nor variable is given: a number (int), a boolean (bool), text
@@ -103,16 +106,13 @@ export function readOptions<K extends string>(
 ): Options<K> {
   const usage = opts.usage ? `\n${opts.usage}` : "";
   const warn = opts.warn ?? ((m: string) => process.stderr.write(`conveyor: warning: ${m}\n`));
-  const byFlag = new Map<string, K>();
-  for (const [key, s] of Object.entries(settings) as [K, Setting][]) if (s.flag) byFlag.set(s.flag, key);
+  const flags = (Object.keys(settings) as K[]).filter((k) => !settings[k].envOnly);
   let values: Partial<Record<K, string>>;
   let positionals: string[];
   try {
-    const options = Object.fromEntries(
-      [...byFlag.values()].map((k) => [k, { type: "string" as const }]),
-    ) as Record<string, { type: "string" }>;
+    const options = Object.fromEntries(flags.map((k) => [k, { type: "string" as const }]));
     const parsed = parseArgs({
-      args: normalize(argv, settings, byFlag, opts.positionals ?? false, warn),
+      args: normalize(argv, settings, opts.positionals ?? false, warn),
       options,
       strict: true,
       allowPositionals: opts.positionals ?? false,
@@ -142,7 +142,7 @@ export function readOptions<K extends string>(
   const name = (opt: K) => {
     const s = settings[opt];
     const variable = source(opt).variable ?? s.env;
-    return [s.flag && `--${s.flag}`, variable].filter(Boolean).join(" / ");
+    return [!s.envOnly && `--${opt}`, variable].filter(Boolean).join(" / ");
   };
   const guard = <T>(opt: K, parse: (v: string) => T): T | undefined => {
     const v = raw(opt);
@@ -203,20 +203,7 @@ export function readOptions<K extends string>(
     },
     duration: (opt) => maybeDuration(opt) ?? ms(declared(opt, "duration").default, 0),
     maybeDuration,
-    seconds: (opt) => {
-      const s = declared(opt, "duration");
-      const secs = (t: Setting["default"], fallback: number) => Math.ceil(ms(t, fallback) / 1000);
-      return (
-        guard(opt, (v) =>
-          inRange(
-            Math.ceil(parseDuration(v, name(opt)) / 1000),
-            secs(s.min, 0),
-            secs(s.max, Number.MAX_SAFE_INTEGER),
-            (n) => `${n}s`,
-          ),
-        ) ?? secs(s.default, 0)
-      );
-    },
+    seconds: (opt) => Math.ceil((maybeDuration(opt) ?? ms(declared(opt, "duration").default, 0)) / 1000),
     list: (opt) =>
       (raw(opt) ?? "")
         .split(",")
@@ -254,15 +241,14 @@ export function readOptions<K extends string>(
 function normalize<K extends string>(
   argv: string[],
   settings: Settings<K>,
-  byFlag: Map<string, K>,
   positionals: boolean,
   warn: (m: string) => void,
 ): string[] {
   const shorts = new Map<string, string>();
   const renamed = new Map<string, string>();
-  for (const s of Object.values(settings) as Setting[]) {
-    if (s.short && s.flag) shorts.set(`-${s.short}`, s.flag);
-    if (s.deprecatedFlag && s.flag) renamed.set(s.deprecatedFlag, s.flag);
+  for (const [flag, s] of Object.entries(settings) as [string, Setting][]) {
+    if (s.short) shorts.set(`-${s.short}`, flag);
+    if (s.deprecatedFlag) renamed.set(s.deprecatedFlag, flag);
   }
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -285,8 +271,8 @@ function normalize<K extends string>(
       flag = renamed.get(flag)!;
       a = `--${flag}${m[2] ?? ""}`;
     }
-    const key = byFlag.get(flag);
-    if (key === undefined || settings[key].kind !== "bool" || m[2] !== undefined) {
+    const s = (settings as Record<string, Setting | undefined>)[flag];
+    if (s?.kind !== "bool" || s.envOnly || m[2] !== undefined) {
       out.push(a);
       continue;
     }
@@ -309,21 +295,29 @@ function inRange(n: number, min: number, max: number, show: (n: number) => strin
 
 const formatMs = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
 
+const ARG: Record<SettingKind, string> = {
+  string: "VALUE",
+  int: "N",
+  bool: "",
+  duration: "D",
+  list: "a,b",
+  file: "FILE",
+  choice: "VALUE",
+};
+
+/** How a setting is written on the command line: `--drain D`, `--json`; "" for a variable only. */
+export function flagText(flag: string, s: Setting): string {
+  if (s.envOnly) return "";
+  const arg = s.arg ?? ARG[s.kind];
+  return `--${flag}${s.short ? `, -${s.short}` : ""}${arg ? ` ${arg}` : ""}`;
+}
+
 /** `--flag ARG   VARIABLE   help (default …)`: one line per setting, for --help. */
 export function settingsHelp(settings: Settings): string {
-  const rows = Object.values(settings)
-    .filter((s) => s.flag || s.env)
-    .map((s) => {
-      const left = s.flag ? `  --${s.flag}${s.short ? `, -${s.short}` : ""}${s.arg ? ` ${s.arg}` : ""}` : "";
-      return [left, s.env ?? "", describe(s)] as const;
-    });
-  const w0 = Math.max(...rows.map((r) => r[0].length));
-  const w1 = Math.max(...rows.map((r) => r[1].length));
-  return rows
-    .map(([a, b, c]) =>
-      `${a.padEnd(w0)}  ${b ? `${b.padEnd(w1)}  ` : " ".repeat(w1 ? w1 + 2 : 0)}${c}`.trimEnd(),
-    )
-    .join("\n");
+  const rows = Object.entries(settings).map(([flag, s]) => [flagText(flag, s), s.env ?? "", describe(s)]);
+  const w0 = Math.max(...rows.map((r) => r[0]!.length));
+  const w1 = Math.max(...rows.map((r) => r[1]!.length));
+  return rows.map(([a, b, c]) => `  ${a!.padEnd(w0)}  ${b!.padEnd(w1)}  ${c}`.trimEnd()).join("\n");
 }
 
 /** The help text with its default: "job slots (default 1)". */

@@ -4,7 +4,6 @@
 import { LOG_LEVELS, type Setting } from "./options.ts";
 
 export const REDIS_URL_SETTING = {
-  flag: "redis",
   env: "REDIS_URL",
   kind: "string",
   arg: "URL",
@@ -13,7 +12,6 @@ export const REDIS_URL_SETTING = {
 } as const satisfies Setting;
 
 export const DATABASE_URL_SETTING = {
-  flag: "database",
   env: "DATABASE_URL",
   kind: "string",
   arg: "URL",
@@ -21,7 +19,6 @@ export const DATABASE_URL_SETTING = {
 } as const satisfies Setting;
 
 export const LOG_LEVEL_SETTING = {
-  flag: "log-level",
   env: "LOG_LEVEL",
   kind: "choice",
   arg: "L",
@@ -32,7 +29,6 @@ export const LOG_LEVEL_SETTING = {
 
 /** `--json` on every command that prints a result. */
 export const JSON_SETTING = {
-  flag: "json",
   kind: "bool",
   default: false,
   help: "print JSON, one document per line",
@@ -44,31 +40,37 @@ export const JSON_SETTING = {
  */
 export const ENVIRONMENT = {
   "redis-password": {
+    envOnly: true,
     env: "REDIS_PASSWORD",
     kind: "string",
     help: "Redis password when the URL has none (from a Secret in Kubernetes)",
   },
   "pod-name": {
+    envOnly: true,
     env: "POD_NAME",
     kind: "string",
     help: "the pod's name (downward API): the worker's id and the operator's identity in its Lease",
   },
   "pod-namespace": {
+    envOnly: true,
     env: "POD_NAMESPACE",
     kind: "string",
     help: "the operator's namespace when no service-account namespace file is mounted",
   },
   "node-options": {
+    envOnly: true,
     env: "NODE_OPTIONS",
     kind: "string",
     help: "Node's own options; the chart sets heap and young-generation sizes",
   },
   "malloc-arena-max": {
+    envOnly: true,
     env: "MALLOC_ARENA_MAX",
     kind: "int",
     help: "glibc malloc arenas; the chart caps them to bound the operator's RSS",
   },
   otel: {
+    envOnly: true,
     env: "OTEL_*",
     kind: "string",
     help: "OpenTelemetry's standard variables: spans are exported when OTEL_TRACES_EXPORTER or an OTLP endpoint is set (docs/observability.md)",

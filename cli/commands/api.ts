@@ -14,16 +14,13 @@ export default defineCommand({
   settings: {
     redis: COMMON.redis,
     port: {
-      flag: "port",
       env: "CONVEYOR_API_PORT",
       kind: "int",
-      arg: "N",
       default: 8080,
       max: 65535,
       help: "HTTP port (0 = any free port)",
     },
     host: {
-      flag: "host",
       env: "CONVEYOR_API_HOST",
       kind: "string",
       arg: "ADDR",
@@ -31,37 +28,32 @@ export default defineCommand({
       help: "address to listen on",
     },
     "max-body": {
-      flag: "max-body",
       env: "CONVEYOR_API_MAX_BODY",
       kind: "int",
-      arg: "N",
       min: 1,
       defaultHelp: "1048576 = 1 MiB",
       help: "largest request body in bytes",
     },
     token: {
+      envOnly: true,
       env: "CONVEYOR_API_TOKEN",
       kind: "string",
       help: "the bearer token callers present (from a Secret; at least 16 bytes); none: start only with --insecure-no-auth",
     },
     "read-only": {
-      flag: "read-only",
       env: "CONVEYOR_API_READ_ONLY",
       kind: "bool",
       default: false,
       help: "refuse every mutating route (403)",
     },
     queues: {
-      flag: "queues",
       env: "CONVEYOR_API_QUEUES",
       kind: "list",
-      arg: "a,b",
       defaultHelp: "all",
       help: "the only queues the API shows and acts on",
     },
     database: DATABASE_URL_SETTING,
     kubernetes: {
-      flag: "kubernetes",
       env: "CONVEYOR_API_KUBERNETES",
       kind: "choice",
       arg: "auto|off",
@@ -70,7 +62,6 @@ export default defineCommand({
       help: "read WorkerPools for the Pools page when a cluster is configured (auto), or never",
     },
     dashboard: {
-      flag: "dashboard",
       env: "CONVEYOR_API_DASHBOARD",
       kind: "bool",
       arg: "on|off",
@@ -78,7 +69,6 @@ export default defineCommand({
       help: "serve the dashboard",
     },
     "insecure-no-auth": {
-      flag: "insecure-no-auth",
       env: "CONVEYOR_API_INSECURE_NO_AUTH",
       kind: "bool",
       default: false,

@@ -3,7 +3,6 @@ import { QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
 export const QUEUE_SETTING = {
-  flag: "queue",
   kind: "string",
   arg: "Q",
   help: "the job's queue (default: looked up from the job)",

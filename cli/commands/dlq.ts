@@ -2,7 +2,7 @@
 import { QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
-export const LIMIT_SETTING = { flag: "limit", kind: "int", arg: "N", help: "at most this many" } as const;
+export const LIMIT_SETTING = { kind: "int", help: "at most this many" } as const;
 
 export default defineCommand({
   name: "dlq",

@@ -10,18 +10,17 @@ export default defineCommand({
   enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})`,
   settings: {
     ...COMMON,
-    id: { flag: "id", kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
+    id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
     key: {
-      flag: "key",
       kind: "string",
       arg: "KEY",
       help: "idempotency key: a second enqueue with it is a duplicate",
     },
-    priority: { flag: "priority", kind: "int", arg: "N", help: "higher runs first" },
-    delay: { flag: "delay", kind: "duration", arg: "D", help: "run no sooner than this from now" },
-    attempts: { flag: "attempts", kind: "int", arg: "N", help: "tries before dead-lettering" },
-    timeout: { flag: "timeout", kind: "duration", arg: "D", help: "this job's timeout" },
-    file: { flag: "file", kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
+    priority: { kind: "int", help: "higher runs first" },
+    delay: { kind: "duration", help: "run no sooner than this from now" },
+    attempts: { kind: "int", help: "tries before dead-lettering" },
+    timeout: { kind: "duration", help: "this job's timeout" },
+    file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
   },
   async run(o) {
     const [queue, json] = o.positionals;

@@ -10,7 +10,6 @@ export default defineCommand({
   settings: {
     ...COMMON,
     follow: {
-      flag: "follow",
       short: "f",
       kind: "bool",
       default: false,

@@ -21,10 +21,10 @@ export default defineCommand({
   schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
   settings: {
     ...COMMON,
-    every: { flag: "every", kind: "duration", arg: "D", help: "run every D" },
-    cron: { flag: "cron", kind: "string", arg: "EXPR", help: "run on a cron schedule (5 fields)" },
-    tz: { flag: "tz", kind: "string", arg: "Area/City", help: "the cron schedule's time zone (default UTC)" },
-    attempts: { flag: "attempts", kind: "int", arg: "N", help: "tries of each job before dead-lettering" },
+    every: { kind: "duration", help: "run every D" },
+    cron: { kind: "string", arg: "EXPR", help: "run on a cron schedule (5 fields)" },
+    tz: { kind: "string", arg: "Area/City", help: "the cron schedule's time zone (default UTC)" },
+    attempts: { kind: "int", help: "tries of each job before dead-lettering" },
   },
   async run(o) {
     const [action, queue, name, json] = o.positionals;

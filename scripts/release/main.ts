@@ -145,16 +145,14 @@ if (import.meta.main) {
       process.argv.slice(2),
       process.env,
       {
-        version: { flag: "version", env: "VERSION", kind: "string", help: "the release's version" },
-        out: { flag: "out", env: "RELEASE_DIR", kind: "string", help: "where the artefacts go" },
+        version: { env: "VERSION", kind: "string", help: "the release's version" },
+        out: { env: "RELEASE_DIR", kind: "string", help: "where the artefacts go" },
         "chart-repo-url": {
-          flag: "chart-repo-url",
           env: "CHART_REPO_URL",
           kind: "string",
           help: "the chart repository",
         },
         images: {
-          flag: "images",
           env: "RELEASE_IMAGES",
           kind: "bool",
           default: true,
