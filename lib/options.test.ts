@@ -39,7 +39,7 @@ describe("readOptions", () => {
     );
     assert.throws(
       () => read(["--count", "10"]).int("count"),
-      /--count: expected a whole number 1\.\.9, got "10"/,
+      /--count expects a whole number 1\.\.9, got "10"/,
     );
   });
 

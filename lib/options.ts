@@ -167,16 +167,17 @@ export function readOptions<K extends string>(
     const s = declared(opt, "int");
     const min = Number(s.min ?? 0);
     const max = Number(s.max ?? Number.MAX_SAFE_INTEGER);
-    return guard(opt, (v) => {
-      const n = Number(v);
-      if (!/^\d+$/.test(v.trim()) || n < min || n > max)
-        throw new Error(
-          max === Number.MAX_SAFE_INTEGER && min === 0
-            ? `expected a whole number, got ${JSON.stringify(v)}`
-            : `expected a whole number ${min}..${max}, got ${JSON.stringify(v)}`,
-        );
-      return n;
-    });
+    const v = raw(opt);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (/^\d+$/.test(v.trim()) && n >= min && n <= max) return n;
+    // "--port expects a whole number 0..65535, got "x" (--port / CONVEYOR_API_PORT)"
+    const range = max === Number.MAX_SAFE_INTEGER && min === 0 ? "" : ` ${min}..${max}`;
+    const where = name(opt);
+    const what = where.split(" / ")[0];
+    throw new OptionError(
+      `${what} expects a whole number${range}, got ${JSON.stringify(v)}${where === what ? "" : ` (${where})`}`,
+    );
   };
   const maybeDuration = (opt: K) => {
     const s = declared(opt, "duration");
@@ -323,7 +324,8 @@ export function settingsHelp(settings: Settings): string {
 /** The help text with its default: "job slots (default 1)". */
 export function describe(s: Setting): string {
   const def = defaultText(s);
-  return def === undefined ? s.help : `${s.help} (default ${def})`;
+  const former = [s.deprecatedFlag && `--${s.deprecatedFlag}`, s.deprecatedEnv].filter(Boolean).join(", ");
+  return `${s.help}${def === undefined ? "" : ` (default ${def})`}${former ? ` (formerly ${former})` : ""}`;
 }
 
 export function defaultText(s: Setting): string | undefined {
