@@ -37,6 +37,8 @@ export interface OperatorConfig {
   relistMs: number;
   /** Use only Secrets labelled conveyor.dev/secret-access=true or in `ownNamespace`. */
   restrictSecretAccess: boolean;
+  /** CONVEYOR_OUTBOX_MAX_BYTES of the workers of pools with job records; undefined: the worker's default. */
+  workerOutboxMaxBytes?: number;
   /** The namespace the operator runs in (service account, else POD_NAMESPACE). */
   ownNamespace?: string;
   logLevel: string;
@@ -67,6 +69,7 @@ const SOURCES = {
   workers: "CONVEYOR_RECONCILE_WORKERS",
   "relist-seconds": "CONVEYOR_RELIST_SECONDS",
   "restrict-secret-access": "CONVEYOR_RESTRICT_SECRET_ACCESS",
+  "worker-outbox-max-bytes": "CONVEYOR_WORKER_OUTBOX_MAX_BYTES",
   "log-level": "LOG_LEVEL",
 } as const;
 
@@ -106,6 +109,9 @@ Runs the WorkerPool operator. Every flag can also be given by the environment va
   --restrict-secret-access true|false  CONVEYOR_RESTRICT_SECRET_ACCESS  read only Secrets labelled
                                                                conveyor.dev/secret-access=true or in the operator's
                                                                own namespace (default false; the chart sets true)
+  --worker-outbox-max-bytes N       CONVEYOR_WORKER_OUTBOX_MAX_BYTES  the outbox byte budget given to the workers
+                                                               of pools with job records (CONVEYOR_OUTBOX_MAX_BYTES;
+                                                               default: the worker's, 256 MiB; at least 1048576)
   --log-level LEVEL                 LOG_LEVEL         trace|debug|info|warn|error (default info)
 Booleans: --flag alone means true. ${DURATION_HELP}`;
 
@@ -186,6 +192,10 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     workers: o.int("workers", 4, 1, 64),
     relistMs: o.duration("relist-seconds", 600_000, 5000, 86_400_000),
     restrictSecretAccess: o.bool("restrict-secret-access", false),
+    workerOutboxMaxBytes:
+      o.raw("worker-outbox-max-bytes") === undefined
+        ? undefined
+        : o.int("worker-outbox-max-bytes", 0, 1 << 20, Number.MAX_SAFE_INTEGER),
     ownNamespace: operatorNamespace,
     logLevel: o.logLevel("log-level"),
   };

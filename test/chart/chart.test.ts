@@ -534,6 +534,17 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.deepEqual(nodeOptions(await template({ operator: { nodeOptions: "" } })), []);
   });
 
+  it("hands the workers' outbox byte budget to the operator (256 MiB unless set)", async () => {
+    const budget = (text: string) => {
+      const op = docs(text).find((o) => o.kind === "Deployment" && component(o) === "operator")!;
+      return (containerOf(op).args ?? []).filter((a) => a.startsWith("--worker-outbox-max-bytes"));
+    };
+    assert.deepEqual(budget(rendered.get("default")!), ["--worker-outbox-max-bytes=268435456"]);
+    assert.deepEqual(budget(await template({ worker: { outboxMaxBytes: 4294967296 } })), [
+      "--worker-outbox-max-bytes=4294967296",
+    ]);
+  });
+
   it("caps the operator's malloc arenas at 2 unless extraEnv sets MALLOC_ARENA_MAX, which then stands alone", async () => {
     const arenaMax = (text: string) => {
       const op = docs(text).find((o) => o.kind === "Deployment" && component(o) === "operator")!;
