@@ -315,7 +315,9 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
   });
 
   it("kubeconfig impersonation (as, as-uid, as-groups, as-user-extra): the API server sees the impersonated user", async () => {
-    const config = parse(readFileSync(cp.kubeconfigPath, "utf8")) as { users: { user: Record<string, unknown> }[] };
+    const config = parse(readFileSync(cp.kubeconfigPath, "utf8")) as {
+      users: { user: Record<string, unknown> }[];
+    };
     for (const u of config.users)
       Object.assign(u.user, {
         as: "alice",
@@ -332,6 +334,9 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
     );
     const { username, uid, groups, extra } = review.status.userInfo;
     assert.deepEqual([username, uid, extra], ["alice", "uid-1234", { scopes: ["read", "write"] }]);
-    assert.deepEqual((groups as string[]).filter((g) => g !== "system:authenticated"), ["devs", "ops"]);
+    assert.deepEqual(
+      (groups as string[]).filter((g) => g !== "system:authenticated"),
+      ["devs", "ops"],
+    );
   });
 });
