@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { Producer, QueueKeys } from "../../queue/index.ts";
+import { eventsOfEntries, Producer, QueueKeys } from "../../queue/index.ts";
 import { buildDashboard, CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 
@@ -149,8 +149,18 @@ describe(
     });
 
     test("a timeline whose stream entries were trimmed is filled from the records", async () => {
-      // The streams' cap trims the oldest entries on a busy queue; here all of them, at once.
-      for (const queue of [A, B]) await s.redis.xtrim(new QueueKeys(queue).events, "MAXLEN", 0);
+      // Later traffic on stage B: 12,000 more jobs (due in an hour) push B's event stream past
+      // its cap (10,000 entries), which trims order-1's entries away.
+      await new Producer(s.redis).enqueueMany(
+        B,
+        Array.from({ length: 12_000 }, (_, i) => ({ id: `later-${i}`, data: { n: i }, delayMs: 3_600_000 })),
+      );
+      const kept = eventsOfEntries(await s.redis.xrange(new QueueKeys(B).events, "-", "+"), B);
+      assert.ok(kept.length > 0);
+      assert.ok(
+        kept.every((e) => e.id !== "order-1"),
+        "the stream no longer holds order-1's entries",
+      );
       await page.goto(`${s.api.base}/#/job/order-1?queue=${encodeURIComponent(B)}`);
       await page.locator('[data-note="trimmed"]').waitFor();
       const entries = page.locator(".timeline li");
