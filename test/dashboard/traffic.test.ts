@@ -91,6 +91,19 @@ describe(
       assert.equal((await attr("data-to")) - (await attr("data-from")), 59 * MINUTE);
       const thisMinute = Math.floor(Date.now() / MINUTE) * MINUTE;
       assert.ok(thisMinute - (await attr("data-to")) <= MINUTE, "the window ends now");
+      // What the plot draws: the cursor at its left and right edges snaps to points 59 minutes
+      // apart (uPlot's legend shows the time under the cursor, like "2026-11-26 3:12am").
+      const plot = (await chart.locator(".u-over").boundingBox())!;
+      const timeAt = async (x: number) => {
+        await page.mouse.move(plot.x + x, plot.y + plot.height / 2);
+        const text =
+          (await chart.locator(".u-legend .u-series").first().locator(".u-value").textContent()) ?? "";
+        const [, h, m, half] = /(\d{1,2}):(\d{2})\s*(am|pm)/i.exec(text) ?? [];
+        assert.ok(h, `a time in the legend: ${JSON.stringify(text)}`);
+        return ((Number(h) % 12) + (half!.toLowerCase() === "pm" ? 12 : 0)) * 60 + Number(m);
+      };
+      const [left, right] = [await timeAt(1), await timeAt(plot.width - 1)];
+      assert.equal((right - left + 1440) % 1440, 59, "the drawn x axis spans the last hour");
     });
 
     test('"Jobs/min" on the queues page shows the jobs of the last minute', async () => {
