@@ -69,8 +69,10 @@ export async function liveJobs(
   const replies = shown.length > 0 ? ((await pipe.exec()) ?? []) : [];
   const items = shown.map(([id, score], i): LiveJob => {
     const [err, v] = replies[i] ?? [null, []];
+    // A job key that is not a hash is shown as such (as QueueAdmin.job does); any other error fails the page.
+    if (err && !/WRONGTYPE/.test(err.message)) throw err;
     const f = (err ? [] : (v as (string | null)[])) as (string | null)[];
-    const jobState = f[0] ?? state;
+    const jobState = err ? "malformed" : (f[0] ?? state);
     return {
       id,
       queue,

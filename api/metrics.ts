@@ -4,8 +4,12 @@
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 
-/** Where an error was handled: the event hub's read loop, a queue directory rescan, a request answered 500. */
-export type ErrorSite = "event_hub" | "queue_directory" | "request";
+/**
+ * Where an error was handled: the event hub's read loop, a queue directory rescan, a request
+ * answered 500, or a part of a reply served without (the rest answered: one bad key must not
+ * take a page down).
+ */
+export type ErrorSite = "event_hub" | "queue_directory" | "request" | "partial_read";
 
 export class ApiMetrics {
   readonly registry = new Registry();

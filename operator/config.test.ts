@@ -27,6 +27,18 @@ describe("operator configuration", () => {
     );
   });
 
+  it("--worker-outbox-max-bytes: unset leaves the workers' default; below 1 MiB is refused by name", () => {
+    assert.equal(loadOperatorConfig([], {}).workerOutboxMaxBytes, undefined);
+    assert.equal(
+      loadOperatorConfig([], { CONVEYOR_WORKER_OUTBOX_MAX_BYTES: "16777216" }).workerOutboxMaxBytes,
+      16_777_216,
+    );
+    assert.throws(
+      () => loadOperatorConfig(["--worker-outbox-max-bytes=1000"], {}),
+      /--worker-outbox-max-bytes \/ CONVEYOR_WORKER_OUTBOX_MAX_BYTES/,
+    );
+  });
+
   it("--help says once how durations are written", () => {
     assert.equal(OPERATOR_USAGE.match(/a bare number is seconds/g)?.length, 1);
   });

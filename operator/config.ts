@@ -38,6 +38,8 @@ export interface OperatorConfig {
   relistMs: number;
   /** Use only Secrets labelled conveyor.dev/secret-access=true or in `ownNamespace`. */
   restrictSecretAccess: boolean;
+  /** CONVEYOR_OUTBOX_MAX_BYTES of the workers of pools with job records; undefined: the worker's default. */
+  workerOutboxMaxBytes?: number;
   /** The namespace the operator runs in (service account, else POD_NAMESPACE). */
   ownNamespace?: string;
   logLevel: string;
@@ -212,6 +214,13 @@ export const OPERATOR_SETTINGS = {
     default: false,
     help: "read only Secrets labelled conveyor.dev/secret-access=true or in the operator's own namespace (the chart sets true)",
   },
+  "worker-outbox-max-bytes": {
+    env: "CONVEYOR_WORKER_OUTBOX_MAX_BYTES",
+    kind: "int",
+    min: 1 << 20,
+    defaultHelp: "the worker's, 268435456 = 256 MiB",
+    help: "the outbox byte budget given to the workers of pools with job records (their CONVEYOR_OUTBOX_MAX_BYTES)",
+  },
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 
@@ -295,6 +304,7 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     workers: o.int("workers"),
     relistMs: o.duration("relist"),
     restrictSecretAccess: o.bool("restrict-secret-access"),
+    workerOutboxMaxBytes: o.maybeInt("worker-outbox-max-bytes"),
     ownNamespace: operatorNamespace,
     logLevel: o.choice("log-level"),
   };

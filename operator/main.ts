@@ -119,6 +119,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     client: manager.client,
     namespaces: cfg.namespaces,
     defaultImage: cfg.workerImage,
+    workerOutboxMaxBytes: cfg.workerOutboxMaxBytes,
     identity: cfg.identity,
     isLeader: () => manager.isLeader(),
     log,

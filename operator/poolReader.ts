@@ -91,7 +91,7 @@ export class PoolReader {
         resourcePath(RESOURCES.pods, { namespace }),
         { labelSelector: `${POOL_LABEL}=${name}` },
       ),
-      this.admin.workers(pool.spec.queue).catch(() => []),
+      this.admin.workers(pool.spec.queue),
     ]);
     const byPod = new Map(reports.map((r) => [r.pod, r]));
     return {

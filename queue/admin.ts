@@ -175,7 +175,7 @@ export class QueueAdmin {
       ? [queueOrPipeline.split("/")[0]!]
       : await this.redis.smembers(PIPELINES_KEY);
     for (const p of pipelines) {
-      const raw = await this.redis.lrange(new PipelineKeys(p).logs(id), 0, -1).catch(() => [] as string[]);
+      const raw = await this.redis.lrange(new PipelineKeys(p).logs(id), 0, -1);
       if (raw.length > 0) return raw.map(parseLogLine);
     }
     return [];

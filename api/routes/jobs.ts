@@ -231,7 +231,10 @@ async function jobLogs(
   id: string,
   queue: string,
 ): Promise<{ at: number; message: string }[]> {
-  const lines = await ctx.admin.jobLogs(id, queue);
+  const lines = await ctx.admin.jobLogs(id, queue).catch((err: unknown) => {
+    ctx.metrics.error("partial_read", err, { queue, id, read: "logs" });
+    return [];
+  });
   // The execution id is the lease token: it stays server-side, like in the events.
   return lines.map(({ at, message }) => ({ at, message }));
 }

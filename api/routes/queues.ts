@@ -32,18 +32,13 @@ export interface QueueSummary {
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
-  const k = new QueueKeys(queue);
-  const [counts, stats, workers, head] = await Promise.all([
-    ctx.admin.counts(queue),
+  const [counts, stats, workers] = await Promise.all([
+    ctx.admin.counts(queue, { oldestReady: true }),
     ctx.admin.stats(queue),
-    ctx.redis.hlen(k.workers),
-    ctx.redis.zrange(k.ready, 0, 0),
+    ctx.redis.hlen(new QueueKeys(queue).workers),
   ]);
-  let oldestWaitingMs: number | null = null;
-  if (head[0]) {
-    const created = Number(await ctx.redis.hget(k.job(head[0]), "createdAt").catch(() => null));
-    if (created > 0) oldestWaitingMs = Math.max(0, Date.now() - created);
-  }
+  const oldestWaitingMs =
+    counts.oldestReadyAt === undefined ? null : Math.max(0, Date.now() - counts.oldestReadyAt);
   return {
     queue,
     ready: counts.ready,

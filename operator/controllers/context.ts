@@ -18,6 +18,7 @@ export interface ReconcileContext {
   metrics: OperatorMetrics;
   events: EventRecorder;
   defaultImage: string;
+  workerOutboxMaxBytes?: number;
   poolOverlay: WriteOverlay<WorkerPool>;
   deploymentOverlay: WriteOverlay<Deployment>;
   hpaOverlay: WriteOverlay<HPA>;

@@ -62,6 +62,19 @@ describe("worker Deployment", () => {
     assert.equal(envOf({ command: ["/bin/ocr"], passCredentials: true }), "true");
   });
 
+  it("gives the workers of a pool with job records the operator's outbox byte budget, and others none", () => {
+    const budgetOf = (spec: object, outboxMaxBytes?: number) => {
+      const p = pool({ ...base, ...spec });
+      const c = desiredDeployment(p, p.spec, { defaultImage: "img", outboxMaxBytes }).spec!.template!.spec!
+        .containers[0]!;
+      return c.env!.filter((e) => e.name === "CONVEYOR_OUTBOX_MAX_BYTES").map((e) => e.value);
+    };
+    const database = { database: { secretRef: { name: "pg", key: "url" } } };
+    assert.deepEqual(budgetOf(database, 16 << 20), [String(16 << 20)]);
+    assert.deepEqual(budgetOf(database), [], "unset: the worker's own default");
+    assert.deepEqual(budgetOf({}, 16 << 20), [], "no records, no outbox");
+  });
+
   it("takes the pool's own NODE_OPTIONS instead of the worker's default, once", () => {
     const p = pool({
       ...base,

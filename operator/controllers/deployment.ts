@@ -25,6 +25,8 @@ export const WORKER_NODE_OPTIONS = "--max-semi-space-size=8";
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
   defaultImage: string;
+  /** CONVEYOR_OUTBOX_MAX_BYTES for pools with job records (spec.database); unset: the worker's default. */
+  outboxMaxBytes?: number;
 }
 
 /** The worker's CONVEYOR_HANDLER value for a handler spec (module:/path, http://127.0.0.1:port/path, command:[...]). */
@@ -57,7 +59,7 @@ function isReservedEnv(name: string): boolean {
   return (RESERVED_ENV as readonly string[]).includes(name) || name.startsWith(RESERVED_ENV_PREFIX);
 }
 
-export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
+export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvVar[] {
   const env: V1EnvVar[] = [
     { name: "CONVEYOR_QUEUE", value: spec.queue },
     ...(spec.nextQueue ? [{ name: "CONVEYOR_NEXT_QUEUE", value: spec.nextQueue }] : []),
@@ -84,6 +86,8 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
       name: "DATABASE_URL",
       valueFrom: { secretKeyRef: { name: spec.database.secretRef.name, key: spec.database.secretRef.key } },
     });
+    if (outboxMaxBytes !== undefined)
+      env.push({ name: "CONVEYOR_OUTBOX_MAX_BYTES", value: String(outboxMaxBytes) });
   }
   env.push({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
   if (!spec.template.env?.some((e) => e.name === "NODE_OPTIONS"))
@@ -107,7 +111,7 @@ export function desiredDeployment(
     image: t.image ?? opts.defaultImage,
     ...(t.imagePullPolicy ? { imagePullPolicy: t.imagePullPolicy } : {}),
     args: ["worker"],
-    env: workerEnv(spec),
+    env: workerEnv(spec, opts.outboxMaxBytes),
     ...(t.envFrom?.length ? { envFrom: t.envFrom } : {}),
     ports: [{ name: "metrics", containerPort: WORKER_PORT, protocol: "TCP" }],
     readinessProbe: {
@@ -223,7 +227,10 @@ export async function reconcileDeployment(
   live: Deployment | undefined,
   backlog: number | undefined,
 ): Promise<Deployment> {
-  const desired = desiredDeployment(pool, spec, { defaultImage: ctx.defaultImage });
+  const desired = desiredDeployment(pool, spec, {
+    defaultImage: ctx.defaultImage,
+    outboxMaxBytes: ctx.workerOutboxMaxBytes,
+  });
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
   if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
     return live;

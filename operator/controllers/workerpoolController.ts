@@ -32,6 +32,8 @@ export interface WorkerPoolControllerOptions {
   /** Namespaces to watch; undefined or empty = all. */
   namespaces?: string[];
   defaultImage: string;
+  /** The outbox byte budget of workers with job records (deployment.ts DeploymentOptions). */
+  workerOutboxMaxBytes?: number;
   identity: string;
   isLeader: () => boolean;
   log: Logger;
@@ -96,6 +98,7 @@ export class WorkerPoolController implements ManagedController {
       metrics,
       events: new EventRecorder(client, opts.identity, log),
       defaultImage: opts.defaultImage,
+      workerOutboxMaxBytes: opts.workerOutboxMaxBytes,
       poolOverlay: new WriteOverlay<WorkerPool>(),
       deploymentOverlay: new WriteOverlay<Deployment>(),
       hpaOverlay: new WriteOverlay<HPA>(),

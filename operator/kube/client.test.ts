@@ -1,11 +1,16 @@
 // KubeClient against a real TLS server that reports the client certificate it was shown.
 import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as https from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { after, before, describe, it } from "node:test";
+import { stringify } from "yaml";
+import { pollUntil } from "../../lib/poll.ts";
 import { selfSignedCert } from "../metricsapi/selfsigned.ts";
 import { KubeClient } from "./client.ts";
-import type { KubeCredentials } from "./kubeConfig.ts";
+import { loadKubeConfig, type KubeCredentials } from "./kubeConfig.ts";
 
 describe("KubeClient", () => {
   const serving = selfSignedCert("api", ["127.0.0.1"]);
@@ -37,5 +42,70 @@ describe("KubeClient", () => {
     assert.deepEqual(await client.get("/version"), { cn: "first" });
     current = selfSignedCert("rotated", ["localhost"]);
     assert.deepEqual(await client.get("/version"), { cn: "rotated" });
+  });
+
+  it("a kubeconfig's exec plugin that hands out a new client certificate is followed once the old one expires", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cvy-exec-"));
+    try {
+      // The plugin prints an ExecCredential (kubectl's protocol); client-node runs it again once
+      // the credential's expirationTimestamp has passed.
+      const credential = join(dir, "credential.json");
+      const issue = (cn: string, validMs: number) => {
+        const { cert, key } = selfSignedCert(cn, ["localhost"]);
+        writeFileSync(
+          credential,
+          JSON.stringify({
+            apiVersion: "client.authentication.k8s.io/v1",
+            kind: "ExecCredential",
+            status: {
+              clientCertificateData: cert.toString(),
+              clientKeyData: key.toString(),
+              expirationTimestamp: new Date(Date.now() + validMs).toISOString(),
+            },
+          }),
+        );
+      };
+      const file = join(dir, "kubeconfig");
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: "v1",
+          kind: "Config",
+          "current-context": "ctx",
+          clusters: [
+            {
+              name: "c",
+              cluster: {
+                server: `https://127.0.0.1:${port}`,
+                "certificate-authority-data": Buffer.from(serving.cert).toString("base64"),
+              },
+            },
+          ],
+          users: [
+            {
+              name: "u",
+              user: {
+                exec: { apiVersion: "client.authentication.k8s.io/v1", command: "cat", args: [credential] },
+              },
+            },
+          ],
+          contexts: [{ name: "ctx", context: { cluster: "c", user: "u" } }],
+        }),
+      );
+      issue("first", 1500);
+      const client = new KubeClient(await loadKubeConfig({ file, env: {} }));
+      assert.deepEqual(await client.get("/version"), { cn: "first" });
+      issue("rotated", 3_600_000);
+      await pollUntil(
+        "the rotated certificate shown",
+        async () => {
+          const { cn } = (await client.get("/version")) as { cn: string };
+          return cn === "rotated";
+        },
+        { timeoutMs: 30_000 },
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

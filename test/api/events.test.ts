@@ -108,6 +108,40 @@ describe("SSE positions and gaps (one Redis)", () => {
     await s.next("back-1", (f) => f.data?.id === "back-1");
     s.close();
   });
+
+  test("a read a page is served without is logged and counted; a job key that is not a hash is shown as malformed", async () => {
+    const q = "odd/stage";
+    const enqueuedAt = Date.now();
+    for (const id of ["odd-1", "odd-2"]) await producer.enqueue(q, {}, { id });
+    const k = new QueueKeys(q);
+    // odd-1's log and odd-2's record are strings: LRANGE and HMGET answer WRONGTYPE.
+    await redis.set(k.logs("odd-1"), "not a list");
+    await redis.del(k.job("odd-2"));
+    await redis.set(k.job("odd-2"), "not a hash");
+    const partial = 'conveyor_api_errors_total{site="partial_read"}';
+    const before = await metric(api.base, partial);
+    const get = async (path: string) => {
+      const res = await fetch(`${api.base}${path}`, { headers: auth });
+      assert.equal(res.status, 200, path);
+      return (await res.json()) as Record<string, unknown>;
+    };
+    const logs = await get(`/jobs/odd-1/logs?queue=${encodeURIComponent(q)}`);
+    assert.deepEqual(logs.logs, []);
+    assert.equal(await metric(api.base, partial), before + 1, "the failed read counted");
+    assert.match(readFileSync(api.logFile, "utf8"), /"site":"partial_read".*WRONGTYPE.*"read":"logs"/);
+    const live = await get(`/queues/${encodeURIComponent(q)}/jobs?state=ready`);
+    assert.deepEqual(
+      (live.items as { id: string; state: string }[]).map((j) => [j.id, j.state]),
+      [
+        ["odd-1", "ready"],
+        ["odd-2", "malformed"],
+      ],
+    );
+    // The head of the line's age comes from the counts' own read of it.
+    const summary = await get(`/queues/${encodeURIComponent(q)}`);
+    const waited = summary.oldestWaitingMs as number;
+    assert.ok(waited >= 0 && waited <= Date.now() - enqueuedAt + 1000, `oldest waiting ${waited} ms`);
+  });
 });
 
 describe("the job API on a real 3-node Redis Cluster", () => {

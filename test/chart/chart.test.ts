@@ -236,6 +236,11 @@ type Container = {
 /** The job API's objects in a render (jobApi.enabled). */
 const jobApiOf = (objs: Obj[]) => objs.filter((o) => component(o) === "job-api");
 const containerOf = (dep: Obj) => (podSpecOf(dep)!.containers as Container[])[0]!;
+/** The operator container's arguments in a render that start with `flag`. */
+const operatorArgs = (text: string, flag: string) => {
+  const op = docs(text).find((o) => o.kind === "Deployment" && component(o) === "operator")!;
+  return (containerOf(op).args ?? []).filter((a) => a.startsWith(flag));
+};
 
 describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
   let cp: ControlPlane;
@@ -532,6 +537,22 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
     assert.deepEqual(nodeOptions(rendered.get("default")!), ["--max-semi-space-size=2"]);
     assert.deepEqual(nodeOptions(rendered.get("namespaced-cert-manager")!), ["--max-old-space-size=384"]);
     assert.deepEqual(nodeOptions(await template({ operator: { nodeOptions: "" } })), []);
+  });
+
+  it("restricts the operator to labelled Secrets unless operator.restrictSecretAccess is false", async () => {
+    const flag = (text: string) => operatorArgs(text, "--restrict-secret-access");
+    assert.deepEqual(flag(rendered.get("default")!), ["--restrict-secret-access=true"]);
+    assert.deepEqual(flag(await template({ operator: { restrictSecretAccess: false } })), [
+      "--restrict-secret-access=false",
+    ]);
+  });
+
+  it("hands the workers' outbox byte budget to the operator (256 MiB unless set)", async () => {
+    const budget = (text: string) => operatorArgs(text, "--worker-outbox-max-bytes");
+    assert.deepEqual(budget(rendered.get("default")!), ["--worker-outbox-max-bytes=268435456"]);
+    assert.deepEqual(budget(await template({ worker: { outboxMaxBytes: 4294967296 } })), [
+      "--worker-outbox-max-bytes=4294967296",
+    ]);
   });
 
   it("caps the operator's malloc arenas at 2 unless extraEnv sets MALLOC_ARENA_MAX, which then stands alone", async () => {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { Producer, QueueKeys } from "../../queue/index.ts";
+import { eventsOfEntries, Producer, QueueKeys } from "../../queue/index.ts";
 import { buildDashboard, CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 
@@ -91,6 +91,19 @@ describe(
       assert.equal((await attr("data-to")) - (await attr("data-from")), 59 * MINUTE);
       const thisMinute = Math.floor(Date.now() / MINUTE) * MINUTE;
       assert.ok(thisMinute - (await attr("data-to")) <= MINUTE, "the window ends now");
+      // What the plot draws: the cursor at its left and right edges snaps to points 59 minutes
+      // apart (uPlot's legend shows the time under the cursor, like "2026-11-26 3:12am").
+      const plot = (await chart.locator(".u-over").boundingBox())!;
+      const timeAt = async (x: number) => {
+        await page.mouse.move(plot.x + x, plot.y + plot.height / 2);
+        const text =
+          (await chart.locator(".u-legend .u-series").first().locator(".u-value").textContent()) ?? "";
+        const [, h, m, half] = /(\d{1,2}):(\d{2})\s*(am|pm)/i.exec(text) ?? [];
+        assert.ok(h, `a time in the legend: ${JSON.stringify(text)}`);
+        return ((Number(h) % 12) + (half!.toLowerCase() === "pm" ? 12 : 0)) * 60 + Number(m);
+      };
+      const [left, right] = [await timeAt(1), await timeAt(plot.width - 1)];
+      assert.equal((right - left + 1440) % 1440, 59, "the drawn x axis spans the last hour");
     });
 
     test('"Jobs/min" on the queues page shows the jobs of the last minute', async () => {
@@ -149,8 +162,18 @@ describe(
     });
 
     test("a timeline whose stream entries were trimmed is filled from the records", async () => {
-      // The streams' cap trims the oldest entries on a busy queue; here all of them, at once.
-      for (const queue of [A, B]) await s.redis.xtrim(new QueueKeys(queue).events, "MAXLEN", 0);
+      // Later traffic on stage B: 12,000 more jobs (due in an hour) push B's event stream past
+      // its cap (10,000 entries), which trims order-1's entries away.
+      await new Producer(s.redis).enqueueMany(
+        B,
+        Array.from({ length: 12_000 }, (_, i) => ({ id: `later-${i}`, data: { n: i }, delayMs: 3_600_000 })),
+      );
+      const kept = eventsOfEntries(await s.redis.xrange(new QueueKeys(B).events, "-", "+"), B);
+      assert.ok(kept.length > 0);
+      assert.ok(
+        kept.every((e) => e.id !== "order-1"),
+        "the stream no longer holds order-1's entries",
+      );
       await page.goto(`${s.api.base}/#/job/order-1?queue=${encodeURIComponent(B)}`);
       await page.locator('[data-note="trimmed"]').waitFor();
       const entries = page.locator(".timeline li");

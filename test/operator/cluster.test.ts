@@ -18,6 +18,7 @@ import {
   startOperator,
   workerPoolEvents,
   workerPoolManifest,
+  waitForPolls,
   type OperatorProcess,
 } from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
@@ -726,7 +727,8 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 4,
       { timeoutMs: LONG },
     );
-    await sleep(3000);
+    // The standby polled the pool twice since and has nothing queued: it saw the change.
+    await waitForPolls(opB, "default", "ha", 2);
     assert.equal(await operatorWrites(opB), bBefore, "the standby wrote nothing");
     const bAudit = await cp.auditEvents(
       (e) => e.userAgent === "conveyor-operator/op-b" && e.objectRef?.resource !== "leases",

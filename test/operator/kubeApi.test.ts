@@ -8,16 +8,18 @@
 // exactly what the HPA controller writes.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
 import * as net from "node:net";
 import { join } from "node:path";
 import { pino } from "pino";
+import { parse, stringify } from "yaml";
 import { ControlPlane } from "../support/controlplane.ts";
 import { workerPoolManifest } from "../support/operator.ts";
 import { pollUntil } from "../../lib/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { withDefaults, type WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import { KubeClient, NotLeaderError, isConflict } from "../../operator/kube/client.ts";
-import type { KubeCredentials } from "../../operator/kube/kubeConfig.ts";
+import { loadKubeConfig, type KubeCredentials } from "../../operator/kube/kubeConfig.ts";
 import { Informer } from "../../operator/kube/informer.ts";
 import { Manager } from "../../operator/kube/manager.ts";
 import { createOperatorMetrics } from "../../operator/metrics.ts";
@@ -310,5 +312,31 @@ describe("operator writes against a real API server", { timeout: 10 * 60_000 }, 
     );
     const open = new SecretReader(k, 60_000);
     assert.equal((await open.value("default", ref("unlabelled"), "x")).value, "unlabelled-value");
+  });
+
+  it("kubeconfig impersonation (as, as-uid, as-groups, as-user-extra): the API server sees the impersonated user", async () => {
+    const config = parse(readFileSync(cp.kubeconfigPath, "utf8")) as {
+      users: { user: Record<string, unknown> }[];
+    };
+    for (const u of config.users)
+      Object.assign(u.user, {
+        as: "alice",
+        "as-uid": "uid-1234",
+        "as-groups": ["devs", "ops"],
+        "as-user-extra": { scopes: ["read", "write"] },
+      });
+    const file = `${cp.kubeconfigPath}.impersonating`;
+    writeFileSync(file, stringify(config));
+    const client = new KubeClient(await loadKubeConfig({ file, env: {} }));
+    const review = await client.create<{ status: { userInfo: Record<string, unknown> } }>(
+      "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+      { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
+    );
+    const { username, uid, groups, extra } = review.status.userInfo;
+    assert.deepEqual([username, uid, extra], ["alice", "uid-1234", { scopes: ["read", "write"] }]);
+    assert.deepEqual(
+      (groups as string[]).filter((g) => g !== "system:authenticated"),
+      ["devs", "ops"],
+    );
   });
 });

@@ -41,6 +41,18 @@ describe("scripts at the concurrency ceiling (10,000 jobs in one call)", () => {
     assert.equal(counts.ready, 0);
   });
 
+  test("renew: 10,000 leases extended in one heartbeat call, none lost", async () => {
+    const q = fresh();
+    await fill(q, CEILING);
+    const c = consumer(q);
+    const { jobs } = await c.claim(CEILING);
+    const renewedAt = Date.now();
+    assert.deepEqual(await c.renew(jobs), { lost: [], cancelled: [] });
+    const [, earliest] = await redis.zrange(c.keys.inflight, 0, 0, "WITHSCORES");
+    assert.ok(Number(earliest) >= renewedAt + 60_000, "every deadline moved past the renewal");
+    assert.equal((await admin.counts(q)).inflight, CEILING);
+  });
+
   test("a paused queue's claim puts all 10,000 popped jobs back, in order", async () => {
     const q = fresh();
     await fill(q, CEILING);

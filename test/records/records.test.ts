@@ -291,7 +291,6 @@ describe("job records (PostgreSQL through the outbox)", () => {
     // A stall: the lease expires, the sweeper requeues it, another worker completes it.
     await producer.enqueue(qa, { n: 5 }, { id: "stall" });
     await claimOne(short, "stall");
-    await sleep(100);
     await waitFor("sweep", async () => (await short.sweep({ lockMs: 1 })).requeued === 1, DEADLINE, 20);
     assert.equal(await w2.complete(await claimOne(w2, "stall"), 5), true);
     // Two stages: advance a → b atomically, then b completes.
@@ -1265,7 +1264,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     assert.equal(counts.completed, 400);
     await waitFor("the recorder notices the outage", async () => !rec.stats().databaseUp, DEADLINE);
     assert.ok((await redis.xlen(new PipelineKeys(p).outbox)) > 0, "records wait in the outbox");
-    await sleep(1_500); // a few retries while it is down
+    await waitFor("a few retries while it is down", async () => rec.stats().failures >= 3, DEADLINE);
     await pgServer.restart();
     await runJobs(400, 100);
     await waitDrained(p);
