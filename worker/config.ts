@@ -3,7 +3,14 @@
 import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
 import { readOptions } from "../lib/options.ts";
-import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
+import {
+  assertQueueName,
+  assertSamePipeline,
+  DEFAULT_REPLICA_TIMEOUT_MS,
+  parseDurability,
+  parseRedisUrl,
+  type Durability,
+} from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 
@@ -44,6 +51,10 @@ export interface WorkerConfig {
   handlerCredentials: boolean;
   /** Job records: the outbox's byte budget in Redis; over it the oldest entries are shed. */
   outboxMaxBytes: number;
+  /** "replicated": a settle is acknowledged only once a replica has it (WAIT); queue/durability.ts. */
+  durability: Durability;
+  /** How long a replicated settle waits for its replica (ms). */
+  replicaTimeoutMs: number;
 }
 
 const WEEK_MS = 7 * 24 * 3600 * 1000;
@@ -75,6 +86,8 @@ const SOURCES = {
   "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
   "handler-credentials": "CONVEYOR_HANDLER_CREDENTIALS",
   "outbox-max-bytes": "CONVEYOR_OUTBOX_MAX_BYTES",
+  durability: "CONVEYOR_DURABILITY",
+  "replica-timeout": "CONVEYOR_REPLICA_TIMEOUT",
 } as const;
 
 export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
@@ -101,6 +114,8 @@ export const WORKER_USAGE = `usage: conveyor worker [options]   (each option als
   --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
   --handler-credentials CONVEYOR_HANDLER_CREDENTIALS a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL (default false)
   --outbox-max-bytes N CONVEYOR_OUTBOX_MAX_BYTES job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed (default 268435456 = 256 MiB)
+  --durability M       CONVEYOR_DURABILITY       primary | replicated: settle only once a replica has it (WAIT; default primary)
+  --replica-timeout D  CONVEYOR_REPLICA_TIMEOUT  replicated: how long a settle waits for its replica (default 2s)
   --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)
 ${DURATION_HELP}`;
 
@@ -149,5 +164,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     handlerCredentials: o.bool("handler-credentials", false),
     // At least 1 MiB: below that a few large results would shed each other at once.
     outboxMaxBytes: int("outbox-max-bytes", DEFAULT_OUTBOX_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER),
+    durability: guard("durability", (v) => parseDurability(v)) ?? "primary",
+    replicaTimeoutMs: duration("replica-timeout", DEFAULT_REPLICA_TIMEOUT_MS, 1, 60_000),
   };
 }
