@@ -147,6 +147,9 @@ export class RedisClusterServer {
             String(opts.nodeTimeoutMs ?? 5000),
             "--appendonly",
             "no",
+            // (no 5 s wait before a replica's first diskless sync)
+            "--repl-diskless-sync-delay",
+            "0",
           ],
         }),
       );
@@ -165,6 +168,24 @@ export class RedisClusterServer {
     );
     const cluster = new RedisClusterServer(nodes);
     await cluster.waitHealthy(nodes.length);
+    // A replica still waiting for its first sync would be promoted empty.
+    await waitFor(
+      "the replicas in sync",
+      async () => {
+        for (const n of nodes) {
+          const r = new Redis({ port: n.port, host: "127.0.0.1", maxRetriesPerRequest: 0 });
+          try {
+            const info = await r.info("replication");
+            if (/role:slave/.test(info) && !/master_link_status:up/.test(info)) return false;
+          } finally {
+            r.disconnect();
+          }
+        }
+        return true;
+      },
+      60_000,
+      100,
+    );
     return cluster;
   }
 

@@ -33,10 +33,14 @@ export class RedisSentinelSet {
 
   static async start(opts: RedisSentinelSetOptions = {}): Promise<RedisSentinelSet> {
     const dir = mkdtempSync(join(tmpdir(), "cvy-sentinel-"));
-    const primary = await RedisServer.start();
+    // (no 5 s wait before a diskless full sync: a replica is in sync as soon as it starts)
+    const sync = ["--repl-diskless-sync-delay", "0"];
+    const primary = await RedisServer.start({ args: sync });
     const servers = [primary];
     for (let i = 0; i < (opts.replicas ?? 1); i++)
-      servers.push(await RedisServer.start({ args: ["--replicaof", "127.0.0.1", String(primary.port)] }));
+      servers.push(
+        await RedisServer.start({ args: [...sync, "--replicaof", "127.0.0.1", String(primary.port)] }),
+      );
     const ports: number[] = [];
     const sentinels: Started[] = [];
     for (let i = 0; i < (opts.sentinels ?? 3); i++) {
@@ -65,6 +69,25 @@ export class RedisSentinelSet {
       ports.push(port);
     }
     const set = new RedisSentinelSet(servers, ports, sentinels, dir);
+    // A replica the sentinels know may still wait for its first sync: a failover then would
+    // promote an empty node.
+    await waitFor(
+      "the replicas in sync",
+      async () =>
+        (
+          await Promise.all(
+            servers
+              .slice(1)
+              .map((s) =>
+                sentinelCommand(s.port, ["INFO", "replication"]).then((i) =>
+                  /master_link_status:up/.test(String(i)),
+                ),
+              ),
+          )
+        ).every(Boolean),
+      60_000,
+      100,
+    );
     await waitFor(
       "sentinels to know the replicas and each other",
       async () =>
