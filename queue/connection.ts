@@ -156,8 +156,10 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
           sentinelPassword: t.sentinelAuth ? t.password : undefined,
           enableTLSForSentinelMode: t.tls,
           sentinelTLS: t.tls ? {} : undefined,
-          // Listen for +switch-master so a promotion is followed at once, not at the next error.
-          failoverDetector: true,
+          // No failoverDetector: its +switch-master handler disconnects the connector, and one that
+          // lands while the client is reconnecting rejects the connect, which ends the ioredis
+          // client for good (seen in `make chaos --redis sentinel`). A dead primary drops the
+          // connection anyway, and every reconnect asks the sentinels.
           // A demoted primary answers READONLY (nothing was written): reconnect, which asks the
           // sentinels again, and resend the command.
           reconnectOnError: (err) => (/^READONLY/.test(err.message) ? 2 : false),
