@@ -9,6 +9,7 @@ import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
 import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
 import { runBacklog, type BacklogLevel } from "./backlog.ts";
+import { runDurability, type DurabilityRun } from "./durability.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -89,6 +90,7 @@ async function main(): Promise<void> {
   const latency: LatencyRun[] = [];
   const memory: MemoryRun[] = [];
   let backlog: BacklogLevel[] = [];
+  let durability: DurabilityRun[] = [];
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -146,6 +148,12 @@ async function main(): Promise<void> {
     backlog =
       (await attempt("backlog", () =>
         runBacklog(ctx, { backlog: deepest, sample: partJobs, concurrency: 32 }),
+      )) ?? [];
+
+    progress('3d/7 the cost of durability "replicated" (a primary and a replica of its own)');
+    durability =
+      (await attempt("durability", () =>
+        runDurability({ jobs: partJobs, concurrency: 32, enqueues: quick ? 500 : 2000, reps: quick ? 1 : 2 }),
       )) ?? [];
 
     progress("4/7 throughput, one worker process per system");
@@ -259,6 +267,7 @@ async function main(): Promise<void> {
     enqueue,
     memory,
     backlog,
+    durability,
     throughput,
     roundTrips,
     prototype,

@@ -55,6 +55,14 @@ describe("chaos audit", () => {
     });
     assert.equal(a.retries, 1);
     assert.equal(a.unplannedRetries, 0);
+    // a failover in the same window: the same re-runs, attributed to it
+    const f = attribute(
+      executions.slice(0, 15),
+      faults.map((x) => (x.kind === "redis_restart" ? { ...x, kind: "failover" } : x)),
+      { plannedFailure: (q, id) => id === "retried", claimedAt: new Map([["3", 1500]]) },
+    );
+    assert.equal(f.byCause.failover, 3);
+    assert.equal(f.byCause.redis_restart, 0);
     // without the outage, the drained job's re-run is the SIGTERM's, the other unexplained
     const b = attribute(
       executions,

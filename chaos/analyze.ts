@@ -10,6 +10,8 @@
 //   sigstop        that execution's worker was SIGSTOPped after it started and before the re-run
 //   redis_restart  Redis was down at some point between that execution's start and the re-run
 //                  (a lease renewal lost to the outage lets the lease lapse)
+//   failover       the primary was killed and a replica promoted in that time (a claim, settle or
+//                  renewal not yet replicated was lost: docs/reliability.md)
 //   sigterm        that execution's worker was SIGTERMed after it started (warm shutdown failed)
 //   other          nothing explains it
 // in that order: a killed or frozen worker explains a re-run whatever else happened.
@@ -31,7 +33,7 @@ export interface FaultRecord {
   detail?: string;
 }
 
-export type Cause = "sigkill" | "sigstop" | "redis_restart" | "sigterm" | "other";
+export type Cause = "sigkill" | "sigstop" | "redis_restart" | "failover" | "sigterm" | "other";
 
 export interface Duplicate {
   queue: string;
@@ -79,7 +81,7 @@ export function attribute(
     list.push(f);
     byPid.set(f.pid, list);
   }
-  const outages = faults.filter((f) => f.kind === "redis_restart");
+  const outages = faults.filter((f) => f.kind === "redis_restart" || f.kind === "failover");
   const groups = new Map<string, Execution[]>();
   for (const e of executions) {
     const key = `${e.q}\u0000${e.id}`;
@@ -92,7 +94,7 @@ export function attribute(
     retries: 0,
     unplannedRetries: 0,
     duplicates: [],
-    byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, sigterm: 0, other: 0 },
+    byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, failover: 0, sigterm: 0, other: 0 },
   };
   for (const g of groups.values()) {
     if (g.length < 2) continue;
@@ -113,7 +115,7 @@ export function attribute(
       if ((fault = mine.find((f) => hit("sigkill", f)))) cause = "sigkill";
       else if ((fault = mine.find((f) => hit("sigstop", f)))) cause = "sigstop";
       else if ((fault = outages.find((f) => f.at <= e.t && (f.end ?? Infinity) >= start)))
-        cause = "redis_restart";
+        cause = fault.kind === "failover" ? "failover" : "redis_restart";
       else if ((fault = mine.find((f) => hit("sigterm", f)))) cause = "sigterm";
       result.byCause[cause]++;
       result.duplicates.push({

@@ -1,7 +1,7 @@
 // The seeded plan of a chaos run (chaos/plan.ts): the same seed gives the same schedule and jobs.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { faultSchedule, FAULT_KINDS, jobPlans } from "./plan.ts";
+import { FAILOVER_FAULT_KINDS, faultSchedule, FAULT_KINDS, jobPlans } from "./plan.ts";
 
 describe("chaos runner logic", () => {
   test("the same seed gives the same fault schedule and the same jobs; another seed does not", () => {
@@ -12,6 +12,17 @@ describe("chaos runner logic", () => {
     const s = faultSchedule(1234, { windowMs: 30_000, meanGapMs: 2000, leaseMs: 2000 });
     // even a short window injects every kind: the first round is one of each
     assert.deepEqual(new Set(s.slice(0, FAULT_KINDS.length).map((f) => f.kind)), new Set(FAULT_KINDS));
+    // on Redis that fails over, the same schedule with failover in place of redis_restart
+    const f = faultSchedule(1234, {
+      windowMs: 30_000,
+      meanGapMs: 2000,
+      leaseMs: 2000,
+      kinds: FAILOVER_FAULT_KINDS,
+    });
+    assert.deepEqual(
+      f.map((x) => [x.at, x.kind === "failover" ? "redis_restart" : x.kind]),
+      s.map((x) => [x.at, x.kind]),
+    );
     for (const f of s.filter((x) => x.kind === "sigstop"))
       assert.ok(f.durationMs > 2000, "a SIGSTOP lasts past the lease");
     // a job carries one level per stage; the recording handler returns `result` as the next stage's data

@@ -4,7 +4,8 @@
 // what the faults then hit depends on timing, which is the point of the exercise.
 import { rng } from "../test/support/random.ts";
 
-export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "postgres_restart";
+export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "failover" | "postgres_restart";
+/** The kinds of a run on one Redis node. */
 export const FAULT_KINDS: readonly FaultKind[] = [
   "sigterm",
   "sigkill",
@@ -12,11 +13,16 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   "redis_restart",
   "postgres_restart",
 ];
+/** The kinds of a run on Redis that fails over (Sentinel, Cluster): the primary is killed, not restarted. */
+export const FAILOVER_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS.map((k) =>
+  k === "redis_restart" ? "failover" : k,
+);
 const WEIGHTS: Record<FaultKind, number> = {
   sigterm: 0.27,
   sigkill: 0.23,
   sigstop: 0.2,
   redis_restart: 0.15,
+  failover: 0.15,
   postgres_restart: 0.15,
 };
 
@@ -41,6 +47,8 @@ export interface ScheduleOptions {
   meanGapMs: number;
   /** The lease: a SIGSTOP lasts past it. */
   leaseMs: number;
+  /** The kinds to draw from (default FAULT_KINDS; same length and weights keep a seed's schedule). */
+  kinds?: readonly FaultKind[];
 }
 
 /**
@@ -50,7 +58,8 @@ export interface ScheduleOptions {
  */
 export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] {
   const r = rng(seed ^ 0x5eed);
-  const firstRound = [...FAULT_KINDS];
+  const kinds = o.kinds ?? FAULT_KINDS;
+  const firstRound = [...kinds];
   for (let i = firstRound.length - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));
     [firstRound[i], firstRound[j]] = [firstRound[j]!, firstRound[i]!];
@@ -65,7 +74,7 @@ export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] 
     else {
       let x = r();
       kind = "postgres_restart";
-      for (const k of FAULT_KINDS) {
+      for (const k of kinds) {
         if ((x -= WEIGHTS[k]) < 0) {
           kind = k;
           break;
@@ -84,6 +93,10 @@ export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] 
         break;
       case "redis_restart":
         durationMs = Math.round(300 + r() * 2700);
+        break;
+      case "failover":
+        // how long the killed primary stays down after its replica took over (then it rejoins as one)
+        durationMs = Math.round(500 + r() * 2500);
         break;
       case "postgres_restart":
         durationMs = Math.round(1000 + r() * 7000);

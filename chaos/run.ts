@@ -24,16 +24,19 @@ import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import {
   connectRedis,
+  parseDurability,
   parseDuration,
   PipelineKeys,
   Producer,
   QueueAdmin,
   QueueKeys,
+  type Durability,
   type RedisClient,
 } from "../queue/index.ts";
 import { PostgresServer } from "../test/support/postgres.ts";
 import { stopProcess } from "../test/support/processes.ts";
-import { RedisServer } from "../test/support/redis.ts";
+import { RedisClusterServer, RedisServer } from "../test/support/redis.ts";
+import { RedisSentinelSet } from "../test/support/sentinel.ts";
 import {
   readExecutions,
   RECORDING_HANDLER,
@@ -41,7 +44,7 @@ import {
   type WorkerProcess,
 } from "../test/support/workers.ts";
 import { attribute, executionEnds, type EndOfExecution, type FaultRecord } from "./analyze.ts";
-import { FAULT_KINDS, faultSchedule, jobPlans, type PlannedFault } from "./plan.ts";
+import { FAILOVER_FAULT_KINDS, FAULT_KINDS, faultSchedule, jobPlans, type PlannedFault } from "./plan.ts";
 
 export interface ChaosOptions {
   jobs: number;
@@ -56,7 +59,12 @@ export interface ChaosOptions {
   settleTimeoutMs: number;
   keep: boolean;
   dir?: string;
+  /** single: one redis-server (AOF), restarted; sentinel / cluster: a primary killed and its replica promoted. */
+  redis: RedisTopology;
+  durability: Durability;
 }
+
+export type RedisTopology = "single" | "sentinel" | "cluster";
 
 const PIPELINE = "chaos";
 const STAGE_NAMES = "abcdefgh";
@@ -76,7 +84,10 @@ const USAGE = `usage: npm run chaos -- [options]
   --max-stalls N      lease expiries before a job is dead-lettered (default 2, the worker's default)
   --settle-timeout D  how long to wait for the pipeline and the records to drain (default 5m)
   --keep              keep the run directory (logs, execution logs, fault log); kept anyway on failure
-  --dir PATH          run directory (default: a new one under $TMPDIR)`;
+  --dir PATH          run directory (default: a new one under $TMPDIR)
+  --redis T           single (one redis-server, restarted: default) | sentinel (1 primary, 1 replica,
+                      3 sentinels) | cluster (3 primaries + 3 replicas): failover faults instead of restarts
+  --durability M      primary (default) | replicated: producer and workers wait for a replica (WAIT)`;
 
 export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
   const { values } = parseArgs({
@@ -96,6 +107,8 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       "settle-timeout": { type: "string" },
       keep: { type: "boolean" },
       dir: { type: "string" },
+      redis: { type: "string" },
+      durability: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -123,10 +136,25 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     settleTimeoutMs: parseDuration(values["settle-timeout"] ?? "5m", "--settle-timeout"),
     keep: values.keep ?? false,
     dir: values.dir,
+    redis: topology(values.redis ?? "single"),
+    durability: (() => {
+      try {
+        return parseDurability(values.durability ?? "primary");
+      } catch (err) {
+        throw new Error(`--durability: ${(err as Error).message}`);
+      }
+    })(),
   };
 }
 
+function topology(v: string): RedisTopology {
+  if (v === "single" || v === "sentinel" || v === "cluster") return v;
+  throw new Error(`--redis: expected single, sentinel or cluster, got ${JSON.stringify(v)}`);
+}
+
 export interface ChaosReport {
+  redis: RedisTopology;
+  durability: Durability;
   seed: number;
   seconds: number;
   jobs: number;
@@ -143,7 +171,12 @@ export interface ChaosReport {
   duplicates_after_sigkill: number;
   duplicates_after_sigstop: number;
   duplicates_after_redis_restart: number;
+  duplicates_after_failover: number;
   duplicates_other: number;
+  /** Failover runs: acknowledged jobs the failovers lost (a failure with durability "replicated"). */
+  lost_in_failover: number;
+  /** Failover runs: executions whose claim record a failover lost with the claim (the job ran again). */
+  records_lost_in_failover: number;
   fenced_late_completions: number;
   late_results_discarded: number;
   stalled: number;
@@ -189,22 +222,26 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const last = queues[queues.length - 1]!;
   const plan = jobPlans(o.seed, o.jobs, o.stages);
   const windowMs = o.seconds * 1000;
-  const schedule = faultSchedule(o.seed, { windowMs, meanGapMs: o.meanGapMs, leaseMs: o.leaseMs });
+  const failingOver = o.redis !== "single";
+  const schedule = faultSchedule(o.seed, {
+    windowMs,
+    meanGapMs: o.meanGapMs,
+    leaseMs: o.leaseMs,
+    kinds: failingOver ? FAILOVER_FAULT_KINDS : FAULT_KINDS,
+  });
   const planned = countBy(schedule.map((f) => f.kind));
   say(
-    `chaos: ${o.jobs} jobs through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
+    `chaos: ${o.jobs} jobs through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms, Redis ${o.redis}, durability ${o.durability}; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
   );
 
-  const redisServer = await RedisServer.start({
-    dir: join(dir, "redis"),
-    args: ["--appendonly", "yes", "--appendfsync", "always"],
-  }).catch(async (err: Error) => {
+  const topo = await startTopology(o.redis, join(dir, "redis")).catch(async (err: Error) => {
     throw new Error(`cannot start redis-server: ${err.message}`);
   });
+  const redisServer = topo.single;
   const pg = await PostgresServer.start();
   const databaseUrl = await pg.createDatabase("chaos");
-  const redis = connectRedis(redisServer.url, { name: "chaos-runner" });
-  const producer = new Producer(redis);
+  const redis = connectRedis(topo.url, { name: "chaos-runner" });
+  const producer = new Producer(redis, { durability: o.durability });
   const admin = new QueueAdmin(redis);
   const faults: FaultRecord[] = [];
   const procs: Proc[] = [];
@@ -226,7 +263,8 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       const file = `${workerId}.${procs.filter((p) => p.workerId === workerId).length + tries}`;
       try {
         const env: Record<string, string> = {
-          REDIS_URL: redisServer.url,
+          REDIS_URL: topo.url,
+          CONVEYOR_DURABILITY: o.durability,
           DATABASE_URL: databaseUrl,
           CONVEYOR_QUEUE: queues[slot.stage]!,
           CONVEYOR_HANDLER: RECORDING_HANDLER,
@@ -352,6 +390,26 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         }
         break;
       }
+      case "failover":
+        redisChain = track(
+          redisChain
+            .catch(() => {})
+            .then(async () => {
+              rec.at = Date.now();
+              note(rec);
+              const { killed, promoted } = await topo.failover!();
+              // The failover ends when the replica answers as primary; the killed node comes back
+              // as its replica after f.durationMs (until then "replicated" writes cannot succeed).
+              rec.end = Date.now();
+              rec.detail = `primary :${killed.port} SIGKILLed, :${promoted.port} promoted`;
+              note(rec);
+              await sleep(f.durationMs);
+              await retry("restart the old primary", () => killed.resume());
+              // (the next failover must find a replica in sync to promote)
+              await untilReplicaInSync(killed.port);
+            }),
+        );
+        break;
       case "redis_restart":
         // Server faults run beside the schedule (a slow restart does not delay the next worker
         // fault); one at a time per server.
@@ -362,12 +420,12 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
               rec.detail = f.hard ? "SIGKILL" : "SIGTERM";
               rec.at = Date.now();
               note(rec);
-              await redisServer.kill(f.hard ? "SIGKILL" : "SIGTERM");
+              await redisServer!.kill(f.hard ? "SIGKILL" : "SIGTERM");
               await sleep(f.durationMs);
               // The outage ends when Redis answers a PING; resume()'s own probe can hang in a
               // connect during the AOF load and report it up to 10 s late.
-              const answering = untilRedisAnswers(redisServer.port).then(() => (rec.end = Date.now()));
-              await retry("restart Redis", () => redisServer.resume());
+              const answering = untilRedisAnswers(redisServer!.port).then(() => (rec.end = Date.now()));
+              await retry("restart Redis", () => redisServer!.resume());
               await answering;
               note(rec);
             }),
@@ -484,7 +542,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       ),
     );
     redis.disconnect();
-    await redisServer.kill("SIGTERM").catch(() => {});
+    await topo.stop().catch(() => {});
     await pg.stop().catch(() => {});
   }
   if (!report) throw new Error("no report");
@@ -529,7 +587,11 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       else if (s.state === "dead") dead++;
       else lostJobs.push(`${j.id}: ${s.state}${s.queue ? ` at ${s.queue}` : ""}`);
     }
-    if (lostJobs.length)
+    // On Redis that fails over without "replicated", an acknowledged enqueue or settle can be lost
+    // (docs/reliability.md): counted, not a failure. Anywhere else a lost job is one.
+    const failovers = faults.filter((f) => f.kind === "failover").length;
+    const lossesExpected = failovers > 0 && o.durability === "primary";
+    if (lostJobs.length && !lossesExpected)
       failures.push(`${lostJobs.length} jobs lost (e.g. ${lostJobs.slice(0, 5).join("; ")})`);
     const deadReasons: Record<string, number> = {};
     for (const q of queues) {
@@ -578,24 +640,26 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         if (inconsistent <= 5) failures.push(`PostgreSQL records ${n} completed executions of ${k}`);
       }
     }
-    const recordsMissing = missingJobRows.length + missingAttempts.length;
-    if (missingJobRows.length)
-      failures.push(
-        `${missingJobRows.length} jobs missing or stale in conveyor_jobs (e.g. ${missingJobRows
-          .slice(0, 3)
-          .map(
-            (j) =>
-              `${j.id} redis=${JSON.stringify(states.get(j.id))} pg=${JSON.stringify(rowOf.get(j.id) ?? null)}`,
-          )
-          .join("; ")})`,
-      );
-    if (missingAttempts.length)
-      failures.push(
-        `${missingAttempts.length} executions missing in conveyor_attempts (e.g. ${missingAttempts
-          .slice(0, 3)
-          .map((e) => `${e.id}@${e.q} exec ${e.exec}`)
-          .join("; ")})`,
-      );
+    // (decided below, once the re-runs are attributed: a failover can lose a claim and its record)
+    const recordsCheck = () => {
+      if (missingJobRows.length)
+        failures.push(
+          `${missingJobRows.length} jobs missing or stale in conveyor_jobs (e.g. ${missingJobRows
+            .slice(0, 3)
+            .map(
+              (j) =>
+                `${j.id} redis=${JSON.stringify(states.get(j.id))} pg=${JSON.stringify(rowOf.get(j.id) ?? null)}`,
+            )
+            .join("; ")})`,
+        );
+      if (missingAttempts.length)
+        failures.push(
+          `${missingAttempts.length} executions missing in conveyor_attempts (e.g. ${missingAttempts
+            .slice(0, 3)
+            .map((e) => `${e.id}@${e.q} exec ${e.exec}`)
+            .join("; ")})`,
+        );
+    };
     const claimedAt = new Map(
       attemptRows.filter((r) => r.started_ms !== null).map((r) => [r.execution, Number(r.started_ms)]),
     );
@@ -609,6 +673,18 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       claimedAt,
     });
     writeFileSync(join(dir, "duplicates.json"), `${JSON.stringify(a.duplicates, null, 1)}\n`);
+    // An execution whose claim a failover lost (the job ran again) may have lost its record too.
+    const lostClaims = new Set(a.duplicates.filter((d) => d.cause === "failover").map((d) => d.earlier.exec));
+    const recordsLostInFailover = missingAttempts.filter((e) => lostClaims.has(e.exec)).length;
+    if (lossesExpected) {
+      // without "replicated" the records follow what Redis kept: reported, not judged
+    } else {
+      const kept = missingAttempts.filter((e) => !lostClaims.has(e.exec));
+      missingAttempts.length = 0;
+      missingAttempts.push(...kept);
+      recordsCheck();
+    }
+    const recordsMissing = missingJobRows.length + missingAttempts.length;
     if (a.byCause.sigterm)
       failures.push(`${a.byCause.sigterm} re-runs after a SIGTERM (warm shutdown must not re-run work)`);
     if (a.byCause.redis_restart)
@@ -616,6 +692,8 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         `${a.byCause.redis_restart} re-runs caused by a Redis restart (leases lapsed while Redis was down), not by a SIGKILL or SIGSTOP of the worker`,
       );
     if (a.byCause.other) failures.push(`${a.byCause.other} re-runs explained by no fault`);
+    if (lostJobs.length && lossesExpected)
+      say(`chaos: ${lostJobs.length} acknowledged jobs lost in ${failovers} failovers (durability primary)`);
     if (a.unplannedRetries) failures.push(`${a.unplannedRetries} failed attempts that were not planned`);
     const lastRuns = new Set(executions.filter((e) => e.q === last).map((e) => e.id));
     const neverRan = plan.filter((j) => states.get(j.id)!.state === "completed" && !lastRuns.has(j.id));
@@ -631,9 +709,13 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     const lateDiscarded = [...ends.values()].filter(
       (e) => e.outcome === "fenced" || e.outcome === "leaseLost",
     ).length;
-    const faultCounts: Record<string, number> = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0]));
+    const faultCounts: Record<string, number> = Object.fromEntries(
+      (failingOver ? FAILOVER_FAULT_KINDS : FAULT_KINDS).map((k) => [k, 0]),
+    );
     for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
     return {
+      redis: o.redis,
+      durability: o.durability,
       seed: o.seed,
       seconds: o.seconds,
       jobs: o.jobs,
@@ -650,6 +732,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       duplicates_after_sigkill: a.byCause.sigkill,
       duplicates_after_sigstop: a.byCause.sigstop,
       duplicates_after_redis_restart: a.byCause.redis_restart,
+      duplicates_after_failover: a.byCause.failover,
+      lost_in_failover: failovers > 0 ? lostJobs.length : 0,
+      records_lost_in_failover: recordsLostInFailover,
       duplicates_other: a.byCause.other,
       fenced_late_completions: sum("fenced"),
       late_results_discarded: lateDiscarded,
@@ -670,6 +755,52 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         ...a.duplicates.filter((d) => d.cause === "sigstop").slice(0, 2),
       ],
     };
+  }
+}
+
+interface Topology {
+  url: string;
+  /** The one server of a single-node run (restarted by redis_restart faults). */
+  single?: RedisServer;
+  /** SIGKILL the primary serving the pipeline; resolves once a replica took over. */
+  failover?: () => Promise<{ killed: RedisServer; promoted: RedisServer }>;
+  stop(): Promise<void>;
+}
+
+async function startTopology(kind: RedisTopology, dir: string): Promise<Topology> {
+  if (kind === "sentinel") {
+    const set = await RedisSentinelSet.start();
+    return { url: set.url, failover: () => set.failover(), stop: () => set.stop() };
+  }
+  if (kind === "cluster") {
+    const cluster = await RedisClusterServer.start(3, { replicas: 1, nodeTimeoutMs: 1000 });
+    const key = new PipelineKeys(PIPELINE).outbox;
+    return { url: cluster.url, failover: () => cluster.failover(key), stop: () => cluster.stop() };
+  }
+  const single = await RedisServer.start({ dir, args: ["--appendonly", "yes", "--appendfsync", "always"] });
+  return { url: single.url, single, stop: () => single.kill("SIGTERM") };
+}
+
+/** Resolves once the node on `port` is a replica whose link to its primary is up. */
+async function untilReplicaInSync(port: number): Promise<void> {
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    const r = new Redis({
+      port,
+      host: "127.0.0.1",
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    r.on("error", () => {});
+    try {
+      await r.connect();
+      if (/master_link_status:up/.test(await r.info("replication"))) return;
+    } catch {
+      // still loading
+    } finally {
+      r.disconnect();
+    }
+    await sleep(100);
   }
 }
 
@@ -730,11 +861,11 @@ function countBy(items: string[]): Map<string, number> {
 export function summary(r: ChaosReport): string {
   const lines = [
     `seed ${r.seed}, ${r.seconds}s fault window, ${r.elapsed_seconds}s in all`,
-    `jobs ${r.jobs}: completed ${r.completed}, dead-lettered ${r.dead_lettered}, lost ${r.lost}`,
+    `jobs ${r.jobs}: completed ${r.completed}, dead-lettered ${r.dead_lettered}, lost ${r.lost} (Redis ${r.redis}, durability ${r.durability}${r.redis === "single" ? "" : `; lost in failovers ${r.lost_in_failover}, records lost with a claim ${r.records_lost_in_failover}`})`,
     `faults: ${Object.entries(r.faults)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}${r.faults_skipped ? ` (${r.faults_skipped} skipped: no live worker)` : ""}`,
-    `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
+    `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart}, after a failover ${r.duplicates_after_failover}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
     `late completions fenced off ${r.fenced_late_completions} (late results discarded by workers ${r.late_results_discarded}); stalls ${r.stalled}, hand-backs ${r.handed_back}`,
     `PostgreSQL: ${r.records_missing_in_postgres} records missing, ${r.records_inconsistent} inconsistent`,
     r.pass ? "PASS" : `FAIL:\n  - ${r.failures.join("\n  - ")}`,

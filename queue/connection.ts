@@ -1,4 +1,7 @@
-// One place that turns a Redis URL into an ioredis client, single node or cluster.
+// One place that turns a Redis URL into an ioredis client: single node, Sentinel-managed
+// primary/replicas, or cluster. Failover is ioredis's own: the Sentinel connector asks the
+// sentinels for the current primary on every (re)connect, the Cluster client follows
+// MOVED/ASK/TRYAGAIN/CLUSTERDOWN.
 // Credentials come from the URL's password or REDIS_PASSWORD (a Secret in Kubernetes) and are
 // never logged: `describeRedisUrl` gives the form that may be printed.
 import { Cluster, Redis, type RedisOptions } from "ioredis";
@@ -6,8 +9,13 @@ import { exponentialDelay } from "../lib/backoff.ts";
 import type { RedisClient } from "./scripts.ts";
 
 export interface RedisTarget {
+  /** The data nodes, or for Sentinel the sentinels. */
   nodes: { host: string; port: number }[];
   cluster: boolean;
+  /** Sentinel: the monitored primary's name (`sentinel monitor <name> …`). */
+  sentinelMaster?: string;
+  /** Sentinel: authenticate to the sentinels with the same user and password as to the data nodes. */
+  sentinelAuth?: boolean;
   tls: boolean;
   username?: string;
   password?: string;
@@ -18,35 +26,75 @@ export class RedisUrlError extends Error {
   override name = "RedisUrlError";
 }
 
+const SCHEMES =
+  "redis://host:port, rediss://host:port, redis-cluster://host:port,host:port or redis-sentinel://host:port,host:port/<master-name>";
+const SENTINEL_PARAMS = new Set(["tls", "sentinelAuth", "db"]);
+
 /**
- * Accepts `redis://[user:pass@]host:port[/db]`, `rediss://…` (TLS), and
- * `redis-cluster://[user:pass@]host:port,host:port[?tls=true]` for Redis Cluster.
+ * Accepts `redis://[user:pass@]host:port[/db]`, `rediss://…` (TLS),
+ * `redis-cluster://[user:pass@]host:port,host:port[?tls=true]` for Redis Cluster, and
+ * `redis-sentinel://[user:pass@]host:port,host:port/<master-name>[?tls=true&sentinelAuth=same&db=N]`
+ * (the hosts are sentinels) for a Sentinel-managed primary.
  */
 export function parseRedisUrl(url: string, password = process.env.REDIS_PASSWORD): RedisTarget {
   const m =
-    /^(redis|rediss|redis-cluster):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/(\d+))?(?:\?(.*))?$/.exec(
+    /^(redis|rediss|redis-cluster|redis-sentinel):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/([^/?]*))?(?:\?(.*))?$/.exec(
       url,
     );
-  if (!m)
-    throw new RedisUrlError(
-      `invalid Redis URL ${describeRedisUrl(url)}: expected redis://host:port, rediss://host:port or redis-cluster://host:port,host:port`,
-    );
-  const [, scheme, user, pass, hostList, db, query] = m;
+  if (!m) throw new RedisUrlError(`invalid Redis URL ${describeRedisUrl(url)}: expected ${SCHEMES}`);
+  const [, scheme, user, pass, hostList, path, query] = m;
+  const sentinel = scheme === "redis-sentinel";
   const params = new URLSearchParams(query ?? "");
   const nodes = hostList!.split(",").map((hp) => {
     const hm = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(hp.trim());
-    const port = Number(hm?.[2] ?? 6379);
+    const port = Number(hm?.[2] ?? (sentinel ? 26379 : 6379));
     if (!hm || !Number.isInteger(port) || port < 1 || port > 65535)
       throw new RedisUrlError(`invalid Redis host ${JSON.stringify(hp)} in ${describeRedisUrl(url)}`);
     return { host: hm[1]!, port };
   });
+  const tlsParam = params.get("tls");
+  if (tlsParam !== null && tlsParam !== "true" && tlsParam !== "false")
+    throw new RedisUrlError(`invalid tls=${tlsParam} in ${describeRedisUrl(url)}: expected true or false`);
+  let db = 0;
+  let sentinelMaster: string | undefined;
+  let sentinelAuth: boolean | undefined;
+  if (sentinel) {
+    for (const k of params.keys())
+      if (!SENTINEL_PARAMS.has(k))
+        throw new RedisUrlError(
+          `unknown option ${k} in ${describeRedisUrl(url)}: expected tls, sentinelAuth or db`,
+        );
+    sentinelMaster = path ? decodeURIComponent(path) : "";
+    if (!sentinelMaster)
+      throw new RedisUrlError(
+        `invalid Redis URL ${describeRedisUrl(url)}: a redis-sentinel:// URL names the primary: redis-sentinel://host:port,host:port/<master-name>`,
+      );
+    const auth = params.get("sentinelAuth") ?? "none";
+    if (auth !== "none" && auth !== "same")
+      throw new RedisUrlError(
+        `invalid sentinelAuth=${auth} in ${describeRedisUrl(url)}: expected none (sentinels without a password) or same (the data nodes' user and password)`,
+      );
+    sentinelAuth = auth === "same";
+    const dbParam = params.get("db");
+    if (dbParam !== null) {
+      if (!/^\d+$/.test(dbParam))
+        throw new RedisUrlError(`invalid db=${dbParam} in ${describeRedisUrl(url)}: expected a number`);
+      db = Number(dbParam);
+    }
+  } else if (path !== undefined && path !== "") {
+    if (!/^\d+$/.test(path))
+      throw new RedisUrlError(`invalid Redis URL ${describeRedisUrl(url)}: expected ${SCHEMES}`);
+    db = Number(path);
+  }
   return {
     nodes,
     cluster: scheme === "redis-cluster",
-    tls: scheme === "rediss" || params.get("tls") === "true",
+    sentinelMaster,
+    sentinelAuth,
+    tls: scheme === "rediss" || tlsParam === "true",
     username: user ? decodeURIComponent(user) : undefined,
     password: pass ? decodeURIComponent(pass) : password || undefined,
-    db: Number(db ?? 0),
+    db,
   };
 }
 
@@ -91,8 +139,32 @@ export function connectRedis(url: string, opts: ConnectOptions = {}): RedisClien
         redisOptions: common,
         clusterRetryStrategy: common.retryStrategy,
         enableOfflineQueue: !opts.failFast,
+        // While a replica is being promoted the slots answer CLUSTERDOWN/TRYAGAIN or the node is
+        // gone: retry those every 200 ms (up to maxRedirections) instead of 100 ms.
+        retryDelayOnFailover: 200,
+        retryDelayOnClusterDown: 200,
+        retryDelayOnTryAgain: 200,
       })
-    : new Redis({ ...common, host: node.host, port: node.port, db: t.db });
+    : t.sentinelMaster !== undefined
+      ? new Redis({
+          ...common,
+          sentinels: t.nodes,
+          name: t.sentinelMaster,
+          role: "master",
+          db: t.db,
+          sentinelUsername: t.sentinelAuth ? t.username : undefined,
+          sentinelPassword: t.sentinelAuth ? t.password : undefined,
+          enableTLSForSentinelMode: t.tls,
+          sentinelTLS: t.tls ? {} : undefined,
+          // No failoverDetector: its +switch-master handler disconnects the connector, and one that
+          // lands while the client is reconnecting rejects the connect, which ends the ioredis
+          // client for good (seen in `make chaos --redis sentinel`). A dead primary drops the
+          // connection anyway, and every reconnect asks the sentinels.
+          // A demoted primary answers READONLY (nothing was written): reconnect, which asks the
+          // sentinels again, and resend the command.
+          reconnectOnError: (err) => (/^READONLY/.test(err.message) ? 2 : false),
+        })
+      : new Redis({ ...common, host: node.host, port: node.port, db: t.db });
   client.on("error", opts.onError ?? (() => {}));
   if (!t.cluster && t.db !== 0) {
     // ioredis reports a refused SELECT once and then runs every command in database 0, mixing

@@ -2,6 +2,7 @@
 // fencing token, and the script refuses it when the lease has moved on.
 import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
 
@@ -11,7 +12,7 @@ export const DEFAULT_MAX_STALLS = 2;
 export const JOB_LOG_MAX_LINES = 200;
 export const JOB_LOG_MAX_CHARS = 4000;
 
-export interface ConsumerOptions {
+export interface ConsumerOptions extends DurabilityOptions {
   workerId: string;
   leaseMs: number;
   /** How long a completed job's record stays readable in Redis (0 = delete at once). */
@@ -134,7 +135,7 @@ export class Consumer {
   readonly queue: string;
   readonly keys: QueueKeys;
   private readonly redis: RedisClient;
-  private readonly opts: Required<ConsumerOptions>;
+  private readonly opts: Required<Omit<ConsumerOptions, keyof DurabilityOptions>> & DurabilityOptions;
 
   constructor(redis: RedisClient, queue: string, opts: ConsumerOptions) {
     this.redis = redis;
@@ -301,8 +302,9 @@ export class Consumer {
           s.next.trace ?? "",
         );
     }
-    const [codes, flat, nextDue] = await runScript<[number[], string[], number]>(
+    const [codes, flat, nextDue] = await runDurableScript<[number[], string[], number]>(
       this.redis,
+      this.opts,
       "settle_jobs",
       keys,
       args,
@@ -353,8 +355,9 @@ export class Consumer {
     assertSamePipeline(this.queue, joinQueue);
     const k = this.keys;
     const next = new QueueKeys(nextQueue);
-    const n = await runScript<number>(
+    const n = await runDurableScript<number>(
       this.redis,
+      this.opts,
       "fan_out",
       [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq],
       [
@@ -423,8 +426,9 @@ export class Consumer {
     opts: { retryable: boolean; retryDelayMs: number },
   ): Promise<FailOutcome> {
     const k = this.keys;
-    return runScript<FailOutcome>(
+    return runDurableScript<FailOutcome>(
       this.redis,
+      this.opts,
       "fail_job",
       [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
       [

@@ -3,6 +3,7 @@ export * from "./keys.ts";
 export * from "./types.ts";
 export * from "./connection.ts";
 export * from "./producer.ts";
+export * from "./durability.ts";
 export * from "./consumer.ts";
 export * from "./scriptReplies.ts";
 export * from "./admin.ts";

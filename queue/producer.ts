@@ -1,6 +1,7 @@
 // Producers enqueue jobs: one script call per batch, atomic per batch.
 import { assertJobId, assertQueueName, newJobId, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { type RedisClient, type ScriptArg } from "./scripts.ts";
+import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
@@ -18,7 +19,7 @@ export class InvalidJobError extends Error {
   override name = "InvalidJobError";
 }
 
-export interface ProducerOptions {
+export interface ProducerOptions extends DurabilityOptions {
   maxPayloadBytes?: number;
 }
 
@@ -29,12 +30,14 @@ export interface JobToEnqueue extends EnqueueOptions {
 export class Producer {
   private readonly redis: RedisClient;
   private readonly maxPayloadBytes: number;
+  private readonly durability: DurabilityOptions;
   /** Queues this producer has registered (pipeline and queue sets): once per process and queue. */
   private readonly registered = new Set<string>();
 
   constructor(redis: RedisClient, opts: ProducerOptions = {}) {
     this.redis = redis;
     this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.durability = { durability: opts.durability, replicaTimeoutMs: opts.replicaTimeoutMs };
   }
 
   async enqueue(queue: string, data: unknown, opts: EnqueueOptions = {}): Promise<EnqueueResult> {
@@ -70,8 +73,11 @@ export class Producer {
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
       const chunk = encoded.slice(start, start + BULK_CHUNK);
-      const reply = await runScript<(string | number)[]>(
+      // (with durability "replicated": a ReplicationError when no replica confirmed the batch;
+      // enqueueing it again with the same ids creates nothing twice)
+      const reply = await runDurableScript<(string | number)[]>(
         this.redis,
+        this.durability,
         "enqueue_jobs",
         [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq],
         [

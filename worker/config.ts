@@ -4,7 +4,13 @@ import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
 import { readOptions, settingsHelp, type Settings } from "../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING, REDIS_URL_SETTING } from "../lib/settings.ts";
-import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
+import {
+  assertQueueName,
+  assertSamePipeline,
+  DURABILITIES,
+  parseRedisUrl,
+  type Durability,
+} from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
 
@@ -45,6 +51,10 @@ export interface WorkerConfig {
   handlerCredentials: boolean;
   /** Job records: the outbox's byte budget in Redis; over it the oldest entries are shed. */
   outboxMaxBytes: number;
+  /** "replicated": a settle is acknowledged only once a replica has it (WAIT); queue/durability.ts. */
+  durability: Durability;
+  /** How long a replicated settle waits for its replica (ms). */
+  replicaTimeoutMs: number;
 }
 
 const WEEK = "168h";
@@ -201,6 +211,20 @@ export const WORKER_SETTINGS = {
     min: 1 << 20,
     help: "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
   },
+  durability: {
+    env: "CONVEYOR_DURABILITY",
+    kind: "choice",
+    choices: DURABILITIES,
+    default: "primary",
+    help: "primary | replicated: a settle is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
+  },
+  "replica-timeout": {
+    env: "CONVEYOR_REPLICA_TIMEOUT",
+    kind: "duration",
+    default: "2s",
+    max: "60s",
+    help: "durability replicated: how long a settle waits for its replica",
+  },
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 
@@ -250,5 +274,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     circuitBackoffMs: duration("circuit-backoff"),
     handlerCredentials: o.bool("handler-credentials"),
     outboxMaxBytes: int("outbox-max-bytes"),
+    durability: o.choice("durability") as Durability,
+    replicaTimeoutMs: duration("replica-timeout"),
   };
 }

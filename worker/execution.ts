@@ -8,8 +8,10 @@ import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   encodeResult,
   permanentReplyCode,
+  ReplicationError,
   retryDelay,
   type ClaimedJob,
+  type FailOutcome,
   type Consumer,
   type Schedules,
   type Settlement,
@@ -102,7 +104,10 @@ export class JobExecutor {
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
-    this.writes = new SettleWrites((code) => this.metrics.writesRefused.inc({ queue, code }));
+    this.writes = new SettleWrites(
+      (code) => this.metrics.writesRefused.inc({ queue, code }),
+      () => this.metrics.writesUnconfirmed.inc({ queue }),
+    );
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
       completed: this.metrics.completed.labels({ queue }),
@@ -227,11 +232,15 @@ export class JobExecutor {
           }
         : undefined,
     };
-    const outcome = await this.writes.write(log, "complete", async (attempt) => {
+    const outcome = await this.writes.write(log, "complete", async (attempt, unconfirmed) => {
       // Batched complete-and-claim: settled with the completions of the same tick, in one call
       // that also claims for the freed slots. Not on a retry: a reply lost to a connection
       // error would strand what the earlier try claimed until its lease expires.
-      if (attempt > 1) return (await this.consumer.settle(job, settlement)).outcome;
+      if (attempt > 1) {
+        const again = (await this.consumer.settle(job, settlement)).outcome;
+        // (fenced by our own earlier, applied but unconfirmed settle)
+        return again === "fenced" && unconfirmed ? "settled" : again;
+      }
       const r = await this.settler.settle(job, settlement);
       entry.next = r.jobs;
       return r.outcome;
@@ -329,9 +338,11 @@ export class JobExecutor {
       baseMs: this.config.backoffBaseMs,
       maxMs: this.config.backoffMaxMs,
     });
-    const outcome = await this.writes.write(log, "fail", () =>
-      this.consumer.fail(job, error, { retryable, retryDelayMs: delay }),
-    );
+    const outcome = await this.writes.write(log, "fail", async (_attempt, unconfirmed) => {
+      const o = await this.consumer.fail(job, error, { retryable, retryDelayMs: delay });
+      // (lost to our own earlier, applied but unconfirmed write: that one's outcome stands)
+      return o === "lost" && unconfirmed ? (unconfirmed.reply as FailOutcome) : o;
+    });
     this.metrics.duration.observe(
       { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
       seconds,
@@ -475,18 +486,35 @@ export class SettleWrites {
   private lastRefusal = "";
   private readonly refused: (code: string) => void;
 
-  constructor(refused: (code: string) => void) {
+  private readonly unconfirmed: () => void;
+
+  constructor(refused: (code: string) => void, unconfirmed: () => void = () => {}) {
     this.refused = refused;
+    this.unconfirmed = unconfirmed;
   }
 
-  async write<T>(log: Logger, what: string, op: (attempt: number) => Promise<T>): Promise<T> {
+  /**
+   * `op` gets the attempt and, after an attempt the primary applied but no replica confirmed
+   * (durability "replicated"), that ReplicationError: the retry runs the write again (and WAITs
+   * again), and finds its own earlier write — a settle then answers fenced.
+   */
+  async write<T>(
+    log: Logger,
+    what: string,
+    op: (attempt: number, unconfirmed?: ReplicationError) => Promise<T>,
+  ): Promise<T> {
+    let unconfirmed: ReplicationError | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        const done = await op(attempt);
+        const done = await op(attempt, unconfirmed);
         this.refusedInARow = 0;
         return done;
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
+        if (err instanceof ReplicationError) {
+          unconfirmed = err;
+          this.unconfirmed();
+        }
         const code = permanentReplyCode(err);
         if (code !== undefined && attempt > 1) {
           this.refusedInARow++;

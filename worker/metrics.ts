@@ -114,6 +114,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    writesUnconfirmed: new Counter({
+      name: "conveyor_settle_writes_unconfirmed_total",
+      help: "Settle writes (durability replicated) the primary applied but no replica confirmed in time: retried until one does",
+      labelNames: ["queue"] as const,
+      registers,
+    }),
     writesRefused: new Counter({
       name: "conveyor_settle_writes_refused_total",
       help: "Writes settling a job that Redis refused for good (code: WRONGTYPE, OOM, NOPERM…): the slot was freed, the lease expires and the job runs again",

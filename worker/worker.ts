@@ -101,6 +101,8 @@ export class QueueWorker {
       workerId: config.workerId,
       leaseMs: config.leaseMs,
       retentionSeconds: config.retentionSeconds,
+      durability: config.durability,
+      replicaTimeoutMs: config.replicaTimeoutMs,
     });
     const q = { queue: config.queue };
     this.heartbeat = new LeaseHeartbeat(

@@ -6,6 +6,7 @@ import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
 import type { MemoryRun } from "../memory.ts";
 import type { BacklogLevel } from "../backlog.ts";
+import { durabilitySummary, type DurabilityRun } from "../durability.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -30,6 +31,8 @@ export interface BenchResults {
   memory?: MemoryRun[];
   /** Absent in results written before the backlog-depth section existed. */
   backlog?: BacklogLevel[];
+  /** Absent in results written before the durability section existed. */
+  durability?: DurabilityRun[];
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -381,6 +384,29 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
           n(l.countsP95Ms, 3),
           n(l.sampleJobsPerSec),
           n(l.redisCpuUsPerJob, 2),
+        ]),
+      ),
+    );
+    out.push("");
+  }
+  if (r.durability?.length) {
+    const s = durabilitySummary(r.durability);
+    out.push("## Durability");
+    out.push("");
+    out.push(
+      'Conveyor on a primary with one replica: durability "primary" (nothing extra) against "replicated" (`WAIT 1` after every enqueue and settle script). Enqueue: one job per call, sequential (latency) and 32 in flight (rate); worker: c=32 draining no-op jobs. Medians.',
+    );
+    out.push("");
+    out.push(
+      table(
+        ["durability", "enqueue p50 ms", "enqueue p99 ms", "enqueues/s", "worker jobs/s", "Redis cmds/job"],
+        (["primary", "replicated"] as const).map((d) => [
+          d,
+          n(s[d].enqueue_p50_ms, 3),
+          n(s[d].enqueue_p99_ms, 2),
+          n(s[d].enqueues_per_s),
+          n(s[d].worker_jobs_per_s),
+          n(s[d].commands_per_job, 2),
         ]),
       ),
     );

@@ -2,7 +2,13 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults, type WorkerPool } from "../apis/v1alpha1/types.ts";
-import { desiredDeployment, handlerEnv, effectiveRedisUrl, terminationGraceSeconds } from "./deployment.ts";
+import {
+  desiredDeployment,
+  handlerEnv,
+  effectiveRedisUrl,
+  terminationGraceSeconds,
+  workerEnv,
+} from "./deployment.ts";
 import { desiredHPA, wantsHPA } from "./hpa.ts";
 import type { V1Container } from "@kubernetes/client-node";
 import { pool } from "./fixtures.ts";
@@ -160,6 +166,14 @@ describe("worker Deployment", () => {
     assert.equal(effectiveRedisUrl(tls), "rediss://r:6380");
     const cl = withDefaults({ ...base, redis: { url: "redis-cluster://a:1,b:2", tls: true } });
     assert.equal(effectiveRedisUrl(cl), "redis-cluster://a:1,b:2?tls=true");
+    const sen = withDefaults({ ...base, redis: { url: "redis-sentinel://a:1,b:2/mymaster", tls: true } });
+    assert.equal(effectiveRedisUrl(sen), "redis-sentinel://a:1,b:2/mymaster?tls=true");
+    assert.equal(
+      workerEnv(withDefaults(base)).find((e) => e.name === "CONVEYOR_DURABILITY"),
+      undefined,
+    );
+    const replicated = withDefaults({ ...base, redis: { url: "redis://r:1", durability: "replicated" } });
+    assert.equal(workerEnv(replicated).find((e) => e.name === "CONVEYOR_DURABILITY")?.value, "replicated");
     assert.equal(terminationGraceSeconds(withDefaults({ ...base, maxJobSeconds: 60, drainSeconds: 0 })), 10);
   });
 

@@ -37,12 +37,12 @@ export function handlerEnv(h: HandlerSpec): string {
   throw new Error("handler: exactly one of module, http or command must be set");
 }
 
-/** The URL the worker (and the operator) connect to: spec.redis.tls turns redis:// into rediss://. */
+/** The URL the worker (and the operator) connect to: spec.redis.tls turns redis:// into rediss:// (?tls=true for cluster and sentinel URLs). */
 export function effectiveRedisUrl(spec: WorkerPoolSpec): string {
   const url = spec.redis.url;
   if (!spec.redis.tls) return url;
   if (url.startsWith("redis://")) return `rediss://${url.slice("redis://".length)}`;
-  if (url.startsWith("redis-cluster://") && !/[?&]tls=true/.test(url))
+  if (/^redis-(cluster|sentinel):\/\//.test(url) && !/[?&]tls=true/.test(url))
     return `${url}${url.includes("?") ? "&" : "?"}tls=true`;
   return url;
 }
@@ -74,6 +74,8 @@ export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvV
     { name: "CONVEYOR_DRAIN_SECONDS", value: String(drainSeconds(spec)) },
     { name: "CONVEYOR_PORT", value: String(WORKER_PORT) },
     { name: "REDIS_URL", value: effectiveRedisUrl(spec) },
+    // (only when set: a pool without it keeps its pod template, so nothing rolls)
+    ...(spec.redis.durability ? [{ name: "CONVEYOR_DURABILITY", value: spec.redis.durability }] : []),
   ];
   if (spec.redis.secretRef) {
     env.push({

@@ -228,7 +228,7 @@ export class WorkerPoolReconciler implements Reconciler {
       reason: Reason.RedisUnreachable,
       message:
         shown?.message.split("; ").find((m) => m.startsWith("cannot read queue")) ??
-        `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error}`,
+        `cannot read queue ${spec.queue} at ${describeRedisUrl(effectiveRedisUrl(spec))}: ${sample.error} (replicas held at the last decision until it can be read)`,
     });
   }
 

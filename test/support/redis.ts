@@ -126,9 +126,16 @@ export class RedisClusterServer {
     this.nodes = nodes;
   }
 
-  static async start(size = 3): Promise<RedisClusterServer> {
+  /**
+   * `size` primaries, each with `opts.replicas` replicas; `nodeTimeoutMs` is how long a silent
+   * primary takes to be failed over to its replica.
+   */
+  static async start(
+    size = 3,
+    opts: { replicas?: number; nodeTimeoutMs?: number } = {},
+  ): Promise<RedisClusterServer> {
     const nodes: RedisServer[] = [];
-    for (let i = 0; i < size; i++) {
+    for (let i = 0; i < size * (1 + (opts.replicas ?? 0)); i++) {
       nodes.push(
         await RedisServer.start({
           args: [
@@ -137,9 +144,12 @@ export class RedisClusterServer {
             "--cluster-config-file",
             "nodes.conf",
             "--cluster-node-timeout",
-            "5000",
+            String(opts.nodeTimeoutMs ?? 5000),
             "--appendonly",
             "no",
+            // (no 5 s wait before a replica's first diskless sync)
+            "--repl-diskless-sync-delay",
+            "0",
           ],
         }),
       );
@@ -151,23 +161,115 @@ export class RedisClusterServer {
         "create",
         ...nodes.map((n) => `127.0.0.1:${n.port}`),
         "--cluster-replicas",
-        "0",
+        String(opts.replicas ?? 0),
         "--cluster-yes",
       ],
       { stdio: "pipe" },
     );
-    const first = new Redis({ port: nodes[0]!.port, host: "127.0.0.1" });
-    try {
-      await waitFor(
-        "cluster state ok",
-        async () => (await first.cluster("INFO")).includes("cluster_state:ok"),
-        60_000,
-        200,
-      );
-    } finally {
-      first.disconnect();
+    const cluster = new RedisClusterServer(nodes);
+    await cluster.waitHealthy(nodes.length);
+    // A replica still waiting for its first sync would be promoted empty.
+    await waitFor(
+      "the replicas in sync",
+      async () => {
+        for (const n of nodes) {
+          const r = new Redis({ port: n.port, host: "127.0.0.1", maxRetriesPerRequest: 0 });
+          try {
+            const info = await r.info("replication");
+            if (/role:slave/.test(info) && !/master_link_status:up/.test(info)) return false;
+          } finally {
+            r.disconnect();
+          }
+        }
+        return true;
+      },
+      60_000,
+      100,
+    );
+    return cluster;
+  }
+
+  /** Until a live node reports cluster_state:ok and knows `expected` nodes. */
+  async waitHealthy(expected = this.nodes.length): Promise<void> {
+    await waitFor(
+      "cluster state ok",
+      async () => {
+        for (const n of this.nodes) {
+          const r = new Redis({
+            port: n.port,
+            host: "127.0.0.1",
+            lazyConnect: true,
+            maxRetriesPerRequest: 0,
+            retryStrategy: () => null,
+          });
+          r.on("error", () => {});
+          try {
+            await r.connect();
+            const info = String(await r.cluster("INFO"));
+            const known = String(await r.cluster("NODES"))
+              .split("\n")
+              .filter(Boolean).length;
+            return info.includes("cluster_state:ok") && known >= expected;
+          } catch {
+            continue;
+          } finally {
+            r.disconnect();
+          }
+        }
+        return false;
+      },
+      60_000,
+      200,
+    );
+  }
+
+  /** The node serving `key`'s slot as primary now. */
+  async primaryOf(key: string): Promise<RedisServer> {
+    for (const n of this.nodes) {
+      const r = new Redis({
+        port: n.port,
+        host: "127.0.0.1",
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
+      r.on("error", () => {});
+      try {
+        await r.connect();
+        const slot = Number(await r.cluster("KEYSLOT", key));
+        const shards = (await r.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+        const owner = shards.find(([from, to]) => slot >= from && slot <= to)?.[2][1];
+        const node = this.nodes.find((x) => x.port === owner);
+        if (node) return node;
+      } catch {
+        // a node that is down: ask the next
+      } finally {
+        r.disconnect();
+      }
     }
-    return new RedisClusterServer(nodes);
+    throw new Error(`no live node knows the primary of ${key}`);
+  }
+
+  /**
+   * SIGKILL the primary serving `key` and wait until its replica took over (cluster_state:ok,
+   * the slot served by another node). Returns the killed node (resume() makes it a replica).
+   */
+  async failover(key: string): Promise<{ killed: RedisServer; promoted: RedisServer }> {
+    const killed = await this.primaryOf(key);
+    await killed.kill("SIGKILL");
+    let promoted: RedisServer | undefined;
+    await waitFor(
+      `a replica promoted for ${key}`,
+      async () => {
+        const p = await this.primaryOf(key).catch(() => undefined);
+        if (!p || p === killed) return false;
+        promoted = p;
+        return true;
+      },
+      60_000,
+      200,
+    );
+    return { killed, promoted: promoted! };
   }
 
   get url(): string {

@@ -155,7 +155,7 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- $api := .Values.jobApi -}}
 {{- if $api.enabled -}}
 {{- if not $api.redis.url -}}
-{{- fail "jobApi.redis.url is required when jobApi.enabled (redis://host:port, rediss://… or redis-cluster://…; the password goes in jobApi.redis.secretRef)" -}}
+{{- fail "jobApi.redis.url is required when jobApi.enabled (redis://host:port, rediss://…, redis-cluster://… or redis-sentinel://…/<master-name>; the password goes in jobApi.redis.secretRef)" -}}
 {{- end -}}
 {{- if regexMatch "^[a-z-]+://[^/@]*:[^/@]*@" $api.redis.url -}}
 {{- fail "jobApi.redis.url must not contain a password: put it in a Secret and set jobApi.redis.secretRef" -}}

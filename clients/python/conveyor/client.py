@@ -159,9 +159,64 @@ def _cluster_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, 
     return nodes, {"username": username, "password": password, "ssl": tls, "decode_responses": True}
 
 
+_SENTINEL_OPTIONS = {"tls", "sentinelAuth", "db"}
+
+
+def _sentinel_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, int]], str, Dict[str, Any], Dict[str, Any]]:
+    """The sentinels, master name, data-node options and sentinel options of
+    `redis-sentinel://[user:pass@]host:port,host:port/<master-name>[?tls=true&sentinelAuth=same&db=N]`
+    (docs/reliability.md); a bad URL raises ValueError naming it (password masked)."""
+    shown = re.sub(r"//([^:@/]*):[^@/]*@", r"//\1:***@", url)
+    rest = url[len("redis-sentinel://") :]
+    rest, _, query = rest.partition("?")
+    username = None
+    if "@" in rest:
+        cred, rest = rest.rsplit("@", 1)
+        user, _, pw = cred.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) or password
+    hosts, _, master = rest.partition("/")
+    master = unquote(master)
+    if not master or "/" in master:
+        raise ValueError(
+            f"invalid Redis URL {shown}: a redis-sentinel:// URL names the primary: "
+            "redis-sentinel://host:port,host:port/<master-name>"
+        )
+    params = parse_qs(query, keep_blank_values=True)
+    for key in params:
+        if key not in _SENTINEL_OPTIONS:
+            raise ValueError(f"unknown option {key} in {shown}: expected tls, sentinelAuth or db")
+    tls = params.get("tls", ["false"])[0]
+    if tls not in ("true", "false"):
+        raise ValueError(f"invalid tls={tls} in {shown}: expected true or false")
+    auth = params.get("sentinelAuth", ["none"])[0]
+    if auth not in ("none", "same"):
+        raise ValueError(
+            f"invalid sentinelAuth={auth} in {shown}: expected none (sentinels without a password) "
+            "or same (the data nodes' user and password)"
+        )
+    db = params.get("db", ["0"])[0]
+    if not db.isdigit():
+        raise ValueError(f"invalid db={db} in {shown}: expected a number")
+    nodes = []
+    for hp in hosts.split(","):
+        host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "26379")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"invalid Redis host {hp!r} in {shown}")
+        nodes.append((host.strip("[]"), int(port)))
+    ssl = tls == "true"
+    data = {"username": username, "password": password, "ssl": ssl, "db": int(db), "decode_responses": True}
+    sentinel: Dict[str, Any] = {"ssl": ssl}
+    if auth == "same":
+        sentinel.update(username=username, password=password)
+    return nodes, master, data, sentinel
+
+
 def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bool = False, **kwargs: Any) -> Any:
-    """`redis://`, `rediss://` and `redis-cluster://host:port,host:port[?tls=true]`, as the
-    TypeScript side reads them; the password from the URL, else REDIS_PASSWORD."""
+    """`redis://`, `rediss://`, `redis-cluster://host:port,host:port[?tls=true]` and
+    `redis-sentinel://host:port,host:port/<master-name>[?…]`, as the TypeScript side reads them;
+    the password from the URL, else REDIS_PASSWORD. Sentinel: redis-py's own Sentinel client, which
+    asks the sentinels for the primary on every new connection (a failover is followed)."""
     password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
     if use_asyncio:
         import redis.asyncio as lib
@@ -172,6 +227,13 @@ def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bo
     if url.startswith("redis-cluster://"):
         nodes, options = _cluster_target(url, password)
         return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in nodes], **options, **kwargs)
+    if url.startswith("redis-sentinel://"):
+        sentinels, master, data, sentinel_kwargs = _sentinel_target(url, password)
+        if use_asyncio:
+            from redis.asyncio.sentinel import Sentinel
+        else:
+            from redis.sentinel import Sentinel  # type: ignore[assignment]
+        return Sentinel(sentinels, sentinel_kwargs=sentinel_kwargs).master_for(master, **data, **kwargs)
     client = lib.Redis.from_url(url, decode_responses=True, **kwargs)
     if password and not client.connection_pool.connection_kwargs.get("password"):
         client.connection_pool.connection_kwargs["password"] = password

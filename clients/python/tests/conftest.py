@@ -211,3 +211,62 @@ def cluster_url(tmp_root: Path) -> Iterator[str]:
     for p in procs:
         p.terminate()
         p.wait(10)
+
+
+class SentinelSet:
+    """One primary, one replica and three sentinels (`redis-server --sentinel`) on loopback."""
+
+    MASTER = "conveyor"
+
+    def __init__(self, dir: Path) -> None:
+        self.primary = start_redis(dir / "primary")
+        self.replica = start_redis(dir / "replica", ["--replicaof", "127.0.0.1", str(self.primary.port)])  # type: ignore[attr-defined]
+        self.sentinels: List["subprocess.Popen[bytes]"] = []
+        self.sentinel_ports: List[int] = []
+        for i in range(3):
+            port = free_port()
+            conf = dir / f"sentinel-{i}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {dir}\n"
+                f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary.port} 2\n"  # type: ignore[attr-defined]
+                f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                f"sentinel failover-timeout {self.MASTER} 10000\n"
+            )
+            self.sentinels.append(
+                subprocess.Popen(["redis-server", str(conf), "--sentinel", "--daemonize", "no"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+            self.sentinel_ports.append(port)
+
+        def known() -> bool:
+            for port in self.sentinel_ports:
+                m = redis.Redis(port=port, decode_responses=True).execute_command("SENTINEL", "MASTER", self.MASTER)
+                info = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+                if int(info["num-slaves"]) < 1 or int(info["num-other-sentinels"]) < 2:
+                    return False
+            return True
+
+        wait_for("sentinels to know the replica and each other", known, 60, 0.2)
+
+    @property
+    def url(self) -> str:
+        return "redis-sentinel://" + ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports) + f"/{self.MASTER}"
+
+    def primary_port(self) -> int:
+        host, port = redis.Redis(port=self.sentinel_ports[0]).sentinel_get_master_addr_by_name(self.MASTER)
+        return int(port)
+
+    def stop(self) -> None:
+        for p in [*self.sentinels, self.primary, self.replica]:
+            p.kill()
+            p.wait(10)
+
+
+@pytest.fixture(scope="session")
+def sentinel_set(tmp_root: Path) -> Iterator[SentinelSet]:
+    d = tmp_root / "sentinel"
+    for sub in ("primary", "replica"):
+        (d / sub).mkdir(parents=True)
+    s = SentinelSet(d)
+    yield s
+    s.stop()

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, List
 
 import pytest
+import redis
 
 from conftest import HERE, PYTHON, wait_for
 from conveyor import Client, InvalidJobError, InvalidNameError, PayloadTooLargeError
@@ -150,3 +151,25 @@ def test_redis_cluster_url(cluster_url: str, start_worker: Any) -> None:
         job = wait_for("completed on the cluster", lambda: (j := c.get_job("mail-1")) and j.state == "completed" and j)
         assert job.result["double"] == 0 and [line.message for line in c.job_logs("mail-1")] == ["step 1 of 1"]
         assert len(ids) == 4
+
+
+def test_redis_sentinel_url_follows_a_failover(sentinel_set: Any) -> None:
+    with pytest.raises(ValueError, match="names the primary"):
+        Client.from_url("redis-sentinel://127.0.0.1:1")
+    with pytest.raises(ValueError, match="sentinelAuth=maybe"):
+        Client.from_url("redis-sentinel://127.0.0.1:1/m?sentinelAuth=maybe")
+    with Client.from_url(sentinel_set.url) as c:
+        c.enqueue("sentinel/work", {"n": 1}, id="before")
+        assert c.get_job("before").state == "ready"
+        redis.Redis(port=sentinel_set.primary_port()).execute_command("WAIT", 1, 5000)
+        old = sentinel_set.primary_port()
+        sentinel_set.primary.kill()
+        sentinel_set.primary.wait(10)
+        wait_for("a replica promoted", lambda: sentinel_set.primary_port() != old, 60, 0.2)
+
+        def enqueued() -> bool:
+            c.enqueue("sentinel/work", {"n": 2}, id="after")
+            return True
+
+        wait_for("an enqueue on the new primary", enqueued, 60, 0.2)
+        assert c.get_job("before").state == "ready" and c.get_job("after").state == "ready"

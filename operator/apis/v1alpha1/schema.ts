@@ -148,9 +148,9 @@ export const specSchema = {
           type: "string",
           minLength: 1,
           maxLength: 2048,
-          pattern: "^(redis|rediss|redis-cluster)://",
+          pattern: "^(redis|rediss|redis-cluster|redis-sentinel)://",
           description:
-            "redis://host:port[/db], rediss://host:port (TLS) or redis-cluster://host:port,host:port. No password here.",
+            "redis://host:port[/db], rediss://host:port (TLS), redis-cluster://host:port,host:port or redis-sentinel://sentinel:port,sentinel:port/<master-name>[?sentinelAuth=same]. No password here.",
           "x-kubernetes-validations": [
             {
               rule: "!self.matches('^[a-z-]+://[^/@]*:[^/@]*@')",
@@ -160,6 +160,12 @@ export const specSchema = {
         },
         secretRef: secretKeyRef("the Redis password", "password"),
         tls: { type: "boolean", default: false, description: "Connect with TLS (same as a rediss:// URL)." },
+        durability: {
+          type: "string",
+          enum: ["primary", "replicated"],
+          description:
+            "primary (unset): a settle is acknowledged once the primary applied it. replicated: also once a replica has it (WAIT 1), so a failover cannot undo it (docs/reliability.md).",
+        },
       },
     },
     database: {

@@ -108,7 +108,12 @@ describe("WorkerPool API", () => {
     const full: WorkerPoolSpec = {
       queue: "p/a",
       nextQueue: "p/b",
-      redis: { url: "redis://r:6379", secretRef: { name: "redis", key: "password" }, tls: false },
+      redis: {
+        url: "redis://r:6379",
+        secretRef: { name: "redis", key: "password" },
+        tls: false,
+        durability: "replicated",
+      },
       database: { secretRef: { name: "pg", key: "url" } },
       handler: { module: "/app/h.js", http: { port: 1, path: "/" }, command: ["x"], passCredentials: false },
       concurrency: 2,
