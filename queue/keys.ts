@@ -104,8 +104,17 @@ export class QueueKeys extends PipelineKeys {
   private part(name: string): string {
     return `${this.prefix}q:${this.queue}:${name}`;
   }
+  /** Prioritised ready jobs (priority ≠ 0): a sorted set by score. */
   get ready(): string {
     return this.part("ready");
+  }
+  /** Ready jobs of priority 0 in FIFO order: a list (docs/protocol.md, "Ready jobs"). */
+  get line(): string {
+    return this.part("line");
+  }
+  /** How many entries of `line` are stale (their job was cancelled or deleted while waiting). */
+  get lineStale(): string {
+    return this.part("lineStale");
   }
   get delayed(): string {
     return this.part("delayed");

@@ -33,17 +33,14 @@ export interface QueueSummary {
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
   const k = new QueueKeys(queue);
-  const [counts, stats, workers, head] = await Promise.all([
-    ctx.admin.counts(queue),
+  const [counts, stats, workers] = await Promise.all([
+    // (the head of the ready line's createdAt, read in the same script: the sorted set or the line)
+    ctx.admin.counts(queue, { oldestReady: true }),
     ctx.admin.stats(queue),
     ctx.redis.hlen(k.workers),
-    ctx.redis.zrange(k.ready, 0, 0),
   ]);
-  let oldestWaitingMs: number | null = null;
-  if (head[0]) {
-    const created = Number(await ctx.redis.hget(k.job(head[0]), "createdAt").catch(() => null));
-    if (created > 0) oldestWaitingMs = Math.max(0, Date.now() - created);
-  }
+  const created = counts.oldestReadyAt ?? 0;
+  const oldestWaitingMs = created > 0 ? Math.max(0, Date.now() - created) : null;
   return {
     queue,
     ready: counts.ready,

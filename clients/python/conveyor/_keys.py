@@ -60,6 +60,9 @@ class QueueKeys(PipelineKeys):
         self.queue = queue
         q = f"{self.prefix}q:{queue}:"
         self.ready = q + "ready"
+        # priority-0 ready jobs in FIFO order (a list), and how many of its entries are stale
+        self.line = q + "line"
+        self.line_stale = q + "lineStale"
         self.delayed = q + "delayed"
         self.inflight = q + "inflight"
         self.dead = q + "dead"
