@@ -89,6 +89,10 @@ export class PipelineKeys {
     return `${this.prefix}fence`;
   }
   /** A job's log lines (handlers' ctx.log), capped and expiring. */
+  /** A waiting job's data longer than 64 B, until it is claimed (docs/protocol.md, "Job record fields"). */
+  data(id: string): string {
+    return `${this.prefix}data:${id}`;
+  }
   logs(id: string): string {
     return `${this.prefix}logs:${id}`;
   }

@@ -14,6 +14,7 @@
 --- @include "includes/record"
 --- @include "includes/fanIn"
 --- @include "includes/readyLine"
+--- @include "includes/parkedData"
 
 local jobPrefix, now, retention = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local base = pipelineBase(jobPrefix)
@@ -46,6 +47,7 @@ local function cancelOne(id, depth)
     local removed = redis.call('ZREM', q .. set, id)
     -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
     if state == 'ready' then leftLine(q .. set, removed == 1) end
+    if state ~= 'active' then unparkData(jk, id) end
     redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
     markCancelled(jk, id, queue, state, state == 'active' and f[4] or nil)
     -- A fan-out child cancelled on its own: the join still runs, with this child's outcome.

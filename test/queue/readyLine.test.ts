@@ -143,6 +143,86 @@ function lineCases(
     assert.deepEqual(await drainOrder(consumer(redis, q)), ["a", "b", "c"]);
   });
 
+  test("data longer than 64 B waits in its own key (the record stays a listpack) and joins the record at the claim or a cancel; delete removes it", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const big = { text: "x".repeat(1024) };
+    await producer.enqueueMany(q, [
+      { id: "big", data: big },
+      { id: "late", data: big, delayMs: 60_000 },
+      { id: "gone", data: big },
+      { id: "stop", data: big },
+      { id: "small", data: { n: 1 } },
+    ]);
+    assert.equal(await redis.object("ENCODING", k.job("big")), "listpack");
+    assert.equal(await redis.hget(k.job("big"), "data"), null);
+    assert.equal(await redis.get(k.data("big")), JSON.stringify(big));
+    assert.equal(await redis.exists(k.data("small")), 0);
+    assert.equal((await admin.job("big", q))!.data, JSON.stringify(big), "a waiting job shows its data");
+    // cancel: the data joins the record (kept for the retention like every finished record)
+    assert.equal((await admin.cancel("stop", q)).outcome, "cancelled");
+    assert.equal(await redis.hget(k.job("stop"), "data"), JSON.stringify(big));
+    assert.equal(await redis.exists(k.data("stop")), 0);
+    assert.deepEqual(
+      (await admin.deleteJobs(q, ["gone"])).map((r) => r.outcome),
+      ["deleted"],
+    );
+    assert.equal(await redis.exists(k.job("gone"), k.data("gone")), 0);
+    assert.equal((await admin.promote("late", q)).outcome, "promoted");
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(10);
+    assert.deepEqual(
+      jobs.map((j) => [j.id, JSON.parse(j.rawData)]),
+      [
+        ["big", big],
+        ["small", { n: 1 }],
+        ["late", big],
+      ],
+    );
+    assert.equal(await redis.exists(k.data("big"), k.data("late")), 0);
+    assert.equal(await redis.hget(k.job("big"), "data"), JSON.stringify(big));
+    // a retry waits with its data in the record, as it ran
+    assert.equal(
+      await c.fail(jobs[0]!, { name: "E", message: "x" }, { retryable: true, retryDelayMs: 0 }),
+      "retry",
+    );
+    const again = (await c.claim(1)).jobs[0]!;
+    assert.deepEqual([again.id, JSON.parse(again.rawData)], ["big", big]);
+  });
+
+  test("upgrade: what a worker of the previous layout reads is there — a score on delayed, prioritised and running jobs, the data of every job it can claim in the record", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const big = "y".repeat(500);
+    await producer.enqueueMany(q, [
+      { id: "line", data: big },
+      { id: "prio", data: big, priority: 3 },
+      { id: "later", data: big, delayMs: 60_000 },
+    ]);
+    const fields = async (id: string) => redis.hmget(k.job(id), "score", "data");
+    const [lineScore] = await fields("line");
+    assert.equal(
+      lineScore,
+      null,
+      "a waiting line job needs no score (no worker of the previous layout sees the line)",
+    );
+    for (const id of ["prio", "later"]) {
+      const [score, data] = await fields(id);
+      assert.ok(Number.isFinite(Number(score)) && score !== null, `${id}: a numeric score`);
+      assert.equal(data, JSON.stringify(big), `${id}: data in the record`);
+    }
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(2);
+    assert.deepEqual(
+      jobs.map((j) => j.id),
+      ["prio", "line"],
+    );
+    // a sweeper of the previous layout requeues a lapsed lease by the record's score
+    assert.equal((await fields("line"))[0], String(1000 * 4398046511104));
+  });
+
   test("upgrade: jobs of the previous layout (priority 0 in the sorted set, with a score) run first, then the line", async () => {
     const { redis, producer, admin } = ctx();
     const q = fresh();

@@ -51,6 +51,10 @@ class PipelineKeys:
     def logs(self, job_id: str) -> str:
         return f"{self.prefix}logs:{job_id}"
 
+    def data(self, job_id: str) -> str:
+        """A waiting job's data longer than 64 B, until it is claimed (docs/protocol.md)."""
+        return f"{self.prefix}data:{job_id}"
+
 
 class QueueKeys(PipelineKeys):
     """`Q` = P + q:<queue>: and the keys of one queue (one stage)."""

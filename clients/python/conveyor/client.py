@@ -479,6 +479,11 @@ class Client:
         for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
             raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
             if raw:
+                if "data" not in raw and "queue" in raw:
+                    # a waiting job's data longer than 64 B is in its own key until it is claimed
+                    parked = self.redis.get(PipelineKeys(pipeline).data(job_id))
+                    if parked is not None:
+                        raw["data"] = parked
                 return _job(job_id, raw)
         return None
 

@@ -118,7 +118,14 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local attempt = (tonumber(f[2]) or 0) + 1
       -- (a first attempt, the common case, needs no formatting)
       local attemptText = f[2] == '0' and '1' or tostring(attempt)
-      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
+      if f[8] then
+        redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
+      else
+        -- A line job has no score; a sweeper of the previous layout needs one to put it back
+        -- (docs/protocol.md, "Layout versions"): the head of priority 0.
+        redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at,
+          'score', PRIORITY0_HEAD_SCORE)
+      end
       if outbox then
         recordOutbox(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
       end

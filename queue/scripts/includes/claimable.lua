@@ -1,6 +1,7 @@
 --- @include "numbers"
 --- @include "malformed"
 --- @include "readyLine"
+--- @include "parkedData"
 
 -- What a claim needs from a job record, checked before the claim changes it: the HMGET
 -- fields, or nil and the dead-letter reason (no hash, no data, no numeric score). Counters the
@@ -18,8 +19,10 @@ local function claimable(jk, id, queue)
   local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
   if f.err then return nil, notAHash(jk, id) or ('malformed: ' .. f.err) end
   local fix
+  if queue and (f[12] ~= 'ready' or f[13] ~= queue or not inLine(f[14])) then return false end
+  -- Data longer than 64 B waited in its own key (parkedData.lua): it joins the record now.
+  if not f[1] then f[1] = unparkData(jk, id) end
   if queue then
-    if f[12] ~= 'ready' or f[13] ~= queue or not inLine(f[14]) then return false end
     if not f[1] then return nil, 'malformed: job record has no data' end
   else
     if not f[1] then return nil, 'malformed: job record missing or has no data' end

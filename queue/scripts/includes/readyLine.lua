@@ -8,6 +8,8 @@
 -- skips an entry whose record is not a ready priority-0 job of this queue and takes it off that
 -- count, so `ready` = ZCARD + LLEN − stale stays O(1). Both keys are named from `<Q>ready`
 -- (same queue prefix, so the same hash tag and slot).
+-- (1000 − 0) × 2^42 + 0: where the previous layout's sorted set puts the first job of priority 0
+local PRIORITY0_HEAD_SCORE = '4398046511104000'
 local function lineKeyOf(readyKey)
   return string.sub(readyKey, 1, #readyKey - 5) .. 'line'
 end
