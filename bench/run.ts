@@ -9,6 +9,7 @@ import { runEnqueue, type EnqueueRun } from "./enqueue.ts";
 import { runLatency, type LatencyRun } from "./latency.ts";
 import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
 import { runBacklog, type BacklogLevel } from "./backlog.ts";
+import { runRetention, type RetentionResult } from "./retention.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -89,6 +90,7 @@ async function main(): Promise<void> {
   const latency: LatencyRun[] = [];
   const memory: MemoryRun[] = [];
   let backlog: BacklogLevel[] = [];
+  let retention: RetentionResult | undefined;
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -147,6 +149,14 @@ async function main(): Promise<void> {
       (await attempt("backlog", () =>
         runBacklog(ctx, { backlog: deepest, sample: partJobs, concurrency: 32 }),
       )) ?? [];
+
+    const finished = quick ? 200_000 : 1_000_000;
+    progress(
+      `3d/7 retention: ${finished.toLocaleString("en")} completed records expiring while a probe claims`,
+    );
+    retention = await attempt("retention", () =>
+      runRetention({ jobs: finished, retentionSeconds: quick ? 10 : 20 }),
+    );
 
     progress("4/7 throughput, one worker process per system");
     for (const concurrency of concurrencies) {
@@ -259,6 +269,7 @@ async function main(): Promise<void> {
     enqueue,
     memory,
     backlog,
+    retention,
     throughput,
     roundTrips,
     prototype,

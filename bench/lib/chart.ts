@@ -125,7 +125,8 @@ function draw(s: Svg, c: BarChart): void {
       s.text(
         bx + bw / 2,
         y(Number.isFinite(p.max) ? p.max : p.median) - 6,
-        fmt(Math.round(p.median / 100) * 100),
+        // (small values, e.g. µs or bytes per job, keep their own digits)
+        p.median >= 1000 ? fmt(Math.round(p.median / 100) * 100) : String(Math.round(p.median * 10) / 10),
         "#111111",
         10,
         "middle",
