@@ -1,13 +1,15 @@
 // Retention at volume (issue 30): a completed job's record stays for the worker's --retention
 // and is then reclaimed by Redis' own key expiry (complete_job/settle_jobs EXPIRE it). What does
 // reclaiming millions of them cost a queue that is working meanwhile?
-//   npm run bench:retention -- [--jobs 1000000] [--retention 20] [--json] [--out bench/results]
+//   npm run bench:retention -- [--jobs 1000000] [--retention 120] [--hz 10] [--json] [--out bench/results]
 // 1. --jobs no-op jobs are enqueued in bulk and a worker (c=32, retention --retention s) runs them:
 //    every completed record stays --retention s, then expires.
 // 2. The whole time a probe on another pipeline enqueues, claims and completes one job every
 //    5 ms and times the claim (one claim_jobs round trip); DBSIZE is sampled every 250 ms.
-// 3. The probe's samples are split by phase: baseline (before the run), running, kept (all done,
-//    none expired yet), expiring (from the first expiry until the records are gone), after.
+// 3. The probe's samples are split by phase: baseline (5 s before anything), enqueue, running,
+//    kept (all done, none expired yet), expiring (from the first expiry after the run until the
+//    records are gone), after. A --retention longer than the run keeps every record until the run
+//    is over, so the expiry is measured alone (with a shorter one it overlaps the run).
 // Reports p50/p99/max claim ms per phase, keys reclaimed per second and Redis memory before,
 // at the peak and after.
 import { writeFileSync } from "node:fs";
@@ -20,7 +22,7 @@ import { openContext } from "./throughput.ts";
 
 const PROBE_QUEUE = "retention-probe";
 const CHUNK = 100_000;
-const PHASES = ["baseline", "running", "kept", "expiring", "after"] as const;
+const PHASES = ["baseline", "enqueue", "running", "kept", "expiring", "after"] as const;
 type Phase = (typeof PHASES)[number];
 
 export interface RetentionPhase {
@@ -35,6 +37,8 @@ export interface RetentionPhase {
 export interface RetentionResult {
   jobs: number;
   retentionSeconds: number;
+  /** Redis' hz during the run. */
+  hz?: number;
   /** Records reclaimed per second while they expired (DBSIZE drop / expiring time). */
   reclaimedPerSec: number;
   usedMemoryMiB: { before: number; peak: number; after: number };
@@ -44,8 +48,11 @@ export interface RetentionResult {
 export async function runRetention(opts: {
   jobs: number;
   retentionSeconds: number;
+  /** Redis' `hz` (default 10): active expiry runs in slices of at most 25 % of 1/hz. */
+  hz?: number;
 }): Promise<RetentionResult> {
   const ctx = await openContext();
+  if (opts.hz) await ctx.driver.config("SET", "hz", String(opts.hz));
   const redis = connectRedis(ctx.url, { name: "bench-retention" });
   const probeRedis = connectRedis(ctx.url, { name: "bench-retention-probe" });
   const conveyor = new ConveyorSystem(ctx.url, {
@@ -81,6 +88,7 @@ export async function runRetention(opts: {
   try {
     const before = await snapshot(ctx.driver);
     await sleep(5_000);
+    const tEnqueue = nowMs();
     const producer = new Producer(redis);
     for (let have = 0; have < opts.jobs;) {
       const n = Math.min(CHUNK, opts.jobs - have);
@@ -132,7 +140,8 @@ export async function runRetention(opts: {
     probing = false;
     await Promise.all([probe, sizer]);
     const edges: [Phase, number, number][] = [
-      ["baseline", samples[0]?.at ?? 0, tRun],
+      ["baseline", samples[0]?.at ?? 0, tEnqueue],
+      ["enqueue", tEnqueue, tRun],
       ["running", tRun, tDone],
       ["kept", tDone, tFirstExpiry],
       ["expiring", tFirstExpiry, tGone],
@@ -154,6 +163,7 @@ export async function runRetention(opts: {
     return {
       jobs: opts.jobs,
       retentionSeconds: opts.retentionSeconds,
+      hz: Number(((await ctx.driver.config("GET", "hz")) as string[])[1]),
       reclaimedPerSec: round((peakKeys - baseKeys) / ((tGone - tFirstExpiry) / 1000)),
       usedMemoryMiB: {
         before: mib(before.usedMemory),
@@ -176,7 +186,7 @@ export function retentionMarkdown(r: RetentionResult): string {
   return [
     "# Retention at volume",
     "",
-    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then expire; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after.`,
+    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then expire; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after.`,
     "",
     "| phase | seconds | claims | claim p50 ms | claim p99 ms | claim max ms |",
     "|---|---|---|---|---|---|",
@@ -192,13 +202,15 @@ async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const result = await runRetention({
     jobs: intFlag(flags, "jobs", 1_000_000),
-    retentionSeconds: intFlag(flags, "retention", 20),
+    retentionSeconds: intFlag(flags, "retention", 120),
+    hz: intFlag(flags, "hz", 0) || undefined,
   });
   const md = retentionMarkdown(result);
   process.stderr.write(`${md}\n`);
   const out = flags.get("out");
   if (out) {
-    const base = join(out, `${new Date().toISOString().slice(0, 10)}-retention`);
+    const hz = result.hz && result.hz !== 10 ? `-hz${result.hz}` : "";
+    const base = join(out, `${new Date().toISOString().slice(0, 10)}-retention${hz}`);
     writeFileSync(`${base}.json`, `${JSON.stringify(result, null, 2)}\n`);
     writeFileSync(`${base}.md`, md);
     progress(`wrote ${base}.json, .md`);

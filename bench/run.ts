@@ -155,7 +155,7 @@ async function main(): Promise<void> {
       `3d/7 retention: ${finished.toLocaleString("en")} completed records expiring while a probe claims`,
     );
     retention = await attempt("retention", () =>
-      runRetention({ jobs: finished, retentionSeconds: quick ? 10 : 20 }),
+      runRetention({ jobs: finished, retentionSeconds: quick ? 30 : 120 }),
     );
 
     progress("4/7 throughput, one worker process per system");

@@ -4,6 +4,7 @@
 // first after an upgrade. Against a real Redis and a real 3-node Redis Cluster.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { liveJobs } from "../../api/liveJobs.ts";
 import {
   Consumer,
   Producer,
@@ -126,6 +127,29 @@ function lineCases(
     );
     assert.equal(await admin.retryDead(q), 1);
     assert.deepEqual(await drainOrder(c), ["second", "later", "fourth", "first"]);
+  });
+
+  test("the queue page pages ready jobs in claim order: the prioritised set, then the line, without stale entries", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 120 }, (_, i) => ({ id: `l${i}`, data: i })),
+      ...Array.from({ length: 5 }, (_, i) => ({ id: `p${i}`, data: i, priority: 5 - i })),
+    ]);
+    await admin.cancel("l7", q);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await liveJobs(redis, q, "ready", 50, cursor);
+      seen.push(...page.items.map((j) => j.id));
+      assert.ok(page.items.every((j) => j.state === "ready"));
+      cursor = page.next ?? undefined;
+    } while (cursor);
+    const expected = [
+      ...Array.from({ length: 5 }, (_, i) => `p${i}`),
+      ...Array.from({ length: 120 }, (_, i) => `l${i}`).filter((id) => id !== "l7"),
+    ];
+    assert.deepEqual(seen, expected);
   });
 
   test("a paused claim puts line jobs back at the head in their order", async () => {
