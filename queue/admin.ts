@@ -213,8 +213,9 @@ export class QueueAdmin {
   }
 
   /**
-   * Run a delayed job now: it moves to ready with its priority score. A job that is not
-   * delayed is refused (`outcome: "notDelayed"`, with its state); an unknown id is `notFound`.
+   * Run a delayed job now: it becomes ready (priority 0: the tail of the line; else its score's
+   * place among the prioritised jobs). A job that is not delayed is refused (`outcome:
+   * "notDelayed"`, with its state); an unknown id is `notFound`.
    */
   async promote(id: string, queue: string): Promise<PromoteResult> {
     assertJobId(id);

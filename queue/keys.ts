@@ -34,8 +34,9 @@ export const GENERATED_ID_LENGTH = 20;
 
 /**
  * A new job id: 20 random base-62 characters. Shorter than a UUID's 36 because a waiting job
- * carries its id three times (its key, and its ready-set entry's element and dict entry):
- * 16 characters less is 32 bytes less per job (docs/performance.md, "Bytes per waiting job").
+ * carries its id twice or more (its key, its ready-line entry; a prioritised job's sorted-set
+ * element and dict entry): every character is paid per waiting job (docs/performance.md,
+ * "Bytes per waiting job").
  */
 export function newJobId(): string {
   let id = "";
