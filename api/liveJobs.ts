@@ -1,5 +1,6 @@
 // Pages of the jobs that live in Redis sets (ready, delayed, in-flight, dead), read with a
-// score cursor so a page costs O(log n + page) whatever the set's size — never a whole set.
+// score cursor so a page costs O(log n + page) whatever the set's size — never a whole set;
+// ready continues into the line of priority-0 jobs by position (O(position + page)).
 // Order: ready = next to run first; delayed = soonest due; active = lease deadline; dead = newest.
 import { QueueKeys, type RedisClient } from "../queue/index.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
@@ -22,6 +23,12 @@ export interface LiveJob {
 const SETS = { ready: "ready", delayed: "delayed", active: "inflight", dead: "dead" } as const;
 export const LIVE_STATES = Object.keys(SETS) as (keyof typeof SETS)[];
 const TIE_SLACK = 50;
+/**
+ * A line entry's place (docs/protocol.md, "Ready jobs"): after every sorted-set score
+ * ((1000 − priority) × 2^42 + seq), by its position from the line's head. Positions move as
+ * workers claim, so a page read while the line moves may repeat or skip a few jobs.
+ */
+const LINE_BASE = 1001 * 2 ** 42;
 
 /** (score, id) of a page's last entry. */
 const isLiveCursor = (v: unknown[]): v is [number, string] =>
@@ -40,18 +47,30 @@ export async function liveJobs(
   const key = k[SETS[state]];
   const desc = state === "dead";
   const after = cursor ? decodeCursor(cursor, isLiveCursor) : null;
-  const bound = after ? String(after[0]) : desc ? "+inf" : "-inf"; // inclusive: ties are skipped below
-  const raw = desc
-    ? await redis.zrevrangebyscore(key, bound, "-inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK)
-    : await redis.zrangebyscore(key, bound, "+inf", "WITHSCORES", "LIMIT", 0, limit + 1 + TIE_SLACK);
+  const want = limit + 1 + TIE_SLACK;
   const entries: [string, number][] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const id = raw[i]!;
-    const score = Number(raw[i + 1]);
-    // Ties on the cursor's score: skip what the previous page already showed.
-    if (after && score === after[0] && (desc ? id >= after[1] : id <= after[1])) continue;
-    entries.push([id, score]);
+  if (!(state === "ready" && after && after[0] >= LINE_BASE)) {
+    const bound = after ? String(after[0]) : desc ? "+inf" : "-inf"; // inclusive: ties are skipped below
+    const raw = desc
+      ? await redis.zrevrangebyscore(key, bound, "-inf", "WITHSCORES", "LIMIT", 0, want)
+      : await redis.zrangebyscore(key, bound, "+inf", "WITHSCORES", "LIMIT", 0, want);
+    for (let i = 0; i < raw.length; i += 2) {
+      const id = raw[i]!;
+      const score = Number(raw[i + 1]);
+      // Ties on the cursor's score: skip what the previous page already showed.
+      if (after && score === after[0] && (desc ? id >= after[1] : id <= after[1])) continue;
+      entries.push([id, score]);
+    }
   }
+  // Ready jobs of priority 0 wait in the line after every prioritised one: positions from its head.
+  const lineFrom =
+    state === "ready" && entries.length <= limit
+      ? after && after[0] >= LINE_BASE
+        ? after[0] - LINE_BASE + 1
+        : 0
+      : -1;
+  const line = lineFrom >= 0 ? await redis.lrange(k.line, lineFrom, lineFrom + limit - entries.length) : [];
+  line.forEach((id, i) => entries.push([id, LINE_BASE + lineFrom + i]));
   const shown = entries.slice(0, limit);
   const more = entries.length > limit;
   const pipe = redis.pipeline();
@@ -67,13 +86,16 @@ export async function liveJobs(
       "deadReason",
     );
   const replies = shown.length > 0 ? ((await pipe.exec()) ?? []) : [];
-  const items = shown.map(([id, score], i): LiveJob => {
+  const items: LiveJob[] = [];
+  shown.forEach(([id, score], i) => {
     const [err, v] = replies[i] ?? [null, []];
     // A job key that is not a hash is shown as such (as QueueAdmin.job does); any other error fails the page.
     if (err && !/WRONGTYPE/.test(err.message)) throw err;
     const f = (err ? [] : (v as (string | null)[])) as (string | null)[];
+    // A stale line entry (its job was cancelled or deleted while waiting) is not a ready job.
+    if (!err && score >= LINE_BASE && f[0] !== "ready") return;
     const jobState = err ? "malformed" : (f[0] ?? state);
-    return {
+    items.push({
       id,
       queue,
       state: jobState,
@@ -84,7 +106,7 @@ export async function liveJobs(
       progress: progressWhile(jobState, f[5] ? Number(f[5]) : null),
       deadReason: f[6] || null,
       score,
-    };
+    });
   });
   const last = shown.at(-1);
   return {

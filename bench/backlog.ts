@@ -1,12 +1,17 @@
 // Cost against backlog depth (issue 30), Conveyor alone:
 //   npm run bench:backlog -- [--backlog 1000000] [--sample 20000] [--concurrency 32] [--json]
+//                            [--out bench/results]   (writes <date>-backlog.json, .md, .svg)
 // Grows one queue's waiting backlog through 10^4, 10^5, … up to --backlog (bulk enqueue, a
 // progress line with jobs/s every 100,000), and at each depth (and on an empty queue first):
-// Redis bytes per waiting job, the p95 of `backlog_counts` (the operator's and `conveyor stats`'
-// read) over 200 calls, and a worker draining a sample of --sample jobs enqueued at priority 1
-// (claimed ahead of the backlog, so the backlog stays deep): jobs/s and Redis CPU µs per job.
+// Redis bytes per waiting job and RSS, the p95 of `backlog_counts` (the operator's read) over
+// 200 calls, of `conveyor stats` (QueueAdmin.stats) and of the dashboard's queue page (the first
+// page of ready jobs, api/liveJobs) over 100 calls each, and a worker (c=32) draining --sample
+// jobs from the head of the backlog after as many joined its tail: jobs/s and Redis CPU µs per job.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { liveJobs } from "../api/liveJobs.ts";
 import { QueueAdmin, QueueKeys, connectRedis, Producer } from "../queue/index.ts";
+import { renderPanels } from "./lib/chart.ts";
 import { snapshot } from "./lib/redis.ts";
 import { QUEUE } from "./lib/systems.ts";
 import { intFlag, nowMs, parseFlags, percentile, progress, round, sleep } from "./lib/util.ts";
@@ -17,6 +22,12 @@ export interface BacklogLevel {
   enqueuePerSec: number;
   bytesPerWaitingJob: number;
   countsP95Ms: number;
+  /** `conveyor stats` (QueueAdmin.stats) p95; absent in results written before it was measured. */
+  statsP95Ms?: number;
+  /** The dashboard queue page's first page of ready jobs (api/liveJobs, 50 jobs) p95. */
+  pageP95Ms?: number;
+  /** Redis RSS at this depth (MiB). */
+  redisRssMiB?: number;
   sampleJobsPerSec: number;
   redisCpuUsPerJob: number;
 }
@@ -33,19 +44,26 @@ async function measure(
   try {
     const admin = new QueueAdmin(redis);
     const keys = new QueueKeys(QUEUE);
-    const reads: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      const t = nowMs();
-      await admin.counts(QUEUE);
-      reads.push(nowMs() - t);
-    }
-    const bytesPerWaitingJob = backlog
-      ? ((await snapshot(ctx.driver)).usedMemory - base.usedMemory) / backlog
-      : 0;
+    const timed = async (calls: number, read: () => Promise<unknown>) => {
+      const ms: number[] = [];
+      for (let i = 0; i < calls; i++) {
+        const t = nowMs();
+        await read();
+        ms.push(nowMs() - t);
+      }
+      return round(percentile(ms, 95), 3);
+    };
+    const countsP95Ms = await timed(200, () => admin.counts(QUEUE));
+    const statsP95Ms = await timed(100, () => admin.stats(QUEUE));
+    const pageP95Ms = await timed(100, () => liveJobs(redis, QUEUE, "ready", 50));
+    const mem = await snapshot(ctx.driver);
+    const bytesPerWaitingJob = backlog ? (mem.usedMemory - base.usedMemory) / backlog : 0;
     const done0 = Number((await redis.hget(keys.counts, "completed")) ?? 0);
+    // The sample joins the tail (priority 0, the line) and the worker drains as many from the
+    // head: the backlog is back at its depth when the sample is done.
     await new Producer(redis).enqueueMany(
       QUEUE,
-      Array.from({ length: opts.sample }, (_, i) => ({ data: { s: i }, priority: 1 })),
+      Array.from({ length: opts.sample }, (_, i) => ({ data: { s: i } })),
     );
     const before = await snapshot(ctx.driver);
     const worker = await ctx.systems.conveyor.startWorker({
@@ -75,7 +93,10 @@ async function measure(
       backlog,
       enqueuePerSec: round(base.enqueuePerSec),
       bytesPerWaitingJob: round(bytesPerWaitingJob),
-      countsP95Ms: round(percentile(reads, 95), 3),
+      redisRssMiB: round(mem.rssBytes / 2 ** 20),
+      countsP95Ms,
+      statsP95Ms,
+      pageP95Ms,
       sampleJobsPerSec: round(opts.sample / ((t1 - t0) / 1000)),
       redisCpuUsPerJob: round(((after.cpuMs - before.cpuMs) * 1000) / opts.sample, 2),
     };
@@ -115,8 +136,8 @@ export async function runBacklog(
       }
       const rate = (level - from) / ((nowMs() - t) / 1000);
       const r = await measure(ctx, level, opts, { usedMemory: base.usedMemory, enqueuePerSec: rate });
-      // the worker may have run into the backlog after the sample: count it again
-      have = Number(await redis.zcard(new QueueKeys(QUEUE).ready));
+      // the worker may have run on past the sample: count the backlog again
+      have = (await new QueueAdmin(redis).counts(QUEUE)).ready;
       progress(`  backlog ${level.toLocaleString("en")}: ${JSON.stringify(r)}`);
       levels.push(r);
     }
@@ -124,6 +145,61 @@ export async function runBacklog(
     redis.disconnect();
   }
   return levels;
+}
+
+/** The backlog-scale table (Markdown). */
+export function backlogTable(levels: BacklogLevel[]): string {
+  const f = (v: number | undefined, digits = 0) =>
+    v === undefined || !Number.isFinite(v)
+      ? "–"
+      : v.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const rows = [
+    "| waiting | bulk enqueue jobs/s | Redis B/waiting job | Redis RSS MiB | backlog_counts p95 ms | conveyor stats p95 ms | queue page p95 ms | claim jobs/s | Redis µs/job |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const l of levels)
+    rows.push(
+      `| ${f(l.backlog)} | ${f(l.enqueuePerSec)} | ${f(l.bytesPerWaitingJob)} | ${f(l.redisRssMiB)} | ${f(l.countsP95Ms, 3)} | ${f(l.statsP95Ms, 3)} | ${f(l.pageP95Ms, 3)} | ${f(l.sampleJobsPerSec)} | ${f(l.redisCpuUsPerJob, 2)} |`,
+    );
+  return rows.join("\n");
+}
+
+/** Write <dir>/<date>-backlog.json, .md (the table) and .svg (jobs/s, µs/job, bytes/job by depth). */
+export function writeBacklogResults(levels: BacklogLevel[], dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const base = join(dir, `${new Date().toISOString().slice(0, 10)}-backlog`);
+  writeFileSync(`${base}.json`, `${JSON.stringify(levels, null, 2)}\n`);
+  const name = base.split("/").at(-1)!;
+  const md = [
+    "# Cost against backlog depth",
+    "",
+    "`npm run bench:backlog` (bench/backlog.ts): one queue's backlog grown in bulk; at each depth a worker (c=32) drains a sample from the head of the backlog. Row 0 is the empty queue.",
+    "",
+    backlogTable(levels),
+    "",
+    `![jobs/s, Redis µs per job and bytes per waiting job by backlog depth](${name}.svg)`,
+    "",
+  ].join("\n");
+  writeFileSync(`${base}.md`, md);
+  const deep = levels.filter((l) => l.backlog > 0);
+  const cats = deep.map((l) => (l.backlog >= 1e6 ? `${l.backlog / 1e6}M` : `${l.backlog / 1e3}K`));
+  const panel = (title: string, yLabel: string, color: string, v: (l: BacklogLevel) => number) => ({
+    title,
+    subtitle: "one queue, backlog waiting (priority 0); claim at c=32",
+    xLabel: "jobs waiting",
+    yLabel,
+    categories: cats,
+    series: [{ name: "Conveyor", color, points: deep.map((l) => ({ median: v(l), min: NaN, max: NaN })) }],
+  });
+  writeFileSync(
+    `${base}.svg`,
+    renderPanels([
+      panel("Claim throughput by backlog depth", "jobs/s", "#2b6cb0", (l) => l.sampleJobsPerSec),
+      panel("Redis CPU per job by backlog depth", "µs/job", "#c05621", (l) => l.redisCpuUsPerJob),
+      panel("Redis bytes per waiting job by backlog depth", "bytes", "#2f855a", (l) => l.bytesPerWaitingJob),
+    ]),
+  );
+  return base;
 }
 
 async function main(): Promise<void> {
@@ -136,6 +212,8 @@ async function main(): Promise<void> {
       concurrency: intFlag(flags, "concurrency", 32),
     });
     if (flags.has("json")) process.stdout.write(`${JSON.stringify(levels)}\n`);
+    const out = flags.get("out");
+    if (typeof out === "string") progress(`wrote ${writeBacklogResults(levels, out)}.json, .md, .svg`);
   } finally {
     await ctx.stop();
   }

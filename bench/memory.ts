@@ -2,7 +2,7 @@
 // data is JSON text of exactly `size` bytes are enqueued in bulk on an empty Redis, and the
 // `used_memory` growth is divided by N. "overhead" is that minus the payload itself. For
 // Conveyor it also reports where the bytes go: MEMORY USAGE of one job record (with its
-// encoding), and of the ready set and the events stream per job.
+// encoding), and of the ready set, the ready line and the events stream per job.
 import { flush, snapshot } from "./lib/redis.ts";
 import { SYSTEMS, type SystemName } from "./lib/systems.ts";
 import { intFlag, parseFlags, progress } from "./lib/util.ts";
@@ -36,7 +36,9 @@ async function conveyorBreakdown(ctx: BenchContext, jobs: number): Promise<Recor
     Math.round(Number((await r.call("MEMORY", "USAGE", key, "SAMPLES", "0")) ?? 0) / jobs);
   const [, [sample]] = (await r.scan("0", "MATCH", "cvy:{bench}:job:*", "COUNT", 1000)) as [string, string[]];
   const out: Record<string, number | string> = {
+    // (the prioritised sorted set and the line of priority-0 jobs: docs/protocol.md, "Ready jobs")
     ready: await perJob("cvy:{bench}:q:bench:ready"),
+    line: await perJob("cvy:{bench}:q:bench:line"),
     events: await perJob("cvy:{bench}:q:bench:events"),
   };
   if (sample) {

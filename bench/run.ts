@@ -10,6 +10,7 @@ import { runLatency, type LatencyRun } from "./latency.ts";
 import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
 import { runBacklog, type BacklogLevel } from "./backlog.ts";
 import { runDurability, type DurabilityRun } from "./durability.ts";
+import { runRetention, type RetentionResult } from "./retention.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -91,6 +92,7 @@ async function main(): Promise<void> {
   const memory: MemoryRun[] = [];
   let backlog: BacklogLevel[] = [];
   let durability: DurabilityRun[] = [];
+  let retention: RetentionResult | undefined;
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -155,6 +157,13 @@ async function main(): Promise<void> {
       (await attempt("durability", () =>
         runDurability({ jobs: partJobs, concurrency: 32, enqueues: quick ? 500 : 2000, reps: quick ? 1 : 2 }),
       )) ?? [];
+    const finished = quick ? 200_000 : 1_000_000;
+    progress(
+      `3e/7 retention: ${finished.toLocaleString("en")} completed records expiring while a probe claims`,
+    );
+    retention = await attempt("retention", () =>
+      runRetention({ jobs: finished, retentionSeconds: quick ? 30 : 120 }),
+    );
 
     progress("4/7 throughput, one worker process per system");
     for (const concurrency of concurrencies) {
@@ -268,6 +277,7 @@ async function main(): Promise<void> {
     memory,
     backlog,
     durability,
+    retention,
     throughput,
     roundTrips,
     prototype,

@@ -151,7 +151,7 @@ export class QueueAdmin {
       : await this.redis.smembers(PIPELINES_KEY);
     for (const p of pipelines) {
       const key = new PipelineKeys(p).job(id);
-      const raw = await this.redis.hgetall(key).catch(async (err: Error) => {
+      const raw: Record<string, string> = await this.redis.hgetall(key).catch(async (err: Error) => {
         if (!/WRONGTYPE/.test(err.message)) throw err;
         return {
           id,
@@ -159,7 +159,13 @@ export class QueueAdmin {
           deadReason: `malformed: job key is a ${await this.redis.type(key)}, not a hash`,
         };
       });
-      if (Object.keys(raw).length > 0) return toJobInfo(id, raw);
+      if (Object.keys(raw).length === 0) continue;
+      // A waiting job's data longer than 64 B is in its own key until it is claimed.
+      if (raw.data === undefined && raw.queue !== undefined) {
+        const parked = await this.redis.get(new PipelineKeys(p).data(id)).catch(() => null);
+        if (parked !== null) raw.data = parked;
+      }
+      return toJobInfo(id, raw);
     }
     return null;
   }
@@ -207,8 +213,9 @@ export class QueueAdmin {
   }
 
   /**
-   * Run a delayed job now: it moves to ready with its priority score. A job that is not
-   * delayed is refused (`outcome: "notDelayed"`, with its state); an unknown id is `notFound`.
+   * Run a delayed job now: it becomes ready (priority 0: the tail of the line; else its score's
+   * place among the prioritised jobs). A job that is not delayed is refused (`outcome:
+   * "notDelayed"`, with its state); an unknown id is `notFound`.
    */
   async promote(id: string, queue: string): Promise<PromoteResult> {
     assertJobId(id);

@@ -34,8 +34,9 @@ export const GENERATED_ID_LENGTH = 20;
 
 /**
  * A new job id: 20 random base-62 characters. Shorter than a UUID's 36 because a waiting job
- * carries its id three times (its key, and its ready-set entry's element and dict entry):
- * 16 characters less is 32 bytes less per job (docs/performance.md, "Bytes per waiting job").
+ * carries its id twice or more (its key, its ready-line entry; a prioritised job's sorted-set
+ * element and dict entry): every character is paid per waiting job (docs/performance.md,
+ * "Bytes per waiting job").
  */
 export function newJobId(): string {
   let id = "";
@@ -89,6 +90,10 @@ export class PipelineKeys {
     return `${this.prefix}fence`;
   }
   /** A job's log lines (handlers' ctx.log), capped and expiring. */
+  /** A waiting job's data longer than 64 B, until it is claimed (docs/protocol.md, "Job record fields"). */
+  data(id: string): string {
+    return `${this.prefix}data:${id}`;
+  }
   logs(id: string): string {
     return `${this.prefix}logs:${id}`;
   }
@@ -104,8 +109,17 @@ export class QueueKeys extends PipelineKeys {
   private part(name: string): string {
     return `${this.prefix}q:${this.queue}:${name}`;
   }
+  /** Prioritised ready jobs (priority ≠ 0): a sorted set by score. */
   get ready(): string {
     return this.part("ready");
+  }
+  /** Ready jobs of priority 0 in FIFO order: a list (docs/protocol.md, "Ready jobs"). */
+  get line(): string {
+    return this.part("line");
+  }
+  /** How many entries of `line` are stale (their job was cancelled or deleted while waiting). */
+  get lineStale(): string {
+    return this.part("lineStale");
   }
   get delayed(): string {
     return this.part("delayed");

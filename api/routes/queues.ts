@@ -32,13 +32,15 @@ export interface QueueSummary {
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
+  const k = new QueueKeys(queue);
   const [counts, stats, workers] = await Promise.all([
+    // (the head of the ready line's createdAt, read in the same script: the sorted set or the line)
     ctx.admin.counts(queue, { oldestReady: true }),
     ctx.admin.stats(queue),
-    ctx.redis.hlen(new QueueKeys(queue).workers),
+    ctx.redis.hlen(k.workers),
   ]);
-  const oldestWaitingMs =
-    counts.oldestReadyAt === undefined ? null : Math.max(0, Date.now() - counts.oldestReadyAt);
+  const created = counts.oldestReadyAt ?? 0;
+  const oldestWaitingMs = created > 0 ? Math.max(0, Date.now() - created) : null;
   return {
     queue,
     ready: counts.ready,

@@ -47,6 +47,14 @@ class Svg {
     );
   }
 
+  /** Everything drawn from now on is moved down by `dy`. */
+  offset(dy: number): void {
+    this.parts.push(`<g transform="translate(0 ${dy})">`);
+  }
+  endOffset(): void {
+    this.parts.push("</g>");
+  }
+
   toString(): string {
     return `<svg xmlns="http://www.w3.org/2000/svg" width="${this.width}" height="${this.height}" viewBox="0 0 ${this.width} ${this.height}">\n<rect width="100%" height="100%" fill="#ffffff"/>\n${this.parts.join("\n")}\n</svg>\n`;
   }
@@ -117,7 +125,8 @@ function draw(s: Svg, c: BarChart): void {
       s.text(
         bx + bw / 2,
         y(Number.isFinite(p.max) ? p.max : p.median) - 6,
-        fmt(Math.round(p.median / 100) * 100),
+        // (small values, e.g. µs or bytes per job, keep their own digits)
+        p.median >= 1000 ? fmt(Math.round(p.median / 100) * 100) : String(Math.round(p.median * 10) / 10),
         "#111111",
         10,
         "middle",
@@ -137,5 +146,16 @@ function draw(s: Svg, c: BarChart): void {
 export function renderChart(c: BarChart): string {
   const svg = new Svg(W, H);
   draw(svg, c);
+  return svg.toString();
+}
+
+/** Several charts stacked in one SVG document (e.g. one panel per measure). */
+export function renderPanels(charts: BarChart[]): string {
+  const svg = new Svg(W, H * charts.length);
+  charts.forEach((c, i) => {
+    svg.offset(H * i);
+    draw(svg, c);
+    svg.endOffset();
+  });
   return svg.toString();
 }

@@ -29,6 +29,8 @@ export interface RedisSnapshot {
   /** Redis process CPU, user + system, in ms. */
   cpuMs: number;
   usedMemory: number;
+  /** Redis' resident set (INFO memory used_memory_rss). */
+  rssBytes: number;
   at: number;
 }
 
@@ -63,6 +65,7 @@ export async function snapshot(r: Redis): Promise<RedisSnapshot> {
     totalCommands: Number(s.get("total_commands_processed") ?? 0),
     cpuMs: (Number(c.get("used_cpu_user") ?? 0) + Number(c.get("used_cpu_sys") ?? 0)) * 1000,
     usedMemory: Number(m.get("used_memory") ?? 0),
+    rssBytes: Number(m.get("used_memory_rss") ?? 0),
     at: Date.now(),
   };
 }

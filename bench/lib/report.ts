@@ -5,8 +5,9 @@ import { renderChart } from "./chart.ts";
 import type { EnqueueRun } from "../enqueue.ts";
 import type { LatencyRun } from "../latency.ts";
 import type { MemoryRun } from "../memory.ts";
-import type { BacklogLevel } from "../backlog.ts";
+import { backlogTable, type BacklogLevel } from "../backlog.ts";
 import { durabilitySummary, type DurabilityRun } from "../durability.ts";
+import type { RetentionResult } from "../retention.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -33,6 +34,8 @@ export interface BenchResults {
   backlog?: BacklogLevel[];
   /** Absent in results written before the durability section existed. */
   durability?: DurabilityRun[];
+  /** Absent in results written before the retention section existed. */
+  retention?: RetentionResult;
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -364,26 +367,30 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
     out.push("## Backlog depth");
     out.push("");
     out.push(
-      "Conveyor, one queue: the waiting backlog grown in bulk; at each depth a worker (c=32) drains a sample enqueued at priority 1 while the backlog stays. `backlog_counts` p95 is the operator's and `conveyor stats`' read (200 calls).",
+      "Conveyor, one queue: the waiting backlog grown in bulk; at each depth a worker (c=32) drains a sample from the head of the backlog after as many joined its tail. `backlog_counts` p95 is the operator's read (200 calls); `conveyor stats` and the queue page's first page of ready jobs 100 calls each.",
+    );
+    out.push("");
+    out.push(backlogTable(r.backlog));
+    out.push("");
+  }
+  if (r.retention) {
+    const t = r.retention;
+    out.push("## Retention at volume");
+    out.push("");
+    out.push(
+      `${n(t.jobs)} completed records kept ${t.retentionSeconds} s, then expired by Redis (${n(t.reclaimedPerSec)}/s); a probe on another pipeline claims one job every 5 ms throughout. Redis used memory ${n(t.usedMemoryMiB.before)} → ${n(t.usedMemoryMiB.peak)} → ${n(t.usedMemoryMiB.after)} MiB.`,
     );
     out.push("");
     out.push(
       table(
-        [
-          "waiting",
-          "bulk enqueue jobs/s",
-          "Redis B/waiting job",
-          "backlog_counts p95 ms",
-          "claim jobs/s",
-          "Redis µs/job",
-        ],
-        r.backlog.map((l) => [
-          n(l.backlog),
-          n(l.enqueuePerSec),
-          n(l.bytesPerWaitingJob),
-          n(l.countsP95Ms, 3),
-          n(l.sampleJobsPerSec),
-          n(l.redisCpuUsPerJob, 2),
+        ["phase", "seconds", "claims", "claim p50 ms", "claim p99 ms", "claim max ms"],
+        t.phases.map((p) => [
+          p.phase,
+          n(p.seconds, 1),
+          n(p.claims),
+          n(p.claimP50Ms, 3),
+          n(p.claimP99Ms, 3),
+          n(p.claimMaxMs, 3),
         ]),
       ),
     );

@@ -126,7 +126,7 @@ export interface ConveyorSystemOptions {
 
 export class ConveyorSystem implements System {
   readonly name: string;
-  readonly stateCommands = { multi: 1, zcard: 2, exec: 1 };
+  readonly stateCommands = { multi: 1, zcard: 2, llen: 1, exec: 1 };
   private readonly redisUrl: string;
   private readonly redis: RedisClient;
   private readonly producer: Producer;
@@ -153,8 +153,18 @@ export class ConveyorSystem implements System {
   }
 
   async state(): Promise<QueueState> {
-    const r = await this.redis.multi().zcard(this.keys.ready).zcard(this.keys.inflight).exec();
-    return { waiting: Number(r?.[0]?.[1] ?? 0), active: Number(r?.[1]?.[1] ?? 0) };
+    // (waiting: the prioritised set and the line of priority-0 jobs; the bench cancels nothing,
+    // so the line holds no stale entries)
+    const r = await this.redis
+      .multi()
+      .zcard(this.keys.ready)
+      .llen(this.keys.line)
+      .zcard(this.keys.inflight)
+      .exec();
+    return {
+      waiting: Number(r?.[0]?.[1] ?? 0) + Number(r?.[1]?.[1] ?? 0),
+      active: Number(r?.[2]?.[1] ?? 0),
+    };
   }
 
   async startWorker(opts: WorkerOptions): Promise<WorkerHandle> {

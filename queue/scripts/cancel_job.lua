@@ -1,4 +1,5 @@
--- Cancel a job wherever it is. Waiting (ready) or delayed: it leaves its set. Running: it leaves
+-- Cancel a job wherever it is. Waiting (ready) or delayed: it leaves its set (a line entry stays
+-- behind as a stale one, see includes/readyLine.lua). Running: it leaves
 -- the in-flight set and its token is cleared, so the worker's renewal reports it cancelled (the
 -- handler is aborted) and its late result is refused. A fan-out parent: its fan-in record is
 -- deleted (the join never runs) and its unfinished children (and a join not yet finished) are
@@ -12,6 +13,8 @@
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/fanIn"
+--- @include "includes/readyLine"
+--- @include "includes/parkedData"
 
 local jobPrefix, now, retention = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local base = pipelineBase(jobPrefix)
@@ -41,7 +44,10 @@ local function cancelOne(id, depth)
   local set = SETS[state]
   if set then
     local q = queueKeyPrefix(base, queue)
-    redis.call('ZREM', q .. set, id)
+    local removed = redis.call('ZREM', q .. set, id)
+    -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
+    if state == 'ready' then leftLine(q .. set, removed == 1) end
+    if state ~= 'active' then unparkData(jk, id) end
     redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
     markCancelled(jk, id, queue, state, state == 'active' and f[4] or nil)
     -- A fan-out child cancelled on its own: the join still runs, with this child's outcome.

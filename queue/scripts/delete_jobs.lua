@@ -1,7 +1,8 @@
 -- Delete jobs of one queue by id (the dashboard's bulk delete). A deleted job leaves its set
--- (ready, delayed or dead); its record, its log and a set-aside malformed key are deleted; its
--- idempotency key is freed when it still names this job (a new enqueue with that key makes a
--- new job); `deleted` is counted and a `deleted` event recorded (`was` = its state; the job
+-- (ready, delayed or dead; a line entry stays behind as a stale one, see includes/readyLine.lua);
+-- its record, its parked data (includes/parkedData.lua), its log and a set-aside malformed key
+-- are deleted; its idempotency key is freed when it still names this job (a new enqueue with
+-- that key makes a new job); `deleted` is counted and a `deleted` event recorded (`was` = its state; the job
 -- records mark it `deleted`, docs/records.md). A fan-out child that had not finished reports
 -- {"id", "error": {"name": "DeletedError"}} to the fan-in, so the join still runs.
 -- Refused, nothing changed: a running job (`active`) and a fan-out parent whose children are not
@@ -15,6 +16,8 @@
 --- @include "includes/record"
 --- @include "includes/fanIn"
 --- @include "includes/malformed"
+--- @include "includes/readyLine"
+--- @include "includes/parkedData"
 
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
@@ -50,12 +53,14 @@ for i = 5, #ARGV do
     if REFUSED[state] then
       outcome = 'refused'
     else
-      leaveSets(id)
+      -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
+      local wasQueued = leaveSets(id)
+      if state == 'ready' then leftLine(KEYS[1], wasQueued) end
       if f[3] and f[3] ~= '' then
         finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. DELETED .. '}', now, f[3], f[4] or false)
       end
       if f[5] and f[5] ~= '' and redis.call('GET', idemPrefix .. f[5]) == id then redis.call('DEL', idemPrefix .. f[5]) end
-      redis.call('DEL', jk, malformedKey(jk, id), base .. 'logs:' .. id)
+      redis.call('DEL', jk, malformedKey(jk, id), base .. 'logs:' .. id, dataKeyOf(jk, id))
       local fields = {'type', 'deleted', 'id', id, 'queue', queue, 'at', now, 'was', state}
       if f[6] and f[6] ~= '' then
         fields[#fields + 1] = 'finishedAt'

@@ -1,5 +1,6 @@
 -- Enqueue one or more jobs atomically (ready, or delayed when they have a delay).
--- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq
+-- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq (`<Q>line` and
+--       `<Q>lineStale` are named from 1, see includes/readyLine.lua)
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
 --       6 idempotencyTtlSeconds, then per job 9 fields:
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
@@ -15,7 +16,7 @@ local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
 local FIELDS = 9
-local keys = {ready = KEYS[1], delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
+local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
 for i = 7, #ARGV, FIELDS do

@@ -39,13 +39,18 @@ local base = pipelineBase(jobPrefix)
 redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now, 'trace', joinTrace)
 for i = 1, n do
   local childId = id .. ':' .. i
-  local seq = redis.call('INCR', KEYS[8])
-  local score = (1000 - priority) * 4398046511104 + seq
   local childTrace = traced > 0 and ARGV[10 + n + i] or ownTrace
-  redis.call('HSET', jobKey(jobPrefix, childId), 'id', childId, 'queue', nextQueue, 'data', ARGV[10 + i], 'priority', priority,
-    'score', score, 'attempts', attempts, 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now,
+  local ck = jobKey(jobPrefix, childId)
+  redis.call('HSET', ck, 'queue', nextQueue, 'data', ARGV[10 + i], 'attempts', attempts, 'createdAt', now,
     'state', 'ready', 'parent', id, 'trace', childTrace)
-  redis.call('ZADD', KEYS[5], score, childId)
+  if priority ~= 0 then
+    local score = (1000 - priority) * 4398046511104 + redis.call('INCR', KEYS[8])
+    redis.call('HSET', ck, 'priority', priority, 'score', score)
+    redis.call('ZADD', KEYS[5], score, childId)
+  else
+    -- (priority 0: the tail of the next stage's line, readyLine.lua)
+    redis.call('RPUSH', lineKeyOf(KEYS[5]), childId)
+  end
   record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[10 + i]})
 end
 redis.call('HINCRBY', KEYS[6], 'enqueued', n)

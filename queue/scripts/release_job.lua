@@ -1,13 +1,14 @@
--- Hand a running job back for immediate redelivery without counting an attempt; the job keeps
--- its place in line. Used at the warm-shutdown drain deadline (counted as `handedBack`) and
--- when a handler's dependency is down (counted as `deferred`: the circuit breaker).
+-- Hand a running job back for immediate redelivery without counting an attempt; the job goes
+-- back to the head of the line (a prioritised one to its score's place). Used at the warm-shutdown
+-- drain deadline (counted as `handedBack`) and when a handler's dependency is down (counted as
+-- `deferred`: the circuit breaker).
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' | 'deferred')
 -- Returns 1, or 0 when the lease was lost (-1 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
---- @include "includes/requeueScore"
+--- @include "includes/readyLine"
 --- @include "includes/wake"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -16,11 +17,10 @@ local jk = jobKey(jobPrefix, id)
 local problem = leaseProblem(jk, token)
 if problem == 'cancelled' then return -1 end
 if problem then return 0 end
-local score = requeueScore(jobPrefix, jk)
 redis.call('ZREM', KEYS[1], id)
 if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
 redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', ARGV[7] .. ': ' .. ARGV[6])
-redis.call('ZADD', KEYS[2], score, id)
+putReady(KEYS[2], jk, id, true)
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
 record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
 wake(KEYS[4])

@@ -7,6 +7,7 @@
 --- @include "includes/numbers"
 --- @include "includes/record"
 --- @include "includes/wake"
+--- @include "includes/readyLine"
 
 local jobPrefix, queue = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
@@ -20,12 +21,13 @@ local moved = 0
 for _, id in ipairs(ids) do
   local jk = jobKey(jobPrefix, id)
   -- checked before anything changes: a record another client broke stays dead, never lost
-  local f = redis.pcall('HMGET', jk, 'data', 'score')
-  local score = (not f.err) and numericScore(f[2])
+  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority')
+  -- (a priority-0 job joins the tail of the line and needs no score)
+  local score = (not f.err) and (inLine(f[3]) or numericScore(f[2]))
   if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '', 'score', score)
-    redis.call('ZADD', KEYS[2], score, id)
+    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
+    putReady(KEYS[2], jk, id, false, f[3], f[2])
     record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'dead', 'data', f[1]})
     moved = moved + 1
   end

@@ -21,7 +21,7 @@ if last and tick <= last then return 0 end
 redis.call('HSET', KEYS[1], 'next:' .. name, tick)
 local id = 'sched:' .. name .. ':' .. tick
 if redis.call('EXISTS', jobKey(jobPrefix, id)) == 1 then return 0 end
-local keys = {ready = KEYS[2], delayed = KEYS[3], counts = KEYS[4], outbox = KEYS[6], meta = KEYS[7], seq = KEYS[8]}
+local keys = {ready = KEYS[2], line = lineKeyOf(KEYS[2]), delayed = KEYS[3], counts = KEYS[4], outbox = KEYS[6], meta = KEYS[7], seq = KEYS[8]}
 local data = type(spec.data) == 'string' and spec.data or 'null'
 local delay = math.max(0, tick - now)
 if enqueueJob(keys, jobPrefix, queue, now, id, data, 0, delay, tostring(spec.attempts or 3), '0', '', '', {'schedule', name}) then

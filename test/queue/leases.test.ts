@@ -163,16 +163,18 @@ describe("leases across a Redis outage", () => {
     assert.deepEqual(r, { ran: true, requeued: 1, deadLettered: 0, graceLeftMs: 0 });
   });
 
-  test("a job whose score is missing, not a number, nan or inf is dead-lettered with a reason; the sweep goes on", async () => {
+  test("a prioritised job whose score is missing, not a number, nan or inf is dead-lettered with a reason; the sweep goes on", async () => {
     const q = fresh();
     const k = new QueueKeys(q);
-    await producer.enqueueMany(
-      q,
-      ["text", "missing", "nan", "inf", "good"].map((id, i) => ({ id, data: i })),
-    );
+    // (a job of priority 0 goes back to the line and needs no score: "plain" below)
+    await producer.enqueueMany(q, [
+      ...["text", "missing", "nan", "inf", "good"].map((id, i) => ({ id, data: i, priority: 2 })),
+      { id: "plain", data: 5 },
+    ]);
     const c = worker(redis, q, "w", 1);
-    assert.equal((await c.claim(10)).jobs.length, 5);
+    assert.equal((await c.claim(10)).jobs.length, 6);
     await redis.hset(k.job("text"), "score", "abc");
+    await redis.hset(k.job("plain"), "score", "abc");
     await redis.hdel(k.job("missing"), "score");
     await redis.hset(k.job("nan"), "score", "nan");
     await redis.hset(k.job("inf"), "score", "inf");
@@ -180,9 +182,11 @@ describe("leases across a Redis outage", () => {
     const r = await c.sweep({ lockMs: 1 });
     assert.deepEqual(
       { requeued: r.requeued, deadLettered: r.deadLettered },
-      { requeued: 1, deadLettered: 4 },
+      { requeued: 2, deadLettered: 4 },
     );
     assert.equal((await admin.job("good"))!.state, "ready");
+    assert.equal((await admin.job("plain"))!.state, "ready");
+    assert.deepEqual(await redis.lrange(k.line, 0, -1), ["plain"]);
     const dead = await admin.deadJobs(q);
     assert.deepEqual(dead.map((d) => d.id).sort(), ["inf", "missing", "nan", "text"]);
     for (const d of dead) assert.match(d.reason, /malformed: .*score is not a number/);

@@ -66,15 +66,13 @@ describe("queue protocol (single Redis)", () => {
     const { id } = await producer.enqueue(q, { n: 1 });
     assert.match(id, /^[A-Za-z0-9]{20}$/, "a generated id is 20 base-62 characters");
     const record = await redis.hgetall(k.job(id));
-    assert.deepEqual(Object.keys(record).sort(), [
-      "attempts",
-      "createdAt",
-      "data",
-      "queue",
-      "score",
-      "state",
-    ]);
+    assert.deepEqual(Object.keys(record).sort(), ["attempts", "createdAt", "data", "queue", "state"]);
     assert.equal(await redis.object("ENCODING", k.job(id)), "listpack");
+    assert.deepEqual(
+      await redis.lrange(k.line, 0, -1),
+      [id],
+      "a priority-0 job waits in the line, without a score",
+    );
     await producer.enqueue(
       q,
       { n: 2 },
@@ -108,10 +106,11 @@ describe("queue protocol (single Redis)", () => {
     const jobs = (await c.claim(3)).jobs;
     assert.deepEqual(
       jobs.map((j) => [j.id, j.attempt, j.maxAttempts, j.timeoutMs, j.stalls]),
+      // (the sorted set before the line: a job of the previous layout waits there and is older)
       [
         ["opts", 1, 3, 2500, 0],
-        [id, 1, 3, 0, 0],
         ["old", 1, 2, 0, 0],
+        [id, 1, 3, 0, 0],
       ],
     );
     for (const job of jobs)
@@ -267,10 +266,11 @@ describe("queue protocol (single Redis)", () => {
   test("dlq retry leaves a dead record another client broke (no numeric score, not a hash) dead, never lost; purge removes a set-aside key", async () => {
     const q = fresh();
     const keys = new QueueKeys(q);
+    // (prioritised: a job of priority 0 waits in the line and needs no score)
     await producer.enqueueMany(q, [
-      { id: "good", data: 1, attempts: 1 },
-      { id: "noscore", data: 2, attempts: 1 },
-      { id: "settype", data: 3, attempts: 1 },
+      { id: "good", data: 1, attempts: 1, priority: 1 },
+      { id: "noscore", data: 2, attempts: 1, priority: 1 },
+      { id: "settype", data: 3, attempts: 1, priority: 1 },
     ]);
     const c = consumer(redis, q);
     for (const job of (await c.claim(3)).jobs)

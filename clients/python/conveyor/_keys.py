@@ -51,6 +51,10 @@ class PipelineKeys:
     def logs(self, job_id: str) -> str:
         return f"{self.prefix}logs:{job_id}"
 
+    def data(self, job_id: str) -> str:
+        """A waiting job's data longer than 64 B, until it is claimed (docs/protocol.md)."""
+        return f"{self.prefix}data:{job_id}"
+
 
 class QueueKeys(PipelineKeys):
     """`Q` = P + q:<queue>: and the keys of one queue (one stage)."""
@@ -60,6 +64,9 @@ class QueueKeys(PipelineKeys):
         self.queue = queue
         q = f"{self.prefix}q:{queue}:"
         self.ready = q + "ready"
+        # priority-0 ready jobs in FIFO order (a list), and how many of its entries are stale
+        self.line = q + "line"
+        self.line_stale = q + "lineStale"
         self.delayed = q + "delayed"
         self.inflight = q + "inflight"
         self.dead = q + "dead"

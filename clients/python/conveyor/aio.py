@@ -130,6 +130,10 @@ class AsyncClient:
         for pipeline in await self._known(queue):
             raw = await self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
             if raw:
+                if "data" not in raw and "queue" in raw:
+                    parked = await self.redis.get(PipelineKeys(pipeline).data(job_id))
+                    if parked is not None:
+                        raw["data"] = parked
                 return _job(job_id, raw)
         return None
 

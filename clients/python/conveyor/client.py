@@ -397,7 +397,11 @@ def _log_lines(lines: Sequence[str]) -> List[LogLine]:
 
 def _stats_commands(pipe: Any, queue: str) -> None:
     k = QueueKeys(queue)
+    # ready = the prioritised sorted set + the line of priority-0 jobs - its stale entries
+    # (docs/protocol.md, "Ready jobs")
     pipe.zcard(k.ready)
+    pipe.llen(k.line)
+    pipe.get(k.line_stale)
     pipe.zcard(k.delayed)
     pipe.zcount(k.delayed, "-inf", int(time.time() * 1000))
     pipe.zcard(k.inflight)
@@ -406,7 +410,8 @@ def _stats_commands(pipe: Any, queue: str) -> None:
 
 
 def _stats(replies: Sequence[Any]) -> Dict[str, int]:
-    ready, delayed, due, inflight, dead, completed = (int(v or 0) for v in replies)
+    queued, line, stale, delayed, due, inflight, dead, completed = (int(v or 0) for v in replies)
+    ready = queued + (max(0, line - stale) if line > 0 else 0)
     return {
         "ready": ready,
         "delayed": delayed,
@@ -536,6 +541,11 @@ class Client:
         for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
             raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
             if raw:
+                if "data" not in raw and "queue" in raw:
+                    # a waiting job's data longer than 64 B is in its own key until it is claimed
+                    parked = self.redis.get(PipelineKeys(pipeline).data(job_id))
+                    if parked is not None:
+                        raw["data"] = parked
                 return _job(job_id, raw)
         return None
 

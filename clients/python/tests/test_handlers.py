@@ -176,11 +176,17 @@ def test_cancel_waiting_jobs_writes_what_the_typescript_cancel_writes(redis_url:
     for job_id in ("c-ts", "c-py"):
         raw = r.hgetall(f"cvy:{{mail}}:job:{job_id}")
         assert "id" not in raw  # the key names the job (docs/protocol.md, "Job record fields")
-        for varying in ("createdAt", "cancelledAt", "finishedAt", "score"):
+        # (a waiting priority-0 job has no score: it waits in the line, docs/protocol.md "Ready
+        # jobs"; a delayed one keeps one for workers of the previous layout)
+        assert ("score" in raw) == (job_id == "c-py")
+        for varying in ("createdAt", "cancelledAt", "finishedAt"):
             raw.pop(varying)
+        raw.pop("score", None)
         records[job_id] = (raw, r.ttl(f"cvy:{{mail}}:job:{job_id}") > 0)
     assert records["c-ts"] == records["c-py"] and records["c-py"][0]["state"] == "cancelled"
     assert r.zcard("cvy:{mail}:q:mail:ready") == 0 and r.zcard("cvy:{mail}:q:mail:delayed") == 0
+    # the cancelled job's line entry stays, counted stale: not ready
+    assert r.llen("cvy:{mail}:q:mail:line") == 1 and client.stats("mail")["ready"] == 0
     assert client.cancel("c-py").outcome == "finished" and client.cancel("nope").outcome == "notFound"
     assert client.counters("mail")["cancelled"] == 2
 

@@ -149,7 +149,9 @@ def test_priorities_and_fifo_interleave_across_languages(redis_url: str, client:
     client.enqueue("mail", 1, id="p-low")
     client.enqueue("mail", 1, id="p-high", priority=9)
     ts("enqueue", redis_url, "mail", json.dumps([{"id": "t-low2", "data": 1}]))
-    assert r.zrange("cvy:{mail}:q:mail:ready", 0, -1) == ["t-high", "p-high", "t-low", "p-low", "t-low2"]
+    # prioritised jobs in the sorted set, priority 0 in the line (docs/protocol.md, "Ready jobs")
+    assert r.zrange("cvy:{mail}:q:mail:ready", 0, -1) == ["t-high", "p-high"]
+    assert r.lrange("cvy:{mail}:q:mail:line", 0, -1) == ["t-low", "p-low", "t-low2"]
 
 
 def test_idempotency_keys_are_shared_across_languages(redis_url: str, client: Any) -> None:

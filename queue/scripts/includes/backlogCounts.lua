@@ -1,8 +1,10 @@
--- One queue's counts for scaling (backlog_counts.lua): {ready, delayed, dueDelayed, inflight,
--- dead, completed, oldestReadyCreatedAt}; the last is 0 when nothing is ready (or the head job
--- has no createdAt).
+--- @include "readyLine"
+
+-- One queue's counts for scaling (backlog_counts.lua), O(1): {ready (the sorted set and the
+-- line, readyLine.lua), delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt};
+-- the last is 0 when nothing is ready (or the head job has no createdAt).
 local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsKey, now, jobPrefix)
-  local ready = redis.call('ZCARD', readyKey)
+  local ready = readyCount(readyKey)
   local delayed = redis.call('ZCARD', delayedKey)
   local due = 0
   if delayed > 0 then due = redis.call('ZCOUNT', delayedKey, '-inf', now) end
@@ -11,7 +13,7 @@ local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsK
   local completed = tonumber(redis.call('HGET', countsKey, 'completed') or 0) or 0
   local oldest = 0
   if ready > 0 then
-    local head = redis.call('ZRANGE', readyKey, 0, 0)[1]
+    local head = readyHead(readyKey, jobPrefix)
     if head then oldest = tonumber(redis.call('HGET', jobPrefix .. head, 'createdAt') or 0) or 0 end
   end
   return {ready, delayed, due, inflight, dead, completed, oldest}

@@ -6,9 +6,11 @@
 --- @include "promoteDue"
 --- @include "control"
 --- @include "variadic"
+--- @include "readyLine"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
--- promote due delayed jobs, pop up to `count` ready jobs by priority and write each lease
+-- promote due delayed jobs, pop up to `count` ready jobs by priority (the sorted set of
+-- prioritised jobs, then the line of priority-0 jobs: readyLine.lua) and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
 -- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 11 fields per job:
@@ -18,47 +20,88 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
   local jobs = {}
+  -- The prioritised jobs first (sorted set), then the line of priority-0 jobs (readyLine.lua).
   local popped = redis.call('ZPOPMIN', keys[1], count)
-  -- Pause and rate limit (see control.lua): what may not start goes back with its own score.
+  -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
+  -- ok: id, fields, score (false: from the line), per job that may start.
+  local ok = {}
+  local function check(id, score)
+    local jk = jobKey(jobPrefix, id)
+    local f, reason = claimable(jk, id, (not score) and queue or nil)
+    if f == false then return false end
+    if not f then
+      deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, score or nil)
+      record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
+    else
+      ok[#ok + 1] = id
+      ok[#ok + 1] = f
+      ok[#ok + 1] = score
+    end
+    return true
+  end
+  for i = 1, #popped, 2 do check(popped[i], popped[i + 1]) end
+  local taken = #popped / 2
+  if taken < count then
+    local line, stale, seen = lineKeyOf(keys[1]), 0, {}
+    -- Stale entries (a cancelled or deleted job's) are skipped and another is popped in their
+    -- place; so is a second entry of one id (a deleted id enqueued again) within this claim.
+    for _ = 1, 8 do
+      local want = count - taken
+      local ids = redis.call('LPOP', line, want) or {}
+      for _, id in ipairs(ids) do
+        if not seen[id] and check(id, false) then
+          taken = taken + 1
+          seen[id] = true
+        else
+          stale = stale + 1
+        end
+      end
+      if #ids < want then
+        -- The line is empty now: no stale entry is left in it (and a count that drifted resets).
+        if #ids > 0 then redis.call('DEL', lineStaleKeyOf(keys[1])) end
+        stale = 0
+        break
+      end
+      if taken >= count then break end
+    end
+    if stale > 0 and redis.call('DECRBY', lineStaleKeyOf(keys[1]), stale) < 0 then redis.call('DEL', lineStaleKeyOf(keys[1])) end
+  end
+  -- Pause and rate limit (see control.lua): what may not start goes back where it was.
   local gated, freeAt, rate, kept = false, nil, nil, nil
   -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
   local started = 0
-  if #popped > 0 then
+  if taken > 0 then
     local paused, rlog
     paused, rate, rlog = readControl(keys[9], queue)
-    local allowed = #popped / 2
+    local allowed = #ok / 3
     if paused then
       allowed = 0
     elseif rate then
       -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
       allowed, kept, freeAt, now = rateAllowance(rate, rlog, now, allowed)
     end
-    if allowed < #popped / 2 then
+    if allowed < #ok / 3 then
       gated = true
-      local back = {}
-      for i = 2 * allowed + 1, #popped, 2 do
-        back[#back + 1] = popped[i + 1]
-        back[#back + 1] = popped[i]
-        popped[i], popped[i + 1] = nil, nil
+      local back, front = {}, {}
+      for i = 3 * allowed + 1, #ok, 3 do
+        if ok[i + 2] then
+          back[#back + 1] = ok[i + 2]
+          back[#back + 1] = ok[i]
+        else
+          front[#front + 1] = ok[i]
+        end
+        ok[i], ok[i + 1], ok[i + 2] = nil, nil, nil
       end
-      callVariadic('ZADD', keys[1], back)
+      if #back > 0 then callVariadic('ZADD', keys[1], back) end
+      if #front > 0 then
+        -- (LPUSH of the reversed ids puts them back at the head in their order)
+        local n = #front
+        for i = 1, math.floor(n / 2) do front[i], front[n - i + 1] = front[n - i + 1], front[i] end
+        callVariadic('LPUSH', lineKeyOf(keys[1]), front)
+      end
     end
   end
-  -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
-  local ok = {}
-  for i = 1, #popped, 2 do
-    local id = popped[i]
-    local jk = jobKey(jobPrefix, id)
-    local f, reason = claimable(jk, id)
-    if not f then
-      deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, popped[i + 1])
-      record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
-    else
-      ok[#ok + 1] = id
-      ok[#ok + 1] = f
-    end
-  end
-  started = #ok / 2
+  started = #ok / 3
   if started > 0 then
     -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
     -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
@@ -69,13 +112,20 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     local ids, tokens, attempts = {}, {}, {}
     local outbox = outboxOn(keys[9], queue)
     for k = 1, started do
-      local id, f = ok[2 * k - 1], ok[2 * k]
+      local id, f = ok[3 * k - 2], ok[3 * k - 1]
       local token = top - started + k
       local tokenText = tostring(token)
       local attempt = (tonumber(f[2]) or 0) + 1
       -- (a first attempt, the common case, needs no formatting)
       local attemptText = f[2] == '0' and '1' or tostring(attempt)
-      redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
+      if f[8] then
+        redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at)
+      else
+        -- A line job has no score; a sweeper of the previous layout needs one to put it back
+        -- (docs/protocol.md, "Layout versions"): the head of priority 0.
+        redis.call('HSET', jobKey(jobPrefix, id), 'state', 'active', 'token', tokenText, 'worker', workerId, 'startedAt', at,
+          'score', PRIORITY0_HEAD_SCORE)
+      end
       if outbox then
         recordOutbox(keys[8], keys[9], {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
       end
@@ -116,7 +166,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
   -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if #popped == 2 * count and not gated then wake(keys[7]) end
+  if taken >= count and not gated then wake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], '0', '0', 'WITHSCORES')

@@ -1,6 +1,7 @@
 --- @include "keys"
 --- @include "wake"
 --- @include "record"
+--- @include "readyLine"
 
 -- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
 -- and removes the fan-in record (so it happens once).
@@ -21,12 +22,17 @@ local function enqueueJoin(jobPrefix, parent, now)
   local joinId = parent .. ':join'
   local data = '{"parent":' .. cjson.encode(parent) .. ',"results":[' .. table.concat(results, ',') .. ']}'
   local qk = queueKeyPrefix(base, joinQueue)
-  local seq = redis.call('INCR', base .. 'seq')
-  local score = (1000 - tonumber(f[3])) * 4398046511104 + seq
-  redis.call('HSET', jobPrefix .. joinId, 'id', joinId, 'queue', joinQueue, 'data', data, 'priority', f[3], 'score', score,
-    'attempts', f[4], 'attemptsMade', 0, 'stalls', 0, 'handbacks', 0, 'timeout', 0, 'createdAt', now, 'state', 'ready', 'joinOf', parent)
-  if trace then redis.call('HSET', jobPrefix .. joinId, 'trace', table.concat(trace, '\n')) end
-  redis.call('ZADD', qk .. 'ready', score, joinId)
+  local jk = jobPrefix .. joinId
+  redis.call('HSET', jk, 'queue', joinQueue, 'data', data, 'attempts', f[4], 'createdAt', now, 'state', 'ready', 'joinOf', parent)
+  if trace then redis.call('HSET', jk, 'trace', table.concat(trace, '\n')) end
+  local priority = tonumber(f[3]) or 0
+  if priority ~= 0 then
+    local score = (1000 - priority) * 4398046511104 + redis.call('INCR', base .. 'seq')
+    redis.call('HSET', jk, 'priority', f[3], 'score', score)
+    redis.call('ZADD', qk .. 'ready', score, joinId)
+  else
+    redis.call('RPUSH', qk .. 'line', joinId)
+  end
   redis.call('HINCRBY', qk .. 'counts', 'enqueued', 1)
   wake(qk .. 'wake')
   redis.call('DEL', fk)

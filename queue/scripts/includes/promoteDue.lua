@@ -2,8 +2,10 @@
 --- @include "numbers"
 --- @include "malformed"
 --- @include "record"
+--- @include "readyLine"
 
--- Move delayed jobs whose time has come to ready (bounded per call). Returns the earliest
+-- Move delayed jobs whose time has come to ready (bounded per call): a priority-0 job to the
+-- tail of the line, a prioritised one to its score's place. Returns the earliest
 -- delayed job's due time (-1: none) when nothing was moved — the common case costs one
 -- command, and the caller need not look again; nil when it must.
 local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, countsKey, now)
@@ -15,11 +17,11 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
   for _, id in ipairs(due) do
     local jk = jobKey(jobPrefix, id)
     redis.call('ZREM', delayedKey, id)
-    local score = redis.pcall('HGET', jk, 'score')
-    score = type(score) == 'string' and numericScore(score)
+    local f = redis.pcall('HMGET', jk, 'queue', 'priority', 'score')
+    local score = (not f.err) and f[1] and (inLine(f[2]) or numericScore(f[3]))
     if score then
       redis.call('HSET', jk, 'state', 'ready')
-      redis.call('ZADD', readyKey, score, id)
+      putReady(readyKey, jk, id, false, f[2] or false, f[3])
     else
       local reason = notAHash(jk, id) or 'malformed: job record missing or has no numeric score'
       deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)

@@ -2,7 +2,7 @@
 --- @include "lease"
 --- @include "record"
 --- @include "rememberResult"
---- @include "requeueScore"
+--- @include "readyLine"
 --- @include "wake"
 --- @include "fanIn"
 --- @include "variadic"
@@ -91,7 +91,6 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
     tally.fenced = tally.fenced + 1
     return 0
   end
-  local score = requeueScore(jobPrefix, jk)
   tally.done[#tally.done + 1] = id
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
@@ -107,7 +106,8 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
     fields[#fields + 1] = nextTrace
   end
   redis.call('HSET', jk, unpack(fields))
-  redis.call('ZADD', nextReadyKey, score, id)
+  -- (the tail of the next stage's line; a prioritised job keeps its score)
+  putReady(nextReadyKey, jk, id, false)
   tally.enqueued = tally.enqueued + 1
   -- (handed to its own queue: the stream keeps `completed` before `enqueued`)
   if nextQueue == queue then flushCompletedEvents(tally) end

@@ -3,6 +3,7 @@
 --- @include "wake"
 --- @include "fanIn"
 --- @include "promoteDue"
+--- @include "readyLine"
 
 -- One queue's sweep (sweep_leases.lua says what it does and why). `k` holds sweep_leases' 11
 -- keys in its order: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta,
@@ -40,8 +41,9 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
     redis.call('HINCRBY', k[4], 'stalled', 1)
     -- A score that is missing or not a number must not reach ZADD (the error would abort the
     -- script half-way, with this job out of inflight and nowhere else); nor may nan or inf.
-    local score = tonumber(redis.call('HGET', jk, 'score'))
-    if score and (score ~= score or score == math.huge or score == -math.huge) then score = nil end
+    -- A job of priority 0 goes back to the line and needs no score.
+    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score')
+    local score = f[1] and (inLine(f[2]) or numericScore(f[3]))
     if stalls > maxStalls or not score then
       local reason
       if not score then
@@ -57,7 +59,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
       dead = dead + 1
     else
       redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', 'stalled: lease expired (' .. stalls .. ')')
-      redis.call('ZADD', k[2], score, id)
+      putReady(k[2], jk, id, true, f[2], f[3])
       record(k[6], k[7], {'type', 'stalled', 'id', id, 'queue', queue, 'at', now, 'token', token, 'stalls', stalls})
       requeued = requeued + 1
     end

@@ -1,0 +1,229 @@
+// Retention at volume (issue 30): a completed job's record stays for the worker's --retention
+// and is then reclaimed by Redis' own key expiry (complete_job/settle_jobs EXPIRE it). What does
+// reclaiming millions of them cost a queue that is working meanwhile?
+//   npm run bench:retention -- [--jobs 1000000] [--retention 120] [--hz 10] [--json] [--out bench/results]
+// 1. --jobs no-op jobs are enqueued in bulk and a worker (c=32, retention --retention s) runs them:
+//    every completed record stays --retention s, then expires.
+// 2. The whole time a probe on another pipeline enqueues, claims and completes one job every
+//    5 ms and times the claim (one claim_jobs round trip); DBSIZE is sampled every 250 ms.
+// 3. The probe's samples are split by phase: baseline (5 s before anything), enqueue, running,
+//    kept (all done, none expired yet), expiring (from the first expiry after the run until the
+//    records are gone), after. A --retention longer than the run keeps every record until the run
+//    is over, so the expiry is measured alone (with a shorter one it overlaps the run).
+// Reports p50/p99/max claim ms per phase, keys reclaimed per second and Redis memory before,
+// at the peak and after.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Consumer, Producer, QueueKeys, connectRedis } from "../queue/index.ts";
+import { snapshot } from "./lib/redis.ts";
+import { ConveyorSystem, QUEUE } from "./lib/systems.ts";
+import { intFlag, nowMs, parseFlags, percentile, progress, round, sleep } from "./lib/util.ts";
+import { openContext } from "./throughput.ts";
+
+const PROBE_QUEUE = "retention-probe";
+const CHUNK = 100_000;
+const PHASES = ["baseline", "enqueue", "running", "kept", "expiring", "after"] as const;
+type Phase = (typeof PHASES)[number];
+
+export interface RetentionPhase {
+  phase: Phase;
+  seconds: number;
+  claims: number;
+  claimP50Ms: number;
+  claimP99Ms: number;
+  claimMaxMs: number;
+}
+
+export interface RetentionResult {
+  jobs: number;
+  retentionSeconds: number;
+  /** Redis' hz during the run. */
+  hz?: number;
+  /** Records reclaimed per second while they expired (DBSIZE drop / expiring time). */
+  reclaimedPerSec: number;
+  usedMemoryMiB: { before: number; peak: number; after: number };
+  phases: RetentionPhase[];
+}
+
+export async function runRetention(opts: {
+  jobs: number;
+  retentionSeconds: number;
+  /** Redis' `hz` (default 10): active expiry runs in slices of at most 25 % of 1/hz. */
+  hz?: number;
+}): Promise<RetentionResult> {
+  const ctx = await openContext();
+  if (opts.hz) await ctx.driver.config("SET", "hz", String(opts.hz));
+  const redis = connectRedis(ctx.url, { name: "bench-retention" });
+  const probeRedis = connectRedis(ctx.url, { name: "bench-retention-probe" });
+  const conveyor = new ConveyorSystem(ctx.url, {
+    name: "conveyor-retention",
+    env: { CONVEYOR_RETENTION_SECONDS: String(opts.retentionSeconds) },
+  });
+  const samples: { at: number; ms: number }[] = [];
+  const sizes: { at: number; keys: number }[] = [];
+  let probing = true;
+  const probe = (async () => {
+    const producer = new Producer(probeRedis);
+    // (retention 0: the probe's own records go at once, so DBSIZE tells the bench's records)
+    const consumer = new Consumer(probeRedis, PROBE_QUEUE, {
+      workerId: "probe",
+      leaseMs: 30_000,
+      retentionSeconds: 0,
+    });
+    while (probing) {
+      await producer.enqueue(PROBE_QUEUE, 1);
+      const t = nowMs();
+      const { jobs } = await consumer.claim(1);
+      samples.push({ at: t, ms: nowMs() - t });
+      for (const job of jobs) await consumer.complete(job, null);
+      await sleep(5);
+    }
+  })();
+  const sizer = (async () => {
+    while (probing) {
+      sizes.push({ at: nowMs(), keys: Number(await ctx.driver.dbsize()) });
+      await sleep(250);
+    }
+  })();
+  try {
+    const before = await snapshot(ctx.driver);
+    await sleep(5_000);
+    const tEnqueue = nowMs();
+    const producer = new Producer(redis);
+    for (let have = 0; have < opts.jobs;) {
+      const n = Math.min(CHUNK, opts.jobs - have);
+      await producer.enqueueMany(
+        QUEUE,
+        Array.from({ length: n }, (_, i) => ({ data: { i: have + i } })),
+      );
+      have += n;
+      progress(`  enqueued ${have.toLocaleString("en")} of ${opts.jobs.toLocaleString("en")}`);
+    }
+    const keys = new QueueKeys(QUEUE);
+    const tRun = nowMs();
+    const worker = await conveyor.startWorker({
+      concurrency: 32,
+      logFile: join(ctx.tmp, "retention-worker.log"),
+    });
+    let tDone = 0;
+    try {
+      for (;;) {
+        const done = Number((await redis.hget(keys.counts, "completed")) ?? 0);
+        if (done >= opts.jobs) break;
+        if (worker.exited()) throw new Error(`worker exited:\n${worker.output()}`);
+        await sleep(200);
+      }
+      tDone = nowMs();
+      progress(`  ${opts.jobs.toLocaleString("en")} jobs completed in ${round((tDone - tRun) / 1000)} s`);
+    } finally {
+      await worker.stop();
+    }
+    const peak = await snapshot(ctx.driver);
+    const peakKeys = Number(await ctx.driver.dbsize());
+    // The records are gone when DBSIZE is back near where it was before the run.
+    const baseKeys = sizes[0]?.keys ?? 0;
+    let tFirstExpiry = 0;
+    let tGone = 0;
+    for (const deadline = Date.now() + (opts.retentionSeconds + 600) * 1000; Date.now() < deadline;) {
+      const n = Number(await ctx.driver.dbsize());
+      if (!tFirstExpiry && n < peakKeys - 1_000) tFirstExpiry = nowMs();
+      if (n <= baseKeys + 100) {
+        tGone = nowMs();
+        break;
+      }
+      await sleep(100);
+    }
+    if (!tGone) throw new Error("the records did not expire in time");
+    progress(`  records reclaimed in ${round((tGone - tFirstExpiry) / 1000, 1)} s`);
+    await sleep(5_000);
+    const after = await snapshot(ctx.driver);
+    probing = false;
+    await Promise.all([probe, sizer]);
+    const edges: [Phase, number, number][] = [
+      ["baseline", samples[0]?.at ?? 0, tEnqueue],
+      ["enqueue", tEnqueue, tRun],
+      ["running", tRun, tDone],
+      ["kept", tDone, tFirstExpiry],
+      ["expiring", tFirstExpiry, tGone],
+      ["after", tGone, Infinity],
+    ];
+    const phases = edges.map(([phase, from, to]): RetentionPhase => {
+      const ms = samples.filter((s) => s.at >= from && s.at < to).map((s) => s.ms);
+      const end = to === Infinity ? (samples.at(-1)?.at ?? from) : to;
+      return {
+        phase,
+        seconds: round((end - from) / 1000, 1),
+        claims: ms.length,
+        claimP50Ms: round(percentile(ms, 50), 3),
+        claimP99Ms: round(percentile(ms, 99), 3),
+        claimMaxMs: round(Math.max(0, ...ms), 3),
+      };
+    });
+    const mib = (b: number) => round(b / 2 ** 20);
+    return {
+      jobs: opts.jobs,
+      retentionSeconds: opts.retentionSeconds,
+      hz: Number(((await ctx.driver.config("GET", "hz")) as string[])[1]),
+      reclaimedPerSec: round((peakKeys - baseKeys) / ((tGone - tFirstExpiry) / 1000)),
+      usedMemoryMiB: {
+        before: mib(before.usedMemory),
+        peak: mib(peak.usedMemory),
+        after: mib(after.usedMemory),
+      },
+      phases,
+    };
+  } finally {
+    probing = false;
+    redis.disconnect();
+    probeRedis.disconnect();
+    await conveyor.close().catch(() => {});
+    await ctx.stop();
+  }
+}
+
+/** The result as Markdown. */
+export function retentionMarkdown(r: RetentionResult): string {
+  return [
+    "# Retention at volume",
+    "",
+    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then expire; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after.`,
+    "",
+    "| phase | seconds | claims | claim p50 ms | claim p99 ms | claim max ms |",
+    "|---|---|---|---|---|---|",
+    ...r.phases.map(
+      (p) =>
+        `| ${p.phase} | ${p.seconds} | ${p.claims} | ${p.claimP50Ms} | ${p.claimP99Ms} | ${p.claimMaxMs} |`,
+    ),
+    "",
+  ].join("\n");
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv.slice(2));
+  const result = await runRetention({
+    jobs: intFlag(flags, "jobs", 1_000_000),
+    retentionSeconds: intFlag(flags, "retention", 120),
+    hz: intFlag(flags, "hz", 0) || undefined,
+  });
+  const md = retentionMarkdown(result);
+  process.stderr.write(`${md}\n`);
+  const out = flags.get("out");
+  if (out) {
+    const hz = result.hz && result.hz !== 10 ? `-hz${result.hz}` : "";
+    const base = join(out, `${new Date().toISOString().slice(0, 10)}-retention${hz}`);
+    writeFileSync(`${base}.json`, `${JSON.stringify(result, null, 2)}\n`);
+    writeFileSync(`${base}.md`, md);
+    progress(`wrote ${base}.json, .md`);
+  }
+  if (flags.has("json")) process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+if (import.meta.main) {
+  main().then(
+    () => process.exit(0),
+    (err: Error) => {
+      process.stderr.write(`bench:retention failed: ${err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}
