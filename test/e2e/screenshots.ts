@@ -32,13 +32,14 @@ export async function takeScreenshots(d: Dashboard, say: (line: string) => void)
     await page.locator(`tr[data-pool="${last.name}"]`).waitFor();
     await page.getByRole("link", { name: `default/${last.name}` }).click();
     await page.locator(".decisions tbody tr").filter({ hasText: "0 → " }).first().waitFor();
-    // the HPA's scale-up in the list and several pods serving, when the run gets there (the page
-    // refreshes itself); the picture as it is otherwise
+    // a few pods serving, when the run gets there within 20 s (the page refreshes itself); the
+    // picture as it is otherwise
     await page
-      .locator(".decisions tbody tr")
-      .filter({ hasNotText: "0 → " })
-      .first()
-      .waitFor({ timeout: 30_000 })
+      .waitForFunction(
+        '[...document.querySelectorAll("td")].filter((td) => td.textContent.includes("ready")).length >= 3',
+        null,
+        { timeout: 20_000, polling: 500 },
+      )
       .catch(() => {});
     await shot("pools");
 
