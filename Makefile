@@ -74,13 +74,16 @@ node: controlplane
 observability:
 	@bash test/observability/install.sh
 
-# The main job on an embedded default: local control plane, Redis, PostgreSQL, the operator and
-# real worker processes for the worker pods; a burst of jobs scales a two-stage pipeline 0 → N → 0.
-# RUNTIME=containers: `helm install` runs the operator from its image and the pods run the worker
-# image (podman; `make images` first).
-RUNTIME ?= process
-demo: deps controlplane $(if $(filter containers,$(RUNTIME)),images)
-	RUNTIME=$(RUNTIME) node test/e2e/demo.ts
+# The main job on an embedded default (docs/node.md, "make demo"): a local control plane and a
+# real node (kubelet + containerd), the images imported, `helm install` of the chart (the operator
+# and the job API as pods), a two-stage pipeline applied with kubectl, a burst of jobs scaling both
+# pools 0 → N → 0; the dashboard through `kubectl port-forward`. DEMO_ARGS=--keep keeps it running
+# after the summary; SCREENSHOTS=1 writes docs/screenshots mid-run.
+# RUNTIME=process: the quick mode — worker processes for kwok's pods, no images, no kubelet.
+# RUNTIME=containers: the operator and worker pods from the images under podman, no kubelet.
+RUNTIME ?= node
+demo: deps controlplane $(if $(filter node,$(RUNTIME)),node images,$(if $(filter containers,$(RUNTIME)),images))
+	RUNTIME=$(RUNTIME) node test/e2e/demo.ts $(DEMO_ARGS)
 
 # Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.

@@ -174,6 +174,17 @@ const VALUE_SETS: Record<string, Values> = {
       database: { secretRef: { name: "records-db" } },
     },
   },
+  // the dashboard's Pools page: read-only Kubernetes access for the job API (make demo uses it)
+  "job-api-pools": {
+    jobApi: {
+      enabled: true,
+      replicas: 1,
+      redis: { url: "redis://redis.queues.svc:6379" },
+      auth: { secretRef: { name: "conveyor-api-token" } },
+      pools: { enabled: true },
+      extraEnv: [{ name: "LOG_FORMAT", value: "json" }],
+    },
+  },
 };
 
 /** What helm install uses: the job API on, its credentials in Secrets the test creates. */
@@ -448,7 +459,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         seen++;
       }
     }
-    assert.equal(seen, 2);
+    assert.equal(seen, 3);
   });
 
   it("renders the recommended labels on every object and a working PDB and Services", () => {
@@ -592,7 +603,8 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         }
       }
       // Every binding names the chart's ServiceAccount, the HPA controller, or nothing else —
-      // never the job API's, which gets no permission at all.
+      // never the job API's, which gets no permission at all (but the read-only Pools-page role
+      // it asks for with jobApi.pools.enabled: the next tests).
       const apiAccounts = jobApiOf(objs)
         .filter((o) => o.kind === "Deployment")
         .map((d) => podSpecOf(d)!.serviceAccountName as string);
@@ -600,7 +612,8 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         for (const s of b.subjects as { kind: string; name: string; namespace: string }[]) {
           assert.equal(s.kind, "ServiceAccount", `${name}: ${b.metadata.name}`);
           assert.ok(
-            !apiAccounts.includes(s.name),
+            !apiAccounts.includes(s.name) ||
+              (name === "job-api-pools" && b.metadata.name.endsWith("-pools-reader")),
             `${name}: ${b.metadata.name} binds the job API's ServiceAccount ${s.name}`,
           );
           assert.ok(
@@ -810,6 +823,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
 
   it("gives the job API no RBAC and no ServiceAccount token, and renders no credential", () => {
     for (const [name, text] of rendered) {
+      if (name === "job-api-pools") continue; // asked for the Pools page: the next test
       const objs = docs(text);
       for (const dep of jobApiOf(objs).filter((o) => o.kind === "Deployment")) {
         const spec = podSpecOf(dep)!;
@@ -871,6 +885,33 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         }
       }
     }
+  });
+
+  it("gives the job API read-only access to WorkerPools and pods only with jobApi.pools.enabled", () => {
+    const objs = docs(rendered.get("job-api-pools")!);
+    const dep = jobApiOf(objs).find((o) => o.kind === "Deployment")!;
+    const spec = podSpecOf(dep)!;
+    assert.equal(spec.automountServiceAccountToken, true, "the token is mounted");
+    const c = (spec.containers as (Container & { args: string[] })[])[0]!;
+    assert.equal(c.args[c.args.indexOf("--kubernetes") + 1], "auto");
+    assert.ok(
+      c.env?.some((e) => e.name === "LOG_FORMAT" && e.value === "json"),
+      "jobApi.extraEnv",
+    );
+    const roles = jobApiOf(objs).filter((o) => o.kind === "ClusterRole" || o.kind === "Role");
+    assert.deepEqual(
+      roles.map((r) => r.rules),
+      [
+        [
+          { apiGroups: ["conveyor.dev"], resources: ["workerpools"], verbs: ["get", "list"] },
+          { apiGroups: [""], resources: ["pods"], verbs: ["list"] },
+        ],
+      ],
+    );
+    const binding = jobApiOf(objs).find((o) => o.kind === "ClusterRoleBinding")!;
+    assert.deepEqual(binding.subjects, [
+      { kind: "ServiceAccount", name: spec.serviceAccountName, namespace: NS },
+    ]);
   });
 
   it("renders RBAC standalone (helm template --show-only templates/rbac.yaml)", async () => {

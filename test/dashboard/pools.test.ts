@@ -1,7 +1,8 @@
 // The Pools page against a real operator run: a real control plane (kube-apiserver + etcd from
 // ~/.cache/conveyor), the WorkerPool CRD, `conveyor operator` scaling a pool from its Redis
 // backlog, and `conveyor api` reading WorkerPools and their Events through the kubeconfig —
-// the page shows the scale decision with its reason. Screenshot: docs/screenshots/pools.png.
+// the page shows the scale decision with its reason. (docs/screenshots/pools.png comes from
+// `make demo SCREENSHOTS=1`: test/e2e/screenshots.ts.)
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -95,7 +96,6 @@ describe(
       await decision.first().waitFor({ timeout: 180_000 });
       const text = (await decision.first().textContent()) ?? "";
       assert.match(text, /backlog 30|backlog \d+/);
-      await page.screenshot({ path: join(REPO, "docs/screenshots/pools.png") });
     });
   },
 );

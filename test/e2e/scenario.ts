@@ -64,8 +64,8 @@ const RELEASE_NS = "conveyor-system";
 // The second stage is the slow one (as summarizing is beside extracting): its per-replica rate is
 // bound by the handler's sleep, not by the machine's CPU, so its backlog grows past one replica's
 // share whatever the load and both pools must scale beyond one replica.
-const SUMMARIZE_FACTOR = 3;
-const POOLS = [
+export const SUMMARIZE_FACTOR = 3;
+export const POOLS = [
   { name: "demo-extract", queue: "demo/extract", next: "demo/summarize" },
   { name: "demo-summarize", queue: "demo/summarize" },
 ] as const;

@@ -64,6 +64,16 @@ export interface ControlPlaneOptions {
   aggregation?: boolean;
   /** Extra kube-apiserver flags (`--name=value`), appended last. */
   apiServerArgs?: readonly string[];
+  /**
+   * More IP addresses in the API server's serving certificate, for clients that reach it
+   * through a relay at that address (a real node's pods: test/support/node.ts apiServerRelay).
+   */
+  apiServerIPs?: readonly string[];
+  /**
+   * Run the ServiceAccount admission plugin: pods get their ServiceAccount's token (a projected
+   * volume) as in a cluster. Off by default (as envtest): pods then need no ServiceAccount.
+   */
+  serviceAccountTokens?: boolean;
   /** Extra kube-controller-manager flags, appended last. */
   controllerManagerArgs?: readonly string[];
   /** How long each component may take to become healthy. Default 120 s (a loaded 2-core box). */
@@ -659,6 +669,7 @@ export class ControlPlane {
         sans: [
           "IP:127.0.0.1",
           "IP:10.0.0.1",
+          ...(this.opts.apiServerIPs ?? []).map((ip) => `IP:${ip}`),
           "DNS:localhost",
           "DNS:kubernetes",
           "DNS:kubernetes.default",
@@ -941,7 +952,7 @@ export class ControlPlane {
         // ServiceAccount: as envtest, pods need no default ServiceAccount to exist.
         // TaintNodesByCondition: would taint new (kwok) nodes not-ready until a node-lifecycle
         // controller, which is not run here, removes the taint.
-        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        `--disable-admission-plugins=${this.opts.serviceAccountTokens ? "" : "ServiceAccount,"}TaintNodesByCondition`,
         "--authorization-mode=Node,RBAC",
         `--service-account-issuer=${this.apiServerURL}/`,
         `--service-account-key-file=${p("sa.pub")}`,

@@ -16,8 +16,10 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
+import * as net from "node:net";
 import { homedir } from "node:os";
 import * as path from "node:path";
+import * as tls from "node:tls";
 import { promisify } from "node:util";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { freePort } from "../../lib/ports.ts";
@@ -54,6 +56,12 @@ export interface RealNodeOptions {
   startTimeoutMs?: number;
   /** Print progress lines to stderr. Default true. */
   verbose?: boolean;
+  /**
+   * The bridge address (x.y.z.1 of a free /24, from RealNode.freeAddress()), when it must be known
+   * before the control plane starts: its API server certificate names it (apiServerIPs) for the
+   * pods that reach it through apiServerRelay(). Default: a free /24 picked at start.
+   */
+  address?: string;
 }
 
 /** Capabilities a node needs, by number (linux/capability.h), and what for. */
@@ -131,6 +139,12 @@ function pickSubnet(seed: number): string {
 
 let counter = 0;
 
+export interface ApiServerEndpoint {
+  /** What a pod sets as KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT. */
+  host: string;
+  port: number;
+}
+
 export class RealNode {
   /** The Node object's name (and the kubelet's hostname). */
   readonly name: string;
@@ -150,16 +164,25 @@ export class RealNode {
   private readonly cp: ControlPlane;
   private readonly assets: string;
 
-  private constructor(cp: ControlPlane, assets: string) {
+  private relay: Promise<ApiServerEndpoint> | undefined;
+  private relayServer: net.Server | undefined;
+  private readonly relaySockets = new Set<net.Socket>();
+
+  private constructor(cp: ControlPlane, assets: string, address: string | undefined) {
     this.cp = cp;
     this.assets = assets;
     const id = `${process.pid}x${counter++}`;
     this.name = `conveyor-node-${id}`;
     this.dir = path.join(RUNS_DIR, this.name);
-    this.subnet = pickSubnet(process.pid + counter * 17);
+    this.subnet = address ? address.replace(/\.1$/, "") : pickSubnet(process.pid + counter * 17);
     this.address = `${this.subnet}.1`;
     this.bridge = `cvyn${id}`.slice(0, 15);
     this.cgroupRoot = this.name;
+  }
+
+  /** The .1 of a /24 no interface here uses yet: a node's address chosen before its control plane. */
+  static freeAddress(): string {
+    return `${pickSubnet(process.pid + 7919 * (counter + 1))}.1`;
   }
 
   /** Starts a node registered with `cp` and waits until it is Ready; cleans up if that fails. */
@@ -168,7 +191,12 @@ export class RealNode {
     if (why) throw new Error(`${LOG_PREFIX} ${why}`);
     const assets = nodeAssets();
     reclaimAbandonedRuns();
-    const node = new RealNode(cp, assets);
+    if (opts.address !== undefined && !/^10\.213\.\d{1,3}\.1$/.test(opts.address)) {
+      throw new Error(
+        `${LOG_PREFIX} address: expected 10.213.N.1 from RealNode.freeAddress(), got ${opts.address}`,
+      );
+    }
+    const node = new RealNode(cp, assets, opts.address);
     try {
       await node.boot(opts);
     } catch (err) {
@@ -396,6 +424,55 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     }
   }
 
+  /**
+   * The API server as this node's pods reach it: a TCP relay on the bridge address to the control
+   * plane's loopback port, TLS passing through unchanged (no kube-proxy: docs/node.md says why).
+   * The control plane must have been started with apiServerIPs: [node.address].
+   */
+  apiServerRelay(): Promise<ApiServerEndpoint> {
+    this.relay ??= this.startRelay();
+    return this.relay;
+  }
+
+  private async startRelay(): Promise<ApiServerEndpoint> {
+    const target = new URL(this.cp.apiServerURL);
+    const targetPort = Number(target.port);
+    const san = await new Promise<string>((resolve, reject) => {
+      const probe = tls.connect(
+        { host: target.hostname, port: targetPort, rejectUnauthorized: false },
+        () => {
+          resolve(probe.getPeerCertificate().subjectaltname ?? "");
+          probe.end();
+        },
+      );
+      probe.on("error", reject);
+    });
+    if (!san.split(", ").includes(`IP Address:${this.address}`)) {
+      throw new Error(
+        `${LOG_PREFIX} the API server's certificate does not name ${this.address} (${san}): start the control plane with apiServerIPs: [address] and the node with { address } (RealNode.freeAddress())`,
+      );
+    }
+    const server = net.createServer((pod) => {
+      const api = net.connect(targetPort, target.hostname);
+      this.relaySockets.add(pod).add(api);
+      const end = () => {
+        pod.destroy();
+        api.destroy();
+        this.relaySockets.delete(pod);
+        this.relaySockets.delete(api);
+      };
+      pod.on("error", end).on("close", end);
+      api.on("error", end).on("close", end);
+      pod.pipe(api).pipe(pod);
+    });
+    this.relayServer = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, this.address, resolve); // port 0: the kernel picks a free one
+    });
+    return { host: this.address, port: (server.address() as net.AddressInfo).port };
+  }
+
   /** Resident memory of the kubelet and containerd, in MiB. */
   rssMiB(): { kubelet: number; containerd: number } {
     const rss = (comm: string) => {
@@ -448,6 +525,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         );
       }
     }
+    // the pods are gone (their last API calls made): nothing uses the relay any more
+    this.relayServer?.close();
+    for (const s of this.relaySockets) s.destroy();
     // stop the kubelet and containerd here, not in cleanup.sh: this process must reap them (a
     // zombie still counts as a member of the group cleanup.sh waits for)
     if (this.proc?.pid !== undefined && !this.exited) {

@@ -4,7 +4,7 @@
 // `kill()` + `restart()` simulate an outage (a crash, then recovery on the same data);
 // everything is killed and removed when the test process exits.
 import { execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -48,6 +48,11 @@ function removeOnExit(dir: string): void {
 export interface PostgresServerOptions {
   /** Server settings (`-c name=value`), over the test defaults (e.g. `{ fsync: "on" }`). */
   settings?: Record<string, string>;
+  /**
+   * Addresses to listen on besides 127.0.0.1 (a real node's bridge address, for its pods), each
+   * trusted for its /24 in pg_hba.conf as loopback is.
+   */
+  extraListen?: string[];
 }
 
 export class PostgresServer {
@@ -55,6 +60,7 @@ export class PostgresServer {
   readonly dir: string;
   private readonly runAs: RunAs | null;
   private readonly settings: Record<string, string>;
+  private listen = ["127.0.0.1"];
   private proc: Started | null = null;
 
   private constructor(port: number, dir: string, runAs: RunAs | null, settings: Record<string, string>) {
@@ -95,6 +101,11 @@ export class PostgresServer {
       ...opts.settings,
     };
     const server = new PostgresServer(await freePort(), dir, runAs, settings);
+    for (const address of opts.extraListen ?? []) {
+      const subnet = address.replace(/\.\d+$/, ".0/24");
+      appendFileSync(join(dir, "data", "pg_hba.conf"), `host all all ${subnet} trust\n`);
+      server.listen.push(address);
+    }
     await server.restart();
     return server;
   }
@@ -137,7 +148,7 @@ export class PostgresServer {
       "-p",
       String(this.port),
       "-h",
-      "127.0.0.1",
+      this.listen.join(","),
       "-k",
       this.dir,
       ...Object.entries(this.settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),

@@ -1,0 +1,529 @@
+// The day-one path on a real node: a control plane, a kubelet with containerd (test/support/
+// node.ts), the images `make images` built imported into containerd, and charts/conveyor installed
+// with `helm install` — the operator and the job API run as real pods. A two-stage pipeline is
+// applied with `kubectl apply`, a burst of jobs scales both pools 0 → N → 0 with real worker pods,
+// and the dashboard is reached with `kubectl port-forward`. Shared by `make demo` (test/e2e/demo.ts)
+// and test/e2e/nodedemo.test.ts.
+//
+// How pods reach the API server (docs/node.md): the API server listens on loopback only; the node
+// relays its bridge address (in the API server's certificate) to it, and the chart's pods are told
+// that address as KUBERNETES_SERVICE_HOST/PORT. No kube-proxy: the pods have no route beyond the
+// bridge and it would write iptables rules in the host's network namespace.
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Watch, type V1Pod } from "@kubernetes/client-node";
+import { pollUntil } from "../../lib/poll.ts";
+import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { buildImages, OPERATOR_IMAGE, WORKER_IMAGE } from "../support/containers.ts";
+import { ControlPlane, DEFAULT_CONTROLLERS } from "../support/controlplane.ts";
+import { hostState, nodeFootprint, RealNode } from "../support/node.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { startProcess, stopProcess, type Started } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { countBy, readExecutions, REPO } from "../support/workers.ts";
+import { POOLS, SUMMARIZE_FACTOR, type StageReport } from "./scenario.ts";
+
+/** Where `helm install` puts the operator and the job API. */
+export const RELEASE_NS = "conveyor-system";
+const RELEASE = "conveyor";
+const NS = "default";
+
+export interface Dashboard {
+  /** http://127.0.0.1:<port> — `kubectl port-forward` to the job API's Service. */
+  url: string;
+  token: string;
+  /** The admin kubeconfig of the demo's control plane. */
+  kubeconfig: string;
+}
+
+export interface NodeScenarioOptions {
+  jobs: number;
+  jobMs: number;
+  say: (line: string) => void;
+  timeoutMs?: number;
+  /** Runs once while both pools have ready worker pods and work left (the screenshots). */
+  midRun?: (d: Dashboard) => Promise<void>;
+  /** After the summary's facts are collected, before anything stops (`make demo --keep`). */
+  beforeStop?: (d: Dashboard) => Promise<void>;
+}
+
+export interface PodTiming {
+  name: string;
+  namespace: string;
+  pool: string | undefined;
+  /** Milliseconds from first seen (created) to phase Running and to Ready, as watched. */
+  toRunningMs?: number;
+  toReadyMs?: number;
+  /** The worker container's exit code as the kubelet reported it. */
+  exitCode?: number;
+  /** The pod object is gone. */
+  deleted?: boolean;
+}
+
+export interface NodeScenarioReport {
+  jobs: number;
+  seconds: number;
+  stages: StageReport[];
+  events: Record<string, string[]>;
+  /** `kubectl get wp` as printed. */
+  getWp: string;
+  /** A few `kubectl logs` lines of a worker pod, taken while it ran. */
+  logLines: { pod: string; lines: string[] };
+  pods: PodTiming[];
+  records: number;
+  dashboard: Dashboard;
+  /** Host settings the node changed (must be empty). */
+  footprint: string[];
+  /** Seconds from start to the first job enqueued (control plane, node, images, chart). */
+  setupSeconds: number;
+}
+
+/** Watches every pod: create → Running/Ready latencies and the worker containers' exit codes. */
+class PodWatcher {
+  readonly pods = new Map<string, PodTiming & { seen: number }>();
+  private abort: { abort(): void } | undefined;
+  private readonly cp: ControlPlane;
+  constructor(cp: ControlPlane) {
+    this.cp = cp;
+  }
+
+  async start(onChange: (line: string) => void): Promise<void> {
+    this.abort = await new Watch(this.cp.kubeConfig()).watch(
+      "/api/v1/pods",
+      {},
+      (type: string, pod: V1Pod) => {
+        const key = `${pod.metadata!.namespace}/${pod.metadata!.name}`;
+        let t = this.pods.get(key);
+        if (!t) {
+          t = {
+            name: pod.metadata!.name!,
+            namespace: pod.metadata!.namespace!,
+            pool: pod.metadata!.labels?.["conveyor.dev/workerpool"],
+            seen: Date.now(),
+          };
+          this.pods.set(key, t);
+        }
+        if (t.toRunningMs === undefined && pod.status?.phase === "Running") {
+          t.toRunningMs = Date.now() - t.seen;
+        }
+        const ready = pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+        if (t.toReadyMs === undefined && ready) {
+          t.toReadyMs = Date.now() - t.seen;
+          onChange(`pod ${key} Ready ${(t.toReadyMs / 1000).toFixed(1)}s after it was created`);
+        }
+        const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
+        if (term && t.exitCode === undefined) {
+          t.exitCode = term.exitCode;
+          onChange(`pod ${key} container exited ${term.exitCode} (${term.reason ?? ""})`);
+        }
+        if (type === "DELETED") t.deleted = true;
+      },
+      () => {},
+    );
+  }
+
+  stop(): void {
+    this.abort?.abort();
+  }
+}
+
+/** `kubectl port-forward svc/<job API> :8080` on a free local port; resolves its URL. */
+async function portForward(cp: ControlPlane, dir: string): Promise<{ proc: Started; url: string }> {
+  const proc = startProcess(
+    join(cp.assets.dir, "kubectl"),
+    [
+      `--kubeconfig=${cp.kubeconfigPath}`,
+      "port-forward",
+      "-n",
+      RELEASE_NS,
+      `svc/${RELEASE}-job-api`,
+      ":8080", // the local port: one the kernel picks
+    ],
+    {},
+  );
+  let out = ""; // "Forwarding from 127.0.0.1:<port> -> 8080" on stdout, errors on stderr
+  for (const stream of [proc.child.stdout, proc.child.stderr])
+    stream?.on("data", (c: Buffer) => (out += c.toString()));
+  const port = await pollUntil(
+    "kubectl port-forward listening",
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`kubectl port-forward exited: ${out}`);
+      return /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1];
+    },
+    { timeoutMs: 60_000, intervalMs: 100, onTimeout: () => out },
+  );
+  writeFileSync(join(dir, "port-forward.port"), port);
+  return { proc, url: `http://127.0.0.1:${port}` };
+}
+
+export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeScenarioReport> {
+  const say = opts.say;
+  const t0 = Date.now();
+  const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(0)}s`;
+  const dir = mkdtempSync(join(tmpdir(), "cvy-demo-"));
+  let cp: ControlPlane | undefined;
+  let node: RealNode | undefined;
+  let redisServer: RedisServer | undefined;
+  let pg: PostgresServer | undefined;
+  let redis: RedisClient | undefined;
+  let watcher: PodWatcher | undefined;
+  let forward: Started | undefined;
+  const before = await hostState();
+  try {
+    say("building the images (make images; cached after the first run)…");
+    await buildImages();
+    say(`[${elapsed()}] images ready: ${WORKER_IMAGE}, ${OPERATOR_IMAGE}`);
+
+    const address = RealNode.freeAddress();
+    say(
+      "starting the control plane (etcd, kube-apiserver, controller-manager with the HPA controller, scheduler)…",
+    );
+    cp = await ControlPlane.start({
+      controllers: [
+        ...DEFAULT_CONTROLLERS,
+        // the kube-root-ca.crt ConfigMap every pod's ServiceAccount token volume includes
+        "root-ca-certificate-publisher-controller",
+        // the operator's Service endpoints: the aggregation layer routes the external metrics API there
+        "endpointslice-controller",
+        "endpoints-controller",
+      ],
+      scheduler: true,
+      aggregation: true,
+      apiServerIPs: [address],
+      serviceAccountTokens: true,
+      verbose: false,
+    });
+    say(`[${elapsed()}] control plane ${cp.version} up`);
+    say("starting a real node: containerd + kubelet (test/support/node.ts)…");
+    node = await RealNode.start(cp, { address, verbose: false });
+    say(`[${elapsed()}] node ${node.name} Ready (bridge ${node.bridge}, ${address}/24)`);
+    const n = node;
+    const importing = (async () => {
+      for (const image of [OPERATOR_IMAGE, WORKER_IMAGE]) {
+        const ti = Date.now();
+        await n.importImage(image);
+        say(`[${elapsed()}] ${image} imported into containerd in ${((Date.now() - ti) / 1000).toFixed(1)}s`);
+      }
+    })();
+    say("importing the images into containerd (podman save → ctr images import)…");
+    [redisServer, pg] = await Promise.all([
+      RedisServer.start({ extraBind: [address] }),
+      PostgresServer.start({ extraListen: [address] }),
+    ]);
+    redis = connectRedis(redisServer.url);
+    const podRedis = `redis://${address}:${redisServer.port}`;
+    const podDatabase = `postgres://postgres@${address}:${pg.port}/postgres`;
+    say(`Redis and PostgreSQL on 127.0.0.1 and ${address} (the node's pods reach them there)`);
+    const api = await node.apiServerRelay();
+    await importing;
+
+    watcher = new PodWatcher(cp);
+    await watcher.start((line) => say(`  [${elapsed()}] ${line}`));
+
+    // Credentials only through Secrets: the API token, the job records' database URL.
+    const token = randomBytes(24).toString("hex");
+    await cp.kubectl("create", "namespace", RELEASE_NS);
+    await cp.kubectl(
+      "-n",
+      RELEASE_NS,
+      "create",
+      "secret",
+      "generic",
+      "conveyor-api-token",
+      `--from-literal=token=${token}`,
+    );
+    await cp.kubectl(
+      "-n",
+      RELEASE_NS,
+      "create",
+      "secret",
+      "generic",
+      "conveyor-db",
+      `--from-literal=url=${podDatabase}`,
+    );
+    const kubeEnv = [
+      { name: "KUBERNETES_SERVICE_HOST", value: api.host },
+      { name: "KUBERNETES_SERVICE_PORT", value: String(api.port) },
+    ];
+    const image = (ref: string) => ({
+      repository: ref.slice(0, ref.lastIndexOf(":")),
+      tag: ref.slice(ref.lastIndexOf(":") + 1),
+    });
+    const values = {
+      operator: {
+        replicas: 1,
+        image: { ...image(OPERATOR_IMAGE), pullPolicy: "Never" },
+        extraEnv: kubeEnv,
+      },
+      worker: { image: image(WORKER_IMAGE) },
+      jobApi: {
+        enabled: true,
+        replicas: 1,
+        redis: { url: podRedis },
+        auth: { secretRef: { name: "conveyor-api-token" } },
+        database: { secretRef: { name: "conveyor-db" } },
+        pools: { enabled: true },
+        extraEnv: kubeEnv,
+      },
+    };
+    const valuesFile = join(dir, "values.json");
+    writeFileSync(valuesFile, JSON.stringify(values, null, 2));
+    say("helm install conveyor charts/conveyor (the operator and the job API as pods on the node)…");
+    await cp.helm("install", RELEASE, join(REPO, "charts", "conveyor"), "-n", RELEASE_NS, "-f", valuesFile);
+    await pollUntil(
+      "the operator and the job API Ready",
+      async () => {
+        const pods = [...watcher!.pods.values()].filter((p) => p.namespace === RELEASE_NS);
+        return pods.length >= 2 && pods.every((p) => p.toReadyMs !== undefined);
+      },
+      { timeoutMs: 180_000, intervalMs: 250, onTimeout: () => node!.logTail() },
+    );
+    await pollUntil(
+      "external metrics APIService available",
+      async () =>
+        (
+          await cp!.kubectl(
+            "get",
+            "apiservice",
+            "v1beta1.external.metrics.k8s.io",
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+          )
+        ).trim() === "True",
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    say(`[${elapsed()}] operator and job API Running; external.metrics.k8s.io served by the operator pod`);
+
+    const pf = await portForward(cp, dir);
+    forward = pf.proc;
+    const dashboard: Dashboard = { url: pf.url, token, kubeconfig: cp.kubeconfigPath };
+    await pollUntil(
+      "the dashboard through kubectl port-forward",
+      async () => (await fetch(`${pf.url}/healthz`)).ok,
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    say(`dashboard: ${dashboard.url}  (kubectl port-forward -n ${RELEASE_NS} svc/${RELEASE}-job-api)`);
+    say(`API token: ${token}`);
+
+    // The pipeline, as a user applies it. The handler directory and the execution log (how the
+    // demo counts executions, independently of the queue) are hostPath volumes.
+    await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${podDatabase}`);
+    const execDir = join(dir, "out");
+    mkdirSync(execDir, { mode: 0o777 });
+    chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
+    const manifests = POOLS.map((p) => ({
+      apiVersion: "conveyor.dev/v1alpha1",
+      kind: "WorkerPool",
+      metadata: { name: p.name, namespace: NS },
+      spec: {
+        queue: p.queue,
+        ...("next" in p ? { nextQueue: p.next } : {}),
+        redis: { url: podRedis },
+        database: { secretRef: { name: "demo-db" } },
+        handler: { module: "/handlers/recordingHandler.js" },
+        concurrency: 8,
+        maxJobSeconds: 60,
+        drainSeconds: 30,
+        template: {
+          imagePullPolicy: "Never",
+          env: [{ name: "EXEC_LOG", value: "/out/executions.ndjson" }],
+          volumes: [
+            { name: "handlers", hostPath: { path: join(REPO, "test", "fixtures") } },
+            { name: "out", hostPath: { path: execDir } },
+          ],
+          volumeMounts: [
+            { name: "handlers", mountPath: "/handlers", readOnly: true },
+            { name: "out", mountPath: "/out" },
+          ],
+        },
+        scaling: {
+          minReplicas: 0,
+          maxReplicas: 6,
+          targetBacklogPerReplica: 100,
+          activationBacklog: 0,
+          cooldownSeconds: 10,
+          pollSeconds: 2,
+          behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
+        },
+      },
+    }));
+    const file = join(dir, "pipeline.yaml");
+    writeFileSync(file, manifests.map((m) => JSON.stringify(m)).join("\n---\n"));
+    say(
+      `kubectl apply -f pipeline.yaml:\n${(await cp.kubectl("apply", "-f", file)).trimEnd().replace(/^/gm, "  ")}`,
+    );
+
+    const setupSeconds = (Date.now() - t0) / 1000;
+    const started = Date.now();
+    const producer = new Producer(redis);
+    await producer.enqueueMany(
+      POOLS[0].queue,
+      Array.from({ length: opts.jobs }, (_, i) => ({
+        id: `doc-${i}`,
+        data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } },
+      })),
+    );
+    say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
+
+    const admin = new QueueAdmin(redis);
+    const maxReplicas = new Map<string, number>();
+    let lastLine = "";
+    let midRun: Promise<void> | undefined;
+    let logLines: { pod: string; lines: string[] } | undefined;
+    let logsTaking: Promise<void> | undefined;
+    await pollUntil(
+      "all jobs through both stages and both pools back at zero",
+      async () => {
+        const parts: string[] = [];
+        let atZero = true;
+        let bothServing = true;
+        let workLeft = false;
+        for (const p of POOLS) {
+          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as {
+            status?: { replicas?: number; readyReplicas?: number; desiredReplicas?: number };
+          };
+          const s = wp.status ?? {};
+          const counts = await admin.counts(p.queue);
+          const replicas = s.replicas ?? 0;
+          maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
+          if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) atZero = false;
+          if ((s.readyReplicas ?? 0) < 1) bothServing = false;
+          if (counts.backlog > 0) workLeft = true;
+          parts.push(
+            `${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`,
+          );
+        }
+        const line = parts.join(" | ");
+        if (line !== lastLine)
+          say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
+        lastLine = line;
+        if (bothServing && workLeft && !midRun && opts.midRun) {
+          midRun = opts
+            .midRun(dashboard)
+            .catch((err: Error) => say(`  (mid-run step failed: ${err.message})`));
+        }
+        // a few lines of a running worker's log, while it still exists (scale-down deletes it)
+        if (bothServing && !logsTaking) {
+          logsTaking = (async () => {
+            const pods = [...watcher!.pods.values()].filter((p) => p.pool === POOLS[1].name && p.toReadyMs);
+            const pod = pods[0]?.name;
+            if (!pod) {
+              logsTaking = undefined;
+              return;
+            }
+            await pollUntil(
+              `job log lines from ${pod}`,
+              async () => {
+                const out = await cp!.kubectl("logs", pod, "--tail=3");
+                const lines = out.split("\n").filter((l) => l.trim() !== "");
+                if (lines.length >= 3) logLines = { pod, lines };
+                return lines.length >= 3;
+              },
+              { timeoutMs: 30_000 },
+            ).catch(() => {});
+          })();
+        }
+        const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
+        const workersLeft = [...watcher!.pods.values()].filter((p) => p.pool && !p.deleted);
+        return done && atZero && workersLeft.length === 0;
+      },
+      { timeoutMs: opts.timeoutMs ?? 15 * 60_000, intervalMs: 1000 },
+    );
+    const seconds = (Date.now() - started) / 1000;
+    await midRun;
+    await logsTaking;
+    say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
+
+    const executions = readExecutions(join(execDir, "executions.ndjson"));
+    const stages: StageReport[] = [];
+    for (const p of POOLS) {
+      const mine = executions.filter((e) => e.q === p.queue);
+      const perJob = countBy(mine, (e) => e.id);
+      const counters = await admin.counters(p.queue);
+      stages.push({
+        pool: p.name,
+        queue: p.queue,
+        maxReplicas: maxReplicas.get(p.name) ?? 0,
+        completed: (await admin.counts(p.queue)).completed,
+        executions: mine.length,
+        ranTwice: [...perJob.values()].filter((c) => c > 1).length,
+        stalled: counters.stalled ?? 0,
+        handedBack: counters.handedBack ?? 0,
+      });
+    }
+    const events: Record<string, string[]> = {};
+    for (const p of POOLS) {
+      const list = JSON.parse(
+        await cp.kubectl(
+          "get",
+          "events",
+          "--field-selector",
+          `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`,
+          "--sort-by=.firstTimestamp",
+          "-o",
+          "json",
+        ),
+      ) as { items: { reason: string }[] };
+      events[p.name] = list.items.map((e) => e.reason);
+    }
+    const getWp = await cp.kubectl("get", "wp");
+    const records = await pollUntil(
+      "job records in PostgreSQL",
+      async () => {
+        const rows = await pg!.query<{ n: string }>(
+          "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1",
+          [POOLS[1].queue],
+        );
+        return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
+      },
+      { timeoutMs: 120_000 },
+    ).catch(() => -1);
+    await opts.beforeStop?.(dashboard);
+    const report = {
+      jobs: opts.jobs,
+      seconds,
+      stages,
+      events,
+      getWp,
+      logLines: logLines ?? { pod: "(none)", lines: [] },
+      pods: [...watcher.pods.values()].map(({ seen: _seen, ...t }) => t),
+      records,
+      dashboard,
+      footprint: [] as string[],
+      setupSeconds,
+    };
+    const stopped = await stopAll();
+    report.footprint = stopped;
+    return report;
+  } catch (err) {
+    await stopAll().catch(() => {});
+    throw err;
+  }
+
+  /** Stops what this run started, in the order a cluster would; returns the host footprint. */
+  async function stopAll(): Promise<string[]> {
+    say("stopping everything this run started…");
+    watcher?.stop();
+    if (forward) await stopProcess(forward, 5000);
+    if (cp && node) {
+      // the operator first (or it would scale pools back up), then the pools' Deployments
+      await cp.kubectl("-n", RELEASE_NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
+      await cp.kubectl("-n", NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
+    }
+    await node?.stop();
+    redis?.disconnect();
+    await redisServer?.stop();
+    await pg?.stop();
+    await cp?.stop();
+    if (process.env.CONVEYOR_KEEP_TMP) say(`files kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
+    const footprint = node ? nodeFootprint(before, await hostState(), node) : [];
+    node = undefined;
+    cp = undefined;
+    return footprint;
+  }
+}
