@@ -23,6 +23,17 @@ export async function runWorker(argv: string[]): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
+  // Signals are ours from the start: a pod scaled down while its worker still starts (loading the
+  // handler, connecting) stops cleanly with exit 0 instead of dying by Node's default SIGTERM (143).
+  let signals = 0;
+  let worker: QueueWorker | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals++;
+    if (worker) void worker.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
+    else log.info({ signal: sig }, "stop requested while starting: no job will be claimed");
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
   // Spans only when the OTEL_* variables ask for export: the SDK is not even loaded otherwise.
   const tracing = await startTracing({
     serviceName: "conveyor-worker",
@@ -41,7 +52,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   }
   // http and command handlers report progress and log lines through a loopback callback.
   const callbacks = handler.kind === "module" ? undefined : await HandlerCallbacks.start();
-  const worker = new QueueWorker(config, { log, metrics, handler, callbacks });
+  worker = new QueueWorker(config, { log, metrics, handler, callbacks });
   const server = await startHealthServer(config.port, worker, metrics.registry);
   const address = server.address();
   log.info(
@@ -63,14 +74,9 @@ export async function runWorker(argv: string[]): Promise<number> {
   });
   if (recorder) worker.onStop(recorder);
 
-  let signals = 0;
-  const onSignal = (sig: NodeJS.Signals) => {
-    signals++;
-    void worker.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
-  };
-  process.on("SIGTERM", onSignal);
-  process.on("SIGINT", onSignal);
-  worker.start();
+  // A stop requested while starting ends here: shutdown before start() claims nothing and closes all.
+  if (signals > 0) void worker.shutdown("stop requested while starting");
+  else worker.start();
   await worker.done;
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
