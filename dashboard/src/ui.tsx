@@ -148,6 +148,8 @@ export interface Series {
   values: (number | null)[];
   color: string;
   step?: boolean;
+  /** "right": its own scale and axis on the right, for a small count beside a large one (replicas beside backlog). */
+  axis?: "right";
 }
 
 /** A time chart: x in ms, one or more series. */
@@ -158,23 +160,41 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
     if (!el || x.length === 0) return;
     let plot: uPlot | null = null;
     let gone = false;
+    const right = series.some((s) => s.axis === "right");
     void loadUPlot().then((UPlot) => {
       if (gone) return;
       plot = new UPlot(
         {
           width: Math.max(300, el.clientWidth),
           height,
-          scales: { x: { time: true } },
+          scales: right
+            ? { x: { time: true }, right: { range: (_u, _min, max) => [0, Math.max(1, max)] } }
+            : { x: { time: true } },
           series: [
             {},
             ...series.map((s) => ({
               label: s.label,
               stroke: s.color,
               width: 2,
+              scale: s.axis === "right" ? "right" : "y",
               paths: s.step ? UPlot.paths.stepped!({ align: 1 }) : undefined,
             })),
           ],
-          axes: [{}, { size: 50 }],
+          axes: [
+            {},
+            { size: 50 },
+            ...(right
+              ? [
+                  {
+                    scale: "right",
+                    side: 1,
+                    size: 40,
+                    grid: { show: false },
+                    stroke: series.find((s) => s.axis === "right")!.color,
+                  },
+                ]
+              : []),
+          ],
         },
         [x.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData,
         el,
@@ -198,6 +218,7 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
       data-from={x[0]}
       data-to={x.at(-1)}
       data-points={x.length}
+      data-axes={series.some((s) => s.axis === "right") ? 3 : 2}
     />
   );
 }

@@ -96,6 +96,9 @@ describe(
       await decision.first().waitFor({ timeout: 180_000 });
       const text = (await decision.first().textContent()) ?? "";
       assert.match(text, /backlog 30|backlog \d+/);
+      // Replicas have their own axis on the right: beside a backlog of hundreds, a few pods on the
+      // backlog's axis drew as a flat line at zero.
+      await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();
     });
   },
 );

@@ -130,8 +130,10 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
   }, [namespace, name]);
   if (!pool) return error ? <ErrorNote error={error} /> : <p class="muted">Loading…</p>;
   // Each decision is a point; the pool as it is now closes the line.
+  // Oldest first, as the chart's time axis needs; replicas on their own axis, or a handful of pods
+  // beside a backlog of hundreds draws as a flat line at zero.
   const scaled = [
-    ...pool.decisions.filter((d) => d.to !== null),
+    ...pool.decisions.filter((d) => d.to !== null).sort((a, b) => Date.parse(a.at) - Date.parse(b.at)),
     { at: new Date().toISOString(), to: pool.desiredReplicas, backlog: pool.backlog },
   ];
   return (
@@ -170,7 +172,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
         <Chart
           x={scaled.map((d) => Date.parse(d.at))}
           series={[
-            { label: "replicas", values: scaled.map((d) => d.to), color: "#57c", step: true },
+            { label: "replicas", values: scaled.map((d) => d.to), color: "#57c", step: true, axis: "right" },
             { label: "backlog", values: scaled.map((d) => d.backlog), color: "#e83" },
           ]}
           height={180}
