@@ -15,10 +15,10 @@ describe("worker configuration", () => {
     assert.equal(c.retentionSeconds, 3600);
     assert.equal(c.leaseMs, 10_000);
     const e = loadWorkerConfig(BASE, {
-      CONVEYOR_DRAIN_SECONDS: "25",
-      CONVEYOR_JOB_TIMEOUT_SECONDS: "5m",
-      CONVEYOR_RETENTION_SECONDS: "0",
-      CONVEYOR_RESULT_TTL_SECONDS: "24h",
+      CONVEYOR_DRAIN: "25",
+      CONVEYOR_JOB_TIMEOUT: "5m",
+      CONVEYOR_RETENTION: "0",
+      CONVEYOR_RESULT_TTL: "24h",
     });
     assert.equal(e.drainMs, 25_000);
     assert.equal(e.jobTimeoutMs, 300_000);
@@ -26,11 +26,25 @@ describe("worker configuration", () => {
     assert.equal(e.resultTtlSeconds, 86_400);
   });
 
-  it("bad durations name the flag and its variable", () => {
+  it("the former *_SECONDS names still work for one release, and a bad value names the one used", () => {
+    const old = loadWorkerConfig(BASE, {
+      CONVEYOR_DRAIN_SECONDS: "25",
+      CONVEYOR_JOB_TIMEOUT_SECONDS: "5m",
+      CONVEYOR_RETENTION_SECONDS: "0",
+      CONVEYOR_RESULT_TTL_SECONDS: "24h",
+    });
+    assert.deepEqual(
+      [old.drainMs, old.jobTimeoutMs, old.retentionSeconds, old.resultTtlSeconds],
+      [25_000, 300_000, 0, 86_400],
+    );
     assert.throws(
-      () => loadWorkerConfig([...BASE, "--drain", "soon"], {}),
+      () => loadWorkerConfig(BASE, { CONVEYOR_DRAIN_SECONDS: "soon" }),
       /--drain \/ CONVEYOR_DRAIN_SECONDS/,
     );
+  });
+
+  it("bad durations name the flag and its variable", () => {
+    assert.throws(() => loadWorkerConfig([...BASE, "--drain", "soon"], {}), /--drain \/ CONVEYOR_DRAIN\b/);
     assert.throws(
       () => loadWorkerConfig([...BASE, "--lease", "50ms"], {}),
       /--lease \/ CONVEYOR_LEASE: expected at least 100ms, got 50ms/,

@@ -2,7 +2,8 @@
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
-import { readOptions } from "../lib/options.ts";
+import { readOptions, settingsHelp, type Settings } from "../lib/options.ts";
+import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING, REDIS_URL_SETTING } from "../lib/settings.ts";
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
@@ -46,66 +47,169 @@ export interface WorkerConfig {
   outboxMaxBytes: number;
 }
 
-const WEEK_MS = 7 * 24 * 3600 * 1000;
-const YEAR_SECONDS = 365 * 24 * 3600;
+const WEEK = "168h";
+const YEAR = "8760h";
 
-/** Flag name → environment variable. Flags win over the environment. */
-const SOURCES = {
-  queue: "CONVEYOR_QUEUE",
-  "next-queue": "CONVEYOR_NEXT_QUEUE",
-  handler: "CONVEYOR_HANDLER",
-  redis: "REDIS_URL",
-  database: "DATABASE_URL",
-  concurrency: "CONVEYOR_CONCURRENCY",
-  lease: "CONVEYOR_LEASE",
-  "job-timeout": "CONVEYOR_JOB_TIMEOUT_SECONDS",
-  "kill-grace": "CONVEYOR_KILL_GRACE",
-  drain: "CONVEYOR_DRAIN_SECONDS",
-  "max-stalls": "CONVEYOR_MAX_STALLS",
-  retention: "CONVEYOR_RETENTION_SECONDS",
-  "backoff-base": "CONVEYOR_BACKOFF_BASE",
-  "backoff-max": "CONVEYOR_BACKOFF_MAX",
-  port: "CONVEYOR_PORT",
-  "worker-id": "CONVEYOR_WORKER_ID",
-  "log-level": "LOG_LEVEL",
-  "max-jobs": "CONVEYOR_MAX_JOBS",
-  "max-memory": "CONVEYOR_MAX_MEMORY_MB",
-  "result-ttl": "CONVEYOR_RESULT_TTL_SECONDS",
-  "circuit-threshold": "CONVEYOR_CIRCUIT_THRESHOLD",
-  "circuit-backoff": "CONVEYOR_CIRCUIT_BACKOFF",
-  "handler-credentials": "CONVEYOR_HANDLER_CREDENTIALS",
-  "outbox-max-bytes": "CONVEYOR_OUTBOX_MAX_BYTES",
-} as const;
+/** Every worker flag and its variable (lib/options.ts Setting). Flags win over the environment. */
+export const WORKER_SETTINGS = {
+  queue: {
+    env: "CONVEYOR_QUEUE",
+    kind: "string",
+    arg: "Q",
+    help: "queue to work (required): 'stage' or 'pipeline/stage'",
+  },
+  handler: {
+    env: "CONVEYOR_HANDLER",
+    kind: "string",
+    arg: "H",
+    help: 'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)',
+  },
+  "next-queue": {
+    env: "CONVEYOR_NEXT_QUEUE",
+    kind: "string",
+    arg: "Q",
+    help: "next stage: a handler's result is enqueued there atomically",
+  },
+  redis: REDIS_URL_SETTING,
+  database: DATABASE_URL_SETTING,
+  concurrency: {
+    env: "CONVEYOR_CONCURRENCY",
+    kind: "int",
+    default: 1,
+    min: 1,
+    max: 10_000,
+    help: "job slots in this process",
+  },
+  lease: {
+    env: "CONVEYOR_LEASE",
+    kind: "duration",
+    default: "30s",
+    min: "100ms",
+    help: "lease length, renewed every third",
+  },
+  "job-timeout": {
+    env: "CONVEYOR_JOB_TIMEOUT",
+    deprecatedEnv: "CONVEYOR_JOB_TIMEOUT_SECONDS",
+    kind: "duration",
+    default: "5m",
+    min: "1ms",
+    max: WEEK,
+    help: "default per-job timeout (a job may carry its own)",
+  },
+  "kill-grace": {
+    env: "CONVEYOR_KILL_GRACE",
+    kind: "duration",
+    default: "5s",
+    help: "time a timed-out handler gets to stop before it is abandoned",
+  },
+  drain: {
+    env: "CONVEYOR_DRAIN",
+    deprecatedEnv: "CONVEYOR_DRAIN_SECONDS",
+    kind: "duration",
+    default: "25s",
+    max: WEEK,
+    help: "warm-shutdown drain before running jobs are handed back",
+  },
+  "max-stalls": {
+    env: "CONVEYOR_MAX_STALLS",
+    kind: "int",
+    default: 2,
+    max: 1000,
+    help: "lease expiries before dead-lettering",
+  },
+  retention: {
+    env: "CONVEYOR_RETENTION",
+    deprecatedEnv: "CONVEYOR_RETENTION_SECONDS",
+    kind: "duration",
+    default: "1h",
+    max: YEAR,
+    help: "keep completed jobs in Redis (0 = delete at once)",
+  },
+  "backoff-base": {
+    env: "CONVEYOR_BACKOFF_BASE",
+    kind: "duration",
+    default: "1s",
+    help: "retry backoff base",
+  },
+  "backoff-max": {
+    env: "CONVEYOR_BACKOFF_MAX",
+    kind: "duration",
+    default: "5m",
+    help: "retry backoff cap",
+  },
+  port: {
+    env: "CONVEYOR_PORT",
+    kind: "int",
+    default: 9464,
+    max: 65535,
+    help: "/healthz /readyz /metrics port (0 = any)",
+  },
+  "worker-id": {
+    env: "CONVEYOR_WORKER_ID",
+    kind: "string",
+    arg: "ID",
+    defaultHelp: "POD_NAME, else host-pid",
+    help: "this worker's name in leases and metrics",
+  },
+  "max-jobs": {
+    env: "CONVEYOR_MAX_JOBS",
+    kind: "int",
+    default: 0,
+    help: "recycle: drain and exit 0 after N jobs (0 = off)",
+  },
+  "max-memory": {
+    env: "CONVEYOR_MAX_MEMORY_MB",
+    kind: "int",
+    arg: "MB",
+    default: 0,
+    max: 1_000_000,
+    help: "recycle: drain and exit 0 above this RSS in MiB (0 = off)",
+  },
+  "result-ttl": {
+    env: "CONVEYOR_RESULT_TTL",
+    deprecatedEnv: "CONVEYOR_RESULT_TTL_SECONDS",
+    kind: "duration",
+    default: "24h",
+    max: YEAR,
+    help: "reuse a stage result for jobs with the same content hash (0 = off)",
+  },
+  "circuit-threshold": {
+    env: "CONVEYOR_CIRCUIT_THRESHOLD",
+    kind: "int",
+    default: 5,
+    max: 1_000_000,
+    help: "consecutive dependency failures that pause claiming (0 = off)",
+  },
+  "circuit-backoff": {
+    env: "CONVEYOR_CIRCUIT_BACKOFF",
+    kind: "duration",
+    default: "30s",
+    help: "first pause of an open circuit, doubling up to 10x",
+  },
+  "handler-credentials": {
+    env: "CONVEYOR_HANDLER_CREDENTIALS",
+    kind: "bool",
+    default: false,
+    help: "a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
+  },
+  "outbox-max-bytes": {
+    env: "CONVEYOR_OUTBOX_MAX_BYTES",
+    kind: "int",
+    default: DEFAULT_OUTBOX_MAX_BYTES,
+    defaultHelp: `${DEFAULT_OUTBOX_MAX_BYTES} = 256 MiB`,
+    // At least 1 MiB: below that a few large results would shed each other at once.
+    min: 1 << 20,
+    help: "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
+  },
+  "log-level": LOG_LEVEL_SETTING,
+} as const satisfies Settings;
 
 export const WORKER_USAGE = `usage: conveyor worker [options]   (each option also reads the environment variable shown)
-  --queue Q            CONVEYOR_QUEUE            queue to work (required): 'stage' or 'pipeline/stage'
-  --handler H          CONVEYOR_HANDLER          module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)
-  --next-queue Q       CONVEYOR_NEXT_QUEUE       next stage: a handler's result is enqueued there atomically
-  --redis URL          REDIS_URL                 redis://host:6379 (password via REDIS_PASSWORD)
-  --database URL       DATABASE_URL              PostgreSQL for job records (optional)
-  --concurrency N      CONVEYOR_CONCURRENCY      job slots in this process (default 1)
-  --lease D            CONVEYOR_LEASE            lease length, renewed every third (default 30s)
-  --job-timeout D      CONVEYOR_JOB_TIMEOUT_SECONDS  default per-job timeout (default 5m)
-  --kill-grace D       CONVEYOR_KILL_GRACE       time a timed-out handler gets to stop (default 5s)
-  --drain D            CONVEYOR_DRAIN_SECONDS    warm-shutdown drain before hand-back (default 25s)
-  --max-stalls N       CONVEYOR_MAX_STALLS       lease expiries before dead-lettering (default 2)
-  --retention D        CONVEYOR_RETENTION_SECONDS keep completed jobs in Redis (default 1h; 0 = delete at once)
-  --backoff-base D     CONVEYOR_BACKOFF_BASE     retry backoff base (default 1s)
-  --backoff-max D      CONVEYOR_BACKOFF_MAX      retry backoff cap (default 5m)
-  --port N             CONVEYOR_PORT             /healthz /readyz /metrics port (default 9464; 0 = any)
-  --worker-id ID       CONVEYOR_WORKER_ID        defaults to POD_NAME, else host-pid
-  --max-jobs N         CONVEYOR_MAX_JOBS         recycle: drain and exit 0 after N jobs (default 0 = off)
-  --max-memory MB      CONVEYOR_MAX_MEMORY_MB    recycle: drain and exit 0 above this RSS (default 0 = off)
-  --result-ttl D       CONVEYOR_RESULT_TTL_SECONDS reuse a stage result for jobs with the same content hash (default 24h; 0 = off)
-  --circuit-threshold N CONVEYOR_CIRCUIT_THRESHOLD consecutive dependency failures that pause claiming (default 5; 0 = off)
-  --circuit-backoff D  CONVEYOR_CIRCUIT_BACKOFF  first pause of an open circuit, doubling up to 10x (default 30s)
-  --handler-credentials CONVEYOR_HANDLER_CREDENTIALS a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL (default false)
-  --outbox-max-bytes N CONVEYOR_OUTBOX_MAX_BYTES job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed (default 268435456 = 256 MiB)
-  --log-level L        LOG_LEVEL                 trace|debug|info|warn|error (default info)
+${settingsHelp(WORKER_SETTINGS)}
 ${DURATION_HELP}`;
 
 export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): WorkerConfig {
-  const o = readOptions(argv, env, SOURCES, WORKER_USAGE, ["handler-credentials"]);
+  const o = readOptions(argv, env, WORKER_SETTINGS, { usage: WORKER_USAGE });
   const { raw, guard, int, duration, seconds, required } = o;
   const queue = required("queue");
   guard("queue", assertQueueName);
@@ -113,14 +217,12 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   if (nextQueue) guard("next-queue", (v) => assertSamePipeline(queue, v));
   const handler = guard("handler", parseHandlerSpec);
   if (!handler) required("handler");
-  const redisUrl = raw("redis") ?? "redis://127.0.0.1:6379";
+  const redisUrl = o.str("redis")!;
   guard("redis", (v) => parseRedisUrl(v));
   const databaseUrl = guard("database", (v) => {
     if (!/^postgres(ql)?:\/\//.test(v)) throw new Error("expected postgres://user@host:5432/db");
     return v;
   });
-  const leaseMs = duration("lease", 30_000, 100);
-  const logLevel = o.logLevel("log-level");
   const pod = env.POD_NAME || hostname();
   return {
     queue,
@@ -128,26 +230,25 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     handler: handler!,
     redisUrl,
     databaseUrl,
-    concurrency: int("concurrency", 1, 1, 10_000),
-    leaseMs,
-    jobTimeoutMs: duration("job-timeout", 300_000, 1, WEEK_MS),
-    killGraceMs: duration("kill-grace", 5000),
-    drainMs: duration("drain", 25_000, 0, WEEK_MS),
-    maxStalls: int("max-stalls", 2, 0, 1000),
-    retentionSeconds: seconds("retention", 3600, 0, YEAR_SECONDS),
-    backoffBaseMs: duration("backoff-base", 1000),
-    backoffMaxMs: duration("backoff-max", 300_000),
-    port: int("port", 9464, 0, 65535),
+    concurrency: int("concurrency"),
+    leaseMs: duration("lease"),
+    jobTimeoutMs: duration("job-timeout"),
+    killGraceMs: duration("kill-grace"),
+    drainMs: duration("drain"),
+    maxStalls: int("max-stalls"),
+    retentionSeconds: seconds("retention"),
+    backoffBaseMs: duration("backoff-base"),
+    backoffMaxMs: duration("backoff-max"),
+    port: int("port"),
     workerId: raw("worker-id") ?? (env.POD_NAME || `${hostname()}-${process.pid}`),
     pod,
-    logLevel,
-    maxJobs: int("max-jobs", 0, 0, Number.MAX_SAFE_INTEGER),
-    maxMemoryMb: int("max-memory", 0, 0, 1_000_000),
-    resultTtlSeconds: seconds("result-ttl", 86_400, 0, YEAR_SECONDS),
-    circuitThreshold: int("circuit-threshold", 5, 0, 1_000_000),
-    circuitBackoffMs: duration("circuit-backoff", 30_000),
-    handlerCredentials: o.bool("handler-credentials", false),
-    // At least 1 MiB: below that a few large results would shed each other at once.
-    outboxMaxBytes: int("outbox-max-bytes", DEFAULT_OUTBOX_MAX_BYTES, 1 << 20, Number.MAX_SAFE_INTEGER),
+    logLevel: o.choice("log-level"),
+    maxJobs: int("max-jobs"),
+    maxMemoryMb: int("max-memory"),
+    resultTtlSeconds: seconds("result-ttl"),
+    circuitThreshold: int("circuit-threshold"),
+    circuitBackoffMs: duration("circuit-backoff"),
+    handlerCredentials: o.bool("handler-credentials"),
+    outboxMaxBytes: int("outbox-max-bytes"),
   };
 }

@@ -2,7 +2,7 @@
 // worker process. Conveyor's worker is the real `conveyor worker` (lease heartbeat thread and
 // sweeper included) with a module handler; BullMQ's is a `Worker` in a process of its own.
 //
-// Retention: Conveyor runs with CONVEYOR_RETENTION_SECONDS=0 (a completed job's record is
+// Retention: Conveyor runs with CONVEYOR_RETENTION=0 (a completed job's record is
 // deleted at once) and BullMQ jobs are added with `removeOnComplete: true` (the same); failed
 // jobs are kept by both (Conveyor's dead letters, BullMQ's default removeOnFail: false). The
 // no-op jobs never fail, so only the completion path is measured.
@@ -180,7 +180,7 @@ export class ConveyorSystem implements System {
         CONVEYOR_QUEUE: QUEUE,
         CONVEYOR_HANDLER: `module:${handler}`,
         CONVEYOR_CONCURRENCY: String(opts.concurrency),
-        CONVEYOR_RETENTION_SECONDS: "0",
+        CONVEYOR_RETENTION: "0",
         CONVEYOR_PORT: String(port),
         CONVEYOR_WORKER_ID: `bench-${process.pid}`,
         LOG_LEVEL: "warn",

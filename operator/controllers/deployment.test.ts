@@ -29,6 +29,8 @@ describe("worker Deployment", () => {
     assert.equal(env.CONVEYOR_CONCURRENCY, "4");
     assert.equal(env.CONVEYOR_JOB_TIMEOUT_SECONDS, "120");
     assert.equal(env.CONVEYOR_DRAIN_SECONDS, "120", "drain defaults to maxJobSeconds");
+    assert.equal(env.CONVEYOR_JOB_TIMEOUT, "120");
+    assert.equal(env.CONVEYOR_DRAIN, "120");
     assert.equal(env.CONVEYOR_PORT, "9464");
     assert.equal(env.REDIS_URL, "redis://redis:6379");
     assert.deepEqual(env.REDIS_PASSWORD, { secretKeyRef: { name: "redis", key: "password" } });

@@ -64,6 +64,10 @@ export function workerEnv(spec: WorkerPoolSpec): V1EnvVar[] {
     { name: "CONVEYOR_HANDLER", value: handlerEnv(spec.handler) },
     ...(spec.handler.passCredentials ? [{ name: "CONVEYOR_HANDLER_CREDENTIALS", value: "true" }] : []),
     { name: "CONVEYOR_CONCURRENCY", value: String(spec.concurrency) },
+    { name: "CONVEYOR_JOB_TIMEOUT", value: String(spec.maxJobSeconds) },
+    { name: "CONVEYOR_DRAIN", value: String(drainSeconds(spec)) },
+    // The former names too, for a pool pinned to a worker image older than the rename; they go
+    // when those images do (CHANGELOG: deprecated for one release).
     { name: "CONVEYOR_JOB_TIMEOUT_SECONDS", value: String(spec.maxJobSeconds) },
     { name: "CONVEYOR_DRAIN_SECONDS", value: String(drainSeconds(spec)) },
     { name: "CONVEYOR_PORT", value: String(WORKER_PORT) },

@@ -145,18 +145,27 @@ if (import.meta.main) {
       process.argv.slice(2),
       process.env,
       {
-        version: "VERSION",
-        out: "RELEASE_DIR",
-        "chart-repo-url": "CHART_REPO_URL",
-        images: "RELEASE_IMAGES",
+        version: { env: "VERSION", kind: "string", help: "the release's version" },
+        out: { env: "RELEASE_DIR", kind: "string", help: "where the artefacts go" },
+        "chart-repo-url": {
+          env: "CHART_REPO_URL",
+          kind: "string",
+          help: "the chart repository",
+        },
+        images: {
+          env: "RELEASE_IMAGES",
+          kind: "bool",
+          default: true,
+          help: "build the images",
+        },
       },
-      USAGE,
+      { usage: USAGE },
     );
     const r = release({
       version: o.raw("version") ?? rootVersion(),
       out: o.raw("out") ?? join(ROOT, "dist", "release"),
       chartRepoUrl: o.raw("chart-repo-url") ?? DEFAULT_CHART_REPO_URL,
-      images: o.bool("images", true),
+      images: o.bool("images"),
     });
     log(`${r.version} done`);
   } catch (err) {

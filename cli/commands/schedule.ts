@@ -1,0 +1,92 @@
+// `conveyor schedule`: repeating jobs — add, list, remove.
+import { OptionError } from "../../lib/options.ts";
+import { makeSchedule, QueueAdmin, scheduleJson, type ScheduleSpec } from "../../queue/index.ts";
+import {
+  assertQueueNameForUsage,
+  COMMON,
+  defineCommand,
+  parseJson,
+  print,
+  UsageError,
+  when,
+  withRedis,
+} from "../command.ts";
+
+const USAGE =
+  "schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] | list <queue> | remove <queue> <name>";
+
+export default defineCommand({
+  name: "schedule",
+  synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
+  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
+  settings: {
+    ...COMMON,
+    every: { kind: "duration", help: "run every D" },
+    cron: { kind: "string", arg: "EXPR", help: "run on a cron schedule (5 fields)" },
+    tz: { kind: "string", arg: "Area/City", help: "the cron schedule's time zone (default UTC)" },
+    attempts: { kind: "int", help: "tries of each job before dead-lettering" },
+  },
+  async run(o) {
+    const [action, queue, name, json] = o.positionals;
+    const n = o.positionals.length;
+    if (!action || !queue) throw new UsageError(USAGE);
+    assertQueueNameForUsage(queue);
+    const redisUrl = o.str("redis")!;
+    const asJson = o.bool("json");
+    if (action === "add") {
+      if (!name || n > 4) throw new UsageError(USAGE);
+      let spec: ScheduleSpec;
+      try {
+        spec = {
+          everyMs: o.maybeDuration("every"),
+          cron: o.raw("cron"),
+          tz: o.raw("tz"),
+          attempts: o.maybeInt("attempts"),
+          data: json === undefined ? null : parseJson(json, "schedule data"),
+        };
+        makeSchedule(name, spec); // every problem named before connecting
+      } catch (err) {
+        if (err instanceof UsageError || err instanceof OptionError) throw err;
+        throw new UsageError((err as Error).message);
+      }
+      return withRedis(redisUrl, async (redis) => {
+        const s = await new QueueAdmin(redis).schedules.add(queue, name, spec);
+        print(
+          asJson
+            ? JSON.stringify(scheduleJson(s))
+            : `schedule ${name} on ${queue}: next run ${when(s.nextRun)}`,
+        );
+        return 0;
+      });
+    }
+    if (action === "list") {
+      if (n !== 2) throw new UsageError(USAGE);
+      return withRedis(redisUrl, async (redis) => {
+        const list = await new QueueAdmin(redis).schedules.list(queue);
+        if (asJson) print(JSON.stringify(list.map(scheduleJson)));
+        else if (list.length === 0) print(`no schedules on ${queue}`);
+        else
+          for (const s of list)
+            print(
+              `${s.name.padEnd(20)} ${(s.everyMs !== undefined ? `every ${s.everyMs / 1000}s` : `cron '${s.cron}' ${s.tz ?? "UTC"}`).padEnd(32)} next ${when(s.nextRun)}`,
+            );
+        return 0;
+      });
+    }
+    if (action === "remove") {
+      if (!name || n !== 3) throw new UsageError(USAGE);
+      return withRedis(redisUrl, async (redis) => {
+        const removed = await new QueueAdmin(redis).schedules.remove(queue, name);
+        print(
+          asJson
+            ? JSON.stringify({ queue, name, removed })
+            : removed
+              ? `removed schedule ${name}`
+              : `no schedule ${name} on ${queue}`,
+        );
+        return removed ? 0 : 1;
+      });
+    }
+    throw new UsageError(USAGE);
+  },
+});
