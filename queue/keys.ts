@@ -175,6 +175,10 @@ export class QueueKeys extends PipelineKeys {
   groupLine(group: string): string {
     return this.part(`g:${group}:line`);
   }
+  /** One group's rate-limit window log (`time:starts,…`), expiring a window after its last start. */
+  groupRateLog(group: string): string {
+    return this.part(`g:${group}:rlog`);
+  }
   /** One group's prioritised waiting jobs (sorted set by score). */
   groupReady(group: string): string {
     return this.part(`g:${group}:ready`);

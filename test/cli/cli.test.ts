@@ -204,6 +204,14 @@ describe("conveyor CLI", () => {
     assert.equal(limit.stdout.trim(), "tenants every group: concurrency 2");
     assert.equal(run("group", "limit", "tenants", "acme", "--concurrency", "1").status, 0);
     assert.equal(run("group", "pause", "tenants", "globex").stdout.trim(), "tenants group globex paused");
+    assert.equal(
+      run("group", "limit", "tenants", "initech", "--rate", "5/s").stdout.trim(),
+      "tenants group initech: rate 5/s",
+    );
+    assert.match(
+      run("group", "limit", "tenants", "--rate", "fast").stderr,
+      /--rate: invalid rate limit "fast"/,
+    );
     const listed = JSON.parse(run("group", "list", "tenants", "--json").stdout) as {
       defaultConcurrency: number;
       waiting: number;
@@ -220,6 +228,7 @@ describe("conveyor CLI", () => {
       ],
     );
     assert.match(run("group", "list", "tenants").stdout, /^acme\twaiting 2\trunning 0\/1$/m);
+    assert.match(run("group", "list", "tenants").stdout, /^initech\twaiting 1\trunning 0\/2\*\trate 5\/s$/m);
     // the paused group and acme's second job wait; the others start
     const c = new Consumer(redis, "tenants", { workerId: "cli", leaseMs: 30_000 });
     const started = (await c.claim(10)).jobs.map((j) => j.rawData).sort();

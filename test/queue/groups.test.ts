@@ -28,7 +28,7 @@ const consumer = (redis: RedisClient, queue: string, leaseMs = 30_000) =>
 
 const groupOf = (j: ClaimedJob) => (JSON.parse(j.rawData) as { g: string }).g;
 
-/** Every key of a queue's pipeline that is about groups (`<Q>g…`). */
+/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`). */
 async function groupKeys(redis: RedisClient, queue: string): Promise<string[]> {
   const k = new QueueKeys(queue);
   const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl];
@@ -187,6 +187,60 @@ function groupCases(
     assert.equal((await admin.counts(q)).ready, 2);
     await setRateLimit(redis, q, null);
     assert.equal((await c.claim(10)).jobs.length, 2);
+  });
+
+  test("per-group rate limits: no window of a group ever holds more starts than its limit; the others go on", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, undefined, { rate: { max: 3, perMs: 500 } });
+    await setGroupLimit(redis, q, "fast", { rate: { max: 6, perMs: 500 } });
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 12 }, (_, i) => ({ data: { g: "slow", i }, group: "slow" })),
+      ...Array.from({ length: 18 }, (_, i) => ({ data: { g: "fast", i }, group: "fast" })),
+    ]);
+    const c = consumer(redis, q);
+    const starts = new Map<string, number[]>([
+      ["slow", []],
+      ["fast", []],
+    ]);
+    let claimed = 0;
+    let sawDue = false;
+    while (claimed < 30) {
+      const { jobs, nextDueAt } = await c.claim(10);
+      for (const j of jobs) {
+        starts.get(groupOf(j))!.push(j.claimedAt);
+        await c.complete(j, null);
+      }
+      claimed += jobs.length;
+      if (jobs.length === 0) {
+        // the claim says when a window has room: nothing is started before
+        assert.ok(nextDueAt !== null && nextDueAt > Date.now() - 50, `nextDueAt ${nextDueAt}`);
+        sawDue = true;
+        await new Promise((r) => setTimeout(r, Math.max(1, Math.min(100, nextDueAt! - Date.now()))));
+      }
+    }
+    assert.ok(sawDue, "the limits held claims back");
+    for (const [g, max] of [
+      ["slow", 3],
+      ["fast", 6],
+    ] as const) {
+      const t = starts.get(g)!;
+      // every window (t − 500 ms, t] ending at a start holds at most max starts
+      for (const end of t) {
+        const inWindow = t.filter((x) => x > end - 500 && x <= end).length;
+        assert.ok(inWindow <= max, `${g}: ${inWindow} starts in the 500 ms up to ${end}, limit ${max}`);
+      }
+    }
+    const listed = await listGroups(redis, q);
+    assert.equal(listed.defaultRate, "3/500ms");
+    // (slow has no setting of its own and nothing waiting or running: not listed)
+    assert.deepEqual(
+      listed.groups.map((g) => [g.group, g.rate]),
+      [["fast", "6/500ms"]],
+    );
+    // the window logs expire a window after their last start: an idle group keeps nothing
+    const ttl = await redis.pttl(new QueueKeys(q).groupRateLog("slow"));
+    assert.ok(ttl > 0 && ttl <= 500, `pttl ${ttl}`);
   });
 
   test("cancel and delete of waiting grouped jobs: counts follow, and an idle group keeps nothing but its settings", async () => {

@@ -7,13 +7,51 @@
 -- when the claim starts the job, released by the same paths that release a group slot
 -- (groupLeftRunning) — so budgets inherit "limits survive crashes": a swept lease frees both.
 
--- How many more jobs of group g may start now: 0 when the group is paused or at its
--- concurrency (the group's override, else the queue's default for every group; none = no limit).
--- `running`: the group's jobs holding a lease. (One HMGET: the limits of g and the default.)
-local function groupRoom(q, g, running)
-  local c = redis.call('HMGET', q .. 'gcontrol', 'paused:' .. g, 'concurrency:' .. g, 'concurrency')
+--- @include "control"
+
+-- How many more jobs of group g may start now: 0 when the group is paused, at its concurrency,
+-- or its rate window is full (each limit: the group's override, else the queue's default for
+-- every group; none = no limit). `running`: the group's jobs holding a lease. `rates`: this
+-- claim's rate state per group ({left, kept, at, started}: the window is read once per claim
+-- and group, and written once by groupRatesFlush). Returns the room and, when the window is
+-- what stops it, the time it has room again. (One HMGET: the limits of g and the defaults.)
+local function groupRoom(q, g, running, now, rates)
+  local c = redis.call('HMGET', q .. 'gcontrol', 'paused:' .. g, 'concurrency:' .. g, 'concurrency', 'rate:' .. g, 'rate')
   if c[1] == '1' then return 0 end
   local limit = tonumber(c[2]) or tonumber(c[3])
-  if not limit then return math.huge end
-  return math.max(0, limit - running)
+  local room = limit and math.max(0, limit - running) or math.huge
+  local rate = c[4] or c[5]
+  if not rate or room == 0 then return room end
+  local r = rates[g]
+  if not r then
+    -- (the same sliding-window log as the queue's rate limit: no window ever over max; kept in
+    -- `<Q>g:<g>:rlog`, which expires a window after its last start, so an idle group keeps nothing)
+    local log = redis.call('GET', groupRateLogKey(q, g))
+    local allowed, kept, _, at = rateAllowance(rate, log, now, 1000000000)
+    r = {left = allowed, kept = kept, at = at, started = 0, rate = rate, log = log}
+    rates[g] = r
+  end
+  if r.left > 0 then return math.min(room, r.left) end
+  local _, _, freeAt = rateAllowance(r.rate, r.log, now, r.started + 1)
+  return 0, freeAt
+end
+
+-- A job of group g started in this claim (counted against its window, if it has one).
+local function groupRateTaken(rates, g)
+  local r = rates[g]
+  if r then
+    r.left = r.left - 1
+    r.started = r.started + 1
+  end
+end
+
+-- Each rate-limited group's window gains this claim's starts: one SET per such group.
+local function groupRatesFlush(q, rates)
+  for g, r in pairs(rates) do
+    if r.started > 0 then
+      r.kept[#r.kept + 1] = r.at .. ':' .. r.started
+      local window = tonumber(string.match(r.rate, '/(%d+)$')) or 1
+      redis.call('SET', groupRateLogKey(q, g), table.concat(r.kept, ','), 'PX', window)
+    end
+  end
 end

@@ -94,11 +94,20 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       end
       if room <= 0 then redis.call('ZADD', ring, turn[2], turn[1]) end
       local visits = 0
-      local g = turn[1]
+      -- (this claim's per-group rate windows: admission.lua)
+      local rates = {}
+      local g, score = turn[1], tonumber(turn[2])
       while g and room > 0 do
         visits = visits + 1
+        if score >= RING_WAIT and score - RING_WAIT > now then
+          -- The lowest score is a group waiting for its window: nobody else is due. Stop here.
+          redis.call('ZADD', ring, score, g)
+          local due = score - RING_WAIT
+          if not groupFreeAt or due < groupFreeAt then groupFreeAt = due end
+          break
+        end
         local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
-        local groupLeft = groupRoom(q, g, running)
+        local groupLeft, rateFreeAt = groupRoom(q, g, running, now, rates)
         local took, outcome = false, nil
         if groupLeft > 0 then
           -- One job of the group: its prioritised jobs first, then its line (stale entries skipped).
@@ -120,24 +129,43 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           end
           took = outcome ~= nil and outcome ~= false
         end
+        local waitingLeft
         if took then
           taken = taken + 1
-          local left = groupLeftWaiting(q, g, 1)
+          waitingLeft = groupLeftWaiting(q, g, 1)
           if outcome == true then
             room = room - 1
             redis.call('HINCRBY', q .. 'grunning', g, 1)
+            groupRateTaken(rates, g)
             groupLeft = groupLeft - 1
+            if groupLeft == 0 and rates[g] and rates[g].left == 0 then
+              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
+              rateFreeAt = due
+            end
           end
-          -- Back at the tail while it has work and room; a group at its limit is re-admitted
-          -- when one of its jobs leaves running (groupLeftRunning), a paused one on resume.
-          if left > 0 and groupLeft > 0 then ringAdd(q, g) end
-        elseif groupLeft > 0 and tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0) > 0 then
-          -- (100 stale entries in a row: its turn ends, its work stays)
-          ringAdd(q, g)
+        else
+          waitingLeft = tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0)
+        end
+        if waitingLeft > 0 then
+          if groupLeft > 0 then
+            -- Back at the tail while it has work and room ((not taken: 100 stale entries in a
+            -- row ended its turn; its work stays).
+            ringAdd(q, g)
+          elseif rateFreeAt then
+            -- Its window is full: it waits in the ring for the time it has room again.
+            redis.call('ZADD', ring, RING_WAIT + rateFreeAt, g)
+            if not groupFreeAt or rateFreeAt < groupFreeAt then groupFreeAt = rateFreeAt end
+          end
+          -- (at its concurrency limit or paused: dropped; re-admitted when one of its jobs leaves
+          -- running (groupLeftRunning), on resume or a limit change)
         end
         g = nil
-        if room > 0 and visits < count + 100 then g = redis.call('ZPOPMIN', ring)[1] end
+        if room > 0 and visits < count + 100 then
+          local nxt = redis.call('ZPOPMIN', ring)
+          g, score = nxt[1], tonumber(nxt[2])
+        end
       end
+      groupRatesFlush(q, rates)
     end
   end
 
@@ -248,7 +276,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     nextDue = first[2] and tonumber(first[2]) or -1
   end
   -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
-  freeAt = freeAt or groupFreeAt
+  if groupFreeAt and (not freeAt or groupFreeAt < freeAt) then freeAt = groupFreeAt end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end

@@ -20,15 +20,23 @@ end
 local function groupReadyKey(q, g)
   return q .. 'g:' .. g .. ':ready'
 end
+local function groupRateLogKey(q, g)
+  return q .. 'g:' .. g .. ':rlog'
+end
 local function queuePrefixOfReady(readyKey)
   return string.sub(readyKey, 1, #readyKey - 5)
 end
 
--- Put the group at the tail of the ring unless it is already in it.
+-- Ring scores from RING_WAIT up are groups waiting for their rate window: RING_WAIT + the time
+-- (ms) it has room again. Turns stay far below; RING_WAIT + any time this century < 2^53.
+local RING_WAIT = 1125899906842624 -- 2^50
+
+-- Put the group at the tail of the ring unless it is already in it (taking turns, or waiting
+-- for its window).
 local function ringAdd(q, g)
   local ring = q .. 'gring'
   if redis.call('ZSCORE', ring, g) then return end
-  local last = redis.call('ZRANGE', ring, -1, -1, 'WITHSCORES')
+  local last = redis.call('ZREVRANGEBYSCORE', ring, '(' .. RING_WAIT, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   redis.call('ZADD', ring, last[2] and (tonumber(last[2]) + 1) or 0, g)
 end
 
