@@ -58,6 +58,13 @@ export const JOB_ENVELOPE: JsonSchema = {
     attempts: { type: "integer", minimum: 1, maximum: 1000, description: "total attempts; default 3" },
     timeoutMs: { type: "number", minimum: 0, description: "per-job handler timeout; 0 = the worker's" },
     contentHash: { type: "string", maxLength: 500, description: "for result reuse (docs/protocol.md)" },
+    group: {
+      type: "string",
+      minLength: 1,
+      maxLength: 128,
+      description:
+        "the job's group (tenant, customer, key; at most 128 UTF-8 bytes): groups are served round-robin, each may have a concurrency limit (docs/protocol.md, Groups)",
+    },
   },
   required: ["data"],
   additionalProperties: false,

@@ -16,6 +16,7 @@ export const ENVELOPE_FIELDS = [
   "attempts",
   "timeoutMs",
   "contentHash",
+  "group",
 ] as const;
 
 const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
@@ -43,6 +44,7 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
     id: str("id"),
     idempotencyKey: str("idempotencyKey"),
     contentHash: str("contentHash"),
+    group: str("group"),
     priority: num("priority"),
     delayMs: num("delayMs"),
     attempts: num("attempts"),

@@ -156,6 +156,34 @@ export class QueueKeys extends PipelineKeys {
   get idempotencyPrefix(): string {
     return this.part("idem:");
   }
+  /** Groups (docs/protocol.md, "Groups"): the ring of groups that may be served next (sorted set by turn). */
+  get groupRing(): string {
+    return this.part("gring");
+  }
+  /** Group → its waiting jobs (field '' = all groups together). */
+  get groupWaiting(): string {
+    return this.part("gwaiting");
+  }
+  /** Group → its jobs holding a lease. */
+  get groupRunning(): string {
+    return this.part("grunning");
+  }
+  /** Group limits: `concurrency` (every group), `concurrency:<g>`, `paused:<g>`. */
+  get groupControl(): string {
+    return this.part("gcontrol");
+  }
+  /** One group's priority-0 waiting jobs (FIFO list). */
+  groupLine(group: string): string {
+    return this.part(`g:${group}:line`);
+  }
+  /** One group's rate-limit window log (`time:starts,…`), expiring a window after its last start. */
+  groupRateLog(group: string): string {
+    return this.part(`g:${group}:rlog`);
+  }
+  /** One group's prioritised waiting jobs (sorted set by score). */
+  groupReady(group: string): string {
+    return this.part(`g:${group}:ready`);
+  }
   /** A stage result stored for reuse under its input's content hash. */
   result(contentHash: string): string {
     return `${this.prefix}result:${this.queue}:${contentHash}`;

@@ -6,6 +6,7 @@ import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
+import { assertGroup, InvalidGroupError } from "./groups.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
 export const DEFAULT_ATTEMPTS = 3;
@@ -14,6 +15,8 @@ export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 const BULK_CHUNK = 500;
 /** Index of the trace field among a job's enqueue_jobs arguments. */
 const TRACE_FIELD = 8;
+/** Index of the group field: sent only in a batch that has a grouped job. */
+const GROUP_FIELD = 9;
 
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
@@ -73,8 +76,12 @@ export class Producer {
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
       const chunk = encoded.slice(start, start + BULK_CHUNK);
-      // (with durability "replicated": a ReplicationError when no replica confirmed the batch;
-      // enqueueing it again with the same ids creates nothing twice)
+      // A batch with a grouped job sends a 10th field per job, after the `+group` marker
+      // (enqueue_jobs.lua); one without sends exactly what it always did. With durability
+      // "replicated": a ReplicationError when no replica confirmed the batch (enqueueing it again
+      // with the same ids creates nothing twice).
+      const grouped = chunk.some((e) => e[GROUP_FIELD] !== "");
+      const args = grouped ? ["+group", ...chunk.flat()] : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
       const reply = await runDurableScript<(string | number)[]>(
         this.redis,
         this.durability,
@@ -87,7 +94,7 @@ export class Producer {
           Date.now(),
           this.maxPayloadBytes,
           IDEMPOTENCY_TTL_SECONDS,
-          ...chunk.flat(),
+          ...args,
         ],
       );
       for (let i = 0; i < reply.length; i += 2)
@@ -116,6 +123,15 @@ export class Producer {
       Number.isInteger(attempts) && attempts >= 1 && attempts <= 1000,
       `attempts must be an integer 1..1000, got ${attempts}`,
     );
+    if (job.group !== undefined) {
+      try {
+        assertGroup(job.group);
+      } catch (err) {
+        const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+        if (err instanceof InvalidGroupError) throw new InvalidJobError(`${which}: ${err.message}`);
+        throw err;
+      }
+    }
     const delayMs = job.delayMs ?? 0;
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
@@ -130,6 +146,7 @@ export class Producer {
       job.idempotencyKey ?? "",
       job.contentHash ?? "",
       "", // trace: set by enqueueMany while tracing is on
+      job.group ?? "",
     ];
   }
 

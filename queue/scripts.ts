@@ -34,6 +34,7 @@ export const SCRIPT_NAMES = [
   "schedule_remove",
   "backlog_counts",
   "poll_queues",
+  "group_control",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

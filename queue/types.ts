@@ -15,6 +15,11 @@ export interface EnqueueOptions {
   timeoutMs?: number;
   /** Content hash for result reuse (see docs/protocol.md). */
   contentHash?: string;
+  /**
+   * The job's group (a tenant, customer, key; 1..128 UTF-8 bytes): groups of a queue are served
+   * round-robin and may have a concurrency limit (docs/protocol.md, "Groups").
+   */
+  group?: string;
 }
 
 export interface EnqueueResult {

@@ -1,13 +1,13 @@
 // `conveyor enqueue`: one job from the command line, or a file of them (one per line).
 import { readFileSync } from "node:fs";
 import { startTracing } from "../../lib/telemetry.ts";
-import { EnvelopeError, parseEnvelope, Producer, type JobToEnqueue } from "../../queue/index.ts";
+import { assertGroup, EnvelopeError, parseEnvelope, Producer, type JobToEnqueue } from "../../queue/index.ts";
 import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "../command.ts";
 
 export default defineCommand({
   name: "enqueue",
-  synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…})`,
+  synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…})`,
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
@@ -20,16 +20,30 @@ export default defineCommand({
     delay: { kind: "duration", help: "run no sooner than this from now" },
     attempts: { kind: "int", help: "tries before dead-lettering" },
     timeout: { kind: "duration", help: "this job's timeout" },
+    group: {
+      kind: "string",
+      arg: "G",
+      help: "the job's group (≤ 128 bytes): groups are served round-robin (docs/protocol.md, Groups)",
+    },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
   },
   async run(o) {
     const [queue, json] = o.positionals;
     if (!queue) throw new UsageError("enqueue needs a queue");
+    const group = o.raw("group");
+    if (group !== undefined) {
+      try {
+        assertGroup(group, "--group");
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+    }
     const opts: Omit<JobToEnqueue, "data"> = {
       priority: o.maybeInt("priority"),
       delayMs: o.maybeDuration("delay"),
       attempts: o.maybeInt("attempts"),
       timeoutMs: o.maybeDuration("timeout"),
+      group,
     };
     const file = o.raw("file");
     const asJson = o.bool("json");

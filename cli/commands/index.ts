@@ -7,6 +7,7 @@ import deleteJobs from "./delete.ts";
 import dlq from "./dlq.ts";
 import enqueue from "./enqueue.ts";
 import events from "./events.ts";
+import group from "./group.ts";
 import job from "./job.ts";
 import limit from "./limit.ts";
 import operator from "./operator.ts";
@@ -28,6 +29,7 @@ export const COMMANDS: readonly Command[] = [
   pause,
   resume,
   limit,
+  group,
   schedule,
   events,
   api,

@@ -15,6 +15,7 @@
 --- @include "includes/fanIn"
 --- @include "includes/readyLine"
 --- @include "includes/parkedData"
+--- @include "includes/groups"
 
 local jobPrefix, now, retention = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local base = pipelineBase(jobPrefix)
@@ -38,15 +39,23 @@ local cancelTree
 -- Returns how many jobs this cancelled (0: finished or missing), the job's state and queue.
 local function cancelOne(id, depth)
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token', 'group')
   if f.err or not f[1] then return 0, nil, nil end
   local state, queue = f[1], f[2] or ''
   local set = SETS[state]
   if set then
     local q = queueKeyPrefix(base, queue)
     local removed = redis.call('ZREM', q .. set, id)
-    -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
-    if state == 'ready' then leftLine(q .. set, removed == 1) end
+    local g = groupOf(f[5])
+    if g and state == 'ready' then
+      -- (a grouped job: off its group's set or, in its group's line, left stale; groups.lua)
+      groupCancelledWaiting(q, g, id)
+    elseif g and state == 'active' then
+      groupLeftRunning(q, g)
+    elseif state == 'ready' then
+      -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
+      leftLine(q .. set, removed == 1)
+    end
     if state ~= 'active' then unparkData(jk, id) end
     redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
     markCancelled(jk, id, queue, state, state == 'active' and f[4] or nil)

@@ -18,6 +18,7 @@
 --- @include "includes/malformed"
 --- @include "includes/readyLine"
 --- @include "includes/parkedData"
+--- @include "includes/groups"
 
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
@@ -37,7 +38,7 @@ local deleted = 0
 for i = 5, #ARGV do
   local id = ARGV[i]
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group')
   local outcome, state = 'notFound', ''
   if f.err then
     -- Not a hash (another client SET it): deleted if it is this queue's.
@@ -55,7 +56,11 @@ for i = 5, #ARGV do
     else
       -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
       local wasQueued = leaveSets(id)
-      if state == 'ready' then leftLine(KEYS[1], wasQueued) end
+      if state == 'ready' and groupOf(f[8]) then
+        groupCancelledWaiting(queuePrefixOfReady(KEYS[1]), f[8], id)
+      elseif state == 'ready' then
+        leftLine(KEYS[1], wasQueued)
+      end
       if f[3] and f[3] ~= '' then
         finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. DELETED .. '}', now, f[3], f[4] or false)
       end

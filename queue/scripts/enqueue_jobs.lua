@@ -4,7 +4,9 @@
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
 --       6 idempotencyTtlSeconds, then per job 9 fields:
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
---       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none)
+--       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none);
+--       when ARGV 7 is `+group`, the jobs start at 8 and each has a 10th field, group ('' = none,
+--       at most 128 bytes: else ERR_INVALID_GROUP)
 -- Returns a flat list: id, created (1) or duplicate (0), per job.
 --- @include "includes/keys"
 --- @include "includes/record"
@@ -15,11 +17,12 @@ local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
-local FIELDS = 9
+local FIELDS, first = 9, 7
+if ARGV[7] == '+group' then FIELDS, first = 10, 8 end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
-for i = 7, #ARGV, FIELDS do
+for i = first, #ARGV, FIELDS do
   local id, data = ARGV[i], ARGV[i + 1]
   local priority = tonumber(ARGV[i + 2])
   local delay = tonumber(ARGV[i + 3])
@@ -27,6 +30,10 @@ for i = 7, #ARGV, FIELDS do
   local idemKey, contentHash, trace = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
   if #data > maxBytes then
     return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
+  end
+  local group = FIELDS == 10 and groupOf(ARGV[i + 9]) or nil
+  if group and #group > GROUP_MAX_BYTES then
+    return redis.error_reply('ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
   end
   local existing = false
   if idemKey ~= '' then
@@ -39,7 +46,7 @@ for i = 7, #ARGV, FIELDS do
     out[#out + 1] = 0
   else
     if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, (trace and trace ~= '') and {'trace', trace} or {}) then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, (trace and trace ~= '') and {'trace', trace} or {}, group) then
       woke = true
     end
     out[#out + 1] = id

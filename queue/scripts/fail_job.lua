@@ -8,6 +8,7 @@
 --- @include "includes/lease"
 --- @include "includes/record"
 --- @include "includes/fanIn"
+--- @include "includes/groups"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -19,7 +20,8 @@ if problem then
   return 'lost'
 end
 local made = redis.call('HINCRBY', jk, 'attemptsMade', 1)
-local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 1
+local af = redis.call('HMGET', jk, 'attempts', 'group')
+local attempts = tonumber(af[1]) or 1
 local errorJson = ARGV[6]
 local ok, err = pcall(cjson.decode, errorJson)
 if not ok or type(err) ~= 'table' then err = {message = errorJson} end
@@ -33,6 +35,7 @@ end
 history[#history + 1] = {attempt = made, token = token, at = now, error = err}
 while #history > 10 do table.remove(history, 1) end
 redis.call('ZREM', KEYS[1], id)
+if af[2] and af[2] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), af[2]) end
 redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 if ARGV[8] == '1' and made < attempts then

@@ -13,6 +13,7 @@
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/fanIn"
+--- @include "includes/groups"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -24,7 +25,7 @@ if problem then
   redis.call('HINCRBY', KEYS[2], 'fenced', 1)
   return -1
 end
-local f = redis.call('HMGET', jk, 'priority', 'attempts', 'trace')
+local f = redis.call('HMGET', jk, 'priority', 'attempts', 'trace', 'group')
 local priority = tonumber(f[1]) or 0
 local attempts = f[2] or '3'
 local traced = tonumber(ARGV[10]) or 0
@@ -32,6 +33,8 @@ local n = traced > 0 and traced or #ARGV - 10
 local ownTrace = f[3] or ''
 local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
+-- (the children carry no group: docs/protocol.md, "Groups")
+if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})

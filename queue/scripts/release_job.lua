@@ -10,6 +10,7 @@
 --- @include "includes/record"
 --- @include "includes/readyLine"
 --- @include "includes/wake"
+--- @include "includes/groups"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -18,9 +19,11 @@ local problem = leaseProblem(jk, token)
 if problem == 'cancelled' then return -1 end
 if problem then return 0 end
 redis.call('ZREM', KEYS[1], id)
+local f = redis.call('HMGET', jk, 'priority', 'score', 'group')
+if f[3] and f[3] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[3]) end
 if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
 redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', ARGV[7] .. ': ' .. ARGV[6])
-putReady(KEYS[2], jk, id, true)
+putReady(KEYS[2], jk, id, true, f[1], f[2], f[3])
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
 record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
 wake(KEYS[4])

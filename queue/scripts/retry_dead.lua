@@ -21,13 +21,13 @@ local moved = 0
 for _, id in ipairs(ids) do
   local jk = jobKey(jobPrefix, id)
   -- checked before anything changes: a record another client broke stays dead, never lost
-  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority')
+  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority', 'group')
   -- (a priority-0 job joins the tail of the line and needs no score)
   local score = (not f.err) and (inLine(f[3]) or numericScore(f[2]))
   if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
-    putReady(KEYS[2], jk, id, false, f[3], f[2])
+    putReady(KEYS[2], jk, id, false, f[3], f[2], f[4])
     record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'dead', 'data', f[1]})
     moved = moved + 1
   end

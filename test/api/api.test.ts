@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "../../lib/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
+import { connectRedis, listGroups } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";
 import { CONVEYOR, NODE, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
 
@@ -115,5 +116,44 @@ describe("job API", () => {
       assert.match(((await res.json()) as { error: string }).error, message);
     }
     assert.doesNotMatch(readFileSync(join(dir, "api.log"), "utf8"), /request failed/);
+  });
+
+  test("POST and batch take a group; a group over 128 bytes is a 400 naming the field", async () => {
+    const one = await call("/queues/tenants/jobs", {
+      method: "POST",
+      body: JSON.stringify({ data: { n: 1 }, group: "acme" }),
+    });
+    assert.equal(one.status, 202);
+    const batch = await call("/queues/tenants/jobs/batch", {
+      method: "POST",
+      body: JSON.stringify({
+        jobs: [
+          { data: { n: 2 }, group: "acme" },
+          { data: { n: 3 }, group: "globex" },
+        ],
+      }),
+    });
+    assert.equal(batch.status, 202, await batch.clone().text());
+    const redis = connectRedis(server.url);
+    try {
+      const groups = await listGroups(redis, "tenants");
+      assert.deepEqual(
+        groups.groups.map((g) => [g.group, g.waiting]),
+        [
+          ["acme", 2],
+          ["globex", 1],
+        ],
+      );
+    } finally {
+      redis.disconnect();
+    }
+    for (const group of ["x".repeat(129), "é".repeat(65), ""]) {
+      const res = await call("/queues/tenants/jobs", {
+        method: "POST",
+        body: JSON.stringify({ data: 1, group }),
+      });
+      assert.equal(res.status, 400, group);
+      assert.match(((await res.json()) as { error: string }).error, /group/);
+    }
   });
 });

@@ -193,4 +193,67 @@ describe("conveyor CLI", () => {
       "nothing of a refused file is enqueued",
     );
   });
+
+  test("groups: enqueue --group and a group field in --file; group limit, pause, resume and list", async () => {
+    assert.equal(run("enqueue", "tenants", '{"n":1}', "--group", "acme", "--id", "a1").status, 0);
+    const file = join(dir, "grouped.ndjson");
+    writeFileSync(file, '{"data":{"n":2},"group":"acme"}\n{"data":{"n":3},"group":"globex"}\n{"n":4}\n');
+    assert.equal(run("enqueue", "tenants", "--file", file, "--group", "initech").stdout.trim(), "3");
+    const limit = run("group", "limit", "tenants", "--concurrency", "2");
+    assert.equal(limit.status, 0, limit.stderr);
+    assert.equal(limit.stdout.trim(), "tenants every group: concurrency 2");
+    assert.equal(run("group", "limit", "tenants", "acme", "--concurrency", "1").status, 0);
+    assert.equal(run("group", "pause", "tenants", "globex").stdout.trim(), "tenants group globex paused");
+    assert.equal(
+      run("group", "limit", "tenants", "initech", "--rate", "5/s").stdout.trim(),
+      "tenants group initech: rate 5/s",
+    );
+    assert.match(
+      run("group", "limit", "tenants", "--rate", "fast").stderr,
+      /--rate: invalid rate limit "fast"/,
+    );
+    const listed = JSON.parse(run("group", "list", "tenants", "--json").stdout) as {
+      defaultConcurrency: number;
+      waiting: number;
+      groups: { group: string; waiting: number; concurrency: number; paused: boolean }[];
+    };
+    assert.equal(listed.defaultConcurrency, 2);
+    assert.equal(listed.waiting, 4);
+    assert.deepEqual(
+      listed.groups.map((g) => [g.group, g.waiting, g.concurrency, g.paused]),
+      [
+        ["acme", 2, 1, false],
+        ["globex", 1, 2, true],
+        ["initech", 1, 2, false],
+      ],
+    );
+    assert.match(run("group", "list", "tenants").stdout, /^acme\twaiting 2\trunning 0\/1$/m);
+    assert.match(run("group", "list", "tenants").stdout, /^initech\twaiting 1\trunning 0\/2\*\trate 5\/s$/m);
+    // the paused group and acme's second job wait; the others start
+    const c = new Consumer(redis, "tenants", { workerId: "cli", leaseMs: 30_000 });
+    const started = (await c.claim(10)).jobs.map((j) => j.rawData).sort();
+    assert.deepEqual(started, ['{"n":1}', '{"n":4}']);
+    assert.equal(run("group", "resume", "tenants", "globex").status, 0);
+    assert.deepEqual(
+      (await c.claim(10)).jobs.map((j) => j.rawData),
+      ['{"n":3}'],
+    );
+    // bad input: exit 2 with the flag or field named
+    const long = run("enqueue", "tenants", "{}", "--group", "x".repeat(129));
+    assert.equal(long.status, 2);
+    assert.match(long.stderr, /--group is 129 bytes, limit 128/);
+    assert.match(
+      run("group", "limit", "tenants", "--concurrency", "0").stderr,
+      /--concurrency must be an integer/,
+    );
+    assert.equal(run("group", "limit", "tenants").status, 2);
+    assert.equal(run("group", "pause", "tenants").status, 2);
+    assert.equal(run("group", "frob", "tenants").status, 2);
+    const badField = join(dir, "badgroup.ndjson");
+    writeFileSync(badField, '{"data":1,"group":7}\n');
+    assert.match(
+      run("enqueue", "tenants", "--file", badField).stderr,
+      /badgroup\.ndjson:1: "group" must be a string/,
+    );
+  });
 });

@@ -7,6 +7,8 @@
 --- @include "control"
 --- @include "variadic"
 --- @include "readyLine"
+--- @include "groups"
+--- @include "admission"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority (the sorted set of
@@ -25,13 +27,15 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
   -- ok: id, fields, score (false: from the line), per job that may start.
   local ok = {}
-  local function check(id, score)
+  -- Returns false for a stale line entry, 'dead' for a record dead-lettered here, else true.
+  local function check(id, score, group)
     local jk = jobKey(jobPrefix, id)
-    local f, reason = claimable(jk, id, (not score) and queue or nil)
+    local f, reason = claimable(jk, id, (not score) and queue or nil, group)
     if f == false then return false end
     if not f then
       deadLetterRaw(jk, id, keys[4], keys[5], now, reason, queue, score or nil)
       record(keys[8], keys[9], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'reason', reason, 'error', cjson.encode({message = reason})})
+      return 'dead'
     else
       ok[#ok + 1] = id
       ok[#ok + 1] = f
@@ -41,8 +45,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   end
   for i = 1, #popped, 2 do check(popped[i], popped[i + 1]) end
   local taken = #popped / 2
+  -- (ids taken from a line by this claim: a second entry of one id is stale)
+  local seen = {}
   if taken < count then
-    local line, stale, seen = lineKeyOf(keys[1]), 0, {}
+    local line, stale = lineKeyOf(keys[1]), 0
     -- Stale entries (a cancelled or deleted job's) are skipped and another is popped in their
     -- place; so is a second entry of one id (a deleted id enqueued again) within this claim.
     for _ = 1, 8 do
@@ -66,6 +72,103 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     end
     if stale > 0 and redis.call('DECRBY', lineStaleKeyOf(keys[1]), stale) < 0 then redis.call('DEL', lineStaleKeyOf(keys[1])) end
   end
+  -- Then the groups (groups.lua), round-robin: only when the queue's own jobs left slots free,
+  -- so a queue without groups pays nothing while it has work (and one ZPOPMIN when it runs short).
+  -- (groupFreeAt: when the rate limit cut the groups' share, the window's next room)
+  local groupFreeAt = nil
+  if taken < count then
+    local q = queuePrefixOfReady(keys[1])
+    local ring = q .. 'gring'
+    local turn = redis.call('ZPOPMIN', ring)
+    if turn[1] then
+      -- The queue's gate first (admission.lua): grouped jobs are taken only as far as pause and
+      -- the rate limit allow, so none has to go back (the gate below then allows them all).
+      local paused, rate, rlog = readControl(keys[9], queue)
+      local room = count - taken
+      if paused then
+        room = 0
+      elseif rate then
+        local allowance, _, freeAt = rateAllowance(rate, rlog, now, count)
+        room = math.min(room, allowance - #ok / 3)
+        groupFreeAt = freeAt
+      end
+      if room <= 0 then redis.call('ZADD', ring, turn[2], turn[1]) end
+      local visits = 0
+      -- (this claim's per-group rate windows: admission.lua)
+      local rates = {}
+      local g, score = turn[1], tonumber(turn[2])
+      while g and room > 0 do
+        visits = visits + 1
+        if score >= RING_WAIT and score - RING_WAIT > now then
+          -- The lowest score is a group waiting for its window: nobody else is due. Stop here.
+          redis.call('ZADD', ring, score, g)
+          local due = score - RING_WAIT
+          if not groupFreeAt or due < groupFreeAt then groupFreeAt = due end
+          break
+        end
+        local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
+        local groupLeft, rateFreeAt = groupRoom(q, g, running, now, rates)
+        local took, outcome = false, nil
+        if groupLeft > 0 then
+          -- One job of the group: its prioritised jobs first, then its line (stale entries skipped).
+          local p = redis.call('ZPOPMIN', groupReadyKey(q, g))
+          if p[1] then
+            outcome = check(p[1], p[2], g)
+          else
+            for _ = 1, 100 do
+              local id = redis.call('LPOP', groupLineKey(q, g))
+              if not id then break end
+              if not seen[id] then
+                outcome = check(id, false, g)
+                if outcome then
+                  seen[id] = true
+                  break
+                end
+              end
+            end
+          end
+          took = outcome ~= nil and outcome ~= false
+        end
+        local waitingLeft
+        if took then
+          taken = taken + 1
+          waitingLeft = groupLeftWaiting(q, g, 1)
+          if outcome == true then
+            room = room - 1
+            redis.call('HINCRBY', q .. 'grunning', g, 1)
+            groupRateTaken(rates, g)
+            groupLeft = groupLeft - 1
+            if groupLeft == 0 and rates[g] and rates[g].left == 0 then
+              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
+              rateFreeAt = due
+            end
+          end
+        else
+          waitingLeft = tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0)
+        end
+        if waitingLeft > 0 then
+          if groupLeft > 0 then
+            -- Back at the tail while it has work and room ((not taken: 100 stale entries in a
+            -- row ended its turn; its work stays).
+            ringAdd(q, g)
+          elseif rateFreeAt then
+            -- Its window is full: it waits in the ring for the time it has room again.
+            redis.call('ZADD', ring, RING_WAIT + rateFreeAt, g)
+            if not groupFreeAt or rateFreeAt < groupFreeAt then groupFreeAt = rateFreeAt end
+          end
+          -- (at its concurrency limit or paused: dropped; re-admitted when one of its jobs leaves
+          -- running (groupLeftRunning), on resume or a limit change)
+        end
+        g = nil
+        if room > 0 and visits < count + 100 then
+          local nxt = redis.call('ZPOPMIN', ring)
+          g, score = nxt[1], tonumber(nxt[2])
+        end
+      end
+      groupRatesFlush(q, rates)
+    end
+  end
+
   -- Pause and rate limit (see control.lua): what may not start goes back where it was.
   local gated, freeAt, rate, kept = false, nil, nil, nil
   -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
@@ -173,6 +276,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     nextDue = first[2] and tonumber(first[2]) or -1
   end
   -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  if groupFreeAt and (not freeAt or groupFreeAt < freeAt) then freeAt = groupFreeAt end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end

@@ -9,17 +9,18 @@
 -- integers, and a score in an odd form (' 1', '0x10', '1e3') is stored as a plain number, so
 -- every later script can use the record as it is. Non-numeric attempts/timeout/createdAt come
 -- back as nil: the caller's defaults.
--- `queue`, when the id came from the queue's line (readyLine.lua): a record that is not a ready
--- priority-0 job of this queue (none at all, cancelled, deleted, made again elsewhere) is a stale
--- entry: returns false. A line job needs no score.
-local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued', 'state', 'queue', 'priority'}
+-- `queue`, when the id came from a line (readyLine.lua, or group `lineGroup`'s line, groups.lua):
+-- a record that is not a ready priority-0 job of this queue and of that group (none for the
+-- queue's own line) — none at all, cancelled, deleted, made again elsewhere — is a stale entry:
+-- returns false. A line job needs no score.
+local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued', 'state', 'queue', 'priority', 'group'}
 local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
 local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
-local function claimable(jk, id, queue)
+local function claimable(jk, id, queue, lineGroup)
   local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
   if f.err then return nil, notAHash(jk, id) or ('malformed: ' .. f.err) end
   local fix
-  if queue and (f[12] ~= 'ready' or f[13] ~= queue or not inLine(f[14])) then return false end
+  if queue and (f[12] ~= 'ready' or f[13] ~= queue or not inLine(f[14]) or groupOf(f[15]) ~= lineGroup) then return false end
   -- Data longer than 64 B waited in its own key (parkedData.lua): it joins the record now.
   if not f[1] then f[1] = unparkData(jk, id) end
   if queue then

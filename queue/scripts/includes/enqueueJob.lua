@@ -2,6 +2,7 @@
 --- @include "record"
 --- @include "readyLine"
 --- @include "parkedData"
+--- @include "groups"
 
 -- Write one new job record and put it in line: ready, or delayed when `delay` > 0. `keys`:
 -- ready, delayed, counts, outbox, meta, seq (the queue's and its pipeline's). `extra`: more
@@ -13,7 +14,8 @@
 -- every field costs a waiting job bytes, and a field past hash-max-listpack-value would turn the
 -- whole hash into a hashtable. A job of priority 0 waits in the queue's line (readyLine.lua) and
 -- needs no `score` either, and its data past 64 B waits in its own key (parkedData.lua).
-local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra)
+-- `group` (nil: none): the job's group; it waits in its group's line (groups.lua).
+local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group)
   if not keys.at then keys.at = tostring(now) end
   local optional = extra
   local score
@@ -29,6 +31,7 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
   if timeout ~= '0' then optional[#optional + 1] = 'timeout'; optional[#optional + 1] = timeout end
   if idemKey ~= '' then optional[#optional + 1] = 'idempotencyKey'; optional[#optional + 1] = idemKey end
   if contentHash ~= '' then optional[#optional + 1] = 'contentHash'; optional[#optional + 1] = contentHash end
+  if group then optional[#optional + 1] = 'group'; optional[#optional + 1] = group end
   local jk = jobKey(jobPrefix, id)
   if #data > PARK_DATA_BYTES and not score then
     -- (parkedData.lua: the record stays a listpack; only in the line, where a worker of the
@@ -41,6 +44,8 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
     'createdAt', keys.at, 'state', delay > 0 and 'delayed' or 'ready', unpack(optional))
   if delay > 0 then
     redis.call('ZADD', keys.delayed, now + delay, id)
+  elseif group then
+    groupPutReady(queuePrefixOfReady(keys.ready), group, id, false, priority ~= 0, score)
   elseif priority ~= 0 then
     redis.call('ZADD', keys.ready, score, id)
   else

@@ -17,11 +17,11 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
   for _, id in ipairs(due) do
     local jk = jobKey(jobPrefix, id)
     redis.call('ZREM', delayedKey, id)
-    local f = redis.pcall('HMGET', jk, 'queue', 'priority', 'score')
+    local f = redis.pcall('HMGET', jk, 'queue', 'priority', 'score', 'group')
     local score = (not f.err) and f[1] and (inLine(f[2]) or numericScore(f[3]))
     if score then
       redis.call('HSET', jk, 'state', 'ready')
-      putReady(readyKey, jk, id, false, f[2] or false, f[3])
+      putReady(readyKey, jk, id, false, f[2] or false, f[3], f[4])
     else
       local reason = notAHash(jk, id) or 'malformed: job record missing or has no numeric score'
       deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)

@@ -1,4 +1,5 @@
 --- @include "numbers"
+--- @include "groups"
 
 -- Where a ready job waits (docs/protocol.md, "Ready jobs"). Priority 0, the common case: in
 -- `<Q>line`, a list in FIFO order (an entry costs its id plus a few bytes; a sorted-set member
@@ -37,12 +38,20 @@ end
 
 -- Put a job in line. `front`: a job that was running goes back to the head of the line (it was
 -- there when it was claimed); anything else (a new job, a delayed job now due, a revived dead
--- letter) joins the tail. A prioritised job takes its score's place. `priority`, `score`: the
--- record's fields when the caller has read them (false: absent; nil: read here).
-local function putReady(readyKey, jk, id, front, priority, score)
+-- letter) joins the tail. A prioritised job takes its score's place. A grouped job goes to its
+-- group's line or sorted set instead (groups.lua). `priority`, `score`, `group`: the record's
+-- fields when the caller has read them (false: absent; priority nil: all three read here).
+local function putReady(readyKey, jk, id, front, priority, score, group)
   if priority == nil then
-    local f = redis.call('HMGET', jk, 'priority', 'score')
-    priority, score = f[1], f[2]
+    local f = redis.call('HMGET', jk, 'priority', 'score', 'group')
+    priority, score, group = f[1], f[2], f[3]
+  end
+  local g = groupOf(group)
+  if g then
+    local prioritised = not inLine(priority)
+    groupPutReady(queuePrefixOfReady(readyKey), g, id, front, prioritised,
+      prioritised and (numericScore(score) or freshScore(jk, id, priority)) or nil)
+    return
   end
   if inLine(priority) then
     redis.call(front and 'LPUSH' or 'RPUSH', lineKeyOf(readyKey), id)
@@ -57,7 +66,8 @@ local function leftLine(readyKey, wasQueued)
   if not wasQueued then redis.call('INCR', lineStaleKeyOf(readyKey)) end
 end
 
--- How many jobs are ready: both structures less the stale line entries. O(1).
+-- How many jobs are ready: both structures less the stale line entries, and the grouped jobs
+-- (groups.lua; a queue without groups has no `gwaiting`: HGET on a missing key). O(1).
 local function readyCount(readyKey)
   local n = redis.call('ZCARD', readyKey)
   local line = redis.call('LLEN', lineKeyOf(readyKey))
@@ -65,17 +75,23 @@ local function readyCount(readyKey)
     local stale = tonumber(redis.call('GET', lineStaleKeyOf(readyKey))) or 0
     n = n + math.max(0, line - stale)
   end
-  return n
+  return n + math.max(0, tonumber(redis.call('HGET', queuePrefixOfReady(readyKey) .. 'gwaiting', '')) or 0)
 end
 
 -- The id at the head of the ready line (the next to run), or nil. Skips up to 10 stale line
--- entries (their records are not ready jobs of priority 0).
+-- entries (their records are not ready jobs of priority 0). Without ungrouped ready jobs: the
+-- head of the group next in the ring.
 local function readyHead(readyKey, jobPrefix)
   local head = redis.call('ZRANGE', readyKey, 0, 0)[1]
   if head then return head end
   for _, id in ipairs(redis.call('LRANGE', lineKeyOf(readyKey), 0, 9)) do
-    local f = redis.pcall('HMGET', jobPrefix .. id, 'state', 'priority')
-    if not f.err and f[1] == 'ready' and inLine(f[2]) then return id end
+    local f = redis.pcall('HMGET', jobPrefix .. id, 'state', 'priority', 'group')
+    if not f.err and f[1] == 'ready' and inLine(f[2]) and not groupOf(f[3]) then return id end
+  end
+  local q = queuePrefixOfReady(readyKey)
+  local g = redis.call('ZRANGE', q .. 'gring', 0, 0)[1]
+  if g then
+    return redis.call('ZRANGE', groupReadyKey(q, g), 0, 0)[1] or redis.call('LINDEX', groupLineKey(q, g), 0) or nil
   end
   return nil
 end

@@ -3,6 +3,7 @@
 --- @include "record"
 --- @include "rememberResult"
 --- @include "readyLine"
+--- @include "groups"
 --- @include "wake"
 --- @include "fanIn"
 --- @include "variadic"
@@ -53,13 +54,14 @@ end
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
-  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace')
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group')
   if not leaseHeld(held[1], token) then
     if held[3] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
     return 0
   end
   tally.done[#tally.done + 1] = id
+  if held[5] and held[5] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), held[5]) end
   if retention > 0 then
     redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
     redis.call('EXPIRE', jk, tally.ttl)
@@ -85,13 +87,16 @@ end
 -- job's own trace context. Returns 1, 0 (fenced) or -1 (cancelled), as completeJob.
 local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
   local jk = jobKey(jobPrefix, id)
-  local problem = leaseProblem(jk, token)
-  if problem == 'cancelled' then return -1 end
-  if problem then
+  -- (leaseProblem's one HMGET, with the group)
+  local held = redis.call('HMGET', jk, 'token', 'state', 'group')
+  if not leaseHeld(held[1], token) then
+    if held[2] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
     return 0
   end
   tally.done[#tally.done + 1] = id
+  -- (the job keeps its group in the next stage: putReady puts it in that queue's group line)
+  if held[3] and held[3] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), held[3]) end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
   if outboxOn(metaKey, queue) then

@@ -4,6 +4,7 @@
 --- @include "fanIn"
 --- @include "promoteDue"
 --- @include "readyLine"
+--- @include "groups"
 
 -- One queue's sweep (sweep_leases.lua says what it does and why). `k` holds sweep_leases' 11
 -- keys in its order: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta,
@@ -42,8 +43,10 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
     -- A score that is missing or not a number must not reach ZADD (the error would abort the
     -- script half-way, with this job out of inflight and nowhere else); nor may nan or inf.
     -- A job of priority 0 goes back to the line and needs no score.
-    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score')
+    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group')
     local score = f[1] and (inLine(f[2]) or numericScore(f[3]))
+    -- (its group slot is free only now: a SIGKILLed worker's lease counted until this sweep)
+    if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
     if stalls > maxStalls or not score then
       local reason
       if not score then
@@ -59,7 +62,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
       dead = dead + 1
     else
       redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', 'stalled: lease expired (' .. stalls .. ')')
-      putReady(k[2], jk, id, true, f[2], f[3])
+      putReady(k[2], jk, id, true, f[2] or false, f[3], f[4])
       record(k[6], k[7], {'type', 'stalled', 'id', id, 'queue', queue, 'at', now, 'token', token, 'stalls', stalls})
       requeued = requeued + 1
     end

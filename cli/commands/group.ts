@@ -1,0 +1,137 @@
+// `conveyor group`: a queue's groups — their concurrency limits, pause/resume, and a listing.
+import {
+  assertGroup,
+  formatRateLimit,
+  parseRateLimit,
+  type RateLimit,
+  listGroups,
+  pauseGroup,
+  resumeGroup,
+  setGroupLimit,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+import { LIMIT_SETTING } from "./dlq.ts";
+
+const USAGE = `group limit <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off]
+  group pause|resume <queue> <group>
+  group list <queue> [--limit N] [--json]`;
+
+/** `--rate N/<s|m|h>` or `off` (remove it). */
+function parseRate(text: string): RateLimit | null {
+  if (text === "off") return null;
+  try {
+    return parseRateLimit(text);
+  } catch (err) {
+    throw new UsageError(`--rate: ${(err as Error).message}`);
+  }
+}
+
+/** `--concurrency N` (1..1000000) or `off` (remove the limit). */
+function parseConcurrency(text: string): number | null {
+  if (text === "off") return null;
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isInteger(n) || n < 1 || n > 1_000_000)
+    throw new UsageError(`--concurrency must be an integer 1..1000000 or off, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+function groupForUsage(group: string): string {
+  try {
+    assertGroup(group);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return group;
+}
+
+export default defineCommand({
+  name: "group",
+  synopsis: `  group limit <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off]   a group's limits (no group: every group's default)
+  group pause|resume <queue> <group>      stop or restart starting one group's jobs
+  group list <queue> [--limit N] [--json] groups by waiting jobs: running / limit, paused`,
+  settings: {
+    ...COMMON,
+    concurrency: {
+      kind: "string",
+      arg: "N|off",
+      help: "group limit: at most N jobs of the group run at once across all workers; off removes the limit",
+    },
+    rate: {
+      kind: "string",
+      arg: "N/<s|m|h>|off",
+      help: "group limit: at most N job starts of the group in any window of a second, minute or hour; off removes it",
+    },
+    limit: { ...LIMIT_SETTING, default: 50, help: "group list: at most this many groups" },
+  },
+  async run(o) {
+    const [action, queue, group, ...rest] = o.positionals;
+    if (!action || !queue || rest.length > 0) throw new UsageError(USAGE);
+    assertQueueNameForUsage(queue);
+    const asJson = o.bool("json");
+    const withQueue = (fn: (redis: RedisClient) => Promise<void>) => withRedis(o.str("redis")!, fn);
+    switch (action) {
+      case "limit": {
+        const concurrencyText = o.raw("concurrency");
+        const rateText = o.raw("rate");
+        if (concurrencyText === undefined && rateText === undefined)
+          throw new UsageError("group limit needs --concurrency N|off or --rate N/<s|m|h>|off");
+        const concurrency = concurrencyText === undefined ? undefined : parseConcurrency(concurrencyText);
+        const rate = rateText === undefined ? undefined : parseRate(rateText);
+        const target = group === undefined ? undefined : groupForUsage(group);
+        await withQueue(async (redis) => {
+          await setGroupLimit(redis, queue, target, { concurrency, rate });
+          const rateShown = rate === undefined ? undefined : rate === null ? "off" : formatRateLimit(rate);
+          const parts = [
+            ...(concurrency === undefined ? [] : [`concurrency ${concurrency ?? "off"}`]),
+            ...(rateShown === undefined ? [] : [`rate ${rateShown}`]),
+          ];
+          print(
+            asJson
+              ? JSON.stringify({ queue, group: target ?? null, concurrency, rate: rateShown })
+              : `${queue} ${target === undefined ? "every group" : `group ${target}`}: ${parts.join(", ")}`,
+          );
+        });
+        return;
+      }
+      case "pause":
+      case "resume": {
+        if (group === undefined) throw new UsageError(`group ${action} <queue> <group>`);
+        const target = groupForUsage(group);
+        await withQueue(async (redis) => {
+          await (action === "pause" ? pauseGroup(redis, queue, target) : resumeGroup(redis, queue, target));
+          print(
+            asJson
+              ? JSON.stringify({ queue, group: target, paused: action === "pause" })
+              : `${queue} group ${target} ${action === "pause" ? "paused" : "resumed"}`,
+          );
+        });
+        return;
+      }
+      case "list": {
+        if (group !== undefined) throw new UsageError("group list <queue>");
+        await withQueue(async (redis) => {
+          const all = await listGroups(redis, queue);
+          const shown = all.groups.slice(0, o.int("limit"));
+          if (asJson) {
+            print(JSON.stringify({ ...all, groups: shown, total: all.groups.length }));
+            return;
+          }
+          print(
+            `${all.groups.length} groups, ${all.waiting} waiting; default concurrency ${all.defaultConcurrency ?? "none"}, rate ${all.defaultRate ?? "none"}`,
+          );
+          for (const g of shown) {
+            const limit = g.concurrency === null ? "-" : `${g.concurrency}${g.override ? "" : "*"}`;
+            print(
+              `${g.group}\twaiting ${g.waiting}\trunning ${g.running}/${limit}${g.rate ? `\trate ${g.rate}` : ""}${g.paused ? "\tpaused" : ""}`,
+            );
+          }
+          if (shown.length < all.groups.length) print(`… ${all.groups.length - shown.length} more (--limit)`);
+        });
+        return;
+      }
+      default:
+        throw new UsageError(USAGE);
+    }
+  },
+});

@@ -1,0 +1,172 @@
+// Groups: fair claiming between the tenants of one queue, a concurrency limit per group, and
+// pause/resume of one group (docs/protocol.md, "Groups"). Admission is decided inside the claim
+// script (queue/scripts/includes/admission.lua); these calls only change the limits and read
+// the per-group state.
+import { assertQueueName, QueueKeys } from "./keys.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
+import { formatRateLimit, RateLimitError, type RateLimit } from "./control.ts";
+
+/** A group name's limit in UTF-8 bytes. */
+export const GROUP_MAX_BYTES = 128;
+
+export class InvalidGroupError extends Error {
+  override name = "InvalidGroupError";
+}
+
+/** Refuses what cannot name a group: not a string, empty, or longer than 128 UTF-8 bytes. */
+export function assertGroup(group: unknown, what = "group"): asserts group is string {
+  if (typeof group !== "string" || group === "")
+    throw new InvalidGroupError(`${what} must be a non-empty string, got ${JSON.stringify(group)}`);
+  const bytes = Buffer.byteLength(group);
+  if (bytes > GROUP_MAX_BYTES)
+    throw new InvalidGroupError(`${what} is ${bytes} bytes, limit ${GROUP_MAX_BYTES}`);
+}
+
+function checkConcurrency(concurrency: number | null): void {
+  if (concurrency === null) return;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1_000_000)
+    throw new InvalidGroupError(`concurrency must be an integer 1..1000000, got ${concurrency}`);
+}
+
+async function groupControl(
+  redis: RedisClient,
+  queue: string,
+  action: "pause" | "resume" | "limit" | "rate",
+  group: string,
+  concurrency = "",
+): Promise<number> {
+  assertQueueName(queue);
+  const k = new QueueKeys(queue);
+  return Number(
+    await runScript(
+      redis,
+      "group_control",
+      [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
+      [action, group, concurrency],
+    ),
+  );
+}
+
+function checkRate(rate: RateLimit | null): void {
+  if (rate === null) return;
+  if (!Number.isInteger(rate.max) || rate.max < 1 || rate.max > 1_000_000)
+    throw new RateLimitError(`group rate limit max must be an integer 1..1000000, got ${rate.max}`);
+  if (!Number.isInteger(rate.perMs) || rate.perMs < 1 || rate.perMs > 24 * 3_600_000)
+    throw new RateLimitError(`group rate limit window must be 1 ms..24 h in whole ms, got ${rate.perMs}`);
+}
+
+/**
+ * Set (or, with `null`, remove) the limits of one group, or with `group` undefined the default
+ * for every group of the queue; a limit left out is unchanged. `concurrency`: at most that many
+ * jobs of a group hold a lease at once, across every worker (a lease counts until it is settled
+ * or swept). `rate`: at most `max` job starts of a group in any window of `perMs` (the queue
+ * rate limit's semantics, per group).
+ */
+export async function setGroupLimit(
+  redis: RedisClient,
+  queue: string,
+  group: string | undefined,
+  limit: { concurrency?: number | null; rate?: RateLimit | null },
+): Promise<void> {
+  if (group !== undefined) assertGroup(group);
+  if (limit.concurrency !== undefined) checkConcurrency(limit.concurrency);
+  if (limit.rate !== undefined) checkRate(limit.rate);
+  if (limit.concurrency !== undefined)
+    await groupControl(
+      redis,
+      queue,
+      "limit",
+      group ?? "",
+      limit.concurrency === null ? "" : String(limit.concurrency),
+    );
+  if (limit.rate !== undefined)
+    await groupControl(
+      redis,
+      queue,
+      "rate",
+      group ?? "",
+      limit.rate === null ? "" : `${limit.rate.max}/${limit.rate.perMs}`,
+    );
+}
+
+/** No job of the group starts until it is resumed (running ones finish). */
+export async function pauseGroup(redis: RedisClient, queue: string, group: string): Promise<void> {
+  assertGroup(group);
+  await groupControl(redis, queue, "pause", group);
+}
+
+export async function resumeGroup(redis: RedisClient, queue: string, group: string): Promise<void> {
+  assertGroup(group);
+  await groupControl(redis, queue, "resume", group);
+}
+
+export interface GroupState {
+  group: string;
+  waiting: number;
+  running: number;
+  /** The group's concurrency limit (its own, else the queue's default); null = none. */
+  concurrency: number | null;
+  /** Whether the limit is the group's own override. */
+  override: boolean;
+  /** The group's rate limit (its own, else the queue's default), e.g. "10/s"; null = none. */
+  rate: string | null;
+  paused: boolean;
+}
+
+export interface QueueGroups {
+  /** The default concurrency for every group (null = none). */
+  defaultConcurrency: number | null;
+  /** The default rate limit for every group, e.g. "10/s" (null = none). */
+  defaultRate: string | null;
+  /** Jobs waiting in all groups together. */
+  waiting: number;
+  /** Every group that has waiting or running jobs or a setting, most waiting first. */
+  groups: GroupState[];
+}
+
+/**
+ * The queue's groups: those with waiting or running jobs, and those with a setting. Reads three
+ * hashes of the queue (O(G): for listings, not for scaling decisions).
+ */
+export async function listGroups(redis: RedisClient, queue: string): Promise<QueueGroups> {
+  assertQueueName(queue);
+  const k = new QueueKeys(queue);
+  const [waiting, running, control] = await Promise.all([
+    redis.hgetall(k.groupWaiting),
+    redis.hgetall(k.groupRunning),
+    redis.hgetall(k.groupControl),
+  ]);
+  const defaultConcurrency = control.concurrency ? Number(control.concurrency) : null;
+  const names = new Set<string>();
+  for (const g of Object.keys(waiting)) if (g !== "") names.add(g);
+  for (const g of Object.keys(running)) names.add(g);
+  for (const field of Object.keys(control)) {
+    const m = /^(?:concurrency|paused|rate):(.+)$/s.exec(field);
+    if (m) names.add(m[1]!);
+  }
+  const groups = [...names].map((group): GroupState => {
+    const own = control[`concurrency:${group}`];
+    return {
+      group,
+      waiting: Math.max(0, Number(waiting[group] ?? 0)),
+      running: Math.max(0, Number(running[group] ?? 0)),
+      concurrency: own ? Number(own) : defaultConcurrency,
+      override: own !== undefined,
+      rate: rateText(control[`rate:${group}`] ?? control.rate),
+      paused: control[`paused:${group}`] === "1",
+    };
+  });
+  groups.sort((a, b) => b.waiting - a.waiting || b.running - a.running || (a.group < b.group ? -1 : 1));
+  return {
+    defaultConcurrency,
+    defaultRate: rateText(control.rate),
+    waiting: Math.max(0, Number(waiting[""] ?? 0)),
+    groups,
+  };
+}
+
+/** A stored `<max>/<windowMs>` as the CLI writes it ("10/s"). */
+function rateText(stored: string | undefined): string | null {
+  const m = stored ? /^(\d+)\/(\d+)$/.exec(stored) : null;
+  return m ? formatRateLimit({ max: Number(m[1]), perMs: Number(m[2]) }) : null;
+}

@@ -1,0 +1,57 @@
+-- Admission (DESIGN.md §7, "Admission happens in one place"): whether a claim may start a job
+-- is decided here, inside the claim script, by one composed check — never by a worker after it
+-- claimed. The queue's own gate (pause and rate limit, control.lua) bounds how many jobs the
+-- whole claim may start; groupRoom says how many more jobs of one group may start now. A
+-- resource budget (issue 32) is one more factor of the same form: given the candidate job and
+-- its group, how many more may start (0 = not now), read from one hash per queue and charged
+-- when the claim starts the job, released by the same paths that release a group slot
+-- (groupLeftRunning) — so budgets inherit "limits survive crashes": a swept lease frees both.
+
+--- @include "control"
+
+-- How many more jobs of group g may start now: 0 when the group is paused, at its concurrency,
+-- or its rate window is full (each limit: the group's override, else the queue's default for
+-- every group; none = no limit). `running`: the group's jobs holding a lease. `rates`: this
+-- claim's rate state per group ({left, kept, at, started}: the window is read once per claim
+-- and group, and written once by groupRatesFlush). Returns the room and, when the window is
+-- what stops it, the time it has room again. (One HMGET: the limits of g and the defaults.)
+local function groupRoom(q, g, running, now, rates)
+  local c = redis.call('HMGET', q .. 'gcontrol', 'paused:' .. g, 'concurrency:' .. g, 'concurrency', 'rate:' .. g, 'rate')
+  if c[1] == '1' then return 0 end
+  local limit = tonumber(c[2]) or tonumber(c[3])
+  local room = limit and math.max(0, limit - running) or math.huge
+  local rate = c[4] or c[5]
+  if not rate or room == 0 then return room end
+  local r = rates[g]
+  if not r then
+    -- (the same sliding-window log as the queue's rate limit: no window ever over max; kept in
+    -- `<Q>g:<g>:rlog`, which expires a window after its last start, so an idle group keeps nothing)
+    local log = redis.call('GET', groupRateLogKey(q, g))
+    local allowed, kept, _, at = rateAllowance(rate, log, now, 1000000000)
+    r = {left = allowed, kept = kept, at = at, started = 0, rate = rate, log = log}
+    rates[g] = r
+  end
+  if r.left > 0 then return math.min(room, r.left) end
+  local _, _, freeAt = rateAllowance(r.rate, r.log, now, r.started + 1)
+  return 0, freeAt
+end
+
+-- A job of group g started in this claim (counted against its window, if it has one).
+local function groupRateTaken(rates, g)
+  local r = rates[g]
+  if r then
+    r.left = r.left - 1
+    r.started = r.started + 1
+  end
+end
+
+-- Each rate-limited group's window gains this claim's starts: one SET per such group.
+local function groupRatesFlush(q, rates)
+  for g, r in pairs(rates) do
+    if r.started > 0 then
+      r.kept[#r.kept + 1] = r.at .. ':' .. r.started
+      local window = tonumber(string.match(r.rate, '/(%d+)$')) or 1
+      redis.call('SET', groupRateLogKey(q, g), table.concat(r.kept, ','), 'PX', window)
+    end
+  end
+end

@@ -1,0 +1,396 @@
+// Groups (docs/protocol.md, "Groups"): fair round-robin claiming between the groups of a queue,
+// a concurrency limit per group that a lease keeps until it is settled or swept, pause/resume of
+// one group, and nothing extra for jobs without a group. Against a real Redis and a real 3-node
+// Redis Cluster.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Consumer,
+  InvalidJobError,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  listGroups,
+  pauseGroup,
+  pauseQueue,
+  resumeQueue,
+  setRateLimit,
+  resumeGroup,
+  setGroupLimit,
+  type ClaimedJob,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
+
+const consumer = (redis: RedisClient, queue: string, leaseMs = 30_000) =>
+  new Consumer(redis, queue, { workerId: "w", leaseMs, retentionSeconds: 0 });
+
+const groupOf = (j: ClaimedJob) => (JSON.parse(j.rawData) as { g: string }).g;
+
+/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`). */
+async function groupKeys(redis: RedisClient, queue: string): Promise<string[]> {
+  const k = new QueueKeys(queue);
+  const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl];
+  const present = [];
+  for (const key of keys) if (await redis.exists(key)) present.push(key);
+  return present;
+}
+
+function groupCases(
+  ctx: () => { redis: RedisClient; producer: Producer; admin: QueueAdmin },
+  fresh: () => string,
+) {
+  test("a group with 10,000 waiting does not delay one with 10: the light group's jobs start within the first 20 claims", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    for (let start = 0; start < 10_000; start += 2_000) {
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: 2_000 }, (_, i) => ({ data: { g: "heavy", i: start + i }, group: "heavy" })),
+      );
+    }
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 10 }, (_, i) => ({ data: { g: "light", i }, group: "light" })),
+    );
+    assert.equal((await admin.counts(q)).ready, 10_010);
+    const c = consumer(redis, q);
+    const order: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const { jobs } = await c.claim(1);
+      order.push(groupOf(jobs[0]!));
+      await c.complete(jobs[0]!, null);
+    }
+    assert.equal(order.filter((g) => g === "light").length, 10, order.join(" "));
+    // and a claim of many slots alternates too
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 5 }, (_, i) => ({ data: { g: "late", i }, group: "late" })),
+    );
+    const { jobs } = await c.claim(10);
+    assert.equal(jobs.filter((j) => groupOf(j) === "late").length, 5);
+    assert.equal((await admin.counts(q)).ready, 10_000 - 10 - 5);
+  });
+
+  test("per-group concurrency: the default for every group and one group's override, never exceeded; a settle re-admits", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, undefined, { concurrency: 2 });
+    await setGroupLimit(redis, q, "solo", { concurrency: 1 });
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 6 }, (_, i) => ({ data: { g: "a", i }, group: "a" })),
+      ...Array.from({ length: 6 }, (_, i) => ({ data: { g: "solo", i }, group: "solo" })),
+    ]);
+    const workers = [consumer(redis, q), consumer(redis, q), consumer(redis, q)];
+    const running: ClaimedJob[] = [];
+    for (const w of workers) running.push(...(await w.claim(10)).jobs);
+    const count = (g: string) => running.filter((j) => groupOf(j) === g).length;
+    assert.equal(count("a"), 2);
+    assert.equal(count("solo"), 1);
+    const listed = await listGroups(redis, q);
+    assert.deepEqual(
+      listed.groups.map((g) => [g.group, g.waiting, g.running, g.concurrency, g.override]),
+      [
+        ["solo", 5, 1, 1, true],
+        ["a", 4, 2, 2, false],
+      ],
+    );
+    // a settle frees one slot of its group: exactly one more of that group starts
+    const soloJob = running.find((j) => groupOf(j) === "solo")!;
+    await workers[0]!.complete(soloJob, null);
+    const next = (await workers[1]!.claim(10)).jobs;
+    assert.deepEqual(next.map(groupOf), ["solo"]);
+    // a failed attempt (retry later) frees its slot too
+    const aJob = running.find((j) => groupOf(j) === "a")!;
+    assert.equal(
+      await workers[0]!.fail(
+        aJob,
+        { name: "Error", message: "x" },
+        { retryable: true, retryDelayMs: 60_000 },
+      ),
+      "retry",
+    );
+    assert.deepEqual((await workers[2]!.claim(10)).jobs.map(groupOf), ["a"]);
+    // raising the default re-admits the blocked group at once
+    await setGroupLimit(redis, q, undefined, { concurrency: 4 });
+    assert.deepEqual((await workers[2]!.claim(10)).jobs.map(groupOf), ["a", "a"]);
+  });
+
+  test("a lease that is not settled (its worker was SIGKILLed) keeps its group slot until it is swept", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, "t", { concurrency: 1 });
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 3 }, (_, i) => ({ id: `t${i}`, data: { g: "t", i }, group: "t" })),
+    );
+    const dead = consumer(redis, q, 200);
+    assert.equal((await dead.claim(5)).jobs.length, 1);
+    // the lease lapses, but until a sweep requeues it the slot stays taken
+    await new Promise((r) => setTimeout(r, 300));
+    const live = consumer(redis, q);
+    assert.equal((await live.claim(5)).jobs.length, 0);
+    const swept = await live.sweep({ lockMs: 1 });
+    assert.equal(swept.requeued, 1);
+    const { jobs } = await live.claim(5);
+    assert.deepEqual(
+      jobs.map((j) => j.id),
+      ["t0"],
+      "the swept job goes back to the head of its group's line",
+    );
+    assert.equal((await admin.counters(q)).stalled, 1);
+  });
+
+  test("pause and resume one group: the others go on, a paused group's jobs wait, resume wakes a consumer", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    const k = new QueueKeys(q);
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 3 }, (_, i) => ({ data: { g: "p", i }, group: "p" })),
+      ...Array.from({ length: 3 }, (_, i) => ({ data: { g: "o", i }, group: "o" })),
+    ]);
+    await pauseGroup(redis, q, "p");
+    await redis.del(k.wake);
+    const c = consumer(redis, q);
+    assert.deepEqual((await c.claim(10)).jobs.map(groupOf), ["o", "o", "o"]);
+    assert.equal((await c.claim(10)).jobs.length, 0);
+    const listed = await listGroups(redis, q);
+    assert.deepEqual(
+      listed.groups.map((g) => [g.group, g.waiting, g.paused]),
+      [
+        ["p", 3, true],
+        ["o", 0, false],
+      ],
+    );
+    await resumeGroup(redis, q, "p");
+    assert.equal(await redis.llen(k.wake), 1);
+    assert.deepEqual((await c.claim(10)).jobs.map(groupOf), ["p", "p", "p"]);
+  });
+
+  test("the queue's pause and rate limit gate grouped jobs too, without using an attempt", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 6 }, (_, i) => ({ data: { g: `g${i % 2}`, i }, group: `g${i % 2}` })),
+    );
+    await pauseQueue(redis, q);
+    const c = consumer(redis, q);
+    assert.equal((await c.claim(10)).jobs.length, 0);
+    await resumeQueue(redis, q);
+    await setRateLimit(redis, q, { max: 4, perMs: 60_000 });
+    const first = await c.claim(10);
+    assert.equal(first.jobs.length, 4);
+    assert.ok((first.nextDueAt ?? 0) > Date.now(), "limited: the claim says when the window has room");
+    assert.equal((await c.claim(10)).jobs.length, 0);
+    assert.equal((await admin.counts(q)).ready, 2);
+    await setRateLimit(redis, q, null);
+    assert.equal((await c.claim(10)).jobs.length, 2);
+  });
+
+  test("per-group rate limits: no window of a group ever holds more starts than its limit; the others go on", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, undefined, { rate: { max: 3, perMs: 500 } });
+    await setGroupLimit(redis, q, "fast", { rate: { max: 6, perMs: 500 } });
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 12 }, (_, i) => ({ data: { g: "slow", i }, group: "slow" })),
+      ...Array.from({ length: 18 }, (_, i) => ({ data: { g: "fast", i }, group: "fast" })),
+    ]);
+    const c = consumer(redis, q);
+    const starts = new Map<string, number[]>([
+      ["slow", []],
+      ["fast", []],
+    ]);
+    let claimed = 0;
+    let sawDue = false;
+    while (claimed < 30) {
+      const { jobs, nextDueAt } = await c.claim(10);
+      for (const j of jobs) {
+        starts.get(groupOf(j))!.push(j.claimedAt);
+        await c.complete(j, null);
+      }
+      claimed += jobs.length;
+      if (jobs.length === 0) {
+        // the claim says when a window has room: nothing is started before
+        assert.ok(nextDueAt !== null && nextDueAt > Date.now() - 50, `nextDueAt ${nextDueAt}`);
+        sawDue = true;
+        await new Promise((r) => setTimeout(r, Math.max(1, Math.min(100, nextDueAt! - Date.now()))));
+      }
+    }
+    assert.ok(sawDue, "the limits held claims back");
+    for (const [g, max] of [
+      ["slow", 3],
+      ["fast", 6],
+    ] as const) {
+      const t = starts.get(g)!;
+      // every window (t − 500 ms, t] ending at a start holds at most max starts
+      for (const end of t) {
+        const inWindow = t.filter((x) => x > end - 500 && x <= end).length;
+        assert.ok(inWindow <= max, `${g}: ${inWindow} starts in the 500 ms up to ${end}, limit ${max}`);
+      }
+    }
+    const listed = await listGroups(redis, q);
+    assert.equal(listed.defaultRate, "3/500ms");
+    // (slow has no setting of its own and nothing waiting or running: not listed)
+    assert.deepEqual(
+      listed.groups.map((g) => [g.group, g.rate]),
+      [["fast", "6/500ms"]],
+    );
+    // the window logs expire a window after their last start: an idle group keeps nothing
+    const ttl = await redis.pttl(new QueueKeys(q).groupRateLog("slow"));
+    assert.ok(ttl > 0 && ttl <= 500, `pttl ${ttl}`);
+  });
+
+  test("cancel and delete of waiting grouped jobs: counts follow, and an idle group keeps nothing but its settings", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, "x", { concurrency: 3 });
+    await producer.enqueueMany(q, [
+      { id: "x1", data: { g: "x" }, group: "x" },
+      { id: "x2", data: { g: "x" }, group: "x", priority: 5 },
+      { id: "x3", data: { g: "x" }, group: "x" },
+      { id: "y1", data: { g: "y" }, group: "y" },
+    ]);
+    assert.equal((await admin.counts(q)).ready, 4);
+    assert.equal((await admin.cancel("x1", q)).outcome, "cancelled");
+    assert.deepEqual(await admin.deleteJobs(q, ["x2"]), [{ id: "x2", outcome: "deleted", state: "ready" }]);
+    assert.equal((await admin.counts(q)).ready, 2);
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(10);
+    assert.deepEqual(jobs.map((j) => j.id).sort(), ["x3", "y1"]);
+    for (const j of jobs) await c.complete(j, null);
+    const k = new QueueKeys(q);
+    assert.deepEqual(await groupKeys(redis, q), [k.groupControl]);
+    for (const g of ["x", "y"]) {
+      assert.equal(await redis.exists(k.groupLine(g), k.groupReady(g)), 0);
+    }
+    assert.equal((await admin.counts(q)).ready, 0);
+  });
+
+  test("a grouped job keeps its group in the next stage; a prioritised grouped job runs first within its group", async () => {
+    const { redis, producer } = ctx();
+    const pipeline = fresh().replace("/", "-");
+    const q = `${pipeline}/one`;
+    const next = `${pipeline}/two`;
+    await producer.enqueueMany(q, [
+      { id: "low", data: { g: "z" }, group: "z" },
+      { id: "high", data: { g: "z" }, group: "z", priority: 9 },
+    ]);
+    const c = consumer(redis, q);
+    const first = (await c.claim(1)).jobs[0]!;
+    assert.equal(first.id, "high");
+    assert.equal(await c.advance(first, { g: "z" }, next), true);
+    const n = consumer(redis, next);
+    await setGroupLimit(redis, next, "z", { concurrency: 1 });
+    const moved = (await n.claim(5)).jobs;
+    assert.deepEqual(
+      moved.map((j) => j.id),
+      ["high"],
+    );
+    assert.equal((await listGroups(redis, next)).groups[0]!.running, 1);
+  });
+
+  test("jobs without a group touch no group key and keep their record as before", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 5 }, (_, i) => ({ id: `n${i}`, data: i })),
+    );
+    const c = consumer(redis, q);
+    const { jobs } = await c.claim(10);
+    assert.equal(jobs.length, 5);
+    for (const j of jobs) await c.complete(j, null);
+    assert.deepEqual(await groupKeys(redis, q), []);
+  });
+
+  test("a group over 128 bytes is refused with an error naming the field, before anything is written", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await assert.rejects(
+      producer.enqueueMany(q, [
+        { id: "ok", data: 1, group: "fine" },
+        { id: "bad", data: 1, group: "é".repeat(65) },
+      ]),
+      (err: Error) =>
+        err instanceof InvalidJobError && /job bad: group is 130 bytes, limit 128/.test(err.message),
+    );
+    await assert.rejects(producer.enqueue(q, 1, { group: "" }), /group must be a non-empty string/);
+    assert.equal(await redis.exists(new QueueKeys(q).job("ok")), 0);
+    await assert.rejects(
+      setGroupLimit(redis, q, "g", { concurrency: 0 }),
+      /concurrency must be an integer 1/,
+    );
+  });
+}
+
+describe("groups (single Redis)", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  before(async () => {
+    ({ server, redis, producer, admin } = await startQueueRedis());
+  });
+  after(() => stopQueueRedis({ server, redis }));
+  groupCases(
+    () => ({ redis, producer, admin }),
+    () => `groups${++n}`,
+  );
+
+  test("100,000 groups with one job each: every group is served once, in the order its work arrived", async () => {
+    const q = "many";
+    const G = 100_000;
+    for (let start = 0; start < G; start += 5_000) {
+      await producer.enqueueMany(
+        q,
+        Array.from({ length: 5_000 }, (_, i) => ({
+          id: `m${start + i}`,
+          data: 0,
+          group: `tenant-${start + i}`,
+        })),
+      );
+    }
+    const k = new QueueKeys(q);
+    assert.equal(await redis.zcard(k.groupRing), G);
+    const c = consumer(redis, q);
+    let seen = 0;
+    for (;;) {
+      const { jobs } = await c.claim(500);
+      if (jobs.length === 0) break;
+      for (const j of jobs) assert.equal(j.id, `m${seen++}`);
+      await c.settleMany(
+        jobs.map((job) => ({ job, settlement: { result: null } })),
+        0,
+      );
+    }
+    assert.equal(seen, G);
+    assert.deepEqual(await groupKeys(redis, q), []);
+  });
+});
+
+describe("groups on a real 3-node Redis Cluster", () => {
+  let cluster: RedisClusterServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  before(async () => {
+    cluster = await RedisClusterServer.start(3);
+    redis = connectRedis(cluster.url);
+    producer = new Producer(redis);
+    admin = new QueueAdmin(redis);
+  });
+  after(async () => {
+    redis.disconnect();
+    await cluster.stop();
+  });
+  // (a pipeline per test: they spread over the nodes)
+  groupCases(
+    () => ({ redis, producer, admin }),
+    () => `p${++n}/groups`,
+  );
+});
