@@ -5,6 +5,13 @@ import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING } from "../../lib/settings.ts";
 import { connectRedis, QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, importOperatorPart, UsageError } from "../command.ts";
 
+// Loaded on use, and named at the top level: tsc (5.9, ESM) leaves a `.ts` import() inside an
+// object literal unrewritten, and the compiled CLI would look for .ts files dist/ does not have.
+const apiServer = () => import("../../api/server.ts");
+const logger = () => import("../../lib/logger.ts");
+const records = () => import("../../records/index.ts");
+const poolReader = () => import("../../operator/poolReader.ts");
+
 export default defineCommand({
   name: "api",
   synopsis:
@@ -86,8 +93,8 @@ export default defineCommand({
     const maxBodyBytes = o.maybeInt("max-body");
     const token = o.raw("token");
     const logLevel = o.choice("log-level");
-    const { startJobApi, InsecureConfigurationError } = await import("../../api/server.ts");
-    const { createLogger } = await import("../../lib/logger.ts");
+    const { startJobApi, InsecureConfigurationError } = await apiServer();
+    const { createLogger } = await logger();
     const log = createLogger(logLevel, { component: "job-api" });
     const tracing = await startTracing({
       serviceName: "conveyor-api",
@@ -101,7 +108,7 @@ export default defineCommand({
     const databaseUrl = o.raw("database");
     let database;
     if (databaseUrl) {
-      const { createPool, migrate } = await import("../../records/index.ts");
+      const { createPool, migrate } = await records();
       database = createPool(databaseUrl, { applicationName: "conveyor-api", queryTimeoutMs: 10_000 });
       // The read indexes are a migration: applied here too, so history works before any worker ran.
       await migrate(database).catch((err: Error) =>
@@ -113,7 +120,7 @@ export default defineCommand({
       "../operator/kubeEnvironment.ts",
     ).catch(() => null);
     if (kubernetes === "auto" && kubeEnvironment?.kubernetesConfigured()) {
-      const { PoolReader } = await import("../../operator/poolReader.ts");
+      const { PoolReader } = await poolReader();
       pools = PoolReader.fromEnvironment(new QueueAdmin(redis));
     }
     let server;
