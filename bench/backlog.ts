@@ -14,7 +14,7 @@ import { QueueAdmin, QueueKeys, connectRedis, Producer } from "../queue/index.ts
 import { renderPanels } from "./lib/chart.ts";
 import { snapshot } from "./lib/redis.ts";
 import { QUEUE } from "./lib/systems.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, sleep } from "./lib/util.ts";
+import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
 import { openContext, type BenchContext } from "./throughput.ts";
 
 export interface BacklogLevel {
@@ -219,12 +219,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`bench:backlog failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("bench:backlog", main);

@@ -12,7 +12,7 @@ import { connectRedis, Producer, type Durability } from "../queue/index.ts";
 import { client, RedisServer, startBenchRedis } from "./lib/redis.ts";
 import { ConveyorSystem, makeSystem, SYSTEMS, type SystemName, type System } from "./lib/systems.ts";
 import { describeRun, runThroughput, type BenchContext } from "./throughput.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, summarize } from "./lib/util.ts";
+import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, summarize } from "./lib/util.ts";
 
 export interface DurabilityRun {
   durability: Durability;
@@ -181,12 +181,4 @@ async function main(): Promise<void> {
     );
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`bench:durability failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("bench:durability", main);

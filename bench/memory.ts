@@ -5,7 +5,7 @@
 // encoding), and of the ready set, the ready line and the events stream per job.
 import { flush, snapshot } from "./lib/redis.ts";
 import { SYSTEMS, type SystemName } from "./lib/systems.ts";
-import { intFlag, parseFlags, progress } from "./lib/util.ts";
+import { intFlag, parseFlags, progress, runMain } from "./lib/util.ts";
 import { openContext, type BenchContext } from "./throughput.ts";
 
 export const PAYLOAD_SIZES = [20, 1024, 16384];
@@ -94,12 +94,4 @@ async function main(): Promise<void> {
   if (flags.has("json")) process.stdout.write(`${JSON.stringify(runs)}\n`);
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`bench:memory failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("bench:memory", main);

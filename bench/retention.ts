@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { Consumer, Producer, QueueKeys, connectRedis } from "../queue/index.ts";
 import { snapshot } from "./lib/redis.ts";
 import { ConveyorSystem, QUEUE } from "./lib/systems.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, sleep } from "./lib/util.ts";
+import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
 import { openContext } from "./throughput.ts";
 
 const PROBE_QUEUE = "retention-probe";
@@ -218,12 +218,4 @@ async function main(): Promise<void> {
   if (flags.has("json")) process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`bench:retention failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("bench:retention", main);

@@ -33,11 +33,12 @@ import {
   loadAverage,
   nowMs,
   parseFlags,
+  type ProcSample,
   progress,
   round,
+  runMain,
   sleep,
   summarize,
-  type ProcSample,
 } from "./lib/util.ts";
 
 export interface ThroughputRun {
@@ -331,12 +332,4 @@ async function otlpCost(opts: {
     );
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`bench:throughput failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("bench:throughput", main);

@@ -12,7 +12,7 @@
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startOtlpSink } from "./lib/otlpSink.ts";
-import { intFlag, parseFlags, progress, round, summarize } from "./lib/util.ts";
+import { intFlag, parseFlags, progress, round, runMain, summarize } from "./lib/util.ts";
 
 /**
  * The configurations compared: name → OTEL_* variables (the sink's endpoint is added) and
@@ -204,12 +204,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (import.meta.main) {
-  main().then(
-    () => process.exit(0),
-    (err: Error) => {
-      process.stderr.write(`tracingCost failed: ${err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain("tracingCost", main);

@@ -5,7 +5,13 @@
 import { DURATION_HELP } from "../lib/duration.ts";
 import { readOptions, settingsHelp, type Options, type Settings } from "../lib/options.ts";
 import { JSON_SETTING, REDIS_URL_SETTING } from "../lib/settings.ts";
-import { assertQueueName, connectRedis, waitUntilReady, type RedisClient } from "../queue/index.ts";
+import {
+  assertQueueName,
+  connectRedis,
+  QueueAdmin,
+  waitUntilReady,
+  type RedisClient,
+} from "../queue/index.ts";
 
 export class UsageError extends Error {
   override name = "UsageError";
@@ -49,6 +55,30 @@ export function defineCommand<K extends string>(def: {
       return (await def.run(o)) ?? 0;
     },
   };
+}
+
+/** A command on one job, `<name> <id> [--queue Q] [--json]`: `run` gets the id, --queue and an admin. */
+export function defineJobCommand(def: {
+  name: string;
+  synopsis: string;
+  run(job: { id: string; queue: string | undefined; admin: QueueAdmin; json: boolean }): Promise<number>;
+}): Command {
+  return defineCommand({
+    name: def.name,
+    synopsis: def.synopsis,
+    settings: {
+      ...COMMON,
+      queue: { kind: "string", arg: "Q", help: "the job's queue (default: looked up from the job)" },
+    },
+    async run(o) {
+      const [id] = o.positionals;
+      if (!id || o.positionals.length !== 1) throw new UsageError(`${def.name} <id> [--queue Q]`);
+      const [queue, json] = [o.raw("queue"), o.bool("json")];
+      return withRedis(o.str("redis")!, (redis) =>
+        def.run({ id, queue, admin: new QueueAdmin(redis), json }),
+      );
+    },
+  });
 }
 
 export const print = (line: string) => process.stdout.write(`${line}\n`);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { parseBoolean, readOptions, settingsHelp, type Settings } from "./options.ts";
+import { duration, int, parseBoolean, readOptions, settingsHelp, type Settings } from "./options.ts";
 
 const SETTINGS = {
   drain: {
@@ -91,5 +91,23 @@ describe("readOptions", () => {
 
   it("help lists each flag with its variable and default", () => {
     assert.match(settingsHelp(SET), /--drain D +X_DRAIN +\(default 1s\)/);
+  });
+
+  it("a table entry built by a kind's constructor is the same setting, its fields checked at compile time", () => {
+    assert.deepEqual(int("X_COUNT", { default: 3, min: 1, max: 9 }, "slots"), {
+      env: "X_COUNT",
+      kind: "int",
+      default: 3,
+      min: 1,
+      max: 9,
+      help: "slots",
+    });
+    // The variable and the help swapped, or a bound of the wrong kind, do not compile (npm run typecheck).
+    // @ts-expect-error a help text is no variable name
+    int("slots", {}, "X_COUNT");
+    // @ts-expect-error an int's bounds are numbers
+    int("X_COUNT", { min: "1s" }, "slots");
+    // @ts-expect-error a duration's default is text ("30s")
+    duration("X_DRAIN", { default: 30 }, "drain");
   });
 });

@@ -44,6 +44,23 @@ export interface Setting {
 
 export type Settings<K extends string = string> = Record<K, Setting>;
 
+/** A variable's name is capitals, so a help text passed in its place does not compile. */
+type VariableName = Uppercase<string>;
+/** A setting's fields besides its variable, kind and help; each constructor adds its kind's own. */
+type Fields = Omit<Setting, "env" | "kind" | "help" | "default" | "min" | "max" | "choices">;
+const constructor =
+  <Own extends object>(kind: SettingKind) =>
+  (env: VariableName, fields: Fields & Own, help: string): Setting => ({ env, kind, ...fields, help });
+// One constructor per kind, so a table entry takes 1–3 lines: int("CONVEYOR_PORT", { default: 9464 }, "…").
+// Each checks its kind's default and bounds: numbers for int, duration text ("30s") for duration.
+export const str = constructor<{ default?: string }>("string");
+export const int = constructor<{ default?: number; min?: number; max?: number }>("int");
+export const bool = constructor<{ default?: boolean }>("bool");
+export const duration = constructor<{ default?: string; min?: string; max?: string }>("duration");
+export const list = constructor<object>("list");
+export const file = constructor<object>("file");
+export const choice = constructor<{ choices: readonly string[]; default?: string }>("choice");
+
 export class OptionError extends Error {
   override name = "OptionError";
 }

@@ -213,22 +213,14 @@ function jobParams(rows: readonly JobPatch[]): unknown[] {
   return JOB_COLUMNS.map((c) => column(rows, c.get));
 }
 
+// In UPSERT_ATTEMPTS' column order.
+const ATTEMPT_FIELDS = [
+  ...["pipeline", "jobId", "execution", "queue", "worker", "attempt", "startedAt", "finishedAt"],
+  ...["outcome", "error", "reason", "reused", "vEnd"],
+] as const satisfies readonly (keyof AttemptPatch)[];
+
 function attemptParams(rows: readonly AttemptPatch[]): unknown[] {
-  return [
-    column(rows, (r) => r.pipeline),
-    column(rows, (r) => r.jobId),
-    column(rows, (r) => r.execution),
-    column(rows, (r) => r.queue),
-    column(rows, (r) => r.worker),
-    column(rows, (r) => r.attempt),
-    column(rows, (r) => r.startedAt),
-    column(rows, (r) => r.finishedAt),
-    column(rows, (r) => r.outcome),
-    column(rows, (r) => r.error),
-    column(rows, (r) => r.reason),
-    column(rows, (r) => r.reused),
-    column(rows, (r) => r.vEnd),
-  ];
+  return ATTEMPT_FIELDS.map((f) => column(rows, (r) => r[f]));
 }
 
 function stageParams(rows: readonly StagePatch[]): unknown[] {

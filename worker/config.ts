@@ -2,7 +2,16 @@
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
-import { readOptions, settingsHelp, type Settings } from "../lib/options.ts";
+import {
+  bool,
+  choice,
+  duration,
+  int,
+  readOptions,
+  settingsHelp,
+  str,
+  type Settings,
+} from "../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING, REDIS_URL_SETTING } from "../lib/settings.ts";
 import {
   assertQueueName,
@@ -62,169 +71,92 @@ const YEAR = "8760h";
 
 /** Every worker flag and its variable (lib/options.ts Setting). Flags win over the environment. */
 export const WORKER_SETTINGS = {
-  queue: {
-    env: "CONVEYOR_QUEUE",
-    kind: "string",
-    arg: "Q",
-    help: "queue to work (required): 'stage' or 'pipeline/stage'",
-  },
-  handler: {
-    env: "CONVEYOR_HANDLER",
-    kind: "string",
-    arg: "H",
-    help: 'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)',
-  },
-  "next-queue": {
-    env: "CONVEYOR_NEXT_QUEUE",
-    kind: "string",
-    arg: "Q",
-    help: "next stage: a handler's result is enqueued there atomically",
-  },
+  queue: str("CONVEYOR_QUEUE", { arg: "Q" }, "queue to work (required): 'stage' or 'pipeline/stage'"),
+  handler: str(
+    "CONVEYOR_HANDLER",
+    { arg: "H" },
+    'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)',
+  ),
+  "next-queue": str(
+    "CONVEYOR_NEXT_QUEUE",
+    { arg: "Q" },
+    "next stage: a handler's result is enqueued there atomically",
+  ),
   redis: REDIS_URL_SETTING,
   database: DATABASE_URL_SETTING,
-  concurrency: {
-    env: "CONVEYOR_CONCURRENCY",
-    kind: "int",
-    default: 1,
-    min: 1,
-    max: 10_000,
-    help: "job slots in this process",
-  },
-  lease: {
-    env: "CONVEYOR_LEASE",
-    kind: "duration",
-    default: "30s",
-    min: "100ms",
-    help: "lease length, renewed every third",
-  },
-  "job-timeout": {
-    env: "CONVEYOR_JOB_TIMEOUT",
-    deprecatedEnv: "CONVEYOR_JOB_TIMEOUT_SECONDS",
-    kind: "duration",
-    default: "5m",
-    min: "1ms",
-    max: WEEK,
-    help: "default per-job timeout (a job may carry its own)",
-  },
-  "kill-grace": {
-    env: "CONVEYOR_KILL_GRACE",
-    kind: "duration",
-    default: "5s",
-    help: "time a timed-out handler gets to stop before it is abandoned",
-  },
-  drain: {
-    env: "CONVEYOR_DRAIN",
-    deprecatedEnv: "CONVEYOR_DRAIN_SECONDS",
-    kind: "duration",
-    default: "25s",
-    max: WEEK,
-    help: "warm-shutdown drain before running jobs are handed back",
-  },
-  "max-stalls": {
-    env: "CONVEYOR_MAX_STALLS",
-    kind: "int",
-    default: 2,
-    max: 1000,
-    help: "lease expiries before dead-lettering",
-  },
-  retention: {
-    env: "CONVEYOR_RETENTION",
-    deprecatedEnv: "CONVEYOR_RETENTION_SECONDS",
-    kind: "duration",
-    default: "1h",
-    max: YEAR,
-    help: "keep completed jobs in Redis (0 = delete at once)",
-  },
-  "backoff-base": {
-    env: "CONVEYOR_BACKOFF_BASE",
-    kind: "duration",
-    default: "1s",
-    help: "retry backoff base",
-  },
-  "backoff-max": {
-    env: "CONVEYOR_BACKOFF_MAX",
-    kind: "duration",
-    default: "5m",
-    help: "retry backoff cap",
-  },
-  port: {
-    env: "CONVEYOR_PORT",
-    kind: "int",
-    default: 9464,
-    max: 65535,
-    help: "/healthz /readyz /metrics port (0 = any)",
-  },
-  "worker-id": {
-    env: "CONVEYOR_WORKER_ID",
-    kind: "string",
-    arg: "ID",
-    defaultHelp: "POD_NAME, else host-pid",
-    help: "this worker's name in leases and metrics",
-  },
-  "max-jobs": {
-    env: "CONVEYOR_MAX_JOBS",
-    kind: "int",
-    default: 0,
-    help: "recycle: drain and exit 0 after N jobs (0 = off)",
-  },
-  "max-memory": {
-    env: "CONVEYOR_MAX_MEMORY_MB",
-    kind: "int",
-    arg: "MB",
-    default: 0,
-    max: 1_000_000,
-    help: "recycle: drain and exit 0 above this RSS in MiB (0 = off)",
-  },
-  "result-ttl": {
-    env: "CONVEYOR_RESULT_TTL",
-    deprecatedEnv: "CONVEYOR_RESULT_TTL_SECONDS",
-    kind: "duration",
-    default: "24h",
-    max: YEAR,
-    help: "reuse a stage result for jobs with the same content hash (0 = off)",
-  },
-  "circuit-threshold": {
-    env: "CONVEYOR_CIRCUIT_THRESHOLD",
-    kind: "int",
-    default: 5,
-    max: 1_000_000,
-    help: "consecutive dependency failures that pause claiming (0 = off)",
-  },
-  "circuit-backoff": {
-    env: "CONVEYOR_CIRCUIT_BACKOFF",
-    kind: "duration",
-    default: "30s",
-    help: "first pause of an open circuit, doubling up to 10x",
-  },
-  "handler-credentials": {
-    env: "CONVEYOR_HANDLER_CREDENTIALS",
-    kind: "bool",
-    default: false,
-    help: "a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
-  },
-  "outbox-max-bytes": {
-    env: "CONVEYOR_OUTBOX_MAX_BYTES",
-    kind: "int",
-    default: DEFAULT_OUTBOX_MAX_BYTES,
-    defaultHelp: `${DEFAULT_OUTBOX_MAX_BYTES} = 256 MiB`,
-    // At least 1 MiB: below that a few large results would shed each other at once.
-    min: 1 << 20,
-    help: "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
-  },
-  durability: {
-    env: "CONVEYOR_DURABILITY",
-    kind: "choice",
-    choices: DURABILITIES,
-    default: "primary",
-    help: "primary | replicated: a settle is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
-  },
-  "replica-timeout": {
-    env: "CONVEYOR_REPLICA_TIMEOUT",
-    kind: "duration",
-    default: "2s",
-    max: "60s",
-    help: "durability replicated: how long a settle waits for its replica",
-  },
+  concurrency: int("CONVEYOR_CONCURRENCY", { default: 1, min: 1, max: 10_000 }, "job slots in this process"),
+  lease: duration("CONVEYOR_LEASE", { default: "30s", min: "100ms" }, "lease length, renewed every third"),
+  "job-timeout": duration(
+    "CONVEYOR_JOB_TIMEOUT",
+    { deprecatedEnv: "CONVEYOR_JOB_TIMEOUT_SECONDS", default: "5m", min: "1ms", max: WEEK },
+    "default per-job timeout (a job may carry its own)",
+  ),
+  "kill-grace": duration(
+    "CONVEYOR_KILL_GRACE",
+    { default: "5s" },
+    "time a timed-out handler gets to stop before it is abandoned",
+  ),
+  drain: duration(
+    "CONVEYOR_DRAIN",
+    { deprecatedEnv: "CONVEYOR_DRAIN_SECONDS", default: "25s", max: WEEK },
+    "warm-shutdown drain before running jobs are handed back",
+  ),
+  "max-stalls": int("CONVEYOR_MAX_STALLS", { default: 2, max: 1000 }, "lease expiries before dead-lettering"),
+  retention: duration(
+    "CONVEYOR_RETENTION",
+    { deprecatedEnv: "CONVEYOR_RETENTION_SECONDS", default: "1h", max: YEAR },
+    "keep completed jobs in Redis (0 = delete at once)",
+  ),
+  "backoff-base": duration("CONVEYOR_BACKOFF_BASE", { default: "1s" }, "retry backoff base"),
+  "backoff-max": duration("CONVEYOR_BACKOFF_MAX", { default: "5m" }, "retry backoff cap"),
+  port: int("CONVEYOR_PORT", { default: 9464, max: 65535 }, "/healthz /readyz /metrics port (0 = any)"),
+  "worker-id": str(
+    "CONVEYOR_WORKER_ID",
+    { arg: "ID", defaultHelp: "POD_NAME, else host-pid" },
+    "this worker's name in leases and metrics",
+  ),
+  "max-jobs": int("CONVEYOR_MAX_JOBS", { default: 0 }, "recycle: drain and exit 0 after N jobs (0 = off)"),
+  "max-memory": int(
+    "CONVEYOR_MAX_MEMORY_MB",
+    { arg: "MB", default: 0, max: 1_000_000 },
+    "recycle: drain and exit 0 above this RSS in MiB (0 = off)",
+  ),
+  "result-ttl": duration(
+    "CONVEYOR_RESULT_TTL",
+    { deprecatedEnv: "CONVEYOR_RESULT_TTL_SECONDS", default: "24h", max: YEAR },
+    "reuse a stage result for jobs with the same content hash (0 = off)",
+  ),
+  "circuit-threshold": int(
+    "CONVEYOR_CIRCUIT_THRESHOLD",
+    { default: 5, max: 1_000_000 },
+    "consecutive dependency failures that pause claiming (0 = off)",
+  ),
+  "circuit-backoff": duration(
+    "CONVEYOR_CIRCUIT_BACKOFF",
+    { default: "30s" },
+    "first pause of an open circuit, doubling up to 10x",
+  ),
+  "handler-credentials": bool(
+    "CONVEYOR_HANDLER_CREDENTIALS",
+    { default: false },
+    "a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
+  ),
+  // At least 1 MiB: below that a few large results would shed each other at once.
+  "outbox-max-bytes": int(
+    "CONVEYOR_OUTBOX_MAX_BYTES",
+    { default: DEFAULT_OUTBOX_MAX_BYTES, defaultHelp: `${DEFAULT_OUTBOX_MAX_BYTES} = 256 MiB`, min: 1 << 20 },
+    "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
+  ),
+  durability: choice(
+    "CONVEYOR_DURABILITY",
+    { choices: DURABILITIES, default: "primary" },
+    "primary | replicated: a settle is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
+  ),
+  "replica-timeout": duration(
+    "CONVEYOR_REPLICA_TIMEOUT",
+    { default: "2s", max: "60s" },
+    "durability replicated: how long a settle waits for its replica",
+  ),
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 

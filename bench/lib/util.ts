@@ -164,3 +164,14 @@ export function listFlag(flags: Map<string, string>, name: string, def: number[]
     return n;
   });
 }
+
+/** Runs a bench's main as a script: exit 0 when it resolves, else 1 with the error's stack. */
+export function runMain(name: string, main: () => Promise<unknown>): void {
+  main().then(
+    () => process.exit(0),
+    (err: Error) => {
+      process.stderr.write(`${name} failed: ${err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}

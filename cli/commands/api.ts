@@ -1,6 +1,7 @@
 // `conveyor api`: the job API and the dashboard over HTTP. Every flag also reads a variable,
 // so the chart (or any deployment) can configure it either way.
 import { startTracing, JOB_SAMPLER } from "../../lib/telemetry.ts";
+import { bool, choice, int, list, str } from "../../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING } from "../../lib/settings.ts";
 import { connectRedis, QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, importOperatorPart, UsageError } from "../command.ts";
@@ -20,67 +21,32 @@ export default defineCommand({
   positionals: false,
   settings: {
     redis: COMMON.redis,
-    port: {
-      env: "CONVEYOR_API_PORT",
-      kind: "int",
-      default: 8080,
-      max: 65535,
-      help: "HTTP port (0 = any free port)",
-    },
-    host: {
-      env: "CONVEYOR_API_HOST",
-      kind: "string",
-      arg: "ADDR",
-      defaultHelp: "every address",
-      help: "address to listen on",
-    },
-    "max-body": {
-      env: "CONVEYOR_API_MAX_BODY",
-      kind: "int",
-      min: 1,
-      defaultHelp: "1048576 = 1 MiB",
-      help: "largest request body in bytes",
-    },
-    token: {
-      envOnly: true,
-      env: "CONVEYOR_API_TOKEN",
-      kind: "string",
-      help: "the bearer token callers present (from a Secret; at least 16 bytes); none: start only with --insecure-no-auth",
-    },
-    "read-only": {
-      env: "CONVEYOR_API_READ_ONLY",
-      kind: "bool",
-      default: false,
-      help: "refuse every mutating route (403)",
-    },
-    queues: {
-      env: "CONVEYOR_API_QUEUES",
-      kind: "list",
-      defaultHelp: "all",
-      help: "the only queues the API shows and acts on",
-    },
+    port: int("CONVEYOR_API_PORT", { default: 8080, max: 65535 }, "HTTP port (0 = any free port)"),
+    host: str("CONVEYOR_API_HOST", { arg: "ADDR", defaultHelp: "every address" }, "address to listen on"),
+    "max-body": int(
+      "CONVEYOR_API_MAX_BODY",
+      { min: 1, defaultHelp: "1048576 = 1 MiB" },
+      "largest request body in bytes",
+    ),
+    token: str(
+      "CONVEYOR_API_TOKEN",
+      { envOnly: true },
+      "the bearer token callers present (from a Secret; at least 16 bytes); none: start only with --insecure-no-auth",
+    ),
+    "read-only": bool("CONVEYOR_API_READ_ONLY", { default: false }, "refuse every mutating route (403)"),
+    queues: list("CONVEYOR_API_QUEUES", { defaultHelp: "all" }, "the only queues the API shows and acts on"),
     database: DATABASE_URL_SETTING,
-    kubernetes: {
-      env: "CONVEYOR_API_KUBERNETES",
-      kind: "choice",
-      arg: "auto|off",
-      choices: ["auto", "off"],
-      default: "auto",
-      help: "read WorkerPools for the Pools page when a cluster is configured (auto), or never",
-    },
-    dashboard: {
-      env: "CONVEYOR_API_DASHBOARD",
-      kind: "bool",
-      arg: "on|off",
-      default: true,
-      help: "serve the dashboard",
-    },
-    "insecure-no-auth": {
-      env: "CONVEYOR_API_INSECURE_NO_AUTH",
-      kind: "bool",
-      default: false,
-      help: "start without a token: anyone who reaches the port may act (local use only)",
-    },
+    kubernetes: choice(
+      "CONVEYOR_API_KUBERNETES",
+      { arg: "auto|off", choices: ["auto", "off"], default: "auto" },
+      "read WorkerPools for the Pools page when a cluster is configured (auto), or never",
+    ),
+    dashboard: bool("CONVEYOR_API_DASHBOARD", { arg: "on|off", default: true }, "serve the dashboard"),
+    "insecure-no-auth": bool(
+      "CONVEYOR_API_INSECURE_NO_AUTH",
+      { default: false },
+      "start without a token: anyone who reaches the port may act (local use only)",
+    ),
     "log-level": LOG_LEVEL_SETTING,
   },
   async run(o) {

@@ -11,11 +11,7 @@ export default defineCommand({
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
-    key: {
-      kind: "string",
-      arg: "KEY",
-      help: "idempotency key: a second enqueue with it is a duplicate",
-    },
+    key: { kind: "string", arg: "KEY", help: "idempotency key: a second enqueue with it is a duplicate" },
     priority: { kind: "int", help: "higher runs first" },
     delay: { kind: "duration", help: "run no sooner than this from now" },
     attempts: { kind: "int", help: "tries before dead-lettering" },

@@ -9,12 +9,7 @@ export default defineCommand({
     "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
   settings: {
     ...COMMON,
-    follow: {
-      short: "f",
-      kind: "bool",
-      default: false,
-      help: "keep printing new events until interrupted",
-    },
+    follow: { short: "f", kind: "bool", default: false, help: "keep printing new events until interrupted" },
     limit: { ...LIMIT_SETTING, default: 20, help: "recent events shown first" },
   },
   async run(o) {

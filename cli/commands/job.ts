@@ -1,60 +1,51 @@
 // `conveyor job`: one job's state, result or error, progress and log lines.
-import { QueueAdmin } from "../../queue/index.ts";
-import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
-import { QUEUE_SETTING } from "./cancel.ts";
+import { defineJobCommand, print, safeJson } from "../command.ts";
 
-export default defineCommand({
+export default defineJobCommand({
   name: "job",
   synopsis:
     "  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines (exit 1: not found)",
-  settings: { ...COMMON, queue: QUEUE_SETTING },
-  async run(o) {
-    const [id] = o.positionals;
-    if (!id) throw new UsageError("job needs an id");
-    const asJson = o.bool("json");
-    return withRedis(o.str("redis")!, async (redis) => {
-      const admin = new QueueAdmin(redis);
-      const info = await admin.job(id, o.raw("queue"));
-      if (!info) {
-        print(
-          asJson
-            ? JSON.stringify({ id, state: "unknown" })
-            : `job ${id}: not found (never enqueued, or its record expired)`,
-        );
-        return 1;
-      }
-      const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
-      const view = {
-        id: info.id,
-        queue: info.queue,
-        state: info.state,
-        attempts: info.attemptsMade,
-        maxAttempts: info.attempts,
-        stalls: info.stalls,
-        handbacks: info.handbacks,
-        result: decode(info.result),
-        error: decode(info.error),
-        deadReason: info.deadReason,
-        progress: info.progress,
-        progressMessage: info.progressMessage,
-        logs: await admin.jobLogs(id, info.queue || o.raw("queue")),
-      };
-      if (asJson) {
-        print(JSON.stringify(view));
-        return 0;
-      }
-      print(`job ${view.id} on ${view.queue}: ${view.state}`);
+  async run({ id, queue, admin, json: asJson }) {
+    const info = await admin.job(id, queue);
+    if (!info) {
       print(
-        `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}`,
+        asJson
+          ? JSON.stringify({ id, state: "unknown" })
+          : `job ${id}: not found (never enqueued, or its record expired)`,
       );
-      if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
-      if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
-      if (view.deadReason) print(`dead: ${view.deadReason}`);
-      if (view.progress !== undefined)
-        print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
-      if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
-      for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
+      return 1;
+    }
+    const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
+    const view = {
+      id: info.id,
+      queue: info.queue,
+      state: info.state,
+      attempts: info.attemptsMade,
+      maxAttempts: info.attempts,
+      stalls: info.stalls,
+      handbacks: info.handbacks,
+      result: decode(info.result),
+      error: decode(info.error),
+      deadReason: info.deadReason,
+      progress: info.progress,
+      progressMessage: info.progressMessage,
+      logs: await admin.jobLogs(id, info.queue || queue),
+    };
+    if (asJson) {
+      print(JSON.stringify(view));
       return 0;
-    });
+    }
+    print(`job ${view.id} on ${view.queue}: ${view.state}`);
+    print(
+      `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}`,
+    );
+    if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
+    if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
+    if (view.deadReason) print(`dead: ${view.deadReason}`);
+    if (view.progress !== undefined)
+      print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
+    if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
+    for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
+    return 0;
   },
 });

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { containersUnavailable } from "../support/containers.ts";
-import { runScenario } from "./scenario.ts";
+import { assertStages, runScenario } from "./scenario.ts";
 
 test(
   "in containers: helm-installed operator image, worker image pods; both pools 0 → N → 0, each job once per stage",
@@ -22,14 +22,7 @@ test(
         console.log(line);
       },
     });
-    for (const s of report.stages) {
-      assert.equal(s.completed, jobs, `${s.pool} completed`);
-      assert.equal(s.executions, jobs, `${s.pool}: every job ran exactly once at this stage`);
-      assert.equal(s.ranTwice, 0);
-      assert.equal(s.handedBack, 0, `${s.pool}: nothing handed back by a scale-down`);
-      assert.equal(s.stalled, 0, `${s.pool}: no lease expired`);
-      assert.ok(s.maxReplicas > 1, `${s.pool} scaled beyond one replica (peak ${s.maxReplicas})`);
-    }
+    assertStages(report.stages, jobs);
     assert.deepEqual(
       [...new Set(report.workerExitCodes)],
       [0],

@@ -10,7 +10,7 @@
 import { createInterface } from "node:readline";
 import { nodeUnavailable } from "../support/node.ts";
 import { runNodeScenario, RELEASE_NS, type NodeScenarioReport } from "./nodeScenario.ts";
-import { runScenario } from "./scenario.ts";
+import { runScenario, type ScenarioReport } from "./scenario.ts";
 import { takeScreenshots } from "./screenshots.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -42,15 +42,8 @@ const jobs = positive("DEMO_JOBS", runtime === "node" ? 1000 : 2000);
 const jobMs = positive("DEMO_JOB_MS", 100);
 const t0 = Date.now();
 
-if (runtime !== "node") {
-  if (screenshots || keep)
-    say(`(SCREENSHOTS and --keep apply to the real-node demo only: RUNTIME=${runtime})`);
-  say(
-    `Conveyor demo: ${jobs} jobs through a two-stage pipeline (demo/extract → demo/summarize) on a local control plane`,
-  );
-  if (runtime === "containers")
-    say("runtime: containers — the operator and every worker pod run from the built images");
-  const report = await runScenario({ jobs, jobMs, say, runtime });
+/** The summary's first lines, alike for every runtime; whether every job ran once per stage. */
+function sayStages(report: Pick<ScenarioReport, "stages" | "events">): boolean {
   say("");
   say("summary");
   for (const s of report.stages) {
@@ -60,12 +53,24 @@ if (runtime !== "node") {
   }
   for (const [pool, reasons] of Object.entries(report.events))
     say(`  events on ${pool}: ${[...new Set(reasons)].join(", ")}`);
+  return report.stages.every(
+    (s) => s.completed === jobs && s.ranTwice === 0 && s.handedBack === 0 && s.maxReplicas > 1,
+  );
+}
+
+if (runtime !== "node") {
+  if (screenshots || keep)
+    say(`(SCREENSHOTS and --keep apply to the real-node demo only: RUNTIME=${runtime})`);
+  say(
+    `Conveyor demo: ${jobs} jobs through a two-stage pipeline (demo/extract → demo/summarize) on a local control plane`,
+  );
+  if (runtime === "containers")
+    say("runtime: containers — the operator and every worker pod run from the built images");
+  const report = await runScenario({ jobs, jobMs, say, runtime });
+  const ok = sayStages(report);
   say(`  worker pods run: ${report.podsRun}; exit codes: ${[...new Set(report.workerExitCodes)].join(", ")}`);
   say(`  job records in PostgreSQL: ${report.records}`);
   say(`  pipeline time ${report.seconds.toFixed(0)}s; demo total ${((Date.now() - t0) / 1000).toFixed(0)}s`);
-  const ok = report.stages.every(
-    (s) => s.completed === jobs && s.ranTwice === 0 && s.handedBack === 0 && s.maxReplicas > 1,
-  );
   say(
     ok
       ? "OK: every job ran exactly once per stage; no work was lost or re-run by scale-down"
@@ -114,15 +119,7 @@ const stats = (ms: (number | undefined)[]) => {
   const s = (x: number) => `${(x / 1000).toFixed(1)}s`;
   return `min ${s(v[0]!)} median ${s(v[Math.floor(v.length / 2)]!)} max ${s(v[v.length - 1]!)} (${v.length} pods)`;
 };
-say("");
-say("summary");
-for (const s of report.stages) {
-  say(
-    `  ${s.pool.padEnd(15)} ${s.queue.padEnd(15)} completed ${s.completed}, executions ${s.executions}, ran twice ${s.ranTwice}, peak replicas ${s.maxReplicas}, redelivered by scale-down ${s.handedBack}, stalls ${s.stalled}`,
-  );
-}
-for (const [pool, reasons] of Object.entries(report.events))
-  say(`  events on ${pool}: ${[...new Set(reasons)].join(", ")}`);
+const stagesOk = sayStages(report);
 say("  kubectl get wp:");
 for (const l of report.getWp.trimEnd().split("\n")) say(`    ${l}`);
 say(`  kubectl logs ${report.logLines.pod} --tail=3:`);
@@ -150,9 +147,7 @@ say(
   `  setup ${report.setupSeconds.toFixed(0)}s (images, control plane, node, helm install); pipeline ${report.seconds.toFixed(0)}s; demo total ${((Date.now() - t0) / 1000).toFixed(0)}s`,
 );
 const ok =
-  report.stages.every(
-    (s) => s.completed === jobs && s.ranTwice === 0 && s.handedBack === 0 && s.maxReplicas > 1,
-  ) &&
+  stagesOk &&
   workers.length > 0 &&
   workers.every(
     (p) =>

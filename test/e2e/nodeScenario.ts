@@ -10,20 +10,29 @@
 // that address as KUBERNETES_SERVICE_HOST/PORT. No kube-proxy: the pods have no route beyond the
 // bridge and it would write iptables rules in the host's network namespace.
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Watch, type V1Pod } from "@kubernetes/client-node";
 import { pollUntil } from "../../lib/poll.ts";
-import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { buildImages, OPERATOR_IMAGE, WORKER_IMAGE } from "../support/containers.ts";
 import { ControlPlane, DEFAULT_CONTROLLERS } from "../support/controlplane.ts";
 import { hostState, nodeFootprint, RealNode } from "../support/node.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { startProcess, stopProcess, type Started } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
-import { countBy, readExecutions, REPO } from "../support/workers.ts";
-import { POOLS, SUMMARIZE_FACTOR, type StageReport } from "./scenario.ts";
+import { REPO } from "../support/workers.ts";
+import {
+  collectOutcome,
+  enqueueBurst,
+  hostPathMounts,
+  poolProgress,
+  POOLS,
+  waitForExternalMetrics,
+  workerPoolManifest,
+  type StageReport,
+} from "./scenario.ts";
 
 /** Where `helm install` puts the operator and the job API. */
 export const RELEASE_NS = "conveyor-system";
@@ -280,20 +289,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
       },
       { timeoutMs: 180_000, intervalMs: 250, onTimeout: () => node!.logTail() },
     );
-    await pollUntil(
-      "external metrics APIService available",
-      async () =>
-        (
-          await cp!.kubectl(
-            "get",
-            "apiservice",
-            "v1beta1.external.metrics.k8s.io",
-            "-o",
-            'jsonpath={.status.conditions[?(@.type=="Available")].status}',
-          )
-        ).trim() === "True",
-      { timeoutMs: 120_000, intervalMs: 500 },
-    );
+    await waitForExternalMetrics(cp);
     say(`[${elapsed()}] operator and job API Running; external.metrics.k8s.io served by the operator pod`);
 
     const pf = await portForward(cp, dir);
@@ -312,45 +308,13 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     // The pipeline, as a user applies it. The handler directory and the execution log (how the
     // demo counts executions, independently of the queue) are hostPath volumes.
     await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${podDatabase}`);
-    const execDir = join(dir, "out");
-    mkdirSync(execDir, { mode: 0o777 });
-    chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
-    const manifests = POOLS.map((p) => ({
-      apiVersion: "conveyor.dev/v1alpha1",
-      kind: "WorkerPool",
-      metadata: { name: p.name, namespace: NS },
-      spec: {
-        queue: p.queue,
-        ...("next" in p ? { nextQueue: p.next } : {}),
-        redis: { url: podRedis },
-        database: { secretRef: { name: "demo-db" } },
-        handler: { module: "/handlers/recordingHandler.js" },
-        concurrency: 8,
-        maxJobSeconds: 60,
-        drainSeconds: 30,
-        template: {
-          imagePullPolicy: "Never",
-          env: [{ name: "EXEC_LOG", value: "/out/executions.ndjson" }],
-          volumes: [
-            { name: "handlers", hostPath: { path: join(REPO, "test", "fixtures") } },
-            { name: "out", hostPath: { path: execDir } },
-          ],
-          volumeMounts: [
-            { name: "handlers", mountPath: "/handlers", readOnly: true },
-            { name: "out", mountPath: "/out" },
-          ],
-        },
-        scaling: {
-          minReplicas: 0,
-          maxReplicas: 6,
-          targetBacklogPerReplica: 100,
-          activationBacklog: 0,
-          cooldownSeconds: 10,
-          pollSeconds: 2,
-          behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
-        },
-      },
-    }));
+    const template = {
+      imagePullPolicy: "Never",
+      env: [{ name: "EXEC_LOG", value: "/out/executions.ndjson" }],
+      ...hostPathMounts(join(dir, "out")),
+    };
+    const handler = "/handlers/recordingHandler.js";
+    const manifests = POOLS.map((p) => workerPoolManifest(p, { redisUrl: podRedis, handler, template }));
     const file = join(dir, "pipeline.yaml");
     writeFileSync(file, manifests.map((m) => JSON.stringify(m)).join("\n---\n"));
     say(
@@ -359,48 +323,18 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
 
     const setupSeconds = (Date.now() - t0) / 1000;
     const started = Date.now();
-    const producer = new Producer(redis);
-    await producer.enqueueMany(
-      POOLS[0].queue,
-      Array.from({ length: opts.jobs }, (_, i) => ({
-        id: `doc-${i}`,
-        data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } },
-      })),
-    );
-    say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
-
+    await enqueueBurst(redis, opts);
     const admin = new QueueAdmin(redis);
-    const maxReplicas = new Map<string, number>();
-    let lastLine = "";
+    const progress = poolProgress(cp, admin, started, say);
     let midRun: Promise<void> | undefined;
     let logLines: { pod: string; lines: string[] } | undefined;
     let logsTaking: Promise<void> | undefined;
     await pollUntil(
       "all jobs through both stages and both pools back at zero",
       async () => {
-        const parts: string[] = [];
-        let atZero = true;
-        let bothServing = true;
-        let workLeft = false;
-        for (const p of POOLS) {
-          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as {
-            status?: { replicas?: number; readyReplicas?: number; desiredReplicas?: number };
-          };
-          const s = wp.status ?? {};
-          const counts = await admin.counts(p.queue);
-          const replicas = s.replicas ?? 0;
-          maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
-          if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) atZero = false;
-          if ((s.readyReplicas ?? 0) < 1) bothServing = false;
-          if (counts.backlog > 0) workLeft = true;
-          parts.push(
-            `${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`,
-          );
-        }
-        const line = parts.join(" | ");
-        if (line !== lastLine)
-          say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
-        lastLine = line;
+        const { atZero, pools } = await progress.poll();
+        const bothServing = pools.every((p) => p.ready >= 1);
+        const workLeft = pools.some((p) => p.backlog > 0);
         if (bothServing && workLeft && !midRun && opts.midRun) {
           midRun = opts
             .midRun(dashboard)
@@ -438,60 +372,21 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     await logsTaking;
     say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
 
-    const executions = readExecutions(join(execDir, "executions.ndjson"));
-    const stages: StageReport[] = [];
-    for (const p of POOLS) {
-      const mine = executions.filter((e) => e.q === p.queue);
-      const perJob = countBy(mine, (e) => e.id);
-      const counters = await admin.counters(p.queue);
-      stages.push({
-        pool: p.name,
-        queue: p.queue,
-        maxReplicas: maxReplicas.get(p.name) ?? 0,
-        completed: (await admin.counts(p.queue)).completed,
-        executions: mine.length,
-        ranTwice: [...perJob.values()].filter((c) => c > 1).length,
-        stalled: counters.stalled ?? 0,
-        handedBack: counters.handedBack ?? 0,
-      });
-    }
-    const events: Record<string, string[]> = {};
-    for (const p of POOLS) {
-      const list = JSON.parse(
-        await cp.kubectl(
-          "get",
-          "events",
-          "--field-selector",
-          `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`,
-          "--sort-by=.firstTimestamp",
-          "-o",
-          "json",
-        ),
-      ) as { items: { reason: string }[] };
-      events[p.name] = list.items.map((e) => e.reason);
-    }
     const getWp = await cp.kubectl("get", "wp");
-    const records = await pollUntil(
-      "job records in PostgreSQL",
-      async () => {
-        const rows = await pg!.query<{ n: string }>(
-          "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1",
-          [POOLS[1].queue],
-        );
-        return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
-      },
-      { timeoutMs: 120_000 },
-    ).catch(() => -1);
+    const executionLog = join(dir, "out", "executions.ndjson");
+    const outcome = await collectOutcome(cp, admin, pg!, {
+      executionLog,
+      maxReplicas: progress.maxReplicas,
+      jobs: opts.jobs,
+    });
     await opts.beforeStop?.(dashboard);
     const report = {
       jobs: opts.jobs,
       seconds,
-      stages,
-      events,
+      ...outcome,
       getWp,
       logLines: logLines ?? { pod: "(none)", lines: [] },
       pods: [...watcher.pods.values()].map(({ seen: _seen, ...t }) => t),
-      records,
       dashboard,
       footprint: [] as string[],
       setupSeconds,

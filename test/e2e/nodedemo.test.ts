@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { nodeUnavailable } from "../support/node.ts";
 import { runNodeScenario } from "./nodeScenario.ts";
-import { POOLS } from "./scenario.ts";
+import { assertStages, POOLS } from "./scenario.ts";
 
 const skip = nodeUnavailable();
 
@@ -54,14 +54,7 @@ test(
       POOLS.map((p) => p.name).sort(),
       "the Pools page's data, read by the job API pod",
     );
-    for (const s of report.stages) {
-      assert.equal(s.completed, jobs, `${s.pool} completed`);
-      assert.equal(s.executions, jobs, `${s.pool}: every job ran exactly once at this stage`);
-      assert.equal(s.ranTwice, 0);
-      assert.equal(s.handedBack, 0, `${s.pool}: nothing handed back by a scale-down`);
-      assert.equal(s.stalled, 0, `${s.pool}: no lease expired`);
-      assert.ok(s.maxReplicas > 1, `${s.pool} scaled beyond one replica (peak ${s.maxReplicas})`);
-    }
+    assertStages(report.stages, jobs);
     const workers = report.pods.filter((p) => p.pool);
     assert.ok(workers.length >= 4, `worker pods ran: ${workers.length}`);
     assert.deepEqual(

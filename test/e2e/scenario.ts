@@ -10,6 +10,7 @@
 // worker image with the handler directory mounted (a hostPath volume of the pool's template).
 // Pools scale in `direct` mode there: the chart's external metrics APIService would need the
 // operator pod reachable at a Service address, which pods on the host network are not.
+import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,6 +70,192 @@ export const POOLS = [
   { name: "demo-extract", queue: "demo/extract", next: "demo/summarize" },
   { name: "demo-summarize", queue: "demo/summarize" },
 ] as const;
+
+type Pool = (typeof POOLS)[number];
+
+/** A pool of the demo pipeline as a user writes it; the runtimes differ in Redis, handler, pod template, mode. */
+export function workerPoolManifest(
+  p: Pool,
+  o: { redisUrl: string; handler: string; template: object; mode?: "direct" },
+): object {
+  return {
+    apiVersion: "conveyor.dev/v1alpha1",
+    kind: "WorkerPool",
+    metadata: { name: p.name, namespace: NS },
+    spec: {
+      queue: p.queue,
+      ...("next" in p ? { nextQueue: p.next } : {}),
+      redis: { url: o.redisUrl },
+      database: { secretRef: { name: "demo-db" } },
+      handler: { module: o.handler },
+      concurrency: 8,
+      maxJobSeconds: 60,
+      drainSeconds: 30,
+      template: o.template,
+      scaling: {
+        ...(o.mode ? { mode: o.mode } : {}),
+        minReplicas: 0,
+        maxReplicas: 6,
+        targetBacklogPerReplica: 100,
+        activationBacklog: 0,
+        cooldownSeconds: 10,
+        pollSeconds: 2,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
+      },
+    },
+  };
+}
+
+/** The handler directory and `execDir` (the execution log) as hostPath volumes of the image's pods. */
+export function hostPathMounts(execDir: string): { volumes: object[]; volumeMounts: object[] } {
+  mkdirSync(execDir, { mode: 0o777 });
+  chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
+  return {
+    volumes: [
+      { name: "handlers", hostPath: { path: join(REPO, "test", "fixtures") } },
+      { name: "out", hostPath: { path: execDir } },
+    ],
+    volumeMounts: [
+      { name: "handlers", mountPath: "/handlers", readOnly: true },
+      { name: "out", mountPath: "/out" },
+    ],
+  };
+}
+
+/** The burst: `jobs` documents on the first stage, each `jobMs` there and SUMMARIZE_FACTOR times that next. */
+export async function enqueueBurst(redis: RedisClient, opts: ScenarioOptions): Promise<void> {
+  await new Producer(redis).enqueueMany(
+    POOLS[0].queue,
+    Array.from({ length: opts.jobs }, (_, i) => ({
+      id: `doc-${i}`,
+      data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } },
+    })),
+  );
+  opts.say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
+}
+
+export async function waitForExternalMetrics(cp: ControlPlane): Promise<void> {
+  await pollUntil(
+    "external metrics APIService available",
+    async () =>
+      (
+        await cp.kubectl(
+          "get",
+          "apiservice",
+          "v1beta1.external.metrics.k8s.io",
+          "-o",
+          'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+        )
+      ).trim() === "True",
+    { timeoutMs: 120_000, intervalMs: 500 },
+  );
+}
+
+/** What every run must show at each stage: each job once, none handed back or stalled, scaled beyond one. */
+export function assertStages(stages: StageReport[], jobs: number): void {
+  for (const s of stages) {
+    assert.equal(s.completed, jobs, `${s.pool} completed`);
+    assert.equal(s.executions, jobs, `${s.pool}: every job ran exactly once at this stage`);
+    assert.equal(s.ranTwice, 0);
+    assert.equal(s.handedBack, 0, `${s.pool}: nothing handed back by a scale-down`);
+    assert.equal(s.stalled, 0, `${s.pool}: no lease expired`);
+    assert.ok(s.maxReplicas > 1, `${s.pool} scaled beyond one replica (peak ${s.maxReplicas})`);
+  }
+}
+
+/** What each poll of the pools saw: all at zero replicas; each pool's ready replicas and backlog. */
+export interface PoolsSeen {
+  atZero: boolean;
+  pools: { ready: number; backlog: number }[];
+}
+
+/**
+ * The progress table (kubectl get wp -w): each poll prints the pools' line when it changed, since
+ * `started`, and keeps each pool's highest replica count.
+ */
+export function poolProgress(cp: ControlPlane, admin: QueueAdmin, started: number, say: (l: string) => void) {
+  const maxReplicas = new Map<string, number>();
+  let lastLine = "";
+  return {
+    maxReplicas,
+    async poll(): Promise<PoolsSeen> {
+      const parts: string[] = [];
+      const seen: PoolsSeen = { atZero: true, pools: [] };
+      for (const p of POOLS) {
+        const wp = JSON.parse(await cp.kubectl("get", "wp", p.name, "-o", "json")) as {
+          status?: { replicas?: number; readyReplicas?: number; desiredReplicas?: number };
+        };
+        const s = wp.status ?? {};
+        const counts = await admin.counts(p.queue);
+        const replicas = s.replicas ?? 0;
+        maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
+        if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) seen.atZero = false;
+        seen.pools.push({ ready: s.readyReplicas ?? 0, backlog: counts.backlog });
+        parts.push(
+          `${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`,
+        );
+      }
+      const line = parts.join(" | ");
+      if (line !== lastLine)
+        say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
+      lastLine = line;
+      return seen;
+    },
+  };
+}
+
+/** After the run: each stage's executions (from the log) and counters, the pools' Events, the records. */
+export async function collectOutcome(
+  cp: ControlPlane,
+  admin: QueueAdmin,
+  pg: PostgresServer,
+  o: { executionLog: string; maxReplicas: Map<string, number>; jobs: number },
+): Promise<Pick<ScenarioReport, "stages" | "events" | "records">> {
+  const executions = readExecutions(o.executionLog);
+  const stages: StageReport[] = [];
+  for (const p of POOLS) {
+    const mine = executions.filter((e) => e.q === p.queue);
+    const perJob = countBy(mine, (e) => e.id);
+    const counters = await admin.counters(p.queue);
+    stages.push({
+      pool: p.name,
+      queue: p.queue,
+      maxReplicas: o.maxReplicas.get(p.name) ?? 0,
+      completed: (await admin.counts(p.queue)).completed,
+      executions: mine.length,
+      ranTwice: [...perJob.values()].filter((n) => n > 1).length,
+      stalled: counters.stalled ?? 0,
+      handedBack: counters.handedBack ?? 0,
+    });
+  }
+  const events: Record<string, string[]> = {};
+  for (const p of POOLS) {
+    const list = JSON.parse(
+      await cp.kubectl(
+        "get",
+        "events",
+        "--field-selector",
+        `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`,
+        "--sort-by=.firstTimestamp",
+        "-o",
+        "json",
+      ),
+    ) as { items: { reason: string }[] };
+    events[p.name] = list.items.map((e) => e.reason);
+  }
+  const records = await pollUntil(
+    "job records in PostgreSQL",
+    async () => {
+      const rows = await pg.query<{ n: string }>(
+        "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1",
+        [POOLS[1].queue],
+      );
+      return Number(rows[0]!.n) >= o.jobs ? Number(rows[0]!.n) : undefined;
+    },
+    { timeoutMs: 120_000 },
+  ).catch(() => -1);
+  return { stages, events, records };
+}
 
 export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport> {
   const dir = mkdtempSync(join(tmpdir(), "cvy-e2e-"));
@@ -175,71 +362,20 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
         port: metricsApiPort,
         serviceName: "conveyor-operator-metrics",
       });
-      await pollUntil(
-        "external metrics APIService available",
-        async () => {
-          const out = await cp!.kubectl(
-            "get",
-            "apiservice",
-            "v1beta1.external.metrics.k8s.io",
-            "-o",
-            'jsonpath={.status.conditions[?(@.type=="Available")].status}',
-          );
-          return out.trim() === "True";
-        },
-        { timeoutMs: 120_000 },
-      );
+      await waitForExternalMetrics(cp);
       say("operator running; external.metrics.k8s.io served through the aggregation layer");
     }
 
     await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${pg.url}`);
     // containers: the handler directory and the execution log are hostPath volumes of the pods
     const execDir = join(dir, "out");
-    if (containers) {
-      mkdirSync(execDir, { mode: 0o777 });
-      chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
-    }
     const handler = containers ? "/handlers/recordingHandler.js" : RECORDING_HANDLER.slice("module:".length);
-    const mounts = containers
-      ? {
-          volumes: [
-            { name: "handlers", hostPath: { path: join(REPO, "test", "fixtures") } },
-            { name: "out", hostPath: { path: execDir } },
-          ],
-          volumeMounts: [
-            { name: "handlers", mountPath: "/handlers", readOnly: true },
-            { name: "out", mountPath: "/out" },
-          ],
-        }
-      : {};
+    const mounts = containers ? hostPathMounts(execDir) : {};
     for (const p of POOLS) {
+      const template = { env: [{ name: "LOG_LEVEL", value: "warn" }], ...mounts };
+      const mode = containers ? ("direct" as const) : undefined;
       await cp.apply(
-        JSON.stringify({
-          apiVersion: "conveyor.dev/v1alpha1",
-          kind: "WorkerPool",
-          metadata: { name: p.name, namespace: NS },
-          spec: {
-            queue: p.queue,
-            ...("next" in p ? { nextQueue: p.next } : {}),
-            redis: { url: redisServer.url },
-            database: { secretRef: { name: "demo-db" } },
-            handler: { module: handler },
-            concurrency: 8,
-            maxJobSeconds: 60,
-            drainSeconds: 30,
-            template: { env: [{ name: "LOG_LEVEL", value: "warn" }], ...mounts },
-            scaling: {
-              ...(containers ? { mode: "direct" } : {}),
-              minReplicas: 0,
-              maxReplicas: 6,
-              targetBacklogPerReplica: 100,
-              activationBacklog: 0,
-              cooldownSeconds: 10,
-              pollSeconds: 2,
-              behavior: { scaleDown: { stabilizationWindowSeconds: 5 } },
-            },
-          },
-        }),
+        JSON.stringify(workerPoolManifest(p, { redisUrl: redisServer.url, handler, template, mode })),
       );
     }
     say(`WorkerPools ${POOLS.map((p) => p.name).join(" → ")} applied (min 0, max 6 replicas, 8 slots each)`);
@@ -255,47 +391,13 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     runner.start();
 
     const started = Date.now();
-    const producer = new Producer(redis);
-    await producer.enqueueMany(
-      POOLS[0].queue,
-      Array.from({ length: opts.jobs }, (_, i) => ({
-        id: `doc-${i}`,
-        data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * SUMMARIZE_FACTOR } },
-      })),
-    );
-    say(`enqueued ${opts.jobs} jobs on ${POOLS[0].queue}; watching the pools scale (kubectl get wp -w):`);
-
+    await enqueueBurst(redis, opts);
     const admin = new QueueAdmin(redis);
-    const maxReplicas = new Map<string, number>();
-    let lastLine = "";
+    const progress = poolProgress(cp, admin, started, say);
     await pollUntil(
       "all jobs through both stages and both pools back at zero",
       async () => {
-        const parts: string[] = [];
-        let atZero = true;
-        for (const p of POOLS) {
-          const wp = JSON.parse(await cp!.kubectl("get", "wp", p.name, "-o", "json")) as {
-            status?: {
-              replicas?: number;
-              readyReplicas?: number;
-              desiredReplicas?: number;
-              backlog?: number;
-              inflight?: number;
-            };
-          };
-          const s = wp.status ?? {};
-          const counts = await admin.counts(p.queue);
-          const replicas = s.replicas ?? 0;
-          maxReplicas.set(p.name, Math.max(maxReplicas.get(p.name) ?? 0, replicas, s.desiredReplicas ?? 0));
-          if (replicas > 0 || (s.desiredReplicas ?? 0) > 0) atZero = false;
-          parts.push(
-            `${p.name}: backlog ${String(counts.backlog).padStart(4)} in-flight ${String(counts.inflight).padStart(3)} replicas ${s.readyReplicas ?? 0}/${s.desiredReplicas ?? 0} done ${String(counts.completed).padStart(4)}`,
-          );
-        }
-        const line = parts.join(" | ");
-        if (line !== lastLine)
-          say(`  [${String(Math.round((Date.now() - started) / 1000)).padStart(3)}s] ${line}`);
-        lastLine = line;
+        const { atZero } = await progress.poll();
         const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
         // (a deleted pod's worker may still be draining: wait until every process has exited)
         return done && atZero && runner!.alive.length === 0;
@@ -306,57 +408,18 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
     say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
 
     // Every pod's worker process has exited by now; collect what happened.
-    const executions = readExecutions(join(containers ? execDir : dir, "executions.ndjson"));
-    const stages: StageReport[] = [];
-    for (const p of POOLS) {
-      const mine = executions.filter((e) => e.q === p.queue);
-      const perJob = countBy(mine, (e) => e.id);
-      const counters = await admin.counters(p.queue);
-      stages.push({
-        pool: p.name,
-        queue: p.queue,
-        maxReplicas: maxReplicas.get(p.name) ?? 0,
-        completed: (await admin.counts(p.queue)).completed,
-        executions: mine.length,
-        ranTwice: [...perJob.values()].filter((n) => n > 1).length,
-        stalled: counters.stalled ?? 0,
-        handedBack: counters.handedBack ?? 0,
-      });
-    }
-    const events: Record<string, string[]> = {};
-    for (const p of POOLS) {
-      const list = JSON.parse(
-        await cp.kubectl(
-          "get",
-          "events",
-          "--field-selector",
-          `involvedObject.name=${p.name},involvedObject.kind=WorkerPool`,
-          "--sort-by=.firstTimestamp",
-          "-o",
-          "json",
-        ),
-      ) as { items: { reason: string }[] };
-      events[p.name] = list.items.map((e) => e.reason);
-    }
-    const records = await pollUntil(
-      "job records in PostgreSQL",
-      async () => {
-        const rows = await pg!.query<{ n: string }>(
-          "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1",
-          [POOLS[1].queue],
-        );
-        return Number(rows[0]!.n) >= opts.jobs ? Number(rows[0]!.n) : undefined;
-      },
-      { timeoutMs: 120_000 },
-    ).catch(() => -1);
+    const executionLog = join(containers ? execDir : dir, "executions.ndjson");
+    const outcome = await collectOutcome(cp, admin, pg, {
+      executionLog,
+      maxReplicas: progress.maxReplicas,
+      jobs: opts.jobs,
+    });
     return {
       jobs: opts.jobs,
       seconds,
-      stages,
-      events,
+      ...outcome,
       workerExitCodes: runner.history.map((h) => h.exitCode ?? "running"),
       podsRun: runner.history.length,
-      records,
     };
   } finally {
     say("stopping everything this run started…");

@@ -141,16 +141,21 @@ def _integer(value: Any, default: int, low: int, high: int, what: str) -> int:
     return value
 
 
-def _cluster_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, int]], Dict[str, Any]]:
-    """The nodes and options of `redis-cluster://[user:pass@]host:port,host:port[?tls=true]`."""
-    rest = url[len("redis-cluster://") :]
-    rest, _, query = rest.partition("?")
+def _split_url(url: str, scheme: str, password: Optional[str]) -> Tuple[str, str, Optional[str], Optional[str]]:
+    """`scheme://[user:pass@]rest[?query]` as (rest, query, username, password); the URL's password wins."""
+    rest, _, query = url[len(scheme) :].partition("?")
     username = None
     if "@" in rest:
         cred, rest = rest.rsplit("@", 1)
         user, _, pw = cred.partition(":")
         username = unquote(user) or None
         password = unquote(pw) or password
+    return rest, query, username, password
+
+
+def _cluster_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str, int]], Dict[str, Any]]:
+    """The nodes and options of `redis-cluster://[user:pass@]host:port,host:port[?tls=true]`."""
+    rest, query, username, password = _split_url(url, "redis-cluster://", password)
     nodes = []
     for hp in rest.strip("/").split(","):
         host, _, port = hp.strip().rpartition(":") if ":" in hp else (hp.strip(), "", "6379")
@@ -167,14 +172,7 @@ def _sentinel_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str,
     `redis-sentinel://[user:pass@]host:port,host:port/<master-name>[?tls=true&sentinelAuth=same&db=N]`
     (docs/reliability.md); a bad URL raises ValueError naming it (password masked)."""
     shown = re.sub(r"//([^:@/]*):[^@/]*@", r"//\1:***@", url)
-    rest = url[len("redis-sentinel://") :]
-    rest, _, query = rest.partition("?")
-    username = None
-    if "@" in rest:
-        cred, rest = rest.rsplit("@", 1)
-        user, _, pw = cred.partition(":")
-        username = unquote(user) or None
-        password = unquote(pw) or password
+    rest, query, username, password = _split_url(url, "redis-sentinel://", password)
     hosts, _, master = rest.partition("/")
     master = unquote(master)
     if not master or "/" in master:
