@@ -130,7 +130,7 @@ for (const p of workers) {
     p.toRunningMs === undefined
       ? " (deleted before its container ran)"
       : p.toReadyMs === undefined && p.exitCode === 143
-        ? " (SIGTERM from a scale-down while its worker was starting: worker/main.ts handles SIGTERM only from just before its first claim, so it took no job)"
+        ? " (SIGTERM from a scale-down before node had loaded the worker and installed its handler: it took no job)"
         : "";
   say(`    ${p.name.padEnd(40)} ${p.exitCode ?? "-"}${note}`);
 }
