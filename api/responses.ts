@@ -70,8 +70,9 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       startedAt: nullable(str),
       progress: { type: ["number", "null"] },
       deadReason: { type: ["string", "null"] },
+      group: { type: ["string", "null"], description: "the job's group (live ready jobs), or null" },
     },
-    ["startedAt", "progress", "deadReason"],
+    ["startedAt", "progress", "deadReason", "group"],
   ),
   Schedule: obj(
     {
