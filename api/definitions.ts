@@ -217,6 +217,75 @@ export const ROUTES: readonly RouteDefinition[] = [
     tag: "queues",
   },
   {
+    name: "listGroups",
+    method: "GET",
+    path: "/queues/{queue}/groups",
+    summary: "the queue's groups: waiting and running jobs, limits, paused; most waiting first",
+    tag: "queues",
+  },
+  {
+    name: "pauseGroup",
+    method: "POST",
+    path: "/queues/{queue}/groups/{group}/pause",
+    summary: "pause one group: its jobs wait, the others go on",
+    tag: "queues",
+  },
+  {
+    name: "resumeGroup",
+    method: "POST",
+    path: "/queues/{queue}/groups/{group}/resume",
+    summary: "resume one group",
+    tag: "queues",
+  },
+  {
+    name: "setGroupLimit",
+    method: "PUT",
+    path: "/queues/{queue}/groups/{group}/limit",
+    summary: 'one group\'s own limits: {"concurrency": 2, "rate": "10/s"} (null removes one)',
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: {
+        concurrency: {
+          type: ["integer", "null"],
+          minimum: 1,
+          maximum: 1000000,
+          description: "at most this many of the group's jobs run at once; null removes it",
+        },
+        rate: {
+          type: ["string", "null"],
+          maxLength: 100,
+          description: 'at most this many starts per period, "10/s"; null removes it',
+        },
+      },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "setDefaultGroupLimit",
+    method: "PUT",
+    path: "/queues/{queue}/group-limit",
+    summary: "the limits of every group without its own (null removes one)",
+    tag: "queues",
+    body: {
+      type: "object",
+      properties: {
+        concurrency: {
+          type: ["integer", "null"],
+          minimum: 1,
+          maximum: 1000000,
+          description: "at most this many of the group's jobs run at once; null removes it",
+        },
+        rate: {
+          type: ["string", "null"],
+          maxLength: 100,
+          description: 'at most this many starts per period, "10/s"; null removes it',
+        },
+      },
+      additionalProperties: false,
+    },
+  },
+  {
     name: "listSchedules",
     method: "GET",
     path: "/queues/{queue}/schedules",
@@ -401,4 +470,6 @@ export const PARAMS: Record<string, JsonSchema> = {
   name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },
   /** Checked by the schedule store, whose message names the rule. */
   schedule: { type: "string" },
+  /** Any string of 1..128 UTF-8 bytes (queue/groups.ts checks the bytes). */
+  group: { type: "string", minLength: 1, maxLength: 128 },
 };

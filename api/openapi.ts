@@ -12,7 +12,7 @@ export const OPENAPI_FILE = new URL("../docs/openapi.yaml", import.meta.url);
 
 const TAGS: Record<RouteDefinition["tag"], string> = {
   jobs: "enqueue (one or a batch), look up, cancel, retry, logs",
-  queues: "counts, workers, pause/resume, rate limit, schedules, dead letters",
+  queues: "counts, workers, pause/resume, rate limit, groups, schedules, dead letters",
   events: "live queue transitions over Server-Sent Events",
   search: "find jobs by id, idempotency key or payload field",
   pools: "WorkerPools, when the server has a Kubernetes API",

@@ -70,9 +70,22 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       startedAt: nullable(str),
       progress: { type: ["number", "null"] },
       deadReason: { type: ["string", "null"] },
+      group: { type: ["string", "null"], description: "the job's group (live ready jobs), or null" },
     },
-    ["startedAt", "progress", "deadReason"],
+    ["startedAt", "progress", "deadReason", "group"],
   ),
+  GroupState: obj({
+    group: str,
+    waiting: int,
+    running: int,
+    concurrency: {
+      type: ["integer", "null"],
+      description: "its limit (its own, else the default); null = none",
+    },
+    override: { type: "boolean", description: "whether the limit is the group's own" },
+    rate: { type: ["string", "null"], description: 'its rate limit, "10/s" (its own, else the default)' },
+    paused: bool,
+  }),
   Schedule: obj(
     {
       name: str,
@@ -252,6 +265,25 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
   resume: ok("resumed", queueAnd({ paused: { const: false } })),
   setRateLimit: ok("the limit now in force", queueAnd({ rateLimit: { type: ["string", "null"] } })),
   removeRateLimit: ok("no limit", queueAnd({ rateLimit: { type: "null" } })),
+  listGroups: ok(
+    "the queue's groups",
+    queueAnd({
+      defaultConcurrency: { type: ["integer", "null"] },
+      defaultRate: { type: ["string", "null"] },
+      waiting: int,
+      groups: { type: "array", items: ref("GroupState") },
+    }),
+  ),
+  pauseGroup: ok("the group now", { allOf: [queueAnd({}), ref("GroupState")] }),
+  resumeGroup: ok("the group now", { allOf: [queueAnd({}), ref("GroupState")] }),
+  setGroupLimit: ok("the group now", { allOf: [queueAnd({}), ref("GroupState")] }),
+  setDefaultGroupLimit: ok(
+    "the defaults now in force",
+    queueAnd({
+      defaultConcurrency: { type: ["integer", "null"] },
+      defaultRate: { type: ["string", "null"] },
+    }),
+  ),
   listSchedules: ok(
     "the queue's schedules",
     queueAnd({ schedules: { type: "array", items: ref("Schedule") } }),

@@ -31,6 +31,7 @@ import { eventHandlers } from "./routes/events.ts";
 import { jobApiHandlers } from "./routes/jobApi.ts";
 import { jobHandlers } from "./routes/jobs.ts";
 import { poolHandlers } from "./routes/pools.ts";
+import { groupHandlers } from "./routes/groups.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
 import { findDashboardBuild, StaticFiles } from "./static.ts";
@@ -135,6 +136,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     {
       ...authHandlers(ctx),
       ...queueHandlers(ctx),
+      ...groupHandlers(ctx),
       ...jobHandlers(ctx),
       ...jobApiHandlers(ctx),
       ...searchHandlers(ctx),

@@ -8,6 +8,7 @@
 --       job's own), 10 traced (0, or the number of children: then a trace context per child
 --       follows the children's data), then one child data (JSON) per child [, one trace per child]
 -- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
+-- The children of a grouped job are jobs of its group in the next stage (docs/protocol.md, "Groups").
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -33,8 +34,8 @@ local n = traced > 0 and traced or #ARGV - 10
 local ownTrace = f[3] or ''
 local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
--- (the children carry no group: docs/protocol.md, "Groups")
-if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
+local group = groupOf(f[4])
+if group then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), group) end
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})
@@ -46,9 +47,15 @@ for i = 1, n do
   local ck = jobKey(jobPrefix, childId)
   redis.call('HSET', ck, 'queue', nextQueue, 'data', ARGV[10 + i], 'attempts', attempts, 'createdAt', now,
     'state', 'ready', 'parent', id, 'trace', childTrace)
+  local score
   if priority ~= 0 then
-    local score = (1000 - priority) * 4398046511104 + redis.call('INCR', KEYS[8])
+    score = (1000 - priority) * 4398046511104 + redis.call('INCR', KEYS[8])
     redis.call('HSET', ck, 'priority', priority, 'score', score)
+  end
+  if group then
+    redis.call('HSET', ck, 'group', group)
+    groupPutReady(queuePrefixOfReady(KEYS[5]), group, childId, false, priority ~= 0, score)
+  elseif priority ~= 0 then
     redis.call('ZADD', KEYS[5], score, childId)
   else
     -- (priority 0: the tail of the next stage's line, readyLine.lua)

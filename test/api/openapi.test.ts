@@ -206,6 +206,38 @@ describe("OpenAPI: every operation against a real server", () => {
     expectStatus(await call("resume", `/queues/${idle}/resume`), 200);
     expectStatus(await call("setRateLimit", `/queues/${idle}/rate-limit`, { body: { limit: "20/s" } }), 200);
     expectStatus(await call("removeRateLimit", `/queues/${idle}/rate-limit`), 200);
+    // Groups: the defaults, one group's own limit, pause/resume, the listing.
+    await call("enqueue", `/queues/${idle}/jobs`, { body: { data: {}, group: "acme", delayMs: 3_600_000 } });
+    const defaults = await call("setDefaultGroupLimit", `/queues/${idle}/group-limit`, {
+      body: { concurrency: 4, rate: "10/s" },
+    });
+    expectStatus(defaults, 200);
+    assert.deepEqual([defaults.body.defaultConcurrency, defaults.body.defaultRate], [4, "10/s"]);
+    const own = await call("setGroupLimit", `/queues/${idle}/groups/acme/limit`, {
+      body: { concurrency: 1 },
+    });
+    expectStatus(own, 200);
+    assert.deepEqual([own.body.concurrency, own.body.override, own.body.rate], [1, true, "10/s"]);
+    expectStatus(await call("pauseGroup", `/queues/${idle}/groups/acme/pause`), 200);
+    const groupList = await call("listGroups", `/queues/${idle}/groups`);
+    expectStatus(groupList, 200);
+    const acme = (groupList.body.groups as { group: string; paused: boolean; concurrency: number }[]).find(
+      (g) => g.group === "acme",
+    );
+    assert.deepEqual([acme?.paused, acme?.concurrency], [true, 1]);
+    const resumed = await call("resumeGroup", `/queues/${idle}/groups/acme/resume`);
+    expectStatus(resumed, 200);
+    assert.equal(resumed.body.paused, false);
+    expectStatus(
+      await call("setDefaultGroupLimit", `/queues/${idle}/group-limit`, {
+        body: { concurrency: null, rate: null },
+      }),
+      200,
+    );
+    expectStatus(
+      await call("setGroupLimit", `/queues/${idle}/groups/acme/limit`, { body: { concurrency: null } }),
+      200,
+    );
     const put = await call("putSchedule", `/queues/${idle}/schedules/nightly`, {
       body: { cron: "0 3 * * *", tz: "Europe/Berlin", data: { report: true } },
     });
@@ -415,6 +447,7 @@ describe("OpenAPI: every operation against a real server", () => {
       queue: idle,
       id: "c-4",
       schedule: "s1",
+      group: "acme",
       namespace: "default",
       name: "x",
     };
@@ -436,9 +469,9 @@ describe("OpenAPI: every operation against a real server", () => {
         assert.equal(q1.body.field, "query.zzz");
       }
       for (const [, name] of r.path.matchAll(/\{(\w+)\}/g)) {
-        const broken = r.path.replace(/\{(\w+)\}/g, (_, n: string) =>
-          n === name ? "bad%20value!" : sample[n]!,
-        );
+        // (any string is a group name: a group's bad value is one over 128 characters)
+        const badValue = name === "group" ? "x".repeat(129) : "bad%20value!";
+        const broken = r.path.replace(/\{(\w+)\}/g, (_, n: string) => (n === name ? badValue : sample[n]!));
         const b = await call(r.name, broken, r.body ? { body: {} } : {});
         assert.ok(
           b.status === 400 || b.status === 404,
@@ -478,6 +511,29 @@ describe("OpenAPI: every operation against a real server", () => {
     await bad("jobPayload", "/jobs/c-4/payload?part=everything", {}, 400, "query.part");
     await bad("retryJob", "/jobs/c-4/retry", {}, 400, "query.queue", "missing_field");
     await bad("setRateLimit", `/queues/${idle}/rate-limit`, { body: { limit: "fast" } }, 400, "body.limit");
+    await bad(
+      "setGroupLimit",
+      `/queues/${idle}/groups/acme/limit`,
+      { body: { rate: "fast" } },
+      400,
+      "body.rate",
+    );
+    await bad(
+      "setGroupLimit",
+      `/queues/${idle}/groups/acme/limit`,
+      { body: {} },
+      400,
+      "body",
+      "missing_field",
+    );
+    await bad(
+      "setDefaultGroupLimit",
+      `/queues/${idle}/group-limit`,
+      { body: { concurrency: 0 } },
+      400,
+      "body.concurrency",
+    );
+    await bad("pauseGroup", `/queues/${idle}/groups/${"é".repeat(65)}/pause`, {}, 400, "path.group");
     await bad("putSchedule", `/queues/${idle}/schedules/x`, { body: { cron: "nope" } }, 400, "body.cron");
     await bad("putSchedule", `/queues/${idle}/schedules/x`, { body: { every: "often" } }, 400, "body.every");
     await bad(
@@ -538,7 +594,8 @@ describe("OpenAPI: every operation against a real server", () => {
       const filled = path
         .replace("{queue}", idle)
         .replace("{id}", "walled-1")
-        .replace("{schedule}", "nightly");
+        .replace("{schedule}", "nightly")
+        .replace("{group}", "acme");
       // A job named by id alone is checked by its queue; with ?queue= by that queue.
       const variants = inPath.includes("queue") ? [filled] : [];
       if (inPath.includes("id") && !params.some((p) => p.name === "queue" && p.required))

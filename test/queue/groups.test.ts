@@ -73,6 +73,38 @@ function groupCases(
     assert.equal((await admin.counts(q)).ready, 10_000 - 10 - 5);
   });
 
+  test("fan-out children are jobs of the parent's group in the next stage (its limits hold); an ungrouped parent's are not", async () => {
+    const { redis, producer, admin } = ctx();
+    const p = fresh();
+    const pipeline = p.split("/")[0]!;
+    const kids = `${pipeline}/kids`;
+    await setGroupLimit(redis, kids, "acme", { concurrency: 1 });
+    await producer.enqueueMany(p, [
+      { id: "grouped", data: 0, group: "acme" },
+      { id: "urgent", data: 0, group: "acme", priority: 5 },
+      { id: "plain", data: 0 },
+    ]);
+    const c = consumer(redis, p);
+    const { jobs } = await c.claim(3);
+    assert.equal(jobs.length, 3);
+    for (const job of jobs) assert.equal(await c.fanOut(job, [1, 2], kids, `${pipeline}/join`), 2);
+    const k = new QueueKeys(kids);
+    for (const id of ["grouped:1", "grouped:2", "urgent:1", "urgent:2"])
+      assert.equal(await redis.hget(k.job(id), "group"), "acme", id);
+    assert.equal(await redis.hget(k.job("plain:1"), "group"), null);
+    assert.deepEqual(await redis.lrange(k.groupLine("acme"), 0, -1), ["grouped:1", "grouped:2"]);
+    assert.deepEqual(await redis.zrange(k.groupReady("acme"), 0, -1), ["urgent:1", "urgent:2"]);
+    assert.deepEqual(await redis.lrange(k.line, 0, -1), ["plain:1", "plain:2"]);
+    assert.equal((await admin.counts(kids)).ready, 6);
+    // acme's concurrency 1 holds for the children: one of its four runs, beside the plain two
+    const kc = consumer(redis, kids);
+    const claimed = (await kc.claim(10)).jobs.map((j) => j.id);
+    assert.deepEqual(claimed.sort(), ["plain:1", "plain:2", "urgent:1"]);
+    const listed = (await listGroups(redis, kids)).groups.find((g) => g.group === "acme");
+    assert.equal(listed?.waiting, 3);
+    assert.equal(listed?.running, 1);
+  });
+
   test("per-group concurrency: the default for every group and one group's override, never exceeded; a settle re-admits", async () => {
     const { redis, producer } = ctx();
     const q = fresh();

@@ -75,3 +75,5 @@ class QueueKeys(PipelineKeys):
         self.workers = q + "workers"
         self.events = q + "events"
         self.idempotency_prefix = q + "idem:"
+        # groups (docs/protocol.md, "Groups"): group → its waiting jobs, field '' = all groups
+        self.group_waiting = q + "gwaiting"

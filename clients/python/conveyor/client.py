@@ -261,12 +261,18 @@ def _decode(raw: Optional[str]) -> Any:
         return raw
 
 
-_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace"}
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group"}
+
+#: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
+GROUP_MAX_BYTES = 128
+#: enqueue_jobs reads a 10th field per job (the group) when its 7th argument is this marker.
+GROUP_MARKER = "+group"
 
 
 def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
-    """The 9 script arguments of one job (docs/protocol.md, "Enqueueing from another language"),
-    checked as the TypeScript producer checks them; InvalidJobError naming the job otherwise."""
+    """The 10 script arguments of one job (docs/protocol.md, "Enqueueing from another language";
+    the 10th, the group, '' for none, is sent only in a batch with a grouped job), checked as the
+    TypeScript producer checks them; InvalidJobError naming the job otherwise."""
     job_id = job.get("id")
     which = f"job {job_id}" if job_id is not None else f"job at index {index}"
     unknown = set(job) - _JOB_OPTIONS
@@ -296,7 +302,14 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
     trace = job.get("trace") or ""
     if not isinstance(idem, str) or not isinstance(content_hash, str) or not isinstance(trace, str):
         raise InvalidJobError(f"{which}: idempotency_key, content_hash and trace must be strings")
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace]
+    group = job.get("group")
+    if group is not None:
+        if not isinstance(group, str) or group == "":
+            raise InvalidJobError(f"{which}: group must be a non-empty string, got {group!r}")
+        group_bytes = len(group.encode("utf-8"))
+        if group_bytes > GROUP_MAX_BYTES:
+            raise InvalidJobError(f"{which}: group is {group_bytes} bytes, limit {GROUP_MAX_BYTES}")
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or ""]
 
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -331,8 +344,14 @@ def _enqueue_calls(
             max_payload_bytes,
             IDEMPOTENCY_TTL_SECONDS,
         ]
-        for fields in encoded[start : start + BULK_CHUNK]:
-            args.extend(fields)
+        chunk = encoded[start : start + BULK_CHUNK]
+        # A chunk with a grouped job sends the marker and 10 fields per job; one without sends
+        # the 9 fields it always did (as queue/producer.ts send).
+        grouped = any(fields[9] != "" for fields in chunk)
+        if grouped:
+            args.append(GROUP_MARKER)
+        for fields in chunk:
+            args.extend(fields if grouped else fields[:9])
         calls.append(args)
     return keys, key_list, calls
 
@@ -396,7 +415,7 @@ def _log_lines(lines: Sequence[str]) -> List[LogLine]:
 def _stats_commands(pipe: Any, queue: str) -> None:
     k = QueueKeys(queue)
     # ready = the prioritised sorted set + the line of priority-0 jobs - its stale entries
-    # (docs/protocol.md, "Ready jobs")
+    # (docs/protocol.md, "Ready jobs") + every group's waiting jobs (readyCount in readyLine.lua)
     pipe.zcard(k.ready)
     pipe.llen(k.line)
     pipe.get(k.line_stale)
@@ -405,11 +424,12 @@ def _stats_commands(pipe: Any, queue: str) -> None:
     pipe.zcard(k.inflight)
     pipe.zcard(k.dead)
     pipe.hget(k.counts, "completed")
+    pipe.hget(k.group_waiting, "")  # every group's waiting jobs (docs/protocol.md, "Groups")
 
 
 def _stats(replies: Sequence[Any]) -> Dict[str, int]:
-    queued, line, stale, delayed, due, inflight, dead, completed = (int(v or 0) for v in replies)
-    ready = queued + (max(0, line - stale) if line > 0 else 0)
+    queued, line, stale, delayed, due, inflight, dead, completed, grouped = (int(v or 0) for v in replies)
+    ready = queued + (max(0, line - stale) if line > 0 else 0) + max(0, grouped)
     return {
         "ready": ready,
         "delayed": delayed,
@@ -490,13 +510,16 @@ class Client:
         timeout: Optional[Duration] = None,
         content_hash: Optional[str] = None,
         trace: Optional[str] = None,
+        group: Optional[str] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id or idempotency
         key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
         means the pool's default job timeout. `trace`: a W3C `traceparent` to link the job's
-        spans to (docs/protocol.md, "Trace context")."""
+        spans to (docs/protocol.md, "Trace context"). `group`: the job's group (tenant, key; at
+        most 128 UTF-8 bytes), served round-robin with the queue's other groups and held to
+        the group's limits (docs/protocol.md, "Groups")."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
-                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace)
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
