@@ -60,8 +60,12 @@ export class QueueWorker {
   private jobsFinished = 0;
   /** Slots claims in flight may fill, beyond the running jobs (so two claims never overbook). */
   private reserved = 0;
-  /** Set once the drain deadline (or a second signal) hands running jobs back: the reason. */
-  private handingBack: string | undefined;
+  /**
+   * Claims sent and not answered yet (the loop's and complete-and-claims), and jobs claimed after
+   * the drain began that are being handed back: the drain waits for them, or what they claim
+   * would be abandoned until its lease lapses.
+   */
+  private claimsPending = 0;
   private lastBusyBeat = 0;
   private busyBeatTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
@@ -157,9 +161,16 @@ export class QueueWorker {
       slots: {
         forCompletions: (n) => this.claimOnCompletion(n),
         running: () => this.running.size,
-        reserve: (n) => {
+        reserve: (n, claiming) => {
           this.reserved += n;
-          return () => (this.reserved -= n);
+          if (claiming) this.claimsPending++;
+          return () => {
+            this.reserved -= n;
+            if (!claiming) return;
+            this.claimsPending--;
+            // After the settle's continuation has taken (or handed back) what it claimed.
+            setImmediate(() => this.changed.notify());
+          };
         },
       },
     });
@@ -252,7 +263,7 @@ export class QueueWorker {
     this.blocking.disconnect(); // stop waiting for work at once
     this.changed.notify();
     this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
-    while (this.running.size > 0) await this.changed.wait();
+    while (this.running.size > 0 || this.claimsPending > 0) await this.changed.wait();
     clearTimeout(this.drainTimer);
     await this.finish();
   }
@@ -293,6 +304,7 @@ export class QueueWorker {
       }
       let claimed;
       this.reserved += free;
+      this.claimsPending++;
       try {
         claimed = await this.consumer.claim(free);
         failures = 0;
@@ -303,6 +315,7 @@ export class QueueWorker {
         continue;
       } finally {
         this.reserved -= free;
+        this.claimsPending--;
         this.claimPolls.inc();
       }
       if (claimed.jobs.length > 0) {
@@ -316,6 +329,8 @@ export class QueueWorker {
         .waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue)))
         .catch(() => sleep(50));
     }
+    // A drain waiting for this loop's last claim sees it answered (and its jobs handed back).
+    this.changed.notify();
   }
 
   /**
@@ -347,15 +362,41 @@ export class QueueWorker {
     return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
   }
 
-  /** Start claimed jobs (after callers report status once); past the drain deadline hand them straight back. */
+  /**
+   * Start claimed jobs (callers report status once). Jobs a claim sent before the drain began
+   * brought back after it are handed back at once instead: a stopping worker starts nothing.
+   */
   private takeClaimed(jobs: ClaimedJob[]): void {
-    for (const job of jobs) {
-      const entry = this.startJob(job);
-      // The claim was sent before the drain deadline handed everything back: do the same now.
-      if (this.handingBack !== undefined)
-        void this.handBack(entry, this.handingBack).then(() => this.changed.notify());
+    if (this.state !== "running") {
+      for (const job of jobs) void this.handBackUnstarted(job);
+      return;
     }
+    for (const job of jobs) this.startJob(job);
     this.busyReport();
+  }
+
+  /** Release a job claimed after the drain began, with its token: no attempt counted. */
+  private async handBackUnstarted(job: ClaimedJob): Promise<void> {
+    this.claimsPending++;
+    const reason = "claimed after the drain began";
+    const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
+    try {
+      const released = await this.executor.writes
+        .write(log, "hand back", () => this.consumer.release(job, reason, "handedBack"))
+        .catch((err: unknown) => {
+          // (refused for good: logged and counted; the lease expires and the job runs again)
+          if (err instanceof WriteRefusedError) return false;
+          throw err;
+        });
+      if (released) this.metrics.redeliveries.inc({ queue: job.queue, cause: "shutdown_handback" });
+      log.info(
+        { outcome: "handedBack", reason, released },
+        "job claimed while draining: handed back unstarted",
+      );
+    } finally {
+      this.claimsPending--;
+      this.changed.notify();
+    }
   }
 
   /** Ask the heartbeat for a prompt renewal + busy report, at most every BUSY_REPORT_MS. */
@@ -421,7 +462,6 @@ export class QueueWorker {
   private reported = { busy: 0, draining: false };
 
   private async handBackAll(reason: string): Promise<void> {
-    this.handingBack = reason;
     const entries = this.running.values().filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
