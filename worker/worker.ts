@@ -353,10 +353,13 @@ export class QueueWorker {
   /**
    * How many jobs the completion of `n` running jobs may claim (batched complete-and-claim):
    * their own slots plus free slots nobody is claiming for, within --max-jobs and the circuit's
-   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown).
+   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown). 0 with
+   * durability "replicated": the call's WAIT would hold the claimed jobs too, their leases
+   * running out before they start (WAIT blocks up to the replica timeout, e.g. while a new
+   * primary has no replica yet); the claim loop claims for the freed slots instead.
    */
   private claimOnCompletion(n: number): number {
-    if (this.state !== "running") return 0;
+    if (this.state !== "running" || this.config.durability === "replicated") return 0;
     // Their slots are still counted as running (and as finished once they end, for --max-jobs).
     const free = this.config.concurrency - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
