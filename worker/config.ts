@@ -7,8 +7,9 @@ import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING, REDIS_URL_SETTING } from "../l
 import {
   assertQueueName,
   assertSamePipeline,
-  DURABILITIES,
+  DURABILITY_SETTING,
   parseRedisUrl,
+  REPLICA_TIMEOUT_SETTING,
   type Durability,
 } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
@@ -211,20 +212,8 @@ export const WORKER_SETTINGS = {
     min: 1 << 20,
     help: "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
   },
-  durability: {
-    env: "CONVEYOR_DURABILITY",
-    kind: "choice",
-    choices: DURABILITIES,
-    default: "primary",
-    help: "primary | replicated: a settle is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
-  },
-  "replica-timeout": {
-    env: "CONVEYOR_REPLICA_TIMEOUT",
-    kind: "duration",
-    default: "2s",
-    max: "60s",
-    help: "durability replicated: how long a settle waits for its replica",
-  },
+  durability: DURABILITY_SETTING,
+  "replica-timeout": REPLICA_TIMEOUT_SETTING,
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 

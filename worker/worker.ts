@@ -4,7 +4,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  Consumer,
+  Schedules,
+  shardPrimaryProblem,
+  type ClaimedJob,
+  type RedisClient,
+} from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
@@ -220,6 +227,9 @@ export class QueueWorker {
   ready(): { ok: boolean; reason: string } {
     if (this.state !== "running") return { ok: false, reason: this.state };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
+    // (a cluster stays "ready" while the shard of this queue has no primary)
+    const shard = shardPrimaryProblem(this.redis, this.consumer.keys.ready);
+    if (shard) return { ok: false, reason: `redis ${shard}` };
     const refused = this.executor.writes.unready();
     if (refused) return { ok: false, reason: refused };
     if (this.circuit.state === "open")
