@@ -381,7 +381,13 @@ export class QueueWorker {
    */
   private takeClaimed(jobs: ClaimedJob[]): void {
     if (this.state !== "running") {
-      for (const job of jobs) void this.handBackUnstarted(job);
+      for (const job of jobs)
+        void this.handBackUnstarted(job).catch((err: Error) =>
+          this.log.warn(
+            { jobId: job.id, err: err.message },
+            "hand back failed; the job runs again when its lease lapses",
+          ),
+        );
       return;
     }
     for (const job of jobs) this.startJob(job);
