@@ -150,6 +150,18 @@ const page = (item: JsonSchema) => ({
   next: { type: ["string", "null"] },
 });
 
+/**
+ * `conveyor api --durability replicated`: the primary applied the enqueue but no replica confirmed
+ * it in time, so it may not survive a failover (code `replication_unconfirmed`, `Retry-After`).
+ */
+const REPLICATION_UNCONFIRMED: RouteResponse = {
+  status: 503,
+  description:
+    "with --durability replicated: no replica confirmed the enqueue in time (code replication_unconfirmed); the job may or may not survive a failover — enqueue again with the same id (idempotent)",
+  schema: ref("Error"),
+  headers: { "Retry-After": { type: "string", description: "seconds before trying again" } },
+};
+
 export const RESPONSES: Record<string, RouteResponse[]> = {
   health: ok("alive", obj({ ok: { const: true } })),
   metrics: [
@@ -195,6 +207,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       schema: obj({ id: str, created: bool, status: str }),
       headers: { Location: { type: "string", description: "the status URL" } },
     },
+    REPLICATION_UNCONFIRMED,
   ],
   enqueueBatch: ok(
     "every job enqueued, in one atomic call; each job's outcome in request order",
@@ -213,7 +226,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
     }),
     202,
-  ),
+  ).concat(REPLICATION_UNCONFIRMED),
   listJobs: ok(
     "a page of jobs, newest first",
     obj({

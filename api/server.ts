@@ -16,6 +16,7 @@ import {
   ScheduleError,
   Producer,
   QueueAdmin,
+  type DurabilityOptions,
   type RedisClient,
 } from "../queue/index.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
@@ -55,6 +56,8 @@ export interface JobApiOptions {
   insecureNoAuth?: boolean;
   /** The built dashboard; default: dist/dashboard. null: API only. */
   dashboardDir?: string | null;
+  /** Enqueues acknowledged once a replica has them ("replicated"): 503 when none confirmed. */
+  durability?: DurabilityOptions;
   log?: Logger;
 }
 
@@ -123,7 +126,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   const ctx: ApiContext = {
     redis: opts.redis,
     admin,
-    producer: new Producer(opts.redis),
+    producer: new Producer(opts.redis, opts.durability),
     auth,
     directory,
     hub: new EventHub(opts.redis, directory, metrics),

@@ -4,7 +4,7 @@
 // MOVED/ASK/TRYAGAIN/CLUSTERDOWN.
 // Credentials come from the URL's password or REDIS_PASSWORD (a Secret in Kubernetes) and are
 // never logged: `describeRedisUrl` gives the form that may be printed.
-import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { Cluster, Command, Redis, type RedisOptions } from "ioredis";
 import { exponentialDelay } from "../lib/backoff.ts";
 import type { RedisClient } from "./scripts.ts";
 
@@ -202,4 +202,30 @@ export function waitUntilReady(client: RedisClient, url: string, timeoutMs = 500
     client.on("error", onError);
     client.on("ready", onReady);
   });
+}
+
+/** The connection that serves `key`: the client itself, or in a cluster the slot's primary. */
+export function connectionFor(redis: RedisClient, key: string): Redis | undefined {
+  if (!("isCluster" in redis) || !redis.isCluster) return redis as Redis;
+  const cluster = redis as Cluster;
+  // (ioredis's own slot hash, as it routed the script)
+  const owner = cluster.slots[new Command("get", [key]).getSlot()]?.[0];
+  return cluster
+    .nodes("master")
+    .find((n) => `${n.options.host}:${n.options.port}` === owner || n.options.host === owner);
+}
+
+/**
+ * Why the primary serving `key` cannot be used now, or null when it can (always null off a
+ * cluster: the client's own status says it). In a cluster the client stays "ready" while one
+ * shard's primary is down; a worker whose queue lives there can do nothing until a replica is
+ * promoted.
+ */
+export function shardPrimaryProblem(redis: RedisClient, key: string): string | null {
+  if (!("isCluster" in redis) || !redis.isCluster) return null;
+  const conn = connectionFor(redis, key);
+  const owner = (redis as Cluster).slots[new Command("get", [key]).getSlot()]?.[0] ?? "no node";
+  if (!conn) return `the primary for ${key} (${owner}) is unreachable`;
+  if (conn.status !== "ready") return `the primary for ${key} (${owner}) is ${conn.status}`;
+  return null;
 }

@@ -3,7 +3,9 @@
 // `durability: "replicated"` makes enqueue and settle wait for a replica (`WAIT 1 <ms>`, on the
 // connection that ran the script) before they are acknowledged; "primary" (the default) sends
 // nothing more. docs/reliability.md says what each mode can lose or repeat.
-import { Command, type Cluster, type Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import type { Setting } from "../lib/options.ts";
+import { connectionFor } from "./connection.ts";
 import { runScript, type RedisClient, type ScriptArg, type ScriptName } from "./scripts.ts";
 
 export const DURABILITIES = ["primary", "replicated"] as const;
@@ -17,6 +19,24 @@ export interface DurabilityOptions {
 }
 
 export const DEFAULT_REPLICA_TIMEOUT_MS = 2000;
+
+/** `--durability` / CONVEYOR_DURABILITY: the worker's settles, the API's and the CLI's enqueues. */
+export const DURABILITY_SETTING = {
+  env: "CONVEYOR_DURABILITY",
+  kind: "choice",
+  choices: DURABILITIES,
+  default: "primary",
+  help: "primary | replicated: a write (enqueue, settle) is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
+} as const satisfies Setting;
+
+/** `--replica-timeout` / CONVEYOR_REPLICA_TIMEOUT. */
+export const REPLICA_TIMEOUT_SETTING = {
+  env: "CONVEYOR_REPLICA_TIMEOUT",
+  kind: "duration",
+  default: "2s",
+  max: "60s",
+  help: "durability replicated: how long a write waits for its replica",
+} as const satisfies Setting;
 
 /** The value of a durability flag, setting or field; the error names where it came from. */
 export function parseDurability(value: string, where?: string): Durability {
@@ -51,17 +71,6 @@ function generation(conn: Redis): { n: number } {
     generations.set(conn, (g = gen));
   }
   return g;
-}
-
-/** The connection that serves `key`: the client itself, or in a cluster the slot's primary. */
-function connectionFor(redis: RedisClient, key: string): Redis | undefined {
-  if (!("isCluster" in redis) || !redis.isCluster) return redis as Redis;
-  const cluster = redis as Cluster;
-  // (ioredis's own slot hash, as it routed the script)
-  const owner = cluster.slots[new Command("get", [key]).getSlot()]?.[0];
-  return cluster
-    .nodes("master")
-    .find((n) => `${n.options.host}:${n.options.port}` === owner || n.options.host === owner);
 }
 
 /**

@@ -16,8 +16,9 @@ import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING, REDIS_URL_SETTING } from "../l
 import {
   assertQueueName,
   assertSamePipeline,
-  DURABILITIES,
+  DURABILITY_SETTING,
   parseRedisUrl,
+  REPLICA_TIMEOUT_SETTING,
   type Durability,
 } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
@@ -147,16 +148,8 @@ export const WORKER_SETTINGS = {
     { default: DEFAULT_OUTBOX_MAX_BYTES, defaultHelp: `${DEFAULT_OUTBOX_MAX_BYTES} = 256 MiB`, min: 1 << 20 },
     "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
   ),
-  durability: choice(
-    "CONVEYOR_DURABILITY",
-    { choices: DURABILITIES, default: "primary" },
-    "primary | replicated: a settle is acknowledged only once a replica has it (WAIT; docs/reliability.md)",
-  ),
-  "replica-timeout": duration(
-    "CONVEYOR_REPLICA_TIMEOUT",
-    { default: "2s", max: "60s" },
-    "durability replicated: how long a settle waits for its replica",
-  ),
+  durability: DURABILITY_SETTING,
+  "replica-timeout": REPLICA_TIMEOUT_SETTING,
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 

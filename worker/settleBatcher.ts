@@ -19,8 +19,11 @@ export interface BatchedSettle {
 export interface BatchSlots {
   /** How many jobs the completion of `n` running jobs may claim now (0: none, e.g. while draining). */
   forCompletions(n: number): number;
-  /** Hold `n` free slots for a claim in flight; returns the release. */
-  reserve(n: number): () => void;
+  /**
+   * Hold `n` free slots for a call in flight; `claiming`: it claims jobs (a drain waits for its
+   * reply, so what it claimed is not abandoned). Returns the release.
+   */
+  reserve(n: number, claiming: boolean): () => void;
   /** Jobs running now, those waiting to be settled included. */
   running(): number;
 }
@@ -87,7 +90,7 @@ export class SettleBatcher {
     this.inFlight++;
     const claim = this.slots.forCompletions(batch.length);
     // The finishing jobs' own slots are still counted as running; only the rest is reserved.
-    const release = this.slots.reserve(Math.max(0, claim - batch.length));
+    const release = this.slots.reserve(Math.max(0, claim - batch.length), claim > 0);
     try {
       const r = await this.consumer.settleMany(batch, claim);
       // Claimed jobs take the freed slots one each, in order; any beyond go with the last.

@@ -4,7 +4,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
-import { connectRedis, Consumer, Schedules, type ClaimedJob, type RedisClient } from "../queue/index.ts";
+import {
+  connectRedis,
+  Consumer,
+  Schedules,
+  shardPrimaryProblem,
+  type ClaimedJob,
+  type RedisClient,
+} from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
@@ -60,8 +67,12 @@ export class QueueWorker {
   private jobsFinished = 0;
   /** Slots claims in flight may fill, beyond the running jobs (so two claims never overbook). */
   private reserved = 0;
-  /** Set once the drain deadline (or a second signal) hands running jobs back: the reason. */
-  private handingBack: string | undefined;
+  /**
+   * Claims sent and not answered yet (the loop's and complete-and-claims), and jobs claimed after
+   * the drain began that are being handed back: the drain waits for them, or what they claim
+   * would be abandoned until its lease lapses.
+   */
+  private claimsPending = 0;
   private lastBusyBeat = 0;
   private busyBeatTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
@@ -157,9 +168,16 @@ export class QueueWorker {
       slots: {
         forCompletions: (n) => this.claimOnCompletion(n),
         running: () => this.running.size,
-        reserve: (n) => {
+        reserve: (n, claiming) => {
           this.reserved += n;
-          return () => (this.reserved -= n);
+          if (claiming) this.claimsPending++;
+          return () => {
+            this.reserved -= n;
+            if (!claiming) return;
+            this.claimsPending--;
+            // After the settle's continuation has taken (or handed back) what it claimed.
+            setImmediate(() => this.changed.notify());
+          };
         },
       },
     });
@@ -209,6 +227,9 @@ export class QueueWorker {
   ready(): { ok: boolean; reason: string } {
     if (this.state !== "running") return { ok: false, reason: this.state };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
+    // (a cluster stays "ready" while the shard of this queue has no primary)
+    const shard = shardPrimaryProblem(this.redis, this.consumer.keys.ready);
+    if (shard) return { ok: false, reason: `redis ${shard}` };
     const refused = this.executor.writes.unready();
     if (refused) return { ok: false, reason: refused };
     if (this.circuit.state === "open")
@@ -252,7 +273,7 @@ export class QueueWorker {
     this.blocking.disconnect(); // stop waiting for work at once
     this.changed.notify();
     this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
-    while (this.running.size > 0) await this.changed.wait();
+    while (this.running.size > 0 || this.claimsPending > 0) await this.changed.wait();
     clearTimeout(this.drainTimer);
     await this.finish();
   }
@@ -293,6 +314,7 @@ export class QueueWorker {
       }
       let claimed;
       this.reserved += free;
+      this.claimsPending++;
       try {
         claimed = await this.consumer.claim(free);
         failures = 0;
@@ -303,6 +325,7 @@ export class QueueWorker {
         continue;
       } finally {
         this.reserved -= free;
+        this.claimsPending--;
         this.claimPolls.inc();
       }
       if (claimed.jobs.length > 0) {
@@ -316,6 +339,8 @@ export class QueueWorker {
         .waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue)))
         .catch(() => sleep(50));
     }
+    // A drain waiting for this loop's last claim sees it answered (and its jobs handed back).
+    this.changed.notify();
   }
 
   /**
@@ -338,24 +363,59 @@ export class QueueWorker {
   /**
    * How many jobs the completion of `n` running jobs may claim (batched complete-and-claim):
    * their own slots plus free slots nobody is claiming for, within --max-jobs and the circuit's
-   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown).
+   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown). 0 with
+   * durability "replicated": the call's WAIT would hold the claimed jobs too, their leases
+   * running out before they start (WAIT blocks up to the replica timeout, e.g. while a new
+   * primary has no replica yet); the claim loop claims for the freed slots instead.
    */
   private claimOnCompletion(n: number): number {
-    if (this.state !== "running") return 0;
+    if (this.state !== "running" || this.config.durability === "replicated") return 0;
     // Their slots are still counted as running (and as finished once they end, for --max-jobs).
     const free = this.config.concurrency - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
   }
 
-  /** Start claimed jobs (after callers report status once); past the drain deadline hand them straight back. */
+  /**
+   * Start claimed jobs (callers report status once). Jobs a claim sent before the drain began
+   * brought back after it are handed back at once instead: a stopping worker starts nothing.
+   */
   private takeClaimed(jobs: ClaimedJob[]): void {
-    for (const job of jobs) {
-      const entry = this.startJob(job);
-      // The claim was sent before the drain deadline handed everything back: do the same now.
-      if (this.handingBack !== undefined)
-        void this.handBack(entry, this.handingBack).then(() => this.changed.notify());
+    if (this.state !== "running") {
+      for (const job of jobs)
+        void this.handBackUnstarted(job).catch((err: Error) =>
+          this.log.warn(
+            { jobId: job.id, err: err.message },
+            "hand back failed; the job runs again when its lease lapses",
+          ),
+        );
+      return;
     }
+    for (const job of jobs) this.startJob(job);
     this.busyReport();
+  }
+
+  /** Release a job claimed after the drain began, with its token: no attempt counted. */
+  private async handBackUnstarted(job: ClaimedJob): Promise<void> {
+    this.claimsPending++;
+    const reason = "claimed after the drain began";
+    const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
+    try {
+      const released = await this.executor.writes
+        .write(log, "hand back", () => this.consumer.release(job, reason, "handedBack"))
+        .catch((err: unknown) => {
+          // (refused for good: logged and counted; the lease expires and the job runs again)
+          if (err instanceof WriteRefusedError) return false;
+          throw err;
+        });
+      if (released) this.metrics.redeliveries.inc({ queue: job.queue, cause: "shutdown_handback" });
+      log.info(
+        { outcome: "handedBack", reason, released },
+        "job claimed while draining: handed back unstarted",
+      );
+    } finally {
+      this.claimsPending--;
+      this.changed.notify();
+    }
   }
 
   /** Ask the heartbeat for a prompt renewal + busy report, at most every BUSY_REPORT_MS. */
@@ -421,7 +481,6 @@ export class QueueWorker {
   private reported = { busy: 0, draining: false };
 
   private async handBackAll(reason: string): Promise<void> {
-    this.handingBack = reason;
     const entries = this.running.values().filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();

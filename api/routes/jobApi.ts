@@ -5,6 +5,7 @@ import {
   newJobId,
   parseEnvelope,
   PayloadTooLargeError,
+  ReplicationError,
   type JobToEnqueue,
 } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
@@ -14,6 +15,24 @@ import type { Handlers } from "../router.ts";
 
 export const statusUrl = (id: string, queue: string) =>
   `/jobs/${encodeURIComponent(id)}?queue=${encodeURIComponent(queue)}`;
+
+/**
+ * With durability "replicated": the primary applied the enqueue but no replica confirmed it, so
+ * it may not survive a failover. 503 (try again: enqueue is idempotent by id), naming the ids.
+ */
+export function replicationUnconfirmed(err: ReplicationError, ids: string[]): HttpError {
+  const which =
+    ids.length === 1
+      ? `job ${ids[0]}`
+      : `${ids.length} jobs (${ids.slice(0, 3).join(", ")}${ids.length > 3 ? ", …" : ""})`;
+  return new HttpError(
+    503,
+    `${which}: ${err.message}; enqueue again with the same id${ids.length === 1 ? "" : "s"} (idempotent) to be sure`,
+    { "retry-after": "1" },
+    null,
+    "replication_unconfirmed",
+  );
+}
 
 export function jobApiHandlers(ctx: ApiContext): Handlers {
   let document: Record<string, unknown> | undefined;
@@ -41,6 +60,11 @@ export function jobApiHandlers(ctx: ApiContext): Handlers {
       try {
         results = await ctx.producer.enqueueMany(queue, jobs);
       } catch (err) {
+        if (err instanceof ReplicationError)
+          throw replicationUnconfirmed(
+            err,
+            jobs.map((j) => j.id!),
+          );
         if (!(err instanceof PayloadTooLargeError)) throw err;
         const index = jobs.findIndex((j) => err.message.startsWith(`job ${j.id} `));
         throw HttpError.field(

@@ -3,15 +3,18 @@
 import {
   EnvelopeError,
   formatRateLimit,
+  newJobId,
   parseDuration,
   parseEnvelope,
   parseRateLimit,
   QueueKeys,
+  ReplicationError,
   scheduleJson,
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
+import { replicationUnconfirmed } from "./jobApi.ts";
 
 export interface QueueSummary {
   queue: string;
@@ -85,7 +88,16 @@ export function queueHandlers(ctx: ApiContext): Handlers {
         throw err;
       }
       const { data, ...options } = envelope;
-      const result = await ctx.producer.enqueue(queue, data, options);
+      // (the id given here, not by the producer, so an unconfirmed enqueue can name it)
+      if (options.id === undefined && options.idempotencyKey === undefined) options.id = newJobId();
+      let result;
+      try {
+        result = await ctx.producer.enqueue(queue, data, options);
+      } catch (err) {
+        if (err instanceof ReplicationError)
+          throw replicationUnconfirmed(err, [options.id ?? `with key ${options.idempotencyKey}`]);
+        throw err;
+      }
       const status = `/jobs/${encodeURIComponent(result.id)}?queue=${encodeURIComponent(queue)}`;
       return {
         status: 202,

@@ -3,7 +3,13 @@
 import { startTracing, JOB_SAMPLER } from "../../lib/telemetry.ts";
 import { bool, choice, int, list, str } from "../../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING } from "../../lib/settings.ts";
-import { connectRedis, QueueAdmin } from "../../queue/index.ts";
+import {
+  connectRedis,
+  DURABILITY_SETTING,
+  QueueAdmin,
+  REPLICA_TIMEOUT_SETTING,
+  type Durability,
+} from "../../queue/index.ts";
 import { COMMON, defineCommand, importOperatorPart, UsageError } from "../command.ts";
 
 // Loaded on use, and named at the top level: tsc (5.9, ESM) leaves a `.ts` import() inside an
@@ -17,7 +23,8 @@ export default defineCommand({
   name: "api",
   synopsis:
     "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
-    "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]",
+    "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]\n" +
+    "      [--durability primary|replicated] [--replica-timeout 2s]",
   positionals: false,
   settings: {
     redis: COMMON.redis,
@@ -47,6 +54,8 @@ export default defineCommand({
       { default: false },
       "start without a token: anyone who reaches the port may act (local use only)",
     ),
+    durability: DURABILITY_SETTING,
+    "replica-timeout": REPLICA_TIMEOUT_SETTING,
     "log-level": LOG_LEVEL_SETTING,
   },
   async run(o) {
@@ -103,6 +112,10 @@ export default defineCommand({
         pools,
         dashboardDir: dashboard ? undefined : null,
         insecureNoAuth,
+        durability: {
+          durability: o.choice("durability") as Durability,
+          replicaTimeoutMs: o.duration("replica-timeout"),
+        },
         log,
       });
     } catch (err) {

@@ -1,7 +1,18 @@
 // `conveyor enqueue`: one job from the command line, or a file of them (one per line).
 import { readFileSync } from "node:fs";
 import { startTracing } from "../../lib/telemetry.ts";
-import { assertGroup, EnvelopeError, parseEnvelope, Producer, type JobToEnqueue } from "../../queue/index.ts";
+import {
+  assertGroup,
+  DURABILITY_SETTING,
+  EnvelopeError,
+  parseEnvelope,
+  newJobId,
+  Producer,
+  REPLICA_TIMEOUT_SETTING,
+  ReplicationError,
+  type Durability,
+  type JobToEnqueue,
+} from "../../queue/index.ts";
 import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "../command.ts";
 
 export default defineCommand({
@@ -22,6 +33,8 @@ export default defineCommand({
       help: "the job's group (≤ 128 bytes): groups are served round-robin (docs/protocol.md, Groups)",
     },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
+    durability: DURABILITY_SETTING,
+    "replica-timeout": REPLICA_TIMEOUT_SETTING,
   },
   async run(o) {
     const [queue, json] = o.positionals;
@@ -45,9 +58,13 @@ export default defineCommand({
     const asJson = o.bool("json");
     // `send {queue}` spans when the OTEL_* variables ask for export (flushed before exit).
     const tracing = await startTracing({ serviceName: "conveyor-cli" });
+    const durability = o.choice("durability") as Durability;
+    const key = o.raw("key");
+    // With "replicated" a job gets its id here, so an unconfirmed enqueue can name it for the retry.
+    const id = o.raw("id") ?? (durability === "replicated" && !key && !file ? newJobId() : undefined);
     try {
       await withRedis(o.str("redis")!, async (redis) => {
-        const producer = new Producer(redis);
+        const producer = new Producer(redis, { durability, replicaTimeoutMs: o.duration("replica-timeout") });
         if (file) {
           const results = await producer.enqueueMany(queue, readJobs(file, opts));
           const created = results.filter((r) => r.created).length;
@@ -61,11 +78,18 @@ export default defineCommand({
         if (json === undefined) throw new UsageError("enqueue needs job data as JSON, or --file");
         const result = await producer.enqueue(queue, parseJson(json, "job data"), {
           ...opts,
-          id: o.raw("id"),
-          idempotencyKey: o.raw("key"),
+          id,
+          idempotencyKey: key,
         });
         print(asJson ? JSON.stringify(result) : result.id);
       });
+    } catch (err) {
+      // The job may or may not survive a failover: say how to make sure (enqueue is idempotent).
+      if (err instanceof ReplicationError)
+        throw new Error(
+          `${err.message}; enqueue again with ${file ? "the same file (jobs with ids)" : key ? `--key ${key}` : `--id ${id}`} to be sure`,
+        );
+      throw err;
     } finally {
       await tracing?.shutdown();
     }

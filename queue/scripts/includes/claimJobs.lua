@@ -9,6 +9,7 @@
 --- @include "readyLine"
 --- @include "groups"
 --- @include "admission"
+--- @include "fencingTokens"
 
 -- The claim (claim_jobs.lua, and the complete-and-claim option of complete_job/advance_job):
 -- promote due delayed jobs, pop up to `count` ready jobs by priority (the sorted set of
@@ -206,9 +207,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   end
   started = #ok / 3
   if started > 0 then
-    -- Per claim, not per job: one INCRBY reserves the fencing tokens (top - started + 1 … top),
+    -- Per claim, not per job: one reservation of fencing tokens (top - started + 1 … top),
     -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
-    local top = redis.call('INCRBY', keys[6], started)
+    local top = reserveTokens(keys[6], started)
     -- (numbers turned into text once: Lua formats a number with sprintf each time it is an argument)
     local deadlines, at, deadline = {}, tostring(now), tostring(now + leaseMs)
     -- The `started` events: one entry for the claim (record.lua, appendBatchEvent).
