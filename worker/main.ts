@@ -25,11 +25,14 @@ export async function runWorker(argv: string[]): Promise<number> {
   const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
   // Signals are ours from the start: a pod scaled down while its worker still starts (loading the
   // handler, connecting) stops cleanly with exit 0 instead of dying by Node's default SIGTERM (143).
+  // Until the worker starts a signal is only noted: the recorder and the health server still being
+  // set up must not find the worker's Redis connection closed under them.
   let signals = 0;
   let worker: QueueWorker | undefined;
+  let started = false;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;
-    if (worker) void worker.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
+    if (started) void worker!.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
     else log.info({ signal: sig }, "stop requested while starting: no job will be claimed");
   };
   process.on("SIGTERM", onSignal);
@@ -75,6 +78,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   if (recorder) worker.onStop(recorder);
 
   // A stop requested while starting ends here: shutdown before start() claims nothing and closes all.
+  started = true;
   if (signals > 0) void worker.shutdown("stop requested while starting");
   else worker.start();
   await worker.done;

@@ -73,6 +73,8 @@ export class QueueWorker {
    * would be abandoned until its lease lapses.
    */
   private claimsPending = 0;
+  /** Set once the drain deadline (or a second signal) hands running jobs back. */
+  private handingBack = false;
   private lastBusyBeat = 0;
   private busyBeatTimer: NodeJS.Timeout | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
@@ -376,11 +378,13 @@ export class QueueWorker {
   }
 
   /**
-   * Start claimed jobs (callers report status once). Jobs a claim sent before the drain began
-   * brought back after it are handed back at once instead: a stopping worker starts nothing.
+   * Start claimed jobs (callers report status once). A claim sent before the drain began and
+   * answered after it starts its jobs like any other (the drain waits for them, heartbeats go on):
+   * nothing is handed back by a scale-down that did not have to be. Only once the drain deadline
+   * (or a second signal) handed everything back, or the worker stopped, go they straight back.
    */
   private takeClaimed(jobs: ClaimedJob[]): void {
-    if (this.state !== "running") {
+    if (this.state === "stopped" || this.handingBack) {
       for (const job of jobs)
         void this.handBackUnstarted(job).catch((err: Error) =>
           this.log.warn(
@@ -397,7 +401,7 @@ export class QueueWorker {
   /** Release a job claimed after the drain began, with its token: no attempt counted. */
   private async handBackUnstarted(job: ClaimedJob): Promise<void> {
     this.claimsPending++;
-    const reason = "claimed after the drain began";
+    const reason = "claimed after the drain deadline";
     const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
     try {
       const released = await this.executor.writes
@@ -410,7 +414,7 @@ export class QueueWorker {
       if (released) this.metrics.redeliveries.inc({ queue: job.queue, cause: "shutdown_handback" });
       log.info(
         { outcome: "handedBack", reason, released },
-        "job claimed while draining: handed back unstarted",
+        "job claimed past the drain deadline: handed back unstarted",
       );
     } finally {
       this.claimsPending--;
@@ -481,6 +485,7 @@ export class QueueWorker {
   private reported = { busy: 0, draining: false };
 
   private async handBackAll(reason: string): Promise<void> {
+    this.handingBack = true;
     const entries = this.running.values().filter((e) => !e.handedBack && !e.lost && !e.cancelled);
     await Promise.all(entries.map((entry) => this.handBack(entry, reason)));
     this.reportStatus();
