@@ -33,6 +33,25 @@ const query = (properties: Record<string, JsonSchema>, required: string[] = []):
 });
 
 /** Jobs per batch enqueue call: one enqueue_jobs script call, so a batch is enqueued atomically. */
+/** A group's limits, its own or the default of every group (null removes one). */
+const GROUP_LIMITS: JsonSchema = {
+  type: "object",
+  properties: {
+    concurrency: {
+      type: ["integer", "null"],
+      minimum: 1,
+      maximum: 1000000,
+      description: "at most this many of the group's jobs run at once; null removes it",
+    },
+    rate: {
+      type: ["string", "null"],
+      maxLength: 100,
+      description: 'at most this many starts per period, "10/s"; null removes it',
+    },
+  },
+  additionalProperties: false,
+};
+
 export const MAX_BATCH_JOBS = 500;
 
 /**
@@ -243,23 +262,7 @@ export const ROUTES: readonly RouteDefinition[] = [
     path: "/queues/{queue}/groups/{group}/limit",
     summary: 'one group\'s own limits: {"concurrency": 2, "rate": "10/s"} (null removes one)',
     tag: "queues",
-    body: {
-      type: "object",
-      properties: {
-        concurrency: {
-          type: ["integer", "null"],
-          minimum: 1,
-          maximum: 1000000,
-          description: "at most this many of the group's jobs run at once; null removes it",
-        },
-        rate: {
-          type: ["string", "null"],
-          maxLength: 100,
-          description: 'at most this many starts per period, "10/s"; null removes it',
-        },
-      },
-      additionalProperties: false,
-    },
+    body: GROUP_LIMITS,
   },
   {
     name: "setDefaultGroupLimit",
@@ -267,23 +270,7 @@ export const ROUTES: readonly RouteDefinition[] = [
     path: "/queues/{queue}/group-limit",
     summary: "the limits of every group without its own (null removes one)",
     tag: "queues",
-    body: {
-      type: "object",
-      properties: {
-        concurrency: {
-          type: ["integer", "null"],
-          minimum: 1,
-          maximum: 1000000,
-          description: "at most this many of the group's jobs run at once; null removes it",
-        },
-        rate: {
-          type: ["string", "null"],
-          maxLength: 100,
-          description: 'at most this many starts per period, "10/s"; null removes it',
-        },
-      },
-      additionalProperties: false,
-    },
+    body: GROUP_LIMITS,
   },
   {
     name: "listSchedules",
