@@ -152,6 +152,17 @@ export interface Series {
   axis?: "right";
 }
 
+// Clock time on the x axis (uPlot's default for a span under a minute is ":06.500" with the
+// date on a second row): HH:MM:SS, and the date too when the span crosses a day.
+function timeTicks(splits: number[]): string[] {
+  const span = (splits.at(-1) ?? 0) - (splits[0] ?? 0);
+  const opts: Intl.DateTimeFormatOptions =
+    span >= 86_400
+      ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }
+      : { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+  return splits.map((s) => new Date(s * 1000).toLocaleString(undefined, opts));
+}
+
 /** A time chart: x in ms, one or more series. */
 export function Chart({ x, series, height = 200 }: { x: number[]; series: Series[]; height?: number }) {
   const ref = useRef<HTMLDivElement>(null);
@@ -181,7 +192,7 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
             })),
           ],
           axes: [
-            {},
+            { values: (_u, splits) => timeTicks(splits) },
             { size: 50 },
             ...(right
               ? [

@@ -32,15 +32,16 @@ export async function takeScreenshots(d: Dashboard, say: (line: string) => void)
     await page.locator(`tr[data-pool="${last.name}"]`).waitFor();
     await page.getByRole("link", { name: `default/${last.name}` }).click();
     await page.locator(".decisions tbody tr").filter({ hasText: "0 → " }).first().waitFor();
-    // a few pods serving, when the run gets there within 20 s (the page refreshes itself); the
-    // picture as it is otherwise
+    // the pool past its first scale-up with a few pods serving, when the run gets there within
+    // 30 s (the page refreshes itself); the picture as it is otherwise
     await page
       .waitForFunction(
-        '[...document.querySelectorAll("td")].filter((td) => td.textContent.includes("ready")).length >= 3',
+        `document.querySelectorAll(".decisions tbody tr").length >= 2 &&
+         [...document.querySelectorAll("td")].filter((td) => td.textContent.includes("ready")).length >= 3`,
         null,
-        { timeout: 20_000, polling: 500 },
+        { timeout: 30_000, polling: 500 },
       )
-      .catch(() => {});
+      .catch(() => say("  (the pool had not scaled past one pod within 30 s: pictured as it was)"));
     await shot("pools");
 
     await page.goto(`${d.url}/#/queue/${encodeURIComponent(last.queue)}`);
