@@ -1,7 +1,9 @@
 // Child processes of a test run: each in its own process group, all killed when the test
-// process exits for any reason, so a failing test never leaves servers behind.
+// process exits for any reason, so a failing test never leaves servers behind — also when the
+// test process is SIGKILLed (a timed-out runner, `kill -9`): each child is started through
+// util-linux's `setpriv --pdeathsig KILL`, so the kernel kills it when its parent dies.
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pollUntil } from "../../lib/poll.ts";
 
@@ -36,6 +38,9 @@ export interface Started {
   exited: Promise<number | string>;
 }
 
+const PDEATHSIG =
+  process.platform === "linux" && existsSync("/usr/bin/setpriv") ? "/usr/bin/setpriv" : undefined;
+
 /** Spawn a process group leader whose output goes to `logFile` (or is inherited when null). */
 export function startProcess(
   cmd: string,
@@ -44,7 +49,9 @@ export function startProcess(
 ): Started {
   hookExit();
   const { logFile, ...spawnOpts } = opts;
-  const child = spawn(cmd, args, {
+  // setpriv execs the command, so the child's pid (and process group) is the command's own
+  const [file, argv] = PDEATHSIG ? [PDEATHSIG, ["--pdeathsig", "KILL", "--", cmd, ...args]] : [cmd, args];
+  const child = spawn(file, argv, {
     ...spawnOpts,
     detached: true,
     stdio: logFile === null ? "inherit" : ["ignore", "pipe", "pipe"],
