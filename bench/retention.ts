@@ -65,7 +65,8 @@ export async function runRetention(opts: {
   const probeRedis = connectRedis(ctx.url, { name: "bench-retention-probe" });
   const conveyor = new ConveyorSystem(ctx.url, {
     name: "conveyor-retention",
-    env: { CONVEYOR_RETENTION_SECONDS: String(opts.retentionSeconds) },
+    // (the name the worker reads first: ConveyorSystem's own CONVEYOR_RETENTION=0 must give way)
+    env: { CONVEYOR_RETENTION: `${opts.retentionSeconds}s` },
   });
   const samples: { at: number; ms: number }[] = [];
   const sizes: { at: number; keys: number }[] = [];
@@ -133,6 +134,10 @@ export async function runRetention(opts: {
       runEnd = await snapshot(ctx.driver);
       peak = runEnd;
       peakKeys = Number(await ctx.driver.dbsize());
+      if (peakKeys < opts.jobs)
+        throw new Error(
+          `--retention ${opts.retentionSeconds} is shorter than the run (${round((tDone - tRun) / 1000)} s): records went while it ran; give a longer one`,
+        );
       // (MEMORY USAGE of the index: every member, SAMPLES 0; absent before the index existed)
       indexBytes = Number((await ctx.driver.call("MEMORY", "USAGE", keys.finished, "SAMPLES", "0")) ?? 0);
       // The records are gone when DBSIZE is back near where it was before the run; the worker
@@ -205,6 +210,8 @@ export async function runRetention(opts: {
     };
   } finally {
     probing = false;
+    // (the probe and sizer finish their calls first: a disconnect under them would reject unhandled)
+    await Promise.allSettled([probe, sizer]);
     redis.disconnect();
     probeRedis.disconnect();
     await conveyor.close().catch(() => {});
