@@ -169,14 +169,18 @@ async function sweep(): Promise<void> {
  */
 async function reclaim(): Promise<void> {
   const until = Date.now() + settings.intervalMs / 2;
+  let count = 0;
   try {
     for (;;) {
       const r = await consumer.reclaimFinished();
+      count += r.reclaimed;
       if (!r.more || stopped || Date.now() >= until) break;
     }
   } catch (err) {
-    post({ t: "error", message: `reclaiming finished jobs failed: ${(err as Error).message}` });
+    // (a call cut off by the stop's disconnect is no error)
+    if (!stopped) post({ t: "error", message: `reclaiming finished jobs failed: ${(err as Error).message}` });
   }
+  if (count > 0) post({ t: "reclaimed", count });
 }
 
 // Every tick is reported, whether or not a renewal is still in flight: it proves this thread

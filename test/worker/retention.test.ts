@@ -10,7 +10,7 @@ import { pollUntil } from "../../lib/poll.ts";
 import { QueueKeys } from "../../queue/index.ts";
 import { stopProcess } from "../support/processes.ts";
 import { startQueueRedis, stopQueueRedis, type QueueRedis } from "../support/redis.ts";
-import { RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
+import { metricValue, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
 
 describe("a worker reclaims finished jobs", () => {
   let qr: QueueRedis;
@@ -61,6 +61,10 @@ describe("a worker reclaims finished jobs", () => {
       { timeoutMs: 30_000, intervalMs: 200 },
     );
     assert.equal(worker.child.exitCode, null);
+    assert.equal(
+      metricValue(await worker.metrics(), "conveyor_finished_jobs_reclaimed_total", { queue: q }),
+      1000,
+    );
     assert.doesNotMatch(worker.logs(), /reclaiming finished jobs failed/);
   });
 });
