@@ -1,21 +1,24 @@
 // Retention at volume (issue 30): a completed job's record stays for the worker's --retention
-// and is then reclaimed by Redis' own key expiry (complete_job/settle_jobs EXPIRE it). What does
-// reclaiming millions of them cost a queue that is working meanwhile?
+// and is then reclaimed by the queue's workers in batches (reclaim_finished.lua; before that
+// change, by Redis' own key expiry). What does reclaiming millions of them cost a queue that is
+// working meanwhile?
 //   npm run bench:retention -- [--jobs 1000000] [--retention 120] [--hz 10] [--json] [--out bench/results]
 // 1. --jobs no-op jobs are enqueued in bulk and a worker (c=32, retention --retention s) runs them:
-//    every completed record stays --retention s, then expires.
+//    every completed record stays --retention s, then is reclaimed. The worker keeps running
+//    (idle) until the records are gone: reclaiming is its heartbeat thread's work.
 // 2. The whole time a probe on another pipeline enqueues, claims and completes one job every
 //    5 ms and times the claim (one claim_jobs round trip); DBSIZE is sampled every 250 ms.
 // 3. The probe's samples are split by phase: baseline (5 s before anything), enqueue, running,
-//    kept (all done, none expired yet), expiring (from the first expiry after the run until the
-//    records are gone), after. A --retention longer than the run keeps every record until the run
+//    kept (all done, none reclaimed yet), expiring (from the first reclaim after the run until
+//    the records are gone), after. A --retention longer than the run keeps every record until the run
 //    is over, so the expiry is measured alone (with a shorter one it overlaps the run).
-// Reports p50/p99/max claim ms per phase, keys reclaimed per second and Redis memory before,
-// at the peak and after.
+// Reports p50/p99/max claim ms per phase, keys reclaimed per second, Redis memory before, at the
+// peak and after (and the finished-jobs index's share per job), and Redis commands and CPU per
+// job while the worker ran them.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Consumer, Producer, QueueKeys, connectRedis } from "../queue/index.ts";
-import { snapshot } from "./lib/redis.ts";
+import { delta, perJob, snapshot, SNAPSHOT_COMMANDS } from "./lib/redis.ts";
 import { ConveyorSystem, QUEUE } from "./lib/systems.ts";
 import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
 import { openContext } from "./throughput.ts";
@@ -42,6 +45,11 @@ export interface RetentionResult {
   /** Records reclaimed per second while they expired (DBSIZE drop / expiring time). */
   reclaimedPerSec: number;
   usedMemoryMiB: { before: number; peak: number; after: number };
+  /** used_memory growth per kept record at the peak, and the `<Q>finished` index's part of it (MEMORY USAGE). */
+  bytesPerFinishedJob?: number;
+  indexBytesPerFinishedJob?: number;
+  /** While the worker ran the jobs (the probe's few hundred calls/s included): Redis commands and CPU per job. */
+  running?: { commandsPerJob: number; redisCpuUsPerJob: number; perCommand: Record<string, number> };
   phases: RetentionPhase[];
 }
 
@@ -57,7 +65,8 @@ export async function runRetention(opts: {
   const probeRedis = connectRedis(ctx.url, { name: "bench-retention-probe" });
   const conveyor = new ConveyorSystem(ctx.url, {
     name: "conveyor-retention",
-    env: { CONVEYOR_RETENTION_SECONDS: String(opts.retentionSeconds) },
+    // (the name the worker reads first: ConveyorSystem's own CONVEYOR_RETENTION=0 must give way)
+    env: { CONVEYOR_RETENTION: `${opts.retentionSeconds}s` },
   });
   const samples: { at: number; ms: number }[] = [];
   const sizes: { at: number; keys: number }[] = [];
@@ -101,11 +110,18 @@ export async function runRetention(opts: {
     }
     const keys = new QueueKeys(QUEUE);
     const tRun = nowMs();
+    const runStart = await snapshot(ctx.driver);
     const worker = await conveyor.startWorker({
       concurrency: 32,
       logFile: join(ctx.tmp, "retention-worker.log"),
     });
     let tDone = 0;
+    let tFirstExpiry = 0;
+    let tGone = 0;
+    let runEnd = runStart;
+    let peak = runStart;
+    let peakKeys = 0;
+    let indexBytes = 0;
     try {
       for (;;) {
         const done = Number((await redis.hget(keys.counts, "completed")) ?? 0);
@@ -115,26 +131,34 @@ export async function runRetention(opts: {
       }
       tDone = nowMs();
       progress(`  ${opts.jobs.toLocaleString("en")} jobs completed in ${round((tDone - tRun) / 1000)} s`);
+      runEnd = await snapshot(ctx.driver);
+      peak = runEnd;
+      peakKeys = Number(await ctx.driver.dbsize());
+      if (peakKeys < opts.jobs)
+        throw new Error(
+          `--retention ${opts.retentionSeconds} is shorter than the run (${round((tDone - tRun) / 1000)} s): records went while it ran; give a longer one`,
+        );
+      // (MEMORY USAGE of the index: every member, SAMPLES 0; absent before the index existed)
+      indexBytes = Number((await ctx.driver.call("MEMORY", "USAGE", keys.finished, "SAMPLES", "0")) ?? 0);
+      // The records are gone when DBSIZE is back near where it was before the run; the worker
+      // stays up meanwhile (it reclaims them).
+      const baseKeys = sizes[0]?.keys ?? 0;
+      for (const deadline = Date.now() + (opts.retentionSeconds + 600) * 1000; Date.now() < deadline;) {
+        const n = Number(await ctx.driver.dbsize());
+        if (!tFirstExpiry && n < peakKeys - 1_000) tFirstExpiry = nowMs();
+        if (n <= baseKeys + 100) {
+          tGone = nowMs();
+          break;
+        }
+        if (worker.exited()) throw new Error(`worker exited:\n${worker.output()}`);
+        await sleep(100);
+      }
+      if (!tGone) throw new Error("the records were not reclaimed in time");
+      progress(`  records reclaimed in ${round((tGone - tFirstExpiry) / 1000, 1)} s`);
     } finally {
       await worker.stop();
     }
-    const peak = await snapshot(ctx.driver);
-    const peakKeys = Number(await ctx.driver.dbsize());
-    // The records are gone when DBSIZE is back near where it was before the run.
     const baseKeys = sizes[0]?.keys ?? 0;
-    let tFirstExpiry = 0;
-    let tGone = 0;
-    for (const deadline = Date.now() + (opts.retentionSeconds + 600) * 1000; Date.now() < deadline;) {
-      const n = Number(await ctx.driver.dbsize());
-      if (!tFirstExpiry && n < peakKeys - 1_000) tFirstExpiry = nowMs();
-      if (n <= baseKeys + 100) {
-        tGone = nowMs();
-        break;
-      }
-      await sleep(100);
-    }
-    if (!tGone) throw new Error("the records did not expire in time");
-    progress(`  records reclaimed in ${round((tGone - tFirstExpiry) / 1000, 1)} s`);
     await sleep(5_000);
     const after = await snapshot(ctx.driver);
     probing = false;
@@ -160,6 +184,7 @@ export async function runRetention(opts: {
       };
     });
     const mib = (b: number) => round(b / 2 ** 20);
+    const ran = delta(runStart, runEnd, SNAPSHOT_COMMANDS);
     return {
       jobs: opts.jobs,
       retentionSeconds: opts.retentionSeconds,
@@ -170,10 +195,23 @@ export async function runRetention(opts: {
         peak: mib(peak.usedMemory),
         after: mib(after.usedMemory),
       },
+      bytesPerFinishedJob: Math.round((peak.usedMemory - before.usedMemory) / opts.jobs),
+      indexBytesPerFinishedJob: round(indexBytes / opts.jobs, 1),
+      running: {
+        commandsPerJob: round(ran.totalCommands / opts.jobs, 2),
+        redisCpuUsPerJob: round((ran.cpuMs * 1000) / opts.jobs, 1),
+        perCommand: Object.fromEntries(
+          Object.entries(perJob(ran, opts.jobs))
+            .filter(([, n]) => n >= 0.01)
+            .map(([name, n]) => [name, round(n, 2)]),
+        ),
+      },
       phases,
     };
   } finally {
     probing = false;
+    // (the probe and sizer finish their calls first: a disconnect under them would reject unhandled)
+    await Promise.allSettled([probe, sizer]);
     redis.disconnect();
     probeRedis.disconnect();
     await conveyor.close().catch(() => {});
@@ -186,7 +224,7 @@ export function retentionMarkdown(r: RetentionResult): string {
   return [
     "# Retention at volume",
     "",
-    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then expire; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after.`,
+    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then reclaimed; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after${r.bytesPerFinishedJob ? ` (${r.bytesPerFinishedJob} B per kept record, of which the finished-jobs index ${r.indexBytesPerFinishedJob} B)` : ""}.${r.running ? ` While the worker ran them: ${r.running.commandsPerJob} Redis commands and ${r.running.redisCpuUsPerJob} µs of Redis CPU per job.` : ""}`,
     "",
     "| phase | seconds | claims | claim p50 ms | claim p99 ms | claim max ms |",
     "|---|---|---|---|---|---|",

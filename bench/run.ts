@@ -159,10 +159,11 @@ async function main(): Promise<void> {
       )) ?? [];
     const finished = quick ? 200_000 : 1_000_000;
     progress(
-      `3e/7 retention: ${finished.toLocaleString("en")} completed records expiring while a probe claims`,
+      `3e/7 retention: ${finished.toLocaleString("en")} completed records reclaimed while a probe claims`,
     );
+    // (a retention longer than the run, also on a loaded machine: the reclaim is measured alone)
     retention = await attempt("retention", () =>
-      runRetention({ jobs: finished, retentionSeconds: quick ? 30 : 120 }),
+      runRetention({ jobs: finished, retentionSeconds: quick ? 90 : 420 }),
     );
 
     progress("4/7 throughput, one worker process per system");

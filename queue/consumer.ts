@@ -129,6 +129,17 @@ export interface SweepOptions {
   graceMs?: number;
 }
 
+/** What one reclaim_finished call did. */
+export interface ReclaimResult {
+  /** Records deleted. */
+  reclaimed: number;
+  /** Entries of the index are still due: call again. */
+  more: boolean;
+}
+
+/** Records one reclaim_finished call examines at most (and one index member more): ~1.5 ms of Redis at ~12 µs a key on a loaded machine (bench/reclaimCall.ts). */
+export const RECLAIM_BATCH = 100;
+
 const CLAIM_FIELDS = 11;
 
 export class Consumer {
@@ -467,6 +478,20 @@ export class Consumer {
 
   async sweep(opts: SweepOptions = {}): Promise<SweepResult> {
     return sweepQueue(this.redis, this.queue, opts);
+  }
+
+  /**
+   * Reclaim finished jobs whose retention has passed: at most `limit` records per call
+   * (reclaim_finished.lua); `more` says whether to call again.
+   */
+  async reclaimFinished(limit = RECLAIM_BATCH): Promise<ReclaimResult> {
+    const [reclaimed, more] = await runScript<[number, number]>(
+      this.redis,
+      "reclaim_finished",
+      [this.keys.finished],
+      [this.keys.jobPrefix, Date.now(), limit],
+    );
+    return { reclaimed, more: more === 1 };
   }
 
   /**

@@ -130,6 +130,10 @@ export class QueueKeys extends PipelineKeys {
   get dead(): string {
     return this.part("dead");
   }
+  /** Finished jobs kept for retention, by when they are due to be reclaimed (sorted set; docs/protocol.md, "Retention"). */
+  get finished(): string {
+    return this.part("finished");
+  }
   get counts(): string {
     return this.part("counts");
   }

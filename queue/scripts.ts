@@ -22,6 +22,7 @@ export const SCRIPT_NAMES = [
   "fail_job",
   "release_job",
   "sweep_leases",
+  "reclaim_finished",
   "retry_dead",
   "purge_dead",
   "report_progress",

@@ -30,6 +30,7 @@ export type FromHeartbeat =
   | { t: "renewed"; count: number; lagMs: number; durationMs: number }
   | { t: "lost"; leases: LostLease[] }
   | { t: "swept"; requeued: number; deadLettered: number }
+  | { t: "reclaimed"; count: number }
   | { t: "tick" }
   | { t: "renewFailed"; message: string }
   | { t: "error"; message: string }
@@ -47,6 +48,8 @@ export interface HeartbeatEvents {
   /** Executions whose lease another worker or the sweeper took, or whose job was cancelled. */
   onLost(leases: LostLease[]): void;
   onSwept(requeued: number, deadLettered: number): void;
+  /** Finished jobs' records reclaimed after their retention. */
+  onReclaimed(count: number): void;
   onError(message: string): void;
 }
 
@@ -93,6 +96,9 @@ export class LeaseHeartbeat {
             break;
           case "swept":
             events.onSwept(m.requeued, m.deadLettered);
+            break;
+          case "reclaimed":
+            events.onReclaimed(m.count);
             break;
           case "error":
             events.onError(m.message);

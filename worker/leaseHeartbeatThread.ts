@@ -3,7 +3,8 @@
 // held leases in one call every interval, stops renewing a job past its hard deadline (a hung
 // handler's lease then lapses and the sweeper redelivers it), and runs the leaderless sweeper
 // after each renewal (renew first, then sweep: after an outage this worker's own leases are
-// fresh before it judges anyone's).
+// fresh before it judges anyone's), then reclaims the queue's finished jobs whose retention has
+// passed, a batch per call (reclaim_finished.lua), so no single call holds Redis for long.
 //
 // After a Redis outage the connection's "ready" renews at once instead of at the next tick (a
 // renewal queued during the outage runs on reconnect with the deadline it computed back then,
@@ -154,9 +155,32 @@ async function sweep(): Promise<void> {
       post({ t: "swept", requeued: r.requeued, deadLettered: r.deadLettered });
   } catch (err) {
     post({ t: "error", message: `lease sweep failed: ${(err as Error).message}` });
+  }
+  try {
+    await reclaim();
   } finally {
     sweeping = false;
   }
+}
+
+/**
+ * Reclaim finished jobs, batch after batch while more are due, for at most half a tick: what is
+ * left waits for the next tick (or another worker of the queue, which reclaims alongside).
+ */
+async function reclaim(): Promise<void> {
+  const until = Date.now() + settings.intervalMs / 2;
+  let count = 0;
+  try {
+    for (;;) {
+      const r = await consumer.reclaimFinished();
+      count += r.reclaimed;
+      if (!r.more || stopped || Date.now() >= until) break;
+    }
+  } catch (err) {
+    // (a call cut off by the stop's disconnect is no error)
+    if (!stopped) post({ t: "error", message: `reclaiming finished jobs failed: ${(err as Error).message}` });
+  }
+  if (count > 0) post({ t: "reclaimed", count });
 }
 
 // Every tick is reported, whether or not a renewal is still in flight: it proves this thread

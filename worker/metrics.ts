@@ -126,6 +126,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: ["queue", "code"] as const,
       registers,
     }),
+    reclaimed: new Counter({
+      name: "conveyor_finished_jobs_reclaimed_total",
+      help: "Completed and cancelled jobs' records this worker deleted after their retention (docs/protocol.md, Retention)",
+      labelNames: q,
+      registers,
+    }),
     resultsReused: new Counter({
       name: "conveyor_results_reused_total",
       help: "Stage runs skipped because a result for the same content hash existed",

@@ -138,6 +138,7 @@ export class QueueWorker {
         onLost: (leases) => this.leasesLost(leases),
         onSwept: (requeued, deadLettered) =>
           this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
+        onReclaimed: (count) => this.metrics.reclaimed.inc(q, count),
         onError: (message) => this.log.warn(message),
       },
     );
@@ -196,6 +197,7 @@ export class QueueWorker {
       m.leasesLost,
       m.deferred,
       m.claimPolls,
+      m.reclaimed,
     ])
       c.inc(q, 0);
     for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);

@@ -47,6 +47,7 @@ const heartbeat = mode.startsWith("hb-")
         onRenewed: () => {},
         onLost: () => {},
         onSwept: () => {},
+        onReclaimed: () => {},
         onError: (m) => process.stderr.write(`${m}\n`),
       },
     )

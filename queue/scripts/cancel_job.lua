@@ -16,6 +16,7 @@
 --- @include "includes/readyLine"
 --- @include "includes/parkedData"
 --- @include "includes/groups"
+--- @include "includes/finished"
 
 local jobPrefix, now, retention = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local base = pipelineBase(jobPrefix)
@@ -26,7 +27,11 @@ local MAX_DEPTH = 8
 
 local function markCancelled(jk, id, queue, was, token)
   redis.call('HSET', jk, 'state', 'cancelled', 'token', '', 'cancelledAt', now, 'finishedAt', now)
-  if retention > 0 then redis.call('EXPIRE', jk, retention) end
+  if retention > 0 then
+    -- (kept `retention`, then reclaimed by the queue's workers: finished.lua)
+    redis.call('EXPIRE', jk, finishedTtl(retention))
+    if queue ~= '' then indexFinished(queueKeyPrefix(base, queue) .. 'finished', now, retention, {id}) end
+  end
   local fields = {'type', 'cancelled', 'id', id, 'queue', queue, 'at', now, 'was', was}
   if token and token ~= '' then
     fields[#fields + 1] = 'token'

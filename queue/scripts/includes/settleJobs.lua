@@ -7,6 +7,7 @@
 --- @include "wake"
 --- @include "fanIn"
 --- @include "variadic"
+--- @include "finished"
 
 -- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
 -- fencing check, the record, fan-in, the transition's event — runs for each job; what only
@@ -14,11 +15,15 @@
 -- in a tally and written once per script call by flushSettled: one ZREM and one HINCRBY per
 -- counter for a batch instead of per job. flushSettled runs before any claim in the same call,
 -- so a job handed to its own queue can be claimed again without losing its new lease.
--- `at`/`ttl`: the call's time and retention as text, formatted once per call rather than for
--- every job's HSET, EXPIRE and event (Lua formats a number with sprintf each time it is an argument).
+-- `at`/`ttl`: the call's time and the records' TTL (retention plus the reclaim margin) as text,
+-- formatted once per call rather than for every job's HSET, EXPIRE and event (Lua formats a number
+-- with sprintf each time it is an argument). `finished`: the ids kept for retention, indexed for
+-- reclaiming with one ZADD per call (finished.lua).
 -- The completed jobs' events go out as one entry per call (`ev`, written by flushSettled).
 local function newSettleTally(now, retention)
-  return {done = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), ttl = tostring(retention or 0)}
+  retention = retention or 0
+  return {done = {}, finished = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), now = now,
+    retention = retention, ttl = tostring(finishedTtl(retention))}
 end
 local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local ev = tally.ev
@@ -40,6 +45,7 @@ end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
   if #tally.done > 0 then callVariadic('ZREM', inflightKey, tally.done) end
+  indexFinished(finishedKeyOf(inflightKey), tally.now, tally.retention, tally.finished)
   if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
   if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end
@@ -50,7 +56,7 @@ local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWa
 end
 
 -- Complete one job the caller holds the lease for; keep its record for `retention` seconds
--- (0: delete it). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
+-- (0: delete it), then have it reclaimed (finished.lua). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
@@ -65,6 +71,7 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   if retention > 0 then
     redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
     redis.call('EXPIRE', jk, tally.ttl)
+    tally.finished[#tally.finished + 1] = id
   else
     redis.call('DEL', jk)
   end
