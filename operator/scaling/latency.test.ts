@@ -141,6 +141,24 @@ describe("latency mode: decisions", () => {
     const down = at(61_000, 0, up.replicas);
     assert.deepEqual([down?.replicas, down?.reason], [1, "LatencyScaleDown"]);
   });
+
+  it("a new leader does not scale down before it has an arrival rate (two polls)", () => {
+    const spec = latencySpec();
+    const s = newPoolScaler(0);
+    const poll = (now: number, enqueued: number) =>
+      decideScale(s, {
+        now,
+        spec,
+        current: 10,
+        statusReplicas: 10,
+        counts: { ...counts(20, 20), enqueued },
+        countsAt: now,
+        jobMs: 2000,
+      });
+    assert.equal(poll(0, 5000), undefined, "20 running jobs alone would say 1 replica");
+    // With the rate known: 10/s × 2 s = 20 + √20 = 24.5 slots → 13 replicas of 2.
+    assert.deepEqual([poll(5000, 5050)?.replicas], [13]);
+  });
 });
 
 const testdata = join(import.meta.dirname, "testdata");
