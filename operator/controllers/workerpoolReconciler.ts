@@ -30,6 +30,7 @@ import {
   applyScale,
   currentReplicas,
   decideReplicas,
+  latencyNeedOf,
   markIdlePodsCheapest,
   newPoolScaler,
   type ScaleDecision,
@@ -203,6 +204,8 @@ export class WorkerPoolReconciler implements Reconciler {
         url: effectiveRedisUrl(spec),
         password,
         pollSeconds: spec.scaling.pollSeconds,
+        // Latency mode sizes by the workers' median job duration: their reports with each poll.
+        reports: spec.scaling.targetWaitSeconds !== undefined,
       });
     } else {
       this.poller.remove(key);
@@ -325,6 +328,7 @@ export class WorkerPoolReconciler implements Reconciler {
     if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
     const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
     pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
+    const reports = pass.sample?.reports;
     pass.decision = decideReplicas(
       pass.state,
       pass.spec,
@@ -334,7 +338,27 @@ export class WorkerPoolReconciler implements Reconciler {
       pass.now,
       pass.queuePaused,
       pass.pauseSeenByPoll,
+      {
+        countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
+        jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
+      },
     );
+    this.latencyGauges(pass, counts);
+  }
+
+  /** Latency mode's inputs as metrics: the arrival rate and the slots the wait target needs. */
+  private latencyGauges(pass: PoolPass, counts: QueueCounts | undefined): void {
+    const labels = { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name };
+    const m = this.metrics;
+    const scaler = pass.state.scaler;
+    if (pass.spec?.scaling.targetWaitSeconds === undefined || pass.spec.scaling.mode !== "direct") {
+      m.arrivalRate.remove(labels);
+      m.neededSlots.remove(labels);
+      return;
+    }
+    if (scaler.arrivals?.perSecond !== undefined) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
+    const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
+    if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
   }
 
   /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
@@ -444,6 +468,8 @@ export class WorkerPoolReconciler implements Reconciler {
       m.pollErrors,
       m.polls,
       m.replicaCap,
+      m.arrivalRate,
+      m.neededSlots,
     ])
       g.remove({ namespace, workerpool: name });
     const queue = this.gaugeQueues.get(key);
