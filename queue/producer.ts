@@ -212,12 +212,16 @@ function encodeDedupe(job: JobToEnqueue, index: number): string {
   if (typeof d !== "object" || d === null)
     throw new InvalidJobError(`${which}: dedupe must be {key, mode, windowMs}`);
   if (d.mode !== "debounce" && d.mode !== "throttle")
-    throw new InvalidJobError(`${which}: dedupe.mode must be debounce or throttle, got ${JSON.stringify(d.mode)}`);
+    throw new InvalidJobError(
+      `${which}: dedupe.mode must be debounce or throttle, got ${JSON.stringify(d.mode)}`,
+    );
   if (typeof d.key !== "string" || d.key === "" || d.key.length > DEDUPE_KEY_MAX)
     throw new InvalidJobError(`${which}: dedupe.key must be a string of 1..${DEDUPE_KEY_MAX} characters`);
   const w = d.windowMs;
   if (typeof w !== "number" || !Number.isInteger(w) || w < 1 || w > DEDUPE_WINDOW_MAX_MS)
-    throw new InvalidJobError(`${which}: dedupe.windowMs must be an integer 1..${DEDUPE_WINDOW_MAX_MS}, got ${w}`);
+    throw new InvalidJobError(
+      `${which}: dedupe.windowMs must be an integer 1..${DEDUPE_WINDOW_MAX_MS}, got ${w}`,
+    );
   if (d.mode === "debounce" && (job.delayMs ?? 0) > 0)
     throw new InvalidJobError(`${which}: a debounced job waits dedupe.windowMs; delayMs must be 0`);
   return `${d.mode}:${w}:${d.key}`;

@@ -21,10 +21,16 @@ const consumer = (redis: RedisClient, queue: string) =>
   new Consumer(redis, queue, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
 
 async function claimOne(c: Consumer): Promise<ClaimedJob> {
-  return pollUntil("a job due", async () => (await c.claim(5)).jobs[0], { intervalMs: 20, timeoutMs: 20_000 });
+  return pollUntil("a job due", async () => (await c.claim(5)).jobs[0], {
+    intervalMs: 20,
+    timeoutMs: 20_000,
+  });
 }
 
-function dedupeCases(ctx: () => { redis: RedisClient; producer: Producer; admin: QueueAdmin }, fresh: () => string) {
+function dedupeCases(
+  ctx: () => { redis: RedisClient; producer: Producer; admin: QueueAdmin },
+  fresh: () => string,
+) {
   test("debounce: a burst of 20 is one job that runs once, with the latest data, a window after the last", async () => {
     const { redis, producer, admin } = ctx();
     const q = fresh();
@@ -84,7 +90,10 @@ function dedupeCases(ctx: () => { redis: RedisClient; producer: Producer; admin:
     assert.notEqual(later.id, first.id);
     // idempotency keys are unchanged beside it
     const idem = await producer.enqueue(q, 1, { idempotencyKey: "same" });
-    assert.deepEqual(await producer.enqueue(q, 2, { idempotencyKey: "same" }), { id: idem.id, created: false });
+    assert.deepEqual(await producer.enqueue(q, 2, { idempotencyKey: "same" }), {
+      id: idem.id,
+      created: false,
+    });
   });
 
   test("debounced grouped jobs join their group when due; a batch mixes modes and plain jobs", async () => {
@@ -131,7 +140,8 @@ function dedupeCases(ctx: () => { redis: RedisClient; producer: Producer; admin:
     for (const [dedupe, message] of bad)
       await assert.rejects(
         producer.enqueue(q, 1, { id: "x", dedupe: dedupe as never }),
-        (err: unknown) => err instanceof InvalidJobError && message.test(err.message) && /job x/.test(err.message),
+        (err: unknown) =>
+          err instanceof InvalidJobError && message.test(err.message) && /job x/.test(err.message),
       );
     await assert.rejects(
       producer.enqueue(q, 1, { delayMs: 5, dedupe: { key: "k", mode: "debounce", windowMs: 10 } }),

@@ -31,9 +31,9 @@ const groupOf = (j: ClaimedJob) => (JSON.parse(j.rawData) as { g: string }).g;
 /** Claims until a job comes (a retry waiting for its backoff). */
 async function pollClaim(c: Consumer): Promise<ClaimedJob[]> {
   for (;;) {
-    const { jobs, nextDueMs } = await c.claim(5);
+    const { jobs, nextDueAt } = await c.claim(5);
     if (jobs.length > 0) return jobs;
-    await new Promise((r) => setTimeout(r, Math.max(5, Math.min(100, (nextDueMs ?? 0) - Date.now()))));
+    await new Promise((r) => setTimeout(r, Math.max(5, Math.min(100, (nextDueAt ?? 0) - Date.now()))));
   }
 }
 
@@ -259,7 +259,8 @@ function groupCases(
     const error = { name: "Error", message: "fatal" };
     const firsts = (await c.claim(5)).jobs;
     assert.deepEqual(firsts.map((j) => j.id).sort(), ["b0", "c0"]);
-    for (const j of firsts) assert.equal(await c.fail(j, error, { retryable: false, retryDelayMs: 0 }), "dead");
+    for (const j of firsts)
+      assert.equal(await c.fail(j, error, { retryable: false, retryDelayMs: 0 }), "dead");
     // loose goes on; strict is paused, blocked by b0
     assert.deepEqual(
       (await c.claim(5)).jobs.map((j) => j.id),
@@ -302,7 +303,16 @@ function groupCases(
     }
     // claims of one job: heavy keeps its place for three turns in a row
     assert.equal(order.filter((g) => g === "heavy").length, 15, order.join(" "));
-    assert.deepEqual(order.slice(0, 8), ["heavy", "heavy", "heavy", "light", "heavy", "heavy", "heavy", "light"]);
+    assert.deepEqual(order.slice(0, 8), [
+      "heavy",
+      "heavy",
+      "heavy",
+      "light",
+      "heavy",
+      "heavy",
+      "heavy",
+      "light",
+    ]);
     // claims of many jobs: the same share
     const many: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -318,7 +328,10 @@ function groupCases(
     assert.equal(many.length - heavy, 10);
     assert.equal((await listGroups(redis, q)).groups.find((g) => g.group === "heavy")?.weight, 3);
     await assert.rejects(setGroupLimit(redis, q, undefined, { weight: 2 }), /weight is set per group/);
-    await assert.rejects(setGroupLimit(redis, q, "heavy", { weight: 0 }), /weight must be an integer 1\.\.1000/);
+    await assert.rejects(
+      setGroupLimit(redis, q, "heavy", { weight: 0 }),
+      /weight must be an integer 1\.\.1000/,
+    );
   });
 
   test("pause and resume one group: the others go on, a paused group's jobs wait, resume wakes a consumer", async () => {

@@ -10,7 +10,7 @@ import { after, before, describe, test } from "node:test";
 import { setGroupLimit } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
-import { REPO } from "../support/workers.ts";
+import { REPO, type WorkerProcess } from "../support/workers.ts";
 
 const INTERVAL_HANDLER = `module:${join(REPO, "test/fixtures/intervalHandler.js")}`;
 
@@ -60,9 +60,11 @@ function orderViolations(executions: Execution[]): string[] {
   for (let k = 1; k < executions.length; k++) {
     const prev = executions[k - 1]!;
     const cur = executions[k]!;
-    if (cur.start < prev.end) problems.push(`${cur.id} started ${prev.end - cur.start} ms before ${prev.id} ended`);
+    if (cur.start < prev.end)
+      problems.push(`${cur.id} started ${prev.end - cur.start} ms before ${prev.id} ended`);
     if (cur.index === prev.index + 1) {
-      if (prev.outcome !== "end") problems.push(`${cur.id} started after ${prev.id} ${prev.outcome}, before it succeeded`);
+      if (prev.outcome !== "end")
+        problems.push(`${cur.id} started after ${prev.id} ${prev.outcome}, before it succeeded`);
     } else if (cur.index !== prev.index) {
       problems.push(`${cur.id} followed ${prev.id}`);
     }
@@ -88,7 +90,7 @@ describe("sequences across worker processes", () => {
       CONVEYOR_BACKOFF_MAX: "300ms",
       LOG_LEVEL: "warn",
     };
-    const workers = [];
+    const workers: WorkerProcess[] = [];
     for (let i = 0; i < 6; i++) workers.push(await bed.worker(q, env));
     const groups = ["s0", "s1", "s2", "s3", "s4"];
     const perGroup = 16;
@@ -144,13 +146,16 @@ describe("sequences across worker processes", () => {
         .sort((a, b) => a.t - b.t)
         .map((s) => {
           const end = ends.get(s.exec);
-          assert.ok(end || s.pid === doomed, `${s.exec} of ${s.id} has no end, and its worker was not killed`);
+          assert.ok(
+            end || s.pid === doomed,
+            `${s.exec} of ${s.id} has no end, and its worker was not killed`,
+          );
           return {
             id: s.id,
             index: Number(s.id.split("-")[1]),
             start: s.t,
             end: end?.t ?? killedAt,
-            outcome: end?.ev ?? "killed",
+            outcome: end ? (end.ev as "end" | "fail") : "killed",
           };
         });
       assert.deepEqual(orderViolations(executions), [], `group ${g}`);
