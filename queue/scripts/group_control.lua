@@ -84,6 +84,8 @@ elseif action == 'onDead' then
 elseif action == 'weight' then
   -- (turns per round: a group of weight w takes up to w jobs per visit of the ring)
   if g == '' then return redis.error_reply('ERR_INVALID_GROUP a group is required to set a weight') end
+  -- (a round in progress ends: its turns are counted afresh)
+  redis.call('HDEL', q .. 'gturns', g)
   if concurrency == '' then
     redis.call('HDEL', KEYS[1], 'weight:' .. g)
   else

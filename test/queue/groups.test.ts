@@ -327,6 +327,23 @@ function groupCases(
     assert.equal(heavy, 30, many.join(" "));
     assert.equal(many.length - heavy, 10);
     assert.equal((await listGroups(redis, q)).groups.find((g) => g.group === "heavy")?.weight, 3);
+    // mid-round, heavy's used turns are kept; a weight change starts afresh, and a group with
+    // nothing waiting keeps nothing of its round
+    const k = new QueueKeys(q);
+    const one = (await c.claim(1)).jobs;
+    await c.complete(one[0]!, null);
+    assert.equal(await redis.hget(`${k.prefix}q:${q}:gturns`, "heavy"), "1");
+    await setGroupLimit(redis, q, "heavy", { weight: 2 });
+    assert.equal(await redis.hget(`${k.prefix}q:${q}:gturns`, "heavy"), null);
+    for (;;) {
+      const { jobs } = await c.claim(50);
+      if (jobs.length === 0) break;
+      await c.settleMany(
+        jobs.map((job) => ({ job, settlement: { result: null } })),
+        0,
+      );
+    }
+    assert.equal(await redis.exists(`${k.prefix}q:${q}:gturns`), 0);
     await assert.rejects(setGroupLimit(redis, q, undefined, { weight: 2 }), /weight is set per group/);
     await assert.rejects(
       setGroupLimit(redis, q, "heavy", { weight: 0 }),

@@ -27,6 +27,8 @@ local function promoteDue(jobPrefix, queue, readyKey, delayedKey, deadKey, count
       putReady(readyKey, jk, id, held, f[2] or false, f[3], f[4])
       if held then groupHeldReleased(groupQueuePrefix(jobPrefix, queue), held, jk) end
     else
+      -- (a sequenced retry's hold ends with it: its group is not blocked by a record nobody can run)
+      if not f.err and f[5] == '1' and f[4] then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
       local reason = notAHash(jk, id) or 'malformed: job record missing or has no numeric score'
       deadLetterRaw(jk, id, deadKey, countsKey, now, reason, queue)
       local base = pipelineBase(jobPrefix)
