@@ -33,7 +33,7 @@ const query = (properties: Record<string, JsonSchema>, required: string[] = []):
 });
 
 /** Jobs per batch enqueue call: one enqueue_jobs script call, so a batch is enqueued atomically. */
-/** A group's limits, its own or the default of every group (null removes one). */
+/** A group's limits and settings, its own or the default of every group (null removes one). */
 const GROUP_LIMITS: JsonSchema = {
   type: "object",
   properties: {
@@ -47,6 +47,17 @@ const GROUP_LIMITS: JsonSchema = {
       type: ["string", "null"],
       maxLength: 100,
       description: 'at most this many starts per period, "10/s"; null removes it',
+    },
+    weight: {
+      type: ["integer", "null"],
+      minimum: 1,
+      maximum: 1000,
+      description: "one group only: it takes this many turns per round of the round-robin; null = 1",
+    },
+    onDead: {
+      enum: ["block", "continue", null],
+      description:
+        "what a dead job does to its group: block pauses it until the job is retried, continue (the default) runs the next; null removes the setting",
     },
   },
   additionalProperties: false,
@@ -83,6 +94,18 @@ export const JOB_ENVELOPE: JsonSchema = {
       maxLength: 128,
       description:
         "the job's group (tenant, customer, key; at most 128 UTF-8 bytes): groups are served round-robin, each may have a concurrency limit (docs/protocol.md, Groups)",
+    },
+    dedupe: {
+      type: "object",
+      description:
+        "debounce: while the job enqueued with this key waits, it takes this data and waits windowMs again (one run per burst, latest data; outcome replaced); throttle: the first job of a window runs, the rest are existing (docs/protocol.md, Debounce and throttle)",
+      properties: {
+        key: { type: "string", minLength: 1, maxLength: 500 },
+        mode: { enum: ["debounce", "throttle"] },
+        windowMs: { type: "integer", minimum: 1, maximum: 604800000 },
+      },
+      required: ["key", "mode", "windowMs"],
+      additionalProperties: false,
     },
   },
   required: ["data"],

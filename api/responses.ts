@@ -85,6 +85,9 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     override: { type: "boolean", description: "whether the limit is the group's own" },
     rate: { type: ["string", "null"], description: 'its rate limit, "10/s" (its own, else the default)' },
     paused: bool,
+    weight: { type: "integer", description: "turns per round of the round-robin" },
+    onDead: { enum: ["block", "continue"], description: "what a dead job does to the group" },
+    blockedBy: { type: ["string", "null"], description: "the dead job that paused the group (onDead block)" },
   }),
   Schedule: obj(
     {
@@ -204,7 +207,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     {
       status: 202,
       description: "accepted; poll the status URL",
-      schema: obj({ id: str, created: bool, status: str }),
+      schema: obj({ id: str, created: bool, replaced: bool, status: str }, ["replaced"]),
       headers: { Location: { type: "string", description: "the status URL" } },
     },
     REPLICATION_UNCONFIRMED,
@@ -215,12 +218,13 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       queue: str,
       created: int,
       existing: int,
+      replaced: int,
       jobs: {
         type: "array",
         items: obj({
           index: int,
           id: str,
-          outcome: { enum: ["created", "existing"] },
+          outcome: { enum: ["created", "existing", "replaced"] },
           status: str,
         }),
       },
@@ -295,6 +299,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     queueAnd({
       defaultConcurrency: { type: ["integer", "null"] },
       defaultRate: { type: ["string", "null"] },
+      defaultOnDead: { enum: ["block", "continue"] },
     }),
   ),
   listSchedules: ok(

@@ -17,6 +17,7 @@ export const ENVELOPE_FIELDS = [
   "timeoutMs",
   "contentHash",
   "group",
+  "dedupe",
 ] as const;
 
 const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
@@ -39,8 +40,22 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
       throw new EnvelopeError(`"${k}" must be a number`);
     return b[k] as number | undefined;
   };
+  let dedupe: JobToEnqueue["dedupe"];
+  if (b.dedupe !== undefined) {
+    const d = b.dedupe as Record<string, unknown>;
+    if (typeof d !== "object" || d === null || Array.isArray(d))
+      throw new EnvelopeError(
+        '"dedupe" must be an object like {"key": "k", "mode": "debounce", "windowMs": 5000}',
+      );
+    for (const k of Object.keys(d))
+      if (k !== "key" && k !== "mode" && k !== "windowMs")
+        throw new EnvelopeError(`unknown field "dedupe.${k}"; allowed: key, mode, windowMs`);
+    // (the producer checks the values and names the field: InvalidJobError)
+    dedupe = d as unknown as JobToEnqueue["dedupe"];
+  }
   return {
     data: b.data,
+    dedupe,
     id: str("id"),
     idempotencyKey: str("idempotencyKey"),
     contentHash: str("contentHash"),

@@ -160,6 +160,10 @@ export class QueueKeys extends PipelineKeys {
   get idempotencyPrefix(): string {
     return this.part("idem:");
   }
+  /** Debounce and throttle keys (docs/protocol.md, "Debounce and throttle"): `<prefix><key>` → job id. */
+  get dedupePrefix(): string {
+    return this.part("dd:");
+  }
   /** Groups (docs/protocol.md, "Groups"): the ring of groups that may be served next (sorted set by turn). */
   get groupRing(): string {
     return this.part("gring");

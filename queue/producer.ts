@@ -5,7 +5,7 @@ import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
-import type { EnqueueOptions, EnqueueResult } from "./types.ts";
+import type { Dedupe, EnqueueOptions, EnqueueResult } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
@@ -15,8 +15,13 @@ export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 const BULK_CHUNK = 500;
 /** Index of the trace field among a job's enqueue_jobs arguments. */
 const TRACE_FIELD = 8;
-/** Index of the group field: sent only in a batch that has a grouped job. */
+/** Index of the group field: sent only in a batch that has a grouped or deduplicated job. */
 const GROUP_FIELD = 9;
+/** Index of the dedupe field: sent only in a batch that has a job with `dedupe`. */
+const DEDUPE_FIELD = 10;
+/** Longest dedupe key, and window (7 days). */
+export const DEDUPE_KEY_MAX = 500;
+export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
 
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
@@ -76,12 +81,17 @@ export class Producer {
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
       const chunk = encoded.slice(start, start + BULK_CHUNK);
-      // A batch with a grouped job sends a 10th field per job, after the `+group` marker
-      // (enqueue_jobs.lua); one without sends exactly what it always did. With durability
-      // "replicated": a ReplicationError when no replica confirmed the batch (enqueueing it again
-      // with the same ids creates nothing twice).
+      // A batch with a grouped job sends a 10th field per job, after the `+group` marker, one with
+      // a dedupe an 11th too, after `+dedupe` (enqueue_jobs.lua); one without either sends exactly
+      // what it always did. With durability "replicated": a ReplicationError when no replica
+      // confirmed the batch (enqueueing it again with the same ids creates nothing twice).
+      const deduped = chunk.some((e) => e[DEDUPE_FIELD] !== "");
       const grouped = chunk.some((e) => e[GROUP_FIELD] !== "");
-      const args = grouped ? ["+group", ...chunk.flat()] : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
+      const args = deduped
+        ? ["+dedupe", ...chunk.flat()]
+        : grouped
+          ? ["+group", ...chunk.flatMap((e) => e.slice(0, DEDUPE_FIELD))]
+          : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
       const reply = await runDurableScript<(string | number)[]>(
         this.redis,
         this.durability,
@@ -97,8 +107,14 @@ export class Producer {
           ...args,
         ],
       );
-      for (let i = 0; i < reply.length; i += 2)
-        results.push({ id: String(reply[i]), created: Number(reply[i + 1]) === 1 });
+      for (let i = 0; i < reply.length; i += 2) {
+        const code = Number(reply[i + 1]);
+        results.push(
+          code === 2
+            ? { id: String(reply[i]), created: false, replaced: true }
+            : { id: String(reply[i]), created: code === 1 },
+        );
+      }
     }
     return results;
   }
@@ -132,6 +148,7 @@ export class Producer {
         throw err;
       }
     }
+    const dedupe = job.dedupe === undefined ? "" : encodeDedupe(job, index);
     const delayMs = job.delayMs ?? 0;
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
@@ -147,6 +164,7 @@ export class Producer {
       job.contentHash ?? "",
       "", // trace: set by enqueueMany while tracing is on
       job.group ?? "",
+      dedupe,
     ];
   }
 
@@ -185,6 +203,28 @@ function encodeData(job: JobToEnqueue, index: number): string {
   if (typeof data !== "string")
     throw new InvalidJobError(`${which}: data is not JSON-serializable (a ${typeof job.data})`);
   return data;
+}
+
+/** `<mode>:<windowMs>:<key>` as enqueue_jobs takes it; an InvalidJobError naming the field otherwise. */
+function encodeDedupe(job: JobToEnqueue, index: number): string {
+  const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+  const d = job.dedupe as Partial<Dedupe> | null;
+  if (typeof d !== "object" || d === null)
+    throw new InvalidJobError(`${which}: dedupe must be {key, mode, windowMs}`);
+  if (d.mode !== "debounce" && d.mode !== "throttle")
+    throw new InvalidJobError(
+      `${which}: dedupe.mode must be debounce or throttle, got ${JSON.stringify(d.mode)}`,
+    );
+  if (typeof d.key !== "string" || d.key === "" || d.key.length > DEDUPE_KEY_MAX)
+    throw new InvalidJobError(`${which}: dedupe.key must be a string of 1..${DEDUPE_KEY_MAX} characters`);
+  const w = d.windowMs;
+  if (typeof w !== "number" || !Number.isInteger(w) || w < 1 || w > DEDUPE_WINDOW_MAX_MS)
+    throw new InvalidJobError(
+      `${which}: dedupe.windowMs must be an integer 1..${DEDUPE_WINDOW_MAX_MS}, got ${w}`,
+    );
+  if (d.mode === "debounce" && (job.delayMs ?? 0) > 0)
+    throw new InvalidJobError(`${which}: a debounced job waits dedupe.windowMs; delayMs must be 0`);
+  return `${d.mode}:${w}:${d.key}`;
 }
 
 function check(ok: boolean, message: string): asserts ok {

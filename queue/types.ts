@@ -20,12 +20,30 @@ export interface EnqueueOptions {
    * round-robin and may have a concurrency limit (docs/protocol.md, "Groups").
    */
   group?: string;
+  /**
+   * Debounce or throttle by key (docs/protocol.md, "Debounce and throttle"). `debounce`: while
+   * the job enqueued with this key still waits, it takes this job's data and waits `windowMs`
+   * again (one run per burst, with the latest data); the job is delayed by `windowMs` (no
+   * `delayMs` with it). `throttle`: the first job of a window of `windowMs` is created, the rest
+   * report it (`created: false`). Idempotency keys are unaffected.
+   */
+  dedupe?: Dedupe;
+}
+
+export interface Dedupe {
+  /** 1..500 characters, within the queue. */
+  key: string;
+  mode: "debounce" | "throttle";
+  /** 1 ms .. 7 days, whole ms. */
+  windowMs: number;
 }
 
 export interface EnqueueResult {
   id: string;
-  /** false when the id or idempotency key already existed. */
+  /** false when the id, idempotency key or throttle key already existed, or a debounce replaced. */
   created: boolean;
+  /** true when a debounce gave the waiting job with its key this data (id: that job's). */
+  replaced?: boolean;
 }
 
 /** A job as a consumer holds it: the lease token is the fencing token. */

@@ -10,6 +10,8 @@ import {
   RateLimitError,
   resumeGroup,
   setGroupLimit,
+  type GroupLimit,
+  type GroupOnDead,
   type GroupState,
   type RateLimit,
 } from "../../queue/index.ts";
@@ -20,15 +22,17 @@ import type { Handlers } from "../router.ts";
 interface LimitBody {
   concurrency?: number | null;
   rate?: string | null;
+  weight?: number | null;
+  onDead?: GroupOnDead | null;
 }
 
 /** The body's limits as setGroupLimit takes them; a 400 naming the field otherwise. */
-function limits(body: LimitBody): { concurrency?: number | null; rate?: RateLimit | null } {
-  if (body.concurrency === undefined && body.rate === undefined)
+function limits(body: LimitBody): GroupLimit {
+  if (Object.values(body).every((v) => v === undefined))
     throw HttpError.field(
       400,
       "body",
-      'body must set "concurrency" and/or "rate" (null removes one)',
+      'body must set "concurrency", "rate", "weight" and/or "onDead" (null removes one)',
       "missing_field",
     );
   let rate: RateLimit | null | undefined;
@@ -38,7 +42,7 @@ function limits(body: LimitBody): { concurrency?: number | null; rate?: RateLimi
     if (err instanceof RateLimitError) throw HttpError.field(400, "body.rate", err.message, "invalid_field");
     throw err;
   }
-  return { concurrency: body.concurrency, rate };
+  return { concurrency: body.concurrency, rate, weight: body.weight, onDead: body.onDead };
 }
 
 /** queue/groups.ts's input errors as 400s naming the field. */
@@ -47,8 +51,8 @@ async function checked<T>(run: () => Promise<T>): Promise<T> {
     return await run();
   } catch (err) {
     if (err instanceof InvalidGroupError) {
-      const field = /concurrency/.test(err.message) ? "body.concurrency" : "path.group";
-      throw HttpError.field(400, field, err.message, "invalid_field");
+      const field = /^(concurrency|weight|onDead)\b/.exec(err.message)?.[1];
+      throw HttpError.field(400, field ? `body.${field}` : "path.group", err.message, "invalid_field");
     }
     if (err instanceof RateLimitError) throw HttpError.field(400, "body.rate", err.message, "invalid_field");
     throw err;
@@ -68,6 +72,9 @@ export function groupHandlers(ctx: ApiContext): Handlers {
         override: false,
         rate: all.defaultRate,
         paused: false,
+        weight: 1,
+        onDead: all.defaultOnDead,
+        blockedBy: null,
       }
     );
   }
@@ -97,7 +104,12 @@ export function groupHandlers(ctx: ApiContext): Handlers {
       await checked(() => setGroupLimit(ctx.redis, queue, undefined, limits(body as LimitBody)));
       const all = await listGroups(ctx.redis, queue);
       return {
-        body: { queue, defaultConcurrency: all.defaultConcurrency, defaultRate: all.defaultRate },
+        body: {
+          queue,
+          defaultConcurrency: all.defaultConcurrency,
+          defaultRate: all.defaultRate,
+          defaultOnDead: all.defaultOnDead,
+        },
       };
     },
   };

@@ -77,11 +77,15 @@ export function jobApiHandlers(ctx: ApiContext): Handlers {
       const outcomes = results.map((r, index) => ({
         index,
         id: r.id,
-        outcome: r.created ? "created" : "existing",
+        outcome: r.created ? "created" : r.replaced ? "replaced" : "existing",
         status: statusUrl(r.id, queue),
       }));
       const created = outcomes.filter((o) => o.outcome === "created").length;
-      return { status: 202, body: { queue, created, existing: outcomes.length - created, jobs: outcomes } };
+      const replaced = outcomes.filter((o) => o.outcome === "replaced").length;
+      return {
+        status: 202,
+        body: { queue, created, existing: outcomes.length - created - replaced, replaced, jobs: outcomes },
+      };
     },
 
     async listDead({ params, query }) {

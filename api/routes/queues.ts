@@ -102,7 +102,12 @@ export function queueHandlers(ctx: ApiContext): Handlers {
       const status = `/jobs/${encodeURIComponent(result.id)}?queue=${encodeURIComponent(queue)}`;
       return {
         status: 202,
-        body: { id: result.id, created: result.created, status },
+        body: {
+          id: result.id,
+          created: result.created,
+          ...(result.replaced ? { replaced: true } : {}),
+          status,
+        },
         headers: { location: status },
       };
     },

@@ -10,15 +10,20 @@ import {
   Producer,
   REPLICA_TIMEOUT_SETTING,
   ReplicationError,
+  type Dedupe,
+  DEDUPE_KEY_MAX,
+  DEDUPE_WINDOW_MAX_MS,
   type Durability,
   type JobToEnqueue,
 } from "../../queue/index.ts";
+import { parseDuration } from "../../lib/duration.ts";
 import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "../command.ts";
 
 export default defineCommand({
   name: "enqueue",
   synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…})`,
+          [--debounce KEY:WINDOW | --throttle KEY:WINDOW]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…})`,
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
@@ -31,6 +36,16 @@ export default defineCommand({
       kind: "string",
       arg: "G",
       help: "the job's group (≤ 128 bytes): groups are served round-robin (docs/protocol.md, Groups)",
+    },
+    debounce: {
+      kind: "string",
+      arg: "KEY:WINDOW",
+      help: "while a job enqueued with KEY waits, it takes this data and waits WINDOW (e.g. 5s) again: one run per burst, with the latest data",
+    },
+    throttle: {
+      kind: "string",
+      arg: "KEY:WINDOW",
+      help: "the first job with KEY in a WINDOW (e.g. 1m) is created, the rest are duplicates of it",
     },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
     durability: DURABILITY_SETTING,
@@ -53,6 +68,7 @@ export default defineCommand({
       attempts: o.maybeInt("attempts"),
       timeoutMs: o.maybeDuration("timeout"),
       group,
+      dedupe: dedupeFlag(o.raw("debounce"), o.raw("throttle")),
     };
     const file = o.raw("file");
     const asJson = o.bool("json");
@@ -68,9 +84,14 @@ export default defineCommand({
         if (file) {
           const results = await producer.enqueueMany(queue, readJobs(file, opts));
           const created = results.filter((r) => r.created).length;
+          const replaced = results.filter((r) => r.replaced).length;
           print(
             asJson
-              ? JSON.stringify({ enqueued: created, duplicates: results.length - created })
+              ? JSON.stringify({
+                  enqueued: created,
+                  duplicates: results.length - created - replaced,
+                  replaced,
+                })
               : String(created),
           );
           return;
@@ -95,6 +116,30 @@ export default defineCommand({
     }
   },
 });
+
+/** `--debounce KEY:WINDOW` or `--throttle KEY:WINDOW` (the key may hold `:`; the window is after the last). */
+function dedupeFlag(debounce: string | undefined, throttle: string | undefined): Dedupe | undefined {
+  if (debounce !== undefined && throttle !== undefined)
+    throw new UsageError("--debounce and --throttle cannot be used together");
+  const text = debounce ?? throttle;
+  if (text === undefined) return undefined;
+  const flag = debounce !== undefined ? "--debounce" : "--throttle";
+  const cut = text.lastIndexOf(":");
+  if (cut <= 0 || cut === text.length - 1)
+    throw new UsageError(`${flag} must be KEY:WINDOW (e.g. doc-7:5s), got ${JSON.stringify(text)}`);
+  let windowMs: number;
+  try {
+    windowMs = parseDuration(text.slice(cut + 1), `${flag} window`);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (!Number.isInteger(windowMs) || windowMs < 1 || windowMs > DEDUPE_WINDOW_MAX_MS)
+    throw new UsageError(`${flag} window must be 1ms..7d in whole ms, got ${text.slice(cut + 1)}`);
+  const key = text.slice(0, cut);
+  if (key.length > DEDUPE_KEY_MAX)
+    throw new UsageError(`${flag} key is ${key.length} characters, limit ${DEDUPE_KEY_MAX}`);
+  return { key, mode: debounce !== undefined ? "debounce" : "throttle", windowMs };
+}
 
 /** One job per non-empty line: bare JSON data, or an envelope whose fields win over the flags. */
 function readJobs(file: string, opts: Omit<JobToEnqueue, "data">): JobToEnqueue[] {

@@ -8,12 +8,13 @@ import {
   pauseGroup,
   resumeGroup,
   setGroupLimit,
+  type GroupOnDead,
   type RedisClient,
 } from "../../queue/index.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 import { LIMIT_SETTING } from "./dlq.ts";
 
-const USAGE = `group limit <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off]
+const USAGE = `group limit|set <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off] [--weight N|off] [--on-dead block|continue|off]
   group pause|resume <queue> <group>
   group list <queue> [--limit N] [--json]`;
 
@@ -36,6 +37,23 @@ function parseConcurrency(text: string): number | null {
   return n;
 }
 
+/** `--weight N` (1..1000) or `off` (weight 1). */
+function parseWeight(text: string): number | null {
+  if (text === "off") return null;
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isInteger(n) || n < 1 || n > 1000)
+    throw new UsageError(`--weight must be an integer 1..1000 or off, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** `--on-dead block|continue|off` (off: the queue's default). */
+function parseOnDead(text: string): GroupOnDead | null {
+  if (text === "off") return null;
+  if (text !== "block" && text !== "continue")
+    throw new UsageError(`--on-dead must be block, continue or off, got ${JSON.stringify(text)}`);
+  return text;
+}
+
 function groupForUsage(group: string): string {
   try {
     assertGroup(group);
@@ -47,7 +65,8 @@ function groupForUsage(group: string): string {
 
 export default defineCommand({
   name: "group",
-  synopsis: `  group limit <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off]   a group's limits (no group: every group's default)
+  synopsis: `  group limit|set <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off] [--weight N|off] [--on-dead block|continue|off]
+                                          a group's settings (no group: every group's default)
   group pause|resume <queue> <group>      stop or restart starting one group's jobs
   group list <queue> [--limit N] [--json] groups by waiting jobs: running / limit, paused`,
   settings: {
@@ -62,6 +81,16 @@ export default defineCommand({
       arg: "N/<s|m|h>|off",
       help: "group limit: at most N job starts of the group in any window of a second, minute or hour; off removes it",
     },
+    weight: {
+      kind: "string",
+      arg: "N|off",
+      help: "group set: the group takes N turns per round of the round-robin (1..1000); off = 1",
+    },
+    "on-dead": {
+      kind: "string",
+      arg: "block|continue|off",
+      help: "group set: a dead job pauses its group until it is retried (block) or the next job runs (continue, the default)",
+    },
     limit: { ...LIMIT_SETTING, default: 50, help: "group list: at most this many groups" },
   },
   async run(o) {
@@ -71,24 +100,35 @@ export default defineCommand({
     const asJson = o.bool("json");
     const withQueue = (fn: (redis: RedisClient) => Promise<void>) => withRedis(o.str("redis")!, fn);
     switch (action) {
-      case "limit": {
+      case "limit":
+      case "set": {
         const concurrencyText = o.raw("concurrency");
         const rateText = o.raw("rate");
-        if (concurrencyText === undefined && rateText === undefined)
-          throw new UsageError("group limit needs --concurrency N|off or --rate N/<s|m|h>|off");
+        const weightText = o.raw("weight");
+        const onDeadText = o.raw("on-dead");
+        if ([concurrencyText, rateText, weightText, onDeadText].every((t) => t === undefined))
+          throw new UsageError(
+            `group ${action} needs --concurrency N|off, --rate N/<s|m|h>|off, --weight N|off or --on-dead block|continue|off`,
+          );
         const concurrency = concurrencyText === undefined ? undefined : parseConcurrency(concurrencyText);
         const rate = rateText === undefined ? undefined : parseRate(rateText);
+        const weight = weightText === undefined ? undefined : parseWeight(weightText);
+        const onDead = onDeadText === undefined ? undefined : parseOnDead(onDeadText);
         const target = group === undefined ? undefined : groupForUsage(group);
+        if (weight !== undefined && target === undefined)
+          throw new UsageError("--weight is set per group: group set <queue> <group> --weight N");
         await withQueue(async (redis) => {
-          await setGroupLimit(redis, queue, target, { concurrency, rate });
+          await setGroupLimit(redis, queue, target, { concurrency, rate, weight, onDead });
           const rateShown = rate === undefined ? undefined : rate === null ? "off" : formatRateLimit(rate);
           const parts = [
             ...(concurrency === undefined ? [] : [`concurrency ${concurrency ?? "off"}`]),
             ...(rateShown === undefined ? [] : [`rate ${rateShown}`]),
+            ...(weight === undefined ? [] : [`weight ${weight ?? "off"}`]),
+            ...(onDead === undefined ? [] : [`on dead ${onDead ?? "off"}`]),
           ];
           print(
             asJson
-              ? JSON.stringify({ queue, group: target ?? null, concurrency, rate: rateShown })
+              ? JSON.stringify({ queue, group: target ?? null, concurrency, rate: rateShown, weight, onDead })
               : `${queue} ${target === undefined ? "every group" : `group ${target}`}: ${parts.join(", ")}`,
           );
         });
@@ -123,7 +163,7 @@ export default defineCommand({
           for (const g of shown) {
             const limit = g.concurrency === null ? "-" : `${g.concurrency}${g.override ? "" : "*"}`;
             print(
-              `${g.group}\twaiting ${g.waiting}\trunning ${g.running}/${limit}${g.rate ? `\trate ${g.rate}` : ""}${g.paused ? "\tpaused" : ""}`,
+              `${g.group}\twaiting ${g.waiting}\trunning ${g.running}/${limit}${g.rate ? `\trate ${g.rate}` : ""}${g.weight !== 1 ? `\tweight ${g.weight}` : ""}${g.paused ? "\tpaused" : ""}${g.blockedBy ? ` (blocked by dead job ${g.blockedBy})` : ""}`,
             );
           }
           if (shown.length < all.groups.length) print(`… ${all.groups.length - shown.length} more (--limit)`);

@@ -44,7 +44,7 @@ local cancelTree
 -- Returns how many jobs this cancelled (0: finished or missing), the job's state and queue.
 local function cancelOne(id, depth)
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token', 'group')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token', 'group', 'holdsGroup')
   if f.err or not f[1] then return 0, nil, nil end
   local state, queue = f[1], f[2] or ''
   local set = SETS[state]
@@ -57,6 +57,9 @@ local function cancelOne(id, depth)
       groupCancelledWaiting(q, g, id)
     elseif g and state == 'active' then
       groupLeftRunning(q, g)
+    elseif g and f[6] == '1' then
+      -- (a sequenced retry waiting for its backoff held its group's slot)
+      groupHeldReleased(q, g, jk)
     elseif state == 'ready' then
       -- A ready job not in the sorted set waits in the line: its entry stays, counted stale.
       leftLine(q .. set, removed == 1)

@@ -38,7 +38,7 @@ local deleted = 0
 for i = 5, #ARGV do
   local id = ARGV[i]
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group', 'holdsGroup')
   local outcome, state = 'notFound', ''
   if f.err then
     -- Not a hash (another client SET it): deleted if it is this queue's.
@@ -60,6 +60,9 @@ for i = 5, #ARGV do
         groupCancelledWaiting(queuePrefixOfReady(KEYS[1]), f[8], id)
       elseif state == 'ready' then
         leftLine(KEYS[1], wasQueued)
+      elseif f[9] == '1' and groupOf(f[8]) then
+        -- (a sequenced retry waiting for its backoff held its group's slot)
+        groupHeldReleased(queuePrefixOfReady(KEYS[1]), f[8], jk)
       end
       if f[3] and f[3] ~= '' then
         finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. DELETED .. '}', now, f[3], f[4] or false)

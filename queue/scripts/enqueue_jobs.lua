@@ -6,8 +6,11 @@
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
 --       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none);
 --       when ARGV 7 is `+group`, the jobs start at 8 and each has a 10th field, group ('' = none,
---       at most 128 bytes: else ERR_INVALID_GROUP)
--- Returns a flat list: id, created (1) or duplicate (0), per job.
+--       at most 128 bytes: else ERR_INVALID_GROUP); when it is `+dedupe`, they start at 8 and
+--       each has a 10th, group, and an 11th, dedupe: `<debounce|throttle>:<windowMs>:<key>`
+--       ('' = none; else ERR_INVALID_DEDUPE), see docs/protocol.md, "Debounce and throttle"
+-- Returns a flat list: id, created (1), duplicate (0) or replaced (2: a debounce gave the waiting
+-- job with its key this job's data; the id is that job's), per job.
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
@@ -18,7 +21,37 @@ local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
 local FIELDS, first = 9, 7
-if ARGV[7] == '+group' then FIELDS, first = 10, 8 end
+if ARGV[7] == '+group' then FIELDS, first = 10, 8 elseif ARGV[7] == '+dedupe' then FIELDS, first = 11, 8 end
+-- Debounce and throttle (docs/protocol.md, "Debounce and throttle"): `<Q>dd:<key>` names the job
+-- that holds the key for `window` ms. Throttle: the first job of a window takes the key (SET NX),
+-- the rest report it `existing`. Debounce: while the key names a job still waiting for its first
+-- attempt (delayed, in this queue), that job takes the new data and waits `window` again (its id
+-- and other fields stay); else the new job is created, delayed by `window`, and takes the key.
+-- Returns (existing id or false, replaced).
+local function dedupeKeyOf(readyKey, key)
+  return string.sub(readyKey, 1, #readyKey - 5) .. 'dd:' .. key
+end
+local function dedupe(ddk, mode, window, id, data)
+  if mode == 'throttle' then
+    if redis.call('SET', ddk, id, 'NX', 'PX', window) then return false, false end
+    return redis.call('GET', ddk), false
+  end
+  local held = redis.call('GET', ddk)
+  if held then
+    local hk = jobKey(jobPrefix, held)
+    local f = redis.pcall('HMGET', hk, 'state', 'queue', 'attemptsMade')
+    if not f.err and f[1] == 'delayed' and f[2] == queue and (tonumber(f[3]) or 0) == 0
+        and redis.call('ZSCORE', KEYS[2], held) then
+      redis.call('ZADD', KEYS[2], now + window, held)
+      redis.call('HSET', hk, 'data', data)
+      redis.call('SET', ddk, held, 'PX', window)
+      record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', held, 'queue', queue, 'at', now, 'from', 'debounce', 'due', now + window, 'data', data})
+      return held, true
+    end
+  end
+  redis.call('SET', ddk, id, 'PX', window)
+  return false, false
+end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
@@ -31,9 +64,17 @@ for i = first, #ARGV, FIELDS do
   if #data > maxBytes then
     return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
   end
-  local group = FIELDS == 10 and groupOf(ARGV[i + 9]) or nil
+  local group = FIELDS >= 10 and groupOf(ARGV[i + 9]) or nil
   if group and #group > GROUP_MAX_BYTES then
     return redis.error_reply('ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
+  end
+  local mode, window, ddKey = nil, nil, nil
+  if FIELDS == 11 and ARGV[i + 10] ~= '' then
+    mode, window, ddKey = string.match(ARGV[i + 10], '^(%a+):(%d+):(.+)$')
+    window = tonumber(window)
+    if (mode ~= 'debounce' and mode ~= 'throttle') or not window or window < 1 then
+      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. ARGV[i + 10])
+    end
   end
   local existing = false
   if idemKey ~= '' then
@@ -41,7 +82,16 @@ for i = first, #ARGV, FIELDS do
   end
   local jk = jobKey(jobPrefix, id)
   if not existing and redis.call('EXISTS', jk) == 1 then existing = id end
-  if existing then
+  local replaced = false
+  if not existing and mode then
+    existing, replaced = dedupe(dedupeKeyOf(KEYS[1], ddKey), mode, window, id, data)
+    -- (a debounced job waits out the window: the last of a burst runs, `window` after it came)
+    if mode == 'debounce' then delay = window end
+  end
+  if replaced then
+    out[#out + 1] = existing
+    out[#out + 1] = 2
+  elseif existing then
     out[#out + 1] = existing
     out[#out + 1] = 0
   else

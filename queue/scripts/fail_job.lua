@@ -35,12 +35,18 @@ end
 history[#history + 1] = {attempt = made, token = token, at = now, error = err}
 while #history > 10 do table.remove(history, 1) end
 redis.call('ZREM', KEYS[1], id)
-if af[2] and af[2] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), af[2]) end
+local retry = ARGV[8] == '1' and made < attempts
+local g = groupOf(af[2])
+local q = g and groupQueuePrefix(jobPrefix, queue)
+-- A retry of a sequenced group keeps the group's slot through its backoff (groups.lua, groupSequence).
+local holds = retry and g and groupSequence(q, g)
+if g and not holds then groupLeftRunning(q, g) end
 redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
-if ARGV[8] == '1' and made < attempts then
+if retry then
   local due = now + tonumber(ARGV[7])
   redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))
+  if holds then redis.call('HSET', jk, 'holdsGroup', '1') end
   redis.call('ZADD', KEYS[2], due, id)
   redis.call('HINCRBY', KEYS[4], 'retried', 1)
   record(KEYS[5], KEYS[6], {'type', 'retried', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'due', due})
@@ -52,6 +58,7 @@ else reason = 'attempts exhausted (' .. made .. '/' .. attempts .. '): ' .. tost
 redis.call('HSET', jk, 'state', 'dead', 'deadReason', reason, 'finishedAt', now)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', KEYS[4], 'dead', 1)
+if g then groupJobDied(q, g, id) end
 finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
 record(KEYS[5], KEYS[6], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'reason', reason})
 return 'dead'

@@ -1,14 +1,17 @@
 -- Change one queue's group controls (docs/protocol.md, "Groups"): pause or resume one group,
--- or set or clear a concurrency limit or a rate limit — one group's override, or the default
--- for every group.
+-- or set or clear a concurrency limit, a rate limit or what a dead job does (onDead) — one
+-- group's override, or the default for every group — or one group's weight.
 -- What may now start is re-admitted: a group with waiting work goes back in the ring (the claim
 -- checks its room again, so a group re-admitted while still at its limit is simply dropped
 -- there) and a consumer is woken. A default change re-admits every group with waiting work:
 -- O(G) for this one call, never for a claim.
 -- KEYS: 1 gcontrol, 2 gwaiting, 3 gring, 4 wake (the queue's; `<Q>` is named from KEYS 1)
--- ARGV: 1 action ('pause' | 'resume' | 'limit' | 'rate'), 2 group ('' = every group: only for
---       'limit' and 'rate'), 3 for 'limit' the concurrency (a positive integer, or '' = remove
---       the limit), for 'rate' `<max>/<windowMs>` (or '' = remove it; the window log goes too)
+-- ARGV: 1 action ('pause' | 'resume' | 'limit' | 'rate' | 'onDead' | 'weight'), 2 group ('' =
+--       every group: only for 'limit', 'rate' and 'onDead'), 3 for 'limit' the concurrency (a
+--       positive integer, or '' = remove the limit), for 'rate' `<max>/<windowMs>` (or '' =
+--       remove it; the window log goes too), for 'onDead' 'block' or 'continue' ('' = remove),
+--       for 'weight' an integer 1..1000 ('' = remove: weight 1)
+-- A resume also ends a block by a dead job (`blockedBy:<g>`).
 -- Returns the number of groups re-admitted.
 --- @include "includes/groups"
 
@@ -40,7 +43,7 @@ if action == 'pause' or action == 'resume' then
     -- (a paused group leaves the ring lazily: the claim drops it at its next turn)
     redis.call('HSET', KEYS[1], 'paused:' .. g, '1')
   else
-    redis.call('HDEL', KEYS[1], 'paused:' .. g)
+    redis.call('HDEL', KEYS[1], 'paused:' .. g, 'blockedBy:' .. g)
     readmitted = readmit(g)
   end
 elseif action == 'limit' then
@@ -68,6 +71,30 @@ elseif action == 'rate' then
     redis.call('HSET', KEYS[1], field, concurrency)
   end
   readmitted = g ~= '' and readmit(g) or readmitAll()
+elseif action == 'onDead' then
+  -- (what a dead job does to its group: 'block' pauses it, 'continue' (the default) runs the next)
+  local field = g == '' and 'onDead' or ('onDead:' .. g)
+  if concurrency == '' then
+    redis.call('HDEL', KEYS[1], field)
+  elseif concurrency == 'block' or concurrency == 'continue' then
+    redis.call('HSET', KEYS[1], field, concurrency)
+  else
+    return redis.error_reply('ERR_INVALID_LIMIT onDead must be block or continue, got ' .. concurrency)
+  end
+elseif action == 'weight' then
+  -- (turns per round: a group of weight w takes up to w jobs per visit of the ring)
+  if g == '' then return redis.error_reply('ERR_INVALID_GROUP a group is required to set a weight') end
+  -- (a round in progress ends: its turns are counted afresh)
+  redis.call('HDEL', q .. 'gturns', g)
+  if concurrency == '' then
+    redis.call('HDEL', KEYS[1], 'weight:' .. g)
+  else
+    local n = tonumber(concurrency)
+    if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
+      return redis.error_reply('ERR_INVALID_LIMIT weight must be an integer 1..1000, got ' .. concurrency)
+    end
+    redis.call('HSET', KEYS[1], 'weight:' .. g, n)
+  end
 else
   return redis.error_reply('ERR_INVALID_ACTION ' .. action)
 end

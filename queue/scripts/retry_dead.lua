@@ -1,6 +1,8 @@
 -- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
 -- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
+-- A job that blocked its group (a sequence that stops at a dead job) goes back to the head of
+-- its group, which is resumed.
 -- Returns the number of jobs moved; entries without a usable record (no data, no numeric
 -- score, not a hash) stay dead.
 --- @include "includes/keys"
@@ -27,7 +29,16 @@ for _, id in ipairs(ids) do
   if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
-    putReady(KEYS[2], jk, id, false, f[3], f[2], f[4])
+    local g = groupOf(f[4])
+    local q = g and queuePrefixOfReady(KEYS[2])
+    -- (the job that blocked its group (onDead 'block', groups.lua) goes back to the head of the
+    -- group, and the group is resumed: its sequence goes on from this job)
+    local blocking = g and redis.call('HGET', q .. 'gcontrol', 'blockedBy:' .. g) == id
+    putReady(KEYS[2], jk, id, blocking, f[3], f[2], f[4])
+    if blocking then
+      redis.call('HDEL', q .. 'gcontrol', 'paused:' .. g, 'blockedBy:' .. g)
+      ringAdd(q, g)
+    end
     record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'dead', 'data', f[1]})
     moved = moved + 1
   end

@@ -147,6 +147,45 @@ describe("job API", () => {
     } finally {
       redis.disconnect();
     }
+    // debounce and throttle: a replaced job and an existing one, in the single and the batch call
+    const debounce = { key: "doc", mode: "debounce", windowMs: 60_000 };
+    const first = (await (
+      await call("/queues/tenants/jobs", {
+        method: "POST",
+        body: JSON.stringify({ data: 1, dedupe: debounce }),
+      })
+    ).json()) as { id: string; created: boolean };
+    assert.equal(first.created, true);
+    const second = await call("/queues/tenants/jobs", {
+      method: "POST",
+      body: JSON.stringify({ data: 2, dedupe: debounce }),
+    });
+    assert.deepEqual(
+      ((await second.json()) as { id: string; created: boolean; replaced: boolean }).replaced,
+      true,
+    );
+    const throttle = { key: "t", mode: "throttle", windowMs: 60_000 };
+    const mixed = await call("/queues/tenants/jobs/batch", {
+      method: "POST",
+      body: JSON.stringify({
+        jobs: [
+          { data: 3, dedupe: throttle },
+          { data: 4, dedupe: throttle },
+          { data: 5, dedupe: debounce },
+        ],
+      }),
+    });
+    const body = (await mixed.json()) as {
+      created: number;
+      existing: number;
+      replaced: number;
+      jobs: { outcome: string; id: string }[];
+    };
+    assert.deepEqual(
+      [body.created, body.existing, body.replaced, body.jobs.map((j) => j.outcome)],
+      [1, 1, 1, ["created", "existing", "replaced"]],
+    );
+    assert.equal(body.jobs[2]!.id, first.id);
     for (const group of ["x".repeat(129), "é".repeat(65), ""]) {
       const res = await call("/queues/tenants/jobs", {
         method: "POST",

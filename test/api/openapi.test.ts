@@ -218,6 +218,14 @@ describe("OpenAPI: every operation against a real server", () => {
     });
     expectStatus(own, 200);
     assert.deepEqual([own.body.concurrency, own.body.override, own.body.rate], [1, true, "10/s"]);
+    const weighted = await call("setGroupLimit", `/queues/${idle}/groups/acme/limit`, {
+      body: { weight: 3, onDead: "block" },
+    });
+    expectStatus(weighted, 200);
+    assert.deepEqual(
+      [weighted.body.weight, weighted.body.onDead, weighted.body.blockedBy],
+      [3, "block", null],
+    );
     expectStatus(await call("pauseGroup", `/queues/${idle}/groups/acme/pause`), 200);
     const groupList = await call("listGroups", `/queues/${idle}/groups`);
     expectStatus(groupList, 200);
@@ -532,6 +540,27 @@ describe("OpenAPI: every operation against a real server", () => {
       { body: { concurrency: 0 } },
       400,
       "body.concurrency",
+    );
+    await bad(
+      "setDefaultGroupLimit",
+      `/queues/${idle}/group-limit`,
+      { body: { weight: 2 } },
+      400,
+      "body.weight",
+    );
+    await bad(
+      "setGroupLimit",
+      `/queues/${idle}/groups/acme/limit`,
+      { body: { onDead: "explode" } },
+      400,
+      "body.onDead",
+    );
+    await bad(
+      "enqueue",
+      `/queues/${idle}/jobs`,
+      { body: { data: 1, dedupe: { key: "k", mode: "squash", windowMs: 10 } } },
+      400,
+      "body.dedupe.mode",
     );
     await bad("pauseGroup", `/queues/${idle}/groups/${"é".repeat(65)}/pause`, {}, 400, "path.group");
     await bad("putSchedule", `/queues/${idle}/schedules/x`, { body: { cron: "nope" } }, 400, "body.cron");

@@ -256,4 +256,43 @@ describe("conveyor CLI", () => {
       /badgroup\.ndjson:1: "group" must be a string/,
     );
   });
+
+  test("enqueue --debounce / --throttle and dedupe in --file lines; group set --weight and --on-dead", () => {
+    const first = run("enqueue", "bursty", '{"n":1}', "--debounce", "doc:7:1m", "--json");
+    assert.equal(first.status, 0, first.stderr);
+    const id = (JSON.parse(first.stdout) as { id: string; created: boolean }).id;
+    const second = JSON.parse(
+      run("enqueue", "bursty", '{"n":2}', "--debounce", "doc:7:1m", "--json").stdout,
+    ) as {
+      id: string;
+      replaced: boolean;
+    };
+    assert.deepEqual(second, { id, created: false, replaced: true });
+    const file = join(dir, "dedupe.ndjson");
+    writeFileSync(
+      file,
+      '{"data":{"n":3},"dedupe":{"key":"doc:7","mode":"debounce","windowMs":60000}}\n{"n":4}\n{"n":5}\n',
+    );
+    // the flag applies to the lines without their own dedupe: n 4 and 5 share one throttle window
+    const batch = JSON.parse(run("enqueue", "bursty", "--file", file, "--throttle", "t:1h", "--json").stdout);
+    assert.deepEqual(batch, { enqueued: 1, duplicates: 1, replaced: 1 });
+    const bad = [
+      [["--debounce", "nowindow"], /--debounce must be KEY:WINDOW/],
+      [["--throttle", "k:soon"], /invalid --throttle window/],
+      [["--debounce", "k:1s", "--throttle", "k:1s"], /cannot be used together/],
+    ] as const;
+    for (const [flags, message] of bad) {
+      const r = run("enqueue", "bursty", "1", ...flags);
+      assert.equal(r.status, 2, r.stderr);
+      assert.match(r.stderr, message);
+    }
+    const weight = run("group", "set", "bursty", "acme", "--weight", "3", "--on-dead", "block");
+    assert.equal(weight.stdout.trim(), "bursty group acme: weight 3, on dead block");
+    assert.match(run("group", "list", "bursty").stdout, /^acme\twaiting 0\trunning 0\/-\tweight 3$/m);
+    assert.match(run("group", "set", "bursty", "--weight", "2").stderr, /--weight is set per group/);
+    assert.match(
+      run("group", "set", "bursty", "acme", "--on-dead", "explode").stderr,
+      /--on-dead must be block/,
+    );
+  });
 });

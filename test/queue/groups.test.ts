@@ -28,6 +28,15 @@ const consumer = (redis: RedisClient, queue: string, leaseMs = 30_000) =>
 
 const groupOf = (j: ClaimedJob) => (JSON.parse(j.rawData) as { g: string }).g;
 
+/** Claims until a job comes (a retry waiting for its backoff). */
+async function pollClaim(c: Consumer): Promise<ClaimedJob[]> {
+  for (;;) {
+    const { jobs, nextDueAt } = await c.claim(5);
+    if (jobs.length > 0) return jobs;
+    await new Promise((r) => setTimeout(r, Math.max(5, Math.min(100, (nextDueAt ?? 0) - Date.now()))));
+  }
+}
+
 /** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`). */
 async function groupKeys(redis: RedisClient, queue: string): Promise<string[]> {
   const k = new QueueKeys(queue);
@@ -172,6 +181,174 @@ function groupCases(
       "the swept job goes back to the head of its group's line",
     );
     assert.equal((await admin.counters(q)).stalled, 1);
+  });
+
+  test("a sequence (concurrency 1): a failed job's retry holds the group through its backoff and runs before the next job", async () => {
+    const { redis, producer, admin } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, "s", { concurrency: 1 });
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 3 }, (_, i) => ({ id: `s${i}`, data: { g: "s", i }, group: "s" })),
+    );
+    const c = consumer(redis, q);
+    const first = (await c.claim(5)).jobs;
+    assert.deepEqual(
+      first.map((j) => j.id),
+      ["s0"],
+    );
+    const error = { name: "Error", message: "boom" };
+    assert.equal(await c.fail(first[0]!, error, { retryable: true, retryDelayMs: 300 }), "retry");
+    // during the backoff the group's slot stays taken: s1 does not start
+    assert.equal((await c.claim(5)).jobs.length, 0);
+    assert.equal((await listGroups(redis, q)).groups.find((g) => g.group === "s")?.running, 1);
+    const retried = await pollClaim(c);
+    assert.deepEqual(
+      retried.map((j) => j.id),
+      ["s0"],
+      "the retry runs before s1",
+    );
+    assert.equal(retried[0]!.attempt, 2);
+    await c.complete(retried[0]!, null);
+    // a retry cancelled while it waits frees the slot; one promoted early goes to the head too
+    const s1 = (await c.claim(5)).jobs;
+    assert.deepEqual(
+      s1.map((j) => j.id),
+      ["s1"],
+    );
+    assert.equal(await c.fail(s1[0]!, error, { retryable: true, retryDelayMs: 60_000 }), "retry");
+    assert.equal((await c.claim(5)).jobs.length, 0);
+    assert.equal((await admin.promote("s1", q)).outcome, "promoted");
+    const again = (await c.claim(5)).jobs;
+    assert.deepEqual(
+      again.map((j) => j.id),
+      ["s1"],
+    );
+    assert.equal(await c.fail(again[0]!, error, { retryable: true, retryDelayMs: 60_000 }), "retry");
+    assert.equal((await admin.cancel("s1")).outcome, "cancelled");
+    assert.deepEqual(
+      (await c.claim(5)).jobs.map((j) => j.id),
+      ["s2"],
+    );
+    // a group with a higher limit is no sequence: its retry waits in the delayed set, the next job runs
+    await setGroupLimit(redis, q, "wide", { concurrency: 2 });
+    await producer.enqueueMany(q, [
+      { id: "w0", data: { g: "wide" }, group: "wide" },
+      { id: "w1", data: { g: "wide" }, group: "wide" },
+    ]);
+    const w0 = (await c.claim(1)).jobs[0]!;
+    await c.fail(w0, error, { retryable: true, retryDelayMs: 60_000 });
+    assert.deepEqual(
+      (await c.claim(5)).jobs.map((j) => j.id),
+      ["w1"],
+    );
+  });
+
+  test("a dead job of a sequence: by default the next job runs; with onDead block the group stops until the job is retried", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, undefined, { concurrency: 1 });
+    await setGroupLimit(redis, q, "strict", { onDead: "block" });
+    await producer.enqueueMany(q, [
+      { id: "c0", data: { g: "loose" }, group: "loose" },
+      { id: "c1", data: { g: "loose" }, group: "loose" },
+      { id: "b0", data: { g: "strict" }, group: "strict" },
+      { id: "b1", data: { g: "strict" }, group: "strict" },
+    ]);
+    const c = consumer(redis, q);
+    const error = { name: "Error", message: "fatal" };
+    const firsts = (await c.claim(5)).jobs;
+    assert.deepEqual(firsts.map((j) => j.id).sort(), ["b0", "c0"]);
+    for (const j of firsts)
+      assert.equal(await c.fail(j, error, { retryable: false, retryDelayMs: 0 }), "dead");
+    // loose goes on; strict is paused, blocked by b0
+    assert.deepEqual(
+      (await c.claim(5)).jobs.map((j) => j.id),
+      ["c1"],
+    );
+    const strict = (await listGroups(redis, q)).groups.find((g) => g.group === "strict");
+    assert.equal(strict?.paused, true);
+    assert.equal(strict?.blockedBy, "b0");
+    assert.equal(strict?.onDead, "block");
+    // retrying the dead job resumes the group from it: b0 before b1
+    const admin = new QueueAdmin(redis);
+    assert.equal(await admin.retryDead(q, ["b0"]), 1);
+    const next = (await c.claim(5)).jobs;
+    assert.deepEqual(
+      next.map((j) => j.id),
+      ["b0"],
+    );
+    await c.complete(next[0]!, null);
+    assert.deepEqual(
+      (await c.claim(5)).jobs.map((j) => j.id),
+      ["b1"],
+    );
+    assert.equal((await listGroups(redis, q)).groups.find((g) => g.group === "strict")?.blockedBy, null);
+  });
+
+  test("weights: a group of weight 3 gets three turns per round to a group of weight 1", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await setGroupLimit(redis, q, "heavy", { weight: 3 });
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 60 }, (_, i) => ({ data: { g: "heavy", i }, group: "heavy" })),
+      ...Array.from({ length: 40 }, (_, i) => ({ data: { g: "light", i }, group: "light" })),
+    ]);
+    const c = consumer(redis, q);
+    const order: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const { jobs } = await c.claim(1);
+      order.push(groupOf(jobs[0]!));
+      await c.complete(jobs[0]!, null);
+    }
+    // claims of one job: heavy keeps its place for three turns in a row
+    assert.equal(order.filter((g) => g === "heavy").length, 15, order.join(" "));
+    assert.deepEqual(order.slice(0, 8), [
+      "heavy",
+      "heavy",
+      "heavy",
+      "light",
+      "heavy",
+      "heavy",
+      "heavy",
+      "light",
+    ]);
+    // claims of many jobs: the same share
+    const many: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { jobs } = await c.claim(8);
+      many.push(...jobs.map(groupOf));
+      await c.settleMany(
+        jobs.map((job) => ({ job, settlement: { result: null } })),
+        0,
+      );
+    }
+    const heavy = many.filter((g) => g === "heavy").length;
+    assert.equal(heavy, 30, many.join(" "));
+    assert.equal(many.length - heavy, 10);
+    assert.equal((await listGroups(redis, q)).groups.find((g) => g.group === "heavy")?.weight, 3);
+    // mid-round, heavy's used turns are kept; a weight change starts afresh, and a group with
+    // nothing waiting keeps nothing of its round
+    const k = new QueueKeys(q);
+    const one = (await c.claim(1)).jobs;
+    await c.complete(one[0]!, null);
+    assert.equal(await redis.hget(`${k.prefix}q:${q}:gturns`, "heavy"), "1");
+    await setGroupLimit(redis, q, "heavy", { weight: 2 });
+    assert.equal(await redis.hget(`${k.prefix}q:${q}:gturns`, "heavy"), null);
+    for (;;) {
+      const { jobs } = await c.claim(50);
+      if (jobs.length === 0) break;
+      await c.settleMany(
+        jobs.map((job) => ({ job, settlement: { result: null } })),
+        0,
+      );
+    }
+    assert.equal(await redis.exists(`${k.prefix}q:${q}:gturns`), 0);
+    await assert.rejects(setGroupLimit(redis, q, undefined, { weight: 2 }), /weight is set per group/);
+    await assert.rejects(
+      setGroupLimit(redis, q, "heavy", { weight: 0 }),
+      /weight must be an integer 1\.\.1000/,
+    );
   });
 
   test("pause and resume one group: the others go on, a paused group's jobs wait, resume wakes a consumer", async () => {

@@ -42,8 +42,11 @@ class PayloadTooLargeError(InvalidJobError):
 
 class Enqueued(NamedTuple):
     id: str
-    #: False when the id or the idempotency key already existed (nothing was written).
+    #: False when the id, the idempotency key or a throttle key already existed (nothing was
+    #: written), or a debounce replaced the waiting job's data.
     created: bool
+    #: True when a debounce gave the waiting job with its key this job's data (id: that job's).
+    replaced: bool = False
 
 
 @dataclass
@@ -261,12 +264,36 @@ def _decode(raw: Optional[str]) -> Any:
         return raw
 
 
-_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group"}
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group",
+                "dedupe"}
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
 #: enqueue_jobs reads a 10th field per job (the group) when its 7th argument is this marker.
 GROUP_MARKER = "+group"
+#: ... and an 11th (the dedupe, after the group) when it is this one.
+DEDUPE_MARKER = "+dedupe"
+#: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
+DEDUPE_KEY_MAX = 500
+DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000
+
+
+def _encode_dedupe(dedupe: Any, delay_ms: int, which: str) -> str:
+    """`<mode>:<windowMs>:<key>` as enqueue_jobs takes it (docs/protocol.md, "Debounce and
+    throttle"); `dedupe` is {"key", "mode": "debounce"|"throttle", "window": seconds or timedelta}."""
+    if not isinstance(dedupe, Mapping) or set(dedupe) - {"key", "mode", "window"}:
+        raise InvalidJobError(f"{which}: dedupe must be a mapping with key, mode and window")
+    mode, key = dedupe.get("mode"), dedupe.get("key")
+    if mode not in ("debounce", "throttle"):
+        raise InvalidJobError(f"{which}: dedupe.mode must be debounce or throttle, got {mode!r}")
+    if not isinstance(key, str) or key == "" or len(key) > DEDUPE_KEY_MAX:
+        raise InvalidJobError(f"{which}: dedupe.key must be a string of 1..{DEDUPE_KEY_MAX} characters")
+    window_ms = _ms(dedupe.get("window"), "dedupe.window")
+    if not 1 <= window_ms <= DEDUPE_WINDOW_MAX_MS:
+        raise InvalidJobError(f"{which}: dedupe.window must be 1 ms..7 days, got {dedupe.get('window')!r}")
+    if mode == "debounce" and delay_ms > 0:
+        raise InvalidJobError(f"{which}: a debounced job waits dedupe.window; delay must be 0")
+    return f"{mode}:{window_ms}:{key}"
 
 
 def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
@@ -309,7 +336,9 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
         group_bytes = len(group.encode("utf-8"))
         if group_bytes > GROUP_MAX_BYTES:
             raise InvalidJobError(f"{which}: group is {group_bytes} bytes, limit {GROUP_MAX_BYTES}")
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or ""]
+    dedupe = job.get("dedupe")
+    dedupe_field = "" if dedupe is None else _encode_dedupe(dedupe, delay_ms, which)
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or "", dedupe_field]
 
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -345,13 +374,18 @@ def _enqueue_calls(
             IDEMPOTENCY_TTL_SECONDS,
         ]
         chunk = encoded[start : start + BULK_CHUNK]
-        # A chunk with a grouped job sends the marker and 10 fields per job; one without sends
-        # the 9 fields it always did (as queue/producer.ts send).
+        # A chunk with a grouped job sends the marker and 10 fields per job, one with a dedupe
+        # its marker and 11; one with neither sends the 9 fields it always did (as
+        # queue/producer.ts send).
+        deduped = any(fields[10] != "" for fields in chunk)
         grouped = any(fields[9] != "" for fields in chunk)
-        if grouped:
+        width = 11 if deduped else 10 if grouped else 9
+        if deduped:
+            args.append(DEDUPE_MARKER)
+        elif grouped:
             args.append(GROUP_MARKER)
         for fields in chunk:
-            args.extend(fields if grouped else fields[:9])
+            args.extend(fields[:width])
         calls.append(args)
     return keys, key_list, calls
 
@@ -367,7 +401,8 @@ def _cancelled(job_id: str, reply: Sequence[Any]) -> Cancelled:
 
 
 def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
-    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1) for i in range(0, len(reply), 2)]
+    # (2: a debounce replaced the waiting job's data)
+    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1, int(reply[i + 1]) == 2) for i in range(0, len(reply), 2)]
 
 
 def _payload_error(err: ResponseError) -> Exception:
@@ -511,15 +546,20 @@ class Client:
         content_hash: Optional[str] = None,
         trace: Optional[str] = None,
         group: Optional[str] = None,
+        dedupe: Optional[Mapping[str, Any]] = None,
     ) -> str:
-        """Enqueue one job; returns its id (the existing job's id when the id or idempotency
-        key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
+        """Enqueue one job; returns its id (the existing job's id when the id, idempotency
+        key or throttle key was seen before, or a debounce replaced the waiting job's data). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
         means the pool's default job timeout. `trace`: a W3C `traceparent` to link the job's
         spans to (docs/protocol.md, "Trace context"). `group`: the job's group (tenant, key; at
         most 128 UTF-8 bytes), served round-robin with the queue's other groups and held to
-        the group's limits (docs/protocol.md, "Groups")."""
+        the group's limits (docs/protocol.md, "Groups"). `dedupe`: {"key", "mode", "window"} —
+        "debounce": while the job enqueued with the key waits, it takes this data and waits
+        `window` seconds again (one run per burst, latest data); "throttle": the first job of a
+        window runs, the rest return its id (docs/protocol.md, "Debounce and throttle")."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
-                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group)
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
+                       dedupe=dedupe)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

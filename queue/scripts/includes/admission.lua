@@ -14,14 +14,15 @@
 -- every group; none = no limit). `running`: the group's jobs holding a lease. `rates`: this
 -- claim's rate state per group ({left, kept, at, started}: the window is read once per claim
 -- and group, and written once by groupRatesFlush). Returns the room and, when the window is
--- what stops it, the time it has room again. (One HMGET: the limits of g and the defaults.)
+-- what stops it, the time it has room again, and the group's weight (its `weight:<g>`, nil = 1).
+-- (One HMGET: the limits of g and the defaults.)
 local function groupRoom(q, g, running, now, rates)
-  local c = redis.call('HMGET', q .. 'gcontrol', 'paused:' .. g, 'concurrency:' .. g, 'concurrency', 'rate:' .. g, 'rate')
+  local c = redis.call('HMGET', q .. 'gcontrol', 'paused:' .. g, 'concurrency:' .. g, 'concurrency', 'rate:' .. g, 'rate', 'weight:' .. g)
   if c[1] == '1' then return 0 end
   local limit = tonumber(c[2]) or tonumber(c[3])
   local room = limit and math.max(0, limit - running) or math.huge
   local rate = c[4] or c[5]
-  if not rate or room == 0 then return room end
+  if not rate or room == 0 then return room, nil, c[6] end
   local r = rates[g]
   if not r then
     -- (the same sliding-window log as the queue's rate limit: no window ever over max; kept in
@@ -31,7 +32,7 @@ local function groupRoom(q, g, running, now, rates)
     r = {left = allowed, kept = kept, at = at, started = 0, rate = rate, log = log}
     rates[g] = r
   end
-  if r.left > 0 then return math.min(room, r.left) end
+  if r.left > 0 then return math.min(room, r.left), nil, c[6] end
   local _, _, freeAt = rateAllowance(r.rate, r.log, now, r.started + 1)
   return 0, freeAt
 end

@@ -108,7 +108,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           break
         end
         local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
-        local groupLeft, rateFreeAt = groupRoom(q, g, running, now, rates)
+        local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, now, rates)
+        -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
+        weight = tonumber(weight) or 1
+        local used = weight > 1 and groupTurnsUsed(q, g) or 0
         local took, outcome = false, nil
         if groupLeft > 0 then
           -- One job of the group: its prioritised jobs first, then its line (stale entries skipped).
@@ -135,6 +138,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           taken = taken + 1
           waitingLeft = groupLeftWaiting(q, g, 1)
           if outcome == true then
+            used = used + 1
             room = room - 1
             redis.call('HINCRBY', q .. 'grunning', g, 1)
             groupRateTaken(rates, g)
@@ -148,10 +152,14 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           waitingLeft = tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0)
         end
         if waitingLeft > 0 then
-          if groupLeft > 0 then
+          if groupLeft > 0 and took and used < weight and score < RING_WAIT then
+            -- A weighted group with turns left keeps its place at the head of the ring.
+            redis.call('ZADD', ring, score, g)
+          elseif groupLeft > 0 then
             -- Back at the tail while it has work and room ((not taken: 100 stale entries in a
             -- row ended its turn; its work stays).
             ringAdd(q, g)
+            used = 0
           elseif rateFreeAt then
             -- Its window is full: it waits in the ring for the time it has room again.
             redis.call('ZADD', ring, RING_WAIT + rateFreeAt, g)
@@ -159,7 +167,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           end
           -- (at its concurrency limit or paused: dropped; re-admitted when one of its jobs leaves
           -- running (groupLeftRunning), on resume or a limit change)
+        else
+          used = 0
         end
+        if weight > 1 then groupTurnsKeep(q, g, used, weight) end
         g = nil
         if room > 0 and visits < count + 100 then
           local nxt = redis.call('ZPOPMIN', ring)

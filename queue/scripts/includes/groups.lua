@@ -97,3 +97,47 @@ local function groupOf(field)
   if field and field ~= '' then return field end
   return nil
 end
+
+-- Sequences (docs/protocol.md, "Sequences"): a group whose concurrency limit is 1 (its override,
+-- else the queue's default) runs its jobs strictly one after another. A retry of such a group's
+-- job keeps the group's slot while it waits for its backoff (the record's `holdsGroup` = '1'),
+-- so no later job of the group starts in between; when it is due it goes back to the head of the
+-- group's line and only then frees the slot (groupHeldReady), so it runs next. `onDead:<g>` /
+-- `onDead` = 'block': a job of the group that dies pauses the group (`paused:<g>`, and
+-- `blockedBy:<g>` = its id) until it is retried from the dead letters or the group is resumed;
+-- otherwise ('continue', the default) the next job runs. One HMGET of the group's settings.
+local function groupSequence(q, g)
+  local c = redis.call('HMGET', q .. 'gcontrol', 'concurrency:' .. g, 'concurrency', 'onDead:' .. g, 'onDead')
+  return (tonumber(c[1]) or tonumber(c[2])) == 1, (c[3] or c[4]) == 'block'
+end
+
+-- A job of group g died (fail_job, the sweeper's poison-pill guard): with onDead 'block' the
+-- group is paused, blocked by it. (Its slot was freed by groupLeftRunning: a paused group's
+-- claim drops it at its next turn.)
+local function groupJobDied(q, g, id)
+  local _, block = groupSequence(q, g)
+  if block then redis.call('HSET', q .. 'gcontrol', 'paused:' .. g, '1', 'blockedBy:' .. g, id) end
+end
+
+-- A sequenced retry that held its group's slot became ready (promoted, or promoted early) or
+-- left (cancelled, deleted): the hold ends, the slot is free.
+local function groupHeldReleased(q, g, jk)
+  redis.call('HDEL', jk, 'holdsGroup')
+  groupLeftRunning(q, g)
+end
+
+-- Weights (docs/protocol.md, "Weights"): a group of weight w (`weight:<g>` in gcontrol) takes w
+-- turns in a row — the claim puts it back at its own place at the head of the ring instead of the
+-- tail until it used them — so it gets w jobs per round to a group of weight 1's one, also when
+-- every claim takes one job. `<Q>gturns`, group → turns used in the current round, is written
+-- only for weighted groups, and the field is deleted when the round ends or the group empties.
+local function groupTurnsUsed(q, g)
+  return tonumber(redis.call('HGET', q .. 'gturns', g)) or 0
+end
+local function groupTurnsKeep(q, g, used, weight)
+  if used > 0 and used < weight then
+    redis.call('HSET', q .. 'gturns', g, used)
+  else
+    redis.call('HDEL', q .. 'gturns', g)
+  end
+end

@@ -57,6 +57,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
       redis.call('HSET', jk, 'id', id, 'queue', queue, 'state', 'dead', 'deadReason', reason, 'finishedAt', now, 'token', '')
       redis.call('ZADD', k[3], now, id)
       redis.call('HINCRBY', k[4], 'dead', 1)
+      if f[4] and f[4] ~= '' then groupJobDied(groupQueuePrefix(jobPrefix, queue), f[4], id) end
       finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
       record(k[6], k[7], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', reason})
       dead = dead + 1
