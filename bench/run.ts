@@ -11,6 +11,7 @@ import { PAYLOAD_SIZES, runMemory, type MemoryRun } from "./memory.ts";
 import { runBacklog, type BacklogLevel } from "./backlog.ts";
 import { runDurability, type DurabilityRun } from "./durability.ts";
 import { runRetention, type RetentionResult } from "./retention.ts";
+import { FAIRNESS_DEFAULTS, runFairness, type FairnessResult } from "./fairness.ts";
 import { runOperatorBench, type OperatorBench } from "./operator.ts";
 import { runDashboardBench, type DashboardBench } from "./dashboard.ts";
 import { runRawMix, runRedisBenchmark, type RawMixResult, type RedisBenchmarkResult } from "./redislimit.ts";
@@ -93,6 +94,7 @@ async function main(): Promise<void> {
   let backlog: BacklogLevel[] = [];
   let durability: DurabilityRun[] = [];
   let retention: RetentionResult | undefined;
+  let fairness: FairnessResult | undefined;
   const roundTrips: RoundTrips[] = [];
   const rawMix: RawMixResult[] = [];
   let redisBenchmark: RedisBenchmarkResult[] = [];
@@ -164,6 +166,13 @@ async function main(): Promise<void> {
     // (a retention longer than the run, also on a loaded machine: the reclaim is measured alone)
     retention = await attempt("retention", () =>
       runRetention({ jobs: finished, retentionSeconds: quick ? 90 : 420 }),
+    );
+
+    progress(
+      "3f/7 fairness: a heavy tenant and 200 light ones, with groups, FIFO and BullMQ (bench/fairness.ts)",
+    );
+    fairness = await attempt("fairness", () =>
+      runFairness(ctx.url, FAIRNESS_DEFAULTS, quick ? 10_000 : 100_000),
     );
 
     progress("4/7 throughput, one worker process per system");
@@ -279,6 +288,7 @@ async function main(): Promise<void> {
     backlog,
     durability,
     retention,
+    fairness,
     throughput,
     roundTrips,
     prototype,

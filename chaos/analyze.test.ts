@@ -1,7 +1,15 @@
 // The chaos audit (chaos/analyze.ts) on made-up histories: which fault explains each re-run.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { attribute, executionEnds, type Execution, type FaultRecord } from "./analyze.ts";
+import {
+  attribute,
+  auditGroupLimits,
+  executionEnds,
+  readExecutionEnds,
+  sequenceInversions,
+  type Execution,
+  type FaultRecord,
+} from "./analyze.ts";
 
 describe("chaos audit", () => {
   test("re-runs are attributed to the fault that hit the worker running the earlier execution", () => {
@@ -86,5 +94,96 @@ describe("chaos audit", () => {
     assert.equal(ends.get("7")?.outcome, "advanced");
     assert.equal(ends.get("8")?.outcome, "fenced");
     assert.equal(ends.get("8")?.t, Date.parse("2026-01-01T00:00:01.000Z"));
+  });
+
+  describe("group limits", () => {
+    const ex = (id: string, exec: number, pid: number, t: number, q = "p/a"): Execution => ({
+      q,
+      id,
+      exec: String(exec),
+      attempt: 1,
+      pid,
+      t,
+    });
+    const groupOf = (_q: string, id: string) => id.split("-")[0];
+    const limitOf = (_q: string, g: string) => (g === "seq" ? 1 : g === "two" ? 2 : undefined);
+
+    test("the most that ran at once per group, from start and end records; over the limit is a breach", () => {
+      const executions = [
+        ex("two-1", 1, 10, 1000),
+        ex("two-2", 2, 11, 1100),
+        ex("two-3", 3, 12, 1500), // starts when two-1 ended (same ms): not a third
+        ex("seq-1", 4, 10, 1000),
+        ex("seq-2", 5, 11, 1900), // starts before seq-1 ended: a breach
+        ex("free-1", 6, 12, 1000), // no limit: not looked at
+      ];
+      const ends = readExecutionEnds(
+        ["1:1500", "2:2000", "3:2500", "4:2000", "5:2500", "6:9000"]
+          .map((p) => JSON.stringify({ exec: p.split(":")[0], t: Number(p.split(":")[1]) }))
+          .join("\n"),
+      );
+      const a = auditGroupLimits(executions, ends, [], { groupOf, limitOf });
+      assert.equal(a.checked, 5);
+      assert.deepEqual(
+        a.peaks.map((p) => [p.group, p.peak, p.limit]),
+        [
+          ["seq", 2, 1],
+          ["two", 2, 2],
+        ],
+      );
+      assert.deepEqual(
+        a.breaches.map((b) => [b.group, b.peak, b.at]),
+        [["seq", 2, 1900]],
+      );
+    });
+
+    test("an execution whose worker was SIGKILLed or frozen counts until that fault (its lease lapsed)", () => {
+      const executions = [
+        ex("seq-1", 1, 10, 1000), // worker 10 SIGKILLed at 1200: no end record
+        ex("seq-2", 2, 11, 4000), // the sweep freed the slot: no overlap with seq-1
+        ex("seq-3", 3, 12, 5000), // worker 12 frozen at 5100, resumes and ends at 9000
+        ex("seq-4", 4, 13, 8000), // ran while seq-3's worker was frozen past its lease
+        ex("seq-5", 5, 14, 12_000), // frozen after its claim (11_000), logged after SIGCONT
+        ex("seq-6", 6, 15, 11_500),
+      ];
+      const ends = new Map([
+        ["2", 4500],
+        ["3", 9000],
+        ["4", 8500],
+        ["5", 12_500],
+        ["6", 11_900],
+      ]);
+      const faults: FaultRecord[] = [
+        { n: 0, kind: "sigkill", at: 1200, pid: 10 },
+        { n: 1, kind: "sigstop", at: 5100, end: 9000, pid: 12 },
+        { n: 2, kind: "sigstop", at: 11_200, end: 11_950, pid: 14 },
+      ];
+      const a = auditGroupLimits(executions, ends, faults, {
+        groupOf,
+        limitOf,
+        claimedAt: new Map([["5", 11_000]]),
+      });
+      assert.deepEqual(a.breaches, []);
+      assert.equal(a.cut, 3);
+      assert.equal(a.peaks[0]!.peak, 1);
+      // Without the faults the frozen worker's zombie run would read as a breach.
+      assert.equal(auditGroupLimits(executions, ends, [], { groupOf, limitOf }).breaches.length, 1);
+    });
+
+    test("a sequence starts its jobs in enqueue order (first executions; a re-run does not count)", () => {
+      const executions = [
+        ex("seq-1", 1, 10, 1000),
+        ex("seq-2", 2, 10, 2000),
+        ex("seq-1", 3, 11, 2500), // a re-run
+        ex("seq-3", 4, 10, 3000),
+        ex("seq-5", 5, 10, 3500),
+        ex("seq-4", 6, 10, 4000),
+      ];
+      // seq-5 started before seq-4, which was enqueued ahead of it
+      assert.deepEqual(sequenceInversions(executions, "p/a", ["seq-1", "seq-2", "seq-3", "seq-4", "seq-5"]), [
+        "seq-5",
+      ]);
+      assert.deepEqual(sequenceInversions(executions, "p/b", ["seq-1"]), []);
+    });
   });
 });

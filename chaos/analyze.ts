@@ -160,3 +160,120 @@ export function executionEnds(
   }
   return into;
 }
+
+/** When each execution's handler returned or threw, by execution id (the handler's EXEC_END_LOG lines). */
+export function readExecutionEnds(text: string, into = new Map<string, number>()): Map<string, number> {
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    try {
+      const rec = JSON.parse(line) as { exec?: string | number; t?: number };
+      if (rec.exec !== undefined && typeof rec.t === "number") into.set(String(rec.exec), rec.t);
+    } catch {
+      // a line cut short by a SIGKILL
+    }
+  }
+  return into;
+}
+
+export interface GroupPeak {
+  queue: string;
+  group: string;
+  limit: number;
+  /** The most executions of the group that ran at once. */
+  peak: number;
+  /** When the peak was first reached (ms since epoch). */
+  at: number;
+}
+
+export interface GroupAudit {
+  /** Executions of limited groups looked at. */
+  checked: number;
+  /** Of those, cut short at a SIGKILL or SIGSTOP of their worker (their lease may have lapsed). */
+  cut: number;
+  /** Without an end record and not cut by a fault: counted as ending when they started. */
+  unended: number;
+  /** Per queue and limited group, the most that ran at once. */
+  peaks: GroupPeak[];
+  /** The peaks above their limit. */
+  breaches: GroupPeak[];
+}
+
+/**
+ * How many executions of each concurrency-limited group ran at once, from the handler's own
+ * start and end records. A group's limit counts leases; a worker SIGKILLed or frozen (SIGSTOP,
+ * past its lease) loses its lease to the sweeper while its handler is dead or asleep, so such an
+ * execution counts only until that fault (from its claim on: a worker frozen between claim and
+ * handler is cut before it started). Executions that ran inside their lease overlap no more
+ * than the limit unless the limit failed. An end at the same millisecond as a start comes first.
+ */
+export function auditGroupLimits(
+  executions: Execution[],
+  endsAt: Map<string, number>,
+  faults: FaultRecord[],
+  opts: {
+    groupOf: (queue: string, id: string) => string | undefined;
+    limitOf: (queue: string, group: string) => number | undefined;
+    claimedAt?: Map<string, number>;
+  },
+): GroupAudit {
+  const stops = new Map<number, number[]>();
+  for (const f of faults)
+    if ((f.kind === "sigkill" || f.kind === "sigstop") && f.pid !== undefined)
+      stops.set(f.pid, [...(stops.get(f.pid) ?? []), f.at]);
+  const events = new Map<string, { t: number; d: number }[]>();
+  const audit: GroupAudit = { checked: 0, cut: 0, unended: 0, peaks: [], breaches: [] };
+  for (const e of executions) {
+    const group = opts.groupOf(e.q, e.id);
+    if (group === undefined || opts.limitOf(e.q, group) === undefined) continue;
+    audit.checked++;
+    const from = Math.min(e.t, opts.claimedAt?.get(e.exec) ?? e.t);
+    let end = endsAt.get(e.exec);
+    const fault = (stops.get(e.pid) ?? []).filter((at) => at >= from && (end === undefined || at < end));
+    if (fault.length > 0) {
+      end = Math.min(...fault);
+      audit.cut++;
+    } else if (end === undefined) {
+      end = e.t;
+      audit.unended++;
+    }
+    if (end <= e.t) continue;
+    const key = `${e.q}\u0000${group}`;
+    const list = events.get(key) ?? [];
+    list.push({ t: e.t, d: 1 }, { t: end, d: -1 });
+    events.set(key, list);
+  }
+  for (const [key, list] of events) {
+    const [queue, group] = key.split("\u0000") as [string, string];
+    list.sort((a, b) => a.t - b.t || a.d - b.d);
+    let running = 0;
+    const peak: GroupPeak = { queue, group, limit: opts.limitOf(queue, group)!, peak: 0, at: 0 };
+    for (const ev of list) {
+      running += ev.d;
+      if (running > peak.peak) Object.assign(peak, { peak: running, at: ev.t });
+    }
+    audit.peaks.push(peak);
+    if (peak.peak > peak.limit) audit.breaches.push(peak);
+  }
+  audit.peaks.sort((a, b) => (a.queue + a.group < b.queue + b.group ? -1 : 1));
+  return audit;
+}
+
+/**
+ * A sequence (a group of concurrency 1) starts its jobs in the order they were enqueued: the
+ * first execution of each job at `queue`, by start time, against `order` (the job ids as
+ * enqueued). Returns the jobs that started before one enqueued ahead of them had started.
+ */
+export function sequenceInversions(executions: Execution[], queue: string, order: string[]): string[] {
+  const first = new Map<string, number>();
+  for (const e of executions)
+    if (e.q === queue && (!first.has(e.id) || e.t < first.get(e.id)!)) first.set(e.id, e.t);
+  const out: string[] = [];
+  let latest = -Infinity;
+  for (const id of order) {
+    const t = first.get(id);
+    if (t === undefined) continue;
+    if (t < latest) out.push(id);
+    latest = Math.max(latest, t);
+  }
+  return out;
+}

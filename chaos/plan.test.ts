@@ -1,7 +1,14 @@
 // The seeded plan of a chaos run (chaos/plan.ts): the same seed gives the same schedule and jobs.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { FAILOVER_FAULT_KINDS, faultSchedule, FAULT_KINDS, jobPlans } from "./plan.ts";
+import {
+  FAILOVER_FAULT_KINDS,
+  faultSchedule,
+  FAULT_KINDS,
+  jobGroup,
+  jobPlans,
+  SEQUENCE_GROUP,
+} from "./plan.ts";
 
 describe("chaos runner logic", () => {
   test("the same seed gives the same fault schedule and the same jobs; another seed does not", () => {
@@ -33,5 +40,14 @@ describe("chaos runner logic", () => {
     };
     assert.equal(typeof d.result.result.sleepMs, "number");
     assert.deepEqual(d.result.result.result, { done: 0 });
+  });
+
+  test("a grouped run: every 20th job in the sequence, odd jobs without a group, the rest over g1..g<N−1>", () => {
+    const groups = Array.from({ length: 40 }, (_, i) => jobGroup(i, 4));
+    assert.equal(groups[0], SEQUENCE_GROUP);
+    assert.equal(groups[20], SEQUENCE_GROUP);
+    assert.equal(groups[1], undefined);
+    assert.deepEqual(new Set(groups.filter((g) => g && g !== SEQUENCE_GROUP)), new Set(["g1", "g2", "g3"]));
+    assert.equal(jobGroup(2, 0), undefined, "no groups: none");
   });
 });

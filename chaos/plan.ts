@@ -132,3 +132,20 @@ export function jobPlans(seed: number, count: number, stages: number): JobPlan[]
   }
   return jobs;
 }
+
+/** The sequenced group of a grouped run: concurrency 1, so its jobs run one at a time, in order. */
+export const SEQUENCE_GROUP = "seq";
+/** Every other group's concurrency limit in a grouped run. */
+export const GROUP_CONCURRENCY = 2;
+
+/**
+ * Job i's group in a run with `groups` groups (0: none): every 20th job is in the sequence
+ * (SEQUENCE_GROUP), the other even ones spread over g1..g<groups−1>, the odd ones have no group
+ * (so a grouped run keeps exercising ungrouped jobs beside grouped ones).
+ */
+export function jobGroup(i: number, groups: number): string | undefined {
+  if (groups <= 0) return undefined;
+  if (i % 20 === 0) return SEQUENCE_GROUP;
+  if (i % 2 === 1 || groups < 2) return undefined;
+  return `g${1 + ((i / 2) % (groups - 1))}`;
+}

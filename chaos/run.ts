@@ -16,7 +16,7 @@
 // nothing lost, no re-run after a SIGTERM, no record missing, every re-run explained by a SIGKILL
 // or SIGSTOP of the worker that ran it.
 import { randomInt } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -30,6 +30,7 @@ import {
   Producer,
   QueueAdmin,
   QueueKeys,
+  setGroupLimit,
   type Durability,
   type RedisClient,
 } from "../queue/index.ts";
@@ -43,8 +44,26 @@ import {
   startWorker,
   type WorkerProcess,
 } from "../test/support/workers.ts";
-import { attribute, executionEnds, type EndOfExecution, type FaultRecord } from "./analyze.ts";
-import { FAILOVER_FAULT_KINDS, FAULT_KINDS, faultSchedule, jobPlans, type PlannedFault } from "./plan.ts";
+import {
+  attribute,
+  auditGroupLimits,
+  executionEnds,
+  readExecutionEnds,
+  sequenceInversions,
+  type EndOfExecution,
+  type FaultRecord,
+  type GroupPeak,
+} from "./analyze.ts";
+import {
+  FAILOVER_FAULT_KINDS,
+  FAULT_KINDS,
+  faultSchedule,
+  GROUP_CONCURRENCY,
+  jobGroup,
+  jobPlans,
+  SEQUENCE_GROUP,
+  type PlannedFault,
+} from "./plan.ts";
 
 export interface ChaosOptions {
   jobs: number;
@@ -62,6 +81,8 @@ export interface ChaosOptions {
   /** single: one redis-server (AOF), restarted; sentinel / cluster: a primary killed and its replica promoted. */
   redis: RedisTopology;
   durability: Durability;
+  /** Groups of the grouped stage (0: no job has a group): plan.ts jobGroup. */
+  groups: number;
 }
 
 export type RedisTopology = "single" | "sentinel" | "cluster";
@@ -87,7 +108,9 @@ const USAGE = `usage: npm run chaos -- [options]
   --dir PATH          run directory (default: a new one under $TMPDIR)
   --redis T           single (one redis-server, restarted: default) | sentinel (1 primary, 1 replica,
                       3 sentinels) | cluster (3 primaries + 3 replicas): failover faults instead of restarts
-  --durability M      primary (default) | replicated: producer and workers wait for a replica (WAIT)`;
+  --durability M      primary (default) | replicated: producer and workers wait for a replica (WAIT)
+  --groups N          half the jobs in N groups (0 = none, default): every 20th in a sequence
+                      (concurrency 1), the rest at most ${GROUP_CONCURRENCY} at once per group; the audit checks both`;
 
 export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
   const { values } = parseArgs({
@@ -109,6 +132,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       dir: { type: "string" },
       redis: { type: "string" },
       durability: { type: "string" },
+      groups: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -137,6 +161,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     keep: values.keep ?? false,
     dir: values.dir,
     redis: topology(values.redis ?? "single"),
+    groups: int("groups", values.groups, 0, 0, 1000),
     durability: (() => {
       try {
         return parseDurability(values.durability ?? "primary");
@@ -183,6 +208,14 @@ export interface ChaosReport {
   handed_back: number;
   records_missing_in_postgres: number;
   records_inconsistent: number;
+  /** Grouped runs: groups, and per stage and limited group the most executions that ran at once. */
+  groups: number;
+  group_peaks: GroupPeak[];
+  group_limit_breaches: number;
+  /** Executions counted only until a SIGKILL or SIGSTOP of their worker (their lease lapsed). */
+  group_executions_cut: number;
+  /** Sequence jobs that started at the first stage before one enqueued ahead of them. */
+  sequence_inversions: number;
   faults: Record<string, number>;
   faults_skipped: number;
   workers_started: number;
@@ -216,6 +249,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const started = Date.now();
   const dir = o.dir ?? mkdtempSync(join(tmpdir(), "cvy-chaos-"));
   mkdirSync(join(dir, "exec"), { recursive: true });
+  mkdirSync(join(dir, "ends"), { recursive: true });
   mkdirSync(join(dir, "logs"), { recursive: true });
   mkdirSync(join(dir, "redis"), { recursive: true });
   const queues = Array.from({ length: o.stages }, (_, i) => `${PIPELINE}/${STAGE_NAMES[i]}`);
@@ -269,6 +303,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
           CONVEYOR_QUEUE: queues[slot.stage]!,
           CONVEYOR_HANDLER: RECORDING_HANDLER,
           EXEC_LOG: join(dir, "exec", `${file}.jsonl`),
+          EXEC_END_LOG: join(dir, "ends", `${file}.jsonl`),
           CONVEYOR_CONCURRENCY: String(o.concurrency),
           CONVEYOR_LEASE: `${o.leaseMs}ms`,
           CONVEYOR_MAX_STALLS: String(o.maxStalls),
@@ -298,6 +333,15 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     }
   }
 
+  // 0. group limits on every stage (a job keeps its group from stage to stage)
+  const groupOfJob = new Map(plan.map((j, i) => [j.id, jobGroup(i, o.groups)] as const));
+  const limitOf = (_q: string, g: string) => (g === SEQUENCE_GROUP ? 1 : GROUP_CONCURRENCY);
+  if (o.groups > 0)
+    for (const q of queues) {
+      await setGroupLimit(redis, q, undefined, { concurrency: GROUP_CONCURRENCY });
+      await setGroupLimit(redis, q, SEQUENCE_GROUP, { concurrency: 1 });
+    }
+
   // 1. workers (their recorders switch the outbox on before any job is enqueued)
   await Promise.all(slots.map((s) => launch(s, `${s.name}-${++s.pods}`)));
   const down = slots.filter((s) => s.state !== "up");
@@ -318,7 +362,10 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       const batch = Math.max(1, Math.ceil(o.jobs / Math.max(1, produceMs / 200)));
       for (let i = 0; i < plan.length; i += batch) {
         await sleepUntil(t0 + (produceMs * i) / plan.length);
-        const chunk = plan.slice(i, i + batch).map((j) => ({ id: j.id, data: j.data, attempts: 3 }));
+        const chunk = plan.slice(i, i + batch).map((j) => {
+          const group = groupOfJob.get(j.id);
+          return { id: j.id, data: j.data, attempts: 3, ...(group ? { group } : {}) };
+        });
         for (let attempt = 1; ; attempt++) {
           try {
             await producer.enqueueMany(queues[0]!, chunk);
@@ -706,6 +753,33 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       );
     if (enqueued < o.jobs) failures.push(`only ${enqueued} of ${o.jobs} jobs were enqueued`);
 
+    // group limits: how many of a group ran at once (the handler's start and end records), and
+    // the sequence's start order at the first stage
+    const endsAt = new Map<string, number>();
+    for (const f of readdirSync(join(dir, "ends")))
+      readExecutionEnds(readFileSync(join(dir, "ends", f), "utf8"), endsAt);
+    const groupAudit = auditGroupLimits(executions, endsAt, faults, {
+      groupOf: (_q, id) => groupOfJob.get(id),
+      limitOf,
+      claimedAt,
+    });
+    for (const b of groupAudit.breaches)
+      failures.push(
+        `group ${b.group} at ${b.queue}: ${b.peak} executions at once at ${new Date(b.at).toISOString()}, limit ${b.limit}`,
+      );
+    const inversions =
+      o.groups > 0
+        ? sequenceInversions(
+            executions,
+            queues[0]!,
+            plan.filter((j) => groupOfJob.get(j.id) === SEQUENCE_GROUP).map((j) => j.id),
+          )
+        : [];
+    if (inversions.length)
+      failures.push(
+        `${inversions.length} jobs of sequence ${SEQUENCE_GROUP} started before one enqueued ahead of them (e.g. ${inversions.slice(0, 5).join(", ")})`,
+      );
+
     const lateDiscarded = [...ends.values()].filter(
       (e) => e.outcome === "fenced" || e.outcome === "leaseLost",
     ).length;
@@ -742,6 +816,11 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       handed_back: sum("handedBack"),
       records_missing_in_postgres: recordsMissing,
       records_inconsistent: inconsistent,
+      groups: o.groups,
+      group_peaks: groupAudit.peaks,
+      group_limit_breaches: groupAudit.breaches.length,
+      group_executions_cut: groupAudit.cut,
+      sequence_inversions: inversions.length,
       faults: faultCounts,
       faults_skipped: skipped,
       workers_started: procs.length,
@@ -868,6 +947,11 @@ export function summary(r: ChaosReport): string {
     `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart}, after a failover ${r.duplicates_after_failover}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
     `late completions fenced off ${r.fenced_late_completions} (late results discarded by workers ${r.late_results_discarded}); stalls ${r.stalled}, hand-backs ${r.handed_back}`,
     `PostgreSQL: ${r.records_missing_in_postgres} records missing, ${r.records_inconsistent} inconsistent`,
+    ...(r.groups > 0
+      ? [
+          `groups ${r.groups}: most running at once ${r.group_peaks.map((p) => `${p.group}@${p.queue.split("/").pop()} ${p.peak}/${p.limit}`).join(", ")}; over a limit ${r.group_limit_breaches}; cut at a fault ${r.group_executions_cut}; sequence out of order ${r.sequence_inversions}`,
+        ]
+      : []),
     r.pass ? "PASS" : `FAIL:\n  - ${r.failures.join("\n  - ")}`,
   ];
   if (r.dir) lines.push(`run directory: ${r.dir}`);

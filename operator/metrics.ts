@@ -121,7 +121,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     replicaCap: new Gauge({
       name: "conveyor_operator_pool_replica_cap",
-      help: "Replicas a rate-limited pool's rate can feed (its scaling ceiling); absent when not rate-limited",
+      help: "The pool's scaling ceiling below maxReplicas: the replicas its rate limit can feed or its groups can use (the lowest); absent when not capped",
       labelNames: pool,
       registers,
     }),
@@ -135,6 +135,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       name: "conveyor_operator_pool_needed_slots",
       help: "Job slots latency mode computes the wait target needs (before min/max and stabilization); latency mode only",
       labelNames: pool,
+      registers,
+    }),
+    replicaCapBy: new Gauge({
+      name: "conveyor_operator_pool_replica_cap_by",
+      help: "1 for what caps the pool's replicas (by: rateLimit or groups); absent when not capped",
+      labelNames: [...pool, "by"],
       registers,
     }),
     desiredReplicas: new Gauge({

@@ -35,6 +35,8 @@ export interface QueuePoll {
   counts?: QueueCounts;
   /** Pause and rate limit in force (read with the counts). */
   control?: QueueControlState;
+  /** Jobs waiting in groups (included in counts.ready); 0 without groups. */
+  groupedWaiting?: number;
   error?: Error;
   sweep?: SweepResult | Error;
 }
@@ -91,6 +93,7 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
         : {
             counts: countsFromReply(counts.slice(0, 8) as CountsReply),
             control: parseQueueControl((counts[8] as string) || null, (counts[9] as string) || null),
+            groupedWaiting: Number(counts[10] ?? 0),
           };
     if (sweep)
       out.sweep =

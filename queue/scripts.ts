@@ -36,6 +36,7 @@ export const SCRIPT_NAMES = [
   "backlog_counts",
   "poll_queues",
   "group_control",
+  "group_admission",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

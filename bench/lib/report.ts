@@ -8,6 +8,7 @@ import type { MemoryRun } from "../memory.ts";
 import { backlogTable, type BacklogLevel } from "../backlog.ts";
 import { durabilitySummary, type DurabilityRun } from "../durability.ts";
 import type { RetentionResult } from "../retention.ts";
+import { fairnessMarkdown, type FairnessResult } from "../fairness.ts";
 import type { OperatorBench } from "../operator.ts";
 import { renderDashboard, type DashboardBench } from "../dashboard.ts";
 import type { RawMixResult, RedisBenchmarkResult } from "../redislimit.ts";
@@ -36,6 +37,8 @@ export interface BenchResults {
   durability?: DurabilityRun[];
   /** Absent in results written before the retention section existed. */
   retention?: RetentionResult;
+  /** Absent in results written before the fairness section existed. */
+  fairness?: FairnessResult;
   throughput: ThroughputRun[];
   roundTrips: RoundTrips[];
   prototype: ThroughputRun[];
@@ -371,6 +374,12 @@ export function renderMarkdown(r: BenchResults, chartFile: string): string {
     );
     out.push("");
     out.push(backlogTable(r.backlog));
+    out.push("");
+  }
+  if (r.fairness) {
+    out.push("## Fairness between tenants (groups)");
+    out.push("");
+    out.push(fairnessMarkdown(r.fairness));
     out.push("");
   }
   if (r.retention) {

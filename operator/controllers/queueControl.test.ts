@@ -4,8 +4,10 @@ import { describe, test } from "node:test";
 import type { WorkerReport } from "../../queue/index.ts";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
 import {
+  bindingCap,
   controlChanges,
   controlSummary,
+  groupAdmissionCap,
   medianJobMs,
   pausedReplicas,
   rateLimitCap,
@@ -85,5 +87,71 @@ describe("operator queue control", () => {
     assert.equal(controlSummary(true, { max: 5, perMs: 1000 }, 2), "paused");
     assert.equal(controlSummary(false, { max: 5, perMs: 1000 }, 2), "limited 5/s (cap 2)");
     assert.equal(controlSummary(false, null, undefined), "");
+    assert.equal(controlSummary(false, null, 3, "groups"), "groups (cap 3)");
+    assert.equal(controlSummary(false, { max: 5, perMs: 1000 }, 3, "groups"), "limited 5/s, groups (cap 3)");
+  });
+
+  const admission = (waiting: number, admissible: number, complete = true) => ({
+    waiting,
+    admissible,
+    scanned: complete ? 10 : 2000,
+    ring: complete ? 10 : 100_000,
+    complete,
+  });
+
+  test("groups' cap: running + other ready + admissible grouped jobs, over concurrency", () => {
+    const s = spec(); // concurrency 8, 0..20 replicas
+    const counts = { ready: 5000, dueDelayed: 0, inflight: 16 };
+    // Every waiting job is grouped; 8 of them may start (the rest wait for groups at their limit).
+    const cap = groupAdmissionCap(counts, admission(5000, 8), s)!;
+    assert.equal(cap.cap, 3); // (16 + 8) / 8
+    assert.equal(cap.by, "groups");
+    assert.match(
+      cap.reason,
+      /8 of 5000 grouped waiting job\(s\) can start, 4992 wait for groups at their limit/,
+    );
+    assert.match(cap.reason, /16 running \+ 0 other ready \+ 8 = 24 slot\(s\) \/ concurrency 8 → 3 replica/);
+    // Ungrouped and due-delayed jobs count whole.
+    assert.equal(
+      groupAdmissionCap({ ready: 5040, dueDelayed: 8, inflight: 16 }, admission(5000, 8), s)!.cap,
+      9,
+    );
+    // All groups paused and nothing running: the minimum, at least one (the backlog keeps one pod).
+    assert.equal(groupAdmissionCap({ ready: 50, dueDelayed: 0, inflight: 0 }, admission(50, 0), s)!.cap, 1);
+    assert.equal(
+      groupAdmissionCap(
+        { ready: 50, dueDelayed: 0, inflight: 0 },
+        admission(50, 0),
+        spec({ scaling: { minReplicas: 2 } }),
+      )!.cap,
+      2,
+    );
+  });
+
+  test("groups' cap: none without grouped jobs or when it would not bind; an estimate says so", () => {
+    const s = spec();
+    assert.equal(groupAdmissionCap({ ready: 10, dueDelayed: 0, inflight: 0 }, undefined, s), undefined);
+    assert.equal(groupAdmissionCap({ ready: 10, dueDelayed: 0, inflight: 0 }, admission(0, 0), s), undefined);
+    // 200 admissible: 25 replicas wanted ≥ maxReplicas 20 — not a cap.
+    assert.equal(
+      groupAdmissionCap({ ready: 5000, dueDelayed: 0, inflight: 0 }, admission(5000, 200), s),
+      undefined,
+    );
+    const est = groupAdmissionCap(
+      { ready: 5000, dueDelayed: 0, inflight: 0 },
+      admission(5000, 40, false),
+      s,
+    )!;
+    assert.equal(est.cap, 5);
+    assert.match(est.reason, /estimated from 2000 of 100000 groups/);
+  });
+
+  test("the lowest cap binds, the first of equals", () => {
+    const rate = { cap: 4, reason: "rate", by: "rateLimit" as const };
+    const groups = { cap: 3, reason: "groups", by: "groups" as const };
+    assert.equal(bindingCap([rate, groups]), groups);
+    assert.equal(bindingCap([rate, { ...groups, cap: 4 }]), rate);
+    assert.equal(bindingCap([undefined, groups]), groups);
+    assert.equal(bindingCap([undefined, undefined]), undefined);
   });
 });

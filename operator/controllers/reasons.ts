@@ -72,6 +72,8 @@ export const Reason = {
   QueueRunning: "QueueRunning",
   /** The queue's rate limit caps the replicas (status.control.replicaCap). */
   RateLimited: "RateLimited",
+  /** Waiting jobs belong to groups at their limit or paused: the replicas are capped at what can start. */
+  GroupLimited: "GroupLimited",
   ScaledUp: "ScaledUp",
   ScaledDown: "ScaledDown",
   /** Every problem is gone (Normal). */
@@ -133,6 +135,7 @@ export const SCALE_REASONS = [
   Reason.LatencyScaleDown,
   Reason.QueuePaused,
   Reason.RateLimited,
+  Reason.GroupLimited,
 ] as const;
 export type ScaleReason = (typeof SCALE_REASONS)[number];
 
@@ -144,6 +147,7 @@ export const EVENT_REASONS = [
   Reason.QueuePaused,
   Reason.QueueRunning,
   Reason.RateLimited,
+  Reason.GroupLimited,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

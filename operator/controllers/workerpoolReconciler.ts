@@ -36,8 +36,10 @@ import {
   type ScaleDecision,
 } from "./scaling.ts";
 import {
+  bindingCap,
   controlChanges,
   controlSummary,
+  groupAdmissionCap,
   medianJobMs,
   rateLimitCap,
   specControl,
@@ -206,6 +208,7 @@ export class WorkerPoolReconciler implements Reconciler {
         pollSeconds: spec.scaling.pollSeconds,
         // Latency mode sizes by the workers' median job duration: their reports with each poll.
         reports: spec.scaling.targetWaitSeconds !== undefined,
+        maxSlots: spec.scaling.maxReplicas * spec.concurrency,
       });
     } else {
       this.poller.remove(key);
@@ -250,22 +253,28 @@ export class WorkerPoolReconciler implements Reconciler {
     const managed = want.paused !== undefined || want.rateLimit !== undefined;
     pass.queuePaused = have.paused;
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
-    let cap: ReplicaCap | undefined;
-    if (have.rateLimit) {
-      cap = rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec);
-      if (cap.cap < spec.scaling.maxReplicas)
-        pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
-    }
+    // The lowest cap binds: the rate limit's, the groups' (issue 31).
+    const cap: ReplicaCap | undefined = bindingCap([
+      have.rateLimit
+        ? rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec)
+        : undefined,
+      groupAdmissionCap(sample.lastGood!.counts, sample.groups, spec),
+    ]);
+    if (cap && cap.cap < spec.scaling.maxReplicas)
+      pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
     pass.control = {
       paused: have.paused,
       ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
       source: managed ? "spec" : "redis",
-      ...(cap ? { replicaCap: cap.cap, capReason: cap.reason } : {}),
-      summary: controlSummary(have.paused, have.rateLimit, cap?.cap),
+      ...(cap ? { replicaCap: cap.cap, capReason: cap.reason, capBy: cap.by } : {}),
+      summary: controlSummary(have.paused, have.rateLimit, cap?.cap, cap?.by),
     };
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
     if (cap) this.metrics.replicaCap.set(labels, cap.cap);
     else this.metrics.replicaCap.remove(labels);
+    for (const by of ["rateLimit", "groups"] as const)
+      if (cap?.by === by) this.metrics.replicaCapBy.set({ ...labels, by }, 1);
+      else this.metrics.replicaCapBy.remove({ ...labels, by });
     // An Event when what is in force changes (not on every pass).
     const before = pool.status?.control;
     if (before && before.paused !== have.paused)
@@ -277,11 +286,18 @@ export class WorkerPoolReconciler implements Reconciler {
           ? `queue ${spec.queue} paused: scaling down to the running jobs, then minReplicas ${spec.scaling.minReplicas}`
           : `queue ${spec.queue} resumed: scaling on the backlog again`,
       );
-    if (cap && before?.replicaCap !== cap.cap)
+    // (the groups' cap follows the running jobs from poll to poll: an Event when it starts to
+    // bind, not at every move; status.control has the current one)
+    if (
+      cap &&
+      (cap.by === "groups"
+        ? before?.capBy !== "groups"
+        : before?.replicaCap !== cap.cap || before.capBy === "groups")
+    )
       await this.ctx.events.record(
         pool,
         "Normal",
-        Reason.RateLimited,
+        cap.by === "groups" ? Reason.GroupLimited : Reason.RateLimited,
         `replicas capped at ${cap.cap}: ${cap.reason}`,
       );
   }
@@ -472,6 +488,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.neededSlots,
     ])
       g.remove({ namespace, workerpool: name });
+    for (const by of ["rateLimit", "groups"]) m.replicaCapBy.remove({ namespace, workerpool: name, by });
     const queue = this.gaugeQueues.get(key);
     this.gaugeQueues.delete(key);
     if (queue !== undefined)

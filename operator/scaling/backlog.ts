@@ -7,10 +7,12 @@ import type { Logger } from "pino";
 import {
   QueueAdmin,
   connectRedis,
+  groupAdmission,
   describeRedisUrl,
   pollQueues,
   polledQueue,
   waitUntilReady,
+  type GroupAdmission,
   type PolledQueue,
   type QueueControlState,
   type QueueCounts,
@@ -40,6 +42,8 @@ export interface BacklogSample {
   pausedWhenCounted?: boolean;
   /** While rate-limited or in latency mode: the workers' reports, for the median job duration (queueControl.ts). */
   reports?: WorkerReport[];
+  /** While jobs wait in groups: how many of them could start now (the groups' replica cap). */
+  groups?: GroupAdmission;
 }
 
 export interface PollTarget {
@@ -51,6 +55,8 @@ export interface PollTarget {
   pollSeconds: number;
   /** Read the workers' reports with every poll (latency mode), not only while rate-limited. */
   reports?: boolean;
+  /** The most jobs the pool can run at once (maxReplicas × concurrency): the groups' read stops there. */
+  maxSlots?: number;
 }
 
 interface Conn {
@@ -210,10 +216,12 @@ export class BacklogPoller {
       cur.target.url === target.url &&
       cur.target.password === target.password &&
       cur.target.queue === target.queue &&
-      cur.target.pollSeconds === target.pollSeconds &&
-      cur.target.reports === target.reports
-    )
+      cur.target.pollSeconds === target.pollSeconds
+    ) {
+      // (whether to read reports, and maxSlots, are read from the target at each poll)
+      cur.target = target;
       return;
+    }
     if (cur) this.remove(target.key);
     const { id, client } = this.conns.acquire(target.key, target.url, target.password);
     const group = this.group(id, client, target);
@@ -347,7 +355,7 @@ export class BacklogPoller {
       );
       // Rate-limited and latency-mode pools also need the workers' reports: one more round trip
       // each (HGETALL of the workers hash); a failure there fails that pool's poll only.
-      const reports = await Promise.all(
+      const reportsRead = Promise.all(
         pools.map((p, i) =>
           polls[i]!.control?.rateLimit || p.target.reports
             ? withTimeout(
@@ -358,12 +366,29 @@ export class BacklogPoller {
             : undefined,
         ),
       );
+      // Pools with jobs waiting in groups: how many could start (a bounded read, group_admission),
+      // in the same round trip as the reports.
+      const admissionsRead = Promise.all(
+        pools.map((p, i) =>
+          (polls[i]!.groupedWaiting ?? 0) > 0
+            ? withTimeout(
+                groupAdmission(p.client, p.target.queue, p.target.maxSlots ?? Number.MAX_SAFE_INTEGER),
+                this.timeoutMs,
+                "group admission",
+              ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
+            : undefined,
+        ),
+      );
+      const [reports, admissions] = await Promise.all([reportsRead, admissionsRead]);
       const now = Date.now();
       pools.forEach((p, i) => {
         const r = polls[i]!;
         const report = reports[i];
+        const groups = admissions[i];
         if (report instanceof Error) {
           this.failed(p, report, now);
+        } else if (groups instanceof Error) {
+          this.failed(p, groups, now);
         } else if (r.counts && r.control) {
           p.sample = {
             at: now,
@@ -374,6 +399,7 @@ export class BacklogPoller {
             control: r.control,
             pausedWhenCounted: r.control.paused,
             ...(report ? { reports: report } : {}),
+            ...(groups ? { groups } : {}),
           };
         } else {
           this.failed(p, r.error, now);

@@ -4,7 +4,9 @@
 // lost, no re-run after a SIGTERM, every record in PostgreSQL, every re-run explained by a
 // SIGKILL or SIGSTOP of the worker that ran it. The runner's own logic has unit tests beside it
 // (chaos/plan.test.ts, chaos/analyze.test.ts). The runner is a program: this test runs it and
-// reads its JSON report (the report's type is the only thing imported from chaos/).
+// reads its JSON report (the report's type is the only thing imported from chaos/). Half the jobs
+// carry a group (--groups 4): three groups of concurrency 2 and a sequence of concurrency 1, whose
+// limits the audit checks from the handler's own start and end records.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { before, describe, test } from "node:test";
@@ -22,7 +24,10 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
   let why = "";
 
   before(async () => {
-    const args = ["chaos/run.ts", "--jobs", "1000", "--seconds", "40", "--fault-every", "2s", "--json"];
+    const args = [
+      "chaos/run.ts",
+      ...["--jobs", "1000", "--seconds", "40", "--fault-every", "2s", "--groups", "4", "--json"],
+    ];
     if (process.env.CHAOS_SEED) args.push("--seed", process.env.CHAOS_SEED);
     ({ code, stdout, stderr } = await run(NODE, args));
     try {
@@ -67,6 +72,19 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     for (const k of FAULT_KINDS)
       assert.ok((r.faults[k] ?? 0) >= 1, `no ${k} was injected: ${JSON.stringify(r.faults)}`);
     assert.equal(code, r.pass ? 0 : 1);
+  });
+
+  test("grouped jobs: no group ran more at once than its limit at any stage, the sequence started in order", () => {
+    assert.equal(r.groups, 4);
+    assert.equal(r.group_limit_breaches, 0, why);
+    assert.equal(r.sequence_inversions, 0, why);
+    // every stage saw the sequence and the three limited groups (4 × 3 stages)
+    assert.equal(r.group_peaks.length, 12, JSON.stringify(r.group_peaks));
+    for (const p of r.group_peaks) assert.ok(p.peak >= 1 && p.peak <= p.limit, JSON.stringify(p));
+    assert.ok(
+      r.group_peaks.some((p) => p.limit === 2 && p.peak === 2),
+      `the limit of 2 was reached somewhere (the audit can see overlap): ${JSON.stringify(r.group_peaks)}`,
+    );
   });
 
   // While Redis is down no lease can be renewed; the sweeper's outage grace (sweep_leases.lua,

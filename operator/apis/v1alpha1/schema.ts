@@ -499,10 +499,19 @@ export const statusSchema = {
         },
         replicaCap: {
           type: "integer",
-          description: "Replicas the rate limit can feed (the pool is not scaled above this).",
+          description:
+            "Replicas the rate limit can feed or the groups can use, the lower (the pool is not scaled above this).",
         },
         capReason: { type: "string" },
-        summary: { type: "string", description: "paused, limited 50/s (cap 3), or empty: for kubectl get." },
+        capBy: {
+          type: "string",
+          enum: ["rateLimit", "groups"],
+          description: "What caps the replicas: the queue's rate limit, or groups at their limit or paused.",
+        },
+        summary: {
+          type: "string",
+          description: "paused, limited 50/s (cap 3), groups (cap 2), or empty: for kubectl get.",
+        },
       },
     },
     lastDecision: {
