@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability images demo bench chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
 
 all: build
 
@@ -63,6 +63,12 @@ images: node-deps
 controlplane:
 	@bash test/controlplane/install.sh
 
+# KEDA v2.21.0 (operator + metrics adapter) for the autoscaling comparison, built once from the Go
+# module proxy into ~/.cache/conveyor (about 7 min cold, +1.7 GB of modules; CONVEYOR_KEDA_ASSETS=/dir
+# uses prebuilt ones). docs/autoscaling-vs-keda.md.
+keda:
+	@bash test/keda/install.sh
+
 # A real node's kubelet (from the control plane's Kubernetes module) and its pause image, beside
 # Debian's containerd, runc and CNI plugins (scripts/images-deps.sh); docs/node.md.
 node: controlplane
@@ -93,6 +99,15 @@ bench: node-deps
 	npm run -s build
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
 	npm run -s bench -- $(BENCH_ARGS)
+	$(MAKE) -s bench-autoscale
+
+# The autoscaling section: KEDA vs Conveyor's backlog and latency modes on five seeded workloads
+# (bench/autoscale.ts, docs/autoscaling-vs-keda.md). Builds KEDA on first use. The default is the
+# shortened profile (about 45 min); AUTOSCALE_ARGS="--profile full" runs the issue's full
+# workloads (about 4 h on 2 cores). Writes bench/results/<date>-autoscale-<profile>.{json,md} and an SVG per workload.
+AUTOSCALE_ARGS ?= --profile short
+bench-autoscale: node-deps controlplane keda
+	npm run -s bench:autoscale -- $(AUTOSCALE_ARGS)
 
 # Chaos: a three-stage pipeline of real worker processes while a seeded fault injector SIGTERMs,
 # SIGKILLs and SIGSTOPs workers and restarts Redis and PostgreSQL; then every job, execution and
