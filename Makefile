@@ -105,7 +105,7 @@ bench: node-deps
 # (bench/autoscale.ts, docs/autoscaling-vs-keda.md). Builds KEDA on first use. The default is the
 # shortened profile (about 45 min); AUTOSCALE_ARGS="--profile full" runs the issue's full
 # workloads (about 4 h on 2 cores). Writes bench/results/<date>-autoscale-<profile>.{json,md} and an SVG per workload.
-AUTOSCALE_ARGS ?= --profile short
+AUTOSCALE_ARGS ?= --profile short --scale-down-window 60
 bench-autoscale: node-deps controlplane keda
 	npm run -s bench:autoscale -- $(AUTOSCALE_ARGS)
 

@@ -444,7 +444,11 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
   }
 }
 
-export async function runAutoscaleBench(o: AutoscaleOptions): Promise<AutoscaleReport> {
+/** Runs the arms over the workloads; `onProgress` gets the report so far after each workload (written as it goes). */
+export async function runAutoscaleBench(
+  o: AutoscaleOptions,
+  onProgress: (partial: AutoscaleReport) => void = () => {},
+): Promise<AutoscaleReport> {
   const started = Date.now();
   const loadBefore = loadAverage();
   const unavailable: Record<string, string> = {};
@@ -458,6 +462,18 @@ export async function runAutoscaleBench(o: AutoscaleOptions): Promise<AutoscaleR
   const dir = mkdtempSync(join(tmpdir(), "cvy-autoscale-"));
   const h = await startHarness({ ...o, arms }, dir);
   const workloads: AutoscaleReport["workloads"] = [];
+  const report = (): AutoscaleReport => ({
+    date: new Date(started).toISOString(),
+    profile: o.profile,
+    node: "simulated: kwok nodes, a real `conveyor worker` process per pod (test/support/podRunner.ts)",
+    options: o,
+    keda: arms.some((a) => a.startsWith("keda")) ? "v2.21.0 (test/keda/install.sh)" : "not run",
+    unavailable,
+    workloads,
+    machine: machineInfo(),
+    load: { before: loadBefore, after: loadAverage() },
+    seconds: Math.round((Date.now() - started) / 1000),
+  });
   try {
     for (const name of o.workloads) {
       const w = buildWorkload(name, o.profile, o.seed);
@@ -470,6 +486,7 @@ export async function runAutoscaleBench(o: AutoscaleOptions): Promise<AutoscaleR
         jobs: w.arrivals.length,
         runs,
       });
+      onProgress(report());
     }
   } catch (err) {
     const keep = join(tmpdir(), `cvy-autoscale-failed-${Date.now()}`);
@@ -483,18 +500,7 @@ export async function runAutoscaleBench(o: AutoscaleOptions): Promise<AutoscaleR
     await stopHarness(h);
     rmSync(dir, { recursive: true, force: true });
   }
-  return {
-    date: new Date().toISOString(),
-    profile: o.profile,
-    node: "simulated: kwok nodes, a real `conveyor worker` process per pod (test/support/podRunner.ts)",
-    options: o,
-    keda: arms.some((a) => a.startsWith("keda")) ? "v2.21.0 (test/keda/install.sh)" : "not run",
-    unavailable,
-    workloads,
-    machine: machineInfo(),
-    load: { before: loadBefore, after: loadAverage() },
-    seconds: Math.round((Date.now() - started) / 1000),
-  };
+  return report();
 }
 
 export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string, string>): string {
@@ -584,8 +590,8 @@ export function parseAutoscaleFlags(argv: string[]): AutoscaleOptions & { out: s
 if (import.meta.main) {
   runMain("autoscale", async () => {
     const o = parseAutoscaleFlags(process.argv.slice(2));
-    const report = await runAutoscaleBench(o);
-    const name = o.name ?? `${report.date.slice(0, 10)}-autoscale-${o.profile}`;
+    const name = o.name ?? `${new Date().toISOString().slice(0, 10)}-autoscale-${o.profile}`;
+    const report = await runAutoscaleBench(o, (partial) => writeAutoscaleResults(partial, o.out, name));
     const md = writeAutoscaleResults(report, o.out, name);
     progress(`autoscale: results in ${md}`);
     process.stdout.write(readFileSync(md, "utf8"));

@@ -52,11 +52,11 @@ const SHAPES: Record<ProfileName, Shape> = {
     paused: { jobs: 2000, jobMs: 1000, resumeS: 120, windowS: 420 },
   },
   short: {
-    burst: { jobs: 2000, jobMs: 1000, windowS: 120 },
-    ramp: { peakPerS: 10, rampS: 60, jobMs: 2000, tailS: 45 },
-    spikes: { spikes: 3, everyS: 60, jobs: 300, jobMs: 1000, tailS: 30 },
-    long: { shortJobs: 400, longJobs: 20, longEveryS: 6, longMinS: 30, longMaxS: 60, windowS: 180 },
-    paused: { jobs: 600, jobMs: 1000, resumeS: 45, windowS: 105 },
+    burst: { jobs: 2000, jobMs: 1000, windowS: 90 },
+    ramp: { peakPerS: 10, rampS: 45, jobMs: 2000, tailS: 30 },
+    spikes: { spikes: 3, everyS: 45, jobs: 300, jobMs: 1000, tailS: 30 },
+    long: { shortJobs: 400, longJobs: 15, longEveryS: 6, longMinS: 30, longMaxS: 60, windowS: 150 },
+    paused: { jobs: 600, jobMs: 1000, resumeS: 45, windowS: 90 },
   },
   smoke: {
     burst: { jobs: 100, jobMs: 500, windowS: 30 },
