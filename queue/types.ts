@@ -84,11 +84,14 @@ export interface QueueCounts {
   /** What the autoscaler follows: ready + due-delayed + in-flight. */
   backlog: number;
   /**
-   * When the job at the head of the ready queue (the next to run) was enqueued into this
-   * stage, ms since epoch; absent when nothing is ready. Read by `QueueAdmin.counts` only
-   * with `{ oldestReady: true }` (the operator's poll).
+   * When the oldest ready job was enqueued into this stage, ms since epoch — the earliest of
+   * the heads of the prioritised set, the line and the group next in the ring (O(1); exact
+   * for a FIFO queue, see docs/protocol.md#backlog); absent when nothing is ready. Read by
+   * `QueueAdmin.counts` only with `{ oldestReady: true }` (the operator's poll).
    */
   oldestReadyAt?: number;
+  /** The queue's lifetime enqueue counter (`<Q>counts` `enqueued`): its growth is the arrival rate. */
+  enqueued?: number;
 }
 
 export interface WorkerReport {

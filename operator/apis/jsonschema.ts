@@ -28,6 +28,8 @@ export interface JSONSchemaProps {
   readonly default?: unknown;
   readonly minimum?: number;
   readonly maximum?: number;
+  /** The bound `minimum` itself is not allowed (OpenAPI v3.0's boolean form, as CRDs take it). */
+  readonly exclusiveMinimum?: boolean;
   readonly minLength?: number;
   readonly maxLength?: number;
   readonly pattern?: string;

@@ -7,6 +7,7 @@ import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { HpaAlgorithm } from "../scaling/hpaAlgorithm.ts";
+import type { ArrivalEstimate } from "../scaling/latency.ts";
 import type { EventRecorder } from "./events.ts";
 import type { Deployment, HPA, Pod } from "./objects.ts";
 import type { WriteOverlay } from "./overlay.ts";
@@ -34,6 +35,10 @@ export interface PoolScaler {
   /** Last time the queue had backlog or jobs in flight (starts at creation: a new leader waits a full cooldown). */
   lastActiveAt: number;
   hpa: HpaAlgorithm;
+  /** Latency mode: the arrival rate from the enqueue counter's growth between polls. */
+  arrivals?: ArrivalEstimate;
+  /** Latency mode: the last median job duration the workers reported (ms), kept while no worker runs. */
+  jobMs?: number;
 }
 
 /** The operator's own last replica change (status.lastDecision). */

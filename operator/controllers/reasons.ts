@@ -60,6 +60,9 @@ export const Reason = {
   /** direct mode: the HPA algorithm wants more / fewer replicas. */
   DirectScaleUp: "DirectScaleUp",
   DirectScaleDown: "DirectScaleDown",
+  /** latency mode (scaling.targetWaitSeconds): the wait target needs more / fewer replicas. */
+  LatencyScaleUp: "LatencyScaleUp",
+  LatencyScaleDown: "LatencyScaleDown",
 
   // ---- Events only
   /** The operator changed the replica count (Normal). */
@@ -126,6 +129,8 @@ export const SCALE_REASONS = [
   Reason.ManualReplicas,
   Reason.DirectScaleUp,
   Reason.DirectScaleDown,
+  Reason.LatencyScaleUp,
+  Reason.LatencyScaleDown,
   Reason.QueuePaused,
   Reason.RateLimited,
 ] as const;

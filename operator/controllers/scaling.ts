@@ -3,7 +3,9 @@
 //   - N → 0 after cooldownSeconds with no backlog and nothing in flight (minReplicas = 0);
 //   - 0 → minReplicas when the pool sits below its minimum at zero;
 //   - spec.replicas, when set, pins the count;
-//   - in `direct` mode, everything between 1 and maxReplicas, by the HPA algorithm.
+//   - in `direct` mode, everything between 1 and maxReplicas, by the HPA algorithm — on the
+//     backlog per replica, or with scaling.targetWaitSeconds on the slots a wait target needs
+//     (operator/scaling/latency.ts).
 // No decision is made without a fresh backlog reading: an unreachable Redis never scales a
 // pool down (nor up).
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
@@ -12,6 +14,7 @@ import { rfc3339 } from "../../lib/time.ts";
 import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
 import { apiCode } from "../kube/client.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
+import { LATENCY_SCALE_UP, latencyNeed, observeArrivals, type LatencyNeed } from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
 import { pausedReplicas } from "./queueControl.ts";
@@ -43,6 +46,37 @@ export interface DecideInput {
   queuePaused?: boolean;
   /** The counts were read with the pause already in force (no claim can follow them). */
   pauseSeenByPoll?: boolean;
+  /** When the counts were read (ms): latency mode's arrival rate is the enqueue counter's growth between reads. */
+  countsAt?: number;
+  /** The workers' median job duration (ms) from fresh reports, when any (latency mode). */
+  jobMs?: number;
+}
+
+/** The behavior latency mode scales with: the spec's, with an unlimited scale-up unless it sets one. */
+export function scalingBehavior(spec: WorkerPoolSpec): Behavior | undefined {
+  const b = spec.scaling.behavior as Behavior | undefined;
+  if (spec.scaling.targetWaitSeconds === undefined) return b;
+  return { ...b, scaleUp: b?.scaleUp ?? LATENCY_SCALE_UP };
+}
+
+/** What latency mode needs now, from the pool's counts and the scaler's arrival and duration memory. */
+export function latencyNeedOf(
+  s: PoolScaler,
+  spec: WorkerPoolSpec,
+  counts: QueueCounts,
+  now: number,
+): LatencyNeed {
+  const waiting = Math.max(0, counts.backlog - counts.inflight);
+  return latencyNeed({
+    targetWaitSeconds: spec.scaling.targetWaitSeconds ?? 0,
+    concurrency: spec.concurrency,
+    arrivalPerSecond: s.arrivals?.perSecond,
+    jobMs: s.jobMs,
+    waiting,
+    oldestWaitSeconds:
+      waiting > 0 && counts.oldestReadyAt !== undefined ? Math.max(0, now - counts.oldestReadyAt) / 1000 : 0,
+    pollSeconds: spec.scaling.pollSeconds,
+  });
 }
 
 /** The replica change to make now, or undefined. Updates the scaler's activity and HPA state. */
@@ -76,6 +110,12 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
     return undefined;
   }
   if (backlog > 0 || inflight > 0) s.lastActiveAt = i.now;
+  const latency = sc.targetWaitSeconds !== undefined && sc.mode === "direct";
+  if (latency) {
+    if (i.counts.enqueued !== undefined && i.countsAt !== undefined)
+      s.arrivals = observeArrivals(s.arrivals, i.counts.enqueued, i.countsAt);
+    if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
+  }
 
   if (i.current === 0) {
     s.hpa.reset();
@@ -88,6 +128,17 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
       };
     }
     if (backlog > sc.activationBacklog) {
+      if (latency) {
+        // Straight to what the target needs (when durations are known), not 1 and then more.
+        const need = latencyNeedOf(s, spec, i.counts, i.now);
+        const replicas = Math.min(sc.maxReplicas, Math.max(1, need.replicas ?? 1));
+        return {
+          replicas,
+          from: 0,
+          reason: Reason.Activated,
+          message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: ${need.message}${replicas !== need.replicas ? ` (starting ${replicas})` : ""}`,
+        };
+      }
       return {
         replicas: 1,
         from: 0,
@@ -113,6 +164,29 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
   }
 
   if (sc.mode !== "direct") return undefined;
+  if (latency) {
+    const need = latencyNeedOf(s, spec, i.counts, i.now);
+    if (need.slots !== undefined) {
+      const d = s.hpa.decide({
+        now: i.now,
+        total: need.slots,
+        targetPerReplica: Math.max(1, spec.concurrency),
+        currentReplicas: i.current,
+        statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
+        minReplicas: sc.minReplicas,
+        maxReplicas: sc.maxReplicas,
+        behavior: scalingBehavior(spec),
+      });
+      if (d.replicas === i.current) return undefined;
+      return {
+        replicas: d.replicas,
+        from: i.current,
+        reason: d.replicas > i.current ? Reason.LatencyScaleUp : Reason.LatencyScaleDown,
+        message: `${need.message}; ${d.reason}: ${d.message}`,
+      };
+    }
+    // No job duration measured yet (a new pool, a new leader): the backlog target sizes it.
+  }
   const d = s.hpa.decide({
     now: i.now,
     total: backlog,
@@ -121,21 +195,26 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
     minReplicas: sc.minReplicas,
     maxReplicas: sc.maxReplicas,
-    behavior: sc.behavior as Behavior | undefined,
+    behavior: scalingBehavior(spec),
   });
   if (d.replicas === i.current) return undefined;
   return {
     replicas: d.replicas,
     from: i.current,
     reason: d.replicas > i.current ? Reason.DirectScaleUp : Reason.DirectScaleDown,
-    message: `backlog ${backlog} at target ${sc.targetBacklogPerReplica}/replica wants ${d.metricReplicas}; ${d.reason}: ${d.message}`,
+    message: `${latency ? "no job durations measured yet: " : ""}backlog ${backlog} at target ${sc.targetBacklogPerReplica}/replica wants ${d.metricReplicas}; ${d.reason}: ${d.message}`,
   };
 }
 
 /** After a decision was applied: feed the HPA algorithm's rate limits. */
 export function recordScale(s: PoolScaler, spec: WorkerPoolSpec, d: ScaleDecision, now: number): void {
-  if (d.reason === Reason.DirectScaleUp || d.reason === Reason.DirectScaleDown)
-    s.hpa.record(now, d.from, d.replicas, spec.scaling.behavior as Behavior | undefined);
+  if (
+    d.reason === Reason.DirectScaleUp ||
+    d.reason === Reason.DirectScaleDown ||
+    d.reason === Reason.LatencyScaleUp ||
+    d.reason === Reason.LatencyScaleDown
+  )
+    s.hpa.record(now, d.from, d.replicas, scalingBehavior(spec));
   if (d.replicas === 0) s.hpa.reset();
 }
 
@@ -188,6 +267,7 @@ export function decideReplicas(
   now: number,
   queuePaused = false,
   pauseSeenByPoll = false,
+  latency: { countsAt?: number; jobMs?: number } = {},
 ): ScaleDecision | undefined {
   return decideScale(state.scaler, {
     now,
@@ -197,6 +277,7 @@ export function decideReplicas(
     counts,
     queuePaused,
     pauseSeenByPoll,
+    ...latency,
   });
 }
 

@@ -67,4 +67,22 @@ describe("status and validation", () => {
       "never echo the password",
     );
   });
+
+  it("scaling.targetWaitSeconds: a positive number of seconds, with mode direct; otherwise a problem naming the field", () => {
+    const wait = (scaling: object) => validateSpec(withDefaults({ ...base, scaling })).join("\n");
+    assert.equal(wait({ mode: "direct", targetWaitSeconds: 0.5 }), "");
+    assert.match(
+      wait({ mode: "direct", targetWaitSeconds: 0 }),
+      /spec\.scaling\.targetWaitSeconds must be .*> 0.*got 0/,
+    );
+    assert.match(wait({ mode: "direct", targetWaitSeconds: -3 }), /targetWaitSeconds must be/);
+    assert.match(
+      wait({ mode: "direct", targetWaitSeconds: "10s" }),
+      /targetWaitSeconds must be a number.*"10s"/,
+    );
+    assert.match(
+      wait({ targetWaitSeconds: 10 }),
+      /targetWaitSeconds needs spec\.scaling\.mode: direct \(mode is hpa/,
+    );
+  });
 });

@@ -31,5 +31,15 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
     problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);
   if (s.targetBacklogPerReplica < 1) problems.push("spec.scaling.targetBacklogPerReplica must be >= 1");
   if (s.pollSeconds < 1) problems.push("spec.scaling.pollSeconds must be >= 1");
+  if (s.targetWaitSeconds !== undefined) {
+    if (typeof s.targetWaitSeconds !== "number" || !(s.targetWaitSeconds > 0) || s.targetWaitSeconds > 86400)
+      problems.push(
+        `spec.scaling.targetWaitSeconds must be a number of seconds > 0 and <= 86400 (got ${JSON.stringify(s.targetWaitSeconds)})`,
+      );
+    else if (s.mode !== "direct")
+      problems.push(
+        `spec.scaling.targetWaitSeconds needs spec.scaling.mode: direct (mode is ${s.mode}; the operator sizes a pool for a wait target itself)`,
+      );
+  }
   return problems;
 }

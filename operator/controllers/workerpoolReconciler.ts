@@ -203,6 +203,8 @@ export class WorkerPoolReconciler implements Reconciler {
         url: effectiveRedisUrl(spec),
         password,
         pollSeconds: spec.scaling.pollSeconds,
+        // Latency mode sizes by the workers' median job duration: their reports with each poll.
+        reports: spec.scaling.targetWaitSeconds !== undefined,
       });
     } else {
       this.poller.remove(key);
@@ -325,6 +327,7 @@ export class WorkerPoolReconciler implements Reconciler {
     if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
     const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
     pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
+    const reports = pass.sample?.reports;
     pass.decision = decideReplicas(
       pass.state,
       pass.spec,
@@ -334,6 +337,10 @@ export class WorkerPoolReconciler implements Reconciler {
       pass.now,
       pass.queuePaused,
       pass.pauseSeenByPoll,
+      {
+        countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
+        jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
+      },
     );
   }
 

@@ -38,7 +38,7 @@ export interface BacklogSample {
    * count covers every job still running. Only a poll sets it (applyControl updates `control`).
    */
   pausedWhenCounted?: boolean;
-  /** While rate-limited: the workers' reports, for the median job duration (queueControl.ts). */
+  /** While rate-limited or in latency mode: the workers' reports, for the median job duration (queueControl.ts). */
   reports?: WorkerReport[];
 }
 
@@ -49,6 +49,8 @@ export interface PollTarget {
   url: string;
   password?: string;
   pollSeconds: number;
+  /** Read the workers' reports with every poll (latency mode), not only while rate-limited. */
+  reports?: boolean;
 }
 
 interface Conn {
@@ -208,7 +210,8 @@ export class BacklogPoller {
       cur.target.url === target.url &&
       cur.target.password === target.password &&
       cur.target.queue === target.queue &&
-      cur.target.pollSeconds === target.pollSeconds
+      cur.target.pollSeconds === target.pollSeconds &&
+      cur.target.reports === target.reports
     )
       return;
     if (cur) this.remove(target.key);
@@ -342,11 +345,11 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
-      // Rate-limited pools (rare) also need the workers' reports: one more round trip each; a
-      // failure there fails that pool's poll only.
+      // Rate-limited and latency-mode pools also need the workers' reports: one more round trip
+      // each (HGETALL of the workers hash); a failure there fails that pool's poll only.
       const reports = await Promise.all(
         pools.map((p, i) =>
-          polls[i]!.control?.rateLimit
+          polls[i]!.control?.rateLimit || p.target.reports
             ? withTimeout(
                 new QueueAdmin(p.client).workers(p.target.queue),
                 this.timeoutMs,

@@ -33,7 +33,7 @@ describe("pollQueues", () => {
     const queues = ["poll-a", "poll-b", "poll-empty"];
     const polls = await pollQueues(redis, queues);
     for (const [i, q] of queues.entries()) {
-      const expected = await admin.counts(q, { oldestReady: true });
+      const expected = await admin.counts(q, { oldestReady: true, enqueued: true });
       assert.deepEqual(polls[i]!.counts, expected, q);
       assert.equal(polls[i]!.sweep, undefined, "no sweep unless asked");
     }
@@ -44,6 +44,28 @@ describe("pollQueues", () => {
     assert.ok(polls[1]!.counts!.oldestReadyAt! > 0);
     assert.equal(polls[2]!.counts!.backlog, 0);
     assert.equal(polls[2]!.counts!.oldestReadyAt, undefined);
+    // The arrival counter: every enqueue, delayed ones included; 0 for a queue never used.
+    assert.equal(polls[0]!.counts!.enqueued, 3);
+    assert.equal(polls[1]!.counts!.enqueued, 2);
+    assert.equal(polls[2]!.counts!.enqueued, 0);
+  });
+
+  test("the oldest ready job is the earliest head of the line, the prioritised set and the next group", async () => {
+    const at = async (q: string) => (await pollQueues(redis, [q]))[0]!.counts!.oldestReadyAt;
+    // A newer prioritised job runs first, but the older priority-0 job is the one waiting longest.
+    await producer.enqueue("poll-oldest", { n: 1 });
+    const first = await at("poll-oldest");
+    assert.ok(first! > 0);
+    await new Promise((r) => setTimeout(r, 5));
+    await producer.enqueue("poll-oldest", { n: 2 }, { priority: 5 });
+    assert.equal(await at("poll-oldest"), first);
+    // Only grouped jobs: the head of the group next in the ring.
+    await producer.enqueue("poll-oldest-g", { n: 1 }, { group: "tenant-a" });
+    const grouped = await at("poll-oldest-g");
+    assert.ok(grouped! > 0);
+    await new Promise((r) => setTimeout(r, 5));
+    await producer.enqueue("poll-oldest-g", { n: 2 }, { group: "tenant-b" });
+    assert.equal(await at("poll-oldest-g"), grouped);
   });
 
   test("reads each queue's pause and rate limit with its counts", async () => {

@@ -16,8 +16,10 @@ function typeOf(s: JSONSchemaProps): string {
 
 function constraints(s: JSONSchemaProps): string {
   const c: string[] = [];
-  if (s.minimum !== undefined && s.maximum !== undefined) c.push(`${s.minimum}..${s.maximum}`);
-  else if (s.minimum !== undefined) c.push(`≥ ${s.minimum}`);
+  const above = s.exclusiveMinimum ? ">" : "≥";
+  if (s.minimum !== undefined && s.maximum !== undefined)
+    c.push(s.exclusiveMinimum ? `> ${s.minimum}, ≤ ${s.maximum}` : `${s.minimum}..${s.maximum}`);
+  else if (s.minimum !== undefined) c.push(`${above} ${s.minimum}`);
   else if (s.maximum !== undefined) c.push(`≤ ${s.maximum}`);
   if (s.minItems !== undefined) c.push(`≥ ${s.minItems} items`);
   if (s.maxItems !== undefined) c.push(`≤ ${s.maxItems} items`);

@@ -362,6 +362,11 @@ export const specSchema = {
           rule: "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
           message: "scaling.minReplicas must be <= scaling.maxReplicas",
         },
+        {
+          rule: "!has(self.targetWaitSeconds) || !has(self.mode) || self.mode == 'direct'",
+          message:
+            "scaling.targetWaitSeconds needs scaling.mode: direct (the operator sizes a pool for a wait target itself; an HPA can only follow a per-replica average)",
+        },
       ],
       properties: {
         mode: {
@@ -384,7 +389,16 @@ export const specSchema = {
           minimum: 1,
           maximum: 1000000,
           default: 10,
-          description: "Desired replicas = ceil(backlog / targetBacklogPerReplica), tolerance 10%.",
+          description:
+            "Desired replicas = ceil(backlog / targetBacklogPerReplica), tolerance 10%. With targetWaitSeconds: used only until job durations are measured.",
+        },
+        targetWaitSeconds: {
+          type: "number",
+          minimum: 0,
+          exclusiveMinimum: true,
+          maximum: 86400,
+          description:
+            "Latency mode (needs mode: direct): size the pool so a new job starts within this many seconds of its enqueue, from the arrival rate, the workers' median job duration, the ready backlog and the oldest waiting job's age; scale-down follows behavior.scaleDown (stabilization window). See docs/operator.md#latency-mode.",
         },
         activationBacklog: {
           type: "integer",
@@ -460,6 +474,12 @@ export const statusSchema = {
     selector: { type: "string", description: "Label selector of the pool's pods (scale subresource)." },
     backlog: { type: "integer", description: "Ready + due-delayed + in-flight jobs at the last poll." },
     inflight: { type: "integer", description: "Jobs running at the last poll." },
+    oldestReadySince: {
+      type: "string",
+      format: "date-time",
+      description:
+        "When the oldest waiting (ready) job was enqueued, at the last poll; absent when none waits. kubectl get wp -o wide shows its age (Oldest).",
+    },
     lastScaleTime: {
       type: "string",
       format: "date-time",
@@ -536,6 +556,13 @@ export const printerColumns = [
     description: "queue paused or rate-limited (and the replica cap)",
   },
   { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
+  {
+    name: "Oldest",
+    type: "date",
+    jsonPath: ".status.oldestReadySince",
+    description: "age of the oldest waiting job",
+    priority: 1,
+  },
   { name: "Min", type: "integer", jsonPath: ".spec.scaling.minReplicas", priority: 1 },
   { name: "Max", type: "integer", jsonPath: ".spec.scaling.maxReplicas", priority: 1 },
   { name: "Last-Decision", type: "string", jsonPath: ".status.lastDecision.reason", priority: 1 },

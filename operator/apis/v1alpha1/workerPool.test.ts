@@ -150,6 +150,7 @@ describe("WorkerPool API", () => {
         activationBacklog: 0,
         cooldownSeconds: 30,
         pollSeconds: 2,
+        targetWaitSeconds: 2.5,
         behavior: {
           scaleUp: {
             stabilizationWindowSeconds: 0,

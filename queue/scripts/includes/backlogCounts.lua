@@ -1,8 +1,40 @@
 --- @include "readyLine"
 
+-- When the oldest ready job was enqueued (its createdAt), looking at the head of each place a
+-- ready job waits — `<Q>ready` (prioritised), `<Q>line` (priority 0, FIFO) and the group next in
+-- the ring — and taking the earliest: O(1), a few commands. Approximate where an exact answer
+-- is not O(1): the prioritised set is ordered by priority first (an older job of a lower
+-- priority is not seen), and of the groups only the one whose turn is next is looked at (the
+-- exact oldest across groups is O(G)). 0 when nothing is ready or no head has a createdAt.
+local function oldestReadyCreatedAt(readyKey, jobPrefix)
+  local oldest = 0
+  local function consider(id)
+    if not id then return end
+    local at = tonumber(redis.pcall('HGET', jobPrefix .. id, 'createdAt')) or 0
+    if at > 0 and (oldest == 0 or at < oldest) then oldest = at end
+  end
+  consider(redis.call('ZRANGE', readyKey, 0, 0)[1])
+  for _, id in ipairs(redis.call('LRANGE', lineKeyOf(readyKey), 0, 9)) do
+    local f = redis.pcall('HMGET', jobPrefix .. id, 'state', 'priority', 'group')
+    if not f.err and f[1] == 'ready' and inLine(f[2]) and not groupOf(f[3]) then
+      consider(id)
+      break
+    end
+  end
+  local q = queuePrefixOfReady(readyKey)
+  local g = redis.call('ZRANGE', q .. 'gring', 0, 0)[1]
+  if g then
+    consider(redis.call('ZRANGE', groupReadyKey(q, g), 0, 0)[1])
+    consider(redis.call('LINDEX', groupLineKey(q, g), 0) or nil)
+  end
+  return oldest
+end
+
 -- One queue's counts for scaling (backlog_counts.lua), O(1): {ready (the sorted set and the
--- line, readyLine.lua), delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt};
--- the last is 0 when nothing is ready (or the head job has no createdAt).
+-- line, readyLine.lua), delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt,
+-- enqueued}; oldestReadyCreatedAt is 0 when nothing is ready (see above); enqueued is the
+-- queue's lifetime enqueue counter (`<Q>counts` field, read in the same HMGET as completed),
+-- whose growth between two polls is the arrival rate.
 local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsKey, now, jobPrefix)
   local ready = readyCount(readyKey)
   local delayed = redis.call('ZCARD', delayedKey)
@@ -10,11 +42,10 @@ local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsK
   if delayed > 0 then due = redis.call('ZCOUNT', delayedKey, '-inf', now) end
   local inflight = redis.call('ZCARD', inflightKey)
   local dead = redis.call('ZCARD', deadKey)
-  local completed = tonumber(redis.call('HGET', countsKey, 'completed') or 0) or 0
+  local c = redis.call('HMGET', countsKey, 'completed', 'enqueued')
+  local completed = tonumber(c[1] or 0) or 0
+  local enqueued = tonumber(c[2] or 0) or 0
   local oldest = 0
-  if ready > 0 then
-    local head = readyHead(readyKey, jobPrefix)
-    if head then oldest = tonumber(redis.call('HGET', jobPrefix .. head, 'createdAt') or 0) or 0 end
-  end
-  return {ready, delayed, due, inflight, dead, completed, oldest}
+  if ready > 0 then oldest = oldestReadyCreatedAt(readyKey, jobPrefix) end
+  return {ready, delayed, due, inflight, dead, completed, oldest, enqueued}
 end

@@ -77,21 +77,3 @@ local function readyCount(readyKey)
   end
   return n + math.max(0, tonumber(redis.call('HGET', queuePrefixOfReady(readyKey) .. 'gwaiting', '')) or 0)
 end
-
--- The id at the head of the ready line (the next to run), or nil. Skips up to 10 stale line
--- entries (their records are not ready jobs of priority 0). Without ungrouped ready jobs: the
--- head of the group next in the ring.
-local function readyHead(readyKey, jobPrefix)
-  local head = redis.call('ZRANGE', readyKey, 0, 0)[1]
-  if head then return head end
-  for _, id in ipairs(redis.call('LRANGE', lineKeyOf(readyKey), 0, 9)) do
-    local f = redis.pcall('HMGET', jobPrefix .. id, 'state', 'priority', 'group')
-    if not f.err and f[1] == 'ready' and inLine(f[2]) and not groupOf(f[3]) then return id end
-  end
-  local q = queuePrefixOfReady(readyKey)
-  local g = redis.call('ZRANGE', q .. 'gring', 0, 0)[1]
-  if g then
-    return redis.call('ZRANGE', groupReadyKey(q, g), 0, 0)[1] or redis.call('LINDEX', groupLineKey(q, g), 0) or nil
-  end
-  return nil
-end

@@ -1,0 +1,237 @@
+// Latency mode (scaling.targetWaitSeconds): the slots formula, the arrival-rate estimate, the
+// decisions decideScale makes with them, and recorded arrival traces (testdata/*.json) replayed
+// against a simulated pool: the replicas over time are the recorded ones, p95 wait holds the
+// target, the pool grows before the backlog mode would and shrinks without flapping.
+// UPDATE_TRACES=1 rewrites testdata/expected.json after a deliberate change to the decision.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { withDefaults, type WorkerPoolSpecInput } from "../apis/v1alpha1/types.ts";
+import { decideScale, newPoolScaler, recordScale } from "../controllers/scaling.ts";
+import { counts } from "../controllers/fixtures.ts";
+import { latencyNeed, observeArrivals } from "./latency.ts";
+import { percentile, seededRandom, simulatePool, type ArrivalTrace } from "./simulate.ts";
+
+const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } } as const;
+const latencySpec = (scaling: WorkerPoolSpecInput["scaling"] = {}, concurrency = 2) =>
+  withDefaults({
+    ...base,
+    concurrency,
+    scaling: { mode: "direct", targetWaitSeconds: 10, minReplicas: 1, maxReplicas: 60, ...scaling },
+  });
+
+describe("latency mode: the slots a wait target needs", () => {
+  const need = (o: Partial<Parameters<typeof latencyNeed>[0]>) =>
+    latencyNeed({
+      targetWaitSeconds: 10,
+      concurrency: 2,
+      arrivalPerSecond: 0,
+      jobMs: 2000,
+      waiting: 0,
+      oldestWaitSeconds: 0,
+      pollSeconds: 5,
+      ...o,
+    });
+
+  it("keeps up with arrivals: rate × duration, plus √ of it for random arrivals", () => {
+    const n = need({ arrivalPerSecond: 8 }); // 16 busy slots + 4 headroom = 20 → 10 replicas
+    assert.equal(n.slots, 20);
+    assert.equal(n.replicas, 10);
+    assert.match(n.message, /arrivals 8\.00\/s × job 2\.00s = 16\.0 slots \+ √ headroom 4\.00/);
+    assert.match(n.message, /→ 20\.0 slots \/ concurrency 2 = 10 replica\(s\)/);
+  });
+
+  it("starts the waiting jobs within what is left of the target, more urgently as the oldest ages", () => {
+    // 30 jobs of 2 s to start within 10 s: each slot starts 5 of them → 6 slots.
+    assert.equal(need({ waiting: 30 }).slots, 6);
+    // The oldest has waited 6 s: 4 s left, floored at one poll (5 s) → 30 × 2/5 = 12 slots.
+    const urgent = need({ waiting: 30, oldestWaitSeconds: 6 });
+    assert.equal(urgent.slots, 12);
+    assert.match(urgent.message, /30 waiting, oldest waited 6\.00s to start within 5\.00s = 12\.0/);
+    // Jobs longer than the time left: every waiting job needs a slot of its own.
+    assert.equal(need({ waiting: 30, jobMs: 20_000 }).slots, 30);
+  });
+
+  it("without a measured job duration there is nothing to size by, and the message says so", () => {
+    const n = need({ jobMs: undefined, waiting: 7, oldestWaitSeconds: 3 });
+    assert.equal(n.slots, undefined);
+    assert.match(n.message, /no job durations measured yet \(7 waiting, oldest waited 3\.00s\)/);
+  });
+
+  it("the arrival rate is the enqueue counter's growth, smoothed; a counter that went back starts over", () => {
+    let e = observeArrivals(undefined, 100, 0);
+    assert.equal(e.perSecond, undefined);
+    e = observeArrivals(e, 150, 5000); // 10/s
+    assert.equal(e.perSecond, 10);
+    assert.equal(observeArrivals(e, 150, 5000), e, "the same poll twice changes nothing");
+    e = observeArrivals(e, 150, 10_000); // nothing arrived for 5 s: the average decays, not to 0 at once
+    assert.ok(e.perSecond! > 5 && e.perSecond! < 10, String(e.perSecond));
+    assert.equal(e.lastPerSecond, 0);
+    assert.deepEqual(observeArrivals(e, 3, 15_000), { enqueued: 3, at: 15_000 });
+  });
+});
+
+describe("latency mode: decisions", () => {
+  it("from zero, starts what the target needs at once when durations are known; else one worker", () => {
+    const spec = latencySpec({ minReplicas: 0 });
+    const s = newPoolScaler(0);
+    const first = decideScale(s, { now: 0, spec, current: 0, statusReplicas: 0, counts: counts(40) });
+    assert.deepEqual([first?.replicas, first?.reason], [1, "Activated"]);
+    assert.match(first!.message, /no job durations measured yet/);
+    s.jobMs = 2000; // remembered from the workers' last reports
+    const d = decideScale(s, { now: 5000, spec, current: 0, statusReplicas: 0, counts: counts(40) });
+    // 40 × 2/10 = 8 slots → 4 replicas
+    assert.deepEqual([d?.replicas, d?.reason], [4, "Activated"]);
+    assert.match(d!.message, /40 waiting.*= 4 replica/);
+  });
+
+  it("without durations it sizes by targetBacklogPerReplica, and says so", () => {
+    const spec = latencySpec({ targetBacklogPerReplica: 10 });
+    const d = decideScale(newPoolScaler(0), {
+      now: 0,
+      spec,
+      current: 1,
+      statusReplicas: 1,
+      counts: counts(50),
+    });
+    assert.deepEqual([d?.replicas, d?.reason], [5, "DirectScaleUp"]);
+    assert.match(d!.message, /^no job durations measured yet: backlog 50 at target 10\/replica/);
+  });
+
+  it("scales up in one step by default; behavior.scaleUp limits it when set", () => {
+    const input = (spec: ReturnType<typeof latencySpec>) => ({
+      now: 10_000,
+      spec,
+      current: 1,
+      statusReplicas: 1,
+      counts: { ...counts(80, 2), oldestReadyAt: 4_000, enqueued: 80 },
+      countsAt: 10_000,
+      jobMs: 2000,
+    });
+    const d = decideScale(newPoolScaler(0), input(latencySpec()));
+    assert.deepEqual([d?.replicas, d?.reason], [16, "LatencyScaleUp"]);
+    assert.match(d!.message, /78 waiting, oldest waited 6\.00s/);
+    const limited = latencySpec({
+      behavior: { scaleUp: { policies: [{ type: "Pods", value: 4, periodSeconds: 15 }] } },
+    });
+    assert.equal(decideScale(newPoolScaler(0), input(limited))?.replicas, 5);
+  });
+
+  it("scales down only after the stabilization window, to the highest need seen in it", () => {
+    const spec = latencySpec({ behavior: { scaleDown: { stabilizationWindowSeconds: 60 } } });
+    const s = newPoolScaler(0);
+    const at = (now: number, backlog: number, current: number) =>
+      decideScale(s, {
+        now,
+        spec,
+        current,
+        statusReplicas: current,
+        counts: { ...counts(backlog, Math.min(backlog, 2 * current)), enqueued: 0 },
+        countsAt: now,
+        jobMs: 2000,
+      });
+    const up = at(0, 100, 1)!;
+    recordScale(s, spec, up, 0);
+    assert.equal(up.replicas, 10);
+    assert.equal(at(30_000, 0, up.replicas), undefined, "inside the window: no scale-down");
+    const down = at(61_000, 0, up.replicas);
+    assert.deepEqual([down?.replicas, down?.reason], [1, "LatencyScaleDown"]);
+  });
+});
+
+const testdata = join(import.meta.dirname, "testdata");
+const loadTrace = (name: string) =>
+  JSON.parse(readFileSync(join(testdata, `${name}.json`), "utf8")) as ArrivalTrace;
+const expectedFile = join(testdata, "expected.json");
+const expected = JSON.parse(readFileSync(expectedFile, "utf8")) as Record<
+  string,
+  { replicas: [number, number][]; p95WaitSeconds: number; podSeconds: number }
+>;
+const updated: typeof expected = {};
+
+describe("latency mode: recorded traces on a simulated pool (pods ready 5 s after a scale-up)", () => {
+  const target = 10;
+  const run = (name: string, scaling: WorkerPoolSpecInput["scaling"]) =>
+    simulatePool({
+      spec: latencySpec(scaling),
+      trace: loadTrace(name),
+      podStartSeconds: 5,
+      tailSeconds: 420,
+    });
+
+  for (const name of ["ramp", "spikes"]) {
+    it(`${name}: p95 wait within the ${target} s target, the recorded replicas over time, ahead of the backlog mode, no flapping`, () => {
+      const latency = run(name, {});
+      const backlog = run(name, { targetWaitSeconds: undefined });
+      const p95 = percentile(latency.waitsMs, 95) / 1000;
+      const backlogP95 = percentile(backlog.waitsMs, 95) / 1000;
+      const result = {
+        replicas: latency.replicas,
+        p95WaitSeconds: p95,
+        podSeconds: Math.round(latency.podSeconds),
+      };
+      if (process.env.UPDATE_TRACES) updated[name] = result;
+      else
+        assert.deepEqual(
+          result,
+          expected[name],
+          `${name}: the simulated pool differs from testdata/expected.json`,
+        );
+      assert.ok(p95 <= target, `${name}: p95 wait ${p95} s > target ${target} s`);
+      assert.ok(p95 < backlogP95, `${name}: p95 ${p95} s, backlog mode ${backlogP95} s`);
+      assert.ok(
+        latency.firstScaleUpAt! <= backlog.firstScaleUpAt!,
+        `${name}: first scale-up at ${latency.firstScaleUpAt} s, backlog mode at ${backlog.firstScaleUpAt} s`,
+      );
+      // No scale-down within the stabilization window (300 s) after a scale-up.
+      let lastUp = -Infinity;
+      for (const d of latency.decisions) {
+        if (d.replicas > d.from) lastUp = d.at;
+        else
+          assert.ok(
+            d.at - lastUp >= 300_000,
+            `${name}: scale-down at ${d.at / 1000} s, ${(d.at - lastUp) / 1000} s after a scale-up`,
+          );
+      }
+      assert.equal(latency.replicas.at(-1)![1], 1, `${name}: back to minReplicas after the trace`);
+    });
+  }
+
+  it("the ramp: the pool grows with the arrival rate before a backlog builds", () => {
+    const latency = run("ramp", {});
+    const backlog = run("ramp", { targetWaitSeconds: undefined });
+    assert.ok(
+      latency.firstScaleUpAt! + 30 <= backlog.firstScaleUpAt!,
+      `${latency.firstScaleUpAt} vs ${backlog.firstScaleUpAt}`,
+    );
+  });
+
+  it("steady random arrivals: up once, then only down as the window forgets the start (no flapping)", () => {
+    const rnd = seededRandom(7);
+    const arrivals: [number, number][] = [];
+    for (let t = 0; t < 900_000;) {
+      t += (-Math.log(1 - rnd()) / 3) * 1000; // 3 jobs/s
+      arrivals.push([Math.round(t), Math.round(1500 * Math.exp(0.5 * (rnd() - 0.5)))]);
+    }
+    const r = simulatePool({
+      spec: latencySpec(),
+      trace: { name: "steady", description: "3 jobs/s for 15 min", arrivals },
+      podStartSeconds: 5,
+      tailSeconds: 0,
+    });
+    // 3/s × 1.5 s = 4.5 busy slots + 2.1 headroom: 4 replicas of 2 once the start's backlog is forgotten.
+    assert.ok(
+      r.decisions.slice(1).every((d) => d.replicas < d.from),
+      `replicas over time: ${JSON.stringify(r.replicas)}`,
+    );
+    assert.ok(r.decisions.length <= 4, `replicas over time: ${JSON.stringify(r.replicas)}`);
+    assert.equal(r.replicas.at(-1)![1], 4);
+    assert.ok(percentile(r.waitsMs, 95) <= 10_000);
+  });
+
+  it("writes testdata/expected.json when asked (UPDATE_TRACES=1)", () => {
+    if (!process.env.UPDATE_TRACES) return;
+    writeFileSync(expectedFile, `${JSON.stringify(updated, null, 2)}\n`);
+  });
+});

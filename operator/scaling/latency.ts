@@ -1,0 +1,117 @@
+// Latency mode (spec.scaling.targetWaitSeconds): how many job slots a pool needs so that a new
+// job starts within the target, from what one poll can read in O(1) per queue — the arrival
+// rate (growth of the queue's enqueue counter), the jobs waiting, the oldest waiting job's age —
+// and the workers' median job duration (their heartbeat reports). Pure functions: the HPA
+// algorithm (hpaAlgorithm.ts) then applies tolerance, stabilization windows and rate limits to
+// ceil(slots / concurrency), so scale-down does not flap.
+//
+//   slots = λ·d                      keep up with arrivals (Little's law: busy slots = rate × duration)
+//         + √(λ·d)                   headroom for random arrivals (square-root staffing)
+//         + W · min(1, d / r)        start the W waiting jobs within r, the oldest one's budget left:
+//                                    r = target − oldest age (floored at one poll interval), so
+//                                    headroom grows as the oldest job's age approaches the target,
+//                                    and past it every waiting job gets a slot of its own
+//
+// λ is read from the enqueue counter, not from the backlog, so the pool grows with a rising
+// arrival rate before a backlog builds (the backlog mode scales only after it has).
+
+/** Smoothing of the arrival rate: an exponentially weighted average over about this long. */
+export const ARRIVAL_TAU_MS = 20_000;
+
+/** The arrival rate as the operator tracks it from one poll to the next (in memory, per pool). */
+export interface ArrivalEstimate {
+  /** The enqueue counter at the last poll, and when that poll was. */
+  enqueued: number;
+  at: number;
+  /** Smoothed jobs per second; undefined until two polls have been seen. */
+  perSecond?: number;
+  /** The growth seen at the last poll alone (jobs per second), for the decision's message. */
+  lastPerSecond?: number;
+}
+
+/**
+ * Folds one poll's enqueue counter into the estimate. A counter that went backwards (the queue's
+ * keys were deleted) starts over; a poll at the same time as the last changes nothing.
+ */
+export function observeArrivals(
+  prev: ArrivalEstimate | undefined,
+  enqueued: number,
+  at: number,
+  tauMs = ARRIVAL_TAU_MS,
+): ArrivalEstimate {
+  if (!prev || enqueued < prev.enqueued || at < prev.at) return { enqueued, at };
+  const dt = at - prev.at;
+  if (dt <= 0) return prev;
+  const instant = ((enqueued - prev.enqueued) * 1000) / dt;
+  const alpha = 1 - Math.exp(-dt / tauMs);
+  const perSecond =
+    prev.perSecond === undefined ? instant : prev.perSecond + alpha * (instant - prev.perSecond);
+  return { enqueued, at, perSecond, lastPerSecond: instant };
+}
+
+export interface LatencyInput {
+  targetWaitSeconds: number;
+  /** Jobs a replica runs at once. */
+  concurrency: number;
+  /** Jobs per second arriving (undefined: not known yet, taken as 0). */
+  arrivalPerSecond?: number;
+  /** The workers' median job duration (ms); undefined when none was ever measured. */
+  jobMs?: number;
+  /** Jobs ready to start now (ready + due-delayed). */
+  waiting: number;
+  /** Seconds the oldest waiting job has waited (0 when none waits). */
+  oldestWaitSeconds: number;
+  /** The poll interval: the least time budget a decision can plan with. */
+  pollSeconds: number;
+}
+
+export interface LatencyNeed {
+  /** Job slots needed; undefined without a measured job duration (nothing to size by). */
+  slots?: number;
+  /** ceil(slots / concurrency), before [min, max], tolerance and stabilization. */
+  replicas?: number;
+  /** The reasoning with its numbers, for status, the Event and the "why it scaled" view. */
+  message: string;
+}
+
+const fmt = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+
+/** The slots (and replicas) a pool needs to start every job within the target. */
+export function latencyNeed(i: LatencyInput): LatencyNeed {
+  const target = i.targetWaitSeconds;
+  const age = Math.max(0, i.oldestWaitSeconds);
+  const ageText = i.waiting > 0 ? `, oldest waited ${fmt(age)}s` : "";
+  if (i.jobMs === undefined || !(i.jobMs > 0))
+    return {
+      message: `wait target ${fmt(target)}s: no job durations measured yet (${i.waiting} waiting${ageText})`,
+    };
+  const d = i.jobMs / 1000;
+  const rate = Math.max(0, i.arrivalPerSecond ?? 0);
+  const steady = rate * d;
+  const headroom = steady > 0 ? Math.sqrt(steady) : 0;
+  const budget = Math.max(i.pollSeconds, target - age);
+  const drain = i.waiting * Math.min(1, d / budget);
+  const slots = steady + headroom + drain;
+  const replicas = Math.ceil(slots / Math.max(1, i.concurrency) - 1e-9);
+  const parts = [
+    `arrivals ${fmt(rate)}/s × job ${fmt(d)}s = ${fmt(steady)} slots`,
+    `+ √ headroom ${fmt(headroom)}`,
+    `+ ${i.waiting} waiting${ageText} to start within ${fmt(budget)}s = ${fmt(drain)}`,
+  ];
+  return {
+    slots,
+    replicas,
+    message: `wait target ${fmt(target)}s: ${parts.join(" ")} → ${fmt(slots)} slots / concurrency ${i.concurrency} = ${replicas} replica(s)`,
+  };
+}
+
+/**
+ * Scale-up rules when the spec gives none: the count latency mode computes is what the target
+ * needs, so it is applied at once (the HPA's default, 4 pods or 100 % per 15 s, would take a
+ * minute to go from 1 to 30).
+ */
+export const LATENCY_SCALE_UP = {
+  stabilizationWindowSeconds: 0,
+  selectPolicy: "Max" as const,
+  policies: [{ type: "Pods" as const, value: 10_000, periodSeconds: 15 }],
+};
