@@ -32,7 +32,7 @@ typecheck: node-deps
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
 # PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
 # built container images.
-test: deps typecheck controlplane node observability images lint test-unit test-integration test-python
+test: deps typecheck controlplane node observability images keda lint test-unit test-integration test-python
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -40,7 +40,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-test-integration: deps controlplane node observability images
+test-integration: deps controlplane node observability images keda
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -91,7 +91,8 @@ RUNTIME ?= node
 demo: deps controlplane $(if $(filter node,$(RUNTIME)),node images,$(if $(filter containers,$(RUNTIME)),images))
 	RUNTIME=$(RUNTIME) node test/e2e/demo.ts $(DEMO_ARGS)
 
-# Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
+# Benchmarks side by side with BullMQ, the Redis limit, the operator at 1,000 pools and the
+# autoscaling comparison with KEDA (bench-autoscale below)
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 # It builds first: bin/conveyor.js runs dist/ when present, so a stale build would be measured.

@@ -92,6 +92,43 @@ export interface AutoscaleReport {
   machine: ReturnType<typeof machineInfo>;
   load: { before: string; after: string };
   seconds: number;
+  /** When arms ran in separate invocations merged with --append: each one's arms, start, load and length. */
+  parts?: { arms: string[]; date: string; load: { before: string; after: string }; seconds: number }[];
+}
+
+function partOf(r: AutoscaleReport): NonNullable<AutoscaleReport["parts"]>[number] {
+  const arms = [...new Set(r.workloads.flatMap((w) => w.runs.map((x) => x.arm)))];
+  return { arms, date: r.date, load: r.load, seconds: r.seconds };
+}
+
+/** `add`'s runs merged into `base` (same profile and seed): an arm run again replaces its old run. */
+export function mergeReports(base: AutoscaleReport, add: AutoscaleReport): AutoscaleReport {
+  if (base.profile !== add.profile || base.options.seed !== add.options.seed)
+    throw new Error(
+      `--append: the existing report is profile ${base.profile} seed ${base.options.seed}, this run ${add.profile} seed ${add.options.seed}`,
+    );
+  const order = (arm: string) => ARMS.indexOf(arm as ArmName);
+  const workloads = base.workloads.map((w) => ({ ...w, runs: [...w.runs] }));
+  for (const w of add.workloads) {
+    const into = workloads.find((x) => x.name === w.name);
+    if (!into) workloads.push(w);
+    else
+      into.runs = [...into.runs.filter((r) => !w.runs.some((n) => n.arm === r.arm)), ...w.runs].sort(
+        (a, b) => order(a.arm) - order(b.arm),
+      );
+  }
+  const unavailable = { ...base.unavailable, ...add.unavailable };
+  for (const w of workloads) for (const r of w.runs) delete unavailable[r.arm];
+  return {
+    ...base,
+    options: { ...base.options, arms: [...new Set([...base.options.arms, ...add.options.arms])] },
+    keda: base.keda === "not run" ? add.keda : base.keda,
+    unavailable,
+    workloads: WORKLOADS.flatMap((n) => workloads.filter((w) => w.name === n)),
+    load: { before: base.load.before, after: add.load.after },
+    seconds: base.seconds + add.seconds,
+    parts: [...(base.parts ?? [partOf(base)]), partOf(add)],
+  };
 }
 
 /** Why the latency mode cannot run in this checkout, or null. */
@@ -514,8 +551,13 @@ export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string,
     `Node: ${r.node}. KEDA ${r.keda}; Conveyor's pools in \`direct\` mode beside it. Max ${r.options.maxReplicas} replicas, 10 jobs per pod, target 10 jobs per replica everywhere; scale-down stabilization ${r.options.scaleDownWindowS ?? 300} s for every arm. Seed ${r.options.seed}. Load ${r.load.before} → ${r.load.after} (${r.machine.cores} cores, shared; commit ${r.machine.commit}). ${Math.round(r.seconds / 60)} min.`,
     "",
   ];
+  if (r.parts)
+    for (const p of r.parts)
+      lines.push(
+        `- Ran ${p.date.slice(11, 16)} UTC: ${p.arms.join(", ")} (load ${p.load.before} → ${p.load.after}, ${Math.round(p.seconds / 60)} min)`,
+      );
   for (const [arm, why] of Object.entries(r.unavailable)) lines.push(`- **${arm}**: ${why}`);
-  if (Object.keys(r.unavailable).length) lines.push("");
+  if (r.parts || Object.keys(r.unavailable).length) lines.push("");
   for (const w of r.workloads) {
     lines.push(`## ${w.name}: ${w.description}`, "", `Window ${w.windowS} s, ${w.jobs} jobs.`, "");
     lines.push(renderTable(w.runs), "");
@@ -556,7 +598,9 @@ function listOf<T extends string>(flag: string | undefined, all: readonly T[], w
   return items as T[];
 }
 
-export function parseAutoscaleFlags(argv: string[]): AutoscaleOptions & { out: string; name?: string } {
+export function parseAutoscaleFlags(
+  argv: string[],
+): AutoscaleOptions & { out: string; name?: string; append: boolean } {
   const flags = parseFlags(argv);
   const known = new Set([
     "profile",
@@ -568,6 +612,7 @@ export function parseAutoscaleFlags(argv: string[]): AutoscaleOptions & { out: s
     "seed",
     "out",
     "name",
+    "append",
   ]);
   for (const k of flags.keys())
     if (!known.has(k)) throw new Error(`unknown flag --${k} (see bench/autoscale.ts)`);
@@ -584,6 +629,7 @@ export function parseAutoscaleFlags(argv: string[]): AutoscaleOptions & { out: s
     seed: intFlag(flags, "seed", 33),
     out: resolve(flags.get("out") ?? join(REPO, "bench/results")),
     name: flags.get("name"),
+    append: flags.has("append"),
   };
 }
 
@@ -591,8 +637,16 @@ if (import.meta.main) {
   runMain("autoscale", async () => {
     const o = parseAutoscaleFlags(process.argv.slice(2));
     const name = o.name ?? `${new Date().toISOString().slice(0, 10)}-autoscale-${o.profile}`;
-    const report = await runAutoscaleBench(o, (partial) => writeAutoscaleResults(partial, o.out, name));
-    const md = writeAutoscaleResults(report, o.out, name);
+    // --append: merge into the report already there (arms run in separate invocations).
+    const existing = join(o.out, `${name}.json`);
+    const base =
+      o.append && existsSync(existing)
+        ? (JSON.parse(readFileSync(existing, "utf8")) as AutoscaleReport)
+        : undefined;
+    const write = (r: AutoscaleReport) =>
+      writeAutoscaleResults(base ? mergeReports(base, r) : r, o.out, name);
+    const report = await runAutoscaleBench(o, write);
+    const md = write(report);
     progress(`autoscale: results in ${md}`);
     process.stdout.write(readFileSync(md, "utf8"));
   });

@@ -53,6 +53,13 @@ test("summarizeRun: waits from enqueue to first start, first start after idle, p
   ]);
 });
 
+test("summarizeRun: the first start is counted from the first enqueue, not from the trace's start", () => {
+  const s = summarizeRun(
+    run({ enqueuedAt: new Map([["j3", t0 + 2000]]), executions: [{ id: "j3", t: t0 + 8000, attempt: 1 }] }),
+  );
+  assert.equal(s.firstStartS, 6);
+});
+
 test("summarizeRun: jobs not started in the window are counted; no start at all gives no first start", () => {
   const late = summarizeRun(run({ windowMs: 6000 }));
   assert.equal(late.unstartedAtWindowEnd, 1);

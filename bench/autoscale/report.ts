@@ -40,7 +40,7 @@ export interface RunSummary {
   waitP50S: number;
   waitP95S: number;
   waitMaxS: number;
-  /** First enqueue → first start (the pool was at zero before). */
+  /** First enqueue → first start (the pool was at zero before); not from t0: a ramp's first job comes later. */
   firstStartS: number | null;
   /** Seconds until the last job started. */
   lastStartS: number | null;
@@ -99,7 +99,9 @@ export function summarizeRun(run: RunInput): RunSummary {
     waitP50S: r2(percentile(waits, 50)),
     waitP95S: r2(percentile(waits, 95)),
     waitMaxS: r2(waits.at(-1) ?? 0),
-    firstStartS: startTimes.length ? r2((startTimes[0]! - run.t0) / 1000) : null,
+    firstStartS: startTimes.length
+      ? r2((startTimes[0]! - Math.min(...run.enqueuedAt.values())) / 1000)
+      : null,
     lastStartS: startTimes.length ? r2((startTimes.at(-1)! - run.t0) / 1000) : null,
     podSeconds: Math.round(podSeconds),
     maxReplicas: Math.max(0, ...samples.map((s) => s.desired)),
