@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability images demo bench chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
 
 all: build
 
@@ -32,7 +32,7 @@ typecheck: node-deps
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
 # PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
 # built container images.
-test: deps typecheck controlplane node observability images lint test-unit test-integration test-python
+test: deps typecheck controlplane node observability images keda lint test-unit test-integration test-python
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -40,7 +40,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-test-integration: deps controlplane node observability images
+test-integration: deps controlplane node observability images keda
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -62,6 +62,12 @@ images: node-deps
 
 controlplane:
 	@bash test/controlplane/install.sh
+
+# KEDA v2.21.0 (operator + metrics adapter) for the autoscaling comparison, built once from the Go
+# module proxy into ~/.cache/conveyor (about 7 min cold, +1.7 GB of modules; CONVEYOR_KEDA_ASSETS=/dir
+# uses prebuilt ones). docs/autoscaling-vs-keda.md.
+keda:
+	@bash test/keda/install.sh
 
 # A real node's kubelet (from the control plane's Kubernetes module) and its pause image, beside
 # Debian's containerd, runc and CNI plugins (scripts/images-deps.sh); docs/node.md.
@@ -85,7 +91,8 @@ RUNTIME ?= node
 demo: deps controlplane $(if $(filter node,$(RUNTIME)),node images,$(if $(filter containers,$(RUNTIME)),images))
 	RUNTIME=$(RUNTIME) node test/e2e/demo.ts $(DEMO_ARGS)
 
-# Benchmarks side by side with BullMQ, the Redis limit and the operator at 1,000 pools
+# Benchmarks side by side with BullMQ, the Redis limit, the operator at 1,000 pools and the
+# autoscaling comparison with KEDA (bench-autoscale below)
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--quick --skip-operator".
 # It builds first: bin/conveyor.js runs dist/ when present, so a stale build would be measured.
@@ -93,6 +100,15 @@ bench: node-deps
 	npm run -s build
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
 	npm run -s bench -- $(BENCH_ARGS)
+	$(MAKE) -s bench-autoscale
+
+# The autoscaling section: KEDA vs Conveyor's backlog and latency modes on five seeded workloads
+# (bench/autoscale.ts, docs/autoscaling-vs-keda.md). Builds KEDA on first use. The default is the
+# shortened profile (about 45 min); AUTOSCALE_ARGS="--profile full" runs the issue's full
+# workloads (about 4 h on 2 cores). Writes bench/results/<date>-autoscale-<profile>.{json,md} and an SVG per workload.
+AUTOSCALE_ARGS ?= --profile short --scale-down-window 60
+bench-autoscale: node-deps controlplane keda
+	npm run -s bench:autoscale -- $(AUTOSCALE_ARGS)
 
 # Chaos: a three-stage pipeline of real worker processes while a seeded fault injector SIGTERMs,
 # SIGKILLs and SIGSTOPs workers and restarts Redis and PostgreSQL; then every job, execution and

@@ -1,0 +1,193 @@
+// The autoscaling comparison's figures from what a run recorded (pure): waits from the enqueue
+// times and the handler's start records, pod-seconds and replicas from the samples, one SVG per
+// workload with a line per arm, and the Markdown tables.
+
+/** One sample of a pool, every second or so. */
+export interface Sample {
+  /** Seconds after the first enqueue. */
+  t: number;
+  /** The Deployment's spec.replicas: what the autoscaler asked for. */
+  desired: number;
+  /** Worker processes alive (draining ones included): what the node pays for. */
+  pods: number;
+}
+
+export interface RunInput {
+  arm: string;
+  workload: string;
+  /** ms since epoch of the first enqueue. */
+  t0: number;
+  windowMs: number;
+  /** ms since epoch when the run stopped measuring (≥ window end unless every job started earlier). */
+  endMs: number;
+  /** id → when its enqueue call was made (ms since epoch). */
+  enqueuedAt: ReadonlyMap<string, number>;
+  /** Every handler start: id, when (ms since epoch), attempt. */
+  executions: readonly { id: string; t: number; attempt: number }[];
+  samples: readonly Sample[];
+  /** The queue's counters: jobs handed back by a draining worker, leases that expired. */
+  handedBack: number;
+  stalled: number;
+}
+
+export interface RunSummary {
+  arm: string;
+  workload: string;
+  jobs: number;
+  /** Jobs that started at least once. */
+  started: number;
+  /** Enqueue → first start, seconds. */
+  waitP50S: number;
+  waitP95S: number;
+  waitMaxS: number;
+  /** First enqueue → first start (the pool was at zero before); not from t0: a ramp's first job comes later. */
+  firstStartS: number | null;
+  /** Seconds until the last job started. */
+  lastStartS: number | null;
+  /** ∫ worker processes dt over the run, seconds. */
+  podSeconds: number;
+  maxReplicas: number;
+  /** Jobs a scale-in interrupted: handed back by a draining worker, or lease expired. */
+  handedBack: number;
+  stalled: number;
+  /** Jobs that started more than once. */
+  ranTwice: number;
+  /** Jobs not started by the end of the window. */
+  unstartedAtWindowEnd: number;
+  durationS: number;
+  /** Desired replicas over time: [seconds, replicas] at each change. */
+  replicas: [number, number][];
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+const r2 = (x: number) => Math.round(x * 100) / 100;
+
+export function summarizeRun(run: RunInput): RunSummary {
+  const first = new Map<string, number>();
+  const starts = new Map<string, number>();
+  for (const e of run.executions) {
+    if (!run.enqueuedAt.has(e.id)) continue;
+    starts.set(e.id, (starts.get(e.id) ?? 0) + 1);
+    const prev = first.get(e.id);
+    if (prev === undefined || e.t < prev) first.set(e.id, e.t);
+  }
+  const waits: number[] = [];
+  for (const [id, t] of first) waits.push((t - run.enqueuedAt.get(id)!) / 1000);
+  waits.sort((a, b) => a - b);
+  const startTimes = [...first.values()].sort((a, b) => a - b);
+  const windowEnd = run.t0 + run.windowMs;
+  const endS = (run.endMs - run.t0) / 1000;
+  let podSeconds = 0;
+  const samples = run.samples.filter((s) => s.t <= endS);
+  for (let i = 0; i < samples.length; i++) {
+    const next = i + 1 < samples.length ? samples[i + 1]!.t : endS;
+    podSeconds += samples[i]!.pods * Math.max(0, next - samples[i]!.t);
+  }
+  const replicas: [number, number][] = [];
+  for (const s of samples)
+    if (replicas.length === 0 || replicas.at(-1)![1] !== s.desired) replicas.push([r2(s.t), s.desired]);
+  return {
+    arm: run.arm,
+    workload: run.workload,
+    jobs: run.enqueuedAt.size,
+    started: first.size,
+    waitP50S: r2(percentile(waits, 50)),
+    waitP95S: r2(percentile(waits, 95)),
+    waitMaxS: r2(waits.at(-1) ?? 0),
+    firstStartS: startTimes.length
+      ? r2((startTimes[0]! - Math.min(...run.enqueuedAt.values())) / 1000)
+      : null,
+    lastStartS: startTimes.length ? r2((startTimes.at(-1)! - run.t0) / 1000) : null,
+    podSeconds: Math.round(podSeconds),
+    maxReplicas: Math.max(0, ...samples.map((s) => s.desired)),
+    handedBack: run.handedBack,
+    stalled: run.stalled,
+    ranTwice: [...starts.values()].filter((n) => n > 1).length,
+    unstartedAtWindowEnd: run.enqueuedAt.size - startTimes.filter((t) => t <= windowEnd).length,
+    durationS: r2(endS),
+    replicas,
+  };
+}
+
+// ---- SVG ----------------------------------------------------------------------------------
+
+const COLORS = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"];
+const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+/** Desired replicas over time, one step line per arm, on shared axes. */
+export function renderReplicasSvg(title: string, subtitle: string, runs: readonly RunSummary[]): string {
+  const W = 860;
+  const H = 380;
+  const m = { left: 56, right: 200, top: 58, bottom: 46 };
+  const pw = W - m.left - m.right;
+  const ph = H - m.top - m.bottom;
+  const maxT = Math.max(1, ...runs.map((r) => r.durationS));
+  const maxY = Math.max(1, ...runs.map((r) => r.maxReplicas));
+  const x = (t: number) => m.left + (t / maxT) * pw;
+  const y = (v: number) => m.top + ph - (v / maxY) * ph;
+  const font = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"';
+  const parts: string[] = [
+    `<text x="${m.left}" y="22" font-size="15" font-weight="bold" ${font}>${esc(title)}</text>`,
+    `<text x="${m.left}" y="40" font-size="11" fill="#555" ${font}>${esc(subtitle)}</text>`,
+  ];
+  const yStep = Math.max(1, Math.ceil(maxY / 6));
+  for (let v = 0; v <= maxY; v += yStep) {
+    parts.push(
+      `<line x1="${m.left}" x2="${m.left + pw}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#e5e5e5"/>`,
+      `<text x="${m.left - 6}" y="${(y(v) + 4).toFixed(1)}" font-size="11" text-anchor="end" ${font}>${v}</text>`,
+    );
+  }
+  const tStep = [5, 10, 15, 30, 60, 120, 300].find((s) => maxT / s <= 10) ?? 600;
+  for (let t = 0; t <= maxT; t += tStep) {
+    parts.push(
+      `<line x1="${x(t).toFixed(1)}" x2="${x(t).toFixed(1)}" y1="${m.top + ph}" y2="${m.top + ph + 4}" stroke="#333"/>`,
+      `<text x="${x(t).toFixed(1)}" y="${m.top + ph + 17}" font-size="11" text-anchor="middle" ${font}>${t}</text>`,
+    );
+  }
+  parts.push(
+    `<line x1="${m.left}" x2="${m.left + pw}" y1="${m.top + ph}" y2="${m.top + ph}" stroke="#333"/>`,
+    `<line x1="${m.left}" x2="${m.left}" y1="${m.top}" y2="${m.top + ph}" stroke="#333"/>`,
+    `<text x="${m.left + pw / 2}" y="${H - 8}" font-size="12" text-anchor="middle" ${font}>seconds after the first enqueue</text>`,
+    `<text x="14" y="${m.top + ph / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 14 ${m.top + ph / 2})" ${font}>desired replicas</text>`,
+  );
+  runs.forEach((r, i) => {
+    const color = COLORS[i % COLORS.length]!;
+    const pts: string[] = [];
+    let prev: number | undefined;
+    for (const [t, v] of r.replicas) {
+      if (prev !== undefined) pts.push(`${x(t).toFixed(1)},${y(prev).toFixed(1)}`);
+      pts.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+      prev = v;
+    }
+    if (prev !== undefined) pts.push(`${x(r.durationS).toFixed(1)},${y(prev).toFixed(1)}`);
+    // offset each line by a pixel so equal stretches stay visible
+    parts.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="2" transform="translate(0 ${-i})" points="${pts.join(" ")}"/>`,
+    );
+    const ly = m.top + 10 + i * 44;
+    parts.push(
+      `<line x1="${m.left + pw + 14}" x2="${m.left + pw + 34}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="3"/>`,
+      `<text x="${m.left + pw + 40}" y="${ly + 4}" font-size="12" ${font}>${esc(r.arm)}</text>`,
+      `<text x="${m.left + pw + 40}" y="${ly + 19}" font-size="10" fill="#555" ${font}>p95 ${r.waitP95S} s · ${r.podSeconds} pod-s</text>`,
+    );
+  });
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">\n<rect width="100%" height="100%" fill="#ffffff"/>\n${parts.join("\n")}\n</svg>\n`;
+}
+
+// ---- Markdown -----------------------------------------------------------------------------
+
+export function renderTable(runs: readonly RunSummary[]): string {
+  const head =
+    "| arm | jobs | started | wait p50 s | wait p95 s | wait max s | first start s | pod-seconds | max replicas | handed back | lease expired | ran twice | unstarted at window end |\n" +
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  const rows = runs.map(
+    (r) =>
+      `| ${r.arm} | ${r.jobs} | ${r.started} | ${r.waitP50S} | ${r.waitP95S} | ${r.waitMaxS} | ${r.firstStartS ?? "–"} | ${r.podSeconds} | ${r.maxReplicas} | ${r.handedBack} | ${r.stalled} | ${r.ranTwice} | ${r.unstartedAtWindowEnd} |`,
+  );
+  return [head, ...rows].join("\n");
+}
