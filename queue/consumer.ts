@@ -4,7 +4,7 @@ import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
-import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
+import type { ClaimedJob, Lease, ResourceGrant, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
 export const DEFAULT_MAX_STALLS = 2;
@@ -99,7 +99,7 @@ export interface FanOutTraces {
 }
 
 /** Why a running job goes back to ready without an attempt. */
-export type ReleaseCause = "handedBack" | "deferred";
+export type ReleaseCause = "handedBack" | "deferred" | "rateLimited";
 
 export interface SweepResult {
   /** false when another sweeper held the mutex. */
@@ -129,7 +129,17 @@ export interface SweepOptions {
   graceMs?: number;
 }
 
-const CLAIM_FIELDS = 11;
+const CLAIM_FIELDS = 12;
+
+/** A claim's grants field: {"openai":{"key":"k2","at":…,"tokens":1200}} → resource → grant. */
+function parseGrants(text: string): Record<string, ResourceGrant> {
+  const out: Record<string, ResourceGrant> = {};
+  for (const [name, g] of Object.entries(JSON.parse(text) as Record<string, Record<string, unknown>>)) {
+    const { key, at, ...amounts } = g;
+    out[name] = { key: String(key), at: Number(at), amounts: amounts as Record<string, number> };
+  }
+  return out;
+}
 
 export class Consumer {
   readonly queue: string;
@@ -202,6 +212,7 @@ export class Consumer {
         trace: flat[i + 9] ?? "",
         requeued: flat[i + 10] ?? "",
         claimedAt: now,
+        ...(flat[i + 11] ? { resources: parseGrants(flat[i + 11]!) } : {}),
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
@@ -449,18 +460,24 @@ export class Consumer {
     return (await this.releaseOutcome(job, reason, cause)) === "settled";
   }
 
-  /** `release`, telling a lost lease (`fenced`) from a cancelled job. */
+  /**
+   * `release`, telling a lost lease (`fenced`) from a cancelled job. With `bench` (cause
+   * `rateLimited`), the resource's key admits nothing until `untilMs`, for every worker.
+   */
   async releaseOutcome(
     job: Lease,
     reason: string,
     cause: ReleaseCause = "handedBack",
+    bench?: { resource: string; key: string; untilMs: number },
   ): Promise<SettleOutcome> {
     const k = this.keys;
+    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause];
+    if (bench) args.push(bench.resource, bench.key, Math.round(bench.untilMs));
     const code = await runScript<number>(
       this.redis,
       "release_job",
       [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause],
+      args,
     );
     return settleOutcome(code);
   }

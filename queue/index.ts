@@ -10,6 +10,7 @@ export * from "./admin.ts";
 export * from "./backlogPoll.ts";
 export * from "./control.ts";
 export * from "./groups.ts";
+export * from "./resources.ts";
 export * from "./schedules.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";

@@ -7,6 +7,7 @@ import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { EnqueueOptions, EnqueueResult } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
+import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
 export const DEFAULT_ATTEMPTS = 3;
@@ -17,6 +18,8 @@ const BULK_CHUNK = 500;
 const TRACE_FIELD = 8;
 /** Index of the group field: sent only in a batch that has a grouped job. */
 const GROUP_FIELD = 9;
+/** Index of the uses field: sent only in a batch that has a job with uses. */
+const USES_FIELD = 10;
 
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
@@ -80,8 +83,14 @@ export class Producer {
       // (enqueue_jobs.lua); one without sends exactly what it always did. With durability
       // "replicated": a ReplicationError when no replica confirmed the batch (enqueueing it again
       // with the same ids creates nothing twice).
-      const grouped = chunk.some((e) => e[GROUP_FIELD] !== "");
-      const args = grouped ? ["+group", ...chunk.flat()] : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
+      // (and one with `uses` an 11th after `+uses`)
+      const withUses = chunk.some((e) => e[USES_FIELD] !== "");
+      const grouped = !withUses && chunk.some((e) => e[GROUP_FIELD] !== "");
+      const args = withUses
+        ? ["+uses", ...chunk.flat()]
+        : grouped
+          ? ["+group", ...chunk.flatMap((e) => e.slice(0, USES_FIELD))]
+          : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
       const reply = await runDurableScript<(string | number)[]>(
         this.redis,
         this.durability,
@@ -132,6 +141,14 @@ export class Producer {
         throw err;
       }
     }
+    let uses: ResourceUses | undefined;
+    try {
+      uses = checkUses(job.uses);
+    } catch (err) {
+      const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+      if (err instanceof InvalidResourceError) throw new InvalidJobError(`${which}: ${err.message}`);
+      throw err;
+    }
     const delayMs = job.delayMs ?? 0;
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
@@ -147,6 +164,7 @@ export class Producer {
       job.contentHash ?? "",
       "", // trace: set by enqueueMany while tracing is on
       job.group ?? "",
+      uses ? JSON.stringify(uses) : "",
     ];
   }
 

@@ -35,6 +35,9 @@ export const SCRIPT_NAMES = [
   "backlog_counts",
   "poll_queues",
   "group_control",
+  "resource_set",
+  "resource_remove",
+  "resource_usage",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

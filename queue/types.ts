@@ -20,6 +20,21 @@ export interface EnqueueOptions {
    * round-robin and may have a concurrency limit (docs/protocol.md, "Groups").
    */
   group?: string;
+  /**
+   * What the job uses of a pipeline's resources (API keys with budgets): resource → unit →
+   * amount, an estimate (`{openai: {tokens: 1200}}`; every use also costs 1 request). The claim
+   * admits the job only when a key has room (docs/protocol.md, "Resources").
+   */
+  uses?: Record<string, Record<string, number>>;
+}
+
+/** The key a claim granted a job for one resource, and what it reserved (docs/protocol.md, "Resources"). */
+export interface ResourceGrant {
+  key: string;
+  /** The reservation's time in the key's window log (ms). */
+  at: number;
+  /** Reserved per unit besides the request (e.g. {tokens: 1200}). */
+  amounts: Record<string, number>;
 }
 
 export interface EnqueueResult {
@@ -48,6 +63,8 @@ export interface ClaimedJob {
   requeued: string;
   /** When the lease was taken (ms since epoch, Redis clock of the claim call's caller). */
   claimedAt: number;
+  /** For a job with `uses`: resource → the key granted and what it reserved. */
+  resources?: Record<string, ResourceGrant>;
 }
 
 export interface Lease {
