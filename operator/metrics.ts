@@ -121,8 +121,39 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     replicaCap: new Gauge({
       name: "conveyor_operator_pool_replica_cap",
-      help: "Replicas a rate-limited pool's rate can feed (its scaling ceiling); absent when not rate-limited",
-      labelNames: pool,
+      help: "Replicas a pool's rate limit or resources can feed, the lowest (its scaling ceiling), by what binds it (cap: rateLimit, resources); absent when neither",
+      labelNames: [...pool, "cap"] as const,
+      registers,
+    }),
+    // Resources (issue 32) of the pipelines of pools with spec.resources, read at every poll.
+    resourceUtilization: new Gauge({
+      name: "conveyor_resource_utilization",
+      help: "Used / max of a resource key's limit in its window ending now (0..1; admission stops at the ceiling)",
+      labelNames: [...pool, "pipeline", "resource", "key", "limit"] as const,
+      registers,
+    }),
+    resourceCeiling: new Gauge({
+      name: "conveyor_resource_ceiling",
+      help: "A resource's admission ceiling as a fraction of each limit",
+      labelNames: [...pool, "pipeline", "resource"] as const,
+      registers,
+    }),
+    resourceBenched: new Gauge({
+      name: "conveyor_resource_benched_seconds",
+      help: "Seconds a resource key stays benched after its provider's rate-limited answer (0 when not benched)",
+      labelNames: [...pool, "pipeline", "resource", "key"] as const,
+      registers,
+    }),
+    resourceAdmitted: new Counter({
+      name: "conveyor_resource_admitted_total",
+      help: "Jobs admitted on a resource key (the count kept in Redis)",
+      labelNames: [...pool, "pipeline", "resource", "key"] as const,
+      registers,
+    }),
+    resourceWaiting: new Gauge({
+      name: "conveyor_resource_waiting_jobs",
+      help: "Jobs waiting for a resource's budget, all queues of its pipeline",
+      labelNames: [...pool, "pipeline", "resource"] as const,
       registers,
     }),
     desiredReplicas: new Gauge({

@@ -69,6 +69,8 @@ export const Reason = {
   QueueRunning: "QueueRunning",
   /** The queue's rate limit caps the replicas (status.control.replicaCap). */
   RateLimited: "RateLimited",
+  /** The pool's resources (spec.resources: their keys' request rate) cap the replicas. */
+  BudgetLimited: "BudgetLimited",
   ScaledUp: "ScaledUp",
   ScaledDown: "ScaledDown",
   /** Every problem is gone (Normal). */
@@ -128,6 +130,7 @@ export const SCALE_REASONS = [
   Reason.DirectScaleDown,
   Reason.QueuePaused,
   Reason.RateLimited,
+  Reason.BudgetLimited,
 ] as const;
 export type ScaleReason = (typeof SCALE_REASONS)[number];
 
@@ -139,6 +142,7 @@ export const EVENT_REASONS = [
   Reason.QueuePaused,
   Reason.QueueRunning,
   Reason.RateLimited,
+  Reason.BudgetLimited,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

@@ -5,7 +5,12 @@
 // needs is missing. A new concern is a new step in that list.
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
-import { describeRedisUrl, formatRateLimit, type QueueCounts } from "../../queue/index.ts";
+import {
+  describeRedisUrl,
+  formatRateLimit,
+  type QueueCounts,
+  type ResourceState,
+} from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
   withDefaults,
@@ -35,11 +40,15 @@ import {
   type ScaleDecision,
 } from "./scaling.ts";
 import {
+  bindingCap,
   controlChanges,
   controlSummary,
   medianJobMs,
   rateLimitCap,
+  resourceCap,
+  resourceChanges,
   specControl,
+  specResources,
   type ReplicaCap,
 } from "./queueControl.ts";
 import { SecretReader } from "./secretReader.ts";
@@ -203,6 +212,7 @@ export class WorkerPoolReconciler implements Reconciler {
         url: effectiveRedisUrl(spec),
         password,
         pollSeconds: spec.scaling.pollSeconds,
+        resources: (spec.resources?.length ?? 0) > 0,
       });
     } else {
       this.poller.remove(key);
@@ -244,25 +254,33 @@ export class WorkerPoolReconciler implements Reconciler {
     const change = controlChanges(want, sample.control);
     if (change.paused !== undefined || change.rateLimit) await this.poller.applyControl(pass.key, change);
     const have = { ...sample.control, ...change };
+    // spec.resources into the pipeline's Redis, only what differs (ids and limits, no secret).
+    const budgets = specResources(spec);
+    const budgetChanges = sample.resources ? resourceChanges(budgets, sample.resources) : [];
+    if (budgetChanges.length > 0) await this.poller.applyResources(pass.key, budgetChanges);
     const managed = want.paused !== undefined || want.rateLimit !== undefined;
     pass.queuePaused = have.paused;
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
-    let cap: ReplicaCap | undefined;
-    if (have.rateLimit) {
-      cap = rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec);
-      if (cap.cap < spec.scaling.maxReplicas)
-        pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
-    }
+    const jobMs = medianJobMs(sample.reports ?? [], pass.now);
+    const cap: ReplicaCap | undefined = bindingCap(
+      have.rateLimit ? rateLimitCap(have.rateLimit, jobMs, spec) : undefined,
+      budgets.length > 0 ? resourceCap(budgets, jobMs, spec) : undefined,
+    );
+    if (cap && cap.cap < spec.scaling.maxReplicas)
+      pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
     pass.control = {
       paused: have.paused,
       ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
       source: managed ? "spec" : "redis",
-      ...(cap ? { replicaCap: cap.cap, capReason: cap.reason } : {}),
-      summary: controlSummary(have.paused, have.rateLimit, cap?.cap),
+      ...(cap ? { replicaCap: cap.cap, capReason: cap.reason, ...(cap.by ? { capBy: cap.by } : {}) } : {}),
+      summary: controlSummary(
+        have.paused,
+        have.rateLimit,
+        cap?.cap,
+        budgets.map((b) => b.name),
+      ),
     };
-    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
-    if (cap) this.metrics.replicaCap.set(labels, cap.cap);
-    else this.metrics.replicaCap.remove(labels);
+    this.capGauge(pass.key, cap);
     // An Event when what is in force changes (not on every pass).
     const before = pool.status?.control;
     if (before && before.paused !== have.paused)
@@ -274,14 +292,27 @@ export class WorkerPoolReconciler implements Reconciler {
           ? `queue ${spec.queue} paused: scaling down to the running jobs, then minReplicas ${spec.scaling.minReplicas}`
           : `queue ${spec.queue} resumed: scaling on the backlog again`,
       );
-    if (cap && before?.replicaCap !== cap.cap)
+    if (cap && (before?.replicaCap !== cap.cap || (before?.capBy ?? "rateLimit") !== cap.by))
       await this.ctx.events.record(
         pool,
         "Normal",
-        Reason.RateLimited,
+        cap.by === "resources" ? Reason.BudgetLimited : Reason.RateLimited,
         `replicas capped at ${cap.cap}: ${cap.reason}`,
       );
   }
+
+  /** conveyor_operator_pool_replica_cap{cap} of a pool: the binding cap's series, the other gone. */
+  private capGauge(key: string, cap: ReplicaCap | undefined): void {
+    const { namespace, name } = splitKey(key);
+    const labels = { namespace, workerpool: name };
+    const prev = this.capBy.get(key);
+    if (prev !== undefined && prev !== cap?.by) this.metrics.replicaCap.remove({ ...labels, cap: prev });
+    if (cap?.by) {
+      this.metrics.replicaCap.set({ ...labels, cap: cap.by }, cap.cap);
+      this.capBy.set(key, cap.by);
+    } else this.capBy.delete(key);
+  }
+  private readonly capBy = new Map<string, string>();
 
   /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
   private async ensureDeployment(pass: PoolPass): Promise<void> {
@@ -443,9 +474,10 @@ export class WorkerPoolReconciler implements Reconciler {
       m.degraded,
       m.pollErrors,
       m.polls,
-      m.replicaCap,
     ])
       g.remove({ namespace, workerpool: name });
+    this.capGauge(key, undefined);
+    this.resourceGauges(key, []);
     const queue = this.gaugeQueues.get(key);
     this.gaugeQueues.delete(key);
     if (queue !== undefined)
@@ -469,4 +501,69 @@ export class WorkerPoolReconciler implements Reconciler {
     m.deadLetters.set({ ...labels, queue }, counts.dead);
   }
   private readonly gaugeQueues = new Map<string, string>();
+
+  /**
+   * The pipeline's resources at a poll: utilization per key and limit, ceiling, bench left,
+   * admitted (Redis's lifetime count as a counter) and jobs waiting; series of keys, limits or
+   * resources that went are removed.
+   */
+  resourceGauges(key: string, resources: ResourceState[], now = Date.now()): void {
+    const { namespace, name } = splitKey(key);
+    const m = this.metrics;
+    const seen = new Map<string, { metric: string; labels: Record<string, string> }>();
+    const admitted = this.resourceAdmitted.get(key) ?? new Map<string, number>();
+    for (const r of resources) {
+      const base = { namespace, workerpool: name, pipeline: r.pipeline, resource: r.name };
+      m.resourceCeiling.set(base, r.ceiling);
+      m.resourceWaiting.set(base, r.waiting);
+      seen.set(JSON.stringify(["ceiling", base]), { metric: "ceiling", labels: base });
+      seen.set(JSON.stringify(["waiting", base]), { metric: "waiting", labels: base });
+      for (const k of r.keys) {
+        const keyLabels = { ...base, key: k.id };
+        m.resourceBenched.set(keyLabels, k.benchedUntil ? Math.max(0, (k.benchedUntil - now) / 1000) : 0);
+        seen.set(JSON.stringify(["benched", keyLabels]), { metric: "benched", labels: keyLabels });
+        const id = JSON.stringify(keyLabels);
+        const last = admitted.get(id);
+        if (last === undefined || k.admitted < last) {
+          // First sight, or the count restarted (the resource was re-created): a counter reset.
+          m.resourceAdmitted.remove(keyLabels);
+          m.resourceAdmitted.inc(keyLabels, k.admitted);
+        } else if (k.admitted > last) m.resourceAdmitted.inc(keyLabels, k.admitted - last);
+        admitted.set(id, k.admitted);
+        seen.set(JSON.stringify(["admitted", keyLabels]), { metric: "admitted", labels: keyLabels });
+        for (const l of k.limits) {
+          const limitLabels = { ...keyLabels, limit: l.unit };
+          m.resourceUtilization.set(limitLabels, l.utilization);
+          seen.set(JSON.stringify(["utilization", limitLabels]), {
+            metric: "utilization",
+            labels: limitLabels,
+          });
+        }
+      }
+    }
+    const gauges = {
+      ceiling: m.resourceCeiling,
+      waiting: m.resourceWaiting,
+      benched: m.resourceBenched,
+      admitted: m.resourceAdmitted,
+      utilization: m.resourceUtilization,
+    } as const;
+    for (const [id, s] of this.resourceSeries.get(key) ?? new Map())
+      if (!seen.has(id)) {
+        gauges[s.metric as keyof typeof gauges].remove(s.labels);
+        if (s.metric === "admitted") admitted.delete(JSON.stringify(s.labels));
+      }
+    if (seen.size > 0) {
+      this.resourceSeries.set(key, seen);
+      this.resourceAdmitted.set(key, admitted);
+    } else {
+      this.resourceSeries.delete(key);
+      this.resourceAdmitted.delete(key);
+    }
+  }
+  private readonly resourceSeries = new Map<
+    string,
+    Map<string, { metric: string; labels: Record<string, string> }>
+  >();
+  private readonly resourceAdmitted = new Map<string, Map<string, number>>();
 }

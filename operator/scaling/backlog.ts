@@ -7,6 +7,8 @@ import type { Logger } from "pino";
 import {
   QueueAdmin,
   connectRedis,
+  listResources,
+  setResource,
   describeRedisUrl,
   pollQueues,
   polledQueue,
@@ -16,8 +18,17 @@ import {
   type QueueCounts,
   type RateLimit,
   type RedisClient,
+  type ResourceKeySpec,
+  type ResourceState,
   type WorkerReport,
 } from "../../queue/index.ts";
+
+/** A resource as the operator writes it: spec.resources with limits parsed, the ceiling a fraction. */
+export interface ResourceBudgetSpec {
+  name: string;
+  ceiling: number;
+  keys: ResourceKeySpec[];
+}
 
 export interface BacklogSample {
   /** When the poll finished (ms). */
@@ -38,8 +49,10 @@ export interface BacklogSample {
    * count covers every job still running. Only a poll sets it (applyControl updates `control`).
    */
   pausedWhenCounted?: boolean;
-  /** While rate-limited: the workers' reports, for the median job duration (queueControl.ts). */
+  /** While rate-limited or with resources: the workers' reports, for the median job duration (queueControl.ts). */
   reports?: WorkerReport[];
+  /** The pipeline's resources (PollTarget.resources): keys, limits, windows, benches, waiting jobs. */
+  resources?: ResourceState[];
 }
 
 export interface PollTarget {
@@ -49,6 +62,8 @@ export interface PollTarget {
   url: string;
   password?: string;
   pollSeconds: number;
+  /** The pool has spec.resources: each poll also reads its pipeline's resources and worker reports. */
+  resources?: boolean;
 }
 
 interface Conn {
@@ -208,7 +223,8 @@ export class BacklogPoller {
       cur.target.url === target.url &&
       cur.target.password === target.password &&
       cur.target.queue === target.queue &&
-      cur.target.pollSeconds === target.pollSeconds
+      cur.target.pollSeconds === target.pollSeconds &&
+      cur.target.resources === target.resources
     )
       return;
     if (cur) this.remove(target.key);
@@ -268,6 +284,47 @@ export class BacklogPoller {
     if (change.rateLimit)
       await withTimeout(admin.setRateLimit(q, change.rateLimit), this.timeoutMs, "rate limit");
     if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
+  }
+
+  /**
+   * Write spec.resources into the pool's pipeline (key ids and limits only: never a credential);
+   * the sample's resources follow at once, so the next reconcile does not write them again.
+   */
+  async applyResources(key: string, budgets: ResourceBudgetSpec[]): Promise<void> {
+    const p = this.pools.get(key);
+    if (!p) return;
+    for (const b of budgets) {
+      await withTimeout(
+        setResource(p.client, p.target.queue, b.name, b.keys, { ceiling: b.ceiling }),
+        this.timeoutMs,
+        "resource",
+      );
+      const have = p.sample?.resources;
+      if (!have) continue;
+      const known = have.find((r) => r.name === b.name);
+      const keys = b.keys.map((k) => {
+        const old = known?.keys.find((x) => x.id === k.id);
+        return {
+          id: k.id,
+          limits: k.limits.map((l) => {
+            const used = old?.limits.find((x) => x.unit === l.unit)?.used ?? 0;
+            return { ...l, used, utilization: used / l.max };
+          }),
+          benchedUntil: old?.benchedUntil ?? null,
+          admitted: old?.admitted ?? 0,
+        };
+      });
+      const next = {
+        pipeline: "",
+        waiting: 0,
+        waitingByQueue: {},
+        ...known,
+        name: b.name,
+        ceiling: b.ceiling,
+        keys,
+      };
+      p.sample!.resources = [...have.filter((r) => r.name !== b.name), next];
+    }
   }
 
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */
@@ -342,11 +399,12 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
-      // Rate-limited pools (rare) also need the workers' reports: one more round trip each; a
-      // failure there fails that pool's poll only.
+      // Rate-limited pools and pools with resources (rare) also need the workers' reports, and
+      // the latter their pipeline's resources: more round trips each; a failure there fails that
+      // pool's poll only.
       const reports = await Promise.all(
         pools.map((p, i) =>
-          polls[i]!.control?.rateLimit
+          polls[i]!.control?.rateLimit || p.target.resources
             ? withTimeout(
                 new QueueAdmin(p.client).workers(p.target.queue),
                 this.timeoutMs,
@@ -355,12 +413,22 @@ export class BacklogPoller {
             : undefined,
         ),
       );
+      const resources = await Promise.all(
+        pools.map((p) =>
+          p.target.resources
+            ? withTimeout(listResources(p.client, p.target.queue), this.timeoutMs, "resources").catch(
+                (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+              )
+            : undefined,
+        ),
+      );
       const now = Date.now();
       pools.forEach((p, i) => {
         const r = polls[i]!;
         const report = reports[i];
-        if (report instanceof Error) {
-          this.failed(p, report, now);
+        const resource = resources[i];
+        if (report instanceof Error || resource instanceof Error) {
+          this.failed(p, report instanceof Error ? report : resource, now);
         } else if (r.counts && r.control) {
           p.sample = {
             at: now,
@@ -371,6 +439,7 @@ export class BacklogPoller {
             control: r.control,
             pausedWhenCounted: r.control.paused,
             ...(report ? { reports: report } : {}),
+            ...(resource ? { resources: resource } : {}),
           };
         } else {
           this.failed(p, r.error, now);
