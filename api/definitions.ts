@@ -11,7 +11,7 @@ export interface RouteDefinition {
   /** `/queues/{queue}/jobs`: a `{param}` is one path segment, percent-decoded. */
   path: string;
   summary: string;
-  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "health" | "meta";
+  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "resources" | "health" | "meta";
   query?: JsonSchema;
   body?: JsonSchema;
   /** No credentials needed (health, signing in). */
@@ -438,6 +438,14 @@ export const ROUTES: readonly RouteDefinition[] = [
     summary: "Server-Sent Events: every queue transition, live (Last-Event-ID resumes)",
     tag: "events",
     query: query({ queue: queueName }),
+  },
+  {
+    name: "listResources",
+    method: "GET",
+    path: "/resources",
+    summary:
+      "resources (API keys with budgets) of the pipelines this server shows: each key's use of each limit, benches, jobs waiting for budget, and the last hour's utilization",
+    tag: "resources",
   },
   { name: "listPools", method: "GET", path: "/pools", summary: "WorkerPools and their status", tag: "pools" },
   {

@@ -129,6 +129,11 @@ function summary(p: WorkerPool) {
     minReplicas: p.spec.scaling?.minReplicas ?? null,
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,
+    /** The replica cap in force (rate limit or resources) and why. */
+    cap:
+      s.control?.replicaCap !== undefined
+        ? { replicas: s.control.replicaCap, by: s.control.capBy ?? null, reason: s.control.capReason ?? "" }
+        : null,
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
   };
 }
