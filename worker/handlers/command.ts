@@ -4,7 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
+import { dependencyFailure, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const EX_DATAERR = 65;
@@ -31,6 +31,10 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           CONVEYOR_QUEUE: job.queue,
           CONVEYOR_ATTEMPT: String(job.attempt),
           CONVEYOR_EXECUTION_ID: job.executionId,
+          // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2 (docs/budgets.md)
+          ...Object.fromEntries(
+            Object.entries(ctx.resources).map(([name, r]) => [resourceEnvName(name), r.key]),
+          ),
           ...(ctx.callback
             ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
             : {}),
