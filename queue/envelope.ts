@@ -43,7 +43,7 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
   };
   let uses: JobToEnqueue["uses"];
   try {
-    uses = checkUses(b.uses, '"uses"');
+    uses = checkUses(b.uses, "uses");
   } catch (err) {
     if (err instanceof InvalidResourceError) throw new EnvelopeError(err.message);
     throw err;

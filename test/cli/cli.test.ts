@@ -278,7 +278,7 @@ describe("conveyor CLI", () => {
     writeFileSync(file, '{"data":1,"uses":{"openai":{"tokens":"many"}}}\n');
     assert.match(
       run("enqueue", "llm/summarize", "--file", file).stderr,
-      /"uses"\.openai\.tokens must be an integer/,
+      /uses\.openai\.tokens must be an integer/,
     );
     assert.equal(run("resource", "remove", "openai", "--pipeline", "llm").stdout.trim(), "openai removed");
     assert.equal(run("resource", "remove", "openai", "--pipeline", "llm").status, 1);
