@@ -17,6 +17,16 @@ const EX_TEMPFAIL = 75;
  */
 export const WORKER_SECRETS = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL"] as const;
 
+function resourceEnv(resources: Readonly<Record<string, { key: string }>>): Record<string, string> {
+  const entries = Object.entries(resources);
+  if (entries.length === 0) return {};
+  const env: Record<string, string> = {
+    CONVEYOR_RESOURCES: JSON.stringify(Object.fromEntries(entries.map(([n, r]) => [n, r.key]))),
+  };
+  for (const [name, r] of entries) env[resourceEnvName(name)] = r.key;
+  return env;
+}
+
 export function commandHandler(argv: string[], killGraceMs: number, passCredentials = false): Handler {
   const [file, ...args] = argv;
   return {
@@ -31,10 +41,9 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           CONVEYOR_QUEUE: job.queue,
           CONVEYOR_ATTEMPT: String(job.attempt),
           CONVEYOR_EXECUTION_ID: job.executionId,
-          // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2 (docs/budgets.md)
-          ...Object.fromEntries(
-            Object.entries(ctx.resources).map(([name, r]) => [resourceEnvName(name), r.key]),
-          ),
+          // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2, and all of them as
+          // CONVEYOR_RESOURCES={"openai":"k2"} (names as written): docs/budgets.md
+          ...resourceEnv(ctx.resources),
           ...(ctx.callback
             ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
             : {}),

@@ -41,6 +41,16 @@ async function readCapped(res: Response, cap: number, signal: AbortSignal): Prom
   return Buffer.concat(chunks).toString("utf8");
 }
 
+function resourceHeaders(resources: Readonly<Record<string, { key: string }>>): Record<string, string> {
+  const names = Object.keys(resources);
+  if (names.length === 0) return {};
+  const headers: Record<string, string> = {
+    "conveyor-resources": JSON.stringify(Object.fromEntries(names.map((n) => [n, resources[n]!.key]))),
+  };
+  for (const n of names) headers[`conveyor-resource-${n}`] = resources[n]!.key;
+  return headers;
+}
+
 export function httpHandler(url: string): Handler {
   return {
     kind: "http",
@@ -64,10 +74,9 @@ export function httpHandler(url: string): Handler {
                   "conveyor-callback-token": ctx.callback.token,
                 }
               : {}),
-            // the key granted per resource (`conveyor-resource-openai: k2`): docs/budgets.md
-            ...Object.fromEntries(
-              Object.entries(ctx.resources).map(([name, r]) => [`conveyor-resource-${name}`, r.key]),
-            ),
+            // the key granted per resource (`conveyor-resource-openai: k2`, and all of them as
+            // `conveyor-resources: {"openai":"k2"}`, names as written): docs/budgets.md
+            ...resourceHeaders(ctx.resources),
             // W3C traceparent/tracestate of the job's process span, while tracing is on
             ...activeTraceHeaders(),
           },
