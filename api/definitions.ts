@@ -84,6 +84,16 @@ export const JOB_ENVELOPE: JsonSchema = {
       description:
         "the job's group (tenant, customer, key; at most 128 UTF-8 bytes): groups are served round-robin, each may have a concurrency limit (docs/protocol.md, Groups)",
     },
+    uses: {
+      type: "object",
+      maxProperties: 8,
+      additionalProperties: {
+        type: "object",
+        additionalProperties: { type: "integer", minimum: 0 },
+      },
+      description:
+        'what the job uses of its pipeline\'s resources, e.g. {"openai": {"tokens": 1200}} (an estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)',
+    },
   },
   required: ["data"],
   additionalProperties: false,

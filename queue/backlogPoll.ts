@@ -39,7 +39,7 @@ export interface QueuePoll {
   sweep?: SweepResult | Error;
 }
 
-type CountsReply = [number, number, number, number, number, number, number];
+type CountsReply = [number, number, number, number, number, number, number, number?];
 
 /** The backlog_counts call for one queue (QueueAdmin.counts; the operator's poll reads the same in poll_queues). */
 export function backlogCountsCall(
@@ -50,9 +50,11 @@ export function backlogCountsCall(
   return { keys: [k.ready, k.delayed, k.inflight, k.dead, k.counts], args: [now, k.jobPrefix] };
 }
 
-/** backlog_counts' reply (poll_queues' first 7 values of a queue) as QueueCounts. */
+/** backlog_counts' reply (poll_queues' first 7 values of a queue, and its 10th) as QueueCounts. */
 export function countsFromReply(r: CountsReply): QueueCounts {
-  const [ready, delayed, dueDelayed, inflight, dead, completed, oldest] = r.map(Number) as CountsReply;
+  const [ready, delayed, dueDelayed, inflight, dead, completed, oldest, budget] = r.map(
+    Number,
+  ) as CountsReply;
   const counts: QueueCounts = {
     ready,
     delayed,
@@ -62,6 +64,7 @@ export function countsFromReply(r: CountsReply): QueueCounts {
     completed,
     backlog: ready + dueDelayed + inflight,
   };
+  if (budget) counts.waitingForBudget = budget;
   if (ready > 0 && Number.isFinite(oldest) && oldest > 0) counts.oldestReadyAt = oldest;
   return counts;
 }
@@ -86,7 +89,7 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
       counts.length === 1
         ? { error: new Error(String(counts[0])) }
         : {
-            counts: countsFromReply(counts.slice(0, 7) as CountsReply),
+            counts: countsFromReply([...counts.slice(0, 7), counts[9] ?? 0] as unknown as CountsReply),
             control: parseQueueControl((counts[7] as string) || null, (counts[8] as string) || null),
           };
     if (sweep)

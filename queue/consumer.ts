@@ -4,6 +4,7 @@ import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
+import { correctResourceUsage } from "./resources.ts";
 import type { ClaimedJob, Lease, ResourceGrant, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
@@ -480,6 +481,16 @@ export class Consumer {
       args,
     );
     return settleOutcome(code);
+  }
+
+  /**
+   * Correct the window of the key a claim granted `job` for `resource` by `deltas` (unit → actual
+   * − counted so far): docs/protocol.md, "Resources".
+   */
+  async correctUsage(job: ClaimedJob, resource: string, deltas: Record<string, number>): Promise<void> {
+    const grant = job.resources?.[resource];
+    if (!grant || Object.keys(deltas).length === 0) return;
+    await correctResourceUsage(this.redis, this.queue, resource, grant.key, grant.at, deltas);
   }
 
   async sweep(opts: SweepOptions = {}): Promise<SweepResult> {

@@ -2,6 +2,7 @@
 // --file` take it: unknown fields are refused by name (a typo such as "priorty" must not
 // silently enqueue a job without its priority), and every field has its type checked.
 import type { JobToEnqueue } from "./producer.ts";
+import { checkUses, InvalidResourceError } from "./resources.ts";
 
 export class EnvelopeError extends Error {
   override name = "EnvelopeError";
@@ -17,6 +18,7 @@ export const ENVELOPE_FIELDS = [
   "timeoutMs",
   "contentHash",
   "group",
+  "uses",
 ] as const;
 
 const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
@@ -39,8 +41,16 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
       throw new EnvelopeError(`"${k}" must be a number`);
     return b[k] as number | undefined;
   };
+  let uses: JobToEnqueue["uses"];
+  try {
+    uses = checkUses(b.uses, "uses");
+  } catch (err) {
+    if (err instanceof InvalidResourceError) throw new EnvelopeError(err.message);
+    throw err;
+  }
   return {
     data: b.data,
+    uses,
     id: str("id"),
     idempotencyKey: str("idempotencyKey"),
     contentHash: str("contentHash"),

@@ -403,22 +403,24 @@ export async function listResources(redis: RedisClient, pipelineOrQueue?: string
 }
 
 /**
- * Correct a key's window by what a job actually used (`delta` per unit = actual − reserved so
- * far). `at`: the reservation's time from the claim. The worker calls this for `ctx.usage`.
+ * Correct a key's window by what a job of `queue` actually used (`delta` per unit = actual −
+ * reserved so far). `at`: the reservation's time from the claim. Room freed re-admits the
+ * queue's groups waiting for the resource at once. The worker calls this for `ctx.usage`.
  */
 export async function correctResourceUsage(
   redis: RedisClient,
-  pipeline: string,
+  queue: string,
   name: string,
   key: string,
   at: number,
   deltas: Record<string, number>,
 ): Promise<void> {
+  const pipeline = resourcePipeline(queue);
   const args: string[] = [key, String(at), String(Date.now())];
   for (const [unit, delta] of Object.entries(deltas))
     if (delta !== 0) args.push(unit, String(Math.round(delta)));
   if (args.length === 3) return;
-  await runScript(redis, "resource_usage", [resourceKey(pipeline, name)], args);
+  await runScript(redis, "resource_usage", [resourceKey(pipeline, name), budgetWaitKey(queue)], args);
 }
 
 /** Bench a key until `untilMs` (ms since the epoch) for every worker, as a provider's 429 asks. */

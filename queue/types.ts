@@ -101,6 +101,11 @@ export interface QueueCounts {
   /** What the autoscaler follows: ready + due-delayed + in-flight. */
   backlog: number;
   /**
+   * Waiting jobs no resource key can pay for now (docs/protocol.md, "Resources"): not in
+   * `ready`, not in `backlog` (more workers would not run them sooner). Absent when 0.
+   */
+  waitingForBudget?: number;
+  /**
    * When the job at the head of the ready queue (the next to run) was enqueued into this
    * stage, ms since epoch; absent when nothing is ready. Read by `QueueAdmin.counts` only
    * with `{ oldestReady: true }` (the operator's poll).

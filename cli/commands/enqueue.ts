@@ -4,6 +4,8 @@ import { startTracing } from "../../lib/telemetry.ts";
 import {
   assertGroup,
   DURABILITY_SETTING,
+  InvalidResourceError,
+  parseUses,
   EnvelopeError,
   parseEnvelope,
   newJobId,
@@ -17,8 +19,8 @@ import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "
 
 export default defineCommand({
   name: "enqueue",
-  synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…})`,
+  synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G] [--uses openai:tokens=1200]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"uses":…})`,
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
@@ -31,6 +33,11 @@ export default defineCommand({
       kind: "string",
       arg: "G",
       help: "the job's group (≤ 128 bytes): groups are served round-robin (docs/protocol.md, Groups)",
+    },
+    uses: {
+      kind: "string",
+      arg: "R[:UNIT=N,…][;R…]",
+      help: "what the job uses of the pipeline's resources, e.g. openai:tokens=1200 (an estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)",
     },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
     durability: DURABILITY_SETTING,
@@ -47,12 +54,21 @@ export default defineCommand({
         throw new UsageError((err as Error).message);
       }
     }
+    const usesText = o.raw("uses");
+    let uses: JobToEnqueue["uses"];
+    try {
+      uses = usesText === undefined ? undefined : parseUses(usesText.split(";"), "--uses");
+    } catch (err) {
+      if (err instanceof InvalidResourceError) throw new UsageError(err.message);
+      throw err;
+    }
     const opts: Omit<JobToEnqueue, "data"> = {
       priority: o.maybeInt("priority"),
       delayMs: o.maybeDuration("delay"),
       attempts: o.maybeInt("attempts"),
       timeoutMs: o.maybeDuration("timeout"),
       group,
+      uses,
     };
     const file = o.raw("file");
     const asJson = o.bool("json");

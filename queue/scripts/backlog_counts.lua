@@ -3,8 +3,9 @@
 --
 -- KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts
 -- ARGV: 1 now (ms), 2 jobPrefix
--- Returns {ready, delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt}; the
--- last is 0 when nothing is ready (or the head job has no createdAt).
+-- Returns {ready, delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt, budget};
+-- oldestReadyCreatedAt is 0 when nothing is ready (or the head job has no createdAt); budget:
+-- waiting jobs no resource key can pay for now (docs/protocol.md, "Resources"), not in ready.
 --- @include "includes/backlogCounts"
 
 return backlogCounts(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2])

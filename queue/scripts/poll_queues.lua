@@ -10,7 +10,8 @@
 -- ARGV: 1 now (ms), 2 sweep ('1' or '0'), 3 maxStalls, 4 limit, 5 lockMs, 6 workerStaleMs,
 --       7 gapMs, 8 graceMs (3–8 as sweep_leases' 4–9), then 2 per queue from 9+2q: jobPrefix, queue
 -- Returns one reply per queue, in the order of KEYS: {counts, sweep}. counts is backlog_counts'
--- 7 values, then paused ('1' or '') and the rate limit as stored ('<max>/<windowMs>' or ''); sweep
+-- first 7 values, then paused ('1' or ''), the rate limit as stored ('<max>/<windowMs>' or '')
+-- and backlog_counts' 8th, budget (jobs waiting for a resource's budget); sweep
 -- is sweep_leases' {requeued, deadLettered, graceLeftMs}, or {} when not asked. Either is
 -- {message} instead when that part failed (a key of the wrong type): one queue's error is its own.
 --- @include "includes/backlogCounts"
@@ -35,7 +36,8 @@ for q = 0, #KEYS / 11 - 1 do
   local ok, counts = pcall(function()
     local c = backlogCounts(k[2], k[9], k[1], k[3], k[4], now, jobPrefix)
     local paused, rate = readControl(k[7], queue)
-    c[8], c[9] = paused and '1' or '', rate or ''
+    local budget = c[8]
+    c[8], c[9], c[10] = paused and '1' or '', rate or '', budget
     return c
   end)
   if not ok then counts = failed(counts) end

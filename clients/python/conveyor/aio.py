@@ -89,10 +89,12 @@ class AsyncClient:
         content_hash: Optional[str] = None,
         trace: Optional[str] = None,
         group: Optional[str] = None,
+        uses: Optional[Mapping[str, Mapping[str, int]]] = None,
     ) -> str:
         """As Client.enqueue."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
-                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group)
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
+                       uses=uses)
         return (await self.enqueue_many(queue, [job]))[0].id
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

@@ -261,12 +261,48 @@ def _decode(raw: Optional[str]) -> Any:
         return raw
 
 
-_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group"}
+_JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group",
+                "uses"}
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
 #: enqueue_jobs reads a 10th field per job (the group) when its 7th argument is this marker.
 GROUP_MARKER = "+group"
+#: ... and an 11th (what the job uses of the pipeline's resources, JSON) after this one.
+USES_MARKER = "+uses"
+_RESOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_UNIT = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def _check_uses(uses: Any, which: str) -> str:
+    """A job's `uses` ({resource: {unit: amount}}, docs/protocol.md "Resources") as the JSON the
+    TypeScript producer sends (resources sorted), '' for none; InvalidJobError naming the field."""
+    if uses is None:
+        return ""
+    if not isinstance(uses, Mapping):
+        raise InvalidJobError(f"{which}: uses must be a mapping {{resource: {{unit: amount}}}}, got {uses!r}")
+    if len(uses) > 8:
+        raise InvalidJobError(f"{which}: uses names {len(uses)} resources, limit 8")
+    out: Dict[str, Dict[str, int]] = {}
+    for name in sorted(uses):
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name):
+            raise InvalidJobError(f"{which}: uses: resource {name!r} is invalid")
+        units = uses[name] or {}
+        if not isinstance(units, Mapping):
+            raise InvalidJobError(f"{which}: uses.{name} must be a mapping {{unit: amount}}")
+        amounts: Dict[str, int] = {}
+        for unit, amount in units.items():
+            if not isinstance(unit, str) or not _UNIT.match(unit):
+                raise InvalidJobError(f"{which}: uses.{name}: unit {unit!r} is invalid")
+            if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= 10**12:
+                raise InvalidJobError(f"{which}: uses.{name}.{unit} must be an integer 0..10^12, got {amount!r}")
+            if unit == "requests":
+                if amount != 1:
+                    raise InvalidJobError(f"{which}: uses.{name}.requests: a job uses 1 request; leave it out")
+                continue
+            amounts[unit] = amount
+        out[name] = amounts
+    return json.dumps(out, separators=(",", ":")) if out else ""
 
 
 def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
@@ -309,7 +345,8 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
         group_bytes = len(group.encode("utf-8"))
         if group_bytes > GROUP_MAX_BYTES:
             raise InvalidJobError(f"{which}: group is {group_bytes} bytes, limit {GROUP_MAX_BYTES}")
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or ""]
+    uses = _check_uses(job.get("uses"), which)
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or "", uses]
 
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -347,11 +384,15 @@ def _enqueue_calls(
         chunk = encoded[start : start + BULK_CHUNK]
         # A chunk with a grouped job sends the marker and 10 fields per job; one without sends
         # the 9 fields it always did (as queue/producer.ts send).
-        grouped = any(fields[9] != "" for fields in chunk)
-        if grouped:
+        # (and one with `uses` the `+uses` marker and 11)
+        with_uses = any(fields[10] != "" for fields in chunk)
+        grouped = not with_uses and any(fields[9] != "" for fields in chunk)
+        if with_uses:
+            args.append(USES_MARKER)
+        elif grouped:
             args.append(GROUP_MARKER)
         for fields in chunk:
-            args.extend(fields if grouped else fields[:9])
+            args.extend(fields if with_uses else fields[:10] if grouped else fields[:9])
         calls.append(args)
     return keys, key_list, calls
 
@@ -511,15 +552,19 @@ class Client:
         content_hash: Optional[str] = None,
         trace: Optional[str] = None,
         group: Optional[str] = None,
+        uses: Optional[Mapping[str, Mapping[str, int]]] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id or idempotency
         key was seen before). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
         means the pool's default job timeout. `trace`: a W3C `traceparent` to link the job's
         spans to (docs/protocol.md, "Trace context"). `group`: the job's group (tenant, key; at
         most 128 UTF-8 bytes), served round-robin with the queue's other groups and held to
-        the group's limits (docs/protocol.md, "Groups")."""
+        the group's limits (docs/protocol.md, "Groups"). `uses`: what the job uses of the
+        pipeline's resources, e.g. {"openai": {"tokens": 1200}} (an estimate; 1 request implied):
+        it starts only when a key has room (docs/budgets.md)."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
-                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group)
+                       attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
+                       uses=uses)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

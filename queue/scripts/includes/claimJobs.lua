@@ -8,7 +8,6 @@
 --- @include "variadic"
 --- @include "readyLine"
 --- @include "groups"
---- @include "resources"
 --- @include "admission"
 --- @include "fencingTokens"
 
@@ -140,11 +139,12 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           -- A job with `uses` starts only when every resource it names has a key with room
           -- (docs/protocol.md, "Resources"); else it goes back to the head of its group.
           if outcome == true and ok[#ok - 1][16] then
-            local grant, due, resource = resourceAdmit(resStates, jobPrefix, ok[#ok - 1][16], now)
-            if grant then
+            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, ok[#ok - 1], now)
+            if admitted then
               grants = grants or {}
               grants[ok[#ok - 2]] = grant
             else
+              local due = grant
               local id, jobScore = ok[#ok - 2], ok[#ok]
               ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
               if jobScore then

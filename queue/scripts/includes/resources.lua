@@ -209,13 +209,13 @@ local function resourcesFlush(states)
 end
 
 -- resource_usage: correct key `id` of the resource at `key` by ARGV pairs from `from` (unit,
--- delta; or '+bench', until). Returns the number of pairs applied.
+-- delta; or '+bench', until). Returns the number of pairs applied, and whether room was freed.
 local function resourceCorrect(key, id, at, now, args, from)
   local h = redis.call('HMGET', key, 'keys', 'limits:' .. id, 'bench:' .. id)
   if not h[1] or not h[2] then return 0 end
   local limits = {}
   for unit, limit in string.gmatch(h[2], '([^=,]+)=([^,]+)') do limits[unit] = limit end
-  local fields, applied = {}, 0
+  local fields, applied, freed = {}, 0, false
   for i = from, #args, 2 do
     local unit, value = args[i], tonumber(args[i + 1])
     if unit == '+bench' and value then
@@ -230,7 +230,10 @@ local function resourceCorrect(key, id, at, now, args, from)
       for _, e in ipairs(w.entries) do if e[1] > now then now = e[1] end end
       if value < 0 then
         -- (a reservation already out of the window needs no correction)
-        if at > now - w.window then w.entries[#w.entries + 1] = {at, value} end
+        if at > now - w.window then
+          w.entries[#w.entries + 1] = {at, value}
+          freed = true
+        end
       else
         windowAdd(w, now, value)
       end
@@ -240,5 +243,5 @@ local function resourceCorrect(key, id, at, now, args, from)
     end
   end
   if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
-  return applied
+  return applied, freed
 end
