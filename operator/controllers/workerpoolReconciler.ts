@@ -243,9 +243,10 @@ export class WorkerPoolReconciler implements Reconciler {
   }
 
   /**
-   * spec.paused / spec.rateLimit into Redis (the spec wins while set); then what is in force
-   * shapes scaling: a paused queue drains the pool (no HPA meanwhile), a rate limit caps
-   * maxReplicas at the replicas the rate can feed (HPA and direct mode alike). Events on changes.
+   * spec.paused / spec.rateLimit / spec.resources into Redis (the spec wins while set); then
+   * what is in force shapes scaling: a paused queue drains the pool (no HPA meanwhile), a rate
+   * limit or the resources cap maxReplicas at the replicas they can feed, the lower binding (HPA
+   * and direct mode alike). Events on changes.
    */
   private async queueControl(pass: PoolPass): Promise<void> {
     const { spec, sample, pool } = pass;

@@ -33,7 +33,8 @@ export interface HandlerContext {
   callback?: { url: string; token: string };
   /**
    * For a job with `uses`: per resource, the key id the claim granted it (docs/budgets.md). The
-   * handler maps the id to a credential (the worker's environment, from the pool's Secret).
+   * handler maps the id to a credential: on Kubernetes the file
+   * `$CONVEYOR_RESOURCES_DIR/<resource>/<id>` the operator mounts from the pool's Secret.
    */
   resources: Readonly<Record<string, { key: string }>>;
   /**
