@@ -51,6 +51,13 @@ export function poolDecisions(status: WorkerPoolStatus | undefined): ScaleDecisi
   return decisions.sort((a, b) => a.at.localeCompare(b.at));
 }
 
+/** The replica cap in force (rate limit or resources), what binds it and why; null when none. */
+export function poolCap(status: WorkerPoolStatus | undefined) {
+  const c = status?.control;
+  if (c?.replicaCap === undefined) return null;
+  return { replicas: c.replicaCap, by: c.capBy ?? null, reason: c.capReason ?? "" };
+}
+
 /** Implements api/'s PoolSource (the CLI wires it in: api/ does not import operator/). */
 export class PoolReader {
   private readonly client: () => Promise<KubeClient>;
@@ -129,11 +136,7 @@ function summary(p: WorkerPool) {
     minReplicas: p.spec.scaling?.minReplicas ?? null,
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,
-    /** The replica cap in force (rate limit or resources) and why. */
-    cap:
-      s.control?.replicaCap !== undefined
-        ? { replicas: s.control.replicaCap, by: s.control.capBy ?? null, reason: s.control.capReason ?? "" }
-        : null,
+    cap: poolCap(s),
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
   };
 }
