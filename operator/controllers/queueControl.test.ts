@@ -140,6 +140,12 @@ describe("operator resources (issue 32)", () => {
       /spec\.resources\[0\]\.keys\[0\]\.limits: requests max must be an integer 1\.\./,
     );
     assert.deepEqual(validateSpec(spec({ resources: [openai()] })), []);
+    const nothing = spec({ resources: [{ name: "x", keys: [{ id: "k1", limits: ["requests=1/m"] }] }] });
+    assert.deepEqual(validateSpec(nothing), [
+      "spec.resources[0].keys[0].limits: requests=1 at ceiling 90% admits nothing (floor(0.9 × 1) = 0)",
+    ]);
+    const badId = spec({ resources: [{ name: "x", keys: [{ id: "../k1", limits: ["requests=9/m"] }] }] });
+    assert.match(validateSpec(badId).join(), /spec\.resources\[0\]\.keys\[0\]\.id "\.\.\/k1" is invalid/);
   });
 
   test("resource cap = ceil(Σ keys' admissible requests/s × median job s / concurrency) + 1; the tightest resource binds", () => {

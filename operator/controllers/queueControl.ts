@@ -4,7 +4,9 @@
 // is a pool with spec.resources at what its keys can pay for (issue 32).
 // Pure functions; the reconcile step that uses them is in workerpoolReconciler.ts.
 import {
+  assertResourceName,
   DEFAULT_CEILING,
+  InvalidResourceError,
   formatRateLimit,
   parseLimits,
   parseRateLimit,
@@ -74,14 +76,26 @@ export type ResourceBudget = ResourceBudgetSpec;
 
 /** spec.resources parsed (limits checked by queue/resources.ts; errors name the field). */
 export function specResources(spec: Pick<WorkerPoolSpec, "resources">): ResourceBudget[] {
-  return (spec.resources ?? []).map((r, i) => ({
-    name: r.name,
-    ceiling: r.ceiling !== undefined ? r.ceiling / 100 : DEFAULT_CEILING,
-    keys: r.keys.map((k, j) => ({
-      id: k.id,
-      limits: parseLimits(k.limits.join(","), `spec.resources[${i}].keys[${j}].limits`),
-    })),
-  }));
+  return (spec.resources ?? []).map((r, i) => {
+    assertResourceName(r.name, `spec.resources[${i}].name`);
+    const ceiling = r.ceiling !== undefined ? r.ceiling / 100 : DEFAULT_CEILING;
+    return {
+      name: r.name,
+      ceiling,
+      keys: r.keys.map((k, j) => {
+        const field = `spec.resources[${i}].keys[${j}]`;
+        assertResourceName(k.id, `${field}.id`);
+        const limits = parseLimits(k.limits.join(","), `${field}.limits`);
+        // The claim admits up to floor(ceiling × max): below 1 the key could never admit a job.
+        for (const l of limits)
+          if (Math.floor(ceiling * l.max) < 1)
+            throw new InvalidResourceError(
+              `${field}.limits: ${l.unit}=${l.max} at ceiling ${Math.round(ceiling * 100)}% admits nothing (floor(${ceiling} × ${l.max}) = 0)`,
+            );
+        return { id: k.id, limits };
+      }),
+    };
+  });
 }
 
 /** The resources whose keys, limits or ceiling in Redis differ from the spec's (to setResource). */
