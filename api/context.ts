@@ -8,6 +8,7 @@ import { HttpError } from "./http.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
 import type { ApiMetrics } from "./metrics.ts";
 import type { JobRecords } from "./records.ts";
+import type { ResourceHistory } from "./resourceHistory.ts";
 
 /** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
 export interface PoolSource {
@@ -26,6 +27,8 @@ export interface ApiContext {
   metrics: ApiMetrics;
   records: JobRecords | null;
   pools: PoolSource | null;
+  /** The resources' last hour (null: not sampled by this server). */
+  resourceHistory: ResourceHistory | null;
   log?: Logger;
 }
 

@@ -11,7 +11,7 @@ export interface RouteDefinition {
   /** `/queues/{queue}/jobs`: a `{param}` is one path segment, percent-decoded. */
   path: string;
   summary: string;
-  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "health" | "meta";
+  tag: "auth" | "queues" | "jobs" | "search" | "events" | "pools" | "resources" | "health" | "meta";
   query?: JsonSchema;
   body?: JsonSchema;
   /** No credentials needed (health, signing in). */
@@ -106,6 +106,16 @@ export const JOB_ENVELOPE: JsonSchema = {
       },
       required: ["key", "mode", "windowMs"],
       additionalProperties: false,
+    },
+    uses: {
+      type: "object",
+      maxProperties: 8,
+      additionalProperties: {
+        type: "object",
+        additionalProperties: { type: "integer", minimum: 0 },
+      },
+      description:
+        'what the job uses of its pipeline\'s resources, e.g. {"openai": {"tokens": 1200}} (an estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)',
     },
   },
   required: ["data"],
@@ -461,6 +471,14 @@ export const ROUTES: readonly RouteDefinition[] = [
     summary: "Server-Sent Events: every queue transition, live (Last-Event-ID resumes)",
     tag: "events",
     query: query({ queue: queueName }),
+  },
+  {
+    name: "listResources",
+    method: "GET",
+    path: "/resources",
+    summary:
+      "resources (API keys with budgets) of the pipelines this server shows: each key's use of each limit, benches, jobs waiting for budget, and the last hour's utilization",
+    tag: "resources",
   },
   { name: "listPools", method: "GET", path: "/pools", summary: "WorkerPools and their status", tag: "pools" },
   {

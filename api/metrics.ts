@@ -6,10 +6,10 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 
 /**
  * Where an error was handled: the event hub's read loop, a queue directory rescan, a request
- * answered 500, or a part of a reply served without (the rest answered: one bad key must not
- * take a page down).
+ * answered 500, a part of a reply served without (the rest answered: one bad key must not
+ * take a page down), or a sample of the resources' utilization.
  */
-export type ErrorSite = "event_hub" | "queue_directory" | "request" | "partial_read";
+export type ErrorSite = "event_hub" | "queue_directory" | "request" | "partial_read" | "resource_history";
 
 export class ApiMetrics {
   readonly registry = new Registry();

@@ -16,6 +16,7 @@ const TAGS: Record<RouteDefinition["tag"], string> = {
   events: "live queue transitions over Server-Sent Events",
   search: "find jobs by id, idempotency key or payload field",
   pools: "WorkerPools, when the server has a Kubernetes API",
+  resources: "Resources: API keys with budgets, shared by a pipeline's stages",
   auth: "the browser session (the dashboard); programs send the bearer token instead",
   health: "liveness",
   meta: "this document",

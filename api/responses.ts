@@ -89,6 +89,44 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     onDead: { enum: ["block", "continue"], description: "what a dead job does to the group" },
     blockedBy: { type: ["string", "null"], description: "the dead job that paused the group (onDead block)" },
   }),
+  Resource: obj({
+    pipeline: str,
+    name: str,
+    ceiling: { type: "number", description: "admission stops at this fraction of each limit" },
+    waiting: { type: "integer", description: "jobs waiting for its budget, all queues of the pipeline" },
+    waitingByQueue: { type: "object", additionalProperties: int },
+    keys: {
+      type: "array",
+      items: obj({
+        id: str,
+        benchedUntil: { type: ["number", "null"], description: "ms since epoch; null when not benched" },
+        admitted: { type: "integer", description: "jobs admitted on the key, lifetime" },
+        limits: {
+          type: "array",
+          items: obj({
+            unit: str,
+            max: num,
+            windowMs: num,
+            used: num,
+            utilization: { type: "number", description: "used / max in the window ending now" },
+          }),
+        },
+      }),
+    },
+    history: {
+      type: "array",
+      description: "samples of the last hour, oldest first (every API replica samples into Redis)",
+      items: obj({
+        at: num,
+        keys: {
+          type: "object",
+          description: "key id → unit → utilization",
+          additionalProperties: { type: "object", additionalProperties: num },
+        },
+        benched: { type: "array", items: str },
+      }),
+    },
+  }),
   Schedule: obj(
     {
       name: str,
@@ -397,6 +435,10 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       content: { "text/event-stream": { type: "string" } },
     },
   ],
+  listResources: ok(
+    "every resource, by pipeline and name",
+    obj({ resources: { type: "array", items: ref("Resource") } }),
+  ),
   listPools: ok("WorkerPools and their status", obj({ pools: { type: "array", items: { type: "object" } } })),
   poolDetail: ok("one WorkerPool", { type: "object" }),
 };

@@ -33,6 +33,8 @@ import { jobApiHandlers } from "./routes/jobApi.ts";
 import { jobHandlers } from "./routes/jobs.ts";
 import { poolHandlers } from "./routes/pools.ts";
 import { groupHandlers } from "./routes/groups.ts";
+import { resourceHandlers } from "./routes/resources.ts";
+import { ResourceHistory } from "./resourceHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
 import { findDashboardBuild, StaticFiles } from "./static.ts";
@@ -58,6 +60,8 @@ export interface JobApiOptions {
   dashboardDir?: string | null;
   /** Enqueues acknowledged once a replica has them ("replicated"): 503 when none confirmed. */
   durability?: DurabilityOptions;
+  /** How often the resources' utilization is sampled for the last-hour chart (ms; 0 = never; default 30 s). */
+  resourceSampleMs?: number;
   log?: Logger;
 }
 
@@ -133,6 +137,12 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     metrics,
     records,
     pools,
+    resourceHistory:
+      opts.resourceSampleMs === 0
+        ? null
+        : new ResourceHistory(opts.redis, opts.resourceSampleMs ?? 30_000, opts.log, (err) =>
+            metrics.error("resource_history", err),
+          ),
     log: opts.log,
   };
   const router = new Router(
@@ -145,6 +155,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...searchHandlers(ctx),
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),
+      ...resourceHandlers(ctx),
     },
     undefined,
     guard,
@@ -177,7 +188,9 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       req.resume();
     });
   });
+  ctx.resourceHistory?.start();
   server.on("close", () => {
+    void ctx.resourceHistory?.stop();
     void ctx.hub.close();
     void ctx.records?.close();
   });

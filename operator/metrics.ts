@@ -121,8 +121,39 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     replicaCap: new Gauge({
       name: "conveyor_operator_pool_replica_cap",
-      help: "The pool's scaling ceiling below maxReplicas: the replicas its rate limit can feed or its groups can use (the lowest); absent when not capped",
-      labelNames: pool,
+      help: "Replicas a pool's rate limit, resources or groups can feed, the lowest (its scaling ceiling), by what binds it (cap: rateLimit, resources, groups); absent when none",
+      labelNames: [...pool, "cap"] as const,
+      registers,
+    }),
+    // Resources (issue 32) of the pipelines of pools with spec.resources, read at every poll.
+    resourceUtilization: new Gauge({
+      name: "conveyor_resource_utilization",
+      help: "Used / max of a resource key's limit in its window ending now (0..1; admission stops at the ceiling)",
+      labelNames: [...pool, "pipeline", "resource", "key", "limit"] as const,
+      registers,
+    }),
+    resourceCeiling: new Gauge({
+      name: "conveyor_resource_ceiling",
+      help: "A resource's admission ceiling as a fraction of each limit",
+      labelNames: [...pool, "pipeline", "resource"] as const,
+      registers,
+    }),
+    resourceBenched: new Gauge({
+      name: "conveyor_resource_benched_seconds",
+      help: "Seconds a resource key stays benched after its provider's rate-limited answer (0 when not benched)",
+      labelNames: [...pool, "pipeline", "resource", "key"] as const,
+      registers,
+    }),
+    resourceAdmitted: new Counter({
+      name: "conveyor_resource_admitted_total",
+      help: "Jobs admitted on a resource key (the count kept in Redis)",
+      labelNames: [...pool, "pipeline", "resource", "key"] as const,
+      registers,
+    }),
+    resourceWaiting: new Gauge({
+      name: "conveyor_resource_waiting_jobs",
+      help: "Jobs waiting for a resource's budget, all queues of its pipeline",
+      labelNames: [...pool, "pipeline", "resource"] as const,
       registers,
     }),
     arrivalRate: new Gauge({
@@ -135,12 +166,6 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       name: "conveyor_operator_pool_needed_slots",
       help: "Job slots latency mode computes the wait target needs (before min/max and stabilization); latency mode only",
       labelNames: pool,
-      registers,
-    }),
-    replicaCapBy: new Gauge({
-      name: "conveyor_operator_pool_replica_cap_by",
-      help: "1 for what caps the pool's replicas (by: rateLimit or groups); absent when not capped",
-      labelNames: [...pool, "by"],
       registers,
     }),
     desiredReplicas: new Gauge({

@@ -1,7 +1,7 @@
 // Scale decisions as the Pools page shows them: from status.recentDecisions and the Degraded condition.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { poolDecisions } from "./poolReader.ts";
+import { poolCap, poolDecisions } from "./poolReader.ts";
 import { withDecision } from "./controllers/status.ts";
 import { RECENT_DECISIONS } from "./apis/v1alpha1/schema.ts";
 
@@ -59,4 +59,15 @@ test("the history keeps each decision once and only the last RECENT_DECISIONS", 
   assert.equal(history.length, RECENT_DECISIONS);
   assert.equal(history.at(-1)?.from, RECENT_DECISIONS + 2);
   assert.equal(withDecision(history, undefined), history);
+});
+
+test("the replica cap in force, what binds it and why (the Pools page's 'Why it scaled')", () => {
+  assert.equal(poolCap(undefined), null);
+  assert.equal(poolCap({ control: { paused: false } }), null);
+  assert.deepEqual(
+    poolCap({
+      control: { paused: false, replicaCap: 7, capBy: "resources", capReason: "resource openai …" },
+    }),
+    { replicas: 7, by: "resources", reason: "resource openai …" },
+  );
 });

@@ -51,6 +51,13 @@ export function poolDecisions(status: WorkerPoolStatus | undefined): ScaleDecisi
   return decisions.sort((a, b) => a.at.localeCompare(b.at));
 }
 
+/** The replica cap in force (rate limit or resources), what binds it and why; null when none. */
+export function poolCap(status: WorkerPoolStatus | undefined) {
+  const c = status?.control;
+  if (c?.replicaCap === undefined) return null;
+  return { replicas: c.replicaCap, by: c.capBy ?? null, reason: c.capReason ?? "" };
+}
+
 /** Implements api/'s PoolSource (the CLI wires it in: api/ does not import operator/). */
 export class PoolReader {
   private readonly client: () => Promise<KubeClient>;
@@ -131,6 +138,7 @@ function summary(p: WorkerPool) {
     minReplicas: p.spec.scaling?.minReplicas ?? null,
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,
+    cap: poolCap(s),
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
   };
 }

@@ -24,6 +24,8 @@ export interface QueueStats {
   inflight: number;
   completed: number;
   dead: number;
+  /** Waiting jobs no resource key can pay for now (docs/protocol.md, "Resources"): not in `ready`. */
+  waitingForBudget: number;
   paused: boolean;
   /** "20/s", or null when there is none. */
   rateLimit: string | null;
@@ -109,6 +111,7 @@ export class QueueAdmin {
       inflight: c.inflight,
       completed: c.completed,
       dead: c.dead,
+      waitingForBudget: c.waitingForBudget ?? 0,
       paused: control.paused,
       rateLimit: control.rateLimit ? formatRateLimit(control.rateLimit) : null,
       cancelled: Number(cancelled ?? 0),

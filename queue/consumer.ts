@@ -4,7 +4,8 @@ import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
-import type { ClaimedJob, Lease, SerializedError, WorkerReport } from "./types.ts";
+import { correctResourceUsage } from "./resources.ts";
+import type { ClaimedJob, Lease, ResourceGrant, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
 export const DEFAULT_MAX_STALLS = 2;
@@ -99,7 +100,7 @@ export interface FanOutTraces {
 }
 
 /** Why a running job goes back to ready without an attempt. */
-export type ReleaseCause = "handedBack" | "deferred";
+export type ReleaseCause = "handedBack" | "deferred" | "rateLimited";
 
 export interface SweepResult {
   /** false when another sweeper held the mutex. */
@@ -140,7 +141,17 @@ export interface ReclaimResult {
 /** Records one reclaim_finished call examines at most (and one index member more): ~1.5 ms of Redis at ~12 µs a key on a loaded machine (bench/reclaimCall.ts). */
 export const RECLAIM_BATCH = 100;
 
-const CLAIM_FIELDS = 11;
+const CLAIM_FIELDS = 12;
+
+/** A claim's grants field: {"openai":{"key":"k2","at":…,"tokens":1200}} → resource → grant. */
+function parseGrants(text: string): Record<string, ResourceGrant> {
+  const out: Record<string, ResourceGrant> = {};
+  for (const [name, g] of Object.entries(JSON.parse(text) as Record<string, Record<string, unknown>>)) {
+    const { key, at, ...amounts } = g;
+    out[name] = { key: String(key), at: Number(at), amounts: amounts as Record<string, number> };
+  }
+  return out;
+}
 
 export class Consumer {
   readonly queue: string;
@@ -213,6 +224,7 @@ export class Consumer {
         trace: flat[i + 9] ?? "",
         requeued: flat[i + 10] ?? "",
         claimedAt: now,
+        ...(flat[i + 11] ? { resources: parseGrants(flat[i + 11]!) } : {}),
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
@@ -460,20 +472,36 @@ export class Consumer {
     return (await this.releaseOutcome(job, reason, cause)) === "settled";
   }
 
-  /** `release`, telling a lost lease (`fenced`) from a cancelled job. */
+  /**
+   * `release`, telling a lost lease (`fenced`) from a cancelled job. With `bench` (cause
+   * `rateLimited`), the resource's key admits nothing until `untilMs`, for every worker.
+   */
   async releaseOutcome(
     job: Lease,
     reason: string,
     cause: ReleaseCause = "handedBack",
+    bench?: { resource: string; key: string; untilMs: number },
   ): Promise<SettleOutcome> {
     const k = this.keys;
+    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause];
+    if (bench) args.push(bench.resource, bench.key, Math.round(bench.untilMs));
     const code = await runScript<number>(
       this.redis,
       "release_job",
       [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause],
+      args,
     );
     return settleOutcome(code);
+  }
+
+  /**
+   * Correct the window of the key a claim granted `job` for `resource` by `deltas` (unit → actual
+   * − counted so far): docs/protocol.md, "Resources".
+   */
+  async correctUsage(job: ClaimedJob, resource: string, deltas: Record<string, number>): Promise<void> {
+    const grant = job.resources?.[resource];
+    if (!grant || Object.keys(deltas).length === 0) return;
+    await correctResourceUsage(this.redis, this.queue, resource, grant.key, grant.at, deltas);
   }
 
   async sweep(opts: SweepOptions = {}): Promise<SweepResult> {

@@ -2,6 +2,7 @@
 // --file` take it: unknown fields are refused by name (a typo such as "priorty" must not
 // silently enqueue a job without its priority), and every field has its type checked.
 import type { JobToEnqueue } from "./producer.ts";
+import { checkUses, InvalidResourceError } from "./resources.ts";
 
 export class EnvelopeError extends Error {
   override name = "EnvelopeError";
@@ -18,6 +19,7 @@ export const ENVELOPE_FIELDS = [
   "contentHash",
   "group",
   "dedupe",
+  "uses",
 ] as const;
 
 const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
@@ -53,9 +55,17 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
     // (the producer checks the values and names the field: InvalidJobError)
     dedupe = d as unknown as JobToEnqueue["dedupe"];
   }
+  let uses: JobToEnqueue["uses"];
+  try {
+    uses = checkUses(b.uses, "uses");
+  } catch (err) {
+    if (err instanceof InvalidResourceError) throw new EnvelopeError(err.message);
+    throw err;
+  }
   return {
     data: b.data,
     dedupe,
+    uses,
     id: str("id"),
     idempotencyKey: str("idempotencyKey"),
     contentHash: str("contentHash"),

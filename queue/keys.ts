@@ -180,6 +180,10 @@ export class QueueKeys extends PipelineKeys {
   get groupControl(): string {
     return this.part("gcontrol");
   }
+  /** Group → the resource it waits for, while it waits in the ring for budget (docs/protocol.md, "Resources"). */
+  get groupBudget(): string {
+    return this.part("gbudget");
+  }
   /** One group's priority-0 waiting jobs (FIFO list). */
   groupLine(group: string): string {
     return this.part(`g:${group}:line`);

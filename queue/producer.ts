@@ -7,6 +7,7 @@ import { endSpan, startSendSpan } from "./tracing.ts";
 import { PayloadTooLargeError } from "./scriptReplies.ts";
 import type { Dedupe, EnqueueOptions, EnqueueResult } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
+import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
 export const DEFAULT_ATTEMPTS = 3;
@@ -19,6 +20,8 @@ const TRACE_FIELD = 8;
 const GROUP_FIELD = 9;
 /** Index of the dedupe field: sent only in a batch that has a job with `dedupe`. */
 const DEDUPE_FIELD = 10;
+/** Index of the uses field: sent only in a batch that has a job with `uses`. */
+const USES_FIELD = 11;
 /** Longest dedupe key, and window (7 days). */
 export const DEDUPE_KEY_MAX = 500;
 export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
@@ -81,17 +84,24 @@ export class Producer {
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
       const chunk = encoded.slice(start, start + BULK_CHUNK);
-      // A batch with a grouped job sends a 10th field per job, after the `+group` marker, one with
-      // a dedupe an 11th too, after `+dedupe` (enqueue_jobs.lua); one without either sends exactly
-      // what it always did. With durability "replicated": a ReplicationError when no replica
-      // confirmed the batch (enqueueing it again with the same ids creates nothing twice).
+      // A batch with a grouped job sends a 10th field per job, after the `+group` marker; one with
+      // a dedupe or uses the group and then those fields, after `+dedupe`, `+uses` or
+      // `+dedupe+uses` (enqueue_jobs.lua); one with none of them sends exactly what it always did.
+      // With durability "replicated": a ReplicationError when no replica confirmed the batch
+      // (enqueueing it again with the same ids creates nothing twice).
       const deduped = chunk.some((e) => e[DEDUPE_FIELD] !== "");
+      const withUses = chunk.some((e) => e[USES_FIELD] !== "");
       const grouped = chunk.some((e) => e[GROUP_FIELD] !== "");
-      const args = deduped
-        ? ["+dedupe", ...chunk.flat()]
-        : grouped
-          ? ["+group", ...chunk.flatMap((e) => e.slice(0, DEDUPE_FIELD))]
-          : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
+      const args =
+        deduped && withUses
+          ? ["+dedupe+uses", ...chunk.flat()]
+          : deduped
+            ? ["+dedupe", ...chunk.flatMap((e) => e.slice(0, USES_FIELD))]
+            : withUses
+              ? ["+uses", ...chunk.flatMap((e) => [...e.slice(0, DEDUPE_FIELD), e[USES_FIELD]!])]
+              : grouped
+                ? ["+group", ...chunk.flatMap((e) => e.slice(0, DEDUPE_FIELD))]
+                : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
       const reply = await runDurableScript<(string | number)[]>(
         this.redis,
         this.durability,
@@ -149,6 +159,14 @@ export class Producer {
       }
     }
     const dedupe = job.dedupe === undefined ? "" : encodeDedupe(job, index);
+    let uses: ResourceUses | undefined;
+    try {
+      uses = checkUses(job.uses);
+    } catch (err) {
+      const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+      if (err instanceof InvalidResourceError) throw new InvalidJobError(`${which}: ${err.message}`);
+      throw err;
+    }
     const delayMs = job.delayMs ?? 0;
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
@@ -165,6 +183,7 @@ export class Producer {
       "", // trace: set by enqueueMany while tracing is on
       job.group ?? "",
       dedupe,
+      uses ? JSON.stringify(uses) : "",
     ];
   }
 

@@ -37,6 +37,9 @@ export const SCRIPT_NAMES = [
   "poll_queues",
   "group_control",
   "group_admission",
+  "resource_set",
+  "resource_remove",
+  "resource_usage",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

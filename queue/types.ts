@@ -28,6 +28,21 @@ export interface EnqueueOptions {
    * report it (`created: false`). Idempotency keys are unaffected.
    */
   dedupe?: Dedupe;
+  /**
+   * What the job uses of a pipeline's resources (API keys with budgets): resource → unit →
+   * amount, an estimate (`{openai: {tokens: 1200}}`; every use also costs 1 request). The claim
+   * admits the job only when a key has room (docs/protocol.md, "Resources").
+   */
+  uses?: Record<string, Record<string, number>>;
+}
+
+/** The key a claim granted a job for one resource, and what it reserved (docs/protocol.md, "Resources"). */
+export interface ResourceGrant {
+  key: string;
+  /** The reservation's time in the key's window log (ms). */
+  at: number;
+  /** Reserved per unit besides the request (e.g. {tokens: 1200}). */
+  amounts: Record<string, number>;
 }
 
 export interface Dedupe {
@@ -66,6 +81,8 @@ export interface ClaimedJob {
   requeued: string;
   /** When the lease was taken (ms since epoch, Redis clock of the claim call's caller). */
   claimedAt: number;
+  /** For a job with `uses`: resource → the key granted and what it reserved. */
+  resources?: Record<string, ResourceGrant>;
 }
 
 export interface Lease {
@@ -101,6 +118,11 @@ export interface QueueCounts {
   completed: number;
   /** What the autoscaler follows: ready + due-delayed + in-flight. */
   backlog: number;
+  /**
+   * Waiting jobs no resource key can pay for now (docs/protocol.md, "Resources"): not in
+   * `ready`, not in `backlog` (more workers would not run them sooner). Absent when 0.
+   */
+  waitingForBudget?: number;
   /**
    * When the oldest ready job was enqueued into this stage, ms since epoch — the earliest of
    * the heads of the prioritised set, the line and the group next in the ring (O(1); exact

@@ -65,6 +65,8 @@ export interface WorkerConfig {
   durability: Durability;
   /** How long a replicated settle waits for its replica (ms). */
   replicaTimeoutMs: number;
+  /** Where the resources' credentials are mounted, `<dir>/<resource>/<key id>` (operator: spec.resources). */
+  resourcesDir?: string;
 }
 
 const WEEK = "168h";
@@ -149,6 +151,11 @@ export const WORKER_SETTINGS = {
     "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
   ),
   durability: DURABILITY_SETTING,
+  "resources-dir": str(
+    "CONVEYOR_RESOURCES_DIR",
+    { arg: "DIR" },
+    "credentials of the resources' keys as files <DIR>/<resource>/<key id> (set by the operator from spec.resources)",
+  ),
   "replica-timeout": REPLICA_TIMEOUT_SETTING,
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
@@ -201,5 +208,6 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     outboxMaxBytes: int("outbox-max-bytes"),
     durability: o.choice("durability") as Durability,
     replicaTimeoutMs: duration("replica-timeout"),
+    resourcesDir: raw("resources-dir"),
   };
 }

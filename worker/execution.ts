@@ -23,6 +23,7 @@ import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import {
   isDependencyFailure,
   isRetryable,
+  rateLimitOf,
   type Handler,
   type HandlerContext,
   type JobLogger,
@@ -57,6 +58,8 @@ export interface RunningJob {
   next?: ClaimedJob[];
   /** Its `process {queue}` span (NO_TRACE while tracing is off). */
   trace: ExecutionTrace;
+  /** A rate limit the handler reported through the callback (`POST /rate-limited`). */
+  rateLimited?: { retryAfterMs: number; resource?: string };
 }
 
 export interface ExecutionDeps {
@@ -179,6 +182,10 @@ export class JobExecutor {
       signal: jobSignal(entry),
       progress: (fraction, message) => this.consumer.progress(job, fraction, message),
       log: appendLog,
+      usage: (used) => ctx.reportUsage(used),
+      rateLimited: (mark) => {
+        entry.rateLimited = mark;
+      },
     });
     if (callback) ctx.callback = { url: callback.url, token: callback.token };
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
@@ -192,6 +199,8 @@ export class JobExecutor {
       clearTimeout(timer);
       callback?.close();
       if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
+      const limited = rateLimitOf(err) ?? entry.rateLimited;
+      if (limited && job.resources) return this.benchAndRelease(entry, limited, err, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
       // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
       const reason: unknown = entry.aborted ? entry.abortReason : undefined;
@@ -436,6 +445,39 @@ export class JobExecutor {
     );
   }
 
+  /**
+   * A provider rate-limited the job's resource key: the key is benched for every worker until the
+   * retry-after, and the job goes back to waiting without an attempt (docs/protocol.md, "Resources").
+   */
+  private async benchAndRelease(
+    entry: RunningJob,
+    limited: { retryAfterMs: number; resource?: string },
+    err: unknown,
+    log: Logger,
+    seconds: number,
+  ): Promise<void> {
+    const { job } = entry;
+    const names = Object.keys(job.resources ?? {});
+    const resource =
+      limited.resource !== undefined && names.includes(limited.resource) ? limited.resource : names[0]!;
+    const key = job.resources![resource]!.key;
+    const untilMs = Date.now() + limited.retryAfterMs;
+    const error = serializeError(err);
+    entry.settling = true;
+    const reason = `rate limited: ${resource} key ${key} benched for ${Math.round(limited.retryAfterMs)} ms: ${error.message}`;
+    const outcome = await this.writes.write(log, "bench and release", () =>
+      this.consumer.releaseOutcome(job, reason, "rateLimited", { resource, key, untilMs }),
+    );
+    if (outcome === "settled") this.metrics.rateLimited.inc({ queue: job.queue, resource });
+    entry.trace.event("rateLimited", { "conveyor.reason": reason });
+    entry.trace.end(outcome === "settled" ? "rateLimited" : outcome);
+    this.metrics.duration.observe({ queue: job.queue, outcome: "rateLimited" }, seconds);
+    log.warn(
+      { outcome: "rateLimited", resource, key, benchedUntil: new Date(untilMs).toISOString() },
+      "provider rate limit: key benched, job back to waiting without an attempt",
+    );
+  }
+
   /** The job was cancelled while it ran: nothing of this execution is kept. */
   private logCancelled(entry: RunningJob, log: Logger, seconds: number, what: string): void {
     this.metrics.duration.observe({ queue: entry.job.queue, outcome: "cancelled" }, seconds);
@@ -575,6 +617,49 @@ class JobContext implements HandlerContext {
     return jobSignal(this.entry);
   }
 
+  get resources(): Readonly<Record<string, { key: string }>> {
+    const granted = this.entry.job.resources;
+    if (!granted) return NO_RESOURCES;
+    return (this.granted ??= Object.fromEntries(
+      Object.entries(granted).map(([name, g]) => [name, { key: g.key }]),
+    ));
+  }
+  private granted: Record<string, { key: string }> | undefined;
+  /** Per resource and unit: what the window counts for this job now (the reservation, then reports). */
+  private counted: Record<string, Record<string, number>> | undefined;
+
+  /** `ctx.usage`: totals so far; the windows are corrected by the change (fire and forget, logged). */
+  readonly usage = (used: Record<string, Record<string, number>>): void => {
+    this.reportUsage(used).catch((err: Error) => this.log.warn({ err: err.message }, "usage not recorded"));
+  };
+
+  /** As `usage`, for the handler callback: resolves false when the job holds no such resource. */
+  async reportUsage(used: Record<string, Record<string, number>>): Promise<boolean> {
+    const granted = this.entry.job.resources;
+    if (typeof used !== "object" || used === null)
+      throw new TypeError("usage: an object {resource: {unit: amount}} is required");
+    let known = true;
+    for (const [name, units] of Object.entries(used)) {
+      const g = granted?.[name];
+      if (!g) {
+        known = false;
+        continue;
+      }
+      this.counted ??= {};
+      const counted = (this.counted[name] ??= { requests: 1, ...g.amounts });
+      const deltas: Record<string, number> = {};
+      for (const [unit, amount] of Object.entries(units ?? {})) {
+        if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0)
+          throw new TypeError(`usage.${name}.${unit} must be a number ≥ 0, got ${JSON.stringify(amount)}`);
+        const delta = Math.round(amount) - (counted[unit] ?? 0);
+        if (delta !== 0) deltas[unit] = delta;
+        counted[unit] = Math.round(amount);
+      }
+      await this.consumer.correctUsage(this.entry.job, name, deltas);
+    }
+    return known;
+  }
+
   /** An own arrow, not a method: handlers may call it detached (`const { progress } = ctx`). */
   readonly progress = (fraction: number, message?: string): void => {
     if (!(fraction >= 0 && fraction <= 1))
@@ -584,6 +669,8 @@ class JobContext implements HandlerContext {
       .catch((err: Error) => this.log.warn({ err: err.message }, "progress not recorded"));
   };
 }
+
+const NO_RESOURCES: Readonly<Record<string, { key: string }>> = Object.freeze({});
 
 /** The content hash a next stage's input gets when reuse is on for the job. */
 function contentHashOf(encoded: string): string {

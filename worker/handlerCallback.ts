@@ -13,6 +13,10 @@ export interface ExecutionReporter {
   /** false when the lease was lost (the script refused the write). */
   progress(fraction: number, message: string): Promise<boolean>;
   log(message: string): Promise<boolean>;
+  /** Actual usage so far per resource and unit (`POST /usage`); false: the job holds no such resource. */
+  usage?(used: Record<string, Record<string, number>>): Promise<boolean>;
+  /** The provider rate-limited the job's key (`POST /rate-limited`): benched when the handler fails. */
+  rateLimited?(mark: { retryAfterMs: number; resource?: string }): void;
 }
 
 /** Where a handler reaches the callback for one execution. */
@@ -80,8 +84,10 @@ export class HandlerCallbacks {
         req.resume();
         return reply(res, 200, { cancelled: execution.signal.aborted });
       }
-      if (req.method !== "POST" || (path !== "/progress" && path !== "/log"))
-        return reply(res, 404, { error: "use POST /progress, POST /log or GET /status" });
+      if (req.method !== "POST" || !["/progress", "/log", "/usage", "/rate-limited"].includes(path ?? ""))
+        return reply(res, 404, {
+          error: "use POST /progress, POST /log, POST /usage, POST /rate-limited or GET /status",
+        });
       const body = await readJson(req);
       if (typeof body === "string") return reply(res, 400, { error: body });
       let ok: boolean;
@@ -91,6 +97,26 @@ export class HandlerCallbacks {
           return reply(res, 400, { error: "fraction: a number between 0 and 1 is required" });
         if (typeof message !== "string") return reply(res, 400, { error: "message: must be a string" });
         ok = await execution.progress(fraction, message);
+      } else if (path === "/usage") {
+        const problem = usageProblem(body);
+        if (problem) return reply(res, 400, { error: problem });
+        if (!execution.usage || !(await execution.usage(body as Record<string, Record<string, number>>)))
+          return reply(res, 400, { error: "usage: names a resource this job was not granted" });
+        ok = true;
+      } else if (path === "/rate-limited") {
+        const { retryAfterMs, resource } = body as { retryAfterMs?: unknown; resource?: unknown };
+        if (
+          retryAfterMs !== undefined &&
+          !(typeof retryAfterMs === "number" && retryAfterMs >= 0 && Number.isFinite(retryAfterMs))
+        )
+          return reply(res, 400, { error: "retryAfterMs: a number ≥ 0 (ms) is required when given" });
+        if (resource !== undefined && typeof resource !== "string")
+          return reply(res, 400, { error: "resource: must be a string" });
+        execution.rateLimited?.({
+          retryAfterMs: (retryAfterMs as number | undefined) ?? 60_000,
+          ...(resource !== undefined ? { resource: resource as string } : {}),
+        });
+        ok = true;
       } else {
         const { message } = body as { message?: unknown };
         if (typeof message !== "string" || message === "")
@@ -103,6 +129,19 @@ export class HandlerCallbacks {
       reply(res, 503, { error: `not recorded: ${(err as Error).message}` });
     }
   }
+}
+
+/** What is wrong with a /usage body ({resource: {unit: amount ≥ 0}}), or null. */
+function usageProblem(body: Record<string, unknown>): string | null {
+  if (Object.keys(body).length === 0) return "usage: {resource: {unit: amount}} is required";
+  for (const [name, units] of Object.entries(body)) {
+    if (typeof units !== "object" || units === null || Array.isArray(units))
+      return `usage.${name}: an object {unit: amount} is required`;
+    for (const [unit, amount] of Object.entries(units as Record<string, unknown>))
+      if (typeof amount !== "number" || !Number.isFinite(amount) || amount < 0)
+        return `usage.${name}.${unit}: a number ≥ 0 is required, got ${JSON.stringify(amount)}`;
+  }
+  return null;
 }
 
 /** The body as a JSON object, or the reason it is not one. */

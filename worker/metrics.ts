@@ -108,6 +108,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    rateLimited: new Counter({
+      name: "conveyor_jobs_rate_limited_total",
+      help: "Jobs handed back without an attempt because a provider rate-limited their resource key (the key is benched)",
+      labelNames: [...q, "resource"],
+      registers,
+    }),
     claimPolls: new Counter({
       name: "conveyor_claim_polls_total",
       help: "Claims the claim loop sent (one per wake-up, freed slot or 5 s idle; complete-and-claim not counted): an idle worker that still looks for work keeps it moving",

@@ -1,7 +1,7 @@
 // `conveyor api`: the job API and the dashboard over HTTP. Every flag also reads a variable,
 // so the chart (or any deployment) can configure it either way.
 import { startTracing, JOB_SAMPLER } from "../../lib/telemetry.ts";
-import { bool, choice, int, list, str } from "../../lib/options.ts";
+import { bool, choice, duration, int, list, str } from "../../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING } from "../../lib/settings.ts";
 import {
   connectRedis,
@@ -56,6 +56,11 @@ export default defineCommand({
     ),
     durability: DURABILITY_SETTING,
     "replica-timeout": REPLICA_TIMEOUT_SETTING,
+    "resource-sample": duration(
+      "CONVEYOR_API_RESOURCE_SAMPLE",
+      { default: "30s", min: "100ms", max: "10m" },
+      "how often the resources' utilization is sampled into Redis for the dashboard's last hour",
+    ),
     "log-level": LOG_LEVEL_SETTING,
   },
   async run(o) {
@@ -112,6 +117,7 @@ export default defineCommand({
         pools,
         dashboardDir: dashboard ? undefined : null,
         insecureNoAuth,
+        resourceSampleMs: o.duration("resource-sample"),
         durability: {
           durability: o.choice("durability") as Durability,
           replicaTimeoutMs: o.duration("replica-timeout"),

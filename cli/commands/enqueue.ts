@@ -4,6 +4,8 @@ import { startTracing } from "../../lib/telemetry.ts";
 import {
   assertGroup,
   DURABILITY_SETTING,
+  InvalidResourceError,
+  parseUses,
   EnvelopeError,
   parseEnvelope,
   newJobId,
@@ -22,8 +24,8 @@ import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "
 export default defineCommand({
   name: "enqueue",
   synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
-          [--debounce KEY:WINDOW | --throttle KEY:WINDOW]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…})`,
+          [--debounce KEY:WINDOW | --throttle KEY:WINDOW] [--uses openai:tokens=1200]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
@@ -47,6 +49,11 @@ export default defineCommand({
       arg: "KEY:WINDOW",
       help: "the first job with KEY in a WINDOW (e.g. 1m) is created, the rest are duplicates of it",
     },
+    uses: {
+      kind: "string",
+      arg: "R[:UNIT=N,…][;R…]",
+      help: "what the job uses of the pipeline's resources, e.g. openai:tokens=1200 (an estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)",
+    },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
     durability: DURABILITY_SETTING,
     "replica-timeout": REPLICA_TIMEOUT_SETTING,
@@ -62,6 +69,14 @@ export default defineCommand({
         throw new UsageError((err as Error).message);
       }
     }
+    const usesText = o.raw("uses");
+    let uses: JobToEnqueue["uses"];
+    try {
+      uses = usesText === undefined ? undefined : parseUses(usesText.split(";"), "--uses");
+    } catch (err) {
+      if (err instanceof InvalidResourceError) throw new UsageError(err.message);
+      throw err;
+    }
     const opts: Omit<JobToEnqueue, "data"> = {
       priority: o.maybeInt("priority"),
       delayMs: o.maybeDuration("delay"),
@@ -69,6 +84,7 @@ export default defineCommand({
       timeoutMs: o.maybeDuration("timeout"),
       group,
       dedupe: dedupeFlag(o.raw("debounce"), o.raw("throttle")),
+      uses,
     };
     const file = o.raw("file");
     const asJson = o.bool("json");

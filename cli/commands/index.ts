@@ -13,6 +13,7 @@ import limit from "./limit.ts";
 import operator from "./operator.ts";
 import { pause, resume } from "./pause.ts";
 import promote from "./promote.ts";
+import resource from "./resource.ts";
 import schedule from "./schedule.ts";
 import scripts from "./scripts.ts";
 import stats from "./stats.ts";
@@ -30,6 +31,7 @@ export const COMMANDS: readonly Command[] = [
   resume,
   limit,
   group,
+  resource,
   schedule,
   events,
   api,

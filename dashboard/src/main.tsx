@@ -1,6 +1,6 @@
 // The dashboard shell: sign-in, the header (navigation, search, live status) and a hash
-// router (#/queues, #/queue/<q>, #/job/<id>, #/search?q=, #/pools, #/pool/<ns>/<name>), so
-// the server's JSON paths and the UI's never collide.
+// router (#/queues, #/queue/<q>, #/job/<id>, #/search?q=, #/pools, #/pool/<ns>/<name>,
+// #/resources), so the server's JSON paths and the UI's never collide.
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, prefetch, useLive, type GapEvent } from "./api.ts";
@@ -8,6 +8,7 @@ import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
 import { QueuePage } from "./pages/queue.tsx";
 import { QueuesPage } from "./pages/queues.tsx";
+import { ResourcesPage } from "./pages/resources.tsx";
 import { SearchPage } from "./pages/search.tsx";
 import "./styles.css";
 
@@ -112,6 +113,9 @@ function Header({ session, hash, onSignOut }: { session: Session; hash: string; 
             Pools
           </a>
         )}
+        <a href="#/resources" aria-current={current("#/resources")}>
+          Resources
+        </a>
       </nav>
       <form
         class="search"
@@ -172,6 +176,8 @@ function Route({ hash, session }: { hash: string; session: Session }) {
       return <PoolsPage />;
     case "pool":
       return <PoolPage namespace={parts[1]!} name={parts[2]!} />;
+    case "resources":
+      return <ResourcesPage />;
     default:
       return (
         <p>

@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { withDefaults, type WorkerPool } from "../apis/v1alpha1/types.ts";
 import {
   desiredDeployment,
+  RESOURCES_DIR,
+  RESOURCES_VOLUME,
   handlerEnv,
   effectiveRedisUrl,
   terminationGraceSeconds,
@@ -91,6 +93,58 @@ describe("worker Deployment", () => {
       c.env!.filter((e) => e.name === "NODE_OPTIONS"),
       [{ name: "NODE_OPTIONS", value: "--max-old-space-size=512" }],
     );
+  });
+
+  it("mounts only the declared keys of the resources' Secrets, read-only, and says where (no credential in env)", () => {
+    const p = pool({
+      ...base,
+      resources: [
+        {
+          name: "openai",
+          secretRef: { name: "openai-keys" },
+          keys: [
+            { id: "k1", limits: ["requests=60/m"] },
+            { id: "k2", limits: ["requests=60/m"] },
+          ],
+        },
+        { name: "internal", keys: [{ id: "a", limits: ["requests=5/s"] }] },
+        { name: "ocr", secretRef: { name: "ocr" }, keys: [{ id: "main", limits: ["pages=100/m"] }] },
+      ],
+    });
+    const ps = desiredDeployment(p, p.spec, { defaultImage: "img" }).spec!.template!.spec!;
+    const c = ps.containers[0]!;
+    assert.deepEqual(
+      ps.volumes?.find((v) => v.name === RESOURCES_VOLUME),
+      {
+        name: RESOURCES_VOLUME,
+        projected: {
+          defaultMode: 0o444,
+          sources: [
+            {
+              secret: {
+                name: "openai-keys",
+                items: [
+                  { key: "k1", path: "openai/k1" },
+                  { key: "k2", path: "openai/k2" },
+                ],
+              },
+            },
+            { secret: { name: "ocr", items: [{ key: "main", path: "ocr/main" }] } },
+          ],
+        },
+      },
+    );
+    assert.deepEqual(
+      c.volumeMounts?.find((m) => m.name === RESOURCES_VOLUME),
+      { name: RESOURCES_VOLUME, mountPath: RESOURCES_DIR, readOnly: true },
+    );
+    assert.equal(c.env?.find((e) => e.name === "CONVEYOR_RESOURCES_DIR")?.value, RESOURCES_DIR);
+    assert.ok(!c.env?.some((e) => e.valueFrom?.secretKeyRef?.name === "openai-keys"));
+    // Without a Secret to mount: no volume, no variable (nothing rolls for pools without one).
+    const plain = pool(base);
+    const none = desiredDeployment(plain, plain.spec, { defaultImage: "img" }).spec!.template!.spec!;
+    assert.ok(!none.volumes?.some((v) => v.name === RESOURCES_VOLUME));
+    assert.ok(!none.containers[0]!.env?.some((e) => e.name === "CONVEYOR_RESOURCES_DIR"));
   });
 
   it("is locked down and observable", () => {

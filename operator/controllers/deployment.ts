@@ -22,6 +22,15 @@ export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";
  */
 export const WORKER_NODE_OPTIONS = "--max-semi-space-size=8";
 
+/**
+ * Where the worker finds the credentials of spec.resources: `<dir>/<resource>/<key id>`, one
+ * projected volume of the resources' Secrets (only the declared ids), read-only. A mounted file
+ * keeps the keys out of the environment a command handler inherits; an http handler's sidecar
+ * mounts the same volume by name.
+ */
+export const RESOURCES_DIR = "/var/run/conveyor/resources";
+export const RESOURCES_VOLUME = "conveyor-resources";
+
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
   defaultImage: string;
@@ -76,6 +85,7 @@ export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvV
     { name: "REDIS_URL", value: effectiveRedisUrl(spec) },
     // (only when set: a pool without it keeps its pod template, so nothing rolls)
     ...(spec.redis.durability ? [{ name: "CONVEYOR_DURABILITY", value: spec.redis.durability }] : []),
+    ...(resourcesVolume(spec) ? [{ name: "CONVEYOR_RESOURCES_DIR", value: RESOURCES_DIR }] : []),
   ];
   if (spec.redis.secretRef) {
     env.push({
@@ -99,6 +109,21 @@ export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvV
   return env;
 }
 
+/** The projected volume of spec.resources' Secrets (undefined: no resource names one). */
+export function resourcesVolume(spec: WorkerPoolSpec): V1Volume | undefined {
+  const sources = (spec.resources ?? [])
+    .filter((r) => r.secretRef)
+    .map((r) => ({
+      secret: {
+        name: r.secretRef!.name,
+        items: r.keys.map((k) => ({ key: k.id, path: `${r.name}/${k.id}` })),
+      },
+    }));
+  if (sources.length === 0) return undefined;
+  // 0444: readable whatever uid the template runs as; only containers that mount it see it.
+  return { name: RESOURCES_VOLUME, projected: { defaultMode: 0o444, sources } };
+}
+
 /** The Deployment the operator applies, without spec.replicas (see withReplicas). */
 export function desiredDeployment(
   pool: WorkerPool,
@@ -108,6 +133,7 @@ export function desiredDeployment(
   const t = spec.template;
   const labels = poolLabels(pool);
   const tmpMount: V1VolumeMount = { name: "tmp", mountPath: "/tmp" };
+  const credentials = resourcesVolume(spec);
   const worker: V1Container = {
     name: WORKER_CONTAINER,
     image: t.image ?? opts.defaultImage,
@@ -138,11 +164,16 @@ export function desiredDeployment(
       capabilities: { drop: ["ALL"] },
       seccompProfile: { type: "RuntimeDefault" },
     },
-    volumeMounts: [tmpMount, ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp")],
+    volumeMounts: [
+      tmpMount,
+      ...(credentials ? [{ name: RESOURCES_VOLUME, mountPath: RESOURCES_DIR, readOnly: true }] : []),
+      ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp" && m.name !== RESOURCES_VOLUME),
+    ],
   };
   const volumes: V1Volume[] = [
     { name: "tmp", emptyDir: {} },
-    ...(t.volumes ?? []).filter((v) => v.name !== "tmp"),
+    ...(credentials ? [credentials] : []),
+    ...(t.volumes ?? []).filter((v) => v.name !== "tmp" && v.name !== RESOURCES_VOLUME),
   ];
   const podSpec: V1PodSpec = {
     containers: [worker, ...(t.containers ?? []).filter((c) => c.name !== WORKER_CONTAINER)],

@@ -11,8 +11,12 @@ import {
   medianJobMs,
   pausedReplicas,
   rateLimitCap,
+  resourceCap,
+  resourceChanges,
   specControl,
+  specResources,
 } from "./queueControl.ts";
+import { validateSpec } from "./validate.ts";
 
 const spec = (extra: Record<string, unknown> = {}) =>
   withDefaults({
@@ -89,6 +93,11 @@ describe("operator queue control", () => {
     assert.equal(controlSummary(false, null, undefined), "");
     assert.equal(controlSummary(false, null, 3, "groups"), "groups (cap 3)");
     assert.equal(controlSummary(false, { max: 5, perMs: 1000 }, 3, "groups"), "limited 5/s, groups (cap 3)");
+    assert.equal(controlSummary(false, null, 3, "resources", ["openai"]), "budget openai (cap 3)");
+    assert.equal(
+      controlSummary(false, { max: 5, perMs: 1000 }, 2, "resources", ["openai", "ocr"]),
+      "limited 5/s, budget openai,ocr (cap 2)",
+    );
   });
 
   const admission = (waiting: number, admissible: number, complete = true) => ({
@@ -153,5 +162,118 @@ describe("operator queue control", () => {
     assert.equal(bindingCap([rate, { ...groups, cap: 4 }]), rate);
     assert.equal(bindingCap([undefined, groups]), groups);
     assert.equal(bindingCap([undefined, undefined]), undefined);
+  });
+});
+
+describe("operator resources (issue 32)", () => {
+  const openai = (keys = 3, requests = "60/m", ceiling?: number) => ({
+    name: "openai",
+    ...(ceiling !== undefined ? { ceiling } : {}),
+    secretRef: { name: "openai-keys" },
+    keys: Array.from({ length: keys }, (_, i) => ({
+      id: `k${i + 1}`,
+      limits: [`requests=${requests}`, "tokens=200000/m"],
+    })),
+  });
+
+  test("spec.resources parse to key limits with the ceiling as a fraction (default 0.9)", () => {
+    assert.deepEqual(specResources(spec({ resources: [openai(1, "60/m", 80)] })), [
+      {
+        name: "openai",
+        ceiling: 0.8,
+        keys: [
+          {
+            id: "k1",
+            limits: [
+              { unit: "requests", max: 60, windowMs: 60_000 },
+              { unit: "tokens", max: 200_000, windowMs: 60_000 },
+            ],
+          },
+        ],
+      },
+    ]);
+    assert.equal(specResources(spec({ resources: [openai(1)] }))[0]!.ceiling, 0.9);
+    assert.deepEqual(specResources(spec()), []);
+  });
+
+  test("bad limits are an InvalidSpec problem naming the field", () => {
+    const bad = spec({
+      resources: [{ name: "openai", keys: [{ id: "k1", limits: ["requests=60/m", "requests=10/s"] }] }],
+    });
+    assert.deepEqual(validateSpec(bad), ["spec.resources[0].keys[0].limits: requests is limited twice"]);
+    const zero = spec({ resources: [{ name: "openai", keys: [{ id: "k1", limits: ["requests=0/m"] }] }] });
+    assert.match(
+      validateSpec(zero).join(),
+      /spec\.resources\[0\]\.keys\[0\]\.limits: requests max must be an integer 1\.\./,
+    );
+    assert.deepEqual(validateSpec(spec({ resources: [openai()] })), []);
+    const nothing = spec({ resources: [{ name: "x", keys: [{ id: "k1", limits: ["requests=1/m"] }] }] });
+    assert.deepEqual(validateSpec(nothing), [
+      "spec.resources[0].keys[0].limits: requests=1 at ceiling 90% admits nothing (floor(0.9 × 1) = 0)",
+    ]);
+    const badId = spec({ resources: [{ name: "x", keys: [{ id: "../k1", limits: ["requests=9/m"] }] }] });
+    assert.match(validateSpec(badId).join(), /spec\.resources\[0\]\.keys\[0\]\.id "\.\.\/k1" is invalid/);
+  });
+
+  test("resource cap = ceil(Σ keys' admissible requests/s × median job s / concurrency) + 1; the tightest resource binds", () => {
+    const s = spec(); // concurrency 8, maxReplicas 20
+    // 3 keys × floor(0.9 × 60) = 54/min → 2.7/s; × 20 s / 8 = 6.75 → 7 + 1 = 8.
+    const c = resourceCap(specResources(spec({ resources: [openai()] })), 20_000, s)!;
+    assert.equal(c.cap, 8);
+    assert.equal(c.by, "resources");
+    assert.match(
+      c.reason,
+      /resource openai \(3 key\(s\), 2\.7 requests\/s at ceiling 90%\) × median job 20000ms \/ concurrency 8 → 8 replica\(s\)/,
+    );
+    // A second, tighter resource binds: 1 key × floor(0.5 × 10) = 5/min.
+    const ocr = { name: "ocr", ceiling: 50, keys: [{ id: "main", limits: ["requests=10/m"] }] };
+    const both = resourceCap(specResources(spec({ resources: [openai(), ocr] })), 20_000, s)!;
+    assert.equal(both.cap, 2); // 5/60 × 20 / 8 = 0.21 → 1 + 1
+    assert.match(both.reason, /^resource ocr /);
+    // Never above maxReplicas, never below max(1, minReplicas).
+    assert.equal(resourceCap(specResources(spec({ resources: [openai(3, "6000/s")] })), 60_000, s)!.cap, 20);
+    const min = spec({ scaling: { minReplicas: 4 }, resources: [ocr] });
+    assert.equal(resourceCap(specResources(min), 100, min)!.cap, 4);
+    // Without durations: not capped, and the reason says so.
+    const unknown = resourceCap(specResources(spec({ resources: [openai()] })), undefined, s)!;
+    assert.deepEqual([unknown.cap, /not capped/.test(unknown.reason)], [20, true]);
+    // A key without a requests limit admits at any rate: that resource caps nothing.
+    const tokensOnly = { name: "emb", keys: [{ id: "a", limits: ["tokens=1000/m"] }] };
+    assert.equal(resourceCap(specResources(spec({ resources: [tokensOnly] })), 1000, s), undefined);
+    assert.equal(resourceCap([], 1000, s), undefined);
+  });
+
+  test("the binding cap is the lowest, with its reason", () => {
+    const rate = { cap: 5, reason: "rate", by: "rateLimit" as const };
+    const budget = { cap: 3, reason: "budget", by: "resources" as const };
+    assert.equal(bindingCap([rate, budget]), budget);
+    assert.equal(bindingCap([rate, undefined]), rate);
+    assert.equal(bindingCap([{ ...budget, cap: 5 }, rate])?.by, "resources", "the first of equals");
+    assert.equal(bindingCap([undefined, undefined]), undefined);
+  });
+
+  test("resources are written only when keys, limits or ceiling differ from Redis", () => {
+    const want = specResources(spec({ resources: [openai(2)] }));
+    const state = (r: (typeof want)[number]) => ({
+      pipeline: "p",
+      name: r.name,
+      ceiling: r.ceiling,
+      waiting: 3,
+      waitingByQueue: { "p/a": 3 },
+      keys: r.keys.map((k) => ({
+        id: k.id,
+        benchedUntil: null,
+        admitted: 12,
+        // Redis may list limits in another order; windows and usage do not matter.
+        limits: [...k.limits].reverse().map((l) => ({ ...l, used: 7, utilization: 0.1 })),
+      })),
+    });
+    assert.deepEqual(resourceChanges(want, [state(want[0]!)]), []);
+    assert.deepEqual(resourceChanges(want, []), want, "absent: written");
+    assert.deepEqual(resourceChanges(want, [{ ...state(want[0]!), ceiling: 0.5 }]), want);
+    const moreKeys = specResources(spec({ resources: [openai(3)] }));
+    assert.deepEqual(resourceChanges(moreKeys, [state(want[0]!)]), moreKeys);
+    const otherLimit = specResources(spec({ resources: [openai(2, "30/m")] }));
+    assert.deepEqual(resourceChanges(otherLimit, [state(want[0]!)]), otherLimit);
   });
 });

@@ -1,19 +1,27 @@
 // Queue control seen from the operator (issue 13): spec.paused and spec.rateLimit are written
 // into Redis (the spec wins while set), a paused pool scales to what its running jobs need and
-// then to its minimum, a rate-limited pool is capped at the replicas the rate can feed, and a
-// pool whose waiting jobs belong to groups at their limit at the replicas its groups can use
-// (issue 31); the lowest cap binds.
+// then to its minimum, a rate-limited pool is capped at the replicas the rate can feed, a pool
+// with spec.resources at what its keys can pay for (issue 32), and a pool whose waiting jobs
+// belong to groups at their limit at the replicas its groups can use (issue 31); the lowest cap
+// binds.
 // Pure functions; the reconcile step that uses them is in workerpoolReconciler.ts.
 import {
+  assertResourceName,
+  DEFAULT_CEILING,
+  InvalidResourceError,
   formatRateLimit,
+  parseLimits,
   parseRateLimit,
   type GroupAdmission,
   type QueueControlState,
   type QueueCounts,
   type RateLimit,
+  type ResourceLimit,
+  type ResourceState,
   type WorkerReport,
 } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import type { ResourceBudgetSpec } from "../scaling/backlog.ts";
 
 /** A worker report older than this says nothing about job durations any more. */
 const REPORT_STALE_MS = 60_000;
@@ -63,9 +71,92 @@ export function medianJobMs(reports: WorkerReport[], now: number): number | unde
 export interface ReplicaCap {
   cap: number;
   reason: string;
-  /** What caps: the queue's rate limit, or its groups' limits (status.control.capBy). */
-  by: "rateLimit" | "groups";
+  /** What binds it (status.control.capBy, the metrics' `cap`/`by` label). */
+  by: "rateLimit" | "resources" | "groups";
 }
+
+/** spec.resources as the operator writes and caps them: limits parsed, the ceiling a fraction. */
+export type ResourceBudget = ResourceBudgetSpec;
+
+/** spec.resources parsed (limits checked by queue/resources.ts; errors name the field). */
+export function specResources(spec: Pick<WorkerPoolSpec, "resources">): ResourceBudget[] {
+  return (spec.resources ?? []).map((r, i) => {
+    assertResourceName(r.name, `spec.resources[${i}].name`);
+    const ceiling = r.ceiling !== undefined ? r.ceiling / 100 : DEFAULT_CEILING;
+    return {
+      name: r.name,
+      ceiling,
+      keys: r.keys.map((k, j) => {
+        const field = `spec.resources[${i}].keys[${j}]`;
+        assertResourceName(k.id, `${field}.id`);
+        const limits = parseLimits(k.limits.join(","), `${field}.limits`);
+        // The claim admits up to floor(ceiling × max): below 1 the key could never admit a job.
+        for (const l of limits)
+          if (Math.floor(ceiling * l.max) < 1)
+            throw new InvalidResourceError(
+              `${field}.limits: ${l.unit}=${l.max} at ceiling ${Math.round(ceiling * 100)}% admits nothing (floor(${ceiling} × ${l.max}) = 0)`,
+            );
+        return { id: k.id, limits };
+      }),
+    };
+  });
+}
+
+/** The resources whose keys, limits or ceiling in Redis differ from the spec's (to setResource). */
+export function resourceChanges(want: ResourceBudget[], have: ResourceState[]): ResourceBudget[] {
+  const limitsText = (limits: ResourceLimit[]) =>
+    limits
+      .map((l) => `${l.unit}=${l.max}/${l.windowMs}`)
+      .sort()
+      .join(",");
+  const text = (r: { ceiling: number; keys: { id: string; limits: ResourceLimit[] }[] }) =>
+    `${r.ceiling.toFixed(4)} ${r.keys.map((k) => `${k.id}:${limitsText(k.limits)}`).join(" ")}`;
+  return want.filter((w) => {
+    const h = have.find((x) => x.name === w.name);
+    return !h || text(h) !== text(w);
+  });
+}
+
+/**
+ * The replicas a pool's resources can feed, as rateLimitCap does for a queue rate: per resource,
+ * the keys' admissible requests per second (floor(ceiling × max) per window, summed over keys) ×
+ * median job seconds / concurrency, + 1; the tightest resource binds. A resource with a key
+ * without a `requests` limit admits at any rate, so it caps nothing; undefined when none caps.
+ */
+export function resourceCap(
+  resources: ResourceBudget[],
+  jobMs: number | undefined,
+  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+): ReplicaCap | undefined {
+  const { minReplicas, maxReplicas } = spec.scaling;
+  const rated = resources.flatMap((r) => {
+    const perKey = r.keys.map((k) => k.limits.find((l) => l.unit === "requests"));
+    if (perKey.length === 0 || perKey.some((l) => l === undefined)) return [];
+    const perSecond = perKey.reduce(
+      (sum, l) => sum + (Math.floor(r.ceiling * l!.max) * 1000) / l!.windowMs,
+      0,
+    );
+    return [{ r, perSecond }];
+  });
+  if (rated.length === 0) return undefined;
+  const tightest = rated.reduce((a, b) => (b.perSecond < a.perSecond ? b : a));
+  const what = `resource ${tightest.r.name} (${tightest.r.keys.length} key(s), ${round(tightest.perSecond)} requests/s at ceiling ${Math.round(tightest.r.ceiling * 100)}%)`;
+  if (jobMs === undefined)
+    return {
+      cap: maxReplicas,
+      reason: `${what}: no job durations measured yet, not capped`,
+      by: "resources",
+    };
+  const needed = Math.ceil((tightest.perSecond * jobMs) / 1000 / Math.max(1, spec.concurrency)) + 1;
+  const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
+  return {
+    cap,
+    reason: `${what} × median job ${Math.round(jobMs)}ms / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
+    by: "resources",
+  };
+}
+
+const round = (n: number) => (n >= 10 ? String(Math.round(n)) : String(Math.round(n * 100) / 100));
 
 /**
  * The replicas a rate limit can feed: ceil(starts per second × median job seconds /
@@ -140,10 +231,14 @@ export function controlSummary(
   rateLimit: RateLimit | null,
   cap: number | undefined,
   capBy: ReplicaCap["by"] = "rateLimit",
+  budgets: string[] = [],
 ): string {
   if (paused) return "paused";
-  const groups = cap !== undefined && capBy === "groups" ? `groups (cap ${cap})` : "";
-  if (rateLimit)
-    return `limited ${formatRateLimit(rateLimit)}${groups ? `, ${groups}` : cap !== undefined ? ` (cap ${cap})` : ""}`;
-  return groups;
+  const parts = [
+    ...(rateLimit ? [`limited ${formatRateLimit(rateLimit)}`] : []),
+    ...(budgets.length > 0 ? [`budget ${budgets.join(",")}`] : []),
+    ...(cap !== undefined && capBy === "groups" ? ["groups"] : []),
+  ];
+  if (parts.length === 0) return "";
+  return `${parts.join(", ")}${cap !== undefined ? ` (cap ${cap})` : ""}`;
 }

@@ -74,6 +74,8 @@ export const Reason = {
   RateLimited: "RateLimited",
   /** Waiting jobs belong to groups at their limit or paused: the replicas are capped at what can start. */
   GroupLimited: "GroupLimited",
+  /** The pool's resources (spec.resources: their keys' request rate) cap the replicas. */
+  BudgetLimited: "BudgetLimited",
   ScaledUp: "ScaledUp",
   ScaledDown: "ScaledDown",
   /** Every problem is gone (Normal). */
@@ -136,6 +138,7 @@ export const SCALE_REASONS = [
   Reason.QueuePaused,
   Reason.RateLimited,
   Reason.GroupLimited,
+  Reason.BudgetLimited,
 ] as const;
 export type ScaleReason = (typeof SCALE_REASONS)[number];
 
@@ -148,6 +151,7 @@ export const EVENT_REASONS = [
   Reason.QueueRunning,
   Reason.RateLimited,
   Reason.GroupLimited,
+  Reason.BudgetLimited,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

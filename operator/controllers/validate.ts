@@ -3,6 +3,7 @@
 // as Degraded/InvalidSpec with this message; the pool's objects are left as they are.
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import { specResources } from "./queueControl.ts";
 
 export function validateSpec(spec: WorkerPoolSpec): string[] {
   const problems: string[] = [];
@@ -26,6 +27,11 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
     (h) => h !== undefined,
   ).length;
   if (kinds !== 1) problems.push("spec.handler: exactly one of module, http or command must be set");
+  try {
+    specResources(spec); // its errors name the field (spec.resources[i].keys[j].limits)
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
   const s = spec.scaling;
   if (s.minReplicas > s.maxReplicas)
     problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);

@@ -176,6 +176,7 @@ export class WorkerPoolController implements ManagedController {
       metrics.backlog.set(labels, sample.counts.backlog);
       metrics.inflight.set(labels, sample.counts.inflight);
       if (sample.queue) this.reconciler.queueGauges(key, sample.queue, sample.counts, sample.at);
+      this.reconciler.resourceGauges(key, sample.resources ?? [], sample.at);
     } else {
       metrics.pollErrors.inc(labels);
     }

@@ -5,7 +5,12 @@
 // needs is missing. A new concern is a new step in that list.
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
-import { describeRedisUrl, formatRateLimit, type QueueCounts } from "../../queue/index.ts";
+import {
+  describeRedisUrl,
+  formatRateLimit,
+  type QueueCounts,
+  type ResourceState,
+} from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
   withDefaults,
@@ -42,7 +47,10 @@ import {
   groupAdmissionCap,
   medianJobMs,
   rateLimitCap,
+  resourceCap,
+  resourceChanges,
   specControl,
+  specResources,
   type ReplicaCap,
 } from "./queueControl.ts";
 import { SecretReader } from "./secretReader.ts";
@@ -209,6 +217,7 @@ export class WorkerPoolReconciler implements Reconciler {
         // Latency mode sizes by the workers' median job duration: their reports with each poll.
         reports: spec.scaling.targetWaitSeconds !== undefined,
         maxSlots: spec.scaling.maxReplicas * spec.concurrency,
+        resources: (spec.resources?.length ?? 0) > 0,
       });
     } else {
       this.poller.remove(key);
@@ -239,9 +248,10 @@ export class WorkerPoolReconciler implements Reconciler {
   }
 
   /**
-   * spec.paused / spec.rateLimit into Redis (the spec wins while set); then what is in force
-   * shapes scaling: a paused queue drains the pool (no HPA meanwhile), a rate limit caps
-   * maxReplicas at the replicas the rate can feed (HPA and direct mode alike). Events on changes.
+   * spec.paused / spec.rateLimit / spec.resources into Redis (the spec wins while set); then
+   * what is in force shapes scaling: a paused queue drains the pool (no HPA meanwhile), a rate
+   * limit or the resources cap maxReplicas at the replicas they can feed, the lower binding (HPA
+   * and direct mode alike). Events on changes.
    */
   private async queueControl(pass: PoolPass): Promise<void> {
     const { spec, sample, pool } = pass;
@@ -250,14 +260,18 @@ export class WorkerPoolReconciler implements Reconciler {
     const change = controlChanges(want, sample.control);
     if (change.paused !== undefined || change.rateLimit) await this.poller.applyControl(pass.key, change);
     const have = { ...sample.control, ...change };
+    // spec.resources into the pipeline's Redis, only what differs (ids and limits, no secret).
+    const budgets = specResources(spec);
+    const budgetChanges = sample.resources ? resourceChanges(budgets, sample.resources) : [];
+    if (budgetChanges.length > 0) await this.poller.applyResources(pass.key, budgetChanges);
     const managed = want.paused !== undefined || want.rateLimit !== undefined;
     pass.queuePaused = have.paused;
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
-    // The lowest cap binds: the rate limit's, the groups' (issue 31).
+    // The lowest cap binds: the rate limit's, the resources' (issue 32), the groups' (issue 31).
+    const jobMs = medianJobMs(sample.reports ?? [], pass.now);
     const cap: ReplicaCap | undefined = bindingCap([
-      have.rateLimit
-        ? rateLimitCap(have.rateLimit, medianJobMs(sample.reports ?? [], pass.now), spec)
-        : undefined,
+      have.rateLimit ? rateLimitCap(have.rateLimit, jobMs, spec) : undefined,
+      budgets.length > 0 ? resourceCap(budgets, jobMs, spec) : undefined,
       groupAdmissionCap(sample.lastGood!.counts, sample.groups, spec),
     ]);
     if (cap && cap.cap < spec.scaling.maxReplicas)
@@ -267,14 +281,15 @@ export class WorkerPoolReconciler implements Reconciler {
       ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
       source: managed ? "spec" : "redis",
       ...(cap ? { replicaCap: cap.cap, capReason: cap.reason, capBy: cap.by } : {}),
-      summary: controlSummary(have.paused, have.rateLimit, cap?.cap, cap?.by),
+      summary: controlSummary(
+        have.paused,
+        have.rateLimit,
+        cap?.cap,
+        cap?.by,
+        budgets.map((b) => b.name),
+      ),
     };
-    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
-    if (cap) this.metrics.replicaCap.set(labels, cap.cap);
-    else this.metrics.replicaCap.remove(labels);
-    for (const by of ["rateLimit", "groups"] as const)
-      if (cap?.by === by) this.metrics.replicaCapBy.set({ ...labels, by }, 1);
-      else this.metrics.replicaCapBy.remove({ ...labels, by });
+    this.capGauge(pass.key, cap);
     // An Event when what is in force changes (not on every pass).
     const before = pool.status?.control;
     if (before && before.paused !== have.paused)
@@ -288,19 +303,37 @@ export class WorkerPoolReconciler implements Reconciler {
       );
     // (the groups' cap follows the running jobs from poll to poll: an Event when it starts to
     // bind, not at every move; status.control has the current one)
+    const capReason = {
+      rateLimit: Reason.RateLimited,
+      resources: Reason.BudgetLimited,
+      groups: Reason.GroupLimited,
+    };
     if (
       cap &&
       (cap.by === "groups"
         ? before?.capBy !== "groups"
-        : before?.replicaCap !== cap.cap || before.capBy === "groups")
+        : before?.replicaCap !== cap.cap || (before?.capBy ?? "rateLimit") !== cap.by)
     )
       await this.ctx.events.record(
         pool,
         "Normal",
-        cap.by === "groups" ? Reason.GroupLimited : Reason.RateLimited,
+        capReason[cap.by],
         `replicas capped at ${cap.cap}: ${cap.reason}`,
       );
   }
+
+  /** conveyor_operator_pool_replica_cap{cap} of a pool: the binding cap's series, the other gone. */
+  private capGauge(key: string, cap: ReplicaCap | undefined): void {
+    const { namespace, name } = splitKey(key);
+    const labels = { namespace, workerpool: name };
+    const prev = this.capBy.get(key);
+    if (prev !== undefined && prev !== cap?.by) this.metrics.replicaCap.remove({ ...labels, cap: prev });
+    if (cap?.by) {
+      this.metrics.replicaCap.set({ ...labels, cap: cap.by }, cap.cap);
+      this.capBy.set(key, cap.by);
+    } else this.capBy.delete(key);
+  }
+  private readonly capBy = new Map<string, string>();
 
   /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
   private async ensureDeployment(pass: PoolPass): Promise<void> {
@@ -483,12 +516,12 @@ export class WorkerPoolReconciler implements Reconciler {
       m.degraded,
       m.pollErrors,
       m.polls,
-      m.replicaCap,
       m.arrivalRate,
       m.neededSlots,
     ])
       g.remove({ namespace, workerpool: name });
-    for (const by of ["rateLimit", "groups"]) m.replicaCapBy.remove({ namespace, workerpool: name, by });
+    this.capGauge(key, undefined);
+    this.resourceGauges(key, []);
     const queue = this.gaugeQueues.get(key);
     this.gaugeQueues.delete(key);
     if (queue !== undefined)
@@ -512,4 +545,69 @@ export class WorkerPoolReconciler implements Reconciler {
     m.deadLetters.set({ ...labels, queue }, counts.dead);
   }
   private readonly gaugeQueues = new Map<string, string>();
+
+  /**
+   * The pipeline's resources at a poll: utilization per key and limit, ceiling, bench left,
+   * admitted (Redis's lifetime count as a counter) and jobs waiting; series of keys, limits or
+   * resources that went are removed.
+   */
+  resourceGauges(key: string, resources: ResourceState[], now = Date.now()): void {
+    const { namespace, name } = splitKey(key);
+    const m = this.metrics;
+    const seen = new Map<string, { metric: string; labels: Record<string, string> }>();
+    const admitted = this.resourceAdmitted.get(key) ?? new Map<string, number>();
+    for (const r of resources) {
+      const base = { namespace, workerpool: name, pipeline: r.pipeline, resource: r.name };
+      m.resourceCeiling.set(base, r.ceiling);
+      m.resourceWaiting.set(base, r.waiting);
+      seen.set(JSON.stringify(["ceiling", base]), { metric: "ceiling", labels: base });
+      seen.set(JSON.stringify(["waiting", base]), { metric: "waiting", labels: base });
+      for (const k of r.keys) {
+        const keyLabels = { ...base, key: k.id };
+        m.resourceBenched.set(keyLabels, k.benchedUntil ? Math.max(0, (k.benchedUntil - now) / 1000) : 0);
+        seen.set(JSON.stringify(["benched", keyLabels]), { metric: "benched", labels: keyLabels });
+        const id = JSON.stringify(keyLabels);
+        const last = admitted.get(id);
+        if (last === undefined || k.admitted < last) {
+          // First sight, or the count restarted (the resource was re-created): a counter reset.
+          m.resourceAdmitted.remove(keyLabels);
+          m.resourceAdmitted.inc(keyLabels, k.admitted);
+        } else if (k.admitted > last) m.resourceAdmitted.inc(keyLabels, k.admitted - last);
+        admitted.set(id, k.admitted);
+        seen.set(JSON.stringify(["admitted", keyLabels]), { metric: "admitted", labels: keyLabels });
+        for (const l of k.limits) {
+          const limitLabels = { ...keyLabels, limit: l.unit };
+          m.resourceUtilization.set(limitLabels, l.utilization);
+          seen.set(JSON.stringify(["utilization", limitLabels]), {
+            metric: "utilization",
+            labels: limitLabels,
+          });
+        }
+      }
+    }
+    const gauges = {
+      ceiling: m.resourceCeiling,
+      waiting: m.resourceWaiting,
+      benched: m.resourceBenched,
+      admitted: m.resourceAdmitted,
+      utilization: m.resourceUtilization,
+    } as const;
+    for (const [id, s] of this.resourceSeries.get(key) ?? new Map())
+      if (!seen.has(id)) {
+        gauges[s.metric as keyof typeof gauges].remove(s.labels);
+        if (s.metric === "admitted") admitted.delete(JSON.stringify(s.labels));
+      }
+    if (seen.size > 0) {
+      this.resourceSeries.set(key, seen);
+      this.resourceAdmitted.set(key, admitted);
+    } else {
+      this.resourceSeries.delete(key);
+      this.resourceAdmitted.delete(key);
+    }
+  }
+  private readonly resourceSeries = new Map<
+    string,
+    Map<string, { metric: string; labels: Record<string, string> }>
+  >();
+  private readonly resourceAdmitted = new Map<string, Map<string, number>>();
 }

@@ -8,6 +8,8 @@ import {
   QueueAdmin,
   connectRedis,
   groupAdmission,
+  listResources,
+  setResource,
   describeRedisUrl,
   pollQueues,
   polledQueue,
@@ -18,8 +20,17 @@ import {
   type QueueCounts,
   type RateLimit,
   type RedisClient,
+  type ResourceKeySpec,
+  type ResourceState,
   type WorkerReport,
 } from "../../queue/index.ts";
+
+/** A resource as the operator writes it: spec.resources with limits parsed, the ceiling a fraction. */
+export interface ResourceBudgetSpec {
+  name: string;
+  ceiling: number;
+  keys: ResourceKeySpec[];
+}
 
 export interface BacklogSample {
   /** When the poll finished (ms). */
@@ -40,10 +51,12 @@ export interface BacklogSample {
    * count covers every job still running. Only a poll sets it (applyControl updates `control`).
    */
   pausedWhenCounted?: boolean;
-  /** While rate-limited or in latency mode: the workers' reports, for the median job duration (queueControl.ts). */
+  /** While rate-limited, in latency mode or with resources: the workers' reports, for the median job duration (queueControl.ts). */
   reports?: WorkerReport[];
   /** While jobs wait in groups: how many of them could start now (the groups' replica cap). */
   groups?: GroupAdmission;
+  /** The pipeline's resources (PollTarget.resources): keys, limits, windows, benches, waiting jobs. */
+  resources?: ResourceState[];
 }
 
 export interface PollTarget {
@@ -57,6 +70,8 @@ export interface PollTarget {
   reports?: boolean;
   /** The most jobs the pool can run at once (maxReplicas × concurrency): the groups' read stops there. */
   maxSlots?: number;
+  /** The pool has spec.resources: each poll also reads its pipeline's resources and worker reports. */
+  resources?: boolean;
 }
 
 interface Conn {
@@ -218,7 +233,7 @@ export class BacklogPoller {
       cur.target.queue === target.queue &&
       cur.target.pollSeconds === target.pollSeconds
     ) {
-      // (whether to read reports, and maxSlots, are read from the target at each poll)
+      // (whether to read reports and resources, and maxSlots, are read from the target at each poll)
       cur.target = target;
       return;
     }
@@ -279,6 +294,47 @@ export class BacklogPoller {
     if (change.rateLimit)
       await withTimeout(admin.setRateLimit(q, change.rateLimit), this.timeoutMs, "rate limit");
     if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
+  }
+
+  /**
+   * Write spec.resources into the pool's pipeline (key ids and limits only: never a credential);
+   * the sample's resources follow at once, so the next reconcile does not write them again.
+   */
+  async applyResources(key: string, budgets: ResourceBudgetSpec[]): Promise<void> {
+    const p = this.pools.get(key);
+    if (!p) return;
+    for (const b of budgets) {
+      await withTimeout(
+        setResource(p.client, p.target.queue, b.name, b.keys, { ceiling: b.ceiling }),
+        this.timeoutMs,
+        "resource",
+      );
+      const have = p.sample?.resources;
+      if (!have) continue;
+      const known = have.find((r) => r.name === b.name);
+      const keys = b.keys.map((k) => {
+        const old = known?.keys.find((x) => x.id === k.id);
+        return {
+          id: k.id,
+          limits: k.limits.map((l) => {
+            const used = old?.limits.find((x) => x.unit === l.unit)?.used ?? 0;
+            return { ...l, used, utilization: used / l.max };
+          }),
+          benchedUntil: old?.benchedUntil ?? null,
+          admitted: old?.admitted ?? 0,
+        };
+      });
+      const next = {
+        pipeline: "",
+        waiting: 0,
+        waitingByQueue: {},
+        ...known,
+        name: b.name,
+        ceiling: b.ceiling,
+        keys,
+      };
+      p.sample!.resources = [...have.filter((r) => r.name !== b.name), next];
+    }
   }
 
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */
@@ -353,11 +409,12 @@ export class BacklogPoller {
         this.timeoutMs,
         "queue counts",
       );
-      // Rate-limited and latency-mode pools also need the workers' reports: one more round trip
-      // each (HGETALL of the workers hash); a failure there fails that pool's poll only.
+      // Rate-limited and latency-mode pools and pools with resources also need the workers'
+      // reports (one more round trip each: HGETALL of the workers hash), the latter their
+      // pipeline's resources; a failure there fails that pool's poll only.
       const reportsRead = Promise.all(
         pools.map((p, i) =>
-          polls[i]!.control?.rateLimit || p.target.reports
+          polls[i]!.control?.rateLimit || p.target.reports || p.target.resources
             ? withTimeout(
                 new QueueAdmin(p.client).workers(p.target.queue),
                 this.timeoutMs,
@@ -379,16 +436,32 @@ export class BacklogPoller {
             : undefined,
         ),
       );
-      const [reports, admissions] = await Promise.all([reportsRead, admissionsRead]);
+      const resourcesRead = Promise.all(
+        pools.map((p) =>
+          p.target.resources
+            ? withTimeout(listResources(p.client, p.target.queue), this.timeoutMs, "resources").catch(
+                (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+              )
+            : undefined,
+        ),
+      );
+      const [reports, admissions, resources] = await Promise.all([
+        reportsRead,
+        admissionsRead,
+        resourcesRead,
+      ]);
       const now = Date.now();
       pools.forEach((p, i) => {
         const r = polls[i]!;
         const report = reports[i];
         const groups = admissions[i];
-        if (report instanceof Error) {
-          this.failed(p, report, now);
-        } else if (groups instanceof Error) {
-          this.failed(p, groups, now);
+        const resource = resources[i];
+        if (report instanceof Error || groups instanceof Error || resource instanceof Error) {
+          this.failed(
+            p,
+            [report, groups, resource].find((x): x is Error => x instanceof Error)!,
+            now,
+          );
         } else if (r.counts && r.control) {
           p.sample = {
             at: now,
@@ -400,6 +473,7 @@ export class BacklogPoller {
             pausedWhenCounted: r.control.paused,
             ...(report ? { reports: report } : {}),
             ...(groups ? { groups } : {}),
+            ...(resource ? { resources: resource } : {}),
           };
         } else {
           this.failed(p, r.error, now);

@@ -6,9 +6,12 @@
 --       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
 --       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none);
 --       when ARGV 7 is `+group`, the jobs start at 8 and each has a 10th field, group ('' = none,
---       at most 128 bytes: else ERR_INVALID_GROUP); when it is `+dedupe`, they start at 8 and
---       each has a 10th, group, and an 11th, dedupe: `<debounce|throttle>:<windowMs>:<key>`
---       ('' = none; else ERR_INVALID_DEDUPE), see docs/protocol.md, "Debounce and throttle"
+--       at most 128 bytes: else ERR_INVALID_GROUP); when it is `+dedupe`, `+uses` or
+--       `+dedupe+uses`, they start at 8 and each has a 10th, group, then in that order: dedupe,
+--       `<debounce|throttle>:<windowMs>:<key>` ('' = none; else ERR_INVALID_DEDUPE), see
+--       docs/protocol.md, "Debounce and throttle"; uses ('' = none; JSON {resource: {unit:
+--       amount}}: else ERR_INVALID_USES), and a job with uses and no group joins the implicit
+--       group `~res:<resources sorted, joined by +>` (docs/protocol.md, "Resources")
 -- Returns a flat list: id, created (1), duplicate (0) or replaced (2: a debounce gave the waiting
 -- job with its key this job's data; the id is that job's), per job.
 --- @include "includes/keys"
@@ -21,7 +24,12 @@ local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
 local FIELDS, first = 9, 7
-if ARGV[7] == '+group' then FIELDS, first = 10, 8 elseif ARGV[7] == '+dedupe' then FIELDS, first = 11, 8 end
+-- (the offsets of a job's dedupe and uses fields after its id, when the marker sends them)
+local DEDUPE_AT, USES_AT = nil, nil
+if ARGV[7] == '+group' then FIELDS, first = 10, 8
+elseif ARGV[7] == '+dedupe' then FIELDS, first, DEDUPE_AT = 11, 8, 10
+elseif ARGV[7] == '+uses' then FIELDS, first, USES_AT = 11, 8, 10
+elseif ARGV[7] == '+dedupe+uses' then FIELDS, first, DEDUPE_AT, USES_AT = 12, 8, 10, 11 end
 -- Debounce and throttle (docs/protocol.md, "Debounce and throttle"): `<Q>dd:<key>` names the job
 -- that holds the key for `window` ms. Throttle: the first job of a window takes the key (SET NX),
 -- the rest report it `existing`. Debounce: while the key names a job still waiting for its first
@@ -65,15 +73,31 @@ for i = first, #ARGV, FIELDS do
     return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
   end
   local group = FIELDS >= 10 and groupOf(ARGV[i + 9]) or nil
+  local extra = (trace and trace ~= '') and {'trace', trace} or {}
+  local uses = USES_AT and ARGV[i + USES_AT] or ''
+  if uses ~= '' then
+    local ok, decoded = pcall(cjson.decode, uses)
+    if not ok or type(decoded) ~= 'table' or next(decoded) == nil then
+      return redis.error_reply('ERR_INVALID_USES job ' .. id .. ': uses must be a JSON object {resource: {unit: amount}}')
+    end
+    if not group then
+      local names = {}
+      for name in pairs(decoded) do names[#names + 1] = name end
+      table.sort(names)
+      group = '~res:' .. table.concat(names, '+')
+    end
+    extra[#extra + 1] = 'uses'
+    extra[#extra + 1] = uses
+  end
   if group and #group > GROUP_MAX_BYTES then
     return redis.error_reply('ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
   end
   local mode, window, ddKey = nil, nil, nil
-  if FIELDS == 11 and ARGV[i + 10] ~= '' then
-    mode, window, ddKey = string.match(ARGV[i + 10], '^(%a+):(%d+):(.+)$')
+  if DEDUPE_AT and ARGV[i + DEDUPE_AT] ~= '' then
+    mode, window, ddKey = string.match(ARGV[i + DEDUPE_AT], '^(%a+):(%d+):(.+)$')
     window = tonumber(window)
     if (mode ~= 'debounce' and mode ~= 'throttle') or not window or window < 1 then
-      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. ARGV[i + 10])
+      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. ARGV[i + DEDUPE_AT])
     end
   end
   local existing = false
@@ -96,7 +120,7 @@ for i = first, #ARGV, FIELDS do
     out[#out + 1] = 0
   else
     if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, (trace and trace ~= '') and {'trace', trace} or {}, group) then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group) then
       woke = true
     end
     out[#out + 1] = id

@@ -36,6 +36,8 @@ local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
 local group = groupOf(f[4])
 if group then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), group) end
+-- (children of a job with `uses` are not budgeted: its implicit resource group stays behind)
+if isResourceGroup(group) then group = nil end
 redis.call('HINCRBY', KEYS[2], 'completed', 1)
 redis.call('HSET', jk, 'state', 'fannedOut', 'result', '{"children":' .. n .. '}', 'finishedAt', now, 'token', '', 'children', n)
 record(KEYS[3], KEYS[4], {'type', 'completed', 'id', id, 'queue', queue, 'at', now, 'token', token, 'result', '{"children":' .. n .. '}', 'next', nextQueue})

@@ -1,9 +1,11 @@
 -- Hand a running job back for immediate redelivery without counting an attempt; the job goes
 -- back to the head of the line (a prioritised one to its score's place). Used at the warm-shutdown
--- drain deadline (counted as `handedBack`) and when a handler's dependency is down (counted as
--- `deferred`: the circuit breaker).
+-- drain deadline (counted as `handedBack`), when a handler's dependency is down (counted as
+-- `deferred`: the circuit breaker) and when a provider rate-limited the job's resource key
+-- (counted as `rateLimited`; the key is benched for every worker: docs/protocol.md, "Resources").
+-- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' |
+--       'deferred' | 'rateLimited'), and with `rateLimited`: 8 resource, 9 key id, 10 benched until (ms)
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' | 'deferred')
 -- Returns 1, or 0 when the lease was lost (-1 when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
@@ -11,6 +13,7 @@
 --- @include "includes/readyLine"
 --- @include "includes/wake"
 --- @include "includes/groups"
+--- @include "includes/resources"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -18,6 +21,9 @@ local jk = jobKey(jobPrefix, id)
 local problem = leaseProblem(jk, token)
 if problem == 'cancelled' then return -1 end
 if problem then return 0 end
+if ARGV[7] == 'rateLimited' and ARGV[8] and ARGV[8] ~= '' then
+  resourceCorrect(resourceKeyOf(jobPrefix, ARGV[8]), ARGV[9], now, now, {'+bench', ARGV[10]}, 1)
+end
 redis.call('ZREM', KEYS[1], id)
 local f = redis.call('HMGET', jk, 'priority', 'score', 'group')
 if f[3] and f[3] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[3]) end

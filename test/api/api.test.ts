@@ -118,6 +118,40 @@ describe("job API", () => {
     assert.doesNotMatch(readFileSync(join(dir, "api.log"), "utf8"), /request failed/);
   });
 
+  test("POST and batch take uses; bad uses is a 400 naming the field", async () => {
+    const one = await call("/queues/llm/jobs", {
+      method: "POST",
+      body: JSON.stringify({ data: { n: 1 }, uses: { openai: { tokens: 1200 } } }),
+    });
+    assert.equal(one.status, 202, await one.clone().text());
+    const batch = await call("/queues/llm/jobs/batch", {
+      method: "POST",
+      body: JSON.stringify({ jobs: [{ data: { n: 2 }, uses: { openai: {} } }, { data: { n: 3 } }] }),
+    });
+    assert.equal(batch.status, 202, await batch.clone().text());
+    const redis = connectRedis(server.url);
+    try {
+      const groups = await listGroups(redis, "llm");
+      assert.deepEqual(
+        groups.groups.map((g) => [g.group, g.waiting]),
+        [["~res:openai", 2]],
+      );
+    } finally {
+      redis.disconnect();
+    }
+    for (const [uses, message] of [
+      [{ openai: { tokens: -1 } }, /uses/],
+      [{ openai: { tokens: 1.5 } }, /uses/],
+      [{ "bad name": {} }, /uses/],
+      [{ openai: { requests: 3 } }, /uses\.openai\.requests/],
+      ["openai", /uses/],
+    ] as const) {
+      const res = await call("/queues/llm/jobs", { method: "POST", body: JSON.stringify({ data: 1, uses }) });
+      assert.equal(res.status, 400, JSON.stringify(uses));
+      assert.match(((await res.json()) as { error: string }).error, message);
+    }
+  });
+
   test("POST and batch take a group; a group over 128 bytes is a 400 naming the field", async () => {
     const one = await call("/queues/tenants/jobs", {
       method: "POST",

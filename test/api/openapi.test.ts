@@ -10,6 +10,7 @@ import { ROUTES } from "../../api/definitions.ts";
 import { openApiDocument } from "../../api/openapi.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
+import { parseLimits, setResource } from "../../queue/index.ts";
 
 const Q = "docs/ocr";
 const IDLE = "docs/idle"; // no worker: its jobs wait
@@ -606,7 +607,7 @@ describe("OpenAPI: every operation against a real server", () => {
     await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "walled-1", data: {}, delayMs: 3_600_000 } });
     // Operations that name neither a queue nor a job: nothing for the allow-list to check.
     const queueFree = ["health", "metrics", "openapi", "session", "signIn", "signOut"];
-    queueFree.push("listQueues", "search", "listPools", "poolDetail");
+    queueFree.push("listQueues", "search", "listPools", "poolDetail", "listResources");
     type Param = { name: string; in: string; required?: boolean };
     let walked = 0;
     for (const [id, { path, method, op }] of byId) {
@@ -650,6 +651,18 @@ describe("OpenAPI: every operation against a real server", () => {
       headers: { authorization: `Bearer ${s.token}` },
     });
     assert.equal(own.status, 200);
+    // Resources are listed for the allow-list's pipelines only (docs/ocr: pipeline docs).
+    await setResource(s.redis, "elsewhere", "walled", [{ id: "k1", limits: parseLimits("requests=1/s") }]);
+    const listed = async (base: string) =>
+      (
+        (await (
+          await fetch(`${base}/resources`, { headers: { authorization: `Bearer ${s.token}` } })
+        ).json()) as {
+          resources: { name: string }[];
+        }
+      ).resources.map((r) => r.name);
+    assert.ok((await listed(s.api.base)).includes("walled"));
+    assert.ok(!(await listed(walled.base)).includes("walled"));
   });
 
   test("every operation in the document was exercised", () => {

@@ -194,6 +194,96 @@ describe("conveyor CLI", () => {
     );
   });
 
+  test("resources: resource set/list/remove; enqueue --uses and a uses field in --file; jobs waiting for budget in stats; bad input named", async () => {
+    const set = run(
+      "resource",
+      "set",
+      "openai",
+      "--key",
+      "k1",
+      "--limit",
+      "requests=1/h,tokens=5000/m",
+      "--key=k2",
+      "--limit=requests=1/h",
+      "--ceiling",
+      "1",
+      "--pipeline",
+      "llm/summarize",
+    );
+    assert.equal(set.status, 0, set.stderr);
+    assert.equal(set.stdout.trim(), "openai: k1 requests=1/h,tokens=5000/m; k2 requests=1/h");
+    assert.equal(run("enqueue", "llm/summarize", '{"n":1}', "--uses", "openai:tokens=1200").status, 0);
+    const file = join(dir, "uses.ndjson");
+    writeFileSync(
+      file,
+      '{"data":{"n":2},"uses":{"openai":{"tokens":100}}}\n{"data":{"n":3},"uses":{"openai":{}}}\n',
+    );
+    assert.equal(run("enqueue", "llm/summarize", "--file", file).stdout.trim(), "2");
+    const c = new Consumer(redis, "llm/summarize", { workerId: "cli", leaseMs: 30_000 });
+    const started = (await c.claim(10)).jobs;
+    assert.equal(started.length, 2, "one request per key per hour");
+    const stats = JSON.parse(run("stats", "llm/summarize", "--json").stdout) as {
+      ready: number;
+      waitingForBudget: number;
+    };
+    assert.deepEqual([stats.ready, stats.waitingForBudget], [0, 1]);
+    const listed = JSON.parse(run("resource", "list", "--pipeline", "llm", "--json").stdout) as {
+      name: string;
+      waiting: number;
+      keys: { id: string; limits: { unit: string; used: number }[] }[];
+    }[];
+    assert.equal(listed[0]!.name, "openai");
+    assert.equal(listed[0]!.waiting, 1);
+    assert.deepEqual(
+      listed[0]!.keys.map((k) => k.limits.find((l) => l.unit === "requests")!.used),
+      [1, 1],
+    );
+    assert.match(run("resource", "list").stdout, /^llm\/openai\tceiling 1\twaiting for budget 1$/m);
+    for (const [args, message] of [
+      [
+        ["resource", "set", "x", "--key", "k", "--limit", "requests=60/week", "--pipeline", "llm"],
+        /--limit \(key k\): "requests=60\/week" is not <unit>=<max>\/<window>/,
+      ],
+      [["resource", "set", "x", "--key", "k", "--pipeline", "llm"], /--key k has no --limit after it/],
+      [["resource", "set", "x", "--key", "k", "--limit", "requests=1/s"], /needs --pipeline/],
+      [
+        [
+          "resource",
+          "set",
+          "x",
+          "--key",
+          "k",
+          "--limit",
+          "requests=1/s",
+          "--ceiling",
+          "2",
+          "--pipeline",
+          "llm",
+        ],
+        /ceiling must be a number in \(0, 1\]/,
+      ],
+      [
+        ["enqueue", "llm/summarize", "1", "--uses", "openai:tokens=-3"],
+        /--uses: "tokens=-3"|--uses\.openai\.tokens must be an integer 0/,
+      ],
+      [
+        ["enqueue", "llm/summarize", "1", "--uses", "open ai"],
+        /--uses: "open ai" is not <resource>\[:<unit>=<amount>,…\]/,
+      ],
+    ] as const) {
+      const r = run(...args);
+      assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
+    writeFileSync(file, '{"data":1,"uses":{"openai":{"tokens":"many"}}}\n');
+    assert.match(
+      run("enqueue", "llm/summarize", "--file", file).stderr,
+      /uses\.openai\.tokens must be an integer/,
+    );
+    assert.equal(run("resource", "remove", "openai", "--pipeline", "llm").stdout.trim(), "openai removed");
+    assert.equal(run("resource", "remove", "openai", "--pipeline", "llm").status, 1);
+  });
+
   test("groups: enqueue --group and a group field in --file; group limit, pause, resume and list", async () => {
     assert.equal(run("enqueue", "tenants", '{"n":1}', "--group", "acme", "--id", "a1").status, 0);
     const file = join(dir, "grouped.ndjson");

@@ -112,14 +112,10 @@ describe("operator: groups cap", { timeout: 20 * 60_000 }, () => {
     assert.match(await cp.kubectl("get", "wp", name, "--no-headers"), /groups \(cap 5\)/);
     const metrics = await scrapeOperator(op);
     assert.equal(
-      metrics.get(`conveyor_operator_pool_replica_cap{namespace="default",workerpool="${name}"}`),
-      5,
-    );
-    assert.equal(
       metrics.get(
-        `conveyor_operator_pool_replica_cap_by{namespace="default",workerpool="${name}",by="groups"}`,
+        `conveyor_operator_pool_replica_cap{namespace="default",workerpool="${name}",cap="groups"}`,
       ),
-      1,
+      5,
     );
     // Each group may run 10: 20 running + 10 × 8 admissible = 100 slots → 25 replicas ≥ 8: no cap.
     await setGroupLimit(r, queue, undefined, { concurrency: 10 });

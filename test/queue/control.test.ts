@@ -22,7 +22,7 @@ import { rng } from "../support/random.ts";
 import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 /** Fields per job in a claim reply (see includes/claimJobs.lua). */
-const CLAIM_REPLY_FIELDS = 11;
+const CLAIM_REPLY_FIELDS = 12;
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w1") =>
   new Consumer(redis, queue, { workerId, leaseMs: 30_000, retentionSeconds: 3600 });

@@ -4,7 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
+import { dependencyFailure, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const EX_DATAERR = 65;
@@ -16,6 +16,16 @@ const EX_TEMPFAIL = 75;
  * the records behind the worker's back.
  */
 export const WORKER_SECRETS = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL"] as const;
+
+function resourceEnv(resources: Readonly<Record<string, { key: string }>>): Record<string, string> {
+  const entries = Object.entries(resources);
+  if (entries.length === 0) return {};
+  const env: Record<string, string> = {
+    CONVEYOR_RESOURCES: JSON.stringify(Object.fromEntries(entries.map(([n, r]) => [n, r.key]))),
+  };
+  for (const [name, r] of entries) env[resourceEnvName(name)] = r.key;
+  return env;
+}
 
 export function commandHandler(argv: string[], killGraceMs: number, passCredentials = false): Handler {
   const [file, ...args] = argv;
@@ -31,6 +41,9 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           CONVEYOR_QUEUE: job.queue,
           CONVEYOR_ATTEMPT: String(job.attempt),
           CONVEYOR_EXECUTION_ID: job.executionId,
+          // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2, and all of them as
+          // CONVEYOR_RESOURCES={"openai":"k2"} (names as written): docs/budgets.md
+          ...resourceEnv(ctx.resources),
           ...(ctx.callback
             ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
             : {}),

@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { after, describe, test } from "node:test";
 import pino from "pino";
 import { httpHandler, MAX_RESPONSE_BYTES } from "./http.ts";
-import type { HandlerContext, JobView } from "./types.ts";
+import { parseRetryAfter, rateLimitOf, resourceEnvName, type HandlerContext, type JobView } from "./types.ts";
 
 const job: JobView = {
   id: "j1",
@@ -18,10 +18,12 @@ const job: JobView = {
   executionId: "1",
   createdAt: 0,
 };
-const ctx = (): HandlerContext => ({
+const ctx = (resources: HandlerContext["resources"] = {}): HandlerContext => ({
   signal: new AbortController().signal,
   log: pino({ level: "silent" }) as HandlerContext["log"], // (the http handler never logs)
   progress: () => {},
+  resources,
+  usage: () => {},
 });
 
 const servers: Server[] = [];
@@ -37,6 +39,30 @@ async function sidecar(handle: Parameters<typeof createServer>[1]): Promise<stri
 }
 
 describe("http handler responses", () => {
+  test("a job's granted resource keys go in headers; a 429 benches the key (Retry-After) only for a job holding one", async () => {
+    let seen = "";
+    const url = await sidecar((req, res) => {
+      seen = String(req.headers["conveyor-resource-openai"] ?? "");
+      res.writeHead(429, { "retry-after": "7" }).end("slow down");
+    });
+    await assert.rejects(httpHandler(url).run(job, ctx({ openai: { key: "k2" } })), (err: Error) => {
+      assert.equal(err.name, "RateLimitedError");
+      assert.deepEqual(rateLimitOf(err), { retryAfterMs: 7000 });
+      return true;
+    });
+    assert.equal(seen, "k2");
+    await assert.rejects(httpHandler(url).run(job, ctx()), (err: Error & { retryable?: boolean }) => {
+      assert.equal(err.name, "HandlerError");
+      assert.equal(err.retryable, true);
+      assert.equal(rateLimitOf(err), null);
+      return true;
+    });
+    assert.equal(parseRetryAfter("1.5"), 1500);
+    assert.equal(parseRetryAfter(new Date(10_000).toUTCString(), 4_000), 6_000);
+    assert.equal(parseRetryAfter("soon"), undefined);
+    assert.equal(resourceEnvName("open-ai.v1"), "CONVEYOR_RESOURCE_OPEN_AI_V1_KEY");
+  });
+
   test(
     "an endless response fails the job once the byte cap is passed, and the request is aborted",
     { timeout: 60_000 },

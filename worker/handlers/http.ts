@@ -1,7 +1,7 @@
 // `http://` handlers: POST the job data to a sidecar (any language) on localhost. The job's
 // identity travels in headers so the body is exactly the job data.
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { dependencyFailure, HandlerError, type Handler } from "./types.ts";
+import { dependencyFailure, HandlerError, parseRetryAfter, RateLimitedError, type Handler } from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -41,6 +41,16 @@ async function readCapped(res: Response, cap: number, signal: AbortSignal): Prom
   return Buffer.concat(chunks).toString("utf8");
 }
 
+function resourceHeaders(resources: Readonly<Record<string, { key: string }>>): Record<string, string> {
+  const names = Object.keys(resources);
+  if (names.length === 0) return {};
+  const headers: Record<string, string> = {
+    "conveyor-resources": JSON.stringify(Object.fromEntries(names.map((n) => [n, resources[n]!.key]))),
+  };
+  for (const n of names) headers[`conveyor-resource-${n}`] = resources[n]!.key;
+  return headers;
+}
+
 export function httpHandler(url: string): Handler {
   return {
     kind: "http",
@@ -64,6 +74,9 @@ export function httpHandler(url: string): Handler {
                   "conveyor-callback-token": ctx.callback.token,
                 }
               : {}),
+            // the key granted per resource (`conveyor-resource-openai: k2`, and all of them as
+            // `conveyor-resources: {"openai":"k2"}`, names as written): docs/budgets.md
+            ...resourceHeaders(ctx.resources),
             // W3C traceparent/tracestate of the job's process span, while tracing is on
             ...activeTraceHeaders(),
           },
@@ -87,6 +100,15 @@ export function httpHandler(url: string): Handler {
       if (!res.ok) {
         // 4xx means the sidecar judged the input bad: retrying the same input cannot help
         // (except timeouts and rate limits, which can).
+        // A 429 for a job holding a resource key benches that key (Retry-After) and hands the job
+        // back without an attempt; `Conveyor-Resource` names the resource when the job has several.
+        if (res.status === 429 && Object.keys(ctx.resources).length > 0) {
+          const resource = res.headers.get("conveyor-resource")?.trim();
+          throw new RateLimitedError(`handler sidecar answered 429: ${text.slice(0, 500)}`, {
+            retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
+            ...(resource ? { resource } : {}),
+          });
+        }
         const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
         const err = new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, {
           retryable,

@@ -31,6 +31,18 @@ export interface HandlerContext {
    * they report progress and log lines through it. See worker/handlerCallback.ts.
    */
   callback?: { url: string; token: string };
+  /**
+   * For a job with `uses`: per resource, the key id the claim granted it (docs/budgets.md). The
+   * handler maps the id to a credential: on Kubernetes the file
+   * `$CONVEYOR_RESOURCES_DIR/<resource>/<id>` the operator mounts from the pool's Secret.
+   */
+  resources: Readonly<Record<string, { key: string }>>;
+  /**
+   * Report what the job actually used so far, per resource and unit (totals, e.g.
+   * `{openai: {tokens: 980}}`; `requests` too when it made more than one): the key's window is
+   * corrected by the difference from what was reserved.
+   */
+  usage(used: Record<string, Record<string, number>>): void;
 }
 
 export interface Handler {
@@ -75,4 +87,53 @@ export function isDependencyFailure(err: unknown): boolean {
     err !== null &&
     (err as { dependencyFailure?: unknown }).dependencyFailure === true
   );
+}
+
+/**
+ * A provider refused for its rate limit (an HTTP 429): the key the job was granted for
+ * `resource` (the job's only resource when left out) is benched for every worker for
+ * `retryAfterMs`, and the job goes back to waiting without using an attempt.
+ */
+export class RateLimitedError extends Error {
+  override name = "RateLimitedError";
+  readonly rateLimited: { retryAfterMs: number; resource?: string };
+  constructor(message: string, opts: { retryAfterMs?: number; resource?: string } = {}) {
+    super(message);
+    const retryAfterMs = opts.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS;
+    if (!(Number.isFinite(retryAfterMs) && retryAfterMs >= 0))
+      throw new RangeError(`retryAfterMs must be a number ≥ 0, got ${retryAfterMs}`);
+    this.rateLimited = { retryAfterMs, ...(opts.resource !== undefined ? { resource: opts.resource } : {}) };
+  }
+}
+
+/** How long a key is benched when the provider gave no retry-after. */
+export const DEFAULT_RETRY_AFTER_MS = 60_000;
+
+/** The rate-limit mark of a thrown value (any object with `rateLimited: {retryAfterMs}`), or null. */
+export function rateLimitOf(err: unknown): { retryAfterMs: number; resource?: string } | null {
+  if (typeof err !== "object" || err === null) return null;
+  const r = (err as { rateLimited?: unknown }).rateLimited;
+  if (typeof r !== "object" || r === null) return null;
+  const { retryAfterMs, resource } = r as { retryAfterMs?: unknown; resource?: unknown };
+  return {
+    retryAfterMs:
+      typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0
+        ? retryAfterMs
+        : DEFAULT_RETRY_AFTER_MS,
+    ...(typeof resource === "string" ? { resource } : {}),
+  };
+}
+
+/** An HTTP Retry-After (seconds or an HTTP date) in ms, or undefined. */
+export function parseRetryAfter(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const v = value.trim();
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000);
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+}
+
+/** The environment variable that carries a resource's granted key id to a command handler. */
+export function resourceEnvName(resource: string): string {
+  return `CONVEYOR_RESOURCE_${resource.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_KEY`;
 }

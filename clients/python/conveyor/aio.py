@@ -90,11 +90,12 @@ class AsyncClient:
         trace: Optional[str] = None,
         group: Optional[str] = None,
         dedupe: Optional[Mapping[str, Any]] = None,
+        uses: Optional[Mapping[str, Mapping[str, int]]] = None,
     ) -> str:
         """As Client.enqueue."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe)
+                       dedupe=dedupe, uses=uses)
         return (await self.enqueue_many(queue, [job]))[0].id
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

@@ -265,14 +265,17 @@ def _decode(raw: Optional[str]) -> Any:
 
 
 _JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group",
-                "dedupe"}
+                "dedupe", "uses"}
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
 #: enqueue_jobs reads a 10th field per job (the group) when its 7th argument is this marker.
 GROUP_MARKER = "+group"
-#: ... and an 11th (the dedupe, after the group) when it is this one.
+#: ... then, after the group, the dedupe (`+dedupe`), what the job uses (`+uses`) or both, in that
+#: order (`+dedupe+uses`).
 DEDUPE_MARKER = "+dedupe"
+USES_MARKER = "+uses"
+DEDUPE_USES_MARKER = "+dedupe+uses"
 #: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
 DEDUPE_KEY_MAX = 500
 DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000
@@ -294,6 +297,41 @@ def _encode_dedupe(dedupe: Any, delay_ms: int, which: str) -> str:
     if mode == "debounce" and delay_ms > 0:
         raise InvalidJobError(f"{which}: a debounced job waits dedupe.window; delay must be 0")
     return f"{mode}:{window_ms}:{key}"
+
+
+_RESOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_UNIT = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def _check_uses(uses: Any, which: str) -> str:
+    """A job's `uses` ({resource: {unit: amount}}, docs/protocol.md "Resources") as the JSON the
+    TypeScript producer sends (resources sorted), '' for none; InvalidJobError naming the field."""
+    if uses is None:
+        return ""
+    if not isinstance(uses, Mapping):
+        raise InvalidJobError(f"{which}: uses must be a mapping {{resource: {{unit: amount}}}}, got {uses!r}")
+    if len(uses) > 8:
+        raise InvalidJobError(f"{which}: uses names {len(uses)} resources, limit 8")
+    out: Dict[str, Dict[str, int]] = {}
+    for name in sorted(uses):
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name):
+            raise InvalidJobError(f"{which}: uses: resource {name!r} is invalid")
+        units = uses[name] or {}
+        if not isinstance(units, Mapping):
+            raise InvalidJobError(f"{which}: uses.{name} must be a mapping {{unit: amount}}")
+        amounts: Dict[str, int] = {}
+        for unit, amount in units.items():
+            if not isinstance(unit, str) or not _UNIT.match(unit):
+                raise InvalidJobError(f"{which}: uses.{name}: unit {unit!r} is invalid")
+            if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= 10**12:
+                raise InvalidJobError(f"{which}: uses.{name}.{unit} must be an integer 0..10^12, got {amount!r}")
+            if unit == "requests":
+                if amount != 1:
+                    raise InvalidJobError(f"{which}: uses.{name}.requests: a job uses 1 request; leave it out")
+                continue
+            amounts[unit] = amount
+        out[name] = amounts
+    return json.dumps(out, separators=(",", ":")) if out else ""
 
 
 def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
@@ -338,7 +376,9 @@ def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> L
             raise InvalidJobError(f"{which}: group is {group_bytes} bytes, limit {GROUP_MAX_BYTES}")
     dedupe = job.get("dedupe")
     dedupe_field = "" if dedupe is None else _encode_dedupe(dedupe, delay_ms, which)
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or "", dedupe_field]
+    uses = _check_uses(job.get("uses"), which)
+    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or "", dedupe_field,
+            uses]
 
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -374,18 +414,28 @@ def _enqueue_calls(
             IDEMPOTENCY_TTL_SECONDS,
         ]
         chunk = encoded[start : start + BULK_CHUNK]
-        # A chunk with a grouped job sends the marker and 10 fields per job, one with a dedupe
-        # its marker and 11; one with neither sends the 9 fields it always did (as
-        # queue/producer.ts send).
+        # A chunk with a grouped job sends the marker and 10 fields per job; one with a dedupe or
+        # uses the group and then those (`+dedupe` 11, `+uses` 11, `+dedupe+uses` 12); one with
+        # none of them sends the 9 fields it always did (as queue/producer.ts send).
         deduped = any(fields[10] != "" for fields in chunk)
+        with_uses = any(fields[11] != "" for fields in chunk)
         grouped = any(fields[9] != "" for fields in chunk)
-        width = 11 if deduped else 10 if grouped else 9
-        if deduped:
+        if deduped and with_uses:
+            args.append(DEDUPE_USES_MARKER)
+            pick = lambda f: f  # noqa: E731
+        elif deduped:
             args.append(DEDUPE_MARKER)
+            pick = lambda f: f[:11]  # noqa: E731
+        elif with_uses:
+            args.append(USES_MARKER)
+            pick = lambda f: f[:10] + [f[11]]  # noqa: E731
         elif grouped:
             args.append(GROUP_MARKER)
+            pick = lambda f: f[:10]  # noqa: E731
+        else:
+            pick = lambda f: f[:9]  # noqa: E731
         for fields in chunk:
-            args.extend(fields[:width])
+            args.extend(pick(fields))
         calls.append(args)
     return keys, key_list, calls
 
@@ -547,6 +597,7 @@ class Client:
         trace: Optional[str] = None,
         group: Optional[str] = None,
         dedupe: Optional[Mapping[str, Any]] = None,
+        uses: Optional[Mapping[str, Mapping[str, int]]] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id, idempotency
         key or throttle key was seen before, or a debounce replaced the waiting job's data). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
@@ -556,10 +607,12 @@ class Client:
         the group's limits (docs/protocol.md, "Groups"). `dedupe`: {"key", "mode", "window"} —
         "debounce": while the job enqueued with the key waits, it takes this data and waits
         `window` seconds again (one run per burst, latest data); "throttle": the first job of a
-        window runs, the rest return its id (docs/protocol.md, "Debounce and throttle")."""
+        window runs, the rest return its id (docs/protocol.md, "Debounce and throttle"). `uses`:
+        what the job uses of the pipeline's resources, e.g. {"openai": {"tokens": 1200}} (an
+        estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe)
+                       dedupe=dedupe, uses=uses)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:

@@ -7,6 +7,9 @@ succeed (dead-lettered at once), DependencyFailure when something it depends on 
 is deferred without an attempt and the worker's circuit breaker counts it), anything else to fail
 the attempt (retried with backoff). ctx.progress(), ctx.log() and ctx.cancelled() reach the
 worker through the execution's loopback callback (docs/protocol.md, "Handler callback").
+For a job with `uses` (docs/budgets.md), ctx.resources maps each resource to the key id the
+claim granted, ctx.usage() reports what the job actually used, and RateLimited (a provider's
+429) benches that key for every worker and puts the job back without using an attempt.
 """
 
 import json
@@ -33,6 +36,20 @@ class NonRetryableError(Exception):
     """The input can never succeed: the job goes to dead letters without further attempts."""
 
 
+class RateLimited(Exception):
+    """A provider refused for its rate limit: the job's key for `resource` (its only resource
+    when None) is benched for every worker for `retry_after` seconds, and the job goes back to
+    waiting without spending an attempt."""
+
+    def __init__(self, message: str = "rate limited", retry_after: Optional[float] = None,
+                 resource: Optional[str] = None) -> None:
+        super().__init__(message)
+        if retry_after is not None and (not isinstance(retry_after, (int, float)) or retry_after < 0):
+            raise ValueError(f"retry_after must be a number of seconds >= 0, got {retry_after!r}")
+        self.retry_after = retry_after
+        self.resource = resource
+
+
 class DependencyFailure(Exception):
     """Something the handler depends on (a database, an API) failed: the job is deferred
     without spending an attempt, and repeated ones open the worker's circuit breaker."""
@@ -52,7 +69,10 @@ class Job:
 class Context:
     """What a handler may do while it runs: report progress, write log lines, check for a stop."""
 
-    def __init__(self, callback_url: Optional[str], token: Optional[str], timeout: float = 5.0) -> None:
+    def __init__(self, callback_url: Optional[str], token: Optional[str], timeout: float = 5.0,
+                 resources: Optional[Mapping[str, str]] = None) -> None:
+        #: For a job with `uses`: resource → the key id granted (map it to your credential).
+        self.resources: Mapping[str, str] = dict(resources or {})
         self._url = (callback_url or "").rstrip("/")
         self._token = token or ""
         self._timeout = timeout
@@ -98,6 +118,20 @@ class Context:
         # The worker keeps 4,000 characters of a line (and marks the cut): send no more than that.
         return bool(text) and self._call("POST", "/log", {"message": text[:MAX_LINE_CHARS]}) is True
 
+    def usage(self, used: Mapping[str, Mapping[str, float]]) -> bool:
+        """Report what the job actually used so far, per resource and unit (totals, e.g.
+        {"openai": {"tokens": 980}}): the key's window is corrected by the difference from the
+        estimate. False when not recorded (no callback)."""
+        return self._call("POST", "/usage", {name: dict(units) for name, units in used.items()}) is True
+
+    def _rate_limited(self, err: "RateLimited") -> None:
+        body: dict = {}
+        if err.retry_after is not None:
+            body["retryAfterMs"] = round(err.retry_after * 1000)
+        if err.resource is not None:
+            body["resource"] = err.resource
+        self._call("POST", "/rate-limited", body)
+
     def cancelled(self) -> bool:
         """True once the worker stopped this execution (timeout, hand-back, lost lease, cancel)
         or it was told to stop (SIGTERM): a long handler should check it and return or raise."""
@@ -110,6 +144,15 @@ class Context:
 
 
 Handler = Callable[[Job, Context], Any]
+
+
+def _resources(text: Optional[str]) -> Mapping[str, str]:
+    """The granted keys (`Conveyor-Resources` header / CONVEYOR_RESOURCES: {"openai": "k2"})."""
+    try:
+        v = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}
 
 
 def _error_body(err: BaseException) -> bytes:
@@ -186,7 +229,8 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 attempt=int(h.get("conveyor-attempt") or 1),
                 execution_id=h.get("conveyor-execution-id", ""),
             )
-            ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"))
+            ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"),
+                          resources=_resources(h.get("conveyor-resources")))
             with lock:
                 server.active += 1  # type: ignore[attr-defined]
             try:
@@ -205,6 +249,13 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 return self._send(422, _error_body(err))
             except DependencyFailure as err:
                 return self._send(503, _error_body(err), {"conveyor-failure": "dependency"})
+            except RateLimited as err:
+                headers = {}
+                if err.retry_after is not None:
+                    headers["retry-after"] = f"{err.retry_after:g}"
+                if err.resource is not None:
+                    headers["conveyor-resource"] = err.resource
+                return self._send(429, _error_body(err), headers)
             except _json.NotJSONError as err:
                 return self._send(422, _error_body(NonRetryableError(f"handler result is not JSON: {err}")))
             except Exception as err:  # noqa: BLE001 - every failure is the job's, reported to the worker
@@ -221,11 +272,13 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
 def command(fn: Handler) -> None:
     """The main of a command handler: the job data as JSON on stdin, its identity and the
     callback in the environment (CONVEYOR_JOB_ID, CONVEYOR_QUEUE, CONVEYOR_ATTEMPT,
-    CONVEYOR_EXECUTION_ID, CONVEYOR_CALLBACK_URL, CONVEYOR_CALLBACK_TOKEN), the result as JSON on
-    stdout. Exits 0 on success, 65 for NonRetryableError, 75 for DependencyFailure, 1 otherwise.
+    CONVEYOR_EXECUTION_ID, CONVEYOR_CALLBACK_URL, CONVEYOR_CALLBACK_TOKEN, CONVEYOR_RESOURCES), the
+    result as JSON on stdout. Exits 0 on success, 65 for NonRetryableError, 75 for
+    DependencyFailure, 1 otherwise (for RateLimited after telling the worker through the callback).
     While fn runs, print() goes to stderr so that stdout carries only the result."""
     env = os.environ
-    ctx = Context(env.get("CONVEYOR_CALLBACK_URL"), env.get("CONVEYOR_CALLBACK_TOKEN"))
+    ctx = Context(env.get("CONVEYOR_CALLBACK_URL"), env.get("CONVEYOR_CALLBACK_TOKEN"),
+                  resources=_resources(env.get("CONVEYOR_RESOURCES")))
     # The worker stops a command with SIGTERM (then SIGKILL after its kill grace): ctx.cancelled()
     # tells the handler, which may return early.
     signal.signal(signal.SIGTERM, lambda *_: ctx._stopped.set())
@@ -251,6 +304,11 @@ def command(fn: Handler) -> None:
     except DependencyFailure as err:
         print(f"{type(err).__name__}: {err}", file=sys.stderr)
         sys.exit(EX_TEMPFAIL)
+    except RateLimited as err:
+        # (told through the callback; the failing exit then benches the key, no attempt used)
+        ctx._rate_limited(err)
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        sys.exit(1)
     except _json.NotJSONError as err:
         print(f"handler result is not JSON: {err}", file=sys.stderr)
         sys.exit(EX_DATAERR)

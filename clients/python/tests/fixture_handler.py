@@ -3,7 +3,9 @@
 import time
 from typing import Any, Dict
 
-from conveyor.handler import Context, DependencyFailure, Job, NonRetryableError
+import os
+
+from conveyor.handler import Context, DependencyFailure, Job, NonRetryableError, RateLimited
 
 #: The last context of each job, so a test can use a callback token after its execution ended.
 contexts: Dict[str, Context] = {}
@@ -45,4 +47,16 @@ def handle(job: Job, ctx: Context) -> Any:
             with open(job.data["marker"], "w") as f:
                 f.write(f"saw_cancel={ctx.cancelled()}")
         return {"saw_cancel": ctx.cancelled()}
+    if mode == "budget":
+        # (docs/budgets.md) the key granted; the first execution on `limit_key` is rate-limited
+        key = ctx.resources.get("llm", "")
+        marker = job.data.get("marker")
+        if key == job.data.get("limit_key") and marker:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                raise RateLimited("429 from the provider", retry_after=30)
+            except FileExistsError:
+                pass
+        assert ctx.usage({"llm": {"tokens": job.data.get("used", 0)}})
+        return {"key": key, "attempt": job.attempt}
     raise ValueError(f"unknown mode {mode!r}")

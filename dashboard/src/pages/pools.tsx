@@ -21,6 +21,7 @@ interface PoolSummary {
   minReplicas: number | null;
   maxReplicas: number | null;
   lastDecision: { replicas?: number; from?: number; reason?: string; message?: string; at?: string } | null;
+  cap: { replicas: number; by: string | null; reason: string } | null;
   ready: string;
 }
 
@@ -209,6 +210,19 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
       </div>
       <div class="card">
         <h2>Why it scaled</h2>
+        {pool.cap && (
+          <p class="cap" data-cap-by={pool.cap.by ?? ""}>
+            <strong>
+              Capped at {pool.cap.replicas} replica(s)
+              {pool.cap.by === "resources"
+                ? " by its resources"
+                : pool.cap.by === "rateLimit"
+                  ? " by its rate limit"
+                  : ""}
+            </strong>
+            : <span class="small">{pool.cap.reason}</span>
+          </p>
+        )}
         {pool.decisions.length === 0 ? (
           <p class="muted">
             No scale decisions or problems recorded (the pool keeps its last 8 decisions in status).

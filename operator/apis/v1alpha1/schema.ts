@@ -28,6 +28,13 @@ export const SHORT_NAMES = ["wp"] as const;
 /** The queue-name grammar of queue/keys.ts (`stage` or `pipeline/stage`); a unit test keeps them equal. */
 export const QUEUE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
 
+/**
+ * spec.resources: a resource's name or a key's id (also a Secret key), and a limit
+ * `<unit>=<max>/<window>` — the grammar of queue/resources.ts; a unit test keeps them equal.
+ */
+export const RESOURCE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+export const RESOURCE_LIMIT_PATTERN = "^[a-z][a-z0-9_]{0,31}=[0-9]{1,13}/[0-9]{0,8}(ms|s|m|h)$";
+
 /** Environment variables the operator sets on the worker container; `template.env` may not set them. */
 export const RESERVED_ENV = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL", "POD_NAME"] as const;
 export const RESERVED_ENV_PREFIX = "CONVEYOR_";
@@ -249,6 +256,68 @@ export const specSchema = {
       pattern: "^[1-9][0-9]{0,5}/(s|m|h)$",
       description:
         "A global rate limit on the queue: at most N job starts per second, minute or hour across all workers (e.g. 50/s), enforced by the claim script. The pool is capped at the replicas the rate can feed: ceil(rate × median job seconds / concurrency) + 1, never above maxReplicas. While set it wins over `conveyor limit`.",
+    },
+    resources: {
+      type: "array",
+      maxItems: 20,
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["name"],
+      description:
+        "Budgets of rate-limited APIs the pool's jobs use (docs/budgets.md): each a named set of keys with limits per window. The operator writes the key ids and limits (never a credential) into the pipeline's Redis when they differ, and mounts the Secret's key of each id into the worker at /var/run/conveyor/resources/<name>/<id>. The pool is capped at the replicas the keys' request rate can feed.",
+      items: {
+        type: "object",
+        required: ["name", "keys"],
+        properties: {
+          name: {
+            type: "string",
+            pattern: RESOURCE_NAME_PATTERN,
+            description: "The resource's name, as jobs name it in `uses` (e.g. openai).",
+          },
+          ceiling: {
+            type: "integer",
+            minimum: 1,
+            maximum: 100,
+            description:
+              "Admit a job only while a key's usage stays at or below this percentage of each limit (default 90).",
+          },
+          secretRef: {
+            type: "object",
+            required: ["name"],
+            description:
+              "A Secret in the pool's namespace holding each key's credential under the key's id; mounted read-only into the worker container (the operator never reads it).",
+            properties: {
+              name: { type: "string", minLength: 1, maxLength: 253, description: "Name of the Secret." },
+            },
+          },
+          keys: {
+            type: "array",
+            minItems: 1,
+            maxItems: 100,
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["id"],
+            items: {
+              type: "object",
+              required: ["id", "limits"],
+              properties: {
+                id: {
+                  type: "string",
+                  pattern: RESOURCE_NAME_PATTERN,
+                  description: "The key's id (also its key in secretRef's Secret).",
+                },
+                limits: {
+                  type: "array",
+                  minItems: 1,
+                  maxItems: 10,
+                  "x-kubernetes-list-type": "atomic",
+                  description:
+                    "`<unit>=<max>/<window>`, the window s, m, h (or 2s, 500ms): requests=60/m (each job is one request), tokens=200000/m (what jobs declare in `uses`).",
+                  items: { type: "string", maxLength: 64, pattern: RESOURCE_LIMIT_PATTERN },
+                },
+              },
+            },
+          },
+        },
+      },
     },
     replicas: {
       type: "integer",
@@ -500,17 +569,19 @@ export const statusSchema = {
         replicaCap: {
           type: "integer",
           description:
-            "Replicas the rate limit can feed or the groups can use, the lower (the pool is not scaled above this).",
+            "Replicas the rate limit or the resources can feed or the groups can use, the lowest (the pool is not scaled above this).",
         },
         capReason: { type: "string" },
         capBy: {
           type: "string",
-          enum: ["rateLimit", "groups"],
-          description: "What caps the replicas: the queue's rate limit, or groups at their limit or paused.",
+          enum: ["rateLimit", "resources", "groups"],
+          description:
+            "What binds the cap: the queue's rate limit, the pool's resources, or groups at their limit or paused (the metric's `cap` label).",
         },
         summary: {
           type: "string",
-          description: "paused, limited 50/s (cap 3), groups (cap 2), or empty: for kubectl get.",
+          description:
+            "paused, limited 50/s (cap 3), budget openai (cap 2), groups (cap 2), or empty: for kubectl get.",
         },
       },
     },
@@ -562,7 +633,7 @@ export const printerColumns = [
     name: "Control",
     type: "string",
     jsonPath: ".status.control.summary",
-    description: "queue paused or rate-limited (and the replica cap)",
+    description: "queue paused, rate-limited or budget-capped (and the replica cap)",
   },
   { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
   {

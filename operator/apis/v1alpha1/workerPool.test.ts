@@ -121,6 +121,14 @@ describe("WorkerPool API", () => {
       drainSeconds: 30,
       paused: false,
       rateLimit: "50/s",
+      resources: [
+        {
+          name: "openai",
+          ceiling: 90,
+          secretRef: { name: "openai-keys" },
+          keys: [{ id: "k1", limits: ["requests=60/m", "tokens=200000/m"] }],
+        },
+      ],
       replicas: 1,
       template: {
         image: "i",

@@ -1,13 +1,14 @@
 -- Admission (DESIGN.md §7, "Admission happens in one place"): whether a claim may start a job
 -- is decided here, inside the claim script, by one composed check — never by a worker after it
 -- claimed. The queue's own gate (pause and rate limit, control.lua) bounds how many jobs the
--- whole claim may start; groupRoom says how many more jobs of one group may start now. A
--- resource budget (issue 32) is one more factor of the same form: given the candidate job and
--- its group, how many more may start (0 = not now), read from one hash per queue and charged
--- when the claim starts the job, released by the same paths that release a group slot
--- (groupLeftRunning) — so budgets inherit "limits survive crashes": a swept lease frees both.
+-- whole claim may start; groupRoom says how many more jobs of one group may start now; and for
+-- the job the group's turn gives, jobAdmit asks every resource the job `uses` for a key with
+-- room (resources.lua; docs/protocol.md, "Resources"). A job with `uses` is always a grouped
+-- job (its own group or the implicit `~res:<names>`), so a job no key can afford makes only its
+-- group wait in the ring, with a time score, like a group whose rate window is full.
 
 --- @include "control"
+--- @include "resources"
 
 -- How many more jobs of group g may start now: 0 when the group is paused, at its concurrency,
 -- or its rate window is full (each limit: the group's override, else the queue's default for
@@ -55,4 +56,13 @@ local function groupRatesFlush(q, rates)
       redis.call('SET', groupRateLogKey(q, g), table.concat(r.kept, ','), 'PX', window)
     end
   end
+end
+
+-- Whether the job the ring gave (its claimable fields `f`) may start: true, and its grant (JSON,
+-- '' for a job without `uses`), or false, the time to look again and the resource that refused.
+local function jobAdmit(resStates, jobPrefix, f, now)
+  if not f[16] then return true, nil end
+  local grant, due, resource = resourceAdmit(resStates, jobPrefix, f[16], now)
+  if grant then return true, grant end
+  return false, due, resource
 end

@@ -32,11 +32,12 @@ end
 
 -- One queue's counts for scaling (backlog_counts.lua), O(1): {ready (the sorted set and the
 -- line, readyLine.lua), delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt,
--- enqueued}; oldestReadyCreatedAt is 0 when nothing is ready (see above); enqueued is the
+-- enqueued, budget}; oldestReadyCreatedAt is 0 when nothing is ready (see above); enqueued is the
 -- queue's lifetime enqueue counter (`<Q>counts` field, read in the same HMGET as completed),
--- whose growth between two polls is the arrival rate.
+-- whose growth between two polls is the arrival rate; budget, the waiting jobs no resource key
+-- can pay for now (docs/protocol.md, "Resources"; not in ready).
 local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsKey, now, jobPrefix)
-  local ready = readyCount(readyKey)
+  local ready, budget = readyCount(readyKey)
   local delayed = redis.call('ZCARD', delayedKey)
   local due = 0
   if delayed > 0 then due = redis.call('ZCOUNT', delayedKey, '-inf', now) end
@@ -47,5 +48,5 @@ local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsK
   local enqueued = tonumber(c[2] or 0) or 0
   local oldest = 0
   if ready > 0 then oldest = oldestReadyCreatedAt(readyKey, jobPrefix) end
-  return {ready, delayed, due, inflight, dead, completed, oldest, enqueued}
+  return {ready, delayed, due, inflight, dead, completed, oldest, enqueued, budget}
 end

@@ -16,9 +16,11 @@
 -- prioritised jobs, then the line of priority-0 jobs: readyLine.lua) and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 11 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued
--- (trace: the W3C context the job was created in; requeued: why it last went back to ready)
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 12 fields per job:
+--   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued,
+--   resources
+-- (trace: the W3C context the job was created in; requeued: why it last went back to ready;
+-- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit))
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
@@ -77,6 +79,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   -- so a queue without groups pays nothing while it has work (and one ZPOPMIN when it runs short).
   -- (groupFreeAt: when the rate limit cut the groups' share, the window's next room)
   local groupFreeAt = nil
+  -- (job id → the resource keys granted to it, for the reply: only jobs with `uses` have one)
+  local claimGrants = nil
   if taken < count then
     local q = queuePrefixOfReady(keys[1])
     local ring = q .. 'gring'
@@ -97,6 +101,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local visits = 0
       -- (this claim's per-group rate windows: admission.lua)
       local rates = {}
+      -- (this claim's resources, read once each: resources.lua; grants: job id → the keys granted)
+      local resStates, grants = {}, nil
       local g, score = turn[1], tonumber(turn[2])
       while g and room > 0 do
         visits = visits + 1
@@ -113,6 +119,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         weight = tonumber(weight) or 1
         local used = weight > 1 and groupTurnsUsed(q, g) or 0
         local took, outcome = false, nil
+        -- (set when the group's next job waits for a resource's budget: {due, resource})
+        local budgetWait = nil
         if groupLeft > 0 then
           -- One job of the group: its prioritised jobs first, then its line (stale entries skipped).
           local p = redis.call('ZPOPMIN', groupReadyKey(q, g))
@@ -129,6 +137,26 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
                   break
                 end
               end
+            end
+          end
+          -- A job with `uses` starts only when every resource it names has a key with room
+          -- (docs/protocol.md, "Resources"); else it goes back to the head of its group.
+          if outcome == true and ok[#ok - 1][16] then
+            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, ok[#ok - 1], now)
+            if admitted then
+              grants = grants or {}
+              grants[ok[#ok - 2]] = grant
+            else
+              local due = grant
+              local id, jobScore = ok[#ok - 2], ok[#ok]
+              ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
+              if jobScore then
+                redis.call('ZADD', groupReadyKey(q, g), jobScore, id)
+              else
+                redis.call('LPUSH', groupLineKey(q, g), id)
+              end
+              outcome = false
+              budgetWait = {due, resource}
             end
           end
           took = outcome ~= nil and outcome ~= false
@@ -151,8 +179,17 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         else
           waitingLeft = tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0)
         end
+        if took and score >= RING_WAIT then
+          -- (a group that waited for its window or a budget and got in: no longer waiting for budget)
+          redis.call('HDEL', q .. 'gbudget', g)
+        end
         if waitingLeft > 0 then
-          if groupLeft > 0 and took and used < weight and score < RING_WAIT then
+          if budgetWait then
+            -- No key can afford its next job: it waits in the ring for the first key with room.
+            redis.call('ZADD', ring, RING_WAIT + budgetWait[1], g)
+            redis.call('HSET', q .. 'gbudget', g, budgetWait[2])
+            if not groupFreeAt or budgetWait[1] < groupFreeAt then groupFreeAt = budgetWait[1] end
+          elseif groupLeft > 0 and took and used < weight and score < RING_WAIT then
             -- A weighted group with turns left keeps its place at the head of the ring.
             redis.call('ZADD', ring, score, g)
           elseif groupLeft > 0 then
@@ -178,6 +215,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         end
       end
       groupRatesFlush(q, rates)
+      resourcesFlush(resStates)
+      claimGrants = grants
     end
   end
 
@@ -259,6 +298,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       jobs[j + 9] = f[7] or ''
       jobs[j + 10] = f[10] or ''
       jobs[j + 11] = f[11] or ''
+      jobs[j + 12] = claimGrants and claimGrants[id] or ''
     end
     if started == 1 then
       -- (one job, the common case at concurrency 1: the per-job form without building lists)

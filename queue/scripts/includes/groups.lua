@@ -92,6 +92,11 @@ local function groupQueuePrefix(jobPrefix, queue)
   return queueKeyPrefix(pipelineBase(jobPrefix), queue)
 end
 
+-- The implicit group of jobs with `uses` and no group of their own (docs/protocol.md, "Resources").
+local function isResourceGroup(g)
+  return g ~= nil and g ~= false and string.sub(g, 1, 5) == '~res:'
+end
+
 -- The job record's `group` field as the scripts pass it: nil when absent or empty.
 local function groupOf(field)
   if field and field ~= '' then return field end

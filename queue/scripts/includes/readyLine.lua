@@ -67,7 +67,10 @@ local function leftLine(readyKey, wasQueued)
 end
 
 -- How many jobs are ready: both structures less the stale line entries, and the grouped jobs
--- (groups.lua; a queue without groups has no `gwaiting`: HGET on a missing key). O(1).
+-- (groups.lua; a queue without groups has no `gwaiting`: HGET on a missing key) less those
+-- waiting for a resource's budget, which it returns second (docs/protocol.md, "Resources":
+-- the groups in `<Q>gbudget`, read only when some grouped job waits). O(1) without budgets,
+-- O(groups waiting for budget) with.
 local function readyCount(readyKey)
   local n = redis.call('ZCARD', readyKey)
   local line = redis.call('LLEN', lineKeyOf(readyKey))
@@ -75,5 +78,15 @@ local function readyCount(readyKey)
     local stale = tonumber(redis.call('GET', lineStaleKeyOf(readyKey))) or 0
     n = n + math.max(0, line - stale)
   end
-  return n + math.max(0, tonumber(redis.call('HGET', queuePrefixOfReady(readyKey) .. 'gwaiting', '')) or 0)
+  local q = queuePrefixOfReady(readyKey)
+  local grouped = math.max(0, tonumber(redis.call('HGET', q .. 'gwaiting', '')) or 0)
+  local budget = 0
+  if grouped > 0 then
+    local waits = redis.call('HKEYS', q .. 'gbudget')
+    if #waits > 0 then
+      for _, c in ipairs(redis.call('HMGET', q .. 'gwaiting', unpack(waits))) do budget = budget + (tonumber(c) or 0) end
+      budget = math.min(budget, grouped)
+    end
+  end
+  return n + grouped - budget, budget
 end

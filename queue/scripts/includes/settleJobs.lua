@@ -95,7 +95,7 @@ end
 local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
   local jk = jobKey(jobPrefix, id)
   -- (leaseProblem's one HMGET, with the group)
-  local held = redis.call('HMGET', jk, 'token', 'state', 'group')
+  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses')
   if not leaseHeld(held[1], token) then
     if held[2] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -118,6 +118,10 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
     fields[#fields + 1] = nextTrace
   end
   redis.call('HSET', jk, unpack(fields))
+  if held[4] then
+    -- A job's `uses` budget its own stage only; its implicit resource group goes with them.
+    if isResourceGroup(held[3]) then redis.call('HDEL', jk, 'uses', 'group') else redis.call('HDEL', jk, 'uses') end
+  end
   -- (the tail of the next stage's line; a prioritised job keeps its score)
   putReady(nextReadyKey, jk, id, false)
   tally.enqueued = tally.enqueued + 1
