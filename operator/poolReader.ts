@@ -129,6 +129,15 @@ function summary(p: WorkerPool) {
     minReplicas: p.spec.scaling?.minReplicas ?? null,
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,
+    // (a rate limit's or the groups' ceiling in force: why the pool does not follow its backlog)
+    cap:
+      s.control?.replicaCap !== undefined
+        ? {
+            replicas: s.control.replicaCap,
+            by: s.control.capBy ?? "rateLimit",
+            reason: s.control.capReason ?? "",
+          }
+        : null,
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
   };
 }

@@ -11,6 +11,7 @@ export * from "./backlogPoll.ts";
 export * from "./control.ts";
 export * from "./groups.ts";
 export * from "./groupAdmission.ts";
+export * from "./groupViews.ts";
 export * from "./schedules.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";

@@ -17,6 +17,8 @@ interface PoolSummary {
   minReplicas: number | null;
   maxReplicas: number | null;
   lastDecision: { replicas?: number; from?: number; reason?: string; message?: string; at?: string } | null;
+  /** The ceiling in force below maxReplicas (a rate limit's, or the groups'), or null. */
+  cap?: { replicas: number; by: string; reason: string } | null;
   ready: string;
 }
 
@@ -180,6 +182,12 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
       </div>
       <div class="card">
         <h2>Why it scaled</h2>
+        {pool.cap && (
+          <p class="notice" data-cap={pool.cap.by}>
+            <strong>{pool.cap.by === "groups" ? "GroupLimited" : "RateLimited"}</strong>: at most{" "}
+            {pool.cap.replicas} replica(s) now — {pool.cap.reason}
+          </p>
+        )}
         {pool.decisions.length === 0 ? (
           <p class="muted">
             No scale decisions or problems recorded (the pool keeps its last 8 decisions in status).
