@@ -272,8 +272,31 @@ export const ROUTES: readonly RouteDefinition[] = [
     name: "listGroups",
     method: "GET",
     path: "/queues/{queue}/groups",
-    summary: "the queue's groups: waiting and running jobs, limits, paused; most waiting first",
+    summary:
+      "the queue's groups: waiting and running jobs, limits, paused; most waiting first (with top or search: a bounded read, each group's oldest waiting job too)",
     tag: "queues",
+    query: query({
+      top: {
+        type: "integer",
+        minimum: 1,
+        maximum: 200,
+        description: "only the groups with the most waiting jobs (a bounded read)",
+      },
+      search: {
+        type: "string",
+        minLength: 1,
+        maxLength: 128,
+        description: "groups whose name starts with this (the exact name first)",
+      },
+    }),
+  },
+  {
+    name: "groupJobs",
+    method: "GET",
+    path: "/queues/{queue}/groups/{group}/jobs",
+    summary: "one group's next waiting jobs (in the order they will run) and its running ones",
+    tag: "queues",
+    query: query({ limit }),
   },
   {
     name: "pauseGroup",

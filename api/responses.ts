@@ -74,21 +74,31 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     },
     ["startedAt", "progress", "deadReason", "group"],
   ),
-  GroupState: obj({
-    group: str,
-    waiting: int,
-    running: int,
-    concurrency: {
-      type: ["integer", "null"],
-      description: "its limit (its own, else the default); null = none",
+  GroupState: obj(
+    {
+      group: str,
+      waiting: int,
+      running: int,
+      concurrency: {
+        type: ["integer", "null"],
+        description: "its limit (its own, else the default); null = none",
+      },
+      override: { type: "boolean", description: "whether the limit is the group's own" },
+      rate: { type: ["string", "null"], description: 'its rate limit, "10/s" (its own, else the default)' },
+      paused: bool,
+      oldestCreatedAt: {
+        type: ["integer", "null"],
+        description: "with top or search: when the group's next job was enqueued (ms since epoch)",
+      },
+      weight: { type: "integer", description: "turns per round of the round-robin" },
+      onDead: { enum: ["block", "continue"], description: "what a dead job does to the group" },
+      blockedBy: {
+        type: ["string", "null"],
+        description: "the dead job that paused the group (onDead block)",
+      },
     },
-    override: { type: "boolean", description: "whether the limit is the group's own" },
-    rate: { type: ["string", "null"], description: 'its rate limit, "10/s" (its own, else the default)' },
-    paused: bool,
-    weight: { type: "integer", description: "turns per round of the round-robin" },
-    onDead: { enum: ["block", "continue"], description: "what a dead job does to the group" },
-    blockedBy: { type: ["string", "null"], description: "the dead job that paused the group (onDead block)" },
-  }),
+    ["oldestCreatedAt", "weight", "onDead", "blockedBy"],
+  ),
   Resource: obj({
     pipeline: str,
     name: str,
@@ -182,7 +192,8 @@ export const SCHEMAS: Record<string, JsonSchema> = {
   },
 };
 
-const queueAnd = (properties: Record<string, JsonSchema>): JsonSchema => obj({ queue: str, ...properties });
+const queueAnd = (properties: Record<string, JsonSchema>, optional: string[] = []): JsonSchema =>
+  obj({ queue: str, ...properties }, optional);
 const ok = (description: string, schema: JsonSchema, status = 200): RouteResponse[] => [
   { status, description, schema },
 ];
@@ -322,11 +333,36 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
   removeRateLimit: ok("no limit", queueAnd({ rateLimit: { type: "null" } })),
   listGroups: ok(
     "the queue's groups",
+    queueAnd(
+      {
+        defaultConcurrency: { type: ["integer", "null"] },
+        defaultRate: { type: ["string", "null"] },
+        waiting: int,
+        groups: { type: "array", items: ref("GroupState") },
+        groupsWaiting: { ...int, description: "with top or search: the groups that have waiting jobs" },
+      },
+      ["groupsWaiting"],
+    ),
+  ),
+  groupJobs: ok(
+    "the group's next waiting jobs, then its running ones",
     queueAnd({
-      defaultConcurrency: { type: ["integer", "null"] },
-      defaultRate: { type: ["string", "null"] },
+      group: str,
       waiting: int,
-      groups: { type: "array", items: ref("GroupState") },
+      running: int,
+      jobs: {
+        type: "array",
+        items: obj({
+          id: str,
+          state: { enum: ["ready", "active"] },
+          createdAt: { type: ["integer", "null"], description: "ms since epoch" },
+          priority: int,
+        }),
+      },
+      runningComplete: {
+        ...bool,
+        description: "false: the queue runs more jobs than were looked at for this group's",
+      },
     }),
   ),
   pauseGroup: ok("the group now", { allOf: [queueAnd({}), ref("GroupState")] }),

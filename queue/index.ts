@@ -12,6 +12,7 @@ export * from "./control.ts";
 export * from "./groups.ts";
 export * from "./groupAdmission.ts";
 export * from "./resources.ts";
+export * from "./groupViews.ts";
 export * from "./schedules.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";

@@ -3,8 +3,10 @@
 // router has checked `{queue}` against the allow-list; the group name's bytes and the limits'
 // ranges are checked by queue/groups.ts, whose messages name the rule.
 import {
+  groupJobs,
   InvalidGroupError,
   listGroups,
+  topGroups,
   parseRateLimit,
   pauseGroup,
   RateLimitError,
@@ -14,6 +16,7 @@ import {
   type GroupOnDead,
   type GroupState,
   type RateLimit,
+  type TopGroups,
 } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
@@ -59,7 +62,23 @@ async function checked<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/** How long a bounded listing is served from memory: one scan per queue and query per window, whoever asks. */
+const TOP_CACHE_MS = 3000;
+
 export function groupHandlers(ctx: ApiContext): Handlers {
+  const topCache = new Map<string, { at: number; value: Promise<TopGroups> }>();
+  function cachedTop(queue: string, top: number, search: string | undefined): Promise<TopGroups> {
+    const key = `${queue}\u0000${top}\u0000${search ?? ""}`;
+    const now = Date.now();
+    const hit = topCache.get(key);
+    if (hit && now - hit.at < TOP_CACHE_MS) return hit.value;
+    for (const [k, v] of topCache) if (now - v.at >= TOP_CACHE_MS) topCache.delete(k);
+    const value = checked(() => topGroups(ctx.redis, queue, { top, search }));
+    value.catch(() => topCache.delete(key));
+    topCache.set(key, { at: now, value });
+    return value;
+  }
+
   /** One group's state now (a group with nothing waiting or running and no setting: the defaults). */
   async function groupState(queue: string, group: string): Promise<GroupState> {
     const all = await listGroups(ctx.redis, queue);
@@ -80,17 +99,31 @@ export function groupHandlers(ctx: ApiContext): Handlers {
   }
 
   return {
-    async listGroups({ params }) {
+    async listGroups({ params, query }) {
       const queue = params.queue!;
+      const search = query.search as string | undefined;
+      if (query.top !== undefined || search !== undefined)
+        return { body: { queue, ...(await cachedTop(queue, Number(query.top ?? 50), search)) } };
       return { body: { queue, ...(await listGroups(ctx.redis, queue)) } };
+    },
+    async groupJobs({ params, query }) {
+      const queue = params.queue!;
+      return {
+        body: {
+          queue,
+          ...(await checked(() => groupJobs(ctx.redis, queue, params.group!, Number(query.limit ?? 50)))),
+        },
+      };
     },
     async pauseGroup({ params }) {
       const queue = params.queue!;
+      topCache.clear();
       await checked(() => pauseGroup(ctx.redis, queue, params.group!));
       return { body: { queue, ...(await groupState(queue, params.group!)) } };
     },
     async resumeGroup({ params }) {
       const queue = params.queue!;
+      topCache.clear();
       await checked(() => resumeGroup(ctx.redis, queue, params.group!));
       return { body: { queue, ...(await groupState(queue, params.group!)) } };
     },

@@ -12,7 +12,15 @@ import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { Consumer, Producer, connectRedis, setGroupLimit, type RedisClient } from "../../queue/index.ts";
+import { PoolReader } from "../../operator/poolReader.ts";
+import {
+  Consumer,
+  Producer,
+  QueueAdmin,
+  connectRedis,
+  setGroupLimit,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
@@ -117,6 +125,11 @@ describe("operator: groups cap", { timeout: 20 * 60_000 }, () => {
       ),
       5,
     );
+    // The dashboard's pool page ("Why it scaled") reads the cap in force from the status.
+    const detail = await new PoolReader(k, new QueueAdmin(r)).detail("default", name, () => true);
+    assert.equal(detail?.cap?.replicas, 5);
+    assert.equal(detail?.cap?.by, "groups");
+    assert.match(detail?.cap?.reason ?? "", /980 wait for groups at their limit/);
     // Each group may run 10: 20 running + 10 × 8 admissible = 100 slots → 25 replicas ≥ 8: no cap.
     await setGroupLimit(r, queue, undefined, { concurrency: 10 });
     await pollUntil("the cap lifted: maxReplicas", async () => (await replicas(name)) === 8, {

@@ -12,6 +12,8 @@ import {
   pauseGroup,
   pollQueues,
   setGroupLimit,
+  topGroups,
+  groupJobs,
   type RedisClient,
 } from "../../queue/index.ts";
 import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
@@ -93,5 +95,18 @@ describe("group admission (the operator's read)", () => {
     assert.equal(capped.admissible, 100_000, "the rest estimated like the scanned ones");
     // (a bound read: no timing assertion here, the figure is for the reader)
     console.log(`group_admission with 100,000 groups, enough 320: ${ms.toFixed(1)} ms round trip`);
+    // The dashboard's bounded views of the same queue.
+    const top = await topGroups(redis, q, { top: 5 });
+    assert.equal(top.groupsWaiting, 100_000);
+    assert.equal(top.waiting, 100_000);
+    assert.equal(top.groups.length, 5);
+    const found = await topGroups(redis, q, { top: 50, search: "t9999" });
+    assert.equal(found.groups[0]!.group, "t9999");
+    assert.deepEqual(
+      found.groups.map((g) => g.group).sort(),
+      ["t9999", ...Array.from({ length: 10 }, (_, i) => `t9999${i}`)].sort(),
+    );
+    const one = await groupJobs(redis, q, "t42");
+    assert.deepEqual([one.waiting, one.running, one.jobs.length, one.jobs[0]!.state], [1, 0, 1, "ready"]);
   });
 });

@@ -218,7 +218,9 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
                 ? " by its resources"
                 : pool.cap.by === "rateLimit"
                   ? " by its rate limit"
-                  : ""}
+                  : pool.cap.by === "groups"
+                    ? " by its groups (waiting jobs belong to groups at their limit or paused)"
+                    : ""}
             </strong>
             : <span class="small">{pool.cap.reason}</span>
           </p>

@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
 import type { Session } from "../main.tsx";
 import { ago, Chart, Confirm, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
+import { GroupsCard } from "./groups.tsx";
 import { QueueActions, type QueueSummary } from "./queues.tsx";
 
 interface JobItem {
@@ -348,6 +349,12 @@ export function QueuePage({
           Older →
         </button>
       </div>
+      <GroupsCard
+        queue={queue}
+        session={session}
+        group={params.get("group")}
+        onGroup={(g) => setParam("group", g)}
+      />
       <div class="card">
         <h2>Workers</h2>
         {workers.length === 0 ? (
