@@ -37,10 +37,10 @@ async function pollClaim(c: Consumer): Promise<ClaimedJob[]> {
   }
 }
 
-/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`). */
+/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`, `gnames`). */
 async function groupKeys(redis: RedisClient, queue: string): Promise<string[]> {
   const k = new QueueKeys(queue);
-  const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl];
+  const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl, k.groupNames];
   const present = [];
   for (const key of keys) if (await redis.exists(key)) present.push(key);
   return present;

@@ -8,7 +8,8 @@
 -- scored by turn (the claim pops the lowest, takes one job and puts the group back at the tail:
 -- round-robin, O(log G)); `<Q>gwaiting`, group → how many of its jobs wait (field '' = all
 -- groups together, for an O(1) `ready`); `<Q>grunning`, group → how many of its jobs hold a
--- lease; `<Q>gcontrol`, the limits (`concurrency` for every group, `concurrency:<g>` one
+-- lease; `<Q>gnames`, the groups with waiting jobs by name (score 0: ZRANGEBYLEX pages a
+-- listing); `<Q>gcontrol`, the limits (`concurrency` for every group, `concurrency:<g>` one
 -- group's, `paused:<g>`). An idle group keeps only its `gcontrol` fields: its lines empty (and
 -- are deleted: a count of 0 means any entry left is stale), its counters are deleted at 0.
 -- Every key is named from the queue prefix `q` (`<Q>`): the same hash tag, so the same slot.
@@ -52,7 +53,11 @@ local function groupPutReady(q, g, id, front, prioritised, score)
   end
   local waiting = q .. 'gwaiting'
   redis.call('HINCRBY', waiting, '', 1)
-  if redis.call('HINCRBY', waiting, g, 1) == 1 then ringAdd(q, g) end
+  if redis.call('HINCRBY', waiting, g, 1) == 1 then
+    ringAdd(q, g)
+    -- (`<Q>gnames`: the groups with waiting jobs by name, for listings paged in O(log G))
+    redis.call('ZADD', q .. 'gnames', 0, g)
+  end
 end
 
 -- `n` waiting jobs of group g stopped waiting (claimed, dead-lettered at the claim, cancelled,
@@ -64,6 +69,7 @@ local function groupLeftWaiting(q, g, n)
   if left <= 0 then
     redis.call('HDEL', waiting, g)
     redis.call('DEL', groupLineKey(q, g), groupReadyKey(q, g))
+    redis.call('ZREM', q .. 'gnames', g)
   end
   return left
 end
