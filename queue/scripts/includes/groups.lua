@@ -41,6 +41,20 @@ local function ringAdd(q, g)
   redis.call('ZADD', ring, last[2] and (tonumber(last[2]) + 1) or 0, g)
 end
 
+-- `<P>meta` field `groups:<queue>` = '1' while grouped jobs wait in the queue: the claim reads it
+-- in the HMGET of `<P>meta` a settle makes anyway (record.lua readMeta), and then serves the
+-- queue's ungrouped jobs as one more participant of the round-robin (claimJobs.lua). Written
+-- only when the count of all groups' waiting jobs goes from 0 to 1 and back.
+local function groupsWaitingFlag(q, on)
+  local base, queue = string.match(q, '^(.*}:)q:(.+):$')
+  if not base then return end
+  if on then
+    redis.call('HSET', base .. 'meta', 'groups:' .. queue, '1')
+  else
+    redis.call('HDEL', base .. 'meta', 'groups:' .. queue)
+  end
+end
+
 -- A job of group g became ready (enqueue, promotion, requeue): into the group's line (`front`:
 -- at its head) or, prioritised, its sorted set; counted waiting; the group joins the ring when
 -- it had nothing waiting (else it is in the ring already, or blocked and re-admitted by what
@@ -52,7 +66,7 @@ local function groupPutReady(q, g, id, front, prioritised, score)
     redis.call(front and 'LPUSH' or 'RPUSH', groupLineKey(q, g), id)
   end
   local waiting = q .. 'gwaiting'
-  redis.call('HINCRBY', waiting, '', 1)
+  if redis.call('HINCRBY', waiting, '', 1) == 1 then groupsWaitingFlag(q, true) end
   if redis.call('HINCRBY', waiting, g, 1) == 1 then
     ringAdd(q, g)
     -- (`<Q>gnames`: the groups with waiting jobs by name, for listings paged in O(log G))
@@ -64,7 +78,10 @@ end
 -- deleted). At 0 the group's lines hold only stale entries: deleted, so an idle group keeps nothing.
 local function groupLeftWaiting(q, g, n)
   local waiting = q .. 'gwaiting'
-  if redis.call('HINCRBY', waiting, '', -n) <= 0 then redis.call('HDEL', waiting, '') end
+  if redis.call('HINCRBY', waiting, '', -n) <= 0 then
+    redis.call('HDEL', waiting, '')
+    groupsWaitingFlag(q, false)
+  end
   local left = redis.call('HINCRBY', waiting, g, -n)
   if left <= 0 then
     redis.call('HDEL', waiting, g)

@@ -89,7 +89,9 @@ local function readyHead(readyKey, jobPrefix)
     if not f.err and f[1] == 'ready' and inLine(f[2]) and not groupOf(f[3]) then return id end
   end
   local q = queuePrefixOfReady(readyKey)
-  local g = redis.call('ZRANGE', q .. 'gring', 0, 0)[1]
+  -- (the ring's member '' is the queue's own jobs' turn: claimJobs.lua)
+  local next2 = redis.call('ZRANGE', q .. 'gring', 0, 1)
+  local g = next2[1] == '' and next2[2] or next2[1]
   if g then
     return redis.call('ZRANGE', groupReadyKey(q, g), 0, 0)[1] or redis.call('LINDEX', groupLineKey(q, g), 0) or nil
   end
