@@ -49,9 +49,29 @@ const isLiveCursor = (v: unknown[]): v is [number, string] =>
 type Entry = [id: string, score: number, group?: string, position?: number];
 
 /**
+ * The groups with waiting jobs in name order from `from` on (inclusive), at least `want` of them
+ * when there are: `<Q>gnames` by ZRANGEBYLEX, O(log G + want). Groups that had waiting jobs
+ * before that index existed are missing from it until they go idle: then (fewer names indexed
+ * than `<Q>gwaiting` holds) every name is read, O(G), as before.
+ */
+async function groupNames(
+  redis: RedisClient,
+  k: QueueKeys,
+  from: string | null,
+  want: number,
+): Promise<string[]> {
+  const [indexed, fields] = await Promise.all([redis.zcard(k.groupNames), redis.hlen(k.groupWaiting)]);
+  // (gwaiting holds every waiting group and the total, field '')
+  if (indexed >= fields - 1)
+    return redis.zrangebylex(k.groupNames, from === null ? "-" : `[${from}`, "+", "LIMIT", 0, want);
+  const all = (await redis.hkeys(k.groupWaiting)).filter((g) => g !== "").sort();
+  return from === null ? all : all.filter((g) => g >= from);
+}
+
+/**
  * Up to `want` grouped waiting jobs from `from` (a group and a position within it) onwards:
- * groups in name order (those with waiting jobs: `<Q>gwaiting`), each group's sorted set by
- * rank, then its line. Stale line entries are read too (the caller drops them).
+ * groups in name order (those with waiting jobs), each group's sorted set by rank, then its
+ * line. Stale line entries are read too (the caller drops them).
  */
 async function groupedEntries(
   redis: RedisClient,
@@ -59,11 +79,11 @@ async function groupedEntries(
   from: { group: string; position: number } | null,
   want: number,
 ): Promise<Entry[]> {
-  const groups = (await redis.hkeys(k.groupWaiting)).filter((g) => g !== "").sort();
+  // (every group listed has a waiting job: `want` groups fill a page)
+  const groups = await groupNames(redis, k, from?.group ?? null, want);
   const out: Entry[] = [];
   for (const group of groups) {
     if (out.length >= want) break;
-    if (from && group < from.group) continue;
     let position = from && group === from.group ? from.position : 0;
     const queued = await redis.zrange(k.groupReady(group), position, position + want - out.length - 1);
     for (const id of queued) out.push([id, GROUP_BASE + position, group, position++]);

@@ -172,6 +172,10 @@ export class QueueKeys extends PipelineKeys {
   get groupWaiting(): string {
     return this.part("gwaiting");
   }
+  /** The groups with waiting jobs, by name (a sorted set, score 0), for listings. */
+  get groupNames(): string {
+    return this.part("gnames");
+  }
   /** Group → its jobs holding a lease. */
   get groupRunning(): string {
     return this.part("grunning");

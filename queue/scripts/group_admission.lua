@@ -33,7 +33,8 @@ while admissible < enough and scanned < math.min(ringSize, scanLimit) do
   local c = redis.call('HMGET', KEYS[4], unpack(fields))
   for i = 1, #names do
     local room = 0
-    if c[3 * i - 2] ~= '1' then
+    -- (the member '' is the queue's own jobs' turn, not a group: claimJobs.lua)
+    if names[i] ~= '' and c[3 * i - 2] ~= '1' then
       local limit = tonumber(c[3 * i - 1]) or defaultLimit
       room = limit and math.max(0, limit - (tonumber(r[i]) or 0)) or math.huge
       local max = rateMax(c[3 * i] or defaultRate)

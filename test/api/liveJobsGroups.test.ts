@@ -5,7 +5,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { liveJobs, type LiveJob } from "../../api/liveJobs.ts";
-import { pauseGroup, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import {
+  Consumer,
+  pauseGroup,
+  QueueKeys,
+  type Producer,
+  type QueueAdmin,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 describe("ready listings and counts with groups", () => {
@@ -86,5 +93,43 @@ describe("ready listings and counts with groups", () => {
       ["j1", "j3"],
     );
     assert.equal(second.next, null);
+  });
+
+  test("group names are paged from their index (<Q>gnames); without it (groups from before it) every name is read", async () => {
+    const q = "lg/index";
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 12 }, (_, i) => ({
+        id: `x${i}`,
+        data: i,
+        group: `g${String(i % 6).padStart(2, "0")}`,
+      })),
+    );
+    const k = new QueueKeys(q);
+    assert.deepEqual(await redis.zrange(k.groupNames, 0, -1), ["g00", "g01", "g02", "g03", "g04", "g05"]);
+    const expected = ["x0", "x6", "x1", "x7", "x2", "x8", "x3", "x9", "x4", "x10", "x5", "x11"];
+    assert.deepEqual(
+      (await allPages(q, 5)).map((j) => j.id),
+      expected,
+    );
+    // a group that empties leaves the index
+    await admin.cancel("x0", q);
+    await admin.cancel("x6", q);
+    assert.equal(await redis.zscore(k.groupNames, "g00"), null);
+    // and one that is claimed empty too
+    const c = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
+    const claimed = (await c.claim(6)).jobs.map((j) => j.id);
+    assert.deepEqual(claimed, ["x1", "x2", "x3", "x4", "x5", "x7"]);
+    assert.equal(await redis.zscore(k.groupNames, "g01"), null);
+    // groups enqueued before the index: found all the same
+    await redis.del(k.groupNames);
+    assert.deepEqual(
+      (await allPages(q, 4)).map((j) => j.id),
+      ["x8", "x9", "x10", "x11"],
+    );
+    assert.deepEqual(
+      (await allPages(q, 1)).map((j) => j.id),
+      ["x8", "x9", "x10", "x11"],
+    );
   });
 });

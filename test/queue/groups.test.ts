@@ -37,10 +37,10 @@ async function pollClaim(c: Consumer): Promise<ClaimedJob[]> {
   }
 }
 
-/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`). */
+/** The queue-wide group keys that exist (`<Q>gring`, `gwaiting`, `grunning`, `gcontrol`, `gnames`). */
 async function groupKeys(redis: RedisClient, queue: string): Promise<string[]> {
   const k = new QueueKeys(queue);
-  const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl];
+  const keys = [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl, k.groupNames];
   const present = [];
   for (const key of keys) if (await redis.exists(key)) present.push(key);
   return present;
@@ -349,6 +349,41 @@ function groupCases(
       setGroupLimit(redis, q, "heavy", { weight: 0 }),
       /weight must be an integer 1\.\.1000/,
     );
+  });
+
+  test("jobs without a group take one turn of the round-robin once grouped jobs wait (in complete-and-claim); alone, they go first", async () => {
+    const { redis, producer } = ctx();
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      ...Array.from({ length: 100 }, (_, i) => ({ data: { g: "", i } })),
+      ...Array.from({ length: 5 }, (_, i) => ({ data: { g: "a", i }, group: "a" })),
+      ...Array.from({ length: 5 }, (_, i) => ({ data: { g: "b", i }, group: "b" })),
+    ]);
+    const c = consumer(redis, q);
+    // a plain claim does not know yet: the queue's own job first
+    let [job] = (await c.claim(1)).jobs;
+    const order = [groupOf(job!)];
+    for (let i = 0; i < 19; i++) {
+      const r = await c.settle(job!, { result: null, claim: 1 });
+      job = r.jobs[0];
+      order.push(groupOf(job!));
+    }
+    // every grouped job ran within the first 20 claims, beside one ungrouped job per round
+    assert.equal(order.filter((g) => g === "a").length, 5, order.join(" "));
+    assert.equal(order.filter((g) => g === "b").length, 5, order.join(" "));
+    assert.ok(order.filter((g) => g === "").length >= 8, order.join(" "));
+    // once no grouped job waits, the queue's own go first again and the ring empties
+    const k = new QueueKeys(q);
+    let left = 0;
+    for (;;) {
+      const r = await c.settle(job!, { result: null, claim: 1 });
+      if (!r.jobs[0]) break;
+      job = r.jobs[0];
+      left++;
+    }
+    assert.equal(left, 100 - order.filter((g) => g === "").length);
+    assert.deepEqual(await groupKeys(redis, q), []);
+    assert.equal(await redis.hget(k.meta, `groups:${q}`), null);
   });
 
   test("pause and resume one group: the others go on, a paused group's jobs wait, resume wakes a consumer", async () => {

@@ -22,7 +22,9 @@ local function oldestReadyCreatedAt(readyKey, jobPrefix)
     end
   end
   local q = queuePrefixOfReady(readyKey)
-  local g = redis.call('ZRANGE', q .. 'gring', 0, 0)[1]
+  -- (the ring's member '' is the queue's own jobs' turn, not a group: claimJobs.lua)
+  local next2 = redis.call('ZRANGE', q .. 'gring', 0, 1)
+  local g = next2[1] == '' and next2[2] or next2[1]
   if g then
     consider(redis.call('ZRANGE', groupReadyKey(q, g), 0, 0)[1])
     consider(redis.call('LINDEX', groupLineKey(q, g), 0) or nil)

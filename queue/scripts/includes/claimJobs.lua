@@ -25,8 +25,13 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
 
   local jobs = {}
+  -- A queue where grouped jobs wait, known for free when this call has read `<P>meta` already
+  -- (complete-and-claim, settle_jobs: record.lua readMeta), serves its own (ungrouped) jobs as one
+  -- more participant of the round-robin: the ring's member '' (below). Otherwise they go first.
+  local metaSeen = metaFields[keys[9] .. ' ' .. queue]
+  local mixed = metaSeen ~= nil and metaSeen[5] == '1'
   -- The prioritised jobs first (sorted set), then the line of priority-0 jobs (readyLine.lua).
-  local popped = redis.call('ZPOPMIN', keys[1], count)
+  local popped = mixed and {} or redis.call('ZPOPMIN', keys[1], count)
   -- Checked before anything changes: a Lua error here would leave the rest of the batch in no set.
   -- ok: id, fields, score (false: from the line), per job that may start.
   local ok = {}
@@ -50,7 +55,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local taken = #popped / 2
   -- (ids taken from a line by this claim: a second entry of one id is stale)
   local seen = {}
-  if taken < count then
+  if taken < count and not mixed then
     local line, stale = lineKeyOf(keys[1]), 0
     -- Stale entries (a cancelled or deleted job's) are skipped and another is popped in their
     -- place; so is a second entry of one id (a deleted id enqueued again) within this claim.
@@ -81,9 +86,33 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local groupFreeAt = nil
   -- (job id → the resource keys granted to it, for the reply: only jobs with `uses` have one)
   local claimGrants = nil
+  -- One of the queue's own jobs for the ring's member '': the prioritised first, then the line
+  -- (stale entries skipped and uncounted, as above). Returns check()'s outcome, nil for none.
+  local function ungroupedTurn()
+    local p = redis.call('ZPOPMIN', keys[1])
+    if p[1] then return check(p[1], p[2]) end
+    local line, stale, outcome = lineKeyOf(keys[1]), 0, nil
+    for _ = 1, 100 do
+      local id = redis.call('LPOP', line)
+      if not id then
+        if stale > 0 then redis.call('DEL', lineStaleKeyOf(keys[1])) end
+        return nil
+      end
+      if not seen[id] then outcome = check(id, false) end
+      if outcome then
+        seen[id] = true
+        break
+      end
+      stale = stale + 1
+    end
+    if stale > 0 and redis.call('DECRBY', lineStaleKeyOf(keys[1]), stale) < 0 then redis.call('DEL', lineStaleKeyOf(keys[1])) end
+    return outcome
+  end
   if taken < count then
     local q = queuePrefixOfReady(keys[1])
     local ring = q .. 'gring'
+    -- (one EXISTS of both: an empty sorted set or list is no key)
+    if mixed and redis.call('EXISTS', keys[1], lineKeyOf(keys[1])) > 0 then ringAdd(q, '') end
     local turn = redis.call('ZPOPMIN', ring)
     if turn[1] then
       -- The queue's gate first (admission.lua): grouped jobs are taken only as far as pause and
@@ -113,6 +142,17 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           if not groupFreeAt or due < groupFreeAt then groupFreeAt = due end
           break
         end
+        if g == '' then
+          -- The queue's own jobs' turn: one job, then back at the tail (a turn that finds none
+          -- drops the member; the next claim that sees ungrouped work puts it back).
+          local outcome = ungroupedTurn()
+          if outcome then
+            taken = taken + 1
+            if outcome == true then room = room - 1 end
+            ringAdd(q, '')
+          end
+        else
+        -- (a group's turn: up to the matching `end` below)
         local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
         local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, now, rates)
         -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
@@ -208,6 +248,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           used = 0
         end
         if weight > 1 then groupTurnsKeep(q, g, used, weight) end
+        end
         g = nil
         if room > 0 and visits < count + 100 then
           local nxt = redis.call('ZPOPMIN', ring)

@@ -8,7 +8,8 @@
 -- scored by turn (the claim pops the lowest, takes one job and puts the group back at the tail:
 -- round-robin, O(log G)); `<Q>gwaiting`, group → how many of its jobs wait (field '' = all
 -- groups together, for an O(1) `ready`); `<Q>grunning`, group → how many of its jobs hold a
--- lease; `<Q>gcontrol`, the limits (`concurrency` for every group, `concurrency:<g>` one
+-- lease; `<Q>gnames`, the groups with waiting jobs by name (score 0: ZRANGEBYLEX pages a
+-- listing); `<Q>gcontrol`, the limits (`concurrency` for every group, `concurrency:<g>` one
 -- group's, `paused:<g>`). An idle group keeps only its `gcontrol` fields: its lines empty (and
 -- are deleted: a count of 0 means any entry left is stale), its counters are deleted at 0.
 -- Every key is named from the queue prefix `q` (`<Q>`): the same hash tag, so the same slot.
@@ -40,6 +41,20 @@ local function ringAdd(q, g)
   redis.call('ZADD', ring, last[2] and (tonumber(last[2]) + 1) or 0, g)
 end
 
+-- `<P>meta` field `groups:<queue>` = '1' while grouped jobs wait in the queue: the claim reads it
+-- in the HMGET of `<P>meta` a settle makes anyway (record.lua readMeta), and then serves the
+-- queue's ungrouped jobs as one more participant of the round-robin (claimJobs.lua). Written
+-- only when the count of all groups' waiting jobs goes from 0 to 1 and back.
+local function groupsWaitingFlag(q, on)
+  local base, queue = string.match(q, '^(.*}:)q:(.+):$')
+  if not base then return end
+  if on then
+    redis.call('HSET', base .. 'meta', 'groups:' .. queue, '1')
+  else
+    redis.call('HDEL', base .. 'meta', 'groups:' .. queue)
+  end
+end
+
 -- A job of group g became ready (enqueue, promotion, requeue): into the group's line (`front`:
 -- at its head) or, prioritised, its sorted set; counted waiting; the group joins the ring when
 -- it had nothing waiting (else it is in the ring already, or blocked and re-admitted by what
@@ -51,19 +66,27 @@ local function groupPutReady(q, g, id, front, prioritised, score)
     redis.call(front and 'LPUSH' or 'RPUSH', groupLineKey(q, g), id)
   end
   local waiting = q .. 'gwaiting'
-  redis.call('HINCRBY', waiting, '', 1)
-  if redis.call('HINCRBY', waiting, g, 1) == 1 then ringAdd(q, g) end
+  if redis.call('HINCRBY', waiting, '', 1) == 1 then groupsWaitingFlag(q, true) end
+  if redis.call('HINCRBY', waiting, g, 1) == 1 then
+    ringAdd(q, g)
+    -- (`<Q>gnames`: the groups with waiting jobs by name, for listings paged in O(log G))
+    redis.call('ZADD', q .. 'gnames', 0, g)
+  end
 end
 
 -- `n` waiting jobs of group g stopped waiting (claimed, dead-lettered at the claim, cancelled,
 -- deleted). At 0 the group's lines hold only stale entries: deleted, so an idle group keeps nothing.
 local function groupLeftWaiting(q, g, n)
   local waiting = q .. 'gwaiting'
-  if redis.call('HINCRBY', waiting, '', -n) <= 0 then redis.call('HDEL', waiting, '') end
+  if redis.call('HINCRBY', waiting, '', -n) <= 0 then
+    redis.call('HDEL', waiting, '')
+    groupsWaitingFlag(q, false)
+  end
   local left = redis.call('HINCRBY', waiting, g, -n)
   if left <= 0 then
     redis.call('HDEL', waiting, g)
     redis.call('DEL', groupLineKey(q, g), groupReadyKey(q, g))
+    redis.call('ZREM', q .. 'gnames', g)
   end
   return left
 end
