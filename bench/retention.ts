@@ -2,7 +2,7 @@
 // and is then reclaimed by the queue's workers in batches (reclaim_finished.lua; before that
 // change, by Redis' own key expiry). What does reclaiming millions of them cost a queue that is
 // working meanwhile?
-//   npm run bench:retention -- [--jobs 1000000] [--retention 120] [--hz 10] [--json] [--out bench/results]
+//   npm run bench:retention -- [--jobs 1000000] [--retention 120] [--hz 10] [--due-together] [--json] [--out bench/results]
 // 1. --jobs no-op jobs are enqueued in bulk and a worker (c=32, retention --retention s) runs them:
 //    every completed record stays --retention s, then is reclaimed. The worker keeps running
 //    (idle) until the records are gone: reclaiming is its heartbeat thread's work.
@@ -12,11 +12,16 @@
 //    kept (all done, none reclaimed yet), expiring (from the first reclaim after the run until
 //    the records are gone), after. A --retention longer than the run keeps every record until the run
 //    is over, so the expiry is measured alone (with a shorter one it overlaps the run).
+// --due-together [S] (default 150): S seconds after the run every kept record is made due at one moment (its TTL moved
+//    earlier by how much later than that moment it was due; `<Q>finished`, where there is one,
+//    rescored to it) — a million records due at once, whichever mechanism reclaims them; the
+//    rewrite is its own phase, "retime".
 // Reports p50/p99/max claim ms per phase, keys reclaimed per second, Redis memory before, at the
 // peak and after (and the finished-jobs index's share per job), and Redis commands and CPU per
 // job while the worker ran them.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Redis } from "ioredis";
 import { Consumer, Producer, QueueKeys, connectRedis } from "../queue/index.ts";
 import { delta, perJob, snapshot, SNAPSHOT_COMMANDS } from "./lib/redis.ts";
 import { ConveyorSystem, QUEUE } from "./lib/systems.ts";
@@ -25,7 +30,7 @@ import { openContext } from "./throughput.ts";
 
 const PROBE_QUEUE = "retention-probe";
 const CHUNK = 100_000;
-const PHASES = ["baseline", "enqueue", "running", "kept", "expiring", "after"] as const;
+const PHASES = ["baseline", "enqueue", "running", "retime", "kept", "expiring", "after"] as const;
 type Phase = (typeof PHASES)[number];
 
 export interface RetentionPhase {
@@ -42,6 +47,8 @@ export interface RetentionResult {
   retentionSeconds: number;
   /** Redis' hz during the run. */
   hz?: number;
+  /** Every kept record was made due at one moment, this many seconds after the run (--due-together S). */
+  dueTogetherSeconds?: number;
   /** Records reclaimed per second while they expired (DBSIZE drop / expiring time). */
   reclaimedPerSec: number;
   usedMemoryMiB: { before: number; peak: number; after: number };
@@ -58,6 +65,7 @@ export async function runRetention(opts: {
   retentionSeconds: number;
   /** Redis' `hz` (default 10): active expiry runs in slices of at most 25 % of 1/hz. */
   hz?: number;
+  dueTogetherSeconds?: number;
 }): Promise<RetentionResult> {
   const ctx = await openContext();
   if (opts.hz) await ctx.driver.config("SET", "hz", String(opts.hz));
@@ -116,6 +124,7 @@ export async function runRetention(opts: {
       logFile: join(ctx.tmp, "retention-worker.log"),
     });
     let tDone = 0;
+    let tRetimed = 0;
     let tFirstExpiry = 0;
     let tGone = 0;
     let runEnd = runStart;
@@ -140,6 +149,15 @@ export async function runRetention(opts: {
         );
       // (MEMORY USAGE of the index: every member, SAMPLES 0; absent before the index existed)
       indexBytes = Number((await ctx.driver.call("MEMORY", "USAGE", keys.finished, "SAMPLES", "0")) ?? 0);
+      if (opts.dueTogetherSeconds) {
+        const at = Date.now() + opts.dueTogetherSeconds * 1000;
+        const n = await retimeDueAt(ctx.driver, keys, opts.retentionSeconds * 1000, at);
+        progress(
+          `  ${n.toLocaleString("en")} records made due at once, in ${round((at - Date.now()) / 1000)} s`,
+        );
+        if (Date.now() >= at) throw new Error("--due-together: the rewrite outlasted its margin");
+      }
+      tRetimed = nowMs();
       // The records are gone when DBSIZE is back near where it was before the run; the worker
       // stays up meanwhile (it reclaims them).
       const baseKeys = sizes[0]?.keys ?? 0;
@@ -167,28 +185,32 @@ export async function runRetention(opts: {
       ["baseline", samples[0]?.at ?? 0, tEnqueue],
       ["enqueue", tEnqueue, tRun],
       ["running", tRun, tDone],
-      ["kept", tDone, tFirstExpiry],
+      ["retime", tDone, tRetimed],
+      ["kept", tRetimed, tFirstExpiry],
       ["expiring", tFirstExpiry, tGone],
       ["after", tGone, Infinity],
     ];
-    const phases = edges.map(([phase, from, to]): RetentionPhase => {
-      const ms = samples.filter((s) => s.at >= from && s.at < to).map((s) => s.ms);
-      const end = to === Infinity ? (samples.at(-1)?.at ?? from) : to;
-      return {
-        phase,
-        seconds: round((end - from) / 1000, 1),
-        claims: ms.length,
-        claimP50Ms: round(percentile(ms, 50), 3),
-        claimP99Ms: round(percentile(ms, 99), 3),
-        claimMaxMs: round(Math.max(0, ...ms), 3),
-      };
-    });
+    const phases = edges
+      .filter(([phase, from, to]) => phase !== "retime" || to > from + 100)
+      .map(([phase, from, to]): RetentionPhase => {
+        const ms = samples.filter((s) => s.at >= from && s.at < to).map((s) => s.ms);
+        const end = to === Infinity ? (samples.at(-1)?.at ?? from) : to;
+        return {
+          phase,
+          seconds: round((end - from) / 1000, 1),
+          claims: ms.length,
+          claimP50Ms: round(percentile(ms, 50), 3),
+          claimP99Ms: round(percentile(ms, 99), 3),
+          claimMaxMs: round(Math.max(0, ...ms), 3),
+        };
+      });
     const mib = (b: number) => round(b / 2 ** 20);
     const ran = delta(runStart, runEnd, SNAPSHOT_COMMANDS);
     return {
       jobs: opts.jobs,
       retentionSeconds: opts.retentionSeconds,
       hz: Number(((await ctx.driver.config("GET", "hz")) as string[])[1]),
+      ...(opts.dueTogetherSeconds ? { dueTogetherSeconds: opts.dueTogetherSeconds } : {}),
       reclaimedPerSec: round((peakKeys - baseKeys) / ((tGone - tFirstExpiry) / 1000)),
       usedMemoryMiB: {
         before: mib(before.usedMemory),
@@ -219,12 +241,44 @@ export async function runRetention(opts: {
   }
 }
 
+/**
+ * Make every kept record of the bench queue due at `at` (ms): its TTL moved earlier by how much
+ * later than `at` it was due (`finishedAt` + retention), and every `<Q>finished` member rescored to
+ * `at`. Works on either layout (a TTL of the retention, or of the retention plus the reclaim
+ * margin). Returns the records moved.
+ */
+async function retimeDueAt(redis: Redis, k: QueueKeys, retentionMs: number, at: number): Promise<number> {
+  let moved = 0;
+  let cursor = "0";
+  do {
+    const [next, found] = await redis.scan(cursor, "MATCH", `${k.jobPrefix}*`, "COUNT", 2000);
+    cursor = next;
+    if (found.length === 0) continue;
+    const read = redis.pipeline();
+    for (const key of found) read.pttl(key).hget(key, "finishedAt");
+    const r = (await read.exec()) ?? [];
+    const write = redis.pipeline();
+    found.forEach((key, i) => {
+      const pttl = Number(r[2 * i]?.[1]);
+      const finishedAt = Number(r[2 * i + 1]?.[1]);
+      if (!(pttl > 0) || !finishedAt) return;
+      write.pexpire(key, Math.max(1, Math.round(pttl - (finishedAt + retentionMs - at))));
+      moved++;
+    });
+    await write.exec();
+  } while (cursor !== "0");
+  const members = await redis.zrange(k.finished, 0, -1);
+  for (let i = 0; i < members.length; i += 1000)
+    await redis.zadd(k.finished, ...members.slice(i, i + 1000).flatMap((m) => [at, m]));
+  return moved;
+}
+
 /** The result as Markdown. */
 export function retentionMarkdown(r: RetentionResult): string {
   return [
     "# Retention at volume",
     "",
-    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then reclaimed; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after${r.bytesPerFinishedJob ? ` (${r.bytesPerFinishedJob} B per kept record, of which the finished-jobs index ${r.indexBytesPerFinishedJob} B)` : ""}.${r.running ? ` While the worker ran them: ${r.running.commandsPerJob} Redis commands and ${r.running.redisCpuUsPerJob} µs of Redis CPU per job.` : ""}`,
+    `\`npm run bench:retention -- --jobs ${r.jobs} --retention ${r.retentionSeconds}${r.hz && r.hz !== 10 ? ` --hz ${r.hz}` : ""}${r.dueTogetherSeconds ? ` --due-together ${r.dueTogetherSeconds}` : ""}\` (bench/retention.ts): ${r.jobs.toLocaleString("en")} no-op jobs run by one worker (c=32) whose completed records are kept ${r.retentionSeconds} s and then reclaimed${r.dueTogetherSeconds ? ` — made due all at once ${r.dueTogetherSeconds} s after the run` : ""}; a probe on another pipeline claims one job every 5 ms throughout. ${r.reclaimedPerSec.toLocaleString("en")} records reclaimed per second; Redis used memory ${r.usedMemoryMiB.before} MiB before, ${r.usedMemoryMiB.peak} at the peak, ${r.usedMemoryMiB.after} after${r.bytesPerFinishedJob ? ` (${r.bytesPerFinishedJob} B per kept record, of which the finished-jobs index ${r.indexBytesPerFinishedJob} B)` : ""}.${r.running ? ` While the worker ran them: ${r.running.commandsPerJob} Redis commands and ${r.running.redisCpuUsPerJob} µs of Redis CPU per job.` : ""}`,
     "",
     "| phase | seconds | claims | claim p50 ms | claim p99 ms | claim max ms |",
     "|---|---|---|---|---|---|",
@@ -242,12 +296,19 @@ async function main(): Promise<void> {
     jobs: intFlag(flags, "jobs", 1_000_000),
     retentionSeconds: intFlag(flags, "retention", 120),
     hz: intFlag(flags, "hz", 0) || undefined,
+    dueTogetherSeconds: !flags.has("due-together")
+      ? undefined
+      : flags.get("due-together") === "true"
+        ? 150
+        : intFlag(flags, "due-together", 150),
   });
   const md = retentionMarkdown(result);
   process.stderr.write(`${md}\n`);
   const out = flags.get("out");
   if (out) {
-    const hz = result.hz && result.hz !== 10 ? `-hz${result.hz}` : "";
+    const hz =
+      (result.hz && result.hz !== 10 ? `-hz${result.hz}` : "") +
+      (result.dueTogetherSeconds ? "-together" : "");
     const base = join(out, `${new Date().toISOString().slice(0, 10)}-retention${hz}`);
     writeFileSync(`${base}.json`, `${JSON.stringify(result, null, 2)}\n`);
     writeFileSync(`${base}.md`, md);
