@@ -600,7 +600,7 @@ function listOf<T extends string>(flag: string | undefined, all: readonly T[], w
 
 export function parseAutoscaleFlags(
   argv: string[],
-): AutoscaleOptions & { out: string; name?: string; append: boolean } {
+): AutoscaleOptions & { out: string; name?: string; append: boolean; render: boolean } {
   const flags = parseFlags(argv);
   const known = new Set([
     "profile",
@@ -613,6 +613,7 @@ export function parseAutoscaleFlags(
     "out",
     "name",
     "append",
+    "render",
   ]);
   for (const k of flags.keys())
     if (!known.has(k)) throw new Error(`unknown flag --${k} (see bench/autoscale.ts)`);
@@ -630,6 +631,7 @@ export function parseAutoscaleFlags(
     out: resolve(flags.get("out") ?? join(REPO, "bench/results")),
     name: flags.get("name"),
     append: flags.has("append"),
+    render: flags.has("render"),
   };
 }
 
@@ -637,8 +639,18 @@ if (import.meta.main) {
   runMain("autoscale", async () => {
     const o = parseAutoscaleFlags(process.argv.slice(2));
     const name = o.name ?? `${new Date().toISOString().slice(0, 10)}-autoscale-${o.profile}`;
-    // --append: merge into the report already there (arms run in separate invocations).
     const existing = join(o.out, `${name}.json`);
+    // --render: the Markdown and charts again from the JSON report, nothing run.
+    if (o.render) {
+      const md = writeAutoscaleResults(
+        JSON.parse(readFileSync(existing, "utf8")) as AutoscaleReport,
+        o.out,
+        name,
+      );
+      process.stdout.write(readFileSync(md, "utf8"));
+      return;
+    }
+    // --append: merge into the report already there (arms run in separate invocations).
     const base =
       o.append && existsSync(existing)
         ? (JSON.parse(readFileSync(existing, "utf8")) as AutoscaleReport)

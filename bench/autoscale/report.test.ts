@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { renderReplicasSvg, renderTable, summarizeRun, type RunInput } from "./report.ts";
+import {
+  renderReplicasSvg,
+  renderTable,
+  replicaSecondsToLastStart,
+  summarizeRun,
+  type RunInput,
+} from "./report.ts";
 
 const t0 = 1_000_000;
 const run = (over: Partial<RunInput> = {}): RunInput => ({
@@ -58,6 +64,12 @@ test("summarizeRun: the first start is counted from the first enqueue, not from 
     run({ enqueuedAt: new Map([["j3", t0 + 2000]]), executions: [{ id: "j3", t: t0 + 8000, attempt: 1 }] }),
   );
   assert.equal(s.firstStartS, 6);
+});
+
+test("replicaSecondsToLastStart: desired replicas integrated until the last start", () => {
+  // 0 until 2 s, 2 until 8 s (last start at 8 s): 12
+  assert.equal(replicaSecondsToLastStart(summarizeRun(run())), 12);
+  assert.equal(replicaSecondsToLastStart(summarizeRun(run({ executions: [] }))), null);
 });
 
 test("summarizeRun: jobs not started in the window are counted; no start at all gives no first start", () => {

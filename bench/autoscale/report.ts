@@ -114,6 +114,22 @@ export function summarizeRun(run: RunInput): RunSummary {
   };
 }
 
+/**
+ * ∫ desired replicas dt from the first enqueue until the last job started: what the scale-up
+ * cost while there was work waiting, apart from how long each arm keeps pods afterwards
+ * (pod-seconds over the window also count the scale-down policy).
+ */
+export function replicaSecondsToLastStart(r: RunSummary): number | null {
+  if (r.lastStartS === null) return null;
+  let total = 0;
+  for (let i = 0; i < r.replicas.length; i++) {
+    const [t, v] = r.replicas[i]!;
+    const next = Math.min(r.replicas[i + 1]?.[0] ?? Infinity, r.lastStartS);
+    if (next > t) total += v * (next - t);
+  }
+  return Math.round(total);
+}
+
 // ---- SVG ----------------------------------------------------------------------------------
 
 const COLORS = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"];
@@ -183,11 +199,11 @@ export function renderReplicasSvg(title: string, subtitle: string, runs: readonl
 
 export function renderTable(runs: readonly RunSummary[]): string {
   const head =
-    "| arm | jobs | started | wait p50 s | wait p95 s | wait max s | first start s | pod-seconds | max replicas | handed back | lease expired | ran twice | unstarted at window end |\n" +
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+    "| arm | jobs | started | wait p50 s | wait p95 s | wait max s | first start s | pod-seconds (window) | replica-s to last start | max replicas | handed back | lease expired | ran twice | unstarted at window end |\n" +
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
   const rows = runs.map(
     (r) =>
-      `| ${r.arm} | ${r.jobs} | ${r.started} | ${r.waitP50S} | ${r.waitP95S} | ${r.waitMaxS} | ${r.firstStartS ?? "–"} | ${r.podSeconds} | ${r.maxReplicas} | ${r.handedBack} | ${r.stalled} | ${r.ranTwice} | ${r.unstartedAtWindowEnd} |`,
+      `| ${r.arm} | ${r.jobs} | ${r.started} | ${r.waitP50S} | ${r.waitP95S} | ${r.waitMaxS} | ${r.firstStartS ?? "–"} | ${r.podSeconds} | ${replicaSecondsToLastStart(r) ?? "–"} | ${r.maxReplicas} | ${r.handedBack} | ${r.stalled} | ${r.ranTwice} | ${r.unstartedAtWindowEnd} |`,
   );
   return [head, ...rows].join("\n");
 }
