@@ -299,12 +299,14 @@ describe("resources (single Redis)", () => {
     assert.equal(await redis.exists(new QueueKeys(q).groupBudget), 0);
   });
 
-  test("the window log stays short at any rate: claims merge into its newest entry", async () => {
+  test("the window log stays short at any rate: claims and usage reports merge into its entries", async () => {
     const q = "merge/a";
-    await setResource(redis, q, "api", [{ id: "k", limits: parseLimits("requests=100000/m") }]);
+    await setResource(redis, q, "api", [
+      { id: "k", limits: parseLimits("requests=100000/m,tokens=100000000/m") },
+    ]);
     await producer.enqueueMany(
       q,
-      Array.from({ length: 2000 }, (_, i) => ({ data: i, uses: { api: {} } })),
+      Array.from({ length: 2000 }, (_, i) => ({ data: i, uses: { api: { tokens: 100 } } })),
     );
     const c = consumer(redis, q);
     let ran = 0;
@@ -312,11 +314,22 @@ describe("resources (single Redis)", () => {
       const { jobs } = await c.claim(50);
       if (jobs.length === 0) break;
       ran += jobs.length;
+      // each used 60 of its 100
+      for (const j of jobs) await c.correctUsage(j, "api", { tokens: -40 });
     }
     assert.equal(ran, 2000);
-    const log = await redis.hget(resourceKey("merge", "api"), "log:k:requests");
-    assert.ok(log!.split(",").length <= 70, log!);
-    assert.equal((await resourceState(redis, q, "api"))?.keys[0]!.limits[0]!.used, 2000);
+    for (const unit of ["requests", "tokens"]) {
+      const log = await redis.hget(resourceKey("merge", "api"), `log:k:${unit}`);
+      assert.ok(log!.split(",").length <= 70, `${unit}: ${log}`);
+    }
+    const limits = (await resourceState(redis, q, "api"))!.keys[0]!.limits;
+    assert.deepEqual(
+      limits.map((l) => [l.unit, l.used]),
+      [
+        ["requests", 2000],
+        ["tokens", 2000 * 60],
+      ],
+    );
   });
 });
 

@@ -77,3 +77,5 @@ class QueueKeys(PipelineKeys):
         self.idempotency_prefix = q + "idem:"
         # groups (docs/protocol.md, "Groups"): group → its waiting jobs, field '' = all groups
         self.group_waiting = q + "gwaiting"
+        # resources (docs/protocol.md, "Resources"): group → the resource it waits for
+        self.group_budget = q + "gbudget"

@@ -38,6 +38,7 @@ from .client import (
     _redis_from_url,
     _Script,
     _stats,
+    _budget_groups,
     _stats_commands,
 )
 
@@ -154,7 +155,9 @@ class AsyncClient:
         """As Client.stats."""
         pipe = self.redis.pipeline(transaction=not self._cluster)
         _stats_commands(pipe, queue)
-        return _stats(await pipe.execute())
+        replies = await pipe.execute()
+        waits = _budget_groups(replies)
+        return _stats(replies, await self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
 
     async def counters(self, queue: str) -> Dict[str, int]:
         return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}

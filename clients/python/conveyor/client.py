@@ -510,12 +510,20 @@ def _stats_commands(pipe: Any, queue: str) -> None:
     pipe.zcard(k.dead)
     pipe.hget(k.counts, "completed")
     pipe.hget(k.group_waiting, "")  # every group's waiting jobs (docs/protocol.md, "Groups")
+    pipe.hkeys(k.group_budget)  # groups waiting for a resource's budget (docs/protocol.md, "Resources")
 
 
-def _stats(replies: Sequence[Any]) -> Dict[str, int]:
-    queued, line, stale, delayed, due, inflight, dead, completed, grouped = (int(v or 0) for v in replies)
-    ready = queued + (max(0, line - stale) if line > 0 else 0) + max(0, grouped)
-    return {
+def _budget_groups(replies: Sequence[Any]) -> List[str]:
+    """The groups waiting for budget (the stats pipeline's last reply), when grouped jobs wait."""
+    return list(replies[-1]) if int(replies[-2] or 0) > 0 else []
+
+
+def _stats(replies: Sequence[Any], budget_counts: Sequence[Any] = ()) -> Dict[str, int]:
+    """`budget_counts`: HMGET of `gwaiting` for _budget_groups (a second round trip, only then)."""
+    queued, line, stale, delayed, due, inflight, dead, completed, grouped = (int(v or 0) for v in replies[:9])
+    budget = min(max(0, grouped), sum(int(v or 0) for v in budget_counts))
+    ready = queued + (max(0, line - stale) if line > 0 else 0) + max(0, grouped) - budget
+    out = {
         "ready": ready,
         "delayed": delayed,
         "dueDelayed": due,
@@ -524,6 +532,9 @@ def _stats(replies: Sequence[Any]) -> Dict[str, int]:
         "completed": completed,
         "backlog": ready + due + inflight,
     }
+    if budget:  # (as QueueCounts: present only when some job waits for budget)
+        out["waitingForBudget"] = budget
+    return out
 
 
 def _pipelines(queue: Optional[str], known: Iterable[str]) -> List[str]:
@@ -674,10 +685,13 @@ class Client:
 
     def stats(self, queue: str) -> Dict[str, int]:
         """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
-        completed and backlog (ready + due delayed + in flight), in one round trip."""
+        completed, backlog (ready + due delayed + in flight) and waitingForBudget (not in ready),
+        in one round trip (two while jobs wait for a resource's budget)."""
         pipe = self.redis.pipeline(transaction=not self._cluster)
         _stats_commands(pipe, queue)
-        return _stats(pipe.execute())
+        replies = pipe.execute()
+        waits = _budget_groups(replies)
+        return _stats(replies, self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
 
     def counters(self, queue: str) -> Dict[str, int]:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from conftest import cli, ts
+from conftest import cli, ts, wait_for
 from conveyor import InvalidJobError
 from test_handlers import HANDLERS, finished, handler_spec, sidecar  # noqa: F401 (the http kind's fixture)
 from test_protocol import snapshot
@@ -63,3 +63,20 @@ def test_python_handler_gets_its_key_reports_usage_and_benches_a_key(
     on_k2 = [j.result["key"] for j in jobs].count("k2")
     assert on_k2 >= 5
     assert keys["k2"]["limits"][0]["used"] == 100 * on_k2
+
+
+def test_stats_counts_jobs_waiting_for_budget_apart_from_ready(
+    request: Any, client: Any, start_worker: Any, redis_url: str
+) -> None:
+    q = "budgetstats/chat"
+    made = cli(redis_url, "resource", "set", "llm", "--key", "k1", "--limit", "requests=1/h", "--ceiling", "1",
+               "--pipeline", q)
+    assert made.returncode == 0, made.stderr
+    start_worker(q, handler_spec("command", request))
+    ids = [client.enqueue(q, {"mode": "ok", "steps": 1}, uses={"llm": {}}) for _ in range(3)]
+    client.enqueue(q, {"mode": "ok", "steps": 1})  # needs nothing: not held up
+    wait_for("one budgeted job and the free one done", lambda: client.stats(q)["completed"] == 2)
+    stats = wait_for("the others counted as waiting for budget",
+                     lambda: (s := client.stats(q)) and s["waitingForBudget"] == 2 and s)
+    assert stats["ready"] == 0 and stats["backlog"] == 0, stats
+    assert sum(1 for i in ids if client.get_job(i).state == "ready") == 2

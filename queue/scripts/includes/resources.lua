@@ -179,6 +179,29 @@ local function resourceAdmit(states, jobPrefix, usesText, now)
   return cjson.encode(grant)
 end
 
+-- Take back `n` reserved at `at` (a usage report below the estimate) without undercounting and
+-- without growing the log. The reservation lives in the oldest positive entry no older than `at`
+-- (it was written at `at`, when no entry was newer, and merges only move an entry later): take
+-- it from there (the rest leaves the window no earlier than the reservation would have). Else
+-- into a negative entry at most window / LOG_MERGE older than `at` (it leaves earlier: the
+-- window overcounts, never under), else as an entry of its own at `at`.
+local function windowRelease(w, at, n)
+  local pick, neg = nil, nil
+  for i, e in ipairs(w.entries) do
+    if e[1] >= at and e[2] > 0 and (not pick or e[1] < w.entries[pick][1]) then pick = i end
+    if e[2] < 0 and e[1] <= at and e[1] >= at - w.window / LOG_MERGE then neg = i end
+  end
+  if pick and w.entries[pick][2] < n then pick = nil end
+  if pick then
+    w.entries[pick][2] = w.entries[pick][2] - n
+  elseif neg then
+    w.entries[neg][2] = w.entries[neg][2] - n
+  else
+    w.entries[#w.entries + 1] = {at, -n}
+  end
+  w.used = w.used - n
+end
+
 local function windowText(w, now)
   local parts = {}
   for _, e in ipairs(w.entries) do
@@ -231,7 +254,7 @@ local function resourceCorrect(key, id, at, now, args, from)
       if value < 0 then
         -- (a reservation already out of the window needs no correction)
         if at > now - w.window then
-          w.entries[#w.entries + 1] = {at, value}
+          windowRelease(w, at, -value)
           freed = true
         end
       else
