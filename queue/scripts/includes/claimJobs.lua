@@ -219,8 +219,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         else
           waitingLeft = tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0)
         end
-        if took and score >= RING_WAIT then
-          -- (a group that waited for its window or a budget and got in: no longer waiting for budget)
+        if score >= RING_WAIT and (took or waitingLeft <= 0) then
+          -- (a group that waited for its window or a budget and got in, or has nothing left: no
+          -- longer waiting for budget)
           redis.call('HDEL', q .. 'gbudget', g)
         end
         if waitingLeft > 0 then
