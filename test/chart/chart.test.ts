@@ -300,7 +300,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       ].join("\n---\n"),
     );
     await cp.kubectl("apply", "--server-side", "-f", path.join(CHART, "crds"));
-    await cp.kubectl("wait", "--for=condition=Established", "crd/workerpools.conveyor.dev", "--timeout=60s");
+    await cp.waitForCrd("workerpools.conveyor.dev", 60_000);
     for (const [name, v] of Object.entries(VALUE_SETS)) rendered.set(name, await template(v));
   });
 

@@ -41,12 +41,7 @@ describe(
       buildDashboard();
       cp = await ControlPlane.start({ aggregation: false });
       await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-      await cp.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=120s",
-        "crd/workerpools.conveyor.dev",
-      );
+      await cp.waitForCrd("workerpools.conveyor.dev");
       redisServer = await RedisServer.start();
       redis = connectRedis(redisServer.url);
       operator = await startOperator(cp, "op-dash", ["--metrics-api=false"]);

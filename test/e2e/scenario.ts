@@ -279,7 +279,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<ScenarioReport
       verbose: false,
     });
     await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     say(`control plane ${cp.version} up; CRD installed`);
 
     redisServer = await RedisServer.start();

@@ -45,7 +45,7 @@ describe("conveyor-operator image", { skip, timeout: 40 * 60_000 }, () => {
     ]);
     cp = started;
     await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     redis = await RedisServer.start();
     dir = mkdtempSync(join(tmpdir(), "cvy-image-operator-"));
     // the container's uid 65532 reads the kubeconfig (the control plane writes it 0600 for root)

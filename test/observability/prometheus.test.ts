@@ -161,7 +161,7 @@ describe("Prometheus scraping a real run of the operator and workers", () => {
     dir = mkdtempSync(join(tmpdir(), "cvy-prom-"));
     cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true });
     await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     await cp.kubectl("create", "namespace", NS);
     redisServer = await RedisServer.start();
     redis = connectRedis(redisServer.url);

@@ -520,12 +520,7 @@ describe(
       cp = await ControlPlane.start({ controllers: false });
       k = new KubeClient(cp.kubeConfig());
       await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-      await cp.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=120s",
-        "crd/workerpools.conveyor.dev",
-      );
+      await cp.waitForCrd("workerpools.conveyor.dev");
       await cp.kubectl("create", "namespace", FUZZ_NS);
       await cp.kubectl(
         "create",

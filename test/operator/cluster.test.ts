@@ -88,7 +88,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true });
     k = new KubeClient(cp.kubeConfig());
     await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     redis = await RedisServer.start();
     r = connectRedis(redis.url);
     producer = new Producer(r);

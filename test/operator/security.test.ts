@@ -136,7 +136,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
     cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: false });
     k = new KubeClient(cp.kubeConfig());
     await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     redis = await RedisServer.start({ password: PASSWORD });
     r = connectRedis(redis.url.replace("redis://", `redis://:${encodeURIComponent(PASSWORD)}@`));
     await cp.kubectl("create", "secret", "generic", "redis-auth", `--from-literal=password=${PASSWORD}`);

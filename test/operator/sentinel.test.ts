@@ -38,7 +38,7 @@ describe("operator with Redis behind Sentinel", { timeout: 20 * 60_000 }, () => 
     cp = await ControlPlane.start({ controllers: false });
     k = new KubeClient(cp.kubeConfig());
     await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     set = await RedisSentinelSet.start();
     r = connectRedis(set.url);
     producer = new Producer(r);

@@ -23,6 +23,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
 import { freePort } from "../../lib/ports.ts";
+import { pollUntil } from "../../lib/poll.ts";
 import {
   KubeConfig,
   CoreV1Api,
@@ -400,6 +401,24 @@ export class ControlPlane {
   /** `kubectl --kubeconfig=<admin> ...args`; resolves stdout, rejects with stderr on failure. */
   async kubectl(...args: string[]): Promise<string> {
     return (await this.run("kubectl", [`--kubeconfig=${this.kubeconfigPath}`, ...args])).stdout;
+  }
+
+  /**
+   * Wait until a CRD is Established. (`kubectl wait --for=condition=Established` right after the
+   * CRD is created can fail at once with "accessor error: <nil>" while it has no conditions yet.)
+   */
+  async waitForCrd(name: string, timeoutMs = 120_000): Promise<void> {
+    await pollUntil(
+      `crd/${name} Established`,
+      async () =>
+        (await this.kubectl(
+          "get",
+          `crd/${name}`,
+          "-o",
+          'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+        )) === "True",
+      { timeoutMs, intervalMs: 200 },
+    );
   }
 
   /** `kubectl apply -f -` of YAML/JSON manifests (plus extra args, e.g. '--server-side'); resolves stdout. */
