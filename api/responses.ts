@@ -53,6 +53,10 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     dead: int,
     cancelled: int,
     backlog: int,
+    waitingForBudget: {
+      type: "integer",
+      description: "waiting jobs no resource key can pay for now (docs/budgets.md): not in ready or backlog",
+    },
     paused: bool,
     rateLimit: { type: ["string", "null"] },
     schedules: int,

@@ -25,6 +25,8 @@ export interface QueueSummary {
   dead: number;
   cancelled: number;
   backlog: number;
+  /** Waiting jobs no resource key can pay for now (docs/budgets.md): not in ready or backlog. */
+  waitingForBudget: number;
   paused: boolean;
   /** "20/s", or null. */
   rateLimit: string | null;
@@ -54,6 +56,7 @@ export async function queueSummary(ctx: ApiContext, queue: string): Promise<Queu
     dead: counts.dead,
     cancelled: stats.cancelled,
     backlog: counts.backlog,
+    waitingForBudget: counts.waitingForBudget ?? 0,
     paused: stats.paused,
     rateLimit: stats.rateLimit,
     schedules: stats.schedules,

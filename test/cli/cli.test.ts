@@ -54,6 +54,7 @@ describe("conveyor CLI", () => {
       inflight: 0,
       completed: 0,
       dead: 0,
+      waitingForBudget: 0,
       paused: false,
       rateLimit: null,
       cancelled: 0,
