@@ -54,7 +54,7 @@ function retentionCases(
   ctx: () => { redis: RedisClient; producer: Producer; admin: QueueAdmin },
   fresh: () => string,
 ) {
-  test("completed and cancelled jobs' records are all reclaimed after retention; waiting, running and dead jobs keep every key", async () => {
+  test("completed and cancelled jobs' records are all reclaimed after retention; waiting, running, dead, advanced and fanned-out jobs keep every key", async () => {
     const { redis, producer } = ctx();
     const pipeline = fresh();
     const q = `${pipeline}/s`;
@@ -93,6 +93,17 @@ function retentionCases(
     await producer.enqueue(q, 0, { id: "cancelRunning" });
     const running = (await c.claim(2)).jobs;
     assert.deepEqual(running.map((j) => j.id).sort(), ["cancelRunning", "running"]);
+    // handed to the next stage (advance) and fanned out: waiting there, not finished
+    await producer.enqueueMany(q, [
+      { id: "adv", data: 1 },
+      { id: "fan", data: 1 },
+    ]);
+    const [adv, fan] = (await c.claim(2)).jobs;
+    assert.equal(
+      (await c.settle(adv!, { result: "r", next: { queue: `${pipeline}/t` } })).outcome,
+      "settled",
+    );
+    assert.equal(await c.fanOut(fan!, [1, 2], `${pipeline}/t`, `${pipeline}/t`), 2);
     await producer.enqueueMany(q, [
       { id: "waiting", data: big },
       { id: "later", data: 1, delayMs: 3_600_000 },
@@ -118,7 +129,7 @@ function retentionCases(
     // Not due yet: nothing is reclaimed.
     assert.equal((await c.reclaimFinished()).reclaimed, 0);
     const untouched = new Map<string, Record<string, string>>();
-    for (const id of ["dead", "running", "waiting", "later", "urgent"])
+    for (const id of ["dead", "running", "waiting", "later", "urgent", "adv", "fan", "fan:1", "fan:2"])
       untouched.set(id, await redis.hgetall(`${k.jobPrefix}${id}`));
     const parked = await redis.get(k.data("waiting"));
     assert.equal(parked, JSON.stringify(big));
@@ -140,7 +151,7 @@ function retentionCases(
       before.filter((key) => !kept.some((id) => key === `${k.jobPrefix}${id}`) && key !== k.finished),
       "exactly the kept records and the emptied index are gone",
     );
-    assert.equal(left.filter((key) => key.startsWith(k.jobPrefix)).length, 5);
+    assert.equal(left.filter((key) => key.startsWith(k.jobPrefix)).length, 9);
     for (const [id, fields] of untouched)
       assert.deepEqual(await redis.hgetall(`${k.jobPrefix}${id}`), fields, `${id} untouched`);
     assert.equal(await redis.get(k.data("waiting")), parked);
