@@ -7,6 +7,7 @@ import {
   InvalidJobError,
   Producer,
   QueueAdmin,
+  QueueEvents,
   QueueKeys,
   connectRedis,
   correctResourceUsage,
@@ -245,6 +246,9 @@ function resourceCases(
     const again = jobs.find((j) => j.id === job!.id)!;
     assert.equal(again.attempt, 1, "no attempt used");
     assert.equal((await admin.counters(q)).rateLimited, 1);
+    // (a `deferred` transition in the events and records: a type their readers know)
+    const events = await new QueueEvents(redis).recent(q);
+    assert.ok(events.some((e) => e.type === "deferred" && e.id === job!.id));
   });
 }
 
