@@ -31,6 +31,8 @@ if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
 redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', ARGV[7] .. ': ' .. ARGV[6])
 putReady(KEYS[2], jk, id, true, f[1], f[2], f[3])
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)
-record(KEYS[5], KEYS[6], {'type', ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
+-- (a rate-limited hand-back is a `deferred` transition in the events and records, its reason
+-- saying why: readers of the stream know that type)
+record(KEYS[5], KEYS[6], {'type', ARGV[7] == 'rateLimited' and 'deferred' or ARGV[7], 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', ARGV[6]})
 wake(KEYS[4])
 return 1

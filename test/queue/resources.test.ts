@@ -7,6 +7,7 @@ import {
   InvalidJobError,
   Producer,
   QueueAdmin,
+  QueueEvents,
   QueueKeys,
   connectRedis,
   correctResourceUsage,
@@ -19,6 +20,7 @@ import {
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
+import { pollUntil } from "../../lib/poll.ts";
 import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w") =>
@@ -244,6 +246,9 @@ function resourceCases(
     const again = jobs.find((j) => j.id === job!.id)!;
     assert.equal(again.attempt, 1, "no attempt used");
     assert.equal((await admin.counters(q)).rateLimited, 1);
+    // (a `deferred` transition in the events and records: a type their readers know)
+    const events = await new QueueEvents(redis).recent(q);
+    assert.ok(events.some((e) => e.type === "deferred" && e.id === job!.id));
   });
 }
 
@@ -261,6 +266,29 @@ describe("resources (single Redis)", () => {
     () => ({ redis, producer, admin }),
     () => `res${++n}/a`,
   );
+
+  test("a group waiting for budget whose jobs were all cancelled is no longer counted once its time came", async () => {
+    const q = "stale/a";
+    await setResource(redis, q, "api", [{ id: "k", limits: parseLimits("requests=1/300ms") }], {
+      ceiling: 1,
+    });
+    await producer.enqueue(q, 1, { id: "s1", uses: { api: {} } });
+    await producer.enqueue(q, 2, { id: "s2", uses: { api: {} } });
+    const c = consumer(redis, q);
+    assert.equal((await c.claim(5)).jobs.length, 1);
+    assert.equal((await admin.counts(q)).waitingForBudget, 1);
+    await admin.cancel("s2", q);
+    assert.equal((await admin.counts(q)).waitingForBudget, undefined);
+    // once the group's wait (one window) is over, a claim pops it, finds nothing and drops it
+    await pollUntil(
+      "the group out of <Q>gbudget",
+      async () => {
+        assert.equal((await c.claim(5)).jobs.length, 0);
+        return (await redis.exists(new QueueKeys(q).groupBudget)) === 0;
+      },
+      { timeoutMs: 10_000 },
+    );
+  });
 
   test("jobs without uses run exactly the commands they ran before resources existed", async () => {
     const q = "plain/a";
