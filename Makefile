@@ -100,6 +100,8 @@ bench: node-deps
 	npm run -s build
 	@if [ -f test/controlplane/install.sh ]; then bash test/controlplane/install.sh || echo "bench: no test control plane: the operator part will be skipped"; fi
 	npm run -s bench -- $(BENCH_ARGS)
+	@echo "bench: Redis µs and commands per job with a resource's budget vs without (bench/resources.ts)"
+	npm run -s bench:resources
 	$(MAKE) -s bench-autoscale
 
 # The autoscaling section: KEDA vs Conveyor's backlog and latency modes on five seeded workloads
