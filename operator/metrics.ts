@@ -85,7 +85,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     oldestReadyAge: new Gauge({
       name: "conveyor_queue_oldest_ready_age_seconds",
-      help: "Age of the job at the head of the pool's ready queue (enqueued into this stage) at the last poll; 0 when nothing is ready",
+      help: "Age of the oldest ready job of the pool's queue (enqueued into this stage; the earliest head of the line, the prioritised set and the next group) at the last poll; 0 when nothing is ready",
       labelNames: [...pool, "queue"] as const,
       registers,
     }),
@@ -122,6 +122,18 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     replicaCap: new Gauge({
       name: "conveyor_operator_pool_replica_cap",
       help: "Replicas a rate-limited pool's rate can feed (its scaling ceiling); absent when not rate-limited",
+      labelNames: pool,
+      registers,
+    }),
+    arrivalRate: new Gauge({
+      name: "conveyor_operator_pool_arrival_rate",
+      help: "Jobs per second enqueued into the pool's queue (the enqueue counter's growth, smoothed over ~20 s); latency mode only",
+      labelNames: pool,
+      registers,
+    }),
+    neededSlots: new Gauge({
+      name: "conveyor_operator_pool_needed_slots",
+      help: "Job slots latency mode computes the wait target needs (before min/max and stabilization); latency mode only",
       labelNames: pool,
       registers,
     }),

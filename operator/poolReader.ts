@@ -126,6 +126,8 @@ function summary(p: WorkerPool) {
     desiredReplicas: s.desiredReplicas ?? 0,
     backlog: s.backlog ?? null,
     inflight: s.inflight ?? null,
+    oldestReadySince: s.oldestReadySince ?? null,
+    targetWaitSeconds: p.spec.scaling?.targetWaitSeconds ?? null,
     minReplicas: p.spec.scaling?.minReplicas ?? null,
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,

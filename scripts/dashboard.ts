@@ -69,9 +69,9 @@ const ROWS: { title: string; panels: Panel[] }[] = [
         ],
       },
       {
-        title: "Age of the next ready job",
+        title: "Age of the oldest ready job",
         description:
-          "How long the job at the head of each ready queue has waited in its stage (ConveyorBacklogTooOld fires on it).",
+          "How long the oldest ready job of each queue has waited in its stage (ConveyorBacklogTooOld fires on it; a latency-mode pool scales to keep it under its targetWaitSeconds).",
         unit: "s",
         targets: [
           t(

@@ -37,7 +37,8 @@ export interface QueueSummary {
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
   const k = new QueueKeys(queue);
   const [counts, stats, workers] = await Promise.all([
-    // (the head of the ready line's createdAt, read in the same script: the sorted set or the line)
+    // (the oldest ready job's createdAt, read in the same script: the earliest head of the sorted
+    // set, the line and the next group)
     ctx.admin.counts(queue, { oldestReady: true }),
     ctx.admin.stats(queue),
     ctx.redis.hlen(k.workers),

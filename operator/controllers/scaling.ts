@@ -178,6 +178,9 @@ export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | unde
         behavior: scalingBehavior(spec),
       });
       if (d.replicas === i.current) return undefined;
+      // Until two polls have given an arrival rate (a new leader), only the waiting jobs are
+      // seen: never scale down on that alone.
+      if (d.replicas < i.current && s.arrivals?.perSecond === undefined) return undefined;
       return {
         replicas: d.replicas,
         from: i.current,

@@ -141,7 +141,9 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
         CONDITION_SCALING_ACTIVE,
         "True",
         s.mode === "hpa" ? Reason.HPA : Reason.Direct,
-        `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
+        s.targetWaitSeconds !== undefined && s.mode === "direct"
+          ? `the operator keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas for jobs to start within ${s.targetWaitSeconds}s (latency mode)`
+          : `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
       );
     }
   }
@@ -177,9 +179,12 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   if (counts) {
     status.backlog = counts.backlog;
     status.inflight = counts.inflight;
+    // A time, not an age: it changes only when the oldest waiting job does (no write per poll).
+    if (counts.oldestReadyAt !== undefined) status.oldestReadySince = rfc3339(counts.oldestReadyAt);
   } else {
     if (prev.backlog !== undefined) status.backlog = prev.backlog;
     if (prev.inflight !== undefined) status.inflight = prev.inflight;
+    if (prev.oldestReadySince !== undefined) status.oldestReadySince = prev.oldestReadySince;
   }
   if (control) status.control = control;
   const decision = i.lastDecision ?? prev.lastDecision;

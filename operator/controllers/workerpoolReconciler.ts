@@ -30,6 +30,7 @@ import {
   applyScale,
   currentReplicas,
   decideReplicas,
+  latencyNeedOf,
   markIdlePodsCheapest,
   newPoolScaler,
   type ScaleDecision,
@@ -342,6 +343,22 @@ export class WorkerPoolReconciler implements Reconciler {
         jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
       },
     );
+    this.latencyGauges(pass, counts);
+  }
+
+  /** Latency mode's inputs as metrics: the arrival rate and the slots the wait target needs. */
+  private latencyGauges(pass: PoolPass, counts: QueueCounts | undefined): void {
+    const labels = { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name };
+    const m = this.metrics;
+    const scaler = pass.state.scaler;
+    if (pass.spec?.scaling.targetWaitSeconds === undefined || pass.spec.scaling.mode !== "direct") {
+      m.arrivalRate.remove(labels);
+      m.neededSlots.remove(labels);
+      return;
+    }
+    if (scaler.arrivals?.perSecond !== undefined) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
+    const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
+    if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
   }
 
   /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
@@ -451,6 +468,8 @@ export class WorkerPoolReconciler implements Reconciler {
       m.pollErrors,
       m.polls,
       m.replicaCap,
+      m.arrivalRate,
+      m.neededSlots,
     ])
       g.remove({ namespace, workerpool: name });
     const queue = this.gaugeQueues.get(key);

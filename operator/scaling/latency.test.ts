@@ -38,8 +38,8 @@ describe("latency mode: the slots a wait target needs", () => {
     const n = need({ arrivalPerSecond: 8 }); // 16 busy slots + 4 headroom = 20 → 10 replicas
     assert.equal(n.slots, 20);
     assert.equal(n.replicas, 10);
-    assert.match(n.message, /arrivals 8\.00\/s × job 2\.00s = 16\.0 slots \+ √ headroom 4\.00/);
-    assert.match(n.message, /→ 20\.0 slots \/ concurrency 2 = 10 replica\(s\)/);
+    assert.match(n.message, /arrivals 8\/s × job 2s = 16 slots \+ √ headroom 4/);
+    assert.match(n.message, /→ 20 slots \/ concurrency 2 = 10 replica\(s\)/);
   });
 
   it("starts the waiting jobs within what is left of the target, more urgently as the oldest ages", () => {
@@ -48,7 +48,7 @@ describe("latency mode: the slots a wait target needs", () => {
     // The oldest has waited 6 s: 4 s left, floored at one poll (5 s) → 30 × 2/5 = 12 slots.
     const urgent = need({ waiting: 30, oldestWaitSeconds: 6 });
     assert.equal(urgent.slots, 12);
-    assert.match(urgent.message, /30 waiting, oldest waited 6\.00s to start within 5\.00s = 12\.0/);
+    assert.match(urgent.message, /30 waiting, oldest waited 6s to start within 5s = 12 → 12 slots/);
     // Jobs longer than the time left: every waiting job needs a slot of its own.
     assert.equal(need({ waiting: 30, jobMs: 20_000 }).slots, 30);
   });
@@ -56,7 +56,10 @@ describe("latency mode: the slots a wait target needs", () => {
   it("without a measured job duration there is nothing to size by, and the message says so", () => {
     const n = need({ jobMs: undefined, waiting: 7, oldestWaitSeconds: 3 });
     assert.equal(n.slots, undefined);
-    assert.match(n.message, /no job durations measured yet \(7 waiting, oldest waited 3\.00s\)/);
+    assert.match(
+      n.message,
+      /^wait target 10s: no job durations measured yet \(7 waiting, oldest waited 3s\)$/,
+    );
   });
 
   it("the arrival rate is the enqueue counter's growth, smoothed; a counter that went back starts over", () => {
@@ -111,7 +114,7 @@ describe("latency mode: decisions", () => {
     });
     const d = decideScale(newPoolScaler(0), input(latencySpec()));
     assert.deepEqual([d?.replicas, d?.reason], [16, "LatencyScaleUp"]);
-    assert.match(d!.message, /78 waiting, oldest waited 6\.00s/);
+    assert.match(d!.message, /78 waiting, oldest waited 6s/);
     const limited = latencySpec({
       behavior: { scaleUp: { policies: [{ type: "Pods", value: 4, periodSeconds: 15 }] } },
     });
@@ -137,6 +140,24 @@ describe("latency mode: decisions", () => {
     assert.equal(at(30_000, 0, up.replicas), undefined, "inside the window: no scale-down");
     const down = at(61_000, 0, up.replicas);
     assert.deepEqual([down?.replicas, down?.reason], [1, "LatencyScaleDown"]);
+  });
+
+  it("a new leader does not scale down before it has an arrival rate (two polls)", () => {
+    const spec = latencySpec();
+    const s = newPoolScaler(0);
+    const poll = (now: number, enqueued: number) =>
+      decideScale(s, {
+        now,
+        spec,
+        current: 10,
+        statusReplicas: 10,
+        counts: { ...counts(20, 20), enqueued },
+        countsAt: now,
+        jobMs: 2000,
+      });
+    assert.equal(poll(0, 5000), undefined, "20 running jobs alone would say 1 replica");
+    // With the rate known: 10/s × 2 s = 20 + √20 = 24.5 slots → 13 replicas of 2.
+    assert.deepEqual([poll(5000, 5050)?.replicas], [13]);
   });
 });
 

@@ -74,7 +74,9 @@ export interface LatencyNeed {
   message: string;
 }
 
-const fmt = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+/** Whole numbers as they are, others to 2–3 significant digits. */
+const fmt = (n: number) =>
+  Number.isInteger(n) ? String(n) : n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 
 /** The slots (and replicas) a pool needs to start every job within the target. */
 export function latencyNeed(i: LatencyInput): LatencyNeed {

@@ -66,7 +66,7 @@ describe(
       await cp?.stop();
     });
 
-    test("a scale decision from the operator appears with its reason", async () => {
+    test("a scale decision from the operator appears with its reason; the oldest waiting job's age beside the wait target", async () => {
       await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
         input: JSON.stringify({
           apiVersion: "conveyor.dev/v1alpha1",
@@ -76,7 +76,13 @@ describe(
             queue: "media/thumbs",
             redis: { url: redisServer.url },
             handler: { module: "/app/handler.js" },
-            scaling: { mode: "direct", minReplicas: 0, maxReplicas: 4, targetBacklogPerReplica: 10 },
+            scaling: {
+              mode: "direct",
+              minReplicas: 0,
+              maxReplicas: 4,
+              targetBacklogPerReplica: 10,
+              targetWaitSeconds: 30,
+            },
           },
         }),
       });
@@ -96,6 +102,15 @@ describe(
       await decision.first().waitFor({ timeout: 180_000 });
       const text = (await decision.first().textContent()) ?? "";
       assert.match(text, /backlog 30|backlog \d+/);
+      // Latency mode's reasoning, with its numbers (no worker has reported a duration: no pods run here).
+      assert.match(
+        text,
+        /wait target 30s: no job durations measured yet \(\d+ waiting, oldest waited [\d.]+s\)/,
+      );
+      // Nothing runs the jobs (no node): the oldest keeps waiting, and its age shows against the target.
+      const oldest = page.locator("dd[data-oldest]");
+      await oldest.filter({ hasText: /^\d+ s/ }).waitFor();
+      assert.match((await oldest.textContent()) ?? "", /^\d+ s\s*\/ target 30 s$/);
       // Replicas have their own axis on the right: beside a backlog of hundreds, a few pods on the
       // backlog's axis drew as a flat line at zero.
       await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();

@@ -14,6 +14,10 @@ interface PoolSummary {
   desiredReplicas: number;
   backlog: number | null;
   inflight: number | null;
+  /** When the oldest waiting job was enqueued (status.oldestReadySince); null when none waits. */
+  oldestReadySince: string | null;
+  /** Latency mode's wait target (spec.scaling.targetWaitSeconds). */
+  targetWaitSeconds: number | null;
   minReplicas: number | null;
   maxReplicas: number | null;
   lastDecision: { replicas?: number; from?: number; reason?: string; message?: string; at?: string } | null;
@@ -78,6 +82,9 @@ export function PoolsPage() {
               <th scope="col" class="n">
                 In flight
               </th>
+              <th scope="col" class="n">
+                Oldest waiting
+              </th>
               <th scope="col">Last decision</th>
               <th scope="col">Ready</th>
             </tr>
@@ -98,6 +105,9 @@ export function PoolsPage() {
                 </td>
                 <td class="n">{num(p.backlog)}</td>
                 <td class="n">{num(p.inflight)}</td>
+                <td class="n" data-oldest>
+                  <OldestWait pool={p} />
+                </td>
                 <td class="small">
                   {p.lastDecision
                     ? `${p.lastDecision.from} → ${p.lastDecision.replicas} ${p.lastDecision.reason} (${ago(p.lastDecision.at)})`
@@ -110,6 +120,19 @@ export function PoolsPage() {
         </table>
       )}
     </section>
+  );
+}
+
+/** The oldest waiting job's age (as of this render), against the wait target in latency mode. */
+function OldestWait({ pool }: { pool: PoolSummary }) {
+  const since = pool.oldestReadySince ? Date.parse(pool.oldestReadySince) : NaN;
+  const age = Number.isFinite(since) ? `${Math.max(0, Math.round((Date.now() - since) / 1000))} s` : "—";
+  const target = pool.targetWaitSeconds !== null ? ` / target ${pool.targetWaitSeconds} s` : "";
+  return (
+    <span title={pool.oldestReadySince ? `enqueued ${time(pool.oldestReadySince)}` : "no job is waiting"}>
+      {age}
+      {target && <span class="small muted">{target}</span>}
+    </span>
   );
 }
 
@@ -158,6 +181,12 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
         <div>
           <dt>in flight</dt>
           <dd>{num(pool.inflight)}</dd>
+        </div>
+        <div>
+          <dt>oldest waiting</dt>
+          <dd data-oldest>
+            <OldestWait pool={pool} />
+          </dd>
         </div>
         <div>
           <dt>min … max</dt>
