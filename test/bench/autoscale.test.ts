@@ -3,7 +3,7 @@
 // ~/.cache/conveyor; 7 min cold on an idle machine, much longer under load) and Conveyor's
 // backlog mode each scale a pool of real worker processes from zero for a burst of 100 jobs.
 // Figures are asserted only for what must hold on any machine: every job ran once, each arm
-// scaled from zero and back under its cap, the chart and tables were written. Timing targets
+// scaled from zero within its cap, the chart and tables were written. Timing targets
 // belong to the bench, not here.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
