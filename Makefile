@@ -64,7 +64,7 @@ controlplane:
 	@bash test/controlplane/install.sh
 
 # KEDA v2.21.0 (operator + metrics adapter) for the autoscaling comparison, built once from the Go
-# module proxy into ~/.cache/conveyor (about 7 min cold, +1.7 GB of modules; CONVEYOR_KEDA_ASSETS=/dir
+# module proxy into ~/.cache/conveyor (7 min cold on an idle machine, 54 min at load 20; +1.7 GB of modules; CONVEYOR_KEDA_ASSETS=/dir
 # uses prebuilt ones). docs/autoscaling-vs-keda.md.
 keda:
 	@bash test/keda/install.sh

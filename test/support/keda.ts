@@ -94,13 +94,22 @@ export async function startKeda(
   await cp.kubectl("create", "namespace", KEDA_NAMESPACE);
   for (const f of yamlFiles(join(assets.config, "crd", "bases")))
     await cp.kubectl("apply", "--server-side", "-f", f);
-  await cp.kubectl(
-    "wait",
-    "--for=condition=Established",
-    "--timeout=120s",
-    "crd/scaledobjects.keda.sh",
-    "crd/triggerauthentications.keda.sh",
-  );
+  // (not `kubectl wait`: it fails when it reads a CRD before the API server wrote any condition)
+  for (const crd of ["scaledobjects.keda.sh", "triggerauthentications.keda.sh"])
+    await pollUntil(
+      `CRD ${crd} Established`,
+      async () =>
+        (
+          await cp.kubectl(
+            "get",
+            "crd",
+            crd,
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+          )
+        ).trim() === "True",
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
   // RBAC exactly as config/rbac and config/metrics-server ship it (the kustomizations' role files).
   for (const f of [
     ...yamlFiles(join(assets.config, "rbac"), [
