@@ -411,12 +411,14 @@ export class ControlPlane {
     await pollUntil(
       `crd/${name} Established`,
       async () =>
-        (await this.kubectl(
-          "get",
-          `crd/${name}`,
-          "-o",
-          'jsonpath={.status.conditions[?(@.type=="Established")].status}',
-        )) === "True",
+        (
+          await this.kubectl(
+            "get",
+            `crd/${name}`,
+            "-o",
+            'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+          )
+        ).trim() === "True",
       { timeoutMs, intervalMs: 200 },
     );
   }

@@ -94,22 +94,7 @@ export async function startKeda(
   await cp.kubectl("create", "namespace", KEDA_NAMESPACE);
   for (const f of yamlFiles(join(assets.config, "crd", "bases")))
     await cp.kubectl("apply", "--server-side", "-f", f);
-  // (not `kubectl wait`: it fails when it reads a CRD before the API server wrote any condition)
-  for (const crd of ["scaledobjects.keda.sh", "triggerauthentications.keda.sh"])
-    await pollUntil(
-      `CRD ${crd} Established`,
-      async () =>
-        (
-          await cp.kubectl(
-            "get",
-            "crd",
-            crd,
-            "-o",
-            'jsonpath={.status.conditions[?(@.type=="Established")].status}',
-          )
-        ).trim() === "True",
-      { timeoutMs: 120_000, intervalMs: 250 },
-    );
+  for (const crd of ["scaledobjects.keda.sh", "triggerauthentications.keda.sh"]) await cp.waitForCrd(crd);
   // RBAC exactly as config/rbac and config/metrics-server ship it (the kustomizations' role files).
   for (const f of [
     ...yamlFiles(join(assets.config, "rbac"), [
