@@ -3,19 +3,18 @@
 // a throttled window keeps its first job and reports the rest as existing. Against a real Redis
 // and a real 3-node Redis Cluster (the key is in the queue's hash tag).
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { test } from "node:test";
 import {
   Consumer,
   InvalidJobError,
   Producer,
   QueueAdmin,
   QueueKeys,
-  connectRedis,
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
 import { pollUntil } from "../../lib/poll.ts";
-import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
+import { describeOnRedisAndCluster } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string) =>
   new Consumer(redis, queue, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
@@ -151,40 +150,7 @@ function dedupeCases(
   });
 }
 
-describe("debounce and throttle (single Redis)", () => {
-  let server: RedisServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    ({ server, redis, producer, admin } = await startQueueRedis());
-  });
-  after(() => stopQueueRedis({ server, redis }));
-  dedupeCases(
-    () => ({ redis, producer, admin }),
-    () => `dedupe${++n}`,
-  );
-});
-
-describe("debounce and throttle on a real 3-node Redis Cluster", () => {
-  let cluster: RedisClusterServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    cluster = await RedisClusterServer.start(3);
-    redis = connectRedis(cluster.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
-  });
-  after(async () => {
-    redis.disconnect();
-    await cluster.stop();
-  });
-  dedupeCases(
-    () => ({ redis, producer, admin }),
-    () => `p${++n}/dedupe`,
-  );
+describeOnRedisAndCluster("debounce and throttle", dedupeCases, {
+  single: (n) => `dedupe${n}`,
+  cluster: (n) => `p${n}/dedupe`,
 });

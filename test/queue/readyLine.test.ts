@@ -3,17 +3,10 @@
 // skips and the counts leave out; jobs of the previous layout (priority 0 in the sorted set) run
 // first after an upgrade. Against a real Redis and a real 3-node Redis Cluster.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { test } from "node:test";
 import { liveJobs } from "../../api/liveJobs.ts";
-import {
-  Consumer,
-  Producer,
-  QueueAdmin,
-  QueueKeys,
-  connectRedis,
-  type RedisClient,
-} from "../../queue/index.ts";
-import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
+import { Consumer, Producer, QueueAdmin, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import { describeOnRedisAndCluster } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string) =>
   new Consumer(redis, queue, { workerId: "w", leaseMs: 30_000 });
@@ -272,41 +265,7 @@ function lineCases(
   });
 }
 
-describe("the ready line (single Redis)", () => {
-  let server: RedisServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    ({ server, redis, producer, admin } = await startQueueRedis());
-  });
-  after(() => stopQueueRedis({ server, redis }));
-  lineCases(
-    () => ({ redis, producer, admin }),
-    () => `line${++n}`,
-  );
-});
-
-describe("the ready line on a real 3-node Redis Cluster", () => {
-  let cluster: RedisClusterServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    cluster = await RedisClusterServer.start(3);
-    redis = connectRedis(cluster.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
-  });
-  after(async () => {
-    redis.disconnect();
-    await cluster.stop();
-  });
-  // (a pipeline per test: they spread over the nodes)
-  lineCases(
-    () => ({ redis, producer, admin }),
-    () => `p${++n}/line`,
-  );
+describeOnRedisAndCluster("the ready line", lineCases, {
+  single: (n) => `line${n}`,
+  cluster: (n) => `p${n}/line`,
 });

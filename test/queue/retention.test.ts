@@ -3,20 +3,12 @@
 // calls it) instead of by Redis' expiry; the record's TTL, the retention plus a margin, is the
 // fallback. Against a real Redis and a real 3-node Redis Cluster; keys are counted with SCAN.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { test } from "node:test";
 import type { Cluster } from "ioredis";
 import { pollUntil } from "../../lib/poll.ts";
-import {
-  Consumer,
-  Producer,
-  QueueAdmin,
-  QueueKeys,
-  cancelJob,
-  connectRedis,
-  type RedisClient,
-} from "../../queue/index.ts";
+import { Consumer, Producer, QueueAdmin, QueueKeys, cancelJob, type RedisClient } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
-import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
+import { describeOnRedisAndCluster } from "../support/redis.ts";
 
 /** The reclaim margin of includes/finished.lua: a kept record's TTL is its retention plus this. */
 const MARGIN_SECONDS = 3600;
@@ -204,40 +196,7 @@ function retentionCases(
   });
 }
 
-describe("retention: reclaiming finished jobs (single Redis)", () => {
-  let server: RedisServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    ({ server, redis, producer, admin } = await startQueueRedis());
-  });
-  after(() => stopQueueRedis({ server, redis }));
-  retentionCases(
-    () => ({ redis, producer, admin }),
-    () => `ret${++n}`,
-  );
-});
-
-describe("retention: reclaiming finished jobs on a real 3-node Redis Cluster", () => {
-  let cluster: RedisClusterServer;
-  let redis: RedisClient;
-  let producer: Producer;
-  let admin: QueueAdmin;
-  let n = 0;
-  before(async () => {
-    cluster = await RedisClusterServer.start(3);
-    redis = connectRedis(cluster.url);
-    producer = new Producer(redis);
-    admin = new QueueAdmin(redis);
-  });
-  after(async () => {
-    redis.disconnect();
-    await cluster.stop();
-  });
-  retentionCases(
-    () => ({ redis, producer, admin }),
-    () => `cret${++n}`,
-  );
+describeOnRedisAndCluster("retention: reclaiming finished jobs", retentionCases, {
+  single: (n) => `ret${n}`,
+  cluster: (n) => `cret${n}`,
 });

@@ -1,5 +1,6 @@
 // Throwaway Redis servers (single node or a 3-node cluster) on free loopback ports.
 import { execFileSync } from "node:child_process";
+import { after, before, describe } from "node:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -298,4 +299,49 @@ export async function startQueueRedis(producer: ProducerOptions = {}): Promise<Q
 export async function stopQueueRedis({ server, redis }: Pick<QueueRedis, "server" | "redis">): Promise<void> {
   redis.disconnect();
   await server.stop();
+}
+
+/** What a shared queue case gets: a client, a producer and an admin on one server or a Cluster. */
+export type QueueClients = Pick<QueueRedis, "redis" | "producer" | "admin">;
+
+/**
+ * The same cases against one Redis server ("<title> (single Redis)") and a real 3-node Cluster
+ * ("<title> on a real 3-node Redis Cluster"). `queue(n)` names the n-th test's queue on each;
+ * on the Cluster give each test its own pipeline so the tests spread over the nodes.
+ */
+export function describeOnRedisAndCluster(
+  title: string,
+  cases: (clients: () => QueueClients, queue: () => string) => void,
+  queue: { single: (n: number) => string; cluster: (n: number) => string },
+): void {
+  describe(`${title} (single Redis)`, () => {
+    let q: QueueRedis;
+    let n = 0;
+    before(async () => {
+      q = await startQueueRedis();
+    });
+    after(() => stopQueueRedis(q));
+    cases(
+      () => q,
+      () => queue.single(++n),
+    );
+  });
+  describe(`${title} on a real 3-node Redis Cluster`, () => {
+    let cluster: RedisClusterServer;
+    let clients: QueueClients;
+    let n = 0;
+    before(async () => {
+      cluster = await RedisClusterServer.start(3);
+      const redis = connectRedis(cluster.url);
+      clients = { redis, producer: new Producer(redis), admin: new QueueAdmin(redis) };
+    });
+    after(async () => {
+      clients.redis.disconnect();
+      await cluster.stop();
+    });
+    cases(
+      () => clients,
+      () => queue.cluster(++n),
+    );
+  });
 }
