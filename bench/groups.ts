@@ -8,8 +8,15 @@
 // CONVEYOR_QUEUE_MODULE=<path to another checkout's queue/index.ts> measures that code instead
 // (its "no group" row: the cost before groups existed).
 import { pathToFileURL } from "node:url";
-import { client, delta, SNAPSHOT_COMMANDS, snapshot, startBenchRedis } from "./lib/redis.ts";
-import { intFlag, parseFlags, progress, round } from "./lib/util.ts";
+import {
+  client,
+  delta,
+  SNAPSHOT_COMMANDS,
+  scriptCostPerJob,
+  snapshot,
+  startBenchRedis,
+} from "./lib/redis.ts";
+import { intFlag, parseFlags, progress } from "./lib/util.ts";
 
 type QueueModule = typeof import("../queue/index.ts");
 const modulePath = process.env.CONVEYOR_QUEUE_MODULE;
@@ -26,16 +33,6 @@ interface Row {
   commandsPerJob: number;
   byCommand: Record<string, number>;
 }
-
-const SCRIPT_CALLS = new Set([
-  "fcall",
-  "fcall_ro",
-  "evalsha",
-  "eval",
-  "info",
-  "function|load",
-  "script|load",
-]);
 
 async function scenario(
   url: string,
@@ -69,26 +66,14 @@ async function scenario(
     await c.complete(got[0]!, null);
   }
   const after = await snapshot(driver);
-  const d = delta(before, after, SNAPSHOT_COMMANDS);
-  let usec = 0;
-  let inner = 0;
-  const byCommand: Record<string, number> = {};
-  for (const [cmd, s] of d.commands) {
-    if (cmd === "fcall" || cmd === "evalsha") usec += s.usec;
-    else if (!SCRIPT_CALLS.has(cmd)) {
-      inner += s.calls;
-      byCommand[cmd] = round(s.calls / claims, 2);
-    }
-  }
+  const cost = scriptCostPerJob(delta(before, after, SNAPSHOT_COMMANDS), claims);
   redis.disconnect();
   driver.disconnect();
   return {
     scenario: name,
     groups,
     waiting: jobs,
-    usecPerJob: round(usec / claims, 1),
-    commandsPerJob: round(inner / claims, 2),
-    byCommand,
+    ...cost,
   };
 }
 

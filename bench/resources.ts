@@ -13,8 +13,15 @@ import {
   parseLimits,
   setResource,
 } from "../queue/index.ts";
-import { client, delta, SNAPSHOT_COMMANDS, snapshot, startBenchRedis } from "./lib/redis.ts";
-import { intFlag, parseFlags, progress, round } from "./lib/util.ts";
+import {
+  client,
+  delta,
+  SNAPSHOT_COMMANDS,
+  scriptCostPerJob,
+  snapshot,
+  startBenchRedis,
+} from "./lib/redis.ts";
+import { intFlag, parseFlags, progress } from "./lib/util.ts";
 
 interface Row {
   scenario: string;
@@ -22,16 +29,6 @@ interface Row {
   commandsPerJob: number;
   byCommand: Record<string, number>;
 }
-
-const SCRIPT_CALLS = new Set([
-  "fcall",
-  "fcall_ro",
-  "evalsha",
-  "eval",
-  "info",
-  "function|load",
-  "script|load",
-]);
 
 async function scenario(
   url: string,
@@ -79,24 +76,12 @@ async function scenario(
     await c.complete(job, null);
   }
   const after = await snapshot(driver);
-  const d = delta(before, after, SNAPSHOT_COMMANDS);
-  let usec = 0;
-  let inner = 0;
-  const byCommand: Record<string, number> = {};
-  for (const [cmd, s] of d.commands) {
-    if (cmd === "fcall" || cmd === "evalsha") usec += s.usec;
-    else if (!SCRIPT_CALLS.has(cmd)) {
-      inner += s.calls;
-      byCommand[cmd] = round(s.calls / claims, 2);
-    }
-  }
+  const cost = scriptCostPerJob(delta(before, after, SNAPSHOT_COMMANDS), claims);
   redis.disconnect();
   driver.disconnect();
   return {
     scenario: name,
-    usecPerJob: round(usec / claims, 1),
-    commandsPerJob: round(inner / claims, 2),
-    byCommand,
+    ...cost,
   };
 }
 

@@ -104,6 +104,42 @@ export function delta(
 /** The INFO calls one snapshot makes (taken out of deltas). */
 export const SNAPSHOT_COMMANDS = { info: 4 };
 
+// The calls that run scripts, and the loop's own calls: not commands run inside a script.
+const SCRIPT_CALLS = new Set([
+  "fcall",
+  "fcall_ro",
+  "evalsha",
+  "eval",
+  "info",
+  "function|load",
+  "script|load",
+]);
+
+/**
+ * Per job over a loop of `jobs`: Redis µs inside the script calls (FCALL/EVALSHA), the commands
+ * those scripts ran, and those commands by name (INFO commandstats between two snapshots).
+ */
+export function scriptCostPerJob(
+  d: SnapshotDelta,
+  jobs: number,
+): { usecPerJob: number; commandsPerJob: number; byCommand: Record<string, number> } {
+  let usec = 0;
+  let inner = 0;
+  const byCommand: Record<string, number> = {};
+  for (const [cmd, s] of d.commands) {
+    if (cmd === "fcall" || cmd === "evalsha") usec += s.usec;
+    else if (!SCRIPT_CALLS.has(cmd)) {
+      inner += s.calls;
+      byCommand[cmd] = Math.round((s.calls / jobs) * 100) / 100;
+    }
+  }
+  return {
+    usecPerJob: Math.round((usec / jobs) * 10) / 10,
+    commandsPerJob: Math.round((inner / jobs) * 100) / 100,
+    byCommand,
+  };
+}
+
 export function perJob(d: SnapshotDelta, jobs: number): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [name, s] of [...d.commands].sort((a, b) => b[1].calls - a[1].calls)) out[name] = s.calls / jobs;
