@@ -152,6 +152,11 @@ export interface Series {
   axis?: "right";
 }
 
+// Tick spacings of the time axis, in seconds: whole seconds at least, so no label repeats.
+const TIME_INCRS = [
+  1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 172800, 604800,
+];
+
 // Clock time on the x axis (uPlot's default for a span under a minute is ":06.500" with the
 // date on a second row): HH:MM:SS, and the date too when the span crosses a day.
 function timeTicks(splits: number[]): string[] {
@@ -192,7 +197,7 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
             })),
           ],
           axes: [
-            { values: (_u, splits) => timeTicks(splits) },
+            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS },
             { size: 50 },
             ...(right
               ? [
