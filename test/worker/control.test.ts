@@ -288,7 +288,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     assert.equal((await cli("schedule", "remove", q, "tick")).code, 1, "already gone");
   });
 
-  test("CLI: exit codes and clear errors; stats --json keeps its five keys and adds four", async () => {
+  test("CLI: exit codes and clear errors; stats --json keeps its five keys and adds five", async () => {
     const q = "cli-ctl";
     await producer.enqueue(q, 1, { id: "k1" });
     assert.equal((await cli("cancel", "k1")).code, 0);
@@ -302,12 +302,16 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
       "inflight",
       "completed",
       "dead",
+      "waitingForBudget",
       "paused",
       "rateLimit",
       "cancelled",
       "schedules",
     ]);
-    assert.deepEqual([stats.cancelled, stats.paused, stats.rateLimit, stats.schedules], [1, false, null, 0]);
+    assert.deepEqual(
+      [stats.waitingForBudget, stats.cancelled, stats.paused, stats.rateLimit, stats.schedules],
+      [0, 1, false, null, 0],
+    );
     const bad: [string[], RegExp][] = [
       [["limit", q, "20/d"], /invalid rate limit "20\/d"/],
       [["limit", q, "lots"], /invalid rate limit "lots"/],
