@@ -11,7 +11,7 @@
 // --reps: the three scenarios that many times, in alternating order (medians reported).
 // --light-every-ms: the light tenants arrive one after another, each enqueueing its 20 jobs at
 // once, this far apart (0: all 200 at once, a burst of 4,000).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Queue } from "bullmq";
@@ -398,6 +398,7 @@ async function main(): Promise<void> {
   console.log(md);
   const out = flags.get("out");
   if (out) {
+    mkdirSync(resolve(out), { recursive: true });
     const base = join(resolve(out), `${new Date().toISOString().slice(0, 10)}-fairness`);
     const machine = machineInfo();
     writeFileSync(
@@ -406,7 +407,7 @@ async function main(): Promise<void> {
     );
     writeFileSync(
       `${base}.md`,
-      `# Fairness (bench/fairness.ts)\n\n${machine.cpu}, ${machine.cores} cores, Redis ${machine.redis}, BullMQ ${machine.bullmq}, commit ${machine.commit}; load before ${loadBefore}, after ${loadAverage()} (a machine shared with other work).\n\n${md}\n`,
+      `# Fairness (bench/fairness.ts)\n\n${machine.cpu}, ${machine.cores} cores, Redis ${machine.redis}, BullMQ ${machine.bullmq}, commit ${machine.commit}; load before ${loadBefore}, after ${loadAverage()} (the load says whether other work shared the machine).\n\n${md}\n`,
     );
     progress(`wrote ${base}.json and .md`);
   }
