@@ -128,7 +128,6 @@ export function resourceCap(
   jobMs: number | undefined,
   spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
 ): ReplicaCap | undefined {
-  const { minReplicas, maxReplicas } = spec.scaling;
   const rated = resources.flatMap((r) => {
     const perKey = r.keys.map((k) => k.limits.find((l) => l.unit === "requests"));
     if (perKey.length === 0 || perKey.some((l) => l === undefined)) return [];
@@ -141,19 +140,7 @@ export function resourceCap(
   if (rated.length === 0) return undefined;
   const tightest = rated.reduce((a, b) => (b.perSecond < a.perSecond ? b : a));
   const what = `resource ${tightest.r.name} (${tightest.r.keys.length} key(s), ${round(tightest.perSecond)} requests/s at ceiling ${Math.round(tightest.r.ceiling * 100)}%)`;
-  if (jobMs === undefined)
-    return {
-      cap: maxReplicas,
-      reason: `${what}: no job durations measured yet, not capped`,
-      by: "resources",
-    };
-  const needed = Math.ceil((tightest.perSecond * jobMs) / 1000 / Math.max(1, spec.concurrency)) + 1;
-  const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
-  return {
-    cap,
-    reason: `${what} × median job ${Math.round(jobMs)}ms / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
-    by: "resources",
-  };
+  return startRateCap(what, tightest.perSecond, jobMs, spec, "resources");
 }
 
 const round = (n: number) => (n >= 10 ? String(Math.round(n)) : String(Math.round(n * 100) / 100));
@@ -168,21 +155,34 @@ export function rateLimitCap(
   jobMs: number | undefined,
   spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
 ): ReplicaCap {
+  return startRateCap(
+    `rate limit ${formatRateLimit(limit)}`,
+    (limit.max * 1000) / limit.perMs,
+    jobMs,
+    spec,
+    "rateLimit",
+  );
+}
+
+// The replicas `perSecond` job starts can feed: ceil(perSecond × median job s / concurrency) + 1,
+// within [max(1, minReplicas), maxReplicas]; without durations not capped (maxReplicas). `what`
+// begins the reason. (rateLimitCap and resourceCap: a start rate either way.)
+function startRateCap(
+  what: string,
+  perSecond: number,
+  jobMs: number | undefined,
+  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+  by: ReplicaCap["by"],
+): ReplicaCap {
   const { minReplicas, maxReplicas } = spec.scaling;
-  const rate = formatRateLimit(limit);
   if (jobMs === undefined)
-    return {
-      cap: maxReplicas,
-      reason: `rate limit ${rate}: no job durations measured yet, not capped`,
-      by: "rateLimit",
-    };
-  const perSecond = (limit.max * 1000) / limit.perMs;
+    return { cap: maxReplicas, reason: `${what}: no job durations measured yet, not capped`, by };
   const needed = Math.ceil((perSecond * jobMs) / 1000 / Math.max(1, spec.concurrency)) + 1;
   const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
   return {
     cap,
-    reason: `rate limit ${rate} × median job ${Math.round(jobMs)}ms / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
-    by: "rateLimit",
+    reason: `${what} × median job ${Math.round(jobMs)}ms / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
+    by,
   };
 }
 
