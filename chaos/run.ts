@@ -451,7 +451,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
               rec.detail = `primary :${killed.port} SIGKILLed, :${promoted.port} promoted`;
               note(rec);
               await sleep(f.durationMs);
-              await retry("restart the old primary", () => killed.resume());
+              await retry("restart the old primary", () => topo.rejoin!(killed));
               // (the next failover must find a replica in sync to promote)
               await untilReplicaInSync(killed.port);
             }),
@@ -843,18 +843,31 @@ interface Topology {
   single?: RedisServer;
   /** SIGKILL the primary serving the pipeline; resolves once a replica took over. */
   failover?: () => Promise<{ killed: RedisServer; promoted: RedisServer }>;
+  /** Bring a killed node back as a replica of the current primary. */
+  rejoin?: (killed: RedisServer) => Promise<void>;
   stop(): Promise<void>;
 }
 
 async function startTopology(kind: RedisTopology, dir: string): Promise<Topology> {
   if (kind === "sentinel") {
     const set = await RedisSentinelSet.start();
-    return { url: set.url, failover: () => set.failover(), stop: () => set.stop() };
+    return {
+      url: set.url,
+      failover: () => set.failover(),
+      rejoin: (killed) => set.rejoin(killed),
+      stop: () => set.stop(),
+    };
   }
   if (kind === "cluster") {
     const cluster = await RedisClusterServer.start(3, { replicas: 1, nodeTimeoutMs: 1000 });
     const key = new PipelineKeys(PIPELINE).outbox;
-    return { url: cluster.url, failover: () => cluster.failover(key), stop: () => cluster.stop() };
+    return {
+      url: cluster.url,
+      failover: () => cluster.failover(key),
+      // (a Cluster node keeps its role in nodes.conf: it comes back as the new primary's replica)
+      rejoin: (killed) => killed.resume(),
+      stop: () => cluster.stop(),
+    };
   }
   const single = await RedisServer.start({ dir, args: ["--appendonly", "yes", "--appendfsync", "always"] });
   return { url: single.url, single, stop: () => single.kill("SIGTERM") };

@@ -17,6 +17,7 @@ import {
   waitUntilReady,
   type RedisClient,
 } from "../../queue/index.ts";
+import { pollUntil } from "../../lib/poll.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisSentinelSet } from "../support/sentinel.ts";
 import {
@@ -166,7 +167,7 @@ describe("Redis Sentinel", () => {
     assert.notEqual(killed.port, promoted.port);
     // The new primary has no replica until the old one is back (as its pod would restart):
     // until then a "replicated" write cannot be confirmed and fails.
-    await killed.resume();
+    await set.rejoin(killed);
     await waitFor(
       "every worker ready again on the new primary",
       async () => (await Promise.all(ws.map(readyz))).every((c) => c === 200),
@@ -188,14 +189,30 @@ describe("Redis Sentinel", () => {
       [true, true],
       "each worker answered /readyz 503 while no primary was reachable",
     );
-    await waitFor(
+    await pollUntil(
       "every acknowledged job completed",
       async () => {
         const c = await admin.counts(q);
         return c.backlog === 0 && c.completed >= acknowledged.size ? c : null;
       },
-      120_000,
-      100,
+      {
+        timeoutMs: 120_000,
+        // what a failure needs to be read from a CI log: the counts, the jobs not completed and
+        // what the workers said
+        onTimeout: async () => {
+          const open: string[] = [];
+          for (const id of acknowledged) {
+            const job = await admin.job(id, q);
+            if (job?.state !== "completed") open.push(`${id}: ${job ? JSON.stringify(job) : "no record"}`);
+          }
+          return [
+            `counts ${JSON.stringify(await admin.counts(q))} counters ${JSON.stringify(await admin.counters(q))}`,
+            `${acknowledged.size} acknowledged; not completed (${open.length}):`,
+            ...open.slice(0, 20),
+            ...ws.map((w, i) => `worker ${i + 1} log (tail):\n${w.logs().slice(-4000)}`),
+          ].join("\n");
+        },
+      },
     );
     const missing: string[] = [];
     for (const id of acknowledged) if ((await admin.job(id, q))?.state !== "completed") missing.push(id);

@@ -61,8 +61,15 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  /** (Re)start the server with the same port and data directory. */
-  async resume(): Promise<void> {
+  /**
+   * (Re)start the server with the same port and data directory; `replicaOf` (a port on
+   * 127.0.0.1) starts it as that primary's replica instead of what it was started as.
+   */
+  async resume(replicaOf?: number): Promise<void> {
+    const args =
+      replicaOf === undefined
+        ? this.args
+        : [...withoutReplicaOf(this.args), "--replicaof", "127.0.0.1", String(replicaOf)];
     this.proc = startProcess(
       "redis-server",
       [
@@ -77,7 +84,7 @@ export class RedisServer {
         "--logfile",
         join(this.dir, "redis.log"),
         ...(this.password !== undefined ? ["--requirepass", this.password] : []),
-        ...this.args,
+        ...args,
       ],
       { logFile: join(this.dir, "stdout.log") },
     );
@@ -344,4 +351,10 @@ export function describeOnRedisAndCluster(
       () => queue.cluster(++n),
     );
   });
+}
+
+/** `args` without a `--replicaof <host> <port>` option. */
+function withoutReplicaOf(args: string[]): string[] {
+  const i = args.indexOf("--replicaof");
+  return i < 0 ? args : [...args.slice(0, i), ...args.slice(i + 3)];
 }

@@ -134,7 +134,7 @@ export class RedisSentinelSet {
 
   /**
    * SIGKILL the primary and wait until every sentinel names another one that answers as a
-   * primary. Returns the killed server (restart it with resume(): it comes back as a replica).
+   * primary. Returns the killed server (bring it back with rejoin()).
    */
   async failover(): Promise<{ killed: RedisServer; promoted: RedisServer }> {
     const killed = await this.primary();
@@ -161,6 +161,25 @@ export class RedisSentinelSet {
       100,
     );
     return { killed, promoted: promoted! };
+  }
+
+  /**
+   * Restart a node that died (a killed primary) as a replica of the primary the sentinels name,
+   * and wait until it is in sync — as a Sentinel deployment's restarted pod does (it asks the
+   * sentinels first). Not as it was started: these nodes keep no data on disk, and an empty node
+   * that comes back as a primary is one spurious failover away from being promoted and wiping
+   * every replica (seen here: a sentinel marked the new primary down 1 s after the switch and
+   * promoted the restarted, empty old primary).
+   */
+  async rejoin(server: RedisServer): Promise<void> {
+    await server.resume(await this.primaryPort());
+    await waitFor(
+      `the restarted node :${server.port} in sync with the primary`,
+      async () =>
+        /master_link_status:up/.test(String(await sentinelCommand(server.port, ["INFO", "replication"]))),
+      60_000,
+      100,
+    );
   }
 
   async stop(): Promise<void> {
