@@ -16,8 +16,10 @@ describe("KubeClient", () => {
   const serving = selfSignedCert("api", ["127.0.0.1"]);
   let server: https.Server;
   let port = 0;
+  const received: string[] = [];
   before(async () => {
     server = https.createServer({ ...serving, requestCert: true, rejectUnauthorized: false }, (req, res) => {
+      received.push(`${req.method} ${req.url}`);
       const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN ?? "";
       res.writeHead(200, { "Content-Type": "application/json" });
       res.end(JSON.stringify({ cn }));
@@ -42,6 +44,38 @@ describe("KubeClient", () => {
     assert.deepEqual(await client.get("/version"), { cn: "first" });
     current = selfSignedCert("rotated", ["localhost"]);
     assert.deepEqual(await client.get("/version"), { cn: "rotated" });
+  });
+
+  it("a write whose leadership ends while its credentials are read is refused (NotLeaderError), never sent", async () => {
+    let credentialsAsked!: () => void;
+    const asked = new Promise<void>((resolve) => (credentialsAsked = resolve));
+    let handOut!: () => void;
+    const handedOut = new Promise<void>((resolve) => (handOut = resolve));
+    const creds: KubeCredentials = {
+      getCurrentCluster: () => ({ server: `https://127.0.0.1:${port}` }),
+      applyToHTTPSOptions: async (opts) => {
+        opts.ca = serving.cert;
+        credentialsAsked();
+        await handedOut; // a slow exec plugin
+      },
+    };
+    const leadership = new AbortController();
+    const client = new KubeClient(creds).with({
+      canWrite: () => !leadership.signal.aborted,
+      writeSignal: () => leadership.signal,
+    });
+    const write = client.request("update", "PUT", "/apis/apps/v1/namespaces/a/deployments/late", {
+      body: {},
+    });
+    await asked;
+    leadership.abort(new Error("leadership lost"));
+    handOut();
+    await assert.rejects(write, { name: "NotLeaderError" });
+    assert.deepEqual(
+      received.filter((r) => r.includes("/late")),
+      [],
+      "the API server never saw the write",
+    );
   });
 
   it("a kubeconfig's exec plugin that hands out a new client certificate is followed once the old one expires", async () => {

@@ -186,9 +186,11 @@ export class KubeClient {
     const resource = ro.resource ?? resourceOf(path);
     const isWrite = WRITE_VERBS.has(verb);
     const writeSignal = isWrite ? this.opts.writeSignal?.() : undefined;
-    if (isWrite && ((this.opts.canWrite && !this.opts.canWrite()) || writeSignal?.aborted)) {
-      throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
-    }
+    const refuseUnlessLeader = () => {
+      if (isWrite && ((this.opts.canWrite && !this.opts.canWrite()) || writeSignal?.aborted))
+        throw new NotLeaderError(`not the leader: refusing ${verb} ${path}`);
+    };
+    refuseUnlessLeader();
     // client-node defaults PATCH to JSON Patch; here every PATCH names its patch type.
     if (method === "PATCH" && !ro.contentType)
       throw new Error(`PATCH ${path} without an explicit Content-Type`);
@@ -200,6 +202,9 @@ export class KubeClient {
       headers["Content-Length"] = String(Buffer.byteLength(payload));
     }
     const opts = await this.requestOptions(method, headers);
+    // Leadership may have ended while the credentials were read (an exec plugin can take seconds):
+    // the abort listener below would never fire for a signal already aborted.
+    refuseUnlessLeader();
     const url = this.url(path, ro.query);
     const isHttp = url.protocol === "http:";
     let status: number | "error" = "error";

@@ -14,6 +14,7 @@ import { freePort } from "../../lib/ports.ts";
 import { stopProcess } from "../support/processes.ts";
 import {
   isLeader,
+  operatorLog,
   scrapeOperator,
   startOperator,
   workerPoolEvents,
@@ -716,69 +717,108 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   });
 
   it("two replicas: only the leader writes; killing it, the standby takes over within the lease time", async () => {
-    opB = await startOperator(cp, "op-b", ["--metrics-api=false"]);
-    assert.equal(await isLeader(opB), false);
-    const bBefore = await operatorWrites(opB);
-    await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 3 } }));
-    await pollUntil("ha reconciled by the leader", () => getHPA("default", "ha"), { timeoutMs: LONG });
-    await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 4 } }));
-    await pollUntil(
-      "ha converged by the leader",
-      async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 4,
-      { timeoutMs: LONG },
-    );
-    // The standby polled the pool twice since and has nothing queued: it saw the change.
-    await waitForPolls(opB, "default", "ha", 2);
-    assert.equal(await operatorWrites(opB), bBefore, "the standby wrote nothing");
-    const bAudit = await cp.auditEvents(
-      (e) => e.userAgent === "conveyor-operator/op-b" && e.objectRef?.resource !== "leases",
-    );
-    assert.deepEqual(
-      bAudit.map((e) => `${e.verb} ${e.objectRef?.resource}`),
-      [],
-      "no write by the standby in the audit log",
-    );
-
-    // the leader dies without releasing the lease
-    process.kill(-opA.proc.child.pid!, "SIGKILL");
-    await opA.proc.exited;
-    const killedAt = Date.now();
-    await pollUntil("op-b leads", () => isLeader(opB!), { timeoutMs: LONG, intervalMs: 200 });
-    const takeover = (Date.now() - killedAt) / 1000;
-    process.stderr.write(
-      `leader failover: op-b leads ${takeover.toFixed(1)}s after op-a was killed (lease 15s)\n`,
-    );
-    assert.ok(takeover < 60, `took over in ${takeover}s`);
-    await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 5 } }));
-    await pollUntil(
-      "ha converged by the new leader",
-      async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 5,
-      { timeoutMs: LONG },
-    );
-    assert.ok((await operatorWrites(opB)) > bBefore, "the new leader writes");
-    const lease = JSON.parse(await cp.kubectl("get", "lease", "conveyor-operator", "-o", "json")) as {
-      spec: { holderIdentity: string };
-    };
-    assert.equal(lease.spec.holderIdentity, "op-b");
-
-    // a graceful stop (SIGTERM) releases the Lease: the next standby does not wait for it to expire
-    const opC = await startOperator(cp, "op-c", ["--metrics-api=false"]);
+    const startedAt = Date.now();
+    const steps: string[] = [];
+    const step = (what: string) => steps.push(`${((Date.now() - startedAt) / 1000).toFixed(1)}s ${what}`);
+    let opC: OperatorProcess | undefined;
     try {
-      process.kill(-opB.proc.child.pid!, "SIGTERM");
-      const stoppedAt = Date.now();
-      assert.equal(await opB.proc.exited, 0, "SIGTERM: exit 0");
-      await pollUntil("op-c leads", () => isLeader(opC), { timeoutMs: LONG, intervalMs: 200 });
+      await failoverAndHandover();
+      process.stderr.write(`two replicas: ${steps.join("; ")}\n`);
+    } catch (err) {
+      // Said here, at once: the runner's summary of failures comes last and a cut-off CI log loses it.
+      const tails = [opA, opB, opC]
+        .filter((op) => op !== undefined)
+        .map((op) => `--- ${op.name} (last lines):\n${operatorLog(op).split("\n").slice(-15).join("\n")}`);
       process.stderr.write(
-        `graceful handover: op-c leads ${((Date.now() - stoppedAt) / 1000).toFixed(1)}s after SIGTERM to op-b\n`,
+        `two replicas: failed ${((Date.now() - startedAt) / 1000).toFixed(1)}s in (steps done: ${steps.join("; ")}): ${(err as Error).message}\n${tails.join("\n")}\n`,
       );
-      await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 6 } }));
+      throw err;
+    }
+
+    async function failoverAndHandover(): Promise<void> {
+      opB = await startOperator(cp, "op-b", ["--metrics-api=false"]);
+      assert.equal(await isLeader(opB), false);
+      const bBefore = await operatorWrites(opB);
+      step("op-b started");
+      await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 3 } }));
+      await pollUntil("ha reconciled by the leader", () => getHPA("default", "ha"), { timeoutMs: LONG });
+      await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 4 } }));
       await pollUntil(
-        "ha converged by op-c",
-        async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 6,
+        "ha converged by the leader",
+        async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 4,
         { timeoutMs: LONG },
       );
-    } finally {
-      await stopProcess(opC.proc, 10_000);
+      // The standby polled the pool twice since and has nothing queued: it saw the change.
+      await waitForPolls(opB, "default", "ha", 2);
+      step("op-b polled ha twice");
+      assert.equal(await operatorWrites(opB), bBefore, "the standby wrote nothing");
+      const bAudit = await cp.auditEvents(
+        (e) => e.userAgent === "conveyor-operator/op-b" && e.objectRef?.resource !== "leases",
+      );
+      assert.deepEqual(
+        bAudit.map((e) => `${e.verb} ${e.objectRef?.resource}`),
+        [],
+        "no write by the standby in the audit log",
+      );
+
+      // the leader dies without releasing the lease
+      process.kill(-opA.proc.child.pid!, "SIGKILL");
+      await opA.proc.exited;
+      const killedAt = Date.now();
+      step("op-a killed");
+      await pollUntil("op-b leads", () => isLeader(opB!), { timeoutMs: LONG, intervalMs: 200 });
+      const takeover = (Date.now() - killedAt) / 1000;
+      process.stderr.write(
+        `leader failover: op-b leads ${takeover.toFixed(1)}s after op-a was killed (lease 15s)\n`,
+      );
+      step("op-b leads");
+      assert.ok(takeover < 60, `took over in ${takeover}s`);
+      await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 5 } }));
+      await pollUntil(
+        "ha converged by the new leader",
+        async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 5,
+        { timeoutMs: LONG },
+      );
+      step("ha converged by op-b");
+      // The HPA shows the write once the API server committed it; op-b counts it once it read the
+      // reply, a moment later on a loaded machine: wait for the count.
+      let bAfter = bBefore;
+      await pollUntil("op-b counts its writes", async () => (bAfter = await operatorWrites(opB!)) > bBefore, {
+        timeoutMs: LONG,
+        onTimeout: () => `op-b's write count: ${bBefore} before the failover, ${bAfter} now`,
+      });
+      const lease = JSON.parse(await cp.kubectl("get", "lease", "conveyor-operator", "-o", "json")) as {
+        spec: { holderIdentity: string };
+      };
+      assert.equal(lease.spec.holderIdentity, "op-b", `the Lease names op-b: ${JSON.stringify(lease.spec)}`);
+
+      // a graceful stop (SIGTERM) releases the Lease: the next standby does not wait for it to expire
+      const c = await startOperator(cp, "op-c", ["--metrics-api=false"]);
+      opC = c;
+      step("op-c started");
+      try {
+        process.kill(-opB.proc.child.pid!, "SIGTERM");
+        const stoppedAt = Date.now();
+        const exit = await opB.proc.exited;
+        step(`op-b exited ${exit}`);
+        assert.equal(
+          exit,
+          0,
+          `SIGTERM: op-b exits 0, not ${exit}; its log ends:\n${operatorLog(opB).slice(-3000)}`,
+        );
+        await pollUntil("op-c leads", () => isLeader(c), { timeoutMs: LONG, intervalMs: 200 });
+        process.stderr.write(
+          `graceful handover: op-c leads ${((Date.now() - stoppedAt) / 1000).toFixed(1)}s after SIGTERM to op-b\n`,
+        );
+        await applyOk(poolObject("ha", { scaling: { pollSeconds: 1, maxReplicas: 6 } }));
+        await pollUntil(
+          "ha converged by op-c",
+          async () => (await getHPA("default", "ha"))?.spec?.maxReplicas === 6,
+          { timeoutMs: LONG },
+        );
+      } finally {
+        await stopProcess(c.proc, 10_000);
+      }
     }
   });
 });

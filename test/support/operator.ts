@@ -1,13 +1,12 @@
 // `conveyor operator` as a child process against a test control plane (test/support/controlplane.ts):
 // its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pollUntil } from "../../lib/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { KubeClient } from "../../operator/kube/client.ts";
 import { ControlPlane } from "./controlplane.ts";
-import { freePort } from "../../lib/ports.ts";
 import { startProcess, type Started } from "./processes.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
 
@@ -16,6 +15,7 @@ export interface OperatorProcess {
   proc: Started;
   /** The process group leader's pid at start (a restart would change it). */
   pid: number;
+  /** Where /metrics /healthz /readyz listen (the operator picks a free port and logs it). */
   metricsPort: number;
   /** stdout + stderr of the operator. */
   log: string;
@@ -28,8 +28,9 @@ export async function startOperator(
   args: string[] = [],
   opts: { timeoutMs?: number; env?: Record<string, string> } = {},
 ): Promise<OperatorProcess> {
-  const metricsPort = await freePort();
   const log = join(cp.dir, `operator-${name}.log`);
+  // the log is appended to: a restart under the same name reads only its own lines
+  const logStart = existsSync(log) ? statSync(log).size : 0;
   const proc = startProcess(
     NODE,
     [
@@ -38,7 +39,8 @@ export async function startOperator(
       `--kubeconfig=${cp.kubeconfigPath}`,
       `--identity=${name}`,
       "--metrics-address=127.0.0.1",
-      `--metrics-port=${metricsPort}`,
+      // any free port, read back from the log: a port picked here could be taken before the operator listens
+      "--metrics-port=0",
       "--leader-election-namespace=default",
       "--worker-image=conveyor-worker:test",
       "--log-level=debug",
@@ -46,17 +48,31 @@ export async function startOperator(
     ],
     { logFile: log, env: { ...process.env, POD_NAME: "", ...opts.env } },
   );
-  const op = { name, proc, pid: proc.child.pid!, metricsPort, log };
+  const op: OperatorProcess = { name, proc, pid: proc.child.pid!, metricsPort: 0, log };
   await pollUntil(
     `operator ${name} /readyz`,
     async () => {
       if (proc.child.exitCode !== null)
         throw new Error(`operator ${name} exited: ${operatorLog(op).slice(-2000)}`);
-      return (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).ok;
+      op.metricsPort ||= servingPort(readFileSync(log).subarray(logStart).toString("utf8"));
+      return op.metricsPort > 0 && (await fetch(`http://127.0.0.1:${op.metricsPort}/readyz`)).ok;
     },
     { timeoutMs: opts.timeoutMs ?? 240_000 },
   );
   return op;
+}
+
+/** The port of /metrics /healthz /readyz from the operator's "serving" log line; 0 before it. */
+function servingPort(log: string): number {
+  for (const line of log.split("\n")) {
+    if (!line.includes('"serving /metrics /healthz /readyz"')) continue;
+    try {
+      return (JSON.parse(line) as { port?: number }).port ?? 0;
+    } catch {
+      return 0; // the line is still being written
+    }
+  }
+  return 0;
 }
 
 export function operatorLog(op: OperatorProcess): string {
