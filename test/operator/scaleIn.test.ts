@@ -5,7 +5,8 @@
 // the pool 3 pods; once the backlog has drained onto them it wants 2 while all 3 run a job. The
 // operator holds the scale-in at the 3 busy pods (ScalingActive=ScaleInHeld, the held-replicas
 // metric) and steps down as each goes idle, deleting the idle one — and no job is handed back or
-// run twice. Without the hold a busy pod is deleted, drains 2 s and hands its job back.
+// run twice. Without the hold a busy pod is deleted, drains 2 s and hands its job back — which
+// is still what happens to pods someone else deletes (a user's `kubectl scale`, a node drain).
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -93,16 +94,15 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
     if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
   });
 
-  it("long jobs on 3 pods, backlog drained: the scale-in is held at the busy pods and steps down as each goes idle; nothing handed back, every job ran once", async () => {
-    const name = "long";
-    const queue = `${name}/work`;
-    await cp.apply(
+  /** One job at a time per pod, a 2 s drain for jobs of up to 600 s, up to 3 pods at 2 jobs per replica. */
+  const applyPool = (name: string) =>
+    cp.apply(
       JSON.stringify({
         apiVersion: "conveyor.dev/v1alpha1",
         kind: "WorkerPool",
         metadata: { name, namespace: "default" },
         spec: {
-          queue,
+          queue: `${name}/work`,
           redis: { url: redis.url },
           handler: { module: RECORDING_HANDLER.slice("module:".length) },
           concurrency: 1,
@@ -121,6 +121,11 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       "--server-side",
       "--field-manager=tester",
     );
+
+  it("long jobs on 3 pods, backlog drained: the scale-in is held at the busy pods and steps down as each goes idle; nothing handed back, every job ran once", async () => {
+    const name = "long";
+    const queue = `${name}/work`;
+    await applyPool(name);
     const admin = new QueueAdmin(r);
     const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
     const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
@@ -197,6 +202,43 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       decisions.some((m) => /^3 → 2: ScaleInHeld: scale-in to 1 held at 2/.test(m)),
       `a step down for the pod that went idle:\n${decisions.join("\n")}`,
     );
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+
+  it("pods deleted by someone else (kubectl scale) are not held: their workers drain and hand the long jobs back, which run again", async () => {
+    const name = "pinned";
+    const queue = `${name}/work`;
+    await applyPool(name);
+    const admin = new QueueAdmin(r);
+    const producer = new Producer(r);
+    const jobs = ["pinned-0", "pinned-1", "pinned-2", "pinned-3", "pinned-4"];
+    for (const id of jobs) await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+    const ran = () => executions().filter((e) => e.id.startsWith("pinned-"));
+    await pollUntil(
+      "3 jobs running on 3 pods",
+      async () => new Set(ran().map((e) => e.pid)).size === 3 && (await replicas(name)) === 3,
+      { timeoutMs: LONG, intervalMs: 250 },
+    );
+    // The user pins the pool at 1 while 3 pods run jobs: spec.replicas wins over the hold.
+    await cp.kubectl("scale", `wp/${name}`, "--replicas=1");
+    await pollUntil(
+      "the 2 deleted pods' jobs handed back after the 2 s drain",
+      async () => (await admin.counters(queue)).handedBack === 2 && (await replicas(name)) === 1,
+      { timeoutMs: LONG, intervalMs: 250 },
+    );
+    for (const id of jobs) writeFileSync(join(dir, `release-${id}`), "");
+    await pollUntil("every job completed", async () => (await admin.counts(queue)).backlog === 0, {
+      timeoutMs: LONG,
+    });
+    const runs = ran().map((e) => e.id);
+    assert.equal(runs.length, 7, `5 jobs, the 2 handed back ran again: ${runs.join(" ")}`);
+    assert.deepEqual([...new Set(runs)].toSorted(), jobs);
+    const events = (await workerPoolEvents(k, "default", name)).map((e) => e.message);
+    assert.ok(
+      events.some((m) => /^3 → 1: ManualReplicas/.test(m)),
+      events.join("\n"),
+    );
+    assert.ok(!events.some((m) => /ScaleInHeld/.test(m)), events.join("\n"));
     await cp.kubectl("delete", "wp", name, "--wait=true");
   });
 });
