@@ -249,16 +249,41 @@ describe("scaling decisions", () => {
       const floor = (current: number, backlog: number, busy: number | undefined, now = 1000) =>
         hpaMinReplicasFloor(s, { now, spec: hpaSpec, current, backlog, busyPods: busy });
       assert.equal(floor(5, 3, 3), 3, "the HPA would go to 1 with 3 pods busy");
-      assert.equal(floor(5, 40, 3), undefined, "the HPA wants 4 ≥ 3 busy");
+      assert.equal(s.scaleInHold?.replicas, 3, "held (status says so)");
+      assert.equal(
+        floor(5, 40, 3),
+        3,
+        "the HPA wants 4 ≥ 3 busy: the floor is there before the backlog drops",
+      );
+      assert.equal(s.scaleInHold, undefined, "nothing held");
+      assert.equal(floor(5, 3, 1), undefined, "1 busy: the HPA's own minimum");
       assert.equal(floor(5, 3, 0), undefined, "all idle");
       assert.equal(floor(5, 3, undefined), undefined);
       assert.equal(floor(2, 3, 3), 2, "never above the replicas there are");
+      // The hold's time limit (maxJobSeconds 120 − drainSeconds 30) applies here too.
+      const t = newPoolScaler(0);
+      const heldAt = (now: number) =>
+        hpaMinReplicasFloor(t, { now, spec: hpaSpec, current: 5, backlog: 3, busyPods: 3 });
+      assert.equal(heldAt(1000), 3);
+      assert.equal(heldAt(1000 + 90_000), undefined, "held 90 s: the HPA may scale in");
+      const drainAll = withDefaults({ ...hpaSpec, drainSeconds: undefined });
+      assert.equal(
+        hpaMinReplicasFloor(newPoolScaler(0), {
+          now: 0,
+          spec: drainAll,
+          current: 5,
+          backlog: 3,
+          busyPods: 3,
+        }),
+        undefined,
+        "a drained pod finishes its jobs",
+      );
       const hpa = desiredHPA(pool({ ...hpaSpec }), hpaSpec, 3);
       assert.equal(hpa.spec?.minReplicas, 3);
       // decideScale in hpa mode (no change of its own) leaves the HPA's hold in place
       floor(5, 3, 3, 2000);
       decideScale(s, { ...at(3000, 5, 3), spec: hpaSpec });
-      assert.equal(s.scaleInHold?.replicas, 3);
+      assert.equal((s.scaleInHold as { replicas: number } | undefined)?.replicas, 3);
     });
 
     it("busy pods: fresh reports of busy workers among the pool's pods", () => {

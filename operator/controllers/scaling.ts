@@ -152,9 +152,12 @@ export function holdForBusyPods(
 }
 
 /**
- * In hpa mode the HPA scales in: the busy pods' floor becomes its minReplicas while it holds.
- * `wanted` is what the HPA computes from the operator's metric (backlog / target, clamped; its
- * stabilization only keeps it higher). Undefined when nothing is held.
+ * In hpa mode the HPA scales in, on its own clock: its minReplicas is the busy pods whenever jobs
+ * may outlast the drain — not only once the backlog wants fewer, as the HPA may sync between the
+ * poll that reads the lower backlog and the write that would raise it. `wanted` (what the HPA
+ * computes from the metric: backlog / target, clamped; its stabilization only keeps it higher)
+ * says whether a scale-in is held (s.scaleInHold, for status) and starts the hold's time limit.
+ * Undefined: the spec's minReplicas.
  */
 export function hpaMinReplicasFloor(
   s: PoolScaler,
@@ -166,7 +169,11 @@ export function hpaMinReplicasFloor(
     Math.max(1, sc.minReplicas, Math.ceil(i.backlog / sc.targetBacklogPerReplica)),
   );
   const floor = holdForBusyPods(s, { ...i, wanted: Math.min(wanted, i.current) });
-  return floor.replicas > wanted ? floor.replicas : undefined;
+  if (floor.replicas > wanted) return floor.replicas;
+  // (a hold that ran out of time: s.scaleInHold stays, at what was wanted)
+  if (s.scaleInHold || drainSeconds(i.spec) >= i.spec.maxJobSeconds) return undefined;
+  const busy = Math.min(i.current, i.busyPods ?? 0);
+  return busy > Math.max(1, sc.minReplicas) ? busy : undefined;
 }
 
 /** decideScale before the busy pods' floor. */

@@ -41,6 +41,7 @@ import {
   latencyNeedOf,
   markIdlePodsCheapest,
   newPoolScaler,
+  updateDeletionCosts,
   type ScaleDecision,
 } from "./scaling.ts";
 import {
@@ -393,8 +394,9 @@ export class WorkerPoolReconciler implements Reconciler {
   private async ensureHPA(pass: PoolPass): Promise<void> {
     if (!pass.spec || !pass.ownsDeployment) return;
     const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
-    const floor =
-      wantsHPA(pass.spec, pass.queuePaused) && backlog !== undefined && pass.deployment
+    const hpaScales = wantsHPA(pass.spec, pass.queuePaused);
+    let floor =
+      hpaScales && backlog !== undefined && pass.deployment
         ? hpaMinReplicasFloor(pass.state.scaler, {
             now: pass.now,
             spec: pass.spec,
@@ -403,6 +405,20 @@ export class WorkerPoolReconciler implements Reconciler {
             busyPods: pass.busyPods,
           })
         : undefined;
+    // Lowering a raised minReplicas lets the HPA scale in at its next sync: the pod that went idle
+    // must be the cheapest by then, so when costs had to change the floor drops one reconcile later.
+    const raised = pass.hpa?.spec?.minReplicas ?? 0;
+    if (hpaScales && pass.reports && raised > Math.max(1, pass.spec.scaling.minReplicas, floor ?? 0)) {
+      const patched = await updateDeletionCosts(
+        this.ctx,
+        pass.key,
+        pass.pool,
+        pass.state,
+        false,
+        pass.reports,
+      );
+      if (patched > 0) floor = raised;
+    }
     await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
       pass.hpa = await reconcileHPA(
         this.ctx,

@@ -7,12 +7,15 @@
 // metric) and steps down as each goes idle, deleting the idle one — and no job is handed back or
 // run twice. Without the hold a busy pod is deleted, drains 2 s and hands its job back — which
 // is still what happens to pods someone else deletes (a user's `kubectl scale`, a node drain).
+// In hpa mode the same holds through the HPA (it reads the operator's external metric through the
+// aggregator): its minReplicas follows the busy pods.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pollUntil } from "../../lib/poll.ts";
+import { freePort } from "../../lib/ports.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
@@ -69,13 +72,34 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "cvy-scalein-"));
-    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: false });
+    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true });
     k = new KubeClient(cp.kubeConfig());
     await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
     await cp.waitForCrd("workerpools.conveyor.dev");
     redis = await RedisServer.start();
     r = connectRedis(redis.url);
-    op = await startOperator(cp, "scalein", ["--metrics-api=false"]);
+    // hpa mode: the HPA reads the operator's external metric through the aggregator, which
+    // checks the certificate against <service>.<namespace>.svc (as in cluster.test.ts).
+    const routable = await cp.routableAddress();
+    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
+      ips: [routable.address],
+      dnsNames: ["conveyor-operator-metrics.default.svc"],
+    });
+    const metricsApiPort = await freePort();
+    op = await startOperator(cp, "scalein", [
+      `--metrics-api-address=${routable.address}`,
+      `--metrics-api-port=${metricsApiPort}`,
+      `--metrics-api-cert=${cert.certFile}`,
+      `--metrics-api-key=${cert.keyFile}`,
+      "--metrics-api-client-ca=auto",
+    ]);
+    await cp.registerAPIService({
+      group: "external.metrics.k8s.io",
+      version: "v1beta1",
+      address: routable.address,
+      port: metricsApiPort,
+      serviceName: "conveyor-operator-metrics",
+    });
     await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
     runner = new PodRunner(cp.kubeConfig(), {
       namespace: "default",
@@ -95,7 +119,7 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
   });
 
   /** One job at a time per pod, a 2 s drain for jobs of up to 600 s, up to 3 pods at 2 jobs per replica. */
-  const applyPool = (name: string) =>
+  const applyPool = (name: string, mode: "direct" | "hpa" = "direct") =>
     cp.apply(
       JSON.stringify({
         apiVersion: "conveyor.dev/v1alpha1",
@@ -109,7 +133,7 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
           maxJobSeconds: 600,
           drainSeconds: 2,
           scaling: {
-            mode: "direct",
+            mode,
             maxReplicas: 3,
             targetBacklogPerReplica: 2,
             pollSeconds: 1,
@@ -239,6 +263,70 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       events.join("\n"),
     );
     assert.ok(!events.some((m) => /ScaleInHeld/.test(m)), events.join("\n"));
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+
+  it("hpa mode: the HPA's minReplicas follows the busy pods, holding the HPA when it wants fewer, lowered as they go idle; nothing handed back", async () => {
+    const name = "viahpa";
+    const queue = `${name}/work`;
+    await applyPool(name, "hpa");
+    const hpaOf = () =>
+      k.get<{
+        spec?: { minReplicas?: number };
+        status?: { conditions?: { type: string; status: string; reason?: string }[] };
+      }>(resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: "default", name }));
+    const admin = new QueueAdmin(r);
+    const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
+    const producer = new Producer(r);
+    const jobs = [0, 1, 2, 3, 4].map((i) => `${name}-${i}`);
+    for (const id of jobs) await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+    const ran = () => executions().filter((e) => e.id.startsWith(`${name}-`));
+    const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
+    const waitFor = async (what: string, probe: () => Promise<boolean>, timeoutMs = LONG) => {
+      const got = await pollUntil(
+        what,
+        async () => ((await handedBack()) > 0 ? "handed back" : (await probe()) ? "ok" : undefined),
+        { timeoutMs, intervalMs: 250 },
+      );
+      assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
+    };
+    // 0 → 1 by the operator, then the HPA: backlog 5 at 2 per replica → 3
+    await waitFor(
+      "the HPA at 3 pods, each running a job",
+      async () => new Set(ran().map((e) => e.pid)).size === 3 && (await replicas(name)) === 3,
+    );
+    const first = [...new Set(ran().map((e) => e.id))];
+    release(first[0]!);
+    release(first[1]!);
+    await waitFor("all 5 jobs started", async () => new Set(ran().map((e) => e.id)).size === 5);
+    // The backlog (3, all running) makes the HPA want 2; minReplicas 3 holds it.
+    await waitFor("the HPA held at minReplicas 3 (ScalingLimited/TooFewReplicas)", async () => {
+      const hpa = await hpaOf();
+      const limited = hpa?.status?.conditions?.find((c) => c.type === "ScalingLimited");
+      return (
+        hpa?.spec?.minReplicas === 3 && limited?.status === "True" && limited.reason === "TooFewReplicas"
+      );
+    });
+    const cond = (await getPool(name))?.status?.conditions?.find((c) => c.type === "ScalingActive");
+    assert.equal(cond?.reason, "ScaleInHeld", cond?.message);
+    // One finishes: minReplicas drops to the 2 busy pods and the HPA deletes the idle one.
+    const busy = jobs.filter((id) => !first.slice(0, 2).includes(id));
+    release(busy[0]!);
+    await waitFor(
+      "the HPA at 2 replicas, 2 live pods",
+      async () => (await replicas(name)) === 2 && (await livePods(name)).length === 2,
+    );
+    for (const id of busy.slice(1)) release(id);
+    await waitFor("every job completed", async () => (await admin.counts(queue)).backlog === 0);
+    await waitFor("minReplicas back to 1", async () => (await hpaOf())?.spec?.minReplicas === 1);
+    assert.equal(await handedBack(), 0, "no job handed back");
+    assert.deepEqual(
+      ran()
+        .map((e) => e.id)
+        .toSorted(),
+      jobs,
+      "every job ran exactly once",
+    );
     await cp.kubectl("delete", "wp", name, "--wait=true");
   });
 });
