@@ -168,6 +168,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    scaleInHeld: new Gauge({
+      name: "conveyor_operator_pool_scale_in_held_replicas",
+      help: "Replicas kept above what scaling wants because their pods run jobs that may outlast the drain (ScaleInHeld); 0 when no scale-in is held",
+      labelNames: pool,
+      registers,
+    }),
     desiredReplicas: new Gauge({
       name: "conveyor_operator_pool_desired_replicas",
       help: "Replicas the pool's Deployment asks for (spec.replicas)",

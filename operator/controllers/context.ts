@@ -39,6 +39,8 @@ export interface PoolScaler {
   arrivals?: ArrivalEstimate;
   /** Latency mode: the last median job duration the workers reported (ms), kept while no worker runs. */
   jobMs?: number;
+  /** A scale-in held at the pods running jobs (holdForBusyPods): since when, at what, and why. */
+  scaleInHold?: { since: number; replicas: number; wanted: number; busyPods: number; message: string };
 }
 
 /** The operator's own last replica change (status.lastDecision). */

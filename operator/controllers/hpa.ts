@@ -28,7 +28,8 @@ export function wantsHPA(spec: WorkerPoolSpec, queuePaused = false): boolean {
   return spec.scaling.mode === "hpa" && !spec.scaling.paused && spec.replicas === undefined && !queuePaused;
 }
 
-export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
+/** `minReplicasFloor`: the pods running jobs while a scale-in is held for them (hpaMinReplicasFloor). */
+export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec, minReplicasFloor = 0): HPA {
   const s = spec.scaling;
   const hpa: HPA = {
     apiVersion: apiVersionOf(RESOURCES.horizontalPodAutoscalers),
@@ -45,7 +46,7 @@ export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec): HPA {
         kind: RESOURCES.deployments.kind,
         name: pool.metadata.name,
       },
-      minReplicas: Math.max(1, s.minReplicas),
+      minReplicas: Math.max(1, s.minReplicas, minReplicasFloor),
       maxReplicas: s.maxReplicas,
       metrics: [
         {
@@ -78,6 +79,7 @@ export async function reconcileHPA(
   live: HPA | undefined,
   problems: Problem[],
   queuePaused = false,
+  minReplicasFloor = 0,
 ): Promise<HPA | undefined> {
   const path = resourcePath(RESOURCES.horizontalPodAutoscalers, {
     namespace: pool.metadata.namespace,
@@ -112,7 +114,7 @@ export async function reconcileHPA(
     });
     return live;
   }
-  const desired = desiredHPA(pool, spec);
+  const desired = desiredHPA(pool, spec, minReplicasFloor);
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
   if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
     return live;

@@ -63,6 +63,11 @@ export const Reason = {
   /** latency mode (scaling.targetWaitSeconds): the wait target needs more / fewer replicas. */
   LatencyScaleUp: "LatencyScaleUp",
   LatencyScaleDown: "LatencyScaleDown",
+  /**
+   * A scale-in held at the pods running jobs (they would hand back jobs longer than the drain);
+   * steps down as they go idle. Also ScalingActive=True's reason while it holds.
+   */
+  ScaleInHeld: "ScaleInHeld",
 
   // ---- Events only
   /** The operator changed the replica count (Normal). */
@@ -119,6 +124,7 @@ export const SCALING_ACTIVE_REASONS = [
   Reason.HPAMetricFailed,
   Reason.Polling,
   Reason.InvalidSpec,
+  Reason.ScaleInHeld,
 ] as const;
 export type ScalingActiveReason = (typeof SCALING_ACTIVE_REASONS)[number];
 
@@ -135,6 +141,7 @@ export const SCALE_REASONS = [
   Reason.DirectScaleDown,
   Reason.LatencyScaleUp,
   Reason.LatencyScaleDown,
+  Reason.ScaleInHeld,
   Reason.QueuePaused,
   Reason.RateLimited,
   Reason.GroupLimited,

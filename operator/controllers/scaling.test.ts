@@ -2,9 +2,18 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
-import { decideScale, deletionCosts, newPoolScaler, BUSY_COST, IDLE_COST } from "./scaling.ts";
+import {
+  busyPods,
+  decideScale,
+  deletionCosts,
+  hpaMinReplicasFloor,
+  newPoolScaler,
+  BUSY_COST,
+  IDLE_COST,
+} from "./scaling.ts";
+import { desiredHPA } from "./hpa.ts";
 import type { QueueCounts } from "../../queue/index.ts";
-import { counts } from "./fixtures.ts";
+import { counts, pool } from "./fixtures.ts";
 
 describe("scaling decisions", () => {
   const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } };
@@ -147,5 +156,150 @@ describe("scaling decisions", () => {
       Number(IDLE_COST) < 0 && Number(BUSY_COST) > 0,
       "idle below an unannotated pod (0), busy above",
     );
+  });
+
+  describe("scale-in held at the pods running jobs", () => {
+    // 30 s drain, jobs up to 120 s: a deleted busy pod may hand a job back.
+    const spec = withDefaults({
+      ...base,
+      maxJobSeconds: 120,
+      drainSeconds: 30,
+      scaling: {
+        mode: "direct",
+        maxReplicas: 8,
+        targetBacklogPerReplica: 10,
+        behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+      },
+    });
+    const at = (now: number, current: number, busy: number | undefined, backlog = 3) => ({
+      now,
+      spec,
+      current,
+      statusReplicas: current,
+      counts: counts(backlog, backlog),
+      busyPods: busy,
+    });
+
+    it("goes no lower than the busy pods, then steps down as each goes idle", () => {
+      const s = newPoolScaler(0);
+      // 3 jobs running on 3 of 8 pods: the backlog wants 1.
+      const d = decideScale(s, at(1000, 8, 3));
+      assert.deepEqual([d?.from, d?.replicas, d?.reason], [8, 3, "ScaleInHeld"]);
+      assert.match(
+        d!.message,
+        /^scale-in to 1 held at 3: 3 pod\(s\) running jobs that may outlast drainSeconds 30/,
+      );
+      assert.match(
+        d!.message,
+        /\(DirectScaleDown: backlog 3 at target 10\/replica wants 1;/,
+        "what wanted it",
+      );
+      assert.deepEqual(s.scaleInHold && [s.scaleInHold.replicas, s.scaleInHold.wanted], [3, 1]);
+      // At the floor: no change while all 3 run.
+      assert.equal(decideScale(s, at(2000, 3, 3)), undefined);
+      assert.equal(s.scaleInHold?.replicas, 3, "still held (status says so)");
+      // One finishes: one step down (the idle pod is the cheapest to delete).
+      const step = decideScale(s, at(3000, 3, 2, 2));
+      assert.deepEqual([step?.replicas, step?.reason], [2, "ScaleInHeld"]);
+      // The last busy pods go idle: the scale-in the backlog wanted, and no hold left.
+      const last = decideScale(s, at(4000, 2, 0, 0));
+      assert.deepEqual([last?.replicas, last?.reason], [1, "DirectScaleDown"]);
+      assert.equal(s.scaleInHold, undefined);
+    });
+
+    it("holds nothing when the drain outlasts every job, the reports are unread, or it scales up", () => {
+      const drainAll = withDefaults({ ...spec, drainSeconds: undefined });
+      assert.equal(drainAll.drainSeconds, undefined, "drainSeconds follows maxJobSeconds");
+      const d = decideScale(newPoolScaler(0), { ...at(1000, 8, 3), spec: drainAll });
+      assert.deepEqual([d?.replicas, d?.reason], [1, "DirectScaleDown"], "a drained pod finishes its jobs");
+      const unread = decideScale(newPoolScaler(0), at(1000, 8, undefined));
+      assert.deepEqual([unread?.replicas, unread?.reason], [1, "DirectScaleDown"]);
+      const up = decideScale(newPoolScaler(0), at(1000, 2, 2, 50));
+      assert.deepEqual([up?.replicas, up?.reason], [5, "DirectScaleUp"]);
+    });
+
+    it("holds at most maxJobSeconds − drainSeconds: by then the jobs it held for have ended", () => {
+      const s = newPoolScaler(0);
+      assert.equal(decideScale(s, at(1000, 3, 3)), undefined, "held from 1 s");
+      assert.equal(decideScale(s, at(1000 + 89_999, 3, 3)), undefined, "held for 90 s");
+      const d = decideScale(s, at(1000 + 90_000, 3, 3));
+      assert.deepEqual([d?.replicas, d?.reason], [1, "DirectScaleDown"], "a steady load on every pod");
+      assert.equal(s.scaleInHold?.replicas, 1, "not shown as held");
+    });
+
+    it("a paused queue drains to its busy pods; spec.replicas and the cooldown to zero are not held", () => {
+      const paused = decideScale(newPoolScaler(0), {
+        ...at(1000, 8, 4),
+        counts: counts(3, 3),
+        queuePaused: true,
+        pauseSeenByPoll: true,
+      });
+      assert.deepEqual([paused?.replicas, paused?.reason], [4, "ScaleInHeld"]);
+      assert.match(paused!.message, /\(QueuePaused: queue paused: 3 running job/);
+      const pinned = decideScale(newPoolScaler(0), { ...at(1000, 8, 4), spec: { ...spec, replicas: 2 } });
+      assert.deepEqual([pinned?.replicas, pinned?.reason], [2, "ManualReplicas"]);
+      const cool = withDefaults({ ...spec, scaling: { ...spec.scaling, cooldownSeconds: 0 } });
+      const zero = decideScale(newPoolScaler(0), { ...at(1000, 3, 1, 0), spec: cool });
+      assert.deepEqual([zero?.replicas, zero?.reason], [0, "CooledDown"], "nothing in flight: Redis says so");
+    });
+
+    it("hpa mode: the HPA's minReplicas is raised to the busy pods while their floor binds", () => {
+      const hpaSpec = withDefaults({ ...spec, scaling: { ...spec.scaling, mode: "hpa" } });
+      const s = newPoolScaler(0);
+      const floor = (current: number, backlog: number, busy: number | undefined, now = 1000) =>
+        hpaMinReplicasFloor(s, { now, spec: hpaSpec, current, backlog, busyPods: busy });
+      assert.equal(floor(5, 3, 3), 3, "the HPA would go to 1 with 3 pods busy");
+      assert.equal(s.scaleInHold?.replicas, 3, "held (status says so)");
+      assert.equal(
+        floor(5, 40, 3),
+        3,
+        "the HPA wants 4 ≥ 3 busy: the floor is there before the backlog drops",
+      );
+      assert.equal(s.scaleInHold, undefined, "nothing held");
+      assert.equal(floor(5, 3, 1), undefined, "1 busy: the HPA's own minimum");
+      assert.equal(floor(5, 3, 0), undefined, "all idle");
+      assert.equal(floor(5, 3, undefined), undefined);
+      assert.equal(floor(2, 3, 3), 2, "never above the replicas there are");
+      // The hold's time limit (maxJobSeconds 120 − drainSeconds 30) applies here too.
+      const t = newPoolScaler(0);
+      const heldAt = (now: number) =>
+        hpaMinReplicasFloor(t, { now, spec: hpaSpec, current: 5, backlog: 3, busyPods: 3 });
+      assert.equal(heldAt(1000), 3);
+      assert.equal(heldAt(1000 + 90_000), undefined, "held 90 s: the HPA may scale in");
+      const drainAll = withDefaults({ ...hpaSpec, drainSeconds: undefined });
+      assert.equal(
+        hpaMinReplicasFloor(newPoolScaler(0), {
+          now: 0,
+          spec: drainAll,
+          current: 5,
+          backlog: 3,
+          busyPods: 3,
+        }),
+        undefined,
+        "a drained pod finishes its jobs",
+      );
+      const hpa = desiredHPA(pool({ ...hpaSpec }), hpaSpec, 3);
+      assert.equal(hpa.spec?.minReplicas, 3);
+      // decideScale in hpa mode (no change of its own) leaves the HPA's hold in place
+      floor(5, 3, 3, 2000);
+      decideScale(s, { ...at(3000, 5, 3), spec: hpaSpec });
+      assert.equal((s.scaleInHold as { replicas: number } | undefined)?.replicas, 3);
+    });
+
+    it("busy pods: fresh reports of busy workers among the pool's pods", () => {
+      const now = 1_000_000;
+      const r = (pod: string, busy: number, age = 1000) => ({
+        id: `${pod}-w`,
+        pod,
+        slots: 4,
+        busy,
+        draining: false,
+        seen: now - age,
+      });
+      assert.equal(
+        busyPods(["a", "b", "c", "d"], [r("a", 2), r("b", 0), r("c", 1, 120_000), r("gone", 3)], now),
+        1,
+      );
+    });
   });
 });

@@ -6,6 +6,8 @@
 //   - in `direct` mode, everything between 1 and maxReplicas, by the HPA algorithm — on the
 //     backlog per replica, or with scaling.targetWaitSeconds on the slots a wait target needs
 //     (operator/scaling/latency.ts).
+// A scale-in never goes below the pods running jobs while their jobs may outlast the drain
+// (holdForBusyPods): it steps down as they go idle.
 // No decision is made without a fresh backlog reading: an unreachable Redis never scales a
 // pool down (nor up).
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
@@ -13,6 +15,8 @@ import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
 import { rfc3339 } from "../../lib/time.ts";
 import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
 import { apiCode } from "../kube/client.ts";
+import { drainSeconds } from "./deployment.ts";
+import { wantsHPA } from "./hpa.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import { LATENCY_SCALE_UP, latencyNeed, observeArrivals, type LatencyNeed } from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
@@ -50,6 +54,8 @@ export interface DecideInput {
   countsAt?: number;
   /** The workers' median job duration (ms) from fresh reports, when any (latency mode). */
   jobMs?: number;
+  /** Pods (not terminating) whose fresh report says they run jobs (busyPods); undefined when not read. */
+  busyPods?: number;
 }
 
 /** The behavior latency mode scales with: the spec's, with an unlimited scale-up unless it sets one. */
@@ -79,8 +85,99 @@ export function latencyNeedOf(
   });
 }
 
-/** The replica change to make now, or undefined. Updates the scaler's activity and HPA state. */
+/**
+ * The replica change to make now, or undefined. Updates the scaler's activity and HPA state; a
+ * scale-in is held at the pods running jobs (holdForBusyPods, s.scaleInHold says so).
+ */
 export function decideScale(s: PoolScaler, i: DecideInput): ScaleDecision | undefined {
+  const d = decideWanted(s, i);
+  // Pinned by spec.replicas: the user's count. To zero: nothing is in flight (Redis says so).
+  if (!d || d.replicas >= d.from || d.reason === Reason.ManualReplicas || d.reason === Reason.CooledDown) {
+    // (while the HPA scales the pool, its floor is the HPA's minReplicas: hpaMinReplicasFloor)
+    if (d || !wantsHPA(i.spec, i.queuePaused)) s.scaleInHold = undefined;
+    return d;
+  }
+  const floor = holdForBusyPods(s, {
+    now: i.now,
+    spec: i.spec,
+    current: d.from,
+    wanted: d.replicas,
+    busyPods: i.busyPods,
+  });
+  if (floor.replicas === d.replicas) return d;
+  if (floor.replicas >= d.from) return undefined;
+  return {
+    replicas: floor.replicas,
+    from: d.from,
+    reason: Reason.ScaleInHeld,
+    message: `${floor.message} (${d.reason}: ${d.message})`,
+  };
+}
+
+export interface ScaleInFloor {
+  /** What the scale-in may go down to: `wanted`, or the busy pods when they hold it. */
+  replicas: number;
+  /** Why it is held (empty when it is not). */
+  message: string;
+}
+
+/**
+ * A scale-in below the pods running jobs deletes a busy one, whose worker then hands its jobs
+ * back after drainSeconds. So while jobs may outlast the drain (drainSeconds < maxJobSeconds),
+ * a scale-in goes no lower than the busy pods and steps down as they go idle (the idle ones
+ * are deleted first: pod-deletion-cost). The hold lasts at most maxJobSeconds − drainSeconds:
+ * by then every job running when it began has ended or would end within the drain; pods still
+ * busy run newer jobs (a steady load spread over all pods), and holding on would keep the pool
+ * large for as long as that load lasts. Sets or clears s.scaleInHold.
+ */
+export function holdForBusyPods(
+  s: PoolScaler,
+  i: { now: number; spec: WorkerPoolSpec; current: number; wanted: number; busyPods: number | undefined },
+): ScaleInFloor {
+  const drain = drainSeconds(i.spec);
+  const floor = Math.min(i.current, i.busyPods ?? 0);
+  if (i.wanted >= floor || drain >= i.spec.maxJobSeconds) {
+    s.scaleInHold = undefined;
+    return { replicas: i.wanted, message: "" };
+  }
+  const since = s.scaleInHold?.since ?? i.now;
+  const limitSeconds = i.spec.maxJobSeconds - drain;
+  if (i.now - since >= limitSeconds * 1000) {
+    s.scaleInHold = { since, replicas: i.wanted, wanted: i.wanted, busyPods: floor, message: "" };
+    return { replicas: i.wanted, message: "" };
+  }
+  const message = `scale-in to ${i.wanted} held at ${floor}: ${floor} pod(s) running jobs that may outlast drainSeconds ${drain} (maxJobSeconds ${i.spec.maxJobSeconds}); stepping down as they go idle, for at most ${limitSeconds}s`;
+  s.scaleInHold = { since, replicas: floor, wanted: i.wanted, busyPods: floor, message };
+  return { replicas: floor, message };
+}
+
+/**
+ * In hpa mode the HPA scales in, on its own clock: its minReplicas is the busy pods whenever jobs
+ * may outlast the drain — not only once the backlog wants fewer, as the HPA may sync between the
+ * poll that reads the lower backlog and the write that would raise it. `wanted` (what the HPA
+ * computes from the metric: backlog / target, clamped; its stabilization only keeps it higher)
+ * says whether a scale-in is held (s.scaleInHold, for status) and starts the hold's time limit.
+ * Undefined: the spec's minReplicas.
+ */
+export function hpaMinReplicasFloor(
+  s: PoolScaler,
+  i: { now: number; spec: WorkerPoolSpec; current: number; backlog: number; busyPods: number | undefined },
+): number | undefined {
+  const sc = i.spec.scaling;
+  const wanted = Math.min(
+    sc.maxReplicas,
+    Math.max(1, sc.minReplicas, Math.ceil(i.backlog / sc.targetBacklogPerReplica)),
+  );
+  const floor = holdForBusyPods(s, { ...i, wanted: Math.min(wanted, i.current) });
+  if (floor.replicas > wanted) return floor.replicas;
+  // (a hold that ran out of time: s.scaleInHold stays, at what was wanted)
+  if (s.scaleInHold || drainSeconds(i.spec) >= i.spec.maxJobSeconds) return undefined;
+  const busy = Math.min(i.current, i.busyPods ?? 0);
+  return busy > Math.max(1, sc.minReplicas) ? busy : undefined;
+}
+
+/** decideScale before the busy pods' floor. */
+function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined {
   const spec = i.spec;
   const sc = spec.scaling;
   if (spec.replicas !== undefined) {
@@ -215,7 +312,8 @@ export function recordScale(s: PoolScaler, spec: WorkerPoolSpec, d: ScaleDecisio
     d.reason === Reason.DirectScaleUp ||
     d.reason === Reason.DirectScaleDown ||
     d.reason === Reason.LatencyScaleUp ||
-    d.reason === Reason.LatencyScaleDown
+    d.reason === Reason.LatencyScaleDown ||
+    d.reason === Reason.ScaleInHeld
   )
     s.hpa.record(now, d.from, d.replicas, scalingBehavior(spec));
   if (d.replicas === 0) s.hpa.reset();
@@ -250,6 +348,13 @@ export function deletionCosts(
   return out;
 }
 
+/** Pods among `pods` whose fresh report says they run jobs: what a scale-in must not go below. */
+export function busyPods(pods: string[], reports: WorkerReport[], now: number): number {
+  let n = 0;
+  for (const cost of deletionCosts(pods, reports, now).values()) if (cost === BUSY_COST) n++;
+  return n;
+}
+
 /**
  * The replica count to start from: the Deployment's, or our own scale write while the cache
  * has not shown it yet (for at most 30 s).
@@ -271,6 +376,7 @@ export function decideReplicas(
   queuePaused = false,
   pauseSeenByPoll = false,
   latency: { countsAt?: number; jobMs?: number } = {},
+  busy?: number,
 ): ScaleDecision | undefined {
   return decideScale(state.scaler, {
     now,
@@ -281,6 +387,7 @@ export function decideReplicas(
     queuePaused,
     pauseSeenByPoll,
     ...latency,
+    busyPods: busy,
   });
 }
 
@@ -299,6 +406,7 @@ export async function markIdlePodsCheapest(
   state: PoolState,
   decision: ScaleDecision | undefined,
   current: number,
+  reports?: WorkerReport[],
 ): Promise<boolean> {
   if (!decision) {
     if (
@@ -306,12 +414,12 @@ export async function markIdlePodsCheapest(
       !spec.scaling.paused &&
       current > Math.max(1, spec.scaling.minReplicas)
     ) {
-      await updateDeletionCosts(ctx, key, pool, state, false);
+      await updateDeletionCosts(ctx, key, pool, state, false, reports);
     }
     return false;
   }
   if (decision.replicas < decision.from && decision.replicas > 0) {
-    const patched = await updateDeletionCosts(ctx, key, pool, state, true);
+    const patched = await updateDeletionCosts(ctx, key, pool, state, true, reports);
     if (patched > 0) {
       ctx.log.debug({ pool: key, patched }, "deletion costs updated; scaling in at the next reconcile");
       return false;
@@ -418,12 +526,14 @@ export async function updateDeletionCosts(
   pool: WorkerPool,
   state: PoolState,
   required: boolean,
+  /** The reports when this reconcile already read them. */
+  read?: WorkerReport[],
 ): Promise<number> {
   const pods = ctx.podsOf(pool);
   if (pods.length <= 1) return 0;
   let reports: WorkerReport[];
   try {
-    reports = await ctx.workerReports(key);
+    reports = read ?? (await ctx.workerReports(key));
   } catch (err) {
     if (required) throw err;
     ctx.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");

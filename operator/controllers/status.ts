@@ -31,6 +31,8 @@ export interface StatusInput {
   now: Date;
   /** Queue control in force (workerpoolReconciler's queueControl step); undefined before the first read. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
+  /** Why a scale-in is held at the pods running jobs (holdForBusyPods); undefined when none is. */
+  scaleInHeld?: string;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";
@@ -135,6 +137,8 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
         Reason.HPAMetricFailed,
         `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000),
       );
+    } else if (i.scaleInHeld) {
+      scalingCond = condition(CONDITION_SCALING_ACTIVE, "True", Reason.ScaleInHeld, i.scaleInHeld);
     } else {
       const s = spec.scaling;
       scalingCond = condition(

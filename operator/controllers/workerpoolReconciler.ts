@@ -10,6 +10,7 @@ import {
   formatRateLimit,
   type QueueCounts,
   type ResourceState,
+  type WorkerReport,
 } from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
@@ -27,17 +28,20 @@ import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
 import { isFresh } from "./backlogMetric.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
-import { reconcileHPA } from "./hpa.ts";
+import { reconcileHPA, wantsHPA } from "./hpa.ts";
 import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { Reason, type Problem } from "./reasons.ts";
 import {
   applyScale,
+  busyPods,
   currentReplicas,
   decideReplicas,
+  hpaMinReplicasFloor,
   latencyNeedOf,
   markIdlePodsCheapest,
   newPoolScaler,
+  updateDeletionCosts,
   type ScaleDecision,
 } from "./scaling.ts";
 import {
@@ -91,6 +95,15 @@ export interface PoolPass {
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
+  /** The workers' reports, read when the pool could shrink; and how many pods run jobs. */
+  reports?: WorkerReport[];
+  busyPods?: number;
+}
+
+/** Replicas held above what scaling wants for pods running jobs (0 when none). */
+function scaleInHeldReplicas(state: PoolState): number {
+  const hold = state.scaler.scaleInHold;
+  return hold ? Math.max(0, hold.replicas - hold.wanted) : 0;
 }
 
 export interface WorkerPoolCaches {
@@ -143,6 +156,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.readBacklog(pass);
     await this.queueControl(pass);
     await this.ensureDeployment(pass);
+    await this.readWorkerReports(pass);
     await this.ensureHPA(pass);
     this.decideReplicas(pass);
     await this.markIdlePodsCheapest(pass);
@@ -356,9 +370,55 @@ export class WorkerPoolReconciler implements Reconciler {
     });
   }
 
-  /** In hpa mode, apply the HPA; otherwise delete ours. */
+  /**
+   * Whenever the pool could shrink, the workers' busy/idle reports (one read, for the busy pods'
+   * floor and the pod-deletion-costs). Unreadable: no floor, and our own scale-in waits
+   * (markIdlePodsCheapest requires them).
+   */
+  private async readWorkerReports(pass: PoolPass): Promise<void> {
+    const { spec, deployment } = pass;
+    if (!spec || !pass.ownsDeployment || !deployment) return;
+    if (spec.replicas !== undefined || spec.scaling.paused) return;
+    if (currentReplicas(pass.state, deployment, pass.now) <= Math.max(1, spec.scaling.minReplicas)) return;
+    try {
+      pass.reports = await this.ctx.workerReports(pass.key);
+    } catch (err) {
+      this.ctx.log.debug({ pool: pass.key, err: String(err) }, "cannot read worker reports");
+      return;
+    }
+    const pods = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
+    pass.busyPods = busyPods(pods, pass.reports, Date.now());
+  }
+
+  /** In hpa mode, apply the HPA (its minReplicas at least the busy pods while a scale-in is held); otherwise delete ours. */
   private async ensureHPA(pass: PoolPass): Promise<void> {
     if (!pass.spec || !pass.ownsDeployment) return;
+    const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
+    const hpaScales = wantsHPA(pass.spec, pass.queuePaused);
+    let floor =
+      hpaScales && backlog !== undefined && pass.deployment
+        ? hpaMinReplicasFloor(pass.state.scaler, {
+            now: pass.now,
+            spec: pass.spec,
+            current: pass.deployment.spec?.replicas ?? 0,
+            backlog,
+            busyPods: pass.busyPods,
+          })
+        : undefined;
+    // Lowering a raised minReplicas lets the HPA scale in at its next sync: the pod that went idle
+    // must be the cheapest by then, so when costs had to change the floor drops one reconcile later.
+    const raised = pass.hpa?.spec?.minReplicas ?? 0;
+    if (hpaScales && pass.reports && raised > Math.max(1, pass.spec.scaling.minReplicas, floor ?? 0)) {
+      const patched = await updateDeletionCosts(
+        this.ctx,
+        pass.key,
+        pass.pool,
+        pass.state,
+        false,
+        pass.reports,
+      );
+      if (patched > 0) floor = raised;
+    }
     await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
       pass.hpa = await reconcileHPA(
         this.ctx,
@@ -368,6 +428,7 @@ export class WorkerPoolReconciler implements Reconciler {
         pass.hpa,
         pass.problems,
         pass.queuePaused,
+        floor,
       );
     });
   }
@@ -391,6 +452,7 @@ export class WorkerPoolReconciler implements Reconciler {
         countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
         jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
       },
+      pass.busyPods,
     );
     this.latencyGauges(pass, counts);
   }
@@ -421,6 +483,7 @@ export class WorkerPoolReconciler implements Reconciler {
       pass.state,
       pass.decision,
       pass.replicas,
+      pass.reports,
     );
     if (!apply) pass.decision = undefined;
   }
@@ -448,6 +511,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);
     this.metrics.readyReplicas.set(labels, pass.deployment?.status?.readyReplicas ?? 0);
     this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
+    this.metrics.scaleInHeld.set(labels, scaleInHeldReplicas(pass.state));
     const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
     if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
       pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
@@ -475,6 +539,7 @@ export class WorkerPoolReconciler implements Reconciler {
       lastDecision: pass.state.lastDecision,
       now: new Date(pass.now),
       control: pass.control,
+      scaleInHeld: scaleInHeldReplicas(pass.state) > 0 ? pass.state.scaler.scaleInHold!.message : undefined,
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
@@ -518,6 +583,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.polls,
       m.arrivalRate,
       m.neededSlots,
+      m.scaleInHeld,
     ])
       g.remove({ namespace, workerpool: name });
     this.capGauge(key, undefined);

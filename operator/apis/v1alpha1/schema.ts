@@ -249,7 +249,7 @@ export const specSchema = {
     paused: {
       type: "boolean",
       description:
-        "Pause the queue: no worker claims from it (running jobs finish, enqueues wait). The pool scales to what its running jobs need (ceil(inflight / concurrency)), then to minReplicas. While set (true or false) it wins over `conveyor pause/resume`; unset leaves the queue as the CLI set it.",
+        "Pause the queue: no worker claims from it (running jobs finish, enqueues wait). The pool scales to what its running jobs need (ceil(inflight / concurrency); no fewer than the pods running them while a job may outlast drainSeconds), then to minReplicas. While set (true or false) it wins over `conveyor pause/resume`; unset leaves the queue as the CLI set it.",
     },
     rateLimit: {
       type: "string",

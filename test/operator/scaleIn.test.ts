@@ -1,0 +1,332 @@
+// Scale-in never interrupts jobs that may outlast the drain (issue 33: "0 jobs interrupted by
+// scale-in"). A real control plane (ReplicaSet controller, scheduler, kwok node) with a real
+// `conveyor worker` process per pod (test/support/podRunner.ts), one job at a time per pod, a 2 s
+// drain and jobs that run until the test lets them finish (a file appears). Five such jobs make
+// the pool 3 pods; once the backlog has drained onto them it wants 2 while all 3 run a job. The
+// operator holds the scale-in at the 3 busy pods (ScalingActive=ScaleInHeld, the held-replicas
+// metric) and steps down as each goes idle, deleting the idle one — and no job is handed back or
+// run twice. Without the hold a busy pod is deleted, drains 2 s and hands its job back — which
+// is still what happens to pods someone else deletes (a user's `kubectl scale`, a node drain).
+// In hpa mode the same holds through the HPA (it reads the operator's external metric through the
+// aggregator): its minReplicas follows the busy pods.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { pollUntil } from "../../lib/poll.ts";
+import { freePort } from "../../lib/ports.ts";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import {
+  isLeader,
+  scrapeOperator,
+  startOperator,
+  sumSeries,
+  workerPoolEvents,
+  type OperatorProcess,
+} from "../support/operator.ts";
+import { PodRunner } from "../support/podRunner.ts";
+import { stopProcess } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { RECORDING_HANDLER } from "../support/workers.ts";
+
+const ROOT = join(import.meta.dirname, "../..");
+const LONG = 240_000;
+
+describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 60_000 }, () => {
+  let cp: ControlPlane;
+  let k: KubeClient;
+  let redis: RedisServer;
+  let r: RedisClient;
+  let op: OperatorProcess;
+  let runner: PodRunner;
+  let dir: string;
+
+  const getPool = (name: string) =>
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
+  const replicas = async (name: string) =>
+    (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name })))?.spec
+      ?.replicas ?? 0;
+  const livePods = async (name: string) =>
+    (
+      await k.list<{ metadata: { name: string; deletionTimestamp?: string } }>(
+        resourcePath(RESOURCES.pods, { namespace: "default" }),
+        { labelSelector: `conveyor.dev/workerpool=${name}` },
+      )
+    ).items
+      .filter((p) => !p.metadata.deletionTimestamp)
+      .map((p) => p.metadata.name);
+  /** Each execution the handler recorded: job id and the worker process that ran it. */
+  const executions = () =>
+    existsSync(join(dir, "executions.ndjson"))
+      ? readFileSync(join(dir, "executions.ndjson"), "utf8")
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { id: string; pid: number })
+      : [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "cvy-scalein-"));
+    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true });
+    k = new KubeClient(cp.kubeConfig());
+    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
+    await cp.waitForCrd("workerpools.conveyor.dev");
+    redis = await RedisServer.start();
+    r = connectRedis(redis.url);
+    // hpa mode: the HPA reads the operator's external metric through the aggregator, which
+    // checks the certificate against <service>.<namespace>.svc (as in cluster.test.ts).
+    const routable = await cp.routableAddress();
+    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
+      ips: [routable.address],
+      dnsNames: ["conveyor-operator-metrics.default.svc"],
+    });
+    const metricsApiPort = await freePort();
+    op = await startOperator(cp, "scalein", [
+      `--metrics-api-address=${routable.address}`,
+      `--metrics-api-port=${metricsApiPort}`,
+      `--metrics-api-cert=${cert.certFile}`,
+      `--metrics-api-key=${cert.keyFile}`,
+      "--metrics-api-client-ca=auto",
+    ]);
+    await cp.registerAPIService({
+      group: "external.metrics.k8s.io",
+      version: "v1beta1",
+      address: routable.address,
+      port: metricsApiPort,
+      serviceName: "conveyor-operator-metrics",
+    });
+    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+    runner = new PodRunner(cp.kubeConfig(), {
+      namespace: "default",
+      labelSelector: "conveyor.dev/workerpool",
+      dir,
+      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+    });
+    runner.start();
+  });
+  after(async () => {
+    await runner?.stop();
+    r?.disconnect();
+    if (op) await stopProcess(op.proc, 10_000);
+    await redis?.stop();
+    await cp?.stop();
+    if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** One job at a time per pod, a 2 s drain for jobs of up to 600 s, up to 3 pods at 2 jobs per replica. */
+  const applyPool = (name: string, mode: "direct" | "hpa" = "direct") =>
+    cp.apply(
+      JSON.stringify({
+        apiVersion: "conveyor.dev/v1alpha1",
+        kind: "WorkerPool",
+        metadata: { name, namespace: "default" },
+        spec: {
+          queue: `${name}/work`,
+          redis: { url: redis.url },
+          handler: { module: RECORDING_HANDLER.slice("module:".length) },
+          concurrency: 1,
+          maxJobSeconds: 600,
+          drainSeconds: 2,
+          scaling: {
+            mode,
+            maxReplicas: 3,
+            targetBacklogPerReplica: 2,
+            pollSeconds: 1,
+            cooldownSeconds: 5,
+            behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+          },
+        },
+      }),
+      "--server-side",
+      "--field-manager=tester",
+    );
+
+  it("long jobs on 3 pods, backlog drained: the scale-in is held at the busy pods and steps down as each goes idle; nothing handed back, every job ran once", async () => {
+    const name = "long";
+    const queue = `${name}/work`;
+    await applyPool(name);
+    const admin = new QueueAdmin(r);
+    const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
+    const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
+    const producer = new Producer(r);
+    const jobs: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = `job-${i}`;
+      await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+      jobs.push(id);
+    }
+    /** Polls `probe`, failing at once if a job was handed back (what the hold prevents). */
+    const waitFor = async (what: string, probe: () => Promise<boolean>) => {
+      const got = await pollUntil(
+        what,
+        async () => ((await handedBack()) > 0 ? "handed back" : (await probe()) ? "ok" : undefined),
+        { timeoutMs: LONG, intervalMs: 250 },
+      );
+      assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
+    };
+    // backlog 5 at 2 per replica: 3 pods, each running one job, two waiting
+    await waitFor(
+      "3 jobs running on 3 pods",
+      async () => new Set(executions().map((e) => e.pid)).size === 3 && (await replicas(name)) === 3,
+    );
+    // two finish: their pods take the two waiting jobs; the backlog (3, all running) wants 2
+    const running = [...new Set(executions().map((e) => e.id))];
+    release(running[0]!);
+    release(running[1]!);
+    await waitFor("all 5 jobs started", async () => new Set(executions().map((e) => e.id)).size === 5);
+    await waitFor("the scale-in held at the 3 busy pods (status)", async () => {
+      const c = (await getPool(name))?.status?.conditions?.find((x) => x.type === "ScalingActive");
+      return c?.reason === "ScaleInHeld" && (await replicas(name)) === 3;
+    });
+    const held = (await getPool(name))!.status!.conditions!.find((x) => x.type === "ScalingActive")!;
+    assert.match(
+      held.message,
+      /^scale-in to 2 held at 3: 3 pod\(s\) running jobs that may outlast drainSeconds 2 \(maxJobSeconds 600\)/,
+    );
+    assert.equal(
+      sumSeries(
+        await scrapeOperator(op),
+        "conveyor_operator_pool_scale_in_held_replicas",
+        /workerpool="long"/,
+      ),
+      1,
+      "1 replica held for busy pods",
+    );
+
+    // One more finishes: its pod is idle, the pool steps down to 2 by deleting that pod.
+    const pidOf = new Map(executions().map((e) => [e.id, e.pid]));
+    const busyJobs = jobs.filter((id) => !running.slice(0, 2).includes(id));
+    release(busyJobs[0]!);
+    await waitFor(
+      "2 replicas, 2 live pods",
+      async () => (await replicas(name)) === 2 && (await livePods(name)).length === 2,
+    );
+    const kept = runner.running.map((p) => p.proc.child.pid);
+    assert.ok(
+      busyJobs.slice(1).every((id) => kept.includes(pidOf.get(id))),
+      `the pods still running jobs were kept (${JSON.stringify([...pidOf])}, running ${kept.join(",")})`,
+    );
+    // The rest finish: down to zero after the cooldown.
+    for (const id of busyJobs.slice(1)) release(id);
+    await waitFor("scaled to zero", async () => (await replicas(name)) === 0);
+    await pollUntil("every job completed", async () => (await admin.counts(queue)).backlog === 0, {
+      timeoutMs: LONG,
+    });
+
+    assert.equal(await handedBack(), 0, "no job handed back");
+    const runs = executions().map((e) => e.id);
+    assert.deepEqual(runs.toSorted(), jobs.toSorted(), "every job ran exactly once");
+    const decisions = (await workerPoolEvents(k, "default", name)).map((e) => e.message);
+    assert.ok(
+      decisions.some((m) => /^3 → 2: ScaleInHeld: scale-in to 1 held at 2/.test(m)),
+      `a step down for the pod that went idle:\n${decisions.join("\n")}`,
+    );
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+
+  it("pods deleted by someone else (kubectl scale) are not held: their workers drain and hand the long jobs back, which run again", async () => {
+    const name = "pinned";
+    const queue = `${name}/work`;
+    await applyPool(name);
+    const admin = new QueueAdmin(r);
+    const producer = new Producer(r);
+    const jobs = ["pinned-0", "pinned-1", "pinned-2", "pinned-3", "pinned-4"];
+    for (const id of jobs) await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+    const ran = () => executions().filter((e) => e.id.startsWith("pinned-"));
+    await pollUntil(
+      "3 jobs running on 3 pods",
+      async () => new Set(ran().map((e) => e.pid)).size === 3 && (await replicas(name)) === 3,
+      { timeoutMs: LONG, intervalMs: 250 },
+    );
+    // The user pins the pool at 1 while 3 pods run jobs: spec.replicas wins over the hold.
+    await cp.kubectl("scale", `wp/${name}`, "--replicas=1");
+    await pollUntil(
+      "the 2 deleted pods' jobs handed back after the 2 s drain",
+      async () => (await admin.counters(queue)).handedBack === 2 && (await replicas(name)) === 1,
+      { timeoutMs: LONG, intervalMs: 250 },
+    );
+    for (const id of jobs) writeFileSync(join(dir, `release-${id}`), "");
+    await pollUntil("every job completed", async () => (await admin.counts(queue)).backlog === 0, {
+      timeoutMs: LONG,
+    });
+    const runs = ran().map((e) => e.id);
+    assert.equal(runs.length, 7, `5 jobs, the 2 handed back ran again: ${runs.join(" ")}`);
+    assert.deepEqual([...new Set(runs)].toSorted(), jobs);
+    const events = (await workerPoolEvents(k, "default", name)).map((e) => e.message);
+    assert.ok(
+      events.some((m) => /^3 → 1: ManualReplicas/.test(m)),
+      events.join("\n"),
+    );
+    assert.ok(!events.some((m) => /ScaleInHeld/.test(m)), events.join("\n"));
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+
+  it("hpa mode: the HPA's minReplicas follows the busy pods, holding the HPA when it wants fewer, lowered as they go idle; nothing handed back", async () => {
+    const name = "viahpa";
+    const queue = `${name}/work`;
+    await applyPool(name, "hpa");
+    const hpaOf = () =>
+      k.get<{
+        spec?: { minReplicas?: number };
+        status?: { conditions?: { type: string; status: string; reason?: string }[] };
+      }>(resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: "default", name }));
+    const admin = new QueueAdmin(r);
+    const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
+    const producer = new Producer(r);
+    const jobs = [0, 1, 2, 3, 4].map((i) => `${name}-${i}`);
+    for (const id of jobs) await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+    const ran = () => executions().filter((e) => e.id.startsWith(`${name}-`));
+    const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
+    const waitFor = async (what: string, probe: () => Promise<boolean>, timeoutMs = LONG) => {
+      const got = await pollUntil(
+        what,
+        async () => ((await handedBack()) > 0 ? "handed back" : (await probe()) ? "ok" : undefined),
+        { timeoutMs, intervalMs: 250 },
+      );
+      assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
+    };
+    // 0 → 1 by the operator, then the HPA: backlog 5 at 2 per replica → 3
+    await waitFor(
+      "the HPA at 3 pods, each running a job",
+      async () => new Set(ran().map((e) => e.pid)).size === 3 && (await replicas(name)) === 3,
+    );
+    const first = [...new Set(ran().map((e) => e.id))];
+    release(first[0]!);
+    release(first[1]!);
+    await waitFor("all 5 jobs started", async () => new Set(ran().map((e) => e.id)).size === 5);
+    // The backlog (3, all running) makes the HPA want 2; minReplicas 3 holds it.
+    await waitFor("the HPA held at minReplicas 3 (ScalingLimited/TooFewReplicas)", async () => {
+      const hpa = await hpaOf();
+      const limited = hpa?.status?.conditions?.find((c) => c.type === "ScalingLimited");
+      return (
+        hpa?.spec?.minReplicas === 3 && limited?.status === "True" && limited.reason === "TooFewReplicas"
+      );
+    });
+    const cond = (await getPool(name))?.status?.conditions?.find((c) => c.type === "ScalingActive");
+    assert.equal(cond?.reason, "ScaleInHeld", cond?.message);
+    // One finishes: minReplicas drops to the 2 busy pods and the HPA deletes the idle one.
+    const busy = jobs.filter((id) => !first.slice(0, 2).includes(id));
+    release(busy[0]!);
+    await waitFor(
+      "the HPA at 2 replicas, 2 live pods",
+      async () => (await replicas(name)) === 2 && (await livePods(name)).length === 2,
+    );
+    for (const id of busy.slice(1)) release(id);
+    await waitFor("every job completed", async () => (await admin.counts(queue)).backlog === 0);
+    await waitFor("minReplicas back to 1", async () => (await hpaOf())?.spec?.minReplicas === 1);
+    assert.equal(await handedBack(), 0, "no job handed back");
+    assert.deepEqual(
+      ran()
+        .map((e) => e.id)
+        .toSorted(),
+      jobs,
+      "every job ran exactly once",
+    );
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+});
