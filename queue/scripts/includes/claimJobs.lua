@@ -193,6 +193,9 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         return started, dead, budgetWait
       end
       local g, score = turn[1], tonumber(turn[2])
+      -- (the slots the groups share, and the ring's other members, read at the first turn that
+      -- could take more than one job)
+      local slots, others = room, nil
       while g and room > 0 do
         visits = visits + 1
         if score >= RING_WAIT and score - RING_WAIT > now then
@@ -218,12 +221,18 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
         weight = tonumber(weight) or 1
         local used = weight > 1 and groupTurnsUsed(q, g) or 0
-        -- A turn takes one job; a group alone in the ring (nobody else to be fair to: the ring's
-        -- member '' counts as someone) takes all the claim's room and its own in one batch, so a
-        -- claim costs the group's counters and the ring one write each rather than one per job.
+        -- A turn takes the group's share of the claim's slots in one batch (one pop of its jobs,
+        -- one write of its counters and of its ring place): the slots over the turns of a round
+        -- the claim can see — one per other member of the ring, the group's weight for itself —
+        -- at least one job. Alone in the ring (the member '' counts as another), it takes all the
+        -- room it has; a claim of one slot, or of fewer slots than groups, takes one job a turn.
         local want = math.min(room, groupLeft)
-        local alone = want > 1 and redis.call('ZCARD', ring) == 0
-        if not alone then want = math.min(want, 1) end
+        local alone = false
+        if want > 1 then
+          others = others or redis.call('ZCARD', ring)
+          alone = others == 0
+          if not alone then want = math.min(want, math.max(1, math.floor(slots / (others + weight)))) end
+        end
         local started, dead, budgetWait = 0, 0, nil
         if want > 0 then started, dead, budgetWait = groupTake(g, want) end
         local took = started + dead > 0
@@ -232,8 +241,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           taken = taken + started + dead
           waitingLeft = groupLeftWaiting(q, g, started + dead)
           if started > 0 then
-            -- (alone, a batch ends the round: the next group to join meets a fresh one)
-            used = alone and 0 or used + started
+            -- (a batch is one turn; alone, it ends the round: the next group to join meets a fresh one)
+            used = alone and 0 or used + 1
             room = room - started
             redis.call('HINCRBY', q .. 'grunning', g, started)
             for _ = 1, started do groupRateTaken(rates, g) end
