@@ -269,6 +269,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           elseif groupLeft > 0 and took and used < weight and score < RING_WAIT then
             -- A weighted group with turns left keeps its place at the head of the ring.
             redis.call('ZADD', ring, score, g)
+          elseif groupLeft > 0 and alone and score < RING_WAIT then
+            -- Alone, its own place is the tail.
+            redis.call('ZADD', ring, score, g)
+            used = 0
           elseif groupLeft > 0 then
             -- Back at the tail while it has work and room ((not taken: 100 stale entries in a
             -- row ended its turn; its work stays).
