@@ -132,7 +132,70 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local rates = {}
       -- (this claim's resources, read once each: resources.lua; grants: job id → the keys granted)
       local resStates, grants = {}, nil
+      -- Takes up to `want` jobs of group g: its prioritised jobs first, then its line (stale
+      -- entries skipped). Returns how many started, how many were dead-lettered here, and
+      -- {due, resource} when a job with `uses` found no key with room (docs/protocol.md,
+      -- "Resources"): it and the jobs popped after it go back to the head of the group.
+      local function groupTake(g, want)
+        local started, dead, budgetWait = 0, 0, nil
+        -- One popped id: true when it counts (started or dead), false when stale; sets budgetWait.
+        local function take(id, score)
+          if not score and seen[id] then return false end
+          local outcome = check(id, score, g)
+          if not outcome then return false end
+          if not score then seen[id] = true end
+          if outcome == 'dead' then
+            dead = dead + 1
+            return true
+          end
+          local f = ok[#ok - 1]
+          if f[16] then
+            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, f, now)
+            if not admitted then
+              ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
+              budgetWait = {grant, resource}
+              return false
+            end
+            grants = grants or {}
+            grants[id] = grant
+          end
+          started = started + 1
+          return true
+        end
+        local p = redis.call('ZPOPMIN', groupReadyKey(q, g), want)
+        local back = nil
+        for i = 1, #p, 2 do
+          if not budgetWait then take(p[i], p[i + 1]) end
+          if budgetWait then
+            back = back or {}
+            back[#back + 1] = p[i + 1]
+            back[#back + 1] = p[i]
+          end
+        end
+        if back then callVariadic('ZADD', groupReadyKey(q, g), back) end
+        local line = groupLineKey(q, g)
+        for _ = 1, 100 do
+          local need = want - started - dead
+          if budgetWait or need <= 0 then break end
+          local ids = redis.call('LPOP', line, need) or {}
+          for i, id in ipairs(ids) do
+            take(id, false)
+            if budgetWait then
+              -- (LPUSH of the reversed rest puts it back at the head in its order)
+              local rest = {}
+              for k = #ids, i, -1 do rest[#rest + 1] = ids[k] end
+              callVariadic('LPUSH', line, rest)
+              break
+            end
+          end
+          if #ids < need then break end
+        end
+        return started, dead, budgetWait
+      end
       local g, score = turn[1], tonumber(turn[2])
+      -- (the slots the groups share, and the ring's other members, read at the first turn that
+      -- could take more than one job)
+      local slots, others = room, nil
       while g and room > 0 do
         visits = visits + 1
         if score >= RING_WAIT and score - RING_WAIT > now then
@@ -158,59 +221,32 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
         weight = tonumber(weight) or 1
         local used = weight > 1 and groupTurnsUsed(q, g) or 0
-        local took, outcome = false, nil
-        -- (set when the group's next job waits for a resource's budget: {due, resource})
-        local budgetWait = nil
-        if groupLeft > 0 then
-          -- One job of the group: its prioritised jobs first, then its line (stale entries skipped).
-          local p = redis.call('ZPOPMIN', groupReadyKey(q, g))
-          if p[1] then
-            outcome = check(p[1], p[2], g)
-          else
-            for _ = 1, 100 do
-              local id = redis.call('LPOP', groupLineKey(q, g))
-              if not id then break end
-              if not seen[id] then
-                outcome = check(id, false, g)
-                if outcome then
-                  seen[id] = true
-                  break
-                end
-              end
-            end
-          end
-          -- A job with `uses` starts only when every resource it names has a key with room
-          -- (docs/protocol.md, "Resources"); else it goes back to the head of its group.
-          if outcome == true and ok[#ok - 1][16] then
-            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, ok[#ok - 1], now)
-            if admitted then
-              grants = grants or {}
-              grants[ok[#ok - 2]] = grant
-            else
-              local due = grant
-              local id, jobScore = ok[#ok - 2], ok[#ok]
-              ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
-              if jobScore then
-                redis.call('ZADD', groupReadyKey(q, g), jobScore, id)
-              else
-                redis.call('LPUSH', groupLineKey(q, g), id)
-              end
-              outcome = false
-              budgetWait = {due, resource}
-            end
-          end
-          took = outcome ~= nil and outcome ~= false
+        -- A turn takes the group's share of the claim's slots in one batch (one pop of its jobs,
+        -- one write of its counters and of its ring place): the slots over the turns of a round
+        -- the claim can see — one per other member of the ring, the group's weight for itself —
+        -- at least one job. Alone in the ring (the member '' counts as another), it takes all the
+        -- room it has; a claim of one slot, or of fewer slots than groups, takes one job a turn.
+        local want = math.min(room, groupLeft)
+        local alone = false
+        if want > 1 then
+          others = others or redis.call('ZCARD', ring)
+          alone = others == 0
+          if not alone then want = math.min(want, math.max(1, math.floor(slots / (others + weight)))) end
         end
+        local started, dead, budgetWait = 0, 0, nil
+        if want > 0 then started, dead, budgetWait = groupTake(g, want) end
+        local took = started + dead > 0
         local waitingLeft
         if took then
-          taken = taken + 1
-          waitingLeft = groupLeftWaiting(q, g, 1)
-          if outcome == true then
-            used = used + 1
-            room = room - 1
-            redis.call('HINCRBY', q .. 'grunning', g, 1)
-            groupRateTaken(rates, g)
-            groupLeft = groupLeft - 1
+          taken = taken + started + dead
+          waitingLeft = groupLeftWaiting(q, g, started + dead)
+          if started > 0 then
+            -- (a batch is one turn; alone, it ends the round: the next group to join meets a fresh one)
+            used = alone and 0 or used + 1
+            room = room - started
+            redis.call('HINCRBY', q .. 'grunning', g, started)
+            for _ = 1, started do groupRateTaken(rates, g) end
+            groupLeft = groupLeft - started
             if groupLeft == 0 and rates[g] and rates[g].left == 0 then
               local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
               rateFreeAt = due
@@ -233,6 +269,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           elseif groupLeft > 0 and took and used < weight and score < RING_WAIT then
             -- A weighted group with turns left keeps its place at the head of the ring.
             redis.call('ZADD', ring, score, g)
+          elseif groupLeft > 0 and alone and score < RING_WAIT then
+            -- Alone, its own place is the tail.
+            redis.call('ZADD', ring, score, g)
+            used = 0
           elseif groupLeft > 0 then
             -- Back at the tail while it has work and room ((not taken: 100 stale entries in a
             -- row ended its turn; its work stays).

@@ -100,10 +100,11 @@ end
 
 -- A job of group g stopped holding a lease (settled, failed, handed back, swept, cancelled):
 -- its slot is free, so a group with waiting work goes back in the ring and a consumer is woken.
--- (Called exactly once per claim: every such path first checks and clears the lease.)
-local function groupLeftRunning(q, g)
+-- (Called exactly once per claim: every such path first checks and clears the lease.) `n`: how
+-- many of its jobs did (a settle of several: settleJobs.lua tallies them per group), default 1.
+local function groupLeftRunning(q, g, n)
   local running = q .. 'grunning'
-  if redis.call('HINCRBY', running, g, -1) <= 0 then redis.call('HDEL', running, g) end
+  if redis.call('HINCRBY', running, g, -(n or 1)) <= 0 then redis.call('HDEL', running, g) end
   if tonumber(redis.call('HGET', q .. 'gwaiting', g) or 0) > 0 then
     ringAdd(q, g)
     wake(q .. 'wake')

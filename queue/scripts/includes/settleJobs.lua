@@ -42,8 +42,27 @@ local function flushCompletedEvents(tally)
   appendBatchEvent(ev.key, 'completed', {'queue', ev.queue, 'at', tally.at},
     {'id', ev.ids, 'token', ev.tokens, 'result', ev.results, 'reused', ev.reused}, ev.next and {'next', ev.next} or {})
 end
+-- A settled job of group g left running: counted here, and each group's counter, ring place and
+-- wake-up written once per call by flushSettled (groupLeftRunning with the group's count).
+local function tallyLeftRunning(tally, jobPrefix, queue, g)
+  local left = tally.groupsLeft
+  if not left then
+    left = {q = groupQueuePrefix(jobPrefix, queue), order = {}, n = {}}
+    tally.groupsLeft = left
+  end
+  if not left.n[g] then
+    left.order[#left.order + 1] = g
+    left.n[g] = 0
+  end
+  left.n[g] = left.n[g] + 1
+end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
+  local left = tally.groupsLeft
+  if left then
+    tally.groupsLeft = nil
+    for _, g in ipairs(left.order) do groupLeftRunning(left.q, g, left.n[g]) end
+  end
   if #tally.done > 0 then callVariadic('ZREM', inflightKey, tally.done) end
   indexFinished(finishedKeyOf(inflightKey), tally.now, tally.retention, tally.finished)
   if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
@@ -67,7 +86,7 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
     return 0
   end
   tally.done[#tally.done + 1] = id
-  if held[5] and held[5] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), held[5]) end
+  if held[5] and held[5] ~= '' then tallyLeftRunning(tally, jobPrefix, queue, held[5]) end
   if retention > 0 then
     redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
     redis.call('EXPIRE', jk, tally.ttl)
@@ -103,7 +122,7 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   end
   tally.done[#tally.done + 1] = id
   -- (the job keeps its group in the next stage: putReady puts it in that queue's group line)
-  if held[3] and held[3] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), held[3]) end
+  if held[3] and held[3] ~= '' then tallyLeftRunning(tally, jobPrefix, queue, held[3]) end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end
   if outboxOn(metaKey, queue) then
