@@ -16,6 +16,7 @@ import {
   isLeader,
   operatorLog,
   scrapeOperator,
+  startMetricsApiOperator,
   startOperator,
   workerPoolEvents,
   workerPoolManifest,
@@ -93,29 +94,10 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     redis = await RedisServer.start();
     r = connectRedis(redis.url);
     producer = new Producer(r);
-    const routable = await cp.routableAddress();
-    // The aggregator dials the endpoint but checks the certificate against <service>.<namespace>.svc.
-    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
-      ips: [routable.address],
-      dnsNames: ["conveyor-operator-metrics.default.svc"],
-    });
-    const metricsApiPort = await freePort();
-    opA = await startOperator(cp, "op-a", [
-      `--metrics-api-address=${routable.address}`,
-      `--metrics-api-port=${metricsApiPort}`,
-      `--metrics-api-cert=${cert.certFile}`,
-      `--metrics-api-key=${cert.keyFile}`,
-      "--metrics-api-client-ca=auto",
+    opA = await startMetricsApiOperator(cp, "op-a", [
       // frequent resyncs of every pool from the cache: they must change nothing
       "--relist-seconds=20",
     ]);
-    await cp.registerAPIService({
-      group: "external.metrics.k8s.io",
-      version: "v1beta1",
-      address: routable.address,
-      port: metricsApiPort,
-      serviceName: "conveyor-operator-metrics",
-    });
     await pollUntil(
       "the external metrics APIService is Available",
       async () => {

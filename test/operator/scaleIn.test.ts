@@ -15,7 +15,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pollUntil } from "../../lib/poll.ts";
-import { freePort } from "../../lib/ports.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
@@ -25,7 +24,7 @@ import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
   scrapeOperator,
-  startOperator,
+  startMetricsApiOperator,
   sumSeries,
   workerPoolEvents,
   type OperatorProcess,
@@ -78,28 +77,8 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
     await cp.waitForCrd("workerpools.conveyor.dev");
     redis = await RedisServer.start();
     r = connectRedis(redis.url);
-    // hpa mode: the HPA reads the operator's external metric through the aggregator, which
-    // checks the certificate against <service>.<namespace>.svc (as in cluster.test.ts).
-    const routable = await cp.routableAddress();
-    const cert = await cp.issueServingCert("conveyor-operator-metrics", {
-      ips: [routable.address],
-      dnsNames: ["conveyor-operator-metrics.default.svc"],
-    });
-    const metricsApiPort = await freePort();
-    op = await startOperator(cp, "scalein", [
-      `--metrics-api-address=${routable.address}`,
-      `--metrics-api-port=${metricsApiPort}`,
-      `--metrics-api-cert=${cert.certFile}`,
-      `--metrics-api-key=${cert.keyFile}`,
-      "--metrics-api-client-ca=auto",
-    ]);
-    await cp.registerAPIService({
-      group: "external.metrics.k8s.io",
-      version: "v1beta1",
-      address: routable.address,
-      port: metricsApiPort,
-      serviceName: "conveyor-operator-metrics",
-    });
+    // hpa mode: the HPA reads the operator's external metric through the aggregator
+    op = await startMetricsApiOperator(cp, "scalein");
     await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
     runner = new PodRunner(cp.kubeConfig(), {
       namespace: "default",

@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pollUntil } from "../../lib/poll.ts";
+import { freePort } from "../../lib/ports.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { KubeClient } from "../../operator/kube/client.ts";
@@ -59,6 +60,41 @@ export async function startOperator(
     },
     { timeoutMs: opts.timeoutMs ?? 240_000 },
   );
+  return op;
+}
+
+/**
+ * startOperator serving external.metrics.k8s.io to the control plane's HPAs: a serving
+ * certificate on the routable address (the aggregator dials the address but checks the
+ * certificate against <service>.<namespace>.svc), then the APIService pointing at it.
+ */
+export async function startMetricsApiOperator(
+  cp: ControlPlane,
+  name: string,
+  args: string[] = [],
+): Promise<OperatorProcess> {
+  const routable = await cp.routableAddress();
+  const serviceName = "conveyor-operator-metrics";
+  const cert = await cp.issueServingCert(serviceName, {
+    ips: [routable.address],
+    dnsNames: [`${serviceName}.default.svc`],
+  });
+  const port = await freePort();
+  const op = await startOperator(cp, name, [
+    `--metrics-api-address=${routable.address}`,
+    `--metrics-api-port=${port}`,
+    `--metrics-api-cert=${cert.certFile}`,
+    `--metrics-api-key=${cert.keyFile}`,
+    "--metrics-api-client-ca=auto",
+    ...args,
+  ]);
+  await cp.registerAPIService({
+    group: "external.metrics.k8s.io",
+    version: "v1beta1",
+    address: routable.address,
+    port,
+    serviceName,
+  });
   return op;
 }
 
