@@ -102,7 +102,12 @@ describe("operator with Redis behind Sentinel", { timeout: 20 * 60_000 }, () => 
     );
     watching = false;
     await watch;
-    assert.deepEqual([...seen].sort(), [3, 5], "no other replica count during the failover");
+    // (the watch may stop before it samples the 5 the poll above saw: only other counts fail)
+    assert.deepEqual(
+      [...seen].filter((n) => n !== 3 && n !== 5),
+      [],
+      `no other replica count during the failover (seen ${[...seen].join(", ")})`,
+    );
 
     // No primary at all (the promoted one killed, no replica left to promote): held, and said.
     const promoted = await set.primary();
