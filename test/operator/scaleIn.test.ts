@@ -125,21 +125,11 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       "--field-manager=tester",
     );
 
-  it("long jobs on 3 pods, backlog drained: the scale-in is held at the busy pods and steps down as each goes idle; nothing handed back, every job ran once", async () => {
-    const name = "long";
-    const queue = `${name}/work`;
-    await applyPool(name);
-    const admin = new QueueAdmin(r);
+  /** Lets the recording handler's job `id` (enqueued with `untilFile`) finish. */
+  const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
+  /** Jobs of `queue` handed back, and a poll that fails at once on one (what the hold prevents). */
+  const handBacks = (admin: QueueAdmin, queue: string) => {
     const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
-    const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
-    const producer = new Producer(r);
-    const jobs: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const id = `job-${i}`;
-      await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
-      jobs.push(id);
-    }
-    /** Polls `probe`, failing at once if a job was handed back (what the hold prevents). */
     const waitFor = async (what: string, probe: () => Promise<boolean>) => {
       const got = await pollUntil(
         what,
@@ -148,6 +138,22 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       );
       assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
     };
+    return { handedBack, waitFor };
+  };
+
+  it("long jobs on 3 pods, backlog drained: the scale-in is held at the busy pods and steps down as each goes idle; nothing handed back, every job ran once", async () => {
+    const name = "long";
+    const queue = `${name}/work`;
+    await applyPool(name);
+    const admin = new QueueAdmin(r);
+    const { handedBack, waitFor } = handBacks(admin, queue);
+    const producer = new Producer(r);
+    const jobs: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const id = `job-${i}`;
+      await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+      jobs.push(id);
+    }
     // backlog 5 at 2 per replica: 3 pods, each running one job, two waiting
     await waitFor(
       "3 jobs running on 3 pods",
@@ -229,7 +235,7 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
       async () => (await admin.counters(queue)).handedBack === 2 && (await replicas(name)) === 1,
       { timeoutMs: LONG, intervalMs: 250 },
     );
-    for (const id of jobs) writeFileSync(join(dir, `release-${id}`), "");
+    for (const id of jobs) release(id);
     await pollUntil("every job completed", async () => (await admin.counts(queue)).backlog === 0, {
       timeoutMs: LONG,
     });
@@ -255,20 +261,11 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
         status?: { conditions?: { type: string; status: string; reason?: string }[] };
       }>(resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: "default", name }));
     const admin = new QueueAdmin(r);
-    const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
+    const { handedBack, waitFor } = handBacks(admin, queue);
     const producer = new Producer(r);
     const jobs = [0, 1, 2, 3, 4].map((i) => `${name}-${i}`);
     for (const id of jobs) await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
     const ran = () => executions().filter((e) => e.id.startsWith(`${name}-`));
-    const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
-    const waitFor = async (what: string, probe: () => Promise<boolean>, timeoutMs = LONG) => {
-      const got = await pollUntil(
-        what,
-        async () => ((await handedBack()) > 0 ? "handed back" : (await probe()) ? "ok" : undefined),
-        { timeoutMs, intervalMs: 250 },
-      );
-      assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
-    };
     // 0 → 1 by the operator, then the HPA: backlog 5 at 2 per replica → 3
     await waitFor(
       "the HPA at 3 pods, each running a job",
