@@ -38,12 +38,12 @@ local function groupRoom(q, g, running, now, rates)
   return 0, freeAt
 end
 
--- A job of group g started in this claim (counted against its window, if it has one).
-local function groupRateTaken(rates, g)
+-- `n` jobs of group g started in this claim (counted against its window, if it has one).
+local function groupRateTaken(rates, g, n)
   local r = rates[g]
   if r then
-    r.left = r.left - 1
-    r.started = r.started + 1
+    r.left = r.left - n
+    r.started = r.started + n
   end
 end
 

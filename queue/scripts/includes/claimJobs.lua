@@ -245,7 +245,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
             used = alone and 0 or used + 1
             room = room - started
             redis.call('HINCRBY', q .. 'grunning', g, started)
-            for _ = 1, started do groupRateTaken(rates, g) end
+            groupRateTaken(rates, g, started)
             groupLeft = groupLeft - started
             if groupLeft == 0 and rates[g] and rates[g].left == 0 then
               local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
