@@ -186,6 +186,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    doorbellRings: new Counter({
+      name: "conveyor_operator_doorbell_rings_total",
+      help: "Jobs that woke a pool sleeping at zero replicas (its doorbell rang): each polled the pool at once",
+      labelNames: pool,
+      registers,
+    }),
     pollErrors: new Counter({
       name: "conveyor_operator_backlog_poll_errors_total",
       help: "Failed backlog polls",

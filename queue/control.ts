@@ -1,7 +1,7 @@
 // Queue control: cancel a job, pause/resume a queue, a global rate limit per queue. Pause and
 // rate limit are enforced inside the claim script (queue/scripts/includes/control.lua); they
 // live in the pipeline's meta hash so a claim reads them with a read it makes anyway.
-import { assertJobId, PIPELINES_KEY, PipelineKeys, QueueKeys } from "./keys.ts";
+import { assertJobId, DOORBELL_CHANNEL, PIPELINES_KEY, PipelineKeys, QueueKeys } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 
 /** How long a cancelled job's record stays readable in Redis (PostgreSQL records keep it for good). */
@@ -97,7 +97,9 @@ export async function pauseQueue(redis: RedisClient, queue: string): Promise<voi
 
 export async function resumeQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
-  await redis.multi().hdel(k.meta, controlFields(queue).paused).lpush(k.wake, "1").exec();
+  await redis.multi().hdel(k.meta, controlFields(queue).paused).lpush(k.wake, "1").del(k.doorbell).exec();
+  // A pool held at zero while paused has jobs waiting and no worker: ring for it (docs/protocol.md, "Doorbell").
+  await redis.publish(DOORBELL_CHANNEL, k.doorbell);
   await controlEvent(redis, queue, "resumed");
 }
 

@@ -8,6 +8,8 @@ export const KEY_ROOT = "cvy";
 export const PIPELINES_KEY = `${KEY_ROOT}:pipelines`;
 /** A global set of known queues (registered once per producer process and queue), for listings. */
 export const QUEUES_KEY = `${KEY_ROOT}:queues`;
+/** The pub/sub channel the operator leaves in a sleeping queue's doorbell (docs/protocol.md, "Doorbell"). */
+export const DOORBELL_CHANNEL = `${KEY_ROOT}:doorbell`;
 
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(\/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$/;
 const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
@@ -139,6 +141,10 @@ export class QueueKeys extends PipelineKeys {
   }
   get wake(): string {
     return this.part("wake");
+  }
+  /** Set by the operator while the queue's pool is at zero: the pub/sub channel a wake rings once (docs/protocol.md, "Doorbell"). */
+  get doorbell(): string {
+    return this.part("doorbell");
   }
   get workers(): string {
     return this.part("workers");

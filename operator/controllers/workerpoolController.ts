@@ -16,7 +16,8 @@ import type { ManagedController } from "../kube/manager.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { MetricLookup } from "../metricsapi/server.ts";
 import type { QueueCounts } from "../../queue/index.ts";
-import { BacklogPoller, RedisConnections, type BacklogSample } from "../scaling/backlog.ts";
+import { BacklogPoller, type BacklogSample } from "../scaling/backlog.ts";
+import { RedisConnections } from "../scaling/redisConnections.ts";
 import { backlogMetric } from "./backlogMetric.ts";
 import type { ReconcileContext } from "./context.ts";
 import { EventRecorder } from "./events.ts";
@@ -89,7 +90,14 @@ export class WorkerPoolController implements ManagedController {
     this.conns = new RedisConnections(log);
     this.poller = new BacklogPoller(
       this.conns,
-      { onSample: (key, s, prev) => this.onSample(key, s, prev?.counts), shouldSweep: () => opts.isLeader() },
+      {
+        onSample: (key, s, prev) => this.onSample(key, s, prev?.counts),
+        shouldSweep: () => opts.isLeader(),
+        onRing: (key) => {
+          const { namespace, name } = splitKey(key);
+          opts.metrics.doorbellRings.inc({ namespace, workerpool: name });
+        },
+      },
       { log },
     );
     const ctx: ReconcileContext = {

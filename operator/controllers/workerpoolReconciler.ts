@@ -506,6 +506,8 @@ export class WorkerPoolReconciler implements Reconciler {
       if (backlog !== undefined) pass.state.lastDecision = { ...pass.state.lastDecision!, backlog };
     }
     const replicas = pass.deployment?.spec?.replicas ?? 0;
+    // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on it.
+    this.poller.sleeping(pass.key, replicas === 0 && spec.replicas === undefined && !spec.scaling.paused);
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
     this.metrics.desiredReplicas.set(labels, replicas);
     this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);

@@ -11,7 +11,7 @@ import { MetricsApiServer, clientRefusal, parseSelector, type ClientPolicy } fro
 import { selfSignedCert } from "./selfsigned.ts";
 import { ServingCertificate } from "./servingCertificate.ts";
 import { loadOperatorConfig } from "../config.ts";
-import { urlWithPassword } from "../scaling/backlog.ts";
+import { urlWithPassword } from "../scaling/redisConnections.ts";
 
 function getJson(
   port: number,

@@ -1,16 +1,12 @@
-// Backlog polling: every pool's queue counts are read every pollSeconds, over one fail-fast
-// Redis connection per distinct Redis (URL + credentials), shared by the pools using it and
-// closed when the last one goes. A sample is what the external metric serves, what scaling
+// Backlog polling: every pool's queue counts are read every pollSeconds, over the shared Redis
+// connections of redisConnections.ts. A sample is what the external metric serves, what scaling
 // decisions use and what status shows. Credentials never appear in logs, errors or samples.
-import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import {
   QueueAdmin,
-  connectRedis,
   groupAdmission,
   listResources,
   setResource,
-  describeRedisUrl,
   pollQueues,
   polledQueue,
   waitUntilReady,
@@ -24,6 +20,8 @@ import {
   type ResourceState,
   type WorkerReport,
 } from "../../queue/index.ts";
+import { Doorbells } from "./doorbell.ts";
+import { redactError, withTimeout, type RedisConnections } from "./redisConnections.ts";
 
 /** A resource as the operator writes it: spec.resources with limits parsed, the ceiling a fraction. */
 export interface ResourceBudgetSpec {
@@ -74,108 +72,13 @@ export interface PollTarget {
   resources?: boolean;
 }
 
-interface Conn {
-  client: RedisClient;
-  users: Set<string>;
-  lastError?: string;
-}
-
-/** Puts a password into a Redis URL for connectRedis (which takes it only from the URL or the process env). */
-export function urlWithPassword(url: string, password: string | undefined): string {
-  if (!password) return url;
-  return url.replace(
-    /^([a-z-]+:\/\/)(?:([^:@/]*)@)?/,
-    (_m, scheme: string, user?: string) => `${scheme}${user ?? ""}:${encodeURIComponent(password)}@`,
-  );
-}
-
-export class RedisConnections {
-  private readonly conns = new Map<string, Conn>();
-  private readonly log?: Logger;
-
-  constructor(log?: Logger) {
-    this.log = log;
-  }
-
-  private id(url: string, password?: string): string {
-    return createHash("sha256")
-      .update(`${url}\n${password ?? ""}`)
-      .digest("hex")
-      .slice(0, 16);
-  }
-
-  /** The shared client for (url, password); `user` is released with release(user). */
-  acquire(user: string, url: string, password?: string): { id: string; client: RedisClient } {
-    const id = this.id(url, password);
-    let c = this.conns.get(id);
-    if (!c) {
-      const safe = describeRedisUrl(url);
-      const conn: Conn = {
-        users: new Set(),
-        client: connectRedis(urlWithPassword(url, password), {
-          name: "conveyor-operator",
-          failFast: true,
-          onError: (err) => {
-            const msg = redactError(err, password);
-            if (msg !== conn.lastError) this.log?.warn({ redis: safe, err: msg }, "redis connection error");
-            conn.lastError = msg;
-          },
-        }),
-      };
-      conn.client.on("ready", () => {
-        if (conn.lastError) this.log?.info({ redis: safe }, "redis connection restored");
-        conn.lastError = undefined;
-      });
-      c = conn;
-      this.conns.set(id, c);
-    }
-    c.users.add(user);
-    return { id, client: c.client };
-  }
-
-  release(user: string, id: string): void {
-    const c = this.conns.get(id);
-    if (!c) return;
-    c.users.delete(user);
-    if (c.users.size === 0) {
-      this.conns.delete(id);
-      c.client.disconnect();
-    }
-  }
-
-  get size(): number {
-    return this.conns.size;
-  }
-
-  closeAll(): void {
-    for (const c of this.conns.values()) c.client.disconnect();
-    this.conns.clear();
-  }
-}
-
-/** An error message with any trace of the password removed. */
-export function redactError(err: unknown, password?: string): string {
-  let msg = err instanceof Error ? err.message : String(err);
-  msg = describeRedisUrl(msg);
-  if (password) msg = msg.split(password).join("***").split(encodeURIComponent(password)).join("***");
-  return msg;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no reply within ${ms} ms`)), ms);
-    }),
-  ]);
-}
-
 export interface PollerHooks {
   /** Called after every poll (success or failure) of a pool, with the sample it replaced. */
   onSample: (key: string, sample: BacklogSample, previous: BacklogSample | undefined) => void;
   /** The leader also runs the lease sweeper (requeues expired leases even with no workers running). */
   shouldSweep: () => boolean;
+  /** A sleeping pool's doorbell rang (a job arrived): it is polled now. */
+  onRing?: (key: string) => void;
 }
 
 interface PoolPoll {
@@ -215,12 +118,14 @@ export class BacklogPoller {
   private readonly hooks: PollerHooks;
   private readonly log?: Logger;
   private readonly timeoutMs: number;
+  private readonly doorbells: Doorbells;
 
   constructor(conns: RedisConnections, hooks: PollerHooks, opts: { log?: Logger; timeoutMs?: number } = {}) {
     this.conns = conns;
     this.hooks = hooks;
     this.log = opts.log;
     this.timeoutMs = opts.timeoutMs ?? 5000;
+    this.doorbells = new Doorbells((key) => this.rung(key), { log: opts.log, timeoutMs: this.timeoutMs });
   }
 
   /** Start or update polling of a pool (a changed URL, password or interval takes effect now). */
@@ -257,6 +162,7 @@ export class BacklogPoller {
     const p = this.pools.get(key);
     if (!p) return;
     this.pools.delete(key);
+    this.doorbells.remove(key);
     const g = p.group;
     g.keys.delete(key);
     g.soon.delete(key);
@@ -345,6 +251,34 @@ export class BacklogPoller {
 
   stop(): void {
     for (const key of [...this.pools.keys()]) this.remove(key);
+    this.doorbells.stop();
+  }
+
+  /**
+   * Whether the pool sleeps at zero replicas. While it does, the first job enqueued into its
+   * empty queue, or a resume, polls it at once instead of at its next interval (doorbell.ts).
+   */
+  sleeping(key: string, asleep: boolean): void {
+    const p = this.pools.get(key);
+    if (!p || !asleep) return this.doorbells.wake(key);
+    const { queue, url, password } = p.target;
+    const idle = p.sample?.counts?.backlog === 0;
+    void this.doorbells
+      .sleep({ key, queue, connId: p.connId, client: p.client, url, password }, idle)
+      // A job enqueued after the last poll and before the bell rang nothing: poll once more.
+      .then((armedNow) => armedNow && this.pools.get(key) === p && this.pollSoon(p.group, key));
+  }
+
+  /** Whether the pool's doorbell is armed (for tests and status). */
+  doorbellArmed(key: string): boolean {
+    return this.doorbells.isArmed(key);
+  }
+
+  private rung(key: string): void {
+    const p = this.pools.get(key);
+    if (!p) return;
+    this.hooks.onRing?.(key);
+    this.pollSoon(p.group, key);
   }
 
   private group(connId: string, client: RedisClient, target: PollTarget): PollGroup {

@@ -17,6 +17,7 @@ import {
   operatorLog,
   scrapeOperator,
   startMetricsApiOperator,
+  sumSeries,
   startOperator,
   workerPoolEvents,
   workerPoolManifest,
@@ -24,7 +25,15 @@ import {
   type OperatorProcess,
 } from "../support/operator.ts";
 import { drainQueue } from "../support/workers.ts";
-import { Consumer, Producer, connectRedis, type RedisClient } from "../../queue/index.ts";
+import {
+  Consumer,
+  DOORBELL_CHANNEL,
+  Producer,
+  QueueAdmin,
+  QueueKeys,
+  connectRedis,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
@@ -50,6 +59,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
   let redis: RedisServer;
   let r: RedisClient;
   let producer: Producer;
+  let admin: QueueAdmin;
   let opA: OperatorProcess;
   let opB: OperatorProcess | undefined;
 
@@ -94,6 +104,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     redis = await RedisServer.start();
     r = connectRedis(redis.url);
     producer = new Producer(r);
+    admin = new QueueAdmin(r);
     opA = await startMetricsApiOperator(cp, "op-a", [
       // frequent resyncs of every pool from the cache: they must change nothing
       "--relist-seconds=20",
@@ -493,6 +504,66 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       timeoutMs: LONG,
     });
     await cp.kubectl("delete", "wp", "direct", "--wait=true");
+  });
+
+  it("a pool asleep at zero starts on its doorbell: the first job or a resume scales it at once, not at the next poll", async () => {
+    // pollSeconds 3600: within this test only the doorbell can show the operator a job.
+    const sleepy = (pollSeconds: number) =>
+      poolObject("sleepy", {
+        scaling: { mode: "direct", maxReplicas: 2, pollSeconds, cooldownSeconds: 1 },
+      });
+    const bell = new QueueKeys("sleepy/work").doorbell;
+    const rings = async () =>
+      sumSeries(await scrapeOperator(opA), "conveyor_operator_doorbell_rings_total", /workerpool="sleepy"/);
+    await applyOk(sleepy(3600));
+    await pollUntil(
+      "sleepy at zero with its doorbell left",
+      async () => {
+        return (await replicas("default", "sleepy")) === 0 && (await r.get(bell)) === DOORBELL_CHANNEL;
+      },
+      { timeoutMs: LONG },
+    );
+    await producer.enqueue("sleepy/work", { i: 1 });
+    await pollUntil(
+      "the first job starts a worker",
+      async () => (await replicas("default", "sleepy")) === 1,
+      {
+        timeoutMs: LONG,
+      },
+    );
+    assert.equal(await rings(), 1, "one ring");
+    assert.equal(await r.exists(bell), 0, "the ring took the bell");
+
+    // A pool whose queue is paused with jobs waiting is held at zero with no bell (each enqueue
+    // would ring for nothing); the resume rings.
+    const heldBell = new QueueKeys("held/work").doorbell;
+    await admin.pause("held/work");
+    await producer.enqueue("held/work", { i: 1 });
+    await applyOk(
+      poolObject("held", {
+        scaling: { mode: "direct", maxReplicas: 2, pollSeconds: 3600, cooldownSeconds: 1 },
+      }),
+    );
+    await pollUntil(
+      "held seen paused with its job, and the operator listening",
+      async () => {
+        const st = (await getPool("default", "held"))?.status;
+        const [, listeners] = (await r.pubsub("NUMSUB", DOORBELL_CHANNEL)) as [string, number];
+        return st?.control?.paused === true && st.backlog === 1 && listeners > 0;
+      },
+      { timeoutMs: LONG },
+    );
+    await producer.enqueue("held/work", { i: 2 });
+    assert.equal(await replicas("default", "held"), 0, "a paused queue holds the pool at zero");
+    assert.equal(await r.exists(heldBell), 0, "no bell while jobs wait");
+    await admin.resume("held/work");
+    await pollUntil("the resume starts a worker", async () => (await replicas("default", "held")) === 1, {
+      timeoutMs: LONG,
+    });
+    await drainQueue(r, "sleepy/work");
+    await drainQueue(r, "held/work");
+    await cp.kubectl("delete", "wp", "held", "--wait=true");
+    await cp.kubectl("delete", "wp", "sleepy", "--wait=true");
   });
 
   it("kubectl scale pins a pool through the scale subresource; paused freezes it; unpinned it autoscales again", async () => {

@@ -1,4 +1,14 @@
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
+-- A queue whose pool the operator scaled to zero has no consumer to wake: the operator left a
+-- doorbell (`<Q>doorbell`, holding a pub/sub channel), rung once here so a worker starts now
+-- rather than at the operator's next poll (docs/protocol.md, "Doorbell"). Checked on every wake,
+-- not only an empty list's: a token can outlive the workers that would have popped it.
 local function wake(wakeKey)
   if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
+  local bell = string.sub(wakeKey, 1, #wakeKey - 4) .. 'doorbell'
+  local channel = redis.call('GET', bell)
+  if channel then
+    redis.call('DEL', bell)
+    redis.call('PUBLISH', channel, bell)
+  end
 end

@@ -1,0 +1,154 @@
+// The doorbell: a pool scaled to zero has no worker to notice a new job, so without it the job
+// waits for the operator's next poll (up to pollSeconds). While a pool sleeps at zero the
+// operator leaves `<Q>doorbell` = DOORBELL_CHANNEL in the queue's Redis and subscribes to that
+// channel; the first wake after it (an enqueue, a fan-out, a resume: queue/scripts/includes/wake.lua)
+// takes the doorbell and publishes, and the pool is polled at once. The poll stays the guarantee:
+// a ring lost to a reconnect or a failover costs one poll interval, nothing more.
+import type { Logger } from "pino";
+import { connectRedis, DOORBELL_CHANNEL, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import { redactError, urlWithPassword, withTimeout } from "./redisConnections.ts";
+
+/** Where a pool's queue lives: the poller's shared client for commands, the URL for a subscriber. */
+export interface DoorbellTarget {
+  key: string;
+  queue: string;
+  connId: string;
+  client: RedisClient;
+  url: string;
+  password?: string;
+}
+
+interface Sleeper {
+  target: DoorbellTarget;
+  bell: string;
+  /** The bell is in Redis (left only while nothing waits: see sleep). */
+  armed: boolean;
+  arming: boolean;
+}
+
+interface Subscriber {
+  client: RedisClient;
+  listening: Promise<unknown>;
+  /** Pools that slept while it listened and are still polled: it closes with the last. */
+  users: Set<string>;
+}
+
+export class Doorbells {
+  private readonly sleepers = new Map<string, Sleeper>();
+  private readonly subscribers = new Map<string, Subscriber>();
+  private readonly onRing: (key: string) => void;
+  private readonly log?: Logger;
+  private readonly timeoutMs: number;
+
+  constructor(onRing: (key: string) => void, opts: { log?: Logger; timeoutMs?: number } = {}) {
+    this.onRing = onRing;
+    this.log = opts.log;
+    this.timeoutMs = opts.timeoutMs ?? 5000;
+  }
+
+  /**
+   * The pool sleeps at zero: listen for its bell, and leave the bell in Redis when nothing waits
+   * (`idle`). A pool held at zero with jobs waiting (a paused queue) gets no bell — each enqueue
+   * would ring it for nothing — but still hears the ring a resume sends (queue/control.ts).
+   * Resolves true when the bell was left now: the caller polls once more, for a job enqueued
+   * after its last poll and before the bell.
+   */
+  async sleep(target: DoorbellTarget, idle: boolean): Promise<boolean> {
+    let s = this.sleepers.get(target.key);
+    if (s && (s.target.connId !== target.connId || s.target.queue !== target.queue)) s = undefined;
+    if (!s) {
+      s = { target, bell: new QueueKeys(target.queue).doorbell, armed: false, arming: false };
+      this.sleepers.set(target.key, s);
+    }
+    if (!idle || s.armed || s.arming)
+      return this.listen(target).then(
+        () => false,
+        () => false,
+      );
+    const entry = s;
+    entry.arming = true;
+    try {
+      await this.listen(target);
+      await withTimeout(target.client.set(entry.bell, DOORBELL_CHANNEL), this.timeoutMs, "doorbell");
+      if (this.sleepers.get(target.key) !== entry) return false;
+      entry.armed = true;
+      return true;
+    } catch (err) {
+      // No bell: the pool is still polled; its next reconcile at zero tries again.
+      this.log?.debug({ pool: target.key, err: redactError(err, target.password) }, "doorbell not armed");
+      return false;
+    } finally {
+      entry.arming = false;
+    }
+  }
+
+  /** The pool left zero: forget it (a bell left in Redis rings once, unheard). */
+  wake(key: string): void {
+    this.sleepers.delete(key);
+  }
+
+  /** The pool is no longer polled: forget it, and close a subscriber no pool uses any more. */
+  remove(key: string): void {
+    this.sleepers.delete(key);
+    for (const [connId, sub] of this.subscribers) {
+      sub.users.delete(key);
+      if (sub.users.size === 0) this.closeSubscriber(connId);
+    }
+  }
+
+  isArmed(key: string): boolean {
+    return this.sleepers.get(key)?.armed === true;
+  }
+
+  stop(): void {
+    this.sleepers.clear();
+    for (const s of this.subscribers.values()) s.client.disconnect();
+    this.subscribers.clear();
+  }
+
+  private async listen(target: DoorbellTarget): Promise<void> {
+    const sub = this.subscriber(target);
+    sub.users.add(target.key);
+    await withTimeout(sub.listening, this.timeoutMs, "doorbell subscribe").catch((err: unknown) => {
+      this.closeSubscriber(target.connId); // the next sleep subscribes again
+      throw err;
+    });
+  }
+
+  private subscriber(target: DoorbellTarget): Subscriber {
+    let sub = this.subscribers.get(target.connId);
+    if (sub) return sub;
+    const client = connectRedis(urlWithPassword(target.url, target.password), {
+      name: "conveyor-operator-doorbell",
+      onError: () => {}, // the poll's connection reports the outage
+    });
+    client.on("message", (_channel: string, bell: string) => this.rang(target.connId, bell));
+    // Redis came back (a restart or a failover may have lost the bells): leave them again.
+    let first = true;
+    client.on("ready", () => {
+      if (first) return void (first = false);
+      for (const e of this.sleepers.values())
+        if (e.target.connId === target.connId && e.armed)
+          void e.target.client.set(e.bell, DOORBELL_CHANNEL).catch(() => {});
+    });
+    sub = { client, listening: client.subscribe(DOORBELL_CHANNEL), users: new Set() };
+    sub.listening.catch(() => {});
+    this.subscribers.set(target.connId, sub);
+    return sub;
+  }
+
+  private rang(connId: string, bell: string): void {
+    for (const [key, e] of this.sleepers) {
+      if (e.target.connId !== connId || e.bell !== bell) continue;
+      // Rung once: the bell is gone from Redis; the pool gets one again when it next sleeps.
+      this.sleepers.delete(key);
+      this.log?.info({ pool: key }, "doorbell rang: polling the queue now");
+      this.onRing(key);
+    }
+  }
+
+  private closeSubscriber(connId: string): void {
+    this.subscribers.get(connId)?.client.disconnect();
+    this.subscribers.delete(connId);
+  }
+}
