@@ -53,8 +53,11 @@ import {
   type WorkloadName,
 } from "./autoscale/traces.ts";
 import {
+  idealWaits,
   renderReplicasSvg,
   renderTable,
+  renderVersus,
+  type FloorWaits,
   summarizeRun,
   type RunSummary,
   type Sample,
@@ -540,6 +543,12 @@ export async function runAutoscaleBench(
   return report();
 }
 
+/** The workload's waits with every slot (max replicas × concurrency) ready at once: bench/autoscale/report.ts idealWaits. */
+function floorOf(r: AutoscaleReport, name: WorkloadName): FloorWaits {
+  const w = buildWorkload(name, r.profile, r.options.seed);
+  return idealWaits(w.arrivals, r.options.maxReplicas * CONCURRENCY, w.resumeAtMs ?? 0);
+}
+
 export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string, string>): string {
   const lines = [
     `# Autoscaling: KEDA vs Conveyor — ${r.date.slice(0, 10)}, profile ${r.profile}`,
@@ -558,9 +567,19 @@ export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string,
       );
   for (const [arm, why] of Object.entries(r.unavailable)) lines.push(`- **${arm}**: ${why}`);
   if (r.parts || Object.keys(r.unavailable).length) lines.push("");
+  const versus = renderVersus(r.workloads.map((w) => ({ ...w, floor: floorOf(r, w.name) })));
+  if (versus)
+    lines.push(
+      "## Against KEDA (tuned: pollingInterval 5 s)",
+      "",
+      "Each Conveyor arm beside KEDA's tuned arm, workload by workload. The floor is the wait with every slot ready at the first enqueue and no start-up (the table's last row in each section): a burst larger than the slots waits for them whoever scales, so the p95 above the floor is what scaling cost.",
+      "",
+      versus,
+      "",
+    );
   for (const w of r.workloads) {
     lines.push(`## ${w.name}: ${w.description}`, "", `Window ${w.windowS} s, ${w.jobs} jobs.`, "");
-    lines.push(renderTable(w.runs), "");
+    lines.push(renderTable(w.runs, floorOf(r, w.name)), "");
     if (svgs[w.name]) lines.push(`![replicas over time, ${w.name}](${svgs[w.name]})`, "");
   }
   return `${lines.join("\n")}\n`;

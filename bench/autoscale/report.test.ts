@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
+  idealWaits,
   renderReplicasSvg,
+  renderVersus,
   renderTable,
   replicaSecondsToLastStart,
   summarizeRun,
@@ -89,4 +91,45 @@ test("renderReplicasSvg: one step line and one legend entry per arm; renderTable
   assert.match(svg, /b&lt;&amp;&gt;/);
   assert.ok(svg.startsWith("<svg ") && svg.trimEnd().endsWith("</svg>"));
   assert.equal(renderTable([a, b]).split("\n").length, 4);
+});
+
+test("idealWaits: every slot ready at once, FIFO, none before a resume", () => {
+  // 5 jobs of 1 s at 0 on 2 slots: starts 0, 0, 1, 1, 2
+  const burst = Array.from({ length: 5 }, () => ({ at: 0, sleepMs: 1000 }));
+  assert.deepEqual(idealWaits(burst, 2), { slots: 2, p50S: 1, p95S: 2, maxS: 2 });
+  // arrivals slower than the slots drain wait for nothing
+  assert.equal(
+    idealWaits(
+      [
+        { at: 0, sleepMs: 500 },
+        { at: 1000, sleepMs: 500 },
+      ],
+      1,
+    ).maxS,
+    0,
+  );
+  // resumed at 3 s: the job enqueued at 1 s waits 2 s
+  assert.deepEqual(idealWaits([{ at: 1000, sleepMs: 100 }], 4, 3000), {
+    slots: 4,
+    p50S: 2,
+    p95S: 2,
+    maxS: 2,
+  });
+});
+
+test("renderVersus: each Conveyor arm against KEDA tuned, p95 above the floor, no ratio on a zero base", () => {
+  const base = summarizeRun(run());
+  const runs = [
+    { ...base, arm: "keda-tuned", waitP95S: 10, podSeconds: 100, firstStartS: 5 },
+    { ...base, arm: "conveyor-backlog", waitP95S: 6, podSeconds: 80, firstStartS: 1.5 },
+  ];
+  const md = renderVersus([{ name: "burst", runs, floor: { slots: 80, p50S: 1, p95S: 2, maxS: 3 } }]);
+  assert.match(
+    md,
+    /\| burst \| conveyor-backlog \| 6 vs 10 = 0\.60 \| 4 vs 8 = 0\.50 \| 80 vs 100 = 0\.80 \| 1\.5 vs 5 \|/,
+  );
+  assert.doesNotMatch(md, /\| keda-tuned \|/, "no row for KEDA itself");
+  const flat = renderVersus([{ name: "paused", runs, floor: { slots: 80, p50S: 1, p95S: 10, maxS: 11 } }]);
+  assert.match(flat, /0 vs 0 = –/);
+  assert.equal(renderVersus([{ name: "burst", runs: runs.slice(1) }]), "", "nothing without KEDA's arm");
 });

@@ -197,7 +197,74 @@ export function renderReplicasSvg(title: string, subtitle: string, runs: readonl
 
 // ---- Markdown -----------------------------------------------------------------------------
 
-export function renderTable(runs: readonly RunSummary[]): string {
+/** A workload's waits with no autoscaler at all: see idealWaits. */
+export interface FloorWaits {
+  slots: number;
+  p50S: number;
+  p95S: number;
+  maxS: number;
+}
+
+/**
+ * The waits of a trace with `slots` job slots ready at the first enqueue and no start-up: each
+ * job starts, in arrival order, once a slot is free (and not before `notBeforeMs`, a resume). No
+ * autoscaler capped at the same slots does better; an arm's p95 above this one is what its
+ * scaling cost (a burst larger than the slots waits for them whoever scales).
+ */
+export function idealWaits(
+  arrivals: readonly { at: number; sleepMs: number }[],
+  slots: number,
+  notBeforeMs = 0,
+): FloorWaits {
+  const free = new Array<number>(Math.max(1, slots)).fill(0);
+  const waits: number[] = [];
+  for (const a of [...arrivals].sort((x, y) => x.at - y.at)) {
+    let k = 0;
+    for (let i = 1; i < free.length; i++) if (free[i]! < free[k]!) k = i;
+    const start = Math.max(a.at, notBeforeMs, free[k]!);
+    free[k] = start + a.sleepMs;
+    waits.push((start - a.at) / 1000);
+  }
+  waits.sort((x, y) => x - y);
+  return {
+    slots,
+    p50S: r2(percentile(waits, 50)),
+    p95S: r2(percentile(waits, 95)),
+    maxS: r2(waits.at(-1) ?? 0),
+  };
+}
+
+// (below a tenth of a second a ratio says nothing: "–")
+const ratio = (a: number, b: number) => (b >= 0.1 ? (Math.round((a / b) * 100) / 100).toFixed(2) : "–");
+
+/**
+ * The issue's goal as one table: each Conveyor arm against `base` (KEDA) per workload — p95 wait,
+ * p95 above the floor (what scaling cost; see idealWaits), pod-seconds and first start.
+ */
+export function renderVersus(
+  workloads: readonly { name: string; runs: readonly RunSummary[]; floor?: FloorWaits }[],
+  base = "keda-tuned",
+): string {
+  const rows: string[] = [];
+  for (const w of workloads) {
+    const k = w.runs.find((r) => r.arm === base);
+    if (!k) continue;
+    const floor = w.floor?.p95S ?? 0;
+    for (const r of w.runs.filter((x) => x.arm.startsWith("conveyor"))) {
+      rows.push(
+        `| ${w.name} | ${r.arm} | ${r.waitP95S} vs ${k.waitP95S} = ${ratio(r.waitP95S, k.waitP95S)} | ${r2(Math.max(0, r.waitP95S - floor))} vs ${r2(Math.max(0, k.waitP95S - floor))} = ${ratio(Math.max(0, r.waitP95S - floor), Math.max(0, k.waitP95S - floor))} | ${r.podSeconds} vs ${k.podSeconds} = ${ratio(r.podSeconds, k.podSeconds)} | ${r.firstStartS ?? "–"} vs ${k.firstStartS ?? "–"} | ${r.handedBack + r.stalled} vs ${k.handedBack + k.stalled} |`,
+      );
+    }
+  }
+  if (rows.length === 0) return "";
+  return [
+    `| workload | arm | wait p95 s (vs ${base}) | p95 above the floor s | pod-seconds | first start s | interrupted |`,
+    "|---|---|---|---|---|---|---|",
+    ...rows,
+  ].join("\n");
+}
+
+export function renderTable(runs: readonly RunSummary[], floor?: FloorWaits): string {
   const head =
     "| arm | jobs | started | wait p50 s | wait p95 s | wait max s | first start s | pod-seconds (window) | replica-s to last start | max replicas | handed back | lease expired | ran twice | unstarted at window end |\n" +
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
@@ -205,5 +272,9 @@ export function renderTable(runs: readonly RunSummary[]): string {
     (r) =>
       `| ${r.arm} | ${r.jobs} | ${r.started} | ${r.waitP50S} | ${r.waitP95S} | ${r.waitMaxS} | ${r.firstStartS ?? "–"} | ${r.podSeconds} | ${replicaSecondsToLastStart(r) ?? "–"} | ${r.maxReplicas} | ${r.handedBack} | ${r.stalled} | ${r.ranTwice} | ${r.unstartedAtWindowEnd} |`,
   );
+  if (floor && runs.length > 0)
+    rows.push(
+      `| *floor: ${floor.slots} slots from the first enqueue, no start-up* | ${runs[0]!.jobs} | | ${floor.p50S} | ${floor.p95S} | ${floor.maxS} | 0 | | | | | | | |`,
+    );
   return [head, ...rows].join("\n");
 }
