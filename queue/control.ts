@@ -98,8 +98,10 @@ export async function pauseQueue(redis: RedisClient, queue: string): Promise<voi
 export async function resumeQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
   await redis.multi().hdel(k.meta, controlFields(queue).paused).lpush(k.wake, "1").del(k.doorbell).exec();
-  // A pool held at zero while paused has jobs waiting and no worker: ring for it (docs/protocol.md, "Doorbell").
-  await redis.publish(DOORBELL_CHANNEL, k.doorbell);
+  // A pool held at zero while paused has jobs waiting and no worker: ring for it (docs/protocol.md,
+  // "Doorbell"). The resume has happened: a ring refused (an ACL user without the channel) only
+  // leaves the operator to see it at its next poll.
+  await redis.publish(DOORBELL_CHANNEL, k.doorbell).catch(() => 0);
   await controlEvent(redis, queue, "resumed");
 }
 

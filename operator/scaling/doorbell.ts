@@ -36,6 +36,8 @@ interface Subscriber {
 export class Doorbells {
   private readonly sleepers = new Map<string, Sleeper>();
   private readonly subscribers = new Map<string, Subscriber>();
+  /** Pools whose doorbell could not be left, said once. */
+  private readonly warned = new Set<string>();
   private readonly onRing: (key: string) => void;
   private readonly log?: Logger;
   private readonly timeoutMs: number;
@@ -72,10 +74,17 @@ export class Doorbells {
       await withTimeout(target.client.set(entry.bell, DOORBELL_CHANNEL), this.timeoutMs, "doorbell");
       if (this.sleepers.get(target.key) !== entry) return false;
       entry.armed = true;
+      this.warned.delete(target.key);
       return true;
     } catch (err) {
       // No bell: the pool is still polled; its next reconcile at zero tries again.
-      this.log?.debug({ pool: target.key, err: redactError(err, target.password) }, "doorbell not armed");
+      // Said once per pool at warn (e.g. an ACL user without `&cvy:doorbell`), then at debug.
+      const level = this.warned.has(target.key) ? "debug" : "warn";
+      this.warned.add(target.key);
+      this.log?.[level](
+        { pool: target.key, err: redactError(err, target.password) },
+        "doorbell not armed: a job arriving while the pool is at zero is seen at the next poll",
+      );
       return false;
     } finally {
       entry.arming = false;
@@ -90,6 +99,7 @@ export class Doorbells {
   /** The pool is no longer polled: forget it, and close a subscriber no pool uses any more. */
   remove(key: string): void {
     this.sleepers.delete(key);
+    this.warned.delete(key);
     for (const [connId, sub] of this.subscribers) {
       sub.users.delete(key);
       if (sub.users.size === 0) this.closeSubscriber(connId);

@@ -87,6 +87,36 @@ for (const topology of ["Redis", "Redis Cluster"] as const) {
       }
     });
 
+    test("a producer whose ACL user may not publish still enqueues and resumes; the bell only stays silent", async () => {
+      if (topology !== "Redis") return; // (one topology is enough for an ACL)
+      const q = fresh();
+      const bell = new QueueKeys(q).doorbell;
+      await redis.call(
+        "ACL",
+        "SETUSER",
+        "nopublish",
+        "on",
+        ">pw",
+        "~*",
+        "+@all",
+        "-@dangerous",
+        "resetchannels",
+      );
+      const limited = connectRedis(url.replace("redis://", "redis://nopublish:pw@"), {
+        name: "doorbell-test-acl",
+      });
+      try {
+        await redis.set(bell, DOORBELL_CHANNEL);
+        const id = await new Producer(limited).enqueue(q, { i: 1 });
+        assert.equal((await admin.counts(q)).ready, 1, `the job ${id} is enqueued`);
+        await new QueueAdmin(limited).pause(q);
+        await new QueueAdmin(limited).resume(q);
+        assert.equal((await admin.stats(q)).paused, false);
+      } finally {
+        limited.disconnect();
+      }
+    });
+
     test("a resume rings, bell or not, and takes a bell left behind", async () => {
       const q = fresh();
       const bell = new QueueKeys(q).doorbell;

@@ -9,6 +9,8 @@ local function wake(wakeKey)
   local channel = redis.call('GET', bell)
   if channel then
     redis.call('DEL', bell)
-    redis.call('PUBLISH', channel, bell)
+    -- (pcall: a caller whose ACL user may not publish on the channel still enqueues; the
+    -- operator then sees the job at its next poll)
+    redis.pcall('PUBLISH', channel, bell)
   end
 end
