@@ -403,7 +403,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
 
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
   -- consumer should look too. (A queue emptied by exactly this pop costs one idle look.)
-  if taken >= count and not gated then wake(keys[7]) end
+  if taken >= count and not gated then rewake(keys[7]) end
 
   if nextDue == nil then
     local first = redis.call('ZRANGE', keys[2], '0', '0', 'WITHSCORES')

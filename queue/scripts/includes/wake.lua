@@ -14,3 +14,9 @@ local function wake(wakeKey)
     redis.pcall('PUBLISH', channel, bell)
   end
 end
+
+-- The next blocked consumer of a queue whose consumers are running (a claim chaining the
+-- wake-up): no pool sleeps there, so no doorbell is looked for.
+local function rewake(wakeKey)
+  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
+end
