@@ -21,7 +21,10 @@
 //
 //   node bench/autoscale.ts [--profile full|short|smoke] [--workloads burst,ramp,spikes,long,paused]
 //        [--arms keda-default,keda-tuned,conveyor-backlog,conveyor-latency] [--max-replicas 8]
-//        [--target-wait 10] [--scale-down-window S] [--seed 33] [--out bench/results] [--name NAME]
+//        [--target-wait 10] [--conveyor-target-per-replica 10] [--scale-down-window S] [--seed 33]
+//        [--out bench/results] [--name NAME]
+// --conveyor-target-per-replica sets Conveyor's targetBacklogPerReplica alone (KEDA keeps 10): to
+// compare at equal pod-seconds rather than at equal target.
 import {
   appendFileSync,
   existsSync,
@@ -78,6 +81,8 @@ export interface AutoscaleOptions {
   maxReplicas: number;
   /** The latency mode's scaling.targetWaitSeconds. */
   targetWaitSeconds: number;
+  /** Conveyor's targetBacklogPerReplica when not the concurrency (KEDA's target stays 10). */
+  conveyorTargetPerReplica?: number;
   /** HPA scale-down stabilization for every arm (unset: the HPA default, 300 s). */
   scaleDownWindowS?: number;
   seed: number;
@@ -198,7 +203,7 @@ function workerPool(name: string, arm: ArmName, redisUrl: string, o: AutoscaleOp
         mode: "direct",
         minReplicas: 0,
         maxReplicas: o.maxReplicas,
-        targetBacklogPerReplica: CONCURRENCY,
+        targetBacklogPerReplica: o.conveyorTargetPerReplica ?? CONCURRENCY,
         ...(arm === "conveyor-latency" ? { targetWaitSeconds: o.targetWaitSeconds } : {}),
         ...behavior,
       },
@@ -557,7 +562,7 @@ export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string,
       ? "The full workloads of issue 33."
       : `**Shortened run (profile \`${r.profile}\`)**: fewer jobs and shorter windows than the issue's full workloads (bench/autoscale/traces.ts has both); autoscaler time constants (polling, the HPA's 15 s sync, stabilization) are not shortened, so they weigh more here than in a full run.`,
     "",
-    `Node: ${r.node}. KEDA ${r.keda}; Conveyor's pools in \`direct\` mode beside it. Max ${r.options.maxReplicas} replicas, 10 jobs per pod, target 10 jobs per replica everywhere; scale-down stabilization ${r.options.scaleDownWindowS ?? 300} s for every arm. Seed ${r.options.seed}. Load ${r.load.before} → ${r.load.after} (${r.machine.cores} cores, shared; commit ${r.machine.commit}). ${Math.round(r.seconds / 60)} min.`,
+    `Node: ${r.node}. KEDA ${r.keda}; Conveyor's pools in \`direct\` mode beside it. Max ${r.options.maxReplicas} replicas, 10 jobs per pod, ${r.options.conveyorTargetPerReplica !== undefined ? `target 10 jobs per replica for KEDA, ${r.options.conveyorTargetPerReplica} for Conveyor` : "target 10 jobs per replica everywhere"}; scale-down stabilization ${r.options.scaleDownWindowS ?? 300} s for every arm. Seed ${r.options.seed}. Load ${r.load.before} → ${r.load.after} (${r.machine.cores} cores, shared; commit ${r.machine.commit}). ${Math.round(r.seconds / 60)} min.`,
     "",
   ];
   if (r.parts)
@@ -627,6 +632,7 @@ export function parseAutoscaleFlags(
     "arms",
     "max-replicas",
     "target-wait",
+    "conveyor-target-per-replica",
     "scale-down-window",
     "seed",
     "out",
@@ -645,6 +651,9 @@ export function parseAutoscaleFlags(
     arms: listOf(flags.get("arms"), ARMS, "arms"),
     maxReplicas: intFlag(flags, "max-replicas", 8),
     targetWaitSeconds: intFlag(flags, "target-wait", 10),
+    conveyorTargetPerReplica: flags.has("conveyor-target-per-replica")
+      ? intFlag(flags, "conveyor-target-per-replica", CONCURRENCY)
+      : undefined,
     scaleDownWindowS: flags.has("scale-down-window") ? intFlag(flags, "scale-down-window", 300) : undefined,
     seed: intFlag(flags, "seed", 33),
     out: resolve(flags.get("out") ?? join(REPO, "bench/results")),
