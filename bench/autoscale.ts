@@ -506,20 +506,27 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
     const enqueuedAt = new Map<string, number>();
     const samples: Sample[] = [];
     const t0 = Date.now();
+    const sample = async () => {
+      const at = Date.now();
+      const [d, pods] = await Promise.all([
+        poolDeployment(h.cp, name).catch(() => undefined),
+        podsOf().catch(() => undefined),
+      ]);
+      samples.push({
+        t: (at - t0) / 1000,
+        desired: d?.spec?.replicas ?? samples.at(-1)?.desired ?? 0,
+        pods: pods ?? samples.at(-1)?.pods ?? 0,
+      });
+      return at;
+    };
+    // the first sample before the first enqueue: with the doorbell the operator scales up within
+    // milliseconds of it, faster than a sample taken alongside could read the idle pool
+    let last = await sample();
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const at = Date.now();
-        const [d, pods] = await Promise.all([
-          poolDeployment(h.cp, name).catch(() => undefined),
-          podsOf().catch(() => undefined),
-        ]);
-        samples.push({
-          t: (at - t0) / 1000,
-          desired: d?.spec?.replicas ?? samples.at(-1)?.desired ?? 0,
-          pods: pods ?? samples.at(-1)?.pods ?? 0,
-        });
-        await sleep(Math.max(0, 1000 - (Date.now() - at)));
+        await sleep(Math.max(0, 1000 - (Date.now() - last)));
+        if (sampling) last = await sample();
       }
     })();
     progress(
