@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   mergeReports,
+  nodeDescription,
   parseAutoscaleFlags,
   renderAutoscaleMarkdown,
   type AutoscaleReport,
@@ -82,9 +83,32 @@ test("parseAutoscaleFlags: bad input names the flag", () => {
   assert.throws(() => parseAutoscaleFlags(["--arms", "keda,hpa"]), /--arms: unknown 'keda'/);
   assert.throws(() => parseAutoscaleFlags(["--max-replicas", "0"]), /--max-replicas/);
   assert.throws(() => parseAutoscaleFlags(["--pollingInterval", "5"]), /unknown flag --pollingInterval/);
+  assert.throws(
+    () => parseAutoscaleFlags(["--node", "kind"]),
+    /--node must be one of simulated, real, got 'kind'/,
+  );
   const o = parseAutoscaleFlags(["--profile", "smoke", "--workloads", "burst", "--append"]);
   assert.deepEqual(
-    [o.profile, o.workloads, o.append, o.scaleDownWindowS],
-    ["smoke", ["burst"], true, undefined],
+    [o.profile, o.workloads, o.append, o.scaleDownWindowS, o.node],
+    ["smoke", ["burst"], true, undefined, "simulated"],
+  );
+  assert.equal(parseAutoscaleFlags(["--node", "real"]).node, "real");
+  assert.equal(parseAutoscaleFlags(["--node=simulated"]).node, "simulated");
+});
+
+test("the report says which node ran the pods; --append does not mix nodes", () => {
+  const simulated = { ...report(["keda-tuned"], ["burst"]), node: nodeDescription("simulated") };
+  assert.match(renderAutoscaleMarkdown(simulated, {}), /Node: simulated: kwok nodes/);
+  const real: AutoscaleReport = {
+    ...report(["conveyor-backlog"], ["burst"]),
+    node: nodeDescription("real"),
+  };
+  real.options = { ...real.options, node: "real" };
+  assert.match(renderAutoscaleMarkdown(real, {}), /Node: real: a kubelet \+ containerd/);
+  // a report written before --node existed ran on the simulated node
+  assert.equal(mergeReports(simulated, report(["conveyor-backlog"], ["burst"])).workloads[0]!.runs.length, 2);
+  assert.throws(
+    () => mergeReports(simulated, real),
+    /--append: the existing report ran on the simulated node, this run --node real/,
   );
 });

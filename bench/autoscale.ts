@@ -13,16 +13,21 @@
 // Every arm targets 10 jobs per replica (= a pod's concurrency) and at most --max-replicas.
 //
 // One control plane (API server, controller manager with the HPA controller at Kubernetes'
-// default 15 s sync period, scheduler, kwok) for the whole run, the simulated node: kwok binds
-// the pods and test/support/podRunner.ts runs a real worker process for each (drained on delete
-// like a kubelet would). KEDA owns external.metrics.k8s.io while it runs, so Conveyor's pools run
-// in `direct` mode beside it. The arms run one after another, never at once: on a 2-core machine
-// they would share the CPU they are measured on.
+// default 15 s sync period, scheduler) for the whole run, and one node for every arm's pods:
+//   --node simulated   (default) kwok binds the pods and test/support/podRunner.ts runs a real
+//                      worker process for each (drained on delete like a kubelet would);
+//   --node real        a real kubelet + containerd (test/support/node.ts): each pod a container of
+//                      the worker image (`make images`), the handler directory and the execution
+//                      log hostPath volumes, Redis reached at the node's bridge address. Needs
+//                      root (a clear error otherwise); the host is checked unchanged afterwards.
+// KEDA owns external.metrics.k8s.io while it runs, so Conveyor's pools run in `direct` mode
+// beside it. The arms run one after another, never at once: on a 2-core machine they would share
+// the CPU they are measured on.
 //
 //   node bench/autoscale.ts [--profile full|short|smoke] [--workloads burst,ramp,spikes,long,paused]
 //        [--arms keda-default,keda-tuned,conveyor-backlog,conveyor-latency] [--max-replicas 8]
 //        [--target-wait 10] [--conveyor-target-per-replica 10] [--scale-down-window S] [--seed 33]
-//        [--out bench/results] [--name NAME]
+//        [--node simulated|real] [--out bench/results] [--name NAME]
 // --conveyor-target-per-replica sets Conveyor's targetBacklogPerReplica alone (KEDA keeps 10): to
 // compare at equal pod-seconds rather than at equal target.
 import {
@@ -39,9 +44,12 @@ import { join, resolve } from "node:path";
 import { pollUntil } from "../lib/poll.ts";
 import { freePort } from "../lib/ports.ts";
 import { connectRedis, pauseQueue, Producer, QueueAdmin, resumeQueue } from "../queue/index.ts";
+import { hostPathMounts } from "../test/e2e/scenario.ts";
+import { buildImages, WORKER_IMAGE } from "../test/support/containers.ts";
 import { ControlPlane } from "../test/support/controlplane.ts";
 import { ensureKeda, KEDA_NAMESPACE, startKeda, type KedaProcesses } from "../test/support/keda.ts";
 import { startOperator, type OperatorProcess } from "../test/support/operator.ts";
+import { hostState, nodeFootprint, nodeUnavailable, RealNode, type HostState } from "../test/support/node.ts";
 import { PodRunner } from "../test/support/podRunner.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
 import { RedisServer } from "../test/support/redis.ts";
@@ -69,6 +77,9 @@ import { intFlag, loadAverage, machineInfo, parseFlags, progress, REPO, runMain,
 
 export const ARMS = ["keda-default", "keda-tuned", "conveyor-backlog", "conveyor-latency"] as const;
 export type ArmName = (typeof ARMS)[number];
+/** Where the pools' pods run: kwok + a worker process per pod, or a real kubelet + containerd. */
+export const NODES = ["simulated", "real"] as const;
+export type NodeKind = (typeof NODES)[number];
 
 const NS = "default";
 const CONCURRENCY = 10;
@@ -86,7 +97,18 @@ export interface AutoscaleOptions {
   /** HPA scale-down stabilization for every arm (unset: the HPA default, 300 s). */
   scaleDownWindowS?: number;
   seed: number;
+  /** Which node runs every arm's pods (reports written before --node existed: simulated). */
+  node: NodeKind;
 }
+
+/** The report's `node`: which node ran the pods, in a sentence. */
+export function nodeDescription(node: NodeKind): string {
+  return node === "real"
+    ? `real: a kubelet + containerd (test/support/node.ts), each pod a container of the worker image ${WORKER_IMAGE}`
+    : "simulated: kwok nodes, a real `conveyor worker` process per pod (test/support/podRunner.ts)";
+}
+
+const nodeOf = (r: AutoscaleReport): NodeKind => r.options.node ?? "simulated";
 
 export interface AutoscaleReport {
   date: string;
@@ -114,6 +136,10 @@ export function mergeReports(base: AutoscaleReport, add: AutoscaleReport): Autos
   if (base.profile !== add.profile || base.options.seed !== add.options.seed)
     throw new Error(
       `--append: the existing report is profile ${base.profile} seed ${base.options.seed}, this run ${add.profile} seed ${add.options.seed}`,
+    );
+  if (nodeOf(base) !== nodeOf(add))
+    throw new Error(
+      `--append: the existing report ran on the ${nodeOf(base)} node, this run --node ${nodeOf(add)}`,
     );
   const order = (arm: string) => ARMS.indexOf(arm as ArmName);
   const workloads = base.workloads.map((w) => ({ ...w, runs: [...w.runs] }));
@@ -153,9 +179,78 @@ interface Harness {
   operator: OperatorProcess;
   api: Started;
   apiPort: number;
-  runner: PodRunner;
-  execLog: string;
+  workers: WorkerNode;
   dir: string;
+}
+
+/** Where the pools' pods run, and what a WorkerPool needs to run there. */
+interface WorkerNode {
+  /** Redis as the pods reach it. */
+  redisUrl: string;
+  /** spec.handler.module as the pods see it: the recording handler. */
+  handlerModule: string;
+  /** Merged into the pool's spec.template (the image, volumes, EXEC_LOG). */
+  template: { env: { name: string; value: string }[] } & Record<string, unknown>;
+  /** The ndjson file the handler appends each start to, as this process reads it. */
+  execLog: string;
+  /** The pool's pods the node pays for (alive or draining). */
+  podsAlive(pool: string, deployment: string): Promise<number>;
+  stop(): Promise<void>;
+  /** The real node (for the host check), when it is one. */
+  real?: RealNode;
+}
+
+/** kwok binds the pods; a `conveyor worker` process runs for each, with the pod's environment. */
+function simulatedWorkers(cp: ControlPlane, redis: RedisServer, dir: string): WorkerNode {
+  const execLog = join(dir, "executions.ndjson");
+  const runner = new PodRunner(cp.kubeConfig(), {
+    namespace: NS,
+    labelSelector: "conveyor.dev/workerpool",
+    dir,
+    extraEnv: { EXEC_LOG: execLog },
+    pollMs: 250,
+  });
+  runner.start();
+  return {
+    redisUrl: redis.url,
+    handlerModule: RECORDING_HANDLER.slice("module:".length),
+    template: { env: [] },
+    execLog,
+    podsAlive: async (_pool, deployment) =>
+      runner.alive.filter((p) => p.name.startsWith(`${deployment}-`)).length,
+    stop: () => runner.stop(),
+  };
+}
+
+/**
+ * The worker image's pods under a real kubelet: the handler directory (test/fixtures) and a
+ * directory for the execution log as hostPath volumes (that one 0777: the container runs as
+ * uid 65532 with a read-only root), Redis at the node's bridge address.
+ */
+function realWorkers(cp: ControlPlane, node: RealNode, redis: RedisServer, dir: string): WorkerNode {
+  const execDir = join(dir, "out");
+  return {
+    redisUrl: `redis://${node.address}:${redis.port}`,
+    handlerModule: "/handlers/recordingHandler.js",
+    template: {
+      image: WORKER_IMAGE,
+      imagePullPolicy: "Never",
+      env: [{ name: "EXEC_LOG", value: "/out/executions.ndjson" }],
+      ...hostPathMounts(execDir),
+    },
+    execLog: join(execDir, "executions.ndjson"),
+    // pods in the API not yet terminal: created, running or terminating (what the node pays for)
+    podsAlive: async (pool) => {
+      const list = await kubeGet<{ items: { status?: { phase?: string } }[] }>(
+        cp,
+        `/api/v1/namespaces/${NS}/pods?labelSelector=${encodeURIComponent(`conveyor.dev/workerpool=${pool}`)}`,
+      );
+      return (list?.items ?? []).filter((p) => !["Succeeded", "Failed"].includes(p.status?.phase ?? ""))
+        .length;
+    },
+    stop: () => node.stop(),
+    real: node,
+  };
 }
 
 async function kubeGet<T>(cp: ControlPlane, path: string): Promise<T | undefined> {
@@ -178,7 +273,7 @@ async function poolDeployment(cp: ControlPlane, pool: string): Promise<Deploymen
   return list?.items[0];
 }
 
-function workerPool(name: string, arm: ArmName, redisUrl: string, o: AutoscaleOptions): object {
+function workerPool(name: string, arm: ArmName, workers: WorkerNode, o: AutoscaleOptions): object {
   const behavior =
     o.scaleDownWindowS !== undefined
       ? { behavior: { scaleDown: { stabilizationWindowSeconds: o.scaleDownWindowS } } }
@@ -190,12 +285,12 @@ function workerPool(name: string, arm: ArmName, redisUrl: string, o: AutoscaleOp
     metadata: { name, namespace: NS },
     spec: {
       queue: name,
-      redis: { url: redisUrl },
-      handler: { module: RECORDING_HANDLER.slice("module:".length) },
+      redis: { url: workers.redisUrl },
+      handler: { module: workers.handlerModule },
       concurrency: CONCURRENCY,
       maxJobSeconds: 120,
       drainSeconds: 30,
-      template: { env: [{ name: "LOG_LEVEL", value: "warn" }] },
+      template: { ...workers.template, env: [{ name: "LOG_LEVEL", value: "warn" }, ...workers.template.env] },
       // KEDA's arms: a fixed replica count switches the operator's autoscaling off; KEDA's HPA
       // moves it through the scale subresource.
       ...(keda ? { replicas: 0 } : {}),
@@ -249,21 +344,44 @@ function scaledObject(name: string, arm: ArmName, apiPort: number, o: AutoscaleO
 async function startHarness(o: AutoscaleOptions, dir: string): Promise<Harness> {
   const needKeda = o.arms.some((a) => a.startsWith("keda"));
   const assets = needKeda ? ensureKeda() : undefined;
-  progress("autoscale: starting the control plane (HPA controller at the default 15 s), kwok, Redis");
+  const real = o.node === "real";
+  if (real) {
+    progress("autoscale: building the images (make images; cached after the first run)");
+    await buildImages();
+  }
+  progress(
+    `autoscale: starting the control plane (HPA controller at the default 15 s), ${real ? "a real node" : "kwok"}, Redis`,
+  );
+  // The aggregation layer's routable address (198.18.0.0/15, a veth) and a real node's bridge
+  // (10.213.N.0/24) are separate networks: KEDA's adapter and the node's pods do not meet.
   const cp = await ControlPlane.start({
     controllers: true,
     scheduler: true,
-    kwok: true,
+    kwok: !real,
     aggregation: needKeda,
     hpaSyncPeriod: "15s",
     verbose: false,
   });
-  const started: { redis?: RedisServer; keda?: KedaProcesses; operator?: OperatorProcess; api?: Started } =
-    {};
+  const started: {
+    node?: RealNode;
+    redis?: RedisServer;
+    keda?: KedaProcesses;
+    operator?: OperatorProcess;
+    api?: Started;
+  } = {};
   try {
     await cp.kubectl("apply", "--server-side", "-f", CRD_FILE);
     await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
-    started.redis = await RedisServer.start();
+    if (real) {
+      started.node = await RealNode.start(cp, { verbose: false });
+      const t = Date.now();
+      await started.node.importImage(WORKER_IMAGE);
+      progress(
+        `autoscale: node ${started.node.name} Ready (bridge ${started.node.address}/24), ${WORKER_IMAGE} imported in ${((Date.now() - t) / 1000).toFixed(1)} s`,
+      );
+    }
+    // the real node's pods reach Redis at the bridge address
+    started.redis = await RedisServer.start(started.node ? { extraBind: [started.node.address] } : {});
     if (assets) {
       progress(`autoscale: starting KEDA (${assets.versions.split("\n")[0] ?? "?"})`);
       started.keda = await startKeda(cp, { dir, assets });
@@ -302,15 +420,9 @@ async function startHarness(o: AutoscaleOptions, dir: string): Promise<Harness> 
     await pollUntil("job API /healthz", async () => (await fetch(`http://127.0.0.1:${apiPort}/healthz`)).ok, {
       timeoutMs: 60_000,
     });
-    const execLog = join(dir, "executions.ndjson");
-    const runner = new PodRunner(cp.kubeConfig(), {
-      namespace: NS,
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
-      extraEnv: { EXEC_LOG: execLog },
-      pollMs: 250,
-    });
-    runner.start();
+    const workers = started.node
+      ? realWorkers(cp, started.node, started.redis, dir)
+      : simulatedWorkers(cp, started.redis, dir);
     return {
       cp,
       redis: started.redis,
@@ -318,14 +430,14 @@ async function startHarness(o: AutoscaleOptions, dir: string): Promise<Harness> 
       operator: started.operator,
       api: started.api,
       apiPort,
-      runner,
-      execLog,
+      workers,
       dir,
     };
   } catch (err) {
     if (started.api) await stopProcess(started.api);
     if (started.operator) await stopProcess(started.operator.proc, 10_000);
     if (started.keda) await started.keda.stop();
+    if (started.node) await started.node.stop();
     if (started.redis) await started.redis.stop();
     await cp.stop();
     throw err;
@@ -333,10 +445,11 @@ async function startHarness(o: AutoscaleOptions, dir: string): Promise<Harness> 
 }
 
 async function stopHarness(h: Harness): Promise<void> {
-  await h.runner.stop();
+  // the operator and KEDA first: nothing scales the pools back up while the node stops them
   await stopProcess(h.api);
   await stopProcess(h.operator.proc, 10_000);
   if (h.keda) await h.keda.stop();
+  await h.workers.stop();
   await h.redis.stop();
   await h.cp.stop();
 }
@@ -364,7 +477,7 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
   const kedaArm = arm.startsWith("keda");
   try {
     if (w.resumeAtMs !== undefined) await pauseQueue(redis, name);
-    await h.cp.apply(JSON.stringify(workerPool(name, arm, h.redis.url, o)));
+    await h.cp.apply(JSON.stringify(workerPool(name, arm, h.workers, o)));
     const deployment = await pollUntil(
       `${name}: the worker Deployment at zero replicas`,
       async () => {
@@ -392,23 +505,32 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
         { timeoutMs: 120_000, intervalMs: 500 },
       );
     }
-    const podsOf = () =>
-      h.runner.alive.filter((p) => p.name.startsWith(`${deployment.metadata.name}-`)).length;
+    const podsOf = () => h.workers.podsAlive(name, deployment.metadata.name);
     const batches = arrivalBatches(w.arrivals);
     const enqueuedAt = new Map<string, number>();
     const samples: Sample[] = [];
     const t0 = Date.now();
+    const sample = async () => {
+      const at = Date.now();
+      const [d, pods] = await Promise.all([
+        poolDeployment(h.cp, name).catch(() => undefined),
+        podsOf().catch(() => undefined),
+      ]);
+      samples.push({
+        t: (at - t0) / 1000,
+        desired: d?.spec?.replicas ?? samples.at(-1)?.desired ?? 0,
+        pods: pods ?? samples.at(-1)?.pods ?? 0,
+      });
+      return at;
+    };
+    // the first sample before the first enqueue: with the doorbell the operator scales up within
+    // milliseconds of it, faster than a sample taken alongside could read the idle pool
+    let last = await sample();
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const at = Date.now();
-        const d = await poolDeployment(h.cp, name).catch(() => undefined);
-        samples.push({
-          t: (at - t0) / 1000,
-          desired: d?.spec?.replicas ?? samples.at(-1)?.desired ?? 0,
-          pods: podsOf(),
-        });
-        await sleep(Math.max(0, 1000 - (Date.now() - at)));
+        await sleep(Math.max(0, 1000 - (Date.now() - last)));
+        if (sampling) last = await sample();
       }
     })();
     progress(
@@ -464,7 +586,7 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
     if (kedaArm)
       await h.cp.kubectl("delete", "scaledobject", name, "-n", NS, "--wait=true", "--timeout=120s");
     await h.cp.kubectl("delete", "workerpool", name, "-n", NS, "--wait=true", "--timeout=120s");
-    await pollUntil(`${name}: its worker processes gone`, () => podsOf() === 0, {
+    await pollUntil(`${name}: its worker pods gone`, async () => (await podsOf()) === 0, {
       timeoutMs: 120_000,
       intervalMs: 500,
     });
@@ -475,7 +597,7 @@ async function runOne(h: Harness, arm: ArmName, w: Workload, o: AutoscaleOptions
       windowMs: w.windowMs,
       endMs,
       enqueuedAt,
-      executions: executionsOf(h.execLog, name),
+      executions: executionsOf(h.workers.execLog, name),
       samples,
       handedBack: counters.handedBack ?? 0,
       stalled: counters.stalled ?? 0,
@@ -504,13 +626,23 @@ export async function runAutoscaleBench(
     arms = arms.filter((a) => a !== "conveyor-latency");
     progress(`autoscale: conveyor-latency ${latency}`);
   }
+  // no silent fallback to the simulated node: say why the real one cannot run here
+  const whyNot = o.node === "real" ? nodeUnavailable() : undefined;
+  if (whyNot) throw new Error(`--node real: ${whyNot}`);
+  const hostBefore: HostState | undefined = o.node === "real" ? await hostState() : undefined;
   const dir = mkdtempSync(join(tmpdir(), "cvy-autoscale-"));
-  const h = await startHarness({ ...o, arms }, dir);
+  let h: Harness;
+  try {
+    h = await startHarness({ ...o, arms }, dir);
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const workloads: AutoscaleReport["workloads"] = [];
   const report = (): AutoscaleReport => ({
     date: new Date(started).toISOString(),
     profile: o.profile,
-    node: "simulated: kwok nodes, a real `conveyor worker` process per pod (test/support/podRunner.ts)",
+    node: nodeDescription(o.node),
     options: o,
     keda: arms.some((a) => a.startsWith("keda")) ? "v2.21.0 (test/keda/install.sh)" : "not run",
     unavailable,
@@ -539,11 +671,18 @@ export async function runAutoscaleBench(
       if (existsSync(join(dir, f)))
         appendFileSync(keep, `==== ${f}\n${readFileSync(join(dir, f), "utf8").slice(-20_000)}\n`);
     appendFileSync(keep, `==== operator\n${readFileSync(h.operator.log, "utf8").slice(-20_000)}\n`);
+    if (h.workers.real) appendFileSync(keep, `==== node\n${h.workers.real.logTail(100)}\n`);
     progress(`autoscale: failed; the last logs are in ${keep}`);
     throw err;
   } finally {
     await stopHarness(h);
     rmSync(dir, { recursive: true, force: true });
+  }
+  if (hostBefore && h.workers.real) {
+    const footprint = nodeFootprint(hostBefore, await hostState(), h.workers.real);
+    if (footprint.length)
+      throw new Error(`--node real: the node left changes on the host:\n  ${footprint.join("\n  ")}`);
+    progress("autoscale: host unchanged after the real node (sysctls, iptables, mounts, links, cgroups)");
   }
   return report();
 }
@@ -635,6 +774,7 @@ export function parseAutoscaleFlags(
     "conveyor-target-per-replica",
     "scale-down-window",
     "seed",
+    "node",
     "out",
     "name",
     "append",
@@ -645,6 +785,9 @@ export function parseAutoscaleFlags(
   const profile = flags.get("profile") ?? "full";
   if (!PROFILES.includes(profile as ProfileName))
     throw new Error(`--profile must be one of ${PROFILES.join(", ")}, got '${profile}'`);
+  const node = flags.get("node") ?? "simulated";
+  if (!NODES.includes(node as NodeKind))
+    throw new Error(`--node must be one of ${NODES.join(", ")}, got '${node}'`);
   return {
     profile: profile as ProfileName,
     workloads: listOf(flags.get("workloads"), WORKLOADS, "workloads"),
@@ -656,6 +799,7 @@ export function parseAutoscaleFlags(
       : undefined,
     scaleDownWindowS: flags.has("scale-down-window") ? intFlag(flags, "scale-down-window", 300) : undefined,
     seed: intFlag(flags, "seed", 33),
+    node: node as NodeKind,
     out: resolve(flags.get("out") ?? join(REPO, "bench/results")),
     name: flags.get("name"),
     append: flags.has("append"),
