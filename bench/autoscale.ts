@@ -711,7 +711,8 @@ export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string,
       );
   for (const [arm, why] of Object.entries(r.unavailable)) lines.push(`- **${arm}**: ${why}`);
   if (r.parts || Object.keys(r.unavailable).length) lines.push("");
-  const versus = renderVersus(r.workloads.map((w) => ({ ...w, floor: floorOf(r, w.name) })));
+  const floors = new Map(r.workloads.map((w) => [w.name, floorOf(r, w.name)]));
+  const versus = renderVersus(r.workloads.map((w) => ({ ...w, floor: floors.get(w.name) })));
   if (versus)
     lines.push(
       "## Against KEDA (tuned: pollingInterval 5 s)",
@@ -723,7 +724,7 @@ export function renderAutoscaleMarkdown(r: AutoscaleReport, svgs: Record<string,
     );
   for (const w of r.workloads) {
     lines.push(`## ${w.name}: ${w.description}`, "", `Window ${w.windowS} s, ${w.jobs} jobs.`, "");
-    lines.push(renderTable(w.runs, floorOf(r, w.name)), "");
+    lines.push(renderTable(w.runs, floors.get(w.name)), "");
     if (svgs[w.name]) lines.push(`![replicas over time, ${w.name}](${svgs[w.name]})`, "");
   }
   return `${lines.join("\n")}\n`;

@@ -269,11 +269,6 @@ export class BacklogPoller {
       .then((armedNow) => armedNow && this.pools.get(key) === p && this.pollSoon(p.group, key));
   }
 
-  /** Whether the pool's doorbell is armed (for tests and status). */
-  doorbellArmed(key: string): boolean {
-    return this.doorbells.isArmed(key);
-  }
-
   private rung(key: string): void {
     const p = this.pools.get(key);
     if (!p) return;

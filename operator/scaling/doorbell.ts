@@ -106,10 +106,6 @@ export class Doorbells {
     }
   }
 
-  isArmed(key: string): boolean {
-    return this.sleepers.get(key)?.armed === true;
-  }
-
   stop(): void {
     this.sleepers.clear();
     for (const s of this.subscribers.values()) s.client.disconnect();

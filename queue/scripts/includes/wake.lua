@@ -1,10 +1,16 @@
+-- The next blocked consumer of a queue whose consumers are running (a claim chaining the
+-- wake-up): no pool sleeps there, so no doorbell is looked for.
+local function rewake(wakeKey)
+  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
+end
+
 -- Wake one blocked consumer; it re-wakes the next if work remains (see claim_jobs.lua).
 -- A queue whose pool the operator scaled to zero has no consumer to wake: the operator left a
 -- doorbell (`<Q>doorbell`, holding a pub/sub channel), rung once here so a worker starts now
 -- rather than at the operator's next poll (docs/protocol.md, "Doorbell"). Checked on every wake,
 -- not only an empty list's: a token can outlive the workers that would have popped it.
 local function wake(wakeKey)
-  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
+  rewake(wakeKey)
   local bell = string.sub(wakeKey, 1, #wakeKey - 4) .. 'doorbell'
   local channel = redis.call('GET', bell)
   if channel then
@@ -13,10 +19,4 @@ local function wake(wakeKey)
     -- operator then sees the job at its next poll)
     redis.pcall('PUBLISH', channel, bell)
   end
-end
-
--- The next blocked consumer of a queue whose consumers are running (a claim chaining the
--- wake-up): no pool sleeps there, so no doorbell is looked for.
-local function rewake(wakeKey)
-  if redis.call('LLEN', wakeKey) == 0 then redis.call('LPUSH', wakeKey, '1') end
 end
