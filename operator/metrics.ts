@@ -158,7 +158,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     arrivalRate: new Gauge({
       name: "conveyor_operator_pool_arrival_rate",
-      help: "Jobs per second enqueued into the pool's queue (the enqueue counter's growth, smoothed over ~20 s); latency mode only",
+      help: "Jobs per second enqueued into the pool's queue (the enqueue counter's growth between polls, the lower median of the last 30 s); latency mode only",
       labelNames: pool,
       registers,
     }),

@@ -39,6 +39,8 @@ export interface PoolScaler {
   arrivals?: ArrivalEstimate;
   /** Latency mode: the last median job duration the workers reported (ms), kept while no worker runs. */
   jobMs?: number;
+  /** Latency mode: the last median pod start-up (creation → Ready, ms), kept while no pod runs. */
+  podStartMs?: number;
   /** A scale-in held at the pods running jobs (holdForBusyPods): since when, at what, and why. */
   scaleInHold?: { since: number; replicas: number; wanted: number; busyPods: number; message: string };
 }

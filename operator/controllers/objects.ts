@@ -8,6 +8,7 @@ interface ObjectCondition {
   status: string;
   reason?: string;
   message?: string;
+  lastTransitionTime?: string;
 }
 
 export interface Deployment extends KubeObject {
@@ -47,5 +48,5 @@ export interface HPA extends KubeObject {
 }
 
 export interface Pod extends KubeObject {
-  status?: { phase?: string };
+  status?: { phase?: string; conditions?: ObjectCondition[] };
 }

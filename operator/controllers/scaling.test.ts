@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
 import {
+  medianPodStartMs,
   busyPods,
   decideScale,
   deletionCosts,
@@ -301,5 +302,30 @@ describe("scaling decisions", () => {
         1,
       );
     });
+  });
+});
+
+describe("pod start-up (latency mode's budget)", () => {
+  const pod = (created: string, ready?: string, status = "True") => ({
+    metadata: { name: "p", creationTimestamp: created },
+    status: {
+      conditions: ready ? [{ type: "Ready", status, lastTransitionTime: ready }] : [],
+    },
+  });
+  it("is the median creation → Ready of the pods that are Ready", () => {
+    assert.equal(
+      medianPodStartMs([
+        pod("2026-11-26T10:00:00Z", "2026-11-26T10:00:02Z"),
+        pod("2026-11-26T10:00:00Z", "2026-11-26T10:00:09Z"),
+        pod("2026-11-26T10:00:00Z", "2026-11-26T10:00:03Z"),
+        pod("2026-11-26T10:00:00Z"), // starting: not counted
+        pod("2026-11-26T10:00:00Z", "2026-11-26T10:00:01Z", "False"), // not ready
+      ]),
+      3000,
+    );
+  });
+  it("is unknown without a Ready pod", () => {
+    assert.equal(medianPodStartMs([pod("2026-11-26T10:00:00Z")]), undefined);
+    assert.equal(medianPodStartMs([]), undefined);
   });
 });

@@ -23,7 +23,7 @@ import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
 import { pausedReplicas } from "./queueControl.ts";
 import { poolAttributes, withSpan } from "../tracing.ts";
-import type { Deployment } from "./objects.ts";
+import type { Deployment, Pod } from "./objects.ts";
 import { Reason, type ScaleReason } from "./reasons.ts";
 
 export function newPoolScaler(now: number): PoolScaler {
@@ -54,6 +54,8 @@ export interface DecideInput {
   countsAt?: number;
   /** The workers' median job duration (ms) from fresh reports, when any (latency mode). */
   jobMs?: number;
+  /** The pool's pods' median start-up, creation → Ready (ms), when any is Ready (latency mode). */
+  podStartMs?: number;
   /** Pods (not terminating) whose fresh report says they run jobs (busyPods); undefined when not read. */
   busyPods?: number;
 }
@@ -82,6 +84,7 @@ export function latencyNeedOf(
     oldestWaitSeconds:
       waiting > 0 && counts.oldestReadyAt !== undefined ? Math.max(0, now - counts.oldestReadyAt) / 1000 : 0,
     pollSeconds: spec.scaling.pollSeconds,
+    startSeconds: (s.podStartMs ?? 0) / 1000,
   });
 }
 
@@ -212,6 +215,7 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
     if (i.counts.enqueued !== undefined && i.countsAt !== undefined)
       s.arrivals = observeArrivals(s.arrivals, i.counts.enqueued, i.countsAt);
     if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
+    if (i.podStartMs !== undefined && i.podStartMs >= 0) s.podStartMs = i.podStartMs;
   }
 
   if (i.current === 0) {
@@ -365,6 +369,23 @@ export function currentReplicas(state: PoolState, deployment: Deployment, now: n
   return state.expect?.replicas ?? live;
 }
 
+/**
+ * The pods' median start-up: creation → Ready (ms), over the pods that are Ready; undefined when
+ * none is. Latency mode leaves it out of a waiting job's budget (a new slot takes jobs only then).
+ */
+export function medianPodStartMs(pods: Pod[]): number | undefined {
+  const ms = pods
+    .map((p) => {
+      const ready = p.status?.conditions?.find((c) => c.type === "Ready" && c.status === "True");
+      const from = Date.parse(p.metadata.creationTimestamp ?? "");
+      const to = Date.parse(ready?.lastTransitionTime ?? "");
+      return to - from;
+    })
+    .filter((v) => Number.isFinite(v) && v >= 0)
+    .sort((a, b) => a - b);
+  return ms.length > 0 ? ms[(ms.length - 1) >> 1] : undefined;
+}
+
 /** The replica change the operator makes now (see decideScale), from `current` (currentReplicas). */
 export function decideReplicas(
   state: PoolState,
@@ -375,7 +396,7 @@ export function decideReplicas(
   now: number,
   queuePaused = false,
   pauseSeenByPoll = false,
-  latency: { countsAt?: number; jobMs?: number } = {},
+  latency: { countsAt?: number; jobMs?: number; podStartMs?: number } = {},
   busy?: number,
 ): ScaleDecision | undefined {
   return decideScale(state.scaler, {

@@ -37,6 +37,7 @@ import {
   busyPods,
   currentReplicas,
   decideReplicas,
+  medianPodStartMs,
   hpaMinReplicasFloor,
   latencyNeedOf,
   markIdlePodsCheapest,
@@ -451,6 +452,10 @@ export class WorkerPoolReconciler implements Reconciler {
       {
         countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
         jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
+        podStartMs:
+          pass.spec.scaling.targetWaitSeconds !== undefined
+            ? medianPodStartMs(this.ctx.podsOf(pass.pool))
+            : undefined,
       },
       pass.busyPods,
     );

@@ -8,25 +8,38 @@
 //   slots = λ·d                      keep up with arrivals (Little's law: busy slots = rate × duration)
 //         + √(λ·d)                   headroom for random arrivals (square-root staffing)
 //         + W · min(1, d / r)        start the W waiting jobs within r, the oldest one's budget left:
-//                                    r = target − oldest age (floored at one poll interval), so
-//                                    headroom grows as the oldest job's age approaches the target,
-//                                    and past it every waiting job gets a slot of its own
+//                                    r = target − oldest age − pod start-up (floored at one poll
+//                                    interval), so headroom grows as the oldest job's age
+//                                    approaches the target, and past it every waiting job gets a
+//                                    slot of its own; the start-up is left out of the budget
+//                                    because a slot asked for now takes jobs only once its pod runs
 //
 // λ is read from the enqueue counter, not from the backlog, so the pool grows with a rising
-// arrival rate before a backlog builds (the backlog mode scales only after it has).
+// arrival rate before a backlog builds (the backlog mode scales only after it has). It is the
+// median of the poll-to-poll rates of the last ARRIVAL_WINDOW_MS, not an average: a burst is one
+// or two high samples, which the median leaves out — the burst's jobs are waiting, and W counts
+// them; an average counted them twice and kept them in λ for its whole decay.
 
-/** Smoothing of the arrival rate: an exponentially weighted average over about this long. */
-export const ARRIVAL_TAU_MS = 20_000;
+/** The arrival rate is the median of the poll-to-poll rates seen over about this long. */
+export const ARRIVAL_WINDOW_MS = 30_000;
 
 /** The arrival rate as the operator tracks it from one poll to the next (in memory, per pool). */
 export interface ArrivalEstimate {
   /** The enqueue counter at the last poll, and when that poll was. */
   enqueued: number;
   at: number;
-  /** Smoothed jobs per second; undefined until two polls have been seen. */
+  /** Poll-to-poll rates [poll time ms, jobs per second] of the last ARRIVAL_WINDOW_MS (at least the last one). */
+  samples: [number, number][];
+  /** The median of the samples (jobs per second); undefined until two polls have been seen. */
   perSecond?: number;
-  /** The growth seen at the last poll alone (jobs per second), for the decision's message. */
+  /** The rate seen at the last poll alone (jobs per second), for the decision's message. */
   lastPerSecond?: number;
+}
+
+/** The lower median: of two samples the smaller, so a single burst never sets the rate. */
+function lowerMedian(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[(sorted.length - 1) >> 1]!;
 }
 
 /**
@@ -37,16 +50,20 @@ export function observeArrivals(
   prev: ArrivalEstimate | undefined,
   enqueued: number,
   at: number,
-  tauMs = ARRIVAL_TAU_MS,
+  windowMs = ARRIVAL_WINDOW_MS,
 ): ArrivalEstimate {
-  if (!prev || enqueued < prev.enqueued || at < prev.at) return { enqueued, at };
+  if (!prev || enqueued < prev.enqueued || at < prev.at) return { enqueued, at, samples: [] };
   const dt = at - prev.at;
   if (dt <= 0) return prev;
   const instant = ((enqueued - prev.enqueued) * 1000) / dt;
-  const alpha = 1 - Math.exp(-dt / tauMs);
-  const perSecond =
-    prev.perSecond === undefined ? instant : prev.perSecond + alpha * (instant - prev.perSecond);
-  return { enqueued, at, perSecond, lastPerSecond: instant };
+  const samples = [...prev.samples.filter(([t]) => t > at - windowMs), [at, instant] as [number, number]];
+  return {
+    enqueued,
+    at,
+    samples,
+    perSecond: lowerMedian(samples.map(([, r]) => r)),
+    lastPerSecond: instant,
+  };
 }
 
 export interface LatencyInput {
@@ -63,6 +80,8 @@ export interface LatencyInput {
   oldestWaitSeconds: number;
   /** The poll interval: the least time budget a decision can plan with. */
   pollSeconds: number;
+  /** How long the pool's pods take from creation to ready (measured; 0 when not known). */
+  startSeconds?: number;
 }
 
 export interface LatencyNeed {
@@ -91,14 +110,15 @@ export function latencyNeed(i: LatencyInput): LatencyNeed {
   const rate = Math.max(0, i.arrivalPerSecond ?? 0);
   const steady = rate * d;
   const headroom = steady > 0 ? Math.sqrt(steady) : 0;
-  const budget = Math.max(i.pollSeconds, target - age);
+  const start = Math.max(0, i.startSeconds ?? 0);
+  const budget = Math.max(i.pollSeconds, target - age - start);
   const drain = i.waiting * Math.min(1, d / budget);
   const slots = steady + headroom + drain;
   const replicas = Math.ceil(slots / Math.max(1, i.concurrency) - 1e-9);
   const parts = [
     `arrivals ${fmt(rate)}/s × job ${fmt(d)}s = ${fmt(steady)} slots`,
     `+ √ headroom ${fmt(headroom)}`,
-    `+ ${i.waiting} waiting${ageText} to start within ${fmt(budget)}s = ${fmt(drain)}`,
+    `+ ${i.waiting} waiting${ageText} to start within ${fmt(budget)}s${start > 0 ? ` (pods start in ${fmt(start)}s)` : ""} = ${fmt(drain)}`,
   ];
   return {
     slots,

@@ -141,6 +141,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
         counts,
         countsAt: now,
         jobMs,
+        podStartMs: startMs,
       });
       if (d) {
         recordScale(scaler, spec, d, now);
