@@ -67,6 +67,9 @@ export function scalingBehavior(spec: WorkerPoolSpec): Behavior | undefined {
   return { ...b, scaleUp: b?.scaleUp ?? LATENCY_SCALE_UP };
 }
 
+/** Jobs ready to start now (ready + due delayed): the backlog less the running ones. */
+const waitingJobs = (counts: QueueCounts) => Math.max(0, counts.backlog - counts.inflight);
+
 /** What latency mode needs now, from the pool's counts and the scaler's arrival and duration memory. */
 export function latencyNeedOf(
   s: PoolScaler,
@@ -74,7 +77,7 @@ export function latencyNeedOf(
   counts: QueueCounts,
   now: number,
 ): LatencyNeed {
-  const waiting = Math.max(0, counts.backlog - counts.inflight);
+  const waiting = waitingJobs(counts);
   return latencyNeed({
     targetWaitSeconds: spec.scaling.targetWaitSeconds ?? 0,
     concurrency: spec.concurrency,
@@ -271,6 +274,9 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
       const d = s.hpa.decide({
         now: i.now,
         total: need.slots,
+        heldTotal: need.heldSlots,
+        // A burst's slots are released once it has started and its jobs fit in what arrivals need.
+        releaseTransient: waitingJobs(i.counts) === 0 && i.counts.inflight <= (need.heldSlots ?? 0),
         targetPerReplica: Math.max(1, spec.concurrency),
         currentReplicas: i.current,
         statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,

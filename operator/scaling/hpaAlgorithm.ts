@@ -8,6 +8,9 @@
 //   replica count at the start of each policy period, then [min, max].
 //
 // State (recommendations, scale events) lives in memory per pool, as in the HPA controller.
+// One addition, for latency mode: a recommendation may say which part of it is transient (jobs
+// waiting now); once they have started, a window whose highest recommendation was mostly
+// transient holds only the rest (releaseTransient).
 
 export interface ScalingPolicy {
   type: "Pods" | "Percent";
@@ -77,9 +80,14 @@ interface Timestamped {
   at: number;
 }
 
+/** A recommendation, and what of it the scale-down window holds (less when part is transient). */
+interface Recommendation extends Timestamped {
+  held: number;
+}
+
 export interface Decision {
   replicas: number;
-  /** The HPA's condition reasons: DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas, TooFewReplicas, ScaleUpStabilized, ScaleDownStabilized. */
+  /** The HPA's condition reasons: DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas, TooFewReplicas, ScaleUpStabilized, ScaleDownStabilized; and BurstStarted (releaseTransient). */
   reason: string;
   message: string;
   /** Before stabilization and rate limits. */
@@ -87,7 +95,7 @@ export interface Decision {
 }
 
 export class HpaAlgorithm {
-  private recommendations: Timestamped[] = [];
+  private recommendations: Recommendation[] = [];
   private scaleUpEvents: Timestamped[] = [];
   private scaleDownEvents: Timestamped[] = [];
 
@@ -105,6 +113,13 @@ export class HpaAlgorithm {
     maxReplicas: number;
     behavior?: Behavior;
     tolerance?: number;
+    /**
+     * The part of `total` that is not transient (default all of it): latency mode leaves out the
+     * jobs waiting, which need slots only until they have started.
+     */
+    heldTotal?: number;
+    /** The transient parts are over: the scale-down window holds only the held parts it saw. */
+    releaseTransient?: boolean;
   }): Decision {
     const b = withBehaviorDefaults(o.behavior);
     const minReplicas = Math.max(1, o.minReplicas);
@@ -114,21 +129,42 @@ export class HpaAlgorithm {
       o.statusReplicas ?? o.currentReplicas,
       o.tolerance,
     );
+    const heldReplicas =
+      o.heldTotal === undefined
+        ? metricReplicas
+        : Math.min(
+            metricReplicas,
+            replicasForMetric(
+              o.heldTotal,
+              o.targetPerReplica,
+              o.statusReplicas ?? o.currentReplicas,
+              o.tolerance,
+            ),
+          );
     // stabilizeRecommendationWithBehaviors
     const upCutoff = o.now - b.scaleUp.stabilizationWindowSeconds * 1000;
     const downCutoff = o.now - b.scaleDown.stabilizationWindowSeconds * 1000;
     let up = metricReplicas;
     let down = metricReplicas;
+    let downHeld = metricReplicas;
     let oldIndex = -1;
     this.recommendations.forEach((r, i) => {
       if (r.at > upCutoff) up = Math.min(r.value, up);
-      if (r.at > downCutoff) down = Math.max(r.value, down);
+      if (r.at > downCutoff) {
+        down = Math.max(r.value, down);
+        downHeld = Math.max(r.held, downHeld);
+      }
       if (r.at < upCutoff && r.at < downCutoff) oldIndex = i;
     });
+    // A window whose highest recommendation was mostly transient (a burst now started) holds
+    // only what was not; one sized mostly by what stays keeps all of it, so a rising load whose
+    // backlog comes and goes does not step down and back up.
+    const released = o.releaseTransient === true && downHeld * 2 <= down && downHeld < down;
+    if (released) down = downHeld;
     let stabilized = o.currentReplicas;
     if (stabilized < up) stabilized = up;
     if (stabilized > down) stabilized = down;
-    const rec = { value: metricReplicas, at: o.now };
+    const rec = { value: metricReplicas, held: heldReplicas, at: o.now };
     if (oldIndex >= 0) this.recommendations[oldIndex] = rec;
     else this.recommendations.push(rec);
     let reason = metricReplicas >= o.currentReplicas ? "ScaleUpStabilized" : "ScaleDownStabilized";
@@ -139,6 +175,10 @@ export class HpaAlgorithm {
     if (stabilized === metricReplicas) {
       reason = "DesiredWithinRange";
       message = "the desired count is within the acceptable range";
+    }
+    if (released && stabilized < o.currentReplicas) {
+      reason = "BurstStarted";
+      message = `the waiting jobs the window's highest recommendation was sized for have started: holding what the rest of it needed (${downHeld})`;
     }
     // convertDesiredReplicasWithBehaviorRate
     let desired = stabilized;

@@ -138,25 +138,69 @@ describe("latency mode: decisions", () => {
     assert.equal(decideScale(newPoolScaler(0), input(limited))?.replicas, 5);
   });
 
-  it("scales down only after the stabilization window, to the highest need seen in it", () => {
+  // Polls every 5 s of a pool of concurrency 2, jobs of 2 s, window 60 s: `arrivals` jobs enqueued
+  // since the last poll, `waiting` ready, `running` in flight.
+  const windowed = () => {
     const spec = latencySpec({ behavior: { scaleDown: { stabilizationWindowSeconds: 60 } } });
     const s = newPoolScaler(0);
-    const at = (now: number, backlog: number, current: number) =>
-      decideScale(s, {
+    let now = -5000;
+    let enqueued = 0;
+    let current = 1;
+    return (arrivals: number, waiting: number, running: number) => {
+      now += 5000;
+      enqueued += arrivals;
+      const d = decideScale(s, {
         now,
         spec,
         current,
         statusReplicas: current,
-        counts: { ...counts(backlog, Math.min(backlog, 2 * current)), enqueued: 0 },
+        counts: { ...counts(waiting + running, running), enqueued },
         countsAt: now,
         jobMs: 2000,
       });
-    const up = at(0, 100, 1)!;
-    recordScale(s, spec, up, 0);
-    assert.equal(up.replicas, 10);
-    assert.equal(at(30_000, 0, up.replicas), undefined, "inside the window: no scale-down");
-    const down = at(61_000, 0, up.replicas);
-    assert.deepEqual([down?.replicas, down?.reason], [1, "LatencyScaleDown"]);
+      if (d) {
+        recordScale(s, spec, d, now);
+        current = d.replicas;
+      }
+      return { d, current, now };
+    };
+  };
+
+  it("holds what the arrivals needed for the stabilization window after they stop", () => {
+    const poll = windowed();
+    for (let k = 0; k < 8; k++) poll(50, 0, 20); // 10/s × 2 s = 20 slots + √20 → 13 replicas
+    assert.equal(poll(50, 0, 20).current, 13);
+    for (let k = 0; k < 11; k++) assert.equal(poll(0, 0, 0).current, 13, "inside the window: no scale-down");
+    let last = poll(0, 0, 0);
+    while (!last.d) last = poll(0, 0, 0);
+    assert.deepEqual([last.d.replicas, last.d.reason], [1, "LatencyScaleDown"]);
+  });
+
+  it("gives a burst's slots back once its jobs have started, not a window later", () => {
+    const poll = windowed();
+    for (let k = 0; k < 4; k++) poll(0, 0, 0);
+    const up = poll(100, 100, 0).d!; // 100 × 2/10 = 20 slots → 10 replicas
+    assert.deepEqual([up.replicas, up.reason], [10, "LatencyScaleUp"]);
+    assert.equal(poll(0, 20, 20).d, undefined, "20 still waiting: the window holds the burst's slots");
+    const down = poll(0, 0, 0).d!;
+    assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
+  });
+
+  it("on top of steady arrivals, gives back the burst's slots and keeps the arrivals' for the window", () => {
+    const poll = windowed();
+    for (let k = 0; k < 8; k++) poll(10, 0, 4); // 2/s × 2 s = 4 slots + 2 → 3 replicas
+    assert.equal(poll(10, 0, 4).current, 3);
+    assert.equal(poll(310, 300, 6).current, 33, "+ 300 waiting to start within 10 s: 60 slots");
+    const down = poll(10, 0, 4).d!;
+    assert.deepEqual([down.replicas, down.reason], [3, "LatencyScaleDown"]);
+  });
+
+  it("a window sized mostly by arrivals is held though its backlog came and went (a rising load)", () => {
+    const poll = windowed();
+    for (let k = 0; k < 8; k++) poll(40, 0, 16); // 8/s × 2 s = 16 + 4 → 10 replicas
+    assert.equal(poll(40, 0, 16).current, 10);
+    assert.equal(poll(60, 20, 20).current, 12, "a backlog while the arrivals rise: + 4 slots");
+    assert.equal(poll(50, 0, 20).d, undefined, "the backlog started: still held (10 of 12 is arrivals)");
   });
 
   it("a new leader does not scale down before it has an arrival rate (two polls)", () => {
@@ -225,16 +269,33 @@ describe("latency mode: recorded traces on a simulated pool (pods ready 3 s afte
         latency.firstScaleUpAt! <= backlog.firstScaleUpAt!,
         `${name}: first scale-up at ${latency.firstScaleUpAt} s, backlog mode at ${backlog.firstScaleUpAt} s`,
       );
-      // No scale-down within the stabilization window (300 s) after a scale-up.
+      // No flapping: nothing scaled back up within a minute of a scale-down. The ramp's pool is
+      // sized by its arrivals and is held for the window (300 s); a spike's slots are given back
+      // once its jobs have started, one scale-down per spike.
       let lastUp = -Infinity;
+      let lastDown = -Infinity;
       for (const d of latency.decisions) {
-        if (d.replicas > d.from) lastUp = d.at;
-        else
+        if (d.replicas > d.from) {
           assert.ok(
-            d.at - lastUp >= 300_000,
-            `${name}: scale-down at ${d.at / 1000} s, ${(d.at - lastUp) / 1000} s after a scale-up`,
+            d.at - lastDown >= 60_000,
+            `${name}: scale-up at ${d.at / 1000} s, ${(d.at - lastDown) / 1000} s after a scale-down`,
           );
+          lastUp = d.at;
+        } else {
+          if (name === "ramp")
+            assert.ok(
+              d.at - lastUp >= 300_000,
+              `${name}: scale-down at ${d.at / 1000} s, ${(d.at - lastUp) / 1000} s after a scale-up`,
+            );
+          lastDown = d.at;
+        }
       }
+      if (name === "spikes")
+        assert.equal(
+          latency.decisions.filter((d) => d.replicas > d.from).length,
+          4,
+          `one scale-up per spike: ${JSON.stringify(latency.replicas)}`,
+        );
       assert.equal(latency.replicas.at(-1)![1], 1, `${name}: back to minReplicas after the trace`);
     });
   }

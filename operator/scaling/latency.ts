@@ -14,6 +14,11 @@
 //                                    slot of its own; the start-up is left out of the budget
 //                                    because a slot asked for now takes jobs only once its pod runs
 //
+// The scale-down window holds λ·d + √(λ·d) — what the arrivals need — and the waiting jobs' share
+// only until they have started: a pool scaled out for a burst comes back at the next poll with
+// nothing waiting, not a window later, when most of what the window holds was the burst's (at
+// least half: a rising load whose backlog comes and goes is held as the HPA would hold it).
+//
 // λ is read from the enqueue counter, not from the backlog, so the pool grows with a rising
 // arrival rate before a backlog builds (the backlog mode scales only after it has). It is the
 // median of the poll-to-poll rates of the last ARRIVAL_WINDOW_MS, not an average: a burst is one
@@ -89,6 +94,8 @@ export interface LatencyNeed {
   slots?: number;
   /** ceil(slots / concurrency), before [min, max], tolerance and stabilization. */
   replicas?: number;
+  /** λ·d + √(λ·d): the slots the arrivals need, without the waiting jobs' share (what the window holds). */
+  heldSlots?: number;
   /** The reasoning with its numbers, for status, the Event and the "why it scaled" view. */
   message: string;
 }
@@ -123,6 +130,7 @@ export function latencyNeed(i: LatencyInput): LatencyNeed {
   return {
     slots,
     replicas,
+    heldSlots: steady + headroom,
     message: `wait target ${fmt(target)}s: ${parts.join(" ")} → ${fmt(slots)} slots / concurrency ${i.concurrency} = ${replicas} replica(s)`,
   };
 }
