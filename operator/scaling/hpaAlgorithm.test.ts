@@ -36,6 +36,37 @@ describe("HPA algorithm", () => {
     assert.equal(d.replicas, 100, "never above maxReplicas");
   });
 
+  it("releaseTransient: a window mostly transient holds only its held parts; one mostly held keeps all", () => {
+    const base = { targetPerReplica: 10, minReplicas: 1, maxReplicas: 100 };
+    const t0 = 1_000_000;
+    // 200 slots of which 20 held → 20 replicas; then nothing transient is left.
+    let hpa = new HpaAlgorithm();
+    hpa.decide({ ...base, now: t0, total: 200, heldTotal: 20, currentReplicas: 20 });
+    const d = hpa.decide({
+      ...base,
+      now: t0 + 5000,
+      total: 20,
+      heldTotal: 20,
+      currentReplicas: 20,
+      releaseTransient: true,
+    });
+    assert.deepEqual([d.replicas, d.reason], [2, "BurstStarted"]);
+    const held = hpa.decide({ ...base, now: t0 + 5000, total: 20, heldTotal: 20, currentReplicas: 20 });
+    assert.deepEqual([held.replicas, held.reason], [20, "ScaleDownStabilized"], "without releaseTransient");
+    // 120 slots of which 100 held: more than half held, so the window keeps 12.
+    hpa = new HpaAlgorithm();
+    hpa.decide({ ...base, now: t0, total: 120, heldTotal: 100, currentReplicas: 12 });
+    const kept = hpa.decide({
+      ...base,
+      now: t0 + 5000,
+      total: 20,
+      heldTotal: 20,
+      currentReplicas: 12,
+      releaseTransient: true,
+    });
+    assert.deepEqual([kept.replicas, kept.reason], [12, "ScaleDownStabilized"]);
+  });
+
   it("scale-down waits for the 300 s stabilization window (highest recent recommendation)", () => {
     const hpa = new HpaAlgorithm();
     const base = { targetPerReplica: 10, minReplicas: 0, maxReplicas: 100 };
