@@ -300,6 +300,9 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
   const d = s.hpa.decide({
     now: i.now,
     total: backlog,
+    // Latency mode's window gives the waiting jobs' share back once they have started, also when
+    // the backlog sized the pool (the first burst of a new pool).
+    ...(latency ? { heldTotal: inflight } : {}),
     targetPerReplica: sc.targetBacklogPerReplica,
     currentReplicas: i.current,
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,

@@ -176,10 +176,6 @@ export class HpaAlgorithm {
       reason = "DesiredWithinRange";
       message = "the desired count is within the acceptable range";
     }
-    if (released && stabilized < o.currentReplicas) {
-      reason = "BurstStarted";
-      message = `the waiting jobs the window's highest recommendation was sized for have started: holding what the rest of it needed (${downHeld})`;
-    }
     // convertDesiredReplicasWithBehaviorRate
     let desired = stabilized;
     if (desired > o.currentReplicas) {
@@ -225,6 +221,10 @@ export class HpaAlgorithm {
       desired = minReplicas;
       reason = "TooFewReplicas";
       message = "the desired replica count is less than the minimum replica count";
+    }
+    if (released && desired < o.currentReplicas) {
+      reason = "BurstStarted";
+      message = `the waiting jobs the window's highest recommendation was sized for have started: holding what the rest of it needed (${downHeld}, at least minReplicas)`;
     }
     return { replicas: desired, reason, message, metricReplicas };
   }

@@ -146,7 +146,8 @@ describe("latency mode: decisions", () => {
     let now = -5000;
     let enqueued = 0;
     let current = 1;
-    return (arrivals: number, waiting: number, running: number) => {
+    // jobMs null: no worker has reported a duration yet.
+    return (arrivals: number, waiting: number, running: number, jobMs: number | null = 2000) => {
       now += 5000;
       enqueued += arrivals;
       const d = decideScale(s, {
@@ -156,7 +157,7 @@ describe("latency mode: decisions", () => {
         statusReplicas: current,
         counts: { ...counts(waiting + running, running), enqueued },
         countsAt: now,
-        jobMs: 2000,
+        jobMs: jobMs ?? undefined,
       });
       if (d) {
         recordScale(s, spec, d, now);
@@ -184,6 +185,16 @@ describe("latency mode: decisions", () => {
     assert.equal(poll(0, 20, 20).d, undefined, "20 still waiting: the window holds the burst's slots");
     const down = poll(0, 0, 0).d!;
     assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
+  });
+
+  it("gives a burst's slots back also when the backlog sized it (no job durations measured yet)", () => {
+    const poll = windowed();
+    for (let k = 0; k < 4; k++) poll(0, 0, 0, null);
+    const up = poll(100, 100, 0, null).d!; // backlog 100 at target 10/replica
+    assert.deepEqual([up.replicas, up.reason], [10, "DirectScaleUp"]);
+    const down = poll(0, 0, 0).d!;
+    assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
+    assert.match(down.message, /BurstStarted/);
   });
 
   it("on top of steady arrivals, gives back the burst's slots and keeps the arrivals' for the window", () => {
