@@ -39,32 +39,24 @@ describe("HPA algorithm", () => {
   it("releaseTransient: a window mostly transient holds only its held parts; one mostly held keeps all", () => {
     const base = { targetPerReplica: 10, minReplicas: 1, maxReplicas: 100 };
     const t0 = 1_000_000;
-    // 200 slots of which 20 held → 20 replicas; then nothing transient is left.
-    let hpa = new HpaAlgorithm();
-    hpa.decide({ ...base, now: t0, total: 200, heldTotal: 20, currentReplicas: 20 });
-    const d = hpa.decide({
-      ...base,
-      now: t0 + 5000,
-      total: 20,
-      heldTotal: 20,
-      currentReplicas: 20,
-      releaseTransient: true,
-    });
-    assert.deepEqual([d.replicas, d.reason], [2, "BurstStarted"]);
-    const held = hpa.decide({ ...base, now: t0 + 5000, total: 20, heldTotal: 20, currentReplicas: 20 });
-    assert.deepEqual([held.replicas, held.reason], [20, "ScaleDownStabilized"], "without releaseTransient");
-    // 120 slots of which 100 held: more than half held, so the window keeps 12.
-    hpa = new HpaAlgorithm();
-    hpa.decide({ ...base, now: t0, total: 120, heldTotal: 100, currentReplicas: 12 });
-    const kept = hpa.decide({
-      ...base,
-      now: t0 + 5000,
-      total: 20,
-      heldTotal: 20,
-      currentReplicas: 12,
-      releaseTransient: true,
-    });
-    assert.deepEqual([kept.replicas, kept.reason], [12, "ScaleDownStabilized"]);
+    // A recommendation of `total` slots of which `held` stay, then 20 slots with nothing transient.
+    const after = (total: number, held: number, releaseTransient?: boolean) => {
+      const hpa = new HpaAlgorithm();
+      const currentReplicas = total / 10;
+      hpa.decide({ ...base, now: t0, total, heldTotal: held, currentReplicas });
+      const d = hpa.decide({
+        ...base,
+        now: t0 + 5000,
+        total: 20,
+        heldTotal: 20,
+        currentReplicas,
+        releaseTransient,
+      });
+      return [d.replicas, d.reason];
+    };
+    assert.deepEqual(after(200, 20, true), [2, "BurstStarted"], "20 of 200 held");
+    assert.deepEqual(after(200, 20), [20, "ScaleDownStabilized"], "without releaseTransient");
+    assert.deepEqual(after(120, 100, true), [12, "ScaleDownStabilized"], "100 of 120 held: more than half");
   });
 
   it("scale-down waits for the 300 s stabilization window (highest recent recommendation)", () => {
