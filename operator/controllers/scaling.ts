@@ -300,9 +300,10 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
   const d = s.hpa.decide({
     now: i.now,
     total: backlog,
-    // Latency mode's window gives the waiting jobs' share back once they have started, also when
-    // the backlog sized the pool (the first burst of a new pool).
-    ...(latency ? { heldTotal: inflight } : {}),
+    // Latency mode: a count the backlog sized (before any duration was measured: a new pool's
+    // first burst) is all transient — its running jobs are the burst's too; what stays is what
+    // the later, measured decisions say the arrivals need.
+    ...(latency ? { heldTotal: 0 } : {}),
     targetPerReplica: sc.targetBacklogPerReplica,
     currentReplicas: i.current,
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,

@@ -192,6 +192,7 @@ describe("latency mode: decisions", () => {
     for (let k = 0; k < 4; k++) poll(0, 0, 0, null);
     const up = poll(100, 100, 0, null).d!; // backlog 100 at target 10/replica
     assert.deepEqual([up.replicas, up.reason], [10, "DirectScaleUp"]);
+    assert.equal(poll(0, 20, 80, null).d, undefined, "the burst's jobs running, 20 waiting: held");
     const down = poll(0, 0, 0).d!;
     assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
     assert.match(down.message, /BurstStarted/);
