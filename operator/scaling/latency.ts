@@ -35,7 +35,7 @@ export interface ArrivalEstimate {
   at: number;
   /** Poll-to-poll rates [poll time ms, jobs per second] of the last ARRIVAL_WINDOW_MS (at least the last one). */
   samples: [number, number][];
-  /** The median of the samples (jobs per second); undefined until two polls have been seen. */
+  /** The lower median of the samples (jobs per second); undefined until two samples (three polls). */
   perSecond?: number;
   /** The rate seen at the last poll alone (jobs per second), for the decision's message. */
   lastPerSecond?: number;
@@ -66,7 +66,9 @@ export function observeArrivals(
     enqueued,
     at,
     samples,
-    perSecond: lowerMedian(samples.map(([, r]) => r)),
+    // One sample is no rate yet: a pool's first poll after creation or a leader change may be
+    // the one that saw a burst arrive, which would hold its slots for the window.
+    ...(samples.length >= 2 ? { perSecond: lowerMedian(samples.map(([, r]) => r)) } : {}),
     lastPerSecond: instant,
   };
 }
