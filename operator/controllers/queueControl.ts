@@ -22,6 +22,7 @@ import {
 } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import type { ResourceBudgetSpec } from "../scaling/backlog.ts";
+import { lowerMedian } from "../scaling/latency.ts";
 
 /** A worker report older than this says nothing about job durations any more. */
 const REPORT_STALE_MS = 60_000;
@@ -61,11 +62,9 @@ export function pausedReplicas(inflight: number, concurrency: number, minReplica
 
 /** The median of the workers' reported median job durations (fresh reports only); undefined when none. */
 export function medianJobMs(reports: WorkerReport[], now: number): number | undefined {
-  const ms = reports
-    .filter((r) => now - r.seen <= REPORT_STALE_MS && (r.jobP50Ms ?? 0) > 0)
-    .map((r) => r.jobP50Ms!)
-    .sort((a, b) => a - b);
-  return ms.length > 0 ? ms[Math.floor((ms.length - 1) / 2)] : undefined;
+  return lowerMedian(
+    reports.filter((r) => now - r.seen <= REPORT_STALE_MS && (r.jobP50Ms ?? 0) > 0).map((r) => r.jobP50Ms!),
+  );
 }
 
 export interface ReplicaCap {

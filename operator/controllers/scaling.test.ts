@@ -3,11 +3,11 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
 import {
-  medianPodStartMs,
   busyPods,
   decideScale,
   deletionCosts,
   hpaMinReplicasFloor,
+  medianPodStartMs,
   newPoolScaler,
   BUSY_COST,
   IDLE_COST,

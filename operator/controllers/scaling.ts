@@ -18,7 +18,13 @@ import { apiCode } from "../kube/client.ts";
 import { drainSeconds } from "./deployment.ts";
 import { wantsHPA } from "./hpa.ts";
 import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
-import { LATENCY_SCALE_UP, latencyNeed, observeArrivals, type LatencyNeed } from "../scaling/latency.ts";
+import {
+  LATENCY_SCALE_UP,
+  latencyNeed,
+  lowerMedian,
+  observeArrivals,
+  type LatencyNeed,
+} from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
 import { pausedReplicas } from "./queueControl.ts";
@@ -384,16 +390,14 @@ export function currentReplicas(state: PoolState, deployment: Deployment, now: n
  * none is. Latency mode leaves it out of a waiting job's budget (a new slot takes jobs only then).
  */
 export function medianPodStartMs(pods: Pod[]): number | undefined {
-  const ms = pods
-    .map((p) => {
-      const ready = p.status?.conditions?.find((c) => c.type === "Ready" && c.status === "True");
-      const from = Date.parse(p.metadata.creationTimestamp ?? "");
-      const to = Date.parse(ready?.lastTransitionTime ?? "");
-      return to - from;
-    })
-    .filter((v) => Number.isFinite(v) && v >= 0)
-    .sort((a, b) => a - b);
-  return ms.length > 0 ? ms[(ms.length - 1) >> 1] : undefined;
+  return lowerMedian(
+    pods
+      .map((p) => {
+        const ready = p.status?.conditions?.find((c) => c.type === "Ready" && c.status === "True");
+        return Date.parse(ready?.lastTransitionTime ?? "") - Date.parse(p.metadata.creationTimestamp ?? "");
+      })
+      .filter((v) => Number.isFinite(v) && v >= 0),
+  );
 }
 
 /** The replica change the operator makes now (see decideScale), from `current` (currentReplicas). */

@@ -41,10 +41,10 @@ export interface ArrivalEstimate {
   lastPerSecond?: number;
 }
 
-/** The lower median: of two samples the smaller, so a single burst never sets the rate. */
-function lowerMedian(values: number[]): number {
+/** The lower median (of two values the smaller, so a single burst never sets a rate); undefined when empty. */
+export function lowerMedian(values: number[]): number | undefined {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[(sorted.length - 1) >> 1]!;
+  return sorted[(sorted.length - 1) >> 1];
 }
 
 /**

@@ -7,6 +7,7 @@
 import type { QueueCounts } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { decideScale, newPoolScaler, recordScale, type ScaleDecision } from "../controllers/scaling.ts";
+import { lowerMedian } from "./latency.ts";
 
 /** A recorded arrival trace: [enqueue time ms from the start, job duration ms] in time order. */
 export interface ArrivalTrace {
@@ -130,7 +131,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
       // Workers report the median of their recent jobs; a report goes stale a minute after the last job.
       const jobMs =
         recent.length > 0 && now - lastCompletionAt <= 60_000 && lastCompletionAt >= 0
-          ? [...recent].sort((a, b) => a - b)[Math.floor((recent.length - 1) / 2)]
+          ? lowerMedian(recent)
           : undefined;
       const live = pods.filter((p) => !p.deleting && p.goneAt === undefined);
       const d = decideScale(scaler, {
