@@ -291,9 +291,9 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
         behavior: scalingBehavior(spec),
       });
       if (d.replicas === i.current) return undefined;
-      // Until two polls have given an arrival rate (a new leader), only the waiting jobs are
-      // seen: never scale down on that alone.
-      if (d.replicas < i.current && s.arrivals?.perSecond === undefined) return undefined;
+      // Until the counter has been read for a whole window (a new pool, a new leader), the rate
+      // is partly assumed: never scale down on it.
+      if (d.replicas < i.current && !s.arrivals?.settled) return undefined;
       return {
         replicas: d.replicas,
         from: i.current,

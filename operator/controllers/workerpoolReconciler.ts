@@ -472,7 +472,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.neededSlots.remove(labels);
       return;
     }
-    if (scaler.arrivals?.perSecond !== undefined) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
+    if (scaler.arrivals) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
     const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
     if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
   }

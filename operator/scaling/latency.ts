@@ -21,11 +21,15 @@
 //
 // λ is read from the enqueue counter, not from the backlog, so the pool grows with a rising
 // arrival rate before a backlog builds (the backlog mode scales only after it has). It is the
-// median of the poll-to-poll rates of the last ARRIVAL_WINDOW_MS, not an average: a burst is one
-// or two high samples, which the median leaves out — the burst's jobs are waiting, and W counts
-// them; an average counted them twice and kept them in λ for its whole decay.
+// time-weighted median of the poll-to-poll rates over the last ARRIVAL_WINDOW_MS, not an average:
+// a burst arrives within a few seconds of the window, which the median leaves out — the burst's
+// jobs are waiting, and W counts them; an average counted them twice and kept them in λ for its
+// whole decay. Weighting by time keeps a burst a burst however the polls fall (a doorbell's poll,
+// a retried write and the next regular poll each saw part of it). The window before the counter
+// was first read counts as no arrivals: a new pool (or leader) sizes by what it has seen, and does
+// not scale down until it has seen the whole window (settled).
 
-/** The arrival rate is the median of the poll-to-poll rates seen over about this long. */
+/** The arrival rate is the median of the poll-to-poll rates over this long. */
 export const ARRIVAL_WINDOW_MS = 30_000;
 
 /** The arrival rate as the operator tracks it from one poll to the next (in memory, per pool). */
@@ -33,10 +37,14 @@ export interface ArrivalEstimate {
   /** The enqueue counter at the last poll, and when that poll was. */
   enqueued: number;
   at: number;
-  /** Poll-to-poll rates [poll time ms, jobs per second] of the last ARRIVAL_WINDOW_MS (at least the last one). */
-  samples: [number, number][];
-  /** The lower median of the samples (jobs per second); undefined until two samples (three polls). */
-  perSecond?: number;
+  /** When the counter was first read (or read again after it went backwards). */
+  since: number;
+  /** Poll-to-poll rates [from ms, to ms, jobs per second] that overlap the last ARRIVAL_WINDOW_MS. */
+  samples: [number, number, number][];
+  /** The time-weighted lower median of the window's rates (jobs per second); before `since`, none. */
+  perSecond: number;
+  /** The counter has been read for a whole window: the rate is measured, not partly assumed. */
+  settled: boolean;
   /** The rate seen at the last poll alone (jobs per second), for the decision's message. */
   lastPerSecond?: number;
 }
@@ -45,6 +53,15 @@ export interface ArrivalEstimate {
 export function lowerMedian(values: number[]): number | undefined {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[(sorted.length - 1) >> 1];
+}
+
+/** The smallest value whose weight, with the smaller values', reaches half of the total; undefined when empty. */
+export function weightedLowerMedian(values: [value: number, weight: number][]): number | undefined {
+  const sorted = [...values].sort((a, b) => a[0] - b[0]);
+  const half = sorted.reduce((sum, [, w]) => sum + w, 0) / 2;
+  let seen = 0;
+  for (const [value, weight] of sorted) if ((seen += weight) >= half) return value;
+  return sorted.at(-1)?.[0];
 }
 
 /**
@@ -57,18 +74,25 @@ export function observeArrivals(
   at: number,
   windowMs = ARRIVAL_WINDOW_MS,
 ): ArrivalEstimate {
-  if (!prev || enqueued < prev.enqueued || at < prev.at) return { enqueued, at, samples: [] };
+  if (!prev || enqueued < prev.enqueued || at < prev.at)
+    return { enqueued, at, since: at, samples: [], perSecond: 0, settled: false };
   const dt = at - prev.at;
   if (dt <= 0) return prev;
   const instant = ((enqueued - prev.enqueued) * 1000) / dt;
-  const samples = [...prev.samples.filter(([t]) => t > at - windowMs), [at, instant] as [number, number]];
+  const start = at - windowMs;
+  const samples = [
+    ...prev.samples.filter(([, to]) => to > start),
+    [prev.at, at, instant] as [number, number, number],
+  ];
+  const weighted = samples.map(([from, to, rate]): [number, number] => [rate, to - Math.max(from, start)]);
+  if (prev.since > start) weighted.push([0, prev.since - start]);
   return {
     enqueued,
     at,
+    since: prev.since,
     samples,
-    // One sample is no rate yet: a pool's first poll after creation or a leader change may be
-    // the one that saw a burst arrive, which would hold its slots for the window.
-    ...(samples.length >= 2 ? { perSecond: lowerMedian(samples.map(([, r]) => r)) } : {}),
+    perSecond: weightedLowerMedian(weighted) ?? 0,
+    settled: prev.since <= start,
     lastPerSecond: instant,
   };
 }
