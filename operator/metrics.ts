@@ -174,6 +174,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: pool,
       registers,
     }),
+    cordonedPods: new Gauge({
+      name: "conveyor_operator_pool_cordoned_pods",
+      help: "Pods cordoned while a scale-in is held: they claim no new jobs, so they go idle and the scale-in removes them; 0 when none",
+      labelNames: pool,
+      registers,
+    }),
     desiredReplicas: new Gauge({
       name: "conveyor_operator_pool_desired_replicas",
       help: "Replicas the pool's Deployment asks for (spec.replicas)",

@@ -151,6 +151,25 @@ export class QueueAdmin {
     return out;
   }
 
+  /**
+   * Cordon exactly `pods` of the queue until `untilMs` (they claim nothing new; the rest are
+   * uncordoned): one write, replacing the last. The key expires with the deadline, so a cordon
+   * the operator stops refreshing lifts by itself. No pods: no cordon.
+   */
+  async setCordon(queue: string, pods: readonly string[], untilMs: number): Promise<void> {
+    const key = new QueueKeys(queue).cordon;
+    if (pods.length === 0) {
+      await this.redis.del(key);
+      return;
+    }
+    await this.redis
+      .multi()
+      .del(key)
+      .hset(key, Object.fromEntries(pods.map((p) => [p, String(untilMs)])))
+      .pexpireat(key, untilMs)
+      .exec();
+  }
+
   async job(id: string, queueOrPipeline?: string): Promise<JobInfo | null> {
     assertJobId(id);
     const pipelines = queueOrPipeline

@@ -33,6 +33,8 @@ export type FailOutcome = "retry" | "dead" | "lost" | "cancelled";
 export interface RenewResult {
   lost: string[];
   cancelled: string[];
+  /** The operator has cordoned this worker's pod until then (ms): claim nothing new. */
+  cordonedUntil?: number;
 }
 
 /** The next stage a finished job is handed to (advance_job). */
@@ -234,20 +236,21 @@ export class Consumer {
   async renew(leases: Lease[], report?: WorkerReport): Promise<RenewResult> {
     const k = this.keys;
     const pairs = leases.flatMap((l) => [l.id, l.token]);
-    const [lost, cancelled] = await runScript<[string[], string[]]>(
+    const [lost, cancelled, cordonedUntil] = await runScript<[string[], string[], string]>(
       this.redis,
       "renew_leases",
-      [k.inflight, k.workers],
+      [k.inflight, k.workers, k.cordon],
       [
         k.jobPrefix,
         Date.now(),
         this.opts.leaseMs,
         this.opts.workerId,
         report ? JSON.stringify(report) : "",
+        report?.pod ?? "",
         ...pairs,
       ],
     );
-    return { lost, cancelled };
+    return { lost, cancelled, ...(cordonedUntil ? { cordonedUntil: Number(cordonedUntil) } : {}) };
   }
 
   /**
@@ -526,8 +529,14 @@ export class Consumer {
    * Block until a producer (or a hand-back) signals work, or `timeoutMs` passes. Needs a
    * connection of its own: a blocked connection serves nothing else.
    */
-  async waitForWork(blocking: RedisClient, timeoutMs: number): Promise<void> {
-    await blocking.blpop(this.keys.wake, Math.max(0.01, timeoutMs / 1000));
+  /** Blocks until a wake-up or the timeout; true when it took a wake-up (the token is this worker's to act on or pass on). */
+  async waitForWork(blocking: RedisClient, timeoutMs: number): Promise<boolean> {
+    return (await blocking.blpop(this.keys.wake, Math.max(0.01, timeoutMs / 1000))) !== null;
+  }
+
+  /** Hand a wake-up this worker took but will not act on (cordoned) to the next blocked worker. */
+  async passWake(): Promise<void> {
+    await this.redis.lpush(this.keys.wake, "1");
   }
 
   async forgetWorker(): Promise<void> {

@@ -149,6 +149,10 @@ export class QueueKeys extends PipelineKeys {
   get workers(): string {
     return this.part("workers");
   }
+  /** Set by the operator while a scale-in waits for busy pods: pod → until (ms), pods to claim nothing new (docs/protocol.md, "Cordon"). */
+  get cordon(): string {
+    return this.part("cordon");
+  }
   get sweepLock(): string {
     return this.part("sweep");
   }

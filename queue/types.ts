@@ -142,6 +142,8 @@ export interface WorkerReport {
   draining: boolean;
   /** Median duration (ms) of the worker's recent completed jobs; absent before its first. */
   jobP50Ms?: number;
+  /** The operator has cordoned the worker's pod: it claims nothing new (a scale-in waits for it). */
+  cordoned?: boolean;
   seen: number;
 }
 

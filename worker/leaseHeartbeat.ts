@@ -31,6 +31,7 @@ export type FromHeartbeat =
   | { t: "lost"; leases: LostLease[] }
   | { t: "swept"; requeued: number; deadLettered: number }
   | { t: "reclaimed"; count: number }
+  | { t: "cordon"; until: number }
   | { t: "tick" }
   | { t: "renewFailed"; message: string }
   | { t: "error"; message: string }
@@ -50,6 +51,8 @@ export interface HeartbeatEvents {
   onSwept(requeued: number, deadLettered: number): void;
   /** Finished jobs' records reclaimed after their retention. */
   onReclaimed(count: number): void;
+  /** The operator cordoned this worker's pod until then (ms; 0: not cordoned): claim nothing new. */
+  onCordon(until: number): void;
   onError(message: string): void;
 }
 
@@ -96,6 +99,9 @@ export class LeaseHeartbeat {
             break;
           case "swept":
             events.onSwept(m.requeued, m.deadLettered);
+            break;
+          case "cordon":
+            events.onCordon(m.until);
             break;
           case "reclaimed":
             events.onReclaimed(m.count);

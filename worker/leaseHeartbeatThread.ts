@@ -81,6 +81,8 @@ function heldLeases(): (Lease & { renewUntil: number; inTable: boolean })[] {
   return leases;
 }
 let next = Date.now() + settings.intervalMs;
+/** Until when the operator cordoned this pod (ms; 0: not), as the last renewal read it. */
+let cordonedUntil = 0;
 let renewing = false;
 let renewAgain = false;
 let stopped = false;
@@ -107,9 +109,15 @@ async function beat(urgent = false): Promise<void> {
       busy: status.busy,
       draining: status.draining,
       ...(status.jobP50Ms > 0 ? { jobP50Ms: status.jobP50Ms } : {}),
+      ...(cordonedUntil > started ? { cordoned: true } : {}),
       seen: started,
     };
     const renewal = await consumer.renew(leases, report);
+    const until = renewal.cordonedUntil ?? 0;
+    if (until !== cordonedUntil) {
+      cordonedUntil = until;
+      post({ t: "cordon", until });
+    }
     const lostIds = new Set(renewal.lost);
     const cancelledIds = new Set(renewal.cancelled);
     // A loss is of one execution (id and token): while this renewal was in flight the job may have

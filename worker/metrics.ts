@@ -96,6 +96,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: q,
       registers,
     }),
+    cordoned: new Gauge({
+      name: "conveyor_worker_cordoned",
+      help: "1 while the operator has cordoned the worker's pod: it claims nothing new until its jobs are done and a scale-in removes it",
+      labelNames: q,
+      registers,
+    }),
     circuitOpen: new Gauge({
       name: "conveyor_circuit_open",
       help: "1 while the circuit breaker pauses claiming (0.5 half-open)",

@@ -73,6 +73,9 @@ export class QueueWorker {
    * would be abandoned until its lease lapses.
    */
   private claimsPending = 0;
+  /** Until when (ms) the operator cordoned this pod: no claims meanwhile (0: not cordoned). */
+  private cordonedUntil = 0;
+  private cordonTimer?: NodeJS.Timeout;
   /** Set once the drain deadline (or a second signal) hands running jobs back. */
   private handingBack = false;
   private lastBusyBeat = 0;
@@ -139,6 +142,7 @@ export class QueueWorker {
         onSwept: (requeued, deadLettered) =>
           this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
         onReclaimed: (count) => this.metrics.reclaimed.inc(q, count),
+        onCordon: (until) => this.cordoned(until),
         onError: (message) => this.log.warn(message),
       },
     );
@@ -185,6 +189,7 @@ export class QueueWorker {
       },
     });
     this.metrics.circuitOpen.set(q, 0);
+    this.metrics.cordoned.set(q, 0);
     this.metrics.leaseSeconds.set(q, config.leaseMs / 1000);
     // Every per-queue series exists from the start at 0, so rates and alerts see a zero, not nothing.
     const m = this.metrics;
@@ -286,6 +291,7 @@ export class QueueWorker {
     if (this.state === "stopped") return;
     this.state = "stopped";
     clearTimeout(this.busyBeatTimer);
+    clearTimeout(this.cordonTimer);
     await this.heartbeat.stop();
     for (const hook of this.stopHooks) {
       await hook.stop().catch((err: Error) => this.log.warn({ err: err.message }, "error while stopping"));
@@ -339,9 +345,11 @@ export class QueueWorker {
       }
       if (this.state !== "running") break;
       const untilDue = claimed.nextDueAt === null ? IDLE_WAIT_MS : claimed.nextDueAt - Date.now();
-      await this.consumer
+      const woken = await this.consumer
         .waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue)))
-        .catch(() => sleep(50));
+        .catch(() => sleep(50).then(() => false));
+      // Cordoned while blocked: the wake-up is for a worker that claims.
+      if (woken && Date.now() < this.cordonedUntil) await this.consumer.passWake().catch(() => {});
     }
     // A drain waiting for this loop's last claim sees it answered (and its jobs handed back).
     this.changed.notify();
@@ -352,10 +360,33 @@ export class QueueWorker {
    * and, with --max-jobs, no more than the jobs left before recycling.
    */
   private claimable(): number {
+    if (Date.now() < this.cordonedUntil) return 0;
     return Math.max(
       0,
       Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()),
     );
+  }
+
+  /**
+   * The operator cordoned this pod (a scale-in waits for its running jobs) or lifted it: claim
+   * nothing new until `until` — the jobs running finish and the pod goes idle, so the scale-in can
+   * remove it instead of waiting for a stream of new jobs spread over every pod.
+   */
+  private cordoned(until: number): void {
+    const was = Date.now() < this.cordonedUntil;
+    this.cordonedUntil = until;
+    const is = Date.now() < until;
+    clearTimeout(this.cordonTimer);
+    if (is) this.cordonTimer = setTimeout(() => this.cordoned(0), until - Date.now()).unref();
+    if (is === was) return;
+    this.metrics.cordoned.set({ queue: this.config.queue }, is ? 1 : 0);
+    if (is)
+      this.log.info(
+        { cordonedUntil: new Date(until).toISOString(), running: this.running.size },
+        "cordoned by the operator: claiming nothing new while a scale-in waits for this pod's jobs",
+      );
+    else this.log.info("cordon lifted: claiming again");
+    this.changed.notify();
   }
 
   /** With --max-jobs: how many more jobs may start before the worker recycles. */
@@ -374,6 +405,7 @@ export class QueueWorker {
    */
   private claimOnCompletion(n: number): number {
     if (this.state !== "running" || this.config.durability === "replicated") return 0;
+    if (Date.now() < this.cordonedUntil) return 0;
     // Their slots are still counted as running (and as finished once they end, for --max-jobs).
     const free = this.config.concurrency - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));

@@ -48,6 +48,7 @@ const heartbeat = mode.startsWith("hb-")
         onLost: () => {},
         onSwept: () => {},
         onReclaimed: () => {},
+        onCordon: () => {},
         onError: (m) => process.stderr.write(`${m}\n`),
       },
     )

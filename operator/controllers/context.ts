@@ -66,4 +66,6 @@ export interface PoolState {
   expect?: { replicas: number; until: number };
   /** Deletion costs we wrote recently (pod → value), to not rewrite before the cache shows them. */
   costsWritten: Map<string, { value: string; at: number }>;
+  /** The pods we cordoned (podsToCordon) and until when (ms), as last written to Redis. */
+  cordon?: { pods: string[]; until: number };
 }

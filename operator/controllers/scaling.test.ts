@@ -9,6 +9,7 @@ import {
   hpaMinReplicasFloor,
   medianPodStartMs,
   newPoolScaler,
+  podsToCordon,
   BUSY_COST,
   IDLE_COST,
 } from "./scaling.ts";
@@ -301,6 +302,34 @@ describe("scaling decisions", () => {
         busyPods(["a", "b", "c", "d"], [r("a", 2), r("b", 0), r("c", 1, 120_000), r("gone", 3)], now),
         1,
       );
+    });
+
+    it("cordons every pod but the busiest the scale-in wants, keeping the same ones on a tie", () => {
+      const now = 1_000_000;
+      const r = (pod: string, busy: number, age = 1000) => ({
+        id: `${pod}-w`,
+        pod,
+        slots: 10,
+        busy,
+        draining: false,
+        seen: now - age,
+      });
+      const s = newPoolScaler(0);
+      // 3 long jobs on 3 of 8 pods, 1 replica wanted: held at 3, and 2 of the busy pods cordoned.
+      decideScale(s, at(1000, 8, 3));
+      const pods = ["p1", "p2", "p3", "p4"];
+      const reports = [r("p1", 1), r("p2", 2), r("p3", 1), r("p4", 0)];
+      assert.deepEqual(podsToCordon(s.scaleInHold, pods, reports, now), ["p1", "p3", "p4"]);
+      // A tie keeps the pod kept before, wherever its name sorts.
+      const tie = [r("p1", 1), r("p2", 1), r("p3", 1)];
+      assert.deepEqual(podsToCordon(s.scaleInHold, ["p1", "p2", "p3"], tie, now, ["p1", "p2"]), ["p1", "p2"]);
+      // A stale report counts as idle.
+      assert.deepEqual(podsToCordon(s.scaleInHold, ["p1", "p2"], [r("p1", 5, 120_000), r("p2", 1)], now), [
+        "p1",
+      ]);
+      // No hold, or a hold that ran out of time: no cordon.
+      assert.deepEqual(podsToCordon(undefined, pods, reports, now), []);
+      assert.deepEqual(podsToCordon({ ...s.scaleInHold!, message: "" }, pods, reports, now), []);
     });
   });
 });

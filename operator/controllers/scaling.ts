@@ -344,6 +344,17 @@ export const BUSY_COST = "100";
 /** A report older than this says nothing about the pod any more. */
 export const REPORT_STALE_MS = 60_000;
 
+/** Each pod's latest report, among those not stale. */
+function latestReports(reports: WorkerReport[], now: number): Map<string, WorkerReport> {
+  const byPod = new Map<string, WorkerReport>();
+  for (const r of reports) {
+    if (now - r.seen > REPORT_STALE_MS) continue;
+    const prev = byPod.get(r.pod);
+    if (!prev || prev.seen < r.seen) byPod.set(r.pod, r);
+  }
+  return byPod;
+}
+
 /**
  * The pod-deletion-cost each pod should carry, from the workers' busy/idle reports: idle pods
  * lowest (deleted first on scale-in), busy pods high. A pod without a recent report (starting,
@@ -354,18 +365,39 @@ export function deletionCosts(
   reports: WorkerReport[],
   now: number,
 ): Map<string, string | undefined> {
-  const byPod = new Map<string, WorkerReport>();
-  for (const r of reports) {
-    if (now - r.seen > REPORT_STALE_MS) continue;
-    const prev = byPod.get(r.pod);
-    if (!prev || prev.seen < r.seen) byPod.set(r.pod, r);
-  }
+  const byPod = latestReports(reports, now);
   const out = new Map<string, string | undefined>();
   for (const pod of pods) {
     const r = byPod.get(pod);
     out.set(pod, r ? (r.busy > 0 ? BUSY_COST : IDLE_COST) : undefined);
   }
   return out;
+}
+
+/**
+ * While a scale-in is held at the pods running jobs: the pods to cordon (they claim nothing new)
+ * — every pod but the `hold.wanted` busiest. New jobs then go to the pods that stay, and the
+ * others go idle and are removed, instead of a stream of new jobs spreading one per pod and
+ * holding every pod as long as it lasts. On a tie the pods not cordoned before are kept, so the
+ * choice does not move between polls. Empty when no scale-in is held.
+ */
+export function podsToCordon(
+  hold: PoolScaler["scaleInHold"],
+  pods: readonly string[],
+  reports: WorkerReport[],
+  now: number,
+  cordoned: readonly string[] = [],
+): string[] {
+  if (!hold?.message) return [];
+  const busy = latestReports(reports, now);
+  const was = new Set(cordoned);
+  const ranked = [...pods].sort(
+    (a, b) =>
+      (busy.get(b)?.busy ?? 0) - (busy.get(a)?.busy ?? 0) ||
+      Number(was.has(a)) - Number(was.has(b)) ||
+      a.localeCompare(b),
+  );
+  return ranked.slice(Math.max(1, hold.wanted)).sort();
 }
 
 /** Pods among `pods` whose fresh report says they run jobs: what a scale-in must not go below. */

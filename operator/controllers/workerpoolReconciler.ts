@@ -42,6 +42,7 @@ import {
   markIdlePodsCheapest,
   medianPodStartMs,
   newPoolScaler,
+  podsToCordon,
   updateDeletionCosts,
   type ScaleDecision,
 } from "./scaling.ts";
@@ -107,6 +108,13 @@ function scaleInHeldReplicas(state: PoolState): number {
   return hold ? Math.max(0, hold.replicas - hold.wanted) : 0;
 }
 
+/** The held scale-in's reason for status, with the pods cordoned meanwhile; undefined when none is held. */
+function scaleInHeldMessage(state: PoolState): string | undefined {
+  if (scaleInHeldReplicas(state) === 0) return undefined;
+  const cordoned = state.cordon?.pods ?? [];
+  return `${state.scaler.scaleInHold!.message}${cordoned.length > 0 ? `; cordoned (claiming no new jobs): ${cordoned.join(", ")}` : ""}`;
+}
+
 export interface WorkerPoolCaches {
   pools: ObjectCache<WorkerPool>;
   deployments: ObjectCache<Deployment>;
@@ -160,6 +168,7 @@ export class WorkerPoolReconciler implements Reconciler {
     await this.readWorkerReports(pass);
     await this.ensureHPA(pass);
     this.decideReplicas(pass);
+    await this.cordonSurplusPods(pass);
     await this.markIdlePodsCheapest(pass);
     await this.applyScale(pass);
     await this.announceProblems(pass);
@@ -477,6 +486,44 @@ export class WorkerPoolReconciler implements Reconciler {
     if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
   }
 
+  /**
+   * While a scale-in is held at the busy pods, the pods beyond what scaling wants claim nothing
+   * new (podsToCordon), so they go idle and the scale-in can remove them. Written when the set
+   * changes and refreshed before it lapses (the key expires: a cordon the operator stops
+   * writing — a lost leader — lifts by itself); lifted when the hold ends.
+   */
+  private async cordonSurplusPods(pass: PoolPass): Promise<void> {
+    const { spec, state } = pass;
+    if (!spec || !pass.ownsDeployment) return;
+    const last = state.cordon;
+    const pods = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
+    const hold = state.scaler.scaleInHold;
+    // (reports unreadable this pass: a held scale-in keeps the cordon it had)
+    const want = !hold?.message
+      ? []
+      : pass.reports
+        ? podsToCordon(hold, pods, pass.reports, pass.now, last?.pods)
+        : (last?.pods ?? []);
+    const lastingMs = Math.max(30, 3 * spec.scaling.pollSeconds) * 1000;
+    const same = (last?.pods ?? []).join() === want.join();
+    if (same && (want.length === 0 || last!.until - pass.now > lastingMs / 2)) return;
+    const until = pass.now + lastingMs;
+    try {
+      await this.poller.cordon(pass.key, want, until);
+    } catch (err) {
+      this.ctx.log.warn({ pool: pass.key, err: String(err) }, "cannot write the pool's cordon");
+      return;
+    }
+    state.cordon = want.length > 0 ? { pods: want, until } : undefined;
+    if (same) return;
+    if (want.length > 0)
+      this.ctx.log.info(
+        { pool: pass.key, pods: want },
+        "cordoned pods: they claim nothing new while the scale-in waits for their running jobs",
+      );
+    else this.ctx.log.info({ pool: pass.key }, "cordon lifted: every pod claims jobs");
+  }
+
   /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
   private async markIdlePodsCheapest(pass: PoolPass): Promise<void> {
     if (!pass.spec || pass.replicas === undefined) return;
@@ -519,6 +566,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.metrics.readyReplicas.set(labels, pass.deployment?.status?.readyReplicas ?? 0);
     this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
     this.metrics.scaleInHeld.set(labels, scaleInHeldReplicas(pass.state));
+    this.metrics.cordonedPods.set(labels, pass.state.cordon?.pods.length ?? 0);
     const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
     if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
       pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
@@ -546,7 +594,7 @@ export class WorkerPoolReconciler implements Reconciler {
       lastDecision: pass.state.lastDecision,
       now: new Date(pass.now),
       control: pass.control,
-      scaleInHeld: scaleInHeldReplicas(pass.state) > 0 ? pass.state.scaler.scaleInHold!.message : undefined,
+      scaleInHeld: scaleInHeldMessage(pass.state),
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
@@ -591,6 +639,7 @@ export class WorkerPoolReconciler implements Reconciler {
       m.arrivalRate,
       m.neededSlots,
       m.scaleInHeld,
+      m.cordonedPods,
     ])
       g.remove({ namespace, workerpool: name });
     this.capGauge(key, undefined);

@@ -189,6 +189,17 @@ export class BacklogPoller {
     return withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports");
   }
 
+  /** Cordon exactly `pods` of the pool's queue until `untilMs`: they claim nothing new (none: lift it). */
+  async cordon(key: string, pods: readonly string[], untilMs: number): Promise<void> {
+    const p = this.pools.get(key);
+    if (!p) return;
+    await withTimeout(
+      new QueueAdmin(p.client).setCordon(p.target.queue, pods, untilMs),
+      this.timeoutMs,
+      "cordon",
+    );
+  }
+
   /** Write spec.paused / spec.rateLimit into the pool's Redis (the spec wins while set). */
   async applyControl(key: string, change: { paused?: boolean; rateLimit?: RateLimit }): Promise<void> {
     const p = this.pools.get(key);

@@ -19,7 +19,7 @@ import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { Producer, QueueAdmin, QueueKeys, connectRedis, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
@@ -97,8 +97,8 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
     if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
   });
 
-  /** One job at a time per pod, a 2 s drain for jobs of up to 600 s, up to 3 pods at 2 jobs per replica. */
-  const applyPool = (name: string, mode: "direct" | "hpa" = "direct") =>
+  /** One job at a time per pod (or `concurrency`), a 2 s drain for jobs of up to 600 s, up to 3 pods at 2 jobs per replica (or `concurrency`). */
+  const applyPool = (name: string, mode: "direct" | "hpa" = "direct", concurrency = 1) =>
     cp.apply(
       JSON.stringify({
         apiVersion: "conveyor.dev/v1alpha1",
@@ -108,13 +108,13 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
           queue: `${name}/work`,
           redis: { url: redis.url },
           handler: { module: RECORDING_HANDLER.slice("module:".length) },
-          concurrency: 1,
+          concurrency,
           maxJobSeconds: 600,
           drainSeconds: 2,
           scaling: {
             mode,
             maxReplicas: 3,
-            targetBacklogPerReplica: 2,
+            targetBacklogPerReplica: Math.max(2, concurrency),
             pollSeconds: 1,
             cooldownSeconds: 5,
             behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
@@ -210,6 +210,77 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
     assert.ok(
       decisions.some((m) => /^3 → 2: ScaleInHeld: scale-in to 1 held at 2/.test(m)),
       `a step down for the pod that went idle:\n${decisions.join("\n")}`,
+    );
+    await cp.kubectl("delete", "wp", name, "--wait=true");
+  });
+
+  it("while a scale-in is held, the pods beyond what it wants are cordoned: new jobs go to the pod that stays, and the others go idle and are removed", async () => {
+    const name = "pack";
+    const queue = `${name}/work`;
+    await applyPool(name, "direct", 4);
+    const admin = new QueueAdmin(r);
+    const { handedBack, waitFor } = handBacks(admin, queue);
+    const producer = new Producer(r);
+    const ran = () => executions().filter((e) => e.id.startsWith("pack-"));
+    const jobs: string[] = [];
+    const enqueue = async (id: string) => {
+      await producer.enqueue(queue, { untilFile: join(dir, `release-${id}`) }, { id });
+      jobs.push(id);
+    };
+    // 12 jobs at 4 per replica: 3 pods running 4 each.
+    for (let i = 0; i < 12; i++) await enqueue(`pack-${i}`);
+    await waitFor(
+      "12 jobs running on 3 pods",
+      async () => ran().length === 12 && new Set(ran().map((e) => e.pid)).size === 3,
+    );
+    // All but one job of each pod finish: 3 running, one per pod; the backlog wants 1 replica.
+    const byPid = Map.groupBy(ran(), (e) => e.pid);
+    for (const runs of byPid.values()) for (const e of runs.slice(1)) release(e.id);
+    const cordoned = await pollUntil(
+      "the scale-in held at 3 with 2 pods cordoned (status)",
+      async () => {
+        const c = (await getPool(name))?.status?.conditions?.find((x) => x.type === "ScalingActive");
+        const m = /; cordoned \(claiming no new jobs\): (\S+), (\S+)$/.exec(c?.message ?? "");
+        return c?.reason === "ScaleInHeld" && m ? [m[1]!, m[2]!] : undefined;
+      },
+      { timeoutMs: LONG },
+    );
+    assert.equal(
+      sumSeries(await scrapeOperator(op), "conveyor_operator_pool_cordoned_pods", /workerpool="pack"/),
+      2,
+    );
+    // The cordoned pods' workers learn it at their next renewal, and report it.
+    await waitFor("the cordoned workers report it", async () => {
+      const reports = await admin.workers(queue);
+      return cordoned.every((pod) => reports.some((w) => w.pod === pod && w.cordoned === true));
+    });
+    const kept = (await livePods(name)).find((p) => !cordoned.includes(p))!;
+    const pidOfPod = (pod: string) => runner.running.find((p) => p.name === pod)?.proc.child.pid;
+    // A new job goes to the pod that stays, though every pod has free slots.
+    await enqueue("pack-new");
+    await waitFor("the new job started", async () => ran().some((e) => e.id === "pack-new"));
+    assert.equal(
+      ran().find((e) => e.id === "pack-new")!.pid,
+      pidOfPod(kept),
+      `the new job ran on ${kept}, the pod not cordoned`,
+    );
+    // The cordoned pods' last jobs finish: they are idle and removed; the cordon goes with the hold.
+    const pidsCordoned = cordoned.map(pidOfPod);
+    for (const e of ran()) if (pidsCordoned.includes(e.pid)) release(e.id);
+    await waitFor(
+      "1 replica, 1 live pod: the one kept",
+      async () => (await replicas(name)) === 1 && (await livePods(name)).join() === kept,
+    );
+    await waitFor("the cordon lifted", async () => (await r.exists(new QueueKeys(queue).cordon)) === 0);
+    for (const id of jobs) release(id);
+    await waitFor("scaled to zero", async () => (await replicas(name)) === 0);
+    assert.equal(await handedBack(), 0, "no job handed back");
+    assert.deepEqual(
+      ran()
+        .map((e) => e.id)
+        .toSorted(),
+      jobs.toSorted(),
+      "every job ran exactly once",
     );
     await cp.kubectl("delete", "wp", name, "--wait=true");
   });

@@ -200,6 +200,37 @@ describe("queue protocol (single Redis)", () => {
     assert.equal(workers[0]!.busy, 2);
   });
 
+  test("a cordon the operator sets reaches the cordoned pod's workers through their renewal, and lapses or lifts", async () => {
+    const q = fresh();
+    const report = (pod: string) => ({
+      id: `w-${pod}`,
+      pod,
+      slots: 4,
+      busy: 1,
+      draining: false,
+      seen: Date.now(),
+    });
+    const c = consumer(redis, q, "w-cordon", 60_000);
+    assert.equal((await c.renew([], report("p1"))).cordonedUntil, undefined, "nothing cordoned");
+    const until = Date.now() + 30_000;
+    await admin.setCordon(q, ["p1", "p2"], until);
+    assert.equal((await c.renew([], report("p1"))).cordonedUntil, until);
+    assert.equal((await c.renew([], report("p3"))).cordonedUntil, undefined, "another pod");
+    assert.equal((await c.renew([])).cordonedUntil, undefined, "no report, no pod");
+    const ttl = await redis.pttl(new QueueKeys(q).cordon);
+    assert.ok(ttl > 25_000 && ttl <= 30_000, `the key lapses with the cordon (pttl ${ttl})`);
+    // The next write replaces the set; a past deadline is no cordon; none lifts it.
+    await admin.setCordon(q, ["p3"], until);
+    assert.deepEqual(
+      [(await c.renew([], report("p1"))).cordonedUntil, (await c.renew([], report("p3"))).cordonedUntil],
+      [undefined, until],
+    );
+    await admin.setCordon(q, ["p3"], Date.now() - 1);
+    assert.equal((await c.renew([], report("p3"))).cordonedUntil, undefined, "lapsed");
+    await admin.setCordon(q, [], 0);
+    assert.equal(await redis.exists(new QueueKeys(q).cordon), 0);
+  });
+
   test("failures retry with backoff, then dead-letter with reason and history; dlq retry revives", async () => {
     const q = fresh();
     await producer.enqueue(q, { n: 1 }, { id: "flaky", attempts: 2 });
