@@ -288,16 +288,18 @@ describe("scaling decisions", () => {
       assert.equal((s.scaleInHold as { replicas: number } | undefined)?.replicas, 3);
     });
 
+    const now = 1_000_000;
+    /** A worker report of `pod`, `age` ms old. */
+    const r = (pod: string, busy: number, age = 1000) => ({
+      id: `${pod}-w`,
+      pod,
+      slots: 4,
+      busy,
+      draining: false,
+      seen: now - age,
+    });
+
     it("busy pods: fresh reports of busy workers among the pool's pods", () => {
-      const now = 1_000_000;
-      const r = (pod: string, busy: number, age = 1000) => ({
-        id: `${pod}-w`,
-        pod,
-        slots: 4,
-        busy,
-        draining: false,
-        seen: now - age,
-      });
       assert.equal(
         busyPods(["a", "b", "c", "d"], [r("a", 2), r("b", 0), r("c", 1, 120_000), r("gone", 3)], now),
         1,
@@ -305,15 +307,6 @@ describe("scaling decisions", () => {
     });
 
     it("cordons every pod but the busiest the scale-in wants, keeping the same ones on a tie", () => {
-      const now = 1_000_000;
-      const r = (pod: string, busy: number, age = 1000) => ({
-        id: `${pod}-w`,
-        pod,
-        slots: 10,
-        busy,
-        draining: false,
-        seen: now - age,
-      });
       const s = newPoolScaler(0);
       // 3 long jobs on 3 of 8 pods, 1 replica wanted: held at 3, and 2 of the busy pods cordoned.
       decideScale(s, at(1000, 8, 3));

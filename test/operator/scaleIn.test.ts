@@ -23,6 +23,7 @@ import { Producer, QueueAdmin, QueueKeys, connectRedis, type RedisClient } from 
 import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
+  operatorLog,
   scrapeOperator,
   startMetricsApiOperator,
   sumSeries,
@@ -128,13 +129,29 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
   /** Lets the recording handler's job `id` (enqueued with `untilFile`) finish. */
   const release = (id: string) => writeFileSync(join(dir, `release-${id}`), "");
   /** Jobs of `queue` handed back, and a poll that fails at once on one (what the hold prevents). */
+  /** What a timed-out wait shows: the pool's replicas, pods, scaling condition, worker reports and the operator's lines on it. */
+  const diagnose = async (admin: QueueAdmin, queue: string) => {
+    const name = queue.split("/")[0]!;
+    const cond = (await getPool(name))?.status?.conditions?.find((x) => x.type === "ScalingActive");
+    const reports = (await admin.workers(queue)).map((w) => JSON.stringify(w));
+    const lines = operatorLog(op)
+      .split("\n")
+      .filter((l) => l.includes(`default/${name}"`) && !l.includes("writing status"))
+      .slice(-15);
+    return [
+      `replicas ${await replicas(name)}, live pods ${(await livePods(name)).join(" ")}`,
+      `ScalingActive ${cond?.reason}: ${cond?.message}`,
+      `reports:\n${reports.join("\n")}`,
+      `operator:\n${lines.join("\n")}`,
+    ].join("\n");
+  };
   const handBacks = (admin: QueueAdmin, queue: string) => {
     const handedBack = async () => (await admin.counters(queue)).handedBack ?? 0;
     const waitFor = async (what: string, probe: () => Promise<boolean>) => {
       const got = await pollUntil(
         what,
         async () => ((await handedBack()) > 0 ? "handed back" : (await probe()) ? "ok" : undefined),
-        { timeoutMs: LONG, intervalMs: 250 },
+        { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(admin, queue) },
       );
       assert.equal(got, "ok", `a job was handed back by a scale-in while waiting for ${what}`);
     };
@@ -243,7 +260,7 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
         const m = /; cordoned \(claiming no new jobs\): (\S+), (\S+)$/.exec(c?.message ?? "");
         return c?.reason === "ScaleInHeld" && m ? [m[1]!, m[2]!] : undefined;
       },
-      { timeoutMs: LONG },
+      { timeoutMs: LONG, onTimeout: () => diagnose(admin, queue) },
     );
     assert.equal(
       sumSeries(await scrapeOperator(op), "conveyor_operator_pool_cordoned_pods", /workerpool="pack"/),
