@@ -306,13 +306,21 @@ describe("scaling decisions", () => {
       );
     });
 
-    it("cordons every pod but the busiest the scale-in wants, keeping the same ones on a tie", () => {
+    it("cordons every pod but the busiest the scale-in wants, and keeps the ones it kept", () => {
       const s = newPoolScaler(0);
       // 3 long jobs on 3 of 8 pods, 1 replica wanted: held at 3, and 2 of the busy pods cordoned.
       decideScale(s, at(1000, 8, 3));
       const pods = ["p1", "p2", "p3", "p4"];
       const reports = [r("p1", 1), r("p2", 2), r("p3", 1), r("p4", 0)];
       assert.deepEqual(podsToCordon(s.scaleInHold, pods, reports, now), ["p1", "p3", "p4"]);
+      // The pod kept before stays kept though a (lagging) report says another is busier.
+      assert.deepEqual(
+        podsToCordon(s.scaleInHold, ["p1", "p2", "p3"], [r("p1", 1), r("p2", 4), r("p3", 1)], now, [
+          "p1",
+          "p2",
+        ]),
+        ["p1", "p2"],
+      );
       // A tie keeps the pod kept before, wherever its name sorts.
       const tie = [r("p1", 1), r("p2", 1), r("p3", 1)];
       assert.deepEqual(podsToCordon(s.scaleInHold, ["p1", "p2", "p3"], tie, now, ["p1", "p2"]), ["p1", "p2"]);

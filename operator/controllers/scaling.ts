@@ -376,10 +376,11 @@ export function deletionCosts(
 
 /**
  * While a scale-in is held at the pods running jobs: the pods to cordon (they claim nothing new)
- * — every pod but the `hold.wanted` busiest. New jobs then go to the pods that stay, and the
- * others go idle and are removed, instead of a stream of new jobs spreading one per pod and
- * holding every pod as long as it lasts. On a tie the pods not cordoned before are kept, so the
- * choice does not move between polls. Empty when no scale-in is held.
+ * — every pod but `hold.wanted` of them. New jobs then go to the pods that stay, and the others
+ * go idle and are removed, instead of a stream of new jobs spreading one per pod and holding
+ * every pod as long as it lasts. The pods kept before stay kept (the new jobs went to them; the
+ * reports' busy counts lag a heartbeat and must not move the choice); among the rest the busiest
+ * are kept. Empty when no scale-in is held.
  */
 export function podsToCordon(
   hold: PoolScaler["scaleInHold"],
@@ -391,10 +392,11 @@ export function podsToCordon(
   if (!hold?.message) return [];
   const busy = latestReports(reports, now);
   const was = new Set(cordoned);
+  const keptBefore = (pod: string) => (was.size > 0 && !was.has(pod) ? 1 : 0);
   const ranked = [...pods].sort(
     (a, b) =>
+      keptBefore(b) - keptBefore(a) ||
       (busy.get(b)?.busy ?? 0) - (busy.get(a)?.busy ?? 0) ||
-      Number(was.has(a)) - Number(was.has(b)) ||
       a.localeCompare(b),
   );
   return ranked.slice(Math.max(1, hold.wanted)).sort();

@@ -557,7 +557,9 @@ export class WorkerPoolReconciler implements Reconciler {
       const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
       if (backlog !== undefined) pass.state.lastDecision = { ...pass.state.lastDecision!, backlog };
     }
-    const replicas = pass.deployment?.spec?.replicas ?? 0;
+    // (our own scale write counts before the cache shows it: a pass right after a scale-up must not
+    // leave a bell for a pool that is starting)
+    const replicas = pass.deployment ? currentReplicas(pass.state, pass.deployment, pass.now) : 0;
     // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on it.
     this.poller.sleeping(pass.key, replicas === 0 && spec.replicas === undefined && !spec.scaling.paused);
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
