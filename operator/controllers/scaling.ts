@@ -281,8 +281,10 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
         now: i.now,
         total: need.slots,
         heldTotal: need.heldSlots,
-        // A burst's slots are released once it has started and its jobs fit in what arrivals need.
-        releaseTransient: waitingJobs(i.counts) === 0 && i.counts.inflight <= (need.heldSlots ?? 0),
+        // A burst's slots are released once its jobs have all started. Those still running keep
+        // their pods: a scale-in is held at the busy pods and the rest are cordoned (holdForBusyPods),
+        // or (drain ≥ maxJobSeconds) the deleted pods finish their jobs as they drain.
+        releaseTransient: waitingJobs(i.counts) === 0,
         targetPerReplica: Math.max(1, spec.concurrency),
         currentReplicas: i.current,
         statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,

@@ -234,6 +234,16 @@ describe("latency mode: decisions", () => {
     assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
   });
 
+  it("gives a burst's slots back once its jobs have all started, though they still run", () => {
+    // Their pods stay while they run: a scale-in is held at the busy pods, the rest cordoned.
+    const poll = windowed();
+    for (let k = 0; k < 7; k++) poll(0, 0, 0);
+    assert.equal(poll(20, 20, 0).current, 2); // 20 × 2/10 = 4 slots → 2 replicas
+    const down = poll(0, 0, 4).d!;
+    assert.deepEqual([down.replicas, down.reason], [1, "LatencyScaleDown"]);
+    assert.match(down.message, /BurstStarted/);
+  });
+
   it("gives a burst's slots back also when the backlog sized it (no job durations measured yet)", () => {
     const poll = windowed();
     for (let k = 0; k < 4; k++) poll(0, 0, 0, null);
