@@ -527,9 +527,9 @@ export class Consumer {
 
   /**
    * Block until a producer (or a hand-back) signals work, or `timeoutMs` passes. Needs a
-   * connection of its own: a blocked connection serves nothing else.
+   * connection of its own: a blocked connection serves nothing else. True when it took a wake-up
+   * (the token is this worker's to act on, or to pass on: passWake).
    */
-  /** Blocks until a wake-up or the timeout; true when it took a wake-up (the token is this worker's to act on or pass on). */
   async waitForWork(blocking: RedisClient, timeoutMs: number): Promise<boolean> {
     return (await blocking.blpop(this.keys.wake, Math.max(0.01, timeoutMs / 1000))) !== null;
   }

@@ -142,7 +142,7 @@ export class QueueWorker {
         onSwept: (requeued, deadLettered) =>
           this.log.warn({ requeued, deadLettered }, "sweeper requeued jobs whose lease expired"),
         onReclaimed: (count) => this.metrics.reclaimed.inc(q, count),
-        onCordon: (until) => this.cordoned(until),
+        onCordon: (until) => this.setCordon(until),
         onError: (message) => this.log.warn(message),
       },
     );
@@ -349,7 +349,7 @@ export class QueueWorker {
         .waitForWork(this.blocking, Math.max(10, Math.min(IDLE_WAIT_MS, untilDue)))
         .catch(() => sleep(50).then(() => false));
       // Cordoned while blocked: the wake-up is for a worker that claims.
-      if (woken && Date.now() < this.cordonedUntil) await this.consumer.passWake().catch(() => {});
+      if (woken && this.isCordoned()) await this.consumer.passWake().catch(() => {});
     }
     // A drain waiting for this loop's last claim sees it answered (and its jobs handed back).
     this.changed.notify();
@@ -360,7 +360,7 @@ export class QueueWorker {
    * and, with --max-jobs, no more than the jobs left before recycling.
    */
   private claimable(): number {
-    if (Date.now() < this.cordonedUntil) return 0;
+    if (this.isCordoned()) return 0;
     return Math.max(
       0,
       Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()),
@@ -372,12 +372,12 @@ export class QueueWorker {
    * nothing new until `until` — the jobs running finish and the pod goes idle, so the scale-in can
    * remove it instead of waiting for a stream of new jobs spread over every pod.
    */
-  private cordoned(until: number): void {
-    const was = Date.now() < this.cordonedUntil;
+  private setCordon(until: number): void {
+    const was = this.isCordoned();
     this.cordonedUntil = until;
     const is = Date.now() < until;
     clearTimeout(this.cordonTimer);
-    if (is) this.cordonTimer = setTimeout(() => this.cordoned(0), until - Date.now()).unref();
+    if (is) this.cordonTimer = setTimeout(() => this.setCordon(0), until - Date.now()).unref();
     if (is === was) return;
     this.metrics.cordoned.set({ queue: this.config.queue }, is ? 1 : 0);
     if (is)
@@ -387,6 +387,10 @@ export class QueueWorker {
       );
     else this.log.info("cordon lifted: claiming again");
     this.changed.notify();
+  }
+
+  private isCordoned(): boolean {
+    return Date.now() < this.cordonedUntil;
   }
 
   /** With --max-jobs: how many more jobs may start before the worker recycles. */
@@ -405,7 +409,7 @@ export class QueueWorker {
    */
   private claimOnCompletion(n: number): number {
     if (this.state !== "running" || this.config.durability === "replicated") return 0;
-    if (Date.now() < this.cordonedUntil) return 0;
+    if (this.isCordoned()) return 0;
     // Their slots are still counted as running (and as finished once they end, for --max-jobs).
     const free = this.config.concurrency - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));

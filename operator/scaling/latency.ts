@@ -51,8 +51,7 @@ export interface ArrivalEstimate {
 
 /** The lower median (of two values the smaller, so a single burst never sets a rate); undefined when empty. */
 export function lowerMedian(values: number[]): number | undefined {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[(sorted.length - 1) >> 1];
+  return weightedLowerMedian(values.map((v): [number, number] => [v, 1]));
 }
 
 /** The smallest value whose weight, with the smaller values', reaches half of the total; undefined when empty. */
