@@ -158,7 +158,13 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     arrivalRate: new Gauge({
       name: "conveyor_operator_pool_arrival_rate",
-      help: "Jobs per second enqueued into the pool's queue (the enqueue counter's growth between polls, the lower median of the last 30 s); latency mode only",
+      help: "Jobs per second enqueued into the pool's queue (the enqueue counter's growth between polls, the time-weighted lower median of the last 30 s); latency mode only",
+      labelNames: pool,
+      registers,
+    }),
+    jobSeconds: new Gauge({
+      name: "conveyor_operator_pool_job_seconds",
+      help: "How long a job holds a slot, as latency mode sizes by it: the mean run time of the attempts that ended in the last 60 s (the workers' median before any has); latency mode only",
       labelNames: pool,
       registers,
     }),

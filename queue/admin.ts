@@ -122,12 +122,15 @@ export class QueueAdmin {
   /** One round trip, atomic: the backlog_counts script the operator's poll runs. */
   async counts(
     queue: string,
-    opts: { oldestReady?: boolean; enqueued?: boolean } = {},
+    opts: { oldestReady?: boolean; counters?: boolean } = {},
   ): Promise<QueueCounts> {
     const call = backlogCountsCall(queue);
     const counts = countsFromReply(await runScript(this.redis, "backlog_counts", call.keys, call.args));
     if (!opts.oldestReady) delete counts.oldestReadyAt;
-    if (!opts.enqueued) delete counts.enqueued;
+    if (!opts.counters) {
+      delete counts.enqueued;
+      delete counts.attemptsEnded;
+    }
     return counts;
   }
 

@@ -41,7 +41,19 @@ export interface QueuePoll {
   sweep?: SweepResult | Error;
 }
 
-type CountsReply = [number, number, number, number, number, number, number, number, number?];
+type CountsReply = [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number?,
+  number?,
+  number?,
+];
 
 /** The backlog_counts call for one queue (QueueAdmin.counts; the operator's poll reads the same in poll_queues). */
 export function backlogCountsCall(
@@ -52,11 +64,10 @@ export function backlogCountsCall(
   return { keys: [k.ready, k.delayed, k.inflight, k.dead, k.counts], args: [now, k.jobPrefix] };
 }
 
-/** backlog_counts' reply (poll_queues' first 9 values of a queue) as QueueCounts. */
+/** backlog_counts' reply (poll_queues' first 11 values of a queue) as QueueCounts. */
 export function countsFromReply(r: CountsReply): QueueCounts {
-  const [ready, delayed, dueDelayed, inflight, dead, completed, oldest, enqueued, budget] = r.map(
-    Number,
-  ) as CountsReply;
+  const [ready, delayed, dueDelayed, inflight, dead, completed, oldest, enqueued, budget, ended, runMs] =
+    r.map(Number) as CountsReply;
   const counts: QueueCounts = {
     ready,
     delayed,
@@ -67,6 +78,8 @@ export function countsFromReply(r: CountsReply): QueueCounts {
     backlog: ready + dueDelayed + inflight,
   };
   if (Number.isFinite(enqueued)) counts.enqueued = enqueued;
+  if (Number.isFinite(ended) && Number.isFinite(runMs))
+    counts.attemptsEnded = { count: ended!, runMs: runMs! };
   if (budget) counts.waitingForBudget = budget;
   if (ready > 0 && Number.isFinite(oldest) && oldest > 0) counts.oldestReadyAt = oldest;
   return counts;
@@ -92,9 +105,9 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
       counts.length === 1
         ? { error: new Error(String(counts[0])) }
         : {
-            counts: countsFromReply(counts.slice(0, 9) as CountsReply),
-            control: parseQueueControl((counts[9] as string) || null, (counts[10] as string) || null),
-            groupedWaiting: Number(counts[11] ?? 0),
+            counts: countsFromReply(counts.slice(0, 11) as CountsReply),
+            control: parseQueueControl((counts[11] as string) || null, (counts[12] as string) || null),
+            groupedWaiting: Number(counts[13] ?? 0),
           };
     if (sweep)
       out.sweep =

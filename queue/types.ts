@@ -132,6 +132,12 @@ export interface QueueCounts {
   oldestReadyAt?: number;
   /** The queue's lifetime enqueue counter (`<Q>counts` `enqueued`): its growth is the arrival rate. */
   enqueued?: number;
+  /**
+   * The attempts that ended, completed or failed (`<Q>counts` `completed` + `failed`), and their
+   * total run time from claim to settle (`runMs`): lifetime counters, whose growth over time is
+   * the mean time a job holds a slot (latency mode's job duration). Read with `enqueued`.
+   */
+  attemptsEnded?: { count: number; runMs: number };
 }
 
 export interface WorkerReport {

@@ -7,7 +7,7 @@ import type { WorkerPool } from "../apis/v1alpha1/types.ts";
 import type { KubeClient } from "../kube/client.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { HpaAlgorithm } from "../scaling/hpaAlgorithm.ts";
-import type { ArrivalEstimate } from "../scaling/latency.ts";
+import type { ArrivalEstimate, ServiceEstimate } from "../scaling/latency.ts";
 import type { EventRecorder } from "./events.ts";
 import type { Deployment, HPA, Pod } from "./objects.ts";
 import type { WriteOverlay } from "./overlay.ts";
@@ -39,6 +39,8 @@ export interface PoolScaler {
   arrivals?: ArrivalEstimate;
   /** Latency mode: the last median job duration the workers reported (ms), kept while no worker runs. */
   jobMs?: number;
+  /** Latency mode: the mean time a job holds a slot, from the queue's attempts-ended counters. */
+  service?: ServiceEstimate;
   /** Latency mode: the last median pod start-up (creation → Ready, ms), kept while no pod runs. */
   podStartMs?: number;
   /** A scale-in held at the pods running jobs (holdForBusyPods): since when, at what, and why. */

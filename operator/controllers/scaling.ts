@@ -23,6 +23,7 @@ import {
   latencyNeed,
   lowerMedian,
   observeArrivals,
+  observeService,
   type LatencyNeed,
 } from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
@@ -76,6 +77,14 @@ export function scalingBehavior(spec: WorkerPoolSpec): Behavior | undefined {
 /** Jobs ready to start now (ready + due delayed): the backlog less the running ones. */
 const waitingJobs = (counts: QueueCounts) => Math.max(0, counts.backlog - counts.inflight);
 
+/** The job time latency mode sizes by: the measured mean once any attempt has ended, else the workers' median. */
+export function jobTimeOf(s: PoolScaler): { jobMs?: number; jobMsFrom?: string } {
+  const mean = s.service?.meanMs;
+  if (mean !== undefined)
+    return { jobMs: mean, jobMsFrom: s.service!.over > 0 ? `mean of ${s.service!.over}` : "last mean" };
+  return s.jobMs !== undefined ? { jobMs: s.jobMs, jobMsFrom: "workers' median" } : {};
+}
+
 /** What latency mode needs now, from the pool's counts and the scaler's arrival and duration memory. */
 export function latencyNeedOf(
   s: PoolScaler,
@@ -88,7 +97,7 @@ export function latencyNeedOf(
     targetWaitSeconds: spec.scaling.targetWaitSeconds ?? 0,
     concurrency: spec.concurrency,
     arrivalPerSecond: s.arrivals?.perSecond,
-    jobMs: s.jobMs,
+    ...jobTimeOf(s),
     waiting,
     oldestWaitSeconds:
       waiting > 0 && counts.oldestReadyAt !== undefined ? Math.max(0, now - counts.oldestReadyAt) / 1000 : 0,
@@ -223,6 +232,9 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
   if (latency) {
     if (i.counts.enqueued !== undefined && i.countsAt !== undefined)
       s.arrivals = observeArrivals(s.arrivals, i.counts.enqueued, i.countsAt);
+    const ended = i.counts.attemptsEnded;
+    if (ended && i.countsAt !== undefined)
+      s.service = observeService(s.service, ended.count, ended.runMs, i.countsAt);
     if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
     if (i.podStartMs !== undefined && i.podStartMs >= 0) s.podStartMs = i.podStartMs;
   }

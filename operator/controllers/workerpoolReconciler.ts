@@ -38,6 +38,7 @@ import {
   currentReplicas,
   decideReplicas,
   hpaMinReplicasFloor,
+  jobTimeOf,
   latencyNeedOf,
   markIdlePodsCheapest,
   medianPodStartMs,
@@ -478,10 +479,13 @@ export class WorkerPoolReconciler implements Reconciler {
     const scaler = pass.state.scaler;
     if (pass.spec?.scaling.targetWaitSeconds === undefined || pass.spec.scaling.mode !== "direct") {
       m.arrivalRate.remove(labels);
+      m.jobSeconds.remove(labels);
       m.neededSlots.remove(labels);
       return;
     }
     if (scaler.arrivals) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
+    const { jobMs } = jobTimeOf(scaler);
+    if (jobMs !== undefined) m.jobSeconds.set(labels, jobMs / 1000);
     const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
     if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
   }

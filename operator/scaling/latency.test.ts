@@ -10,7 +10,14 @@ import { join } from "node:path";
 import { withDefaults, type WorkerPoolSpecInput } from "../apis/v1alpha1/types.ts";
 import { decideScale, newPoolScaler, recordScale } from "../controllers/scaling.ts";
 import { counts } from "../controllers/fixtures.ts";
-import { latencyNeed, lowerMedian, observeArrivals, weightedLowerMedian } from "./latency.ts";
+import {
+  SERVICE_WINDOW_MS,
+  latencyNeed,
+  lowerMedian,
+  observeArrivals,
+  observeService,
+  weightedLowerMedian,
+} from "./latency.ts";
 import { percentile, seededRandom, simulatePool, type ArrivalTrace } from "./simulate.ts";
 
 const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } } as const;
@@ -136,6 +143,28 @@ describe("latency mode: the slots a wait target needs", () => {
       ]),
       0,
     );
+  });
+
+  it("the job time is the mean run time of the attempts that ended in the last minute", () => {
+    let e = observeService(undefined, 0, 0, 0);
+    assert.equal(e.meanMs, undefined, "one read is no measurement");
+    // 9 jobs of 1 s and one of 45 s end: the mean (5.4 s) is what they held a slot for; the
+    // median would be 1 s.
+    e = observeService(e, 10, 9 * 1000 + 45_000, 5000);
+    assert.deepEqual([e.meanMs, e.over], [5400, 10]);
+    assert.equal(observeService(e, 10, 54_000, 5000), e, "the same poll twice changes nothing");
+    // Nothing ends for a while: the last mean is kept, marked as not measured now.
+    for (let t = 10_000; t <= 5000 + SERVICE_WINDOW_MS; t += 5000) e = observeService(e, 10, 54_000, t);
+    assert.deepEqual([e.meanMs, e.over], [5400, 0]);
+    // Then long jobs alone: the window has forgotten the short ones.
+    e = observeService(e, 12, 54_000 + 2 * 40_000, 70_000);
+    assert.deepEqual([e.meanMs, e.over], [40_000, 2]);
+    // Ended with no run time counted (a worker older than the counter): no measurement.
+    e = observeService(e, 20, 134_000, 200_000);
+    assert.deepEqual([e.meanMs, e.over], [40_000, 0]);
+    // The queue's keys deleted (the counters went back): start over, keeping the mean.
+    e = observeService(e, 1, 500, 205_000);
+    assert.deepEqual([e.meanMs, e.over, e.samples.length], [40_000, 0, 0]);
   });
 });
 
@@ -405,6 +434,43 @@ describe("latency mode: recorded traces on a simulated pool (pods ready 3 s afte
     assert.ok(r.decisions.length <= 4, `replicas over time: ${JSON.stringify(r.replicas)}`);
     assert.equal(r.replicas.at(-1)![1], 4);
     assert.ok(percentile(r.waitsMs, 95) <= 10_000);
+  });
+
+  it("a mix of short and long jobs: sized by the mean job time, which is what the slots hold", () => {
+    // 2 jobs/s, 9 in 10 of 1 s and 1 in 10 of 30–60 s: the mean is 5.3 s and the median 1.1 s.
+    // Sized by the median (a Redis without the run-time counter) the pool keeps 2.2 + 1.5 slots
+    // for arrivals that hold 10.5, and only the oldest job's age scales it: waits run past the
+    // target. (It costs pod-seconds: 4080 by the mean, 2853 by the median.)
+    const trace = loadTrace("mixed");
+    const mean = simulatePool({ spec: latencySpec(), trace, podStartSeconds: 3, tailSeconds: 60 });
+    const median = simulatePool({
+      spec: latencySpec(),
+      trace,
+      podStartSeconds: 3,
+      tailSeconds: 60,
+      withoutRunTime: true,
+    });
+    const p95 = percentile(mean.waitsMs, 95) / 1000;
+    const medianP95 = percentile(median.waitsMs, 95) / 1000;
+    if (process.env.UPDATE_TRACES)
+      updated.mixed = {
+        replicas: mean.replicas,
+        p95WaitSeconds: p95,
+        podSeconds: Math.round(mean.podSeconds),
+      };
+    else
+      assert.deepEqual(
+        { replicas: mean.replicas, p95WaitSeconds: p95, podSeconds: Math.round(mean.podSeconds) },
+        expected.mixed,
+        "mixed: the simulated pool differs from testdata/expected.json",
+      );
+    assert.ok(p95 <= target, `p95 wait ${p95} s > target ${target} s`);
+    assert.ok(medianP95 > target, `by the median: p95 ${medianP95} s, by the mean ${p95} s`);
+    // Once the first long jobs have ended (until then the mean is the short jobs'), by the mean
+    // hardly a job waits; by the median the long jobs' slots are never there.
+    const settled = (r: typeof mean) => percentile(r.waitsMs.slice(200), 95) / 1000;
+    assert.ok(settled(mean) < 1, `by the mean, after 200 starts: p95 ${settled(mean)} s`);
+    assert.ok(settled(median) > target, `by the median, after 200 starts: p95 ${settled(median)} s`);
   });
 
   it("writes testdata/expected.json when asked (UPDATE_TRACES=1)", () => {

@@ -1,7 +1,8 @@
 // Latency mode (spec.scaling.targetWaitSeconds): how many job slots a pool needs so that a new
 // job starts within the target, from what one poll can read in O(1) per queue — the arrival
-// rate (growth of the queue's enqueue counter), the jobs waiting, the oldest waiting job's age —
-// and the workers' median job duration (their heartbeat reports). Pure functions: the HPA
+// rate (growth of the queue's enqueue counter), the jobs waiting, the oldest waiting job's age,
+// and the mean time a job holds a slot (growth of the run-time counter over the attempts that
+// ended; the workers' median job duration until the pool has one). Pure functions: the HPA
 // algorithm (hpaAlgorithm.ts) then applies tolerance, stabilization windows and rate limits to
 // ceil(slots / concurrency), so scale-down does not flap.
 //
@@ -28,6 +29,12 @@
 // a retried write and the next regular poll each saw part of it). The window before the counter
 // was first read counts as no arrivals: a new pool (or leader) sizes by what it has seen, and does
 // not scale down until it has seen the whole window (settled).
+//
+// d is a mean, not a median: λ·d is the slots the arrivals hold (Little's law), and a job of 45 s
+// holds a slot 45 times as long as one of 1 s — on a mix of many short and a few long jobs the
+// median is the short jobs' and under-sizes the pool for what the long ones hold. It is measured
+// over SERVICE_WINDOW_MS from the queue's own counters (every attempt that ended, whichever worker
+// ran it), so the jobs that arrive now are sized by the jobs that ended lately, not by a burst's.
 
 /** The arrival rate is the median of the poll-to-poll rates over this long. */
 export const ARRIVAL_WINDOW_MS = 30_000;
@@ -47,6 +54,61 @@ export interface ArrivalEstimate {
   settled: boolean;
   /** The rate seen at the last poll alone (jobs per second), for the decision's message. */
   lastPerSecond?: number;
+}
+
+/** The mean job time is read over this long: long enough to see a few of minute-long jobs end. */
+export const SERVICE_WINDOW_MS = 60_000;
+
+/** How long a job holds a slot, as the operator tracks it from one poll to the next (in memory, per pool). */
+export interface ServiceEstimate {
+  /** The attempts-ended counter and their run time (ms) at the last poll, and when that poll was. */
+  ended: number;
+  runMs: number;
+  at: number;
+  /** Poll-to-poll growth [from ms, to ms, attempts ended, their run time ms] ending in the last SERVICE_WINDOW_MS. */
+  samples: [number, number, number, number][];
+  /** The mean run time of the attempts that ended in the window (ms); the last mean while none did. */
+  meanMs?: number;
+  /** How many attempts the mean is over (0: kept from an earlier window, or none yet). */
+  over: number;
+}
+
+/**
+ * Folds one poll's attempts-ended counter and run time into the estimate. Counters that went
+ * backwards (the queue's keys were deleted) start over, keeping the last mean. Attempts that
+ * ended with no run time counted (settled by a worker older than the run-time counter) are no
+ * measurement: the mean stays what it was.
+ */
+export function observeService(
+  prev: ServiceEstimate | undefined,
+  ended: number,
+  runMs: number,
+  at: number,
+  windowMs = SERVICE_WINDOW_MS,
+): ServiceEstimate {
+  if (!prev || ended < prev.ended || runMs < prev.runMs || at < prev.at)
+    return { ended, runMs, at, samples: [], meanMs: prev?.meanMs, over: 0 };
+  if (at === prev.at) return prev;
+  const start = at - windowMs;
+  const samples = [
+    ...prev.samples.filter(([, to]) => to > start),
+    [prev.at, at, ended - prev.ended, runMs - prev.runMs] as [number, number, number, number],
+  ];
+  let count = 0;
+  let ms = 0;
+  for (const [, , n, t] of samples) {
+    count += n;
+    ms += t;
+  }
+  const measured = count > 0 && ms > 0;
+  return {
+    ended,
+    runMs,
+    at,
+    samples,
+    meanMs: measured ? ms / count : prev.meanMs,
+    over: measured ? count : 0,
+  };
 }
 
 /** The lower median (of two values the smaller, so a single burst never sets a rate); undefined when empty. */
@@ -102,8 +164,11 @@ export interface LatencyInput {
   concurrency: number;
   /** Jobs per second arriving (undefined: not known yet, taken as 0). */
   arrivalPerSecond?: number;
-  /** The workers' median job duration (ms); undefined when none was ever measured. */
+  /** How long a job holds a slot (ms): the mean over the attempts that ended lately, else the
+   * workers' median; undefined when none was ever measured. */
   jobMs?: number;
+  /** Where jobMs comes from, for the message: e.g. "mean of 40" or "workers' median". */
+  jobMsFrom?: string;
   /** Jobs ready to start now (ready + due-delayed). */
   waiting: number;
   /** Seconds the oldest waiting job has waited (0 when none waits). */
@@ -148,7 +213,7 @@ export function latencyNeed(i: LatencyInput): LatencyNeed {
   const slots = steady + headroom + drain;
   const replicas = Math.ceil(slots / Math.max(1, i.concurrency) - 1e-9);
   const parts = [
-    `arrivals ${fmt(rate)}/s × job ${fmt(d)}s = ${fmt(steady)} slots`,
+    `arrivals ${fmt(rate)}/s × job ${fmt(d)}s${i.jobMsFrom ? ` (${i.jobMsFrom})` : ""} = ${fmt(steady)} slots`,
     `+ √ headroom ${fmt(headroom)}`,
     `+ ${i.waiting} waiting${ageText} to start within ${fmt(budget)}s${start > 0 ? ` (pods start in ${fmt(start)}s)` : ""} = ${fmt(drain)}`,
   ];

@@ -25,6 +25,11 @@ export interface SimulationOptions {
   initialReplicas?: number;
   /** Run this long after the last arrival (default: until the queue is empty and 60 s more). */
   tailSeconds?: number;
+  /**
+   * The queue's counts carry no run-time counter (a Redis written by workers older than it): the
+   * decision sizes by the workers' median job duration alone, as it did before the counter.
+   */
+  withoutRunTime?: boolean;
   stepMs?: number;
 }
 
@@ -43,8 +48,8 @@ export interface SimulationResult {
 
 interface Pod {
   readyAt: number;
-  /** End times of the jobs it runs. */
-  running: number[];
+  /** The jobs it runs: when each ends and how long it runs (ms). */
+  running: { end: number; ms: number }[];
   deleting: boolean;
   createdAt: number;
   goneAt?: number;
@@ -75,6 +80,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
   let next = 0;
   let enqueued = 0;
   let completed = 0;
+  let runMs = 0;
   const replicas: [number, number][] = [[0, desired]];
   const decisions: SimulationResult["decisions"] = [];
   let lastDirection = 0;
@@ -88,11 +94,11 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
     // Jobs end; drained pods go.
     for (const pod of pods) {
       if (pod.goneAt !== undefined) continue;
-      const before = pod.running.length;
-      pod.running = pod.running.filter((end) => end > now);
-      const done = before - pod.running.length;
-      if (done > 0) {
-        completed += done;
+      const done = pod.running.filter((job) => job.end <= now);
+      if (done.length > 0) {
+        pod.running = pod.running.filter((job) => job.end > now);
+        completed += done.length;
+        for (const job of done) runMs += job.ms;
         lastCompletionAt = now;
       }
       if (pod.deleting && pod.running.length === 0) pod.goneAt = now;
@@ -109,7 +115,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
       while (pod.running.length < spec.concurrency && waiting.length > 0) {
         const [at, duration] = waiting.shift()!;
         waitsMs.push(now - at);
-        pod.running.push(now + duration);
+        pod.running.push({ end: now + duration, ms: duration });
         recent.push(duration);
         if (recent.length > 64) recent.shift();
       }
@@ -126,6 +132,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
         completed,
         backlog: waiting.length + inflight,
         enqueued,
+        ...(o.withoutRunTime ? {} : { attemptsEnded: { count: completed, runMs } }),
         ...(waiting.length > 0 ? { oldestReadyAt: waiting[0]![0] } : {}),
       };
       // Workers report the median of their recent jobs; a report goes stale a minute after the last job.

@@ -20,7 +20,7 @@ if problem then
   return 'lost'
 end
 local made = redis.call('HINCRBY', jk, 'attemptsMade', 1)
-local af = redis.call('HMGET', jk, 'attempts', 'group')
+local af = redis.call('HMGET', jk, 'attempts', 'group', 'startedAt')
 local attempts = tonumber(af[1]) or 1
 local errorJson = ARGV[6]
 local ok, err = pcall(cjson.decode, errorJson)
@@ -43,6 +43,9 @@ local holds = retry and g and groupSequence(q, g)
 if g and not holds then groupLeftRunning(q, g) end
 redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
+-- (the attempt's run time, as settleJobs.lua counts a completed job's)
+local started = tonumber(af[3])
+if started and started < now then redis.call('HINCRBY', KEYS[4], 'runMs', now - started) end
 if retry then
   local due = now + tonumber(ARGV[7])
   redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))

@@ -10,7 +10,7 @@
 -- ARGV: 1 now (ms), 2 sweep ('1' or '0'), 3 maxStalls, 4 limit, 5 lockMs, 6 workerStaleMs,
 --       7 gapMs, 8 graceMs (3–8 as sweep_leases' 4–9), then 2 per queue from 9+2q: jobPrefix, queue
 -- Returns one reply per queue, in the order of KEYS: {counts, sweep}. counts is backlog_counts'
--- 9 values, then paused ('1' or '') and the rate limit as stored ('<max>/<windowMs>' or ''),
+-- 11 values, then paused ('1' or '') and the rate limit as stored ('<max>/<windowMs>' or ''),
 -- then the jobs waiting in groups (`HGET <Q>gwaiting ''`, 0 without groups; the operator reads the
 -- groups' admission only for queues where it is not 0); sweep
 -- is sweep_leases' {requeued, deadLettered, graceLeftMs}, or {} when not asked. Either is
@@ -37,8 +37,8 @@ for q = 0, #KEYS / 11 - 1 do
   local ok, counts = pcall(function()
     local c = backlogCounts(k[2], k[9], k[1], k[3], k[4], now, jobPrefix)
     local paused, rate = readControl(k[7], queue)
-    c[10], c[11] = paused and '1' or '', rate or ''
-    c[12] = tonumber(redis.call('HGET', queuePrefixOfReady(k[2]) .. 'gwaiting', '')) or 0
+    c[12], c[13] = paused and '1' or '', rate or ''
+    c[14] = tonumber(redis.call('HGET', queuePrefixOfReady(k[2]) .. 'gwaiting', '')) or 0
     return c
   end)
   if not ok then counts = failed(counts) end

@@ -33,7 +33,7 @@ describe("pollQueues", () => {
     const queues = ["poll-a", "poll-b", "poll-empty"];
     const polls = await pollQueues(redis, queues);
     for (const [i, q] of queues.entries()) {
-      const expected = await admin.counts(q, { oldestReady: true, enqueued: true });
+      const expected = await admin.counts(q, { oldestReady: true, counters: true });
       assert.deepEqual(polls[i]!.counts, expected, q);
       assert.equal(polls[i]!.sweep, undefined, "no sweep unless asked");
     }
@@ -48,6 +48,39 @@ describe("pollQueues", () => {
     assert.equal(polls[0]!.counts!.enqueued, 3);
     assert.equal(polls[1]!.counts!.enqueued, 2);
     assert.equal(polls[2]!.counts!.enqueued, 0);
+  });
+
+  test("counts the attempts that ended, completed or failed, and their run time from claim to settle", async () => {
+    const q = "poll-ran";
+    await producer.enqueueMany(q, [{ data: 1 }, { data: 2 }, { data: 3 }]);
+    const consumer = new Consumer(redis, q, { workerId: "w1", leaseMs: 60_000 });
+    const ended = async () => (await pollQueues(redis, [q]))[0]!.counts!.attemptsEnded;
+    assert.deepEqual(await ended(), { count: 0, runMs: 0 });
+    const beforeClaim = Date.now();
+    const { jobs } = await consumer.claim(3);
+    const claimed = Date.now();
+    // (a run time the bounds below can tell from zero)
+    while (Date.now() - claimed < 20) await new Promise((r) => setTimeout(r, 5));
+    const beforeSettle = Date.now();
+    assert.equal(await consumer.complete(jobs[0]!, "ok"), true);
+    assert.equal(
+      await consumer.fail(
+        jobs[1]!,
+        { name: "Error", message: "boom" },
+        { retryable: false, retryDelayMs: 0 },
+      ),
+      "dead",
+    );
+    const settled = Date.now();
+    const after = await ended();
+    // Two attempts ended (the third still runs); each ran from its claim to its settle.
+    assert.equal(after!.count, 2);
+    assert.ok(
+      after!.runMs >= 2 * (beforeSettle - claimed) && after!.runMs <= 2 * (settled - beforeClaim),
+      `runMs ${after!.runMs} outside [${2 * (beforeSettle - claimed)}, ${2 * (settled - beforeClaim)}]`,
+    );
+    assert.deepEqual((await admin.counts(q, { counters: true })).attemptsEnded, after);
+    assert.equal((await admin.counts(q)).attemptsEnded, undefined, "read only with the counters");
   });
 
   test("the oldest ready job is the earliest head of the line, the prioritised set and the next group", async () => {

@@ -1,4 +1,4 @@
-// Writes the recorded arrival traces the latency-mode tests replay (ramp.json, spikes.json):
+// Writes the recorded arrival traces the latency-mode tests replay (ramp.json, spikes.json, mixed.json):
 // seeded, so running it again writes the same files. `node operator/scaling/testdata/genTraces.ts`
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,9 +14,11 @@ function trace(
   maxRate: number,
   medianMs: number,
   bursts: { at: number; jobs: number; withinMs: number }[] = [],
+  long?: { share: number; minMs: number; maxMs: number },
 ): ArrivalTrace {
   const rnd = seededRandom(seed);
   const duration = () => {
+    if (long && rnd() < long.share) return Math.round(long.minMs + rnd() * (long.maxMs - long.minMs));
     // Box-Muller: log-normal, sigma 0.5, capped at 5 × the median.
     const z = Math.sqrt(-2 * Math.log(1 - rnd())) * Math.cos(2 * Math.PI * rnd());
     return Math.round(Math.min(5 * medianMs, medianMs * Math.exp(0.5 * z)));
@@ -54,7 +56,18 @@ const spikes = trace(
   1000,
   [30, 150, 270, 390].map((at) => ({ at, jobs: 120, withinMs: 3000 })),
 );
-for (const t of [ramp, spikes]) {
+const mixed = trace(
+  "mixed",
+  "8 min: Poisson arrivals of 2 jobs/s; 9 in 10 jobs log-normal, median 1 s, 1 in 10 uniform 30–60 s (most slots are the long jobs')",
+  35,
+  480,
+  () => 2,
+  2,
+  1000,
+  [],
+  { share: 0.1, minMs: 30_000, maxMs: 60_000 },
+);
+for (const t of [ramp, spikes, mixed]) {
   const file = join(here, `${t.name}.json`);
   writeFileSync(
     file,

@@ -20,10 +20,18 @@
 -- with sprintf each time it is an argument). `finished`: the ids kept for retention, indexed for
 -- reclaiming with one ZADD per call (finished.lua).
 -- The completed jobs' events go out as one entry per call (`ev`, written by flushSettled).
+-- `runMs`: the completed jobs' run time (claim → settle), the `<Q>counts` field the operator
+-- divides by the attempts ended for the mean time a job holds a slot (docs/protocol.md#counters).
 local function newSettleTally(now, retention)
   retention = retention or 0
-  return {done = {}, finished = {}, completed = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), now = now,
+  return {done = {}, finished = {}, completed = 0, runMs = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), now = now,
     retention = retention, ttl = tostring(finishedTtl(retention))}
+end
+-- A settled job's run time, from its claim (`startedAt`) to this call; none when the two
+-- callers' clocks disagree so far that it would be negative.
+local function tallyRunTime(tally, startedAt)
+  local started = tonumber(startedAt)
+  if started and started < tally.now then tally.runMs = tally.runMs + (tally.now - started) end
 end
 local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local ev = tally.ev
@@ -66,6 +74,7 @@ local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWa
   if #tally.done > 0 then callVariadic('ZREM', inflightKey, tally.done) end
   indexFinished(finishedKeyOf(inflightKey), tally.now, tally.retention, tally.finished)
   if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
+  if tally.runMs > 0 then redis.call('HINCRBY', countsKey, 'runMs', tally.runMs) end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
   if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end
   if tally.enqueued > 0 then
@@ -79,13 +88,14 @@ end
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
-  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group')
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt')
   if not leaseHeld(held[1], token) then
     if held[3] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
     return 0
   end
   tally.done[#tally.done + 1] = id
+  tallyRunTime(tally, held[6])
   if held[5] and held[5] ~= '' then tallyLeftRunning(tally, jobPrefix, queue, held[5]) end
   if retention > 0 then
     redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
@@ -114,13 +124,14 @@ end
 local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
   local jk = jobKey(jobPrefix, id)
   -- (leaseProblem's one HMGET, with the group)
-  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses')
+  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses', 'startedAt')
   if not leaseHeld(held[1], token) then
     if held[2] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
     return 0
   end
   tally.done[#tally.done + 1] = id
+  tallyRunTime(tally, held[5])
   -- (the job keeps its group in the next stage: putReady puts it in that queue's group line)
   if held[3] and held[3] ~= '' then tallyLeftRunning(tally, jobPrefix, queue, held[3]) end
   tally.completed = tally.completed + 1
