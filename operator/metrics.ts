@@ -200,7 +200,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
     }),
     doorbellRings: new Counter({
       name: "conveyor_operator_doorbell_rings_total",
-      help: "Jobs that woke a pool sleeping at zero replicas (its doorbell rang): each polled the pool at once",
+      help: "Jobs that woke a pool sleeping at zero replicas (its doorbell rang), and surges that rang a running latency-mode pool's surge bell: each polled the pool at once",
       labelNames: pool,
       registers,
     }),

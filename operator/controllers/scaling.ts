@@ -17,13 +17,15 @@ import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
 import { apiCode } from "../kube/client.ts";
 import { drainSeconds } from "./deployment.ts";
 import { wantsHPA } from "./hpa.ts";
-import { HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
+import { DEFAULT_TOLERANCE, HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
 import {
   LATENCY_SCALE_UP,
   latencyNeed,
   lowerMedian,
   observeArrivals,
   observeService,
+  surgeWaiting,
+  type LatencyInput,
   type LatencyNeed,
 } from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
@@ -85,15 +87,10 @@ export function jobTimeOf(s: PoolScaler): { jobMs?: number; jobMsFrom?: string }
   return s.jobMs !== undefined ? { jobMs: s.jobMs, jobMsFrom: "workers' median" } : {};
 }
 
-/** What latency mode needs now, from the pool's counts and the scaler's arrival and duration memory. */
-export function latencyNeedOf(
-  s: PoolScaler,
-  spec: WorkerPoolSpec,
-  counts: QueueCounts,
-  now: number,
-): LatencyNeed {
+/** latencyNeed's input from the pool's counts and the scaler's arrival, duration and start-up memory. */
+function latencyInputOf(s: PoolScaler, spec: WorkerPoolSpec, counts: QueueCounts, now: number): LatencyInput {
   const waiting = waitingJobs(counts);
-  return latencyNeed({
+  return {
     targetWaitSeconds: spec.scaling.targetWaitSeconds ?? 0,
     concurrency: spec.concurrency,
     arrivalPerSecond: s.arrivals?.perSecond,
@@ -103,7 +100,37 @@ export function latencyNeedOf(
       waiting > 0 && counts.oldestReadyAt !== undefined ? Math.max(0, now - counts.oldestReadyAt) / 1000 : 0,
     pollSeconds: spec.scaling.pollSeconds,
     startSeconds: (s.podStartMs ?? 0) / 1000,
-  });
+  };
+}
+
+/** What latency mode needs now, from the pool's counts and the scaler's arrival and duration memory. */
+export function latencyNeedOf(
+  s: PoolScaler,
+  spec: WorkerPoolSpec,
+  counts: QueueCounts,
+  now: number,
+): LatencyNeed {
+  return latencyNeed(latencyInputOf(s, spec, counts, now));
+}
+
+/**
+ * A running latency-mode pool's surge bell: how many waiting jobs should poll it at once
+ * (surgeWaiting). None at zero (the doorbell's), at its maximum (nothing to scale to), pinned by
+ * spec.replicas, paused, or outside latency mode.
+ */
+export function surgeBellOf(
+  s: PoolScaler,
+  spec: WorkerPoolSpec,
+  counts: QueueCounts,
+  now: number,
+  replicas: number,
+  queuePaused: boolean,
+): number | undefined {
+  const sc = spec.scaling;
+  if (sc.targetWaitSeconds === undefined || sc.mode !== "direct" || spec.replicas !== undefined)
+    return undefined;
+  if (sc.paused || queuePaused || replicas === 0 || replicas >= sc.maxReplicas) return undefined;
+  return surgeWaiting(latencyInputOf(s, spec, counts, now), replicas, DEFAULT_TOLERANCE);
 }
 
 /**

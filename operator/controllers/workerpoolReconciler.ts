@@ -40,6 +40,7 @@ import {
   hpaMinReplicasFloor,
   jobTimeOf,
   latencyNeedOf,
+  surgeBellOf,
   markIdlePodsCheapest,
   medianPodStartMs,
   newPoolScaler,
@@ -564,8 +565,16 @@ export class WorkerPoolReconciler implements Reconciler {
     // (our own scale write counts before the cache shows it: a pass right after a scale-up must not
     // leave a bell for a pool that is starting)
     const replicas = pass.deployment ? currentReplicas(pass.state, pass.deployment, pass.now) : 0;
-    // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on it.
-    this.poller.sleeping(pass.key, replicas === 0 && spec.replicas === undefined && !spec.scaling.paused);
+    // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on
+    // it; running in latency mode, a surge the pool's slots cannot start within the target does.
+    const counts = pass.backlogFresh ? pass.sample?.lastGood?.counts : undefined;
+    this.poller.bell(
+      pass.key,
+      replicas === 0 && spec.replicas === undefined && !spec.scaling.paused
+        ? "asleep"
+        : counts &&
+            surgeBellOf(pass.state.scaler, spec, counts, pass.now, replicas, pass.queuePaused ?? false),
+    );
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
     this.metrics.desiredReplicas.set(labels, replicas);
     this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);

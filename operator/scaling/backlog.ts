@@ -77,7 +77,7 @@ export interface PollerHooks {
   onSample: (key: string, sample: BacklogSample, previous: BacklogSample | undefined) => void;
   /** The leader also runs the lease sweeper (requeues expired leases even with no workers running). */
   shouldSweep: () => boolean;
-  /** A sleeping pool's doorbell rang (a job arrived): it is polled now. */
+  /** A pool's bell rang (a job arrived at a sleeping pool, or a surge at a running one): it is polled now. */
   onRing?: (key: string) => void;
 }
 
@@ -266,16 +266,20 @@ export class BacklogPoller {
   }
 
   /**
-   * Whether the pool sleeps at zero replicas. While it does, the first job enqueued into its
-   * empty queue, or a resume, polls it at once instead of at its next interval (doorbell.ts).
+   * The pool's bell: `"asleep"` while it sleeps at zero — the first job enqueued into its empty
+   * queue, or a resume, polls it at once instead of at its next interval (doorbell.ts); a number
+   * while it runs in latency mode — a wake that finds that many jobs waiting polls it at once (a
+   * surge bell); undefined for none.
    */
-  sleeping(key: string, asleep: boolean): void {
+  bell(key: string, want: "asleep" | number | undefined): void {
     const p = this.pools.get(key);
-    if (!p || !asleep) return this.doorbells.wake(key);
+    if (!p || want === undefined) return this.doorbells.wake(key);
     const { queue, url, password } = p.target;
+    const target = { key, queue, connId: p.connId, client: p.client, url, password };
+    if (want !== "asleep") return void this.doorbells.surge(target, want);
     const idle = p.sample?.counts?.backlog === 0;
     void this.doorbells
-      .sleep({ key, queue, connId: p.connId, client: p.client, url, password }, idle)
+      .sleep(target, idle)
       // A job enqueued after the last poll and before the bell rang nothing: poll once more.
       .then((armedNow) => armedNow && this.pools.get(key) === p && this.pollSoon(p.group, key));
   }

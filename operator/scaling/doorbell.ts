@@ -4,6 +4,8 @@
 // channel; the first wake after it (an enqueue, a fan-out, a resume: queue/scripts/includes/wake.lua)
 // takes the doorbell and publishes, and the pool is polled at once. The poll stays the guarantee:
 // a ring lost to a reconnect or a failover costs one poll interval, nothing more.
+// A running latency-mode pool gets a surge bell instead, `<channel> <n>`: rung by a wake only once
+// n jobs wait (more than its slots start within the target), so a spike is heard at once too.
 import type { Logger } from "pino";
 import { connectRedis, DOORBELL_CHANNEL, QueueKeys, type RedisClient } from "../../queue/index.ts";
 import { redactError, urlWithPassword, withTimeout } from "./redisConnections.ts";
@@ -18,10 +20,12 @@ export interface DoorbellTarget {
   password?: string;
 }
 
-interface Sleeper {
+interface Bell {
   target: DoorbellTarget;
   bell: string;
-  /** The bell is in Redis (left only while nothing waits: see sleep). */
+  /** What is left in Redis: the channel (a sleeping pool's doorbell) or `<channel> <n>` (a surge bell). */
+  value: string;
+  /** The bell is in Redis (a doorbell is left only while nothing waits: see sleep). */
   armed: boolean;
   arming: boolean;
 }
@@ -34,7 +38,7 @@ interface Subscriber {
 }
 
 export class Doorbells {
-  private readonly sleepers = new Map<string, Sleeper>();
+  private readonly bells = new Map<string, Bell>();
   private readonly subscribers = new Map<string, Subscriber>();
   /** Pools whose doorbell could not be left, said once. */
   private readonly warned = new Set<string>();
@@ -56,34 +60,59 @@ export class Doorbells {
    * after its last poll and before the bell.
    */
   async sleep(target: DoorbellTarget, idle: boolean): Promise<boolean> {
-    let s = this.sleepers.get(target.key);
-    if (s && (s.target.connId !== target.connId || s.target.queue !== target.queue)) s = undefined;
-    if (!s) {
-      s = { target, bell: new QueueKeys(target.queue).doorbell, armed: false, arming: false };
-      this.sleepers.set(target.key, s);
-    }
-    if (!idle || s.armed || s.arming)
+    const entry = this.entry(target, DOORBELL_CHANNEL);
+    if (!idle || entry.armed || entry.arming)
       return this.listen(target).then(
         () => false,
         () => false,
       );
-    const entry = s;
+    return this.arm(entry);
+  }
+
+  /**
+   * The pool runs: leave a surge bell that rings once `waiting` jobs wait (replacing the last
+   * when the count changed). No extra poll after it: jobs that arrived before it are the next
+   * poll's, as without a bell.
+   */
+  async surge(target: DoorbellTarget, waiting: number): Promise<void> {
+    const entry = this.entry(target, `${DOORBELL_CHANNEL} ${Math.max(1, Math.ceil(waiting))}`);
+    if (!entry.armed && !entry.arming) await this.arm(entry);
+  }
+
+  /** No bell for the pool now (it runs at its maximum, is paused or pinned; a bell left in Redis rings once, unheard). */
+  wake(key: string): void {
+    this.bells.delete(key);
+  }
+
+  /** The pool's bell entry for `value`: a new one when the pool's Redis, queue or bell changed. */
+  private entry(target: DoorbellTarget, value: string): Bell {
+    const e = this.bells.get(target.key);
+    if (e && e.target.connId === target.connId && e.target.queue === target.queue && e.value === value)
+      return e;
+    const next = { target, bell: new QueueKeys(target.queue).doorbell, value, armed: false, arming: false };
+    this.bells.set(target.key, next);
+    return next;
+  }
+
+  /** Leave the entry's bell in Redis. Resolves true when it is there now. */
+  private async arm(entry: Bell): Promise<boolean> {
+    const { target } = entry;
     entry.arming = true;
     try {
       await this.listen(target);
-      await withTimeout(target.client.set(entry.bell, DOORBELL_CHANNEL), this.timeoutMs, "doorbell");
-      if (this.sleepers.get(target.key) !== entry) return false;
+      await withTimeout(target.client.set(entry.bell, entry.value), this.timeoutMs, "doorbell");
+      if (this.bells.get(target.key) !== entry) return false;
       entry.armed = true;
       this.warned.delete(target.key);
       return true;
     } catch (err) {
-      // No bell: the pool is still polled; its next reconcile at zero tries again.
+      // No bell: the pool is still polled; its next reconcile tries again.
       // Said once per pool at warn (e.g. an ACL user without `&cvy:doorbell`), then at debug.
       const level = this.warned.has(target.key) ? "debug" : "warn";
       this.warned.add(target.key);
       this.log?.[level](
         { pool: target.key, err: redactError(err, target.password) },
-        "doorbell not armed: a job arriving while the pool is at zero is seen at the next poll",
+        "doorbell not armed: a job arriving while the pool is at zero (or a surge) is seen at the next poll",
       );
       return false;
     } finally {
@@ -91,14 +120,9 @@ export class Doorbells {
     }
   }
 
-  /** The pool left zero: forget it (a bell left in Redis rings once, unheard). */
-  wake(key: string): void {
-    this.sleepers.delete(key);
-  }
-
   /** The pool is no longer polled: forget it, and close a subscriber no pool uses any more. */
   remove(key: string): void {
-    this.sleepers.delete(key);
+    this.bells.delete(key);
     this.warned.delete(key);
     for (const [connId, sub] of this.subscribers) {
       sub.users.delete(key);
@@ -107,7 +131,7 @@ export class Doorbells {
   }
 
   stop(): void {
-    this.sleepers.clear();
+    this.bells.clear();
     for (const s of this.subscribers.values()) s.client.disconnect();
     this.subscribers.clear();
   }
@@ -133,9 +157,9 @@ export class Doorbells {
     let first = true;
     client.on("ready", () => {
       if (first) return void (first = false);
-      for (const e of this.sleepers.values())
+      for (const e of this.bells.values())
         if (e.target.connId === target.connId && e.armed)
-          void e.target.client.set(e.bell, DOORBELL_CHANNEL).catch(() => {});
+          void e.target.client.set(e.bell, e.value).catch(() => {});
     });
     sub = { client, listening: client.subscribe(DOORBELL_CHANNEL), users: new Set() };
     sub.listening.catch(() => {});
@@ -144,11 +168,16 @@ export class Doorbells {
   }
 
   private rang(connId: string, bell: string): void {
-    for (const [key, e] of this.sleepers) {
+    for (const [key, e] of this.bells) {
       if (e.target.connId !== connId || e.bell !== bell) continue;
-      // Rung once: the bell is gone from Redis; the pool gets one again when it next sleeps.
-      this.sleepers.delete(key);
-      this.log?.info({ pool: key }, "doorbell rang: polling the queue now");
+      // Rung once: the bell is gone from Redis; the pool's next reconcile leaves another.
+      this.bells.delete(key);
+      this.log?.info(
+        { pool: key, ...(e.value !== DOORBELL_CHANNEL ? { surge: e.value.split(" ")[1] } : {}) },
+        e.value === DOORBELL_CHANNEL
+          ? "doorbell rang: polling the queue now"
+          : "surge bell rang: polling the queue now",
+      );
       this.onRing(key);
     }
   }

@@ -194,6 +194,18 @@ export interface LatencyNeed {
 const fmt = (n: number) =>
   Number.isInteger(n) ? String(n) : n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2);
 
+/** What every latency sizing shares: d (s), the arrivals' slots λ·d + √(λ·d), and the pods' start-up (s). */
+function arrivalsNeed(i: LatencyInput, d: number) {
+  const rate = Math.max(0, i.arrivalPerSecond ?? 0);
+  const steady = rate * d;
+  const headroom = steady > 0 ? Math.sqrt(steady) : 0;
+  return { rate, steady, headroom, start: Math.max(0, i.startSeconds ?? 0) };
+}
+
+/** The time left to start a job that has waited `age` s: the target less the age and the start-up, at least a poll. */
+const budgetOf = (i: LatencyInput, age: number, start: number) =>
+  Math.max(i.pollSeconds, i.targetWaitSeconds - age - start);
+
 /** The slots (and replicas) a pool needs to start every job within the target. */
 export function latencyNeed(i: LatencyInput): LatencyNeed {
   const target = i.targetWaitSeconds;
@@ -204,11 +216,8 @@ export function latencyNeed(i: LatencyInput): LatencyNeed {
       message: `wait target ${fmt(target)}s: no job durations measured yet (${i.waiting} waiting${ageText})`,
     };
   const d = i.jobMs / 1000;
-  const rate = Math.max(0, i.arrivalPerSecond ?? 0);
-  const steady = rate * d;
-  const headroom = steady > 0 ? Math.sqrt(steady) : 0;
-  const start = Math.max(0, i.startSeconds ?? 0);
-  const budget = Math.max(i.pollSeconds, target - age - start);
+  const { rate, steady, headroom, start } = arrivalsNeed(i, d);
+  const budget = budgetOf(i, age, start);
   const drain = i.waiting * Math.min(1, d / budget);
   const slots = steady + headroom + drain;
   const replicas = Math.ceil(slots / Math.max(1, i.concurrency) - 1e-9);
@@ -223,6 +232,25 @@ export function latencyNeed(i: LatencyInput): LatencyNeed {
     heldSlots: steady + headroom,
     message: `wait target ${fmt(target)}s: ${parts.join(" ")} → ${fmt(slots)} slots / concurrency ${i.concurrency} = ${replicas} replica(s)`,
   };
+}
+
+/** A backlog a poll has seen rings the surge bell again only once it has grown by this factor. */
+export const SURGE_GROWTH = 1.5;
+
+/**
+ * The surge bell's count: how many waiting jobs alone ask more than the pool's slots — each a
+ * min(1, d / r) share of a slot to start within its whole budget r (a job that just arrived has
+ * waited nothing), against replicas × concurrency within the HPA's tolerance. A surge, not a
+ * fluctuation: the arrivals' own randomness is the √ headroom's, and the regular poll's. Never
+ * fewer than SURGE_GROWTH × what waits now (the poll has acted on those; a pool that cannot grow
+ * is not rung by every enqueue). Undefined without a job duration.
+ */
+export function surgeWaiting(i: LatencyInput, replicas: number, tolerance: number): number | undefined {
+  if (i.jobMs === undefined || !(i.jobMs > 0)) return undefined;
+  const d = i.jobMs / 1000;
+  const perJob = Math.min(1, d / budgetOf(i, 0, arrivalsNeed(i, d).start));
+  const slots = replicas * Math.max(1, i.concurrency) * (1 + tolerance);
+  return Math.max(Math.floor(slots / perJob) + 1, Math.ceil(i.waiting * SURGE_GROWTH) + 1);
 }
 
 /**

@@ -6,7 +6,13 @@
 // Everything runs on a simulated clock: the same trace gives the same result on any machine.
 import type { QueueCounts } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import { decideScale, newPoolScaler, recordScale, type ScaleDecision } from "../controllers/scaling.ts";
+import {
+  decideScale,
+  newPoolScaler,
+  recordScale,
+  surgeBellOf,
+  type ScaleDecision,
+} from "../controllers/scaling.ts";
 import { lowerMedian } from "./latency.ts";
 
 /** A recorded arrival trace: [enqueue time ms from the start, job duration ms] in time order. */
@@ -30,6 +36,8 @@ export interface SimulationOptions {
    * decision sizes by the workers' median job duration alone, as it did before the counter.
    */
   withoutRunTime?: boolean;
+  /** No surge bell: a running pool hears a spike only at its next poll (as before the bell). */
+  withoutSurgeBell?: boolean;
   stepMs?: number;
 }
 
@@ -89,6 +97,8 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
   const lastArrival = trace.arrivals.at(-1)?.[0] ?? 0;
   const tail = (o.tailSeconds ?? 60) * 1000;
   let emptySince: number | undefined;
+  /** The surge bell the last poll left: a step that finds this many waiting polls at once. */
+  let bell: number | undefined;
 
   for (let now = 0; ; now += step) {
     // Jobs end; drained pods go.
@@ -120,8 +130,8 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
         if (recent.length > 64) recent.shift();
       }
     }
-    // The operator's poll and decision.
-    if (now % pollMs === 0) {
+    // The operator's poll and decision: at its interval, or when the surge bell rings.
+    if (now % pollMs === 0 || (bell !== undefined && waiting.length >= bell)) {
       const inflight = pods.reduce((n, p) => n + p.running.length, 0);
       const counts: QueueCounts = {
         ready: waiting.length,
@@ -173,6 +183,7 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
         desired = d.replicas;
         replicas.push([now / 1000, desired]);
       }
+      bell = o.withoutSurgeBell ? undefined : surgeBellOf(scaler, spec, counts, now, desired, false);
     }
     if (next >= trace.arrivals.length && waiting.length === 0) {
       emptySince ??= now;

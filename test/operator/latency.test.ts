@@ -14,7 +14,15 @@ import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { Consumer, Producer, connectRedis, type ClaimedJob, type RedisClient } from "../../queue/index.ts";
+import {
+  Consumer,
+  DOORBELL_CHANNEL,
+  Producer,
+  QueueKeys,
+  connectRedis,
+  type ClaimedJob,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
@@ -231,5 +239,64 @@ describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
       /LatencyScaleDown/.test(e.message),
     );
     assert.ok(down.length > 0, "a LatencyScaleDown Event");
+  });
+  it("a running pool hears a surge at once: its surge bell rings when more jobs wait than its slots start within the target", async () => {
+    // pollSeconds 3600: within this test only a bell can show the operator a job. Workers report
+    // jobs of 10 min; a target of 2 h leaves each new job 1/12 of a slot to ask for: the pool's
+    // 2 slots (+10 %) start 26 within it, and the 27th waiting job rings.
+    const queue = "surging/work";
+    const bell = new QueueKeys(queue).doorbell;
+    await new Consumer(r, queue, { workerId: "surging-pod", leaseMs: 30_000 }).renew([], {
+      id: "surging-pod",
+      pod: "surging-pod",
+      slots: 2,
+      busy: 0,
+      draining: false,
+      jobP50Ms: 600_000,
+      seen: Date.now(),
+    });
+    await apply(
+      workerPoolManifest("surging", redis.url, {
+        concurrency: 2,
+        scaling: {
+          mode: "direct",
+          minReplicas: 1,
+          maxReplicas: 20,
+          pollSeconds: 3600,
+          targetWaitSeconds: 7200,
+        },
+      }),
+    );
+    const rings = async () =>
+      sumSeries(await scrapeOperator(op), "conveyor_operator_doorbell_rings_total", /workerpool="surging"/);
+    await pollUntil(
+      "surging at 1 with its surge bell left",
+      async () => (await replicas("surging")) === 1 && (await r.get(bell)) === `${DOORBELL_CHANNEL} 27`,
+      { timeoutMs: LONG },
+    );
+    await producer.enqueueMany(
+      queue,
+      Array.from({ length: 20 }, (_, i) => ({ data: { i } })),
+    );
+    assert.equal(await r.get(bell), `${DOORBELL_CHANNEL} 27`, "20 waiting: no ring");
+    await producer.enqueueMany(
+      queue,
+      Array.from({ length: 20 }, (_, i) => ({ data: { i: 20 + i } })),
+    );
+    await pollUntil("the surge scales the pool up", async () => (await replicas("surging")) > 1, {
+      timeoutMs: LONG,
+    });
+    assert.equal(await rings(), 1, "one ring");
+    const decision = (await getPool("surging"))?.status?.recentDecisions?.find(
+      (d) => d.reason === "LatencyScaleUp",
+    );
+    assert.match(decision?.message ?? "", /\+ 40 waiting/, "the ring's poll saw the surge");
+    // The bell is left again for the new size (none at the maximum): it rings at more than 1.5 × 40.
+    const n = await replicas("surging");
+    if (n < 20)
+      await pollUntil("a new surge bell", async () => Number((await r.get(bell))?.split(" ")[1] ?? 0) > 60, {
+        timeoutMs: LONG,
+      });
+    await cp.kubectl("delete", "wp", "surging", "--wait=true");
   });
 });

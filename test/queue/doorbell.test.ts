@@ -87,6 +87,36 @@ for (const topology of ["Redis", "Redis Cluster"] as const) {
       }
     });
 
+    test("a surge bell rings only once its count of jobs waits, and is taken then", async () => {
+      const q = fresh();
+      const bell = new QueueKeys(q).doorbell;
+      const { heard, client } = await listen(url);
+      try {
+        await redis.set(bell, `${DOORBELL_CHANNEL} 10`);
+        // 4 + 5 waiting: under 10, no ring, the bell stays.
+        await producer.enqueueMany(
+          q,
+          Array.from({ length: 4 }, (_, i) => ({ data: { i } })),
+        );
+        await producer.enqueueMany(
+          q,
+          Array.from({ length: 5 }, (_, i) => ({ data: { i } })),
+        );
+        assert.equal(await redis.get(bell), `${DOORBELL_CHANNEL} 10`, "under the count the bell stays");
+        // Grouped jobs wait too: the tenth, grouped, rings.
+        await producer.enqueue(q, { i: 9 }, { group: "tenant-a" });
+        await pollUntil("the ring", () => heard.includes(bell), { timeoutMs: 30_000 });
+        assert.equal(await redis.exists(bell), 0, "the ring takes the bell");
+        assert.deepEqual(
+          heard.filter((m) => m === bell),
+          [bell],
+          "rung once",
+        );
+      } finally {
+        client.disconnect();
+      }
+    });
+
     test("a producer whose ACL user may not publish still enqueues and resumes; the bell only stays silent", async () => {
       if (topology !== "Redis") return; // (one topology is enough for an ACL)
       const q = fresh();
