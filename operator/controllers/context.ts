@@ -39,7 +39,7 @@ export interface PoolScaler {
   arrivals?: ArrivalEstimate;
   /** Latency mode: the last median job duration the workers reported (ms), kept while no worker runs. */
   jobMs?: number;
-  /** Latency mode: the mean time a job holds a slot, from the queue's attempts-ended counters. */
+  /** The mean time a job holds a slot, from the queue's attempts-ended counters (latency mode, the start-rate caps). */
   service?: ServiceEstimate;
   /** Latency mode: the last median pod start-up (creation → Ready, ms), kept while no pod runs. */
   podStartMs?: number;

@@ -18,6 +18,8 @@ import {
 } from "./queueControl.ts";
 import { validateSpec } from "./validate.ts";
 
+/** A job time as jobTimeOf gives it: a mean over the attempts that ended lately. */
+const ms = (jobMs: number) => ({ jobMs, jobMsFrom: "mean of 12" });
 const spec = (extra: Record<string, unknown> = {}) =>
   withDefaults({
     queue: "q",
@@ -55,20 +57,20 @@ describe("operator queue control", () => {
     assert.equal(pausedReplicas(3, 8, 1), 1);
   });
 
-  test("rate-limit cap = ceil(rate × median job s / concurrency) + 1, within min..max; none without durations", () => {
+  test("rate-limit cap = ceil(rate × job s / concurrency) + 1, within min..max; none without durations", () => {
     const s = spec();
-    assert.deepEqual(rateLimitCap({ max: 50, perMs: 1000 }, 400, s).cap, 4); // 50 × 0.4 / 8 = 2.5 → 3 + 1
-    assert.equal(rateLimitCap({ max: 600, perMs: 60_000 }, 2000, s).cap, 4); // 10/s × 2 s / 8 → 3 + 1
-    assert.equal(rateLimitCap({ max: 100_000, perMs: 1000 }, 5000, s).cap, 20, "never above maxReplicas");
+    assert.deepEqual(rateLimitCap({ max: 50, perMs: 1000 }, ms(400), s).cap, 4); // 50 × 0.4 / 8 = 2.5 → 3 + 1
+    assert.equal(rateLimitCap({ max: 600, perMs: 60_000 }, ms(2000), s).cap, 4); // 10/s × 2 s / 8 → 3 + 1
+    assert.equal(rateLimitCap({ max: 100_000, perMs: 1000 }, ms(5000), s).cap, 20, "never above maxReplicas");
     assert.equal(
-      rateLimitCap({ max: 1, perMs: 3_600_000 }, 10, spec({ scaling: { minReplicas: 2 } })).cap,
+      rateLimitCap({ max: 1, perMs: 3_600_000 }, ms(10), spec({ scaling: { minReplicas: 2 } })).cap,
       2,
     );
-    const unknown = rateLimitCap({ max: 50, perMs: 1000 }, undefined, s);
+    const unknown = rateLimitCap({ max: 50, perMs: 1000 }, {}, s);
     assert.deepEqual([unknown.cap, /not capped/.test(unknown.reason)], [20, true]);
     assert.match(
-      rateLimitCap({ max: 50, perMs: 1000 }, 400, s).reason,
-      /50\/s × median job 400ms \/ concurrency 8 → 4/,
+      rateLimitCap({ max: 50, perMs: 1000 }, ms(400), s).reason,
+      /50\/s × job 400ms \(mean of 12\) \/ concurrency 8 → 4/,
     );
   });
 
@@ -215,32 +217,35 @@ describe("operator resources (issue 32)", () => {
     assert.match(validateSpec(badId).join(), /spec\.resources\[0\]\.keys\[0\]\.id "\.\.\/k1" is invalid/);
   });
 
-  test("resource cap = ceil(Σ keys' admissible requests/s × median job s / concurrency) + 1; the tightest resource binds", () => {
+  test("resource cap = ceil(Σ keys' admissible requests/s × job s / concurrency) + 1; the tightest resource binds", () => {
     const s = spec(); // concurrency 8, maxReplicas 20
     // 3 keys × floor(0.9 × 60) = 54/min → 2.7/s; × 20 s / 8 = 6.75 → 7 + 1 = 8.
-    const c = resourceCap(specResources(spec({ resources: [openai()] })), 20_000, s)!;
+    const c = resourceCap(specResources(spec({ resources: [openai()] })), ms(20_000), s)!;
     assert.equal(c.cap, 8);
     assert.equal(c.by, "resources");
     assert.match(
       c.reason,
-      /resource openai \(3 key\(s\), 2\.7 requests\/s at ceiling 90%\) × median job 20000ms \/ concurrency 8 → 8 replica\(s\)/,
+      /resource openai \(3 key\(s\), 2\.7 requests\/s at ceiling 90%\) × job 20000ms \(mean of 12\) \/ concurrency 8 → 8 replica\(s\)/,
     );
     // A second, tighter resource binds: 1 key × floor(0.5 × 10) = 5/min.
     const ocr = { name: "ocr", ceiling: 50, keys: [{ id: "main", limits: ["requests=10/m"] }] };
-    const both = resourceCap(specResources(spec({ resources: [openai(), ocr] })), 20_000, s)!;
+    const both = resourceCap(specResources(spec({ resources: [openai(), ocr] })), ms(20_000), s)!;
     assert.equal(both.cap, 2); // 5/60 × 20 / 8 = 0.21 → 1 + 1
     assert.match(both.reason, /^resource ocr /);
     // Never above maxReplicas, never below max(1, minReplicas).
-    assert.equal(resourceCap(specResources(spec({ resources: [openai(3, "6000/s")] })), 60_000, s)!.cap, 20);
+    assert.equal(
+      resourceCap(specResources(spec({ resources: [openai(3, "6000/s")] })), ms(60_000), s)!.cap,
+      20,
+    );
     const min = spec({ scaling: { minReplicas: 4 }, resources: [ocr] });
-    assert.equal(resourceCap(specResources(min), 100, min)!.cap, 4);
+    assert.equal(resourceCap(specResources(min), ms(100), min)!.cap, 4);
     // Without durations: not capped, and the reason says so.
-    const unknown = resourceCap(specResources(spec({ resources: [openai()] })), undefined, s)!;
+    const unknown = resourceCap(specResources(spec({ resources: [openai()] })), {}, s)!;
     assert.deepEqual([unknown.cap, /not capped/.test(unknown.reason)], [20, true]);
     // A key without a requests limit admits at any rate: that resource caps nothing.
     const tokensOnly = { name: "emb", keys: [{ id: "a", limits: ["tokens=1000/m"] }] };
-    assert.equal(resourceCap(specResources(spec({ resources: [tokensOnly] })), 1000, s), undefined);
-    assert.equal(resourceCap([], 1000, s), undefined);
+    assert.equal(resourceCap(specResources(spec({ resources: [tokensOnly] })), ms(1000), s), undefined);
+    assert.equal(resourceCap([], ms(1000), s), undefined);
   });
 
   test("the binding cap is the lowest, with its reason", () => {

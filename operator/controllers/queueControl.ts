@@ -60,6 +60,12 @@ export function pausedReplicas(inflight: number, concurrency: number, minReplica
   return Math.max(minReplicas, Math.ceil(inflight / Math.max(1, concurrency)));
 }
 
+/** How long a job holds a slot (ms) and where that comes from ("mean of 40", "workers' median"): see jobTimeOf. */
+export interface JobTime {
+  jobMs?: number;
+  jobMsFrom?: string;
+}
+
 /** The median of the workers' reported median job durations (fresh reports only); undefined when none. */
 export function medianJobMs(reports: WorkerReport[], now: number): number | undefined {
   return lowerMedian(
@@ -119,12 +125,12 @@ export function resourceChanges(want: ResourceBudget[], have: ResourceState[]): 
 /**
  * The replicas a pool's resources can feed, as rateLimitCap does for a queue rate: per resource,
  * the keys' admissible requests per second (floor(ceiling × max) per window, summed over keys) ×
- * median job seconds / concurrency, + 1; the tightest resource binds. A resource with a key
+ * job seconds / concurrency, + 1; the tightest resource binds. A resource with a key
  * without a `requests` limit admits at any rate, so it caps nothing; undefined when none caps.
  */
 export function resourceCap(
   resources: ResourceBudget[],
-  jobMs: number | undefined,
+  job: JobTime,
   spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
 ): ReplicaCap | undefined {
   const rated = resources.flatMap((r) => {
@@ -139,37 +145,38 @@ export function resourceCap(
   if (rated.length === 0) return undefined;
   const tightest = rated.reduce((a, b) => (b.perSecond < a.perSecond ? b : a));
   const what = `resource ${tightest.r.name} (${tightest.r.keys.length} key(s), ${round(tightest.perSecond)} requests/s at ceiling ${Math.round(tightest.r.ceiling * 100)}%)`;
-  return startRateCap(what, tightest.perSecond, jobMs, spec, "resources");
+  return startRateCap(what, tightest.perSecond, job, spec, "resources");
 }
 
 const round = (n: number) => (n >= 10 ? String(Math.round(n)) : String(Math.round(n * 100) / 100));
 
 /**
- * The replicas a rate limit can feed: ceil(starts per second × median job seconds /
+ * The replicas a rate limit can feed: ceil(starts per second × job seconds /
  * concurrency) + 1 (a spare for uneven jobs), within [max(1, minReplicas), maxReplicas].
  * Without measured durations the pool is not capped (maxReplicas), and the reason says so.
  */
 export function rateLimitCap(
   limit: RateLimit,
-  jobMs: number | undefined,
+  job: JobTime,
   spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
 ): ReplicaCap {
   return startRateCap(
     `rate limit ${formatRateLimit(limit)}`,
     (limit.max * 1000) / limit.perMs,
-    jobMs,
+    job,
     spec,
     "rateLimit",
   );
 }
 
-// The replicas `perSecond` job starts can feed: ceil(perSecond × median job s / concurrency) + 1,
-// within [max(1, minReplicas), maxReplicas]; without durations not capped (maxReplicas). `what`
-// begins the reason. (rateLimitCap and resourceCap: a start rate either way.)
+// The replicas `perSecond` job starts can feed: ceil(perSecond × job s / concurrency) + 1 (Little's
+// law: the slots the starts keep busy), within [max(1, minReplicas), maxReplicas]; without
+// durations not capped (maxReplicas). `what` begins the reason. (rateLimitCap and resourceCap: a
+// start rate either way.)
 function startRateCap(
   what: string,
   perSecond: number,
-  jobMs: number | undefined,
+  { jobMs, jobMsFrom }: JobTime,
   spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
   by: ReplicaCap["by"],
 ): ReplicaCap {
@@ -180,7 +187,7 @@ function startRateCap(
   const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
   return {
     cap,
-    reason: `${what} × median job ${Math.round(jobMs)}ms / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
+    reason: `${what} × job ${Math.round(jobMs)}ms${jobMsFrom ? ` (${jobMsFrom})` : ""} / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
     by,
   };
 }

@@ -30,7 +30,7 @@ import {
 } from "../scaling/latency.ts";
 import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
 import { DELETION_COST_ANNOTATION } from "./names.ts";
-import { pausedReplicas } from "./queueControl.ts";
+import { pausedReplicas, type JobTime } from "./queueControl.ts";
 import { poolAttributes, withSpan } from "../tracing.ts";
 import type { Deployment, Pod } from "./objects.ts";
 import { Reason, type ScaleReason } from "./reasons.ts";
@@ -79,12 +79,16 @@ export function scalingBehavior(spec: WorkerPoolSpec): Behavior | undefined {
 /** Jobs ready to start now (ready + due delayed): the backlog less the running ones. */
 const waitingJobs = (counts: QueueCounts) => Math.max(0, counts.backlog - counts.inflight);
 
-/** The job time latency mode sizes by: the measured mean once any attempt has ended, else the workers' median. */
-export function jobTimeOf(s: PoolScaler): { jobMs?: number; jobMsFrom?: string } {
+/**
+ * How long a job holds a slot, as latency mode and the start-rate caps size by it: the measured
+ * mean once any attempt has ended, else the workers' median (`reportedMs`, fresh reports; in
+ * latency mode the last one seen is remembered).
+ */
+export function jobTimeOf(s: PoolScaler, reportedMs = s.jobMs): JobTime {
   const mean = s.service?.meanMs;
   if (mean !== undefined)
     return { jobMs: mean, jobMsFrom: s.service!.over > 0 ? `mean of ${s.service!.over}` : "last mean" };
-  return s.jobMs !== undefined ? { jobMs: s.jobMs, jobMsFrom: "workers' median" } : {};
+  return reportedMs !== undefined ? { jobMs: reportedMs, jobMsFrom: "workers' median" } : {};
 }
 
 /** latencyNeed's input from the pool's counts and the scaler's arrival, duration and start-up memory. */
@@ -255,13 +259,14 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
     return undefined;
   }
   if (backlog > 0 || inflight > 0) s.lastActiveAt = i.now;
+  // (every mode: the rate limit's and the resources' caps size by it too)
+  const ended = i.counts.attemptsEnded;
+  if (ended && i.countsAt !== undefined)
+    s.service = observeService(s.service, ended.count, ended.runMs, i.countsAt);
   const latency = sc.targetWaitSeconds !== undefined && sc.mode === "direct";
   if (latency) {
     if (i.counts.enqueued !== undefined && i.countsAt !== undefined)
       s.arrivals = observeArrivals(s.arrivals, i.counts.enqueued, i.countsAt);
-    const ended = i.counts.attemptsEnded;
-    if (ended && i.countsAt !== undefined)
-      s.service = observeService(s.service, ended.count, ended.runMs, i.countsAt);
     if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
     if (i.podStartMs !== undefined && i.podStartMs >= 0) s.podStartMs = i.podStartMs;
   }

@@ -294,10 +294,11 @@ export class WorkerPoolReconciler implements Reconciler {
     pass.queuePaused = have.paused;
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
     // The lowest cap binds: the rate limit's, the resources' (issue 32), the groups' (issue 31).
-    const jobMs = medianJobMs(sample.reports ?? [], pass.now);
+    // (the job time as of the last poll's decision: this poll's is observed in decideReplicas)
+    const job = jobTimeOf(pass.state.scaler, medianJobMs(sample.reports ?? [], pass.now));
     const cap: ReplicaCap | undefined = bindingCap([
-      have.rateLimit ? rateLimitCap(have.rateLimit, jobMs, spec) : undefined,
-      budgets.length > 0 ? resourceCap(budgets, jobMs, spec) : undefined,
+      have.rateLimit ? rateLimitCap(have.rateLimit, job, spec) : undefined,
+      budgets.length > 0 ? resourceCap(budgets, job, spec) : undefined,
       groupAdmissionCap(sample.lastGood!.counts, sample.groups, spec),
     ]);
     if (cap && cap.cap < spec.scaling.maxReplicas)

@@ -164,7 +164,7 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
     });
   });
 
-  it("spec.rateLimit: Redis follows; with a backlog of 10,000 the pool stays at ceil(rate × median job s / concurrency) + 1, shown in status, an Event and kubectl get", async () => {
+  it("spec.rateLimit: Redis follows; with a backlog of 10,000 the pool stays at ceil(rate × job s / concurrency) + 1, shown in status, an Event and kubectl get", async () => {
     const name = "limited";
     const queue = `${name}/work`;
     await producer.enqueueMany(
@@ -203,7 +203,10 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
     }
     const p = await getPool(name);
     assert.equal(p?.status?.control?.replicaCap, 3);
-    assert.match(p?.status?.control?.capReason ?? "", /10\/s × median job 800ms \/ concurrency 4 → 3/);
+    assert.match(
+      p?.status?.control?.capReason ?? "",
+      /10\/s × job 800ms \(workers. median\) \/ concurrency 4 → 3/,
+    );
     assert.equal(p?.status?.control?.summary, "limited 10/s (cap 3)");
     assert.ok((await eventReasons(name)).includes("RateLimited"));
     const table = await cp.kubectl("get", "wp", name, "--no-headers");

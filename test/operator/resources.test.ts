@@ -144,7 +144,7 @@ describe("operator: resources", { timeout: 20 * 60_000 }, () => {
     assert.equal(p?.status?.control?.capBy, "resources");
     assert.match(
       p?.status?.control?.capReason ?? "",
-      /resource openai \(3 key\(s\), 2\.7 requests\/s at ceiling 90%\) × median job 4000ms \/ concurrency 2 → 7 replica\(s\)/,
+      /resource openai \(3 key\(s\), 2\.7 requests\/s at ceiling 90%\) × job 4000ms \(workers. median\) \/ concurrency 2 → 7 replica\(s\)/,
     );
     assert.equal(p?.status?.control?.summary, "budget openai (cap 7)");
     const capped = (await eventsOf(name)).find((e) => e.reason === "BudgetLimited");

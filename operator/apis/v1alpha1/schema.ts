@@ -255,7 +255,7 @@ export const specSchema = {
       type: "string",
       pattern: "^[1-9][0-9]{0,5}/(s|m|h)$",
       description:
-        "A global rate limit on the queue: at most N job starts per second, minute or hour across all workers (e.g. 50/s), enforced by the claim script. The pool is capped at the replicas the rate can feed: ceil(rate × median job seconds / concurrency) + 1, never above maxReplicas. While set it wins over `conveyor limit`.",
+        "A global rate limit on the queue: at most N job starts per second, minute or hour across all workers (e.g. 50/s), enforced by the claim script. The pool is capped at the replicas the rate can feed: ceil(rate × job seconds / concurrency) + 1 (the mean run time of the jobs that ended in the last minute, the workers' median before any has), never above maxReplicas. While set it wins over `conveyor limit`.",
     },
     resources: {
       type: "array",
@@ -467,7 +467,7 @@ export const specSchema = {
           exclusiveMinimum: true,
           maximum: 86400,
           description:
-            "Latency mode (needs mode: direct): size the pool so a new job starts within this many seconds of its enqueue, from the arrival rate, the workers' median job duration, the ready backlog and the oldest waiting job's age; scale-down follows behavior.scaleDown (stabilization window). See docs/operator.md#latency-mode.",
+            "Latency mode (needs mode: direct): size the pool so a new job starts within this many seconds of its enqueue, from the arrival rate, the mean time a job holds a slot, the ready backlog and the oldest waiting job's age; scale-down follows behavior.scaleDown (stabilization window). See docs/operator.md#latency-mode.",
         },
         activationBacklog: {
           type: "integer",
