@@ -99,8 +99,9 @@ export interface PoolPass {
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
-  /** The workers' reports, read when the pool could shrink; and how many pods run jobs. */
+  /** The workers' reports, read when the pool could shrink; the pool's pods then; and how many run jobs. */
   reports?: WorkerReport[];
+  podNames?: string[];
   busyPods?: number;
 }
 
@@ -399,8 +400,8 @@ export class WorkerPoolReconciler implements Reconciler {
       this.ctx.log.debug({ pool: pass.key, err: String(err) }, "cannot read worker reports");
       return;
     }
-    const pods = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
-    pass.busyPods = busyPods(pods, pass.reports, Date.now());
+    pass.podNames = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
+    pass.busyPods = busyPods(pass.podNames, pass.reports, Date.now());
   }
 
   /** In hpa mode, apply the HPA (its minReplicas at least the busy pods while a scale-in is held); otherwise delete ours. */
@@ -502,13 +503,12 @@ export class WorkerPoolReconciler implements Reconciler {
     const { spec, state } = pass;
     if (!spec || !pass.ownsDeployment) return;
     const last = state.cordon;
-    const pods = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
     const hold = state.scaler.scaleInHold;
     // (reports unreadable this pass: a held scale-in keeps the cordon it had)
     const want = !hold?.message
       ? []
-      : pass.reports
-        ? podsToCordon(hold, pods, pass.reports, pass.now, last?.pods)
+      : pass.reports && pass.podNames
+        ? podsToCordon(hold, pass.podNames, pass.reports, pass.now, last?.pods)
         : (last?.pods ?? []);
     const lastingMs = Math.max(30, 3 * spec.scaling.pollSeconds) * 1000;
     const same = (last?.pods ?? []).join() === want.join();
