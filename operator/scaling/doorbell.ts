@@ -158,8 +158,7 @@ export class Doorbells {
     client.on("ready", () => {
       if (first) return void (first = false);
       for (const e of this.bells.values())
-        if (e.target.connId === target.connId && e.armed)
-          void e.target.client.set(e.bell, e.value).catch(() => {});
+        if (e.target.connId === target.connId && e.armed && !e.arming) void this.arm(e);
     });
     sub = { client, listening: client.subscribe(DOORBELL_CHANNEL), users: new Set() };
     sub.listening.catch(() => {});
