@@ -44,7 +44,15 @@ export interface PoolScaler {
   /** Latency mode: the last median pod start-up (creation → Ready, ms), kept while no pod runs. */
   podStartMs?: number;
   /** A scale-in held at the pods running jobs (holdForBusyPods): since when, at what, and why. */
-  scaleInHold?: { since: number; replicas: number; wanted: number; busyPods: number; message: string };
+  scaleInHold?: {
+    since: number;
+    /** The fewest pods this hold has wanted: wanting fewer starts its time limit again. */
+    fewest: number;
+    replicas: number;
+    wanted: number;
+    busyPods: number;
+    message: string;
+  };
 }
 
 /** The operator's own last replica change (status.lastDecision). */

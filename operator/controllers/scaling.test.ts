@@ -229,6 +229,21 @@ describe("scaling decisions", () => {
       assert.equal(s.scaleInHold?.replicas, 1, "not shown as held");
     });
 
+    it("wanting fewer pods during a hold starts its time limit again: the pods cordoned then may have just claimed a job", () => {
+      const s = newPoolScaler(0);
+      // Held from 1 s: the backlog (15) wants 2 of 4 busy pods.
+      assert.equal(decideScale(s, at(1000, 4, 4, 15)), undefined);
+      assert.deepEqual(s.scaleInHold && [s.scaleInHold.wanted, s.scaleInHold.since], [2, 1000]);
+      // At 60 s it wants 1: a pod kept until now is cordoned now; its job may run 120 s from here.
+      assert.equal(decideScale(s, at(60_000, 4, 4, 3)), undefined);
+      assert.equal(decideScale(s, at(91_000, 4, 4, 3)), undefined, "90 s after the first hold: still held");
+      assert.equal(decideScale(s, at(60_000 + 89_999, 4, 4, 3)), undefined, "held for 90 s from the change");
+      // Wanting more again does not start it again (a backlog that comes and goes would hold forever).
+      assert.equal(decideScale(s, at(140_000, 4, 4, 15)), undefined);
+      const d = decideScale(s, at(60_000 + 90_000, 4, 4, 15));
+      assert.deepEqual([d?.replicas, d?.reason], [2, "DirectScaleDown"]);
+    });
+
     it("a paused queue drains to its busy pods; spec.replicas and the cooldown to zero are not held", () => {
       const paused = decideScale(newPoolScaler(0), {
         ...at(1000, 8, 4),

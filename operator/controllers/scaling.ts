@@ -192,14 +192,19 @@ export function holdForBusyPods(
     s.scaleInHold = undefined;
     return { replicas: i.wanted, message: "" };
   }
-  const since = s.scaleInHold?.since ?? i.now;
+  // Wanting fewer pods than this hold has yet cordons more, and a pod kept until now may have
+  // just claimed a job of up to maxJobSeconds: the time limit starts again then (not when it
+  // wants more: a backlog that comes and goes would hold for ever).
+  const prev = s.scaleInHold;
+  const fewest = Math.min(prev?.fewest ?? i.wanted, i.wanted);
+  const since = prev && i.wanted >= prev.fewest ? prev.since : i.now;
   const limitSeconds = i.spec.maxJobSeconds - drain;
   if (i.now - since >= limitSeconds * 1000) {
-    s.scaleInHold = { since, replicas: i.wanted, wanted: i.wanted, busyPods: floor, message: "" };
+    s.scaleInHold = { since, fewest, replicas: i.wanted, wanted: i.wanted, busyPods: floor, message: "" };
     return { replicas: i.wanted, message: "" };
   }
   const message = `scale-in to ${i.wanted} held at ${floor}: ${floor} pod(s) running jobs that may outlast drainSeconds ${drain} (maxJobSeconds ${i.spec.maxJobSeconds}); stepping down as they go idle, for at most ${limitSeconds}s`;
-  s.scaleInHold = { since, replicas: floor, wanted: i.wanted, busyPods: floor, message };
+  s.scaleInHold = { since, fewest, replicas: floor, wanted: i.wanted, busyPods: floor, message };
   return { replicas: floor, message };
 }
 
