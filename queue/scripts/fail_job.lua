@@ -45,7 +45,7 @@ redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'tok
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 -- (the attempt's run time, as settleJobs.lua counts a completed job's)
 local started = tonumber(af[3])
-if started and started < now then redis.call('HINCRBY', KEYS[4], 'runMs', now - started) end
+if started then redis.call('HINCRBY', KEYS[4], 'runMs', math.max(0, now - started)) end
 if retry then
   local due = now + tonumber(ARGV[7])
   redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))

@@ -73,8 +73,11 @@ local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWa
   end
   if #tally.done > 0 then callVariadic('ZREM', inflightKey, tally.done) end
   indexFinished(finishedKeyOf(inflightKey), tally.now, tally.retention, tally.finished)
-  if tally.completed > 0 then redis.call('HINCRBY', countsKey, 'completed', tally.completed) end
-  if tally.runMs > 0 then redis.call('HINCRBY', countsKey, 'runMs', tally.runMs) end
+  -- (runMs even when 0: a call's commands do not depend on the clock)
+  if tally.completed > 0 then
+    redis.call('HINCRBY', countsKey, 'completed', tally.completed)
+    redis.call('HINCRBY', countsKey, 'runMs', tally.runMs)
+  end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
   if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end
   if tally.enqueued > 0 then
