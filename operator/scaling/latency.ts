@@ -76,8 +76,8 @@ export interface ServiceEstimate {
 /**
  * Folds one poll's attempts-ended counter and run time into the estimate. Counters that went
  * backwards (the queue's keys were deleted) start over, keeping the last mean. Attempts that
- * ended with no run time counted (settled by a worker older than the run-time counter) are no
- * measurement: the mean stays what it was.
+ * ended with no run time counted (jobs of under 1 ms, or settled by a worker older than the
+ * run-time counter) are no measurement: the mean stays what it was.
  */
 export function observeService(
   prev: ServiceEstimate | undefined,
@@ -89,11 +89,7 @@ export function observeService(
   if (!prev || ended < prev.ended || runMs < prev.runMs || at < prev.at)
     return { ended, runMs, at, samples: [], meanMs: prev?.meanMs, over: 0 };
   if (at === prev.at) return prev;
-  const start = at - windowMs;
-  const samples = [
-    ...prev.samples.filter(([, to]) => to > start),
-    [prev.at, at, ended - prev.ended, runMs - prev.runMs] as [number, number, number, number],
-  ];
+  const samples = slide(prev.samples, [prev.at, at, ended - prev.ended, runMs - prev.runMs], at - windowMs);
   let count = 0;
   let ms = 0;
   for (const [, , n, t] of samples) {
@@ -109,6 +105,11 @@ export function observeService(
     meanMs: measured ? ms / count : prev.meanMs,
     over: measured ? count : 0,
   };
+}
+
+/** Poll-to-poll samples [from ms, to ms, …]: those that end after `start`, then `next`. */
+function slide<S extends [number, number, ...number[]]>(samples: S[], next: S, start: number): S[] {
+  return [...samples.filter(([, to]) => to > start), next];
 }
 
 /** The lower median (of two values the smaller, so a single burst never sets a rate); undefined when empty. */
@@ -141,10 +142,7 @@ export function observeArrivals(
   if (dt <= 0) return prev;
   const instant = ((enqueued - prev.enqueued) * 1000) / dt;
   const start = at - windowMs;
-  const samples = [
-    ...prev.samples.filter(([, to]) => to > start),
-    [prev.at, at, instant] as [number, number, number],
-  ];
+  const samples = slide(prev.samples, [prev.at, at, instant], start);
   const weighted = samples.map(([from, to, rate]): [number, number] => [rate, to - Math.max(from, start)]);
   if (prev.since > start) weighted.push([0, prev.since - start]);
   return {
