@@ -43,9 +43,8 @@ local holds = retry and g and groupSequence(q, g)
 if g and not holds then groupLeftRunning(q, g) end
 redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
--- (the attempt's run time, as settleJobs.lua counts a completed job's)
-local started = tonumber(af[3])
-if started then redis.call('HINCRBY', KEYS[4], 'runMs', math.max(0, now - started)) end
+local ranMs = attemptRunMs(af[3], now)
+if ranMs then redis.call('HINCRBY', KEYS[4], 'runMs', ranMs) end
 if retry then
   local due = now + tonumber(ARGV[7])
   redis.call('HSET', jk, 'state', 'delayed', 'requeued', 'failed: ' .. string.sub(tostring(err.message or 'error'), 1, 200))

@@ -15,3 +15,10 @@ local function leaseProblem(jk, token)
   if f[2] == 'cancelled' then return 'cancelled' end
   return 'lost'
 end
+
+-- How long a lease's attempt ran: from its claim (`startedAt`) to `now`, never negative (the
+-- callers' clocks may disagree); nil when the job has no start.
+local function attemptRunMs(startedAt, now)
+  local started = tonumber(startedAt)
+  return started and math.max(0, now - started)
+end

@@ -27,11 +27,8 @@ local function newSettleTally(now, retention)
   return {done = {}, finished = {}, completed = 0, runMs = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), now = now,
     retention = retention, ttl = tostring(finishedTtl(retention))}
 end
--- A settled job's run time, from its claim (`startedAt`) to this call; none when the two
--- callers' clocks disagree so far that it would be negative.
 local function tallyRunTime(tally, startedAt)
-  local started = tonumber(startedAt)
-  if started and started < tally.now then tally.runMs = tally.runMs + (tally.now - started) end
+  tally.runMs = tally.runMs + (attemptRunMs(startedAt, tally.now) or 0)
 end
 local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local ev = tally.ev
