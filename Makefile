@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane previous-release node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
 
 all: build
 
@@ -32,7 +32,7 @@ typecheck: node-deps
 # Everything: the checks, the unit tests, then the integration tests against real Redis,
 # PostgreSQL, a real Kubernetes control plane, Prometheus, an OpenTelemetry Collector and the
 # built container images.
-test: deps typecheck controlplane node observability images keda lint test-unit test-integration test-python
+test: deps typecheck controlplane node observability images keda previous-release lint test-unit test-integration test-python
 
 # Unit tests beside the code (`lib/ … api/ **/*.test.ts`): no Redis, PostgreSQL or control plane,
 # under a minute; passes in a clean clone after `make node-deps` alone.
@@ -40,7 +40,7 @@ test-unit: node-deps
 	npm run -s test:unit
 
 # Integration tests under test/<area>/, one file at a time (they start real servers).
-test-integration: deps controlplane node observability images keda
+test-integration: deps controlplane node observability images keda previous-release
 	npm run -s test:integration
 
 # Formatting, the import rules (.dependency-cruiser.cjs, docs/architecture.md) and types.
@@ -62,6 +62,11 @@ images: node-deps
 
 controlplane:
 	@bash test/controlplane/install.sh
+
+# The previous release (a pinned commit of this repository, npm ci + build) for the mixed-version
+# tests in test/upgrade, cached in ~/.cache/conveyor/release-<commit> (30 s cold).
+previous-release: node-deps
+	@bash scripts/previous-release.sh
 
 # KEDA v2.21.0 (operator + metrics adapter) for the autoscaling comparison, built once from the Go
 # module proxy into ~/.cache/conveyor (7 min cold on an idle machine, 54 min at load 20; +1.7 GB of modules; CONVEYOR_KEDA_ASSETS=/dir

@@ -18,15 +18,31 @@ export interface WorkerProcess extends Started {
   signal(sig: NodeJS.Signals): void;
 }
 
+/** A built checkout of a Conveyor release: its pinned Node and its `conveyor` command. */
+export interface Release {
+  dir: string;
+  node: string;
+  conveyor: string;
+}
+
+export const THIS_RELEASE: Release = { dir: REPO, node: NODE, conveyor: CONVEYOR };
+
+export function releaseAt(dir: string): Release {
+  return { dir, node: join(dir, "node_modules/.bin/node"), conveyor: join(dir, "bin/conveyor.js") };
+}
+
 export async function startWorker(opts: {
   dir: string;
   name: string;
   env: Record<string, string>;
   waitReady?: boolean;
+  /** Which release's worker runs (default this one). */
+  release?: Release;
 }): Promise<WorkerProcess> {
   const port = await freePort();
   const logFile = join(opts.dir, `${opts.name}.log`);
-  const started = startProcess(NODE, [CONVEYOR, "worker"], {
+  const release = opts.release ?? THIS_RELEASE;
+  const started = startProcess(release.node, [release.conveyor, "worker"], {
     logFile,
     env: {
       ...process.env,

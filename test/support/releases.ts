@@ -1,0 +1,27 @@
+// The previous release of Conveyor, built by scripts/previous-release.sh (`make previous-release`)
+// into a cache outside the repo, for tests that run two versions side by side.
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { releaseAt, REPO, THIS_RELEASE, type Release } from "./workers.ts";
+
+export function previousRelease(): Release {
+  const dir = execFileSync("bash", [join(REPO, "scripts/previous-release.sh"), "--print-dir"], {
+    encoding: "utf8",
+  }).trim();
+  if (!existsSync(join(dir, ".complete")) && !process.env.CONVEYOR_PREVIOUS_RELEASE)
+    throw new Error(`the previous release is not built in ${dir}: run \`make previous-release\``);
+  return releaseAt(dir);
+}
+
+/** A producer or counter of `release` (test/fixtures/versionedClient.mjs) run once; its JSON answer. */
+export function releaseClient(release: Release, redisUrl: string, args: string[]): unknown {
+  const out = execFileSync(
+    release.node,
+    [join(REPO, "test/fixtures/versionedClient.mjs"), release.dir, redisUrl, ...args],
+    { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+  );
+  return JSON.parse(out.trim().split("\n").pop()!);
+}
+
+export { THIS_RELEASE };
