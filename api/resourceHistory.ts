@@ -18,7 +18,7 @@ export interface ResourceSample {
 }
 
 export function historyKey(pipeline: string, name: string): string {
-  return `${new PipelineKeys(pipeline).prefix}reshist:${name}`;
+  return new PipelineKeys(pipeline).resourceHistory(name);
 }
 
 /** The sample a resource's state makes at `bucket` (utilizations rounded to 0.1 %). */

@@ -1,18 +1,20 @@
-// The Redis key layout. Every key of a queue carries its pipeline's hash tag, so all keys of
-// a pipeline (its stages, their jobs) live in one Redis Cluster slot and every script,
-// stage-to-stage advance included, stays atomic on a cluster. See docs/protocol.md.
+// Names and the Redis key layout. Every key of a queue carries its pipeline's hash tag, so all
+// keys of a pipeline (its stages, their jobs) live in one Redis Cluster slot and every script,
+// stage-to-stage advance included, stays atomic on a cluster. The layout itself is one table,
+// queue/keyTable.ts, generated into TypeScript, Lua and Python. See docs/protocol.md.
 import { randomBytes } from "node:crypto";
 
-export const KEY_ROOT = "cvy";
-/** A global set of known pipelines, so a job can be found from its id alone. */
-export const PIPELINES_KEY = `${KEY_ROOT}:pipelines`;
-/** A global set of known queues (registered once per producer process and queue), for listings. */
-export const QUEUES_KEY = `${KEY_ROOT}:queues`;
-/** The pub/sub channel the operator leaves in a sleeping queue's doorbell (docs/protocol.md, "Doorbell"). */
-export const DOORBELL_CHANNEL = `${KEY_ROOT}:doorbell`;
+import { GLOBAL_KEYS, PipelineKeyLayout, QueueKeyLayout } from "./keys.generated.ts";
+import { JOB_ID_PATTERN, KEY_ROOT, QUEUE_NAME_PATTERN } from "./keyTable.ts";
 
-const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(\/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$/;
-const JOB_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+export { KEY_ROOT };
+export const PIPELINES_KEY = GLOBAL_KEYS.pipelines;
+export const QUEUES_KEY = GLOBAL_KEYS.queues;
+/** docs/protocol.md, "Doorbell". */
+export const DOORBELL_CHANNEL = GLOBAL_KEYS.doorbellChannel;
+
+const QUEUE_NAME = new RegExp(QUEUE_NAME_PATTERN);
+const JOB_ID = new RegExp(JOB_ID_PATTERN);
 
 export class InvalidNameError extends Error {
   override name = "InvalidNameError";
@@ -63,156 +65,13 @@ export function pipelineOf(queue: string): string {
   return queue.split("/")[0]!;
 }
 
-/** Keys shared by all stages of one pipeline. */
-export class PipelineKeys {
-  readonly pipeline: string;
-  readonly prefix: string;
-  constructor(pipeline: string) {
-    this.pipeline = pipeline;
-    this.prefix = `${KEY_ROOT}:{${pipeline}}:`;
-  }
-  get jobPrefix(): string {
-    return `${this.prefix}job:`;
-  }
-  job(id: string): string {
-    return `${this.jobPrefix}${id}`;
-  }
-  /** Transactional record of transitions, drained into PostgreSQL. */
-  get outbox(): string {
-    return `${this.prefix}outbox`;
-  }
-  /** Pipeline settings written by workers (e.g. `records` = outbox on). */
-  get meta(): string {
-    return `${this.prefix}meta`;
-  }
-  get seq(): string {
-    return `${this.prefix}seq`;
-  }
-  get fence(): string {
-    return `${this.prefix}fence`;
-  }
-  /** A job's log lines (handlers' ctx.log), capped and expiring. */
-  /** A waiting job's data longer than 64 B, until it is claimed (docs/protocol.md, "Job record fields"). */
-  data(id: string): string {
-    return `${this.prefix}data:${id}`;
-  }
-  logs(id: string): string {
-    return `${this.prefix}logs:${id}`;
-  }
-}
+/** Keys shared by all stages of one pipeline (the layout: queue/keyTable.ts). */
+export class PipelineKeys extends PipelineKeyLayout {}
 
-/** Keys of one queue (one stage). */
-export class QueueKeys extends PipelineKeys {
-  readonly queue: string;
+/** Keys of one queue (one stage); the name is checked. */
+export class QueueKeys extends QueueKeyLayout {
   constructor(queue: string) {
-    super(pipelineOf(queue));
-    this.queue = queue;
-  }
-  private part(name: string): string {
-    return `${this.prefix}q:${this.queue}:${name}`;
-  }
-  /** Prioritised ready jobs (priority ≠ 0): a sorted set by score. */
-  get ready(): string {
-    return this.part("ready");
-  }
-  /** Ready jobs of priority 0 in FIFO order: a list (docs/protocol.md, "Ready jobs"). */
-  get line(): string {
-    return this.part("line");
-  }
-  /** How many entries of `line` are stale (their job was cancelled or deleted while waiting). */
-  get lineStale(): string {
-    return this.part("lineStale");
-  }
-  get delayed(): string {
-    return this.part("delayed");
-  }
-  get inflight(): string {
-    return this.part("inflight");
-  }
-  get dead(): string {
-    return this.part("dead");
-  }
-  /** Finished jobs kept for retention, by when they are due to be reclaimed (sorted set; docs/protocol.md, "Retention"). */
-  get finished(): string {
-    return this.part("finished");
-  }
-  get counts(): string {
-    return this.part("counts");
-  }
-  get wake(): string {
-    return this.part("wake");
-  }
-  /** Set by the operator while the queue's pool is at zero: the pub/sub channel a wake rings once (docs/protocol.md, "Doorbell"). */
-  get doorbell(): string {
-    return this.part("doorbell");
-  }
-  get workers(): string {
-    return this.part("workers");
-  }
-  /** Set by the operator while a scale-in waits for busy pods: pod → until (ms), pods to claim nothing new (docs/protocol.md, "Cordon"). */
-  get cordon(): string {
-    return this.part("cordon");
-  }
-  get sweepLock(): string {
-    return this.part("sweep");
-  }
-  /** The sweeper's state: `sweptAt` (last call, Redis clock), `graceUntil` after an outage, its settings. */
-  get sweeper(): string {
-    return this.part("sweeper");
-  }
-  get events(): string {
-    return this.part("events");
-  }
-  /** Schedules: `<name>` → spec (JSON), `next:<name>` → the next tick enqueued (ms). */
-  get schedules(): string {
-    return this.part("schedules");
-  }
-  get idempotencyPrefix(): string {
-    return this.part("idem:");
-  }
-  /** Debounce and throttle keys (docs/protocol.md, "Debounce and throttle"): `<prefix><key>` → job id. */
-  get dedupePrefix(): string {
-    return this.part("dd:");
-  }
-  /** Groups (docs/protocol.md, "Groups"): the ring of groups that may be served next (sorted set by turn). */
-  get groupRing(): string {
-    return this.part("gring");
-  }
-  /** Group → its waiting jobs (field '' = all groups together). */
-  get groupWaiting(): string {
-    return this.part("gwaiting");
-  }
-  /** The groups with waiting jobs, by name (a sorted set, score 0), for listings. */
-  get groupNames(): string {
-    return this.part("gnames");
-  }
-  /** Group → its jobs holding a lease. */
-  get groupRunning(): string {
-    return this.part("grunning");
-  }
-  /** Group limits: `concurrency` (every group), `concurrency:<g>`, `paused:<g>`. */
-  get groupControl(): string {
-    return this.part("gcontrol");
-  }
-  /** Group → the resource it waits for, while it waits in the ring for budget (docs/protocol.md, "Resources"). */
-  get groupBudget(): string {
-    return this.part("gbudget");
-  }
-  /** One group's priority-0 waiting jobs (FIFO list). */
-  groupLine(group: string): string {
-    return this.part(`g:${group}:line`);
-  }
-  /** One group's rate-limit window log (`time:starts,…`), expiring a window after its last start. */
-  groupRateLog(group: string): string {
-    return this.part(`g:${group}:rlog`);
-  }
-  /** One group's prioritised waiting jobs (sorted set by score). */
-  groupReady(group: string): string {
-    return this.part(`g:${group}:ready`);
-  }
-  /** A stage result stored for reuse under its input's content hash. */
-  result(contentHash: string): string {
-    return `${this.prefix}result:${this.queue}:${contentHash}`;
+    super(pipelineOf(queue), queue);
   }
 }
 

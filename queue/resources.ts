@@ -206,10 +206,10 @@ export function resourcePipeline(pipelineOrQueue: string): string {
 }
 
 export function resourceKey(pipeline: string, name: string): string {
-  return `${new PipelineKeys(pipeline).prefix}res:${name}`;
+  return new PipelineKeys(pipeline).resource(name);
 }
 export function resourcesKey(pipeline: string): string {
-  return `${new PipelineKeys(pipeline).prefix}resources`;
+  return new PipelineKeys(pipeline).resources;
 }
 /** `<Q>gbudget`: group → the resource it waits for. */
 export function budgetWaitKey(queue: string): string {

@@ -15,6 +15,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
+import { QUEUE_NAME_PATTERN } from "../../../queue/keyTable.ts";
 import { typed, type JSONSchemaProps } from "../jsonschema.ts";
 
 export const GROUP = "conveyor.dev";
@@ -25,8 +26,8 @@ export const PLURAL = "workerpools";
 export const SINGULAR = "workerpool";
 export const SHORT_NAMES = ["wp"] as const;
 
-/** The queue-name grammar of queue/keys.ts (`stage` or `pipeline/stage`); a unit test keeps them equal. */
-export const QUEUE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
+/** The queue-name grammar (queue/keyTable.ts), for the CRD schema. */
+export { QUEUE_NAME_PATTERN };
 
 /**
  * spec.resources: a resource's name or a key's id (also a Secret key), and a limit
