@@ -14,14 +14,6 @@ export const DEFAULT_ATTEMPTS = 3;
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 /** Jobs per script call in bulk enqueue: large enough to amortise, small enough not to block Redis. */
 const BULK_CHUNK = 500;
-/** Index of the trace field among a job's enqueue_jobs arguments. */
-const TRACE_FIELD = 8;
-/** Index of the group field: sent only in a batch that has a grouped or deduplicated job. */
-const GROUP_FIELD = 9;
-/** Index of the dedupe field: sent only in a batch that has a job with `dedupe`. */
-const DEDUPE_FIELD = 10;
-/** Index of the uses field: sent only in a batch that has a job with `uses`. */
-const USES_FIELD = 11;
 /** Longest dedupe key, and window (7 days). */
 export const DEDUPE_KEY_MAX = 500;
 export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
@@ -36,6 +28,55 @@ export interface ProducerOptions extends DurabilityOptions {
 
 export interface JobToEnqueue extends EnqueueOptions {
   data: unknown;
+}
+
+/**
+ * One job as enqueue_jobs takes it: a named record whose absent fields are their defaults
+ * (docs/protocol.md, "Enqueueing from another language"). A new job field is one line here and
+ * in OPTIONAL_FIELDS, and the script's reading of it.
+ */
+export interface EnqueueRecord {
+  id: string;
+  /** The data's JSON text. */
+  data: string;
+  priority?: number;
+  delayMs?: number;
+  attempts?: number;
+  timeoutMs?: number;
+  idempotencyKey?: string;
+  contentHash?: string;
+  /** The W3C trace context of the enqueue. */
+  trace?: string;
+  group?: string;
+  /** `<debounce|throttle>:<windowMs>:<key>`. */
+  dedupe?: string;
+  /** JSON {resource: {unit: amount}}. */
+  uses?: string;
+}
+
+const OPTIONAL_FIELDS = [
+  "priority",
+  "delayMs",
+  "attempts",
+  "timeoutMs",
+  "idempotencyKey",
+  "contentHash",
+  "trace",
+  "group",
+  "dedupe",
+  "uses",
+] as const satisfies readonly (keyof EnqueueRecord)[];
+
+/**
+ * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
+ * field none of them has is not sent), then each record's values in that order.
+ */
+export function enqueueRecordArgs(records: readonly EnqueueRecord[]): ScriptArg[] {
+  const fields: (keyof EnqueueRecord)[] = ["id", "data"];
+  for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
+  const args: ScriptArg[] = [fields.join(",")];
+  for (const r of records) for (const f of fields) args.push(r[f] ?? "");
+  return args;
 }
 
 export class Producer {
@@ -64,10 +105,10 @@ export class Producer {
     const send = tracingActive()
       ? startSendSpan(
           queue,
-          encoded.map((e) => e[0] as string),
+          encoded.map((e) => e.id),
         )
       : null;
-    if (send) for (const e of encoded) e[TRACE_FIELD] = send.field;
+    if (send) for (const e of encoded) e.trace = send.field;
     let results: EnqueueResult[];
     try {
       results = await this.send(queue, keys, encoded);
@@ -79,29 +120,12 @@ export class Producer {
     return results;
   }
 
-  private async send(queue: string, keys: QueueKeys, encoded: ScriptArg[][]): Promise<EnqueueResult[]> {
+  private async send(queue: string, keys: QueueKeys, encoded: EnqueueRecord[]): Promise<EnqueueResult[]> {
     await this.register(keys);
     const results: EnqueueResult[] = [];
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
-      const chunk = encoded.slice(start, start + BULK_CHUNK);
-      // A batch with a grouped job sends a 10th field per job, after the `+group` marker; one with
-      // a dedupe or uses the group and then those fields, after `+dedupe`, `+uses` or
-      // `+dedupe+uses` (enqueue_jobs.lua); one with none of them sends exactly what it always did.
       // With durability "replicated": a ReplicationError when no replica confirmed the batch
       // (enqueueing it again with the same ids creates nothing twice).
-      const deduped = chunk.some((e) => e[DEDUPE_FIELD] !== "");
-      const withUses = chunk.some((e) => e[USES_FIELD] !== "");
-      const grouped = chunk.some((e) => e[GROUP_FIELD] !== "");
-      const args =
-        deduped && withUses
-          ? ["+dedupe+uses", ...chunk.flat()]
-          : deduped
-            ? ["+dedupe", ...chunk.flatMap((e) => e.slice(0, USES_FIELD))]
-            : withUses
-              ? ["+uses", ...chunk.flatMap((e) => [...e.slice(0, DEDUPE_FIELD), e[USES_FIELD]!])]
-              : grouped
-                ? ["+group", ...chunk.flatMap((e) => e.slice(0, DEDUPE_FIELD))]
-                : chunk.flatMap((e) => e.slice(0, GROUP_FIELD));
       const reply = await runDurableScript<(string | number)[]>(
         this.redis,
         this.durability,
@@ -114,7 +138,7 @@ export class Producer {
           Date.now(),
           this.maxPayloadBytes,
           IDEMPOTENCY_TTL_SECONDS,
-          ...args,
+          ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK)),
         ],
       );
       for (let i = 0; i < reply.length; i += 2) {
@@ -129,7 +153,7 @@ export class Producer {
     return results;
   }
 
-  private encode(job: JobToEnqueue, index: number): ScriptArg[] {
+  private encode(job: JobToEnqueue, index: number): EnqueueRecord {
     const id = job.id ?? newJobId();
     assertJobId(id);
     const data = encodeData(job, index);
@@ -171,20 +195,16 @@ export class Producer {
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
     check(Number.isFinite(timeoutMs) && timeoutMs >= 0, `timeout must be ≥ 0, got ${timeoutMs}`);
-    return [
-      id,
-      data,
-      priority,
-      Math.round(delayMs),
-      attempts,
-      Math.round(timeoutMs),
-      job.idempotencyKey ?? "",
-      job.contentHash ?? "",
-      "", // trace: set by enqueueMany while tracing is on
-      job.group ?? "",
-      dedupe,
-      uses ? JSON.stringify(uses) : "",
-    ];
+    const record: EnqueueRecord = { id, data, attempts };
+    if (priority !== 0) record.priority = priority;
+    if (delayMs > 0) record.delayMs = Math.round(delayMs);
+    if (timeoutMs > 0) record.timeoutMs = Math.round(timeoutMs);
+    if (job.idempotencyKey) record.idempotencyKey = job.idempotencyKey;
+    if (job.contentHash) record.contentHash = job.contentHash;
+    if (job.group !== undefined) record.group = job.group;
+    if (dedupe) record.dedupe = dedupe;
+    if (uses) record.uses = JSON.stringify(uses);
+    return record;
   }
 
   private async register(keys: QueueKeys): Promise<void> {

@@ -2,16 +2,16 @@
 -- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq (`<Q>line` and
 --       `<Q>lineStale` are named from 1, see includes/readyLine.lua)
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
---       6 idempotencyTtlSeconds, then per job 9 fields:
---       id, data, priority, delayMs, attempts, timeoutMs, idempotencyKey ('' = none), contentHash,
---       trace (the W3C trace context of the enqueue, see docs/protocol.md; '' = none);
---       when ARGV 7 is `+group`, the jobs start at 8 and each has a 10th field, group ('' = none,
---       at most 128 bytes: else ERR_INVALID_GROUP); when it is `+dedupe`, `+uses` or
---       `+dedupe+uses`, they start at 8 and each has a 10th, group, then in that order: dedupe,
---       `<debounce|throttle>:<windowMs>:<key>` ('' = none; else ERR_INVALID_DEDUPE), see
---       docs/protocol.md, "Debounce and throttle"; uses ('' = none; JSON {resource: {unit:
---       amount}}: else ERR_INVALID_USES), and a job with uses and no group joins the implicit
---       group `~res:<resources sorted, joined by +>` (docs/protocol.md, "Resources")
+--       6 idempotencyTtlSeconds, 7 the job record's fields this call sends, by name, comma-separated:
+--       `id,data` first, then any of the optional fields below (one no job of the call has is left
+--       out; '' in a sent field is its default); then per job exactly those values, in that order.
+--       Optional fields (docs/protocol.md, "Enqueueing from another language"): priority (0),
+--       delayMs (0), attempts (3), timeoutMs (0 = the worker's), idempotencyKey, contentHash, trace
+--       (the W3C trace context of the enqueue), group (at most 128 bytes: else ERR_INVALID_GROUP),
+--       dedupe (`<debounce|throttle>:<windowMs>:<key>`: else ERR_INVALID_DEDUPE; docs/protocol.md,
+--       "Debounce and throttle"), uses (JSON {resource: {unit: amount}}: else ERR_INVALID_USES; a
+--       job with uses and no group joins the implicit group `~res:<resources sorted, joined by +>`).
+--       An unknown or repeated field name: ERR_INVALID_FIELDS, nothing written.
 -- Returns a flat list: id, created (1), duplicate (0) or replaced (2: a debounce gave the waiting
 -- job with its key this job's data; the id is that job's), per job.
 --- @include "includes/keys"
@@ -23,13 +23,29 @@ local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
-local FIELDS, first = 9, 7
--- (the offsets of a job's dedupe and uses fields after its id, when the marker sends them)
-local DEDUPE_AT, USES_AT = nil, nil
-if ARGV[7] == '+group' then FIELDS, first = 10, 8
-elseif ARGV[7] == '+dedupe' then FIELDS, first, DEDUPE_AT = 11, 8, 10
-elseif ARGV[7] == '+uses' then FIELDS, first, USES_AT = 11, 8, 10
-elseif ARGV[7] == '+dedupe+uses' then FIELDS, first, DEDUPE_AT, USES_AT = 12, 8, 10, 11 end
+-- Each field's offset from a job's first value (nil: not sent by this call).
+local at, width = {}, 0
+local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
+  contentHash = true, trace = true, group = true, dedupe = true, uses = true}
+for name in string.gmatch(ARGV[7], '[^,]+') do
+  if at[name] or not (OPTIONAL[name] or (name == 'id' and width == 0) or (name == 'data' and width == 1)) then
+    return redis.error_reply('ERR_INVALID_FIELDS unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[7] .. ' (id,data first)')
+  end
+  at[name] = width
+  width = width + 1
+end
+if width < 2 or (#ARGV - 7) % width ~= 0 then
+  return redis.error_reply('ERR_INVALID_FIELDS ' .. (#ARGV - 7) .. ' values for jobs of ' .. width .. ' fields (' .. ARGV[7] .. ')')
+end
+local PRIORITY, DELAY, ATTEMPTS, TIMEOUT = at.priority, at.delayMs, at.attempts, at.timeoutMs
+local IDEM, HASH, TRACE, GROUP, DEDUPE, USES = at.idempotencyKey, at.contentHash, at.trace, at.group, at.dedupe, at.uses
+-- The value of the field at offset `k` of the job at `i`, or `default` when not sent or ''.
+local function field(i, k, default)
+  if not k then return default end
+  local v = ARGV[i + k]
+  if v == '' then return default end
+  return v
+end
 -- Debounce and throttle (docs/protocol.md, "Debounce and throttle"): `<Q>dd:<key>` names the job
 -- that holds the key for `window` ms. Throttle: the first job of a window takes the key (SET NX),
 -- the rest report it `existing`. Debounce: while the key names a job still waiting for its first
@@ -63,18 +79,18 @@ end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
-for i = first, #ARGV, FIELDS do
+for i = 8, #ARGV, width do
   local id, data = ARGV[i], ARGV[i + 1]
-  local priority = tonumber(ARGV[i + 2])
-  local delay = tonumber(ARGV[i + 3])
-  local attempts, timeout = ARGV[i + 4], ARGV[i + 5]
-  local idemKey, contentHash, trace = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+  local priority = tonumber(field(i, PRIORITY, 0))
+  local delay = tonumber(field(i, DELAY, 0))
+  local attempts, timeout = field(i, ATTEMPTS, '3'), field(i, TIMEOUT, '0')
+  local idemKey, contentHash, trace = field(i, IDEM, ''), field(i, HASH, ''), field(i, TRACE, '')
   if #data > maxBytes then
     return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
   end
-  local group = FIELDS >= 10 and groupOf(ARGV[i + 9]) or nil
-  local extra = (trace and trace ~= '') and {'trace', trace} or {}
-  local uses = USES_AT and ARGV[i + USES_AT] or ''
+  local group = groupOf(field(i, GROUP, ''))
+  local extra = trace ~= '' and {'trace', trace} or {}
+  local uses = field(i, USES, '')
   if uses ~= '' then
     local ok, decoded = pcall(cjson.decode, uses)
     if not ok or type(decoded) ~= 'table' or next(decoded) == nil then
@@ -93,11 +109,12 @@ for i = first, #ARGV, FIELDS do
     return redis.error_reply('ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
   end
   local mode, window, ddKey = nil, nil, nil
-  if DEDUPE_AT and ARGV[i + DEDUPE_AT] ~= '' then
-    mode, window, ddKey = string.match(ARGV[i + DEDUPE_AT], '^(%a+):(%d+):(.+)$')
+  local dedupeSpec = field(i, DEDUPE, '')
+  if dedupeSpec ~= '' then
+    mode, window, ddKey = string.match(dedupeSpec, '^(%a+):(%d+):(.+)$')
     window = tonumber(window)
     if (mode ~= 'debounce' and mode ~= 'throttle') or not window or window < 1 then
-      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. ARGV[i + DEDUPE_AT])
+      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. dedupeSpec)
     end
   end
   local existing = false
