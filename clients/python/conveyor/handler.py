@@ -175,21 +175,29 @@ def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1", idle_exit: flo
     `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception; a failure
     with the error envelope (see _error_body) as its body.
 
-    On SIGTERM/SIGINT it keeps serving until no job has been running for `idle_exit` seconds:
-    the pod's SIGTERM reaches the worker at the same moment, and the worker lets its running
-    jobs finish (warm shutdown) — those are requests to this sidecar."""
+    On SIGTERM/SIGINT it stops accepting connections and closes its listening socket at once, so a
+    restarted sidecar can bind the port, and it keeps answering on the connections it has until no
+    job has been running for `idle_exit` seconds: the pod's SIGTERM reaches the worker at the
+    same moment, and the worker lets its running jobs finish (warm shutdown) — those are requests
+    to this sidecar."""
     server = make_server(fn, port, host)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     idle_since: Optional[float] = None
+    accepting = True
     try:
         while True:
             stopping.wait(0.2)
             if not stopping.is_set():
                 continue
+            if accepting:
+                # (the running requests' threads carry on: only the listening socket goes)
+                server.shutdown()
+                server.server_close()
+                accepting = False
             if server.active > 0:  # type: ignore[attr-defined]
                 idle_since = None
             elif idle_since is None:
@@ -274,8 +282,13 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 return self._send(500, _error_body(err))
             self._send(200, body)
 
+    class Server(ThreadingHTTPServer):
+        # SO_REUSEADDR: a restarted sidecar binds the port while this one's connections linger
+        allow_reuse_address = True
+        daemon_threads = True  # server_close() does not wait for running jobs
+
     lock = threading.Lock()
-    server = ThreadingHTTPServer((host, port), Sidecar)
+    server = Server((host, port), Sidecar)
     server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
     return server
 
