@@ -39,6 +39,7 @@ from .client import (
     _Script,
     _stats,
     _budget_groups,
+    _block_ms,
     _stats_commands,
 )
 
@@ -185,7 +186,7 @@ class AsyncClient:
             for event in _events_after(await self.redis.xrange(key, last, last), after):
                 yield event
         while True:
-            reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=_block_ms(self.redis, block))
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import ssl
 import time
 import secrets
 from dataclasses import dataclass, field
@@ -30,6 +31,11 @@ CANCELLED_RETENTION_SECONDS = 24 * 3600
 BULK_CHUNK = 500
 
 Duration = Union[int, float, timedelta]
+
+#: Seconds to set up a connection (TCP, and a rediss:// URL's TLS handshake) and to wait for any one
+#: reply, unless from_url is given others (None: no limit): a wrong URL fails instead of hanging.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_SOCKET_TIMEOUT = 30.0
 
 
 class InvalidJobError(ValueError):
@@ -213,12 +219,100 @@ def _sentinel_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str,
     return nodes, master, data, sentinel
 
 
+def _shown_url(url: str) -> str:
+    """The URL as an error message may show it: the password masked (user:***@, password=***)."""
+    shown = re.sub(r"//([^:@/]*):[^/]*@", r"//\1:***@", url, count=1)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", shown)
+
+
+def _connect_error(err: Exception, url: str, connect_timeout: Optional[float]) -> Exception:
+    """redis-py's failure to connect, as the same exception class naming the URL (password
+    masked) and the likely cause."""
+    tls = url.startswith("rediss://")
+    cause = err.__context__
+    if isinstance(err, redis.exceptions.TimeoutError):
+        within = f"within {connect_timeout:g} s (socket_connect_timeout)" if connect_timeout else "in time"
+        why = (
+            f"no TLS handshake {within}: the server is likely not serving TLS (a plain Redis never "
+            "answers one); use redis:// for it"
+            if tls
+            else f"no connection {within}: is the host reachable, and the port Redis's?"
+        )
+    elif tls and isinstance(cause, ssl.SSLError):
+        why = f"the TLS handshake failed ({cause}): the server is likely not serving TLS; use redis:// for it"
+    elif isinstance(cause, ConnectionRefusedError):
+        why = "connection refused: nothing listens there (a wrong port, or Redis is down)"
+    else:
+        why = str(err)
+    try:
+        return type(err)(f"cannot connect to Redis at {_shown_url(url)}: {why}")
+    except Exception:  # noqa: BLE001 - an exception class with another constructor: as it was
+        return err
+
+
+def _explaining(base: type, url: str, use_asyncio: bool) -> type:
+    """`base` (redis-py's connection class for the URL) whose connect failures name the URL and
+    the likely cause, and whose TLS handshake is bounded by the connect timeout, not the socket
+    timeout (a handshake with a plain Redis otherwise waits for the first reply's timeout)."""
+    failures = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    if use_asyncio:  # (redis.asyncio bounds the handshake by the connect timeout itself)
+
+        class AsyncExplained(base):  # type: ignore[misc,valid-type]
+            async def connect(self) -> None:
+                try:
+                    await super().connect()
+                except failures as err:
+                    raise _connect_error(err, url, self.socket_connect_timeout) from err
+
+        return AsyncExplained
+
+    class Explained(base):  # type: ignore[misc,valid-type]
+        def _connect(self) -> Any:
+            if not isinstance(self, redis.connection.SSLConnection):
+                return super()._connect()
+            timeout = self.socket_timeout
+            self.socket_timeout = self.socket_connect_timeout
+            try:
+                sock = super()._connect()
+            finally:
+                self.socket_timeout = timeout
+            sock.settimeout(timeout)
+            return sock
+
+        def connect(self) -> None:
+            try:
+                super().connect()
+            except failures as err:
+                raise _connect_error(err, url, self.socket_connect_timeout) from err
+
+    return Explained
+
+
+def _socket_timeout(client: Any) -> Optional[float]:
+    """The client's socket timeout (single node, sentinel or cluster), None when it has none."""
+    pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
+    return (getattr(pool, "connection_kwargs", None) or {}).get("socket_timeout")
+
+
+def _block_ms(client: Any, block: float) -> int:
+    """XREAD's BLOCK for `block` seconds, kept within half the socket timeout: a longer block
+    would time the read out (the follow loop asks again, so nothing is lost)."""
+    ms = max(1, int(block * 1000))
+    timeout = _socket_timeout(client)
+    return min(ms, max(1, int(timeout * 500))) if timeout else ms
+
+
 def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bool = False, **kwargs: Any) -> Any:
     """`redis://`, `rediss://`, `redis-cluster://host:port,host:port[?tls=true]` and
     `redis-sentinel://host:port,host:port/<master-name>[?…]`, as the TypeScript side reads them;
     the password from the URL, else REDIS_PASSWORD. Sentinel: redis-py's own Sentinel client, which
-    asks the sentinels for the primary on every new connection (a failover is followed)."""
+    asks the sentinels for the primary on every new connection (a failover is followed).
+    socket_connect_timeout and socket_timeout default to DEFAULT_CONNECT_TIMEOUT and
+    DEFAULT_SOCKET_TIMEOUT (None: no limit); a redis:// or rediss:// connection that fails says
+    which URL and why."""
     password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
+    kwargs.setdefault("socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    kwargs.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT)
     if use_asyncio:
         import redis.asyncio as lib
         from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -234,8 +328,12 @@ def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bo
             from redis.asyncio.sentinel import Sentinel
         else:
             from redis.sentinel import Sentinel  # type: ignore[assignment]
+        for timeout in ("socket_connect_timeout", "socket_timeout"):  # the sentinels' own connections too
+            sentinel_kwargs[timeout] = kwargs[timeout]
         return Sentinel(sentinels, sentinel_kwargs=sentinel_kwargs).master_for(master, **data, **kwargs)
     client = lib.Redis.from_url(url, decode_responses=True, **kwargs)
+    pool = client.connection_pool
+    pool.connection_class = _explaining(pool.connection_class, url, use_asyncio)
     if password and not client.connection_pool.connection_kwargs.get("password"):
         client.connection_pool.connection_kwargs["password"] = password
     return client
@@ -580,6 +678,9 @@ class Client:
 
     @classmethod
     def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
+        """A client for `url` (redis://, rediss://, redis-cluster://, redis-sentinel://); the
+        keywords go to redis-py: socket_connect_timeout (5 s: TCP and TLS handshake) and
+        socket_timeout (30 s: any one reply) bound every wait, None for no limit."""
         return cls(_redis_from_url(url, **redis_kwargs), max_payload_bytes=max_payload_bytes)
 
     def close(self) -> None:
@@ -727,7 +828,7 @@ class Client:
     def _follow(self, key: str, last: str, block: float, first: List[Event]) -> Iterator[Event]:
         yield from first
         while True:
-            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=_block_ms(self.redis, block))
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id
