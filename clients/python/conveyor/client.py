@@ -8,8 +8,10 @@ import math
 import os
 import re
 import ssl
+import sys
 import time
 import secrets
+import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
@@ -44,6 +46,36 @@ class InvalidJobError(ValueError):
 
 class PayloadTooLargeError(InvalidJobError):
     """The job's data is larger than the producer's limit (512 KiB unless configured)."""
+
+
+class JSONStringDataWarning(UserWarning):
+    """A job's data is a str holding a JSON object (json.dumps output?): the handler gets that
+    string, not the object. Client(refuse_json_strings=True) refuses such data instead."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn_caller(message: str) -> None:
+    """Warn at the first frame outside this package: the caller's enqueue line."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(message, JSONStringDataWarning, stacklevel=level)
+
+
+def _holds_json_object(data: str) -> bool:
+    text = data.lstrip()
+    if not text.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+#: What a job of enqueue_many is, for the errors that find something else.
+_JOB_SHAPE = 'each job is a mapping {"data": …} with enqueue()\'s options (priority, id, …)'
 
 
 class Enqueued(NamedTuple):
@@ -432,17 +464,37 @@ def _check_uses(uses: Any, which: str) -> str:
     return json.dumps(out, separators=(",", ":")) if out else ""
 
 
-def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
+def _encode_job(
+    job: Mapping[str, Any], index: int, max_payload_bytes: int, refuse_json_strings: bool = False
+) -> List[Any]:
     """The 10 script arguments of one job (docs/protocol.md, "Enqueueing from another language";
     the 10th, the group, '' for none, is sent only in a batch with a grouped job), checked as the
-    TypeScript producer checks them; InvalidJobError naming the job otherwise."""
+    TypeScript producer checks them; InvalidJobError naming the job otherwise. Data that is a str
+    holding a JSON object warns (JSONStringDataWarning), or is refused with refuse_json_strings."""
+    if not isinstance(job, Mapping):
+        shown = repr(job)
+        shown = shown if len(shown) <= 80 else shown[:80] + "…"
+        raise InvalidJobError(f'job at index {index} must be a mapping {{"data": …}}, got {type(job).__name__} {shown}')
     job_id = job.get("id")
     which = f"job {job_id}" if job_id is not None else f"job at index {index}"
     unknown = set(job) - _JOB_OPTIONS
+    if unknown and "data" not in job:
+        raise InvalidJobError(
+            f"{which}: unknown option(s) {', '.join(sorted(map(str, unknown)))} and no data: is this the "
+            f"data itself? {_JOB_SHAPE}: [{{\"data\": d}} for d in items]"
+        )
     if unknown:
-        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
+        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(map(str, unknown)))}")
     if "data" not in job:
-        raise InvalidJobError(f"{which}: data is required (any JSON value)")
+        raise InvalidJobError(f"{which}: data is required: {_JOB_SHAPE}; data is any JSON value")
+    if isinstance(job["data"], str) and _holds_json_object(job["data"]):
+        message = (
+            f"{which}: data is a str holding a JSON object (json.dumps output?): the handler gets "
+            "that string, not the object; pass the dict itself"
+        )
+        if refuse_json_strings:
+            raise InvalidJobError(message)
+        _warn_caller(message)
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     try:
         data = _json.dumps(job["data"])
@@ -493,13 +545,18 @@ def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
 
 
 def _enqueue_calls(
-    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int
+    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int, refuse_json_strings: bool = False
 ) -> Tuple[QueueKeys, List[str], List[List[Any]]]:
     """The keys and the argument lists of the enqueue_jobs calls (BULK_CHUNK jobs each); every
     job is checked first, so a bad one refuses the batch before anything reaches Redis."""
     check_queue(queue)
+    if isinstance(jobs, (Mapping, str, bytes)):
+        raise InvalidJobError(
+            f"enqueue_many takes a list of jobs, got a {type(jobs).__name__}: {_JOB_SHAPE} "
+            "(for one job: enqueue(queue, data, …))"
+        )
     keys = QueueKeys(queue)
-    encoded = [_encode_job(job, i, max_payload_bytes) for i, job in enumerate(jobs)]
+    encoded = [_encode_job(job, i, max_payload_bytes, refuse_json_strings) for i, job in enumerate(jobs)]
     key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
     calls = []
     for start in range(0, len(encoded), BULK_CHUNK):
@@ -668,20 +725,36 @@ EVENTS_PAGE = 500
 class Client:
     """Enqueue jobs and read queues. Thread-safe as redis-py's client is."""
 
-    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, refuse_json_strings: bool = False
+    ) -> None:
+        """refuse_json_strings: data that is a str holding a JSON object raises InvalidJobError
+        (by default it is enqueued as that string, with a JSONStringDataWarning)."""
         self.redis = redis_client
         self.max_payload_bytes = max_payload_bytes
+        self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
     @classmethod
-    def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
+    def from_url(
+        cls,
+        url: str,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        refuse_json_strings: bool = False,
+        **redis_kwargs: Any,
+    ) -> "Client":
         """A client for `url` (redis://, rediss://, redis-cluster://, redis-sentinel://); the
-        keywords go to redis-py: socket_connect_timeout (5 s: TCP and TLS handshake) and
+        other keywords go to redis-py: socket_connect_timeout (5 s: TCP and TLS handshake) and
         socket_timeout (30 s: any one reply) bound every wait, None for no limit."""
-        return cls(_redis_from_url(url, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+        return cls(
+            _redis_from_url(url, **redis_kwargs),
+            max_payload_bytes=max_payload_bytes,
+            refuse_json_strings=refuse_json_strings,
+        )
 
     def close(self) -> None:
         self.redis.close()
@@ -730,7 +803,7 @@ class Client:
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
         atomically per chunk of 500; every job is checked before any reaches Redis."""
-        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
         if keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
             self.redis.sadd(PIPELINES_KEY, keys.pipeline)
             self.redis.sadd(QUEUES_KEY, keys.queue)
