@@ -41,7 +41,8 @@ def main(url: str, count: int) -> int:
     for j in jobs:
         job = client.get_job(j.id, QUEUE)
         assert job is not None
-        outcome = job.result if job.state == "completed" else job.dead_reason or job.error
+        # (a dead job's error is the handler's exception: its type, message and traceback)
+        outcome = job.result if job.state == "completed" else f"{job.dead_reason} [{(job.error or {}).get('name')}]"
         failed += job.state != "completed"
         print(f"{j.id}: {job.state} {outcome}")
         for line in client.job_logs(j.id, QUEUE):

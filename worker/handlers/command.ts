@@ -4,7 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { dependencyFailure, HandlerError, resourceEnvName, type Handler } from "./types.ts";
+import { dependencyFailure, foreignError, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const EX_DATAERR = 65;
@@ -110,9 +110,16 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
             );
           if (code !== 0) {
             const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
-            const err = new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
-              retryable: code !== EX_DATAERR,
-            });
+            const retryable = code !== EX_DATAERR;
+            // A failing command may write the error envelope on stdout (conveyor.handler does):
+            // the job's error is then its own exception type, message and traceback.
+            const err =
+              (signal
+                ? null
+                : foreignError(Buffer.concat(out).toString("utf8"), "handler command", { retryable })) ??
+              new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
+                retryable,
+              });
             return reject(code === EX_TEMPFAIL ? dependencyFailure(err) : err);
           }
           const text = Buffer.concat(out).toString("utf8").trim();

@@ -7,7 +7,18 @@ import type { AddressInfo } from "node:net";
 import { after, describe, test } from "node:test";
 import pino from "pino";
 import { httpHandler, MAX_RESPONSE_BYTES } from "./http.ts";
-import { parseRetryAfter, rateLimitOf, resourceEnvName, type HandlerContext, type JobView } from "./types.ts";
+import { serializeError } from "../errors.ts";
+import {
+  foreignError,
+  isDependencyFailure,
+  MAX_FOREIGN_MESSAGE_CHARS,
+  MAX_FOREIGN_STACK_CHARS,
+  parseRetryAfter,
+  rateLimitOf,
+  resourceEnvName,
+  type HandlerContext,
+  type JobView,
+} from "./types.ts";
 
 const job: JobView = {
   id: "j1",
@@ -140,5 +151,76 @@ describe("http handler responses", () => {
       );
     }
     assert.equal(reached, 0, "the redirect target received the request (callback token, job data)");
+  });
+});
+
+describe("a sidecar's error envelope", () => {
+  test("{name, message, stack} is the job's error: the handler's type, message and traceback", async () => {
+    const traceback =
+      'Traceback (most recent call last):\n  File "/app/handler.py", line 3, in handle\nRuntimeError: LLM timeout\n';
+    const envelope = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+      sidecar((_req, res) =>
+        res.writeHead(status, { "content-type": "application/json", ...headers }).end(JSON.stringify(body)),
+      );
+    const failed = await envelope(500, { name: "RuntimeError", message: "LLM timeout", stack: traceback });
+    await assert.rejects(httpHandler(failed).run(job, ctx()), (err: Error & { retryable?: boolean }) => {
+      assert.deepEqual(serializeError(err), {
+        name: "RuntimeError",
+        message: "LLM timeout",
+        stack: traceback,
+      });
+      assert.equal(err.retryable, true);
+      return true;
+    });
+    const bad = await envelope(422, { name: "NonRetryableError", message: "no recipient", stack: traceback });
+    await assert.rejects(httpHandler(bad).run(job, ctx()), (err: Error & { retryable?: boolean }) => {
+      assert.equal(err.name, "NonRetryableError");
+      assert.equal(err.retryable, false);
+      return true;
+    });
+    const down = await envelope(
+      503,
+      { name: "DependencyFailure", message: "db down" },
+      { "conveyor-failure": "dependency" },
+    );
+    await assert.rejects(httpHandler(down).run(job, ctx()), (err: Error) => {
+      assert.ok(isDependencyFailure(err));
+      // no stack sent: none of the worker's either
+      assert.equal(
+        err.stack,
+        "DependencyFailure: db down\n    (raised in the handler sidecar, which sent no stack)",
+      );
+      return true;
+    });
+    // not an envelope: the status and the body, as for any sidecar
+    const other = await envelope(500, { error: "boom" });
+    await assert.rejects(
+      httpHandler(other).run(job, ctx()),
+      /^HandlerError: handler sidecar answered 500: \{"error":"boom"\}/,
+    );
+  });
+
+  test("foreignError bounds what it keeps and refuses what is not an envelope", () => {
+    const long = foreignError(
+      { name: "E", message: "m".repeat(10_000), stack: "x".repeat(100_000) + "END" },
+      "k",
+    )!;
+    assert.equal(long.stack!.length, MAX_FOREIGN_STACK_CHARS + 1);
+    assert.ok(
+      long.stack!.endsWith("END"),
+      "the end of a traceback is its innermost frame and exception line",
+    );
+    assert.equal(long.message.length, MAX_FOREIGN_MESSAGE_CHARS + 1);
+    assert.equal(foreignError('{"name":"KeyError","message":"x"}', "k")!.name, "KeyError");
+    for (const body of [
+      "",
+      "not json",
+      "[]",
+      "null",
+      { name: "", message: "m" },
+      { name: "E" },
+      { name: 1, message: "m" },
+    ])
+      assert.equal(foreignError(body, "k"), null, JSON.stringify(body));
   });
 });

@@ -1,7 +1,14 @@
 // `http://` handlers: POST the job data to a sidecar (any language) on localhost. The job's
 // identity travels in headers so the body is exactly the job data.
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { dependencyFailure, HandlerError, parseRetryAfter, RateLimitedError, type Handler } from "./types.ts";
+import {
+  dependencyFailure,
+  foreignError,
+  HandlerError,
+  parseRetryAfter,
+  RateLimitedError,
+  type Handler,
+} from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -110,9 +117,11 @@ export function httpHandler(url: string): Handler {
           });
         }
         const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
-        const err = new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, {
-          retryable,
-        });
+        // A sidecar that sends the error envelope (conveyor.handler does) has its failure stored
+        // as its own: its exception type, message and traceback.
+        const err =
+          foreignError(text, "handler sidecar", { retryable }) ??
+          new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, { retryable });
         // `Conveyor-Failure: dependency`: something the sidecar depends on failed (circuit breaker).
         if (retryable && res.headers.get("conveyor-failure")?.trim().toLowerCase() === "dependency")
           throw dependencyFailure(err);

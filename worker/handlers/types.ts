@@ -67,6 +67,50 @@ export class HandlerError extends Error {
   }
 }
 
+/** The longest foreign stack (a Python traceback) a job's error keeps: its last characters. */
+export const MAX_FOREIGN_STACK_CHARS = 16 * 1024;
+/** The longest foreign error message a job's error keeps. */
+export const MAX_FOREIGN_MESSAGE_CHARS = 4000;
+
+/**
+ * A handler in another language (an http sidecar, a command, a Python process) reports a failure
+ * as the JSON envelope `{"name", "message", "stack"}`, stack being its own traceback. This makes
+ * it the HandlerError the job's stored error is read from: that name as its type, that message,
+ * that stack (never the worker's), the stack cut to its last MAX_FOREIGN_STACK_CHARS characters
+ * (the innermost frames and the exception line are at its end). `body` is the envelope or its
+ * JSON text; null when it is not one (the caller reports the failure its own way). `kindLabel`
+ * names the handler ("handler sidecar") in a stack the handler did not send.
+ */
+export function foreignError(
+  body: unknown,
+  kindLabel: string,
+  opts: { retryable?: boolean } = {},
+): HandlerError | null {
+  let value = body;
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return null;
+    }
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const { name, message, stack } = value as { name?: unknown; message?: unknown; stack?: unknown };
+  if (typeof name !== "string" || name.trim() === "" || typeof message !== "string") return null;
+  const type = name.trim().slice(0, 200);
+  const text =
+    message.length > MAX_FOREIGN_MESSAGE_CHARS ? `${message.slice(0, MAX_FOREIGN_MESSAGE_CHARS)}…` : message;
+  const err = new HandlerError(text, { retryable: opts.retryable ?? true });
+  err.name = type;
+  err.stack =
+    typeof stack === "string" && stack.trim() !== ""
+      ? stack.length > MAX_FOREIGN_STACK_CHARS
+        ? `…${stack.slice(-MAX_FOREIGN_STACK_CHARS)}`
+        : stack
+      : `${type}: ${text}\n    (raised in the ${kindLabel}, which sent no stack)`;
+  return err;
+}
+
 export function isRetryable(err: unknown): boolean {
   return !(typeof err === "object" && err !== null && (err as { retryable?: unknown }).retryable === false);
 }

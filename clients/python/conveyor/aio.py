@@ -39,6 +39,7 @@ from .client import (
     _Script,
     _stats,
     _budget_groups,
+    _block_ms,
     _stats_commands,
 )
 
@@ -53,9 +54,12 @@ async def _run(script: _Script, client: Any, keys: Sequence[str], args: Sequence
 class AsyncClient:
     """conveyor.Client for asyncio programs."""
 
-    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, refuse_json_strings: bool = False
+    ) -> None:
         self.redis = redis_client
         self.max_payload_bytes = max_payload_bytes
+        self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
@@ -63,9 +67,19 @@ class AsyncClient:
 
     @classmethod
     def from_url(
-        cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any
+        cls,
+        url: str,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        refuse_json_strings: bool = False,
+        **redis_kwargs: Any,
     ) -> "AsyncClient":
-        return cls(_redis_from_url(url, use_asyncio=True, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+        """As Client.from_url."""
+        return cls(
+            _redis_from_url(url, use_asyncio=True, **redis_kwargs),
+            max_payload_bytes=max_payload_bytes,
+            refuse_json_strings=refuse_json_strings,
+        )
 
     async def close(self) -> None:
         await self.redis.close()
@@ -101,7 +115,7 @@ class AsyncClient:
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
-        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
         if keys.queue not in self._registered:
             await self.redis.sadd(PIPELINES_KEY, keys.pipeline)
             await self.redis.sadd(QUEUES_KEY, keys.queue)
@@ -185,7 +199,7 @@ class AsyncClient:
             for event in _events_after(await self.redis.xrange(key, last, last), after):
                 yield event
         while True:
-            reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            reply = await self.redis.xread({key: last}, count=EVENTS_PAGE, block=_block_ms(self.redis, block))
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id

@@ -7,8 +7,11 @@ import json
 import math
 import os
 import re
+import ssl
+import sys
 import time
 import secrets
+import warnings
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
@@ -31,6 +34,11 @@ BULK_CHUNK = 500
 
 Duration = Union[int, float, timedelta]
 
+#: Seconds to set up a connection (TCP, and a rediss:// URL's TLS handshake) and to wait for any one
+#: reply, unless from_url is given others (None: no limit): a wrong URL fails instead of hanging.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_SOCKET_TIMEOUT = 30.0
+
 
 class InvalidJobError(ValueError):
     """A job the protocol refuses (bad priority, attempts, delay, timeout, data that is not JSON)."""
@@ -38,6 +46,36 @@ class InvalidJobError(ValueError):
 
 class PayloadTooLargeError(InvalidJobError):
     """The job's data is larger than the producer's limit (512 KiB unless configured)."""
+
+
+class JSONStringDataWarning(UserWarning):
+    """A job's data is a str holding a JSON object (json.dumps output?): the handler gets that
+    string, not the object. Client(refuse_json_strings=True) refuses such data instead."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warn_caller(message: str) -> None:
+    """Warn at the first frame outside this package: the caller's enqueue line."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(message, JSONStringDataWarning, stacklevel=level)
+
+
+def _holds_json_object(data: str) -> bool:
+    text = data.lstrip()
+    if not text.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+#: What a job of enqueue_many is, for the errors that find something else.
+_JOB_SHAPE = 'each job is a mapping {"data": …} with enqueue()\'s options (priority, id, …)'
 
 
 class Enqueued(NamedTuple):
@@ -213,12 +251,100 @@ def _sentinel_target(url: str, password: Optional[str]) -> Tuple[List[Tuple[str,
     return nodes, master, data, sentinel
 
 
+def _shown_url(url: str) -> str:
+    """The URL as an error message may show it: the password masked (user:***@, password=***)."""
+    shown = re.sub(r"//([^:@/]*):[^/]*@", r"//\1:***@", url, count=1)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", shown)
+
+
+def _connect_error(err: Exception, url: str, connect_timeout: Optional[float]) -> Exception:
+    """redis-py's failure to connect, as the same exception class naming the URL (password
+    masked) and the likely cause."""
+    tls = url.startswith("rediss://")
+    cause = err.__context__
+    if isinstance(err, redis.exceptions.TimeoutError):
+        within = f"within {connect_timeout:g} s (socket_connect_timeout)" if connect_timeout else "in time"
+        why = (
+            f"no TLS handshake {within}: the server is likely not serving TLS (a plain Redis never "
+            "answers one); use redis:// for it"
+            if tls
+            else f"no connection {within}: is the host reachable, and the port Redis's?"
+        )
+    elif tls and isinstance(cause, ssl.SSLError):
+        why = f"the TLS handshake failed ({cause}): the server is likely not serving TLS; use redis:// for it"
+    elif isinstance(cause, ConnectionRefusedError):
+        why = "connection refused: nothing listens there (a wrong port, or Redis is down)"
+    else:
+        why = str(err)
+    try:
+        return type(err)(f"cannot connect to Redis at {_shown_url(url)}: {why}")
+    except Exception:  # noqa: BLE001 - an exception class with another constructor: as it was
+        return err
+
+
+def _explaining(base: type, url: str, use_asyncio: bool) -> type:
+    """`base` (redis-py's connection class for the URL) whose connect failures name the URL and
+    the likely cause, and whose TLS handshake is bounded by the connect timeout, not the socket
+    timeout (a handshake with a plain Redis otherwise waits for the first reply's timeout)."""
+    failures = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    if use_asyncio:  # (redis.asyncio bounds the handshake by the connect timeout itself)
+
+        class AsyncExplained(base):  # type: ignore[misc,valid-type]
+            async def connect(self) -> None:
+                try:
+                    await super().connect()
+                except failures as err:
+                    raise _connect_error(err, url, self.socket_connect_timeout) from err
+
+        return AsyncExplained
+
+    class Explained(base):  # type: ignore[misc,valid-type]
+        def _connect(self) -> Any:
+            if not isinstance(self, redis.connection.SSLConnection):
+                return super()._connect()
+            timeout = self.socket_timeout
+            self.socket_timeout = self.socket_connect_timeout
+            try:
+                sock = super()._connect()
+            finally:
+                self.socket_timeout = timeout
+            sock.settimeout(timeout)
+            return sock
+
+        def connect(self) -> None:
+            try:
+                super().connect()
+            except failures as err:
+                raise _connect_error(err, url, self.socket_connect_timeout) from err
+
+    return Explained
+
+
+def _socket_timeout(client: Any) -> Optional[float]:
+    """The client's socket timeout (single node, sentinel or cluster), None when it has none."""
+    pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
+    return (getattr(pool, "connection_kwargs", None) or {}).get("socket_timeout")
+
+
+def _block_ms(client: Any, block: float) -> int:
+    """XREAD's BLOCK for `block` seconds, kept within half the socket timeout: a longer block
+    would time the read out (the follow loop asks again, so nothing is lost)."""
+    ms = max(1, int(block * 1000))
+    timeout = _socket_timeout(client)
+    return min(ms, max(1, int(timeout * 500))) if timeout else ms
+
+
 def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bool = False, **kwargs: Any) -> Any:
     """`redis://`, `rediss://`, `redis-cluster://host:port,host:port[?tls=true]` and
     `redis-sentinel://host:port,host:port/<master-name>[?…]`, as the TypeScript side reads them;
     the password from the URL, else REDIS_PASSWORD. Sentinel: redis-py's own Sentinel client, which
-    asks the sentinels for the primary on every new connection (a failover is followed)."""
+    asks the sentinels for the primary on every new connection (a failover is followed).
+    socket_connect_timeout and socket_timeout default to DEFAULT_CONNECT_TIMEOUT and
+    DEFAULT_SOCKET_TIMEOUT (None: no limit); a redis:// or rediss:// connection that fails says
+    which URL and why."""
     password = password if password is not None else os.environ.get("REDIS_PASSWORD") or None
+    kwargs.setdefault("socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    kwargs.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT)
     if use_asyncio:
         import redis.asyncio as lib
         from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -234,8 +360,12 @@ def _redis_from_url(url: str, password: Optional[str] = None, *, use_asyncio: bo
             from redis.asyncio.sentinel import Sentinel
         else:
             from redis.sentinel import Sentinel  # type: ignore[assignment]
+        for timeout in ("socket_connect_timeout", "socket_timeout"):  # the sentinels' own connections too
+            sentinel_kwargs[timeout] = kwargs[timeout]
         return Sentinel(sentinels, sentinel_kwargs=sentinel_kwargs).master_for(master, **data, **kwargs)
     client = lib.Redis.from_url(url, decode_responses=True, **kwargs)
+    pool = client.connection_pool
+    pool.connection_class = _explaining(pool.connection_class, url, use_asyncio)
     if password and not client.connection_pool.connection_kwargs.get("password"):
         client.connection_pool.connection_kwargs["password"] = password
     return client
@@ -334,17 +464,37 @@ def _check_uses(uses: Any, which: str) -> str:
     return json.dumps(out, separators=(",", ":")) if out else ""
 
 
-def _encode_job(job: Mapping[str, Any], index: int, max_payload_bytes: int) -> List[Any]:
+def _encode_job(
+    job: Mapping[str, Any], index: int, max_payload_bytes: int, refuse_json_strings: bool = False
+) -> List[Any]:
     """The 10 script arguments of one job (docs/protocol.md, "Enqueueing from another language";
     the 10th, the group, '' for none, is sent only in a batch with a grouped job), checked as the
-    TypeScript producer checks them; InvalidJobError naming the job otherwise."""
+    TypeScript producer checks them; InvalidJobError naming the job otherwise. Data that is a str
+    holding a JSON object warns (JSONStringDataWarning), or is refused with refuse_json_strings."""
+    if not isinstance(job, Mapping):
+        shown = repr(job)
+        shown = shown if len(shown) <= 80 else shown[:80] + "…"
+        raise InvalidJobError(f'job at index {index} must be a mapping {{"data": …}}, got {type(job).__name__} {shown}')
     job_id = job.get("id")
     which = f"job {job_id}" if job_id is not None else f"job at index {index}"
     unknown = set(job) - _JOB_OPTIONS
+    if unknown and "data" not in job:
+        raise InvalidJobError(
+            f"{which}: unknown option(s) {', '.join(sorted(map(str, unknown)))} and no data: is this the "
+            f"data itself? {_JOB_SHAPE}: [{{\"data\": d}} for d in items]"
+        )
     if unknown:
-        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(unknown))}")
+        raise InvalidJobError(f"{which}: unknown option(s) {', '.join(sorted(map(str, unknown)))}")
     if "data" not in job:
-        raise InvalidJobError(f"{which}: data is required (any JSON value)")
+        raise InvalidJobError(f"{which}: data is required: {_JOB_SHAPE}; data is any JSON value")
+    if isinstance(job["data"], str) and _holds_json_object(job["data"]):
+        message = (
+            f"{which}: data is a str holding a JSON object (json.dumps output?): the handler gets "
+            "that string, not the object; pass the dict itself"
+        )
+        if refuse_json_strings:
+            raise InvalidJobError(message)
+        _warn_caller(message)
     job_id = check_job_id(job_id) if job_id is not None else new_job_id()
     try:
         data = _json.dumps(job["data"])
@@ -395,13 +545,18 @@ def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
 
 
 def _enqueue_calls(
-    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int
+    queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int, refuse_json_strings: bool = False
 ) -> Tuple[QueueKeys, List[str], List[List[Any]]]:
     """The keys and the argument lists of the enqueue_jobs calls (BULK_CHUNK jobs each); every
     job is checked first, so a bad one refuses the batch before anything reaches Redis."""
     check_queue(queue)
+    if isinstance(jobs, (Mapping, str, bytes)):
+        raise InvalidJobError(
+            f"enqueue_many takes a list of jobs, got a {type(jobs).__name__}: {_JOB_SHAPE} "
+            "(for one job: enqueue(queue, data, …))"
+        )
     keys = QueueKeys(queue)
-    encoded = [_encode_job(job, i, max_payload_bytes) for i, job in enumerate(jobs)]
+    encoded = [_encode_job(job, i, max_payload_bytes, refuse_json_strings) for i, job in enumerate(jobs)]
     key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
     calls = []
     for start in range(0, len(encoded), BULK_CHUNK):
@@ -570,17 +725,36 @@ EVENTS_PAGE = 500
 class Client:
     """Enqueue jobs and read queues. Thread-safe as redis-py's client is."""
 
-    def __init__(self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self, redis_client: Any, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, refuse_json_strings: bool = False
+    ) -> None:
+        """refuse_json_strings: data that is a str holding a JSON object raises InvalidJobError
+        (by default it is enqueued as that string, with a JSONStringDataWarning)."""
         self.redis = redis_client
         self.max_payload_bytes = max_payload_bytes
+        self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
     @classmethod
-    def from_url(cls, url: str, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, **redis_kwargs: Any) -> "Client":
-        return cls(_redis_from_url(url, **redis_kwargs), max_payload_bytes=max_payload_bytes)
+    def from_url(
+        cls,
+        url: str,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        refuse_json_strings: bool = False,
+        **redis_kwargs: Any,
+    ) -> "Client":
+        """A client for `url` (redis://, rediss://, redis-cluster://, redis-sentinel://); the
+        other keywords go to redis-py: socket_connect_timeout (5 s: TCP and TLS handshake) and
+        socket_timeout (30 s: any one reply) bound every wait, None for no limit."""
+        return cls(
+            _redis_from_url(url, **redis_kwargs),
+            max_payload_bytes=max_payload_bytes,
+            refuse_json_strings=refuse_json_strings,
+        )
 
     def close(self) -> None:
         self.redis.close()
@@ -629,7 +803,7 @@ class Client:
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
         atomically per chunk of 500; every job is checked before any reaches Redis."""
-        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes)
+        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
         if keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
             self.redis.sadd(PIPELINES_KEY, keys.pipeline)
             self.redis.sadd(QUEUES_KEY, keys.queue)
@@ -727,7 +901,7 @@ class Client:
     def _follow(self, key: str, last: str, block: float, first: List[Event]) -> Iterator[Event]:
         yield from first
         while True:
-            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            reply = self.redis.xread({key: last}, count=EVENTS_PAGE, block=_block_ms(self.redis, block))
             for _, entries in reply or []:
                 for event_id, fields in entries:
                     last = event_id

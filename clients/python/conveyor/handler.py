@@ -155,30 +155,49 @@ def _resources(text: Optional[str]) -> Mapping[str, str]:
     return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}
 
 
+#: The most of a traceback an error envelope carries: its last characters (innermost frames).
+MAX_STACK_CHARS = 16 * 1024
+
+
 def _error_body(err: BaseException) -> bytes:
-    return json.dumps({"name": type(err).__name__, "message": str(err)}).encode("utf-8")
+    """The error envelope the worker stores as the job's error: {"name", "message", "stack"},
+    the stack being the Python traceback (chained exceptions included), cut to its last
+    MAX_STACK_CHARS characters."""
+    stack = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    if len(stack) > MAX_STACK_CHARS:
+        stack = "…" + stack[-MAX_STACK_CHARS:]
+    return json.dumps({"name": type(err).__name__, "message": str(err), "stack": stack}).encode("utf-8")
 
 
 def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
     """Run the HTTP sidecar for `fn`: POST (any path) runs a job, GET /healthz answers 200.
     Answers: 200 + the JSON result; 422 for NonRetryableError (final); 503 with
-    `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception.
+    `Conveyor-Failure: dependency` for DependencyFailure; 500 for any other exception; a failure
+    with the error envelope (see _error_body) as its body.
 
-    On SIGTERM/SIGINT it keeps serving until no job has been running for `idle_exit` seconds:
-    the pod's SIGTERM reaches the worker at the same moment, and the worker lets its running
-    jobs finish (warm shutdown) — those are requests to this sidecar."""
+    On SIGTERM/SIGINT it stops accepting connections and closes its listening socket at once, so a
+    restarted sidecar can bind the port, and it keeps answering on the connections it has until no
+    job has been running for `idle_exit` seconds: the pod's SIGTERM reaches the worker at the
+    same moment, and the worker lets its running jobs finish (warm shutdown) — those are requests
+    to this sidecar."""
     server = make_server(fn, port, host)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     idle_since: Optional[float] = None
+    accepting = True
     try:
         while True:
             stopping.wait(0.2)
             if not stopping.is_set():
                 continue
+            if accepting:
+                # (the running requests' threads carry on: only the listening socket goes)
+                server.shutdown()
+                server.server_close()
+                accepting = False
             if server.active > 0:  # type: ignore[attr-defined]
                 idle_since = None
             elif idle_since is None:
@@ -263,8 +282,13 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 return self._send(500, _error_body(err))
             self._send(200, body)
 
+    class Server(ThreadingHTTPServer):
+        # SO_REUSEADDR: a restarted sidecar binds the port while this one's connections linger
+        allow_reuse_address = True
+        daemon_threads = True  # server_close() does not wait for running jobs
+
     lock = threading.Lock()
-    server = ThreadingHTTPServer((host, port), Sidecar)
+    server = Server((host, port), Sidecar)
     server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
     return server
 
@@ -274,8 +298,9 @@ def command(fn: Handler) -> None:
     callback in the environment (CONVEYOR_JOB_ID, CONVEYOR_QUEUE, CONVEYOR_ATTEMPT,
     CONVEYOR_EXECUTION_ID, CONVEYOR_CALLBACK_URL, CONVEYOR_CALLBACK_TOKEN, CONVEYOR_RESOURCES), the
     result as JSON on stdout. Exits 0 on success, 65 for NonRetryableError, 75 for
-    DependencyFailure, 1 otherwise (for RateLimited after telling the worker through the callback).
-    While fn runs, print() goes to stderr so that stdout carries only the result."""
+    DependencyFailure, 1 otherwise (for RateLimited after telling the worker through the callback),
+    then with the error envelope on stdout (see _error_body). While fn runs, print() goes to
+    stderr so that stdout carries only the result."""
     env = os.environ
     ctx = Context(env.get("CONVEYOR_CALLBACK_URL"), env.get("CONVEYOR_CALLBACK_TOKEN"),
                   resources=_resources(env.get("CONVEYOR_RESOURCES")))
@@ -298,24 +323,28 @@ def command(fn: Handler) -> None:
             execution_id=env.get("CONVEYOR_EXECUTION_ID", ""),
         )
         result = _json.dumps(fn(job, ctx))
-    except NonRetryableError as err:
+    except (NonRetryableError, DependencyFailure, RateLimited) as err:
+        if isinstance(err, RateLimited):
+            # (told through the callback; the failing exit then benches the key, no attempt used)
+            ctx._rate_limited(err)
         print(f"{type(err).__name__}: {err}", file=sys.stderr)
-        sys.exit(EX_DATAERR)
-    except DependencyFailure as err:
-        print(f"{type(err).__name__}: {err}", file=sys.stderr)
-        sys.exit(EX_TEMPFAIL)
-    except RateLimited as err:
-        # (told through the callback; the failing exit then benches the key, no attempt used)
-        ctx._rate_limited(err)
-        print(f"{type(err).__name__}: {err}", file=sys.stderr)
-        sys.exit(1)
+        _fail(stdout, err, EX_DATAERR if isinstance(err, NonRetryableError) else
+              EX_TEMPFAIL if isinstance(err, DependencyFailure) else 1)
     except _json.NotJSONError as err:
         print(f"handler result is not JSON: {err}", file=sys.stderr)
-        sys.exit(EX_DATAERR)
-    except Exception:  # noqa: BLE001 - the attempt fails and is retried
+        _fail(stdout, NonRetryableError(f"handler result is not JSON: {err}"), EX_DATAERR)
+    except Exception as err:  # noqa: BLE001 - the attempt fails and is retried
         traceback.print_exc()
-        sys.exit(1)
+        _fail(stdout, err, 1)
     finally:
         sys.stdout = stdout
     stdout.write(result)
     stdout.flush()
+
+
+def _fail(stdout: Any, err: BaseException, code: int) -> None:
+    """A failing command's exit: the error envelope on stdout, which the worker stores as the
+    job's error (its stderr is for people)."""
+    stdout.write(_error_body(err).decode("utf-8"))
+    stdout.flush()
+    sys.exit(code)

@@ -36,6 +36,8 @@ def handle(job: Job, ctx: Context) -> Any:
         if job.attempt < 2:
             raise RuntimeError("first attempt fails")
         return {"attempt": job.attempt}
+    if mode == "llm":
+        raise RuntimeError("LLM timeout")
     if mode == "dependency":
         raise DependencyFailure("the OCR service is down")
     if mode == "until-cancelled":

@@ -83,6 +83,25 @@ def test_other_errors_are_retried(kind: str, request: Any, client: Any, start_wo
 
 
 @pytest.mark.parametrize("kind", HANDLERS)
+def test_a_python_exception_is_the_jobs_error(kind: str, request: Any, client: Any, start_worker: Any, redis_url: str) -> None:
+    """The job's error is the handler's exception (type, message, Python traceback), not a
+    worker-side HandlerError with a Node stack."""
+    start_worker("mail", handler_spec(kind, request))
+    job_id = client.enqueue("mail", {"mode": "llm"}, attempts=1)
+    job = finished(client, job_id)
+    assert job.state == "dead"
+    error = job.error
+    assert (error["name"], error["message"]) == ("RuntimeError", "LLM timeout")
+    stack = error["stack"]
+    assert stack.startswith("Traceback (most recent call last):") and "fixture_handler.py" in stack
+    assert stack.rstrip().endswith("RuntimeError: LLM timeout")
+    assert "worker/handlers" not in stack and "node:" not in stack and ".js:" not in stack
+    assert job.dead_reason == "attempts exhausted (1/1): LLM timeout"
+    # the dead letter, as the TypeScript admin reads it
+    assert json.loads(ts("job", redis_url, job_id)["info"]["error"]) == error
+
+
+@pytest.mark.parametrize("kind", HANDLERS)
 def test_dependency_failure_defers_without_an_attempt(kind: str, request: Any, client: Any, start_worker: Any) -> None:
     w = start_worker("mail", handler_spec(kind, request), None, "--circuit-threshold", "2", "--circuit-backoff", "60s")
     job_id = client.enqueue("mail", {"mode": "dependency"}, attempts=1)
