@@ -399,13 +399,10 @@ _JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts"
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
-#: enqueue_jobs reads a 10th field per job (the group) when its 7th argument is this marker.
-GROUP_MARKER = "+group"
-#: ... then, after the group, the dedupe (`+dedupe`), what the job uses (`+uses`) or both, in that
-#: order (`+dedupe+uses`).
-DEDUPE_MARKER = "+dedupe"
-USES_MARKER = "+uses"
-DEDUPE_USES_MARKER = "+dedupe+uses"
+#: The job record's optional fields as enqueue_jobs takes them (queue/producer.ts EnqueueRecord):
+#: a call sends `id,data` and each of these that a job of it has, by name.
+ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idempotencyKey", "contentHash", "trace",
+                           "group", "dedupe", "uses")
 #: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
 DEDUPE_KEY_MAX = 500
 DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000
@@ -527,8 +524,21 @@ def _encode_job(
     dedupe = job.get("dedupe")
     dedupe_field = "" if dedupe is None else _encode_dedupe(dedupe, delay_ms, which)
     uses = _check_uses(job.get("uses"), which)
-    return [job_id, data, priority, delay_ms, attempts, timeout_ms, idem, content_hash, trace, group or "", dedupe_field,
-            uses]
+    record: Dict[str, Any] = {"id": job_id, "data": data, "attempts": attempts}
+    optional = {"priority": priority, "delayMs": delay_ms, "timeoutMs": timeout_ms, "idempotencyKey": idem,
+                "contentHash": content_hash, "trace": trace, "group": group or "", "dedupe": dedupe_field, "uses": uses}
+    record.update((name, value) for name, value in optional.items() if value)
+    return record
+
+
+def enqueue_record_args(records: Sequence[Mapping[str, Any]]) -> List[Any]:
+    """enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first;
+    a field none of them has is not sent), then each record's values in that order."""
+    fields = ["id", "data"] + [f for f in ENQUEUE_OPTIONAL_FIELDS if any(f in r for r in records)]
+    args: List[Any] = [",".join(fields)]
+    for r in records:
+        args.extend(r.get(f, "") for f in fields)
+    return args
 
 
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -568,29 +578,7 @@ def _enqueue_calls(
             max_payload_bytes,
             IDEMPOTENCY_TTL_SECONDS,
         ]
-        chunk = encoded[start : start + BULK_CHUNK]
-        # A chunk with a grouped job sends the marker and 10 fields per job; one with a dedupe or
-        # uses the group and then those (`+dedupe` 11, `+uses` 11, `+dedupe+uses` 12); one with
-        # none of them sends the 9 fields it always did (as queue/producer.ts send).
-        deduped = any(fields[10] != "" for fields in chunk)
-        with_uses = any(fields[11] != "" for fields in chunk)
-        grouped = any(fields[9] != "" for fields in chunk)
-        if deduped and with_uses:
-            args.append(DEDUPE_USES_MARKER)
-            pick = lambda f: f  # noqa: E731
-        elif deduped:
-            args.append(DEDUPE_MARKER)
-            pick = lambda f: f[:11]  # noqa: E731
-        elif with_uses:
-            args.append(USES_MARKER)
-            pick = lambda f: f[:10] + [f[11]]  # noqa: E731
-        elif grouped:
-            args.append(GROUP_MARKER)
-            pick = lambda f: f[:10]  # noqa: E731
-        else:
-            pick = lambda f: f[:9]  # noqa: E731
-        for fields in chunk:
-            args.extend(pick(fields))
+        args.extend(enqueue_record_args(encoded[start : start + BULK_CHUNK]))
         calls.append(args)
     return keys, key_list, calls
 
