@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
+import { PYTHON_CALLABLE_PATTERN } from "../../lib/pythonCallable.ts";
 import { WORKER_SECRETS } from "./command.ts";
 import {
   dependencyFailure,
@@ -18,9 +19,7 @@ import {
   type JobView,
 } from "./types.ts";
 
-/** `module.path:function`: the kit's CALLABLE_PATTERN and the WorkerPool schema's. */
-export const CALLABLE_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$";
-const CALLABLE = new RegExp(CALLABLE_PATTERN);
+const CALLABLE = new RegExp(PYTHON_CALLABLE_PATTERN);
 
 export function assertCallable(text: string): void {
   if (!CALLABLE.test(text))
