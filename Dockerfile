@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
-# Conveyor's two images from one build context (the repository root):
+# Conveyor's images from one build context (the repository root):
 #
-#   docker build --target worker   -t ghcr.io/conveyor-dev/conveyor-worker:0.1.0   .
-#   docker build --target operator -t ghcr.io/conveyor-dev/conveyor-operator:0.1.0 .
+#   docker build --target worker        -t ghcr.io/conveyor-dev/conveyor-worker:0.1.0        .
+#   docker build --target worker-python -t ghcr.io/conveyor-dev/conveyor-worker-python:0.1.0 .
+#   docker build --target operator      -t ghcr.io/conveyor-dev/conveyor-operator:0.1.0      .
+#
+# conveyor-worker-python is the worker plus Debian's Python 3 and the handler kit, for pools with
+# `handler: {python: …}` (the worker starts `python3 -m conveyor.handler --stdio` itself).
 #
 # Both run the same `conveyor` command — the packed @conveyor-dev/conveyor npm package, as
 # `make release` builds it, installed in /app with @conveyor-dev/queue — as uid/gid
@@ -97,6 +101,32 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="conveyor-operator" \
       org.opencontainers.image.description="Conveyor WorkerPool operator" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+
+# ---- the worker with Python 3 and the handler kit (clients/python's `conveyor` package; its
+# handler module is standard library only), for `handler: {python: {callable: …}}` pools: FROM
+# this image, add your handler modules (on PYTHONPATH or in the working directory /app).
+FROM runtime AS worker-python
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+COPY clients/python/conveyor/ /usr/local/lib/python3.11/dist-packages/conveyor/
+COPY --from=worker-deps /app/dist/ dist/
+COPY --from=worker-deps /app/node_modules/ node_modules/
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 65532:65532
+RUN node /app/bin/conveyor.js worker --help > /dev/null \
+ && python3 -c "import conveyor.handler"
+EXPOSE 9464/tcp
+CMD ["worker"]
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="conveyor-worker-python" \
+      org.opencontainers.image.description="Conveyor generic queue worker with Python 3 and the handler kit" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 

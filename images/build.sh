@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make images`: builds conveyor-worker and conveyor-operator from the repository's Dockerfile
+# `make images`: builds conveyor-worker, conveyor-worker-python and conveyor-operator from the repository's Dockerfile
 # (the same `--target worker|operator` a user's `docker build` uses) with rootful podman, no
 # registry needed. Idempotent and cached: the base image is made once, each target is rebuilt
 # only when its inputs (Dockerfile, build context, version, revision) change, and podman's layer
@@ -131,7 +131,7 @@ if [ -f "$ca" ]; then
   build_mounts=(-v "$ca:/run/conveyor-build/ca.crt:ro" -v "$CONVEYOR_CONTAINERS/build.npmrc:/root/.npmrc:ro")
 fi
 
-for target in worker operator; do
+for target in worker worker-python operator; do
   name="conveyor-$target"
   stamp="$CONVEYOR_CONTAINERS/$name.inputs"
   id="$(podman image inspect --format '{{.Id}}' "localhost/$name:$VERSION" 2>/dev/null || true)"

@@ -18,7 +18,7 @@ import {
 } from "../lib/options.ts";
 import { LOG_LEVEL_SETTING } from "../lib/settings.ts";
 import { packageVersion } from "../lib/packageVersion.ts";
-import { DEFAULT_WORKER_IMAGE_REPO } from "./controllers/deployment.ts";
+import { DEFAULT_WORKER_IMAGE_REPO, pythonVariant } from "./controllers/deployment.ts";
 import { SERVICE_ACCOUNT } from "./kube/kubeConfig.ts";
 
 export interface OperatorConfig {
@@ -26,6 +26,8 @@ export interface OperatorConfig {
   context?: string;
   namespaces: string[];
   workerImage: string;
+  /** The image of pools with a python handler that name none. */
+  pythonWorkerImage: string;
   metricsAddress: string;
   metricsPort: number;
   metricsApi: boolean;
@@ -69,6 +71,11 @@ export const OPERATOR_SETTINGS = {
     "CONVEYOR_WORKER_IMAGE",
     { arg: "IMAGE", defaultHelp: `${DEFAULT_WORKER_IMAGE_REPO}:<version>` },
     "the image of pools that name none",
+  ),
+  "python-worker-image": str(
+    "CONVEYOR_PYTHON_WORKER_IMAGE",
+    { arg: "IMAGE", defaultHelp: "the --worker-image's -python variant" },
+    "the image of pools with a python handler that name none",
   ),
   "metrics-address": str(
     "CONVEYOR_METRICS_ADDRESS",
@@ -215,11 +222,13 @@ export function loadOperatorConfig(argv: string[], env: NodeJS.ProcessEnv = proc
     );
 
   const operatorNamespace = ownNamespace() ?? env.POD_NAMESPACE;
+  const workerImage = o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${workerImageTag()}`;
   return {
     kubeconfig: o.raw("kubeconfig"),
     context: o.raw("context"),
     namespaces,
-    workerImage: o.raw("worker-image") ?? `${DEFAULT_WORKER_IMAGE_REPO}:${workerImageTag()}`,
+    workerImage,
+    pythonWorkerImage: o.raw("python-worker-image") ?? pythonVariant(workerImage),
     metricsAddress: o.str("metrics-address")!,
     metricsPort: o.int("metrics-port"),
     metricsApi: o.bool("metrics-api"),

@@ -119,6 +119,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     client: manager.client,
     namespaces: cfg.namespaces,
     defaultImage: cfg.workerImage,
+    defaultPythonImage: cfg.pythonWorkerImage,
     workerOutboxMaxBytes: cfg.workerOutboxMaxBytes,
     identity: cfg.identity,
     isLeader: () => manager.isLeader(),
@@ -197,6 +198,7 @@ export async function runOperator(argv: string[], opts: { signal?: AbortSignal }
     {
       namespaces: cfg.namespaces.length ? cfg.namespaces : "all",
       workerImage: cfg.workerImage,
+      pythonWorkerImage: cfg.pythonWorkerImage,
       leaderElection: cfg.leaderElect,
       metricsApi: cfg.metricsApi,
       restrictSecretAccess: cfg.restrictSecretAccess,

@@ -57,7 +57,7 @@ export interface WorkerConfig {
   circuitThreshold: number;
   /** Circuit breaker: first pause; doubles while the dependency stays down, up to 10×. */
   circuitBackoffMs: number;
-  /** A command handler's environment keeps the worker's connection secrets (handlers/command.ts WORKER_SECRETS). */
+  /** A command or python handler's environment keeps the worker's connection secrets (handlers/command.ts WORKER_SECRETS). */
   handlerCredentials: boolean;
   /** Job records: the outbox's byte budget in Redis; over it the oldest entries are shed. */
   outboxMaxBytes: number;
@@ -78,7 +78,7 @@ export const WORKER_SETTINGS = {
   handler: str(
     "CONVEYOR_HANDLER",
     { arg: "H" },
-    'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] (required)',
+    'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] | python:module.path:function (required)',
   ),
   "next-queue": str(
     "CONVEYOR_NEXT_QUEUE",
@@ -142,7 +142,7 @@ export const WORKER_SETTINGS = {
   "handler-credentials": bool(
     "CONVEYOR_HANDLER_CREDENTIALS",
     { default: false },
-    "a command handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
+    "a command or python handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
   ),
   // At least 1 MiB: below that a few large results would shed each other at once.
   "outbox-max-bytes": int(

@@ -23,6 +23,7 @@ import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import {
   isDependencyFailure,
   isRetryable,
+  isStalled,
   rateLimitOf,
   type Handler,
   type HandlerContext,
@@ -199,6 +200,7 @@ export class JobExecutor {
       clearTimeout(timer);
       callback?.close();
       if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
+      if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds());
       const limited = rateLimitOf(err) ?? entry.rateLimited;
       if (limited && job.resources) return this.benchAndRelease(entry, limited, err, log, seconds());
       if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
@@ -475,6 +477,24 @@ export class JobExecutor {
     log.warn(
       { outcome: "rateLimited", resource, key, benchedUntil: new Date(untilMs).toISOString() },
       "provider rate limit: key benched, job back to waiting without an attempt",
+    );
+  }
+
+  /**
+   * The handler's process died under the job: nothing is written; the slot frees and the lease,
+   * no longer renewed, lapses — the sweeper redelivers the job as a stall (maxStalls guards).
+   */
+  private leaveToLease(entry: RunningJob, err: unknown, log: Logger, seconds: number): void {
+    const error = serializeError(err);
+    this.metrics.duration.observe({ queue: entry.job.queue, outcome: "stalled" }, seconds);
+    entry.trace.end("stalled", err);
+    log.warn(
+      {
+        outcome: "stalled",
+        error: { name: error.name, message: error.message },
+        durationMs: Math.round(seconds * 1000),
+      },
+      "handler process died under the job: left to its lease, redelivered as a stall when it lapses",
     );
   }
 

@@ -48,12 +48,12 @@ export async function runWorker(argv: string[]): Promise<number> {
   const metrics = createWorkerMetrics();
   let handler;
   try {
-    handler = await createHandler(config.handler, config);
+    handler = await createHandler(config.handler, { ...config, log });
   } catch (err) {
     log.fatal({ err: (err as Error).message }, "cannot create the handler");
     return 2;
   }
-  // http and command handlers report progress and log lines through a loopback callback.
+  // http, command and python handlers report progress and log lines through a loopback callback.
   const callbacks = handler.kind === "module" ? undefined : await HandlerCallbacks.start();
   worker = new QueueWorker(config, { log, metrics, handler, callbacks });
   const server = await startHealthServer(config.port, worker, metrics.registry);

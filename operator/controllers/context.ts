@@ -19,6 +19,8 @@ export interface ReconcileContext {
   metrics: OperatorMetrics;
   events: EventRecorder;
   defaultImage: string;
+  /** The image of pools with a python handler that name none. */
+  defaultPythonImage?: string;
   workerOutboxMaxBytes?: number;
   poolOverlay: WriteOverlay<WorkerPool>;
   deploymentOverlay: WriteOverlay<Deployment>;

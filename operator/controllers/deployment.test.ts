@@ -8,6 +8,7 @@ import {
   RESOURCES_VOLUME,
   handlerEnv,
   effectiveRedisUrl,
+  pythonVariant,
   terminationGraceSeconds,
   workerEnv,
 } from "./deployment.ts";
@@ -211,6 +212,34 @@ describe("worker Deployment", () => {
     assert.equal(ps.terminationGracePeriodSeconds, 30);
     assert.equal(d.spec!.template!.metadata!.labels!.team, "docs");
     assert.equal(d.spec!.template!.metadata!.labels!["conveyor.dev/workerpool"], "ocr");
+  });
+
+  it("a python handler: CONVEYOR_HANDLER python:…, the Python worker image unless the pool names one", () => {
+    const p = pool({ ...base, handler: { python: { callable: "app.handlers:extract" } } });
+    const d = desiredDeployment(p, p.spec, { defaultImage: "ghcr.io/conveyor-dev/conveyor-worker:0.1.0" });
+    const c = d.spec!.template!.spec!.containers[0] as V1Container;
+    assert.equal(c.env!.find((e) => e.name === "CONVEYOR_HANDLER")?.value, "python:app.handlers:extract");
+    assert.equal(c.image, "ghcr.io/conveyor-dev/conveyor-worker-python:0.1.0");
+    const set = desiredDeployment(p, p.spec, { defaultImage: "w:1", defaultPythonImage: "my/py-worker:2" });
+    assert.equal(set.spec!.template!.spec!.containers[0]!.image, "my/py-worker:2");
+    const own = pool({ ...base, handler: { python: { callable: "a:b" } }, template: { image: "mine:3" } });
+    assert.equal(
+      desiredDeployment(own, own.spec, { defaultImage: "w:1" }).spec!.template!.spec!.containers[0]!.image,
+      "mine:3",
+    );
+    const js = desiredDeployment(pool(base), pool(base).spec, {
+      defaultImage: "w:1",
+      defaultPythonImage: "py:1",
+    });
+    assert.equal(js.spec!.template!.spec!.containers[0]!.image, "w:1");
+    for (const [image, variant] of [
+      ["ghcr.io/conveyor-dev/conveyor-worker:0.1.0", "ghcr.io/conveyor-dev/conveyor-worker-python:0.1.0"],
+      ["localhost:5000/conveyor-worker:1", "localhost:5000/conveyor-worker-python:1"],
+      ["conveyor-worker", "conveyor-worker-python"],
+      ["r/conveyor-worker@sha256:ab", "r/conveyor-worker-python@sha256:ab"],
+      ["r/conveyor-worker:1@sha256:ab", "r/conveyor-worker-python:1@sha256:ab"],
+    ])
+      assert.equal(pythonVariant(image!), variant);
   });
 
   it("handler and Redis URL forms", () => {

@@ -15,6 +15,17 @@ export const WORKER_PORT = 9464;
 /** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
 export const GRACE_MARGIN_SECONDS = 10;
 export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";
+/** The worker image with Python 3 and the handler kit: the default of pools with a python handler. */
+export const PYTHON_WORKER_IMAGE_SUFFIX = "-python";
+
+/**
+ * The Python variant of a worker image, in the same registry at the same tag or digest:
+ * `…/conveyor-worker:0.1.0` → `…/conveyor-worker-python:0.1.0`.
+ */
+export function pythonVariant(image: string): string {
+  const m = /^(.*?\/?[^/:@]+)((?::[^/@]+)?(?:@.+)?)$/.exec(image);
+  return m ? `${m[1]}${PYTHON_WORKER_IMAGE_SUFFIX}${m[2]}` : `${image}${PYTHON_WORKER_IMAGE_SUFFIX}`;
+}
 /**
  * The worker's Node options: semi-spaces of 8 MiB instead of V8 growing them to 32 MiB under load
  * (peak RSS ~197 → ~158 MiB at concurrency 1, the same CPU: docs/performance.md, worker step 9).
@@ -34,6 +45,8 @@ export const RESOURCES_VOLUME = "conveyor-resources";
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
   defaultImage: string;
+  /** Image of a pool with a python handler when spec.template.image is unset (else pythonVariant(defaultImage)). */
+  defaultPythonImage?: string;
   /** CONVEYOR_OUTBOX_MAX_BYTES for pools with job records (spec.database); unset: the worker's default. */
   outboxMaxBytes?: number;
 }
@@ -43,7 +56,8 @@ export function handlerEnv(h: HandlerSpec): string {
   if (h.module !== undefined) return `module:${h.module}`;
   if (h.http !== undefined) return `http://127.0.0.1:${h.http.port}${h.http.path ?? "/"}`;
   if (h.command !== undefined) return `command:${JSON.stringify(h.command)}`;
-  throw new Error("handler: exactly one of module, http or command must be set");
+  if (h.python !== undefined) return `python:${h.python.callable}`;
+  throw new Error("handler: exactly one of module, http, command or python must be set");
 }
 
 /** The URL the worker (and the operator) connect to: spec.redis.tls turns redis:// into rediss:// (?tls=true for cluster and sentinel URLs). */
@@ -136,7 +150,11 @@ export function desiredDeployment(
   const credentials = resourcesVolume(spec);
   const worker: V1Container = {
     name: WORKER_CONTAINER,
-    image: t.image ?? opts.defaultImage,
+    image:
+      t.image ??
+      (spec.handler.python
+        ? (opts.defaultPythonImage ?? pythonVariant(opts.defaultImage))
+        : opts.defaultImage),
     ...(t.imagePullPolicy ? { imagePullPolicy: t.imagePullPolicy } : {}),
     args: ["worker"],
     env: workerEnv(spec, opts.outboxMaxBytes),
@@ -262,6 +280,7 @@ export async function reconcileDeployment(
 ): Promise<Deployment> {
   const desired = desiredDeployment(pool, spec, {
     defaultImage: ctx.defaultImage,
+    defaultPythonImage: ctx.defaultPythonImage,
     outboxMaxBytes: ctx.workerOutboxMaxBytes,
   });
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];

@@ -33,6 +33,7 @@ export interface WorkerPoolControllerOptions {
   /** Namespaces to watch; undefined or empty = all. */
   namespaces?: string[];
   defaultImage: string;
+  defaultPythonImage?: string;
   /** The outbox byte budget of workers with job records (deployment.ts DeploymentOptions). */
   workerOutboxMaxBytes?: number;
   identity: string;
@@ -106,6 +107,7 @@ export class WorkerPoolController implements ManagedController {
       metrics,
       events: new EventRecorder(client, opts.identity, log),
       defaultImage: opts.defaultImage,
+      defaultPythonImage: opts.defaultPythonImage,
       workerOutboxMaxBytes: opts.workerOutboxMaxBytes,
       poolOverlay: new WriteOverlay<WorkerPool>(),
       deploymentOverlay: new WriteOverlay<Deployment>(),

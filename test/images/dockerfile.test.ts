@@ -222,6 +222,7 @@ describe("container images", { timeout: 25 * 60_000 }, () => {
     assert.equal(df.stages.at(-1)!.name, "worker", "the last stage (the default target) is the worker");
     for (const [name, cmd, port] of [
       ["worker", "worker", "9464/tcp"],
+      ["worker-python", "worker", "9464/tcp"],
       ["operator", "operator", "8080/tcp"],
     ] as const) {
       const t = target(name);
@@ -306,6 +307,11 @@ describe("container images", { timeout: 25 * 60_000 }, () => {
         .map((i) => i.args.split(/\s+/)[0]);
     assert.deepEqual(nodeModulesFrom("operator"), ["--from=deps"], "production dependencies only");
     assert.deepEqual(nodeModulesFrom("worker"), ["--from=worker-deps"], "the worker's own dependencies");
+    assert.deepEqual(
+      nodeModulesFrom("worker-python"),
+      ["--from=worker-deps"],
+      "the worker's own dependencies",
+    );
     const workerDeps = target("worker-deps");
     assert.equal(workerDeps.from, "deps");
     assert.match(
@@ -343,7 +349,7 @@ describe("container images", { timeout: 25 * 60_000 }, () => {
   });
 
   it("labels both images with OCI source, version and revision (build args)", () => {
-    for (const name of ["worker", "operator"]) {
+    for (const name of ["worker", "worker-python", "operator"]) {
       const labels = chain(df.stages, target(name))
         .flatMap((s) => s.instructions)
         .filter((i) => i.cmd === "LABEL")

@@ -148,9 +148,15 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       [
         "bad-handler",
         { handler: { module: "/a.js", command: ["x"] } },
-        /exactly one of module, http or command/,
+        /exactly one of module, http, command or python/,
       ],
-      ["bad-nohandler", { handler: {} }, /exactly one of module, http or command/],
+      ["bad-nohandler", { handler: {} }, /exactly one of module, http, command or python/],
+      ["bad-python", { handler: { python: { callable: "app/handlers.py" } } }, /callable.*should match/],
+      [
+        "bad-python-credentials",
+        { handler: { module: "/a.js", passCredentials: true } },
+        /passCredentials applies to a command or python handler only/,
+      ],
       ["bad-password", { redis: { url: "redis://:hunter2@redis:6379" } }, /must not contain a password/],
       ["bad-queue", { queue: "a/b/c" }, /spec.queue.*should match/],
       ["bad-env", { template: { env: [{ name: "CONVEYOR_QUEUE", value: "x" }] } }, /may not set/],

@@ -1,7 +1,9 @@
-// Handler specs (`module:…`, `http://…`, `command:[…]`) and the factory that turns one into a handler.
+// Handler specs (`module:…`, `http://…`, `command:[…]`, `python:…`) and the factory that turns one into a handler.
+import type { Logger } from "pino";
 import { commandHandler } from "./command.ts";
 import { httpHandler } from "./http.ts";
 import { loadModuleHandler } from "./module.ts";
+import { assertCallable, pythonHandler } from "./python.ts";
 import type { Handler, HandlerSpec } from "./types.ts";
 
 export * from "./types.ts";
@@ -35,14 +37,19 @@ export function parseHandlerSpec(text: string): HandlerSpec {
     }
     return { kind: "command", argv };
   }
+  if (text.startsWith("python:")) {
+    const callable = text.slice("python:".length).trim();
+    assertCallable(callable);
+    return { kind: "python", callable };
+  }
   throw new Error(
-    `unknown handler ${JSON.stringify(text)}: expected module:/path.js, http://host:port/path or command:["prog","arg"]`,
+    `unknown handler ${JSON.stringify(text)}: expected module:/path.js, http://host:port/path, command:["prog","arg"] or python:module.path:function`,
   );
 }
 
 export async function createHandler(
   spec: HandlerSpec,
-  opts: { killGraceMs: number; handlerCredentials?: boolean },
+  opts: { killGraceMs: number; handlerCredentials?: boolean; concurrency?: number; log?: Logger },
 ): Promise<Handler> {
   switch (spec.kind) {
     case "module":
@@ -51,5 +58,12 @@ export async function createHandler(
       return httpHandler(spec.url);
     case "command":
       return commandHandler(spec.argv, opts.killGraceMs, opts.handlerCredentials);
+    case "python":
+      return pythonHandler(spec.callable, {
+        slots: opts.concurrency ?? 1,
+        killGraceMs: opts.killGraceMs,
+        passCredentials: opts.handlerCredentials,
+        log: opts.log,
+      });
   }
 }

@@ -52,7 +52,10 @@ export interface Handler {
 }
 
 export type HandlerSpec =
-  { kind: "module"; path: string } | { kind: "http"; url: string } | { kind: "command"; argv: string[] };
+  | { kind: "module"; path: string }
+  | { kind: "http"; url: string }
+  | { kind: "command"; argv: string[] }
+  | { kind: "python"; callable: string };
 
 /**
  * Failure classification. A handler marks an error final with `retryable: false` (any error
@@ -109,6 +112,24 @@ export function foreignError(
         : stack
       : `${type}: ${text}\n    (raised in the ${kindLabel}, which sent no stack)`;
   return err;
+}
+
+/**
+ * The process running the handler died under the job (a `python:` handler's interpreter crashed
+ * or was killed): no outcome is written, the worker stops renewing the lease, and the sweeper
+ * redelivers the job as a stall once it lapses — counted as one, dead-lettered past maxStalls,
+ * as when a worker dies.
+ */
+export class HandlerStalledError extends HandlerError {
+  override name = "HandlerStalledError";
+  readonly stalled = true;
+  constructor(message: string) {
+    super(message, { retryable: true });
+  }
+}
+
+export function isStalled(err: unknown): err is HandlerStalledError {
+  return err instanceof HandlerStalledError;
 }
 
 export function isRetryable(err: unknown): boolean {

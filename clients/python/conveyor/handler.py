@@ -1,7 +1,9 @@
 """A handler kit for Conveyor workers, standard library only.
 
 serve(fn, port=8080) is an HTTP sidecar for `handler: {http: …}` pools; command(fn) is the main of a
-program for `handler: {command: […]}` pools. Either way `fn(job, ctx)` gets the job and a context
+program for `handler: {command: […]}` pools; serve_stdio(fn) (`python3 -m conveyor.handler --stdio
+module.path:function`) is the long-lived process the worker itself starts for `handler: {python: …}`
+pools (`--handler python:module.path:function`). Either way `fn(job, ctx)` gets the job and a context
 and returns the result (any JSON value). It raises NonRetryableError for input that can never
 succeed (dead-lettered at once), DependencyFailure when something it depends on is down (the job
 is deferred without an attempt and the worker's circuit breaker counts it), anything else to fail
@@ -12,8 +14,12 @@ claim granted, ctx.usage() reports what the job actually used, and RateLimited (
 429) benches that key for every worker and puts the job back without using an attempt.
 """
 
+import concurrent.futures
+import importlib
+import inspect
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -23,7 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from . import _json
 
@@ -159,14 +165,19 @@ def _resources(text: Optional[str]) -> Mapping[str, str]:
 MAX_STACK_CHARS = 16 * 1024
 
 
-def _error_body(err: BaseException) -> bytes:
+def _error_envelope(err: BaseException, tb: Any = None) -> Dict[str, Any]:
     """The error envelope the worker stores as the job's error: {"name", "message", "stack"},
-    the stack being the Python traceback (chained exceptions included), cut to its last
-    MAX_STACK_CHARS characters."""
-    stack = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    the stack being the Python traceback from `tb` (default: the error's own; chained exceptions
+    included), cut to its last MAX_STACK_CHARS characters."""
+    stack = "".join(traceback.format_exception(type(err), err, tb if tb is not None else err.__traceback__))
     if len(stack) > MAX_STACK_CHARS:
         stack = "…" + stack[-MAX_STACK_CHARS:]
-    return json.dumps({"name": type(err).__name__, "message": str(err), "stack": stack}).encode("utf-8")
+    return {"name": type(err).__name__, "message": str(err), "stack": stack}
+
+
+def _error_body(err: BaseException) -> bytes:
+    """The error envelope (_error_envelope) as an HTTP or command handler's JSON body."""
+    return json.dumps(_error_envelope(err)).encode("utf-8")
 
 
 def serve(fn: Handler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
@@ -348,3 +359,170 @@ def _fail(stdout: Any, err: BaseException, code: int) -> None:
     stdout.write(_error_body(err).decode("utf-8"))
     stdout.flush()
     sys.exit(code)
+
+
+#: `module.path:function`, as the worker's `python:` handler spec and the WorkerPool schema spell it.
+CALLABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def load_callable(spec: str) -> Handler:
+    """The function `module.path:function` names, imported (the current directory is on sys.path)."""
+    if not re.match(CALLABLE_PATTERN, spec):
+        raise ValueError(f"expected module.path:function (e.g. app.handlers:extract), got {spec!r}")
+    module_name, _, name = spec.partition(":")
+    module = importlib.import_module(module_name)
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+    if not callable(fn):
+        raise TypeError(f"{spec} is a {type(fn).__name__}, not a function (job, ctx) -> result")
+    return fn
+
+
+def _error_frame(err: BaseException) -> Dict[str, Any]:
+    """The error envelope {name, message, stack} (stack: the Python traceback) and how the worker
+    treats it: retryable false (NonRetryableError), dependencyFailure, rateLimited."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:  # the kit's own frames
+        tb = tb.tb_next
+    body = _error_envelope(err, tb)
+    if isinstance(err, (NonRetryableError, _json.NotJSONError)):
+        body["retryable"] = False
+    elif isinstance(err, DependencyFailure):
+        body["dependencyFailure"] = True
+    elif isinstance(err, RateLimited):
+        limited: Dict[str, Any] = {}
+        if err.retry_after is not None:
+            limited["retryAfterMs"] = round(err.retry_after * 1000)
+        if err.resource is not None:
+            limited["resource"] = err.resource
+        body["rateLimited"] = limited
+    return body
+
+
+def serve_stdio(fn: Handler, threads: int = 8) -> None:
+    """Serve `fn` to the worker that started this process, over newline-delimited JSON frames:
+    requests on stdin, replies on stdout. The worker sends {"id", "job": {id, queue, data, attempt,
+    maxAttempts, executionId, createdAt, callback?, resources?}} and {"id", "cancel": true}; this
+    answers {"ready": true} once `fn` is loaded, then {"id", "result"} or {"id", "error": {name,
+    message, stack, …}} per job. Up to `threads` jobs run at once (an async `fn` runs on one event
+    loop instead, and a cancel cancels its task). The handler's own writes to stdout — print(), C
+    code, subprocesses — go to stderr, so they cannot corrupt the frames. At the end of stdin the
+    running jobs finish and the process exits."""
+    frames_in = os.fdopen(os.dup(0), "rb")
+    frames_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdout = sys.stderr
+    # The worker decides when this process stops (a terminal's Ctrl-C reaches the worker alone);
+    # a worker that dies without closing our input (SIGKILL) takes this process with it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    write_lock = threading.Lock()
+
+    def send(text: str) -> None:
+        with write_lock:
+            try:
+                frames_out.write(text.encode("utf-8") + b"\n")
+                frames_out.flush()
+            except (OSError, ValueError):
+                pass  # the worker is gone: nobody to answer
+
+    def reply(frame_id: Any, job: Job, ctx: Context, outcome: Callable[[], Any]) -> None:
+        try:
+            text = '{"id":%s,"result":%s}' % (json.dumps(frame_id), _json.dumps(outcome()))
+        except _json.NotJSONError as err:
+            text = json.dumps({"id": frame_id, "error": _error_frame(NonRetryableError(f"handler result is not JSON: {err}"))})
+        except BaseException as err:  # noqa: BLE001 - every failure is the job's, reported to the worker
+            if isinstance(err, RateLimited):
+                ctx._rate_limited(err)
+            text = json.dumps({"id": frame_id, "error": _error_frame(err)})
+        finally:
+            running.pop(frame_id, None)
+        send(text)
+
+    running: Dict[Any, Any] = {}  # frame id -> (ctx, future)
+    is_async = inspect.iscoroutinefunction(fn)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="job")
+    loop = None
+    if is_async:
+        import asyncio
+
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, name="asyncio", daemon=True).start()
+    send(json.dumps({"ready": True, "pid": os.getpid()}))
+    for line in frames_in:
+        try:
+            frame = json.loads(line)
+            frame_id = frame["id"]
+        except (ValueError, KeyError, TypeError):
+            print(f"conveyor.handler: ignored a frame that is not {{id, job}} JSON: {line[:200]!r}", file=sys.stderr)
+            continue
+        if frame.get("cancel"):
+            entry = running.get(frame_id)
+            if entry:
+                entry[0]._stopped.set()
+                if entry[1] is not None:
+                    entry[1].cancel()
+            continue
+        j = frame.get("job") or {}
+        callback = j.get("callback") or {}
+        ctx = Context(callback.get("url"), callback.get("token"), resources=j.get("resources"))
+        job = Job(
+            id=str(j.get("id", "")),
+            queue=str(j.get("queue", "")),
+            data=j.get("data"),
+            attempt=int(j.get("attempt") or 1),
+            execution_id=str(j.get("executionId", "")),
+        )
+        if loop is not None:
+            future = asyncio.run_coroutine_threadsafe(fn(job, ctx), loop)
+            running[frame_id] = (ctx, future)
+            future.add_done_callback(lambda f, i=frame_id, jb=job, c=ctx: pool.submit(reply, i, jb, c, f.result))
+        else:
+            running[frame_id] = (ctx, None)
+            pool.submit(reply, frame_id, job, ctx, lambda jb=job, c=ctx: fn(jb, c))
+    # stdin ended: the worker is stopping this process; let what runs finish.
+    while running:
+        time.sleep(0.05)
+    pool.shutdown(wait=True)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """`python3 -m conveyor.handler --stdio [--threads N] module.path:function`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python3 -m conveyor.handler", description=(
+        "Run a Conveyor stage handler for the worker that starts this process (--handler python:…)."))
+    parser.add_argument("--stdio", action="store_true", required=True,
+                        help="newline-delimited JSON frames on stdin/stdout (the worker's python: handler)")
+    parser.add_argument("--threads", type=int, default=8, help="jobs run at once (the worker's slots)")
+    parser.add_argument("callable", help="module.path:function, imported from the current directory")
+    args = parser.parse_args(argv)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = load_callable(args.callable)
+    except BaseException as err:  # noqa: BLE001 - told to the worker, which refuses to start
+        traceback.print_exc()
+        sys.stdout.write(json.dumps({"fatal": _error_frame(err)}) + "\n")
+        sys.stdout.flush()
+        return 1
+    serve_stdio(fn, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    # Through the package module, so the handler's `from conveyor.handler import NonRetryableError`
+    # is the class this process checks for (not a copy in __main__).
+    from conveyor.handler import main as _main
+
+    sys.exit(_main())

@@ -55,3 +55,18 @@ def test_sidecar_finishes_running_jobs_after_sigterm(sidecar: Any, client: Any, 
     job = wait_for("the job finished", lambda: (j := client.get_job(job_id)) and j.state in ("completed", "dead") and j)
     assert job.state == "completed" and job.result["words"] == 6
     assert sidecar.wait(30) == 0  # then it exits by itself, once idle
+
+
+def test_two_stage_python_pipeline_with_one_command_per_stage(redis_url: str, start_worker: Any) -> None:
+    # the README's two commands: each worker starts its own Python process (no sidecar, no port)
+    env = {"PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(PACKAGE)])}
+    extract = start_worker("docs/extract", "python:handlers:extract", env, "--next-queue", "docs/summarize",
+                           "--concurrency", "4")
+    start_worker("docs/summarize", "python:handlers:summarize", env, "--concurrency", "4")
+    run = subprocess.run(
+        [PYTHON, str(EXAMPLES / "pipeline.py"), redis_url, "3"], capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE)},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("completed {'top': [['handlers', 2], ['python', 2], ['document', 1]], 'words': 16") == 3
+    assert "extract " in extract.logs() and ": 16 words" in extract.logs()  # its prints, on the worker's stderr

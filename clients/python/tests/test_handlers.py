@@ -1,6 +1,6 @@
 """Python handlers under the real TypeScript worker: the HTTP sidecar (conveyor.handler.serve's
-server, run in this process) and the command contract (conveyor.handler.command, a real
-process), with progress, job logs, non-retryable errors, retries, dependency failures, the
+server, run in this process), the command contract (conveyor.handler.command, a real process)
+and the python: kind (the worker's own `python3 -m conveyor.handler --stdio` process), with progress, job logs, non-retryable errors, retries, dependency failures, the
 cancellation check and the callback's token rules; and jobs enqueued from Python."""
 
 import json
@@ -31,12 +31,14 @@ def finished(client: Any, job_id: str) -> Any:
     return wait_for(f"job {job_id} finished", lambda: (j := client.get_job(job_id)) and j.state in ("completed", "dead") and j)
 
 
-HANDLERS = ["http", "command"]
+HANDLERS = ["http", "command", "python"]
 
 
 def handler_spec(kind: str, request: pytest.FixtureRequest) -> str:
     if kind == "http":
         return request.getfixturevalue("sidecar")
+    if kind == "python":  # the worker starts `python3 -m conveyor.handler --stdio` itself
+        return "python:tests.fixture_handler:handle"
     return "command:" + json.dumps([PYTHON, str(HERE / "command_handler.py")])
 
 

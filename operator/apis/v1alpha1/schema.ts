@@ -15,6 +15,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
+import { PYTHON_CALLABLE_PATTERN } from "../../../lib/pythonCallable.ts";
 import { QUEUE_NAME_PATTERN } from "../../../queue/keyTable.ts";
 import { typed, type JSONSchemaProps } from "../jsonschema.ts";
 
@@ -184,15 +185,15 @@ export const specSchema = {
     },
     handler: {
       type: "object",
-      description: "What runs a job: exactly one of module, http or command.",
+      description: "What runs a job: exactly one of module, http, command or python.",
       "x-kubernetes-validations": [
         {
-          rule: "[has(self.module), has(self.http), has(self.command)].filter(x, x).size() == 1",
-          message: "handler must set exactly one of module, http or command",
+          rule: "[has(self.module), has(self.http), has(self.command), has(self.python)].filter(x, x).size() == 1",
+          message: "handler must set exactly one of module, http, command or python",
         },
         {
-          rule: "!has(self.passCredentials) || has(self.command)",
-          message: "handler.passCredentials applies to a command handler only",
+          rule: "!has(self.passCredentials) || has(self.command) || has(self.python)",
+          message: "handler.passCredentials applies to a command or python handler only",
         },
       ],
       properties: {
@@ -219,10 +220,25 @@ export const specSchema = {
           description: "argv of a program run per job (JSON on stdin, JSON result on stdout; no shell).",
           items: { type: "string", maxLength: 4096 },
         },
+        python: {
+          type: "object",
+          required: ["callable"],
+          description:
+            "Run a Python function in one long-lived Python process the worker starts and supervises (the handler kit over stdin/stdout; restarted if it dies). The pool's image defaults to the operator's --python-worker-image (conveyor-worker-python).",
+          properties: {
+            callable: {
+              type: "string",
+              pattern: PYTHON_CALLABLE_PATTERN,
+              maxLength: 1024,
+              description:
+                "module.path:function, imported from the worker's working directory or the image's Python path; called as fn(job, ctx) per job.",
+            },
+          },
+        },
         passCredentials: {
           type: "boolean",
           description:
-            "The command's environment keeps the worker's REDIS_URL, REDIS_PASSWORD and DATABASE_URL (by default it gets the pod's environment without them).",
+            "The command's (or Python process's) environment keeps the worker's REDIS_URL, REDIS_PASSWORD and DATABASE_URL (by default it gets the pod's environment without them).",
         },
       },
     },
@@ -336,7 +352,8 @@ export const specSchema = {
           type: "string",
           minLength: 1,
           maxLength: 1024,
-          description: "Worker image (default: the operator's --worker-image).",
+          description:
+            "Worker image (default: the operator's --worker-image; for a python handler its --python-worker-image).",
         },
         imagePullPolicy: { type: "string", enum: ["Always", "IfNotPresent", "Never"] },
         imagePullSecrets: typed<V1LocalObjectReference[]>()({
