@@ -15,7 +15,7 @@ import {
   PayloadTooLargeError,
   type RedisClient,
 } from "../../queue/index.ts";
-import { runScript } from "../../queue/scripts.ts";
+import { runScript, scriptSource } from "../../queue/scripts.ts";
 import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
@@ -449,6 +449,7 @@ describe("queue protocol (single Redis)", () => {
         Date.now(),
         10,
         60,
+        "id,data,priority,delayMs,attempts,timeoutMs,idempotencyKey,contentHash",
         "id1",
         '"0123456789abc"',
         0,
@@ -461,6 +462,48 @@ describe("queue protocol (single Redis)", () => {
       /ERR_PAYLOAD_TOO_LARGE/,
     );
     assert.equal((await big.enqueue(q, "ok")).created, true);
+  });
+
+  test("a job travels to enqueue_jobs as a named record: fields by name in any mix, an unknown one refused before anything is written", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const call = (fields: string, ...values: (string | number)[]) =>
+      redis.eval(
+        scriptSource("enqueue_jobs"),
+        7,
+        k.ready,
+        k.delayed,
+        k.counts,
+        k.wake,
+        k.outbox,
+        k.meta,
+        k.seq,
+        k.jobPrefix,
+        k.idempotencyPrefix,
+        q,
+        Date.now(),
+        1000,
+        60,
+        fields,
+        ...values,
+      );
+    // (two jobs; the second leaves the group out with '', the first the priority)
+    assert.deepEqual(await call("id,data,group,priority", "n1", "1", "g1", "", "n2", "2", "", 7), [
+      "n1",
+      1,
+      "n2",
+      1,
+    ]);
+    assert.deepEqual(await redis.hmget(k.job("n1"), "group", "priority", "attempts"), ["g1", null, "3"]);
+    assert.deepEqual(await redis.hmget(k.job("n2"), "group", "priority"), [null, "7"]);
+    for (const [fields, values] of [
+      ["id,data,colour", ["n3", "3", "red"]],
+      ["id,data,group,group", ["n3", "3", "a", "b"]],
+      ["data,id", ["3", "n3"]],
+      ["id,data,priority", ["n3", "3"]],
+    ] as const)
+      await assert.rejects(call(fields, ...values), /ERR_INVALID_FIELDS/, fields);
+    assert.equal(await redis.exists(k.job("n3")), 0);
   });
 
   test("malformed entries written straight into Redis are dead-lettered with a reason", async () => {

@@ -61,7 +61,7 @@ def test_the_script_enforces_the_limit_it_is_given(r: Any) -> None:
 
     q = "cvy:{mail}:q:mail:"
     keys = [q + "ready", q + "delayed", q + "counts", q + "wake", "cvy:{mail}:outbox", "cvy:{mail}:meta", "cvy:{mail}:seq"]
-    args = ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "big", '"' + "x" * 100 + '"', 0, 0, 3, 0, "", ""]
+    args = ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "id,data,attempts", "big", '"' + "x" * 100 + '"', 3]
     with pytest.raises(Exception, match="ERR_PAYLOAD_TOO_LARGE job big is 102 bytes, limit 10"):
         _Script("enqueue_jobs")(r, keys, args)
     assert r.exists("cvy:{mail}:job:big") == 0
