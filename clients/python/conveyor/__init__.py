@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below loads
         Event,
         InvalidJobError,
         Job,
+        JobStage,
         LogLine,
         PayloadTooLargeError,
     )
@@ -30,6 +31,7 @@ _CLIENT_NAMES = (
     "Event",
     "InvalidJobError",
     "Job",
+    "JobStage",
     "LogLine",
     "PayloadTooLargeError",
 )
