@@ -5,6 +5,7 @@
 import type pg from "pg";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";
+import { recordedStages, type RecordedStage } from "../records/index.ts";
 
 export interface JobRow {
   id: string;
@@ -240,16 +241,9 @@ export class JobRecords {
     );
   }
 
-  /** What each stage received and returned, in the order the job reached them. */
-  async stages(
-    pipeline: string,
-    id: string,
-  ): Promise<{ queue: string; data: string | null; result: string | null }[]> {
-    return this.rows(
-      `SELECT queue, data, result FROM conveyor_stages WHERE pipeline = $1 AND job_id = $2
-       ORDER BY COALESCE(v_data, v_result) LIMIT 100`,
-      [pipeline, id],
-    );
+  /** Each stage's input, result, attempts and times, in the order the job reached them. */
+  async stages(pipeline: string, id: string): Promise<RecordedStage[]> {
+    return recordedStages(this.pool, pipeline, id);
   }
 
   async children(

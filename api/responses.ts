@@ -62,7 +62,35 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     schedules: int,
     oldestWaitingMs: { type: ["integer", "null"] },
     workers: int,
+    served: {
+      type: "boolean",
+      description:
+        "false while no worker has ever claimed from the queue nor reports serving it: a typo in a queue name, or a pool not deployed",
+    },
   }),
+  JobStage: {
+    ...obj(
+      {
+        queue: str,
+        state: {
+          type: "string",
+          description: "`completed` for an earlier stage, the job's state for its current one",
+        },
+        attempts: {
+          type: "integer",
+          description:
+            "attempts of this stage that ran to an outcome (failed or succeeded); stalls and hand-backs are apart",
+        },
+        result: any,
+        error: { description: "the last failed attempt's error, unless the stage then succeeded" },
+        startedAt: isoTime,
+        finishedAt: isoTime,
+      },
+      ["result", "error", "startedAt", "finishedAt"],
+    ),
+    description:
+      "One stage of a job, in the order it reached them, the current one last. Without the records (PostgreSQL) an earlier stage has no result: Redis keeps only its attempts.",
+  },
   JobListItem: obj(
     {
       id: str,
@@ -414,6 +442,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       result: any,
       error: any,
       deadReason: { type: ["string", "null"] },
+      stages: { type: "array", items: ref("JobStage") },
     }),
   ),
   jobDetail: ok(
@@ -433,6 +462,18 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       result: ref("Shown"),
       error: ref("Shown"),
       executions: { type: "array" },
+      stages: {
+        type: "array",
+        description: "as GET /jobs/{id} gives them, with `data`, `result` and `error` as Shown payloads",
+        items: obj({
+          queue: str,
+          state: str,
+          attempts: int,
+          data: ref("Shown"),
+          result: ref("Shown"),
+          error: ref("Shown"),
+        }),
+      },
       events: { type: "array", items: { type: "object", required: ["eventId"] } },
       children: { type: "array" },
       logs: { type: "array", items: ref("JobLogLine") },

@@ -3,7 +3,7 @@
 import { backlogCountsCall, countsFromReply } from "./backlogPoll.ts";
 import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
-import type { JobInfo, JobLogLine, QueueCounts, WorkerReport } from "./types.ts";
+import type { JobInfo, JobLogLine, JobStage, QueueCounts, WorkerReport } from "./types.ts";
 import {
   cancelJob,
   formatRateLimit,
@@ -33,7 +33,15 @@ export interface QueueStats {
   cancelled: number;
   /** How many schedules the queue has. */
   schedules: number;
+  /**
+   * Whether any worker ever claimed from the queue or reports serving it now. False for a queue
+   * only producers know: a typo in a queue name, or a pool not deployed yet.
+   */
+  served: boolean;
 }
+
+/** What `conveyor stats`, `conveyor job` and the dashboard say about a queue no worker serves. */
+export const NOT_SERVED_WARNING = "no worker has claimed from this queue";
 
 export interface DeadJob {
   id: string;
@@ -99,11 +107,12 @@ export class QueueAdmin {
   /** The counts `conveyor stats` shows, with queue control. */
   async stats(queue: string): Promise<QueueStats> {
     const k = new QueueKeys(queue);
-    const [c, control, cancelled, fields] = await Promise.all([
+    const [c, control, [cancelled, started], fields, workers] = await Promise.all([
       this.counts(queue),
       this.control(queue),
-      this.redis.hget(k.counts, "cancelled"),
+      this.redis.hmget(k.counts, "cancelled", "started"),
       this.redis.hkeys(k.schedules),
+      this.redis.hlen(k.workers),
     ]);
     return {
       ready: c.ready,
@@ -116,6 +125,8 @@ export class QueueAdmin {
       rateLimit: control.rateLimit ? formatRateLimit(control.rateLimit) : null,
       cancelled: Number(cancelled ?? 0),
       schedules: fields.filter((f) => !f.startsWith("next:")).length,
+      // (`started` counts every claim; a worker reports itself before its first claim)
+      served: Number(started ?? 0) > 0 || workers > 0,
     };
   }
 
@@ -171,6 +182,16 @@ export class QueueAdmin {
       .hset(key, Object.fromEntries(pods.map((p) => [p, String(untilMs)])))
       .pexpireat(key, untilMs)
       .exec();
+  }
+
+  /** Whether any worker ever claimed from the queue or serves it now (QueueStats.served). */
+  async served(queue: string): Promise<boolean> {
+    const k = new QueueKeys(queue);
+    const [started, workers] = await Promise.all([
+      this.redis.hget(k.counts, "started"),
+      this.redis.hlen(k.workers),
+    ]);
+    return Number(started ?? 0) > 0 || workers > 0;
   }
 
   async job(id: string, queueOrPipeline?: string): Promise<JobInfo | null> {
@@ -330,17 +351,38 @@ function parseLogLine(text: string): JobLogLine {
   }
 }
 
+/**
+ * The stages of a job record: the finished ones from `stages` (`queue=attempts …`, written by
+ * the stage advance), then the current one.
+ */
+export function stagesOf(info: Omit<JobInfo, "stages">, stages: string | undefined): JobStage[] {
+  const out: JobStage[] = [];
+  for (const entry of (stages ?? "").split(" ")) {
+    const eq = entry.lastIndexOf("=");
+    if (eq <= 0) continue;
+    out.push({ queue: entry.slice(0, eq), state: "completed", attempts: Number(entry.slice(eq + 1)) || 0 });
+  }
+  const current: JobStage = { queue: info.queue, state: info.state, attempts: info.attemptsMade };
+  if (info.state === "completed" && info.result !== undefined) current.result = info.result;
+  if (info.error !== undefined) current.error = info.error;
+  if (info.startedAt !== undefined) current.startedAt = info.startedAt;
+  if (info.finishedAt !== undefined) current.finishedAt = info.finishedAt;
+  out.push(current);
+  return out;
+}
+
 /** A job record as stored: fields at their default are absent (docs/protocol.md, "Job record fields"). */
 function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
   const num = (v: string | undefined) => (v === undefined || v === "" ? undefined : Number(v));
-  return {
+  const info: Omit<JobInfo, "stages"> = {
     id,
     queue: raw.queue ?? "",
     state: raw.state ?? "unknown",
     data: raw.data ?? "",
     priority: num(raw.priority) ?? 0,
     attempts: num(raw.attempts) ?? 0,
-    attemptsMade: num(raw.attemptsMade) ?? 0,
+    // (a dead-letter retry gives a fresh budget; the attempts before it still ran)
+    attemptsMade: (num(raw.attemptsMade) ?? 0) + (num(raw.attemptsBefore) ?? 0),
     stalls: num(raw.stalls) ?? 0,
     handbacks: num(raw.handbacks) ?? 0,
     createdAt: num(raw.createdAt) ?? 0,
@@ -355,4 +397,5 @@ function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
     progressMessage: raw.progressMessage || undefined,
     idempotencyKey: raw.idempotencyKey || undefined,
   };
+  return { ...info, stages: stagesOf(info, raw.stages) };
 }

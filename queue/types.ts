@@ -155,6 +155,23 @@ export interface WorkerReport {
 
 export type JobState = "ready" | "delayed" | "active" | "completed" | "dead";
 
+/**
+ * One stage of a job (docs/protocol.md, "Stages"): a finished earlier stage, or the stage the
+ * job is in (always last). `result` and `error` are JSON text; Redis keeps only the attempts of
+ * an earlier stage, its result is in the PostgreSQL records.
+ */
+export interface JobStage {
+  queue: string;
+  /** `completed` for an earlier stage; the job's state for its current one. */
+  state: string;
+  /** Attempts that ran to an outcome (failed or succeeded); stalls and hand-backs are apart. */
+  attempts: number;
+  result?: string;
+  error?: string;
+  startedAt?: number;
+  finishedAt?: number;
+}
+
 export interface JobInfo {
   id: string;
   queue: string;
@@ -162,6 +179,10 @@ export interface JobInfo {
   data: string;
   priority: number;
   attempts: number;
+  /**
+   * Attempts of the current stage that ran to an outcome: the failed ones and, once completed,
+   * the one that succeeded (also those before a dead-letter retry). A stage advance starts at 0.
+   */
   attemptsMade: number;
   stalls: number;
   handbacks: number;
@@ -178,4 +199,6 @@ export interface JobInfo {
   progressMessage?: string;
   /** The producer's idempotency key, when it gave one. */
   idempotencyKey?: string;
+  /** The stages the job went through, in order, the current one last. */
+  stages: JobStage[];
 }

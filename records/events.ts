@@ -305,6 +305,8 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
     }
     case "completed":
       patch.result = set(f.result ?? null);
+      // A job that succeeded has no error as its outcome; its failed attempts keep theirs.
+      patch.error = set(null);
       break;
     case "retried":
     case "dead": {

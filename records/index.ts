@@ -18,3 +18,4 @@ export {
 export { DEFAULT_OUTBOX_MAX_BYTES } from "./outboxBudget.ts";
 export { MIGRATIONS, type Migration } from "./migrations.ts";
 export { foldEvents, parseEntry, type OutboxEvent, type RawEntry } from "./events.ts";
+export { joinStages, recordedStages, type RecordedStage, type StageView } from "./stages.ts";

@@ -5,6 +5,7 @@ import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
 import { progressWhile } from "../records.ts";
+import { joinStages, type StageView } from "../../records/index.ts";
 import { jobTimeline, type RecordedExecution } from "../timeline.ts";
 import type { Handlers } from "../router.ts";
 
@@ -21,6 +22,19 @@ function shown(text: string | null | undefined) {
 }
 
 const iso = (ms: number | undefined) => (ms && ms > 0 ? new Date(ms).toISOString() : null);
+
+/** A stage as GET /jobs/{id} gives it: optional fields absent, results as JSON. */
+function stageBody(st: StageView) {
+  return {
+    queue: st.queue,
+    state: st.state,
+    attempts: st.attempts,
+    ...(st.result !== undefined ? { result: parseStored(st.result) } : {}),
+    ...(st.error !== undefined ? { error: parseStored(st.error) } : {}),
+    ...(st.startedAt ? { startedAt: iso(st.startedAt) } : {}),
+    ...(st.finishedAt ? { finishedAt: iso(st.finishedAt) } : {}),
+  };
+}
 
 export function jobHandlers(ctx: ApiContext): Handlers {
   /** The live record from Redis (the router refused a queue outside the allow-list). */
@@ -65,6 +79,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       const id = params.id!;
       const info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
+      const recorded = ctx.records ? await ctx.records.stages(info.queue.split("/")[0]!, id) : [];
       return {
         body: {
           id: info.id,
@@ -77,6 +92,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           result: parseStored(info.result),
           error: parseStored(info.error),
           deadReason: info.deadReason ?? null,
+          stages: joinStages(info.stages, recorded, info.state).map(stageBody),
         },
       };
     },
@@ -124,7 +140,9 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           state,
           progress: progressWhile(state, info?.progress ?? row?.progress ?? null),
           progressMessage: progressWhile(state, info?.progressMessage ?? row?.progressMessage ?? null),
-          attempts: info?.attemptsMade ?? row?.attempts ?? 0,
+          // (the records count the current stage's attempts as Redis does: failed or completed)
+          attempts:
+            info?.attemptsMade ?? stages.findLast((st) => st.queue === queue)?.attempts ?? row?.attempts ?? 0,
           maxAttempts: info?.attempts ?? row?.maxAttempts ?? null,
           stalls: info?.stalls ?? row?.stalls ?? 0,
           priority: info?.priority ?? null,
@@ -141,7 +159,12 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           executions,
           events: timeline.events,
           eventsTrimmed: timeline.trimmed,
-          stages: stages.map((st) => ({ queue: st.queue, data: shown(st.data), result: shown(st.result) })),
+          stages: joinStages(info?.stages ?? null, stages, state).map((st) => ({
+            ...stageBody(st),
+            data: shown(st.data),
+            result: shown(st.result),
+            error: shown(st.error),
+          })),
           children,
           logs,
           sources: { redis: info !== null, records: row !== null },

@@ -34,6 +34,8 @@ export interface QueueSummary {
   /** Age (ms) of the job at the head of the ready line; null when none waits. */
   oldestWaitingMs: number | null;
   workers: number;
+  /** Whether any worker ever claimed from the queue or serves it now (QueueStats.served). */
+  served: boolean;
 }
 
 export async function queueSummary(ctx: ApiContext, queue: string): Promise<QueueSummary> {
@@ -62,6 +64,7 @@ export async function queueSummary(ctx: ApiContext, queue: string): Promise<Queu
     schedules: stats.schedules,
     oldestWaitingMs,
     workers,
+    served: stats.served,
   };
 }
 

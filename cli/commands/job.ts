@@ -1,51 +1,112 @@
-// `conveyor job`: one job's state, result or error, progress and log lines.
-import { defineJobCommand, print, safeJson } from "../command.ts";
+// `conveyor job`: one job's state, attempts, result or error, its stages, progress and log lines.
+import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
+import { NOT_SERVED_WARNING, QueueAdmin, type JobStage } from "../../queue/index.ts";
+import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
 
-export default defineJobCommand({
+const records = () => import("../../records/index.ts");
+const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : undefined);
+
+/** Each stage's result and attempts: from Redis, joined with the records when a database is given. */
+async function stages(
+  live: JobStage[],
+  databaseUrl: string | undefined,
+  pipeline: string,
+  id: string,
+  state: string,
+): Promise<(JobStage & { data?: string })[]> {
+  if (!databaseUrl) return live;
+  const { createPool, joinStages, recordedStages } = await records();
+  const pool = createPool(databaseUrl, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
+  try {
+    return joinStages(live, await recordedStages(pool, pipeline, id), state);
+  } finally {
+    await pool.end();
+  }
+}
+
+export default defineCommand({
   name: "job",
   synopsis:
-    "  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines (exit 1: not found)",
-  async run({ id, queue, admin, json: asJson }) {
-    const info = await admin.job(id, queue);
-    if (!info) {
+    "  job <id> [--queue Q] [--database URL] [--json]\n" +
+    "                                          state, attempts, result or last error, each stage's attempts and result, progress, log lines (exit 1: not found)",
+  settings: {
+    ...COMMON,
+    queue: { kind: "string", arg: "Q", help: "the job's queue (default: looked up from the job)" },
+    database: {
+      ...DATABASE_URL_SETTING,
+      help: "PostgreSQL job records: earlier stages' results (Redis keeps only their attempts)",
+    },
+  },
+  async run(o) {
+    const [id] = o.positionals;
+    if (!id || o.positionals.length !== 1) throw new UsageError("job <id> [--queue Q]");
+    const [queue, asJson] = [o.raw("queue"), o.bool("json")];
+    return withRedis(o.str("redis")!, async (redis) => {
+      const admin = new QueueAdmin(redis);
+      const info = await admin.job(id, queue);
+      if (!info) {
+        print(
+          asJson
+            ? JSON.stringify({ id, state: "unknown" })
+            : `job ${id}: not found (never enqueued, or its record expired)`,
+        );
+        return 1;
+      }
+      const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
+      const served = info.queue ? await admin.served(info.queue) : true;
+      const view = {
+        id: info.id,
+        queue: info.queue,
+        state: info.state,
+        attempts: info.attemptsMade,
+        maxAttempts: info.attempts,
+        stalls: info.stalls,
+        handbacks: info.handbacks,
+        result: decode(info.result),
+        error: decode(info.error),
+        deadReason: info.deadReason,
+        progress: info.progress,
+        progressMessage: info.progressMessage,
+        stages: (await stages(info.stages, o.raw("database"), info.queue.split("/")[0]!, id, info.state)).map(
+          ({ data: _input, ...st }) => ({
+            ...st,
+            result: decode(st.result),
+            error: decode(st.error),
+            // (as GET /jobs/{id} gives them)
+            startedAt: iso(st.startedAt),
+            finishedAt: iso(st.finishedAt),
+          }),
+        ),
+        ...(served ? {} : { warning: NOT_SERVED_WARNING }),
+        logs: await admin.jobLogs(id, info.queue || queue),
+      };
+      if (asJson) {
+        print(JSON.stringify(view));
+        return 0;
+      }
+      print(`job ${view.id} on ${view.queue}: ${view.state}`);
+      if (!served) print(`warning: ${NOT_SERVED_WARNING} (${view.queue}): is its name right?`);
       print(
-        asJson
-          ? JSON.stringify({ id, state: "unknown" })
-          : `job ${id}: not found (never enqueued, or its record expired)`,
+        `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}` +
+          (view.stages.length > 1 ? " (this stage's)" : ""),
       );
-      return 1;
-    }
-    const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
-    const view = {
-      id: info.id,
-      queue: info.queue,
-      state: info.state,
-      attempts: info.attemptsMade,
-      maxAttempts: info.attempts,
-      stalls: info.stalls,
-      handbacks: info.handbacks,
-      result: decode(info.result),
-      error: decode(info.error),
-      deadReason: info.deadReason,
-      progress: info.progress,
-      progressMessage: info.progressMessage,
-      logs: await admin.jobLogs(id, info.queue || queue),
-    };
-    if (asJson) {
-      print(JSON.stringify(view));
+      if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
+      if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
+      if (view.deadReason) print(`dead: ${view.deadReason}`);
+      if (view.stages.length > 1) {
+        print("stages:");
+        for (const st of view.stages)
+          print(
+            `  ${st.queue}: ${st.state}, attempts ${st.attempts}` +
+              (st.result !== undefined ? `, result ${JSON.stringify(st.result)}` : "") +
+              (st.error !== undefined ? `, last error ${JSON.stringify(st.error)}` : ""),
+          );
+      }
+      if (view.progress !== undefined)
+        print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
+      if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
+      for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
       return 0;
-    }
-    print(`job ${view.id} on ${view.queue}: ${view.state}`);
-    print(
-      `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}`,
-    );
-    if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
-    if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
-    if (view.deadReason) print(`dead: ${view.deadReason}`);
-    if (view.progress !== undefined)
-      print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
-    if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
-    for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
-    return 0;
+    });
   },
 });

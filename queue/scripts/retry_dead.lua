@@ -23,12 +23,18 @@ local moved = 0
 for _, id in ipairs(ids) do
   local jk = jobKey(jobPrefix, id)
   -- checked before anything changes: a record another client broke stays dead, never lost
-  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority', 'group')
+  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority', 'group', 'attemptsMade', 'attemptsBefore')
   -- (a priority-0 job joins the tail of the line and needs no score)
   local score = (not f.err) and (inLine(f[3]) or numericScore(f[2]))
   if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
     redis.call('ZREM', KEYS[1], id)
-    redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
+    -- A fresh attempt budget; the attempts already made stay counted in `attemptsBefore`.
+    local before = (tonumber(f[5]) or 0) + (tonumber(f[6]) or 0)
+    if before > 0 then
+      redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'attemptsBefore', before, 'stalls', 0, 'deadReason', '', 'token', '')
+    else
+      redis.call('HSET', jk, 'state', 'ready', 'attemptsMade', 0, 'stalls', 0, 'deadReason', '', 'token', '')
+    end
     local g = groupOf(f[4])
     local q = g and queuePrefixOfReady(KEYS[2])
     -- (the job that blocked its group (onDead 'block', groups.lua) goes back to the head of the

@@ -59,8 +59,10 @@ describe("conveyor CLI", () => {
       rateLimit: null,
       cancelled: 0,
       schedules: 0,
+      served: false,
     });
     assert.match(run("stats", "emails").stdout, /ready\s+1/);
+    assert.match(run("stats", "emails").stdout, /warning: no worker has claimed from this queue/);
   });
 
   test("enqueue --file takes NDJSON and prints the count; --key dedupes", () => {
@@ -82,17 +84,21 @@ describe("conveyor CLI", () => {
     await c.complete(job!, { answer: 42 });
     const r = run("job", "j1", "--json");
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), {
+    const { stages, ...view } = JSON.parse(r.stdout);
+    assert.deepEqual(view, {
       id: "j1",
       queue: "jobs",
       state: "completed",
-      attempts: 0,
+      attempts: 1, // the one that succeeded
       maxAttempts: 3,
       stalls: 0,
       handbacks: 0,
       result: { answer: 42 },
       logs: [], // its handler's ctx.log lines (none here)
     });
+    const [{ startedAt, finishedAt, ...stage }] = stages;
+    assert.deepEqual(stage, { queue: "jobs", state: "completed", attempts: 1, result: { answer: 42 } });
+    assert.ok(Date.parse(startedAt) <= Date.parse(finishedAt));
     assert.match(run("job", "j1").stdout, /completed/);
     const missing = run("job", "nope");
     assert.equal(missing.status, 1);

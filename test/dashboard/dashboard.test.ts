@@ -154,6 +154,26 @@ describe(
       await page.locator("pre.logs").getByText("line 2 of attempt 1").waitFor();
     });
 
+    test("a job that failed once and then succeeded shows 2 attempts and its result; a queue no worker served warns", async () => {
+      await producer.enqueue(Q, { failTimes: 1, result: { pages: 2 } }, { id: "thumb-flaky", attempts: 3 });
+      await page.goto(`${s.api.base}/#/job/thumb-flaky?queue=${encodeURIComponent(Q)}`);
+      await page.locator('[data-field="state"]').getByText("completed").waitFor({ timeout: 30_000 });
+      await page.locator('[data-field="attempts"]').getByText("2 of 3").waitFor();
+      await page.getByRole("heading", { name: "Result", exact: true }).waitFor();
+      assert.equal(await page.getByRole("heading", { name: "Error", exact: true }).count(), 0);
+
+      const typo = "media/thumbz";
+      await producer.enqueue(typo, { n: 1 });
+      await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(typo)}`);
+      await page
+        .locator('[data-warning="not-served"]')
+        .getByText("No worker has claimed from this queue")
+        .waitFor();
+      await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}`);
+      await page.locator('tr[data-job="thumb-flaky"]').waitFor();
+      assert.equal(await page.locator('[data-warning="not-served"]').count(), 0);
+    });
+
     test("retry a dead job from the UI", async () => {
       await producer.enqueue(Q, { final: true }, { id: "thumb-dead", attempts: 1 });
       await waitFor(

@@ -282,6 +282,88 @@ describe("queue protocol (single Redis)", () => {
     assert.equal(job!.attempt, 1);
   });
 
+  test("a job that failed once and then succeeded shows 2 attempts and no error; its history keeps the failure", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "twice", attempts: 3 });
+    await producer.enqueue(q, 2, { id: "revived", attempts: 3 });
+    const c = consumer(redis, q);
+    const boom = { name: "TypeError", message: "boom" };
+    const [first, second] = (await c.claim(2)).jobs;
+    assert.equal(await c.fail(first!, boom, { retryable: true, retryDelayMs: 0 }), "retry");
+    // (failed for good, then retried from the dead letters by a person: a fresh attempt budget)
+    assert.equal(await c.fail(second!, boom, { retryable: false, retryDelayMs: 0 }), "dead");
+    assert.equal(await admin.retryDead(q), 1);
+    const again = (await c.claim(2)).jobs;
+    assert.deepEqual(again.map((j) => [j.id, j.attempt]).sort(), [
+      ["revived", 1],
+      ["twice", 2],
+    ]);
+    for (const job of again) assert.equal(await c.complete(job, { ok: job.id }), true);
+    for (const id of ["twice", "revived"]) {
+      const info = (await admin.job(id))!;
+      assert.deepEqual([info.state, info.attemptsMade, info.error], ["completed", 2, undefined], id);
+      assert.deepEqual(
+        JSON.parse(info.errors!).map((h: { error: { message: string } }) => h.error.message),
+        ["boom"],
+        `${id}: the failure stays in the history`,
+      );
+      assert.deepEqual(
+        info.stages.map(({ queue, state, attempts, result, error }) => ({
+          queue,
+          state,
+          attempts,
+          result,
+          error,
+        })),
+        [{ queue: q, state: "completed", attempts: 2, result: JSON.stringify({ ok: id }), error: undefined }],
+      );
+    }
+    // A first-time success: one attempt, and nothing else written for it.
+    await producer.enqueue(q, 3, { id: "once" });
+    const [once] = (await c.claim(1)).jobs;
+    assert.equal(await c.complete(once!, "ok"), true);
+    const raw = await redis.hgetall(new QueueKeys(q).job("once"));
+    assert.deepEqual([raw.attemptsMade, raw.error, raw.attemptsBefore], ["1", undefined, undefined]);
+  });
+
+  test("a stage advance starts the next stage's counters and keeps each finished stage's attempts", async () => {
+    const [a, b, c3] = ["pipe7/a", "pipe7/b", "pipe7/c"];
+    await producer.enqueue(a, { doc: 1 }, { id: "staged", attempts: 3 });
+    const ca = consumer(redis, a);
+    let [job] = (await ca.claim(1)).jobs;
+    assert.equal(
+      await ca.fail(job!, { name: "E", message: "a failed" }, { retryable: true, retryDelayMs: 0 }),
+      "retry",
+    );
+    [job] = (await ca.claim(1)).jobs;
+    assert.equal(await ca.advance(job!, { a: true }, b), true);
+    let info = (await admin.job("staged"))!;
+    assert.deepEqual([info.queue, info.state, info.attemptsMade, info.error], [b, "ready", 0, undefined]);
+    const cb = consumer(redis, b);
+    [job] = (await cb.claim(1)).jobs;
+    assert.equal(await cb.advance(job!, { b: true }, c3), true);
+    const cc = consumer(redis, c3);
+    [job] = (await cc.claim(1)).jobs;
+    assert.equal(await cc.complete(job!, { c: true }), true);
+    info = (await admin.job("staged"))!;
+    assert.deepEqual(
+      info.stages.map(({ queue, state, attempts, result }) => ({ queue, state, attempts, result })),
+      [
+        { queue: a, state: "completed", attempts: 2, result: undefined },
+        { queue: b, state: "completed", attempts: 1, result: undefined },
+        { queue: c3, state: "completed", attempts: 1, result: '{"c":true}' },
+      ],
+    );
+  });
+
+  test("stats say whether any worker ever claimed from the queue", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1);
+    assert.equal((await admin.stats(q)).served, false, "only a producer knows the queue");
+    await consumer(redis, q).claim(1);
+    assert.equal((await admin.stats(q)).served, true);
+  });
+
   test("a non-retryable failure dead-letters at once; purge removes dead jobs", async () => {
     const q = fresh();
     await producer.enqueue(q, 1, { id: "final", attempts: 5 });
@@ -942,6 +1024,13 @@ describe("queue protocol on a real 3-node Redis Cluster", () => {
       assert.equal((await admin.counts(a)).dead, 1);
       assert.equal((await admin.counts(b)).completed, 1);
       assert.equal((await admin.job(`${p}-1`))?.state, "completed");
+      assert.deepEqual(
+        (await admin.job(`${p}-1`))?.stages.map((s) => [s.queue, s.attempts]),
+        [
+          [a, 1],
+          [b, 1],
+        ],
+      );
       assert.equal(await admin.retryDead(a), 1);
     }
     // Fan-out and fan-in on the cluster too: children and join in the pipeline's slot.

@@ -110,7 +110,7 @@ describe("worker processes", () => {
     for (let i = 0; i < 4; i++) {
       const info = await admin.job(`k${i}`, q);
       assert.equal(info!.stalls, 1);
-      assert.equal(info!.attemptsMade, 0, "a stall is not a failed attempt");
+      assert.equal(info!.attemptsMade, 1, "the attempt that completed; a stall is not an attempt");
     }
   });
 
@@ -126,7 +126,7 @@ describe("worker processes", () => {
     await settled(q, 1);
     const info = await admin.job("long", q);
     assert.equal(info!.state, "completed");
-    assert.equal(info!.attemptsMade, 0);
+    assert.equal(info!.attemptsMade, 1, "the attempt that completed; a hand-back is not an attempt");
     assert.equal(info!.handbacks, 1);
     assert.equal((await admin.counters(q)).handedBack, 1);
     assert.equal(readExecutions(execLog(q)).length, 2);

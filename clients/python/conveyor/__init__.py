@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below loads
         InvalidJobError,
         JSONStringDataWarning,
         Job,
+        JobStage,
         LogLine,
         PayloadTooLargeError,
     )
@@ -32,6 +33,7 @@ _CLIENT_NAMES = (
     "InvalidJobError",
     "JSONStringDataWarning",
     "Job",
+    "JobStage",
     "LogLine",
     "PayloadTooLargeError",
 )

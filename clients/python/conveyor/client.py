@@ -88,6 +88,23 @@ class Enqueued(NamedTuple):
 
 
 @dataclass
+class JobStage:
+    """One stage of a job (docs/protocol.md, "Stages"), in the order it reached them, the current
+    one last. Redis keeps only an earlier stage's attempts: its result is in the PostgreSQL records
+    (`GET /jobs/{id}`, `conveyor job --database`)."""
+
+    queue: str
+    #: "completed" for an earlier stage; the job's state for its current one.
+    state: str
+    #: Attempts that ran to an outcome (failed or succeeded); stalls and hand-backs are apart.
+    attempts: int
+    result: Any = None
+    error: Optional[Any] = None
+    started_at: Optional[int] = None
+    finished_at: Optional[int] = None
+
+
+@dataclass
 class Job:
     """A job record (docs/protocol.md, "Job record fields"), JSON fields decoded."""
 
@@ -97,6 +114,8 @@ class Job:
     data: Any
     priority: int
     attempts: int
+    #: Attempts of the current stage that ran to an outcome: the failed ones and, once completed,
+    #: the one that succeeded (also those before a dead-letter retry). A stage advance starts at 0.
     attempts_made: int
     stalls: int
     handbacks: int
@@ -109,6 +128,8 @@ class Job:
     progress: Optional[float] = None
     progress_message: Optional[str] = None
     worker: Optional[str] = None
+    #: The stages the job went through, the current one last.
+    stages: List[JobStage] = field(default_factory=list)
     #: Every field as stored.
     raw: Dict[str, str] = field(default_factory=dict)
 
@@ -605,15 +626,36 @@ def _payload_error(err: ResponseError) -> Exception:
     return err
 
 
+def _stages(job: Job) -> List[JobStage]:
+    """The finished stages from `stages` (`queue=attempts …`, written by the stage advance), then
+    the current one."""
+    out = []
+    for entry in (job.raw.get("stages") or "").split(" "):
+        queue, eq, attempts = entry.rpartition("=")
+        if queue and eq:
+            out.append(JobStage(queue, "completed", _int(attempts) or 0))
+    out.append(JobStage(
+        job.queue,
+        job.state,
+        job.attempts_made,
+        result=job.result if job.state == "completed" else None,
+        error=job.error,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    ))
+    return out
+
+
 def _job(job_id: str, raw: Dict[str, str]) -> Job:
-    return Job(
+    job = Job(
         id=raw.get("id", job_id),
         queue=raw.get("queue", ""),
         state=raw.get("state", "unknown"),
         data=_decode(raw.get("data")),
         priority=_int(raw.get("priority")) or 0,
         attempts=_int(raw.get("attempts")) or 0,
-        attempts_made=_int(raw.get("attemptsMade")) or 0,
+        # (a dead-letter retry gives a fresh budget; the attempts before it still ran)
+        attempts_made=(_int(raw.get("attemptsMade")) or 0) + (_int(raw.get("attemptsBefore")) or 0),
         stalls=_int(raw.get("stalls")) or 0,
         handbacks=_int(raw.get("handbacks")) or 0,
         created_at=_int(raw.get("createdAt")) or 0,
@@ -627,6 +669,8 @@ def _job(job_id: str, raw: Dict[str, str]) -> Job:
         worker=raw.get("worker") or None,
         raw=raw,
     )
+    job.stages = _stages(job)
+    return job
 
 
 def _log_lines(lines: Sequence[str]) -> List[LogLine]:

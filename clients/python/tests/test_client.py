@@ -173,3 +173,33 @@ def test_redis_sentinel_url_follows_a_failover(sentinel_set: Any) -> None:
 
         wait_for("an enqueue on the new primary", enqueued, 60, 0.2)
         assert c.get_job("before").state == "ready" and c.get_job("after").state == "ready"
+
+
+def test_get_job_counts_every_attempt_and_gives_each_stage(client: Client, start_worker: Any) -> None:
+    # Real workers; stage a fails its first attempt, then hands {"from": "a"} to stage b.
+    from conftest import REPO
+
+    handler = f"module:{REPO / 'test' / 'fixtures' / 'recordingHandler.js'}"
+    start_worker("py/a", handler, None, "--next-queue", "py/b")
+    start_worker("py/b", handler)
+    client.enqueue("py/a", {"failTimes": 1, "result": {"from": "a"}}, id="staged", attempts=3)
+    client.enqueue("py/b", {"failTimes": 1}, id="flaky", attempts=3)
+
+    def done(job_id: str) -> Any:
+        job = client.get_job(job_id)
+        return job if job and job.state == "completed" and job.queue == "py/b" else None
+
+    flaky = wait_for("flaky completed", lambda: done("flaky"))
+    assert (flaky.attempts_made, flaky.error) == (2, None), "failed once, then succeeded"
+    assert [h["error"]["message"] for h in json.loads(flaky.raw["errors"])] == ["planned failure 1"]
+    assert [(s.queue, s.state, s.attempts, s.result, s.error) for s in flaky.stages] == [
+        ("py/b", "completed", 2, {"ok": "flaky", "attempt": 2}, None)
+    ]
+
+    staged = wait_for("staged completed", lambda: done("staged"))
+    assert (staged.attempts_made, staged.error) == (1, None), "the counters are the last stage's"
+    assert [(s.queue, s.state, s.attempts, s.result, s.error) for s in staged.stages] == [
+        ("py/a", "completed", 2, None, None),  # its result is in the records, not in Redis
+        ("py/b", "completed", 1, {"ok": "staged", "attempt": 1}, None),
+    ]
+    assert staged.stages[-1].finished_at and staged.stages[-1].started_at

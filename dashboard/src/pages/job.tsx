@@ -40,7 +40,17 @@ interface Detail {
   events: { eventId: string; type: string; at?: string; source?: "records"; [k: string]: unknown }[];
   /** The job is older than the queue's event stream reaches: earlier entries come from the records. */
   eventsTrimmed: boolean;
-  stages: { queue: string; data: Shown; result: Shown }[];
+  /** Each stage, the current one last (GET /jobs/{id}/detail). */
+  stages: {
+    queue: string;
+    state: string;
+    attempts: number;
+    data: Shown;
+    result: Shown;
+    error: Shown;
+    startedAt?: string;
+    finishedAt?: string;
+  }[];
   children: { id: string; queue: string; state: string }[];
   logs: { at: number; message: string }[];
   sources: { redis: boolean; records: boolean };
@@ -139,8 +149,8 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
           </dd>
         </div>
         <div>
-          <dt>Attempts</dt>
-          <dd>
+          <dt>{job.stages.length > 1 ? "Attempts (this stage)" : "Attempts"}</dt>
+          <dd data-field="attempts">
             {job.attempts}
             {job.maxAttempts ? ` of ${job.maxAttempts}` : ""}
             {job.stalls ? ` · ${job.stalls} stalls` : ""}
@@ -199,16 +209,27 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
       {job.stages.length > 1 && (
         <div class="card" data-section="stages">
           <h2>Stages</h2>
-          <p class="small muted">What each stage of the pipeline received and returned.</p>
+          <p class="small muted">
+            What each stage of the pipeline received and returned, and its attempts. The counters above are
+            the current stage's: a stage advance starts them afresh.
+          </p>
           {job.stages.map((st) => (
-            <div class="cols" key={st.queue} data-stage={st.queue}>
-              <div>
-                <h3>{st.queue} — input</h3>
-                <JsonBlock value={st.data} />
-              </div>
-              <div>
-                <h3>{st.queue} — result</h3>
-                <JsonBlock value={st.result} />
+            <div key={st.queue} data-stage={st.queue}>
+              <h3>
+                {st.queue} — <StateBadge state={st.state} />{" "}
+                <span data-field="stage-attempts">
+                  {st.attempts} attempt{st.attempts === 1 ? "" : "s"}
+                </span>
+              </h3>
+              <div class="cols">
+                <div>
+                  <h4>Input</h4>
+                  <JsonBlock value={st.data} />
+                </div>
+                <div>
+                  <h4>{st.error && !st.result ? "Last error" : "Result"}</h4>
+                  <JsonBlock value={st.error && !st.result ? st.error : st.result} />
+                </div>
               </div>
             </div>
           ))}

@@ -51,7 +51,7 @@ export function QueuePage({
 }) {
   const state = (params.get("state") ?? (session.history ? "all" : "ready")) as (typeof STATES)[number];
   const windowMs = Number(params.get("window") ?? 0) || null;
-  const [summary, setSummary] = useState<QueueSummary | null>(null);
+  const [summary, setSummary] = useState<(QueueSummary & { served?: boolean }) | null>(null);
   const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
   const [cursor, setCursor] = useState<string | null>(null);
   const [jobs, setJobs] = useState<{ items: JobItem[]; next: string | null } | null>(null);
@@ -269,6 +269,12 @@ export function QueuePage({
         </Confirm>
       </div>
       <ErrorNote error={error} />
+      {summary?.served === false && (
+        <p class="error" data-warning="not-served">
+          No worker has claimed from this queue: its jobs wait for a worker that may never come. Is the queue
+          name right (a typo), is its pool deployed?
+        </p>
+      )}
       {notice && <p class="notice">{notice}</p>}
       {!jobs ? (
         <p class="muted">Loading…</p>

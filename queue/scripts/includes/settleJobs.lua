@@ -83,12 +83,18 @@ local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWa
   end
 end
 
+-- `attemptsMade` of a job whose attempt just succeeded: the failed ones and this one.
+local function attemptsAfterSuccess(made)
+  if not made or made == '0' then return '1' end
+  return tostring((tonumber(made) or 0) + 1)
+end
+
 -- Complete one job the caller holds the lease for; keep its record for `retention` seconds
 -- (0: delete it), then have it reclaimed (finished.lua). Returns 1, 0 when the lease was lost (the result is discarded: fencing), or
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
-  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt')
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt', 'attemptsMade', 'error')
   if not leaseHeld(held[1], token) then
     if held[3] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -98,7 +104,11 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   tallyRunTime(tally, held[6])
   if held[5] and held[5] ~= '' then tallyLeftRunning(tally, jobPrefix, queue, held[5]) end
   if retention > 0 then
-    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '')
+    -- The succeeding attempt counts among those made, and the outcome is no longer an error (the
+    -- failed attempts' errors stay in `errors`); only a job that failed before has one to drop.
+    redis.call('HSET', jk, 'state', 'completed', 'result', result, 'finishedAt', tally.at, 'token', '',
+      'attemptsMade', attemptsAfterSuccess(held[7]))
+    if held[8] then redis.call('HDEL', jk, 'error') end
     redis.call('EXPIRE', jk, tally.ttl)
     tally.finished[#tally.finished + 1] = id
   else
@@ -124,7 +134,7 @@ end
 local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
   local jk = jobKey(jobPrefix, id)
   -- (leaseProblem's one HMGET, with the group)
-  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses', 'startedAt')
+  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses', 'startedAt', 'attemptsMade', 'attemptsBefore', 'error', 'stages')
   if not leaseHeld(held[1], token) then
     if held[2] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -140,18 +150,29 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
     recordOutbox(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'next', nextQueue, 'reused', reused})
   end
   tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
+  -- The counters become the next stage's; what this stage took stays in `stages` (the finished
+  -- stages' `queue=attempts`, in order), the only trace of it in Redis.
+  local made = (tonumber(held[6]) or 0) + (tonumber(held[7]) or 0) + 1
+  local stageEntry = queue .. '=' .. made
   local fields = {'queue', nextQueue, 'data', nextData, 'state', 'ready', 'token', '',
     'attemptsMade', '0', 'stalls', '0', 'handbacks', '0', 'timeout', '0', 'createdAt', tally.at,
-    'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', ''}
+    'prevQueue', queue, 'errors', '', 'contentHash', nextContentHash, 'progress', '', 'progressMessage', '', 'requeued', '',
+    'stages', held[9] and held[9] ~= '' and (held[9] .. ' ' .. stageEntry) or stageEntry}
   if nextTrace ~= '' then
     fields[#fields + 1] = 'trace'
     fields[#fields + 1] = nextTrace
   end
   redis.call('HSET', jk, unpack(fields))
+  -- (one HDEL, only for what this job has: a stage's `uses` and its implicit resource group, the
+  -- last failure of a stage that then succeeded, the attempts before a dead-letter retry)
+  local drop = {}
   if held[4] then
-    -- A job's `uses` budget its own stage only; its implicit resource group goes with them.
-    if isResourceGroup(held[3]) then redis.call('HDEL', jk, 'uses', 'group') else redis.call('HDEL', jk, 'uses') end
+    drop[#drop + 1] = 'uses'
+    if isResourceGroup(held[3]) then drop[#drop + 1] = 'group' end
   end
+  if held[7] then drop[#drop + 1] = 'attemptsBefore' end
+  if held[8] then drop[#drop + 1] = 'error' end
+  if #drop > 0 then redis.call('HDEL', jk, unpack(drop)) end
   -- (the tail of the next stage's line; a prioritised job keeps its score)
   putReady(nextReadyKey, jk, id, false)
   tally.enqueued = tally.enqueued + 1
