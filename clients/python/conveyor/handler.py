@@ -225,6 +225,9 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
 
     class Sidecar(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # (the answer's headers and body are separate writes: with Nagle's algorithm on, the body
+        # waits for the worker's delayed ACK, ~40 ms a job on loopback)
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             pass
