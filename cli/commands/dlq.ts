@@ -1,18 +1,19 @@
 // `conveyor dlq`: list, retry or purge a queue's dead letters.
-import { QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const admin = () => import("../../queue/admin.ts");
 
 export const LIMIT_SETTING = { kind: "int", help: "at most this many" } as const;
 
 export default defineCommand({
   name: "dlq",
-  synopsis: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
+  args: ["list|retry|purge <queue>"],
   settings: { ...COMMON, limit: { ...LIMIT_SETTING, default: 100 } },
   async run(o) {
     const [action, queue] = o.positionals;
-    if (!action || !["list", "retry", "purge"].includes(action) || !queue)
-      throw new UsageError("dlq list|retry|purge <queue>");
+    if (!action || !queue) throw new UsageError("dlq list|retry|purge <queue>");
     const asJson = o.bool("json");
+    const { QueueAdmin } = await admin();
     await withRedis(o.str("redis")!, async (redis) => {
       const admin = new QueueAdmin(redis);
       if (action === "list") {

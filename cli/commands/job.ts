@@ -3,8 +3,6 @@ import { defineJobCommand, print, safeJson } from "../command.ts";
 
 export default defineJobCommand({
   name: "job",
-  synopsis:
-    "  job <id> [--queue Q] [--json]           state, attempts, result or last error, progress, log lines (exit 1: not found)",
   async run({ id, queue, admin, json: asJson }) {
     const info = await admin.job(id, queue);
     if (!info) {

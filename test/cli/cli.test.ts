@@ -1,7 +1,7 @@
 // The `conveyor` command as a user runs it, against a real Redis.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -167,6 +167,37 @@ describe("conveyor CLI", () => {
     }
     assert.equal(run("--help").status, 0);
     assert.equal(run("frobnicate", "--help").status, 2);
+  });
+
+  test("start-up loads only the command that runs: --version none, stats --help no Redis client", () => {
+    // a module hook that writes every file URL the process loads to a file
+    const hook = join(dir, "loaded-hook.mjs");
+    writeFileSync(
+      hook,
+      `import { registerHooks } from "node:module";
+import { appendFileSync } from "node:fs";
+registerHooks({ load(url, context, next) { appendFileSync(process.env.LOADED_FILE, url + "\\n"); return next(url, context); } });`,
+    );
+    const loaded = (...args: string[]) => {
+      const file = join(dir, `loaded-${args.join("-")}.txt`);
+      const r = spawnSync(NODE, ["--import", hook, CONVEYOR, ...args], {
+        env: { ...process.env, REDIS_URL: server.url, LOADED_FILE: file },
+        encoding: "utf8",
+      });
+      assert.equal(r.status, 0, r.stderr);
+      const urls = readFileSync(file, "utf8").trim().split("\n");
+      return {
+        commands: urls.flatMap((u) => /\/cli\/commands\/([a-z]+)\.[jt]s$/.exec(u)?.[1] ?? []),
+        packages: [
+          ...new Set(urls.flatMap((u) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(u)?.[1] ?? [])),
+        ],
+      };
+    };
+    assert.deepEqual(loaded("--version"), { commands: ["index"], packages: [] });
+    assert.deepEqual(loaded("stats", "--help"), { commands: ["index", "stats"], packages: [] });
+    const stats = loaded("stats", "emails");
+    assert.deepEqual(stats.commands, ["index", "stats"]);
+    assert.ok(stats.packages.includes("ioredis"), stats.packages.join(", "));
   });
 
   test("boolean flags work bare and with =true/=false; durations take a bare number as seconds", () => {
