@@ -56,7 +56,8 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   {
     name: "dlq",
-    synopsis: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
+    synopsis: `  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters
+  dlq retry <queue> <id>…                 retry only these (exit 1: none of them is dead)`,
     load: byDefault(dlq),
   },
   {

@@ -116,6 +116,39 @@ describe("conveyor CLI", () => {
     assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).dead, 0);
   });
 
+  test("dlq retry <queue> <id>… retries exactly those ids and names the others (exit 1: none was dead)", async () => {
+    const queue = "pipe/extract";
+    for (const id of ["r1", "r2", "r3", "r4"]) run("enqueue", queue, "{}", "--id", id, "--attempts", "1");
+    const c = new Consumer(redis, queue, { workerId: "t", leaseMs: 10_000 });
+    const claimed = (await c.claim(4)).jobs;
+    assert.equal(claimed.length, 4);
+    for (const job of claimed)
+      await c.fail(job, { name: "Error", message: "kaput" }, { retryable: false, retryDelayMs: 0 });
+    const deadIds = () =>
+      (JSON.parse(run("dlq", "list", queue, "--json").stdout) as { id: string }[]).map((d) => d.id).sort();
+    assert.deepEqual(deadIds(), ["r1", "r2", "r3", "r4"]);
+
+    const one = run("dlq", "retry", queue, "r2");
+    assert.equal(one.status, 0, one.stderr);
+    assert.equal(one.stdout, "retried 1\n");
+    assert.deepEqual(deadIds(), ["r1", "r3", "r4"]);
+    assert.equal(JSON.parse(run("stats", queue, "--json").stdout).ready, 1);
+
+    // r2 is no longer dead: named, like an id never seen; the one dead id given is retried
+    const mixed = run("dlq", "retry", queue, "r3", "nope", "r2", "--json");
+    assert.equal(mixed.status, 0, mixed.stderr);
+    assert.deepEqual(JSON.parse(mixed.stdout), { retried: 1, notDead: ["nope", "r2"] });
+    assert.deepEqual(deadIds(), ["r1", "r4"]);
+
+    const none = run("dlq", "retry", queue, "nope");
+    assert.equal(none.status, 1);
+    assert.equal(none.stdout, "retried 0\nnope: no such dead letter in pipe/extract\n");
+    const bad = run("dlq", "retry", queue, "bad id!");
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /invalid job id "bad id!"/);
+    assert.deepEqual(deadIds(), ["r1", "r4"], "nothing else was retried");
+  });
+
   test("delete removes waiting and delayed jobs, refuses a running one (exit 1), and names unknown ids", async () => {
     run("enqueue", "del", "{}", "--id", "x1");
     run("enqueue", "del", "{}", "--id", "x2", "--delay", "1h");
