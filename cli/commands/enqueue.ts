@@ -80,6 +80,10 @@ export default defineCommand({
       uses,
     };
     const file = o.raw("file");
+    if (file !== undefined && json !== undefined)
+      throw new UsageError(
+        `enqueue: unexpected argument ${JSON.stringify(json)} (with --file the jobs come from the file)`,
+      );
     const asJson = o.bool("json");
     // `send {queue}` spans when the OTEL_* variables ask for export (flushed before exit).
     const tracing = await startTracing({ serviceName: "conveyor-cli" });

@@ -73,6 +73,10 @@ describe("conveyor CLI", () => {
     const b = run("enqueue", "bulk", "{}", "--key", "k");
     assert.equal(a.stdout, b.stdout);
     assert.equal(JSON.parse(run("stats", "bulk", "--json").stdout).ready, 4);
+    const both = run("enqueue", "bulk", '{"n":9}', "--file", file);
+    assert.equal(both.status, 2);
+    assert.match(both.stderr, /unexpected argument "\{\\"n\\":9\}" \(with --file/);
+    assert.equal(JSON.parse(run("stats", "bulk", "--json").stdout).ready, 4);
   });
 
   test("job shows state, attempts and result; unknown ids exit 1", async () => {
