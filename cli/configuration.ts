@@ -10,7 +10,7 @@ export const CONFIGURATION_FILE = new URL("../docs/configuration.md", import.met
 /** Every setting of every command, and the variables no command owns (ENVIRONMENT). */
 export async function allSettings(): Promise<{ command: string; settings: Settings }[]> {
   const out = [];
-  for (const c of COMMANDS) out.push({ command: c.name, settings: await c.settings() });
+  for (const c of COMMANDS) out.push({ command: c.name, settings: await (await c.load()).settings() });
   out.push({ command: "environment", settings: ENVIRONMENT as Settings });
   return out;
 }

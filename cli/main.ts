@@ -1,6 +1,7 @@
 // The `conveyor` command: one binary for producers, operators of the system, the worker image
-// and the operator image. Each command is a file in commands/; this picks one and maps errors
-// to exit status (2 usage, 1 anything else).
+// and the operator image. Each command is a file in commands/, loaded only when it runs (the
+// table in commands/index.ts names them); this picks one and maps errors to exit status (2
+// usage, 1 anything else).
 import { OptionError } from "../lib/options.ts";
 import { packageVersion } from "../lib/packageVersion.ts";
 import { FOOTER, print, UsageError } from "./command.ts";
@@ -12,7 +13,7 @@ export const USAGE = `usage: conveyor <command> [options]\n\n${COMMANDS.map((c) 
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  const command = COMMANDS.find((c) => c.name === name);
+  const entry = COMMANDS.find((c) => c.name === name);
   try {
     if (name === "--version" || name === "-V") {
       print(packageVersion());
@@ -22,9 +23,10 @@ export async function main(argv: string[]): Promise<number> {
       print(USAGE);
       return name === undefined ? 2 : 0;
     }
-    if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+    if (!entry) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+    const command = await entry.load();
     if (rest.includes("--help") || rest.includes("-h")) {
-      print(await command.help());
+      print(await command.help(entry.synopsis));
       return 0;
     }
     return await command.run(rest);

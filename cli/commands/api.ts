@@ -21,11 +21,7 @@ const poolReader = () => import("../../operator/poolReader.ts");
 
 export default defineCommand({
   name: "api",
-  synopsis:
-    "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
-    "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]\n" +
-    "      [--durability primary|replicated] [--replica-timeout 2s]",
-  positionals: false,
+  args: [],
   settings: {
     redis: COMMON.redis,
     port: int("CONVEYOR_API_PORT", { default: 8080, max: 65535 }, "HTTP port (0 = any free port)"),

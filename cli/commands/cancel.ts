@@ -3,8 +3,6 @@ import { defineJobCommand, print } from "../command.ts";
 
 export default defineJobCommand({
   name: "cancel",
-  synopsis:
-    "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
   async run({ id, queue, admin, json }) {
     const r = await admin.cancel(id, queue);
     if (json) print(JSON.stringify(r));

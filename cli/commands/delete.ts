@@ -1,15 +1,16 @@
 // `conveyor delete`: remove jobs that are not running.
-import { QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const admin = () => import("../../queue/admin.ts");
 
 export default defineCommand({
   name: "delete",
-  synopsis:
-    "  delete <queue> <id>… [--json]           delete waiting, delayed, dead or finished jobs (running ones are refused: cancel first)",
+  args: ["<queue> <id>…"],
   settings: COMMON,
   async run(o) {
     const [queue, ...ids] = o.positionals;
     if (!queue || ids.length === 0) throw new UsageError("delete <queue> <id>…");
+    const { QueueAdmin } = await admin();
     return withRedis(o.str("redis")!, async (redis) => {
       const results = await new QueueAdmin(redis).deleteJobs(queue, [...new Set(ids)]);
       if (o.bool("json")) print(JSON.stringify(results));

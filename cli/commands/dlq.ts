@@ -1,30 +1,54 @@
 // `conveyor dlq`: list, retry or purge a queue's dead letters.
-import { QueueAdmin } from "../../queue/index.ts";
-import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+import { assertJobId } from "../../queue/keys.ts";
+import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const admin = () => import("../../queue/admin.ts");
 
 export const LIMIT_SETTING = { kind: "int", help: "at most this many" } as const;
 
 export default defineCommand({
   name: "dlq",
-  synopsis: "  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters",
+  args: ["list|purge <queue>", "retry <queue> [<id>…]"],
   settings: { ...COMMON, limit: { ...LIMIT_SETTING, default: 100 } },
   async run(o) {
-    const [action, queue] = o.positionals;
-    if (!action || !["list", "retry", "purge"].includes(action) || !queue)
-      throw new UsageError("dlq list|retry|purge <queue>");
+    const [action, queue, ...given] = o.positionals;
+    if (!action || !queue) throw new UsageError("dlq list|retry|purge <queue>");
+    assertQueueNameForUsage(queue);
+    const ids = [...new Set(given)];
+    for (const id of ids) {
+      try {
+        assertJobId(id);
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+    }
     const asJson = o.bool("json");
-    await withRedis(o.str("redis")!, async (redis) => {
+    const { QueueAdmin } = await admin();
+    return withRedis(o.str("redis")!, async (redis) => {
       const admin = new QueueAdmin(redis);
       if (action === "list") {
         const dead = await admin.deadJobs(queue, o.int("limit"));
-        if (asJson) return print(JSON.stringify(dead));
-        if (dead.length === 0) return print("no dead letters");
-        for (const d of dead) print(`${d.id}  ${new Date(d.deadAt).toISOString()}  ${d.reason}`);
-        return;
+        if (asJson) print(JSON.stringify(dead));
+        else if (dead.length === 0) print("no dead letters");
+        else for (const d of dead) print(`${d.id}  ${new Date(d.deadAt).toISOString()}  ${d.reason}`);
+        return 0;
+      }
+      if (action === "retry" && ids.length > 0) {
+        // One id per call, so the answer says which of them were dead letters of this queue.
+        const moved = await Promise.all(ids.map((id) => admin.retryDead(queue, [id])));
+        const notDead = ids.filter((_, i) => moved[i] === 0);
+        const retried = ids.length - notDead.length;
+        if (asJson) print(JSON.stringify({ retried, notDead }));
+        else {
+          print(`retried ${retried}`);
+          for (const id of notDead) print(`${id}: no such dead letter in ${queue}`);
+        }
+        return retried > 0 ? 0 : 1;
       }
       const n = action === "retry" ? await admin.retryDead(queue) : await admin.purgeDead(queue);
       const done = action === "retry" ? "retried" : "purged";
       print(asJson ? JSON.stringify({ [done]: n }) : `${done} ${n}`);
+      return 0;
     });
   },
 });

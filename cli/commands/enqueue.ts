@@ -2,30 +2,23 @@
 import { readFileSync } from "node:fs";
 import { startTracing } from "../../lib/telemetry.ts";
 import {
-  assertGroup,
   DURABILITY_SETTING,
-  InvalidResourceError,
-  parseUses,
-  EnvelopeError,
-  parseEnvelope,
-  newJobId,
-  Producer,
   REPLICA_TIMEOUT_SETTING,
   ReplicationError,
-  type Dedupe,
-  DEDUPE_KEY_MAX,
-  DEDUPE_WINDOW_MAX_MS,
   type Durability,
-  type JobToEnqueue,
-} from "../../queue/index.ts";
+} from "../../queue/durability.ts";
+import { EnvelopeError, parseEnvelope } from "../../queue/envelope.ts";
+import { assertGroup } from "../../queue/groups.ts";
+import { newJobId } from "../../queue/keys.ts";
+import { DEDUPE_KEY_MAX, DEDUPE_WINDOW_MAX_MS, Producer, type JobToEnqueue } from "../../queue/producer.ts";
+import { InvalidResourceError, parseUses } from "../../queue/resources.ts";
+import type { Dedupe } from "../../queue/types.ts";
 import { parseDuration } from "../../lib/duration.ts";
 import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "../command.ts";
 
 export default defineCommand({
   name: "enqueue",
-  synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
-          [--debounce KEY:WINDOW | --throttle KEY:WINDOW] [--uses openai:tokens=1200]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
+  args: ["<queue> [<json>]"],
   settings: {
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
@@ -87,6 +80,10 @@ export default defineCommand({
       uses,
     };
     const file = o.raw("file");
+    if (file !== undefined && json !== undefined)
+      throw new UsageError(
+        `enqueue: unexpected argument ${JSON.stringify(json)} (with --file the jobs come from the file)`,
+      );
     const asJson = o.bool("json");
     // `send {queue}` spans when the OTEL_* variables ask for export (flushed before exit).
     const tracing = await startTracing({ serviceName: "conveyor-cli" });

@@ -1,12 +1,14 @@
 // `conveyor events`: a queue's job transitions in order, optionally following new ones.
-import { connectRedis, QueueEvents, type QueueEvent } from "../../queue/index.ts";
+import type { QueueEvent } from "../../queue/events.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 import { LIMIT_SETTING } from "./dlq.ts";
 
+const connection = () => import("../../queue/connection.ts");
+const queueEvents = () => import("../../queue/events.ts");
+
 export default defineCommand({
   name: "events",
-  synopsis:
-    "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
+  args: ["<queue>"],
   settings: {
     ...COMMON,
     follow: { short: "f", kind: "bool", default: false, help: "keep printing new events until interrupted" },
@@ -27,6 +29,7 @@ export default defineCommand({
       print(`${new Date(e.at).toISOString()} ${type?.padEnd(10)} ${id} ${detail}`);
     };
     const redisUrl = o.str("redis")!;
+    const [{ connectRedis }, { QueueEvents }] = await Promise.all([connection(), queueEvents()]);
     await withRedis(redisUrl, async (redis) => {
       const recent = await new QueueEvents(redis).recent(queue, count);
       recent.forEach(show);

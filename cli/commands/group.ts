@@ -1,16 +1,14 @@
 // `conveyor group`: a queue's groups — their concurrency limits, pause/resume, and a listing.
+import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import {
   assertGroup,
-  formatRateLimit,
-  parseRateLimit,
-  type RateLimit,
   listGroups,
   pauseGroup,
   resumeGroup,
   setGroupLimit,
   type GroupOnDead,
-  type RedisClient,
-} from "../../queue/index.ts";
+} from "../../queue/groups.ts";
+import type { RedisClient } from "../../queue/scripts.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 import { LIMIT_SETTING } from "./dlq.ts";
 
@@ -65,10 +63,7 @@ function groupForUsage(group: string): string {
 
 export default defineCommand({
   name: "group",
-  synopsis: `  group limit|set <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off] [--weight N|off] [--on-dead block|continue|off]
-                                          a group's settings (no group: every group's default)
-  group pause|resume <queue> <group>      stop or restart starting one group's jobs
-  group list <queue> [--limit N] [--json] groups by waiting jobs: running / limit, paused`,
+  args: ["limit|set <queue> [<group>]", "pause|resume <queue> <group>", "list <queue>"],
   settings: {
     ...COMMON,
     concurrency: {
@@ -94,8 +89,8 @@ export default defineCommand({
     limit: { ...LIMIT_SETTING, default: 50, help: "group list: at most this many groups" },
   },
   async run(o) {
-    const [action, queue, group, ...rest] = o.positionals;
-    if (!action || !queue || rest.length > 0) throw new UsageError(USAGE);
+    const [action, queue, group] = o.positionals;
+    if (!action || !queue) throw new UsageError(USAGE);
     assertQueueNameForUsage(queue);
     const asJson = o.bool("json");
     const withQueue = (fn: (redis: RedisClient) => Promise<void>) => withRedis(o.str("redis")!, fn);
@@ -149,7 +144,6 @@ export default defineCommand({
         return;
       }
       case "list": {
-        if (group !== undefined) throw new UsageError("group list <queue>");
         await withQueue(async (redis) => {
           const all = await listGroups(redis, queue);
           const shown = all.groups.slice(0, o.int("limit"));

@@ -1,41 +1,151 @@
-// Every `conveyor` command, in the order `conveyor --help` lists them. A new command: a file
-// here (defineCommand in ../command.ts) and a line below; `npm run gen:config` updates the docs.
+// Every `conveyor` command, in the order `conveyor --help` lists them: its name, its synopsis and
+// how to load it. A command's module (and what it imports: ioredis, the API server, the worker)
+// is loaded only when that command runs or shows its --help, so start-up pays for one command.
+// A new command: a file here (defineCommand in ../command.ts) and an entry below; `npm run
+// gen:config` updates the docs.
 import type { Command } from "../command.ts";
-import api from "./api.ts";
-import cancel from "./cancel.ts";
-import deleteJobs from "./delete.ts";
-import dlq from "./dlq.ts";
-import enqueue from "./enqueue.ts";
-import events from "./events.ts";
-import group from "./group.ts";
-import job from "./job.ts";
-import limit from "./limit.ts";
-import operator from "./operator.ts";
-import { pause, resume } from "./pause.ts";
-import promote from "./promote.ts";
-import resource from "./resource.ts";
-import schedule from "./schedule.ts";
-import scripts from "./scripts.ts";
-import stats from "./stats.ts";
-import worker from "./worker.ts";
 
-export const COMMANDS: readonly Command[] = [
-  enqueue,
-  stats,
-  job,
-  dlq,
-  cancel,
-  promote,
-  deleteJobs,
-  pause,
-  resume,
-  limit,
-  group,
-  resource,
-  schedule,
-  events,
-  api,
-  scripts,
-  worker,
-  operator,
+export interface CommandEntry {
+  name: string;
+  /** Its lines in `conveyor --help`, each starting "  <name> ". */
+  synopsis: string;
+  load(): Promise<Command>;
+}
+
+// Loaders named at the top level: tsc (5.9, ESM) leaves a `.ts` import() inside an object literal
+// unrewritten, and the compiled CLI would look for .ts files dist/ does not have.
+const enqueue = () => import("./enqueue.ts");
+const stats = () => import("./stats.ts");
+const job = () => import("./job.ts");
+const dlq = () => import("./dlq.ts");
+const cancel = () => import("./cancel.ts");
+const promote = () => import("./promote.ts");
+const deleteJobs = () => import("./delete.ts");
+const pauseResume = () => import("./pause.ts");
+const limit = () => import("./limit.ts");
+const group = () => import("./group.ts");
+const resource = () => import("./resource.ts");
+const schedule = () => import("./schedule.ts");
+const events = () => import("./events.ts");
+const api = () => import("./api.ts");
+const scripts = () => import("./scripts.ts");
+const worker = () => import("./worker.ts");
+const operator = () => import("./operator.ts");
+
+const byDefault = (load: () => Promise<{ default: Command }>) => async () => (await load()).default;
+
+export const COMMANDS: readonly CommandEntry[] = [
+  {
+    name: "enqueue",
+    synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
+          [--debounce KEY:WINDOW | --throttle KEY:WINDOW] [--uses openai:tokens=1200]
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
+    load: byDefault(enqueue),
+  },
+  {
+    name: "stats",
+    synopsis:
+      "  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules, served",
+    load: byDefault(stats),
+  },
+  {
+    name: "job",
+    synopsis:
+      "  job <id> [--queue Q] [--database URL] [--json]\n" +
+      "                                          state, attempts, result or last error, each stage's attempts and result, progress, log lines (exit 1: not found)",
+    load: byDefault(job),
+  },
+  {
+    name: "dlq",
+    synopsis: `  dlq list|retry|purge <queue> [--limit N] [--json]   dead letters
+  dlq retry <queue> <id>…                 retry only these (exit 1: none of them is dead)`,
+    load: byDefault(dlq),
+  },
+  {
+    name: "cancel",
+    synopsis:
+      "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
+    load: byDefault(cancel),
+  },
+  {
+    name: "promote",
+    synopsis:
+      "  promote <id> [--queue Q] [--json]       run a delayed job now (exit 1: not found or not delayed)",
+    load: byDefault(promote),
+  },
+  {
+    name: "delete",
+    synopsis:
+      "  delete <queue> <id>… [--json]           delete waiting, delayed, dead or finished jobs (running ones are refused: cancel first)",
+    load: byDefault(deleteJobs),
+  },
+  {
+    name: "pause",
+    synopsis: "  pause <queue>                           stop claiming from a queue (running jobs finish)",
+    load: async () => (await pauseResume()).pause,
+  },
+  {
+    name: "resume",
+    synopsis: "  resume <queue>                          claim from a paused queue again",
+    load: async () => (await pauseResume()).resume,
+  },
+  {
+    name: "limit",
+    synopsis:
+      "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
+    load: byDefault(limit),
+  },
+  {
+    name: "group",
+    synopsis: `  group limit|set <queue> [<group>] [--concurrency N|off] [--rate N/<s|m|h>|off] [--weight N|off] [--on-dead block|continue|off]
+                                          a group's settings (no group: every group's default)
+  group pause|resume <queue> <group>      stop or restart starting one group's jobs
+  group list <queue> [--limit N] [--json] groups by waiting jobs: running / limit, paused`,
+    load: byDefault(group),
+  },
+  {
+    name: "resource",
+    synopsis: `  resource set <name> --key ID --limit requests=60/m,tokens=200000/m [--key …] [--ceiling 0.9] --pipeline P
+                                          API keys with budgets, checked when jobs are claimed
+  resource list [--pipeline P] [--json]   each key's use of each limit in its window, benches, jobs waiting
+  resource remove <name> --pipeline P     delete a resource (its windows too)`,
+    load: byDefault(resource),
+  },
+  {
+    name: "schedule",
+    synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
+  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
+    load: byDefault(schedule),
+  },
+  {
+    name: "events",
+    synopsis:
+      "  events <queue> [--follow] [--limit N] [--json]  job transitions in order (enqueued, started, progress, completed…)",
+    load: byDefault(events),
+  },
+  {
+    name: "api",
+    synopsis:
+      "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
+      "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]\n" +
+      "      [--durability primary|replicated] [--replica-timeout 2s]",
+    load: byDefault(api),
+  },
+  {
+    name: "scripts",
+    synopsis:
+      "  scripts dump <dir> | show <name>        the published Lua scripts, includes resolved, and library.lua (for other languages)",
+    load: byDefault(scripts),
+  },
+  {
+    name: "worker",
+    synopsis: "  worker [options]                        run the generic worker (conveyor worker --help)",
+    load: byDefault(worker),
+  },
+  {
+    name: "operator",
+    synopsis:
+      "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
+    load: byDefault(operator),
+  },
 ];

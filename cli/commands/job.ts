@@ -1,8 +1,9 @@
 // `conveyor job`: one job's state, attempts, result or error, its stages, progress and log lines.
 import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
-import { NOT_SERVED_WARNING, QueueAdmin, type JobStage } from "../../queue/index.ts";
+import type { JobStage } from "../../queue/types.ts";
 import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
 
+const adminModule = () => import("../../queue/admin.ts");
 const records = () => import("../../records/index.ts");
 const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : undefined);
 
@@ -26,9 +27,7 @@ async function stages(
 
 export default defineCommand({
   name: "job",
-  synopsis:
-    "  job <id> [--queue Q] [--database URL] [--json]\n" +
-    "                                          state, attempts, result or last error, each stage's attempts and result, progress, log lines (exit 1: not found)",
+  args: ["<id>"],
   settings: {
     ...COMMON,
     queue: { kind: "string", arg: "Q", help: "the job's queue (default: looked up from the job)" },
@@ -39,8 +38,9 @@ export default defineCommand({
   },
   async run(o) {
     const [id] = o.positionals;
-    if (!id || o.positionals.length !== 1) throw new UsageError("job <id> [--queue Q]");
+    if (!id) throw new UsageError("job <id> [--queue Q]");
     const [queue, asJson] = [o.raw("queue"), o.bool("json")];
+    const { NOT_SERVED_WARNING, QueueAdmin } = await adminModule();
     return withRedis(o.str("redis")!, async (redis) => {
       const admin = new QueueAdmin(redis);
       const info = await admin.job(id, queue);

@@ -1,16 +1,16 @@
 // `conveyor limit`: a queue's global rate limit.
-import { formatRateLimit, parseRateLimit, QueueAdmin, type RateLimit } from "../../queue/index.ts";
+import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const admin = () => import("../../queue/admin.ts");
 
 export default defineCommand({
   name: "limit",
-  synopsis:
-    "  limit <queue> <N>/<s|m|h> | off         a global rate limit: at most N job starts in any window",
+  args: ["<queue> <rate>"],
   settings: COMMON,
   async run(o) {
     const [queue, rate] = o.positionals;
-    if (!queue || !rate || o.positionals.length !== 2)
-      throw new UsageError("limit <queue> <N>/<s|m|h> | off");
+    if (!queue || !rate) throw new UsageError("limit <queue> <N>/<s|m|h> | off");
     assertQueueNameForUsage(queue);
     let parsed: RateLimit | null = null;
     if (rate !== "off") {
@@ -20,6 +20,7 @@ export default defineCommand({
         throw new UsageError((err as Error).message);
       }
     }
+    const { QueueAdmin } = await admin();
     await withRedis(o.str("redis")!, async (redis) => {
       await new QueueAdmin(redis).setRateLimit(queue, parsed);
       const text = parsed ? formatRateLimit(parsed) : null;

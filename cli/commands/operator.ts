@@ -5,9 +5,7 @@ import { importOperatorPart, type Command } from "../command.ts";
 const config = () => importOperatorPart<typeof import("../../operator/config.ts")>("../operator/config.ts");
 
 export default {
-  name: "operator",
-  synopsis:
-    "  operator [options]                      run the WorkerPool operator (conveyor operator --help)",
+  args: [],
   settings: async () => (await config()).OPERATOR_SETTINGS,
   help: async () => (await config()).OPERATOR_USAGE,
   run: async (argv) =>

@@ -3,8 +3,6 @@ import { defineJobCommand, print } from "../command.ts";
 
 export default defineJobCommand({
   name: "promote",
-  synopsis:
-    "  promote <id> [--queue Q] [--json]       run a delayed job now (exit 1: not found or not delayed)",
   async run({ id, queue: given, admin, json }) {
     const queue = given ?? (await admin.job(id))?.queue;
     const r = queue

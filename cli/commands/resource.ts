@@ -7,7 +7,7 @@ import {
   removeResource,
   setResource,
   type ResourceKeySpec,
-} from "../../queue/index.ts";
+} from "../../queue/resources.ts";
 import type { Settings } from "../../lib/options.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis, type Command } from "../command.ts";
 
@@ -74,14 +74,11 @@ export function keyLimitPairs(argv: string[]): { keys: ResourceKeySpec[]; rest: 
 const command = (keys: ResourceKeySpec[]): Command =>
   defineCommand({
     name: "resource",
-    synopsis: `  resource set <name> --key ID --limit requests=60/m,tokens=200000/m [--key …] [--ceiling 0.9] --pipeline P
-                                          API keys with budgets, checked when jobs are claimed
-  resource list [--pipeline P] [--json]   each key's use of each limit in its window, benches, jobs waiting
-  resource remove <name> --pipeline P     delete a resource (its windows too)`,
+    args: ["set|remove <name>", "list"],
     settings: SETTINGS,
     async run(o) {
-      const [action, name, ...extra] = o.positionals;
-      if (!action || extra.length > 0) throw new UsageError(USAGE);
+      const [action, name] = o.positionals;
+      if (!action) throw new UsageError(USAGE);
       const pipeline = o.raw("pipeline");
       const asJson = o.bool("json");
       const needPipeline = () => {
@@ -133,7 +130,6 @@ const command = (keys: ResourceKeySpec[]): Command =>
           });
         }
         case "list": {
-          if (name !== undefined) throw new UsageError(USAGE);
           await withRedis(o.str("redis")!, async (redis) => {
             const all = await refused(() => listResources(redis, pipeline));
             if (asJson) {

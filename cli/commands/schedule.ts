@@ -1,6 +1,6 @@
 // `conveyor schedule`: repeating jobs — add, list, remove.
 import { OptionError } from "../../lib/options.ts";
-import { makeSchedule, QueueAdmin, scheduleJson, type ScheduleSpec } from "../../queue/index.ts";
+import { makeSchedule, scheduleJson, type ScheduleSpec } from "../../queue/schedules.ts";
 import {
   assertQueueNameForUsage,
   COMMON,
@@ -12,13 +12,14 @@ import {
   withRedis,
 } from "../command.ts";
 
+const admin = () => import("../../queue/admin.ts");
+
 const USAGE =
   "schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] | list <queue> | remove <queue> <name>";
 
 export default defineCommand({
   name: "schedule",
-  synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
-  schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
+  args: ["add <queue> <name> [<json>]", "list <queue>", "remove <queue> <name>"],
   settings: {
     ...COMMON,
     every: { kind: "duration", help: "run every D" },
@@ -28,13 +29,13 @@ export default defineCommand({
   },
   async run(o) {
     const [action, queue, name, json] = o.positionals;
-    const n = o.positionals.length;
     if (!action || !queue) throw new UsageError(USAGE);
     assertQueueNameForUsage(queue);
     const redisUrl = o.str("redis")!;
     const asJson = o.bool("json");
+    const { QueueAdmin } = await admin();
     if (action === "add") {
-      if (!name || n > 4) throw new UsageError(USAGE);
+      if (!name) throw new UsageError(USAGE);
       let spec: ScheduleSpec;
       try {
         spec = {
@@ -60,7 +61,6 @@ export default defineCommand({
       });
     }
     if (action === "list") {
-      if (n !== 2) throw new UsageError(USAGE);
       return withRedis(redisUrl, async (redis) => {
         const list = await new QueueAdmin(redis).schedules.list(queue);
         if (asJson) print(JSON.stringify(list.map(scheduleJson)));
@@ -74,7 +74,7 @@ export default defineCommand({
       });
     }
     if (action === "remove") {
-      if (!name || n !== 3) throw new UsageError(USAGE);
+      if (!name) throw new UsageError(USAGE);
       return withRedis(redisUrl, async (redis) => {
         const removed = await new QueueAdmin(redis).schedules.remove(queue, name);
         print(

@@ -1,15 +1,16 @@
 // `conveyor stats`: a queue's counts and controls.
-import { NOT_SERVED_WARNING, QueueAdmin } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const admin = () => import("../../queue/admin.ts");
 
 export default defineCommand({
   name: "stats",
-  synopsis:
-    "  stats <queue> [--json]                  ready, delayed, inflight, completed, dead; paused, rate limit, cancelled, schedules, served",
+  args: ["<queue>"],
   settings: COMMON,
   async run(o) {
     const [queue] = o.positionals;
     if (!queue) throw new UsageError("stats needs a queue");
+    const { NOT_SERVED_WARNING, QueueAdmin } = await admin();
     await withRedis(o.str("redis")!, async (redis) => {
       const view = await new QueueAdmin(redis).stats(queue);
       if (o.bool("json")) return print(JSON.stringify(view));

@@ -7,8 +7,7 @@ const config = () => import("../../worker/config.ts");
 const main = () => import("../../worker/main.ts");
 
 export default {
-  name: "worker",
-  synopsis: "  worker [options]                        run the generic worker (conveyor worker --help)",
+  args: [],
   settings: async () => (await config()).WORKER_SETTINGS,
   help: async () => (await config()).WORKER_USAGE,
   run: async (argv) => (await main()).runWorker(argv),

@@ -1,7 +1,7 @@
 // The `conveyor` command as a user runs it, against a real Redis.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -75,6 +75,10 @@ describe("conveyor CLI", () => {
     const b = run("enqueue", "bulk", "{}", "--key", "k");
     assert.equal(a.stdout, b.stdout);
     assert.equal(JSON.parse(run("stats", "bulk", "--json").stdout).ready, 4);
+    const both = run("enqueue", "bulk", '{"n":9}', "--file", file);
+    assert.equal(both.status, 2);
+    assert.match(both.stderr, /unexpected argument "\{\\"n\\":9\}" \(with --file/);
+    assert.equal(JSON.parse(run("stats", "bulk", "--json").stdout).ready, 4);
   });
 
   test("job shows state, attempts and result; unknown ids exit 1", async () => {
@@ -120,6 +124,39 @@ describe("conveyor CLI", () => {
       await c.fail(job, { name: "Error", message: "again" }, { retryable: false, retryDelayMs: 0 });
     assert.match(run("dlq", "purge", "dl").stdout, /purged 2/);
     assert.equal(JSON.parse(run("stats", "dl", "--json").stdout).dead, 0);
+  });
+
+  test("dlq retry <queue> <id>… retries exactly those ids and names the others (exit 1: none was dead)", async () => {
+    const queue = "pipe/extract";
+    for (const id of ["r1", "r2", "r3", "r4"]) run("enqueue", queue, "{}", "--id", id, "--attempts", "1");
+    const c = new Consumer(redis, queue, { workerId: "t", leaseMs: 10_000 });
+    const claimed = (await c.claim(4)).jobs;
+    assert.equal(claimed.length, 4);
+    for (const job of claimed)
+      await c.fail(job, { name: "Error", message: "kaput" }, { retryable: false, retryDelayMs: 0 });
+    const deadIds = () =>
+      (JSON.parse(run("dlq", "list", queue, "--json").stdout) as { id: string }[]).map((d) => d.id).sort();
+    assert.deepEqual(deadIds(), ["r1", "r2", "r3", "r4"]);
+
+    const one = run("dlq", "retry", queue, "r2");
+    assert.equal(one.status, 0, one.stderr);
+    assert.equal(one.stdout, "retried 1\n");
+    assert.deepEqual(deadIds(), ["r1", "r3", "r4"]);
+    assert.equal(JSON.parse(run("stats", queue, "--json").stdout).ready, 1);
+
+    // r2 is no longer dead: named, like an id never seen; the one dead id given is retried
+    const mixed = run("dlq", "retry", queue, "r3", "nope", "r2", "--json");
+    assert.equal(mixed.status, 0, mixed.stderr);
+    assert.deepEqual(JSON.parse(mixed.stdout), { retried: 1, notDead: ["nope", "r2"] });
+    assert.deepEqual(deadIds(), ["r1", "r4"]);
+
+    const none = run("dlq", "retry", queue, "nope");
+    assert.equal(none.status, 1);
+    assert.equal(none.stdout, "retried 0\nnope: no such dead letter in pipe/extract\n");
+    const bad = run("dlq", "retry", queue, "bad id!");
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /invalid job id "bad id!"/);
+    assert.deepEqual(deadIds(), ["r1", "r4"], "nothing else was retried");
   });
 
   test("delete removes waiting and delayed jobs, refuses a running one (exit 1), and names unknown ids", async () => {
@@ -173,6 +210,37 @@ describe("conveyor CLI", () => {
     }
     assert.equal(run("--help").status, 0);
     assert.equal(run("frobnicate", "--help").status, 2);
+  });
+
+  test("start-up loads only the command that runs: --version none, stats --help no Redis client", () => {
+    // a module hook that writes every file URL the process loads to a file
+    const hook = join(dir, "loaded-hook.mjs");
+    writeFileSync(
+      hook,
+      `import { registerHooks } from "node:module";
+import { appendFileSync } from "node:fs";
+registerHooks({ load(url, context, next) { appendFileSync(process.env.LOADED_FILE, url + "\\n"); return next(url, context); } });`,
+    );
+    const loaded = (...args: string[]) => {
+      const file = join(dir, `loaded-${args.join("-")}.txt`);
+      const r = spawnSync(NODE, ["--import", hook, CONVEYOR, ...args], {
+        env: { ...process.env, REDIS_URL: server.url, LOADED_FILE: file },
+        encoding: "utf8",
+      });
+      assert.equal(r.status, 0, r.stderr);
+      const urls = readFileSync(file, "utf8").trim().split("\n");
+      return {
+        commands: urls.flatMap((u) => /\/cli\/commands\/([a-z]+)\.[jt]s$/.exec(u)?.[1] ?? []),
+        packages: [
+          ...new Set(urls.flatMap((u) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(u)?.[1] ?? [])),
+        ],
+      };
+    };
+    assert.deepEqual(loaded("--version"), { commands: ["index"], packages: [] });
+    assert.deepEqual(loaded("stats", "--help"), { commands: ["index", "stats"], packages: [] });
+    const stats = loaded("stats", "emails");
+    assert.deepEqual(stats.commands, ["index", "stats"]);
+    assert.ok(stats.packages.includes("ioredis"), stats.packages.join(", "));
   });
 
   test("boolean flags work bare and with =true/=false; durations take a bare number as seconds", () => {
