@@ -23,6 +23,16 @@
 -- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit))
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
+  -- Admission (rate windows, ring waits, resources) runs on Redis' clock, read once per claim and
+  -- only when a limit needs it (control.lua, serverTimeMs); the fencing tokens reuse the reading.
+  -- `now` stays the caller's clock for what the caller compares with its own (delayed jobs, the
+  -- reply's nextDueMs).
+  local clockMs = nil
+  local function clock()
+    clockMs = clockMs or serverTimeMs()
+    return clockMs
+  end
+  local callerNow = now
 
   local jobs = {}
   -- A queue where grouped jobs wait, known for free when this call has read `<P>meta` already
@@ -122,7 +132,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       if paused then
         room = 0
       elseif rate then
-        local allowance, _, freeAt = rateAllowance(rate, rlog, now, count)
+        local allowance, _, freeAt = rateAllowance(rate, rlog, clock(), count)
         room = math.min(room, allowance - #ok / 3)
         groupFreeAt = freeAt
       end
@@ -150,7 +160,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           end
           local f = ok[#ok - 1]
           if f[16] then
-            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, f, now)
+            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, f, clock())
             if not admitted then
               ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
               budgetWait = {grant, resource}
@@ -198,7 +208,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local slots, others = room, nil
       while g and room > 0 do
         visits = visits + 1
-        if score >= RING_WAIT and score - RING_WAIT > now then
+        if score >= RING_WAIT and score - RING_WAIT > clock() then
           -- The lowest score is a group waiting for its window: nobody else is due. Stop here.
           redis.call('ZADD', ring, score, g)
           local due = score - RING_WAIT
@@ -217,7 +227,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         else
         -- (a group's turn: up to the matching `end` below)
         local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
-        local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, now, rates)
+        local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, clock, rates)
         -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
         weight = tonumber(weight) or 1
         local used = weight > 1 and groupTurnsUsed(q, g) or 0
@@ -248,7 +258,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
             groupRateTaken(rates, g, started)
             groupLeft = groupLeft - started
             if groupLeft == 0 and rates[g] and rates[g].left == 0 then
-              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
+              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, clock(), rates[g].started + 1)
               rateFreeAt = due
             end
           end
@@ -314,7 +324,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       allowed = 0
     elseif rate then
       -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
-      allowed, kept, freeAt, now = rateAllowance(rate, rlog, now, allowed)
+      allowed, kept, freeAt, now = rateAllowance(rate, rlog, clock(), allowed)
     end
     if allowed < #ok / 3 then
       gated = true
@@ -341,7 +351,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   if started > 0 then
     -- Per claim, not per job: one reservation of fencing tokens (top - started + 1 … top),
     -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
-    local top = reserveTokens(keys[6], started)
+    local top = reserveTokens(keys[6], started, clockMs)
     -- (numbers turned into text once: Lua formats a number with sprintf each time it is an argument)
     local deadlines, at, deadline = {}, tostring(now), tostring(now + leaseMs)
     -- The `started` events: one entry for the claim (record.lua, appendBatchEvent).
@@ -409,8 +419,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     local first = redis.call('ZRANGE', keys[2], '0', '0', 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
-  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due). The
+  -- window's time is Redis'; the reply gives it on the caller's clock, which the caller sleeps by.
   if groupFreeAt and (not freeAt or groupFreeAt < freeAt) then freeAt = groupFreeAt end
+  if freeAt then freeAt = freeAt - clockMs + callerNow end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
   return {jobs, nextDue}
 end

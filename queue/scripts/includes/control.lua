@@ -11,14 +11,22 @@ local function readControl(metaKey, queue)
   return f[2] == '1', f[3], f[4]
 end
 
+-- Redis' own clock in ms. Admission's windows are timed by it, never by the caller's `now`: a
+-- caller's clock is another node's (pods on different nodes never share one), and it was read
+-- before the call waited its turn (a GC pause, a busy Redis), so stamps from callers would let one
+-- window of handler starts hold claims that were really up to their skew or wait apart.
+local function serverTimeMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- A sliding-window log: `rlog` is 'time:jobs,time:jobs,…', one entry per claim still inside the
 -- window, so no window of `windowMs` ever holds more than `max` starts (a burst of `max` is
--- allowed, never more). The window's clock only moves forward: a claim whose `now` (the
--- caller's clock, taken before its call reached Redis) is older than the log's newest entry counts
--- as made at that entry's time — otherwise claims arriving out of order could each fit their own
--- window and together overfill a later one. Returns how many of `wanted` jobs may start now, the
--- entries kept, (when fewer than wanted may start) when the oldest entry leaves the window — the
--- next chance — and the claim's time on that clock.
+-- allowed, never more). `now` is Redis' clock (serverTimeMs), and the window's clock only moves
+-- forward: a claim older than the log's newest entry (Redis' clock stepped back, or a stamp an
+-- older release took from a caller's clock) counts as made at that entry's time. Returns how many
+-- of `wanted` jobs may start now, the entries kept, (when fewer than wanted may start) when the
+-- oldest entry leaves the window — the next chance — and the claim's time on that clock.
 local function rateAllowance(rate, rlog, now, wanted)
   local max, window = string.match(rate, '^(%d+)/(%d+)$')
   max, window = tonumber(max), tonumber(window)
