@@ -30,8 +30,8 @@ local function groupRoom(q, g, running, clock, rates)
     -- (the same sliding-window log as the queue's rate limit: no window ever over max; kept in
     -- `<Q>g:<g>:rlog`, which expires a window after its last start, so an idle group keeps nothing)
     local log = redis.call('GET', groupRateLogKey(q, g))
-    local allowed, kept, _, at = rateAllowance(rate, log, clock(), 1000000000)
-    r = {left = allowed, kept = kept, at = at, started = 0, rate = rate, log = log}
+    local allowed, kept, _, at, slack = rateAllowance(rate, log, clock(), 1000000000)
+    r = {left = allowed, kept = kept, at = at, started = 0, rate = rate, log = log, slack = slack}
     rates[g] = r
   end
   if r.left > 0 then return math.min(room, r.left), nil, c[6] end
@@ -48,15 +48,19 @@ local function groupRateTaken(rates, g, n)
   end
 end
 
--- Each rate-limited group's window gains this claim's starts: one SET per such group.
+-- Each rate-limited group's window gains this claim's starts: one SET per such group. Returns
+-- the largest start slack of those windows (control.lua, rateSlack), 0 for none.
 local function groupRatesFlush(q, rates)
+  local slack = 0
   for g, r in pairs(rates) do
     if r.started > 0 then
       r.kept[#r.kept + 1] = r.at .. ':' .. r.started
       local window = tonumber(string.match(r.rate, '/(%d+)$')) or 1
-      redis.call('SET', groupRateLogKey(q, g), table.concat(r.kept, ','), 'PX', window)
+      redis.call('SET', groupRateLogKey(q, g), table.concat(r.kept, ','), 'PX', window + r.slack)
+      slack = math.max(slack, r.slack)
     end
   end
+  return slack
 end
 
 -- Whether the job the ring gave (its claimable fields `f`) may start: true, and its grant (JSON,

@@ -16,11 +16,14 @@
 -- prioritised jobs, then the line of priority-0 jobs: readyLine.lua) and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 12 fields per job:
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs, startSlackMs}; jobs is a flat list of 12
+-- fields per job:
 --   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued,
 --   resources
 -- (trace: the W3C context the job was created in; requeued: why it last went back to ready;
--- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit))
+-- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit));
+-- startSlackMs: > 0 when a rate window counted these starts: the caller starts each job within
+-- that many ms of sending its call, or hands it back unstarted (control.lua, rateSlack)
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
   -- Admission (rate windows, ring waits, resources) runs on Redis' clock, read once per claim and
@@ -94,6 +97,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   -- so a queue without groups pays nothing while it has work (and one ZPOPMIN when it runs short).
   -- (groupFreeAt: when the rate limit cut the groups' share, the window's next room)
   local groupFreeAt = nil
+  -- (the start slack of the rate windows that counted this claim's starts: control.lua, rateSlack)
+  local startSlack = 0
   -- (job id → the resource keys granted to it, for the reply: only jobs with `uses` have one)
   local claimGrants = nil
   -- One of the queue's own jobs for the ring's member '': the prioritised first, then the line
@@ -306,14 +311,14 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           g, score = nxt[1], tonumber(nxt[2])
         end
       end
-      groupRatesFlush(q, rates)
+      startSlack = groupRatesFlush(q, rates)
       resourcesFlush(resStates)
       claimGrants = grants
     end
   end
 
   -- Pause and rate limit (see control.lua): what may not start goes back where it was.
-  local gated, freeAt, rate, kept = false, nil, nil, nil
+  local gated, freeAt, rate, kept, slack = false, nil, nil, nil, 0
   -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
   local started = 0
   if taken > 0 then
@@ -324,7 +329,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       allowed = 0
     elseif rate then
       -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
-      allowed, kept, freeAt, now = rateAllowance(rate, rlog, clock(), allowed)
+      allowed, kept, freeAt, now, slack = rateAllowance(rate, rlog, clock(), allowed)
     end
     if allowed < #ok / 3 then
       gated = true
@@ -409,6 +414,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     kept = kept or {}
     kept[#kept + 1] = now .. ':' .. started
     redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
+    startSlack = math.max(startSlack, slack)
   end
 
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
@@ -424,5 +430,5 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   if groupFreeAt and (not freeAt or groupFreeAt < freeAt) then freeAt = groupFreeAt end
   if freeAt then freeAt = freeAt - clockMs + callerNow end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
-  return {jobs, nextDue}
+  return {jobs, nextDue, started > 0 and startSlack or 0}
 end
