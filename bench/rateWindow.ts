@@ -2,7 +2,9 @@
 // limit, with the queue limited to 10/s and two `conveyor worker` processes of 8 slots running
 // 5 ms jobs — as they share the machine's clock, with one worker's clock off by --offset-ms, and
 // with every claim held --pause-ms in Redis (CLIENT PAUSE WRITE) just before the second window.
-// Then the first batch of a freshly started worker: from its claim to each handler's first line.
+// Per run also the jobs handed back unstarted (their claim came back past the start slack) and
+// the starts per second. Then the first batch of a freshly started worker: from its claim to each
+// handler's first line.
 //   node bench/rateWindow.ts [--jobs 200] [--reps 3] [--offset-ms 400] [--pause-ms 300] [--json]
 import { fullestWindow, firstBatchLatency, runRateScenario } from "../test/support/rateWindow.ts";
 import { WorkerTestBed } from "../test/support/testbed.ts";
@@ -47,6 +49,8 @@ runMain("rateWindow", async () => {
           at: r.maxWindowAt,
           firstSecond,
           secondWindow,
+          handedBackLate: r.handedBackLate,
+          startsPerSec: Math.round(((r.starts.length - 1) / Math.max(1, r.spanMs)) * 100_000) / 100,
           load: loadAverage(),
         };
         progress(JSON.stringify(row));

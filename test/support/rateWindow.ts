@@ -33,6 +33,10 @@ export interface RateScenarioResult {
   maxInWindow: number;
   /** Where that window begins (ms after the first start). */
   maxWindowAt: number;
+  /** Jobs a worker handed back unstarted: their claim came back too late for their window. */
+  handedBackLate: number;
+  /** From the first handler start to the last (ms). */
+  spanMs: number;
 }
 
 /** Most starts in any window of `windowMs` (sorted starts), and where the fullest begins. */
@@ -99,7 +103,8 @@ export async function runRateScenario(
   const sorted = starts().sort((a, b) => a - b);
   const rel = sorted.map((t) => t - sorted[0]!);
   const { max, at } = fullestWindow(rel, s.limit.perMs);
-  return { starts: rel, maxInWindow: max, maxWindowAt: at };
+  const handedBackLate = (await bed.admin.counters(q)).rateLimited ?? 0;
+  return { starts: rel, maxInWindow: max, maxWindowAt: at, handedBackLate, spanMs: rel.at(-1) ?? 0 };
 }
 
 /**
