@@ -4,11 +4,13 @@ import { describe, test } from "node:test";
 import {
   attribute,
   auditGroupLimits,
+  auditRestartReruns,
   executionEnds,
   readExecutionEnds,
   sequenceInversions,
   type Execution,
   type FaultRecord,
+  leaseKey,
 } from "./analyze.ts";
 
 describe("chaos audit", () => {
@@ -185,5 +187,75 @@ describe("chaos audit", () => {
       ]);
       assert.deepEqual(sequenceInversions(executions, "p/b", ["seq-1"]), []);
     });
+  });
+
+  test("a Redis restart may re-run a job only when the outage outlasted its lease, and the late result must be fenced", () => {
+    const leaseMs = 2000;
+    const ex = (id: string, exec: number, pid: number, t: number): Execution => ({
+      q: "p/a",
+      id,
+      exec: String(exec),
+      attempt: 1,
+      pid,
+      t,
+    });
+    const lease = (id: string, token: number, deadline: number) => [
+      leaseKey("p/a", id),
+      { token: String(token), deadline },
+    ];
+    const executions = [
+      // its lease was due 800 ms into an outage of 1500 ms: lapsed, and its result fenced
+      ex("lapsed", 1, 100, 1000),
+      ex("lapsed", 11, 200, 9000),
+      // the same lapse, but its worker's late result was not refused
+      ex("unfenced", 2, 100, 1000),
+      ex("unfenced", 12, 200, 9000),
+      // its lease was due after Redis answered again: the outage does not explain the re-run
+      ex("renewable", 3, 100, 1000),
+      ex("renewable", 13, 200, 9000),
+      // in a later outage with no lease reading, of less than a lease: not explained either
+      ex("unread", 4, 100, 10_000),
+      ex("unread", 14, 200, 20_000),
+      // ... and of more than a whole lease: explained
+      ex("long", 5, 100, 21_000),
+      ex("long", 15, 200, 30_000),
+    ];
+    const faults: FaultRecord[] = [
+      {
+        n: 0,
+        kind: "redis_restart",
+        at: 3000,
+        end: 4500,
+        leases: Object.fromEntries([
+          lease("lapsed", 1, 3800),
+          lease("unfenced", 2, 3800),
+          lease("renewable", 3, 4700),
+        ]),
+      },
+      { n: 1, kind: "redis_restart", at: 12_000, end: 13_500 },
+      { n: 2, kind: "redis_restart", at: 25_000, end: 27_500 },
+    ];
+    const outcomes = new Map([
+      ["1", "fenced"],
+      ["2", "completed"],
+      ["3", "fenced"],
+      ["4", "leaseLost"],
+      ["5", "leaseLost"],
+    ]);
+    const a = attribute(executions, faults, {
+      plannedFailure: () => false,
+      ends: new Map([...outcomes].map(([exec, outcome]) => [exec, { outcome, t: 0 }])),
+    });
+    assert.equal(a.byCause.redis_restart, 5);
+    const r = auditRestartReruns(a.duplicates, faults, leaseMs);
+    assert.deepEqual(r.outagesMs, [1500, 1500, 2500]);
+    assert.equal(r.justified, 2, "lapsed, long");
+    assert.deepEqual(
+      r.unjustified.map((u) => u.id),
+      ["unfenced", "renewable", "unread"],
+    );
+    assert.match(r.unjustified[0]!.why, /not refused \(outcome completed\)/);
+    assert.match(r.unjustified[1]!.why, /outage 0 of 1500 ms \(lease due 1700 ms after it began\)/);
+    assert.match(r.unjustified[2]!.why, /outage 1 of 1500 ms \(no lease reading\)/);
   });
 });

@@ -31,7 +31,15 @@ export interface FaultRecord {
   worker?: string;
   pid?: number;
   detail?: string;
+  /**
+   * Redis restarts: the leases held when Redis went down, read just before (`<queue> <id>` → the
+   * lease's token and deadline, ms since epoch); absent when that read failed.
+   */
+  leases?: Record<string, { token: string; deadline: number }>;
 }
+
+/** The key of a job's lease in FaultRecord.leases. */
+export const leaseKey = (queue: string, id: string) => `${queue} ${id}`;
 
 export type Cause = "sigkill" | "sigstop" | "redis_restart" | "failover" | "sigterm" | "other";
 
@@ -276,4 +284,61 @@ export function sequenceInversions(executions: Execution[], queue: string, order
     latest = Math.max(latest, t);
   }
   return out;
+}
+
+export interface RestartRerunAudit {
+  /** Each Redis outage's length (ms, from going down to answering again), in fault order. */
+  outagesMs: number[];
+  /** Re-runs after a restart whose earlier execution's lease ran out while Redis was down, its late result refused. */
+  justified: number;
+  /** The other re-runs attributed to a restart, each with why it is not. */
+  unjustified: { queue: string; id: string; exec: string; why: string }[];
+}
+
+/**
+ * What a Redis restart may cost, checked against each outage as measured: while Redis is down no
+ * lease can be renewed, so an outage that outlasts a lease's remaining time lapses it and the job
+ * may run again — but only then, and the earlier execution's late result must be refused by its
+ * fencing token (`fenced`, or `leaseLost` when the worker learned first). A re-run attributed to a
+ * restart is justified when some restart between the earlier execution's start and the re-run
+ * began with that execution's lease (its token) due before Redis answered again. Without a lease
+ * reading for an outage, its leases are taken as due `leaseMs` after it began (the longest a
+ * lease can have left), so only an outage longer than a whole lease justifies a re-run.
+ */
+export function auditRestartReruns(
+  duplicates: Duplicate[],
+  faults: FaultRecord[],
+  leaseMs: number,
+): RestartRerunAudit {
+  const restarts = faults.filter((f) => f.kind === "redis_restart");
+  const audit: RestartRerunAudit = {
+    outagesMs: restarts.filter((f) => f.end !== undefined).map((f) => f.end! - f.at),
+    justified: 0,
+    unjustified: [],
+  };
+  for (const d of duplicates) {
+    if (d.cause !== "redis_restart") continue;
+    const miss = (why: string) =>
+      audit.unjustified.push({ queue: d.queue, id: d.id, exec: d.earlier.exec, why });
+    const outages = restarts.filter((f) => f.at <= d.rerun.t && (f.end ?? Infinity) >= d.earlier.t - leaseMs);
+    const lapsed = outages.find((f) => {
+      if (!f.leases) return (f.end ?? Infinity) - f.at > leaseMs;
+      const lease = f.leases[leaseKey(d.queue, d.id)];
+      return lease !== undefined && lease.token === d.earlier.exec && lease.deadline < (f.end ?? Infinity);
+    });
+    if (!lapsed) {
+      const seen = outages.map((f) => {
+        const lease = f.leases?.[leaseKey(d.queue, d.id)];
+        const held =
+          lease?.token === d.earlier.exec
+            ? `lease due ${lease.deadline - f.at} ms after it began`
+            : "not its lease";
+        return `outage ${f.n} of ${(f.end ?? Infinity) - f.at} ms (${f.leases ? held : "no lease reading"})`;
+      });
+      miss(`its lease did not run out while Redis was down: ${seen.join(", ") || "no outage"}`);
+    } else if (d.earlier.outcome !== "fenced" && d.earlier.outcome !== "leaseLost")
+      miss(`the earlier execution's result was not refused (outcome ${d.earlier.outcome ?? "none logged"})`);
+    else audit.justified++;
+  }
+  return audit;
 }

@@ -1,7 +1,7 @@
 // The consumer side of the protocol: every call that changes a claimed job carries its
 // fencing token, and the script refuses it when the lease has moved on.
 import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+import { prepareScripts, runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
@@ -176,19 +176,26 @@ export class Consumer {
     await this.redis.sadd(PIPELINES_KEY, this.keys.pipeline);
   }
 
+  /**
+   * Before the first claim: the scripts resolved and loaded, so that claim's reply (and its jobs'
+   * handlers) does not wait for them. Never fails: a problem is the first claim's to report.
+   */
+  async prepare(): Promise<void> {
+    await prepareScripts(this.redis).catch(() => {});
+  }
+
   /** Claim at most `count` jobs — never more than the caller has free slots for. */
   async claim(count: number): Promise<ClaimResult> {
     const k = this.keys;
     const now = Date.now();
-    const [flat, nextDue] = await runScript<[string[], number]>(this.redis, "claim_jobs", this.claimKeys, [
-      k.jobPrefix,
-      this.queue,
-      now,
-      this.opts.leaseMs,
-      count,
-      this.opts.workerId,
-    ]);
-    return this.claimed(flat, nextDue, now);
+    const sentAt = performance.now();
+    const [flat, nextDue, slack] = await runScript<[string[], number, number?]>(
+      this.redis,
+      "claim_jobs",
+      this.claimKeys,
+      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
+    );
+    return this.claimed(flat, nextDue, now, sentAt, slack);
   }
 
   /** claim_jobs' KEYS, in its order. */
@@ -208,9 +215,13 @@ export class Consumer {
   }
   private claimKeyList: string[] | undefined;
 
-  /** Parse a claim reply (claim_jobs, or the claim part of a complete-and-claim). */
-  private claimed(flat: string[], nextDue: number, now: number): ClaimResult {
+  /**
+   * Parse a claim reply (claim_jobs, or the claim part of a complete-and-claim); `sentAt`: the
+   * call's send time (performance.now()), `slack`: the reply's startSlackMs.
+   */
+  private claimed(flat: string[], nextDue: number, now: number, sentAt: number, slack = 0): ClaimResult {
     const jobs: ClaimedJob[] = [];
+    const startBy = slack > 0 ? { startBy: sentAt + slack } : {};
     for (let i = 0; i < flat.length; i += CLAIM_FIELDS) {
       jobs.push({
         id: flat[i]!,
@@ -226,6 +237,7 @@ export class Consumer {
         trace: flat[i + 9] ?? "",
         requeued: flat[i + 10] ?? "",
         claimedAt: now,
+        ...startBy,
         ...(flat[i + 11] ? { resources: parseGrants(flat[i + 11]!) } : {}),
       });
     }
@@ -288,6 +300,7 @@ export class Consumer {
     }
     const k = this.keys;
     const now = Date.now();
+    const sentAt = performance.now();
     const next = batch[0]?.settlement.next;
     let keys: string[];
     if (next) {
@@ -328,14 +341,14 @@ export class Consumer {
           s.next.trace ?? "",
         );
     }
-    const [codes, flat, nextDue] = await runDurableScript<[number[], string[], number]>(
+    const [codes, flat, nextDue, slack] = await runDurableScript<[number[], string[], number, number?]>(
       this.redis,
       this.opts,
       "settle_jobs",
       keys,
       args,
     );
-    return { outcomes: codes.map(settleOutcome), ...this.claimed(flat, nextDue, now) };
+    return { outcomes: codes.map(settleOutcome), ...this.claimed(flat, nextDue, now, sentAt, slack) };
   }
   private completeKeyList: string[] | undefined;
   private nextKeys: QueueKeys | undefined;

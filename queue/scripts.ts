@@ -148,6 +148,24 @@ export async function runScript<T>(
   });
 }
 
+/**
+ * Ready `redis` for script calls whose timing matters (a worker's first claim): the scripts
+ * resolved in this process — the library's build reads and hashes every script, tens of ms on a
+ * busy machine — and the library loaded on the server. A refusal or an outage is left to the first
+ * call, which decides how this client runs the scripts as it always does.
+ */
+export async function prepareScripts(redis: RedisClient): Promise<void> {
+  if (scriptMode(redis) === "scripts") return install(redis);
+  let lib: FunctionLibrary;
+  try {
+    lib = functionLibrary();
+  } catch {
+    return;
+  }
+  const listed: unknown = await (redis as Redis).function("LIST", "LIBRARYNAME", lib.name).catch(() => null);
+  if (Array.isArray(listed) && listed.length === 0) await loadLibrary(redis);
+}
+
 // ---- Redis Functions ----
 
 /** Bumped when the library's wrapping of the scripts changes (part of its version). */

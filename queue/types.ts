@@ -81,6 +81,12 @@ export interface ClaimedJob {
   requeued: string;
   /** When the lease was taken (ms since epoch, Redis clock of the claim call's caller). */
   claimedAt: number;
+  /**
+   * A rate window counted this start (docs/protocol.md, "Queue control"): start the handler by
+   * this `performance.now()` — the claim's send time plus the window's start slack — or hand the
+   * job back unstarted, so the window holds where handlers start. Absent: no such deadline.
+   */
+  startBy?: number;
   /** For a job with `uses`: resource → the key granted and what it reserved. */
   resources?: Record<string, ResourceGrant>;
 }

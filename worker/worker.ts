@@ -11,6 +11,7 @@ import {
   shardPrimaryProblem,
   type ClaimedJob,
   type RedisClient,
+  type ReleaseCause,
 } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
@@ -307,6 +308,8 @@ export class QueueWorker {
 
   private async loop(): Promise<void> {
     let failures = 0;
+    // (the first claim's jobs start as promptly as any later claim's)
+    await this.consumer.prepare();
     while (this.state === "running") {
       if (!this.pipelineRegistered)
         this.pipelineRegistered = await this.consumer.registerPipeline().then(
@@ -432,28 +435,58 @@ export class QueueWorker {
         );
       return;
     }
-    for (const job of jobs) this.startJob(job);
+    let late = 0;
+    for (const job of jobs) {
+      // (checked job by job: starting the ones before it takes time too)
+      if (job.startBy !== undefined && performance.now() > job.startBy) {
+        late++;
+        void this.releaseUnstarted(job, "started too late for its rate window", "rateLimited").catch(
+          (err: Error) =>
+            this.log.warn(
+              { jobId: job.id, err: err.message },
+              "hand back failed; the job runs again when its lease lapses",
+            ),
+        );
+      } else this.startJob(job);
+    }
+    if (late > 0)
+      this.log.warn(
+        { jobs: late, overMs: Math.round(performance.now() - jobs[0]!.startBy!) },
+        "claimed jobs handed back unstarted: their claim came back too late to start them inside the rate window that counted them",
+      );
     this.busyReport();
   }
 
   /** Release a job claimed after the drain began, with its token: no attempt counted. */
   private async handBackUnstarted(job: ClaimedJob): Promise<void> {
-    this.claimsPending++;
     const reason = "claimed after the drain deadline";
+    const released = await this.releaseUnstarted(job, reason, "handedBack");
+    if (released) this.metrics.redeliveries.inc({ queue: job.queue, cause: "shutdown_handback" });
+    this.log.info(
+      {
+        jobId: job.id,
+        attempt: job.attempt,
+        executionId: job.token,
+        outcome: "handedBack",
+        reason,
+        released,
+      },
+      "job claimed past the drain deadline: handed back unstarted",
+    );
+  }
+
+  /** Release a claimed job that never started, with its token: no attempt counted. */
+  private async releaseUnstarted(job: ClaimedJob, reason: string, cause: ReleaseCause): Promise<boolean> {
+    this.claimsPending++;
     const log = this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token });
     try {
-      const released = await this.executor.writes
-        .write(log, "hand back", () => this.consumer.release(job, reason, "handedBack"))
+      return await this.executor.writes
+        .write(log, "hand back", () => this.consumer.release(job, reason, cause))
         .catch((err: unknown) => {
           // (refused for good: logged and counted; the lease expires and the job runs again)
           if (err instanceof WriteRefusedError) return false;
           throw err;
         });
-      if (released) this.metrics.redeliveries.inc({ queue: job.queue, cause: "shutdown_handback" });
-      log.info(
-        { outcome: "handedBack", reason, released },
-        "job claimed past the drain deadline: handed back unstarted",
-      );
     } finally {
       this.claimsPending--;
       this.changed.notify();

@@ -4,8 +4,8 @@
 -- complete-and-claim option of complete_job.lua and advance_job.lua.
 -- KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence, 7 wake, 8 outbox, 9 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 leaseMs, 5 count, 6 workerId
--- Returns {jobs, nextDueMs}; jobs is a flat list of 9 fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash
+-- Returns {jobs, nextDueMs, startSlackMs} (includes/claimJobs.lua says what each holds); jobs is
+-- a flat list of 12 fields per job.
 --- @include "includes/claimJobs"
 
 return claimJobs(KEYS, ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6])

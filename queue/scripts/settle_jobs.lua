@@ -9,8 +9,8 @@
 --       then per job 6 fields: id, token, result (JSON), contentHash ('' = none),
 --       resultTtlSeconds, reused ('1'/'0'); with a next queue 3 more: nextData (JSON),
 --       nextContentHash, nextTrace ('' = keep the job's own)
--- Returns {codes, jobs, nextDueMs}: codes has one entry per job in order — 1 settled, 0 the
--- lease was lost (fenced), -1 cancelled meanwhile; jobs and nextDueMs as claim_jobs returns them.
+-- Returns {codes, jobs, nextDueMs, startSlackMs}: codes has one entry per job in order — 1
+-- settled, 0 the lease was lost (fenced), -1 cancelled meanwhile; the rest as claim_jobs returns it.
 --- @include "includes/settleJobs"
 --- @include "includes/settleAndClaim"
 
@@ -32,4 +32,4 @@ else
 end
 flushSettled(tally, KEYS[1], KEYS[2], KEYS[6], KEYS[7])
 local claimed = claimForSlots(jobPrefix, queue, now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8])
-return {codes, claimed[1], claimed[2]}
+return {codes, claimed[1], claimed[2], claimed[3]}

@@ -12,6 +12,7 @@ import {
   QueueEvents,
   QueueKeys,
   connectRedis,
+  setGroupLimit,
   type RedisClient,
 } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
@@ -406,8 +407,10 @@ describe("queue control (protocol)", () => {
     );
     const second = await c.claim(8);
     assert.equal(second.jobs.length, 0);
+    // (a window of 1 s counts its entries 50 ms longer: the start slack, control.lua)
     assert.ok(
-      second.nextDueAt !== null && second.nextDueAt >= t0 + 1000 && second.nextDueAt <= Date.now() + 1000,
+      second.nextDueAt !== null && second.nextDueAt >= t0 + 1000 && second.nextDueAt <= Date.now() + 1050,
+      String(second.nextDueAt),
     );
     // completions claim through the limiter too
     const after = await c.settle(first.jobs[0]!, { result: 0, claim: 2 });
@@ -426,39 +429,69 @@ describe("queue control (protocol)", () => {
     assert.equal((await admin.stats(q)).rateLimit, null);
   });
 
-  test("rate limit with claims arriving out of their callers' clock order: the window's clock only moves forward, so no window is overfilled", async () => {
-    const q = fresh();
+  /** claim_jobs called as a caller whose clock reads `now`. */
+  const claimer = (q: string) => {
     const k = new QueueKeys(q);
+    return async (now: number, count: number) => {
+      const [flat, nextDue] = await runScript<[string[], number]>(
+        redis,
+        "claim_jobs",
+        [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+        [k.jobPrefix, q, now, 30_000, count, "w"],
+      );
+      return { started: flat.length / CLAIM_REPLY_FIELDS, nextDue };
+    };
+  };
+
+  test("rate limits run on Redis' clock: callers whose clocks are off (ahead, behind) fill no window past the limit, queue or group; the reply's next chance is on the caller's clock", async () => {
+    const skewed = async (q: string) => {
+      const claimAt = claimer(q);
+      const t = Date.now();
+      assert.equal((await claimAt(t - 5000, 5)).started, 5, "a caller 5 s behind starts the first window");
+      // Before: a caller 1005 ms ahead saw that window as past and started 5 more at once.
+      const ahead = await claimAt(t + 1005, 5);
+      assert.equal(ahead.started, 0, "a caller 1005 ms ahead: still the window Redis is in");
+      // (its next chance on its own clock: about 1 s (+ the 50 ms start slack) after the first
+      // claim, seen from 1005 ms ahead)
+      const wait = ahead.nextDue - (t + 1005);
+      assert.ok(wait > 0 && wait <= 1050, `next chance ${wait} ms after the ahead caller's now`);
+      assert.equal((await claimAt(t, 5)).started, 0, "a caller on time: the window is full");
+      const room = await waitFor("the window has room", async () => {
+        const r = await claimAt(Date.now(), 8);
+        return r.started > 0 ? r : null;
+      });
+      assert.equal(room.started, 5);
+      return (await new QueueEvents(redis).recent(q)).filter((e) => e.type === "started").length;
+    };
+    const q = fresh();
     await producer.enqueueMany(
       q,
       Array.from({ length: 20 }, (_, i) => ({ data: i })),
     );
     await admin.setRateLimit(q, { max: 5, perMs: 1000 });
-    const claimAt = async (now: number, count: number) =>
-      (
-        await runScript<[string[], number]>(
-          redis,
-          "claim_jobs",
-          [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
-          [k.jobPrefix, q, now, 30_000, count, "w"],
-        )
-      )[0].length / CLAIM_REPLY_FIELDS;
-    const t = Date.now();
-    assert.equal(await claimAt(t, 5), 5);
-    assert.equal(await claimAt(t + 1005, 1), 1, "a caller whose clock is ahead: the first window has passed");
-    // A slower caller's claim reaches Redis last, stamped inside the first window.
-    const late = await claimAt(t + 990, 5);
-    assert.equal(late, 4, "counted on the window's clock (t + 1005): 1 start in it, 4 more allowed");
-    assert.equal(await claimAt(t + 1010, 8), 0, "the window is full: exactly 5, counted per job");
-    const starts = (await new QueueEvents(redis).recent(q))
-      .filter((e) => e.type === "started")
-      .map((e) => e.at)
-      .sort((a, b) => a - b);
-    assert.equal(starts.length, 6 + late);
-    for (const s0 of starts) {
-      const n = starts.filter((x) => x >= s0 && x < s0 + 1000).length;
-      assert.ok(n <= 5, `${n} starts in the window from ${s0 - t} ms`);
-    }
+    assert.equal(await skewed(q), 10);
+    const g = fresh("grp");
+    await producer.enqueueMany(
+      g,
+      Array.from({ length: 20 }, (_, i) => ({ data: i, group: "tenant" })),
+    );
+    await setGroupLimit(redis, g, "tenant", { rate: { max: 5, perMs: 1000 } });
+    assert.equal(await skewed(g), 10);
+  });
+
+  test("the rate window's clock only moves forward: a claim older than the log's newest entry counts at that entry's time", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    await producer.enqueueMany(
+      q,
+      Array.from({ length: 10 }, (_, i) => ({ data: i })),
+    );
+    await admin.setRateLimit(q, { max: 5, perMs: 1000 });
+    // An entry stamped 3 s ahead of Redis' clock (Redis' clock stepped back, or an older release's
+    // stamp from a caller's clock): the window is full until 1 s after it.
+    await redis.hset(k.meta, `rlog:${q}`, `${Date.now() + 3000}:5`);
+    const claimAt = claimer(q);
+    assert.equal((await claimAt(Date.now() + 10_000, 5)).started, 0);
   });
 
   test("cost: a claim + complete cycle costs the same Redis commands with no control set, and at most one more per claim with pause or a rate limit set", async () => {

@@ -16,13 +16,26 @@
 -- prioritised jobs, then the line of priority-0 jobs: readyLine.lua) and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs}; jobs is a flat list of 12 fields per job:
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs, startSlackMs}; jobs is a flat list of 12
+-- fields per job:
 --   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued,
 --   resources
 -- (trace: the W3C context the job was created in; requeued: why it last went back to ready;
--- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit))
+-- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit));
+-- startSlackMs: > 0 when a rate window counted these starts: the caller starts each job within
+-- that many ms of sending its call, or hands it back unstarted (control.lua, rateSlack)
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
+  -- Admission (rate windows, ring waits, resources) runs on Redis' clock, read once per claim and
+  -- only when a limit needs it (control.lua, serverTimeMs); the fencing tokens reuse the reading.
+  -- `now` stays the caller's clock for what the caller compares with its own (delayed jobs, the
+  -- reply's nextDueMs).
+  local clockMs = nil
+  local function clock()
+    clockMs = clockMs or serverTimeMs()
+    return clockMs
+  end
+  local callerNow = now
 
   local jobs = {}
   -- A queue where grouped jobs wait, known for free when this call has read `<P>meta` already
@@ -84,6 +97,8 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   -- so a queue without groups pays nothing while it has work (and one ZPOPMIN when it runs short).
   -- (groupFreeAt: when the rate limit cut the groups' share, the window's next room)
   local groupFreeAt = nil
+  -- (the start slack of the rate windows that counted this claim's starts: control.lua, rateSlack)
+  local startSlack = 0
   -- (job id → the resource keys granted to it, for the reply: only jobs with `uses` have one)
   local claimGrants = nil
   -- One of the queue's own jobs for the ring's member '': the prioritised first, then the line
@@ -122,7 +137,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       if paused then
         room = 0
       elseif rate then
-        local allowance, _, freeAt = rateAllowance(rate, rlog, now, count)
+        local allowance, _, freeAt = rateAllowance(rate, rlog, clock(), count)
         room = math.min(room, allowance - #ok / 3)
         groupFreeAt = freeAt
       end
@@ -150,7 +165,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           end
           local f = ok[#ok - 1]
           if f[16] then
-            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, f, now)
+            local admitted, grant, resource = jobAdmit(resStates, jobPrefix, f, clock())
             if not admitted then
               ok[#ok], ok[#ok - 1], ok[#ok - 2] = nil, nil, nil
               budgetWait = {grant, resource}
@@ -198,7 +213,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       local slots, others = room, nil
       while g and room > 0 do
         visits = visits + 1
-        if score >= RING_WAIT and score - RING_WAIT > now then
+        if score >= RING_WAIT and score - RING_WAIT > clock() then
           -- The lowest score is a group waiting for its window: nobody else is due. Stop here.
           redis.call('ZADD', ring, score, g)
           local due = score - RING_WAIT
@@ -217,7 +232,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
         else
         -- (a group's turn: up to the matching `end` below)
         local running = tonumber(redis.call('HGET', q .. 'grunning', g)) or 0
-        local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, now, rates)
+        local groupLeft, rateFreeAt, weight = groupRoom(q, g, running, clock, rates)
         -- (a weighted group takes `weight` turns in a row: groups.lua, groupTurns)
         weight = tonumber(weight) or 1
         local used = weight > 1 and groupTurnsUsed(q, g) or 0
@@ -248,7 +263,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
             groupRateTaken(rates, g, started)
             groupLeft = groupLeft - started
             if groupLeft == 0 and rates[g] and rates[g].left == 0 then
-              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, now, rates[g].started + 1)
+              local _, _, due = rateAllowance(rates[g].rate, rates[g].log, clock(), rates[g].started + 1)
               rateFreeAt = due
             end
           end
@@ -296,14 +311,14 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
           g, score = nxt[1], tonumber(nxt[2])
         end
       end
-      groupRatesFlush(q, rates)
+      startSlack = groupRatesFlush(q, rates)
       resourcesFlush(resStates)
       claimGrants = grants
     end
   end
 
   -- Pause and rate limit (see control.lua): what may not start goes back where it was.
-  local gated, freeAt, rate, kept = false, nil, nil, nil
+  local gated, freeAt, rate, kept, slack = false, nil, nil, nil, 0
   -- Jobs started by this claim (the rate limit's log counts them; the reply's field count may grow).
   local started = 0
   if taken > 0 then
@@ -314,7 +329,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       allowed = 0
     elseif rate then
       -- (`now` moves to the window's clock: the starts are recorded at the time the limit counted them)
-      allowed, kept, freeAt, now = rateAllowance(rate, rlog, now, allowed)
+      allowed, kept, freeAt, now, slack = rateAllowance(rate, rlog, clock(), allowed)
     end
     if allowed < #ok / 3 then
       gated = true
@@ -341,7 +356,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   if started > 0 then
     -- Per claim, not per job: one reservation of fencing tokens (top - started + 1 … top),
     -- one ZADD writes the lease deadlines, one HINCRBY counts the starts.
-    local top = reserveTokens(keys[6], started)
+    local top = reserveTokens(keys[6], started, clockMs)
     -- (numbers turned into text once: Lua formats a number with sprintf each time it is an argument)
     local deadlines, at, deadline = {}, tostring(now), tostring(now + leaseMs)
     -- The `started` events: one entry for the claim (record.lua, appendBatchEvent).
@@ -399,6 +414,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     kept = kept or {}
     kept[#kept + 1] = now .. ':' .. started
     redis.call('HSET', keys[9], 'rlog:' .. queue, table.concat(kept, ','))
+    startSlack = math.max(startSlack, slack)
   end
 
   -- Chain the wake-up: if work may remain (the pop was not cut short), the next blocked
@@ -409,8 +425,10 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     local first = redis.call('ZRANGE', keys[2], '0', '0', 'WITHSCORES')
     nextDue = first[2] and tonumber(first[2]) or -1
   end
-  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due).
+  -- Rate-limited: come back when the window has room (or earlier, when a delayed job is due). The
+  -- window's time is Redis'; the reply gives it on the caller's clock, which the caller sleeps by.
   if groupFreeAt and (not freeAt or groupFreeAt < freeAt) then freeAt = groupFreeAt end
+  if freeAt then freeAt = freeAt - clockMs + callerNow end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
-  return {jobs, nextDue}
+  return {jobs, nextDue, started > 0 and startSlack or 0}
 end

@@ -11,18 +11,37 @@ local function readControl(metaKey, queue)
   return f[2] == '1', f[3], f[4]
 end
 
+-- Redis' own clock in ms. Admission's windows are timed by it, never by the caller's `now`: a
+-- caller's clock is another node's (pods on different nodes never share one), and it was read
+-- before the call waited its turn (a GC pause, a busy Redis), so stamps from callers would let one
+-- window of handler starts hold claims that were really up to their skew or wait apart.
+local function serverTimeMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A window counts starts where the handlers start: in the workers, after the claim. A worker
+-- starts a job a window counted only within this slack (ms) of sending its claim, else it hands
+-- the job back unstarted (the reply's startSlackMs), and an entry counts for its window plus the
+-- slack: claims whose starts fit one window are then stamped less than window + slack apart.
+local function rateSlack(window)
+  return math.min(50, math.ceil(window / 20))
+end
+
 -- A sliding-window log: `rlog` is 'time:jobs,time:jobs,…', one entry per claim still inside the
--- window, so no window of `windowMs` ever holds more than `max` starts (a burst of `max` is
--- allowed, never more). The window's clock only moves forward: a claim whose `now` (the
--- caller's clock, taken before its call reached Redis) is older than the log's newest entry counts
--- as made at that entry's time — otherwise claims arriving out of order could each fit their own
--- window and together overfill a later one. Returns how many of `wanted` jobs may start now, the
--- entries kept, (when fewer than wanted may start) when the oldest entry leaves the window — the
--- next chance — and the claim's time on that clock.
+-- window (and its slack), so no window of `windowMs` ever holds more than `max` handler starts
+-- (a burst of `max` is allowed, never more). `now` is Redis' clock (serverTimeMs), and the
+-- window's clock only moves forward: a claim older than the log's newest entry (Redis' clock
+-- stepped back, or a stamp an older release took from a caller's clock) counts as made at that
+-- entry's time. Returns how many of `wanted` jobs may start now, the entries kept, (when fewer
+-- than wanted may start) when the oldest entry leaves — the next chance —, the claim's time on
+-- that clock and the slack.
 local function rateAllowance(rate, rlog, now, wanted)
   local max, window = string.match(rate, '^(%d+)/(%d+)$')
   max, window = tonumber(max), tonumber(window)
-  if not max or not window or window <= 0 then return wanted, {}, nil, now end
+  if not max or not window or window <= 0 then return wanted, {}, nil, now, 0 end
+  local slack = rateSlack(window)
+  window = window + slack
   for t in string.gmatch(rlog or '', '(%d+):%d+') do
     t = tonumber(t)
     if t > now then now = t end
@@ -39,5 +58,5 @@ local function rateAllowance(rate, rlog, now, wanted)
   local allowed = math.max(0, math.min(wanted, max - used))
   local freeAt = nil
   if allowed < wanted then freeAt = (oldest or now) + window end
-  return allowed, kept, freeAt, now
+  return allowed, kept, freeAt, now, slack
 end

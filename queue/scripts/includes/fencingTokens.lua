@@ -9,9 +9,11 @@ local TOKEN_EPOCH = 1704067200 -- 2024-01-01T00:00:00Z
 local TOKENS_PER_SECOND = 65536
 
 -- Reserve `n` tokens on `fenceKey`; returns the highest (the tokens are top - n + 1 … top).
--- One TIME per call, and a SET at most once a second (the first claim of each second).
-local function reserveTokens(fenceKey, n)
-  local floor = (tonumber(redis.call('TIME')[1]) - TOKEN_EPOCH) * TOKENS_PER_SECOND
+-- One TIME per call (none when the caller read Redis' clock already: `serverMs`), and a SET at
+-- most once a second (the first claim of each second).
+local function reserveTokens(fenceKey, n, serverMs)
+  local seconds = serverMs and math.floor(serverMs / 1000) or tonumber(redis.call('TIME')[1])
+  local floor = (seconds - TOKEN_EPOCH) * TOKENS_PER_SECOND
   local top = redis.call('INCRBY', fenceKey, n)
   if top - n >= floor then return top end
   top = floor + n

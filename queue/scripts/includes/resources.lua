@@ -46,14 +46,11 @@ local function resourceRead(states, jobPrefix, name, now)
     states[name] = false
     return nil
   end
-  -- The reservation is stamped no earlier than Redis' own clock when the claim runs (one TIME per
-  -- resource read): a caller's `now`, taken before its call waited its turn, would let a window
-  -- of starts hold claims stamped up to that wait apart. And the window's clock only moves
-  -- forward (the queue rate limit's rule, control.lua): a caller whose clock is behind the
-  -- newest entry counts as at that entry's time.
-  local t = redis.call('TIME')
-  local server = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if server > now then now = server end
+  -- `now` is Redis' own clock, read once by the claim (control.lua, serverTimeMs): a caller's
+  -- clock, taken before its call waited its turn or on another node, would let a window of starts
+  -- hold claims stamped up to that wait or skew apart. And the window's clock only moves forward
+  -- (the queue rate limit's rule, control.lua): a claim older than the newest entry counts as at
+  -- that entry's time.
   for f, v in pairs(h) do
     if string.sub(f, 1, 4) == 'log:' then
       for t in string.gmatch(v, '(%d+):%-?%d+') do

@@ -6,9 +6,9 @@
 -- claim is from `queue` (the consumer's own), whose keys are named here from `jobPrefix` — the
 -- pipeline's hash tag, so the same slot as the declared KEYS — rather than sent with every call.
 -- The claim runs whether or not a settle was fenced: the slot is free either way.
--- Returns claim_jobs' reply, {jobs, nextDueMs}.
+-- Returns claim_jobs' reply, {jobs, nextDueMs, startSlackMs}.
 local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId)
-  if count <= 0 then return {{}, -1} end
+  if count <= 0 then return {{}, -1, 0} end
   local base = pipelineBase(jobPrefix)
   local q = queueKeyPrefix(base, queue)
   -- claim_jobs' KEYS, in its order
@@ -18,10 +18,10 @@ end
 
 -- The one-job scripts' form: the caller appends `count leaseMs workerId` after the script's own
 -- `nArgs` arguments. Without them the script returns `settled` as before; with them
--- {settled, jobs, nextDueMs}.
+-- {settled, jobs, nextDueMs, startSlackMs}.
 local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
   local count = tonumber(argv[nArgs + 1] or '')
   if count == nil then return settled end
   local claimed = claimForSlots(jobPrefix, queue, now, count, tonumber(argv[nArgs + 2]), argv[nArgs + 3])
-  return {settled, claimed[1], claimed[2]}
+  return {settled, claimed[1], claimed[2], claimed[3]}
 end
