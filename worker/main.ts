@@ -90,5 +90,6 @@ export async function runWorker(argv: string[]): Promise<number> {
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
   await tracing?.shutdown();
-  return 0;
+  // 1: a job running at the drain deadline could not be handed back (Redis unreachable).
+  return worker.leftToLease > 0 ? 1 : 0;
 }
