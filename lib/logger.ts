@@ -2,17 +2,24 @@
 import { context, trace } from "@opentelemetry/api";
 import { pino, type Logger } from "pino";
 
-export function createLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({
-    level,
-    base,
-    mixin: traceIds,
-    // pino's default merge is Object.assign(mixin's object, line's fields): it would write every
-    // line's fields into the shared NO_IDS, and each later line would carry them all.
-    mixinMergeStrategy: (fields, ids) => (ids === NO_IDS ? fields : Object.assign(ids, fields)),
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
+export function createLogger(
+  level: string,
+  base: Record<string, unknown>,
+  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false }),
+): Logger {
+  return pino(
+    {
+      level,
+      base,
+      mixin: traceIds,
+      // pino's default merge is Object.assign(mixin's object, line's fields): it would write every
+      // line's fields into the shared NO_IDS, and each later line would carry them all.
+      mixinMergeStrategy: (fields, ids) => (ids === NO_IDS ? fields : Object.assign(ids, fields)),
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination,
+  );
 }
 
 const NO_IDS = {};

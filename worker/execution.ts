@@ -50,6 +50,8 @@ export interface RunningJob {
   abandon?: (reason: unknown) => void;
   grace?: NodeJS.Timeout;
   handedBack: boolean;
+  /** Stopped at the drain deadline without a hand-back (Redis unreachable): its lease lapses. */
+  leftToLease?: boolean;
   lost: boolean;
   /** Cancelled while it ran (seen at a renewal): already final in Redis, nothing to settle. */
   cancelled: boolean;
@@ -510,14 +512,16 @@ export class JobExecutor {
 
   private logAbandoned(entry: RunningJob, log: Logger, seconds: number): void {
     if (entry.cancelled) return this.logCancelled(entry, log, seconds, "handler stopped");
-    const outcome = entry.handedBack ? "handedBack" : "leaseLost";
+    const outcome = entry.leftToLease ? "leftToLease" : entry.handedBack ? "handedBack" : "leaseLost";
     this.metrics.duration.observe({ queue: entry.job.queue, outcome }, seconds);
     entry.trace.end(outcome);
     log.info(
       { outcome, durationMs: Math.round(seconds * 1000) },
-      entry.handedBack
-        ? "job handed back; another worker will run it"
-        : "job abandoned: its lease moved to another worker",
+      entry.leftToLease
+        ? "job stopped without a hand-back (Redis unreachable); it runs again once its lease lapses"
+        : entry.handedBack
+          ? "job handed back; another worker will run it"
+          : "job abandoned: its lease moved to another worker",
     );
   }
 }

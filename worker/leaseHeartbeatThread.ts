@@ -94,13 +94,17 @@ async function beat(urgent = false): Promise<void> {
     if (urgent) renewAgain = true;
     return;
   }
+  // Sent while disconnected, a renewal would wait in ioredis's offline queue (and fail minutes
+  // later); the connection's "ready" renews at once instead.
+  if (redis.status !== "ready") return;
   renewing = true;
   let ok = false;
   const scheduled = next;
   next += settings.intervalMs;
   const started = Date.now();
+  let leases: (Lease & { renewUntil: number; inTable: boolean })[] = [];
   try {
-    const leases = heldLeases().filter((l) => l.renewUntil > started);
+    leases = heldLeases().filter((l) => l.renewUntil > started);
     const status = table.readStatus();
     const report: WorkerReport = {
       id: settings.workerId,
@@ -137,7 +141,8 @@ async function beat(urgent = false): Promise<void> {
     if (lost.length > 0) post({ t: "lost", leases: lost });
     ok = true;
   } catch (err) {
-    post({ t: "renewFailed", message: `lease renewal failed: ${(err as Error).message}` });
+    const what = leases.length > 0 ? `lease renewal (${leases.length} leases)` : "worker report";
+    post({ t: "renewFailed", message: `${what} failed: ${(err as Error).message}` });
   } finally {
     renewing = false;
   }
@@ -217,13 +222,15 @@ function handle(m: ToHeartbeat): void {
     case "stop":
       stopped = true;
       clearInterval(beatTimer);
-      void consumer
-        .forgetWorker()
-        .catch(() => {})
-        .finally(() => {
-          redis.disconnect();
-          post({ t: "stopped" });
-        });
+      // Forgetting this worker's report needs Redis; without it the report just ages out.
+      void new Promise<unknown>((resolve) => {
+        if (redis.status !== "ready") return resolve(undefined);
+        redis.once("close", resolve);
+        consumer.forgetWorker().then(resolve, resolve);
+      }).finally(() => {
+        redis.disconnect();
+        post({ t: "stopped" });
+      });
       break;
   }
 }

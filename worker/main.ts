@@ -6,6 +6,8 @@ import { createHandler } from "./handlers/index.ts";
 import { HandlerCallbacks } from "./handlerCallback.ts";
 import { startHealthServer } from "./health.ts";
 import { createLogger } from "../lib/logger.ts";
+import { routeStdoutLines } from "./stdoutLines.ts";
+import { pino } from "pino";
 import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "../records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
@@ -22,7 +24,10 @@ export async function runWorker(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId });
+  // Before the handler loads: its writes to stdout go out as whole lines between the log's own.
+  const stdout = pino.destination({ dest: 1, sync: false });
+  routeStdoutLines(stdout);
+  const log = createLogger(config.logLevel, { queue: config.queue, worker: config.workerId }, stdout);
   // Signals are ours from the start: a pod scaled down while its worker still starts (loading the
   // handler, connecting) stops cleanly with exit 0 instead of dying by Node's default SIGTERM (143).
   // Until the worker starts a signal is only noted: the recorder and the health server still being
@@ -85,5 +90,6 @@ export async function runWorker(argv: string[]): Promise<number> {
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
   await tracing?.shutdown();
-  return 0;
+  // 1: a job running at the drain deadline could not be handed back (Redis unreachable).
+  return worker.leftToLease > 0 ? 1 : 0;
 }

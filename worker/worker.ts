@@ -7,6 +7,7 @@ import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   connectRedis,
   Consumer,
+  describeRedisUrl,
   Schedules,
   shardPrimaryProblem,
   type ClaimedJob,
@@ -66,6 +67,8 @@ export class QueueWorker {
   /** Notified whenever a slot frees or the state changes; the claim loop and the drain wait on it. */
   private readonly changed = new Notifier();
   private jobsFinished = 0;
+  /** Jobs running at the drain deadline that could not be handed back (Redis unreachable). */
+  leftToLease = 0;
   /** Slots claims in flight may fill, beyond the running jobs (so two claims never overbook). */
   private reserved = 0;
   /**
@@ -99,16 +102,28 @@ export class QueueWorker {
     this.handler = deps.handler;
     this.callbacks = deps.callbacks;
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    const url = describeRedisUrl(config.redisUrl);
+    let connected = false;
     const onError = (err: Error) => {
       if (err.message !== this.redisError)
-        this.log.warn({ err: err.message }, "Redis connection problem; retrying");
+        this.log.warn(
+          { redis: url, err: err.message },
+          connected
+            ? `Redis connection problem at ${url}; reconnecting`
+            : `cannot connect to Redis at ${url}; retrying (not ready until connected)`,
+        );
       this.redisError = err.message;
     };
     this.redis = connectRedis(config.redisUrl, { name: `conveyor-worker:${config.workerId}`, onError });
     this.redis.on("ready", () => {
-      if (this.redisError) this.log.info("Redis connection restored");
+      if (this.redisError)
+        this.log.info({ redis: url }, connected ? "Redis connection restored" : "connected to Redis");
+      connected = true;
       this.redisError = "";
+      this.changed.notify();
     });
+    // The claim loop waits for the connection; a drain stops waiting for claims it cannot answer.
+    this.redis.on("close", () => this.changed.notify());
     this.blocking = connectRedis(config.redisUrl, {
       name: `conveyor-wait:${config.workerId}`,
       blocking: true,
@@ -283,9 +298,24 @@ export class QueueWorker {
     this.blocking.disconnect(); // stop waiting for work at once
     this.changed.notify();
     this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
-    while (this.running.size > 0 || this.claimsPending > 0) await this.changed.wait();
+    // A claim cannot be answered while Redis is unreachable: with nothing running, stop now.
+    while (this.running.size > 0 || (this.claimsPending > 0 && this.connected())) await this.changed.wait();
     clearTimeout(this.drainTimer);
     await this.finish();
+  }
+
+  private connected(): boolean {
+    return this.redis.status === "ready";
+  }
+
+  /** `p`, or undefined as soon as the connection to Redis is (or goes) down. */
+  private whileConnected<T>(p: Promise<T>): Promise<T | undefined> {
+    if (!this.connected()) return Promise.resolve(undefined);
+    return new Promise((resolve, reject) => {
+      const onClose = () => resolve(undefined);
+      this.redis.once("close", onClose);
+      p.then(resolve, reject).finally(() => this.redis.off("close", onClose));
+    });
   }
 
   private async finish(): Promise<void> {
@@ -301,8 +331,12 @@ export class QueueWorker {
     await this.handler
       .close?.()
       .catch((err: Error) => this.log.warn({ err: err.message }, "handler close failed"));
-    await this.redis.quit().catch(() => this.redis.disconnect());
-    this.log.info({ jobsFinished: this.jobsFinished }, "worker stopped");
+    // (QUIT to a Redis that is not there would wait in the offline queue)
+    if (!(await this.whileConnected(this.redis.quit().catch(() => "")))) this.redis.disconnect();
+    this.log.info(
+      { jobsFinished: this.jobsFinished, leftToLease: this.leftToLease || undefined },
+      "worker stopped",
+    );
     this.resolveDone();
   }
 
@@ -311,6 +345,12 @@ export class QueueWorker {
     // (the first claim's jobs start as promptly as any later claim's)
     await this.consumer.prepare();
     while (this.state === "running") {
+      // Commands sent while disconnected would queue for minutes (ioredis's offline queue and
+      // retries) and hold up a drain: wait for the connection instead.
+      if (!this.connected()) {
+        await this.changed.wait();
+        continue;
+      }
       if (!this.pipelineRegistered)
         this.pipelineRegistered = await this.consumer.registerPipeline().then(
           () => true,
@@ -565,26 +605,47 @@ export class QueueWorker {
 
   private async handBack(entry: SlottedJob, reason: string): Promise<void> {
     entry.handedBack = true;
+    // Without Redis a hand-back cannot be written, and waiting for it would outlast the deadline:
+    // the job is stopped and left to its lease, which lapses; the sweeper delivers it again.
+    if (!this.connected()) entry.leftToLease = true;
     // Before the abort: the handler's end closes the execution's span.
-    entry.trace.event("handed back", { "conveyor.reason": reason });
-    this.executor.abort(entry, new HandedBackError(`handed back: ${reason}`));
+    entry.trace.event(entry.leftToLease ? "left to its lease" : "handed back", { "conveyor.reason": reason });
+    this.executor.abort(
+      entry,
+      new HandedBackError(
+        entry.leftToLease ? `stopped: ${reason}; Redis unreachable` : `handed back: ${reason}`,
+      ),
+    );
     const log = this.log.child({
       jobId: entry.job.id,
       attempt: entry.job.attempt,
       executionId: entry.job.token,
     });
-    const released = await this.executor.writes
-      .write(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"))
-      .catch((err: unknown) => {
-        // (refused for good: logged and counted; the lease expires and the job runs again)
-        if (err instanceof WriteRefusedError) return false;
-        throw err;
-      });
-    if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
-    log.warn(
-      { outcome: "handedBack", reason, released },
-      "job still running at the drain deadline: handed back for immediate redelivery",
-    );
+    const released = entry.leftToLease
+      ? undefined
+      : await this.whileConnected(
+          this.executor.writes
+            .write(log, "hand back", () => this.consumer.release(entry.job, reason, "handedBack"))
+            .catch((err: unknown) => {
+              // (refused for good: logged and counted; the lease expires and the job runs again)
+              if (err instanceof WriteRefusedError) return false;
+              throw err;
+            }),
+        );
+    if (released === undefined) {
+      entry.leftToLease = true;
+      this.leftToLease++;
+      log.error(
+        { outcome: "leftToLease", reason },
+        "job not handed back: Redis is unreachable; it runs again once its lease lapses (the sweeper delivers it)",
+      );
+    } else {
+      if (released) this.metrics.redeliveries.inc({ queue: entry.job.queue, cause: "shutdown_handback" });
+      log.warn(
+        { outcome: "handedBack", reason, released },
+        "job still running at the drain deadline: handed back for immediate redelivery",
+      );
+    }
     // The handler was told to stop; its slot is free now (the result, if any, is ignored).
     this.running.remove(entry.slot);
     this.dropLease(entry);

@@ -542,23 +542,54 @@ describe("bad job input", { timeout: 15 * 60_000 }, () => {
     assert.ok(restarts >= 6, `the workers it killed were restarted (${restarts})`);
   });
 
-  test("a handler writing garbage to stdout: the worker keeps working and its own log lines stay JSON", async () => {
+  test("a handler writing garbage, partial lines or more than a pipe holds to stdout: the worker keeps working; its own log lines and the handler's lines stay whole", async () => {
     const q = "stdout";
     const w = await worker(q, {});
     await producer.enqueueMany(q, [
       { id: "g1", data: { mode: "stdout-garbage" } },
       { id: "g2", data: { mode: "stdout-garbage" } },
+      { id: "f1", data: { mode: "stdout-flood" } },
+      { id: "p1", data: { mode: "stdout-partial" } },
     ]);
-    const states = await settled(q, ["g1", "g2"]);
+    const states = await settled(q, ["g1", "g2", "f1", "p1"]);
     for (const s of states.values()) assert.equal(s.state, "completed");
+    const floodLines = (JSON.parse(states.get("f1")!.result!) as { lines: number }).lines;
     await stillWorks(w, q, "after-garbage");
-    const lines = w
+    // A job's "job completed" line is logged after its settle: wait for it to reach the log file.
+    await waitFor(
+      "5 job completed lines in the log",
+      async () =>
+        w
+          .logs()
+          .split("\n")
+          .filter((l) => l.includes('"job completed"')).length === 5,
+      30_000,
+    );
+    // Every line of the worker's own is one whole JSON object; the handler's lines are whole too.
+    const own = w
       .logs()
       .split("\n")
-      .filter((l) => l.startsWith("{"));
-    const completedLines = lines.filter((l) => l.includes('"job completed"'));
-    assert.equal(completedLines.length, 3);
-    for (const l of completedLines) JSON.parse(l);
+      .filter((l) => l.includes('"worker":"bad'));
+    for (const l of own) {
+      assert.ok(
+        l.startsWith('{"level":'),
+        `a worker log line that does not start its line: ${l.slice(0, 200)}`,
+      );
+      JSON.parse(l);
+    }
+    assert.equal(own.filter((l) => l.includes('"job completed"')).length, 5);
+    // A partial line is held a moment for the rest of it, then written as a line of its own.
+    const lines = await waitFor(
+      "the handler's partial line on a line of its own",
+      async () => {
+        const ls = w.logs().split("\n");
+        return ls.includes("a partial line from the handler") && ls;
+      },
+      30_000,
+    );
+    const flood = lines.filter((l) => l.includes("flood "));
+    assert.equal(flood.length, floodLines);
+    for (const l of flood) assert.match(l, /^flood \d{5} x{100}$/);
   });
 
   test("command handlers that exit non-zero, die by a signal, write garbage or flood stdout, ignore SIGTERM, or leave a grandchild holding stdout: each fails with a clear reason; no process is left behind", async () => {
