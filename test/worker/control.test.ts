@@ -288,7 +288,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     assert.equal((await cli("schedule", "remove", q, "tick")).code, 1, "already gone");
   });
 
-  test("CLI: exit codes and clear errors; stats --json keeps its five keys and adds five", async () => {
+  test("CLI: exit codes and clear errors; stats --json keeps its five keys and adds six", async () => {
     const q = "cli-ctl";
     await producer.enqueue(q, 1, { id: "k1" });
     assert.equal((await cli("cancel", "k1")).code, 0);
@@ -307,6 +307,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
       "rateLimit",
       "cancelled",
       "schedules",
+      "served",
     ]);
     assert.deepEqual(
       [stats.waitingForBudget, stats.cancelled, stats.paused, stats.rateLimit, stats.schedules],

@@ -95,7 +95,7 @@ describe("python: handlers", () => {
     const j: JobInfo = await finished(id, q);
     assert.equal(j.state, "completed", "redelivered after the stall, it completes");
     assert.equal(j.stalls, 1, "counted as a stall");
-    assert.equal(j.attemptsMade, 0, "not as a failed attempt (it had one)");
+    assert.equal(j.attemptsMade, 1, "not as a failed attempt: its one attempt is the one that completed");
     const newPid = (JSON.parse(j.result!) as { pid: number }).pid;
     assert.notEqual(newPid, pid);
     assert.deepEqual(pythonPids(w.logs()), [pid, newPid], "one restart");
