@@ -13,6 +13,7 @@ import limit from "./limit.ts";
 import operator from "./operator.ts";
 import { pause, resume } from "./pause.ts";
 import promote from "./promote.ts";
+import records from "./records.ts";
 import resource from "./resource.ts";
 import schedule from "./schedule.ts";
 import scripts from "./scripts.ts";
@@ -33,6 +34,7 @@ export const COMMANDS: readonly Command[] = [
   group,
   resource,
   schedule,
+  records,
   events,
   api,
   scripts,
