@@ -16,7 +16,11 @@ export class RecordsSwitch {
     this.log = log;
   }
 
-  /** Records on for the pipeline of `queue`: one script call the first time, nothing after. */
+  /**
+   * Records on for the pipeline of `queue`: one script call the first time, nothing after. Never
+   * rejects: a failure is logged and tried again at the next call (an enqueue does not wait
+   * for records, like it never waits for PostgreSQL).
+   */
   ensure(queue: string): Promise<void> {
     const pipeline = pipelineOf(queue);
     let done = this.on.get(pipeline);
@@ -27,7 +31,7 @@ export class RecordsSwitch {
         },
         (err: unknown) => {
           this.on.delete(pipeline);
-          throw err;
+          this.log?.warn({ pipeline, err: (err as Error).message }, "job records: cannot switch them on");
         },
       );
       this.on.set(pipeline, done);

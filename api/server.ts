@@ -97,19 +97,10 @@ const RECORDS_START_WAIT_MS = 5_000;
 
 /**
  * Records on for the pipelines the API serves (`--queues`), so their first jobs are recorded
- * whoever enqueues them. Redis away: start anyway; the API's own enqueues switch them on first.
+ * whoever enqueues them. Redis away or refusing: start anyway; the API's own enqueues try again.
  */
 async function switchRecordsOn(sw: RecordsSwitch, queues: string[], log?: Logger): Promise<void> {
-  const all = Promise.all(queues.map((q) => sw.ensure(q))).then(
-    () => true,
-    (err: unknown) => {
-      log?.warn(
-        { err: (err as Error).message },
-        "job records: cannot switch them on for the served pipelines",
-      );
-      return true;
-    },
-  );
+  const all = Promise.all(queues.map((q) => sw.ensure(q))).then(() => true);
   if (!(await Promise.race([all, sleep(RECORDS_START_WAIT_MS, false, { ref: false })])))
     log?.warn("job records: Redis did not answer; the served pipelines are switched on when it does");
 }
