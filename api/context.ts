@@ -8,6 +8,7 @@ import { HttpError } from "./http.ts";
 import type { QueueDirectory } from "./queueDirectory.ts";
 import type { ApiMetrics } from "./metrics.ts";
 import type { JobRecords } from "./records.ts";
+import type { RecordsSwitch } from "./recordsSwitch.ts";
 import type { ResourceHistory } from "./resourceHistory.ts";
 
 /** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
@@ -26,6 +27,8 @@ export interface ApiContext {
   hub: EventHub;
   metrics: ApiMetrics;
   records: JobRecords | null;
+  /** With records: switches them on for a pipeline before the API's first enqueue into it. */
+  recordsSwitch: RecordsSwitch | null;
   pools: PoolSource | null;
   /** The resources' last hour (null: not sampled by this server). */
   resourceHistory: ResourceHistory | null;

@@ -5,6 +5,7 @@
 // (api/auth.ts). Bad input is always a 4xx JSON {error} naming the field, never a 500.
 import type { Server } from "node:http";
 import { createServer } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type pg from "pg";
 import {
@@ -26,6 +27,7 @@ import { HttpError, sendJson } from "./http.ts";
 import { QueueDirectory } from "./queueDirectory.ts";
 import { ApiMetrics } from "./metrics.ts";
 import { JobRecords } from "./records.ts";
+import { RecordsSwitch } from "./recordsSwitch.ts";
 import { Router, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
@@ -90,6 +92,19 @@ function scheduleField(message: string): string {
   return "body";
 }
 
+/** How long start-up waits for Redis to switch records on for the served pipelines. */
+const RECORDS_START_WAIT_MS = 5_000;
+
+/**
+ * Records on for the pipelines the API serves (`--queues`), so their first jobs are recorded
+ * whoever enqueues them. Redis away or refusing: start anyway; the API's own enqueues try again.
+ */
+async function switchRecordsOn(sw: RecordsSwitch, queues: string[], log?: Logger): Promise<void> {
+  const all = Promise.all(queues.map((q) => sw.ensure(q))).then(() => true);
+  if (!(await Promise.race([all, sleep(RECORDS_START_WAIT_MS, false, { ref: false })])))
+    log?.warn("job records: Redis did not answer; the served pipelines are switched on when it does");
+}
+
 export class InsecureConfigurationError extends Error {
   override name = "InsecureConfigurationError";
 }
@@ -116,6 +131,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q), metrics);
   let records: JobRecords | null = null;
   if (opts.database) records = new JobRecords(opts.database);
+  const recordsSwitch = opts.database ? new RecordsSwitch(opts.redis, opts.log) : null;
   /** The allow-list for every route that names a queue or a job (api/router.ts). */
   const guard: QueueGuard = async (queue, jobId) => {
     if (auth.allowList === null) return;
@@ -136,6 +152,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     hub: new EventHub(opts.redis, directory, metrics),
     metrics,
     records,
+    recordsSwitch,
     pools,
     resourceHistory:
       opts.resourceSampleMs === 0
@@ -194,6 +211,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     void ctx.hub.close();
     void ctx.records?.close();
   });
+  if (recordsSwitch && opts.queues?.length) await switchRecordsOn(recordsSwitch, opts.queues, opts.log);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port, host, resolve);

@@ -40,6 +40,7 @@ export const SCRIPT_NAMES = [
   "resource_set",
   "resource_remove",
   "resource_usage",
+  "records_enable",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

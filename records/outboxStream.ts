@@ -1,9 +1,8 @@
 // The outbox stream's Redis side for the recorder: its consumer group and reply shapes.
-import type { RedisClient } from "../queue/index.ts";
+import { RECORDER_GROUP, type RedisClient } from "../queue/index.ts";
 import type { RawEntry } from "./events.ts";
 
-/** The consumer group every recorder of a pipeline shares. */
-export const RECORDER_GROUP = "conveyor-records";
+export { RECORDER_GROUP };
 
 export async function createGroup(redis: RedisClient, stream: string): Promise<void> {
   try {

@@ -13,7 +13,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { Backoff } from "../lib/backoff.ts";
-import { connectRedis, PipelineKeys, type RedisClient } from "../queue/index.ts";
+import { connectRedis, enableRecords, PipelineKeys, type RedisClient } from "../queue/index.ts";
 import { foldEvents, parseEntry, streamTime, type OutboxEvent, type RawEntry } from "./events.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES, OutboxBudget } from "./outboxBudget.ts";
 import { createGroup, isNoGroup, readReply, RECORDER_GROUP } from "./outboxStream.ts";
@@ -130,8 +130,8 @@ export class JobRecorder {
   }
 
   /**
-   * Switch the outbox on for each pipeline (consumer group first, then `meta records=1`) and
-   * start draining in the background. Resolves once Redis is set up — transitions from then on
+   * Switch the outbox on for each pipeline (enableRecords: consumer group first, then
+   * `meta records=1`) and start draining in the background. Resolves once Redis is set up — transitions from then on
    * are recorded; PostgreSQL need not be reachable (migrations run when it is).
    */
   start(): Promise<void> {
@@ -141,11 +141,7 @@ export class JobRecorder {
 
   private async setUp(): Promise<void> {
     const { redis } = this.opts;
-    for (const pipeline of this.pipelines) {
-      const keys = new PipelineKeys(pipeline);
-      await createGroup(redis, keys.outbox);
-      await redis.hset(keys.meta, "records", "1");
-    }
+    for (const pipeline of this.pipelines) await enableRecords(redis, pipeline);
     this.log.info(
       { pipelines: this.pipelines, consumer: this.consumer, database: this.describeDatabase() },
       "job records on: draining the outbox into PostgreSQL",

@@ -56,6 +56,7 @@ export function jobApiHandlers(ctx: ApiContext): Handlers {
           throw err;
         }
       });
+      await ctx.recordsSwitch?.ensure(queue);
       let results;
       try {
         results = await ctx.producer.enqueueMany(queue, jobs);

@@ -97,6 +97,7 @@ export function queueHandlers(ctx: ApiContext): Handlers {
       const { data, ...options } = envelope;
       // (the id given here, not by the producer, so an unconfirmed enqueue can name it)
       if (options.id === undefined && options.idempotencyKey === undefined) options.id = newJobId();
+      await ctx.recordsSwitch?.ensure(queue);
       let result;
       try {
         result = await ctx.producer.enqueue(queue, data, options);

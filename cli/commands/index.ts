@@ -27,6 +27,7 @@ const group = () => import("./group.ts");
 const resource = () => import("./resource.ts");
 const schedule = () => import("./schedule.ts");
 const events = () => import("./events.ts");
+const records = () => import("./records.ts");
 const api = () => import("./api.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
@@ -116,6 +117,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
   schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
     load: byDefault(schedule),
+  },
+  {
+    name: "records",
+    synopsis: `  records enable <pipeline>               switch job records on before the first job (workers without the operator or API)
+  records status <pipeline> [--json]      on or off, the outbox waiting for a recorder (exit 1: off)`,
+    load: byDefault(records),
   },
   {
     name: "events",

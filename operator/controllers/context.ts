@@ -80,4 +80,6 @@ export interface PoolState {
   costsWritten: Map<string, { value: string; at: number }>;
   /** The pods we cordoned (podsToCordon) and until when (ms), as last written to Redis. */
   cordon?: { pods: string[]; until: number };
+  /** The pipeline whose job records this process saw on (switchRecordsOn), so it asks once. */
+  recordsOn?: string;
 }

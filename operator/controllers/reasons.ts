@@ -85,6 +85,8 @@ export const Reason = {
   ScaledDown: "ScaledDown",
   /** Every problem is gone (Normal). */
   Recovered: "Recovered",
+  /** A pool with spec.database: job records were switched on for its pipeline (Normal, once). */
+  RecordsOn: "RecordsOn",
 } as const;
 
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -159,6 +161,7 @@ export const EVENT_REASONS = [
   Reason.RateLimited,
   Reason.GroupLimited,
   Reason.BudgetLimited,
+  Reason.RecordsOn,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

@@ -8,6 +8,7 @@
 import {
   describeRedisUrl,
   formatRateLimit,
+  pipelineOf,
   type QueueCounts,
   type ResourceState,
   type WorkerReport,
@@ -72,6 +73,8 @@ const UNREACHABLE_AFTER_FAILURES = 3;
 const SECRET_PROBLEM_RECHECK_MS = 15_000;
 /** Re-check a pool whose Deployment or HPA the API server refused (the user must change something). */
 const APPLY_FAILED_RECHECK_MS = 60_000;
+/** Try again this soon when job records could not be switched on. */
+const RECORDS_RETRY_MS = 5_000;
 
 /** What one reconcile of one pool has found so far. */
 export interface PoolPass {
@@ -167,6 +170,7 @@ export class WorkerPoolReconciler implements Reconciler {
     // act (the leader)
     this.readBacklog(pass);
     await this.queueControl(pass);
+    await this.switchRecordsOn(pass);
     await this.ensureDeployment(pass);
     await this.readWorkerReports(pass);
     await this.ensureHPA(pass);
@@ -348,6 +352,37 @@ export class WorkerPoolReconciler implements Reconciler {
         capReason[cap.by],
         `replicas capped at ${cap.cap}: ${cap.reason}`,
       );
+  }
+
+  /**
+   * A pool with spec.database records its pipeline from the first job on, whoever enqueues it:
+   * job records are switched on in its Redis before the Deployment (so before any pod starts).
+   * Asked once per pipeline and operator process; a log line and an Event when this switched them.
+   */
+  private async switchRecordsOn(pass: PoolPass): Promise<void> {
+    const { spec, state, pool } = pass;
+    if (!spec?.database) return;
+    const pipeline = pipelineOf(spec.queue);
+    // (Redis unreachable at the last poll: the next good poll re-checks the pool)
+    if (state.recordsOn === pipeline || pass.sample?.error) return;
+    let switched: boolean | undefined;
+    try {
+      switched = await this.poller.enableRecords(pass.key);
+    } catch (err) {
+      this.ctx.log.warn({ pool: pass.key, pipeline, err: String(err) }, "cannot switch job records on yet");
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(RECORDS_RETRY_MS));
+      return;
+    }
+    if (switched === undefined) return; // not polled: its Redis Secret is the problem reported
+    state.recordsOn = pipeline;
+    if (!switched) return;
+    this.ctx.log.info({ pool: pass.key, pipeline }, "job records switched on for the pool's pipeline");
+    await this.ctx.events.record(
+      pool,
+      "Normal",
+      Reason.RecordsOn,
+      `job records switched on for pipeline ${pipeline}: every job is recorded from its enqueue (spec.database)`,
+    );
   }
 
   /** conveyor_operator_pool_replica_cap{cap} of a pool: the binding cap's series, the other gone. */

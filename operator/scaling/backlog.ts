@@ -4,6 +4,7 @@
 import type { Logger } from "pino";
 import {
   QueueAdmin,
+  enableRecords,
   groupAdmission,
   listResources,
   setResource,
@@ -198,6 +199,17 @@ export class BacklogPoller {
       this.timeoutMs,
       "cordon",
     );
+  }
+
+  /**
+   * Switch job records on for the pool's pipeline (queue/records.ts: nothing is written when they
+   * are on); whether this call switched them, undefined when the pool is not polled.
+   */
+  async enableRecords(key: string): Promise<boolean | undefined> {
+    const p = this.pools.get(key);
+    if (!p) return undefined;
+    await waitUntilReady(p.client, p.target.url, this.timeoutMs); // a new pool's connection may be opening
+    return withTimeout(enableRecords(p.client, p.target.queue), this.timeoutMs, "records");
   }
 
   /** Write spec.paused / spec.rateLimit into the pool's Redis (the spec wins while set). */
