@@ -1,5 +1,6 @@
 // The queue protocol's public surface, shared by producers, the worker, the operator and the CLI.
 export * from "./keys.ts";
+export * from "./keyTable.ts";
 export * from "./types.ts";
 export * from "./connection.ts";
 export * from "./producer.ts";

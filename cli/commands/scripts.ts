@@ -1,5 +1,5 @@
 // `conveyor scripts dump <dir>` / `show <name>`: the resolved script text clients in other languages load.
-import { dumpScripts, scriptSource, SCRIPT_NAMES, type ScriptName } from "../../queue/scripts.ts";
+import { dumpScripts, scriptSource, SCRIPT_NAMES, type ScriptName } from "../../queue/index.ts";
 import { COMMON, defineCommand, print, UsageError } from "../command.ts";
 
 export default defineCommand({

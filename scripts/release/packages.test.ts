@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bareImports, libraryEntries, libraryImport, LIBRARY, rewriteSpecifiers } from "./packages.ts";
@@ -78,5 +78,38 @@ describe("building the npm packages", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the shipped sources", () => {
+  it("import queue/ only through the library's entry points (checked here, long before an image build)", () => {
+    const root = join(import.meta.dirname, "..", "..");
+    const entries = libraryEntries(
+      readFileSync(join(root, "queue", "index.ts"), "utf8"),
+      (
+        JSON.parse(readFileSync(join(root, "packages", "queue", "package.json"), "utf8")) as {
+          exports: Record<string, unknown>;
+        }
+      ).exports,
+    );
+    const refused: string[] = [];
+    for (const dir of ["cli", "worker", "operator", "api", "records", "lib"])
+      for (const rel of readdirSync(join(root, dir), { recursive: true }) as string[]) {
+        if (!rel.endsWith(".ts") || rel.endsWith(".test.ts")) continue;
+        const file = join(root, dir, rel);
+        const text = readFileSync(file, "utf8");
+        // (type-only imports are erased by tsc)
+        for (const m of text.matchAll(
+          /(?:^(?:import|export)(?!\s+type\b)[^;]*?\sfrom\s*|import\()\s*"(\.[^"]+\.ts)"/gm,
+        )) {
+          const spec = m[1]!.replace(/\.ts$/, ".js");
+          try {
+            libraryImport(root, file, spec, entries);
+          } catch {
+            refused.push(`${dir}/${rel} imports ${m[1]}`);
+          }
+        }
+      }
+    assert.deepEqual(refused, []);
   });
 });
