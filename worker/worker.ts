@@ -307,6 +307,20 @@ export class QueueWorker {
 
   private async loop(): Promise<void> {
     let failures = 0;
+    // The worker's report is in Redis before its first claim: the heartbeat thread that keeps it
+    // fresh starts apart (a second or more in a loaded pod), and jobs in flight on a worker no
+    // report named showed as "Workers 0". Redis not there yet: the claims below say so, and the
+    // heartbeat writes the report once it can.
+    await this.consumer
+      .renew([], {
+        id: this.config.workerId,
+        pod: this.config.pod,
+        slots: this.config.concurrency,
+        busy: this.running.size,
+        draining: false,
+        seen: Date.now(),
+      })
+      .catch(() => {});
     while (this.state === "running") {
       if (!this.pipelineRegistered)
         this.pipelineRegistered = await this.consumer.registerPipeline().then(
