@@ -109,6 +109,16 @@ describe(
       // Replicas have their own axis on the right: beside a backlog of hundreds, a few pods on the
       // backlog's axis drew as a flat line at zero.
       await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();
+      // The backlog as the samples it has (dots: a line between two samples a minute apart drew
+      // a ramp that never happened); the replicas hold between decisions (steps).
+      await page.locator('.chart[data-series="backlog:left:points,replicas:right:stepped"]').waitFor();
+      const points = Number(await page.locator(".chart").getAttribute("data-points"));
+      // Each read of the page (every 10 s) adds a sample.
+      await page.waitForFunction(
+        `Number(document.querySelector(".chart")?.getAttribute("data-points")) > ${points}`,
+        null,
+        { timeout: 30_000, polling: 500 },
+      );
     });
   },
 );
