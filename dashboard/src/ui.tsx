@@ -192,11 +192,14 @@ export function Chart({
   series,
   height = 200,
   axes,
+  tickSeconds = 1,
 }: {
   x: number[];
   series: Series[];
   height?: number;
   axes?: AxisLabels;
+  /** The shortest time between x ticks: 60 for per-minute data (a :30 tick names no sample). */
+  tickSeconds?: number;
 }) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -234,7 +237,7 @@ export function Chart({
             })),
           ],
           axes: [
-            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS },
+            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS.filter((i) => i >= tickSeconds) },
             { size: 60, ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}) },
             ...(right
               ? [
@@ -264,7 +267,7 @@ export function Chart({
       window.removeEventListener("resize", resize);
       plot?.destroy();
     };
-  }, [JSON.stringify(x), JSON.stringify(series), height, axes?.left, axes?.right]);
+  }, [JSON.stringify(x), JSON.stringify(series), height, axes?.left, axes?.right, tickSeconds]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
   // The plot's height is held while uPlot loads, so the page below does not jump.
   return (

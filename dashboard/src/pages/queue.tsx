@@ -1,7 +1,7 @@
 // One queue: its jobs by state, newest first, paged on the server by cursor; time filter;
 // bulk retry / cancel / delete of a selection (delete after a confirmation); live workers;
 // jobs/min and durations per minute, zoomed to the span that had jobs, or 15 min / 1 h / 6 h.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
 import type { Session } from "../main.tsx";
 import { ago, Chart, Confirm, duration, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
@@ -262,17 +262,7 @@ export function QueuePage({
               .
             </p>
           ) : (
-            <Chart
-              x={shown.map((m) => m.minute)}
-              series={[
-                { label: "completed/min", values: shown.map((m) => m.completed), color: "#2a7" },
-                { label: "failed/min", values: shown.map((m) => m.failed), color: "#d44", dash: [6, 4] },
-                { label: "p50", values: shown.map((m) => m.p50), color: "#9ad", axis: "right" },
-                { label: "p95", values: shown.map((m) => m.p95), color: "#57c", axis: "right" },
-              ]}
-              axes={{ left: "jobs/min", right: "duration", rightValue: duration }}
-              height={180}
-            />
+            <MinutesChart minutes={shown} />
           )}
         </div>
       )}
@@ -454,5 +444,38 @@ export function QueuePage({
         )}
       </div>
     </section>
+  );
+}
+
+/**
+ * Jobs per minute and the minute's p50/p95 duration, each a step: a minute's figure holds for
+ * that minute, never a ramp to the next. The minute under way holds until now (as of this
+ * read), so its figures so far read as a step too, not as a line at the edge.
+ */
+function MinutesChart({ minutes }: { minutes: Minute[] }) {
+  const closed = useMemo(() => {
+    const last = minutes.at(-1)!;
+    const now = Date.now();
+    return now > last.minute && now < last.minute + 60_000 ? [...minutes, { ...last, minute: now }] : minutes;
+  }, [minutes]);
+  return (
+    <Chart
+      x={closed.map((m) => m.minute)}
+      series={[
+        { label: "completed/min", values: closed.map((m) => m.completed), color: "#2a7", step: true },
+        {
+          label: "failed/min",
+          values: closed.map((m) => m.failed),
+          color: "#d44",
+          dash: [6, 4],
+          step: true,
+        },
+        { label: "p50", values: closed.map((m) => m.p50), color: "#9ad", axis: "right", step: true },
+        { label: "p95", values: closed.map((m) => m.p95), color: "#57c", axis: "right", step: true },
+      ]}
+      axes={{ left: "jobs/min", right: "duration", rightValue: duration }}
+      tickSeconds={60}
+      height={180}
+    />
   );
 }
