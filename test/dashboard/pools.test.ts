@@ -11,7 +11,7 @@ import { connectRedis, Producer, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane, findAssets } from "../support/controlplane.ts";
 import { buildDashboard, CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
 import { startOperator, type OperatorProcess } from "../support/operator.ts";
-import { stopProcess } from "../support/processes.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
 
@@ -114,10 +114,10 @@ describe(
       await page.locator('.chart[data-series="backlog:left:points,replicas:right:stepped"]').waitFor();
       const points = Number(await page.locator(".chart").getAttribute("data-points"));
       // Each read of the page (every 10 s) adds a sample.
-      await page.waitForFunction(
-        `Number(document.querySelector(".chart")?.getAttribute("data-points")) > ${points}`,
-        null,
-        { timeout: 30_000, polling: 500 },
+      await waitFor(
+        "another sample on the chart",
+        async () => Number(await page.locator(".chart").getAttribute("data-points")) > points,
+        30_000,
       );
     });
   },
