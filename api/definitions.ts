@@ -230,8 +230,10 @@ export const ROUTES: readonly RouteDefinition[] = [
     name: "queueStats",
     method: "GET",
     path: "/queues/{queue}/stats",
-    summary: "jobs/s and p50/p95 duration per minute over the last hour",
+    summary:
+      "jobs completed and failed, and p50/p95 duration, per minute over the last 15 minutes, hour (default) or 6 hours",
     tag: "queues",
+    query: query({ window: { enum: ["15m", "1h", "6h"], default: "1h" } }), // records.ts STATS_WINDOWS
   },
   {
     name: "queueWorkers",

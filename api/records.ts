@@ -96,15 +96,19 @@ export interface MinuteStats {
 
 const MINUTE = 60_000;
 
+/** The windows a queue's per-minute stats cover (`?window=`), in minutes. */
+export const STATS_WINDOWS = { "15m": 15, "1h": 60, "6h": 360 } as const;
+export type StatsWindow = keyof typeof STATS_WINDOWS;
+
 /**
- * The 60 minutes up to and including `now`'s, oldest first: the minutes that have rows take
- * them, the others are zero. A chart of one minute of data still spans the hour.
+ * The `count` minutes up to and including `now`'s, oldest first: the minutes that have rows take
+ * them, the others are zero. A chart of one minute of data still spans the window.
  */
-export function lastHour(rows: readonly MinuteStats[], now: number): MinuteStats[] {
+export function recentMinutes(rows: readonly MinuteStats[], now: number, count = 60): MinuteStats[] {
   const byMinute = new Map(rows.map((r) => [r.minute, r]));
   const last = Math.floor(now / MINUTE) * MINUTE;
-  return Array.from({ length: 60 }, (_, i) => {
-    const minute = last - (59 - i) * MINUTE;
+  return Array.from({ length: count }, (_, i) => {
+    const minute = last - (count - 1 - i) * MINUTE;
     return byMinute.get(minute) ?? { minute, completed: 0, failed: 0, p50: null, p95: null };
   });
 }
@@ -258,7 +262,8 @@ export class JobRecords {
   }
 
   /** Per minute over the last hour: finished executions by outcome, p50/p95 duration (ms). */
-  async minuteStats(queue: string, now = Date.now()): Promise<MinuteStats[]> {
+  async minuteStats(queue: string, window: StatsWindow = "1h", now = Date.now()): Promise<MinuteStats[]> {
+    const minutes = STATS_WINDOWS[window];
     const rows = await this.rows<{
       minute: string;
       completed: string;
@@ -272,11 +277,11 @@ export class JobRecords {
          percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p50,
          percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p95
        FROM conveyor_attempts
-       WHERE queue = $1 AND finished_at IS NOT NULL AND finished_at > now() - interval '1 hour'
+       WHERE queue = $1 AND finished_at IS NOT NULL AND finished_at > now() - make_interval(mins => $2)
        GROUP BY 1 ORDER BY 1`,
-      [queue],
+      [queue, minutes],
     );
-    return lastHour(
+    return recentMinutes(
       rows.map((r) => ({
         minute: Number(r.minute),
         completed: Number(r.completed),
@@ -285,6 +290,7 @@ export class JobRecords {
         p95: r.p95 === null ? null : Math.round(r.p95),
       })),
       now,
+      minutes,
     );
   }
 }

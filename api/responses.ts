@@ -325,6 +325,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     "per-minute throughput and durations (empty without PostgreSQL)",
     queueAnd({
       history: bool,
+      window: { enum: ["15m", "1h", "6h"] },
       minutes: {
         type: "array",
         items: obj({

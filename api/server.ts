@@ -1,6 +1,7 @@
 // `conveyor api`: the job API for producers in any language and the dashboard on one port.
 //   the routes and their schemas: api/definitions.ts; handlers: api/routes/*.
 //   GET /  and /assets/*: the dashboard (dist/dashboard), public; its data needs credentials.
+//   Not built (a clone without `npm run build`): a warning at start, and `/` a page saying so.
 // Credentials: the bearer token, or the session cookie a browser gets by signing in with it
 // (api/auth.ts). Bad input is always a 4xx JSON {error} naming the field, never a 500.
 import type { Server } from "node:http";
@@ -39,7 +40,7 @@ import { resourceHandlers } from "./routes/resources.ts";
 import { ResourceHistory } from "./resourceHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
-import { findDashboardBuild, StaticFiles } from "./static.ts";
+import { findDashboardBuild, NOT_BUILT_HINT, StaticFiles } from "./static.ts";
 
 export interface JobApiOptions {
   redis: RedisClient;
@@ -58,7 +59,7 @@ export interface JobApiOptions {
   pools?: PoolSource | null;
   /** Start without a token on a non-loopback address (not read-only) anyway. */
   insecureNoAuth?: boolean;
-  /** The built dashboard; default: dist/dashboard. null: API only. */
+  /** The built dashboard; default: dist/dashboard. null: API only. A directory without a build: `/` says so. */
   dashboardDir?: string | null;
   /** Enqueues acknowledged once a replica has them ("replicated"): 503 when none confirmed. */
   durability?: DurabilityOptions;
@@ -177,7 +178,15 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     undefined,
     guard,
   );
-  const files = new StaticFiles(opts.dashboardDir === undefined ? findDashboardBuild() : opts.dashboardDir);
+  const files = new StaticFiles(
+    opts.dashboardDir === undefined ? findDashboardBuild() : opts.dashboardDir,
+    opts.dashboardDir !== null,
+  );
+  if (files.notBuilt)
+    opts.log?.warn(
+      { dashboard: opts.dashboardDir ?? "dist/dashboard" },
+      `the dashboard is not built: GET / answers a page saying so; to serve it, ${NOT_BUILT_HINT} and restart`,
+    );
   const maxBody = opts.maxBodyBytes ?? 1024 * 1024;
 
   const server = createServer((req, res) => {

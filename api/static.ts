@@ -40,17 +40,43 @@ const SECURITY_HEADERS = {
 export function findDashboardBuild(): string | null {
   for (const rel of ["../dist/dashboard", "../dashboard"]) {
     const dir = fileURLToPath(new URL(rel, import.meta.url));
-    // A build has assets/ (the sources' dashboard/index.html, beside api/, has not).
-    if (existsSync(join(dir, "index.html")) && existsSync(join(dir, "assets"))) return dir;
+    if (isBuild(dir)) return dir;
   }
   return null;
 }
 
+/** Whether `dir` holds a build: index.html and assets/ (the sources' dashboard/index.html, beside api/, has not). */
+function isBuild(dir: string): boolean {
+  return existsSync(join(dir, "index.html")) && existsSync(join(dir, "assets"));
+}
+
+/** What to do in the checkout to get a dashboard, for the log line at start and the page at `/`. */
+export const NOT_BUILT_HINT = "run `npm run build` (or `npm run -s build:dashboard`) in the checkout";
+
+// Served at `/` when the dashboard is wanted but was never built (a clone without `npm run
+// build`): a browser gets a page saying what to do, not the API's JSON 404.
+const NOT_BUILT_PAGE = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Conveyor: dashboard not built</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto; line-height: 1.5">
+<h1>The dashboard is not built</h1>
+<p>This <code>conveyor api</code> serves the job API, but it found no built dashboard
+(<code>dist/dashboard</code>). To build it, ${NOT_BUILT_HINT.replace(/`([^`]+)`/g, "<code>$1</code>")},
+then restart <code>conveyor api</code>.</p>
+<p>The job API answers as usual meanwhile (<a href="/openapi.json">/openapi.json</a> describes it).</p>
+</body>
+</html>
+`;
+
 export class StaticFiles {
   private readonly assets = new Map<string, Asset>();
+  /** The dashboard was asked for but `dir` holds no build: `/` answers NOT_BUILT_PAGE. */
+  readonly notBuilt: boolean;
 
-  constructor(dir: string | null) {
-    if (dir) this.load(dir, dir);
+  /** `dir`: the build to serve; null: the dashboard is off. `wanted`: it was asked for (a missing build is then told). */
+  constructor(dir: string | null, wanted = dir !== null) {
+    if (dir && isBuild(dir)) this.load(dir, dir);
+    this.notBuilt = wanted && !this.available;
   }
 
   get available(): boolean {
@@ -84,7 +110,17 @@ export class StaticFiles {
   /** Serve a GET for `pathname` if it is a dashboard file (or `/`); false when not ours. */
   serve(req: IncomingMessage, res: ServerResponse, pathname: string): boolean {
     const asset = this.assets.get(pathname === "/" ? "/index.html" : pathname);
-    if (!asset) return false;
+    if (!asset) {
+      if (!this.notBuilt || (pathname !== "/" && pathname !== "/index.html")) return false;
+      res.writeHead(503, {
+        ...SECURITY_HEADERS,
+        "content-type": TYPES[".html"]!,
+        "cache-control": "no-store",
+        "content-length": String(Buffer.byteLength(NOT_BUILT_PAGE)),
+      });
+      res.end(req.method === "HEAD" ? undefined : NOT_BUILT_PAGE);
+      return true;
+    }
     const headers: Record<string, string> = {
       ...SECURITY_HEADERS,
       "content-type": asset.type,

@@ -342,8 +342,24 @@ export class QueueWorker {
 
   private async loop(): Promise<void> {
     let failures = 0;
-    // (the first claim's jobs start as promptly as any later claim's)
-    await this.consumer.prepare();
+    // (the first claim's jobs start as promptly as any later claim's; without Redis yet, the
+    // claims below wait for it and the scripts load on first use)
+    if (this.connected()) await this.consumer.prepare();
+    // The worker's report is in Redis before its first claim: the heartbeat thread that keeps it
+    // fresh starts apart (a second or more in a loaded pod), and jobs in flight on a worker no
+    // report named showed as "Workers 0". Redis not there yet: the heartbeat writes the report
+    // once it can.
+    if (this.connected())
+      await this.consumer
+        .renew([], {
+          id: this.config.workerId,
+          pod: this.config.pod,
+          slots: this.config.concurrency,
+          busy: this.running.size,
+          draining: false,
+          seen: Date.now(),
+        })
+        .catch(() => {});
     while (this.state === "running") {
       // Commands sent while disconnected would queue for minutes (ioredis's offline queue and
       // retries) and hold up a drain: wait for the connection instead.

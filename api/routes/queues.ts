@@ -12,6 +12,7 @@ import {
   scheduleJson,
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
+import type { StatsWindow } from "../records.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 import { replicationUnconfirmed } from "./jobApi.ts";
@@ -118,10 +119,13 @@ export function queueHandlers(ctx: ApiContext): Handlers {
         headers: { location: status },
       };
     },
-    async queueStats({ params }) {
+    async queueStats({ params, query }) {
       const queue = q(params);
-      if (!ctx.records) return { body: { queue, minutes: [], history: false } };
-      return { body: { queue, minutes: await requireRecords(ctx).minuteStats(queue), history: true } };
+      const window = query.window as StatsWindow;
+      if (!ctx.records) return { body: { queue, window, minutes: [], history: false } };
+      return {
+        body: { queue, window, minutes: await requireRecords(ctx).minuteStats(queue, window), history: true },
+      };
     },
     async queueWorkers({ params }) {
       const queue = q(params);

@@ -147,9 +147,20 @@ export interface Series {
   label: string;
   values: (number | null)[];
   color: string;
+  /** Held until the next sample (a replica count): drawn as steps, never as a ramp. */
   step?: boolean;
-  /** "right": its own scale and axis on the right, for a small count beside a large one (replicas beside backlog). */
+  /** Samples only, nothing known between them (a backlog read now and then): dots, no line. */
+  points?: boolean;
+  /** "right": its own scale and axis on the right, for a quantity of another kind or size (replicas beside backlog, ms beside jobs/min). */
   axis?: "right";
+  dash?: number[];
+}
+
+/** How each axis is labelled and its ticks written (default: the number). */
+export interface AxisLabels {
+  left?: string;
+  right?: string;
+  rightValue?: (v: number) => string;
 }
 
 // Tick spacings of the time axis, in seconds: whole seconds at least, so no label repeats.
@@ -158,34 +169,58 @@ const TIME_INCRS = [
 ];
 
 // Clock time on the x axis (uPlot's default for a span under a minute is ":06.500" with the
-// date on a second row): HH:MM:SS, and the date too when the span crosses a day.
+// date on a second row): HH:MM(:SS when a tick needs them), and the date too when the span crosses a day.
 function timeTicks(splits: number[]): string[] {
   const span = (splits.at(-1) ?? 0) - (splits[0] ?? 0);
+  const seconds = splits.some((s) => s % 60 !== 0);
   const opts: Intl.DateTimeFormatOptions =
     span >= 86_400
       ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }
-      : { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+      : { hour: "2-digit", minute: "2-digit", ...(seconds ? { second: "2-digit" } : {}), hourCycle: "h23" };
   return splits.map((s) => new Date(s * 1000).toLocaleString(undefined, opts));
 }
 
+/** How a series is drawn, for tests and readers of the page: "label:scale:path" each. */
+const describeSeries = (series: Series[]) =>
+  series
+    .map((s) => `${s.label}:${s.axis ?? "left"}:${s.points ? "points" : s.step ? "stepped" : "line"}`)
+    .join(",");
+
 /** A time chart: x in ms, one or more series. */
-export function Chart({ x, series, height = 200 }: { x: number[]; series: Series[]; height?: number }) {
+export function Chart({
+  x,
+  series,
+  height = 200,
+  axes,
+  tickSeconds = 1,
+}: {
+  x: number[];
+  series: Series[];
+  height?: number;
+  axes?: AxisLabels;
+  /** The shortest time between x ticks: 60 for per-minute data (a :30 tick names no sample). */
+  tickSeconds?: number;
+}) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const el = ref.current;
     if (!el || x.length === 0) return;
     let plot: uPlot | null = null;
     let gone = false;
-    const right = series.some((s) => s.axis === "right");
+    // (the axis takes the colour of its last series: the one it is labelled for, p95 beside p50)
+    const right = series.findLast((s) => s.axis === "right");
     void loadUPlot().then((UPlot) => {
       if (gone) return;
+      const fromZero: uPlot.Range.Function = (_u, _min, max) => [0, Math.max(1, max)];
       plot = new UPlot(
         {
           width: Math.max(300, el.clientWidth),
           height,
-          scales: right
-            ? { x: { time: true }, right: { range: (_u, _min, max) => [0, Math.max(1, max)] } }
-            : { x: { time: true } },
+          scales: {
+            x: { time: true },
+            y: { range: fromZero },
+            ...(right ? { right: { range: fromZero } } : {}),
+          },
           series: [
             {},
             ...series.map((s) => ({
@@ -193,20 +228,29 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
               stroke: s.color,
               width: 2,
               scale: s.axis === "right" ? "right" : "y",
-              paths: s.step ? UPlot.paths.stepped!({ align: 1 }) : undefined,
+              ...(s.dash ? { dash: s.dash } : {}),
+              ...(s.axis === "right" && axes?.rightValue
+                ? { value: (_u: uPlot, v: number | null) => (v === null ? "--" : axes.rightValue!(v)) }
+                : {}),
+              paths: s.points ? () => null : s.step ? UPlot.paths.stepped!({ align: 1 }) : undefined,
+              ...(s.points ? { points: { show: true, size: 7, fill: s.color } } : {}),
             })),
           ],
           axes: [
-            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS },
-            { size: 50 },
+            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS.filter((i) => i >= tickSeconds) },
+            { size: 60, ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}) },
             ...(right
               ? [
                   {
                     scale: "right",
                     side: 1,
-                    size: 40,
+                    size: axes?.rightValue ? 70 : 40,
                     grid: { show: false },
-                    stroke: series.find((s) => s.axis === "right")!.color,
+                    stroke: right.color,
+                    ...(axes?.right ? { label: axes.right, labelSize: 20 } : {}),
+                    ...(axes?.rightValue
+                      ? { values: (_u: uPlot, splits: number[]) => splits.map((v) => axes.rightValue!(v)) }
+                      : {}),
                   },
                 ]
               : []),
@@ -223,7 +267,7 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
       window.removeEventListener("resize", resize);
       plot?.destroy();
     };
-  }, [JSON.stringify(x), JSON.stringify(series), height]);
+  }, [JSON.stringify(x), JSON.stringify(series), height, axes?.left, axes?.right, tickSeconds]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
   // The plot's height is held while uPlot loads, so the page below does not jump.
   return (
@@ -235,6 +279,7 @@ export function Chart({ x, series, height = 200 }: { x: number[]; series: Series
       data-to={x.at(-1)}
       data-points={x.length}
       data-axes={series.some((s) => s.axis === "right") ? 3 : 2}
+      data-series={describeSeries(series)}
     />
   );
 }

@@ -57,7 +57,7 @@ export interface PoolScaler {
   };
 }
 
-/** The operator's own last replica change (status.lastDecision). */
+/** The last replica change and why (status.lastDecision): the operator's own, or the HPA's it observed. */
 export interface LastDecision {
   replicas: number;
   from: number;
@@ -74,6 +74,8 @@ export interface PoolState {
   lastDecision?: LastDecision;
   /** Problem reasons already announced by an Event. */
   announced?: Set<string>;
+  /** The replica count as of the last pass (after our own write, if any): a change since is the HPA's. */
+  seenReplicas?: number;
   /** Our last scale write, trusted over an older cache. */
   expect?: { replicas: number; until: number };
   /** Deletion costs we wrote recently (pod → value), to not rewrite before the cache shows them. */

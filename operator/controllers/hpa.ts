@@ -123,3 +123,41 @@ export async function reconcileHPA(
   ctx.hpaOverlay.set(key, applied);
   return applied;
 }
+
+/**
+ * The HPA's change of the replica count, `from` → `to`, as a decision for status (the operator
+ * sees it at its next pass: "Why it scaled" lists it beside the operator's own). Its numbers:
+ * the backlog per replica the HPA measured (its status; else the operator's reading over `from`)
+ * against the target, and the HPA's limit when one held it.
+ */
+export function hpaScaleDecision(
+  hpa: HPA | undefined,
+  spec: WorkerPoolSpec,
+  from: number,
+  to: number,
+  backlog: number | undefined,
+): { reason: typeof Reason.HPAScaleUp | typeof Reason.HPAScaleDown; message: string } {
+  const target = spec.scaling.targetBacklogPerReplica;
+  const up = to > from;
+  const measured = quantity(hpa?.status?.currentMetrics?.[0]?.external?.current?.averageValue);
+  const perReplica =
+    measured ?? (backlog !== undefined && from > 0 ? Math.round((backlog / from) * 100) / 100 : undefined);
+  const limited = hpa?.status?.conditions?.find((c) => c.type === "ScalingLimited" && c.status === "True");
+  return {
+    reason: up ? Reason.HPAScaleUp : Reason.HPAScaleDown,
+    message:
+      `HPA: backlog/replica ${up ? "above" : "below"} target` +
+      (perReplica !== undefined ? `: ${perReplica} ${up ? ">" : "<"} ${target}` : ` ${target}`) +
+      ` → ${to} replica(s)` +
+      (backlog !== undefined ? ` (backlog ${backlog})` : "") +
+      (limited?.message ? `; ${limited.reason ?? "ScalingLimited"}: ${limited.message}` : ""),
+  };
+}
+
+/** A Kubernetes quantity as the HPA writes a metric ("750", "125500m"); undefined when absent or another form. */
+function quantity(q: string | undefined): number | undefined {
+  const m = q === undefined ? null : /^(\d+(?:\.\d+)?)(m?)$/.exec(q);
+  if (!m) return undefined;
+  const v = Number(m[1]) / (m[2] === "m" ? 1000 : 1);
+  return Math.round(v * 100) / 100;
+}

@@ -43,6 +43,7 @@ export interface HPA extends KubeObject {
     currentReplicas?: number;
     desiredReplicas?: number;
     lastScaleTime?: string;
+    currentMetrics?: { external?: { current?: { averageValue?: string; value?: string } } }[];
     conditions?: ObjectCondition[];
   };
 }

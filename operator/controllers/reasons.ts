@@ -68,6 +68,9 @@ export const Reason = {
    * steps down as they go idle. Also ScalingActive=True's reason while it holds.
    */
   ScaleInHeld: "ScaleInHeld",
+  /** hpa mode: the HPA changed the replica count (observed by the operator at its next pass). */
+  HPAScaleUp: "HPAScaleUp",
+  HPAScaleDown: "HPAScaleDown",
 
   // ---- Events only
   /** The operator changed the replica count (Normal). */
@@ -133,7 +136,7 @@ export type ScalingActiveReason = (typeof SCALING_ACTIVE_REASONS)[number];
 export type ConditionReason =
   ReadyReason | DegradedReason | ScalingActiveReason | typeof Reason.QueuePaused | typeof Reason.QueueRunning;
 
-/** Why the operator changed a pool's replica count (status.lastDecision.reason). */
+/** Why a pool's replica count changed (status.lastDecision.reason): the operator's decisions, and the HPA's it observed. */
 export const SCALE_REASONS = [
   Reason.Activated,
   Reason.CooledDown,
@@ -144,6 +147,8 @@ export const SCALE_REASONS = [
   Reason.LatencyScaleUp,
   Reason.LatencyScaleDown,
   Reason.ScaleInHeld,
+  Reason.HPAScaleUp,
+  Reason.HPAScaleDown,
   Reason.QueuePaused,
   Reason.RateLimited,
   Reason.GroupLimited,

@@ -29,7 +29,8 @@ import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
 import { isFresh } from "./backlogMetric.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
-import { reconcileHPA, wantsHPA } from "./hpa.ts";
+import { hpaScaleDecision, reconcileHPA, wantsHPA } from "./hpa.ts";
+import { rfc3339 } from "../../lib/time.ts";
 import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { Reason, type Problem } from "./reasons.ts";
@@ -482,8 +483,43 @@ export class WorkerPoolReconciler implements Reconciler {
     });
   }
 
+  /**
+   * A replica change since the last pass that the operator did not write — the HPA's, in hpa
+   * mode — recorded as a decision (status.lastDecision and recentDecisions), so "Why it scaled"
+   * lists every change the pool went through, not only the operator's 0 ↔ 1.
+   */
+  private observeHPAScale(pass: PoolPass): void {
+    const { spec, deployment, state } = pass;
+    if (!spec || !pass.ownsDeployment || !deployment) return;
+    const replicas = currentReplicas(state, deployment, pass.now);
+    const seen = state.seenReplicas;
+    state.seenReplicas = replicas;
+    // (a first sight, after a start, is no change; the HPA neither scales from nor to zero)
+    if (seen === undefined || seen === replicas || seen === 0 || replicas === 0) return;
+    if (!wantsHPA(spec, pass.queuePaused) || !pass.hpa) return;
+    const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
+    const { reason, message } = hpaScaleDecision(pass.hpa, spec, seen, replicas, backlog);
+    // When the HPA scaled, if its status already says so; else when the operator saw it.
+    const scaledAt = Date.parse(pass.hpa.status?.lastScaleTime ?? "");
+    const previous = Date.parse(state.lastDecision?.at ?? "");
+    const at = scaledAt > (Number.isFinite(previous) ? previous : 0) ? scaledAt : pass.now;
+    state.lastDecision = {
+      replicas,
+      from: seen,
+      reason,
+      message,
+      at: rfc3339(at),
+      ...(backlog !== undefined ? { backlog } : {}),
+    };
+    this.ctx.log.info(
+      { pool: pass.key, from: seen, to: replicas, reason, message },
+      "the HPA scaled the worker Deployment",
+    );
+  }
+
   /** The operator's own replica change: 0↔1, cooldown to zero, spec.replicas, direct mode. */
   private decideReplicas(pass: PoolPass): void {
+    this.observeHPAScale(pass);
     if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
     const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
     pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
@@ -601,6 +637,8 @@ export class WorkerPoolReconciler implements Reconciler {
     // (our own scale write counts before the cache shows it: a pass right after a scale-up must not
     // leave a bell for a pool that is starting)
     const replicas = pass.deployment ? currentReplicas(pass.state, pass.deployment, pass.now) : 0;
+    // (our own change is not the HPA's at the next pass)
+    if (pass.deployment) pass.state.seenReplicas = replicas;
     // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on
     // it; running in latency mode, a surge the pool's slots cannot start within the target does.
     const counts = pass.backlogFresh ? pass.sample?.lastGood?.counts : undefined;

@@ -92,6 +92,27 @@ describe(
         20_000,
       );
       await shot("queues");
+      // The last minute's count stays beside its sparkline, even in a narrower window.
+      await page.setViewportSize({ width: 1000, height: 900 });
+      try {
+        const rate = row.locator("td.rate");
+        await rate.locator("span.small").waitFor();
+        const [spark, label] = await Promise.all([
+          rate.locator("svg.spark").boundingBox(),
+          rate.locator("span.small").boundingBox(),
+        ]);
+        assert.ok(spark && label);
+        assert.ok(
+          label.x >= spark.x + spark.width - 1,
+          `label at x ${label.x}, sparkline ends at ${spark.x + spark.width}`,
+        );
+        assert.ok(
+          label.y < spark.y + spark.height && label.y + label.height > spark.y,
+          "label beside the line, not under it",
+        );
+      } finally {
+        await page.setViewportSize({ width: 1400, height: 900 });
+      }
     });
 
     test("search by job id, by idempotency key and by a payload field (keyboard: / focuses the box)", async () => {
@@ -172,6 +193,47 @@ describe(
       await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}`);
       await page.locator('tr[data-job="thumb-flaky"]').waitFor();
       assert.equal(await page.locator('[data-warning="not-served"]').count(), 0);
+    });
+
+    test("the queue's chart spans the minutes that had jobs (or 15 m / 1 h / 6 h), rates and durations on axes of their own", async () => {
+      await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}`);
+      const chart = page.locator(".card[data-range] .chart");
+      const spans = page.getByRole("tablist", { name: "chart span" });
+      await chart.locator(".uplot").waitFor();
+      // Jobs finished only in the last minute or two: not an hour of zeros before them.
+      const points = Number(await chart.getAttribute("data-points"));
+      assert.ok(points >= 10 && points <= 15, `the active span: ${points} points`);
+      assert.equal(
+        await chart.getAttribute("data-series"),
+        "completed/min:left:stepped,failed/min:left:stepped,p50:right:stepped,p95:right:stepped",
+      );
+      // Three axes: time, jobs/min on the left, durations on the right.
+      assert.equal(await chart.getAttribute("data-axes"), "3");
+      assert.equal(await chart.locator(".u-axis").count(), 3);
+      // Pointing at the last minute: its p95 written as a duration (ms beside jobs/min drew as one dot at ~7,000).
+      const over = (await chart.locator(".u-over").boundingBox())!;
+      await page.mouse.move(over.x + over.width - 1, over.y + over.height / 2);
+      await waitFor("the legend reads the last minute", async () =>
+        /p95\s*:?\s*\d+(\.\d+)? (ms|s)/.test(
+          (await chart.locator(".u-legend").innerText()).replace(/\n/g, " "),
+        ),
+      );
+      // (a point per minute, and the minute under way held until now)
+      for (const [tab, minutes] of [
+        ["6 h", 360],
+        ["15 m", 15],
+        ["1 h", 60],
+      ] as const) {
+        await spans.getByRole("tab", { name: tab, exact: true }).click();
+        await page
+          .locator(
+            `.card[data-range] .chart:is([data-points="${minutes}"], [data-points="${minutes + 1}"]) .uplot`,
+          )
+          .waitFor();
+        await page.getByRole("heading", { name: `Last ${tab}` }).waitFor();
+      }
+      await spans.getByRole("tab", { name: "active" }).click();
+      await page.getByRole("heading", { name: /^Since \d\d:\d\d$/ }).waitFor();
     });
 
     test("retry a dead job from the UI", async () => {

@@ -11,7 +11,7 @@ import { connectRedis, Producer, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane, findAssets } from "../support/controlplane.ts";
 import { buildDashboard, CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
 import { startOperator, type OperatorProcess } from "../support/operator.ts";
-import { stopProcess } from "../support/processes.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
 
@@ -109,6 +109,16 @@ describe(
       // Replicas have their own axis on the right: beside a backlog of hundreds, a few pods on the
       // backlog's axis drew as a flat line at zero.
       await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();
+      // The backlog as the samples it has (dots: a line between two samples a minute apart drew
+      // a ramp that never happened); the replicas hold between decisions (steps).
+      await page.locator('.chart[data-series="backlog:left:points,replicas:right:stepped"]').waitFor();
+      const points = Number(await page.locator(".chart").getAttribute("data-points"));
+      // Each read of the page (every 10 s) adds a sample.
+      await waitFor(
+        "another sample on the chart",
+        async () => Number(await page.locator(".chart").getAttribute("data-points")) > points,
+        30_000,
+      );
     });
   },
 );

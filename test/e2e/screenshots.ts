@@ -3,6 +3,7 @@
 // Chromium (playwright-core, a fresh profile) through the demo's `kubectl port-forward`.
 import { join } from "node:path";
 import { launchBrowser } from "../support/dashboard.ts";
+import { waitFor } from "../support/processes.ts";
 import { REPO } from "../support/workers.ts";
 import type { Dashboard } from "./nodeScenario.ts";
 import { POOLS } from "./scenario.ts";
@@ -34,14 +35,15 @@ export async function takeScreenshots(d: Dashboard, say: (line: string) => void)
     await page.locator(".decisions tbody tr").filter({ hasText: "0 → " }).first().waitFor();
     // the pool past its first scale-up with a few pods serving, when the run gets there within
     // 30 s (the page refreshes itself); the picture as it is otherwise
-    await page
-      .waitForFunction(
-        `document.querySelectorAll(".decisions tbody tr").length >= 2 &&
-         [...document.querySelectorAll("td")].filter((td) => td.textContent.includes("ready")).length >= 3`,
-        null,
-        { timeout: 30_000, polling: 500 },
-      )
-      .catch(() => say("  (the pool had not scaled past one pod within 30 s: pictured as it was)"));
+    // (polled from here: the dashboard's CSP refuses the string a waitForFunction would evaluate)
+    await waitFor(
+      "the pool past its first scale-up",
+      async () =>
+        (await page.locator(".decisions tbody tr").count()) >= 2 &&
+        (await page.locator("td").filter({ hasText: "ready" }).count()) >= 3,
+      30_000,
+      500,
+    ).catch(() => say("  (the pool had not scaled past one pod within 30 s: pictured as it was)"));
     await shot("pools");
 
     await page.goto(`${d.url}/#/queue/${encodeURIComponent(last.queue)}`);

@@ -433,6 +433,20 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     process.stderr.write(
       `hpa mode: 0 → 10 replicas in ${((tUp - t0) / 1000).toFixed(1)}s after enqueueing 500 jobs\n`,
     );
+    // The HPA's scale-up is a decision too, beside the operator's activation: the Pools page's
+    // "Why it scaled" lists every change the pool went through.
+    const recorded = await pollUntil("the HPA's scale-up recorded as a decision", async () => {
+      const recent = (await getPool("default", "burst"))?.status?.recentDecisions ?? [];
+      return recent.some((d) => d.reason === "HPAScaleUp" && d.replicas === 10) ? recent : undefined;
+    });
+    assert.equal(recorded[0]!.reason, "Activated");
+    let from = 0;
+    for (const d of recorded) {
+      assert.equal(d.from, from, `each change starts where the last ended: ${JSON.stringify(recorded)}`);
+      from = d.replicas!;
+    }
+    for (const d of recorded.filter((d) => d.reason === "HPAScaleUp"))
+      assert.match(d.message ?? "", /^HPA: backlog\/replica above target: [\d.]+ > 50 → \d+ replica\(s\)/);
 
     await drainQueue(r, "burst/work");
     const tDrained = Date.now();

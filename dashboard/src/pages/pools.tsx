@@ -1,6 +1,6 @@
 // WorkerPools (shown when the server reaches the Kubernetes API): replicas ready/desired and,
-// per pool, why it scaled — every decision from its Events — backlog vs replicas on one chart,
-// and its pods with busy/free slots and their deletion cost.
+// per pool, why it scaled — its recent decisions, the operator's and the HPA's — backlog vs
+// replicas on one chart, and its pods with busy/free slots and their deletion cost.
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
 import { ago, Chart, ErrorNote, num, time } from "../ui.tsx";
@@ -137,29 +137,56 @@ function OldestWait({ pool }: { pool: PoolSummary }) {
   );
 }
 
+interface Sample {
+  at: number;
+  replicas: number | null;
+  backlog: number | null;
+}
+
+/** How often the page reads the pool again: each read is a sample of its backlog and replicas. */
+const POOL_REFRESH_MS = 10_000;
+
+/**
+ * What the chart knows, oldest first: the pool at each decision (the replicas it set, the backlog
+ * it saw) and at each read of this page. Nothing is known between them, so the backlog is drawn
+ * as dots and the replicas as steps (they hold until the next decision).
+ */
+export function poolSamples(decisions: Decision[], reads: Sample[]): Sample[] {
+  const points: Sample[] = [
+    ...decisions
+      .filter((d) => d.to !== null)
+      .map((d) => ({ at: Date.parse(d.at), replicas: d.to, backlog: d.backlog })),
+    ...reads,
+  ].filter((p) => Number.isFinite(p.at));
+  // (one point per time, as the time axis needs: a read at a decision's instant is the later word)
+  const byTime = new Map(points.map((p) => [p.at, p]));
+  return [...byTime.values()].sort((a, b) => a.at - b.at);
+}
+
 export function PoolPage({ namespace, name }: { namespace: string; name: string }) {
   const [pool, setPool] = useState<PoolDetail | null>(null);
+  const [reads, setReads] = useState<Sample[]>([]);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
+    setReads([]);
     const load = () =>
       api<PoolDetail>(`/pools/${q(namespace)}/${q(name)}`)
         .then((p) => {
           setPool(p);
+          setReads((r) =>
+            [...r, { at: Date.now(), replicas: p.desiredReplicas, backlog: p.backlog }].slice(-360),
+          );
           setError(null);
         })
         .catch((e: Error) => setError(e.message));
     void load();
-    const t = setInterval(load, 10_000);
+    const t = setInterval(load, POOL_REFRESH_MS);
     return () => clearInterval(t);
   }, [namespace, name]);
   if (!pool) return error ? <ErrorNote error={error} /> : <p class="muted">Loading…</p>;
-  // Each decision is a point; the pool as it is now closes the line.
-  // Oldest first, as the chart's time axis needs; replicas on their own axis, or a handful of pods
-  // beside a backlog of hundreds draws as a flat line at zero.
-  const scaled = [
-    ...pool.decisions.filter((d) => d.to !== null).sort((a, b) => Date.parse(a.at) - Date.parse(b.at)),
-    { at: new Date().toISOString(), to: pool.desiredReplicas, backlog: pool.backlog },
-  ];
+  // Replicas on their own axis, or a handful of pods beside a backlog of hundreds draws as a flat
+  // line at zero.
+  const samples = poolSamples(pool.decisions, reads);
   return (
     <section>
       <p class="crumbs">
@@ -200,13 +227,24 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
       <div class="card">
         <h2>Backlog and replicas</h2>
         <Chart
-          x={scaled.map((d) => Date.parse(d.at))}
+          x={samples.map((d) => d.at)}
           series={[
-            { label: "replicas", values: scaled.map((d) => d.to), color: "#57c", step: true, axis: "right" },
-            { label: "backlog", values: scaled.map((d) => d.backlog), color: "#e83" },
+            { label: "backlog", values: samples.map((d) => d.backlog), color: "#e83", points: true },
+            {
+              label: "replicas",
+              values: samples.map((d) => d.replicas),
+              color: "#57c",
+              step: true,
+              axis: "right",
+            },
           ]}
+          axes={{ left: "backlog", right: "replicas" }}
           height={180}
         />
+        <p class="small muted">
+          The backlog as the operator saw it at each decision, and as this page read it every{" "}
+          {POOL_REFRESH_MS / 1000} s while open; replicas hold between decisions.
+        </p>
       </div>
       <div class="card">
         <h2>Why it scaled</h2>

@@ -1,10 +1,10 @@
 // One queue: its jobs by state, newest first, paged on the server by cursor; time filter;
 // bulk retry / cancel / delete of a selection (delete after a confirmation); live workers;
-// jobs/min and durations over the last hour.
-import { useEffect, useRef, useState } from "preact/hooks";
+// jobs/min and durations per minute, zoomed to the span that had jobs, or 15 min / 1 h / 6 h.
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
 import type { Session } from "../main.tsx";
-import { ago, Chart, Confirm, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
+import { ago, Chart, Confirm, duration, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
 import { GroupsCard } from "./groups.tsx";
 import { QueueActions, type QueueSummary } from "./queues.tsx";
 
@@ -33,6 +33,36 @@ interface Worker {
 const STATES = ["all", "ready", "delayed", "active", "completed", "dead", "cancelled", "deleted"] as const;
 /** Tabs answered from the records only (PostgreSQL). */
 const HISTORY_ONLY: readonly string[] = ["all", "cancelled", "deleted"];
+interface Minute {
+  minute: number;
+  completed: number;
+  failed: number;
+  p50: number | null;
+  p95: number | null;
+}
+
+/** The chart's spans: "active" is the last hour cut to where it had jobs; the others are whole. */
+const RANGES = [
+  ["active", "active"],
+  ["15m", "15 m"],
+  ["1h", "1 h"],
+  ["6h", "6 h"],
+] as const;
+type Range = (typeof RANGES)[number][0];
+/** The shortest span the active range shows, so a single busy minute is not a lone dot. */
+const ACTIVE_MIN_MINUTES = 10;
+
+/**
+ * The minutes from shortly before the first that had a job (finished or failed) to now: an
+ * hour of zeros before a burst says nothing. Null when none had one.
+ */
+export function activeSpan(minutes: Minute[]): Minute[] | null {
+  const first = minutes.findIndex((m) => m.completed > 0 || m.failed > 0);
+  if (first < 0) return null;
+  const start = Math.max(0, Math.min(first - 1, minutes.length - ACTIVE_MIN_MINUTES));
+  return minutes.slice(start);
+}
+
 const WINDOWS: [string, number | null][] = [
   ["any time", null],
   ["last 15 min", 15 * 60_000],
@@ -57,9 +87,8 @@ export function QueuePage({
   const [jobs, setJobs] = useState<{ items: JobItem[]; next: string | null } | null>(null);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [workers, setWorkers] = useState<Worker[]>([]);
-  const [minutes, setMinutes] = useState<
-    { minute: number; completed: number; failed: number; p50: number | null; p95: number | null }[]
-  >([]);
+  const range = (RANGES.find(([r]) => r === params.get("range"))?.[0] ?? "active") as Range;
+  const [minutes, setMinutes] = useState<Minute[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [confirmDelete, setConfirmDelete] = useState(false);
@@ -112,16 +141,20 @@ export function QueuePage({
   useEffect(() => {
     void loadSummary();
     void loadWorkers();
+  }, []);
+  useEffect(() => {
     if (!session.history) return;
-    // The last hour's minutes (zero-filled by the API), read again as the minutes pass.
+    // The window's minutes (zero-filled by the API), read again as the minutes pass.
+    const window = range === "active" ? "1h" : range;
     const loadStats = () =>
-      void api<{ minutes: typeof minutes }>(`/queues/${q(queue)}/stats`)
+      void api<{ minutes: Minute[] }>(`/queues/${q(queue)}/stats?window=${window}`)
         .then((r) => setMinutes(r.minutes))
         .catch(() => {});
     loadStats();
     const t = setInterval(loadStats, 30_000);
     return () => clearInterval(t);
-  }, []);
+  }, [range]);
+  const shown = minutes && (range === "active" ? activeSpan(minutes) : minutes);
   useLive((e) => {
     if ((e as { queue?: string }).queue !== queue) return;
     refresh();
@@ -195,18 +228,42 @@ export function QueuePage({
           ))}
         </dl>
       )}
-      {minutes.length > 0 && (
-        <div class="card">
-          <h2>Last hour</h2>
-          <Chart
-            x={minutes.map((m) => m.minute)}
-            series={[
-              { label: "completed/min", values: minutes.map((m) => m.completed), color: "#2a7" },
-              { label: "failed/min", values: minutes.map((m) => m.failed), color: "#d44" },
-              { label: "p95 ms", values: minutes.map((m) => m.p95), color: "#57c" },
-            ]}
-            height={160}
-          />
+      {session.history && minutes && (
+        <div class="card" data-range={range}>
+          <div class="row spread">
+            <h2>
+              {range === "active"
+                ? shown
+                  ? `Since ${new Date(shown[0]!.minute).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" })}`
+                  : "Last hour"
+                : `Last ${RANGES.find(([r]) => r === range)![1]}`}
+            </h2>
+            <div role="tablist" aria-label="chart span" class="tabs small">
+              {RANGES.map(([r, label]) => (
+                <button
+                  key={r}
+                  type="button"
+                  role="tab"
+                  aria-selected={r === range}
+                  title={r === "active" ? "the last hour, from its first job" : undefined}
+                  onClick={() => setParam("range", r === "active" ? null : r)}
+                >
+                  {label}
+                </button>
+              ))}
+            </div>
+          </div>
+          {!shown || shown.every((m) => m.completed === 0 && m.failed === 0) ? (
+            <p class="muted empty-chart">
+              No job finished in the{" "}
+              {range === "active" || range === "1h"
+                ? "last hour"
+                : `last ${RANGES.find(([r]) => r === range)![1]}`}
+              .
+            </p>
+          ) : (
+            <MinutesChart minutes={shown} />
+          )}
         </div>
       )}
       <div class="row">
@@ -393,5 +450,38 @@ export function QueuePage({
         )}
       </div>
     </section>
+  );
+}
+
+/**
+ * Jobs per minute and the minute's p50/p95 duration, each a step: a minute's figure holds for
+ * that minute, never a ramp to the next. The minute under way holds until now (as of this
+ * read), so its figures so far read as a step too, not as a line at the edge.
+ */
+function MinutesChart({ minutes }: { minutes: Minute[] }) {
+  const closed = useMemo(() => {
+    const last = minutes.at(-1)!;
+    const now = Date.now();
+    return now > last.minute && now < last.minute + 60_000 ? [...minutes, { ...last, minute: now }] : minutes;
+  }, [minutes]);
+  return (
+    <Chart
+      x={closed.map((m) => m.minute)}
+      series={[
+        { label: "completed/min", values: closed.map((m) => m.completed), color: "#2a7", step: true },
+        {
+          label: "failed/min",
+          values: closed.map((m) => m.failed),
+          color: "#d44",
+          dash: [6, 4],
+          step: true,
+        },
+        { label: "p50", values: closed.map((m) => m.p50), color: "#9ad", axis: "right", step: true },
+        { label: "p95", values: closed.map((m) => m.p95), color: "#57c", axis: "right", step: true },
+      ]}
+      axes={{ left: "jobs/min", right: "duration", rightValue: duration }}
+      tickSeconds={60}
+      height={180}
+    />
   );
 }

@@ -605,13 +605,14 @@ export const statusSchema = {
     },
     lastDecision: {
       type: "object",
-      description: "The operator's last scale decision and why.",
+      description:
+        "The last replica change and why: the operator's own, or the HPA's as the operator observed it (HPAScaleUp, HPAScaleDown).",
       properties: decisionProperties,
     },
     recentDecisions: {
       type: "array",
       maxItems: RECENT_DECISIONS,
-      description: `The operator's last ${RECENT_DECISIONS} scale decisions, oldest first (what the dashboard charts).`,
+      description: `The last ${RECENT_DECISIONS} replica changes (the operator's and the HPA's), oldest first (what the dashboard charts).`,
       items: { type: "object", properties: decisionProperties },
     },
   },
