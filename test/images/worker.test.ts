@@ -17,6 +17,7 @@ import {
   runContainer,
   waitRunning,
   WORKER_IMAGE,
+  WORKER_PYTHON_IMAGE,
   type Container,
 } from "../support/containers.ts";
 import { freePort } from "../../lib/ports.ts";
@@ -56,10 +57,16 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
   });
 
   /** A worker container on `queue` with `handler`, ready (its /readyz answers 200). */
-  async function worker(name: string, queue: string, handler: string): Promise<Container & { port: number }> {
+  async function worker(
+    name: string,
+    queue: string,
+    handler: string,
+    image = WORKER_IMAGE,
+    env: Record<string, string> = {},
+  ): Promise<Container & { port: number }> {
     const port = await freePort();
     const c = runContainer({
-      image: WORKER_IMAGE,
+      image,
       name: `cvy-test-${name}-${suffix}`,
       env: {
         CONVEYOR_QUEUE: queue,
@@ -69,6 +76,7 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
         CONVEYOR_CONCURRENCY: "2",
         POD_NAME: name,
         EXEC_LOG: `/out/${queue}.ndjson`,
+        ...env,
       },
       volumes: { [join(REPO, "test", "fixtures")]: "/handlers:ro", [dir]: "/out" },
       logFile: join(dir, `${name}.log`),
@@ -109,6 +117,19 @@ describe("conveyor-worker image", { skip, timeout: 40 * 60_000 }, () => {
         return { pid: Number(m[1]), comm: m[2]!, state: m[3]!, ppid: Number(m[4]) };
       });
   }
+
+  test("conveyor-worker-python: a python: handler from a mounted module runs jobs in the image's Python", async () => {
+    const q = "py-image";
+    await worker("py", q, "python:py_handlers:work", WORKER_PYTHON_IMAGE, { PYTHONPATH: "/handlers" });
+    const ids = await Promise.all(
+      [1, 2, 3].map(async (n) => (await producer.enqueue(q, { mode: "ok", n })).id),
+    );
+    const jobs = await completed(q, ids);
+    assert.deepEqual(
+      jobs.map((j) => (JSON.parse(j!.result!) as { double: number }).double),
+      [2, 4, 6],
+    );
+  });
 
   test("the image: uid/gid 65532, tini as PID 1, OCI labels, no Kubernetes client", async () => {
     const cfg = JSON.parse(await podman("image", "inspect", WORKER_IMAGE))[0] as {

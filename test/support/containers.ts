@@ -24,6 +24,7 @@ export const podmanEnv = (): NodeJS.ProcessEnv => ({
 
 const VERSION = (JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { version: string }).version;
 export const WORKER_IMAGE = `localhost/conveyor-worker:${VERSION}`;
+export const WORKER_PYTHON_IMAGE = `localhost/conveyor-worker-python:${VERSION}`;
 export const OPERATOR_IMAGE = `localhost/conveyor-operator:${VERSION}`;
 
 /**
