@@ -233,7 +233,7 @@ export const ROUTES: readonly RouteDefinition[] = [
     summary:
       "jobs completed and failed, and p50/p95 duration, per minute over the last 15 minutes, hour (default) or 6 hours",
     tag: "queues",
-    query: query({ window: { enum: ["15m", "1h", "6h"], default: "1h" } }), // records.ts STATS_WINDOWS
+    query: query({ window: { enum: ["15m", "1h", "6h"], default: "1h" } }), // records/queries.ts STATS_WINDOWS
   },
   {
     name: "queueWorkers",

@@ -8,7 +8,8 @@
 // turns, docs/protocol.md "Groups"); delayed = soonest due; active = lease deadline; dead = newest.
 import { QueueKeys, type RedisClient } from "../queue/index.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
-import { progressWhile, type Page } from "./records.ts";
+import { progressWhile } from "../records/index.ts";
+import type { Page } from "./records.ts";
 
 export interface LiveJob {
   id: string;

@@ -2,15 +2,16 @@
 // own settings sit beside it: worker/config.ts, operator/config.ts, cli/commands/*.ts;
 // cli/configuration.ts gathers them all into docs/configuration.md.
 import { choice, int, LOG_LEVELS, str, type Setting } from "./options.ts";
+import { WORKER_ENV } from "./workerContract.ts";
 
 export const REDIS_URL_SETTING = str(
-  "REDIS_URL",
+  WORKER_ENV.redisUrl,
   { arg: "URL", default: "redis://127.0.0.1:6379" },
   "Redis: redis://host:6379, rediss:// for TLS (password via REDIS_PASSWORD)",
 );
 
 export const DATABASE_URL_SETTING = str(
-  "DATABASE_URL",
+  WORKER_ENV.databaseUrl,
   { arg: "URL" },
   "PostgreSQL for job records: postgres://user@host:5432/db (optional)",
 );
@@ -34,12 +35,12 @@ export const JSON_SETTING = {
  */
 export const ENVIRONMENT = {
   "redis-password": str(
-    "REDIS_PASSWORD",
+    WORKER_ENV.redisPassword,
     { envOnly: true },
     "Redis password when the URL has none (from a Secret in Kubernetes)",
   ),
   "pod-name": str(
-    "POD_NAME",
+    WORKER_ENV.podName,
     { envOnly: true },
     "the pod's name (downward API): the worker's id and the operator's identity in its Lease",
   ),
@@ -49,7 +50,7 @@ export const ENVIRONMENT = {
     "the operator's namespace when no service-account namespace file is mounted",
   ),
   "node-options": str(
-    "NODE_OPTIONS",
+    WORKER_ENV.nodeOptions,
     { envOnly: true },
     "Node's own options; the chart sets heap and young-generation sizes",
   ),

@@ -5,6 +5,7 @@
 // nothing more. docs/reliability.md says what each mode can lose or repeat.
 import type { Redis } from "ioredis";
 import type { Setting } from "../lib/options.ts";
+import { WORKER_ENV } from "../lib/workerContract.ts";
 import { connectionFor } from "./connection.ts";
 import { runScript, type RedisClient, type ScriptArg, type ScriptName } from "./scripts.ts";
 
@@ -22,7 +23,7 @@ export const DEFAULT_REPLICA_TIMEOUT_MS = 2000;
 
 /** `--durability` / CONVEYOR_DURABILITY: the worker's settles, the API's and the CLI's enqueues. */
 export const DURABILITY_SETTING = {
-  env: "CONVEYOR_DURABILITY",
+  env: WORKER_ENV.durability,
   kind: "choice",
   choices: DURABILITIES,
   default: "primary",

@@ -19,3 +19,17 @@ export { DEFAULT_OUTBOX_MAX_BYTES } from "./outboxBudget.ts";
 export { MIGRATIONS, type Migration } from "./migrations.ts";
 export { foldEvents, parseEntry, type OutboxEvent, type RawEntry } from "./events.ts";
 export { joinStages, recordedStages, type RecordedStage, type StageView } from "./stages.ts";
+export {
+  containment,
+  isRecordsPosition,
+  progressWhile,
+  recentMinutes,
+  RecordsQueries,
+  RecordsQueryError,
+  STATS_WINDOWS,
+  type JobRow,
+  type MinuteStats,
+  type RecordsPage,
+  type RecordsPosition,
+  type StatsWindow,
+} from "./queries.ts";

@@ -22,7 +22,7 @@ import {
   type Durability,
 } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
-import { parseHandlerSpec, type HandlerSpec } from "./handlers/index.ts";
+import { parseHandler, WORKER_ENV, type HandlerSpec } from "../lib/workerContract.ts";
 
 export interface WorkerConfig {
   queue: string;
@@ -74,24 +74,24 @@ const YEAR = "8760h";
 
 /** Every worker flag and its variable (lib/options.ts Setting). Flags win over the environment. */
 export const WORKER_SETTINGS = {
-  queue: str("CONVEYOR_QUEUE", { arg: "Q" }, "queue to work (required): 'stage' or 'pipeline/stage'"),
+  queue: str(WORKER_ENV.queue, { arg: "Q" }, "queue to work (required): 'stage' or 'pipeline/stage'"),
   handler: str(
-    "CONVEYOR_HANDLER",
+    WORKER_ENV.handler,
     { arg: "H" },
     'module:/path/handler.js | http://127.0.0.1:8080/run | command:["prog","arg"] | python:module.path:function (required)',
   ),
   "next-queue": str(
-    "CONVEYOR_NEXT_QUEUE",
+    WORKER_ENV.nextQueue,
     { arg: "Q" },
     "next stage: a handler's result is enqueued there atomically",
   ),
   redis: REDIS_URL_SETTING,
   database: DATABASE_URL_SETTING,
-  concurrency: int("CONVEYOR_CONCURRENCY", { default: 1, min: 1, max: 10_000 }, "job slots in this process"),
+  concurrency: int(WORKER_ENV.concurrency, { default: 1, min: 1, max: 10_000 }, "job slots in this process"),
   lease: duration("CONVEYOR_LEASE", { default: "30s", min: "100ms" }, "lease length, renewed every third"),
   "job-timeout": duration(
-    "CONVEYOR_JOB_TIMEOUT",
-    { deprecatedEnv: "CONVEYOR_JOB_TIMEOUT_SECONDS", default: "5m", min: "1ms", max: WEEK },
+    WORKER_ENV.jobTimeout,
+    { deprecatedEnv: WORKER_ENV.jobTimeoutSeconds, default: "5m", min: "1ms", max: WEEK },
     "default per-job timeout (a job may carry its own)",
   ),
   "kill-grace": duration(
@@ -100,8 +100,8 @@ export const WORKER_SETTINGS = {
     "time a timed-out handler gets to stop before it is abandoned",
   ),
   drain: duration(
-    "CONVEYOR_DRAIN",
-    { deprecatedEnv: "CONVEYOR_DRAIN_SECONDS", default: "25s", max: WEEK },
+    WORKER_ENV.drain,
+    { deprecatedEnv: WORKER_ENV.drainSeconds, default: "25s", max: WEEK },
     "warm-shutdown drain before running jobs are handed back",
   ),
   "max-stalls": int("CONVEYOR_MAX_STALLS", { default: 2, max: 1000 }, "lease expiries before dead-lettering"),
@@ -112,7 +112,7 @@ export const WORKER_SETTINGS = {
   ),
   "backoff-base": duration("CONVEYOR_BACKOFF_BASE", { default: "1s" }, "retry backoff base"),
   "backoff-max": duration("CONVEYOR_BACKOFF_MAX", { default: "5m" }, "retry backoff cap"),
-  port: int("CONVEYOR_PORT", { default: 9464, max: 65535 }, "/healthz /readyz /metrics port (0 = any)"),
+  port: int(WORKER_ENV.port, { default: 9464, max: 65535 }, "/healthz /readyz /metrics port (0 = any)"),
   "worker-id": str(
     "CONVEYOR_WORKER_ID",
     { arg: "ID", defaultHelp: "POD_NAME, else host-pid" },
@@ -140,19 +140,19 @@ export const WORKER_SETTINGS = {
     "first pause of an open circuit, doubling up to 10x",
   ),
   "handler-credentials": bool(
-    "CONVEYOR_HANDLER_CREDENTIALS",
+    WORKER_ENV.handlerCredentials,
     { default: false },
     "a command or python handler's environment keeps REDIS_URL, REDIS_PASSWORD, DATABASE_URL",
   ),
   // At least 1 MiB: below that a few large results would shed each other at once.
   "outbox-max-bytes": int(
-    "CONVEYOR_OUTBOX_MAX_BYTES",
+    WORKER_ENV.outboxMaxBytes,
     { default: DEFAULT_OUTBOX_MAX_BYTES, defaultHelp: `${DEFAULT_OUTBOX_MAX_BYTES} = 256 MiB`, min: 1 << 20 },
     "job records: Redis bytes the outbox may use while PostgreSQL is away; over it the oldest records are shed",
   ),
   durability: DURABILITY_SETTING,
   "resources-dir": str(
-    "CONVEYOR_RESOURCES_DIR",
+    WORKER_ENV.resourcesDir,
     { arg: "DIR" },
     "credentials of the resources' keys as files <DIR>/<resource>/<key id> (set by the operator from spec.resources)",
   ),
@@ -171,7 +171,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   guard("queue", assertQueueName);
   const nextQueue = raw("next-queue");
   if (nextQueue) guard("next-queue", (v) => assertSamePipeline(queue, v));
-  const handler = guard("handler", parseHandlerSpec);
+  const handler = guard("handler", parseHandler);
   if (!handler) required("handler");
   const redisUrl = o.str("redis")!;
   guard("redis", (v) => parseRedisUrl(v));
@@ -179,7 +179,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     if (!/^postgres(ql)?:\/\//.test(v)) throw new Error("expected postgres://user@host:5432/db");
     return v;
   });
-  const pod = env.POD_NAME || hostname();
+  const pod = env[WORKER_ENV.podName] || hostname();
   return {
     queue,
     nextQueue,
@@ -196,7 +196,7 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     backoffBaseMs: duration("backoff-base"),
     backoffMaxMs: duration("backoff-max"),
     port: int("port"),
-    workerId: raw("worker-id") ?? (env.POD_NAME || `${hostname()}-${process.pid}`),
+    workerId: raw("worker-id") ?? (env[WORKER_ENV.podName] || `${hostname()}-${process.pid}`),
     pod,
     logLevel: o.choice("log-level"),
     maxJobs: int("max-jobs"),

@@ -4,8 +4,7 @@ import { eventsOfEntries, QueueKeys, type JobInfo } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
-import { progressWhile } from "../records.ts";
-import { joinStages, type StageView } from "../../records/index.ts";
+import { joinStages, progressWhile, type StageView } from "../../records/index.ts";
 import { jobTimeline, type RecordedExecution } from "../timeline.ts";
 import type { Handlers } from "../router.ts";
 

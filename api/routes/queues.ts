@@ -12,7 +12,7 @@ import {
   scheduleJson,
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
-import type { StatsWindow } from "../records.ts";
+import type { StatsWindow } from "../../records/index.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 import { replicationUnconfirmed } from "./jobApi.ts";

@@ -5,7 +5,8 @@
 import type { V1Container, V1EnvVar, V1PodSpec, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
 import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import { RESERVED_ENV, RESERVED_ENV_PREFIX, WORKER_CONTAINER } from "../apis/v1alpha1/schema.ts";
-import type { HandlerSpec, WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import { encodeHandler, handlerFromFields, WORKER_ENV } from "../../lib/workerContract.ts";
+import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { CONFIG_HASH_ANNOTATION, ownerReference, poolLabels, selectorLabels } from "./names.ts";
 import { configHash, isSubset, subsetDiff } from "./diff.ts";
 import type { ReconcileContext } from "./context.ts";
@@ -51,13 +52,9 @@ export interface DeploymentOptions {
   outboxMaxBytes?: number;
 }
 
-/** The worker's CONVEYOR_HANDLER value for a handler spec (module:/path, http://127.0.0.1:port/path, command:[...]). */
-export function handlerEnv(h: HandlerSpec): string {
-  if (h.module !== undefined) return `module:${h.module}`;
-  if (h.http !== undefined) return `http://127.0.0.1:${h.http.port}${h.http.path ?? "/"}`;
-  if (h.command !== undefined) return `command:${JSON.stringify(h.command)}`;
-  if (h.python !== undefined) return `python:${h.python.callable}`;
-  throw new Error("handler: exactly one of module, http, command or python must be set");
+/** The worker's CONVEYOR_HANDLER value for a pool's spec.handler (module:/path, http://127.0.0.1:port/path, command:[...], python:…). */
+export function handlerEnv(h: WorkerPoolSpec["handler"]): string {
+  return encodeHandler(handlerFromFields(h));
 }
 
 /** The URL the worker (and the operator) connect to: spec.redis.tls turns redis:// into rediss:// (?tls=true for cluster and sentinel URLs). */
@@ -84,40 +81,40 @@ function isReservedEnv(name: string): boolean {
 
 export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvVar[] {
   const env: V1EnvVar[] = [
-    { name: "CONVEYOR_QUEUE", value: spec.queue },
-    ...(spec.nextQueue ? [{ name: "CONVEYOR_NEXT_QUEUE", value: spec.nextQueue }] : []),
-    { name: "CONVEYOR_HANDLER", value: handlerEnv(spec.handler) },
-    ...(spec.handler.passCredentials ? [{ name: "CONVEYOR_HANDLER_CREDENTIALS", value: "true" }] : []),
-    { name: "CONVEYOR_CONCURRENCY", value: String(spec.concurrency) },
-    { name: "CONVEYOR_JOB_TIMEOUT", value: String(spec.maxJobSeconds) },
-    { name: "CONVEYOR_DRAIN", value: String(drainSeconds(spec)) },
+    { name: WORKER_ENV.queue, value: spec.queue },
+    ...(spec.nextQueue ? [{ name: WORKER_ENV.nextQueue, value: spec.nextQueue }] : []),
+    { name: WORKER_ENV.handler, value: handlerEnv(spec.handler) },
+    ...(spec.handler.passCredentials ? [{ name: WORKER_ENV.handlerCredentials, value: "true" }] : []),
+    { name: WORKER_ENV.concurrency, value: String(spec.concurrency) },
+    { name: WORKER_ENV.jobTimeout, value: String(spec.maxJobSeconds) },
+    { name: WORKER_ENV.drain, value: String(drainSeconds(spec)) },
     // The former names too, for a pool pinned to a worker image older than the rename; they go
     // when those images do (CHANGELOG: deprecated for one release).
-    { name: "CONVEYOR_JOB_TIMEOUT_SECONDS", value: String(spec.maxJobSeconds) },
-    { name: "CONVEYOR_DRAIN_SECONDS", value: String(drainSeconds(spec)) },
-    { name: "CONVEYOR_PORT", value: String(WORKER_PORT) },
-    { name: "REDIS_URL", value: effectiveRedisUrl(spec) },
+    { name: WORKER_ENV.jobTimeoutSeconds, value: String(spec.maxJobSeconds) },
+    { name: WORKER_ENV.drainSeconds, value: String(drainSeconds(spec)) },
+    { name: WORKER_ENV.port, value: String(WORKER_PORT) },
+    { name: WORKER_ENV.redisUrl, value: effectiveRedisUrl(spec) },
     // (only when set: a pool without it keeps its pod template, so nothing rolls)
-    ...(spec.redis.durability ? [{ name: "CONVEYOR_DURABILITY", value: spec.redis.durability }] : []),
-    ...(resourcesVolume(spec) ? [{ name: "CONVEYOR_RESOURCES_DIR", value: RESOURCES_DIR }] : []),
+    ...(spec.redis.durability ? [{ name: WORKER_ENV.durability, value: spec.redis.durability }] : []),
+    ...(resourcesVolume(spec) ? [{ name: WORKER_ENV.resourcesDir, value: RESOURCES_DIR }] : []),
   ];
   if (spec.redis.secretRef) {
     env.push({
-      name: "REDIS_PASSWORD",
+      name: WORKER_ENV.redisPassword,
       valueFrom: { secretKeyRef: { name: spec.redis.secretRef.name, key: spec.redis.secretRef.key } },
     });
   }
   if (spec.database) {
     env.push({
-      name: "DATABASE_URL",
+      name: WORKER_ENV.databaseUrl,
       valueFrom: { secretKeyRef: { name: spec.database.secretRef.name, key: spec.database.secretRef.key } },
     });
     if (outboxMaxBytes !== undefined)
-      env.push({ name: "CONVEYOR_OUTBOX_MAX_BYTES", value: String(outboxMaxBytes) });
+      env.push({ name: WORKER_ENV.outboxMaxBytes, value: String(outboxMaxBytes) });
   }
-  env.push({ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
-  if (!spec.template.env?.some((e) => e.name === "NODE_OPTIONS"))
-    env.push({ name: "NODE_OPTIONS", value: WORKER_NODE_OPTIONS });
+  env.push({ name: WORKER_ENV.podName, valueFrom: { fieldRef: { fieldPath: "metadata.name" } } });
+  if (!spec.template.env?.some((e) => e.name === WORKER_ENV.nodeOptions))
+    env.push({ name: WORKER_ENV.nodeOptions, value: WORKER_NODE_OPTIONS });
   // The schema rejects reserved names; this keeps an object stored before that rule out too.
   for (const e of spec.template.env ?? []) if (!isReservedEnv(e.name)) env.push(e);
   return env;

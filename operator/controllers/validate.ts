@@ -2,6 +2,7 @@
 // (an object stored under an older schema, a cluster where CEL was off). A failure is reported
 // as Degraded/InvalidSpec with this message; the pool's objects are left as they are.
 import { PYTHON_CALLABLE_PATTERN } from "../../lib/pythonCallable.ts";
+import { handlerFromFields } from "../../lib/workerContract.ts";
 import { assertQueueName, assertSamePipeline, parseRedisUrl } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { specResources } from "./queueControl.ts";
@@ -25,8 +26,7 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
     if (t.password) throw new Error("must not contain a password: use spec.redis.secretRef");
   }, "spec.redis.url");
   const h = spec.handler;
-  const kinds = [h.module, h.http, h.command, h.python].filter((k) => k !== undefined).length;
-  if (kinds !== 1) problems.push("spec.handler: exactly one of module, http, command or python must be set");
+  check(() => handlerFromFields(h), "spec.handler");
   if (h.python !== undefined && !new RegExp(PYTHON_CALLABLE_PATTERN).test(String(h.python.callable)))
     problems.push(
       `spec.handler.python.callable: expected module.path:function (e.g. app.handlers:extract), got ${JSON.stringify(h.python.callable)}`,

@@ -8,7 +8,7 @@ import { existsSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "pino";
-import { PYTHON_CALLABLE_PATTERN } from "../../lib/pythonCallable.ts";
+import { assertCallable } from "../../lib/pythonCallable.ts";
 import { WORKER_SECRETS } from "./command.ts";
 import {
   dependencyFailure,
@@ -19,15 +19,6 @@ import {
   type HandlerContext,
   type JobView,
 } from "./types.ts";
-
-const CALLABLE = new RegExp(PYTHON_CALLABLE_PATTERN);
-
-export function assertCallable(text: string): void {
-  if (!CALLABLE.test(text))
-    throw new Error(
-      `python: takes module.path:function (a Python module importable from the worker's directory, and a function in it), e.g. python:app.handlers:extract, got ${JSON.stringify(text)}`,
-    );
-}
 
 /**
  * The kit of this checkout (clients/python), put last on the PYTHONPATH when it exists, so

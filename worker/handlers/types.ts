@@ -51,11 +51,7 @@ export interface Handler {
   close?(): Promise<void>;
 }
 
-export type HandlerSpec =
-  | { kind: "module"; path: string }
-  | { kind: "http"; url: string }
-  | { kind: "command"; argv: string[] }
-  | { kind: "python"; callable: string };
+export type { HandlerSpec } from "../../lib/workerContract.ts";
 
 /**
  * Failure classification. A handler marks an error final with `retryable: false` (any error

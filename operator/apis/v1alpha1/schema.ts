@@ -16,6 +16,7 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import { PYTHON_CALLABLE_PATTERN } from "../../../lib/pythonCallable.ts";
+import { EXACTLY_ONE_HANDLER, HANDLER_KINDS, WORKER_ENV } from "../../../lib/workerContract.ts";
 import { QUEUE_NAME_PATTERN } from "../../../queue/keyTable.ts";
 import { typed, type JSONSchemaProps } from "../jsonschema.ts";
 
@@ -38,7 +39,12 @@ export const RESOURCE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
 export const RESOURCE_LIMIT_PATTERN = "^[a-z][a-z0-9_]{0,31}=[0-9]{1,13}/[0-9]{0,8}(ms|s|m|h)$";
 
 /** Environment variables the operator sets on the worker container; `template.env` may not set them. */
-export const RESERVED_ENV = ["REDIS_URL", "REDIS_PASSWORD", "DATABASE_URL", "POD_NAME"] as const;
+export const RESERVED_ENV = [
+  WORKER_ENV.redisUrl,
+  WORKER_ENV.redisPassword,
+  WORKER_ENV.databaseUrl,
+  WORKER_ENV.podName,
+] as const;
 export const RESERVED_ENV_PREFIX = "CONVEYOR_";
 /** The worker container's name in the pod; sidecars may not take it. */
 export const WORKER_CONTAINER = "worker";
@@ -185,11 +191,11 @@ export const specSchema = {
     },
     handler: {
       type: "object",
-      description: "What runs a job: exactly one of module, http, command or python.",
+      description: `What runs a job: ${EXACTLY_ONE_HANDLER}.`,
       "x-kubernetes-validations": [
         {
-          rule: "[has(self.module), has(self.http), has(self.command), has(self.python)].filter(x, x).size() == 1",
-          message: "handler must set exactly one of module, http, command or python",
+          rule: `[${HANDLER_KINDS.map((k) => `has(self.${k})`).join(", ")}].filter(x, x).size() == 1`,
+          message: `handler must set ${EXACTLY_ONE_HANDLER}`,
         },
         {
           rule: "!has(self.passCredentials) || has(self.command) || has(self.python)",
