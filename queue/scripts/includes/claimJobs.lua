@@ -16,14 +16,16 @@
 -- prioritised jobs, then the line of priority-0 jobs: readyLine.lua) and write each lease
 -- (deadline + fencing token) in the same step, so a job is never popped without an owner.
 -- `keys` are claim_jobs' KEYS: 1 ready, 2 delayed, 3 inflight, 4 dead, 5 counts, 6 fence,
--- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs, startSlackMs}; jobs is a flat list of 12
--- fields per job:
---   id, token, data, attempt, attempts, timeoutMs, stalls, createdAt, contentHash, trace, requeued,
---   resources
+-- 7 wake, 8 outbox, 9 meta. Returns {jobs, nextDueMs, startSlackMs}; jobs is empty, or the
+-- names of the per-job fields comma-separated (CLAIM_REPLY_FIELDS) followed by each job's values
+-- in that order — the caller reads them by name.
 -- (trace: the W3C context the job was created in; requeued: why it last went back to ready;
 -- resources: '' or, for a job with `uses`, the keys granted (resources.lua, resourceAdmit));
 -- startSlackMs: > 0 when a rate window counted these starts: the caller starts each job within
 -- that many ms of sending its call, or hands it back unstarted (control.lua, rateSlack)
+-- The claim reply's per-job fields, in the order each job's values follow them: a new field is one
+-- more name here and one more value in claimJobs' reply loop.
+local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources'
 local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   local nextDue = promoteDue(jobPrefix, queue, keys[1], keys[2], keys[4], keys[5], now)
   -- Admission (rate windows, ring waits, resources) runs on Redis' clock, read once per claim and
@@ -362,6 +364,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
     -- The `started` events: one entry for the claim (record.lua, appendBatchEvent).
     local ids, tokens, attempts = {}, {}, {}
     local outbox = outboxOn(keys[9], queue)
+    jobs[1] = CLAIM_REPLY_FIELDS
     for k = 1, started do
       local id, f = ok[3 * k - 2], ok[3 * k - 1]
       local token = top - started + k
@@ -383,6 +386,7 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
       ids[k], tokens[k], attempts[k] = id, tokenText, attemptText
       deadlines[2 * k - 1] = deadline
       deadlines[2 * k] = id
+      -- (in CLAIM_REPLY_FIELDS' order)
       local j = #jobs
       jobs[j + 1] = id
       jobs[j + 2] = token
