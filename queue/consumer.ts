@@ -144,6 +144,22 @@ export interface ReclaimResult {
 export const RECLAIM_BATCH = 100;
 
 /**
+ * claim_jobs' KEYS by name, in the order the script reads them (CLAIM_KEYS in
+ * queue/scripts/includes/claimKeys.lua; complete-and-claim names the same keys itself).
+ */
+export const CLAIM_KEYS = [
+  "ready",
+  "delayed",
+  "inflight",
+  "dead",
+  "counts",
+  "fence",
+  "wake",
+  "outbox",
+  "meta",
+] as const satisfies readonly (keyof QueueKeys)[];
+
+/**
  * Where each named field sits in a claim reply's per-job values: the reply's first element names
  * them (comma-separated), the values follow job by job. Cached by that text: it changes only
  * with the scripts.
@@ -215,20 +231,9 @@ export class Consumer {
     return this.claimed(flat, nextDue, now, sentAt, slack);
   }
 
-  /** claim_jobs' KEYS, in its order. */
+  /** claim_jobs' KEYS, in CLAIM_KEYS' order. */
   private get claimKeys(): string[] {
-    const k = this.keys;
-    return (this.claimKeyList ??= [
-      k.ready,
-      k.delayed,
-      k.inflight,
-      k.dead,
-      k.counts,
-      k.fence,
-      k.wake,
-      k.outbox,
-      k.meta,
-    ]);
+    return (this.claimKeyList ??= CLAIM_KEYS.map((name) => this.keys[name]));
   }
   private claimKeyList: string[] | undefined;
 

@@ -15,6 +15,7 @@ import {
   setGroupLimit,
   type RedisClient,
 } from "../../queue/index.ts";
+import { CLAIM_KEYS } from "../../queue/consumer.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { JobRecorder, RECORDER_GROUP } from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
@@ -433,7 +434,7 @@ describe("queue control (protocol)", () => {
       const [flat, nextDue] = await runScript<[string[], number]>(
         redis,
         "claim_jobs",
-        [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+        CLAIM_KEYS.map((name) => k[name]),
         [k.jobPrefix, q, now, 30_000, count, "w"],
       );
       // (the reply names its per-job fields first, then the values job by job)
