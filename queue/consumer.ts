@@ -143,7 +143,40 @@ export interface ReclaimResult {
 /** Records one reclaim_finished call examines at most (and one index member more): ~1.5 ms of Redis at ~12 µs a key on a loaded machine (bench/reclaimCall.ts). */
 export const RECLAIM_BATCH = 100;
 
-const CLAIM_FIELDS = 12;
+/**
+ * claim_jobs' KEYS by name, in the order the script reads them (CLAIM_KEYS in
+ * queue/scripts/includes/claimKeys.lua; complete-and-claim names the same keys itself).
+ */
+export const CLAIM_KEYS = [
+  "ready",
+  "delayed",
+  "inflight",
+  "dead",
+  "counts",
+  "fence",
+  "wake",
+  "outbox",
+  "meta",
+] as const satisfies readonly (keyof QueueKeys)[];
+
+/**
+ * Where each named field sits in a claim reply's per-job values: the reply's first element names
+ * them (comma-separated), the values follow job by job. Cached by that text: it changes only
+ * with the scripts.
+ */
+type ClaimLayout = { stride: number; at: Record<string, number> };
+const claimLayouts = new Map<string, ClaimLayout>();
+function claimLayout(names: string): ClaimLayout {
+  let layout = claimLayouts.get(names);
+  if (!layout) {
+    const list = names.split(",");
+    for (const required of ["id", "token", "data"])
+      if (!list.includes(required)) throw new Error(`claim reply names no "${required}" field: ${names}`);
+    layout = { stride: list.length, at: Object.fromEntries(list.map((n, i) => [n, i])) };
+    claimLayouts.set(names, layout);
+  }
+  return layout;
+}
 
 /** A claim's grants field: {"openai":{"key":"k2","at":…,"tokens":1200}} → resource → grant. */
 function parseGrants(text: string): Record<string, ResourceGrant> {
@@ -198,20 +231,9 @@ export class Consumer {
     return this.claimed(flat, nextDue, now, sentAt, slack);
   }
 
-  /** claim_jobs' KEYS, in its order. */
+  /** claim_jobs' KEYS, in CLAIM_KEYS' order. */
   private get claimKeys(): string[] {
-    const k = this.keys;
-    return (this.claimKeyList ??= [
-      k.ready,
-      k.delayed,
-      k.inflight,
-      k.dead,
-      k.counts,
-      k.fence,
-      k.wake,
-      k.outbox,
-      k.meta,
-    ]);
+    return (this.claimKeyList ??= CLAIM_KEYS.map((name) => this.keys[name]));
   }
   private claimKeyList: string[] | undefined;
 
@@ -222,23 +244,31 @@ export class Consumer {
   private claimed(flat: string[], nextDue: number, now: number, sentAt: number, slack = 0): ClaimResult {
     const jobs: ClaimedJob[] = [];
     const startBy = slack > 0 ? { startBy: sentAt + slack } : {};
-    for (let i = 0; i < flat.length; i += CLAIM_FIELDS) {
+    if (flat.length === 0) return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
+    const { stride, at } = claimLayout(flat[0]!);
+    // (a field the reply does not name reads as undefined: its default below)
+    const field = (i: number, name: string): string | undefined => {
+      const k = at[name];
+      return k === undefined ? undefined : flat[i + k];
+    };
+    for (let i = 1; i < flat.length; i += stride) {
+      const resources = field(i, "resources");
       jobs.push({
-        id: flat[i]!,
+        id: field(i, "id")!,
         queue: this.queue,
-        token: String(flat[i + 1]),
-        rawData: flat[i + 2]!,
-        attempt: Number(flat[i + 3]),
-        maxAttempts: Number(flat[i + 4]),
-        timeoutMs: Number(flat[i + 5]),
-        stalls: Number(flat[i + 6]),
-        createdAt: Number(flat[i + 7]),
-        contentHash: flat[i + 8] ?? "",
-        trace: flat[i + 9] ?? "",
-        requeued: flat[i + 10] ?? "",
+        token: String(field(i, "token")),
+        rawData: field(i, "data")!,
+        attempt: Number(field(i, "attempt") ?? 1),
+        maxAttempts: Number(field(i, "attempts") ?? 1),
+        timeoutMs: Number(field(i, "timeoutMs") ?? 0),
+        stalls: Number(field(i, "stalls") ?? 0),
+        createdAt: Number(field(i, "createdAt") ?? 0),
+        contentHash: field(i, "contentHash") ?? "",
+        trace: field(i, "trace") ?? "",
+        requeued: field(i, "requeued") ?? "",
         claimedAt: now,
         ...startBy,
-        ...(flat[i + 11] ? { resources: parseGrants(flat[i + 11]!) } : {}),
+        ...(resources ? { resources: parseGrants(resources) } : {}),
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };

@@ -15,15 +15,13 @@ import {
   setGroupLimit,
   type RedisClient,
 } from "../../queue/index.ts";
+import { CLAIM_KEYS } from "../../queue/consumer.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { JobRecorder, RECORDER_GROUP } from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
 import { rng } from "../support/random.ts";
 import { RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
-
-/** Fields per job in a claim reply (see includes/claimJobs.lua). */
-const CLAIM_REPLY_FIELDS = 12;
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w1") =>
   new Consumer(redis, queue, { workerId, leaseMs: 30_000, retentionSeconds: 3600 });
@@ -436,10 +434,11 @@ describe("queue control (protocol)", () => {
       const [flat, nextDue] = await runScript<[string[], number]>(
         redis,
         "claim_jobs",
-        [k.ready, k.delayed, k.inflight, k.dead, k.counts, k.fence, k.wake, k.outbox, k.meta],
+        CLAIM_KEYS.map((name) => k[name]),
         [k.jobPrefix, q, now, 30_000, count, "w"],
       );
-      return { started: flat.length / CLAIM_REPLY_FIELDS, nextDue };
+      // (the reply names its per-job fields first, then the values job by job)
+      return { started: flat.length && (flat.length - 1) / flat[0]!.split(",").length, nextDue };
     };
   };
 

@@ -10,10 +10,7 @@
 local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId)
   if count <= 0 then return {{}, -1, 0} end
   local base = pipelineBase(jobPrefix)
-  local q = queueKeyPrefix(base, queue)
-  -- claim_jobs' KEYS, in its order
-  local keys = {q .. 'ready', q .. 'delayed', q .. 'inflight', q .. 'dead', q .. 'counts', base .. 'fence', q .. 'wake', base .. 'outbox', base .. 'meta'}
-  return claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
+  return claimJobs(claimKeysFor(base, queueKeyPrefix(base, queue)), jobPrefix, queue, now, leaseMs, count, workerId)
 end
 
 -- The one-job scripts' form: the caller appends `count leaseMs workerId` after the script's own
