@@ -244,7 +244,12 @@ export function Chart({
             })),
           ],
           axes: [
-            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS.filter((i) => i >= tickSeconds) },
+            // (space: an HH:MM:SS label is ~55 px wide; closer ticks ran their labels together)
+            {
+              values: (_u, splits) => timeTicks(splits),
+              incrs: TIME_INCRS.filter((i) => i >= tickSeconds),
+              space: 80,
+            },
             { size: 60, ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}) },
             ...(right
               ? [
