@@ -71,6 +71,8 @@ export class LeaseHeartbeat {
   lastBeatAt = Date.now();
 
   private readonly table: LeaseTable;
+  /** The thread has written the worker's report at least once (its first renewal reached Redis). */
+  reporting = false;
 
   constructor(settings: Omit<HeartbeatSettings, "table" | "tableSlots">, events: HeartbeatEvents) {
     const file = new URL(`./leaseHeartbeatThread${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
@@ -89,6 +91,7 @@ export class LeaseHeartbeat {
             this.lastBeatAt = Date.now();
             break;
           case "renewed":
+            this.reporting = true;
             events.onRenewed(m.count, m.lagMs, m.durationMs);
             break;
           case "renewFailed":

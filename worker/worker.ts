@@ -347,19 +347,10 @@ export class QueueWorker {
     if (this.connected()) await this.consumer.prepare();
     // The worker's report is in Redis before its first claim: the heartbeat thread that keeps it
     // fresh starts apart (a second or more in a loaded pod), and jobs in flight on a worker no
-    // report named showed as "Workers 0". Redis not there yet: the heartbeat writes the report
-    // once it can.
-    if (this.connected())
-      await this.consumer
-        .renew([], {
-          id: this.config.workerId,
-          pod: this.config.pod,
-          slots: this.config.concurrency,
-          busy: this.running.size,
-          draining: false,
-          seen: Date.now(),
-        })
-        .catch(() => {});
+    // report named showed as "Workers 0". Until the thread reports, this thread writes each busy
+    // change itself (reportStatus), so a starting pod never reads as idle to the operator's
+    // scale-in. Redis not there yet: the claims below say so.
+    await this.writeReport();
     while (this.state === "running") {
       // Commands sent while disconnected would queue for minutes (ioredis's offline queue and
       // retries) and hold up a drain: wait for the connection instead.
@@ -608,6 +599,23 @@ export class QueueWorker {
     if (busy === this.reported.busy && draining === this.reported.draining) return;
     this.reported = { busy, draining };
     this.heartbeat.status(busy, this.config.concurrency, draining);
+    if (!this.heartbeat.reporting) void this.writeReport();
+  }
+
+  /** This worker's report, written from the main thread (before the heartbeat thread writes it). */
+  private async writeReport(): Promise<void> {
+    // (without Redis it would wait in the client's offline queue: the heartbeat reports once it can)
+    if (!this.connected()) return;
+    await this.consumer
+      .renew([], {
+        id: this.config.workerId,
+        pod: this.config.pod,
+        slots: this.config.concurrency,
+        busy: this.running.size,
+        draining: this.state !== "running",
+        seen: Date.now(),
+      })
+      .catch(() => {});
   }
   private reported = { busy: 0, draining: false };
 

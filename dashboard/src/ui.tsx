@@ -154,6 +154,8 @@ export interface Series {
   /** "right": its own scale and axis on the right, for a quantity of another kind or size (replicas beside backlog, ms beside jobs/min). */
   axis?: "right";
   dash?: number[];
+  /** Shaded under the line: a count stays visible where another series' line runs over it. */
+  fill?: string;
 }
 
 /** How each axis is labelled and its ticks written (default: the number). */
@@ -211,15 +213,19 @@ export function Chart({
     const right = series.findLast((s) => s.axis === "right");
     void loadUPlot().then((UPlot) => {
       if (gone) return;
-      const fromZero: uPlot.Range.Function = (_u, _min, max) => [0, Math.max(1, max)];
+      // From zero, with headroom — more on the right — so the two axes' highest points do not
+      // meet on the top edge, one line hiding the other.
+      const fromZero =
+        (headroom: number): uPlot.Range.Function =>
+        (_u, _min, max) => [0, Math.max(1, max * headroom)];
       plot = new UPlot(
         {
           width: Math.max(300, el.clientWidth),
           height,
           scales: {
             x: { time: true },
-            y: { range: fromZero },
-            ...(right ? { right: { range: fromZero } } : {}),
+            y: { range: fromZero(1.15) },
+            ...(right ? { right: { range: fromZero(1.5) } } : {}),
           },
           series: [
             {},
@@ -229,6 +235,7 @@ export function Chart({
               width: 2,
               scale: s.axis === "right" ? "right" : "y",
               ...(s.dash ? { dash: s.dash } : {}),
+              ...(s.fill ? { fill: s.fill } : {}),
               ...(s.axis === "right" && axes?.rightValue
                 ? { value: (_u: uPlot, v: number | null) => (v === null ? "--" : axes.rightValue!(v)) }
                 : {}),
@@ -237,7 +244,12 @@ export function Chart({
             })),
           ],
           axes: [
-            { values: (_u, splits) => timeTicks(splits), incrs: TIME_INCRS.filter((i) => i >= tickSeconds) },
+            // (space: an HH:MM:SS label is ~55 px wide; closer ticks ran their labels together)
+            {
+              values: (_u, splits) => timeTicks(splits),
+              incrs: TIME_INCRS.filter((i) => i >= tickSeconds),
+              space: 80,
+            },
             { size: 60, ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}) },
             ...(right
               ? [

@@ -22,9 +22,9 @@ describe("the HPA's scale changes as decisions", () => {
     },
   });
 
-  it("up: the backlog per replica the HPA measured, above the target, and the limit that held it", () => {
+  it("up: the backlog per replica, above the target, and the limit that held it", () => {
     const d = hpaScaleDecision(
-      hpa("750", "the desired replica count is more than the maximum replica count"),
+      hpa("1", "the desired replica count is more than the maximum replica count"),
       spec,
       1,
       6,
@@ -37,10 +37,15 @@ describe("the HPA's scale changes as decisions", () => {
     );
   });
 
-  it("down: a milli-quantity read as a number; without the HPA's metric, the backlog over the replicas it had", () => {
+  it("down: the backlog over the replicas it had; without a reading, the HPA's metric when it agrees", () => {
     assert.equal(
-      hpaScaleDecision(hpa("12500m"), spec, 6, 1, 75).message,
-      "HPA: backlog/replica below target: 12.5 < 100 → 1 replica(s) (backlog 75)",
+      hpaScaleDecision(hpa("12500m"), spec, 6, 1, undefined).message,
+      "HPA: backlog/replica below target: 12.5 < 100 → 1 replica(s)",
+    );
+    // (the HPA's status written before the scale: its metric is the sync before, and says nothing of this change)
+    assert.equal(
+      hpaScaleDecision(hpa("250"), spec, 6, 1, undefined).message,
+      "HPA: backlog/replica below target 100 → 1 replica(s)",
     );
     const d = hpaScaleDecision(undefined, spec, 6, 2, 90);
     assert.equal(d.reason, "HPAScaleDown");

@@ -127,8 +127,9 @@ export async function reconcileHPA(
 /**
  * The HPA's change of the replica count, `from` → `to`, as a decision for status (the operator
  * sees it at its next pass: "Why it scaled" lists it beside the operator's own). Its numbers:
- * the backlog per replica the HPA measured (its status; else the operator's reading over `from`)
- * against the target, and the HPA's limit when one held it.
+ * the operator's backlog reading over the `from` replicas against the target — the HPA writes
+ * its status after the scale, so the metric there may still be the sync before (a backlog of 1
+ * "above target 100") — else that metric when it agrees; and the HPA's limit when one held it.
  */
 export function hpaScaleDecision(
   hpa: HPA | undefined,
@@ -141,7 +142,11 @@ export function hpaScaleDecision(
   const up = to > from;
   const measured = quantity(hpa?.status?.currentMetrics?.[0]?.external?.current?.averageValue);
   const perReplica =
-    measured ?? (backlog !== undefined && from > 0 ? Math.round((backlog / from) * 100) / 100 : undefined);
+    backlog !== undefined && from > 0
+      ? Math.round((backlog / from) * 100) / 100
+      : measured !== undefined && measured > target === up
+        ? measured
+        : undefined;
   const limited = hpa?.status?.conditions?.find((c) => c.type === "ScalingLimited" && c.status === "True");
   return {
     reason: up ? Reason.HPAScaleUp : Reason.HPAScaleDown,

@@ -111,7 +111,9 @@ describe(
       await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();
       // The backlog as the samples it has (dots: a line between two samples a minute apart drew
       // a ramp that never happened); the replicas hold between decisions (steps).
-      await page.locator('.chart[data-series="backlog:left:points,replicas:right:stepped"]').waitFor();
+      await page
+        .locator('.chart[data-series="backlog:left:points,desired replicas:right:stepped"]')
+        .waitFor();
       const points = Number(await page.locator(".chart").getAttribute("data-points"));
       // Each read of the page (every 10 s) adds a sample.
       await waitFor(

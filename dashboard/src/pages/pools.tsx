@@ -231,7 +231,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
           series={[
             { label: "backlog", values: samples.map((d) => d.backlog), color: "#e83", points: true },
             {
-              label: "replicas",
+              label: "desired replicas",
               values: samples.map((d) => d.replicas),
               color: "#57c",
               step: true,

@@ -49,8 +49,8 @@ const RANGES = [
   ["6h", "6 h"],
 ] as const;
 type Range = (typeof RANGES)[number][0];
-/** The shortest span the active range shows, so a single busy minute is not a lone dot. */
-const ACTIVE_MIN_MINUTES = 10;
+/** The shortest span the active range shows: a busy minute beside the quiet one before it. */
+const ACTIVE_MIN_MINUTES = 3;
 
 /**
  * The minutes from shortly before the first that had a job (finished or failed) to now: an
@@ -468,7 +468,13 @@ function MinutesChart({ minutes }: { minutes: Minute[] }) {
     <Chart
       x={closed.map((m) => m.minute)}
       series={[
-        { label: "completed/min", values: closed.map((m) => m.completed), color: "#2a7", step: true },
+        {
+          label: "completed/min",
+          values: closed.map((m) => m.completed),
+          color: "#2a7",
+          fill: "rgba(34, 170, 119, 0.15)",
+          step: true,
+        },
         {
           label: "failed/min",
           values: closed.map((m) => m.failed),
