@@ -342,21 +342,24 @@ export class QueueWorker {
 
   private async loop(): Promise<void> {
     let failures = 0;
-    // (the first claim's jobs start as promptly as any later claim's; without Redis yet, the
-    // claims below wait for it and the scripts load on first use)
-    if (this.connected()) await this.consumer.prepare();
-    // The worker's report is in Redis before its first claim: the heartbeat thread that keeps it
-    // fresh starts apart (a second or more in a loaded pod), and jobs in flight on a worker no
-    // report named showed as "Workers 0". Until the thread reports, this thread writes each busy
-    // change itself (reportStatus), so a starting pod never reads as idle to the operator's
-    // scale-in. Redis not there yet: the claims below say so.
-    await this.writeReport();
+    let started = false;
     while (this.state === "running") {
       // Commands sent while disconnected would queue for minutes (ioredis's offline queue and
       // retries) and hold up a drain: wait for the connection instead.
       if (!this.connected()) {
         await this.changed.wait();
         continue;
+      }
+      if (!started) {
+        // Once per start, before the first claim: the scripts loaded, so the first claim's jobs
+        // start as promptly as any later claim's; and the worker's report in Redis, since the
+        // heartbeat thread that keeps it fresh starts apart (a second or more in a loaded pod) and
+        // jobs in flight on a worker no report named showed as "Workers 0". Until that thread
+        // reports, this thread writes each busy change itself (reportStatus), so a starting pod
+        // never reads as idle to the operator's scale-in.
+        await this.consumer.prepare();
+        await this.writeReport();
+        started = true;
       }
       if (!this.pipelineRegistered)
         this.pipelineRegistered = await this.consumer.registerPipeline().then(
