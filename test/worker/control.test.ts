@@ -200,7 +200,7 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     );
   });
 
-  test("rate limit 20/s, 4 workers × concurrency 8, 10 s: no 1 s window holds more than 20 starts, and about 200 complete", async () => {
+  test("rate limit 20/s, 4 workers × concurrency 8, 10 s: no 1 s window holds more than 20 handler starts, and about 200 complete", async () => {
     const q = "limited";
     await producer.enqueueMany(
       q,
@@ -210,20 +210,24 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     assert.equal(set.code, 0, set.err);
     const workers = [];
     for (let i = 0; i < 4; i++) workers.push(await bed.worker(q, { CONVEYOR_CONCURRENCY: "8" }));
-    const events = new QueueEvents(redis);
-    const starts = async () =>
-      (await events.recent(q, 5000)).filter((e) => e.type === "started").map((e) => e.at);
-    const first = await waitFor("first start", async () => (await starts())[0]);
+    // (the limit is kept where the handler starts: a claim that reaches its worker too late in its
+    // window is handed back unstarted, so the handlers' own start times are what is counted)
+    const handlerStarts = () => executions(q).map((e) => e.t);
+    const first = await waitFor(
+      "first start",
+      async () => Math.min(...handlerStarts(), Infinity) < Infinity && Math.min(...handlerStarts()),
+    );
     await waitFor("10 s of starts", async () => Date.now() > first + 10_500, 60_000, 200);
     assert.equal((await cli("pause", q)).code, 0);
-    const all = (await starts()).sort((a, b) => a - b);
+    await waitFor("started jobs completed", async () => (await admin.counts(q)).inflight === 0);
+    const all = handlerStarts().sort((a, b) => a - b);
     for (const s of all) {
       const inWindow = all.filter((t) => t >= s && t < s + 1000).length;
       assert.ok(inWindow <= 20, `${inWindow} starts in the 1 s from ${s - first} ms`);
     }
+    // (below 200: claims handed back for arriving late, more of them on a loaded machine)
     const inTen = all.filter((t) => t < first + 10_000).length;
-    assert.ok(inTen >= 180 && inTen <= 220, `${inTen} starts in 10 s (200 ± 10 %)`);
-    await waitFor("started jobs completed", async () => (await admin.counts(q)).inflight === 0);
+    assert.ok(inTen >= 150 && inTen <= 200, `${inTen} starts in 10 s (at most 200, not starved)`);
     const completed = (await admin.counters(q)).completed ?? 0;
     assert.equal(completed, all.length, "every start completed (each once)");
     const byId = countBy(executions(q), (e) => e.id);
