@@ -213,10 +213,10 @@ describe("queue control with workers, CLI and API", { timeout: 15 * 60_000 }, ()
     // (the limit is kept where the handler starts: a claim that reaches its worker too late in its
     // window is handed back unstarted, so the handlers' own start times are what is counted)
     const handlerStarts = () => executions(q).map((e) => e.t);
-    const first = await waitFor(
-      "first start",
-      async () => Math.min(...handlerStarts(), Infinity) < Infinity && Math.min(...handlerStarts()),
-    );
+    const first = await waitFor("first start", async () => {
+      const t = handlerStarts();
+      return t.length > 0 && Math.min(...t);
+    });
     await waitFor("10 s of starts", async () => Date.now() > first + 10_500, 60_000, 200);
     assert.equal((await cli("pause", q)).code, 0);
     await waitFor("started jobs completed", async () => (await admin.counts(q)).inflight === 0);
