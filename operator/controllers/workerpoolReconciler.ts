@@ -11,7 +11,6 @@ import {
   pipelineOf,
   type QueueCounts,
   type ResourceState,
-  type WorkerReport,
 } from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
@@ -29,27 +28,12 @@ import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
 import { isFresh } from "./backlogMetric.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
-import { hpaScaleDecision, reconcileHPA, wantsHPA } from "./hpa.ts";
-import { rfc3339 } from "../../lib/time.ts";
+import { reconcileHPA, wantsHPA } from "./hpa.ts";
 import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { Reason, type Problem } from "./reasons.ts";
-import {
-  applyScale,
-  busyPods,
-  currentReplicas,
-  decideReplicas,
-  hpaMinReplicasFloor,
-  jobTimeOf,
-  latencyNeedOf,
-  surgeBellOf,
-  markIdlePodsCheapest,
-  medianPodStartMs,
-  newPoolScaler,
-  podsToCordon,
-  updateDeletionCosts,
-  type ScaleDecision,
-} from "./scaling.ts";
+import { currentReplicas, jobTimeOf, newPoolScaler } from "../scaling/decide.ts";
+import { Scaler, scaleInHeldMessage, type ScaleInput, type ScaleObservation } from "../scaling/scaler.ts";
 import {
   bindingCap,
   controlChanges,
@@ -91,35 +75,23 @@ export interface PoolPass {
   sample?: BacklogSample;
   /** The sample's last good reading is recent enough to act on. */
   backlogFresh: boolean;
+  /** That reading's counts and when they were read, when fresh. */
+  counts?: QueueCounts;
+  countsAt?: number;
+  /** The workers' median job duration (ms) from the sample's reports, when any. */
+  jobMs?: number;
   deployment?: Deployment;
   hpa?: HPA;
   /** The Deployment is ours and was applied: the HPA and the scale may follow. */
   ownsDeployment: boolean;
-  /** The replica count decisions start from, and the change decided. */
-  replicas?: number;
-  decision?: ScaleDecision;
   /** Queue control in force (status.control); `queuePaused` drives scaling. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
-  /** The workers' reports, read when the pool could shrink; the pool's pods then; and how many run jobs. */
-  reports?: WorkerReport[];
-  podNames?: string[];
-  busyPods?: number;
-}
-
-/** Replicas held above what scaling wants for pods running jobs (0 when none). */
-function scaleInHeldReplicas(state: PoolState): number {
-  const hold = state.scaler.scaleInHold;
-  return hold ? Math.max(0, hold.replicas - hold.wanted) : 0;
-}
-
-/** The held scale-in's reason for status, with the pods cordoned meanwhile; undefined when none is held. */
-function scaleInHeldMessage(state: PoolState): string | undefined {
-  if (scaleInHeldReplicas(state) === 0) return undefined;
-  const cordoned = state.cordon?.pods ?? [];
-  return `${state.scaler.scaleInHold!.message}${cordoned.length > 0 ? `; cordoned (claiming no new jobs): ${cordoned.join(", ")}` : ""}`;
+  /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
+  scale?: ScaleInput;
+  seen?: ScaleObservation;
 }
 
 export interface WorkerPoolCaches {
@@ -136,6 +108,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private readonly secrets: SecretReader;
   private readonly metrics: OperatorMetrics;
   private readonly isLeader: () => boolean;
+  private readonly scaler: Scaler;
 
   constructor(deps: {
     ctx: ReconcileContext;
@@ -151,6 +124,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.secrets = deps.secrets;
     this.metrics = deps.metrics;
     this.isLeader = deps.isLeader;
+    this.scaler = new Scaler(deps.ctx, deps.poller, deps.metrics);
   }
 
   /** One reconcile of a pool, inside a `reconcile WorkerPool` span while tracing. */
@@ -173,12 +147,9 @@ export class WorkerPoolReconciler implements Reconciler {
     await this.queueControl(pass);
     await this.switchRecordsOn(pass);
     await this.ensureDeployment(pass);
-    await this.readWorkerReports(pass);
+    await this.observeScaling(pass);
     await this.ensureHPA(pass);
-    this.decideReplicas(pass);
-    await this.cordonSurplusPods(pass);
-    await this.markIdlePodsCheapest(pass);
-    await this.applyScale(pass);
+    await this.scale(pass);
     await this.announceProblems(pass);
     await this.updateStatus(pass);
     return pass.result;
@@ -264,6 +235,11 @@ export class WorkerPoolReconciler implements Reconciler {
     const sample = this.poller.sample(pass.key);
     pass.sample = sample;
     pass.backlogFresh = isFresh(sample, pass.spec, pass.now);
+    if (pass.backlogFresh) {
+      pass.counts = sample!.lastGood!.counts;
+      pass.countsAt = sample!.lastGood!.at;
+    }
+    if (sample?.reports) pass.jobMs = medianJobMs(sample.reports, pass.now);
     const spec = pass.spec;
     if (!spec || !sample?.error || sample.failures < UNREACHABLE_AFTER_FAILURES) return;
     // The message names the first error of the outage: error texts vary from poll to poll
@@ -301,11 +277,11 @@ export class WorkerPoolReconciler implements Reconciler {
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
     // The lowest cap binds: the rate limit's, the resources' (issue 32), the groups' (issue 31).
     // (the job time as of the last poll's decision: this poll's is observed in decideReplicas)
-    const job = jobTimeOf(pass.state.scaler, medianJobMs(sample.reports ?? [], pass.now));
+    const job = jobTimeOf(pass.state.scaler, pass.jobMs);
     const cap: ReplicaCap | undefined = bindingCap([
       have.rateLimit ? rateLimitCap(have.rateLimit, job, spec) : undefined,
       budgets.length > 0 ? resourceCap(budgets, job, spec) : undefined,
-      groupAdmissionCap(sample.lastGood!.counts, sample.groups, spec),
+      groupAdmissionCap(pass.counts!, sample.groups, spec),
     ]);
     if (cap && cap.cap < spec.scaling.maxReplicas)
       pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
@@ -414,61 +390,37 @@ export class WorkerPoolReconciler implements Reconciler {
       return;
     }
     await this.reportingUserErrors(pass, "Deployment", async () => {
-      const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
+      const backlog = pass.counts?.backlog;
       pass.deployment = await reconcileDeployment(this.ctx, key, pool, pass.spec!, pass.deployment, backlog);
       pass.ownsDeployment = true;
     });
   }
 
-  /**
-   * Whenever the pool could shrink, the workers' busy/idle reports (one read, for the busy pods'
-   * floor and the pod-deletion-costs). Unreadable: no floor, and our own scale-in waits
-   * (markIdlePodsCheapest requires them).
-   */
-  private async readWorkerReports(pass: PoolPass): Promise<void> {
+  /** Scaling's input for this pass, once our Deployment is applied, and the workers' reports. */
+  private async observeScaling(pass: PoolPass): Promise<void> {
     const { spec, deployment } = pass;
     if (!spec || !pass.ownsDeployment || !deployment) return;
-    if (spec.replicas !== undefined || spec.scaling.paused) return;
-    if (currentReplicas(pass.state, deployment, pass.now) <= Math.max(1, spec.scaling.minReplicas)) return;
-    try {
-      pass.reports = await this.ctx.workerReports(pass.key);
-    } catch (err) {
-      this.ctx.log.debug({ pool: pass.key, err: String(err) }, "cannot read worker reports");
-      return;
-    }
-    pass.podNames = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
-    pass.busyPods = busyPods(pass.podNames, pass.reports, Date.now());
+    pass.scale = {
+      key: pass.key,
+      pool: pass.pool,
+      spec,
+      state: pass.state,
+      deployment,
+      replicas: currentReplicas(pass.state, deployment, pass.now),
+      now: pass.now,
+      counts: pass.counts,
+      countsAt: pass.countsAt,
+      jobMs: pass.jobMs,
+      queuePaused: pass.queuePaused,
+      pauseSeenByPoll: pass.pauseSeenByPoll,
+    };
+    pass.seen = await this.scaler.observe(pass.scale);
   }
 
   /** In hpa mode, apply the HPA (its minReplicas at least the busy pods while a scale-in is held); otherwise delete ours. */
   private async ensureHPA(pass: PoolPass): Promise<void> {
     if (!pass.spec || !pass.ownsDeployment) return;
-    const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
-    const hpaScales = wantsHPA(pass.spec, pass.queuePaused);
-    let floor =
-      hpaScales && backlog !== undefined && pass.deployment
-        ? hpaMinReplicasFloor(pass.state.scaler, {
-            now: pass.now,
-            spec: pass.spec,
-            current: pass.deployment.spec?.replicas ?? 0,
-            backlog,
-            busyPods: pass.busyPods,
-          })
-        : undefined;
-    // Lowering a raised minReplicas lets the HPA scale in at its next sync: the pod that went idle
-    // must be the cheapest by then, so when costs had to change the floor drops one reconcile later.
-    const raised = pass.hpa?.spec?.minReplicas ?? 0;
-    if (hpaScales && pass.reports && raised > Math.max(1, pass.spec.scaling.minReplicas, floor ?? 0)) {
-      const patched = await updateDeletionCosts(
-        this.ctx,
-        pass.key,
-        pass.pool,
-        pass.state,
-        false,
-        pass.reports,
-      );
-      if (patched > 0) floor = raised;
-    }
+    const floor = pass.scale ? await this.scaler.hpaFloor(pass.scale, pass.seen!, pass.hpa) : undefined;
     await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
       pass.hpa = await reconcileHPA(
         this.ctx,
@@ -483,182 +435,13 @@ export class WorkerPoolReconciler implements Reconciler {
     });
   }
 
-  /**
-   * A replica change since the last pass that the operator did not write — the HPA's, in hpa
-   * mode — recorded as a decision (status.lastDecision and recentDecisions), so "Why it scaled"
-   * lists every change the pool went through, not only the operator's 0 ↔ 1.
-   */
-  private observeHPAScale(pass: PoolPass): void {
-    const { spec, deployment, state } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
-    const replicas = currentReplicas(state, deployment, pass.now);
-    const seen = state.seenReplicas;
-    state.seenReplicas = replicas;
-    // (a first sight, after a start, is no change; the HPA neither scales from nor to zero)
-    if (seen === undefined || seen === replicas || seen === 0 || replicas === 0) return;
-    if (!wantsHPA(spec, pass.queuePaused) || !pass.hpa) return;
-    const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
-    const { reason, message } = hpaScaleDecision(pass.hpa, spec, seen, replicas, backlog);
-    // When the HPA scaled, if its status already says so; else when the operator saw it.
-    const scaledAt = Date.parse(pass.hpa.status?.lastScaleTime ?? "");
-    const previous = Date.parse(state.lastDecision?.at ?? "");
-    const at = scaledAt > (Number.isFinite(previous) ? previous : 0) ? scaledAt : pass.now;
-    state.lastDecision = {
-      replicas,
-      from: seen,
-      reason,
-      message,
-      at: rfc3339(at),
-      ...(backlog !== undefined ? { backlog } : {}),
-    };
-    this.ctx.log.info(
-      { pool: pass.key, from: seen, to: replicas, reason, message },
-      "the HPA scaled the worker Deployment",
-    );
-  }
-
-  /** The operator's own replica change: 0↔1, cooldown to zero, spec.replicas, direct mode. */
-  private decideReplicas(pass: PoolPass): void {
-    this.observeHPAScale(pass);
-    if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
-    const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
-    pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
-    const reports = pass.sample?.reports;
-    pass.decision = decideReplicas(
-      pass.state,
-      pass.spec,
-      pass.deployment,
-      pass.replicas,
-      counts,
-      pass.now,
-      pass.queuePaused,
-      pass.pauseSeenByPoll,
-      {
-        countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
-        jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
-        podStartMs:
-          pass.spec.scaling.targetWaitSeconds !== undefined
-            ? medianPodStartMs(this.ctx.podsOf(pass.pool))
-            : undefined,
-      },
-      pass.busyPods,
-    );
-    this.latencyGauges(pass, counts);
-  }
-
-  /** Latency mode's inputs as metrics: the arrival rate and the slots the wait target needs. */
-  private latencyGauges(pass: PoolPass, counts: QueueCounts | undefined): void {
-    const labels = { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name };
-    const m = this.metrics;
-    const scaler = pass.state.scaler;
-    if (pass.spec?.scaling.targetWaitSeconds === undefined || pass.spec.scaling.mode !== "direct") {
-      m.arrivalRate.remove(labels);
-      m.jobSeconds.remove(labels);
-      m.neededSlots.remove(labels);
-      return;
-    }
-    if (scaler.arrivals) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
-    const { jobMs } = jobTimeOf(scaler);
-    if (jobMs !== undefined) m.jobSeconds.set(labels, jobMs / 1000);
-    const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
-    if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
-  }
-
-  /**
-   * While a scale-in is held at the busy pods, the pods beyond what scaling wants claim nothing
-   * new (podsToCordon), so they go idle and the scale-in can remove them. Written when the set
-   * changes and refreshed before it lapses (the key expires: a cordon the operator stops
-   * writing — a lost leader — lifts by itself); lifted when the hold ends.
-   */
-  private async cordonSurplusPods(pass: PoolPass): Promise<void> {
-    const { spec, state } = pass;
-    if (!spec || !pass.ownsDeployment) return;
-    const last = state.cordon;
-    const hold = state.scaler.scaleInHold;
-    // (reports unreadable this pass: a held scale-in keeps the cordon it had)
-    const want = !hold?.message
-      ? []
-      : pass.reports && pass.podNames
-        ? podsToCordon(hold, pass.podNames, pass.reports, pass.now, last?.pods)
-        : (last?.pods ?? []);
-    const lastingMs = Math.max(30, 3 * spec.scaling.pollSeconds) * 1000;
-    const same = (last?.pods ?? []).join() === want.join();
-    if (same && (want.length === 0 || last!.until - pass.now > lastingMs / 2)) return;
-    const until = pass.now + lastingMs;
-    try {
-      await this.poller.cordon(pass.key, want, until);
-    } catch (err) {
-      this.ctx.log.warn({ pool: pass.key, err: String(err) }, "cannot write the pool's cordon");
-      return;
-    }
-    state.cordon = want.length > 0 ? { pods: want, until } : undefined;
-    if (same) return;
-    if (want.length > 0)
-      this.ctx.log.info(
-        { pool: pass.key, pods: want },
-        "cordoned pods: they claim nothing new while the scale-in waits for their running jobs",
-      );
-    else this.ctx.log.info({ pool: pass.key }, "cordon lifted: every pod claims jobs");
-  }
-
-  /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
-  private async markIdlePodsCheapest(pass: PoolPass): Promise<void> {
-    if (!pass.spec || pass.replicas === undefined) return;
-    const apply = await markIdlePodsCheapest(
-      this.ctx,
-      pass.key,
-      pass.pool,
-      pass.spec,
-      pass.state,
-      pass.decision,
-      pass.replicas,
-      pass.reports,
-    );
-    if (!apply) pass.decision = undefined;
-  }
-
-  /** Write the decided replica count; re-check when a cooldown to zero ends. */
-  private async applyScale(pass: PoolPass): Promise<void> {
-    const { spec, deployment, pool } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
-    if (pass.decision) {
-      pass.deployment = await applyScale(
-        this.ctx,
-        pass.key,
-        pool,
-        spec,
-        deployment,
-        pass.state,
-        pass.decision,
-      );
-      const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
-      if (backlog !== undefined) pass.state.lastDecision = { ...pass.state.lastDecision!, backlog };
-    }
-    // (our own scale write counts before the cache shows it: a pass right after a scale-up must not
-    // leave a bell for a pool that is starting)
-    const replicas = pass.deployment ? currentReplicas(pass.state, pass.deployment, pass.now) : 0;
-    // (our own change is not the HPA's at the next pass)
-    if (pass.deployment) pass.state.seenReplicas = replicas;
-    // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on
-    // it; running in latency mode, a surge the pool's slots cannot start within the target does.
-    const counts = pass.backlogFresh ? pass.sample?.lastGood?.counts : undefined;
-    this.poller.bell(
-      pass.key,
-      replicas === 0 && spec.replicas === undefined && !spec.scaling.paused
-        ? "asleep"
-        : counts &&
-            surgeBellOf(pass.state.scaler, spec, counts, pass.now, replicas, pass.queuePaused ?? false),
-    );
-    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
-    this.metrics.desiredReplicas.set(labels, replicas);
-    this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);
-    this.metrics.readyReplicas.set(labels, pass.deployment?.status?.readyReplicas ?? 0);
-    this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
-    this.metrics.scaleInHeld.set(labels, scaleInHeldReplicas(pass.state));
-    this.metrics.cordonedPods.set(labels, pass.state.cordon?.pods.length ?? 0);
-    const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
-    if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
-      pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
+  /** The operator's own replica change, written (the scaler); re-check when a cooldown to zero ends. */
+  private async scale(pass: PoolPass): Promise<void> {
+    if (!pass.scale) return;
+    const { deployment, requeueAfterMs } = await this.scaler.scale(pass.scale, pass.seen!, pass.hpa);
+    pass.deployment = deployment;
+    if (requeueAfterMs !== undefined)
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(requeueAfterMs));
   }
 
   /** A Warning Event for each problem that just appeared, a Recovered one when all are gone. */

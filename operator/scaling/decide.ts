@@ -9,15 +9,11 @@
 // A scale-in never goes below the pods running jobs while their jobs may outlast the drain
 // (holdForBusyPods): it steps down as they go idle.
 // No decision is made without a fresh backlog reading: an unreachable Redis never scales a
-// pool down (nor up).
-import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import type { QueueCounts, WorkerReport } from "../../queue/index.ts";
-import { rfc3339 } from "../../lib/time.ts";
-import { RESOURCES, resourcePath } from "../apis/coordinates.ts";
-import { apiCode } from "../kube/client.ts";
-import { drainSeconds } from "./deployment.ts";
-import { wantsHPA } from "./hpa.ts";
-import { DEFAULT_TOLERANCE, HpaAlgorithm, type Behavior } from "../scaling/hpaAlgorithm.ts";
+import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
+import type { QueueCounts } from "../../queue/index.ts";
+import { drainSeconds } from "../controllers/deployment.ts";
+import { wantsHPA } from "../controllers/hpa.ts";
+import { DEFAULT_TOLERANCE, HpaAlgorithm, type Behavior } from "./hpaAlgorithm.ts";
 import {
   LATENCY_SCALE_UP,
   latencyNeed,
@@ -27,13 +23,11 @@ import {
   surgeWaiting,
   type LatencyInput,
   type LatencyNeed,
-} from "../scaling/latency.ts";
-import type { PoolScaler, PoolState, ReconcileContext } from "./context.ts";
-import { DELETION_COST_ANNOTATION } from "./names.ts";
-import { pausedReplicas, type JobTime } from "./queueControl.ts";
-import { poolAttributes, withSpan } from "../tracing.ts";
-import type { Deployment, Pod } from "./objects.ts";
-import { Reason, type ScaleReason } from "./reasons.ts";
+} from "./latency.ts";
+import type { PoolScaler, PoolState } from "../controllers/context.ts";
+import { pausedReplicas, type JobTime } from "../controllers/queueControl.ts";
+import type { Deployment, Pod } from "../controllers/objects.ts";
+import { Reason, type ScaleReason } from "../controllers/reasons.ts";
 
 export function newPoolScaler(now: number): PoolScaler {
   return { lastActiveAt: now, hpa: new HpaAlgorithm() };
@@ -390,76 +384,6 @@ export function recordScale(s: PoolScaler, spec: WorkerPoolSpec, d: ScaleDecisio
   if (d.replicas === 0) s.hpa.reset();
 }
 
-export const IDLE_COST = "-100";
-export const BUSY_COST = "100";
-/** A report older than this says nothing about the pod any more. */
-export const REPORT_STALE_MS = 60_000;
-
-/** Each pod's latest report, among those not stale. */
-function latestReports(reports: WorkerReport[], now: number): Map<string, WorkerReport> {
-  const byPod = new Map<string, WorkerReport>();
-  for (const r of reports) {
-    if (now - r.seen > REPORT_STALE_MS) continue;
-    const prev = byPod.get(r.pod);
-    if (!prev || prev.seen < r.seen) byPod.set(r.pod, r);
-  }
-  return byPod;
-}
-
-/**
- * The pod-deletion-cost each pod should carry, from the workers' busy/idle reports: idle pods
- * lowest (deleted first on scale-in), busy pods high. A pod without a recent report (starting,
- * or hung) is left as it is (undefined).
- */
-export function deletionCosts(
-  pods: string[],
-  reports: WorkerReport[],
-  now: number,
-): Map<string, string | undefined> {
-  const byPod = latestReports(reports, now);
-  const out = new Map<string, string | undefined>();
-  for (const pod of pods) {
-    const r = byPod.get(pod);
-    out.set(pod, r ? (r.busy > 0 ? BUSY_COST : IDLE_COST) : undefined);
-  }
-  return out;
-}
-
-/**
- * While a scale-in is held at the pods running jobs: the pods to cordon (they claim nothing new)
- * — every pod but `hold.wanted` of them. New jobs then go to the pods that stay, and the others
- * go idle and are removed, instead of a stream of new jobs spreading one per pod and holding
- * every pod as long as it lasts. The pods kept before stay kept (the new jobs went to them; the
- * reports' busy counts lag a heartbeat and must not move the choice); among the rest the busiest
- * are kept. Empty when no scale-in is held.
- */
-export function podsToCordon(
-  hold: PoolScaler["scaleInHold"],
-  pods: readonly string[],
-  reports: WorkerReport[],
-  now: number,
-  cordoned: readonly string[] = [],
-): string[] {
-  if (!hold?.message) return [];
-  const busy = latestReports(reports, now);
-  const was = new Set(cordoned);
-  const keptBefore = (pod: string) => (was.size > 0 && !was.has(pod) ? 1 : 0);
-  const ranked = [...pods].sort(
-    (a, b) =>
-      keptBefore(b) - keptBefore(a) ||
-      (busy.get(b)?.busy ?? 0) - (busy.get(a)?.busy ?? 0) ||
-      a.localeCompare(b),
-  );
-  return ranked.slice(Math.max(1, hold.wanted)).sort();
-}
-
-/** Pods among `pods` whose fresh report says they run jobs: what a scale-in must not go below. */
-export function busyPods(pods: string[], reports: WorkerReport[], now: number): number {
-  let n = 0;
-  for (const cost of deletionCosts(pods, reports, now).values()) if (cost === BUSY_COST) n++;
-  return n;
-}
-
 /**
  * The replica count to start from: the Deployment's, or our own scale write while the cache
  * has not shown it yet (for at most 30 s).
@@ -483,212 +407,4 @@ export function medianPodStartMs(pods: Pod[]): number | undefined {
       })
       .filter((v) => Number.isFinite(v) && v >= 0),
   );
-}
-
-/** The replica change the operator makes now (see decideScale), from `current` (currentReplicas). */
-export function decideReplicas(
-  state: PoolState,
-  spec: WorkerPoolSpec,
-  deployment: Deployment,
-  current: number,
-  counts: QueueCounts | undefined,
-  now: number,
-  queuePaused = false,
-  pauseSeenByPoll = false,
-  latency: { countsAt?: number; jobMs?: number; podStartMs?: number } = {},
-  busy?: number,
-): ScaleDecision | undefined {
-  return decideScale(state.scaler, {
-    now,
-    spec,
-    current,
-    statusReplicas: deployment.status?.replicas ?? current,
-    counts,
-    queuePaused,
-    pauseSeenByPoll,
-    ...latency,
-    busyPods: busy,
-  });
-}
-
-/**
- * Keeps idle pods the cheapest to delete before a scale-in. With no decision, best effort
- * whenever the pool could shrink (the HPA's next sync may scale it in at any time). Before our
- * own scale-in the costs are required, and if any had to change the scale-in waits for the
- * next reconcile, so the ReplicaSet controller's cache has seen them when it picks pods.
- * Returns whether the decision may be applied now.
- */
-export async function markIdlePodsCheapest(
-  ctx: ReconcileContext,
-  key: string,
-  pool: WorkerPool,
-  spec: WorkerPoolSpec,
-  state: PoolState,
-  decision: ScaleDecision | undefined,
-  current: number,
-  reports?: WorkerReport[],
-): Promise<boolean> {
-  if (!decision) {
-    if (
-      spec.replicas === undefined &&
-      !spec.scaling.paused &&
-      current > Math.max(1, spec.scaling.minReplicas)
-    ) {
-      await updateDeletionCosts(ctx, key, pool, state, false, reports);
-    }
-    return false;
-  }
-  if (decision.replicas < decision.from && decision.replicas > 0) {
-    const patched = await updateDeletionCosts(ctx, key, pool, state, true, reports);
-    if (patched > 0) {
-      ctx.log.debug({ pool: key, patched }, "deletion costs updated; scaling in at the next reconcile");
-      return false;
-    }
-  }
-  return true;
-}
-
-/**
- * Writes a decision to the scale subresource and records it (status via state, Event, log
- * line, metric), inside a `scale WorkerPool` span while tracing. Returns the Deployment as it
- * is after the write.
- */
-export async function applyScale(
-  ctx: ReconcileContext,
-  key: string,
-  pool: WorkerPool,
-  spec: WorkerPoolSpec,
-  deployment: Deployment,
-  state: PoolState,
-  d: ScaleDecision,
-): Promise<Deployment> {
-  return withSpan(
-    "scale WorkerPool",
-    {
-      ...poolAttributes(pool.metadata.namespace, pool.metadata.name),
-      "conveyor.scale.from": d.from,
-      "conveyor.scale.to": d.replicas,
-      "conveyor.scale.reason": d.reason,
-      "conveyor.scale.message": d.message,
-    },
-    () => writeScale(ctx, key, pool, spec, deployment, state, d),
-  );
-}
-
-async function writeScale(
-  ctx: ReconcileContext,
-  key: string,
-  pool: WorkerPool,
-  spec: WorkerPoolSpec,
-  deployment: Deployment,
-  state: PoolState,
-  d: ScaleDecision,
-): Promise<Deployment> {
-  const path = resourcePath(RESOURCES.deployments, {
-    namespace: pool.metadata.namespace,
-    name: pool.metadata.name,
-    subresource: "scale",
-  });
-  // The precondition: the decision was made from this version; a scale since (the HPA's, a
-  // kubectl scale) fails the write with 409 and the reconcile decides again from the new count.
-  const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
-    metadata: { resourceVersion: deployment.metadata.resourceVersion },
-    spec: { replicas: d.replicas },
-  });
-  const at = Date.now();
-  recordScale(state.scaler, spec, d, at);
-  state.expect = { replicas: d.replicas, until: at + 30_000 };
-  state.lastDecision = {
-    replicas: d.replicas,
-    from: d.from,
-    reason: d.reason,
-    message: d.message,
-    at: rfc3339(at),
-  };
-  const updated: Deployment = {
-    ...deployment,
-    metadata: {
-      ...deployment.metadata,
-      resourceVersion: res.metadata?.resourceVersion ?? deployment.metadata.resourceVersion,
-    },
-    spec: { ...deployment.spec, replicas: d.replicas },
-  };
-  ctx.deploymentOverlay.set(key, updated);
-  const direction = d.replicas > d.from ? "up" : "down";
-  ctx.metrics.decisions.inc({
-    namespace: pool.metadata.namespace,
-    workerpool: pool.metadata.name,
-    direction,
-    reason: d.reason,
-  });
-  ctx.log.info(
-    { pool: key, from: d.from, to: d.replicas, reason: d.reason, message: d.message },
-    "scaled worker Deployment",
-  );
-  await ctx.events.record(
-    pool,
-    "Normal",
-    direction === "up" ? Reason.ScaledUp : Reason.ScaledDown,
-    `${d.from} → ${d.replicas}: ${d.reason}: ${d.message}`,
-  );
-  return updated;
-}
-
-/**
- * Marks each pod with controller.kubernetes.io/pod-deletion-cost from the workers' reports, so
- * a ReplicaSet scaling in deletes idle pods first. Patches only pods whose cost changes.
- * `required`: fail when the reports cannot be read (the operator's own scale-in waits for them);
- * otherwise best effort.
- */
-export async function updateDeletionCosts(
-  ctx: ReconcileContext,
-  key: string,
-  pool: WorkerPool,
-  state: PoolState,
-  required: boolean,
-  /** The reports when this reconcile already read them. */
-  read?: WorkerReport[],
-): Promise<number> {
-  const pods = ctx.podsOf(pool);
-  if (pods.length <= 1) return 0;
-  let reports: WorkerReport[];
-  try {
-    reports = read ?? (await ctx.workerReports(key));
-  } catch (err) {
-    if (required) throw err;
-    ctx.log.debug({ pool: key, err: String(err) }, "cannot read worker reports");
-    return 0;
-  }
-  let patched = 0;
-  const now = Date.now();
-  const costs = deletionCosts(
-    pods.map((p) => p.metadata.name ?? ""),
-    reports,
-    now,
-  );
-  for (const [podName, w] of state.costsWritten)
-    if (now - w.at > 30_000 || !costs.has(podName)) state.costsWritten.delete(podName);
-  for (const pod of pods) {
-    const podName = pod.metadata.name ?? "";
-    const want = costs.get(podName);
-    if (want === undefined) continue;
-    const have =
-      state.costsWritten.get(podName)?.value ?? pod.metadata.annotations?.[DELETION_COST_ANNOTATION];
-    if (have === want) continue;
-    try {
-      await ctx.client.mergePatch(
-        resourcePath(RESOURCES.pods, { namespace: pool.metadata.namespace, name: podName }),
-        {
-          metadata: { annotations: { [DELETION_COST_ANNOTATION]: want } },
-        },
-      );
-      state.costsWritten.set(podName, { value: want, at: now });
-      ctx.metrics.deletionCostPatches.inc();
-      patched++;
-    } catch (err) {
-      if (apiCode(err) === 404) continue; // the pod went away
-      throw err;
-    }
-  }
-  return patched;
 }

@@ -2,20 +2,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
-import {
-  busyPods,
-  decideScale,
-  deletionCosts,
-  hpaMinReplicasFloor,
-  medianPodStartMs,
-  newPoolScaler,
-  podsToCordon,
-  BUSY_COST,
-  IDLE_COST,
-} from "./scaling.ts";
-import { desiredHPA } from "./hpa.ts";
+import { decideScale, hpaMinReplicasFloor, medianPodStartMs, newPoolScaler } from "./decide.ts";
+import { busyPods, deletionCosts, podsToCordon, BUSY_COST, IDLE_COST } from "./pods.ts";
+import { desiredHPA } from "../controllers/hpa.ts";
 import type { QueueCounts } from "../../queue/index.ts";
-import { counts, pool } from "./fixtures.ts";
+import { counts, pool } from "../controllers/fixtures.ts";
 
 describe("scaling decisions", () => {
   const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } };
