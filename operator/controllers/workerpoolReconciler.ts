@@ -84,6 +84,8 @@ export interface PoolPass {
   hpa?: HPA;
   /** The Deployment is ours and was applied: the HPA and the scale may follow. */
   ownsDeployment: boolean;
+  /** The binding queue-control cap below spec.scaling.maxReplicas, when one binds. */
+  replicaCap?: number;
   /** Queue control in force (status.control); `queuePaused` drives scaling. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   queuePaused: boolean;
@@ -92,6 +94,11 @@ export interface PoolPass {
   /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
   scale?: ScaleInput;
   seen?: ScaleObservation;
+}
+
+/** The most replicas scaling goes to this pass (a valid spec): the spec's, or the binding cap below it. */
+function maxReplicasOf(pass: PoolPass): number {
+  return pass.replicaCap ?? pass.spec!.scaling.maxReplicas;
 }
 
 export interface WorkerPoolCaches {
@@ -283,8 +290,7 @@ export class WorkerPoolReconciler implements Reconciler {
       budgets.length > 0 ? resourceCap(budgets, job, spec) : undefined,
       groupAdmissionCap(pass.counts!, sample.groups, spec),
     ]);
-    if (cap && cap.cap < spec.scaling.maxReplicas)
-      pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
+    if (cap && cap.cap < spec.scaling.maxReplicas) pass.replicaCap = cap.cap;
     pass.control = {
       paused: have.paused,
       ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
@@ -404,6 +410,7 @@ export class WorkerPoolReconciler implements Reconciler {
       key: pass.key,
       pool: pass.pool,
       spec,
+      maxReplicas: maxReplicasOf(pass),
       state: pass.state,
       deployment,
       replicas: currentReplicas(pass.state, deployment, pass.now),
@@ -431,6 +438,7 @@ export class WorkerPoolReconciler implements Reconciler {
         pass.problems,
         pass.queuePaused,
         floor,
+        maxReplicasOf(pass),
       );
     });
   }
@@ -467,6 +475,7 @@ export class WorkerPoolReconciler implements Reconciler {
       now: new Date(pass.now),
       control: pass.control,
       scaleInHeld: scaleInHeldMessage(pass.state),
+      ...(pass.spec ? { maxReplicas: maxReplicasOf(pass) } : {}),
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }

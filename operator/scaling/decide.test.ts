@@ -107,6 +107,28 @@ describe("scaling decisions", () => {
     assert.equal(below?.replicas, 2);
   });
 
+  it("a queue-control cap passed as maxReplicas bounds the decision; the spec stays as written", () => {
+    const spec = withDefaults({
+      ...base,
+      scaling: { mode: "direct", maxReplicas: 8, targetBacklogPerReplica: 10 },
+    });
+    const d = decideScale(newPoolScaler(0), {
+      now: 1000,
+      spec,
+      current: 1,
+      statusReplicas: 1,
+      counts: counts(5000),
+      maxReplicas: 3,
+    });
+    assert.deepEqual([d?.replicas, d?.reason], [3, "DirectScaleUp"]);
+    assert.equal(spec.scaling.maxReplicas, 8);
+    assert.equal(
+      desiredHPA(pool({ ...base, scaling: { mode: "direct", maxReplicas: 8 } }), spec, 0, 3).spec
+        ?.maxReplicas,
+      3,
+    );
+  });
+
   it("direct mode runs the HPA algorithm between 1 and max", () => {
     const spec = withDefaults({
       ...base,

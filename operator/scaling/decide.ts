@@ -61,6 +61,8 @@ export interface DecideInput {
   podStartMs?: number;
   /** Pods (not terminating) whose fresh report says they run jobs (busyPods); undefined when not read. */
   busyPods?: number;
+  /** The most replicas: spec.scaling.maxReplicas, or the binding queue-control cap below it. */
+  maxReplicas?: number;
 }
 
 /** The behavior latency mode scales with: the spec's, with an unlimited scale-up unless it sets one. */
@@ -123,11 +125,12 @@ export function surgeBellOf(
   now: number,
   replicas: number,
   queuePaused: boolean,
+  maxReplicas = spec.scaling.maxReplicas,
 ): number | undefined {
   const sc = spec.scaling;
   if (sc.targetWaitSeconds === undefined || sc.mode !== "direct" || spec.replicas !== undefined)
     return undefined;
-  if (sc.paused || queuePaused || replicas === 0 || replicas >= sc.maxReplicas) return undefined;
+  if (sc.paused || queuePaused || replicas === 0 || replicas >= maxReplicas) return undefined;
   return surgeWaiting(latencyInputOf(s, spec, counts, now), replicas, DEFAULT_TOLERANCE);
 }
 
@@ -212,11 +215,18 @@ export function holdForBusyPods(
  */
 export function hpaMinReplicasFloor(
   s: PoolScaler,
-  i: { now: number; spec: WorkerPoolSpec; current: number; backlog: number; busyPods: number | undefined },
+  i: {
+    now: number;
+    spec: WorkerPoolSpec;
+    current: number;
+    backlog: number;
+    busyPods: number | undefined;
+    maxReplicas?: number;
+  },
 ): number | undefined {
   const sc = i.spec.scaling;
   const wanted = Math.min(
-    sc.maxReplicas,
+    i.maxReplicas ?? sc.maxReplicas,
     Math.max(1, sc.minReplicas, Math.ceil(i.backlog / sc.targetBacklogPerReplica)),
   );
   const floor = holdForBusyPods(s, { ...i, wanted: Math.min(wanted, i.current) });
@@ -231,6 +241,7 @@ export function hpaMinReplicasFloor(
 function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined {
   const spec = i.spec;
   const sc = spec.scaling;
+  const maxReplicas = i.maxReplicas ?? sc.maxReplicas;
   if (spec.replicas !== undefined) {
     if (i.current === spec.replicas) return undefined;
     return {
@@ -284,7 +295,7 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
       if (latency) {
         // Straight to what the target needs (when durations are known), not 1 and then more.
         const need = latencyNeedOf(s, spec, i.counts, i.now);
-        const replicas = Math.min(sc.maxReplicas, Math.max(1, need.replicas ?? 1));
+        const replicas = Math.min(maxReplicas, Math.max(1, need.replicas ?? 1));
         return {
           replicas,
           from: 0,
@@ -332,7 +343,7 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
         currentReplicas: i.current,
         statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
         minReplicas: sc.minReplicas,
-        maxReplicas: sc.maxReplicas,
+        maxReplicas,
         behavior: scalingBehavior(spec),
       });
       if (d.replicas === i.current) return undefined;
@@ -359,7 +370,7 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
     currentReplicas: i.current,
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
     minReplicas: sc.minReplicas,
-    maxReplicas: sc.maxReplicas,
+    maxReplicas,
     behavior: scalingBehavior(spec),
   });
   if (d.replicas === i.current) return undefined;

@@ -28,8 +28,10 @@ import { applyScale } from "./scaleWrite.ts";
 export interface ScaleInput {
   key: string;
   pool: WorkerPool;
-  /** The spec with defaults, maxReplicas at the binding queue-control cap. */
+  /** The spec with defaults, as the user wrote it. */
   spec: WorkerPoolSpec;
+  /** The most replicas: spec.scaling.maxReplicas, or the binding queue-control cap below it. */
+  maxReplicas: number;
   state: PoolState;
   /** Our Deployment as applied this pass. */
   deployment: Deployment;
@@ -117,6 +119,7 @@ export class Scaler {
             current: input.deployment.spec?.replicas ?? 0,
             backlog: counts.backlog,
             busyPods: seen.busyPods,
+            maxReplicas: input.maxReplicas,
           })
         : undefined;
     // Lowering a raised minReplicas lets the HPA scale in at its next sync: the pod that went idle
@@ -209,6 +212,7 @@ export class Scaler {
           ? medianPodStartMs(this.ctx.podsOf(input.pool))
           : undefined,
       busyPods: seen.busyPods,
+      maxReplicas: input.maxReplicas,
     });
     this.latencyGauges(input);
     return decision;
@@ -320,13 +324,21 @@ export class Scaler {
       replicas === 0 && spec.replicas === undefined && !spec.scaling.paused
         ? "asleep"
         : input.counts &&
-            surgeBellOf(state.scaler, spec, input.counts, now, replicas, input.queuePaused ?? false),
+            surgeBellOf(
+              state.scaler,
+              spec,
+              input.counts,
+              now,
+              replicas,
+              input.queuePaused,
+              input.maxReplicas,
+            ),
     );
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
     this.metrics.desiredReplicas.set(labels, replicas);
     this.metrics.currentReplicas.set(labels, deployment.status?.replicas ?? 0);
     this.metrics.readyReplicas.set(labels, deployment.status?.readyReplicas ?? 0);
-    this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
+    this.metrics.maxReplicas.set(labels, input.maxReplicas);
     this.metrics.scaleInHeld.set(labels, scaleInHeldReplicas(state));
     this.metrics.cordonedPods.set(labels, state.cordon?.pods.length ?? 0);
     const cooldownLeft = state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - now;
