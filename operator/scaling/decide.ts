@@ -241,7 +241,6 @@ export function hpaMinReplicasFloor(
 function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined {
   const spec = i.spec;
   const sc = spec.scaling;
-  const maxReplicas = i.maxReplicas ?? sc.maxReplicas;
   if (spec.replicas !== undefined) {
     if (i.current === spec.replicas) return undefined;
     return {
@@ -252,71 +251,14 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
     };
   }
   if (sc.paused || !i.counts) return undefined;
-  const { backlog, inflight } = i.counts;
-  if (i.queuePaused) {
-    // No HPA meanwhile (wantsHPA): the operator alone lowers the count; never up, except to the minimum.
-    s.hpa.reset();
-    // Counts read before the pause may miss jobs claimed since: hold until a poll sees the pause.
-    if (!i.pauseSeenByPoll) return undefined;
-    const target = pausedReplicas(inflight, spec.concurrency, sc.minReplicas);
-    if (target < i.current || (i.current < sc.minReplicas && target > i.current))
-      return {
-        replicas: target,
-        from: i.current,
-        reason: Reason.QueuePaused,
-        message: `queue paused: ${inflight} running job(s) need ${target} replica(s) (concurrency ${spec.concurrency}, minReplicas ${sc.minReplicas})`,
-      };
-    return undefined;
-  }
-  if (backlog > 0 || inflight > 0) s.lastActiveAt = i.now;
-  // (every mode: the rate limit's and the resources' caps size by it too)
-  const ended = i.counts.attemptsEnded;
-  if (ended && i.countsAt !== undefined)
-    s.service = observeService(s.service, ended.count, ended.runMs, i.countsAt);
-  const latency = sc.targetWaitSeconds !== undefined && sc.mode === "direct";
-  if (latency) {
-    if (i.counts.enqueued !== undefined && i.countsAt !== undefined)
-      s.arrivals = observeArrivals(s.arrivals, i.counts.enqueued, i.countsAt);
-    if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
-    if (i.podStartMs !== undefined && i.podStartMs >= 0) s.podStartMs = i.podStartMs;
-  }
-
-  if (i.current === 0) {
-    s.hpa.reset();
-    if (sc.minReplicas > 0) {
-      return {
-        replicas: sc.minReplicas,
-        from: 0,
-        reason: Reason.BelowMinimum,
-        message: `minReplicas is ${sc.minReplicas}`,
-      };
-    }
-    if (backlog > sc.activationBacklog) {
-      if (latency) {
-        // Straight to what the target needs (when durations are known), not 1 and then more.
-        const need = latencyNeedOf(s, spec, i.counts, i.now);
-        const replicas = Math.min(maxReplicas, Math.max(1, need.replicas ?? 1));
-        return {
-          replicas,
-          from: 0,
-          reason: Reason.Activated,
-          message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: ${need.message}${replicas !== need.replicas ? ` (starting ${replicas})` : ""}`,
-        };
-      }
-      return {
-        replicas: 1,
-        from: 0,
-        reason: Reason.Activated,
-        message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: starting a worker`,
-      };
-    }
-    return undefined;
-  }
-
+  const counts = i.counts;
+  if (i.queuePaused) return decidePaused(s, i, counts);
+  observeCounts(s, i, counts);
+  if (i.current === 0) return decideFromZero(s, i, counts);
   if (
     sc.minReplicas === 0 &&
-    backlog === 0 &&
-    inflight === 0 &&
+    counts.backlog === 0 &&
+    counts.inflight === 0 &&
     i.now - s.lastActiveAt >= sc.cooldownSeconds * 1000
   ) {
     return {
@@ -326,39 +268,122 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
       message: `no backlog and nothing in flight for ${sc.cooldownSeconds}s: scaling to zero`,
     };
   }
-
   if (sc.mode !== "direct") return undefined;
-  if (latency) {
-    const need = latencyNeedOf(s, spec, i.counts, i.now);
-    if (need.slots !== undefined) {
-      const d = s.hpa.decide({
-        now: i.now,
-        total: need.slots,
-        heldTotal: need.heldSlots,
-        // A burst's slots are released once its jobs have all started. Those still running keep
-        // their pods: a scale-in is held at the busy pods and the rest are cordoned (holdForBusyPods),
-        // or (drain ≥ maxJobSeconds) the deleted pods finish their jobs as they drain.
-        releaseTransient: waitingJobs(i.counts) === 0,
-        targetPerReplica: Math.max(1, spec.concurrency),
-        currentReplicas: i.current,
-        statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
-        minReplicas: sc.minReplicas,
-        maxReplicas,
-        behavior: scalingBehavior(spec),
-      });
-      if (d.replicas === i.current) return undefined;
-      // Until the counter has been read for a whole window (a new pool, a new leader), the rate
-      // is partly assumed: never scale down on it.
-      if (d.replicas < i.current && !s.arrivals?.settled) return undefined;
-      return {
-        replicas: d.replicas,
-        from: i.current,
-        reason: d.replicas > i.current ? Reason.LatencyScaleUp : Reason.LatencyScaleDown,
-        message: `${need.message}; ${d.reason}: ${d.message}`,
-      };
-    }
-    // No job duration measured yet (a new pool, a new leader): the backlog target sizes it.
+  if (isLatencyMode(spec)) {
+    const d = decideLatency(s, i, counts);
+    // (null: no job duration measured yet — a new pool, a new leader: the backlog target sizes it)
+    if (d !== null) return d;
   }
+  return decideOnBacklog(s, i, counts);
+}
+
+const isLatencyMode = (spec: WorkerPoolSpec) =>
+  spec.scaling.targetWaitSeconds !== undefined && spec.scaling.mode === "direct";
+
+/** A paused queue: the operator alone lowers the count (no HPA meanwhile); never up, except to the minimum. */
+function decidePaused(s: PoolScaler, i: DecideInput, counts: QueueCounts): ScaleDecision | undefined {
+  const spec = i.spec;
+  const sc = spec.scaling;
+  s.hpa.reset();
+  // Counts read before the pause may miss jobs claimed since: hold until a poll sees the pause.
+  if (!i.pauseSeenByPoll) return undefined;
+  const { inflight } = counts;
+  const target = pausedReplicas(inflight, spec.concurrency, sc.minReplicas);
+  if (target < i.current || (i.current < sc.minReplicas && target > i.current))
+    return {
+      replicas: target,
+      from: i.current,
+      reason: Reason.QueuePaused,
+      message: `queue paused: ${inflight} running job(s) need ${target} replica(s) (concurrency ${spec.concurrency}, minReplicas ${sc.minReplicas})`,
+    };
+  return undefined;
+}
+
+/** The scaler's memory from fresh counts: last activity, job service times, and latency mode's arrivals, durations and start-ups. */
+function observeCounts(s: PoolScaler, i: DecideInput, counts: QueueCounts): void {
+  if (counts.backlog > 0 || counts.inflight > 0) s.lastActiveAt = i.now;
+  // (every mode: the rate limit's and the resources' caps size by it too)
+  const ended = counts.attemptsEnded;
+  if (ended && i.countsAt !== undefined)
+    s.service = observeService(s.service, ended.count, ended.runMs, i.countsAt);
+  if (!isLatencyMode(i.spec)) return;
+  if (counts.enqueued !== undefined && i.countsAt !== undefined)
+    s.arrivals = observeArrivals(s.arrivals, counts.enqueued, i.countsAt);
+  if (i.jobMs !== undefined && i.jobMs > 0) s.jobMs = i.jobMs;
+  if (i.podStartMs !== undefined && i.podStartMs >= 0) s.podStartMs = i.podStartMs;
+}
+
+/** A pool at zero: up to minReplicas, or activated by a backlog over activationBacklog. */
+function decideFromZero(s: PoolScaler, i: DecideInput, counts: QueueCounts): ScaleDecision | undefined {
+  const sc = i.spec.scaling;
+  const { backlog } = counts;
+  s.hpa.reset();
+  if (sc.minReplicas > 0) {
+    return {
+      replicas: sc.minReplicas,
+      from: 0,
+      reason: Reason.BelowMinimum,
+      message: `minReplicas is ${sc.minReplicas}`,
+    };
+  }
+  if (backlog <= sc.activationBacklog) return undefined;
+  if (isLatencyMode(i.spec)) {
+    // Straight to what the target needs (when durations are known), not 1 and then more.
+    const need = latencyNeedOf(s, i.spec, counts, i.now);
+    const replicas = Math.min(i.maxReplicas ?? sc.maxReplicas, Math.max(1, need.replicas ?? 1));
+    return {
+      replicas,
+      from: 0,
+      reason: Reason.Activated,
+      message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: ${need.message}${replicas !== need.replicas ? ` (starting ${replicas})` : ""}`,
+    };
+  }
+  return {
+    replicas: 1,
+    from: 0,
+    reason: Reason.Activated,
+    message: `backlog ${backlog} > activationBacklog ${sc.activationBacklog}: starting a worker`,
+  };
+}
+
+/** Latency mode, running: the HPA algorithm on the slots the wait target needs; null before any job duration is known. */
+function decideLatency(s: PoolScaler, i: DecideInput, counts: QueueCounts): ScaleDecision | undefined | null {
+  const spec = i.spec;
+  const sc = spec.scaling;
+  const need = latencyNeedOf(s, spec, counts, i.now);
+  if (need.slots === undefined) return null;
+  const d = s.hpa.decide({
+    now: i.now,
+    total: need.slots,
+    heldTotal: need.heldSlots,
+    // A burst's slots are released once its jobs have all started. Those still running keep
+    // their pods: a scale-in is held at the busy pods and the rest are cordoned (holdForBusyPods),
+    // or (drain ≥ maxJobSeconds) the deleted pods finish their jobs as they drain.
+    releaseTransient: waitingJobs(counts) === 0,
+    targetPerReplica: Math.max(1, spec.concurrency),
+    currentReplicas: i.current,
+    statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
+    minReplicas: sc.minReplicas,
+    maxReplicas: i.maxReplicas ?? sc.maxReplicas,
+    behavior: scalingBehavior(spec),
+  });
+  if (d.replicas === i.current) return undefined;
+  // Until the counter has been read for a whole window (a new pool, a new leader), the rate
+  // is partly assumed: never scale down on it.
+  if (d.replicas < i.current && !s.arrivals?.settled) return undefined;
+  return {
+    replicas: d.replicas,
+    from: i.current,
+    reason: d.replicas > i.current ? Reason.LatencyScaleUp : Reason.LatencyScaleDown,
+    message: `${need.message}; ${d.reason}: ${d.message}`,
+  };
+}
+
+/** Direct mode, running: the HPA algorithm on the backlog per replica. */
+function decideOnBacklog(s: PoolScaler, i: DecideInput, counts: QueueCounts): ScaleDecision | undefined {
+  const sc = i.spec.scaling;
+  const latency = isLatencyMode(i.spec);
+  const { backlog } = counts;
   const d = s.hpa.decide({
     now: i.now,
     total: backlog,
@@ -370,8 +395,8 @@ function decideWanted(s: PoolScaler, i: DecideInput): ScaleDecision | undefined 
     currentReplicas: i.current,
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
     minReplicas: sc.minReplicas,
-    maxReplicas,
-    behavior: scalingBehavior(spec),
+    maxReplicas: i.maxReplicas ?? sc.maxReplicas,
+    behavior: scalingBehavior(i.spec),
   });
   if (d.replicas === i.current) return undefined;
   return {
