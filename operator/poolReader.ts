@@ -13,7 +13,7 @@ import { KubeClient } from "./kube/client.ts";
 import { loadKubeConfig } from "./kube/kubeConfig.ts";
 import type { QueueAdmin } from "../queue/index.ts";
 
-export interface ScaleDecision {
+export interface RecordedDecision {
   at: string;
   type: string;
   reason: string;
@@ -25,8 +25,8 @@ export interface ScaleDecision {
 }
 
 /** The decisions the Pools page lists: the recent scale decisions, and a Degraded pool's problem as a warning. */
-export function poolDecisions(status: WorkerPoolStatus | undefined): ScaleDecision[] {
-  const decisions: ScaleDecision[] = (status?.recentDecisions ?? []).map((d) => ({
+export function poolDecisions(status: WorkerPoolStatus | undefined): RecordedDecision[] {
+  const decisions: RecordedDecision[] = (status?.recentDecisions ?? []).map((d) => ({
     at: d.at ?? "",
     type: "Normal",
     reason: d.reason ?? "",

@@ -29,7 +29,12 @@ export function wantsHPA(spec: WorkerPoolSpec, queuePaused = false): boolean {
 }
 
 /** `minReplicasFloor`: the pods running jobs while a scale-in is held for them (hpaMinReplicasFloor). */
-export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec, minReplicasFloor = 0): HPA {
+export function desiredHPA(
+  pool: WorkerPool,
+  spec: WorkerPoolSpec,
+  minReplicasFloor = 0,
+  maxReplicas = spec.scaling.maxReplicas,
+): HPA {
   const s = spec.scaling;
   const hpa: HPA = {
     apiVersion: apiVersionOf(RESOURCES.horizontalPodAutoscalers),
@@ -47,7 +52,7 @@ export function desiredHPA(pool: WorkerPool, spec: WorkerPoolSpec, minReplicasFl
         name: pool.metadata.name,
       },
       minReplicas: Math.max(1, s.minReplicas, minReplicasFloor),
-      maxReplicas: s.maxReplicas,
+      maxReplicas,
       metrics: [
         {
           type: "External",
@@ -80,6 +85,7 @@ export async function reconcileHPA(
   problems: Problem[],
   queuePaused = false,
   minReplicasFloor = 0,
+  maxReplicas = spec.scaling.maxReplicas,
 ): Promise<HPA | undefined> {
   const path = resourcePath(RESOURCES.horizontalPodAutoscalers, {
     namespace: pool.metadata.namespace,
@@ -114,7 +120,7 @@ export async function reconcileHPA(
     });
     return live;
   }
-  const desired = desiredHPA(pool, spec, minReplicasFloor);
+  const desired = desiredHPA(pool, spec, minReplicasFloor, maxReplicas);
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
   if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
     return live;

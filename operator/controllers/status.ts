@@ -33,6 +33,8 @@ export interface StatusInput {
   control?: NonNullable<WorkerPoolStatus["control"]>;
   /** Why a scale-in is held at the pods running jobs (holdForBusyPods); undefined when none is. */
   scaleInHeld?: string;
+  /** The most replicas scaling goes to: spec.scaling.maxReplicas, or the binding cap below it. */
+  maxReplicas?: number;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";
@@ -141,13 +143,14 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
       scalingCond = condition(CONDITION_SCALING_ACTIVE, "True", Reason.ScaleInHeld, i.scaleInHeld);
     } else {
       const s = spec.scaling;
+      const maxReplicas = i.maxReplicas ?? s.maxReplicas;
       scalingCond = condition(
         CONDITION_SCALING_ACTIVE,
         "True",
         s.mode === "hpa" ? Reason.HPA : Reason.Direct,
         s.targetWaitSeconds !== undefined && s.mode === "direct"
-          ? `the operator keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas for jobs to start within ${s.targetWaitSeconds}s (latency mode)`
-          : `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${s.maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
+          ? `the operator keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas for jobs to start within ${s.targetWaitSeconds}s (latency mode)`
+          : `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
       );
     }
   }

@@ -11,7 +11,6 @@ import {
   pipelineOf,
   type QueueCounts,
   type ResourceState,
-  type WorkerReport,
 } from "../../queue/index.ts";
 import {
   CONDITION_DEGRADED,
@@ -29,27 +28,12 @@ import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
 import { isFresh } from "./backlogMetric.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
-import { hpaScaleDecision, reconcileHPA, wantsHPA } from "./hpa.ts";
-import { rfc3339 } from "../../lib/time.ts";
+import { reconcileHPA, wantsHPA } from "./hpa.ts";
 import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { Reason, type Problem } from "./reasons.ts";
-import {
-  applyScale,
-  busyPods,
-  currentReplicas,
-  decideReplicas,
-  hpaMinReplicasFloor,
-  jobTimeOf,
-  latencyNeedOf,
-  surgeBellOf,
-  markIdlePodsCheapest,
-  medianPodStartMs,
-  newPoolScaler,
-  podsToCordon,
-  updateDeletionCosts,
-  type ScaleDecision,
-} from "./scaling.ts";
+import { currentReplicas, jobTimeOf, newPoolScaler } from "../scaling/decide.ts";
+import { Scaler, scaleInHeldMessage, type ScaleInput, type ScaleObservation } from "../scaling/scaler.ts";
 import {
   bindingCap,
   controlChanges,
@@ -63,6 +47,7 @@ import {
   specResources,
   type ReplicaCap,
 } from "./queueControl.ts";
+import { PoolGauges } from "./poolGauges.ts";
 import { SecretReader } from "./secretReader.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
@@ -91,35 +76,30 @@ export interface PoolPass {
   sample?: BacklogSample;
   /** The sample's last good reading is recent enough to act on. */
   backlogFresh: boolean;
+  /** That reading's counts and when they were read, when fresh. */
+  counts?: QueueCounts;
+  countsAt?: number;
+  /** The workers' median job duration (ms) from the sample's reports, when any. */
+  jobMs?: number;
   deployment?: Deployment;
   hpa?: HPA;
   /** The Deployment is ours and was applied: the HPA and the scale may follow. */
   ownsDeployment: boolean;
-  /** The replica count decisions start from, and the change decided. */
-  replicas?: number;
-  decision?: ScaleDecision;
+  /** The binding queue-control cap below spec.scaling.maxReplicas, when one binds. */
+  replicaCap?: number;
   /** Queue control in force (status.control); `queuePaused` drives scaling. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
-  /** The workers' reports, read when the pool could shrink; the pool's pods then; and how many run jobs. */
-  reports?: WorkerReport[];
-  podNames?: string[];
-  busyPods?: number;
+  /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
+  scale?: ScaleInput;
+  seen?: ScaleObservation;
 }
 
-/** Replicas held above what scaling wants for pods running jobs (0 when none). */
-function scaleInHeldReplicas(state: PoolState): number {
-  const hold = state.scaler.scaleInHold;
-  return hold ? Math.max(0, hold.replicas - hold.wanted) : 0;
-}
-
-/** The held scale-in's reason for status, with the pods cordoned meanwhile; undefined when none is held. */
-function scaleInHeldMessage(state: PoolState): string | undefined {
-  if (scaleInHeldReplicas(state) === 0) return undefined;
-  const cordoned = state.cordon?.pods ?? [];
-  return `${state.scaler.scaleInHold!.message}${cordoned.length > 0 ? `; cordoned (claiming no new jobs): ${cordoned.join(", ")}` : ""}`;
+/** The most replicas scaling goes to this pass (a valid spec): the spec's, or the binding cap below it. */
+function maxReplicasOf(pass: PoolPass): number {
+  return pass.replicaCap ?? pass.spec!.scaling.maxReplicas;
 }
 
 export interface WorkerPoolCaches {
@@ -136,6 +116,8 @@ export class WorkerPoolReconciler implements Reconciler {
   private readonly secrets: SecretReader;
   private readonly metrics: OperatorMetrics;
   private readonly isLeader: () => boolean;
+  private readonly scaler: Scaler;
+  private readonly gauges: PoolGauges;
 
   constructor(deps: {
     ctx: ReconcileContext;
@@ -151,6 +133,8 @@ export class WorkerPoolReconciler implements Reconciler {
     this.secrets = deps.secrets;
     this.metrics = deps.metrics;
     this.isLeader = deps.isLeader;
+    this.scaler = new Scaler(deps.ctx, deps.poller, deps.metrics);
+    this.gauges = new PoolGauges(deps.metrics);
   }
 
   /** One reconcile of a pool, inside a `reconcile WorkerPool` span while tracing. */
@@ -173,12 +157,9 @@ export class WorkerPoolReconciler implements Reconciler {
     await this.queueControl(pass);
     await this.switchRecordsOn(pass);
     await this.ensureDeployment(pass);
-    await this.readWorkerReports(pass);
+    await this.observeScaling(pass);
     await this.ensureHPA(pass);
-    this.decideReplicas(pass);
-    await this.cordonSurplusPods(pass);
-    await this.markIdlePodsCheapest(pass);
-    await this.applyScale(pass);
+    await this.scale(pass);
     await this.announceProblems(pass);
     await this.updateStatus(pass);
     return pass.result;
@@ -264,6 +245,11 @@ export class WorkerPoolReconciler implements Reconciler {
     const sample = this.poller.sample(pass.key);
     pass.sample = sample;
     pass.backlogFresh = isFresh(sample, pass.spec, pass.now);
+    if (pass.backlogFresh) {
+      pass.counts = sample!.lastGood!.counts;
+      pass.countsAt = sample!.lastGood!.at;
+    }
+    if (sample?.reports) pass.jobMs = medianJobMs(sample.reports, pass.now);
     const spec = pass.spec;
     if (!spec || !sample?.error || sample.failures < UNREACHABLE_AFTER_FAILURES) return;
     // The message names the first error of the outage: error texts vary from poll to poll
@@ -301,14 +287,13 @@ export class WorkerPoolReconciler implements Reconciler {
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
     // The lowest cap binds: the rate limit's, the resources' (issue 32), the groups' (issue 31).
     // (the job time as of the last poll's decision: this poll's is observed in decideReplicas)
-    const job = jobTimeOf(pass.state.scaler, medianJobMs(sample.reports ?? [], pass.now));
+    const job = jobTimeOf(pass.state.scaler, pass.jobMs);
     const cap: ReplicaCap | undefined = bindingCap([
       have.rateLimit ? rateLimitCap(have.rateLimit, job, spec) : undefined,
       budgets.length > 0 ? resourceCap(budgets, job, spec) : undefined,
-      groupAdmissionCap(sample.lastGood!.counts, sample.groups, spec),
+      groupAdmissionCap(pass.counts!, sample.groups, spec),
     ]);
-    if (cap && cap.cap < spec.scaling.maxReplicas)
-      pass.spec = { ...spec, scaling: { ...spec.scaling, maxReplicas: cap.cap } };
+    if (cap && cap.cap < spec.scaling.maxReplicas) pass.replicaCap = cap.cap;
     pass.control = {
       paused: have.paused,
       ...(have.rateLimit ? { rateLimit: formatRateLimit(have.rateLimit) } : {}),
@@ -322,7 +307,7 @@ export class WorkerPoolReconciler implements Reconciler {
         budgets.map((b) => b.name),
       ),
     };
-    this.capGauge(pass.key, cap);
+    this.gauges.cap(pass.key, cap);
     // An Event when what is in force changes (not on every pass).
     const before = pool.status?.control;
     if (before && before.paused !== have.paused)
@@ -386,19 +371,6 @@ export class WorkerPoolReconciler implements Reconciler {
     );
   }
 
-  /** conveyor_operator_pool_replica_cap{cap} of a pool: the binding cap's series, the other gone. */
-  private capGauge(key: string, cap: ReplicaCap | undefined): void {
-    const { namespace, name } = splitKey(key);
-    const labels = { namespace, workerpool: name };
-    const prev = this.capBy.get(key);
-    if (prev !== undefined && prev !== cap?.by) this.metrics.replicaCap.remove({ ...labels, cap: prev });
-    if (cap?.by) {
-      this.metrics.replicaCap.set({ ...labels, cap: cap.by }, cap.cap);
-      this.capBy.set(key, cap.by);
-    } else this.capBy.delete(key);
-  }
-  private readonly capBy = new Map<string, string>();
-
   /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
   private async ensureDeployment(pass: PoolPass): Promise<void> {
     const { key, pool } = pass;
@@ -414,61 +386,38 @@ export class WorkerPoolReconciler implements Reconciler {
       return;
     }
     await this.reportingUserErrors(pass, "Deployment", async () => {
-      const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
+      const backlog = pass.counts?.backlog;
       pass.deployment = await reconcileDeployment(this.ctx, key, pool, pass.spec!, pass.deployment, backlog);
       pass.ownsDeployment = true;
     });
   }
 
-  /**
-   * Whenever the pool could shrink, the workers' busy/idle reports (one read, for the busy pods'
-   * floor and the pod-deletion-costs). Unreadable: no floor, and our own scale-in waits
-   * (markIdlePodsCheapest requires them).
-   */
-  private async readWorkerReports(pass: PoolPass): Promise<void> {
+  /** Scaling's input for this pass, once our Deployment is applied, and the workers' reports. */
+  private async observeScaling(pass: PoolPass): Promise<void> {
     const { spec, deployment } = pass;
     if (!spec || !pass.ownsDeployment || !deployment) return;
-    if (spec.replicas !== undefined || spec.scaling.paused) return;
-    if (currentReplicas(pass.state, deployment, pass.now) <= Math.max(1, spec.scaling.minReplicas)) return;
-    try {
-      pass.reports = await this.ctx.workerReports(pass.key);
-    } catch (err) {
-      this.ctx.log.debug({ pool: pass.key, err: String(err) }, "cannot read worker reports");
-      return;
-    }
-    pass.podNames = this.ctx.podsOf(pass.pool).map((p) => p.metadata.name ?? "");
-    pass.busyPods = busyPods(pass.podNames, pass.reports, Date.now());
+    pass.scale = {
+      key: pass.key,
+      pool: pass.pool,
+      spec,
+      maxReplicas: maxReplicasOf(pass),
+      state: pass.state,
+      deployment,
+      replicas: currentReplicas(pass.state, deployment, pass.now),
+      now: pass.now,
+      counts: pass.counts,
+      countsAt: pass.countsAt,
+      jobMs: pass.jobMs,
+      queuePaused: pass.queuePaused,
+      pauseSeenByPoll: pass.pauseSeenByPoll,
+    };
+    pass.seen = await this.scaler.observe(pass.scale);
   }
 
   /** In hpa mode, apply the HPA (its minReplicas at least the busy pods while a scale-in is held); otherwise delete ours. */
   private async ensureHPA(pass: PoolPass): Promise<void> {
     if (!pass.spec || !pass.ownsDeployment) return;
-    const backlog = pass.backlogFresh ? pass.sample!.lastGood!.counts.backlog : undefined;
-    const hpaScales = wantsHPA(pass.spec, pass.queuePaused);
-    let floor =
-      hpaScales && backlog !== undefined && pass.deployment
-        ? hpaMinReplicasFloor(pass.state.scaler, {
-            now: pass.now,
-            spec: pass.spec,
-            current: pass.deployment.spec?.replicas ?? 0,
-            backlog,
-            busyPods: pass.busyPods,
-          })
-        : undefined;
-    // Lowering a raised minReplicas lets the HPA scale in at its next sync: the pod that went idle
-    // must be the cheapest by then, so when costs had to change the floor drops one reconcile later.
-    const raised = pass.hpa?.spec?.minReplicas ?? 0;
-    if (hpaScales && pass.reports && raised > Math.max(1, pass.spec.scaling.minReplicas, floor ?? 0)) {
-      const patched = await updateDeletionCosts(
-        this.ctx,
-        pass.key,
-        pass.pool,
-        pass.state,
-        false,
-        pass.reports,
-      );
-      if (patched > 0) floor = raised;
-    }
+    const floor = pass.scale ? await this.scaler.hpaFloor(pass.scale, pass.seen!, pass.hpa) : undefined;
     await this.reportingUserErrors(pass, "HorizontalPodAutoscaler", async () => {
       pass.hpa = await reconcileHPA(
         this.ctx,
@@ -479,186 +428,18 @@ export class WorkerPoolReconciler implements Reconciler {
         pass.problems,
         pass.queuePaused,
         floor,
+        maxReplicasOf(pass),
       );
     });
   }
 
-  /**
-   * A replica change since the last pass that the operator did not write — the HPA's, in hpa
-   * mode — recorded as a decision (status.lastDecision and recentDecisions), so "Why it scaled"
-   * lists every change the pool went through, not only the operator's 0 ↔ 1.
-   */
-  private observeHPAScale(pass: PoolPass): void {
-    const { spec, deployment, state } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
-    const replicas = currentReplicas(state, deployment, pass.now);
-    const seen = state.seenReplicas;
-    state.seenReplicas = replicas;
-    // (a first sight, after a start, is no change; the HPA neither scales from nor to zero)
-    if (seen === undefined || seen === replicas || seen === 0 || replicas === 0) return;
-    if (!wantsHPA(spec, pass.queuePaused) || !pass.hpa) return;
-    const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
-    const { reason, message } = hpaScaleDecision(pass.hpa, spec, seen, replicas, backlog);
-    // When the HPA scaled, if its status already says so; else when the operator saw it.
-    const scaledAt = Date.parse(pass.hpa.status?.lastScaleTime ?? "");
-    const previous = Date.parse(state.lastDecision?.at ?? "");
-    const at = scaledAt > (Number.isFinite(previous) ? previous : 0) ? scaledAt : pass.now;
-    state.lastDecision = {
-      replicas,
-      from: seen,
-      reason,
-      message,
-      at: rfc3339(at),
-      ...(backlog !== undefined ? { backlog } : {}),
-    };
-    this.ctx.log.info(
-      { pool: pass.key, from: seen, to: replicas, reason, message },
-      "the HPA scaled the worker Deployment",
-    );
-  }
-
-  /** The operator's own replica change: 0↔1, cooldown to zero, spec.replicas, direct mode. */
-  private decideReplicas(pass: PoolPass): void {
-    this.observeHPAScale(pass);
-    if (!pass.spec || !pass.ownsDeployment || !pass.deployment) return;
-    const counts = pass.backlogFresh ? pass.sample!.lastGood!.counts : undefined;
-    pass.replicas = currentReplicas(pass.state, pass.deployment, pass.now);
-    const reports = pass.sample?.reports;
-    pass.decision = decideReplicas(
-      pass.state,
-      pass.spec,
-      pass.deployment,
-      pass.replicas,
-      counts,
-      pass.now,
-      pass.queuePaused,
-      pass.pauseSeenByPoll,
-      {
-        countsAt: pass.backlogFresh ? pass.sample!.lastGood!.at : undefined,
-        jobMs: reports ? medianJobMs(reports, pass.now) : undefined,
-        podStartMs:
-          pass.spec.scaling.targetWaitSeconds !== undefined
-            ? medianPodStartMs(this.ctx.podsOf(pass.pool))
-            : undefined,
-      },
-      pass.busyPods,
-    );
-    this.latencyGauges(pass, counts);
-  }
-
-  /** Latency mode's inputs as metrics: the arrival rate and the slots the wait target needs. */
-  private latencyGauges(pass: PoolPass, counts: QueueCounts | undefined): void {
-    const labels = { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name };
-    const m = this.metrics;
-    const scaler = pass.state.scaler;
-    if (pass.spec?.scaling.targetWaitSeconds === undefined || pass.spec.scaling.mode !== "direct") {
-      m.arrivalRate.remove(labels);
-      m.jobSeconds.remove(labels);
-      m.neededSlots.remove(labels);
-      return;
-    }
-    if (scaler.arrivals) m.arrivalRate.set(labels, scaler.arrivals.perSecond);
-    const { jobMs } = jobTimeOf(scaler);
-    if (jobMs !== undefined) m.jobSeconds.set(labels, jobMs / 1000);
-    const need = counts ? latencyNeedOf(scaler, pass.spec, counts, pass.now) : undefined;
-    if (need?.slots !== undefined) m.neededSlots.set(labels, need.slots);
-  }
-
-  /**
-   * While a scale-in is held at the busy pods, the pods beyond what scaling wants claim nothing
-   * new (podsToCordon), so they go idle and the scale-in can remove them. Written when the set
-   * changes and refreshed before it lapses (the key expires: a cordon the operator stops
-   * writing — a lost leader — lifts by itself); lifted when the hold ends.
-   */
-  private async cordonSurplusPods(pass: PoolPass): Promise<void> {
-    const { spec, state } = pass;
-    if (!spec || !pass.ownsDeployment) return;
-    const last = state.cordon;
-    const hold = state.scaler.scaleInHold;
-    // (reports unreadable this pass: a held scale-in keeps the cordon it had)
-    const want = !hold?.message
-      ? []
-      : pass.reports && pass.podNames
-        ? podsToCordon(hold, pass.podNames, pass.reports, pass.now, last?.pods)
-        : (last?.pods ?? []);
-    const lastingMs = Math.max(30, 3 * spec.scaling.pollSeconds) * 1000;
-    const same = (last?.pods ?? []).join() === want.join();
-    if (same && (want.length === 0 || last!.until - pass.now > lastingMs / 2)) return;
-    const until = pass.now + lastingMs;
-    try {
-      await this.poller.cordon(pass.key, want, until);
-    } catch (err) {
-      this.ctx.log.warn({ pool: pass.key, err: String(err) }, "cannot write the pool's cordon");
-      return;
-    }
-    state.cordon = want.length > 0 ? { pods: want, until } : undefined;
-    if (same) return;
-    if (want.length > 0)
-      this.ctx.log.info(
-        { pool: pass.key, pods: want },
-        "cordoned pods: they claim nothing new while the scale-in waits for their running jobs",
-      );
-    else this.ctx.log.info({ pool: pass.key }, "cordon lifted: every pod claims jobs");
-  }
-
-  /** Idle pods get the lowest pod-deletion-cost; a scale-in of ours waits until they have it. */
-  private async markIdlePodsCheapest(pass: PoolPass): Promise<void> {
-    if (!pass.spec || pass.replicas === undefined) return;
-    const apply = await markIdlePodsCheapest(
-      this.ctx,
-      pass.key,
-      pass.pool,
-      pass.spec,
-      pass.state,
-      pass.decision,
-      pass.replicas,
-      pass.reports,
-    );
-    if (!apply) pass.decision = undefined;
-  }
-
-  /** Write the decided replica count; re-check when a cooldown to zero ends. */
-  private async applyScale(pass: PoolPass): Promise<void> {
-    const { spec, deployment, pool } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
-    if (pass.decision) {
-      pass.deployment = await applyScale(
-        this.ctx,
-        pass.key,
-        pool,
-        spec,
-        deployment,
-        pass.state,
-        pass.decision,
-      );
-      const backlog = pass.backlogFresh ? pass.sample?.lastGood?.counts.backlog : undefined;
-      if (backlog !== undefined) pass.state.lastDecision = { ...pass.state.lastDecision!, backlog };
-    }
-    // (our own scale write counts before the cache shows it: a pass right after a scale-up must not
-    // leave a bell for a pool that is starting)
-    const replicas = pass.deployment ? currentReplicas(pass.state, pass.deployment, pass.now) : 0;
-    // (our own change is not the HPA's at the next pass)
-    if (pass.deployment) pass.state.seenReplicas = replicas;
-    // At zero, a job's arrival polls the pool at once (its doorbell) when the operator would act on
-    // it; running in latency mode, a surge the pool's slots cannot start within the target does.
-    const counts = pass.backlogFresh ? pass.sample?.lastGood?.counts : undefined;
-    this.poller.bell(
-      pass.key,
-      replicas === 0 && spec.replicas === undefined && !spec.scaling.paused
-        ? "asleep"
-        : counts &&
-            surgeBellOf(pass.state.scaler, spec, counts, pass.now, replicas, pass.queuePaused ?? false),
-    );
-    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
-    this.metrics.desiredReplicas.set(labels, replicas);
-    this.metrics.currentReplicas.set(labels, pass.deployment?.status?.replicas ?? 0);
-    this.metrics.readyReplicas.set(labels, pass.deployment?.status?.readyReplicas ?? 0);
-    this.metrics.maxReplicas.set(labels, spec.scaling.maxReplicas);
-    this.metrics.scaleInHeld.set(labels, scaleInHeldReplicas(pass.state));
-    this.metrics.cordonedPods.set(labels, pass.state.cordon?.pods.length ?? 0);
-    const cooldownLeft = pass.state.scaler.lastActiveAt + spec.scaling.cooldownSeconds * 1000 - pass.now;
-    if (replicas > 0 && cooldownLeft > 0 && spec.scaling.minReplicas === 0)
-      pass.result = Result.sooner(pass.result, Result.requeueAfter(cooldownLeft + 50));
+  /** The operator's own replica change, written (the scaler); re-check when a cooldown to zero ends. */
+  private async scale(pass: PoolPass): Promise<void> {
+    if (!pass.scale) return;
+    const { deployment, requeueAfterMs } = await this.scaler.scale(pass.scale, pass.seen!, pass.hpa);
+    pass.deployment = deployment;
+    if (requeueAfterMs !== undefined)
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(requeueAfterMs));
   }
 
   /** A Warning Event for each problem that just appeared, a Recovered one when all are gone. */
@@ -684,6 +465,7 @@ export class WorkerPoolReconciler implements Reconciler {
       now: new Date(pass.now),
       control: pass.control,
       scaleInHeld: scaleInHeldMessage(pass.state),
+      ...(pass.spec ? { maxReplicas: maxReplicasOf(pass) } : {}),
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
@@ -713,112 +495,17 @@ export class WorkerPoolReconciler implements Reconciler {
   private forget(key: string): Result {
     this.states.delete(key);
     this.poller.remove(key);
-    const { namespace, name } = splitKey(key);
-    const m = this.metrics;
-    for (const g of [
-      m.backlog,
-      m.inflight,
-      m.desiredReplicas,
-      m.readyReplicas,
-      m.currentReplicas,
-      m.maxReplicas,
-      m.degraded,
-      m.pollErrors,
-      m.polls,
-      m.arrivalRate,
-      m.neededSlots,
-      m.scaleInHeld,
-      m.cordonedPods,
-    ])
-      g.remove({ namespace, workerpool: name });
-    this.capGauge(key, undefined);
-    this.resourceGauges(key, []);
-    const queue = this.gaugeQueues.get(key);
-    this.gaugeQueues.delete(key);
-    if (queue !== undefined)
-      for (const g of [m.oldestReadyAge, m.deadLetters]) g.remove({ namespace, workerpool: name, queue });
+    this.gauges.forget(key);
     return Result.done();
   }
 
-  /** Per-queue gauges of a pool at a poll (the queue can change with the spec: the old series goes). */
+  /** Per-queue gauges of a pool at a poll. */
   queueGauges(key: string, queue: string, counts: QueueCounts, at: number): void {
-    const { namespace, name } = splitKey(key);
-    const labels = { namespace, workerpool: name };
-    const m = this.metrics;
-    const prev = this.gaugeQueues.get(key);
-    if (prev !== undefined && prev !== queue) {
-      m.oldestReadyAge.remove({ ...labels, queue: prev });
-      m.deadLetters.remove({ ...labels, queue: prev });
-    }
-    this.gaugeQueues.set(key, queue);
-    const age = counts.oldestReadyAt !== undefined ? Math.max(0, at - counts.oldestReadyAt) / 1000 : 0;
-    m.oldestReadyAge.set({ ...labels, queue }, age);
-    m.deadLetters.set({ ...labels, queue }, counts.dead);
+    this.gauges.queue(key, queue, counts, at);
   }
-  private readonly gaugeQueues = new Map<string, string>();
 
-  /**
-   * The pipeline's resources at a poll: utilization per key and limit, ceiling, bench left,
-   * admitted (Redis's lifetime count as a counter) and jobs waiting; series of keys, limits or
-   * resources that went are removed.
-   */
+  /** The pipeline's resources at a poll. */
   resourceGauges(key: string, resources: ResourceState[], now = Date.now()): void {
-    const { namespace, name } = splitKey(key);
-    const m = this.metrics;
-    const seen = new Map<string, { metric: string; labels: Record<string, string> }>();
-    const admitted = this.resourceAdmitted.get(key) ?? new Map<string, number>();
-    for (const r of resources) {
-      const base = { namespace, workerpool: name, pipeline: r.pipeline, resource: r.name };
-      m.resourceCeiling.set(base, r.ceiling);
-      m.resourceWaiting.set(base, r.waiting);
-      seen.set(JSON.stringify(["ceiling", base]), { metric: "ceiling", labels: base });
-      seen.set(JSON.stringify(["waiting", base]), { metric: "waiting", labels: base });
-      for (const k of r.keys) {
-        const keyLabels = { ...base, key: k.id };
-        m.resourceBenched.set(keyLabels, k.benchedUntil ? Math.max(0, (k.benchedUntil - now) / 1000) : 0);
-        seen.set(JSON.stringify(["benched", keyLabels]), { metric: "benched", labels: keyLabels });
-        const id = JSON.stringify(keyLabels);
-        const last = admitted.get(id);
-        if (last === undefined || k.admitted < last) {
-          // First sight, or the count restarted (the resource was re-created): a counter reset.
-          m.resourceAdmitted.remove(keyLabels);
-          m.resourceAdmitted.inc(keyLabels, k.admitted);
-        } else if (k.admitted > last) m.resourceAdmitted.inc(keyLabels, k.admitted - last);
-        admitted.set(id, k.admitted);
-        seen.set(JSON.stringify(["admitted", keyLabels]), { metric: "admitted", labels: keyLabels });
-        for (const l of k.limits) {
-          const limitLabels = { ...keyLabels, limit: l.unit };
-          m.resourceUtilization.set(limitLabels, l.utilization);
-          seen.set(JSON.stringify(["utilization", limitLabels]), {
-            metric: "utilization",
-            labels: limitLabels,
-          });
-        }
-      }
-    }
-    const gauges = {
-      ceiling: m.resourceCeiling,
-      waiting: m.resourceWaiting,
-      benched: m.resourceBenched,
-      admitted: m.resourceAdmitted,
-      utilization: m.resourceUtilization,
-    } as const;
-    for (const [id, s] of this.resourceSeries.get(key) ?? new Map())
-      if (!seen.has(id)) {
-        gauges[s.metric as keyof typeof gauges].remove(s.labels);
-        if (s.metric === "admitted") admitted.delete(JSON.stringify(s.labels));
-      }
-    if (seen.size > 0) {
-      this.resourceSeries.set(key, seen);
-      this.resourceAdmitted.set(key, admitted);
-    } else {
-      this.resourceSeries.delete(key);
-      this.resourceAdmitted.delete(key);
-    }
+    this.gauges.resources(key, resources, now);
   }
-  private readonly resourceSeries = new Map<
-    string,
-    Map<string, { metric: string; labels: Record<string, string> }>
-  >();
-  private readonly resourceAdmitted = new Map<string, Map<string, number>>();
 }

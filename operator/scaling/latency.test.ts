@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { withDefaults, type WorkerPoolSpecInput } from "../apis/v1alpha1/types.ts";
-import { decideScale, newPoolScaler, recordScale } from "../controllers/scaling.ts";
+import { decideScale, newPoolScaler, recordScale } from "./decide.ts";
 import { counts } from "../controllers/fixtures.ts";
 import {
   SERVICE_WINDOW_MS,

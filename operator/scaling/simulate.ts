@@ -6,13 +6,7 @@
 // Everything runs on a simulated clock: the same trace gives the same result on any machine.
 import type { QueueCounts } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import {
-  decideScale,
-  newPoolScaler,
-  recordScale,
-  surgeBellOf,
-  type ScaleDecision,
-} from "../controllers/scaling.ts";
+import { decideScale, newPoolScaler, recordScale, surgeBellOf, type ScaleDecision } from "./decide.ts";
 import { lowerMedian } from "./latency.ts";
 
 /** A recorded arrival trace: [enqueue time ms from the start, job duration ms] in time order. */

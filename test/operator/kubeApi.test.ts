@@ -29,7 +29,8 @@ import { EventRecorder } from "../../operator/controllers/events.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { WriteOverlay } from "../../operator/controllers/overlay.ts";
 import { Reason } from "../../operator/controllers/reasons.ts";
-import { applyScale, newPoolScaler } from "../../operator/controllers/scaling.ts";
+import { newPoolScaler } from "../../operator/scaling/decide.ts";
+import { applyScale } from "../../operator/scaling/scaleWrite.ts";
 import { SecretReader } from "../../operator/controllers/secretReader.ts";
 
 const ROOT = join(import.meta.dirname, "../..");

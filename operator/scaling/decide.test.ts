@@ -2,20 +2,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { withDefaults } from "../apis/v1alpha1/types.ts";
-import {
-  busyPods,
-  decideScale,
-  deletionCosts,
-  hpaMinReplicasFloor,
-  medianPodStartMs,
-  newPoolScaler,
-  podsToCordon,
-  BUSY_COST,
-  IDLE_COST,
-} from "./scaling.ts";
-import { desiredHPA } from "./hpa.ts";
+import { decideScale, hpaMinReplicasFloor, medianPodStartMs, newPoolScaler } from "./decide.ts";
+import { busyPods, deletionCosts, podsToCordon, BUSY_COST, IDLE_COST } from "./pods.ts";
+import { desiredHPA } from "../controllers/hpa.ts";
 import type { QueueCounts } from "../../queue/index.ts";
-import { counts, pool } from "./fixtures.ts";
+import { counts, pool } from "../controllers/fixtures.ts";
 
 describe("scaling decisions", () => {
   const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } };
@@ -114,6 +105,28 @@ describe("scaling decisions", () => {
       counts: counts(0),
     });
     assert.equal(below?.replicas, 2);
+  });
+
+  it("a queue-control cap passed as maxReplicas bounds the decision; the spec stays as written", () => {
+    const spec = withDefaults({
+      ...base,
+      scaling: { mode: "direct", maxReplicas: 8, targetBacklogPerReplica: 10 },
+    });
+    const d = decideScale(newPoolScaler(0), {
+      now: 1000,
+      spec,
+      current: 1,
+      statusReplicas: 1,
+      counts: counts(5000),
+      maxReplicas: 3,
+    });
+    assert.deepEqual([d?.replicas, d?.reason], [3, "DirectScaleUp"]);
+    assert.equal(spec.scaling.maxReplicas, 8);
+    assert.equal(
+      desiredHPA(pool({ ...base, scaling: { mode: "direct", maxReplicas: 8 } }), spec, 0, 3).spec
+        ?.maxReplicas,
+      3,
+    );
   });
 
   it("direct mode runs the HPA algorithm between 1 and max", () => {
