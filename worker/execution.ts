@@ -1,6 +1,6 @@
 // One job's execution, apart from the slot loop (worker.ts): parse its data, run the handler
 // under its timeout and abort signal, and settle the outcome — completed or handed to the next
-// stage (claiming for the freed slot on the way), failed, fanned out or deferred.
+// stage (the slots' owner claiming for the freed slot on the way), failed, fanned out or deferred.
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
@@ -15,6 +15,7 @@ import {
   type Consumer,
   type Schedules,
   type Settlement,
+  type SettleOutcome,
 } from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -32,7 +33,6 @@ import {
 } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import type { WorkerMetrics } from "./metrics.ts";
-import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
 import { NO_TRACE, type ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
@@ -57,15 +57,13 @@ export interface RunningJob {
   cancelled: boolean;
   /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
   settling: boolean;
-  /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
-  next?: ClaimedJob[];
   /** Its `process {queue}` span (NO_TRACE while tracing is off). */
   trace: ExecutionTrace;
   /** A rate limit the handler reported through the callback (`POST /rate-limited`). */
   rateLimited?: { retryAfterMs: number; resource?: string };
 }
 
-export interface ExecutionDeps {
+export interface ExecutionDeps<E extends RunningJob> {
   config: WorkerConfig;
   log: Logger;
   metrics: WorkerMetrics;
@@ -74,15 +72,18 @@ export interface ExecutionDeps {
   callbacks?: HandlerCallbacks;
   consumer: Consumer;
   circuit: CircuitBreaker;
-  /** What the slot loop lends the settle batcher for complete-and-claim. */
-  slots: BatchSlots;
+  /**
+   * A completion's first write: batched complete-and-claim, the claimed jobs going to the slots'
+   * owner (worker.ts).
+   */
+  complete(entry: E, settlement: Settlement): Promise<SettleOutcome>;
   /** A schedule's tick puts the next one in line when it starts. */
   schedules: Schedules;
   /** Told each completed job's duration (ms). */
   onCompleted?: (ms: number) => void;
 }
 
-export class JobExecutor {
+export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly config: WorkerConfig;
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
@@ -90,7 +91,7 @@ export class JobExecutor {
   private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
-  private readonly settler: SettleBatcher;
+  private readonly complete: ExecutionDeps<E>["complete"];
   private readonly schedules: Schedules;
   private readonly onCompleted: (ms: number) => void;
   /** The writes that settle jobs (the hand-back at the drain deadline too); /readyz asks it. */
@@ -98,7 +99,7 @@ export class JobExecutor {
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
-  constructor(deps: ExecutionDeps) {
+  constructor(deps: ExecutionDeps<E>) {
     this.config = deps.config;
     this.log = deps.log;
     this.metrics = deps.metrics;
@@ -106,7 +107,7 @@ export class JobExecutor {
     this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
-    this.settler = new SettleBatcher(deps.consumer, deps.slots);
+    this.complete = deps.complete;
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
@@ -125,7 +126,7 @@ export class JobExecutor {
    * Run one claimed job to its end: handler, timeout, abort, result or error, settle. A settle
    * write Redis refused for good ends it too (logged and counted by SettleWrites).
    */
-  async run(entry: RunningJob, timeoutMs: number): Promise<void> {
+  async run(entry: E, timeoutMs: number): Promise<void> {
     try {
       await this.execute(entry, timeoutMs);
     } catch (err) {
@@ -134,7 +135,7 @@ export class JobExecutor {
     }
   }
 
-  private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
+  private async execute(entry: E, timeoutMs: number): Promise<void> {
     const { job, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
@@ -254,9 +255,7 @@ export class JobExecutor {
         // (fenced by our own earlier, applied but unconfirmed settle)
         return again === "fenced" && unconfirmed ? "settled" : again;
       }
-      const r = await this.settler.settle(job, settlement);
-      entry.next = r.jobs;
-      return r.outcome;
+      return this.complete(entry, settlement);
     });
     trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
     if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");

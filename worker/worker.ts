@@ -23,6 +23,7 @@ import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type HeldLease, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { SettleBatcher } from "./settleBatcher.ts";
 import { SlotArray } from "./slotArray.ts";
 import { traceExecution } from "./tracing.ts";
 
@@ -87,7 +88,7 @@ export class QueueWorker {
   private drainTimer: NodeJS.Timeout | undefined;
   private redisError = "";
   private readonly circuit: CircuitBreaker;
-  private readonly executor: JobExecutor;
+  private readonly executor: JobExecutor<SlottedJob>;
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
   private readonly claimPolls;
@@ -178,7 +179,23 @@ export class QueueWorker {
     });
     this.inFlight = this.metrics.inFlight.labels(q);
     this.claimPolls = this.metrics.claimPolls.labels(q);
-    this.executor = new JobExecutor({
+    // The slots' owner lends the batcher its budget and takes the jobs a settle claims.
+    const settler = new SettleBatcher(this.consumer, {
+      forCompletions: (n) => this.claimBudget(n),
+      running: () => this.running.size,
+      reserve: (n, claiming) => {
+        this.reserved += n;
+        if (claiming) this.claimsPending++;
+        return () => {
+          this.reserved -= n;
+          if (!claiming) return;
+          this.claimsPending--;
+          // After the settle's continuation has taken (or handed back) what it claimed.
+          setImmediate(() => this.changed.notify());
+        };
+      },
+    });
+    this.executor = new JobExecutor<SlottedJob>({
       config,
       log: this.log,
       metrics: this.metrics,
@@ -188,20 +205,11 @@ export class QueueWorker {
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
       onCompleted: (ms) => this.durations.add(ms),
-      slots: {
-        forCompletions: (n) => this.claimOnCompletion(n),
-        running: () => this.running.size,
-        reserve: (n, claiming) => {
-          this.reserved += n;
-          if (claiming) this.claimsPending++;
-          return () => {
-            this.reserved -= n;
-            if (!claiming) return;
-            this.claimsPending--;
-            // After the settle's continuation has taken (or handed back) what it claimed.
-            setImmediate(() => this.changed.notify());
-          };
-        },
+      complete: async (entry, settlement) => {
+        const r = await settler.settle(entry.job, settlement);
+        // Started in the slot this job frees, once its execution has ended (startJob).
+        entry.next = r.jobs;
+        return r.outcome;
       },
     });
     this.metrics.circuitOpen.set(q, 0);
@@ -372,7 +380,7 @@ export class QueueWorker {
           () => true,
           () => false, // Redis not there yet: the claim below reports it; try again next round
         );
-      const free = this.circuit.allowance(this.claimable());
+      const free = this.claimBudget(0);
       if (free <= 0) {
         const pause =
           this.circuit.state === "open"
@@ -415,15 +423,20 @@ export class QueueWorker {
   }
 
   /**
-   * How many more jobs may be claimed now: free slots not already reserved by a claim in flight
-   * and, with --max-jobs, no more than the jobs left before recycling.
+   * How many jobs a claim may ask for now: free slots not already reserved by a claim in flight,
+   * within --max-jobs and the circuit's allowance; none while cordoned or draining (no
+   * fetch-next-on-complete during a warm shutdown). A settle of `completing` running jobs (batched
+   * complete-and-claim) may also claim for their slots, which still count as running (and as
+   * finished once they end, for --max-jobs) — except with durability "replicated": the call's
+   * WAIT would hold the claimed jobs too, their leases running out before they start (WAIT blocks
+   * up to the replica timeout, e.g. while a new primary has no replica yet); the claim loop claims
+   * for the freed slots instead.
    */
-  private claimable(): number {
-    if (this.isCordoned()) return 0;
-    return Math.max(
-      0,
-      Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()),
-    );
+  private claimBudget(completing: number): number {
+    if (this.state !== "running" || this.isCordoned()) return 0;
+    if (completing > 0 && this.config.durability === "replicated") return 0;
+    const free = this.config.concurrency - this.running.size - this.reserved;
+    return this.circuit.allowance(Math.max(0, Math.min(completing + free, this.recycleBudget())));
   }
 
   /**
@@ -456,22 +469,6 @@ export class QueueWorker {
   private recycleBudget(): number {
     if (this.config.maxJobs <= 0) return Number.MAX_SAFE_INTEGER;
     return this.config.maxJobs - this.jobsFinished - this.running.size - this.reserved;
-  }
-
-  /**
-   * How many jobs the completion of `n` running jobs may claim (batched complete-and-claim):
-   * their own slots plus free slots nobody is claiming for, within --max-jobs and the circuit's
-   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown). 0 with
-   * durability "replicated": the call's WAIT would hold the claimed jobs too, their leases
-   * running out before they start (WAIT blocks up to the replica timeout, e.g. while a new
-   * primary has no replica yet); the claim loop claims for the freed slots instead.
-   */
-  private claimOnCompletion(n: number): number {
-    if (this.state !== "running" || this.config.durability === "replicated") return 0;
-    if (this.isCordoned()) return 0;
-    // Their slots are still counted as running (and as finished once they end, for --max-jobs).
-    const free = this.config.concurrency - this.running.size - this.reserved;
-    return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
   }
 
   /**
@@ -717,6 +714,8 @@ export class QueueWorker {
 interface SlottedJob extends RunningJob {
   slot: number;
   lease: HeldLease | undefined;
+  /** Jobs its completion claimed for the slot it frees (complete-and-claim), started when it ends. */
+  next?: ClaimedJob[];
 }
 
 /** Wakes every current waiter at once. */
