@@ -41,6 +41,8 @@ const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
 /** A job in a slot, shared by its execution and the slot loop (hand-back, lost leases). */
 export interface RunningJob {
   job: ClaimedJob;
+  /** Its effective timeout (ms): the job's own, else the worker's (effectiveTimeoutMs). */
+  timeoutMs: number;
   /** Made when the handler first reads ctx.signal (most never do): see jobSignal(). */
   controller?: AbortController;
   /** Aborted (timeout, hand-back, lost lease, cancel): the first reason, as the signal reports it. */
@@ -126,16 +128,16 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
    * Run one claimed job to its end: handler, timeout, abort, result or error, settle. A settle
    * write Redis refused for good ends it too (logged and counted by SettleWrites).
    */
-  async run(entry: E, timeoutMs: number): Promise<void> {
+  async run(entry: E): Promise<void> {
     try {
-      await this.execute(entry, timeoutMs);
+      await this.execute(entry);
     } catch (err) {
       if (!(err instanceof WriteRefusedError)) throw err;
       entry.trace.end("writeRefused", err);
     }
   }
 
-  private async execute(entry: E, timeoutMs: number): Promise<void> {
+  private async execute(entry: E): Promise<void> {
     const { job, trace } = entry;
     const q = { queue: job.queue };
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
@@ -144,8 +146,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     const jobLog = () =>
       (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
     // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
-    const logTtlSeconds =
-      (job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs) / 1000 + this.config.retentionSeconds;
+    const logTtlSeconds = entry.timeoutMs / 1000 + this.config.retentionSeconds;
     const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
     const log = lazyLogger(jobLog, (message) => {
       appendLog(message).catch((err: Error) => jobLog().warn({ err: err.message }, "log line not recorded"));
@@ -195,7 +196,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
     const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
     // Arguments, not a closure: nothing per job is captured until it fires.
-    const timer = setTimeout(this.timedOut, timeoutMs, entry, timeoutMs);
+    const timer = setTimeout(this.timedOut, entry.timeoutMs, entry);
     let result: unknown;
     try {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(entry, view, ctx);
@@ -298,8 +299,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     if (entry.abandon) this.startGrace(entry);
   }
 
-  private readonly timedOut = (entry: RunningJob, timeoutMs: number): void =>
-    this.abort(entry, new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`));
+  private readonly timedOut = (entry: RunningJob): void =>
+    this.abort(entry, new JobTimeoutError(`job exceeded its timeout of ${entry.timeoutMs}ms`));
 
   private startGrace(entry: RunningJob): void {
     entry.grace ??= setTimeout(abandonHandler, this.config.killGraceMs, entry);
@@ -523,6 +524,11 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
           : "job abandoned: its lease moved to another worker",
     );
   }
+}
+
+/** A job's timeout (ms): its own when it has one, else the worker's --job-timeout. */
+export function effectiveTimeoutMs(job: ClaimedJob, config: WorkerConfig): number {
+  return job.timeoutMs > 0 ? job.timeoutMs : config.jobTimeoutMs;
 }
 
 /** Refused writes in a row after which the worker reports unready (/readyz), until a write goes through. */

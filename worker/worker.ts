@@ -17,7 +17,7 @@ import {
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
-import { JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
+import { effectiveTimeoutMs, JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
@@ -562,9 +562,10 @@ export class QueueWorker {
 
   /** Start a claimed job in a slot; callers report status (once per batch). */
   private startJob(job: ClaimedJob): SlottedJob {
-    const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
+    const timeoutMs = effectiveTimeoutMs(job, this.config);
     const entry: SlottedJob = {
       job,
+      timeoutMs,
       aborted: false,
       handedBack: false,
       lost: false,
@@ -578,7 +579,7 @@ export class QueueWorker {
     entry.slot = this.running.add(entry);
     // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
     void entry.trace
-      .run(() => this.executor.run(entry, timeoutMs))
+      .run(() => this.executor.run(entry))
       .finally(() => {
         if (!entry.handedBack) {
           // (at hand-back its slot was freed already)
