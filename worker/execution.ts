@@ -137,9 +137,20 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     }
   }
 
+  /** Parse → run → settle: each phase ends the execution itself when that is its outcome. */
   private async execute(entry: E): Promise<void> {
-    const { job, trace } = entry;
-    const q = { queue: job.queue };
+    const exec = await this.parse(entry);
+    if (exec === undefined) return;
+    const result = await this.runJob(entry, exec);
+    if (result !== ENDED) await this.settle(entry, exec, result);
+  }
+
+  /**
+   * Start the execution (its logger, the started count, a schedule's next tick) and parse the
+   * job's data; data that is not JSON fails the job here.
+   */
+  private async parse(entry: E): Promise<Execution | undefined> {
+    const { job } = entry;
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
@@ -153,8 +164,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     });
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
-    const startedAt = performance.now();
-    const seconds = () => (performance.now() - startedAt) / 1000;
+    const exec: Execution = { log, appendLog, startedAt: performance.now(), data: undefined, reused: false };
     // A schedule's tick (id `sched:…`): the next tick goes in line before this one runs, so a
     // crash here cannot end the schedule (a redelivered tick enqueues nothing twice).
     if (job.id.startsWith("sched:")) {
@@ -163,60 +173,88 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       );
       if (next !== null) log.debug({ nextTick: new Date(next).toISOString() }, "next schedule tick enqueued");
     }
-
-    let data: unknown;
     try {
-      data = JSON.parse(job.rawData);
+      exec.data = JSON.parse(job.rawData);
+      return exec;
     } catch (err) {
       const error = new MalformedJobError(`job data is not JSON: ${(err as Error).message}`);
-      await this.settleFailure(entry, error, log, seconds());
-      return;
+      await this.settleFailure(entry, error, log, secondsSince(exec));
+      return undefined;
     }
+  }
 
+  /**
+   * Run the handler (or reuse a stored result) under the job's timeout. Resolves with the result
+   * to settle; ENDED when the execution ended otherwise (abandoned, failed, deferred…).
+   */
+  private async runJob(entry: E, exec: Execution): Promise<unknown> {
+    const { job } = entry;
     const view: JobView = {
       id: job.id,
       queue: job.queue,
-      data,
+      data: exec.data,
       attempt: job.attempt,
       maxAttempts: job.maxAttempts,
       executionId: job.token,
       createdAt: job.createdAt,
     };
-    const ctx = new JobContext(entry, log, this.consumer);
+    const ctx = new JobContext(entry, exec.log, this.consumer);
     const callback = this.callbacks?.open({
       signal: jobSignal(entry),
       progress: (fraction, message) => this.consumer.progress(job, fraction, message),
-      log: appendLog,
+      log: exec.appendLog,
       usage: (used) => ctx.reportUsage(used),
       rateLimited: (mark) => {
         entry.rateLimited = mark;
       },
     });
     if (callback) ctx.callback = { url: callback.url, token: callback.token };
-    const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
-    const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
+    const cached = this.reuses(job)
+      ? await this.consumer.reusableResult(job.contentHash).catch(() => null)
+      : null;
     // Arguments, not a closure: nothing per job is captured until it fires.
     const timer = setTimeout(this.timedOut, entry.timeoutMs, entry);
+    exec.reused = cached !== null;
     let result: unknown;
     try {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(entry, view, ctx);
     } catch (err) {
       clearTimeout(timer);
       callback?.close();
-      if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
-      if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds());
-      const limited = rateLimitOf(err) ?? entry.rateLimited;
-      if (limited && job.resources) return this.benchAndRelease(entry, limited, err, log, seconds());
-      if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
-      // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
-      const reason: unknown = entry.aborted ? entry.abortReason : undefined;
-      await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
-      return;
+      await this.settleError(entry, err, exec);
+      return ENDED;
     }
     clearTimeout(timer);
     callback?.close();
     this.circuit.success();
-    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
+    if (entry.handedBack || entry.lost || entry.cancelled) {
+      this.logAbandoned(entry, exec.log, secondsSince(exec));
+      return ENDED;
+    }
+    return result;
+  }
+
+  /** The handler threw (or was aborted): the outcome its error and the job's state call for. */
+  private async settleError(entry: E, err: unknown, exec: Execution): Promise<void> {
+    const { log } = exec;
+    const seconds = secondsSince(exec);
+    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds);
+    if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds);
+    const limited = rateLimitOf(err) ?? entry.rateLimited;
+    if (limited && entry.job.resources) return this.benchAndRelease(entry, limited, err, log, seconds);
+    if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds);
+    // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
+    const reason: unknown = entry.aborted ? entry.abortReason : undefined;
+    await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds);
+  }
+
+  /**
+   * Settle a result: completed, or advanced to the next stage (complete-and-claim on the first
+   * try), or fanned out. A result JSON cannot encode fails the job.
+   */
+  private async settle(entry: E, exec: Execution, result: unknown): Promise<void> {
+    const { job, trace } = entry;
+    const { log, reused: cached } = exec;
     let fan: FanOutRequest | null;
     let encoded: string;
     try {
@@ -225,11 +263,12 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       encoded = encodeResult(result);
       fan = fanOutRequest(result, job.queue, this.config.nextQueue);
     } catch (err) {
-      await this.settleFailure(entry, err, log, seconds());
+      await this.settleFailure(entry, err, log, secondsSince(exec));
       return;
     }
-    if (fan) return this.settleFanOut(entry, fan, log, seconds());
+    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec));
     entry.settling = true;
+    const reuse = this.reuses(job);
     const next = this.config.nextQueue;
     const settlement: Settlement = {
       result,
@@ -237,7 +276,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       reuse: {
         contentHash: reuse ? job.contentHash : "",
         ttlSeconds: this.config.resultTtlSeconds,
-        reused: cached !== null,
+        reused: cached,
       },
       next: next
         ? {
@@ -259,31 +298,36 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       return this.complete(entry, settlement);
     });
     trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
-    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");
-    if (outcome === "settled") {
-      this.perJob.completed.inc();
-      if (cached !== null) this.metrics.resultsReused.inc(q);
-      const took = seconds();
-      this.perJob.completedSeconds.observe(took);
-      this.onCompleted(took * 1000);
-      if (this.log.isLevelEnabled("info"))
-        log.info(
-          {
-            outcome: next ? "advanced" : "completed",
-            nextQueue: next,
-            reused: cached !== null || undefined,
-            durationMs: Math.round(seconds() * 1000),
-          },
-          "job completed",
-        );
-    } else {
-      this.metrics.leasesLost.inc(q);
-      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
+    const seconds = secondsSince(exec);
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds, "result refused");
+    if (outcome !== "settled") {
+      this.metrics.leasesLost.inc({ queue: job.queue });
+      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds);
       log.warn(
-        { outcome: "fenced", durationMs: Math.round(seconds() * 1000) },
+        { outcome: "fenced", durationMs: Math.round(seconds * 1000) },
         "lease was lost before completion: result discarded (another worker owns the job)",
       );
+      return;
     }
+    this.perJob.completed.inc();
+    if (cached) this.metrics.resultsReused.inc({ queue: job.queue });
+    this.perJob.completedSeconds.observe(seconds);
+    this.onCompleted(seconds * 1000);
+    if (this.log.isLevelEnabled("info"))
+      log.info(
+        {
+          outcome: next ? "advanced" : "completed",
+          nextQueue: next,
+          reused: cached || undefined,
+          durationMs: Math.round(secondsSince(exec) * 1000),
+        },
+        "job completed",
+      );
+  }
+
+  /** Results are stored and reused by content hash (the job has one and reuse is on). */
+  private reuses(job: ClaimedJob): boolean {
+    return this.config.resultTtlSeconds > 0 && job.contentHash !== "";
   }
 
   /**
@@ -529,6 +573,25 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
 /** A job's timeout (ms): its own when it has one, else the worker's --job-timeout. */
 export function effectiveTimeoutMs(job: ClaimedJob, config: WorkerConfig): number {
   return job.timeoutMs > 0 ? job.timeoutMs : config.jobTimeoutMs;
+}
+
+/** What the phases of one execution share (one object: the per-job path allocates little). */
+interface Execution {
+  log: JobLogger;
+  appendLog: (message: string) => Promise<boolean>;
+  /** performance.now() when it started. */
+  startedAt: number;
+  /** The job's parsed data. */
+  data: unknown;
+  /** The result is a stored one (reuse by content hash), not the handler's. */
+  reused: boolean;
+}
+
+/** runJob's answer when the execution ended without a result to settle. */
+const ENDED: unique symbol = Symbol("ended");
+
+function secondsSince(exec: Execution): number {
+  return (performance.now() - exec.startedAt) / 1000;
 }
 
 /** Refused writes in a row after which the worker reports unready (/readyz), until a write goes through. */
