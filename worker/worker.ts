@@ -13,6 +13,8 @@ import {
   type ClaimedJob,
   type RedisClient,
   type ReleaseCause,
+  type Settlement,
+  type SettleOutcome,
 } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
@@ -23,7 +25,7 @@ import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type HeldLease, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
-import { SettleBatcher } from "./settleBatcher.ts";
+import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
 import { SlotArray } from "./slotArray.ts";
 import { traceExecution } from "./tracing.ts";
 
@@ -89,6 +91,7 @@ export class QueueWorker {
   private redisError = "";
   private readonly circuit: CircuitBreaker;
   private readonly executor: JobExecutor<SlottedJob>;
+  private readonly settler: SettleBatcher;
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
   private readonly claimPolls;
@@ -179,22 +182,7 @@ export class QueueWorker {
     });
     this.inFlight = this.metrics.inFlight.labels(q);
     this.claimPolls = this.metrics.claimPolls.labels(q);
-    // The slots' owner lends the batcher its budget and takes the jobs a settle claims.
-    const settler = new SettleBatcher(this.consumer, {
-      forCompletions: (n) => this.claimBudget(n),
-      running: () => this.running.size,
-      reserve: (n, claiming) => {
-        this.reserved += n;
-        if (claiming) this.claimsPending++;
-        return () => {
-          this.reserved -= n;
-          if (!claiming) return;
-          this.claimsPending--;
-          // After the settle's continuation has taken (or handed back) what it claimed.
-          setImmediate(() => this.changed.notify());
-        };
-      },
-    });
+    this.settler = new SettleBatcher(this.consumer, this.lentSlots());
     this.executor = new JobExecutor<SlottedJob>({
       config,
       log: this.log,
@@ -205,12 +193,7 @@ export class QueueWorker {
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
       onCompleted: (ms) => this.durations.add(ms),
-      complete: async (entry, settlement) => {
-        const r = await settler.settle(entry.job, settlement);
-        // Started in the slot this job frees, once its execution has ended (startJob).
-        entry.next = r.jobs;
-        return r.outcome;
-      },
+      complete: (entry, settlement) => this.completeAndClaim(entry, settlement),
     });
     this.metrics.circuitOpen.set(q, 0);
     this.metrics.cordoned.set(q, 0);
@@ -437,6 +420,35 @@ export class QueueWorker {
     if (completing > 0 && this.config.durability === "replicated") return 0;
     const free = this.config.concurrency - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(completing + free, this.recycleBudget())));
+  }
+
+  /** What the settle batcher borrows from the slots: the claim budget and reservations. */
+  private lentSlots(): BatchSlots {
+    return {
+      forCompletions: (n) => this.claimBudget(n),
+      running: () => this.running.size,
+      reserve: (n, claiming) => {
+        this.reserved += n;
+        if (claiming) this.claimsPending++;
+        return () => {
+          this.reserved -= n;
+          if (!claiming) return;
+          this.claimsPending--;
+          // After the settle's continuation has taken (or handed back) what it claimed.
+          setImmediate(() => this.changed.notify());
+        };
+      },
+    };
+  }
+
+  /**
+   * A completion's first write (batched complete-and-claim): the jobs it claims start in the slot
+   * it frees, once its execution has ended (startJob).
+   */
+  private async completeAndClaim(entry: SlottedJob, settlement: Settlement): Promise<SettleOutcome> {
+    const r = await this.settler.settle(entry.job, settlement);
+    entry.next = r.jobs;
+    return r.outcome;
   }
 
   /**
