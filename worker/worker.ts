@@ -365,6 +365,9 @@ export class QueueWorker {
         );
       const free = this.claimBudget(0);
       if (free <= 0) {
+        // Draining since the loop's last check (e.g. while the pipeline registered): no claim, and
+        // no wait for a change that may have come already.
+        if (this.state !== "running") break;
         const pause =
           this.circuit.state === "open"
             ? sleep(Math.max(10, this.circuit.openUntil - Date.now()))
