@@ -1,6 +1,6 @@
 // One job's execution, apart from the slot loop (worker.ts): parse its data, run the handler
 // under its timeout and abort signal, and settle the outcome — completed or handed to the next
-// stage (claiming for the freed slot on the way), failed, fanned out or deferred.
+// stage (the slots' owner claiming for the freed slot on the way), failed, fanned out or deferred.
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
@@ -15,6 +15,7 @@ import {
   type Consumer,
   type Schedules,
   type Settlement,
+  type SettleOutcome,
 } from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -32,7 +33,6 @@ import {
 } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import type { WorkerMetrics } from "./metrics.ts";
-import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
 import { NO_TRACE, type ExecutionTrace } from "./tracing.ts";
 
 /** Waits after a failed write that settles a job (Redis outages). */
@@ -41,6 +41,8 @@ const SETTLE_RETRY: BackoffPolicy = { baseMs: 200, maxMs: 2000 };
 /** A job in a slot, shared by its execution and the slot loop (hand-back, lost leases). */
 export interface RunningJob {
   job: ClaimedJob;
+  /** Its effective timeout (ms): the job's own, else the worker's (effectiveTimeoutMs). */
+  timeoutMs: number;
   /** Made when the handler first reads ctx.signal (most never do): see jobSignal(). */
   controller?: AbortController;
   /** Aborted (timeout, hand-back, lost lease, cancel): the first reason, as the signal reports it. */
@@ -57,15 +59,13 @@ export interface RunningJob {
   cancelled: boolean;
   /** Its outcome is being written: a concurrent heartbeat may see the token already cleared. */
   settling: boolean;
-  /** Jobs its completion claimed for the freed slot (complete-and-claim), started when it ends. */
-  next?: ClaimedJob[];
   /** Its `process {queue}` span (NO_TRACE while tracing is off). */
   trace: ExecutionTrace;
   /** A rate limit the handler reported through the callback (`POST /rate-limited`). */
   rateLimited?: { retryAfterMs: number; resource?: string };
 }
 
-export interface ExecutionDeps {
+export interface ExecutionDeps<E extends RunningJob> {
   config: WorkerConfig;
   log: Logger;
   metrics: WorkerMetrics;
@@ -74,15 +74,18 @@ export interface ExecutionDeps {
   callbacks?: HandlerCallbacks;
   consumer: Consumer;
   circuit: CircuitBreaker;
-  /** What the slot loop lends the settle batcher for complete-and-claim. */
-  slots: BatchSlots;
+  /**
+   * A completion's first write: batched complete-and-claim, the claimed jobs going to the slots'
+   * owner (worker.ts).
+   */
+  complete(entry: E, settlement: Settlement): Promise<SettleOutcome>;
   /** A schedule's tick puts the next one in line when it starts. */
   schedules: Schedules;
   /** Told each completed job's duration (ms). */
   onCompleted?: (ms: number) => void;
 }
 
-export class JobExecutor {
+export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly config: WorkerConfig;
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
@@ -90,7 +93,7 @@ export class JobExecutor {
   private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
-  private readonly settler: SettleBatcher;
+  private readonly complete: ExecutionDeps<E>["complete"];
   private readonly schedules: Schedules;
   private readonly onCompleted: (ms: number) => void;
   /** The writes that settle jobs (the hand-back at the drain deadline too); /readyz asks it. */
@@ -98,7 +101,7 @@ export class JobExecutor {
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
-  constructor(deps: ExecutionDeps) {
+  constructor(deps: ExecutionDeps<E>) {
     this.config = deps.config;
     this.log = deps.log;
     this.metrics = deps.metrics;
@@ -106,7 +109,7 @@ export class JobExecutor {
     this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
-    this.settler = new SettleBatcher(deps.consumer, deps.slots);
+    this.complete = deps.complete;
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
     const queue = deps.config.queue;
@@ -125,34 +128,43 @@ export class JobExecutor {
    * Run one claimed job to its end: handler, timeout, abort, result or error, settle. A settle
    * write Redis refused for good ends it too (logged and counted by SettleWrites).
    */
-  async run(entry: RunningJob, timeoutMs: number): Promise<void> {
+  async run(entry: E): Promise<void> {
     try {
-      await this.execute(entry, timeoutMs);
+      await this.execute(entry);
     } catch (err) {
       if (!(err instanceof WriteRefusedError)) throw err;
       entry.trace.end("writeRefused", err);
     }
   }
 
-  private async execute(entry: RunningJob, timeoutMs: number): Promise<void> {
-    const { job, trace } = entry;
-    const q = { queue: job.queue };
+  /** Parse → run → settle: each phase ends the execution itself when that is its outcome. */
+  private async execute(entry: E): Promise<void> {
+    const exec = await this.parse(entry);
+    if (exec === undefined) return;
+    const result = await this.runJob(entry, exec);
+    if (result !== ENDED) await this.settle(entry, exec, result);
+  }
+
+  /**
+   * Start the execution (its logger, the started count, a schedule's next tick) and parse the
+   * job's data; data that is not JSON fails the job here.
+   */
+  private async parse(entry: E): Promise<Execution | undefined> {
+    const { job } = entry;
     // The job's child logger is made when something logs (or the handler reads ctx.log): at
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
     const jobLog = () =>
       (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
     // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
-    const logTtlSeconds =
-      (job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs) / 1000 + this.config.retentionSeconds;
+    const logTtlSeconds = entry.timeoutMs / 1000 + this.config.retentionSeconds;
     const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
     const log = lazyLogger(jobLog, (message) => {
       appendLog(message).catch((err: Error) => jobLog().warn({ err: err.message }, "log line not recorded"));
     });
     this.perJob.started.inc();
     if (job.stalls > 0) this.metrics.redeliveries.inc({ queue: job.queue, cause: "lease_expired" });
-    const startedAt = performance.now();
-    const seconds = () => (performance.now() - startedAt) / 1000;
+    const exec: Execution = { log, appendLog, startedAt: performance.now(), data: undefined, reused: false };
     // A schedule's tick (id `sched:…`): the next tick goes in line before this one runs, so a
     // crash here cannot end the schedule (a redelivered tick enqueues nothing twice).
     if (job.id.startsWith("sched:")) {
@@ -161,60 +173,88 @@ export class JobExecutor {
       );
       if (next !== null) log.debug({ nextTick: new Date(next).toISOString() }, "next schedule tick enqueued");
     }
-
-    let data: unknown;
     try {
-      data = JSON.parse(job.rawData);
+      exec.data = JSON.parse(job.rawData);
+      return exec;
     } catch (err) {
       const error = new MalformedJobError(`job data is not JSON: ${(err as Error).message}`);
-      await this.settleFailure(entry, error, log, seconds());
-      return;
+      await this.settleFailure(entry, error, log, secondsSince(exec));
+      return undefined;
     }
+  }
 
+  /**
+   * Run the handler (or reuse a stored result) under the job's timeout. Resolves with the result
+   * to settle; ENDED when the execution ended otherwise (abandoned, failed, deferred…).
+   */
+  private async runJob(entry: E, exec: Execution): Promise<unknown> {
+    const { job } = entry;
     const view: JobView = {
       id: job.id,
       queue: job.queue,
-      data,
+      data: exec.data,
       attempt: job.attempt,
       maxAttempts: job.maxAttempts,
       executionId: job.token,
       createdAt: job.createdAt,
     };
-    const ctx = new JobContext(entry, log, this.consumer);
+    const ctx = new JobContext(entry, exec.log, this.consumer);
     const callback = this.callbacks?.open({
       signal: jobSignal(entry),
       progress: (fraction, message) => this.consumer.progress(job, fraction, message),
-      log: appendLog,
+      log: exec.appendLog,
       usage: (used) => ctx.reportUsage(used),
       rateLimited: (mark) => {
         entry.rateLimited = mark;
       },
     });
     if (callback) ctx.callback = { url: callback.url, token: callback.token };
-    const reuse = this.config.resultTtlSeconds > 0 && job.contentHash !== "";
-    const cached = reuse ? await this.consumer.reusableResult(job.contentHash).catch(() => null) : null;
+    const cached = this.reuses(job)
+      ? await this.consumer.reusableResult(job.contentHash).catch(() => null)
+      : null;
     // Arguments, not a closure: nothing per job is captured until it fires.
-    const timer = setTimeout(this.timedOut, timeoutMs, entry, timeoutMs);
+    const timer = setTimeout(this.timedOut, entry.timeoutMs, entry);
+    exec.reused = cached !== null;
     let result: unknown;
     try {
       result = cached !== null ? JSON.parse(cached) : await this.runHandler(entry, view, ctx);
     } catch (err) {
       clearTimeout(timer);
       callback?.close();
-      if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
-      if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds());
-      const limited = rateLimitOf(err) ?? entry.rateLimited;
-      if (limited && job.resources) return this.benchAndRelease(entry, limited, err, log, seconds());
-      if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds());
-      // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
-      const reason: unknown = entry.aborted ? entry.abortReason : undefined;
-      await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds());
-      return;
+      await this.settleError(entry, err, exec);
+      return ENDED;
     }
     clearTimeout(timer);
     callback?.close();
     this.circuit.success();
-    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds());
+    if (entry.handedBack || entry.lost || entry.cancelled) {
+      this.logAbandoned(entry, exec.log, secondsSince(exec));
+      return ENDED;
+    }
+    return result;
+  }
+
+  /** The handler threw (or was aborted): the outcome its error and the job's state call for. */
+  private async settleError(entry: E, err: unknown, exec: Execution): Promise<void> {
+    const { log } = exec;
+    const seconds = secondsSince(exec);
+    if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds);
+    if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds);
+    const limited = rateLimitOf(err) ?? entry.rateLimited;
+    if (limited && entry.job.resources) return this.benchAndRelease(entry, limited, err, log, seconds);
+    if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds);
+    // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
+    const reason: unknown = entry.aborted ? entry.abortReason : undefined;
+    await this.settleFailure(entry, reason instanceof JobTimeoutError ? reason : err, log, seconds);
+  }
+
+  /**
+   * Settle a result: completed, or advanced to the next stage (complete-and-claim on the first
+   * try), or fanned out. A result JSON cannot encode fails the job.
+   */
+  private async settle(entry: E, exec: Execution, result: unknown): Promise<void> {
+    const { job, trace } = entry;
+    const { log, reused: cached } = exec;
     let fan: FanOutRequest | null;
     let encoded: string;
     try {
@@ -223,11 +263,12 @@ export class JobExecutor {
       encoded = encodeResult(result);
       fan = fanOutRequest(result, job.queue, this.config.nextQueue);
     } catch (err) {
-      await this.settleFailure(entry, err, log, seconds());
+      await this.settleFailure(entry, err, log, secondsSince(exec));
       return;
     }
-    if (fan) return this.settleFanOut(entry, fan, log, seconds());
+    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec));
     entry.settling = true;
+    const reuse = this.reuses(job);
     const next = this.config.nextQueue;
     const settlement: Settlement = {
       result,
@@ -235,7 +276,7 @@ export class JobExecutor {
       reuse: {
         contentHash: reuse ? job.contentHash : "",
         ttlSeconds: this.config.resultTtlSeconds,
-        reused: cached !== null,
+        reused: cached,
       },
       next: next
         ? {
@@ -254,36 +295,39 @@ export class JobExecutor {
         // (fenced by our own earlier, applied but unconfirmed settle)
         return again === "fenced" && unconfirmed ? "settled" : again;
       }
-      const r = await this.settler.settle(job, settlement);
-      entry.next = r.jobs;
-      return r.outcome;
+      return this.complete(entry, settlement);
     });
     trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
-    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds(), "result refused");
-    if (outcome === "settled") {
-      this.perJob.completed.inc();
-      if (cached !== null) this.metrics.resultsReused.inc(q);
-      const took = seconds();
-      this.perJob.completedSeconds.observe(took);
-      this.onCompleted(took * 1000);
-      if (this.log.isLevelEnabled("info"))
-        log.info(
-          {
-            outcome: next ? "advanced" : "completed",
-            nextQueue: next,
-            reused: cached !== null || undefined,
-            durationMs: Math.round(seconds() * 1000),
-          },
-          "job completed",
-        );
-    } else {
-      this.metrics.leasesLost.inc(q);
-      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds());
+    const seconds = secondsSince(exec);
+    if (outcome === "cancelled") return this.logCancelled(entry, log, seconds, "result refused");
+    if (outcome !== "settled") {
+      this.metrics.leasesLost.inc({ queue: job.queue });
+      this.metrics.duration.observe({ queue: job.queue, outcome: "fenced" }, seconds);
       log.warn(
-        { outcome: "fenced", durationMs: Math.round(seconds() * 1000) },
+        { outcome: "fenced", durationMs: Math.round(seconds * 1000) },
         "lease was lost before completion: result discarded (another worker owns the job)",
       );
+      return;
     }
+    this.perJob.completed.inc();
+    if (cached) this.metrics.resultsReused.inc({ queue: job.queue });
+    this.perJob.completedSeconds.observe(seconds);
+    this.onCompleted(seconds * 1000);
+    if (this.log.isLevelEnabled("info"))
+      log.info(
+        {
+          outcome: next ? "advanced" : "completed",
+          nextQueue: next,
+          reused: cached || undefined,
+          durationMs: Math.round(secondsSince(exec) * 1000),
+        },
+        "job completed",
+      );
+  }
+
+  /** Results are stored and reused by content hash (the job has one and reuse is on). */
+  private reuses(job: ClaimedJob): boolean {
+    return this.config.resultTtlSeconds > 0 && job.contentHash !== "";
   }
 
   /**
@@ -299,8 +343,8 @@ export class JobExecutor {
     if (entry.abandon) this.startGrace(entry);
   }
 
-  private readonly timedOut = (entry: RunningJob, timeoutMs: number): void =>
-    this.abort(entry, new JobTimeoutError(`job exceeded its timeout of ${timeoutMs}ms`));
+  private readonly timedOut = (entry: RunningJob): void =>
+    this.abort(entry, new JobTimeoutError(`job exceeded its timeout of ${entry.timeoutMs}ms`));
 
   private startGrace(entry: RunningJob): void {
     entry.grace ??= setTimeout(abandonHandler, this.config.killGraceMs, entry);
@@ -524,6 +568,30 @@ export class JobExecutor {
           : "job abandoned: its lease moved to another worker",
     );
   }
+}
+
+/** A job's timeout (ms): its own when it has one, else the worker's --job-timeout. */
+export function effectiveTimeoutMs(job: ClaimedJob, config: WorkerConfig): number {
+  return job.timeoutMs > 0 ? job.timeoutMs : config.jobTimeoutMs;
+}
+
+/** What the phases of one execution share (one object: the per-job path allocates little). */
+interface Execution {
+  log: JobLogger;
+  appendLog: (message: string) => Promise<boolean>;
+  /** performance.now() when it started. */
+  startedAt: number;
+  /** The job's parsed data. */
+  data: unknown;
+  /** The result is a stored one (reuse by content hash), not the handler's. */
+  reused: boolean;
+}
+
+/** runJob's answer when the execution ended without a result to settle. */
+const ENDED: unique symbol = Symbol("ended");
+
+function secondsSince(exec: Execution): number {
+  return (performance.now() - exec.startedAt) / 1000;
 }
 
 /** Refused writes in a row after which the worker reports unready (/readyz), until a write goes through. */

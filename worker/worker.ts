@@ -13,16 +13,19 @@ import {
   type ClaimedJob,
   type RedisClient,
   type ReleaseCause,
+  type Settlement,
+  type SettleOutcome,
 } from "../queue/index.ts";
 import type { WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
-import { JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
+import { effectiveTimeoutMs, JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
 import type { Handler } from "./handlers/index.ts";
 import type { HandlerCallbacks } from "./handlerCallback.ts";
 import { JobDurations } from "./jobDurations.ts";
 import { LeaseHeartbeat, type HeldLease, type LostLease } from "./leaseHeartbeat.ts";
 import type { WorkerMetrics } from "./metrics.ts";
+import { SettleBatcher, type BatchSlots } from "./settleBatcher.ts";
 import { SlotArray } from "./slotArray.ts";
 import { traceExecution } from "./tracing.ts";
 
@@ -87,7 +90,8 @@ export class QueueWorker {
   private drainTimer: NodeJS.Timeout | undefined;
   private redisError = "";
   private readonly circuit: CircuitBreaker;
-  private readonly executor: JobExecutor;
+  private readonly executor: JobExecutor<SlottedJob>;
+  private readonly settler: SettleBatcher;
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
   private readonly claimPolls;
@@ -178,7 +182,8 @@ export class QueueWorker {
     });
     this.inFlight = this.metrics.inFlight.labels(q);
     this.claimPolls = this.metrics.claimPolls.labels(q);
-    this.executor = new JobExecutor({
+    this.settler = new SettleBatcher(this.consumer, this.lentSlots());
+    this.executor = new JobExecutor<SlottedJob>({
       config,
       log: this.log,
       metrics: this.metrics,
@@ -188,21 +193,7 @@ export class QueueWorker {
       circuit: this.circuit,
       schedules: new Schedules(this.redis),
       onCompleted: (ms) => this.durations.add(ms),
-      slots: {
-        forCompletions: (n) => this.claimOnCompletion(n),
-        running: () => this.running.size,
-        reserve: (n, claiming) => {
-          this.reserved += n;
-          if (claiming) this.claimsPending++;
-          return () => {
-            this.reserved -= n;
-            if (!claiming) return;
-            this.claimsPending--;
-            // After the settle's continuation has taken (or handed back) what it claimed.
-            setImmediate(() => this.changed.notify());
-          };
-        },
-      },
+      complete: (entry, settlement) => this.completeAndClaim(entry, settlement),
     });
     this.metrics.circuitOpen.set(q, 0);
     this.metrics.cordoned.set(q, 0);
@@ -366,8 +357,11 @@ export class QueueWorker {
           () => true,
           () => false, // Redis not there yet: the claim below reports it; try again next round
         );
-      const free = this.circuit.allowance(this.claimable());
+      const free = this.claimBudget(0);
       if (free <= 0) {
+        // Draining since the loop's last check (e.g. while the pipeline registered): no claim, and
+        // no wait for a change that may have come already.
+        if (this.state !== "running") break;
         const pause =
           this.circuit.state === "open"
             ? sleep(Math.max(10, this.circuit.openUntil - Date.now()))
@@ -409,15 +403,49 @@ export class QueueWorker {
   }
 
   /**
-   * How many more jobs may be claimed now: free slots not already reserved by a claim in flight
-   * and, with --max-jobs, no more than the jobs left before recycling.
+   * How many jobs a claim may ask for now: free slots not already reserved by a claim in flight,
+   * within --max-jobs and the circuit's allowance; none while cordoned or draining (no
+   * fetch-next-on-complete during a warm shutdown). A settle of `completing` running jobs (batched
+   * complete-and-claim) may also claim for their slots, which still count as running (and as
+   * finished once they end, for --max-jobs) — except with durability "replicated": the call's
+   * WAIT would hold the claimed jobs too, their leases running out before they start (WAIT blocks
+   * up to the replica timeout, e.g. while a new primary has no replica yet); the claim loop claims
+   * for the freed slots instead.
    */
-  private claimable(): number {
-    if (this.isCordoned()) return 0;
-    return Math.max(
-      0,
-      Math.min(this.config.concurrency - this.running.size - this.reserved, this.recycleBudget()),
-    );
+  private claimBudget(completing: number): number {
+    if (this.state !== "running" || this.isCordoned()) return 0;
+    if (completing > 0 && this.config.durability === "replicated") return 0;
+    const free = this.config.concurrency - this.running.size - this.reserved;
+    return this.circuit.allowance(Math.max(0, Math.min(completing + free, this.recycleBudget())));
+  }
+
+  /** What the settle batcher borrows from the slots: the claim budget and reservations. */
+  private lentSlots(): BatchSlots {
+    return {
+      forCompletions: (n) => this.claimBudget(n),
+      running: () => this.running.size,
+      reserve: (n, claiming) => {
+        this.reserved += n;
+        if (claiming) this.claimsPending++;
+        return () => {
+          this.reserved -= n;
+          if (!claiming) return;
+          this.claimsPending--;
+          // After the settle's continuation has taken (or handed back) what it claimed.
+          setImmediate(() => this.changed.notify());
+        };
+      },
+    };
+  }
+
+  /**
+   * A completion's first write (batched complete-and-claim): the jobs it claims start in the slot
+   * it frees, once its execution has ended (startJob).
+   */
+  private async completeAndClaim(entry: SlottedJob, settlement: Settlement): Promise<SettleOutcome> {
+    const r = await this.settler.settle(entry.job, settlement);
+    entry.next = r.jobs;
+    return r.outcome;
   }
 
   /**
@@ -450,22 +478,6 @@ export class QueueWorker {
   private recycleBudget(): number {
     if (this.config.maxJobs <= 0) return Number.MAX_SAFE_INTEGER;
     return this.config.maxJobs - this.jobsFinished - this.running.size - this.reserved;
-  }
-
-  /**
-   * How many jobs the completion of `n` running jobs may claim (batched complete-and-claim):
-   * their own slots plus free slots nobody is claiming for, within --max-jobs and the circuit's
-   * allowance; 0 once draining (no fetch-next-on-complete during a warm shutdown). 0 with
-   * durability "replicated": the call's WAIT would hold the claimed jobs too, their leases
-   * running out before they start (WAIT blocks up to the replica timeout, e.g. while a new
-   * primary has no replica yet); the claim loop claims for the freed slots instead.
-   */
-  private claimOnCompletion(n: number): number {
-    if (this.state !== "running" || this.config.durability === "replicated") return 0;
-    if (this.isCordoned()) return 0;
-    // Their slots are still counted as running (and as finished once they end, for --max-jobs).
-    const free = this.config.concurrency - this.running.size - this.reserved;
-    return this.circuit.allowance(Math.max(0, Math.min(n + free, this.recycleBudget())));
   }
 
   /**
@@ -559,9 +571,10 @@ export class QueueWorker {
 
   /** Start a claimed job in a slot; callers report status (once per batch). */
   private startJob(job: ClaimedJob): SlottedJob {
-    const timeoutMs = job.timeoutMs > 0 ? job.timeoutMs : this.config.jobTimeoutMs;
+    const timeoutMs = effectiveTimeoutMs(job, this.config);
     const entry: SlottedJob = {
       job,
+      timeoutMs,
       aborted: false,
       handedBack: false,
       lost: false,
@@ -575,7 +588,7 @@ export class QueueWorker {
     entry.slot = this.running.add(entry);
     // Inside its process span (when tracing): log lines, Redis calls and the handler nest under it.
     void entry.trace
-      .run(() => this.executor.run(entry, timeoutMs))
+      .run(() => this.executor.run(entry))
       .finally(() => {
         if (!entry.handedBack) {
           // (at hand-back its slot was freed already)
@@ -728,6 +741,8 @@ export class QueueWorker {
 interface SlottedJob extends RunningJob {
   slot: number;
   lease: HeldLease | undefined;
+  /** Jobs its completion claimed for the slot it frees (complete-and-claim), started when it ends. */
+  next?: ClaimedJob[];
 }
 
 /** Wakes every current waiter at once. */
