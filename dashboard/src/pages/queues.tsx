@@ -43,6 +43,8 @@ export function lastMinute(minutes: Minute[], now = Date.now()): number | null {
 
 /** A fallback for counts only, in case the event stream is cut by a proxy. */
 const SLOW_REFRESH_MS = 30_000;
+/** How often a queue's per-minute rates are read again while its jobs complete. */
+const STATS_ON_EVENTS_MS = 5_000;
 
 export type QueueAction = { kind: "retry" | "purge" | "pause" | "resume"; queue: string };
 
@@ -157,6 +159,25 @@ export function QueuesPage({ session }: { session: Session }) {
     const t = setInterval(loadStats, SLOW_REFRESH_MS);
     return () => clearInterval(t);
   }, [names]);
+  // While a queue's jobs finish, its rate is read again every few seconds (a page opened at the
+  // start of a burst would otherwise show no rate for half a minute while jobs complete).
+  const [statsPending] = useState(() => new Map<string, () => void>());
+  const loadStatsOf = (name: string) => {
+    if (!session.history) return;
+    let f = statsPending.get(name);
+    if (!f)
+      statsPending.set(
+        name,
+        (f = throttle(
+          () =>
+            void api<{ minutes: Minute[] }>(`/queues/${q(name)}/stats`)
+              .then((r) => setStats((m) => ({ ...m, [name]: r.minutes })))
+              .catch(() => {}),
+          STATS_ON_EVENTS_MS,
+        )),
+      );
+    f();
+  };
 
   useLive((e) => {
     if (e.type === "$queues" || e.type === "$gap") return reloadAll();
@@ -166,6 +187,7 @@ export function QueuesPage({ session }: { session: Session }) {
     let f = pending.get(name);
     if (!f) pending.set(name, (f = throttle(() => void loadOne(name), 250)));
     f();
+    if (e.type === "completed" || e.type === "failed") loadStatsOf(name);
   });
 
   if (!queues) return error ? <ErrorNote error={error} /> : <p class="muted">Loading queues…</p>;
