@@ -5,7 +5,8 @@ import { pino, type Logger } from "pino";
 export function createLogger(
   level: string,
   base: Record<string, unknown>,
-  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false }),
+  // (synchronous by default: a line logged before a crash or an exit is never lost)
+  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: true }),
 ): Logger {
   return pino(
     {
