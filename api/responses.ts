@@ -103,8 +103,9 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       progress: { type: ["number", "null"] },
       deadReason: { type: ["string", "null"] },
       group: { type: ["string", "null"], description: "the job's group (live ready jobs), or null" },
+      updatedAt: { type: "string", description: "when the job last changed (from the records only)" },
     },
-    ["startedAt", "progress", "deadReason", "group"],
+    ["startedAt", "progress", "deadReason", "group", "updatedAt"],
   ),
   GroupState: obj(
     {

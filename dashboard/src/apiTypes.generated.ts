@@ -55,6 +55,8 @@ export type JobListItem = {
   deadReason?: string | null;
   /** the job's group (live ready jobs), or null */
   group?: string | null;
+  /** when the job last changed (from the records only) */
+  updatedAt?: string;
 };
 
 export type GroupState = {
