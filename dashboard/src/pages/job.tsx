@@ -2,10 +2,8 @@
 // execution, the event timeline, payload and result/error, logs, fan-out children, actions.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
-import type { Session } from "../main.tsx";
+import type { SessionReply as Session, Shown } from "../apiTypes.generated.ts";
 import { ago, duration, ErrorNote, JsonBlock, Progress, StateBadge, time } from "../ui.tsx";
-
-type Shown = { value?: unknown; text?: string; bytes: number; truncated: boolean } | null;
 
 interface Detail {
   id: string;
