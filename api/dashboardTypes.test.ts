@@ -1,7 +1,7 @@
 // The dashboard's types of the API's replies are the ones api/responses.ts describes: the
 // committed dashboard/src/apiTypes.generated.ts is what `npm run gen:openapi` writes now.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { DASHBOARD_TYPES_FILE, dashboardTypes, tsType } from "./dashboardTypes.ts";
 import { RESPONSES, SCHEMAS } from "./responses.ts";
@@ -45,4 +45,12 @@ test("a schema gives the TypeScript type of the values it accepts", () => {
   );
   assert.equal(tsType({}), "unknown");
   assert.throws(() => tsType({ $ref: "#/components/schemas/Nope" }), /unknown schema/);
+});
+
+test("no dashboard module imports the entry main.tsx (it imports the pages: a cycle)", () => {
+  const dir = new URL("../dashboard/src/", import.meta.url);
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((f) => /\.tsx?$/.test(f));
+  assert.ok(files.length > 5, files.join(", "));
+  for (const f of files)
+    assert.doesNotMatch(readFileSync(new URL(f, dir), "utf8"), /from "[./]*\/main\.tsx"/, f);
 });
