@@ -44,6 +44,10 @@ test("a schema gives the TypeScript type of the values it accepts", () => {
     "Record<string, number>",
   );
   assert.equal(tsType({}), "unknown");
+  assert.equal(
+    tsType({ type: "object", properties: { a: { type: "string" } }, additionalProperties: {} }),
+    "{\n  a?: string;\n  [field: string]: unknown;\n}",
+  );
   assert.throws(() => tsType({ $ref: "#/components/schemas/Nope" }), /unknown schema/);
 });
 

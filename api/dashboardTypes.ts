@@ -60,6 +60,7 @@ function objectType(s: Schema): string {
   const lines = props.map(
     ([name, p]) => `${doc(p.description)}${name}${required.has(name) ? "" : "?"}: ${tsType(p)};`,
   );
+  if (typeof extra === "object") lines.push(`${doc(extra.description)}[field: string]: ${tsType(extra)};`);
   return `{\n  ${indent(lines.join("\n"))}\n}`;
 }
 

@@ -426,16 +426,38 @@ export type JobDetailReply = {
   pipeline: string;
   state: string;
   progress: number | null;
+  progressMessage: string | null;
   attempts: number;
   maxAttempts: number | null;
   stalls: number;
+  /** while the job is in Redis */
+  priority: number | null;
   createdAt: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  deadReason: string | null;
+  /** the worker running it now */
+  worker: string | null;
+  /** the fan-out parent (from the records) */
+  parentId: string | null;
   /** the producer's idempotency key, if any */
   idempotencyKey: string | null;
   data: Shown;
   result: Shown;
   error: Shown;
-  executions: unknown[];
+  /** every execution the records hold (none without PostgreSQL), oldest first */
+  executions: ({
+    execution: string;
+    queue?: string;
+    worker: string | null;
+    attempt: number | null;
+    startedAt: string | null;
+    finishedAt: string | null;
+    outcome: string;
+    error: string | null;
+    reason: string | null;
+    reused?: boolean | null;
+  })[];
   /** as GET /jobs/{id} gives them, with `data`, `result` and `error` as Shown payloads */
   stages: ({
     queue: string;
@@ -444,9 +466,26 @@ export type JobDetailReply = {
     data: Shown;
     result: Shown;
     error: Shown;
+    startedAt?: string;
+    finishedAt?: string;
   })[];
-  events: Record<string, unknown>[];
-  children: unknown[];
+  events: ({
+    eventId: string;
+    type: string;
+    /** ms since epoch, as text */
+    at?: string;
+    /** filled from the records: the stream no longer holds it */
+    source?: "records";
+    /** the entry's other fields (progress, reason, …) */
+    [field: string]: unknown;
+  })[];
+  /** the job is older than the queue's event stream reaches: earlier entries come from the records */
+  eventsTrimmed: boolean;
+  children: ({
+    id: string;
+    queue: string;
+    state: string;
+  })[];
   logs: JobLogLine[];
   sources: {
     redis: boolean;
