@@ -4,6 +4,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, prefetch, useLive, type GapEvent } from "./api.ts";
+import type { SessionReply as Session } from "./apiTypes.generated.ts";
 import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
 import { QueuePage } from "./pages/queue.tsx";
@@ -11,15 +12,6 @@ import { QueuesPage } from "./pages/queues.tsx";
 import { ResourcesPage } from "./pages/resources.tsx";
 import { SearchPage } from "./pages/search.tsx";
 import "./styles.css";
-
-export interface Session {
-  authRequired: boolean;
-  authenticated: boolean;
-  readOnly: boolean;
-  queues: string[] | null;
-  history: boolean;
-  pools: boolean;
-}
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash || "#/");

@@ -4,35 +4,8 @@
 // name; one group's next waiting and running jobs; pause (after a confirmation) and resume.
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
-import type { Session } from "../main.tsx";
+import type { GroupJobsReply, ListGroupsReply, SessionReply as Session } from "../apiTypes.generated.ts";
 import { ago, Confirm, ErrorNote, num } from "../ui.tsx";
-
-interface GroupRow {
-  group: string;
-  waiting: number;
-  running: number;
-  concurrency: number | null;
-  override: boolean;
-  rate: string | null;
-  paused: boolean;
-  oldestCreatedAt?: number | null;
-}
-
-interface TopGroups {
-  defaultConcurrency: number | null;
-  defaultRate: string | null;
-  waiting: number;
-  groupsWaiting?: number;
-  groups: GroupRow[];
-}
-
-interface GroupJobs {
-  group: string;
-  waiting: number;
-  running: number;
-  jobs: { id: string; state: "ready" | "active"; createdAt: number | null; priority: number }[];
-  runningComplete: boolean;
-}
 
 const TOP = 20;
 const REFRESH_MS = 5000;
@@ -49,7 +22,7 @@ export function GroupsCard({
   group: string | null;
   onGroup: (group: string | null) => void;
 }) {
-  const [data, setData] = useState<TopGroups | null>(null);
+  const [data, setData] = useState<ListGroupsReply | null>(null);
   const [search, setSearch] = useState("");
   const [error, setError] = useState<string | null>(null);
   const [confirmPause, setConfirmPause] = useState<string | null>(null);
@@ -57,7 +30,7 @@ export function GroupsCard({
   const load = () => {
     const p = new URLSearchParams({ top: String(TOP) });
     if (search) p.set("search", search);
-    return api<TopGroups>(`/queues/${q(queue)}/groups?${p}`)
+    return api<ListGroupsReply>(`/queues/${q(queue)}/groups?${p}`)
       .then((r) => {
         setData(r);
         setError(null);
@@ -193,11 +166,11 @@ export function GroupsCard({
 }
 
 function GroupJobsView({ queue, group, onClose }: { queue: string; group: string; onClose: () => void }) {
-  const [data, setData] = useState<GroupJobs | null>(null);
+  const [data, setData] = useState<GroupJobsReply | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     const load = () =>
-      api<GroupJobs>(`/queues/${q(queue)}/groups/${q(group)}/jobs?limit=50`)
+      api<GroupJobsReply>(`/queues/${q(queue)}/groups/${q(group)}/jobs?limit=50`)
         .then((r) => {
           setData(r);
           setError(null);

@@ -2,69 +2,17 @@
 // execution, the event timeline, payload and result/error, logs, fan-out children, actions.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
-import type { Session } from "../main.tsx";
+import type { JobDetailReply, SessionReply as Session, Shown } from "../apiTypes.generated.ts";
 import { ago, duration, ErrorNote, JsonBlock, Progress, StateBadge, time } from "../ui.tsx";
 
-type Shown = { value?: unknown; text?: string; bytes: number; truncated: boolean } | null;
-
-interface Detail {
-  id: string;
-  queue: string;
-  state: string;
-  progress: number | null;
-  progressMessage: string | null;
-  attempts: number;
-  maxAttempts: number | null;
-  stalls: number;
-  priority: number | null;
-  createdAt: string | null;
-  startedAt: string | null;
-  finishedAt: string | null;
-  deadReason: string | null;
-  worker: string | null;
-  parentId: string | null;
-  idempotencyKey: string | null;
-  data: Shown;
-  result: Shown;
-  error: Shown;
-  executions: {
-    execution: string;
-    worker: string | null;
-    attempt: number | null;
-    startedAt: string | null;
-    finishedAt: string | null;
-    outcome: string;
-    error: string | null;
-    reason: string | null;
-  }[];
-  events: { eventId: string; type: string; at?: string; source?: "records"; [k: string]: unknown }[];
-  /** The job is older than the queue's event stream reaches: earlier entries come from the records. */
-  eventsTrimmed: boolean;
-  /** Each stage, the current one last (GET /jobs/{id}/detail). */
-  stages: {
-    queue: string;
-    state: string;
-    attempts: number;
-    data: Shown;
-    result: Shown;
-    error: Shown;
-    startedAt?: string;
-    finishedAt?: string;
-  }[];
-  children: { id: string; queue: string; state: string }[];
-  logs: { at: number; message: string }[];
-  sources: { redis: boolean; records: boolean };
-  actions: { retry: boolean; cancel: boolean; promote: boolean };
-}
-
 export function JobPage({ id, queue, session }: { id: string; queue: string | null; session: Session }) {
-  const [job, setJob] = useState<Detail | null>(null);
+  const [job, setJob] = useState<JobDetailReply | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const path = `/jobs/${q(id)}`;
   const qs = queue ? `?queue=${q(queue)}` : "";
   const load = () =>
-    api<Detail>(`${path}/detail${qs}`)
+    api<JobDetailReply>(`${path}/detail${qs}`)
       .then((d) => {
         setJob(d);
         setError(null);

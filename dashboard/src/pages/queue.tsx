@@ -3,43 +3,24 @@
 // jobs/min and durations per minute, zoomed to the span that had jobs, or 15 min / 1 h / 6 h.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
-import type { Session } from "../main.tsx";
+import type {
+  JobListItem,
+  ListJobsReply,
+  QueueStatsReply,
+  QueueSummary,
+  QueueWorkersReply,
+  SessionReply as Session,
+} from "../apiTypes.generated.ts";
 import { ago, Chart, Confirm, duration, ErrorNote, num, Progress, StateBadge, time } from "../ui.tsx";
 import { GroupsCard } from "./groups.tsx";
-import { QueueActions, type QueueSummary } from "./queues.tsx";
+import { QueueActions } from "./queues.tsx";
 
-interface JobItem {
-  id: string;
-  state: string;
-  attempts: number;
-  maxAttempts: number | null;
-  createdAt: string | null;
-  startedAt?: string | null;
-  updatedAt?: string;
-  progress: number | null;
-  deadReason: string | null;
-}
-
-interface Worker {
-  id: string;
-  pod: string;
-  slots: number;
-  busy: number;
-  free: number;
-  draining: boolean;
-  lastSeenMs: number;
-}
+type Worker = QueueWorkersReply["workers"][number];
 
 const STATES = ["all", "ready", "delayed", "active", "completed", "dead", "cancelled", "deleted"] as const;
 /** Tabs answered from the records only (PostgreSQL). */
 const HISTORY_ONLY: readonly string[] = ["all", "cancelled", "deleted"];
-interface Minute {
-  minute: number;
-  completed: number;
-  failed: number;
-  p50: number | null;
-  p95: number | null;
-}
+type Minute = QueueStatsReply["minutes"][number];
 
 /** The chart's spans: "active" is the last hour cut to where it had jobs; the others are whole. */
 const RANGES = [
@@ -81,10 +62,10 @@ export function QueuePage({
 }) {
   const state = (params.get("state") ?? (session.history ? "all" : "ready")) as (typeof STATES)[number];
   const windowMs = Number(params.get("window") ?? 0) || null;
-  const [summary, setSummary] = useState<(QueueSummary & { served?: boolean }) | null>(null);
+  const [summary, setSummary] = useState<QueueSummary | null>(null);
   const [pages, setPages] = useState<string[]>([]); // cursors of the pages before this one
   const [cursor, setCursor] = useState<string | null>(null);
-  const [jobs, setJobs] = useState<{ items: JobItem[]; next: string | null } | null>(null);
+  const [jobs, setJobs] = useState<{ items: JobListItem[]; next: string | null } | null>(null);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [workers, setWorkers] = useState<Worker[]>([]);
   const range = (RANGES.find(([r]) => r === params.get("range"))?.[0] ?? "active") as Range;
@@ -104,7 +85,7 @@ export function QueuePage({
     const p = new URLSearchParams({ state, limit: "50" });
     if (c) p.set("cursor", c);
     if (windowMs && session.history) p.set("from", String(Date.now() - windowMs));
-    return api<{ items: JobItem[]; next: string | null }>(`/queues/${q(queue)}/jobs?${p}`)
+    return api<ListJobsReply>(`/queues/${q(queue)}/jobs?${p}`)
       .then((r) => {
         setJobs(r);
         setError(null);
@@ -116,7 +97,7 @@ export function QueuePage({
       .then(setSummary)
       .catch(() => {});
   const loadWorkers = () =>
-    api<{ workers: Worker[] }>(`/queues/${q(queue)}/workers`)
+    api<QueueWorkersReply>(`/queues/${q(queue)}/workers`)
       .then((r) => setWorkers(r.workers))
       .catch(() => {});
   const [refresh] = useState(() =>
@@ -147,7 +128,7 @@ export function QueuePage({
     // The window's minutes (zero-filled by the API), read again as the minutes pass.
     const window = range === "active" ? "1h" : range;
     const loadStats = () =>
-      void api<{ minutes: Minute[] }>(`/queues/${q(queue)}/stats?window=${window}`)
+      void api<QueueStatsReply>(`/queues/${q(queue)}/stats?window=${window}`)
         .then((r) => setMinutes(r.minutes))
         .catch(() => {});
     loadStats();
@@ -392,7 +373,7 @@ export function QueuePage({
                   {j.maxAttempts ? ` / ${j.maxAttempts}` : ""}
                 </td>
                 <td>
-                  <Progress value={j.progress} />
+                  <Progress value={j.progress ?? null} />
                 </td>
                 <td title={time(j.createdAt)}>{ago(j.createdAt)}</td>
                 <td title={time(j.updatedAt ?? j.startedAt ?? null)}>

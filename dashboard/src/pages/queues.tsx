@@ -2,33 +2,15 @@
 // jobs/min and p95 duration over the last hour, oldest waiting job, and the queue actions.
 import { useEffect, useState } from "preact/hooks";
 import { api, q, throttle, useLive } from "../api.ts";
-import type { Session } from "../main.tsx";
+import type {
+  ListQueuesReply,
+  QueueStatsReply,
+  QueueSummary,
+  SessionReply as Session,
+} from "../apiTypes.generated.ts";
 import { Confirm, duration, ErrorNote, num, Sparkline } from "../ui.tsx";
 
-export interface QueueSummary {
-  queue: string;
-  ready: number;
-  delayed: number;
-  inflight: number;
-  completed: number;
-  dead: number;
-  cancelled: number;
-  backlog: number;
-  paused: boolean;
-  /** "20/s", or null. */
-  rateLimit: string | null;
-  schedules: number;
-  oldestWaitingMs: number | null;
-  workers: number;
-}
-
-interface Minute {
-  minute: number;
-  completed: number;
-  failed: number;
-  p50: number | null;
-  p95: number | null;
-}
+type Minute = QueueStatsReply["minutes"][number];
 
 /**
  * Jobs completed in the last 60 s: the current minute so far plus the part of the previous
@@ -127,7 +109,7 @@ export function QueuesPage({ session }: { session: Session }) {
   const [error, setError] = useState<string | null>(null);
 
   const loadAll = () =>
-    api<{ queues: QueueSummary[] }>("/queues")
+    api<ListQueuesReply>("/queues")
       .then((r) => {
         setQueues(r.queues);
         setError(null);
@@ -151,7 +133,7 @@ export function QueuesPage({ session }: { session: Session }) {
     if (!names || !session.history) return;
     const loadStats = () => {
       for (const name of names.split(",").slice(0, 50))
-        void api<{ minutes: Minute[] }>(`/queues/${q(name)}/stats`)
+        void api<QueueStatsReply>(`/queues/${q(name)}/stats`)
           .then((r) => setStats((m) => ({ ...m, [name]: r.minutes })))
           .catch(() => {});
     };
@@ -170,7 +152,7 @@ export function QueuesPage({ session }: { session: Session }) {
         name,
         (f = throttle(
           () =>
-            void api<{ minutes: Minute[] }>(`/queues/${q(name)}/stats`)
+            void api<QueueStatsReply>(`/queues/${q(name)}/stats`)
               .then((r) => setStats((m) => ({ ...m, [name]: r.minutes })))
               .catch(() => {}),
           STATS_ON_EVENTS_MS,

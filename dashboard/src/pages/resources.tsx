@@ -3,30 +3,8 @@
 // jobs waiting for its budget. Refreshed every 10 s.
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
+import type { ListResourcesReply, Resource } from "../apiTypes.generated.ts";
 import { Chart, ErrorNote, num, time, type Series } from "../ui.tsx";
-
-interface Limit {
-  unit: string;
-  max: number;
-  windowMs: number;
-  used: number;
-  utilization: number;
-}
-interface Key {
-  id: string;
-  benchedUntil: number | null;
-  admitted: number;
-  limits: Limit[];
-}
-interface Resource {
-  pipeline: string;
-  name: string;
-  ceiling: number;
-  waiting: number;
-  waitingByQueue: Record<string, number>;
-  keys: Key[];
-  history: { at: number; keys: Record<string, Record<string, number>>; benched: string[] }[];
-}
 
 const COLORS = ["#57c", "#e83", "#3a7", "#c45", "#96c", "#b83", "#4bb", "#777"];
 const pct = (n: number) => `${Math.round(n * 1000) / 10} %`;
@@ -149,7 +127,7 @@ export function ResourcesPage() {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     const load = () =>
-      api<{ resources: Resource[] }>("/resources")
+      api<ListResourcesReply>("/resources")
         .then((r) => {
           setResources(r.resources);
           setError(null);

@@ -2,25 +2,17 @@
 // opens the job straight away.
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
+import type { SearchHit, SearchReply } from "../apiTypes.generated.ts";
 import { ago, ErrorNote, StateBadge } from "../ui.tsx";
 
-interface Hit {
-  id: string;
-  queue: string;
-  state: string;
-  matched: string;
-  createdAt: string | null;
-  updatedAt: string | null;
-}
-
 export function SearchPage({ q: query }: { q: string }) {
-  const [hits, setHits] = useState<Hit[] | null>(null);
+  const [hits, setHits] = useState<SearchHit[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const load = (cursor?: string) => {
     const p = new URLSearchParams({ q: query, limit: "50" });
     if (cursor) p.set("cursor", cursor);
-    return api<{ items: Hit[]; next: string | null }>(`/search?${p}`)
+    return api<SearchReply>(`/search?${p}`)
       .then((r) => {
         setHits((h) => (cursor ? [...(h ?? []), ...r.items] : r.items));
         setNext(r.next);
