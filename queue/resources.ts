@@ -187,11 +187,6 @@ export function parseUses(texts: string[], what = "--uses"): ResourceUses | unde
   return checkUses(uses, what);
 }
 
-/** The implicit group of a job with `uses` and no group: `~res:` and its resources, sorted, joined by `+`. */
-export function resourceGroup(uses: ResourceUses): string {
-  return RESOURCE_GROUP_PREFIX + Object.keys(uses).sort().join("+");
-}
-
 /** The pipeline a resource of `pipelineOrQueue` lives in: a queue's pipeline, or the name itself. */
 export function resourcePipeline(pipelineOrQueue: string): string {
   try {
