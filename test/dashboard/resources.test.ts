@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import {
   sidelineResourceKey,
   connectRedis,
