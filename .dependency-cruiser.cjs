@@ -26,43 +26,43 @@ module.exports = {
     forbid(
       "lib-is-the-bottom",
       "lib",
-      "queue|records|worker|operator|cli|api|bin|test|bench|chaos",
+      "queue|records|worker|operator|cli|api|bin|bench|chaos",
       "lib/ imports only node and npm packages.",
     ),
     forbid(
       "queue-imports-only-lib",
       "queue",
-      "records|worker|operator|cli|api|bin|test|bench|chaos",
+      "records|worker|operator|cli|api|bin|bench|chaos",
       "queue/ is shared by every other part: it may use lib/ only.",
     ),
     forbid(
       "records-below-api-and-worker",
       "records",
-      "worker|operator|cli|api|bin|test|bench|chaos",
+      "worker|operator|cli|api|bin|bench|chaos",
       "records/ (outbox drain, schema, migrations) is shared by api/ and worker/: it may use queue/ and lib/ only.",
     ),
     forbid(
       "worker-not-up-or-sideways",
       "worker",
-      "operator|api|cli|bin|test|bench|chaos",
+      "operator|api|cli|bin|bench|chaos",
       "worker/ may use records/, queue/ and lib/ only.",
     ),
     forbid(
       "operator-not-up-or-sideways",
       "operator",
-      "records|worker|api|cli|bin|test|bench|chaos",
+      "records|worker|api|cli|bin|bench|chaos",
       "operator/ may use queue/ and lib/ only (it never touches the job records).",
     ),
     forbid(
       "api-not-up-or-sideways",
       "api",
-      "worker|operator|cli|bin|test|bench|chaos",
+      "worker|operator|cli|bin|bench|chaos",
       "api/ may use records/, queue/ and lib/ only.",
     ),
     forbid(
       "cli-not-up",
       "cli",
-      "bin|test|bench|chaos",
+      "bin|bench|chaos",
       "cli/ wires api/, worker/, operator/, records/, queue/ and lib/ together; nothing imports it but bin/.",
     ),
     forbid(
@@ -92,6 +92,14 @@ module.exports = {
       "bench",
       "bench/ and chaos/ share code only through test/support and the product.",
     ),
+    {
+      name: "product-not-to-test",
+      comment:
+        "Shipped code may not use test harnesses; a product folder's unit tests and testdata may (test/support).",
+      severity: "error",
+      from: { path: PRODUCT, pathNot: "(\\.test\\.ts$|/testdata/)" },
+      to: { path: "^test/" },
+    },
     {
       name: "product-not-to-dev-deps",
       comment: "Shipped code may not import a devDependency (it is not installed in the images).",

@@ -35,19 +35,6 @@ export interface ApiContext {
   log?: Logger;
 }
 
-/**
- * A QueueAdmin operation that another part of the queue library adds (cancel, pause, …): the
- * route answers 501 until the method exists, and works as soon as it does.
- */
-export function adminMethod<A extends unknown[], R>(
-  admin: QueueAdmin,
-  name: string,
-): (...args: A) => Promise<R> {
-  const fn = (admin as unknown as Record<string, unknown>)[name];
-  if (typeof fn !== "function") throw new HttpError(501, `${name} is not available yet in this version`);
-  return (...args: A) => (fn as (...a: A) => Promise<R>).apply(admin, args);
-}
-
 export function requireRecords(ctx: ApiContext): JobRecords {
   if (!ctx.records)
     throw new HttpError(503, "job history needs PostgreSQL: start with --database / DATABASE_URL");

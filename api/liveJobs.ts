@@ -53,7 +53,7 @@ type Entry = [id: string, score: number, group?: string, position?: number];
  * The groups with waiting jobs in name order from `from` on (inclusive), at least `want` of them
  * when there are: `<Q>gnames` by ZRANGEBYLEX, O(log G + want). Groups that had waiting jobs
  * before that index existed are missing from it until they go idle: then (fewer names indexed
- * than `<Q>gwaiting` holds) every name is read, O(G), as before.
+ * than `<Q>gwaiting` holds) every name is read, O(G).
  */
 async function groupNames(
   redis: RedisClient,

@@ -41,8 +41,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { pollUntil } from "../lib/poll.ts";
-import { freePort } from "../lib/ports.ts";
+import { pollUntil } from "../test/support/poll.ts";
+import { freePort } from "../test/support/ports.ts";
 import { connectRedis, pauseQueue, Producer, QueueAdmin, resumeQueue } from "../queue/index.ts";
 import { hostPathMounts } from "../test/e2e/scenario.ts";
 import { buildImages, WORKER_IMAGE } from "../test/support/containers.ts";

@@ -4,7 +4,7 @@
 // the queues page's first paint in headless Chromium (target ≤ 1 s; bench/firstPaint.ts).
 // Part of `make bench`; alone: node bench/dashboard.ts [--records 1000000] [--waiting 100000]
 import { join } from "node:path";
-import { freePort } from "../lib/ports.ts";
+import { freePort } from "../test/support/ports.ts";
 import { connectRedis, Producer, type RedisClient } from "../queue/index.ts";
 import { PostgresServer } from "../test/support/postgres.ts";
 import { startProcess, stopProcess, waitFor } from "../test/support/processes.ts";

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Queue } from "bullmq";
 import { connectRedis, Producer, QueueKeys, type RedisClient } from "../queue/index.ts";
-import { pollUntil } from "../lib/poll.ts";
+import { pollUntil } from "../test/support/poll.ts";
 import { client, delta, SNAPSHOT_COMMANDS, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { BullmqSystem, ConveyorSystem, QUEUE, type WorkerHandle } from "./lib/systems.ts";
 import {

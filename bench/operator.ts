@@ -23,7 +23,7 @@ import { RESOURCES, resourcePath } from "../operator/apis/coordinates.ts";
 import type { WorkerPoolSpecInput } from "../operator/apis/v1alpha1/types.ts";
 import { Producer, connectRedis } from "../queue/index.ts";
 import { startProcess, stopProcess, type Started } from "../test/support/processes.ts";
-import { freePort } from "../lib/ports.ts";
+import { freePort } from "../test/support/ports.ts";
 import { parseMetrics, workerPoolManifest } from "../test/support/operator.ts";
 import { client, delta, snapshot, startBenchRedis } from "./lib/redis.ts";
 import { NODE, CONVEYOR_BIN } from "./lib/systems.ts";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectRedis, Producer } from "../queue/index.ts";
-import { freePort } from "../lib/ports.ts";
+import { freePort } from "../test/support/ports.ts";
 import { waitFor, stopProcess } from "../test/support/processes.ts";
 import { RedisServer } from "../test/support/redis.ts";
 import { REPO, startWorker } from "../test/support/workers.ts";

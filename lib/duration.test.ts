@@ -10,7 +10,7 @@ describe("parseDuration", () => {
     );
   });
 
-  it("reads a bare number as seconds, as the *_SECONDS variables always did", () => {
+  it("reads a bare number as seconds, as the *_SECONDS variables document", () => {
     assert.equal(parseDuration("25"), 25_000);
     assert.equal(parseDuration("0.5"), 500);
     assert.equal(parseDuration("0"), 0);

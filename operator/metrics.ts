@@ -125,7 +125,7 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       labelNames: [...pool, "cap"] as const,
       registers,
     }),
-    // Resources (issue 32) of the pipelines of pools with spec.resources, read at every poll.
+    // Resources of the pipelines of pools with spec.resources, read at every poll.
     resourceUtilization: new Gauge({
       name: "conveyor_resource_utilization",
       help: "Used / max of a resource key's limit in its window ending now (0..1; admission stops at the ceiling)",

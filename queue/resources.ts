@@ -1,7 +1,7 @@
 // Resources: API keys with budgets (requests and cost units per sliding window), shared by every
 // worker of a pipeline (docs/protocol.md, "Resources"). Admission is decided inside the claim
 // script (queue/scripts/includes/admission.lua); these calls set and read the resources, and
-// correct or bench a key. Key ids only: a credential never enters Redis.
+// correct or sideline a key. Key ids only: a credential never enters Redis.
 import { PIPELINES_KEY, PipelineKeys, QUEUES_KEY, QueueKeys, pipelineOf, InvalidNameError } from "./keys.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 
@@ -185,11 +185,6 @@ export function parseUses(texts: string[], what = "--uses"): ResourceUses | unde
     }
   }
   return checkUses(uses, what);
-}
-
-/** The implicit group of a job with `uses` and no group: `~res:` and its resources, sorted, joined by `+`. */
-export function resourceGroup(uses: ResourceUses): string {
-  return RESOURCE_GROUP_PREFIX + Object.keys(uses).sort().join("+");
 }
 
 /** The pipeline a resource of `pipelineOrQueue` lives in: a queue's pipeline, or the name itself. */
@@ -423,8 +418,8 @@ export async function correctResourceUsage(
   await runScript(redis, "resource_usage", [resourceKey(pipeline, name), budgetWaitKey(queue)], args);
 }
 
-/** Bench a key until `untilMs` (ms since the epoch) for every worker, as a provider's 429 asks. */
-export async function benchResourceKey(
+/** Sideline a key until `untilMs` (ms since the epoch) for every worker, as a provider's 429 asks. */
+export async function sidelineResourceKey(
   redis: RedisClient,
   pipelineOrQueue: string,
   name: string,

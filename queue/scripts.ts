@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ChainableCommander, Cluster, Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { scriptError } from "./scriptReplies.ts";
 
 export type RedisClient = Redis | Cluster;
@@ -111,25 +111,6 @@ function install(redis: RedisClient): void {
 }
 
 export type ScriptArg = string | number;
-
-/** Queue a Conveyor script call on `pipeline` (created from `redis`); all `keys` must share one hash tag. */
-export function pipelineScript(
-  redis: RedisClient,
-  pipeline: ChainableCommander,
-  name: ScriptName,
-  keys: string[],
-  args: ScriptArg[],
-): void {
-  install(redis);
-  const command = (pipeline as unknown as Record<string, (...a: ScriptArg[]) => unknown>)[commandName(name)];
-  if (!command) throw new Error(`script ${name} is not defined on this pipeline (create it after install)`);
-  command.call(pipeline, keys.length, ...keys, ...args);
-}
-
-/** Defines every script on `redis` (a pipeline created afterwards can call them). */
-export function installScripts(redis: RedisClient): void {
-  install(redis);
-}
 
 /** Run a Conveyor script; all `keys` must share one hash tag. */
 export async function runScript<T>(

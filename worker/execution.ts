@@ -241,7 +241,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     if (entry.handedBack || entry.lost || entry.cancelled) return this.logAbandoned(entry, log, seconds);
     if (isStalled(err) && !entry.aborted) return this.leaveToLease(entry, err, log, seconds);
     const limited = rateLimitOf(err) ?? entry.rateLimited;
-    if (limited && entry.job.resources) return this.benchAndRelease(entry, limited, err, log, seconds);
+    if (limited && entry.job.resources) return this.sidelineAndRelease(entry, limited, err, log, seconds);
     if (isDependencyFailure(err) && this.circuit.enabled) return this.defer(entry, err, log, seconds);
     // A handler aborted by its timeout usually rethrows a generic AbortError: record why.
     const reason: unknown = entry.aborted ? entry.abortReason : undefined;
@@ -494,10 +494,10 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
   }
 
   /**
-   * A provider rate-limited the job's resource key: the key is benched for every worker until the
+   * A provider rate-limited the job's resource key: the key is sidelined for every worker until the
    * retry-after, and the job goes back to waiting without an attempt (docs/protocol.md, "Resources").
    */
-  private async benchAndRelease(
+  private async sidelineAndRelease(
     entry: RunningJob,
     limited: { retryAfterMs: number; resource?: string },
     err: unknown,

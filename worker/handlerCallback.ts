@@ -15,7 +15,7 @@ export interface ExecutionReporter {
   log(message: string): Promise<boolean>;
   /** Actual usage so far per resource and unit (`POST /usage`); false: the job holds no such resource. */
   usage?(used: Record<string, Record<string, number>>): Promise<boolean>;
-  /** The provider rate-limited the job's key (`POST /rate-limited`): benched when the handler fails. */
+  /** The provider rate-limited the job's key (`POST /rate-limited`): sidelined when the handler fails. */
   rateLimited?(mark: { retryAfterMs: number; resource?: string }): void;
 }
 

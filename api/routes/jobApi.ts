@@ -1,4 +1,4 @@
-// The producer-facing additions of the HTTP job API (issue 17): batch enqueue, the dead-letter
+// The producer-facing additions of the HTTP job API: batch enqueue, the dead-letter
 // list, and the OpenAPI document itself.
 import {
   EnvelopeError,

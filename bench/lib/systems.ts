@@ -10,7 +10,7 @@ import type { Redis } from "ioredis";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { connectRedis, Producer, QueueKeys, type RedisClient } from "../../queue/index.ts";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../../test/support/ports.ts";
 import { WORKER_NODE_OPTIONS } from "../../operator/controllers/deployment.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../../test/support/processes.ts";
 import type { ProtoMode } from "../proto/combined.ts";

@@ -144,13 +144,3 @@ export function schemaPaths(schema: JSONSchemaProps, prefix = ""): string[] {
   if (schema.items) out.push(...schemaPaths(schema.items, `${prefix}[]`));
   return out;
 }
-
-/** The schema node at a dotted path (`scaling.minReplicas`), or undefined. */
-export function schemaAt(schema: JSONSchemaProps, path: string): JSONSchemaProps | undefined {
-  let node: JSONSchemaProps | undefined = schema;
-  for (const part of path.split(".")) {
-    if (!node) return undefined;
-    node = part.endsWith("[]") ? node.properties?.[part.slice(0, -2)]?.items : node.properties?.[part];
-  }
-  return node;
-}

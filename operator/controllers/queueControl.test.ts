@@ -1,4 +1,4 @@
-// Unit tier: the operator's queue-control arithmetic (issue 13).
+// Unit tier: the operator's queue-control arithmetic (pause, rate limit, resources, group caps).
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { WorkerReport } from "../../queue/index.ts";
@@ -167,7 +167,7 @@ describe("operator queue control", () => {
   });
 });
 
-describe("operator resources (issue 32)", () => {
+describe("operator resources", () => {
   const openai = (keys = 3, requests = "60/m", ceiling?: number) => ({
     name: "openai",
     ...(ceiling !== undefined ? { ceiling } : {}),

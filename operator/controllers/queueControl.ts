@@ -1,8 +1,8 @@
-// Queue control seen from the operator (issue 13): spec.paused and spec.rateLimit are written
+// Queue control seen from the operator: spec.paused and spec.rateLimit are written
 // into Redis (the spec wins while set), a paused pool scales to what its running jobs need and
 // then to its minimum, a rate-limited pool is capped at the replicas the rate can feed, a pool
-// with spec.resources at what its keys can pay for (issue 32), and a pool whose waiting jobs
-// belong to groups at their limit at the replicas its groups can use (issue 31); the lowest cap
+// with spec.resources at what its keys can pay for, and a pool whose waiting jobs
+// belong to groups at their limit at the replicas its groups can use; the lowest cap
 // binds.
 // Pure functions; the reconcile step that uses them is in workerpoolReconciler.ts.
 import {

@@ -285,7 +285,7 @@ export class WorkerPoolReconciler implements Reconciler {
     const managed = want.paused !== undefined || want.rateLimit !== undefined;
     pass.queuePaused = have.paused;
     pass.pauseSeenByPoll = sample.pausedWhenCounted === true;
-    // The lowest cap binds: the rate limit's, the resources' (issue 32), the groups' (issue 31).
+    // The lowest cap binds: the rate limit's, the resources', the groups'.
     // (the job time as of the last poll's decision: this poll's is observed in decideReplicas)
     const job = jobTimeOf(pass.state.scaler, pass.jobMs);
     const cap: ReplicaCap | undefined = bindingCap([

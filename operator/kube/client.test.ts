@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
 import { after, before, describe, it } from "node:test";
 import { stringify } from "yaml";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../../test/support/poll.ts";
 import { selfSignedCert } from "../metricsapi/selfsigned.ts";
 import { KubeClient } from "./client.ts";
 import { loadKubeConfig, type KubeCredentials } from "./kubeConfig.ts";

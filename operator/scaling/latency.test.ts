@@ -19,7 +19,7 @@ import {
   surgeWaiting,
   weightedLowerMedian,
 } from "./latency.ts";
-import { percentile, seededRandom, simulatePool, type ArrivalTrace } from "./simulate.ts";
+import { percentile, seededRandom, simulatePool, type ArrivalTrace } from "../../test/support/simulate.ts";
 
 const base = { queue: "q", redis: { url: "redis://r" }, handler: { module: "/m.js" } } as const;
 const latencySpec = (scaling: WorkerPoolSpecInput["scaling"] = {}, concurrency = 2) =>

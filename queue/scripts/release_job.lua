@@ -2,7 +2,7 @@
 -- back to the head of the line (a prioritised one to its score's place). Used at the warm-shutdown
 -- drain deadline (counted as `handedBack`), when a handler's dependency is down (counted as
 -- `deferred`: the circuit breaker) and when a provider rate-limited the job's resource key
--- (counted as `rateLimited`; the key is benched for every worker: docs/protocol.md, "Resources").
+-- (counted as `rateLimited`; the key is sidelined for every worker: docs/protocol.md, "Resources").
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 reason, 7 counter ('handedBack' |
 --       'deferred' | 'rateLimited'), and with `rateLimited`: 8 resource, 9 key id, 10 benched until (ms)
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta

@@ -1,4 +1,4 @@
--- Correct one key's windows by what a job actually used, or bench the key (docs/protocol.md,
+-- Correct one key's windows by what a job actually used, or sideline the key (docs/protocol.md,
 -- "Resources"). A negative delta is written at the reservation's time (it leaves the window
 -- with the reservation: the window never undercounts), a positive one now (it leaves later).
 -- Room freed by a negative delta re-admits the queue's groups waiting for this resource at once

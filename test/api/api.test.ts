@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
 import { connectRedis, listGroups } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";

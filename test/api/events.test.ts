@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Cluster } from "ioredis";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { connectRedis, Producer, QUEUES_KEY, QueueKeys, type RedisClient } from "../../queue/index.ts";
 import { startApi, type ApiProcess } from "../support/dashboard.ts";
 import { stopProcess } from "../support/processes.ts";

@@ -18,7 +18,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { parseAllDocuments } from "yaml";
 import { ControlPlane } from "../support/controlplane.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const CHART = path.join(ROOT, "charts", "conveyor");

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { startApi } from "../support/dashboard.ts";
 import { startProcess, stopProcess, waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";

@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { AppsV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import { ControlPlane } from "../support/controlplane.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 
 const LONG = 180_000; // generous: a loaded 2-core machine
 

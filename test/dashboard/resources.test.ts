@@ -9,9 +9,9 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import {
-  benchResourceKey,
+  sidelineResourceKey,
   connectRedis,
   Consumer,
   parseLimits,
@@ -83,7 +83,7 @@ describe(
         "openai",
         ["k1", "k2", "k3"].map((id) => ({ id, limits: parseLimits("requests=60/m,tokens=200000/m") })),
       );
-      await benchResourceKey(redis, QUEUE, "openai", "k3", Date.now() + 10 * 60_000);
+      await sidelineResourceKey(redis, QUEUE, "openai", "k3", Date.now() + 10 * 60_000);
       // 120 jobs of 1,000 tokens: k1 and k2 admit floor(0.9 × 60) = 54 each, k3 is benched, 12 wait.
       const producer = new Producer(redis);
       await producer.enqueueMany(

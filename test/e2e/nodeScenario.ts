@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Watch, type V1Pod } from "@kubernetes/client-node";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { connectRedis, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { buildImages, OPERATOR_IMAGE, WORKER_IMAGE } from "../support/containers.ts";
 import { ControlPlane, DEFAULT_CONTROLLERS } from "../support/controlplane.ts";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { CoreV1Api, Watch, type V1Pod } from "@kubernetes/client-node";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { buildImages, WORKER_IMAGE } from "../support/containers.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { RealNode, hostState, nodeFootprint, nodeUnavailable, type HostState } from "../support/node.ts";

@@ -14,10 +14,10 @@ import {
   runContainer,
   type Container,
 } from "../support/containers.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { parseMetrics } from "../support/operator.ts";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { RedisServer } from "../support/redis.ts";
 import { REPO } from "../support/workers.ts";
 

@@ -20,7 +20,7 @@ import {
   WORKER_PYTHON_IMAGE,
   type Container,
 } from "../support/containers.ts";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { readExecutions, REPO } from "../support/workers.ts";

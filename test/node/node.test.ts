@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { after, before, test } from "node:test";
 import { CoreV1Api } from "@kubernetes/client-node";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { RealNode, hostState, nodeFootprint, nodeUnavailable, type HostState } from "../support/node.ts";
 

@@ -6,7 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
 
 const INSTALL = new URL("./install.sh", import.meta.url).pathname;

@@ -15,7 +15,7 @@ import { pino } from "pino";
 import { parse, stringify } from "yaml";
 import { ControlPlane } from "../support/controlplane.ts";
 import { workerPoolManifest } from "../support/operator.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import { withDefaults, type WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import { KubeClient, NotLeaderError, isConflict } from "../../operator/kube/client.ts";

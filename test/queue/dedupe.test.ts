@@ -13,7 +13,7 @@ import {
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { describeOnRedisAndCluster } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string) =>

@@ -4,7 +4,7 @@
 // a bell an enqueue publishes nothing; a resume always rings (a pool held at zero while paused).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import {
   DOORBELL_CHANNEL,
   Producer,

@@ -5,7 +5,7 @@
 // replica that missed the claim holds, on a real Redis.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { Consumer, QueueKeys, type Producer, type RedisClient } from "../../queue/index.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
 

@@ -20,7 +20,7 @@ import {
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
 
 const consumer = (redis: RedisClient, queue: string, workerId = "w") =>

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Cluster } from "ioredis";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { Consumer, Producer, QueueAdmin, QueueKeys, cancelJob, type RedisClient } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { describeOnRedisAndCluster } from "../support/redis.ts";

@@ -17,7 +17,7 @@ import {
   waitUntilReady,
   type RedisClient,
 } from "../../queue/index.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisSentinelSet } from "../support/sentinel.ts";
 import {

@@ -3,7 +3,7 @@
 // or pair per job must be sent in chunks (includes/variadic.lua).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { Consumer, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";

@@ -17,7 +17,7 @@ import { parse } from "yaml";
 import { connectRedis, QueueAdmin, Producer, SCRIPT_NAMES, scriptSource } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";
 import { startProcess, stopProcess, waitFor } from "../support/processes.ts";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LIBRARY, CLI, listFiles, readJson, ROOT, rootVersion } from "../../scripts/release/packages.ts";
 import { helmBinary, release, type ReleaseArtifacts } from "../../scripts/release/main.ts";

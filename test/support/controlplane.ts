@@ -22,8 +22,8 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
-import { freePort } from "../../lib/ports.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { freePort } from "./ports.ts";
+import { pollUntil } from "./poll.ts";
 import {
   KubeConfig,
   CoreV1Api,

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { connectRedis, type RedisClient } from "../../queue/index.ts";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import { PostgresServer } from "./postgres.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
 import { RedisServer } from "./redis.ts";

@@ -12,8 +12,8 @@
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { pollUntil } from "../../lib/poll.ts";
-import { freePort } from "../../lib/ports.ts";
+import { pollUntil } from "./poll.ts";
+import { freePort } from "./ports.ts";
 import type { ControlPlane } from "./controlplane.ts";
 import { startProcess, stopProcess, type Started } from "./processes.ts";
 import { REPO } from "./workers.ts";

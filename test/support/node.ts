@@ -22,8 +22,8 @@ import * as path from "node:path";
 import * as tls from "node:tls";
 import { promisify } from "node:util";
 import { CoreV1Api } from "@kubernetes/client-node";
-import { freePort } from "../../lib/ports.ts";
-import { pollUntil } from "../../lib/poll.ts";
+import { freePort } from "./ports.ts";
+import { pollUntil } from "./poll.ts";
 import type { ControlPlane } from "./controlplane.ts";
 import { podmanEnv } from "./containers.ts";
 

@@ -2,8 +2,8 @@
 // its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { pollUntil } from "../../lib/poll.ts";
-import { freePort } from "../../lib/ports.ts";
+import { pollUntil } from "./poll.ts";
+import { freePort } from "./ports.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
 import type { KubeClient } from "../../operator/kube/client.ts";

@@ -22,7 +22,7 @@ import {
   type V1Pod,
   type V1Volume,
 } from "@kubernetes/client-node";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import { runContainer, type Container } from "./containers.ts";
 import { startProcess, type Started } from "./processes.ts";
 import { CONVEYOR, NODE } from "./workers.ts";

@@ -8,7 +8,7 @@ import { appendFileSync, chownSync, existsSync, mkdtempSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import { startProcess, waitFor, type Started } from "./processes.ts";
 
 const BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { Redis } from "ioredis";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "./poll.ts";
 import { NODE } from "./workers.ts";
 
 const alive = (pid: number) => {

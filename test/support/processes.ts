@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { createWriteStream, existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "./poll.ts";
 
 const live = new Set<ChildProcess>();
 let hooked = false;
@@ -94,7 +94,7 @@ export async function stopProcess(p: Started, graceMs = 5000): Promise<void> {
   }
 }
 
-/** Positional form of lib/poll.ts's pollUntil, kept for the many callers that pass times positionally. */
+/** Positional form of poll.ts's pollUntil, kept for the many callers that pass times positionally. */
 export function waitFor<T>(
   what: string,
   probe: () => Promise<T | undefined | null | false>,

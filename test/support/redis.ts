@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import {
   connectRedis,
   Producer,

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import { RedisServer } from "./redis.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "./processes.ts";
 

@@ -1,5 +1,5 @@
 // A Server-Sent Events client for tests: open /events, collect the frames, wait for one.
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "./poll.ts";
 
 export interface SseFrame {
   event: string;

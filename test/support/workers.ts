@@ -1,7 +1,7 @@
 // Real `conveyor worker` processes for tests, each with its own health port and log file.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "./ports.ts";
 import { startProcess, waitFor, type Started } from "./processes.ts";
 import { Consumer, type RedisClient } from "../../queue/index.ts";
 

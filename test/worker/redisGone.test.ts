@@ -5,7 +5,7 @@
 // delivers it again.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { freePort } from "../../lib/ports.ts";
+import { freePort } from "../support/ports.ts";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { pollUntil } from "../../lib/poll.ts";
+import { pollUntil } from "../support/poll.ts";
 import { QueueKeys } from "../../queue/index.ts";
 import { stopProcess } from "../support/processes.ts";
 import { startQueueRedis, stopQueueRedis, type QueueRedis } from "../support/redis.ts";

@@ -107,7 +107,7 @@ export function httpHandler(url: string): Handler {
       if (!res.ok) {
         // 4xx means the sidecar judged the input bad: retrying the same input cannot help
         // (except timeouts and rate limits, which can).
-        // A 429 for a job holding a resource key benches that key (Retry-After) and hands the job
+        // A 429 for a job holding a resource key sidelines that key (Retry-After) and hands the job
         // back without an attempt; `Conveyor-Resource` names the resource when the job has several.
         if (res.status === 429 && Object.keys(ctx.resources).length > 0) {
           const resource = res.headers.get("conveyor-resource")?.trim();

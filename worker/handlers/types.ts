@@ -152,7 +152,7 @@ export function isDependencyFailure(err: unknown): boolean {
 
 /**
  * A provider refused for its rate limit (an HTTP 429): the key the job was granted for
- * `resource` (the job's only resource when left out) is benched for every worker for
+ * `resource` (the job's only resource when left out) is sidelined for every worker for
  * `retryAfterMs`, and the job goes back to waiting without using an attempt.
  */
 export class RateLimitedError extends Error {
@@ -167,7 +167,7 @@ export class RateLimitedError extends Error {
   }
 }
 
-/** How long a key is benched when the provider gave no retry-after. */
+/** How long a key is sidelined when the provider gave no retry-after. */
 export const DEFAULT_RETRY_AFTER_MS = 60_000;
 
 /** The rate-limit mark of a thrown value (any object with `rateLimited: {retryAfterMs}`), or null. */

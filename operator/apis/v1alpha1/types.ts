@@ -11,8 +11,6 @@ export type Condition = NonNullable<WorkerPoolStatus["conditions"]>[number];
 export type ScalingSpec = WorkerPoolSpec["scaling"];
 export type ScalingBehavior = NonNullable<ScalingSpec["behavior"]>;
 export type ScalingRules = NonNullable<ScalingBehavior["scaleUp"]>;
-export type TemplateSpec = WorkerPoolSpec["template"];
-export type ScalingMode = ScalingSpec["mode"];
 
 export interface ObjectMeta {
   name: string;

@@ -2,7 +2,7 @@
 // seeded, so running it again writes the same files. `node operator/scaling/testdata/genTraces.ts`
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { seededRandom, type ArrivalTrace } from "../simulate.ts";
+import { seededRandom, type ArrivalTrace } from "../../../test/support/simulate.ts";
 
 /** Poisson arrivals of a rate that varies with time (thinning), durations log-normal around a median. */
 function trace(

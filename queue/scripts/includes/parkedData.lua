@@ -3,7 +3,7 @@
 -- past hash-max-listpack-value (64 by default) turns the whole record from a listpack into a
 -- hashtable, where every field costs a dict entry and two allocations (~250 B per waiting job at
 -- 1 KiB, measured). Put back in the record when the job leaves waiting, so every other script
--- and reader sees the record as before. `jk` is `<P>job:<id>`: the key is in the same slot.
+-- and reader sees the whole record. `jk` is `<P>job:<id>`: the key is in the same slot.
 local PARK_DATA_BYTES = 64
 local function dataKeyOf(jk, id)
   return string.sub(jk, 1, #jk - #id - 4) .. 'data:' .. id

@@ -14,7 +14,7 @@ local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId)
 end
 
 -- The one-job scripts' form: the caller appends `count leaseMs workerId` after the script's own
--- `nArgs` arguments. Without them the script returns `settled` as before; with them
+-- `nArgs` arguments. Without them the script returns `settled` alone; with them
 -- {settled, jobs, nextDueMs, startSlackMs}.
 local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
   local count = tonumber(argv[nArgs + 1] or '')

@@ -5,9 +5,15 @@
 // finish its jobs (no job is interrupted) — and the waits (enqueue → start) are measured.
 // Everything runs on a simulated clock: the same trace gives the same result on any machine.
 import type { QueueCounts } from "../../queue/index.ts";
-import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import { decideScale, newPoolScaler, recordScale, surgeBellOf, type ScaleDecision } from "./decide.ts";
-import { lowerMedian } from "./latency.ts";
+import type { WorkerPoolSpec } from "../../operator/apis/v1alpha1/types.ts";
+import {
+  decideScale,
+  newPoolScaler,
+  recordScale,
+  surgeBellOf,
+  type ScaleDecision,
+} from "../../operator/scaling/decide.ts";
+import { lowerMedian } from "../../operator/scaling/latency.ts";
 
 /** A recorded arrival trace: [enqueue time ms from the start, job duration ms] in time order. */
 export interface ArrivalTrace {
