@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { setGroupLimit } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
-import { REPO } from "../support/workers.ts";
+import { REPO, type WorkerProcess } from "../support/workers.ts";
 
 const INTERVAL_HANDLER = `module:${join(REPO, "test/fixtures/intervalHandler.js")}`;
 
@@ -89,7 +89,7 @@ describe("groups across worker processes", () => {
       CONVEYOR_LEASE: "1s",
       LOG_LEVEL: "warn",
     };
-    const workers = [];
+    const workers: WorkerProcess[] = [];
     for (let i = 0; i < 6; i++) workers.push(await bed.worker(q, env));
     const perGroup = 25;
     await bed.producer.enqueueMany(
@@ -104,21 +104,22 @@ describe("groups across worker processes", () => {
     );
     const total = perGroup * Object.keys(limits).length;
     await waitFor("a quarter done", async () => (await bed.admin.counts(q)).completed >= total / 4, 120_000);
-    // kill two workers while they run jobs (their leases hold group slots until swept)
-    const doomed = new Set([workers[0]!.child.pid, workers[1]!.child.pid]);
-    await waitFor(
-      "a doomed worker running a job",
+    // kill two workers while they run jobs (their leases hold group slots until swept): whichever
+    // two hold jobs then (with 8 group slots for 24 worker slots, which ones do is up to the race)
+    const doomed = await waitFor(
+      "two workers running jobs",
       async () => {
         const marks = readMarks(log);
         const ended = new Set(marks.filter((m) => m.ev === "end").map((m) => m.exec));
-        return marks.some((m) => m.ev === "start" && doomed.has(m.pid) && !ended.has(m.exec));
+        const busy = new Set(marks.filter((m) => m.ev === "start" && !ended.has(m.exec)).map((m) => m.pid));
+        const victims = workers.filter((w) => busy.has(w.child.pid!)).slice(0, 2);
+        return victims.length === 2 && victims;
       },
       60_000,
       5,
     );
-    workers[0]!.signal("SIGKILL");
-    workers[1]!.signal("SIGKILL");
-    await Promise.all([workers[0]!.exited, workers[1]!.exited]);
+    for (const w of doomed) w.signal("SIGKILL");
+    await Promise.all(doomed.map((w) => w.exited));
     const done = await waitFor(
       "every job completed",
       async () => {
