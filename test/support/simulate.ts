@@ -14,6 +14,7 @@ import {
   type ScaleDecision,
 } from "../../operator/scaling/decide.ts";
 import { lowerMedian } from "../../operator/scaling/latency.ts";
+import { rng } from "./random.ts";
 
 /** A recorded arrival trace: [enqueue time ms from the start, job duration ms] in time order. */
 export interface ArrivalTrace {
@@ -195,14 +196,5 @@ export function simulatePool(o: SimulationOptions): SimulationResult {
   }
 }
 
-/** A seeded pseudo-random generator (mulberry32), for generating traces reproducibly. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded pseudo-random generator, for generating traces reproducibly (random.ts's). */
+export const seededRandom = rng;
