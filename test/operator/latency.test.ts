@@ -201,13 +201,19 @@ describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
       assert.equal(await replicas("by-backlog"), 1, "the backlog pool saw no waiting backlog to scale on");
       // (the first scale-up may come before any job has ended: sized by the reports' 500 ms)
       const mean = /wait target 10s: arrivals [\d.]+\/s × job 2(\.\d+)?s \(mean of \d+\) = [\d.]+ slots/;
-      const ups = (await workerPoolEvents(k, "default", "by-wait"))
-        .map((e) => e.message)
-        .filter((m) => /LatencyScaleUp/.test(m));
-      assert.ok(
-        ups.some((m) => mean.test(m)),
-        `a LatencyScaleUp Event sized by the measured mean:\n${ups.join("\n")}`,
-      );
+      // (the first scale-ups may be sized by the reports alone and reach the size above before a
+      // job has ended: the one sized by the mean follows once one has)
+      const ups = async () =>
+        (await workerPoolEvents(k, "default", "by-wait"))
+          .map((e) => e.message)
+          .filter((m) => /LatencyScaleUp/.test(m));
+      await pollUntil(
+        "a LatencyScaleUp Event sized by the measured mean",
+        async () => (await ups()).some((m) => mean.test(m)),
+        { timeoutMs: LONG },
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}:\n${(await ups()).join("\n")}`);
+      });
       const decisions = (await getPool("by-wait"))?.status?.recentDecisions ?? [];
       assert.ok(
         decisions.some((d) => d.reason === "LatencyScaleUp" && mean.test(d.message ?? "")),
