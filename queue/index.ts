@@ -31,3 +31,4 @@ export {
 // Tracing helpers are in queue/tracing.ts (`@conveyor-dev/queue/tracing`): their types are
 // OpenTelemetry's, an optional peer; the switch is here.
 export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";
+export * from "./contracts.ts";

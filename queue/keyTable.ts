@@ -172,6 +172,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
   },
   { name: "events", scope: "queue", pattern: "events", doc: "The queue's event stream." },
   {
+    name: "contract",
+    scope: "queue",
+    pattern: "contract",
+    doc: "The stage's contract (a hash): `hash` (its content hash), `body` (JSON Schemas of its data, result and tasks), `source`, `updatedAt`.",
+  },
+  {
     name: "schedules",
     scope: "queue",
     pattern: "schedules",

@@ -146,6 +146,10 @@ export class QueueKeyLayout extends PipelineKeyLayout {
   get events(): string {
     return `${this.queuePrefix}events`;
   }
+  /** The stage's contract (a hash): `hash` (its content hash), `body` (JSON Schemas of its data, result and tasks), `source`, `updatedAt`. */
+  get contract(): string {
+    return `${this.queuePrefix}contract`;
+  }
   /** Schedules: `<name>` → spec (JSON), `next:<name>` → the next tick enqueued (ms). */
   get schedules(): string {
     return `${this.queuePrefix}schedules`;

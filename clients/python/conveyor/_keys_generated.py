@@ -97,6 +97,8 @@ class QueueKeyLayout(PipelineKeyLayout):
         self.sweeper = f"{self.queue_prefix}sweeper"
         # The queue's event stream.
         self.events = f"{self.queue_prefix}events"
+        # The stage's contract (a hash): `hash` (its content hash), `body` (JSON Schemas of its data, result and tasks), `source`, `updatedAt`.
+        self.contract = f"{self.queue_prefix}contract"
         # Schedules: `<name>` → spec (JSON), `next:<name>` → the next tick enqueued (ms).
         self.schedules = f"{self.queue_prefix}schedules"
         # Producer idempotency keys: `<prefix><key>` → job id.
