@@ -54,4 +54,21 @@ describe("contracts", () => {
     );
     assert.throws(() => compileContract({ tasks: { "bad name": {} } }), /task name 'bad name'/);
   });
+
+  it("compiles a schema with an $id again (an updated contract, a second cache in the process)", () => {
+    const org = (required: string[]) => ({
+      data: {
+        $id: "https://example.com/org.json",
+        type: "object",
+        required,
+        properties: { phone: { $ref: "#/$defs/phone" } },
+        $defs: { phone: { type: "string", pattern: "^[0-9+ ]+$" } },
+      },
+    });
+    const first = compileContract(org(["name"]));
+    const second = compileContract(org(["name", "phone"]));
+    assert.deepEqual(first.checkData({ name: "a" }), []);
+    assert.equal(second.checkData({ name: "a" })[0]!.pointer, "/phone");
+    assert.equal(second.checkData({ name: "a", phone: "x" })[0]!.rule, "pattern");
+  });
 });

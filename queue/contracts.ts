@@ -138,7 +138,9 @@ let ajv07: Ajv | undefined;
 function ajvFor(schema: JsonSchema): Ajv | Ajv2020 {
   const draft07 = typeof schema === "object" && DRAFT_07.test(String(schema.$schema ?? ""));
   // strict off: contracts are users' schemas, often with annotations ajv does not know.
-  const opts = { allErrors: true, strict: false, validateFormats: true } as const;
+  // addUsedSchema off: a schema with an $id compiles again (an updated contract, another cache)
+  // instead of clashing with the copy registered by the first compile.
+  const opts = { allErrors: true, strict: false, validateFormats: true, addUsedSchema: false } as const;
   if (draft07) {
     if (!ajv07) addFormats((ajv07 = new Ajv(opts)));
     return ajv07;
