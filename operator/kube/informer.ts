@@ -24,6 +24,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   /** e.g. /apis/apps/v1/deployments or /apis/apps/v1/namespaces/ns/deployments */
   path: string;
   labelSelector?: string;
+  /** Server-side field selector (e.g. `metadata.name=x`: one object's cache). */
+  fieldSelector?: string;
   /** Resync (from the cache, no API call) this often (default 10 min, ±10% jitter). */
   relistMs?: number;
   /** The index value of an object (e.g. its pool's `namespace/name`): `indexed(value)` finds them. */
@@ -175,7 +177,12 @@ export class Informer<T extends KubeObject> {
         // A watch that ends without an error resumes from the last resource version seen.
         await this.client.watch<T>(
           this.opts.path,
-          { resourceVersion: this.resourceVersion, labelSelector: this.opts.labelSelector, timeoutSeconds },
+          {
+            resourceVersion: this.resourceVersion,
+            labelSelector: this.opts.labelSelector,
+            fieldSelector: this.opts.fieldSelector,
+            timeoutSeconds,
+          },
           (ev) => this.onEvent(ev),
           this.abort.signal,
         );
@@ -272,7 +279,10 @@ export class Informer<T extends KubeObject> {
 
   /** Full list: replaces the cache, emitting add/update/delete for the differences. */
   private async relist(): Promise<void> {
-    const list = await this.client.listAll<T>(this.opts.path, { labelSelector: this.opts.labelSelector });
+    const list = await this.client.listAll<T>(this.opts.path, {
+      labelSelector: this.opts.labelSelector,
+      fieldSelector: this.opts.fieldSelector,
+    });
     const seen = new Set<string>();
     for (const item of list.items) {
       const obj = this.transform(item);
