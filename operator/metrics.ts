@@ -65,6 +65,12 @@ export function createOperatorMetrics(registry = new Registry(), opts: { default
       help: "Times this replica became leader",
       registers,
     }),
+    contractPublishes: new Counter({
+      name: "conveyor_operator_contract_publishes_total",
+      help: "Contracts the operator wrote to a pool's queue (spec.contract), by action (published, deleted)",
+      labelNames: [...pool, "action"] as const,
+      registers,
+    }),
     decisions: new Counter({
       name: "conveyor_operator_scale_decisions_total",
       help: "Scale decisions applied by the operator, by direction (up, down) and reason",

@@ -84,4 +84,6 @@ export interface PoolState {
   cordon?: { pods: string[]; until: number };
   /** The pipeline whose job records this process saw on (switchRecordsOn), so it asks once. */
   recordsOn?: string;
+  /** The last contract compiled (publishContract), by hash: a contract compiles once, not per pass. */
+  contractChecked?: { hash: string; error?: string };
 }

@@ -21,6 +21,10 @@ export const Reason = {
   HPAConflict: "HPAConflict",
   /** The API server refused the Deployment or HPA (a user-fixable field). */
   ApplyFailed: "ApplyFailed",
+  /** spec.contract is not a valid contract (a schema, a task name, the ConfigMap's text); the one in force stays. */
+  ContractInvalid: "ContractInvalid",
+  /** spec.contract.configMapRef names a ConfigMap (or key) that does not exist or cannot be read. */
+  ContractNotFound: "ContractNotFound",
 
   // ---- Ready
   /** The worker Deployment has ready pods. */
@@ -90,6 +94,10 @@ export const Reason = {
   Recovered: "Recovered",
   /** A pool with spec.database: job records were switched on for its pipeline (Normal, once). */
   RecordsOn: "RecordsOn",
+  /** spec.contract was published to the queue (a new hash in force; Normal). */
+  ContractPublished: "ContractPublished",
+  /** spec.contract was removed: the contract this pool had published was deleted from the queue (Normal). */
+  ContractDeleted: "ContractDeleted",
 } as const;
 
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -105,6 +113,8 @@ export const PROBLEM_REASONS = [
   Reason.DeploymentConflict,
   Reason.HPAConflict,
   Reason.ApplyFailed,
+  Reason.ContractInvalid,
+  Reason.ContractNotFound,
 ] as const;
 export type ProblemReason = (typeof PROBLEM_REASONS)[number];
 
@@ -167,6 +177,8 @@ export const EVENT_REASONS = [
   Reason.GroupLimited,
   Reason.BudgetLimited,
   Reason.RecordsOn,
+  Reason.ContractPublished,
+  Reason.ContractDeleted,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

@@ -35,6 +35,8 @@ export interface StatusInput {
   scaleInHeld?: string;
   /** The most replicas scaling goes to: spec.scaling.maxReplicas, or the binding cap below it. */
   maxReplicas?: number;
+  /** The contract this pool published (publishContract step): null when none, undefined keeps the stored one. */
+  contract?: WorkerPoolStatus["contract"] | null;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";
@@ -194,6 +196,8 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
     if (prev.oldestReadySince !== undefined) status.oldestReadySince = prev.oldestReadySince;
   }
   if (control) status.control = control;
+  const contract = i.contract === undefined ? prev.contract : (i.contract ?? undefined);
+  if (contract) status.contract = contract;
   const decision = i.lastDecision ?? prev.lastDecision;
   if (decision) status.lastDecision = decision;
   const history = withDecision(prev.recentDecisions ?? [], i.lastDecision);

@@ -1,7 +1,8 @@
 // The WorkerPool controller's wiring: what it watches and what enqueues a pool.
 //   for      WorkerPools — spec or label changes and deletion (not our own status writes)
 //   owns     the worker Deployments and HPAs (managed-by label; mapped to the owning pool)
-//   watches  the pools' pods (cache only: the busy/idle deletion costs read it)
+//   watches  the pools' pods (cache only: the busy/idle deletion costs read it), and each
+//            ConfigMap a pool names as its contract, while named (contractSource.ts)
 //   source   each backlog poll (leader only), so scaling follows the queue, not just the API
 // and the external metric each pool's HPA reads. The reconcile itself: workerpoolReconciler.ts.
 import type { Logger } from "pino";
@@ -19,6 +20,7 @@ import type { QueueCounts } from "../../queue/index.ts";
 import { BacklogPoller, type BacklogSample } from "../scaling/backlog.ts";
 import { RedisConnections } from "../scaling/redisConnections.ts";
 import { backlogMetric } from "./backlogMetric.ts";
+import { ConfigMapWatch } from "./contractSource.ts";
 import type { ReconcileContext } from "./context.ts";
 import { EventRecorder } from "./events.ts";
 import { MANAGED_BY, POOL_LABEL } from "./names.ts";
@@ -57,6 +59,7 @@ export class WorkerPoolController implements ManagedController {
   private readonly pools;
   private readonly deployments;
   private readonly reconciler: WorkerPoolReconciler;
+  private readonly configMaps: ConfigMapWatch;
   private readonly opts: WorkerPoolControllerOptions;
 
   constructor(opts: WorkerPoolControllerOptions) {
@@ -119,11 +122,14 @@ export class WorkerPoolController implements ManagedController {
           .filter((p) => !p.metadata.deletionTimestamp),
       workerReports: (key) => this.poller.workers(key),
     };
+    // (the ConfigMaps pools name as their contract, each watched while named)
+    this.configMaps = new ConfigMapWatch({ client, log, metrics, enqueue: (key) => this.enqueue(key) });
     this.reconciler = new WorkerPoolReconciler({
       ctx,
       caches: { pools: this.pools, deployments, hpas },
       poller: this.poller,
       secrets: new SecretReader(client, opts.secretTtlMs, opts.secretAccess),
+      configMaps: this.configMaps,
       metrics,
       isLeader: opts.isLeader,
     });
@@ -139,7 +145,7 @@ export class WorkerPoolController implements ManagedController {
     const stopping = this.controller.stop();
     this.poller.stop();
     this.conns.closeAll();
-    await stopping;
+    await Promise.all([stopping, this.configMaps.stop()]);
   }
 
   /** Leadership gained: re-check every pool now (a standby observed, it never acted). */

@@ -6,9 +6,12 @@
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
 import {
+  compileContract,
+  contractHash,
   describeRedisUrl,
   formatRateLimit,
   pipelineOf,
+  type Contract,
   type QueueCounts,
   type ResourceState,
 } from "../../queue/index.ts";
@@ -25,7 +28,9 @@ import { splitKey } from "../kube/keys.ts";
 import { Result } from "../kube/result.ts";
 import type { OperatorMetrics } from "../metrics.ts";
 import type { BacklogPoller, BacklogSample } from "../scaling/backlog.ts";
+import { rfc3339 } from "../../lib/time.ts";
 import { isFresh } from "./backlogMetric.ts";
+import { resolveContract, type ConfigMapWatch } from "./contractSource.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
 import { reconcileHPA, wantsHPA } from "./hpa.ts";
@@ -61,6 +66,8 @@ const SECRET_PROBLEM_RECHECK_MS = 15_000;
 const APPLY_FAILED_RECHECK_MS = 60_000;
 /** Try again this soon when job records could not be switched on. */
 const RECORDS_RETRY_MS = 5_000;
+/** Re-check a pool whose contract could not be resolved, read or published (besides the ConfigMap's watch). */
+const CONTRACT_RETRY_MS = 15_000;
 
 /** What one reconcile of one pool has found so far. */
 export interface PoolPass {
@@ -92,6 +99,8 @@ export interface PoolPass {
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
+  /** status.contract as this pass leaves it: null none, undefined as stored. */
+  contract?: WorkerPoolStatus["contract"] | null;
   /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
   scale?: ScaleInput;
   seen?: ScaleObservation;
@@ -114,6 +123,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private readonly caches: WorkerPoolCaches;
   private readonly poller: BacklogPoller;
   private readonly secrets: SecretReader;
+  private readonly configMaps: ConfigMapWatch;
   private readonly metrics: OperatorMetrics;
   private readonly isLeader: () => boolean;
   private readonly scaler: Scaler;
@@ -124,6 +134,7 @@ export class WorkerPoolReconciler implements Reconciler {
     caches: WorkerPoolCaches;
     poller: BacklogPoller;
     secrets: SecretReader;
+    configMaps: ConfigMapWatch;
     metrics: OperatorMetrics;
     isLeader: () => boolean;
   }) {
@@ -131,6 +142,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.caches = deps.caches;
     this.poller = deps.poller;
     this.secrets = deps.secrets;
+    this.configMaps = deps.configMaps;
     this.metrics = deps.metrics;
     this.isLeader = deps.isLeader;
     this.scaler = new Scaler(deps.ctx, deps.poller, deps.metrics);
@@ -156,6 +168,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.readBacklog(pass);
     await this.queueControl(pass);
     await this.switchRecordsOn(pass);
+    await this.publishContract(pass);
     await this.ensureDeployment(pass);
     await this.observeScaling(pass);
     await this.ensureHPA(pass);
@@ -371,6 +384,96 @@ export class WorkerPoolReconciler implements Reconciler {
     );
   }
 
+  /**
+   * spec.contract into the queue's Redis: resolved (inline, or its ConfigMap, watched), compiled,
+   * and published when the hash in force differs or another source set it; an invalid or missing
+   * one is a problem and leaves the one in force. spec.contract removed: the contract this pool
+   * published is deleted. Before the Deployment, so the first pod finds it.
+   */
+  private async publishContract(pass: PoolPass): Promise<void> {
+    const { spec, pool, state, key } = pass;
+    if (!spec) return;
+    const { namespace, name } = pool.metadata;
+    const ref = spec.contract?.configMapRef;
+    this.configMaps.reference(key, ref ? { namespace, name: ref.name } : undefined);
+    const published = pool.status?.contract;
+    if (!spec.contract && !published) return;
+    // (Redis unreachable: RedisUnreachable says so; the next good poll re-checks)
+    if (pass.sample?.error) return;
+    const owner = `operator:${namespace}/${name}`;
+    try {
+      if (!spec.contract) {
+        const deleted = await this.poller.deleteContractOf(key, owner);
+        if (deleted === undefined) return; // not polled: its Redis Secret is the problem reported
+        pass.contract = null;
+        state.contractChecked = undefined;
+        if (!deleted) return;
+        this.metrics.contractPublishes.inc({ namespace, workerpool: name, action: "deleted" });
+        this.ctx.log.info({ pool: key, queue: spec.queue, hash: published!.hash }, "contract deleted");
+        await this.ctx.events.record(
+          pool,
+          "Normal",
+          Reason.ContractDeleted,
+          `contract ${published!.hash} deleted from queue ${spec.queue} (spec.contract removed)`,
+        );
+        return;
+      }
+      const resolved = resolveContract(spec, namespace, this.configMaps);
+      if (!resolved || resolved.pending) return;
+      if (resolved.problem) {
+        pass.problems.push(resolved.problem);
+        pass.result = Result.sooner(pass.result, Result.requeueAfter(CONTRACT_RETRY_MS));
+        return;
+      }
+      const hash = contractHash(resolved.contract as Contract);
+      if (state.contractChecked?.hash !== hash) {
+        let error: string | undefined;
+        try {
+          compileContract(resolved.contract, hash);
+        } catch (err) {
+          error = (err as Error).message;
+        }
+        state.contractChecked = { hash, error };
+      }
+      const invalid = state.contractChecked.error;
+      if (invalid !== undefined) {
+        pass.problems.push({
+          reason: Reason.ContractInvalid,
+          message: `spec.contract (${resolved.source}): ${invalid}; the queue's contract in force is unchanged`,
+        });
+        return;
+      }
+      const inForce = await this.poller.contractInForce(key);
+      if (inForce === undefined) return; // not polled: its Redis Secret is the problem reported
+      const status = { hash, source: resolved.source };
+      if (inForce?.hash === hash && inForce.source === owner) {
+        if (published?.hash !== hash || published.source !== resolved.source)
+          pass.contract = { ...status, publishedAt: published?.publishedAt ?? rfc3339(pass.now) };
+        return;
+      }
+      await this.poller.publishContract(key, resolved.contract as Contract, owner);
+      pass.contract = { ...status, publishedAt: rfc3339(Date.now()) };
+      this.metrics.contractPublishes.inc({ namespace, workerpool: name, action: "published" });
+      const replaced = inForce ? ` (replacing ${inForce.hash} set by ${inForce.source || "unknown"})` : "";
+      this.ctx.log.info(
+        { pool: key, queue: spec.queue, hash, source: resolved.source, replaced: inForce?.hash },
+        "contract published",
+      );
+      await this.ctx.events.record(
+        pool,
+        "Normal",
+        Reason.ContractPublished,
+        `contract ${hash} (${resolved.source}) published to queue ${spec.queue}${replaced}`,
+      );
+    } catch (err) {
+      this.ctx.log.warn(
+        { pool: key, queue: spec.queue, err: String(err) },
+        "cannot publish the contract yet",
+      );
+      pass.result = Result.sooner(pass.result, Result.requeueAfter(CONTRACT_RETRY_MS));
+    }
+  }
+
   /** Apply the worker Deployment when it changed or drifted; never touch one that is not ours. */
   private async ensureDeployment(pass: PoolPass): Promise<void> {
     const { key, pool } = pass;
@@ -466,6 +569,7 @@ export class WorkerPoolReconciler implements Reconciler {
       control: pass.control,
       scaleInHeld: scaleInHeldMessage(pass.state),
       ...(pass.spec ? { maxReplicas: maxReplicasOf(pass) } : {}),
+      contract: pass.contract,
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
@@ -495,6 +599,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private forget(key: string): Result {
     this.states.delete(key);
     this.poller.remove(key);
+    this.configMaps.forget(key);
     this.gauges.forget(key);
     return Result.done();
   }

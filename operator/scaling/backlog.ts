@@ -4,7 +4,10 @@
 import type { Logger } from "pino";
 import {
   QueueAdmin,
+  QueueKeys,
   enableRecords,
+  setContract,
+  type Contract,
   groupAdmission,
   listResources,
   setResource,
@@ -264,6 +267,45 @@ export class BacklogPoller {
       };
       p.sample!.resources = [...have.filter((r) => r.name !== b.name), next];
     }
+  }
+
+  /**
+   * The hash and source of the contract in force on the pool's queue (null: none), undefined
+   * when the pool is not polled.
+   */
+  async contractInForce(key: string): Promise<{ hash: string; source: string } | null | undefined> {
+    const p = this.pools.get(key);
+    if (!p) return undefined;
+    await waitUntilReady(p.client, p.target.url, this.timeoutMs); // a new pool's connection may be opening
+    const [hash, source] = await withTimeout(
+      p.client.hmget(new QueueKeys(p.target.queue).contract, "hash", "source"),
+      this.timeoutMs,
+      "contract",
+    );
+    return hash ? { hash, source: source ?? "" } : null;
+  }
+
+  /** Set the pool's queue's contract (checked and compiled again by setContract); false when not polled. */
+  async publishContract(key: string, contract: Contract, source: string): Promise<boolean> {
+    const p = this.pools.get(key);
+    if (!p) return false;
+    await withTimeout(setContract(p.client, p.target.queue, contract, source), this.timeoutMs, "contract");
+    return true;
+  }
+
+  /**
+   * Delete the pool's queue's contract if `source` set it (one set since by the CLI or another
+   * pool stays); whether it was deleted. Read, then delete: a contract set between the two by
+   * someone else is lost (spec.contract removed while a user sets one by hand). Undefined when
+   * the pool is not polled.
+   */
+  async deleteContractOf(key: string, source: string): Promise<boolean | undefined> {
+    const p = this.pools.get(key);
+    if (!p) return undefined;
+    const k = new QueueKeys(p.target.queue).contract;
+    const setBy = await withTimeout(p.client.hget(k, "source"), this.timeoutMs, "contract");
+    if (setBy !== source) return false;
+    return (await withTimeout(p.client.del(k), this.timeoutMs, "contract")) > 0;
   }
 
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */

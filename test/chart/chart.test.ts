@@ -1261,6 +1261,13 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       }),
     );
     await ok("get the referenced Secret", call("GET", nsPath("", "secrets", "redis-auth")));
+    // a pool's contract ConfigMap: list + watch of that one name (operator/controllers/contractSource.ts)
+    const contractCm = `${nsPath("", "configmaps")}?fieldSelector=${encodeURIComponent("metadata.name=resize-contract")}`;
+    await ok("list a contract ConfigMap", call("GET", `${contractCm}&limit=500`));
+    await ok(
+      "watch a contract ConfigMap",
+      call("GET", `${contractCm}&watch=true&timeoutSeconds=1&allowWatchBookmarks=true`),
+    );
     const event = {
       apiVersion: "v1",
       kind: "Event",
@@ -1327,6 +1334,7 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         metadata: { name: "x" },
       }),
     );
+    await denied("change a ConfigMap", merge(nsPath("", "configmaps", "resize-contract"), { data: {} }));
     await denied(
       "read another kube-system ConfigMap",
       call("GET", "/api/v1/namespaces/kube-system/configmaps/kube-root-ca.crt"),

@@ -37,9 +37,11 @@ function rows(schema: JSONSchemaProps, prefix: string, required: readonly string
     const path = `${prefix}.${name}`;
     const def = prop.default === undefined ? "" : `\`${JSON.stringify(prop.default)}\``;
     const req = required.includes(name) ? " **(required)**" : "";
-    const passthrough = prop["x-kubernetes-preserve-unknown-fields"]
-      ? " Passed through as the Kubernetes type; validated when the Deployment is applied."
-      : "";
+    // (a contract's schemas are free-form too, but checked by the operator, not the API server)
+    const passthrough =
+      prop["x-kubernetes-preserve-unknown-fields"] && !path.startsWith("spec.contract")
+        ? " Passed through as the Kubernetes type; validated when the Deployment is applied."
+        : "";
     out.push(
       `| \`${path}\`${req} | ${cell(typeOf(prop))} | ${def} | ${cell(constraints(prop))} | ${cell(((prop.description ?? "") + passthrough).trim())} |`,
     );

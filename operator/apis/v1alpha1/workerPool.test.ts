@@ -136,6 +136,13 @@ describe("WorkerPool API", () => {
         },
       ],
       replicas: 1,
+      // (inline and configMapRef exclude each other: CEL, not the types; here for the paths)
+      contract: {
+        data: { type: "object" },
+        result: { type: "object" },
+        tasks: { t: { data: {}, result: {} } },
+        configMapRef: { name: "c", key: "contract.json" },
+      },
       template: {
         image: "i",
         imagePullPolicy: "IfNotPresent",
