@@ -139,6 +139,8 @@ function summary(p: WorkerPool) {
     maxReplicas: p.spec.scaling?.maxReplicas ?? null,
     lastDecision: s.lastDecision ?? null,
     cap: poolCap(s),
+    /** The contract the operator published for spec.contract (hash, publishedAt, source); null when none. */
+    contract: s.contract ?? null,
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
   };
 }

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Producer, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, contractHash, Producer, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane, findAssets } from "../support/controlplane.ts";
 import { buildDashboard, CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
 import { startOperator, type OperatorProcess } from "../support/operator.ts";
@@ -61,7 +61,8 @@ describe(
       await cp?.stop();
     });
 
-    test("a scale decision from the operator appears with its reason; the oldest waiting job's age beside the wait target", async () => {
+    test("a scale decision from the operator appears with its reason; the oldest waiting job's age beside the wait target; the published contract's hash", async () => {
+      const contract = { data: { type: "object", required: ["i"] } };
       await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
         input: JSON.stringify({
           apiVersion: "conveyor.dev/v1alpha1",
@@ -78,6 +79,7 @@ describe(
               targetBacklogPerReplica: 10,
               targetWaitSeconds: 30,
             },
+            contract,
           },
         }),
       });
@@ -106,6 +108,11 @@ describe(
       const oldest = page.locator("dd[data-oldest]");
       await oldest.filter({ hasText: /^\d+ s/ }).waitFor();
       assert.match((await oldest.textContent()) ?? "", /^\d+ s\s*\/ target 30 s$/);
+      // spec.contract, as the operator published it
+      const published = page.locator("dd[data-contract]");
+      await published.waitFor();
+      assert.equal((await published.textContent())?.trim(), contractHash(contract));
+      assert.match((await published.getAttribute("title")) ?? "", /^inline, published /);
       // Replicas have their own axis on the right: beside a backlog of hundreds, a few pods on the
       // backlog's axis drew as a flat line at zero.
       await page.locator('.chart[data-axes="3"] .u-axis').nth(2).waitFor();

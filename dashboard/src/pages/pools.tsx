@@ -22,6 +22,8 @@ interface PoolSummary {
   maxReplicas: number | null;
   lastDecision: { replicas?: number; from?: number; reason?: string; message?: string; at?: string } | null;
   cap: { replicas: number; by: string | null; reason: string } | null;
+  /** The stage's contract as the operator published it (spec.contract); null when none. */
+  contract: { hash?: string; publishedAt?: string; source?: string } | null;
   ready: string;
 }
 
@@ -222,6 +224,18 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
             {pool.minReplicas ?? "—"} … {pool.maxReplicas ?? "—"}
           </dd>
         </div>
+        {pool.contract?.hash && (
+          <div>
+            <dt>contract</dt>
+            <dd
+              class="mono"
+              data-contract
+              title={`${pool.contract.source ?? ""}, published ${time(pool.contract.publishedAt ?? "")}`}
+            >
+              {pool.contract.hash}
+            </dd>
+          </div>
+        )}
       </dl>
       <ErrorNote error={error} />
       <div class="card">
