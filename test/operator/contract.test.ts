@@ -202,6 +202,19 @@ describe("operator: spec.contract", { timeout: 15 * 60_000 }, () => {
     const v2 = await published(name, contractHash(second));
     assert.deepEqual(v2.inForce.contract, second);
     await event(name, "ContractPublished", new RegExp(`replacing ${contractHash(first)}`));
+
+    // text that is neither JSON nor YAML: ContractInvalid naming the ConfigMap and key; Redis keeps v2
+    await cm("data: [unclosed");
+    const invalid = await pollUntil(
+      "Degraded=True/ContractInvalid",
+      async () =>
+        (await getPool(name))?.status?.conditions?.find(
+          (c) => c.type === "Degraded" && c.status === "True" && c.reason === "ContractInvalid",
+        ) ?? null,
+      { timeoutMs: LONG },
+    );
+    assert.match(invalid.message, /ConfigMap fromcm-contract key "contract\.yaml": neither JSON nor YAML/);
+    assert.equal((await getContract(redis, `${name}/work`))?.hash, contractHash(second));
   });
 
   it("refuses a contract that is both inline and a configMapRef", async () => {
