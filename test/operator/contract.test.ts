@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { connectRedis, contractHash, getContract, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, contractHash, getContract, setContract, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
@@ -113,6 +113,19 @@ describe("operator: spec.contract", { timeout: 15 * 60_000 }, () => {
       1,
     );
 
+    // a contract set by hand is replaced at the pool's next reconcile (here: an edit of its labels)
+    await setContract(redis, `${name}/work`, { data: { type: "array" } }, "cli");
+    await cp.kubectl("label", "wp", name, "touched=1");
+    await pollUntil(
+      "the pool's contract in force again",
+      async () => {
+        const c = await getContract(redis, `${name}/work`);
+        return c?.hash === hash && c.source === "operator:default/inline";
+      },
+      { timeoutMs: LONG },
+    );
+    await event(name, "ContractPublished", /\(replacing [0-9a-f]{16} set by cli\)$/);
+
     // a schema ajv cannot compile: a condition and a Warning Event naming it; Redis keeps the one in force
     await applyPool(name, { data: { type: "objekt" } });
     const degraded = await pollUntil(
@@ -215,6 +228,28 @@ describe("operator: spec.contract", { timeout: 15 * 60_000 }, () => {
     );
     assert.match(invalid.message, /ConfigMap fromcm-contract key "contract\.yaml": neither JSON nor YAML/);
     assert.equal((await getContract(redis, `${name}/work`))?.hash, contractHash(second));
+  });
+
+  it("removing spec.contract leaves a contract someone else set since", async () => {
+    const name = "foreign";
+    const contract = { data: ORG };
+    await applyPool(name, contract);
+    await published(name, contractHash(contract));
+    const theirs = { data: { type: "array" } };
+    await setContract(redis, `${name}/work`, theirs, "cli");
+    await cp.kubectl("patch", "wp", name, "--type=json", "-p", '[{"op":"remove","path":"/spec/contract"}]');
+    await pollUntil(
+      "status.contract cleared",
+      async () => (await getPool(name))?.status?.contract === undefined,
+      { timeoutMs: LONG },
+    );
+    const left = await getContract(redis, `${name}/work`);
+    assert.equal(left?.hash, contractHash(theirs));
+    assert.equal(left?.source, "cli");
+    assert.equal(
+      (await workerPoolEvents(k, "default", name)).filter((e) => e.reason === "ContractDeleted").length,
+      0,
+    );
   });
 
   it("refuses a contract that is both inline and a configMapRef", async () => {
