@@ -99,6 +99,7 @@ describe("operator: spec.contract", { timeout: 15 * 60_000 }, () => {
     assert.deepEqual(inForce.contract, contract);
     assert.equal(status.source, "inline");
     assert.match(status.publishedAt ?? "", /^\d{4}-\d\d-\d\dT/);
+    assert.match(await cp.kubectl("get", "wp", name, "-o", "wide"), new RegExp(`CONTRACT[\\s\\S]*${hash}`));
     await event(
       name,
       "ContractPublished",

@@ -735,5 +735,12 @@ export const printerColumns = [
   { name: "Min", type: "integer", jsonPath: ".spec.scaling.minReplicas", priority: 1 },
   { name: "Max", type: "integer", jsonPath: ".spec.scaling.maxReplicas", priority: 1 },
   { name: "Last-Decision", type: "string", jsonPath: ".status.lastDecision.reason", priority: 1 },
+  {
+    name: "Contract",
+    type: "string",
+    jsonPath: ".status.contract.hash",
+    description: "hash of the contract the operator published (spec.contract)",
+    priority: 1,
+  },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
 ] as const;
