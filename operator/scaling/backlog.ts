@@ -93,6 +93,16 @@ interface PoolPoll {
   client: RedisClient;
   group: PollGroup;
   sample?: BacklogSample;
+  /** Rings heard for the pool. */
+  rings: number;
+  /**
+   * The rings heard when the poll that took `sample` started; undefined for a sample carried
+   * over from the pool's previous Redis or queue. A sample from before a ring may predate the
+   * job that rang: it never leaves a bell.
+   */
+  sampleRings?: number;
+  /** The operator's last word on the pool: it sleeps at zero (bell "asleep"). */
+  asleep: boolean;
 }
 
 /** The pools sharing one Redis connection and one poll interval: polled together, one round trip. */
@@ -156,6 +166,8 @@ export class BacklogPoller {
       client,
       group,
       sample: cur?.sample,
+      rings: 0,
+      asleep: false,
     };
     this.pools.set(target.key, p);
     group.keys.add(target.key);
@@ -327,20 +339,37 @@ export class BacklogPoller {
    */
   bell(key: string, want: "asleep" | number | undefined): void {
     const p = this.pools.get(key);
+    if (p) p.asleep = want === "asleep";
     if (!p || want === undefined) return this.doorbells.wake(key);
-    const { queue, url, password } = p.target;
-    const target = { key, queue, connId: p.connId, client: p.client, url, password };
-    if (want !== "asleep") return void this.doorbells.surge(target, want);
-    const idle = p.sample?.counts?.backlog === 0;
+    if (want !== "asleep") return void this.doorbells.surge(this.bellTarget(p), want);
+    this.sleep(p);
+  }
+
+  private bellTarget(p: PoolPoll) {
+    const { key, queue, url, password } = p.target;
+    return { key, queue, connId: p.connId, client: p.client, url, password };
+  }
+
+  /** Nothing waits in the pool's queue, as its latest sample read after its last ring says. */
+  private idle(p: PoolPoll): boolean {
+    return p.sample?.counts?.backlog === 0 && p.sampleRings === p.rings;
+  }
+
+  /** The pool sleeps at zero: it listens for its bell, and leaves one when idle. */
+  private sleep(p: PoolPoll): void {
     void this.doorbells
-      .sleep(target, idle)
+      .sleep(this.bellTarget(p), this.idle(p))
       // A job enqueued after the last poll and before the bell rang nothing: poll once more.
-      .then((armedNow) => armedNow && this.pools.get(key) === p && this.pollSoon(p.group, key));
+      .then(
+        (armedNow) => armedNow && this.pools.get(p.target.key) === p && this.pollSoon(p.group, p.target.key),
+      );
   }
 
   private rung(key: string): void {
     const p = this.pools.get(key);
     if (!p) return;
+    // Every sample taken before now may predate the job that rang.
+    p.rings++;
     this.hooks.onRing?.(key);
     this.pollSoon(p.group, key);
   }
@@ -394,6 +423,7 @@ export class BacklogPoller {
     const pools = keys.map((k) => this.pools.get(k)).filter((p): p is PoolPoll => p?.group === g);
     if (pools.length === 0) return;
     const previous = pools.map((p) => p.sample);
+    const rings = pools.map((p) => p.rings);
     g.inFlight = true;
     try {
       // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
@@ -473,6 +503,7 @@ export class BacklogPoller {
             ...(groups ? { groups } : {}),
             ...(resource ? { resources: resource } : {}),
           };
+          p.sampleRings = rings[i];
         } else {
           this.failed(p, r.error, now);
         }
@@ -496,6 +527,9 @@ export class BacklogPoller {
       } catch (err) {
         this.log?.error({ pool: p.target.key, err: String(err) }, "backlog sample handler failed");
       }
+      // Asleep, rung since its bell was left, and nothing waits after all (a resume of an empty
+      // queue): a new bell now; its counts unchanged, no reconcile would leave one.
+      if (p.asleep && this.idle(p) && !this.doorbells.left(p.target.key)) this.sleep(p);
     }
     // Pools added while this poll ran.
     if (g.soon.size > 0 && this.groups.get(g.id) === g) {

@@ -28,6 +28,8 @@ interface Bell {
   /** The bell is in Redis (a doorbell is left only while nothing waits: see sleep). */
   armed: boolean;
   arming: boolean;
+  /** Its last SET failed. */
+  failed: boolean;
 }
 
 interface Subscriber {
@@ -60,6 +62,11 @@ export class Doorbells {
    * after its last poll and before the bell.
    */
   async sleep(target: DoorbellTarget, idle: boolean): Promise<boolean> {
+    if (!idle) {
+      // (jobs wait, or the reading may predate them: a bell left before is taken back)
+      const e = this.bells.get(target.key);
+      if (e && (e.armed || e.arming)) this.forget(target.key, e);
+    }
     const entry = this.entry(target, DOORBELL_CHANNEL);
     if (!idle || entry.armed || entry.arming)
       return this.listen(target).then(
@@ -79,9 +86,16 @@ export class Doorbells {
     if (!entry.armed && !entry.arming) await this.arm(entry);
   }
 
-  /** No bell for the pool now (it runs at its maximum, is paused or pinned; a bell left in Redis rings once, unheard). */
+  /** No bell for the pool now (it starts or runs, is paused or pinned): one it left is taken back. */
   wake(key: string): void {
-    this.bells.delete(key);
+    const e = this.bells.get(key);
+    if (e) this.forget(key, e);
+  }
+
+  /** Whether the pool's doorbell is left or being left (or could not be left: its next reconcile tries again). */
+  left(key: string): boolean {
+    const e = this.bells.get(key);
+    return e !== undefined && e.value === DOORBELL_CHANNEL && (e.armed || e.arming || e.failed);
   }
 
   /** The pool's bell entry for `value`: a new one when the pool's Redis, queue or bell changed. */
@@ -89,9 +103,41 @@ export class Doorbells {
     const e = this.bells.get(target.key);
     if (e && e.target.connId === target.connId && e.target.queue === target.queue && e.value === value)
       return e;
-    const next = { target, bell: new QueueKeys(target.queue).doorbell, value, armed: false, arming: false };
+    // (the same key with another value is overwritten by the new bell's SET)
+    if (e && (e.target.connId !== target.connId || e.bell !== new QueueKeys(target.queue).doorbell))
+      this.forget(target.key, e);
+    const next = {
+      target,
+      bell: new QueueKeys(target.queue).doorbell,
+      value,
+      armed: false,
+      arming: false,
+      failed: false,
+    };
     this.bells.set(target.key, next);
     return next;
+  }
+
+  /**
+   * Drop the pool's entry and take its bell out of Redis if it may be there: a bell must not
+   * outlive what it was left for (a pool at zero with nothing waiting). Its SET, if sent, went
+   * first on the same connection; one not sent yet is not sent (arm checks the entry).
+   */
+  private forget(key: string, e: Bell): void {
+    if (this.bells.get(key) === e) this.bells.delete(key);
+    if (!e.armed && !e.arming) return;
+    e.armed = false;
+    // (pools sharing a queue share its bell: it stays while another one wants it)
+    for (const o of this.bells.values())
+      if (o.target.connId === e.target.connId && o.bell === e.bell && (o.armed || o.arming)) return;
+    e.target.client
+      .del(e.bell)
+      .catch((err: unknown) =>
+        this.log?.debug(
+          { pool: key, err: redactError(err, e.target.password) },
+          "doorbell not taken back: it rings once, unheard",
+        ),
+      );
   }
 
   /** Leave the entry's bell in Redis. Resolves true when it is there now. */
@@ -100,12 +146,16 @@ export class Doorbells {
     entry.arming = true;
     try {
       await this.listen(target);
+      // Rung or woken meanwhile: what the bell was for no longer holds.
+      if (this.bells.get(target.key) !== entry) return false;
       await withTimeout(target.client.set(entry.bell, entry.value), this.timeoutMs, "doorbell");
       if (this.bells.get(target.key) !== entry) return false;
       entry.armed = true;
+      entry.failed = false;
       this.warned.delete(target.key);
       return true;
     } catch (err) {
+      entry.failed = true;
       // No bell: the pool is still polled; its next reconcile tries again.
       // Said once per pool at warn (e.g. an ACL user without `&cvy:doorbell`), then at debug.
       const level = this.warned.has(target.key) ? "debug" : "warn";
@@ -167,10 +217,12 @@ export class Doorbells {
   }
 
   private rang(connId: string, bell: string): void {
-    for (const [key, e] of this.bells) {
+    // (over a copy: a bell left again from onRing is not this ring's)
+    for (const [key, e] of [...this.bells]) {
       if (e.target.connId !== connId || e.bell !== bell) continue;
-      // Rung once: the bell is gone from Redis; the pool's next reconcile leaves another.
-      this.bells.delete(key);
+      // Rung once: the bell is gone from Redis (a SET still in flight is taken back); another is
+      // left once a poll after the ring finds nothing waiting.
+      this.forget(key, e);
       this.log?.info(
         { pool: key, ...(e.value !== DOORBELL_CHANNEL ? { surge: e.value.split(" ")[1] } : {}) },
         e.value === DOORBELL_CHANNEL

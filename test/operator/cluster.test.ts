@@ -526,6 +526,41 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
     await cp.kubectl("delete", "wp", "direct", "--wait=true");
   });
 
+  it("a pool woken by its doorbell over and over starts with no bell left", async () => {
+    // The ring races the reconciles that follow the pool's creation (they end with the pool
+    // still asleep): each start is one more draw, at the pace of a fast machine.
+    const bad: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const name = `bell${i}`;
+      const bell = new QueueKeys(`${name}/work`).doorbell;
+      await applyOk(
+        poolObject(name, {
+          scaling: { mode: "direct", maxReplicas: 2, pollSeconds: 3600, cooldownSeconds: 1 },
+        }),
+      );
+      await pollUntil(
+        `${name} asleep with its bell`,
+        async () => (await r.get(bell)) === DOORBELL_CHANNEL && (await replicas("default", name)) === 0,
+        { timeoutMs: LONG, intervalMs: 5 },
+      );
+      await producer.enqueue(`${name}/work`, { i });
+      await pollUntil(`${name} started`, async () => (await replicas("default", name)) === 1, {
+        timeoutMs: LONG,
+        intervalMs: 5,
+      });
+      if ((await r.exists(bell)) !== 0) bad.push(name);
+      await drainQueue(r, `${name}/work`);
+      await cp.kubectl("delete", "wp", name, "--wait=false");
+    }
+    assert.deepEqual(bad, [], "pools that started with their bell left in Redis");
+    await pollUntil(
+      "the pools gone",
+      async () =>
+        (await k.list<WorkerPool>(pools("default"))).items.every((p) => !/^bell\d+$/.test(p.metadata.name)),
+      { timeoutMs: LONG },
+    );
+  });
+
   it("a pool asleep at zero starts on its doorbell: the first job or a resume scales it at once, not at the next poll", async () => {
     // pollSeconds 3600: within this test only the doorbell can show the operator a job.
     const sleepy = (pollSeconds: number) =>
