@@ -357,8 +357,12 @@ class PythonGenerator {
       if (Array.isArray(s[key]))
         return this.union((s[key] as unknown[]).map((x, i) => this.typeOf(x, `${hint}${i + 1}`, notes)));
     if (Array.isArray(s.allOf)) {
-      if (s.allOf.length === 1) return this.typeOf(s.allOf[0], hint, notes);
-      return this.any(notes, "allOf of several schemas");
+      if (s.allOf.length === 1 && !s.properties) return this.typeOf(s.allOf[0], hint, notes);
+      const merged = this.mergeObjects(s, 0);
+      if (!merged) return this.any(notes, "allOf of schemas that are not all objects");
+      const name = this.define(merged, this.unique(hint));
+      this.named.set(s, name);
+      return name;
     }
     if (Array.isArray(s.type))
       return this.union(s.type.map((t) => this.typeOf({ ...s, type: t }, hint, notes)));
@@ -393,25 +397,65 @@ class PythonGenerator {
     }
   }
 
-  private ref(ref: string, notes: string[]): string {
-    const m = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
+  /** The schema a local $ref points at (`#`, `#/$defs/<name>`, `#/definitions/<name>`), and its name's last part. */
+  private resolve(ref: string): { target: unknown; key: string } | undefined {
     const root = this.root_;
-    const rootName = (typeof root === "object" && this.named.get(root)) || "";
-    if (ref === "#" && typeof root === "object") {
-      return this.inProgress.has(rootName) ? JSON.stringify(rootName) : rootName || this.any(notes, "$ref #");
-    }
-    if (!m || typeof root !== "object") return this.any(notes, `$ref ${ref} not followed`);
+    if (typeof root !== "object") return undefined;
+    if (ref === "#") return { target: root, key: "" };
+    const m = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(ref);
+    if (!m) return undefined;
     const key = m[2]!.replace(/~1/g, "/").replace(/~0/g, "~");
-    const target = (root[m[1]!] as Record<string, unknown> | undefined)?.[key];
+    return { target: (root[m[1]!] as Record<string, unknown> | undefined)?.[key], key };
+  }
+
+  private ref(ref: string, notes: string[]): string {
+    const found = this.resolve(ref);
+    if (!found) return this.any(notes, `$ref ${ref} not followed`);
+    const { target, key } = found;
     if (target === undefined) return this.any(notes, `$ref ${ref} not found`);
-    if (typeof target !== "object" || target === null) return this.any();
+    if (typeof target !== "object" || target === null) return this.typeOf(target, "", notes);
     const known = this.named.get(target);
     if (known) {
       if (!this.inProgress.has(known)) return known;
       if (this.isTypedDict(target as Schema)) return JSON.stringify(known);
       return this.any(notes, `recursive ${ref}`);
     }
+    const rootName = (typeof this.root_ === "object" && this.named.get(this.root_)) || "";
     return this.define(target as Schema, this.unique(`${rootName}${pascal(key)}`));
+  }
+
+  /**
+   * allOf of object schemas (directly or by $ref) as one object: their properties and required
+   * keys together. Undefined when a part is not an object schema, or nothing has properties.
+   */
+  private mergeObjects(s: Schema, depth: number): Schema | undefined {
+    if (depth > 8) return undefined;
+    const properties: Record<string, unknown> = {};
+    const required = new Set<string>();
+    const parts: unknown[] = [{ ...s, allOf: undefined }, ...(s.allOf as unknown[])];
+    for (let part of parts) {
+      if (part && typeof part === "object" && typeof (part as Schema).$ref === "string")
+        part = this.resolve((part as Schema).$ref as string)?.target;
+      if (!part || typeof part !== "object" || Array.isArray(part)) return undefined;
+      let p = part as Schema;
+      if (Array.isArray(p.allOf)) {
+        const inner = this.mergeObjects(p, depth + 1);
+        if (!inner) return undefined;
+        p = inner;
+      }
+      if (["anyOf", "oneOf", "enum", "const", "$ref"].some((k) => k in p && p[k] !== undefined))
+        return undefined;
+      if (p.type !== undefined && p.type !== "object") return undefined;
+      Object.assign(properties, p.properties ?? {});
+      for (const r of Array.isArray(p.required) ? (p.required as string[]) : []) required.add(r);
+    }
+    if (Object.keys(properties).length === 0) return undefined;
+    return {
+      type: "object",
+      properties,
+      required: [...required],
+      ...(typeof s.description === "string" ? { description: s.description } : {}),
+    };
   }
 
   private literal(values: unknown[], notes: string[]): string {

@@ -67,6 +67,55 @@ const CONTRACT = {
   },
 };
 
+// The shapes beyond plain objects: keys that are not identifiers, recursion, allOf, boolean
+// schemas, tuples, enums a Literal cannot hold, and two schemas defining the same name.
+const EDGES = {
+  tasks: {
+    a: {
+      data: {
+        type: "object",
+        required: ["from", "x-y"],
+        properties: {
+          from: { type: "string" },
+          "x-y": { type: "integer" },
+          node: { $ref: "#/$defs/Node" },
+          both: {
+            allOf: [
+              { $ref: "#/$defs/Base" },
+              { type: "object", required: ["extra"], properties: { extra: { type: "boolean" } } },
+            ],
+          },
+          anything: true,
+          nothing: false,
+          tuple: { type: "array", prefixItems: [{ type: "string" }] },
+          mixed: { enum: [1.5, "x"] },
+          phone: { $ref: "#/$defs/Phone" },
+        },
+        $defs: {
+          Node: {
+            type: "object",
+            required: ["value"],
+            properties: {
+              value: { type: "number" },
+              children: { type: "array", items: { $ref: "#/$defs/Node" } },
+            },
+          },
+          Base: { type: "object", required: ["id"], properties: { id: { type: "string" } } },
+          Phone: { type: "string" },
+        },
+      },
+    },
+    b: {
+      data: {
+        type: "object",
+        properties: { phone: { $ref: "#/$defs/Phone" } },
+        $defs: { Phone: { type: "integer" } },
+      },
+      result: true,
+    },
+  },
+};
+
 describe("conveyor contract types", () => {
   let server: RedisServer;
   let redis: RedisClient;
@@ -182,6 +231,80 @@ print(json.dumps(out))`,
     assert.deepEqual(out.day, ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]);
     assert.equal(out.score, "<class 'float'>");
     assert.equal(out.hint, "str | int");
+  });
+
+  test("the shapes beyond plain objects, in both languages", () => {
+    writeFileSync(join(dir, "edges.json"), JSON.stringify(EDGES));
+    const py = run(
+      "--file",
+      join(dir, "edges.json"),
+      "--lang",
+      "python",
+      "--out",
+      join(dir, "edge_types.py"),
+    );
+    assert.equal(py.status, 0, py.stderr);
+    const text = readFileSync(join(dir, "edge_types.py"), "utf8");
+    for (const why of ["no value is valid here", "tuple items", "enum of values a Literal cannot hold"])
+      assert.ok(text.includes(`# ${why}`), `${why}:\n${text}`);
+    const probe = spawnSync(
+      PYTHON,
+      [
+        "-c",
+        `import json, typing, edge_types as m
+keys = lambda t: [sorted(t.__required_keys__), sorted(t.__optional_keys__)]
+node = typing.get_type_hints(m.ADataNode)
+print(json.dumps({
+  "a": keys(m.AData), "both": keys(m.ADataBoth), "node": repr(node["children"]),
+  "phones": [repr(m.ADataPhone), repr(m.BDataPhone)], "b": repr(m.BResult),
+}))`,
+      ],
+      { cwd: dir, encoding: "utf8" },
+    );
+    assert.equal(probe.status, 0, `${probe.stderr}\n${text}`);
+    assert.deepEqual(JSON.parse(probe.stdout), {
+      a: [
+        ["from", "x-y"],
+        ["anything", "both", "mixed", "node", "nothing", "phone", "tuple"],
+      ],
+      both: [["extra", "id"], []],
+      node: "list[edge_types.ADataNode]",
+      phones: ["<class 'str'>", "<class 'int'>"],
+      b: "typing.Any",
+    });
+
+    const ts = run("--file", join(dir, "edges.json"), "--lang", "ts", "--out", join(dir, "edges.ts"));
+    assert.equal(ts.status, 0, ts.stderr);
+    writeFileSync(
+      join(dir, "edges-sample.ts"),
+      `import type { AData, ADataPhone, BData, BDataPhone, BResult } from "./edges.ts";
+export const a: AData = { from: "x", "x-y": 1, node: { value: 1, children: [{ value: 2 }] }, both: { id: "i", extra: true } };
+export const phones: [ADataPhone, BDataPhone] = ["+1 555", 5];
+export const b: BData = { phone: 3 };
+export const r: BResult = { anything: [1] };
+// @ts-expect-error x-y is required
+export const noXY: AData = { from: "x" };
+`,
+    );
+    const tsc = spawnSync(
+      join(REPO, "node_modules/.bin/tsc"),
+      [
+        "--strict",
+        "--noEmit",
+        "--allowImportingTsExtensions",
+        "--module",
+        "nodenext",
+        "--target",
+        "es2022",
+        join(dir, "edges-sample.ts"),
+      ],
+      { encoding: "utf8" },
+    );
+    assert.equal(
+      tsc.status,
+      0,
+      `tsc:\n${tsc.stdout}${tsc.stderr}\n${readFileSync(join(dir, "edges.ts"), "utf8")}`,
+    );
   });
 
   test("from a queue: the contract in force, the same types as from its file", async () => {
