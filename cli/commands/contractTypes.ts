@@ -1,11 +1,13 @@
 // `conveyor contract types`: TypeScript types and Python TypedDicts for a stage's contract, so
 // producers and handlers type-check against what the queue enforces. TypeScript comes from
-// json-schema-to-typescript (loaded only here: the worker image needs none of it); Python from
-// the small generator below, as no maintained one is installable alongside the client.
+// json-schema-to-typescript, an optional package (requireOptional: the packed command and its
+// images do not carry it or its prettier); Python from the small generator below, as no
+// maintained one is installable alongside the client.
 import { readFileSync, writeFileSync } from "node:fs";
 import { extname } from "node:path";
 import { REDIS_URL_SETTING } from "../../lib/settings.ts";
 import { readOptions, type Settings } from "../../lib/options.ts";
+import { requireOptional } from "../../lib/optionalPackage.ts";
 import { compileContract, getContract, type Contract, type JsonSchema } from "../../queue/contracts.ts";
 import { assertQueueNameForUsage, UsageError, withRedis } from "../command.ts";
 
@@ -160,7 +162,10 @@ interface Jstt {
  * with the schema's own type name, so two schemas' `Phone` definitions do not clash.
  */
 export async function typescriptTypes(contract: Contract, source: string): Promise<string> {
-  const jstt = (await import("json-schema-to-typescript")) as unknown as Jstt;
+  const jstt = requireOptional<Jstt>(
+    "json-schema-to-typescript",
+    "TypeScript types from a contract (conveyor contract types --lang ts)",
+  );
   const blocks: string[] = [];
   for (const { name, schema, where } of namedSchemas(contract)) {
     if (typeof schema === "boolean") {
