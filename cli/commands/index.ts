@@ -32,6 +32,7 @@ const api = () => import("./api.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
 const operator = () => import("./operator.ts");
+const contract = () => import("./contract.ts");
 
 const byDefault = (load: () => Promise<{ default: Command }>) => async () => (await load()).default;
 
@@ -117,6 +118,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
   schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
     load: byDefault(schedule),
+  },
+  {
+    name: "contract",
+    synopsis: `  contract types (<queue> | --file CONTRACT.json|yaml) --lang ts|python [--out FILE]
+                                          TypeScript types or Python TypedDicts for each task's data and result`,
+    load: byDefault(contract),
   },
   {
     name: "records",
