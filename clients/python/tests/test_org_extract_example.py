@@ -15,6 +15,10 @@ from conftest import PACKAGE, PYTHON, REPO, cli
 
 EXAMPLE = REPO / "examples" / "org-extract"
 
+# Needs `conveyor contract set` and the worker's result contracts and previous errors, which land
+# on main in the next merges; this mark goes with them.
+pytestmark = pytest.mark.skip(reason="waits for the enqueue and worker sides of stage contracts")
+
 
 @pytest.fixture()
 def stages(redis_url: str, r: Any, start_worker: Any) -> Any:
