@@ -26,6 +26,7 @@ const limit = () => import("./limit.ts");
 const group = () => import("./group.ts");
 const resource = () => import("./resource.ts");
 const schedule = () => import("./schedule.ts");
+const contract = () => import("./contract.ts");
 const events = () => import("./events.ts");
 const records = () => import("./records.ts");
 const api = () => import("./api.ts");
@@ -38,9 +39,9 @@ const byDefault = (load: () => Promise<{ default: Command }>) => async () => (aw
 export const COMMANDS: readonly CommandEntry[] = [
   {
     name: "enqueue",
-    synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
+    synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--task NAME] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
           [--debounce KEY:WINDOW | --throttle KEY:WINDOW] [--uses openai:tokens=1200]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"task":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
     load: byDefault(enqueue),
   },
   {
@@ -117,6 +118,13 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis: `  schedule add <queue> <name> (--every 5m | --cron '0 * * * *' [--tz Area/City]) ['<json>'] [--attempts N]
   schedule list <queue> [--json] | remove <queue> <name>    repeating jobs (next run shown by list)`,
     load: byDefault(schedule),
+  },
+  {
+    name: "contract",
+    synopsis: `  contract set <queue> (--file CONTRACT.json|yaml | --data SCHEMA --result SCHEMA)
+                                          JSON Schemas every door checks the queue's job data (and results) against
+  contract get <queue> [--json] | delete <queue>   the contract in force (exit 1: none)`,
+    load: byDefault(contract),
   },
   {
     name: "records",
