@@ -33,6 +33,9 @@ local idemTtl = tonumber(ARGV[6])
 local at, width = {}, 0
 local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
   contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true}
+if not KEYS[8] then
+  return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
+end
 local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
 if inForce ~= ARGV[8] then
   return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce)
