@@ -78,13 +78,14 @@ const OPTIONAL_FIELDS = [
 ] as const satisfies readonly (keyof EnqueueRecord)[];
 
 /**
- * enqueue_jobs' ARGV 7 and from 9 on: the names of the fields these records have (`id,data` first; a
- * field none of them has is not sent), then each record's values in that order.
+ * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
+ * field none of them has is not sent), the hash of the contract they were checked against ('' =
+ * none), then each record's values in that order.
  */
-export function enqueueRecordArgs(records: readonly EnqueueRecord[]): ScriptArg[] {
+export function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
   const fields: (keyof EnqueueRecord)[] = ["id", "data"];
   for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
-  const args: ScriptArg[] = [fields.join(",")];
+  const args: ScriptArg[] = [fields.join(","), contractHash];
   for (const r of records) for (const f of fields) args.push(r[f] ?? "");
   return args;
 }
@@ -186,11 +187,7 @@ export class Producer {
               Date.now(),
               this.maxPayloadBytes,
               IDEMPOTENCY_TTL_SECONDS,
-              ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK)).toSpliced(
-                1,
-                0,
-                contract?.hash ?? "",
-              ),
+              ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK), contract?.hash ?? ""),
             ],
           );
           break;
