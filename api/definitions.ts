@@ -107,6 +107,12 @@ export const JOB_ENVELOPE: JsonSchema = {
       required: ["key", "mode", "windowMs"],
       additionalProperties: false,
     },
+    task: {
+      type: "string",
+      pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+      description:
+        "the job's task: which of the stage's handlers runs it, and which schemas of the queue's contract its data and result are checked against",
+    },
     uses: {
       type: "object",
       maxProperties: 8,
@@ -119,6 +125,25 @@ export const JOB_ENVELOPE: JsonSchema = {
     },
   },
   required: ["data"],
+  additionalProperties: false,
+};
+
+/** A stage's contract (queue/contracts.ts Contract): each schema is compiled when it is set. */
+const CONTRACT_SCHEMAS = {
+  data: { description: "the JSON Schema (2020-12, or draft-07 by its $schema) of the jobs' data" },
+  result: { description: "the JSON Schema of the jobs' results" },
+};
+export const CONTRACT: JsonSchema = {
+  type: "object",
+  properties: {
+    ...CONTRACT_SCHEMAS,
+    tasks: {
+      type: "object",
+      description: "per task name: its own data and result schemas (a job must name one of them, or none)",
+      propertyNames: { pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$" },
+      additionalProperties: { type: "object", properties: CONTRACT_SCHEMAS, additionalProperties: false },
+    },
+  },
   additionalProperties: false,
 };
 
@@ -217,6 +242,30 @@ export const ROUTES: readonly RouteDefinition[] = [
       required: ["jobs"],
       additionalProperties: false,
     },
+  },
+  {
+    name: "getContract",
+    method: "GET",
+    path: "/queues/{queue}/contract",
+    summary:
+      "the queue's contract in force: JSON Schemas of its jobs' data and results, per task (404: none)",
+    tag: "queues",
+  },
+  {
+    name: "putContract",
+    method: "PUT",
+    path: "/queues/{queue}/contract",
+    summary:
+      "set the queue's contract: every enqueue is checked against it from now on (jobs already waiting are not); 400 names a schema that does not compile",
+    tag: "queues",
+    body: CONTRACT,
+  },
+  {
+    name: "deleteContract",
+    method: "DELETE",
+    path: "/queues/{queue}/contract",
+    summary: "remove the queue's contract",
+    tag: "queues",
   },
   {
     name: "listJobs",

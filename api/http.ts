@@ -2,6 +2,7 @@
 // replies, a size-limited JSON body reader and a path decoder that turns a malformed `%`
 // escape into a 400 instead of a crash.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ContractViolationError, JobViolations } from "../queue/contracts.ts";
 
 /** The machine-readable code of an error reply when nothing more specific applies. */
 const STATUS_CODES: Record<number, string> = {
@@ -13,6 +14,7 @@ const STATUS_CODES: Record<number, string> = {
   409: "conflict",
   413: "too_large",
   415: "unsupported_media_type",
+  422: "unprocessable",
   500: "internal",
   501: "not_implemented",
   503: "unavailable",
@@ -57,6 +59,26 @@ export class HttpError extends Error {
   get body(): ErrorBody {
     return { error: this.message, code: this.code, field: this.field };
   }
+}
+
+/**
+ * Jobs refused by the queue's contract (422, code contract_violation): the error shape with one
+ * entry per bad job, `index` its place in the request.
+ */
+export class ContractRefusal extends HttpError {
+  readonly jobs: JobViolations[];
+  constructor(message: string, field: string | null, jobs: JobViolations[]) {
+    super(422, message, {}, field, "contract_violation");
+    this.jobs = jobs;
+  }
+  override get body(): ErrorBody & { jobs: JobViolations[] } {
+    return { ...super.body, jobs: this.jobs };
+  }
+}
+
+/** `field`: the data at fault when one job of the request is (body.data, body.jobs.3.data). */
+export function contractRefusal(err: ContractViolationError, field: string | null = null): ContractRefusal {
+  return new ContractRefusal(`nothing enqueued: ${err.message}`, field, err.jobs);
 }
 
 export function sendJson(

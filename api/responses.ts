@@ -37,11 +37,51 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     description:
       "Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs " +
       "(invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, " +
-      "payload_too_large, unauthorized, forbidden, not_found, method_not_allowed, conflict, …), " +
+      "payload_too_large, contract_violation (422, with jobs: see ContractViolation), invalid_contract, " +
+      "unauthorized, forbidden, not_found, method_not_allowed, conflict, …), " +
       "`field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, " +
       "header.Last-Event-ID) or null.",
     properties: { error: str, code: str, field: { type: ["string", "null"] } },
     required: ["error", "code", "field"],
+    additionalProperties: false,
+  },
+  ContractViolation: {
+    type: "object",
+    description:
+      "422: jobs whose data breaks the queue's contract, one entry per bad job (index: its place in the request); nothing was enqueued",
+    properties: {
+      error: str,
+      code: { const: "contract_violation" },
+      field: { type: ["string", "null"] },
+      jobs: {
+        type: "array",
+        items: obj(
+          {
+            index: int,
+            id: str,
+            task: str,
+            side: { enum: ["data", "result"] },
+            violations: {
+              type: "array",
+              items: obj(
+                {
+                  pointer: { ...str, description: "JSON pointer into the data ('' = the whole value)" },
+                  rule: {
+                    ...str,
+                    description: "the schema keyword that failed (required, type, format, task, …)",
+                  },
+                  message: str,
+                  value: { ...str, description: "the offending value as JSON, cut to 80 characters" },
+                },
+                ["value"],
+              ),
+            },
+          },
+          ["id", "task"],
+        ),
+      },
+    },
+    required: ["error", "code", "field", "jobs"],
     additionalProperties: false,
   },
   QueueSummary: obj({
@@ -239,6 +279,20 @@ const page = (item: JsonSchema) => ({
  * `conveyor api --durability replicated`: the primary applied the enqueue but no replica confirmed
  * it in time, so it may not survive a failover (code `replication_unconfirmed`, `Retry-After`).
  */
+const CONTRACT_REFUSED: RouteResponse = {
+  status: 422,
+  description:
+    "the queue's contract refuses some jobs' data (code contract_violation); nothing of the request was enqueued",
+  schema: ref("ContractViolation"),
+};
+
+const STORED_CONTRACT = queueAnd({
+  hash: { ...str, description: "the contract's content hash" },
+  contract: { type: "object" },
+  source: { ...str, description: "who set it: cli, api, operator:<namespace>/<pool>" },
+  updatedAt: { ...num, description: "ms since epoch" },
+});
+
 const REPLICATION_UNCONFIRMED: RouteResponse = {
   status: 503,
   description:
@@ -292,6 +346,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       schema: obj({ id: str, created: bool, replaced: bool, status: str }, ["replaced"]),
       headers: { Location: { type: "string", description: "the status URL" } },
     },
+    CONTRACT_REFUSED,
     REPLICATION_UNCONFIRMED,
   ],
   enqueueBatch: ok(
@@ -312,7 +367,10 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
     }),
     202,
-  ).concat(REPLICATION_UNCONFIRMED),
+  ).concat(CONTRACT_REFUSED, REPLICATION_UNCONFIRMED),
+  getContract: ok("the contract in force", STORED_CONTRACT),
+  putContract: ok("the contract now in force", STORED_CONTRACT),
+  deleteContract: ok("removed (deleted: false when there was none)", queueAnd({ deleted: bool })),
   listJobs: ok(
     "a page of jobs, newest first",
     obj({

@@ -10,6 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type pg from "pg";
 import {
+  ContractError,
+  ContractViolationError,
   DurationError,
   InvalidJobError,
   InvalidNameError,
@@ -24,7 +26,7 @@ import {
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
-import { HttpError, sendJson } from "./http.ts";
+import { contractRefusal, HttpError, sendJson } from "./http.ts";
 import { QueueDirectory } from "./queueDirectory.ts";
 import { ApiMetrics } from "./metrics.ts";
 import { JobRecords } from "./records.ts";
@@ -33,6 +35,7 @@ import { Router, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
 import { jobApiHandlers } from "./routes/jobApi.ts";
+import { contractHandlers } from "./routes/contracts.ts";
 import { jobHandlers } from "./routes/jobs.ts";
 import { poolHandlers } from "./routes/pools.ts";
 import { groupHandlers } from "./routes/groups.ts";
@@ -77,6 +80,8 @@ function asHttpError(err: unknown): HttpError {
   if (err instanceof RateLimitError) return HttpError.field(400, "body.limit", message, "invalid_field");
   if (err instanceof ScheduleError || err instanceof DurationError)
     return HttpError.field(400, scheduleField(message), message, "invalid_field");
+  if (err instanceof ContractViolationError) return contractRefusal(err);
+  if (err instanceof ContractError) return HttpError.field(400, "body", message, "invalid_contract");
   if (err instanceof InvalidNameError || err instanceof InvalidJobError)
     return new HttpError(400, message, {}, null, "invalid_request");
   return new HttpError(500, `internal error: ${message}`);
@@ -170,6 +175,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...groupHandlers(ctx),
       ...jobHandlers(ctx),
       ...jobApiHandlers(ctx),
+      ...contractHandlers(ctx),
       ...searchHandlers(ctx),
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),

@@ -20,6 +20,7 @@ export const ENVELOPE_FIELDS = [
   "group",
   "dedupe",
   "uses",
+  "task",
 ] as const;
 
 const ALLOWED = new Set<string>(ENVELOPE_FIELDS);
@@ -70,6 +71,7 @@ export function parseEnvelope(body: unknown): JobToEnqueue {
     idempotencyKey: str("idempotencyKey"),
     contentHash: str("contentHash"),
     group: str("group"),
+    task: str("task"),
     priority: num("priority"),
     delayMs: num("delayMs"),
     attempts: num("attempts"),

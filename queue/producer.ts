@@ -4,7 +4,14 @@ import { type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
-import { PayloadTooLargeError } from "./scriptReplies.ts";
+import { ContractChangedError, PayloadTooLargeError } from "./scriptReplies.ts";
+import {
+  ContractCache,
+  ContractViolationError,
+  TASK_NAME_PATTERN,
+  type CompiledContract,
+  type JobViolations,
+} from "./contracts.ts";
 import type { Dedupe, EnqueueOptions, EnqueueResult } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
@@ -52,6 +59,8 @@ export interface EnqueueRecord {
   dedupe?: string;
   /** JSON {resource: {unit: amount}}. */
   uses?: string;
+  /** The job's task name. */
+  task?: string;
 }
 
 const OPTIONAL_FIELDS = [
@@ -65,16 +74,18 @@ const OPTIONAL_FIELDS = [
   "group",
   "dedupe",
   "uses",
+  "task",
 ] as const satisfies readonly (keyof EnqueueRecord)[];
 
 /**
  * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
- * field none of them has is not sent), then each record's values in that order.
+ * field none of them has is not sent), the hash of the contract they were checked against ('' =
+ * none), then each record's values in that order.
  */
-export function enqueueRecordArgs(records: readonly EnqueueRecord[]): ScriptArg[] {
+export function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
   const fields: (keyof EnqueueRecord)[] = ["id", "data"];
   for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
-  const args: ScriptArg[] = [fields.join(",")];
+  const args: ScriptArg[] = [fields.join(","), contractHash];
   for (const r of records) for (const f of fields) args.push(r[f] ?? "");
   return args;
 }
@@ -85,11 +96,18 @@ export class Producer {
   private readonly durability: DurabilityOptions;
   /** Queues this producer has registered (pipeline and queue sets): once per process and queue. */
   private readonly registered = new Set<string>();
+  /**
+   * The queues' contracts as last seen. A queue not seen yet is sent as having none: the enqueue
+   * script refuses a hash that is not the one in force, so a queue without a contract costs
+   * no command, and one with a contract one refused call and one read, once.
+   */
+  private readonly contracts: ContractCache;
 
   constructor(redis: RedisClient, opts: ProducerOptions = {}) {
     this.redis = redis;
     this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
     this.durability = { durability: opts.durability, replicaTimeoutMs: opts.replicaTimeoutMs };
+    this.contracts = new ContractCache(redis);
   }
 
   async enqueue(queue: string, data: unknown, opts: EnqueueOptions = {}): Promise<EnqueueResult> {
@@ -101,6 +119,18 @@ export class Producer {
     assertQueueName(queue);
     const keys = new QueueKeys(queue);
     const encoded = jobs.map((job, i) => this.encode(job, i));
+    const cached = this.contracts.known(queue);
+    if (cached) {
+      try {
+        checkContract(queue, cached, jobs, encoded, 0);
+      } catch (err) {
+        // A refusal is checked against the contract in force: the cached one may be out of date.
+        if (!(err instanceof ContractViolationError)) throw err;
+        const inForce = await this.contracts.refresh(queue);
+        if (inForce?.hash === cached.hash) throw err;
+        checkContract(queue, inForce, jobs, encoded, 0);
+      }
+    }
     // A PRODUCER span per call while tracing is on; every job stores its context.
     const send = tracingActive()
       ? startSendSpan(
@@ -111,7 +141,7 @@ export class Producer {
     if (send) for (const e of encoded) e.trace = send.field;
     let results: EnqueueResult[];
     try {
-      results = await this.send(queue, keys, encoded);
+      results = await this.send(queue, keys, jobs, encoded);
     } catch (err) {
       if (send) endSpan(send.span, err);
       throw err;
@@ -120,27 +150,54 @@ export class Producer {
     return results;
   }
 
-  private async send(queue: string, keys: QueueKeys, encoded: EnqueueRecord[]): Promise<EnqueueResult[]> {
+  private async send(
+    queue: string,
+    keys: QueueKeys,
+    jobs: JobToEnqueue[],
+    encoded: EnqueueRecord[],
+  ): Promise<EnqueueResult[]> {
     await this.register(keys);
     const results: EnqueueResult[] = [];
+    let changed = false;
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
-      // With durability "replicated": a ReplicationError when no replica confirmed the batch
-      // (enqueueing it again with the same ids creates nothing twice).
-      const reply = await runDurableScript<(string | number)[]>(
-        this.redis,
-        this.durability,
-        "enqueue_jobs",
-        [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq],
-        [
-          keys.jobPrefix,
-          keys.idempotencyPrefix,
-          queue,
-          Date.now(),
-          this.maxPayloadBytes,
-          IDEMPOTENCY_TTL_SECONDS,
-          ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK)),
-        ],
-      );
+      let reply: (string | number)[];
+      for (;;) {
+        const contract = this.contracts.known(queue) ?? null;
+        try {
+          // With durability "replicated": a ReplicationError when no replica confirmed the batch
+          // (enqueueing it again with the same ids creates nothing twice).
+          reply = await runDurableScript<(string | number)[]>(
+            this.redis,
+            this.durability,
+            "enqueue_jobs",
+            [
+              keys.ready,
+              keys.delayed,
+              keys.counts,
+              keys.wake,
+              keys.outbox,
+              keys.meta,
+              keys.seq,
+              keys.contract,
+            ],
+            [
+              keys.jobPrefix,
+              keys.idempotencyPrefix,
+              queue,
+              Date.now(),
+              this.maxPayloadBytes,
+              IDEMPOTENCY_TTL_SECONDS,
+              ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK), contract?.hash ?? ""),
+            ],
+          );
+          break;
+        } catch (err) {
+          // The contract changed since it was read: read it, check the jobs not yet written again, retry once.
+          if (!(err instanceof ContractChangedError) || changed) throw err;
+          changed = true;
+          checkContract(queue, await this.contracts.ensure(queue, err.inForce), jobs, encoded, start);
+        }
+      }
       for (let i = 0; i < reply.length; i += 2) {
         const code = Number(reply[i + 1]);
         results.push(
@@ -195,6 +252,12 @@ export class Producer {
     const timeoutMs = job.timeoutMs ?? 0;
     check(Number.isFinite(delayMs) && delayMs >= 0, `delay must be ≥ 0, got ${delayMs}`);
     check(Number.isFinite(timeoutMs) && timeoutMs >= 0, `timeout must be ≥ 0, got ${timeoutMs}`);
+    if (job.task !== undefined && (typeof job.task !== "string" || !TASK_NAME_PATTERN.test(job.task))) {
+      const which = job.id !== undefined ? `job ${job.id}` : `job at index ${index}`;
+      throw new InvalidJobError(
+        `${which}: task must be 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ${JSON.stringify(job.task)}`,
+      );
+    }
     const record: EnqueueRecord = { id, data, attempts };
     if (priority !== 0) record.priority = priority;
     if (delayMs > 0) record.delayMs = Math.round(delayMs);
@@ -204,6 +267,7 @@ export class Producer {
     if (job.group !== undefined) record.group = job.group;
     if (dedupe) record.dedupe = dedupe;
     if (uses) record.uses = JSON.stringify(uses);
+    if (job.task !== undefined) record.task = job.task;
     return record;
   }
 
@@ -216,6 +280,37 @@ export class Producer {
     ]);
     this.registered.add(keys.queue);
   }
+}
+
+/**
+ * Checks the jobs from `from` on against the queue's contract (null: none, nothing to do); every
+ * job that breaks it is reported in one ContractViolationError and nothing is written. The data
+ * is checked as its JSON text parses — what a worker will see.
+ */
+function checkContract(
+  queue: string,
+  contract: CompiledContract | null,
+  jobs: readonly JobToEnqueue[],
+  encoded: readonly EnqueueRecord[],
+  from: number,
+): void {
+  if (!contract) return;
+  const bad: JobViolations[] = [];
+  for (let i = from; i < jobs.length; i++) {
+    const task = jobs[i]!.task;
+    if (!contract.checks("data", task)) continue;
+    const violations = contract.checkData(JSON.parse(encoded[i]!.data), task);
+    if (violations.length === 0) continue;
+    const id = jobs[i]!.id;
+    bad.push({
+      index: i,
+      ...(id !== undefined ? { id } : {}),
+      ...(task !== undefined ? { task } : {}),
+      side: "data",
+      violations,
+    });
+  }
+  if (bad.length > 0) throw new ContractViolationError(queue, contract.hash, bad);
 }
 
 /**

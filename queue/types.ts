@@ -34,6 +34,11 @@ export interface EnqueueOptions {
    * admits the job only when a key has room (docs/protocol.md, "Resources").
    */
   uses?: Record<string, Record<string, number>>;
+  /**
+   * The job's task: which of the stage's handlers runs it, and which of its contract's schemas
+   * its data and result are checked against (a name of 1..100 characters of A-Z a-z 0-9 . _ -).
+   */
+  task?: string;
 }
 
 /** The key a claim granted a job for one resource, and what it reserved (docs/protocol.md, "Resources"). */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests and the demo start for real: Redis 7, PostgreSQL 15,
 # iproute2 (network namespaces for the aggregation-layer test address), Debian's python3 with
-# redis, pytest, setuptools and pip for the Python client's tests (clients/python), and Debian's
+# redis, jsonschema, pytest, setuptools and pip for the Python client's tests (clients/python;
+# jsonschema checks a queue's contract at enqueue), and Debian's
 # chromium for the dashboard's browser tests (driven by playwright-core; never a browser
 # download). Idempotent: installs
 # only what is missing, so a warm machine pays nothing.
@@ -15,6 +16,7 @@ command -v openssl >/dev/null || need+=(openssl)
 [ -x /usr/bin/chromium ] || need+=(chromium chromium-driver)
 command -v /usr/bin/python3 >/dev/null || need+=(python3)
 /usr/bin/python3 -c 'import redis' 2>/dev/null || need+=(python3-redis)
+/usr/bin/python3 -c 'import jsonschema' 2>/dev/null || need+=(python3-jsonschema)
 /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 /usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

@@ -1,6 +1,7 @@
 // The producer-facing additions of the HTTP job API: batch enqueue, the dead-letter
 // list, and the OpenAPI document itself.
 import {
+  ContractViolationError,
   EnvelopeError,
   newJobId,
   parseEnvelope,
@@ -9,7 +10,7 @@ import {
   type JobToEnqueue,
 } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
-import { HttpError } from "../http.ts";
+import { contractRefusal, HttpError } from "../http.ts";
 import { openApiDocument } from "../openapi.ts";
 import type { Handlers } from "../router.ts";
 
@@ -65,6 +66,11 @@ export function jobApiHandlers(ctx: ApiContext): Handlers {
           throw replicationUnconfirmed(
             err,
             jobs.map((j) => j.id!),
+          );
+        if (err instanceof ContractViolationError)
+          throw contractRefusal(
+            err,
+            err.jobs.length === 1 ? `body.jobs.${err.jobs[0]!.index}.data` : "body.jobs",
           );
         if (!(err instanceof PayloadTooLargeError)) throw err;
         const index = jobs.findIndex((j) => err.message.startsWith(`job ${j.id} `));

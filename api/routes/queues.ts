@@ -1,6 +1,7 @@
 // Queue routes: the queue list with live counts, one queue's counts, stats, workers, the
 // enqueue endpoint, and the queue-level actions (pause/resume, rate limit, dead letters).
 import {
+  ContractViolationError,
   EnvelopeError,
   formatRateLimit,
   newJobId,
@@ -13,7 +14,7 @@ import {
 } from "../../queue/index.ts";
 import { requireRecords, type ApiContext } from "../context.ts";
 import type { StatsWindow } from "../../records/index.ts";
-import { HttpError } from "../http.ts";
+import { contractRefusal, HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 import { replicationUnconfirmed } from "./jobApi.ts";
 
@@ -105,6 +106,7 @@ export function queueHandlers(ctx: ApiContext): Handlers {
       } catch (err) {
         if (err instanceof ReplicationError)
           throw replicationUnconfirmed(err, [options.id ?? `with key ${options.idempotencyKey}`]);
+        if (err instanceof ContractViolationError) throw contractRefusal(err, "body.data");
         throw err;
       }
       const status = `/jobs/${encodeURIComponent(result.id)}?queue=${encodeURIComponent(queue)}`;

@@ -7,6 +7,7 @@ import {
   ReplicationError,
   type Durability,
 } from "../../queue/durability.ts";
+import { ContractViolationError, describeViolation } from "../../queue/contracts.ts";
 import { EnvelopeError, parseEnvelope } from "../../queue/envelope.ts";
 import { assertGroup } from "../../queue/groups.ts";
 import { newJobId } from "../../queue/keys.ts";
@@ -23,6 +24,11 @@ export default defineCommand({
     ...COMMON,
     id: { kind: "string", arg: "ID", help: "the job's id (default: a new one)" },
     key: { kind: "string", arg: "KEY", help: "idempotency key: a second enqueue with it is a duplicate" },
+    task: {
+      kind: "string",
+      arg: "NAME",
+      help: "the job's task: which of the stage's handlers runs it and which schemas of its contract apply",
+    },
     priority: { kind: "int", help: "higher runs first" },
     delay: { kind: "duration", help: "run no sooner than this from now" },
     attempts: { kind: "int", help: "tries before dead-lettering" },
@@ -78,6 +84,7 @@ export default defineCommand({
       group,
       dedupe: dedupeFlag(o.raw("debounce"), o.raw("throttle")),
       uses,
+      task: o.raw("task"),
     };
     const file = o.raw("file");
     if (file !== undefined && json !== undefined)
@@ -123,12 +130,30 @@ export default defineCommand({
         throw new Error(
           `${err.message}; enqueue again with ${file ? "the same file (jobs with ids)" : key ? `--key ${key}` : `--id ${id}`} to be sure`,
         );
+      if (err instanceof ContractViolationError) {
+        // every refused job on a line of its own: its pointers, rules and values
+        if (asJson) print(JSON.stringify({ error: err.message, jobs: err.jobs }));
+        process.stderr.write(`conveyor: ${refusal(err, file ? jobLines(file) : undefined)}\n`);
+        return 1;
+      }
       throw err;
     } finally {
       await tracing?.shutdown();
     }
   },
 });
+
+/** A contract refusal, one line per job and violation. */
+function refusal(err: ContractViolationError, lines?: number[]): string {
+  const out = [
+    `${err.queue}: ${err.jobs.length} job(s) break the queue's contract (${err.hash}); nothing enqueued`,
+  ];
+  for (const j of err.jobs) {
+    const who = `${lines ? `line ${lines[j.index]}` : "the job"}${j.id !== undefined ? ` (id ${j.id})` : ""}${j.task !== undefined ? ` task ${j.task}` : ""}`;
+    for (const v of j.violations) out.push(`  ${who} ${j.side}: ${describeViolation(v)}`);
+  }
+  return out.join("\n");
+}
 
 /** `--debounce KEY:WINDOW` or `--throttle KEY:WINDOW` (the key may hold `:`; the window is after the last). */
 function dedupeFlag(debounce: string | undefined, throttle: string | undefined): Dedupe | undefined {
@@ -152,6 +177,13 @@ function dedupeFlag(debounce: string | undefined, throttle: string | undefined):
   if (key.length > DEDUPE_KEY_MAX)
     throw new UsageError(`${flag} key is ${key.length} characters, limit ${DEDUPE_KEY_MAX}`);
   return { key, mode: debounce !== undefined ? "debounce" : "throttle", windowMs };
+}
+
+/** The line number of each job of the file (its non-empty lines). */
+function jobLines(file: string): number[] {
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .flatMap((line, i) => (line.trim() === "" ? [] : [i + 1]));
 }
 
 /** One job per non-empty line: bare JSON data, or an envelope whose fields win over the flags. */

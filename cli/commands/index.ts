@@ -26,22 +26,22 @@ const limit = () => import("./limit.ts");
 const group = () => import("./group.ts");
 const resource = () => import("./resource.ts");
 const schedule = () => import("./schedule.ts");
+const contract = () => import("./contract.ts");
 const events = () => import("./events.ts");
 const records = () => import("./records.ts");
 const api = () => import("./api.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
 const operator = () => import("./operator.ts");
-const contract = () => import("./contract.ts");
 
 const byDefault = (load: () => Promise<{ default: Command }>) => async () => (await load()).default;
 
 export const COMMANDS: readonly CommandEntry[] = [
   {
     name: "enqueue",
-    synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
+    synopsis: `  enqueue <queue> '<json>' [--id ID] [--key KEY] [--task NAME] [--priority N] [--delay 10s] [--attempts N] [--timeout 30s] [--group G]
           [--debounce KEY:WINDOW | --throttle KEY:WINDOW] [--uses openai:tokens=1200]
-  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
+  enqueue <queue> --file jobs.ndjson      one job per line (JSON data, or {"data":…,"id":…,"task":…,"priority":…,"group":…,"dedupe":…,"uses":…})`,
     load: byDefault(enqueue),
   },
   {
@@ -121,7 +121,10 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   {
     name: "contract",
-    synopsis: `  contract types (<queue> | --file CONTRACT.json|yaml) --lang ts|python [--out FILE]
+    synopsis: `  contract set <queue> (--file CONTRACT.json|yaml | --data SCHEMA --result SCHEMA)
+                                          JSON Schemas every door checks the queue's job data (and results) against
+  contract get <queue> [--json] | delete <queue>   the contract in force (exit 1: none)
+  contract types (<queue> | --file CONTRACT.json|yaml) --lang ts|python [--out FILE]
                                           TypeScript types or Python TypedDicts for each task's data and result`,
     load: byDefault(contract),
   },

@@ -2,11 +2,33 @@
 // The API's JSON replies: a shared shape by its name in the OpenAPI document, a route's
 // success reply as <operationId>Reply.
 
-/** Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs (invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, payload_too_large, unauthorized, forbidden, not_found, method_not_allowed, conflict, …), `field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, header.Last-Event-ID) or null. */
+/** Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs (invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, payload_too_large, contract_violation (422, with jobs: see ContractViolation), invalid_contract, unauthorized, forbidden, not_found, method_not_allowed, conflict, …), `field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, header.Last-Event-ID) or null. */
 export type Error = {
   error: string;
   code: string;
   field: string | null;
+};
+
+/** 422: jobs whose data breaks the queue's contract, one entry per bad job (index: its place in the request); nothing was enqueued */
+export type ContractViolation = {
+  error: string;
+  code: "contract_violation";
+  field: string | null;
+  jobs: ({
+    index: number;
+    id?: string;
+    task?: string;
+    side: "data" | "result";
+    violations: ({
+      /** JSON pointer into the data ('' = the whole value) */
+      pointer: string;
+      /** the schema keyword that failed (required, type, format, task, …) */
+      rule: string;
+      message: string;
+      /** the offending value as JSON, cut to 80 characters */
+      value?: string;
+    })[];
+  })[];
 };
 
 export type QueueSummary = {
@@ -233,6 +255,36 @@ export type EnqueueBatchReply = {
     outcome: "created" | "existing" | "replaced";
     status: string;
   })[];
+};
+
+/** the contract in force */
+export type GetContractReply = {
+  queue: string;
+  /** the contract's content hash */
+  hash: string;
+  contract: Record<string, unknown>;
+  /** who set it: cli, api, operator:<namespace>/<pool> */
+  source: string;
+  /** ms since epoch */
+  updatedAt: number;
+};
+
+/** the contract now in force */
+export type PutContractReply = {
+  queue: string;
+  /** the contract's content hash */
+  hash: string;
+  contract: Record<string, unknown>;
+  /** who set it: cli, api, operator:<namespace>/<pool> */
+  source: string;
+  /** ms since epoch */
+  updatedAt: number;
+};
+
+/** removed (deleted: false when there was none) */
+export type DeleteContractReply = {
+  queue: string;
+  deleted: boolean;
 };
 
 /** a page of jobs, newest first */

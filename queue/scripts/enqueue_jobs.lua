@@ -1,5 +1,5 @@
 -- Enqueue one or more jobs atomically (ready, or delayed when they have a delay).
--- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq (`<Q>line` and
+-- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq, 8 contract (`<Q>line` and
 --       `<Q>lineStale` are named from 1, see includes/readyLine.lua)
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
 --       6 idempotencyTtlSeconds, 7 the job record's fields this call sends, by name, comma-separated:
@@ -11,7 +11,13 @@
 --       dedupe (`<debounce|throttle>:<windowMs>:<key>`: else ERR_INVALID_DEDUPE; docs/protocol.md,
 --       "Debounce and throttle"), uses (JSON {resource: {unit: amount}}: else ERR_INVALID_USES; a
 --       job with uses and no group joins the implicit group `~res:<resources sorted, joined by +>`).
+--       task (the job's task name: at most 100 bytes of [A-Za-z0-9._-], starting with a letter or
+--       digit: else ERR_INVALID_TASK, nothing written).
 --       An unknown or repeated field name: ERR_INVALID_FIELDS, nothing written.
+--       8 the hash of the queue's contract the caller checked the jobs against ('' = none); when
+--       it is not the hash in force (`<Q>contract` field hash, '' when none):
+--       ERR_CONTRACT_CHANGED <hash in force>, nothing written (the caller re-reads the contract,
+--       checks again and retries). Then from 9 the job values.
 -- Returns a flat list: id, created (1), duplicate (0) or replaced (2: a debounce gave the waiting
 -- job with its key this job's data; the id is that job's), per job.
 --- @include "includes/keys"
@@ -26,7 +32,14 @@ local idemTtl = tonumber(ARGV[6])
 -- Each field's offset from a job's first value (nil: not sent by this call).
 local at, width = {}, 0
 local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
-  contentHash = true, trace = true, group = true, dedupe = true, uses = true}
+  contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true}
+if not KEYS[8] then
+  return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
+end
+local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
+if inForce ~= ARGV[8] then
+  return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce)
+end
 for name in string.gmatch(ARGV[7], '[^,]+') do
   if at[name] or not (OPTIONAL[name] or (name == 'id' and width == 0) or (name == 'data' and width == 1)) then
     return redis.error_reply('ERR_INVALID_FIELDS unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[7] .. ' (id,data first)')
@@ -34,11 +47,12 @@ for name in string.gmatch(ARGV[7], '[^,]+') do
   at[name] = width
   width = width + 1
 end
-if width < 2 or (#ARGV - 7) % width ~= 0 then
-  return redis.error_reply('ERR_INVALID_FIELDS ' .. (#ARGV - 7) .. ' values for jobs of ' .. width .. ' fields (' .. ARGV[7] .. ')')
+if width < 2 or (#ARGV - 8) % width ~= 0 then
+  return redis.error_reply('ERR_INVALID_FIELDS ' .. (#ARGV - 8) .. ' values for jobs of ' .. width .. ' fields (' .. ARGV[7] .. ')')
 end
 local PRIORITY, DELAY, ATTEMPTS, TIMEOUT = at.priority, at.delayMs, at.attempts, at.timeoutMs
 local IDEM, HASH, TRACE, GROUP, DEDUPE, USES = at.idempotencyKey, at.contentHash, at.trace, at.group, at.dedupe, at.uses
+local TASK = at.task
 -- The value of the field at offset `k` of the job at `i`, or `default` when not sent or ''.
 local function field(i, k, default)
   if not k then return default end
@@ -76,10 +90,19 @@ local function dedupe(ddk, mode, window, id, data)
   redis.call('SET', ddk, id, 'PX', window)
   return false, false
 end
+-- Every job's task name before anything is written (the grammar of queue/contracts.ts TASK_NAME_PATTERN).
+if TASK then
+  for i = 9, #ARGV, width do
+    local task = ARGV[i + TASK]
+    if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
+      return redis.error_reply('ERR_INVALID_TASK job ' .. ARGV[i] .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ' .. string.sub(task, 1, 120))
+    end
+  end
+end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
-for i = 8, #ARGV, width do
+for i = 9, #ARGV, width do
   local id, data = ARGV[i], ARGV[i + 1]
   local priority = tonumber(field(i, PRIORITY, 0))
   local delay = tonumber(field(i, DELAY, 0))
@@ -90,6 +113,11 @@ for i = 8, #ARGV, width do
   end
   local group = groupOf(field(i, GROUP, ''))
   local extra = trace ~= '' and {'trace', trace} or {}
+  local task = field(i, TASK, '')
+  if task ~= '' then
+    extra[#extra + 1] = 'task'
+    extra[#extra + 1] = task
+  end
   local uses = field(i, USES, '')
   if uses ~= '' then
     local ok, decoded = pcall(cjson.decode, uses)

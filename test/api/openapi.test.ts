@@ -370,6 +370,95 @@ describe("OpenAPI: every operation against a real server", () => {
     assert.deepEqual([body.status, body.body.field], [400, "header.Last-Event-ID"]);
   });
 
+  test("contracts: put, get, enqueue refused with 422 naming each job's pointer (single and batch), delete", async () => {
+    const typed = encodeURIComponent("docs/typed");
+    expectStatus(await call("getContract", `/queues/${typed}/contract`), 404);
+    const contract = {
+      tasks: {
+        extract: {
+          data: {
+            type: "object",
+            required: ["text", "source"],
+            properties: { text: { type: "string" }, source: { type: "string", format: "uri" } },
+          },
+        },
+      },
+    };
+    const put = await call("putContract", `/queues/${typed}/contract`, { body: contract });
+    expectStatus(put, 200);
+    assert.deepEqual([put.body.contract, put.body.source], [contract, "api"]);
+    const got = await call("getContract", `/queues/${typed}/contract`);
+    assert.deepEqual([got.body.hash, got.body.contract], [put.body.hash, contract]);
+
+    const one = await call("enqueue", `/queues/${typed}/jobs`, {
+      body: { data: { text: "t", source: "not a uri" }, task: "extract", id: "t-1" },
+    });
+    expectStatus(one, 422);
+    assert.deepEqual([one.body.code, one.body.field], ["contract_violation", "body.data"]);
+    assert.deepEqual(one.body.jobs, [
+      {
+        index: 0,
+        id: "t-1",
+        task: "extract",
+        side: "data",
+        violations: [
+          { pointer: "/source", rule: "format", message: 'must match format "uri"', value: '"not a uri"' },
+        ],
+      },
+    ]);
+    const batch = await call("enqueueBatch", `/queues/${typed}/jobs/batch`, {
+      body: {
+        jobs: [
+          { data: { text: "t", source: "https://example.com" }, task: "extract", id: "t-2" },
+          { data: { source: "https://example.com" }, task: "extract" },
+          { data: {}, task: "summarize", id: "t-4" },
+        ],
+      },
+    });
+    expectStatus(batch, 422);
+    assert.equal(batch.body.field, "body.jobs");
+    const refused = batch.body.jobs as {
+      index: number;
+      task: string;
+      violations: { pointer: string; rule: string }[];
+    }[];
+    assert.deepEqual(
+      refused.map((j) => [j.index, j.task, j.violations.map((v) => `${v.pointer} ${v.rule}`)]),
+      [
+        [1, "extract", ["/text required"]],
+        [2, "summarize", [" task"]],
+      ],
+    );
+    // Nothing of the refused batch was written: t-2 does not exist.
+    expectStatus(await call("jobStatus", `/jobs/t-2?queue=${typed}`), 404);
+    const ok = await call("enqueueBatch", `/queues/${typed}/jobs/batch`, {
+      body: { jobs: [{ data: { text: "t", source: "https://example.com" }, task: "extract", id: "t-2" }] },
+    });
+    expectStatus(ok, 202);
+    // A task name the grammar refuses is a 400 naming the field.
+    const badTask = await call("enqueue", `/queues/${typed}/jobs`, { body: { data: {}, task: "no spaces" } });
+    assert.deepEqual([badTask.status, badTask.body.field], [400, "body.task"]);
+    // A contract whose schema does not compile is a 400 naming it; the one in force stays.
+    const badSchema = await call("putContract", `/queues/${typed}/contract`, {
+      body: { data: { type: "nonsense" } },
+    });
+    assert.deepEqual([badSchema.status, badSchema.body.code], [400, "invalid_contract"]);
+    assert.match(String(badSchema.body.error), /^data: not a valid JSON Schema/);
+    const badTaskName = await call("putContract", `/queues/${typed}/contract`, {
+      body: { tasks: { "no spaces": {} } },
+    });
+    assert.equal(badTaskName.status, 400, JSON.stringify(badTaskName.body));
+    expectStatus(await call("getContract", `/queues/${typed}/contract`), 200);
+    const deleted = await call("deleteContract", `/queues/${typed}/contract`);
+    assert.deepEqual([deleted.status, deleted.body.deleted], [200, true]);
+    assert.equal((await call("deleteContract", `/queues/${typed}/contract`)).body.deleted, false);
+    // Without a contract anything goes again, the task kept on the job.
+    expectStatus(
+      await call("enqueue", `/queues/${typed}/jobs`, { body: { data: {}, task: "summarize" } }),
+      202,
+    );
+  });
+
   test("pools without a Kubernetes API: 404 in the error shape", async () => {
     expectStatus(await call("listPools", "/pools"), 404);
     expectStatus(await call("poolDetail", "/pools/default/ocr"), 404);

@@ -517,7 +517,7 @@ describe("queue protocol (single Redis)", () => {
     await assert.rejects(
       redis.eval(
         (await import("../../queue/index.ts")).scriptSource("enqueue_jobs"),
-        7,
+        8,
         k.ready,
         k.delayed,
         k.counts,
@@ -525,6 +525,7 @@ describe("queue protocol (single Redis)", () => {
         k.outbox,
         k.meta,
         k.seq,
+        k.contract,
         k.jobPrefix,
         k.idempotencyPrefix,
         q,
@@ -532,6 +533,7 @@ describe("queue protocol (single Redis)", () => {
         10,
         60,
         "id,data,priority,delayMs,attempts,timeoutMs,idempotencyKey,contentHash",
+        "",
         "id1",
         '"0123456789abc"',
         0,
@@ -552,7 +554,7 @@ describe("queue protocol (single Redis)", () => {
     const call = (fields: string, ...values: (string | number)[]) =>
       redis.eval(
         scriptSource("enqueue_jobs"),
-        7,
+        8,
         k.ready,
         k.delayed,
         k.counts,
@@ -560,6 +562,7 @@ describe("queue protocol (single Redis)", () => {
         k.outbox,
         k.meta,
         k.seq,
+        k.contract,
         k.jobPrefix,
         k.idempotencyPrefix,
         q,
@@ -567,6 +570,7 @@ describe("queue protocol (single Redis)", () => {
         1000,
         60,
         fields,
+        "",
         ...values,
       );
     // (two jobs; the second leaves the group out with '', the first the priority)

@@ -25,7 +25,16 @@ from .client import (
     LogLine,
     _cancel_call,
     _cancelled,
-    _enqueue_calls,
+    BULK_CHUNK,
+    CompiledContract,
+    ContractChangedError,
+    ContractViolation,
+    _changed_again,
+    _Contracts,
+    _enqueue_batch,
+    _refuse,
+    _stored_contract,
+    contract_changed,
     _enqueued,
     _events,
     _events_after,
@@ -62,6 +71,7 @@ class AsyncClient:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
@@ -106,27 +116,54 @@ class AsyncClient:
         group: Optional[str] = None,
         dedupe: Optional[Mapping[str, Any]] = None,
         uses: Optional[Mapping[str, Mapping[str, int]]] = None,
+        task: Optional[str] = None,
     ) -> str:
         """As Client.enqueue."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe, uses=uses)
+                       dedupe=dedupe, uses=uses, task=task)
         return (await self.enqueue_many(queue, [job]))[0].id
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
-        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        if keys.queue not in self._registered:
-            await self.redis.sadd(PIPELINES_KEY, keys.pipeline)
-            await self.redis.sadd(QUEUES_KEY, keys.queue)
-            self._registered.add(keys.queue)
-        out: List[Enqueued] = []
-        for args in calls:
+        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
+        cached = self._contracts.known(queue)
+        if cached is not None:
             try:
-                out.extend(_enqueued(await _run(self._enqueue, self.redis, key_list, args)))
-            except ResponseError as err:
-                raise _payload_error(err) from None
+                _refuse(batch, cached)
+            except ContractViolation:
+                now = await self._read_contract(queue)
+                if now is not None and now.hash == cached.hash:
+                    raise
+                _refuse(batch, now)
+        if batch.keys.queue not in self._registered:
+            await self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
+            await self.redis.sadd(QUEUES_KEY, batch.keys.queue)
+            self._registered.add(batch.keys.queue)
+        out: List[Enqueued] = []
+        changed = False
+        for start in range(0, len(batch.records), BULK_CHUNK):
+            while True:
+                contract = self._contracts.known(queue)
+                try:
+                    reply = await _run(
+                        self._enqueue, self.redis, batch.key_list, batch.args(start, contract.hash if contract else "")
+                    )
+                    break
+                except ResponseError as err:
+                    in_force = contract_changed(err)
+                    if in_force is None:
+                        raise _payload_error(err) from None
+                    if changed:
+                        raise ContractChangedError(_changed_again(queue, in_force)) from None
+                    changed = True
+                    _refuse(batch, await self._read_contract(queue), start)
+            out.extend(_enqueued(reply))
         return out
+
+    async def _read_contract(self, queue: str) -> Optional[CompiledContract]:
+        reply = await self.redis.hmget(QueueKeys(queue).contract, "hash", "body")
+        return self._contracts.store(queue, _stored_contract(reply))
 
     async def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS

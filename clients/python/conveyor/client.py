@@ -21,6 +21,7 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from . import _json
+from ._contracts import TASK_NAME, CompiledContract, ContractUnavailable, contract_changed, describe, job_violations
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
 from ._scripts import script_source
 
@@ -46,6 +47,22 @@ class InvalidJobError(ValueError):
 
 class PayloadTooLargeError(InvalidJobError):
     """The job's data is larger than the producer's limit (512 KiB unless configured)."""
+
+
+class ContractViolation(InvalidJobError):
+    """Jobs whose data breaks the queue's contract; nothing of the call was enqueued. `.jobs`: one
+    entry per bad job, {"index", "id"?, "task"?, "side": "data", "violations": [{"pointer",
+    "rule", "message", "value"?}]} (as the TypeScript producer's and the HTTP API's 422)."""
+
+    def __init__(self, queue: str, contract_hash: str, jobs: List[Dict[str, Any]]) -> None:
+        super().__init__(f"{queue}: {len(jobs)} job(s) break the stage's contract ({contract_hash}): {describe(jobs)}")
+        self.queue = queue
+        self.hash = contract_hash
+        self.jobs = jobs
+
+
+class ContractChangedError(RuntimeError):
+    """The queue's contract changed again while this call re-read it: nothing was enqueued; try again."""
 
 
 class JSONStringDataWarning(UserWarning):
@@ -416,14 +433,14 @@ def _decode(raw: Optional[str]) -> Any:
 
 
 _JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group",
-                "dedupe", "uses"}
+                "dedupe", "uses", "task"}
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
 #: The job record's optional fields as enqueue_jobs takes them (queue/producer.ts EnqueueRecord):
 #: a call sends `id,data` and each of these that a job of it has, by name.
 ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idempotencyKey", "contentHash", "trace",
-                           "group", "dedupe", "uses")
+                           "group", "dedupe", "uses", "task")
 #: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
 DEDUPE_KEY_MAX = 500
 DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000
@@ -545,18 +562,25 @@ def _encode_job(
     dedupe = job.get("dedupe")
     dedupe_field = "" if dedupe is None else _encode_dedupe(dedupe, delay_ms, which)
     uses = _check_uses(job.get("uses"), which)
+    task = job.get("task")
+    if task is not None and (not isinstance(task, str) or not TASK_NAME.match(task)):
+        raise InvalidJobError(
+            f"{which}: task must be 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got {task!r}"
+        )
     record: Dict[str, Any] = {"id": job_id, "data": data, "attempts": attempts}
     optional = {"priority": priority, "delayMs": delay_ms, "timeoutMs": timeout_ms, "idempotencyKey": idem,
-                "contentHash": content_hash, "trace": trace, "group": group or "", "dedupe": dedupe_field, "uses": uses}
+                "contentHash": content_hash, "trace": trace, "group": group or "", "dedupe": dedupe_field, "uses": uses,
+                "task": task or ""}
     record.update((name, value) for name, value in optional.items() if value)
     return record
 
 
-def enqueue_record_args(records: Sequence[Mapping[str, Any]]) -> List[Any]:
+def enqueue_record_args(records: Sequence[Mapping[str, Any]], contract_hash: str = "") -> List[Any]:
     """enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first;
-    a field none of them has is not sent), then each record's values in that order."""
+    a field none of them has is not sent), the hash of the contract they were checked against
+    ('' = none), then each record's values in that order."""
     fields = ["id", "data"] + [f for f in ENQUEUE_OPTIONAL_FIELDS if any(f in r for r in records)]
-    args: List[Any] = [",".join(fields)]
+    args: List[Any] = [",".join(fields), contract_hash]
     for r in records:
         args.extend(r.get(f, "") for f in fields)
     return args
@@ -575,11 +599,35 @@ def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
     return {"data": data, **options}
 
 
-def _enqueue_calls(
+class _Batch(NamedTuple):
+    """One enqueue call's jobs, checked and encoded: the script calls are made from `records`."""
+
+    queue: str
+    keys: QueueKeys
+    key_list: List[str]
+    jobs: List[Mapping[str, Any]]
+    records: List[Dict[str, Any]]
+    max_payload_bytes: int
+
+    def args(self, start: int, contract_hash: str) -> List[Any]:
+        """The ARGV of the script call of the chunk at `start` (BULK_CHUNK jobs)."""
+        args: List[Any] = [
+            self.keys.job_prefix,
+            self.keys.idempotency_prefix,
+            self.queue,
+            int(time.time() * 1000),
+            self.max_payload_bytes,
+            IDEMPOTENCY_TTL_SECONDS,
+        ]
+        args.extend(enqueue_record_args(self.records[start : start + BULK_CHUNK], contract_hash))
+        return args
+
+
+def _enqueue_batch(
     queue: str, jobs: Iterable[Mapping[str, Any]], max_payload_bytes: int, refuse_json_strings: bool = False
-) -> Tuple[QueueKeys, List[str], List[List[Any]]]:
-    """The keys and the argument lists of the enqueue_jobs calls (BULK_CHUNK jobs each); every
-    job is checked first, so a bad one refuses the batch before anything reaches Redis."""
+) -> _Batch:
+    """The keys and the checked records of an enqueue call (BULK_CHUNK jobs per script call);
+    every job is checked first, so a bad one refuses the batch before anything reaches Redis."""
     check_queue(queue)
     if isinstance(jobs, (Mapping, str, bytes)):
         raise InvalidJobError(
@@ -587,21 +635,50 @@ def _enqueue_calls(
             "(for one job: enqueue(queue, data, …))"
         )
     keys = QueueKeys(queue)
+    jobs = list(jobs)
     encoded = [_encode_job(job, i, max_payload_bytes, refuse_json_strings) for i, job in enumerate(jobs)]
-    key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq]
-    calls = []
-    for start in range(0, len(encoded), BULK_CHUNK):
-        args: List[Any] = [
-            keys.job_prefix,
-            keys.idempotency_prefix,
-            queue,
-            int(time.time() * 1000),
-            max_payload_bytes,
-            IDEMPOTENCY_TTL_SECONDS,
-        ]
-        args.extend(enqueue_record_args(encoded[start : start + BULK_CHUNK]))
-        calls.append(args)
-    return keys, key_list, calls
+    key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq, keys.contract]
+    return _Batch(queue, keys, key_list, jobs, encoded, max_payload_bytes)
+
+
+#: A queue whose contract this client has not read yet: sent as having none (the script says otherwise).
+_UNREAD = object()
+
+
+def _stored_contract(reply: Sequence[Any]) -> Optional[Tuple[str, Any]]:
+    """HMGET <Q>contract hash body as (hash, contract), or None when the queue has none."""
+    hash_, body = reply
+    return (hash_, json.loads(body)) if hash_ and body else None
+
+
+class _Contracts:
+    """The queues' contracts as last read, compiled once per hash (IO is the client's)."""
+
+    def __init__(self) -> None:
+        self.by_queue: Dict[str, Any] = {}
+        self.by_hash: Dict[str, CompiledContract] = {}
+
+    def known(self, queue: str) -> Optional[CompiledContract]:
+        c = self.by_queue.get(queue, _UNREAD)
+        return None if c is _UNREAD else c
+
+    def store(self, queue: str, stored: Optional[Tuple[str, Any]]) -> Optional[CompiledContract]:
+        compiled = None
+        if stored:
+            compiled = self.by_hash.get(stored[0]) or CompiledContract(stored[0], stored[1])
+            self.by_hash[stored[0]] = compiled
+        self.by_queue[queue] = compiled
+        return compiled
+
+
+def _changed_again(queue: str, in_force: str) -> str:
+    return f"{queue}: the contract changed again while this call read it (in force: {in_force or 'none'}); nothing of this chunk was enqueued"
+
+
+def _refuse(batch: _Batch, contract: Optional[CompiledContract], start: int = 0) -> None:
+    bad = job_violations(contract, batch.jobs, batch.records, start)
+    if bad:
+        raise ContractViolation(batch.queue, contract.hash if contract else "", bad)
 
 
 def _cancel_call(job_id: str, pipeline: str, retention_seconds: int) -> Tuple[List[str], List[Any]]:
@@ -767,6 +844,7 @@ class Client:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
 
@@ -815,6 +893,7 @@ class Client:
         group: Optional[str] = None,
         dedupe: Optional[Mapping[str, Any]] = None,
         uses: Optional[Mapping[str, Mapping[str, int]]] = None,
+        task: Optional[str] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id, idempotency
         key or throttle key was seen before, or a debounce replaced the waiting job's data). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
@@ -826,27 +905,57 @@ class Client:
         `window` seconds again (one run per burst, latest data); "throttle": the first job of a
         window runs, the rest return its id (docs/protocol.md, "Debounce and throttle"). `uses`:
         what the job uses of the pipeline's resources, e.g. {"openai": {"tokens": 1200}} (an
-        estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)."""
+        estimate; 1 request implied): it starts only when a key has room (docs/budgets.md).
+        `task`: the job's task — which of the stage's handlers runs it, and which schemas of the
+        queue's contract its data and result are checked against."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe, uses=uses)
+                       dedupe=dedupe, uses=uses, task=task)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
-        atomically per chunk of 500; every job is checked before any reaches Redis."""
-        keys, key_list, calls = _enqueue_calls(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        if keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
-            self.redis.sadd(PIPELINES_KEY, keys.pipeline)
-            self.redis.sadd(QUEUES_KEY, keys.queue)
-            self._registered.add(keys.queue)
-        out: List[Enqueued] = []
-        for args in calls:
+        atomically per chunk of 500; every job is checked before any reaches Redis. When the
+        queue has a contract, every job's data is checked against it (ContractViolation names
+        each bad job; nothing is enqueued); it is read once and kept by its hash, which the
+        enqueue script checks is still the one in force."""
+        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
+        cached = self._contracts.known(queue)
+        if cached is not None:
             try:
-                out.extend(_enqueued(self._enqueue(self.redis, key_list, args)))
-            except ResponseError as err:
-                raise _payload_error(err) from None
+                _refuse(batch, cached)
+            except ContractViolation:
+                # A refusal is checked against the contract in force: the cached one may be out of date.
+                now = self._read_contract(queue)
+                if now is not None and now.hash == cached.hash:
+                    raise
+                _refuse(batch, now)
+        if batch.keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
+            self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
+            self.redis.sadd(QUEUES_KEY, batch.keys.queue)
+            self._registered.add(batch.keys.queue)
+        out: List[Enqueued] = []
+        changed = False
+        for start in range(0, len(batch.records), BULK_CHUNK):
+            while True:
+                contract = self._contracts.known(queue)
+                try:
+                    reply = self._enqueue(self.redis, batch.key_list, batch.args(start, contract.hash if contract else ""))
+                    break
+                except ResponseError as err:
+                    in_force = contract_changed(err)
+                    if in_force is None:
+                        raise _payload_error(err) from None
+                    if changed:
+                        raise ContractChangedError(_changed_again(queue, in_force)) from None
+                    # The contract changed since it was read: read it, check the jobs not yet sent again, retry once.
+                    changed = True
+                    _refuse(batch, self._read_contract(queue), start)
+            out.extend(_enqueued(reply))
         return out
+
+    def _read_contract(self, queue: str) -> Optional[CompiledContract]:
+        return self._contracts.store(queue, _stored_contract(self.redis.hmget(QueueKeys(queue).contract, "hash", "body")))
 
     def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS

@@ -60,11 +60,15 @@ def test_the_script_enforces_the_limit_it_is_given(r: Any) -> None:
     from conveyor.client import _Script
 
     q = "cvy:{mail}:q:mail:"
-    keys = [q + "ready", q + "delayed", q + "counts", q + "wake", "cvy:{mail}:outbox", "cvy:{mail}:meta", "cvy:{mail}:seq"]
-    args = ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "id,data,attempts", "big", '"' + "x" * 100 + '"', 3]
+    keys = [q + "ready", q + "delayed", q + "counts", q + "wake", "cvy:{mail}:outbox", "cvy:{mail}:meta", "cvy:{mail}:seq",
+            q + "contract"]
+    args = ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "id,data,attempts", "", "big", '"' + "x" * 100 + '"', 3]
     with pytest.raises(Exception, match="ERR_PAYLOAD_TOO_LARGE job big is 102 bytes, limit 10"):
         _Script("enqueue_jobs")(r, keys, args)
     assert r.exists("cvy:{mail}:job:big") == 0
+    # The previous calling convention (7 keys, no contract hash) is refused by name.
+    with pytest.raises(Exception, match="ERR_INVALID_FIELDS enqueue_jobs takes 8 keys"):
+        _Script("enqueue_jobs")(r, keys[:7], args[:7] + args[8:])
 
 
 def test_reads(client: Client) -> None:
