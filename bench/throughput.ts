@@ -1,5 +1,5 @@
 // Throughput, one worker process per system on the same Redis:
-//   npm run bench:throughput -- --jobs N --concurrency C [--reps R] [--json] [--cpu-prof DIR] [--otlp]
+//   npm run bench:throughput -- --jobs N --concurrency C [--reps R] [--json] [--cpu-prof DIR] [--otlp | --contract]
 // Pre-enqueues N no-op jobs, starts one worker process and measures jobs/s from the first
 // claim to the last completion (both seen by a 2 ms poller: one MULTI of two counts, taken
 // out of the command counts). Repetitions alternate which system goes first. Progress goes to
@@ -13,14 +13,19 @@
 // to the traced worker. The JSON line is then
 //   {"jobs", "concurrency", "plain_jobs_per_s", "otlp_jobs_per_s", "throughput_cost": 1 - otlp/plain,
 //    "plain_cpu_us_per_job", "otlp_cpu_us_per_job", "plain_main_cpu_us_per_job", "otlp_main_cpu_us_per_job"}
+// --contract measures stage contracts: ~1 KiB documents of 30 fields echoed as results, Conveyor
+// without and with the document's schema as data and result contract, and BullMQ (contractCost).
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Redis } from "ioredis";
+import { benchContract, benchDocument } from "./lib/document.ts";
 import { startOtlpSink } from "./lib/otlpSink.ts";
 import { client, delta, flush, perJob, snapshot, SNAPSHOT_COMMANDS, startBenchRedis } from "./lib/redis.ts";
 import {
+  BullmqSystem,
   ConveyorSystem,
+  ECHO_HANDLER,
   makeSystem,
   orderFor,
   SYSTEMS,
@@ -139,17 +144,23 @@ export function noopJobs(n: number): unknown[] {
   return Array.from({ length: n }, (_, i) => ({ i }));
 }
 
+/** The contract bench's jobs: ~1 KiB documents of 30 fields (bench/lib/document.ts). */
+export function documentJobs(n: number): unknown[] {
+  return Array.from({ length: n }, (_, i) => benchDocument(i));
+}
+
 export async function runThroughput(
   ctx: BenchContext,
   system: SystemName | System,
-  opts: { jobs: number; concurrency: number; rep: number; cpuProfDir?: string },
+  opts: { jobs: number; concurrency: number; rep: number; cpuProfDir?: string; documents?: boolean },
 ): Promise<ThroughputRun> {
   const sys = typeof system === "string" ? ctx.systems[system] : system;
   const name = sys.name;
   await flush(ctx.driver);
+  await sys.prepare?.();
   const empty = await snapshot(ctx.driver);
   const e0 = nowMs();
-  await sys.enqueueBulk(noopJobs(opts.jobs));
+  await sys.enqueueBulk(opts.documents ? documentJobs(opts.jobs) : noopJobs(opts.jobs));
   const bulkEnqueuePerSec = opts.jobs / ((nowMs() - e0) / 1000);
   const before = await snapshot(ctx.driver);
   const worker = await sys.startWorker({
@@ -232,6 +243,8 @@ async function main(): Promise<void> {
   const cpuProfDir = cpuProf ? resolve(cpuProf === "true" ? "bench/profiles" : cpuProf) : undefined;
   if (cpuProfDir) mkdirSync(cpuProfDir, { recursive: true });
   if (flags.has("otlp")) return otlpCost({ jobs, concurrency, reps, cpuProfDir, json: flags.has("json") });
+  if (flags.has("contract"))
+    return contractCost({ jobs, concurrency, reps, cpuProfDir, json: flags.has("json") });
   const ctx = await openContext();
   const runs: ThroughputRun[] = [];
   try {
@@ -333,3 +346,62 @@ async function otlpCost(opts: {
 }
 
 if (import.meta.main) runMain("bench:throughput", main);
+
+/**
+ * Stage contracts' cost: ~1 KiB documents of 30 fields that each handler echoes as its result,
+ * Conveyor without a contract, Conveyor with the document's schema as the stage's data and result
+ * contract (checked at enqueue and at settle), and BullMQ, on one Redis.
+ */
+async function contractCost(opts: {
+  jobs: number;
+  concurrency: number;
+  reps: number;
+  cpuProfDir?: string;
+  json: boolean;
+}): Promise<void> {
+  const ctx = await openContext();
+  const plain = new ConveyorSystem(ctx.url, { name: "conveyor", handler: ECHO_HANDLER });
+  const checked = new ConveyorSystem(ctx.url, {
+    name: "conveyor+contract",
+    handler: ECHO_HANDLER,
+    contract: benchContract(),
+  });
+  const bullmq = new BullmqSystem(ctx.url, ctx.driver, { echo: true });
+  const runs: ThroughputRun[] = [];
+  try {
+    for (let rep = 0; rep < opts.reps; rep++) {
+      const order = [plain, checked, bullmq];
+      for (let k = 0; k < rep % order.length; k++) order.push(order.shift()!);
+      for (const sys of order) {
+        const run = await runThroughput(ctx, sys, { ...opts, rep, documents: true });
+        progress(`${describeRun(run)}, bulk enqueue ${run.bulkEnqueuePerSec} jobs/s`);
+        runs.push(run);
+      }
+    }
+  } finally {
+    for (const s of [plain, checked, bullmq]) await s.close().catch(() => {});
+    await ctx.stop();
+  }
+  const med = (sys: System, pick: (r: ThroughputRun) => number) =>
+    summarize(runs.filter((r) => r.system === sys.name).map(pick)).median;
+  const result = {
+    jobs: opts.jobs,
+    concurrency: opts.concurrency,
+    plain_jobs_per_s: round(med(plain, (r) => r.jobsPerSec)),
+    contract_jobs_per_s: round(med(checked, (r) => r.jobsPerSec)),
+    bullmq_jobs_per_s: round(med(bullmq, (r) => r.jobsPerSec)),
+    contract_ratio_vs_bullmq: round(med(checked, (r) => r.jobsPerSec) / med(bullmq, (r) => r.jobsPerSec), 3),
+    plain_worker_us_per_job: med(plain, (r) => r.workerCpuUsPerJob),
+    contract_worker_us_per_job: med(checked, (r) => r.workerCpuUsPerJob),
+    plain_bulk_enqueue_per_s: round(med(plain, (r) => r.bulkEnqueuePerSec)),
+    contract_bulk_enqueue_per_s: round(med(checked, (r) => r.bulkEnqueuePerSec)),
+  };
+  if (opts.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+  else
+    process.stdout.write(
+      `no contract ${result.plain_jobs_per_s} jobs/s (worker ${result.plain_worker_us_per_job} µs/job), ` +
+        `contract ${result.contract_jobs_per_s} jobs/s (worker ${result.contract_worker_us_per_job} µs/job), ` +
+        `bullmq ${result.bullmq_jobs_per_s} jobs/s: contract ÷ bullmq ${result.contract_ratio_vs_bullmq} ` +
+        `(jobs ${opts.jobs}, concurrency ${opts.concurrency}, ${opts.reps} rep(s), medians)\n`,
+    );
+}

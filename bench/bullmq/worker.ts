@@ -3,7 +3,8 @@
 // 15 s; stalled check every 30 s), a no-op processor (or, for latency runs, one that notes
 // how long each job waited). Prints `ready` on stdout once connected; SIGTERM closes it
 // gracefully (waits for running jobs), like the Conveyor worker's warm shutdown. BENCH_JOB_MS:
-// each job then takes that long (the fairness bench's 5 ms jobs).
+// each job then takes that long (the fairness bench's 5 ms jobs). BENCH_ECHO=1: each job's data is
+// its result (the contract bench's documents).
 import { writeFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
@@ -22,7 +23,9 @@ const processor = latencyFile
       if (jobMs > 0) await sleep(jobMs);
       return null;
     }
-  : async () => null;
+  : process.env.BENCH_ECHO === "1"
+    ? async (job: { data: unknown }) => job.data
+    : async () => null;
 
 const worker = new Worker(queue, processor, {
   connection: { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null },

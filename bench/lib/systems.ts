@@ -9,7 +9,14 @@
 import type { Redis } from "ioredis";
 import { join } from "node:path";
 import { Queue } from "bullmq";
-import { connectRedis, Producer, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import {
+  connectRedis,
+  Producer,
+  QueueKeys,
+  setContract,
+  type Contract,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { freePort } from "../../test/support/ports.ts";
 import { WORKER_NODE_OPTIONS } from "../../operator/controllers/deployment.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../../test/support/processes.ts";
@@ -24,6 +31,7 @@ export const NODE = join(REPO, "node_modules/.bin/node");
 export const CONVEYOR_BIN = join(REPO, "bin/conveyor.js");
 export const NOOP_HANDLER = join(REPO, "bench/handlers/noop.ts");
 export const LATENCY_HANDLER = join(REPO, "bench/handlers/latency.ts");
+export const ECHO_HANDLER = join(REPO, "bench/handlers/echo.ts");
 const BULLMQ_WORKER = join(REPO, "bench/bullmq/worker.ts");
 const PROTO_WORKER = join(REPO, "bench/proto/worker.ts");
 
@@ -66,6 +74,8 @@ export interface System {
   enqueueBulk(items: unknown[]): Promise<void>;
   enqueueOne(data: unknown): Promise<void>;
   state(): Promise<QueueState>;
+  /** Called on the emptied Redis before each run's enqueue (e.g. to set a contract). */
+  prepare?(): Promise<void>;
   startWorker(opts: WorkerOptions): Promise<WorkerHandle>;
   close(): Promise<void>;
 }
@@ -122,6 +132,10 @@ export interface ConveyorSystemOptions {
   name?: string;
   /** More environment for the worker process (e.g. OTEL_* variables), over the bench's own. */
   env?: Record<string, string>;
+  /** The worker's module handler (default: the no-op one). */
+  handler?: string;
+  /** A contract set on the queue before each run: every enqueue and settle checks against it. */
+  contract?: Contract;
 }
 
 export class ConveyorSystem implements System {
@@ -132,10 +146,14 @@ export class ConveyorSystem implements System {
   private readonly producer: Producer;
   private readonly keys = new QueueKeys(QUEUE);
   private readonly env: Record<string, string>;
+  private readonly handler: string;
+  private readonly contract?: Contract;
 
   constructor(redisUrl: string, opts: ConveyorSystemOptions = {}) {
     this.name = opts.name ?? "conveyor";
     this.env = opts.env ?? {};
+    this.handler = opts.handler ?? NOOP_HANDLER;
+    this.contract = opts.contract;
     this.redisUrl = redisUrl;
     this.redis = connectRedis(redisUrl, { name: "bench-conveyor-producer" });
     this.producer = new Producer(this.redis);
@@ -167,9 +185,13 @@ export class ConveyorSystem implements System {
     };
   }
 
+  async prepare(): Promise<void> {
+    if (this.contract) await setContract(this.redis, QUEUE, this.contract, "bench");
+  }
+
   async startWorker(opts: WorkerOptions): Promise<WorkerHandle> {
     const port = await freePort();
-    const handler = opts.latencyFile ? LATENCY_HANDLER : NOOP_HANDLER;
+    const handler = opts.latencyFile ? LATENCY_HANDLER : this.handler;
     const proc = startProcess(NODE, [CONVEYOR_BIN, "worker"], {
       logFile: opts.logFile,
       env: {
@@ -233,9 +255,12 @@ export class BullmqSystem implements System {
   private readonly redisUrl: string;
   private readonly queue: Queue;
   private readonly driver: Redis;
+  private readonly echo: boolean;
 
-  constructor(redisUrl: string, driver: Redis) {
+  /** `echo`: the processor returns each job's data as its result (the contract bench's counterpart). */
+  constructor(redisUrl: string, driver: Redis, opts: { echo?: boolean } = {}) {
     this.redisUrl = redisUrl;
+    this.echo = opts.echo ?? false;
     const u = new URL(redisUrl);
     this.queue = new Queue(QUEUE, { connection: { host: u.hostname, port: Number(u.port) } });
     this.queue.on("error", () => {});
@@ -270,6 +295,7 @@ export class BullmqSystem implements System {
         BENCH_QUEUE: QUEUE,
         BENCH_CONCURRENCY: String(opts.concurrency),
         BENCH_LATENCY_FILE: opts.latencyFile ?? "",
+        BENCH_ECHO: this.echo ? "1" : "",
       },
     });
     let up = false;
