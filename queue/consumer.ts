@@ -46,6 +46,11 @@ export interface NextStage {
   contentHash?: string;
   /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
   trace?: string;
+  /**
+   * The hash of the next stage's contract its data was checked against ('' or absent: none). The
+   * settle refuses a hash not in force (ContractChangedError): re-read, check again, settle again.
+   */
+  contract?: string;
 }
 
 /**
@@ -157,6 +162,7 @@ export const CLAIM_KEYS = [
   "wake",
   "outbox",
   "meta",
+  "contract",
 ] as const satisfies readonly (keyof QueueKeys)[];
 
 /**
@@ -266,6 +272,7 @@ export class Consumer {
         contentHash: field(i, "contentHash") ?? "",
         trace: field(i, "trace") ?? "",
         requeued: field(i, "requeued") ?? "",
+        contract: field(i, "contract") ?? "",
         claimedAt: now,
         ...startBy,
         ...(resources ? { resources: parseGrants(resources) } : {}),
@@ -337,7 +344,7 @@ export class Consumer {
       assertSamePipeline(this.queue, next.queue);
       const nk =
         this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
-      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake];
+      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake, nk.contract];
     } else keys = this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta];
     const args: ScriptArg[] = [
       k.jobPrefix,
@@ -348,11 +355,12 @@ export class Consumer {
       claim,
       this.opts.leaseMs,
       this.opts.workerId,
+      next?.contract ?? "",
     ];
     for (const { job, settlement: s } of batch) {
-      if (s.next?.queue !== next?.queue)
+      if (s.next?.queue !== next?.queue || (s.next?.contract ?? "") !== (next?.contract ?? ""))
         throw new RangeError(
-          `settleMany: one batch hands over to one place (${next?.queue ?? "complete"} and ${s.next?.queue ?? "complete"})`,
+          `settleMany: one batch hands over to one place, checked against one contract (${describeNext(next)} and ${describeNext(s.next)})`,
         );
       const reuse = s.reuse ?? {};
       const result = s.encodedResult ?? encodeResult(s.result);
@@ -492,7 +500,12 @@ export class Consumer {
   async fail(
     job: Lease,
     error: SerializedError,
-    opts: { retryable: boolean; retryDelayMs: number },
+    opts: {
+      retryable: boolean;
+      retryDelayMs: number;
+      /** The result the stage's contract refused, as JSON text (cut short by the caller): kept as the job's `rejected`. */
+      rejected?: string;
+    },
   ): Promise<FailOutcome> {
     const k = this.keys;
     return runDurableScript<FailOutcome>(
@@ -509,6 +522,7 @@ export class Consumer {
         JSON.stringify(error),
         Math.max(0, Math.round(opts.retryDelayMs)),
         opts.retryable ? "1" : "0",
+        ...(opts.rejected ? [opts.rejected] : []),
       ],
     );
   }
@@ -639,6 +653,10 @@ export function sweepSettings(opts: SweepOptions = {}): number[] {
 export function sweepResult([requeued, dead, graceLeftMs]: [number, number, number]): SweepResult {
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
   return { ran: true, requeued, deadLettered: dead, graceLeftMs };
+}
+
+function describeNext(next: NextStage | undefined): string {
+  return next ? `${next.queue}${next.contract ? ` contract ${next.contract}` : ""}` : "complete";
 }
 
 /** A handler result (or fan-out child) that JSON cannot encode: retrying cannot help. */

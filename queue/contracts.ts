@@ -327,6 +327,11 @@ export class ContractCache {
     return this.refresh(queue);
   }
 
+  /** The queue's contract as last read (null: none), or undefined when not read yet; never reads. */
+  known(queue: string): CompiledContract | null | undefined {
+    return this.byQueue.get(queue);
+  }
+
   /** The queue's contract when its hash in force is `hash` ('' or undefined: none), re-read when it differs. */
   async ensure(queue: string, hash: string | undefined): Promise<CompiledContract | null> {
     const known = this.byQueue.get(queue);

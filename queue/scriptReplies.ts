@@ -6,17 +6,32 @@ export class PayloadTooLargeError extends Error {
   override name = "PayloadTooLargeError";
 }
 
+/**
+ * The queue's contract in force is not the one the caller checked its jobs against (enqueue_jobs'
+ * ERR_CONTRACT_CHANGED): nothing was written; `inForce` is the hash in force ('' = none).
+ */
+export class ContractChangedError extends Error {
+  override name = "ContractChangedError";
+  readonly inForce: string;
+  constructor(message: string) {
+    super(`the queue's contract changed (in force: ${message.trim() || "none"})`);
+    this.inForce = message.trim();
+  }
+}
+
 /** The error replies scripts raise, by code. */
 const SCRIPT_ERRORS: Record<string, new (message: string) => Error> = {
   ERR_PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+  ERR_CONTRACT_CHANGED: ContractChangedError,
 };
 
 /** A script's error reply as its typed error (the code stripped from the message); other errors as they are. */
 export function scriptError(err: unknown): unknown {
   if (!(err instanceof Error)) return err;
-  const m = /\b(ERR_[A-Z_]+) (.*)$/s.exec(err.message);
+  // (a reply may end at its code: ERR_CONTRACT_CHANGED with no contract in force)
+  const m = /\b(ERR_[A-Z_]+)(?: (.*))?$/s.exec(err.message);
   const Type = m ? SCRIPT_ERRORS[m[1]!] : undefined;
-  return Type ? new Type(m![2]!) : err;
+  return Type ? new Type(m![2] ?? "") : err;
 }
 
 /**
