@@ -106,6 +106,15 @@ export interface FanOutTraces {
   children?: string[];
 }
 
+/** How a fan-out hands its children to the next stage. */
+export interface FanOutOptions {
+  /**
+   * The hash of the next stage's contract the children's data was checked against ('' or absent:
+   * none). The script refuses a hash not in force (ContractChangedError): nothing is written.
+   */
+  contract?: string;
+}
+
 /** Why a running job goes back to ready without an attempt. */
 export type ReleaseCause = "handedBack" | "deferred" | "rateLimited";
 
@@ -422,6 +431,7 @@ export class Consumer {
     nextQueue: string,
     joinQueue: string,
     traces: FanOutTraces = {},
+    opts: FanOutOptions = {},
   ): Promise<number | null | "cancelled"> {
     const childTraces = traces.children ?? [];
     if (childTraces.length > 0 && childTraces.length !== children.length)
@@ -436,7 +446,7 @@ export class Consumer {
       this.redis,
       this.opts,
       "fan_out",
-      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq],
+      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq, next.contract],
       [
         k.jobPrefix,
         this.queue,
@@ -448,6 +458,7 @@ export class Consumer {
         this.opts.retentionSeconds,
         traces.join ?? "",
         childTraces.length,
+        opts.contract ?? "",
         ...children.map((c) => encodeResult(c)),
         ...childTraces,
       ],

@@ -49,18 +49,18 @@ export function taskOf(job: ClaimedJob): string | undefined {
 }
 
 /**
- * The contract of `queue` when its hash in force is `hash` ('' or absent: none): the compiled one
- * the cache holds when it is that one (no await), else read again.
+ * The contract of `queue` when its hash in force is `hash` ('' or absent: none) as the cache
+ * holds it, without reading anything; undefined when the cache holds another (read it again:
+ * `cache.ensure(queue, hash)`).
  */
-export function contractFor(
+export function cachedContract(
   cache: ContractCache,
   queue: string,
   hash: string | undefined,
-): CompiledContract | null | Promise<CompiledContract | null> {
+): CompiledContract | null | undefined {
   if (!hash) return null;
   const known = cache.known(queue);
-  if (known && known.hash === hash) return known;
-  return cache.ensure(queue, hash);
+  return known && known.hash === hash ? known : undefined;
 }
 
 /** The violations of `result` against the stage's result schema (its task's); undefined when it keeps it. */
@@ -89,6 +89,31 @@ export function nextDataProblem(
   if (violations.length === 0) return undefined;
   return new ResultContractError(
     `result breaks the data contract of the next stage ${nextQueue}`,
+    violations,
+    encoded,
+  );
+}
+
+/**
+ * The violations of a fan-out's children against the next stage's data schema, each pointer
+ * under the child's place in the result (`/$conveyor/fanOut/<i>`); undefined when all keep it.
+ */
+export function childrenDataProblem(
+  contract: CompiledContract | null,
+  nextQueue: string,
+  children: unknown[],
+  encoded: string,
+  task: string | undefined,
+): ResultContractError | undefined {
+  if (!contract || !contract.checks("data", task)) return undefined;
+  const violations: Violation[] = [];
+  children.forEach((child, i) => {
+    for (const v of contract.checkData(child, task))
+      violations.push({ ...v, pointer: `/$conveyor/fanOut/${i}${v.pointer}` });
+  });
+  if (violations.length === 0) return undefined;
+  return new ResultContractError(
+    `fan-out children break the data contract of the next stage ${nextQueue}`,
     violations,
     encoded,
   );

@@ -22,7 +22,14 @@ import {
   type SettleOutcome,
 } from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
-import { contractFor, nextDataProblem, ResultContractError, resultProblem, taskOf } from "./contractCheck.ts";
+import {
+  childrenDataProblem,
+  cachedContract,
+  nextDataProblem,
+  ResultContractError,
+  resultProblem,
+  taskOf,
+} from "./contractCheck.ts";
 import type { WorkerConfig } from "./config.ts";
 import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
@@ -278,7 +285,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       await this.settleFailure(entry, err, log, secondsSince(exec));
       return;
     }
-    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec));
+    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec), encoded);
     const next = this.config.nextQueue;
     // The stage's contract, and the next stage's for a hand-over ('' when none: nothing checked,
     // nothing awaited — the claim said this stage has none, the cache that the next one has none).
@@ -334,7 +341,12 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       // Re-read the next stage's contract and check the hand-over again against it.
       const again =
         changes + 1 < CONTRACT_CHANGES_MAX
-          ? await this.checkNext(job, log, result, encoded, next!, written.inForce)
+          ? await this.checkNext(
+              log,
+              next!,
+              (c) => nextDataProblem(c, next!, result, encoded, taskOf(job)),
+              written.inForce,
+            )
           : new Error(
               `the data contract of the next stage ${next} changed ${CONTRACT_CHANGES_MAX} times during the settle`,
             );
@@ -376,18 +388,24 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
    */
   private async checkContracts(
     job: ClaimedJob,
-    log: JobLogger,
+    log: Logger,
     result: unknown,
     encoded: string,
     next: string | undefined,
   ): Promise<string | Error> {
     const cache = this.contracts!;
-    const own = contractFor(cache, job.queue, job.contract);
-    const compiled = own === null || !("then" in own) ? own : await this.readContract(log, () => own);
+    let compiled: CompiledContract | null | Error | undefined = cachedContract(
+      cache,
+      job.queue,
+      job.contract,
+    );
+    if (compiled === undefined)
+      compiled = await this.readContract(log, () => cache.ensure(job.queue, job.contract));
     if (compiled instanceof Error) return compiled;
     const problem = resultProblem(compiled, result, encoded, taskOf(job));
     if (problem) return problem;
-    return next ? this.checkNext(job, log, result, encoded, next) : "";
+    if (!next) return "";
+    return this.checkNext(log, next, (c) => nextDataProblem(c, next, result, encoded, taskOf(job)));
   }
 
   /**
@@ -395,11 +413,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
    * `inForce` (the settle's refusal) says it changed: its hash ('' none), or why it is refused.
    */
   private async checkNext(
-    job: ClaimedJob,
-    log: JobLogger,
-    result: unknown,
-    encoded: string,
+    log: Logger,
     next: string,
+    check: (contract: CompiledContract | null) => ResultContractError | undefined,
     inForce?: string,
   ): Promise<string | Error> {
     const cache = this.contracts!;
@@ -411,12 +427,12 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
             inForce === undefined ? cache.get(next) : cache.ensure(next, inForce),
           );
     if (contract instanceof Error) return contract;
-    return nextDataProblem(contract, next, result, encoded, taskOf(job)) ?? contract?.hash ?? "";
+    return check(contract) ?? contract?.hash ?? "";
   }
 
   /** A contract read through an outage (retried like a settle write); one that does not compile is an Error. */
   private readContract(
-    log: JobLogger,
+    log: Logger,
     read: () => Promise<CompiledContract | null>,
   ): Promise<CompiledContract | null | Error> {
     return this.writes.write(log, "read the stage's contract", async () => {
@@ -545,13 +561,46 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     fan: FanOutRequest,
     log: Logger,
     seconds: number,
+    encoded: string,
   ): Promise<void> {
     const { job } = entry;
+    const next = this.config.nextQueue!;
+    // The children are the next stage's jobs: their data keeps its contract, as a hand-over's.
+    const check = (c: CompiledContract | null) =>
+      childrenDataProblem(c, next, fan.children, encoded, taskOf(job));
+    const contracts = this.contracts;
+    let contract = "";
+    if (contracts && contracts.known(next) !== null) {
+      const checked = await this.checkNext(log, next, check);
+      if (typeof checked !== "string") return this.settleFailure(entry, checked, log, seconds);
+      contract = checked;
+    }
     entry.settling = true;
-    const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
-    const n = await this.writes.write(log, "fan out", () =>
-      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
-    );
+    const traces = entry.trace.fanOut(next, job.id, fan.children.length);
+    let n: number | null | "cancelled";
+    for (let changes = 0; ; changes++) {
+      const written = await this.writes.write(log, "fan out", async () => {
+        try {
+          return await this.consumer.fanOut(job, fan.children, next, fan.join, traces, { contract });
+        } catch (err) {
+          // (the next stage's contract is not the one checked: nothing was written)
+          if (err instanceof ContractChangedError) return err;
+          throw err;
+        }
+      });
+      if (!(written instanceof ContractChangedError)) {
+        n = written;
+        break;
+      }
+      const again =
+        changes + 1 < CONTRACT_CHANGES_MAX
+          ? await this.checkNext(log, next, check, written.inForce)
+          : new Error(
+              `the data contract of the next stage ${next} changed ${CONTRACT_CHANGES_MAX} times during the fan-out`,
+            );
+      if (typeof again !== "string") return this.settleFailure(entry, again, log, seconds);
+      contract = again;
+    }
     entry.trace.end(n === "cancelled" ? "cancelled" : n === null ? "fenced" : "fannedOut");
     if (n === "cancelled") return this.logCancelled(entry, log, seconds, "fan-out refused");
     if (n === null) {

@@ -149,6 +149,35 @@ describe("stage contracts at settle and advance", () => {
   });
 });
 
+describe("stage contracts at a fan-out", () => {
+  const bed = new WorkerTestBed("scf");
+  before(() => bed.start());
+  after(() => bed.stop());
+
+  test("children that break the next stage's data contract fail the fan-out's attempt; valid ones go on", async () => {
+    const [a, b, join] = ["fans/split", "fans/each", "fans/join"];
+    await bed.worker(a, { CONVEYOR_HANDLER: HANDLER, CONVEYOR_NEXT_QUEUE: b, ...FAST_RETRIES });
+    await setContract(bed.redis, b, NEEDS_X, "test");
+    const fanOut = (children: unknown[]) => ({ $conveyor: { fanOut: children, join } });
+    await bed.producer.enqueue(
+      a,
+      { results: [fanOut([{ x: 1 }, { y: 2 }]), fanOut([{ x: 1 }, { x: 2 }])] },
+      { id: "s1", attempts: 2 },
+    );
+    const info = await waitFor("s1 fanned out", async () => {
+      const job = await bed.admin.job("s1", a);
+      return job && job.state !== "ready" && job.state !== "active" && job.state !== "delayed" ? job : null;
+    });
+    assert.equal(info.state, "fannedOut");
+    assert.match(
+      JSON.stringify(JSON.parse(info.errors ?? "[]")),
+      /fan-out children break the data contract of the next stage fans\/each: \/\$conveyor\/fanOut\/1\/x: is required/,
+    );
+    assert.equal((await bed.admin.counts(b)).ready, 2);
+    assert.deepEqual(JSON.parse((await bed.admin.job("s1:2", b))!.data), { x: 2 });
+  });
+});
+
 describe("stage contracts on Redis Cluster", () => {
   let cluster: RedisClusterServer;
   let redis: RedisClient;
