@@ -27,6 +27,8 @@ export class ResultContractError extends Error {
     const more =
       violations.length > NAMED_IN_MESSAGE ? `; and ${violations.length - NAMED_IN_MESSAGE} more` : "";
     super(`${what}: ${named}${more}`);
+    // (where in the worker the check ran says nothing to the handler's author)
+    this.stack = `${this.name}: ${this.message}`;
     this.details = violations;
     this.rejected = cutRejected(encodedResult);
   }
