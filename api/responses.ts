@@ -501,6 +501,9 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       maxAttempts: int,
       result: any,
       error: any,
+      rejected: {
+        description: "the last result the stage's contract refused (JSON, cut at 64 KiB), or null",
+      },
       deadReason: { type: ["string", "null"] },
       stages: { type: "array", items: ref("JobStage") },
     }),
@@ -528,6 +531,7 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       data: ref("Shown"),
       result: ref("Shown"),
       error: ref("Shown"),
+      rejected: ref("Shown"),
       executions: {
         type: "array",
         description: "every execution the records hold (none without PostgreSQL), oldest first",

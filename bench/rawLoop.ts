@@ -4,12 +4,14 @@
 // script calls and each command they make (INFO commandstats) are what a protocol change moves;
 // jobs/s here is client-bound. Blocks of the same size alternate nothing: run it before and
 // after a change, on the same machine, and compare the medians.
-//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--json]
+// With --next, each settle hands its jobs to a next stage (`raw/next`) instead of completing them.
+//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--json]
 import { Consumer, Producer, type ClaimedJob } from "../queue/index.ts";
 import { client, snapshot, startBenchRedis, type RedisSnapshot } from "./lib/redis.ts";
 import { intFlag, loadAverage, nowMs, parseFlags, progress, round, summarize } from "./lib/util.ts";
 
-const QUEUE = "raw";
+const QUEUE = "raw/work";
+const NEXT = "raw/next";
 
 interface RawRep {
   jobsPerSec: number;
@@ -44,7 +46,7 @@ function diff(a: RedisSnapshot, b: RedisSnapshot, jobs: number): RawRep & { wall
   };
 }
 
-async function oneRep(url: string, jobs: number, batch: number): Promise<RawRep> {
+async function oneRep(url: string, jobs: number, batch: number, next: boolean): Promise<RawRep> {
   const redis = client(url, "raw-loop");
   try {
     await redis.flushall();
@@ -62,7 +64,10 @@ async function oneRep(url: string, jobs: number, batch: number): Promise<RawRep>
     let done = 0;
     while (held.length > 0) {
       const r = await consumer.settleMany(
-        held.map((job) => ({ job, settlement: { result: null } })),
+        held.map((job) => ({
+          job,
+          settlement: { result: null, ...(next ? { next: { queue: NEXT } } : {}) },
+        })),
         batch,
       );
       done += held.length;
@@ -85,7 +90,7 @@ try {
   const runs: RawRep[] = [];
   const load = loadAverage();
   for (let rep = 0; rep < reps; rep++) {
-    runs.push(await oneRep(server.url, jobs, batch));
+    runs.push(await oneRep(server.url, jobs, batch, flags.has("next")));
     progress(`raw loop B=${batch} rep ${rep + 1}/${reps}: ${JSON.stringify(runs.at(-1))}`);
   }
   const median = (f: (r: RawRep) => number) => summarize(runs.map(f)).median;
@@ -93,6 +98,7 @@ try {
     batch,
     jobs,
     reps,
+    next: flags.has("next"),
     load: `${load} → ${loadAverage()}`,
     redisCpuUsPerJob: median((r) => r.redisCpuUsPerJob),
     callUsPerJob: median((r) => r.callUsPerJob),

@@ -46,6 +46,11 @@ export interface NextStage {
   contentHash?: string;
   /** The trace field of the hand-over (queue/tracing.ts); '' or absent = the job keeps its own. */
   trace?: string;
+  /**
+   * The hash of the next stage's contract its data was checked against ('' or absent: none). The
+   * settle refuses a hash not in force (ContractChangedError): re-read, check again, settle again.
+   */
+  contract?: string;
 }
 
 /**
@@ -99,6 +104,15 @@ export interface FanOutTraces {
   join?: string;
   /** One per child, or none. */
   children?: string[];
+}
+
+/** How a fan-out hands its children to the next stage. */
+export interface FanOutOptions {
+  /**
+   * The hash of the next stage's contract the children's data was checked against ('' or absent:
+   * none). The script refuses a hash not in force (ContractChangedError): nothing is written.
+   */
+  contract?: string;
 }
 
 /** Why a running job goes back to ready without an attempt. */
@@ -157,6 +171,7 @@ export const CLAIM_KEYS = [
   "wake",
   "outbox",
   "meta",
+  "contract",
 ] as const satisfies readonly (keyof QueueKeys)[];
 
 /**
@@ -266,6 +281,7 @@ export class Consumer {
         contentHash: field(i, "contentHash") ?? "",
         trace: field(i, "trace") ?? "",
         requeued: field(i, "requeued") ?? "",
+        contract: field(i, "contract") ?? "",
         claimedAt: now,
         ...startBy,
         ...(resources ? { resources: parseGrants(resources) } : {}),
@@ -337,7 +353,7 @@ export class Consumer {
       assertSamePipeline(this.queue, next.queue);
       const nk =
         this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
-      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake];
+      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake, nk.contract];
     } else keys = this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta];
     const args: ScriptArg[] = [
       k.jobPrefix,
@@ -348,11 +364,12 @@ export class Consumer {
       claim,
       this.opts.leaseMs,
       this.opts.workerId,
+      next?.contract ?? "",
     ];
     for (const { job, settlement: s } of batch) {
-      if (s.next?.queue !== next?.queue)
+      if (s.next?.queue !== next?.queue || (s.next?.contract ?? "") !== (next?.contract ?? ""))
         throw new RangeError(
-          `settleMany: one batch hands over to one place (${next?.queue ?? "complete"} and ${s.next?.queue ?? "complete"})`,
+          `settleMany: one batch hands over to one place, checked against one contract (${describeNext(next)} and ${describeNext(s.next)})`,
         );
       const reuse = s.reuse ?? {};
       const result = s.encodedResult ?? encodeResult(s.result);
@@ -414,6 +431,7 @@ export class Consumer {
     nextQueue: string,
     joinQueue: string,
     traces: FanOutTraces = {},
+    opts: FanOutOptions = {},
   ): Promise<number | null | "cancelled"> {
     const childTraces = traces.children ?? [];
     if (childTraces.length > 0 && childTraces.length !== children.length)
@@ -428,7 +446,7 @@ export class Consumer {
       this.redis,
       this.opts,
       "fan_out",
-      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq],
+      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq, next.contract],
       [
         k.jobPrefix,
         this.queue,
@@ -440,6 +458,7 @@ export class Consumer {
         this.opts.retentionSeconds,
         traces.join ?? "",
         childTraces.length,
+        opts.contract ?? "",
         ...children.map((c) => encodeResult(c)),
         ...childTraces,
       ],
@@ -492,7 +511,12 @@ export class Consumer {
   async fail(
     job: Lease,
     error: SerializedError,
-    opts: { retryable: boolean; retryDelayMs: number },
+    opts: {
+      retryable: boolean;
+      retryDelayMs: number;
+      /** The result the stage's contract refused, as JSON text (cut short by the caller): kept as the job's `rejected`. */
+      rejected?: string;
+    },
   ): Promise<FailOutcome> {
     const k = this.keys;
     return runDurableScript<FailOutcome>(
@@ -509,6 +533,7 @@ export class Consumer {
         JSON.stringify(error),
         Math.max(0, Math.round(opts.retryDelayMs)),
         opts.retryable ? "1" : "0",
+        ...(opts.rejected ? [opts.rejected] : []),
       ],
     );
   }
@@ -639,6 +664,10 @@ export function sweepSettings(opts: SweepOptions = {}): number[] {
 export function sweepResult([requeued, dead, graceLeftMs]: [number, number, number]): SweepResult {
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
   return { ran: true, requeued, deadLettered: dead, graceLeftMs };
+}
+
+function describeNext(next: NextStage | undefined): string {
+  return next ? `${next.queue}${next.contract ? ` contract ${next.contract}` : ""}` : "complete";
 }
 
 /** A handler result (or fan-out child) that JSON cannot encode: retrying cannot help. */

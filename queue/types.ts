@@ -94,6 +94,8 @@ export interface ClaimedJob {
   startBy?: number;
   /** For a job with `uses`: resource → the key granted and what it reserved. */
   resources?: Record<string, ResourceGrant>;
+  /** The hash of the queue's contract in force when it was claimed ('' or absent = none): queue/contracts.ts. */
+  contract?: string;
 }
 
 export interface Lease {
@@ -203,6 +205,8 @@ export interface JobInfo {
   result?: string;
   error?: string;
   errors?: string;
+  /** The last result the stage's contract refused (JSON text, cut at 64 KiB). */
+  rejected?: string;
   deadReason?: string;
   worker?: string;
   /** 0..1 as last reported by the handler. */

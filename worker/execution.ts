@@ -6,11 +6,15 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
+  ContractChangedError,
+  ContractError,
   encodeResult,
   permanentReplyCode,
   ReplicationError,
   retryDelay,
   type ClaimedJob,
+  type CompiledContract,
+  type ContractCache,
   type FailOutcome,
   type Consumer,
   type Schedules,
@@ -18,6 +22,14 @@ import {
   type SettleOutcome,
 } from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
+import {
+  childrenDataProblem,
+  cachedContract,
+  nextDataProblem,
+  ResultContractError,
+  resultProblem,
+  taskOf,
+} from "./contractCheck.ts";
 import type { WorkerConfig } from "./config.ts";
 import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
@@ -83,7 +95,12 @@ export interface ExecutionDeps<E extends RunningJob> {
   schedules: Schedules;
   /** Told each completed job's duration (ms). */
   onCompleted?: (ms: number) => void;
+  /** The stages' contracts (this one's, the next one's): results are checked at settle. Absent: none checked. */
+  contracts?: ContractCache;
 }
+
+/** Settle tries refused because the next stage's contract changed meanwhile, before the attempt fails. */
+const CONTRACT_CHANGES_MAX = 3;
 
 export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly config: WorkerConfig;
@@ -96,6 +113,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly complete: ExecutionDeps<E>["complete"];
   private readonly schedules: Schedules;
   private readonly onCompleted: (ms: number) => void;
+  private readonly contracts: ContractCache | undefined;
   /** The writes that settle jobs (the hand-back at the drain deadline too); /readyz asks it. */
   readonly writes: SettleWrites;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
@@ -112,6 +130,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     this.complete = deps.complete;
     this.schedules = deps.schedules;
     this.onCompleted = deps.onCompleted ?? (() => {});
+    this.contracts = deps.contracts;
     const queue = deps.config.queue;
     this.writes = new SettleWrites(
       (code) => this.metrics.writesRefused.inc({ queue, code }),
@@ -266,10 +285,19 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       await this.settleFailure(entry, err, log, secondsSince(exec));
       return;
     }
-    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec));
+    if (fan) return this.settleFanOut(entry, fan, log, secondsSince(exec), encoded);
+    const next = this.config.nextQueue;
+    // The stage's contract, and the next stage's for a hand-over ('' when none: nothing checked,
+    // nothing awaited — the claim said this stage has none, the cache that the next one has none).
+    let nextContract = "";
+    const contracts = this.contracts;
+    if (contracts && (job.contract || (next && contracts.known(next) !== null))) {
+      const checked = await this.checkContracts(job, log, result, encoded, next);
+      if (typeof checked !== "string") return this.settleFailure(entry, checked, log, secondsSince(exec));
+      nextContract = checked;
+    }
     entry.settling = true;
     const reuse = this.reuses(job);
-    const next = this.config.nextQueue;
     const settlement: Settlement = {
       result,
       encodedResult: encoded,
@@ -283,20 +311,48 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
             queue: next,
             contentHash: reuse ? contentHashOf(encoded) : "",
             trace: trace.handOver(next, job.id),
+            contract: nextContract,
           }
         : undefined,
     };
-    const outcome = await this.writes.write(log, "complete", async (attempt, unconfirmed) => {
-      // Batched complete-and-claim: settled with the completions of the same tick, in one call
-      // that also claims for the freed slots. Not on a retry: a reply lost to a connection
-      // error would strand what the earlier try claimed until its lease expires.
-      if (attempt > 1) {
-        const again = (await this.consumer.settle(job, settlement)).outcome;
-        // (fenced by our own earlier, applied but unconfirmed settle)
-        return again === "fenced" && unconfirmed ? "settled" : again;
+    let outcome: SettleOutcome;
+    for (let changes = 0; ; changes++) {
+      const written = await this.writes.write(log, "complete", async (attempt, unconfirmed) => {
+        try {
+          // Batched complete-and-claim: settled with the completions of the same tick, in one call
+          // that also claims for the freed slots. Not on a retry: a reply lost to a connection
+          // error would strand what the earlier try claimed until its lease expires.
+          if (attempt > 1) {
+            const again = (await this.consumer.settle(job, settlement)).outcome;
+            // (fenced by our own earlier, applied but unconfirmed settle)
+            return again === "fenced" && unconfirmed ? "settled" : again;
+          }
+          return await this.complete(entry, settlement);
+        } catch (err) {
+          // (the next stage's contract is not the one checked: nothing was written)
+          if (err instanceof ContractChangedError) return err;
+          throw err;
+        }
+      });
+      if (!(written instanceof ContractChangedError)) {
+        outcome = written;
+        break;
       }
-      return this.complete(entry, settlement);
-    });
+      // Re-read the next stage's contract and check the hand-over again against it.
+      const again =
+        changes + 1 < CONTRACT_CHANGES_MAX
+          ? await this.checkNext(
+              log,
+              next!,
+              (c) => nextDataProblem(c, next!, result, encoded, taskOf(job)),
+              written.inForce,
+            )
+          : new Error(
+              `the data contract of the next stage ${next} changed ${CONTRACT_CHANGES_MAX} times during the settle`,
+            );
+      if (typeof again !== "string") return this.settleFailure(entry, again, log, secondsSince(exec));
+      settlement.next!.contract = again;
+    }
     trace.end(outcome === "settled" ? (next ? "advanced" : "completed") : outcome);
     const seconds = secondsSince(exec);
     if (outcome === "cancelled") return this.logCancelled(entry, log, seconds, "result refused");
@@ -323,6 +379,70 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
         },
         "job completed",
       );
+  }
+
+  /**
+   * The result against the stage's result contract and, for a hand-over, against the next
+   * stage's data contract: the next contract's hash checked ('' none), or why the result is
+   * refused (a ResultContractError; an Error when a contract cannot be read or compiled).
+   */
+  private async checkContracts(
+    job: ClaimedJob,
+    log: Logger,
+    result: unknown,
+    encoded: string,
+    next: string | undefined,
+  ): Promise<string | Error> {
+    const cache = this.contracts!;
+    let compiled: CompiledContract | null | Error | undefined = cachedContract(
+      cache,
+      job.queue,
+      job.contract,
+    );
+    if (compiled === undefined)
+      compiled = await this.readContract(log, () => cache.ensure(job.queue, job.contract));
+    if (compiled instanceof Error) return compiled;
+    const problem = resultProblem(compiled, result, encoded, taskOf(job));
+    if (problem) return problem;
+    if (!next) return "";
+    return this.checkNext(log, next, (c) => nextDataProblem(c, next, result, encoded, taskOf(job)));
+  }
+
+  /**
+   * The hand-over against the next stage's data contract — the one cached, or read again when
+   * `inForce` (the settle's refusal) says it changed: its hash ('' none), or why it is refused.
+   */
+  private async checkNext(
+    log: Logger,
+    next: string,
+    check: (contract: CompiledContract | null) => ResultContractError | undefined,
+    inForce?: string,
+  ): Promise<string | Error> {
+    const cache = this.contracts!;
+    const known = inForce === undefined ? cache.known(next) : undefined;
+    const contract =
+      known !== undefined
+        ? known
+        : await this.readContract(log, () =>
+            inForce === undefined ? cache.get(next) : cache.ensure(next, inForce),
+          );
+    if (contract instanceof Error) return contract;
+    return check(contract) ?? contract?.hash ?? "";
+  }
+
+  /** A contract read through an outage (retried like a settle write); one that does not compile is an Error. */
+  private readContract(
+    log: Logger,
+    read: () => Promise<CompiledContract | null>,
+  ): Promise<CompiledContract | null | Error> {
+    return this.writes.write(log, "read the stage's contract", async () => {
+      try {
+        return await read();
+      } catch (err) {
+        if (err instanceof ContractError) return err;
+        throw err;
+      }
+    });
   }
 
   /** Results are stored and reused by content hash (the job has one and reuse is on). */
@@ -391,12 +511,13 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     const q = { queue: job.queue };
     const error = serializeError(err);
     const retryable = isRetryable(err);
+    const rejected = err instanceof ResultContractError ? err.rejected : undefined;
     const delay = retryDelay(job.attempt, {
       baseMs: this.config.backoffBaseMs,
       maxMs: this.config.backoffMaxMs,
     });
     const outcome = await this.writes.write(log, "fail", async (_attempt, unconfirmed) => {
-      const o = await this.consumer.fail(job, error, { retryable, retryDelayMs: delay });
+      const o = await this.consumer.fail(job, error, { retryable, retryDelayMs: delay, rejected });
       // (lost to our own earlier, applied but unconfirmed write: that one's outcome stands)
       return o === "lost" && unconfirmed ? (unconfirmed.reply as FailOutcome) : o;
     });
@@ -440,13 +561,46 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     fan: FanOutRequest,
     log: Logger,
     seconds: number,
+    encoded: string,
   ): Promise<void> {
     const { job } = entry;
+    const next = this.config.nextQueue!;
+    // The children are the next stage's jobs: their data keeps its contract, as a hand-over's.
+    const check = (c: CompiledContract | null) =>
+      childrenDataProblem(c, next, fan.children, encoded, taskOf(job));
+    const contracts = this.contracts;
+    let contract = "";
+    if (contracts && contracts.known(next) !== null) {
+      const checked = await this.checkNext(log, next, check);
+      if (typeof checked !== "string") return this.settleFailure(entry, checked, log, seconds);
+      contract = checked;
+    }
     entry.settling = true;
-    const traces = entry.trace.fanOut(this.config.nextQueue!, job.id, fan.children.length);
-    const n = await this.writes.write(log, "fan out", () =>
-      this.consumer.fanOut(job, fan.children, this.config.nextQueue!, fan.join, traces),
-    );
+    const traces = entry.trace.fanOut(next, job.id, fan.children.length);
+    let n: number | null | "cancelled";
+    for (let changes = 0; ; changes++) {
+      const written = await this.writes.write(log, "fan out", async () => {
+        try {
+          return await this.consumer.fanOut(job, fan.children, next, fan.join, traces, { contract });
+        } catch (err) {
+          // (the next stage's contract is not the one checked: nothing was written)
+          if (err instanceof ContractChangedError) return err;
+          throw err;
+        }
+      });
+      if (!(written instanceof ContractChangedError)) {
+        n = written;
+        break;
+      }
+      const again =
+        changes + 1 < CONTRACT_CHANGES_MAX
+          ? await this.checkNext(log, next, check, written.inForce)
+          : new Error(
+              `the data contract of the next stage ${next} changed ${CONTRACT_CHANGES_MAX} times during the fan-out`,
+            );
+      if (typeof again !== "string") return this.settleFailure(entry, again, log, seconds);
+      contract = again;
+    }
     entry.trace.end(n === "cancelled" ? "cancelled" : n === null ? "fenced" : "fannedOut");
     if (n === "cancelled") return this.logCancelled(entry, log, seconds, "fan-out refused");
     if (n === null) {

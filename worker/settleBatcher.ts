@@ -71,7 +71,7 @@ export class SettleBatcher {
     const all = this.pending;
     this.pending = [];
     // One batch goes to one place: settlements to different next queues (not made by the
-    // worker, which has one) are sent apart.
+    // worker, which has one), or checked against different contracts of it, are sent apart.
     for (const batch of groupByDestination(all)) {
       if (this.inFlight > 0 || batch.length < SPLIT_MIN) {
         await this.send(batch);
@@ -108,14 +108,20 @@ export class SettleBatcher {
 }
 
 function groupByDestination(all: Pending[]): Pending[][] {
-  const first = all[0]?.settlement.next?.queue;
-  if (all.every((p) => p.settlement.next?.queue === first)) return [all];
+  const first = destination(all[0]);
+  if (all.every((p) => destination(p) === first)) return [all];
   const groups = new Map<string | undefined, Pending[]>();
   for (const p of all) {
-    const key = p.settlement.next?.queue;
+    const key = destination(p);
     const g = groups.get(key);
     if (g) g.push(p);
     else groups.set(key, [p]);
   }
   return [...groups.values()];
+}
+
+/** A settle call's place: the next queue and the hash its data was checked against (one per call). */
+function destination(p: Pending | undefined): string | undefined {
+  const next = p?.settlement.next;
+  return next && `${next.queue}\u0000${next.contract ?? ""}`;
 }

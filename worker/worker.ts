@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { exponentialDelay, type BackoffPolicy } from "../lib/backoff.ts";
 import {
   connectRedis,
+  ContractCache,
   Consumer,
   describeRedisUrl,
   Schedules,
@@ -194,6 +195,7 @@ export class QueueWorker {
       schedules: new Schedules(this.redis),
       onCompleted: (ms) => this.durations.add(ms),
       complete: (entry, settlement) => this.completeAndClaim(entry, settlement),
+      contracts: new ContractCache(this.redis),
     });
     this.metrics.circuitOpen.set(q, 0);
     this.metrics.cordoned.set(q, 0);

@@ -64,6 +64,7 @@ export default defineCommand({
         handbacks: info.handbacks,
         result: decode(info.result),
         error: decode(info.error),
+        rejected: decode(info.rejected),
         deadReason: info.deadReason,
         progress: info.progress,
         progressMessage: info.progressMessage,
@@ -93,6 +94,7 @@ export default defineCommand({
       if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
       if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
       if (view.deadReason) print(`dead: ${view.deadReason}`);
+      if (view.rejected !== undefined) print(`rejected result ${JSON.stringify(view.rejected)}`);
       if (view.stages.length > 1) {
         print("stages:");
         for (const st of view.stages)

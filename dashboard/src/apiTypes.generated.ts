@@ -467,6 +467,8 @@ export type JobStatusReply = {
   maxAttempts: number;
   result: unknown;
   error: unknown;
+  /** the last result the stage's contract refused (JSON, cut at 64 KiB), or null */
+  rejected: unknown;
   deadReason: string | null;
   stages: JobStage[];
 };
@@ -497,6 +499,7 @@ export type JobDetailReply = {
   data: Shown;
   result: Shown;
   error: Shown;
+  rejected: Shown;
   /** every execution the records hold (none without PostgreSQL), oldest first */
   executions: ({
     execution: string;

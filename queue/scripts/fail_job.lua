@@ -2,7 +2,9 @@
 -- with its reason and attempt history once attempts are spent (or the error is final).
 -- KEYS: 1 inflight, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
---       7 retryDelayMs, 8 retryable ('1' or '0')
+--       7 retryDelayMs, 8 retryable ('1' or '0'),
+--       9 rejected (optional: the result the stage's contract refused, JSON text the caller cut
+--       short; kept on the job as `rejected`, the last one wins; '' or absent = none)
 -- Returns 'retry', 'dead', or 'lost' when the lease was lost ('cancelled' when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
@@ -42,6 +44,7 @@ local q = g and groupQueuePrefix(jobPrefix, queue)
 local holds = retry and g and groupSequence(q, g)
 if g and not holds then groupLeftRunning(q, g) end
 redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
+if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', jk, 'rejected', ARGV[9]) end
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 local ranMs = attemptRunMs(af[3], now)
 if ranMs then redis.call('HINCRBY', KEYS[4], 'runMs', ranMs) end

@@ -2,12 +2,17 @@
 -- enqueued into the next stage, and a fan-in record waits for all of them; the child that
 -- finishes last enqueues the join job (see finishChild in includes/fanIn.lua). One atomic step, all
 -- keys in the pipeline's slot.
--- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq
+-- KEYS: 1 inflight, 2 counts, 3 outbox, 4 meta, 5 nextReady, 6 nextCounts, 7 nextWake, 8 seq,
+--       9 nextContract (`<N>contract`)
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 nextQueue, 7 joinQueue,
 --       8 retentionSeconds, 9 joinTrace (the W3C trace context the join is created in; '' = the
 --       job's own), 10 traced (0, or the number of children: then a trace context per child
---       follows the children's data), then one child data (JSON) per child [, one trace per child]
--- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled).
+--       follows the children's data), 11 the hash of the next stage's contract the caller checked
+--       the children's data against ('' = none), then one child data (JSON) per child [, one
+--       trace per child]
+-- Returns the number of children, or -1 when the lease was lost (-2 when the job was cancelled);
+-- ERR_CONTRACT_CHANGED <hash in force> when ARGV 11 is not `<N>contract`'s hash ('' when none):
+-- nothing written (the caller re-reads that contract, checks again and retries).
 -- The children of a grouped job are jobs of its group in the next stage (docs/protocol.md, "Groups").
 --- @include "includes/keys"
 --- @include "includes/lease"
@@ -19,6 +24,8 @@
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
 local nextQueue, joinQueue = ARGV[6], ARGV[7]
+local inForce = redis.call('HGET', KEYS[9], 'hash') or ''
+if inForce ~= ARGV[11] then return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
 local jk = jobKey(jobPrefix, id)
 local problem = leaseProblem(jk, token)
 if problem == 'cancelled' then return -2 end
@@ -30,7 +37,7 @@ local f = redis.call('HMGET', jk, 'priority', 'attempts', 'trace', 'group')
 local priority = tonumber(f[1]) or 0
 local attempts = f[2] or '3'
 local traced = tonumber(ARGV[10]) or 0
-local n = traced > 0 and traced or #ARGV - 10
+local n = traced > 0 and traced or #ARGV - 11
 local ownTrace = f[3] or ''
 local joinTrace = ARGV[9] ~= '' and ARGV[9] or ownTrace
 redis.call('ZREM', KEYS[1], id)
@@ -45,9 +52,9 @@ local base = pipelineBase(jobPrefix)
 redis.call('HSET', base .. 'fanin:' .. id, 'total', n, 'done', 0, 'join', joinQueue, 'priority', priority, 'attempts', attempts, 'createdAt', now, 'trace', joinTrace)
 for i = 1, n do
   local childId = id .. ':' .. i
-  local childTrace = traced > 0 and ARGV[10 + n + i] or ownTrace
+  local childTrace = traced > 0 and ARGV[11 + n + i] or ownTrace
   local ck = jobKey(jobPrefix, childId)
-  redis.call('HSET', ck, 'queue', nextQueue, 'data', ARGV[10 + i], 'attempts', attempts, 'createdAt', now,
+  redis.call('HSET', ck, 'queue', nextQueue, 'data', ARGV[11 + i], 'attempts', attempts, 'createdAt', now,
     'state', 'ready', 'parent', id, 'trace', childTrace)
   local score
   if priority ~= 0 then
@@ -63,7 +70,7 @@ for i = 1, n do
     -- (priority 0: the tail of the next stage's line, readyLine.lua)
     redis.call('RPUSH', lineKeyOf(KEYS[5]), childId)
   end
-  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[10 + i]})
+  record(KEYS[3], KEYS[4], {'type', 'enqueued', 'id', childId, 'queue', nextQueue, 'at', now, 'from', id, 'attempts', attempts, 'data', ARGV[11 + i]})
 end
 redis.call('HINCRBY', KEYS[6], 'enqueued', n)
 if n > 0 then wake(KEYS[7]) else enqueueJoin(jobPrefix, id, now) end

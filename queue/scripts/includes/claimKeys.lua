@@ -2,7 +2,7 @@
 -- in queue/consumer.ts sends them in the same order); every claim reads them as `keys.<name>`.
 -- Each key is its name after the queue's prefix Q, or the pipeline's P for those in
 -- CLAIM_PIPELINE_KEYS.
-local CLAIM_KEYS = {'ready', 'delayed', 'inflight', 'dead', 'counts', 'fence', 'wake', 'outbox', 'meta'}
+local CLAIM_KEYS = {'ready', 'delayed', 'inflight', 'dead', 'counts', 'fence', 'wake', 'outbox', 'meta', 'contract'}
 local CLAIM_PIPELINE_KEYS = {fence = true, outbox = true, meta = true}
 
 -- Takes claim_jobs' KEYS; returns them by name.

@@ -6,7 +6,7 @@
 
 -- The claim reply's per-job fields, in the order each job's values follow them: a new field is
 -- one more name here and one more value in claimLeases.
-local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources'
+local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,contract'
 
 -- The claim's last step: a lease for each job in c.ok (what the gate let start: claimAdmission.lua),
 -- with `leaseMs` and `workerId`. Per claim, not per job: one reservation of fencing tokens
@@ -24,6 +24,9 @@ local function claimLeases(c, leaseMs, workerId)
   local ids, tokens, attempts = {}, {}, {}
   local outbox = outboxOn(keys.meta, queue)
   local grants = c.grants
+  -- The queue's contract hash in force ('' none), read once per claim: the worker re-reads the
+  -- contract when it is not the one it has compiled (queue/contracts.ts, ContractCache).
+  local contract = redis.call('HGET', keys.contract, 'hash') or ''
   jobs[1] = CLAIM_REPLY_FIELDS
   for k = 1, started do
     local id, f = ok[3 * k - 2], ok[3 * k - 1]
@@ -60,6 +63,7 @@ local function claimLeases(c, leaseMs, workerId)
     jobs[j + 10] = f[10] or ''
     jobs[j + 11] = f[11] or ''
     jobs[j + 12] = grants and grants[id] or ''
+    jobs[j + 13] = contract
   end
   if started == 1 then
     -- (one job, the common case at concurrency 1: the per-job form without building lists)
