@@ -1,4 +1,5 @@
 // Shapes shared by producers, consumers, the operator and the CLI.
+import type { AttemptError } from "./attemptErrors.ts";
 
 export interface EnqueueOptions {
   /** Stable job id; generated when absent. Enqueueing an existing id is a no-op. */
@@ -89,6 +90,10 @@ export interface ClaimedJob {
   startBy?: number;
   /** For a job with `uses`: resource → the key granted and what it reserved. */
   resources?: Record<string, ResourceGrant>;
+  /** The job's task name (the record's `task`); absent when the job names none. */
+  task?: string;
+  /** The current stage's earlier failed attempts, oldest first (the last 5); [] on a first attempt. */
+  previousErrors: AttemptError[];
 }
 
 export interface Lease {

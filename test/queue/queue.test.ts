@@ -272,7 +272,7 @@ describe("queue protocol (single Redis)", () => {
     const info = await admin.job("flaky");
     const history = JSON.parse(info!.errors!);
     assert.deepEqual(
-      history.map((h: { error: { message: string } }) => h.error.message),
+      history.map((h: { message: string }) => h.message),
       ["boom 1", "boom 2"],
     );
     assert.equal(JSON.parse(info!.error!).stack, "at y");
@@ -303,7 +303,7 @@ describe("queue protocol (single Redis)", () => {
       const info = (await admin.job(id))!;
       assert.deepEqual([info.state, info.attemptsMade, info.error], ["completed", 2, undefined], id);
       assert.deepEqual(
-        JSON.parse(info.errors!).map((h: { error: { message: string } }) => h.error.message),
+        JSON.parse(info.errors!).map((h: { message: string }) => h.message),
         ["boom"],
         `${id}: the failure stays in the history`,
       );

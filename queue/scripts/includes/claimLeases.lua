@@ -6,7 +6,7 @@
 
 -- The claim reply's per-job fields, in the order each job's values follow them: a new field is
 -- one more name here and one more value in claimLeases.
-local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources'
+local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,task,errors'
 
 -- The claim's last step: a lease for each job in c.ok (what the gate let start: claimAdmission.lua),
 -- with `leaseMs` and `workerId`. Per claim, not per job: one reservation of fencing tokens
@@ -60,6 +60,9 @@ local function claimLeases(c, leaseMs, workerId)
     jobs[j + 10] = f[10] or ''
     jobs[j + 11] = f[11] or ''
     jobs[j + 12] = grants and grants[id] or ''
+    -- (the job's task name and its earlier attempts' errors, attemptErrors.lua: '' when none)
+    jobs[j + 13] = f[17] or ''
+    jobs[j + 14] = f[18] or ''
   end
   if started == 1 then
     -- (one job, the common case at concurrency 1: the per-job form without building lists)
