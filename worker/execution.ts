@@ -10,6 +10,7 @@ import {
   permanentReplyCode,
   ReplicationError,
   retryDelay,
+  type AttemptError,
   type ClaimedJob,
   type FailOutcome,
   type Consumer,
@@ -19,7 +20,7 @@ import {
 } from "../queue/index.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import type { WorkerConfig } from "./config.ts";
-import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
+import { attemptFailureOf, JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import {
   isDependencyFailure,
@@ -155,7 +156,12 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
     const jobLog = () =>
-      (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+      (child ??= this.log.child({
+        jobId: job.id,
+        attempt: job.attempt,
+        executionId: job.token,
+        ...(job.task ? { task: job.task } : {}),
+      }));
     // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
     const logTtlSeconds = entry.timeoutMs / 1000 + this.config.retentionSeconds;
     const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
@@ -197,6 +203,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       maxAttempts: job.maxAttempts,
       executionId: job.token,
       createdAt: job.createdAt,
+      ...(job.task ? { task: job.task } : {}),
+      previousErrors: job.previousErrors,
     };
     const ctx = new JobContext(entry, exec.log, this.consumer);
     const callback = this.callbacks?.open({
@@ -395,8 +403,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       baseMs: this.config.backoffBaseMs,
       maxMs: this.config.backoffMaxMs,
     });
+    const failure = { retryable, retryDelayMs: delay, ...attemptFailureOf(err) };
     const outcome = await this.writes.write(log, "fail", async (_attempt, unconfirmed) => {
-      const o = await this.consumer.fail(job, error, { retryable, retryDelayMs: delay });
+      const o = await this.consumer.fail(job, error, failure);
       // (lost to our own earlier, applied but unconfirmed write: that one's outcome stands)
       return o === "lost" && unconfirmed ? (unconfirmed.reply as FailOutcome) : o;
     });
@@ -703,6 +712,10 @@ class JobContext implements HandlerContext {
     this.entry = entry;
     this.log = log;
     this.consumer = consumer;
+  }
+
+  get previousErrors(): AttemptError[] {
+    return this.entry.job.previousErrors;
   }
 
   get signal(): AbortSignal {
