@@ -202,7 +202,12 @@ export interface JobInfo {
   finishedAt?: number;
   result?: string;
   error?: string;
+  /** The stage's last failed attempts (JSON, parseAttemptErrors reads it). */
   errors?: string;
+  /** The job's task name, when it names one. */
+  task?: string;
+  /** The last result the stage's contract refused (JSON text, cut at 64 KiB). */
+  rejected?: string;
   deadReason?: string;
   worker?: string;
   /** 0..1 as last reported by the handler. */
