@@ -68,6 +68,23 @@ export const SCHEMAS: Record<string, JsonSchema> = {
         "false while no worker has ever claimed from the queue nor reports serving it: a typo in a queue name, or a pool not deployed",
     },
   }),
+  AttemptError: {
+    ...obj(
+      {
+        attempt: int,
+        kind: { type: "string", enum: ["exception", "invalid-result", "timeout", "handed-back", "stalled"] },
+        message: str,
+        at: { type: "integer", description: "when the attempt ended, ms since epoch" },
+        details: {
+          type: "array",
+          description: "for invalid-result: the contract's violations {pointer, rule, message, value?}",
+        },
+      },
+      ["details"],
+    ),
+    description:
+      "one failed attempt of the job's current stage, as its next attempt is told (previousErrors)",
+  },
   JobStage: {
     ...obj(
       {
@@ -444,6 +461,13 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       result: any,
       error: any,
       deadReason: { type: ["string", "null"] },
+      task: { type: ["string", "null"], description: "the job's task name, if it names one" },
+      previousErrors: {
+        type: "array",
+        items: ref("AttemptError"),
+        description: "the current stage's last failed attempts (up to 5), oldest first",
+      },
+      rejected: { description: "the last result the stage's contract refused (null: none)" },
       stages: { type: "array", items: ref("JobStage") },
     }),
   ),
@@ -467,9 +491,17 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       worker: { type: ["string", "null"], description: "the worker running it now" },
       parentId: { type: ["string", "null"], description: "the fan-out parent (from the records)" },
       idempotencyKey: { type: ["string", "null"], description: "the producer's idempotency key, if any" },
+      task: { type: ["string", "null"], description: "the job's task name, if it names one" },
       data: ref("Shown"),
       result: ref("Shown"),
       error: ref("Shown"),
+      previousErrors: {
+        type: "array",
+        items: ref("AttemptError"),
+        description:
+          "the current stage's last failed attempts (up to 5, while the job is in Redis), oldest first",
+      },
+      rejected: { ...ref("Shown"), description: "the last result the stage's contract refused" },
       executions: {
         type: "array",
         description: "every execution the records hold (none without PostgreSQL), oldest first",

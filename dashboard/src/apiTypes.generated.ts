@@ -29,6 +29,17 @@ export type QueueSummary = {
   served: boolean;
 };
 
+/** one failed attempt of the job's current stage, as its next attempt is told (previousErrors) */
+export type AttemptError = {
+  attempt: number;
+  kind: "exception" | "invalid-result" | "timeout" | "handed-back" | "stalled";
+  message: string;
+  /** when the attempt ended, ms since epoch */
+  at: number;
+  /** for invalid-result: the contract's violations {pointer, rule, message, value?} */
+  details?: unknown[];
+};
+
 /** One stage of a job, in the order it reached them, the current one last. Without the records (PostgreSQL) an earlier stage has no result: Redis keeps only its attempts. */
 export type JobStage = {
   queue: string;
@@ -416,6 +427,12 @@ export type JobStatusReply = {
   result: unknown;
   error: unknown;
   deadReason: string | null;
+  /** the job's task name, if it names one */
+  task: string | null;
+  /** the current stage's last failed attempts (up to 5), oldest first */
+  previousErrors: AttemptError[];
+  /** the last result the stage's contract refused (null: none) */
+  rejected: unknown;
   stages: JobStage[];
 };
 
@@ -442,9 +459,15 @@ export type JobDetailReply = {
   parentId: string | null;
   /** the producer's idempotency key, if any */
   idempotencyKey: string | null;
+  /** the job's task name, if it names one */
+  task: string | null;
   data: Shown;
   result: Shown;
   error: Shown;
+  /** the current stage's last failed attempts (up to 5, while the job is in Redis), oldest first */
+  previousErrors: AttemptError[];
+  /** the last result the stage's contract refused */
+  rejected: Shown;
   /** every execution the records hold (none without PostgreSQL), oldest first */
   executions: ({
     execution: string;
