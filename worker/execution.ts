@@ -91,6 +91,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
   private readonly handler: Handler;
+  /** The task names job metrics are labelled with: the handler's own list, so a bounded set. */
+  private readonly metricTasks: ReadonlySet<string>;
   private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
@@ -107,6 +109,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
+    this.metricTasks = new Set(deps.handler.tasks ?? []);
     this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
@@ -123,6 +126,11 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       completed: this.metrics.completed.labels({ queue }),
       completedSeconds: this.metrics.duration.labels({ queue, outcome: "completed" }),
     };
+  }
+
+  /** The job's task as a metric label: only a task the handler declares (none for an untasked job). */
+  private metricTask(job: ClaimedJob): string | undefined {
+    return job.task !== undefined && this.metricTasks.has(job.task) ? job.task : undefined;
   }
 
   /**
@@ -319,7 +327,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     }
     this.perJob.completed.inc();
     if (cached) this.metrics.resultsReused.inc({ queue: job.queue });
-    this.perJob.completedSeconds.observe(seconds);
+    const task = this.metricTask(job);
+    if (task) this.metrics.duration.observe({ queue: job.queue, outcome: "completed", task }, seconds);
+    else this.perJob.completedSeconds.observe(seconds);
     this.onCompleted(seconds * 1000);
     if (this.log.isLevelEnabled("info"))
       log.info(
@@ -409,8 +419,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       // (lost to our own earlier, applied but unconfirmed write: that one's outcome stands)
       return o === "lost" && unconfirmed ? (unconfirmed.reply as FailOutcome) : o;
     });
+    const task = this.metricTask(job);
     this.metrics.duration.observe(
-      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
+      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed", ...(task ? { task } : {}) },
       seconds,
     );
     entry.trace.end(

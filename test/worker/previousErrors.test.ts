@@ -16,7 +16,7 @@ import {
 } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
-import { REPO } from "../support/workers.ts";
+import { metricValue, REPO } from "../support/workers.ts";
 
 const HANDLER = `module:${join(REPO, "test/fixtures/feedbackHandler.js")}`;
 
@@ -186,7 +186,7 @@ describe("previous errors and named tasks", () => {
     await enqueueTask(q, "c", { text: "b" }, "classify");
     await enqueueTask(q, "plain", {});
     await enqueueTask(q, "u", {}, "translate", { attempts: 3 });
-    await worker(q);
+    const w = await worker(q);
     assert.deepEqual(JSON.parse((await finished("s", q)).result!), {
       summarized: { text: "a" },
       previous: 0,
@@ -200,6 +200,17 @@ describe("previous errors and named tasks", () => {
     assert.equal(u.state, "dead");
     assert.equal(u.attemptsMade, 1, "no retry: no attempt can find the task");
     assert.match(u.deadReason!, /unknown task 'translate' \(this worker's tasks: classify, summarize\)/);
+    // Job metrics carry the task the module declares; a name it lacks (any text) makes no series.
+    const metrics = await w.metrics();
+    const runs = (labels: Record<string, string>) =>
+      metricValue(metrics, "conveyor_job_duration_seconds_count", { queue: q, ...labels });
+    assert.equal(runs({ outcome: "completed", task: "summarize" }), 1);
+    assert.equal(runs({ outcome: "completed", task: "classify" }), 1);
+    assert.equal(runs({ outcome: "completed" }), 3, "the untasked job too, without a task label");
+    assert.equal(runs({ outcome: "failed" }), 1);
+    assert.doesNotMatch(metrics, /task="translate"/);
+    // (and the job's log lines)
+    assert.match(w.logs(), /"jobId":"s",[^\n]*"task":"summarize"/);
   });
 
   test("http and command handlers receive the task and the previous errors", async () => {

@@ -11,7 +11,7 @@ import { HandlerError, type Handler, type HandlerContext, type JobView } from ".
 type HandlerFn = (job: JobView, ctx: HandlerContext) => unknown;
 type TaskFn = (data: unknown, ctx: HandlerContext) => unknown;
 
-export async function loadModuleHandler(path: string): Promise<Handler & { tasks: readonly string[] }> {
+export async function loadModuleHandler(path: string): Promise<Handler> {
   const url = pathToFileURL(isAbsolute(path) ? path : resolve(path)).href;
   let mod: { default?: unknown; close?: unknown; tasks?: unknown };
   try {

@@ -58,6 +58,11 @@ export interface HandlerContext {
 
 export interface Handler {
   readonly kind: string;
+  /**
+   * The task names this handler serves, when it knows them (a module's `tasks` export): a bounded
+   * set, so the worker's job metrics carry them. Other kinds leave it out.
+   */
+  readonly tasks?: readonly string[];
   run(job: JobView, ctx: HandlerContext): Promise<unknown>;
   close?(): Promise<void>;
 }
