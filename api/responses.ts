@@ -209,7 +209,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     id: str,
     queue: str,
     state: str,
-    matched: { enum: ["id", "idempotencyKey", "data", "result", "data or result"] },
+    matched: { enum: ["id", "idempotencyKey", "task", "data", "result", "data or result"] },
     createdAt: nullable(str),
     updatedAt: nullable(str),
   }),
@@ -590,7 +590,10 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     }),
   ),
   promoteJob: ok("runs now", obj({ id: str, queue: str, promoted: { const: true } })),
-  search: ok("matching jobs", obj({ q: str, kind: { enum: ["id", "field"] }, ...page(ref("SearchHit")) })),
+  search: ok(
+    "matching jobs",
+    obj({ q: str, kind: { enum: ["id", "field", "task"] }, ...page(ref("SearchHit")) }),
+  ),
   events: [
     {
       status: 200,

@@ -151,7 +151,7 @@ export type SearchHit = {
   id: string;
   queue: string;
   state: string;
-  matched: "id" | "idempotencyKey" | "data" | "result" | "data or result";
+  matched: "id" | "idempotencyKey" | "task" | "data" | "result" | "data or result";
   createdAt: string | null;
   updatedAt: string | null;
 };
@@ -554,7 +554,7 @@ export type PromoteJobReply = {
 /** matching jobs */
 export type SearchReply = {
   q: string;
-  kind: "id" | "field";
+  kind: "id" | "field" | "task";
   items: SearchHit[];
   next: string | null;
 };

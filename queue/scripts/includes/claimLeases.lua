@@ -41,7 +41,13 @@ local function claimLeases(c, leaseMs, workerId)
         'score', PRIORITY0_HEAD_SCORE)
     end
     if outbox then
-      recordOutbox(keys.outbox, keys.meta, {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
+      local entry = {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId}
+      -- (the job's task for the records' `task` column: only a job that names one)
+      if f[17] and f[17] ~= '' then
+        entry[#entry + 1] = 'task'
+        entry[#entry + 1] = f[17]
+      end
+      recordOutbox(keys.outbox, keys.meta, entry)
     end
     ids[k], tokens[k], attempts[k] = id, tokenText, attemptText
     deadlines[2 * k - 1] = deadline
