@@ -134,7 +134,7 @@ end
 local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, queue, now, id, token, result, contentHash, resultTtl, reused, nextQueue, nextData, nextContentHash, nextTrace)
   local jk = jobKey(jobPrefix, id)
   -- (leaseProblem's one HMGET, with the group)
-  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses', 'startedAt', 'attemptsMade', 'attemptsBefore', 'error', 'stages')
+  local held = redis.call('HMGET', jk, 'token', 'state', 'group', 'uses', 'startedAt', 'attemptsMade', 'attemptsBefore', 'error', 'stages', 'rejected')
   if not leaseHeld(held[1], token) then
     if held[2] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -164,7 +164,8 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   end
   redis.call('HSET', jk, unpack(fields))
   -- (one HDEL, only for what this job has: a stage's `uses` and its implicit resource group, the
-  -- last failure of a stage that then succeeded, the attempts before a dead-letter retry)
+  -- last failure of a stage that then succeeded and its last rejected result, the attempts before
+  -- a dead-letter retry)
   local drop = {}
   if held[4] then
     drop[#drop + 1] = 'uses'
@@ -172,6 +173,7 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   end
   if held[7] then drop[#drop + 1] = 'attemptsBefore' end
   if held[8] then drop[#drop + 1] = 'error' end
+  if held[10] then drop[#drop + 1] = 'rejected' end
   if #drop > 0 then redis.call('HDEL', jk, unpack(drop)) end
   -- (the tail of the next stage's line; a prioritised job keeps its score)
   putReady(nextReadyKey, jk, id, false)
