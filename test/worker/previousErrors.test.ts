@@ -168,12 +168,16 @@ describe("previous errors and named tasks", () => {
     };
     await fail(details, '{"services":[]}');
     await fail([{ pointer: "/x", rule: "type", message: "x".repeat(2000) }]);
+    // (braces, quotes and backslashes inside strings do not split an entry)
+    const tricky = [{ pointer: '/a{"}\\', rule: "type", message: '}{"]\\[' }];
+    await fail(tricky);
     const [job] = (await c.claim(1)).jobs;
     assert.deepEqual(
       job!.previousErrors.map((e) => [e.attempt, e.kind, e.details]),
       [
         [1, "invalid-result", details],
         [2, "invalid-result", undefined],
+        [3, "invalid-result", tricky],
       ],
     );
     assert.equal(job!.previousErrors[1]!.message, "result breaks the contract: /services minItems");

@@ -30,8 +30,14 @@ end
 -- an array, or nil/''.
 local function attemptErrorJson(attempt, kind, message, at, details)
   if not ATTEMPT_ERROR_KINDS[kind] then kind = 'exception' end
-  message = tostring(message or '')
+  if type(message) == 'number' then message = tostring(message) end
+  if type(message) ~= 'string' then message = '' end
+  -- (details go into the list as the text they came as: only a JSON array is taken)
   if details == '' or (details and string.sub(details, 1, 1) ~= '[') then details = nil end
+  if details then
+    local ok, v = pcall(cjson.decode, details)
+    if not ok or type(v) ~= 'table' then details = nil end
+  end
   local head = '{"attempt":' .. tostring(attempt) .. ',"kind":"' .. kind .. '","message":'
   local tail = ',"at":' .. tostring(at)
   local room = ATTEMPT_ERROR_MAX_BYTES - #head - #tail - 1
