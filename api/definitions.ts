@@ -534,7 +534,7 @@ export const ROUTES: readonly RouteDefinition[] = [
     name: "search",
     method: "GET",
     path: "/search",
-    summary: "find jobs by id, idempotency key, or field=value on payload/result",
+    summary: "find jobs by id, idempotency key, task:<name>, or field=value on payload/result",
     tag: "search",
     query: query({ q: { type: "string", minLength: 1, maxLength: 500 }, limit, cursor }, ["q"]),
   },

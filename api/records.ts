@@ -69,6 +69,10 @@ export class JobRecords {
     return served(this.q.byIdempotencyKey(key, limit));
   }
 
+  byTask(task: string, limit?: number): Promise<JobRow[]> {
+    return served(this.q.byTask(task, limit));
+  }
+
   async byField(opts: {
     part?: "data" | "result";
     path: string[];

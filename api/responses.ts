@@ -108,6 +108,23 @@ export const SCHEMAS: Record<string, JsonSchema> = {
         "false while no worker has ever claimed from the queue nor reports serving it: a typo in a queue name, or a pool not deployed",
     },
   }),
+  AttemptError: {
+    ...obj(
+      {
+        attempt: int,
+        kind: { type: "string", enum: ["exception", "invalid-result", "timeout", "handed-back", "stalled"] },
+        message: str,
+        at: { type: "integer", description: "when the attempt ended, ms since epoch" },
+        details: {
+          type: "array",
+          description: "for invalid-result: the contract's violations {pointer, rule, message, value?}",
+        },
+      },
+      ["details"],
+    ),
+    description:
+      "one failed attempt of the job's current stage, as its next attempt is told (previousErrors)",
+  },
   JobStage: {
     ...obj(
       {
@@ -232,7 +249,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     id: str,
     queue: str,
     state: str,
-    matched: { enum: ["id", "idempotencyKey", "data", "result", "data or result"] },
+    matched: { enum: ["id", "idempotencyKey", "task", "data", "result", "data or result"] },
     createdAt: nullable(str),
     updatedAt: nullable(str),
   }),
@@ -501,10 +518,16 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       maxAttempts: int,
       result: any,
       error: any,
+      deadReason: { type: ["string", "null"] },
+      task: { type: ["string", "null"], description: "the job's task name, if it names one" },
+      previousErrors: {
+        type: "array",
+        items: ref("AttemptError"),
+        description: "the current stage's last failed attempts (up to 5), oldest first",
+      },
       rejected: {
         description: "the last result the stage's contract refused (JSON, cut at 64 KiB), or null",
       },
-      deadReason: { type: ["string", "null"] },
       stages: { type: "array", items: ref("JobStage") },
     }),
   ),
@@ -528,10 +551,17 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       worker: { type: ["string", "null"], description: "the worker running it now" },
       parentId: { type: ["string", "null"], description: "the fan-out parent (from the records)" },
       idempotencyKey: { type: ["string", "null"], description: "the producer's idempotency key, if any" },
+      task: { type: ["string", "null"], description: "the job's task name, if it names one" },
       data: ref("Shown"),
       result: ref("Shown"),
       error: ref("Shown"),
-      rejected: ref("Shown"),
+      previousErrors: {
+        type: "array",
+        items: ref("AttemptError"),
+        description:
+          "the current stage's last failed attempts (up to 5, while the job is in Redis), oldest first",
+      },
+      rejected: { ...ref("Shown"), description: "the last result the stage's contract refused" },
       executions: {
         type: "array",
         description: "every execution the records hold (none without PostgreSQL), oldest first",
@@ -620,7 +650,10 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     }),
   ),
   promoteJob: ok("runs now", obj({ id: str, queue: str, promoted: { const: true } })),
-  search: ok("matching jobs", obj({ q: str, kind: { enum: ["id", "field"] }, ...page(ref("SearchHit")) })),
+  search: ok(
+    "matching jobs",
+    obj({ q: str, kind: { enum: ["id", "field", "task"] }, ...page(ref("SearchHit")) }),
+  ),
   events: [
     {
       status: 200,

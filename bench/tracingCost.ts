@@ -73,6 +73,7 @@ async function child(): Promise<void> {
     contentHash: "",
     trace,
     requeued: "",
+    previousErrors: [],
     claimedAt: 0,
   });
   const handler = async () => {};

@@ -391,6 +391,7 @@ function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
     result: raw.result,
     error: raw.error || undefined,
     errors: raw.errors || undefined,
+    task: raw.task || undefined,
     rejected: raw.rejected || undefined,
     deadReason: raw.deadReason || undefined,
     worker: raw.worker,

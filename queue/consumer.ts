@@ -5,6 +5,7 @@ import { prepareScripts, runScript, type RedisClient, type ScriptArg } from "./s
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
+import { parseAttemptErrors, type AttemptErrorKind } from "./attemptErrors.ts";
 import type { ClaimedJob, Lease, ResourceGrant, SerializedError, WorkerReport } from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
@@ -12,6 +13,8 @@ export const DEFAULT_MAX_STALLS = 2;
 /** Lines kept per job log (older lines are dropped) and the longest line, in characters. */
 export const JOB_LOG_MAX_LINES = 200;
 export const JOB_LOG_MAX_CHARS = 4000;
+/** The most of a rejected result (JSON text) a job record keeps. */
+export const REJECTED_MAX_CHARS = 64 * 1024;
 
 export interface ConsumerOptions extends DurabilityOptions {
   workerId: string;
@@ -268,6 +271,7 @@ export class Consumer {
     };
     for (let i = 1; i < flat.length; i += stride) {
       const resources = field(i, "resources");
+      const task = field(i, "task");
       jobs.push({
         id: field(i, "id")!,
         queue: this.queue,
@@ -285,6 +289,8 @@ export class Consumer {
         claimedAt: now,
         ...startBy,
         ...(resources ? { resources: parseGrants(resources) } : {}),
+        ...(task ? { task } : {}),
+        previousErrors: parseAttemptErrors(field(i, "errors")),
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
@@ -508,13 +514,19 @@ export class Consumer {
     return ok === 1;
   }
 
+  /**
+   * Record a failed attempt. `kind` (default exception), `details` (an invalid result's
+   * violations) and `rejected` (that result's JSON text, kept as the record's `rejected`) go
+   * into the job's `errors` for its next attempt (attemptErrors.ts).
+   */
   async fail(
     job: Lease,
     error: SerializedError,
     opts: {
       retryable: boolean;
       retryDelayMs: number;
-      /** The result the stage's contract refused, as JSON text (cut short by the caller): kept as the job's `rejected`. */
+      kind?: AttemptErrorKind;
+      details?: unknown[];
       rejected?: string;
     },
   ): Promise<FailOutcome> {
@@ -533,7 +545,9 @@ export class Consumer {
         JSON.stringify(error),
         Math.max(0, Math.round(opts.retryDelayMs)),
         opts.retryable ? "1" : "0",
-        ...(opts.rejected ? [opts.rejected] : []),
+        opts.kind ?? "exception",
+        opts.details && opts.details.length > 0 ? JSON.stringify(opts.details) : "",
+        opts.rejected === undefined ? "" : opts.rejected.slice(0, REJECTED_MAX_CHARS),
       ],
     );
   }

@@ -2,6 +2,7 @@
 export * from "./keys.ts";
 export * from "./keyTable.ts";
 export * from "./types.ts";
+export * from "./attemptErrors.ts";
 export * from "./connection.ts";
 export * from "./producer.ts";
 export * from "./durability.ts";

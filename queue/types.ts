@@ -1,4 +1,5 @@
 // Shapes shared by producers, consumers, the operator and the CLI.
+import type { AttemptError } from "./attemptErrors.ts";
 
 export interface EnqueueOptions {
   /** Stable job id; generated when absent. Enqueueing an existing id is a no-op. */
@@ -96,6 +97,10 @@ export interface ClaimedJob {
   resources?: Record<string, ResourceGrant>;
   /** The hash of the queue's contract in force when it was claimed ('' or absent = none): queue/contracts.ts. */
   contract?: string;
+  /** The job's task name (the record's `task`); absent when the job names none. */
+  task?: string;
+  /** The current stage's earlier failed attempts, oldest first (the last 5); [] on a first attempt. */
+  previousErrors: AttemptError[];
 }
 
 export interface Lease {
@@ -204,7 +209,10 @@ export interface JobInfo {
   finishedAt?: number;
   result?: string;
   error?: string;
+  /** The stage's last failed attempts (JSON, parseAttemptErrors reads it). */
   errors?: string;
+  /** The job's task name, when it names one. */
+  task?: string;
   /** The last result the stage's contract refused (JSON text, cut at 64 KiB). */
   rejected?: string;
   deadReason?: string;

@@ -135,6 +135,8 @@ export interface JobPatch {
   origin?: Versioned<Origin>;
   startedAt?: Versioned<number | null>;
   progress?: Versioned<Progress>;
+  /** The job's task name: from an entry that carries `task` (a start, an enqueue). */
+  task?: Versioned<string | null>;
 }
 
 export type AttemptOutcome =
@@ -293,12 +295,14 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
         patch.origin = set({ createdAt: e.at, parentId: origin.parentId, idempotencyKey: f.key || null });
         patch.result = set(null);
         patch.error = set(null);
-      }
+        patch.task = set(f.task || null);
+      } else if (f.task) patch.task = set(f.task);
       break;
     }
     case "started": {
       const attempt = int(f.attempt);
       if (attempt !== null) patch.attempts = set(attempt);
+      if (f.task) patch.task = set(f.task);
       patch.startedAt = set(e.at);
       patch.progress = noProgress; // a new execution reports afresh
       break;

@@ -166,6 +166,16 @@ CREATE INDEX conveyor_stages_data_json ON conveyor_stages USING gin (conveyor_tr
 CREATE INDEX conveyor_stages_result_json ON conveyor_stages USING gin (conveyor_try_jsonb(result) jsonb_path_ops);
 `,
   },
+  {
+    // A job's task name (queue/attemptErrors.ts's model: the job record's `task`), from the
+    // events that carry it; searchable per queue (`task:<name>` in the search box).
+    id: 8,
+    name: "job tasks",
+    sql: `
+ALTER TABLE conveyor_jobs ADD COLUMN IF NOT EXISTS task text, ADD COLUMN IF NOT EXISTS v_task numeric;
+CREATE INDEX IF NOT EXISTS conveyor_jobs_task_recent ON conveyor_jobs (task, updated_at DESC, id DESC) WHERE task IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

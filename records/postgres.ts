@@ -121,6 +121,7 @@ const JOB_GROUPS: [string[], string][] = [
   [["created_at", "parent_id", "idempotency_key"], "v_created"],
   [["started_at"], "v_started"],
   [["progress", "progress_message", "progress_at"], "v_progress"],
+  [["task"], "v_task"],
 ];
 
 const ts = (c: string) => `to_timestamp(${c} / 1000.0)`;
@@ -173,6 +174,8 @@ const JOB_COLUMNS: JobColumn[] = [
   { name: "progress_message", type: "text", get: (r) => r.progress?.value.message ?? null },
   time("progress_at", (r) => r.progress?.value.at),
   { name: "v_progress", type: "numeric", get: (r) => r.progress?.v ?? null },
+  { name: "task", type: "text", get: (r) => r.task?.value ?? null },
+  { name: "v_task", type: "numeric", get: (r) => r.task?.v ?? null },
 ];
 
 const jobNames = JOB_COLUMNS.map((c) => c.name).join(", ");

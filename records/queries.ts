@@ -23,6 +23,8 @@ export interface JobRow {
   deadReason: string | null;
   parentId: string | null;
   idempotencyKey: string | null;
+  /** The job's task name, if it names one. */
+  task: string | null;
   lastEvent: string;
 }
 
@@ -45,7 +47,7 @@ const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts"
   updated_at AS "updatedAt", due_at AS "dueAt",
   progress, progress_message AS "progressMessage",
   dead_reason AS "deadReason", parent_id AS "parentId",
-  idempotency_key AS "idempotencyKey", last_event AS "lastEvent",
+  idempotency_key AS "idempotencyKey", task, last_event AS "lastEvent",
   updated_at::text AS cursor_at`;
 
 /** The dashboard's state names → the records' (a waiting job is `queued` there). */
@@ -195,6 +197,14 @@ export class RecordsQueries {
     return this.rows<JobRow>(
       `SELECT ${ROW} FROM conveyor_jobs WHERE idempotency_key = $1 ORDER BY updated_at DESC LIMIT $2`,
       [key, limit],
+    );
+  }
+
+  /** Jobs of this task (in any queue), newest first (index conveyor_jobs_task_recent). */
+  async byTask(task: string, limit = 20): Promise<JobRow[]> {
+    return this.rows<JobRow>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE task = $1 ORDER BY updated_at DESC, id DESC LIMIT $2`,
+      [task, limit],
     );
   }
 

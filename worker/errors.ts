@@ -1,9 +1,10 @@
 // Errors the worker itself raises, and how any thrown value becomes a stored error.
-import type { SerializedError } from "../queue/index.ts";
+import type { AttemptErrorKind, SerializedError } from "../queue/index.ts";
 
 /** The job's own timeout elapsed: retryable, like any transient failure. */
 export class JobTimeoutError extends Error {
   override name = "JobTimeoutError";
+  readonly kind = "timeout";
 }
 /** The job was handed back at the drain deadline; another worker runs it. */
 export class HandedBackError extends Error {
@@ -22,6 +23,36 @@ export class JobCancelledError extends Error {
 export class MalformedJobError extends Error {
   override name = "MalformedJobError";
   readonly retryable = false;
+}
+
+/**
+ * How a failed attempt is recorded in the job's `errors` (queue/attemptErrors.ts): the error's
+ * `kind` when it is `timeout` or `invalid-result` (a result the contract refused), else
+ * `exception`; an invalid result's `details` (its violations) and `rejected` result (the JSON
+ * text, or the value). Never throws.
+ */
+export function attemptFailureOf(err: unknown): {
+  kind: AttemptErrorKind;
+  details?: unknown[];
+  rejected?: string;
+} {
+  const kind = read(() => (err as { kind?: unknown } | null)?.kind);
+  if (kind === "timeout") return { kind };
+  if (kind !== "invalid-result") return { kind: "exception" };
+  const details = read(() => (err as { details?: unknown }).details);
+  let rejected = read(() => (err as { rejected?: unknown }).rejected);
+  if (rejected !== undefined && typeof rejected !== "string") {
+    try {
+      rejected = JSON.stringify(rejected);
+    } catch {
+      rejected = undefined;
+    }
+  }
+  return {
+    kind,
+    ...(Array.isArray(details) ? { details } : {}),
+    ...(typeof rejected === "string" ? { rejected } : {}),
+  };
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   permanentReplyCode,
   ReplicationError,
   retryDelay,
+  type AttemptError,
   type ClaimedJob,
   type CompiledContract,
   type ContractCache,
@@ -31,7 +32,7 @@ import {
   taskOf,
 } from "./contractCheck.ts";
 import type { WorkerConfig } from "./config.ts";
-import { JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
+import { attemptFailureOf, JobTimeoutError, MalformedJobError, serializeError } from "./errors.ts";
 import { fanOutRequest, type FanOutRequest } from "./fanOut.ts";
 import {
   isDependencyFailure,
@@ -107,6 +108,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly log: Logger;
   private readonly metrics: WorkerMetrics;
   private readonly handler: Handler;
+  /** The task names job metrics are labelled with: the handler's own list, so a bounded set. */
+  private readonly metricTasks: ReadonlySet<string>;
   private readonly callbacks: HandlerCallbacks | undefined;
   private readonly consumer: Consumer;
   private readonly circuit: CircuitBreaker;
@@ -124,6 +127,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
+    this.metricTasks = new Set(deps.handler.tasks ?? []);
     this.callbacks = deps.callbacks;
     this.consumer = deps.consumer;
     this.circuit = deps.circuit;
@@ -141,6 +145,11 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       completed: this.metrics.completed.labels({ queue }),
       completedSeconds: this.metrics.duration.labels({ queue, outcome: "completed" }),
     };
+  }
+
+  /** The job's task as a metric label: only a task the handler declares (none for an untasked job). */
+  private metricTask(job: ClaimedJob): string | undefined {
+    return job.task !== undefined && this.metricTasks.has(job.task) ? job.task : undefined;
   }
 
   /**
@@ -174,7 +183,12 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     // LOG_LEVEL=warn a job that completes logs nothing, and a pino child costs per job.
     let child: Logger | undefined;
     const jobLog = () =>
-      (child ??= this.log.child({ jobId: job.id, attempt: job.attempt, executionId: job.token }));
+      (child ??= this.log.child({
+        jobId: job.id,
+        attempt: job.attempt,
+        executionId: job.token,
+        ...(job.task ? { task: job.task } : {}),
+      }));
     // ctx.log("…") lines go to the job's own log (Redis, capped), kept as long as its record.
     const logTtlSeconds = entry.timeoutMs / 1000 + this.config.retentionSeconds;
     const appendLog = (message: string) => this.consumer.appendLog(job, message, logTtlSeconds);
@@ -216,6 +230,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       maxAttempts: job.maxAttempts,
       executionId: job.token,
       createdAt: job.createdAt,
+      ...(job.task ? { task: job.task } : {}),
+      previousErrors: job.previousErrors,
     };
     const ctx = new JobContext(entry, exec.log, this.consumer);
     const callback = this.callbacks?.open({
@@ -367,7 +383,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     }
     this.perJob.completed.inc();
     if (cached) this.metrics.resultsReused.inc({ queue: job.queue });
-    this.perJob.completedSeconds.observe(seconds);
+    const task = this.metricTask(job);
+    if (task) this.metrics.duration.observe({ queue: job.queue, outcome: "completed", task }, seconds);
+    else this.perJob.completedSeconds.observe(seconds);
     this.onCompleted(seconds * 1000);
     if (this.log.isLevelEnabled("info"))
       log.info(
@@ -511,18 +529,19 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     const q = { queue: job.queue };
     const error = serializeError(err);
     const retryable = isRetryable(err);
-    const rejected = err instanceof ResultContractError ? err.rejected : undefined;
     const delay = retryDelay(job.attempt, {
       baseMs: this.config.backoffBaseMs,
       maxMs: this.config.backoffMaxMs,
     });
+    const failure = { retryable, retryDelayMs: delay, ...attemptFailureOf(err) };
     const outcome = await this.writes.write(log, "fail", async (_attempt, unconfirmed) => {
-      const o = await this.consumer.fail(job, error, { retryable, retryDelayMs: delay, rejected });
+      const o = await this.consumer.fail(job, error, failure);
       // (lost to our own earlier, applied but unconfirmed write: that one's outcome stands)
       return o === "lost" && unconfirmed ? (unconfirmed.reply as FailOutcome) : o;
     });
+    const task = this.metricTask(job);
     this.metrics.duration.observe(
-      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed" },
+      { queue: job.queue, outcome: outcome === "lost" ? "fenced" : "failed", ...(task ? { task } : {}) },
       seconds,
     );
     entry.trace.end(
@@ -857,6 +876,10 @@ class JobContext implements HandlerContext {
     this.entry = entry;
     this.log = log;
     this.consumer = consumer;
+  }
+
+  get previousErrors(): AttemptError[] {
+    return this.entry.job.previousErrors;
   }
 
   get signal(): AbortSignal {

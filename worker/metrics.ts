@@ -41,8 +41,10 @@ export function createWorkerMetrics(registry = new Registry()) {
     }),
     duration: new Histogram({
       name: "conveyor_job_duration_seconds",
-      help: "Handler run time by outcome",
-      labelNames: ["queue", "outcome"] as const,
+      // `task` on completed and failed runs of a task the handler declares (a module's `tasks`
+      // export: a bounded set); absent otherwise, so untasked jobs keep their series.
+      help: "Handler run time by outcome (and task, for a module handler's named tasks)",
+      labelNames: ["queue", "outcome", "task"] as const,
       buckets: [0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 120, 600, 3600],
       registers,
     }),

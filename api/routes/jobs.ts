@@ -1,6 +1,6 @@
 // Job routes: a queue's jobs page by page, one job's status (the producer's status URL), its
 // full detail for the dashboard, downloads of large payloads, logs, and the job actions.
-import { eventsOfEntries, QueueKeys, type JobInfo } from "../../queue/index.ts";
+import { eventsOfEntries, parseAttemptErrors, QueueKeys, type JobInfo } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
@@ -90,8 +90,10 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           maxAttempts: info.attempts,
           result: parseStored(info.result),
           error: parseStored(info.error),
-          rejected: parseStored(info.rejected),
           deadReason: info.deadReason ?? null,
+          task: info.task ?? null,
+          previousErrors: parseAttemptErrors(info.errors),
+          rejected: info.rejected ? parseStored(info.rejected) : null,
           stages: joinStages(info.stages, recorded, info.state).map(stageBody),
         },
       };
@@ -153,9 +155,11 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           worker: info?.worker ?? null,
           parentId: row?.parentId ?? null,
           idempotencyKey: info?.idempotencyKey ?? row?.idempotencyKey ?? null,
+          task: info?.task ?? null,
           data: shown(info?.data ?? r?.data),
           result: shown(info?.result ?? r?.result),
           error: shown(info?.error ?? r?.error),
+          previousErrors: parseAttemptErrors(info?.errors),
           rejected: shown(info?.rejected),
           executions,
           events: timeline.events,

@@ -1,5 +1,6 @@
 // One search box: `field=value` (optionally `data:` or `result:` first) is a JSON containment
-// query on the records' payload/result (GIN index); anything else is a job id and an
+// query on the records' payload/result (GIN index); `task:<name>` the records' jobs of a task;
+// anything else is a job id and an
 // idempotency key, looked up in PostgreSQL by index (keys too, after their Redis TTL) and in
 // Redis directly (works without PG).
 import { assertJobId, QueueKeys } from "../../queue/index.ts";
@@ -8,11 +9,14 @@ import { HttpError } from "../http.ts";
 import { FIELD_QUERY } from "../records.ts";
 import type { Handlers } from "../router.ts";
 
+/** `task:<name>` (a task name as the contracts spell it). */
+const TASK_QUERY = /^task:([A-Za-z0-9][A-Za-z0-9._-]{0,99})$/;
+
 interface Hit {
   id: string;
   queue: string;
   state: string;
-  matched: "id" | "idempotencyKey" | "data" | "result" | "data or result";
+  matched: "id" | "idempotencyKey" | "task" | "data" | "result" | "data or result";
   createdAt: string | null;
   updatedAt: string | null;
 }
@@ -133,6 +137,23 @@ export function searchHandlers(ctx: ApiContext): Handlers {
           'query parameter "cursor" only pages field=value searches',
           "invalid_field",
         );
+      // `task:<name>`: the records' jobs of that task (indexed, migration 8), then what the text
+      // finds as an id or a key (a job id may look the same).
+      const task = TASK_QUERY.exec(q);
+      if (task && ctx.records) {
+        const hits: Hit[] = (await ctx.records.byTask(task[1]!, limit))
+          .filter((r) => ctx.auth.queueAllowed(r.queue))
+          .map((r) => ({
+            id: r.id,
+            queue: r.queue,
+            state: r.state,
+            matched: "task",
+            createdAt: r.createdAt,
+            updatedAt: r.updatedAt,
+          }));
+        const items = [...hits, ...(await byIdOrKey(q, limit))].slice(0, limit);
+        return { body: { q, kind: "task", items, next: null } };
+      }
       return { body: { q, kind: "id", items: await byIdOrKey(q, limit), next: null } };
     },
   };

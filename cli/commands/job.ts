@@ -1,9 +1,19 @@
 // `conveyor job`: one job's state, attempts, result or error, its stages, progress and log lines.
 import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
+import { parseAttemptErrors } from "../../queue/attemptErrors.ts";
 import type { JobStage } from "../../queue/types.ts";
 import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
 
 const adminModule = () => import("../../queue/admin.ts");
+
+/** A detail of an attempt error: a contract violation as `pointer: message`, else its JSON. */
+function describeDetail(d: unknown): string {
+  if (typeof d === "object" && d !== null && typeof (d as { pointer?: unknown }).pointer === "string") {
+    const v = d as { pointer: string; message?: unknown; rule?: unknown };
+    return `${v.pointer || "/"}: ${typeof v.message === "string" ? v.message : String(v.rule ?? "")}`;
+  }
+  return JSON.stringify(d);
+}
 const records = () => import("../../records/index.ts");
 const iso = (ms: number | undefined) => (ms ? new Date(ms).toISOString() : undefined);
 
@@ -58,12 +68,14 @@ export default defineCommand({
         id: info.id,
         queue: info.queue,
         state: info.state,
+        ...(info.task ? { task: info.task } : {}),
         attempts: info.attemptsMade,
         maxAttempts: info.attempts,
         stalls: info.stalls,
         handbacks: info.handbacks,
         result: decode(info.result),
         error: decode(info.error),
+        previousErrors: parseAttemptErrors(info.errors),
         rejected: decode(info.rejected),
         deadReason: info.deadReason,
         progress: info.progress,
@@ -85,7 +97,7 @@ export default defineCommand({
         print(JSON.stringify(view));
         return 0;
       }
-      print(`job ${view.id} on ${view.queue}: ${view.state}`);
+      print(`job ${view.id} on ${view.queue}${view.task ? ` (task ${view.task})` : ""}: ${view.state}`);
       if (!served) print(`warning: ${NOT_SERVED_WARNING} (${view.queue}): is its name right?`);
       print(
         `attempts ${view.attempts}/${view.maxAttempts}, stalls ${view.stalls}, handbacks ${view.handbacks}` +
@@ -94,6 +106,12 @@ export default defineCommand({
       if (view.result !== undefined) print(`result ${JSON.stringify(view.result)}`);
       if (view.error !== undefined) print(`last error ${JSON.stringify(view.error)}`);
       if (view.deadReason) print(`dead: ${view.deadReason}`);
+      if (view.previousErrors.length > 0) print("failed attempts (last 5):");
+      for (const e of view.previousErrors) {
+        print(`  #${e.attempt} ${e.kind} ${new Date(e.at).toISOString()}: ${e.message}`);
+        // (an invalid result's violations: the failing paths)
+        for (const d of e.details ?? []) print(`      ${describeDetail(d)}`);
+      }
       if (view.rejected !== undefined) print(`rejected result ${JSON.stringify(view.rejected)}`);
       if (view.stages.length > 1) {
         print("stages:");

@@ -51,6 +51,17 @@ export type QueueSummary = {
   served: boolean;
 };
 
+/** one failed attempt of the job's current stage, as its next attempt is told (previousErrors) */
+export type AttemptError = {
+  attempt: number;
+  kind: "exception" | "invalid-result" | "timeout" | "handed-back" | "stalled";
+  message: string;
+  /** when the attempt ended, ms since epoch */
+  at: number;
+  /** for invalid-result: the contract's violations {pointer, rule, message, value?} */
+  details?: unknown[];
+};
+
 /** One stage of a job, in the order it reached them, the current one last. Without the records (PostgreSQL) an earlier stage has no result: Redis keeps only its attempts. */
 export type JobStage = {
   queue: string;
@@ -162,7 +173,7 @@ export type SearchHit = {
   id: string;
   queue: string;
   state: string;
-  matched: "id" | "idempotencyKey" | "data" | "result" | "data or result";
+  matched: "id" | "idempotencyKey" | "task" | "data" | "result" | "data or result";
   createdAt: string | null;
   updatedAt: string | null;
 };
@@ -467,9 +478,13 @@ export type JobStatusReply = {
   maxAttempts: number;
   result: unknown;
   error: unknown;
+  deadReason: string | null;
+  /** the job's task name, if it names one */
+  task: string | null;
+  /** the current stage's last failed attempts (up to 5), oldest first */
+  previousErrors: AttemptError[];
   /** the last result the stage's contract refused (JSON, cut at 64 KiB), or null */
   rejected: unknown;
-  deadReason: string | null;
   stages: JobStage[];
 };
 
@@ -496,9 +511,14 @@ export type JobDetailReply = {
   parentId: string | null;
   /** the producer's idempotency key, if any */
   idempotencyKey: string | null;
+  /** the job's task name, if it names one */
+  task: string | null;
   data: Shown;
   result: Shown;
   error: Shown;
+  /** the current stage's last failed attempts (up to 5, while the job is in Redis), oldest first */
+  previousErrors: AttemptError[];
+  /** the last result the stage's contract refused */
   rejected: Shown;
   /** every execution the records hold (none without PostgreSQL), oldest first */
   executions: ({
@@ -586,7 +606,7 @@ export type PromoteJobReply = {
 /** matching jobs */
 export type SearchReply = {
   q: string;
-  kind: "id" | "field";
+  kind: "id" | "field" | "task";
   items: SearchHit[];
   next: string | null;
 };

@@ -2,15 +2,18 @@
 -- with its reason and attempt history once attempts are spent (or the error is final).
 -- KEYS: 1 inflight, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
---       7 retryDelayMs, 8 retryable ('1' or '0'),
---       9 rejected (optional: the result the stage's contract refused, JSON text the caller cut
---       short; kept on the job as `rejected`, the last one wins; '' or absent = none)
+--       7 retryDelayMs, 8 retryable ('1' or '0'), 9 kind of the attempt's end (exception |
+--       invalid-result | timeout; '' = exception), 10 details (JSON array, '' = none),
+--       11 the rejected result of an invalid-result (JSON text, '' = none)
+-- The attempt goes into the job's `errors` (attemptErrors.lua); a rejected result is kept as
+-- `rejected` (the last one).
 -- Returns 'retry', 'dead', or 'lost' when the lease was lost ('cancelled' when the job was cancelled).
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
 --- @include "includes/fanIn"
 --- @include "includes/groups"
+--- @include "includes/attemptErrors"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -27,15 +30,8 @@ local attempts = tonumber(af[1]) or 1
 local errorJson = ARGV[6]
 local ok, err = pcall(cjson.decode, errorJson)
 if not ok or type(err) ~= 'table' then err = {message = errorJson} end
--- Keep the last ten attempts' errors: enough to see a pattern, bounded in size.
-local history = {}
-local raw = redis.call('HGET', jk, 'errors')
-if raw and raw ~= '' then
-  local okh, h = pcall(cjson.decode, raw)
-  if okh and type(h) == 'table' then history = h end
-end
-history[#history + 1] = {attempt = made, token = token, at = now, error = err}
-while #history > 10 do table.remove(history, 1) end
+pushAttemptError(jk, attemptErrorJson(made, ARGV[9] or '', err.message or errorJson, now, ARGV[10]))
+if ARGV[11] and ARGV[11] ~= '' then redis.call('HSET', jk, 'rejected', ARGV[11]) end
 redis.call('ZREM', KEYS[1], id)
 local retry = ARGV[8] == '1' and made < attempts
 local g = groupOf(af[2])
@@ -43,8 +39,7 @@ local q = g and groupQueuePrefix(jobPrefix, queue)
 -- A retry of a sequenced group keeps the group's slot through its backoff (groups.lua, groupSequence).
 local holds = retry and g and groupSequence(q, g)
 if g and not holds then groupLeftRunning(q, g) end
-redis.call('HSET', jk, 'error', errorJson, 'errors', cjson.encode(history), 'token', '')
-if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', jk, 'rejected', ARGV[9]) end
+redis.call('HSET', jk, 'error', errorJson, 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
 local ranMs = attemptRunMs(af[3], now)
 if ranMs then redis.call('HINCRBY', KEYS[4], 'runMs', ranMs) end

@@ -7,6 +7,8 @@
 --       'deferred' | 'rateLimited'), and with `rateLimited`: 8 resource, 9 key id, 10 benched until (ms)
 -- KEYS: 1 inflight, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
 -- Returns 1, or 0 when the lease was lost (-1 when the job was cancelled).
+-- A `handedBack` job's `errors` gains the attempt, kind `handed-back` (attemptErrors.lua): its next
+-- attempt is told; a deferral or a rate limit is the dependency's doing, not the attempt's.
 --- @include "includes/keys"
 --- @include "includes/lease"
 --- @include "includes/record"
@@ -14,6 +16,7 @@
 --- @include "includes/wake"
 --- @include "includes/groups"
 --- @include "includes/resources"
+--- @include "includes/attemptErrors"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -25,9 +28,12 @@ if ARGV[7] == 'rateLimited' and ARGV[8] and ARGV[8] ~= '' then
   resourceCorrect(resourceKeyOf(jobPrefix, ARGV[8]), ARGV[9], now, now, {'+bench', ARGV[10]}, 1)
 end
 redis.call('ZREM', KEYS[1], id)
-local f = redis.call('HMGET', jk, 'priority', 'score', 'group')
+local f = redis.call('HMGET', jk, 'priority', 'score', 'group', 'attemptsMade')
 if f[3] and f[3] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[3]) end
-if ARGV[7] == 'handedBack' then redis.call('HINCRBY', jk, 'handbacks', 1) end
+if ARGV[7] == 'handedBack' then
+  redis.call('HINCRBY', jk, 'handbacks', 1)
+  pushAttemptError(jk, attemptErrorJson((tonumber(f[4]) or 0) + 1, 'handed-back', ARGV[6], now))
+end
 redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', ARGV[7] .. ': ' .. ARGV[6])
 putReady(KEYS[2], jk, id, true, f[1], f[2], f[3])
 redis.call('HINCRBY', KEYS[3], ARGV[7], 1)

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "../support/ports.ts";
 import { startProcess, stopProcess, waitFor, type Started } from "../support/processes.ts";
-import { connectRedis, listGroups } from "../../queue/index.ts";
+import { connectRedis, Consumer, listGroups, Producer, QueueKeys } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";
 import { CONVEYOR, NODE, RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
 
@@ -83,6 +83,41 @@ describe("job API", () => {
       backlog: number;
     };
     assert.equal(counts.completed, 1);
+  });
+
+  test("a job's status and detail show its task, its failed attempts and the rejected result", async () => {
+    const redis = connectRedis(server.url);
+    try {
+      await new Producer(redis).enqueue("typed/api", { v: 1 }, { id: "ta1", attempts: 2 });
+      await redis.hset(new QueueKeys("typed/api").job("ta1"), "task", "extract");
+      const c = new Consumer(redis, "typed/api", { workerId: "t", leaseMs: 10_000 });
+      const [job] = (await c.claim(1)).jobs;
+      const details = [{ pointer: "/name", rule: "required", message: "must have required property 'name'" }];
+      await c.fail(
+        job!,
+        { name: "ContractViolationError", message: "result breaks the contract: /name required" },
+        { retryable: true, retryDelayMs: 60_000, kind: "invalid-result", details, rejected: '{"nom":"x"}' },
+      );
+      const status = (await (await call("/jobs/ta1?queue=typed%2Fapi")).json()) as Record<string, unknown>;
+      assert.equal(status.task, "extract");
+      assert.deepEqual(status.rejected, { nom: "x" });
+      const [entry] = status.previousErrors as {
+        attempt: number;
+        kind: string;
+        details: unknown;
+        at: number;
+      }[];
+      assert.deepEqual([entry!.attempt, entry!.kind, entry!.details], [1, "invalid-result", details]);
+      const detail = (await (await call("/jobs/ta1/detail?queue=typed%2Fapi")).json()) as Record<
+        string,
+        unknown
+      >;
+      assert.equal(detail.task, "extract");
+      assert.deepEqual(detail.previousErrors, status.previousErrors);
+      assert.deepEqual(detail.rejected, { value: { nom: "x" }, bytes: 11, truncated: false });
+    } finally {
+      redis.disconnect();
+    }
   });
 
   test("bad requests get 400 with a reason; unknown ids 404; limits and auth hold", async () => {

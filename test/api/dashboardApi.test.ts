@@ -1,11 +1,11 @@
 // The dashboard's JSON API against real Redis, PostgreSQL, worker and `conveyor api`
 // processes: cursor paging (records and live Redis sets), search by id / idempotency key /
-// payload and result fields, SSE with Last-Event-ID resume, and auth — bad tokens, sessions,
+// task / payload and result fields, SSE with Last-Event-ID resume, and auth — bad tokens, sessions,
 // missing and foreign Origins, read-only, allow-lists — with every malformed input a 4xx
 // JSON naming the field, never a 500.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { EVENT_LIST_SEPARATOR, Producer, QueueKeys } from "../../queue/index.ts";
+import { Consumer, EVENT_LIST_SEPARATOR, Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { startProcess } from "../support/processes.ts";
 import { waitFor } from "../support/processes.ts";
@@ -154,6 +154,25 @@ describe("dashboard API", () => {
     );
     assert.equal((rest.body.items as unknown[]).length, 5);
     assert.deepEqual((await get("/search?q=no-such-thing")).body.items, []);
+  });
+
+  test("search task:<name> finds the records' jobs of that task", async () => {
+    const q = "shop/tasks";
+    await producer.enqueue(q, { n: 1 }, { id: "tasked-1" });
+    await s.redis.hset(new QueueKeys(q).job("tasked-1"), "task", "summarize");
+    const c = new Consumer(s.redis, q, { workerId: "t", leaseMs: 10_000 });
+    const [job] = (await c.claim(1)).jobs;
+    assert.equal(await c.complete(job!, { ok: true }), true);
+    const hits = await waitFor("the task recorded", async () => {
+      const r = await get("/search?q=task%3Asummarize");
+      const items = r.body.items as { id: string; matched: string; state: string }[];
+      return items.length > 0 ? { kind: r.body.kind, items } : null;
+    });
+    assert.deepEqual(
+      [hits.kind, hits.items.map((h) => [h.id, h.matched, h.state])],
+      ["task", [["tasked-1", "task", "completed"]]],
+    );
+    assert.deepEqual((await get("/search?q=task%3Aclassify")).body.items, []);
   });
 
   test("a job's detail has its executions, events and payload", async () => {

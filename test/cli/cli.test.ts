@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, Consumer, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, Consumer, QueueKeys, type RedisClient } from "../../queue/index.ts";
 import { RedisServer } from "../support/redis.ts";
 import { CONVEYOR, NODE } from "../support/workers.ts";
 
@@ -98,6 +98,7 @@ describe("conveyor CLI", () => {
       stalls: 0,
       handbacks: 0,
       result: { answer: 42 },
+      previousErrors: [], // its failed attempts (none)
       logs: [], // its handler's ctx.log lines (none here)
     });
     const [{ startedAt, finishedAt, ...stage }] = stages;
@@ -107,6 +108,37 @@ describe("conveyor CLI", () => {
     const missing = run("job", "nope");
     assert.equal(missing.status, 1);
     assert.match(missing.stdout, /not found/);
+  });
+
+  test("job shows the task, the failed attempts with their violations, and the rejected result", async () => {
+    run("enqueue", "typed", '{"v":1}', "--id", "t1", "--attempts", "1");
+    await redis.hset(new QueueKeys("typed").job("t1"), "task", "summarize");
+    const c = new Consumer(redis, "typed", { workerId: "t", leaseMs: 10_000 });
+    const [job] = (await c.claim(1)).jobs;
+    const details = [{ pointer: "/name", rule: "required", message: "must have required property 'name'" }];
+    await c.fail(
+      job!,
+      { name: "ContractViolationError", message: "result breaks the contract: /name required" },
+      { retryable: true, retryDelayMs: 0, kind: "invalid-result", details, rejected: '{"nom":"x"}' },
+    );
+    const view = JSON.parse(run("job", "t1", "--json").stdout);
+    assert.equal(view.task, "summarize");
+    assert.deepEqual(view.rejected, { nom: "x" });
+    assert.deepEqual(
+      view.previousErrors.map((e: { attempt: number; kind: string; details: unknown }) => [
+        e.attempt,
+        e.kind,
+        e.details,
+      ]),
+      [[1, "invalid-result", details]],
+    );
+    const text = run("job", "t1").stdout;
+    assert.match(text, /^job t1 on typed \(task summarize\): dead$/m);
+    assert.match(
+      text,
+      /#1 invalid-result .*: result breaks the contract: \/name required\n {6}\/name: must have required property 'name'/,
+    );
+    assert.match(text, /rejected result \{"nom":"x"\}/);
   });
 
   test("dlq list, retry and purge", async () => {

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { Producer, QueueAdmin } from "../../queue/index.ts";
+import { Consumer, Producer, QueueAdmin, QueueKeys } from "../../queue/index.ts";
 import { buildDashboard, CHROMIUM, DashboardStack, launchBrowser } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 import { REPO } from "../support/workers.ts";
@@ -182,6 +182,11 @@ describe(
       await page.locator('[data-field="attempts"]').getByText("2 of 3").waitFor();
       await page.getByRole("heading", { name: "Result", exact: true }).waitFor();
       assert.equal(await page.getByRole("heading", { name: "Error", exact: true }).count(), 0);
+      // (the failure stays in the stage's failed attempts)
+      await page
+        .locator('[data-section="previous-errors"] tr[data-attempt="1"][data-kind="exception"]')
+        .getByText("planned failure 1")
+        .waitFor();
 
       const typo = "media/thumbz";
       await producer.enqueue(typo, { n: 1 });
@@ -193,6 +198,31 @@ describe(
       await page.goto(`${s.api.base}/#/queue/${encodeURIComponent(Q)}`);
       await page.locator('tr[data-job="thumb-flaky"]').waitFor();
       assert.equal(await page.locator('[data-warning="not-served"]').count(), 0);
+    });
+
+    test("a job's task, its invalid result's failing paths and the rejected result", async () => {
+      const typed = "media/typed";
+      await producer.enqueue(typed, { text: "…" }, { id: "typed-1", attempts: 3 });
+      await s.redis.hset(new QueueKeys(typed).job("typed-1"), "task", "extract");
+      const c = new Consumer(s.redis, typed, { workerId: "t", leaseMs: 10_000 });
+      const [job] = (await c.claim(1)).jobs;
+      await c.fail(
+        job!,
+        { name: "ContractViolationError", message: "result breaks the contract: /name required" },
+        {
+          retryable: true,
+          retryDelayMs: 600_000,
+          kind: "invalid-result",
+          details: [{ pointer: "/name", rule: "required", message: "must have required property 'name'" }],
+          rejected: '{"nom":"Acme"}',
+        },
+      );
+      await page.goto(`${s.api.base}/#/job/typed-1?queue=${encodeURIComponent(typed)}`);
+      await page.locator('[data-field="task"]').getByText("extract").waitFor();
+      const row = page.locator('[data-section="previous-errors"] tr[data-kind="invalid-result"]');
+      await row.getByText("result breaks the contract: /name required").waitFor();
+      await row.locator('code[data-pointer="/name"]').waitFor();
+      await page.locator('[data-section="previous-errors"]').getByText('"nom": "Acme"').waitFor();
     });
 
     test("the queue's chart spans the minutes that had jobs (or 15 m / 1 h / 6 h), rates and durations on axes of their own", async () => {

@@ -272,7 +272,7 @@ describe("queue protocol (single Redis)", () => {
     const info = await admin.job("flaky");
     const history = JSON.parse(info!.errors!);
     assert.deepEqual(
-      history.map((h: { error: { message: string } }) => h.error.message),
+      history.map((h: { message: string }) => h.message),
       ["boom 1", "boom 2"],
     );
     assert.equal(JSON.parse(info!.error!).stack, "at y");
@@ -303,7 +303,7 @@ describe("queue protocol (single Redis)", () => {
       const info = (await admin.job(id))!;
       assert.deepEqual([info.state, info.attemptsMade, info.error], ["completed", 2, undefined], id);
       assert.deepEqual(
-        JSON.parse(info.errors!).map((h: { error: { message: string } }) => h.error.message),
+        JSON.parse(info.errors!).map((h: { message: string }) => h.message),
         ["boom"],
         `${id}: the failure stays in the history`,
       );
@@ -332,15 +332,29 @@ describe("queue protocol (single Redis)", () => {
     const ca = consumer(redis, a);
     let [job] = (await ca.claim(1)).jobs;
     assert.equal(
-      await ca.fail(job!, { name: "E", message: "a failed" }, { retryable: true, retryDelayMs: 0 }),
+      await ca.fail(
+        job!,
+        { name: "E", message: "a failed" },
+        { retryable: true, retryDelayMs: 0, kind: "invalid-result", details: [], rejected: "{}" },
+      ),
       "retry",
     );
     [job] = (await ca.claim(1)).jobs;
+    assert.deepEqual(
+      job!.previousErrors.map((e) => [e.attempt, e.kind, e.message]),
+      [[1, "invalid-result", "a failed"]],
+    );
+    assert.equal((await admin.job("staged"))!.rejected, "{}");
     assert.equal(await ca.advance(job!, { a: true }, b), true);
     let info = (await admin.job("staged"))!;
-    assert.deepEqual([info.queue, info.state, info.attemptsMade, info.error], [b, "ready", 0, undefined]);
+    assert.deepEqual(
+      [info.queue, info.state, info.attemptsMade, info.error, info.errors, info.rejected],
+      [b, "ready", 0, undefined, undefined, undefined],
+      "the next stage starts with no failed attempts",
+    );
     const cb = consumer(redis, b);
     [job] = (await cb.claim(1)).jobs;
+    assert.deepEqual(job!.previousErrors, []);
     assert.equal(await cb.advance(job!, { b: true }, c3), true);
     const cc = consumer(redis, c3);
     [job] = (await cc.claim(1)).jobs;

@@ -20,6 +20,7 @@ import {
   JobRecorder,
   MIGRATIONS,
   RECORDER_GROUP,
+  RecordsQueries,
   createPool,
   foldEvents,
   migrate,
@@ -52,6 +53,7 @@ interface JobRow {
   created_at: Date | null;
   started_at: Date | null;
   finished_at: Date | null;
+  task: string | null;
 }
 
 interface AttemptRow {
@@ -589,6 +591,56 @@ describe("job records (PostgreSQL through the outbox)", () => {
       ],
     );
     assert.equal(rec.stats().rejected, 0);
+  });
+
+  test("a job's task is recorded from its start (or its enqueue) and found by task", async () => {
+    const db = await newDatabase();
+    const p = fresh();
+    const rec = recorder(db.url, [p]);
+    await rec.start();
+    const q = `${p}/extract`;
+    const w = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000 });
+    await producer.enqueue(q, 1, { id: "tasked" });
+    await producer.enqueue(q, 2, { id: "plain" });
+    await redis.hset(new QueueKeys(q).job("tasked"), "task", "summarize");
+    for (const job of (await w.claim(2)).jobs) assert.equal(await w.complete(job, job.id), true);
+    // An enqueue entry that names the task (the enqueue side's) sets it too.
+    await redis.xadd(
+      new PipelineKeys(p).outbox,
+      "*",
+      "type",
+      "enqueued",
+      "id",
+      "later",
+      "queue",
+      q,
+      "at",
+      String(Date.now()),
+      "data",
+      "3",
+      "task",
+      "classify",
+    );
+    await waitDrained(p);
+    const rows = await jobRows(db.name, p);
+    assert.deepEqual(
+      ["tasked", "plain", "later"].map((id) => [id, rows.get(id)?.state, rows.get(id)?.task]),
+      [
+        ["tasked", "completed", "summarize"],
+        ["plain", "completed", null],
+        ["later", "queued", "classify"],
+      ],
+    );
+    const pool = createPool(db.url);
+    try {
+      const found = await new RecordsQueries(pool).byTask("summarize");
+      assert.deepEqual(
+        found.map((r) => [r.id, r.queue, r.task]),
+        [["tasked", q, "summarize"]],
+      );
+    } finally {
+      await pool.end();
+    }
   });
 
   test("the same events in any order, split and repeated, give the same rows", async () => {

@@ -41,6 +41,9 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           CONVEYOR_QUEUE: job.queue,
           CONVEYOR_ATTEMPT: String(job.attempt),
           CONVEYOR_EXECUTION_ID: job.executionId,
+          ...(job.task ? { CONVEYOR_TASK: job.task } : {}),
+          // the earlier failed attempts' errors (JSON; [] on a first attempt)
+          CONVEYOR_PREVIOUS_ERRORS: JSON.stringify(job.previousErrors),
           // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2, and all of them as
           // CONVEYOR_RESOURCES={"openai":"k2"} (names as written): docs/budgets.md
           ...resourceEnv(ctx.resources),

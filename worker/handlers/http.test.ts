@@ -28,9 +28,11 @@ const job: JobView = {
   maxAttempts: 3,
   executionId: "1",
   createdAt: 0,
+  previousErrors: [],
 };
 const ctx = (resources: HandlerContext["resources"] = {}): HandlerContext => ({
   signal: new AbortController().signal,
+  previousErrors: [],
   log: pino({ level: "silent" }) as HandlerContext["log"], // (the http handler never logs)
   progress: () => {},
   resources,

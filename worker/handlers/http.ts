@@ -58,6 +58,14 @@ function resourceHeaders(resources: Readonly<Record<string, { key: string }>>): 
   return headers;
 }
 
+/** JSON text with every character outside printable ASCII as a \u escape (still the same JSON). */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(
+    /[^\x20-\x7e]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
 export function httpHandler(url: string): Handler {
   return {
     kind: "http",
@@ -75,6 +83,11 @@ export function httpHandler(url: string): Handler {
             "conveyor-queue": job.queue,
             "conveyor-attempt": String(job.attempt),
             "conveyor-execution-id": job.executionId,
+            ...(job.task ? { "conveyor-task": job.task } : {}),
+            // (the earlier failed attempts' errors, JSON with non-ASCII escaped: a header is Latin-1)
+            ...(job.previousErrors.length > 0
+              ? { "conveyor-previous-errors": asciiJson(job.previousErrors) }
+              : {}),
             ...(ctx.callback
               ? {
                   "conveyor-callback-url": ctx.callback.url,

@@ -212,6 +212,8 @@ class PythonProcess {
           maxAttempts: job.maxAttempts,
           executionId: job.executionId,
           createdAt: job.createdAt,
+          ...(job.task ? { task: job.task } : {}),
+          previousErrors: job.previousErrors,
           ...(ctx.callback ? { callback: ctx.callback } : {}),
           ...(Object.keys(resources).length > 0 ? { resources } : {}),
         },

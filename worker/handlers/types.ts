@@ -1,5 +1,6 @@
 // What a stage handler sees, whatever its kind.
 import type { Logger } from "pino";
+import type { AttemptError } from "../../queue/index.ts";
 
 /** The job as handed to a handler: a fresh object per execution. */
 export interface JobView {
@@ -12,6 +13,14 @@ export interface JobView {
   /** Unique per start of this job (the lease's fencing token). */
   executionId: string;
   createdAt: number;
+  /** The job's task name; absent when the job names none. */
+  task?: string;
+  /**
+   * The stage's earlier failed attempts, oldest first (the last 5, each at most 2 KiB): what went
+   * wrong before — an exception, an invalid result and its violations (`details`), a timeout,
+   * a hand-back, a stall. [] on a first attempt.
+   */
+  previousErrors: AttemptError[];
 }
 
 /**
@@ -21,6 +30,8 @@ export interface JobView {
 export type JobLogger = Logger & ((message: string) => void);
 
 export interface HandlerContext {
+  /** The job's earlier failed attempts (JobView.previousErrors). */
+  previousErrors: AttemptError[];
   /** Aborted on timeout, hand-back at the drain deadline, or lease loss. `signal.reason` says which. */
   signal: AbortSignal;
   log: JobLogger;
@@ -47,6 +58,11 @@ export interface HandlerContext {
 
 export interface Handler {
   readonly kind: string;
+  /**
+   * The task names this handler serves, when it knows them (a module's `tasks` export): a bounded
+   * set, so the worker's job metrics carry them. Other kinds leave it out.
+   */
+  readonly tasks?: readonly string[];
   run(job: JobView, ctx: HandlerContext): Promise<unknown>;
   close?(): Promise<void>;
 }

@@ -27,7 +27,7 @@ import time
 import traceback
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
@@ -70,6 +70,12 @@ class Job:
     attempt: int
     #: Unique per start of the job (its lease's fencing token).
     execution_id: str
+    #: The job's task name (a Tasks registry dispatches by it); None when the job names none.
+    task: Optional[str] = None
+    #: The stage's earlier failed attempts, oldest first (the last 5): each {"attempt", "kind"
+    #: (exception | invalid-result | timeout | handed-back | stalled), "message", "at" (ms),
+    #: "details" (an invalid result's violations)?}. [] on a first attempt.
+    previous_errors: List[Dict[str, Any]] = field(default_factory=list)
 
 
 class Context:
@@ -150,6 +156,71 @@ class Context:
 
 
 Handler = Callable[[Job, Context], Any]
+
+#: A task's name, as the queue's contract and the enqueue `task` spell it.
+TASK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
+class Tasks:
+    """Named tasks served by one handler: the registry is itself the handler, dispatching a job
+    to the task it names (job.task)::
+
+        tasks = Tasks()
+
+        @tasks.task("summarize")
+        def summarize(job):          # or (job, ctx)
+            ...
+
+        serve(tasks)                 # or command(tasks); `--handler python:app.handlers:tasks`
+
+    A job naming a task not registered here, or none, fails without further attempts."""
+
+    def __init__(self) -> None:
+        self._fns: Dict[str, Callable[..., Any]] = {}
+
+    def task(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        if not isinstance(name, str) or not re.match(TASK_NAME_PATTERN, name):
+            raise ValueError(f"task name {name!r} must match {TASK_NAME_PATTERN}")
+        if name in self._fns:
+            raise ValueError(f"task {name!r} is registered twice")
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._fns[name] = fn
+            return fn
+
+        return register
+
+    @property
+    def names(self) -> List[str]:
+        return sorted(self._fns)
+
+    def __call__(self, job: Job, ctx: Context) -> Any:
+        if not job.task:
+            raise NonRetryableError(f"job names no task (this worker's tasks: {', '.join(self.names)})")
+        fn = self._fns.get(job.task)
+        if fn is None:
+            raise NonRetryableError(f"unknown task '{job.task}' (this worker's tasks: {', '.join(self.names)})")
+        try:
+            takes_ctx = len(inspect.signature(fn).parameters) >= 2
+        except (TypeError, ValueError):
+            takes_ctx = True
+        result = fn(job, ctx) if takes_ctx else fn(job)
+        if inspect.isawaitable(result):
+            import asyncio
+
+            result = asyncio.run(result)  # (a job thread of its own: no loop runs here)
+        return result
+
+
+def _previous_errors(value: Any) -> List[Dict[str, Any]]:
+    """The previous errors as the worker sends them (a list, or its JSON text in a header or the
+    environment); [] for anything else."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value else []
+        except ValueError:
+            return []
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
 
 def _resources(text: Optional[str]) -> Mapping[str, str]:
@@ -261,6 +332,8 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 data=data,
                 attempt=int(h.get("conveyor-attempt") or 1),
                 execution_id=h.get("conveyor-execution-id", ""),
+                task=h.get("conveyor-task") or None,
+                previous_errors=_previous_errors(h.get("conveyor-previous-errors")),
             )
             ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"),
                           resources=_resources(h.get("conveyor-resources")))
@@ -310,7 +383,8 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
 def command(fn: Handler) -> None:
     """The main of a command handler: the job data as JSON on stdin, its identity and the
     callback in the environment (CONVEYOR_JOB_ID, CONVEYOR_QUEUE, CONVEYOR_ATTEMPT,
-    CONVEYOR_EXECUTION_ID, CONVEYOR_CALLBACK_URL, CONVEYOR_CALLBACK_TOKEN, CONVEYOR_RESOURCES), the
+    CONVEYOR_EXECUTION_ID, CONVEYOR_TASK, CONVEYOR_PREVIOUS_ERRORS, CONVEYOR_CALLBACK_URL,
+    CONVEYOR_CALLBACK_TOKEN, CONVEYOR_RESOURCES), the
     result as JSON on stdout. Exits 0 on success, 65 for NonRetryableError, 75 for
     DependencyFailure, 1 otherwise (for RateLimited after telling the worker through the callback),
     then with the error envelope on stdout (see _error_body). While fn runs, print() goes to
@@ -335,6 +409,8 @@ def command(fn: Handler) -> None:
             data=data,
             attempt=int(env.get("CONVEYOR_ATTEMPT") or 1),
             execution_id=env.get("CONVEYOR_EXECUTION_ID", ""),
+            task=env.get("CONVEYOR_TASK") or None,
+            previous_errors=_previous_errors(env.get("CONVEYOR_PREVIOUS_ERRORS")),
         )
         result = _json.dumps(fn(job, ctx))
     except (NonRetryableError, DependencyFailure, RateLimited) as err:
@@ -378,7 +454,7 @@ def load_callable(spec: str) -> Handler:
     if fn is None:
         raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
     if not callable(fn):
-        raise TypeError(f"{spec} is a {type(fn).__name__}, not a function (job, ctx) -> result")
+        raise TypeError(f"{spec} is a {type(fn).__name__}, not a function (job, ctx) -> result or a Tasks")
     return fn
 
 
@@ -406,7 +482,7 @@ def _error_frame(err: BaseException) -> Dict[str, Any]:
 def serve_stdio(fn: Handler, threads: int = 8) -> None:
     """Serve `fn` to the worker that started this process, over newline-delimited JSON frames:
     requests on stdin, replies on stdout. The worker sends {"id", "job": {id, queue, data, attempt,
-    maxAttempts, executionId, createdAt, callback?, resources?}} and {"id", "cancel": true}; this
+    maxAttempts, executionId, createdAt, task?, previousErrors, callback?, resources?}} and {"id", "cancel": true}; this
     answers {"ready": true} once `fn` is loaded, then {"id", "result"} or {"id", "error": {name,
     message, stack, …}} per job. Up to `threads` jobs run at once (an async `fn` runs on one event
     loop instead, and a cancel cancels its task). The handler's own writes to stdout — print(), C
@@ -485,6 +561,8 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:
             data=j.get("data"),
             attempt=int(j.get("attempt") or 1),
             execution_id=str(j.get("executionId", "")),
+            task=j.get("task") or None,
+            previous_errors=_previous_errors(j.get("previousErrors")),
         )
         if loop is not None:
             future = asyncio.run_coroutine_threadsafe(fn(job, ctx), loop)

@@ -195,7 +195,7 @@ def test_get_job_counts_every_attempt_and_gives_each_stage(client: Client, start
 
     flaky = wait_for("flaky completed", lambda: done("flaky"))
     assert (flaky.attempts_made, flaky.error) == (2, None), "failed once, then succeeded"
-    assert [h["error"]["message"] for h in json.loads(flaky.raw["errors"])] == ["planned failure 1"]
+    assert [h["message"] for h in json.loads(flaky.raw["errors"])] == ["planned failure 1"]
     assert [(s.queue, s.state, s.attempts, s.result, s.error) for s in flaky.stages] == [
         ("py/b", "completed", 2, {"ok": "flaky", "attempt": 2}, None)
     ]

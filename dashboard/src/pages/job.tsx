@@ -124,6 +124,14 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
             </dd>
           </div>
         )}
+        {job.task && (
+          <div>
+            <dt>Task</dt>
+            <dd class="mono" data-field="task">
+              {job.task}
+            </dd>
+          </div>
+        )}
         {job.deadReason && (
           <div>
             <dt>Dead because</dt>
@@ -181,6 +189,56 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
               </div>
             </div>
           ))}
+        </div>
+      )}
+      {job.previousErrors.length > 0 && (
+        <div class="card" data-section="previous-errors">
+          <h2>Failed attempts</h2>
+          <p class="small muted">
+            This stage's last failed attempts, as its next attempt is told them (previousErrors).
+          </p>
+          <table class="grid">
+            <thead>
+              <tr>
+                <th scope="col">#</th>
+                <th scope="col">Kind</th>
+                <th scope="col">At</th>
+                <th scope="col">What went wrong</th>
+              </tr>
+            </thead>
+            <tbody>
+              {job.previousErrors.map((e) => (
+                <tr key={`${e.attempt}-${e.at}`} data-attempt={e.attempt} data-kind={e.kind}>
+                  <td>{e.attempt}</td>
+                  <td>
+                    <StateBadge state={e.kind} />
+                  </td>
+                  <td>{time(new Date(e.at).toISOString())}</td>
+                  <td class="small">
+                    {e.message}
+                    {(e.details ?? []).length > 0 && (
+                      <ul class="violations">
+                        {(e.details as { pointer?: string; message?: string }[]).map((d, i) => (
+                          <li key={i}>
+                            <code class="warn" data-pointer={d.pointer ?? ""}>
+                              {d.pointer || "/"}
+                            </code>{" "}
+                            {d.message ?? JSON.stringify(d)}
+                          </li>
+                        ))}
+                      </ul>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {job.rejected && (
+            <>
+              <h3>Rejected result</h3>
+              <JsonBlock value={job.rejected} />
+            </>
+          )}
         </div>
       )}
       <div class="card">

@@ -6,7 +6,7 @@
 
 -- The claim reply's per-job fields, in the order each job's values follow them: a new field is
 -- one more name here and one more value in claimLeases.
-local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,contract'
+local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,task,errors,contract'
 
 -- The claim's last step: a lease for each job in c.ok (what the gate let start: claimAdmission.lua),
 -- with `leaseMs` and `workerId`. Per claim, not per job: one reservation of fencing tokens
@@ -44,7 +44,13 @@ local function claimLeases(c, leaseMs, workerId)
         'score', PRIORITY0_HEAD_SCORE)
     end
     if outbox then
-      recordOutbox(keys.outbox, keys.meta, {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId})
+      local entry = {'type', 'started', 'id', id, 'queue', queue, 'at', at, 'token', tokenText, 'attempt', attemptText, 'worker', workerId}
+      -- (the job's task for the records' `task` column: only a job that names one)
+      if f[17] and f[17] ~= '' then
+        entry[#entry + 1] = 'task'
+        entry[#entry + 1] = f[17]
+      end
+      recordOutbox(keys.outbox, keys.meta, entry)
     end
     ids[k], tokens[k], attempts[k] = id, tokenText, attemptText
     deadlines[2 * k - 1] = deadline
@@ -63,7 +69,10 @@ local function claimLeases(c, leaseMs, workerId)
     jobs[j + 10] = f[10] or ''
     jobs[j + 11] = f[11] or ''
     jobs[j + 12] = grants and grants[id] or ''
-    jobs[j + 13] = contract
+    -- (the job's task name and its earlier attempts' errors, attemptErrors.lua: '' when none)
+    jobs[j + 13] = f[17] or ''
+    jobs[j + 14] = f[18] or ''
+    jobs[j + 15] = contract
   end
   if started == 1 then
     -- (one job, the common case at concurrency 1: the per-job form without building lists)

@@ -164,8 +164,8 @@ local function advanceJob(tally, outboxKey, metaKey, nextReadyKey, jobPrefix, qu
   end
   redis.call('HSET', jk, unpack(fields))
   -- (one HDEL, only for what this job has: a stage's `uses` and its implicit resource group, the
-  -- last failure of a stage that then succeeded, the attempts before a dead-letter retry, a
-  -- result this stage's contract refused)
+  -- last failure of a stage that then succeeded and its last rejected result, the attempts before
+  -- a dead-letter retry)
   local drop = {}
   if held[4] then
     drop[#drop + 1] = 'uses'

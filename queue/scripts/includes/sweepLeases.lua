@@ -5,6 +5,7 @@
 --- @include "promoteDue"
 --- @include "readyLine"
 --- @include "groups"
+--- @include "attemptErrors"
 
 -- One queue's sweep (sweep_leases.lua says what it does and why). `k` holds sweep_leases' 11
 -- keys in its order: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta,
@@ -43,10 +44,15 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
     -- A score that is missing or not a number must not reach ZADD (the error would abort the
     -- script half-way, with this job out of inflight and nowhere else); nor may nan or inf.
     -- A job of priority 0 goes back to the line and needs no score.
-    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group')
+    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group', 'attemptsMade')
     local score = f[1] and (inLine(f[2]) or numericScore(f[3]))
     -- (its group slot is free only now: a SIGKILLed worker's lease counted until this sweep)
     if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
+    -- (the attempt that stalled goes into `errors`, attemptErrors.lua: its retry is told)
+    if f[1] then
+      pushAttemptError(jk, attemptErrorJson((tonumber(f[5]) or 0) + 1, 'stalled',
+        'lease expired while running: the worker stopped renewing it (stall ' .. stalls .. ')', now))
+    end
     if stalls > maxStalls or not score then
       local reason
       if not score then
