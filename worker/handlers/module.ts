@@ -1,15 +1,14 @@
 // `module:` handlers: an ES module whose default export is `async (job, ctx) => result`, loaded
 // once in this process (no fork: native and gRPC clients the module creates stay valid). A module
 // may also export named tasks, `export const tasks = {summarize, classify}`, each
-// `(data, ctx) => result` or `{run(data, ctx)}`: a job naming a task runs that one, a job naming
-// none runs the default export.
+// `(job, ctx) => result` like the default export, or `{run(job, ctx)}`: a job naming a task runs
+// that one, a job naming none runs the default export.
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { TASK_NAME_PATTERN } from "../../queue/contracts.ts";
 import { HandlerError, type Handler, type HandlerContext, type JobView } from "./types.ts";
 
 type HandlerFn = (job: JobView, ctx: HandlerContext) => unknown;
-type TaskFn = (data: unknown, ctx: HandlerContext) => unknown;
 
 export async function loadModuleHandler(path: string): Promise<Handler> {
   const url = pathToFileURL(isAbsolute(path) ? path : resolve(path)).href;
@@ -25,7 +24,7 @@ export async function loadModuleHandler(path: string): Promise<Handler> {
     throw new Error(`handler module ${path}: its default export must be a function (job, ctx) => result`);
   if (typeof fn !== "function" && tasks.size === 0)
     throw new Error(
-      `handler module ${path} must export a default function (job, ctx) => result, or tasks: export const tasks = {name: (data, ctx) => result}`,
+      `handler module ${path} must export a default function (job, ctx) => result, or tasks: export const tasks = {name: (job, ctx) => result}`,
     );
   const names = [...tasks.keys()].sort();
   const list = names.length > 0 ? names.join(", ") : "none";
@@ -47,28 +46,28 @@ export async function loadModuleHandler(path: string): Promise<Handler> {
         throw new HandlerError(`unknown task '${job.task}' (this worker's tasks: ${list})`, {
           retryable: false,
         });
-      return task(job.data, ctx);
+      return task(job, ctx);
     },
     close,
   };
 }
 
 /** The module's `tasks` export by name; a malformed one is refused when the worker starts. */
-function moduleTasks(path: string, exported: unknown): Map<string, TaskFn> {
-  const tasks = new Map<string, TaskFn>();
+function moduleTasks(path: string, exported: unknown): Map<string, HandlerFn> {
+  const tasks = new Map<string, HandlerFn>();
   if (exported === undefined) return tasks;
   if (typeof exported !== "object" || exported === null || Array.isArray(exported))
-    throw new Error(`handler module ${path}: tasks must be an object {name: (data, ctx) => result}`);
+    throw new Error(`handler module ${path}: tasks must be an object {name: (job, ctx) => result}`);
   for (const [name, t] of Object.entries(exported)) {
     if (!TASK_NAME_PATTERN.test(name))
       throw new Error(`handler module ${path}: task name '${name}' must match ${TASK_NAME_PATTERN.source}`);
-    if (typeof t === "function") tasks.set(name, t as TaskFn);
+    if (typeof t === "function") tasks.set(name, t as HandlerFn);
     else if (typeof t === "object" && t !== null && typeof (t as { run?: unknown }).run === "function") {
-      const run = (t as { run: TaskFn }).run;
-      tasks.set(name, (data, ctx) => run.call(t, data, ctx));
+      const run = (t as { run: HandlerFn }).run;
+      tasks.set(name, (job, ctx) => run.call(t, job, ctx));
     } else
       throw new Error(
-        `handler module ${path}: tasks.${name} must be a function (data, ctx) => result or {run}`,
+        `handler module ${path}: tasks.${name} must be a function (job, ctx) => result or {run}`,
       );
   }
   return tasks;
