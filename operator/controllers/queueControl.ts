@@ -21,7 +21,7 @@ import {
   type WorkerReport,
 } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import type { ResourceBudgetSpec } from "../scaling/backlog.ts";
+import type { ResourceBudgetSpec } from "../scaling/poolWrites.ts";
 import { lowerMedian } from "../scaling/latency.ts";
 
 /** A worker report older than this says nothing about job durations any more. */
