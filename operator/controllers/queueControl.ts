@@ -4,7 +4,7 @@
 // with spec.resources at what its keys can pay for, and a pool whose waiting jobs
 // belong to groups at their limit at the replicas its groups can use; the lowest cap
 // binds.
-// Pure functions; the reconcile step that uses them is in workerpoolReconciler.ts.
+// Pure functions; the reconcile step that uses them is queueControlStep.ts.
 import {
   assertResourceName,
   DEFAULT_CEILING,

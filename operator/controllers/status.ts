@@ -29,7 +29,7 @@ export interface StatusInput {
   problems: Problem[];
   lastDecision: LastDecision | undefined;
   now: Date;
-  /** Queue control in force (workerpoolReconciler's queueControl step); undefined before the first read. */
+  /** Queue control in force (the reconcile's queue-control step, queueControlStep.ts); undefined before the first read. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   /** Why a scale-in is held at the pods running jobs (holdForBusyPods); undefined when none is. */
   scaleInHeld?: string;

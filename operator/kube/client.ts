@@ -16,7 +16,6 @@ import {
   PatchStrategy,
   resourceOf,
   type KubeList,
-  type KubeObject,
   type WatchEvent,
 } from "./api.ts";
 import type { KubeCredentials } from "./kubeConfig.ts";
