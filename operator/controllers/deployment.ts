@@ -143,9 +143,49 @@ export function desiredDeployment(
 ): Deployment {
   const t = spec.template;
   const labels = poolLabels(pool);
-  const tmpMount: V1VolumeMount = { name: "tmp", mountPath: "/tmp" };
   const credentials = resourcesVolume(spec);
-  const worker: V1Container = {
+  const podSpec = workerPodSpec(spec, workerContainer(spec, opts, credentials), credentials);
+  const deployment: Deployment = {
+    apiVersion: apiVersionOf(RESOURCES.deployments),
+    kind: RESOURCES.deployments.kind,
+    metadata: {
+      name: pool.metadata.name,
+      namespace: pool.metadata.namespace,
+      labels,
+      ownerReferences: [ownerReference(pool)],
+    },
+    spec: {
+      selector: { matchLabels: selectorLabels(pool) },
+      revisionHistoryLimit: 3,
+      // Workers pull work; a surge pod is harmless and an unavailable one only slows the queue.
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 } },
+      template: {
+        metadata: {
+          labels: { ...(t.labels ?? {}), ...labels },
+          annotations: {
+            ...(t.annotations ?? {}),
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": String(WORKER_PORT),
+            "prometheus.io/path": "/metrics",
+          },
+        },
+        spec: podSpec,
+      },
+    },
+  };
+  deployment.metadata.annotations = { [CONFIG_HASH_ANNOTATION]: configHash(deployment) };
+  return deployment;
+}
+
+/** The worker container: the generic worker, its probes, its mounts, locked down. */
+function workerContainer(
+  spec: WorkerPoolSpec,
+  opts: DeploymentOptions,
+  credentials: V1Volume | undefined,
+): V1Container {
+  const t = spec.template;
+  const tmpMount: V1VolumeMount = { name: "tmp", mountPath: "/tmp" };
+  return {
     name: WORKER_CONTAINER,
     image:
       t.image ??
@@ -185,12 +225,21 @@ export function desiredDeployment(
       ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp" && m.name !== RESOURCES_VOLUME),
     ],
   };
+}
+
+/** The pod: the worker, the template's sidecars and volumes, non-root by default. */
+function workerPodSpec(
+  spec: WorkerPoolSpec,
+  worker: V1Container,
+  credentials: V1Volume | undefined,
+): V1PodSpec {
+  const t = spec.template;
   const volumes: V1Volume[] = [
     { name: "tmp", emptyDir: {} },
     ...(credentials ? [credentials] : []),
     ...(t.volumes ?? []).filter((v) => v.name !== "tmp" && v.name !== RESOURCES_VOLUME),
   ];
-  const podSpec: V1PodSpec = {
+  return {
     containers: [worker, ...(t.containers ?? []).filter((c) => c.name !== WORKER_CONTAINER)],
     volumes,
     terminationGracePeriodSeconds: terminationGraceSeconds(spec),
@@ -214,36 +263,6 @@ export function desiredDeployment(
       : {}),
     ...(t.imagePullSecrets?.length ? { imagePullSecrets: t.imagePullSecrets } : {}),
   };
-  const deployment: Deployment = {
-    apiVersion: apiVersionOf(RESOURCES.deployments),
-    kind: RESOURCES.deployments.kind,
-    metadata: {
-      name: pool.metadata.name,
-      namespace: pool.metadata.namespace,
-      labels,
-      ownerReferences: [ownerReference(pool)],
-    },
-    spec: {
-      selector: { matchLabels: selectorLabels(pool) },
-      revisionHistoryLimit: 3,
-      // Workers pull work; a surge pod is harmless and an unavailable one only slows the queue.
-      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 } },
-      template: {
-        metadata: {
-          labels: { ...(t.labels ?? {}), ...labels },
-          annotations: {
-            ...(t.annotations ?? {}),
-            "prometheus.io/scrape": "true",
-            "prometheus.io/port": String(WORKER_PORT),
-            "prometheus.io/path": "/metrics",
-          },
-        },
-        spec: podSpec,
-      },
-    },
-  };
-  deployment.metadata.annotations = { [CONFIG_HASH_ANNOTATION]: configHash(deployment) };
-  return deployment;
 }
 
 /** The applied configuration: desired plus spec.replicas (kept at the live value, see reconcile). */

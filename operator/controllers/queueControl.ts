@@ -4,7 +4,7 @@
 // with spec.resources at what its keys can pay for, and a pool whose waiting jobs
 // belong to groups at their limit at the replicas its groups can use; the lowest cap
 // binds.
-// Pure functions; the reconcile step that uses them is in workerpoolReconciler.ts.
+// Pure functions; the reconcile step that uses them is queueControlStep.ts.
 import {
   assertResourceName,
   DEFAULT_CEILING,
@@ -21,7 +21,7 @@ import {
   type WorkerReport,
 } from "../../queue/index.ts";
 import type { WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
-import type { ResourceBudgetSpec } from "../scaling/backlog.ts";
+import type { ResourceBudgetSpec } from "../scaling/poolWrites.ts";
 import { lowerMedian } from "../scaling/latency.ts";
 
 /** A worker report older than this says nothing about job durations any more. */

@@ -29,7 +29,7 @@ export interface StatusInput {
   problems: Problem[];
   lastDecision: LastDecision | undefined;
   now: Date;
-  /** Queue control in force (workerpoolReconciler's queueControl step); undefined before the first read. */
+  /** Queue control in force (the reconcile's queue-control step, queueControlStep.ts); undefined before the first read. */
   control?: NonNullable<WorkerPoolStatus["control"]>;
   /** Why a scale-in is held at the pods running jobs (holdForBusyPods); undefined when none is. */
   scaleInHeld?: string;
@@ -52,122 +52,19 @@ function condition(
 
 export function computeStatus(i: StatusInput): WorkerPoolStatus {
   const prev = i.pool.status ?? {};
-  const spec = i.spec;
   const dep = i.deployment;
   const desired = dep?.spec?.replicas ?? 0;
   const ready = dep?.status?.readyReplicas ?? 0;
   const replicas = dep?.status?.replicas ?? 0;
   const counts = i.sample?.lastGood?.counts;
-
-  const degraded = i.problems.length > 0;
-  const degradedCond = degraded
-    ? condition(
-        CONDITION_DEGRADED,
-        "True",
-        i.problems[0]!.reason,
-        i.problems.map((p) => p.message).join("; "),
-      )
-    : condition(CONDITION_DEGRADED, "False", Reason.AsExpected, "");
-
-  let readyCond;
-  if (degraded)
-    readyCond = condition(CONDITION_READY, "False", i.problems[0]!.reason, i.problems[0]!.message);
-  else if (!dep)
-    readyCond = condition(
-      CONDITION_READY,
-      "False",
-      Reason.DeploymentMissing,
-      "the worker Deployment does not exist yet",
-    );
-  else if (desired === 0)
-    readyCond = condition(
-      CONDITION_READY,
-      "True",
-      Reason.ScaledToZero,
-      "no backlog: the pool is scaled to zero and starts a worker when jobs arrive",
-    );
-  else if (ready > 0)
-    readyCond = condition(CONDITION_READY, "True", Reason.Available, `${ready}/${desired} worker pods ready`);
-  else readyCond = condition(CONDITION_READY, "False", Reason.PodsNotReady, `0/${desired} worker pods ready`);
-
-  let scalingCond;
-  if (!spec)
-    scalingCond = condition(CONDITION_SCALING_ACTIVE, "False", Reason.InvalidSpec, "the spec is invalid");
-  else if (spec.replicas !== undefined)
-    scalingCond = condition(
-      CONDITION_SCALING_ACTIVE,
-      "False",
-      Reason.ManualReplicas,
-      `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`,
-    );
-  else if (spec.scaling.paused)
-    scalingCond = condition(
-      CONDITION_SCALING_ACTIVE,
-      "False",
-      Reason.Paused,
-      "spec.scaling.paused: the replica count is frozen",
-    );
-  else if (!i.sample)
-    scalingCond = condition(
-      CONDITION_SCALING_ACTIVE,
-      "Unknown",
-      Reason.Polling,
-      "the backlog has not been read yet",
-    );
-  else if (!i.sampleUsable)
-    scalingCond = condition(
-      CONDITION_SCALING_ACTIVE,
-      "False",
-      Reason.BacklogUnavailable,
-      "the backlog could not be read recently: no scaling decisions until it can",
-    );
-  else if (desired === 0)
-    scalingCond = condition(
-      CONDITION_SCALING_ACTIVE,
-      "False",
-      Reason.ScaledToZero,
-      `waiting for backlog > ${spec.scaling.activationBacklog} to start a worker`,
-    );
-  else {
-    const hpaActive = i.hpa?.status?.conditions?.find((c) => c.type === "ScalingActive");
-    if (
-      spec.scaling.mode === "hpa" &&
-      hpaActive?.status === "False" &&
-      hpaActive.reason !== "ScalingDisabled"
-    ) {
-      scalingCond = condition(
-        CONDITION_SCALING_ACTIVE,
-        "False",
-        Reason.HPAMetricFailed,
-        `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000),
-      );
-    } else if (i.scaleInHeld) {
-      scalingCond = condition(CONDITION_SCALING_ACTIVE, "True", Reason.ScaleInHeld, i.scaleInHeld);
-    } else {
-      const s = spec.scaling;
-      const maxReplicas = i.maxReplicas ?? s.maxReplicas;
-      scalingCond = condition(
-        CONDITION_SCALING_ACTIVE,
-        "True",
-        s.mode === "hpa" ? Reason.HPA : Reason.Direct,
-        s.targetWaitSeconds !== undefined && s.mode === "direct"
-          ? `the operator keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas for jobs to start within ${s.targetWaitSeconds}s (latency mode)`
-          : `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
-      );
-    }
-  }
-
   const generation = i.pool.metadata.generation;
   const control = i.control ?? prev.control;
-  const pausedCond = control?.paused
-    ? condition(
-        CONDITION_PAUSED,
-        "True",
-        Reason.QueuePaused,
-        `the queue is paused (${control.source === "spec" ? "spec.paused" : "conveyor pause"}): no claims; the pool drains to its running jobs, then minReplicas`,
-      )
-    : condition(CONDITION_PAUSED, "False", Reason.QueueRunning, "");
-  const conditions = [readyCond, scalingCond, degradedCond, pausedCond].map((c) => {
+  const conditions = [
+    readyCondition(i, desired, ready),
+    scalingCondition(i, desired),
+    degradedCondition(i.problems),
+    pausedCondition(control),
+  ].map((c) => {
     const old = prev.conditions?.find((p) => p.type === c.type);
     return {
       ...c,
@@ -205,6 +102,93 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   const scaleTime = i.lastDecision?.at ?? prev.lastScaleTime;
   if (scaleTime) status.lastScaleTime = scaleTime;
   return status;
+}
+
+type NewCondition = ReturnType<typeof condition>;
+
+function degradedCondition(problems: Problem[]): NewCondition {
+  return problems.length > 0
+    ? condition(CONDITION_DEGRADED, "True", problems[0]!.reason, problems.map((p) => p.message).join("; "))
+    : condition(CONDITION_DEGRADED, "False", Reason.AsExpected, "");
+}
+
+function readyCondition(i: StatusInput, desired: number, ready: number): NewCondition {
+  if (i.problems.length > 0)
+    return condition(CONDITION_READY, "False", i.problems[0]!.reason, i.problems[0]!.message);
+  if (!i.deployment)
+    return condition(
+      CONDITION_READY,
+      "False",
+      Reason.DeploymentMissing,
+      "the worker Deployment does not exist yet",
+    );
+  if (desired === 0)
+    return condition(
+      CONDITION_READY,
+      "True",
+      Reason.ScaledToZero,
+      "no backlog: the pool is scaled to zero and starts a worker when jobs arrive",
+    );
+  if (ready > 0)
+    return condition(CONDITION_READY, "True", Reason.Available, `${ready}/${desired} worker pods ready`);
+  return condition(CONDITION_READY, "False", Reason.PodsNotReady, `0/${desired} worker pods ready`);
+}
+
+/** ScalingActive: why the pool is not scaling, or how it is. */
+function scalingCondition(i: StatusInput, desired: number): NewCondition {
+  const spec = i.spec;
+  const off = (status: ConditionStatus, reason: ConditionReason, message: string) =>
+    condition(CONDITION_SCALING_ACTIVE, status, reason, message);
+  if (!spec) return off("False", Reason.InvalidSpec, "the spec is invalid");
+  if (spec.replicas !== undefined)
+    return off(
+      "False",
+      Reason.ManualReplicas,
+      `spec.replicas pins the pool at ${spec.replicas}; autoscaling is off`,
+    );
+  if (spec.scaling.paused)
+    return off("False", Reason.Paused, "spec.scaling.paused: the replica count is frozen");
+  if (!i.sample) return off("Unknown", Reason.Polling, "the backlog has not been read yet");
+  if (!i.sampleUsable)
+    return off(
+      "False",
+      Reason.BacklogUnavailable,
+      "the backlog could not be read recently: no scaling decisions until it can",
+    );
+  if (desired === 0)
+    return off(
+      "False",
+      Reason.ScaledToZero,
+      `waiting for backlog > ${spec.scaling.activationBacklog} to start a worker`,
+    );
+  const hpaActive = i.hpa?.status?.conditions?.find((c) => c.type === "ScalingActive");
+  if (spec.scaling.mode === "hpa" && hpaActive?.status === "False" && hpaActive.reason !== "ScalingDisabled")
+    return off(
+      "False",
+      Reason.HPAMetricFailed,
+      `the HPA cannot scale: ${hpaActive.reason}: ${hpaActive.message ?? ""}`.slice(0, 1000),
+    );
+  if (i.scaleInHeld) return off("True", Reason.ScaleInHeld, i.scaleInHeld);
+  const s = spec.scaling;
+  const maxReplicas = i.maxReplicas ?? s.maxReplicas;
+  return off(
+    "True",
+    s.mode === "hpa" ? Reason.HPA : Reason.Direct,
+    s.targetWaitSeconds !== undefined && s.mode === "direct"
+      ? `the operator keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas for jobs to start within ${s.targetWaitSeconds}s (latency mode)`
+      : `${s.mode === "hpa" ? "the HPA" : "the operator"} keeps ${Math.max(1, s.minReplicas)}..${maxReplicas} replicas at ${s.targetBacklogPerReplica} backlog per replica`,
+  );
+}
+
+function pausedCondition(control: WorkerPoolStatus["control"]): NewCondition {
+  return control?.paused
+    ? condition(
+        CONDITION_PAUSED,
+        "True",
+        Reason.QueuePaused,
+        `the queue is paused (${control.source === "spec" ? "spec.paused" : "conveyor pause"}): no claims; the pool drains to its running jobs, then minReplicas`,
+      )
+    : condition(CONDITION_PAUSED, "False", Reason.QueueRunning, "");
 }
 
 /** The history with `decision` appended (once: a decision is its time), the oldest dropped past RECENT_DECISIONS. */

@@ -115,6 +115,36 @@ export const DISCOVERY = {
   ],
 };
 
+/** The discovery and OpenAPI documents the aggregation layer reads, by path. */
+const DOCUMENTS: Record<string, unknown> = {
+  "/openapi/v2": {
+    swagger: "2.0",
+    info: { title: "conveyor external metrics", version: EXTERNAL_METRICS_VERSION },
+    paths: {},
+  },
+  "/openapi/v3": { paths: {} },
+  "/apis": {
+    kind: "APIGroupList",
+    apiVersion: "v1",
+    groups: [
+      {
+        name: EXTERNAL_METRICS_GROUP,
+        versions: [
+          {
+            groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+            version: EXTERNAL_METRICS_VERSION,
+          },
+        ],
+        preferredVersion: {
+          groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
+          version: EXTERNAL_METRICS_VERSION,
+        },
+      },
+    ],
+  },
+  [PREFIX]: DISCOVERY,
+};
+
 export function handleMetricsRequest(
   req: IncomingMessage,
   res: ServerResponse,
@@ -136,39 +166,24 @@ export function handleMetricsRequest(
     res.writeHead(200, { "Content-Type": "text/plain" });
     return void res.end("ok");
   }
-  if (path === "/openapi/v2")
-    return send(res, 200, {
-      swagger: "2.0",
-      info: { title: "conveyor external metrics", version: EXTERNAL_METRICS_VERSION },
-      paths: {},
-    });
-  if (path === "/openapi/v3") return send(res, 200, { paths: {} });
-  if (path === "/apis") {
-    return send(res, 200, {
-      kind: "APIGroupList",
-      apiVersion: "v1",
-      groups: [
-        {
-          name: EXTERNAL_METRICS_GROUP,
-          versions: [
-            {
-              groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
-              version: EXTERNAL_METRICS_VERSION,
-            },
-          ],
-          preferredVersion: {
-            groupVersion: `${EXTERNAL_METRICS_GROUP}/${EXTERNAL_METRICS_VERSION}`,
-            version: EXTERNAL_METRICS_VERSION,
-          },
-        },
-      ],
-    });
-  }
-  if (path === PREFIX) return send(res, 200, DISCOVERY);
+  if (Object.hasOwn(DOCUMENTS, path)) return send(res, 200, DOCUMENTS[path]);
   const m = new RegExp(`^${PREFIX}/namespaces/([^/]+)/([^/]+)$`).exec(path);
   if (!m) return send(res, 404, status(404, "NotFound", `no such path ${path}`));
-  const namespace = decodePathSegment(m[1]!);
-  const metric = decodePathSegment(m[2]!)?.toLowerCase();
+  serveMetric(res, path, m[1]!, m[2]!, url.searchParams.get("labelSelector") ?? "", o.lookup, count);
+}
+
+/** GET <PREFIX>/namespaces/<namespace>/<metric>?labelSelector=workerpool=<name>: the pool's metric value. */
+function serveMetric(
+  res: ServerResponse,
+  path: string,
+  rawNamespace: string,
+  rawMetric: string,
+  labelSelector: string,
+  lookup: MetricsApiOptions["lookup"],
+  count: (result: string) => void,
+): void {
+  const namespace = decodePathSegment(rawNamespace);
+  const metric = decodePathSegment(rawMetric)?.toLowerCase();
   if (namespace === undefined || metric === undefined) {
     count("bad-path");
     const field = namespace === undefined ? "namespace" : "metric name";
@@ -186,7 +201,7 @@ export function handleMetricsRequest(
       ),
     );
   }
-  const selector = parseSelector(url.searchParams.get("labelSelector") ?? "");
+  const selector = parseSelector(labelSelector);
   const pool = selector?.[METRIC_POOL_LABEL];
   if (!pool) {
     count("bad-selector");
@@ -196,7 +211,7 @@ export function handleMetricsRequest(
       status(400, "BadRequest", `${METRIC_NAME} needs labelSelector ${METRIC_POOL_LABEL}=<WorkerPool name>`),
     );
   }
-  const r = o.lookup(namespace, pool);
+  const r = lookup(namespace, pool);
   if (r.kind === "not-found") {
     count("not-found");
     return send(res, 404, status(404, "NotFound", r.message));

@@ -4,13 +4,9 @@
 import type { Logger } from "pino";
 import {
   QueueAdmin,
-  QueueKeys,
-  enableRecords,
-  setContract,
   type Contract,
   groupAdmission,
   listResources,
-  setResource,
   pollQueues,
   polledQueue,
   waitUntilReady,
@@ -20,19 +16,13 @@ import {
   type QueueCounts,
   type RateLimit,
   type RedisClient,
-  type ResourceKeySpec,
   type ResourceState,
   type WorkerReport,
 } from "../../queue/index.ts";
 import { Doorbells } from "./doorbell.ts";
+import * as writes from "./poolWrites.ts";
+import type { ResourceBudgetSpec } from "./poolWrites.ts";
 import { redactError, withTimeout, type RedisConnections } from "./redisConnections.ts";
-
-/** A resource as the operator writes it: spec.resources with limits parsed, the ceiling a fraction. */
-export interface ResourceBudgetSpec {
-  name: string;
-  ceiling: number;
-  keys: ResourceKeySpec[];
-}
 
 export interface BacklogSample {
   /** When the poll finished (ms). */
@@ -120,6 +110,14 @@ interface PollGroup {
   inFlight: boolean;
 }
 
+/** What one poll of a group read: each pool's counts, and its reports, groups and resources when read. */
+interface PollRead {
+  polls: Awaited<ReturnType<typeof pollQueues>>;
+  reports: (WorkerReport[] | Error | undefined)[];
+  admissions: (GroupAdmission | Error | undefined)[];
+  resources: (ResourceState[] | Error | undefined)[];
+}
+
 /**
  * Polls every registered pool on its interval. Pools on the same Redis (URL + credentials) with
  * the same interval are polled together: one pipeline, so one round trip per Redis server per
@@ -201,123 +199,51 @@ export class BacklogPoller {
   /** Worker busy/idle reports of a pool's queue (for pod-deletion-cost). */
   async workers(key: string): Promise<WorkerReport[]> {
     const p = this.pools.get(key);
-    if (!p) return [];
-    return withTimeout(new QueueAdmin(p.client).workers(p.target.queue), this.timeoutMs, "worker reports");
+    return p ? writes.workers(p, this.timeoutMs) : [];
   }
 
   /** Cordon exactly `pods` of the pool's queue until `untilMs`: they claim nothing new (none: lift it). */
   async cordon(key: string, pods: readonly string[], untilMs: number): Promise<void> {
     const p = this.pools.get(key);
-    if (!p) return;
-    await withTimeout(
-      new QueueAdmin(p.client).setCordon(p.target.queue, pods, untilMs),
-      this.timeoutMs,
-      "cordon",
-    );
+    if (p) await writes.cordon(p, pods, untilMs, this.timeoutMs);
   }
 
-  /**
-   * Switch job records on for the pool's pipeline (queue/records.ts: nothing is written when they
-   * are on); whether this call switched them, undefined when the pool is not polled.
-   */
+  /** Switch job records on for the pool's pipeline; whether this call did, undefined when not polled. */
   async enableRecords(key: string): Promise<boolean | undefined> {
     const p = this.pools.get(key);
-    if (!p) return undefined;
-    await waitUntilReady(p.client, p.target.url, this.timeoutMs); // a new pool's connection may be opening
-    return withTimeout(enableRecords(p.client, p.target.queue), this.timeoutMs, "records");
+    return p ? writes.enableRecords(p, this.timeoutMs) : undefined;
   }
 
   /** Write spec.paused / spec.rateLimit into the pool's Redis (the spec wins while set). */
   async applyControl(key: string, change: { paused?: boolean; rateLimit?: RateLimit }): Promise<void> {
     const p = this.pools.get(key);
-    if (!p) return;
-    const admin = new QueueAdmin(p.client);
-    const q = p.target.queue;
-    if (change.paused !== undefined)
-      await withTimeout(change.paused ? admin.pause(q) : admin.resume(q), this.timeoutMs, "pause");
-    if (change.rateLimit)
-      await withTimeout(admin.setRateLimit(q, change.rateLimit), this.timeoutMs, "rate limit");
-    if (p.sample?.control) p.sample.control = { ...p.sample.control, ...change };
+    if (p) await writes.applyControl(p, change, this.timeoutMs);
   }
 
-  /**
-   * Write spec.resources into the pool's pipeline (key ids and limits only: never a credential);
-   * the sample's resources follow at once, so the next reconcile does not write them again.
-   */
+  /** Write spec.resources into the pool's pipeline (key ids and limits only: never a credential). */
   async applyResources(key: string, budgets: ResourceBudgetSpec[]): Promise<void> {
     const p = this.pools.get(key);
-    if (!p) return;
-    for (const b of budgets) {
-      await withTimeout(
-        setResource(p.client, p.target.queue, b.name, b.keys, { ceiling: b.ceiling }),
-        this.timeoutMs,
-        "resource",
-      );
-      const have = p.sample?.resources;
-      if (!have) continue;
-      const known = have.find((r) => r.name === b.name);
-      const keys = b.keys.map((k) => {
-        const old = known?.keys.find((x) => x.id === k.id);
-        return {
-          id: k.id,
-          limits: k.limits.map((l) => {
-            const used = old?.limits.find((x) => x.unit === l.unit)?.used ?? 0;
-            return { ...l, used, utilization: used / l.max };
-          }),
-          benchedUntil: old?.benchedUntil ?? null,
-          admitted: old?.admitted ?? 0,
-        };
-      });
-      const next = {
-        pipeline: "",
-        waiting: 0,
-        waitingByQueue: {},
-        ...known,
-        name: b.name,
-        ceiling: b.ceiling,
-        keys,
-      };
-      p.sample!.resources = [...have.filter((r) => r.name !== b.name), next];
-    }
+    if (p) await writes.applyResources(p, budgets, this.timeoutMs);
   }
 
-  /**
-   * The hash and source of the contract in force on the pool's queue (null: none), undefined
-   * when the pool is not polled.
-   */
+  /** The hash and source of the contract in force on the pool's queue (null: none), undefined when not polled. */
   async contractInForce(key: string): Promise<{ hash: string; source: string } | null | undefined> {
     const p = this.pools.get(key);
-    if (!p) return undefined;
-    await waitUntilReady(p.client, p.target.url, this.timeoutMs); // a new pool's connection may be opening
-    const [hash, source] = await withTimeout(
-      p.client.hmget(new QueueKeys(p.target.queue).contract, "hash", "source"),
-      this.timeoutMs,
-      "contract",
-    );
-    return hash ? { hash, source: source ?? "" } : null;
+    return p ? writes.contractInForce(p, this.timeoutMs) : undefined;
   }
 
-  /** Set the pool's queue's contract (checked and compiled again by setContract); false when not polled. */
+  /** Set the pool's queue's contract; false when not polled. */
   async publishContract(key: string, contract: Contract, source: string): Promise<boolean> {
     const p = this.pools.get(key);
     if (!p) return false;
-    await withTimeout(setContract(p.client, p.target.queue, contract, source), this.timeoutMs, "contract");
+    await writes.publishContract(p, contract, source, this.timeoutMs);
     return true;
   }
 
-  /**
-   * Delete the pool's queue's contract if `source` set it (one set since by the CLI or another
-   * pool stays); whether it was deleted. Read, then delete: a contract set between the two by
-   * someone else is lost (spec.contract removed while a user sets one by hand). Undefined when
-   * the pool is not polled.
-   */
+  /** Delete the pool's queue's contract if `source` set it; whether it was, undefined when not polled. */
   async deleteContractOf(key: string, source: string): Promise<boolean | undefined> {
     const p = this.pools.get(key);
-    if (!p) return undefined;
-    const k = new QueueKeys(p.target.queue).contract;
-    const setBy = await withTimeout(p.client.hget(k, "source"), this.timeoutMs, "contract");
-    if (setBy !== source) return false;
-    return (await withTimeout(p.client.del(k), this.timeoutMs, "contract")) > 0;
+    return p ? writes.deleteContractOf(p, source, this.timeoutMs) : undefined;
   }
 
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */
@@ -426,100 +352,108 @@ export class BacklogPoller {
     const rings = pools.map((p) => p.rings);
     g.inFlight = true;
     try {
-      // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
-      await waitUntilReady(g.client, g.url, this.timeoutMs);
-      const polls = await withTimeout(
-        pollQueues(
-          g.client,
-          pools.map((p) => p.polled),
-          { sweep: this.hooks.shouldSweep() },
-        ),
-        this.timeoutMs,
-        "queue counts",
-      );
-      // Rate-limited and latency-mode pools and pools with resources also need the workers'
-      // reports (one more round trip each: HGETALL of the workers hash), the latter their
-      // pipeline's resources; a failure there fails that pool's poll only.
-      const reportsRead = Promise.all(
-        pools.map((p, i) =>
-          polls[i]!.control?.rateLimit || p.target.reports || p.target.resources
-            ? withTimeout(
-                new QueueAdmin(p.client).workers(p.target.queue),
-                this.timeoutMs,
-                "worker reports",
-              ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
-            : undefined,
-        ),
-      );
-      // Pools with jobs waiting in groups: how many could start (a bounded read, group_admission),
-      // in the same round trip as the reports.
-      const admissionsRead = Promise.all(
-        pools.map((p, i) =>
-          (polls[i]!.groupedWaiting ?? 0) > 0
-            ? withTimeout(
-                groupAdmission(p.client, p.target.queue, p.target.maxSlots ?? Number.MAX_SAFE_INTEGER),
-                this.timeoutMs,
-                "group admission",
-              ).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
-            : undefined,
-        ),
-      );
-      const resourcesRead = Promise.all(
-        pools.map((p) =>
-          p.target.resources
-            ? withTimeout(listResources(p.client, p.target.queue), this.timeoutMs, "resources").catch(
-                (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
-              )
-            : undefined,
-        ),
-      );
-      const [reports, admissions, resources] = await Promise.all([
-        reportsRead,
-        admissionsRead,
-        resourcesRead,
-      ]);
+      const read = await this.read(g, pools);
       const now = Date.now();
-      pools.forEach((p, i) => {
-        const r = polls[i]!;
-        const report = reports[i];
-        const groups = admissions[i];
-        const resource = resources[i];
-        if (report instanceof Error || groups instanceof Error || resource instanceof Error) {
-          this.failed(
-            p,
-            [report, groups, resource].find((x): x is Error => x instanceof Error)!,
-            now,
-          );
-        } else if (r.counts && r.control) {
-          p.sample = {
-            at: now,
-            queue: p.target.queue,
-            counts: r.counts,
-            failures: 0,
-            lastGood: { at: now, counts: r.counts },
-            control: r.control,
-            pausedWhenCounted: r.control.paused,
-            ...(report ? { reports: report } : {}),
-            ...(groups ? { groups } : {}),
-            ...(resource ? { resources: resource } : {}),
-          };
-          p.sampleRings = rings[i];
-        } else {
-          this.failed(p, r.error, now);
-        }
-        // Best effort: the mutex makes concurrent sweeps by workers no-ops.
-        if (r.sweep instanceof Error)
-          this.log?.debug(
-            { pool: p.target.key, err: redactError(r.sweep, p.target.password) },
-            "lease sweep failed",
-          );
-      });
+      pools.forEach((p, i) => this.record(p, read, i, rings[i]!, now));
     } catch (err) {
       const now = Date.now();
       for (const p of pools) this.failed(p, err, now);
     } finally {
       g.inFlight = false;
     }
+    this.deliver(pools, previous);
+    // Pools added while this poll ran.
+    if (g.soon.size > 0 && this.groups.get(g.id) === g) {
+      const next = [...g.soon];
+      g.soon.clear();
+      for (const k of next) this.pollSoon(g, k);
+    }
+  }
+
+  /** One round trip for the group's counts, then what some pools also need, in parallel. */
+  private async read(g: PollGroup, pools: PoolPoll[]): Promise<PollRead> {
+    // A new or reconnecting connection: wait for it rather than fail (fail-fast clients queue nothing).
+    await waitUntilReady(g.client, g.url, this.timeoutMs);
+    const polls = await withTimeout(
+      pollQueues(
+        g.client,
+        pools.map((p) => p.polled),
+        { sweep: this.hooks.shouldSweep() },
+      ),
+      this.timeoutMs,
+      "queue counts",
+    );
+    // A failure of these fails that pool's poll only.
+    const each = <T>(what: string, read: (p: PoolPoll, i: number) => Promise<T> | undefined) =>
+      Promise.all(
+        pools.map((p, i) => {
+          const reading = read(p, i);
+          return reading
+            ? withTimeout(reading, this.timeoutMs, what).catch((err: unknown) =>
+                err instanceof Error ? err : new Error(String(err)),
+              )
+            : undefined;
+        }),
+      );
+    const [reports, admissions, resources] = await Promise.all([
+      // Rate-limited and latency-mode pools and pools with resources also need the workers'
+      // reports (one more round trip each: HGETALL of the workers hash).
+      each("worker reports", (p, i) =>
+        polls[i]!.control?.rateLimit || p.target.reports || p.target.resources
+          ? new QueueAdmin(p.client).workers(p.target.queue)
+          : undefined,
+      ),
+      // Pools with jobs waiting in groups: how many could start (a bounded read, group_admission).
+      each("group admission", (p, i) =>
+        (polls[i]!.groupedWaiting ?? 0) > 0
+          ? groupAdmission(p.client, p.target.queue, p.target.maxSlots ?? Number.MAX_SAFE_INTEGER)
+          : undefined,
+      ),
+      // Pools with resources: their pipeline's resources.
+      each("resources", (p) => (p.target.resources ? listResources(p.client, p.target.queue) : undefined)),
+    ]);
+    return { polls, reports, admissions, resources };
+  }
+
+  /** The pool's sample from its part of the poll (`rings`: heard when the poll started). */
+  private record(p: PoolPoll, read: PollRead, i: number, rings: number, now: number): void {
+    const r = read.polls[i]!;
+    const report = read.reports[i];
+    const groups = read.admissions[i];
+    const resource = read.resources[i];
+    if (report instanceof Error || groups instanceof Error || resource instanceof Error) {
+      this.failed(
+        p,
+        [report, groups, resource].find((x): x is Error => x instanceof Error)!,
+        now,
+      );
+    } else if (r.counts && r.control) {
+      p.sample = {
+        at: now,
+        queue: p.target.queue,
+        counts: r.counts,
+        failures: 0,
+        lastGood: { at: now, counts: r.counts },
+        control: r.control,
+        pausedWhenCounted: r.control.paused,
+        ...(report ? { reports: report } : {}),
+        ...(groups ? { groups } : {}),
+        ...(resource ? { resources: resource } : {}),
+      };
+      p.sampleRings = rings;
+    } else {
+      this.failed(p, r.error, now);
+    }
+    // Best effort: the mutex makes concurrent sweeps by workers no-ops.
+    if (r.sweep instanceof Error)
+      this.log?.debug(
+        { pool: p.target.key, err: redactError(r.sweep, p.target.password) },
+        "lease sweep failed",
+      );
+  }
+
+  /** Each pool's new sample to the hooks; a bell again for an asleep pool a ring found idle. */
+  private deliver(pools: PoolPoll[], previous: (BacklogSample | undefined)[]): void {
     for (const [i, p] of pools.entries()) {
       if (this.pools.get(p.target.key) !== p || !p.sample) continue;
       try {
@@ -530,12 +464,6 @@ export class BacklogPoller {
       // Asleep, rung since its bell was left, and nothing waits after all (a resume of an empty
       // queue): a new bell now; its counts unchanged, no reconcile would leave one.
       if (p.asleep && this.idle(p) && !this.doorbells.left(p.target.key)) this.sleep(p);
-    }
-    // Pools added while this poll ran.
-    if (g.soon.size > 0 && this.groups.get(g.id) === g) {
-      const next = [...g.soon];
-      g.soon.clear();
-      for (const k of next) this.pollSoon(g, k);
     }
   }
 

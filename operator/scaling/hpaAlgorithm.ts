@@ -94,6 +94,25 @@ export interface Decision {
   metricReplicas: number;
 }
 
+export interface DecideOptions {
+  now: number;
+  total: number;
+  targetPerReplica: number;
+  currentReplicas: number;
+  statusReplicas?: number;
+  minReplicas: number;
+  maxReplicas: number;
+  behavior?: Behavior;
+  tolerance?: number;
+  /**
+   * The part of `total` that is not transient (default all of it): latency mode leaves out the
+   * jobs waiting, which need slots only until they have started.
+   */
+  heldTotal?: number;
+  /** The transient parts are over: the scale-down window holds only the held parts it saw. */
+  releaseTransient?: boolean;
+}
+
 export class HpaAlgorithm {
   private recommendations: Recommendation[] = [];
   private scaleUpEvents: Timestamped[] = [];
@@ -103,45 +122,56 @@ export class HpaAlgorithm {
    * One HPA sync: the replica count to set. Call record() when the result was applied.
    * `currentReplicas` is the target's spec.replicas (must be ≥ 1: the HPA is off at zero).
    */
-  decide(o: {
-    now: number;
-    total: number;
-    targetPerReplica: number;
-    currentReplicas: number;
-    statusReplicas?: number;
-    minReplicas: number;
-    maxReplicas: number;
-    behavior?: Behavior;
-    tolerance?: number;
-    /**
-     * The part of `total` that is not transient (default all of it): latency mode leaves out the
-     * jobs waiting, which need slots only until they have started.
-     */
-    heldTotal?: number;
-    /** The transient parts are over: the scale-down window holds only the held parts it saw. */
-    releaseTransient?: boolean;
-  }): Decision {
+  decide(o: DecideOptions): Decision {
     const b = withBehaviorDefaults(o.behavior);
     const minReplicas = Math.max(1, o.minReplicas);
-    const metricReplicas = replicasForMetric(
-      o.total,
-      o.targetPerReplica,
-      o.statusReplicas ?? o.currentReplicas,
-      o.tolerance,
-    );
+    const pods = o.statusReplicas ?? o.currentReplicas;
+    const metricReplicas = replicasForMetric(o.total, o.targetPerReplica, pods, o.tolerance);
     const heldReplicas =
       o.heldTotal === undefined
         ? metricReplicas
-        : Math.min(
-            metricReplicas,
-            replicasForMetric(
-              o.heldTotal,
-              o.targetPerReplica,
-              o.statusReplicas ?? o.currentReplicas,
-              o.tolerance,
-            ),
-          );
-    // stabilizeRecommendationWithBehaviors
+        : Math.min(metricReplicas, replicasForMetric(o.heldTotal, o.targetPerReplica, pods, o.tolerance));
+    const { stabilized, released, downHeld } = this.stabilize(o, b, metricReplicas, heldReplicas);
+    let reason = metricReplicas >= o.currentReplicas ? "ScaleUpStabilized" : "ScaleDownStabilized";
+    let message =
+      metricReplicas >= o.currentReplicas
+        ? "recent recommendations were lower than current one, applying the lowest recent recommendation"
+        : "recent recommendations were higher than current one, applying the highest recent recommendation";
+    if (stabilized === metricReplicas) {
+      reason = "DesiredWithinRange";
+      message = "the desired count is within the acceptable range";
+    }
+    const limited = this.limitRate(o, b, minReplicas, stabilized);
+    let desired = limited.desired;
+    if (limited.reason) ({ reason, message } = limited as Required<typeof limited>);
+    // The HPA also never leaves [min, max] (e.g. after the bounds changed).
+    if (desired > o.maxReplicas) {
+      desired = o.maxReplicas;
+      reason = "TooManyReplicas";
+      message = "the desired replica count is more than the maximum replica count";
+    }
+    if (desired < minReplicas) {
+      desired = minReplicas;
+      reason = "TooFewReplicas";
+      message = "the desired replica count is less than the minimum replica count";
+    }
+    if (released && desired < o.currentReplicas) {
+      reason = "BurstStarted";
+      message = `the waiting jobs the window's highest recommendation was sized for have started: holding what the rest of it needed (${downHeld}, at least minReplicas)`;
+    }
+    return { replicas: desired, reason, message, metricReplicas };
+  }
+
+  /**
+   * stabilizeRecommendationWithBehaviors: the current count kept within the lowest recommendation
+   * of the scale-up window and the highest of the scale-down window; this one is remembered.
+   */
+  private stabilize(
+    o: DecideOptions,
+    b: ReturnType<typeof withBehaviorDefaults>,
+    metricReplicas: number,
+    heldReplicas: number,
+  ): { stabilized: number; released: boolean; downHeld: number } {
     const upCutoff = o.now - b.scaleUp.stabilizationWindowSeconds * 1000;
     const downCutoff = o.now - b.scaleDown.stabilizationWindowSeconds * 1000;
     let up = metricReplicas;
@@ -167,66 +197,48 @@ export class HpaAlgorithm {
     const rec = { value: metricReplicas, held: heldReplicas, at: o.now };
     if (oldIndex >= 0) this.recommendations[oldIndex] = rec;
     else this.recommendations.push(rec);
-    let reason = metricReplicas >= o.currentReplicas ? "ScaleUpStabilized" : "ScaleDownStabilized";
-    let message =
-      metricReplicas >= o.currentReplicas
-        ? "recent recommendations were lower than current one, applying the lowest recent recommendation"
-        : "recent recommendations were higher than current one, applying the highest recent recommendation";
-    if (stabilized === metricReplicas) {
-      reason = "DesiredWithinRange";
-      message = "the desired count is within the acceptable range";
-    }
-    // convertDesiredReplicasWithBehaviorRate
-    let desired = stabilized;
+    return { stabilized, released, downHeld };
+  }
+
+  /** convertDesiredReplicasWithBehaviorRate: the change held to the policies' rate, and why when it was. */
+  private limitRate(
+    o: DecideOptions,
+    b: ReturnType<typeof withBehaviorDefaults>,
+    minReplicas: number,
+    desired: number,
+  ): { desired: number; reason?: string; message?: string } {
     if (desired > o.currentReplicas) {
-      let limit = this.scaleUpLimit(o.now, o.currentReplicas, b.scaleUp);
-      if (limit < o.currentReplicas) limit = o.currentReplicas;
-      let maxAllowed = o.maxReplicas;
-      let r = "TooManyReplicas";
-      let m = "the desired replica count is more than the maximum replica count";
-      if (maxAllowed > limit) {
-        maxAllowed = limit;
-        r = "ScaleUpLimit";
-        m = "the desired replica count is increasing faster than the maximum scale rate";
-      }
-      if (desired > maxAllowed) {
-        desired = maxAllowed;
-        reason = r;
-        message = m;
-      }
+      const limit = Math.max(this.scaleUpLimit(o.now, o.currentReplicas, b.scaleUp), o.currentReplicas);
+      if (o.maxReplicas > limit) {
+        if (desired > limit)
+          return {
+            desired: limit,
+            reason: "ScaleUpLimit",
+            message: "the desired replica count is increasing faster than the maximum scale rate",
+          };
+      } else if (desired > o.maxReplicas)
+        return {
+          desired: o.maxReplicas,
+          reason: "TooManyReplicas",
+          message: "the desired replica count is more than the maximum replica count",
+        };
     } else if (desired < o.currentReplicas) {
-      let limit = this.scaleDownLimit(o.now, o.currentReplicas, b.scaleDown);
-      if (limit > o.currentReplicas) limit = o.currentReplicas;
-      let minAllowed = minReplicas;
-      let r = "TooFewReplicas";
-      let m = "the desired replica count is less than the minimum replica count";
-      if (minAllowed < limit) {
-        minAllowed = limit;
-        r = "ScaleDownLimit";
-        m = "the desired replica count is decreasing faster than the maximum scale rate";
-      }
-      if (desired < minAllowed) {
-        desired = minAllowed;
-        reason = r;
-        message = m;
-      }
+      const limit = Math.min(this.scaleDownLimit(o.now, o.currentReplicas, b.scaleDown), o.currentReplicas);
+      if (minReplicas < limit) {
+        if (desired < limit)
+          return {
+            desired: limit,
+            reason: "ScaleDownLimit",
+            message: "the desired replica count is decreasing faster than the maximum scale rate",
+          };
+      } else if (desired < minReplicas)
+        return {
+          desired: minReplicas,
+          reason: "TooFewReplicas",
+          message: "the desired replica count is less than the minimum replica count",
+        };
     }
-    // The HPA also never leaves [min, max] (e.g. after the bounds changed).
-    if (desired > o.maxReplicas) {
-      desired = o.maxReplicas;
-      reason = "TooManyReplicas";
-      message = "the desired replica count is more than the maximum replica count";
-    }
-    if (desired < minReplicas) {
-      desired = minReplicas;
-      reason = "TooFewReplicas";
-      message = "the desired replica count is less than the minimum replica count";
-    }
-    if (released && desired < o.currentReplicas) {
-      reason = "BurstStarted";
-      message = `the waiting jobs the window's highest recommendation was sized for have started: holding what the rest of it needed (${downHeld}, at least minReplicas)`;
-    }
-    return { replicas: desired, reason, message, metricReplicas };
+    return { desired };
   }
 
   /** Remember an applied change (storeScaleEvent); needed for the rate policies. */

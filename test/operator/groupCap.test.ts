@@ -5,67 +5,42 @@
 // lifts the cap. Direct mode (the operator writes the scale); in-process consumers play the
 // workers. Waits are polls.
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pollUntil } from "../support/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/objects.ts";
-import { KubeClient } from "../../operator/kube/client.ts";
+import type { KubeClient } from "../../operator/kube/client.ts";
 import { PoolReader } from "../../operator/poolReader.ts";
+import { Consumer, Producer, QueueAdmin, setGroupLimit, type RedisClient } from "../../queue/index.ts";
+import type { ControlPlane } from "../support/controlplane.ts";
 import {
-  Consumer,
-  Producer,
-  QueueAdmin,
-  connectRedis,
-  setGroupLimit,
-  type RedisClient,
-} from "../../queue/index.ts";
-import { ControlPlane } from "../support/controlplane.ts";
-import {
-  isLeader,
   scrapeOperator,
-  startOperator,
+  startPoolHarness,
   waitForPolls,
   workerPoolEvents,
   workerPoolManifest,
   type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
-import { stopProcess } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import type { RedisServer } from "../support/redis.ts";
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 describe("operator: groups cap", { timeout: 20 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redis: RedisServer;
   let r: RedisClient;
   let op: OperatorProcess;
 
-  const getPool = (name: string) =>
-    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
-  const replicas = async (name: string) =>
-    (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name })))?.spec
-      ?.replicas;
+  const getPool = (name: string) => h.getPool(name);
+  const replicas = (name: string) => h.replicas(name);
 
   before(async () => {
-    cp = await ControlPlane.start({ controllers: false });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redis = await RedisServer.start();
-    r = connectRedis(redis.url);
-    op = await startOperator(cp, "gc", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+    h = await startPoolHarness("gc");
+    ({ cp, k, redis, r, op } = h);
   });
-  after(async () => {
-    if (op) await stopProcess(op.proc, 5000);
-    r?.disconnect();
-    await redis?.stop();
-    await cp?.stop();
-  });
+  after(() => h?.stop());
 
   it("all waiting jobs in groups at their limit: the pool stays at ceil(running / concurrency), with the reason in status, an Event, kubectl get and a metric; a higher limit lifts the cap", async () => {
     const name = "tenants";

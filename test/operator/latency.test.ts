@@ -7,40 +7,35 @@
 // up again (no flapping). A running latency pool hears a surge through its surge bell. Pools are
 // in direct mode (the operator writes the scale); waits are polls.
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pollUntil } from "../support/poll.ts";
 import { rfc3339 } from "../../lib/time.ts";
-import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/objects.ts";
-import { KubeClient } from "../../operator/kube/client.ts";
+import type { WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { KubeClient } from "../../operator/kube/client.ts";
 import {
   Consumer,
   DOORBELL_CHANNEL,
   Producer,
   QueueKeys,
-  connectRedis,
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
-import { ControlPlane } from "../support/controlplane.ts";
+import type { ControlPlane } from "../support/controlplane.ts";
 import {
-  isLeader,
   scrapeOperator,
-  startOperator,
+  startPoolHarness,
   sumSeries,
   workerPoolEvents,
   workerPoolManifest,
   type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
-import { stopProcess } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import type { RedisServer } from "../support/redis.ts";
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redis: RedisServer;
@@ -48,37 +43,16 @@ describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
   let producer: Producer;
   let op: OperatorProcess;
 
-  const getPool = (name: string) =>
-    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
-  const replicas = async (name: string) =>
-    (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name })))?.spec
-      ?.replicas ?? 0;
-
-  async function apply(obj: unknown): Promise<void> {
-    const res = await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
-      input: JSON.stringify(obj),
-      check: false,
-    });
-    assert.equal(res.code, 0, `${res.stdout}${res.stderr}`);
-  }
+  const getPool = (name: string) => h.getPool(name);
+  const replicas = async (name: string) => (await h.replicas(name)) ?? 0;
+  const apply = (obj: unknown) => h.apply(obj);
 
   before(async () => {
-    cp = await ControlPlane.start({ controllers: false });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redis = await RedisServer.start();
-    r = connectRedis(redis.url);
+    h = await startPoolHarness("lat");
+    ({ cp, k, redis, r, op } = h);
     producer = new Producer(r);
-    op = await startOperator(cp, "lat", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
   });
-  after(async () => {
-    if (op) await stopProcess(op.proc, 5000);
-    r?.disconnect();
-    await redis?.stop();
-    await cp?.stop();
-  });
+  after(() => h?.stop());
 
   it("the API server refuses a wait target that is not positive, or without mode direct, naming the field", async () => {
     const refused = async (scaling: object) => {

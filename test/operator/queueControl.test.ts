@@ -4,30 +4,26 @@
 // can feed while the backlog is 10,000. Pools are in direct mode (the operator writes the scale;
 // no metrics API needed); job execution is played by in-process consumers. Waits are polls.
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pollUntil } from "../support/poll.ts";
-import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
-import type { Deployment } from "../../operator/controllers/objects.ts";
-import { KubeClient } from "../../operator/kube/client.ts";
-import { Consumer, Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
-import { ControlPlane } from "../support/controlplane.ts";
+import type { WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { KubeClient } from "../../operator/kube/client.ts";
+import { Consumer, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import type { ControlPlane } from "../support/controlplane.ts";
 import {
-  isLeader,
-  startOperator,
+  startPoolHarness,
   waitForPolls,
   workerPoolEvents,
   workerPoolManifest,
   type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
-import { stopProcess } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import type { RedisServer } from "../support/redis.ts";
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redis: RedisServer;
@@ -36,43 +32,22 @@ describe("operator: queue control", { timeout: 20 * 60_000 }, () => {
   let admin: QueueAdmin;
   let op: OperatorProcess;
 
-  const getPool = (name: string) =>
-    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
-  const replicas = async (name: string) =>
-    (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name })))?.spec
-      ?.replicas;
+  const getPool = (name: string) => h.getPool(name);
+  const replicas = (name: string) => h.replicas(name);
+  const apply = (obj: unknown) => h.apply(obj);
   const eventReasons = async (name: string) =>
     (await workerPoolEvents(k, "default", name)).map((e) => e.reason);
 
   const poolObject = (name: string, spec: Partial<WorkerPoolSpecInput>) =>
     workerPoolManifest(name, redis.url, spec);
 
-  async function apply(obj: unknown): Promise<void> {
-    const res = await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
-      input: JSON.stringify(obj),
-      check: false,
-    });
-    assert.equal(res.code, 0, `${res.stdout}${res.stderr}`);
-  }
-
   before(async () => {
-    cp = await ControlPlane.start({ controllers: false });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redis = await RedisServer.start();
-    r = connectRedis(redis.url);
+    h = await startPoolHarness("qc");
+    ({ cp, k, redis, r, op } = h);
     producer = new Producer(r);
     admin = new QueueAdmin(r);
-    op = await startOperator(cp, "qc", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
   });
-  after(async () => {
-    if (op) await stopProcess(op.proc, 5000);
-    r?.disconnect();
-    await redis?.stop();
-    await cp?.stop();
-  });
+  after(() => h?.stop());
 
   it("spec.paused: Redis follows (and wins over `conveyor resume`); the pool goes N → ceil(inflight/concurrency) → 0 without a redelivery; Paused condition and Events; resume scales on the backlog again", async () => {
     const name = "pausing";

@@ -13,59 +13,51 @@ import { JobRecords } from "../../api/records.ts";
 import { pollUntil } from "../support/poll.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
-import { KubeClient } from "../../operator/kube/client.ts";
-import { connectRedis, PipelineKeys, Producer, type RedisClient } from "../../queue/index.ts";
+import type { KubeClient } from "../../operator/kube/client.ts";
+import { PipelineKeys, Producer, type RedisClient } from "../../queue/index.ts";
 import { createPool } from "../../records/index.ts";
-import { ControlPlane } from "../support/controlplane.ts";
+import type { ControlPlane } from "../support/controlplane.ts";
 import {
-  isLeader,
-  startOperator,
+  startPoolHarness,
   workerPoolEvents,
   workerPoolManifest,
-  type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { stopProcess } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import type { RedisServer } from "../support/redis.ts";
 import { RECORDING_HANDLER, startWorker, type WorkerProcess } from "../support/workers.ts";
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 const JOBS = 100;
 
 describe("operator: job records", { timeout: 15 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redisServer: RedisServer;
   let pgServer: PostgresServer;
   let redis: RedisClient;
   let pool: pg.Pool;
-  let op: OperatorProcess;
   let dir: string;
   let worker: WorkerProcess | undefined;
 
   before(async () => {
-    cp = await ControlPlane.start({ controllers: false });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redisServer = await RedisServer.start();
-    pgServer = await PostgresServer.start();
-    redis = connectRedis(redisServer.url);
-    pool = createPool(pgServer.url, { maxConnections: 2 });
-    dir = mkdtempSync(join(tmpdir(), "cvy-op-records-"));
-    await cp.kubectl("create", "secret", "generic", "records-db", `--from-literal=url=${pgServer.url}`);
-    op = await startOperator(cp, "records", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+    h = await startPoolHarness("records", {
+      beforeOperator: async (cp) => {
+        pgServer = await PostgresServer.start();
+        pool = createPool(pgServer.url, { maxConnections: 2 });
+        dir = mkdtempSync(join(tmpdir(), "cvy-op-records-"));
+        await cp.kubectl("create", "secret", "generic", "records-db", `--from-literal=url=${pgServer.url}`);
+      },
+    });
+    ({ cp, k, redis: redisServer, r: redis } = h);
   });
   after(async () => {
     if (worker) await stopProcess(worker, 5000);
-    if (op) await stopProcess(op.proc, 5000);
+    await h?.stop();
     await pool?.end();
-    redis?.disconnect();
     await pgServer?.stop();
-    await redisServer?.stop();
-    await cp?.stop();
     if (dir && !process.env.CONVEYOR_KEEP_TMP) rmSync(dir, { recursive: true, force: true });
   });
 

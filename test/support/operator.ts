@@ -1,14 +1,18 @@
 // `conveyor operator` as a child process against a test control plane (test/support/controlplane.ts):
 // its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
+import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pollUntil } from "./poll.ts";
 import { freePort } from "./ports.ts";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
-import type { KubeClient } from "../../operator/kube/client.ts";
+import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import { connectRedis, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "./controlplane.ts";
-import { startProcess, type Started } from "./processes.ts";
+import { startProcess, stopProcess, type Started } from "./processes.ts";
+import { RedisServer } from "./redis.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
 
 export interface OperatorProcess {
@@ -220,4 +224,76 @@ export async function workerPoolEvents(k: KubeClient, namespace: string, name: s
     fieldSelector: `involvedObject.name=${name},involvedObject.kind=WorkerPool`,
   });
   return list.items;
+}
+
+/**
+ * What the WorkerPool tests share: a control plane with the CRD, a Redis and one operator that
+ * leads (no external metrics API: pools in direct mode write their scale), with the reads and the
+ * apply the tests make of pools.
+ */
+export interface PoolHarness {
+  cp: ControlPlane;
+  k: KubeClient;
+  redis: RedisServer;
+  r: RedisClient;
+  op: OperatorProcess;
+  getPool(name: string): Promise<WorkerPool | null>;
+  /** The pool's Deployment's spec.replicas (undefined: no Deployment yet). */
+  replicas(name: string): Promise<number | undefined>;
+  /** `kubectl apply` of an object; fails the test with kubectl's output when refused. */
+  apply(obj: unknown): Promise<void>;
+  /** Stops what started, the operator first. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a PoolHarness whose operator has identity `name`; `beforeOperator` runs once the control
+ * plane and Redis are up and before the operator starts (e.g. to create Secrets it reads).
+ */
+export async function startPoolHarness(
+  name: string,
+  opts: { beforeOperator?: (cp: ControlPlane) => Promise<void> } = {},
+): Promise<PoolHarness> {
+  const started: Partial<Pick<PoolHarness, "cp" | "redis" | "r" | "op">> = {};
+  const stop = async () => {
+    if (started.op) await stopProcess(started.op.proc, 5000);
+    started.r?.disconnect();
+    await started.redis?.stop();
+    await started.cp?.stop();
+  };
+  try {
+    const cp = (started.cp = await ControlPlane.start({ controllers: false }));
+    const k = new KubeClient(cp.kubeConfig());
+    const root = join(import.meta.dirname, "..", "..");
+    await cp.kubectl("apply", "--server-side", "-f", join(root, "crds", "conveyor.dev_workerpools.yaml"));
+    await cp.waitForCrd("workerpools.conveyor.dev");
+    const redis = (started.redis = await RedisServer.start());
+    const r = (started.r = connectRedis(redis.url));
+    await opts.beforeOperator?.(cp);
+    const op = (started.op = await startOperator(cp, name, ["--metrics-api=false"]));
+    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: 240_000 });
+    return {
+      cp,
+      k,
+      redis,
+      r,
+      op,
+      getPool: (pool) =>
+        k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name: pool })),
+      replicas: async (pool) =>
+        (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name: pool })))
+          ?.spec?.replicas,
+      apply: async (obj) => {
+        const res = await cp.run("kubectl", [`--kubeconfig=${cp.kubeconfigPath}`, "apply", "-f", "-"], {
+          input: JSON.stringify(obj),
+          check: false,
+        });
+        assert.equal(res.code, 0, `${res.stdout}${res.stderr}`);
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }
