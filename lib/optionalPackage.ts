@@ -1,7 +1,8 @@
 // Packages loaded only when a feature needs them: the optional peer dependencies of
-// @conveyor-dev/queue (croner for cron schedules, @opentelemetry/api for tracing), so an app
-// that uses neither installs ioredis alone. Loaded with require (both ship CommonJS builds) so
-// the callers stay synchronous and the library has no top-level await.
+// @conveyor-dev/queue (croner for cron schedules, @opentelemetry/api for tracing, ajv and
+// ajv-formats for stage contracts), so an app that uses none installs ioredis alone. Loaded with
+// require (all ship CommonJS builds) so the callers stay synchronous and the library has no
+// top-level await.
 import { createRequire } from "node:module";
 
 const load = createRequire(import.meta.url);

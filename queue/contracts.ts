@@ -4,14 +4,11 @@
 // hash, so a cached contract costs no round trip), workers at settle and at advance.
 // docs/contracts.md says what each door does.
 import { createHash } from "node:crypto";
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
-import { Ajv2020 } from "ajv/dist/2020.js";
-import ajvFormatsModule from "ajv-formats";
+import type { Ajv, ErrorObject, ValidateFunction } from "ajv";
+import type { Ajv2020 } from "ajv/dist/2020.js";
+import { requireOptional } from "../lib/optionalPackage.ts";
 import { QueueKeys } from "./keys.ts";
 import type { RedisClient } from "./scripts.ts";
-
-// (ajv-formats is CommonJS: its default export is the plugin function under ESM)
-const addFormats = ajvFormatsModule as unknown as (ajv: Ajv | Ajv2020) => void;
 
 /** A JSON Schema (draft 2020-12, or draft-07 when its `$schema` says so). */
 export type JsonSchema = Record<string, unknown> | boolean;
@@ -134,6 +131,15 @@ function checkShape(contract: unknown): Contract {
 let ajv2020: Ajv2020 | undefined;
 let ajv07: Ajv | undefined;
 
+// ajv and ajv-formats are optional peers of the library, loaded when a queue first has a
+// contract: an app whose queues have none installs neither (a contract without them refuses to
+// enqueue, naming the package: never checked by nothing).
+const FEATURE = "A stage contract";
+const addFormats = (ajv: Ajv | Ajv2020): void => {
+  const m = requireOptional<{ default: (a: Ajv | Ajv2020) => void }>("ajv-formats", FEATURE);
+  m.default(ajv);
+};
+
 /** One Ajv per draft, shared by every compiled contract (a schema compiles once per process). */
 function ajvFor(schema: JsonSchema): Ajv | Ajv2020 {
   const draft07 = typeof schema === "object" && DRAFT_07.test(String(schema.$schema ?? ""));
@@ -142,16 +148,27 @@ function ajvFor(schema: JsonSchema): Ajv | Ajv2020 {
   // instead of clashing with the copy registered by the first compile.
   const opts = { allErrors: true, strict: false, validateFormats: true, addUsedSchema: false } as const;
   if (draft07) {
-    if (!ajv07) addFormats((ajv07 = new Ajv(opts)));
+    if (!ajv07) {
+      const { Ajv: Draft07 } = requireOptional<typeof import("ajv")>("ajv", FEATURE);
+      addFormats((ajv07 = new Draft07(opts)));
+    }
     return ajv07;
   }
-  if (!ajv2020) addFormats((ajv2020 = new Ajv2020(opts)));
+  if (!ajv2020) {
+    requireOptional("ajv", FEATURE); // (names the package when it is missing, not its subpath)
+    const { Ajv2020: Draft2020 } = requireOptional<typeof import("ajv/dist/2020.js")>(
+      "ajv/dist/2020",
+      FEATURE,
+    );
+    addFormats((ajv2020 = new Draft2020(opts)));
+  }
   return ajv2020;
 }
 
 function compileSchema(schema: JsonSchema, where: string): ValidateFunction {
+  const ajv = ajvFor(schema); // (a missing ajv is its own error, not the schema's)
   try {
-    return ajvFor(schema).compile(schema);
+    return ajv.compile(schema);
   } catch (err) {
     throw new ContractError(`${where}: not a valid JSON Schema: ${(err as Error).message}`);
   }

@@ -81,9 +81,10 @@ function run(bin: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = 
 }
 
 // What an application does with the library: plain JS, the package's public entry point only.
-// Without croner installed an interval schedule works and a cron schedule names the package.
+// Without croner installed an interval schedule works and a cron schedule names the package;
+// without ajv a stage contract names it.
 const APP_JS = `
-import { connectRedis, Consumer, Producer, QueueAdmin, QueueEvents, Schedules } from "@conveyor-dev/queue";
+import { connectRedis, Consumer, Producer, QueueAdmin, QueueEvents, Schedules, setContract } from "@conveyor-dev/queue";
 const redis = connectRedis(process.env.REDIS_URL);
 const queue = process.argv[2];
 const { id } = await new Producer(redis).enqueue(queue, { to: "a@example.com" }, { attempts: 2 });
@@ -96,13 +97,14 @@ const done = await admin.job(id);
 const events = (await new QueueEvents(redis).recent(queue)).map((e) => e.type);
 const schedule = await new Schedules(redis).add(queue + "-every", "hourly", { everyMs: 3600000 });
 const cron = await new Schedules(redis).add(queue + "-cron", "nightly", { cron: "0 3 * * *" }).catch((e) => e.message);
-console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events, nextRun: schedule.nextRun, cron }));
+const contract = await setContract(redis, queue + "-typed", { data: { type: "object" } }, "app").catch((e) => e.message);
+console.log(JSON.stringify({ node: process.versions.node, id, enqueued, claimed: jobs.map((j) => j.id), completed, done, events, nextRun: schedule.nextRun, cron, contract }));
 redis.disconnect();
 `;
 
-// The optional peers' features, once the app installs croner and @opentelemetry/api.
+// The optional peers' features, once the app installs croner, @opentelemetry/api, ajv and ajv-formats.
 const PEERS_JS = `
-import { connectRedis, enableTracing, Schedules } from "@conveyor-dev/queue";
+import { connectRedis, enableTracing, Producer, Schedules, setContract } from "@conveyor-dev/queue";
 import { activeTracer, startSendSpan } from "@conveyor-dev/queue/tracing";
 const redis = connectRedis(process.env.REDIS_URL);
 const schedule = await new Schedules(redis).add(process.argv[2], "nightly", { cron: "0 3 * * *", tz: "Europe/Berlin" });
@@ -111,7 +113,10 @@ enableTracing();
 // No SDK in this app: the API's no-op tracer, but loaded and used by the library.
 const send = startSendSpan("q", ["1"]);
 send?.span.end();
-console.log(JSON.stringify({ nextRun: schedule.nextRun, tracerBefore: before !== undefined, tracer: typeof activeTracer()?.startSpan, sent: send !== null }));
+const typed = process.argv[2] + "-typed";
+await setContract(redis, typed, { data: { type: "object", required: ["email"], properties: { email: { type: "string", format: "email" } } } }, "app");
+const refused = await new Producer(redis).enqueue(typed, { email: "nope" }).then(() => "enqueued", (e) => e.name + ": " + e.message);
+console.log(JSON.stringify({ nextRun: schedule.nextRun, tracerBefore: before !== undefined, tracer: typeof activeTracer()?.startSpan, sent: send !== null, refused }));
 redis.disconnect();
 `;
 
@@ -195,7 +200,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     }
   });
 
-  it("the library tarball holds ESM with declarations and the resolved scripts; it depends on ioredis only, croner and the OpenTelemetry API are optional peers", () => {
+  it("the library tarball holds ESM with declarations and the resolved scripts; it depends on ioredis only, croner, the OpenTelemetry API and ajv are optional peers", () => {
     const dir = join(tmp, "library-contents");
     mkdirSync(dir);
     execFileSync("tar", ["-xzf", artifacts.library, "-C", dir]);
@@ -204,18 +209,20 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(pkg.version, version);
     assert.equal(pkg["type"], "module");
     assert.deepEqual(pkg["engines"], { node: ">=20" });
-    // ioredis only (issue 20); a new dependency is a decision. croner (cron schedules) and
-    // @opentelemetry/api (tracing) are optional peers, required when a feature first needs them.
+    // ioredis only; a new dependency is a decision. croner (cron schedules), @opentelemetry/api
+    // (tracing), ajv and ajv-formats (stage contracts) are optional peers, required when a
+    // feature first needs them.
     const root = readJson(join(ROOT, "package.json"));
     assert.deepEqual(pkg.dependencies, { ioredis: root.dependencies!["ioredis"] });
-    assert.deepEqual(pkg.peerDependencies, {
-      "@opentelemetry/api": `^${root.dependencies!["@opentelemetry/api"]}`,
-      croner: `^${root.dependencies!["croner"]}`,
-    });
-    assert.deepEqual(pkg["peerDependenciesMeta"], {
-      "@opentelemetry/api": { optional: true },
-      croner: { optional: true },
-    });
+    const peers = ["@opentelemetry/api", "ajv", "ajv-formats", "croner"];
+    assert.deepEqual(
+      pkg.peerDependencies,
+      Object.fromEntries(peers.map((p) => [p, `^${root.dependencies![p]}`])),
+    );
+    assert.deepEqual(
+      pkg["peerDependenciesMeta"],
+      Object.fromEntries(peers.map((p) => [p, { optional: true }])),
+    );
     const files = listFiles(join(dir, "package")).map((f) => f.slice(join(dir, "package").length + 1));
     assert.deepEqual(
       files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")),
@@ -286,6 +293,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       assert.ok(out.events.includes("completed"), `events: ${out.events}`);
       assert.ok(out.nextRun > Date.now(), "an interval schedule's next run is ahead");
       assert.match(out.cron, /A cron schedule needs the croner package: npm install croner/);
+      assert.match(out.contract, /A stage contract needs the ajv package: npm install ajv/);
     }
   });
 
@@ -313,7 +321,7 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
     assert.equal(res.code, 0, `tsc:\n${res.stdout}${res.stderr}`);
   });
 
-  it("with its optional peers installed, cron schedules and the tracing entry point work on Node 20 and Node 24", () => {
+  it("with its optional peers installed, cron schedules, the tracing entry point and stage contracts work on Node 20 and Node 24", () => {
     const app = join(tmp, "app");
     const root = readJson(join(ROOT, "package.json"));
     npm(
@@ -321,6 +329,8 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
       "install",
       `croner@${root.dependencies!["croner"]}`,
       `@opentelemetry/api@${root.dependencies!["@opentelemetry/api"]}`,
+      `ajv@${root.dependencies!["ajv"]}`,
+      `ajv-formats@${root.dependencies!["ajv-formats"]}`,
     );
     writeFileSync(join(app, "peers.js"), PEERS_JS);
     for (const node of [olderNode()!.bin, process.execPath]) {
@@ -334,6 +344,11 @@ describe("release packages (make release)", { timeout: 30 * 60_000 }, () => {
         { tracerBefore: out.tracerBefore, tracer: out.tracer, sent: out.sent },
         { tracerBefore: false, tracer: "function", sent: true },
         "enableTracing() turns the spans on through the OpenTelemetry API",
+      );
+      assert.match(
+        out.refused,
+        /^ContractViolationError: .*\/email: must match format "email"/,
+        "ajv checks the contract",
       );
     }
   });
