@@ -1,0 +1,329 @@
+// Flows against a real Redis (and the diamond on a real 3-node Cluster): jobs that wait for
+// their parents, the parents' outcomes at claim, the policies on a dead or cancelled parent,
+// cancel, and the backlog counts that leave waiting jobs out.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Consumer,
+  InvalidFlowError,
+  InvalidJobError,
+  QueueKeys,
+  type ClaimedJob,
+  type RedisClient,
+} from "../../queue/index.ts";
+import {
+  describeOnRedisAndCluster,
+  startQueueRedis,
+  stopQueueRedis,
+  type QueueRedis,
+} from "../support/redis.ts";
+
+function consumer(redis: RedisClient, queue: string) {
+  return new Consumer(redis, queue, { workerId: "w1", leaseMs: 30_000 });
+}
+
+/** Claims what is ready in `queue` (up to `count`) and returns the jobs by id. */
+async function claimAll(redis: RedisClient, queue: string, count = 1000): Promise<ClaimedJob[]> {
+  return (await consumer(redis, queue).claim(count)).jobs;
+}
+
+async function complete(redis: RedisClient, job: ClaimedJob, result: unknown): Promise<void> {
+  assert.equal(await consumer(redis, job.queue).complete(job, result), true);
+}
+
+/** Fails the job for good (attempts spent: it is dead). */
+async function kill(redis: RedisClient, job: ClaimedJob): Promise<void> {
+  assert.equal(
+    await consumer(redis, job.queue).fail(
+      job,
+      { name: "Error", message: "boom" },
+      { retryable: false, retryDelayMs: 0 },
+    ),
+    "dead",
+  );
+}
+
+describeOnRedisAndCluster(
+  "flows",
+  (clients, name) => {
+    test("a diamond (a → b, c → d) across two stages runs in order with its parents' results at hand", async () => {
+      const { redis, producer, admin } = clients();
+      const p = name();
+      const one = `${p}/one`;
+      const two = `${p}/two`;
+      const { flowId, ids } = await producer.enqueueFlow(p, [
+        { key: "d", queue: one, data: { step: "d" }, parents: ["b", "c"] },
+        { key: "b", queue: two, data: { step: "b" }, parents: ["a"] },
+        { key: "a", queue: one, data: { step: "a" } },
+        { key: "c", queue: two, data: { step: "c" }, parents: ["a"] },
+      ]);
+      assert.deepEqual(Object.keys(ids).sort(), ["a", "b", "c", "d"]);
+      assert.equal((await admin.counts(two)).ready, 0);
+      assert.equal((await admin.counts(one)).ready, 1);
+
+      const [a, ...noMore] = await claimAll(redis, one);
+      assert.equal(a!.id, ids.a);
+      assert.deepEqual(noMore, []);
+      assert.equal(a!.parents, undefined);
+      assert.deepEqual(await claimAll(redis, two), []);
+      await complete(redis, a!, { n: 1 });
+
+      const bc = await claimAll(redis, two);
+      assert.deepEqual(bc.map((j) => j.id).sort(), [ids.b, ids.c].sort());
+      for (const j of bc) assert.deepEqual(j.parents, { a: { id: ids.a, result: { n: 1 } } });
+      const b = bc.find((j) => j.id === ids.b)!;
+      const c = bc.find((j) => j.id === ids.c)!;
+      await complete(redis, b, "B");
+      assert.deepEqual(await claimAll(redis, one), [], "d waits for c");
+      const view = await admin.flow(flowId);
+      assert.equal(view?.jobs.find((j) => j.key === "d")?.pending, 1);
+      await complete(redis, c, ["C"]);
+
+      const [d] = await claimAll(redis, one);
+      assert.equal(d!.id, ids.d);
+      assert.deepEqual(d!.parents, { b: { id: ids.b, result: "B" }, c: { id: ids.c, result: ["C"] } });
+      await complete(redis, d!, null);
+      const done = await admin.flow(flowId, p);
+      assert.deepEqual(done?.counts, { completed: 4 });
+      assert.deepEqual(done?.jobs.find((j) => j.key === "d")?.parents.sort(), ["b", "c"]);
+    });
+  },
+  { single: (n) => `fl${n}`, cluster: (n) => `flp${n}` },
+);
+
+describe("flows (single Redis)", () => {
+  let q: QueueRedis;
+  let n = 0;
+  const fresh = () => `fx${++n}`;
+  before(async () => {
+    q = await startQueueRedis();
+  });
+  after(() => stopQueueRedis(q));
+
+  test("wide fan-in 1 → 200 → 1: the last job starts once all 200 completed, with their 200 results", async () => {
+    const { redis, producer } = q;
+    const p = fresh();
+    const mids = Array.from({ length: 200 }, (_, i) => `m${i}`);
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "root", queue: `${p}/a`, data: 0 },
+      ...mids.map((key) => ({ key, queue: `${p}/b`, data: key, parents: ["root"] })),
+      { key: "sink", queue: `${p}/c`, data: "sink", parents: mids },
+    ]);
+    const [root] = await claimAll(redis, `${p}/a`);
+    await complete(redis, root!, "r");
+    const middle = await claimAll(redis, `${p}/b`);
+    assert.equal(middle.length, 200);
+    for (const [i, job] of middle.entries()) {
+      assert.deepEqual(await claimAll(redis, `${p}/c`), [], `sink waits (${i} of 200 done)`);
+      await complete(redis, job, JSON.parse(job.rawData));
+    }
+    const [sink] = await claimAll(redis, `${p}/c`);
+    assert.equal(sink!.id, ids.sink);
+    assert.equal(Object.keys(sink!.parents!).length, 200);
+    for (const key of mids) assert.deepEqual(sink!.parents![key], { id: ids[key], result: key });
+  });
+
+  test("a dead parent: fail cancels its dependents transitively, continue runs with its error, ignore without it", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "bad", queue: w, data: 1 },
+      { key: "good", queue: w, data: 2 },
+      { key: "f", queue: w, data: 3, parents: ["bad", "good"] },
+      { key: "f2", queue: w, data: 4, parents: ["f"], onParentFailure: "continue" },
+      { key: "cont", queue: w, data: 5, parents: ["bad", "good"], onParentFailure: "continue" },
+      { key: "ign", queue: w, data: 6, parents: ["bad", "good"], onParentFailure: "ignore" },
+    ]);
+    const first = await claimAll(redis, w);
+    assert.deepEqual(first.map((j) => j.id).sort(), [ids.bad, ids.good].sort());
+    await complete(
+      redis,
+      first.find((j) => j.id === ids.good)!,
+      "ok",
+    );
+    await kill(
+      redis,
+      first.find((j) => j.id === ids.bad)!,
+    );
+
+    const view = (await admin.flow(flowId))!;
+    const state = (key: string) => view.jobs.find((j) => j.key === key)!;
+    assert.equal(state("bad").state, "dead");
+    assert.equal(state("f").state, "cancelled");
+    assert.match(state("f").reason!, new RegExp(`parent bad \\(${ids.bad}\\) is dead`));
+    // f2 follows its own policy: its parent f was cancelled, and it continues with f's error.
+    const next = await claimAll(redis, w);
+    assert.deepEqual(next.map((j) => j.id).sort(), [ids.f2, ids.cont, ids.ign].sort());
+    const byId = new Map(next.map((j) => [j.id, j]));
+    assert.equal(byId.get(ids.f2!)!.parents!.f!.id, ids.f);
+    assert.match(String(byId.get(ids.f2!)!.parents!.f!.error), /cancelled: parent bad/);
+    const cont = byId.get(ids.cont!)!.parents!;
+    assert.deepEqual(cont.good, { id: ids.good, result: "ok" });
+    assert.equal(cont.bad!.id, ids.bad);
+    assert.match(String(cont.bad!.error), /boom/);
+    assert.deepEqual(byId.get(ids.ign!)!.parents, { good: { id: ids.good, result: "ok" } });
+  });
+
+  test("a cancelled parent: its fail-policy dependents are cancelled naming it, continue ones run with its error", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "f", queue: w, data: 2, parents: ["a"] },
+      { key: "c", queue: w, data: 3, parents: ["a"], onParentFailure: "continue" },
+    ]);
+    assert.equal((await admin.cancel(ids.a!)).outcome, "cancelled");
+    const view = (await admin.flow(flowId))!;
+    assert.equal(view.jobs.find((j) => j.key === "f")!.state, "cancelled");
+    assert.match(view.jobs.find((j) => j.key === "f")!.reason!, /parent a \(.*\) was cancelled/);
+    const [c] = await claimAll(redis, w);
+    assert.equal(c!.id, ids.c);
+    assert.deepEqual(c!.parents, { a: { id: ids.a, error: "cancelled" } });
+  });
+
+  test("a dead parent retried and completed: its fail dependents stay cancelled, a waiting continue dependent sees the result", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "b", queue: w, data: 2 },
+      { key: "f", queue: w, data: 3, parents: ["a"] },
+      { key: "c", queue: w, data: 4, parents: ["a", "b"], onParentFailure: "continue" },
+    ]);
+    const first = await claimAll(redis, w);
+    await kill(
+      redis,
+      first.find((j) => j.id === ids.a)!,
+    );
+    assert.equal(await admin.retryDead(w, [ids.a!]), 1);
+    const [again] = await claimAll(redis, w);
+    assert.equal(again!.id, ids.a);
+    await complete(redis, again!, "late");
+    await complete(
+      redis,
+      first.find((j) => j.id === ids.b)!,
+      "b",
+    );
+    const [c, ...rest] = await claimAll(redis, w);
+    assert.deepEqual(rest, [], "c released once, f stays cancelled");
+    assert.deepEqual(c!.parents, { a: { id: ids.a, result: "late" }, b: { id: ids.b, result: "b" } });
+    const view = (await admin.flow(flowId))!;
+    assert.equal(view.jobs.find((j) => j.key === "f")!.state, "cancelled");
+  });
+
+  test("cancelling a flow cancels every unfinished job, a running one included; none of its dependents starts", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "b", queue: w, data: 2 },
+      { key: "c", queue: w, data: 3, parents: ["a", "b"], onParentFailure: "ignore" },
+      { key: "d", queue: w, data: 4, parents: ["c"], onParentFailure: "continue" },
+    ]);
+    const [first] = await claimAll(redis, w, 1);
+    await complete(redis, first!, "done");
+    const [running] = await claimAll(redis, w, 1);
+    assert.deepEqual([first!.id, running!.id].sort(), [ids.a, ids.b].sort());
+    const result = await admin.cancelFlow(flowId);
+    assert.deepEqual(result, { id: flowId, outcome: "cancelled", jobsCancelled: 3, total: 4 });
+    assert.equal(
+      await consumer(redis, w).complete(running!, "late"),
+      false,
+      "the running job's late result is refused",
+    );
+    assert.deepEqual(await claimAll(redis, w), []);
+    assert.deepEqual((await admin.flow(flowId))!.counts, { completed: 1, cancelled: 3 });
+    assert.equal((await admin.cancelFlow("nope")).outcome, "notFound");
+  });
+
+  test("jobs waiting for their parents are not in the backlog counts, only in waitingChildren", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: `${p}/first`, data: 1 },
+      ...Array.from({ length: 5 }, (_, i) => ({ key: `k${i}`, queue: w, data: i, parents: ["a"] })),
+    ]);
+    const waiting = await admin.counts(w, { counters: true });
+    assert.equal(waiting.ready, 0);
+    assert.equal(waiting.backlog, 0);
+    assert.equal(waiting.enqueued, 0);
+    assert.equal(waiting.waitingChildren, 5);
+    const [a] = await claimAll(redis, `${p}/first`);
+    assert.equal(a!.id, ids.a);
+    await complete(redis, a!, 1);
+    const ready = await admin.counts(w, { counters: true });
+    assert.equal(ready.ready, 5);
+    assert.equal(ready.waitingChildren, undefined);
+    assert.equal(ready.enqueued, 5);
+  });
+
+  test("a bad flow is refused before anything is written, naming what is wrong", async () => {
+    const { redis, producer } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const refused = async (
+      jobs: unknown,
+      message: RegExp,
+      type: new (...a: never[]) => Error = InvalidFlowError,
+    ) =>
+      assert.rejects(producer.enqueueFlow(p, jobs as never), (err: Error) => {
+        assert.ok(err instanceof type, `${err.name}: ${err.message}`);
+        assert.match(err.message, message);
+        return true;
+      });
+    await refused([], /at least one job/);
+    await refused(
+      [
+        { key: "a", queue: w, data: 1, parents: ["b"] },
+        { key: "b", queue: w, data: 1, parents: ["a"] },
+      ],
+      /cycle: a, b/,
+    );
+    await refused(
+      [{ key: "a", queue: w, data: 1, parents: ["zz"] }],
+      /parent "zz" is not a key of this flow/,
+    );
+    await refused(
+      [
+        { key: "a", queue: w, data: 1 },
+        { key: "a", queue: w, data: 2 },
+      ],
+      /flow job a: duplicate key/,
+    );
+    await refused([{ key: "a", queue: "other/w", data: 1 }], /queue other\/w is not of pipeline/);
+    await refused([{ key: "a", queue: w, data: 1, delayMs: 5 }], /delayMs is not supported in a flow/);
+    await refused([{ key: "a", queue: w, data: 1, onParentFailure: "skip" }], /onParentFailure must be/);
+    await refused([{ key: "a b", queue: w, data: 1 }], /key must be/);
+    await refused([{ key: "a", queue: w, data: undefined }], /flow job a: data is required/, InvalidJobError);
+    await refused(
+      Array.from({ length: 10_001 }, (_, i) => ({ key: `k${i}`, queue: w, data: 1 })),
+      /at most 10000 jobs/,
+    );
+    await refused(
+      [{ key: "a", queue: w, data: 1, parents: Array.from({ length: 10_001 }, (_, i) => `k${i}`) }],
+      /at most 10000 parents/,
+    );
+    assert.deepEqual(await redis.keys(`*{${p}}*`), []);
+  });
+
+  test("a job with no parents costs what it cost: the claim → complete path sends the same commands", async () => {
+    const { redis, producer } = q;
+    const p = fresh();
+    const keys = new QueueKeys(`${p}/w`);
+    await producer.enqueue(keys.queue, 1);
+    const [job] = await claimAll(redis, keys.queue);
+    await complete(redis, job!, 1);
+    // (measured in docs/flows.md with bench/rawLoop.ts; here: the job's record gained no field)
+    assert.deepEqual(
+      Object.keys(await redis.hgetall(keys.job(job!.id))).filter((f) =>
+        /flow|parents|dependents|pending/.test(f),
+      ),
+      [],
+    );
+  });
+});
