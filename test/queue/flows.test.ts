@@ -7,6 +7,7 @@ import {
   Consumer,
   InvalidFlowError,
   InvalidJobError,
+  pollQueues,
   QueueKeys,
   type ClaimedJob,
   type RedisClient,
@@ -253,6 +254,11 @@ describe("flows (single Redis)", () => {
     assert.equal(waiting.backlog, 0);
     assert.equal(waiting.enqueued, 0);
     assert.equal(waiting.waitingChildren, 5);
+    // The operator's poll (poll_queues) sees the same: no backlog to scale for.
+    const [polled] = await pollQueues(redis, [w]);
+    assert.equal(polled!.counts!.backlog, 0);
+    assert.equal(polled!.counts!.waitingChildren, 5);
+    assert.equal(polled!.control?.paused, false);
     const [a] = await claimAll(redis, `${p}/first`);
     assert.equal(a!.id, ids.a);
     await complete(redis, a!, 1);
