@@ -7,11 +7,14 @@ import {
   Consumer,
   InvalidFlowError,
   InvalidJobError,
+  ContractViolationError,
   pollQueues,
   QueueKeys,
+  setContract,
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
+import { pollUntil } from "../support/poll.ts";
 import {
   describeOnRedisAndCluster,
   startQueueRedis,
@@ -213,6 +216,55 @@ describe("flows (single Redis)", () => {
     assert.deepEqual(c!.parents, { a: { id: ids.a, result: "late" }, b: { id: ids.b, result: "b" } });
     const view = (await admin.flow(flowId))!;
     assert.equal(view.jobs.find((j) => j.key === "f")!.state, "cancelled");
+  });
+
+  test("a parent dead-lettered by the sweeper (stalled) ends its flow edges like one that failed", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "f", queue: w, data: 2, parents: ["a"] },
+      { key: "c", queue: w, data: 3, parents: ["a"], onParentFailure: "continue" },
+    ]);
+    const short = new Consumer(redis, w, { workerId: "w1", leaseMs: 1 });
+    const [a] = (await short.claim(1)).jobs;
+    assert.equal(a!.id, ids.a);
+    // (lease 1 ms; maxStalls 0 dead-letters an expired lease at once)
+    await pollUntil(
+      "a dead-lettered by the sweep",
+      async () => (await short.sweep({ maxStalls: 0, lockMs: 1 })).deadLettered === 1,
+    );
+    const view = (await admin.flow(flowId))!;
+    assert.equal(view.jobs.find((j) => j.key === "f")!.state, "cancelled");
+    const [c] = await claimAll(redis, w);
+    assert.equal(c!.id, ids.c);
+    assert.match(String(c!.parents!.a!.error), /stalled 1 times/);
+  });
+
+  test("each job's data is checked against its stage's contract; a violation names the key, nothing written", async () => {
+    const { redis, producer } = q;
+    const p = fresh();
+    await setContract(redis, `${p}/typed`, { data: { type: "object", required: ["text"] } }, "test");
+    const err = await producer
+      .enqueueFlow(p, [
+        { key: "ok", queue: `${p}/free`, data: 1 },
+        { key: "bad", queue: `${p}/typed`, data: { nope: 1 }, parents: ["ok"] },
+      ])
+      .then(
+        () => assert.fail("enqueued"),
+        (e: unknown) => e,
+      );
+    assert.ok(err instanceof ContractViolationError, String(err));
+    assert.equal(err.jobs[0]!.id, "bad");
+    assert.deepEqual(
+      (await redis.keys(`*{${p}}*`)).filter((k) => !k.endsWith(":contract")),
+      [],
+    );
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "good", queue: `${p}/typed`, data: { text: "t" } },
+    ]);
+    assert.equal((await claimAll(redis, `${p}/typed`))[0]!.id, ids.good);
   });
 
   test("cancelling a flow cancels every unfinished job, a running one included; none of its dependents starts", async () => {
