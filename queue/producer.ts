@@ -14,7 +14,7 @@ import { type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
-import { ContractChangedError, PayloadTooLargeError } from "./scriptReplies.ts";
+import { ContractChangedError, InvalidFlowError, PayloadTooLargeError } from "./scriptReplies.ts";
 import {
   ContractCache,
   ContractViolationError,
@@ -37,11 +37,6 @@ export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
 
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
-}
-
-/** A flow refused before anything was written: a cycle, an unknown or repeated key, a bad option. */
-export class InvalidFlowError extends Error {
-  override name = "InvalidFlowError";
 }
 
 /** Most jobs in one flow, and parents of one job. */

@@ -8,12 +8,14 @@ import {
   InvalidFlowError,
   InvalidJobError,
   ContractViolationError,
+  PipelineKeys,
   pollQueues,
   QueueKeys,
   setContract,
   type ClaimedJob,
   type RedisClient,
 } from "../../queue/index.ts";
+import { runScript } from "../../queue/scripts.ts";
 import { pollUntil } from "../support/poll.ts";
 import {
   describeOnRedisAndCluster,
@@ -365,6 +367,40 @@ describe("flows (single Redis)", () => {
     await refused(
       [{ key: "a", queue: w, data: 1, parents: Array.from({ length: 10_001 }, (_, i) => `k${i}`) }],
       /at most 10000 parents/,
+    );
+    assert.deepEqual(await redis.keys(`*{${p}}*`), []);
+  });
+
+  test("enqueue_flow itself refuses what another client might send: a parent after its child, a bad policy, nothing written", async () => {
+    const { redis } = q;
+    const p = fresh();
+    const k = new QueueKeys(`${p}/w`);
+    const pk = new PipelineKeys(p);
+    const call = (fields: string, ...values: string[]) =>
+      runScript(
+        redis,
+        "enqueue_flow",
+        [pk.outbox, pk.meta, pk.seq, pk.flow("f1"), k.ready, k.delayed, k.counts, k.wake, k.contract],
+        [pk.jobPrefix, "f1", Date.now(), 1024, 1, k.queue, "", fields, ...values],
+      );
+    const refused = (p: Promise<unknown>, message: RegExp) =>
+      assert.rejects(p, (err: Error) => {
+        assert.ok(err instanceof InvalidFlowError, `${err.name}: ${err.message}`);
+        assert.match(err.message, message);
+        return true;
+      });
+    await refused(
+      call("id,key,queue,data,parents", "j2", "b", k.queue, "1", "a", "j1", "a", k.queue, "1", ""),
+      /job b: parent a is not a job listed before it/,
+    );
+    await refused(
+      call("id,key,queue,data,onParentFailure", "j1", "a", k.queue, "1", "skip"),
+      /onParentFailure must be fail, continue or ignore, got skip/,
+    );
+    await refused(call("id,data,key,queue", "j1", "1", "a", k.queue), /misplaced job field data/);
+    await refused(
+      call("id,key,queue,data,delayMs", "j1", "a", k.queue, "1", "5"),
+      /unknown, repeated or misplaced job field delayMs/,
     );
     assert.deepEqual(await redis.keys(`*{${p}}*`), []);
   });
