@@ -187,6 +187,19 @@ describe("flows (single Redis)", () => {
     const [c] = await claimAll(redis, w);
     assert.equal(c!.id, ids.c);
     assert.deepEqual(c!.parents, { a: { id: ids.a, error: "cancelled" } });
+    // A waiting flow job is not deleted (its count and dependents would be left behind): cancel it first.
+    const { ids: more } = await producer.enqueueFlow(p, [
+      { key: "x", queue: w, data: 1 },
+      { key: "y", queue: w, data: 2, parents: ["x"] },
+    ]);
+    assert.deepEqual(await admin.deleteJobs(w, [more.y!]), [
+      { id: more.y, outcome: "refused", state: "waiting-children" },
+    ]);
+    // A ready one deleted ends as a cancelled one: its fail-policy dependent is cancelled.
+    assert.deepEqual(await admin.deleteJobs(w, [more.x!]), [
+      { id: more.x, outcome: "deleted", state: "ready" },
+    ]);
+    assert.equal((await admin.job(more.y!, w))!.state, "cancelled");
   });
 
   test("a dead parent retried and completed: its fail dependents stay cancelled, a waiting continue dependent sees the result", async () => {
