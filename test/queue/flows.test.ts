@@ -91,6 +91,9 @@ describeOnRedisAndCluster(
       await complete(redis, d!, null);
       const done = await admin.flow(flowId, p);
       assert.deepEqual(done?.counts, { completed: 4 });
+      // (every job ended: the flow's hash expires, 7 days on)
+      const ttl = await redis.ttl(new PipelineKeys(p).flow(flowId));
+      assert.ok(ttl > 6 * 24 * 3600 && ttl <= 7 * 24 * 3600, `ttl ${ttl}`);
       assert.deepEqual(done?.jobs.find((j) => j.key === "d")?.parents.sort(), ["b", "c"]);
     });
   },
@@ -158,6 +161,14 @@ describe("flows (single Redis)", () => {
     assert.equal(state("bad").state, "dead");
     assert.equal(state("f").state, "cancelled");
     assert.match(state("f").reason!, new RegExp(`parent bad \\(${ids.bad}\\) is dead`));
+    // (kept as a cancel keeps a job, then reclaimed by the queue's workers)
+    const kept = await redis.ttl(new PipelineKeys(p).job(ids.f!));
+    assert.ok(kept > 24 * 3600 && kept <= 25 * 3600, `ttl ${kept}`);
+    const finished = await redis.zrange(new QueueKeys(w).finished, 0, -1);
+    assert.ok(
+      finished.some((m) => m.split(" ").includes(ids.f!)),
+      finished.join(" | "),
+    );
     // f2 follows its own policy: its parent f was cancelled, and it continues with f's error.
     const next = await claimAll(redis, w);
     assert.deepEqual(next.map((j) => j.id).sort(), [ids.f2, ids.cont, ids.ign].sort());

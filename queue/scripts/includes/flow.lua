@@ -2,6 +2,7 @@
 --- @include "record"
 --- @include "readyLine"
 --- @include "wake"
+--- @include "finished"
 
 -- Flows (docs/flows.md). A flow job's record names its flow (`flow`), its key in it (`flowKey`),
 -- its parents' keys (`parents`, space-separated), the ids of the jobs that wait for it
@@ -13,6 +14,9 @@
 -- released once even when a dead parent is retried and completes.
 -- A flow's hash is kept this long after its last job ended.
 local FLOW_KEEP_SECONDS = 7 * 24 * 3600
+-- A dependent cancelled by a parent's end is kept as long as a cancel keeps a job (queue/control.ts
+-- CANCELLED_RETENTION_SECONDS), then reclaimed by its queue's workers (finished.lua).
+local FLOW_CANCELLED_RETENTION_SECONDS = 24 * 3600
 
 local function flowKeyOf(jobPrefix, fid)
   return keyOf.flow(pipelineBase(jobPrefix), fid)
@@ -24,12 +28,13 @@ local function flowJobClosed(fk)
 end
 
 -- A waiting dependent of a parent that ended badly, with policy `fail`: cancelled, reason
--- naming the parent. Its record is kept FLOW_KEEP_SECONDS.
+-- naming the parent.
 local function cancelWaitingChild(jobPrefix, jk, id, queue, now, reason)
   local q = queueKeyPrefix(pipelineBase(jobPrefix), queue)
   redis.call('HSET', jk, 'state', 'cancelled', 'cancelledAt', now, 'finishedAt', now, 'cancelReason', reason)
   redis.call('HDEL', jk, 'pending')
-  redis.call('EXPIRE', jk, FLOW_KEEP_SECONDS)
+  redis.call('EXPIRE', jk, finishedTtl(FLOW_CANCELLED_RETENTION_SECONDS))
+  indexFinished(q .. 'finished', now, FLOW_CANCELLED_RETENTION_SECONDS, {id})
   redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
   redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
   local base = pipelineBase(jobPrefix)
