@@ -410,5 +410,13 @@ function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
     progressMessage: raw.progressMessage || undefined,
     idempotencyKey: raw.idempotencyKey || undefined,
   };
+  if (raw.flow)
+    info.flow = {
+      id: raw.flow,
+      key: raw.flowKey ?? "",
+      parents: raw.parents ? raw.parents.split(" ") : [],
+      ...(raw.pending ? { pending: Number(raw.pending) } : {}),
+      ...(raw.cancelReason ? { cancelReason: raw.cancelReason } : {}),
+    };
   return { ...info, stages: stagesOf(info, raw.stages) };
 }

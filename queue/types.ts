@@ -26,6 +26,17 @@ export interface FlowEnqueued {
   ids: Record<string, string>;
 }
 
+/** JobInfo.flow. */
+export interface JobFlowInfo {
+  id: string;
+  key: string;
+  parents: string[];
+  /** While it waits (state `waiting-children`): how many parents have not ended. */
+  pending?: number;
+  /** Why a parent's end cancelled it. */
+  cancelReason?: string;
+}
+
 /** A parent's outcome as its dependents see it (ctx.parents): its result, or the error it ended with. */
 export interface ParentOutcome {
   id: string;
@@ -233,6 +244,8 @@ export interface JobInfo {
   id: string;
   queue: string;
   state: JobState | string;
+  /** A flow job's flow (docs/flows.md): its id, the job's key, its parents' keys; absent otherwise. */
+  flow?: JobFlowInfo;
   data: string;
   priority: number;
   attempts: number;

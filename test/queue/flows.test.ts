@@ -83,6 +83,12 @@ describeOnRedisAndCluster(
       assert.deepEqual(await claimAll(redis, one), [], "d waits for c");
       const view = await admin.flow(flowId);
       assert.equal(view?.jobs.find((j) => j.key === "d")?.pending, 1);
+      assert.deepEqual((await admin.job(ids.d!, p))!.flow, {
+        id: flowId,
+        key: "d",
+        parents: ["b", "c"],
+        pending: 1,
+      });
       await complete(redis, c, ["C"]);
 
       const [d] = await claimAll(redis, one);
