@@ -299,6 +299,31 @@ describe("flows (single Redis)", () => {
     assert.equal((await claimAll(redis, `${p}/typed`))[0]!.id, ids.good);
   });
 
+  test("a flow job that fans out ends with its join: its dependent gets the join's result", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { flowId, ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "b", queue: `${p}/after`, data: 2, parents: ["a"] },
+    ]);
+    const [a] = await claimAll(redis, w);
+    assert.equal(await consumer(redis, w).fanOut(a!, [1, 2], `${p}/kids`, `${p}/join`), 2);
+    for (const kid of await claimAll(redis, `${p}/kids`))
+      await complete(redis, kid, JSON.parse(kid.rawData) * 10);
+    assert.deepEqual(await claimAll(redis, `${p}/after`), [], "b waits for the join");
+    const [join] = await claimAll(redis, `${p}/join`);
+    assert.equal(join!.id, `${ids.a}:join`);
+    await complete(redis, join!, "joined");
+    const [b] = await claimAll(redis, `${p}/after`);
+    assert.equal(b!.id, ids.b);
+    assert.deepEqual(b!.parents, { a: { id: `${ids.a}:join`, result: "joined" } });
+    await complete(redis, b!, null);
+    const view = (await admin.flow(flowId))!;
+    assert.deepEqual(view.counts, { joined: 1, completed: 1 });
+    assert.ok((await redis.ttl(new PipelineKeys(p).flow(flowId))) > 0, "every job of the flow ended");
+  });
+
   test("cancelling a flow cancels every unfinished job, a running one included; none of its dependents starts", async () => {
     const { redis, producer, admin } = q;
     const p = fresh();
