@@ -324,6 +324,21 @@ describe("flows (single Redis)", () => {
     assert.ok((await redis.ttl(new PipelineKeys(p).flow(flowId))) > 0, "every job of the flow ended");
   });
 
+  test("a flow job cancelled while fanned out (no join yet) ends as cancelled: its dependents follow their policies", async () => {
+    const { redis, producer, admin } = q;
+    const p = fresh();
+    const w = `${p}/w`;
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "a", queue: w, data: 1 },
+      { key: "b", queue: `${p}/after`, data: 2, parents: ["a"], onParentFailure: "continue" },
+    ]);
+    const [a] = await claimAll(redis, w);
+    assert.equal(await consumer(redis, w).fanOut(a!, [1], `${p}/kids`, `${p}/join`), 1);
+    assert.equal((await admin.cancel(ids.a!)).outcome, "cancelled");
+    const [b] = await claimAll(redis, `${p}/after`);
+    assert.deepEqual(b!.parents, { a: { id: ids.a, error: "cancelled" } });
+  });
+
   test("cancelling a flow cancels every unfinished job, a running one included; none of its dependents starts", async () => {
     const { redis, producer, admin } = q;
     const p = fresh();

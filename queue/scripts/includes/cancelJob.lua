@@ -82,7 +82,12 @@ local function cancelOne(cx, id, depth)
     return n, state, queue
   end
   if (state == 'fannedOut' or state == 'joined') and depth < CANCEL_MAX_DEPTH then
-    return cancelTree(cx, jk, id, queue, state, depth), state, queue
+    local n = cancelTree(cx, jk, id, queue, state, depth)
+    -- (a flow job whose join was not enqueued yet ends here; a join carries its flow fields and ends itself)
+    if f[7] and state == 'fannedOut' then
+      n = n + flowJobEnded(jobPrefix, now, f[7], f[8], id, f[9], '{"id":' .. cjson.encode(id) .. ',"error":"cancelled"}', 'cancelled', cx.hold)
+    end
+    return n, state, queue
   end
   return 0, state, queue
 end
