@@ -16,6 +16,7 @@ import {
   type RateLimit,
 } from "./control.ts";
 import { Schedules } from "./schedules.ts";
+import { cancelFlow, flowView, type FlowCancelResult, type FlowView } from "./flows.ts";
 
 /** `conveyor stats --json`: the five counts, then queue control. */
 export interface QueueStats {
@@ -83,6 +84,16 @@ export class QueueAdmin {
    */
   cancel(id: string, queueOrPipeline?: string): Promise<CancelResult> {
     return cancelJob(this.redis, id, { queueOrPipeline });
+  }
+
+  /** A flow's jobs, states and parents (docs/flows.md); null when unknown. */
+  flow(id: string, pipeline?: string): Promise<FlowView | null> {
+    return flowView(this.redis, id, pipeline);
+  }
+
+  /** Cancel every unfinished job of a flow; running ones are aborted at their next heartbeat. */
+  cancelFlow(id: string, pipeline?: string): Promise<FlowCancelResult> {
+    return cancelFlow(this.redis, id, { pipeline });
   }
 
   /** No worker claims from the queue until resume (running jobs finish; enqueues are accepted). */
@@ -399,5 +410,13 @@ function toJobInfo(id: string, raw: Record<string, string>): JobInfo {
     progressMessage: raw.progressMessage || undefined,
     idempotencyKey: raw.idempotencyKey || undefined,
   };
+  if (raw.flow)
+    info.flow = {
+      id: raw.flow,
+      key: raw.flowKey ?? "",
+      parents: raw.parents ? raw.parents.split(" ") : [],
+      ...(raw.pending ? { pending: Number(raw.pending) } : {}),
+      ...(raw.cancelReason ? { cancelReason: raw.cancelReason } : {}),
+    };
   return { ...info, stages: stagesOf(info, raw.stages) };
 }

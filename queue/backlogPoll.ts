@@ -53,6 +53,7 @@ type CountsReply = [
   number?,
   number?,
   number?,
+  number?,
 ];
 
 /** The backlog_counts call for one queue (QueueAdmin.counts; the operator's poll reads the same in poll_queues). */
@@ -66,8 +67,20 @@ export function backlogCountsCall(
 
 /** backlog_counts' reply (poll_queues' first 11 values of a queue) as QueueCounts. */
 export function countsFromReply(r: CountsReply): QueueCounts {
-  const [ready, delayed, dueDelayed, inflight, dead, completed, oldest, enqueued, budget, ended, runMs] =
-    r.map(Number) as CountsReply;
+  const [
+    ready,
+    delayed,
+    dueDelayed,
+    inflight,
+    dead,
+    completed,
+    oldest,
+    enqueued,
+    budget,
+    ended,
+    runMs,
+    waiting,
+  ] = r.map(Number) as CountsReply;
   const counts: QueueCounts = {
     ready,
     delayed,
@@ -81,6 +94,7 @@ export function countsFromReply(r: CountsReply): QueueCounts {
   if (Number.isFinite(ended) && Number.isFinite(runMs))
     counts.attemptsEnded = { count: ended!, runMs: runMs! };
   if (budget) counts.waitingForBudget = budget;
+  if (waiting) counts.waitingChildren = waiting;
   if (ready > 0 && Number.isFinite(oldest) && oldest > 0) counts.oldestReadyAt = oldest;
   return counts;
 }
@@ -105,7 +119,7 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
       counts.length === 1
         ? { error: new Error(String(counts[0])) }
         : {
-            counts: countsFromReply(counts.slice(0, 11) as CountsReply),
+            counts: countsFromReply([...counts.slice(0, 11), counts[14] ?? 0] as unknown as CountsReply),
             control: parseQueueControl((counts[11] as string) || null, (counts[12] as string) || null),
             groupedWaiting: Number(counts[13] ?? 0),
           };

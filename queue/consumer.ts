@@ -6,7 +6,14 @@ import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
 import { parseAttemptErrors, type AttemptErrorKind } from "./attemptErrors.ts";
-import type { ClaimedJob, Lease, ResourceGrant, SerializedError, WorkerReport } from "./types.ts";
+import type {
+  ClaimedJob,
+  Lease,
+  ParentOutcome,
+  ResourceGrant,
+  SerializedError,
+  WorkerReport,
+} from "./types.ts";
 
 export const DEFAULT_RETENTION_SECONDS = 3600;
 export const DEFAULT_MAX_STALLS = 2;
@@ -291,6 +298,7 @@ export class Consumer {
         ...(resources ? { resources: parseGrants(resources) } : {}),
         ...(task ? { task } : {}),
         previousErrors: parseAttemptErrors(field(i, "errors")),
+        ...parentsOf(field(i, "parents")),
       });
     }
     return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
@@ -709,4 +717,16 @@ export function encodeResult(result: unknown): string {
     throw new InvalidResultError(`handler result is not JSON: ${why}`, { cause: err });
   }
   return typeof json === "string" ? json : "null";
+}
+
+/** The claim reply's `parents` (JSON {key: {id, result} | {id, error}}, '' = none) as ClaimedJob.parents. */
+function parentsOf(text: string | undefined): { parents?: Record<string, ParentOutcome> } {
+  if (!text) return {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === "object") return { parents: parsed as Record<string, ParentOutcome> };
+  } catch {
+    // a reply that does not parse is a broken record: the job runs without its parents' outcomes
+  }
+  return {};
 }

@@ -33,3 +33,4 @@ export {
 // OpenTelemetry's, an optional peer; the switch is here.
 export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";
 export * from "./contracts.ts";
+export * from "./flows.ts";

@@ -87,6 +87,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     doc: "A fan-out's join: children done, their results, the join's settings.",
   },
   {
+    name: "flow",
+    scope: "pipeline",
+    pattern: "flow:{id}",
+    doc: "A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`.",
+  },
+  {
     name: "result",
     scope: "pipeline",
     pattern: "result:{queue}:{contentHash}",

@@ -59,6 +59,10 @@ export class PipelineKeyLayout {
   fanIn(parent: string): string {
     return `${this.prefix}fanin:${parent}`;
   }
+  /** A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`. */
+  flow(id: string): string {
+    return `${this.prefix}flow:${id}`;
+  }
   /** A resource: its keys, their limits and window logs. */
   resource(name: string): string {
     return `${this.prefix}res:${name}`;

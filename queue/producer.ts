@@ -1,10 +1,20 @@
 // Producers enqueue jobs: one script call per batch, atomic per batch.
-import { assertJobId, assertQueueName, newJobId, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
+import {
+  assertJobId,
+  assertQueueName,
+  InvalidNameError,
+  newJobId,
+  pipelineOf,
+  PIPELINES_KEY,
+  PipelineKeys,
+  QUEUES_KEY,
+  QueueKeys,
+} from "./keys.ts";
 import { type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
-import { ContractChangedError, PayloadTooLargeError } from "./scriptReplies.ts";
+import { ContractChangedError, InvalidFlowError, PayloadTooLargeError } from "./scriptReplies.ts";
 import {
   ContractCache,
   ContractViolationError,
@@ -12,7 +22,7 @@ import {
   type CompiledContract,
   type JobViolations,
 } from "./contracts.ts";
-import type { Dedupe, EnqueueOptions, EnqueueResult } from "./types.ts";
+import type { Dedupe, EnqueueOptions, EnqueueResult, FlowEnqueued, FlowJob } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
 
@@ -28,6 +38,25 @@ export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
 export class InvalidJobError extends Error {
   override name = "InvalidJobError";
 }
+
+/** Most jobs in one flow, and parents of one job. */
+export const FLOW_MAX_JOBS = 10_000;
+export const FLOW_MAX_PARENTS = 10_000;
+const FLOW_KEY = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
+const FLOW_POLICIES = new Set(["fail", "continue", "ignore"]);
+/** Job options a flow job takes; the others (delay, dedupe, idempotency, uses, …) are refused by name. */
+const FLOW_JOB_FIELDS = new Set([
+  "key",
+  "queue",
+  "data",
+  "parents",
+  "onParentFailure",
+  "priority",
+  "attempts",
+  "timeoutMs",
+  "group",
+  "task",
+]);
 
 export interface ProducerOptions extends DurabilityOptions {
   maxPayloadBytes?: number;
@@ -210,6 +239,115 @@ export class Producer {
     return results;
   }
 
+  /**
+   * Enqueue a flow (docs/flows.md): jobs across the queues of `pipeline`, each naming the keys
+   * of its parents, written in one atomic script call — all or none. Checked first, nothing
+   * written on a refusal (InvalidFlowError, InvalidJobError, ContractViolationError): the graph
+   * (no cycle, every parent a key of the flow, keys unique, ≤ 10,000 jobs, ≤ 10,000 parents per
+   * job), each job's queue (of this pipeline) and options, each job's data against its stage's
+   * contract. A job with parents waits (state `waiting-children`) until they have all ended.
+   */
+  async enqueueFlow(pipeline: string, jobs: FlowJob[]): Promise<FlowEnqueued> {
+    const pk = new PipelineKeys(pipelineOf(pipeline));
+    if (pk.pipeline !== pipeline)
+      throw new InvalidFlowError(
+        `a flow is enqueued into a pipeline, got the queue name ${JSON.stringify(pipeline)}`,
+      );
+    const order = flowOrder(pipeline, jobs);
+    const flowId = newJobId();
+    const ids: Record<string, string> = {};
+    const encoded = new Map<FlowJob, EnqueueRecord>();
+    for (const job of order) {
+      const id = newJobId();
+      ids[job.key] = id;
+      const { key } = job;
+      const opts: JobToEnqueue = { id, data: job.data };
+      if (job.priority !== undefined) opts.priority = job.priority;
+      if (job.attempts !== undefined) opts.attempts = job.attempts;
+      if (job.timeoutMs !== undefined) opts.timeoutMs = job.timeoutMs;
+      if (job.group !== undefined) opts.group = job.group;
+      if (job.task !== undefined) opts.task = job.task;
+      try {
+        encoded.set(job, this.encode(opts, 0));
+      } catch (err) {
+        if (err instanceof InvalidJobError || err instanceof PayloadTooLargeError)
+          throw new InvalidJobError(`flow job ${key}: ${err.message.replace(`job ${id}: `, "")}`, {
+            cause: err,
+          });
+        throw err;
+      }
+    }
+    const queues = [...new Set(order.map((j) => j.queue))];
+    const queueKeys = queues.map((q) => new QueueKeys(q));
+    const checkAll = async (refresh: boolean) => {
+      for (const queue of queues) {
+        const contract = refresh ? await this.contracts.refresh(queue) : await this.contracts.get(queue);
+        const mine = order.filter((j) => j.queue === queue);
+        checkContract(
+          queue,
+          contract,
+          mine.map((j) => ({ ...j, id: j.key })),
+          mine.map((j) => encoded.get(j)!),
+          0,
+        );
+      }
+    };
+    await checkAll(false);
+    await Promise.all(queueKeys.map((k) => this.register(k)));
+    const fields = ["id", "key", "queue", "data"];
+    const optional = [
+      "priority",
+      "attempts",
+      "timeoutMs",
+      "trace",
+      "group",
+      "task",
+      "parents",
+      "onParentFailure",
+    ];
+    const values = order.map((job) => {
+      const r = encoded.get(job)!;
+      return {
+        id: r.id,
+        key: job.key,
+        queue: job.queue,
+        data: r.data,
+        priority: r.priority,
+        attempts: r.attempts,
+        timeoutMs: r.timeoutMs,
+        trace: r.trace,
+        group: r.group,
+        task: r.task,
+        parents: job.parents && job.parents.length > 0 ? job.parents.join(" ") : undefined,
+        onParentFailure: job.onParentFailure,
+      } as Record<string, string | number | undefined>;
+    });
+    for (const f of optional) if (values.some((v) => v[f] !== undefined)) fields.push(f);
+    const keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flowId)];
+    for (const k of queueKeys) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
+    const records: ScriptArg[] = [fields.join(",")];
+    for (const v of values) for (const f of fields) records.push(v[f] ?? "");
+    for (let attempt = 0; ; attempt++) {
+      const hashes = queues.flatMap((q) => [q, this.contracts.known(q)?.hash ?? ""]);
+      try {
+        await runDurableScript<number>(this.redis, this.durability, "enqueue_flow", keys, [
+          pk.jobPrefix,
+          flowId,
+          Date.now(),
+          this.maxPayloadBytes,
+          queues.length,
+          ...hashes,
+          ...records,
+        ]);
+        return { flowId, ids };
+      } catch (err) {
+        // A contract changed since it was read: read them again, check again, retry once.
+        if (!(err instanceof ContractChangedError) || attempt > 0) throw err;
+        await checkAll(true);
+      }
+    }
+  }
+
   private encode(job: JobToEnqueue, index: number): EnqueueRecord {
     const id = job.id ?? newJobId();
     assertJobId(id);
@@ -363,4 +501,86 @@ function encodeDedupe(job: JobToEnqueue, index: number): string {
 
 function check(ok: boolean, message: string): asserts ok {
   if (!ok) throw new InvalidJobError(message);
+}
+
+/**
+ * The flow's jobs in an order where each job's parents come before it (what enqueue_flow
+ * takes), after checking the graph and each job's shape; an InvalidFlowError naming the first
+ * problem otherwise (a cycle by the keys on it).
+ */
+export function flowOrder(pipeline: string, jobs: readonly FlowJob[]): FlowJob[] {
+  if (!Array.isArray(jobs) || jobs.length === 0) throw new InvalidFlowError("a flow needs at least one job");
+  if (jobs.length > FLOW_MAX_JOBS)
+    throw new InvalidFlowError(`a flow has at most ${FLOW_MAX_JOBS} jobs, got ${jobs.length}`);
+  const byKey = new Map<string, FlowJob>();
+  jobs.forEach((job, i) => {
+    if (typeof job !== "object" || job === null)
+      throw new InvalidFlowError(`flow job at index ${i} is not an object`);
+    if (typeof job.key !== "string" || !FLOW_KEY.test(job.key))
+      throw new InvalidFlowError(
+        `flow job at index ${i}: key must be 1..100 characters of A-Z a-z 0-9 . _ : - starting with a letter or digit, got ${JSON.stringify(job.key)}`,
+      );
+    const which = `flow job ${job.key}`;
+    if (byKey.has(job.key)) throw new InvalidFlowError(`${which}: duplicate key`);
+    byKey.set(job.key, job);
+    for (const f of Object.keys(job))
+      if (!FLOW_JOB_FIELDS.has(f))
+        throw new InvalidFlowError(
+          `${which}: ${f} is not supported in a flow (key, queue, data, parents, onParentFailure, priority, attempts, timeoutMs, group, task)`,
+        );
+    try {
+      assertQueueName(job.queue);
+    } catch (err) {
+      if (err instanceof InvalidNameError) throw new InvalidFlowError(`${which}: ${err.message}`);
+      throw err;
+    }
+    if (pipelineOf(job.queue) !== pipeline)
+      throw new InvalidFlowError(
+        `${which}: queue ${job.queue} is not of pipeline ${pipeline} (a flow lives in one pipeline: its stages share one Redis slot)`,
+      );
+    if (job.onParentFailure !== undefined && !FLOW_POLICIES.has(job.onParentFailure))
+      throw new InvalidFlowError(
+        `${which}: onParentFailure must be fail, continue or ignore, got ${JSON.stringify(job.onParentFailure)}`,
+      );
+    const parents = job.parents ?? [];
+    if (!Array.isArray(parents)) throw new InvalidFlowError(`${which}: parents must be an array of keys`);
+    if (parents.length > FLOW_MAX_PARENTS)
+      throw new InvalidFlowError(`${which}: at most ${FLOW_MAX_PARENTS} parents, got ${parents.length}`);
+    if (new Set(parents).size !== parents.length)
+      throw new InvalidFlowError(`${which}: a parent is listed twice`);
+  });
+  // Kahn's order; what is left over lies on or behind a cycle.
+  const waiting = new Map<string, number>();
+  const children = new Map<string, string[]>();
+  for (const job of jobs) {
+    for (const p of job.parents ?? []) {
+      if (!byKey.has(p))
+        throw new InvalidFlowError(
+          `flow job ${job.key}: parent ${JSON.stringify(p)} is not a key of this flow`,
+        );
+      if (p === job.key) throw new InvalidFlowError(`flow job ${job.key}: a job cannot be its own parent`);
+      const c = children.get(p);
+      if (c) c.push(job.key);
+      else children.set(p, [job.key]);
+    }
+    waiting.set(job.key, (job.parents ?? []).length);
+  }
+  const order: FlowJob[] = [];
+  const ready = jobs.filter((j) => waiting.get(j.key) === 0).map((j) => j.key);
+  while (ready.length > 0) {
+    const key = ready.pop()!;
+    order.push(byKey.get(key)!);
+    for (const c of children.get(key) ?? []) {
+      const left = waiting.get(c)! - 1;
+      waiting.set(c, left);
+      if (left === 0) ready.push(c);
+    }
+  }
+  if (order.length < jobs.length) {
+    const stuck = jobs.filter((j) => waiting.get(j.key)! > 0).map((j) => j.key);
+    throw new InvalidFlowError(
+      `the flow has a cycle: ${stuck.slice(0, 10).join(", ")}${stuck.length > 10 ? ", …" : ""} wait for each other`,
+    );
+  }
+  return order;
 }

@@ -19,10 +19,19 @@ export class ContractChangedError extends Error {
   }
 }
 
+/**
+ * A flow refused before anything was written: a cycle, an unknown or repeated key, a bad option
+ * (Producer.enqueueFlow's checks, or enqueue_flow's ERR_INVALID_FLOW).
+ */
+export class InvalidFlowError extends Error {
+  override name = "InvalidFlowError";
+}
+
 /** The error replies scripts raise, by code. */
 const SCRIPT_ERRORS: Record<string, new (message: string) => Error> = {
   ERR_PAYLOAD_TOO_LARGE: PayloadTooLargeError,
   ERR_CONTRACT_CHANGED: ContractChangedError,
+  ERR_INVALID_FLOW: InvalidFlowError,
 };
 
 /** A script's error reply as its typed error (the code stripped from the message); other errors as they are. */

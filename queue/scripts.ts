@@ -14,6 +14,7 @@ export type RedisClient = Redis | Cluster;
 
 export const SCRIPT_NAMES = [
   "enqueue_jobs",
+  "enqueue_flow",
   "claim_jobs",
   "renew_leases",
   "complete_job",
@@ -29,6 +30,7 @@ export const SCRIPT_NAMES = [
   "append_log",
   "fan_out",
   "cancel_job",
+  "cancel_flow",
   "promote_job",
   "delete_jobs",
   "schedule_tick",

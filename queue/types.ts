@@ -1,6 +1,49 @@
 // Shapes shared by producers, consumers, the operator and the CLI.
 import type { AttemptError } from "./attemptErrors.ts";
 
+/** What a flow job does when a parent dies or is cancelled (docs/flows.md). */
+export type ParentFailurePolicy = "fail" | "continue" | "ignore";
+
+/** One job of a flow (Producer.enqueueFlow, docs/flows.md). */
+export interface FlowJob extends Pick<
+  EnqueueOptions,
+  "priority" | "attempts" | "timeoutMs" | "group" | "task"
+> {
+  /** Its name in the flow: 1..100 of A-Z a-z 0-9 . _ : - (its parents name it so). */
+  key: string;
+  /** A queue of the flow's pipeline. */
+  queue: string;
+  data: unknown;
+  /** The keys of the jobs that must end first. */
+  parents?: string[];
+  /** Default `fail`. */
+  onParentFailure?: ParentFailurePolicy;
+}
+
+/** A flow written: its id, and each job's id by key. */
+export interface FlowEnqueued {
+  flowId: string;
+  ids: Record<string, string>;
+}
+
+/** JobInfo.flow. */
+export interface JobFlowInfo {
+  id: string;
+  key: string;
+  parents: string[];
+  /** While it waits (state `waiting-children`): how many parents have not ended. */
+  pending?: number;
+  /** Why a parent's end cancelled it. */
+  cancelReason?: string;
+}
+
+/** A parent's outcome as its dependents see it (ctx.parents): its result, or the error it ended with. */
+export interface ParentOutcome {
+  id: string;
+  result?: unknown;
+  error?: string;
+}
+
 export interface EnqueueOptions {
   /** Stable job id; generated when absent. Enqueueing an existing id is a no-op. */
   id?: string;
@@ -101,6 +144,8 @@ export interface ClaimedJob {
   task?: string;
   /** The current stage's earlier failed attempts, oldest first (the last 5); [] on a first attempt. */
   previousErrors: AttemptError[];
+  /** A flow job's parents' outcomes by key (docs/flows.md); absent for a job without parents. */
+  parents?: Record<string, ParentOutcome>;
 }
 
 export interface Lease {
@@ -151,6 +196,11 @@ export interface QueueCounts {
   /** The queue's lifetime enqueue counter (`<Q>counts` `enqueued`): its growth is the arrival rate. */
   enqueued?: number;
   /**
+   * Flow jobs waiting for their parents (state `waiting-children`, docs/flows.md): not in
+   * `ready`, not in `backlog` — a pool does not scale up for jobs that cannot start. Absent when 0.
+   */
+  waitingChildren?: number;
+  /**
    * The attempts that ended, completed or failed (`<Q>counts` `completed` + `failed`), and their
    * total run time from claim to settle (`runMs`): lifetime counters, whose growth over time is
    * the mean time a job holds a slot (latency mode's job duration). Read with `enqueued`.
@@ -194,6 +244,8 @@ export interface JobInfo {
   id: string;
   queue: string;
   state: JobState | string;
+  /** A flow job's flow (docs/flows.md): its id, the job's key, its parents' keys; absent otherwise. */
+  flow?: JobFlowInfo;
   data: string;
   priority: number;
   attempts: number;

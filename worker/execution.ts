@@ -13,6 +13,7 @@ import {
   ReplicationError,
   retryDelay,
   type AttemptError,
+  type ParentOutcome,
   type ClaimedJob,
   type CompiledContract,
   type ContractCache,
@@ -232,6 +233,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       createdAt: job.createdAt,
       ...(job.task ? { task: job.task } : {}),
       previousErrors: job.previousErrors,
+      ...(job.parents ? { parents: job.parents } : {}),
     };
     const ctx = new JobContext(entry, exec.log, this.consumer);
     const callback = this.callbacks?.open({
@@ -880,6 +882,10 @@ class JobContext implements HandlerContext {
 
   get previousErrors(): AttemptError[] {
     return this.entry.job.previousErrors;
+  }
+
+  get parents(): Record<string, ParentOutcome> | undefined {
+    return this.entry.job.parents;
   }
 
   get signal(): AbortSignal {

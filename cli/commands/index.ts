@@ -19,6 +19,7 @@ const stats = () => import("./stats.ts");
 const job = () => import("./job.ts");
 const dlq = () => import("./dlq.ts");
 const cancel = () => import("./cancel.ts");
+const flow = () => import("./flow.ts");
 const promote = () => import("./promote.ts");
 const deleteJobs = () => import("./delete.ts");
 const pauseResume = () => import("./pause.ts");
@@ -68,6 +69,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis:
       "  cancel <id> [--queue Q] [--json]        cancel a waiting, delayed or running job (a fan-out parent: its children too)",
     load: byDefault(cancel),
+  },
+  {
+    name: "flow",
+    synopsis: `  flow <id> [--pipeline P] [--json]       a flow's jobs by state: each job's key, state, queue, id and parents (exit 1: not found)
+  flow cancel <id> [--pipeline P] [--json]   cancel every unfinished job of a flow (running ones at their next heartbeat)`,
+    load: byDefault(flow),
   },
   {
     name: "promote",

@@ -6,7 +6,8 @@
 -- records mark it `deleted`, docs/records.md). A fan-out child that had not finished reports
 -- {"id", "error": {"name": "DeletedError"}} to the fan-in, so the join still runs.
 -- Refused, nothing changed: a running job (`active`) and a fan-out parent whose children are not
--- all finished (`fannedOut` / `joined`) — cancel it first (cancel_job), then delete it.
+-- all finished (`fannedOut` / `joined`), a flow job waiting for its parents (`waiting-children`:
+-- its count and its dependents would be left behind) — cancel it first (cancel_job), then delete it.
 -- KEYS: 1 ready, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
 -- ARGV: 1 jobPrefix, 2 idempotencyPrefix (the queue's), 3 queue, 4 now (ms), 5… the ids
 -- Returns a flat list, two entries per id: outcome (`deleted`, `refused` or `notFound`: no such
@@ -19,11 +20,12 @@
 --- @include "includes/readyLine"
 --- @include "includes/parkedData"
 --- @include "includes/groups"
+--- @include "includes/flow"
 
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local base = pipelineBase(jobPrefix)
-local REFUSED = {active = true, fannedOut = true, joined = true}
+local REFUSED = {active = true, fannedOut = true, joined = true, ['waiting-children'] = true}
 local DELETED = '{"name":"DeletedError","message":"deleted"}'
 
 -- Whether the id was in one of the queue's sets (removed from all of them).
@@ -38,7 +40,7 @@ local deleted = 0
 for i = 5, #ARGV do
   local id = ARGV[i]
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group', 'holdsGroup')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group', 'holdsGroup', 'flow', 'flowKey', 'dependents')
   local outcome, state = 'notFound', ''
   if f.err then
     -- Not a hash (another client SET it): deleted if it is this queue's.
@@ -66,6 +68,10 @@ for i = 5, #ARGV do
       end
       if f[3] and f[3] ~= '' then
         finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. DELETED .. '}', now, f[3], f[4] or false)
+      end
+      -- An unfinished flow job deleted ends as a cancelled one: its dependents follow their policies.
+      if f[10] and (state == 'ready' or state == 'delayed') then
+        flowJobEnded(jobPrefix, now, f[10], f[11], id, f[12], '{"id":' .. cjson.encode(id) .. ',"error":"deleted"}', 'cancelled')
       end
       if f[5] and f[5] ~= '' and redis.call('GET', idemPrefix .. f[5]) == id then redis.call('DEL', idemPrefix .. f[5]) end
       redis.call('DEL', jk, malformedKey(jk, id), base .. 'logs:' .. id, dataKeyOf(jk, id))

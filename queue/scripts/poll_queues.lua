@@ -12,7 +12,8 @@
 -- Returns one reply per queue, in the order of KEYS: {counts, sweep}. counts is backlog_counts'
 -- 11 values, then paused ('1' or '') and the rate limit as stored ('<max>/<windowMs>' or ''),
 -- then the jobs waiting in groups (`HGET <Q>gwaiting ''`, 0 without groups; the operator reads the
--- groups' admission only for queues where it is not 0); sweep
+-- groups' admission only for queues where it is not 0), then backlog_counts' 12th, the flow jobs
+-- waiting for their parents (waitingChildren); sweep
 -- is sweep_leases' {requeued, deadLettered, graceLeftMs}, or {} when not asked. Either is
 -- {message} instead when that part failed (a key of the wrong type): one queue's error is its own.
 --- @include "includes/backlogCounts"
@@ -37,8 +38,10 @@ for q = 0, #KEYS / 11 - 1 do
   local ok, counts = pcall(function()
     local c = backlogCounts(k[2], k[9], k[1], k[3], k[4], now, jobPrefix)
     local paused, rate = readControl(k[7], queue)
+    local waitingChildren = c[12]
     c[12], c[13] = paused and '1' or '', rate or ''
     c[14] = tonumber(redis.call('HGET', queuePrefixOfReady(k[2]) .. 'gwaiting', '')) or 0
+    c[15] = waitingChildren
     return c
   end)
   if not ok then counts = failed(counts) end

@@ -23,7 +23,7 @@ local moved = 0
 for _, id in ipairs(ids) do
   local jk = jobKey(jobPrefix, id)
   -- checked before anything changes: a record another client broke stays dead, never lost
-  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority', 'group', 'attemptsMade', 'attemptsBefore')
+  local f = redis.pcall('HMGET', jk, 'data', 'score', 'priority', 'group', 'attemptsMade', 'attemptsBefore', 'flow')
   -- (a priority-0 job joins the tail of the line and needs no score)
   local score = (not f.err) and (inLine(f[3]) or numericScore(f[2]))
   if redis.call('ZSCORE', KEYS[1], id) and not f.err and f[1] and score then
@@ -44,6 +44,12 @@ for _, id in ipairs(ids) do
     if blocking then
       redis.call('HDEL', q .. 'gcontrol', 'paused:' .. g, 'blockedBy:' .. g)
       ringAdd(q, g)
+    end
+    -- (a flow job is open again: its flow's hash is kept until it ends, docs/flows.md)
+    if f[7] then
+      local fk = keyOf.flow(pipelineBase(jobPrefix), f[7])
+      redis.call('HINCRBY', fk, 'open', 1)
+      redis.call('PERSIST', fk)
     end
     record(KEYS[5], KEYS[6], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'dead', 'data', f[1]})
     moved = moved + 1

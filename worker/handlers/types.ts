@@ -1,6 +1,6 @@
 // What a stage handler sees, whatever its kind.
 import type { Logger } from "pino";
-import type { AttemptError } from "../../queue/index.ts";
+import type { AttemptError, ParentOutcome } from "../../queue/index.ts";
 
 /** The job as handed to a handler: a fresh object per execution. */
 export interface JobView {
@@ -21,6 +21,8 @@ export interface JobView {
    * a hand-back, a stall. [] on a first attempt.
    */
   previousErrors: AttemptError[];
+  /** A flow job's parents' outcomes by key, `{id, result}` or `{id, error}` (docs/flows.md); absent otherwise. */
+  parents?: Record<string, ParentOutcome>;
 }
 
 /**
@@ -32,6 +34,8 @@ export type JobLogger = Logger & ((message: string) => void);
 export interface HandlerContext {
   /** The job's earlier failed attempts (JobView.previousErrors). */
   previousErrors: AttemptError[];
+  /** A flow job's parents' outcomes by key (JobView.parents); absent for a job without parents. */
+  parents?: Record<string, ParentOutcome>;
   /** Aborted on timeout, hand-back at the drain deadline, or lease loss. `signal.reason` says which. */
   signal: AbortSignal;
   log: JobLogger;

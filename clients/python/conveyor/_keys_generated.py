@@ -51,6 +51,10 @@ class PipelineKeyLayout:
         """A fan-out's join: children done, their results, the join's settings."""
         return f"{self.prefix}fanin:{parent}"
 
+    def flow(self, id: str) -> str:
+        """A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`."""
+        return f"{self.prefix}flow:{id}"
+
     def resource(self, name: str) -> str:
         """A resource: its keys, their limits and window logs."""
         return f"{self.prefix}res:{name}"

@@ -34,12 +34,13 @@ end
 
 -- One queue's counts for scaling (backlog_counts.lua), O(1): {ready (the sorted set and the
 -- line, readyLine.lua), delayed, dueDelayed, inflight, dead, completed, oldestReadyCreatedAt,
--- enqueued, budget, ended, runMs}; oldestReadyCreatedAt is 0 when nothing is ready (see above); enqueued is the
+-- enqueued, budget, ended, runMs, waitingChildren}; oldestReadyCreatedAt is 0 when nothing is ready (see above); enqueued is the
 -- queue's lifetime enqueue counter (`<Q>counts` field, read in the same HMGET as completed),
 -- whose growth between two polls is the arrival rate; budget, the waiting jobs no resource key
 -- can pay for now (docs/protocol.md, "Resources"; not in ready); ended and runMs, the attempts
 -- that ended (completed or failed) and their run time, lifetime counters whose growth gives the
--- mean time a job holds a slot.
+-- mean time a job holds a slot; waitingChildren, the flow jobs waiting for their parents (not
+-- ready, not in the backlog: docs/flows.md).
 local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsKey, now, jobPrefix)
   local ready, budget = readyCount(readyKey)
   local delayed = redis.call('ZCARD', delayedKey)
@@ -47,12 +48,12 @@ local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsK
   if delayed > 0 then due = redis.call('ZCOUNT', delayedKey, '-inf', now) end
   local inflight = redis.call('ZCARD', inflightKey)
   local dead = redis.call('ZCARD', deadKey)
-  local c = redis.call('HMGET', countsKey, 'completed', 'enqueued', 'failed', 'runMs')
+  local c = redis.call('HMGET', countsKey, 'completed', 'enqueued', 'failed', 'runMs', 'waitingChildren')
   local completed = tonumber(c[1] or 0) or 0
   local enqueued = tonumber(c[2] or 0) or 0
   local ended = completed + (tonumber(c[3] or 0) or 0)
   local runMs = tonumber(c[4] or 0) or 0
   local oldest = 0
   if ready > 0 then oldest = oldestReadyCreatedAt(readyKey, jobPrefix) end
-  return {ready, delayed, due, inflight, dead, completed, oldest, enqueued, budget, ended, runMs}
+  return {ready, delayed, due, inflight, dead, completed, oldest, enqueued, budget, ended, runMs, tonumber(c[5] or 0) or 0}
 end

@@ -3,10 +3,11 @@
 --- @include "variadic"
 --- @include "readyLine"
 --- @include "fencingTokens"
+--- @include "flow"
 
 -- The claim reply's per-job fields, in the order each job's values follow them: a new field is
 -- one more name here and one more value in claimLeases.
-local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,task,errors,contract'
+local CLAIM_REPLY_FIELDS = 'id,token,data,attempt,attempts,timeoutMs,stalls,createdAt,contentHash,trace,requeued,resources,task,errors,contract,parents'
 
 -- The claim's last step: a lease for each job in c.ok (what the gate let start: claimAdmission.lua),
 -- with `leaseMs` and `workerId`. Per claim, not per job: one reservation of fencing tokens
@@ -73,6 +74,8 @@ local function claimLeases(c, leaseMs, workerId)
     jobs[j + 13] = f[17] or ''
     jobs[j + 14] = f[18] or ''
     jobs[j + 15] = contract
+    -- (a flow job's parents' outcomes, flow.lua: '' for any other job)
+    jobs[j + 16] = f[19] and flowParentsJson(c.jobPrefix, f[20], f[19], f[21]) or ''
   end
   if started == 1 then
     -- (one job, the common case at concurrency 1: the per-job form without building lists)

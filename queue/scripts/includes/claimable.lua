@@ -13,7 +13,7 @@
 -- a record that is not a ready priority-0 job of this queue and of that group (none for the
 -- queue's own line) — none at all, cancelled, deleted, made again elsewhere — is a stale entry:
 -- returns false. A line job needs no score.
-local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued', 'state', 'queue', 'priority', 'group', 'uses', 'task', 'errors'}
+local CLAIM_FIELDS = {'data', 'attemptsMade', 'attempts', 'timeout', 'stalls', 'createdAt', 'contentHash', 'score', 'handbacks', 'trace', 'requeued', 'state', 'queue', 'priority', 'group', 'uses', 'task', 'errors', 'parents', 'flow', 'onParentFailure'}
 local CLAIM_COUNTERS = {2, 5, 9} -- attemptsMade, stalls, handbacks
 local CLAIM_NUMBERS = {3, 4, 6}  -- attempts, timeout, createdAt
 local function claimable(jk, id, queue, lineGroup)

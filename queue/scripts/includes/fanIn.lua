@@ -4,7 +4,8 @@
 --- @include "readyLine"
 
 -- Fan-in. enqueueJoin enqueues a parent's join job with every child's outcome, in child order,
--- and removes the fan-in record (so it happens once).
+-- and removes the fan-in record (so it happens once). A flow job's join carries its flow fields:
+-- the flow job ends when its join does, with the join's result or error.
 local function enqueueJoin(jobPrefix, parent, now)
   local base = pipelineBase(jobPrefix)
   local fk = base .. 'fanin:' .. parent
@@ -25,6 +26,9 @@ local function enqueueJoin(jobPrefix, parent, now)
   local jk = jobPrefix .. joinId
   redis.call('HSET', jk, 'queue', joinQueue, 'data', data, 'attempts', f[4], 'createdAt', now, 'state', 'ready', 'joinOf', parent)
   if trace then redis.call('HSET', jk, 'trace', table.concat(trace, '\n')) end
+  -- A flow job that fanned out ends with its join (docs/flows.md): the join takes its place.
+  local pf = redis.call('HMGET', jobPrefix .. parent, 'flow', 'flowKey', 'dependents')
+  if pf[1] then redis.call('HSET', jk, 'flow', pf[1], 'flowKey', pf[2] or '', 'dependents', pf[3] or '') end
   local priority = tonumber(f[3]) or 0
   if priority ~= 0 then
     local score = (1000 - priority) * 4398046511104 + redis.call('INCR', base .. 'seq')

@@ -24,6 +24,8 @@ local keyOf = {
   malformed = function(P, id) return P .. 'malformed:' .. id end,
   -- A fan-out's join: children done, their results, the join's settings.
   fanIn = function(P, parent) return P .. 'fanin:' .. parent end,
+  -- A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`.
+  flow = function(P, id) return P .. 'flow:' .. id end,
   -- A stage result stored for reuse under its input's content hash.
   result = function(P, contentHash, queue) return P .. 'result:' .. queue .. ':' .. contentHash end,
   -- A resource: its keys, their limits and window logs.

@@ -8,6 +8,7 @@
 --- @include "fanIn"
 --- @include "variadic"
 --- @include "finished"
+--- @include "flow"
 
 -- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
 -- fencing check, the record, fan-in, the transition's event — runs for each job; what only
@@ -94,7 +95,7 @@ end
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
-  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt', 'attemptsMade', 'error')
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt', 'attemptsMade', 'error', 'flow', 'flowKey', 'dependents')
   if not leaseHeld(held[1], token) then
     if held[3] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -117,6 +118,10 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   -- (only a fan-out child has a parent: the outcome text is built for those alone)
   if held[2] and held[2] ~= '' then
     finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', now, held[2], held[4])
+  end
+  -- (a flow job ends where it completes: its dependents' counts drop, flow.lua)
+  if held[9] then
+    flowJobEnded(jobPrefix, now, held[9], held[10], id, held[11], '{"id":' .. cjson.encode(id) .. ',"result":' .. result .. '}', false)
   end
   tally.completed = tally.completed + 1
   if reused == '1' then tally.reused = tally.reused + 1 else rememberResult(jobPrefix, queue, contentHash, resultTtl, result) end

@@ -6,6 +6,7 @@
 --- @include "readyLine"
 --- @include "groups"
 --- @include "attemptErrors"
+--- @include "flow"
 
 -- One queue's sweep (sweep_leases.lua says what it does and why). `k` holds sweep_leases' 11
 -- keys in its order: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta,
@@ -44,7 +45,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
     -- A score that is missing or not a number must not reach ZADD (the error would abort the
     -- script half-way, with this job out of inflight and nowhere else); nor may nan or inf.
     -- A job of priority 0 goes back to the line and needs no score.
-    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group', 'attemptsMade')
+    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group', 'attemptsMade', 'flow', 'flowKey', 'dependents')
     local score = f[1] and (inLine(f[2]) or numericScore(f[3]))
     -- (its group slot is free only now: a SIGKILLed worker's lease counted until this sweep)
     if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
@@ -65,6 +66,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
       redis.call('HINCRBY', k[4], 'dead', 1)
       if f[4] and f[4] ~= '' then groupJobDied(groupQueuePrefix(jobPrefix, queue), f[4], id) end
       finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
+      if f[6] then flowJobEnded(jobPrefix, now, f[6], f[7], id, f[8], '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', 'dead') end
       record(k[6], k[7], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', reason})
       dead = dead + 1
     else

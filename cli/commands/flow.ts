@@ -1,0 +1,65 @@
+// `conveyor flow`: a flow's jobs by state, each job's key, state and parents; and cancel.
+import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+
+const USAGE = "flow <id> [--pipeline P] [--json] | flow cancel <id> [--pipeline P] [--json]";
+
+export default defineCommand({
+  name: "flow",
+  args: ["cancel <id>", "<id>"],
+  settings: {
+    ...COMMON,
+    pipeline: { kind: "string", arg: "P", help: "the flow's pipeline (default: looked up from the flow)" },
+  },
+  async run(o) {
+    const cancel = o.positionals[0] === "cancel" && o.positionals.length === 2;
+    const id = cancel ? o.positionals[1] : o.positionals[0];
+    if (!id) throw new UsageError(USAGE);
+    const [pipeline, json] = [o.raw("pipeline"), o.bool("json")];
+    const { QueueAdmin } = await import("../../queue/admin.ts");
+    const { InvalidNameError } = await import("../../queue/keys.ts");
+    return withRedis(o.str("redis")!, async (redis) => {
+      const admin = new QueueAdmin(redis);
+      try {
+        if (cancel) {
+          const r = await admin.cancelFlow(id, pipeline);
+          if (json) print(JSON.stringify(r));
+          else if (r.outcome === "notFound") print(`flow ${id} not found (never enqueued, or expired)`);
+          else
+            print(
+              `cancelled ${r.jobsCancelled} unfinished job(s) of flow ${id} (${r.total} in all; running ones are aborted at their next heartbeat)`,
+            );
+          return r.outcome === "cancelled" ? 0 : 1;
+        }
+        const view = await admin.flow(id, pipeline);
+        if (!view) {
+          if (json) print(JSON.stringify(null));
+          else print(`flow ${id} not found (never enqueued, or expired)`);
+          return 1;
+        }
+        if (json) {
+          print(JSON.stringify(view));
+          return 0;
+        }
+        print(
+          `flow ${view.id} (pipeline ${view.pipeline}, ${view.jobs.length} jobs, created ${new Date(view.createdAt).toISOString()})`,
+        );
+        print(
+          Object.entries(view.counts)
+            .sort()
+            .map(([state, n]) => `${state}: ${n}`)
+            .join(", "),
+        );
+        for (const j of view.jobs) {
+          const waits = j.pending !== undefined ? ` (waiting for ${j.pending})` : "";
+          const from = j.parents.length > 0 ? ` ← ${j.parents.join(", ")}` : "";
+          const why = j.reason ? ` — ${j.reason}` : "";
+          print(`  ${j.key}  ${j.state}${waits}  ${j.queue}  ${j.id}${from}${why}`);
+        }
+        return 0;
+      } catch (err) {
+        if (err instanceof InvalidNameError) throw new UsageError(err.message);
+        throw err;
+      }
+    });
+  },
+});

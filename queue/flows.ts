@@ -1,0 +1,101 @@
+// Flows, the read and cancel side (docs/flows.md): a flow's jobs and their states, and cancel.
+// The write side is Producer.enqueueFlow.
+import { assertJobId, PIPELINES_KEY, PipelineKeys } from "./keys.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
+import { CANCELLED_RETENTION_SECONDS } from "./control.ts";
+
+export interface FlowJobState {
+  key: string;
+  id: string;
+  /** `waiting-children`, ready, delayed, active, completed, dead, cancelled…; `gone` once its record was reclaimed. */
+  state: string;
+  queue: string;
+  /** The parents' keys. */
+  parents: string[];
+  /** For a job waiting for its parents: how many have not ended yet. */
+  pending?: number;
+  /** Why it was cancelled, when a parent's end cancelled it. */
+  reason?: string;
+}
+
+export interface FlowView {
+  id: string;
+  pipeline: string;
+  createdAt: number;
+  /** Jobs by state. */
+  counts: Record<string, number>;
+  jobs: FlowJobState[];
+}
+
+export interface FlowCancelResult {
+  id: string;
+  outcome: "cancelled" | "notFound";
+  /** Jobs this cancelled (finished ones are left as they are). */
+  jobsCancelled: number;
+  total: number;
+}
+
+/** The pipelines to look in: the one given (a pipeline or one of its queues), else every known one. */
+async function pipelinesOf(redis: RedisClient, pipeline?: string): Promise<string[]> {
+  return pipeline ? [pipeline.split("/")[0]!] : redis.smembers(PIPELINES_KEY);
+}
+
+/** A flow's jobs, their states and parents, and the counts by state; null when no pipeline has it. */
+export async function flowView(redis: RedisClient, id: string, pipeline?: string): Promise<FlowView | null> {
+  assertJobId(id);
+  for (const p of await pipelinesOf(redis, pipeline)) {
+    const keys = new PipelineKeys(p);
+    const all = await redis.hgetall(keys.flow(id));
+    if (Object.keys(all).length === 0) continue;
+    const members = Object.entries(all)
+      .filter(([f]) => f.startsWith("k:"))
+      .map(([f, jobId]) => ({ key: f.slice(2), id: jobId }));
+    const jobs: FlowJobState[] = [];
+    const counts: Record<string, number> = {};
+    // (in runs, pipelined: a flow is up to 10,000 jobs)
+    for (let i = 0; i < members.length; i += 500) {
+      const run = members.slice(i, i + 500);
+      const pipe = redis.pipeline();
+      for (const m of run) pipe.hmget(keys.job(m.id), "state", "queue", "parents", "pending", "cancelReason");
+      const replies = (await pipe.exec()) ?? [];
+      run.forEach((m, k) => {
+        const [err, f] = replies[k] ?? [null, []];
+        const [state, queue, parents, pending, reason] = (err ? [] : (f as (string | null)[])) ?? [];
+        const job: FlowJobState = {
+          key: m.key,
+          id: m.id,
+          state: state ?? "gone",
+          queue: queue ?? "",
+          parents: parents ? parents.split(" ") : [],
+        };
+        if (state === "waiting-children" && pending != null) job.pending = Number(pending);
+        if (reason) job.reason = reason;
+        jobs.push(job);
+        counts[job.state] = (counts[job.state] ?? 0) + 1;
+      });
+    }
+    jobs.sort((a, b) => a.key.localeCompare(b.key));
+    return { id, pipeline: p, createdAt: Number(all.createdAt ?? 0), counts, jobs };
+  }
+  return null;
+}
+
+/** Cancel every unfinished job of a flow (cancel_flow.lua); running ones are aborted at their next heartbeat. */
+export async function cancelFlow(
+  redis: RedisClient,
+  id: string,
+  opts: { pipeline?: string; retentionSeconds?: number } = {},
+): Promise<FlowCancelResult> {
+  assertJobId(id);
+  for (const p of await pipelinesOf(redis, opts.pipeline)) {
+    const keys = new PipelineKeys(p);
+    const [n, total] = await runScript<[number, number]>(
+      redis,
+      "cancel_flow",
+      [keys.outbox, keys.meta, keys.flow(id)],
+      [keys.jobPrefix, Date.now(), opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS],
+    );
+    if (Number(n) >= 0) return { id, outcome: "cancelled", jobsCancelled: Number(n), total: Number(total) };
+  }
+  return { id, outcome: "notFound", jobsCancelled: 0, total: 0 };
+}

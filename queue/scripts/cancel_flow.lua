@@ -1,0 +1,20 @@
+-- Cancel a flow (docs/flows.md): every unfinished job of it, as cancel_job cancels one
+-- (includes/cancelJob.lua): running ones are aborted at their worker's next renewal. A
+-- dependent whose parents all end in this call stays waiting until it is cancelled itself, so
+-- none starts. Finished jobs are left as they are.
+-- KEYS: 1 outbox, 2 meta (the pipeline's), 3 the flow's hash (`<P>flow:<id>`)
+-- ARGV: 1 jobPrefix, 2 now (ms), 3 retentionSeconds (0 = keep the records)
+-- Returns {jobs cancelled, jobs in the flow}, or {-1, 0} when there is no such flow.
+--- @include "includes/cancelJob"
+
+local cx = {outbox = KEYS[1], meta = KEYS[2], jobPrefix = ARGV[1], now = tonumber(ARGV[2]), retention = tonumber(ARGV[3]), hold = true}
+local all = redis.call('HGETALL', KEYS[3])
+if #all == 0 then return {-1, 0} end
+local n, total = 0, 0
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == 'k:' then
+    total = total + 1
+    n = n + (cancelOne(cx, all[i + 1], 0))
+  end
+end
+return {n, total}

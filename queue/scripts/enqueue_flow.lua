@@ -1,0 +1,155 @@
+-- Enqueue a flow (docs/flows.md): jobs across the stages of one pipeline, each with a key and the
+-- keys of its parents, in one atomic step — all of them or, on any refusal, none. A job without
+-- parents is enqueued as enqueue_jobs enqueues it; a job with parents waits in state
+-- `waiting-children` (in no line: not ready, not in the backlog) until they have all ended.
+-- A script of its own rather than enqueue_jobs: that one takes one queue's keys, a flow spans
+-- several queues and writes its hash and every parent's `dependents` besides.
+-- KEYS: 1 outbox, 2 meta, 3 seq, 4 the flow's hash (`<P>flow:<id>`), then per queue of ARGV's
+--       list (in its order) 5 keys: ready, delayed, counts, wake, contract. All of one pipeline:
+--       one hash tag, one Cluster slot.
+-- ARGV: 1 jobPrefix, 2 flow id, 3 now (ms), 4 maxPayloadBytes, 5 n (queues), then n pairs: queue
+--       name, the hash of its contract the caller checked the jobs against ('' = none); then the
+--       job fields this call sends, by name, comma-separated: `id,key,queue,data` first, then any
+--       of priority, attempts, timeoutMs, trace, group, task, parents (the parents' keys,
+--       space-separated), onParentFailure (fail|continue|ignore; '' = fail); then per job exactly
+--       those values in that order. Each job's parents come before it (the caller sends the jobs
+--       in a topological order, so a cycle is refused here too).
+-- Refusals (nothing written): ERR_INVALID_FLOW <why> (an unknown/repeated field, a duplicate or
+-- unknown key, a parent not before its child, an unknown queue, a bad policy or task name, the
+-- flow id in use), ERR_PAYLOAD_TOO_LARGE, ERR_CONTRACT_CHANGED <hash in force> (of a queue whose hash was not the one sent).
+-- Returns the number of jobs written.
+--- @include "includes/keys"
+--- @include "includes/record"
+--- @include "includes/wake"
+--- @include "includes/enqueueJob"
+
+local jobPrefix, fid = ARGV[1], ARGV[2]
+local now = tonumber(ARGV[3])
+local maxBytes = tonumber(ARGV[4])
+local nq = tonumber(ARGV[5])
+local function refuse(why)
+  return redis.error_reply('ERR_INVALID_FLOW ' .. why)
+end
+if not nq or #KEYS ~= 4 + 5 * nq then return refuse('expected 4 + 5 keys per queue, got ' .. #KEYS) end
+if redis.call('EXISTS', KEYS[4]) == 1 then return refuse('flow ' .. fid .. ' exists') end
+local queues = {}
+for i = 1, nq do
+  local name, hash = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+  local k = 4 + 5 * (i - 1)
+  local inForce = redis.call('HGET', KEYS[k + 5], 'hash') or ''
+  if inForce ~= hash then return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
+  queues[name] = {ready = KEYS[k + 1], line = lineKeyOf(KEYS[k + 1]), delayed = KEYS[k + 2], counts = KEYS[k + 3],
+    wake = KEYS[k + 4], outbox = KEYS[1], meta = KEYS[2], seq = KEYS[3]}
+end
+local first = 6 + 2 * nq
+local at, width = {}, 0
+local OPTIONAL = {priority = true, attempts = true, timeoutMs = true, trace = true, group = true, task = true,
+  parents = true, onParentFailure = true}
+local LEADING = {'id', 'key', 'queue', 'data'}
+for name in string.gmatch(ARGV[first] or '', '[^,]+') do
+  if at[name] or not (OPTIONAL[name] or LEADING[width + 1] == name) then
+    return refuse('unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[first] .. ' (id,key,queue,data first)')
+  end
+  at[name] = width
+  width = width + 1
+end
+if width < 4 or (#ARGV - first) % width ~= 0 or #ARGV == first then
+  return refuse((#ARGV - first) .. ' values for jobs of ' .. width .. ' fields (' .. (ARGV[first] or '') .. ')')
+end
+local function field(i, name, default)
+  local k = at[name]
+  if not k then return default end
+  local v = ARGV[i + k]
+  if v == '' then return default end
+  return v
+end
+local POLICIES = {fail = true, continue = true, ignore = true}
+
+-- Checked before anything is written: keys, parents, queues, sizes, names; and each parent's dependents.
+local idOf, deps, order = {}, {}, {}
+for i = first + 1, #ARGV, width do
+  local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  if idOf[key] then return refuse('duplicate key ' .. key) end
+  if not queues[queue] then return refuse('job ' .. key .. ': queue ' .. queue .. ' is not in the call\'s queue list') end
+  if #data > maxBytes then
+    return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. key .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
+  end
+  local task = field(i, 'task', '')
+  if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
+    return refuse('job ' .. key .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit')
+  end
+  local policy = field(i, 'onParentFailure', 'fail')
+  if not POLICIES[policy] then return refuse('job ' .. key .. ': onParentFailure must be fail, continue or ignore, got ' .. policy) end
+  for p in string.gmatch(field(i, 'parents', ''), '%S+') do
+    if not idOf[p] then return refuse('job ' .. key .. ': parent ' .. p .. ' is not a job listed before it in the flow') end
+    local d = deps[p]
+    if not d then
+      d = {}
+      deps[p] = d
+    end
+    d[#d + 1] = id
+  end
+  idOf[key] = id
+  order[#order + 1] = i
+end
+
+local fk = KEYS[4]
+local woke = {}
+local kmap = {}
+for _, i in ipairs(order) do
+  local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local keys = queues[queue]
+  local extra = {'flow', fid, 'flowKey', key}
+  local d = deps[key]
+  if d then
+    extra[#extra + 1] = 'dependents'
+    extra[#extra + 1] = table.concat(d, ' ')
+  end
+  for _, name in ipairs({'trace', 'task', 'onParentFailure'}) do
+    local v = field(i, name, '')
+    if v ~= '' and not (name == 'onParentFailure' and v == 'fail') then
+      extra[#extra + 1] = name
+      extra[#extra + 1] = v
+    end
+  end
+  local priority = tonumber(field(i, 'priority', 0))
+  local attempts, timeout = field(i, 'attempts', '3'), field(i, 'timeoutMs', '0')
+  local group = groupOf(field(i, 'group', ''))
+  local parents = field(i, 'parents', '')
+  local pending = 0
+  for _ in string.gmatch(parents, '%S+') do pending = pending + 1 end
+  if pending == 0 then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, 0, attempts, timeout, '', '', extra, group) then
+      woke[queue] = true
+    end
+  else
+    local jk = jobKey(jobPrefix, id)
+    extra[#extra + 1] = 'parents'
+    extra[#extra + 1] = parents
+    if priority ~= 0 then
+      extra[#extra + 1] = 'priority'
+      extra[#extra + 1] = priority
+    end
+    if timeout ~= '0' then
+      extra[#extra + 1] = 'timeout'
+      extra[#extra + 1] = timeout
+    end
+    if group then
+      extra[#extra + 1] = 'group'
+      extra[#extra + 1] = group
+    end
+    redis.call('HSET', jk, 'queue', queue, 'attempts', attempts, 'createdAt', now, 'state', 'waiting-children',
+      'pending', pending, 'data', data, unpack(extra))
+    redis.call('HINCRBY', keys.counts, 'waitingChildren', 1)
+    record(KEYS[1], KEYS[2], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'state', 'waiting-children', 'attempts', attempts, 'data', data})
+  end
+  kmap[#kmap + 1] = 'k:' .. key
+  kmap[#kmap + 1] = id
+end
+-- (the key → id map in runs: a flow of 10,000 jobs is 20,000 values)
+for i = 1, #kmap, 1000 do
+  redis.call('HSET', fk, unpack(kmap, i, math.min(i + 999, #kmap)))
+end
+redis.call('HSET', fk, 'total', #order, 'open', #order, 'createdAt', now)
+for queue in pairs(woke) do wake(queues[queue].wake) end
+return #order

@@ -1,0 +1,123 @@
+--- @include "keys"
+--- @include "record"
+--- @include "readyLine"
+--- @include "wake"
+--- @include "finished"
+
+-- Flows (docs/flows.md). A flow job's record names its flow (`flow`), its key in it (`flowKey`),
+-- its parents' keys (`parents`, space-separated), the ids of the jobs that wait for it
+-- (`dependents`, space-separated) and, while it waits, how many parents have not ended
+-- (`pending`, state `waiting-children`). A parent has ended when it completes in the queue it
+-- ends in (its last stage: an advance is not an end), dies, or is cancelled. The flow's hash
+-- (`<P>flow:<id>`) keeps each ended parent's outcome for its dependents: `r:<key>` {id, result}
+-- or `e:<key>` {id, error}; `x:<key>` marks a parent whose dependents were told, so an edge is
+-- released once even when a dead parent is retried and completes.
+-- A flow's hash is kept this long after its last job ended.
+local FLOW_KEEP_SECONDS = 7 * 24 * 3600
+-- A dependent cancelled by a parent's end is kept as long as a cancel keeps a job (queue/control.ts
+-- CANCELLED_RETENTION_SECONDS), then reclaimed by its queue's workers (finished.lua).
+local FLOW_CANCELLED_RETENTION_SECONDS = 24 * 3600
+
+local function flowKeyOf(jobPrefix, fid)
+  return keyOf.flow(pipelineBase(jobPrefix), fid)
+end
+
+-- One job of the flow ended for good (completed, dead, cancelled): the hash expires once none is open.
+local function flowJobClosed(fk)
+  if redis.call('HINCRBY', fk, 'open', -1) <= 0 then redis.call('EXPIRE', fk, FLOW_KEEP_SECONDS) end
+end
+
+-- A waiting dependent of a parent that ended badly, with policy `fail`: cancelled, reason
+-- naming the parent.
+local function cancelWaitingChild(jobPrefix, jk, id, queue, now, reason)
+  local q = queueKeyPrefix(pipelineBase(jobPrefix), queue)
+  redis.call('HSET', jk, 'state', 'cancelled', 'cancelledAt', now, 'finishedAt', now, 'cancelReason', reason)
+  redis.call('HDEL', jk, 'pending')
+  redis.call('EXPIRE', jk, finishedTtl(FLOW_CANCELLED_RETENTION_SECONDS))
+  indexFinished(q .. 'finished', now, FLOW_CANCELLED_RETENTION_SECONDS, {id})
+  redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
+  redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
+  local base = pipelineBase(jobPrefix)
+  record(base .. 'outbox', base .. 'meta', {'type', 'cancelled', 'id', id, 'queue', queue, 'at', now, 'was', 'waiting-children', 'reason', reason})
+end
+
+-- A dependent whose parents have all ended joins its queue's line like any ready job.
+local function releaseChild(jobPrefix, jk, id, queue, now, priority, score, group)
+  local q = queueKeyPrefix(pipelineBase(jobPrefix), queue)
+  redis.call('HSET', jk, 'state', 'ready')
+  redis.call('HDEL', jk, 'pending')
+  putReady(q .. 'ready', jk, id, false, priority or false, score or false, group or false)
+  redis.call('HINCRBY', q .. 'counts', 'enqueued', 1)
+  redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
+  wake(q .. 'wake')
+  local base = pipelineBase(jobPrefix)
+  record(base .. 'outbox', base .. 'meta', {'type', 'promoted', 'id', id, 'queue', queue, 'at', now, 'from', 'flow'})
+end
+
+-- A flow job ended: `fid`, `key`, `dependents` its record's flow, flowKey and dependents fields;
+-- `id` its id, `outcome` the JSON text its dependents see ({id, result} or {id, error});
+-- `failed`: false, 'dead' or 'cancelled'. `hold` (cancel_flow): a dependent whose parents have
+-- all ended stays waiting, for the cancel to find it, instead of joining its queue's line first. Each waiting dependent's count drops; at 0 it is released. A failed
+-- parent's `fail`-policy dependents are cancelled instead, and theirs in turn (iteratively: a
+-- flow is at most 10,000 jobs deep). Returns how many dependents it cancelled.
+local function flowJobEnded(jobPrefix, now, fid, key, id, dependents, outcome, failed, hold)
+  local fk = flowKeyOf(jobPrefix, fid)
+  local work = {{key, id, dependents, outcome, failed}}
+  local n, cancelled = 0, 0
+  while n < #work do
+    n = n + 1
+    local w = work[n]
+    local pkey, pid, deps, out, bad = w[1], w[2], w[3], w[4], w[5]
+    if bad then
+      redis.call('HSET', fk, 'e:' .. pkey, out)
+    else
+      redis.call('HSET', fk, 'r:' .. pkey, out)
+      redis.call('HDEL', fk, 'e:' .. pkey)
+    end
+    flowJobClosed(fk)
+    -- (each edge once: a retried dead parent that completes only replaces its outcome)
+    if deps and deps ~= '' and redis.call('HSETNX', fk, 'x:' .. pkey, '1') == 1 then
+      for did in string.gmatch(deps, '%S+') do
+        local djk = jobKey(jobPrefix, did)
+        local f = redis.call('HMGET', djk, 'state', 'onParentFailure', 'queue', 'priority', 'score', 'group', 'flowKey', 'dependents')
+        if f[1] == 'waiting-children' then
+          if bad and (f[2] or 'fail') == 'fail' then
+            local reason = 'parent ' .. pkey .. ' (' .. pid .. ') ' .. (bad == 'cancelled' and 'was cancelled' or 'is dead')
+            cancelWaitingChild(jobPrefix, djk, did, f[3], now, reason)
+            cancelled = cancelled + 1
+            work[#work + 1] = {f[7], did, f[8], '{"id":' .. cjson.encode(did) .. ',"error":' .. cjson.encode('cancelled: ' .. reason) .. '}', 'cancelled'}
+          elseif redis.call('HINCRBY', djk, 'pending', -1) <= 0 and not hold then
+            releaseChild(jobPrefix, djk, did, f[3], now, f[4], f[5], f[6])
+          end
+        end
+      end
+    end
+  end
+  return cancelled
+end
+
+-- The parents' outcomes a claimed flow job sees: JSON {key: {id, result}} (and {id, error} of
+-- a parent that died or was cancelled, unless the job's policy is `ignore`). '' for a job
+-- without parents. Read in runs of 1,000 fields (variadic.lua).
+local function flowParentsJson(jobPrefix, fid, parents, policy)
+  if not parents or parents == '' or not fid then return '' end
+  local fk = flowKeyOf(jobPrefix, fid)
+  local keys = {}
+  for k in string.gmatch(parents, '%S+') do keys[#keys + 1] = k end
+  local parts = {}
+  for i = 1, #keys, 500 do
+    local names = {}
+    local last = math.min(i + 499, #keys)
+    for j = i, last do
+      names[#names + 1] = 'r:' .. keys[j]
+      names[#names + 1] = 'e:' .. keys[j]
+    end
+    local v = redis.call('HMGET', fk, unpack(names))
+    for j = i, last do
+      local r, e = v[2 * (j - i) + 1], v[2 * (j - i) + 2]
+      local out = r or (policy ~= 'ignore' and e) or nil
+      if out then parts[#parts + 1] = cjson.encode(keys[j]) .. ':' .. out end
+    end
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
