@@ -1,0 +1,244 @@
+// Batch handlers with real worker processes on a real Redis: one call carries several jobs and
+// each job keeps its own outcome (result, failure, dead at once, a result its contract refuses),
+// a thrown call fails every job of it (each retried alone), a wrong-length answer fails them all,
+// --batch-min/--batch-wait decide when a call starts, SIGTERM lets a call finish and settle,
+// SIGKILL runs each job once more at most, and a call longer than the lease keeps every lease.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { QueueKeys, setContract, type JobInfo, type QueueAdmin } from "../../queue/index.ts";
+import { waitFor } from "../support/processes.ts";
+import { WorkerTestBed } from "../support/testbed.ts";
+import { REPO } from "../support/workers.ts";
+
+const HANDLER = `module:${join(REPO, "test/fixtures/batchHandler.js")}`;
+const FAST_RETRIES = { CONVEYOR_BACKOFF_BASE: "20ms", CONVEYOR_BACKOFF_MAX: "100ms" };
+
+interface CallLine {
+  event: "start" | "end";
+  pid: number;
+  t: number;
+  ids: string[];
+  attempts?: number[];
+  threw?: boolean;
+}
+
+function calls(file: string): CallLine[] {
+  let text = "";
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as CallLine];
+      } catch {
+        return []; // a line cut short by a SIGKILL
+      }
+    });
+}
+
+async function finished(admin: QueueAdmin, id: string, queue: string): Promise<JobInfo> {
+  return waitFor(`job ${id} finished`, async () => {
+    const info = await admin.job(id, queue);
+    return info && ["completed", "dead"].includes(info.state) ? info : null;
+  });
+}
+
+const kinds = (info: JobInfo) =>
+  (JSON.parse(info.errors ?? "[]") as { kind: string; message: string }[]).map((e) => [e.kind, e.message]);
+
+describe("batch handlers", () => {
+  const bed = new WorkerTestBed("bat");
+  before(() => bed.start());
+  after(() => bed.stop());
+  const log = (q: string) => join(bed.dir, `${q.replace("/", "_")}.calls`);
+  const worker = (q: string, env: Record<string, string> = {}) =>
+    bed.worker(q, {
+      CONVEYOR_HANDLER: HANDLER,
+      BATCH_LOG: log(q),
+      CONVEYOR_BATCH_SIZE: "10",
+      ...FAST_RETRIES,
+      ...env,
+    });
+
+  test("one call, an outcome per job: a result, a failure retried alone, dead at once, a contract violation", async () => {
+    const q = "mixed";
+    await setContract(
+      bed.redis,
+      q,
+      { result: { type: "object", required: ["name"], properties: { name: { type: "string" } } } },
+      "test",
+    );
+    // (all five in the first call: it starts once five are claimed; the retries, fewer, after 1 s)
+    await worker(q, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "1s" });
+    await bed.producer.enqueueMany(q, [
+      { id: "ok", data: { result: { name: "a" } } },
+      { id: "again", data: { failFirst: "flaky", result: { name: "b" } }, attempts: 3 },
+      { id: "bad", data: { dead: "bad input" }, attempts: 3 },
+      { id: "invalid", data: { results: [{ name: 1 }, { name: "fixed" }] }, attempts: 3 },
+      { id: "ok2", data: { result: { name: "c" } } },
+    ]);
+    const ok = await finished(bed.admin, "ok", q);
+    assert.equal(ok.state, "completed");
+    assert.deepEqual(JSON.parse(ok.result!), { name: "a" });
+    assert.equal((await finished(bed.admin, "ok2", q)).state, "completed");
+    const again = await finished(bed.admin, "again", q);
+    assert.equal(again.state, "completed");
+    assert.equal(again.attemptsMade, 2);
+    assert.deepEqual(kinds(again), [["exception", "flaky"]]);
+    const bad = await finished(bed.admin, "bad", q);
+    assert.equal(bad.state, "dead");
+    assert.equal(bad.attemptsMade, 1, "retryable: false is dead at once");
+    assert.match(bad.deadReason ?? "", /bad input/);
+    const invalid = await finished(bed.admin, "invalid", q);
+    assert.equal(invalid.state, "completed");
+    assert.equal(invalid.attemptsMade, 2);
+    assert.equal(kinds(invalid)[0]![0], "invalid-result");
+    assert.deepEqual(JSON.parse(invalid.result!), { name: "fixed" });
+    const first = calls(log(q)).find((c) => c.event === "start")!;
+    assert.deepEqual([...first.ids].sort(), ["again", "bad", "invalid", "ok", "ok2"]);
+  });
+
+  test("a thrown call fails every job of it, each retried on its own; a wrong-length answer fails them all", async () => {
+    const q = "thrown";
+    await worker(q, { CONVEYOR_BATCH_MIN: "3", CONVEYOR_BATCH_WAIT: "60s" });
+    await bed.producer.enqueueMany(q, [
+      { id: "t1", data: { throwFirst: "endpoint down", result: 1 }, attempts: 2 },
+      { id: "t2", data: { result: 2 }, attempts: 2 },
+      { id: "t3", data: { result: 3 }, attempts: 2 },
+    ]);
+    for (const [id, result] of [
+      ["t1", 1],
+      ["t2", 2],
+      ["t3", 3],
+    ] as const) {
+      const info = await finished(bed.admin, id, q);
+      assert.equal(info.state, "completed");
+      assert.equal(info.attemptsMade, 2);
+      assert.deepEqual(kinds(info), [["exception", "endpoint down"]]);
+      assert.equal(JSON.parse(info.result!), result);
+    }
+    const q2 = "short";
+    await worker(q2, { CONVEYOR_BATCH_MIN: "2", CONVEYOR_BATCH_WAIT: "60s" });
+    await bed.producer.enqueueMany(q2, [
+      { id: "s1", data: { short: true }, attempts: 1 },
+      { id: "s2", data: { result: 2 }, attempts: 1 },
+    ]);
+    for (const id of ["s1", "s2"]) {
+      const info = await finished(bed.admin, id, q2);
+      assert.equal(info.state, "dead");
+      assert.match(
+        info.deadReason ?? "",
+        /batch handler answered 1 outcome\(s\) for 2 job\(s\): it must return an array with one outcome per job, in order/,
+      );
+    }
+  });
+
+  test("--batch-min: no call until that many are claimed; --batch-wait: a smaller call once it passed", async () => {
+    const q = "minsize";
+    await worker(q, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "60s" });
+    await bed.producer.enqueueMany(
+      q,
+      Array.from({ length: 4 }, (_, i) => ({ id: `m${i}`, data: { result: i } })),
+    );
+    await waitFor("4 claimed", async () => (await bed.admin.counts(q)).inflight === 4);
+    assert.equal(calls(log(q)).length, 0, "4 claimed, fewer than --batch-min: no call yet");
+    await bed.producer.enqueue(q, { result: 4 }, { id: "m4" });
+    for (let i = 0; i < 5; i++) assert.equal((await finished(bed.admin, `m${i}`, q)).state, "completed");
+    assert.deepEqual(
+      calls(log(q))
+        .filter((c) => c.event === "start")
+        .map((c) => c.ids.length),
+      [5],
+    );
+
+    const q2 = "maxwait";
+    await worker(q2, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "1500ms" });
+    const enqueuedAt = Date.now();
+    await bed.producer.enqueueMany(q2, [
+      { id: "w1", data: { result: 1 } },
+      { id: "w2", data: { result: 2 } },
+    ]);
+    for (const id of ["w1", "w2"]) assert.equal((await finished(bed.admin, id, q2)).state, "completed");
+    const starts = calls(log(q2)).filter((c) => c.event === "start");
+    assert.deepEqual(
+      starts.map((c) => c.ids.length),
+      [2],
+    );
+    assert.ok(starts[0]!.t - enqueuedAt >= 1500, `the call waited ${starts[0]!.t - enqueuedAt} ms`);
+  });
+
+  test("SIGTERM mid call: the call finishes and its jobs settle, none handed back; exit 0", async () => {
+    const q = "sigterm";
+    const w = await worker(q, { CONVEYOR_BATCH_MIN: "4", CONVEYOR_BATCH_WAIT: "60s" });
+    await bed.producer.enqueueMany(
+      q,
+      Array.from({ length: 4 }, (_, i) => ({ id: `g${i}`, data: { sleepMs: 1500, result: i } })),
+    );
+    await waitFor("call started", async () => calls(log(q)).some((c) => c.event === "start"));
+    w.signal("SIGTERM");
+    assert.equal(await w.exited, 0);
+    for (let i = 0; i < 4; i++) {
+      const info = await bed.admin.job(`g${i}`, q);
+      assert.equal(info!.state, "completed");
+      assert.equal(info!.handbacks, 0);
+      assert.equal(info!.attemptsMade, 1);
+    }
+    assert.deepEqual(
+      calls(log(q)).map((c) => c.event),
+      ["start", "end"],
+    );
+    assert.doesNotMatch(w.logs(), /handed back/);
+  });
+
+  test("SIGKILL mid call: each job runs once more at most, elsewhere", async () => {
+    const q = "sigkill";
+    const env = { CONVEYOR_LEASE: "1s", CONVEYOR_BATCH_MIN: "4", CONVEYOR_BATCH_WAIT: "60s" };
+    const doomed = await worker(q, env);
+    await bed.producer.enqueueMany(
+      q,
+      Array.from({ length: 4 }, (_, i) => ({ id: `k${i}`, data: { sleepMs: 60_000, result: i } })),
+    );
+    await waitFor("call started", async () => calls(log(q)).some((c) => c.event === "start"));
+    doomed.signal("SIGKILL");
+    await doomed.exited;
+    // Short calls now, for the rescuer: the data rewritten, the ids kept.
+    const k = new QueueKeys(q);
+    for (let i = 0; i < 4; i++) await bed.redis.hset(k.job(`k${i}`), "data", JSON.stringify({ result: i }));
+    await worker(q, { ...env, CONVEYOR_BATCH_MIN: "1", CONVEYOR_BATCH_WAIT: "0ms" });
+    for (let i = 0; i < 4; i++) {
+      const info = await finished(bed.admin, `k${i}`, q);
+      assert.equal(info.state, "completed");
+      assert.equal(info.stalls, 1);
+    }
+    const runs = new Map<string, number>();
+    for (const c of calls(log(q)).filter((c) => c.event === "start"))
+      for (const id of c.ids) runs.set(id, (runs.get(id) ?? 0) + 1);
+    assert.deepEqual([...runs.values()], [2, 2, 2, 2]);
+  });
+
+  test("a call longer than the lease keeps every job's lease: no stall, one call", async () => {
+    const q = "longcall";
+    await worker(q, { CONVEYOR_LEASE: "500ms", CONVEYOR_BATCH_MIN: "3", CONVEYOR_BATCH_WAIT: "60s" });
+    await bed.producer.enqueueMany(
+      q,
+      Array.from({ length: 3 }, (_, i) => ({ id: `l${i}`, data: { sleepMs: 2500, result: i } })),
+    );
+    for (let i = 0; i < 3; i++) {
+      const info = await finished(bed.admin, `l${i}`, q);
+      assert.equal(info.state, "completed");
+      assert.equal(info.stalls, 0);
+      assert.equal(info.attemptsMade, 1);
+    }
+    assert.deepEqual(
+      calls(log(q)).map((c) => c.event),
+      ["start", "end"],
+    );
+  });
+});
