@@ -4,7 +4,10 @@
 // --batch-min/--batch-wait decide when a call starts, SIGTERM lets a call finish and settle,
 // SIGKILL runs each job once more at most, and a call longer than the lease keeps every lease.
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { QueueKeys, setContract, type JobInfo, type QueueAdmin } from "../../queue/index.ts";
@@ -240,5 +243,53 @@ describe("batch handlers", () => {
       calls(log(q)).map((c) => c.event),
       ["start", "end"],
     );
+  });
+
+  test('command and http handlers: {"jobs"} in, {"outcomes"} out, an error outcome fails only its job', async () => {
+    const cmd = join(REPO, "test/fixtures/batchCommand.mjs");
+    const kinds: [string, string][] = [["cmdbatch", `command:${JSON.stringify([process.execPath, cmd])}`]];
+    const sidecar = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        const { jobs } = JSON.parse(body) as {
+          jobs: { data: { n: number; fail?: string }; attempt: number }[];
+        };
+        const outcomes = jobs.map((j) =>
+          j.data.fail
+            ? { error: { name: "BadRow", message: j.data.fail }, retryable: false }
+            : { result: { n: j.data.n * 2, attempt: j.attempt, batch: jobs.length } },
+        );
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ outcomes }));
+      });
+    });
+    sidecar.listen(0, "127.0.0.1");
+    await once(sidecar, "listening");
+    kinds.push(["httpbatch", `http://127.0.0.1:${(sidecar.address() as AddressInfo).port}/batch`]);
+    try {
+      for (const [q, handler] of kinds) {
+        await worker(q, { CONVEYOR_HANDLER: handler, CONVEYOR_BATCH_MIN: "3", CONVEYOR_BATCH_WAIT: "60s" });
+        await bed.producer.enqueueMany(q, [
+          { id: `${q}1`, data: { n: 1 } },
+          { id: `${q}2`, data: { n: 2, fail: "row 2 is bad" }, attempts: 3 },
+          { id: `${q}3`, data: { n: 3 } },
+        ]);
+        const one = await finished(bed.admin, `${q}1`, q);
+        assert.deepEqual(JSON.parse(one.result!), { n: 2, attempt: 1, batch: 3 }, q);
+        const three = await finished(bed.admin, `${q}3`, q);
+        assert.deepEqual(JSON.parse(three.result!), { n: 6, attempt: 1, batch: 3 }, q);
+        const two = await finished(bed.admin, `${q}2`, q);
+        assert.equal(two.state, "dead", q);
+        assert.equal(two.attemptsMade, 1, q);
+        assert.deepEqual(
+          [JSON.parse(two.error!).name, JSON.parse(two.error!).message],
+          ["BadRow", "row 2 is bad"],
+          q,
+        );
+      }
+    } finally {
+      sidecar.closeAllConnections();
+      sidecar.close();
+    }
   });
 });
