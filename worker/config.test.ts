@@ -81,6 +81,15 @@ describe("worker configuration", () => {
         .batch,
       { size: 50, minSize: 10, waitMs: 200 },
     );
+    // (as the operator writes spec.batch: operator/controllers/deployment.ts)
+    assert.deepEqual(
+      loadWorkerConfig(BASE, {
+        CONVEYOR_BATCH_SIZE: "50",
+        CONVEYOR_BATCH_MIN: "10",
+        CONVEYOR_BATCH_WAIT: "200ms",
+      }).batch,
+      { size: 50, minSize: 10, waitMs: 200 },
+    );
     assert.deepEqual(loadWorkerConfig(BASE, { CONVEYOR_BATCH_SIZE: "8" }).batch, {
       size: 8,
       minSize: 1,

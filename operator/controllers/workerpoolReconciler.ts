@@ -46,6 +46,7 @@ import {
   groupAdmissionCap,
   medianJobMs,
   rateLimitCap,
+  replicaSlots,
   resourceCap,
   resourceChanges,
   specControl,
@@ -242,7 +243,7 @@ export class WorkerPoolReconciler implements Reconciler {
         pollSeconds: spec.scaling.pollSeconds,
         // Latency mode sizes by the workers' median job duration: their reports with each poll.
         reports: spec.scaling.targetWaitSeconds !== undefined,
-        maxSlots: spec.scaling.maxReplicas * spec.concurrency,
+        maxSlots: spec.scaling.maxReplicas * replicaSlots(spec),
         resources: (spec.resources?.length ?? 0) > 0,
       });
     } else {
