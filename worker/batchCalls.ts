@@ -28,6 +28,7 @@ export class BatchCalls<J extends BatchedJob> {
   private readonly fn: BatchFn;
   private readonly config: BatchConfig;
   private readonly concurrency: number;
+  private readonly killGraceMs: number;
   private readonly log: Logger;
   /** A call's timeout passed: abort each of its jobs (their kill grace, then a timeout failure). */
   private readonly timedOut: (job: J, reason: JobTimeoutError) => void;
@@ -44,12 +45,14 @@ export class BatchCalls<J extends BatchedJob> {
     fn: BatchFn;
     config: BatchConfig;
     concurrency: number;
+    killGraceMs: number;
     log: Logger;
     timedOut: (job: J, reason: JobTimeoutError) => void;
   }) {
     this.fn = opts.fn;
     this.config = opts.config;
     this.concurrency = opts.concurrency;
+    this.killGraceMs = opts.killGraceMs;
     this.log = opts.log;
     this.timedOut = opts.timedOut;
   }
@@ -97,14 +100,25 @@ export class BatchCalls<J extends BatchedJob> {
   private async call(members: Member<J>[]): Promise<void> {
     this.calls++;
     this.callsMade++;
+    // The call's slot frees when it ends, or once it timed out and the kill grace passed: a hung
+    // call is given up on (its jobs fail as timed out) and must not hold a slot for ever.
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.calls--;
+      if (this.pending.length > 0) this.schedule();
+    };
     const controller = new AbortController();
     const timeoutMs = Math.min(...members.map((m) => m.job.timeoutMs));
+    let grace: NodeJS.Timeout | undefined;
     const timer = setTimeout(() => {
       const reason = new JobTimeoutError(
         `batch call of ${members.length} job(s) exceeded its timeout of ${timeoutMs}ms (the shortest of its jobs' timeouts)`,
       );
       controller.abort(reason);
       for (const m of members) this.timedOut(m.job, reason);
+      grace = setTimeout(release, this.killGraceMs);
     }, timeoutMs);
     let answer: unknown;
     try {
@@ -118,9 +132,8 @@ export class BatchCalls<J extends BatchedJob> {
       return;
     } finally {
       clearTimeout(timer);
-      this.calls--;
-      // (a call's end frees a call slot for jobs that wait)
-      if (this.pending.length > 0) this.schedule();
+      clearTimeout(grace);
+      release();
     }
     if (!Array.isArray(answer) || answer.length !== members.length) {
       const got = Array.isArray(answer) ? `${answer.length} outcome(s)` : `a ${describe(answer)}`;

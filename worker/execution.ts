@@ -149,6 +149,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
         fn: deps.handler.batch.bind(deps.handler),
         config: batch,
         concurrency: deps.config.concurrency,
+        killGraceMs: deps.config.killGraceMs,
         log: deps.log,
         timedOut: (entry, reason) => this.abort(entry, reason),
       });

@@ -177,6 +177,29 @@ describe("batch handlers", () => {
     assert.ok(starts[0]!.t - enqueuedAt >= 1500, `the call waited ${starts[0]!.t - enqueuedAt} ms`);
   });
 
+  test("a call past its timeout fails each job as timed out; after the kill grace its slot serves the retries", async () => {
+    const q = "timeout";
+    // One call at a time: the retries can only run once the hung call's slot is given up.
+    await worker(q, {
+      CONVEYOR_JOB_TIMEOUT: "500ms",
+      CONVEYOR_KILL_GRACE: "200ms",
+      CONVEYOR_BATCH_MIN: "2",
+      CONVEYOR_BATCH_WAIT: "1s",
+    });
+    await bed.producer.enqueueMany(q, [
+      { id: "h1", data: { hangFirst: 120_000, result: 1 }, attempts: 2 },
+      { id: "h2", data: { result: 2 }, attempts: 2 },
+    ]);
+    for (const id of ["h1", "h2"]) {
+      const info = await finished(bed.admin, id, q);
+      assert.equal(info.state, "completed", id);
+      assert.equal(info.attemptsMade, 2, id);
+      const [kind, message] = kinds(info)[0]!;
+      assert.equal(kind, "timeout", id);
+      assert.match(String(message), /batch call of 2 job\(s\) exceeded its timeout of 500ms/);
+    }
+  });
+
   test("SIGTERM mid call: the call finishes and its jobs settle, none handed back; exit 0", async () => {
     const q = "sigterm";
     const w = await worker(q, { CONVEYOR_BATCH_MIN: "4", CONVEYOR_BATCH_WAIT: "60s" });
