@@ -38,8 +38,8 @@ export class BatchCalls<J extends BatchedJob> {
   private waitTimer: NodeJS.Timeout | undefined;
   /** Draining: no job waits for others any more. */
   private flushing = false;
-  /** Calls made and jobs they carried (bench, metrics). */
-  callsMade = 0;
+  /** Told each call's job count as it starts (the jobs-per-call histogram). */
+  private readonly onCall: (jobs: number) => void;
 
   constructor(opts: {
     fn: BatchFn;
@@ -48,7 +48,9 @@ export class BatchCalls<J extends BatchedJob> {
     killGraceMs: number;
     log: Logger;
     timedOut: (job: J, reason: JobTimeoutError) => void;
+    onCall?: (jobs: number) => void;
   }) {
+    this.onCall = opts.onCall ?? (() => {});
     this.fn = opts.fn;
     this.config = opts.config;
     this.concurrency = opts.concurrency;
@@ -99,7 +101,7 @@ export class BatchCalls<J extends BatchedJob> {
 
   private async call(members: Member<J>[]): Promise<void> {
     this.calls++;
-    this.callsMade++;
+    this.onCall(members.length);
     // The call's slot frees when it ends, or once it timed out and the kill grace passed: a hung
     // call is given up on (its jobs fail as timed out) and must not hold a slot for ever.
     let released = false;

@@ -152,6 +152,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
         killGraceMs: deps.config.killGraceMs,
         log: deps.log,
         timedOut: (entry, reason) => this.abort(entry, reason),
+        onCall: (jobs) => this.metrics.batchCallJobs.observe({ queue: deps.config.queue }, jobs),
       });
     this.perJob = {
       started: this.metrics.started.labels({ queue }),

@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { QueueKeys, setContract, type JobInfo, type QueueAdmin } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
-import { REPO } from "../support/workers.ts";
+import { metricValue, REPO } from "../support/workers.ts";
 
 const HANDLER = `module:${join(REPO, "test/fixtures/batchHandler.js")}`;
 const FAST_RETRIES = { CONVEYOR_BACKOFF_BASE: "20ms", CONVEYOR_BACKOFF_MAX: "100ms" };
@@ -145,7 +145,7 @@ describe("batch handlers", () => {
 
   test("--batch-min: no call until that many are claimed; --batch-wait: a smaller call once it passed", async () => {
     const q = "minsize";
-    await worker(q, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "60s" });
+    const w = await worker(q, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "60s" });
     await bed.producer.enqueueMany(
       q,
       Array.from({ length: 4 }, (_, i) => ({ id: `m${i}`, data: { result: i } })),
@@ -160,6 +160,10 @@ describe("batch handlers", () => {
         .map((c) => c.ids.length),
       [5],
     );
+    const metrics = await w.metrics();
+    assert.equal(metricValue(metrics, "conveyor_batch_call_jobs_count", { queue: q }), 1);
+    assert.equal(metricValue(metrics, "conveyor_batch_call_jobs_sum", { queue: q }), 5);
+    assert.equal(metricValue(metrics, "conveyor_worker_slots", { queue: q }), 10);
 
     const q2 = "maxwait";
     await worker(q2, { CONVEYOR_BATCH_MIN: "5", CONVEYOR_BATCH_WAIT: "1500ms" });
