@@ -319,4 +319,17 @@ describe("batch handlers", () => {
       sidecar.close();
     }
   });
+
+  test("--batch-size above 1 with a handler that takes no batches: the worker refuses to start, saying why", async () => {
+    const w = await bed.worker(
+      "nobatch",
+      {
+        CONVEYOR_HANDLER: `module:${join(REPO, "test/fixtures/contractHandler.js")}`,
+        CONVEYOR_BATCH_SIZE: "5",
+      },
+      { waitReady: false },
+    );
+    assert.equal(await w.exited, 2);
+    assert.match(w.logs(), /--batch-size above 1 needs a handler module that exports batch\(jobs, ctx\)/);
+  });
 });
