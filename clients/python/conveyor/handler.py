@@ -9,6 +9,10 @@ succeed (dead-lettered at once), DependencyFailure when something it depends on 
 is deferred without an attempt and the worker's circuit breaker counts it), anything else to fail
 the attempt (retried with backoff). ctx.progress(), ctx.log() and ctx.cancelled() reach the
 worker through the execution's loopback callback (docs/protocol.md, "Handler callback").
+Batch handlers (docs/batches.md, a worker with --batch-size above 1): serve_batch(fn, port) and
+command_batch(fn) call `fn(jobs, contexts)` with several jobs at once; it returns one outcome per
+job, in order — the job's result, or an exception instance that fails that job alone (a
+NonRetryableError: dead at once). Raising fails every job of the call.
 For a job with `uses` (docs/budgets.md), ctx.resources maps each resource to the key id the
 claim granted, ctx.usage() reports what the job actually used, and RateLimited (a provider's
 429) benches that key for every worker and puts the job back without using an attempt.
@@ -326,6 +330,8 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
             except ValueError as err:
                 return self._send(400, _error_body(NonRetryableError(f"job data is not JSON: {err}")))
             h = self.headers
+            if isinstance(fn, _BatchMarker):
+                return self._run_batch(fn.fn, data)
             job = Job(
                 id=h.get("conveyor-job-id", ""),
                 queue=h.get("conveyor-queue", ""),
@@ -343,6 +349,27 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 self._run(job, ctx)
             except OSError:
                 pass  # the worker gave up on this request (timeout, hand-back): nobody to answer
+            finally:
+                with lock:
+                    server.active -= 1  # type: ignore[attr-defined]
+
+        def _run_batch(self, batch_fn: BatchHandler, body: Any) -> None:
+            with lock:
+                server.active += 1  # type: ignore[attr-defined]
+            try:
+                try:
+                    jobs, contexts = _batch_jobs(body)
+                    answer = _batch_outcomes(batch_fn, jobs, contexts)
+                except NonRetryableError as err:
+                    return self._send(422, _error_body(err))
+                except DependencyFailure as err:
+                    return self._send(503, _error_body(err), {"conveyor-failure": "dependency"})
+                except Exception as err:  # noqa: BLE001 - the call fails: every job of it
+                    traceback.print_exc()
+                    return self._send(500, _error_body(err))
+                self._send(200, answer)
+            except OSError:
+                pass  # the worker gave up on this request: nobody to answer
             finally:
                 with lock:
                     server.active -= 1  # type: ignore[attr-defined]
@@ -378,6 +405,117 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
     server = Server((host, port), Sidecar)
     server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
     return server
+
+
+#: A batch handler: the jobs of one call and each one's context, in order → one outcome per job.
+BatchHandler = Callable[[List[Job], List[Context]], Any]
+
+
+def _batch_jobs(body: Any) -> "tuple[List[Job], List[Context]]":
+    """The jobs and contexts of a batch request {"jobs": [{id, queue, data, attempt, executionId,
+    task?, previousErrors, callback?, resources?}, …]}; NonRetryableError naming what is wrong."""
+    items = body.get("jobs") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise NonRetryableError('a batch request is {"jobs": [...]}')
+    jobs: List[Job] = []
+    contexts: List[Context] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise NonRetryableError(f"batch job {i} is not an object")
+        jobs.append(Job(
+            id=str(item.get("id", "")),
+            queue=str(item.get("queue", "")),
+            data=item.get("data"),
+            attempt=int(item.get("attempt") or 1),
+            execution_id=str(item.get("executionId", "")),
+            task=item.get("task") or None,
+            previous_errors=_previous_errors(item.get("previousErrors")),
+        ))
+        callback = item.get("callback") if isinstance(item.get("callback"), dict) else {}
+        granted = item.get("resources") if isinstance(item.get("resources"), dict) else {}
+        contexts.append(Context(callback.get("url"), callback.get("token"), resources={
+            str(k): str(v.get("key") if isinstance(v, dict) else v) for k, v in granted.items()}))
+    return jobs, contexts
+
+
+def _batch_outcomes(fn: BatchHandler, jobs: List[Job], contexts: List[Context]) -> bytes:
+    """Run `fn` on a batch: the answer {"outcomes": [{"result"} | {"error", "retryable"?}]} as
+    JSON. An answer that is not one outcome per job raises (the whole call fails)."""
+    answer = fn(jobs, contexts)
+    if not isinstance(answer, (list, tuple)) or len(answer) != len(jobs):
+        got = f"{len(answer)} outcome(s)" if isinstance(answer, (list, tuple)) else type(answer).__name__
+        raise ValueError(f"batch handler answered {got} for {len(jobs)} job(s): "
+                         "it must return a list with one outcome per job, in order")
+    outcomes: List[Dict[str, Any]] = []
+    for outcome in answer:
+        if isinstance(outcome, BaseException):
+            entry: Dict[str, Any] = {"error": _error_envelope(outcome)}
+            if isinstance(outcome, NonRetryableError):
+                entry["retryable"] = False
+            outcomes.append(entry)
+            continue
+        try:
+            outcomes.append({"result": json.loads(_json.dumps(outcome))})
+        except _json.NotJSONError as err:
+            outcomes.append({"error": _error_envelope(NonRetryableError(f"handler result is not JSON: {err}")),
+                             "retryable": False})
+    return json.dumps({"outcomes": outcomes}).encode("utf-8")
+
+
+def serve_batch(fn: BatchHandler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
+    """serve() for a batch handler: POST {"jobs": [...]} answers 200 {"outcomes": [...]} (one
+    per job, in order: docs/batches.md); a raised exception fails every job of the call (500 with
+    the error envelope; 422 for NonRetryableError)."""
+    serve(_BatchMarker(fn), port, host, idle_exit)
+
+
+class _BatchMarker:
+    """Tells make_server that `fn` takes batches."""
+
+    def __init__(self, fn: BatchHandler) -> None:
+        self.fn = fn
+
+    def __call__(self, job: Job, ctx: Context) -> Any:  # a single job: a batch of one
+        outcome = self.fn([job], [ctx])
+        if not isinstance(outcome, (list, tuple)) or len(outcome) != 1:
+            raise ValueError("batch handler must return a list with one outcome per job")
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+
+def make_batch_server(fn: BatchHandler, port: int = 8080, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """The batch sidecar server without running it (tests, or embedding in a program of your own)."""
+    return make_server(_BatchMarker(fn), port, host)
+
+
+def command_batch(fn: BatchHandler) -> None:
+    """The main of a command batch handler: {"jobs": [...]} on stdin, {"outcomes": [...]} on
+    stdout (docs/batches.md). A raised exception fails every job of the call: exit 65 for
+    NonRetryableError, 75 for DependencyFailure, 1 otherwise, with the error envelope on stdout.
+    While fn runs, print() goes to stderr."""
+    stdout = sys.stdout
+    sys.stdout = sys.stderr
+    contexts: List[Context] = []
+    signal.signal(signal.SIGTERM, lambda *_: [c._stopped.set() for c in contexts])
+    try:
+        text = sys.stdin.read()
+        try:
+            body = json.loads(text) if text.strip() else None
+        except ValueError as err:
+            raise NonRetryableError(f"batch on stdin is not JSON: {err}") from None
+        jobs, contexts[:] = _batch_jobs(body)
+        answer = _batch_outcomes(fn, jobs, contexts)
+    except (NonRetryableError, DependencyFailure) as err:
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        _fail(stdout, err, EX_DATAERR if isinstance(err, NonRetryableError) else EX_TEMPFAIL)
+    except Exception as err:  # noqa: BLE001 - every job of the call fails and is retried
+        traceback.print_exc()
+        _fail(stdout, err, 1)
+    finally:
+        sys.stdout = stdout
+    stdout.write(answer.decode("utf-8"))
+    stdout.flush()
 
 
 def command(fn: Handler) -> None:
