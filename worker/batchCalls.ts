@@ -7,9 +7,11 @@ import type { BatchConfig } from "./config.ts";
 import { JobTimeoutError } from "./errors.ts";
 import { HandlerError, type Handler, type HandlerContext, type JobView } from "./handlers/index.ts";
 
-/** The job as the batch sees it: enough to time it out. */
+/** The job as the batch sees it: enough to time it out, and whether it was aborted meanwhile. */
 export interface BatchedJob {
   timeoutMs: number;
+  aborted: boolean;
+  abortReason?: unknown;
 }
 
 interface Member<J extends BatchedJob> {
@@ -95,7 +97,12 @@ export class BatchCalls<J extends BatchedJob> {
         this.waitTimer = setTimeout(() => this.dispatch(), Math.ceil(waitMs - waited));
         return;
       }
-      void this.call(this.pending.splice(0, size));
+      const members = this.pending.splice(0, size).filter((m) => {
+        // Cancelled, handed back or lease lost while it waited: not sent to the handler.
+        if (m.job.aborted) m.reject(m.job.abortReason);
+        return !m.job.aborted;
+      });
+      if (members.length > 0) void this.call(members);
     }
   }
 

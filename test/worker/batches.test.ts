@@ -204,6 +204,34 @@ describe("batch handlers", () => {
     }
   });
 
+  test("a job cancelled while it waits for its batch is not sent to the handler; the others are", async () => {
+    const q = "cancelwait";
+    const w = await worker(q, {
+      CONVEYOR_LEASE: "600ms",
+      CONVEYOR_KILL_GRACE: "100ms",
+      CONVEYOR_BATCH_MIN: "3",
+      CONVEYOR_BATCH_WAIT: "60s",
+    });
+    await bed.producer.enqueueMany(q, [
+      { id: "c1", data: { result: 1 } },
+      { id: "c2", data: { result: 2 } },
+    ]);
+    await waitFor("2 claimed", async () => (await bed.admin.counts(q)).inflight === 2);
+    assert.equal((await bed.admin.cancel("c1", q)).outcome, "cancelled");
+    // (the worker sees the cancel at a lease renewal and drops the waiting job after its kill grace)
+    await waitFor("c1 dropped by the worker", async () => /job was cancelled while it ran/.test(w.logs()));
+    await bed.producer.enqueueMany(q, [
+      { id: "c3", data: { result: 3 } },
+      { id: "c4", data: { result: 4 } },
+    ]);
+    for (const id of ["c2", "c3", "c4"]) assert.equal((await finished(bed.admin, id, q)).state, "completed");
+    const starts = calls(log(q)).filter((c) => c.event === "start");
+    assert.deepEqual(
+      starts.map((c) => [...c.ids].sort()),
+      [["c2", "c3", "c4"]],
+    );
+  });
+
   test("SIGTERM mid call: the call finishes and its jobs settle, none handed back; exit 0", async () => {
     const q = "sigterm";
     const w = await worker(q, { CONVEYOR_BATCH_MIN: "4", CONVEYOR_BATCH_WAIT: "60s" });
