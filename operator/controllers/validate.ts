@@ -46,8 +46,6 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
       );
     if (b.size === 1 && ((b.minSize ?? 1) > 1 || (b.waitMs ?? 0) > 0))
       problems.push("spec.batch: minSize and waitMs need a size above 1");
-    if (h.python !== undefined)
-      problems.push("spec.batch: a python handler does not take batches (module, http or command do)");
   }
   const s = spec.scaling;
   if (s.minReplicas > s.maxReplicas)

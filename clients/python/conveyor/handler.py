@@ -411,6 +411,13 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
 BatchHandler = Callable[[List[Job], List[Context]], Any]
 
 
+def batch(fn: BatchHandler) -> BatchHandler:
+    """Marks `fn(jobs, contexts)` as a batch handler for the `python:` kind (the worker's own
+    process, --handler python:module:fn with --batch-size above 1)."""
+    setattr(fn, "conveyor_batch", True)
+    return fn
+
+
 def _batch_jobs(body: Any) -> "tuple[List[Job], List[Context]]":
     """The jobs and contexts of a batch request {"jobs": [{id, queue, data, attempt, executionId,
     task?, previousErrors, callback?, resources?}, …]}; NonRetryableError naming what is wrong."""
@@ -617,12 +624,14 @@ def _error_frame(err: BaseException) -> Dict[str, Any]:
     return body
 
 
-def serve_stdio(fn: Handler, threads: int = 8) -> None:
+def serve_stdio(fn: Handler, threads: int = 8) -> None:  # noqa: C901 - one frame loop
     """Serve `fn` to the worker that started this process, over newline-delimited JSON frames:
     requests on stdin, replies on stdout. The worker sends {"id", "job": {id, queue, data, attempt,
     maxAttempts, executionId, createdAt, task?, previousErrors, callback?, resources?}} and {"id", "cancel": true}; this
     answers {"ready": true} once `fn` is loaded, then {"id", "result"} or {"id", "error": {name,
-    message, stack, …}} per job. Up to `threads` jobs run at once (an async `fn` runs on one event
+    message, stack, …}} per job. A batch handler (@batch) gets {"id", "batch": [job, …]} and
+    answers {"id", "outcomes": [{"result"} | {"error"}, …]} (or {"id", "error"}: the whole call
+    failed). Up to `threads` jobs (or batch calls) run at once (an async `fn` runs on one event
     loop instead, and a cancel cancels its task). The handler's own writes to stdout — print(), C
     code, subprocesses — go to stderr, so they cannot corrupt the frames. At the end of stdin the
     running jobs finish and the process exits."""
@@ -666,6 +675,30 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:
             running.pop(frame_id, None)
         send(text)
 
+    def reply_batch(frame_id: Any, contexts: List[Context], outcome: Callable[[], Any]) -> None:
+        try:
+            answer = outcome()
+            if not isinstance(answer, (list, tuple)) or len(answer) != len(contexts):
+                got = f"{len(answer)} outcome(s)" if isinstance(answer, (list, tuple)) else type(answer).__name__
+                raise ValueError(f"batch handler answered {got} for {len(contexts)} job(s): "
+                                 "it must return a list with one outcome per job, in order")
+            outcomes: List[str] = []
+            for o in answer:
+                if isinstance(o, BaseException):
+                    outcomes.append(json.dumps({"error": _error_frame(o)}))
+                    continue
+                try:
+                    outcomes.append('{"result":%s}' % _json.dumps(o))
+                except _json.NotJSONError as err:
+                    bad = NonRetryableError(f"handler result is not JSON: {err}")
+                    outcomes.append(json.dumps({"error": _error_frame(bad)}))
+            text = '{"id":%s,"outcomes":[%s]}' % (json.dumps(frame_id), ",".join(outcomes))
+        except BaseException as err:  # noqa: BLE001 - the call fails: every job of it
+            text = json.dumps({"id": frame_id, "error": _error_frame(err)})
+        finally:
+            running.pop(frame_id, None)
+        send(text)
+
     running: Dict[Any, Any] = {}  # frame id -> (ctx, future)
     is_async = inspect.iscoroutinefunction(fn)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="job")
@@ -686,9 +719,24 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:
         if frame.get("cancel"):
             entry = running.get(frame_id)
             if entry:
-                entry[0]._stopped.set()
+                for c in entry[0] if isinstance(entry[0], list) else [entry[0]]:
+                    c._stopped.set()
                 if entry[1] is not None:
                     entry[1].cancel()
+            continue
+        if "batch" in frame:
+            try:
+                jobs, contexts = _batch_jobs({"jobs": frame.get("batch")})
+            except NonRetryableError as err:
+                send(json.dumps({"id": frame_id, "error": _error_frame(err)}))
+                continue
+            if loop is not None:
+                future = asyncio.run_coroutine_threadsafe(fn(jobs, contexts), loop)  # type: ignore[arg-type]
+                running[frame_id] = (contexts, future)
+                future.add_done_callback(lambda f, i=frame_id, cs=contexts: pool.submit(reply_batch, i, cs, f.result))
+            else:
+                running[frame_id] = (contexts, None)
+                pool.submit(reply_batch, frame_id, contexts, lambda js=jobs, cs=contexts: fn(js, cs))  # type: ignore[arg-type]
             continue
         j = frame.get("job") or {}
         callback = j.get("callback") or {}
@@ -724,12 +772,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--stdio", action="store_true", required=True,
                         help="newline-delimited JSON frames on stdin/stdout (the worker's python: handler)")
     parser.add_argument("--threads", type=int, default=8, help="jobs run at once (the worker's slots)")
+    parser.add_argument("--batch", action="store_true",
+                        help="the worker sends batches (--batch-size above 1): the function must be a @batch handler")
     parser.add_argument("callable", help="module.path:function, imported from the current directory")
     args = parser.parse_args(argv)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         fn = load_callable(args.callable)
+        if args.batch and not getattr(fn, "conveyor_batch", False):
+            raise TypeError(f"{args.callable} is not a batch handler: the worker sends batches (--batch-size above 1); "
+                            "define fn(jobs, contexts) and decorate it with @conveyor.handler.batch")
+        if not args.batch and getattr(fn, "conveyor_batch", False):
+            fn = _BatchMarker(fn)  # a worker without batches: each job a batch of one
     except BaseException as err:  # noqa: BLE001 - told to the worker, which refuses to start
         traceback.print_exc()
         sys.stdout.write(json.dumps({"fatal": _error_frame(err)}) + "\n")

@@ -2,9 +2,10 @@
 
 from typing import Any, List
 
-from conveyor.handler import Context, Job, NonRetryableError
+from conveyor.handler import Context, Job, NonRetryableError, batch
 
 
+@batch
 def embed(jobs: List[Job], contexts: List[Context]) -> List[Any]:
     if any(j.data.get("boom") and j.attempt == 1 for j in jobs):
         raise RuntimeError("endpoint down")
