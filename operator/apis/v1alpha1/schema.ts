@@ -267,7 +267,7 @@ export const specSchema = {
     batch: {
       type: "object",
       description:
-        "Batch calls (docs/batches.md): the handler gets up to size jobs in one call, once minSize are claimed or waitMs passed since the first; it answers one outcome per job. The handler must take batches (a module exporting batch, http, command).",
+        "Batch calls (docs/batches.md): the handler gets up to size jobs in one call, once minSize are claimed or waitMs passed since the first; it answers one outcome per job. The handler must take batches: a module exporting batch, http, command, or a python function marked @batch.",
       required: ["size"],
       "x-kubernetes-validations": [
         {
