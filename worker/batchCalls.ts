@@ -90,6 +90,12 @@ export class BatchCalls<J extends BatchedJob> {
   private dispatch(): void {
     clearTimeout(this.waitTimer);
     this.waitTimer = undefined;
+    // Cancelled, handed back or lease lost while waiting: not sent, and not counted toward minSize.
+    if (this.pending.some((m) => m.job.aborted))
+      this.pending = this.pending.filter((m) => {
+        if (m.job.aborted) m.reject(m.job.abortReason);
+        return !m.job.aborted;
+      });
     const { size, minSize, waitMs } = this.config;
     while (this.calls < this.concurrency && this.pending.length > 0) {
       const waited = performance.now() - this.pending[0]!.at;
@@ -97,12 +103,7 @@ export class BatchCalls<J extends BatchedJob> {
         this.waitTimer = setTimeout(() => this.dispatch(), Math.ceil(waitMs - waited));
         return;
       }
-      const members = this.pending.splice(0, size).filter((m) => {
-        // Cancelled, handed back or lease lost while it waited: not sent to the handler.
-        if (m.job.aborted) m.reject(m.job.abortReason);
-        return !m.job.aborted;
-      });
-      if (members.length > 0) void this.call(members);
+      void this.call(this.pending.splice(0, size));
     }
   }
 
