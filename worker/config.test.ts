@@ -112,6 +112,10 @@ describe("worker configuration", () => {
       /batch-wait/,
     );
     assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "5", "--batch-min", "3"], {}),
+      /--batch-min \/ CONVEYOR_BATCH_MIN 3 needs --batch-wait \/ CONVEYOR_BATCH_WAIT/,
+    );
+    assert.throws(
       () => loadWorkerConfig([...BASE, "--batch-size", "10000", "--concurrency", "100"], {}),
       /= 1000000 jobs held at once: at most 100000/,
     );

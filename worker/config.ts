@@ -278,5 +278,10 @@ function batchConfig(o: Options<keyof typeof WORKER_SETTINGS>): BatchConfig | un
     throw new OptionError(
       `${o.name("batch-min")} ${minSize} is more than ${o.name("batch-size")} ${size}: a batch never holds more than its size`,
     );
+  // (without a wait the minimum never holds a call back: a mistake, not a setting to ignore)
+  if (minSize !== undefined && minSize > 1 && waitMs === 0)
+    throw new OptionError(
+      `${o.name("batch-min")} ${minSize} needs ${o.name("batch-wait")}: how long a claimed job may wait for the others`,
+    );
   return { size, minSize: minSize ?? 1, waitMs };
 }

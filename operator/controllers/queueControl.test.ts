@@ -85,8 +85,11 @@ describe("operator queue control", () => {
     const groups = { waiting: 100, admissible: 100, complete: true, scanned: 1, ring: 1 };
     const g = groupAdmissionCap({ ready: 100, dueDelayed: 0, inflight: 150 }, groups, s);
     assert.equal(g?.cap, 3); // 250 slots / 100
-    assert.deepEqual(validateSpec(spec({ batch: { size: 10, minSize: 20 } })), [
+    assert.deepEqual(validateSpec(spec({ batch: { size: 10, minSize: 20, waitMs: 100 } })), [
       "spec.batch: minSize (20) must be <= size (10)",
+    ]);
+    assert.deepEqual(validateSpec(spec({ batch: { size: 10, minSize: 5 } })), [
+      "spec.batch: minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
     ]);
     assert.deepEqual(
       validateSpec(spec({ handler: { python: { callable: "m:f" } }, batch: { size: 10 } })),

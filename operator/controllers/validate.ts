@@ -44,6 +44,10 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
       problems.push(
         `spec.batch: concurrency ${spec.concurrency} × size ${b.size} = ${spec.concurrency * b.size} jobs per pod, at most 100000`,
       );
+    if ((b.minSize ?? 1) > 1 && !b.waitMs)
+      problems.push(
+        "spec.batch: minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
+      );
     if (b.size === 1 && ((b.minSize ?? 1) > 1 || (b.waitMs ?? 0) > 0))
       problems.push("spec.batch: minSize and waitMs need a size above 1");
   }

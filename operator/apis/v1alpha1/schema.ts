@@ -275,6 +275,11 @@ export const specSchema = {
           message: "batch.minSize must be <= batch.size",
           fieldPath: ".minSize",
         },
+        {
+          rule: "!has(self.minSize) || self.minSize <= 1 || (has(self.waitMs) && self.waitMs > 0)",
+          message: "batch.minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
+          fieldPath: ".waitMs",
+        },
       ],
       properties: {
         size: {
