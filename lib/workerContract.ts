@@ -10,6 +10,9 @@ export const WORKER_ENV = {
   handler: "CONVEYOR_HANDLER",
   handlerCredentials: "CONVEYOR_HANDLER_CREDENTIALS",
   concurrency: "CONVEYOR_CONCURRENCY",
+  batchSize: "CONVEYOR_BATCH_SIZE",
+  batchMin: "CONVEYOR_BATCH_MIN",
+  batchWait: "CONVEYOR_BATCH_WAIT",
   jobTimeout: "CONVEYOR_JOB_TIMEOUT",
   /** The former name of jobTimeout (seconds), still read by the worker and set by the operator. */
   jobTimeoutSeconds: "CONVEYOR_JOB_TIMEOUT_SECONDS",

@@ -74,6 +74,53 @@ describe("worker configuration", () => {
     );
   });
 
+  it("batches: --batch-size/--batch-min/--batch-wait (or their variables); bad combinations named", () => {
+    assert.equal(loadWorkerConfig(BASE, {}).batch, undefined);
+    assert.deepEqual(
+      loadWorkerConfig([...BASE, "--batch-size", "50", "--batch-min", "10", "--batch-wait", "200ms"], {})
+        .batch,
+      { size: 50, minSize: 10, waitMs: 200 },
+    );
+    // (as the operator writes spec.batch: operator/controllers/deployment.ts)
+    assert.deepEqual(
+      loadWorkerConfig(BASE, {
+        CONVEYOR_BATCH_SIZE: "50",
+        CONVEYOR_BATCH_MIN: "10",
+        CONVEYOR_BATCH_WAIT: "200ms",
+      }).batch,
+      { size: 50, minSize: 10, waitMs: 200 },
+    );
+    assert.deepEqual(loadWorkerConfig(BASE, { CONVEYOR_BATCH_SIZE: "8" }).batch, {
+      size: 8,
+      minSize: 1,
+      waitMs: 0,
+    });
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "0"], {}),
+      /--batch-size expects a whole number 1\.\.10000, got "0"/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "5", "--batch-min", "6"], {}),
+      /--batch-min \/ CONVEYOR_BATCH_MIN 6 is more than --batch-size \/ CONVEYOR_BATCH_SIZE 5/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-wait", "1s"], {}),
+      /--batch-wait \/ CONVEYOR_BATCH_WAIT is set but --batch-size \/ CONVEYOR_BATCH_SIZE is 1/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "5", "--batch-wait", "soon"], {}),
+      /batch-wait/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "5", "--batch-min", "3"], {}),
+      /--batch-min \/ CONVEYOR_BATCH_MIN 3 needs --batch-wait \/ CONVEYOR_BATCH_WAIT/,
+    );
+    assert.throws(
+      () => loadWorkerConfig([...BASE, "--batch-size", "10000", "--concurrency", "100"], {}),
+      /= 1000000 jobs held at once: at most 100000/,
+    );
+  });
+
   it("--help says once how durations are written", () => {
     assert.equal(WORKER_USAGE.match(/a bare number is seconds/g)?.length, 1);
   });

@@ -7,7 +7,9 @@ import {
   choice,
   duration,
   int,
+  OptionError,
   readOptions,
+  type Options,
   settingsHelp,
   str,
   type Settings,
@@ -30,7 +32,13 @@ export interface WorkerConfig {
   handler: HandlerSpec;
   redisUrl: string;
   databaseUrl?: string;
+  /** Handler calls at once: single jobs, or batches of up to batch.size jobs each. */
   concurrency: number;
+  /**
+   * Batch calls (docs/batches.md): up to `size` jobs per handler call, made once `minSize` are
+   * waiting or `waitMs` passed since the first. Absent: one job per call.
+   */
+  batch?: BatchConfig;
   /** Lease length; the heartbeat renews at a third of it. */
   leaseMs: number;
   /** Default per-job timeout (a job may carry its own). */
@@ -69,6 +77,20 @@ export interface WorkerConfig {
   resourcesDir?: string;
 }
 
+export interface BatchConfig {
+  size: number;
+  minSize: number;
+  waitMs: number;
+}
+
+/** The most jobs a batch call may carry. */
+export const MAX_BATCH_SIZE = 10_000;
+
+/** The jobs a worker holds at once: concurrency calls of batch.size jobs each (1 without batches). */
+export function jobSlots(config: Pick<WorkerConfig, "concurrency" | "batch">): number {
+  return config.concurrency * (config.batch?.size ?? 1);
+}
+
 const WEEK = "168h";
 const YEAR = "8760h";
 
@@ -87,7 +109,26 @@ export const WORKER_SETTINGS = {
   ),
   redis: REDIS_URL_SETTING,
   database: DATABASE_URL_SETTING,
-  concurrency: int(WORKER_ENV.concurrency, { default: 1, min: 1, max: 10_000 }, "job slots in this process"),
+  concurrency: int(
+    WORKER_ENV.concurrency,
+    { default: 1, min: 1, max: 10_000 },
+    "handler calls at once in this process (with --batch-size: batch calls, each of up to that many jobs)",
+  ),
+  "batch-size": int(
+    WORKER_ENV.batchSize,
+    { default: 1, min: 1, max: MAX_BATCH_SIZE },
+    "jobs per handler call: above 1 the handler gets batches (docs/batches.md)",
+  ),
+  "batch-min": int(
+    WORKER_ENV.batchMin,
+    { arg: "N", min: 1, max: MAX_BATCH_SIZE, defaultHelp: "1" },
+    "a batch call starts once this many jobs are claimed (or --batch-wait passed); at most --batch-size",
+  ),
+  "batch-wait": duration(
+    WORKER_ENV.batchWait,
+    { default: "0ms", max: "1h" },
+    "the longest a claimed job waits for --batch-min others before its batch call starts anyway",
+  ),
   lease: duration("CONVEYOR_LEASE", { default: "30s", min: "100ms" }, "lease length, renewed every third"),
   "job-timeout": duration(
     WORKER_ENV.jobTimeout,
@@ -180,13 +221,20 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     return v;
   });
   const pod = env[WORKER_ENV.podName] || hostname();
+  const concurrency = int("concurrency");
+  const batch = batchConfig(o);
+  if (batch && concurrency * batch.size > 100_000)
+    throw new OptionError(
+      `${o.name("concurrency")} ${concurrency} × ${o.name("batch-size")} ${batch.size} = ${concurrency * batch.size} jobs held at once: at most 100000`,
+    );
   return {
     queue,
     nextQueue,
     handler: handler!,
     redisUrl,
     databaseUrl,
-    concurrency: int("concurrency"),
+    concurrency,
+    ...(batch ? { batch } : {}),
     leaseMs: duration("lease"),
     jobTimeoutMs: duration("job-timeout"),
     killGraceMs: duration("kill-grace"),
@@ -210,4 +258,30 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     replicaTimeoutMs: duration("replica-timeout"),
     resourcesDir: raw("resources-dir"),
   };
+}
+
+/** --batch-size/--batch-min/--batch-wait; undefined for one job per call (size 1, the default). */
+function batchConfig(o: Options<keyof typeof WORKER_SETTINGS>): BatchConfig | undefined {
+  const size = o.int("batch-size");
+  const minSize = o.maybeInt("batch-min");
+  const waitMs = o.duration("batch-wait");
+  if (size === 1) {
+    // (a minimum or a wait without batches is a mistake, not a setting to ignore)
+    const stray = minSize !== undefined && minSize > 1 ? "batch-min" : waitMs > 0 ? "batch-wait" : undefined;
+    if (stray)
+      throw new OptionError(
+        `${o.name(stray)} is set but ${o.name("batch-size")} is 1: batches need a size above 1`,
+      );
+    return undefined;
+  }
+  if (minSize !== undefined && minSize > size)
+    throw new OptionError(
+      `${o.name("batch-min")} ${minSize} is more than ${o.name("batch-size")} ${size}: a batch never holds more than its size`,
+    );
+  // (without a wait the minimum never holds a call back: a mistake, not a setting to ignore)
+  if (minSize !== undefined && minSize > 1 && waitMs === 0)
+    throw new OptionError(
+      `${o.name("batch-min")} ${minSize} needs ${o.name("batch-wait")}: how long a claimed job may wait for the others`,
+    );
+  return { size, minSize: minSize ?? 1, waitMs };
 }

@@ -23,6 +23,7 @@ import {
   type Settlement,
   type SettleOutcome,
 } from "../queue/index.ts";
+import { BatchCalls } from "./batchCalls.ts";
 import type { CircuitBreaker } from "./circuitBreaker.ts";
 import {
   childrenDataProblem,
@@ -120,6 +121,8 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
   private readonly contracts: ContractCache | undefined;
   /** The writes that settle jobs (the hand-back at the drain deadline too); /readyz asks it. */
   readonly writes: SettleWrites;
+  /** With --batch-size: the calls that take several jobs at once (absent: one job per call). */
+  readonly batches: BatchCalls<RunningJob> | undefined;
   /** Metrics of the per-job path bound to their labels once (prom-client hashes a label object per call). */
   private readonly perJob;
 
@@ -141,6 +144,17 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       (code) => this.metrics.writesRefused.inc({ queue, code }),
       () => this.metrics.writesUnconfirmed.inc({ queue }),
     );
+    const batch = deps.config.batch;
+    if (batch && deps.handler.batch)
+      this.batches = new BatchCalls<RunningJob>({
+        fn: deps.handler.batch.bind(deps.handler),
+        config: batch,
+        concurrency: deps.config.concurrency,
+        killGraceMs: deps.config.killGraceMs,
+        log: deps.log,
+        timedOut: (entry, reason) => this.abort(entry, reason),
+        onCall: (jobs) => this.metrics.batchCallJobs.observe({ queue: deps.config.queue }, jobs),
+      });
     this.perJob = {
       started: this.metrics.started.labels({ queue }),
       completed: this.metrics.completed.labels({ queue }),
@@ -249,8 +263,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     const cached = this.reuses(job)
       ? await this.consumer.reusableResult(job.contentHash).catch(() => null)
       : null;
-    // Arguments, not a closure: nothing per job is captured until it fires.
-    const timer = setTimeout(this.timedOut, entry.timeoutMs, entry);
+    // Arguments, not a closure: nothing per job is captured until it fires. A batched job is
+    // timed by its call instead (BatchCalls), so waiting for the batch to fill does not count.
+    const timer = this.batches ? undefined : setTimeout(this.timedOut, entry.timeoutMs, entry);
     exec.reused = cached !== null;
     let result: unknown;
     try {
@@ -504,8 +519,9 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       if (entry.aborted) this.startGrace(entry);
       let running: Promise<unknown>;
       try {
-        running =
-          entry.trace === NO_TRACE
+        running = this.batches
+          ? this.batches.run(entry, view, ctx)
+          : entry.trace === NO_TRACE
             ? this.handler.run(view, ctx)
             : entry.trace.run(() => this.handler.run(view, ctx));
       } catch (err) {

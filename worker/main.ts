@@ -58,6 +58,16 @@ export async function runWorker(argv: string[]): Promise<number> {
     log.fatal({ err: (err as Error).message }, "cannot create the handler");
     return 2;
   }
+  if (config.batch && !handler.batch) {
+    log.fatal(
+      { handler: handler.kind, batchSize: config.batch.size },
+      handler.kind === "module"
+        ? "--batch-size above 1 needs a handler module that exports batch(jobs, ctx) (docs/batches.md)"
+        : `--batch-size above 1: the ${handler.kind} handler does not take batches (docs/batches.md says which kinds do)`,
+    );
+    await handler.close?.().catch(() => {});
+    return 2;
+  }
   // http, command and python handlers report progress and log lines through a loopback callback.
   const callbacks = handler.kind === "module" ? undefined : await HandlerCallbacks.start();
   worker = new QueueWorker(config, { log, metrics, handler, callbacks });

@@ -48,6 +48,13 @@ export function createWorkerMetrics(registry = new Registry()) {
       buckets: [0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 120, 600, 3600],
       registers,
     }),
+    batchCallJobs: new Histogram({
+      name: "conveyor_batch_call_jobs",
+      help: "Jobs per batch handler call (its count: the calls made; --batch-size above 1 only)",
+      labelNames: q,
+      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000],
+      registers,
+    }),
     inFlight: new Gauge({
       name: "conveyor_jobs_in_flight",
       help: "Jobs running in this worker",

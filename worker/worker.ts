@@ -17,7 +17,7 @@ import {
   type Settlement,
   type SettleOutcome,
 } from "../queue/index.ts";
-import type { WorkerConfig } from "./config.ts";
+import { jobSlots, type WorkerConfig } from "./config.ts";
 import { HandedBackError, JobCancelledError, LeaseLostError } from "./errors.ts";
 import { CircuitBreaker } from "./circuitBreaker.ts";
 import { effectiveTimeoutMs, JobExecutor, WriteRefusedError, type RunningJob } from "./execution.ts";
@@ -95,6 +95,8 @@ export class QueueWorker {
   private readonly settler: SettleBatcher;
   private readonly durations = new JobDurations((ms) => this.heartbeat.jobP50(ms));
   private readonly inFlight;
+  /** Jobs held at once: concurrency, times the batch size with batch calls. */
+  private readonly slots: number;
   private readonly claimPolls;
 
   constructor(
@@ -102,6 +104,7 @@ export class QueueWorker {
     deps: { log: Logger; metrics: WorkerMetrics; handler: Handler; callbacks?: HandlerCallbacks },
   ) {
     this.config = config;
+    this.slots = jobSlots(config);
     this.log = deps.log;
     this.metrics = deps.metrics;
     this.handler = deps.handler;
@@ -148,7 +151,7 @@ export class QueueWorker {
         queue: config.queue,
         workerId: config.workerId,
         pod: config.pod,
-        slots: config.concurrency,
+        slots: jobSlots(config),
         leaseMs: config.leaseMs,
         intervalMs: Math.max(50, Math.floor(config.leaseMs / 3)),
         sweepIntervalMs: Math.max(100, Math.floor(config.leaseMs / 2)),
@@ -215,7 +218,7 @@ export class QueueWorker {
     ])
       c.inc(q, 0);
     for (const cause of ["lease_expired", "shutdown_handback"]) m.redeliveries.inc({ ...q, cause }, 0);
-    this.metrics.slots.set(q, config.concurrency);
+    this.metrics.slots.set(q, this.slots);
     this.metrics.inFlight.set(q, 0);
     this.metrics.draining.set(q, 0);
   }
@@ -260,6 +263,7 @@ export class QueueWorker {
     this.log.info(
       {
         concurrency: this.config.concurrency,
+        ...(this.config.batch ? { batch: this.config.batch } : {}),
         handler: this.handler.kind,
         nextQueue: this.config.nextQueue,
         leaseMs: this.config.leaseMs,
@@ -289,6 +293,8 @@ export class QueueWorker {
       "draining: no new jobs; running jobs continue with their leases renewed",
     );
     this.blocking.disconnect(); // stop waiting for work at once
+    // No more jobs come: those waiting for a batch to fill go in a call now.
+    this.executor.batches?.flush();
     this.changed.notify();
     this.drainTimer = setTimeout(() => void this.handBackAll("drain deadline"), this.config.drainMs);
     // A claim cannot be answered while Redis is unreachable: with nothing running, stop now.
@@ -417,7 +423,7 @@ export class QueueWorker {
   private claimBudget(completing: number): number {
     if (this.state !== "running" || this.isCordoned()) return 0;
     if (completing > 0 && this.config.durability === "replicated") return 0;
-    const free = this.config.concurrency - this.running.size - this.reserved;
+    const free = this.slots - this.running.size - this.reserved;
     return this.circuit.allowance(Math.max(0, Math.min(completing + free, this.recycleBudget())));
   }
 
@@ -616,7 +622,7 @@ export class QueueWorker {
     // one it claimed leaves the report as it was).
     if (busy === this.reported.busy && draining === this.reported.draining) return;
     this.reported = { busy, draining };
-    this.heartbeat.status(busy, this.config.concurrency, draining);
+    this.heartbeat.status(busy, this.slots, draining);
     if (!this.heartbeat.reporting) void this.writeReport();
   }
 
@@ -628,7 +634,7 @@ export class QueueWorker {
       .renew([], {
         id: this.config.workerId,
         pod: this.config.pod,
-        slots: this.config.concurrency,
+        slots: this.slots,
         busy: this.running.size,
         draining: this.state !== "running",
         seen: Date.now(),

@@ -260,6 +260,22 @@ describe("worker Deployment", () => {
     assert.equal(terminationGraceSeconds(withDefaults({ ...base, maxJobSeconds: 60, drainSeconds: 0 })), 10);
   });
 
+  it("spec.batch reaches the worker as CONVEYOR_BATCH_SIZE/MIN/WAIT (worker/config.test.ts reads them back)", () => {
+    const env = (extra: Record<string, unknown>) =>
+      Object.fromEntries(
+        workerEnv(withDefaults({ ...base, ...extra } as Parameters<typeof withDefaults>[0]))
+          .filter((e) => e.name.startsWith("CONVEYOR_BATCH"))
+          .map((e) => [e.name, e.value!]),
+      );
+    assert.deepEqual(env({}), {});
+    const set = env({ batch: { size: 50, minSize: 10, waitMs: 200 } });
+    assert.deepEqual(set, {
+      CONVEYOR_BATCH_SIZE: "50",
+      CONVEYOR_BATCH_MIN: "10",
+      CONVEYOR_BATCH_WAIT: "200ms",
+    });
+  });
+
   it("the HPA scales the Deployment on the external backlog metric, 1..max", () => {
     const p = pool({
       ...base,

@@ -86,6 +86,17 @@ export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvV
     { name: WORKER_ENV.handler, value: handlerEnv(spec.handler) },
     ...(spec.handler.passCredentials ? [{ name: WORKER_ENV.handlerCredentials, value: "true" }] : []),
     { name: WORKER_ENV.concurrency, value: String(spec.concurrency) },
+    ...(spec.batch
+      ? [
+          { name: WORKER_ENV.batchSize, value: String(spec.batch.size) },
+          ...(spec.batch.minSize !== undefined
+            ? [{ name: WORKER_ENV.batchMin, value: String(spec.batch.minSize) }]
+            : []),
+          ...(spec.batch.waitMs !== undefined
+            ? [{ name: WORKER_ENV.batchWait, value: `${spec.batch.waitMs}ms` }]
+            : []),
+        ]
+      : []),
     { name: WORKER_ENV.jobTimeout, value: String(spec.maxJobSeconds) },
     { name: WORKER_ENV.drain, value: String(drainSeconds(spec)) },
     // The former names too, for a pool pinned to a worker image older than the rename; they go

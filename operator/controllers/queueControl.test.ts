@@ -11,6 +11,7 @@ import {
   medianJobMs,
   pausedReplicas,
   rateLimitCap,
+  replicaSlots,
   resourceCap,
   resourceChanges,
   specControl,
@@ -71,6 +72,28 @@ describe("operator queue control", () => {
     assert.match(
       rateLimitCap({ max: 50, perMs: 1000 }, ms(400), s).reason,
       /50\/s × job 400ms \(mean of 12\) \/ concurrency 8 → 4/,
+    );
+  });
+
+  test("a batch pool's replica holds concurrency × batch.size jobs: caps count in those slots", () => {
+    const s = spec({ concurrency: 2, batch: { size: 50 } });
+    assert.equal(replicaSlots(s), 100);
+    assert.equal(replicaSlots(spec()), 8);
+    const cap = rateLimitCap({ max: 500, perMs: 1000 }, ms(1000), s); // 500/s × 1 s / 100 = 5 → 5 + 1
+    assert.equal(cap.cap, 6);
+    assert.match(cap.reason, /\/ concurrency 2 × batch 50 → 6 replica/);
+    const groups = { waiting: 100, admissible: 100, complete: true, scanned: 1, ring: 1 };
+    const g = groupAdmissionCap({ ready: 100, dueDelayed: 0, inflight: 150 }, groups, s);
+    assert.equal(g?.cap, 3); // 250 slots / 100
+    assert.deepEqual(validateSpec(spec({ batch: { size: 10, minSize: 20, waitMs: 100 } })), [
+      "spec.batch: minSize (20) must be <= size (10)",
+    ]);
+    assert.deepEqual(validateSpec(spec({ batch: { size: 10, minSize: 5 } })), [
+      "spec.batch: minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
+    ]);
+    assert.deepEqual(
+      validateSpec(spec({ handler: { python: { callable: "m:f" } }, batch: { size: 10 } })),
+      [],
     );
   });
 

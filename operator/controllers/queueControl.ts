@@ -55,6 +55,21 @@ export function controlChanges(
   return out;
 }
 
+/**
+ * The jobs one replica holds at once: concurrency, times batch.size for a pool of batch calls
+ * (concurrency calls of up to batch.size jobs each). The pool is sized in these slots.
+ */
+export function replicaSlots(spec: Pick<WorkerPoolSpec, "concurrency" | "batch">): number {
+  return Math.max(1, spec.concurrency) * (spec.batch?.size ?? 1);
+}
+
+/** How messages name a replica's slots: "concurrency 8", or "concurrency 2 × batch 50". */
+export function slotsLabel(spec: Pick<WorkerPoolSpec, "concurrency" | "batch">): string {
+  return spec.batch
+    ? `concurrency ${spec.concurrency} × batch ${spec.batch.size}`
+    : `concurrency ${spec.concurrency}`;
+}
+
 /** A paused pool's replicas: enough warm pods for the jobs still running, never below the minimum. */
 export function pausedReplicas(inflight: number, concurrency: number, minReplicas: number): number {
   return Math.max(minReplicas, Math.ceil(inflight / Math.max(1, concurrency)));
@@ -131,7 +146,9 @@ export function resourceChanges(want: ResourceBudget[], have: ResourceState[]): 
 export function resourceCap(
   resources: ResourceBudget[],
   job: JobTime,
-  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+  spec: Pick<WorkerPoolSpec, "concurrency" | "batch"> & {
+    scaling: { minReplicas: number; maxReplicas: number };
+  },
 ): ReplicaCap | undefined {
   const rated = resources.flatMap((r) => {
     const perKey = r.keys.map((k) => k.limits.find((l) => l.unit === "requests"));
@@ -158,7 +175,9 @@ const round = (n: number) => (n >= 10 ? String(Math.round(n)) : String(Math.roun
 export function rateLimitCap(
   limit: RateLimit,
   job: JobTime,
-  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+  spec: Pick<WorkerPoolSpec, "concurrency" | "batch"> & {
+    scaling: { minReplicas: number; maxReplicas: number };
+  },
 ): ReplicaCap {
   return startRateCap(
     `rate limit ${formatRateLimit(limit)}`,
@@ -177,17 +196,19 @@ function startRateCap(
   what: string,
   perSecond: number,
   { jobMs, jobMsFrom }: JobTime,
-  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+  spec: Pick<WorkerPoolSpec, "concurrency" | "batch"> & {
+    scaling: { minReplicas: number; maxReplicas: number };
+  },
   by: ReplicaCap["by"],
 ): ReplicaCap {
   const { minReplicas, maxReplicas } = spec.scaling;
   if (jobMs === undefined)
     return { cap: maxReplicas, reason: `${what}: no job durations measured yet, not capped`, by };
-  const needed = Math.ceil((perSecond * jobMs) / 1000 / Math.max(1, spec.concurrency)) + 1;
+  const needed = Math.ceil((perSecond * jobMs) / 1000 / replicaSlots(spec)) + 1;
   const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
   return {
     cap,
-    reason: `${what} × job ${Math.round(jobMs)}ms${jobMsFrom ? ` (${jobMsFrom})` : ""} / concurrency ${spec.concurrency} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
+    reason: `${what} × job ${Math.round(jobMs)}ms${jobMsFrom ? ` (${jobMsFrom})` : ""} / ${slotsLabel(spec)} → ${needed} replica(s)${cap < needed ? `, maxReplicas ${maxReplicas}` : ""}`,
     by,
   };
 }
@@ -202,15 +223,16 @@ function startRateCap(
 export function groupAdmissionCap(
   counts: Pick<QueueCounts, "ready" | "dueDelayed" | "inflight">,
   groups: GroupAdmission | undefined,
-  spec: Pick<WorkerPoolSpec, "concurrency"> & { scaling: { minReplicas: number; maxReplicas: number } },
+  spec: Pick<WorkerPoolSpec, "concurrency" | "batch"> & {
+    scaling: { minReplicas: number; maxReplicas: number };
+  },
 ): ReplicaCap | undefined {
   if (!groups || groups.waiting <= 0) return undefined;
   const { minReplicas, maxReplicas } = spec.scaling;
   const ungrouped = Math.max(0, counts.ready - groups.waiting);
   const admissible = Math.min(groups.waiting, groups.admissible);
   const slots = counts.inflight + counts.dueDelayed + ungrouped + admissible;
-  const concurrency = Math.max(1, spec.concurrency);
-  const needed = Math.ceil(slots / concurrency);
+  const needed = Math.ceil(slots / replicaSlots(spec));
   if (needed >= maxReplicas) return undefined;
   const cap = Math.min(maxReplicas, Math.max(1, minReplicas, needed));
   const blocked = groups.waiting - admissible;
@@ -219,7 +241,7 @@ export function groupAdmissionCap(
     cap,
     reason:
       `groups: ${admissible} of ${groups.waiting} grouped waiting job(s) can start${estimate}, ${blocked} wait for groups at their limit or paused; ` +
-      `${counts.inflight} running + ${ungrouped + counts.dueDelayed} other ready + ${admissible} = ${slots} slot(s) / concurrency ${concurrency} → ${needed} replica(s)${cap > needed ? `, minimum ${cap}` : ""}`,
+      `${counts.inflight} running + ${ungrouped + counts.dueDelayed} other ready + ${admissible} = ${slots} slot(s) / ${slotsLabel(spec)} → ${needed} replica(s)${cap > needed ? `, minimum ${cap}` : ""}`,
     by: "groups",
   };
 }

@@ -36,6 +36,21 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
   } catch (err) {
     problems.push((err as Error).message);
   }
+  const b = spec.batch;
+  if (b !== undefined) {
+    if (b.minSize !== undefined && b.minSize > b.size)
+      problems.push(`spec.batch: minSize (${b.minSize}) must be <= size (${b.size})`);
+    if (spec.concurrency * b.size > 100_000)
+      problems.push(
+        `spec.batch: concurrency ${spec.concurrency} × size ${b.size} = ${spec.concurrency * b.size} jobs per pod, at most 100000`,
+      );
+    if ((b.minSize ?? 1) > 1 && !b.waitMs)
+      problems.push(
+        "spec.batch: minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
+      );
+    if (b.size === 1 && ((b.minSize ?? 1) > 1 || (b.waitMs ?? 0) > 0))
+      problems.push("spec.batch: minSize and waitMs need a size above 1");
+  }
   const s = spec.scaling;
   if (s.minReplicas > s.maxReplicas)
     problems.push(`spec.scaling: minReplicas (${s.minReplicas}) must be <= maxReplicas (${s.maxReplicas})`);

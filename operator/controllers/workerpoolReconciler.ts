@@ -28,7 +28,7 @@ import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { PoolGauges } from "./poolGauges.ts";
 import { maxReplicasOf, type PoolPass, type StepDeps } from "./poolPass.ts";
-import { medianJobMs } from "./queueControl.ts";
+import { medianJobMs, replicaSlots } from "./queueControl.ts";
 import { applyQueueControl } from "./queueControlStep.ts";
 import { Reason } from "./reasons.ts";
 import { switchRecordsOn } from "./recordsStep.ts";
@@ -177,7 +177,7 @@ export class WorkerPoolReconciler implements Reconciler {
         pollSeconds: spec.scaling.pollSeconds,
         // Latency mode sizes by the workers' median job duration: their reports with each poll.
         reports: spec.scaling.targetWaitSeconds !== undefined,
-        maxSlots: spec.scaling.maxReplicas * spec.concurrency,
+        maxSlots: spec.scaling.maxReplicas * replicaSlots(spec),
         resources: (spec.resources?.length ?? 0) > 0,
       });
     } else {

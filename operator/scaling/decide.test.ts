@@ -33,6 +33,23 @@ describe("scaling decisions", () => {
     assert.deepEqual([d?.replicas, d?.reason], [2, "QueuePaused"]);
   });
 
+  it("a batch pool is sized in batches: a replica holds concurrency × batch.size jobs", () => {
+    const spec = withDefaults({ ...base, concurrency: 2, batch: { size: 10 }, scaling: { mode: "direct" } });
+    const s = newPoolScaler(0);
+    const input = {
+      now: 1000,
+      spec,
+      current: 5,
+      statusReplicas: 5,
+      queuePaused: true,
+      pauseSeenByPoll: true,
+    };
+    // 30 running jobs: 2 replicas of 2 calls × 10 jobs (without batches, 15 replicas of 2 jobs)
+    const d = decideScale(s, { ...input, counts: counts(30, 30) });
+    assert.deepEqual([d?.replicas, d?.reason], [2, "QueuePaused"]);
+    assert.match(d!.message, /concurrency 2 × batch 10/);
+  });
+
   it("scales to zero only after the cooldown with no backlog and nothing in flight", () => {
     const spec = withDefaults({ ...base, scaling: { cooldownSeconds: 30 } });
     const s = newPoolScaler(0);

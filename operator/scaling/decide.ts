@@ -25,7 +25,7 @@ import {
   type LatencyNeed,
 } from "./latency.ts";
 import type { PoolScaler, PoolState } from "../controllers/context.ts";
-import { pausedReplicas, type JobTime } from "../controllers/queueControl.ts";
+import { pausedReplicas, replicaSlots, slotsLabel, type JobTime } from "../controllers/queueControl.ts";
 import type { Deployment, Pod } from "../controllers/objects.ts";
 import { Reason, type ScaleReason } from "../controllers/reasons.ts";
 
@@ -92,7 +92,7 @@ function latencyInputOf(s: PoolScaler, spec: WorkerPoolSpec, counts: QueueCounts
   const waiting = waitingJobs(counts);
   return {
     targetWaitSeconds: spec.scaling.targetWaitSeconds ?? 0,
-    concurrency: spec.concurrency,
+    concurrency: replicaSlots(spec),
     arrivalPerSecond: s.arrivals?.perSecond,
     ...jobTimeOf(s),
     waiting,
@@ -288,13 +288,13 @@ function decidePaused(s: PoolScaler, i: DecideInput, counts: QueueCounts): Scale
   // Counts read before the pause may miss jobs claimed since: hold until a poll sees the pause.
   if (!i.pauseSeenByPoll) return undefined;
   const { inflight } = counts;
-  const target = pausedReplicas(inflight, spec.concurrency, sc.minReplicas);
+  const target = pausedReplicas(inflight, replicaSlots(spec), sc.minReplicas);
   if (target < i.current || (i.current < sc.minReplicas && target > i.current))
     return {
       replicas: target,
       from: i.current,
       reason: Reason.QueuePaused,
-      message: `queue paused: ${inflight} running job(s) need ${target} replica(s) (concurrency ${spec.concurrency}, minReplicas ${sc.minReplicas})`,
+      message: `queue paused: ${inflight} running job(s) need ${target} replica(s) (${slotsLabel(spec)}, minReplicas ${sc.minReplicas})`,
     };
   return undefined;
 }
@@ -360,7 +360,7 @@ function decideLatency(s: PoolScaler, i: DecideInput, counts: QueueCounts): Scal
     // their pods: a scale-in is held at the busy pods and the rest are cordoned (holdForBusyPods),
     // or (drain ≥ maxJobSeconds) the deleted pods finish their jobs as they drain.
     releaseTransient: waitingJobs(counts) === 0,
-    targetPerReplica: Math.max(1, spec.concurrency),
+    targetPerReplica: replicaSlots(spec),
     currentReplicas: i.current,
     statusReplicas: i.statusReplicas > 0 ? i.statusReplicas : i.current,
     minReplicas: sc.minReplicas,

@@ -4,6 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
+import { batchOutcomes } from "./http.ts";
 import { dependencyFailure, foreignError, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
@@ -28,15 +29,13 @@ function resourceEnv(resources: Readonly<Record<string, { key: string }>>): Reco
 }
 
 export function commandHandler(argv: string[], killGraceMs: number, passCredentials = false): Handler {
-  const [file, ...args] = argv;
+  const exec = (jobEnv: Record<string, string>, input: string, signal: AbortSignal) =>
+    runCommand(argv, { killGraceMs, passCredentials }, jobEnv, input, signal);
   return {
     kind: "command",
-    run: (job, ctx) =>
-      new Promise((resolve, reject) => {
-        // The process span's context as TRACEPARENT/TRACESTATE (the environment-carrier convention).
-        const traced = activeTraceHeaders();
-        const env: NodeJS.ProcessEnv = {
-          ...process.env,
+    run: async (job, ctx) => {
+      const text = await exec(
+        {
           CONVEYOR_JOB_ID: job.id,
           CONVEYOR_QUEUE: job.queue,
           CONVEYOR_ATTEMPT: String(job.attempt),
@@ -50,94 +49,141 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           ...(ctx.callback
             ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
             : {}),
-          ...(traced && { TRACEPARENT: traced.traceparent }),
-          ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
-        };
-        if (!passCredentials) for (const name of WORKER_SECRETS) delete env[name];
-        const child = spawn(file!, args, {
-          shell: false,
-          detached: true, // its own process group, so a timeout kills grandchildren too
-          stdio: ["pipe", "pipe", "pipe"],
-          env,
-        });
-        const out: Buffer[] = [];
-        let outBytes = 0;
-        let errTail = "";
-        let overflow = false;
-        child.stdout.on("data", (b: Buffer) => {
-          outBytes += b.length;
-          if (outBytes > MAX_OUTPUT_BYTES) {
-            overflow = true;
-            killGroup("SIGKILL");
-          } else out.push(b);
-        });
-        child.stderr.on("data", (b: Buffer) => {
-          errTail = (errTail + b.toString("utf8")).slice(-2000);
-        });
-        child.stdin.on("error", () => {}); // the command may exit without reading its input
-        child.stdin.end(JSON.stringify(job.data));
-
-        let killTimer: NodeJS.Timeout | undefined;
-        function killGroup(sig: NodeJS.Signals) {
-          try {
-            process.kill(-child.pid!, sig);
-          } catch {
-            // already gone
-          }
-        }
-        const onAbort = () => {
-          killGroup("SIGTERM");
-          killTimer = setTimeout(() => killGroup("SIGKILL"), killGraceMs);
-          killTimer.unref();
-        };
-        ctx.signal.addEventListener("abort", onAbort, { once: true });
-
-        child.on("error", (err) => {
-          ctx.signal.removeEventListener("abort", onAbort);
-          reject(
-            new HandlerError(`cannot start handler command ${file}: ${err.message}`, {
-              retryable: false,
-              cause: err,
-            }),
-          );
-        });
-        child.on("close", (code, signal) => {
-          ctx.signal.removeEventListener("abort", onAbort);
-          clearTimeout(killTimer);
-          if (ctx.signal.aborted) return reject(ctx.signal.reason);
-          if (overflow)
-            return reject(
-              new HandlerError(`handler command wrote more than ${MAX_OUTPUT_BYTES} bytes to stdout`, {
-                retryable: false,
-              }),
-            );
-          if (code !== 0) {
-            const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
-            const retryable = code !== EX_DATAERR;
-            // A failing command may write the error envelope on stdout (conveyor.handler does):
-            // the job's error is then its own exception type, message and traceback.
-            const err =
-              (signal
-                ? null
-                : foreignError(Buffer.concat(out).toString("utf8"), "handler command", { retryable })) ??
-              new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
-                retryable,
-              });
-            return reject(code === EX_TEMPFAIL ? dependencyFailure(err) : err);
-          }
-          const text = Buffer.concat(out).toString("utf8").trim();
-          if (text === "") return resolve(null);
-          try {
-            resolve(JSON.parse(text));
-          } catch {
-            reject(
-              new HandlerError(
-                `handler command wrote output that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
-                { retryable: true },
-              ),
-            );
-          }
-        });
-      }),
+        },
+        JSON.stringify(job.data),
+        ctx.signal,
+      );
+      if (text === "") return null;
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        throw new HandlerError(
+          `handler command wrote output that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+          { retryable: true },
+        );
+      }
+    },
+    // A batch call (docs/batches.md): `{"jobs": [...]}` on stdin (each job with its id, data,
+    // attempt, task, previous errors, callback and resources), `{"outcomes": [...]}` on stdout.
+    batch: async (jobs, ctx) => {
+      const input = {
+        jobs: jobs.map((job, i) => {
+          const c = ctx.contexts[i]!;
+          return {
+            id: job.id,
+            queue: job.queue,
+            data: job.data,
+            attempt: job.attempt,
+            executionId: job.executionId,
+            ...(job.task ? { task: job.task } : {}),
+            previousErrors: job.previousErrors,
+            ...(c.callback ? { callback: c.callback } : {}),
+            ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
+          };
+        }),
+      };
+      const text = await exec(
+        { CONVEYOR_BATCH: String(jobs.length), CONVEYOR_QUEUE: jobs[0]?.queue ?? "" },
+        JSON.stringify(input),
+        ctx.signal,
+      );
+      return batchOutcomes(text, jobs.length, "handler command");
+    },
   };
+}
+
+/** Run the command with `input` on stdin: its stdout (trimmed), or the failure its exit calls for. */
+function runCommand(
+  argv: string[],
+  opts: { killGraceMs: number; passCredentials: boolean },
+  jobEnv: Record<string, string>,
+  input: string,
+  abort: AbortSignal,
+): Promise<string> {
+  const [file, ...args] = argv;
+  const { killGraceMs, passCredentials } = opts;
+  return new Promise((resolve, reject) => {
+    // The process span's context as TRACEPARENT/TRACESTATE (the environment-carrier convention).
+    const traced = activeTraceHeaders();
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...jobEnv,
+      ...(traced && { TRACEPARENT: traced.traceparent }),
+      ...(traced?.tracestate && { TRACESTATE: traced.tracestate }),
+    };
+    if (!passCredentials) for (const name of WORKER_SECRETS) delete env[name];
+    const child = spawn(file!, args, {
+      shell: false,
+      detached: true, // its own process group, so a timeout kills grandchildren too
+      stdio: ["pipe", "pipe", "pipe"],
+      env,
+    });
+    const out: Buffer[] = [];
+    let outBytes = 0;
+    let errTail = "";
+    let overflow = false;
+    child.stdout.on("data", (b: Buffer) => {
+      outBytes += b.length;
+      if (outBytes > MAX_OUTPUT_BYTES) {
+        overflow = true;
+        killGroup("SIGKILL");
+      } else out.push(b);
+    });
+    child.stderr.on("data", (b: Buffer) => {
+      errTail = (errTail + b.toString("utf8")).slice(-2000);
+    });
+    child.stdin.on("error", () => {}); // the command may exit without reading its input
+    child.stdin.end(input);
+
+    let killTimer: NodeJS.Timeout | undefined;
+    function killGroup(sig: NodeJS.Signals) {
+      try {
+        process.kill(-child.pid!, sig);
+      } catch {
+        // already gone
+      }
+    }
+    const onAbort = () => {
+      killGroup("SIGTERM");
+      killTimer = setTimeout(() => killGroup("SIGKILL"), killGraceMs);
+      killTimer.unref();
+    };
+    abort.addEventListener("abort", onAbort, { once: true });
+
+    child.on("error", (err) => {
+      abort.removeEventListener("abort", onAbort);
+      reject(
+        new HandlerError(`cannot start handler command ${file}: ${err.message}`, {
+          retryable: false,
+          cause: err,
+        }),
+      );
+    });
+    child.on("close", (code, signal) => {
+      abort.removeEventListener("abort", onAbort);
+      clearTimeout(killTimer);
+      if (abort.aborted) return reject(abort.reason);
+      if (overflow)
+        return reject(
+          new HandlerError(`handler command wrote more than ${MAX_OUTPUT_BYTES} bytes to stdout`, {
+            retryable: false,
+          }),
+        );
+      if (code !== 0) {
+        const how = signal ? `was killed by ${signal}` : `exited with ${code}`;
+        const retryable = code !== EX_DATAERR;
+        // A failing command may write the error envelope on stdout (conveyor.handler does):
+        // the job's error is then its own exception type, message and traceback.
+        const err =
+          (signal
+            ? null
+            : foreignError(Buffer.concat(out).toString("utf8"), "handler command", { retryable })) ??
+          new HandlerError(`handler command ${how}${errTail ? `: ${errTail.trim()}` : ""}`, {
+            retryable,
+          });
+        return reject(code === EX_TEMPFAIL ? dependencyFailure(err) : err);
+      }
+      resolve(Buffer.concat(out).toString("utf8").trim());
+    });
+  });
 }

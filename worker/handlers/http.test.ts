@@ -226,3 +226,69 @@ describe("a sidecar's error envelope", () => {
       assert.equal(foreignError(body, "k"), null, JSON.stringify(body));
   });
 });
+
+describe("http handler batch calls", () => {
+  const jobs: JobView[] = [
+    { ...job, id: "b1", data: { n: 1 }, task: "embed" },
+    { ...job, id: "b2", data: { n: 2 }, attempt: 2 },
+    { ...job, id: "b3", data: { n: 3 } },
+  ];
+  const batchCtx = () => ({
+    signal: new AbortController().signal,
+    log: pino({ level: "silent" }),
+    contexts: jobs.map(() => ctx()),
+  });
+
+  test('POST {"jobs": [...]}; {"outcomes": [...]} gives a result or an Error per job, in order', async () => {
+    let seen: unknown;
+    const url = await sidecar((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        seen = JSON.parse(body);
+        res.writeHead(200, { "content-type": "application/json" }).end(
+          JSON.stringify({
+            outcomes: [
+              { result: { v: 1 } },
+              { error: { name: "ValueError", message: "bad n" }, retryable: false },
+              { error: { name: "Timeout", message: "slow" } },
+            ],
+          }),
+        );
+      });
+    });
+    const out = await httpHandler(url).batch!(jobs, batchCtx());
+    const sent = (seen as { jobs: { id: string; data: unknown; attempt: number; task?: string }[] }).jobs;
+    assert.deepEqual(
+      sent.map((j) => [j.id, j.data, j.attempt, j.task]),
+      [
+        ["b1", { n: 1 }, 1, "embed"],
+        ["b2", { n: 2 }, 2, undefined],
+        ["b3", { n: 3 }, 1, undefined],
+      ],
+    );
+    assert.deepEqual(out[0], { v: 1 });
+    assert.ok(out[1] instanceof Error);
+    assert.deepEqual([(out[1] as Error).name, (out[1] as Error).message], ["ValueError", "bad n"]);
+    assert.equal((out[1] as unknown as { retryable: boolean }).retryable, false);
+    assert.equal((out[2] as unknown as { retryable: boolean }).retryable, true);
+  });
+
+  test("a wrong count, a body without outcomes or not JSON fails the call with what is wrong", async () => {
+    for (const [body, message] of [
+      [JSON.stringify({ outcomes: [{ result: 1 }] }), /answered 1 outcome\(s\) for 3 job\(s\)/],
+      [JSON.stringify({ results: [] }), /without an "outcomes" array/],
+      ["oops", /not JSON: "oops"/],
+    ] as const) {
+      const url = await sidecar((_req, res) => res.writeHead(200).end(body));
+      await assert.rejects(httpHandler(url).batch!(jobs, batchCtx()), message);
+    }
+    const url = await sidecar((_req, res) =>
+      res.writeHead(200).end(JSON.stringify({ outcomes: [{ result: 1 }, { nothing: true }, 7] })),
+    );
+    const out = await httpHandler(url).batch!(jobs, batchCtx());
+    assert.equal(out[0], 1);
+    assert.match((out[1] as Error).message, /outcome 1 has neither "result" nor "error"/);
+    assert.match((out[2] as Error).message, /outcome 2 is not an object/);
+  });
+});

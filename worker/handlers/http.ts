@@ -70,85 +70,183 @@ export function httpHandler(url: string): Handler {
   return {
     kind: "http",
     async run(job, ctx) {
-      let res: Response;
-      try {
-        res = await fetch(url, {
-          method: "POST",
-          // Not followed: the callback token and the job data would go wherever the sidecar points.
-          redirect: "manual",
-          signal: ctx.signal,
-          headers: {
-            "content-type": "application/json",
-            "conveyor-job-id": job.id,
-            "conveyor-queue": job.queue,
-            "conveyor-attempt": String(job.attempt),
-            "conveyor-execution-id": job.executionId,
-            ...(job.task ? { "conveyor-task": job.task } : {}),
-            // (the earlier failed attempts' errors, JSON with non-ASCII escaped: a header is Latin-1)
-            ...(job.previousErrors.length > 0
-              ? { "conveyor-previous-errors": asciiJson(job.previousErrors) }
-              : {}),
-            ...(ctx.callback
-              ? {
-                  "conveyor-callback-url": ctx.callback.url,
-                  "conveyor-callback-token": ctx.callback.token,
-                }
-              : {}),
-            // the key granted per resource (`conveyor-resource-openai: k2`, and all of them as
-            // `conveyor-resources: {"openai":"k2"}`, names as written): docs/budgets.md
-            ...resourceHeaders(ctx.resources),
-            // W3C traceparent/tracestate of the job's process span, while tracing is on
-            ...activeTraceHeaders(),
-          },
-          body: JSON.stringify(job.data),
-        });
-      } catch (err) {
-        if (ctx.signal.aborted) throw ctx.signal.reason;
-        throw new HandlerError(`handler sidecar ${url} unreachable: ${(err as Error).message}`, {
-          retryable: true,
-          cause: err,
-        });
-      }
-      if (res.status >= 300 && res.status < 400) {
-        await res.body?.cancel().catch(() => {});
-        throw new HandlerError(
-          `handler sidecar answered ${res.status}, a redirect to ${JSON.stringify(res.headers.get("location") ?? "")}: redirects are not followed (the request carries the callback token and the job data)`,
-          { retryable: false },
-        );
-      }
-      const text = await readCapped(res, MAX_RESPONSE_BYTES, ctx.signal);
-      if (!res.ok) {
-        // 4xx means the sidecar judged the input bad: retrying the same input cannot help
-        // (except timeouts and rate limits, which can).
-        // A 429 for a job holding a resource key sidelines that key (Retry-After) and hands the job
-        // back without an attempt; `Conveyor-Resource` names the resource when the job has several.
-        if (res.status === 429 && Object.keys(ctx.resources).length > 0) {
-          const resource = res.headers.get("conveyor-resource")?.trim();
-          throw new RateLimitedError(`handler sidecar answered 429: ${text.slice(0, 500)}`, {
-            retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
-            ...(resource ? { resource } : {}),
-          });
-        }
-        const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
-        // A sidecar that sends the error envelope (conveyor.handler does) has its failure stored
-        // as its own: its exception type, message and traceback.
-        const err =
-          foreignError(text, "handler sidecar", { retryable }) ??
-          new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, { retryable });
-        // `Conveyor-Failure: dependency`: something the sidecar depends on failed (circuit breaker).
-        if (retryable && res.headers.get("conveyor-failure")?.trim().toLowerCase() === "dependency")
-          throw dependencyFailure(err);
-        throw err;
-      }
+      const { text, status } = await post(
+        url,
+        {
+          "conveyor-job-id": job.id,
+          "conveyor-queue": job.queue,
+          "conveyor-attempt": String(job.attempt),
+          "conveyor-execution-id": job.executionId,
+          ...(job.task ? { "conveyor-task": job.task } : {}),
+          // (the earlier failed attempts' errors, JSON with non-ASCII escaped: a header is Latin-1)
+          ...(job.previousErrors.length > 0
+            ? { "conveyor-previous-errors": asciiJson(job.previousErrors) }
+            : {}),
+          ...(ctx.callback
+            ? {
+                "conveyor-callback-url": ctx.callback.url,
+                "conveyor-callback-token": ctx.callback.token,
+              }
+            : {}),
+          // the key granted per resource (`conveyor-resource-openai: k2`, and all of them as
+          // `conveyor-resources: {"openai":"k2"}`, names as written): docs/budgets.md
+          ...resourceHeaders(ctx.resources),
+        },
+        JSON.stringify(job.data),
+        ctx.signal,
+        ctx.resources,
+      );
       if (text.trim() === "") return null;
       try {
         return JSON.parse(text);
       } catch {
         throw new HandlerError(
-          `handler sidecar answered ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+          `handler sidecar answered ${status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
           { retryable: true },
         );
       }
     },
+    // A batch call (docs/batches.md): `{"jobs": [...]}` in, `{"outcomes": [...]}` out, one per job.
+    async batch(jobs, ctx) {
+      const resources: Record<string, { key: string }> = {};
+      for (const c of ctx.contexts) Object.assign(resources, c.resources);
+      const body = {
+        jobs: jobs.map((job, i) => {
+          const c = ctx.contexts[i]!;
+          return {
+            id: job.id,
+            queue: job.queue,
+            data: job.data,
+            attempt: job.attempt,
+            executionId: job.executionId,
+            ...(job.task ? { task: job.task } : {}),
+            previousErrors: job.previousErrors,
+            ...(c.callback ? { callback: c.callback } : {}),
+            ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
+          };
+        }),
+      };
+      const { text } = await post(
+        url,
+        { "conveyor-batch": String(jobs.length), "conveyor-queue": jobs[0]?.queue ?? "" },
+        JSON.stringify(body),
+        ctx.signal,
+        resources,
+      );
+      return batchOutcomes(text, jobs.length, "handler sidecar");
+    },
   };
+}
+
+/**
+ * A batch answer `{"outcomes": [{"result": …} | {"error": {"name", "message", "stack"?},
+ * "retryable": false?}, …]}` as one result or Error per job; a malformed answer fails the call
+ * (every job of it) with what is wrong. `kindLabel` names the handler in messages.
+ */
+export function batchOutcomes(text: string, n: number, kindLabel: string): unknown[] {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    throw new HandlerError(
+      `${kindLabel} answered a batch with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+      { retryable: true },
+    );
+  }
+  const outcomes = (answer as { outcomes?: unknown } | null)?.outcomes;
+  if (!Array.isArray(outcomes))
+    throw new HandlerError(
+      `${kindLabel} answered a batch without an "outcomes" array: expected {"outcomes": [{"result": …} | {"error": {"name", "message"}}, …]}`,
+      { retryable: true },
+    );
+  if (outcomes.length !== n)
+    throw new HandlerError(
+      `${kindLabel} answered ${outcomes.length} outcome(s) for ${n} job(s): one outcome per job, in order, is expected`,
+      { retryable: true },
+    );
+  return outcomes.map((o: unknown, i) => {
+    if (typeof o !== "object" || o === null || Array.isArray(o))
+      return new HandlerError(`${kindLabel}: outcome ${i} is not an object {"result"} or {"error"}`, {
+        retryable: true,
+      });
+    const { result, error, retryable } = o as { result?: unknown; error?: unknown; retryable?: unknown };
+    if (error === undefined) {
+      if (!("result" in o))
+        return new HandlerError(`${kindLabel}: outcome ${i} has neither "result" nor "error"`, {
+          retryable: true,
+        });
+      return result;
+    }
+    return (
+      foreignError(error, kindLabel, { retryable: retryable !== false }) ??
+      new HandlerError(
+        `${kindLabel}: outcome ${i} has an error that is not {"name", "message"}: ${JSON.stringify(error).slice(0, 200)}`,
+        { retryable: retryable !== false },
+      )
+    );
+  });
+}
+
+/** POST `body` to the sidecar; its answer's text, or the failure its status calls for. */
+async function post(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  signal: AbortSignal,
+  resources: Readonly<Record<string, { key: string }>>,
+): Promise<{ text: string; status: number }> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: "POST",
+      // Not followed: the callback token and the job data would go wherever the sidecar points.
+      redirect: "manual",
+      signal,
+      headers: {
+        "content-type": "application/json",
+        ...headers,
+        // W3C traceparent/tracestate of the job's process span, while tracing is on
+        ...activeTraceHeaders(),
+      },
+      body,
+    });
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    throw new HandlerError(`handler sidecar ${url} unreachable: ${(err as Error).message}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+  if (res.status >= 300 && res.status < 400) {
+    await res.body?.cancel().catch(() => {});
+    throw new HandlerError(
+      `handler sidecar answered ${res.status}, a redirect to ${JSON.stringify(res.headers.get("location") ?? "")}: redirects are not followed (the request carries the callback token and the job data)`,
+      { retryable: false },
+    );
+  }
+  const text = await readCapped(res, MAX_RESPONSE_BYTES, signal);
+  if (!res.ok) {
+    // 4xx means the sidecar judged the input bad: retrying the same input cannot help
+    // (except timeouts and rate limits, which can).
+    // A 429 for a job holding a resource key sidelines that key (Retry-After) and hands the job
+    // back without an attempt; `Conveyor-Resource` names the resource when the job has several.
+    if (res.status === 429 && Object.keys(resources).length > 0) {
+      const resource = res.headers.get("conveyor-resource")?.trim();
+      throw new RateLimitedError(`handler sidecar answered 429: ${text.slice(0, 500)}`, {
+        retryAfterMs: parseRetryAfter(res.headers.get("retry-after")),
+        ...(resource ? { resource } : {}),
+      });
+    }
+    const retryable = res.status >= 500 || res.status === 408 || res.status === 429;
+    // A sidecar that sends the error envelope (conveyor.handler does) has its failure stored
+    // as its own: its exception type, message and traceback.
+    const err =
+      foreignError(text, "handler sidecar", { retryable }) ??
+      new HandlerError(`handler sidecar answered ${res.status}: ${text.slice(0, 500)}`, { retryable });
+    // `Conveyor-Failure: dependency`: something the sidecar depends on failed (circuit breaker).
+    if (retryable && res.headers.get("conveyor-failure")?.trim().toLowerCase() === "dependency")
+      throw dependencyFailure(err);
+    throw err;
+  }
+  return { text, status: res.status };
 }

@@ -11,7 +11,14 @@ export * from "./types.ts";
 
 export async function createHandler(
   spec: HandlerSpec,
-  opts: { killGraceMs: number; handlerCredentials?: boolean; concurrency?: number; log?: Logger },
+  opts: {
+    killGraceMs: number;
+    handlerCredentials?: boolean;
+    concurrency?: number;
+    log?: Logger;
+    /** Batch calls (--batch-size above 1): a python handler is started for them. */
+    batch?: unknown;
+  },
 ): Promise<Handler> {
   switch (spec.kind) {
     case "module":
@@ -26,6 +33,7 @@ export async function createHandler(
         killGraceMs: opts.killGraceMs,
         passCredentials: opts.handlerCredentials,
         log: opts.log,
+        batch: opts.batch !== undefined,
       });
   }
 }

@@ -15,6 +15,7 @@ import {
   foreignError,
   HandlerError,
   HandlerStalledError,
+  type BatchContext,
   type Handler,
   type HandlerContext,
   type JobView,
@@ -39,6 +40,8 @@ export interface PythonOptions {
   log?: Logger;
   /** The interpreter: CONVEYOR_PYTHON, else python3 on PATH. */
   python?: string;
+  /** The worker sends batch calls (--batch-size above 1): the callable must be a @batch handler. */
+  batch?: boolean;
 }
 
 /** A Python error as the kit reports it: {name, message, stack} and how to treat it. */
@@ -71,6 +74,7 @@ export async function pythonHandler(callable: string, opts: PythonOptions): Prom
   return {
     kind: "python",
     run: (job, ctx) => supervisor.run(job, ctx),
+    ...(opts.batch ? { batch: (jobs: JobView[], ctx: BatchContext) => supervisor.runBatch(jobs, ctx) } : {}),
     close: () => supervisor.close(),
   };
 }
@@ -82,6 +86,33 @@ interface Pending {
 }
 
 type Child = ChildProcessByStdio<Writable, Readable, Readable>;
+
+/** A job as a frame to the kit. */
+function jobFrame(job: JobView, ctx: HandlerContext): Record<string, unknown> {
+  const resources = Object.fromEntries(Object.entries(ctx.resources).map(([n, r]) => [n, r.key]));
+  return {
+    id: job.id,
+    queue: job.queue,
+    data: job.data,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    executionId: job.executionId,
+    createdAt: job.createdAt,
+    ...(job.task ? { task: job.task } : {}),
+    previousErrors: job.previousErrors,
+    ...(ctx.callback ? { callback: ctx.callback } : {}),
+    ...(Object.keys(resources).length > 0 ? { resources } : {}),
+  };
+}
+
+/** The kit's batch answer: a result or a job's error per outcome (the count is checked by the worker). */
+function batchOutcomesOf(outcomes: unknown): unknown {
+  if (!Array.isArray(outcomes)) return outcomes;
+  return outcomes.map((o: unknown) => {
+    const { result, error } = (o ?? {}) as { result?: unknown; error?: PythonErrorBody };
+    return error !== undefined ? pythonError(error) : (result ?? null);
+  });
+}
 
 /** One Python process: frames in and out, its jobs in flight, how it ended. */
 class PythonProcess {
@@ -132,6 +163,7 @@ class PythonProcess {
         let frame: {
           id?: number;
           result?: unknown;
+          outcomes?: unknown;
           error?: PythonErrorBody;
           ready?: boolean;
           fatal?: PythonErrorBody;
@@ -153,6 +185,7 @@ class PythonProcess {
           this.pending.delete(frame.id);
           p.done();
           if (frame.error) p.reject(pythonError(frame.error));
+          else if (frame.outcomes !== undefined) p.resolve(batchOutcomesOf(frame.outcomes));
           else p.resolve(frame.result ?? null);
         }
       }
@@ -179,18 +212,41 @@ class PythonProcess {
   }
 
   run(job: JobView, ctx: HandlerContext, killGraceMs: number, kill: (why: string) => void): Promise<unknown> {
+    return this.call({ job: jobFrame(job, ctx) }, ctx.signal, `job ${job.id}`, killGraceMs, kill);
+  }
+
+  /** A batch call: one frame with every job; the answer's outcomes, one per job. */
+  runBatch(
+    jobs: JobView[],
+    ctx: BatchContext,
+    killGraceMs: number,
+    kill: (why: string) => void,
+  ): Promise<unknown> {
+    const frames = jobs.map((job, i) => jobFrame(job, ctx.contexts[i]!));
+    return this.call(
+      { batch: frames },
+      ctx.signal,
+      `a batch call of ${jobs.length} job(s)`,
+      killGraceMs,
+      kill,
+    );
+  }
+
+  private call(
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+    what: string,
+    killGraceMs: number,
+    kill: (why: string) => void,
+  ): Promise<unknown> {
     const id = ++this.seq;
     return new Promise((resolve, reject) => {
-      const signal = ctx.signal;
       let killTimer: NodeJS.Timeout | undefined;
       const onAbort = () => {
         this.send({ id, cancel: true });
         // The kit cannot stop a thread: a handler that ignores ctx.cancelled() past the kill grace
         // would hold a thread of the process forever, so the process goes.
-        killTimer = setTimeout(
-          () => kill(`job ${job.id} ignored its cancel for ${killGraceMs} ms`),
-          killGraceMs,
-        );
+        killTimer = setTimeout(() => kill(`${what} ignored its cancel for ${killGraceMs} ms`), killGraceMs);
         killTimer.unref();
       };
       this.pending.set(id, {
@@ -201,23 +257,7 @@ class PythonProcess {
           clearTimeout(killTimer);
         },
       });
-      const resources = Object.fromEntries(Object.entries(ctx.resources).map(([n, r]) => [n, r.key]));
-      this.send({
-        id,
-        job: {
-          id: job.id,
-          queue: job.queue,
-          data: job.data,
-          attempt: job.attempt,
-          maxAttempts: job.maxAttempts,
-          executionId: job.executionId,
-          createdAt: job.createdAt,
-          ...(job.task ? { task: job.task } : {}),
-          previousErrors: job.previousErrors,
-          ...(ctx.callback ? { callback: ctx.callback } : {}),
-          ...(Object.keys(resources).length > 0 ? { resources } : {}),
-        },
-      });
+      this.send({ id, ...body });
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
     });
@@ -264,7 +304,16 @@ class Supervisor {
     this.callable = callable;
     this.opts = opts;
     const python = opts.python ?? (process.env.CONVEYOR_PYTHON || "python3");
-    this.argv = [python, "-m", "conveyor.handler", "--stdio", "--threads", String(opts.slots), callable];
+    this.argv = [
+      python,
+      "-m",
+      "conveyor.handler",
+      "--stdio",
+      "--threads",
+      String(opts.slots),
+      ...(opts.batch ? ["--batch"] : []),
+      callable,
+    ];
     const path = [process.cwd(), ...(process.env.PYTHONPATH ? [process.env.PYTHONPATH] : [])];
     if (existsSync(join(CHECKOUT_KIT, "conveyor/handler.py"))) path.push(CHECKOUT_KIT);
     this.env = { ...process.env, PYTHONPATH: path.join(delimiter), PYTHONUNBUFFERED: "1" };
@@ -325,11 +374,20 @@ class Supervisor {
 
   async run(job: JobView, ctx: HandlerContext): Promise<unknown> {
     const proc = this.current?.alive ? this.current : await this.restart();
-    return proc.run(job, ctx, this.opts.killGraceMs, (why) => {
+    return proc.run(job, ctx, this.opts.killGraceMs, this.killer(proc));
+  }
+
+  async runBatch(jobs: JobView[], ctx: BatchContext): Promise<unknown[]> {
+    const proc = this.current?.alive ? this.current : await this.restart();
+    return (await proc.runBatch(jobs, ctx, this.opts.killGraceMs, this.killer(proc))) as unknown[];
+  }
+
+  private killer(proc: PythonProcess): (why: string) => void {
+    return (why) => {
       if (!proc.alive) return;
       this.opts.log?.warn({ pid: proc.child.pid, why }, "killing the python handler process");
       proc.kill();
-    });
+    };
   }
 
   /** Close its input (the kit lets running jobs finish, then exits); killed after the kill grace. */

@@ -60,6 +60,21 @@ export interface HandlerContext {
   usage(used: Record<string, Record<string, number>>): void;
 }
 
+/** What a batch call gets besides its jobs (docs/batches.md). */
+export interface BatchContext {
+  /** Aborted when the call's timeout (the shortest of its jobs' timeouts) passes. */
+  signal: AbortSignal;
+  log: Logger;
+  /** Per job, in the order of the jobs: its own ctx (progress, ctx.log lines, resources, signal). */
+  contexts: HandlerContext[];
+}
+
+/**
+ * A batch call's answer for one job: its result, or an Error that fails that job alone
+ * (`retryable: false`: dead at once).
+ */
+export type BatchOutcome = unknown;
+
 export interface Handler {
   readonly kind: string;
   /**
@@ -68,6 +83,11 @@ export interface Handler {
    */
   readonly tasks?: readonly string[];
   run(job: JobView, ctx: HandlerContext): Promise<unknown>;
+  /**
+   * Run several jobs in one call: one outcome per job, in order. A throw fails every job of the
+   * call. Only kinds that can take batches have it.
+   */
+  batch?(jobs: JobView[], ctx: BatchContext): Promise<BatchOutcome[]>;
   close?(): Promise<void>;
 }
 

@@ -9,6 +9,10 @@ succeed (dead-lettered at once), DependencyFailure when something it depends on 
 is deferred without an attempt and the worker's circuit breaker counts it), anything else to fail
 the attempt (retried with backoff). ctx.progress(), ctx.log() and ctx.cancelled() reach the
 worker through the execution's loopback callback (docs/protocol.md, "Handler callback").
+Batch handlers (docs/batches.md, a worker with --batch-size above 1): serve_batch(fn, port) and
+command_batch(fn) call `fn(jobs, contexts)` with several jobs at once; it returns one outcome per
+job, in order — the job's result, or an exception instance that fails that job alone (a
+NonRetryableError: dead at once). Raising fails every job of the call.
 For a job with `uses` (docs/budgets.md), ctx.resources maps each resource to the key id the
 claim granted, ctx.usage() reports what the job actually used, and RateLimited (a provider's
 429) benches that key for every worker and puts the job back without using an attempt.
@@ -326,6 +330,8 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
             except ValueError as err:
                 return self._send(400, _error_body(NonRetryableError(f"job data is not JSON: {err}")))
             h = self.headers
+            if isinstance(fn, _BatchMarker):
+                return self._run_batch(fn.fn, data)
             job = Job(
                 id=h.get("conveyor-job-id", ""),
                 queue=h.get("conveyor-queue", ""),
@@ -343,6 +349,27 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 self._run(job, ctx)
             except OSError:
                 pass  # the worker gave up on this request (timeout, hand-back): nobody to answer
+            finally:
+                with lock:
+                    server.active -= 1  # type: ignore[attr-defined]
+
+        def _run_batch(self, batch_fn: BatchHandler, body: Any) -> None:
+            with lock:
+                server.active += 1  # type: ignore[attr-defined]
+            try:
+                try:
+                    jobs, contexts = _batch_jobs(body)
+                    answer = _batch_outcomes(batch_fn, jobs, contexts)
+                except NonRetryableError as err:
+                    return self._send(422, _error_body(err))
+                except DependencyFailure as err:
+                    return self._send(503, _error_body(err), {"conveyor-failure": "dependency"})
+                except Exception as err:  # noqa: BLE001 - the call fails: every job of it
+                    traceback.print_exc()
+                    return self._send(500, _error_body(err))
+                self._send(200, answer)
+            except OSError:
+                pass  # the worker gave up on this request: nobody to answer
             finally:
                 with lock:
                     server.active -= 1  # type: ignore[attr-defined]
@@ -378,6 +405,124 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
     server = Server((host, port), Sidecar)
     server.active = 0  # type: ignore[attr-defined]  # jobs running now (serve() waits for 0)
     return server
+
+
+#: A batch handler: the jobs of one call and each one's context, in order → one outcome per job.
+BatchHandler = Callable[[List[Job], List[Context]], Any]
+
+
+def batch(fn: BatchHandler) -> BatchHandler:
+    """Marks `fn(jobs, contexts)` as a batch handler for the `python:` kind (the worker's own
+    process, --handler python:module:fn with --batch-size above 1)."""
+    setattr(fn, "conveyor_batch", True)
+    return fn
+
+
+def _batch_jobs(body: Any) -> "tuple[List[Job], List[Context]]":
+    """The jobs and contexts of a batch request {"jobs": [{id, queue, data, attempt, executionId,
+    task?, previousErrors, callback?, resources?}, …]}; NonRetryableError naming what is wrong."""
+    items = body.get("jobs") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise NonRetryableError('a batch request is {"jobs": [...]}')
+    jobs: List[Job] = []
+    contexts: List[Context] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise NonRetryableError(f"batch job {i} is not an object")
+        jobs.append(Job(
+            id=str(item.get("id", "")),
+            queue=str(item.get("queue", "")),
+            data=item.get("data"),
+            attempt=int(item.get("attempt") or 1),
+            execution_id=str(item.get("executionId", "")),
+            task=item.get("task") or None,
+            previous_errors=_previous_errors(item.get("previousErrors")),
+        ))
+        callback = item.get("callback") if isinstance(item.get("callback"), dict) else {}
+        granted = item.get("resources") if isinstance(item.get("resources"), dict) else {}
+        contexts.append(Context(callback.get("url"), callback.get("token"), resources={
+            str(k): str(v.get("key") if isinstance(v, dict) else v) for k, v in granted.items()}))
+    return jobs, contexts
+
+
+def _batch_outcomes(fn: BatchHandler, jobs: List[Job], contexts: List[Context]) -> bytes:
+    """Run `fn` on a batch: the answer {"outcomes": [{"result"} | {"error", "retryable"?}]} as
+    JSON. An answer that is not one outcome per job raises (the whole call fails)."""
+    answer = fn(jobs, contexts)
+    if not isinstance(answer, (list, tuple)) or len(answer) != len(jobs):
+        got = f"{len(answer)} outcome(s)" if isinstance(answer, (list, tuple)) else type(answer).__name__
+        raise ValueError(f"batch handler answered {got} for {len(jobs)} job(s): "
+                         "it must return a list with one outcome per job, in order")
+    outcomes: List[Dict[str, Any]] = []
+    for outcome in answer:
+        if isinstance(outcome, BaseException):
+            entry: Dict[str, Any] = {"error": _error_envelope(outcome)}
+            if isinstance(outcome, NonRetryableError):
+                entry["retryable"] = False
+            outcomes.append(entry)
+            continue
+        try:
+            outcomes.append({"result": json.loads(_json.dumps(outcome))})
+        except _json.NotJSONError as err:
+            outcomes.append({"error": _error_envelope(NonRetryableError(f"handler result is not JSON: {err}")),
+                             "retryable": False})
+    return json.dumps({"outcomes": outcomes}).encode("utf-8")
+
+
+def serve_batch(fn: BatchHandler, port: int = 8080, host: str = "127.0.0.1", idle_exit: float = 2.0) -> None:
+    """serve() for a batch handler: POST {"jobs": [...]} answers 200 {"outcomes": [...]} (one
+    per job, in order: docs/batches.md); a raised exception fails every job of the call (500 with
+    the error envelope; 422 for NonRetryableError)."""
+    serve(_BatchMarker(fn), port, host, idle_exit)
+
+
+class _BatchMarker:
+    """Tells make_server that `fn` takes batches."""
+
+    def __init__(self, fn: BatchHandler) -> None:
+        self.fn = fn
+
+    def __call__(self, job: Job, ctx: Context) -> Any:  # a single job: a batch of one
+        outcome = self.fn([job], [ctx])
+        if not isinstance(outcome, (list, tuple)) or len(outcome) != 1:
+            raise ValueError("batch handler must return a list with one outcome per job")
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+
+def make_batch_server(fn: BatchHandler, port: int = 8080, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """The batch sidecar server without running it (tests, or embedding in a program of your own)."""
+    return make_server(_BatchMarker(fn), port, host)
+
+
+def command_batch(fn: BatchHandler) -> None:
+    """The main of a command batch handler: {"jobs": [...]} on stdin, {"outcomes": [...]} on
+    stdout (docs/batches.md). A raised exception fails every job of the call: exit 65 for
+    NonRetryableError, 75 for DependencyFailure, 1 otherwise, with the error envelope on stdout.
+    While fn runs, print() goes to stderr."""
+    stdout = sys.stdout
+    sys.stdout = sys.stderr
+    contexts: List[Context] = []
+    signal.signal(signal.SIGTERM, lambda *_: [c._stopped.set() for c in contexts])
+    try:
+        text = sys.stdin.read()
+        try:
+            body = json.loads(text) if text.strip() else None
+        except ValueError as err:
+            raise NonRetryableError(f"batch on stdin is not JSON: {err}") from None
+        jobs, contexts[:] = _batch_jobs(body)
+        answer = _batch_outcomes(fn, jobs, contexts)
+    except (NonRetryableError, DependencyFailure) as err:
+        print(f"{type(err).__name__}: {err}", file=sys.stderr)
+        _fail(stdout, err, EX_DATAERR if isinstance(err, NonRetryableError) else EX_TEMPFAIL)
+    except Exception as err:  # noqa: BLE001 - every job of the call fails and is retried
+        traceback.print_exc()
+        _fail(stdout, err, 1)
+    finally:
+        sys.stdout = stdout
+    stdout.write(answer.decode("utf-8"))
+    stdout.flush()
 
 
 def command(fn: Handler) -> None:
@@ -479,12 +624,14 @@ def _error_frame(err: BaseException) -> Dict[str, Any]:
     return body
 
 
-def serve_stdio(fn: Handler, threads: int = 8) -> None:
+def serve_stdio(fn: Handler, threads: int = 8) -> None:  # noqa: C901 - one frame loop
     """Serve `fn` to the worker that started this process, over newline-delimited JSON frames:
     requests on stdin, replies on stdout. The worker sends {"id", "job": {id, queue, data, attempt,
     maxAttempts, executionId, createdAt, task?, previousErrors, callback?, resources?}} and {"id", "cancel": true}; this
     answers {"ready": true} once `fn` is loaded, then {"id", "result"} or {"id", "error": {name,
-    message, stack, …}} per job. Up to `threads` jobs run at once (an async `fn` runs on one event
+    message, stack, …}} per job. A batch handler (@batch) gets {"id", "batch": [job, …]} and
+    answers {"id", "outcomes": [{"result"} | {"error"}, …]} (or {"id", "error"}: the whole call
+    failed). Up to `threads` jobs (or batch calls) run at once (an async `fn` runs on one event
     loop instead, and a cancel cancels its task). The handler's own writes to stdout — print(), C
     code, subprocesses — go to stderr, so they cannot corrupt the frames. At the end of stdin the
     running jobs finish and the process exits."""
@@ -528,6 +675,30 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:
             running.pop(frame_id, None)
         send(text)
 
+    def reply_batch(frame_id: Any, contexts: List[Context], outcome: Callable[[], Any]) -> None:
+        try:
+            answer = outcome()
+            if not isinstance(answer, (list, tuple)) or len(answer) != len(contexts):
+                got = f"{len(answer)} outcome(s)" if isinstance(answer, (list, tuple)) else type(answer).__name__
+                raise ValueError(f"batch handler answered {got} for {len(contexts)} job(s): "
+                                 "it must return a list with one outcome per job, in order")
+            outcomes: List[str] = []
+            for o in answer:
+                if isinstance(o, BaseException):
+                    outcomes.append(json.dumps({"error": _error_frame(o)}))
+                    continue
+                try:
+                    outcomes.append('{"result":%s}' % _json.dumps(o))
+                except _json.NotJSONError as err:
+                    bad = NonRetryableError(f"handler result is not JSON: {err}")
+                    outcomes.append(json.dumps({"error": _error_frame(bad)}))
+            text = '{"id":%s,"outcomes":[%s]}' % (json.dumps(frame_id), ",".join(outcomes))
+        except BaseException as err:  # noqa: BLE001 - the call fails: every job of it
+            text = json.dumps({"id": frame_id, "error": _error_frame(err)})
+        finally:
+            running.pop(frame_id, None)
+        send(text)
+
     running: Dict[Any, Any] = {}  # frame id -> (ctx, future)
     is_async = inspect.iscoroutinefunction(fn)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="job")
@@ -548,9 +719,24 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:
         if frame.get("cancel"):
             entry = running.get(frame_id)
             if entry:
-                entry[0]._stopped.set()
+                for c in entry[0] if isinstance(entry[0], list) else [entry[0]]:
+                    c._stopped.set()
                 if entry[1] is not None:
                     entry[1].cancel()
+            continue
+        if "batch" in frame:
+            try:
+                jobs, contexts = _batch_jobs({"jobs": frame.get("batch")})
+            except NonRetryableError as err:
+                send(json.dumps({"id": frame_id, "error": _error_frame(err)}))
+                continue
+            if loop is not None:
+                future = asyncio.run_coroutine_threadsafe(fn(jobs, contexts), loop)  # type: ignore[arg-type]
+                running[frame_id] = (contexts, future)
+                future.add_done_callback(lambda f, i=frame_id, cs=contexts: pool.submit(reply_batch, i, cs, f.result))
+            else:
+                running[frame_id] = (contexts, None)
+                pool.submit(reply_batch, frame_id, contexts, lambda js=jobs, cs=contexts: fn(js, cs))  # type: ignore[arg-type]
             continue
         j = frame.get("job") or {}
         callback = j.get("callback") or {}
@@ -586,12 +772,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--stdio", action="store_true", required=True,
                         help="newline-delimited JSON frames on stdin/stdout (the worker's python: handler)")
     parser.add_argument("--threads", type=int, default=8, help="jobs run at once (the worker's slots)")
+    parser.add_argument("--batch", action="store_true",
+                        help="the worker sends batches (--batch-size above 1): the function must be a @batch handler")
     parser.add_argument("callable", help="module.path:function, imported from the current directory")
     args = parser.parse_args(argv)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         fn = load_callable(args.callable)
+        if args.batch and not getattr(fn, "conveyor_batch", False):
+            raise TypeError(f"{args.callable} is not a batch handler: the worker sends batches (--batch-size above 1); "
+                            "define fn(jobs, contexts) and decorate it with @conveyor.handler.batch")
+        if not args.batch and getattr(fn, "conveyor_batch", False):
+            fn = _BatchMarker(fn)  # a worker without batches: each job a batch of one
     except BaseException as err:  # noqa: BLE001 - told to the worker, which refuses to start
         traceback.print_exc()
         sys.stdout.write(json.dumps({"fatal": _error_frame(err)}) + "\n")

@@ -174,7 +174,47 @@ export const specSchema = {
       minimum: 1,
       maximum: 1000,
       default: 1,
-      description: "Jobs run at once by one worker pod.",
+      description:
+        "Handler calls run at once by one worker pod: jobs, or with batch, batch calls of up to batch.size jobs each (a pod then holds concurrency × batch.size jobs, and the pool is sized by that).",
+    },
+    batch: {
+      type: "object",
+      description:
+        "Batch calls (docs/batches.md): the handler gets up to size jobs in one call, once minSize are claimed or waitMs passed since the first; it answers one outcome per job. The handler must take batches: a module exporting batch, http, command, or a python function marked @batch.",
+      required: ["size"],
+      "x-kubernetes-validations": [
+        {
+          rule: "!has(self.minSize) || self.minSize <= self.size",
+          message: "batch.minSize must be <= batch.size",
+          fieldPath: ".minSize",
+        },
+        {
+          rule: "!has(self.minSize) || self.minSize <= 1 || (has(self.waitMs) && self.waitMs > 0)",
+          message: "batch.minSize above 1 needs waitMs (how long a claimed job may wait for the others)",
+          fieldPath: ".waitMs",
+        },
+      ],
+      properties: {
+        size: {
+          type: "integer",
+          minimum: 1,
+          maximum: 10000,
+          description: "The most jobs in one handler call.",
+        },
+        minSize: {
+          type: "integer",
+          minimum: 1,
+          maximum: 10000,
+          description: "A call starts once this many jobs are claimed (default 1), or waitMs passed.",
+        },
+        waitMs: {
+          type: "integer",
+          minimum: 0,
+          maximum: 3600000,
+          description:
+            "The longest a claimed job waits for minSize others before its call starts anyway (default 0).",
+        },
+      },
     },
     maxJobSeconds: {
       type: "integer",

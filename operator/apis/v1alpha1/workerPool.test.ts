@@ -123,6 +123,7 @@ describe("WorkerPool API", () => {
         passCredentials: false,
       },
       concurrency: 2,
+      batch: { size: 50, minSize: 10, waitMs: 200 },
       maxJobSeconds: 60,
       drainSeconds: 30,
       paused: false,
