@@ -4,7 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
-import { batchOutcomes } from "./http.ts";
+import { batchJobs, batchOutcomes } from "./http.ts";
 import { dependencyFailure, foreignError, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
@@ -67,20 +67,7 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
     // attempt, task, previous errors, callback and resources), `{"outcomes": [...]}` on stdout.
     batch: async (jobs, ctx) => {
       const input = {
-        jobs: jobs.map((job, i) => {
-          const c = ctx.contexts[i]!;
-          return {
-            id: job.id,
-            queue: job.queue,
-            data: job.data,
-            attempt: job.attempt,
-            executionId: job.executionId,
-            ...(job.task ? { task: job.task } : {}),
-            previousErrors: job.previousErrors,
-            ...(c.callback ? { callback: c.callback } : {}),
-            ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
-          };
-        }),
+        jobs: batchJobs(jobs, ctx.contexts),
       };
       const text = await exec(
         { CONVEYOR_BATCH: String(jobs.length), CONVEYOR_QUEUE: jobs[0]?.queue ?? "" },

@@ -8,6 +8,8 @@ import {
   parseRetryAfter,
   RateLimitedError,
   type Handler,
+  type HandlerContext,
+  type JobView,
 } from "./types.ts";
 
 export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
@@ -111,20 +113,7 @@ export function httpHandler(url: string): Handler {
       const resources: Record<string, { key: string }> = {};
       for (const c of ctx.contexts) Object.assign(resources, c.resources);
       const body = {
-        jobs: jobs.map((job, i) => {
-          const c = ctx.contexts[i]!;
-          return {
-            id: job.id,
-            queue: job.queue,
-            data: job.data,
-            attempt: job.attempt,
-            executionId: job.executionId,
-            ...(job.task ? { task: job.task } : {}),
-            previousErrors: job.previousErrors,
-            ...(c.callback ? { callback: c.callback } : {}),
-            ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
-          };
-        }),
+        jobs: batchJobs(jobs, ctx.contexts),
       };
       const { text } = await post(
         url,
@@ -136,6 +125,24 @@ export function httpHandler(url: string): Handler {
       return batchOutcomes(text, jobs.length, "handler sidecar");
     },
   };
+}
+
+/** A batch call's jobs as http and command handlers get them: each with what its own call would carry. */
+export function batchJobs(jobs: readonly JobView[], contexts: readonly HandlerContext[]): unknown[] {
+  return jobs.map((job, i) => {
+    const c = contexts[i]!;
+    return {
+      id: job.id,
+      queue: job.queue,
+      data: job.data,
+      attempt: job.attempt,
+      executionId: job.executionId,
+      ...(job.task ? { task: job.task } : {}),
+      previousErrors: job.previousErrors,
+      ...(c.callback ? { callback: c.callback } : {}),
+      ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
+    };
+  });
 }
 
 /**
