@@ -1,6 +1,9 @@
 // `conveyor flow`: a flow's jobs by state, each job's key, state and parents; and cancel.
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
+// (loaded when the command runs: `conveyor --help` stays fast)
+const queue = () => import("../../queue/index.ts");
+
 const USAGE = "flow <id> [--pipeline P] [--json] | flow cancel <id> [--pipeline P] [--json]";
 
 export default defineCommand({
@@ -15,8 +18,7 @@ export default defineCommand({
     const id = cancel ? o.positionals[1] : o.positionals[0];
     if (!id) throw new UsageError(USAGE);
     const [pipeline, json] = [o.raw("pipeline"), o.bool("json")];
-    const { QueueAdmin } = await import("../../queue/admin.ts");
-    const { InvalidNameError } = await import("../../queue/keys.ts");
+    const { QueueAdmin, InvalidNameError } = await queue();
     return withRedis(o.str("redis")!, async (redis) => {
       const admin = new QueueAdmin(redis);
       try {
