@@ -25,3 +25,19 @@ export function releaseClient(release: Release, redisUrl: string, args: string[]
 }
 
 export { THIS_RELEASE };
+
+/** The same through `release`'s Python client (test/fixtures/versionedPyClient.py, Debian's python3). */
+export function releasePyClient(release: Release, redisUrl: string, args: string[]): unknown {
+  const out = execFileSync(
+    "/usr/bin/python3",
+    [join(REPO, "test/fixtures/versionedPyClient.py"), redisUrl, ...args],
+    {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+      // (stderr kept for the error thrown on a failure: redis-py prints the NOSCRIPT it retries)
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, PYTHONPATH: join(release.dir, "clients/python") },
+    },
+  );
+  return JSON.parse(out.trim().split("\n").pop()!);
+}

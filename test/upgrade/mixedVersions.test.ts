@@ -1,17 +1,27 @@
 // Two releases of Conveyor side by side on one Redis and on a Redis Cluster: the previous
-// release (scripts/previous-release.sh) and this one. Producers of either feed workers of the
-// other; a pool's workers roll from one release to the other mid-run with warm shutdown. Every
-// job runs once per stage, nothing is dead-lettered or stuck, and both releases count the
-// backlog alike.
+// release (scripts/previous-release.sh) and this one. Producers of either (TypeScript and Python)
+// feed workers of the other; a pool's workers roll from one release to the other mid-run with
+// warm shutdown; this release's job fields (task, attempt error kinds, contracts) meet the
+// previous release. Every job runs once per stage, nothing is dead-lettered or stuck, and both
+// releases count the backlog alike (docs/install.md, "Upgrading").
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { connectRedis, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import {
+  connectRedis,
+  ContractViolationError,
+  parseAttemptErrors,
+  Producer,
+  QueueAdmin,
+  resourceState,
+  setContract,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../support/redis.ts";
-import { previousRelease, releaseClient, THIS_RELEASE } from "../support/releases.ts";
+import { previousRelease, releaseClient, releasePyClient, THIS_RELEASE } from "../support/releases.ts";
 import {
   countBy,
   readExecutions,
@@ -24,15 +34,35 @@ import {
 const PREVIOUS = previousRelease();
 const RELEASES: Record<string, Release> = { previous: PREVIOUS, new: THIS_RELEASE };
 
-/** Jobs of every shape the previous release could write: priorities, delays, groups. */
-function mixedJobs(n: number, extra: Record<string, unknown> = {}) {
-  return Array.from({ length: n }, (_, i) => ({
-    id: `m${i}`,
-    data: { i, ...extra },
-    ...(i % 10 === 0 ? { priority: 5 } : {}),
-    ...(i % 7 === 0 ? { delayMs: 300 } : {}),
-    ...(i % 3 === 0 ? { group: `g${i % 4}` } : {}),
-  }));
+// The load: LOAD jobs through two stages (CONVEYOR_LOAD_JOBS overrides it).
+const LOAD = Number(process.env.CONVEYOR_LOAD_JOBS ?? 2000);
+const FAN_OUT = 20;
+/** The resource every load job of a pipeline with `uses` spends (one key, a budget that binds at full speed). */
+const BUDGET = "api";
+const BUDGET_LIMITS = "requests=400/1s";
+
+/**
+ * Jobs of every shape the previous release could write: priorities, delays, groups, a resource's
+ * budget (`uses`), and every 1000th a fan-out of FAN_OUT children into the next stage joined on
+ * `join`.
+ */
+function mixedJobs(n: number, extra: Record<string, unknown> = {}, join?: string) {
+  return Array.from({ length: n }, (_, i) => {
+    const grouped = i % 3 === 0;
+    return {
+      id: `m${i}`,
+      data: join && i % 1000 === 2 ? { fanOut: FAN_OUT, join, ...extra } : { i, ...extra },
+      ...(i % 10 === 0 ? { priority: 5 } : {}),
+      ...(i % 7 === 0 ? { delayMs: 300 } : {}),
+      ...(grouped ? { group: `g${i % 4}` } : {}),
+      ...(!grouped && i % 5 === 1 ? { uses: { [BUDGET]: {} } } : {}),
+    };
+  });
+}
+/** How many jobs each queue of a load's pipeline runs: the fan-out parents complete on the first stage, their children run on the second, one join each. */
+function expected(jobs: { data: unknown }[], a: string, b: string, j: string): Record<string, number> {
+  const parents = jobs.filter((job) => "fanOut" in (job.data as object)).length;
+  return { [a]: jobs.length, [b]: jobs.length - parents + parents * FAN_OUT, [j]: parents };
 }
 
 for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
@@ -91,8 +121,9 @@ for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
         { ready: number; delayed: number; inflight: number; dead: number }
       >;
     /** Every job once per stage, none dead, nothing left. */
-    const audit = async (stages: string[], total: number) => {
-      for (const q of stages)
+    const audit = async (stages: string[] | Record<string, number>, all = 0) => {
+      const totals = Array.isArray(stages) ? Object.fromEntries(stages.map((q) => [q, all])) : stages;
+      for (const [q, total] of Object.entries(totals))
         await waitFor(
           `${total} jobs completed on ${q}`,
           async () => {
@@ -102,7 +133,7 @@ for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
           240_000,
           200,
         );
-      for (const q of stages) {
+      for (const [q, total] of Object.entries(totals)) {
         const c = await admin.counts(q);
         assert.equal(c.dead, 0, `${q}: dead-lettered by the upgrade`);
         assert.equal(c.completed, total, `${q}: completed`);
@@ -114,59 +145,198 @@ for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
           `${q}: jobs that ran more than once`,
         );
       }
+      const queues = Object.keys(totals);
+      const alike = (release: Release) =>
+        Object.values(countsBy(release, queues)).map(({ ready, delayed, inflight, dead }) => ({
+          ready,
+          delayed,
+          inflight,
+          dead,
+        }));
+      assert.deepEqual(alike(PREVIOUS), alike(THIS_RELEASE), "both releases count the ended pipeline alike");
     };
+    /** The resource's key admitted at least every job of the first stage that uses it. */
+    const budgetSpent = async (a: string, jobs: object[]) => {
+      const state = await resourceState(redis, a, BUDGET);
+      const using = jobs.filter((job) => "uses" in job).length;
+      assert.ok(
+        using > 0 && state!.keys[0]!.admitted >= using,
+        `${state!.keys[0]!.admitted} admitted, ${using} use it`,
+      );
+    };
+
+    /** A load's three queues, the budget set by `release`'s own library, and workers of `release` on each. */
+    const loadPipeline = async (release: Release | null, concurrency = "8") => {
+      const p = `up${++pipelines}`;
+      const [a, b, j] = [`${p}/a`, `${p}/b`, `${p}/j`];
+      const started: WorkerProcess[] = [];
+      if (release) {
+        const env = { CONVEYOR_CONCURRENCY: concurrency };
+        started.push(await worker(release, a, b, env), await worker(release, b, undefined, env));
+        started.push(await worker(release, j, undefined, env));
+      }
+      return { p, a, b, j, started };
+    };
+    /** What waits (ready + delayed: a delay falling due moves jobs between the two) as each client reads it. */
+    const waiting = (counts: { ready: number; delayed: number; inflight: number; dead: number }) => ({
+      waiting: counts.ready + counts.delayed,
+      inflight: counts.inflight,
+      dead: counts.dead,
+    });
 
     for (const [from, to] of [
       ["previous", "new"],
       ["new", "previous"],
     ] as const) {
-      test(`${from} producers → ${to} workers: 300 jobs through two stages, each once, both count the backlog alike`, async () => {
-        const p = `up${++pipelines}`;
-        const [a, b] = [`${p}/a`, `${p}/b`];
-        const ids = enqueue(RELEASES[from]!, a, mixedJobs(300));
-        assert.equal(ids.length, 300);
-        // (what a delay makes due moves between the two reads: compare what waits in all)
-        const waiting = (release: Release) => {
-          const c = countsBy(release, [a])[a]!;
-          return { waiting: c.ready + c.delayed, inflight: c.inflight, dead: c.dead };
-        };
-        assert.deepEqual(waiting(THIS_RELEASE), { waiting: 300, inflight: 0, dead: 0 });
-        assert.deepEqual(waiting(PREVIOUS), waiting(THIS_RELEASE), "both releases read the same backlog");
+      test(`${from} producers → ${to} workers: ${LOAD} jobs through two stages with a fan-out and a budget, each once, both count the backlog alike`, async () => {
+        const { a, b, j } = await loadPipeline(null);
+        releaseClient(RELEASES[from]!, server.url, ["resource", a, BUDGET, BUDGET_LIMITS]);
+        const jobs = mixedJobs(LOAD, {}, j);
+        const ids = enqueue(RELEASES[from]!, a, jobs);
+        assert.equal(ids.length, LOAD);
+        const read = (release: Release) => waiting(countsBy(release, [a])[a]!);
+        assert.deepEqual(read(THIS_RELEASE), { waiting: LOAD, inflight: 0, dead: 0 });
+        assert.deepEqual(read(PREVIOUS), read(THIS_RELEASE), "both releases read the same backlog");
         await worker(RELEASES[to]!, a, b);
         await worker(RELEASES[to]!, b);
-        await audit([a, b], 300);
+        await worker(RELEASES[to]!, j);
+        await audit(expected(jobs, a, b, j));
+        await budgetSpent(a, jobs);
+      });
+
+      test(`the ${from} Python client → ${to} workers: 500 jobs through two stages, each once, both clients count the backlog alike`, async () => {
+        const { a, b, j } = await loadPipeline(null);
+        releaseClient(RELEASES[from]!, server.url, ["resource", a, BUDGET, BUDGET_LIMITS]);
+        const jobs = mixedJobs(500, {}, j).map((job) => ({ ...job, id: `py${job.id}` }));
+        const file = join(dir, `py-${a.replace("/", "_")}.json`);
+        writeFileSync(file, JSON.stringify(jobs));
+        const ids = releasePyClient(RELEASES[from]!, server.url, ["enqueue", a, file]) as string[];
+        assert.deepEqual(
+          ids,
+          jobs.map((job) => job.id),
+        );
+        const py = (release: Release) =>
+          waiting((releasePyClient(release, server.url, ["stats", a]) as Record<string, never>)[a]!);
+        assert.deepEqual(py(PREVIOUS), { waiting: 500, inflight: 0, dead: 0 });
+        assert.deepEqual(py(THIS_RELEASE), py(PREVIOUS), "both Python clients read the same backlog");
+        assert.deepEqual(waiting(countsBy(THIS_RELEASE, [a])[a]!), py(PREVIOUS), "and the TypeScript admin");
+        await worker(RELEASES[to]!, a, b);
+        await worker(RELEASES[to]!, b);
+        await worker(RELEASES[to]!, j);
+        await audit(expected(jobs, a, b, j));
+        await budgetSpent(a, jobs);
       });
     }
 
-    test("a rolling restart from the previous release to the new one while 800 jobs run: each once per stage, every old worker exits 0", async () => {
-      const p = `up${++pipelines}`;
-      const [a, b] = [`${p}/a`, `${p}/b`];
-      const old = [
-        await worker(PREVIOUS, a, b, { CONVEYOR_CONCURRENCY: "4" }),
-        await worker(PREVIOUS, a, b, { CONVEYOR_CONCURRENCY: "4" }),
-        await worker(PREVIOUS, b, undefined, { CONVEYOR_CONCURRENCY: "4" }),
-        await worker(PREVIOUS, b, undefined, { CONVEYOR_CONCURRENCY: "4" }),
+    test(`a rolling restart from the previous release to the new one while ${LOAD} jobs run: each once per stage, every old worker exits 0`, async () => {
+      const { a, b, j, started: old } = await loadPipeline(PREVIOUS, "4");
+      old.push(await worker(PREVIOUS, a, b, { CONVEYOR_CONCURRENCY: "4" }));
+      old.push(await worker(PREVIOUS, b, undefined, { CONVEYOR_CONCURRENCY: "4" }));
+      releaseClient(PREVIOUS, server.url, ["resource", a, BUDGET, BUDGET_LIMITS]);
+      const half = LOAD / 2;
+      const jobs = [
+        ...mixedJobs(half, { sleepMs: 5 }, j),
+        ...mixedJobs(half, { sleepMs: 5 }, j).map((job) => ({ ...job, id: `n${job.id}` })),
       ];
-      enqueue(PREVIOUS, a, mixedJobs(400, { sleepMs: 10 }));
-      enqueue(
-        THIS_RELEASE,
-        a,
-        mixedJobs(400, { sleepMs: 10 }).map((j) => ({ ...j, id: `n${j.id}` })),
-      );
+      enqueue(PREVIOUS, a, jobs.slice(0, half));
+      enqueue(THIS_RELEASE, a, jobs.slice(half));
       await waitFor(
-        "200 done on the first stage",
-        async () => (await admin.counts(a)).completed >= 200,
+        `${half / 2} done on the first stage`,
+        async () => (await admin.counts(a)).completed >= half / 2,
         120_000,
         50,
       );
       // One pod at a time, as a Deployment's rolling update does: the new one ready, then the old one drained.
+      const nextOf: Record<string, string | undefined> = { [a]: b, [b]: undefined, [j]: undefined };
+      const queueOf = new Map(old.map((w, k) => [w, [a, b, j, a, b][k]!]));
       for (const w of old) {
-        const stage = w === old[0] || w === old[1] ? a : b;
-        await worker(THIS_RELEASE, stage, stage === a ? b : undefined, { CONVEYOR_CONCURRENCY: "4" });
+        const stage = queueOf.get(w)!;
+        await worker(THIS_RELEASE, stage, nextOf[stage], { CONVEYOR_CONCURRENCY: "4" });
         w.signal("SIGTERM");
         assert.equal(await w.exited, 0, w.logs());
       }
-      await audit([a, b], 800);
+      await audit(expected(jobs, a, b, j));
+      await budgetSpent(a, jobs);
+    });
+
+    test("a job a new producer enqueued with a task, claimed by a previous worker: its default handler runs it once, nothing lost or dead", async () => {
+      const a = `up${++pipelines}/a`;
+      const jobs = Array.from({ length: 50 }, (_, i) => ({ id: `t${i}`, data: { i }, task: "resize" }));
+      await new Producer(redis).enqueueMany(a, jobs);
+      assert.equal((await admin.job("t0", a))?.task, "resize");
+      await worker(PREVIOUS, a);
+      await audit([a], 50);
+      const job = await admin.job("t0", a);
+      assert.equal(job?.task, "resize", "the record keeps its task");
+      assert.deepEqual(JSON.parse(job!.result!), { i: 0 }, "the previous worker's default handler ran it");
+    });
+
+    test("attempt errors across releases: a previous worker's failure reads as kind exception here, and a previous worker reads and retries past this release's entries", async () => {
+      const a = `up${++pipelines}/a`;
+      // (a long backoff: the test decides which release runs the next attempt, by promoting the job)
+      const env = { CONVEYOR_BACKOFF_BASE: "10m" };
+      await new Producer(redis).enqueue(a, { failTimes: 2 }, { id: "x", attempts: 3 });
+      /** Attempt n of x on a worker of `release`, stopped once x is failed n times (or completed). */
+      const ranOn = async (release: Release, n: number) => {
+        const w = await worker(release, a, undefined, env);
+        if (n > 1) assert.equal((await admin.promote("x", a)).outcome, "promoted");
+        const job = await waitFor(`attempt ${n} of x ended`, async () => {
+          const job = await admin.job("x", a);
+          if (job?.state === "completed") return job;
+          return job?.state === "delayed" && parseAttemptErrors(job.errors).length === n ? job : null;
+        });
+        w.signal("SIGTERM");
+        assert.equal(await w.exited, 0, w.logs());
+        return job;
+      };
+
+      const first = await ranOn(PREVIOUS, 1);
+      assert.deepEqual(
+        parseAttemptErrors(first.errors).map(({ attempt, kind, message }) => ({ attempt, kind, message })),
+        [{ attempt: 1, kind: "exception", message: "planned failure 1" }],
+        "the previous release's {attempt, token, at, error} entry",
+      );
+      const second = await ranOn(THIS_RELEASE, 2);
+      assert.deepEqual(
+        parseAttemptErrors(second.errors).map(({ attempt, kind, message }) => ({ attempt, kind, message })),
+        [
+          { attempt: 1, kind: "exception", message: "planned failure 1" },
+          { attempt: 2, kind: "exception", message: "planned failure 2" },
+        ],
+      );
+      const seen = releaseClient(PREVIOUS, server.url, ["job", "x", a]) as { state: string };
+      assert.equal(seen.state, "delayed", "the previous admin reads the record");
+      assert.equal((await ranOn(PREVIOUS, 3)).state, "completed");
+      const runs = readExecutions(execLog(a)).filter((e) => e.id === "x");
+      assert.deepEqual(
+        runs.map((e) => e.attempt),
+        [1, 2, 3],
+        "each attempt ran once, the last by the previous release",
+      );
+      assert.equal((await admin.counts(a)).dead, 0);
+    });
+
+    test("a contract on a stage: previous producers' jobs are not checked (and run), previous workers check no result", async () => {
+      const p = `up${++pipelines}`;
+      const [a, c] = [`${p}/a`, `${p}/c`];
+      const data = { type: "object", required: ["i"], properties: { i: { type: "integer" } } };
+      await setContract(redis, a, { data }, "test");
+      // (a result contract every result of the recording handler for { n } breaks)
+      await setContract(redis, c, { result: { type: "object", required: ["never"] } }, "test");
+      assert.deepEqual(
+        enqueue(PREVIOUS, a, [
+          { id: "bad", data: { name: "x" } },
+          { id: "good", data: { i: 1 } },
+        ]),
+        ["bad", "good"],
+        "the previous producer checks no contract",
+      );
+      await assert.rejects(new Producer(redis).enqueue(a, { name: "x" }), ContractViolationError);
+      await worker(THIS_RELEASE, a);
+      await audit([a], 2);
+      enqueue(PREVIOUS, c, [{ id: "r", data: { n: 1 } }]);
+      await worker(PREVIOUS, c);
+      await audit([c], 1);
     });
   });
 }
