@@ -5,7 +5,7 @@
 // previous release. Every job runs once per stage, nothing is dead-lettered or stuck, and both
 // releases count the backlog alike (docs/install.md, "Upgrading").
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -271,11 +271,23 @@ for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
       assert.deepEqual(JSON.parse(job!.result!), { i: 0 }, "the previous worker's default handler ran it");
     });
 
-    test("attempt errors across releases: a previous worker's failure reads as kind exception here, and a previous worker reads and retries past this release's entries", async () => {
+    test("attempt errors across releases, attempts alternating: each release reads the other's entries (the previous one's as kind exception), a retry sees them all", async () => {
       const a = `up${++pipelines}/a`;
+      // (a handler both releases load, recording what each attempt was told of the ones before it)
+      const handler = join(dir, "previousErrors.mjs");
+      writeFileSync(
+        handler,
+        `import { appendFileSync } from "node:fs";
+export default async function (job) {
+  appendFileSync(process.env.EXEC_LOG, JSON.stringify({ id: job.id, attempt: job.attempt, previous: job.previousErrors ?? null }) + "\\n");
+  if (job.attempt <= job.data.failTimes) throw new Error("planned failure " + job.attempt);
+  return { ok: true };
+}
+`,
+      );
       // (a long backoff: the test decides which release runs the next attempt, by promoting the job)
-      const env = { CONVEYOR_BACKOFF_BASE: "10m" };
-      await new Producer(redis).enqueue(a, { failTimes: 2 }, { id: "x", attempts: 3 });
+      const env = { CONVEYOR_BACKOFF_BASE: "10m", CONVEYOR_HANDLER: `module:${handler}` };
+      await new Producer(redis).enqueue(a, { failTimes: 3 }, { id: "x", attempts: 4 });
       /** Attempt n of x on a worker of `release`, stopped once x is failed n times (or completed). */
       const ranOn = async (release: Release, n: number) => {
         const w = await worker(release, a, undefined, env);
@@ -287,31 +299,49 @@ for (const where of ["one Redis", "a 3-node Redis Cluster"] as const) {
         });
         w.signal("SIGTERM");
         assert.equal(await w.exited, 0, w.logs());
-        return job;
+        return parseAttemptErrors(job.errors).map(({ attempt, kind, message }) => ({
+          attempt,
+          kind,
+          message,
+        }));
       };
+      const failure = (attempt: number) => ({
+        attempt,
+        kind: "exception",
+        message: `planned failure ${attempt}`,
+      });
 
-      const first = await ranOn(PREVIOUS, 1);
       assert.deepEqual(
-        parseAttemptErrors(first.errors).map(({ attempt, kind, message }) => ({ attempt, kind, message })),
-        [{ attempt: 1, kind: "exception", message: "planned failure 1" }],
+        await ranOn(PREVIOUS, 1),
+        [failure(1)],
         "the previous release's {attempt, token, at, error} entry",
       );
-      const second = await ranOn(THIS_RELEASE, 2);
-      assert.deepEqual(
-        parseAttemptErrors(second.errors).map(({ attempt, kind, message }) => ({ attempt, kind, message })),
-        [
-          { attempt: 1, kind: "exception", message: "planned failure 1" },
-          { attempt: 2, kind: "exception", message: "planned failure 2" },
-        ],
-      );
+      assert.deepEqual(await ranOn(THIS_RELEASE, 2), [failure(1), failure(2)]);
       const seen = releaseClient(PREVIOUS, server.url, ["job", "x", a]) as { state: string };
       assert.equal(seen.state, "delayed", "the previous admin reads the record");
-      assert.equal((await ranOn(PREVIOUS, 3)).state, "completed");
-      const runs = readExecutions(execLog(a)).filter((e) => e.id === "x");
+      assert.deepEqual(
+        await ranOn(PREVIOUS, 3),
+        [failure(1), failure(2), failure(3)],
+        "the previous release appends after this release's entry",
+      );
+      await ranOn(THIS_RELEASE, 4);
+      assert.equal((await admin.job("x", a))?.state, "completed");
+      const runs = readFileSync(execLog(a), "utf8")
+        .trim()
+        .split("\n")
+        .map(
+          (line) =>
+            JSON.parse(line) as { attempt: number; previous: { kind: string; message: string }[] | null },
+        );
       assert.deepEqual(
         runs.map((e) => e.attempt),
-        [1, 2, 3],
-        "each attempt ran once, the last by the previous release",
+        [1, 2, 3, 4],
+        "each attempt ran once",
+      );
+      assert.deepEqual(
+        runs[3]!.previous!.map(({ kind, message }) => `${kind}: ${message}`),
+        [1, 2, 3].map((n) => `exception: planned failure ${n}`),
+        "the last attempt, on this release, is told of all three",
       );
       assert.equal((await admin.counts(a)).dead, 0);
     });
