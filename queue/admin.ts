@@ -16,7 +16,14 @@ import {
   type RateLimit,
 } from "./control.ts";
 import { Schedules } from "./schedules.ts";
-import { cancelFlow, flowView, type FlowCancelResult, type FlowView } from "./flows.ts";
+import {
+  cancelFlow,
+  flowView,
+  repairFlow,
+  type FlowCancelResult,
+  type FlowRepairResult,
+  type FlowView,
+} from "./flows.ts";
 
 /** `conveyor stats --json`: the five counts, then queue control. */
 export interface QueueStats {
@@ -94,6 +101,11 @@ export class QueueAdmin {
   /** Cancel every unfinished job of a flow; running ones are aborted at their next heartbeat. */
   cancelFlow(id: string, pipeline?: string): Promise<FlowCancelResult> {
     return cancelFlow(this.redis, id, { pipeline });
+  }
+
+  /** Tell the dependents a previous release's worker left waiting (flows.ts, repairFlow). */
+  repairFlow(id: string, pipeline?: string): Promise<FlowRepairResult> {
+    return repairFlow(this.redis, id, { pipeline });
   }
 
   /** No worker claims from the queue until resume (running jobs finish; enqueues are accepted). */

@@ -35,6 +35,16 @@ export interface FlowCancelResult {
   total: number;
 }
 
+export interface FlowRepairResult {
+  id: string;
+  outcome: "repaired" | "notFound";
+  /** Ended jobs whose dependents were told now (ended by a worker of a release before flows). */
+  jobsTold: number;
+  /** Ended jobs whose record was already reclaimed: their dependents cannot be told. */
+  jobsGone: number;
+  total: number;
+}
+
 /** The pipelines to look in: the one given (a pipeline or one of its queues), else every known one. */
 async function pipelinesOf(redis: RedisClient, pipeline?: string): Promise<string[]> {
   return pipeline ? [pipeline.split("/")[0]!] : redis.smembers(PIPELINES_KEY);
@@ -98,4 +108,34 @@ export async function cancelFlow(
     if (Number(n) >= 0) return { id, outcome: "cancelled", jobsCancelled: Number(n), total: Number(total) };
   }
   return { id, outcome: "notFound", jobsCancelled: 0, total: 0 };
+}
+
+/**
+ * Tell the dependents of a flow's jobs that ended without telling them (flow_repair.lua): what a
+ * worker of a release before flows leaves behind. Jobs already told are left alone.
+ */
+export async function repairFlow(
+  redis: RedisClient,
+  id: string,
+  opts: { pipeline?: string } = {},
+): Promise<FlowRepairResult> {
+  assertJobId(id);
+  for (const p of await pipelinesOf(redis, opts.pipeline)) {
+    const keys = new PipelineKeys(p);
+    const [told, gone, total] = await runScript<[number, number, number]>(
+      redis,
+      "flow_repair",
+      [keys.flow(id)],
+      [keys.jobPrefix, Date.now(), id],
+    );
+    if (Number(told) >= 0)
+      return {
+        id,
+        outcome: "repaired",
+        jobsTold: Number(told),
+        jobsGone: Number(gone),
+        total: Number(total),
+      };
+  }
+  return { id, outcome: "notFound", jobsTold: 0, jobsGone: 0, total: 0 };
 }

@@ -31,6 +31,7 @@ export const SCRIPT_NAMES = [
   "fan_out",
   "cancel_job",
   "cancel_flow",
+  "flow_repair",
   "promote_job",
   "delete_jobs",
   "schedule_tick",

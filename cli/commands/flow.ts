@@ -1,21 +1,24 @@
-// `conveyor flow`: a flow's jobs by state, each job's key, state and parents; and cancel.
+// `conveyor flow`: a flow's jobs by state, each job's key, state and parents; cancel; and repair
+// (tell the dependents a worker of a release before flows left waiting).
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
 // (loaded when the command runs: `conveyor --help` stays fast)
 const queue = () => import("../../queue/index.ts");
 
-const USAGE = "flow <id> [--pipeline P] [--json] | flow cancel <id> [--pipeline P] [--json]";
+const USAGE =
+  "flow <id> [--pipeline P] [--json] | flow cancel <id> [--pipeline P] [--json] | flow repair <id> [--pipeline P] [--json]";
 
 export default defineCommand({
   name: "flow",
-  args: ["cancel <id>", "<id>"],
+  args: ["cancel <id>", "repair <id>", "<id>"],
   settings: {
     ...COMMON,
     pipeline: { kind: "string", arg: "P", help: "the flow's pipeline (default: looked up from the flow)" },
   },
   async run(o) {
     const cancel = o.positionals[0] === "cancel" && o.positionals.length === 2;
-    const id = cancel ? o.positionals[1] : o.positionals[0];
+    const repair = o.positionals[0] === "repair" && o.positionals.length === 2;
+    const id = cancel || repair ? o.positionals[1] : o.positionals[0];
     if (!id) throw new UsageError(USAGE);
     const [pipeline, json] = [o.raw("pipeline"), o.bool("json")];
     const { QueueAdmin, InvalidNameError } = await queue();
@@ -31,6 +34,18 @@ export default defineCommand({
               `cancelled ${r.jobsCancelled} unfinished job(s) of flow ${id} (${r.total} in all; running ones are aborted at their next heartbeat)`,
             );
           return r.outcome === "cancelled" ? 0 : 1;
+        }
+        if (repair) {
+          const r = await admin.repairFlow(id, pipeline);
+          if (json) print(JSON.stringify(r));
+          else if (r.outcome === "notFound") print(`flow ${id} not found (never enqueued, or expired)`);
+          else
+            print(
+              `told the dependents of ${r.jobsTold} ended job(s) of flow ${id} (${r.total} in all` +
+                (r.jobsGone > 0 ? `; ${r.jobsGone} ended job(s) already reclaimed, not told` : "") +
+                ")",
+            );
+          return r.outcome === "repaired" ? 0 : 1;
         }
         const view = await admin.flow(id, pipeline);
         if (!view) {

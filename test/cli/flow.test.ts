@@ -1,4 +1,5 @@
-// `conveyor flow` as a user runs it, against a real Redis: a flow's view (text and --json) and cancel.
+// `conveyor flow` as a user runs it, against a real Redis: a flow's view (text and --json), cancel
+// and repair (test/upgrade/mixedVersions.test.ts has what repair is for: a previous release's worker).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { after, before, describe, test } from "node:test";
@@ -64,5 +65,29 @@ describe("conveyor flow", () => {
     const bad = run("flow", "no such id!");
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /invalid job id/);
+  });
+
+  test("repair tells nothing while no job ended; a flow that does not exist is exit 1", async () => {
+    const { flowId } = await new Producer(redis).enqueueFlow("rf", [
+      { key: "a", queue: "rf/one", data: 1 },
+      { key: "b", queue: "rf/two", data: 2, parents: ["a"] },
+    ]);
+    const json = run("flow", "repair", flowId, "--json");
+    assert.equal(json.status, 0, json.stderr);
+    assert.deepEqual(JSON.parse(json.stdout), {
+      id: flowId,
+      outcome: "repaired",
+      jobsTold: 0,
+      jobsGone: 0,
+      total: 2,
+    });
+    const text = run("flow", "repair", flowId);
+    assert.match(
+      text.stdout,
+      new RegExp(`told the dependents of 0 ended job\\(s\\) of flow ${flowId} \\(2 in all\\)`),
+    );
+    const missing = run("flow", "repair", "nope");
+    assert.equal(missing.status, 1);
+    assert.match(missing.stdout, /flow nope not found/);
   });
 });

@@ -13,6 +13,7 @@ import {
   connectRedis,
   ContractViolationError,
   parseAttemptErrors,
+  PipelineKeys,
   Producer,
   QueueAdmin,
   resourceState,
@@ -367,6 +368,57 @@ export default async function (job) {
       enqueue(PREVIOUS, c, [{ id: "r", data: { n: 1 } }]);
       await worker(PREVIOUS, c);
       await audit([c], 1);
+    });
+
+    test("a flow whose parent a previous worker completed: its dependent waits until repairFlow tells it, then runs once", async () => {
+      const p = `up${++pipelines}`;
+      const [a, b] = [`${p}/a`, `${p}/b`];
+      const { flowId, ids } = await new Producer(redis).enqueueFlow(p, [
+        { key: "root", queue: a, data: { i: 1 } },
+        { key: "leaf", queue: b, data: { i: 2 }, parents: ["root"] },
+        { key: "other", queue: b, data: { i: 3 } },
+      ]);
+      await worker(PREVIOUS, a);
+      await worker(PREVIOUS, b);
+      await waitFor("root and other completed", async () => {
+        const [root, other] = [await admin.job(ids.root!, p), await admin.job(ids.other!, p)];
+        return root?.state === "completed" && other?.state === "completed";
+      });
+      // (the previous release never reads `dependents`: nothing will change this state)
+      assert.equal((await admin.job(ids.leaf!, p))?.state, "waiting-children");
+      assert.deepEqual(await admin.repairFlow(flowId), {
+        id: flowId,
+        outcome: "repaired",
+        jobsTold: 2,
+        jobsGone: 0,
+        total: 3,
+      });
+      await audit({ [a]: 1, [b]: 2 });
+      assert.equal(
+        (await admin.repairFlow(flowId)).jobsTold,
+        1,
+        "the leaf, ended since; root and other are not told twice",
+      );
+      assert.equal((await admin.repairFlow(flowId)).jobsTold, 0);
+      assert.ok(
+        (await redis.ttl(new PipelineKeys(p).flow(flowId))) > 0,
+        "every job told: the flow's hash expires",
+      );
+    });
+
+    test("a flow whose parent a previous worker dead-lettered: repairFlow cancels its dependent by its policy", async () => {
+      const p = `up${++pipelines}`;
+      const { flowId, ids } = await new Producer(redis).enqueueFlow(p, [
+        { key: "root", queue: `${p}/a`, data: { final: true } },
+        { key: "leaf", queue: `${p}/b`, data: { i: 2 }, parents: ["root"] },
+      ]);
+      await worker(PREVIOUS, `${p}/a`);
+      await waitFor("root dead", async () => (await admin.job(ids.root!, p))?.state === "dead");
+      assert.equal((await admin.job(ids.leaf!, p))?.state, "waiting-children");
+      assert.equal((await admin.repairFlow(flowId)).jobsTold, 1);
+      const leaf = await admin.job(ids.leaf!, p);
+      assert.equal(leaf?.state, "cancelled");
+      assert.match(JSON.stringify(leaf), /parent root \([^)]+\) is dead/);
     });
   });
 }
