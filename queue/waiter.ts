@@ -4,6 +4,7 @@
 // answered from its record.
 import { eventAfter, eventsOfEntries, type QueueEvent } from "./events.ts";
 import { PIPELINES_KEY, PipelineKeys, QUEUES_KEY, QueueKeys, assertJobId, pipelineOf } from "./keys.ts";
+import type { Cluster, Redis } from "ioredis";
 import type { RedisClient } from "./scripts.ts";
 
 /** The states a job ends in; `unknown`: no record (never enqueued, or reclaimed after its retention). */
@@ -329,7 +330,13 @@ export class JobWaiter {
   /** The pipeline's reader: one blocking connection while it has waits. */
   private async run(r: Reader): Promise<void> {
     r.running = true;
-    const conn = this.redis.duplicate() as RedisClient;
+    // (queued while it connects and never given up on: a client's fail-fast settings are for
+    // its own requests, not for a read that blocks)
+    const conn = (
+      "isCluster" in this.redis && this.redis.isCluster
+        ? (this.redis as Cluster).duplicate(undefined, { enableOfflineQueue: true })
+        : (this.redis as Redis).duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
+    ) as RedisClient;
     r.conn = conn;
     conn.on("error", () => {});
     try {
