@@ -1012,6 +1012,60 @@ class Client:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
         return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
 
+    def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
+        """Waits until each job has ended (completed at its last stage, dead, cancelled, deleted)
+        or `timeout` seconds pass; returns {id: Job}: an ended job as it ended, an open one as it
+        is now (its state tells), an id without a record left out. One reader of the pipelines'
+        event streams for all the ids (no poll per job); a job ended before the call is answered
+        from its record. `queue` (or its pipeline) narrows the lookup. On a Redis Cluster, the ids
+        of one pipeline per call (its streams share one slot)."""
+        wanted = list(dict.fromkeys(ids))
+        for job_id in wanted:
+            check_job_id(job_id)
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        pipelines = _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY))
+        # stream positions first, then the records: an end after them is read from the streams
+        positions = {k: self._newest(k) for k in _wait_streams(self.redis.smembers(QUEUES_KEY), pipelines)}
+        out: Dict[str, Job] = {}
+        pending = set()
+        for job_id in wanted:
+            job = self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+                if job.state not in WAIT_ENDED:
+                    pending.add(job_id)
+        while pending and positions:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            block = min(1.0, left) if left is not None else 1.0
+            reply = self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            for key, entries in reply or []:
+                for event_id, fields in entries:
+                    positions[key] = event_id
+                    for e in _events(event_id, fields):
+                        if e.id not in pending:
+                            continue
+                        ended = _ended_by(e)
+                        nxt = e.fields.get("next") if e.type == "completed" else None
+                        if nxt and QueueKeys(nxt).events not in positions:
+                            # on to a stage not followed yet: follow it, then read the record
+                            positions[QueueKeys(nxt).events] = self._newest(QueueKeys(nxt).events)
+                            job = self.get_job(e.id, queue)
+                            ended = job if job is not None and job.state in WAIT_ENDED else None
+                        if ended is not None:
+                            pending.discard(e.id)
+                            out[e.id] = self.get_job(e.id, queue) or ended
+        for job_id in pending:
+            job = self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+        return out
+
+    def _newest(self, key: str) -> str:
+        newest = self.redis.xrevrange(key, "+", "-", count=1)
+        return newest[0][0] if newest else "0-0"
+
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
     ) -> Iterator[Event]:
@@ -1047,6 +1101,30 @@ class Client:
                 for event_id, fields in entries:
                     last = event_id
                     yield from _events(event_id, fields)
+
+
+#: The states a wait ends on (docs/flows.md, "Waiting for results").
+WAIT_ENDED = ("completed", "dead", "cancelled")
+
+
+def _ended_by(e: Event) -> Optional[Job]:
+    """The job an event ends, as far as the event tells (None: the event ends nothing; a stage
+    advance is not an end)."""
+    f = e.fields
+    if e.type == "completed" and f.get("next"):
+        return None
+    if e.type not in ("completed", "dead", "cancelled", "deleted"):
+        return None
+    bare = Job(e.id, e.queue, e.type, None, 0, 0, 0, 0, 0, 0, raw=dict(f))
+    if e.type == "completed":
+        bare.result = _decode(f.get("result"))
+    if e.type == "dead":
+        bare.error, bare.dead_reason = _decode(f.get("error")), f.get("reason")
+    return bare
+
+
+def _wait_streams(queues: Iterable[str], pipelines: Sequence[str]) -> List[str]:
+    return [QueueKeys(q).events for q in sorted(queues) if q.split("/")[0] in pipelines]
 
 
 #: What joins a batch entry's per-job values (docs/protocol.md, Events).
