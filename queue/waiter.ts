@@ -330,6 +330,7 @@ export class JobWaiter {
   /** The pipeline's reader: one blocking connection while it has waits. */
   private async run(r: Reader): Promise<void> {
     r.running = true;
+    let failed: Error | undefined;
     // (queued while it connects and never given up on: a client's fail-fast settings are for
     // its own requests, not for a read that blocks)
     const conn = (
@@ -384,14 +385,20 @@ export class JobWaiter {
         }
       }
     } catch (err) {
-      // (the waits stay pending until their timeout; the next wait starts a new reader)
-      if (r.byId.size > 0) this.failures.push(err as Error);
+      // A lost connection, or the disconnect when the last wait left (and a new one came since).
+      if (r.byId.size > 0) failed = err as Error;
     } finally {
       r.conn = undefined;
-      // A wait registers its ids before its first await, so none is added while this ends.
-      r.running = false;
-      r.streams.clear();
       conn.disconnect();
+      if (r.byId.size > 0) {
+        // Waits are left (added while this ended, or the connection failed): read on from the
+        // same positions, after a pause when it failed.
+        if (failed) this.failures.push(failed);
+        setTimeout(() => void this.run(r), failed ? 250 : 0);
+      } else {
+        r.running = false;
+        r.streams.clear();
+      }
     }
   }
 }

@@ -142,6 +142,27 @@ describe("waiting for results (single Redis)", () => {
     );
   });
 
+  test("a wait that starts as the last one leaves is still answered by the reader", async () => {
+    const { redis, producer } = q;
+    const queue = `${fresh()}/w`;
+    const { id } = await producer.enqueue(queue, 1);
+    const waiter = new JobWaiter(redis);
+    await pollUntil(
+      "nothing ends yet",
+      async () => (await waiter.wait([id], { timeoutMs: 50 })).open.length === 1,
+    );
+    // (the first wait's reader is closing: this one registers before it has ended)
+    const second = waiter.wait([{ id, queue }], { timeoutMs: 60_000 });
+    await pollUntil("the reader following again", () => waiter.following === 1);
+    const [job] = await claim(redis, queue);
+    assert.equal(await consumer(redis, queue).complete(job!, "late"), true);
+    const t0 = Date.now();
+    const { jobs, open } = await second;
+    assert.deepEqual(open, []);
+    assert.equal(jobs[id]!.result, "late");
+    assert.ok(Date.now() - t0 < 30_000);
+  });
+
   test("bad input is refused naming it", async () => {
     await assert.rejects(q.producer.waitFor(["a b"]), /invalid job id "a b"/);
     await assert.rejects(q.producer.waitFor(["x"], { timeoutMs: -1 }), /timeoutMs must be/);
