@@ -478,9 +478,18 @@ export const ROUTES: readonly RouteDefinition[] = [
     name: "jobStatus",
     method: "GET",
     path: "/jobs/{id}",
-    summary: "state, progress, attempts, result or error",
+    summary:
+      "state, progress, attempts, result or error; with `wait`, a long poll: answers when the job has ended (completed at its last stage, dead, cancelled) or `wait` has passed",
     tag: "jobs",
-    query: query({ queue: queueName }),
+    query: query({
+      queue: queueName,
+      wait: {
+        type: "string",
+        pattern: "^\\d+(\\.\\d+)?(ms|s|m|h)?$",
+        description:
+          "wait up to this long (250ms, 30s, 1m; a bare number is seconds; at most 60s) for the job to end",
+      },
+    }),
   },
   {
     name: "jobDetail",

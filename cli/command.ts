@@ -34,7 +34,7 @@ export interface Command {
 }
 
 export const FOOTER = `conveyor --version prints the version. Redis: --redis URL or REDIS_URL (default redis://127.0.0.1:6379); password via REDIS_PASSWORD.
-${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error.`;
+${DURATION_HELP} Exit status: 0 success, 1 absent or refused, 2 usage error; with --wait, 3 dead, 4 cancelled, 5 still open.`;
 
 /** The flags every queue command takes. */
 export const COMMON = { redis: REDIS_URL_SETTING, json: JSON_SETTING } as const satisfies Settings;

@@ -61,7 +61,7 @@ export async function configurationMarkdown(): Promise<string> {
     "## Queue commands",
     "",
     "Each connects to Redis (`--redis` / `REDIS_URL`) and prints JSON with `--json`. Exit status:",
-    "0 success, 1 absent or refused, 2 usage error.",
+    "0 success, 1 absent or refused, 2 usage error; with `--wait`, 3 a job dead, 4 one cancelled, 5 one still open.",
     "",
     ...COMMANDS.filter((c) => !daemons.includes(c.name)).flatMap((c) => [
       `### conveyor ${c.name}`,

@@ -34,3 +34,4 @@ export {
 export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";
 export * from "./contracts.ts";
 export * from "./flows.ts";
+export * from "./waiter.ts";

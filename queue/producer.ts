@@ -25,6 +25,7 @@ import {
 import type { Dedupe, EnqueueOptions, EnqueueResult, FlowEnqueued, FlowJob } from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
+import { JobWaiter, type WaitOptions, type WaitResult, type WaitTarget } from "./waiter.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
 export const DEFAULT_ATTEMPTS = 3;
@@ -137,6 +138,18 @@ export class Producer {
     this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
     this.durability = { durability: opts.durability, replicaTimeoutMs: opts.replicaTimeoutMs };
     this.contracts = new ContractCache(redis);
+  }
+
+  /** One reader of the event streams for all of this producer's waits (queue/waiter.ts). */
+  private waiter: JobWaiter | undefined;
+
+  /**
+   * Waits until each job has ended (completed at its last stage, dead, cancelled or deleted) or
+   * `timeoutMs` passes: the ended ones in `jobs`, the others' ids in `open` (docs/flows.md).
+   */
+  async waitFor(targets: readonly WaitTarget[], opts: WaitOptions = {}): Promise<WaitResult> {
+    this.waiter ??= new JobWaiter(this.redis);
+    return this.waiter.wait(targets, opts);
   }
 
   async enqueue(queue: string, data: unknown, opts: EnqueueOptions = {}): Promise<EnqueueResult> {

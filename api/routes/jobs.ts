@@ -3,6 +3,7 @@
 import { eventsOfEntries, parseAttemptErrors, QueueKeys, type JobInfo } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
+import { parseDuration } from "../../lib/duration.ts";
 import { LIVE_STATES, liveJobs } from "../liveJobs.ts";
 import { joinStages, progressWhile, type StageView } from "../../records/index.ts";
 import { jobTimeline, type RecordedExecution } from "../timeline.ts";
@@ -33,6 +34,28 @@ function stageBody(st: StageView) {
     ...(st.startedAt ? { startedAt: iso(st.startedAt) } : {}),
     ...(st.finishedAt ? { finishedAt: iso(st.finishedAt) } : {}),
   };
+}
+
+/** The states a long poll answers at once. */
+const ENDED = new Set(["completed", "dead", "cancelled"]);
+export const LONG_POLL_MAX_MS = 60_000;
+
+/** `?wait=` in ms (0 without one); more than a minute or not a duration is a 400 naming it. */
+function longPoll(text: string | undefined): number {
+  if (text === undefined || text === "") return 0;
+  let ms: number;
+  try {
+    ms = parseDuration(text, "wait");
+  } catch (err) {
+    throw HttpError.field(400, "query.wait", (err as Error).message);
+  }
+  if (ms > LONG_POLL_MAX_MS)
+    throw HttpError.field(
+      400,
+      "query.wait",
+      `wait ${JSON.stringify(text)} is longer than the most a long poll waits, 60s`,
+    );
+  return ms;
 }
 
 export function jobHandlers(ctx: ApiContext): Handlers {
@@ -76,8 +99,14 @@ export function jobHandlers(ctx: ApiContext): Handlers {
 
     async jobStatus({ params, query }) {
       const id = params.id!;
-      const info = await live(id, query.queue as string | undefined);
+      const waitMs = longPoll(query.wait as string | undefined);
+      let info = await live(id, query.queue as string | undefined);
       if (!info) notFound(id);
+      if (waitMs > 0 && !ENDED.has(info.state)) {
+        // (one reader of the event streams for all the server's long polls: queue/waiter.ts)
+        await ctx.producer.waitFor([{ id, queue: info.queue }], { timeoutMs: waitMs });
+        info = (await live(id, info.queue)) ?? notFound(id);
+      }
       const recorded = ctx.records ? await ctx.records.stages(info.queue.split("/")[0]!, id) : [];
       return {
         body: {

@@ -16,6 +16,7 @@ import { InvalidResourceError, parseUses } from "../../queue/resources.ts";
 import type { Dedupe } from "../../queue/types.ts";
 import { parseDuration } from "../../lib/duration.ts";
 import { COMMON, defineCommand, parseJson, print, UsageError, withRedis } from "../command.ts";
+import { printWait, WAIT_SETTING, waitExitCode } from "../waits.ts";
 
 export default defineCommand({
   name: "enqueue",
@@ -54,6 +55,7 @@ export default defineCommand({
       help: "what the job uses of the pipeline's resources, e.g. openai:tokens=1200 (an estimate; 1 request implied): it starts only when a key has room (docs/budgets.md)",
     },
     file: { kind: "string", arg: "FILE", help: "newline-delimited jobs to enqueue at once" },
+    wait: WAIT_SETTING,
     durability: DURABILITY_SETTING,
     "replica-timeout": REPLICA_TIMEOUT_SETTING,
   },
@@ -92,6 +94,9 @@ export default defineCommand({
         `enqueue: unexpected argument ${JSON.stringify(json)} (with --file the jobs come from the file)`,
       );
     const asJson = o.bool("json");
+    const waitMs = o.maybeDuration("wait");
+    if (waitMs !== undefined && file !== undefined)
+      throw new UsageError("--wait waits for one job: not with --file");
     // `send {queue}` spans when the OTEL_* variables ask for export (flushed before exit).
     const tracing = await startTracing({ serviceName: "conveyor-cli" });
     const durability = o.choice("durability") as Durability;
@@ -99,7 +104,7 @@ export default defineCommand({
     // With "replicated" a job gets its id here, so an unconfirmed enqueue can name it for the retry.
     const id = o.raw("id") ?? (durability === "replicated" && !key && !file ? newJobId() : undefined);
     try {
-      await withRedis(o.str("redis")!, async (redis) => {
+      return await withRedis(o.str("redis")!, async (redis) => {
         const producer = new Producer(redis, { durability, replicaTimeoutMs: o.duration("replica-timeout") });
         if (file) {
           const results = await producer.enqueueMany(queue, readJobs(file, opts));
@@ -114,7 +119,7 @@ export default defineCommand({
                 })
               : String(created),
           );
-          return;
+          return 0;
         }
         if (json === undefined) throw new UsageError("enqueue needs job data as JSON, or --file");
         const result = await producer.enqueue(queue, parseJson(json, "job data"), {
@@ -122,7 +127,14 @@ export default defineCommand({
           id,
           idempotencyKey: key,
         });
-        print(asJson ? JSON.stringify(result) : result.id);
+        if (waitMs === undefined) {
+          print(asJson ? JSON.stringify(result) : result.id);
+          return 0;
+        }
+        if (!asJson) print(result.id);
+        const waited = await producer.waitFor([{ id: result.id, queue }], { timeoutMs: waitMs });
+        printWait(waited, asJson);
+        return waitExitCode(waited);
       });
     } catch (err) {
       // The job may or may not survive a failover: say how to make sure (enqueue is idempotent).

@@ -1,12 +1,13 @@
 // `conveyor flow`: a flow's jobs by state, each job's key, state and parents; cancel; and repair
 // (tell the dependents a worker of a release before flows left waiting).
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
+import { printWait, WAIT_SETTING, waitExitCode } from "../waits.ts";
 
 // (loaded when the command runs: `conveyor --help` stays fast)
 const queue = () => import("../../queue/index.ts");
 
 const USAGE =
-  "flow <id> [--pipeline P] [--json] | flow cancel <id> [--pipeline P] [--json] | flow repair <id> [--pipeline P] [--json]";
+  "flow <id> [--pipeline P] [--json] [--wait D] | flow cancel <id> [--pipeline P] [--json] | flow repair <id> [--pipeline P] [--json]";
 
 export default defineCommand({
   name: "flow",
@@ -14,6 +15,7 @@ export default defineCommand({
   settings: {
     ...COMMON,
     pipeline: { kind: "string", arg: "P", help: "the flow's pipeline (default: looked up from the flow)" },
+    wait: WAIT_SETTING,
   },
   async run(o) {
     const cancel = o.positionals[0] === "cancel" && o.positionals.length === 2;
@@ -21,7 +23,10 @@ export default defineCommand({
     const id = cancel || repair ? o.positionals[1] : o.positionals[0];
     if (!id) throw new UsageError(USAGE);
     const [pipeline, json] = [o.raw("pipeline"), o.bool("json")];
-    const { QueueAdmin, InvalidNameError } = await queue();
+    const waitMs = o.maybeDuration("wait");
+    if ((cancel || repair) && waitMs !== undefined)
+      throw new UsageError(`--wait is for a flow's view: ${USAGE}`);
+    const { QueueAdmin, InvalidNameError, Producer } = await queue();
     return withRedis(o.str("redis")!, async (redis) => {
       const admin = new QueueAdmin(redis);
       try {
@@ -52,6 +57,15 @@ export default defineCommand({
           if (json) print(JSON.stringify(null));
           else print(`flow ${id} not found (never enqueued, or expired)`);
           return 1;
+        }
+        if (waitMs !== undefined) {
+          const keyOf = new Map(view.jobs.map((j) => [j.id, j.key]));
+          const waited = await new Producer(redis).waitFor(
+            view.jobs.map((j) => ({ id: j.id, queue: j.queue })),
+            { timeoutMs: waitMs },
+          );
+          printWait(waited, json, (id) => `${keyOf.get(id)}  ${id}`);
+          return waitExitCode(waited);
         }
         if (json) {
           print(JSON.stringify(view));

@@ -72,8 +72,9 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   {
     name: "flow",
-    synopsis: `  flow <id> [--pipeline P] [--json]       a flow's jobs by state: each job's key, state, queue, id and parents (exit 1: not found)
-  flow cancel <id> [--pipeline P] [--json]   cancel every unfinished job of a flow (running ones at their next heartbeat)`,
+    synopsis: `  flow <id> [--pipeline P] [--json] [--wait D]   a flow's jobs by state: each job's key, state, queue, id and parents (exit 1: not found)
+  flow cancel <id> [--pipeline P] [--json]   cancel every unfinished job of a flow (running ones at their next heartbeat)
+  flow repair <id> [--pipeline P] [--json]   tell the dependents of flow jobs a worker of an earlier release ended`,
     load: byDefault(flow),
   },
   {

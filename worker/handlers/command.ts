@@ -43,6 +43,8 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
           ...(job.task ? { CONVEYOR_TASK: job.task } : {}),
           // the earlier failed attempts' errors (JSON; [] on a first attempt)
           CONVEYOR_PREVIOUS_ERRORS: JSON.stringify(job.previousErrors),
+          // a flow job's parents' outcomes by key (JSON; absent for a job without parents)
+          ...(job.parents ? { CONVEYOR_PARENTS: JSON.stringify(job.parents) } : {}),
           // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2, and all of them as
           // CONVEYOR_RESOURCES={"openai":"k2"} (names as written): docs/budgets.md
           ...resourceEnv(ctx.resources),

@@ -84,6 +84,7 @@ export function httpHandler(url: string): Handler {
           ...(job.previousErrors.length > 0
             ? { "conveyor-previous-errors": asciiJson(job.previousErrors) }
             : {}),
+          ...(job.parents ? { "conveyor-parents": asciiJson(job.parents) } : {}),
           ...(ctx.callback
             ? {
                 "conveyor-callback-url": ctx.callback.url,
@@ -139,6 +140,7 @@ export function batchJobs(jobs: readonly JobView[], contexts: readonly HandlerCo
       executionId: job.executionId,
       ...(job.task ? { task: job.task } : {}),
       previousErrors: job.previousErrors,
+      ...(job.parents ? { parents: job.parents } : {}),
       ...(c.callback ? { callback: c.callback } : {}),
       ...(Object.keys(c.resources).length > 0 ? { resources: c.resources } : {}),
     };

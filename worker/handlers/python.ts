@@ -100,6 +100,7 @@ function jobFrame(job: JobView, ctx: HandlerContext): Record<string, unknown> {
     createdAt: job.createdAt,
     ...(job.task ? { task: job.task } : {}),
     previousErrors: job.previousErrors,
+    ...(job.parents ? { parents: job.parents } : {}),
     ...(ctx.callback ? { callback: ctx.callback } : {}),
     ...(Object.keys(resources).length > 0 ? { resources } : {}),
   };

@@ -8,6 +8,7 @@ and results, awaited.
     await client.close()
 """
 
+import time
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -50,6 +51,9 @@ from .client import (
     _budget_groups,
     _block_ms,
     _stats_commands,
+    _ended_by,
+    _wait_streams,
+    WAIT_ENDED,
 )
 
 
@@ -212,6 +216,54 @@ class AsyncClient:
 
     async def counters(self, queue: str) -> Dict[str, int]:
         return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}
+
+    async def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
+        """As Client.wait."""
+        wanted = list(dict.fromkeys(ids))
+        for job_id in wanted:
+            check_job_id(job_id)
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        pipelines = _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
+        # stream positions first, then the records: an end after them is read from the streams
+        positions = {k: await self._newest(k) for k in _wait_streams(await self.redis.smembers(QUEUES_KEY), pipelines)}
+        out: Dict[str, Job] = {}
+        pending = set()
+        for job_id in wanted:
+            job = await self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+                if job.state not in WAIT_ENDED:
+                    pending.add(job_id)
+        while pending and positions:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            block = min(1.0, left) if left is not None else 1.0
+            reply = await self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            for key, entries in reply or []:
+                for event_id, fields in entries:
+                    positions[key] = event_id
+                    for e in _events(event_id, fields):
+                        if e.id not in pending:
+                            continue
+                        ended = _ended_by(e)
+                        nxt = e.fields.get("next") if e.type == "completed" else None
+                        if nxt and QueueKeys(nxt).events not in positions:
+                            positions[QueueKeys(nxt).events] = await self._newest(QueueKeys(nxt).events)
+                            job = await self.get_job(e.id, queue)
+                            ended = job if job is not None and job.state in WAIT_ENDED else None
+                        if ended is not None:
+                            pending.discard(e.id)
+                            out[e.id] = await self.get_job(e.id, queue) or ended
+        for job_id in pending:
+            job = await self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+        return out
+
+    async def _newest(self, key: str) -> str:
+        newest = await self.redis.xrevrange(key, "+", "-", count=1)
+        return newest[0][0] if newest else "0-0"
 
     async def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0

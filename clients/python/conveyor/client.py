@@ -846,6 +846,7 @@ class Client:
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
+        self._enqueue_flow = _Script("enqueue_flow")
         self._cancel = _Script("cancel_job")
 
     @classmethod
@@ -912,6 +913,83 @@ class Client:
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
                        dedupe=dedupe, uses=uses, task=task)
         return self.enqueue_many(queue, [job])[0].id
+
+    def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> "FlowResult":
+        """Enqueue a flow (docs/flows.md): jobs across the stages of one pipeline, each a mapping
+        {"key", "queue", "data", "parents": [keys], "on_parent_failure": "fail"|"continue"|"ignore"}
+        and the options priority, attempts, timeout, group, task — all written or none, by the
+        same script as the TypeScript producer's enqueueFlow, after the same checks (the graph,
+        keys, queues, each job's data against its stage's contract)."""
+        if not isinstance(pipeline, str) or "/" in pipeline:
+            raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
+        check_queue(pipeline)
+        order = _flow_order(pipeline, jobs)
+        flow_id = new_job_id()
+        ids = {job["key"]: new_job_id() for job in order}
+        records: Dict[str, Dict[str, Any]] = {}
+        for job in order:
+            key, job_id = job["key"], ids[job["key"]]
+            opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
+            try:
+                records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
+                                           self.max_payload_bytes, self.refuse_json_strings)
+            except InvalidJobError as err:
+                raise type(err)(f"flow job {key}: {str(err).replace(f'job {job_id}: ', '')}") from None
+        queues = list(dict.fromkeys(job["queue"] for job in order))
+
+        def check(refresh: bool) -> None:
+            for q in queues:
+                contract = self._contracts.known(q)
+                if refresh or q not in self._contracts.by_queue:
+                    contract = self._read_contract(q)
+                mine = [j for j in order if j["queue"] == q]
+                bad = job_violations(contract, [{**j, "id": j["key"]} for j in mine], [records[j["key"]] for j in mine], 0)
+                if bad:
+                    raise ContractViolation(q, contract.hash if contract else "", bad)
+
+        check(False)
+        pk = PipelineKeys(pipeline)
+        for q in queues:
+            if q not in self._registered:
+                self.redis.sadd(PIPELINES_KEY, pipeline)
+                self.redis.sadd(QUEUES_KEY, q)
+                self._registered.add(q)
+        fields = ["id", "key", "queue", "data"]
+        values = []
+        for job in order:
+            r = records[job["key"]]
+            parents = job.get("parents") or []
+            values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
+                           "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
+                           "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
+                           "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
+        for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
+            if any(v[f] is not None for v in values):
+                fields.append(f)
+        keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
+        for q in queues:
+            k = QueueKeys(q)
+            keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
+        tail: List[Any] = [",".join(fields)]
+        for v in values:
+            tail.extend("" if v[f] is None else v[f] for f in fields)
+        for attempt in range(2):
+            hashes: List[Any] = []
+            for q in queues:
+                c = self._contracts.known(q)
+                hashes += [q, c.hash if c else ""]
+            try:
+                self._enqueue_flow(self.redis, keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
+                                                      self.max_payload_bytes, len(queues), *hashes, *tail])
+                return FlowResult(flow_id, ids)
+            except ResponseError as err:
+                text = str(err)
+                if "ERR_INVALID_FLOW" in text:
+                    raise InvalidFlowError(text.split("ERR_INVALID_FLOW ", 1)[-1]) from None
+                if contract_changed(err) is None or attempt > 0:
+                    raise _payload_error(err) from None
+                check(True)
+        raise AssertionError("unreachable")
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
@@ -1012,6 +1090,60 @@ class Client:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
         return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
 
+    def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
+        """Waits until each job has ended (completed at its last stage, dead, cancelled, deleted)
+        or `timeout` seconds pass; returns {id: Job}: an ended job as it ended, an open one as it
+        is now (its state tells), an id without a record left out. One reader of the pipelines'
+        event streams for all the ids (no poll per job); a job ended before the call is answered
+        from its record. `queue` (or its pipeline) narrows the lookup. On a Redis Cluster, the ids
+        of one pipeline per call (its streams share one slot)."""
+        wanted = list(dict.fromkeys(ids))
+        for job_id in wanted:
+            check_job_id(job_id)
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        pipelines = _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY))
+        # stream positions first, then the records: an end after them is read from the streams
+        positions = {k: self._newest(k) for k in _wait_streams(self.redis.smembers(QUEUES_KEY), pipelines)}
+        out: Dict[str, Job] = {}
+        pending = set()
+        for job_id in wanted:
+            job = self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+                if job.state not in WAIT_ENDED:
+                    pending.add(job_id)
+        while pending and positions:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            block = min(1.0, left) if left is not None else 1.0
+            reply = self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
+            for key, entries in reply or []:
+                for event_id, fields in entries:
+                    positions[key] = event_id
+                    for e in _events(event_id, fields):
+                        if e.id not in pending:
+                            continue
+                        ended = _ended_by(e)
+                        nxt = e.fields.get("next") if e.type == "completed" else None
+                        if nxt and QueueKeys(nxt).events not in positions:
+                            # on to a stage not followed yet: follow it, then read the record
+                            positions[QueueKeys(nxt).events] = self._newest(QueueKeys(nxt).events)
+                            job = self.get_job(e.id, queue)
+                            ended = job if job is not None and job.state in WAIT_ENDED else None
+                        if ended is not None:
+                            pending.discard(e.id)
+                            out[e.id] = self.get_job(e.id, queue) or ended
+        for job_id in pending:
+            job = self.get_job(job_id, queue)
+            if job is not None:
+                out[job_id] = job
+        return out
+
+    def _newest(self, key: str) -> str:
+        newest = self.redis.xrevrange(key, "+", "-", count=1)
+        return newest[0][0] if newest else "0-0"
+
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
     ) -> Iterator[Event]:
@@ -1047,6 +1179,119 @@ class Client:
                 for event_id, fields in entries:
                     last = event_id
                     yield from _events(event_id, fields)
+
+
+class InvalidFlowError(ValueError):
+    """A flow refused before anything was written (docs/flows.md): the graph, a key, a queue."""
+
+
+class FlowResult(NamedTuple):
+    """What enqueue_flow returns: the flow's id and each job's id by key (TypeScript: {flowId, ids})."""
+
+    flow_id: str
+    ids: Dict[str, str]
+
+
+FLOW_MAX_JOBS = 10_000
+FLOW_MAX_PARENTS = 10_000
+_FLOW_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+_FLOW_POLICIES = ("fail", "continue", "ignore")
+#: A flow job's fields; the job options a flow takes are the ones the TypeScript producer takes.
+_FLOW_FIELDS = {"key", "queue", "data", "parents", "on_parent_failure", "priority", "attempts", "timeout", "group", "task", "trace"}
+
+
+def _flow_order(pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
+    """The jobs with each one's parents before it, after checking the graph and each job's shape
+    (as the TypeScript producer's flowOrder); InvalidFlowError naming the first problem."""
+    if isinstance(jobs, (Mapping, str, bytes)) or not jobs:
+        raise InvalidFlowError("a flow needs at least one job (a list of mappings)")
+    jobs = list(jobs)
+    if len(jobs) > FLOW_MAX_JOBS:
+        raise InvalidFlowError(f"a flow has at most {FLOW_MAX_JOBS} jobs, got {len(jobs)}")
+    by_key: Dict[str, Mapping[str, Any]] = {}
+    for i, job in enumerate(jobs):
+        if not isinstance(job, Mapping):
+            raise InvalidFlowError(f"flow job at index {i} is not a mapping")
+        key = job.get("key")
+        if not isinstance(key, str) or not _FLOW_KEY.match(key):
+            raise InvalidFlowError(
+                f"flow job at index {i}: key must be 1..100 characters of A-Z a-z 0-9 . _ : - starting with a letter or digit, got {key!r}"
+            )
+        which = f"flow job {key}"
+        if key in by_key:
+            raise InvalidFlowError(f"{which}: duplicate key")
+        by_key[key] = job
+        for f in job:
+            if f not in _FLOW_FIELDS:
+                raise InvalidFlowError(f"{which}: {f} is not supported in a flow ({', '.join(sorted(_FLOW_FIELDS))})")
+        queue = job.get("queue")
+        try:
+            check_queue(queue)  # type: ignore[arg-type]
+        except ValueError as err:
+            raise InvalidFlowError(f"{which}: {err}") from None
+        if str(queue).split("/")[0] != pipeline:
+            raise InvalidFlowError(
+                f"{which}: queue {queue} is not of pipeline {pipeline} (a flow lives in one pipeline: its stages share one Redis slot)"
+            )
+        policy = job.get("on_parent_failure")
+        if policy is not None and policy not in _FLOW_POLICIES:
+            raise InvalidFlowError(f"{which}: on_parent_failure must be fail, continue or ignore, got {policy!r}")
+        parents = job.get("parents") or []
+        if isinstance(parents, (str, bytes, Mapping)) or not isinstance(parents, Sequence):
+            raise InvalidFlowError(f"{which}: parents must be a list of keys")
+        if len(parents) > FLOW_MAX_PARENTS:
+            raise InvalidFlowError(f"{which}: at most {FLOW_MAX_PARENTS} parents, got {len(parents)}")
+        if len(set(parents)) != len(parents):
+            raise InvalidFlowError(f"{which}: a parent is listed twice")
+    waiting: Dict[str, int] = {}
+    children: Dict[str, List[str]] = {}
+    for job in jobs:
+        for p in job.get("parents") or []:
+            if p not in by_key:
+                raise InvalidFlowError(f"flow job {job['key']}: parent {p!r} is not a key of this flow")
+            if p == job["key"]:
+                raise InvalidFlowError(f"flow job {job['key']}: a job cannot be its own parent")
+            children.setdefault(p, []).append(job["key"])
+        waiting[job["key"]] = len(job.get("parents") or [])
+    order: List[Mapping[str, Any]] = []
+    ready = [j["key"] for j in jobs if waiting[j["key"]] == 0]
+    while ready:
+        key = ready.pop()
+        order.append(by_key[key])
+        for c in children.get(key, []):
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    if len(order) < len(jobs):
+        stuck = [j["key"] for j in jobs if waiting[j["key"]] > 0]
+        raise InvalidFlowError(
+            f"the flow has a cycle: {', '.join(stuck[:10])}{', …' if len(stuck) > 10 else ''} wait for each other"
+        )
+    return order
+
+
+#: The states a wait ends on (docs/flows.md, "Waiting for results").
+WAIT_ENDED = ("completed", "dead", "cancelled")
+
+
+def _ended_by(e: Event) -> Optional[Job]:
+    """The job an event ends, as far as the event tells (None: the event ends nothing; a stage
+    advance is not an end)."""
+    f = e.fields
+    if e.type == "completed" and f.get("next"):
+        return None
+    if e.type not in ("completed", "dead", "cancelled", "deleted"):
+        return None
+    bare = Job(e.id, e.queue, e.type, None, 0, 0, 0, 0, 0, 0, raw=dict(f))
+    if e.type == "completed":
+        bare.result = _decode(f.get("result"))
+    if e.type == "dead":
+        bare.error, bare.dead_reason = _decode(f.get("error")), f.get("reason")
+    return bare
+
+
+def _wait_streams(queues: Iterable[str], pipelines: Sequence[str]) -> List[str]:
+    return [QueueKeys(q).events for q in sorted(queues) if q.split("/")[0] in pipelines]
 
 
 #: What joins a batch entry's per-job values (docs/protocol.md, Events).

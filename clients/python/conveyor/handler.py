@@ -80,6 +80,9 @@ class Job:
     #: (exception | invalid-result | timeout | handed-back | stalled), "message", "at" (ms),
     #: "details" (an invalid result's violations)?}. [] on a first attempt.
     previous_errors: List[Dict[str, Any]] = field(default_factory=list)
+    #: A flow job's parents' outcomes by key (docs/flows.md): {key: {"id", "result"}} or
+    #: {key: {"id", "error"}} for a parent that died or was cancelled; None for a job without parents.
+    parents: Optional[Dict[str, Dict[str, Any]]] = None
 
 
 class Context:
@@ -227,6 +230,17 @@ def _previous_errors(value: Any) -> List[Dict[str, Any]]:
     return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
 
+def _parents(value: Any) -> Optional[Dict[str, Dict[str, Any]]]:
+    """The parents' outcomes as the worker sends them (a mapping, or its JSON text in a header or
+    the environment); None when absent or not a mapping."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value else None
+        except ValueError:
+            return None
+    return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else None
+
+
 def _resources(text: Optional[str]) -> Mapping[str, str]:
     """The granted keys (`Conveyor-Resources` header / CONVEYOR_RESOURCES: {"openai": "k2"})."""
     try:
@@ -340,6 +354,7 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 execution_id=h.get("conveyor-execution-id", ""),
                 task=h.get("conveyor-task") or None,
                 previous_errors=_previous_errors(h.get("conveyor-previous-errors")),
+                parents=_parents(h.get("conveyor-parents")),
             )
             ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"),
                           resources=_resources(h.get("conveyor-resources")))
@@ -437,6 +452,7 @@ def _batch_jobs(body: Any) -> "tuple[List[Job], List[Context]]":
             execution_id=str(item.get("executionId", "")),
             task=item.get("task") or None,
             previous_errors=_previous_errors(item.get("previousErrors")),
+            parents=_parents(item.get("parents")),
         ))
         callback = item.get("callback") if isinstance(item.get("callback"), dict) else {}
         granted = item.get("resources") if isinstance(item.get("resources"), dict) else {}
@@ -556,6 +572,7 @@ def command(fn: Handler) -> None:
             execution_id=env.get("CONVEYOR_EXECUTION_ID", ""),
             task=env.get("CONVEYOR_TASK") or None,
             previous_errors=_previous_errors(env.get("CONVEYOR_PREVIOUS_ERRORS")),
+            parents=_parents(env.get("CONVEYOR_PARENTS")),
         )
         result = _json.dumps(fn(job, ctx))
     except (NonRetryableError, DependencyFailure, RateLimited) as err:
@@ -749,6 +766,7 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:  # noqa: C901 - one fram
             execution_id=str(j.get("executionId", "")),
             task=j.get("task") or None,
             previous_errors=_previous_errors(j.get("previousErrors")),
+            parents=_parents(j.get("parents")),
         )
         if loop is not None:
             future = asyncio.run_coroutine_threadsafe(fn(job, ctx), loop)

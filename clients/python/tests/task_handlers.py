@@ -16,3 +16,8 @@ def summarize(job):
 @tasks.task("classify")
 def classify(job, ctx):
     return {"task": job.task, "data": job.data, "callback": ctx.has_callback}
+
+
+@tasks.task("parents")
+def parents(job):
+    return {"parents": job.parents}

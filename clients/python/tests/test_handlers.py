@@ -228,6 +228,40 @@ def test_cancel_a_running_job(kind: str, request: Any, client: Any, start_worker
 
 
 @pytest.mark.parametrize("kind", HANDLERS)
+def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_worker: Any) -> None:
+    import task_handlers
+
+    if kind == "http":
+        port = free_port()
+        server = make_server(task_handlers.tasks, port)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        spec = f"http://127.0.0.1:{port}/run"
+    elif kind == "python":
+        spec = "python:tests.task_handlers:tasks"
+    else:
+        spec = "command:" + json.dumps([PYTHON, str(HERE / "task_command.py")])
+    queue = f"parents/{kind}"
+    flow = client.enqueue_flow("parents", [
+        {"key": "a", "queue": queue, "data": {"n": 1}, "task": "classify"},
+        {"key": "b", "queue": queue, "data": {"n": 2}, "task": "parents", "parents": ["a"]},
+        {"key": "lone", "queue": queue, "data": {"n": 3}, "task": "parents"},
+    ])
+    start_worker(queue, spec, {"CONVEYOR_RETENTION": "1h"})
+    try:
+        out = client.wait(flow.ids.values(), timeout=120)
+        b, lone = out[flow.ids["b"]], out[flow.ids["lone"]]
+        assert b.state == "completed", b
+        got = b.result["parents"]["a"]
+        got["result"].pop("callback")
+        assert b.result == {"parents": {"a": {"id": flow.ids["a"], "result": {"task": "classify", "data": {"n": 1}}}}}
+        assert lone.result == {"parents": None}
+    finally:
+        if kind == "http":
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.mark.parametrize("kind", HANDLERS)
 def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_worker: Any) -> None:
     import task_handlers
     from conveyor._keys import QueueKeys
@@ -257,8 +291,8 @@ def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_w
         assert "the first attempt fails" in result["previous"][0]["message"]
         c = finished(client, ids["classify"])
         assert json.loads(c.raw["result"])["task"] == "classify"
-        for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: classify, summarize)"),
-                             ("", "job names no task (this worker's tasks: classify, summarize)")):
+        for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: classify, parents, summarize)"),
+                             ("", "job names no task (this worker's tasks: classify, parents, summarize)")):
             dead = finished(client, ids[name])
             assert dead.state == "dead" and reason in dead.raw["deadReason"], dead.raw
             assert dead.raw["attemptsMade"] == "1"
