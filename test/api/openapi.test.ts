@@ -285,12 +285,13 @@ describe("OpenAPI: every operation against a real server", () => {
   });
 
   test("dead letters: list, retry one, retry some, purge", async () => {
+    // (the page and the total are two reads: wait until both say n)
     const dead = async (n: number) =>
       waitFor(
         `${n} dead`,
         async () => {
           const r = await call("listDead", `/queues/${q}/dead`);
-          return r.body.total === n ? r : null;
+          return r.body.total === n && (r.body.dead as unknown[]).length === n ? r : null;
         },
         60_000,
       );

@@ -436,14 +436,17 @@ export function QueuePage({
 
 /**
  * Jobs per minute and the minute's p50/p95 duration, each a step: a minute's figure holds for
- * that minute, never a ramp to the next. The minute under way holds until now (as of this
- * read), so its figures so far read as a step too, not as a line at the edge.
+ * that minute, never a ramp to the next. The last minute holds until now (as of this read), or
+ * to its end when it closed since the API read it, so its figures read as a step too, not as a
+ * line at the edge.
  */
 function MinutesChart({ minutes }: { minutes: Minute[] }) {
   const closed = useMemo(() => {
     const last = minutes.at(-1)!;
     const now = Date.now();
-    return now > last.minute && now < last.minute + 60_000 ? [...minutes, { ...last, minute: now }] : minutes;
+    return now > last.minute
+      ? [...minutes, { ...last, minute: Math.min(now, last.minute + 60_000) }]
+      : minutes;
   }, [minutes]);
   return (
     <Chart
