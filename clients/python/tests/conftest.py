@@ -164,28 +164,37 @@ def start_worker(redis_url: str, tmp_root: Path) -> Iterator[Callable[..., Worke
     def start(
         queue: str, handler: str, env: Optional[Dict[str, str]] = None, *args: str, redis: Optional[str] = None
     ) -> Worker:
-        port = free_port()
-        name = f"w{len(started)}-{port}"
-        log = tmp_root / f"{name}.log"
-        out = open(log, "wb")
-        proc = subprocess.Popen(
-            [NODE, CONVEYOR, "worker", "--queue", queue, "--handler", handler, "--redis", redis or redis_url,
-             "--port", str(port), "--worker-id", name, "--backoff-base", "100ms", "--backoff-max", "500ms",
-             "--lease", "10s", "--log-level", "info", *args],
-            stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO),
-            env={**os.environ, "PYTHONPATH": str(PACKAGE), **(env or {})},
-        )
-        w = Worker(proc, port, log)
-        started.append(w)
+        # A free port can be taken (by any outgoing connection's local port) before the worker binds it:
+        # a worker that exits with EADDRINUSE is started again on another port, as the Redis fixture does.
+        for _ in range(5):
+            port = free_port()
+            name = f"w{len(started)}-{port}"
+            log = tmp_root / f"{name}.log"
+            out = open(log, "wb")
+            proc = subprocess.Popen(
+                [NODE, CONVEYOR, "worker", "--queue", queue, "--handler", handler, "--redis", redis or redis_url,
+                 "--port", str(port), "--worker-id", name, "--backoff-base", "100ms", "--backoff-max", "500ms",
+                 "--lease", "10s", "--log-level", "info", *args],
+                stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO),
+                env={**os.environ, "PYTHONPATH": str(PACKAGE), **(env or {})},
+            )
+            w = Worker(proc, port, log)
+            started.append(w)
 
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"worker exited {proc.returncode}: {w.logs()}")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as res:
-                return res.status == 200
+            def ready(proc: "subprocess.Popen[bytes]" = proc, w: Worker = w, port: int = port) -> bool:
+                if proc.poll() is not None:
+                    raise AssertionError(f"worker exited {proc.returncode}: {w.logs()}")
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as res:
+                    return res.status == 200
 
-        wait_for(f"worker {name} ready", ready, 60, 0.1)
-        return w
+            try:
+                wait_for(f"worker {name} ready", ready, 60, 0.1)
+                return w
+            except AssertionError:
+                if proc.poll() is None or "EADDRINUSE" not in w.logs():
+                    raise
+                started.remove(w)
+        raise AssertionError("no free port for a worker after 5 tries")
 
     yield start
     for w in started:

@@ -11,14 +11,14 @@ from typing import Any, Iterator
 import pytest
 
 import batch_handlers
-from conftest import CONVEYOR, HERE, NODE, PACKAGE, PYTHON, REPO, free_port, wait_for
+from conftest import CONVEYOR, HERE, NODE, PACKAGE, PYTHON, REPO, wait_for
 from conveyor.handler import make_batch_server
 
 
 @pytest.fixture()
 def batch_sidecar() -> Iterator[str]:
-    port = free_port()
-    server = make_batch_server(batch_handlers.embed, port)
+    server = make_batch_server(batch_handlers.embed, 0)  # port 0: bound at once, never raced
+    port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/batch"

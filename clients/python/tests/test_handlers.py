@@ -12,14 +12,14 @@ from typing import Any, Iterator
 import pytest
 
 import fixture_handler
-from conftest import HERE, PYTHON, cli, free_port, ts, wait_for
+from conftest import HERE, PYTHON, cli, ts, wait_for
 from conveyor.handler import make_server
 
 
 @pytest.fixture()
 def sidecar() -> Iterator[str]:
-    port = free_port()
-    server = make_server(fixture_handler.handle, port)
+    server = make_server(fixture_handler.handle, 0)  # port 0: bound at once, never raced
+    port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/run"
@@ -232,8 +232,8 @@ def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_work
     import task_handlers
 
     if kind == "http":
-        port = free_port()
-        server = make_server(task_handlers.tasks, port)
+        server = make_server(task_handlers.tasks, 0)
+        port = server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
         spec = f"http://127.0.0.1:{port}/run"
     elif kind == "python":
@@ -267,8 +267,8 @@ def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_w
     from conveyor._keys import QueueKeys
 
     if kind == "http":
-        port = free_port()
-        server = make_server(task_handlers.tasks, port)
+        server = make_server(task_handlers.tasks, 0)
+        port = server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
         spec = f"http://127.0.0.1:{port}/run"
     elif kind == "python":
