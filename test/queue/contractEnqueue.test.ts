@@ -4,7 +4,7 @@
 // applied; a queue without a contract costs no command more than before. Real Redis and a real
 // 3-node Cluster.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { Redis } from "ioredis";
 import {
   ContractChangedError,
@@ -19,12 +19,7 @@ import {
   type RedisClient,
 } from "../../queue/index.ts";
 import { pollUntil } from "../support/poll.ts";
-import {
-  describeOnRedisAndCluster,
-  startQueueRedis,
-  stopQueueRedis,
-  type QueueRedis,
-} from "../support/redis.ts";
+import { describeOnRedisAndCluster, useQueueRedis } from "../support/redis.ts";
 
 const person: Contract = {
   data: {
@@ -210,17 +205,13 @@ describeOnRedisAndCluster(
 );
 
 describe("a queue without a contract (single Redis)", () => {
-  let q: QueueRedis;
-  before(async () => {
-    q = await startQueueRedis();
-  });
-  after(() => stopQueueRedis(q));
+  const q = useQueueRedis();
 
   test("costs no command: one script call per enqueue call, as before", async () => {
-    const producer = new Producer(q.redis);
+    const producer = new Producer(q().redis);
     await producer.enqueue("plain", 0);
     // Every command the server runs, as MONITOR reports it (a script's own commands come from "lua").
-    const monitor = await (q.redis as Redis).monitor();
+    const monitor = await (q().redis as Redis).monitor();
     const seen: string[] = [];
     monitor.on("monitor", (_time: string, args: string[], source: string) => {
       if (source !== "lua") seen.push(String(args[0]).toLowerCase());
@@ -228,7 +219,7 @@ describe("a queue without a contract (single Redis)", () => {
     for (let i = 1; i <= 20; i++) await producer.enqueue("plain", i);
     await producer.enqueueMany("plain", [{ data: 1 }, { data: 2 }, { data: 3 }]);
     // (a marker: every command before it has been reported)
-    await q.redis.echo("end-of-calls");
+    await q().redis.echo("end-of-calls");
     await pollUntil("the marker in MONITOR", () => seen.at(-1) === "echo", { intervalMs: 5 });
     monitor.disconnect();
     assert.deepEqual(seen, [...Array<string>(21).fill("fcall"), "echo"]);

@@ -2,7 +2,7 @@
 // their parents, the parents' outcomes at claim, the policies on a dead or cancelled parent,
 // cancel, and the backlog counts that leave waiting jobs out.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import {
   Consumer,
   InvalidFlowError,
@@ -17,12 +17,7 @@ import {
 } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { pollUntil } from "../support/poll.ts";
-import {
-  describeOnRedisAndCluster,
-  startQueueRedis,
-  stopQueueRedis,
-  type QueueRedis,
-} from "../support/redis.ts";
+import { describeOnRedisAndCluster, useQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string) {
   return new Consumer(redis, queue, { workerId: "w1", leaseMs: 30_000 });
@@ -107,16 +102,12 @@ describeOnRedisAndCluster(
 );
 
 describe("flows (single Redis)", () => {
-  let q: QueueRedis;
+  const q = useQueueRedis();
   let n = 0;
   const fresh = () => `fx${++n}`;
-  before(async () => {
-    q = await startQueueRedis();
-  });
-  after(() => stopQueueRedis(q));
 
   test("wide fan-in 1 → 200 → 1: the last job starts once all 200 completed, with their 200 results", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const p = fresh();
     const mids = Array.from({ length: 200 }, (_, i) => `m${i}`);
     const { ids } = await producer.enqueueFlow(p, [
@@ -139,7 +130,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a dead parent: fail cancels its dependents transitively, continue runs with its error, ignore without it", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -189,7 +180,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a cancelled parent: its fail-policy dependents are cancelled naming it, continue ones run with its error", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -220,7 +211,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a dead parent retried and completed: its fail dependents stay cancelled, a waiting continue dependent sees the result", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -251,7 +242,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a parent dead-lettered by the sweeper (stalled) ends its flow edges like one that failed", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -275,7 +266,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("each job's data is checked against its stage's contract; a violation names the key, nothing written", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const p = fresh();
     await setContract(redis, `${p}/typed`, { data: { type: "object", required: ["text"] } }, "test");
     const err = await producer
@@ -300,7 +291,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a flow job that fans out ends with its join: its dependent gets the join's result", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -325,7 +316,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a flow job cancelled while fanned out (no join yet) ends as cancelled: its dependents follow their policies", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { ids } = await producer.enqueueFlow(p, [
@@ -340,7 +331,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("cancelling a flow cancels every unfinished job, a running one included; none of its dependents starts", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { flowId, ids } = await producer.enqueueFlow(p, [
@@ -366,7 +357,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("jobs waiting for their parents are not in the backlog counts, only in waitingChildren", async () => {
-    const { redis, producer, admin } = q;
+    const { redis, producer, admin } = q();
     const p = fresh();
     const w = `${p}/w`;
     const { ids } = await producer.enqueueFlow(p, [
@@ -393,7 +384,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a bad flow is refused before anything is written, naming what is wrong", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const p = fresh();
     const w = `${p}/w`;
     const refused = async (
@@ -442,7 +433,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("enqueue_flow itself refuses what another client might send: a parent after its child, a bad policy, nothing written", async () => {
-    const { redis } = q;
+    const { redis } = q();
     const p = fresh();
     const k = new QueueKeys(`${p}/w`);
     const pk = new PipelineKeys(p);
@@ -476,7 +467,7 @@ describe("flows (single Redis)", () => {
   });
 
   test("a job with no parents costs what it cost: the claim → complete path sends the same commands", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const p = fresh();
     const keys = new QueueKeys(`${p}/w`);
     await producer.enqueue(keys.queue, 1);

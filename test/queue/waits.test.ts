@@ -2,15 +2,10 @@
 // complete, die, are cancelled or stay open past the timeout, answered from the event streams
 // (one reader) or, when already ended, from their records.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { Consumer, JobWaiter, QueueKeys, type ClaimedJob, type RedisClient } from "../../queue/index.ts";
 import { pollUntil } from "../support/poll.ts";
-import {
-  describeOnRedisAndCluster,
-  startQueueRedis,
-  stopQueueRedis,
-  type QueueRedis,
-} from "../support/redis.ts";
+import { describeOnRedisAndCluster, useQueueRedis } from "../support/redis.ts";
 
 function consumer(redis: RedisClient, queue: string) {
   return new Consumer(redis, queue, { workerId: "w1", leaseMs: 30_000, retentionSeconds: 3600 });
@@ -73,16 +68,12 @@ describeOnRedisAndCluster(
 );
 
 describe("waiting for results (single Redis)", () => {
-  let q: QueueRedis;
+  const q = useQueueRedis();
   let n = 0;
   const fresh = () => `wx${++n}`;
-  before(async () => {
-    q = await startQueueRedis();
-  });
-  after(() => stopQueueRedis(q));
 
   test("a timeout names the jobs still open and returns the ended ones", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const queue = `${fresh()}/w`;
     const [a, b] = await producer.enqueueMany(queue, [{ data: 1 }, { data: 2 }]);
     const [first] = await claim(redis, queue, 1);
@@ -105,7 +96,7 @@ describe("waiting for results (single Redis)", () => {
   });
 
   test("a wait on 1,000 ids of two queues ends when the last one does, with one reader", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const p = fresh();
     const qa = `${p}/a`;
     const qb = `${p}/b`;
@@ -143,7 +134,7 @@ describe("waiting for results (single Redis)", () => {
   });
 
   test("a wait that starts as the last one leaves is still answered by the reader", async () => {
-    const { redis, producer } = q;
+    const { redis, producer } = q();
     const queue = `${fresh()}/w`;
     const { id } = await producer.enqueue(queue, 1);
     const waiter = new JobWaiter(redis);
@@ -164,7 +155,7 @@ describe("waiting for results (single Redis)", () => {
   });
 
   test("bad input is refused naming it", async () => {
-    await assert.rejects(q.producer.waitFor(["a b"]), /invalid job id "a b"/);
-    await assert.rejects(q.producer.waitFor(["x"], { timeoutMs: -1 }), /timeoutMs must be/);
+    await assert.rejects(q().producer.waitFor(["a b"]), /invalid job id "a b"/);
+    await assert.rejects(q().producer.waitFor(["x"], { timeoutMs: -1 }), /timeoutMs must be/);
   });
 });

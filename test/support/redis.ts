@@ -308,6 +308,19 @@ export async function stopQueueRedis({ server, redis }: Pick<QueueRedis, "server
   await server.stop();
 }
 
+/** One server for the enclosing describe (started before its first test, stopped after its last). */
+export function useQueueRedis(producer: ProducerOptions = {}): () => QueueRedis {
+  let q: QueueRedis | undefined;
+  before(async () => {
+    q = await startQueueRedis(producer);
+  });
+  after(() => (q ? stopQueueRedis(q) : undefined));
+  return () => {
+    if (!q) throw new Error("useQueueRedis: read before its before() hook ran");
+    return q;
+  };
+}
+
 /** What a shared queue case gets: a client, a producer and an admin on one server or a Cluster. */
 export type QueueClients = Pick<QueueRedis, "redis" | "producer" | "admin">;
 
@@ -322,16 +335,8 @@ export function describeOnRedisAndCluster(
   queue: { single: (n: number) => string; cluster: (n: number) => string },
 ): void {
   describe(`${title} (single Redis)`, () => {
-    let q: QueueRedis;
     let n = 0;
-    before(async () => {
-      q = await startQueueRedis();
-    });
-    after(() => stopQueueRedis(q));
-    cases(
-      () => q,
-      () => queue.single(++n),
-    );
+    cases(useQueueRedis(), () => queue.single(++n));
   });
   describe(`${title} on a real 3-node Redis Cluster`, () => {
     let cluster: RedisClusterServer;

@@ -7,7 +7,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
@@ -25,6 +25,29 @@ def sidecar() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}/run"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture()
+def task_spec() -> Iterator[Callable[[str], str]]:
+    """tests/task_handlers.py as a handler of each kind; an HTTP one's server stops after the test."""
+    import task_handlers
+
+    servers: List[Any] = []
+
+    def spec(kind: str) -> str:
+        if kind == "http":
+            server = make_server(task_handlers.tasks, 0)
+            servers.append(server)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            return f"http://127.0.0.1:{server.server_address[1]}/run"
+        if kind == "python":
+            return "python:tests.task_handlers:tasks"
+        return "command:" + json.dumps([PYTHON, str(HERE / "task_command.py")])
+
+    yield spec
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 def finished(client: Any, job_id: str) -> Any:
@@ -228,18 +251,8 @@ def test_cancel_a_running_job(kind: str, request: Any, client: Any, start_worker
 
 
 @pytest.mark.parametrize("kind", HANDLERS)
-def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_worker: Any) -> None:
-    import task_handlers
-
-    if kind == "http":
-        server = make_server(task_handlers.tasks, 0)
-        port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        spec = f"http://127.0.0.1:{port}/run"
-    elif kind == "python":
-        spec = "python:tests.task_handlers:tasks"
-    else:
-        spec = "command:" + json.dumps([PYTHON, str(HERE / "task_command.py")])
+def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_worker: Any, task_spec: Any) -> None:
+    spec = task_spec(kind)
     queue = f"parents/{kind}"
     flow = client.enqueue_flow("parents", [
         {"key": "a", "queue": queue, "data": {"n": 1}, "task": "classify"},
@@ -247,34 +260,20 @@ def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_work
         {"key": "lone", "queue": queue, "data": {"n": 3}, "task": "parents"},
     ])
     start_worker(queue, spec, {"CONVEYOR_RETENTION": "1h"})
-    try:
-        out = client.wait(flow.ids.values(), timeout=120)
-        b, lone = out[flow.ids["b"]], out[flow.ids["lone"]]
-        assert b.state == "completed", b
-        got = b.result["parents"]["a"]
-        got["result"].pop("callback")
-        assert b.result == {"parents": {"a": {"id": flow.ids["a"], "result": {"task": "classify", "data": {"n": 1}}}}}
-        assert lone.result == {"parents": None}
-    finally:
-        if kind == "http":
-            server.shutdown()
-            server.server_close()
+    out = client.wait(flow.ids.values(), timeout=120)
+    b, lone = out[flow.ids["b"]], out[flow.ids["lone"]]
+    assert b.state == "completed", b
+    got = b.result["parents"]["a"]
+    got["result"].pop("callback")
+    assert b.result == {"parents": {"a": {"id": flow.ids["a"], "result": {"task": "classify", "data": {"n": 1}}}}}
+    assert lone.result == {"parents": None}
 
 
 @pytest.mark.parametrize("kind", HANDLERS)
-def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_worker: Any) -> None:
-    import task_handlers
+def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_worker: Any, task_spec: Any) -> None:
     from conveyor._keys import QueueKeys
 
-    if kind == "http":
-        server = make_server(task_handlers.tasks, 0)
-        port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        spec = f"http://127.0.0.1:{port}/run"
-    elif kind == "python":
-        spec = "python:tests.task_handlers:tasks"
-    else:
-        spec = "command:" + json.dumps([PYTHON, str(HERE / "task_command.py")])
+    spec = task_spec(kind)
     queue = f"tasks/{kind}"
     ids = {name: client.enqueue(queue, {"n": 1}, attempts=3) for name in ("summarize", "classify", "translate", "")}
     # (the task named on the record before any worker runs: the enqueue side names it once it can)
@@ -282,21 +281,16 @@ def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_w
         if name:
             r.hset(QueueKeys(queue).job(job_id), "task", name)
     start_worker(queue, spec, {"CONVEYOR_BACKOFF_BASE": "10ms"})
-    try:
-        s = finished(client, ids["summarize"])
-        assert s.state == "completed", s
-        result = json.loads(s.raw["result"])
-        assert result["task"] == "summarize"
-        assert [(e["attempt"], e["kind"]) for e in result["previous"]] == [(1, "exception")]
-        assert "the first attempt fails" in result["previous"][0]["message"]
-        c = finished(client, ids["classify"])
-        assert json.loads(c.raw["result"])["task"] == "classify"
-        for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: classify, parents, summarize)"),
-                             ("", "job names no task (this worker's tasks: classify, parents, summarize)")):
-            dead = finished(client, ids[name])
-            assert dead.state == "dead" and reason in dead.raw["deadReason"], dead.raw
-            assert dead.raw["attemptsMade"] == "1"
-    finally:
-        if kind == "http":
-            server.shutdown()
-            server.server_close()
+    s = finished(client, ids["summarize"])
+    assert s.state == "completed", s
+    result = json.loads(s.raw["result"])
+    assert result["task"] == "summarize"
+    assert [(e["attempt"], e["kind"]) for e in result["previous"]] == [(1, "exception")]
+    assert "the first attempt fails" in result["previous"][0]["message"]
+    c = finished(client, ids["classify"])
+    assert json.loads(c.raw["result"])["task"] == "classify"
+    for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: classify, parents, summarize)"),
+                         ("", "job names no task (this worker's tasks: classify, parents, summarize)")):
+        dead = finished(client, ids[name])
+        assert dead.state == "dead" and reason in dead.raw["deadReason"], dead.raw
+        assert dead.raw["attemptsMade"] == "1"
