@@ -9,10 +9,22 @@ and results, awaited.
 """
 
 import time
-from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+from datetime import datetime
+from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from . import _admin
+from ._admin import (
+    UNSET,
+    DeadLetter,
+    QueueControl,
+    QueueGroups,
+    RateLimit,
+    ResourceLimit,
+    ResourceState,
+    Schedule,
+)
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id
 from .client import (
     CANCELLED_RETENTION_SECONDS,
@@ -54,6 +66,8 @@ from .client import (
     _ended_by,
     _wait_streams,
     WAIT_ENDED,
+    FlowResult,
+    _flow_op,
 )
 
 
@@ -78,6 +92,33 @@ class AsyncClient:
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
+        self._scripts: Dict[str, _Script] = {}
+
+    async def _drive(self, op: _admin.Op) -> Any:
+        """As Client._drive, each Redis call awaited."""
+        reply: Any = None
+        error: Optional[BaseException] = None
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(reply)
+            except StopIteration as done:
+                return done.value
+            error = None
+            try:
+                reply = await self._step(step)
+            except Exception as err:  # noqa: BLE001 - handed to the operation, which re-raises what it does not expect
+                error = err
+
+    async def _step(self, step: _admin.Step) -> Any:
+        if isinstance(step, _admin.Script):
+            script = self._scripts.get(step.name) or self._scripts.setdefault(step.name, _Script(step.name))
+            return await _run(script, self.redis, step.keys, step.args)
+        if isinstance(step, _admin.Pipe):
+            pipe = self.redis.pipeline(transaction=step.transaction and not self._cluster)
+            for call in step.calls:
+                getattr(pipe, call.method)(*call.args, **call.kwargs)
+            return await pipe.execute(raise_on_error=step.raise_on_error)
+        return await getattr(self.redis, step.method)(*step.args, **step.kwargs)
 
     @classmethod
     def from_url(
@@ -127,6 +168,10 @@ class AsyncClient:
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
                        dedupe=dedupe, uses=uses, task=task)
         return (await self.enqueue_many(queue, [job]))[0].id
+
+    async def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> FlowResult:
+        """As Client.enqueue_flow."""
+        return await self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
@@ -216,6 +261,104 @@ class AsyncClient:
 
     async def counters(self, queue: str) -> Dict[str, int]:
         return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}
+
+    # -- queue control: as Client's -----------------------------------------------------------
+
+    async def pause(self, queue: str) -> None:
+        await self._drive(_admin.pause(queue))
+
+    async def resume(self, queue: str) -> None:
+        await self._drive(_admin.resume(queue))
+
+    async def control(self, queue: str) -> QueueControl:
+        return await self._drive(_admin.control(queue))  # type: ignore[no-any-return]
+
+    async def set_rate_limit(self, queue: str, rate: Union[str, RateLimit, None]) -> Optional[RateLimit]:
+        return await self._drive(_admin.set_rate_limit(queue, rate))  # type: ignore[no-any-return]
+
+    async def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        return (await self.control(queue)).rate_limit
+
+    async def remove_rate_limit(self, queue: str) -> None:
+        await self.set_rate_limit(queue, None)
+
+    async def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> List[DeadLetter]:
+        return await self._drive(_admin.dead_letters(queue, limit, offset))  # type: ignore[no-any-return]
+
+    async def retry_dead(self, queue: str, ids: Optional[Iterable[str]] = None) -> int:
+        return await self._drive(_admin.retry_dead(queue, ids))  # type: ignore[no-any-return]
+
+    async def purge_dead(self, queue: str) -> int:
+        return await self._drive(_admin.purge_dead(queue))  # type: ignore[no-any-return]
+
+    async def add_schedule(
+        self,
+        queue: str,
+        name: str,
+        *,
+        every: Optional[Duration] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        data: Any = None,
+        attempts: Optional[int] = None,
+    ) -> Schedule:
+        return await self._drive(_admin.add_schedule(queue, name, every, cron, tz, data, attempts))  # type: ignore[no-any-return]
+
+    async def schedules(self, queue: str) -> List[Schedule]:
+        return await self._drive(_admin.schedules(queue))  # type: ignore[no-any-return]
+
+    async def remove_schedule(self, queue: str, name: str) -> bool:
+        return await self._drive(_admin.remove_schedule(queue, name))  # type: ignore[no-any-return]
+
+    async def set_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+        weight: Optional[int] = UNSET,
+        on_dead: Optional[str] = UNSET,
+    ) -> None:
+        await self._drive(_admin.set_group(queue, group, concurrency, rate, weight, on_dead))
+
+    async def limit_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+    ) -> None:
+        await self.set_group(queue, group, concurrency=concurrency, rate=rate)
+
+    async def pause_group(self, queue: str, group: str) -> None:
+        await self._drive(_admin.pause_group(queue, group, True))
+
+    async def resume_group(self, queue: str, group: str) -> None:
+        await self._drive(_admin.pause_group(queue, group, False))
+
+    async def groups(self, queue: str) -> QueueGroups:
+        return await self._drive(_admin.groups(queue))  # type: ignore[no-any-return]
+
+    async def set_resource(
+        self,
+        pipeline: str,
+        name: str,
+        keys: Mapping[str, Union[str, Sequence[ResourceLimit]]],
+        *,
+        ceiling: float = _admin.DEFAULT_CEILING,
+    ) -> None:
+        await self._drive(_admin.set_resource(pipeline, name, keys, ceiling))
+
+    async def resources(self, pipeline: Optional[str] = None) -> List[ResourceState]:
+        return await self._drive(_admin.resources(pipeline))  # type: ignore[no-any-return]
+
+    async def remove_resource(self, pipeline: str, name: str) -> bool:
+        return await self._drive(_admin.remove_resource(pipeline, name))  # type: ignore[no-any-return]
+
+    async def bench_resource_key(self, pipeline: str, name: str, key: str, until: Union[float, datetime]) -> None:
+        await self._drive(_admin.bench_resource_key(pipeline, name, key, until))
 
     async def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """As Client.wait."""

@@ -13,14 +13,25 @@ import time
 import secrets
 import warnings
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from . import _json
+from . import _admin, _json
+from ._admin import (
+    UNSET,
+    DeadLetter,
+    InvalidArgumentError,
+    QueueControl,
+    QueueGroups,
+    RateLimit,
+    ResourceLimit,
+    ResourceState,
+    Schedule,
+)
 from ._contracts import TASK_NAME, CompiledContract, ContractUnavailable, contract_changed, describe, job_violations
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
 from ._scripts import script_source
@@ -846,8 +857,34 @@ class Client:
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
-        self._enqueue_flow = _Script("enqueue_flow")
         self._cancel = _Script("cancel_job")
+        self._scripts: Dict[str, _Script] = {}
+
+    def _drive(self, op: _admin.Op) -> Any:
+        """Runs one of _admin's operations: each Redis call it yields, its reply (or error) sent back."""
+        reply: Any = None
+        error: Optional[BaseException] = None
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(reply)
+            except StopIteration as done:
+                return done.value
+            error = None
+            try:
+                reply = self._step(step)
+            except Exception as err:  # noqa: BLE001 - handed to the operation, which re-raises what it does not expect
+                error = err
+
+    def _step(self, step: _admin.Step) -> Any:
+        if isinstance(step, _admin.Script):
+            script = self._scripts.get(step.name) or self._scripts.setdefault(step.name, _Script(step.name))
+            return script(self.redis, step.keys, step.args)
+        if isinstance(step, _admin.Pipe):
+            pipe = self.redis.pipeline(transaction=step.transaction and not self._cluster)
+            for call in step.calls:
+                getattr(pipe, call.method)(*call.args, **call.kwargs)
+            return pipe.execute(raise_on_error=step.raise_on_error)
+        return getattr(self.redis, step.method)(*step.args, **step.kwargs)
 
     @classmethod
     def from_url(
@@ -920,76 +957,7 @@ class Client:
         and the options priority, attempts, timeout, group, task — all written or none, by the
         same script as the TypeScript producer's enqueueFlow, after the same checks (the graph,
         keys, queues, each job's data against its stage's contract)."""
-        if not isinstance(pipeline, str) or "/" in pipeline:
-            raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
-        check_queue(pipeline)
-        order = _flow_order(pipeline, jobs)
-        flow_id = new_job_id()
-        ids = {job["key"]: new_job_id() for job in order}
-        records: Dict[str, Dict[str, Any]] = {}
-        for job in order:
-            key, job_id = job["key"], ids[job["key"]]
-            opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
-            try:
-                records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
-                                           self.max_payload_bytes, self.refuse_json_strings)
-            except InvalidJobError as err:
-                raise type(err)(f"flow job {key}: {str(err).replace(f'job {job_id}: ', '')}") from None
-        queues = list(dict.fromkeys(job["queue"] for job in order))
-
-        def check(refresh: bool) -> None:
-            for q in queues:
-                contract = self._contracts.known(q)
-                if refresh or q not in self._contracts.by_queue:
-                    contract = self._read_contract(q)
-                mine = [j for j in order if j["queue"] == q]
-                bad = job_violations(contract, [{**j, "id": j["key"]} for j in mine], [records[j["key"]] for j in mine], 0)
-                if bad:
-                    raise ContractViolation(q, contract.hash if contract else "", bad)
-
-        check(False)
-        pk = PipelineKeys(pipeline)
-        for q in queues:
-            if q not in self._registered:
-                self.redis.sadd(PIPELINES_KEY, pipeline)
-                self.redis.sadd(QUEUES_KEY, q)
-                self._registered.add(q)
-        fields = ["id", "key", "queue", "data"]
-        values = []
-        for job in order:
-            r = records[job["key"]]
-            parents = job.get("parents") or []
-            values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
-                           "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
-                           "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
-                           "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
-        for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
-            if any(v[f] is not None for v in values):
-                fields.append(f)
-        keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
-        for q in queues:
-            k = QueueKeys(q)
-            keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
-        tail: List[Any] = [",".join(fields)]
-        for v in values:
-            tail.extend("" if v[f] is None else v[f] for f in fields)
-        for attempt in range(2):
-            hashes: List[Any] = []
-            for q in queues:
-                c = self._contracts.known(q)
-                hashes += [q, c.hash if c else ""]
-            try:
-                self._enqueue_flow(self.redis, keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
-                                                      self.max_payload_bytes, len(queues), *hashes, *tail])
-                return FlowResult(flow_id, ids)
-            except ResponseError as err:
-                text = str(err)
-                if "ERR_INVALID_FLOW" in text:
-                    raise InvalidFlowError(text.split("ERR_INVALID_FLOW ", 1)[-1]) from None
-                if contract_changed(err) is None or attempt > 0:
-                    raise _payload_error(err) from None
-                check(True)
-        raise AssertionError("unreachable")
+        return self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
@@ -1089,6 +1057,133 @@ class Client:
     def counters(self, queue: str) -> Dict[str, int]:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
         return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
+
+    # -- queue control (as conveyor pause/resume, limit, dlq, schedule, group, resource) -----------
+
+    def pause(self, queue: str) -> None:
+        """No worker claims from the queue until resume() (running jobs finish; enqueues are accepted)."""
+        self._drive(_admin.pause(queue))
+
+    def resume(self, queue: str) -> None:
+        """Claiming from the queue starts again (a pool held at zero is woken)."""
+        self._drive(_admin.resume(queue))
+
+    def control(self, queue: str) -> QueueControl:
+        """Whether the queue is paused, and its rate limit."""
+        return self._drive(_admin.control(queue))  # type: ignore[no-any-return]
+
+    def set_rate_limit(self, queue: str, rate: Union[str, RateLimit, None]) -> Optional[RateLimit]:
+        """At most N job starts per second, minute or hour across every worker ("20/s", "100/m",
+        "5/h", or a RateLimit(max, per_ms)); None (or "off") removes the limit."""
+        return self._drive(_admin.set_rate_limit(queue, rate))  # type: ignore[no-any-return]
+
+    def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        """The queue's rate limit (str() of it reads as the CLI writes it: "20/s"), or None."""
+        return self.control(queue).rate_limit
+
+    def remove_rate_limit(self, queue: str) -> None:
+        self.set_rate_limit(queue, None)
+
+    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> List[DeadLetter]:
+        """The queue's dead letters, oldest first: `limit` of them from `offset` (the count is stats()["dead"])."""
+        return self._drive(_admin.dead_letters(queue, limit, offset))  # type: ignore[no-any-return]
+
+    def retry_dead(self, queue: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Move dead letters back to ready with fresh attempts: these ids, or all of them when
+        ids is None. Returns how many moved (an id that is not a dead letter of the queue is skipped)."""
+        return self._drive(_admin.retry_dead(queue, ids))  # type: ignore[no-any-return]
+
+    def purge_dead(self, queue: str) -> int:
+        """Delete every dead letter of the queue (records and logs); returns how many."""
+        return self._drive(_admin.purge_dead(queue))  # type: ignore[no-any-return]
+
+    def add_schedule(
+        self,
+        queue: str,
+        name: str,
+        *,
+        every: Optional[Duration] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        data: Any = None,
+        attempts: Optional[int] = None,
+    ) -> Schedule:
+        """Add (or replace) a repeating job: `every` seconds (≥ 1, or a timedelta) or on a `cron`
+        expression in `tz` (IANA, default UTC); its first tick waits in the queue as a delayed job."""
+        return self._drive(_admin.add_schedule(queue, name, every, cron, tz, data, attempts))  # type: ignore[no-any-return]
+
+    def schedules(self, queue: str) -> List[Schedule]:
+        """The queue's schedules by name, each with its next run."""
+        return self._drive(_admin.schedules(queue))  # type: ignore[no-any-return]
+
+    def remove_schedule(self, queue: str, name: str) -> bool:
+        """Remove a schedule and its pending tick; False when there was none."""
+        return self._drive(_admin.remove_schedule(queue, name))  # type: ignore[no-any-return]
+
+    def set_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+        weight: Optional[int] = UNSET,
+        on_dead: Optional[str] = UNSET,
+    ) -> None:
+        """Set one group's settings, or with group None the default of every group (conveyor group
+        limit|set): `concurrency` jobs at once, `rate` ("10/s"), `weight` (turns per round, one
+        group only), `on_dead` "block"|"continue". None removes a setting; one left out is unchanged."""
+        self._drive(_admin.set_group(queue, group, concurrency, rate, weight, on_dead))
+
+    def limit_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+    ) -> None:
+        """set_group with the limits only (conveyor group limit)."""
+        self.set_group(queue, group, concurrency=concurrency, rate=rate)
+
+    def pause_group(self, queue: str, group: str) -> None:
+        """No job of the group starts until resume_group (running ones finish)."""
+        self._drive(_admin.pause_group(queue, group, True))
+
+    def resume_group(self, queue: str, group: str) -> None:
+        """The group's jobs start again (a block by a dead job ends too)."""
+        self._drive(_admin.pause_group(queue, group, False))
+
+    def groups(self, queue: str) -> QueueGroups:
+        """The queue's group defaults and each group with waiting or running jobs or a setting."""
+        return self._drive(_admin.groups(queue))  # type: ignore[no-any-return]
+
+    def set_resource(
+        self,
+        pipeline: str,
+        name: str,
+        keys: Mapping[str, Union[str, Sequence[ResourceLimit]]],
+        *,
+        ceiling: float = _admin.DEFAULT_CEILING,
+    ) -> None:
+        """Create or replace a resource of a pipeline (or of a queue's pipeline): its keys, each
+        with its limits ("requests=60/m,tokens=200000/m" or ResourceLimit(unit, max, window_ms)),
+        and the share of each limit jobs are admitted up to (docs/budgets.md)."""
+        self._drive(_admin.set_resource(pipeline, name, keys, ceiling))
+
+    def resources(self, pipeline: Optional[str] = None) -> List[ResourceState]:
+        """The resources of a pipeline (or a queue's), or of every known pipeline: each key's use
+        of each limit in its window, benches, and jobs waiting for budget."""
+        return self._drive(_admin.resources(pipeline))  # type: ignore[no-any-return]
+
+    def remove_resource(self, pipeline: str, name: str) -> bool:
+        """Delete a resource (its windows and benches too); False when there was none."""
+        return self._drive(_admin.remove_resource(pipeline, name))  # type: ignore[no-any-return]
+
+    def bench_resource_key(self, pipeline: str, name: str, key: str, until: Union[float, datetime]) -> None:
+        """Sideline a resource's key until `until` (a datetime or seconds since the epoch) for
+        every worker, as a provider's 429 asks."""
+        self._drive(_admin.bench_resource_key(pipeline, name, key, until))
 
     def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """Waits until each job has ended (completed at its last stage, dead, cancelled, deleted)
@@ -1191,6 +1286,84 @@ class FlowResult(NamedTuple):
     flow_id: str
     ids: Dict[str, str]
 
+
+def _read_contract_op(client: Any, queue: str) -> _admin.Op:
+    reply = yield _admin.Call("hmget", (QueueKeys(queue).contract, "hash", "body"))
+    return client._contracts.store(queue, _stored_contract(reply))
+
+
+def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _admin.Op:
+    """enqueue_flow for Client and AsyncClient (`client`: its payload settings, contracts, queues registered)."""
+    if not isinstance(pipeline, str) or "/" in pipeline:
+        raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
+    check_queue(pipeline)
+    order = _flow_order(pipeline, jobs)
+    flow_id = new_job_id()
+    ids = {job["key"]: new_job_id() for job in order}
+    records: Dict[str, Dict[str, Any]] = {}
+    for job in order:
+        key, job_id = job["key"], ids[job["key"]]
+        opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
+        try:
+            records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
+                                       client.max_payload_bytes, client.refuse_json_strings)
+        except InvalidJobError as err:
+            raise type(err)(f"flow job {key}: {str(err).replace(f'job {job_id}: ', '')}") from None
+    queues = list(dict.fromkeys(job["queue"] for job in order))
+
+    def check(refresh: bool) -> _admin.Op:
+        for q in queues:
+            contract = client._contracts.known(q)
+            if refresh or q not in client._contracts.by_queue:
+                contract = yield from _read_contract_op(client, q)
+            mine = [j for j in order if j["queue"] == q]
+            bad = job_violations(contract, [{**j, "id": j["key"]} for j in mine], [records[j["key"]] for j in mine], 0)
+            if bad:
+                raise ContractViolation(q, contract.hash if contract else "", bad)
+
+    yield from check(False)
+    pk = PipelineKeys(pipeline)
+    for q in queues:
+        if q not in client._registered:
+            yield _admin.Call("sadd", (PIPELINES_KEY, pipeline))
+            yield _admin.Call("sadd", (QUEUES_KEY, q))
+            client._registered.add(q)
+    fields = ["id", "key", "queue", "data"]
+    values = []
+    for job in order:
+        r = records[job["key"]]
+        parents = job.get("parents") or []
+        values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
+                       "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
+                       "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
+                       "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
+    for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
+        if any(v[f] is not None for v in values):
+            fields.append(f)
+    keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
+    for q in queues:
+        k = QueueKeys(q)
+        keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
+    tail: List[Any] = [",".join(fields)]
+    for v in values:
+        tail.extend("" if v[f] is None else v[f] for f in fields)
+    for attempt in range(2):
+        hashes: List[Any] = []
+        for q in queues:
+            c = client._contracts.known(q)
+            hashes += [q, c.hash if c else ""]
+        try:
+            yield _admin.Script("enqueue_flow", keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
+                                                       client.max_payload_bytes, len(queues), *hashes, *tail])
+            return FlowResult(flow_id, ids)
+        except ResponseError as err:
+            text = str(err)
+            if "ERR_INVALID_FLOW" in text:
+                raise InvalidFlowError(text.split("ERR_INVALID_FLOW ", 1)[-1]) from None
+            if contract_changed(err) is None or attempt > 0:
+                raise _payload_error(err) from None
+            yield from check(True)
+    raise AssertionError("unreachable")
 
 FLOW_MAX_JOBS = 10_000
 FLOW_MAX_PARENTS = 10_000
