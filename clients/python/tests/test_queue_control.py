@@ -134,6 +134,17 @@ def test_dead_letters_are_listed_retried_and_purged(
     assert {i: j.state for i, j in client.wait(["e1", "e2"], timeout=60).items()} == {"e1": "completed", "e2": "completed"}
 
 
+def test_a_dead_letter_whose_record_is_not_a_hash_is_listed_as_the_cli_lists_it(
+    client: Client, r: redis.Redis, redis_url: str
+) -> None:
+    r.zadd("cvy:{dm}:q:dm/work:dead", {"broken": 1700000000000, "gone": 1700000000001})
+    r.set("cvy:{dm}:job:broken", "not a hash")
+    listed = _dead_json(client, "dm/work")
+    assert listed == conveyor(redis_url, "dlq", "list", "dm/work")
+    assert listed[0]["reason"] == "malformed: job key is a string, not a hash" and listed[1]["reason"] == ""
+    assert client.retry_dead("dm/work") == 0, "a record it cannot use stays dead"
+
+
 def test_async_dead_letters(redis_url: str, r: redis.Redis, start_worker: Any, tmp_path: Path) -> None:
     flag = tmp_path / "flag"
     flag.write_text("up")
@@ -390,5 +401,45 @@ def test_async_bad_arguments_raise_the_same_errors() -> None:
                 await c.add_schedule("q", "s")
             with pytest.raises(InvalidArgumentError, match="weight is set per group"):
                 await c.set_group("q", weight=2)
+
+    asyncio.run(main())
+
+
+# -- Redis Cluster -----------------------------------------------------------------------------
+
+
+def test_queue_control_on_a_redis_cluster(cluster_url: str, start_worker: Any, tmp_path: Path) -> None:
+    flag = tmp_path / "flag"
+    flag.write_text("up")
+    with Client.from_url(cluster_url) as c:
+        c.redis.flushall()
+        for p in ("docs", "mail", "x"):  # (three pipelines: three slots)
+            q = f"{p}/ocr"
+            c.pause(q)
+            c.set_rate_limit(q, "5/s")
+            assert c.control(q) == (True, RateLimit(5, 1000))
+            c.resume(q)
+            c.set_group(q, "acme", concurrency=1)
+            c.pause_group(q, "acme")
+            assert c.groups(q).groups[0].paused
+            assert [s.name for s in [c.add_schedule(q, "s", every=60)]] == [s.name for s in c.schedules(q)]
+            c.set_resource(p, "llm", {"k": "requests=1/s"})
+        assert [(s.pipeline, s.name) for s in c.resources()] == [("docs", "llm"), ("mail", "llm"), ("x", "llm")]
+        assert conveyor(cluster_url, "stats", "mail/ocr")["rateLimit"] == "5/s"
+
+        start_worker("mail/ocr", HANDLER, None, redis=cluster_url)
+        for i in ("c1", "c2"):
+            c.enqueue("mail/ocr", {"mode": "fail-while", "flag": str(flag)}, id=i, attempts=1)
+        c.wait(["c1", "c2"], timeout=60)
+        assert sorted(d.id for d in c.dead_letters("mail/ocr")) == ["c1", "c2"]
+
+    async def main() -> None:
+        async with AsyncClient.from_url(cluster_url) as a:
+            assert sorted(d.id for d in await a.dead_letters("mail/ocr")) == ["c1", "c2"]
+            assert (await a.groups("docs/ocr")).groups[0].group == "acme"
+            flag.unlink()
+            assert await a.retry_dead("mail/ocr") == 2
+            done = await a.wait(["c1", "c2"], timeout=60)
+            assert {j.state for j in done.values()} == {"completed"}
 
     asyncio.run(main())
