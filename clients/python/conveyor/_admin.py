@@ -1,8 +1,9 @@
 """Queue control for Client and AsyncClient, written once: each operation is a generator that
 yields the Redis calls it needs (a command, a pipeline, a Lua script) and gets their replies
-back; Client runs them with redis-py, AsyncClient awaits them. The keys, arguments and scripts
-are those of the TypeScript admin (queue/control.ts, admin.ts, schedules.ts, groups.ts,
-resources.ts), so either side reads what the other wrote."""
+back; Client runs them with redis-py, AsyncClient awaits them (client.py's reads, waits and
+enqueue_flow are written the same way). The keys, arguments and scripts are those of the
+TypeScript admin (queue/control.ts, admin.ts, schedules.ts, groups.ts, resources.ts), so either
+side reads what the other wrote."""
 
 import json
 import math

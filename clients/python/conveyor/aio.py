@@ -8,7 +8,6 @@ and results, awaited.
     await client.close()
 """
 
-import time
 from datetime import datetime
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
@@ -25,49 +24,44 @@ from ._admin import (
     ResourceState,
     Schedule,
 )
-from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id
+from ._keys import PIPELINES_KEY, QUEUES_KEY, QueueKeys
 from .client import (
+    BULK_CHUNK,
     CANCELLED_RETENTION_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
-    Cancelled,
     EVENTS_PAGE,
-    Duration,
-    Enqueued,
-    Event,
-    Job,
-    LogLine,
-    _cancel_call,
-    _cancelled,
-    BULK_CHUNK,
+    Cancelled,
     CompiledContract,
     ContractChangedError,
     ContractViolation,
+    Duration,
+    Enqueued,
+    Event,
+    FlowResult,
+    Job,
+    LogLine,
+    _block_ms,
+    _cancel_op,
     _changed_again,
     _Contracts,
+    _counters_op,
     _enqueue_batch,
-    _refuse,
-    _stored_contract,
-    contract_changed,
     _enqueued,
     _events,
     _events_after,
-    _since,
-    _job,
-    _log_lines,
+    _flow_op,
+    _get_job_op,
+    _job_logs_op,
     _one_job,
     _payload_error,
-    _pipelines,
     _redis_from_url,
+    _refuse,
     _Script,
-    _stats,
-    _budget_groups,
-    _block_ms,
-    _stats_commands,
-    _ended_by,
-    _wait_streams,
-    WAIT_ENDED,
-    FlowResult,
-    _flow_op,
+    _since,
+    _stats_op,
+    _stored_contract,
+    _wait_op,
+    contract_changed,
 )
 
 
@@ -91,7 +85,6 @@ class AsyncClient:
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
-        self._cancel = _Script("cancel_job")
         self._scripts: Dict[str, _Script] = {}
 
     async def _drive(self, op: _admin.Op) -> Any:
@@ -218,49 +211,22 @@ class AsyncClient:
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
     ) -> Cancelled:
         """As Client.cancel."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
-            reply = await _run(self._cancel, self.redis, keys, args)
-            if reply[0] != "notFound":
-                return _cancelled(job_id, reply)
-        return Cancelled(job_id, "notFound", "", "", 0)
-
-    async def _known(self, queue: Optional[str]) -> List[str]:
-        return _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
+        return await self._drive(_cancel_op(job_id, queue, retention_seconds))  # type: ignore[no-any-return]
 
     async def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
         """As Client.get_job."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            raw = await self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
-            if raw:
-                if "data" not in raw and "queue" in raw:
-                    parked = await self.redis.get(PipelineKeys(pipeline).data(job_id))
-                    if parked is not None:
-                        raw["data"] = parked
-                return _job(job_id, raw)
-        return None
+        return await self._drive(_get_job_op(job_id, queue))  # type: ignore[no-any-return]
 
     async def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
         """As Client.job_logs."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            lines = await self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
-            if lines:
-                return _log_lines(lines)
-        return []
+        return await self._drive(_job_logs_op(job_id, queue))  # type: ignore[no-any-return]
 
     async def stats(self, queue: str) -> Dict[str, int]:
         """As Client.stats."""
-        pipe = self.redis.pipeline(transaction=not self._cluster)
-        _stats_commands(pipe, queue)
-        replies = await pipe.execute()
-        waits = _budget_groups(replies)
-        return _stats(replies, await self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
+        return await self._drive(_stats_op(queue))  # type: ignore[no-any-return]
 
     async def counters(self, queue: str) -> Dict[str, int]:
-        return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}
+        return await self._drive(_counters_op(queue))  # type: ignore[no-any-return]
 
     # -- queue control: as Client's -----------------------------------------------------------
 
@@ -362,51 +328,7 @@ class AsyncClient:
 
     async def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """As Client.wait."""
-        wanted = list(dict.fromkeys(ids))
-        for job_id in wanted:
-            check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        pipelines = _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
-        # stream positions first, then the records: an end after them is read from the streams
-        positions = {k: await self._newest(k) for k in _wait_streams(await self.redis.smembers(QUEUES_KEY), pipelines)}
-        out: Dict[str, Job] = {}
-        pending = set()
-        for job_id in wanted:
-            job = await self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-                if job.state not in WAIT_ENDED:
-                    pending.add(job_id)
-        while pending and positions:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            block = min(1.0, left) if left is not None else 1.0
-            reply = await self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
-            for key, entries in reply or []:
-                for event_id, fields in entries:
-                    positions[key] = event_id
-                    for e in _events(event_id, fields):
-                        if e.id not in pending:
-                            continue
-                        ended = _ended_by(e)
-                        nxt = e.fields.get("next") if e.type == "completed" else None
-                        if nxt and QueueKeys(nxt).events not in positions:
-                            positions[QueueKeys(nxt).events] = await self._newest(QueueKeys(nxt).events)
-                            job = await self.get_job(e.id, queue)
-                            ended = job if job is not None and job.state in WAIT_ENDED else None
-                        if ended is not None:
-                            pending.discard(e.id)
-                            out[e.id] = await self.get_job(e.id, queue) or ended
-        for job_id in pending:
-            job = await self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-        return out
-
-    async def _newest(self, key: str) -> str:
-        newest = await self.redis.xrevrange(key, "+", "-", count=1)
-        return newest[0][0] if newest else "0-0"
+        return await self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
 
     async def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0

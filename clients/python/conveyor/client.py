@@ -772,20 +772,23 @@ def _log_lines(lines: Sequence[str]) -> List[LogLine]:
     return out
 
 
-def _stats_commands(pipe: Any, queue: str) -> None:
+def _stats_calls(queue: str) -> List[_admin.Call]:
     k = QueueKeys(queue)
+    C = _admin.Call
     # ready = the prioritised sorted set + the line of priority-0 jobs - its stale entries
     # (docs/protocol.md, "Ready jobs") + every group's waiting jobs (readyCount in readyLine.lua)
-    pipe.zcard(k.ready)
-    pipe.llen(k.line)
-    pipe.get(k.line_stale)
-    pipe.zcard(k.delayed)
-    pipe.zcount(k.delayed, "-inf", int(time.time() * 1000))
-    pipe.zcard(k.inflight)
-    pipe.zcard(k.dead)
-    pipe.hget(k.counts, "completed")
-    pipe.hget(k.group_waiting, "")  # every group's waiting jobs (docs/protocol.md, "Groups")
-    pipe.hkeys(k.group_budget)  # groups waiting for a resource's budget (docs/protocol.md, "Resources")
+    return [
+        C("zcard", (k.ready,)),
+        C("llen", (k.line,)),
+        C("get", (k.line_stale,)),
+        C("zcard", (k.delayed,)),
+        C("zcount", (k.delayed, "-inf", int(time.time() * 1000))),
+        C("zcard", (k.inflight,)),
+        C("zcard", (k.dead,)),
+        C("hget", (k.counts, "completed")),
+        C("hget", (k.group_waiting, "")),  # every group's waiting jobs (docs/protocol.md, "Groups")
+        C("hkeys", (k.group_budget,)),  # groups waiting for a resource's budget (docs/protocol.md, "Resources")
+    ]
 
 
 def _budget_groups(replies: Sequence[Any]) -> List[str]:
@@ -857,7 +860,6 @@ class Client:
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
-        self._cancel = _Script("cancel_job")
         self._scripts: Dict[str, _Script] = {}
 
     def _drive(self, op: _admin.Op) -> Any:
@@ -1010,53 +1012,28 @@ class Client:
         worker aborts the handler at its next heartbeat and refuses its late result; a fan-out
         parent takes its unfinished children with it. Never retried or dead-lettered. A finished
         job is left alone (outcome "finished"); an unknown one gives "notFound"."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
-            reply = self._cancel(self.redis, keys, args)
-            if reply[0] != "notFound":
-                return _cancelled(job_id, reply)
-        return Cancelled(job_id, "notFound", "", "", 0)
+        return self._drive(_cancel_op(job_id, queue, retention_seconds))  # type: ignore[no-any-return]
 
     # -- reading -------------------------------------------------------------------------
 
     def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
         """The job's record, or None (never enqueued, or expired). `queue` (or its pipeline)
         narrows the lookup; without it every pipeline in cvy:pipelines is searched."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
-            if raw:
-                if "data" not in raw and "queue" in raw:
-                    # a waiting job's data longer than 64 B is in its own key until it is claimed
-                    parked = self.redis.get(PipelineKeys(pipeline).data(job_id))
-                    if parked is not None:
-                        raw["data"] = parked
-                return _job(job_id, raw)
-        return None
+        return self._drive(_get_job_op(job_id, queue))  # type: ignore[no-any-return]
 
     def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
         """The lines the job's handlers logged (ctx.log), oldest first; empty when none."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            lines = self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
-            if lines:
-                return _log_lines(lines)
-        return []
+        return self._drive(_job_logs_op(job_id, queue))  # type: ignore[no-any-return]
 
     def stats(self, queue: str) -> Dict[str, int]:
         """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
         completed, backlog (ready + due delayed + in flight) and waitingForBudget (not in ready),
         in one round trip (two while jobs wait for a resource's budget)."""
-        pipe = self.redis.pipeline(transaction=not self._cluster)
-        _stats_commands(pipe, queue)
-        replies = pipe.execute()
-        waits = _budget_groups(replies)
-        return _stats(replies, self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
+        return self._drive(_stats_op(queue))  # type: ignore[no-any-return]
 
     def counters(self, queue: str) -> Dict[str, int]:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
-        return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
+        return self._drive(_counters_op(queue))  # type: ignore[no-any-return]
 
     # -- queue control (as conveyor pause/resume, limit, dlq, schedule, group, resource) -----------
 
@@ -1192,52 +1169,7 @@ class Client:
         event streams for all the ids (no poll per job); a job ended before the call is answered
         from its record. `queue` (or its pipeline) narrows the lookup. On a Redis Cluster, the ids
         of one pipeline per call (its streams share one slot)."""
-        wanted = list(dict.fromkeys(ids))
-        for job_id in wanted:
-            check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        pipelines = _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY))
-        # stream positions first, then the records: an end after them is read from the streams
-        positions = {k: self._newest(k) for k in _wait_streams(self.redis.smembers(QUEUES_KEY), pipelines)}
-        out: Dict[str, Job] = {}
-        pending = set()
-        for job_id in wanted:
-            job = self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-                if job.state not in WAIT_ENDED:
-                    pending.add(job_id)
-        while pending and positions:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            block = min(1.0, left) if left is not None else 1.0
-            reply = self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
-            for key, entries in reply or []:
-                for event_id, fields in entries:
-                    positions[key] = event_id
-                    for e in _events(event_id, fields):
-                        if e.id not in pending:
-                            continue
-                        ended = _ended_by(e)
-                        nxt = e.fields.get("next") if e.type == "completed" else None
-                        if nxt and QueueKeys(nxt).events not in positions:
-                            # on to a stage not followed yet: follow it, then read the record
-                            positions[QueueKeys(nxt).events] = self._newest(QueueKeys(nxt).events)
-                            job = self.get_job(e.id, queue)
-                            ended = job if job is not None and job.state in WAIT_ENDED else None
-                        if ended is not None:
-                            pending.discard(e.id)
-                            out[e.id] = self.get_job(e.id, queue) or ended
-        for job_id in pending:
-            job = self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-        return out
-
-    def _newest(self, key: str) -> str:
-        newest = self.redis.xrevrange(key, "+", "-", count=1)
-        return newest[0][0] if newest else "0-0"
+        return self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
 
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
@@ -1364,6 +1296,110 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _
                 raise _payload_error(err) from None
             yield from check(True)
     raise AssertionError("unreachable")
+
+
+def _known_op(queue: Optional[str]) -> _admin.Op:
+    """The pipelines a lookup searches: the queue's, or every known one."""
+    return _pipelines(queue, () if queue else (yield _admin.Call("smembers", (PIPELINES_KEY,))))
+
+
+def _cancel_op(job_id: str, queue: Optional[str], retention_seconds: int) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+        reply = yield _admin.Script("cancel_job", keys, args)
+        if reply[0] != "notFound":
+            return _cancelled(job_id, reply)
+    return Cancelled(job_id, "notFound", "", "", 0)
+
+
+def _get_job_op(job_id: str, queue: Optional[str]) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        raw = yield _admin.Call("hgetall", (PipelineKeys(pipeline).job(job_id),))
+        if raw:
+            if "data" not in raw and "queue" in raw:
+                # a waiting job's data longer than 64 B is in its own key until it is claimed
+                parked = yield _admin.Call("get", (PipelineKeys(pipeline).data(job_id),))
+                if parked is not None:
+                    raw["data"] = parked
+            return _job(job_id, raw)
+    return None
+
+
+def _job_logs_op(job_id: str, queue: Optional[str]) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        lines = yield _admin.Call("lrange", (PipelineKeys(pipeline).logs(job_id), 0, -1))
+        if lines:
+            return _log_lines(lines)
+    return []
+
+
+def _stats_op(queue: str) -> _admin.Op:
+    """`budget_counts` for _stats: a second round trip, only while jobs wait for a resource's budget."""
+    replies = yield _admin.Pipe(_stats_calls(queue))
+    waits = _budget_groups(replies)
+    return _stats(replies, (yield _admin.Call("hmget", (QueueKeys(queue).group_waiting, waits))) if waits else ())
+
+
+def _counters_op(queue: str) -> _admin.Op:
+    counts = yield _admin.Call("hgetall", (QueueKeys(queue).counts,))
+    return {name: int(v) for name, v in counts.items()}
+
+
+def _newest_op(key: str) -> _admin.Op:
+    newest = yield _admin.Call("xrevrange", (key, "+", "-"), {"count": 1})
+    return newest[0][0] if newest else "0-0"
+
+
+def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str]) -> _admin.Op:
+    """Client.wait for both clients."""
+    wanted = list(dict.fromkeys(ids))
+    for job_id in wanted:
+        check_job_id(job_id)
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    pipelines = yield from _known_op(queue)
+    # stream positions first, then the records: an end after them is read from the streams
+    positions: Dict[str, str] = {}
+    for key in _wait_streams((yield _admin.Call("smembers", (QUEUES_KEY,))), pipelines):
+        positions[key] = yield from _newest_op(key)
+    out: Dict[str, Job] = {}
+    pending = set()
+    for job_id in wanted:
+        job = yield from _get_job_op(job_id, queue)
+        if job is not None:
+            out[job_id] = job
+            if job.state not in WAIT_ENDED:
+                pending.add(job_id)
+    while pending and positions:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        block = min(1.0, left) if left is not None else 1.0
+        reply = yield _admin.Call("xread", (dict(positions),), {"count": EVENTS_PAGE, "block": max(1, int(block * 1000))})
+        for key, entries in reply or []:
+            for event_id, fields in entries:
+                positions[key] = event_id
+                for e in _events(event_id, fields):
+                    if e.id not in pending:
+                        continue
+                    ended = _ended_by(e)
+                    nxt = e.fields.get("next") if e.type == "completed" else None
+                    if nxt and QueueKeys(nxt).events not in positions:
+                        # on to a stage not followed yet: follow it, then read the record
+                        positions[QueueKeys(nxt).events] = yield from _newest_op(QueueKeys(nxt).events)
+                        job = yield from _get_job_op(e.id, queue)
+                        ended = job if job is not None and job.state in WAIT_ENDED else None
+                    if ended is not None:
+                        pending.discard(e.id)
+                        out[e.id] = (yield from _get_job_op(e.id, queue)) or ended
+    for job_id in pending:
+        job = yield from _get_job_op(job_id, queue)
+        if job is not None:
+            out[job_id] = job
+    return out
+
 
 FLOW_MAX_JOBS = 10_000
 FLOW_MAX_PARENTS = 10_000
