@@ -11,7 +11,7 @@ and results, awaited.
 from datetime import datetime
 from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 
 from . import _admin
 from ._admin import (
@@ -24,16 +24,12 @@ from ._admin import (
     ResourceState,
     Schedule,
 )
-from ._keys import PIPELINES_KEY, QUEUES_KEY, QueueKeys
+from ._keys import QueueKeys
 from .client import (
-    BULK_CHUNK,
     CANCELLED_RETENTION_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
     EVENTS_PAGE,
     Cancelled,
-    CompiledContract,
-    ContractChangedError,
-    ContractViolation,
     Duration,
     Enqueued,
     Event,
@@ -42,26 +38,20 @@ from .client import (
     LogLine,
     _block_ms,
     _cancel_op,
-    _changed_again,
     _Contracts,
     _counters_op,
-    _enqueue_batch,
-    _enqueued,
+    _enqueue_many_op,
     _events,
     _events_after,
     _flow_op,
     _get_job_op,
     _job_logs_op,
     _one_job,
-    _payload_error,
     _redis_from_url,
-    _refuse,
     _Script,
     _since,
     _stats_op,
-    _stored_contract,
     _wait_op,
-    contract_changed,
 )
 
 
@@ -84,7 +74,6 @@ class AsyncClient:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
-        self._enqueue = _Script("enqueue_jobs")
         self._scripts: Dict[str, _Script] = {}
 
     async def _drive(self, op: _admin.Op) -> Any:
@@ -168,44 +157,7 @@ class AsyncClient:
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
-        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        cached = self._contracts.known(queue)
-        if cached is not None:
-            try:
-                _refuse(batch, cached)
-            except ContractViolation:
-                now = await self._read_contract(queue)
-                if now is not None and now.hash == cached.hash:
-                    raise
-                _refuse(batch, now)
-        if batch.keys.queue not in self._registered:
-            await self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
-            await self.redis.sadd(QUEUES_KEY, batch.keys.queue)
-            self._registered.add(batch.keys.queue)
-        out: List[Enqueued] = []
-        changed = False
-        for start in range(0, len(batch.records), BULK_CHUNK):
-            while True:
-                contract = self._contracts.known(queue)
-                try:
-                    reply = await _run(
-                        self._enqueue, self.redis, batch.key_list, batch.args(start, contract.hash if contract else "")
-                    )
-                    break
-                except ResponseError as err:
-                    in_force = contract_changed(err)
-                    if in_force is None:
-                        raise _payload_error(err) from None
-                    if changed:
-                        raise ContractChangedError(_changed_again(queue, in_force)) from None
-                    changed = True
-                    _refuse(batch, await self._read_contract(queue), start)
-            out.extend(_enqueued(reply))
-        return out
-
-    async def _read_contract(self, queue: str) -> Optional[CompiledContract]:
-        reply = await self.redis.hmget(QueueKeys(queue).contract, "hash", "body")
-        return self._contracts.store(queue, _stored_contract(reply))
+        return await self._drive(_enqueue_many_op(self, queue, jobs))  # type: ignore[no-any-return]
 
     async def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS

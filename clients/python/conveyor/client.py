@@ -859,7 +859,6 @@ class Client:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
-        self._enqueue = _Script("enqueue_jobs")
         self._scripts: Dict[str, _Script] = {}
 
     def _drive(self, op: _admin.Op) -> Any:
@@ -967,43 +966,7 @@ class Client:
         queue has a contract, every job's data is checked against it (ContractViolation names
         each bad job; nothing is enqueued); it is read once and kept by its hash, which the
         enqueue script checks is still the one in force."""
-        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        cached = self._contracts.known(queue)
-        if cached is not None:
-            try:
-                _refuse(batch, cached)
-            except ContractViolation:
-                # A refusal is checked against the contract in force: the cached one may be out of date.
-                now = self._read_contract(queue)
-                if now is not None and now.hash == cached.hash:
-                    raise
-                _refuse(batch, now)
-        if batch.keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
-            self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
-            self.redis.sadd(QUEUES_KEY, batch.keys.queue)
-            self._registered.add(batch.keys.queue)
-        out: List[Enqueued] = []
-        changed = False
-        for start in range(0, len(batch.records), BULK_CHUNK):
-            while True:
-                contract = self._contracts.known(queue)
-                try:
-                    reply = self._enqueue(self.redis, batch.key_list, batch.args(start, contract.hash if contract else ""))
-                    break
-                except ResponseError as err:
-                    in_force = contract_changed(err)
-                    if in_force is None:
-                        raise _payload_error(err) from None
-                    if changed:
-                        raise ContractChangedError(_changed_again(queue, in_force)) from None
-                    # The contract changed since it was read: read it, check the jobs not yet sent again, retry once.
-                    changed = True
-                    _refuse(batch, self._read_contract(queue), start)
-            out.extend(_enqueued(reply))
-        return out
-
-    def _read_contract(self, queue: str) -> Optional[CompiledContract]:
-        return self._contracts.store(queue, _stored_contract(self.redis.hmget(QueueKeys(queue).contract, "hash", "body")))
+        return self._drive(_enqueue_many_op(self, queue, jobs))  # type: ignore[no-any-return]
 
     def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
@@ -1217,6 +1180,44 @@ class FlowResult(NamedTuple):
 
     flow_id: str
     ids: Dict[str, str]
+
+
+def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]]) -> _admin.Op:
+    """enqueue_many for Client and AsyncClient (`client`: its payload settings, contracts, queues registered)."""
+    batch = _enqueue_batch(queue, jobs, client.max_payload_bytes, client.refuse_json_strings)
+    cached = client._contracts.known(queue)
+    if cached is not None:
+        try:
+            _refuse(batch, cached)
+        except ContractViolation as refused:
+            # A refusal is checked against the contract in force: the cached one may be out of date.
+            now = yield from _read_contract_op(client, queue)
+            if now is not None and now.hash == cached.hash:
+                raise refused
+            _refuse(batch, now)
+    if batch.keys.queue not in client._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
+        yield _admin.Call("sadd", (PIPELINES_KEY, batch.keys.pipeline))
+        yield _admin.Call("sadd", (QUEUES_KEY, batch.keys.queue))
+        client._registered.add(batch.keys.queue)
+    out: List[Enqueued] = []
+    changed = False
+    for start in range(0, len(batch.records), BULK_CHUNK):
+        while True:
+            contract = client._contracts.known(queue)
+            try:
+                reply = yield _admin.Script("enqueue_jobs", batch.key_list, batch.args(start, contract.hash if contract else ""))
+                break
+            except ResponseError as err:
+                in_force = contract_changed(err)
+                if in_force is None:
+                    raise _payload_error(err) from None
+                if changed:
+                    raise ContractChangedError(_changed_again(queue, in_force)) from None
+                # The contract changed since it was read: read it, check the jobs not yet sent again, retry once.
+                changed = True
+                _refuse(batch, (yield from _read_contract_op(client, queue)), start)
+        out.extend(_enqueued(reply))
+    return out
 
 
 def _read_contract_op(client: Any, queue: str) -> _admin.Op:
