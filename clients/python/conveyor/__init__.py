@@ -27,6 +27,17 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below loads
         LogLine,
         PayloadTooLargeError,
     )
+    from ._admin import (
+        DeadLetter,
+        GroupState,
+        InvalidArgumentError,
+        QueueControl,
+        QueueGroups,
+        RateLimit,
+        ResourceLimit,
+        ResourceState,
+        Schedule,
+    )
 
 _CLIENT_NAMES = (
     "DEFAULT_ATTEMPTS",
@@ -47,8 +58,19 @@ _CLIENT_NAMES = (
     "LogLine",
     "PayloadTooLargeError",
 )
+_ADMIN_NAMES = (
+    "DeadLetter",
+    "GroupState",
+    "InvalidArgumentError",
+    "QueueControl",
+    "QueueGroups",
+    "RateLimit",
+    "ResourceLimit",
+    "ResourceState",
+    "Schedule",
+)
 
-__all__ = ["InvalidNameError", *_CLIENT_NAMES]
+__all__ = ["InvalidNameError", *_CLIENT_NAMES, *_ADMIN_NAMES]
 __version__ = "0.1.0"
 
 
@@ -58,4 +80,8 @@ def __getattr__(name: str) -> Any:
         from . import client
 
         return getattr(client, name)
+    if name in _ADMIN_NAMES:
+        from . import _admin
+
+        return getattr(_admin, name)
     raise AttributeError(f"module 'conveyor' has no attribute {name!r}")

@@ -8,52 +8,50 @@ and results, awaited.
     await client.close()
 """
 
-import time
-from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+from datetime import datetime
+from typing import Any, AsyncIterator, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 
-from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id
+from . import _admin
+from ._admin import (
+    UNSET,
+    DeadLetter,
+    QueueControl,
+    QueueGroups,
+    RateLimit,
+    ResourceLimit,
+    ResourceState,
+    Schedule,
+)
+from ._keys import QueueKeys
 from .client import (
     CANCELLED_RETENTION_SECONDS,
     DEFAULT_MAX_PAYLOAD_BYTES,
-    Cancelled,
     EVENTS_PAGE,
+    Cancelled,
     Duration,
     Enqueued,
     Event,
+    FlowResult,
     Job,
     LogLine,
-    _cancel_call,
-    _cancelled,
-    BULK_CHUNK,
-    CompiledContract,
-    ContractChangedError,
-    ContractViolation,
-    _changed_again,
+    _block_ms,
+    _cancel_op,
     _Contracts,
-    _enqueue_batch,
-    _refuse,
-    _stored_contract,
-    contract_changed,
-    _enqueued,
+    _counters_op,
+    _enqueue_many_op,
     _events,
     _events_after,
-    _since,
-    _job,
-    _log_lines,
+    _flow_op,
+    _get_job_op,
+    _job_logs_op,
     _one_job,
-    _payload_error,
-    _pipelines,
     _redis_from_url,
     _Script,
-    _stats,
-    _budget_groups,
-    _block_ms,
-    _stats_commands,
-    _ended_by,
-    _wait_streams,
-    WAIT_ENDED,
+    _since,
+    _stats_op,
+    _wait_op,
 )
 
 
@@ -76,8 +74,33 @@ class AsyncClient:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
-        self._enqueue = _Script("enqueue_jobs")
-        self._cancel = _Script("cancel_job")
+        self._scripts: Dict[str, _Script] = {}
+
+    async def _drive(self, op: _admin.Op) -> Any:
+        """As Client._drive, each Redis call awaited."""
+        reply: Any = None
+        error: Optional[BaseException] = None
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(reply)
+            except StopIteration as done:
+                return done.value
+            error = None
+            try:
+                reply = await self._step(step)
+            except Exception as err:  # noqa: BLE001 - handed to the operation, which re-raises what it does not expect
+                error = err
+
+    async def _step(self, step: _admin.Step) -> Any:
+        if isinstance(step, _admin.Script):
+            script = self._scripts.get(step.name) or self._scripts.setdefault(step.name, _Script(step.name))
+            return await _run(script, self.redis, step.keys, step.args)
+        if isinstance(step, _admin.Pipe):
+            pipe = self.redis.pipeline(transaction=step.transaction and not self._cluster)
+            for call in step.calls:
+                getattr(pipe, call.method)(*call.args, **call.kwargs)
+            return await pipe.execute(raise_on_error=step.raise_on_error)
+        return await getattr(self.redis, step.method)(*step.args, **step.kwargs)
 
     @classmethod
     def from_url(
@@ -128,142 +151,136 @@ class AsyncClient:
                        dedupe=dedupe, uses=uses, task=task)
         return (await self.enqueue_many(queue, [job]))[0].id
 
+    async def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> FlowResult:
+        """As Client.enqueue_flow."""
+        return await self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
+
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""
-        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        cached = self._contracts.known(queue)
-        if cached is not None:
-            try:
-                _refuse(batch, cached)
-            except ContractViolation:
-                now = await self._read_contract(queue)
-                if now is not None and now.hash == cached.hash:
-                    raise
-                _refuse(batch, now)
-        if batch.keys.queue not in self._registered:
-            await self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
-            await self.redis.sadd(QUEUES_KEY, batch.keys.queue)
-            self._registered.add(batch.keys.queue)
-        out: List[Enqueued] = []
-        changed = False
-        for start in range(0, len(batch.records), BULK_CHUNK):
-            while True:
-                contract = self._contracts.known(queue)
-                try:
-                    reply = await _run(
-                        self._enqueue, self.redis, batch.key_list, batch.args(start, contract.hash if contract else "")
-                    )
-                    break
-                except ResponseError as err:
-                    in_force = contract_changed(err)
-                    if in_force is None:
-                        raise _payload_error(err) from None
-                    if changed:
-                        raise ContractChangedError(_changed_again(queue, in_force)) from None
-                    changed = True
-                    _refuse(batch, await self._read_contract(queue), start)
-            out.extend(_enqueued(reply))
-        return out
-
-    async def _read_contract(self, queue: str) -> Optional[CompiledContract]:
-        reply = await self.redis.hmget(QueueKeys(queue).contract, "hash", "body")
-        return self._contracts.store(queue, _stored_contract(reply))
+        return await self._drive(_enqueue_many_op(self, queue, jobs))  # type: ignore[no-any-return]
 
     async def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
     ) -> Cancelled:
         """As Client.cancel."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
-            reply = await _run(self._cancel, self.redis, keys, args)
-            if reply[0] != "notFound":
-                return _cancelled(job_id, reply)
-        return Cancelled(job_id, "notFound", "", "", 0)
-
-    async def _known(self, queue: Optional[str]) -> List[str]:
-        return _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
+        return await self._drive(_cancel_op(job_id, queue, retention_seconds))  # type: ignore[no-any-return]
 
     async def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
         """As Client.get_job."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            raw = await self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
-            if raw:
-                if "data" not in raw and "queue" in raw:
-                    parked = await self.redis.get(PipelineKeys(pipeline).data(job_id))
-                    if parked is not None:
-                        raw["data"] = parked
-                return _job(job_id, raw)
-        return None
+        return await self._drive(_get_job_op(job_id, queue))  # type: ignore[no-any-return]
 
     async def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
         """As Client.job_logs."""
-        check_job_id(job_id)
-        for pipeline in await self._known(queue):
-            lines = await self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
-            if lines:
-                return _log_lines(lines)
-        return []
+        return await self._drive(_job_logs_op(job_id, queue))  # type: ignore[no-any-return]
 
     async def stats(self, queue: str) -> Dict[str, int]:
         """As Client.stats."""
-        pipe = self.redis.pipeline(transaction=not self._cluster)
-        _stats_commands(pipe, queue)
-        replies = await pipe.execute()
-        waits = _budget_groups(replies)
-        return _stats(replies, await self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
+        return await self._drive(_stats_op(queue))  # type: ignore[no-any-return]
 
     async def counters(self, queue: str) -> Dict[str, int]:
-        return {name: int(v) for name, v in (await self.redis.hgetall(QueueKeys(queue).counts)).items()}
+        return await self._drive(_counters_op(queue))  # type: ignore[no-any-return]
+
+    # -- queue control: as Client's -----------------------------------------------------------
+
+    async def pause(self, queue: str) -> None:
+        await self._drive(_admin.pause(queue))
+
+    async def resume(self, queue: str) -> None:
+        await self._drive(_admin.resume(queue))
+
+    async def control(self, queue: str) -> QueueControl:
+        return await self._drive(_admin.control(queue))  # type: ignore[no-any-return]
+
+    async def set_rate_limit(self, queue: str, rate: Union[str, RateLimit, None]) -> Optional[RateLimit]:
+        return await self._drive(_admin.set_rate_limit(queue, rate))  # type: ignore[no-any-return]
+
+    async def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        return (await self.control(queue)).rate_limit
+
+    async def remove_rate_limit(self, queue: str) -> None:
+        await self.set_rate_limit(queue, None)
+
+    async def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> List[DeadLetter]:
+        return await self._drive(_admin.dead_letters(queue, limit, offset))  # type: ignore[no-any-return]
+
+    async def retry_dead(self, queue: str, ids: Optional[Iterable[str]] = None) -> int:
+        return await self._drive(_admin.retry_dead(queue, ids))  # type: ignore[no-any-return]
+
+    async def purge_dead(self, queue: str) -> int:
+        return await self._drive(_admin.purge_dead(queue))  # type: ignore[no-any-return]
+
+    async def add_schedule(
+        self,
+        queue: str,
+        name: str,
+        *,
+        every: Optional[Duration] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        data: Any = None,
+        attempts: Optional[int] = None,
+    ) -> Schedule:
+        return await self._drive(_admin.add_schedule(queue, name, every, cron, tz, data, attempts))  # type: ignore[no-any-return]
+
+    async def schedules(self, queue: str) -> List[Schedule]:
+        return await self._drive(_admin.schedules(queue))  # type: ignore[no-any-return]
+
+    async def remove_schedule(self, queue: str, name: str) -> bool:
+        return await self._drive(_admin.remove_schedule(queue, name))  # type: ignore[no-any-return]
+
+    async def set_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+        weight: Optional[int] = UNSET,
+        on_dead: Optional[str] = UNSET,
+    ) -> None:
+        await self._drive(_admin.set_group(queue, group, concurrency, rate, weight, on_dead))
+
+    async def limit_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+    ) -> None:
+        await self.set_group(queue, group, concurrency=concurrency, rate=rate)
+
+    async def pause_group(self, queue: str, group: str) -> None:
+        await self._drive(_admin.pause_group(queue, group, True))
+
+    async def resume_group(self, queue: str, group: str) -> None:
+        await self._drive(_admin.pause_group(queue, group, False))
+
+    async def groups(self, queue: str) -> QueueGroups:
+        return await self._drive(_admin.groups(queue))  # type: ignore[no-any-return]
+
+    async def set_resource(
+        self,
+        pipeline: str,
+        name: str,
+        keys: Mapping[str, Union[str, Sequence[ResourceLimit]]],
+        *,
+        ceiling: float = _admin.DEFAULT_CEILING,
+    ) -> None:
+        await self._drive(_admin.set_resource(pipeline, name, keys, ceiling))
+
+    async def resources(self, pipeline: Optional[str] = None) -> List[ResourceState]:
+        return await self._drive(_admin.resources(pipeline))  # type: ignore[no-any-return]
+
+    async def remove_resource(self, pipeline: str, name: str) -> bool:
+        return await self._drive(_admin.remove_resource(pipeline, name))  # type: ignore[no-any-return]
+
+    async def bench_resource_key(self, pipeline: str, name: str, key: str, until: Union[float, datetime]) -> None:
+        await self._drive(_admin.bench_resource_key(pipeline, name, key, until))
 
     async def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """As Client.wait."""
-        wanted = list(dict.fromkeys(ids))
-        for job_id in wanted:
-            check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        pipelines = _pipelines(queue, () if queue else await self.redis.smembers(PIPELINES_KEY))
-        # stream positions first, then the records: an end after them is read from the streams
-        positions = {k: await self._newest(k) for k in _wait_streams(await self.redis.smembers(QUEUES_KEY), pipelines)}
-        out: Dict[str, Job] = {}
-        pending = set()
-        for job_id in wanted:
-            job = await self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-                if job.state not in WAIT_ENDED:
-                    pending.add(job_id)
-        while pending and positions:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            block = min(1.0, left) if left is not None else 1.0
-            reply = await self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
-            for key, entries in reply or []:
-                for event_id, fields in entries:
-                    positions[key] = event_id
-                    for e in _events(event_id, fields):
-                        if e.id not in pending:
-                            continue
-                        ended = _ended_by(e)
-                        nxt = e.fields.get("next") if e.type == "completed" else None
-                        if nxt and QueueKeys(nxt).events not in positions:
-                            positions[QueueKeys(nxt).events] = await self._newest(QueueKeys(nxt).events)
-                            job = await self.get_job(e.id, queue)
-                            ended = job if job is not None and job.state in WAIT_ENDED else None
-                        if ended is not None:
-                            pending.discard(e.id)
-                            out[e.id] = await self.get_job(e.id, queue) or ended
-        for job_id in pending:
-            job = await self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-        return out
-
-    async def _newest(self, key: str) -> str:
-        newest = await self.redis.xrevrange(key, "+", "-", count=1)
-        return newest[0][0] if newest else "0-0"
+        return await self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
 
     async def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0

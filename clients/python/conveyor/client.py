@@ -13,14 +13,25 @@ import time
 import secrets
 import warnings
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from . import _json
+from . import _admin, _json
+from ._admin import (
+    UNSET,
+    DeadLetter,
+    InvalidArgumentError,
+    QueueControl,
+    QueueGroups,
+    RateLimit,
+    ResourceLimit,
+    ResourceState,
+    Schedule,
+)
 from ._contracts import TASK_NAME, CompiledContract, ContractUnavailable, contract_changed, describe, job_violations
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue
 from ._scripts import script_source
@@ -761,20 +772,23 @@ def _log_lines(lines: Sequence[str]) -> List[LogLine]:
     return out
 
 
-def _stats_commands(pipe: Any, queue: str) -> None:
+def _stats_calls(queue: str) -> List[_admin.Call]:
     k = QueueKeys(queue)
+    C = _admin.Call
     # ready = the prioritised sorted set + the line of priority-0 jobs - its stale entries
     # (docs/protocol.md, "Ready jobs") + every group's waiting jobs (readyCount in readyLine.lua)
-    pipe.zcard(k.ready)
-    pipe.llen(k.line)
-    pipe.get(k.line_stale)
-    pipe.zcard(k.delayed)
-    pipe.zcount(k.delayed, "-inf", int(time.time() * 1000))
-    pipe.zcard(k.inflight)
-    pipe.zcard(k.dead)
-    pipe.hget(k.counts, "completed")
-    pipe.hget(k.group_waiting, "")  # every group's waiting jobs (docs/protocol.md, "Groups")
-    pipe.hkeys(k.group_budget)  # groups waiting for a resource's budget (docs/protocol.md, "Resources")
+    return [
+        C("zcard", (k.ready,)),
+        C("llen", (k.line,)),
+        C("get", (k.line_stale,)),
+        C("zcard", (k.delayed,)),
+        C("zcount", (k.delayed, "-inf", int(time.time() * 1000))),
+        C("zcard", (k.inflight,)),
+        C("zcard", (k.dead,)),
+        C("hget", (k.counts, "completed")),
+        C("hget", (k.group_waiting, "")),  # every group's waiting jobs (docs/protocol.md, "Groups")
+        C("hkeys", (k.group_budget,)),  # groups waiting for a resource's budget (docs/protocol.md, "Resources")
+    ]
 
 
 def _budget_groups(replies: Sequence[Any]) -> List[str]:
@@ -845,9 +859,33 @@ class Client:
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
         self._contracts = _Contracts()
-        self._enqueue = _Script("enqueue_jobs")
-        self._enqueue_flow = _Script("enqueue_flow")
-        self._cancel = _Script("cancel_job")
+        self._scripts: Dict[str, _Script] = {}
+
+    def _drive(self, op: _admin.Op) -> Any:
+        """Runs one of _admin's operations: each Redis call it yields, its reply (or error) sent back."""
+        reply: Any = None
+        error: Optional[BaseException] = None
+        while True:
+            try:
+                step = op.throw(error) if error is not None else op.send(reply)
+            except StopIteration as done:
+                return done.value
+            error = None
+            try:
+                reply = self._step(step)
+            except Exception as err:  # noqa: BLE001 - handed to the operation, which re-raises what it does not expect
+                error = err
+
+    def _step(self, step: _admin.Step) -> Any:
+        if isinstance(step, _admin.Script):
+            script = self._scripts.get(step.name) or self._scripts.setdefault(step.name, _Script(step.name))
+            return script(self.redis, step.keys, step.args)
+        if isinstance(step, _admin.Pipe):
+            pipe = self.redis.pipeline(transaction=step.transaction and not self._cluster)
+            for call in step.calls:
+                getattr(pipe, call.method)(*call.args, **call.kwargs)
+            return pipe.execute(raise_on_error=step.raise_on_error)
+        return getattr(self.redis, step.method)(*step.args, **step.kwargs)
 
     @classmethod
     def from_url(
@@ -920,76 +958,7 @@ class Client:
         and the options priority, attempts, timeout, group, task — all written or none, by the
         same script as the TypeScript producer's enqueueFlow, after the same checks (the graph,
         keys, queues, each job's data against its stage's contract)."""
-        if not isinstance(pipeline, str) or "/" in pipeline:
-            raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
-        check_queue(pipeline)
-        order = _flow_order(pipeline, jobs)
-        flow_id = new_job_id()
-        ids = {job["key"]: new_job_id() for job in order}
-        records: Dict[str, Dict[str, Any]] = {}
-        for job in order:
-            key, job_id = job["key"], ids[job["key"]]
-            opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
-            try:
-                records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
-                                           self.max_payload_bytes, self.refuse_json_strings)
-            except InvalidJobError as err:
-                raise type(err)(f"flow job {key}: {str(err).replace(f'job {job_id}: ', '')}") from None
-        queues = list(dict.fromkeys(job["queue"] for job in order))
-
-        def check(refresh: bool) -> None:
-            for q in queues:
-                contract = self._contracts.known(q)
-                if refresh or q not in self._contracts.by_queue:
-                    contract = self._read_contract(q)
-                mine = [j for j in order if j["queue"] == q]
-                bad = job_violations(contract, [{**j, "id": j["key"]} for j in mine], [records[j["key"]] for j in mine], 0)
-                if bad:
-                    raise ContractViolation(q, contract.hash if contract else "", bad)
-
-        check(False)
-        pk = PipelineKeys(pipeline)
-        for q in queues:
-            if q not in self._registered:
-                self.redis.sadd(PIPELINES_KEY, pipeline)
-                self.redis.sadd(QUEUES_KEY, q)
-                self._registered.add(q)
-        fields = ["id", "key", "queue", "data"]
-        values = []
-        for job in order:
-            r = records[job["key"]]
-            parents = job.get("parents") or []
-            values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
-                           "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
-                           "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
-                           "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
-        for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
-            if any(v[f] is not None for v in values):
-                fields.append(f)
-        keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
-        for q in queues:
-            k = QueueKeys(q)
-            keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
-        tail: List[Any] = [",".join(fields)]
-        for v in values:
-            tail.extend("" if v[f] is None else v[f] for f in fields)
-        for attempt in range(2):
-            hashes: List[Any] = []
-            for q in queues:
-                c = self._contracts.known(q)
-                hashes += [q, c.hash if c else ""]
-            try:
-                self._enqueue_flow(self.redis, keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
-                                                      self.max_payload_bytes, len(queues), *hashes, *tail])
-                return FlowResult(flow_id, ids)
-            except ResponseError as err:
-                text = str(err)
-                if "ERR_INVALID_FLOW" in text:
-                    raise InvalidFlowError(text.split("ERR_INVALID_FLOW ", 1)[-1]) from None
-                if contract_changed(err) is None or attempt > 0:
-                    raise _payload_error(err) from None
-                check(True)
-        raise AssertionError("unreachable")
+        return self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
@@ -997,43 +966,7 @@ class Client:
         queue has a contract, every job's data is checked against it (ContractViolation names
         each bad job; nothing is enqueued); it is read once and kept by its hash, which the
         enqueue script checks is still the one in force."""
-        batch = _enqueue_batch(queue, jobs, self.max_payload_bytes, self.refuse_json_strings)
-        cached = self._contracts.known(queue)
-        if cached is not None:
-            try:
-                _refuse(batch, cached)
-            except ContractViolation:
-                # A refusal is checked against the contract in force: the cached one may be out of date.
-                now = self._read_contract(queue)
-                if now is not None and now.hash == cached.hash:
-                    raise
-                _refuse(batch, now)
-        if batch.keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
-            self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
-            self.redis.sadd(QUEUES_KEY, batch.keys.queue)
-            self._registered.add(batch.keys.queue)
-        out: List[Enqueued] = []
-        changed = False
-        for start in range(0, len(batch.records), BULK_CHUNK):
-            while True:
-                contract = self._contracts.known(queue)
-                try:
-                    reply = self._enqueue(self.redis, batch.key_list, batch.args(start, contract.hash if contract else ""))
-                    break
-                except ResponseError as err:
-                    in_force = contract_changed(err)
-                    if in_force is None:
-                        raise _payload_error(err) from None
-                    if changed:
-                        raise ContractChangedError(_changed_again(queue, in_force)) from None
-                    # The contract changed since it was read: read it, check the jobs not yet sent again, retry once.
-                    changed = True
-                    _refuse(batch, self._read_contract(queue), start)
-            out.extend(_enqueued(reply))
-        return out
-
-    def _read_contract(self, queue: str) -> Optional[CompiledContract]:
-        return self._contracts.store(queue, _stored_contract(self.redis.hmget(QueueKeys(queue).contract, "hash", "body")))
+        return self._drive(_enqueue_many_op(self, queue, jobs))  # type: ignore[no-any-return]
 
     def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
@@ -1042,53 +975,155 @@ class Client:
         worker aborts the handler at its next heartbeat and refuses its late result; a fan-out
         parent takes its unfinished children with it. Never retried or dead-lettered. A finished
         job is left alone (outcome "finished"); an unknown one gives "notFound"."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            keys, args = _cancel_call(job_id, pipeline, retention_seconds)
-            reply = self._cancel(self.redis, keys, args)
-            if reply[0] != "notFound":
-                return _cancelled(job_id, reply)
-        return Cancelled(job_id, "notFound", "", "", 0)
+        return self._drive(_cancel_op(job_id, queue, retention_seconds))  # type: ignore[no-any-return]
 
     # -- reading -------------------------------------------------------------------------
 
     def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[Job]:
         """The job's record, or None (never enqueued, or expired). `queue` (or its pipeline)
         narrows the lookup; without it every pipeline in cvy:pipelines is searched."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            raw = self.redis.hgetall(PipelineKeys(pipeline).job(job_id))
-            if raw:
-                if "data" not in raw and "queue" in raw:
-                    # a waiting job's data longer than 64 B is in its own key until it is claimed
-                    parked = self.redis.get(PipelineKeys(pipeline).data(job_id))
-                    if parked is not None:
-                        raw["data"] = parked
-                return _job(job_id, raw)
-        return None
+        return self._drive(_get_job_op(job_id, queue))  # type: ignore[no-any-return]
 
     def job_logs(self, job_id: str, queue: Optional[str] = None) -> List[LogLine]:
         """The lines the job's handlers logged (ctx.log), oldest first; empty when none."""
-        check_job_id(job_id)
-        for pipeline in _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY)):
-            lines = self.redis.lrange(PipelineKeys(pipeline).logs(job_id), 0, -1)
-            if lines:
-                return _log_lines(lines)
-        return []
+        return self._drive(_job_logs_op(job_id, queue))  # type: ignore[no-any-return]
 
     def stats(self, queue: str) -> Dict[str, int]:
         """Counts as `conveyor stats --json`: ready, delayed, dueDelayed, inflight, dead,
         completed, backlog (ready + due delayed + in flight) and waitingForBudget (not in ready),
         in one round trip (two while jobs wait for a resource's budget)."""
-        pipe = self.redis.pipeline(transaction=not self._cluster)
-        _stats_commands(pipe, queue)
-        replies = pipe.execute()
-        waits = _budget_groups(replies)
-        return _stats(replies, self.redis.hmget(QueueKeys(queue).group_waiting, waits) if waits else ())
+        return self._drive(_stats_op(queue))  # type: ignore[no-any-return]
 
     def counters(self, queue: str) -> Dict[str, int]:
         """The queue's lifetime counters (enqueued, started, completed, failed, retried, dead…)."""
-        return {name: int(v) for name, v in self.redis.hgetall(QueueKeys(queue).counts).items()}
+        return self._drive(_counters_op(queue))  # type: ignore[no-any-return]
+
+    # -- queue control (as conveyor pause/resume, limit, dlq, schedule, group, resource) -----------
+
+    def pause(self, queue: str) -> None:
+        """No worker claims from the queue until resume() (running jobs finish; enqueues are accepted)."""
+        self._drive(_admin.pause(queue))
+
+    def resume(self, queue: str) -> None:
+        """Claiming from the queue starts again (a pool held at zero is woken)."""
+        self._drive(_admin.resume(queue))
+
+    def control(self, queue: str) -> QueueControl:
+        """Whether the queue is paused, and its rate limit."""
+        return self._drive(_admin.control(queue))  # type: ignore[no-any-return]
+
+    def set_rate_limit(self, queue: str, rate: Union[str, RateLimit, None]) -> Optional[RateLimit]:
+        """At most N job starts per second, minute or hour across every worker ("20/s", "100/m",
+        "5/h", or a RateLimit(max, per_ms)); None (or "off") removes the limit."""
+        return self._drive(_admin.set_rate_limit(queue, rate))  # type: ignore[no-any-return]
+
+    def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        """The queue's rate limit (str() of it reads as the CLI writes it: "20/s"), or None."""
+        return self.control(queue).rate_limit
+
+    def remove_rate_limit(self, queue: str) -> None:
+        self.set_rate_limit(queue, None)
+
+    def dead_letters(self, queue: str, limit: int = 100, offset: int = 0) -> List[DeadLetter]:
+        """The queue's dead letters, oldest first: `limit` of them from `offset` (the count is stats()["dead"])."""
+        return self._drive(_admin.dead_letters(queue, limit, offset))  # type: ignore[no-any-return]
+
+    def retry_dead(self, queue: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Move dead letters back to ready with fresh attempts: these ids, or all of them when
+        ids is None. Returns how many moved (an id that is not a dead letter of the queue is skipped)."""
+        return self._drive(_admin.retry_dead(queue, ids))  # type: ignore[no-any-return]
+
+    def purge_dead(self, queue: str) -> int:
+        """Delete every dead letter of the queue (records and logs); returns how many."""
+        return self._drive(_admin.purge_dead(queue))  # type: ignore[no-any-return]
+
+    def add_schedule(
+        self,
+        queue: str,
+        name: str,
+        *,
+        every: Optional[Duration] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        data: Any = None,
+        attempts: Optional[int] = None,
+    ) -> Schedule:
+        """Add (or replace) a repeating job: `every` seconds (≥ 1, or a timedelta) or on a `cron`
+        expression in `tz` (IANA, default UTC); its first tick waits in the queue as a delayed job."""
+        return self._drive(_admin.add_schedule(queue, name, every, cron, tz, data, attempts))  # type: ignore[no-any-return]
+
+    def schedules(self, queue: str) -> List[Schedule]:
+        """The queue's schedules by name, each with its next run."""
+        return self._drive(_admin.schedules(queue))  # type: ignore[no-any-return]
+
+    def remove_schedule(self, queue: str, name: str) -> bool:
+        """Remove a schedule and its pending tick; False when there was none."""
+        return self._drive(_admin.remove_schedule(queue, name))  # type: ignore[no-any-return]
+
+    def set_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+        weight: Optional[int] = UNSET,
+        on_dead: Optional[str] = UNSET,
+    ) -> None:
+        """Set one group's settings, or with group None the default of every group (conveyor group
+        limit|set): `concurrency` jobs at once, `rate` ("10/s"), `weight` (turns per round, one
+        group only), `on_dead` "block"|"continue". None removes a setting; one left out is unchanged."""
+        self._drive(_admin.set_group(queue, group, concurrency, rate, weight, on_dead))
+
+    def limit_group(
+        self,
+        queue: str,
+        group: Optional[str] = None,
+        *,
+        concurrency: Optional[int] = UNSET,
+        rate: Union[str, RateLimit, None] = UNSET,
+    ) -> None:
+        """set_group with the limits only (conveyor group limit)."""
+        self.set_group(queue, group, concurrency=concurrency, rate=rate)
+
+    def pause_group(self, queue: str, group: str) -> None:
+        """No job of the group starts until resume_group (running ones finish)."""
+        self._drive(_admin.pause_group(queue, group, True))
+
+    def resume_group(self, queue: str, group: str) -> None:
+        """The group's jobs start again (a block by a dead job ends too)."""
+        self._drive(_admin.pause_group(queue, group, False))
+
+    def groups(self, queue: str) -> QueueGroups:
+        """The queue's group defaults and each group with waiting or running jobs or a setting."""
+        return self._drive(_admin.groups(queue))  # type: ignore[no-any-return]
+
+    def set_resource(
+        self,
+        pipeline: str,
+        name: str,
+        keys: Mapping[str, Union[str, Sequence[ResourceLimit]]],
+        *,
+        ceiling: float = _admin.DEFAULT_CEILING,
+    ) -> None:
+        """Create or replace a resource of a pipeline (or of a queue's pipeline): its keys, each
+        with its limits ("requests=60/m,tokens=200000/m" or ResourceLimit(unit, max, window_ms)),
+        and the share of each limit jobs are admitted up to (docs/budgets.md)."""
+        self._drive(_admin.set_resource(pipeline, name, keys, ceiling))
+
+    def resources(self, pipeline: Optional[str] = None) -> List[ResourceState]:
+        """The resources of a pipeline (or a queue's), or of every known pipeline: each key's use
+        of each limit in its window, benches, and jobs waiting for budget."""
+        return self._drive(_admin.resources(pipeline))  # type: ignore[no-any-return]
+
+    def remove_resource(self, pipeline: str, name: str) -> bool:
+        """Delete a resource (its windows and benches too); False when there was none."""
+        return self._drive(_admin.remove_resource(pipeline, name))  # type: ignore[no-any-return]
+
+    def bench_resource_key(self, pipeline: str, name: str, key: str, until: Union[float, datetime]) -> None:
+        """Sideline a resource's key until `until` (a datetime or seconds since the epoch) for
+        every worker, as a provider's 429 asks."""
+        self._drive(_admin.bench_resource_key(pipeline, name, key, until))
 
     def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """Waits until each job has ended (completed at its last stage, dead, cancelled, deleted)
@@ -1097,52 +1132,7 @@ class Client:
         event streams for all the ids (no poll per job); a job ended before the call is answered
         from its record. `queue` (or its pipeline) narrows the lookup. On a Redis Cluster, the ids
         of one pipeline per call (its streams share one slot)."""
-        wanted = list(dict.fromkeys(ids))
-        for job_id in wanted:
-            check_job_id(job_id)
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        pipelines = _pipelines(queue, () if queue else self.redis.smembers(PIPELINES_KEY))
-        # stream positions first, then the records: an end after them is read from the streams
-        positions = {k: self._newest(k) for k in _wait_streams(self.redis.smembers(QUEUES_KEY), pipelines)}
-        out: Dict[str, Job] = {}
-        pending = set()
-        for job_id in wanted:
-            job = self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-                if job.state not in WAIT_ENDED:
-                    pending.add(job_id)
-        while pending and positions:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            block = min(1.0, left) if left is not None else 1.0
-            reply = self.redis.xread(positions, count=EVENTS_PAGE, block=max(1, int(block * 1000)))
-            for key, entries in reply or []:
-                for event_id, fields in entries:
-                    positions[key] = event_id
-                    for e in _events(event_id, fields):
-                        if e.id not in pending:
-                            continue
-                        ended = _ended_by(e)
-                        nxt = e.fields.get("next") if e.type == "completed" else None
-                        if nxt and QueueKeys(nxt).events not in positions:
-                            # on to a stage not followed yet: follow it, then read the record
-                            positions[QueueKeys(nxt).events] = self._newest(QueueKeys(nxt).events)
-                            job = self.get_job(e.id, queue)
-                            ended = job if job is not None and job.state in WAIT_ENDED else None
-                        if ended is not None:
-                            pending.discard(e.id)
-                            out[e.id] = self.get_job(e.id, queue) or ended
-        for job_id in pending:
-            job = self.get_job(job_id, queue)
-            if job is not None:
-                out[job_id] = job
-        return out
-
-    def _newest(self, key: str) -> str:
-        newest = self.redis.xrevrange(key, "+", "-", count=1)
-        return newest[0][0] if newest else "0-0"
+        return self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
 
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
@@ -1190,6 +1180,226 @@ class FlowResult(NamedTuple):
 
     flow_id: str
     ids: Dict[str, str]
+
+
+def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]]) -> _admin.Op:
+    """enqueue_many for Client and AsyncClient (`client`: its payload settings, contracts, queues registered)."""
+    batch = _enqueue_batch(queue, jobs, client.max_payload_bytes, client.refuse_json_strings)
+    cached = client._contracts.known(queue)
+    if cached is not None:
+        try:
+            _refuse(batch, cached)
+        except ContractViolation as refused:
+            # A refusal is checked against the contract in force: the cached one may be out of date.
+            now = yield from _read_contract_op(client, queue)
+            if now is not None and now.hash == cached.hash:
+                raise refused
+            _refuse(batch, now)
+    if batch.keys.queue not in client._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
+        yield _admin.Call("sadd", (PIPELINES_KEY, batch.keys.pipeline))
+        yield _admin.Call("sadd", (QUEUES_KEY, batch.keys.queue))
+        client._registered.add(batch.keys.queue)
+    out: List[Enqueued] = []
+    changed = False
+    for start in range(0, len(batch.records), BULK_CHUNK):
+        while True:
+            contract = client._contracts.known(queue)
+            try:
+                reply = yield _admin.Script("enqueue_jobs", batch.key_list, batch.args(start, contract.hash if contract else ""))
+                break
+            except ResponseError as err:
+                in_force = contract_changed(err)
+                if in_force is None:
+                    raise _payload_error(err) from None
+                if changed:
+                    raise ContractChangedError(_changed_again(queue, in_force)) from None
+                # The contract changed since it was read: read it, check the jobs not yet sent again, retry once.
+                changed = True
+                _refuse(batch, (yield from _read_contract_op(client, queue)), start)
+        out.extend(_enqueued(reply))
+    return out
+
+
+def _read_contract_op(client: Any, queue: str) -> _admin.Op:
+    reply = yield _admin.Call("hmget", (QueueKeys(queue).contract, "hash", "body"))
+    return client._contracts.store(queue, _stored_contract(reply))
+
+
+def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _admin.Op:
+    """enqueue_flow for Client and AsyncClient (`client`: its payload settings, contracts, queues registered)."""
+    if not isinstance(pipeline, str) or "/" in pipeline:
+        raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
+    check_queue(pipeline)
+    order = _flow_order(pipeline, jobs)
+    flow_id = new_job_id()
+    ids = {job["key"]: new_job_id() for job in order}
+    records: Dict[str, Dict[str, Any]] = {}
+    for job in order:
+        key, job_id = job["key"], ids[job["key"]]
+        opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
+        try:
+            records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
+                                       client.max_payload_bytes, client.refuse_json_strings)
+        except InvalidJobError as err:
+            raise type(err)(f"flow job {key}: {str(err).replace(f'job {job_id}: ', '')}") from None
+    queues = list(dict.fromkeys(job["queue"] for job in order))
+
+    def check(refresh: bool) -> _admin.Op:
+        for q in queues:
+            contract = client._contracts.known(q)
+            if refresh or q not in client._contracts.by_queue:
+                contract = yield from _read_contract_op(client, q)
+            mine = [j for j in order if j["queue"] == q]
+            bad = job_violations(contract, [{**j, "id": j["key"]} for j in mine], [records[j["key"]] for j in mine], 0)
+            if bad:
+                raise ContractViolation(q, contract.hash if contract else "", bad)
+
+    yield from check(False)
+    pk = PipelineKeys(pipeline)
+    for q in queues:
+        if q not in client._registered:
+            yield _admin.Call("sadd", (PIPELINES_KEY, pipeline))
+            yield _admin.Call("sadd", (QUEUES_KEY, q))
+            client._registered.add(q)
+    fields = ["id", "key", "queue", "data"]
+    values = []
+    for job in order:
+        r = records[job["key"]]
+        parents = job.get("parents") or []
+        values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
+                       "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
+                       "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
+                       "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
+    for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
+        if any(v[f] is not None for v in values):
+            fields.append(f)
+    keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
+    for q in queues:
+        k = QueueKeys(q)
+        keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
+    tail: List[Any] = [",".join(fields)]
+    for v in values:
+        tail.extend("" if v[f] is None else v[f] for f in fields)
+    for attempt in range(2):
+        hashes: List[Any] = []
+        for q in queues:
+            c = client._contracts.known(q)
+            hashes += [q, c.hash if c else ""]
+        try:
+            yield _admin.Script("enqueue_flow", keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
+                                                       client.max_payload_bytes, len(queues), *hashes, *tail])
+            return FlowResult(flow_id, ids)
+        except ResponseError as err:
+            text = str(err)
+            if "ERR_INVALID_FLOW" in text:
+                raise InvalidFlowError(text.split("ERR_INVALID_FLOW ", 1)[-1]) from None
+            if contract_changed(err) is None or attempt > 0:
+                raise _payload_error(err) from None
+            yield from check(True)
+    raise AssertionError("unreachable")
+
+
+def _known_op(queue: Optional[str]) -> _admin.Op:
+    """The pipelines a lookup searches: the queue's, or every known one."""
+    return _pipelines(queue, () if queue else (yield _admin.Call("smembers", (PIPELINES_KEY,))))
+
+
+def _cancel_op(job_id: str, queue: Optional[str], retention_seconds: int) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        keys, args = _cancel_call(job_id, pipeline, retention_seconds)
+        reply = yield _admin.Script("cancel_job", keys, args)
+        if reply[0] != "notFound":
+            return _cancelled(job_id, reply)
+    return Cancelled(job_id, "notFound", "", "", 0)
+
+
+def _get_job_op(job_id: str, queue: Optional[str]) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        raw = yield _admin.Call("hgetall", (PipelineKeys(pipeline).job(job_id),))
+        if raw:
+            if "data" not in raw and "queue" in raw:
+                # a waiting job's data longer than 64 B is in its own key until it is claimed
+                parked = yield _admin.Call("get", (PipelineKeys(pipeline).data(job_id),))
+                if parked is not None:
+                    raw["data"] = parked
+            return _job(job_id, raw)
+    return None
+
+
+def _job_logs_op(job_id: str, queue: Optional[str]) -> _admin.Op:
+    check_job_id(job_id)
+    for pipeline in (yield from _known_op(queue)):
+        lines = yield _admin.Call("lrange", (PipelineKeys(pipeline).logs(job_id), 0, -1))
+        if lines:
+            return _log_lines(lines)
+    return []
+
+
+def _stats_op(queue: str) -> _admin.Op:
+    """`budget_counts` for _stats: a second round trip, only while jobs wait for a resource's budget."""
+    replies = yield _admin.Pipe(_stats_calls(queue))
+    waits = _budget_groups(replies)
+    return _stats(replies, (yield _admin.Call("hmget", (QueueKeys(queue).group_waiting, waits))) if waits else ())
+
+
+def _counters_op(queue: str) -> _admin.Op:
+    counts = yield _admin.Call("hgetall", (QueueKeys(queue).counts,))
+    return {name: int(v) for name, v in counts.items()}
+
+
+def _newest_op(key: str) -> _admin.Op:
+    newest = yield _admin.Call("xrevrange", (key, "+", "-"), {"count": 1})
+    return newest[0][0] if newest else "0-0"
+
+
+def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str]) -> _admin.Op:
+    """Client.wait for both clients."""
+    wanted = list(dict.fromkeys(ids))
+    for job_id in wanted:
+        check_job_id(job_id)
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    pipelines = yield from _known_op(queue)
+    # stream positions first, then the records: an end after them is read from the streams
+    positions: Dict[str, str] = {}
+    for key in _wait_streams((yield _admin.Call("smembers", (QUEUES_KEY,))), pipelines):
+        positions[key] = yield from _newest_op(key)
+    out: Dict[str, Job] = {}
+    pending = set()
+    for job_id in wanted:
+        job = yield from _get_job_op(job_id, queue)
+        if job is not None:
+            out[job_id] = job
+            if job.state not in WAIT_ENDED:
+                pending.add(job_id)
+    while pending and positions:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        block = min(1.0, left) if left is not None else 1.0
+        reply = yield _admin.Call("xread", (dict(positions),), {"count": EVENTS_PAGE, "block": max(1, int(block * 1000))})
+        for key, entries in reply or []:
+            for event_id, fields in entries:
+                positions[key] = event_id
+                for e in _events(event_id, fields):
+                    if e.id not in pending:
+                        continue
+                    ended = _ended_by(e)
+                    nxt = e.fields.get("next") if e.type == "completed" else None
+                    if nxt and QueueKeys(nxt).events not in positions:
+                        # on to a stage not followed yet: follow it, then read the record
+                        positions[QueueKeys(nxt).events] = yield from _newest_op(QueueKeys(nxt).events)
+                        job = yield from _get_job_op(e.id, queue)
+                        ended = job if job is not None and job.state in WAIT_ENDED else None
+                    if ended is not None:
+                        pending.discard(e.id)
+                        out[e.id] = (yield from _get_job_op(e.id, queue)) or ended
+    for job_id in pending:
+        job = yield from _get_job_op(job_id, queue)
+        if job is not None:
+            out[job_id] = job
+    return out
 
 
 FLOW_MAX_JOBS = 10_000

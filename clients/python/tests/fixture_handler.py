@@ -29,6 +29,10 @@ def handle(job: Job, ctx: Context) -> Any:
         }
     if mode == "long-log":
         return ctx.log("é" * 10000)  # longer than a job log line keeps
+    if mode == "fail-while":  # dead at once while the flag file exists
+        if os.path.exists(job.data["flag"]):
+            raise NonRetryableError("the flag is up")
+        return {"id": job.id}
     if mode == "bad":
         ctx.log("refusing this input")
         raise NonRetryableError("no recipient")

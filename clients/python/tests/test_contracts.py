@@ -119,15 +119,15 @@ def test_a_contract_that_keeps_changing_is_reported(redis_url: str, r: Any, clie
     set_contract(redis_url, "racing", {"data": {"type": "integer"}}, tmp_path)
     # Every read of the contract is followed by another change before the enqueue runs.
     n = [0]
-    read = client._read_contract
+    store = client._contracts.store  # (each read of the contract ends here)
 
-    def read_then_change(queue: str) -> Any:
-        got = read(queue)
+    def read_then_change(queue: str, stored: Any) -> Any:
+        got = store(queue, stored)
         n[0] += 1
         set_contract(redis_url, "racing", {"data": {"type": "integer", "minimum": -n[0]}}, tmp_path)
         return got
 
-    client._read_contract = read_then_change  # type: ignore[method-assign]
+    client._contracts.store = read_then_change  # type: ignore[method-assign]
     with pytest.raises(ContractChangedError, match="changed again"):
         client.enqueue("racing", 5)
     assert r.hget("cvy:{racing}:q:racing:counts", "enqueued") is None

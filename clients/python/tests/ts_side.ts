@@ -2,8 +2,10 @@
 //   node ts_side.ts enqueue <redis-url> <queue> '<jobs JSON array: {data,id,priority,…}>'
 //   node ts_side.ts job <redis-url> <id>         (QueueAdmin.job + jobLogs, as JSON)
 //   node ts_side.ts cancel <redis-url> <id>      (QueueAdmin.cancel)
+//   node ts_side.ts cron <redis-url> '<[[expr, tz|null, afterMs], …]>'  (each schedule's next tick)
 // prints the reply as JSON on stdout.
 import { connectRedis, Producer, QueueAdmin, type JobToEnqueue } from "../../../queue/index.ts";
+import { nextTick } from "../../../queue/schedules.ts";
 
 const [command, url, ...rest] = process.argv.slice(2);
 const redis = connectRedis(url!);
@@ -14,6 +16,10 @@ try {
     process.stdout.write(JSON.stringify(results));
   } else if (command === "cancel") {
     process.stdout.write(JSON.stringify(await new QueueAdmin(redis).cancel(rest[0]!)));
+  } else if (command === "cron") {
+    const cases = JSON.parse(rest[0]!) as [string, string | null, number][];
+    const next = cases.map(([cron, tz, after]) => nextTick({ cron, tz: tz ?? undefined, anchor: 0 }, after));
+    process.stdout.write(JSON.stringify(next));
   } else if (command === "job") {
     const admin = new QueueAdmin(redis);
     const info = await admin.job(rest[0]!);
