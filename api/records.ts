@@ -7,6 +7,7 @@ import {
   isRecordsPosition,
   RecordsQueries,
   RecordsQueryError,
+  type FlowJobRow,
   type JobRow,
   type MinuteStats,
   type RecordedStage,
@@ -71,6 +72,10 @@ export class JobRecords {
 
   byTask(task: string, limit?: number): Promise<JobRow[]> {
     return served(this.q.byTask(task, limit));
+  }
+
+  flowJobs(flowId: string, limit?: number): Promise<FlowJobRow[]> {
+    return served(this.q.flowJobs(flowId, limit));
   }
 
   async byField(opts: {

@@ -27,6 +27,8 @@ export {
   RecordsQueries,
   RecordsQueryError,
   STATS_WINDOWS,
+  FLOW_MAX_JOBS,
+  type FlowJobRow,
   type JobRow,
   type MinuteStats,
   type RecordsPage,
