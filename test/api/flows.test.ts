@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { PipelineKeys, Producer } from "../../queue/index.ts";
+import { PipelineKeys, Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
 
@@ -168,6 +168,14 @@ describe("GET /flows/{id}", () => {
 
     const detail = await get(`/jobs/${ids.d}/detail?queue=${D}`);
     assert.deepEqual(detail.body.flow, { id: flowId, key: "d" }, "from the records");
+
+    // The parents go to the outbox for the records; followers of the event stream do not get them.
+    const events = await s.redis.xrange(new QueueKeys(D).events, "-", "+");
+    const enqueued = events.map(([, f]) => f).find((f) => f[1] === "enqueued" && f[3] === ids.d);
+    assert.ok(enqueued, "d's enqueue event");
+    const names = enqueued.filter((_, i) => i % 2 === 0);
+    for (const name of ["flow", "flowKey", "parents", "parentIds", "data"])
+      assert.ok(!names.includes(name), name);
 
     const found = await get(`/search?q=${encodeURIComponent(`flow:${flowId}`)}`);
     assert.equal(found.status, 200, JSON.stringify(found.body));
