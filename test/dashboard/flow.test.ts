@@ -102,6 +102,22 @@ describe(
       assert.deepEqual(await counts(), { completed: 4 });
     });
 
+    test("the search's flow:<id> lists the flow's recorded jobs and links to its graph", async () => {
+      await s.recorded("flow_id = $1 AND flow_key = 'd' AND state = 'completed'", [flowId]);
+      await page.goto(`${s.api.base}/#/search?q=${encodeURIComponent(`flow:${flowId}`)}`);
+      await page.locator(`tr[data-job="${ids.d}"]`).waitFor();
+      const rows = await page
+        .locator("tbody tr")
+        .evaluateAll((els) => els.map((e) => e.getAttribute("data-job")));
+      assert.deepEqual(
+        rows,
+        ["a", "b", "c", "d"].map((k) => ids[k]),
+      );
+      await page.locator("[data-flow-link] a").click();
+      await stateOf("d", "completed");
+      assert.equal(new URL(page.url()).hash, `#/flow/${flowId}`);
+    });
+
     test("a flow of 1,000 jobs stays readable: a stage shows 50 nodes, the rest as one summary", async () => {
       // (no worker serves this pipeline: the root waits ready, the others for their parents)
       const wide = await new Producer(s.redis).enqueueFlow("wide", [
