@@ -1,38 +1,20 @@
 // GET /flows/{id}: a flow's jobs and their states (docs/flows.md). Read from Redis as `conveyor
-// flow <id>` reads it (queue/flows.ts); once Redis has let the flow go, from the records.
-import { flowViewOf, policyOf, type FlowJobState, type FlowView } from "../../queue/index.ts";
+// flow <id>` reads it (queue/flows.ts); once Redis has let the flow go, from the records
+// (records/flows.ts).
+import { flowViewOf } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 
 export function flowHandlers(ctx: ApiContext): Handlers {
-  /** The flow as the records keep it, or null when they have none of it. */
-  async function fromRecords(id: string, pipeline?: string): Promise<FlowView | null> {
-    if (!ctx.records) return null;
-    const rows = (await ctx.records.flowJobs(id)).filter((r) => !pipeline || r.pipeline === pipeline);
-    if (rows.length === 0) return null;
-    const jobs = rows.map((r): FlowJobState => ({
-      key: r.key,
-      id: r.id,
-      state: r.state,
-      queue: r.queue,
-      parents: r.parents,
-      onParentFailure: policyOf(r.onParentFailure),
-      ...(r.deadReason ? { reason: r.deadReason } : {}),
-    }));
-    const created = rows.map((r) => r.createdAt ?? Infinity);
-    const createdAt = Math.min(...created);
-    return flowViewOf(id, rows[0]!.pipeline, Number.isFinite(createdAt) ? createdAt : 0, jobs);
-  }
-
   return {
     async flow({ params, query }) {
       const id = params.id!;
       const pipeline = query.pipeline as string | undefined;
       let source: "redis" | "records" = "redis";
       let view = await ctx.admin.flow(id, pipeline);
-      if (!view) {
-        view = await fromRecords(id, pipeline);
+      if (!view && ctx.records) {
+        view = await ctx.records.flow(id, pipeline);
         source = "records";
       }
       // (a flow is one pipeline's; queues outside the allow-list are not shown)

@@ -2,12 +2,14 @@
 // flow (a → b, c → d) while it runs and once it ended, an unknown id, a bad query parameter, the
 // records' view once Redis has let the flow go, and `flow:<id>` in the search.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { PipelineKeys, Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
 
 const P = "dia";
 const [A, B, D] = [`${P}/a`, `${P}/b`, `${P}/d`];
@@ -165,6 +167,24 @@ describe("GET /flows/{id}", () => {
       [flowId],
     );
     assert.equal(parentIds[0]!.ids, `${ids.b} ${ids.c}`);
+
+    // `conveyor flow` reads the same: Redis, then the records with --database.
+    const cli = (...args: string[]) =>
+      spawnSync(NODE, [CONVEYOR, "flow", flowId, ...args], {
+        encoding: "utf8",
+        env: { ...process.env, REDIS_URL: s.redisServer.url, DATABASE_URL: "" },
+      });
+    const gone = cli("--json");
+    assert.deepEqual([gone.status, gone.stdout.trim()], [1, "null"], gone.stderr);
+    const recorded = cli("--json", "--database", s.pg.url);
+    assert.equal(recorded.status, 0, recorded.stderr);
+    const view = JSON.parse(recorded.stdout) as FlowBody & { createdAt: number };
+    assert.equal(view.source, "records");
+    assert.deepEqual(view.jobs, f.jobs);
+    assert.deepEqual(view.counts, f.counts);
+    const text = cli("--database", s.pg.url);
+    assert.match(text.stdout, /from the records: Redis has let it go/);
+    assert.match(text.stdout, new RegExp(`d  completed  ${D}  ${ids.d} ← b, c`));
 
     const detail = await get(`/jobs/${ids.d}/detail?queue=${D}`);
     assert.deepEqual(detail.body.flow, { id: flowId, key: "d" }, "from the records");
