@@ -540,10 +540,25 @@ export const ROUTES: readonly RouteDefinition[] = [
     query: query({ queue: queueName }),
   },
   {
+    name: "flow",
+    method: "GET",
+    path: "/flows/{id}",
+    summary:
+      "a flow's jobs (key, id, queue, state, parents, policy) and their counts by state; from Redis while it has the flow, then from the records",
+    tag: "jobs",
+    query: query({
+      pipeline: {
+        type: "string",
+        pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+        description: "the flow's pipeline (default: looked up)",
+      },
+    }),
+  },
+  {
     name: "search",
     method: "GET",
     path: "/search",
-    summary: "find jobs by id, idempotency key, task:<name>, or field=value on payload/result",
+    summary: "find jobs by id, idempotency key, task:<name>, flow:<id>, or field=value on payload/result",
     tag: "search",
     query: query({ q: { type: "string", minLength: 1, maxLength: 500 }, limit, cursor }, ["q"]),
   },

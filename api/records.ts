@@ -1,12 +1,15 @@
 // The job records as the job API serves them: records/queries.ts reads them; here a page's
 // position becomes an opaque cursor and a value PostgreSQL cannot read becomes a 400.
 import type pg from "pg";
+import type { FlowView } from "../queue/index.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { HttpError } from "./http.ts";
 import {
   isRecordsPosition,
+  recordedFlow,
   RecordsQueries,
   RecordsQueryError,
+  type FlowJobRow,
   type JobRow,
   type MinuteStats,
   type RecordedStage,
@@ -71,6 +74,15 @@ export class JobRecords {
 
   byTask(task: string, limit?: number): Promise<JobRow[]> {
     return served(this.q.byTask(task, limit));
+  }
+
+  flowJobs(flowId: string, limit?: number): Promise<FlowJobRow[]> {
+    return served(this.q.flowJobs(flowId, limit));
+  }
+
+  /** A flow as the records keep it (records/flows.ts), or null. */
+  flow(id: string, pipeline?: string): Promise<FlowView | null> {
+    return served(recordedFlow(this.q, id, pipeline));
   }
 
   async byField(opts: {

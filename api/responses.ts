@@ -249,7 +249,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     id: str,
     queue: str,
     state: str,
-    matched: { enum: ["id", "idempotencyKey", "task", "data", "result", "data or result"] },
+    matched: { enum: ["id", "idempotencyKey", "task", "flow", "data", "result", "data or result"] },
     createdAt: nullable(str),
     updatedAt: nullable(str),
   }),
@@ -552,6 +552,10 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       parentId: { type: ["string", "null"], description: "the fan-out parent (from the records)" },
       idempotencyKey: { type: ["string", "null"], description: "the producer's idempotency key, if any" },
       task: { type: ["string", "null"], description: "the job's task name, if it names one" },
+      flow: {
+        ...nullable(obj({ id: str, key: str })),
+        description: "the flow the job belongs to and its key there (GET /flows/{id}), or null",
+      },
       data: ref("Shown"),
       result: ref("Shown"),
       error: ref("Shown"),
@@ -650,9 +654,43 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     }),
   ),
   promoteJob: ok("runs now", obj({ id: str, queue: str, promoted: { const: true } })),
+  flow: ok(
+    "the flow's jobs, sorted by key",
+    obj({
+      id: str,
+      pipeline: str,
+      createdAt: nullable(isoTime),
+      source: {
+        enum: ["redis", "records"],
+        description:
+          "redis: live; records: Redis no longer has the flow (the records' states: queued for ready)",
+      },
+      counts: { type: "object", additionalProperties: int, description: "jobs by state" },
+      jobs: {
+        type: "array",
+        items: obj(
+          {
+            key: str,
+            id: str,
+            queue: str,
+            state: {
+              ...str,
+              description:
+                "waiting-children, ready, active, completed, dead, cancelled, …; gone once its record was reclaimed",
+            },
+            parents: { type: "array", items: str, description: "the parents' keys" },
+            onParentFailure: { enum: ["fail", "continue", "ignore"] },
+            pending: { ...int, description: "waiting for its parents: how many have not ended yet" },
+            reason: { ...str, description: "why it was cancelled or died" },
+          },
+          ["pending", "reason"],
+        ),
+      },
+    }),
+  ),
   search: ok(
     "matching jobs",
-    obj({ q: str, kind: { enum: ["id", "field", "task"] }, ...page(ref("SearchHit")) }),
+    obj({ q: str, kind: { enum: ["id", "field", "task", "flow"] }, ...page(ref("SearchHit")) }),
   ),
   events: [
     {

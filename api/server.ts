@@ -34,6 +34,7 @@ import { RecordsSwitch } from "./recordsSwitch.ts";
 import { Router, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
+import { flowHandlers } from "./routes/flows.ts";
 import { jobApiHandlers } from "./routes/jobApi.ts";
 import { contractHandlers } from "./routes/contracts.ts";
 import { jobHandlers } from "./routes/jobs.ts";
@@ -177,6 +178,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...jobApiHandlers(ctx),
       ...contractHandlers(ctx),
       ...searchHandlers(ctx),
+      ...flowHandlers(ctx),
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),
       ...resourceHandlers(ctx),

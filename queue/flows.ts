@@ -12,11 +12,15 @@ export interface FlowJobState {
   queue: string;
   /** The parents' keys. */
   parents: string[];
+  /** What it does when a parent dies or is cancelled: fail (the default), continue or ignore. */
+  onParentFailure: FlowPolicy;
   /** For a job waiting for its parents: how many have not ended yet. */
   pending?: number;
   /** Why it was cancelled, when a parent's end cancelled it. */
   reason?: string;
 }
+
+export type FlowPolicy = "fail" | "continue" | "ignore";
 
 export interface FlowView {
   id: string;
@@ -26,6 +30,17 @@ export interface FlowView {
   counts: Record<string, number>;
   jobs: FlowJobState[];
 }
+
+/** A view of a flow's jobs: sorted by key, counted by state (whichever store they were read from). */
+export function flowViewOf(id: string, pipeline: string, createdAt: number, jobs: FlowJobState[]): FlowView {
+  const counts: Record<string, number> = {};
+  for (const j of jobs) counts[j.state] = (counts[j.state] ?? 0) + 1;
+  jobs.sort((a, b) => a.key.localeCompare(b.key));
+  return { id, pipeline, createdAt, counts, jobs };
+}
+
+export const policyOf = (s: string | null | undefined): FlowPolicy =>
+  s === "continue" || s === "ignore" ? s : "fail";
 
 export interface FlowCancelResult {
   id: string;
@@ -61,31 +76,30 @@ export async function flowView(redis: RedisClient, id: string, pipeline?: string
       .filter(([f]) => f.startsWith("k:"))
       .map(([f, jobId]) => ({ key: f.slice(2), id: jobId }));
     const jobs: FlowJobState[] = [];
-    const counts: Record<string, number> = {};
     // (in runs, pipelined: a flow is up to 10,000 jobs)
     for (let i = 0; i < members.length; i += 500) {
       const run = members.slice(i, i + 500);
       const pipe = redis.pipeline();
-      for (const m of run) pipe.hmget(keys.job(m.id), "state", "queue", "parents", "pending", "cancelReason");
+      for (const m of run)
+        pipe.hmget(keys.job(m.id), "state", "queue", "parents", "pending", "cancelReason", "onParentFailure");
       const replies = (await pipe.exec()) ?? [];
       run.forEach((m, k) => {
         const [err, f] = replies[k] ?? [null, []];
-        const [state, queue, parents, pending, reason] = (err ? [] : (f as (string | null)[])) ?? [];
+        const [state, queue, parents, pending, reason, policy] = (err ? [] : (f as (string | null)[])) ?? [];
         const job: FlowJobState = {
           key: m.key,
           id: m.id,
           state: state ?? "gone",
           queue: queue ?? "",
           parents: parents ? parents.split(" ") : [],
+          onParentFailure: policyOf(policy),
         };
         if (state === "waiting-children" && pending != null) job.pending = Number(pending);
         if (reason) job.reason = reason;
         jobs.push(job);
-        counts[job.state] = (counts[job.state] ?? 0) + 1;
       });
     }
-    jobs.sort((a, b) => a.key.localeCompare(b.key));
-    return { id, pipeline: p, createdAt: Number(all.createdAt ?? 0), counts, jobs };
+    return flowViewOf(id, p, Number(all.createdAt ?? 0), jobs);
   }
   return null;
 }

@@ -41,3 +41,43 @@ describe("records of a debounced job", () => {
     assert.equal(stages[0]!.data?.value, '{"n":2}');
   });
 });
+
+describe("records of a flow job", () => {
+  test("a waiting job starts its history as waiting-children with its flow, key, parents and policy; its release keeps them", () => {
+    const { jobs } = foldEvents([
+      entry("1000-0", {
+        type: "enqueued",
+        id: "d1",
+        queue: "book/merge",
+        at: "1000",
+        from: "flow",
+        state: "waiting-children",
+        attempts: "3",
+        flow: "f1",
+        flowKey: "book",
+        parents: "ch1 ch2",
+        parentIds: "c1 c2",
+        onParentFailure: "continue",
+        data: "{}",
+      }),
+    ]);
+    assert.equal(jobs[0]!.state, "waiting-children");
+    assert.deepEqual(jobs[0]!.origin?.value, {
+      createdAt: 1000,
+      parentId: null,
+      idempotencyKey: null,
+      flow: {
+        id: "f1",
+        key: "book",
+        parents: ["ch1", "ch2"],
+        parentIds: ["c1", "c2"],
+        onParentFailure: "continue",
+      },
+    });
+    const released = foldEvents([
+      entry("2000-0", { type: "promoted", id: "d1", queue: "book/merge", at: "2000", from: "flow" }),
+    ]).jobs[0]!;
+    assert.equal(released.state, "queued");
+    assert.equal(released.origin, undefined, "the release leaves the flow fields as they are");
+  });
+});

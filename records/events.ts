@@ -95,7 +95,15 @@ export interface Versioned<T> {
 }
 
 export type JobState =
-  "queued" | "delayed" | "active" | "retrying" | "completed" | "dead" | "cancelled" | "deleted";
+  | "queued"
+  | "waiting-children"
+  | "delayed"
+  | "active"
+  | "retrying"
+  | "completed"
+  | "dead"
+  | "cancelled"
+  | "deleted";
 
 /** The latest progress report of a job's latest execution. */
 export interface Progress {
@@ -109,6 +117,30 @@ export interface Origin {
   createdAt: number | null;
   parentId: string | null;
   idempotencyKey?: string | null;
+  /** A flow job's flow (docs/flows.md): from its enqueue entry. */
+  flow?: FlowOrigin | null;
+}
+
+/** A flow job's place in its flow: the parents as keys and as ids, in the same order. */
+export interface FlowOrigin {
+  id: string;
+  key: string;
+  parents: string[];
+  parentIds: string[];
+  onParentFailure: string | null;
+}
+
+const words = (s: string | undefined) => (s ? s.split(" ").filter((w) => w !== "") : []);
+
+function flowOrigin(f: Record<string, string>): FlowOrigin | null {
+  if (!f.flow) return null;
+  return {
+    id: f.flow,
+    key: f.flowKey ?? "",
+    parents: words(f.parents),
+    parentIds: words(f.parentIds),
+    onParentFailure: f.onParentFailure || null,
+  };
 }
 
 /** What a batch does to one conveyor_jobs row. */
@@ -211,6 +243,8 @@ function enqueueOrigin(e: OutboxEvent): { newHistory: boolean; parentId: string 
   if (from === "fan-in" && e.id.endsWith(":join"))
     return { newHistory: true, parentId: e.id.slice(0, -":join".length) };
   if (from === "dead") return { newHistory: false, parentId: null };
+  // A flow job written waiting for its parents: its history starts here.
+  if (from === "flow" && e.fields.state === "waiting-children") return { newHistory: true, parentId: null };
   const isQueue = from === e.pipeline || from.startsWith(`${e.pipeline}/`);
   if (!isQueue && e.id.startsWith(`${from}:`) && /^[1-9]\d*$/.test(e.id.slice(from.length + 1)))
     return { newHistory: true, parentId: from };
@@ -260,7 +294,12 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
   const patch: JobPatch = {
     ...(p ?? { pipeline: e.pipeline, id: e.id }),
     queue: e.queue,
-    state: e.type === "enqueued" && due !== null ? "delayed" : STATE[e.type],
+    state:
+      e.type === "enqueued" && due !== null
+        ? "delayed"
+        : e.type === "enqueued" && f.state === "waiting-children"
+          ? "waiting-children"
+          : STATE[e.type],
     deadReason:
       e.type === "dead"
         ? f.reason || errorMessage(f.error) || "dead"
@@ -292,7 +331,13 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
       if (maxAttempts !== null || origin.newHistory) patch.maxAttempts = set(maxAttempts);
       if (origin.newHistory) {
         // A new job (or an id reused after its record expired), a fan-out child, or a join: a new history.
-        patch.origin = set({ createdAt: e.at, parentId: origin.parentId, idempotencyKey: f.key || null });
+        const flow = flowOrigin(f);
+        patch.origin = set({
+          createdAt: e.at,
+          parentId: origin.parentId,
+          idempotencyKey: f.key || null,
+          ...(flow ? { flow } : {}),
+        });
         patch.result = set(null);
         patch.error = set(null);
         patch.task = set(f.task || null);

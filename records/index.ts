@@ -18,6 +18,7 @@ export {
 export { DEFAULT_OUTBOX_MAX_BYTES } from "./outboxBudget.ts";
 export { MIGRATIONS, type Migration } from "./migrations.ts";
 export { foldEvents, parseEntry, type OutboxEvent, type RawEntry } from "./events.ts";
+export { recordedFlow } from "./flows.ts";
 export { joinStages, recordedStages, type RecordedStage, type StageView } from "./stages.ts";
 export {
   containment,
@@ -27,6 +28,8 @@ export {
   RecordsQueries,
   RecordsQueryError,
   STATS_WINDOWS,
+  FLOW_MAX_JOBS,
+  type FlowJobRow,
   type JobRow,
   type MinuteStats,
   type RecordsPage,

@@ -176,6 +176,24 @@ ALTER TABLE conveyor_jobs ADD COLUMN IF NOT EXISTS task text, ADD COLUMN IF NOT 
 CREATE INDEX IF NOT EXISTS conveyor_jobs_task_recent ON conveyor_jobs (task, updated_at DESC, id DESC) WHERE task IS NOT NULL;
 `,
   },
+  {
+    // A flow job's flow, key, parents (keys and ids, space-separated, in the same order) and
+    // policy, from its enqueue entry: the flow's history is searchable after Redis let it go.
+    // A job waiting for its parents is recorded as `waiting-children`.
+    id: 9,
+    name: "flows",
+    sql: `
+ALTER TABLE conveyor_jobs
+  ADD COLUMN IF NOT EXISTS flow_id text,
+  ADD COLUMN IF NOT EXISTS flow_key text,
+  ADD COLUMN IF NOT EXISTS flow_parents text,
+  ADD COLUMN IF NOT EXISTS flow_parent_ids text,
+  ADD COLUMN IF NOT EXISTS flow_policy text,
+  DROP CONSTRAINT conveyor_jobs_state_check,
+  ADD CONSTRAINT conveyor_jobs_state_check CHECK (state IN ('queued', 'waiting-children', 'delayed', 'active', 'retrying', 'completed', 'dead', 'cancelled', 'deleted'));
+CREATE INDEX IF NOT EXISTS conveyor_jobs_flow ON conveyor_jobs (flow_id, flow_key) WHERE flow_id IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

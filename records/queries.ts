@@ -28,6 +28,23 @@ export interface JobRow {
   lastEvent: string;
 }
 
+/** One job of a flow as the records keep it (migration 9). */
+export interface FlowJobRow {
+  id: string;
+  pipeline: string;
+  queue: string;
+  state: string;
+  key: string;
+  parents: string[];
+  parentIds: string[];
+  onParentFailure: string | null;
+  deadReason: string | null;
+  createdAt: number | null;
+}
+
+/** The most jobs a flow has (docs/flows.md). */
+export const FLOW_MAX_JOBS = 10_000;
+
 /** Where a page ends: (updated_at as PostgreSQL prints it, id) of its last row. */
 export type RecordsPosition = [string, string];
 
@@ -208,6 +225,30 @@ export class RecordsQueries {
     );
   }
 
+  /** A flow's jobs by key (index conveyor_jobs_flow); empty when the records have none of it. */
+  async flowJobs(flowId: string, limit = FLOW_MAX_JOBS): Promise<FlowJobRow[]> {
+    const rows = await this.rows<
+      Omit<FlowJobRow, "parents" | "parentIds" | "createdAt"> & {
+        parents: string | null;
+        parentIds: string | null;
+        createdAt: string | null;
+      }
+    >(
+      `SELECT id, pipeline, queue, state, flow_key AS key, flow_parents AS parents,
+         flow_parent_ids AS "parentIds", flow_policy AS "onParentFailure", dead_reason AS "deadReason",
+         (extract(epoch FROM created_at) * 1000)::float8 AS "createdAt"
+       FROM conveyor_jobs WHERE flow_id = $1 ORDER BY flow_key LIMIT $2`,
+      [flowId, limit],
+    );
+    const words = (s: string | null) => (s ? s.split(" ").filter((w) => w !== "") : []);
+    return rows.map((r) => ({
+      ...r,
+      parents: words(r.parents),
+      parentIds: words(r.parentIds),
+      createdAt: r.createdAt === null ? null : Math.round(Number(r.createdAt)),
+    }));
+  }
+
   /** `field=value` on the payload or result (JSON containment, GIN index), newest first. */
   async byField(opts: {
     part?: "data" | "result";
@@ -237,13 +278,29 @@ export class RecordsQueries {
   async job(
     pipeline: string,
     id: string,
-  ): Promise<(JobRow & { data: string | null; result: string | null; error: string | null }) | null> {
+  ): Promise<
+    | (JobRow & {
+        data: string | null;
+        result: string | null;
+        error: string | null;
+        flowId: string | null;
+        flowKey: string | null;
+      })
+    | null
+  > {
     const rows = await this.rows<
-      JobRow & { data: string | null; result: string | null; error: string | null }
-    >(`SELECT ${ROW}, data, result, error FROM conveyor_jobs WHERE pipeline = $1 AND id = $2`, [
-      pipeline,
-      id,
-    ]);
+      JobRow & {
+        data: string | null;
+        result: string | null;
+        error: string | null;
+        flowId: string | null;
+        flowKey: string | null;
+      }
+    >(
+      `SELECT ${ROW}, data, result, error, flow_id AS "flowId", flow_key AS "flowKey"
+       FROM conveyor_jobs WHERE pipeline = $1 AND id = $2`,
+      [pipeline, id],
+    );
     const row = rows[0];
     if (row) delete (row as { cursor_at?: string }).cursor_at;
     return row ?? null;

@@ -162,7 +162,19 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       });
       const state = info?.state ?? (row!.state === "queued" ? "ready" : row!.state);
       const r = row as
-        (typeof row & { data?: string | null; result?: string | null; error?: string | null }) | null;
+        | (typeof row & {
+            data?: string | null;
+            result?: string | null;
+            error?: string | null;
+            flowId?: string | null;
+            flowKey?: string | null;
+          })
+        | null;
+      const flow = info?.flow
+        ? { id: info.flow.id, key: info.flow.key }
+        : r?.flowId
+          ? { id: r.flowId, key: r.flowKey ?? "" }
+          : null;
       return {
         body: {
           id,
@@ -185,6 +197,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           parentId: row?.parentId ?? null,
           idempotencyKey: info?.idempotencyKey ?? row?.idempotencyKey ?? null,
           task: info?.task ?? null,
+          flow,
           data: shown(info?.data ?? r?.data),
           result: shown(info?.result ?? r?.result),
           error: shown(info?.error ?? r?.error),

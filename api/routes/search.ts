@@ -1,5 +1,6 @@
 // One search box: `field=value` (optionally `data:` or `result:` first) is a JSON containment
 // query on the records' payload/result (GIN index); `task:<name>` the records' jobs of a task;
+// `flow:<id>` the records' jobs of a flow;
 // anything else is a job id and an
 // idempotency key, looked up in PostgreSQL by index (keys too, after their Redis TTL) and in
 // Redis directly (works without PG).
@@ -11,12 +12,14 @@ import type { Handlers } from "../router.ts";
 
 /** `task:<name>` (a task name as the contracts spell it). */
 const TASK_QUERY = /^task:([A-Za-z0-9][A-Za-z0-9._-]{0,99})$/;
+/** `flow:<id>` (a flow id is a job id). */
+const FLOW_QUERY = /^flow:([A-Za-z0-9][A-Za-z0-9._:-]{0,199})$/;
 
 interface Hit {
   id: string;
   queue: string;
   state: string;
-  matched: "id" | "idempotencyKey" | "task" | "data" | "result" | "data or result";
+  matched: "id" | "idempotencyKey" | "task" | "flow" | "data" | "result" | "data or result";
   createdAt: string | null;
   updatedAt: string | null;
 }
@@ -137,6 +140,21 @@ export function searchHandlers(ctx: ApiContext): Handlers {
           'query parameter "cursor" only pages field=value searches',
           "invalid_field",
         );
+      // `flow:<id>`: the records' jobs of that flow (indexed, migration 9), by key.
+      const flow = FLOW_QUERY.exec(q);
+      if (flow && ctx.records) {
+        const hits: Hit[] = (await ctx.records.flowJobs(flow[1]!, limit))
+          .filter((r) => ctx.auth.queueAllowed(r.queue))
+          .map((r) => ({
+            id: r.id,
+            queue: r.queue,
+            state: r.state,
+            matched: "flow",
+            createdAt: r.createdAt === null ? null : new Date(r.createdAt).toISOString(),
+            updatedAt: null,
+          }));
+        return { body: { q, kind: "flow", items: hits, next: null } };
+      }
       // `task:<name>`: the records' jobs of that task (indexed, migration 8), then what the text
       // finds as an id or a key (a job id may look the same).
       const task = TASK_QUERY.exec(q);

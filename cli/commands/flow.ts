@@ -1,13 +1,29 @@
-// `conveyor flow`: a flow's jobs by state, each job's key, state and parents; cancel; and repair
-// (tell the dependents a worker of a release before flows left waiting).
+// `conveyor flow`: a flow's jobs by state, each job's key, state and parents (from the job
+// records with --database once Redis has let the flow go); cancel; and repair (tell the
+// dependents a worker of a release before flows left waiting).
+import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
+import type { FlowView } from "../../queue/flows.ts";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 import { printWait, WAIT_SETTING, waitExitCode } from "../waits.ts";
 
 // (loaded when the command runs: `conveyor --help` stays fast)
 const queue = () => import("../../queue/index.ts");
+const records = () => import("../../records/index.ts");
+
+/** The flow as the records keep it (records/flows.ts); null without a database or a record of it. */
+async function fromRecords(databaseUrl: string | undefined, id: string, pipeline?: string) {
+  if (!databaseUrl) return null;
+  const { createPool, recordedFlow, RecordsQueries } = await records();
+  const pool = createPool(databaseUrl, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
+  try {
+    return await recordedFlow(new RecordsQueries(pool), id, pipeline);
+  } finally {
+    await pool.end();
+  }
+}
 
 const USAGE =
-  "flow <id> [--pipeline P] [--json] [--wait D] | flow cancel <id> [--pipeline P] [--json] | flow repair <id> [--pipeline P] [--json]";
+  "flow <id> [--pipeline P] [--json] [--wait D] [--database URL] | flow cancel <id> [--pipeline P] [--json] | flow repair <id> [--pipeline P] [--json]";
 
 export default defineCommand({
   name: "flow",
@@ -16,6 +32,10 @@ export default defineCommand({
     ...COMMON,
     pipeline: { kind: "string", arg: "P", help: "the flow's pipeline (default: looked up from the flow)" },
     wait: WAIT_SETTING,
+    database: {
+      ...DATABASE_URL_SETTING,
+      help: "PostgreSQL job records: a flow's view once Redis has let it go",
+    },
   },
   async run(o) {
     const cancel = o.positionals[0] === "cancel" && o.positionals.length === 2;
@@ -52,7 +72,12 @@ export default defineCommand({
             );
           return r.outcome === "repaired" ? 0 : 1;
         }
-        const view = await admin.flow(id, pipeline);
+        let view: FlowView | null = await admin.flow(id, pipeline);
+        let recorded = false;
+        if (!view && waitMs === undefined) {
+          view = await fromRecords(o.raw("database"), id, pipeline);
+          recorded = view !== null;
+        }
         if (!view) {
           if (json) print(JSON.stringify(null));
           else print(`flow ${id} not found (never enqueued, or expired)`);
@@ -68,11 +93,12 @@ export default defineCommand({
           return waitExitCode(waited);
         }
         if (json) {
-          print(JSON.stringify(view));
+          print(JSON.stringify(recorded ? { ...view, source: "records" } : view));
           return 0;
         }
         print(
-          `flow ${view.id} (pipeline ${view.pipeline}, ${view.jobs.length} jobs, created ${new Date(view.createdAt).toISOString()})`,
+          `flow ${view.id} (pipeline ${view.pipeline}, ${view.jobs.length} jobs, created ${new Date(view.createdAt).toISOString()})` +
+            (recorded ? " — from the records: Redis has let it go" : ""),
         );
         print(
           Object.entries(view.counts)

@@ -72,7 +72,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   },
   {
     name: "flow",
-    synopsis: `  flow <id> [--pipeline P] [--json] [--wait D]   a flow's jobs by state: each job's key, state, queue, id and parents (exit 1: not found)
+    synopsis: `  flow <id> [--pipeline P] [--json] [--wait D] [--database URL]   a flow's jobs by state: each job's key, state, queue, id and parents; with --database from the records once Redis let it go (exit 1: not found)
   flow cancel <id> [--pipeline P] [--json]   cancel every unfinished job of a flow (running ones at their next heartbeat)
   flow repair <id> [--pipeline P] [--json]   tell the dependents of flow jobs a worker of an earlier release ended`,
     load: byDefault(flow),

@@ -173,7 +173,7 @@ export type SearchHit = {
   id: string;
   queue: string;
   state: string;
-  matched: "id" | "idempotencyKey" | "task" | "data" | "result" | "data or result";
+  matched: "id" | "idempotencyKey" | "task" | "flow" | "data" | "result" | "data or result";
   createdAt: string | null;
   updatedAt: string | null;
 };
@@ -513,6 +513,11 @@ export type JobDetailReply = {
   idempotencyKey: string | null;
   /** the job's task name, if it names one */
   task: string | null;
+  /** the flow the job belongs to and its key there (GET /flows/{id}), or null */
+  flow: {
+    id: string;
+    key: string;
+  } | null;
   data: Shown;
   result: Shown;
   error: Shown;
@@ -603,10 +608,35 @@ export type PromoteJobReply = {
   promoted: true;
 };
 
+/** the flow's jobs, sorted by key */
+export type FlowReply = {
+  id: string;
+  pipeline: string;
+  createdAt: string | null;
+  /** redis: live; records: Redis no longer has the flow (the records' states: queued for ready) */
+  source: "redis" | "records";
+  /** jobs by state */
+  counts: Record<string, number>;
+  jobs: ({
+    key: string;
+    id: string;
+    queue: string;
+    /** waiting-children, ready, active, completed, dead, cancelled, …; gone once its record was reclaimed */
+    state: string;
+    /** the parents' keys */
+    parents: string[];
+    onParentFailure: "fail" | "continue" | "ignore";
+    /** waiting for its parents: how many have not ended yet */
+    pending?: number;
+    /** why it was cancelled or died */
+    reason?: string;
+  })[];
+};
+
 /** matching jobs */
 export type SearchReply = {
   q: string;
-  kind: "id" | "field" | "task";
+  kind: "id" | "field" | "task" | "flow";
   items: SearchHit[];
   next: string | null;
 };

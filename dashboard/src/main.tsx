@@ -1,10 +1,11 @@
 // The dashboard shell: sign-in, the header (navigation, search, live status) and a hash
-// router (#/queues, #/queue/<q>, #/job/<id>, #/search?q=, #/pools, #/pool/<ns>/<name>,
-// #/resources), so the server's JSON paths and the UI's never collide.
+// router (#/queues, #/queue/<q>, #/job/<id>, #/flow/<id>, #/search?q=, #/pools,
+// #/pool/<ns>/<name>, #/resources), so the server's JSON paths and the UI's never collide.
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, prefetch, useLive, type GapEvent } from "./api.ts";
 import type { SessionReply as Session } from "./apiTypes.generated.ts";
+import { FlowPage } from "./pages/flow.tsx";
 import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
 import { QueuePage } from "./pages/queue.tsx";
@@ -162,6 +163,8 @@ function Route({ hash, session }: { hash: string; session: Session }) {
       return <QueuePage key={parts[1]} queue={parts[1]!} params={params} session={session} />;
     case "job":
       return <JobPage key={parts[1]} id={parts[1]!} queue={params.get("queue")} session={session} />;
+    case "flow":
+      return <FlowPage key={parts[1]} id={parts[1]!} />;
     case "search":
       return <SearchPage key={query} q={params.get("q") ?? ""} />;
     case "pools":

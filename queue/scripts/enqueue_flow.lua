@@ -117,9 +117,23 @@ for _, i in ipairs(order) do
   local group = groupOf(field(i, 'group', ''))
   local parents = field(i, 'parents', '')
   local pending = 0
-  for _ in string.gmatch(parents, '%S+') do pending = pending + 1 end
+  -- The records keep each job's flow, key and parents (keys and ids): the outbox only.
+  local recorded = {'flow', fid, 'flowKey', key}
+  local parentIds = {}
+  for p in string.gmatch(parents, '%S+') do
+    pending = pending + 1
+    parentIds[pending] = idOf[p]
+  end
+  if pending > 0 then
+    recorded[5], recorded[6], recorded[7], recorded[8] = 'parents', parents, 'parentIds', table.concat(parentIds, ' ')
+  end
+  local policy = field(i, 'onParentFailure', '')
+  if policy ~= '' and policy ~= 'fail' then
+    recorded[#recorded + 1] = 'onParentFailure'
+    recorded[#recorded + 1] = policy
+  end
   if pending == 0 then
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, 0, attempts, timeout, '', '', extra, group) then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, 0, attempts, timeout, '', '', extra, group, recorded) then
       woke[queue] = true
     end
   else
@@ -141,7 +155,12 @@ for _, i in ipairs(order) do
     redis.call('HSET', jk, 'queue', queue, 'attempts', attempts, 'createdAt', now, 'state', 'waiting-children',
       'pending', pending, 'data', data, unpack(extra))
     redis.call('HINCRBY', keys.counts, 'waitingChildren', 1)
-    record(KEYS[1], KEYS[2], {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'state', 'waiting-children', 'attempts', attempts, 'data', data})
+    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'state', 'waiting-children', 'attempts', attempts}
+    local eventsN = #fields
+    for k = 1, #recorded do fields[#fields + 1] = recorded[k] end
+    fields[#fields + 1] = 'data'
+    fields[#fields + 1] = data
+    record(KEYS[1], KEYS[2], fields, eventsN)
   end
   kmap[#kmap + 1] = 'k:' .. key
   kmap[#kmap + 1] = id

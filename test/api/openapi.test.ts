@@ -10,7 +10,7 @@ import { ROUTES } from "../../api/definitions.ts";
 import { openApiDocument } from "../../api/openapi.ts";
 import { DashboardStack } from "../support/dashboard.ts";
 import { waitFor } from "../support/processes.ts";
-import { parseLimits, setResource } from "../../queue/index.ts";
+import { parseLimits, Producer, setResource } from "../../queue/index.ts";
 
 const Q = "docs/ocr";
 const IDLE = "docs/idle"; // no worker: its jobs wait
@@ -282,6 +282,21 @@ describe("OpenAPI: every operation against a real server", () => {
     // QueueAdmin has no promote yet: a 501 in the error shape (the document allows any 5XX there).
     const promote = await call("promoteJob", `/jobs/c-4/promote?queue=${idle}`);
     assert.ok([200, 501].includes(promote.status), JSON.stringify(promote.body));
+  });
+
+  test("a flow's view; an unknown flow", async () => {
+    const { flowId, ids } = await new Producer(s.redis).enqueueFlow("docs", [
+      { key: "a", queue: IDLE, data: {} },
+      { key: "b", queue: IDLE, data: {}, parents: ["a"], onParentFailure: "continue" },
+    ]);
+    const r = await call("flow", `/flows/${flowId}`);
+    expectStatus(r, 200);
+    assert.deepEqual(r.body.counts, { ready: 1, "waiting-children": 1 });
+    assert.deepEqual(
+      (r.body.jobs as { id: string }[]).map((j) => j.id),
+      [ids.a, ids.b],
+    );
+    expectStatus(await call("flow", `/flows/no-such-flow?pipeline=docs`), 404);
   });
 
   test("dead letters: list, retry one, retry some, purge", async () => {

@@ -54,6 +54,8 @@ interface JobRow {
   started_at: Date | null;
   finished_at: Date | null;
   task: string | null;
+  flow_id?: string | null;
+  flow_parents?: string | null;
 }
 
 interface AttemptRow {
@@ -1602,6 +1604,123 @@ describe("job records (PostgreSQL through the outbox)", () => {
     )) as unknown[][];
     const names = groups.map((c) => String(c[1]));
     assert.ok(!names.includes("first"), `a cleanly stopped recorder leaves the group: ${names.join(",")}`);
+  });
+
+  test("migration 9 adds a flow's columns to a database of migration 8, keeping its rows; a recorded flow is read back by key", async () => {
+    const db = await newDatabase();
+    const pool = createPool(db.url);
+    try {
+      assert.deepEqual(await migrate(pool, MIGRATIONS.slice(0, 8)), [1, 2, 3, 4, 5, 6, 7, 8]);
+      // (a row as the recorder of migration 8 wrote it: its upsert names no flow column)
+      await pgServer.query(
+        `INSERT INTO conveyor_jobs (pipeline, id, queue, state, data, attempts, updated_at, last_event, v_event, v_data, v_created, created_at)
+        VALUES ('p', 'old', 'p/a', 'queued', '{}', 0, to_timestamp(1), '1-0', 100000000000000000000, 100000000000000000000, 100000000000000000000, to_timestamp(1))`,
+        [],
+        db.name,
+      );
+      assert.deepEqual(await migrate(pool), [9]);
+      const [old] = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name);
+      assert.deepEqual(
+        [old!.id, old!.state, old!.flow_id, old!.flow_parents],
+        ["old", "queued", null, null],
+        "the row is kept, outside any flow",
+      );
+      const at = (ms: number) => String(ms);
+      const entry = (id: string, fields: string[]): RawEntry => [id, fields];
+      await writeBatch(
+        pool,
+        foldEvents(
+          [
+            entry("2-0", [
+              "type",
+              "enqueued",
+              "id",
+              "j-a",
+              "queue",
+              "p/a",
+              "at",
+              at(2),
+              "flow",
+              "f1",
+              "flowKey",
+              "a",
+              "data",
+              "{}",
+            ]),
+            entry("2-1", [
+              ...[
+                "type",
+                "enqueued",
+                "id",
+                "j-d",
+                "queue",
+                "p/d",
+                "at",
+                at(2),
+                "from",
+                "flow",
+                "state",
+                "waiting-children",
+              ],
+              ...[
+                "flow",
+                "f1",
+                "flowKey",
+                "d",
+                "parents",
+                "a",
+                "parentIds",
+                "j-a",
+                "onParentFailure",
+                "ignore",
+                "data",
+                "{}",
+              ],
+            ]),
+          ].map((e) => parseEntry("p", e)!),
+        ),
+      );
+      const queries = new RecordsQueries(pool);
+      const waiting = await queries.flowJobs("f1");
+      assert.deepEqual(
+        waiting.map((j) => [
+          j.key,
+          j.id,
+          j.queue,
+          j.state,
+          j.parents,
+          j.parentIds,
+          j.onParentFailure,
+          j.createdAt,
+        ]),
+        [
+          ["a", "j-a", "p/a", "queued", [], [], null, 2],
+          ["d", "j-d", "p/d", "waiting-children", ["a"], ["j-a"], "ignore", 2],
+        ],
+      );
+      // Released, run and completed: the flow's fields stay as the enqueue set them.
+      await writeBatch(
+        pool,
+        foldEvents(
+          [
+            entry("3-0", ["type", "completed", "id", "j-a", "queue", "p/a", "at", at(3), "result", "1"]),
+            entry("3-1", ["type", "promoted", "id", "j-d", "queue", "p/d", "at", at(3), "from", "flow"]),
+            entry("4-0", ["type", "completed", "id", "j-d", "queue", "p/d", "at", at(4), "result", "2"]),
+          ].map((e) => parseEntry("p", e)!),
+        ),
+      );
+      const done = await queries.flowJobs("f1");
+      assert.deepEqual(
+        done.map((j) => [j.key, j.state, j.parents, j.parentIds]),
+        [
+          ["a", "completed", [], []],
+          ["d", "completed", ["a"], ["j-a"]],
+        ],
+      );
+      assert.deepEqual(await queries.flowJobs("f2"), [], "another flow: none");
+    } finally {
+      await pool.end();
+    }
   });
 });
 

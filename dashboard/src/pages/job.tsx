@@ -138,6 +138,19 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
             <dd>{job.deadReason}</dd>
           </div>
         )}
+        {job.flow && (
+          <div>
+            <dt>Flow</dt>
+            <dd data-field="flow">
+              <a class="mono" href={`#/flow/${q(job.flow.id)}`}>
+                {job.flow.id}
+              </a>{" "}
+              <span class="muted">
+                as <span class="mono">{job.flow.key}</span>
+              </span>
+            </dd>
+          </div>
+        )}
         {job.parentId && (
           <div>
             <dt>Fanned out by</dt>

@@ -30,6 +30,11 @@ export function SearchPage({ q: query }: { q: string }) {
         <code>data:customer.id=42</code>, <code>result:status="ok"</code>).
       </p>
       <ErrorNote error={error} />
+      {/^flow:\S+$/.test(query) && (
+        <p data-flow-link>
+          <a href={`#/flow/${q(query.slice(5))}`}>The flow's graph</a>
+        </p>
+      )}
       {!query ? null : hits === null ? (
         error ? null : (
           <p class="muted">Searching…</p>

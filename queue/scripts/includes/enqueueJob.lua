@@ -14,8 +14,9 @@
 -- every field costs a waiting job bytes, and a field past hash-max-listpack-value would turn the
 -- whole hash into a hashtable. A job of priority 0 waits in the queue's line (readyLine.lua) and
 -- needs no `score` either, and its data past 64 B waits in its own key (parkedData.lua).
--- `group` (nil: none): the job's group; it waits in its group's line (groups.lua).
-local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group)
+-- `group` (nil: none): the job's group; it waits in its group's line (groups.lua). `recorded`
+-- (nil: none): more fields for the outbox only (a flow job's flow and parents, for the records).
+local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group, recorded)
   if not keys.at then keys.at = tostring(now) end
   local optional = extra
   local score
@@ -62,8 +63,12 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
     fields[#fields + 1] = 'key'
     fields[#fields + 1] = idemKey
   end
+  local eventsN = #fields
+  if recorded then
+    for i = 1, #recorded do fields[#fields + 1] = recorded[i] end
+  end
   fields[#fields + 1] = 'data' -- last: see record()
   fields[#fields + 1] = data
-  record(keys.outbox, keys.meta, fields)
+  record(keys.outbox, keys.meta, fields, eventsN)
   return delay <= 0
 end

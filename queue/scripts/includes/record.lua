@@ -34,15 +34,16 @@ end
 -- input has it as the last pair ('data', …). The input can be large: followers of the event
 -- stream get ids and outcomes, not payloads; the outbox gets every field. (No field-by-field
 -- copy: record runs for most transitions.) recordOutbox is the outbox half alone, for the
--- transitions whose events go out as one batch entry (below).
+-- transitions whose events go out as one batch entry (below). `eventsN` (optional): only the
+-- first eventsN fields go to the event stream (fields the records keep but followers need not).
 local function recordOutbox(outboxKey, metaKey, fields)
   if outboxOn(metaKey, fields[6]) then
     redis.call('XADD', outboxKey, 'MAXLEN', '~', OUTBOX_MAXLEN, '*', unpack(fields))
   end
 end
-local function record(outboxKey, metaKey, fields)
+local function record(outboxKey, metaKey, fields, eventsN)
   local n = #fields
-  if fields[n - 1] == 'data' then n = n - 2 end
+  if eventsN then n = eventsN elseif fields[n - 1] == 'data' then n = n - 2 end
   redis.call('XADD', eventsKeyOf(outboxKey, fields[6]), 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields, 1, n))
   recordOutbox(outboxKey, metaKey, fields)
 end
