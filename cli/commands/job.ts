@@ -2,6 +2,8 @@
 import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
 import { parseAttemptErrors } from "../../queue/attemptErrors.ts";
 import type { JobStage } from "../../queue/types.ts";
+import { pipelineOf } from "../../queue/keys.ts";
+import { readDeliveries } from "../../queue/notifications.ts";
 import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
 
 const adminModule = () => import("../../queue/admin.ts");
@@ -92,6 +94,12 @@ export default defineCommand({
         ),
         ...(served ? {} : { warning: NOT_SERVED_WARNING }),
         logs: await admin.jobLogs(id, info.queue || queue),
+        notifications: (await readDeliveries(redis, pipelineOf(info.queue || queue || ""), id)).map((d) => ({
+          ...d,
+          firstAt: iso(d.firstAt),
+          lastAt: iso(d.lastAt),
+          nextAt: iso(d.nextAt),
+        })),
       };
       if (asJson) {
         print(JSON.stringify(view));
@@ -126,6 +134,11 @@ export default defineCommand({
         print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
       if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
       for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
+      if (view.notifications.length > 0) print("notifications:");
+      for (const d of view.notifications)
+        print(
+          `  ${d.event} → ${d.url}: ${d.state} after ${d.attempts} attempt(s), last ${d.lastAt} answered ${d.status || "nothing"}${d.answer ? ` ${JSON.stringify(d.answer)}` : ""}${d.nextAt ? `, next at ${d.nextAt}` : ""}`,
+        );
       return 0;
     });
   },
