@@ -210,6 +210,33 @@ function parseJson(text: string): unknown {
   }
 }
 
+/** The list separator of batch entries (queue/scripts/includes/record.lua LIST_SEP). */
+const LIST_SEP = "\x1f";
+
+/**
+ * A stream entry's jobs with their delivery ids: a per-job entry is one (its entry id); a batch
+ * entry (`n` and `x[]` lists, notify.lua) is n, `<entry id>/<k>`.
+ */
+export function expandEntry(entryId: string, e: Record<string, string>): [string, Record<string, string>][] {
+  if (e.n === undefined) return [[entryId, e]];
+  const n = Number(e.n);
+  const lists: Record<string, string[]> = {};
+  const shared: Record<string, string> = {};
+  for (const [k, v] of Object.entries(e)) {
+    if (k === "n") continue;
+    if (k.endsWith("[]")) lists[k.slice(0, -2)] = v.split(LIST_SEP);
+    else shared[k] = v;
+  }
+  const out: [string, Record<string, string>][] = [];
+  for (let k = 0; k < n; k++) {
+    const job: Record<string, string> = { ...shared };
+    for (const [name, values] of Object.entries(lists))
+      if (values[k] !== undefined && values[k] !== "") job[name] = values[k]!;
+    out.push([`${entryId}/${k}`, job]);
+  }
+  return out;
+}
+
 export function createNotifyMetrics(registry: Registry) {
   return new Counter({
     name: "conveyor_notify_deliveries_total",
@@ -329,30 +356,37 @@ export class Notifier {
     const e: Record<string, string> = {};
     for (let i = 0; i + 1 < list.length; i += 2) e[list[i]!] = list[i + 1]!;
     const { redis } = this.opts;
-    if (e.queue !== this.opts.queue) {
-      await redis.xack(this.keys.notify, this.group, entryId);
-      return;
-    }
+    let open = false;
+    if (e.queue === this.opts.queue)
+      for (const [delivery, job] of expandEntry(entryId, e))
+        if (await this.handleJob(delivery, job)) open = true;
+    if (!open) await redis.xack(this.keys.notify, this.group, entryId);
+  }
+
+  /** One job's notification to each of its destinations; true while one is still to be retried. */
+  private async handleJob(delivery: string, e: Record<string, string>): Promise<boolean> {
+    const { redis } = this.opts;
     const urls = new Set<string>();
     if (e.pool === "1" && this.config.url) urls.add(this.config.url);
     if (e.url) urls.add(e.url);
+    if (urls.size === 0) return false;
     const stateKey = this.keys.notified(e.id!);
-    const known = urls.size > 0 ? await redis.hgetall(stateKey) : {};
+    const known = await redis.hgetall(stateKey);
     const body = notificationBody(e);
     let open = false;
     for (const url of urls) {
-      const field = `${entryId} ${url}`;
+      const field = `${delivery} ${url}`;
       const before = known[field] ? (JSON.parse(known[field]) as Delivery) : undefined;
       if (before && before.state !== "retrying") continue;
       if (before?.nextAt && before.nextAt > Date.now()) {
         open = true;
         continue;
       }
-      const d = await this.attempt(url, e, entryId, body, before);
+      const d = await this.attempt(url, e, delivery, body, before);
       await redis.multi().hset(stateKey, field, JSON.stringify(d)).expire(stateKey, STATE_TTL_SECONDS).exec();
       if (d.state === "retrying") open = true;
     }
-    if (!open) await redis.xack(this.keys.notify, this.group, entryId);
+    return open;
   }
 
   private async attempt(

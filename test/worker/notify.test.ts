@@ -11,7 +11,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 import { execFile } from "node:child_process";
-import { cancelJob, QueueKeys, readDeliveries, type Delivery } from "../../queue/index.ts";
+import { cancelJob, Consumer, QueueKeys, readDeliveries, type Delivery } from "../../queue/index.ts";
+import { expandEntry } from "../../worker/notify.ts";
 import { pollUntil } from "../support/poll.ts";
 import { stopProcess } from "../support/processes.ts";
 import { startQueueRedis, stopQueueRedis, type QueueRedis } from "../support/redis.ts";
@@ -279,6 +280,48 @@ describe("completion notifications", () => {
       qr.producer.enqueue(q, {}, { notify: { url: r.url(), events: ["dead"], secret: "x" } as never }),
       /notify takes url and events only/,
     );
+  });
+
+  test("the jobs one settle call completes are one notify entry; the sender expands it; others write none", async () => {
+    const q = "nbatch/s";
+    const k = new QueueKeys(q);
+    await qr.redis.hset(k.meta, `notify:${q}`, "completed,dead");
+    await qr.producer.enqueueMany(q, [
+      { id: "b1", data: 1 },
+      { id: "b2", data: 2, notify: { url: "https://hooks.example.com/b2", events: ["completed"] } },
+      { id: "b3", data: 3 },
+    ]);
+    const consumer = new Consumer(qr.redis, q, { workerId: "t", leaseMs: 30_000, retentionSeconds: 60 });
+    const { jobs } = await consumer.claim(3);
+    await consumer.settleMany(
+      jobs.map((job) => ({ job, settlement: { result: { v: JSON.parse(job.rawData) as number } } })),
+      0,
+    );
+    const entries = (await qr.redis.xrange(k.notify, "-", "+")) as [string, string[]][];
+    assert.equal(entries.length, 1);
+    const [entryId, list] = entries[0]!;
+    const e: Record<string, string> = {};
+    for (let i = 0; i < list.length; i += 2) e[list[i]!] = list[i + 1]!;
+    assert.equal(e.n, "3");
+    const jobsOut = expandEntry(entryId, e);
+    assert.deepEqual(
+      jobsOut.map(([d, j]) => [d, j.id, j.state, j.pool, j.url, JSON.parse(j.result!)]),
+      [
+        [`${entryId}/0`, "b1", "completed", "1", undefined, { v: 1 }],
+        [`${entryId}/1`, "b2", "completed", "1", "https://hooks.example.com/b2", { v: 2 }],
+        [`${entryId}/2`, "b3", "completed", "1", undefined, { v: 3 }],
+      ],
+    );
+    // A queue whose pool and jobs ask for nothing: no entry, and no command beyond the settle's.
+    const plain = "nbatch/plain";
+    await qr.producer.enqueueMany(plain, [{ data: 1 }, { data: 2 }]);
+    const c2 = new Consumer(qr.redis, plain, { workerId: "t", leaseMs: 30_000, retentionSeconds: 60 });
+    const claimed = (await c2.claim(2)).jobs;
+    await c2.settleMany(
+      claimed.map((job) => ({ job, settlement: { result: null } })),
+      0,
+    );
+    assert.equal(await qr.redis.xlen(k.notify), 1);
   });
 
   test("a worker SIGKILLed with a notification in hand: another worker delivers it", async () => {

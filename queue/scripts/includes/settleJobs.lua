@@ -65,6 +65,7 @@ local function tallyLeftRunning(tally, jobPrefix, queue, g)
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
+  flushNotifyCompleted(tally)
   local left = tally.groupsLeft
   if left then
     tally.groupsLeft = nil
@@ -129,7 +130,7 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   if outboxOn(metaKey, queue) then
     recordOutbox(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'reused', reused})
   end
-  notifyEnded(outboxKey, metaKey, queue, id, 'completed', tally.at, held[12], held[13], attemptsAfterSuccess(held[7]), 'result', result)
+  tallyNotifyCompleted(tally, outboxKey, metaKey, queue, id, held[12], held[13], attemptsAfterSuccess(held[7]), result)
   tallyCompleted(tally, outboxKey, queue, id, token, result, reused)
   return 1
 end
