@@ -23,5 +23,12 @@ export async function readDeliveries(redis: RedisClient, pipeline: string, id: s
   const all = await redis.hgetall(new PipelineKeys(pipeline).notified(id));
   return Object.entries(all)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, v]) => JSON.parse(v) as Delivery);
+    .flatMap(([, v]) => {
+      try {
+        return [JSON.parse(v) as Delivery];
+      } catch {
+        // (a field not written by a sender: shown as nothing rather than failing the whole read)
+        return [];
+      }
+    });
 }
