@@ -70,7 +70,10 @@ class Receiver {
         const a = this.answer(r);
         if (a === "hang") return;
         r.status = a;
-        res.writeHead(a, { "content-type": "text/plain" }).end(a === 200 ? "ok" : "down for now");
+        const location = a >= 300 && a < 400 ? { location: this.url("/elsewhere") } : {};
+        res
+          .writeHead(a, { "content-type": "text/plain", ...location })
+          .end(a === 200 ? "ok" : "down for now");
       });
     });
     await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
@@ -226,6 +229,34 @@ describe("completion notifications", () => {
     assert.equal(metricValue(m, "conveyor_notify_deliveries_total", { outcome: "delivered" }), n);
     const [d] = await deliveries(q, "d0");
     assert.ok(d!.attempts >= 3, JSON.stringify(d));
+  });
+
+  test("a redirect is not followed; retries spent, the delivery is marked failed", async () => {
+    const r = await receiver();
+    r.answer = (x) => (x.path === "/hook" ? 302 : 200);
+    const q = "nfail/s";
+    const w = await worker("nfail", q, {
+      CONVEYOR_NOTIFY_URL: r.url(),
+      CONVEYOR_NOTIFY_ALLOW: "127.0.0.1/32",
+      CONVEYOR_NOTIFY_RETRY_MAX: "500ms",
+    });
+    await qr.producer.enqueue(q, {}, { id: "f1" });
+    const d = await pollUntil(
+      "the delivery failed",
+      async () => {
+        const [x] = await deliveries(q, "f1");
+        return x?.state === "failed" ? x : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(d.status, 302);
+    assert.match(d.answer, /redirect to http:\/\/127\.0\.0\.1:\d+\/elsewhere not followed/);
+    assert.ok(d.attempts >= 1);
+    assert.equal(r.ids("/elsewhere").length, 0, "the redirect was never followed");
+    assert.equal(
+      metricValue(await w.metrics(), "conveyor_notify_deliveries_total", { outcome: "failed" }),
+      1,
+    );
   });
 
   test("a loopback destination is refused, and the delivery names the address", async () => {
