@@ -355,6 +355,31 @@ describe("completion notifications", () => {
     assert.equal(await qr.redis.xlen(k.notify), 1);
   });
 
+  test("a job dead-lettered by the sweeper (stalled) is notified from the sweep's script", async () => {
+    const q = "nstall/s";
+    const k = new QueueKeys(q);
+    await qr.producer.enqueue(
+      q,
+      {},
+      { id: "st1", notify: { url: "https://hooks.example.com/st", events: ["dead"] } },
+    );
+    const consumer = new Consumer(qr.redis, q, { workerId: "t", leaseMs: 50, retentionSeconds: 60 });
+    await consumer.claim(1);
+    await pollUntil("the sweeper dead-letters it", async () => {
+      await consumer.sweep({ maxStalls: 0, lockMs: 1, gapMs: 600_000, graceMs: 0 });
+      return (await qr.redis.hget(k.job("st1"), "state")) === "dead";
+    });
+    const entries = (await qr.redis.xrange(k.notify, "-", "+")) as [string, string[]][];
+    const e = Object.fromEntries(
+      entries.map(([, l]) => l).flatMap((l) => l.flatMap((v, i) => (i % 2 ? [] : [[v, l[i + 1]!]]))),
+    );
+    assert.equal(e.id, "st1");
+    assert.equal(e.state, "dead");
+    assert.equal(e.url, "https://hooks.example.com/st");
+    assert.equal(e.pool, "0");
+    assert.match(JSON.parse(e.error!).message, /stalled 1 times/);
+  });
+
   test("a worker SIGKILLed with a notification in hand: another worker delivers it", async () => {
     const r = await receiver();
     let hang = true;
