@@ -388,7 +388,7 @@ describe("completion notifications", () => {
     const env = {
       CONVEYOR_NOTIFY_URL: r.url(),
       CONVEYOR_NOTIFY_ALLOW: "127.0.0.1/32",
-      CONVEYOR_NOTIFY_TIMEOUT: "3s",
+      CONVEYOR_NOTIFY_TIMEOUT: "5s",
     };
     const a = await worker("nkill-a", q, env);
     await qr.producer.enqueue(q, {}, { id: "k1" });
