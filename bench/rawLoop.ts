@@ -5,8 +5,11 @@
 // jobs/s here is client-bound. Blocks of the same size alternate nothing: run it before and
 // after a change, on the same machine, and compare the medians.
 // With --next, each settle hands its jobs to a next stage (`raw/next`) instead of completing them.
-//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--json]
-import { Consumer, Producer, type ClaimedJob } from "../queue/index.ts";
+// With --notify pool every completion is asked for by the queue's pool (`notify:<queue>` in meta,
+// as `conveyor worker --notify` sets it), with --notify job by each job's own notify: each settle
+// then appends the jobs to the notify stream (docs/notifications.md; nothing sends them here).
+//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--notify pool|job] [--json]
+import { Consumer, PipelineKeys, Producer, type ClaimedJob } from "../queue/index.ts";
 import { client, snapshot, startBenchRedis, type RedisSnapshot } from "./lib/redis.ts";
 import { intFlag, loadAverage, nowMs, parseFlags, progress, round, summarize } from "./lib/util.ts";
 
@@ -46,16 +49,27 @@ function diff(a: RedisSnapshot, b: RedisSnapshot, jobs: number): RawRep & { wall
   };
 }
 
-async function oneRep(url: string, jobs: number, batch: number, next: boolean): Promise<RawRep> {
+async function oneRep(
+  url: string,
+  jobs: number,
+  batch: number,
+  next: boolean,
+  notify?: string,
+): Promise<RawRep> {
   const redis = client(url, "raw-loop");
   try {
     await redis.flushall();
     const producer = new Producer(redis);
+    const own =
+      notify === "job"
+        ? { notify: { url: "https://hooks.example.com/done", events: ["completed" as const] } }
+        : {};
     for (let i = 0; i < jobs; i += 500)
       await producer.enqueueMany(
         QUEUE,
-        Array.from({ length: Math.min(500, jobs - i) }, (_, k) => ({ data: { i: i + k } })),
+        Array.from({ length: Math.min(500, jobs - i) }, (_, k) => ({ data: { i: i + k }, ...own })),
       );
+    if (notify === "pool") await redis.hset(new PipelineKeys("raw").meta, `notify:${QUEUE}`, "completed");
     const consumer = new Consumer(redis, QUEUE, { workerId: "raw", leaseMs: 30_000, retentionSeconds: 0 });
     // Warm the script cache (and the Function library) outside the measured block.
     let held: ClaimedJob[] = (await consumer.claim(batch)).jobs;
@@ -85,12 +99,15 @@ const flags = parseFlags(process.argv.slice(2));
 const jobs = intFlag(flags, "jobs", 20_000);
 const batch = intFlag(flags, "batch", 32);
 const reps = intFlag(flags, "reps", 5);
+const notify = flags.get("notify");
+if (notify !== undefined && notify !== "pool" && notify !== "job")
+  throw new Error(`--notify: expected pool or job, got ${JSON.stringify(notify)}`);
 const server = await startBenchRedis();
 try {
   const runs: RawRep[] = [];
   const load = loadAverage();
   for (let rep = 0; rep < reps; rep++) {
-    runs.push(await oneRep(server.url, jobs, batch, flags.has("next")));
+    runs.push(await oneRep(server.url, jobs, batch, flags.has("next"), notify));
     progress(`raw loop B=${batch} rep ${rep + 1}/${reps}: ${JSON.stringify(runs.at(-1))}`);
   }
   const median = (f: (r: RawRep) => number) => summarize(runs.map(f)).median;
@@ -99,6 +116,7 @@ try {
     jobs,
     reps,
     next: flags.has("next"),
+    notify: notify ?? "none",
     load: `${load} → ${loadAverage()}`,
     redisCpuUsPerJob: median((r) => r.redisCpuUsPerJob),
     callUsPerJob: median((r) => r.callUsPerJob),

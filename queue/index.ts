@@ -17,6 +17,7 @@ export * from "./resources.ts";
 export * from "./groupViews.ts";
 export * from "./schedules.ts";
 export * from "./records.ts";
+export * from "./notifications.ts";
 export * from "../lib/backoff.ts";
 export * from "../lib/duration.ts";
 export * from "./events.ts";

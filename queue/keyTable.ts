@@ -55,10 +55,22 @@ export const KEY_TABLE: readonly KeySpec[] = [
     doc: "Transactional record of transitions, drained into PostgreSQL.",
   },
   {
+    name: "notify",
+    scope: "pipeline",
+    pattern: "notify",
+    doc: "Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue.",
+  },
+  {
+    name: "notified",
+    scope: "pipeline",
+    pattern: "notified:{id}",
+    doc: "A job's notification deliveries: `<entry> <url>` → JSON state, attempts, last answer (expires 7 days after the last attempt).",
+  },
+  {
     name: "meta",
     scope: "pipeline",
     pattern: "meta",
-    doc: "Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`).",
+    doc: "Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).",
   },
   { name: "seq", scope: "pipeline", pattern: "seq", doc: "The sequence that orders jobs of equal priority." },
   { name: "fence", scope: "pipeline", pattern: "fence", doc: "The counter that issues fencing tokens." },

@@ -31,7 +31,15 @@ export class PipelineKeyLayout {
   get outbox(): string {
     return `${this.prefix}outbox`;
   }
-  /** Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`). */
+  /** Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue. */
+  get notify(): string {
+    return `${this.prefix}notify`;
+  }
+  /** A job's notification deliveries: `<entry> <url>` → JSON state, attempts, last answer (expires 7 days after the last attempt). */
+  notified(id: string): string {
+    return `${this.prefix}notified:${id}`;
+  }
+  /** Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies). */
   get meta(): string {
     return `${this.prefix}meta`;
   }

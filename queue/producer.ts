@@ -22,7 +22,16 @@ import {
   type CompiledContract,
   type JobViolations,
 } from "./contracts.ts";
-import type { Dedupe, EnqueueOptions, EnqueueResult, FlowEnqueued, FlowJob } from "./types.ts";
+import {
+  NOTIFY_EVENTS,
+  type Dedupe,
+  type EnqueueOptions,
+  type EnqueueResult,
+  type FlowEnqueued,
+  type FlowJob,
+  type JobNotify,
+  type NotifyEvent,
+} from "./types.ts";
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
 import { JobWaiter, type WaitOptions, type WaitResult, type WaitTarget } from "./waiter.ts";
@@ -91,6 +100,8 @@ export interface EnqueueRecord {
   uses?: string;
   /** The job's task name. */
   task?: string;
+  /** JSON {url, events} (docs/notifications.md). */
+  notify?: string;
 }
 
 const OPTIONAL_FIELDS = [
@@ -105,6 +116,7 @@ const OPTIONAL_FIELDS = [
   "dedupe",
   "uses",
   "task",
+  "notify",
 ] as const satisfies readonly (keyof EnqueueRecord)[];
 
 /**
@@ -409,6 +421,7 @@ export class Producer {
         `${which}: task must be 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ${JSON.stringify(job.task)}`,
       );
     }
+    const notify = job.notify === undefined ? undefined : checkJobNotify(job.notify, index, job.id);
     const record: EnqueueRecord = { id, data, attempts };
     if (priority !== 0) record.priority = priority;
     if (delayMs > 0) record.delayMs = Math.round(delayMs);
@@ -419,6 +432,7 @@ export class Producer {
     if (dedupe) record.dedupe = dedupe;
     if (uses) record.uses = JSON.stringify(uses);
     if (job.task !== undefined) record.task = job.task;
+    if (notify) record.notify = JSON.stringify(notify);
     return record;
   }
 
@@ -596,4 +610,37 @@ export function flowOrder(pipeline: string, jobs: readonly FlowJob[]): FlowJob[]
     );
   }
   return order;
+}
+
+/** A job's `notify` option, checked: an http(s) URL and events among completed, dead, cancelled. */
+export function checkJobNotify(notify: unknown, index: number, id?: string): JobNotify {
+  const which = id !== undefined ? `job ${id}` : `job at index ${index}`;
+  const n = notify as Partial<JobNotify> | null;
+  if (typeof n !== "object" || n === null || Array.isArray(n))
+    throw new InvalidJobError(`${which}: notify must be an object {url, events}`);
+  let url: URL | undefined;
+  try {
+    url = typeof n.url === "string" ? new URL(n.url) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "https:" && url.protocol !== "http:") || /\s/.test(String(n.url)))
+    throw new InvalidJobError(
+      `${which}: notify.url must be an http:// or https:// URL, got ${JSON.stringify(n.url)}`,
+    );
+  const extra = Object.keys(n).filter((k) => k !== "url" && k !== "events");
+  if (extra.length > 0)
+    throw new InvalidJobError(
+      `${which}: notify takes url and events only (the secret is the pool's), got ${extra.join(", ")}`,
+    );
+  const events = n.events ?? ["completed", "dead", "cancelled"];
+  if (
+    !Array.isArray(events) ||
+    events.length === 0 ||
+    events.some((e) => !(NOTIFY_EVENTS as readonly string[]).includes(e as string))
+  )
+    throw new InvalidJobError(
+      `${which}: notify.events must be a non-empty list of ${NOTIFY_EVENTS.join(", ")}, got ${JSON.stringify(n.events)}`,
+    );
+  return { url: String(n.url), events: [...new Set(events)] as NotifyEvent[] };
 }

@@ -83,6 +83,20 @@ export interface EnqueueOptions {
    * its data and result are checked against (a name of 1..100 characters of A-Z a-z 0-9 . _ -).
    */
   task?: string;
+  /**
+   * Notify a URL of this job's end (docs/notifications.md): a signed POST when it ends in one of
+   * `events`, signed with the secret of the pool that runs it; the pool's own notify still applies.
+   */
+  notify?: JobNotify;
+}
+
+export const NOTIFY_EVENTS = ["completed", "dead", "cancelled"] as const;
+export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
+
+/** A job's own notification destination. */
+export interface JobNotify {
+  url: string;
+  events: NotifyEvent[];
 }
 
 /** The key a claim granted a job for one resource, and what it reserved (docs/protocol.md, "Resources"). */

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { loadWorkerConfig, WORKER_USAGE } from "./config.ts";
 
 const BASE = ["--queue", "q", "--handler", "http://127.0.0.1:8080/run"];
@@ -123,5 +126,70 @@ describe("worker configuration", () => {
 
   it("--help says once how durations are written", () => {
     assert.equal(WORKER_USAGE.match(/a bare number is seconds/g)?.length, 1);
+  });
+
+  it("notifications: --notify with its secret file; a bad value names its flag", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cvy-notify-config-"));
+    const secret = join(dir, "secret");
+    writeFileSync(secret, "whsec_0123456789abcdef\n");
+    const short = join(dir, "short");
+    writeFileSync(short, "abc");
+    const n = (...args: string[]) => loadWorkerConfig([...BASE, ...args], {});
+    const c = n(
+      "--notify",
+      "https://hooks.example.com/x",
+      "--notify-secret-file",
+      secret,
+      "--notify-events",
+      "dead",
+    );
+    assert.deepEqual(c.notify && [c.notify.url, c.notify.events, c.notify.secret, c.notify.retryMaxMs], [
+      "https://hooks.example.com/x",
+      ["dead"],
+      "whsec_0123456789abcdef",
+      86_400_000,
+    ]);
+    assert.deepEqual(n("--notify", "https://h.example/x", "--notify-secret-file", secret).notify?.events, [
+      "completed",
+      "dead",
+      "cancelled",
+    ]);
+    // (a secret alone: jobs' own notify URLs are sent; the pool notifies nothing)
+    assert.deepEqual(n("--notify-secret-file", secret).notify?.events, []);
+    assert.equal(n().notify, undefined);
+    assert.throws(
+      () => n("--notify", "ftp://x", "--notify-secret-file", secret),
+      /--notify \/ CONVEYOR_NOTIFY_URL.*http/,
+    );
+    assert.throws(() => n("--notify", "https://h.example/x"), /--notify .*needs --notify-secret-file/);
+    assert.throws(
+      () =>
+        n(
+          "--notify",
+          "https://h.example/x",
+          "--notify-secret-file",
+          secret,
+          "--notify-events",
+          "completed,done",
+        ),
+      /--notify-events .*"done" is not one of completed, dead, cancelled/,
+    );
+    assert.throws(
+      () =>
+        n("--notify", "https://h.example/x", "--notify-secret-file", secret, "--notify-allow", "10.0.0.0/99"),
+      /--notify-allow .*"10.0.0.0\/99" is not a CIDR/,
+    );
+    assert.throws(
+      () => n("--notify", "https://h.example/x", "--notify-secret-file", short),
+      /--notify-secret-file .*at least 16/,
+    );
+    assert.throws(
+      () => n("--notify", "https://h.example/x", "--notify-secret-file", join(dir, "missing")),
+      /--notify-secret-file .*cannot read/,
+    );
+    assert.throws(
+      () => n("--notify-secret-file", secret, "--notify-events", "dead"),
+      /--notify-events .*is set but --notify .*is not/,
+    );
   });
 });

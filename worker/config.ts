@@ -2,11 +2,14 @@
 // with a message naming the flag or variable — never a worker that half-runs.
 import { hostname } from "node:os";
 import { DURATION_HELP } from "../lib/duration.ts";
+import { readFileSync } from "node:fs";
 import {
   bool,
   choice,
   duration,
+  file,
   int,
+  list,
   OptionError,
   readOptions,
   type Options,
@@ -19,12 +22,15 @@ import {
   assertQueueName,
   assertSamePipeline,
   DURABILITY_SETTING,
+  NOTIFY_EVENTS,
   parseRedisUrl,
   REPLICA_TIMEOUT_SETTING,
   type Durability,
+  type NotifyEvent,
 } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import { parseHandler, WORKER_ENV, type HandlerSpec } from "../lib/workerContract.ts";
+import { allowList, type NotifyConfig } from "./notify.ts";
 
 export interface WorkerConfig {
   queue: string;
@@ -75,6 +81,8 @@ export interface WorkerConfig {
   replicaTimeoutMs: number;
   /** Where the resources' credentials are mounted, `<dir>/<resource>/<key id>` (operator: spec.resources). */
   resourcesDir?: string;
+  /** Completion notifications (docs/notifications.md); absent: this worker sends none. */
+  notify?: NotifyConfig;
 }
 
 export interface BatchConfig {
@@ -198,6 +206,41 @@ export const WORKER_SETTINGS = {
     "credentials of the resources' keys as files <DIR>/<resource>/<key id> (set by the operator from spec.resources)",
   ),
   "replica-timeout": REPLICA_TIMEOUT_SETTING,
+  notify: str(
+    WORKER_ENV.notifyUrl,
+    { arg: "URL" },
+    "POST a signed notification there when a job ends in one of --notify-events (docs/notifications.md)",
+  ),
+  "notify-events": list(
+    WORKER_ENV.notifyEvents,
+    { defaultHelp: NOTIFY_EVENTS.join(",") },
+    `the job ends --notify is told of: ${NOTIFY_EVENTS.join(", ")}`,
+  ),
+  "notify-secret-file": file(
+    WORKER_ENV.notifySecretFile,
+    {},
+    "the HMAC key of Conveyor-Signature; needed by --notify and by jobs' own notify",
+  ),
+  "notify-allow": list(
+    WORKER_ENV.notifyAllow,
+    { arg: "CIDR,..." },
+    "destinations allowed although loopback, link-local or private (refused otherwise)",
+  ),
+  "notify-retry-max": duration(
+    "CONVEYOR_NOTIFY_RETRY_MAX",
+    { default: "24h", min: "1ms", max: WEEK },
+    "a notification that keeps failing is given up (marked failed) this long after its first attempt",
+  ),
+  "notify-retry-base": duration(
+    "CONVEYOR_NOTIFY_RETRY_BASE",
+    { default: "10s", min: "1ms", max: "1h" },
+    "the first retry of a notification; each next one doubles, up to 1h",
+  ),
+  "notify-timeout": duration(
+    "CONVEYOR_NOTIFY_TIMEOUT",
+    { default: "10s", min: "10ms", max: "5m" },
+    "one notification attempt's limit (connect, send, answer)",
+  ),
   "log-level": LOG_LEVEL_SETTING,
 } as const satisfies Settings;
 
@@ -257,6 +300,66 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     durability: o.choice("durability") as Durability,
     replicaTimeoutMs: duration("replica-timeout"),
     resourcesDir: raw("resources-dir"),
+    ...notifyConfig(o),
+  };
+}
+
+/** --notify and its companions; {} when this worker sends no notifications. */
+function notifyConfig(o: Options<keyof typeof WORKER_SETTINGS>): { notify?: NotifyConfig } {
+  const url = o.guard("notify", (v) => {
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      throw new Error("expected an http:// or https:// URL");
+    }
+    if (u.protocol !== "http:" && u.protocol !== "https:")
+      throw new Error("expected an http:// or https:// URL");
+    return v;
+  });
+  const events = o.list("notify-events");
+  const bad = events.find((e) => !(NOTIFY_EVENTS as readonly string[]).includes(e));
+  if (bad !== undefined)
+    throw new OptionError(
+      `${o.name("notify-events")}: ${JSON.stringify(bad)} is not one of ${NOTIFY_EVENTS.join(", ")}`,
+    );
+  const allow = o.list("notify-allow");
+  o.guard("notify-allow", () => allowList(allow));
+  const secretFile = o.file("notify-secret-file");
+  if (!secretFile) {
+    const stray = url
+      ? "notify"
+      : events.length > 0
+        ? "notify-events"
+        : allow.length > 0
+          ? "notify-allow"
+          : undefined;
+    if (stray)
+      throw new OptionError(
+        `${o.name(stray)} needs ${o.name("notify-secret-file")}: notifications are always signed`,
+      );
+    return {};
+  }
+  if (events.length > 0 && !url)
+    throw new OptionError(
+      `${o.name("notify-events")} is set but ${o.name("notify")} is not: the pool has no URL to notify`,
+    );
+  const secret = o.guard("notify-secret-file", (path) => {
+    const text = readFileSync(path, "utf8").trim();
+    if (text.length < 16)
+      throw new Error(`${path} holds ${text.length} characters: a secret needs at least 16`);
+    return text;
+  })!;
+  return {
+    notify: {
+      url,
+      events: url ? ((events.length > 0 ? [...new Set(events)] : [...NOTIFY_EVENTS]) as NotifyEvent[]) : [],
+      secret,
+      allow,
+      retryMaxMs: o.duration("notify-retry-max"),
+      retryBaseMs: o.duration("notify-retry-base"),
+      timeoutMs: o.duration("notify-timeout"),
+    },
   };
 }
 

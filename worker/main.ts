@@ -12,6 +12,7 @@ import { createWorkerMetrics } from "./metrics.ts";
 import { startRecorder } from "../records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
 import { JOB_SAMPLER, startTracing } from "../lib/telemetry.ts";
+import { Notifier } from "./notify.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;
@@ -91,6 +92,25 @@ export async function runWorker(argv: string[]): Promise<number> {
     outboxMaxBytes: config.outboxMaxBytes,
   });
   if (recorder) worker.onStop(recorder);
+  if (config.notify) {
+    const notifier = new Notifier(config.notify, {
+      queue: config.queue,
+      redis: worker.redisClient,
+      redisUrl: config.redisUrl,
+      consumer: config.workerId,
+      log,
+      registry: metrics.registry,
+    });
+    try {
+      await notifier.start();
+    } catch (err) {
+      log.fatal({ err: (err as Error).message }, "notifications: cannot start");
+      await notifier.stop();
+      return 2;
+    }
+    worker.onStop(notifier);
+    log.info({ url: config.notify.url, events: config.notify.events }, "notifications: sending");
+  }
 
   // A stop requested while starting ends here: shutdown before start() claims nothing and closes all.
   started = true;

@@ -2,6 +2,8 @@
 import { DATABASE_URL_SETTING } from "../../lib/settings.ts";
 import { parseAttemptErrors } from "../../queue/attemptErrors.ts";
 import type { JobStage } from "../../queue/types.ts";
+import { pipelineOf } from "../../queue/keys.ts";
+import { readDeliveries } from "../../queue/notifications.ts";
 import { COMMON, defineCommand, print, safeJson, UsageError, withRedis } from "../command.ts";
 
 const adminModule = () => import("../../queue/admin.ts");
@@ -64,6 +66,7 @@ export default defineCommand({
       }
       const decode = (s?: string) => (s === undefined ? undefined : safeJson(s));
       const served = info.queue ? await admin.served(info.queue) : true;
+      const deliveries = await readDeliveries(redis, pipelineOf(info.queue || queue || ""), id);
       const view = {
         id: info.id,
         queue: info.queue,
@@ -92,6 +95,17 @@ export default defineCommand({
         ),
         ...(served ? {} : { warning: NOT_SERVED_WARNING }),
         logs: await admin.jobLogs(id, info.queue || queue),
+        // (only for a job that has any: docs/notifications.md)
+        ...(deliveries.length > 0
+          ? {
+              notifications: deliveries.map((d) => ({
+                ...d,
+                firstAt: iso(d.firstAt),
+                lastAt: iso(d.lastAt),
+                nextAt: iso(d.nextAt),
+              })),
+            }
+          : {}),
       };
       if (asJson) {
         print(JSON.stringify(view));
@@ -126,6 +140,11 @@ export default defineCommand({
         print(`progress ${view.progress}${view.progressMessage ? ` ${view.progressMessage}` : ""}`);
       if (view.logs.length > 0) print(`log (last ${view.logs.length} lines):`);
       for (const line of view.logs) print(`  ${new Date(line.at).toISOString()} ${line.message}`);
+      if (view.notifications) print("notifications:");
+      for (const d of view.notifications ?? [])
+        print(
+          `  ${d.event} → ${d.url}: ${d.state} after ${d.attempts} attempt(s), last ${d.lastAt} answered ${d.status || "nothing"}${d.answer ? ` ${JSON.stringify(d.answer)}` : ""}${d.nextAt ? `, next at ${d.nextAt}` : ""}`,
+        );
       return 0;
     });
   },

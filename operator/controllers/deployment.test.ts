@@ -6,6 +6,8 @@ import {
   desiredDeployment,
   RESOURCES_DIR,
   RESOURCES_VOLUME,
+  NOTIFY_DIR,
+  NOTIFY_VOLUME,
   handlerEnv,
   effectiveRedisUrl,
   pythonVariant,
@@ -93,6 +95,45 @@ describe("worker Deployment", () => {
     assert.deepEqual(
       c.env!.filter((e) => e.name === "NODE_OPTIONS"),
       [{ name: "NODE_OPTIONS", value: "--max-old-space-size=512" }],
+    );
+  });
+
+  it("spec.notify: URL, events and allow as env, the secret a file of a Secret volume (never in the pod spec)", () => {
+    const p = pool({
+      ...base,
+      notify: {
+        url: "https://hooks.example.com/x",
+        events: ["completed", "dead"],
+        secretRef: { name: "webhook" },
+        allow: ["10.20.0.0/16"],
+      },
+    });
+    const d = desiredDeployment(p, p.spec, { defaultImage: "w:1" });
+    const ps = d.spec!.template!.spec!;
+    const c = ps.containers[0] as V1Container;
+    const env = Object.fromEntries(c.env!.map((e) => [e.name, e.value]));
+    assert.equal(env.CONVEYOR_NOTIFY_URL, "https://hooks.example.com/x");
+    assert.equal(env.CONVEYOR_NOTIFY_EVENTS, "completed,dead");
+    assert.equal(env.CONVEYOR_NOTIFY_ALLOW, "10.20.0.0/16");
+    assert.equal(env.CONVEYOR_NOTIFY_SECRET_FILE, `${NOTIFY_DIR}/secret`);
+    assert.deepEqual(ps.volumes?.find((v) => v.name === NOTIFY_VOLUME)?.secret, {
+      secretName: "webhook",
+      items: [{ key: "secret", path: "secret" }],
+      defaultMode: 0o444,
+    });
+    assert.deepEqual(
+      c.volumeMounts?.find((m) => m.name === NOTIFY_VOLUME),
+      { name: NOTIFY_VOLUME, mountPath: NOTIFY_DIR, readOnly: true },
+    );
+    const plain = pool(base);
+    const pc = desiredDeployment(plain, plain.spec, { defaultImage: "w:1" }).spec!.template!.spec!;
+    assert.equal(
+      pc.volumes?.some((v) => v.name === NOTIFY_VOLUME),
+      false,
+    );
+    assert.equal(
+      (pc.containers[0] as V1Container).env!.some((e) => e.name.startsWith("CONVEYOR_NOTIFY")),
+      false,
     );
   });
 

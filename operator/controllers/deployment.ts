@@ -42,6 +42,9 @@ export const WORKER_NODE_OPTIONS = "--max-semi-space-size=8";
  */
 export const RESOURCES_DIR = "/var/run/conveyor/resources";
 export const RESOURCES_VOLUME = "conveyor-resources";
+/** spec.notify's signing secret, one file of a Secret volume (never an env value in the pod spec). */
+export const NOTIFY_DIR = "/var/run/conveyor/notify";
+export const NOTIFY_VOLUME = "conveyor-notify";
 
 export interface DeploymentOptions {
   /** Image when spec.template.image is unset. */
@@ -108,6 +111,18 @@ export function workerEnv(spec: WorkerPoolSpec, outboxMaxBytes?: number): V1EnvV
     // (only when set: a pool without it keeps its pod template, so nothing rolls)
     ...(spec.redis.durability ? [{ name: WORKER_ENV.durability, value: spec.redis.durability }] : []),
     ...(resourcesVolume(spec) ? [{ name: WORKER_ENV.resourcesDir, value: RESOURCES_DIR }] : []),
+    ...(spec.notify
+      ? [
+          { name: WORKER_ENV.notifyUrl, value: spec.notify.url },
+          ...(spec.notify.events
+            ? [{ name: WORKER_ENV.notifyEvents, value: spec.notify.events.join(",") }]
+            : []),
+          { name: WORKER_ENV.notifySecretFile, value: `${NOTIFY_DIR}/secret` },
+          ...(spec.notify.allow?.length
+            ? [{ name: WORKER_ENV.notifyAllow, value: spec.notify.allow.join(",") }]
+            : []),
+        ]
+      : []),
   ];
   if (spec.redis.secretRef) {
     env.push({
@@ -144,6 +159,17 @@ export function resourcesVolume(spec: WorkerPoolSpec): V1Volume | undefined {
   if (sources.length === 0) return undefined;
   // 0444: readable whatever uid the template runs as; only containers that mount it see it.
   return { name: RESOURCES_VOLUME, projected: { defaultMode: 0o444, sources } };
+}
+
+/** The Secret volume of spec.notify's signing secret (undefined: no notify). */
+export function notifyVolume(spec: WorkerPoolSpec): V1Volume | undefined {
+  if (!spec.notify) return undefined;
+  const { name, key } = spec.notify.secretRef;
+  // 0444: readable whatever uid the template runs as; only the worker container mounts it.
+  return {
+    name: NOTIFY_VOLUME,
+    secret: { secretName: name, items: [{ key, path: "secret" }], defaultMode: 0o444 },
+  };
 }
 
 /** The Deployment the operator applies, without spec.replicas (see withReplicas). */
@@ -233,7 +259,10 @@ function workerContainer(
     volumeMounts: [
       tmpMount,
       ...(credentials ? [{ name: RESOURCES_VOLUME, mountPath: RESOURCES_DIR, readOnly: true }] : []),
-      ...(t.volumeMounts ?? []).filter((m) => m.mountPath !== "/tmp" && m.name !== RESOURCES_VOLUME),
+      ...(spec.notify ? [{ name: NOTIFY_VOLUME, mountPath: NOTIFY_DIR, readOnly: true }] : []),
+      ...(t.volumeMounts ?? []).filter(
+        (m) => m.mountPath !== "/tmp" && m.name !== RESOURCES_VOLUME && m.name !== NOTIFY_VOLUME,
+      ),
     ],
   };
 }
@@ -248,7 +277,10 @@ function workerPodSpec(
   const volumes: V1Volume[] = [
     { name: "tmp", emptyDir: {} },
     ...(credentials ? [credentials] : []),
-    ...(t.volumes ?? []).filter((v) => v.name !== "tmp" && v.name !== RESOURCES_VOLUME),
+    ...(notifyVolume(spec) ? [notifyVolume(spec)!] : []),
+    ...(t.volumes ?? []).filter(
+      (v) => v.name !== "tmp" && v.name !== RESOURCES_VOLUME && v.name !== NOTIFY_VOLUME,
+    ),
   ];
   return {
     containers: [worker, ...(t.containers ?? []).filter((c) => c.name !== WORKER_CONTAINER)],

@@ -12,7 +12,9 @@
 --       "Debounce and throttle"), uses (JSON {resource: {unit: amount}}: else ERR_INVALID_USES; a
 --       job with uses and no group joins the implicit group `~res:<resources sorted, joined by +>`).
 --       task (the job's task name: at most 100 bytes of [A-Za-z0-9._-], starting with a letter or
---       digit: else ERR_INVALID_TASK, nothing written).
+--       digit: else ERR_INVALID_TASK, nothing written), notify (JSON {url, events}: the job's own
+--       completion notification, docs/notifications.md; kept as `notify` = `<events,…> <url>`:
+--       else ERR_INVALID_NOTIFY, nothing written).
 --       An unknown or repeated field name: ERR_INVALID_FIELDS, nothing written.
 --       8 the hash of the queue's contract the caller checked the jobs against ('' = none); when
 --       it is not the hash in force (`<Q>contract` field hash, '' when none):
@@ -32,7 +34,7 @@ local idemTtl = tonumber(ARGV[6])
 -- Each field's offset from a job's first value (nil: not sent by this call).
 local at, width = {}, 0
 local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
-  contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true}
+  contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true, notify = true}
 if not KEYS[8] then
   return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
 end
@@ -52,7 +54,7 @@ if width < 2 or (#ARGV - 8) % width ~= 0 then
 end
 local PRIORITY, DELAY, ATTEMPTS, TIMEOUT = at.priority, at.delayMs, at.attempts, at.timeoutMs
 local IDEM, HASH, TRACE, GROUP, DEDUPE, USES = at.idempotencyKey, at.contentHash, at.trace, at.group, at.dedupe, at.uses
-local TASK = at.task
+local TASK, NOTIFY = at.task, at.notify
 -- The value of the field at offset `k` of the job at `i`, or `default` when not sent or ''.
 local function field(i, k, default)
   if not k then return default end
@@ -99,6 +101,28 @@ if TASK then
     end
   end
 end
+-- A job's notify as its record keeps it (`<events> <url>`, read by notify.lua), or an error reply.
+local NOTIFY_EVENT = {completed = true, dead = true, cancelled = true}
+local function notifyField(id, text)
+  local ok, n = pcall(cjson.decode, text)
+  local bad = 'ERR_INVALID_NOTIFY job ' .. id .. ': notify must be JSON {"url": "http(s)://…", "events": [completed|dead|cancelled, …]}'
+  if not ok or type(n) ~= 'table' or type(n.url) ~= 'string' or not string.match(n.url, '^https?://%S+$') or type(n.events) ~= 'table' or #n.events == 0 then
+    return nil, bad
+  end
+  for _, e in ipairs(n.events) do
+    if not NOTIFY_EVENT[e] then return nil, bad end
+  end
+  return table.concat(n.events, ',') .. ' ' .. n.url
+end
+if NOTIFY then
+  for i = 9, #ARGV, width do
+    local text = ARGV[i + NOTIFY]
+    if text ~= '' then
+      local _, err = notifyField(ARGV[i], text)
+      if err then return redis.error_reply(err) end
+    end
+  end
+end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
 local woke = false
@@ -117,6 +141,11 @@ for i = 9, #ARGV, width do
   if task ~= '' then
     extra[#extra + 1] = 'task'
     extra[#extra + 1] = task
+  end
+  local notify = field(i, NOTIFY, '')
+  if notify ~= '' then
+    extra[#extra + 1] = 'notify'
+    extra[#extra + 1] = notifyField(id, notify)
   end
   local uses = field(i, USES, '')
   if uses ~= '' then

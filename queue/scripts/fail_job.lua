@@ -15,6 +15,7 @@
 --- @include "includes/groups"
 --- @include "includes/attemptErrors"
 --- @include "includes/flow"
+--- @include "includes/notify"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -26,7 +27,7 @@ if problem then
   return 'lost'
 end
 local made = redis.call('HINCRBY', jk, 'attemptsMade', 1)
-local af = redis.call('HMGET', jk, 'attempts', 'group', 'startedAt', 'flow', 'flowKey', 'dependents')
+local af = redis.call('HMGET', jk, 'attempts', 'group', 'startedAt', 'flow', 'flowKey', 'dependents', 'notify', 'createdAt')
 local attempts = tonumber(af[1]) or 1
 local errorJson = ARGV[6]
 local ok, err = pcall(cjson.decode, errorJson)
@@ -63,4 +64,5 @@ if g then groupJobDied(q, g, id) end
 finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
 if af[4] then flowJobEnded(jobPrefix, now, af[4], af[5], id, af[6], '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', 'dead') end
 record(KEYS[5], KEYS[6], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'attempt', made, 'error', errorJson, 'reason', reason})
+notifyEnded(KEYS[5], KEYS[6], queue, id, 'dead', tostring(now), af[7], af[8], tostring(made), 'error', errorJson)
 return 'dead'

@@ -22,7 +22,9 @@ class PipelineKeyLayout:
         self.job_prefix = f"{self.prefix}job:"
         # Transactional record of transitions, drained into PostgreSQL.
         self.outbox = f"{self.prefix}outbox"
-        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`).
+        # Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue.
+        self.notify = f"{self.prefix}notify"
+        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).
         self.meta = f"{self.prefix}meta"
         # The sequence that orders jobs of equal priority.
         self.seq = f"{self.prefix}seq"
@@ -34,6 +36,10 @@ class PipelineKeyLayout:
     def job(self, id: str) -> str:
         """A job's hash."""
         return f"{self.prefix}job:{id}"
+
+    def notified(self, id: str) -> str:
+        """A job's notification deliveries: `<entry> <url>` → JSON state, attempts, last answer (expires 7 days after the last attempt)."""
+        return f"{self.prefix}notified:{id}"
 
     def data(self, id: str) -> str:
         """A waiting job's data longer than 64 B, until it is claimed."""

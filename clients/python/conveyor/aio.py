@@ -144,11 +144,12 @@ class AsyncClient:
         dedupe: Optional[Mapping[str, Any]] = None,
         uses: Optional[Mapping[str, Mapping[str, int]]] = None,
         task: Optional[str] = None,
+        notify: Optional[Mapping[str, Any]] = None,
     ) -> str:
         """As Client.enqueue."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe, uses=uses, task=task)
+                       dedupe=dedupe, uses=uses, task=task, notify=notify)
         return (await self.enqueue_many(queue, [job]))[0].id
 
     async def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> FlowResult:

@@ -444,14 +444,16 @@ def _decode(raw: Optional[str]) -> Any:
 
 
 _JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts", "timeout", "content_hash", "trace", "group",
-                "dedupe", "uses", "task"}
+                "dedupe", "uses", "task", "notify"}
 
 #: A group's longest name in UTF-8 bytes (docs/protocol.md, "Groups"; queue/groups.ts GROUP_MAX_BYTES).
 GROUP_MAX_BYTES = 128
 #: The job record's optional fields as enqueue_jobs takes them (queue/producer.ts EnqueueRecord):
 #: a call sends `id,data` and each of these that a job of it has, by name.
 ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idempotencyKey", "contentHash", "trace",
-                           "group", "dedupe", "uses", "task")
+                           "group", "dedupe", "uses", "task", "notify")
+#: The job ends a notification may be asked for (docs/notifications.md).
+NOTIFY_EVENTS = ("completed", "dead", "cancelled")
 #: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
 DEDUPE_KEY_MAX = 500
 DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000
@@ -578,10 +580,11 @@ def _encode_job(
         raise InvalidJobError(
             f"{which}: task must be 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got {task!r}"
         )
+    notify = _check_notify(job.get("notify"), which)
     record: Dict[str, Any] = {"id": job_id, "data": data, "attempts": attempts}
     optional = {"priority": priority, "delayMs": delay_ms, "timeoutMs": timeout_ms, "idempotencyKey": idem,
                 "contentHash": content_hash, "trace": trace, "group": group or "", "dedupe": dedupe_field, "uses": uses,
-                "task": task or ""}
+                "task": task or "", "notify": notify}
     record.update((name, value) for name, value in optional.items() if value)
     return record
 
@@ -604,6 +607,30 @@ def new_job_id() -> str:
     """A new job id as the TypeScript producer makes it: 20 random base-62 characters (a
     waiting job carries its id three times, so shorter than a UUID; docs/protocol.md)."""
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(20))
+
+
+def _check_notify(notify: Any, which: str) -> str:
+    """A job's own notify as enqueue_jobs takes it: JSON {url, events} ('' for none). The secret
+    is the pool's: a job never carries one."""
+    if notify is None:
+        return ""
+    if not isinstance(notify, Mapping):
+        raise InvalidJobError(f"{which}: notify must be a mapping {{url, events}}")
+    extra = set(notify) - {"url", "events"}
+    if extra:
+        raise InvalidJobError(
+            f"{which}: notify takes url and events only (the secret is the pool's), got {', '.join(sorted(map(str, extra)))}"
+        )
+    url = notify.get("url")
+    if not isinstance(url, str) or not re.match(r"^https?://\S+$", url):
+        raise InvalidJobError(f"{which}: notify.url must be an http:// or https:// URL, got {url!r}")
+    events = notify.get("events", list(NOTIFY_EVENTS))
+    if (isinstance(events, (str, bytes)) or not isinstance(events, Sequence) or len(events) == 0
+            or any(e not in NOTIFY_EVENTS for e in events)):
+        raise InvalidJobError(
+            f"{which}: notify.events must be a non-empty list of {', '.join(NOTIFY_EVENTS)}, got {events!r}"
+        )
+    return json.dumps({"url": url, "events": list(dict.fromkeys(events))}, separators=(",", ":"))
 
 
 def _one_job(data: Any, **options: Any) -> Dict[str, Any]:
@@ -933,6 +960,7 @@ class Client:
         dedupe: Optional[Mapping[str, Any]] = None,
         uses: Optional[Mapping[str, Mapping[str, int]]] = None,
         task: Optional[str] = None,
+        notify: Optional[Mapping[str, Any]] = None,
     ) -> str:
         """Enqueue one job; returns its id (the existing job's id when the id, idempotency
         key or throttle key was seen before, or a debounce replaced the waiting job's data). `delay`/`timeout` are seconds or a timedelta; timeout 0 or None
@@ -946,10 +974,12 @@ class Client:
         what the job uses of the pipeline's resources, e.g. {"openai": {"tokens": 1200}} (an
         estimate; 1 request implied): it starts only when a key has room (docs/budgets.md).
         `task`: the job's task — which of the stage's handlers runs it, and which schemas of the
-        queue's contract its data and result are checked against."""
+        queue's contract its data and result are checked against. `notify`: {"url", "events"} —
+        POST a signed notification there when the job ends in one of events (completed, dead,
+        cancelled), sent by the pool's workers with the pool's secret (docs/notifications.md)."""
         job = _one_job(data, id=id, idempotency_key=idempotency_key, priority=priority, delay=delay,
                        attempts=attempts, timeout=timeout, content_hash=content_hash, trace=trace, group=group,
-                       dedupe=dedupe, uses=uses, task=task)
+                       dedupe=dedupe, uses=uses, task=task, notify=notify)
         return self.enqueue_many(queue, [job])[0].id
 
     def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> "FlowResult":

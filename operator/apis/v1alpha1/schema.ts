@@ -8,6 +8,7 @@ import { EXACTLY_ONE_HANDLER, HANDLER_KINDS } from "../../../lib/workerContract.
 import { QUEUE_NAME_PATTERN } from "../../../queue/keyTable.ts";
 import type { JSONSchemaProps } from "../jsonschema.ts";
 import { contractSchema } from "./schema/contract.ts";
+import { notifySchema } from "./schema/notify.ts";
 import { resourcesSchema } from "./schema/resources.ts";
 import { scalingSchema } from "./schema/scaling.ts";
 import { statusSchema } from "./schema/status.ts";
@@ -216,6 +217,7 @@ export const specSchema = {
         },
       },
     },
+    notify: notifySchema,
     maxJobSeconds: {
       type: "integer",
       minimum: 1,

@@ -124,6 +124,12 @@ describe("WorkerPool API", () => {
       },
       concurrency: 2,
       batch: { size: 50, minSize: 10, waitMs: 200 },
+      notify: {
+        url: "https://hooks.example.com/x",
+        events: ["completed", "dead"],
+        secretRef: { name: "webhook", key: "secret" },
+        allow: ["10.0.0.0/8"],
+      },
       maxJobSeconds: 60,
       drainSeconds: 30,
       paused: false,

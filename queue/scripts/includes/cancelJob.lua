@@ -6,6 +6,7 @@
 --- @include "groups"
 --- @include "finished"
 --- @include "flow"
+--- @include "notify"
 
 -- Cancelling jobs (cancel_job.lua, cancel_flow.lua). Waiting (ready) or delayed: a job leaves
 -- its set (a line entry stays behind as a stale one, see readyLine.lua). Running: it leaves the
@@ -21,7 +22,8 @@ local CANCEL_SETS = {ready = 'ready', delayed = 'delayed', active = 'inflight'}
 local CANCELLED_ERROR = '{"name":"CancelledError","message":"cancelled"}'
 local CANCEL_MAX_DEPTH = 8
 
-local function markCancelled(cx, jk, id, queue, was, token)
+-- `f`: the job's HMGET of cancelOne (nil for a fan-out parent: no notification).
+local function markCancelled(cx, jk, id, queue, was, token, f)
   local now, retention = cx.now, cx.retention
   redis.call('HSET', jk, 'state', 'cancelled', 'token', '', 'cancelledAt', now, 'finishedAt', now)
   if retention > 0 then
@@ -35,6 +37,9 @@ local function markCancelled(cx, jk, id, queue, was, token)
     fields[#fields + 1] = token
   end
   record(cx.outbox, cx.meta, fields)
+  if f and queue ~= '' then
+    notifyEnded(cx.outbox, cx.meta, queue, id, 'cancelled', tostring(now), f[10], f[11], f[12] or '0', 'error', CANCELLED_ERROR)
+  end
 end
 
 local cancelTree
@@ -43,7 +48,7 @@ local function cancelOne(cx, id, depth)
   local jobPrefix, now = cx.jobPrefix, cx.now
   local base = pipelineBase(jobPrefix)
   local jk = jobKey(jobPrefix, id)
-  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token', 'group', 'holdsGroup', 'flow', 'flowKey', 'dependents')
+  local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'token', 'group', 'holdsGroup', 'flow', 'flowKey', 'dependents', 'notify', 'createdAt', 'attemptsMade')
   if f.err or not f[1] then return 0, nil, nil end
   local state, queue = f[1], f[2] or ''
   local set = CANCEL_SETS[state]
@@ -70,7 +75,7 @@ local function cancelOne(cx, id, depth)
       if state ~= 'active' then unparkData(jk, id) end
     end
     redis.call('HINCRBY', q .. 'counts', 'cancelled', 1)
-    markCancelled(cx, jk, id, queue, state, state == 'active' and f[4] or nil)
+    markCancelled(cx, jk, id, queue, state, state == 'active' and f[4] or nil, f)
     -- A fan-out child cancelled on its own: the join still runs, with this child's outcome.
     if f[3] and f[3] ~= '' then
       finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. CANCELLED_ERROR .. '}', now, f[3])

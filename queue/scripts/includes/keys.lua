@@ -16,6 +16,8 @@ end
 local keyOf = {
   -- A job's hash.
   job = function(P, id) return P .. 'job:' .. id end,
+  -- A job's notification deliveries: `<entry> <url>` → JSON state, attempts, last answer (expires 7 days after the last attempt).
+  notified = function(P, id) return P .. 'notified:' .. id end,
   -- A waiting job's data longer than 64 B, until it is claimed.
   data = function(P, id) return P .. 'data:' .. id end,
   -- A job's log lines (handlers' ctx.log), capped and expiring.

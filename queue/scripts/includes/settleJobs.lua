@@ -9,6 +9,7 @@
 --- @include "variadic"
 --- @include "finished"
 --- @include "flow"
+--- @include "notify"
 
 -- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
 -- fencing check, the record, fan-in, the transition's event — runs for each job; what only
@@ -64,6 +65,7 @@ local function tallyLeftRunning(tally, jobPrefix, queue, g)
 end
 local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWakeKey)
   flushCompletedEvents(tally)
+  flushNotifyCompleted(tally)
   local left = tally.groupsLeft
   if left then
     tally.groupsLeft = nil
@@ -95,7 +97,7 @@ end
 -- -1 when the job was cancelled meanwhile (the result is refused; not counted as fenced).
 local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, retention, id, token, result, contentHash, resultTtl, reused)
   local jk = jobKey(jobPrefix, id)
-  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt', 'attemptsMade', 'error', 'flow', 'flowKey', 'dependents')
+  local held = redis.call('HMGET', jk, 'token', 'parent', 'state', 'trace', 'group', 'startedAt', 'attemptsMade', 'error', 'flow', 'flowKey', 'dependents', 'notify', 'createdAt')
   if not leaseHeld(held[1], token) then
     if held[3] == 'cancelled' then return -1 end
     tally.fenced = tally.fenced + 1
@@ -128,6 +130,7 @@ local function completeJob(tally, outboxKey, metaKey, jobPrefix, queue, now, ret
   if outboxOn(metaKey, queue) then
     recordOutbox(outboxKey, metaKey, {'type', 'completed', 'id', id, 'queue', queue, 'at', tally.at, 'token', token, 'result', result, 'reused', reused})
   end
+  tallyNotifyCompleted(tally, outboxKey, metaKey, queue, id, held[12], held[13], attemptsAfterSuccess(held[7]), result)
   tallyCompleted(tally, outboxKey, queue, id, token, result, reused)
   return 1
 end

@@ -7,6 +7,7 @@
 --- @include "groups"
 --- @include "attemptErrors"
 --- @include "flow"
+--- @include "notify"
 
 -- One queue's sweep (sweep_leases.lua says what it does and why). `k` holds sweep_leases' 11
 -- keys in its order: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta,
@@ -45,7 +46,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
     -- A score that is missing or not a number must not reach ZADD (the error would abort the
     -- script half-way, with this job out of inflight and nowhere else); nor may nan or inf.
     -- A job of priority 0 goes back to the line and needs no score.
-    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group', 'attemptsMade', 'flow', 'flowKey', 'dependents')
+    local f = redis.call('HMGET', jk, 'queue', 'priority', 'score', 'group', 'attemptsMade', 'flow', 'flowKey', 'dependents', 'notify', 'createdAt')
     local score = f[1] and (inLine(f[2]) or numericScore(f[3]))
     -- (its group slot is free only now: a SIGKILLed worker's lease counted until this sweep)
     if f[4] and f[4] ~= '' then groupLeftRunning(groupQueuePrefix(jobPrefix, queue), f[4]) end
@@ -68,6 +69,7 @@ local function sweepLeases(k, jobPrefix, queue, now, maxStalls, limit, lockMs, w
       finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
       if f[6] then flowJobEnded(jobPrefix, now, f[6], f[7], id, f[8], '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', 'dead') end
       record(k[6], k[7], {'type', 'dead', 'id', id, 'queue', queue, 'at', now, 'token', token, 'reason', reason})
+      notifyEnded(k[6], k[7], queue, id, 'dead', tostring(now), f[9], f[10], f[5] or '0', 'error', cjson.encode({message = reason}))
       dead = dead + 1
     else
       redis.call('HSET', jk, 'state', 'ready', 'token', '', 'requeued', 'stalled: lease expired (' .. stalls .. ')')
