@@ -23,6 +23,7 @@ import {
   type DurabilityOptions,
   type RedisClient,
 } from "../queue/index.ts";
+import { authorize } from "./access.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
@@ -44,6 +45,7 @@ import { ResourceHistory } from "./resourceHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
 import { findDashboardBuild, NOT_BUILT_HINT, StaticFiles } from "./static.ts";
+import { FULL_ACCESS, TokenStore } from "./tokens.ts";
 
 export interface JobApiOptions {
   redis: RedisClient;
@@ -60,6 +62,8 @@ export interface JobApiOptions {
   database?: pg.Pool;
   /** WorkerPools for the Pools page (hidden without). */
   pools?: PoolSource | null;
+  /** Named tokens with scopes, read from this YAML file and again whenever it changes (api/tokens.ts). */
+  tokensFile?: string;
   /** Start without a token on a non-loopback address (not read-only) anyway. */
   insecureNoAuth?: boolean;
   /** The built dashboard; default: dist/dashboard. null: API only. A directory without a build: `/` says so. */
@@ -121,7 +125,7 @@ export interface JobApi extends Server {
 
 export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   const host = opts.host ?? "0.0.0.0";
-  if (!opts.token && !opts.readOnly && !isLoopback(host) && !opts.insecureNoAuth)
+  if (!opts.token && !opts.tokensFile && !opts.readOnly && !isLoopback(host) && !opts.insecureNoAuth)
     throw new InsecureConfigurationError(
       `refusing to serve queue actions without a token on ${host}: set CONVEYOR_API_TOKEN, or --read-only, ` +
         `or listen on 127.0.0.1 (kubectl port-forward), or pass --insecure-no-auth`,
@@ -132,7 +136,14 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         `(e.g. openssl rand -hex 32): it also keys the dashboard's session cookies`,
     );
   const admin = new QueueAdmin(opts.redis);
-  const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues });
+  const tokens = opts.tokensFile
+    ? new TokenStore(
+        opts.tokensFile,
+        (message) => opts.log?.error({ file: opts.tokensFile }, message),
+        (names) => opts.log?.info({ file: opts.tokensFile, tokens: names }, "API tokens loaded"),
+      ).start()
+    : undefined;
+  const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues, tokens });
   const metrics = new ApiMetrics(opts.log);
   const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q), metrics);
   let records: JobRecords | null = null;
@@ -183,6 +194,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     },
     undefined,
     guard,
+    (rc) => authorize(ctx, rc),
   );
   const files = new StaticFiles(
     opts.dashboardDir === undefined ? findDashboardBuild() : opts.dashboardDir,
@@ -207,9 +219,10 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       if ((method === "GET" || method === "HEAD") && files.serve(req, res, url.pathname)) return;
       const match = router.match(method, url.pathname);
       const def = match.route.def;
-      const credential = def.public ? (auth.credential(req) ?? "session") : auth.authenticate(req);
+      const who = def.public ? auth.identify(req) : auth.authenticate(req);
+      const credential = who?.credential ?? "session";
       if (def.method !== "GET") auth.checkMutation(req, credential, def.public);
-      const reply = await router.handle(req, res, url, match, maxBody);
+      const reply = await router.handle(req, res, url, match, maxBody, who?.principal ?? FULL_ACCESS);
       if (reply) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
     };
     handle().catch((err: unknown) => {
@@ -223,6 +236,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   ctx.resourceHistory?.start();
   server.on("close", () => {
     void ctx.resourceHistory?.stop();
+    tokens?.stop();
     void ctx.hub.close();
     void ctx.records?.close();
   });

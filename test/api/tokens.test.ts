@@ -1,0 +1,247 @@
+// Scoped tokens against a real job API on real Redis and PostgreSQL: a token for group `acme`
+// walks every OpenAPI operation and learns nothing of group `globex` (its jobs are absent: 404
+// like a job that never existed), each verb is refused without its scope, and the tokens file
+// is read again while sessions are open (a revoked token's session ends at its next request).
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { pino } from "pino";
+import { ROUTES } from "../../api/definitions.ts";
+import { startJobApi, type JobApi } from "../../api/server.ts";
+import { hashToken, readTokensFile, writeTokensFile, type TokenEntry } from "../../api/tokens.ts";
+import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { createPool, startRecorder, type JobRecorder } from "../../records/index.ts";
+import { waitFor } from "../support/processes.ts";
+import { PostgresServer } from "../support/postgres.ts";
+import { RedisServer } from "../support/redis.ts";
+
+const QUEUE = "docs/ocr";
+const ACME_TOKEN = "acme-token-0123456789abcdef";
+const READER_TOKEN = "reader-token-0123456789abcdef";
+const GLOBEX_ID = "gx-7f3a9";
+const GLOBEX_SECRET = "GLOBEX-SECRET";
+
+describe("scoped API tokens", () => {
+  let redisServer: RedisServer;
+  let pgServer: PostgresServer;
+  let redis: RedisClient;
+  let recorder: JobRecorder | null;
+  let api: JobApi;
+  let base: string;
+  let dir: string;
+  let file: string;
+  const entry = (name: string, token: string, scopes: Partial<TokenEntry["scopes"]>): TokenEntry => ({
+    name,
+    hash: hashToken(token),
+    scopes: { pipelines: null, queues: null, groups: null, verbs: [], ...scopes },
+  });
+
+  before(async () => {
+    [redisServer, pgServer] = await Promise.all([RedisServer.start(), PostgresServer.start()]);
+    redis = connectRedis(redisServer.url);
+    const dbUrl = await pgServer.createDatabase("tokens");
+    dir = mkdtempSync(join(tmpdir(), "cvy-tokens-"));
+    file = join(dir, "tokens.yaml");
+    writeTokensFile(file, [
+      entry("acme", ACME_TOKEN, {
+        pipelines: ["docs"],
+        groups: ["acme"],
+        verbs: ["read", "enqueue", "operate", "admin"],
+      }),
+      entry("reader", READER_TOKEN, { verbs: ["read"] }),
+    ]);
+    recorder = await startRecorder({
+      databaseUrl: dbUrl,
+      redis,
+      redisUrl: redisServer.url,
+      pipelines: ["docs"],
+      logger: pino({ level: "silent" }),
+    });
+    const producer = new Producer(redis);
+    await producer.enqueue(QUEUE, { who: "ACME-DATA" }, { id: "ac-1", group: "acme" });
+    await producer.enqueue(QUEUE, { who: GLOBEX_SECRET }, { id: GLOBEX_ID, group: "globex" });
+    api = await startJobApi({
+      redis,
+      port: 0,
+      host: "127.0.0.1",
+      tokensFile: file,
+      database: createPool(dbUrl),
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      log: pino({ level: "silent" }),
+    });
+    base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+    // Both jobs recorded, so the PostgreSQL searches have something to leak.
+    const pool = createPool(dbUrl);
+    await waitFor(
+      "both jobs recorded",
+      async () => (await pool.query("SELECT count(*)::int AS n FROM conveyor_jobs")).rows[0].n === 2,
+      60_000,
+    );
+    await pool.end();
+  });
+  after(async () => {
+    await new Promise((resolve) => api?.close(resolve));
+    api?.closeAllConnections();
+    await recorder?.stop();
+    redis?.disconnect();
+    await Promise.all([redisServer?.stop(), pgServer?.stop()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const call = async (token: string, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+
+  /** A request for every operation: the globex job or group where the route names one. */
+  function requests(): {
+    name: string;
+    method: string;
+    path: string;
+    body?: unknown;
+    namesGlobex: boolean;
+  }[] {
+    const bodies: Record<string, unknown> = {
+      enqueue: { data: 1, group: "acme" },
+      enqueueBatch: { jobs: [{ data: 1, group: "acme" }] },
+      putContract: {},
+      setRateLimit: { limit: null },
+      setGroupLimit: { concurrency: 5 },
+      setDefaultGroupLimit: { concurrency: 5 },
+      putSchedule: { every: "5m" },
+      retryDead: { ids: [GLOBEX_ID] },
+      bulkCancel: { ids: [GLOBEX_ID] },
+      bulkDelete: { ids: [GLOBEX_ID] },
+    };
+    return ROUTES.filter((r) => !r.public && r.name !== "events").map((r) => {
+      const namesGlobex =
+        /\{id\}|\{group\}/.test(r.path) ||
+        ["retryDead", "bulkCancel", "bulkDelete", "search"].includes(r.name);
+      let path = r.path
+        .replace("{queue}", encodeURIComponent(QUEUE))
+        .replace("{id}", GLOBEX_ID)
+        .replace("{group}", "globex")
+        .replace("{schedule}", "nightly")
+        .replace("{namespace}", "default")
+        .replace("{name}", "pool");
+      if (r.name === "retryJob") path += `?queue=${encodeURIComponent(QUEUE)}`;
+      if (r.name === "search") path += `?q=${GLOBEX_ID}`;
+      return { name: r.name, method: r.method, path, body: r.body ? bodies[r.name] : undefined, namesGlobex };
+    });
+  }
+
+  test("a token for group acme learns nothing of globex through any operation", async () => {
+    const searches = ["/search?q=" + GLOBEX_ID, "/search?q=who=" + GLOBEX_SECRET, "/search?q=who=ACME-DATA"];
+    for (const path of searches) {
+      const r = await call(ACME_TOKEN, "GET", path);
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      const items = (JSON.parse(r.text) as { items: unknown[] }).items;
+      assert.doesNotMatch(JSON.stringify(items), /globex|gx-7f3a9/i, `${path} leaks: ${r.text}`);
+    }
+    assert.match(
+      (await call(ACME_TOKEN, "GET", "/search?q=who=ACME-DATA")).text,
+      /ac-1/,
+      "its own job is found",
+    );
+    const absent = await call(ACME_TOKEN, "GET", "/jobs/never-was");
+    const before = await new QueueAdmin(redis).job(GLOBEX_ID);
+    for (const r of requests()) {
+      const got = await call(ACME_TOKEN, r.method, r.path, r.body);
+      assert.doesNotMatch(got.text, new RegExp(GLOBEX_SECRET), `${r.name} leaks globex's data: ${got.text}`);
+      if (!r.namesGlobex)
+        assert.doesNotMatch(
+          got.text,
+          /globex|gx-7f3a9/i,
+          `${r.name} (${got.status}) names globex: ${got.text}`,
+        );
+      assert.ok(
+        (got.status !== 500 && got.status < 500) || r.name === "listPools" || r.name === "poolDetail",
+        `${r.name}: ${got.status} ${got.text}`,
+      );
+      if (/\{id\}/.test(ROUTES.find((x) => x.name === r.name)!.path))
+        assert.deepEqual(
+          [got.status, got.text.replace(GLOBEX_ID, "X")],
+          [absent.status, absent.text.replace("never-was", "X")],
+          `${r.name}: another tenant's job reads as one that never existed`,
+        );
+    }
+    const info = await new QueueAdmin(redis).job(GLOBEX_ID);
+    assert.equal(info?.state, before?.state, "globex's job untouched by the walk");
+    assert.equal(info?.state, "ready");
+  });
+
+  test("SSE: the acme token's stream carries acme's events and none of globex's", async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${base}/events`, {
+      headers: { authorization: `Bearer ${ACME_TOKEN}`, "last-event-id": "0-0" },
+      signal: ac.signal,
+    });
+    assert.equal(res.status, 200);
+    const producer = new Producer(redis);
+    await producer.enqueue(QUEUE, { n: 1 }, { id: "gx-late", group: "globex" });
+    await producer.enqueue(QUEUE, { n: 2 }, { id: "ac-marker", group: "acme" });
+    let seen = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body!) {
+      seen += decoder.decode(chunk as Uint8Array);
+      if (seen.includes("ac-marker")) break;
+    }
+    ac.abort();
+    assert.match(seen, /"id":"ac-1"/, "the replay has acme's job");
+    assert.doesNotMatch(seen, /gx-/, "no globex event");
+  });
+
+  test("each verb is refused without its scope: 403 naming the verb", async () => {
+    for (const [method, path, body, verb] of [
+      ["POST", `/queues/${encodeURIComponent(QUEUE)}/jobs`, { data: 1 }, "enqueue"],
+      ["POST", `/queues/${encodeURIComponent(QUEUE)}/pause`, undefined, "operate"],
+      ["DELETE", `/queues/${encodeURIComponent(QUEUE)}/dead`, undefined, "admin"],
+    ] as const) {
+      const r = await call(READER_TOKEN, method, path, body);
+      assert.equal(r.status, 403, `${path}: ${r.text}`);
+      assert.match(r.text, new RegExp(`may not ${verb}`));
+    }
+    assert.equal((await call(READER_TOKEN, "GET", "/queues")).status, 200);
+    const other = await call(ACME_TOKEN, "POST", `/queues/${encodeURIComponent(QUEUE)}/jobs`, {
+      data: 1,
+      group: "globex",
+    });
+    assert.equal(other.status, 403, "acme may not enqueue into globex");
+    assert.match(other.text, /body\.group/);
+  });
+
+  test("the tokens file is read again: a revoked token's session ends at its next request", async () => {
+    const signIn = await fetch(`${base}/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: base },
+      body: JSON.stringify({ token: READER_TOKEN }),
+    });
+    assert.equal(signIn.status, 200);
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+    const session = await (await fetch(`${base}/auth/session`, { headers: { cookie } })).json();
+    assert.equal((session as { token: string }).token, "reader");
+    assert.deepEqual((session as { scopes: { verbs: string[] } }).scopes.verbs, ["read"]);
+    assert.equal((await fetch(`${base}/queues`, { headers: { cookie } })).status, 200);
+    const store = api.context.auth.tokens!;
+    const generation = store.generation;
+    writeTokensFile(
+      file,
+      readTokensFile(file).filter((e) => e.name !== "reader"),
+    );
+    await waitFor("file reloaded", async () => store.generation > generation, 30_000);
+    assert.equal((await fetch(`${base}/queues`, { headers: { cookie } })).status, 401, "session ended");
+    assert.equal((await call(READER_TOKEN, "GET", "/queues")).status, 401, "bearer refused");
+    assert.equal((await call(ACME_TOKEN, "GET", "/jobs/ac-1")).status, 200, "the others stay");
+  });
+});
