@@ -628,6 +628,27 @@ export const ROUTES: readonly RouteDefinition[] = [
     tag: "resources",
   },
   {
+    name: "audit",
+    access: { verb: "admin", target: "list", groups: "refuse" },
+    method: "GET",
+    path: "/audit",
+    summary:
+      "the audit trail, newest first: every state change through the API with its token, verb, target, parameters (secrets removed), client and outcome",
+    tag: "meta",
+    query: query({
+      since: time,
+      token: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", description: "a token's name" },
+      verb: { enum: ["operate", "admin"] },
+      target: {
+        type: "string",
+        maxLength: 300,
+        pattern: "^[^\\u0000-\\u001f]*$",
+        description: "a queue, or the start of a target",
+      },
+      limit: { ...limit, maximum: 1000, default: 100 },
+    }),
+  },
+  {
     name: "listPools",
     access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",

@@ -352,6 +352,27 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     },
   ],
   signOut: ok("signed out", obj({ authenticated: { const: false } })),
+  audit: ok(
+    "audit rows, newest first",
+    obj({
+      items: {
+        type: "array",
+        items: obj({
+          id: str,
+          at: str,
+          token: str,
+          verb: str,
+          operation: str,
+          target: str,
+          params: { type: "object" },
+          client: { type: ["string", "null"] },
+          status: { type: ["integer", "null"], description: "null: the outcome was not written" },
+          jobs: { type: ["integer", "null"], description: "jobs the change touched, when it counts them" },
+          result: {},
+        }),
+      },
+    }),
+  ),
   listQueues: ok("every queue", obj({ queues: { type: "array", items: ref("QueueSummary") } })),
   queueCounts: ok("the queue's counts", {
     allOf: [ref("QueueSummary"), obj({ dueDelayed: int })],

@@ -24,6 +24,8 @@ import {
   type RedisClient,
 } from "../queue/index.ts";
 import { authorize } from "./access.ts";
+import { auditParams, PgAudit, StdoutAudit, type AuditLog } from "./audit.ts";
+import { ROUTES } from "./definitions.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
@@ -32,7 +34,7 @@ import { QueueDirectory } from "./queueDirectory.ts";
 import { ApiMetrics } from "./metrics.ts";
 import { JobRecords } from "./records.ts";
 import { RecordsSwitch } from "./recordsSwitch.ts";
-import { Router, type QueueGuard } from "./router.ts";
+import { Router, type Handlers, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
 import { jobApiHandlers } from "./routes/jobApi.ts";
@@ -64,6 +66,8 @@ export interface JobApiOptions {
   pools?: PoolSource | null;
   /** Named tokens with scopes, read from this YAML file and again whenever it changes (api/tokens.ts). */
   tokensFile?: string;
+  /** Audit rows older than this are deleted (ms; default 90 days). */
+  auditRetentionMs?: number;
   /** Start without a token on a non-loopback address (not read-only) anyway. */
   insecureNoAuth?: boolean;
   /** The built dashboard; default: dist/dashboard. null: API only. A directory without a build: `/` says so. */
@@ -115,6 +119,53 @@ async function switchRecordsOn(sw: RecordsSwitch, queues: string[], log?: Logger
     log?.warn("job records: Redis did not answer; the served pipelines are switched on when it does");
 }
 
+/** Every state change (verb operate or admin) is written to the audit trail around its handler. */
+function audited(ctx: ApiContext, handlers: Handlers): Handlers {
+  const out: Handlers = {};
+  for (const def of ROUTES) {
+    const h = handlers[def.name]!;
+    const verb = def.access?.verb;
+    if (def.method === "GET" || (verb !== "operate" && verb !== "admin")) {
+      out[def.name] = h;
+      continue;
+    }
+    out[def.name] = async (rc) => {
+      const { params, query, body } = rc;
+      const target =
+        [
+          params.queue ?? (query.queue as string | undefined),
+          ...(params.group !== undefined ? [`group:${params.group}`] : []),
+          ...(params.id !== undefined ? [`job:${params.id}`] : []),
+          ...(params.schedule !== undefined ? [`schedule:${params.schedule}`] : []),
+        ]
+          .filter(Boolean)
+          .join(" ") || def.path;
+      const finish = await ctx.audit.begin({
+        token: rc.principal.name,
+        verb: verb,
+        operation: def.name,
+        target,
+        params: auditParams({ path: params, query, body }),
+        client: rc.req.socket.remoteAddress ?? null,
+      });
+      const done = (status: number, result: unknown) =>
+        finish(status, result).catch((err: Error) =>
+          ctx.log?.error({ err: err.message, operation: def.name }, "audit: the outcome was not written"),
+        );
+      try {
+        const reply = await h(rc);
+        await done(reply?.status ?? 200, reply?.body);
+        return reply;
+      } catch (err) {
+        const e = asHttpError(err);
+        await done(e.status, e.body);
+        throw err;
+      }
+    };
+  }
+  return { ...handlers, ...out };
+}
+
 export class InsecureConfigurationError extends Error {
   override name = "InsecureConfigurationError";
 }
@@ -160,6 +211,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       throw new HttpError(404, `job ${jobId} not found (never enqueued, or its record expired)`);
   };
   const pools = opts.pools ?? null;
+  const audit: AuditLog = opts.database ? new PgAudit(opts.database) : new StdoutAudit();
+  if (!opts.database)
+    opts.log?.warn(
+      "audit trail: no PostgreSQL (--database), so state changes are written as JSON lines on stdout only",
+    );
   const ctx: ApiContext = {
     redis: opts.redis,
     admin,
@@ -177,10 +233,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         : new ResourceHistory(opts.redis, opts.resourceSampleMs ?? 30_000, opts.log, (err) =>
             metrics.error("resource_history", err),
           ),
+    audit,
     log: opts.log,
   };
   const router = new Router(
-    {
+    audited(ctx, {
       ...authHandlers(ctx),
       ...queueHandlers(ctx),
       ...groupHandlers(ctx),
@@ -191,7 +248,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),
       ...resourceHandlers(ctx),
-    },
+    }),
     undefined,
     guard,
     (rc) => authorize(ctx, rc),
@@ -234,9 +291,17 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     });
   });
   ctx.resourceHistory?.start();
+  const retention = opts.auditRetentionMs ?? 90 * 24 * 3600_000;
+  const expire = () =>
+    audit
+      .expire(retention)
+      .catch((err: Error) => opts.log?.warn({ err: err.message }, "audit: old rows not deleted"));
+  void expire();
+  const expiry = setInterval(expire, 3600_000).unref();
   server.on("close", () => {
     void ctx.resourceHistory?.stop();
     tokens?.stop();
+    clearInterval(expiry);
     void ctx.hub.close();
     void ctx.records?.close();
   });

@@ -176,6 +176,28 @@ ALTER TABLE conveyor_jobs ADD COLUMN IF NOT EXISTS task text, ADD COLUMN IF NOT 
 CREATE INDEX IF NOT EXISTS conveyor_jobs_task_recent ON conveyor_jobs (task, updated_at DESC, id DESC) WHERE task IS NOT NULL;
 `,
   },
+  {
+    // Who changed what through the job API (api/audit.ts): a row is written before the change and
+    // its outcome after, so a change whose row cannot be written is not made.
+    id: 9,
+    name: "audit trail",
+    sql: `
+CREATE TABLE conveyor_audit (
+  id         bigserial   PRIMARY KEY,
+  at         timestamptz NOT NULL DEFAULT now(),
+  token      text        NOT NULL,
+  verb       text        NOT NULL,
+  operation  text        NOT NULL,
+  target     text        NOT NULL,
+  params     jsonb       NOT NULL,
+  client     text,
+  status     integer,
+  jobs       integer,
+  result     jsonb
+);
+CREATE INDEX conveyor_audit_at ON conveyor_audit (at DESC, id DESC);
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

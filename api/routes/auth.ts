@@ -43,6 +43,16 @@ export function authHandlers(ctx: ApiContext): Handlers {
         headers: { "set-cookie": ctx.auth.newSession(req, Date.now(), who) },
       };
     },
+    async audit({ query }) {
+      const items = await ctx.audit.list({
+        since: query.since as number | undefined,
+        token: query.token as string | undefined,
+        verb: query.verb as string | undefined,
+        target: query.target as string | undefined,
+        limit: query.limit as number,
+      });
+      return { body: { items } };
+    },
     async signOut({ req }) {
       return { body: { authenticated: false }, headers: { "set-cookie": ctx.auth.endSession(req) } };
     },

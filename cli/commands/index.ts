@@ -32,6 +32,7 @@ const events = () => import("./events.ts");
 const records = () => import("./records.ts");
 const api = () => import("./api.ts");
 const token = () => import("./token.ts");
+const audit = () => import("./audit.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
 const operator = () => import("./operator.ts");
@@ -163,6 +164,12 @@ export const COMMANDS: readonly CommandEntry[] = [
       "  token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' --file F [--json]   a scoped API token (printed once)\n" +
       "  token list|revoke <name> --file F      the tokens file conveyor api --tokens-file serves",
     load: byDefault(token),
+  },
+  {
+    name: "audit",
+    synopsis:
+      "  audit [--since 1h] [--token NAME] [--verb operate|admin] [--target QUEUE] [--json]   the job API's audit trail (PostgreSQL; --json: JSON lines)",
+    load: byDefault(audit),
   },
   {
     name: "scripts",

@@ -236,6 +236,25 @@ export type SignOutReply = {
   authenticated: false;
 };
 
+/** audit rows, newest first */
+export type AuditReply = {
+  items: ({
+    id: string;
+    at: string;
+    token: string;
+    verb: string;
+    operation: string;
+    target: string;
+    params: Record<string, unknown>;
+    client: string | null;
+    /** null: the outcome was not written */
+    status: number | null;
+    /** jobs the change touched, when it counts them */
+    jobs: number | null;
+    result: unknown;
+  })[];
+};
+
 /** every queue */
 export type ListQueuesReply = {
   queues: QueueSummary[];

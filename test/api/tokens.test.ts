@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import type pg from "pg";
 import { pino } from "pino";
 import { ROUTES } from "../../api/definitions.ts";
 import { startJobApi, type JobApi } from "../../api/server.ts";
@@ -21,6 +22,7 @@ import { RedisServer } from "../support/redis.ts";
 const QUEUE = "docs/ocr";
 const ACME_TOKEN = "acme-token-0123456789abcdef";
 const READER_TOKEN = "reader-token-0123456789abcdef";
+const OPS_TOKEN = "ops-token-0123456789abcdef";
 const GLOBEX_ID = "gx-7f3a9";
 const GLOBEX_SECRET = "GLOBEX-SECRET";
 
@@ -33,6 +35,7 @@ describe("scoped API tokens", () => {
   let base: string;
   let dir: string;
   let file: string;
+  let db: pg.Pool;
   const entry = (name: string, token: string, scopes: Partial<TokenEntry["scopes"]>): TokenEntry => ({
     name,
     hash: hashToken(token),
@@ -52,6 +55,7 @@ describe("scoped API tokens", () => {
         verbs: ["read", "enqueue", "operate", "admin"],
       }),
       entry("reader", READER_TOKEN, { verbs: ["read"] }),
+      entry("ops", OPS_TOKEN, { verbs: ["read", "operate", "admin"] }),
     ]);
     recorder = await startRecorder({
       databaseUrl: dbUrl,
@@ -74,6 +78,7 @@ describe("scoped API tokens", () => {
       log: pino({ level: "silent" }),
     });
     base = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+    db = createPool(dbUrl);
     // Both jobs recorded, so the PostgreSQL searches have something to leak.
     const pool = createPool(dbUrl);
     await waitFor(
@@ -87,6 +92,7 @@ describe("scoped API tokens", () => {
     await new Promise((resolve) => api?.close(resolve));
     api?.closeAllConnections();
     await recorder?.stop();
+    await db?.end();
     redis?.disconnect();
     await Promise.all([redisServer?.stop(), pgServer?.stop()]);
     rmSync(dir, { recursive: true, force: true });
@@ -243,5 +249,52 @@ describe("scoped API tokens", () => {
     assert.equal((await fetch(`${base}/queues`, { headers: { cookie } })).status, 401, "session ended");
     assert.equal((await call(READER_TOKEN, "GET", "/queues")).status, 401, "bearer refused");
     assert.equal((await call(ACME_TOKEN, "GET", "/jobs/ac-1")).status, 200, "the others stay");
+  });
+
+  test("every state change through the API is audited with the token's name; a failed audit write fails the change", async () => {
+    const rows = async (operation: string) =>
+      (
+        await db.query<{
+          token: string;
+          target: string;
+          status: number | null;
+          client: string;
+          params: unknown;
+        }>(
+          "SELECT token, target, status, client, params FROM conveyor_audit WHERE operation = $1 AND token = 'ops' ORDER BY id",
+          [operation],
+        )
+      ).rows;
+    const writes = requests().filter((r) => {
+      const verb = ROUTES.find((x) => x.name === r.name)!.access!.verb;
+      return r.method !== "GET" && (verb === "operate" || verb === "admin");
+    });
+    assert.ok(writes.length >= 19, `${writes.length} write routes`);
+    for (const r of writes) {
+      const before = (await rows(r.name)).length;
+      const got = await call(OPS_TOKEN, r.method, r.path, r.body);
+      assert.ok(got.status < 500, `${r.name}: ${got.status} ${got.text}`);
+      const after = await rows(r.name);
+      assert.equal(after.length, before + 1, `${r.name}: one audit row`);
+      const row = after.at(-1)!;
+      assert.equal(row.status, got.status, `${r.name}: its outcome`);
+      assert.match(row.client, /127\.0\.0\.1/);
+    }
+    const since = Date.now() - 60_000;
+    const listed = await call(OPS_TOKEN, "GET", `/audit?token=ops&verb=admin&since=${since}`);
+    assert.equal(listed.status, 200);
+    const items = (JSON.parse(listed.text) as { items: { operation: string; token: string }[] }).items;
+    assert.ok(items.some((i) => i.operation === "purgeDead") && items.every((i) => i.token === "ops"));
+    assert.equal((await call(READER_TOKEN, "GET", "/audit")).status, 401, "(revoked above)");
+    // No audit table: the change is refused and not made.
+    await db.query("ALTER TABLE conveyor_audit RENAME TO conveyor_audit_away");
+    try {
+      const refused = await call(OPS_TOKEN, "POST", `/queues/${encodeURIComponent(QUEUE)}/pause`);
+      assert.equal(refused.status, 503, refused.text);
+      assert.match(refused.text, /nothing changed: the audit trail could not be written/);
+      assert.equal((await new QueueAdmin(redis).stats(QUEUE)).paused, false, "not paused");
+    } finally {
+      await db.query("ALTER TABLE conveyor_audit_away RENAME TO conveyor_audit");
+    }
   });
 });

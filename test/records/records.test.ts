@@ -203,7 +203,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
       );
       assert.deepEqual(
         tables.map((t) => t.table_name),
-        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
+        ["conveyor_attempts", "conveyor_audit", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
       );
       const migrations = await pgServer.query<{ id: number }>(
         "SELECT id FROM conveyor_migrations",
