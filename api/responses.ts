@@ -341,6 +341,22 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
       history: bool,
       pools: bool,
+      token: {
+        type: ["string", "null"],
+        description: "the signed-in token's name (api-token: CONVEYOR_API_TOKEN)",
+      },
+      scopes: {
+        description: "what the token covers; null: everything (CONVEYOR_API_TOKEN, or not signed in)",
+        anyOf: [
+          { type: "null" },
+          obj({
+            pipelines: { type: ["array", "null"], items: str },
+            queues: { type: ["array", "null"], items: str },
+            groups: { type: ["array", "null"], items: str },
+            verbs: { type: "array", items: { enum: ["read", "enqueue", "operate", "admin"] } },
+          }),
+        ],
+      },
     }),
   ),
   signIn: [

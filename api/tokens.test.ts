@@ -35,6 +35,10 @@ test("a malformed tokens file is refused naming its line", () => {
       ),
     /t\.yaml:5: token b: hash must be/,
   );
+  assert.throws(
+    () => parseTokensFile(`tokens:\n  - name: api-token\n    hash: "${HASH}"\n    scopes: {verbs: [read]}\n`),
+    /api-token is CONVEYOR_API_TOKEN's/,
+  );
   assert.deepEqual(parseTokensFile(""), []);
 });
 

@@ -137,6 +137,8 @@ export function parseTokensFile(text: string, file = "tokens file"): TokenEntry[
     if (typeof e.name !== "string" || !TOKEN_NAME.test(e.name))
       throw new TokensFileError(`${where}: name must match ${TOKEN_NAME.source}`);
     if (seen.has(e.name)) throw new TokensFileError(`${where}: token ${e.name} is named twice`);
+    if (e.name === FULL_ACCESS.name)
+      throw new TokensFileError(`${where}: the name ${e.name} is CONVEYOR_API_TOKEN's in the audit trail`);
     seen.add(e.name);
     if (typeof e.hash !== "string" || !/^(sha256:[0-9a-f]{64}|scrypt:[\w-]{8,}:[\w-]{16,})$/.test(e.hash))
       throw new TokensFileError(

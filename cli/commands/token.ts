@@ -1,6 +1,7 @@
 // `conveyor token`: named API tokens with scopes in the file `conveyor api --tokens-file` serves
 // (api/tokens.ts). Only the hash is stored; `create` prints the token once.
 import {
+  FULL_ACCESS,
   hashToken,
   newToken,
   parseScope,
@@ -57,6 +58,8 @@ export default defineCommand({
       case "create": {
         if (!name || !TOKEN_NAME.test(name))
           throw new UsageError(`token create <name>: the name must match ${TOKEN_NAME.source}`);
+        if (name === FULL_ACCESS.name)
+          throw new UsageError(`token create: the name ${name} is CONVEYOR_API_TOKEN's in the audit trail`);
         const scopeText = o.raw("scope");
         if (!scopeText) throw new UsageError("token create needs --scope (e.g. 'verbs=read')");
         let scopes: Scope;

@@ -224,6 +224,15 @@ export type SessionReply = {
   queues: string[] | null;
   history: boolean;
   pools: boolean;
+  /** the signed-in token's name (api-token: CONVEYOR_API_TOKEN) */
+  token: string | null;
+  /** what the token covers; null: everything (CONVEYOR_API_TOKEN, or not signed in) */
+  scopes: null | {
+    pipelines: string[] | null;
+    queues: string[] | null;
+    groups: string[] | null;
+    verbs: ("read" | "enqueue" | "operate" | "admin")[];
+  };
 };
 
 /** signed in; the session cookie is set */

@@ -3,6 +3,7 @@
 // like a job that never existed), each verb is refused without its scope, and the tokens file
 // is read again while sessions are open (a revoked token's session ends at its next request).
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +19,7 @@ import { createPool, startRecorder, type JobRecorder } from "../../records/index
 import { waitFor } from "../support/processes.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE } from "../support/workers.ts";
 
 const QUEUE = "docs/ocr";
 const ACME_TOKEN = "acme-token-0123456789abcdef";
@@ -36,6 +38,7 @@ describe("scoped API tokens", () => {
   let dir: string;
   let file: string;
   let db: pg.Pool;
+  let dbUrl: string;
   const entry = (name: string, token: string, scopes: Partial<TokenEntry["scopes"]>): TokenEntry => ({
     name,
     hash: hashToken(token),
@@ -45,7 +48,7 @@ describe("scoped API tokens", () => {
   before(async () => {
     [redisServer, pgServer] = await Promise.all([RedisServer.start(), PostgresServer.start()]);
     redis = connectRedis(redisServer.url);
-    const dbUrl = await pgServer.createDatabase("tokens");
+    dbUrl = await pgServer.createDatabase("tokens");
     dir = mkdtempSync(join(tmpdir(), "cvy-tokens-"));
     file = join(dir, "tokens.yaml");
     writeTokensFile(file, [
@@ -286,6 +289,30 @@ describe("scoped API tokens", () => {
     const items = (JSON.parse(listed.text) as { items: { operation: string; token: string }[] }).items;
     assert.ok(items.some((i) => i.operation === "purgeDead") && items.every((i) => i.token === "ops"));
     assert.equal((await call(READER_TOKEN, "GET", "/audit")).status, 401, "(revoked above)");
+    // The CLI's export: one JSON line per row.
+    const out = execFileSync(
+      NODE,
+      [
+        CONVEYOR,
+        "audit",
+        "--database",
+        dbUrl,
+        "--token",
+        "ops",
+        "--since",
+        "1h",
+        "--limit",
+        "1000",
+        "--json",
+      ],
+      { encoding: "utf8" },
+    );
+    const lines = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { token: string; operation: string });
+    assert.equal(lines.length, writes.length);
+    assert.deepEqual(new Set(lines.map((l) => l.operation)), new Set(writes.map((w) => w.name)));
     // No audit table: the change is refused and not made.
     await db.query("ALTER TABLE conveyor_audit RENAME TO conveyor_audit_away");
     try {
