@@ -230,7 +230,23 @@ describe("scoped API tokens", () => {
     assert.match(other.text, /body\.group/);
   });
 
-  test("the tokens file is read again: a revoked token's session ends at its next request", async () => {
+  test("the tokens file is read again by both replicas: a revoked token's session ends at its next request", async (t) => {
+    // A second replica on the same file: a session from one is good on the other, and both
+    // drop it when the token is revoked.
+    const replica = await startJobApi({
+      redis,
+      port: 0,
+      host: "127.0.0.1",
+      tokensFile: file,
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      log: pino({ level: "silent" }),
+    });
+    const other = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+    t.after(async () => {
+      await new Promise((resolve) => replica.close(resolve));
+      replica.closeAllConnections();
+    });
     const signIn = await fetch(`${base}/auth/session`, {
       method: "POST",
       headers: { "content-type": "application/json", origin: base },
@@ -242,14 +258,20 @@ describe("scoped API tokens", () => {
     assert.equal((session as { token: string }).token, "reader");
     assert.deepEqual((session as { scopes: { verbs: string[] } }).scopes.verbs, ["read"]);
     assert.equal((await fetch(`${base}/queues`, { headers: { cookie } })).status, 200);
-    const store = api.context.auth.tokens!;
-    const generation = store.generation;
+    assert.equal((await fetch(`${other}/queues`, { headers: { cookie } })).status, 200, "the other replica");
+    const stores = [api, replica].map((a) => a.context.auth.tokens!);
+    const generations = stores.map((s) => s.generation);
     writeTokensFile(
       file,
       readTokensFile(file).filter((e) => e.name !== "reader"),
     );
-    await waitFor("file reloaded", async () => store.generation > generation, 30_000);
+    await waitFor(
+      "file reloaded by both",
+      async () => stores.every((s, i) => s.generation > generations[i]!),
+      30_000,
+    );
     assert.equal((await fetch(`${base}/queues`, { headers: { cookie } })).status, 401, "session ended");
+    assert.equal((await fetch(`${other}/queues`, { headers: { cookie } })).status, 401, "on both replicas");
     assert.equal((await call(READER_TOKEN, "GET", "/queues")).status, 401, "bearer refused");
     assert.equal((await call(ACME_TOKEN, "GET", "/jobs/ac-1")).status, 200, "the others stay");
   });
