@@ -18,6 +18,7 @@ import {
 const Q = "media/thumbs";
 const READER = "reader-token-0123456789abcdef";
 const OPERATOR = "operator-token-0123456789abcdef";
+const ADMIN = "admin-token-0123456789abcdef";
 const scope = (verbs: Scope["verbs"]): Scope => ({ pipelines: ["media"], queues: null, groups: null, verbs });
 
 describe(
@@ -36,6 +37,7 @@ describe(
       writeTokensFile(file, [
         { name: "reader", hash: hashToken(READER), scopes: scope(["read"]) },
         { name: "operator", hash: hashToken(OPERATOR), scopes: scope(["read", "operate"]) },
+        { name: "admin", hash: hashToken(ADMIN), scopes: scope(["read", "operate", "admin"]) },
       ]);
       await new Producer(s.redis).enqueue(Q, { n: 1 }, { id: "t-1", delayMs: 3_600_000 });
       api = await s.startApi("api-tokens", ["--tokens-file", file]);
@@ -60,6 +62,7 @@ describe(
     test("a read token: the queue, its job, and no control at all", async () => {
       const p = await signIn(READER);
       assert.equal(await p.getByRole("button", { name: /Retry dead|Purge dead|Pause/ }).count(), 0);
+      assert.equal(await p.getByRole("link", { name: "Audit" }).count(), 0, "the audit trail is admin's");
       await p.goto(`${api.base}/#/job/t-1?queue=${encodeURIComponent(Q)}`);
       await p.locator('[data-field="state"]').waitFor();
       assert.equal(await p.getByRole("button", { name: /Retry|Cancel|Run now/ }).count(), 0);
@@ -77,6 +80,23 @@ describe(
       await p.locator('tr[data-job="t-1"]').getByRole("checkbox").check();
       await p.getByRole("button", { name: "Cancel selected" }).waitFor();
       assert.equal(await p.getByRole("button", { name: "Delete selected" }).count(), 0);
+      await p.close();
+    });
+
+    test("the audit page: an admin token sees who paused the queue, filtered by token", async () => {
+      const op = await signIn(OPERATOR);
+      await op.getByRole("button", { name: "Pause" }).click();
+      await op.getByRole("button", { name: "Resume" }).waitFor();
+      await op.close();
+      const p = await signIn(ADMIN);
+      await p.getByRole("link", { name: "Audit" }).click();
+      const row = p.locator('tr[data-operation="pause"]');
+      await row.waitFor();
+      assert.match((await row.textContent()) ?? "", /operator.*operate.*pause.*media\/thumbs.*200/);
+      await p.getByLabel("Token").fill("nobody");
+      await p.getByRole("button", { name: "Filter" }).click();
+      await p.getByText("No change matches.").waitFor();
+      assert.match(p.url(), /#\/audit\?token=nobody/);
       await p.close();
     });
   },
