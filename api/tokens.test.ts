@@ -1,6 +1,7 @@
 // The tokens file: parsing (errors name the line), scopes, hashes, and a reload that keeps the
 // last good set when the file is broken.
 import assert from "node:assert/strict";
+import { scryptSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -58,6 +59,24 @@ test("scopes: pipelines, queue globs, groups; a job of no group is no tenant's",
   assert.equal(groupInScope(s, undefined), false);
   assert.equal(groupInScope(null, undefined), true);
   assert.throws(() => parseScope("pipeline=docs"), /names no verbs/);
+});
+
+test("a scrypt hash is accepted", () => {
+  const salt = Buffer.from("0123456789abcdef");
+  const hash = `scrypt:${salt.toString("base64url")}:${scryptSync("s3cret-token-0123", salt, 32).toString("base64url")}`;
+  const dir = mkdtempSync(join(tmpdir(), "cvy-tokens-scrypt-"));
+  try {
+    const file = join(dir, "tokens.yaml");
+    writeTokensFile(file, [
+      { name: "s", hash, scopes: { pipelines: null, queues: null, groups: null, verbs: ["read"] } },
+    ]);
+    const store = new TokenStore(file);
+    assert.equal(store.find("s3cret-token-0123")?.name, "s");
+    assert.equal(store.find("s3cret-token-0123")?.name, "s", "(remembered)");
+    assert.equal(store.find("wrong-token-000000"), null);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("a broken file on reload keeps the last good set and reports the line", () => {

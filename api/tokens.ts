@@ -212,6 +212,8 @@ const STAT_EVERY_MS = 2_000;
 export class TokenStore {
   private entries: TokenEntry[] = [];
   private bySha = new Map<string, TokenEntry>();
+  /** sha256 of a token that matched a scrypt entry → that entry: scrypt is slow by design. */
+  private scryptHits = new Map<string, TokenEntry>();
   private watcher: FSWatcher | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
   private lastStat = "";
@@ -280,15 +282,22 @@ export class TokenStore {
   private install(entries: TokenEntry[]): void {
     this.entries = entries;
     this.bySha = new Map(entries.filter((e) => e.hash.startsWith("sha256:")).map((e) => [e.hash, e]));
+    this.scryptHits.clear();
     this.generation++;
     this.onLoad(this.names);
   }
 
   /** The entry this token is, or null. */
   find(token: string): TokenEntry | null {
-    const sha = this.bySha.get(hashToken(token));
-    if (sha) return sha;
-    for (const e of this.entries) if (e.hash.startsWith("scrypt:") && hashMatches(e.hash, token)) return e;
+    const key = hashToken(token);
+    const known = this.bySha.get(key) ?? this.scryptHits.get(key);
+    if (known) return known;
+    for (const e of this.entries)
+      if (e.hash.startsWith("scrypt:") && hashMatches(e.hash, token)) {
+        if (this.scryptHits.size >= 1000) this.scryptHits.clear();
+        this.scryptHits.set(key, e);
+        return e;
+      }
     return null;
   }
 
