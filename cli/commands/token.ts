@@ -11,8 +11,47 @@ import {
   writeTokensFile,
   type Scope,
 } from "../../api/tokens.ts";
-import { JSON_SETTING } from "../../lib/settings.ts";
+import { userInfo } from "node:os";
+import { DATABASE_URL_SETTING, JSON_SETTING } from "../../lib/settings.ts";
 import { defineCommand, print, UsageError } from "../command.ts";
+
+const records = () => import("../../records/index.ts");
+const audit = () => import("../../api/audit.ts");
+
+/**
+ * With --database: the change is written to the API's audit trail first (who: cli:<user>), and
+ * not made when that fails; its outcome after.
+ */
+async function audited(
+  url: string | undefined,
+  operation: string,
+  name: string,
+  params: Record<string, unknown>,
+  change: () => void,
+): Promise<void> {
+  if (!url) return change();
+  const { createPool } = await records();
+  const { PgAudit } = await audit();
+  const pool = createPool(url, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
+  try {
+    const finish = await new PgAudit(pool)
+      .begin({
+        token: `cli:${userInfo().username}`,
+        verb: "admin",
+        operation,
+        target: `token:${name}`,
+        params,
+        client: null,
+      })
+      .catch((err: Error) => {
+        throw new UsageError(err.message);
+      });
+    change();
+    await finish(200, { name });
+  } finally {
+    await pool.end();
+  }
+}
 
 const USAGE = `token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' --file tokens.yaml [--json]
   token list --file tokens.yaml [--json]
@@ -33,6 +72,10 @@ export default defineCommand({
   args: ["create|revoke <name>", "list"],
   settings: {
     json: JSON_SETTING,
+    database: {
+      ...DATABASE_URL_SETTING,
+      help: "create, revoke: write the change to the job API's audit trail in this PostgreSQL first",
+    },
     file: { kind: "string", arg: "FILE", help: "the tokens file (YAML; created by create)" },
     scope: {
       kind: "string",
@@ -72,7 +115,9 @@ export default defineCommand({
         if (entries.some((e) => e.name === name))
           throw new UsageError(`token ${name} exists in ${file}: revoke it first to issue a new one`);
         const token = newToken();
-        writeTokensFile(file, [...entries, { name, hash: hashToken(token), scopes }]);
+        await audited(o.raw("database"), "tokenCreate", name, { file, scopes }, () =>
+          writeTokensFile(file, [...entries, { name, hash: hashToken(token), scopes }]),
+        );
         print(
           json
             ? JSON.stringify({ name, token })
@@ -93,9 +138,11 @@ export default defineCommand({
           print(`token ${name} is not in ${file}`);
           return 1;
         }
-        writeTokensFile(
-          file,
-          entries.filter((e) => e.name !== name),
+        await audited(o.raw("database"), "tokenRevoke", name, { file }, () =>
+          writeTokensFile(
+            file,
+            entries.filter((e) => e.name !== name),
+          ),
         );
         print(
           json

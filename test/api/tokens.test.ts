@@ -335,6 +335,22 @@ describe("scoped API tokens", () => {
       .map((l) => JSON.parse(l) as { token: string; operation: string });
     assert.equal(lines.length, writes.length);
     assert.deepEqual(new Set(lines.map((l) => l.operation)), new Set(writes.map((w) => w.name)));
+    // The CLI's token changes go to the same trail.
+    const cliFile = join(dir, "cli-tokens.yaml");
+    const conveyor = (...args: string[]) => execFileSync(NODE, [CONVEYOR, ...args], { encoding: "utf8" });
+    conveyor("token", "create", "cli-made", "--scope", "verbs=read", "--file", cliFile, "--database", dbUrl);
+    conveyor("token", "revoke", "cli-made", "--file", cliFile, "--database", dbUrl);
+    const cliRows = await db.query<{ operation: string; token: string; status: number }>(
+      "SELECT operation, token, status FROM conveyor_audit WHERE target = 'token:cli-made' ORDER BY id",
+    );
+    assert.deepEqual(
+      cliRows.rows.map((r) => [r.operation, r.status]),
+      [
+        ["tokenCreate", 200],
+        ["tokenRevoke", 200],
+      ],
+    );
+    assert.match(cliRows.rows[0]!.token, /^cli:/);
     // No audit table: the change is refused and not made.
     await db.query("ALTER TABLE conveyor_audit RENAME TO conveyor_audit_away");
     try {
