@@ -194,6 +194,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         (names) => opts.log?.info({ file: opts.tokensFile, tokens: names }, "API tokens loaded"),
       ).start()
     : undefined;
+  if (tokens && tokens.names.length === 0)
+    opts.log?.warn(
+      { file: opts.tokensFile },
+      "the tokens file is absent or has no tokens: only CONVEYOR_API_TOKEN is accepted until it has some",
+    );
   const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues, tokens });
   const metrics = new ApiMetrics(opts.log);
   const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q), metrics);
