@@ -82,6 +82,19 @@ export async function authorize(ctx: ApiContext, rc: RequestContext): Promise<vo
       null,
       "group_scoped",
     );
+  if (scope.groups && access.groups === "ids") {
+    const ids = (rc.body as { ids?: string[] } | undefined)?.ids ?? [];
+    if (ids.length === 0)
+      throw HttpError.field(
+        403,
+        "body.ids",
+        `token ${who.name} is limited to groups ${scope.groups.join(", ")}: name the jobs (ids)`,
+        "group_scoped",
+      );
+    const where = await Promise.all(ids.map((id) => jobWhere(ctx, id, queue)));
+    const i = where.findIndex((w) => w === null || w.queue !== queue || !groupInScope(scope, w.group));
+    if (i >= 0) throw jobNotFound(ids[i]!);
+  }
   if (scope.groups && access.groups === "body") {
     const i = groupsOfBody(rc.body).findIndex((g) => !groupInScope(scope, g));
     if (i >= 0) {

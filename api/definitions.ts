@@ -12,14 +12,15 @@ export type JsonSchema = Record<string, unknown>;
  * `target`: where the route's queue is — the `{queue}` path parameter (or `queue` query), the
  * queue of the job `{id}`, or none (a list the handler filters to the token's queues).
  * `groups`: how a token limited to groups is held to them — the `{group}` path parameter, the
- * enqueued jobs' `group`, the job's own group, the handler filters the rows, the object is the
+ * enqueued jobs' `group`, the job's own group, the group of each job the body's `ids` names
+ * (none named: refused), the handler filters the rows, the object is the
  * queue's and not a tenant's (a contract), or the route shows or changes a whole queue and is
  * refused.
  */
 export interface RouteAccess {
   verb: Verb;
   target: "queue" | "job" | "list";
-  groups: "path" | "body" | "job" | "filter" | "shared" | "refuse";
+  groups: "path" | "body" | "job" | "ids" | "filter" | "shared" | "refuse";
 }
 
 export interface RouteDefinition {
@@ -471,7 +472,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "retryDead",
-    access: { verb: "operate", target: "queue", groups: "refuse" },
+    access: { verb: "operate", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/dead/retry",
     summary: "move dead jobs back to ready (all, or the given ids)",
@@ -492,7 +493,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "bulkCancel",
-    access: { verb: "operate", target: "queue", groups: "refuse" },
+    access: { verb: "operate", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/cancel",
     summary: "cancel the given jobs",
@@ -508,7 +509,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "bulkDelete",
-    access: { verb: "admin", target: "queue", groups: "refuse" },
+    access: { verb: "admin", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/delete",
     summary:

@@ -185,6 +185,15 @@ describe("scoped API tokens", () => {
           `${r.name}: another tenant's job reads as one that never existed`,
         );
     }
+    // Its own jobs by id: a bulk cancel of them works, one of globex's among them is absent.
+    await new Producer(redis).enqueue(QUEUE, { n: 2 }, { id: "ac-2", group: "acme" });
+    const cancelPath = `/queues/${encodeURIComponent(QUEUE)}/cancel`;
+    const mixed = await call(ACME_TOKEN, "POST", cancelPath, { ids: ["ac-2", GLOBEX_ID] });
+    assert.equal(mixed.status, 404, mixed.text);
+    assert.equal((await new QueueAdmin(redis).job("ac-2"))?.state, "ready", "nothing cancelled");
+    const own = await call(ACME_TOKEN, "POST", cancelPath, { ids: ["ac-2"] });
+    assert.equal(own.status, 200, own.text);
+    assert.equal((JSON.parse(own.text) as { cancelled: number }).cancelled, 1);
     const info = await new QueueAdmin(redis).job(GLOBEX_ID);
     assert.equal(info?.state, before?.state, "globex's job untouched by the walk");
     assert.equal(info?.state, "ready");
