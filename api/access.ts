@@ -2,7 +2,7 @@
 // (RouteAccess), before the handler runs. Another tenant's queue or job is answered as absent
 // (404, the same words as a job that never existed), a missing verb is 403 naming it, and a
 // route that shows a whole queue is refused to a token limited to groups.
-import { PipelineKeys } from "../queue/index.ts";
+import { PipelineKeys, pipelineOf } from "../queue/index.ts";
 import type { ApiContext } from "./context.ts";
 import { HttpError } from "./http.ts";
 import type { RequestContext } from "./router.ts";
@@ -18,6 +18,13 @@ export async function jobWhere(
   id: string,
   queueHint?: string,
 ): Promise<{ queue: string; group: string | null } | null> {
+  if (queueHint) {
+    // The common case in one command: the job's hash in the hinted queue's pipeline.
+    const [queue, group] = await ctx.redis
+      .hmget(new PipelineKeys(pipelineOf(queueHint)).job(id), "queue", "group")
+      .catch(() => [null, null]);
+    if (queue) return { queue, group: group || null };
+  }
   const info = await ctx.admin.job(id, queueHint);
   if (info?.queue) {
     const group = await ctx.redis.hget(new PipelineKeys(info.queue.split("/")[0]!).job(id), "group");
