@@ -4,7 +4,7 @@
 // is read again while sessions are open (a revoked token's session ends at its next request).
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,7 +16,8 @@ import { startJobApi, type JobApi } from "../../api/server.ts";
 import { hashToken, readTokensFile, writeTokensFile, type TokenEntry } from "../../api/tokens.ts";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { createPool, startRecorder, type JobRecorder } from "../../records/index.ts";
-import { waitFor } from "../support/processes.ts";
+import { startApi } from "../support/dashboard.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { RedisServer } from "../support/redis.ts";
 import { CONVEYOR, NODE } from "../support/workers.ts";
@@ -360,6 +361,12 @@ describe("scoped API tokens", () => {
       ],
     );
     assert.match(cliRows.rows[0]!.token, /^cli:/);
+    // Retention: rows older than it go.
+    await db.query(
+      "INSERT INTO conveyor_audit (at, token, verb, operation, target, params) VALUES (now() - interval '100 days', 'old', 'admin', 'purgeDead', 'x', '{}')",
+    );
+    assert.equal(await api.context.audit.expire(90 * 24 * 3600_000), 1);
+    assert.equal((await db.query("SELECT 1 FROM conveyor_audit WHERE token = 'old'")).rowCount, 0);
     // No audit table: the change is refused and not made.
     await db.query("ALTER TABLE conveyor_audit RENAME TO conveyor_audit_away");
     try {
@@ -369,6 +376,36 @@ describe("scoped API tokens", () => {
       assert.equal((await new QueueAdmin(redis).stats(QUEUE)).paused, false, "not paused");
     } finally {
       await db.query("ALTER TABLE conveyor_audit_away RENAME TO conveyor_audit");
+    }
+  });
+
+  test("without PostgreSQL: a warning at start, and each change as JSON lines on stdout", async () => {
+    const p = await startApi(dir, "api-no-pg", { REDIS_URL: redisServer.url }, ["--tokens-file", file]);
+    try {
+      const res = await fetch(`${p.base}/queues/${encodeURIComponent(QUEUE)}/groups/acme/pause`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${OPS_TOKEN}` },
+      });
+      assert.equal(res.status, 200);
+      const lines = await waitFor(
+        "the audit lines on stdout",
+        async () => {
+          const text = readFileSync(p.logFile, "utf8");
+          const audit = text
+            .split("\n")
+            .filter((l) => l.startsWith('{"audit"'))
+            .map((l) => (JSON.parse(l) as { audit: Record<string, unknown> }).audit);
+          return audit.length >= 2 && { text, audit };
+        },
+        30_000,
+      );
+      assert.match(lines.text, /audit trail: no PostgreSQL/);
+      assert.equal(lines.audit[0]!.token, "ops");
+      assert.equal(lines.audit[0]!.operation, "pauseGroup");
+      assert.equal(lines.audit[0]!.target, `${QUEUE} group:acme`);
+      assert.deepEqual(lines.audit[1], { id: lines.audit[0]!.id, status: 200, jobs: null });
+    } finally {
+      await stopProcess(p, 2000);
     }
   });
 });
