@@ -4,10 +4,14 @@
 // an optional allow-list limits which queues exist for this server.
 //
 // Sessions are stateless: the cookie is `<expiry ms>.<nonce>.<HMAC>` keyed from the API token, so
-// any replica (or a restarted one) accepts it, and rotating the token ends every session.
+// any replica (or a restarted one) accepts it, and rotating the token ends every session. A
+// named token's session (api/tokens.ts) is `<expiry>.<nonce>.<name b64url>.<HMAC>` keyed from
+// that token's stored hash: revoking or re-issuing the token ends its sessions at their next
+// request.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { HttpError } from "./http.ts";
+import { FULL_ACCESS, type Principal, type TokenStore } from "./tokens.ts";
 
 export const SESSION_COOKIE = "conveyor_session";
 const SESSION_TTL_MS = 12 * 3600_000;
@@ -23,6 +27,8 @@ export interface AuthOptions {
   readOnly?: boolean;
   /** Only these queues are visible and actionable (empty: all). */
   queues?: string[];
+  /** Named tokens with scopes (--tokens-file). */
+  tokens?: TokenStore;
 }
 
 export type Credential = "none-needed" | "bearer" | "session";
@@ -33,6 +39,7 @@ export class Auth {
   private readonly token: Buffer | null;
   private readonly sessionKey: Buffer | null;
   private readonly allowed: Set<string> | null;
+  readonly tokens: TokenStore | null;
   /** Client address → failed sign-ins in the current window. */
   private readonly failures = new Map<string, { count: number; since: number }>();
 
@@ -41,7 +48,8 @@ export class Auth {
     this.sessionKey = opts.token
       ? createHmac("sha256", opts.token).update("conveyor session cookie v1").digest()
       : null;
-    this.required = this.token !== null;
+    this.tokens = opts.tokens ?? null;
+    this.required = this.token !== null || this.tokens !== null;
     this.readOnly = opts.readOnly ?? false;
     this.allowed = opts.queues && opts.queues.length > 0 ? new Set(opts.queues) : null;
   }
@@ -55,11 +63,23 @@ export class Auth {
     return this.token !== null && timingSafeEqual(digest(given), this.token);
   }
 
+  /** Who this token is: the full-access API token, a named one, or nobody. */
+  tokenPrincipal(given: string): Principal | null {
+    if (this.tokenMatches(given)) return FULL_ACCESS;
+    const e = this.tokens?.find(given);
+    return e ? { name: e.name, scope: e.scopes } : null;
+  }
+
   /**
    * A sign-in attempt from this client: 429 while it has used up its failures for the window,
    * else whether the token matched (a mismatch counts against the client).
    */
   signIn(req: IncomingMessage, token: string, now = Date.now()): boolean {
+    return this.signInAs(req, token, now) !== null;
+  }
+
+  /** signIn, answering who signed in (null: a wrong token). */
+  signInAs(req: IncomingMessage, token: string, now = Date.now()): Principal | null {
     const client = req.socket.remoteAddress ?? "unknown";
     const f = this.failures.get(client);
     const current = f && now - f.since < SIGN_IN_WINDOW_MS ? f : undefined;
@@ -69,9 +89,10 @@ export class Auth {
         "retry-after": String(wait),
       });
     }
-    if (this.tokenMatches(token)) {
+    const who = this.tokenPrincipal(token);
+    if (who) {
       this.failures.delete(client);
-      return true;
+      return who;
     }
     if (!current && this.failures.size >= THROTTLED_CLIENTS)
       this.failures.delete(this.failures.keys().next().value!);
@@ -79,24 +100,30 @@ export class Auth {
       client,
       current ? { count: current.count + 1, since: current.since } : { count: 1, since: now },
     );
-    return false;
+    return null;
   }
 
   /** How this request is authenticated, or null when it is not. */
   credential(req: IncomingMessage): Credential | null {
-    if (!this.token) return "none-needed";
+    return this.identify(req)?.credential ?? null;
+  }
+
+  /** How this request is authenticated and who it is, or null when it is not. */
+  identify(req: IncomingMessage): { credential: Credential; principal: Principal } | null {
+    if (!this.required) return { credential: "none-needed", principal: FULL_ACCESS };
     const header = req.headers.authorization;
     if (header !== undefined) {
       const m = /^Bearer (.+)$/.exec(header);
-      return m && this.tokenMatches(m[1]!) ? "bearer" : null;
+      const principal = m ? this.tokenPrincipal(m[1]!) : null;
+      return principal ? { credential: "bearer", principal } : null;
     }
     const value = cookie(req, SESSION_COOKIE);
-    if (value && this.sessionValid(value)) return "session";
-    return null;
+    const principal = value ? this.sessionPrincipal(value) : null;
+    return principal ? { credential: "session", principal } : null;
   }
 
-  authenticate(req: IncomingMessage): Credential {
-    const c = this.credential(req);
+  authenticate(req: IncomingMessage): { credential: Credential; principal: Principal } {
+    const c = this.identify(req);
     if (!c)
       throw new HttpError(401, "missing or wrong bearer token (or sign in again: the session expired)", {
         "www-authenticate": "Bearer",
@@ -139,10 +166,15 @@ export class Auth {
     if (!this.queueAllowed(queue)) throw new HttpError(404, `queue ${queue} is not served here (allow-list)`);
   }
 
-  /** A new session; returns the Set-Cookie header value. */
-  newSession(req: IncomingMessage, now = Date.now()): string {
-    const body = `${now + SESSION_TTL_MS}.${randomBytes(12).toString("base64url")}`;
-    return serializeCookie(req, `${body}.${this.sign(body)}`, SESSION_TTL_MS / 1000);
+  /** A new session for this principal (default: the API token); returns the Set-Cookie header value. */
+  newSession(req: IncomingMessage, now = Date.now(), who: Principal = FULL_ACCESS): string {
+    let body = `${now + SESSION_TTL_MS}.${randomBytes(12).toString("base64url")}`;
+    let key = this.sessionKey;
+    if (who !== FULL_ACCESS) {
+      body += `.${Buffer.from(who.name).toString("base64url")}`;
+      key = this.namedKey(who.name);
+    }
+    return serializeCookie(req, `${body}.${this.sign(body, key!)}`, SESSION_TTL_MS / 1000);
   }
 
   /** Clears the browser's cookie (a stateless session cannot be revoked alone: rotate the token for that). */
@@ -150,15 +182,28 @@ export class Auth {
     return serializeCookie(req, "", 0);
   }
 
-  private sign(body: string): string {
-    return createHmac("sha256", this.sessionKey!).update(body).digest("base64url");
+  private sign(body: string, key: Buffer): string {
+    return createHmac("sha256", key).update(body).digest("base64url");
   }
 
-  private sessionValid(value: string, now = Date.now()): boolean {
-    const m = /^(\d{1,15})\.([\w-]{16})\.([\w-]{43})$/.exec(value);
-    if (!m || !this.sessionKey || Number(m[1]) <= now) return false;
-    const given = Buffer.from(m[3]!, "base64url");
-    return timingSafeEqual(given, Buffer.from(this.sign(`${m[1]}.${m[2]}`), "base64url"));
+  /** A named token's session key, from its stored hash: gone with the token (revoked or re-issued). */
+  private namedKey(name: string): Buffer | null {
+    const e = this.tokens?.byName(name);
+    return e ? createHmac("sha256", e.hash).update("conveyor session cookie v1").digest() : null;
+  }
+
+  private sessionPrincipal(value: string, now = Date.now()): Principal | null {
+    const m = /^(\d{1,15})\.([\w-]{16})(?:\.([\w-]{1,100}))?\.([\w-]{43})$/.exec(value);
+    if (!m || Number(m[1]) <= now) return null;
+    const name = m[3] === undefined ? null : Buffer.from(m[3], "base64url").toString();
+    const key = name === null ? this.sessionKey : this.namedKey(name);
+    if (!key) return null;
+    const body = m[3] === undefined ? `${m[1]}.${m[2]}` : `${m[1]}.${m[2]}.${m[3]}`;
+    const given = Buffer.from(m[4]!, "base64url");
+    if (!timingSafeEqual(given, Buffer.from(this.sign(body, key), "base64url"))) return null;
+    if (name === null) return FULL_ACCESS;
+    const e = this.tokens!.byName(name)!;
+    return { name: e.name, scope: e.scopes };
   }
 }
 

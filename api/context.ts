@@ -2,6 +2,7 @@
 // Kubernetes reader, the event hub and the auth policy. Built once by startJobApi.
 import type { Logger } from "pino";
 import type { Producer, QueueAdmin, RedisClient } from "../queue/index.ts";
+import type { AuditLog } from "./audit.ts";
 import type { Auth } from "./auth.ts";
 import type { EventHub } from "./eventHub.ts";
 import { HttpError } from "./http.ts";
@@ -32,6 +33,8 @@ export interface ApiContext {
   pools: PoolSource | null;
   /** The resources' last hour (null: not sampled by this server). */
   resourceHistory: ResourceHistory | null;
+  /** Where every state change through the API is recorded (api/audit.ts). */
+  audit: AuditLog;
   log?: Logger;
 }
 

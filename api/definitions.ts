@@ -3,7 +3,25 @@
 // these schemas before a handler runs, and an OpenAPI document can be generated from the same
 // table. Handlers live in api/routes/*, keyed by the route's name.
 
+import type { Verb } from "./tokens.ts";
+
 export type JsonSchema = Record<string, unknown>;
+
+/**
+ * What a named token needs for a route (api/access.ts checks it before the handler runs).
+ * `target`: where the route's queue is — the `{queue}` path parameter (or `queue` query), the
+ * queue of the job `{id}`, or none (a list the handler filters to the token's queues).
+ * `groups`: how a token limited to groups is held to them — the `{group}` path parameter, the
+ * enqueued jobs' `group`, the job's own group, the group of each job the body's `ids` names
+ * (none named: refused), the handler filters the rows, the object is the
+ * queue's and not a tenant's (a contract), or the route shows or changes a whole queue and is
+ * refused.
+ */
+export interface RouteAccess {
+  verb: Verb;
+  target: "queue" | "job" | "list";
+  groups: "path" | "body" | "job" | "ids" | "filter" | "shared" | "refuse";
+}
 
 export interface RouteDefinition {
   name: string;
@@ -16,6 +34,8 @@ export interface RouteDefinition {
   body?: JsonSchema;
   /** No credentials needed (health, signing in). */
   public?: boolean;
+  /** Every route that is not public has one. */
+  access?: RouteAccess;
 }
 
 const QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
@@ -165,6 +185,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   { name: "health", method: "GET", path: "/healthz", summary: "liveness", tag: "health", public: true },
   {
     name: "metrics",
+    access: { verb: "admin", target: "list", groups: "refuse" },
     method: "GET",
     path: "/metrics",
     summary: "Prometheus metrics of this process (conveyor_api_errors_total, process and Node.js)",
@@ -210,6 +231,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listQueues",
+    access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",
     path: "/queues",
     summary: "every queue with its live counts",
@@ -217,6 +239,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "queueCounts",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}",
     summary: "live counts of one queue",
@@ -224,6 +247,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "enqueue",
+    access: { verb: "enqueue", target: "queue", groups: "body" },
     method: "POST",
     path: "/queues/{queue}/jobs",
     summary: "enqueue a job: 202 with a status URL",
@@ -232,6 +256,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "enqueueBatch",
+    access: { verb: "enqueue", target: "queue", groups: "body" },
     method: "POST",
     path: "/queues/{queue}/jobs/batch",
     summary: `enqueue up to ${MAX_BATCH_JOBS} jobs in one atomic call; each job's outcome (created, or the existing job for a known id or key)`,
@@ -245,6 +270,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "getContract",
+    access: { verb: "read", target: "queue", groups: "shared" },
     method: "GET",
     path: "/queues/{queue}/contract",
     summary:
@@ -253,6 +279,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "putContract",
+    access: { verb: "admin", target: "queue", groups: "refuse" },
     method: "PUT",
     path: "/queues/{queue}/contract",
     summary:
@@ -262,6 +289,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "deleteContract",
+    access: { verb: "admin", target: "queue", groups: "refuse" },
     method: "DELETE",
     path: "/queues/{queue}/contract",
     summary: "remove the queue's contract",
@@ -269,6 +297,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listJobs",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}/jobs",
     summary: "a page of the queue's jobs, newest first (cursor paging)",
@@ -277,6 +306,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "queueStats",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}/stats",
     summary:
@@ -286,14 +316,23 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "queueWorkers",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}/workers",
     summary: "live workers from their heartbeats",
     tag: "queues",
   },
-  { name: "pause", method: "POST", path: "/queues/{queue}/pause", summary: "pause claiming", tag: "queues" },
+  {
+    name: "pause",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
+    method: "POST",
+    path: "/queues/{queue}/pause",
+    summary: "pause claiming",
+    tag: "queues",
+  },
   {
     name: "resume",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "POST",
     path: "/queues/{queue}/resume",
     summary: "resume claiming",
@@ -301,6 +340,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "setRateLimit",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "PUT",
     path: "/queues/{queue}/rate-limit",
     summary: 'at most this many jobs started per period: {"limit": "20/s"}, null removes it',
@@ -314,6 +354,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "removeRateLimit",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "DELETE",
     path: "/queues/{queue}/rate-limit",
     summary: "remove the rate limit",
@@ -321,6 +362,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listGroups",
+    access: { verb: "read", target: "queue", groups: "filter" },
     method: "GET",
     path: "/queues/{queue}/groups",
     summary:
@@ -343,6 +385,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "groupJobs",
+    access: { verb: "read", target: "queue", groups: "path" },
     method: "GET",
     path: "/queues/{queue}/groups/{group}/jobs",
     summary: "one group's next waiting jobs (in the order they will run) and its running ones",
@@ -351,6 +394,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "pauseGroup",
+    access: { verb: "operate", target: "queue", groups: "path" },
     method: "POST",
     path: "/queues/{queue}/groups/{group}/pause",
     summary: "pause one group: its jobs wait, the others go on",
@@ -358,6 +402,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "resumeGroup",
+    access: { verb: "operate", target: "queue", groups: "path" },
     method: "POST",
     path: "/queues/{queue}/groups/{group}/resume",
     summary: "resume one group",
@@ -365,6 +410,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "setGroupLimit",
+    access: { verb: "operate", target: "queue", groups: "path" },
     method: "PUT",
     path: "/queues/{queue}/groups/{group}/limit",
     summary: 'one group\'s own limits: {"concurrency": 2, "rate": "10/s"} (null removes one)',
@@ -373,6 +419,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "setDefaultGroupLimit",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "PUT",
     path: "/queues/{queue}/group-limit",
     summary: "the limits of every group without its own (null removes one)",
@@ -381,6 +428,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listSchedules",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}/schedules",
     summary: "the queue's schedules and their next run",
@@ -388,6 +436,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "putSchedule",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "PUT",
     path: "/queues/{queue}/schedules/{schedule}",
     summary: 'add or replace a schedule: {"every": "5m"} or {"cron": "0 * * * *", "tz": "Europe/Berlin"}',
@@ -406,6 +455,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "deleteSchedule",
+    access: { verb: "operate", target: "queue", groups: "refuse" },
     method: "DELETE",
     path: "/queues/{queue}/schedules/{schedule}",
     summary: "remove a schedule",
@@ -413,6 +463,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listDead",
+    access: { verb: "read", target: "queue", groups: "refuse" },
     method: "GET",
     path: "/queues/{queue}/dead",
     summary: "dead letters, oldest first: id, when, reason, attempts, last error",
@@ -421,6 +472,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "retryDead",
+    access: { verb: "operate", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/dead/retry",
     summary: "move dead jobs back to ready (all, or the given ids)",
@@ -433,6 +485,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "purgeDead",
+    access: { verb: "admin", target: "queue", groups: "refuse" },
     method: "DELETE",
     path: "/queues/{queue}/dead",
     summary: "delete every dead job",
@@ -440,6 +493,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "bulkCancel",
+    access: { verb: "operate", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/cancel",
     summary: "cancel the given jobs",
@@ -455,6 +509,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "bulkDelete",
+    access: { verb: "admin", target: "queue", groups: "ids" },
     method: "POST",
     path: "/queues/{queue}/delete",
     summary:
@@ -476,6 +531,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "jobStatus",
+    access: { verb: "read", target: "job", groups: "job" },
     method: "GET",
     path: "/jobs/{id}",
     summary:
@@ -493,6 +549,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "jobDetail",
+    access: { verb: "read", target: "job", groups: "job" },
     method: "GET",
     path: "/jobs/{id}/detail",
     summary: "everything about one job: record, executions, events, children, payload (truncated)",
@@ -501,6 +558,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "jobPayload",
+    access: { verb: "read", target: "job", groups: "job" },
     method: "GET",
     path: "/jobs/{id}/payload",
     summary: "the job's full data, result or error as a download",
@@ -509,6 +567,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "jobLogs",
+    access: { verb: "read", target: "job", groups: "job" },
     method: "GET",
     path: "/jobs/{id}/logs",
     summary: "log lines the handler wrote (ctx.log)",
@@ -517,6 +576,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "retryJob",
+    access: { verb: "operate", target: "job", groups: "job" },
     method: "POST",
     path: "/jobs/{id}/retry",
     summary: "retry a dead job",
@@ -525,6 +585,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "cancelJob",
+    access: { verb: "operate", target: "job", groups: "job" },
     method: "POST",
     path: "/jobs/{id}/cancel",
     summary: "cancel a job (never retried)",
@@ -533,6 +594,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "promoteJob",
+    access: { verb: "operate", target: "job", groups: "job" },
     method: "POST",
     path: "/jobs/{id}/promote",
     summary: "run a delayed job now",
@@ -556,6 +618,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "search",
+    access: { verb: "read", target: "list", groups: "filter" },
     method: "GET",
     path: "/search",
     summary: "find jobs by id, idempotency key, task:<name>, flow:<id>, or field=value on payload/result",
@@ -564,6 +627,7 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "events",
+    access: { verb: "read", target: "list", groups: "filter" },
     method: "GET",
     path: "/events",
     summary: "Server-Sent Events: every queue transition, live (Last-Event-ID resumes)",
@@ -572,15 +636,45 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "listResources",
+    access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",
     path: "/resources",
     summary:
       "resources (API keys with budgets) of the pipelines this server shows: each key's use of each limit, benches, jobs waiting for budget, and the last hour's utilization",
     tag: "resources",
   },
-  { name: "listPools", method: "GET", path: "/pools", summary: "WorkerPools and their status", tag: "pools" },
+  {
+    name: "audit",
+    access: { verb: "admin", target: "list", groups: "refuse" },
+    method: "GET",
+    path: "/audit",
+    summary:
+      "the audit trail, newest first: every state change through the API with its token, verb, target, parameters (secrets removed), client and outcome",
+    tag: "meta",
+    query: query({
+      since: time,
+      token: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$", description: "a token's name" },
+      verb: { enum: ["operate", "admin"] },
+      target: {
+        type: "string",
+        maxLength: 300,
+        pattern: "^[^\\u0000-\\u001f]*$",
+        description: "a queue, or the start of a target",
+      },
+      limit: { ...limit, maximum: 1000, default: 100 },
+    }),
+  },
+  {
+    name: "listPools",
+    access: { verb: "read", target: "list", groups: "refuse" },
+    method: "GET",
+    path: "/pools",
+    summary: "WorkerPools and their status",
+    tag: "pools",
+  },
   {
     name: "poolDetail",
+    access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",
     path: "/pools/{namespace}/{name}",
     summary: "one WorkerPool: status, scale decisions (Events), pods",

@@ -76,6 +76,8 @@ function operation(def: RouteDefinition): Record<string, unknown> {
     summary: def.summary,
     tags: [def.tag],
     security: def.public ? [] : undefined,
+    // What a named token needs (docs/api.md, Tokens and scopes).
+    "x-conveyor-access": def.access,
     parameters: parameters.length > 0 ? parameters : undefined,
     requestBody: def.body
       ? { required: true, content: { "application/json": { schema: named(def.body) } } }

@@ -341,6 +341,22 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
       history: bool,
       pools: bool,
+      token: {
+        type: ["string", "null"],
+        description: "the signed-in token's name (api-token: CONVEYOR_API_TOKEN)",
+      },
+      scopes: {
+        description: "what the token covers; null: everything (CONVEYOR_API_TOKEN, or not signed in)",
+        anyOf: [
+          { type: "null" },
+          obj({
+            pipelines: { type: ["array", "null"], items: str },
+            queues: { type: ["array", "null"], items: str },
+            groups: { type: ["array", "null"], items: str },
+            verbs: { type: "array", items: { enum: ["read", "enqueue", "operate", "admin"] } },
+          }),
+        ],
+      },
     }),
   ),
   signIn: [
@@ -352,6 +368,27 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
     },
   ],
   signOut: ok("signed out", obj({ authenticated: { const: false } })),
+  audit: ok(
+    "audit rows, newest first",
+    obj({
+      items: {
+        type: "array",
+        items: obj({
+          id: str,
+          at: str,
+          token: str,
+          verb: str,
+          operation: str,
+          target: str,
+          params: { type: "object" },
+          client: { type: ["string", "null"] },
+          status: { type: ["integer", "null"], description: "null: the outcome was not written" },
+          jobs: { type: ["integer", "null"], description: "jobs the change touched, when it counts them" },
+          result: {},
+        }),
+      },
+    }),
+  ),
   listQueues: ok("every queue", obj({ queues: { type: "array", items: ref("QueueSummary") } })),
   queueCounts: ok("the queue's counts", {
     allOf: [ref("QueueSummary"), obj({ dueDelayed: int })],

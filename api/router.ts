@@ -8,6 +8,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { PARAMS, ROUTES, type JsonSchema, type RouteDefinition } from "./definitions.ts";
 import { assertJobId, assertQueueName } from "../queue/index.ts";
 import { decodeSegment, HttpError, readJson } from "./http.ts";
+import { FULL_ACCESS, type Principal } from "./tokens.ts";
 
 export interface RequestContext {
   req: IncomingMessage;
@@ -17,6 +18,8 @@ export interface RequestContext {
   params: Record<string, string>;
   query: Record<string, unknown>;
   body: unknown;
+  /** Who asked: the full-access token, or a named token and its scope. */
+  principal: Principal;
 }
 
 /** What a handler answers: a JSON reply, or undefined when it wrote the response itself (SSE, files). */
@@ -38,6 +41,8 @@ interface CompiledRoute {
 
 /** Refuses (404) a queue, or a job's queue, that this server does not serve. */
 export type QueueGuard = (queue: string | undefined, jobId: string | undefined) => Promise<void>;
+/** Holds a named token to its scope once the request is validated (api/access.ts). */
+export type Authorize = (rc: RequestContext) => Promise<void>;
 
 export interface Match {
   route: CompiledRoute;
@@ -133,14 +138,17 @@ export class Router {
   private readonly routes: CompiledRoute[];
   private readonly handlers: Handlers;
   private readonly guard: QueueGuard;
+  private readonly authorize: Authorize;
   constructor(
     handlers: Handlers,
     routes: readonly RouteDefinition[] = ROUTES,
     guard: QueueGuard = async () => {},
+    authorize: Authorize = async () => {},
   ) {
     this.routes = routes.map(compile);
     this.handlers = handlers;
     this.guard = guard;
+    this.authorize = authorize;
     for (const r of routes)
       if (!handlers[r.name]) throw new Error(`route ${r.name} (${r.method} ${r.path}) has no handler`);
   }
@@ -175,6 +183,7 @@ export class Router {
     url: URL,
     m: Match,
     maxBodyBytes: number,
+    principal: Principal = FULL_ACCESS,
   ): Promise<Reply | undefined> {
     const { route, params } = m;
     // The queue library's own checks first: their messages are the ones the CLI and clients know.
@@ -214,6 +223,8 @@ export class Router {
         throw HttpError.field(400, "body", 'body must be an object like {"data": …}', "invalid_field");
       check(route.body, "body", body);
     }
-    return this.handlers[route.def.name]!({ req, res, url, route: route.def, params, query, body });
+    const rc: RequestContext = { req, res, url, route: route.def, params, query, body, principal };
+    await this.authorize(rc);
+    return this.handlers[route.def.name]!(rc);
   }
 }

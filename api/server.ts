@@ -23,6 +23,9 @@ import {
   type DurabilityOptions,
   type RedisClient,
 } from "../queue/index.ts";
+import { authorize } from "./access.ts";
+import { auditParams, PgAudit, StdoutAudit, type AuditLog } from "./audit.ts";
+import { ROUTES } from "./definitions.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
 import { EventHub } from "./eventHub.ts";
@@ -31,7 +34,7 @@ import { QueueDirectory } from "./queueDirectory.ts";
 import { ApiMetrics } from "./metrics.ts";
 import { JobRecords } from "./records.ts";
 import { RecordsSwitch } from "./recordsSwitch.ts";
-import { Router, type QueueGuard } from "./router.ts";
+import { Router, type Handlers, type QueueGuard } from "./router.ts";
 import { authHandlers } from "./routes/auth.ts";
 import { eventHandlers } from "./routes/events.ts";
 import { flowHandlers } from "./routes/flows.ts";
@@ -45,6 +48,7 @@ import { ResourceHistory } from "./resourceHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
 import { findDashboardBuild, NOT_BUILT_HINT, StaticFiles } from "./static.ts";
+import { FULL_ACCESS, TokenStore } from "./tokens.ts";
 
 export interface JobApiOptions {
   redis: RedisClient;
@@ -61,6 +65,10 @@ export interface JobApiOptions {
   database?: pg.Pool;
   /** WorkerPools for the Pools page (hidden without). */
   pools?: PoolSource | null;
+  /** Named tokens with scopes, read from this YAML file and again whenever it changes (api/tokens.ts). */
+  tokensFile?: string;
+  /** Audit rows older than this are deleted (ms; default 90 days). */
+  auditRetentionMs?: number;
   /** Start without a token on a non-loopback address (not read-only) anyway. */
   insecureNoAuth?: boolean;
   /** The built dashboard; default: dist/dashboard. null: API only. A directory without a build: `/` says so. */
@@ -112,6 +120,53 @@ async function switchRecordsOn(sw: RecordsSwitch, queues: string[], log?: Logger
     log?.warn("job records: Redis did not answer; the served pipelines are switched on when it does");
 }
 
+/** Every state change (verb operate or admin) is written to the audit trail around its handler. */
+function audited(ctx: ApiContext, handlers: Handlers): Handlers {
+  const out: Handlers = {};
+  for (const def of ROUTES) {
+    const h = handlers[def.name]!;
+    const verb = def.access?.verb;
+    if (def.method === "GET" || (verb !== "operate" && verb !== "admin")) {
+      out[def.name] = h;
+      continue;
+    }
+    out[def.name] = async (rc) => {
+      const { params, query, body } = rc;
+      const target =
+        [
+          params.queue ?? (query.queue as string | undefined),
+          ...(params.group !== undefined ? [`group:${params.group}`] : []),
+          ...(params.id !== undefined ? [`job:${params.id}`] : []),
+          ...(params.schedule !== undefined ? [`schedule:${params.schedule}`] : []),
+        ]
+          .filter(Boolean)
+          .join(" ") || def.path;
+      const finish = await ctx.audit.begin({
+        token: rc.principal.name,
+        verb: verb,
+        operation: def.name,
+        target,
+        params: auditParams({ path: params, query, body }),
+        client: rc.req.socket.remoteAddress ?? null,
+      });
+      const done = (status: number, result: unknown) =>
+        finish(status, result).catch((err: Error) =>
+          ctx.log?.error({ err: err.message, operation: def.name }, "audit: the outcome was not written"),
+        );
+      try {
+        const reply = await h(rc);
+        await done(reply?.status ?? 200, reply?.body);
+        return reply;
+      } catch (err) {
+        const e = asHttpError(err);
+        await done(e.status, e.body);
+        throw err;
+      }
+    };
+  }
+  return { ...handlers, ...out };
+}
+
 export class InsecureConfigurationError extends Error {
   override name = "InsecureConfigurationError";
 }
@@ -122,7 +177,7 @@ export interface JobApi extends Server {
 
 export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   const host = opts.host ?? "0.0.0.0";
-  if (!opts.token && !opts.readOnly && !isLoopback(host) && !opts.insecureNoAuth)
+  if (!opts.token && !opts.tokensFile && !opts.readOnly && !isLoopback(host) && !opts.insecureNoAuth)
     throw new InsecureConfigurationError(
       `refusing to serve queue actions without a token on ${host}: set CONVEYOR_API_TOKEN, or --read-only, ` +
         `or listen on 127.0.0.1 (kubectl port-forward), or pass --insecure-no-auth`,
@@ -133,7 +188,19 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         `(e.g. openssl rand -hex 32): it also keys the dashboard's session cookies`,
     );
   const admin = new QueueAdmin(opts.redis);
-  const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues });
+  const tokens = opts.tokensFile
+    ? new TokenStore(
+        opts.tokensFile,
+        (message) => opts.log?.error({ file: opts.tokensFile }, message),
+        (names) => opts.log?.info({ file: opts.tokensFile, tokens: names }, "API tokens loaded"),
+      ).start()
+    : undefined;
+  if (tokens && tokens.names.length === 0)
+    opts.log?.warn(
+      { file: opts.tokensFile },
+      "the tokens file is absent or has no tokens: only CONVEYOR_API_TOKEN is accepted until it has some",
+    );
+  const auth = new Auth({ token: opts.token, readOnly: opts.readOnly, queues: opts.queues, tokens });
   const metrics = new ApiMetrics(opts.log);
   const directory = new QueueDirectory(opts.redis, (q) => auth.queueAllowed(q), metrics);
   let records: JobRecords | null = null;
@@ -150,6 +217,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       throw new HttpError(404, `job ${jobId} not found (never enqueued, or its record expired)`);
   };
   const pools = opts.pools ?? null;
+  const audit: AuditLog = opts.database ? new PgAudit(opts.database) : new StdoutAudit();
+  if (!opts.database)
+    opts.log?.warn(
+      "audit trail: no PostgreSQL (--database), so state changes are written as JSON lines on stdout only",
+    );
   const ctx: ApiContext = {
     redis: opts.redis,
     admin,
@@ -167,10 +239,11 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         : new ResourceHistory(opts.redis, opts.resourceSampleMs ?? 30_000, opts.log, (err) =>
             metrics.error("resource_history", err),
           ),
+    audit,
     log: opts.log,
   };
   const router = new Router(
-    {
+    audited(ctx, {
       ...authHandlers(ctx),
       ...queueHandlers(ctx),
       ...groupHandlers(ctx),
@@ -182,9 +255,10 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),
       ...resourceHandlers(ctx),
-    },
+    }),
     undefined,
     guard,
+    (rc) => authorize(ctx, rc),
   );
   const files = new StaticFiles(
     opts.dashboardDir === undefined ? findDashboardBuild() : opts.dashboardDir,
@@ -209,9 +283,10 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       if ((method === "GET" || method === "HEAD") && files.serve(req, res, url.pathname)) return;
       const match = router.match(method, url.pathname);
       const def = match.route.def;
-      const credential = def.public ? (auth.credential(req) ?? "session") : auth.authenticate(req);
+      const who = def.public ? auth.identify(req) : auth.authenticate(req);
+      const credential = who?.credential ?? "session";
       if (def.method !== "GET") auth.checkMutation(req, credential, def.public);
-      const reply = await router.handle(req, res, url, match, maxBody);
+      const reply = await router.handle(req, res, url, match, maxBody, who?.principal ?? FULL_ACCESS);
       if (reply) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
     };
     handle().catch((err: unknown) => {
@@ -223,8 +298,17 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     });
   });
   ctx.resourceHistory?.start();
+  const retention = opts.auditRetentionMs ?? 90 * 24 * 3600_000;
+  const expire = () =>
+    audit
+      .expire(retention)
+      .catch((err: Error) => opts.log?.warn({ err: err.message }, "audit: old rows not deleted"));
+  void expire();
+  const expiry = setInterval(expire, 3600_000).unref();
   server.on("close", () => {
     void ctx.resourceHistory?.stop();
+    tokens?.stop();
+    clearInterval(expiry);
     void ctx.hub.close();
     void ctx.records?.close();
   });

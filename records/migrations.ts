@@ -194,6 +194,28 @@ ALTER TABLE conveyor_jobs
 CREATE INDEX IF NOT EXISTS conveyor_jobs_flow ON conveyor_jobs (flow_id, flow_key) WHERE flow_id IS NOT NULL;
 `,
   },
+  {
+    // Who changed what through the job API (api/audit.ts): a row is written before the change and
+    // its outcome after, so a change whose row cannot be written is not made.
+    id: 10,
+    name: "audit trail",
+    sql: `
+CREATE TABLE conveyor_audit (
+  id         bigserial   PRIMARY KEY,
+  at         timestamptz NOT NULL DEFAULT now(),
+  token      text        NOT NULL,
+  verb       text        NOT NULL,
+  operation  text        NOT NULL,
+  target     text        NOT NULL,
+  params     jsonb       NOT NULL,
+  client     text,
+  status     integer,
+  jobs       integer,
+  result     jsonb
+);
+CREATE INDEX conveyor_audit_at ON conveyor_audit (at DESC, id DESC);
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

@@ -16,11 +16,15 @@ export function authHandlers(ctx: ApiContext): Handlers {
       return undefined;
     },
     async session({ req }) {
-      const credential = ctx.auth.credential(req);
+      const who = ctx.auth.identify(req);
+      const credential = who?.credential ?? null;
       return {
         body: {
           authRequired: ctx.auth.required,
           authenticated: credential !== null,
+          // Who the session is and what it may do: the dashboard hides the rest.
+          token: who ? who.principal.name : null,
+          scopes: who ? who.principal.scope : null,
           readOnly: ctx.auth.readOnly,
           // The allow-list names queues: only for callers who may see them.
           queues: credential !== null ? ctx.auth.allowList : null,
@@ -32,8 +36,22 @@ export function authHandlers(ctx: ApiContext): Handlers {
     async signIn({ req, body }) {
       const { token } = body as { token: string };
       if (!ctx.auth.required) return { body: { authenticated: true } };
-      if (!ctx.auth.signIn(req, token)) throw new HttpError(401, "wrong token");
-      return { body: { authenticated: true }, headers: { "set-cookie": ctx.auth.newSession(req) } };
+      const who = ctx.auth.signInAs(req, token);
+      if (!who) throw new HttpError(401, "wrong token");
+      return {
+        body: { authenticated: true, token: who.name },
+        headers: { "set-cookie": ctx.auth.newSession(req, Date.now(), who) },
+      };
+    },
+    async audit({ query }) {
+      const items = await ctx.audit.list({
+        since: query.since as number | undefined,
+        token: query.token as string | undefined,
+        verb: query.verb as string | undefined,
+        target: query.target as string | undefined,
+        limit: query.limit as number,
+      });
+      return { body: { items } };
     },
     async signOut({ req }) {
       return { body: { authenticated: false }, headers: { "set-cookie": ctx.auth.endSession(req) } };

@@ -4,11 +4,12 @@
 // Last-Event-ID and gets the missed events from each stream first, or a `gap` event for a queue
 // whose stream no longer holds them. The reply starts once the hub follows every queue, so an
 // event that happens after the client has the headers reaches it.
-import { eventAfter, type QueueEvent } from "../../queue/index.ts";
+import { eventAfter, PipelineKeys, pipelineOf, type QueueEvent } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { parseEventId, sseEventId } from "../eventHub.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
+import { groupInScope, queueInScope } from "../tokens.ts";
 
 const HEARTBEAT_MS = 15_000;
 /** A client this far behind is cut off; it reconnects with Last-Event-ID and reads the gap. */
@@ -29,7 +30,8 @@ function frame(e: QueueEvent): string {
 
 export function eventHandlers(ctx: ApiContext): Handlers {
   return {
-    async events({ req, res, query }) {
+    async events({ req, res, query, principal }) {
+      const scope = principal.scope;
       const only = query.queue as string | undefined; // the router checked the allow-list
       const header = req.headers["last-event-id"];
       const lastId = typeof header === "string" && header !== "" ? parseEventId(header) : undefined;
@@ -41,12 +43,26 @@ export function eventHandlers(ctx: ApiContext): Handlers {
           "invalid_field",
         );
       const lastSent = new Map<string, { eventId: string; part: number }>();
-      const wanted = (queue: string) => (only ? queue === only : ctx.auth.queueAllowed(queue));
+      const wanted = (queue: string) =>
+        (only ? queue === only : ctx.auth.queueAllowed(queue)) && queueInScope(scope, queue);
+      // A group-scoped token: the events of its groups' jobs (events do not carry the group: the
+      // job's is read once and remembered; a job of no group belongs to no tenant).
+      const groupOf = new Map<string, string | null>();
+      const lookUp = async (batch: QueueEvent[]) => {
+        const todo = [...new Set(batch.filter((e) => e.id && !groupOf.has(`${e.queue}\u0000${e.id}`)))];
+        const groups = await Promise.all(
+          todo.map((e) => ctx.redis.hget(new PipelineKeys(pipelineOf(e.queue)).job(e.id!), "group")),
+        );
+        if (groupOf.size > 10_000) groupOf.clear();
+        todo.forEach((e, i) => groupOf.set(`${e.queue}\u0000${e.id}`, groups[i] || null));
+      };
+      const visible = (e: QueueEvent) =>
+        wanted(e.queue) && (!scope?.groups || groupInScope(scope, groupOf.get(`${e.queue}\u0000${e.id}`)));
       // One write per batch: thousands of small writes per second per client cost memory.
       const write = (batch: QueueEvent[]) => {
         let out = "";
         for (const e of batch) {
-          if (!wanted(e.queue)) continue;
+          if (!visible(e)) continue;
           const prev = lastSent.get(e.queue);
           if (prev && !eventAfter(e, prev.eventId, prev.part)) continue;
           lastSent.set(e.queue, e);
@@ -56,10 +72,19 @@ export function eventHandlers(ctx: ApiContext): Handlers {
         res.write(out);
         if (res.writableLength > MAX_BUFFERED_BYTES) res.destroy();
       };
+      // With groups to look up, batches are written in turn once their jobs' groups are known.
+      let turn = Promise.resolve();
+      const deliver = (batch: QueueEvent[]) => {
+        if (!scope?.groups) return write(batch);
+        turn = turn
+          .then(() => lookUp(batch.filter((e) => wanted(e.queue))))
+          .then(() => write(batch))
+          .catch(() => void res.destroy());
+      };
       // Held until the headers and any replay are written.
       let replay: QueueEvent[] | null = [];
       const unsubscribe = ctx.hub.subscribe(
-        (batch) => (replay ? replay.push(...batch) : write(batch)),
+        (batch) => (replay ? replay.push(...batch) : deliver(batch)),
         (queues) =>
           res.headersSent && res.write(`event: queues\ndata: ${JSON.stringify(queues.filter(wanted))}\n\n`),
       );
@@ -94,13 +119,13 @@ export function eventHandlers(ctx: ApiContext): Handlers {
             // Before the events that are left: the client knows its view misses some and reloads.
             if (gap)
               res.write(`event: gap\ndata: ${JSON.stringify({ queue: q, after: header, reason: gap })}\n\n`);
-            write(events);
+            deliver(events);
           }
         }
       } finally {
         const held = replay ?? [];
         replay = null;
-        write(held);
+        deliver(held);
       }
       return undefined;
     },

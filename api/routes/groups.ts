@@ -21,6 +21,7 @@ import {
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
+import { groupInScope } from "../tokens.ts";
 
 interface LimitBody {
   concurrency?: number | null;
@@ -99,12 +100,27 @@ export function groupHandlers(ctx: ApiContext): Handlers {
   }
 
   return {
-    async listGroups({ params, query }) {
+    async listGroups({ params, query, principal }) {
       const queue = params.queue!;
       const search = query.search as string | undefined;
-      if (query.top !== undefined || search !== undefined)
-        return { body: { queue, ...(await cachedTop(queue, Number(query.top ?? 50), search)) } };
-      return { body: { queue, ...(await listGroups(ctx.redis, queue)) } };
+      const view =
+        query.top !== undefined || search !== undefined
+          ? await cachedTop(queue, Number(query.top ?? 50), search)
+          : await listGroups(ctx.redis, queue);
+      const scope = principal.scope;
+      if (!scope?.groups) return { body: { queue, ...view } };
+      // A group-scoped token: its groups only, and totals of those alone.
+      const groups = (view.groups as GroupState[]).filter((g) => groupInScope(scope, g.group));
+      const waiting = groups.reduce((n, g) => n + g.waiting, 0);
+      return {
+        body: {
+          queue,
+          ...view,
+          groups,
+          waiting,
+          ...("groupsWaiting" in view ? { groupsWaiting: groups.filter((g) => g.waiting > 0).length } : {}),
+        },
+      };
     },
     async groupJobs({ params, query }) {
       const queue = params.queue!;

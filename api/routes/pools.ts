@@ -2,6 +2,7 @@
 import type { ApiContext, PoolSource } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
+import { queueInScope, type Principal } from "../tokens.ts";
 
 export function poolHandlers(ctx: ApiContext): Handlers {
   const reader = (): PoolSource => {
@@ -9,13 +10,13 @@ export function poolHandlers(ctx: ApiContext): Handlers {
       throw new HttpError(404, "no Kubernetes API configured for this server (kubeconfig or in-cluster)");
     return ctx.pools;
   };
-  const allowed = (q: string) => ctx.auth.queueAllowed(q);
+  const allowed = (who: Principal) => (q: string) => ctx.auth.queueAllowed(q) && queueInScope(who.scope, q);
   return {
-    async listPools() {
-      return { body: { pools: await reader().list(allowed) } };
+    async listPools({ principal }) {
+      return { body: { pools: await reader().list(allowed(principal)) } };
     },
-    async poolDetail({ params }) {
-      const pool = await reader().detail(params.namespace!, params.name!, allowed);
+    async poolDetail({ params, principal }) {
+      const pool = await reader().detail(params.namespace!, params.name!, allowed(principal));
       if (!pool) throw new HttpError(404, `WorkerPool ${params.namespace}/${params.name} not found`);
       return { body: pool };
     },

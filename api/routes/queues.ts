@@ -17,6 +17,7 @@ import type { StatsWindow } from "../../records/index.ts";
 import { contractRefusal, HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
 import { replicationUnconfirmed } from "./jobApi.ts";
+import { queueInScope } from "../tokens.ts";
 
 export interface QueueSummary {
   queue: string;
@@ -73,8 +74,8 @@ export async function queueSummary(ctx: ApiContext, queue: string): Promise<Queu
 export function queueHandlers(ctx: ApiContext): Handlers {
   const q = (params: Record<string, string>) => params.queue!; // allowed: the router checked
   return {
-    async listQueues() {
-      const queues = await ctx.directory.list();
+    async listQueues({ principal }) {
+      const queues = (await ctx.directory.list()).filter((name) => queueInScope(principal.scope, name));
       return { body: { queues: await Promise.all(queues.map((name) => queueSummary(ctx, name))) } };
     },
     async queueCounts({ params }) {

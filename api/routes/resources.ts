@@ -7,10 +7,13 @@ import type { Handlers } from "../router.ts";
 
 export function resourceHandlers(ctx: ApiContext): Handlers {
   return {
-    async listResources() {
+    async listResources({ principal }) {
       const allowed = ctx.auth.allowList;
       const pipelines = allowed === null ? null : new Set(allowed.map((q) => pipelineOf(q)));
-      const states = (await listResources(ctx.redis)).filter((r) => !pipelines || pipelines.has(r.pipeline));
+      const scoped = principal.scope?.pipelines;
+      const states = (await listResources(ctx.redis)).filter(
+        (r) => (!pipelines || pipelines.has(r.pipeline)) && (!scoped || scoped.includes(r.pipeline)),
+      );
       const now = Date.now();
       const resources = await Promise.all(
         states.map(async (r) => ({

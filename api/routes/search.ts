@@ -9,6 +9,8 @@ import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import { FIELD_QUERY } from "../records.ts";
 import type { Handlers } from "../router.ts";
+import { jobVisible } from "../access.ts";
+import type { Principal } from "../tokens.ts";
 
 /** `task:<name>` (a task name as the contracts spell it). */
 const TASK_QUERY = /^task:([A-Za-z0-9][A-Za-z0-9._-]{0,99})$/;
@@ -97,8 +99,15 @@ export function searchHandlers(ctx: ApiContext): Handlers {
     return [...hits.values()].slice(0, limit);
   }
 
+  /** The hits this principal may see (a named token's queues and groups). */
+  async function visible<T extends { id: string; queue: string }>(who: Principal, hits: T[]): Promise<T[]> {
+    if (!who.scope) return hits;
+    const keep = await Promise.all(hits.map((h) => jobVisible(ctx, who, h.id, h.queue)));
+    return hits.filter((_, i) => keep[i]);
+  }
+
   return {
-    async search({ query }) {
+    async search({ query, principal }) {
       const q = (query.q as string).trim();
       const limit = query.limit as number;
       const field = FIELD_QUERY.exec(q);
@@ -121,7 +130,7 @@ export function searchHandlers(ctx: ApiContext): Handlers {
           body: {
             q,
             kind: "field",
-            items: page.items.map((r) => ({
+            items: (await visible(principal, page.items)).map((r) => ({
               id: r.id,
               queue: r.queue,
               state: r.state,
@@ -169,10 +178,12 @@ export function searchHandlers(ctx: ApiContext): Handlers {
             createdAt: r.createdAt,
             updatedAt: r.updatedAt,
           }));
-        const items = [...hits, ...(await byIdOrKey(q, limit))].slice(0, limit);
-        return { body: { q, kind: "task", items, next: null } };
+        const items = await visible(principal, [...hits, ...(await byIdOrKey(q, limit))]);
+        return { body: { q, kind: "task", items: items.slice(0, limit), next: null } };
       }
-      return { body: { q, kind: "id", items: await byIdOrKey(q, limit), next: null } };
+      return {
+        body: { q, kind: "id", items: await visible(principal, await byIdOrKey(q, limit)), next: null },
+      };
     },
   };
 }

@@ -36,6 +36,16 @@ export default defineCommand({
       { envOnly: true },
       "the bearer token callers present (from a Secret; at least 16 bytes); none: start only with --insecure-no-auth",
     ),
+    "tokens-file": str(
+      "CONVEYOR_API_TOKENS_FILE",
+      { arg: "FILE" },
+      "named tokens with scopes (YAML, from conveyor token create), read again whenever it changes",
+    ),
+    "audit-retention": duration(
+      "CONVEYOR_API_AUDIT_RETENTION",
+      { default: "2160h", min: "1h" },
+      "audit rows older than this (2160h = 90 days) are deleted (with --database)",
+    ),
     "read-only": bool("CONVEYOR_API_READ_ONLY", { default: false }, "refuse every mutating route (403)"),
     queues: list("CONVEYOR_API_QUEUES", { defaultHelp: "all" }, "the only queues the API shows and acts on"),
     database: DATABASE_URL_SETTING,
@@ -106,6 +116,8 @@ export default defineCommand({
         port,
         host: o.raw("host"),
         token,
+        tokensFile: o.raw("tokens-file"),
+        auditRetentionMs: o.duration("audit-retention"),
         maxBodyBytes,
         readOnly,
         queues,
@@ -124,12 +136,13 @@ export default defineCommand({
       redis.disconnect();
       await database?.end();
       if (err instanceof InsecureConfigurationError) throw new UsageError(err.message);
+      if ((err as Error).name === "TokensFileError") throw new UsageError((err as Error).message);
       throw err;
     }
     log.info(
       {
         port,
-        auth: token ? "bearer" : "none",
+        auth: token || o.raw("tokens-file") ? "bearer" : "none",
         readOnly,
         queues: queues.length > 0 ? queues : "all",
         history: Boolean(database),

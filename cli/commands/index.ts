@@ -31,6 +31,8 @@ const contract = () => import("./contract.ts");
 const events = () => import("./events.ts");
 const records = () => import("./records.ts");
 const api = () => import("./api.ts");
+const token = () => import("./token.ts");
+const audit = () => import("./audit.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
 const operator = () => import("./operator.ts");
@@ -153,8 +155,21 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis:
       "  api [--port 8080] [--host 0.0.0.0] [--max-body N]  the job API and the dashboard over HTTP (bearer token from CONVEYOR_API_TOKEN)\n" +
       "      [--read-only] [--queues a,b] [--database URL] [--kubernetes auto|off] [--dashboard on|off] [--insecure-no-auth]\n" +
-      "      [--durability primary|replicated] [--replica-timeout 2s]",
+      "      [--durability primary|replicated] [--replica-timeout 2s] [--tokens-file tokens.yaml]",
     load: byDefault(api),
+  },
+  {
+    name: "token",
+    synopsis:
+      "  token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' --file F [--json]   a scoped API token (printed once)\n" +
+      "  token list|revoke <name> --file F      the tokens file conveyor api --tokens-file serves",
+    load: byDefault(token),
+  },
+  {
+    name: "audit",
+    synopsis:
+      "  audit [--since 1h] [--token NAME] [--verb operate|admin] [--target QUEUE] [--json]   the job API's audit trail (PostgreSQL; --json: JSON lines)",
+    load: byDefault(audit),
   },
   {
     name: "scripts",

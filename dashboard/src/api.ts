@@ -133,3 +133,14 @@ export function throttle(fn: () => void, ms: number): () => void {
     }, ms);
   };
 }
+
+/**
+ * Whether the session may use controls of this verb: not on a read-only server, and only the
+ * verbs its token's scopes name (the API refuses the rest with 403 anyway).
+ */
+export function may(
+  session: { readOnly: boolean; scopes: { verbs: string[] } | null },
+  verb: "operate" | "admin",
+): boolean {
+  return !session.readOnly && (session.scopes === null || session.scopes.verbs.includes(verb));
+}

@@ -224,6 +224,15 @@ export type SessionReply = {
   queues: string[] | null;
   history: boolean;
   pools: boolean;
+  /** the signed-in token's name (api-token: CONVEYOR_API_TOKEN) */
+  token: string | null;
+  /** what the token covers; null: everything (CONVEYOR_API_TOKEN, or not signed in) */
+  scopes: null | {
+    pipelines: string[] | null;
+    queues: string[] | null;
+    groups: string[] | null;
+    verbs: ("read" | "enqueue" | "operate" | "admin")[];
+  };
 };
 
 /** signed in; the session cookie is set */
@@ -234,6 +243,25 @@ export type SignInReply = {
 /** signed out */
 export type SignOutReply = {
   authenticated: false;
+};
+
+/** audit rows, newest first */
+export type AuditReply = {
+  items: ({
+    id: string;
+    at: string;
+    token: string;
+    verb: string;
+    operation: string;
+    target: string;
+    params: Record<string, unknown>;
+    client: string | null;
+    /** null: the outcome was not written */
+    status: number | null;
+    /** jobs the change touched, when it counts them */
+    jobs: number | null;
+    result: unknown;
+  })[];
 };
 
 /** every queue */

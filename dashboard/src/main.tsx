@@ -5,6 +5,7 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, prefetch, useLive, type GapEvent } from "./api.ts";
 import type { SessionReply as Session } from "./apiTypes.generated.ts";
+import { AuditPage } from "./pages/audit.tsx";
 import { FlowPage } from "./pages/flow.tsx";
 import { JobPage } from "./pages/job.tsx";
 import { PoolPage, PoolsPage } from "./pages/pools.tsx";
@@ -109,6 +110,11 @@ function Header({ session, hash, onSignOut }: { session: Session; hash: string; 
         <a href="#/resources" aria-current={current("#/resources")}>
           Resources
         </a>
+        {session.history && (session.scopes === null || session.scopes.verbs.includes("admin")) && (
+          <a href="#/audit" aria-current={current("#/audit")}>
+            Audit
+          </a>
+        )}
       </nav>
       <form
         class="search"
@@ -173,6 +179,8 @@ function Route({ hash, session }: { hash: string; session: Session }) {
       return <PoolPage namespace={parts[1]!} name={parts[2]!} />;
     case "resources":
       return <ResourcesPage />;
+    case "audit":
+      return <AuditPage key={query} params={params} />;
     default:
       return (
         <p>

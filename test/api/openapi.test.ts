@@ -707,12 +707,21 @@ describe("OpenAPI: every operation against a real server", () => {
     expectStatus(await call("metrics", "/metrics", { token: false }), 401);
   });
 
+  test("audit: the state changes made through the API, newest first, filtered", async () => {
+    const r = await call("audit", "/audit?verb=operate&limit=5");
+    assert.equal(r.status, 200);
+    const items = (r.body as { items: { verb: string; token: string }[] }).items;
+    assert.ok(items.length > 0, "the operations above were audited");
+    assert.ok(items.every((i) => i.verb === "operate" && i.token === "api-token"));
+    assert.equal((await call("audit", "/audit?verb=read")).status, 400);
+  });
+
   test("the queue allow-list holds on every operation that names a queue or a job", async () => {
     const walled = await s.startApi("api-allow-list", ["--queues", Q]);
     await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "walled-1", data: {}, delayMs: 3_600_000 } });
     // Operations that name neither a queue nor a job: nothing for the allow-list to check.
     const queueFree = ["health", "metrics", "openapi", "session", "signIn", "signOut"];
-    queueFree.push("listQueues", "search", "listPools", "poolDetail", "listResources");
+    queueFree.push("listQueues", "search", "listPools", "poolDetail", "listResources", "audit");
     type Param = { name: string; in: string; required?: boolean };
     let walked = 0;
     for (const [id, { path, method, op }] of byId) {

@@ -181,6 +181,7 @@ const VALUE_SETS: Record<string, Values> = {
       replicas: 1,
       redis: { url: "redis://redis.queues.svc:6379" },
       auth: { secretRef: { name: "conveyor-api-token" } },
+      tokens: { secretRef: { name: "conveyor-api-tokens" } },
       pools: { enabled: true },
       extraEnv: [{ name: "LOG_FORMAT", value: "json" }],
     },
@@ -394,6 +395,41 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
         return true;
       });
     }
+    // named tokens: the Secret mounted as a directory (kubelet updates it in place) and served
+    const withTokens = jobApiOf(
+      docs(
+        await api({
+          redis: { url: "redis://r" },
+          auth: { secretRef: { name: "t" } },
+          tokens: { secretRef: { name: "api-tokens", key: "scoped.yaml" } },
+        }),
+      ),
+    ).find((o) => o.kind === "Deployment")!;
+    const spec = podSpecOf(withTokens)! as {
+      containers: {
+        args: string[];
+        volumeMounts: { name: string; mountPath: string; subPath?: string; readOnly?: boolean }[];
+      }[];
+      volumes: { name: string; secret?: { secretName: string; items: { key: string; path: string }[] } }[];
+    };
+    const args = spec.containers[0]!.args;
+    assert.equal(args[args.indexOf("--tokens-file") + 1], "/etc/conveyor/tokens/scoped.yaml");
+    assert.deepEqual(
+      spec.containers[0]!.volumeMounts.find((m) => m.name === "tokens"),
+      { name: "tokens", mountPath: "/etc/conveyor/tokens", readOnly: true },
+    );
+    assert.deepEqual(spec.volumes.find((v) => v.name === "tokens")!.secret, {
+      secretName: "api-tokens",
+      items: [{ key: "scoped.yaml", path: "scoped.yaml" }],
+    });
+    await assert.rejects(
+      api({
+        redis: { url: "redis://r" },
+        auth: { secretRef: { name: "t" } },
+        tokens: { secretRef: { name: "Bad_Name" } },
+      }),
+      /jobApi\/tokens\/secretRef\/name/,
+    );
     // one replica: no PDB for the job API either
     assert.ok(
       !jobApiOf(docs(await api({ replicas: 1, redis: { url: "redis://r" }, auth: { enabled: false } }))).some(

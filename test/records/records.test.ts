@@ -205,7 +205,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
       );
       assert.deepEqual(
         tables.map((t) => t.table_name),
-        ["conveyor_attempts", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
+        ["conveyor_attempts", "conveyor_audit", "conveyor_jobs", "conveyor_migrations", "conveyor_stages"],
       );
       const migrations = await pgServer.query<{ id: number }>(
         "SELECT id FROM conveyor_migrations",
@@ -1618,7 +1618,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
         [],
         db.name,
       );
-      assert.deepEqual(await migrate(pool), [9]);
+      assert.deepEqual(await migrate(pool), [9, 10]);
       const [old] = await pgServer.query<JobRow>("SELECT * FROM conveyor_jobs", [], db.name);
       assert.deepEqual(
         [old!.id, old!.state, old!.flow_id, old!.flow_parents],

@@ -3,7 +3,7 @@
 // with running / limit, rate, paused and how long the next job has waited; a search by group
 // name; one group's next waiting and running jobs; pause (after a confirmation) and resume.
 import { useEffect, useState } from "preact/hooks";
-import { api, q } from "../api.ts";
+import { api, q, may } from "../api.ts";
 import type { GroupJobsReply, ListGroupsReply, SessionReply as Session } from "../apiTypes.generated.ts";
 import { ago, Confirm, ErrorNote, num } from "../ui.tsx";
 
@@ -100,7 +100,7 @@ export function GroupsCard({
               <th scope="col">Rate</th>
               <th scope="col">Next job waited</th>
               <th scope="col">Paused</th>
-              {!session.readOnly && <th scope="col">Action</th>}
+              {may(session, "operate") && <th scope="col">Action</th>}
             </tr>
           </thead>
           <tbody>
@@ -126,7 +126,7 @@ export function GroupsCard({
                 <td>{g.rate ?? "—"}</td>
                 <td>{g.waiting > 0 ? ago(g.oldestCreatedAt ?? null) : "—"}</td>
                 <td>{g.paused ? <strong>paused</strong> : "—"}</td>
-                {!session.readOnly && (
+                {may(session, "operate") && (
                   <td>
                     {g.paused ? (
                       <button type="button" onClick={() => void act(g.group, "resume")}>

@@ -1,7 +1,7 @@
 // One job: state, progress (moves live with the handler's reports), attempts and every
 // execution, the event timeline, payload and result/error, logs, fan-out children, actions.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, q, throttle, useLive } from "../api.ts";
+import { api, q, throttle, useLive, may } from "../api.ts";
 import type { JobDetailReply, SessionReply as Session, Shown } from "../apiTypes.generated.ts";
 import { ago, duration, ErrorNote, JsonBlock, Progress, StateBadge, time } from "../ui.tsx";
 
@@ -61,7 +61,7 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
       </p>
       <div class="row spread">
         <h1 class="mono">{job.id}</h1>
-        {!session.readOnly && (
+        {may(session, "operate") && (
           <span class="actions">
             {job.actions.retry && (
               <button type="button" class="primary" onClick={() => void act("retry")}>

@@ -2,7 +2,7 @@
 // bulk retry / cancel / delete of a selection (delete after a confirmation); live workers;
 // jobs/min and durations per minute, zoomed to the span that had jobs, or 15 min / 1 h / 6 h.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, q, throttle, useLive } from "../api.ts";
+import { api, q, throttle, useLive, may } from "../api.ts";
 import type {
   JobListItem,
   ListJobsReply,
@@ -180,7 +180,7 @@ export function QueuePage({
   };
 
   // Deleted jobs are history only: nothing left to act on.
-  const selectable = !session.readOnly && state !== "deleted";
+  const selectable = may(session, "operate") && state !== "deleted";
 
   const toggle = (id: string) =>
     setSelected((s) => {
@@ -285,9 +285,11 @@ export function QueuePage({
             <button type="button" class="danger" onClick={() => void bulk("cancel")}>
               Cancel selected
             </button>
-            <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>
-              Delete selected
-            </button>
+            {may(session, "admin") && (
+              <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>
+                Delete selected
+              </button>
+            )}
           </span>
         )}
         <Confirm

@@ -1,7 +1,7 @@
 // Every queue at a glance: live counts (pushed: each event refetches its queue's counts),
 // jobs/min and p95 duration over the last hour, oldest waiting job, and the queue actions.
 import { useEffect, useState } from "preact/hooks";
-import { api, q, throttle, useLive } from "../api.ts";
+import { api, q, throttle, useLive, may } from "../api.ts";
 import type {
   ListQueuesReply,
   QueueStatsReply,
@@ -41,7 +41,7 @@ export function QueueActions({
 }) {
   const [confirm, setConfirm] = useState<QueueAction | null>(null);
   const [error, setError] = useState<string | null>(null);
-  if (session.readOnly) return null;
+  if (!may(session, "operate")) return null;
   const run = async (a: QueueAction) => {
     setError(null);
     try {
@@ -71,14 +71,16 @@ export function QueueActions({
       >
         Retry dead
       </button>
-      <button
-        type="button"
-        class="danger"
-        disabled={s.dead === 0}
-        onClick={() => setConfirm({ kind: "purge", queue: s.queue })}
-      >
-        Purge dead
-      </button>
+      {may(session, "admin") && (
+        <button
+          type="button"
+          class="danger"
+          disabled={s.dead === 0}
+          onClick={() => setConfirm({ kind: "purge", queue: s.queue })}
+        >
+          Purge dead
+        </button>
+      )}
       <Confirm
         open={confirm !== null}
         title={
@@ -209,7 +211,7 @@ export function QueuesPage({ session }: { session: Session }) {
               <th scope="col">Jobs/min (1 h)</th>
               <th scope="col">p50 / p95</th>
               <th scope="col">State</th>
-              {!session.readOnly && <th scope="col">Actions</th>}
+              {may(session, "operate") && <th scope="col">Actions</th>}
             </tr>
           </thead>
           <tbody>
@@ -258,7 +260,7 @@ export function QueuesPage({ session }: { session: Session }) {
                     {s.rateLimit && <span class="small muted"> ≤ {s.rateLimit}</span>}
                     {s.schedules > 0 && <span class="small muted"> · {s.schedules} scheduled</span>}
                   </td>
-                  {!session.readOnly && (
+                  {may(session, "operate") && (
                     <td>
                       <QueueActions s={s} session={session} onDone={() => void loadOne(s.queue)} />
                     </td>
