@@ -603,6 +603,9 @@ export const ROUTES: readonly RouteDefinition[] = [
   },
   {
     name: "flow",
+    // (a flow's jobs may be many groups': a token limited to groups is refused, one limited to
+    // queues sees the flow's jobs in them)
+    access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",
     path: "/flows/{id}",
     summary:

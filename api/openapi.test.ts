@@ -57,3 +57,8 @@ test("the document is valid OpenAPI 3.1 (the specification's own JSON Schema)", 
   const validate = ajv.compile(spec);
   assert.ok(validate(openApiDocument()), ajv.errorsText(validate.errors));
 });
+
+test("every route that needs credentials says what a named token needs for it (an undeclared one would be open to every token)", () => {
+  const undeclared = ROUTES.filter((r) => !r.public && !r.access).map((r) => `${r.method} ${r.path}`);
+  assert.deepEqual(undeclared, []);
+});

@@ -4,11 +4,12 @@
 import { flowViewOf } from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
+import { queueInScope } from "../tokens.ts";
 import type { Handlers } from "../router.ts";
 
 export function flowHandlers(ctx: ApiContext): Handlers {
   return {
-    async flow({ params, query }) {
+    async flow({ params, query, principal }) {
       const id = params.id!;
       const pipeline = query.pipeline as string | undefined;
       let source: "redis" | "records" = "redis";
@@ -17,8 +18,11 @@ export function flowHandlers(ctx: ApiContext): Handlers {
         view = await ctx.records.flow(id, pipeline);
         source = "records";
       }
-      // (a flow is one pipeline's; queues outside the allow-list are not shown)
-      const shown = view?.jobs.filter((j) => !j.queue || ctx.auth.queueAllowed(j.queue)) ?? [];
+      // (a flow is one pipeline's; queues outside the allow-list or the token's scope are not shown)
+      const shown =
+        view?.jobs.filter(
+          (j) => !j.queue || (ctx.auth.queueAllowed(j.queue) && queueInScope(principal.scope, j.queue)),
+        ) ?? [];
       if (!view || shown.length === 0)
         throw new HttpError(
           404,
