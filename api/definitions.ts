@@ -563,6 +563,14 @@ export const ROUTES: readonly RouteDefinition[] = [
       "resources (API keys with budgets) of the pipelines this server shows: each key's use of each limit, benches, jobs waiting for budget, and the last hour's utilization",
     tag: "resources",
   },
+  {
+    name: "pipelineLayout",
+    method: "GET",
+    path: "/pipelines/{pipeline}/layout",
+    summary:
+      "the pipeline's layout in force, the newest every live worker, operator and job API reads, and each reader's version and layouts (docs/protocol.md, Layout versions)",
+    tag: "queues",
+  },
   { name: "listPools", method: "GET", path: "/pools", summary: "WorkerPools and their status", tag: "pools" },
   {
     name: "poolDetail",
@@ -576,6 +584,11 @@ export const ROUTES: readonly RouteDefinition[] = [
 /** Path parameter schemas, by name (every route uses the same meaning for a name). */
 export const PARAMS: Record<string, JsonSchema> = {
   queue: queueName,
+  pipeline: {
+    type: "string",
+    pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+    description: "a pipeline: a queue name's part before '/'",
+  },
   id: { type: "string", pattern: JOB_ID_PATTERN },
   namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" },
   name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },

@@ -8,7 +8,10 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
+import { startJobApi } from "../../api/server.ts";
+import { freePort } from "../support/ports.ts";
 import {
   connectRedis,
   LayoutRefusedError,
@@ -201,5 +204,60 @@ describe("the layout in force", () => {
     const c = await new QueueAdmin(redis).counts("later/a");
     assert.equal(c.completed, 1, "the job it held finished");
     assert.equal(c.dead, 0);
+  });
+
+  test("GET /pipelines/{p}/layout: the layout in force and every live reader, the API among them; bad input is a 400, an unserved pipeline a 404", async () => {
+    const api = await startJobApi({
+      redis,
+      port: await freePort(),
+      host: "127.0.0.1",
+      dashboardDir: null,
+      resourceSampleMs: 0,
+    });
+    const port = (api.address() as AddressInfo).port;
+    const get = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
+    try {
+      const body = await waitFor("the API among the readers", async () => {
+        const r = await get("/pipelines/fresh/layout");
+        assert.equal(r.status, 200);
+        const b = (await r.json()) as LayoutStatus;
+        return b.readers.some((x) => x.kind === "api") ? b : null;
+      });
+      assert.equal(body.pipeline, "fresh");
+      assert.equal(body.inForce, 1);
+      assert.deepEqual(body.readers.find((x) => x.kind === "api")!.layouts, { min: 1, max: 1 });
+      assert.ok(body.readers.some((x) => x.id === "w-fresh" && x.kind === "worker"));
+      const bad = await get("/pipelines/a.b%2Fc/layout");
+      assert.equal(bad.status, 400);
+      assert.match(((await bad.json()) as { field: string }).field, /path\.pipeline/);
+      // The layout moved past this server: its enqueue is refused with the reason, not a 500.
+      const refused = await get("/queues/mix%2Fa/jobs", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ data: 1 }),
+      });
+      const e = (await refused.json()) as { code: string; error: string };
+      assert.equal(refused.status, 409, JSON.stringify(e));
+      assert.equal(e.code, "layout_refused");
+      assert.match(e.error, /pipeline mix is on layout 2/);
+    } finally {
+      await new Promise((resolve) => api.close(resolve));
+    }
+    const limited = await startJobApi({
+      redis,
+      port: await freePort(),
+      host: "127.0.0.1",
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      queues: ["fresh/a"],
+    });
+    try {
+      const r = await fetch(
+        `http://127.0.0.1:${(limited.address() as AddressInfo).port}/pipelines/mix/layout`,
+      );
+      assert.equal(r.status, 404);
+    } finally {
+      await new Promise((resolve) => limited.close(resolve));
+    }
   });
 });
