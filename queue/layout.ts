@@ -15,6 +15,9 @@ export const FIRST_LAYOUT = 1;
 /** Layout → the first release that reads it (a newer layout's entry is written into Redis at finalize). */
 export const LAYOUT_FIRST_VERSION: Readonly<Record<number, string>> = { 1: "0.1.0" };
 
+/** Operators' and job APIs' reports as readers of the layouts (id → JSON). */
+export const READERS_KEY = GLOBAL_KEYS.readers;
+
 /** A report older than this is a reader that has gone (the operator's own staleness for scale-in). */
 export const READER_STALE_MS = 60_000;
 
@@ -118,8 +121,9 @@ export interface LayoutReader {
   /** Absent: a release before layouts (it reports none and counts as a reader of layout 1 only). */
   version?: string;
   layouts: LayoutRange;
-  /** The worker's queue. */
+  /** The worker's queue and pod. */
   queue?: string;
+  pod?: string;
   seen: number;
 }
 
@@ -201,11 +205,12 @@ export async function layoutReaders(
         ...(typeof r.version === "string" ? { version: r.version } : {}),
         layouts: parseReads(r.layouts),
         queue,
+        ...(typeof r.pod === "string" && r.pod ? { pod: r.pod } : {}),
         seen,
       });
     }
   }
-  for (const [id, json] of Object.entries(await redis.hgetall(GLOBAL_KEYS.readers))) {
+  for (const [id, json] of Object.entries(await redis.hgetall(READERS_KEY))) {
     const r = parseReport(json);
     const seen = Number(r?.seen);
     if (!r || !(now - seen <= READER_STALE_MS)) continue;
@@ -312,11 +317,7 @@ export class ReaderReport {
   start(): void {
     const write = () =>
       this.redis
-        .hset(
-          GLOBAL_KEYS.readers,
-          this.id,
-          JSON.stringify({ kind: this.kind, ...readerFields(), seen: Date.now() }),
-        )
+        .hset(READERS_KEY, this.id, JSON.stringify({ kind: this.kind, ...readerFields(), seen: Date.now() }))
         .catch(this.onError);
     void write();
     this.timer = setInterval(write, this.intervalMs);
@@ -325,6 +326,6 @@ export class ReaderReport {
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
-    await this.redis.hdel(GLOBAL_KEYS.readers, this.id).catch(() => {});
+    await this.redis.hdel(READERS_KEY, this.id).catch(() => {});
   }
 }

@@ -632,6 +632,7 @@ export type PipelineLayoutReply = {
       max: number;
     };
     queue?: string;
+    pod?: string;
     seen: number;
   })[];
 };
