@@ -32,6 +32,7 @@ from .client import (
     ContractViolation,
     _changed_again,
     _Contracts,
+    _LayoutChecks,
     _enqueue_batch,
     _refuse,
     _stored_contract,
@@ -75,6 +76,7 @@ class AsyncClient:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._layouts = _LayoutChecks()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
         self._cancel = _Script("cancel_job")
@@ -140,6 +142,8 @@ class AsyncClient:
                 if now is not None and now.hash == cached.hash:
                     raise
                 _refuse(batch, now)
+        if self._layouts.due(batch.keys.pipeline):
+            self._layouts.read(batch.keys.pipeline, await self.redis.hgetall(PipelineKeys(batch.keys.pipeline).layout))
         if batch.keys.queue not in self._registered:
             await self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
             await self.redis.sadd(QUEUES_KEY, batch.keys.queue)

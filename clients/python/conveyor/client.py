@@ -61,6 +61,68 @@ class ContractViolation(InvalidJobError):
         self.jobs = jobs
 
 
+class LayoutRefusedError(RuntimeError):
+    """The pipeline's layout in force is newer than this client reads: it refuses to write jobs a
+    reader would misread (docs/protocol.md, "The layout in force")."""
+
+    def __init__(self, pipeline: str, in_force: int, reads: Tuple[int, int], first_version: Optional[str]) -> None:
+        from . import __version__
+
+        span = str(reads[0]) if reads[0] == reads[1] else f"{reads[0]}..{reads[1]}"
+        super().__init__(
+            f"pipeline {pipeline} is on layout {in_force}; this Conveyor {__version__} reads layouts {span}: "
+            f"upgrade to {first_version or 'a newer release'} or later, which reads layout {in_force}"
+        )
+        self.pipeline = pipeline
+        self.in_force = in_force
+        self.reads = reads
+        self.first_version = first_version
+
+
+#: How long a client trusts the layout in force it read (a finalize is seen within it).
+LAYOUT_RECHECK_SECONDS = 30.0
+
+
+def readable_layouts(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
+    """The layouts this client reads: layout 1, or CONVEYOR_LAYOUTS (`<min>..<max>`, for upgrade tests)."""
+    raw = env.get("CONVEYOR_LAYOUTS", "")
+    if not raw:
+        return (1, 1)
+    m = re.fullmatch(r"(\d+)\.\.(\d+)", raw.strip())
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < int(m.group(1)):
+        raise ValueError(f"CONVEYOR_LAYOUTS must be <min>..<max> with 1 <= min <= max, got {raw!r}")
+    return (int(m.group(1)), int(m.group(2)))
+
+
+def _layout_refusal(pipeline: str, raw: Mapping[Any, Any]) -> Optional[LayoutRefusedError]:
+    fields = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+    try:
+        in_force = int(fields.get("inForce") or 1)
+    except ValueError:
+        in_force = 1
+    reads = readable_layouts()
+    if in_force <= reads[1]:
+        return None
+    return LayoutRefusedError(pipeline, in_force, reads, fields.get("firstVersion") or None)
+
+
+class _LayoutChecks:
+    """When each pipeline's layout in force was last read."""
+
+    def __init__(self) -> None:
+        self.read_at: Dict[str, float] = {}
+
+    def due(self, pipeline: str) -> bool:
+        at = self.read_at.get(pipeline)
+        return at is None or time.monotonic() - at >= LAYOUT_RECHECK_SECONDS
+
+    def read(self, pipeline: str, raw: Mapping[Any, Any]) -> None:
+        refusal = _layout_refusal(pipeline, raw)
+        if refusal:
+            raise refusal
+        self.read_at[pipeline] = time.monotonic()
+
+
 class ContractChangedError(RuntimeError):
     """The queue's contract changed again while this call re-read it: nothing was enqueued; try again."""
 
@@ -844,6 +906,7 @@ class Client:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._layouts = _LayoutChecks()
         self._contracts = _Contracts()
         self._enqueue = _Script("enqueue_jobs")
         self._enqueue_flow = _Script("enqueue_flow")
@@ -949,6 +1012,7 @@ class Client:
 
         check(False)
         pk = PipelineKeys(pipeline)
+        self._check_layout(pipeline)
         for q in queues:
             if q not in self._registered:
                 self.redis.sadd(PIPELINES_KEY, pipeline)
@@ -1008,6 +1072,7 @@ class Client:
                 if now is not None and now.hash == cached.hash:
                     raise
                 _refuse(batch, now)
+        self._check_layout(batch.keys.pipeline)
         if batch.keys.queue not in self._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
             self.redis.sadd(PIPELINES_KEY, batch.keys.pipeline)
             self.redis.sadd(QUEUES_KEY, batch.keys.queue)
@@ -1034,6 +1099,10 @@ class Client:
 
     def _read_contract(self, queue: str) -> Optional[CompiledContract]:
         return self._contracts.store(queue, _stored_contract(self.redis.hmget(QueueKeys(queue).contract, "hash", "body")))
+
+    def _check_layout(self, pipeline: str) -> None:
+        if self._layouts.due(pipeline):
+            self._layouts.read(pipeline, self.redis.hgetall(PipelineKeys(pipeline).layout))
 
     def cancel(
         self, job_id: str, queue: Optional[str] = None, *, retention_seconds: int = CANCELLED_RETENTION_SECONDS
