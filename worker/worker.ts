@@ -278,8 +278,12 @@ export class QueueWorker {
       "worker started",
     );
     void this.checkLayout().then((ok) => {
-      if (!ok) return;
-      this.layoutTimer = setInterval(() => void this.checkLayout(), Math.max(100, this.config.leaseMs / 3));
+      // (a stop requested while the layout was read: nothing to claim, no timer to leave behind)
+      if (!ok || this.state !== "running") return;
+      this.layoutTimer = setInterval(
+        () => void this.checkLayout(),
+        Math.max(100, this.config.leaseMs / 3),
+      ).unref();
       void this.loop();
     });
   }
