@@ -84,6 +84,12 @@ describe("the layout in force", () => {
     workers.push(w);
     return w;
   };
+  const exitCode = async (w: WorkerProcess) =>
+    (
+      await waitFor(`worker ${w.logFile} exited`, async () =>
+        w.child.exitCode !== null ? { code: w.child.exitCode } : null,
+      )
+    ).code;
   /** Until the pipeline's live readers are exactly these ids. */
   const readersAre = (pipeline: string, ids: string[]) =>
     waitFor(`readers of ${pipeline}: ${ids.join(", ")}`, async () => {
@@ -169,8 +175,7 @@ describe("the layout in force", () => {
       delete process.env.CONVEYOR_LAYOUTS;
     }
     const w = await worker("w-behind", "ahead/a", {}, { waitReady: false });
-    const code = await w.exited;
-    assert.equal(code, 1);
+    assert.equal(await exitCode(w), 1);
     assert.match(
       w.logs(),
       /conveyor worker: pipeline ahead is on layout 2; this Conveyor \S+ reads layouts 1: upgrade to 9\.9\.0 or later, which reads layout 2/,
@@ -200,7 +205,7 @@ describe("the layout in force", () => {
     assert.match(reason, /pipeline later is on layout 2; .* upgrade to 9\.9\.0 or later/);
     assert.equal(metricValue(await w.metrics(), "conveyor_worker_layout_refused", { queue: "later/a" }), 2);
     writeFileSync(flag, "");
-    assert.equal(await w.exited, 1);
+    assert.equal(await exitCode(w), 1);
     const c = await new QueueAdmin(redis).counts("later/a");
     assert.equal(c.completed, 1, "the job it held finished");
     assert.equal(c.dead, 0);
