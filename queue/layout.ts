@@ -18,6 +18,9 @@ export const LAYOUT_FIRST_VERSION: Readonly<Record<number, string>> = { 1: "0.1.
 /** Operators' and job APIs' reports as readers of the layouts (id → JSON). */
 export const READERS_KEY = GLOBAL_KEYS.readers;
 
+/** A reader's report in `cvy:readers` older than this is deleted (by the next reader that starts). */
+const PRUNE_AFTER_MS = 24 * 3600_000;
+
 /** A report older than this is a reader that has gone (the operator's own staleness for scale-in). */
 export const READER_STALE_MS = 60_000;
 
@@ -319,9 +322,19 @@ export class ReaderReport {
       this.redis
         .hset(READERS_KEY, this.id, JSON.stringify({ kind: this.kind, ...readerFields(), seen: Date.now() }))
         .catch(this.onError);
-    void write();
+    // (pruned first: once this reader is listed, the stale reports are gone)
+    void this.prune().catch(this.onError).then(write);
     this.timer = setInterval(write, this.intervalMs);
     this.timer.unref();
+  }
+
+  /** Reports of readers that stopped without removing theirs (killed) go after a day. */
+  private async prune(): Promise<void> {
+    const now = Date.now();
+    const gone = Object.entries(await this.redis.hgetall(READERS_KEY))
+      .filter(([, json]) => !(now - Number(parseReport(json)?.seen) < PRUNE_AFTER_MS))
+      .map(([id]) => id);
+    if (gone.length) await this.redis.hdel(READERS_KEY, ...gone);
   }
 
   async stop(): Promise<void> {

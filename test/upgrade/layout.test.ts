@@ -18,6 +18,7 @@ import {
   PipelineKeys,
   Producer,
   QueueAdmin,
+  READERS_KEY,
   type LayoutStatus,
   type RedisClient,
 } from "../../queue/index.ts";
@@ -212,6 +213,17 @@ describe("the layout in force", () => {
   });
 
   test("GET /pipelines/{p}/layout: the layout in force and every live reader, the API among them; bad input is a 400, an unserved pipeline a 404", async () => {
+    // A reader killed two days ago (its report left behind) and one gone two minutes ago.
+    const now = Date.now();
+    await redis.hset(READERS_KEY, {
+      "api:gone:1": JSON.stringify({
+        kind: "api",
+        version: "0.1.0",
+        layouts: [1, 1],
+        seen: now - 2 * 86_400_000,
+      }),
+      "api:gone:2": JSON.stringify({ kind: "api", version: "0.1.0", layouts: [1, 1], seen: now - 120_000 }),
+    });
     const api = await startJobApi({
       redis,
       port: await freePort(),
@@ -228,6 +240,16 @@ describe("the layout in force", () => {
         const b = (await r.json()) as LayoutStatus;
         return b.readers.some((x) => x.kind === "api") ? b : null;
       });
+      assert.deepEqual(
+        body.readers.filter((x) => x.id.startsWith("api:gone")),
+        [],
+        "a reader whose report is over a minute old has gone",
+      );
+      assert.deepEqual(
+        (await redis.hkeys(READERS_KEY)).filter((id) => id.startsWith("api:gone")),
+        ["api:gone:2"],
+        "a report a day old is deleted when a reader starts",
+      );
       assert.equal(body.pipeline, "fresh");
       assert.equal(body.inForce, 1);
       assert.deepEqual(body.readers.find((x) => x.kind === "api")!.layouts, { min: 1, max: 1 });
