@@ -2,7 +2,8 @@
 // workers report the layouts they read, `conveyor layout status|finalize`, finalize refused while
 // a reader is behind (a worker of the previous release among them), and a worker that meets a
 // layout newer than it reads refusing to work. CONVEYOR_LAYOUTS makes a process of this release
-// stand for a newer one (`1..2`) or an older one (`1..1`, what this release reads).
+// stand for a newer one (`1..2`) or an older one (`1..1`, what this release reads). The tests run
+// in order on one Redis: later ones use the pipelines earlier ones set up (`fresh`, `mix`).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
