@@ -24,7 +24,7 @@ import {
   type RedisClient,
 } from "../../queue/index.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import { RedisClusterServer, RedisServer } from "../support/redis.ts";
 import { previousRelease } from "../support/releases.ts";
 import {
   CONVEYOR,
@@ -287,5 +287,55 @@ describe("the layout in force", () => {
     } finally {
       await new Promise((resolve) => limited.close(resolve));
     }
+  });
+});
+
+describe("the layout in force on a Redis Cluster", () => {
+  let server: RedisClusterServer;
+  let dir: string;
+  let w: WorkerProcess | undefined;
+  before(async () => {
+    server = await RedisClusterServer.start(3);
+    dir = mkdtempSync(join(tmpdir(), "cvy-layout-cluster-"));
+  });
+  after(async () => {
+    if (w) await stopProcess(w, 2000);
+    await server.stop();
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("status finds the pipeline's workers on whichever master holds its slot; finalize and refusal as on one Redis", async () => {
+    const cli = (env: Record<string, string>, ...args: string[]) =>
+      spawnSync(NODE, [CONVEYOR, "layout", ...args], {
+        env: { ...process.env, REDIS_URL: server.url, ...env },
+        encoding: "utf8",
+      });
+    w = await startWorker({
+      dir,
+      name: "w-cl",
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
+    const s = await waitFor("the worker listed", async () => {
+      const r = cli({}, "status", "cl", "--json");
+      assert.equal(r.status, 0, r.stderr);
+      const st = JSON.parse(r.stdout) as LayoutStatus;
+      return st.readers.some((x) => x.id === "w-cl") ? st : null;
+    });
+    assert.equal(s.inForce, 1);
+    const refused = cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl");
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /worker w-cl \(cl\/a\) \S+ reads 1/);
+    await stopProcess(w);
+    w = undefined;
+    await waitFor("finalized", async () => cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl").status === 0);
+    const late = await startWorker({
+      dir,
+      name: "w-cl-late",
+      waitReady: false,
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
+    await waitFor("the late worker exited", async () => (late.child.exitCode !== null ? true : null));
+    assert.equal(late.child.exitCode, 1);
+    assert.match(late.logs(), /pipeline cl is on layout 2/);
   });
 });
