@@ -647,6 +647,15 @@ export const ROUTES: readonly RouteDefinition[] = [
     tag: "resources",
   },
   {
+    name: "pipelineLayout",
+    access: { verb: "read", target: "list", groups: "refuse" },
+    method: "GET",
+    path: "/pipelines/{pipeline}/layout",
+    summary:
+      "the pipeline's layout in force, the newest every live worker, operator and job API reads, and each reader's version and layouts (docs/protocol.md, Layout versions)",
+    tag: "queues",
+  },
+  {
     name: "audit",
     access: { verb: "admin", target: "list", groups: "refuse" },
     method: "GET",
@@ -688,6 +697,11 @@ export const ROUTES: readonly RouteDefinition[] = [
 /** Path parameter schemas, by name (every route uses the same meaning for a name). */
 export const PARAMS: Record<string, JsonSchema> = {
   queue: queueName,
+  pipeline: {
+    type: "string",
+    pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+    description: "a pipeline: a queue name's part before '/'",
+  },
   id: { type: "string", pattern: JOB_ID_PATTERN },
   namespace: { type: "string", pattern: "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" },
   name: { type: "string", pattern: "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" },

@@ -9,7 +9,8 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
  * answered 500, a part of a reply served without (the rest answered: one bad key must not
  * take a page down), or a sample of the resources' utilization.
  */
-export type ErrorSite = "event_hub" | "queue_directory" | "request" | "partial_read" | "resource_history";
+export type ErrorSite =
+  "event_hub" | "queue_directory" | "request" | "partial_read" | "resource_history" | "layout_report";
 
 export class ApiMetrics {
   readonly registry = new Registry();

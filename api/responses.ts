@@ -38,7 +38,7 @@ export const SCHEMAS: Record<string, JsonSchema> = {
       "Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs " +
       "(invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, " +
       "payload_too_large, contract_violation (422, with jobs: see ContractViolation), invalid_contract, " +
-      "unauthorized, forbidden, not_found, method_not_allowed, conflict, …), " +
+      "unauthorized, forbidden, not_found, method_not_allowed, conflict, layout_refused (409: the pipeline's layout in force is newer than this server writes), …), " +
       "`field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, " +
       "header.Last-Event-ID) or null.",
     properties: { error: str, code: str, field: { type: ["string", "null"] } },
@@ -743,6 +743,34 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
   listResources: ok(
     "every resource, by pipeline and name",
     obj({ resources: { type: "array", items: ref("Resource") } }),
+  ),
+  pipelineLayout: ok(
+    "the layout in force and its live readers",
+    obj(
+      {
+        pipeline: str,
+        inForce: int,
+        firstVersion: str,
+        finalizedAt: num,
+        newestReadable: int,
+        readers: {
+          type: "array",
+          items: obj(
+            {
+              kind: { enum: ["worker", "operator", "api"] },
+              id: str,
+              version: str,
+              layouts: obj({ min: int, max: int }),
+              queue: str,
+              pod: str,
+              seen: num,
+            },
+            ["version", "queue", "pod"],
+          ),
+        },
+      },
+      ["firstVersion", "finalizedAt"],
+    ),
   ),
   listPools: ok("WorkerPools and their status", obj({ pools: { type: "array", items: { type: "object" } } })),
   poolDetail: ok("one WorkerPool", { type: "object" }),

@@ -6,6 +6,7 @@
 // (api/auth.ts). Bad input is always a 4xx JSON {error} naming the field, never a 500.
 import type { Server } from "node:http";
 import { createServer } from "node:http";
+import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type pg from "pg";
@@ -15,11 +16,13 @@ import {
   DurationError,
   InvalidJobError,
   InvalidNameError,
+  LayoutRefusedError,
   PayloadTooLargeError,
   RateLimitError,
   ScheduleError,
   Producer,
   QueueAdmin,
+  ReaderReport,
   type DurabilityOptions,
   type RedisClient,
 } from "../queue/index.ts";
@@ -44,6 +47,7 @@ import { jobHandlers } from "./routes/jobs.ts";
 import { poolHandlers } from "./routes/pools.ts";
 import { groupHandlers } from "./routes/groups.ts";
 import { resourceHandlers } from "./routes/resources.ts";
+import { layoutHandlers } from "./routes/layout.ts";
 import { ResourceHistory } from "./resourceHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
@@ -93,6 +97,8 @@ function asHttpError(err: unknown): HttpError {
   if (err instanceof ContractError) return HttpError.field(400, "body", message, "invalid_contract");
   if (err instanceof InvalidNameError || err instanceof InvalidJobError)
     return new HttpError(400, message, {}, null, "invalid_request");
+  // (this server must be upgraded: the pipeline's layout in force is newer than it writes)
+  if (err instanceof LayoutRefusedError) return new HttpError(409, message, {}, null, "layout_refused");
   return new HttpError(500, `internal error: ${message}`);
 }
 
@@ -255,6 +261,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       ...eventHandlers(ctx),
       ...poolHandlers(ctx),
       ...resourceHandlers(ctx),
+      ...layoutHandlers(ctx),
     }),
     undefined,
     guard,
@@ -305,7 +312,13 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       .catch((err: Error) => opts.log?.warn({ err: err.message }, "audit: old rows not deleted"));
   void expire();
   const expiry = setInterval(expire, 3600_000).unref();
+  // (counted as a reader of the layouts: `conveyor layout status`, finalize)
+  const reader = new ReaderReport(opts.redis, `api:${hostname()}:${process.pid}`, "api", 15_000, (err) =>
+    metrics.error("layout_report", err),
+  );
+  reader.start();
   server.on("close", () => {
+    void reader.stop();
     void ctx.resourceHistory?.stop();
     tokens?.stop();
     clearInterval(expiry);

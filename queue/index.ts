@@ -36,3 +36,4 @@ export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";
 export * from "./contracts.ts";
 export * from "./flows.ts";
 export * from "./waiter.ts";
+export * from "./layout.ts";

@@ -40,6 +40,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     pattern: "doorbell",
     doc: "The pub/sub channel the operator leaves in a sleeping queue's doorbell.",
   },
+  {
+    name: "readers",
+    scope: "global",
+    pattern: "readers",
+    doc: "Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`.",
+  },
 
   {
     name: "jobPrefix",
@@ -71,6 +77,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     scope: "pipeline",
     pattern: "meta",
     doc: "Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).",
+  },
+  {
+    name: "layout",
+    scope: "pipeline",
+    pattern: "layout",
+    doc: "The layout in force (a hash): `inForce` (absent: 1), `firstVersion` (the first release that reads it), `finalizedAt`, `finalizedBy`.",
   },
   { name: "seq", scope: "pipeline", pattern: "seq", doc: "The sequence that orders jobs of equal priority." },
   { name: "fence", scope: "pipeline", pattern: "fence", doc: "The counter that issues fencing tokens." },

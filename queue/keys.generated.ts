@@ -9,6 +9,8 @@ export const GLOBAL_KEYS = {
   queues: `${KEY_ROOT}:queues`,
   /** The pub/sub channel the operator leaves in a sleeping queue's doorbell. */
   doorbellChannel: `${KEY_ROOT}:doorbell`,
+  /** Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`. */
+  readers: `${KEY_ROOT}:readers`,
 } as const;
 
 /** Keys shared by all stages of one pipeline: `cvy:{<pipeline>}:…` (one Cluster slot). */
@@ -42,6 +44,10 @@ export class PipelineKeyLayout {
   /** Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies). */
   get meta(): string {
     return `${this.prefix}meta`;
+  }
+  /** The layout in force (a hash): `inForce` (absent: 1), `firstVersion` (the first release that reads it), `finalizedAt`, `finalizedBy`. */
+  get layout(): string {
+    return `${this.prefix}layout`;
   }
   /** The sequence that orders jobs of equal priority. */
   get seq(): string {

@@ -35,12 +35,15 @@ import {
 import { assertGroup, InvalidGroupError } from "./groups.ts";
 import { checkUses, InvalidResourceError, type ResourceUses } from "./resources.ts";
 import { JobWaiter, type WaitOptions, type WaitResult, type WaitTarget } from "./waiter.ts";
+import { assertLayoutReadable } from "./layout.ts";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024;
 export const DEFAULT_ATTEMPTS = 3;
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
 /** Jobs per script call in bulk enqueue: large enough to amortise, small enough not to block Redis. */
 const BULK_CHUNK = 500;
+/** How long a producer trusts the layout in force it read (a finalize is seen within it). */
+const LAYOUT_RECHECK_MS = 30_000;
 /** Longest dedupe key, and window (7 days). */
 export const DEDUPE_KEY_MAX = 500;
 export const DEDUPE_WINDOW_MAX_MS = 7 * 24 * 3_600_000;
@@ -136,6 +139,21 @@ export class Producer {
   private readonly redis: RedisClient;
   private readonly maxPayloadBytes: number;
   private readonly durability: DurabilityOptions;
+  /** When each pipeline's layout in force was last read (LAYOUT_RECHECK_MS). */
+  private readonly layoutReadAt = new Map<string, number>();
+
+  /**
+   * This release writes the first layout: a pipeline whose layout in force is newer refuses the
+   * enqueue (LayoutRefusedError) instead of writing jobs its readers would misread. Read once per
+   * pipeline and then every LAYOUT_RECHECK_MS.
+   */
+  private async checkLayout(pipeline: string): Promise<void> {
+    const at = this.layoutReadAt.get(pipeline);
+    if (at !== undefined && Date.now() - at < LAYOUT_RECHECK_MS) return;
+    await assertLayoutReadable(this.redis, pipeline);
+    this.layoutReadAt.set(pipeline, Date.now());
+  }
+
   /** Queues this producer has registered (pipeline and queue sets): once per process and queue. */
   private readonly registered = new Set<string>();
   /**
@@ -437,6 +455,7 @@ export class Producer {
   }
 
   private async register(keys: QueueKeys): Promise<void> {
+    await this.checkLayout(keys.pipeline);
     if (this.registered.has(keys.queue)) return;
     // Two keys in two slots (Redis Cluster): two commands, not a transaction.
     await Promise.all([

@@ -232,6 +232,9 @@ export interface WorkerReport {
   jobP50Ms?: number;
   /** The operator has cordoned the worker's pod: it claims nothing new (a scale-in waits for it). */
   cordoned?: boolean;
+  /** The worker's release and the layouts it reads (absent: a release before layouts, layout 1 only). */
+  version?: string;
+  layouts?: [number, number];
   seen: number;
 }
 

@@ -15,7 +15,7 @@
 // The leases to renew and the busy/idle report come from the shared lease table (leaseTable.ts),
 // read at the start of each renewal; hold/drop messages only for a lease the table could not take.
 import { parentPort, workerData } from "node:worker_threads";
-import { connectRedis, Consumer, type Lease, type WorkerReport } from "../queue/index.ts";
+import { connectRedis, Consumer, readerFields, type Lease, type WorkerReport } from "../queue/index.ts";
 import type { HeartbeatSettings, ToHeartbeat, FromHeartbeat } from "./leaseHeartbeat.ts";
 import { LeaseTable } from "./leaseTable.ts";
 
@@ -81,6 +81,7 @@ function heldLeases(): (Lease & { renewUntil: number; inTable: boolean })[] {
   return leases;
 }
 let next = Date.now() + settings.intervalMs;
+const reader = readerFields();
 /** Until when the operator cordoned this pod (ms; 0: not), as the last renewal read it. */
 let cordonedUntil = 0;
 let renewing = false;
@@ -114,6 +115,7 @@ async function beat(urgent = false): Promise<void> {
       draining: status.draining,
       ...(status.jobP50Ms > 0 ? { jobP50Ms: status.jobP50Ms } : {}),
       ...(cordonedUntil > started ? { cordoned: true } : {}),
+      ...reader,
       seen: started,
     };
     const renewal = await consumer.renew(leases, report);

@@ -120,6 +120,8 @@ export async function runWorker(argv: string[]): Promise<number> {
   process.off("SIGTERM", onSignal);
   process.off("SIGINT", onSignal);
   await tracing?.shutdown();
-  // 1: a job running at the drain deadline could not be handed back (Redis unreachable).
-  return worker.leftToLease > 0 ? 1 : 0;
+  // 1: a job running at the drain deadline could not be handed back (Redis unreachable), or the
+  // pipeline's layout in force is one this worker does not read.
+  if (worker.refusal) process.stderr.write(`conveyor worker: ${worker.refusal}\n`);
+  return worker.leftToLease > 0 || worker.refusal ? 1 : 0;
 }

@@ -99,6 +99,12 @@ export function createWorkerMetrics(registry = new Registry()) {
       labelNames: ["queue", "cause"] as const,
       registers,
     }),
+    layoutRefused: new Gauge({
+      name: "conveyor_worker_layout_refused",
+      help: "The pipeline's layout in force while this worker refuses it (a layout newer than it reads); absent otherwise",
+      labelNames: q,
+      registers,
+    }),
     draining: new Gauge({
       name: "conveyor_worker_draining",
       help: "1 while the worker drains for shutdown",

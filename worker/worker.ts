@@ -8,7 +8,11 @@ import {
   connectRedis,
   ContractCache,
   Consumer,
+  assertLayoutReadable,
   describeRedisUrl,
+  LayoutRefusedError,
+  pipelineOf,
+  readerFields,
   Schedules,
   shardPrimaryProblem,
   type ClaimedJob,
@@ -246,7 +250,9 @@ export class QueueWorker {
   }
 
   ready(): { ok: boolean; reason: string } {
+    if (this.refusal) return { ok: false, reason: this.refusal };
     if (this.state !== "running") return { ok: false, reason: this.state };
+    if (!this.layoutChecked) return { ok: false, reason: "reading the pipeline's layout in force" };
     if (this.redis.status !== "ready") return { ok: false, reason: `redis ${this.redis.status}` };
     // (a cluster stays "ready" while the shard of this queue has no primary)
     const shard = shardPrimaryProblem(this.redis, this.consumer.keys.ready);
@@ -271,7 +277,49 @@ export class QueueWorker {
       },
       "worker started",
     );
-    void this.loop();
+    void this.checkLayout().then((ok) => {
+      // (a stop requested while the layout was read: nothing to claim, no timer to leave behind)
+      if (!ok || this.state !== "running") return;
+      this.layoutTimer = setInterval(
+        () => void this.checkLayout(),
+        Math.max(100, this.config.leaseMs / 3),
+      ).unref();
+      void this.loop();
+    });
+  }
+
+  /** Why the worker refused to work (a layout it does not read), if it did: exit 1. */
+  refusal: string | undefined;
+  private layoutChecked = false;
+  private layoutTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Reads the pipeline's layout in force (at start, then every heartbeat interval): a layout newer
+   * than this worker reads stops it before it claims a job it would misread — not ready, a
+   * metric, a drain of what runs, exit 1. Other errors (Redis away) wait for the next check.
+   */
+  private async checkLayout(): Promise<boolean> {
+    if (this.refusal) return false;
+    const pipeline = pipelineOf(this.config.queue);
+    for (;;) {
+      try {
+        await assertLayoutReadable(this.redis, pipeline);
+        this.layoutChecked = true;
+        return true;
+      } catch (err) {
+        if (err instanceof LayoutRefusedError) {
+          this.refusal = err.message;
+          clearInterval(this.layoutTimer);
+          this.metrics.layoutRefused.set({ queue: this.config.queue }, err.inForce);
+          this.log.error({ pipeline, layout: err.inForce, firstVersion: err.firstVersion }, err.message);
+          void this.shutdown(`refused: layout ${err.inForce} in force`);
+          return false;
+        }
+        // (only the first check waits for an answer; later ones try again at the next interval)
+        if (this.layoutChecked || this.state !== "running") return this.layoutChecked;
+        await this.changed.wait();
+      }
+    }
   }
 
   /** Warm shutdown; a second call hands back whatever still runs, at once. */
@@ -320,6 +368,7 @@ export class QueueWorker {
   private async finish(): Promise<void> {
     if (this.state === "stopped") return;
     this.state = "stopped";
+    clearInterval(this.layoutTimer);
     clearTimeout(this.busyBeatTimer);
     clearTimeout(this.cordonTimer);
     await this.heartbeat.stop();
@@ -637,6 +686,7 @@ export class QueueWorker {
         slots: this.slots,
         busy: this.running.size,
         draining: this.state !== "running",
+        ...readerFields(),
         seen: Date.now(),
       })
       .catch(() => {});

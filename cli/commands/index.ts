@@ -20,6 +20,7 @@ const job = () => import("./job.ts");
 const dlq = () => import("./dlq.ts");
 const cancel = () => import("./cancel.ts");
 const flow = () => import("./flow.ts");
+const layout = () => import("./layout.ts");
 const promote = () => import("./promote.ts");
 const deleteJobs = () => import("./delete.ts");
 const pauseResume = () => import("./pause.ts");
@@ -78,6 +79,12 @@ export const COMMANDS: readonly CommandEntry[] = [
   flow cancel <id> [--pipeline P] [--json]   cancel every unfinished job of a flow (running ones at their next heartbeat)
   flow repair <id> [--pipeline P] [--json]   tell the dependents of flow jobs a worker of an earlier release ended`,
     load: byDefault(flow),
+  },
+  {
+    name: "layout",
+    synopsis: `  layout status <pipeline> [--json]       the layout in force, the newest every live worker, operator and API reads, each one's version
+  layout finalize <pipeline> [--json]     move the layout in force forward (exit 1: refused, naming the readers behind)`,
+    load: byDefault(layout),
   },
   {
     name: "promote",

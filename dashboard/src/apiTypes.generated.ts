@@ -2,7 +2,7 @@
 // The API's JSON replies: a shared shape by its name in the OpenAPI document, a route's
 // success reply as <operationId>Reply.
 
-/** Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs (invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, payload_too_large, contract_violation (422, with jobs: see ContractViolation), invalid_contract, unauthorized, forbidden, not_found, method_not_allowed, conflict, …), `field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, header.Last-Event-ID) or null. */
+/** Every 4xx and 5xx reply. `error` is the reason for a person, `code` is for programs (invalid_json, unknown_field, missing_field, invalid_field, too_many_items, body_too_large, payload_too_large, contract_violation (422, with jobs: see ContractViolation), invalid_contract, unauthorized, forbidden, not_found, method_not_allowed, conflict, layout_refused (409: the pipeline's layout in force is newer than this server writes), …), `field` the input at fault as <where>.<path> (body.jobs.3.priority, query.limit, path.queue, header.Last-Event-ID) or null. */
 export type Error = {
   error: string;
   code: string;
@@ -672,6 +672,27 @@ export type SearchReply = {
 /** every resource, by pipeline and name */
 export type ListResourcesReply = {
   resources: Resource[];
+};
+
+/** the layout in force and its live readers */
+export type PipelineLayoutReply = {
+  pipeline: string;
+  inForce: number;
+  firstVersion?: string;
+  finalizedAt?: number;
+  newestReadable: number;
+  readers: ({
+    kind: "worker" | "operator" | "api";
+    id: string;
+    version?: string;
+    layouts: {
+      min: number;
+      max: number;
+    };
+    queue?: string;
+    pod?: string;
+    seen: number;
+  })[];
 };
 
 /** WorkerPools and their status */

@@ -86,4 +86,7 @@ export interface PoolState {
   recordsOn?: string;
   /** The last contract compiled (publishContract), by hash: a contract compiles once, not per pass. */
   contractChecked?: { hash: string; error?: string };
+  /** When the layout step last looked at the pipeline's layout (finalizeLayoutStep), and what it decided. */
+  layoutCheckedAt?: number;
+  layoutWaiting?: string;
 }

@@ -98,6 +98,8 @@ export const Reason = {
   ContractPublished: "ContractPublished",
   /** spec.contract was removed: the contract this pool had published was deleted from the queue (Normal). */
   ContractDeleted: "ContractDeleted",
+  /** Every pod of every pool of the pipeline reads a newer layout: the operator moved the layout in force to it (Normal). */
+  LayoutFinalized: "LayoutFinalized",
 } as const;
 
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -179,6 +181,7 @@ export const EVENT_REASONS = [
   Reason.RecordsOn,
   Reason.ContractPublished,
   Reason.ContractDeleted,
+  Reason.LayoutFinalized,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

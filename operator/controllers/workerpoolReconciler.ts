@@ -4,7 +4,7 @@
 // reads and adds to the pass (the problems found, the result) and skips itself when what it
 // needs is missing. A new concern is a new step in that list. The pass is poolPass.ts; the steps
 // that are not structure (queue control, records, the contract) are modules of their own beside
-// this one (queueControlStep.ts, recordsStep.ts, contractStep.ts).
+// this one (queueControlStep.ts, recordsStep.ts, contractStep.ts, layoutStep.ts).
 //
 // Every replica observes (credentials, the backlog poll); only the leader acts.
 import { describeRedisUrl, type QueueCounts, type ResourceState } from "../../queue/index.ts";
@@ -24,6 +24,7 @@ import { publishContract } from "./contractStep.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import { effectiveRedisUrl, reconcileDeployment } from "./deployment.ts";
 import { reconcileHPA } from "./hpa.ts";
+import { finalizeLayoutStep } from "./layoutStep.ts";
 import { isControlledBy } from "./names.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import { PoolGauges } from "./poolGauges.ts";
@@ -108,6 +109,7 @@ export class WorkerPoolReconciler implements Reconciler {
     await this.observeScaling(pass);
     await this.ensureHPA(pass);
     await this.scale(pass);
+    await finalizeLayoutStep({ ...this.steps, pools: this.caches.pools }, pass);
     await this.announceProblems(pass);
     await this.updateStatus(pass);
     return pass.result;

@@ -18,6 +18,9 @@ import {
   type RedisClient,
   type ResourceState,
   type WorkerReport,
+  type FinalizeResult,
+  type LayoutInForce,
+  type LayoutStatus,
 } from "../../queue/index.ts";
 import { Doorbells } from "./doorbell.ts";
 import * as writes from "./poolWrites.ts";
@@ -244,6 +247,30 @@ export class BacklogPoller {
   async deleteContractOf(key: string, source: string): Promise<boolean | undefined> {
     const p = this.pools.get(key);
     return p ? writes.deleteContractOf(p, source, this.timeoutMs) : undefined;
+  }
+
+  /** The layout in force of the pool's pipeline; undefined when not polled. */
+  async layoutInForce(key: string): Promise<LayoutInForce | undefined> {
+    const p = this.pools.get(key);
+    return p ? writes.layoutInForce(p, this.timeoutMs) : undefined;
+  }
+
+  /** The pool's pipeline's layout and live readers; undefined when not polled. */
+  async pipelineLayout(key: string): Promise<LayoutStatus | undefined> {
+    const p = this.pools.get(key);
+    return p ? writes.pipelineLayout(p, this.timeoutMs) : undefined;
+  }
+
+  /** Finalize the pool's pipeline's layout; undefined when not polled. */
+  async finalizeLayout(key: string, by: string): Promise<FinalizeResult | undefined> {
+    const p = this.pools.get(key);
+    return p ? writes.finalizeLayout(p, by, this.timeoutMs) : undefined;
+  }
+
+  /** Report this operator as a reader of the layouts in the pool's Redis. */
+  async reportReader(key: string, id: string): Promise<void> {
+    const p = this.pools.get(key);
+    if (p) await writes.reportReader(p, id, this.timeoutMs);
   }
 
   /** Poll a pool now (e.g. right after it was created), without waiting for its interval. */

@@ -4,6 +4,12 @@
 // scaler. A write that changes what the sample shows updates the sample at once, so the next
 // reconcile does not write it again.
 import {
+  finalizeLayout as moveLayout,
+  layoutStatus,
+  pipelineOf,
+  readLayout,
+  readerFields,
+  READERS_KEY,
   QueueAdmin,
   QueueKeys,
   enableRecords as switchRecordsOn,
@@ -16,6 +22,9 @@ import {
   type ResourceKeySpec,
   type ResourceState,
   type QueueControlState,
+  type FinalizeResult,
+  type LayoutInForce,
+  type LayoutStatus,
   type WorkerReport,
 } from "../../queue/index.ts";
 import { withTimeout } from "./redisConnections.ts";
@@ -145,4 +154,28 @@ export async function deleteContractOf(p: PolledPool, source: string, timeoutMs:
   const setBy = await withTimeout(p.client.hget(k, "source"), timeoutMs, "contract");
   if (setBy !== source) return false;
   return (await withTimeout(p.client.del(k), timeoutMs, "contract")) > 0;
+}
+
+/** The layout in force of the pool's pipeline (one HGETALL). */
+export function layoutInForce(p: PolledPool, timeoutMs: number): Promise<LayoutInForce> {
+  return withTimeout(readLayout(p.client, pipelineOf(p.target.queue)), timeoutMs, "layout");
+}
+
+/** The pool's pipeline's layout and live readers (a SCAN for its queues' worker reports). */
+export function pipelineLayout(p: PolledPool, timeoutMs: number): Promise<LayoutStatus> {
+  return withTimeout(layoutStatus(p.client, pipelineOf(p.target.queue)), timeoutMs, "layout status");
+}
+
+/** Finalize the pool's pipeline's layout (refused, FinalizeRefusedError, while a live reader is behind). */
+export function finalizeLayout(p: PolledPool, by: string, timeoutMs: number): Promise<FinalizeResult> {
+  return withTimeout(moveLayout(p.client, pipelineOf(p.target.queue), { by }), timeoutMs, "layout finalize");
+}
+
+/** This operator's report as a reader of the layouts, in the pool's Redis. */
+export async function reportReader(p: PolledPool, id: string, timeoutMs: number): Promise<void> {
+  await withTimeout(
+    p.client.hset(READERS_KEY, id, JSON.stringify({ kind: "operator", ...readerFields(), seen: Date.now() })),
+    timeoutMs,
+    "layout reader report",
+  );
 }

@@ -200,6 +200,12 @@ describe("OpenAPI: every operation against a real server", () => {
       return (r.body.workers as unknown[]).length > 0 ? r : null;
     });
     expectStatus(workers, 200);
+    // The pipeline's layout: its worker among the readers (docs/protocol.md, The layout in force).
+    const layout = await waitFor("the worker among the layout's readers", async () => {
+      const r = await call("pipelineLayout", "/pipelines/docs/layout");
+      return (r.body.readers as { kind: string }[]).some((x) => x.kind === "worker") ? r : null;
+    });
+    expectStatus(layout, 200);
   });
 
   test("queue control: pause/resume, rate limit, schedules", async () => {
@@ -564,6 +570,7 @@ describe("OpenAPI: every operation against a real server", () => {
       group: "acme",
       namespace: "default",
       name: "x",
+      pipeline: "docs",
     };
     for (const r of ROUTES) {
       const path = r.path.replace(/\{(\w+)\}/g, (_, n: string) => sample[n]!);
@@ -722,6 +729,8 @@ describe("OpenAPI: every operation against a real server", () => {
     // Operations that name neither a queue nor a job: nothing for the allow-list to check.
     const queueFree = ["health", "metrics", "openapi", "session", "signIn", "signOut"];
     queueFree.push("listQueues", "search", "listPools", "poolDetail", "listResources", "audit");
+    // (a pipeline: served when one of its queues is; checked below)
+    queueFree.push("pipelineLayout");
     type Param = { name: string; in: string; required?: boolean };
     let walked = 0;
     for (const [id, { path, method, op }] of byId) {
@@ -777,6 +786,14 @@ describe("OpenAPI: every operation against a real server", () => {
       ).resources.map((r) => r.name);
     assert.ok((await listed(s.api.base)).includes("walled"));
     assert.ok(!(await listed(walled.base)).includes("walled"));
+    // A pipeline's layout likewise: the allow-list's pipeline only.
+    const layoutOf = async (pipeline: string) =>
+      (
+        await fetch(`${walled.base}/pipelines/${pipeline}/layout`, {
+          headers: { authorization: `Bearer ${s.token}` },
+        })
+      ).status;
+    assert.deepEqual([await layoutOf("docs"), await layoutOf("elsewhere")], [200, 404]);
   });
 
   test("every operation in the document was exercised", () => {

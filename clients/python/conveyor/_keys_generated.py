@@ -10,6 +10,8 @@ PIPELINES_KEY = f"{KEY_ROOT}:pipelines"
 QUEUES_KEY = f"{KEY_ROOT}:queues"
 # The pub/sub channel the operator leaves in a sleeping queue's doorbell.
 DOORBELL_CHANNEL_KEY = f"{KEY_ROOT}:doorbell"
+# Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`.
+READERS_KEY = f"{KEY_ROOT}:readers"
 
 
 class PipelineKeyLayout:
@@ -26,6 +28,8 @@ class PipelineKeyLayout:
         self.notify = f"{self.prefix}notify"
         # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).
         self.meta = f"{self.prefix}meta"
+        # The layout in force (a hash): `inForce` (absent: 1), `firstVersion` (the first release that reads it), `finalizedAt`, `finalizedBy`.
+        self.layout = f"{self.prefix}layout"
         # The sequence that orders jobs of equal priority.
         self.seq = f"{self.prefix}seq"
         # The counter that issues fencing tokens.

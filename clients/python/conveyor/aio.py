@@ -39,6 +39,7 @@ from .client import (
     _block_ms,
     _cancel_op,
     _Contracts,
+    _LayoutChecks,
     _counters_op,
     _enqueue_many_op,
     _events,
@@ -73,6 +74,7 @@ class AsyncClient:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._layouts = _LayoutChecks()
         self._contracts = _Contracts()
         self._scripts: Dict[str, _Script] = {}
 

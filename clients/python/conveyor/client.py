@@ -72,6 +72,68 @@ class ContractViolation(InvalidJobError):
         self.jobs = jobs
 
 
+class LayoutRefusedError(RuntimeError):
+    """The pipeline's layout in force is newer than this client reads: it refuses to write jobs a
+    reader would misread (docs/protocol.md, "The layout in force")."""
+
+    def __init__(self, pipeline: str, in_force: int, reads: Tuple[int, int], first_version: Optional[str]) -> None:
+        from . import __version__
+
+        span = str(reads[0]) if reads[0] == reads[1] else f"{reads[0]}..{reads[1]}"
+        super().__init__(
+            f"pipeline {pipeline} is on layout {in_force}; this Conveyor {__version__} reads layouts {span}: "
+            f"upgrade to {first_version or 'a newer release'} or later, which reads layout {in_force}"
+        )
+        self.pipeline = pipeline
+        self.in_force = in_force
+        self.reads = reads
+        self.first_version = first_version
+
+
+#: How long a client trusts the layout in force it read (a finalize is seen within it).
+LAYOUT_RECHECK_SECONDS = 30.0
+
+
+def readable_layouts(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
+    """The layouts this client reads: layout 1, or CONVEYOR_LAYOUTS (`<min>..<max>`, for upgrade tests)."""
+    raw = env.get("CONVEYOR_LAYOUTS", "")
+    if not raw:
+        return (1, 1)
+    m = re.fullmatch(r"(\d+)\.\.(\d+)", raw.strip())
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < int(m.group(1)):
+        raise ValueError(f"CONVEYOR_LAYOUTS must be <min>..<max> with 1 <= min <= max, got {raw!r}")
+    return (int(m.group(1)), int(m.group(2)))
+
+
+def _layout_refusal(pipeline: str, raw: Mapping[Any, Any]) -> Optional[LayoutRefusedError]:
+    fields = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()}
+    try:
+        in_force = int(fields.get("inForce") or 1)
+    except ValueError:
+        in_force = 1
+    reads = readable_layouts()
+    if in_force <= reads[1]:
+        return None
+    return LayoutRefusedError(pipeline, in_force, reads, fields.get("firstVersion") or None)
+
+
+class _LayoutChecks:
+    """When each pipeline's layout in force was last read."""
+
+    def __init__(self) -> None:
+        self.read_at: Dict[str, float] = {}
+
+    def due(self, pipeline: str) -> bool:
+        at = self.read_at.get(pipeline)
+        return at is None or time.monotonic() - at >= LAYOUT_RECHECK_SECONDS
+
+    def read(self, pipeline: str, raw: Mapping[Any, Any]) -> None:
+        refusal = _layout_refusal(pipeline, raw)
+        if refusal:
+            raise refusal
+        self.read_at[pipeline] = time.monotonic()
+
+
 class ContractChangedError(RuntimeError):
     """The queue's contract changed again while this call re-read it: nothing was enqueued; try again."""
 
@@ -885,6 +947,7 @@ class Client:
         self.refuse_json_strings = refuse_json_strings
         self._cluster = type(redis_client).__name__ == "RedisCluster"
         self._registered: Set[str] = set()
+        self._layouts = _LayoutChecks()
         self._contracts = _Contracts()
         self._scripts: Dict[str, _Script] = {}
 
@@ -1225,6 +1288,7 @@ def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]])
             if now is not None and now.hash == cached.hash:
                 raise refused
             _refuse(batch, now)
+    yield from _check_layout_op(client, batch.keys.pipeline)
     if batch.keys.queue not in client._registered:  # cvy:pipelines, cvy:queues: docs/protocol.md, once per process
         yield _admin.Call("sadd", (PIPELINES_KEY, batch.keys.pipeline))
         yield _admin.Call("sadd", (QUEUES_KEY, batch.keys.queue))
@@ -1248,6 +1312,12 @@ def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]])
                 _refuse(batch, (yield from _read_contract_op(client, queue)), start)
         out.extend(_enqueued(reply))
     return out
+
+
+def _check_layout_op(client: Any, pipeline: str) -> _admin.Op:
+    """Refuses (LayoutRefusedError) a pipeline whose layout in force this client cannot write; read every 30 s."""
+    if client._layouts.due(pipeline):
+        client._layouts.read(pipeline, (yield _admin.Call("hgetall", (PipelineKeys(pipeline).layout,))))
 
 
 def _read_contract_op(client: Any, queue: str) -> _admin.Op:
@@ -1286,6 +1356,7 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _
 
     yield from check(False)
     pk = PipelineKeys(pipeline)
+    yield from _check_layout_op(client, pipeline)
     for q in queues:
         if q not in client._registered:
             yield _admin.Call("sadd", (PIPELINES_KEY, pipeline))

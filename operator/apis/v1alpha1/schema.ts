@@ -254,6 +254,19 @@ export const specSchema = {
     template: templateSchema,
     contract: contractSchema,
     scaling: scalingSchema,
+    upgrade: {
+      type: "object",
+      default: {},
+      description: "Upgrades of Conveyor itself (docs/install.md, Upgrading).",
+      properties: {
+        autoFinalize: {
+          type: "boolean",
+          default: true,
+          description:
+            "Move the pipeline's layout in force forward (`conveyor layout finalize`) once every pod of every pool of the pipeline runs a version that reads the newer layout, with an Event LayoutFinalized. Off: a person runs `conveyor layout finalize`. Any pool of the pipeline with it off, or at zero pods, holds the pipeline's finalize.",
+        },
+      },
+    },
   },
 } as const satisfies JSONSchemaProps;
 

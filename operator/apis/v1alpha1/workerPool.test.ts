@@ -143,6 +143,7 @@ describe("WorkerPool API", () => {
         },
       ],
       replicas: 1,
+      upgrade: { autoFinalize: false },
       // (inline and configMapRef exclude each other: CEL, not the types; here for the paths)
       contract: {
         data: { type: "object" },

@@ -1,0 +1,341 @@
+// The layout in force per pipeline (docs/protocol.md, "Layout versions") against a real Redis:
+// workers report the layouts they read, `conveyor layout status|finalize`, finalize refused while
+// a reader is behind (a worker of the previous release among them), and a worker that meets a
+// layout newer than it reads refusing to work. CONVEYOR_LAYOUTS makes a process of this release
+// stand for a newer one (`1..2`) or an older one (`1..1`, what this release reads). The tests run
+// in order on one Redis: later ones use the pipelines earlier ones set up (`fresh`, `mix`).
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { startJobApi } from "../../api/server.ts";
+import { freePort } from "../support/ports.ts";
+import {
+  connectRedis,
+  LayoutRefusedError,
+  PipelineKeys,
+  Producer,
+  QueueAdmin,
+  READERS_KEY,
+  type LayoutStatus,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { stopProcess, waitFor } from "../support/processes.ts";
+import { RedisClusterServer, RedisServer } from "../support/redis.ts";
+import { previousRelease } from "../support/releases.ts";
+import {
+  CONVEYOR,
+  metricValue,
+  NODE,
+  RECORDING_HANDLER,
+  startWorker,
+  type Release,
+  type WorkerProcess,
+} from "../support/workers.ts";
+
+const NEWER = { CONVEYOR_LAYOUTS: "1..2" };
+
+describe("the layout in force", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let dir: string;
+  const workers: WorkerProcess[] = [];
+  before(async () => {
+    server = await RedisServer.start();
+    redis = connectRedis(server.url);
+    dir = mkdtempSync(join(tmpdir(), "cvy-layout-"));
+  });
+  after(async () => {
+    await Promise.all(workers.map((w) => stopProcess(w, 2000)));
+    redis.disconnect();
+    await server.stop();
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const cli = (env: Record<string, string>, ...args: string[]) =>
+    spawnSync(NODE, [CONVEYOR, "layout", ...args], {
+      env: { ...process.env, REDIS_URL: server.url, ...env },
+      encoding: "utf8",
+    });
+  const status = (pipeline: string) => {
+    const r = cli({}, "status", pipeline, "--json");
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout) as LayoutStatus;
+  };
+  const worker = async (
+    name: string,
+    queue: string,
+    env: Record<string, string> = {},
+    opts: { release?: Release; waitReady?: boolean } = {},
+  ) => {
+    const w = await startWorker({
+      dir,
+      name,
+      ...opts,
+      env: {
+        REDIS_URL: server.url,
+        CONVEYOR_QUEUE: queue,
+        CONVEYOR_HANDLER: RECORDING_HANDLER,
+        CONVEYOR_LEASE: "3s",
+        ...env,
+      },
+    });
+    workers.push(w);
+    return w;
+  };
+  const exitCode = async (w: WorkerProcess) =>
+    (
+      await waitFor(`worker ${w.logFile} exited`, async () =>
+        w.child.exitCode !== null ? { code: w.child.exitCode } : null,
+      )
+    ).code;
+  /** Until the pipeline's live readers are exactly these ids. */
+  const readersAre = (pipeline: string, ids: string[]) =>
+    waitFor(`readers of ${pipeline}: ${ids.join(", ")}`, async () => {
+      const s = status(pipeline);
+      return JSON.stringify(s.readers.map((r) => r.id).sort()) === JSON.stringify([...ids].sort()) ? s : null;
+    });
+
+  test("a pipeline nobody finalized is on layout 1; every worker reports its version and layouts", async () => {
+    const s0 = status("fresh");
+    assert.equal(s0.inForce, 1);
+    assert.deepEqual(s0.readers, []);
+    await worker("w-fresh", "fresh/a");
+    const s = await readersAre("fresh", ["w-fresh"]);
+    assert.equal(s.newestReadable, 1);
+    assert.equal(s.readers[0]!.kind, "worker");
+    assert.equal(s.readers[0]!.queue, "fresh/a");
+    assert.deepEqual(s.readers[0]!.layouts, { min: 1, max: 1 });
+    assert.match(s.readers[0]!.version!, /^\d+\.\d+\.\d+/);
+    const text = cli({}, "status", "fresh");
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /pipeline fresh: layout 1 in force; the newest every live reader reads: 1/);
+    assert.match(text.stdout, /worker +w-fresh \(fresh\/a\) +\S+ +reads 1/);
+    // What this release writes is in force already: nothing to move.
+    const fin = cli({}, "finalize", "fresh");
+    assert.equal(fin.status, 0, fin.stderr);
+    assert.match(fin.stdout, /layout 1 already in force/);
+  });
+
+  test("bad input: a clear error, exit 2", () => {
+    const r = cli({}, "status", "no/such");
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /invalid pipeline name "no\/such"/);
+    const u = cli({}, "frobnicate", "p");
+    assert.equal(u.status, 2);
+    assert.match(u.stderr, /unknown action "frobnicate"/);
+  });
+
+  test("finalize is refused naming a previous-release worker; once it is gone finalize moves on", async () => {
+    const previous = previousRelease();
+    await worker("w-new", "mix/a", NEWER);
+    const old = await worker("w-old", "mix/b", {}, { release: previous });
+    const s = await readersAre("mix", ["w-new", "w-old"]);
+    const oldReader = s.readers.find((r) => r.id === "w-old")!;
+    assert.equal(oldReader.version, undefined, "the previous release reports no layouts");
+    assert.deepEqual(oldReader.layouts, { min: 1, max: 1 });
+    assert.equal(s.newestReadable, 1);
+
+    const refused = cli(NEWER, "finalize", "mix");
+    assert.equal(refused.status, 1, refused.stdout);
+    assert.match(
+      refused.stderr,
+      /cannot finalize layout 2 for pipeline mix: 1 live reader\(s\) do not read it: worker w-old \(mix\/b\) \(a release before layouts\) reads 1/,
+    );
+    assert.doesNotMatch(refused.stderr, /w-new/);
+    assert.equal(status("mix").inForce, 1);
+
+    await stopProcess(old);
+    await readersAre("mix", ["w-new"]);
+    const fin = cli(NEWER, "finalize", "mix", "--json");
+    assert.equal(fin.status, 0, fin.stderr);
+    assert.deepEqual(JSON.parse(fin.stdout), { pipeline: "mix", from: 1, to: 2, moved: true });
+    const after = status("mix");
+    assert.equal(after.inForce, 2);
+    assert.equal(typeof after.finalizedAt, "number");
+
+    // A producer that reads layout 1 only refuses to write into it, naming the layout.
+    await assert.rejects(
+      new Producer(redis).enqueue("mix/a", 1),
+      (err: unknown) =>
+        err instanceof LayoutRefusedError &&
+        /pipeline mix is on layout 2; .* reads layouts 1: upgrade to \S+ or later/.test(err.message),
+    );
+  });
+
+  test("a worker that does not read the layout in force refuses at start: exit 1 naming layout, pipeline and version; no job claimed", async () => {
+    await redis.hset(new PipelineKeys("ahead").layout, { inForce: "2", firstVersion: "9.9.0" });
+    const producer = new Producer(redis);
+    // (a producer of a newer release wrote this job)
+    process.env.CONVEYOR_LAYOUTS = "1..2";
+    try {
+      await producer.enqueue("ahead/a", { i: 1 });
+    } finally {
+      delete process.env.CONVEYOR_LAYOUTS;
+    }
+    const w = await worker("w-behind", "ahead/a", {}, { waitReady: false });
+    assert.equal(await exitCode(w), 1);
+    assert.match(
+      w.logs(),
+      /conveyor worker: pipeline ahead is on layout 2; this Conveyor \S+ reads layouts 1: upgrade to 9\.9\.0 or later, which reads layout 2/,
+    );
+    const c = await new QueueAdmin(redis).counts("ahead/a");
+    assert.equal(c.ready, 1, "the job waits for a worker that reads it");
+    assert.equal(c.dead, 0);
+    assert.equal(c.inflight, 0);
+  });
+
+  test("a running worker that meets a newer layout stops claiming, turns unready with the reason, drains and exits 1", async () => {
+    const flag = join(dir, "release-held");
+    const producer = new Producer(redis);
+    await producer.enqueue("later/a", { untilFile: flag });
+    const w = await worker("w-running", "later/a");
+    await waitFor(
+      "the held job running",
+      async () => (await new QueueAdmin(redis).counts("later/a")).inflight === 1,
+      15_000,
+    );
+    // (the layout moves past this worker without it: a finalize that missed its report)
+    await redis.hset(new PipelineKeys("later").layout, { inForce: "2", firstVersion: "9.9.0" });
+    const reason = await waitFor("the worker unready", async () => {
+      const r = await fetch(`http://127.0.0.1:${w.port}/readyz`);
+      return r.status === 503 ? r.text() : null;
+    });
+    assert.match(reason, /pipeline later is on layout 2; .* upgrade to 9\.9\.0 or later/);
+    assert.equal(metricValue(await w.metrics(), "conveyor_worker_layout_refused", { queue: "later/a" }), 2);
+    writeFileSync(flag, "");
+    assert.equal(await exitCode(w), 1);
+    const c = await new QueueAdmin(redis).counts("later/a");
+    assert.equal(c.completed, 1, "the job it held finished");
+    assert.equal(c.dead, 0);
+  });
+
+  test("GET /pipelines/{p}/layout: the layout in force and every live reader, the API among them; bad input is a 400, an unserved pipeline a 404", async () => {
+    // A reader killed two days ago (its report left behind) and one gone two minutes ago.
+    const now = Date.now();
+    await redis.hset(READERS_KEY, {
+      "api:gone:1": JSON.stringify({
+        kind: "api",
+        version: "0.1.0",
+        layouts: [1, 1],
+        seen: now - 2 * 86_400_000,
+      }),
+      "api:gone:2": JSON.stringify({ kind: "api", version: "0.1.0", layouts: [1, 1], seen: now - 120_000 }),
+    });
+    const api = await startJobApi({
+      redis,
+      port: await freePort(),
+      host: "127.0.0.1",
+      dashboardDir: null,
+      resourceSampleMs: 0,
+    });
+    const port = (api.address() as AddressInfo).port;
+    const get = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${port}${path}`, init);
+    try {
+      const body = await waitFor("the API among the readers", async () => {
+        const r = await get("/pipelines/fresh/layout");
+        assert.equal(r.status, 200);
+        const b = (await r.json()) as LayoutStatus;
+        return b.readers.some((x) => x.kind === "api") ? b : null;
+      });
+      assert.deepEqual(
+        body.readers.filter((x) => x.id.startsWith("api:gone")),
+        [],
+        "a reader whose report is over a minute old has gone",
+      );
+      assert.deepEqual(
+        (await redis.hkeys(READERS_KEY)).filter((id) => id.startsWith("api:gone")),
+        ["api:gone:2"],
+        "a report a day old is deleted when a reader starts",
+      );
+      assert.equal(body.pipeline, "fresh");
+      assert.equal(body.inForce, 1);
+      assert.deepEqual(body.readers.find((x) => x.kind === "api")!.layouts, { min: 1, max: 1 });
+      assert.ok(body.readers.some((x) => x.id === "w-fresh" && x.kind === "worker"));
+      const bad = await get("/pipelines/a.b%2Fc/layout");
+      assert.equal(bad.status, 400);
+      assert.match(((await bad.json()) as { field: string }).field, /path\.pipeline/);
+      // The layout moved past this server: its enqueue is refused with the reason, not a 500.
+      const refused = await get("/queues/mix%2Fa/jobs", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ data: 1 }),
+      });
+      const e = (await refused.json()) as { code: string; error: string };
+      assert.equal(refused.status, 409, JSON.stringify(e));
+      assert.equal(e.code, "layout_refused");
+      assert.match(e.error, /pipeline mix is on layout 2/);
+    } finally {
+      await new Promise((resolve) => api.close(resolve));
+    }
+    const limited = await startJobApi({
+      redis,
+      port: await freePort(),
+      host: "127.0.0.1",
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      queues: ["fresh/a"],
+    });
+    try {
+      const r = await fetch(
+        `http://127.0.0.1:${(limited.address() as AddressInfo).port}/pipelines/mix/layout`,
+      );
+      assert.equal(r.status, 404);
+    } finally {
+      await new Promise((resolve) => limited.close(resolve));
+    }
+  });
+});
+
+describe("the layout in force on a Redis Cluster", () => {
+  let server: RedisClusterServer;
+  let dir: string;
+  let w: WorkerProcess | undefined;
+  before(async () => {
+    server = await RedisClusterServer.start(3);
+    dir = mkdtempSync(join(tmpdir(), "cvy-layout-cluster-"));
+  });
+  after(async () => {
+    if (w) await stopProcess(w, 2000);
+    await server.stop();
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("status finds the pipeline's workers on whichever master holds its slot; finalize and refusal as on one Redis", async () => {
+    const cli = (env: Record<string, string>, ...args: string[]) =>
+      spawnSync(NODE, [CONVEYOR, "layout", ...args], {
+        env: { ...process.env, REDIS_URL: server.url, ...env },
+        encoding: "utf8",
+      });
+    w = await startWorker({
+      dir,
+      name: "w-cl",
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
+    const s = await waitFor("the worker listed", async () => {
+      const r = cli({}, "status", "cl", "--json");
+      assert.equal(r.status, 0, r.stderr);
+      const st = JSON.parse(r.stdout) as LayoutStatus;
+      return st.readers.some((x) => x.id === "w-cl") ? st : null;
+    });
+    assert.equal(s.inForce, 1);
+    const refused = cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl");
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /worker w-cl \(cl\/a\) \S+ reads 1/);
+    await stopProcess(w);
+    w = undefined;
+    await waitFor("finalized", async () => cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl").status === 0);
+    const late = await startWorker({
+      dir,
+      name: "w-cl-late",
+      waitReady: false,
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+    });
+    await waitFor("the late worker exited", async () => (late.child.exitCode !== null ? true : null));
+    assert.equal(late.child.exitCode, 1);
+    assert.match(late.logs(), /pipeline cl is on layout 2/);
+  });
+});
