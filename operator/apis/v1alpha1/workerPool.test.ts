@@ -187,6 +187,12 @@ describe("WorkerPool API", () => {
         },
         paused: false,
       },
+      rollout: {
+        canary: {
+          steps: [{ weight: 10, holdSeconds: 300 }],
+          analysis: { minJobs: 200, maxFailureRatio: 2, maxFailureRate: 0.05, maxP95Ratio: 2 },
+        },
+      },
     };
     const objectPaths = new Set<string>();
     const walk = (v: unknown, prefix: string) => {
