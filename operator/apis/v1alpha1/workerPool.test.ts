@@ -37,7 +37,7 @@ describe("WorkerPool API", () => {
     assert.equal(v.subresources.scale.specReplicasPath, ".spec.replicas");
     assert.deepEqual(
       v.additionalPrinterColumns.filter((c) => !("priority" in c)).map((c) => c.name),
-      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Control", "Age"],
+      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Control", "Rollout", "Age"],
     );
   });
 
