@@ -35,3 +35,4 @@ export { enableTracing, tracingActive } from "../lib/tracingSwitch.ts";
 export * from "./contracts.ts";
 export * from "./flows.ts";
 export * from "./waiter.ts";
+export * from "./versions.ts";
