@@ -52,6 +52,8 @@ export interface PoolPass {
   pauseSeenByPoll: boolean;
   /** status.contract as this pass leaves it: null none, undefined as stored. */
   contract?: WorkerPoolStatus["contract"] | null;
+  /** status.rollout as this pass leaves it: null none, undefined as stored. */
+  rollout?: WorkerPoolStatus["rollout"] | null;
   /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
   scale?: ScaleInput;
   seen?: ScaleObservation;

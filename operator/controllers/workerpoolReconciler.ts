@@ -33,6 +33,7 @@ import { applyQueueControl } from "./queueControlStep.ts";
 import { Reason } from "./reasons.ts";
 import { switchRecordsOn } from "./recordsStep.ts";
 import { SecretReader } from "./secretReader.ts";
+import { RolloutStep } from "../rollout/step.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
 
@@ -62,6 +63,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private readonly gauges: PoolGauges;
   /** What the steps in their own modules (queue control, records, the contract) use. */
   private readonly steps: StepDeps;
+  private readonly rollout: RolloutStep;
 
   constructor(deps: {
     ctx: ReconcileContext;
@@ -82,6 +84,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.scaler = new Scaler(deps.ctx, deps.poller, deps.metrics);
     this.gauges = new PoolGauges(deps.metrics);
     this.steps = { ctx: deps.ctx, poller: deps.poller, gauges: this.gauges, configMaps: deps.configMaps };
+    this.rollout = new RolloutStep(deps.ctx, deps.poller, deps.caches.deployments);
   }
 
   /** One reconcile of a pool, inside a `reconcile WorkerPool` span while tracing. */
@@ -227,11 +230,26 @@ export class WorkerPoolReconciler implements Reconciler {
       });
       return;
     }
+    // (with spec.rollout, a new template goes to a canary first: the stable Deployment keeps its own)
+    const plan = this.rollout.plan(pass, pass.deployment);
     await this.reportingUserErrors(pass, "Deployment", async () => {
       const backlog = pass.counts?.backlog;
-      pass.deployment = await reconcileDeployment(this.ctx, key, pool, pass.spec!, pass.deployment, backlog);
+      if (!plan || plan.applyStable || !pass.deployment)
+        pass.deployment = await reconcileDeployment(
+          this.ctx,
+          key,
+          pool,
+          pass.spec!,
+          pass.deployment,
+          backlog,
+          {
+            version: plan?.stableVersion ?? plan?.status?.stableHash,
+          },
+        );
       pass.ownsDeployment = true;
     });
+    if (pass.ownsDeployment)
+      await this.reportingUserErrors(pass, "canary Deployment", () => this.rollout.run(pass, plan));
   }
 
   /** Scaling's input for this pass, once our Deployment is applied, and the workers' reports. */
@@ -309,6 +327,7 @@ export class WorkerPoolReconciler implements Reconciler {
       scaleInHeld: scaleInHeldMessage(pass.state),
       ...(pass.spec ? { maxReplicas: maxReplicasOf(pass) } : {}),
       contract: pass.contract,
+      rollout: pass.rollout,
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }
