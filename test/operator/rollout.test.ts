@@ -1,0 +1,335 @@
+// Canary rollouts (spec.rollout, docs/rollouts.md) on a real control plane (ReplicaSet controller,
+// scheduler, kwok node) with a real `conveyor worker` process per pod (test/support/podRunner.ts):
+// a template change runs as `<pool>-canary` beside the stable Deployment and is judged on both
+// versions' jobs. A good version is promoted through every step with every job run once; a bad
+// one (its pods fail 30 % of attempts: the recording handler's FAIL_PERCENT) is rolled back in its
+// first step with no job dead-lettered; a rollout survives an operator restart and is finished by
+// `conveyor rollout promote`.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
+import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
+import type { Deployment } from "../../operator/controllers/objects.ts";
+import { KubeClient } from "../../operator/kube/client.ts";
+import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { ControlPlane } from "../support/controlplane.ts";
+import {
+  isLeader,
+  operatorLog,
+  startOperator,
+  workerPoolEvents,
+  type OperatorProcess,
+} from "../support/operator.ts";
+import { PodRunner } from "../support/podRunner.ts";
+import { pollUntil } from "../support/poll.ts";
+import { stopProcess } from "../support/processes.ts";
+import { RedisServer } from "../support/redis.ts";
+import { CONVEYOR, NODE, RECORDING_HANDLER } from "../support/workers.ts";
+
+/** `conveyor <args>`: its exit code and output. */
+function runConveyor(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    execFile(NODE, [CONVEYOR, ...args], { timeout: 60_000 }, (err, stdout, stderr) =>
+      res({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const ROOT = join(import.meta.dirname, "../..");
+const LONG = 240_000;
+
+describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
+  let cp: ControlPlane;
+  let k: KubeClient;
+  let redis: RedisServer;
+  let r: RedisClient;
+  let op: OperatorProcess;
+  let runner: PodRunner;
+  let dir: string;
+
+  const getPool = (name: string) =>
+    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
+  const deployment = (name: string) =>
+    k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name }));
+  const executions = () =>
+    existsSync(join(dir, "executions.ndjson"))
+      ? readFileSync(join(dir, "executions.ndjson"), "utf8")
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { q: string; id: string; attempt: number })
+      : [];
+  const diagnose = async (name: string) => {
+    const pool = await getPool(name);
+    const lines = operatorLog(op)
+      .split("\n")
+      .filter((l) => l.includes(`default/${name}`) && !l.includes("writing status"))
+      .slice(-20);
+    return `status.rollout ${JSON.stringify(pool?.status?.rollout)}\npods ${runner.running.map((p) => p.name).join(" ")}\noperator:\n${lines.join("\n")}`;
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "cvy-rollout-"));
+    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true });
+    k = new KubeClient(cp.kubeConfig());
+    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
+    await cp.waitForCrd("workerpools.conveyor.dev");
+    redis = await RedisServer.start();
+    r = connectRedis(redis.url);
+    op = await startOperator(cp, "rollout", ["--metrics-api=false"]);
+    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
+    runner = new PodRunner(cp.kubeConfig(), {
+      namespace: "default",
+      labelSelector: "conveyor.dev/workerpool",
+      dir,
+      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+    });
+    runner.start();
+  });
+  after(async () => {
+    await runner?.stop();
+    r?.disconnect();
+    if (op) await stopProcess(op.proc, 10_000);
+    await redis?.stop();
+    await cp?.stop();
+    if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Two stable pods of 4 slots; the template's env makes the version (and FAIL_PERCENT a bad one). */
+  const applyPool = (
+    name: string,
+    env: Record<string, string>,
+    steps: { weight: number; holdSeconds: number }[],
+    minJobs = 15,
+  ) =>
+    cp.apply(
+      JSON.stringify({
+        apiVersion: "conveyor.dev/v1alpha1",
+        kind: "WorkerPool",
+        metadata: { name, namespace: "default" },
+        spec: {
+          queue: `${name}/work`,
+          redis: { url: redis.url },
+          handler: { module: RECORDING_HANDLER.slice("module:".length) },
+          concurrency: 4,
+          maxJobSeconds: 60,
+          drainSeconds: 5,
+          replicas: 2,
+          scaling: { pollSeconds: 1 },
+          template: { env: Object.entries(env).map(([n, value]) => ({ name: n, value })) },
+          rollout: {
+            canary: {
+              steps,
+              analysis: { minJobs, maxFailureRate: 0.1, maxFailureRatio: 3, maxP95Ratio: 50 },
+            },
+          },
+        },
+      }),
+      "--server-side",
+      "--field-manager=tester",
+      "--force-conflicts",
+    );
+
+  /** Enqueues 8 short jobs every 250 ms until stopped; the ids it enqueued. */
+  const feed = (queue: string) => {
+    const producer = new Producer(r);
+    const ids: string[] = [];
+    let stopped = false;
+    let n = 0;
+    const done = (async () => {
+      while (!stopped) {
+        const batch = Array.from({ length: 8 }, () => ({
+          id: `j-${n++}`,
+          data: { sleepMs: 20 },
+          attempts: 5,
+        }));
+        await producer.enqueueMany(queue, batch);
+        ids.push(...batch.map((b) => b.id));
+        await new Promise((res) => setTimeout(res, 250));
+      }
+    })();
+    return {
+      ids,
+      stop: async () => {
+        stopped = true;
+        await done;
+      },
+    };
+  };
+
+  /** Every fed job finished: completed or dead. */
+  const drained = async (queue: string, total: number) => {
+    const admin = new QueueAdmin(r);
+    await pollUntil(
+      `${total} jobs of ${queue} finished`,
+      async () => {
+        const c = await admin.counts(queue);
+        return c.completed + c.dead === total && c.inflight === 0 && c.ready === 0 && c.delayed === 0
+          ? c
+          : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250 },
+    );
+    return admin.counts(queue);
+  };
+
+  const stableReady = (name: string) =>
+    pollUntil(
+      `${name}: 2 stable pods running, the stable version recorded`,
+      async () => {
+        const pool = await getPool(name);
+        return pool?.status?.rollout?.stableHash &&
+          runner.running.filter((p) => p.name.startsWith(`${name}-`)).length >= 2
+          ? pool.status.rollout.stableHash
+          : undefined;
+      },
+      { timeoutMs: LONG, onTimeout: () => diagnose(name) },
+    );
+
+  it("a good version is promoted through every step; every job runs once", async () => {
+    const name = "good";
+    const queue = `${name}/work`;
+    const steps = [
+      { weight: 30, holdSeconds: 2 },
+      { weight: 60, holdSeconds: 2 },
+    ];
+    await applyPool(name, { VERSION_TAG: "v1" }, steps);
+    const v1 = await stableReady(name);
+    const feeder = feed(queue);
+    await applyPool(name, { VERSION_TAG: "v2" }, steps);
+    const seenSteps = new Set<number>();
+    const promoted = await pollUntil(
+      "the canary promoted",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        if (ro?.phase === "Progressing") seenSteps.add(ro.step ?? 0);
+        assert.notEqual(ro?.phase, "RolledBack", ro?.message);
+        return ro?.phase === "Promoted" && ro.stableHash !== v1 ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    await feeder.stop();
+    assert.deepEqual([...seenSteps].sort(), [0, 1]);
+    assert.match(promoted.message ?? "", /promoted after 2 step\(s\)/);
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0);
+    const runs = new Map<string, number>();
+    for (const e of executions().filter((e) => e.q === queue)) runs.set(e.id, (runs.get(e.id) ?? 0) + 1);
+    assert.equal(runs.size, feeder.ids.length, "every job ran");
+    assert.deepEqual(
+      [...runs].filter(([, n]) => n > 1),
+      [],
+      "no job ran twice",
+    );
+    const stable = await deployment(name);
+    assert.equal(stable?.metadata.annotations?.["conveyor.dev/template-version"], promoted.stableHash);
+    await pollUntil("the canary Deployment removed", async () => !(await deployment(`${name}-canary`)), {
+      timeoutMs: LONG,
+    });
+    const reasons = (await workerPoolEvents(k, "default", name)).map((e) => e.reason);
+    for (const r of ["RolloutStarted", "RolloutStepPassed", "RolloutPromoted"])
+      assert.ok(reasons.includes(r), r);
+  });
+
+  it("a version failing 30% of attempts is rolled back in its first step; no job is dead-lettered", async () => {
+    const name = "bad";
+    const queue = `${name}/work`;
+    const steps = [
+      { weight: 30, holdSeconds: 2 },
+      { weight: 60, holdSeconds: 2 },
+    ];
+    await applyPool(name, { VERSION_TAG: "v1" }, steps, 30);
+    await stableReady(name);
+    const feeder = feed(queue);
+    await applyPool(name, { VERSION_TAG: "v2", FAIL_PERCENT: "30" }, steps, 30);
+    const rolledBack = await pollUntil(
+      "the canary rolled back",
+      async () => {
+        const pool = await getPool(name);
+        const ro = pool?.status?.rollout;
+        assert.notEqual(ro?.phase, "Promoted");
+        return ro?.phase === "RolledBack" ? pool : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    const ro = rolledBack.status!.rollout!;
+    assert.equal(ro.step, 0, "rolled back in its first step");
+    assert.match(
+      ro.message ?? "",
+      /rolled back at step 1 \(30%\): canary failure rate .* above maxFailureRate 10\.0%/,
+    );
+    const cond = rolledBack.status!.conditions!.find((c) => c.type === "RolledBack");
+    assert.equal(cond?.status, "True");
+    assert.equal(cond?.reason, "RolledBack");
+    const event = (await workerPoolEvents(k, "default", name)).find((e) => e.reason === "RolledBack");
+    assert.equal(event?.type, "Warning");
+    assert.match(event?.message ?? "", /canary \d+\/\d+ failed/);
+    await pollUntil(
+      "the canary at 0 replicas",
+      async () => (await deployment(`${name}-canary`))?.spec?.replicas === 0,
+      {
+        timeoutMs: LONG,
+      },
+    );
+    // the stable Deployment kept its template; the jobs the canary failed were retried there
+    await new Promise((res) => setTimeout(res, 1500));
+    await feeder.stop();
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0, "no job dead-lettered");
+  });
+
+  it("a rollout survives an operator restart and is finished by conveyor rollout promote", async () => {
+    const name = "resume";
+    const queue = `${name}/work`;
+    const steps = [
+      { weight: 30, holdSeconds: 1 },
+      { weight: 60, holdSeconds: 3600 },
+    ];
+    await applyPool(name, { VERSION_TAG: "v1" }, steps, 10);
+    await stableReady(name);
+    const feeder = feed(queue);
+    await applyPool(name, { VERSION_TAG: "v2" }, steps, 10);
+    const before = await pollUntil(
+      "the rollout at step 2",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "Progressing" && ro.step === 1 ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    await stopProcess(op.proc, 10_000);
+    op = await startOperator(cp, "rollout", ["--metrics-api=false"]);
+    await pollUntil("the operator leads again", () => isLeader(op), { timeoutMs: LONG });
+    // the new process carries on with the same rollout (its step and start) from the status
+    await pollUntil(
+      "the restarted operator judging the same step",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.message !== before.message && ro?.phase === "Progressing" ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    const resumed = (await getPool(name))!.status!.rollout!;
+    assert.equal(resumed.step, 1);
+    assert.equal(resumed.startedAt, before.startedAt);
+    assert.equal(resumed.canaryHash, before.canaryHash);
+    const cli = await runConveyor(["rollout", "promote", name, `--kubeconfig=${cp.kubeconfigPath}`]);
+    assert.equal(cli.code, 0, cli.stderr);
+    await pollUntil(
+      "promoted by the CLI",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "Promoted" && ro.stableHash === before.canaryHash ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    const status = await runConveyor(["rollout", "status", name, `--kubeconfig=${cp.kubeconfigPath}`]);
+    assert.match(status.stdout, /promoted/);
+    await feeder.stop();
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0);
+  });
+});
