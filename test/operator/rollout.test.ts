@@ -104,6 +104,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     env: Record<string, string>,
     steps: { weight: number; holdSeconds: number }[],
     minJobs = 15,
+    maxP95Ratio = 50,
   ) =>
     cp.apply(
       JSON.stringify({
@@ -123,7 +124,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
           rollout: {
             canary: {
               steps,
-              analysis: { minJobs, maxFailureRate: 0.1, maxFailureRatio: 3, maxP95Ratio: 50 },
+              analysis: { minJobs, maxFailureRate: 0.1, maxFailureRatio: 3, maxP95Ratio },
             },
           },
         },
@@ -133,8 +134,8 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       "--force-conflicts",
     );
 
-  /** Enqueues 8 short jobs every 250 ms until stopped; the ids it enqueued. */
-  const feed = (queue: string) => {
+  /** Enqueues 8 jobs of `sleepMs` every 250 ms until stopped; the ids it enqueued. */
+  const feed = (queue: string, sleepMs = 20) => {
     const producer = new Producer(r);
     const ids: string[] = [];
     let stopped = false;
@@ -206,11 +207,13 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       async () => {
         const ro = (await getPool(name))?.status?.rollout;
         if (ro?.phase === "Progressing") seenSteps.add(ro.step ?? 0);
-        assert.notEqual(ro?.phase, "RolledBack", ro?.message);
-        return ro?.phase === "Promoted" && ro.stableHash !== v1 ? ro : undefined;
+        return ro?.phase === "RolledBack" || (ro?.phase === "Promoted" && ro.stableHash !== v1)
+          ? ro
+          : undefined;
       },
       { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
     );
+    assert.equal(promoted.phase, "Promoted", promoted.message);
     await feeder.stop();
     assert.deepEqual([...seenSteps].sort(), [0, 1]);
     assert.match(promoted.message ?? "", /promoted after 2 step\(s\)/);
@@ -250,12 +253,12 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       async () => {
         const pool = await getPool(name);
         const ro = pool?.status?.rollout;
-        assert.notEqual(ro?.phase, "Promoted");
-        return ro?.phase === "RolledBack" ? pool : undefined;
+        return ro?.phase === "RolledBack" || (ro?.phase === "Promoted" && ro.canaryHash) ? pool : undefined;
       },
       { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
     );
     const ro = rolledBack.status!.rollout!;
+    assert.equal(ro.phase, "RolledBack", ro.message);
     assert.equal(ro.step, 0, "rolled back in its first step");
     assert.match(
       ro.message ?? "",
@@ -279,6 +282,100 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     await feeder.stop();
     const counts = await drained(queue, feeder.ids.length);
     assert.equal(counts.dead, 0, "no job dead-lettered");
+  });
+
+  it("a version whose jobs take 8× as long is rolled back by maxP95Ratio", async () => {
+    const name = "slow";
+    const queue = `${name}/work`;
+    const steps = [{ weight: 50, holdSeconds: 2 }];
+    await applyPool(name, { VERSION_TAG: "v1" }, steps, 20, 2);
+    await stableReady(name);
+    // (100 ms against 800 ms: a loaded machine's scheduling noise stays well inside the ratio)
+    const feeder = feed(queue, 100);
+    await applyPool(name, { VERSION_TAG: "v2", SLOW_FACTOR: "8" }, steps, 20, 2);
+    const ro = await pollUntil(
+      "the slow canary rolled back",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "RolledBack" || (ro?.phase === "Promoted" && ro.canaryHash) ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    assert.equal(ro.phase, "RolledBack", ro.message);
+    assert.match(ro.message ?? "", /canary p95 [\d.]+× stable's, above maxP95Ratio 2/);
+    await feeder.stop();
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0);
+  });
+
+  it("a template changed again during a rollout starts over from the stable version; conveyor rollout abort stops it", async () => {
+    const name = "again";
+    const queue = `${name}/work`;
+    const steps = [{ weight: 30, holdSeconds: 3600 }];
+    await applyPool(name, { VERSION_TAG: "v1" }, steps, 10);
+    const v1 = await stableReady(name);
+    const feeder = feed(queue);
+    await applyPool(name, { VERSION_TAG: "v2" }, steps, 10);
+    const first = await pollUntil(
+      "the rollout of v2 judged",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "Progressing" && ro.baseline ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    await applyPool(name, { VERSION_TAG: "v3" }, steps, 10);
+    const second = await pollUntil(
+      "the rollout of v3 started over",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "Progressing" && ro.canaryHash !== first.canaryHash ? ro : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    assert.equal(second.stableHash, v1);
+    assert.equal(second.step, 0);
+    const canary = await pollUntil(
+      "the canary Deployment on v3",
+      async () => {
+        const d = await deployment(`${name}-canary`);
+        return d?.metadata.annotations?.["conveyor.dev/template-version"] === second.canaryHash
+          ? d
+          : undefined;
+      },
+      { timeoutMs: LONG },
+    );
+    assert.ok((canary.spec?.replicas ?? 0) >= 1);
+    const started = (await workerPoolEvents(k, "default", name)).filter((e) => e.reason === "RolloutStarted");
+    assert.ok(
+      started.some((e) => /starts over/.test(e.message)),
+      started.map((e) => e.message).join("\n"),
+    );
+    const cli = await runConveyor(["rollout", "abort", name, `--kubeconfig=${cp.kubeconfigPath}`]);
+    assert.equal(cli.code, 0, cli.stderr);
+    const aborted = await pollUntil(
+      "aborted by the CLI",
+      async () => {
+        const pool = await getPool(name);
+        return pool?.status?.rollout?.phase === "Aborted" ? pool : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    assert.equal(aborted.status!.conditions!.find((c) => c.type === "RolledBack")?.reason, "RolloutAborted");
+    await pollUntil(
+      "the canary at 0 replicas",
+      async () => (await deployment(`${name}-canary`))?.spec?.replicas === 0,
+      {
+        timeoutMs: LONG,
+      },
+    );
+    // (a second abort: nothing in progress, a clear refusal)
+    const again = await runConveyor(["rollout", "abort", name, `--kubeconfig=${cp.kubeconfigPath}`]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /has no rollout in progress \(Aborted\)/);
+    await feeder.stop();
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0);
   });
 
   it("a rollout survives an operator restart and is finished by conveyor rollout promote", async () => {
