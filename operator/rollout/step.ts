@@ -135,6 +135,11 @@ export class RolloutStep {
     if (plan.started) await this.ctx.events.record(pool, "Normal", Reason.RolloutStarted, plan.started);
     if (status?.phase === "Progressing") status = await this.judgeStep(pass, status);
     pass.rollout = status;
+    const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
+    this.ctx.metrics.rolloutWeight.set(labels, status?.phase === "Progressing" ? (status.weight ?? 0) : 0);
+    if (status?.phase !== "Progressing")
+      for (const version of ["stable", "canary"])
+        this.ctx.metrics.rolloutFailureRate.remove({ ...labels, version });
     if (status?.phase === "Progressing") {
       const stableReplicas = pass.deployment?.spec?.replicas ?? 0;
       const want = canaryReplicas(stableReplicas, status.weight ?? 0);
@@ -172,6 +177,7 @@ export class RolloutStep {
         stepStartedAt: rfc3339(pass.now),
       };
     const action = pass.pool.metadata.annotations?.[ROLLOUT_ACTION_ANNOTATION];
+    const labels = { namespace: pass.pool.metadata.namespace, workerpool: pass.pool.metadata.name };
     const step = canary.steps[status.step ?? 0]!;
     const j = judge({
       stable: countersSince(stableNow, countersFromFields(status.baseline.stable)),
@@ -181,6 +187,8 @@ export class RolloutStep {
       holdMs: (step.holdSeconds ?? 0) * 1000,
       stableIdle: (pass.deployment?.spec?.replicas ?? 0) === 0,
     });
+    this.ctx.metrics.rolloutFailureRate.set({ ...labels, version: "stable" }, j.stable.failureRate);
+    this.ctx.metrics.rolloutFailureRate.set({ ...labels, version: "canary" }, j.canary.failureRate);
     if (action === `abort:${status.canaryHash}`) return this.rollBack(pass, status, j, "Aborted");
     if (action === `promote:${status.canaryHash}`)
       return this.promote(pass, status, j, "by conveyor rollout promote");

@@ -20,7 +20,9 @@ import { ControlPlane } from "../support/controlplane.ts";
 import {
   isLeader,
   operatorLog,
+  scrapeOperator,
   startOperator,
+  sumSeries,
   workerPoolEvents,
   type OperatorProcess,
 } from "../support/operator.ts";
@@ -346,6 +348,22 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       { timeoutMs: LONG },
     );
     assert.ok((canary.spec?.replicas ?? 0) >= 1);
+    await pollUntil(
+      "the rollout's metrics",
+      async () => {
+        const m = await scrapeOperator(op);
+        return (
+          sumSeries(m, "conveyor_operator_pool_rollout_canary_weight", /workerpool="again"/) === 30 &&
+          [...m.keys()].some(
+            (k) =>
+              k.startsWith("conveyor_operator_pool_rollout_failure_rate{") &&
+              k.includes('workerpool="again"') &&
+              k.includes('version="canary"'),
+          )
+        );
+      },
+      { timeoutMs: LONG },
+    );
     const started = (await workerPoolEvents(k, "default", name)).filter((e) => e.reason === "RolloutStarted");
     assert.ok(
       started.some((e) => /starts over/.test(e.message)),
