@@ -359,7 +359,7 @@ export async function reconcileDeployment(
       live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash
         ? ["spec"]
         : subsetDiff(desired, live).slice(0, 10);
-    ctx.log.info({ pool: key, changed }, "updating worker Deployment");
+    ctx.log.info({ pool: key, name: desired.metadata.name, changed }, "updating worker Deployment");
   } else {
     replicas = variant.replicas ?? initialReplicas(spec, backlog);
     ctx.log.info({ pool: key, replicas, name: desired.metadata.name }, "creating worker Deployment");

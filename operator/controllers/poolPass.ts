@@ -52,6 +52,13 @@ export interface PoolPass {
   pauseSeenByPoll: boolean;
   /** status.contract as this pass leaves it: null none, undefined as stored. */
   contract?: WorkerPoolStatus["contract"] | null;
+  /** The canary Deployment while a rollout is in progress. */
+  canary?: Deployment;
+  /**
+   * During a rollout scaling sizes: the stable Deployment as the scaling step saw it, with the
+   * canary's replicas added (the pool's total); the split step divides what scaling decided.
+   */
+  scaleView?: Deployment;
   /** status.rollout as this pass leaves it: null none, undefined as stored. */
   rollout?: WorkerPoolStatus["rollout"] | null;
   /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */

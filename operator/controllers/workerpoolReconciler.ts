@@ -254,8 +254,11 @@ export class WorkerPoolReconciler implements Reconciler {
 
   /** Scaling's input for this pass, once our Deployment is applied, and the workers' reports. */
   private async observeScaling(pass: PoolPass): Promise<void> {
-    const { spec, deployment } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
+    const { spec } = pass;
+    if (!spec || !pass.ownsDeployment || !pass.deployment) return;
+    // (during a rollout scaling decides the pool's total: both Deployments' replicas)
+    pass.scaleView = this.rollout.scalingView(pass);
+    const deployment = pass.scaleView ?? pass.deployment;
     pass.scale = {
       key: pass.key,
       pool: pass.pool,
@@ -297,7 +300,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private async scale(pass: PoolPass): Promise<void> {
     if (!pass.scale) return;
     const { deployment, requeueAfterMs } = await this.scaler.scale(pass.scale, pass.seen!, pass.hpa);
-    pass.deployment = deployment;
+    pass.deployment = pass.scaleView ? await this.rollout.split(pass, deployment) : deployment;
     if (requeueAfterMs !== undefined)
       pass.result = Result.sooner(pass.result, Result.requeueAfter(requeueAfterMs));
   }

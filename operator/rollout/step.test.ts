@@ -8,7 +8,7 @@ import type { ReconcileContext } from "../controllers/context.ts";
 import { desiredDeployment, templateVersion } from "../controllers/deployment.ts";
 import { pool } from "../controllers/fixtures.ts";
 import type { PoolPass } from "../controllers/poolPass.ts";
-import { canaryReplicas, RolloutStep } from "./step.ts";
+import { canaryReplicas, RolloutStep, splitReplicas } from "./step.ts";
 
 const opts = { defaultImage: "conveyor-worker:test" };
 const ctx = opts as unknown as ReconcileContext;
@@ -84,7 +84,16 @@ describe("rollout plan", () => {
 });
 
 describe("the canary's pods", () => {
-  it("are the step's weight of all pods, at least one while the stable Deployment has any", () => {
+  it("split the pool's replicas by the weight; each version keeps at least one while the pool has any", () => {
+    assert.deepEqual(splitReplicas(0, 10), { stable: 0, canary: 0 });
+    assert.deepEqual(splitReplicas(1, 10), { stable: 1, canary: 1 });
+    assert.deepEqual(splitReplicas(2, 30), { stable: 1, canary: 1 });
+    assert.deepEqual(splitReplicas(10, 10), { stable: 9, canary: 1 });
+    assert.deepEqual(splitReplicas(10, 50), { stable: 5, canary: 5 });
+    assert.deepEqual(splitReplicas(20, 90), { stable: 2, canary: 18 });
+  });
+
+  it("in hpa mode are added beside the stable ones, the step's weight of all pods", () => {
     assert.equal(canaryReplicas(0, 50), 0);
     assert.equal(canaryReplicas(1, 10), 1);
     assert.equal(canaryReplicas(9, 10), 1);

@@ -39,10 +39,29 @@ export const ROLLOUT_ACTION_ANNOTATION = "conveyor.dev/rollout-action";
 /** How often a step in progress is looked at (its counters read, its judgement made). */
 const JUDGE_EVERY_MS = 2_000;
 
-/** The canary's pods at weight w% beside `stable` pods: its share of all pods is w (at least one while the pool has any). */
+/**
+ * hpa mode (the HPA sizes the stable Deployment): the canary's pods beside `stable` pods, so that
+ * its share of all pods is w% (at least one while the pool has any).
+ */
 export function canaryReplicas(stable: number, weight: number): number {
   if (stable <= 0) return 0;
   return Math.max(1, Math.round((stable * weight) / (100 - weight)));
+}
+
+/**
+ * The pool's replicas split at weight w%: the canary gets w% of them, at least one while the pool
+ * has any, and the stable version keeps at least one (it is the yardstick), so a pool of one
+ * replica runs two pods during a rollout.
+ */
+export function splitReplicas(total: number, weight: number): { stable: number; canary: number } {
+  if (total <= 0) return { stable: 0, canary: 0 };
+  const canary = Math.max(1, Math.round((total * weight) / 100));
+  return { stable: Math.max(1, total - canary), canary };
+}
+
+/** Whether the HPA sizes the stable Deployment (the canary then follows it instead of splitting the total). */
+function hpaSized(spec: WorkerPoolSpec): boolean {
+  return spec.replicas === undefined && spec.scaling.mode === "hpa";
 }
 
 /** What the reconcile does with the stable Deployment this pass. */
@@ -142,19 +161,80 @@ export class RolloutStep {
         this.ctx.metrics.rolloutFailureRate.remove({ ...labels, version });
     if (status?.phase === "Progressing") {
       const stableReplicas = pass.deployment?.spec?.replicas ?? 0;
-      const want = canaryReplicas(stableReplicas, status.weight ?? 0);
-      await reconcileDeployment(this.ctx, pass.key, pool, pass.spec!, live, undefined, {
+      const weight = status.weight ?? 0;
+      const hpa = hpaSized(pass.spec!);
+      const want = hpa
+        ? canaryReplicas(stableReplicas, weight)
+        : splitReplicas(stableReplicas + (live?.spec?.replicas ?? 0), weight).canary;
+      const d = await reconcileDeployment(this.ctx, pass.key, pool, pass.spec!, live, undefined, {
         canary: true,
         version: status.canaryHash,
         replicas: want,
         overlayKey: key,
-      }).then((d) => this.scaleCanary(pass, d, want));
+      });
+      // (otherwise split() sizes it, once scaling has decided the pool's total)
+      if (hpa) await this.scaleCanary(pass, d, want);
+      pass.canary = this.ctx.deploymentOverlay.get(key, d);
       pass.result = Result.sooner(pass.result, Result.requeueAfter(JUDGE_EVERY_MS));
     } else if (live && isControlledBy(live, pool)) {
       if (status?.phase === "RolledBack" || status?.phase === "Aborted")
         await this.scaleCanary(pass, live, 0);
       else await this.deleteCanary(pass, live);
     }
+  }
+
+  /**
+   * What scaling sees during a rollout it sizes: the stable Deployment carrying both Deployments'
+   * replicas and pods, so it decides the pool's total (undefined: the stable Deployment as it is).
+   */
+  scalingView(pass: PoolPass): Deployment | undefined {
+    const stable = pass.deployment;
+    if (!stable || !pass.canary || pass.rollout?.phase !== "Progressing" || hpaSized(pass.spec!))
+      return undefined;
+    const c = pass.canary;
+    return {
+      ...stable,
+      spec: { ...stable.spec, replicas: (stable.spec?.replicas ?? 0) + (c.spec?.replicas ?? 0) },
+      status: {
+        ...stable.status,
+        replicas: (stable.status?.replicas ?? 0) + (c.status?.replicas ?? 0),
+        readyReplicas: (stable.status?.readyReplicas ?? 0) + (c.status?.readyReplicas ?? 0),
+      },
+    } as Deployment;
+  }
+
+  /**
+   * After scaling: the total it decided (the view's replicas, or its write) split between the
+   * two Deployments by the step's weight. `scaled` is the view as scaling left it.
+   */
+  async split(pass: PoolPass, scaled: Deployment): Promise<Deployment> {
+    const view = pass.scaleView;
+    const stable = pass.deployment;
+    if (!view || !stable || !pass.canary) return scaled;
+    const { stable: s, canary: c } = splitReplicas(scaled.spec?.replicas ?? 0, pass.rollout?.weight ?? 0);
+    await this.scaleCanary(pass, pass.canary, c);
+    // (a scaling decision wrote the total to the stable Deployment)
+    const written =
+      scaled.spec?.replicas !== view.spec?.replicas ? scaled.spec?.replicas : stable.spec?.replicas;
+    const real: Deployment = {
+      ...stable,
+      metadata: scaled.metadata,
+      spec: { ...stable.spec, replicas: s },
+    };
+    if (written !== s) {
+      const path = resourcePath(RESOURCES.deployments, {
+        namespace: pass.pool.metadata.namespace,
+        name: pass.pool.metadata.name,
+        subresource: "scale",
+      });
+      await this.ctx.client.mergePatch(path, { spec: { replicas: s } });
+      this.ctx.deploymentOverlay.set(pass.key, real);
+      this.ctx.log.info(
+        { pool: pass.key, stable: s, canary: c },
+        "split the pool's replicas with the canary",
+      );
+    }
+    return real;
   }
 
   /** Judge the step on the counters since it began; a promotion, a rollback, or the figures so far. */

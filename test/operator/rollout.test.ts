@@ -348,6 +348,14 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       { timeoutMs: LONG },
     );
     assert.ok((canary.spec?.replicas ?? 0) >= 1);
+    // the pool's 2 replicas split at 30%: one stable pod, one canary pod
+    await pollUntil(
+      "the replicas split 1 + 1",
+      async () =>
+        (await deployment(name))?.spec?.replicas === 1 &&
+        (await deployment(`${name}-canary`))?.spec?.replicas === 1,
+      { timeoutMs: LONG, onTimeout: () => diagnose(name) },
+    );
     await pollUntil(
       "the rollout's metrics",
       async () => {
