@@ -33,7 +33,7 @@ import { applyQueueControl } from "./queueControlStep.ts";
 import { Reason } from "./reasons.ts";
 import { switchRecordsOn } from "./recordsStep.ts";
 import { SecretReader } from "./secretReader.ts";
-import { RolloutStep } from "../rollout/step.ts";
+import { flushRolloutEvents, RolloutStep } from "../rollout/step.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
 
@@ -113,6 +113,7 @@ export class WorkerPoolReconciler implements Reconciler {
     await this.scale(pass);
     await this.announceProblems(pass);
     await this.updateStatus(pass);
+    await flushRolloutEvents(this.ctx, pass);
     return pass.result;
   }
 

@@ -27,7 +27,7 @@ import {
 import { isControlledBy } from "../controllers/names.ts";
 import type { Deployment } from "../controllers/objects.ts";
 import type { PoolPass } from "../controllers/poolPass.ts";
-import { Reason } from "../controllers/reasons.ts";
+import { Reason, type EventReason } from "../controllers/reasons.ts";
 import type { BacklogPoller } from "../scaling/backlog.ts";
 import { judge, type Judgement } from "./judge.ts";
 
@@ -151,7 +151,7 @@ export class RolloutStep {
       return;
     }
     let status = plan.status;
-    if (plan.started) await this.ctx.events.record(pool, "Normal", Reason.RolloutStarted, plan.started);
+    if (plan.started) announce(pass, "Normal", Reason.RolloutStarted, plan.started);
     if (status?.phase === "Progressing") status = await this.judgeStep(pass, status);
     pass.rollout = status;
     const labels = { namespace: pool.metadata.namespace, workerpool: pool.metadata.name };
@@ -278,8 +278,8 @@ export class RolloutStep {
     if (next >= canary.steps.length)
       return this.promote(pass, status, j, `after ${canary.steps.length} step(s)`);
     const weight = canary.steps[next]!.weight;
-    await this.ctx.events.record(
-      pass.pool,
+    announce(
+      pass,
       "Normal",
       Reason.RolloutStepPassed,
       `step ${next}/${canary.steps.length} passed, canary at ${weight}%: ${j.message}`,
@@ -315,7 +315,7 @@ export class RolloutStep {
         version: status.canaryHash,
       },
     );
-    await this.ctx.events.record(pass.pool, "Normal", Reason.RolloutPromoted, message);
+    announce(pass, "Normal", Reason.RolloutPromoted, message);
     this.ctx.log.info({ pool: pass.key, version: status.canaryHash }, "rollout promoted");
     return {
       phase: "Promoted",
@@ -339,12 +339,7 @@ export class RolloutStep {
       phase === "Aborted"
         ? `${status.canaryHash} aborted by conveyor rollout abort at step ${(status.step ?? 0) + 1}: ${j.message}`
         : `${status.canaryHash} rolled back at step ${(status.step ?? 0) + 1} (${status.weight}%): ${j.message}`;
-    await this.ctx.events.record(
-      pass.pool,
-      "Warning",
-      phase === "Aborted" ? Reason.RolloutAborted : Reason.RolledBack,
-      message,
-    );
+    announce(pass, "Warning", phase === "Aborted" ? Reason.RolloutAborted : Reason.RolledBack, message);
     this.ctx.log.warn(
       { pool: pass.key, version: status.canaryHash, reason: j.reason },
       "rollout rolled back",
@@ -379,6 +374,20 @@ export class RolloutStep {
     this.ctx.deploymentOverlay.delete(canaryKey(pass.key));
     this.ctx.log.info({ pool: pass.key, replicas: d.spec?.replicas }, "deleted canary Deployment");
   }
+}
+
+/**
+ * A rollout's Event, recorded once the pass has written the status that says it happened
+ * (flushRolloutEvents): a pass that fails before is made again, and would announce it twice.
+ */
+function announce(pass: PoolPass, type: "Normal" | "Warning", reason: EventReason, message: string): void {
+  (pass.rolloutEvents ??= []).push({ type, reason, message });
+}
+
+/** The rollout's Events of a pass, after its status write. */
+export async function flushRolloutEvents(ctx: ReconcileContext, pass: PoolPass): Promise<void> {
+  for (const e of pass.rolloutEvents ?? []) await ctx.events.record(pass.pool, e.type, e.reason, e.message);
+  pass.rolloutEvents = undefined;
 }
 
 function canaryKey(poolKey: string): string {
