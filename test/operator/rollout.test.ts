@@ -3,8 +3,9 @@
 // a template change runs as `<pool>-canary` beside the stable Deployment and is judged on both
 // versions' jobs. A good version is promoted through every step with every job run once; a bad
 // one (its pods fail 30 % of attempts: the recording handler's FAIL_PERCENT) is rolled back in its
-// first step with no job dead-lettered; a rollout survives an operator restart and is finished by
-// `conveyor rollout promote`.
+// first step with no job dead-lettered; a slow one by its p95; a second change starts over; a
+// rollout started at zero wakes with the pool; a rollout survives an operator restart and is
+// finished by `conveyor rollout promote`.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -107,6 +108,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     steps: { weight: number; holdSeconds: number }[],
     minJobs = 15,
     maxP95Ratio = 50,
+    scaling?: Record<string, unknown>,
   ) =>
     cp.apply(
       JSON.stringify({
@@ -120,8 +122,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
           concurrency: 4,
           maxJobSeconds: 60,
           drainSeconds: 5,
-          replicas: 2,
-          scaling: { pollSeconds: 1 },
+          ...(scaling ? { scaling } : { replicas: 2, scaling: { pollSeconds: 1 } }),
           template: { env: Object.entries(env).map(([n, value]) => ({ name: n, value })) },
           rollout: {
             canary: {
@@ -400,6 +401,59 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     const again = await runConveyor(["rollout", "abort", name, `--kubeconfig=${cp.kubeconfigPath}`]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /has no rollout in progress \(Aborted\)/);
+    await feeder.stop();
+    const counts = await drained(queue, feeder.ids.length);
+    assert.equal(counts.dead, 0);
+  });
+
+  it("a rollout started while the pool sleeps at zero: both versions wake with the backlog, the canary is promoted", async () => {
+    const name = "zero";
+    const queue = `${name}/work`;
+    const steps = [{ weight: 50, holdSeconds: 1 }];
+    const scaling = {
+      mode: "direct",
+      minReplicas: 0,
+      maxReplicas: 4,
+      targetBacklogPerReplica: 8,
+      pollSeconds: 1,
+      cooldownSeconds: 2,
+      behavior: { scaleDown: { stabilizationWindowSeconds: 0 } },
+    };
+    await applyPool(name, { VERSION_TAG: "v1" }, steps, 10, 50, scaling);
+    const asleep = async () => (await deployment(name))?.spec?.replicas === 0;
+    await pollUntil(
+      "the pool at zero, its stable version recorded",
+      async () => (await asleep()) && (await getPool(name))?.status?.rollout?.stableHash,
+      { timeoutMs: LONG, onTimeout: () => diagnose(name) },
+    );
+    await applyPool(name, { VERSION_TAG: "v2" }, steps, 10, 50, scaling);
+    const started = await pollUntil(
+      "the rollout started at zero",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "Progressing" && (await deployment(`${name}-canary`)) ? ro : undefined;
+      },
+      { timeoutMs: LONG, onTimeout: () => diagnose(name) },
+    );
+    assert.equal(
+      (await deployment(`${name}-canary`))?.spec?.replicas,
+      0,
+      "no canary pod while the pool sleeps",
+    );
+    assert.equal(await asleep(), true);
+    const feeder = feed(queue);
+    const promoted = await pollUntil(
+      "the canary promoted after the pool woke",
+      async () => {
+        const ro = (await getPool(name))?.status?.rollout;
+        return ro?.phase === "RolledBack" ||
+          (ro?.phase === "Promoted" && ro.stableHash === started.canaryHash)
+          ? ro
+          : undefined;
+      },
+      { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
+    );
+    assert.equal(promoted.phase, "Promoted", promoted.message);
     await feeder.stop();
     const counts = await drained(queue, feeder.ids.length);
     assert.equal(counts.dead, 0);
