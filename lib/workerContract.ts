@@ -31,8 +31,13 @@ export const WORKER_ENV = {
   redisPassword: "REDIS_PASSWORD",
   databaseUrl: "DATABASE_URL",
   podName: "POD_NAME",
+  /** The hash of the pod template the operator deployed: settles are counted per version (rollouts). */
+  templateVersion: "CONVEYOR_TEMPLATE_VERSION",
   nodeOptions: "NODE_OPTIONS",
 } as const;
+
+/** A template version as the worker takes it (a field-name part of `<queue>versions`). */
+export const TEMPLATE_VERSION_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** The kinds of handler, in the order messages list them. */
 export const HANDLER_KINDS = ["module", "http", "command", "python"] as const;

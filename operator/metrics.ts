@@ -147,6 +147,16 @@ const METRICS = {
     "Replicas kept above what scaling wants because their pods run jobs that may outlast the drain (ScaleInHeld); 0 when no scale-in is held",
     POOL,
   ),
+  rolloutWeight: gauge(
+    "conveyor_operator_pool_rollout_canary_weight",
+    "The canary's percent of the pods at the rollout's current step (spec.rollout); 0 when no rollout is in progress",
+    POOL,
+  ),
+  rolloutFailureRate: gauge(
+    "conveyor_operator_pool_rollout_failure_rate",
+    "Each version's failure rate (handler failures / attempts) over the rollout's current step, as it is judged; absent when no rollout is in progress",
+    [...POOL, "version"] as const,
+  ),
   cordonedPods: gauge(
     "conveyor_operator_pool_cordoned_pods",
     "Pods cordoned while a scale-in is held: they claim no new jobs, so they go idle and the scale-in removes them; 0 when none",

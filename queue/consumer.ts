@@ -28,6 +28,11 @@ export interface ConsumerOptions extends DurabilityOptions {
   leaseMs: number;
   /** How long a completed job's record stays readable in Redis (0 = delete at once). */
   retentionSeconds?: number;
+  /**
+   * The worker's template version (the operator's hash of its pod template): its settles are
+   * counted per version in `<queue>versions` for judging a canary (docs/rollouts.md). Unset: none.
+   */
+  templateVersion?: string;
 }
 
 export interface ClaimResult {
@@ -217,7 +222,9 @@ export class Consumer {
   readonly queue: string;
   readonly keys: QueueKeys;
   private readonly redis: RedisClient;
-  private readonly opts: Required<Omit<ConsumerOptions, keyof DurabilityOptions>> & DurabilityOptions;
+  private readonly opts: Required<Omit<ConsumerOptions, keyof DurabilityOptions | "templateVersion">> &
+    DurabilityOptions &
+    Pick<ConsumerOptions, "templateVersion">;
 
   constructor(redis: RedisClient, queue: string, opts: ConsumerOptions) {
     this.redis = redis;
@@ -379,6 +386,7 @@ export class Consumer {
       this.opts.leaseMs,
       this.opts.workerId,
       next?.contract ?? "",
+      this.opts.templateVersion ?? "",
     ];
     for (const { job, settlement: s } of batch) {
       if (s.next?.queue !== next?.queue || (s.next?.contract ?? "") !== (next?.contract ?? ""))
@@ -556,6 +564,7 @@ export class Consumer {
         opts.kind ?? "exception",
         opts.details && opts.details.length > 0 ? JSON.stringify(opts.details) : "",
         opts.rejected === undefined ? "" : opts.rejected.slice(0, REJECTED_MAX_CHARS),
+        this.opts.templateVersion ?? "",
       ],
     );
   }
@@ -578,6 +587,10 @@ export class Consumer {
     const k = this.keys;
     const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause];
     if (bench) args.push(bench.resource, bench.key, Math.round(bench.untilMs));
+    if (this.opts.templateVersion) {
+      if (!bench) args.push("", "", 0);
+      args.push(this.opts.templateVersion);
+    }
     const code = await runScript<number>(
       this.redis,
       "release_job",

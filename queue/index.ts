@@ -37,3 +37,4 @@ export * from "./contracts.ts";
 export * from "./flows.ts";
 export * from "./waiter.ts";
 export * from "./layout.ts";
+export * from "./versions.ts";

@@ -174,6 +174,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     pattern: "counts",
     doc: "Counters (enqueued, completed, failed, …) and queue control (pause, rate limit).",
   },
+  {
+    name: "versions",
+    scope: "queue",
+    pattern: "versions",
+    doc: "Outcome counters per worker template version, `<version>:<counter>` (rollouts: docs/rollouts.md).",
+  },
   { name: "wake", scope: "queue", pattern: "wake", doc: "The list a blocked claimer waits on for new work." },
   {
     name: "doorbell",

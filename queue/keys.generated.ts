@@ -136,6 +136,10 @@ export class QueueKeyLayout extends PipelineKeyLayout {
   get counts(): string {
     return `${this.queuePrefix}counts`;
   }
+  /** Outcome counters per worker template version, `<version>:<counter>` (rollouts: docs/rollouts.md). */
+  get versions(): string {
+    return `${this.queuePrefix}versions`;
+  }
   /** The list a blocked claimer waits on for new work. */
   get wake(): string {
     return `${this.queuePrefix}wake`;

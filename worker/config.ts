@@ -29,7 +29,12 @@ import {
   type NotifyEvent,
 } from "../queue/index.ts";
 import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
-import { parseHandler, WORKER_ENV, type HandlerSpec } from "../lib/workerContract.ts";
+import {
+  parseHandler,
+  TEMPLATE_VERSION_PATTERN,
+  WORKER_ENV,
+  type HandlerSpec,
+} from "../lib/workerContract.ts";
 import { allowList, type NotifyConfig } from "./notify.ts";
 
 export interface WorkerConfig {
@@ -83,6 +88,8 @@ export interface WorkerConfig {
   resourcesDir?: string;
   /** Completion notifications (docs/notifications.md); absent: this worker sends none. */
   notify?: NotifyConfig;
+  /** The pod template's version: settles are counted per version (docs/rollouts.md). */
+  templateVersion?: string;
 }
 
 export interface BatchConfig {
@@ -205,6 +212,11 @@ export const WORKER_SETTINGS = {
     { arg: "DIR" },
     "credentials of the resources' keys as files <DIR>/<resource>/<key id> (set by the operator from spec.resources)",
   ),
+  "template-version": str(
+    WORKER_ENV.templateVersion,
+    { arg: "V" },
+    "this worker's template version: its jobs' outcomes are counted per version (set by the operator for canary rollouts)",
+  ),
   "replica-timeout": REPLICA_TIMEOUT_SETTING,
   notify: str(
     WORKER_ENV.notifyUrl,
@@ -300,6 +312,10 @@ export function loadWorkerConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     durability: o.choice("durability") as Durability,
     replicaTimeoutMs: duration("replica-timeout"),
     resourcesDir: raw("resources-dir"),
+    templateVersion: guard("template-version", (v) => {
+      if (!TEMPLATE_VERSION_PATTERN.test(v)) throw new Error("expected 1 to 64 of A-Z a-z 0-9 . _ -");
+      return v;
+    }),
     ...notifyConfig(o),
   };
 }

@@ -147,6 +147,7 @@ export class QueueWorker {
       retentionSeconds: config.retentionSeconds,
       durability: config.durability,
       replicaTimeoutMs: config.replicaTimeoutMs,
+      ...(config.templateVersion ? { templateVersion: config.templateVersion } : {}),
     });
     const q = { queue: config.queue };
     this.heartbeat = new LeaseHeartbeat(

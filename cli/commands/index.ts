@@ -37,6 +37,7 @@ const audit = () => import("./audit.ts");
 const scripts = () => import("./scripts.ts");
 const worker = () => import("./worker.ts");
 const operator = () => import("./operator.ts");
+const rollout = () => import("./rollout.ts");
 
 const byDefault = (load: () => Promise<{ default: Command }>) => async () => (await load()).default;
 
@@ -97,6 +98,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     synopsis:
       "  delete <queue> <id>… [--json]           delete waiting, delayed, dead or finished jobs (running ones are refused: cancel first)",
     load: byDefault(deleteJobs),
+  },
+  {
+    name: "rollout",
+    synopsis:
+      "  rollout status|promote|abort <pool> [--namespace NS] [--kubeconfig FILE] [--json]   a WorkerPool's canary rollout",
+    load: byDefault(rollout),
   },
   {
     name: "pause",

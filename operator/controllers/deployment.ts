@@ -172,33 +172,63 @@ export function notifyVolume(spec: WorkerPoolSpec): V1Volume | undefined {
   };
 }
 
+/** The pod label of a rollout's canary (its Deployment's selector has it too). */
+export const TRACK_LABEL = "conveyor.dev/track";
+/** The annotation of a worker Deployment naming its template version (CONVEYOR_TEMPLATE_VERSION). */
+export const TEMPLATE_VERSION_ANNOTATION = "conveyor.dev/template-version";
+
+/** Which of a pool's Deployments: the stable one (the pool's name) or a rollout's canary. */
+export interface DeploymentVariant {
+  canary?: boolean;
+  /** The template version its workers count their jobs under (pools with spec.rollout). */
+  version?: string;
+}
+
+/** The canary Deployment's name: `<pool>-canary`. */
+export function canaryName(pool: { metadata: { name: string } }): string {
+  return `${pool.metadata.name}-canary`;
+}
+
+/**
+ * The version of a pool's pod template: a hash of the template the spec makes (without the
+ * version itself), so any change a pod would see is a new version.
+ */
+export function templateVersion(pool: WorkerPool, spec: WorkerPoolSpec, opts: DeploymentOptions): string {
+  return configHash(desiredDeployment(pool, spec, opts).spec!.template).slice(0, 12);
+}
+
 /** The Deployment the operator applies, without spec.replicas (see withReplicas). */
 export function desiredDeployment(
   pool: WorkerPool,
   spec: WorkerPoolSpec,
   opts: DeploymentOptions,
+  variant: DeploymentVariant = {},
 ): Deployment {
   const t = spec.template;
   const labels = poolLabels(pool);
   const credentials = resourcesVolume(spec);
-  const podSpec = workerPodSpec(spec, workerContainer(spec, opts, credentials), credentials);
+  const worker = workerContainer(spec, opts, credentials);
+  if (variant.version)
+    worker.env = [...(worker.env ?? []), { name: WORKER_ENV.templateVersion, value: variant.version }];
+  const podSpec = workerPodSpec(spec, worker, credentials);
+  const track: Record<string, string> = variant.canary ? { [TRACK_LABEL]: "canary" } : {};
   const deployment: Deployment = {
     apiVersion: apiVersionOf(RESOURCES.deployments),
     kind: RESOURCES.deployments.kind,
     metadata: {
-      name: pool.metadata.name,
+      name: variant.canary ? canaryName(pool) : pool.metadata.name,
       namespace: pool.metadata.namespace,
-      labels,
+      labels: { ...labels, ...track },
       ownerReferences: [ownerReference(pool)],
     },
     spec: {
-      selector: { matchLabels: selectorLabels(pool) },
+      selector: { matchLabels: { ...selectorLabels(pool), ...track } },
       revisionHistoryLimit: 3,
       // Workers pull work; a surge pod is harmless and an unavailable one only slows the queue.
       strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: "25%", maxUnavailable: 0 } },
       template: {
         metadata: {
-          labels: { ...(t.labels ?? {}), ...labels },
+          labels: { ...(t.labels ?? {}), ...labels, ...track },
           annotations: {
             ...(t.annotations ?? {}),
             "prometheus.io/scrape": "true",
@@ -210,7 +240,10 @@ export function desiredDeployment(
       },
     },
   };
-  deployment.metadata.annotations = { [CONFIG_HASH_ANNOTATION]: configHash(deployment) };
+  deployment.metadata.annotations = {
+    [CONFIG_HASH_ANNOTATION]: configHash(deployment),
+    ...(variant.version ? { [TEMPLATE_VERSION_ANNOTATION]: variant.version } : {}),
+  };
   return deployment;
 }
 
@@ -336,18 +369,15 @@ export async function reconcileDeployment(
   spec: WorkerPoolSpec,
   live: Deployment | undefined,
   backlog: number | undefined,
+  variant: DeploymentVariant & { replicas?: number; overlayKey?: string } = {},
 ): Promise<Deployment> {
-  const desired = desiredDeployment(pool, spec, {
-    defaultImage: ctx.defaultImage,
-    defaultPythonImage: ctx.defaultPythonImage,
-    outboxMaxBytes: ctx.workerOutboxMaxBytes,
-  });
+  const desired = desiredDeployment(pool, spec, deploymentOptions(ctx), variant);
   const hash = desired.metadata.annotations![CONFIG_HASH_ANNOTATION];
   if (live && live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] === hash && isSubset(desired, live))
     return live;
   const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
-    name: pool.metadata.name,
+    name: desired.metadata.name,
   });
   let replicas: number;
   let resourceVersion: string | undefined;
@@ -361,14 +391,23 @@ export async function reconcileDeployment(
       live.metadata.annotations?.[CONFIG_HASH_ANNOTATION] !== hash
         ? ["spec"]
         : subsetDiff(desired, live).slice(0, 10);
-    ctx.log.info({ pool: key, changed }, "updating worker Deployment");
+    ctx.log.info({ pool: key, name: desired.metadata.name, changed }, "updating worker Deployment");
   } else {
-    replicas = initialReplicas(spec, backlog);
-    ctx.log.info({ pool: key, replicas }, "creating worker Deployment");
+    replicas = variant.replicas ?? initialReplicas(spec, backlog);
+    ctx.log.info({ pool: key, replicas, name: desired.metadata.name }, "creating worker Deployment");
   }
   const body = withReplicas(desired, replicas);
   if (resourceVersion) body.metadata = { ...body.metadata, resourceVersion };
   const applied = await ctx.client.apply<Deployment>(path, body);
-  ctx.deploymentOverlay.set(key, applied);
+  ctx.deploymentOverlay.set(variant.overlayKey ?? key, applied);
   return applied;
+}
+
+/** The Deployment options of the operator's configuration. */
+export function deploymentOptions(ctx: ReconcileContext): DeploymentOptions {
+  return {
+    defaultImage: ctx.defaultImage,
+    defaultPythonImage: ctx.defaultPythonImage,
+    outboxMaxBytes: ctx.workerOutboxMaxBytes,
+  };
 }

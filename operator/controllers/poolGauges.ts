@@ -44,8 +44,11 @@ export class PoolGauges {
       m.neededSlots,
       m.scaleInHeld,
       m.cordonedPods,
+      m.rolloutWeight,
     ])
       g.remove({ namespace, workerpool: name });
+    for (const version of ["stable", "canary"])
+      m.rolloutFailureRate.remove({ namespace, workerpool: name, version });
     this.cap(key, undefined);
     this.resources(key, []);
     const queue = this.gaugeQueues.get(key);

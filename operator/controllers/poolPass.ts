@@ -10,7 +10,7 @@ import type { ConfigMapWatch } from "./contractSource.ts";
 import type { PoolState, ReconcileContext } from "./context.ts";
 import type { Deployment, HPA } from "./objects.ts";
 import type { PoolGauges } from "./poolGauges.ts";
-import type { Problem } from "./reasons.ts";
+import type { EventReason, Problem } from "./reasons.ts";
 
 /** What the steps apart from the reconciler use: the reconcile's context, the poll, the gauges, the ConfigMaps watched. */
 export interface StepDeps {
@@ -52,6 +52,17 @@ export interface PoolPass {
   pauseSeenByPoll: boolean;
   /** status.contract as this pass leaves it: null none, undefined as stored. */
   contract?: WorkerPoolStatus["contract"] | null;
+  /** The canary Deployment while a rollout is in progress. */
+  canary?: Deployment;
+  /**
+   * During a rollout scaling sizes: the stable Deployment as the scaling step saw it, with the
+   * canary's replicas added (the pool's total); the split step divides what scaling decided.
+   */
+  scaleView?: Deployment;
+  /** The rollout's Events of this pass, recorded after its status write. */
+  rolloutEvents?: { type: "Normal" | "Warning"; reason: EventReason; message: string }[];
+  /** status.rollout as this pass leaves it: null none, undefined as stored. */
+  rollout?: WorkerPoolStatus["rollout"] | null;
   /** What scaling reads of this pass (our Deployment applied), and what it observed of the pods. */
   scale?: ScaleInput;
   seen?: ScaleObservation;

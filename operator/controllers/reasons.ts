@@ -100,6 +100,18 @@ export const Reason = {
   ContractDeleted: "ContractDeleted",
   /** Every pod of every pool of the pipeline reads a newer layout: the operator moved the layout in force to it (Normal). */
   LayoutFinalized: "LayoutFinalized",
+
+  // ---- rollouts (spec.rollout): Events, and the RolledBack condition's reasons
+  /** A template change started a canary rollout (Normal). */
+  RolloutStarted: "RolloutStarted",
+  /** A canary step passed its judgement: the next step's weight (Normal). */
+  RolloutStepPassed: "RolloutStepPassed",
+  /** The canary passed every step (or `conveyor rollout promote`): the pool runs the new template (Normal). */
+  RolloutPromoted: "RolloutPromoted",
+  /** The canary failed a step's judgement: scaled to zero, the pool stays on the stable template (Warning; RolledBack=True). */
+  RolledBack: "RolledBack",
+  /** `conveyor rollout abort`: the canary scaled to zero, the pool on the stable template (Warning; RolledBack=True). */
+  RolloutAborted: "RolloutAborted",
 } as const;
 
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -182,6 +194,11 @@ export const EVENT_REASONS = [
   Reason.ContractPublished,
   Reason.ContractDeleted,
   Reason.LayoutFinalized,
+  Reason.RolloutStarted,
+  Reason.RolloutStepPassed,
+  Reason.RolloutPromoted,
+  Reason.RolledBack,
+  Reason.RolloutAborted,
 ] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 

@@ -2,7 +2,13 @@
 // differs from what is stored (status of an idle pool is stable: no poll times, no counters
 // that move by themselves). Conditions keep their lastTransitionTime while their status holds.
 import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
-import type { Condition, WorkerPool, WorkerPoolSpec, WorkerPoolStatus } from "../apis/v1alpha1/types.ts";
+import {
+  CONDITION_ROLLED_BACK,
+  type Condition,
+  type WorkerPool,
+  type WorkerPoolSpec,
+  type WorkerPoolStatus,
+} from "../apis/v1alpha1/types.ts";
 import { rfc3339 } from "../../lib/time.ts";
 import {
   CONDITION_DEGRADED,
@@ -37,6 +43,8 @@ export interface StatusInput {
   maxReplicas?: number;
   /** The contract this pool published (publishContract step): null when none, undefined keeps the stored one. */
   contract?: WorkerPoolStatus["contract"] | null;
+  /** The rollout (spec.rollout): null none, undefined keeps the stored one. */
+  rollout?: WorkerPoolStatus["rollout"] | null;
 }
 
 type ConditionStatus = "True" | "False" | "Unknown";
@@ -64,6 +72,7 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
     scalingCondition(i, desired),
     degradedCondition(i.problems),
     pausedCondition(control),
+    ...rolledBackCondition(i.rollout === undefined ? prev.rollout : (i.rollout ?? undefined)),
   ].map((c) => {
     const old = prev.conditions?.find((p) => p.type === c.type);
     return {
@@ -95,6 +104,8 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
   if (control) status.control = control;
   const contract = i.contract === undefined ? prev.contract : (i.contract ?? undefined);
   if (contract) status.contract = contract;
+  const rollout = i.rollout === undefined ? prev.rollout : (i.rollout ?? undefined);
+  if (rollout) status.rollout = rollout;
   const decision = i.lastDecision ?? prev.lastDecision;
   if (decision) status.lastDecision = decision;
   const history = withDecision(prev.recentDecisions ?? [], i.lastDecision);
@@ -105,6 +116,24 @@ export function computeStatus(i: StatusInput): WorkerPoolStatus {
 }
 
 type NewCondition = ReturnType<typeof condition>;
+
+/** RolledBack, while the pool has a rollout: True once its canary was rolled back or aborted. */
+function rolledBackCondition(rollout: WorkerPoolStatus["rollout"]): NewCondition[] {
+  if (!rollout?.phase) return [];
+  const back = rollout.phase === "RolledBack" || rollout.phase === "Aborted";
+  return [
+    {
+      type: CONDITION_ROLLED_BACK,
+      status: back ? "True" : "False",
+      reason: back
+        ? rollout.phase === "Aborted"
+          ? "RolloutAborted"
+          : "RolledBack"
+        : (rollout.phase ?? "Progressing"),
+      message: back ? (rollout.message ?? "") : `rollout ${rollout.phase}`,
+    } as NewCondition,
+  ];
+}
 
 function degradedCondition(problems: Problem[]): NewCondition {
   return problems.length > 0

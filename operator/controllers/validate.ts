@@ -66,5 +66,54 @@ export function validateSpec(spec: WorkerPoolSpec): string[] {
         `spec.scaling.targetWaitSeconds needs spec.scaling.mode: direct (mode is ${s.mode}; the operator sizes a pool for a wait target itself)`,
       );
   }
+  problems.push(...rolloutProblems(spec.rollout));
+  return problems;
+}
+
+const isInt = (v: unknown, min: number, max: number) =>
+  Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
+const isNum = (v: unknown, min: number, max: number) =>
+  typeof v === "number" && Number.isFinite(v) && v >= min && v <= max;
+
+/** spec.rollout: every field in range, the steps' weights rising (the schema bounds each field; not the order). */
+export function rolloutProblems(rollout: WorkerPoolSpec["rollout"]): string[] {
+  if (rollout === undefined) return [];
+  const problems: string[] = [];
+  const steps = rollout.canary?.steps;
+  if (!Array.isArray(steps) || steps.length === 0)
+    return ["spec.rollout.canary.steps: expected at least one step {weight, holdSeconds}"];
+  let before = 0;
+  steps.forEach((step, i) => {
+    const at = `spec.rollout.canary.steps[${i}]`;
+    if (!isInt(step?.weight, 1, 99))
+      problems.push(
+        `${at}.weight: expected a whole percent from 1 to 99, got ${JSON.stringify(step?.weight)}`,
+      );
+    else if (step.weight <= before)
+      problems.push(`${at}.weight: weights must rise step by step (${step.weight} after ${before})`);
+    else before = step.weight;
+    if (step?.holdSeconds !== undefined && !isInt(step.holdSeconds, 0, 86400))
+      problems.push(
+        `${at}.holdSeconds: expected whole seconds from 0 to 86400, got ${JSON.stringify(step.holdSeconds)}`,
+      );
+  });
+  const a = rollout.canary.analysis ?? {};
+  const at = "spec.rollout.canary.analysis";
+  if (a.minJobs !== undefined && !isInt(a.minJobs, 1, 1_000_000))
+    problems.push(
+      `${at}.minJobs: expected a whole number from 1 to 1000000, got ${JSON.stringify(a.minJobs)}`,
+    );
+  if (a.maxFailureRatio !== undefined && !isNum(a.maxFailureRatio, 1, 1000))
+    problems.push(
+      `${at}.maxFailureRatio: expected a number from 1 to 1000, got ${JSON.stringify(a.maxFailureRatio)}`,
+    );
+  if (a.maxFailureRate !== undefined && !isNum(a.maxFailureRate, 0, 1))
+    problems.push(
+      `${at}.maxFailureRate: expected a number from 0 to 1, got ${JSON.stringify(a.maxFailureRate)}`,
+    );
+  if (a.maxP95Ratio !== undefined && !isNum(a.maxP95Ratio, 1, 1000))
+    problems.push(
+      `${at}.maxP95Ratio: expected a number from 1 to 1000, got ${JSON.stringify(a.maxP95Ratio)}`,
+    );
   return problems;
 }

@@ -34,6 +34,7 @@ import { applyQueueControl } from "./queueControlStep.ts";
 import { Reason } from "./reasons.ts";
 import { switchRecordsOn } from "./recordsStep.ts";
 import { SecretReader } from "./secretReader.ts";
+import { flushRolloutEvents, RolloutStep } from "../rollout/step.ts";
 import { announceProblems, computeStatus, reconcileStatus } from "./status.ts";
 import { validateSpec as specProblems } from "./validate.ts";
 
@@ -63,6 +64,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private readonly gauges: PoolGauges;
   /** What the steps in their own modules (queue control, records, the contract) use. */
   private readonly steps: StepDeps;
+  private readonly rollout: RolloutStep;
 
   constructor(deps: {
     ctx: ReconcileContext;
@@ -83,6 +85,7 @@ export class WorkerPoolReconciler implements Reconciler {
     this.scaler = new Scaler(deps.ctx, deps.poller, deps.metrics);
     this.gauges = new PoolGauges(deps.metrics);
     this.steps = { ctx: deps.ctx, poller: deps.poller, gauges: this.gauges, configMaps: deps.configMaps };
+    this.rollout = new RolloutStep(deps.ctx, deps.poller, deps.caches.deployments);
   }
 
   /** One reconcile of a pool, inside a `reconcile WorkerPool` span while tracing. */
@@ -112,6 +115,7 @@ export class WorkerPoolReconciler implements Reconciler {
     await finalizeLayoutStep({ ...this.steps, pools: this.caches.pools }, pass);
     await this.announceProblems(pass);
     await this.updateStatus(pass);
+    await flushRolloutEvents(this.ctx, pass);
     return pass.result;
   }
 
@@ -229,17 +233,35 @@ export class WorkerPoolReconciler implements Reconciler {
       });
       return;
     }
+    // (with spec.rollout, a new template goes to a canary first: the stable Deployment keeps its own)
+    const plan = this.rollout.plan(pass, pass.deployment);
     await this.reportingUserErrors(pass, "Deployment", async () => {
       const backlog = pass.counts?.backlog;
-      pass.deployment = await reconcileDeployment(this.ctx, key, pool, pass.spec!, pass.deployment, backlog);
+      if (!plan || plan.applyStable || !pass.deployment)
+        pass.deployment = await reconcileDeployment(
+          this.ctx,
+          key,
+          pool,
+          pass.spec!,
+          pass.deployment,
+          backlog,
+          {
+            version: plan?.stableVersion ?? plan?.status?.stableHash,
+          },
+        );
       pass.ownsDeployment = true;
     });
+    if (pass.ownsDeployment)
+      await this.reportingUserErrors(pass, "canary Deployment", () => this.rollout.run(pass, plan));
   }
 
   /** Scaling's input for this pass, once our Deployment is applied, and the workers' reports. */
   private async observeScaling(pass: PoolPass): Promise<void> {
-    const { spec, deployment } = pass;
-    if (!spec || !pass.ownsDeployment || !deployment) return;
+    const { spec } = pass;
+    if (!spec || !pass.ownsDeployment || !pass.deployment) return;
+    // (during a rollout scaling decides the pool's total: both Deployments' replicas)
+    pass.scaleView = this.rollout.scalingView(pass);
+    const deployment = pass.scaleView ?? pass.deployment;
     pass.scale = {
       key: pass.key,
       pool: pass.pool,
@@ -281,7 +303,7 @@ export class WorkerPoolReconciler implements Reconciler {
   private async scale(pass: PoolPass): Promise<void> {
     if (!pass.scale) return;
     const { deployment, requeueAfterMs } = await this.scaler.scale(pass.scale, pass.seen!, pass.hpa);
-    pass.deployment = deployment;
+    pass.deployment = pass.scaleView ? await this.rollout.split(pass, deployment) : deployment;
     if (requeueAfterMs !== undefined)
       pass.result = Result.sooner(pass.result, Result.requeueAfter(requeueAfterMs));
   }
@@ -311,6 +333,7 @@ export class WorkerPoolReconciler implements Reconciler {
       scaleInHeld: scaleInHeldMessage(pass.state),
       ...(pass.spec ? { maxReplicas: maxReplicasOf(pass) } : {}),
       contract: pass.contract,
+      rollout: pass.rollout,
     });
     await reconcileStatus(this.ctx, pass.key, pass.pool, status);
   }

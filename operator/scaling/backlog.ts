@@ -17,6 +17,7 @@ import {
   type RateLimit,
   type RedisClient,
   type ResourceState,
+  type VersionCounters,
   type WorkerReport,
   type FinalizeResult,
   type LayoutInForce,
@@ -233,6 +234,12 @@ export class BacklogPoller {
   async contractInForce(key: string): Promise<{ hash: string; source: string } | null | undefined> {
     const p = this.pools.get(key);
     return p ? writes.contractInForce(p, this.timeoutMs) : undefined;
+  }
+
+  /** Every template version's outcome counters on the pool's queue; undefined when not polled. */
+  async versionCounters(key: string): Promise<Map<string, VersionCounters> | undefined> {
+    const p = this.pools.get(key);
+    return p ? writes.versionCounters(p, this.timeoutMs) : undefined;
   }
 
   /** Set the pool's queue's contract; false when not polled. */

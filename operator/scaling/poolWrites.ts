@@ -15,8 +15,10 @@ import {
   enableRecords as switchRecordsOn,
   setContract,
   setResource,
+  readVersionCounters,
   waitUntilReady,
   type Contract,
+  type VersionCounters,
   type RateLimit,
   type RedisClient,
   type ResourceKeySpec,
@@ -118,6 +120,15 @@ function asWritten(b: ResourceBudgetSpec, have: ResourceState[]): ResourceState 
     };
   });
   return { pipeline: "", waiting: 0, waitingByQueue: {}, ...known, name: b.name, ceiling: b.ceiling, keys };
+}
+
+/** Every template version's outcome counters on the pool's queue (rollouts). */
+export async function versionCounters(
+  p: PolledPool,
+  timeoutMs: number,
+): Promise<Map<string, VersionCounters>> {
+  await waitUntilReady(p.client, p.target.url, timeoutMs);
+  return withTimeout(readVersionCounters(p.client, p.target.queue), timeoutMs, "version counters");
 }
 
 /** The hash and source of the contract in force on the pool's queue (null: none). */

@@ -4,7 +4,8 @@
 -- ARGV: 1 jobPrefix, 2 queue, 3 id, 4 token, 5 now (ms), 6 error (JSON object),
 --       7 retryDelayMs, 8 retryable ('1' or '0'), 9 kind of the attempt's end (exception |
 --       invalid-result | timeout; '' = exception), 10 details (JSON array, '' = none),
---       11 the rejected result of an invalid-result (JSON text, '' = none)
+--       11 the rejected result of an invalid-result (JSON text, '' = none), 12 the worker's
+--       template version ('' or absent = none: includes/versions.lua)
 -- The attempt goes into the job's `errors` (attemptErrors.lua); a rejected result is kept as
 -- `rejected` (the last one).
 -- Returns 'retry', 'dead', or 'lost' when the lease was lost ('cancelled' when the job was cancelled).
@@ -16,6 +17,7 @@
 --- @include "includes/attemptErrors"
 --- @include "includes/flow"
 --- @include "includes/notify"
+--- @include "includes/versions"
 
 local jobPrefix, queue, id, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = tonumber(ARGV[5])
@@ -43,6 +45,7 @@ local holds = retry and g and groupSequence(q, g)
 if g and not holds then groupLeftRunning(q, g) end
 redis.call('HSET', jk, 'error', errorJson, 'token', '')
 redis.call('HINCRBY', KEYS[4], 'failed', 1)
+countForVersion(KEYS[4], ARGV[12], 'f')
 local ranMs = attemptRunMs(af[3], now)
 if ranMs then redis.call('HINCRBY', KEYS[4], 'runMs', ranMs) end
 if retry then
@@ -60,6 +63,7 @@ else reason = 'attempts exhausted (' .. made .. '/' .. attempts .. '): ' .. tost
 redis.call('HSET', jk, 'state', 'dead', 'deadReason', reason, 'finishedAt', now)
 redis.call('ZADD', KEYS[3], now, id)
 redis.call('HINCRBY', KEYS[4], 'dead', 1)
+countForVersion(KEYS[4], ARGV[12], 'd')
 if g then groupJobDied(q, g, id) end
 finishChild(jobPrefix, jk, id, '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', now)
 if af[4] then flowJobEnded(jobPrefix, now, af[4], af[5], id, af[6], '{"id":' .. cjson.encode(id) .. ',"error":' .. cjson.encode(reason) .. '}', 'dead') end

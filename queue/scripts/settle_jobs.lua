@@ -10,6 +10,7 @@
 --       none; ignored without a next queue): when it is not the hash in force (`<N>contract`
 --       field hash, '' when none): ERR_CONTRACT_CHANGED <hash in force>, nothing written (the
 --       caller re-reads that contract, checks again and retries),
+--       10 the worker's template version ('' = none; counted per version: includes/versions.lua),
 --       then per job 6 fields: id, token, result (JSON), contentHash ('' = none),
 --       resultTtlSeconds, reused ('1'/'0'); with a next queue 3 more: nextData (JSON),
 --       nextContentHash, nextTrace ('' = keep the job's own)
@@ -24,15 +25,15 @@ if nextQueue ~= '' then
   local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
   if inForce ~= ARGV[9] then return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
 end
-local tally = newSettleTally(now, retention)
+local tally = newSettleTally(now, retention, ARGV[10])
 local codes = {}
 if nextQueue == '' then
-  for i = 10, #ARGV, 6 do
+  for i = 11, #ARGV, 6 do
     codes[#codes + 1] = completeJob(tally, KEYS[3], KEYS[4], jobPrefix, queue, now, retention,
       ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   end
 else
-  for i = 10, #ARGV, 9 do
+  for i = 11, #ARGV, 9 do
     codes[#codes + 1] = advanceJob(tally, KEYS[3], KEYS[4], KEYS[5], jobPrefix, queue, now,
       ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], nextQueue,
       ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])

@@ -97,6 +97,8 @@ class QueueKeyLayout(PipelineKeyLayout):
         self.finished = f"{self.queue_prefix}finished"
         # Counters (enqueued, completed, failed, …) and queue control (pause, rate limit).
         self.counts = f"{self.queue_prefix}counts"
+        # Outcome counters per worker template version, `<version>:<counter>` (rollouts: docs/rollouts.md).
+        self.versions = f"{self.queue_prefix}versions"
         # The list a blocked claimer waits on for new work.
         self.wake = f"{self.queue_prefix}wake"
         # Set by the operator while the queue's pool is at zero: the pub/sub channel a wake rings once.

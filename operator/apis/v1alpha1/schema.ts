@@ -1,6 +1,6 @@
 // The WorkerPool API (conveyor.dev/v1alpha1) — the ONE source of truth. The CRD in
 // crds/conveyor.dev_workerpools.yaml is generated from this file and the areas of the spec in
-// ./schema/ (scaling, resources, contract, template, status) by `npm run gen:crds`, the
+// ./schema/ (scaling, resources, contract, template, rollout, status) by `npm run gen:crds`, the
 // TypeScript types in ./types.ts are derived from it, and so are the defaults the operator
 // applies. Change the API here, then regenerate; operator/apis/v1alpha1/workerPool.test.ts fails on a stale CRD.
 import { PYTHON_CALLABLE_PATTERN } from "../../../lib/pythonCallable.ts";
@@ -10,6 +10,7 @@ import type { JSONSchemaProps } from "../jsonschema.ts";
 import { contractSchema } from "./schema/contract.ts";
 import { notifySchema } from "./schema/notify.ts";
 import { resourcesSchema } from "./schema/resources.ts";
+import { rolloutSchema } from "./schema/rollout.ts";
 import { scalingSchema } from "./schema/scaling.ts";
 import { statusSchema } from "./schema/status.ts";
 import { templateSchema } from "./schema/template.ts";
@@ -267,6 +268,7 @@ export const specSchema = {
         },
       },
     },
+    rollout: rolloutSchema,
   },
 } as const satisfies JSONSchemaProps;
 
@@ -305,6 +307,12 @@ export const printerColumns = [
     type: "string",
     jsonPath: ".status.control.summary",
     description: "queue paused, rate-limited or budget-capped (and the replica cap)",
+  },
+  {
+    name: "Rollout",
+    type: "string",
+    jsonPath: ".status.rollout.summary",
+    description: "the canary rollout: step and weight, or how the last one ended",
   },
   { name: "Mode", type: "string", jsonPath: ".spec.scaling.mode", priority: 1 },
   {

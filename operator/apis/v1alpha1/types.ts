@@ -55,3 +55,5 @@ export const CONDITION_SCALING_ACTIVE = "ScalingActive";
 export const CONDITION_DEGRADED = "Degraded";
 /** The queue is paused (spec.paused or `conveyor pause`): no claims, the pool drains to its minimum. */
 export const CONDITION_PAUSED = "Paused";
+/** A canary rollout (spec.rollout) was rolled back or aborted: the pool runs the stable template. */
+export const CONDITION_ROLLED_BACK = "RolledBack";

@@ -37,7 +37,7 @@ describe("WorkerPool API", () => {
     assert.equal(v.subresources.scale.specReplicasPath, ".spec.replicas");
     assert.deepEqual(
       v.additionalPrinterColumns.filter((c) => !("priority" in c)).map((c) => c.name),
-      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Control", "Age"],
+      ["Queue", "Backlog", "In-Flight", "Replicas", "Ready", "Control", "Rollout", "Age"],
     );
   });
 
@@ -193,6 +193,12 @@ describe("WorkerPool API", () => {
           },
         },
         paused: false,
+      },
+      rollout: {
+        canary: {
+          steps: [{ weight: 10, holdSeconds: 300 }],
+          analysis: { minJobs: 200, maxFailureRatio: 2, maxFailureRate: 0.05, maxP95Ratio: 2 },
+        },
       },
     };
     const objectPaths = new Set<string>();

@@ -10,6 +10,7 @@
 --- @include "finished"
 --- @include "flow"
 --- @include "notify"
+--- @include "versions"
 
 -- Settling finished jobs (complete_job, advance_job, settle_jobs): the per-job part — the
 -- fencing check, the record, fan-in, the transition's event — runs for each job; what only
@@ -24,13 +25,21 @@
 -- The completed jobs' events go out as one entry per call (`ev`, written by flushSettled).
 -- `runMs`: the completed jobs' run time (claim → settle), the `<Q>counts` field the operator
 -- divides by the attempts ended for the mean time a job holds a slot (docs/protocol.md#counters).
-local function newSettleTally(now, retention)
+-- `version`: the settling worker's template version ('' or nil = none): the completions are also
+-- counted per version and run time bucket (versions.lua), one HINCRBY per bucket a call fills.
+local function newSettleTally(now, retention, version)
   retention = retention or 0
   return {done = {}, finished = {}, completed = 0, runMs = 0, fenced = 0, reused = 0, enqueued = 0, at = tostring(now), now = now,
-    retention = retention, ttl = tostring(finishedTtl(retention))}
+    retention = retention, ttl = tostring(finishedTtl(retention)),
+    version = version ~= '' and version or nil, buckets = {}}
 end
 local function tallyRunTime(tally, startedAt)
-  tally.runMs = tally.runMs + (attemptRunMs(startedAt, tally.now) or 0)
+  local ms = attemptRunMs(startedAt, tally.now) or 0
+  tally.runMs = tally.runMs + ms
+  if tally.version then
+    local b = versionBucket(ms)
+    tally.buckets[b] = (tally.buckets[b] or 0) + 1
+  end
 end
 local function tallyCompleted(tally, outboxKey, queue, id, token, result, reused, nextQueue)
   local ev = tally.ev
@@ -77,6 +86,11 @@ local function flushSettled(tally, inflightKey, countsKey, nextCountsKey, nextWa
   if tally.completed > 0 then
     redis.call('HINCRBY', countsKey, 'completed', tally.completed)
     redis.call('HINCRBY', countsKey, 'runMs', tally.runMs)
+  end
+  if tally.version then
+    local vk, prefix = versionsKeyOf(countsKey), tally.version .. ':h'
+    for b, n in pairs(tally.buckets) do redis.call('HINCRBY', vk, prefix .. b, n) end
+    tally.buckets = {}
   end
   if tally.fenced > 0 then redis.call('HINCRBY', countsKey, 'fenced', tally.fenced) end
   if tally.reused > 0 then redis.call('HINCRBY', countsKey, 'reused', tally.reused) end

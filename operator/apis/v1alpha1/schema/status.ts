@@ -109,6 +109,43 @@ export const statusSchema = {
         },
       },
     },
+    rollout: {
+      type: "object",
+      description:
+        "The canary rollout (spec.rollout): in progress, or how the last one ended. Kept here so an operator restart or a new leader resumes it.",
+      properties: {
+        phase: {
+          type: "string",
+          enum: ["Progressing", "Promoted", "RolledBack", "Aborted"],
+          description: "Progressing: a canary runs; the others: how the last rollout ended.",
+        },
+        step: { type: "integer", description: "Index of the current step in spec.rollout.canary.steps." },
+        weight: { type: "integer", description: "The canary's percent of the replicas at this step." },
+        stableHash: {
+          type: "string",
+          description: "Template hash of the stable version (the pool's Deployment).",
+        },
+        canaryHash: { type: "string", description: "Template hash of the canary (`<pool>-canary`)." },
+        startedAt: { type: "string", format: "date-time", description: "When the rollout started." },
+        stepStartedAt: { type: "string", format: "date-time", description: "When the current step started." },
+        baseline: {
+          type: "object",
+          description:
+            "Both versions' counters (`<queue>versions`) when the step started: the step is judged on what they ended since.",
+          properties: {
+            stable: { type: "object", additionalProperties: { type: "integer" } },
+            canary: { type: "object", additionalProperties: { type: "integer" } },
+          },
+        },
+        verdict: {
+          type: "string",
+          description:
+            "The last judgement: promote, rollback or wait, with its reason and figures in message.",
+        },
+        message: { type: "string" },
+        summary: { type: "string", description: "e.g. step 1/2 10% or rolled back: for kubectl get." },
+      },
+    },
     lastDecision: {
       type: "object",
       description:
