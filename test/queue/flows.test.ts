@@ -3,6 +3,7 @@
 // cancel, and the backlog counts that leave waiting jobs out.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { Cluster } from "ioredis";
 import {
   Consumer,
   InvalidFlowError,
@@ -42,6 +43,15 @@ async function kill(redis: RedisClient, job: ClaimedJob): Promise<void> {
     ),
     "dead",
   );
+}
+
+/** Bytes Redis has sent to clients so far, over every primary (a Cluster's too). */
+async function netOutput(redis: RedisClient): Promise<number> {
+  const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
+  let total = 0;
+  for (const node of nodes)
+    total += Number(/total_net_output_bytes:(\d+)/.exec(await node.info("stats"))![1]);
+  return total;
 }
 
 describeOnRedisAndCluster(
@@ -96,6 +106,48 @@ describeOnRedisAndCluster(
       const ttl = await redis.ttl(new PipelineKeys(p).flow(flowId));
       assert.ok(ttl > 6 * 24 * 3600 && ttl <= 7 * 24 * 3600, `ttl ${ttl}`);
       assert.deepEqual(done?.jobs.find((j) => j.key === "d")?.parents.sort(), ["b", "c"]);
+    });
+
+    // The issue's size: every one of the 1,000 middles completes before the sink can be claimed,
+    // and the sink's claim carries all 1,000 results (figures printed for docs/flows.md).
+    test("wide fan-in 1 → 1,000 → 1 across two stages: the sink starts once all 1,000 completed, with their 1,000 results", async () => {
+      const { redis, producer } = clients();
+      const p = name();
+      const one = `${p}/one`;
+      const two = `${p}/two`;
+      const mids = Array.from({ length: 1000 }, (_, i) => `m${i}`);
+      const t0 = performance.now();
+      const { ids } = await producer.enqueueFlow(p, [
+        { key: "root", queue: one, data: 0 },
+        ...mids.map((key) => ({ key, queue: two, data: key, parents: ["root"] })),
+        { key: "sink", queue: one, data: "sink", parents: mids },
+      ]);
+      const enqueueMs = performance.now() - t0;
+      const [root, ...noMore] = await claimAll(redis, one);
+      assert.equal(root!.id, ids.root);
+      assert.deepEqual(noMore, []);
+      await complete(redis, root!, "r");
+      const middle: ClaimedJob[] = [];
+      while (middle.length < 1000) {
+        const got = await claimAll(redis, two);
+        assert.ok(got.length > 0, `only ${middle.length} of 1,000 middles were released`);
+        middle.push(...got);
+      }
+      for (const [i, job] of middle.entries()) {
+        if (i % 100 === 0 || i === 999)
+          assert.deepEqual(await claimAll(redis, one), [], `the sink waits (${i} of 1,000 done)`);
+        await complete(redis, job, JSON.parse(job.rawData));
+      }
+      const before = await netOutput(redis);
+      const [sink, ...others] = await claimAll(redis, one);
+      const replyBytes = (await netOutput(redis)) - before;
+      assert.equal(sink!.id, ids.sink);
+      assert.deepEqual(others, []);
+      assert.equal(Object.keys(sink!.parents!).length, 1000);
+      for (const key of mids) assert.deepEqual(sink!.parents![key], { id: ids[key], result: key });
+      process.stderr.write(
+        `# fan-in 1 → 1,000 → 1 (${redis instanceof Cluster ? "Cluster" : "single Redis"}): enqueueFlow ${enqueueMs.toFixed(0)} ms; the sink's claim reply ≈ ${(replyBytes / 1024).toFixed(1)} KiB\n`,
+      );
     });
   },
   { single: (n) => `fl${n}`, cluster: (n) => `flp${n}` },
