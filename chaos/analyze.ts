@@ -352,45 +352,45 @@ export interface FlowEdge {
 export interface FlowOrderAudit {
   /** Edges whose dependent ran (and so were checked). */
   checked: number;
-  /** Dependents claimed before that parent completed (or when it never completed). */
-  early: { child: string; parent: string; claimedAt: number; parentCompletedAt?: number }[];
+  /** Dependents started before that parent completed (or when it never completed). */
+  early: { child: string; parent: string; startedAt: number; parentCompletedAt?: number }[];
 }
 
 /**
- * A flow job is released only when its last parent completes (at its last stage): so each
- * dependent's first claim, at any stage, must come no earlier than every parent's completion.
- * `firstClaim` and `completedAt` are ms since epoch (the records' claim and completion times, both
- * stamped by Redis); a dependent that ran although a parent never completed started early too
- * (the chaos flows use the `fail` policy: such a dependent is cancelled, never run).
+ * A flow job is released only when its last parent completes (at its last stage), so each
+ * dependent's first execution, at any stage, must start after every parent's completing
+ * execution ended. Both are stamped by the processes on the two ends of that causal chain
+ * (`firstStart`: the dependent's handler after its claim returned; `completedAt`: the parent's
+ * handler before its worker sent the completion), so no clock skew between a claim's and a
+ * completion's own timestamps can hide or fake an early start. A dependent that ran although a
+ * parent never completed started early too (the chaos flows use the `fail` policy: such a
+ * dependent is cancelled, never run).
  */
 export function flowOrderViolations(
   edges: FlowEdge[],
-  firstClaim: Map<string, number>,
+  firstStart: Map<string, number>,
   completedAt: Map<string, number>,
 ): FlowOrderAudit {
   const audit: FlowOrderAudit = { checked: 0, early: [] };
   for (const { parent, child } of edges) {
-    const claimedAt = firstClaim.get(child);
-    if (claimedAt === undefined) continue;
+    const startedAt = firstStart.get(child);
+    if (startedAt === undefined) continue;
     audit.checked++;
     const done = completedAt.get(parent);
-    if (done === undefined || claimedAt < done)
+    if (done === undefined || startedAt < done)
       audit.early.push({
         child,
         parent,
-        claimedAt,
+        startedAt,
         ...(done === undefined ? {} : { parentCompletedAt: done }),
       });
   }
   return audit;
 }
 
-/** Each job's first claim, ms since epoch: its earliest execution's claim (or start, when no claim was recorded). */
-export function firstClaims(executions: Execution[], claimedAt: Map<string, number>): Map<string, number> {
+/** When each job's first execution (at any stage) started, ms since epoch. */
+export function firstStarts(executions: Execution[]): Map<string, number> {
   const out = new Map<string, number>();
-  for (const e of executions) {
-    const t = Math.min(e.t, claimedAt.get(e.exec) ?? e.t);
-    if (!out.has(e.id) || t < out.get(e.id)!) out.set(e.id, t);
-  }
+  for (const e of executions) if (!out.has(e.id) || e.t < out.get(e.id)!) out.set(e.id, e.t);
   return out;
 }

@@ -149,3 +149,28 @@ export function jobGroup(i: number, groups: number): string | undefined {
   if (i % 2 === 1 || groups < 2) return undefined;
   return `g${1 + ((i / 2) % (groups - 1))}`;
 }
+
+/** A job of a chaos flow: its key, its parents' keys, and its data as a plain job's (jobPlans). */
+export interface FlowJobPlan {
+  key: string;
+  parents: string[];
+  data: Record<string, unknown>;
+  failsAt: number;
+}
+
+/**
+ * The flows of a run with `--flows N`: flow i is a root, 2 + i % 3 middles that wait for it and a
+ * sink that waits for all the middles (a diamond, or wider), every job through every stage.
+ */
+export function flowPlans(seed: number, count: number, stages: number): FlowJobPlan[][] {
+  const shapes = jobPlans(seed ^ 0xf10f, count * 6, stages);
+  let k = 0;
+  const take = (key: string, parents: string[]): FlowJobPlan => {
+    const { data, failsAt } = shapes[k++]!;
+    return { key, parents, data, failsAt };
+  };
+  return Array.from({ length: count }, (_, i) => {
+    const mids = Array.from({ length: 2 + (i % 3) }, (_, m) => `m${m}`);
+    return [take("root", []), ...mids.map((m) => take(m, ["root"])), take("sink", mids)];
+  });
+}

@@ -50,7 +50,10 @@ import {
   auditRestartReruns,
   executionEnds,
   readExecutionEnds,
+  firstStarts,
+  flowOrderViolations,
   sequenceInversions,
+  type FlowEdge,
   type EndOfExecution,
   type FaultRecord,
   type GroupPeak,
@@ -60,6 +63,7 @@ import {
   FAILOVER_FAULT_KINDS,
   FAULT_KINDS,
   faultSchedule,
+  flowPlans,
   GROUP_CONCURRENCY,
   jobGroup,
   jobPlans,
@@ -85,6 +89,8 @@ export interface ChaosOptions {
   durability: Durability;
   /** Groups of the grouped stage (0: no job has a group): plan.ts jobGroup. */
   groups: number;
+  /** Flows enqueued beside the plain jobs (plan.ts flowPlans): a root, 2–4 middles, a sink. */
+  flows: number;
 }
 
 export type RedisTopology = "single" | "sentinel" | "cluster";
@@ -112,7 +118,9 @@ const USAGE = `usage: npm run chaos -- [options]
                       3 sentinels) | cluster (3 primaries + 3 replicas): failover faults instead of restarts
   --durability M      primary (default) | replicated: producer and workers wait for a replica (WAIT)
   --groups N          half the jobs in N groups (0 = none, default): every 20th in a sequence
-                      (concurrency 1), the rest at most ${GROUP_CONCURRENCY} at once per group; the audit checks both`;
+                      (concurrency 1), the rest at most ${GROUP_CONCURRENCY} at once per group; the audit checks both
+  --flows N           also enqueue N flows (a root, 2–4 middles waiting for it, a sink waiting for them
+                      all; default 0): the audit checks no dependent started before its parents completed`;
 
 export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
   const { values } = parseArgs({
@@ -135,6 +143,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       redis: { type: "string" },
       durability: { type: "string" },
       groups: { type: "string" },
+      flows: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -164,6 +173,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     dir: values.dir,
     redis: topology(values.redis ?? "single"),
     groups: int("groups", values.groups, 0, 0, 1000),
+    flows: int("flows", values.flows, 0, 0, 1_000_000),
     durability: (() => {
       try {
         return parseDurability(values.durability ?? "primary");
@@ -222,6 +232,15 @@ export interface ChaosReport {
   group_executions_cut: number;
   /** Sequence jobs that started at the first stage before one enqueued ahead of them. */
   sequence_inversions: number;
+  /** Flows asked for, enqueued, and their jobs (counted in completed, dead_lettered and lost too). */
+  flows: number;
+  flows_enqueued: number;
+  flow_jobs: number;
+  /** Flow jobs cancelled because a parent was dead-lettered or cancelled (the `fail` policy). */
+  flow_jobs_cancelled: number;
+  /** Parent → dependent edges whose dependent ran; of those, dependents started before that parent completed. */
+  flow_edges_checked: number;
+  flow_dependents_early: number;
   faults: Record<string, number>;
   faults_skipped: number;
   workers_started: number;
@@ -261,6 +280,11 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const queues = Array.from({ length: o.stages }, (_, i) => `${PIPELINE}/${STAGE_NAMES[i]}`);
   const last = queues[queues.length - 1]!;
   const plan = jobPlans(o.seed, o.jobs, o.stages);
+  const flowPlan = flowPlans(o.seed, o.flows, o.stages);
+  /** Each enqueued flow's jobs (their ids, from enqueueFlow) and edges. */
+  const flowJobs: { id: string; failsAt: number; parents: string[] }[] = [];
+  const flowEdges: FlowEdge[] = [];
+  let flowsEnqueued = 0;
   const windowMs = o.seconds * 1000;
   const failingOver = o.redis !== "single";
   const schedule = faultSchedule(o.seed, {
@@ -271,7 +295,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   });
   const planned = countBy(schedule.map((f) => f.kind));
   say(
-    `chaos: ${o.jobs} jobs through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms, Redis ${o.redis}, durability ${o.durability}; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
+    `chaos: ${o.jobs} jobs${o.flows ? ` and ${o.flows} flows` : ""} through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms, Redis ${o.redis}, durability ${o.durability}; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
   );
 
   const topo = await startTopology(o.redis, join(dir, "redis")).catch(async (err: Error) => {
@@ -379,6 +403,37 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
             break;
           } catch (err) {
             if (attempt % 20 === 1) say(`chaos: enqueue failed (${(err as Error).message}); retrying`);
+            await sleep(200);
+          }
+        }
+      }
+    })(),
+  );
+
+  // Flows, spread over the same 60 %. A retry after a lost reply may enqueue a flow twice: only
+  // the acknowledged one is audited (the other runs beside it, unwatched).
+  const producingFlows = track(
+    (async () => {
+      for (const [i, f] of flowPlan.entries()) {
+        await sleepUntil(t0 + (produceMs * i) / flowPlan.length);
+        const jobs = f.map((j) => ({
+          key: j.key,
+          queue: queues[0]!,
+          data: j.data,
+          attempts: 3,
+          ...(j.parents.length ? { parents: j.parents } : {}),
+        }));
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const { ids } = await producer.enqueueFlow(PIPELINE, jobs);
+            for (const j of f) {
+              flowJobs.push({ id: ids[j.key]!, failsAt: j.failsAt, parents: j.parents.map((p) => ids[p]!) });
+              for (const p of j.parents) flowEdges.push({ parent: ids[p]!, child: ids[j.key]! });
+            }
+            flowsEnqueued++;
+            break;
+          } catch (err) {
+            if (attempt % 20 === 1) say(`chaos: enqueueFlow failed (${(err as Error).message}); retrying`);
             await sleep(200);
           }
         }
@@ -547,7 +602,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     void Promise.all(queues.map((q) => admin.counts(q)))
       .then((cs) => {
         say(
-          `chaos: ${((Date.now() - t0) / 1000).toFixed(0)}s enqueued ${enqueued}/${o.jobs}, done ${cs[cs.length - 1]!.completed}; backlog ${cs.map((c, i) => `${STAGE_NAMES[i]}=${c.backlog}`).join(" ")}; faults ${faults.length}/${schedule.length}`,
+          `chaos: ${((Date.now() - t0) / 1000).toFixed(0)}s enqueued ${enqueued}/${o.jobs}${o.flows ? ` and ${flowJobs.length} flow jobs` : ""}, done ${cs[cs.length - 1]!.completed}; backlog ${cs.map((c, i) => `${STAGE_NAMES[i]}=${c.backlog}`).join(" ")}; faults ${faults.length}/${schedule.length}`,
         );
       })
       .catch(() => say(`chaos: ${((Date.now() - t0) / 1000).toFixed(0)}s (Redis not answering)`));
@@ -558,6 +613,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     await injecting;
     await sleepUntil(t0 + windowMs);
     await producing;
+    await producingFlows;
     while (background.size > 0) await Promise.allSettled([...background]);
     for (const s of slots) if (s.state !== "up") say(`chaos: slot ${s.name} is ${s.state} after the window`);
     say(
@@ -568,9 +624,19 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     const settleDeadline = Date.now() + o.settleTimeoutMs;
     for (;;) {
       const cs = await Promise.all(queues.map((q) => admin.counts(q))).catch(() => null);
-      if (cs) {
-        const done = cs[cs.length - 1]!.completed + cs.reduce((a, c) => a + c.dead, 0);
-        if (done >= enqueued && cs.every((c) => c.backlog === 0 && c.delayed === 0)) break;
+      // flow jobs a dead parent cancelled (the `fail` policy) end neither completed nor dead
+      const cancelled = o.flows
+        ? await Promise.all(queues.map((q) => admin.counters(q)))
+            .then((cn) => cn.reduce((a, c) => a + (c.cancelled ?? 0), 0))
+            .catch(() => null)
+        : 0;
+      if (cs && cancelled !== null) {
+        const done = cs[cs.length - 1]!.completed + cs.reduce((a, c) => a + c.dead, 0) + cancelled;
+        if (
+          done >= enqueued + flowJobs.length &&
+          cs.every((c) => c.backlog === 0 && c.delayed === 0 && !c.waitingChildren)
+        )
+          break;
       }
       if (Date.now() > settleDeadline) {
         say("chaos: the pipeline did not drain before --settle-timeout; counting what is left as lost");
@@ -642,22 +708,31 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     // Redis: final state of every job
     const keys = new PipelineKeys(PIPELINE);
     const states = new Map<string, { state: string; queue: string }>();
-    for (let i = 0; i < plan.length; i += 500) {
+    // every job audited: the plain ones and the flows' (parents: flow jobs only)
+    const jobs: { id: string; failsAt: number; parents?: string[] }[] = [...plan, ...flowJobs];
+    for (let i = 0; i < jobs.length; i += 500) {
       const pipe = redis.pipeline();
-      for (const j of plan.slice(i, i + 500)) pipe.hmget(keys.job(j.id), "state", "queue");
+      for (const j of jobs.slice(i, i + 500)) pipe.hmget(keys.job(j.id), "state", "queue");
       const res = (await pipe.exec()) ?? [];
       res.forEach(([, v], k) => {
         const [state, queue] = (v as (string | null)[]) ?? [];
-        states.set(plan[i + k]!.id, { state: state ?? "missing", queue: queue ?? "" });
+        states.set(jobs[i + k]!.id, { state: state ?? "missing", queue: queue ?? "" });
       });
     }
     let completed = 0;
     let dead = 0;
+    let flowCancelled = 0;
     const lostJobs: string[] = [];
-    for (const j of plan) {
+    for (const j of jobs) {
       const s = states.get(j.id)!;
       if (s.state === "completed" && s.queue === last) completed++;
       else if (s.state === "dead") dead++;
+      // the `fail` policy: a flow job whose parent died or was cancelled is cancelled
+      else if (
+        s.state === "cancelled" &&
+        j.parents?.some((p) => ["dead", "cancelled"].includes(states.get(p)?.state ?? ""))
+      )
+        flowCancelled++;
       else lostJobs.push(`${j.id}: ${s.state}${s.queue ? ` at ${s.queue}` : ""}`);
     }
     // On Redis that fails over without "replicated", an acknowledged enqueue or settle can be lost
@@ -690,13 +765,14 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       queue: string;
       outcome: string;
       started_ms: string | null;
+      finished_ms: string | null;
     }>(
-      "select job_id, execution, queue, outcome, (extract(epoch from started_at) * 1000)::bigint as started_ms from conveyor_attempts where pipeline = $1",
+      "select job_id, execution, queue, outcome, (extract(epoch from started_at) * 1000)::bigint as started_ms, (extract(epoch from finished_at) * 1000)::bigint as finished_ms from conveyor_attempts where pipeline = $1",
       [PIPELINE],
       "chaos",
     );
     const rowOf = new Map(jobRows.map((r) => [r.id, r]));
-    const missingJobRows = plan.filter((j) => {
+    const missingJobRows = jobs.filter((j) => {
       const s = states.get(j.id)!;
       const r = rowOf.get(j.id);
       return !r || r.state !== s.state || r.queue !== s.queue;
@@ -738,7 +814,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     );
 
     // every re-run, and why
-    const failsAt = new Map(plan.map((j) => [j.id, j.failsAt]));
+    const failsAt = new Map(jobs.map((j) => [j.id, j.failsAt]));
     const a = attribute(executions, faults, {
       plannedFailure: (q, id, attempt) => attempt === 1 && queues.indexOf(q) === failsAt.get(id),
       ends,
@@ -774,7 +850,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       say(`chaos: ${lostJobs.length} acknowledged jobs lost in ${failovers} failovers (durability primary)`);
     if (a.unplannedRetries) failures.push(`${a.unplannedRetries} failed attempts that were not planned`);
     const lastRuns = new Set(executions.filter((e) => e.q === last).map((e) => e.id));
-    const neverRan = plan.filter((j) => states.get(j.id)!.state === "completed" && !lastRuns.has(j.id));
+    const neverRan = jobs.filter((j) => states.get(j.id)!.state === "completed" && !lastRuns.has(j.id));
     if (neverRan.length)
       failures.push(`${neverRan.length} jobs completed at ${last} without an execution there`);
     const sigtermExits = procs.filter((p) => p.fate === "sigterm" && p.exit !== 0);
@@ -783,6 +859,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
         `SIGTERMed workers that did not exit 0: ${sigtermExits.map((p) => `${p.file} (${p.exit ?? "still running"})`).join(", ")}`,
       );
     if (enqueued < o.jobs) failures.push(`only ${enqueued} of ${o.jobs} jobs were enqueued`);
+    if (flowsEnqueued < o.flows) failures.push(`only ${flowsEnqueued} of ${o.flows} flows were enqueued`);
 
     // group limits: how many of a group ran at once (the handler's start and end records), and
     // the sequence's start order at the first stage
@@ -809,6 +886,25 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     if (inversions.length)
       failures.push(
         `${inversions.length} jobs of sequence ${SEQUENCE_GROUP} started before one enqueued ahead of them (e.g. ${inversions.slice(0, 5).join(", ")})`,
+      );
+
+    // flows: no dependent started before each of its parents completed at the last stage (the
+    // parent's completing execution: its handler's end record, else the record's finish time)
+    const completedAt = new Map(
+      attemptRows
+        .filter((r) => r.outcome === "completed" && r.queue === last && r.finished_ms !== null)
+        .map((r) => [r.job_id, endsAt.get(r.execution) ?? Number(r.finished_ms)]),
+    );
+    const flowOrder = flowOrderViolations(flowEdges, firstStarts(executions), completedAt);
+    if (flowOrder.early.length)
+      failures.push(
+        `${flowOrder.early.length} flow dependents started before a parent completed (e.g. ${flowOrder.early
+          .slice(0, 3)
+          .map(
+            (e) =>
+              `${e.child} at ${e.startedAt}, parent ${e.parent} ${e.parentCompletedAt === undefined ? "never completed" : `completed at ${e.parentCompletedAt}`}`,
+          )
+          .join("; ")})`,
       );
 
     const lateDiscarded = [...ends.values()].filter(
@@ -854,6 +950,12 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       group_limit_breaches: groupAudit.breaches.length,
       group_executions_cut: groupAudit.cut,
       sequence_inversions: inversions.length,
+      flows: o.flows,
+      flows_enqueued: flowsEnqueued,
+      flow_jobs: flowJobs.length,
+      flow_jobs_cancelled: flowCancelled,
+      flow_edges_checked: flowOrder.checked,
+      flow_dependents_early: flowOrder.early.length,
       faults: faultCounts,
       faults_skipped: skipped,
       workers_started: procs.length,
@@ -986,13 +1088,18 @@ function countBy(items: string[]): Map<string, number> {
 export function summary(r: ChaosReport): string {
   const lines = [
     `seed ${r.seed}, ${r.seconds}s fault window, ${r.elapsed_seconds}s in all`,
-    `jobs ${r.jobs}: completed ${r.completed}, dead-lettered ${r.dead_lettered}, lost ${r.lost} (Redis ${r.redis}, durability ${r.durability}${r.redis === "single" ? "" : `; lost in failovers ${r.lost_in_failover}, records lost with a claim ${r.records_lost_in_failover}`})`,
+    `jobs ${r.jobs}${r.flow_jobs ? ` and ${r.flow_jobs} in flows` : ""}: completed ${r.completed}, dead-lettered ${r.dead_lettered}, lost ${r.lost} (Redis ${r.redis}, durability ${r.durability}${r.redis === "single" ? "" : `; lost in failovers ${r.lost_in_failover}, records lost with a claim ${r.records_lost_in_failover}`})`,
     `faults: ${Object.entries(r.faults)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}${r.faults_skipped ? ` (${r.faults_skipped} skipped: no live worker)` : ""}`,
     `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart} (lease lapsed in the outage and fenced: ${r.restart_reruns_lapsed_and_fenced}; outages ${r.redis_outages_ms.join(", ")} ms), after a failover ${r.duplicates_after_failover}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
     `late completions fenced off ${r.fenced_late_completions} (late results discarded by workers ${r.late_results_discarded}); stalls ${r.stalled}, hand-backs ${r.handed_back}`,
     `PostgreSQL: ${r.records_missing_in_postgres} records missing, ${r.records_inconsistent} inconsistent`,
+    ...(r.flows > 0
+      ? [
+          `flows ${r.flows_enqueued}/${r.flows} (${r.flow_jobs} jobs, ${r.flow_jobs_cancelled} cancelled after a dead parent): ${r.flow_edges_checked} edges checked, dependents started before a parent completed ${r.flow_dependents_early}`,
+        ]
+      : []),
     ...(r.groups > 0
       ? [
           `groups ${r.groups}: most running at once ${r.group_peaks.map((p) => `${p.group}@${p.queue.split("/").pop()} ${p.peak}/${p.limit}`).join(", ")}; over a limit ${r.group_limit_breaches}; cut at a fault ${r.group_executions_cut}; sequence out of order ${r.sequence_inversions}`,

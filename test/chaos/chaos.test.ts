@@ -7,7 +7,8 @@
 // (chaos/plan.test.ts, chaos/analyze.test.ts). The runner is a program: this test runs it and
 // reads its JSON report (the report's type is the only thing imported from chaos/). Half the jobs
 // carry a group (--groups 4): three groups of concurrency 2 and a sequence of concurrency 1, whose
-// limits the audit checks from the handler's own start and end records.
+// limits the audit checks from the handler's own start and end records. 40 flows (--flows 40) run
+// beside the plain jobs: no dependent may start before all its parents completed.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { before, describe, test } from "node:test";
@@ -27,7 +28,8 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
   before(async () => {
     const args = [
       "chaos/run.ts",
-      ...["--jobs", "1000", "--seconds", "40", "--fault-every", "2s", "--groups", "4", "--json"],
+      ...["--jobs", "1000", "--seconds", "40", "--fault-every", "2s", "--groups", "4", "--flows", "40"],
+      "--json",
     ];
     if (process.env.CHAOS_SEED) args.push("--seed", process.env.CHAOS_SEED);
     ({ code, stdout, stderr } = await run(NODE, args));
@@ -48,7 +50,7 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
   test("faults of every kind while 1,000 jobs cross three stages: nothing lost, no re-run after SIGTERM, every record in PostgreSQL, no re-run unexplained", () => {
     assert.equal(r.enqueued, 1000);
     assert.equal(r.lost, 0, why);
-    assert.equal(r.completed + r.dead_lettered, 1000, why);
+    assert.equal(r.completed + r.dead_lettered + r.flow_jobs_cancelled, 1000 + r.flow_jobs, why);
     assert.equal(r.duplicates_after_sigterm, 0, why);
     assert.equal(r.sigterm_exits_nonzero, 0, why);
     assert.equal(r.records_missing_in_postgres, 0, why);
@@ -86,6 +88,20 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
       r.group_peaks.some((p) => p.limit === 2 && p.peak === 2),
       `the limit of 2 was reached somewhere (the audit can see overlap): ${JSON.stringify(r.group_peaks)}`,
     );
+  });
+
+  test("40 flows (a root, 2–4 middles, a sink) beside them: every flow job ended once, none started before all its parents completed", () => {
+    assert.equal(r.flows_enqueued, 40, why);
+    // flow i has 2 + i % 3 middles: 40 roots, 40 sinks, 14 × 2 + 13 × 3 + 13 × 4 middles
+    assert.equal(r.flow_jobs, 40 * 2 + 14 * 2 + 13 * 3 + 13 * 4);
+    assert.equal(r.flow_dependents_early, 0, why);
+    // every middle and every sink ran unless a dead parent cancelled it: an edge per middle, 2–4 per sink
+    const edges = 2 * (14 * 2 + 13 * 3 + 13 * 4);
+    assert.ok(
+      r.flow_edges_checked > 0 && r.flow_edges_checked <= edges,
+      `${r.flow_edges_checked} of ${edges}`,
+    );
+    if (r.flow_jobs_cancelled === 0) assert.equal(r.flow_edges_checked, edges, why);
   });
 
   // While Redis is down no lease can be renewed: an outage that outlasts a lease's remaining time
