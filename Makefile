@@ -122,7 +122,7 @@ bench-autoscale: node-deps controlplane keda
 # record is audited (docs/chaos.md). About 12 minutes. CHAOS_ARGS adds or overrides options,
 # e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
 chaos: deps
-	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 $(CHAOS_ARGS)
+	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 --flows 400 $(CHAOS_ARGS)
 
 # A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
 # version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION

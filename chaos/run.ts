@@ -10,7 +10,8 @@
 // port and data dir) and stops/restarts PostgreSQL. Every fault is logged with its pid and time.
 // The recording handler logs every execution to a file of its own. Afterwards: which jobs were
 // lost, which ran twice at one stage and why (chaos/analyze.ts), whether late completions were
-// fenced off, whether PostgreSQL holds every job and every execution.
+// fenced off, whether PostgreSQL holds every job and every execution. With --flows, flows run
+// beside the plain jobs and no dependent may start before its parents completed.
 //
 // The last stdout line is one JSON object (with --json); the exit code is 0 when the run passed:
 // nothing lost, no re-run after a SIGTERM, no record missing, every re-run explained by a SIGKILL
