@@ -5,6 +5,7 @@ import {
   FAILOVER_FAULT_KINDS,
   faultSchedule,
   FAULT_KINDS,
+  flowPlans,
   jobGroup,
   jobPlans,
   SEQUENCE_GROUP,
@@ -49,5 +50,23 @@ describe("chaos runner logic", () => {
     assert.equal(groups[1], undefined);
     assert.deepEqual(new Set(groups.filter((g) => g && g !== SEQUENCE_GROUP)), new Set(["g1", "g2", "g3"]));
     assert.equal(jobGroup(2, 0), undefined, "no groups: none");
+  });
+  test("flows: a root, 2–4 middles waiting for it, a sink waiting for them all, the same for a seed", () => {
+    const flows = flowPlans(7, 6, 3);
+    assert.deepEqual(flows, flowPlans(7, 6, 3));
+    assert.notDeepEqual(flows, flowPlans(8, 6, 3));
+    assert.deepEqual(
+      flows.map((f) => f.length),
+      [4, 5, 6, 4, 5, 6],
+    );
+    for (const f of flows) {
+      const mids = f.slice(1, -1).map((j) => j.key);
+      assert.deepEqual(f[0]!.parents, []);
+      for (const j of f.slice(1, -1)) assert.deepEqual(j.parents, ["root"]);
+      assert.deepEqual(f.at(-1)!, { ...f.at(-1)!, key: "sink", parents: mids });
+      // each job's data has a level per stage, as a plain job's
+      for (const j of f)
+        assert.equal(typeof (j.data.result as { result: { sleepMs: number } }).result.sleepMs, "number");
+    }
   });
 });
