@@ -9,6 +9,21 @@ import { enableCompileCache } from "node:module";
 // written the CLI runs as it would without it. Not for the daemons: they start once per pod, whose
 // /tmp is a size-limited emptyDir that would only fill up.
 if (!["worker", "operator", "api"].includes(process.argv[2] ?? "")) enableCompileCache();
+// A worker's stop signals are noted from here on and taken by worker/main.ts (lib/heldSignals.ts):
+// a pod deleted while the worker's modules load stops cleanly instead of dying by the default action.
+if (process.argv[2] === "worker") {
+  const signals = [];
+  const hold = (sig) => signals.push(sig);
+  process.on("SIGTERM", hold);
+  process.on("SIGINT", hold);
+  globalThis[Symbol.for("conveyor.heldSignals")] = {
+    signals,
+    release: () => {
+      process.off("SIGTERM", hold);
+      process.off("SIGINT", hold);
+    },
+  };
+}
 const source = new URL("../cli/main.ts", import.meta.url);
 const { main } = await import(
   existsSync(source) ? source.href : new URL("../dist/cli/main.js", import.meta.url).href

@@ -13,6 +13,7 @@ import { startRecorder } from "../records/index.ts";
 import { pipelineOf } from "../queue/index.ts";
 import { JOB_SAMPLER, startTracing } from "../lib/telemetry.ts";
 import { Notifier } from "./notify.ts";
+import { takeHeldSignals } from "../lib/heldSignals.ts";
 
 export async function runWorker(argv: string[]): Promise<number> {
   let config;
@@ -43,6 +44,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  for (const sig of takeHeldSignals()) onSignal(sig);
   // Spans only when the OTEL_* variables ask for export: the SDK is not even loaded otherwise.
   const tracing = await startTracing({
     serviceName: "conveyor-worker",

@@ -59,3 +59,51 @@ export default async () => ({ ok: true });
   assert.equal(counts.ready, 1, "the waiting job was not claimed");
   assert.equal(counts.inflight, 0);
 });
+
+test("SIGTERM while the worker's own modules load (before its handlers exist): exit 0, nothing claimed", async () => {
+  const loading = join(dir, "main-loading");
+  const go = join(dir, "main-go");
+  // A module hook (node:module register) holds the load of worker/main.ts until the test says go:
+  // the signal lands after bin/conveyor.js started and before worker/main.ts installed anything.
+  const hooks = join(dir, "holdMainHooks.mjs");
+  writeFileSync(
+    hooks,
+    `import { existsSync, writeFileSync } from "node:fs";
+export async function load(url, context, next) {
+  if (/\\/worker\\/main\\.(ts|js)$/.test(url)) {
+    writeFileSync(${JSON.stringify(loading)}, "");
+    while (!existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 20));
+  }
+  return next(url, context);
+}
+`,
+  );
+  const preload = join(dir, "holdMain.mjs");
+  writeFileSync(
+    preload,
+    `import { register } from "node:module";\nregister(${JSON.stringify(`file://${hooks}`)});\n`,
+  );
+  const queue = "startup-signal-early";
+  await new Producer(client).enqueue(queue, { n: 1 });
+  const w = await startWorker({
+    dir,
+    name: "loading",
+    waitReady: false,
+    env: {
+      REDIS_URL: redis.url,
+      CONVEYOR_QUEUE: queue,
+      CONVEYOR_HANDLER: 'command:["true"]',
+      NODE_OPTIONS: `--import ${preload}`,
+    },
+  });
+  await waitFor("worker/main.ts is loading", async () => existsSync(loading), 30_000, 20);
+  // (sent before go: the kernel has it pending while the main thread waits for the hook; without
+  // a listener from bin/conveyor.js its default action kills the process, exit 143)
+  w.signal("SIGTERM");
+  writeFileSync(go, "");
+  const code = await w.exited;
+  assert.equal(code, 0, `exit ${code}; log:\n${w.logs()}`);
+  assert.match(w.logs(), /worker stopped/);
+  const counts = await new QueueAdmin(client).counts(queue);
+  assert.equal(counts.ready, 1, "the waiting job was not claimed");
+});
