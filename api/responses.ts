@@ -244,6 +244,24 @@ export const SCHEMAS: Record<string, JsonSchema> = {
     additionalProperties: false,
     description: "a line a handler logged; at is ms since epoch (the execution id stays server-side)",
   },
+  Notification: {
+    ...obj({
+      event: { enum: ["completed", "dead", "cancelled"] },
+      url: str,
+      state: { enum: ["delivered", "retrying", "failed"] },
+      attempts: int,
+      status: { ...int, description: "the last answer's HTTP status, 0 when there was none" },
+      answer: {
+        ...str,
+        description: "the last answer's first 200 characters, or why there was none (refused, timeout, …)",
+      },
+      firstAt: isoTime,
+      lastAt: isoTime,
+      nextAt: { ...nullable(isoTime), description: "while retrying: when the next attempt is due" },
+    }),
+    description:
+      "one notification of the job to one destination (docs/notifications.md), as the workers' sender keeps it for 7 days after its last attempt",
+  },
   DeadJob: obj({ id: str, deadAt: num, reason: str, attemptsMade: int, error: str }, ["error"]),
   SearchHit: obj({
     id: str,
@@ -664,6 +682,11 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
       children: { type: "array", items: obj({ id: str, queue: str, state: str }) },
       logs: { type: "array", items: ref("JobLogLine") },
+      notifications: {
+        type: "array",
+        items: ref("Notification"),
+        description: "the job's completion notifications, oldest first (empty when it has none)",
+      },
       sources: obj({ redis: bool, records: bool }),
       actions: obj({ retry: bool, cancel: bool, promote: bool }),
     }),

@@ -1,6 +1,13 @@
 // Job routes: a queue's jobs page by page, one job's status (the producer's status URL), its
 // full detail for the dashboard, downloads of large payloads, logs, and the job actions.
-import { eventsOfEntries, parseAttemptErrors, QueueKeys, type JobInfo } from "../../queue/index.ts";
+import {
+  eventsOfEntries,
+  parseAttemptErrors,
+  QueueKeys,
+  readDeliveries,
+  type Delivery,
+  type JobInfo,
+} from "../../queue/index.ts";
 import type { ApiContext } from "../context.ts";
 import { HttpError, parseStored } from "../http.ts";
 import { parseDuration } from "../../lib/duration.ts";
@@ -33,6 +40,21 @@ function stageBody(st: StageView) {
     ...(st.error !== undefined ? { error: parseStored(st.error) } : {}),
     ...(st.startedAt ? { startedAt: iso(st.startedAt) } : {}),
     ...(st.finishedAt ? { finishedAt: iso(st.finishedAt) } : {}),
+  };
+}
+
+/** A notification delivery as GET /jobs/{id}/detail gives it: times as ISO text. */
+function notificationBody(d: Delivery) {
+  return {
+    event: d.event,
+    url: d.url,
+    state: d.state,
+    attempts: d.attempts,
+    status: d.status,
+    answer: d.answer,
+    firstAt: iso(d.firstAt),
+    lastAt: iso(d.lastAt),
+    nextAt: d.state === "retrying" ? iso(d.nextAt) : null,
   };
 }
 
@@ -143,12 +165,13 @@ export function jobHandlers(ctx: ApiContext): Handlers {
       if (!info && !row) notFound(id);
       const queue = info?.queue || row!.queue;
       const pipeline = queue.split("/")[0]!;
-      const [executions, children, stages, recent, logs] = await Promise.all([
+      const [executions, children, stages, recent, logs, deliveries] = await Promise.all([
         ctx.records ? ctx.records.executions(pipeline, id) : [],
         ctx.records ? ctx.records.children(pipeline, id) : [],
         ctx.records ? ctx.records.stages(pipeline, id) : [],
         ctx.redis.xrevrange(new QueueKeys(queue).events, "+", "-", "COUNT", EVENTS_SCANNED),
         jobLogs(ctx, id, queue),
+        readDeliveries(ctx.redis, pipeline, id),
       ]);
       const oldest = recent.at(-1)?.[0];
       const timeline = jobTimeline({
@@ -214,6 +237,7 @@ export function jobHandlers(ctx: ApiContext): Handlers {
           })),
           children,
           logs,
+          notifications: deliveries.map(notificationBody),
           sources: { redis: info !== null, records: row !== null },
           actions: {
             retry: state === "dead",

@@ -161,6 +161,22 @@ export type JobLogLine = {
   message: string;
 };
 
+/** one notification of the job to one destination (docs/notifications.md), as the workers' sender keeps it for 7 days after its last attempt */
+export type Notification = {
+  event: "completed" | "dead" | "cancelled";
+  url: string;
+  state: "delivered" | "retrying" | "failed";
+  attempts: number;
+  /** the last answer's HTTP status, 0 when there was none */
+  status: number;
+  /** the last answer's first 200 characters, or why there was none (refused, timeout, …) */
+  answer: string;
+  firstAt: string;
+  lastAt: string;
+  /** while retrying: when the next attempt is due */
+  nextAt: string | null;
+};
+
 export type DeadJob = {
   id: string;
   deadAt: number;
@@ -595,6 +611,8 @@ export type JobDetailReply = {
     state: string;
   })[];
   logs: JobLogLine[];
+  /** the job's completion notifications, oldest first (empty when it has none) */
+  notifications: Notification[];
   sources: {
     redis: boolean;
     records: boolean;

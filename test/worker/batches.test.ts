@@ -10,7 +10,16 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { QueueKeys, setContract, type JobInfo, type QueueAdmin } from "../../queue/index.ts";
+import {
+  parseLimits,
+  QueueKeys,
+  resourceState,
+  setContract,
+  setGroupLimit,
+  setResource,
+  type JobInfo,
+  type QueueAdmin,
+} from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
 import { metricValue, REPO } from "../support/workers.ts";
@@ -24,6 +33,8 @@ interface CallLine {
   t: number;
   ids: string[];
   attempts?: number[];
+  /** Per job: resource → the key it was granted. */
+  keys?: Record<string, string>[];
   threw?: boolean;
 }
 
@@ -346,6 +357,104 @@ describe("batch handlers", () => {
       sidecar.closeAllConnections();
       sidecar.close();
     }
+  });
+
+  test("groups admit per job: a call mixes groups, no group runs more jobs at once across calls than its limit, a rate-limited group gets no more starts than its rate", async () => {
+    const q = "bgroups";
+    const limits: Record<string, number> = { ga: 2, gb: 3 };
+    for (const [g, concurrency] of Object.entries(limits))
+      await setGroupLimit(bed.redis, q, g, { concurrency });
+    await setGroupLimit(bed.redis, q, "gr", { rate: { max: 3, perMs: 3_600_000 } });
+    // 2 calls of up to 10 at once: 20 slots, far more than the groups allow
+    await worker(q, { CONVEYOR_CONCURRENCY: "2", CONVEYOR_BATCH_MIN: "10", CONVEYOR_BATCH_WAIT: "300ms" });
+    const jobs = [
+      ...["ga", "gb"].flatMap((g) =>
+        Array.from({ length: 6 }, (_, i) => ({
+          id: `${g}-${i}`,
+          data: { sleepMs: 300, result: g },
+          group: g,
+        })),
+      ),
+      ...Array.from({ length: 3 }, (_, i) => ({ id: `free-${i}`, data: { sleepMs: 300, result: i } })),
+    ];
+    const rated = Array.from({ length: 5 }, (_, i) => ({ id: `gr-${i}`, data: { result: i }, group: "gr" }));
+    await bed.producer.enqueueMany(q, [...jobs, ...rated]);
+    for (const j of jobs) assert.equal((await finished(bed.admin, j.id, q)).state, "completed");
+    // 3 starts an hour: 3 of gr's jobs ran, the other 2 wait for the window
+    const grDone = async () =>
+      (await Promise.all(rated.map((j) => bed.admin.job(j.id, q)))).filter((i) => i?.state === "completed");
+    await waitFor("3 of gr completed", async () => (await grDone()).length === 3);
+    const lines = calls(log(q));
+    const starts = lines.filter((c) => c.event === "start");
+    const ended = (c: CallLine) => lines.find((e) => e.event === "end" && e.ids.join() === c.ids.join())!.t;
+    const groupOf = (id: string) => id.split("-")[0]!;
+    assert.ok(
+      starts.some((c) => new Set(c.ids.map(groupOf)).size >= 2),
+      `no call mixed groups: ${JSON.stringify(starts.map((c) => c.ids))}`,
+    );
+    // Each group's jobs in calls that overlapped in time, at the busiest moment.
+    for (const [g, limit] of Object.entries(limits)) {
+      let most = 0;
+      for (const c of starts) {
+        const at = c.t;
+        const running = starts
+          .filter((o) => o.t <= at && ended(o) > at)
+          .flatMap((o) => o.ids)
+          .filter((id) => groupOf(id) === g).length;
+        most = Math.max(most, running);
+      }
+      assert.ok(most <= limit, `group ${g}: ${most} jobs in calls at once, limit ${limit}`);
+      assert.equal(most, limit, `group ${g} reached its limit (so the check above could fail)`);
+    }
+    const grCalled = starts.flatMap((c) => c.ids).filter((id) => groupOf(id) === "gr");
+    assert.equal(grCalled.length, 3, `gr's jobs in calls: ${grCalled.join(", ")}`);
+    assert.equal((await bed.admin.counts(q)).inflight, 0, "nothing claimed beyond the rate");
+    assert.equal((await grDone()).length, 3);
+  });
+
+  test("budgets admit per job: a call mixes keys and free jobs, no key gets more than its budget, ctx.contexts[i].resources names each job's key", async () => {
+    const q = "bbudget/embed";
+    await setResource(
+      bed.redis,
+      q,
+      "openai",
+      [
+        { id: "k1", limits: parseLimits("requests=3/1h") },
+        { id: "k2", limits: parseLimits("requests=2/1h") },
+      ],
+      { ceiling: 1 },
+    );
+    await worker(q, { CONVEYOR_BATCH_MIN: "10", CONVEYOR_BATCH_WAIT: "500ms" });
+    await bed.producer.enqueueMany(q, [
+      ...Array.from({ length: 8 }, (_, i) => ({ id: `b${i}`, data: { result: i }, uses: { openai: {} } })),
+      ...Array.from({ length: 2 }, (_, i) => ({ id: `f${i}`, data: { result: i } })),
+    ]);
+    // 5 admitted (3 on k1, 2 on k2) and the 2 free jobs; 3 wait for budget
+    await waitFor("the budgets spent and 3 jobs waiting for budget", async () => {
+      const [counts, state] = await Promise.all([bed.admin.counts(q), resourceState(bed.redis, q, "openai")]);
+      return counts.completed === 7 && state!.waiting === 3;
+    });
+    const starts = calls(log(q)).filter((c) => c.event === "start");
+    const granted = starts.flatMap((c) => c.ids.map((id, i) => ({ id, key: c.keys![i]!.openai ?? "" })));
+    assert.equal(granted.length, 7, JSON.stringify(granted));
+    assert.deepEqual(
+      granted.filter((g) => g.id.startsWith("f")).map((g) => g.key),
+      ["", ""],
+      "a free job is granted nothing",
+    );
+    const perKey = (k: string) => granted.filter((g) => g.key === k).length;
+    assert.equal(perKey("k1"), 3);
+    assert.equal(perKey("k2"), 2);
+    const state = await resourceState(bed.redis, q, "openai");
+    assert.deepEqual(
+      Object.fromEntries(state!.keys.map((k) => [k.id, k.admitted])),
+      { k1: 3, k2: 2 },
+      "the keys the handler was told are the keys the budgets counted",
+    );
+    assert.ok(
+      starts.some((c) => new Set(c.keys!.map((k) => k.openai ?? "")).size >= 2),
+      `no call mixed keys: ${JSON.stringify(starts.map((c) => c.keys))}`,
+    );
   });
 
   test("--batch-size above 1 with a handler that takes no batches: the worker refuses to start, saying why", async () => {

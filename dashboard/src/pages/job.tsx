@@ -293,6 +293,43 @@ export function JobPage({ id, queue, session }: { id: string; queue: string | nu
           </table>
         )}
       </div>
+      {job.notifications.length > 0 && (
+        <div class="card" data-section="notifications">
+          <h2>Notifications</h2>
+          <table class="grid">
+            <thead>
+              <tr>
+                <th scope="col">Event</th>
+                <th scope="col">Destination</th>
+                <th scope="col">State</th>
+                <th scope="col">Attempts</th>
+                <th scope="col">Last attempt</th>
+                <th scope="col">Last answer</th>
+              </tr>
+            </thead>
+            <tbody>
+              {job.notifications.map((n) => (
+                <tr key={`${n.event} ${n.url} ${n.firstAt}`} data-event={n.event} data-state={n.state}>
+                  <td>{n.event}</td>
+                  <td class="mono small">{n.url}</td>
+                  <td>
+                    <StateBadge state={n.state} />
+                    {n.state === "retrying" && n.nextAt && (
+                      <span class="small muted"> next {time(n.nextAt)}</span>
+                    )}
+                  </td>
+                  <td>{n.attempts}</td>
+                  <td>{time(n.lastAt)}</td>
+                  <td class="small" data-status={n.status}>
+                    {n.status > 0 ? `${n.status} ` : ""}
+                    {n.answer}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
       <div class="cols">
         <div class="card">
           <h2>Timeline</h2>
