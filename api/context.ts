@@ -11,6 +11,7 @@ import type { ApiMetrics } from "./metrics.ts";
 import type { JobRecords } from "./records.ts";
 import type { RecordsSwitch } from "./recordsSwitch.ts";
 import type { ResourceHistory } from "./resourceHistory.ts";
+import type { RolloutHistory } from "./rolloutHistory.ts";
 
 /** WorkerPools for the Pools page (operator/poolReader.ts reads them from Kubernetes). */
 export interface PoolSource {
@@ -33,6 +34,8 @@ export interface ApiContext {
   pools: PoolSource | null;
   /** The resources' last hour (null: not sampled by this server). */
   resourceHistory: ResourceHistory | null;
+  /** The canary rollouts' samples (null: no pools, or not sampled by this server). */
+  rolloutHistory: RolloutHistory | null;
   /** Where every state change through the API is recorded (api/audit.ts). */
   audit: AuditLog;
   log?: Logger;

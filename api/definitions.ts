@@ -689,7 +689,8 @@ export const ROUTES: readonly RouteDefinition[] = [
     access: { verb: "read", target: "list", groups: "refuse" },
     method: "GET",
     path: "/pools/{namespace}/{name}",
-    summary: "one WorkerPool: status, scale decisions (Events), pods",
+    summary:
+      "one WorkerPool: status, scale decisions (Events), pods, its canary rollout with both versions' figures and samples",
     tag: "pools",
   },
 ];

@@ -10,7 +10,13 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
  * take a page down), or a sample of the resources' utilization.
  */
 export type ErrorSite =
-  "event_hub" | "queue_directory" | "request" | "partial_read" | "resource_history" | "layout_report";
+  | "event_hub"
+  | "queue_directory"
+  | "request"
+  | "partial_read"
+  | "resource_history"
+  | "rollout_history"
+  | "layout_report";
 
 export class ApiMetrics {
   readonly registry = new Registry();

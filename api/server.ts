@@ -49,6 +49,7 @@ import { groupHandlers } from "./routes/groups.ts";
 import { resourceHandlers } from "./routes/resources.ts";
 import { layoutHandlers } from "./routes/layout.ts";
 import { ResourceHistory } from "./resourceHistory.ts";
+import { RolloutHistory } from "./rolloutHistory.ts";
 import { queueHandlers } from "./routes/queues.ts";
 import { searchHandlers } from "./routes/search.ts";
 import { findDashboardBuild, NOT_BUILT_HINT, StaticFiles } from "./static.ts";
@@ -81,6 +82,8 @@ export interface JobApiOptions {
   durability?: DurabilityOptions;
   /** How often the resources' utilization is sampled for the last-hour chart (ms; 0 = never; default 30 s). */
   resourceSampleMs?: number;
+  /** How often the pools' rollouts in progress are sampled for the pool page's chart (0: never). */
+  rolloutSampleMs?: number;
   log?: Logger;
 }
 
@@ -245,6 +248,12 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
         : new ResourceHistory(opts.redis, opts.resourceSampleMs ?? 30_000, opts.log, (err) =>
             metrics.error("resource_history", err),
           ),
+    rolloutHistory:
+      opts.rolloutSampleMs === 0 || !pools
+        ? null
+        : new RolloutHistory(opts.redis, pools, opts.rolloutSampleMs ?? 10_000, opts.log, (err) =>
+            metrics.error("rollout_history", err),
+          ),
     audit,
     log: opts.log,
   };
@@ -305,6 +314,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     });
   });
   ctx.resourceHistory?.start();
+  ctx.rolloutHistory?.start();
   const retention = opts.auditRetentionMs ?? 90 * 24 * 3600_000;
   const expire = () =>
     audit
@@ -320,6 +330,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
   server.on("close", () => {
     void reader.stop();
     void ctx.resourceHistory?.stop();
+    void ctx.rolloutHistory?.stop();
     tokens?.stop();
     clearInterval(expiry);
     void ctx.hub.close();

@@ -11,7 +11,8 @@ import { DELETION_COST_ANNOTATION, POOL_LABEL } from "./controllers/names.ts";
 import type { Pod } from "./controllers/objects.ts";
 import { KubeClient } from "./kube/client.ts";
 import { loadKubeConfig } from "./kube/kubeConfig.ts";
-import type { QueueAdmin } from "../queue/index.ts";
+import { countersFromFields, countersSince, emptyCounters, type QueueAdmin } from "../queue/index.ts";
+import { figures } from "./rollout/judge.ts";
 
 export interface RecordedDecision {
   at: string;
@@ -58,6 +59,28 @@ export function poolCap(status: WorkerPoolStatus | undefined) {
   return { replicas: c.replicaCap, by: c.capBy ?? null, reason: c.capReason ?? "" };
 }
 
+/** The rollout as the Pools list shows it (status.rollout without its counters); null when none. */
+export function poolRollout(p: WorkerPool) {
+  const r = p.status?.rollout;
+  if (!r?.phase) return null;
+  return {
+    phase: r.phase,
+    step: r.step ?? 0,
+    steps: (p.spec.rollout?.canary.steps ?? []).map((s) => ({
+      weight: s.weight,
+      holdSeconds: s.holdSeconds ?? 0,
+    })),
+    weight: r.weight ?? 0,
+    stableHash: r.stableHash ?? null,
+    canaryHash: r.canaryHash ?? null,
+    startedAt: r.startedAt ?? null,
+    stepStartedAt: r.stepStartedAt ?? null,
+    verdict: r.verdict ?? null,
+    message: r.message ?? "",
+    summary: r.summary ?? "",
+  };
+}
+
 /** Implements api/'s PoolSource (the CLI wires it in: api/ does not import operator/). */
 export class PoolReader {
   private readonly client: () => Promise<KubeClient>;
@@ -100,11 +123,13 @@ export class PoolReader {
       ),
       this.admin.workers(pool.spec.queue),
     ]);
+    const rollout = poolRollout(pool);
     const byPod = new Map(reports.map((r) => [r.pod, r]));
     return {
       ...summary(pool),
       conditions: pool.status?.conditions ?? [],
       decisions: poolDecisions(pool.status),
+      rollout: rollout && { ...rollout, ...(await this.stepFigures(pool)) },
       pods: pods.items.map((p) => {
         const report = byPod.get(p.metadata.name ?? "");
         const cost = p.metadata.annotations?.[DELETION_COST_ANNOTATION];
@@ -119,6 +144,20 @@ export class PoolReader {
         };
       }),
     };
+  }
+
+  /**
+   * Each version's figures over the step in progress (its counters now less the step's baseline,
+   * as the operator judges it); nulls when no step is in progress or not yet started.
+   */
+  private async stepFigures(pool: WorkerPool) {
+    const r = pool.status?.rollout;
+    if (r?.phase !== "Progressing" || !r.baseline || !r.stableHash || !r.canaryHash)
+      return { stable: null, canary: null };
+    const now = await this.admin.versionCounters(pool.spec.queue);
+    const since = (hash: string, base: Record<string, number> | undefined) =>
+      figures(countersSince(now.get(hash) ?? emptyCounters(), countersFromFields(base)));
+    return { stable: since(r.stableHash, r.baseline.stable), canary: since(r.canaryHash, r.baseline.canary) };
   }
 }
 
@@ -142,5 +181,7 @@ function summary(p: WorkerPool) {
     /** The contract the operator published for spec.contract (hash, publishedAt, source); null when none. */
     contract: s.contract ?? null,
     ready: (s.conditions ?? []).find((c) => c.type === "Ready")?.status ?? "Unknown",
+    /** The canary rollout in progress, or how the last one ended (spec.rollout); null when none. */
+    rollout: poolRollout(p),
   };
 }

@@ -16,6 +16,7 @@ import {
   type RateLimit,
 } from "./control.ts";
 import { Schedules } from "./schedules.ts";
+import { readVersionCounters, type VersionCounters } from "./versions.ts";
 import {
   cancelFlow,
   flowView,
@@ -91,6 +92,11 @@ export class QueueAdmin {
    */
   cancel(id: string, queueOrPipeline?: string): Promise<CancelResult> {
     return cancelJob(this.redis, id, { queueOrPipeline });
+  }
+
+  /** Every worker template version's outcome counters on a queue (`<queue>versions`). */
+  versionCounters(queue: string): Promise<Map<string, VersionCounters>> {
+    return readVersionCounters(this.redis, queue);
   }
 
   /** A flow's jobs, states and parents (docs/flows.md); null when unknown. */

@@ -180,6 +180,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     pattern: "versions",
     doc: "Outcome counters per worker template version, `<version>:<counter>` (rollouts: docs/rollouts.md).",
   },
+  {
+    name: "rolloutHistory",
+    scope: "queue",
+    pattern: "rollouthist",
+    doc: "Samples of both versions' counters during a canary rollout, by time bucket, for the dashboard.",
+  },
   { name: "wake", scope: "queue", pattern: "wake", doc: "The list a blocked claimer waits on for new work." },
   {
     name: "doorbell",

@@ -140,6 +140,10 @@ export class QueueKeyLayout extends PipelineKeyLayout {
   get versions(): string {
     return `${this.queuePrefix}versions`;
   }
+  /** Samples of both versions' counters during a canary rollout, by time bucket, for the dashboard. */
+  get rolloutHistory(): string {
+    return `${this.queuePrefix}rollouthist`;
+  }
   /** The list a blocked claimer waits on for new work. */
   get wake(): string {
     return `${this.queuePrefix}wake`;

@@ -16,8 +16,17 @@ export function poolHandlers(ctx: ApiContext): Handlers {
       return { body: { pools: await reader().list(allowed(principal)) } };
     },
     async poolDetail({ params, principal }) {
-      const pool = await reader().detail(params.namespace!, params.name!, allowed(principal));
+      const pool = (await reader().detail(params.namespace!, params.name!, allowed(principal))) as {
+        queue: string;
+        rollout: { canaryHash: string | null } | null;
+      } | null;
       if (!pool) throw new HttpError(404, `WorkerPool ${params.namespace}/${params.name} not found`);
+      const h = ctx.rolloutHistory;
+      if (pool.rollout)
+        Object.assign(pool.rollout, {
+          sampleSeconds: h ? h.intervalMs / 1000 : null,
+          history: h && pool.rollout.canaryHash ? await h.read(pool.queue, pool.rollout.canaryHash) : [],
+        });
       return { body: pool };
     },
   };

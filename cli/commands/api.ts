@@ -67,6 +67,11 @@ export default defineCommand({
       { default: "30s", min: "100ms", max: "10m" },
       "how often the resources' utilization is sampled into Redis for the dashboard's last hour",
     ),
+    "rollout-sample": duration(
+      "CONVEYOR_API_ROLLOUT_SAMPLE",
+      { default: "10s", min: "100ms", max: "10m" },
+      "how often the pools' canary rollouts in progress are sampled into Redis for the pool page's chart",
+    ),
     "log-level": LOG_LEVEL_SETTING,
   },
   async run(o) {
@@ -126,6 +131,7 @@ export default defineCommand({
         dashboardDir: dashboard ? undefined : null,
         insecureNoAuth,
         resourceSampleMs: o.duration("resource-sample"),
+        rolloutSampleMs: o.duration("rollout-sample"),
         durability: {
           durability: o.choice("durability") as Durability,
           replicaTimeoutMs: o.duration("replica-timeout"),

@@ -99,6 +99,8 @@ class QueueKeyLayout(PipelineKeyLayout):
         self.counts = f"{self.queue_prefix}counts"
         # Outcome counters per worker template version, `<version>:<counter>` (rollouts: docs/rollouts.md).
         self.versions = f"{self.queue_prefix}versions"
+        # Samples of both versions' counters during a canary rollout, by time bucket, for the dashboard.
+        self.rollout_history = f"{self.queue_prefix}rollouthist"
         # The list a blocked claimer waits on for new work.
         self.wake = f"{self.queue_prefix}wake"
         # Set by the operator while the queue's pool is at zero: the pub/sub channel a wake rings once.

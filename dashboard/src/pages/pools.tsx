@@ -1,6 +1,8 @@
 // WorkerPools (shown when the server reaches the Kubernetes API): replicas ready/desired and,
 // per pool, why it scaled — its recent decisions, the operator's and the HPA's — backlog vs
-// replicas on one chart, and its pods with busy/free slots and their deletion cost.
+// replicas on one chart, its canary rollout (spec.rollout: step, weights, both versions' figures
+// over the step and their failure rates over time), and its pods with busy/free slots and their
+// deletion cost.
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
 import { ago, Chart, ErrorNote, num, time } from "../ui.tsx";
@@ -25,6 +27,46 @@ interface PoolSummary {
   /** The stage's contract as the operator published it (spec.contract); null when none. */
   contract: { hash?: string; publishedAt?: string; source?: string } | null;
   ready: string;
+  /** The canary rollout in progress, or how the last one ended (spec.rollout); null when none. */
+  rollout: Rollout | null;
+}
+
+/** One version's figures over the step in progress, as the operator judges it. */
+interface VersionFigures {
+  attempts: number;
+  failed: number;
+  dead: number;
+  failureRate: number;
+  p95Ms?: number;
+}
+
+/** Both versions' counters at a sample of the API (monotonic: rates come from differences). */
+interface RolloutSample {
+  at: number;
+  step: number;
+  weight: number;
+  stable: { attempts: number; failed: number };
+  canary: { attempts: number; failed: number };
+}
+
+interface Rollout {
+  phase: string;
+  step: number;
+  steps: { weight: number; holdSeconds: number }[];
+  weight: number;
+  stableHash: string | null;
+  canaryHash: string | null;
+  startedAt: string | null;
+  stepStartedAt: string | null;
+  verdict: string | null;
+  message: string;
+  summary: string;
+  /** Over the step in progress (null when none is). */
+  stable?: VersionFigures | null;
+  canary?: VersionFigures | null;
+  /** How often the API samples the counters (null: it does not). */
+  sampleSeconds?: number | null;
+  history?: RolloutSample[];
 }
 
 interface Decision {
@@ -260,6 +302,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
           {POOL_REFRESH_MS / 1000} s while open; replicas hold between decisions.
         </p>
       </div>
+      {pool.rollout && <RolloutCard rollout={pool.rollout} />}
       <div class="card">
         <h2>Why it scaled</h2>
         {pool.cap && (
@@ -349,5 +392,135 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
         )}
       </div>
     </section>
+  );
+}
+
+/**
+ * The failure rate of each version between consecutive samples (failures ÷ attempts each ended
+ * in that interval; null where it ended none), and the canary's weight then.
+ */
+export function rolloutRates(history: RolloutSample[]) {
+  const rate = (f: number, a: number) => (a > 0 ? Math.round((1000 * f) / a) / 10 : null);
+  const out: { at: number; stable: number | null; canary: number | null; weight: number }[] = [];
+  for (let i = 1; i < history.length; i++) {
+    const [a, b] = [history[i - 1]!, history[i]!];
+    out.push({
+      at: b.at,
+      stable: rate(b.stable.failed - a.stable.failed, b.stable.attempts - a.stable.attempts),
+      canary: rate(b.canary.failed - a.canary.failed, b.canary.attempts - a.canary.attempts),
+      weight: b.weight,
+    });
+  }
+  return out;
+}
+
+const short = (hash: string | null) => (hash ? hash.slice(0, 12) : "—");
+const pctOf = (r: number) => `${(r * 100).toFixed(1)}%`;
+
+function RolloutCard({ rollout: r }: { rollout: Rollout }) {
+  const progressing = r.phase === "Progressing";
+  const rates = rolloutRates(r.history ?? []);
+  const row = (name: string, hash: string | null, f: VersionFigures | null | undefined) => (
+    <tr data-version={name}>
+      <th scope="row">{name}</th>
+      <td class="mono">{short(hash)}</td>
+      <td class="n">{f ? f.attempts : "—"}</td>
+      <td class="n">{f ? f.failed : "—"}</td>
+      <td class="n">{f ? pctOf(f.failureRate) : "—"}</td>
+      <td class="n">{f?.p95Ms !== undefined ? `${f.p95Ms} ms` : "—"}</td>
+    </tr>
+  );
+  return (
+    <div class="card rollout" data-phase={r.phase}>
+      <h2>Rollout</h2>
+      <dl class="counts">
+        <div>
+          <dt>phase</dt>
+          <dd>{r.phase}</dd>
+        </div>
+        <div>
+          <dt>step</dt>
+          <dd data-step>{progressing ? `${r.step + 1} / ${r.steps.length}` : r.summary || "—"}</dd>
+        </div>
+        <div>
+          <dt>weights</dt>
+          <dd data-weights>
+            {r.steps.map((s, i) => (
+              <span key={i} class={progressing && i === r.step ? "current" : ""}>
+                {i > 0 ? " → " : ""}
+                {progressing && i === r.step ? <strong>{s.weight}%</strong> : `${s.weight}%`}
+              </span>
+            ))}
+            {" → 100%"}
+          </dd>
+        </div>
+        <div>
+          <dt>step started</dt>
+          <dd title={time(r.stepStartedAt)}>{r.stepStartedAt ? ago(r.stepStartedAt) : "—"}</dd>
+        </div>
+      </dl>
+      <table class="grid versions">
+        <thead>
+          <tr>
+            <th scope="col">Version</th>
+            <th scope="col">Template</th>
+            <th scope="col" class="n">
+              Jobs (attempts)
+            </th>
+            <th scope="col" class="n">
+              Failed
+            </th>
+            <th scope="col" class="n">
+              Failure rate
+            </th>
+            <th scope="col" class="n">
+              p95 run time
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {row("stable", r.stableHash, r.stable)}
+          {row("canary", r.canaryHash, r.canary)}
+        </tbody>
+      </table>
+      <p class="small muted">
+        {progressing
+          ? `Over the current step (since ${time(r.stepStartedAt)}): the attempts each version ended, the handler's failures among them, and the p95 of the completed ones' run time — what the operator judges the step on.`
+          : "No step is in progress."}
+      </p>
+      {r.message && (
+        <p class="small" data-verdict={r.verdict ?? ""}>
+          <strong>{r.verdict ?? r.phase}</strong>: {r.message}
+        </p>
+      )}
+      <h3>Failure rates</h3>
+      {rates.length === 0 ? (
+        <p class="muted">No samples of this rollout yet.</p>
+      ) : (
+        <Chart
+          x={rates.map((p) => p.at)}
+          series={[
+            { label: "stable failure %", values: rates.map((p) => p.stable), color: "#57c" },
+            { label: "canary failure %", values: rates.map((p) => p.canary), color: "#d33" },
+            {
+              label: "canary weight %",
+              values: rates.map((p) => p.weight),
+              color: "#999",
+              step: true,
+              axis: "right",
+              dash: [4, 4],
+            },
+          ]}
+          axes={{ left: "failure %", right: "weight %" }}
+          height={180}
+        />
+      )}
+      <p class="small muted">
+        Each point: the handler's failures ÷ the attempts that version ended in the{" "}
+        {r.sampleSeconds ? `${r.sampleSeconds} s` : "interval"} before it (no point where it ended none),
+        sampled by the API while the rollout is in progress, over its last hour. The dashed line is the
+        canary's weight: each rise is a step boundary.
+      </p>
+    </div>
   );
 }
