@@ -4,8 +4,8 @@
 // the same bucket overwrite one field, so two replicas show one history, and it survives a
 // restart. Fields older than an hour are deleted as new ones are written; the key expires two
 // hours after the last write (a removed resource's history goes by itself). docs/protocol.md.
-import type { Logger } from "pino";
-import { listResources, PipelineKeys, type RedisClient, type ResourceState } from "../queue/index.ts";
+import { PeriodicSampler } from "./periodicSampler.ts";
+import { listResources, PipelineKeys, type ResourceState } from "../queue/index.ts";
 
 export const HISTORY_MS = 3_600_000;
 const EXPIRE_MS = 2 * HISTORY_MS;
@@ -29,36 +29,7 @@ export function sampleOf(r: ResourceState, bucket: number): ResourceSample {
   return { at: bucket, keys, benched: r.keys.filter((k) => k.benchedUntil !== null).map((k) => k.id) };
 }
 
-export class ResourceHistory {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-
-  private readonly redis: RedisClient;
-  private readonly intervalMs: number;
-  private readonly log?: Logger;
-  private readonly onError?: (err: unknown) => void;
-
-  constructor(redis: RedisClient, intervalMs: number, log?: Logger, onError?: (err: unknown) => void) {
-    this.redis = redis;
-    this.intervalMs = intervalMs;
-    this.log = log;
-    this.onError = onError;
-  }
-
-  start(): void {
-    const tick = () => {
-      this.running = this.sample().catch((err: unknown) => this.onError?.(err));
-    };
-    tick();
-    this.timer = setInterval(tick, this.intervalMs);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
-  }
-
+export class ResourceHistory extends PeriodicSampler {
   /** Sample every resource now into its history (one HSET, HKEYS and HDEL per resource). */
   async sample(now = Date.now(), resources?: ResourceState[]): Promise<void> {
     const bucket = now - (now % this.intervalMs);

@@ -6,6 +6,7 @@
 // them. Fields older than an hour or of another canary are deleted as new ones are written; the
 // key expires two hours after the last write. docs/protocol.md, docs/rollouts.md.
 import type { Logger } from "pino";
+import { PeriodicSampler } from "./periodicSampler.ts";
 import { QueueKeys, readVersionCounters, type RedisClient } from "../queue/index.ts";
 
 export const ROLLOUT_HISTORY_MS = 3_600_000;
@@ -43,15 +44,8 @@ interface PoolRow {
   } | null;
 }
 
-export class RolloutHistory {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-
-  private readonly redis: RedisClient;
+export class RolloutHistory extends PeriodicSampler {
   private readonly pools: PoolList;
-  readonly intervalMs: number;
-  private readonly log?: Logger;
-  private readonly onError?: (err: unknown) => void;
 
   constructor(
     redis: RedisClient,
@@ -60,25 +54,8 @@ export class RolloutHistory {
     log?: Logger,
     onError?: (err: unknown) => void,
   ) {
-    this.redis = redis;
+    super(redis, intervalMs, log, onError);
     this.pools = pools;
-    this.intervalMs = intervalMs;
-    this.log = log;
-    this.onError = onError;
-  }
-
-  start(): void {
-    const tick = () => {
-      this.running = this.sample().catch((err: unknown) => this.onError?.(err));
-    };
-    tick();
-    this.timer = setInterval(tick, this.intervalMs);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
   }
 
   /** Sample every pool whose rollout is in progress (one HGETALL, HKEYS, HSET per pool). */
