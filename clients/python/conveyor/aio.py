@@ -33,6 +33,7 @@ from .client import (
     Duration,
     Enqueued,
     Event,
+    Flow,
     FlowResult,
     Job,
     LogLine,
@@ -45,6 +46,7 @@ from .client import (
     _events,
     _events_after,
     _flow_op,
+    _flow_view_op,
     _get_job_op,
     _job_logs_op,
     _one_job,
@@ -52,6 +54,7 @@ from .client import (
     _Script,
     _since,
     _stats_op,
+    _wait_flow_op,
     _wait_op,
 )
 
@@ -284,6 +287,16 @@ class AsyncClient:
     async def wait(self, ids: Iterable[str], timeout: Optional[float] = None, queue: Optional[str] = None) -> Dict[str, Job]:
         """As Client.wait."""
         return await self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
+
+    async def flow(self, flow_id: str, pipeline: Optional[str] = None) -> Optional[Flow]:
+        """As Client.flow."""
+        return await self._drive(_flow_view_op(flow_id, pipeline))  # type: ignore[no-any-return]
+
+    async def wait_flow(
+        self, flow_id: str, timeout: Optional[float] = None, pipeline: Optional[str] = None
+    ) -> Optional[Flow]:
+        """As Client.wait_flow."""
+        return await self._drive(_wait_flow_op(flow_id, timeout, pipeline))  # type: ignore[no-any-return]
 
     async def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0

@@ -1227,6 +1227,22 @@ class Client:
         of one pipeline per call (its streams share one slot)."""
         return self._drive(_wait_op(ids, timeout, queue))  # type: ignore[no-any-return]
 
+    def flow(self, flow_id: str, pipeline: Optional[str] = None) -> Optional["Flow"]:
+        """A flow's jobs and their states (docs/flows.md, "Viewing a flow"), as `conveyor flow <id>`
+        reads them: Flow(id, pipeline, created_at, counts by state, jobs sorted by key, each
+        FlowJob(key, id, queue, state, parents, policy, pending, reason)); None for a flow Redis
+        does not have (never enqueued, or let go 7 days after its last job ended). `pipeline` (or
+        one of its queues) narrows the lookup."""
+        return self._drive(_flow_view_op(flow_id, pipeline))  # type: ignore[no-any-return]
+
+    def wait_flow(
+        self, flow_id: str, timeout: Optional[float] = None, pipeline: Optional[str] = None
+    ) -> Optional["Flow"]:
+        """Waits as wait() does for every job of the flow, then returns flow(): each job ended, or
+        as it is at the timeout (its state tells). None for an unknown flow. A fan-out job
+        (`joined`) ends when its join does, which wait() does not follow: it stays open."""
+        return self._drive(_wait_flow_op(flow_id, timeout, pipeline))  # type: ignore[no-any-return]
+
     def events(
         self, queue: str, follow: bool = True, *, since: Optional[str] = None, block: float = 1.0
     ) -> Iterator[Event]:
@@ -1273,6 +1289,113 @@ class FlowResult(NamedTuple):
 
     flow_id: str
     ids: Dict[str, str]
+
+
+@dataclass
+class FlowJob:
+    """One job of a flow as Client.flow reads it (TypeScript: FlowJobState)."""
+
+    key: str
+    id: str
+    queue: str
+    #: waiting-children, ready, delayed, active, completed, dead, cancelled…; "gone" once its record was reclaimed.
+    state: str
+    #: The parents' keys.
+    parents: List[str]
+    #: What it does when a parent dies or is cancelled: "fail" (the default), "continue" or "ignore".
+    policy: str
+    #: For a job waiting for its parents: how many have not ended yet.
+    pending: Optional[int] = None
+    #: Why it was cancelled, when a parent's end cancelled it.
+    reason: Optional[str] = None
+
+
+@dataclass
+class Flow:
+    """A flow's jobs and their states (docs/flows.md, "Viewing a flow"; TypeScript: FlowView)."""
+
+    id: str
+    pipeline: str
+    #: ms since the epoch.
+    created_at: int
+    #: Jobs by state.
+    counts: Dict[str, int]
+    #: Sorted by key, as the TypeScript view sorts them (localeCompare).
+    jobs: List[FlowJob]
+
+
+#: Jobs per pipelined read of a flow's records (a flow is up to 10,000 jobs), as queue/flows.ts.
+FLOW_READ_RUN = 500
+#: Where each character a flow key may hold sorts in ICU's collation (JavaScript's localeCompare):
+#: the punctuation, then digits, then letters regardless of case.
+_COLLATION = {c: i for i, c in enumerate("_-:." + "0123456789" + "abcdefghijklmnopqrstuvwxyz")}
+
+
+def _key_order(key: str) -> Tuple[List[int], List[int]]:
+    """The sort key of a flow key as localeCompare orders it: by letter, then lowercase first."""
+    return [_COLLATION.get(c.lower(), 100 + ord(c)) for c in key], [int(c.isupper()) for c in key]
+
+
+def _flow_target(flow_id: Any, pipeline: Any) -> None:
+    """Client.flow's arguments, each refused by name (InvalidArgumentError)."""
+    try:
+        check_job_id(flow_id)
+    except ValueError as err:
+        raise InvalidArgumentError(f"flow_id: {err}") from None
+    if pipeline is not None:
+        try:
+            check_queue(pipeline)
+        except ValueError as err:
+            raise InvalidArgumentError(
+                f"pipeline: invalid pipeline {pipeline!r}: a pipeline or one of its queues ('pipeline/stage'), "
+                "of letters, digits, '.', '_', '-'"
+            ) from None
+
+
+def _flow_view_op(flow_id: str, pipeline: Optional[str]) -> _admin.Op:
+    """Client.flow for both clients: what queue/flows.ts's flowView reads, in the same order."""
+    _flow_target(flow_id, pipeline)
+    for p in (yield from _known_op(pipeline)):
+        keys = PipelineKeys(p)
+        stored = yield _admin.Call("hgetall", (keys.flow(flow_id),))
+        if not stored:
+            continue
+        members = [(f[2:], job_id) for f, job_id in stored.items() if f.startswith("k:")]
+        jobs: List[FlowJob] = []
+        for i in range(0, len(members), FLOW_READ_RUN):
+            run = members[i : i + FLOW_READ_RUN]
+            calls = [
+                _admin.Call("hmget", (keys.job(job_id), "state", "queue", "parents", "pending", "cancelReason",
+                                      "onParentFailure"))
+                for _, job_id in run
+            ]
+            replies = yield _admin.Pipe(calls, transaction=False, raise_on_error=False)
+            for (key, job_id), reply in zip(run, replies):
+                state, queue, parents, pending, reason, policy = (
+                    [None] * 6 if isinstance(reply, Exception) else reply
+                )
+                job = FlowJob(key, job_id, queue or "", state or "gone", parents.split(" ") if parents else [],
+                              policy if policy in ("continue", "ignore") else "fail")
+                if state == "waiting-children" and pending is not None:
+                    job.pending = _int(pending)
+                if reason:
+                    job.reason = reason
+                jobs.append(job)
+        jobs.sort(key=lambda j: _key_order(j.key))
+        counts: Dict[str, int] = {}
+        for j in jobs:
+            counts[j.state] = counts.get(j.state, 0) + 1
+        return Flow(flow_id, p, _int(stored.get("createdAt")) or 0, counts, jobs)
+    return None
+
+
+def _wait_flow_op(flow_id: str, timeout: Optional[float], pipeline: Optional[str]) -> _admin.Op:
+    """Client.wait_flow for both clients: the flow's jobs waited for as Client.wait does, then read again."""
+    flow = yield from _flow_view_op(flow_id, pipeline)
+    if flow is None:
+        return None
+    yield from _wait_op([j.id for j in flow.jobs if j.state != "gone"], timeout, flow.pipeline)
+    return (yield from _flow_view_op(flow_id, flow.pipeline))
 
 
 def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]]) -> _admin.Op:

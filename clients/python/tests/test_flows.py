@@ -1,10 +1,21 @@
 """Client.enqueue_flow against a real Redis and real workers: a diamond (a → b, c → d) across
-two stages runs in order and can be waited for; bad graphs are refused naming the problem."""
-from typing import Any
+two stages runs in order and can be waited for; bad graphs are refused naming the problem.
+Client.flow and AsyncClient.flow give what the TypeScript admin gives (`conveyor flow <id>
+--json`) before, during and after a flow runs, when a parent's death cancels its dependents, and
+on a Redis Cluster."""
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
 
 import pytest
 
-from conveyor import Client, FlowResult, InvalidFlowError
+from conftest import REPO, cli, wait_for
+from conveyor import Client, Flow, FlowJob, FlowResult, InvalidArgumentError, InvalidFlowError
+from conveyor.aio import AsyncClient
+
+HANDLER = f"module:{REPO / 'test' / 'fixtures' / 'recordingHandler.js'}"
 
 
 def test_a_diamond_runs_in_order_and_is_waited_for(client: Client, start_worker: Any) -> None:
@@ -46,3 +57,180 @@ def test_a_bad_flow_is_refused_naming_the_problem(client: Client, jobs: Any, mes
     with pytest.raises(InvalidFlowError, match=message.replace("(", r"\(")):
         client.enqueue_flow("px", jobs)
     assert client.redis.keys("*{px}*") == []
+
+
+# -- viewing a flow -----------------------------------------------------------------------------
+
+
+def ts_view(url: str, flow_id: str, *args: str) -> Any:
+    """The TypeScript admin's view of the flow (`conveyor flow <id> --json`), None when unknown."""
+    out = cli(url, "flow", flow_id, "--json", *args)
+    assert out.returncode in (0, 1) and out.stdout, out.stderr
+    return json.loads(out.stdout)
+
+
+def as_ts(flow: Optional[Flow]) -> Any:
+    """A Python Flow in the TypeScript FlowView's shape, absent fields left out as JSON does."""
+    if flow is None:
+        return None
+    jobs = []
+    for j in flow.jobs:
+        job: Dict[str, Any] = {"key": j.key, "id": j.id, "state": j.state, "queue": j.queue, "parents": j.parents,
+                               "onParentFailure": j.policy}
+        if j.pending is not None:
+            job["pending"] = j.pending
+        if j.reason is not None:
+            job["reason"] = j.reason
+        jobs.append(job)
+    return {"id": flow.id, "pipeline": flow.pipeline, "createdAt": flow.created_at, "counts": flow.counts, "jobs": jobs}
+
+
+def states(flow: Flow) -> Dict[str, Any]:
+    return {j.key: (j.state, j.pending) for j in flow.jobs}
+
+
+def test_a_flow_viewed_before_during_and_after_it_runs_is_the_typescript_view(
+    client: Client, redis_url: str, start_worker: Any, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    t0 = int(time.time() * 1000)
+    # (keys whose order by localeCompare is not their code-point order)
+    flow = client.enqueue_flow("pv", [
+        {"key": "root", "queue": "pv/one", "data": {"result": "R"}},
+        {"key": "Left", "queue": "pv/two", "data": {"untilFile": str(gate), "result": "L"}, "parents": ["root"],
+         "on_parent_failure": "continue"},
+        {"key": "right", "queue": "pv/two", "data": {"result": "r"}, "parents": ["root"], "on_parent_failure": "ignore"},
+        {"key": "Sink", "queue": "pv/one", "data": {"result": "S"}, "parents": ["Left", "right"]},
+    ])
+    before = client.flow(flow.flow_id)
+    assert before is not None and before.id == flow.flow_id and before.pipeline == "pv"
+    assert t0 <= before.created_at <= int(time.time() * 1000)
+    assert before.jobs[0] == FlowJob("Left", flow.ids["Left"], "pv/two", "waiting-children", ["root"], "continue", 1)
+    assert [j.key for j in before.jobs] == ["Left", "right", "root", "Sink"]
+    assert states(before) == {"Left": ("waiting-children", 1), "right": ("waiting-children", 1),
+                              "root": ("ready", None), "Sink": ("waiting-children", 2)}
+    assert [j.policy for j in before.jobs] == ["continue", "ignore", "fail", "fail"]
+    assert before.jobs[3].parents == ["Left", "right"]
+    assert before.counts == {"waiting-children": 3, "ready": 1}
+    assert as_ts(before) == ts_view(redis_url, flow.flow_id)
+
+    start_worker("pv/one", HANDLER, {"CONVEYOR_RETENTION": "1h"})
+    start_worker("pv/two", HANDLER, {"CONVEYOR_RETENTION": "1h"}, "--concurrency", "2")
+    # Left runs until the gate opens: the flow holds still with Sink waiting for it alone
+    during = wait_for("Left running, right completed",
+                      lambda: (f := client.flow(flow.flow_id)) and f.counts.get("active") == 1
+                      and f.counts.get("completed") == 2 and f, 120)
+    assert states(during) == {"Left": ("active", None), "right": ("completed", None),
+                              "root": ("completed", None), "Sink": ("waiting-children", 1)}
+    assert as_ts(during) == ts_view(redis_url, flow.flow_id)
+
+    gate.write_text("go")
+    after = client.wait_flow(flow.flow_id, timeout=120)
+    assert after is not None and after.counts == {"completed": 4}
+    assert all(j.pending is None and j.reason is None for j in after.jobs)
+    assert as_ts(after) == ts_view(redis_url, flow.flow_id)
+    # narrowed to its pipeline (or one of its queues), or to another where it is not
+    assert client.flow(flow.flow_id, "pv/one") == client.flow(flow.flow_id, "pv") == after
+    assert client.flow(flow.flow_id, "elsewhere") is None
+    assert ts_view(redis_url, flow.flow_id, "--pipeline", "elsewhere") is None
+
+
+def test_a_dependent_cancelled_by_a_dead_parent_shows_why(
+    client: Client, redis_url: str, start_worker: Any
+) -> None:
+    flow = client.enqueue_flow("pc", [
+        {"key": "root", "queue": "pc/one", "data": {"failTimes": 5}, "attempts": 1},
+        {"key": "kid", "queue": "pc/two", "data": 1, "parents": ["root"]},
+        {"key": "grandkid", "queue": "pc/two", "data": 2, "parents": ["kid"]},
+        {"key": "cont", "queue": "pc/two", "data": 3, "parents": ["root"], "on_parent_failure": "continue"},
+        {"key": "ign", "queue": "pc/two", "data": 4, "parents": ["root", "kid"], "on_parent_failure": "ignore"},
+    ])
+    start_worker("pc/one", HANDLER)  # (none serves pc/two: the released jobs stay ready)
+    # its dependents are told in the script that dead-letters it
+    assert client.wait([flow.ids["root"]], timeout=120)[flow.ids["root"]].state == "dead"
+    view = client.flow(flow.flow_id)
+    assert view is not None
+    assert states(view) == {"cont": ("ready", None), "grandkid": ("cancelled", None), "ign": ("ready", None),
+                            "kid": ("cancelled", None), "root": ("dead", None)}
+    reasons = {j.key: j.reason for j in view.jobs}
+    assert reasons == {"cont": None, "grandkid": f"parent kid ({flow.ids['kid']}) was cancelled", "ign": None,
+                       "kid": f"parent root ({flow.ids['root']}) is dead", "root": None}
+    assert view.counts == {"ready": 2, "cancelled": 2, "dead": 1}
+    assert as_ts(view) == ts_view(redis_url, flow.flow_id)
+
+
+def test_an_unknown_flow_is_none_a_reclaimed_job_gone_and_bad_arguments_named(
+    client: Client, redis_url: str
+) -> None:
+    assert client.flow("no-such-flow") is None
+    assert ts_view(redis_url, "no-such-flow") is None
+    flow = client.enqueue_flow("pg", [
+        {"key": "a", "queue": "pg/q", "data": 1},
+        {"key": "b", "queue": "pg/q", "data": 2, "parents": ["a"]},
+    ])
+    client.redis.delete(f"cvy:{{pg}}:job:{flow.ids['b']}")  # as a record reclaimed after its retention
+    view = client.flow(flow.flow_id)
+    assert view is not None and states(view) == {"a": ("ready", None), "b": ("gone", None)}
+    assert view.jobs[1] == FlowJob("b", flow.ids["b"], "", "gone", [], "fail")
+    assert as_ts(view) == ts_view(redis_url, flow.flow_id)
+    for bad in ("bad id!", "", "x" * 201, None, 5):
+        with pytest.raises(InvalidArgumentError, match="^flow_id: invalid job id"):
+            client.flow(bad)  # type: ignore[arg-type]
+    for pipeline in ("", "a b", "a/b/c", 7):
+        with pytest.raises(InvalidArgumentError, match="^pipeline: invalid pipeline"):
+            client.flow(flow.flow_id, pipeline)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="^flow_id"):
+        client.wait_flow("no such")
+
+
+def test_the_async_client_views_and_waits_for_a_flow(client: Client, redis_url: str, start_worker: Any) -> None:
+    flow = client.enqueue_flow("pa", [
+        {"key": "a", "queue": "pa/one", "data": {"result": 1}},
+        {"key": "b", "queue": "pa/one", "data": {"result": 2}, "parents": ["a"]},
+        {"key": "c", "queue": "pa/idle", "data": 3, "parents": ["b"]},  # no worker serves pa/idle
+    ])
+
+    async def main() -> Any:
+        async with AsyncClient.from_url(redis_url) as c:
+            first = await c.flow(flow.flow_id)
+            assert first == client.flow(flow.flow_id)
+            assert await c.flow("unknown") is None
+            with pytest.raises(InvalidArgumentError, match="^flow_id"):
+                await c.flow("bad id")
+            start_worker("pa/one", HANDLER)
+            await c.wait([flow.ids["a"], flow.ids["b"]], timeout=120)
+            # c stays ready (no worker): the wait ends at its timeout
+            started = time.monotonic()
+            waited = await c.wait_flow(flow.flow_id, timeout=0.5)
+            return first, waited, time.monotonic() - started
+
+    first, waited, took = asyncio.run(main())
+    assert states(first) == {"a": ("ready", None), "b": ("waiting-children", 1), "c": ("waiting-children", 1)}
+    assert states(waited) == {"a": ("completed", None), "b": ("completed", None), "c": ("ready", None)}
+    assert took >= 0.49
+    assert as_ts(waited) == ts_view(redis_url, flow.flow_id)
+
+
+def test_a_flow_on_a_redis_cluster(cluster_url: str, start_worker: Any) -> None:
+    with Client.from_url(cluster_url) as c:
+        c.redis.flushall()
+        flow = c.enqueue_flow("pk", [
+            {"key": "a", "queue": "pk/one", "data": {"result": "A"}},
+            {"key": "b", "queue": "pk/one", "data": {"result": "B"}, "parents": ["a"]},
+            {"key": "c", "queue": "pk/one", "data": {"result": "C"}, "parents": ["a"]},
+            {"key": "d", "queue": "pk/one", "data": {"result": "D"}, "parents": ["b", "c"]},
+        ])
+        before = c.flow(flow.flow_id)
+        assert before is not None and before.counts == {"ready": 1, "waiting-children": 3}
+        assert as_ts(before) == ts_view(cluster_url, flow.flow_id)
+        start_worker("pk/one", HANDLER, {"CONVEYOR_RETENTION": "1h"}, redis=cluster_url)
+        after = c.wait_flow(flow.flow_id, timeout=120, pipeline="pk")
+        assert after is not None and after.counts == {"completed": 4}
+        assert as_ts(after) == ts_view(cluster_url, flow.flow_id)
+        assert c.flow("unknown") is None
+
+    async def main() -> Any:
+        async with AsyncClient.from_url(cluster_url) as a:
+            return await a.flow(flow.flow_id)
+
+    assert asyncio.run(main()) == after
