@@ -28,5 +28,11 @@ const source = new URL("../cli/main.ts", import.meta.url);
 const { main } = await import(
   existsSync(source) ? source.href : new URL("../dist/cli/main.js", import.meta.url).href
 );
-// stdout is synchronous for files and pipes on Linux, so exiting here loses no output.
-process.exit(await main(process.argv.slice(2)));
+const code = await main(process.argv.slice(2));
+// A pipe whose reader is slower than us still holds queued writes (only a file is written at
+// once): exit when an empty write after them has gone out, or failed (a reader gone).
+for (const s of [process.stdout, process.stderr]) s.on("error", () => {}); // (EPIPE: nobody to tell)
+await Promise.all(
+  [process.stdout, process.stderr].map((s) => new Promise((done) => s.write("", () => done()))),
+);
+process.exit(code);

@@ -1,5 +1,5 @@
 // The CLI as the images run it: compiled by tsc into dist/-like output, not the TypeScript sources
-// that bin/conveyor.js falls back to in a clone. tsc leaves some `.ts` import() specifiers as they
+// that bin/conveyor.js runs in a clone. tsc leaves some `.ts` import() specifiers as they
 // are (inside object literals, in ESM), which only shows once the compiled command runs.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

@@ -90,4 +90,21 @@ describe("conveyor flow", () => {
     assert.equal(missing.status, 1);
     assert.match(missing.stdout, /flow nope not found/);
   });
+
+  test("a --json answer larger than a pipe's buffer reaches the reader whole (the process exits once stdout is out)", async () => {
+    const jobs = [
+      { key: "root", queue: "big/a", data: 1 },
+      ...Array.from({ length: 3000 }, (_, i) => ({
+        key: `m${i}`,
+        queue: "big/b",
+        data: i,
+        parents: ["root"],
+      })),
+    ];
+    const { flowId } = await new Producer(redis).enqueueFlow("big", jobs);
+    const r = run("flow", flowId, "--json");
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(r.stdout.length > 4 * 65_536, `${r.stdout.length} bytes`);
+    assert.equal((JSON.parse(r.stdout) as { jobs: unknown[] }).jobs.length, 3001);
+  });
 });
