@@ -163,10 +163,11 @@ describe("dashboard API", () => {
     const c = new Consumer(s.redis, q, { workerId: "t", leaseMs: 10_000 });
     const [job] = (await c.claim(1)).jobs;
     assert.equal(await c.complete(job!, { ok: true }), true);
-    const hits = await waitFor("the task recorded", async () => {
+    // (the recorder may have the start and not yet the completion: wait for the record to end)
+    const hits = await waitFor("the task's completion recorded", async () => {
       const r = await get("/search?q=task%3Asummarize");
       const items = r.body.items as { id: string; matched: string; state: string }[];
-      return items.length > 0 ? { kind: r.body.kind, items } : null;
+      return items.some((h) => h.state === "completed") ? { kind: r.body.kind, items } : null;
     });
     assert.deepEqual(
       [hits.kind, hits.items.map((h) => [h.id, h.matched, h.state])],
