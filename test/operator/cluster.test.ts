@@ -240,7 +240,7 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       { timeoutMs: LONG },
     );
     const table = await cp.kubectl("get", "wp", "alpha");
-    assert.match(table, /QUEUE\s+BACKLOG\s+IN-FLIGHT\s+REPLICAS\s+READY\s+CONTROL\s+AGE/);
+    assert.match(table, /QUEUE\s+BACKLOG\s+IN-FLIGHT\s+REPLICAS\s+READY\s+CONTROL\s+ROLLOUT\s+AGE/);
     assert.match(table, /alpha\s+docs\/ocr\s+0\s+0\s+0\/0\s+True/);
 
     // change: image, concurrency, max; drop the nodeSelector (server-side apply removes it)
