@@ -193,7 +193,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
     try {
       const applied = await Promise.all(pools.map((p) => migrate(p)));
       assert.deepEqual(
-        applied.flat().sort(),
+        applied.flat().sort((x, y) => x - y),
         MIGRATIONS.map((m) => m.id),
         "each migration applied by exactly one worker",
       );
@@ -213,7 +213,7 @@ describe("job records (PostgreSQL through the outbox)", () => {
         db.name,
       );
       assert.deepEqual(
-        migrations.map((m) => m.id).sort(),
+        migrations.map((m) => m.id).sort((x, y) => x - y),
         MIGRATIONS.map((m) => m.id),
       );
       // A later release appends a migration: only that one runs.
