@@ -20,6 +20,7 @@ import {
   type RedisClient,
 } from "../queue/index.ts";
 import type { Delivery } from "../queue/notifications.ts";
+import { exponentialDelay } from "../lib/backoff.ts";
 
 export interface NotifyConfig {
   /** The pool's destination; absent: only jobs' own `notify` URLs are sent. */
@@ -433,7 +434,7 @@ export class Notifier {
       log.warn({ reason: outcome.answer }, "notification refused");
       return { ...base, state: "failed" };
     }
-    const delay = Math.min(BACKOFF_CAP_MS, this.config.retryBaseMs * 2 ** (attempts - 1));
+    const delay = exponentialDelay(attempts, { baseMs: this.config.retryBaseMs, maxMs: BACKOFF_CAP_MS });
     const nextAt = Date.now() + Math.round(delay * (0.5 + Math.random() / 2));
     if (nextAt - firstAt > this.config.retryMaxMs) {
       this.deliveries.inc({ outcome: "failed" });
