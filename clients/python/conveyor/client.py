@@ -1578,6 +1578,38 @@ def _newest_op(key: str) -> _admin.Op:
     return newest[0][0] if newest else "0-0"
 
 
+#: Records per job_states call (as queue/waiter.ts): a call holds Redis while it runs.
+_STATES_BATCH = 1000
+
+
+def _wait_start_op(ids: List[str], pipelines: Sequence[str]) -> _admin.Op:
+    """The records of a wait's jobs, each looked for in each pipeline until found: one job_states
+    call per 1,000 ids and pipeline (not a read per id). Returns ({id: Job} of the ended ones,
+    the ids of the open ones); an id without a record (or whose key is not a hash) is in neither."""
+    ended: Dict[str, Job] = {}
+    pending: Set[str] = set()
+    left = ids
+    for pipeline in pipelines:
+        if not left:
+            break
+        pk = PipelineKeys(pipeline)
+        rest: List[str] = []
+        for i in range(0, len(left), _STATES_BATCH):
+            chunk = left[i : i + _STATES_BATCH]
+            # '1': an ended job's whole record follows its state
+            replies = yield _admin.Script("job_states", [pk.job(j) for j in chunk], ["1", "state"])
+            for job_id, reply in zip(chunk, replies):
+                if reply == 0:
+                    rest.append(job_id)
+                elif isinstance(reply, list) and reply[0] in WAIT_ENDED:
+                    flat = reply[1:]
+                    ended[job_id] = _job(job_id, dict(zip(flat[::2], flat[1::2])))
+                elif isinstance(reply, list):
+                    pending.add(job_id)
+        left = rest
+    return ended, pending
+
+
 def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str]) -> _admin.Op:
     """Client.wait for both clients."""
     wanted = list(dict.fromkeys(ids))
@@ -1589,14 +1621,7 @@ def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str])
     positions: Dict[str, str] = {}
     for key in _wait_streams((yield _admin.Call("smembers", (QUEUES_KEY,))), pipelines):
         positions[key] = yield from _newest_op(key)
-    out: Dict[str, Job] = {}
-    pending = set()
-    for job_id in wanted:
-        job = yield from _get_job_op(job_id, queue)
-        if job is not None:
-            out[job_id] = job
-            if job.state not in WAIT_ENDED:
-                pending.add(job_id)
+    out, pending = yield from _wait_start_op(wanted, pipelines)
     while pending and positions:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:

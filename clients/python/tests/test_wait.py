@@ -45,3 +45,29 @@ def test_wait_answers_completed_dead_cancelled_and_a_timeout(
 
     out = asyncio.run(aio())
     assert out[ok].state == "completed" and out[stays].state == "ready"
+
+
+def test_the_start_of_a_wait_on_2000_ids_reads_their_records_in_a_few_calls(client: Client, r: Any) -> None:
+    from conveyor._keys import PipelineKeys
+
+    ids = [e.id for e in client.enqueue_many("pwn/a", [{"data": i} for i in range(2000)])]
+    for job_id in ids:
+        assert client.cancel(job_id, "pwn/a").outcome == "cancelled"
+    r.set(PipelineKeys("pwn").job("pw-malformed"), "not a hash")
+
+    with r.monitor() as m:
+        out = client.wait([*ids, "pw-malformed", "pw-no-record"], timeout=10)
+        marker = f"wait started {time.time()}"
+        r.echo(marker)
+        sent = []  # the commands clients sent; a script's own calls are from "lua"
+        while True:
+            c = m.next_command()
+            if marker in c["command"]:
+                break
+            if c["client_type"] != "lua":
+                sent.append(c["command"].split(" ")[0])
+
+    assert len(out) == 2000 and all(j.state == "cancelled" for j in out.values())
+    assert "pw-malformed" not in out and "pw-no-record" not in out
+    # (an HGETALL per id before: 2,000 here)
+    assert len(sent) <= 20, f"{len(sent)} commands: {sent[:8]} …"
