@@ -71,3 +71,46 @@ def test_the_start_of_a_wait_on_2000_ids_reads_their_records_in_a_few_calls(clie
     assert "pw-malformed" not in out and "pw-no-record" not in out
     # (an HGETALL per id before: 2,000 here)
     assert len(sent) <= 20, f"{len(sent)} commands: {sent[:8]} …"
+
+
+def test_a_wait_on_2000_ids_reads_the_records_of_the_ends_it_sees_together(
+    client: Client, redis_url: str, r: Any
+) -> None:
+    import redis
+
+    ids = [e.id for e in client.enqueue_many("pwe/a", [{"data": i} for i in range(2000)])]
+    reads = []  # per-job reads clients sent (a script's own calls are from "lua")
+    xread = threading.Event()
+    marker = f"wait ended {time.time()}"
+
+    def watch() -> None:
+        with redis.Redis.from_url(redis_url, decode_responses=True).monitor() as m:
+            while True:
+                c = m.next_command()
+                if marker in c["command"]:
+                    return
+                if c["client_type"] == "lua":
+                    continue
+                name = c["command"].split(" ")[0].upper()
+                if name == "XREAD":
+                    xread.set()
+                if name in ("HGETALL", "HMGET", "SMEMBERS"):
+                    reads.append(name)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    waited: Dict[str, Any] = {}
+    t = threading.Thread(target=lambda: waited.update(client.wait(ids, timeout=120)))
+    t.start()
+    assert xread.wait(60), "the wait never read the streams"
+    start = len(reads)
+    with Client.from_url(redis_url) as other:
+        for job_id in ids:
+            assert other.cancel(job_id, "pwe/a").outcome == "cancelled"
+    t.join(120)
+    r.echo(marker)
+    watcher.join(60)
+
+    assert len(waited) == 2000 and all(j.state == "cancelled" for j in waited.values())
+    # (an SMEMBERS and an HGETALL per id before: 4,000 here)
+    assert len(reads) - start <= 20, f"{len(reads) - start} reads after the start"
