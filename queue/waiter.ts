@@ -46,7 +46,7 @@ export class InvalidWaitError extends Error {
 
 /** The record fields an outcome is built from, in this order. */
 const RECORD_FIELDS = ["state", "queue", "result", "error", "deadReason", "cancelReason"] as const;
-/** Records per job_states call: a call holds Redis while it runs (about a millisecond per 1,000). */
+/** Records per job_states call: a call holds Redis while it runs (2.5 ms for 1,000 on a busy 2-core machine). */
 const READ_BATCH = 1000;
 
 /** A job_states reply for one key: 0 (no key), its type (not a hash), or the fields read. */
