@@ -44,6 +44,7 @@ export const SCRIPT_NAMES = [
   "resource_remove",
   "resource_usage",
   "records_enable",
+  "job_states",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -5,7 +5,7 @@
 import { eventAfter, eventsOfEntries, type QueueEvent } from "./events.ts";
 import { PIPELINES_KEY, PipelineKeys, QUEUES_KEY, QueueKeys, assertJobId, pipelineOf } from "./keys.ts";
 import type { Cluster, Redis } from "ioredis";
-import type { RedisClient } from "./scripts.ts";
+import { runScript, type RedisClient } from "./scripts.ts";
 
 /** The states a job ends in; `unknown`: no record (never enqueued, or reclaimed after its retention). */
 export type EndState = "completed" | "dead" | "cancelled" | "deleted" | "unknown";
@@ -46,8 +46,11 @@ export class InvalidWaitError extends Error {
 
 /** The record fields an outcome is built from, in this order. */
 const RECORD_FIELDS = ["state", "queue", "result", "error", "deadReason", "cancelReason"] as const;
-/** Ids per pipelined batch of record reads. */
+/** Records per job_states call: a call holds Redis while it runs (2.5 ms for 1,000 on a busy 2-core machine). */
 const READ_BATCH = 1000;
+
+/** A job_states reply for one key: 0 (no key), its type (not a hash), or the fields read. */
+type RecordReply = 0 | string | (string | null)[];
 
 interface Wait {
   pending: Set<string>;
@@ -203,19 +206,28 @@ export class JobWaiter {
     let left = ids;
     for (const p of pipelines) {
       if (left.length === 0) break;
-      const keys = new PipelineKeys(p);
-      const exists: number[] = [];
-      for (let i = 0; i < left.length; i += READ_BATCH) {
-        const batch = this.redis.pipeline();
-        for (const id of left.slice(i, i + READ_BATCH)) batch.exists(keys.job(id));
-        this.commands += Math.min(READ_BATCH, left.length - i);
-        for (const [err, n] of (await batch.exec()) ?? []) exists.push(err ? 0 : Number(n));
-      }
+      const found = await this.records(p, left, ["state"]);
       const rest: string[] = [];
-      left.forEach((id, i) => (exists[i] ? push(p, id) : rest.push(id)));
+      left.forEach((id, i) => (found[i] !== 0 ? push(p, id) : rest.push(id)));
       left = rest;
     }
     return left;
+  }
+
+  /** `fields` of each id's record in `pipeline`: one job_states call per READ_BATCH ids. */
+  private async records(
+    pipeline: string,
+    ids: readonly string[],
+    fields: readonly string[],
+  ): Promise<RecordReply[]> {
+    const keys = new PipelineKeys(pipeline);
+    const calls: Promise<RecordReply[]>[] = [];
+    for (let i = 0; i < ids.length; i += READ_BATCH) {
+      const slice = ids.slice(i, i + READ_BATCH).map((id) => keys.job(id));
+      this.commands++;
+      calls.push(runScript<RecordReply[]>(this.redis, "job_states", slice, ["0", ...fields]));
+    }
+    return (await Promise.all(calls)).flat();
   }
 
   private reader(pipeline: string): Reader {
@@ -257,23 +269,16 @@ export class JobWaiter {
     ids: readonly string[],
     waits: (id: string) => Iterable<Wait>,
   ): Promise<string[]> {
-    const keys = new PipelineKeys(pipeline);
     const queues: string[] = [];
-    for (let i = 0; i < ids.length; i += READ_BATCH) {
-      const slice = ids.slice(i, i + READ_BATCH);
-      const batch = this.redis.pipeline();
-      for (const id of slice) batch.hmget(keys.job(id), ...RECORD_FIELDS);
-      this.commands += slice.length;
-      const replies = (await batch.exec()) ?? [];
-      slice.forEach((id, k) => {
-        const [err, fields] = replies[k] ?? [];
-        // (a key that is not a hash: a malformed record, reported as unknown)
-        const f = err ? [null] : (fields as (string | null)[]);
-        const outcome = outcomeOfRecord(id, f);
-        if (outcome) for (const w of waits(id)) this.settle(w, outcome);
-        else if (f[1]) queues.push(f[1]);
-      });
-    }
+    const replies = await this.records(pipeline, ids, RECORD_FIELDS);
+    ids.forEach((id, k) => {
+      const reply = replies[k];
+      // (no record, or a key that is not a hash: a malformed record, reported as unknown)
+      const f = Array.isArray(reply) ? reply : [null];
+      const outcome = outcomeOfRecord(id, f);
+      if (outcome) for (const w of waits(id)) this.settle(w, outcome);
+      else if (f[1]) queues.push(f[1]);
+    });
     return queues;
   }
 

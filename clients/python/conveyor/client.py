@@ -1578,6 +1578,63 @@ def _newest_op(key: str) -> _admin.Op:
     return newest[0][0] if newest else "0-0"
 
 
+#: Records per job_states call (as queue/waiter.ts): a call holds Redis while it runs.
+_STATES_BATCH = 1000
+
+
+def _job_states_op(pipeline: str, ids: Sequence[str]) -> _admin.Op:
+    """job_states' reply for each id's record in `pipeline` (its state; an ended job's whole record
+    after it), one call per 1,000 ids."""
+    pk = PipelineKeys(pipeline)
+    replies: List[Any] = []
+    for i in range(0, len(ids), _STATES_BATCH):
+        chunk = ids[i : i + _STATES_BATCH]
+        replies.extend((yield _admin.Script("job_states", [pk.job(j) for j in chunk], ["1", "state"])))
+    return replies
+
+
+def _ended_job(job_id: str, reply: Any) -> Optional[Job]:
+    """The job of a job_states reply when it has ended (None: open, or no record)."""
+    if not isinstance(reply, list) or reply[0] not in WAIT_ENDED:
+        return None
+    flat = reply[1:]
+    return _job(job_id, dict(zip(flat[::2], flat[1::2])))
+
+
+def _wait_start_op(ids: List[str], pipelines: Sequence[str]) -> _admin.Op:
+    """The records of a wait's jobs, each looked for in each pipeline until found (not a read per
+    id). Returns ({id: Job} of the ended ones, the ids of the open ones); an id without a record
+    (or whose key is not a hash) is in neither."""
+    ended: Dict[str, Job] = {}
+    pending: Set[str] = set()
+    left = ids
+    for pipeline in pipelines:
+        if not left:
+            break
+        rest: List[str] = []
+        for job_id, reply in zip(left, (yield from _job_states_op(pipeline, left))):
+            job = _ended_job(job_id, reply)
+            if job is not None:
+                ended[job_id] = job
+            elif reply == 0:
+                rest.append(job_id)
+            elif isinstance(reply, list):
+                pending.add(job_id)
+        left = rest
+    return ended, pending
+
+
+def _ended_records_op(events: Dict[str, Dict[str, Job]]) -> _admin.Op:
+    """The records of the jobs events ended ({pipeline: {id: job as its event tells}}), read
+    together; a job whose record is gone or no longer ended (retried since) as its event tells."""
+    out: Dict[str, Job] = {}
+    for pipeline, bare in events.items():
+        ids = list(bare)
+        for job_id, reply in zip(ids, (yield from _job_states_op(pipeline, ids))):
+            out[job_id] = _ended_job(job_id, reply) or bare[job_id]
+    return out
+
+
 def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str]) -> _admin.Op:
     """Client.wait for both clients."""
     wanted = list(dict.fromkeys(ids))
@@ -1587,22 +1644,18 @@ def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str])
     pipelines = yield from _known_op(queue)
     # stream positions first, then the records: an end after them is read from the streams
     positions: Dict[str, str] = {}
-    for key in _wait_streams((yield _admin.Call("smembers", (QUEUES_KEY,))), pipelines):
+    streams: Dict[str, str] = {}  # each followed stream's pipeline
+    for key, pipeline in _wait_streams((yield _admin.Call("smembers", (QUEUES_KEY,))), pipelines):
         positions[key] = yield from _newest_op(key)
-    out: Dict[str, Job] = {}
-    pending = set()
-    for job_id in wanted:
-        job = yield from _get_job_op(job_id, queue)
-        if job is not None:
-            out[job_id] = job
-            if job.state not in WAIT_ENDED:
-                pending.add(job_id)
+        streams[key] = pipeline
+    out, pending = yield from _wait_start_op(wanted, pipelines)
     while pending and positions:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             break
         block = min(1.0, left) if left is not None else 1.0
         reply = yield _admin.Call("xread", (dict(positions),), {"count": EVENTS_PAGE, "block": max(1, int(block * 1000))})
+        by_event: Dict[str, Dict[str, Job]] = {}  # ended by an event, by pipeline: read after the reply
         for key, entries in reply or []:
             for event_id, fields in entries:
                 positions[key] = event_id
@@ -1614,11 +1667,18 @@ def _wait_op(ids: Iterable[str], timeout: Optional[float], queue: Optional[str])
                     if nxt and QueueKeys(nxt).events not in positions:
                         # on to a stage not followed yet: follow it, then read the record
                         positions[QueueKeys(nxt).events] = yield from _newest_op(QueueKeys(nxt).events)
+                        streams[QueueKeys(nxt).events] = streams[key]
                         job = yield from _get_job_op(e.id, queue)
                         ended = job if job is not None and job.state in WAIT_ENDED else None
+                        if ended is not None:
+                            pending.discard(e.id)
+                            out[e.id] = ended
+                        continue
                     if ended is not None:
                         pending.discard(e.id)
-                        out[e.id] = (yield from _get_job_op(e.id, queue)) or ended
+                        by_event.setdefault(streams[key], {})[e.id] = ended
+        if by_event:
+            out.update((yield from _ended_records_op(by_event)))
     for job_id in pending:
         job = yield from _get_job_op(job_id, queue)
         if job is not None:
@@ -1724,8 +1784,9 @@ def _ended_by(e: Event) -> Optional[Job]:
     return bare
 
 
-def _wait_streams(queues: Iterable[str], pipelines: Sequence[str]) -> List[str]:
-    return [QueueKeys(q).events for q in sorted(queues) if q.split("/")[0] in pipelines]
+def _wait_streams(queues: Iterable[str], pipelines: Sequence[str]) -> List[Tuple[str, str]]:
+    """The event streams of the pipelines' queues, each with its pipeline."""
+    return [(QueueKeys(q).events, q.split("/")[0]) for q in sorted(queues) if q.split("/")[0] in pipelines]
 
 
 #: What joins a batch entry's per-job values (docs/protocol.md, Events).
