@@ -5,6 +5,7 @@ import { prepareScripts, runScript, type RedisClient, type ScriptArg } from "./s
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
+import { fetchParentResult } from "./flows.ts";
 import { parseAttemptErrors, type AttemptErrorKind } from "./attemptErrors.ts";
 import type {
   ClaimedJob,
@@ -494,6 +495,11 @@ export class Consumer {
     return this.redis.get(this.keys.result(contentHash));
   }
 
+  /** Parent `key`'s result for a claimed flow job: inline, or fetched by its reference (fetchParentResult). */
+  parentResult(job: Pick<ClaimedJob, "queue" | "parents">, key: string): Promise<unknown> {
+    return fetchParentResult(this.redis, job.queue, job.parents, key);
+  }
+
   /** Progress from a running handler; false when the lease was lost. */
   async progress(job: Lease, fraction: number, message = ""): Promise<boolean> {
     const k = this.keys;
@@ -732,7 +738,7 @@ export function encodeResult(result: unknown): string {
   return typeof json === "string" ? json : "null";
 }
 
-/** The claim reply's `parents` (JSON {key: {id, result} | {id, error}}, '' = none) as ClaimedJob.parents. */
+/** The claim reply's `parents` (JSON {key: {id, result} | {id, ref, bytes} | {id, error}}, '' = none) as ClaimedJob.parents. */
 function parentsOf(text: string | undefined): { parents?: Record<string, ParentOutcome> } {
   if (!text) return {};
   try {

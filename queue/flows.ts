@@ -1,6 +1,7 @@
 // Flows, the read and cancel side (docs/flows.md): a flow's jobs and their states, and cancel.
 // The write side is Producer.enqueueFlow.
-import { assertJobId, PIPELINES_KEY, PipelineKeys } from "./keys.ts";
+import { assertJobId, PIPELINES_KEY, pipelineOf, PipelineKeys } from "./keys.ts";
+import type { ParentOutcome } from "./types.ts";
 import { runScript, type RedisClient } from "./scripts.ts";
 import { CANCELLED_RETENTION_SECONDS } from "./control.ts";
 
@@ -58,6 +59,42 @@ export interface FlowRepairResult {
   /** Ended jobs whose record was already reclaimed: their dependents cannot be told. */
   jobsGone: number;
   total: number;
+}
+
+/** A parent's result could not be read: it ended without one, is not a parent, or is gone. */
+export class ParentResultError extends Error {
+  override name = "ParentResultError";
+}
+
+/**
+ * The result of parent `key` from a claimed flow job's `parents` (ClaimedJob.parents; `queue`
+ * the job's queue): the inline one, else the one its `ref` names, read from the flow's hash
+ * (kept 7 days after the flow's last job ended). A ParentResultError when the key is not among
+ * the parents (or was left out by `ignore`), the parent ended with an error, or the result is
+ * no longer in Redis.
+ */
+export async function fetchParentResult(
+  redis: RedisClient,
+  queue: string,
+  parents: Record<string, ParentOutcome> | undefined,
+  key: string,
+): Promise<unknown> {
+  const outcome = parents && Object.hasOwn(parents, key) ? parents[key] : undefined;
+  if (!outcome)
+    throw new ParentResultError(`no parent ${JSON.stringify(key)} among this job's parents' outcomes`);
+  if (outcome.error !== undefined)
+    throw new ParentResultError(`parent ${key} (${outcome.id}) ended without a result: ${outcome.error}`);
+  if (outcome.ref === undefined) return outcome.result;
+  const at = outcome.ref.indexOf(":");
+  const flowId = outcome.ref.slice(0, at);
+  if (at <= 0 || outcome.ref.slice(at + 1) !== key)
+    throw new ParentResultError(`parent ${key}: bad reference ${JSON.stringify(outcome.ref)}`);
+  const text = await redis.hget(new PipelineKeys(pipelineOf(queue)).flow(flowId), `r:${key}`);
+  if (text === null)
+    throw new ParentResultError(
+      `parent ${key} (${outcome.id}): its result is no longer in Redis (flow ${flowId})`,
+    );
+  return (JSON.parse(text) as { result: unknown }).result;
 }
 
 /** The pipelines to look in: the one given (a pipeline or one of its queues), else every known one. */

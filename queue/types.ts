@@ -37,11 +37,19 @@ export interface JobFlowInfo {
   cancelReason?: string;
 }
 
-/** A parent's outcome as its dependents see it (ctx.parents): its result, or the error it ended with. */
+/**
+ * A parent's outcome as its dependents see it (ctx.parents): its result, the error it ended with,
+ * or, for a large result, a reference to it (`ref`, and its size in `bytes`): read any of them
+ * with `ctx.parentResult(key)` (docs/flows.md, "Large results").
+ */
 export interface ParentOutcome {
   id: string;
   result?: unknown;
   error?: string;
+  /** `<flow id>:<key>`: where the result waits in the flow's hash (fetchParentResult). */
+  ref?: string;
+  /** The referenced result's size (its JSON, bytes). */
+  bytes?: number;
 }
 
 export interface EnqueueOptions {

@@ -255,6 +255,7 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
       progress: (fraction, message) => this.consumer.progress(job, fraction, message),
       log: exec.appendLog,
       usage: (used) => ctx.reportUsage(used),
+      parentResult: (key) => ctx.parentResult(key),
       rateLimited: (mark) => {
         entry.rateLimited = mark;
       },
@@ -902,6 +903,10 @@ class JobContext implements HandlerContext {
 
   get parents(): Record<string, ParentOutcome> | undefined {
     return this.entry.job.parents;
+  }
+
+  parentResult(key: string): Promise<unknown> {
+    return this.consumer.parentResult(this.entry.job, key);
   }
 
   get signal(): AbortSignal {

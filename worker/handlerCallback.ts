@@ -15,6 +15,8 @@ export interface ExecutionReporter {
   log(message: string): Promise<boolean>;
   /** Actual usage so far per resource and unit (`POST /usage`); false: the job holds no such resource. */
   usage?(used: Record<string, Record<string, number>>): Promise<boolean>;
+  /** A flow job's parent's result, inline or fetched by reference (`GET /parents/<key>`). */
+  parentResult?(key: string): Promise<unknown>;
   /** The provider rate-limited the job's key (`POST /rate-limited`): sidelined when the handler fails. */
   rateLimited?(mark: { retryAfterMs: number; resource?: string }): void;
 }
@@ -84,9 +86,14 @@ export class HandlerCallbacks {
         req.resume();
         return reply(res, 200, { cancelled: execution.signal.aborted });
       }
+      if (req.method === "GET" && path?.startsWith("/parents/")) {
+        req.resume();
+        return await this.parentResult(res, execution, path.slice("/parents/".length));
+      }
       if (req.method !== "POST" || !["/progress", "/log", "/usage", "/rate-limited"].includes(path ?? ""))
         return reply(res, 404, {
-          error: "use POST /progress, POST /log, POST /usage, POST /rate-limited or GET /status",
+          error:
+            "use POST /progress, POST /log, POST /usage, POST /rate-limited, GET /status or GET /parents/<key>",
         });
       const body = await readJson(req);
       if (typeof body === "string") return reply(res, 400, { error: body });
@@ -128,6 +135,30 @@ export class HandlerCallbacks {
     } catch (err) {
       reply(res, 503, { error: `not recorded: ${(err as Error).message}` });
     }
+  }
+
+  /** `GET /parents/<key>`: 200 {result}; 404 naming the key when it has no result to give. */
+  private async parentResult(
+    res: ServerResponse,
+    execution: ExecutionReporter,
+    rawKey: string,
+  ): Promise<void> {
+    let key: string;
+    try {
+      key = decodeURIComponent(rawKey);
+    } catch {
+      return reply(res, 400, { error: `parents: ${JSON.stringify(rawKey)} is not a URL-encoded key` });
+    }
+    if (!execution.parentResult) return reply(res, 404, { error: "this execution has no parents' results" });
+    let result: unknown;
+    try {
+      result = await execution.parentResult(key);
+    } catch (err) {
+      if ((err as Error).name === "ParentResultError")
+        return reply(res, 404, { error: (err as Error).message });
+      throw err;
+    }
+    reply(res, 200, { result });
   }
 }
 

@@ -149,6 +149,61 @@ describeOnRedisAndCluster(
         `# fan-in 1 → 1,000 → 1 (${redis instanceof Cluster ? "Cluster" : "single Redis"}): enqueueFlow ${enqueueMs.toFixed(0)} ms; the sink's claim reply ≈ ${(replyBytes / 1024).toFixed(1)} KiB\n`,
       );
     });
+
+    test("large parent results come by reference, fetched on demand; small ones inline; 1,000 large parents claim under a bound", async () => {
+      const { redis, producer } = clients();
+      const p = name();
+      const one = `${p}/one`;
+      const two = `${p}/two`;
+      const mids = Array.from({ length: 1000 }, (_, i) => `m${i}`);
+      const { ids } = await producer.enqueueFlow(p, [
+        { key: "root", queue: one, data: 0 },
+        ...mids.map((key) => ({ key, queue: two, data: key, parents: ["root"] })),
+        { key: "small", queue: two, data: "small", parents: ["root"] },
+        { key: "sink", queue: one, data: "sink", parents: [...mids, "small"] },
+      ]);
+      const [root] = await claimAll(redis, one);
+      await complete(redis, root!, "r");
+      const middle: ClaimedJob[] = [];
+      while (middle.length < 1001) {
+        const got = await claimAll(redis, two);
+        assert.ok(got.length > 0, `only ${middle.length} of 1,001 were released`);
+        middle.push(...got);
+      }
+      // 10 KiB each, every one different
+      const large = (key: string) => ({ key, text: key.padEnd(10_240, "x") });
+      for (const job of middle) {
+        const key = JSON.parse(job.rawData) as string;
+        await complete(redis, job, key === "small" ? { n: 1 } : large(key));
+      }
+      const before = await netOutput(redis);
+      const t0 = performance.now();
+      const [sink] = await claimAll(redis, one);
+      const claimMs = performance.now() - t0;
+      const replyBytes = (await netOutput(redis)) - before;
+      process.stderr.write(
+        `# fan-in 1 → 1,000 → 1 of 10 KiB results (${redis instanceof Cluster ? "Cluster" : "single Redis"}): the sink's claim reply ≈ ${(replyBytes / 1024).toFixed(1)} KiB, ${claimMs.toFixed(1)} ms\n`,
+      );
+      assert.equal(sink!.id, ids.sink);
+      assert.deepEqual(sink!.parents!.small, { id: ids.small, result: { n: 1 } });
+      const flowId = sink!.parents!.m0!.ref!.split(":")[0];
+      for (const key of mids)
+        assert.deepEqual(sink!.parents![key], {
+          id: ids[key],
+          ref: `${flowId}:${key}`,
+          bytes: Buffer.byteLength(JSON.stringify(large(key))),
+        });
+      const c = consumer(redis, one);
+      assert.deepEqual(await c.parentResult(sink!, "m7"), large("m7"));
+      assert.deepEqual(await c.parentResult(sink!, "m999"), large("m999"));
+      assert.deepEqual(await c.parentResult(sink!, "small"), { n: 1 });
+      await assert.rejects(c.parentResult(sink!, "nope"), {
+        name: "ParentResultError",
+        message: /no parent "nope"/,
+      });
+      // 1,000 references of about 70 bytes each, where the results are 10 MiB
+      assert.ok(replyBytes < 128 * 1024, `the sink's claim reply is ${replyBytes} bytes`);
+    });
   },
   { single: (n) => `fl${n}`, cluster: (n) => `flp${n}` },
 );

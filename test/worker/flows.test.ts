@@ -34,4 +34,28 @@ describe("flows in the worker", () => {
     assert.deepEqual(JSON.parse(String(d.result)), { me: "d", parents: { b, c }, jobParents: { b, c } });
     assert.deepEqual((await bed.admin.flow(flowId))!.counts, { completed: 4 });
   });
+
+  test("a large parent result comes by reference and ctx.parentResult fetches it; a small one inline", async () => {
+    const { flowId, ids } = await bed.producer.enqueueFlow("wr", [
+      { key: "big", queue: "wr/one", data: "big" },
+      { key: "small", queue: "wr/one", data: "small" },
+      { key: "sink", queue: "wr/one", data: "sink", parents: ["big", "small"] },
+    ]);
+    await bed.worker("wr/one", {
+      CONVEYOR_HANDLER: `module:${join(REPO, "test/fixtures/flowResultsHandler.js")}`,
+    });
+    const sink = await waitFor("sink completed", async () => {
+      const j = await bed.admin.job(ids.sink!, "wr");
+      return j?.state === "completed" ? j : null;
+    });
+    const big = "b".repeat(5000);
+    assert.deepEqual(JSON.parse(String(sink.result)), {
+      parents: {
+        big: { id: ids.big, ref: `${flowId}:big`, bytes: big.length + 2 },
+        small: { id: ids.small, result: { n: 1 } },
+      },
+      big,
+      small: { n: 1 },
+    });
+  });
 });

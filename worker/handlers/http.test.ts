@@ -37,6 +37,7 @@ const ctx = (resources: HandlerContext["resources"] = {}): HandlerContext => ({
   progress: () => {},
   resources,
   usage: () => {},
+  parentResult: () => Promise.reject(new Error("no parents")),
 });
 
 const servers: Server[] = [];

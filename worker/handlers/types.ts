@@ -21,7 +21,7 @@ export interface JobView {
    * a hand-back, a stall. [] on a first attempt.
    */
   previousErrors: AttemptError[];
-  /** A flow job's parents' outcomes by key, `{id, result}` or `{id, error}` (docs/flows.md); absent otherwise. */
+  /** A flow job's parents' outcomes by key, `{id, result}`, `{id, ref, bytes}` (a large result: ctx.parentResult) or `{id, error}` (docs/flows.md); absent otherwise. */
   parents?: Record<string, ParentOutcome>;
 }
 
@@ -36,6 +36,12 @@ export interface HandlerContext {
   previousErrors: AttemptError[];
   /** A flow job's parents' outcomes by key (JobView.parents); absent for a job without parents. */
   parents?: Record<string, ParentOutcome>;
+  /**
+   * Parent `key`'s result: the inline one, or a large one fetched from Redis by its reference
+   * (docs/flows.md, "Large results"). Rejects (ParentResultError) for a key that is not a parent,
+   * a parent that ended with an error, or a result no longer kept.
+   */
+  parentResult(key: string): Promise<unknown>;
   /** Aborted on timeout, hand-back at the drain deadline, or lease loss. `signal.reason` says which. */
   signal: AbortSignal;
   log: JobLogger;

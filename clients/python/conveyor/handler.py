@@ -30,6 +30,7 @@ import threading
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,18 +81,27 @@ class Job:
     #: (exception | invalid-result | timeout | handed-back | stalled), "message", "at" (ms),
     #: "details" (an invalid result's violations)?}. [] on a first attempt.
     previous_errors: List[Dict[str, Any]] = field(default_factory=list)
-    #: A flow job's parents' outcomes by key (docs/flows.md): {key: {"id", "result"}} or
+    #: A flow job's parents' outcomes by key (docs/flows.md): {key: {"id", "result"}},
+    #: {key: {"id", "ref", "bytes"}} for a large result (read it with ctx.parent_result(key)), or
     #: {key: {"id", "error"}} for a parent that died or was cancelled; None for a job without parents.
     parents: Optional[Dict[str, Dict[str, Any]]] = None
 
 
+class ParentResultError(Exception):
+    """ctx.parent_result(key) has no result to give: key is not among the job's parents, the
+    parent ended with an error, or its result is no longer kept."""
+
+
 class Context:
-    """What a handler may do while it runs: report progress, write log lines, check for a stop."""
+    """What a handler may do while it runs: report progress, write log lines, check for a stop,
+    read a parent's result."""
 
     def __init__(self, callback_url: Optional[str], token: Optional[str], timeout: float = 5.0,
-                 resources: Optional[Mapping[str, str]] = None) -> None:
+                 resources: Optional[Mapping[str, str]] = None,
+                 parents: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
         #: For a job with `uses`: resource → the key id granted (map it to your credential).
         self.resources: Mapping[str, str] = dict(resources or {})
+        self._parents = parents or {}
         self._url = (callback_url or "").rstrip("/")
         self._token = token or ""
         self._timeout = timeout
@@ -150,6 +160,33 @@ class Context:
         if err.resource is not None:
             body["resource"] = err.resource
         self._call("POST", "/rate-limited", body)
+
+    def parent_result(self, key: str) -> Any:
+        """A flow job's parent's result (docs/flows.md, "Large results"): the inline one from
+        job.parents, or a large one (an entry {"id", "ref", "bytes"}) fetched through the
+        worker's callback. ParentResultError when key is not a parent (or was left out by
+        `ignore`), the parent ended with an error, or the result is no longer kept."""
+        outcome = self._parents.get(key)
+        if not isinstance(outcome, Mapping):
+            raise ParentResultError(f"no parent {json.dumps(key)} among this job's parents' outcomes")
+        if "error" in outcome:
+            raise ParentResultError(f"parent {key} ({outcome.get('id')}) ended without a result: {outcome['error']}")
+        if "ref" not in outcome:
+            return outcome.get("result")
+        if not self.has_callback:
+            raise ParentResultError(f"parent {key}: its result comes by reference and this job has no worker callback")
+        req = urllib.request.Request(f"{self._url}/parents/{urllib.parse.quote(key, safe='')}", method="GET")
+        req.add_header("authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self._timeout) as res:
+                return json.loads(res.read())["result"]
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode("utf-8", "replace")
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except ValueError:
+                pass
+            raise ParentResultError(f"parent {key}: {detail}") from None
 
     def cancelled(self) -> bool:
         """True once the worker stopped this execution (timeout, hand-back, lost lease, cancel)
@@ -357,7 +394,7 @@ def make_server(fn: Handler, port: int = 8080, host: str = "127.0.0.1") -> Threa
                 parents=_parents(h.get("conveyor-parents")),
             )
             ctx = Context(h.get("conveyor-callback-url"), h.get("conveyor-callback-token"),
-                          resources=_resources(h.get("conveyor-resources")))
+                          resources=_resources(h.get("conveyor-resources")), parents=job.parents)
             with lock:
                 server.active += 1  # type: ignore[attr-defined]
             try:
@@ -457,7 +494,8 @@ def _batch_jobs(body: Any) -> "tuple[List[Job], List[Context]]":
         callback = item.get("callback") if isinstance(item.get("callback"), dict) else {}
         granted = item.get("resources") if isinstance(item.get("resources"), dict) else {}
         contexts.append(Context(callback.get("url"), callback.get("token"), resources={
-            str(k): str(v.get("key") if isinstance(v, dict) else v) for k, v in granted.items()}))
+            str(k): str(v.get("key") if isinstance(v, dict) else v) for k, v in granted.items()},
+            parents=jobs[-1].parents))
     return jobs, contexts
 
 
@@ -574,6 +612,7 @@ def command(fn: Handler) -> None:
             previous_errors=_previous_errors(env.get("CONVEYOR_PREVIOUS_ERRORS")),
             parents=_parents(env.get("CONVEYOR_PARENTS")),
         )
+        ctx._parents = job.parents or {}
         result = _json.dumps(fn(job, ctx))
     except (NonRetryableError, DependencyFailure, RateLimited) as err:
         if isinstance(err, RateLimited):
@@ -757,7 +796,6 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:  # noqa: C901 - one fram
             continue
         j = frame.get("job") or {}
         callback = j.get("callback") or {}
-        ctx = Context(callback.get("url"), callback.get("token"), resources=j.get("resources"))
         job = Job(
             id=str(j.get("id", "")),
             queue=str(j.get("queue", "")),
@@ -768,6 +806,7 @@ def serve_stdio(fn: Handler, threads: int = 8) -> None:  # noqa: C901 - one fram
             previous_errors=_previous_errors(j.get("previousErrors")),
             parents=_parents(j.get("parents")),
         )
+        ctx = Context(callback.get("url"), callback.get("token"), resources=j.get("resources"), parents=job.parents)
         if loop is not None:
             future = asyncio.run_coroutine_threadsafe(fn(job, ctx), loop)
             running[frame_id] = (ctx, future)

@@ -46,3 +46,10 @@ async def slow_async(job, ctx):
 
 
 not_a_function = 42
+
+
+def flow_results(job, ctx):
+    """A flow's parents return a large or a small result; the sink returns what it read of them."""
+    if job.data in ("big", "small"):
+        return "b" * 5000 if job.data == "big" else {"n": 1}
+    return {"parents": job.parents, "big": ctx.parent_result("big"), "small": ctx.parent_result("small")}

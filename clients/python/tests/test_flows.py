@@ -234,3 +234,21 @@ def test_a_flow_on_a_redis_cluster(cluster_url: str, start_worker: Any) -> None:
             return await a.flow(flow.flow_id)
 
     assert asyncio.run(main()) == after
+
+
+def test_the_kit_reads_a_large_parent_result_by_reference(client: Client, start_worker: Any) -> None:
+    flow = client.enqueue_flow("pr", [
+        {"key": "big", "queue": "pr/one", "data": "big"},
+        {"key": "small", "queue": "pr/one", "data": "small"},
+        {"key": "sink", "queue": "pr/one", "data": "sink", "parents": ["big", "small"]},
+    ])
+    start_worker("pr/one", "python:tests.stdio_handlers:flow_results")
+    sink = client.wait([flow.ids["sink"]], timeout=120)[flow.ids["sink"]]
+    assert sink.state == "completed", sink
+    big = "b" * 5000
+    assert sink.result["big"] == big and sink.result["small"] == {"n": 1}
+    # the large one came by reference, the small one inline
+    assert sink.result["parents"] == {
+        "big": {"id": flow.ids["big"], "ref": f"{flow.flow_id}:big", "bytes": len(json.dumps(big))},
+        "small": {"id": flow.ids["small"], "result": {"n": 1}},
+    }

@@ -96,15 +96,26 @@ local function flowJobEnded(jobPrefix, now, fid, key, id, dependents, outcome, f
   return cancelled
 end
 
+-- A parent's result of more than this many bytes (its JSON) comes by reference in a claim reply:
+-- a handler that reads it fetches it from the flow's hash. 1 KiB keeps the small results most
+-- joins get (a count, a short string, a few fields) inline, while a join of 10,000 large parents
+-- gets a reply of references (docs/flows.md, "Large results").
+local FLOW_INLINE_RESULT_BYTES = 1024
+-- The most bytes of results one claim reply carries inline; the rest come by reference.
+local FLOW_INLINE_TOTAL_BYTES = 64 * 1024
+
 -- The parents' outcomes a claimed flow job sees: JSON {key: {id, result}} (and {id, error} of
--- a parent that died or was cancelled, unless the job's policy is `ignore`). '' for a job
--- without parents. Read in runs of 1,000 fields (variadic.lua).
+-- a parent that died or was cancelled, unless the job's policy is `ignore`); a result over
+-- FLOW_INLINE_RESULT_BYTES, or past FLOW_INLINE_TOTAL_BYTES of them, as {id, ref, bytes}
+-- (`ref` = `<flow id>:<key>`: the field `r:<key>` of the flow's hash). '' for a job without
+-- parents. Read in runs of 1,000 fields (variadic.lua).
 local function flowParentsJson(jobPrefix, fid, parents, policy)
   if not parents or parents == '' or not fid then return '' end
   local fk = flowKeyOf(jobPrefix, fid)
   local keys = {}
   for k in string.gmatch(parents, '%S+') do keys[#keys + 1] = k end
   local parts = {}
+  local inline = 0
   for i = 1, #keys, 500 do
     local names = {}
     local last = math.min(i + 499, #keys)
@@ -116,6 +127,16 @@ local function flowParentsJson(jobPrefix, fid, parents, policy)
     for j = i, last do
       local r, e = v[2 * (j - i) + 1], v[2 * (j - i) + 2]
       local out = r or (policy ~= 'ignore' and e) or nil
+      if r then
+        -- (an outcome is {"id":…,"result":<result>}: the id holds no `,"result":`)
+        local at = string.find(r, ',"result":', 1, true)
+        local bytes = at and #r - at - 10 or 0
+        if at and (bytes > FLOW_INLINE_RESULT_BYTES or inline + bytes > FLOW_INLINE_TOTAL_BYTES) then
+          out = string.sub(r, 1, at - 1) .. ',"ref":' .. cjson.encode(fid .. ':' .. keys[j]) .. ',"bytes":' .. bytes .. '}'
+        else
+          inline = inline + bytes
+        end
+      end
       if out then parts[#parts + 1] = cjson.encode(keys[j]) .. ':' .. out end
     end
   end
