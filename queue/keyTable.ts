@@ -117,6 +117,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     doc: "A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`.",
   },
   {
+    name: "flowIdempotency",
+    scope: "pipeline",
+    pattern: "flowidem:{key}",
+    doc: "A flow's idempotency key → the flow's id, for 24 hours (docs/flows.md).",
+  },
+  {
     name: "result",
     scope: "pipeline",
     pattern: "result:{queue}:{contentHash}",

@@ -77,6 +77,10 @@ export class PipelineKeyLayout {
   flow(id: string): string {
     return `${this.prefix}flow:${id}`;
   }
+  /** A flow's idempotency key → the flow's id, for 24 hours (docs/flows.md). */
+  flowIdempotency(key: string): string {
+    return `${this.prefix}flowidem:${key}`;
+  }
   /** A resource: its keys, their limits and window logs. */
   resource(name: string): string {
     return `${this.prefix}res:${name}`;

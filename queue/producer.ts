@@ -29,6 +29,7 @@ import {
   type EnqueueResult,
   type FlowEnqueued,
   type FlowJob,
+  type FlowOptions,
   type JobNotify,
   type NotifyEvent,
 } from "./types.ts";
@@ -57,7 +58,7 @@ export const FLOW_MAX_JOBS = 10_000;
 export const FLOW_MAX_PARENTS = 10_000;
 const FLOW_KEY = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 const FLOW_POLICIES = new Set(["fail", "continue", "ignore"]);
-/** Job options a flow job takes; the others (delay, dedupe, idempotency, uses, …) are refused by name. */
+/** Job options a flow job takes; the others are refused by name (FLOW_REFUSED says why). */
 const FLOW_JOB_FIELDS = new Set([
   "key",
   "queue",
@@ -69,7 +70,20 @@ const FLOW_JOB_FIELDS = new Set([
   "timeoutMs",
   "group",
   "task",
+  "delayMs",
+  "uses",
+  "notify",
 ]);
+const FLOW_REFUSED: Record<string, string> = {
+  dedupe:
+    "dedupe is not supported in a flow: a debounced or throttled job would stand in for another flow's job, whose dependents wait in that flow",
+  idempotencyKey:
+    "idempotencyKey is not supported on a flow job: give the flow one (enqueueFlow(pipeline, jobs, {idempotencyKey}))",
+  id: "id is not supported in a flow: a flow's job ids are generated (the reply gives each by key)",
+  contentHash: "contentHash is not supported in a flow: a flow job's result is its dependents' input",
+};
+/** A flow's idempotency key: 1..200 characters. */
+const FLOW_IDEMPOTENCY_KEY_MAX = 200;
 
 export interface ProducerOptions extends DurabilityOptions {
   maxPayloadBytes?: number;
@@ -290,11 +304,21 @@ export class Producer {
    * job), each job's queue (of this pipeline) and options, each job's data against its stage's
    * contract. A job with parents waits (state `waiting-children`) until they have all ended.
    */
-  async enqueueFlow(pipeline: string, jobs: FlowJob[]): Promise<FlowEnqueued> {
+  async enqueueFlow(pipeline: string, jobs: FlowJob[], options: FlowOptions = {}): Promise<FlowEnqueued> {
     const pk = new PipelineKeys(pipelineOf(pipeline));
     if (pk.pipeline !== pipeline)
       throw new InvalidFlowError(
         `a flow is enqueued into a pipeline, got the queue name ${JSON.stringify(pipeline)}`,
+      );
+    const { idempotencyKey } = options;
+    if (
+      idempotencyKey !== undefined &&
+      (typeof idempotencyKey !== "string" ||
+        idempotencyKey === "" ||
+        idempotencyKey.length > FLOW_IDEMPOTENCY_KEY_MAX)
+    )
+      throw new InvalidFlowError(
+        `idempotencyKey must be a string of 1..${FLOW_IDEMPOTENCY_KEY_MAX} characters, got ${JSON.stringify(idempotencyKey)}`,
       );
     const order = flowOrder(pipeline, jobs);
     const flowId = newJobId();
@@ -310,6 +334,9 @@ export class Producer {
       if (job.timeoutMs !== undefined) opts.timeoutMs = job.timeoutMs;
       if (job.group !== undefined) opts.group = job.group;
       if (job.task !== undefined) opts.task = job.task;
+      if (job.delayMs !== undefined) opts.delayMs = job.delayMs;
+      if (job.uses !== undefined) opts.uses = job.uses;
+      if (job.notify !== undefined) opts.notify = job.notify;
       try {
         encoded.set(job, this.encode(opts, 0));
       } catch (err) {
@@ -345,6 +372,9 @@ export class Producer {
       "trace",
       "group",
       "task",
+      "delayMs",
+      "uses",
+      "notify",
       "parents",
       "onParentFailure",
     ];
@@ -361,6 +391,9 @@ export class Producer {
         trace: r.trace,
         group: r.group,
         task: r.task,
+        delayMs: r.delayMs,
+        uses: r.uses,
+        notify: r.notify,
         parents: job.parents && job.parents.length > 0 ? job.parents.join(" ") : undefined,
         onParentFailure: job.onParentFailure,
       } as Record<string, string | number | undefined>;
@@ -368,21 +401,24 @@ export class Producer {
     for (const f of optional) if (values.some((v) => v[f] !== undefined)) fields.push(f);
     const keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flowId)];
     for (const k of queueKeys) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
+    if (idempotencyKey !== undefined) keys.push(pk.flowIdempotency(idempotencyKey));
     const records: ScriptArg[] = [fields.join(",")];
     for (const v of values) for (const f of fields) records.push(v[f] ?? "");
     for (let attempt = 0; ; attempt++) {
       const hashes = queues.flatMap((q) => [q, this.contracts.known(q)?.hash ?? ""]);
       try {
-        await runDurableScript<number>(this.redis, this.durability, "enqueue_flow", keys, [
-          pk.jobPrefix,
-          flowId,
-          Date.now(),
-          this.maxPayloadBytes,
-          queues.length,
-          ...hashes,
-          ...records,
-        ]);
-        return { flowId, ids };
+        const reply = await runDurableScript<number | string[]>(
+          this.redis,
+          this.durability,
+          "enqueue_flow",
+          keys,
+          [pk.jobPrefix, flowId, Date.now(), this.maxPayloadBytes, queues.length, ...hashes, ...records],
+        );
+        if (!Array.isArray(reply)) return { flowId, ids, created: true };
+        // (the key named a flow written before: its ids, in the order the jobs were sent)
+        const first: Record<string, string> = {};
+        order.forEach((job, i) => (first[job.key] = String(reply[i + 1])));
+        return { flowId: String(reply[0]), ids: first, created: false };
       } catch (err) {
         // A contract changed since it was read: read them again, check again, retry once.
         if (!(err instanceof ContractChangedError) || attempt > 0) throw err;
@@ -572,7 +608,10 @@ export function flowOrder(pipeline: string, jobs: readonly FlowJob[]): FlowJob[]
     for (const f of Object.keys(job))
       if (!FLOW_JOB_FIELDS.has(f))
         throw new InvalidFlowError(
-          `${which}: ${f} is not supported in a flow (key, queue, data, parents, onParentFailure, priority, attempts, timeoutMs, group, task)`,
+          `${which}: ${
+            FLOW_REFUSED[f] ??
+            `${f} is not supported in a flow (key, queue, data, parents, onParentFailure, priority, attempts, timeoutMs, group, task, delayMs, uses, notify)`
+          }`,
         );
     try {
       assertQueueName(job.queue);

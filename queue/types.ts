@@ -7,7 +7,7 @@ export type ParentFailurePolicy = "fail" | "continue" | "ignore";
 /** One job of a flow (Producer.enqueueFlow, docs/flows.md). */
 export interface FlowJob extends Pick<
   EnqueueOptions,
-  "priority" | "attempts" | "timeoutMs" | "group" | "task"
+  "priority" | "attempts" | "timeoutMs" | "group" | "task" | "delayMs" | "uses" | "notify"
 > {
   /** Its name in the flow: 1..100 of A-Z a-z 0-9 . _ : - (its parents name it so). */
   key: string;
@@ -24,6 +24,17 @@ export interface FlowJob extends Pick<
 export interface FlowEnqueued {
   flowId: string;
   ids: Record<string, string>;
+  /** false: the idempotency key named a flow already written; these are its id and ids, nothing was written. */
+  created: boolean;
+}
+
+/** Options of a whole flow (Producer.enqueueFlow). */
+export interface FlowOptions {
+  /**
+   * The same key within 24 hours returns the first submission's flow id and job ids and writes
+   * nothing (1..200 characters).
+   */
+  idempotencyKey?: string;
 }
 
 /** JobInfo.flow. */

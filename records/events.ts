@@ -290,12 +290,13 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
   const f = e.fields;
   const v = e.version;
   const set = <T>(value: T): Versioned<T> => ({ value, v });
-  const due = e.type === "enqueued" || e.type === "retried" ? int(f.due) : null;
+  // (a flow job released with a delay is `promoted` with a `due`)
+  const due = e.type === "enqueued" || e.type === "retried" || e.type === "promoted" ? int(f.due) : null;
   const patch: JobPatch = {
     ...(p ?? { pipeline: e.pipeline, id: e.id }),
     queue: e.queue,
     state:
-      e.type === "enqueued" && due !== null
+      (e.type === "enqueued" || e.type === "promoted") && due !== null
         ? "delayed"
         : e.type === "enqueued" && f.state === "waiting-children"
           ? "waiting-children"

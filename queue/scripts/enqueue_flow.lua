@@ -5,23 +5,33 @@
 -- A script of its own rather than enqueue_jobs: that one takes one queue's keys, a flow spans
 -- several queues and writes its hash and every parent's `dependents` besides.
 -- KEYS: 1 outbox, 2 meta, 3 seq, 4 the flow's hash (`<P>flow:<id>`), then per queue of ARGV's
---       list (in its order) 5 keys: ready, delayed, counts, wake, contract. All of one pipeline:
---       one hash tag, one Cluster slot.
+--       list (in its order) 5 keys: ready, delayed, counts, wake, contract; then, for a flow with
+--       an idempotency key, `<P>flowidem:<key>`. All of one pipeline: one hash tag, one Cluster slot.
 -- ARGV: 1 jobPrefix, 2 flow id, 3 now (ms), 4 maxPayloadBytes, 5 n (queues), then n pairs: queue
 --       name, the hash of its contract the caller checked the jobs against ('' = none); then the
 --       job fields this call sends, by name, comma-separated: `id,key,queue,data` first, then any
---       of priority, attempts, timeoutMs, trace, group, task, parents (the parents' keys,
---       space-separated), onParentFailure (fail|continue|ignore; '' = fail); then per job exactly
---       those values in that order. Each job's parents come before it (the caller sends the jobs
---       in a topological order, so a cycle is refused here too).
+--       of priority, attempts, timeoutMs, trace, group, task, delayMs, uses, notify (as
+--       enqueue_jobs takes them), parents (the parents' keys, space-separated), onParentFailure
+--       (fail|continue|ignore; '' = fail); then per job exactly those values in that order. Each
+--       job's parents come before it (the caller sends the jobs in a topological order, so a
+--       cycle is refused here too). A job with parents and a delay waits out its delay once they
+--       have ended (it goes to `delayed` at release, flow.lua).
 -- Refusals (nothing written): ERR_INVALID_FLOW <why> (an unknown/repeated field, a duplicate or
 -- unknown key, a parent not before its child, an unknown queue, a bad policy or task name, the
--- flow id in use), ERR_PAYLOAD_TOO_LARGE, ERR_CONTRACT_CHANGED <hash in force> (of a queue whose hash was not the one sent).
--- Returns the number of jobs written.
+-- flow id in use, an idempotency key naming a flow without one of the call's keys),
+-- ERR_INVALID_NOTIFY, ERR_INVALID_USES, ERR_INVALID_GROUP, ERR_PAYLOAD_TOO_LARGE,
+-- ERR_CONTRACT_CHANGED <hash in force> (of a queue whose hash was not the one sent).
+-- Returns the number of jobs written; for an idempotency key already taken (within
+-- FLOW_IDEMPOTENCY_TTL_SECONDS) nothing is written and it returns {that flow's id, then the id of
+-- each job of the call, in the call's order}.
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/enqueueJob"
+--- @include "includes/jobOptions"
+
+-- How long a flow's idempotency key names it: as long as a job's (queue/producer.ts IDEMPOTENCY_TTL_SECONDS).
+local FLOW_IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 
 local jobPrefix, fid = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
@@ -30,8 +40,10 @@ local nq = tonumber(ARGV[5])
 local function refuse(why)
   return redis.error_reply('ERR_INVALID_FLOW ' .. why)
 end
-if not nq or #KEYS ~= 4 + 5 * nq then return refuse('expected 4 + 5 keys per queue, got ' .. #KEYS) end
-if redis.call('EXISTS', KEYS[4]) == 1 then return refuse('flow ' .. fid .. ' exists') end
+if not nq or (#KEYS ~= 4 + 5 * nq and #KEYS ~= 5 + 5 * nq) then
+  return refuse('expected 4 + 5 keys per queue (+ 1 for an idempotency key), got ' .. #KEYS)
+end
+local idemKey = #KEYS == 5 + 5 * nq and KEYS[#KEYS] or nil
 local queues = {}
 for i = 1, nq do
   local name, hash = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
@@ -44,7 +56,7 @@ end
 local first = 6 + 2 * nq
 local at, width = {}, 0
 local OPTIONAL = {priority = true, attempts = true, timeoutMs = true, trace = true, group = true, task = true,
-  parents = true, onParentFailure = true}
+  delayMs = true, uses = true, notify = true, parents = true, onParentFailure = true}
 local LEADING = {'id', 'key', 'queue', 'data'}
 for name in string.gmatch(ARGV[first] or '', '[^,]+') do
   if at[name] or not (OPTIONAL[name] or LEADING[width + 1] == name) then
@@ -65,6 +77,28 @@ local function field(i, name, default)
 end
 local POLICIES = {fail = true, continue = true, ignore = true}
 
+-- The same flow submitted again: the first submission's ids, nothing written.
+if idemKey then
+  local first_fid = redis.call('GET', idemKey)
+  if first_fid then
+    local fk = keyOf.flow(pipelineBase(jobPrefix), first_fid)
+    local names = {}
+    for i = first + 1, #ARGV, width do names[#names + 1] = 'k:' .. ARGV[i + 1] end
+    local out = {first_fid}
+    for n = 1, #names, 1000 do
+      local v = redis.call('HMGET', fk, unpack(names, n, math.min(n + 999, #names)))
+      for j = 1, #v do
+        if not v[j] then
+          return refuse('the idempotency key names flow ' .. first_fid .. ', which has no job ' .. string.sub(names[n + j - 1], 3) .. ' (or is gone)')
+        end
+        out[#out + 1] = v[j]
+      end
+    end
+    return out
+  end
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then return refuse('flow ' .. fid .. ' exists') end
+
 -- Checked before anything is written: keys, parents, queues, sizes, names; and each parent's dependents.
 local idOf, deps, order = {}, {}, {}
 for i = first + 1, #ARGV, width do
@@ -80,6 +114,18 @@ for i = first + 1, #ARGV, width do
   end
   local policy = field(i, 'onParentFailure', 'fail')
   if not POLICIES[policy] then return refuse('job ' .. key .. ': onParentFailure must be fail, continue or ignore, got ' .. policy) end
+  local delay = tonumber(field(i, 'delayMs', '0'))
+  if not delay or delay < 0 or delay ~= math.floor(delay) then return refuse('job ' .. key .. ': delayMs must be an integer ≥ 0') end
+  local notify = field(i, 'notify', '')
+  if notify ~= '' then
+    local _, err = notifyField('job ' .. key, notify)
+    if err then return redis.error_reply(err) end
+  end
+  local uses = field(i, 'uses', '')
+  if uses ~= '' then
+    local _, err = usesGroup('job ' .. key, uses, groupOf(field(i, 'group', '')))
+    if err then return redis.error_reply(err) end
+  end
   for p in string.gmatch(field(i, 'parents', ''), '%S+') do
     if not idOf[p] then return refuse('job ' .. key .. ': parent ' .. p .. ' is not a job listed before it in the flow') end
     local d = deps[p]
@@ -112,9 +158,21 @@ for _, i in ipairs(order) do
       extra[#extra + 1] = v
     end
   end
+  local notify = field(i, 'notify', '')
+  if notify ~= '' then
+    extra[#extra + 1] = 'notify'
+    extra[#extra + 1] = notifyField('job ' .. key, notify)
+  end
   local priority = tonumber(field(i, 'priority', 0))
   local attempts, timeout = field(i, 'attempts', '3'), field(i, 'timeoutMs', '0')
+  local delay = tonumber(field(i, 'delayMs', '0'))
   local group = groupOf(field(i, 'group', ''))
+  local uses = field(i, 'uses', '')
+  if uses ~= '' then
+    group = usesGroup('job ' .. key, uses, group)
+    extra[#extra + 1] = 'uses'
+    extra[#extra + 1] = uses
+  end
   local parents = field(i, 'parents', '')
   local pending = 0
   -- The records keep each job's flow, key and parents (keys and ids): the outbox only.
@@ -133,7 +191,7 @@ for _, i in ipairs(order) do
     recorded[#recorded + 1] = policy
   end
   if pending == 0 then
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, 0, attempts, timeout, '', '', extra, group, recorded) then
+    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, '', '', extra, group, recorded) then
       woke[queue] = true
     end
   else
@@ -151,6 +209,11 @@ for _, i in ipairs(order) do
     if group then
       extra[#extra + 1] = 'group'
       extra[#extra + 1] = group
+    end
+    -- (waited out from its release: flow.lua)
+    if delay > 0 then
+      extra[#extra + 1] = 'delayMs'
+      extra[#extra + 1] = delay
     end
     redis.call('HSET', jk, 'queue', queue, 'attempts', attempts, 'createdAt', now, 'state', 'waiting-children',
       'pending', pending, 'data', data, unpack(extra))
@@ -170,5 +233,6 @@ for i = 1, #kmap, 1000 do
   redis.call('HSET', fk, unpack(kmap, i, math.min(i + 999, #kmap)))
 end
 redis.call('HSET', fk, 'total', #order, 'open', #order, 'createdAt', now)
+if idemKey then redis.call('SET', idemKey, fid, 'EX', FLOW_IDEMPOTENCY_TTL_SECONDS) end
 for queue in pairs(woke) do wake(queues[queue].wake) end
 return #order

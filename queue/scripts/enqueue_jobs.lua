@@ -26,6 +26,7 @@
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/enqueueJob"
+--- @include "includes/jobOptions"
 
 local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
@@ -101,24 +102,11 @@ if TASK then
     end
   end
 end
--- A job's notify as its record keeps it (`<events> <url>`, read by notify.lua), or an error reply.
-local NOTIFY_EVENT = {completed = true, dead = true, cancelled = true}
-local function notifyField(id, text)
-  local ok, n = pcall(cjson.decode, text)
-  local bad = 'ERR_INVALID_NOTIFY job ' .. id .. ': notify must be JSON {"url": "http(s)://…", "events": [completed|dead|cancelled, …]}'
-  if not ok or type(n) ~= 'table' or type(n.url) ~= 'string' or not string.match(n.url, '^https?://%S+$') or type(n.events) ~= 'table' or #n.events == 0 then
-    return nil, bad
-  end
-  for _, e in ipairs(n.events) do
-    if not NOTIFY_EVENT[e] then return nil, bad end
-  end
-  return table.concat(n.events, ',') .. ' ' .. n.url
-end
 if NOTIFY then
   for i = 9, #ARGV, width do
     local text = ARGV[i + NOTIFY]
     if text ~= '' then
-      local _, err = notifyField(ARGV[i], text)
+      local _, err = notifyField('job ' .. ARGV[i], text)
       if err then return redis.error_reply(err) end
     end
   end
@@ -145,20 +133,13 @@ for i = 9, #ARGV, width do
   local notify = field(i, NOTIFY, '')
   if notify ~= '' then
     extra[#extra + 1] = 'notify'
-    extra[#extra + 1] = notifyField(id, notify)
+    extra[#extra + 1] = notifyField('job ' .. id, notify)
   end
   local uses = field(i, USES, '')
   if uses ~= '' then
-    local ok, decoded = pcall(cjson.decode, uses)
-    if not ok or type(decoded) ~= 'table' or next(decoded) == nil then
-      return redis.error_reply('ERR_INVALID_USES job ' .. id .. ': uses must be a JSON object {resource: {unit: amount}}')
-    end
-    if not group then
-      local names = {}
-      for name in pairs(decoded) do names[#names + 1] = name end
-      table.sort(names)
-      group = '~res:' .. table.concat(names, '+')
-    end
+    local err
+    group, err = usesGroup('job ' .. id, uses, group)
+    if not group then return redis.error_reply(err) end
     extra[#extra + 1] = 'uses'
     extra[#extra + 1] = uses
   end

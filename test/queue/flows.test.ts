@@ -204,6 +204,38 @@ describeOnRedisAndCluster(
       // 1,000 references of about 70 bytes each, where the results are 10 MiB
       assert.ok(replyBytes < 128 * 1024, `the sink's claim reply is ${replyBytes} bytes`);
     });
+
+    test("a flow's idempotency key: the same flow again returns the first one's ids and writes nothing", async () => {
+      const { redis, producer, admin } = clients();
+      const p = name();
+      const jobs = [
+        { key: "a", queue: `${p}/q`, data: 1 },
+        { key: "b", queue: `${p}/q`, data: 2, parents: ["a"] },
+      ];
+      const first = await producer.enqueueFlow(p, jobs, { idempotencyKey: "order-7" });
+      assert.equal(first.created, true);
+      const outbox = await redis.xlen(new PipelineKeys(p).outbox);
+      const again = await producer.enqueueFlow(p, [...jobs].reverse(), { idempotencyKey: "order-7" });
+      assert.deepEqual(again, { ...first, created: false });
+      assert.equal(await redis.xlen(new PipelineKeys(p).outbox), outbox, "nothing written");
+      const counts = await admin.counts(`${p}/q`);
+      assert.deepEqual([counts.ready, counts.waitingChildren], [1, 1]);
+      // another key: another flow
+      const other = await producer.enqueueFlow(p, jobs, { idempotencyKey: "order-8" });
+      assert.equal(other.created, true);
+      assert.notEqual(other.flowId, first.flowId);
+      // the key names a flow without this job: refused by name
+      await assert.rejects(
+        producer.enqueueFlow(p, [...jobs, { key: "c", queue: `${p}/q`, data: 3 }], {
+          idempotencyKey: "order-7",
+        }),
+        { name: "InvalidFlowError", message: new RegExp(`names flow ${first.flowId}, which has no job c`) },
+      );
+      await assert.rejects(producer.enqueueFlow(p, jobs, { idempotencyKey: "" }), {
+        name: "InvalidFlowError",
+        message: /idempotencyKey must be a string of 1\.\.200 characters/,
+      });
+    });
   },
   { single: (n) => `fl${n}`, cluster: (n) => `flp${n}` },
 );
@@ -212,6 +244,127 @@ describe("flows (single Redis)", () => {
   const q = useQueueRedis();
   let n = 0;
   const fresh = () => `fx${++n}`;
+
+  test("delayMs: a root waits in delayed from enqueue, a dependent from its release", async () => {
+    const { redis, producer, admin } = q();
+    const p = fresh();
+    const w = `${p}/w`;
+    const t0 = Date.now();
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "late", queue: w, data: 0, delayMs: 60_000 },
+      { key: "root", queue: w, data: 1 },
+      { key: "soon", queue: w, data: 2, parents: ["root"], delayMs: 300, priority: 5 },
+      { key: "later", queue: w, data: 3, parents: ["root"], delayMs: 60_000 },
+    ]);
+    const k = new QueueKeys(w);
+    assert.equal((await admin.job(ids.late!, p))!.state, "delayed");
+    assert.ok(Number(await redis.zscore(k.delayed, ids.late!)) >= t0 + 60_000);
+    const [root, ...noMore] = await claimAll(redis, w);
+    assert.equal(root!.id, ids.root);
+    assert.deepEqual(noMore, []);
+    const released = Date.now();
+    await complete(redis, root!, "r");
+    for (const key of ["soon", "later"]) assert.equal((await admin.job(ids[key]!, p))!.state, "delayed", key);
+    assert.ok(Number(await redis.zscore(k.delayed, ids.later!)) >= released + 60_000);
+    assert.equal((await admin.counts(w)).waitingChildren ?? 0, 0);
+    const soon = await pollUntil("soon claimable", async () => (await claimAll(redis, w))[0], {
+      timeoutMs: 10_000,
+    });
+    assert.equal(soon.id, ids.soon);
+    assert.ok(Date.now() >= released + 300);
+    assert.deepEqual(soon.parents, { root: { id: ids.root, result: "r" } });
+    assert.deepEqual(await claimAll(redis, w), [], "late and later still wait");
+  });
+
+  test("uses: a flow job joins its resources' implicit group (or its own), a dependent once released", async () => {
+    const { redis, producer } = q();
+    const p = fresh();
+    const w = `${p}/w`;
+    const uses = { llm: { tokens: 100 } };
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "u", queue: w, data: 0, uses },
+      { key: "a", queue: w, data: 1 },
+      { key: "b", queue: w, data: 2, parents: ["a"], uses },
+      { key: "c", queue: w, data: 3, parents: ["a"], uses, group: "acme" },
+    ]);
+    const pk = new PipelineKeys(p);
+    const k = new QueueKeys(w);
+    const rec = async (id: string) => redis.hmget(pk.job(id), "group", "uses", "state");
+    assert.deepEqual(await rec(ids.u!), ["~res:llm", JSON.stringify(uses), "ready"]);
+    assert.deepEqual(await rec(ids.b!), ["~res:llm", JSON.stringify(uses), "waiting-children"]);
+    assert.deepEqual(await rec(ids.c!), ["acme", JSON.stringify(uses), "waiting-children"]);
+    assert.deepEqual(await redis.lrange(k.groupLine("~res:llm"), 0, -1), [ids.u]);
+    // (a job with uses waits for its resource: only the plain root is claimed here)
+    const [a, ...noMore] = await claimAll(redis, w);
+    assert.equal(a?.id, ids.a);
+    assert.deepEqual(noMore, []);
+    await complete(redis, a!, "ok");
+    assert.equal((await rec(ids.b!))[2], "ready");
+    assert.deepEqual(await redis.lrange(k.groupLine("~res:llm"), 0, -1), [ids.u, ids.b]);
+    assert.deepEqual(await redis.lrange(k.groupLine("acme"), 0, -1), [ids.c]);
+  });
+
+  test("notify: a flow job's own notification when it completes, and when a dead parent cancels it", async () => {
+    const { redis, producer } = q();
+    const p = fresh();
+    const w = `${p}/w`;
+    const notify = { url: "https://hooks.example/flow", events: ["completed", "cancelled"] as const };
+    const { ids } = await producer.enqueueFlow(p, [
+      { key: "ok", queue: w, data: 1, notify: { ...notify, events: [...notify.events] } },
+      { key: "bad", queue: w, data: 2 },
+      { key: "kid", queue: w, data: 3, parents: ["bad"], notify: { ...notify, events: [...notify.events] } },
+    ]);
+    const jobs = await claimAll(redis, w);
+    await complete(
+      redis,
+      jobs.find((j) => j.id === ids.ok)!,
+      "done",
+    );
+    await kill(
+      redis,
+      jobs.find((j) => j.id === ids.bad)!,
+    );
+    const entries = (await redis.xrange(new PipelineKeys(p).notify, "-", "+")).map(([, f]) => {
+      const o: Record<string, string> = {};
+      for (let i = 0; i < f.length; i += 2) o[f[i]!] = f[i + 1]!;
+      return o;
+    });
+    assert.deepEqual(
+      entries.map((e) => [e.id, e.state, e.url]),
+      [
+        [ids.ok, "completed", notify.url],
+        [ids.kid, "cancelled", notify.url],
+      ],
+    );
+  });
+
+  test("options a flow job does not take are refused by name, with the reason", async () => {
+    const { producer } = q();
+    const p = fresh();
+    const job = { key: "a", queue: `${p}/w`, data: 1 };
+    await assert.rejects(
+      producer.enqueueFlow(p, [{ ...job, dedupe: { key: "k", mode: "throttle", windowMs: 1000 } } as never]),
+      {
+        name: "InvalidFlowError",
+        message: /flow job a: dedupe is not supported in a flow: a debounced or throttled job/,
+      },
+    );
+    await assert.rejects(producer.enqueueFlow(p, [{ ...job, idempotencyKey: "x" } as never]), {
+      name: "InvalidFlowError",
+      message: /idempotencyKey is not supported on a flow job: give the flow one/,
+    });
+    await assert.rejects(producer.enqueueFlow(p, [{ ...job, delayMs: -1 }]), {
+      name: "InvalidJobError",
+      message: /flow job a: delay must be ≥ 0/,
+    });
+    await assert.rejects(
+      producer.enqueueFlow(p, [{ ...job, notify: { url: "ftp://x", events: ["completed"] } }]),
+      {
+        name: "InvalidJobError",
+        message: /flow job a: notify/,
+      },
+    );
+  });
 
   test("wide fan-in 1 → 200 → 1: the last job starts once all 200 completed, with their 200 results", async () => {
     const { redis, producer } = q();
@@ -524,7 +677,10 @@ describe("flows (single Redis)", () => {
       /flow job a: duplicate key/,
     );
     await refused([{ key: "a", queue: "other/w", data: 1 }], /queue other\/w is not of pipeline/);
-    await refused([{ key: "a", queue: w, data: 1, delayMs: 5 }], /delayMs is not supported in a flow/);
+    await refused(
+      [{ key: "a", queue: w, data: 1, contentHash: "h" } as never],
+      /contentHash is not supported in a flow/,
+    );
     await refused([{ key: "a", queue: w, data: 1, onParentFailure: "skip" }], /onParentFailure must be/);
     await refused([{ key: "a b", queue: w, data: 1 }], /key must be/);
     await refused([{ key: "a", queue: w, data: undefined }], /flow job a: data is required/, InvalidJobError);
@@ -567,9 +723,19 @@ describe("flows (single Redis)", () => {
     );
     await refused(call("id,data,key,queue", "j1", "1", "a", k.queue), /misplaced job field data/);
     await refused(
-      call("id,key,queue,data,delayMs", "j1", "a", k.queue, "1", "5"),
-      /unknown, repeated or misplaced job field delayMs/,
+      call("id,key,queue,data,dedupe", "j1", "a", k.queue, "1", "throttle:5:k"),
+      /unknown, repeated or misplaced job field dedupe/,
     );
+    await refused(
+      call("id,key,queue,data,delayMs", "j1", "a", k.queue, "1", "-5"),
+      /job a: delayMs must be an integer ≥ 0/,
+    );
+    await assert.rejects(call("id,key,queue,data,notify", "j1", "a", k.queue, "1", '{"url":"ftp://x"}'), {
+      message: /job a: notify must be JSON/,
+    });
+    await assert.rejects(call("id,key,queue,data,uses", "j1", "a", k.queue, "1", "[]"), {
+      message: /job a: uses must be a JSON object/,
+    });
     assert.deepEqual(await redis.keys(`*{${p}}*`), []);
   });
 

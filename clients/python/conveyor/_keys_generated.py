@@ -65,6 +65,10 @@ class PipelineKeyLayout:
         """A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`."""
         return f"{self.prefix}flow:{id}"
 
+    def flow_idempotency(self, key: str) -> str:
+        """A flow's idempotency key → the flow's id, for 24 hours (docs/flows.md)."""
+        return f"{self.prefix}flowidem:{key}"
+
     def resource(self, name: str) -> str:
         """A resource: its keys, their limits and window logs."""
         return f"{self.prefix}res:{name}"

@@ -157,9 +157,11 @@ class AsyncClient:
                        dedupe=dedupe, uses=uses, task=task, notify=notify)
         return (await self.enqueue_many(queue, [job]))[0].id
 
-    async def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> FlowResult:
+    async def enqueue_flow(
+        self, pipeline: str, jobs: Sequence[Mapping[str, Any]], *, idempotency_key: Optional[str] = None
+    ) -> FlowResult:
         """As Client.enqueue_flow."""
-        return await self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
+        return await self._drive(_flow_op(self, pipeline, jobs, idempotency_key))  # type: ignore[no-any-return]
 
     async def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """As Client.enqueue_many."""

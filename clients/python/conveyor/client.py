@@ -1045,13 +1045,17 @@ class Client:
                        dedupe=dedupe, uses=uses, task=task, notify=notify)
         return self.enqueue_many(queue, [job])[0].id
 
-    def enqueue_flow(self, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> "FlowResult":
+    def enqueue_flow(
+        self, pipeline: str, jobs: Sequence[Mapping[str, Any]], *, idempotency_key: Optional[str] = None
+    ) -> "FlowResult":
         """Enqueue a flow (docs/flows.md): jobs across the stages of one pipeline, each a mapping
         {"key", "queue", "data", "parents": [keys], "on_parent_failure": "fail"|"continue"|"ignore"}
-        and the options priority, attempts, timeout, group, task — all written or none, by the
-        same script as the TypeScript producer's enqueueFlow, after the same checks (the graph,
-        keys, queues, each job's data against its stage's contract)."""
-        return self._drive(_flow_op(self, pipeline, jobs))  # type: ignore[no-any-return]
+        and the options priority, attempts, timeout, group, task, delay, uses, notify — all
+        written or none, by the same script as the TypeScript producer's enqueueFlow, after the
+        same checks (the graph, keys, queues, each job's data against its stage's contract).
+        `idempotency_key`: the same key within 24 hours returns the first submission's ids
+        (FlowResult.created False) and writes nothing."""
+        return self._drive(_flow_op(self, pipeline, jobs, idempotency_key))  # type: ignore[no-any-return]
 
     def enqueue_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> List[Enqueued]:
         """Enqueue many jobs (each a mapping with `data` and enqueue()'s keyword options),
@@ -1289,6 +1293,8 @@ class FlowResult(NamedTuple):
 
     flow_id: str
     ids: Dict[str, str]
+    #: False: the idempotency key named a flow written before; these are its ids, nothing was written.
+    created: bool = True
 
 
 @dataclass
@@ -1448,18 +1454,26 @@ def _read_contract_op(client: Any, queue: str) -> _admin.Op:
     return client._contracts.store(queue, _stored_contract(reply))
 
 
-def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _admin.Op:
+def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]],
+             idempotency_key: Optional[str] = None) -> _admin.Op:
     """enqueue_flow for Client and AsyncClient (`client`: its payload settings, contracts, queues registered)."""
     if not isinstance(pipeline, str) or "/" in pipeline:
         raise InvalidFlowError(f"a flow is enqueued into a pipeline, got the queue name {pipeline!r}")
     check_queue(pipeline)
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= FLOW_IDEMPOTENCY_KEY_MAX
+    ):
+        raise InvalidFlowError(
+            f"idempotency_key must be a string of 1..{FLOW_IDEMPOTENCY_KEY_MAX} characters, got {idempotency_key!r}"
+        )
     order = _flow_order(pipeline, jobs)
     flow_id = new_job_id()
     ids = {job["key"]: new_job_id() for job in order}
     records: Dict[str, Dict[str, Any]] = {}
     for job in order:
         key, job_id = job["key"], ids[job["key"]]
-        opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace") if k in job}
+        opts = {k: job[k] for k in ("priority", "attempts", "timeout", "group", "task", "trace", "delay", "uses", "notify")
+                if k in job}
         try:
             records[key] = _encode_job({"id": job_id, "data": job.get("data"), **opts}, 0,
                                        client.max_payload_bytes, client.refuse_json_strings)
@@ -1493,14 +1507,18 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _
         values.append({"id": r["id"], "key": job["key"], "queue": job["queue"], "data": r["data"],
                        "priority": r.get("priority"), "attempts": r.get("attempts"), "timeoutMs": r.get("timeoutMs"),
                        "trace": r.get("trace"), "group": r.get("group"), "task": r.get("task"),
+                       "delayMs": r.get("delayMs"), "uses": r.get("uses"), "notify": r.get("notify"),
                        "parents": " ".join(parents) if parents else None, "onParentFailure": job.get("on_parent_failure")})
-    for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "parents", "onParentFailure"):
+    for f in ("priority", "attempts", "timeoutMs", "trace", "group", "task", "delayMs", "uses", "notify", "parents",
+              "onParentFailure"):
         if any(v[f] is not None for v in values):
             fields.append(f)
     keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
     for q in queues:
         k = QueueKeys(q)
         keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
+    if idempotency_key is not None:
+        keys.append(pk.flow_idempotency(idempotency_key))
     tail: List[Any] = [",".join(fields)]
     for v in values:
         tail.extend("" if v[f] is None else v[f] for f in fields)
@@ -1510,8 +1528,11 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> _
             c = client._contracts.known(q)
             hashes += [q, c.hash if c else ""]
         try:
-            yield _admin.Script("enqueue_flow", keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
-                                                       client.max_payload_bytes, len(queues), *hashes, *tail])
+            reply = yield _admin.Script("enqueue_flow", keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
+                                                               client.max_payload_bytes, len(queues), *hashes, *tail])
+            if isinstance(reply, list):  # the key named a flow written before: its ids, in the order sent
+                first = [str(v) for v in reply]
+                return FlowResult(first[0], {job["key"]: first[i + 1] for i, job in enumerate(order)}, False)
             return FlowResult(flow_id, ids)
         except ResponseError as err:
             text = str(err)
@@ -1691,7 +1712,19 @@ FLOW_MAX_PARENTS = 10_000
 _FLOW_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _FLOW_POLICIES = ("fail", "continue", "ignore")
 #: A flow job's fields; the job options a flow takes are the ones the TypeScript producer takes.
-_FLOW_FIELDS = {"key", "queue", "data", "parents", "on_parent_failure", "priority", "attempts", "timeout", "group", "task", "trace"}
+_FLOW_FIELDS = {"key", "queue", "data", "parents", "on_parent_failure", "priority", "attempts", "timeout", "group", "task",
+                "trace", "delay", "uses", "notify"}
+#: Why the other job options are refused in a flow (as the TypeScript producer says it).
+_FLOW_REFUSED = {
+    "dedupe": "dedupe is not supported in a flow: a debounced or throttled job would stand in for another flow's job, "
+              "whose dependents wait in that flow",
+    "idempotency_key": "idempotency_key is not supported on a flow job: give the flow one "
+                       "(enqueue_flow(pipeline, jobs, idempotency_key=…))",
+    "id": "id is not supported in a flow: a flow's job ids are generated (the reply gives each by key)",
+    "content_hash": "content_hash is not supported in a flow: a flow job's result is its dependents' input",
+}
+#: A flow's idempotency key: 1..200 characters.
+FLOW_IDEMPOTENCY_KEY_MAX = 200
 
 
 def _flow_order(pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
@@ -1717,7 +1750,9 @@ def _flow_order(pipeline: str, jobs: Sequence[Mapping[str, Any]]) -> List[Mappin
         by_key[key] = job
         for f in job:
             if f not in _FLOW_FIELDS:
-                raise InvalidFlowError(f"{which}: {f} is not supported in a flow ({', '.join(sorted(_FLOW_FIELDS))})")
+                raise InvalidFlowError(
+                    f"{which}: " + _FLOW_REFUSED.get(f, f"{f} is not supported in a flow ({', '.join(sorted(_FLOW_FIELDS))})")
+                )
         queue = job.get("queue")
         try:
             check_queue(queue)  # type: ignore[arg-type]

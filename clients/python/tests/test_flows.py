@@ -11,8 +11,9 @@ from typing import Any, Dict, Optional
 
 import pytest
 
-from conftest import REPO, cli, wait_for
+from conftest import REPO, cli, ts, wait_for
 from conveyor import Client, Flow, FlowJob, FlowResult, InvalidArgumentError, InvalidFlowError
+from conveyor._keys import PipelineKeys, QueueKeys
 from conveyor.aio import AsyncClient
 
 HANDLER = f"module:{REPO / 'test' / 'fixtures' / 'recordingHandler.js'}"
@@ -50,7 +51,7 @@ def test_a_diamond_runs_in_order_and_is_waited_for(client: Client, start_worker:
     ([{"key": "a", "queue": "px/q", "data": 1, "parents": ["zz"]}], "parent 'zz' is not a key of this flow"),
     ([{"key": "a", "queue": "other/q", "data": 1}], "is not of pipeline px"),
     ([{"key": "a", "queue": "px/q", "data": 1, "on_parent_failure": "skip"}], "on_parent_failure must be fail, continue or ignore"),
-    ([{"key": "a", "queue": "px/q", "data": 1, "delay": 5}], "delay is not supported in a flow"),
+    ([{"key": "a", "queue": "px/q", "data": 1, "content_hash": "h"}], "content_hash is not supported in a flow"),
     ([{"key": "a", "queue": "px/q", "data": 1}, {"key": "a", "queue": "px/q", "data": 2}], "flow job a: duplicate key"),
 ])
 def test_a_bad_flow_is_refused_naming_the_problem(client: Client, jobs: Any, message: str) -> None:
@@ -252,3 +253,70 @@ def test_the_kit_reads_a_large_parent_result_by_reference(client: Client, start_
         "big": {"id": flow.ids["big"], "ref": f"{flow.flow_id}:big", "bytes": len(json.dumps(big))},
         "small": {"id": flow.ids["small"], "result": {"n": 1}},
     }
+
+
+def _records(r: Any, pipeline: str, ids: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+    """Each job's record by key, what differs between two submissions of one flow left out."""
+    out = {}
+    for key, job_id in ids.items():
+        rec = r.hgetall(PipelineKeys(pipeline).job(job_id))
+        for f in ("createdAt", "flow", "score", "dependents"):
+            rec.pop(f, None)
+        out[key] = rec
+    return out
+
+
+def test_flow_job_options_are_sent_as_the_typescript_producer_sends_them(client: Client, redis_url: str, r: Any) -> None:
+    """delay, uses, notify (and the others) on a root and on a waiting job: the same records from
+    both clients; the delayed root in `delayed`, the implicit group of a job with uses."""
+    notify = {"url": "https://hooks.example/f", "events": ["completed", "cancelled"]}
+
+    def jobs(q: str, py: bool) -> Any:
+        return [
+            {"key": "root", "queue": q, "data": 1, ("delay" if py else "delayMs"): 60 if py else 60_000, "priority": 3,
+             "notify": notify},
+            {"key": "kid", "queue": q, "data": 2, "parents": ["root"], "uses": {"llm": {"tokens": 5}},
+             ("delay" if py else "delayMs"): 1.5 if py else 1500, ("timeout" if py else "timeoutMs"): 30 if py else 30_000,
+             "task": "t1", "attempts": 2, "notify": notify},
+            {"key": "grp", "queue": q, "data": 3, "parents": ["root"], "group": "acme", "uses": {"llm": {"tokens": 1}},
+             ("on_parent_failure" if py else "onParentFailure"): "continue"},
+        ]
+
+    py = client.enqueue_flow("po", jobs("po/q", True))
+    tsf = ts("enqueue-flow", redis_url, "pt", json.dumps(jobs("pt/q", False)))
+    assert py.created and tsf["created"]
+    assert _records(r, "po", py.ids) == {k: {**v, "queue": v["queue"].replace("pt/", "po/")}
+                                         for k, v in _records(r, "pt", tsf["ids"]).items()}
+    assert r.zscore(QueueKeys("po/q").delayed, py.ids["root"]) is not None  # delayed at enqueue
+    kid = r.hgetall(PipelineKeys("po").job(py.ids["kid"]))
+    assert (kid["state"], kid["group"], kid["delayMs"]) == ("waiting-children", "~res:llm", "1500")
+
+
+def test_a_flow_idempotency_key_returns_the_first_submission_sync_and_async(client: Client, redis_url: str, r: Any) -> None:
+    jobs = [{"key": "a", "queue": "pi/q", "data": 1}, {"key": "b", "queue": "pi/q", "data": 2, "parents": ["a"]}]
+    first = client.enqueue_flow("pi", jobs, idempotency_key="order-1")
+    assert first.created
+    written = r.xlen(PipelineKeys("pi").outbox)
+
+    async def again() -> FlowResult:
+        async with AsyncClient.from_url(redis_url) as c:
+            return await c.enqueue_flow("pi", list(reversed(jobs)), idempotency_key="order-1")
+
+    assert asyncio.run(again()) == FlowResult(first.flow_id, first.ids, False)
+    assert client.enqueue_flow("pi", jobs, idempotency_key="order-1") == FlowResult(first.flow_id, first.ids, False)
+    assert r.xlen(PipelineKeys("pi").outbox) == written  # nothing written
+    # the TypeScript producer sees the same key the same way
+    assert ts("enqueue-flow", redis_url, "pi", json.dumps(jobs), json.dumps({"idempotencyKey": "order-1"})) == {
+        "flowId": first.flow_id, "ids": first.ids, "created": False}
+    with pytest.raises(InvalidFlowError, match="idempotency_key must be a string of 1..200"):
+        client.enqueue_flow("pi", jobs, idempotency_key="")
+
+
+@pytest.mark.parametrize("option,message", [
+    ("dedupe", "dedupe is not supported in a flow: a debounced or throttled job"),
+    ("idempotency_key", "idempotency_key is not supported on a flow job: give the flow one"),
+])
+def test_flow_job_options_without_a_meaning_in_a_flow_are_refused_with_the_reason(
+        client: Client, option: str, message: str) -> None:
+    with pytest.raises(InvalidFlowError, match=message):
+        client.enqueue_flow("pz", [{"key": "a", "queue": "pz/q", "data": 1, option: {"key": "k"}}])

@@ -3,6 +3,7 @@
 --- @include "readyLine"
 --- @include "wake"
 --- @include "finished"
+--- @include "notify"
 
 -- Flows (docs/flows.md). A flow job's record names its flow (`flow`), its key in it (`flowKey`),
 -- its parents' keys (`parents`, space-separated), the ids of the jobs that wait for it
@@ -28,8 +29,8 @@ local function flowJobClosed(fk)
 end
 
 -- A waiting dependent of a parent that ended badly, with policy `fail`: cancelled, reason
--- naming the parent.
-local function cancelWaitingChild(jobPrefix, jk, id, queue, now, reason)
+-- naming the parent (and notified as a cancel is, notify.lua: `jobNotify` its record's `notify`).
+local function cancelWaitingChild(jobPrefix, jk, id, queue, now, reason, jobNotify, createdAt)
   local q = queueKeyPrefix(pipelineBase(jobPrefix), queue)
   redis.call('HSET', jk, 'state', 'cancelled', 'cancelledAt', now, 'finishedAt', now, 'cancelReason', reason)
   redis.call('HDEL', jk, 'pending')
@@ -39,18 +40,31 @@ local function cancelWaitingChild(jobPrefix, jk, id, queue, now, reason)
   redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
   local base = pipelineBase(jobPrefix)
   record(base .. 'outbox', base .. 'meta', {'type', 'cancelled', 'id', id, 'queue', queue, 'at', now, 'was', 'waiting-children', 'reason', reason})
+  notifyEnded(base .. 'outbox', base .. 'meta', queue, id, 'cancelled', tostring(now), jobNotify, createdAt, '0', 'error', cjson.encode({message = 'cancelled: ' .. reason}))
 end
 
--- A dependent whose parents have all ended joins its queue's line like any ready job.
-local function releaseChild(jobPrefix, jk, id, queue, now, priority, score, group)
+-- A dependent whose parents have all ended joins its queue's line like any ready job; one with a
+-- delay (`delayMs`, its record's) waits it out in `delayed` first, as an enqueue with a delay does.
+local function releaseChild(jobPrefix, jk, id, queue, now, priority, score, group, delay)
   local q = queueKeyPrefix(pipelineBase(jobPrefix), queue)
+  local base = pipelineBase(jobPrefix)
+  redis.call('HINCRBY', q .. 'counts', 'enqueued', 1)
+  redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
+  local due = tonumber(delay)
+  if due and due > 0 then
+    due = now + due
+    redis.call('HSET', jk, 'state', 'delayed')
+    redis.call('HDEL', jk, 'pending', 'delayMs')
+    -- (a delayed job keeps a score, as enqueueJob.lua gives it one)
+    if not score then freshScore(jk, id, priority) end
+    redis.call('ZADD', q .. 'delayed', due, id)
+    record(base .. 'outbox', base .. 'meta', {'type', 'promoted', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'due', due})
+    return
+  end
   redis.call('HSET', jk, 'state', 'ready')
   redis.call('HDEL', jk, 'pending')
   putReady(q .. 'ready', jk, id, false, priority or false, score or false, group or false)
-  redis.call('HINCRBY', q .. 'counts', 'enqueued', 1)
-  redis.call('HINCRBY', q .. 'counts', 'waitingChildren', -1)
   wake(q .. 'wake')
-  local base = pipelineBase(jobPrefix)
   record(base .. 'outbox', base .. 'meta', {'type', 'promoted', 'id', id, 'queue', queue, 'at', now, 'from', 'flow'})
 end
 
@@ -79,15 +93,15 @@ local function flowJobEnded(jobPrefix, now, fid, key, id, dependents, outcome, f
     if deps and deps ~= '' and redis.call('HSETNX', fk, 'x:' .. pkey, '1') == 1 then
       for did in string.gmatch(deps, '%S+') do
         local djk = jobKey(jobPrefix, did)
-        local f = redis.call('HMGET', djk, 'state', 'onParentFailure', 'queue', 'priority', 'score', 'group', 'flowKey', 'dependents')
+        local f = redis.call('HMGET', djk, 'state', 'onParentFailure', 'queue', 'priority', 'score', 'group', 'flowKey', 'dependents', 'delayMs', 'notify', 'createdAt')
         if f[1] == 'waiting-children' then
           if bad and (f[2] or 'fail') == 'fail' then
             local reason = 'parent ' .. pkey .. ' (' .. pid .. ') ' .. (bad == 'cancelled' and 'was cancelled' or 'is dead')
-            cancelWaitingChild(jobPrefix, djk, did, f[3], now, reason)
+            cancelWaitingChild(jobPrefix, djk, did, f[3], now, reason, f[10], f[11])
             cancelled = cancelled + 1
             work[#work + 1] = {f[7], did, f[8], '{"id":' .. cjson.encode(did) .. ',"error":' .. cjson.encode('cancelled: ' .. reason) .. '}', 'cancelled'}
           elseif redis.call('HINCRBY', djk, 'pending', -1) <= 0 and not hold then
-            releaseChild(jobPrefix, djk, did, f[3], now, f[4], f[5], f[6])
+            releaseChild(jobPrefix, djk, did, f[3], now, f[4], f[5], f[6], f[9])
           end
         end
       end

@@ -28,6 +28,8 @@ local keyOf = {
   fanIn = function(P, parent) return P .. 'fanin:' .. parent end,
   -- A flow (docs/flows.md): `k:<key>` → job id, the outcomes its dependents read (`r:<key>`, `e:<key>`), `open`, `total`.
   flow = function(P, id) return P .. 'flow:' .. id end,
+  -- A flow's idempotency key → the flow's id, for 24 hours (docs/flows.md).
+  flowIdempotency = function(P, key) return P .. 'flowidem:' .. key end,
   -- A stage result stored for reuse under its input's content hash.
   result = function(P, contentHash, queue) return P .. 'result:' .. queue .. ':' .. contentHash end,
   -- A resource: its keys, their limits and window logs.
