@@ -53,6 +53,27 @@ describe("handler callback", () => {
     assert.deepEqual(calls, []);
   });
 
+  test("GET /parents/<key>: the parent's result; 404 naming a key without one; 400 a bad encoding", async () => {
+    const exec = callbacks.open({
+      ...reporter(),
+      parentResult: async (key) => {
+        if (key === "a b/c") return { big: true };
+        if (key === "boom") throw new Error("Redis is down");
+        throw Object.assign(new Error(`no parent ${JSON.stringify(key)}`), { name: "ParentResultError" });
+      },
+    });
+    const res = await call(exec.token, `/parents/${encodeURIComponent("a b/c")}`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { result: { big: true } });
+    const missing = await call(exec.token, "/parents/zz");
+    assert.equal(missing.status, 404);
+    assert.deepEqual(await missing.json(), { error: 'no parent "zz"' });
+    assert.equal((await call(exec.token, "/parents/%E0%A4%A")).status, 400);
+    assert.equal((await call(exec.token, "/parents/boom")).status, 503);
+    const none = callbacks.open(reporter());
+    assert.equal((await call(none.token, "/parents/a")).status, 404, "an execution without parents");
+  });
+
   test("bad requests are 4xx naming the field; refused writes 409; failures 503", async () => {
     const exec = callbacks.open(reporter());
     const cases: [string, unknown, string | undefined, number, RegExp][] = [
