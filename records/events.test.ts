@@ -80,4 +80,19 @@ describe("records of a flow job", () => {
     assert.equal(released.state, "queued");
     assert.equal(released.origin, undefined, "the release leaves the flow fields as they are");
   });
+
+  test("a job released with a delay is recorded delayed until its due time", () => {
+    const released = foldEvents([
+      entry("2000-0", {
+        type: "promoted",
+        id: "d1",
+        queue: "book/merge",
+        at: "2000",
+        from: "flow",
+        due: "5000",
+      }),
+    ]).jobs[0]!;
+    assert.equal(released.state, "delayed");
+    assert.equal(released.dueAt, 5000);
+  });
 });

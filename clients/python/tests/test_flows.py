@@ -320,3 +320,17 @@ def test_flow_job_options_without_a_meaning_in_a_flow_are_refused_with_the_reaso
         client: Client, option: str, message: str) -> None:
     with pytest.raises(InvalidFlowError, match=message):
         client.enqueue_flow("pz", [{"key": "a", "queue": "pz/q", "data": 1, option: {"key": "k"}}])
+
+
+def test_parent_result_without_a_worker_inline_results_and_clear_errors() -> None:
+    from conveyor.handler import Context, ParentResultError
+
+    ctx = Context(None, None, parents={"a": {"id": "j1", "result": [1]}, "d": {"id": "j2", "error": "boom"},
+                                       "big": {"id": "j3", "ref": "f1:big", "bytes": 5000}})
+    assert ctx.parent_result("a") == [1]
+    with pytest.raises(ParentResultError, match="parent d \\(j2\\) ended without a result: boom"):
+        ctx.parent_result("d")
+    with pytest.raises(ParentResultError, match='no parent "zz"'):
+        ctx.parent_result("zz")
+    with pytest.raises(ParentResultError, match="by reference and this job has no worker callback"):
+        ctx.parent_result("big")
