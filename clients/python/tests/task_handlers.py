@@ -21,3 +21,13 @@ def classify(job, ctx):
 @tasks.task("parents")
 def parents(job):
     return {"parents": job.parents}
+
+
+@tasks.task("big")
+def big(job):
+    return "b" * 5000  # over 1 KiB: its dependents get it by reference
+
+
+@tasks.task("fetch")
+def fetch(job, ctx):
+    return {key: ctx.parent_result(key) for key in sorted(job.parents or {})}

@@ -258,6 +258,8 @@ def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_work
         {"key": "a", "queue": queue, "data": {"n": 1}, "task": "classify"},
         {"key": "b", "queue": queue, "data": {"n": 2}, "task": "parents", "parents": ["a"]},
         {"key": "lone", "queue": queue, "data": {"n": 3}, "task": "parents"},
+        {"key": "big", "queue": queue, "data": {"n": 4}, "task": "big"},
+        {"key": "fetch", "queue": queue, "data": {"n": 5}, "task": "fetch", "parents": ["a", "big"]},
     ])
     start_worker(queue, spec, {"CONVEYOR_RETENTION": "1h"})
     out = client.wait(flow.ids.values(), timeout=120)
@@ -267,6 +269,11 @@ def test_a_flow_job_gets_its_parents_outcomes(kind: str, client: Any, start_work
     got["result"].pop("callback")
     assert b.result == {"parents": {"a": {"id": flow.ids["a"], "result": {"task": "classify", "data": {"n": 1}}}}}
     assert lone.result == {"parents": None}
+    # a large result comes by reference; ctx.parent_result fetches it through the worker's callback
+    fetched = out[flow.ids["fetch"]]
+    assert fetched.state == "completed", fetched
+    assert fetched.result["big"] == "b" * 5000
+    assert fetched.result["a"]["task"] == "classify"
 
 
 @pytest.mark.parametrize("kind", HANDLERS)
@@ -289,8 +296,8 @@ def test_named_tasks_and_previous_errors(kind: str, client: Any, r: Any, start_w
     assert "the first attempt fails" in result["previous"][0]["message"]
     c = finished(client, ids["classify"])
     assert json.loads(c.raw["result"])["task"] == "classify"
-    for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: classify, parents, summarize)"),
-                         ("", "job names no task (this worker's tasks: classify, parents, summarize)")):
+    for name, reason in (("translate", "unknown task 'translate' (this worker's tasks: big, classify, fetch, parents, summarize)"),
+                         ("", "job names no task (this worker's tasks: big, classify, fetch, parents, summarize)")):
         dead = finished(client, ids[name])
         assert dead.state == "dead" and reason in dead.raw["deadReason"], dead.raw
         assert dead.raw["attemptsMade"] == "1"
