@@ -71,6 +71,8 @@ export interface PodTiming {
   exitCode?: number;
   /** The pod object is gone. */
   deleted?: boolean;
+  /** When the watch first saw the pod's deletionTimestamp (ms since the epoch). */
+  deleting?: number;
 }
 
 export interface NodeScenarioReport {
@@ -125,10 +127,16 @@ export class PodWatcher {
           t.toReadyMs = Date.now() - t.seen;
           onChange(`pod ${key} Ready ${(t.toReadyMs / 1000).toFixed(1)}s after it was created`);
         }
+        if (pod.metadata!.deletionTimestamp && t.deleting === undefined) t.deleting = Date.now();
         const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
         if (term && t.exitCode === undefined) {
           t.exitCode = term.exitCode;
-          onChange(`pod ${key} container exited ${term.exitCode} (${term.reason ?? ""})`);
+          // (how long after the deletion was asked for, against the grace period: a drain's timing)
+          const after =
+            t.deleting === undefined
+              ? ""
+              : `, ${((Date.now() - t.deleting) / 1000).toFixed(1)}s after its deletion (grace ${pod.metadata!.deletionGracePeriodSeconds ?? "?"} s)`;
+          onChange(`pod ${key} container exited ${term.exitCode} (${term.reason ?? ""})${after}`);
         }
         if (type === "DELETED") t.deleted = true;
       },

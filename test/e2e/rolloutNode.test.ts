@@ -198,9 +198,21 @@ test(
       say(`[${elapsed()}] promoted in ${goodSeconds.toFixed(0)}s: ${promoted.message}`);
       await pollUntil(
         "the canary Deployment deleted, the stable pods Ready on v2",
-        async () =>
-          !(await cp.kubectl("get", "deploy", `${EXTRACT.name}-canary`, "--ignore-not-found")).trim() &&
-          readyPods(EXTRACT.name).filter((p) => !p.canary).length >= 2,
+        async () => {
+          if ((await cp.kubectl("get", "deploy", `${EXTRACT.name}-canary`, "--ignore-not-found")).trim())
+            return false;
+          const d = JSON.parse(await cp.kubectl("get", "deploy", EXTRACT.name, "-o", "json")) as {
+            metadata: { annotations?: Record<string, string> };
+            status?: { replicas?: number; updatedReplicas?: number; readyReplicas?: number };
+          };
+          const s = d.status ?? {};
+          return (
+            d.metadata.annotations?.["conveyor.dev/template-version"] === promoted.stableHash &&
+            s.replicas === 2 &&
+            s.updatedReplicas === 2 &&
+            s.readyReplicas === 2
+          );
+        },
         { timeoutMs: LONG, intervalMs: 1000, onTimeout: diagnose },
       );
       await good.stop();
