@@ -176,7 +176,7 @@ function Route({ hash, session }: { hash: string; session: Session }) {
     case "pools":
       return <PoolsPage />;
     case "pool":
-      return <PoolPage namespace={parts[1]!} name={parts[2]!} />;
+      return <PoolPage namespace={parts[1]!} name={parts[2]!} card={params.get("card")} />;
     case "resources":
       return <ResourcesPage />;
     case "audit":

@@ -1343,6 +1343,9 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       call("GET", "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"),
     );
 
+    // a promoted rollout's canary Deployment (operator/rollout/step.ts)
+    await ok("delete Deployment", call("DELETE", nsPath("apps/v1", "deployments", "resize")));
+
     // ... and no more
     await denied("list Secrets", call("GET", nsPath("", "secrets")));
     await denied("list Secrets cluster-wide", call("GET", "/api/v1/secrets"));
@@ -1351,7 +1354,6 @@ describe("helm chart charts/conveyor", { timeout: 20 * 60_000 }, () => {
       "get a Secret outside rbac.secrets.resourceNames",
       call("GET", nsPath("", "secrets", "unrelated")),
     );
-    await denied("delete a Deployment", call("DELETE", nsPath("apps/v1", "deployments", "resize")));
     await denied("delete a pod", call("DELETE", nsPath("", "pods", "resize-abc")));
     await denied(
       "create a pod",

@@ -5,8 +5,8 @@
 // by number against the counters in Redis less the step's baseline in status — and a chart of
 // both failure rates across the step boundary. With SCREENSHOTS=DIR it saves DIR/rollout.png.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
@@ -14,7 +14,6 @@ import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import { figures } from "../../operator/rollout/judge.ts";
 import {
-  connectRedis,
   countersFromFields,
   countersSince,
   emptyCounters,
@@ -25,12 +24,11 @@ import {
 } from "../../queue/index.ts";
 import { ControlPlane, findAssets } from "../support/controlplane.ts";
 import { buildDashboard, CHROMIUM, launchBrowser, startApi, type ApiProcess } from "../support/dashboard.ts";
-import { isLeader, startOperator, type OperatorProcess } from "../support/operator.ts";
-import { PodRunner } from "../support/podRunner.ts";
+import { startPoolHarness, type PoolHarness } from "../support/operator.ts";
 import { pollUntil } from "../support/poll.ts";
 import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
-import { RECORDING_HANDLER, REPO } from "../support/workers.ts";
+import { CONVEYOR, NODE, RECORDING_HANDLER } from "../support/workers.ts";
 
 function assetsMissing(): string | false {
   if (!existsSync(CHROMIUM)) return `${CHROMIUM} is not installed (scripts/system-deps.sh)`;
@@ -45,34 +43,22 @@ function assetsMissing(): string | false {
 const LONG = 240_000;
 
 describe("dashboard pool page: a canary rollout", { skip: assetsMissing(), timeout: 15 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redisServer: RedisServer;
   let redis: RedisClient;
-  let operator: OperatorProcess;
   let api: ApiProcess;
-  let runner: PodRunner;
   let browser: Awaited<ReturnType<typeof launchBrowser>>;
-  let dir: string;
   const TOKEN = "rollout-test-token-16b";
 
   before(async () => {
     buildDashboard();
-    dir = mkdtempSync(join(tmpdir(), "cvy-dash-rollout-"));
-    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: false });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redisServer = await RedisServer.start();
-    redis = connectRedis(redisServer.url);
-    operator = await startOperator(cp, "op-rollout", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(operator), { timeoutMs: LONG });
-    runner = new PodRunner(cp.kubeConfig(), {
-      namespace: "default",
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
+    h = await startPoolHarness("op-rollout", {
+      controlPlane: { controllers: true, scheduler: true, kwok: true, aggregation: false },
+      pods: {},
     });
-    runner.start();
+    ({ cp, k, redis: redisServer, r: redis } = h);
     api = await startApi(cp.dir, "api-rollout", {
       REDIS_URL: redisServer.url,
       CONVEYOR_API_TOKEN: TOKEN,
@@ -84,12 +70,7 @@ describe("dashboard pool page: a canary rollout", { skip: assetsMissing(), timeo
   after(async () => {
     await browser?.close();
     if (api) await stopProcess(api, 2000);
-    await runner?.stop();
-    if (operator) await stopProcess(operator.proc, 5000);
-    redis?.disconnect();
-    await redisServer?.stop();
-    await cp?.stop();
-    if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
+    await h?.stop();
   });
 
   const getPool = (name: string) =>
@@ -139,7 +120,7 @@ describe("dashboard pool page: a canary rollout", { skip: assetsMissing(), timeo
       "2 stable pods running, the stable version recorded",
       async () => {
         const hash = (await getPool(name))?.status?.rollout?.stableHash;
-        return runner.running.filter((p) => p.name.startsWith(`${name}-`)).length >= 2 && hash;
+        return h.runner!.running.filter((p) => p.name.startsWith(`${name}-`)).length >= 2 && hash;
       },
       { timeoutMs: LONG },
     );
@@ -205,9 +186,20 @@ describe("dashboard pool page: a canary rollout", { skip: assetsMissing(), timeo
     await page.getByLabel("API token").fill(TOKEN);
     await page.keyboard.press("Enter");
     await page.getByRole("link", { name: "Pools" }).click();
-    await page.getByRole("link", { name: `default/${name}` }).click();
+    // The Pools list's rollout column: the step and the canary's weight as status has them,
+    // linking to the pool page's rollout card.
+    const cell = page.locator(`tr[data-pool="${name}"] td[data-rollout]`);
+    await cell.waitFor();
+    assert.equal(await cell.getAttribute("data-rollout"), "Progressing");
+    assert.equal((await cell.textContent())?.trim(), `step ${ro.step! + 1}/2 · canary ${ro.weight}%`);
+    assert.equal(ro.weight, 60);
+    await cell.getByRole("link").click();
+    assert.match(page.url(), new RegExp(`#/pool/default/${name}\\?card=rollout$`));
     const card = page.locator('.card.rollout[data-phase="Progressing"]');
     await card.waitFor();
+    assert.ok(await card.isVisible(), "the link lands on the rollout card");
+    const box = await card.boundingBox();
+    assert.ok(box && box.y < 900, `the rollout card scrolled into view (top at ${box?.y})`);
     assert.equal((await card.locator("dd[data-step]").textContent())?.trim(), "2 / 2");
     assert.equal((await card.locator("dd[data-weights]").textContent())?.trim(), "30% → 60% → 100%");
     assert.equal((await card.locator("dd[data-weights] strong").textContent())?.trim(), "60%");
@@ -239,5 +231,27 @@ describe("dashboard pool page: a canary rollout", { skip: assetsMissing(), timeo
     assert.match((await card.textContent()) ?? "", /in the 1 s before it/);
     if (process.env.SCREENSHOTS)
       await card.screenshot({ path: join(process.env.SCREENSHOTS, "rollout.png") });
+
+    // Promoted now: the column says so once status does.
+    const promote = spawnSync(
+      NODE,
+      [CONVEYOR, "rollout", "promote", name, `--kubeconfig=${cp.kubeconfigPath}`],
+      {
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
+    assert.equal(promote.status, 0, promote.stderr);
+    await pollUntil(
+      "the rollout promoted",
+      async () => (await getPool(name))?.status?.rollout?.phase === "Promoted",
+      {
+        timeoutMs: LONG,
+      },
+    );
+    await page.goto(`${api.base}/#/pools`);
+    const done = page.locator(`tr[data-pool="${name}"] td[data-rollout="Promoted"]`);
+    await done.waitFor();
+    assert.equal((await done.textContent())?.trim(), "promoted");
   });
 });

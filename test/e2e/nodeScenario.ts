@@ -62,6 +62,8 @@ export interface PodTiming {
   name: string;
   namespace: string;
   pool: string | undefined;
+  /** The pod is a rollout's canary (the operator's conveyor.dev/track label). */
+  canary?: boolean;
   /** Milliseconds from first seen (created) to phase Running and to Ready, as watched. */
   toRunningMs?: number;
   toReadyMs?: number;
@@ -69,6 +71,8 @@ export interface PodTiming {
   exitCode?: number;
   /** The pod object is gone. */
   deleted?: boolean;
+  /** When the watch first saw the pod's deletionTimestamp (ms since the epoch). */
+  deleting?: number;
 }
 
 export interface NodeScenarioReport {
@@ -90,7 +94,7 @@ export interface NodeScenarioReport {
 }
 
 /** Watches every pod: create → Running/Ready latencies and the worker containers' exit codes. */
-class PodWatcher {
+export class PodWatcher {
   readonly pods = new Map<string, PodTiming & { seen: number }>();
   private abort: { abort(): void } | undefined;
   private readonly cp: ControlPlane;
@@ -110,6 +114,7 @@ class PodWatcher {
             name: pod.metadata!.name!,
             namespace: pod.metadata!.namespace!,
             pool: pod.metadata!.labels?.["conveyor.dev/workerpool"],
+            canary: pod.metadata!.labels?.["conveyor.dev/track"] === "canary",
             seen: Date.now(),
           };
           this.pods.set(key, t);
@@ -122,10 +127,16 @@ class PodWatcher {
           t.toReadyMs = Date.now() - t.seen;
           onChange(`pod ${key} Ready ${(t.toReadyMs / 1000).toFixed(1)}s after it was created`);
         }
+        if (pod.metadata!.deletionTimestamp && t.deleting === undefined) t.deleting = Date.now();
         const term = pod.status?.containerStatuses?.[0]?.state?.terminated;
         if (term && t.exitCode === undefined) {
           t.exitCode = term.exitCode;
-          onChange(`pod ${key} container exited ${term.exitCode} (${term.reason ?? ""})`);
+          // (how long after the deletion was asked for, against the grace period: a drain's timing)
+          const after =
+            t.deleting === undefined
+              ? ""
+              : `, ${((Date.now() - t.deleting) / 1000).toFixed(1)}s after its deletion (grace ${pod.metadata!.deletionGracePeriodSeconds ?? "?"} s)`;
+          onChange(`pod ${key} container exited ${term.exitCode} (${term.reason ?? ""})${after}`);
         }
         if (type === "DELETED") t.deleted = true;
       },
@@ -167,8 +178,54 @@ async function portForward(cp: ControlPlane, dir: string): Promise<{ proc: Start
   return { proc, url: `http://127.0.0.1:${port}` };
 }
 
-export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeScenarioReport> {
-  const say = opts.say;
+/** The handler the demo's pools run, from the test fixtures mounted at /handlers. */
+export const DEMO_HANDLER = "/handlers/recordingHandler.js";
+
+/**
+ * The demo pools' pod template: the image's own pull policy, the handler directory and the
+ * execution log (how the demo counts executions, independently of the queue) as hostPath
+ * volumes, and `env` beside EXEC_LOG.
+ */
+export function demoTemplate(dir: string, env: Record<string, string> = {}): object {
+  const out = join(dir, "out");
+  return {
+    imagePullPolicy: "Never",
+    env: [
+      { name: "EXEC_LOG", value: "/out/executions.ndjson" },
+      ...Object.entries(env).map(([name, value]) => ({ name, value })),
+    ],
+    ...hostPathMounts(out),
+  };
+}
+
+/** What `startNodeCluster` started: the chart installed on a real node, Redis and PostgreSQL reachable from its pods. */
+export interface NodeCluster {
+  cp: ControlPlane;
+  node: RealNode;
+  redisServer: RedisServer;
+  pg: PostgresServer;
+  redis: RedisClient;
+  /** Every pod seen since the chart was installed. */
+  watcher: PodWatcher;
+  /** The run's files; `<dir>/out` is the hostPath of `demoTemplate`'s execution log. */
+  dir: string;
+  /** Redis and PostgreSQL as the node's pods reach them. */
+  podRedis: string;
+  podDatabase: string;
+  dashboard: Dashboard;
+  t0: number;
+  elapsed: () => string;
+  say: (line: string) => void;
+  /** Stops everything it started, in the order a cluster would; resolves the host footprint. */
+  stop: () => Promise<string[]>;
+}
+
+/**
+ * The demo's set-up on a real node: images built and imported, control plane, kubelet with
+ * containerd, Redis and PostgreSQL, `helm install` of the chart (operator and job API as pods), the
+ * external metrics API served, the job API through `kubectl port-forward`, the `demo-db` Secret.
+ */
+export async function startNodeCluster(say: (line: string) => void): Promise<NodeCluster> {
   const t0 = Date.now();
   const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(0)}s`;
   const dir = mkdtempSync(join(tmpdir(), "cvy-demo-"));
@@ -304,17 +361,64 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     );
     say(`dashboard: ${dashboard.url}  (kubectl port-forward -n ${RELEASE_NS} svc/${RELEASE}-job-api)`);
     say(`API token: ${token}`);
+    await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${podDatabase}`);
 
+    const cluster = {
+      cp,
+      node,
+      redisServer,
+      pg,
+      redis,
+      watcher,
+      dir,
+      podRedis,
+      podDatabase,
+      dashboard,
+      t0,
+      elapsed,
+      say,
+      stop: stopAll,
+    };
+    return cluster as NodeCluster;
+  } catch (err) {
+    await stopAll().catch(() => {});
+    throw err;
+  }
+
+  /** Stops what this run started, in the order a cluster would; returns the host footprint. */
+  async function stopAll(): Promise<string[]> {
+    say("stopping everything this run started…");
+    watcher?.stop();
+    if (forward) await stopProcess(forward, 5000);
+    if (cp && node) {
+      // the operator first (or it would scale pools back up), then the pools' Deployments
+      await cp.kubectl("-n", RELEASE_NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
+      await cp.kubectl("-n", NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
+    }
+    await node?.stop();
+    redis?.disconnect();
+    await redisServer?.stop();
+    await pg?.stop();
+    await cp?.stop();
+    if (process.env.CONVEYOR_KEEP_TMP) say(`files kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
+    const footprint = node ? nodeFootprint(before, await hostState(), node) : [];
+    node = undefined;
+    cp = undefined;
+    return footprint;
+  }
+}
+
+export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeScenarioReport> {
+  const c = await startNodeCluster(opts.say);
+  const { cp, node, redis, pg, watcher, dir, podRedis, dashboard, t0, say } = c;
+  try {
     // The pipeline, as a user applies it. The handler directory and the execution log (how the
     // demo counts executions, independently of the queue) are hostPath volumes.
-    await cp.kubectl("create", "secret", "generic", "demo-db", `--from-literal=url=${podDatabase}`);
-    const template = {
-      imagePullPolicy: "Never",
-      env: [{ name: "EXEC_LOG", value: "/out/executions.ndjson" }],
-      ...hostPathMounts(join(dir, "out")),
-    };
-    const handler = "/handlers/recordingHandler.js";
-    const manifests = POOLS.map((p) => workerPoolManifest(p, { redisUrl: podRedis, handler, template }));
+    const template = demoTemplate(dir);
+    const manifests = POOLS.map((p) =>
+      workerPoolManifest(p, { redisUrl: podRedis, handler: DEMO_HANDLER, template }),
+    );
     const file = join(dir, "pipeline.yaml");
     writeFileSync(file, manifests.map((m) => JSON.stringify(m)).join("\n---\n"));
     say(
@@ -374,7 +478,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
 
     const getWp = await cp.kubectl("get", "wp");
     const executionLog = join(dir, "out", "executions.ndjson");
-    const outcome = await collectOutcome(cp, admin, pg!, {
+    const outcome = await collectOutcome(cp, admin, pg, {
       executionLog,
       maxReplicas: progress.maxReplicas,
       jobs: opts.jobs,
@@ -391,34 +495,11 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
       footprint: [] as string[],
       setupSeconds,
     };
-    const stopped = await stopAll();
+    const stopped = await c.stop();
     report.footprint = stopped;
     return report;
   } catch (err) {
-    await stopAll().catch(() => {});
+    await c.stop().catch(() => {});
     throw err;
-  }
-
-  /** Stops what this run started, in the order a cluster would; returns the host footprint. */
-  async function stopAll(): Promise<string[]> {
-    say("stopping everything this run started…");
-    watcher?.stop();
-    if (forward) await stopProcess(forward, 5000);
-    if (cp && node) {
-      // the operator first (or it would scale pools back up), then the pools' Deployments
-      await cp.kubectl("-n", RELEASE_NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
-      await cp.kubectl("-n", NS, "scale", "deployment", "--all", "--replicas=0").catch(() => "");
-    }
-    await node?.stop();
-    redis?.disconnect();
-    await redisServer?.stop();
-    await pg?.stop();
-    await cp?.stop();
-    if (process.env.CONVEYOR_KEEP_TMP) say(`files kept in ${dir}`);
-    else rmSync(dir, { recursive: true, force: true });
-    const footprint = node ? nodeFootprint(before, await hostState(), node) : [];
-    node = undefined;
-    cp = undefined;
-    return footprint;
   }
 }

@@ -108,7 +108,7 @@ export function workerPoolManifest(
 
 /** The handler directory and `execDir` (the execution log) as hostPath volumes of the image's pods. */
 export function hostPathMounts(execDir: string): { volumes: object[]; volumeMounts: object[] } {
-  mkdirSync(execDir, { mode: 0o777 });
+  mkdirSync(execDir, { recursive: true, mode: 0o777 });
   chmodSync(execDir, 0o777); // the worker image's uid 65532 appends to the log
   return {
     volumes: [

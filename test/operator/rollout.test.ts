@@ -8,28 +8,23 @@
 // finished by `conveyor rollout promote`.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
-  isLeader,
   operatorLog,
   scrapeOperator,
-  startOperator,
+  startPoolHarness,
   sumSeries,
   workerPoolEvents,
-  type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
 import { PodRunner } from "../support/podRunner.ts";
 import { pollUntil } from "../support/poll.ts";
-import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { CONVEYOR, NODE, RECORDING_HANDLER } from "../support/workers.ts";
 
@@ -42,32 +37,29 @@ function runConveyor(args: string[]): Promise<{ code: number; stdout: string; st
   });
 }
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redis: RedisServer;
   let r: RedisClient;
-  let op: OperatorProcess;
   let runner: PodRunner;
-  let dir: string;
 
-  const getPool = (name: string) =>
-    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
+  const getPool = (name: string) => h.getPool(name);
   const deployment = (name: string) =>
     k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name }));
   const executions = () =>
-    existsSync(join(dir, "executions.ndjson"))
-      ? readFileSync(join(dir, "executions.ndjson"), "utf8")
+    existsSync(h.executionLog)
+      ? readFileSync(h.executionLog, "utf8")
           .split("\n")
           .filter(Boolean)
           .map((l) => JSON.parse(l) as { q: string; id: string; attempt: number })
       : [];
   const diagnose = async (name: string) => {
     const pool = await getPool(name);
-    const lines = operatorLog(op)
+    const lines = operatorLog(h.op)
       .split("\n")
       .filter((l) => l.includes(`default/${name}`) && !l.includes("writing status"))
       .slice(-20);
@@ -75,31 +67,14 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
   };
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "cvy-rollout-"));
-    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redis = await RedisServer.start();
-    r = connectRedis(redis.url);
-    op = await startOperator(cp, "rollout", ["--metrics-api=false"]);
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
-    runner = new PodRunner(cp.kubeConfig(), {
-      namespace: "default",
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
-      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+    h = await startPoolHarness("rollout", {
+      controlPlane: { controllers: true, scheduler: true, kwok: true },
+      pods: { executionLog: true },
     });
-    runner.start();
+    ({ cp, k, redis, r } = h);
+    runner = h.runner!;
   });
-  after(async () => {
-    await runner?.stop();
-    r?.disconnect();
-    if (op) await stopProcess(op.proc, 10_000);
-    await redis?.stop();
-    await cp?.stop();
-    if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => h?.stop());
 
   /** Two stable pods of 4 slots; the template's env makes the version (and FAIL_PERCENT a bad one). */
   const applyPool = (
@@ -361,7 +336,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     await pollUntil(
       "the rollout's metrics",
       async () => {
-        const m = await scrapeOperator(op);
+        const m = await scrapeOperator(h.op);
         return (
           sumSeries(m, "conveyor_operator_pool_rollout_canary_weight", /workerpool="again"/) === 30 &&
           [...m.keys()].some(
@@ -478,9 +453,7 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
       },
       { timeoutMs: LONG, intervalMs: 250, onTimeout: () => diagnose(name) },
     );
-    await stopProcess(op.proc, 10_000);
-    op = await startOperator(cp, "rollout", ["--metrics-api=false"]);
-    await pollUntil("the operator leads again", () => isLeader(op), { timeoutMs: LONG });
+    await h.restartOperator();
     // the new process carries on with the same rollout (its step and start) from the status
     await pollUntil(
       "the restarted operator judging the same step",

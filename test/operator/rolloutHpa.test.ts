@@ -3,44 +3,37 @@
 // the stable Deployment, and the canary's pods are added beside it so that they are the step's
 // weight of all pods. A good version is promoted through every step with every job run once.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
-import type { WorkerPool } from "../../operator/apis/v1alpha1/types.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import { canaryReplicas } from "../../operator/rollout/step.ts";
-import { Producer, QueueAdmin, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import {
-  isLeader,
   operatorLog,
   startMetricsApiOperator,
+  startPoolHarness,
   workerPoolEvents,
-  type OperatorProcess,
+  type PoolHarness,
 } from "../support/operator.ts";
 import { PodRunner } from "../support/podRunner.ts";
 import { pollUntil } from "../support/poll.ts";
-import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { RECORDING_HANDLER } from "../support/workers.ts";
 
-const ROOT = join(import.meta.dirname, "../..");
 const LONG = 240_000;
 
 describe("operator: a canary rollout in hpa mode", { timeout: 20 * 60_000 }, () => {
+  let h: PoolHarness;
   let cp: ControlPlane;
   let k: KubeClient;
   let redis: RedisServer;
   let r: RedisClient;
-  let op: OperatorProcess;
   let runner: PodRunner;
-  let dir: string;
 
-  const getPool = (name: string) =>
-    k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name }));
+  const getPool = (name: string) => h.getPool(name);
   const deployment = (name: string) =>
     k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name }));
   const hpaOf = (name: string) =>
@@ -48,15 +41,15 @@ describe("operator: a canary rollout in hpa mode", { timeout: 20 * 60_000 }, () 
       resourcePath(RESOURCES.horizontalPodAutoscalers, { namespace: "default", name }),
     );
   const executions = () =>
-    existsSync(join(dir, "executions.ndjson"))
-      ? readFileSync(join(dir, "executions.ndjson"), "utf8")
+    existsSync(h.executionLog)
+      ? readFileSync(h.executionLog, "utf8")
           .split("\n")
           .filter(Boolean)
           .map((l) => JSON.parse(l) as { q: string; id: string; attempt: number })
       : [];
   const diagnose = async (name: string) => {
     const pool = await getPool(name);
-    const lines = operatorLog(op)
+    const lines = operatorLog(h.op)
       .split("\n")
       .filter((l) => l.includes(`default/${name}`) && !l.includes("writing status"))
       .slice(-20);
@@ -64,31 +57,15 @@ describe("operator: a canary rollout in hpa mode", { timeout: 20 * 60_000 }, () 
   };
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "cvy-rollouthpa-"));
-    cp = await ControlPlane.start({ controllers: true, scheduler: true, kwok: true, aggregation: true });
-    k = new KubeClient(cp.kubeConfig());
-    await cp.kubectl("apply", "--server-side", "-f", join(ROOT, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.waitForCrd("workerpools.conveyor.dev");
-    redis = await RedisServer.start();
-    r = connectRedis(redis.url);
-    op = await startMetricsApiOperator(cp, "rollouthpa");
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
-    runner = new PodRunner(cp.kubeConfig(), {
-      namespace: "default",
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
-      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
+    h = await startPoolHarness("rollouthpa", {
+      controlPlane: { controllers: true, scheduler: true, kwok: true, aggregation: true },
+      operator: (cp, name) => startMetricsApiOperator(cp, name),
+      pods: { executionLog: true },
     });
-    runner.start();
+    ({ cp, k, redis, r } = h);
+    runner = h.runner!;
   });
-  after(async () => {
-    await runner?.stop();
-    r?.disconnect();
-    if (op) await stopProcess(op.proc, 10_000);
-    await redis?.stop();
-    await cp?.stop();
-    if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => h?.stop());
 
   /** hpa mode, 2..4 stable pods of 2 slots at 4 ready jobs per replica; the env makes the version. */
   const applyPool = (

@@ -1,7 +1,8 @@
 // `conveyor operator` as a child process against a test control plane (test/support/controlplane.ts):
 // its log file, its /metrics, /healthz and /readyz port. Flags as the cluster tests use them.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pollUntil } from "./poll.ts";
 import { freePort } from "./ports.ts";
@@ -10,7 +11,8 @@ import type { WorkerPool, WorkerPoolInput, WorkerPoolSpecInput } from "../../ope
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import { connectRedis, type RedisClient } from "../../queue/index.ts";
-import { ControlPlane } from "./controlplane.ts";
+import { ControlPlane, type ControlPlaneOptions } from "./controlplane.ts";
+import { PodRunner } from "./podRunner.ts";
 import { startProcess, stopProcess, type Started } from "./processes.ts";
 import { RedisServer } from "./redis.ts";
 import { CONVEYOR, NODE } from "./workers.ts";
@@ -236,7 +238,16 @@ export interface PoolHarness {
   k: KubeClient;
   redis: RedisServer;
   r: RedisClient;
+  /** The operator that leads (a new one after `restartOperator`). */
   op: OperatorProcess;
+  /** Real worker processes for the pools' pods (`opts.pods`); undefined without. */
+  runner?: PodRunner;
+  /** A directory of the harness's own, removed at stop (unless CONVEYOR_KEEP_TMP=1). */
+  dir: string;
+  /** Where the pods' recording handler logs its executions (`opts.pods.executionLog`). */
+  executionLog: string;
+  /** Stops the operator and starts another as the first was started; resolves once it leads. */
+  restartOperator(): Promise<OperatorProcess>;
   getPool(name: string): Promise<WorkerPool | null>;
   /** The pool's Deployment's spec.replicas (undefined: no Deployment yet). */
   replicas(name: string): Promise<number | undefined>;
@@ -246,23 +257,38 @@ export interface PoolHarness {
   stop(): Promise<void>;
 }
 
-/**
- * Starts a PoolHarness whose operator has identity `name`; `beforeOperator` runs once the control
- * plane and Redis are up and before the operator starts (e.g. to create Secrets it reads).
- */
-export async function startPoolHarness(
-  name: string,
-  opts: { beforeOperator?: (cp: ControlPlane) => Promise<void> } = {},
-): Promise<PoolHarness> {
-  const started: Partial<Pick<PoolHarness, "cp" | "redis" | "r" | "op">> = {};
+export interface PoolHarnessOptions {
+  /** Runs once the control plane and Redis are up and before the operator starts (e.g. Secrets it reads). */
+  beforeOperator?: (cp: ControlPlane) => Promise<void>;
+  /** The control plane (default: the API server alone, no controllers). */
+  controlPlane?: ControlPlaneOptions;
+  /** Starts the operator (default: `conveyor operator --metrics-api=false` with identity `name`). */
+  operator?: (cp: ControlPlane, name: string) => Promise<OperatorProcess>;
+  /**
+   * A PodRunner running a real `conveyor worker` for every pod of a WorkerPool (the control plane
+   * needs its ReplicaSet controller and scheduler); `executionLog`: the recording handler logs
+   * every execution to the harness's `executionLog`.
+   */
+  pods?: { executionLog?: boolean };
+}
+
+/** Starts a PoolHarness whose operator has identity `name`. */
+export async function startPoolHarness(name: string, opts: PoolHarnessOptions = {}): Promise<PoolHarness> {
+  const dir = mkdtempSync(join(tmpdir(), `cvy-${name}-`));
+  const executionLog = join(dir, "executions.ndjson");
+  const startOp =
+    opts.operator ?? ((cp: ControlPlane, id: string) => startOperator(cp, id, ["--metrics-api=false"]));
+  const started: Partial<Pick<PoolHarness, "cp" | "redis" | "r" | "op" | "runner">> = {};
   const stop = async () => {
-    if (started.op) await stopProcess(started.op.proc, 5000);
+    await started.runner?.stop();
+    if (started.op) await stopProcess(started.op.proc, 10_000);
     started.r?.disconnect();
     await started.redis?.stop();
     await started.cp?.stop();
+    if (process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const cp = (started.cp = await ControlPlane.start({ controllers: false }));
+    const cp = (started.cp = await ControlPlane.start(opts.controlPlane ?? { controllers: false }));
     const k = new KubeClient(cp.kubeConfig());
     const root = join(import.meta.dirname, "..", "..");
     await cp.kubectl("apply", "--server-side", "-f", join(root, "crds", "conveyor.dev_workerpools.yaml"));
@@ -270,14 +296,37 @@ export async function startPoolHarness(
     const redis = (started.redis = await RedisServer.start());
     const r = (started.r = connectRedis(redis.url));
     await opts.beforeOperator?.(cp);
-    const op = (started.op = await startOperator(cp, name, ["--metrics-api=false"]));
-    await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: 240_000 });
-    return {
+    const leads = async () => {
+      const op = (started.op = await startOp(cp, name));
+      await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: 240_000 });
+      return op;
+    };
+    await leads();
+    if (opts.pods) {
+      started.runner = new PodRunner(cp.kubeConfig(), {
+        namespace: "default",
+        labelSelector: "conveyor.dev/workerpool",
+        dir,
+        ...(opts.pods.executionLog ? { extraEnv: { EXEC_LOG: executionLog } } : {}),
+      });
+      started.runner.start();
+    }
+    const h: PoolHarness = {
       cp,
       k,
       redis,
       r,
-      op,
+      get op() {
+        return started.op!;
+      },
+      runner: started.runner,
+      dir,
+      executionLog,
+      restartOperator: async () => {
+        await stopProcess(started.op!.proc, 10_000);
+        started.op = undefined;
+        return leads();
+      },
       getPool: (pool) =>
         k.get<WorkerPool>(resourcePath(RESOURCES.workerPools, { namespace: "default", name: pool })),
       replicas: async (pool) =>
@@ -292,6 +341,7 @@ export async function startPoolHarness(
       },
       stop,
     };
+    return h;
   } catch (err) {
     await stop();
     throw err;

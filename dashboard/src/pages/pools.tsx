@@ -1,9 +1,9 @@
-// WorkerPools (shown when the server reaches the Kubernetes API): replicas ready/desired and,
-// per pool, why it scaled — its recent decisions, the operator's and the HPA's — backlog vs
+// WorkerPools (shown when the server reaches the Kubernetes API): replicas ready/desired and each
+// pool's rollout (phase, step, canary weight, linking to the pool page's rollout card) and, per pool, why it scaled — its recent decisions, the operator's and the HPA's — backlog vs
 // replicas on one chart, its canary rollout (spec.rollout: step, weights, both versions' figures
 // over the step and their failure rates over time), and its pods with busy/free slots and their
 // deletion cost.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q } from "../api.ts";
 import { ago, Chart, ErrorNote, num, time } from "../ui.tsx";
 
@@ -130,6 +130,7 @@ export function PoolsPage() {
               <th scope="col" class="n">
                 Oldest waiting
               </th>
+              <th scope="col">Rollout</th>
               <th scope="col">Last decision</th>
               <th scope="col">Ready</th>
             </tr>
@@ -153,6 +154,15 @@ export function PoolsPage() {
                 <td class="n" data-oldest>
                   <OldestWait pool={p} />
                 </td>
+                <td class="small" data-rollout={p.rollout?.phase ?? ""}>
+                  {p.rollout ? (
+                    <a href={`#/pool/${q(p.namespace)}/${q(p.name)}?card=rollout`}>
+                      {rolloutCell(p.rollout)}
+                    </a>
+                  ) : (
+                    "—"
+                  )}
+                </td>
                 <td class="small">
                   {p.lastDecision
                     ? `${p.lastDecision.from} → ${p.lastDecision.replicas} ${p.lastDecision.reason} (${ago(p.lastDecision.at)})`
@@ -169,6 +179,18 @@ export function PoolsPage() {
 }
 
 /** The oldest waiting job's age (as of this render), against the wait target in latency mode. */
+const PHASE_WORDS: Record<string, string> = {
+  Promoted: "promoted",
+  RolledBack: "rolled back",
+  Aborted: "aborted",
+};
+
+/** The Pools list's rollout cell: the step and the canary's weight while one runs, else how it ended. */
+export function rolloutCell(r: Pick<Rollout, "phase" | "step" | "steps" | "weight">): string {
+  if (r.phase === "Progressing") return `step ${r.step + 1}/${r.steps.length} · canary ${r.weight}%`;
+  return PHASE_WORDS[r.phase] ?? r.phase;
+}
+
 function OldestWait({ pool }: { pool: PoolSummary }) {
   const since = pool.oldestReadySince ? Date.parse(pool.oldestReadySince) : NaN;
   const age = Number.isFinite(since) ? `${Math.max(0, Math.round((Date.now() - since) / 1000))} s` : "—";
@@ -207,7 +229,16 @@ export function poolSamples(decisions: Decision[], reads: Sample[]): Sample[] {
   return [...byTime.values()].sort((a, b) => a.at - b.at);
 }
 
-export function PoolPage({ namespace, name }: { namespace: string; name: string }) {
+/** `card` "rollout" (the Pools list's link, `?card=rollout`) scrolls the rollout card into view. */
+export function PoolPage({
+  namespace,
+  name,
+  card,
+}: {
+  namespace: string;
+  name: string;
+  card?: string | null;
+}) {
   const [pool, setPool] = useState<PoolDetail | null>(null);
   const [reads, setReads] = useState<Sample[]>([]);
   const [error, setError] = useState<string | null>(null);
@@ -302,7 +333,7 @@ export function PoolPage({ namespace, name }: { namespace: string; name: string 
           {POOL_REFRESH_MS / 1000} s while open; replicas hold between decisions.
         </p>
       </div>
-      {pool.rollout && <RolloutCard rollout={pool.rollout} />}
+      {pool.rollout && <RolloutCard rollout={pool.rollout} focus={card === "rollout"} />}
       <div class="card">
         <h2>Why it scaled</h2>
         {pool.cap && (
@@ -417,7 +448,11 @@ export function rolloutRates(history: RolloutSample[]) {
 const short = (hash: string | null) => (hash ? hash.slice(0, 12) : "—");
 const pctOf = (r: number) => `${(r * 100).toFixed(1)}%`;
 
-function RolloutCard({ rollout: r }: { rollout: Rollout }) {
+function RolloutCard({ rollout: r, focus }: { rollout: Rollout; focus: boolean }) {
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (focus) ref.current?.scrollIntoView({ block: "start" });
+  }, [focus]);
   const progressing = r.phase === "Progressing";
   const rates = rolloutRates(r.history ?? []);
   const row = (name: string, hash: string | null, f: VersionFigures | null | undefined) => (
@@ -431,7 +466,7 @@ function RolloutCard({ rollout: r }: { rollout: Rollout }) {
     </tr>
   );
   return (
-    <div class="card rollout" data-phase={r.phase}>
+    <div class="card rollout" id="rollout" data-phase={r.phase} ref={ref}>
       <h2>Rollout</h2>
       <dl class="counts">
         <div>
