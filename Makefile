@@ -119,10 +119,11 @@ bench-autoscale: node-deps controlplane keda
 
 # Chaos: a three-stage pipeline of real worker processes while a seeded fault injector SIGTERMs,
 # SIGKILLs and SIGSTOPs workers and restarts Redis and PostgreSQL; then every job, execution and
-# record is audited (docs/chaos.md). About 12 minutes. CHAOS_ARGS adds or overrides options,
-# e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
-chaos: deps
-	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 --flows 400 $(CHAOS_ARGS)
+# record is audited (docs/chaos.md). Workers of this release and the previous one run side by side
+# and upgrade faults replace one by the other (--upgrade). About 12 minutes. CHAOS_ARGS adds or
+# overrides options, e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
+chaos: deps previous-release
+	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 --flows 400 --upgrade $(CHAOS_ARGS)
 
 # A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
 # version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION
