@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane previous-release node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane previous-release node observability keda images demo upgrade-demo bench bench-autoscale chaos lint depcheck release clean
 
 all: build
 
@@ -95,6 +95,15 @@ observability:
 RUNTIME ?= node
 demo: deps controlplane $(if $(filter node,$(RUNTIME)),node images,$(if $(filter containers,$(RUNTIME)),images))
 	RUNTIME=$(RUNTIME) node test/e2e/demo.ts $(DEMO_ARGS)
+
+# `helm upgrade` on the real node under load (test/e2e/upgradeDemo.ts): the previous release's chart
+# and images (scripts/previous-release-images.sh, built once from the previous-release tree and
+# cached beside this release's) installed, the demo's pipeline running, then the new CRD and `helm
+# upgrade` in two steps — the operator and job API alone (every worker pod keeps running), then the
+# workers' image (each pool rolls with warm shutdown) — and the demo's audit.
+upgrade-demo: deps controlplane node images previous-release
+	@bash scripts/previous-release-images.sh
+	node test/e2e/upgradeDemo.ts
 
 # Benchmarks side by side with BullMQ, the Redis limit, the operator at 1,000 pools and the
 # autoscaling comparison with KEDA (bench-autoscale below)
