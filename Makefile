@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane previous-release node observability keda images demo bench bench-autoscale chaos lint depcheck release clean
+.PHONY: all deps system-deps node-deps build typecheck test test-unit test-integration test-python controlplane previous-release node observability keda images demo upgrade-demo bench bench-autoscale chaos lint depcheck release clean
 
 all: build
 
@@ -96,6 +96,15 @@ RUNTIME ?= node
 demo: deps controlplane $(if $(filter node,$(RUNTIME)),node images,$(if $(filter containers,$(RUNTIME)),images))
 	RUNTIME=$(RUNTIME) node test/e2e/demo.ts $(DEMO_ARGS)
 
+# `helm upgrade` on the real node under load (test/e2e/upgradeDemo.ts): the previous release's chart
+# and images (scripts/previous-release-images.sh, built once from the previous-release tree and
+# cached beside this release's) installed, the demo's pipeline running, then the new CRD and `helm
+# upgrade` in two steps — the operator and job API alone (every worker pod keeps running), then the
+# workers' image (each pool rolls with warm shutdown) — and the demo's audit.
+upgrade-demo: deps controlplane node images previous-release
+	@bash scripts/previous-release-images.sh
+	node test/e2e/upgradeDemo.ts
+
 # Benchmarks side by side with BullMQ, the Redis limit, the operator at 1,000 pools and the
 # autoscaling comparison with KEDA (bench-autoscale below)
 # (about 20 minutes; see bench/README.md). Writes bench/results/<date>.{json,md,svg}.
@@ -119,10 +128,11 @@ bench-autoscale: node-deps controlplane keda
 
 # Chaos: a three-stage pipeline of real worker processes while a seeded fault injector SIGTERMs,
 # SIGKILLs and SIGSTOPs workers and restarts Redis and PostgreSQL; then every job, execution and
-# record is audited (docs/chaos.md). About 12 minutes. CHAOS_ARGS adds or overrides options,
-# e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
-chaos: deps
-	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 --flows 400 $(CHAOS_ARGS)
+# record is audited (docs/chaos.md). Workers of this release and the previous one run side by side
+# and upgrade faults replace one by the other (--upgrade). About 12 minutes. CHAOS_ARGS adds or
+# overrides options, e.g. CHAOS_ARGS="--seed 7 --seconds 300 --jobs 10000 --keep".
+chaos: deps previous-release
+	npm run -s chaos -- --jobs 20000 --seconds 600 --groups 6 --flows 400 --upgrade $(CHAOS_ARGS)
 
 # A release: npm pack of @conveyor-dev/queue and @conveyor-dev/conveyor, the chart packaged with
 # version and appVersion = VERSION plus the Helm repository's index.yaml, the images tagged VERSION

@@ -87,6 +87,17 @@ describe("chaos audit", () => {
     assert.equal(bc.mystery, "other");
     assert.equal(bc["after-kill"], "other", "a kill before the execution started explains nothing");
     assert.equal(b.unplannedRetries, 1);
+    // a worker replaced by one of the other release drains as a SIGTERMed one does: a re-run is its doing
+    const u = attribute(
+      executions,
+      faults
+        .filter((f) => f.kind !== "redis_restart")
+        .map((x) => (x.kind === "sigterm" ? { ...x, kind: "upgrade" } : x)),
+      { plannedFailure: () => false },
+    );
+    assert.equal(Object.fromEntries(u.duplicates.map((d) => [d.id, d.cause])).drained, "upgrade");
+    assert.equal(u.byCause.upgrade, 1);
+    assert.equal(u.byCause.sigterm, 0);
   });
 
   test("execution outcomes are read from the workers' JSON logs", () => {

@@ -13,6 +13,8 @@
 //   failover       the primary was killed and a replica promoted in that time (a claim, settle or
 //                  renewal not yet replicated was lost: docs/reliability.md)
 //   sigterm        that execution's worker was SIGTERMed after it started (warm shutdown failed)
+//   upgrade        that execution's worker was replaced by one of the other release after it
+//                  started (a warm shutdown too: failed)
 //   other          nothing explains it
 // in that order: a killed or frozen worker explains a re-run whatever else happened.
 
@@ -41,7 +43,7 @@ export interface FaultRecord {
 /** The key of a job's lease in FaultRecord.leases. */
 export const leaseKey = (queue: string, id: string) => `${queue} ${id}`;
 
-export type Cause = "sigkill" | "sigstop" | "redis_restart" | "failover" | "sigterm" | "other";
+export type Cause = "sigkill" | "sigstop" | "redis_restart" | "failover" | "sigterm" | "upgrade" | "other";
 
 export interface Duplicate {
   queue: string;
@@ -102,7 +104,7 @@ export function attribute(
     retries: 0,
     unplannedRetries: 0,
     duplicates: [],
-    byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, failover: 0, sigterm: 0, other: 0 },
+    byCause: { sigkill: 0, sigstop: 0, redis_restart: 0, failover: 0, sigterm: 0, upgrade: 0, other: 0 },
   };
   for (const g of groups.values()) {
     if (g.length < 2) continue;
@@ -125,6 +127,7 @@ export function attribute(
       else if ((fault = outages.find((f) => f.at <= e.t && (f.end ?? Infinity) >= start)))
         cause = fault.kind === "failover" ? "failover" : "redis_restart";
       else if ((fault = mine.find((f) => hit("sigterm", f)))) cause = "sigterm";
+      else if ((fault = mine.find((f) => hit("upgrade", f)))) cause = "upgrade";
       result.byCause[cause]++;
       result.duplicates.push({
         queue: e.q,

@@ -9,6 +9,7 @@ import {
   jobGroup,
   jobPlans,
   SEQUENCE_GROUP,
+  withUpgrade,
 } from "./plan.ts";
 
 describe("chaos runner logic", () => {
@@ -41,6 +42,28 @@ describe("chaos runner logic", () => {
     };
     assert.equal(typeof d.result.result.sleepMs, "number");
     assert.deepEqual(d.result.result.result, { done: 0 });
+  });
+
+  test("an upgrade run: every kind plus upgrade in the first round, upgrades alternate previous → this, this → previous", () => {
+    const o = { windowMs: 120_000, meanGapMs: 1000, leaseMs: 2000 };
+    const kinds = withUpgrade(FAULT_KINDS);
+    const s = faultSchedule(77, { ...o, kinds });
+    assert.deepEqual(faultSchedule(77, { ...o, kinds }), s);
+    assert.deepEqual(new Set(s.slice(0, kinds.length).map((f) => f.kind)), new Set(kinds));
+    const upgrades = s.filter((f) => f.kind === "upgrade");
+    assert.ok(upgrades.length >= 4, `${upgrades.length} upgrades in 120 faults' time`);
+    assert.deepEqual(
+      upgrades.map((f) => f.to),
+      upgrades.map((_, i) => (i % 2 === 0 ? "this" : "previous")),
+    );
+    // drawn by weight among the others, not instead of them
+    for (const k of FAULT_KINDS) assert.ok(s.filter((f) => f.kind === k).length >= 2, k);
+    assert.ok(
+      s.every((f) => (f.kind === "upgrade") === (f.to !== undefined)),
+      "only upgrade faults carry a direction",
+    );
+    // a run without --upgrade draws none
+    assert.ok(faultSchedule(77, o).every((f) => f.kind !== "upgrade"));
   });
 
   test("a grouped run: every 20th job in the sequence, odd jobs without a group, the rest over g1..g<N−1>", () => {

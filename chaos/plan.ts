@@ -4,7 +4,8 @@
 // what the faults then hit depends on timing, which is the point of the exercise.
 import { rng } from "../test/support/random.ts";
 
-export type FaultKind = "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "failover" | "postgres_restart";
+export type FaultKind =
+  "sigterm" | "sigkill" | "sigstop" | "redis_restart" | "failover" | "postgres_restart" | "upgrade";
 /** The kinds of a run on one Redis node. */
 export const FAULT_KINDS: readonly FaultKind[] = [
   "sigterm",
@@ -17,6 +18,10 @@ export const FAULT_KINDS: readonly FaultKind[] = [
 export const FAILOVER_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS.map((k) =>
   k === "redis_restart" ? "failover" : k,
 );
+/** The kinds of a run with --upgrade: a worker also replaced by one of the other release. */
+export const withUpgrade = (kinds: readonly FaultKind[]): readonly FaultKind[] => [...kinds, "upgrade"];
+/** Which release an upgrade fault's replacement runs: "this" one, or the "previous" one (a rollback). */
+export type ReleaseSide = "this" | "previous";
 const WEIGHTS: Record<FaultKind, number> = {
   sigterm: 0.27,
   sigkill: 0.23,
@@ -24,6 +29,7 @@ const WEIGHTS: Record<FaultKind, number> = {
   redis_restart: 0.15,
   failover: 0.15,
   postgres_restart: 0.15,
+  upgrade: 0.15,
 };
 
 export interface PlannedFault {
@@ -38,6 +44,8 @@ export interface PlannedFault {
   durationMs: number;
   /** Redis: SIGKILL (crash) or SIGTERM (shutdown); PostgreSQL: SIGKILL (crash) or a fast shutdown. */
   hard: boolean;
+  /** Upgrade faults: the release of the replacement; they alternate, the first one to "this". */
+  to?: ReleaseSide;
 }
 
 export interface ScheduleOptions {
@@ -54,7 +62,9 @@ export interface ScheduleOptions {
 /**
  * The fault schedule: exponential gaps (at least 400 ms) over the window; the first five faults
  * are one of each kind in a seeded order (so even a short run injects every kind), the rest
- * are drawn by weight.
+ * are drawn by weight (over the kinds in the run). Upgrade faults alternate their direction: the
+ * first replaces a worker of the previous release by one of this release, the next one of this
+ * release by one of the previous, and so on.
  */
 export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] {
   const r = rng(seed ^ 0x5eed);
@@ -65,6 +75,8 @@ export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] 
     [firstRound[i], firstRound[j]] = [firstRound[j]!, firstRound[i]!];
   }
   const out: PlannedFault[] = [];
+  const total = kinds.reduce((a, k) => a + WEIGHTS[k], 0);
+  let upgrades = 0;
   let t = Math.min(2000, o.windowMs / 10);
   for (let n = 0; ; n++) {
     t += Math.max(400, -Math.log(1 - r()) * o.meanGapMs);
@@ -72,7 +84,7 @@ export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] 
     let kind: FaultKind;
     if (n < firstRound.length) kind = firstRound[n]!;
     else {
-      let x = r();
+      let x = r() * total;
       kind = "postgres_restart";
       for (const k of kinds) {
         if ((x -= WEIGHTS[k]) < 0) {
@@ -104,7 +116,15 @@ export function faultSchedule(seed: number, o: ScheduleOptions): PlannedFault[] 
       default:
         durationMs = 0;
     }
-    out.push({ n, at: Math.round(t), kind, slot, durationMs, hard });
+    out.push({
+      n,
+      at: Math.round(t),
+      kind,
+      slot,
+      durationMs,
+      hard,
+      ...(kind === "upgrade" ? { to: upgrades++ % 2 === 0 ? ("this" as const) : ("previous" as const) } : {}),
+    });
   }
   return out;
 }

@@ -11,7 +11,10 @@
 // The recording handler logs every execution to a file of its own. Afterwards: which jobs were
 // lost, which ran twice at one stage and why (chaos/analyze.ts), whether late completions were
 // fenced off, whether PostgreSQL holds every job and every execution. With --flows, flows run
-// beside the plain jobs and no dependent may start before its parents completed.
+// beside the plain jobs and no dependent may start before its parents completed. With --upgrade,
+// the workers are of two releases (this one and the previous one, scripts/previous-release.sh):
+// an upgrade fault replaces a worker by one of the other release with warm shutdown, as a rolling
+// `helm upgrade` or rollback does, and must re-run nothing.
 //
 // The last stdout line is one JSON object (with --json); the exit code is 0 when the run passed:
 // nothing lost, no re-run after a SIGTERM, no record missing, every re-run explained by a SIGKILL
@@ -38,11 +41,13 @@ import {
 import { PostgresServer } from "../test/support/postgres.ts";
 import { stopProcess } from "../test/support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../test/support/redis.ts";
+import { previousRelease } from "../test/support/releases.ts";
 import { RedisSentinelSet } from "../test/support/sentinel.ts";
 import {
   readExecutions,
   RECORDING_HANDLER,
   startWorker,
+  type Release,
   type WorkerProcess,
 } from "../test/support/workers.ts";
 import {
@@ -69,7 +74,9 @@ import {
   jobGroup,
   jobPlans,
   SEQUENCE_GROUP,
+  withUpgrade,
   type PlannedFault,
+  type ReleaseSide,
 } from "./plan.ts";
 
 export interface ChaosOptions {
@@ -92,6 +99,8 @@ export interface ChaosOptions {
   groups: number;
   /** Flows enqueued beside the plain jobs (plan.ts flowPlans): a root, 2–4 middles, a sink. */
   flows: number;
+  /** Workers of the previous release beside this one's, and upgrade faults between the two. */
+  upgrade: boolean;
 }
 
 export type RedisTopology = "single" | "sentinel" | "cluster";
@@ -121,7 +130,12 @@ const USAGE = `usage: npm run chaos -- [options]
   --groups N          half the jobs in N groups (0 = none, default): every 20th in a sequence
                       (concurrency 1), the rest at most ${GROUP_CONCURRENCY} at once per group; the audit checks both
   --flows N           also enqueue N flows (a root, 2–4 middles waiting for it, a sink waiting for them
-                      all; default 0): the audit checks no dependent started before its parents completed`;
+                      all; default 0): the audit checks no dependent started before its parents completed
+  --upgrade           workers of two releases: the first of each stage starts on the previous release
+                      (make previous-release), and upgrade faults replace a worker by one of the other
+                      release (previous → this, then this → previous, ...) with warm shutdown. With
+                      --flows the last stage stays on this release (the previous one does not release
+                      a flow's dependents: docs/install.md, "Upgrading")`;
 
 export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean } {
   const { values } = parseArgs({
@@ -145,6 +159,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
       durability: { type: "string" },
       groups: { type: "string" },
       flows: { type: "string" },
+      upgrade: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -175,6 +190,7 @@ export function parseChaosArgs(argv: string[]): ChaosOptions & { json: boolean }
     redis: topology(values.redis ?? "single"),
     groups: int("groups", values.groups, 0, 0, 1000),
     flows: int("flows", values.flows, 0, 0, 1_000_000),
+    upgrade: values.upgrade ?? false,
     durability: (() => {
       try {
         return parseDurability(values.durability ?? "primary");
@@ -206,6 +222,8 @@ export interface ChaosReport {
   unplanned_retries: number;
   duplicates: number;
   duplicates_after_sigterm: number;
+  /** Re-runs after a worker was replaced by one of the other release (a warm shutdown: a failure). */
+  duplicates_after_upgrade: number;
   duplicates_after_sigkill: number;
   duplicates_after_sigstop: number;
   duplicates_after_redis_restart: number;
@@ -246,6 +264,11 @@ export interface ChaosReport {
   faults_skipped: number;
   workers_started: number;
   sigterm_exits_nonzero: number;
+  /** Upgrade runs: workers replaced by one of this release, by one of the previous release (a rollback). */
+  upgrades_to_this: number;
+  upgrades_to_previous: number;
+  /** Upgrade runs: executions run by workers of each release. */
+  executions_by_release: Record<ReleaseSide, number>;
   elapsed_seconds: number;
   pass: boolean;
   failures: string[];
@@ -259,6 +282,8 @@ interface WorkerSlot {
   state: "starting" | "up" | "stopped" | "down";
   current?: Proc;
   pods: number;
+  /** The release its pods run; an upgrade fault switches it. */
+  release: ReleaseSide;
 }
 
 interface Proc {
@@ -268,7 +293,8 @@ interface Proc {
   w: WorkerProcess;
   pid: number;
   exit?: number | string;
-  fate?: "sigterm" | "sigkill" | "final";
+  fate?: "sigterm" | "upgrade" | "sigkill" | "final";
+  release: ReleaseSide;
 }
 
 export async function runChaos(o: ChaosOptions, say: (line: string) => void): Promise<ChaosReport> {
@@ -288,12 +314,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   let flowsEnqueued = 0;
   const windowMs = o.seconds * 1000;
   const failingOver = o.redis !== "single";
-  const schedule = faultSchedule(o.seed, {
-    windowMs,
-    meanGapMs: o.meanGapMs,
-    leaseMs: o.leaseMs,
-    kinds: failingOver ? FAILOVER_FAULT_KINDS : FAULT_KINDS,
-  });
+  const kinds = ((k) => (o.upgrade ? withUpgrade(k) : k))(failingOver ? FAILOVER_FAULT_KINDS : FAULT_KINDS);
+  const schedule = faultSchedule(o.seed, { windowMs, meanGapMs: o.meanGapMs, leaseMs: o.leaseMs, kinds });
+  const previous: Release | undefined = o.upgrade ? previousRelease() : undefined;
   const planned = countBy(schedule.map((f) => f.kind));
   say(
     `chaos: ${o.jobs} jobs${o.flows ? ` and ${o.flows} flows` : ""} through ${queues.join(" → ")}, ${o.workersPerStage} workers per stage × ${o.concurrency} slots, lease ${o.leaseMs}ms, Redis ${o.redis}, durability ${o.durability}; ${schedule.length} faults planned in ${o.seconds}s (${[...planned].map(([k, v]) => `${k} ${v}`).join(", ")}); run directory ${dir}`,
@@ -311,9 +334,17 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const faults: FaultRecord[] = [];
   const procs: Proc[] = [];
   const slots: WorkerSlot[] = [];
+  /** A slot whose workers may run the previous release: with flows, not the last stage's. */
+  const mayRunPrevious = (stage: number) => o.upgrade && (o.flows === 0 || stage < o.stages - 1);
   for (let s = 0; s < o.stages; s++)
     for (let i = 0; i < o.workersPerStage; i++)
-      slots.push({ name: `${STAGE_NAMES[s]}${i}`, stage: s, state: "down", pods: 0 });
+      slots.push({
+        name: `${STAGE_NAMES[s]}${i}`,
+        stage: s,
+        state: "down",
+        pods: 0,
+        release: i === 0 && mayRunPrevious(s) ? "previous" : "this",
+      });
   let stopping = false;
   const background = new Set<Promise<unknown>>();
   const track = <T>(p: Promise<T>) => {
@@ -345,8 +376,15 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
           LOG_LEVEL: "info",
         };
         if (slot.stage < o.stages - 1) env.CONVEYOR_NEXT_QUEUE = queues[slot.stage + 1]!;
-        const w = await startWorker({ dir: join(dir, "logs"), name: file, env, waitReady: false });
-        const proc: Proc = { file, workerId, slot: slot.name, w, pid: w.child.pid! };
+        const release = slot.release;
+        const w = await startWorker({
+          dir: join(dir, "logs"),
+          name: file,
+          env,
+          waitReady: false,
+          ...(release === "previous" ? { release: previous! } : {}),
+        });
+        const proc: Proc = { file, workerId, slot: slot.name, w, pid: w.child.pid!, release };
         procs.push(proc);
         void w.exited.then((code) => (proc.exit = code));
         slot.current = proc;
@@ -446,16 +484,46 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
   const faultLog = join(dir, "faults.jsonl");
   const note = (f: FaultRecord) => writeFileSync(faultLog, `${JSON.stringify(f)}\n`, { flag: "a" });
   let skipped = 0;
-  const pick = (f: PlannedFault): WorkerSlot | undefined => {
+  const pick = (f: PlannedFault, fits: (s: WorkerSlot) => boolean = () => true): WorkerSlot | undefined => {
     for (let k = 0; k < slots.length; k++) {
       const s = slots[(f.slot + k) % slots.length]!;
-      if (s.state === "up" && s.current && s.current.exit === undefined) return s;
+      if (s.state === "up" && s.current && s.current.exit === undefined && fits(s)) return s;
     }
     return undefined;
   };
+  /** An upgrade's slot: one on the other release than f.to; failing that, any that may switch. */
+  const pickForUpgrade = (f: PlannedFault): WorkerSlot | undefined => {
+    const switchable = (s: WorkerSlot) => s.release === "previous" || mayRunPrevious(s.stage);
+    return pick(f, (s) => s.release !== f.to && switchable(s)) ?? pick(f, switchable);
+  };
+  const upgradesTo = { this: 0, previous: 0 };
   async function inject(f: PlannedFault): Promise<void> {
     const rec: FaultRecord = { n: f.n, kind: f.kind, at: 0 };
     switch (f.kind) {
+      case "upgrade": {
+        const slot = pickForUpgrade(f);
+        if (!slot) {
+          skipped++;
+          return;
+        }
+        const p = slot.current!;
+        const to: ReleaseSide = slot.release === "this" ? "previous" : "this";
+        Object.assign(rec, {
+          slot: slot.name,
+          worker: p.workerId,
+          pid: p.pid,
+          at: Date.now(),
+          detail: `${slot.release} → ${to}`,
+        });
+        // a rolling update to the other release: the old pod drains while the new one starts
+        p.fate = "upgrade";
+        p.w.signal("SIGTERM");
+        note(rec);
+        slot.release = to;
+        upgradesTo[to]++;
+        track(launch(slot, `${slot.name}-${++slot.pods}`));
+        break;
+      }
       case "sigterm":
       case "sigkill":
       case "sigstop": {
@@ -658,7 +726,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     }
     // 6. a worker SIGTERMed just before the pipeline drained may still be in its warm shutdown
     // (up to its 25 s drain deadline): judged once it exited, or after the deadline and a margin.
-    const shuttingDown = procs.filter((p) => p.fate === "sigterm" && p.exit === undefined);
+    const shuttingDown = procs.filter(
+      (p) => (p.fate === "sigterm" || p.fate === "upgrade") && p.exit === undefined,
+    );
     if (shuttingDown.length > 0) {
       say(`chaos: waiting for ${shuttingDown.length} SIGTERMed worker(s) to finish their warm shutdown`);
       await Promise.race([Promise.all(shuttingDown.map((p) => p.w.exited)), sleep(SIGTERM_EXIT_WAIT_MS)]);
@@ -837,6 +907,10 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     const recordsMissing = missingJobRows.length + missingAttempts.length;
     if (a.byCause.sigterm)
       failures.push(`${a.byCause.sigterm} re-runs after a SIGTERM (warm shutdown must not re-run work)`);
+    if (a.byCause.upgrade)
+      failures.push(
+        `${a.byCause.upgrade} re-runs after a worker was replaced by one of the other release (warm shutdown must not re-run work)`,
+      );
     // A restart re-runs a job only when the outage outlasted its lease, and then fenced.
     const restarts = auditRestartReruns(a.duplicates, faults, o.leaseMs);
     if (restarts.unjustified.length)
@@ -854,7 +928,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     const neverRan = jobs.filter((j) => states.get(j.id)!.state === "completed" && !lastRuns.has(j.id));
     if (neverRan.length)
       failures.push(`${neverRan.length} jobs completed at ${last} without an execution there`);
-    const sigtermExits = procs.filter((p) => p.fate === "sigterm" && p.exit !== 0);
+    const sigtermExits = procs.filter((p) => (p.fate === "sigterm" || p.fate === "upgrade") && p.exit !== 0);
     if (sigtermExits.length)
       failures.push(
         `SIGTERMed workers that did not exit 0: ${sigtermExits.map((p) => `${p.file} (${p.exit ?? "still running"})`).join(", ")}`,
@@ -911,9 +985,10 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
     const lateDiscarded = [...ends.values()].filter(
       (e) => e.outcome === "fenced" || e.outcome === "leaseLost",
     ).length;
-    const faultCounts: Record<string, number> = Object.fromEntries(
-      (failingOver ? FAILOVER_FAULT_KINDS : FAULT_KINDS).map((k) => [k, 0]),
-    );
+    const faultCounts: Record<string, number> = Object.fromEntries(kinds.map((k) => [k, 0]));
+    const releaseOfPid = new Map(procs.map((p) => [p.pid, p.release]));
+    const executionsByRelease = { this: 0, previous: 0 };
+    for (const e of executions) executionsByRelease[releaseOfPid.get(e.pid) ?? "this"]++;
     for (const f of faults) faultCounts[f.kind] = (faultCounts[f.kind] ?? 0) + 1;
     return {
       redis: o.redis,
@@ -931,6 +1006,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       unplanned_retries: a.unplannedRetries,
       duplicates: a.duplicates.length,
       duplicates_after_sigterm: a.byCause.sigterm,
+      duplicates_after_upgrade: a.byCause.upgrade,
       duplicates_after_sigkill: a.byCause.sigkill,
       duplicates_after_sigstop: a.byCause.sigstop,
       duplicates_after_redis_restart: a.byCause.redis_restart,
@@ -961,6 +1037,9 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       faults_skipped: skipped,
       workers_started: procs.length,
       sigterm_exits_nonzero: sigtermExits.length,
+      upgrades_to_this: upgradesTo.this,
+      upgrades_to_previous: upgradesTo.previous,
+      executions_by_release: executionsByRelease,
       elapsed_seconds: 0,
       pass: false,
       failures,
@@ -1093,7 +1172,12 @@ export function summary(r: ChaosReport): string {
     `faults: ${Object.entries(r.faults)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}${r.faults_skipped ? ` (${r.faults_skipped} skipped: no live worker)` : ""}`,
-    `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart} (lease lapsed in the outage and fenced: ${r.restart_reruns_lapsed_and_fenced}; outages ${r.redis_outages_ms.join(", ")} ms), after a failover ${r.duplicates_after_failover}, after SIGTERM ${r.duplicates_after_sigterm}, unexplained ${r.duplicates_other}`,
+    `executions ${r.executions}: planned retries ${r.retries}, re-runs ${r.duplicates} — after SIGKILL ${r.duplicates_after_sigkill}, after SIGSTOP ${r.duplicates_after_sigstop}, after a Redis restart ${r.duplicates_after_redis_restart} (lease lapsed in the outage and fenced: ${r.restart_reruns_lapsed_and_fenced}; outages ${r.redis_outages_ms.join(", ")} ms), after a failover ${r.duplicates_after_failover}, after SIGTERM ${r.duplicates_after_sigterm}, after an upgrade ${r.duplicates_after_upgrade}, unexplained ${r.duplicates_other}`,
+    ...(r.upgrades_to_this + r.upgrades_to_previous > 0 || r.executions_by_release.previous > 0
+      ? [
+          `releases: workers replaced previous → this ${r.upgrades_to_this}, this → previous ${r.upgrades_to_previous}; executions by this release ${r.executions_by_release.this}, by the previous ${r.executions_by_release.previous}`,
+        ]
+      : []),
     `late completions fenced off ${r.fenced_late_completions} (late results discarded by workers ${r.late_results_discarded}); stalls ${r.stalled}, hand-backs ${r.handed_back}`,
     `PostgreSQL: ${r.records_missing_in_postgres} records missing, ${r.records_inconsistent} inconsistent`,
     ...(r.flows > 0

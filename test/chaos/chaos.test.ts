@@ -8,7 +8,10 @@
 // reads its JSON report (the report's type is the only thing imported from chaos/). Half the jobs
 // carry a group (--groups 4): three groups of concurrency 2 and a sequence of concurrency 1, whose
 // limits the audit checks from the handler's own start and end records. 40 flows (--flows 40) run
-// beside the plain jobs: no dependent may start before all its parents completed.
+// beside the plain jobs: no dependent may start before all its parents completed. Workers of two
+// releases run side by side (--upgrade: the first of stages a and b starts on the previous release,
+// `make previous-release`), and upgrade faults replace a worker by one of the other release with
+// warm shutdown: no re-run may follow one.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { before, describe, test } from "node:test";
@@ -16,7 +19,7 @@ import type { ChaosReport } from "../../chaos/run.ts";
 import { NODE, REPO } from "../support/workers.ts";
 
 /** The fault kinds a run must inject (chaos/plan.ts's FAULT_KINDS). */
-const FAULT_KINDS = ["sigterm", "sigkill", "sigstop", "redis_restart", "postgres_restart"];
+const FAULT_KINDS = ["sigterm", "sigkill", "sigstop", "redis_restart", "postgres_restart", "upgrade"];
 
 describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
   let code: number | null;
@@ -29,6 +32,7 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     const args = [
       "chaos/run.ts",
       ...["--jobs", "1000", "--seconds", "40", "--fault-every", "2s", "--groups", "4", "--flows", "40"],
+      "--upgrade",
       "--json",
     ];
     if (process.env.CHAOS_SEED) args.push("--seed", process.env.CHAOS_SEED);
@@ -52,6 +56,7 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     assert.equal(r.lost, 0, why);
     assert.equal(r.completed + r.dead_lettered + r.flow_jobs_cancelled, 1000 + r.flow_jobs, why);
     assert.equal(r.duplicates_after_sigterm, 0, why);
+    assert.equal(r.duplicates_after_upgrade, 0, why);
     assert.equal(r.sigterm_exits_nonzero, 0, why);
     assert.equal(r.records_missing_in_postgres, 0, why);
     assert.equal(r.records_inconsistent, 0, why);
@@ -75,6 +80,13 @@ describe("chaos, bounded run", { timeout: 10 * 60_000 }, () => {
     for (const k of FAULT_KINDS)
       assert.ok((r.faults[k] ?? 0) >= 1, `no ${k} was injected: ${JSON.stringify(r.faults)}`);
     assert.equal(code, r.pass ? 0 : 1);
+  });
+
+  test("two releases: workers of the previous release ran jobs, and one was replaced by the other release without a re-run", () => {
+    assert.ok(r.executions_by_release.previous > 0, JSON.stringify(r.executions_by_release));
+    assert.ok(r.executions_by_release.this > 0, JSON.stringify(r.executions_by_release));
+    assert.ok(r.upgrades_to_this + r.upgrades_to_previous >= 1, `${r.faults_skipped} faults skipped`);
+    assert.equal(r.upgrades_to_this + r.upgrades_to_previous, r.faults.upgrade);
   });
 
   test("grouped jobs: no group ran more at once than its limit at any stage, the sequence started in order", () => {

@@ -3,7 +3,10 @@
 // with `helm install` — the operator and the job API run as real pods. A two-stage pipeline is
 // applied with `kubectl apply`, a burst of jobs scales both pools 0 → N → 0 with real worker pods,
 // and the dashboard is reached with `kubectl port-forward`. Shared by `make demo` (test/e2e/demo.ts)
-// and test/e2e/nodedemo.test.ts.
+// and test/e2e/nodedemo.test.ts. With `upgrade` (`make upgrade-demo`, test/e2e/upgradeDemo.ts) the
+// previous release's chart and images are installed instead, and mid-run, under load, `helm
+// upgrade` takes it to this release in two steps: the operator and job API alone (every worker
+// pod keeps running), then the workers' image (each pool's pods roll with warm shutdown).
 //
 // How pods reach the API server (docs/node.md): the API server listens on loopback only; the node
 // relays its bridge address (in the API server's certificate) to it, and the chart's pods are told
@@ -15,13 +18,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Watch, type V1Pod } from "@kubernetes/client-node";
 import { pollUntil } from "../support/poll.ts";
-import { connectRedis, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { buildImages, OPERATOR_IMAGE, WORKER_IMAGE } from "../support/containers.ts";
 import { ControlPlane, DEFAULT_CONTROLLERS } from "../support/controlplane.ts";
 import { hostState, nodeFootprint, RealNode } from "../support/node.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { startProcess, stopProcess, type Started } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
+import type { PreviousImages } from "../support/releases.ts";
 import { REPO } from "../support/workers.ts";
 import {
   collectOutcome,
@@ -56,6 +60,30 @@ export interface NodeScenarioOptions {
   midRun?: (d: Dashboard) => Promise<void>;
   /** After the summary's facts are collected, before anything stops (`make demo --keep`). */
   beforeStop?: (d: Dashboard) => Promise<void>;
+
+  /** Install this (the previous release) and `helm upgrade` to this release mid-run. */
+  upgrade?: PreviousImages;
+}
+
+/** What the mid-run `helm upgrade` did (NodeScenarioOptions.upgrade). */
+export interface UpgradeReport {
+  /** Step 1, operator and job API only: their pods before and after (names). */
+  systemPodsBefore: string[];
+  systemPodsAfter: string[];
+  /** Worker pods running before step 1: still running after it with the same UID, or removed by a scale-down. */
+  workerPodsBefore: number;
+  workerPodsKept: number;
+  workerPodsScaledDown: number;
+  /** Worker ReplicaSets (pod template hashes) step 1 created: none when the template did not change. */
+  newTemplatesAfterOperatorUpgrade: string[];
+  /** Step 2, the workers' image: pods of the previous template that rolled, and their exit codes. */
+  workerPodsRolled: number;
+  rolledExitCodes: (number | undefined)[];
+  /** Jobs enqueued while the upgrade ran (beside the first burst). */
+  jobsDuringUpgrade: number;
+  /** Seconds each step took. */
+  operatorStepSeconds: number;
+  workerStepSeconds: number;
 }
 
 export interface PodTiming {
@@ -73,6 +101,11 @@ export interface PodTiming {
   deleted?: boolean;
   /** When the watch first saw the pod's deletionTimestamp (ms since the epoch). */
   deleting?: number;
+  uid?: string;
+  /** Its ReplicaSet's pod template hash (worker pods). */
+  templateHash?: string;
+  /** When it was first seen Ready (ms since epoch). */
+  readyAt?: number;
 }
 
 export interface NodeScenarioReport {
@@ -91,6 +124,7 @@ export interface NodeScenarioReport {
   footprint: string[];
   /** Seconds from start to the first job enqueued (control plane, node, images, chart). */
   setupSeconds: number;
+  upgrade?: UpgradeReport;
 }
 
 /** Watches every pod: create → Running/Ready latencies and the worker containers' exit codes. */
@@ -116,6 +150,8 @@ export class PodWatcher {
             pool: pod.metadata!.labels?.["conveyor.dev/workerpool"],
             canary: pod.metadata!.labels?.["conveyor.dev/track"] === "canary",
             seen: Date.now(),
+            uid: pod.metadata!.uid,
+            templateHash: pod.metadata!.labels?.["pod-template-hash"],
           };
           this.pods.set(key, t);
         }
@@ -125,6 +161,7 @@ export class PodWatcher {
         const ready = pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
         if (t.toReadyMs === undefined && ready) {
           t.toReadyMs = Date.now() - t.seen;
+          t.readyAt = Date.now();
           onChange(`pod ${key} Ready ${(t.toReadyMs / 1000).toFixed(1)}s after it was created`);
         }
         if (pod.metadata!.deletionTimestamp && t.deleting === undefined) t.deleting = Date.now();
@@ -213,6 +250,10 @@ export interface NodeCluster {
   podRedis: string;
   podDatabase: string;
   dashboard: Dashboard;
+  /** The chart's values for an operator and a worker image (what `helm upgrade` takes). */
+  valuesFor: (operatorImage: string, workerImage: string) => object;
+  /** Where the installed values are. */
+  valuesFile: string;
   t0: number;
   elapsed: () => string;
   say: (line: string) => void;
@@ -225,7 +266,11 @@ export interface NodeCluster {
  * containerd, Redis and PostgreSQL, `helm install` of the chart (operator and job API as pods), the
  * external metrics API served, the job API through `kubectl port-forward`, the `demo-db` Secret.
  */
-export async function startNodeCluster(say: (line: string) => void): Promise<NodeCluster> {
+export async function startNodeCluster(
+  say: (line: string) => void,
+  /** Install the previous release's chart and images instead (`make upgrade-demo`). */
+  from?: PreviousImages,
+): Promise<NodeCluster> {
   const t0 = Date.now();
   const elapsed = () => `${((Date.now() - t0) / 1000).toFixed(0)}s`;
   const dir = mkdtempSync(join(tmpdir(), "cvy-demo-"));
@@ -241,6 +286,7 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
     say("building the images (make images; cached after the first run)…");
     await buildImages();
     say(`[${elapsed()}] images ready: ${WORKER_IMAGE}, ${OPERATOR_IMAGE}`);
+    if (from) say(`previous release: ${from.operatorImage}, ${from.workerImage}, chart ${from.chartDir}`);
 
     const address = RealNode.freeAddress();
     say(
@@ -267,7 +313,11 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
     say(`[${elapsed()}] node ${node.name} Ready (bridge ${node.bridge}, ${address}/24)`);
     const n = node;
     const importing = (async () => {
-      for (const image of [OPERATOR_IMAGE, WORKER_IMAGE]) {
+      for (const image of [
+        OPERATOR_IMAGE,
+        WORKER_IMAGE,
+        ...(from ? [from.operatorImage, from.workerImage] : []),
+      ]) {
         const ti = Date.now();
         await n.importImage(image);
         say(`[${elapsed()}] ${image} imported into containerd in ${((Date.now() - ti) / 1000).toFixed(1)}s`);
@@ -317,13 +367,13 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
       repository: ref.slice(0, ref.lastIndexOf(":")),
       tag: ref.slice(ref.lastIndexOf(":") + 1),
     });
-    const values = {
+    const valuesFor = (operatorImage: string, workerImage: string) => ({
       operator: {
         replicas: 1,
-        image: { ...image(OPERATOR_IMAGE), pullPolicy: "Never" },
+        image: { ...image(operatorImage), pullPolicy: "Never" },
         extraEnv: kubeEnv,
       },
-      worker: { image: image(WORKER_IMAGE) },
+      worker: { image: image(workerImage) },
       jobApi: {
         enabled: true,
         replicas: 1,
@@ -333,11 +383,19 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
         pools: { enabled: true },
         extraEnv: kubeEnv,
       },
-    };
+    });
     const valuesFile = join(dir, "values.json");
-    writeFileSync(valuesFile, JSON.stringify(values, null, 2));
-    say("helm install conveyor charts/conveyor (the operator and the job API as pods on the node)…");
-    await cp.helm("install", RELEASE, join(REPO, "charts", "conveyor"), "-n", RELEASE_NS, "-f", valuesFile);
+    writeFileSync(
+      valuesFile,
+      JSON.stringify(
+        valuesFor(from?.operatorImage ?? OPERATOR_IMAGE, from?.workerImage ?? WORKER_IMAGE),
+        null,
+        2,
+      ),
+    );
+    const chart = from?.chartDir ?? join(REPO, "charts", "conveyor");
+    say(`helm install conveyor ${chart} (the operator and the job API as pods on the node)…`);
+    await cp.helm("install", RELEASE, chart, "-n", RELEASE_NS, "-f", valuesFile);
     await pollUntil(
       "the operator and the job API Ready",
       async () => {
@@ -374,6 +432,8 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
       podRedis,
       podDatabase,
       dashboard,
+      valuesFor,
+      valuesFile,
       t0,
       elapsed,
       say,
@@ -410,8 +470,11 @@ export async function startNodeCluster(say: (line: string) => void): Promise<Nod
 }
 
 export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeScenarioReport> {
-  const c = await startNodeCluster(opts.say);
-  const { cp, node, redis, pg, watcher, dir, podRedis, dashboard, t0, say } = c;
+  const from = opts.upgrade;
+  const c = await startNodeCluster(opts.say, from);
+  const { cp, redis, pg, watcher, dir, podRedis, dashboard, t0, say, elapsed } = c;
+  /** Jobs enqueued in all: the burst, and those enqueued while an upgrade runs. */
+  let jobsTotal = opts.jobs;
   try {
     // The pipeline, as a user applies it. The handler directory and the execution log (how the
     // demo counts executions, independently of the queue) are hostPath volumes.
@@ -431,6 +494,9 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     const admin = new QueueAdmin(redis);
     const progress = poolProgress(cp, admin, started, say);
     let midRun: Promise<void> | undefined;
+    let upgrading: Promise<UpgradeReport> | undefined;
+    let upgradeReport: UpgradeReport | undefined;
+    let upgradeFailed: Error | undefined;
     let logLines: { pod: string; lines: string[] } | undefined;
     let logsTaking: Promise<void> | undefined;
     await pollUntil(
@@ -439,6 +505,14 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
         const { atZero, pools } = await progress.poll();
         const bothServing = pools.every((p) => p.ready >= 1);
         const workLeft = pools.some((p) => p.backlog > 0);
+        if (upgradeFailed) throw upgradeFailed;
+        if (bothServing && workLeft && from && !upgrading) {
+          upgrading = upgradeMidRun(from);
+          upgrading.then(
+            (r) => (upgradeReport = r),
+            (err: Error) => (upgradeFailed = err),
+          );
+        }
         if (bothServing && workLeft && !midRun && opts.midRun) {
           midRun = opts
             .midRun(dashboard)
@@ -465,7 +539,8 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
             ).catch(() => {});
           })();
         }
-        const done = (await admin.counts(POOLS[1].queue)).completed >= opts.jobs;
+        const upgraded = !from || upgradeReport !== undefined;
+        const done = upgraded && (await admin.counts(POOLS[1].queue)).completed >= jobsTotal;
         const workersLeft = [...watcher!.pods.values()].filter((p) => p.pool && !p.deleted);
         return done && atZero && workersLeft.length === 0;
       },
@@ -474,18 +549,19 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     const seconds = (Date.now() - started) / 1000;
     await midRun;
     await logsTaking;
-    say(`all ${opts.jobs} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
+    say(`all ${jobsTotal} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
 
     const getWp = await cp.kubectl("get", "wp");
     const executionLog = join(dir, "out", "executions.ndjson");
     const outcome = await collectOutcome(cp, admin, pg, {
       executionLog,
       maxReplicas: progress.maxReplicas,
-      jobs: opts.jobs,
+      jobs: jobsTotal,
     });
     await opts.beforeStop?.(dashboard);
     const report = {
-      jobs: opts.jobs,
+      jobs: jobsTotal,
+      ...(upgradeReport ? { upgrade: upgradeReport } : {}),
       seconds,
       ...outcome,
       getWp,
@@ -501,5 +577,160 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
   } catch (err) {
     await c.stop().catch(() => {});
     throw err;
+  }
+
+  /**
+   * `helm upgrade` from the previous release under load, in two steps: the new CRD, then this
+   * chart with this operator image but the previous worker image (only the operator and the job
+   * API change: every worker pod must keep running), then this worker image too (each pool's pods
+   * roll with warm shutdown and exit 0). Jobs keep coming meanwhile.
+   */
+  async function upgradeMidRun(prev: PreviousImages): Promise<UpgradeReport> {
+    const { valuesFor, valuesFile } = c;
+    const w = watcher;
+    const producer = new Producer(redis);
+    let during = 0;
+    let producing = true;
+    let report: UpgradeReport | undefined;
+    // the load through the upgrade: 20 jobs every half second on the first stage
+    const load = (async () => {
+      while (producing) {
+        const batch = Array.from({ length: 20 }, () => ({
+          id: `doc-${jobsTotal + during++}`,
+          data: { sleepMs: opts.jobMs, result: { sleepMs: opts.jobMs * 3 } },
+        }));
+        await producer.enqueueMany(POOLS[0].queue, batch);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
+    try {
+      const system = () =>
+        [...w.pods.values()].filter((p) => p.namespace === RELEASE_NS && !p.deleted).map((p) => p.name);
+      const liveWorkers = () =>
+        [...w.pods.values()].filter((p) => p.pool && !p.deleted && p.toReadyMs !== undefined);
+      const hashes = async () =>
+        new Set(
+          (
+            JSON.parse(
+              await cp.kubectl("-n", NS, "get", "rs", "-l", "conveyor.dev/workerpool", "-o", "json"),
+            ) as {
+              items: { metadata: { labels: Record<string, string> } }[];
+            }
+          ).items.map((rs) => rs.metadata.labels["pod-template-hash"]!),
+        );
+      say(
+        `  [${elapsed()}] upgrade: kubectl apply --server-side -f charts/conveyor/crds/ (this release's CRD first)`,
+      );
+      const crdOut = await cp.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        join(REPO, "charts", "conveyor", "crds"),
+      );
+      say(`    ${crdOut.trim()}`);
+
+      // step 1: the operator and the job API only
+      const t1 = Date.now();
+      const systemBefore = system();
+      const workersBefore = liveWorkers().map((p) => ({ name: p.name, uid: p.uid }));
+      const hashesBefore = await hashes();
+      say(
+        `  [${elapsed()}] upgrade step 1: helm upgrade to this chart and operator image, workers still on ${prev.workerImage} (${workersBefore.length} worker pods running: ${workersBefore.map((p) => p.name).join(", ")})`,
+      );
+      const step1 = join(dir, "values-step1.json");
+      writeFileSync(step1, JSON.stringify(valuesFor(OPERATOR_IMAGE, prev.workerImage), null, 2));
+      await cp.helm("upgrade", RELEASE, join(REPO, "charts", "conveyor"), "-n", RELEASE_NS, "-f", step1);
+      const replaced = await pollUntil(
+        "the operator and the job API replaced by Ready pods of this release",
+        async () => {
+          const now = [...w.pods.values()].filter((p) => p.namespace === RELEASE_NS && !p.deleted);
+          const fresh = now.filter((p) => !systemBefore.includes(p.name) && p.readyAt !== undefined);
+          return now.length === 2 && fresh.length === 2 ? fresh : undefined;
+        },
+        { timeoutMs: 180_000, intervalMs: 250 },
+      );
+      const operatorReady = Math.max(...replaced.map((p) => p.readyAt!));
+      say(`  [${elapsed()}] upgrade step 1: ${replaced.map((p) => p.name).join(", ")} Ready; old pods gone`);
+      // the new operator has reconciled each pool once it wrote the pool's status after it was Ready
+      await pollUntil(
+        "this release's operator reconciled both pools",
+        async () => {
+          const pools = JSON.parse(
+            await cp.kubectl("-n", NS, "get", "wp", "-o", "json", "--show-managed-fields"),
+          ) as {
+            items: { metadata: { managedFields?: { subresource?: string; time?: string }[] } }[];
+          };
+          return pools.items.every((p) =>
+            (p.metadata.managedFields ?? []).some(
+              (m) => m.subresource === "status" && Date.parse(m.time ?? "") >= operatorReady + 1000,
+            ),
+          );
+        },
+        { timeoutMs: 120_000, intervalMs: 500 },
+      );
+      const hashesAfter = await hashes();
+      const newTemplates = [...hashesAfter].filter((h) => !hashesBefore.has(h));
+      const kept = workersBefore.filter((b) =>
+        [...w.pods.values()].some(
+          (p) => p.name === b.name && p.uid === b.uid && !p.deleted && p.exitCode === undefined,
+        ),
+      ).length;
+      const operatorStepSeconds = (Date.now() - t1) / 1000;
+      say(
+        `  [${elapsed()}] upgrade step 1 done in ${operatorStepSeconds.toFixed(0)}s: worker pods kept ${kept}/${workersBefore.length} (same UIDs; ${workersBefore.length - kept} removed by scale-down), new pod templates ${newTemplates.length}`,
+      );
+
+      // step 2: the workers' image
+      const t2 = Date.now();
+      const oldTemplates = new Set(hashesAfter);
+      say(
+        `  [${elapsed()}] upgrade step 2: helm upgrade with this worker image ${WORKER_IMAGE} (each pool rolls)`,
+      );
+      writeFileSync(valuesFile, JSON.stringify(valuesFor(OPERATOR_IMAGE, WORKER_IMAGE), null, 2));
+      await cp.helm("upgrade", RELEASE, join(REPO, "charts", "conveyor"), "-n", RELEASE_NS, "-f", valuesFile);
+      // (the chart passes the worker image to the operator: its pod restarts, then each pool rolls)
+      const rolled = await pollUntil(
+        "every worker pod of the previous image replaced",
+        async () => {
+          const old = [...w.pods.values()].filter(
+            (p) => p.pool && p.templateHash && oldTemplates.has(p.templateHash),
+          );
+          const live = old.filter((p) => !p.deleted);
+          return newTemplatesSeen() && live.length === 0 ? old : undefined;
+        },
+        { timeoutMs: 300_000, intervalMs: 500 },
+      );
+      function newTemplatesSeen(): boolean {
+        return [...w.pods.values()].some(
+          (p) => p.pool && p.templateHash && !oldTemplates.has(p.templateHash),
+        );
+      }
+      const workerStepSeconds = (Date.now() - t2) / 1000;
+      const ranOld = rolled.filter((p) => p.readyAt !== undefined && p.readyAt < t2);
+      say(
+        `  [${elapsed()}] upgrade step 2 done in ${workerStepSeconds.toFixed(0)}s: ${ranOld.length} worker pods of the previous image rolled, exit codes ${[...new Set(ranOld.map((p) => p.exitCode))].join(", ")}`,
+      );
+      report = {
+        systemPodsBefore: systemBefore,
+        systemPodsAfter: system(),
+        workerPodsBefore: workersBefore.length,
+        workerPodsKept: kept,
+        workerPodsScaledDown: workersBefore.length - kept,
+        newTemplatesAfterOperatorUpgrade: newTemplates,
+        workerPodsRolled: ranOld.length,
+        rolledExitCodes: ranOld.map((p) => p.exitCode),
+        jobsDuringUpgrade: 0,
+        operatorStepSeconds,
+        workerStepSeconds,
+      };
+      return report;
+    } finally {
+      producing = false;
+      await load;
+      jobsTotal += during;
+      if (report) report.jobsDuringUpgrade = during;
+      say(`  [${elapsed()}] upgrade: ${during} jobs enqueued while it ran; ${jobsTotal} in all`);
+    }
   }
 }

@@ -15,7 +15,7 @@ import { ControlPlane, type ControlPlaneOptions } from "./controlplane.ts";
 import { PodRunner } from "./podRunner.ts";
 import { startProcess, stopProcess, type Started } from "./processes.ts";
 import { RedisServer } from "./redis.ts";
-import { CONVEYOR, NODE } from "./workers.ts";
+import { CONVEYOR, NODE, type Release } from "./workers.ts";
 
 export interface OperatorProcess {
   name: string;
@@ -33,15 +33,16 @@ export async function startOperator(
   cp: ControlPlane,
   name: string,
   args: string[] = [],
-  opts: { timeoutMs?: number; env?: Record<string, string> } = {},
+  /** release: which release's operator runs (default this one; test/support/releases.ts). */
+  opts: { timeoutMs?: number; env?: Record<string, string>; release?: Release } = {},
 ): Promise<OperatorProcess> {
   const log = join(cp.dir, `operator-${name}.log`);
   // the log is appended to: a restart under the same name reads only its own lines
   const logStart = existsSync(log) ? statSync(log).size : 0;
   const proc = startProcess(
-    NODE,
+    opts.release?.node ?? NODE,
     [
-      CONVEYOR,
+      opts.release?.conveyor ?? CONVEYOR,
       "operator",
       `--kubeconfig=${cp.kubeconfigPath}`,
       `--identity=${name}`,

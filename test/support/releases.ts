@@ -1,6 +1,6 @@
 // The previous release of Conveyor, built by scripts/previous-release.sh (`make previous-release`)
 // into a cache outside the repo, for tests that run two versions side by side.
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { releaseAt, REPO, THIS_RELEASE, type Release } from "./workers.ts";
@@ -40,4 +40,35 @@ export function releasePyClient(release: Release, redisUrl: string, args: string
     },
   );
   return JSON.parse(out.trim().split("\n").pop()!);
+}
+
+/** The previous release's images and chart, for `helm upgrade` from it (scripts/previous-release-images.sh). */
+export interface PreviousImages {
+  chartDir: string;
+  operatorImage: string;
+  workerImage: string;
+}
+
+let previousImagesBuilt: Promise<PreviousImages> | undefined;
+/** Builds (once; cached in the project's podman storage) the previous release's images; its chart. */
+export function previousReleaseImages(): Promise<PreviousImages> {
+  previousImagesBuilt ??= (async () => {
+    const script = join(REPO, "scripts/previous-release-images.sh");
+    const tag = execFileSync("bash", [script, "--print-tag"], { encoding: "utf8" }).trim().split("\n").pop()!;
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        "bash",
+        [script],
+        { maxBuffer: 64 * 1024 * 1024, timeout: 30 * 60_000 },
+        (err, stdout, stderr) =>
+          err ? reject(new Error(`${script} failed: ${err.message}\n${stdout}${stderr}`)) : resolve(),
+      );
+    });
+    return {
+      chartDir: join(previousRelease().dir, "charts", "conveyor"),
+      operatorImage: `localhost/conveyor-operator:${tag}`,
+      workerImage: `localhost/conveyor-worker:${tag}`,
+    };
+  })();
+  return previousImagesBuilt;
 }
