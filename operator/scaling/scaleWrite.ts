@@ -22,6 +22,7 @@ export async function applyScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
+  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   return withSpan(
     "scale WorkerPool",
@@ -32,7 +33,7 @@ export async function applyScale(
       "conveyor.scale.reason": d.reason,
       "conveyor.scale.message": d.message,
     },
-    () => writeScale(ctx, key, pool, spec, deployment, state, d),
+    () => writeScale(ctx, key, pool, spec, deployment, state, d, stableShare),
   );
 }
 
@@ -44,6 +45,7 @@ async function writeScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
+  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
@@ -54,7 +56,7 @@ async function writeScale(
   // kubectl scale) fails the write with 409 and the reconcile decides again from the new count.
   const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
     metadata: { resourceVersion: deployment.metadata.resourceVersion },
-    spec: { replicas: d.replicas },
+    spec: { replicas: stableShare ? stableShare(d.replicas) : d.replicas },
   });
   const at = Date.now();
   recordScale(state.scaler, spec, d, at);
