@@ -3,6 +3,7 @@
 import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
 import { prepareScripts, runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
 import { runDurableScript, type DurabilityOptions } from "./durability.ts";
+import { readableLayouts } from "./layout.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
 import { parseAttemptErrors, type AttemptErrorKind } from "./attemptErrors.ts";
@@ -33,12 +34,19 @@ export interface ConsumerOptions extends DurabilityOptions {
    * counted per version in `<queue>versions` for judging a canary (docs/rollouts.md). Unset: none.
    */
   templateVersion?: string;
+  /**
+   * The newest layout this consumer reads (default: this release's, or CONVEYOR_LAYOUTS'): a claim
+   * takes nothing once a newer layout is in force, and says so (ClaimResult.refusedLayout).
+   */
+  readsLayout?: number;
 }
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
   /** When the earliest delayed job becomes due (ms since epoch), or null. */
   nextDueAt: number | null;
+  /** The layout in force when it is newer than this consumer reads: the claim took nothing. */
+  refusedLayout?: number;
 }
 
 /** `lost`: the lease moved on (fenced); `cancelled`: the job was cancelled while it ran. */
@@ -230,7 +238,11 @@ export class Consumer {
     this.redis = redis;
     this.queue = queue;
     this.keys = new QueueKeys(queue);
-    this.opts = { retentionSeconds: DEFAULT_RETENTION_SECONDS, ...opts };
+    this.opts = {
+      retentionSeconds: DEFAULT_RETENTION_SECONDS,
+      ...opts,
+      readsLayout: opts.readsLayout ?? readableLayouts().max,
+    };
   }
 
   /**
@@ -254,13 +266,13 @@ export class Consumer {
     const k = this.keys;
     const now = Date.now();
     const sentAt = performance.now();
-    const [flat, nextDue, slack] = await runScript<[string[], number, number?]>(
+    const [flat, nextDue, slack, refused] = await runScript<[string[], number, number?, number?]>(
       this.redis,
       "claim_jobs",
       this.claimKeys,
-      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
+      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId, this.opts.readsLayout],
     );
-    return this.claimed(flat, nextDue, now, sentAt, slack);
+    return this.claimed(flat, nextDue, now, sentAt, slack, refused);
   }
 
   /** claim_jobs' KEYS, in CLAIM_KEYS' order. */
@@ -273,10 +285,22 @@ export class Consumer {
    * Parse a claim reply (claim_jobs, or the claim part of a complete-and-claim); `sentAt`: the
    * call's send time (performance.now()), `slack`: the reply's startSlackMs.
    */
-  private claimed(flat: string[], nextDue: number, now: number, sentAt: number, slack = 0): ClaimResult {
+  private claimed(
+    flat: string[],
+    nextDue: number,
+    now: number,
+    sentAt: number,
+    slack = 0,
+    refused?: number,
+  ): ClaimResult {
     const jobs: ClaimedJob[] = [];
     const startBy = slack > 0 ? { startBy: sentAt + slack } : {};
-    if (flat.length === 0) return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
+    if (flat.length === 0)
+      return {
+        jobs,
+        nextDueAt: nextDue >= 0 ? nextDue : null,
+        ...(refused ? { refusedLayout: refused } : {}),
+      };
     const { stride, at } = claimLayout(flat[0]!);
     // (a field the reply does not name reads as undefined: its default below)
     const field = (i: number, name: string): string | undefined => {
@@ -387,6 +411,7 @@ export class Consumer {
       this.opts.workerId,
       next?.contract ?? "",
       this.opts.templateVersion ?? "",
+      this.opts.readsLayout,
     ];
     for (const { job, settlement: s } of batch) {
       if (s.next?.queue !== next?.queue || (s.next?.contract ?? "") !== (next?.contract ?? ""))
@@ -410,14 +435,13 @@ export class Consumer {
           s.next.trace ?? "",
         );
     }
-    const [codes, flat, nextDue, slack] = await runDurableScript<[number[], string[], number, number?]>(
-      this.redis,
-      this.opts,
-      "settle_jobs",
-      keys,
-      args,
-    );
-    return { outcomes: codes.map(settleOutcome), ...this.claimed(flat, nextDue, now, sentAt, slack) };
+    const [codes, flat, nextDue, slack, refused] = await runDurableScript<
+      [number[], string[], number, number?, number?]
+    >(this.redis, this.opts, "settle_jobs", keys, args);
+    return {
+      outcomes: codes.map(settleOutcome),
+      ...this.claimed(flat, nextDue, now, sentAt, slack, refused),
+    };
   }
   private completeKeyList: string[] | undefined;
   private nextKeys: QueueKeys | undefined;

@@ -26,7 +26,7 @@ class PipelineKeyLayout:
         self.outbox = f"{self.prefix}outbox"
         # Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue.
         self.notify = f"{self.prefix}notify"
-        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).
+        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies, `layout` = the layout in force, mirrored for the claim).
         self.meta = f"{self.prefix}meta"
         # The layout in force (a hash): `inForce` (absent: 1), `firstVersion` (the first release that reads it), `finalizedAt`, `finalizedBy`.
         self.layout = f"{self.prefix}layout"
