@@ -3,6 +3,9 @@
 // it, so a renamed variable or a new handler kind cannot reach one side only.
 import { assertCallable } from "./pythonCallable.ts";
 
+/** The worker's health and metrics port (/healthz /readyz /metrics), unless CONVEYOR_PORT says otherwise. */
+export const WORKER_PORT = 9464;
+
 /** The worker's environment variables the operator sets (the worker's settings read them). */
 export const WORKER_ENV = {
   queue: "CONVEYOR_QUEUE",

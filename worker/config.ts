@@ -33,6 +33,7 @@ import {
   parseHandler,
   TEMPLATE_VERSION_PATTERN,
   WORKER_ENV,
+  WORKER_PORT,
   type HandlerSpec,
 } from "../lib/workerContract.ts";
 import { allowList, type NotifyConfig } from "./notify.ts";
@@ -168,7 +169,11 @@ export const WORKER_SETTINGS = {
   ),
   "backoff-base": duration("CONVEYOR_BACKOFF_BASE", { default: "1s" }, "retry backoff base"),
   "backoff-max": duration("CONVEYOR_BACKOFF_MAX", { default: "5m" }, "retry backoff cap"),
-  port: int(WORKER_ENV.port, { default: 9464, max: 65535 }, "/healthz /readyz /metrics port (0 = any)"),
+  port: int(
+    WORKER_ENV.port,
+    { default: WORKER_PORT, max: 65535 },
+    "/healthz /readyz /metrics port (0 = any)",
+  ),
   "worker-id": str(
     "CONVEYOR_WORKER_ID",
     { arg: "ID", defaultHelp: "POD_NAME, else host-pid" },
