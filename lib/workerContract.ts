@@ -3,6 +3,9 @@
 // it, so a renamed variable or a new handler kind cannot reach one side only.
 import { assertCallable } from "./pythonCallable.ts";
 
+/** The most jobs a batch call may carry (the worker's --batch-size, the pool's spec.batch). */
+export const MAX_BATCH_SIZE = 10_000;
+
 /** The worker's health and metrics port (/healthz /readyz /metrics), unless CONVEYOR_PORT says otherwise. */
 export const WORKER_PORT = 9464;
 

@@ -32,6 +32,7 @@ import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import {
   parseHandler,
   TEMPLATE_VERSION_PATTERN,
+  MAX_BATCH_SIZE,
   WORKER_ENV,
   WORKER_PORT,
   type HandlerSpec,
@@ -99,8 +100,7 @@ export interface BatchConfig {
   waitMs: number;
 }
 
-/** The most jobs a batch call may carry. */
-export const MAX_BATCH_SIZE = 10_000;
+export { MAX_BATCH_SIZE };
 
 /** The jobs a worker holds at once: concurrency calls of batch.size jobs each (1 without batches). */
 export function jobSlots(config: Pick<WorkerConfig, "concurrency" | "batch">): number {
