@@ -238,6 +238,10 @@ describe("the layout in force", () => {
     const refused = await behind.claim(5);
     assert.deepEqual(refused.jobs, []);
     assert.equal(refused.refusedLayout, 2);
+    // (the claim of a settle, complete-and-claim, refuses the same way)
+    const settledRefused = await behind.settleMany([], 5);
+    assert.deepEqual(settledRefused.jobs, []);
+    assert.equal(settledRefused.refusedLayout, 2);
     const ahead = new Consumer(redis, "missed/a", { workerId: "c-ahead", leaseMs: 30_000, readsLayout: 2 });
     const got = await ahead.claim(5);
     assert.equal(got.jobs.length, 1);
