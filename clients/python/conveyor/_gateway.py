@@ -6,7 +6,7 @@ async clients run the step (client.py, aio.py). Nothing else builds a script's K
 """
 
 import time
-from typing import Any, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ._keys import PipelineKeys, QueueKeys
 
@@ -52,6 +52,12 @@ def enqueue_jobs(k: QueueKeys, *, max_payload_bytes: int, idempotency_ttl_second
     )
 
 
+def enqueue_reply(reply: Sequence[Any]) -> List[Tuple[str, int]]:
+    """enqueue_jobs' reply by job: (id, code), code 1 created, 0 existing, 2 replaced (a debounce
+    gave the waiting job this job's data; the id is that job's)."""
+    return [(str(reply[i]), int(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+
 def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queues: Sequence[str],
                  contract_hashes: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence[Any]]) -> Script:
     """`fields` names the per-job fields, each of `rows` one job's values in that order; `queues`
@@ -74,6 +80,17 @@ def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queu
 def cancel_job(pk: PipelineKeys, job_id: str, *, retention_seconds: int) -> Script:
     """Reply: outcome, state, queue, jobs cancelled (cancelled())."""
     return Script("cancel_job", [pk.outbox, pk.meta], [pk.job_prefix, job_id, _now_ms(), retention_seconds])
+
+
+class CancelReply(NamedTuple):
+    outcome: str
+    state: str
+    queue: str
+    jobs_cancelled: int
+
+
+def cancel_reply(reply: Sequence[Any]) -> CancelReply:
+    return CancelReply(str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
 
 
 def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Sequence[str]) -> Script:

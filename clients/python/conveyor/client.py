@@ -765,12 +765,12 @@ def _refuse(batch: _Batch, contract: Optional[CompiledContract], start: int = 0)
 
 
 def _cancelled(job_id: str, reply: Sequence[Any]) -> Cancelled:
-    return Cancelled(job_id, str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+    return Cancelled(job_id, *_gateway.cancel_reply(reply))
 
 
 def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
     # (2: a debounce replaced the waiting job's data)
-    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1, int(reply[i + 1]) == 2) for i in range(0, len(reply), 2)]
+    return [Enqueued(job_id, code == 1, code == 2) for job_id, code in _gateway.enqueue_reply(reply)]
 
 
 def _payload_error(err: ResponseError) -> Exception:
@@ -1503,7 +1503,7 @@ def _cancel_op(job_id: str, queue: Optional[str], retention_seconds: int) -> _ad
     check_job_id(job_id)
     for pipeline in (yield from _known_op(queue)):
         reply = yield _gateway.cancel_job(PipelineKeys(pipeline), job_id, retention_seconds=retention_seconds)
-        if reply[0] != "notFound":
+        if _gateway.cancel_reply(reply).outcome != "notFound":
             return _cancelled(job_id, reply)
     return Cancelled(job_id, "notFound", "", "", 0)
 
