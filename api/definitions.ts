@@ -4,6 +4,7 @@
 // table. Handlers live in api/routes/*, keyed by the route's name.
 
 import type { Verb } from "./tokens.ts";
+import { JOB_ID_PATTERN, QUEUE_NAME_PATTERN } from "../queue/keyTable.ts";
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -38,8 +39,8 @@ export interface RouteDefinition {
   access?: RouteAccess;
 }
 
-const QUEUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$";
-const JOB_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$";
+// (the grammar of names is the key table's: queue/keyTable.ts)
+const QUEUE_PATTERN = QUEUE_NAME_PATTERN;
 const queueName = { type: "string", pattern: QUEUE_PATTERN, description: "stage or pipeline/stage" };
 const limit = { type: "integer", minimum: 1, maximum: 200, default: 50 };
 const cursor = { type: "string", maxLength: 300, description: "opaque; from the previous page's next" };

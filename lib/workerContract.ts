@@ -3,6 +3,30 @@
 // it, so a renamed variable or a new handler kind cannot reach one side only.
 import { assertCallable } from "./pythonCallable.ts";
 
+/**
+ * The environment a command handler runs with (worker/handlers/command.ts), read by the Python
+ * handler kit (generated into clients/python/conveyor/_keys_generated.py by `npm run gen:keys`).
+ */
+export const HANDLER_ENV = {
+  jobId: "CONVEYOR_JOB_ID",
+  queue: "CONVEYOR_QUEUE",
+  attempt: "CONVEYOR_ATTEMPT",
+  executionId: "CONVEYOR_EXECUTION_ID",
+  task: "CONVEYOR_TASK",
+  previousErrors: "CONVEYOR_PREVIOUS_ERRORS",
+  parents: "CONVEYOR_PARENTS",
+  resources: "CONVEYOR_RESOURCES",
+  callbackUrl: "CONVEYOR_CALLBACK_URL",
+  callbackToken: "CONVEYOR_CALLBACK_TOKEN",
+  batch: "CONVEYOR_BATCH",
+} as const;
+
+/** The most jobs a batch call may carry (the worker's --batch-size, the pool's spec.batch). */
+export const MAX_BATCH_SIZE = 10_000;
+
+/** The worker's health and metrics port (/healthz /readyz /metrics), unless CONVEYOR_PORT says otherwise. */
+export const WORKER_PORT = 9464;
+
 /** The worker's environment variables the operator sets (the worker's settings read them). */
 export const WORKER_ENV = {
   queue: "CONVEYOR_QUEUE",

@@ -1,8 +1,9 @@
 // Read-side and operator commands: counts for scaling and `conveyor stats`, job lookup,
 // the busy/idle worker reports, and dead-letter retry/purge.
-import { backlogCountsCall, countsFromReply } from "./backlogPoll.ts";
+import { countsFromReply } from "./backlogPoll.ts";
+import * as gateway from "./gateway.ts";
 import { PIPELINES_KEY, PipelineKeys, QueueKeys, assertJobId } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import type { RedisClient } from "./scripts.ts";
 import type { JobInfo, JobLogLine, JobStage, QueueCounts, WorkerReport } from "./types.ts";
 import {
   cancelJob,
@@ -164,8 +165,9 @@ export class QueueAdmin {
     queue: string,
     opts: { oldestReady?: boolean; counters?: boolean } = {},
   ): Promise<QueueCounts> {
-    const call = backlogCountsCall(queue);
-    const counts = countsFromReply(await runScript(this.redis, "backlog_counts", call.keys, call.args));
+    const counts = countsFromReply(
+      await gateway.backlogCounts(this.redis, { keys: new QueueKeys(queue), now: Date.now() }),
+    );
     if (!opts.oldestReady) delete counts.oldestReadyAt;
     if (!opts.counters) {
       delete counts.enqueued;
@@ -299,12 +301,11 @@ export class QueueAdmin {
   async promote(id: string, queue: string): Promise<PromoteResult> {
     assertJobId(id);
     const k = new QueueKeys(queue);
-    const [outcome, state] = await runScript<[PromoteResult["outcome"], string]>(
-      this.redis,
-      "promote_job",
-      [k.delayed, k.ready, k.wake, k.outbox, k.meta],
-      [k.jobPrefix, id, queue, Date.now()],
-    );
+    const { outcome, state } = await gateway.promoteJob<PromoteResult["outcome"]>(this.redis, {
+      keys: k,
+      id,
+      now: Date.now(),
+    });
     return { id, queue, outcome, state };
   }
 
@@ -317,40 +318,20 @@ export class QueueAdmin {
   async deleteJobs(queue: string, ids: string[]): Promise<DeleteResult[]> {
     if (ids.length === 0) return [];
     for (const id of ids) assertJobId(id);
-    const k = new QueueKeys(queue);
-    const flat = await runScript<string[]>(
-      this.redis,
-      "delete_jobs",
-      [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
-      [k.jobPrefix, k.idempotencyPrefix, queue, Date.now(), ...ids],
-    );
-    return ids.map((id, i) => ({
-      id,
-      outcome: flat[2 * i] as DeleteResult["outcome"],
-      state: flat[2 * i + 1]!,
-    }));
+    return gateway.deleteJobs<DeleteResult["outcome"]>(this.redis, {
+      keys: new QueueKeys(queue),
+      ids,
+      now: Date.now(),
+    });
   }
 
   /** Move dead jobs back to ready (all of them when `ids` is empty). Returns how many moved. */
   async retryDead(queue: string, ids: string[] = []): Promise<number> {
-    const k = new QueueKeys(queue);
-    const keys = [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta];
-    if (ids.length > 0)
-      return runScript<number>(this.redis, "retry_dead", keys, [
-        k.jobPrefix,
-        queue,
-        Date.now(),
-        ids.length,
-        ...ids,
-      ]);
+    const keys = new QueueKeys(queue);
+    if (ids.length > 0) return gateway.retryDead(this.redis, { keys, now: Date.now(), ids });
     let total = 0;
     for (;;) {
-      const moved = await runScript<number>(this.redis, "retry_dead", keys, [
-        k.jobPrefix,
-        queue,
-        Date.now(),
-        500,
-      ]);
+      const moved = await gateway.retryDead(this.redis, { keys, now: Date.now(), limit: 500 });
       total += moved;
       if (moved === 0) return total;
     }
@@ -360,7 +341,7 @@ export class QueueAdmin {
     const k = new QueueKeys(queue);
     let total = 0;
     for (;;) {
-      const n = await runScript<number>(this.redis, "purge_dead", [k.dead], [k.jobPrefix, 500]);
+      const n = await gateway.purgeDead(this.redis, { keys: k, limit: 500 });
       total += n;
       if (n === 0) return total;
     }

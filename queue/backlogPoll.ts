@@ -4,9 +4,11 @@
 // On Redis Cluster the queues' keys live on different nodes, so each queue gets a call of its
 // own there (still one round trip, all in parallel).
 import { QueueKeys } from "./keys.ts";
-import { sweepKeys, sweepResult, sweepSettings, type SweepResult } from "./consumer.ts";
+import { sweepResult, sweepSettings, type SweepResult } from "./consumer.ts";
 import { parseQueueControl, type QueueControlState } from "./control.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { CountsReply, PolledQueue } from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 import type { QueueCounts } from "./types.ts";
 
 /**
@@ -15,19 +17,11 @@ import type { QueueCounts } from "./types.ts";
  */
 export const POLL_CHUNK = 100;
 
-/**
- * A queue's part of a poll_queues call — its 11 keys and 2 arguments — made once: a caller that
- * polls the same queues again keeps it (the keys are most of what a poll would otherwise build).
- */
-export interface PolledQueue {
-  queue: string;
-  keys: string[];
-  args: string[];
-}
+export type { PolledQueue } from "./gateway.ts";
 
+/** A queue's part of a poll_queues call, made once (a caller that polls the same queues again keeps it). */
 export function polledQueue(queue: string): PolledQueue {
-  const k = new QueueKeys(queue);
-  return { queue, keys: sweepKeys(k), args: [k.jobPrefix, queue] };
+  return gateway.polledQueue(new QueueKeys(queue));
 }
 
 /** One queue's poll: its counts, or why they could not be read; the sweep's outcome when asked. */
@@ -39,30 +33,6 @@ export interface QueuePoll {
   groupedWaiting?: number;
   error?: Error;
   sweep?: SweepResult | Error;
-}
-
-type CountsReply = [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number?,
-  number?,
-  number?,
-  number?,
-];
-
-/** The backlog_counts call for one queue (QueueAdmin.counts; the operator's poll reads the same in poll_queues). */
-export function backlogCountsCall(
-  queue: string,
-  now = Date.now(),
-): { keys: string[]; args: (string | number)[] } {
-  const k = new QueueKeys(queue);
-  return { keys: [k.ready, k.delayed, k.inflight, k.dead, k.counts], args: [now, k.jobPrefix] };
 }
 
 /** backlog_counts' reply (poll_queues' first 11 values of a queue) as QueueCounts. */
@@ -103,18 +73,15 @@ function isCluster(redis: RedisClient): boolean {
   return (redis as { isCluster?: boolean }).isCluster === true;
 }
 
-type Part = (number | string)[];
-
 /** One poll_queues call for `queues` (all on one node). */
 async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boolean): Promise<QueuePoll[]> {
-  const keys: string[] = [];
-  const args: (string | number)[] = [Date.now(), sweep ? 1 : 0, ...sweepSettings()];
-  for (const q of queues) {
-    keys.push(...q.keys);
-    args.push(...q.args);
-  }
-  const replies = await runScript<[Part, Part][]>(redis, "poll_queues", keys, args);
-  return replies.map(([counts, swept]) => {
+  const replies = await gateway.pollQueues(redis, {
+    now: Date.now(),
+    sweep,
+    settings: sweepSettings(),
+    queues,
+  });
+  return replies.map(({ counts, swept }) => {
     const out: QueuePoll =
       counts.length === 1
         ? { error: new Error(String(counts[0])) }
@@ -127,7 +94,11 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
       out.sweep =
         swept.length === 1
           ? new Error(String(swept[0]))
-          : sweepResult(swept.map(Number) as [number, number, number]);
+          : sweepResult({
+              requeued: Number(swept[0]),
+              dead: Number(swept[1]),
+              graceLeftMs: Number(swept[2]),
+            });
     return out;
   });
 }

@@ -1,8 +1,10 @@
 // The consumer side of the protocol: every call that changes a claimed job carries its
 // fencing token, and the script refuses it when the lease has moved on.
 import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
-import { prepareScripts, runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
-import { runDurableScript, type DurabilityOptions } from "./durability.ts";
+import { prepareScripts, type RedisClient } from "./scripts.ts";
+import type { DurabilityOptions } from "./durability.ts";
+import * as gateway from "./gateway.ts";
+import { readableLayouts } from "./layout.ts";
 import { settleOutcome, type SettleOutcome } from "./scriptReplies.ts";
 import { correctResourceUsage } from "./resources.ts";
 import { fetchParentResult } from "./flows.ts";
@@ -34,12 +36,19 @@ export interface ConsumerOptions extends DurabilityOptions {
    * counted per version in `<queue>versions` for judging a canary (docs/rollouts.md). Unset: none.
    */
   templateVersion?: string;
+  /**
+   * The newest layout this consumer reads (default: this release's, or CONVEYOR_LAYOUTS'): a claim
+   * takes nothing once a newer layout is in force, and says so (ClaimResult.refusedLayout).
+   */
+  readsLayout?: number;
 }
 
 export interface ClaimResult {
   jobs: ClaimedJob[];
   /** When the earliest delayed job becomes due (ms since epoch), or null. */
   nextDueAt: number | null;
+  /** The layout in force when it is newer than this consumer reads: the claim took nothing. */
+  refusedLayout?: number;
 }
 
 /** `lost`: the lease moved on (fenced); `cancelled`: the job was cancelled while it ran. */
@@ -173,22 +182,7 @@ export interface ReclaimResult {
 /** Records one reclaim_finished call examines at most (and one index member more): ~1.5 ms of Redis at ~12 µs a key on a loaded machine (bench/reclaimCall.ts). */
 export const RECLAIM_BATCH = 100;
 
-/**
- * claim_jobs' KEYS by name, in the order the script reads them (CLAIM_KEYS in
- * queue/scripts/includes/claimKeys.lua; complete-and-claim names the same keys itself).
- */
-export const CLAIM_KEYS = [
-  "ready",
-  "delayed",
-  "inflight",
-  "dead",
-  "counts",
-  "fence",
-  "wake",
-  "outbox",
-  "meta",
-  "contract",
-] as const satisfies readonly (keyof QueueKeys)[];
+export { CLAIM_KEYS } from "./gateway.ts";
 
 /**
  * Where each named field sits in a claim reply's per-job values: the reply's first element names
@@ -231,7 +225,11 @@ export class Consumer {
     this.redis = redis;
     this.queue = queue;
     this.keys = new QueueKeys(queue);
-    this.opts = { retentionSeconds: DEFAULT_RETENTION_SECONDS, ...opts };
+    this.opts = {
+      retentionSeconds: DEFAULT_RETENTION_SECONDS,
+      ...opts,
+      readsLayout: opts.readsLayout ?? readableLayouts().max,
+    };
   }
 
   /**
@@ -255,29 +253,31 @@ export class Consumer {
     const k = this.keys;
     const now = Date.now();
     const sentAt = performance.now();
-    const [flat, nextDue, slack] = await runScript<[string[], number, number?]>(
-      this.redis,
-      "claim_jobs",
-      this.claimKeys,
-      [k.jobPrefix, this.queue, now, this.opts.leaseMs, count, this.opts.workerId],
-    );
-    return this.claimed(flat, nextDue, now, sentAt, slack);
+    const reply = await gateway.claimJobs(this.redis, {
+      keys: k,
+      now,
+      leaseMs: this.opts.leaseMs,
+      count,
+      workerId: this.opts.workerId,
+      readsLayout: this.opts.readsLayout,
+    });
+    return this.claimed(reply, now, sentAt);
   }
-
-  /** claim_jobs' KEYS, in CLAIM_KEYS' order. */
-  private get claimKeys(): string[] {
-    return (this.claimKeyList ??= CLAIM_KEYS.map((name) => this.keys[name]));
-  }
-  private claimKeyList: string[] | undefined;
 
   /**
    * Parse a claim reply (claim_jobs, or the claim part of a complete-and-claim); `sentAt`: the
-   * call's send time (performance.now()), `slack`: the reply's startSlackMs.
+   * call's send time (performance.now()).
    */
-  private claimed(flat: string[], nextDue: number, now: number, sentAt: number, slack = 0): ClaimResult {
+  private claimed(reply: gateway.ClaimReply, now: number, sentAt: number): ClaimResult {
+    const { jobs: flat, nextDueMs: nextDue, startSlackMs: slack, refusedLayout: refused } = reply;
     const jobs: ClaimedJob[] = [];
     const startBy = slack > 0 ? { startBy: sentAt + slack } : {};
-    if (flat.length === 0) return { jobs, nextDueAt: nextDue >= 0 ? nextDue : null };
+    if (flat.length === 0)
+      return {
+        jobs,
+        nextDueAt: nextDue >= 0 ? nextDue : null,
+        ...(refused ? { refusedLayout: refused } : {}),
+      };
     const { stride, at } = claimLayout(flat[0]!);
     // (a field the reply does not name reads as undefined: its default below)
     const field = (i: number, name: string): string | undefined => {
@@ -314,22 +314,15 @@ export class Consumer {
 
   /** Renew every lease in one call; returns the ids whose lease is no longer ours (and which were cancelled). */
   async renew(leases: Lease[], report?: WorkerReport): Promise<RenewResult> {
-    const k = this.keys;
-    const pairs = leases.flatMap((l) => [l.id, l.token]);
-    const [lost, cancelled, cordonedUntil] = await runScript<[string[], string[], string]>(
-      this.redis,
-      "renew_leases",
-      [k.inflight, k.workers, k.cordon],
-      [
-        k.jobPrefix,
-        Date.now(),
-        this.opts.leaseMs,
-        this.opts.workerId,
-        report ? JSON.stringify(report) : "",
-        report?.pod ?? "",
-        ...pairs,
-      ],
-    );
+    const { lost, cancelled, cordonedUntil } = await gateway.renewLeases(this.redis, {
+      keys: this.keys,
+      now: Date.now(),
+      leaseMs: this.opts.leaseMs,
+      workerId: this.opts.workerId,
+      report: report ? JSON.stringify(report) : "",
+      pod: report?.pod ?? "",
+      leases,
+    });
     return { lost, cancelled, ...(cordonedUntil ? { cordonedUntil: Number(cordonedUntil) } : {}) };
   }
 
@@ -370,25 +363,13 @@ export class Consumer {
     const now = Date.now();
     const sentAt = performance.now();
     const next = batch[0]?.settlement.next;
-    let keys: string[];
+    let nextKeys: QueueKeys | undefined;
     if (next) {
       assertSamePipeline(this.queue, next.queue);
-      const nk =
+      nextKeys =
         this.nextKeys?.queue === next.queue ? this.nextKeys : (this.nextKeys = new QueueKeys(next.queue));
-      keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake, nk.contract];
-    } else keys = this.completeKeyList ??= [k.inflight, k.counts, k.outbox, k.meta];
-    const args: ScriptArg[] = [
-      k.jobPrefix,
-      this.queue,
-      now,
-      this.opts.retentionSeconds,
-      next?.queue ?? "",
-      claim,
-      this.opts.leaseMs,
-      this.opts.workerId,
-      next?.contract ?? "",
-      this.opts.templateVersion ?? "",
-    ];
+    }
+    const jobs: gateway.SettleJob[] = [];
     for (const { job, settlement: s } of batch) {
       if (s.next?.queue !== next?.queue || (s.next?.contract ?? "") !== (next?.contract ?? ""))
         throw new RangeError(
@@ -396,31 +377,38 @@ export class Consumer {
         );
       const reuse = s.reuse ?? {};
       const result = s.encodedResult ?? encodeResult(s.result);
-      args.push(
-        job.id,
-        job.token,
+      jobs.push({
+        id: job.id,
+        token: job.token,
         result,
-        reuse.contentHash ?? "",
-        reuse.ttlSeconds ?? 0,
-        reuse.reused ? "1" : "0",
-      );
-      if (s.next)
-        args.push(
-          s.next.data === undefined ? result : encodeResult(s.next.data),
-          s.next.contentHash ?? "",
-          s.next.trace ?? "",
-        );
+        contentHash: reuse.contentHash ?? "",
+        resultTtlSeconds: reuse.ttlSeconds ?? 0,
+        reused: reuse.reused === true,
+        ...(s.next
+          ? {
+              next: {
+                data: s.next.data === undefined ? result : encodeResult(s.next.data),
+                contentHash: s.next.contentHash ?? "",
+                trace: s.next.trace ?? "",
+              },
+            }
+          : {}),
+      });
     }
-    const [codes, flat, nextDue, slack] = await runDurableScript<[number[], string[], number, number?]>(
-      this.redis,
-      this.opts,
-      "settle_jobs",
-      keys,
-      args,
-    );
-    return { outcomes: codes.map(settleOutcome), ...this.claimed(flat, nextDue, now, sentAt, slack) };
+    const reply = await gateway.settleJobs(this.redis, this.opts, {
+      keys: k,
+      now,
+      retentionSeconds: this.opts.retentionSeconds,
+      ...(next && nextKeys ? { next: { keys: nextKeys, contract: next.contract ?? "" } } : {}),
+      claim,
+      leaseMs: this.opts.leaseMs,
+      workerId: this.opts.workerId,
+      templateVersion: this.opts.templateVersion ?? "",
+      readsLayout: this.opts.readsLayout,
+      jobs,
+    });
+    return { outcomes: reply.codes.map(settleOutcome), ...this.claimed(reply, now, sentAt) };
   }
-  private completeKeyList: string[] | undefined;
   private nextKeys: QueueKeys | undefined;
 
   /** Shorthand for `settle` without a claim: true when completed, false when fenced off. */
@@ -463,29 +451,19 @@ export class Consumer {
       );
     assertSamePipeline(this.queue, nextQueue);
     assertSamePipeline(this.queue, joinQueue);
-    const k = this.keys;
-    const next = new QueueKeys(nextQueue);
-    const n = await runDurableScript<number>(
-      this.redis,
-      this.opts,
-      "fan_out",
-      [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake, k.seq, next.contract],
-      [
-        k.jobPrefix,
-        this.queue,
-        job.id,
-        job.token,
-        Date.now(),
-        nextQueue,
-        joinQueue,
-        this.opts.retentionSeconds,
-        traces.join ?? "",
-        childTraces.length,
-        opts.contract ?? "",
-        ...children.map((c) => encodeResult(c)),
-        ...childTraces,
-      ],
-    );
+    const n = await gateway.fanOut(this.redis, this.opts, {
+      keys: this.keys,
+      id: job.id,
+      token: job.token,
+      now: Date.now(),
+      next: new QueueKeys(nextQueue),
+      joinQueue,
+      retentionSeconds: this.opts.retentionSeconds,
+      joinTrace: traces.join ?? "",
+      children: children.map((c) => encodeResult(c)),
+      childTraces,
+      contract: opts.contract ?? "",
+    });
     return n === -2 ? "cancelled" : n < 0 ? null : n;
   }
 
@@ -502,14 +480,14 @@ export class Consumer {
 
   /** Progress from a running handler; false when the lease was lost. */
   async progress(job: Lease, fraction: number, message = ""): Promise<boolean> {
-    const k = this.keys;
-    const ok = await runScript<number>(
-      this.redis,
-      "report_progress",
-      [k.outbox, k.meta],
-      [k.jobPrefix, this.queue, job.id, job.token, Date.now(), fraction, message],
-    );
-    return ok === 1;
+    return gateway.reportProgress(this.redis, {
+      keys: this.keys,
+      id: job.id,
+      token: job.token,
+      now: Date.now(),
+      fraction,
+      message,
+    });
   }
 
   /**
@@ -519,21 +497,15 @@ export class Consumer {
   async appendLog(job: Lease, message: string, ttlSeconds: number): Promise<boolean> {
     const text = message.length > JOB_LOG_MAX_CHARS ? `${message.slice(0, JOB_LOG_MAX_CHARS)}…` : message;
     const line = JSON.stringify({ at: Date.now(), executionId: job.token, message: text });
-    const ok = await runScript<number>(
-      this.redis,
-      "append_log",
-      [this.keys.logs(job.id)],
-      [
-        this.keys.jobPrefix,
-        job.id,
-        job.token,
-        Date.now(),
-        line,
-        JOB_LOG_MAX_LINES,
-        Math.max(1, Math.ceil(ttlSeconds)),
-      ],
-    );
-    return ok === 1;
+    return gateway.appendLog(this.redis, {
+      keys: this.keys,
+      id: job.id,
+      token: job.token,
+      now: Date.now(),
+      line,
+      maxLines: JOB_LOG_MAX_LINES,
+      ttlSeconds: Math.max(1, Math.ceil(ttlSeconds)),
+    });
   }
 
   /**
@@ -552,27 +524,19 @@ export class Consumer {
       rejected?: string;
     },
   ): Promise<FailOutcome> {
-    const k = this.keys;
-    return runDurableScript<FailOutcome>(
-      this.redis,
-      this.opts,
-      "fail_job",
-      [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
-      [
-        k.jobPrefix,
-        this.queue,
-        job.id,
-        job.token,
-        Date.now(),
-        JSON.stringify(error),
-        Math.max(0, Math.round(opts.retryDelayMs)),
-        opts.retryable ? "1" : "0",
-        opts.kind ?? "exception",
-        opts.details && opts.details.length > 0 ? JSON.stringify(opts.details) : "",
-        opts.rejected === undefined ? "" : opts.rejected.slice(0, REJECTED_MAX_CHARS),
-        this.opts.templateVersion ?? "",
-      ],
-    );
+    return gateway.failJob<FailOutcome>(this.redis, this.opts, {
+      keys: this.keys,
+      id: job.id,
+      token: job.token,
+      now: Date.now(),
+      error: JSON.stringify(error),
+      retryDelayMs: Math.max(0, Math.round(opts.retryDelayMs)),
+      retryable: opts.retryable,
+      kind: opts.kind ?? "exception",
+      details: opts.details && opts.details.length > 0 ? JSON.stringify(opts.details) : "",
+      rejected: opts.rejected === undefined ? "" : opts.rejected.slice(0, REJECTED_MAX_CHARS),
+      templateVersion: this.opts.templateVersion ?? "",
+    });
   }
 
   /** Hand a running job back for immediate redelivery, without counting an attempt. */
@@ -590,19 +554,16 @@ export class Consumer {
     cause: ReleaseCause = "handedBack",
     bench?: { resource: string; key: string; untilMs: number },
   ): Promise<SettleOutcome> {
-    const k = this.keys;
-    const args: (string | number)[] = [k.jobPrefix, this.queue, job.id, job.token, Date.now(), reason, cause];
-    if (bench) args.push(bench.resource, bench.key, Math.round(bench.untilMs));
-    if (this.opts.templateVersion) {
-      if (!bench) args.push("", "", 0);
-      args.push(this.opts.templateVersion);
-    }
-    const code = await runScript<number>(
-      this.redis,
-      "release_job",
-      [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
-      args,
-    );
+    const code = await gateway.releaseJob(this.redis, {
+      keys: this.keys,
+      id: job.id,
+      token: job.token,
+      now: Date.now(),
+      reason,
+      cause,
+      ...(bench ? { bench: { ...bench, untilMs: Math.round(bench.untilMs) } } : {}),
+      templateVersion: this.opts.templateVersion ?? "",
+    });
     return settleOutcome(code);
   }
 
@@ -625,13 +586,7 @@ export class Consumer {
    * (reclaim_finished.lua); `more` says whether to call again.
    */
   async reclaimFinished(limit = RECLAIM_BATCH): Promise<ReclaimResult> {
-    const [reclaimed, more] = await runScript<[number, number]>(
-      this.redis,
-      "reclaim_finished",
-      [this.keys.finished],
-      [this.keys.jobPrefix, Date.now(), limit],
-    );
-    return { reclaimed, more: more === 1 };
+    return gateway.reclaimFinished(this.redis, { keys: this.keys, now: Date.now(), limit });
   }
 
   /**
@@ -659,50 +614,29 @@ export async function sweepQueue(
   queue: string,
   opts: SweepOptions = {},
 ): Promise<SweepResult> {
-  const { keys, args } = sweepCall(queue, opts);
-  return sweepResult(await runScript<[number, number, number]>(redis, "sweep_leases", keys, args));
+  return sweepResult(
+    await gateway.sweepLeases(redis, {
+      keys: new QueueKeys(queue),
+      now: Date.now(),
+      settings: sweepSettings(opts),
+    }),
+  );
 }
 
-/** The keys and arguments of one sweep_leases call. */
-export function sweepCall(
-  queue: string,
-  opts: SweepOptions = {},
-): { keys: string[]; args: (string | number)[] } {
-  const k = new QueueKeys(queue);
-  return { keys: sweepKeys(k), args: [k.jobPrefix, queue, Date.now(), ...sweepSettings(opts)] };
-}
-
-/** sweep_leases' keys, in its order (poll_queues takes the same 11 per queue). */
-export function sweepKeys(k: QueueKeys): string[] {
-  return [
-    k.inflight,
-    k.ready,
-    k.dead,
-    k.counts,
-    k.wake,
-    k.outbox,
-    k.meta,
-    k.sweepLock,
-    k.delayed,
-    k.workers,
-    k.sweeper,
-  ];
-}
-
-/** sweep_leases' ARGV 4–9 (poll_queues' 3–8): maxStalls, limit, lockMs, workerStaleMs, gapMs, graceMs. */
-export function sweepSettings(opts: SweepOptions = {}): number[] {
-  return [
-    opts.maxStalls ?? DEFAULT_MAX_STALLS,
-    opts.limit ?? 1000,
-    opts.lockMs ?? 1000,
-    opts.workerStaleMs ?? 60_000,
-    Math.max(0, Math.round(opts.gapMs ?? 0)),
-    Math.max(0, Math.round(opts.graceMs ?? 0)),
-  ];
+/** sweep_leases' settings (poll_queues' too), defaults filled in. */
+export function sweepSettings(opts: SweepOptions = {}): gateway.SweepSettings {
+  return {
+    maxStalls: opts.maxStalls ?? DEFAULT_MAX_STALLS,
+    limit: opts.limit ?? 1000,
+    lockMs: opts.lockMs ?? 1000,
+    workerStaleMs: opts.workerStaleMs ?? 60_000,
+    gapMs: Math.max(0, Math.round(opts.gapMs ?? 0)),
+    graceMs: Math.max(0, Math.round(opts.graceMs ?? 0)),
+  };
 }
 
 /** A sweep_leases reply as a SweepResult. */
-export function sweepResult([requeued, dead, graceLeftMs]: [number, number, number]): SweepResult {
+export function sweepResult({ requeued, dead, graceLeftMs }: gateway.SweepReply): SweepResult {
   if (requeued < 0) return { ran: false, requeued: 0, deadLettered: 0, graceLeftMs };
   return { ran: true, requeued, deadLettered: dead, graceLeftMs };
 }

@@ -2,7 +2,8 @@
 // rate limit are enforced inside the claim script (queue/scripts/includes/control.lua); they
 // live in the pipeline's meta hash so a claim reads them with a read it makes anyway.
 import { assertJobId, DOORBELL_CHANNEL, PIPELINES_KEY, PipelineKeys, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 /** How long a cancelled job's record stays readable in Redis (PostgreSQL records keep it for good). */
 export const CANCELLED_RETENTION_SECONDS = 24 * 3600;
@@ -154,13 +155,13 @@ export async function cancelJob(
     : await redis.smembers(PIPELINES_KEY);
   for (const pipeline of pipelines) {
     const p = new PipelineKeys(pipeline);
-    const [outcome, state, queue, n] = await runScript<[CancelOutcome, string, string, number]>(
-      redis,
-      "cancel_job",
-      [p.outbox, p.meta],
-      [p.jobPrefix, id, Date.now(), opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS],
-    );
-    if (outcome !== "notFound") return { id, outcome, state, queue, jobsCancelled: Number(n) };
+    const r = await gateway.cancelJob<CancelOutcome>(redis, {
+      pipeline: p,
+      id,
+      now: Date.now(),
+      retentionSeconds: opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS,
+    });
+    if (r.outcome !== "notFound") return { id, ...r };
   }
   return { id, outcome: "notFound", state: "", queue: "", jobsCancelled: 0 };
 }

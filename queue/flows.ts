@@ -2,7 +2,8 @@
 // The write side is Producer.enqueueFlow.
 import { assertJobId, PIPELINES_KEY, pipelineOf, PipelineKeys } from "./keys.ts";
 import type { ParentOutcome } from "./types.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 import { CANCELLED_RETENTION_SECONDS } from "./control.ts";
 
 export interface FlowJobState {
@@ -149,14 +150,13 @@ export async function cancelFlow(
 ): Promise<FlowCancelResult> {
   assertJobId(id);
   for (const p of await pipelinesOf(redis, opts.pipeline)) {
-    const keys = new PipelineKeys(p);
-    const [n, total] = await runScript<[number, number]>(
-      redis,
-      "cancel_flow",
-      [keys.outbox, keys.meta, keys.flow(id)],
-      [keys.jobPrefix, Date.now(), opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS],
-    );
-    if (Number(n) >= 0) return { id, outcome: "cancelled", jobsCancelled: Number(n), total: Number(total) };
+    const { cancelled: n, total } = await gateway.cancelFlow(redis, {
+      pipeline: new PipelineKeys(p),
+      id,
+      now: Date.now(),
+      retentionSeconds: opts.retentionSeconds ?? CANCELLED_RETENTION_SECONDS,
+    });
+    if (n >= 0) return { id, outcome: "cancelled", jobsCancelled: n, total };
   }
   return { id, outcome: "notFound", jobsCancelled: 0, total: 0 };
 }
@@ -172,21 +172,12 @@ export async function repairFlow(
 ): Promise<FlowRepairResult> {
   assertJobId(id);
   for (const p of await pipelinesOf(redis, opts.pipeline)) {
-    const keys = new PipelineKeys(p);
-    const [told, gone, total] = await runScript<[number, number, number]>(
-      redis,
-      "flow_repair",
-      [keys.flow(id)],
-      [keys.jobPrefix, Date.now(), id],
-    );
-    if (Number(told) >= 0)
-      return {
-        id,
-        outcome: "repaired",
-        jobsTold: Number(told),
-        jobsGone: Number(gone),
-        total: Number(total),
-      };
+    const { told, gone, total } = await gateway.flowRepair(redis, {
+      pipeline: new PipelineKeys(p),
+      id,
+      now: Date.now(),
+    });
+    if (told >= 0) return { id, outcome: "repaired", jobsTold: told, jobsGone: gone, total };
   }
   return { id, outcome: "notFound", jobsTold: 0, jobsGone: 0, total: 0 };
 }

@@ -2,7 +2,8 @@
 // "Groups"): how many grouped waiting jobs could start now. A bounded read (group_admission.lua):
 // it walks the ring of admissible groups only until the answer can no longer change a decision.
 import { assertQueueName, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 /** Groups looked at per read at most, whatever `enough` is (a poll stays near a millisecond). */
 export const GROUP_ADMISSION_SCAN_LIMIT = 2_000;
@@ -35,15 +36,11 @@ export async function groupAdmission(
   scanLimit = GROUP_ADMISSION_SCAN_LIMIT,
 ): Promise<GroupAdmission> {
   assertQueueName(queue);
-  const k = new QueueKeys(queue);
-  const [waiting, sum, scanned, ring] = (
-    await runScript<number[]>(
-      redis,
-      "group_admission",
-      [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
-      [Math.max(0, Math.ceil(enough)), Math.max(0, Math.floor(scanLimit))],
-    )
-  ).map(Number) as [number, number, number, number];
+  const { waiting, sum, scanned, ring } = await gateway.groupAdmission(redis, {
+    keys: new QueueKeys(queue),
+    enough: Math.max(0, Math.ceil(enough)),
+    scanLimit: Math.max(0, Math.floor(scanLimit)),
+  });
   const complete = scanned >= ring || sum >= enough;
   // (past the scan limit: the groups not looked at are assumed like the ones that were)
   const admissible = complete || scanned === 0 ? sum : Math.round((sum * ring) / scanned);

@@ -3,7 +3,8 @@
 // script (queue/scripts/includes/admission.lua); these calls only change the limits and read
 // the per-group state.
 import { assertQueueName, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 import { formatRateLimit, RateLimitError, type RateLimit } from "./control.ts";
 
 /** A group name's limit in UTF-8 bytes. */
@@ -36,15 +37,7 @@ async function groupControl(
   concurrency = "",
 ): Promise<number> {
   assertQueueName(queue);
-  const k = new QueueKeys(queue);
-  return Number(
-    await runScript(
-      redis,
-      "group_control",
-      [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
-      [action, group, concurrency],
-    ),
-  );
+  return gateway.groupControl(redis, { keys: new QueueKeys(queue), action, group, value: concurrency });
 }
 
 function checkRate(rate: RateLimit | null): void {

@@ -8,6 +8,7 @@ import {
   QUEUE_NAME_PATTERN,
   type KeySpec,
 } from "./keyTable.ts";
+import { HANDLER_ENV } from "../lib/workerContract.ts";
 
 export const GENERATED_TS = "queue/keys.generated.ts";
 export const GENERATED_LUA = "queue/scripts/includes/keys.lua";
@@ -140,6 +141,11 @@ export function pythonLayout(): string {
 KEY_ROOT = "${KEY_ROOT}"
 QUEUE_NAME_PATTERN = r"${QUEUE_NAME_PATTERN}"
 JOB_ID_PATTERN = r"${JOB_ID_PATTERN}"
+
+# The environment a command handler runs with (lib/workerContract.ts, HANDLER_ENV).
+${Object.entries(HANDLER_ENV)
+  .map(([name, env]) => `HANDLER_ENV_${snake(name).toUpperCase()} = "${env}"`)
+  .join("\n")}
 
 ${globals.map((s) => `# ${s.doc}\n${snake(s.name).toUpperCase()}_KEY = f"{KEY_ROOT}:${s.pattern}"`).join("\n")}
 

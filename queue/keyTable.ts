@@ -76,7 +76,7 @@ export const KEY_TABLE: readonly KeySpec[] = [
     name: "meta",
     scope: "pipeline",
     pattern: "meta",
-    doc: "Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).",
+    doc: "Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies, `layout` = the layout in force, mirrored for the claim).",
   },
   {
     name: "layout",

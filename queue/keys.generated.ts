@@ -41,7 +41,7 @@ export class PipelineKeyLayout {
   notified(id: string): string {
     return `${this.prefix}notified:${id}`;
   }
-  /** Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies). */
+  /** Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies, `layout` = the layout in force, mirrored for the claim). */
   get meta(): string {
     return `${this.prefix}meta`;
   }

@@ -283,13 +283,37 @@ export async function finalizeLayout(
   if (status.inForce >= to) return { pipeline, from: status.inForce, to: status.inForce, moved: false };
   const behind = status.readers.filter((r) => r.layouts.max < to);
   if (behind.length) throw new FinalizeRefusedError(pipeline, to, behind);
-  await redis.hset(new PipelineKeys(pipeline).layout, {
-    inForce: String(to),
+  await writeLayoutInForce(redis, pipeline, to, {
     firstVersion: LAYOUT_FIRST_VERSION[to] ?? packageVersion(),
-    finalizedAt: String(Date.now()),
-    finalizedBy: opts.by,
+    by: opts.by,
   });
   return { pipeline, from: status.inForce, to, moved: true };
+}
+
+/**
+ * Writes the layout in force and mirrors it into `<P>meta` field `layout`, which every claim
+ * reads in the HMGET it makes anyway: a worker that missed the finalize (its heartbeat check not
+ * yet due, or its report too late for finalize to count it) claims nothing from then on
+ * (includes/control.lua, layoutRefused). Both keys are in the pipeline's slot: one transaction.
+ */
+export async function writeLayoutInForce(
+  redis: RedisClient,
+  pipeline: string,
+  to: number,
+  opts: { firstVersion: string; by: string },
+): Promise<void> {
+  assertPipelineName(pipeline);
+  const keys = new PipelineKeys(pipeline);
+  await redis
+    .multi()
+    .hset(keys.layout, {
+      inForce: String(to),
+      firstVersion: opts.firstVersion,
+      finalizedAt: String(Date.now()),
+      finalizedBy: opts.by,
+    })
+    .hset(keys.meta, "layout", String(to))
+    .exec();
 }
 
 /**

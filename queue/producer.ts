@@ -10,8 +10,10 @@ import {
   QUEUES_KEY,
   QueueKeys,
 } from "./keys.ts";
-import { type RedisClient, type ScriptArg } from "./scripts.ts";
-import { runDurableScript, type DurabilityOptions } from "./durability.ts";
+import type { RedisClient } from "./scripts.ts";
+import type { DurabilityOptions } from "./durability.ts";
+import * as gateway from "./gateway.ts";
+import type { EnqueueRecord } from "./gateway.ts";
 import { tracingActive } from "../lib/tracingSwitch.ts";
 import { endSpan, startSendSpan } from "./tracing.ts";
 import { ContractChangedError, InvalidFlowError, PayloadTooLargeError } from "./scriptReplies.ts";
@@ -93,61 +95,7 @@ export interface JobToEnqueue extends EnqueueOptions {
   data: unknown;
 }
 
-/**
- * One job as enqueue_jobs takes it: a named record whose absent fields are their defaults
- * (docs/protocol.md, "Enqueueing from another language"). A new job field is one line here and
- * in OPTIONAL_FIELDS, and the script's reading of it.
- */
-export interface EnqueueRecord {
-  id: string;
-  /** The data's JSON text. */
-  data: string;
-  priority?: number;
-  delayMs?: number;
-  attempts?: number;
-  timeoutMs?: number;
-  idempotencyKey?: string;
-  contentHash?: string;
-  /** The W3C trace context of the enqueue. */
-  trace?: string;
-  group?: string;
-  /** `<debounce|throttle>:<windowMs>:<key>`. */
-  dedupe?: string;
-  /** JSON {resource: {unit: amount}}. */
-  uses?: string;
-  /** The job's task name. */
-  task?: string;
-  /** JSON {url, events} (docs/notifications.md). */
-  notify?: string;
-}
-
-const OPTIONAL_FIELDS = [
-  "priority",
-  "delayMs",
-  "attempts",
-  "timeoutMs",
-  "idempotencyKey",
-  "contentHash",
-  "trace",
-  "group",
-  "dedupe",
-  "uses",
-  "task",
-  "notify",
-] as const satisfies readonly (keyof EnqueueRecord)[];
-
-/**
- * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
- * field none of them has is not sent), the hash of the contract they were checked against ('' =
- * none), then each record's values in that order.
- */
-export function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
-  const fields: (keyof EnqueueRecord)[] = ["id", "data"];
-  for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
-  const args: ScriptArg[] = [fields.join(","), contractHash];
-  for (const r of records) for (const f of fields) args.push(r[f] ?? "");
-  return args;
-}
+export type { EnqueueRecord } from "./gateway.ts";
 
 export class Producer {
   private readonly redis: RedisClient;
@@ -246,36 +194,20 @@ export class Producer {
     const results: EnqueueResult[] = [];
     let changed = false;
     for (let start = 0; start < encoded.length; start += BULK_CHUNK) {
-      let reply: (string | number)[];
+      let reply: gateway.EnqueueReply;
       for (;;) {
         const contract = this.contracts.known(queue) ?? null;
         try {
           // With durability "replicated": a ReplicationError when no replica confirmed the batch
           // (enqueueing it again with the same ids creates nothing twice).
-          reply = await runDurableScript<(string | number)[]>(
-            this.redis,
-            this.durability,
-            "enqueue_jobs",
-            [
-              keys.ready,
-              keys.delayed,
-              keys.counts,
-              keys.wake,
-              keys.outbox,
-              keys.meta,
-              keys.seq,
-              keys.contract,
-            ],
-            [
-              keys.jobPrefix,
-              keys.idempotencyPrefix,
-              queue,
-              Date.now(),
-              this.maxPayloadBytes,
-              IDEMPOTENCY_TTL_SECONDS,
-              ...enqueueRecordArgs(encoded.slice(start, start + BULK_CHUNK), contract?.hash ?? ""),
-            ],
-          );
+          reply = await gateway.enqueueJobs(this.redis, this.durability, {
+            keys,
+            now: Date.now(),
+            maxPayloadBytes: this.maxPayloadBytes,
+            idempotencyTtlSeconds: IDEMPOTENCY_TTL_SECONDS,
+            records: encoded.slice(start, start + BULK_CHUNK),
+            contractHash: contract?.hash ?? "",
+          });
           break;
         } catch (err) {
           // The contract changed since it was read: read it, check the jobs not yet written again, retry once.
@@ -284,14 +216,8 @@ export class Producer {
           checkContract(queue, await this.contracts.ensure(queue, err.inForce), jobs, encoded, start);
         }
       }
-      for (let i = 0; i < reply.length; i += 2) {
-        const code = Number(reply[i + 1]);
-        results.push(
-          code === 2
-            ? { id: String(reply[i]), created: false, replaced: true }
-            : { id: String(reply[i]), created: code === 1 },
-        );
-      }
+      for (const { id, code } of reply)
+        results.push(code === 2 ? { id, created: false, replaced: true } : { id, created: code === 1 });
     }
     return results;
   }
@@ -399,26 +325,27 @@ export class Producer {
       } as Record<string, string | number | undefined>;
     });
     for (const f of optional) if (values.some((v) => v[f] !== undefined)) fields.push(f);
-    const keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flowId)];
-    for (const k of queueKeys) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
-    if (idempotencyKey !== undefined) keys.push(pk.flowIdempotency(idempotencyKey));
-    const records: ScriptArg[] = [fields.join(",")];
-    for (const v of values) for (const f of fields) records.push(v[f] ?? "");
+    const rows = values.map((v) => fields.map((f) => v[f] ?? ""));
     for (let attempt = 0; ; attempt++) {
-      const hashes = queues.flatMap((q) => [q, this.contracts.known(q)?.hash ?? ""]);
       try {
-        const reply = await runDurableScript<number | string[]>(
-          this.redis,
-          this.durability,
-          "enqueue_flow",
-          keys,
-          [pk.jobPrefix, flowId, Date.now(), this.maxPayloadBytes, queues.length, ...hashes, ...records],
-        );
-        if (!Array.isArray(reply)) return { flowId, ids, created: true };
+        const reply = await gateway.enqueueFlow(this.redis, this.durability, {
+          pipeline: pk,
+          flowId,
+          now: Date.now(),
+          maxPayloadBytes: this.maxPayloadBytes,
+          queues: queueKeys.map((k) => ({
+            keys: k,
+            contractHash: this.contracts.known(k.queue)?.hash ?? "",
+          })),
+          fields,
+          rows,
+          idempotencyKey,
+        });
+        if (reply.created) return { flowId, ids, created: true };
         // (the key named a flow written before: its ids, in the order the jobs were sent)
         const first: Record<string, string> = {};
-        order.forEach((job, i) => (first[job.key] = String(reply[i + 1])));
-        return { flowId: String(reply[0]), ids: first, created: false };
+        order.forEach((job, i) => (first[job.key] = reply.ids[i]!));
+        return { flowId: reply.flowId, ids: first, created: false };
       } catch (err) {
         // A contract changed since it was read: read them again, check again, retry once.
         if (!(err instanceof ContractChangedError) || attempt > 0) throw err;

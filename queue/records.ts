@@ -3,7 +3,8 @@
 // recorders drain into PostgreSQL. Whoever knows a pipeline will be recorded switches it on
 // before its first job: the operator, the job API, `conveyor records enable`, a recorder.
 import { PipelineKeys, pipelineOf } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 /** The consumer group every recorder of a pipeline shares. */
 export const RECORDER_GROUP = "conveyor-records";
@@ -15,12 +16,7 @@ export const RECORDER_GROUP = "conveyor-records";
  */
 export async function enableRecords(redis: RedisClient, pipelineOrQueue: string): Promise<boolean> {
   const keys = new PipelineKeys(pipelineOf(pipelineOrQueue));
-  const switched = await runScript<number>(
-    redis,
-    "records_enable",
-    [keys.outbox, keys.meta],
-    [RECORDER_GROUP],
-  );
+  const switched = await gateway.recordsEnable(redis, { keys, group: RECORDER_GROUP });
   return Number(switched) === 1;
 }
 

@@ -3,7 +3,8 @@
 // script (queue/scripts/includes/admission.lua); these calls set and read the resources, and
 // correct or sideline a key. Key ids only: a credential never enters Redis.
 import { PIPELINES_KEY, PipelineKeys, QUEUES_KEY, QueueKeys, pipelineOf, InvalidNameError } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 export class InvalidResourceError extends Error {
   override name = "InvalidResourceError";
@@ -230,7 +231,7 @@ export async function setResource(
   if (!Array.isArray(keys) || keys.length === 0)
     throw new InvalidResourceError(`resource ${name}: give at least one key (--key <id> --limit …)`);
   if (keys.length > 1000) throw new InvalidResourceError(`resource ${name}: ${keys.length} keys, limit 1000`);
-  const args: string[] = [String(ceiling)];
+  const specs: { id: string; limits: string }[] = [];
   const seen = new Set<string>();
   for (const key of keys) {
     assertResourceName(key?.id, `resource ${name}: key id`);
@@ -247,9 +248,14 @@ export async function setResource(
         throw new InvalidResourceError(`resource ${name} key ${key.id}: ${l.unit} is limited twice`);
       units.add(l.unit);
     }
-    args.push(key.id, key.limits.map((l) => `${l.unit}=${l.max}/${l.windowMs}`).join(","));
+    specs.push({ id: key.id, limits: key.limits.map((l) => `${l.unit}=${l.max}/${l.windowMs}`).join(",") });
   }
-  await runScript(redis, "resource_set", [resourceKey(pipeline, name), resourcesKey(pipeline)], args);
+  await gateway.resourceSet(redis, {
+    pipeline: new PipelineKeys(pipeline),
+    name,
+    ceiling: String(ceiling),
+    keys: specs,
+  });
   await redis.sadd(PIPELINES_KEY, pipeline);
 }
 
@@ -261,13 +267,7 @@ export async function removeResource(
 ): Promise<boolean> {
   const pipeline = resourcePipeline(pipelineOrQueue);
   assertResourceName(name);
-  const removed = await runScript(
-    redis,
-    "resource_remove",
-    [resourceKey(pipeline, name), resourcesKey(pipeline)],
-    [],
-  );
-  return Number(removed) === 1;
+  return gateway.resourceRemove(redis, { pipeline: new PipelineKeys(pipeline), name });
 }
 
 /** One window log's total for the window ending `now` ("time:amount,…"). */
@@ -411,11 +411,19 @@ export async function correctResourceUsage(
   deltas: Record<string, number>,
 ): Promise<void> {
   const pipeline = resourcePipeline(queue);
-  const args: string[] = [key, String(at), String(Date.now())];
+  const changed: [string, number][] = [];
   for (const [unit, delta] of Object.entries(deltas))
-    if (delta !== 0) args.push(unit, String(Math.round(delta)));
-  if (args.length === 3) return;
-  await runScript(redis, "resource_usage", [resourceKey(pipeline, name), budgetWaitKey(queue)], args);
+    if (delta !== 0) changed.push([unit, Math.round(delta)]);
+  if (changed.length === 0) return;
+  await gateway.resourceUsage(redis, {
+    pipeline: new PipelineKeys(pipeline),
+    name,
+    key,
+    at,
+    now: Date.now(),
+    queue: new QueueKeys(queue),
+    deltas: changed,
+  });
 }
 
 /** Sideline a key until `untilMs` (ms since the epoch) for every worker, as a provider's 429 asks. */
@@ -429,10 +437,12 @@ export async function sidelineResourceKey(
   const pipeline = resourcePipeline(pipelineOrQueue);
   assertResourceName(name);
   assertResourceName(key, "key id");
-  await runScript(
-    redis,
-    "resource_usage",
-    [resourceKey(pipeline, name)],
-    [key, "0", String(Date.now()), "+bench", String(Math.round(untilMs))],
-  );
+  await gateway.resourceUsage(redis, {
+    pipeline: new PipelineKeys(pipeline),
+    name,
+    key,
+    at: 0,
+    now: Date.now(),
+    benchUntilMs: Math.round(untilMs),
+  });
 }

@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 import type { Cron } from "croner";
 import { requireOptional } from "../lib/optionalPackage.ts";
 import { PIPELINES_KEY, QueueKeys } from "./keys.ts";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 export class ScheduleError extends Error {
   override name = "ScheduleError";
@@ -185,13 +186,7 @@ export class Schedules {
   /** Remove a schedule and its pending tick; false when there was none. */
   async remove(queue: string, name: string): Promise<boolean> {
     assertScheduleName(name);
-    const k = new QueueKeys(queue);
-    const existed = await runScript<number>(
-      this.redis,
-      "schedule_remove",
-      [k.schedules, k.delayed],
-      [k.jobPrefix, name],
-    );
+    const existed = await gateway.scheduleRemove(this.redis, { keys: new QueueKeys(queue), name });
     return existed === 1;
   }
 
@@ -235,13 +230,13 @@ export class Schedules {
   }
 
   private async enqueueTick(queue: string, s: Schedule, tick: number, now: number): Promise<boolean> {
-    const k = new QueueKeys(queue);
-    const done = await runScript<number>(
-      this.redis,
-      "schedule_tick",
-      [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
-      [k.jobPrefix, queue, now, s.name, s.version, tick],
-    );
+    const done = await gateway.scheduleTick(this.redis, {
+      keys: new QueueKeys(queue),
+      now,
+      name: s.name,
+      version: s.version,
+      tick,
+    });
     return done === 1;
   }
 }

@@ -5,7 +5,8 @@
 import { eventAfter, eventsOfEntries, type QueueEvent } from "./events.ts";
 import { PIPELINES_KEY, PipelineKeys, QUEUES_KEY, QueueKeys, assertJobId, pipelineOf } from "./keys.ts";
 import type { Cluster, Redis } from "ioredis";
-import { runScript, type RedisClient } from "./scripts.ts";
+import * as gateway from "./gateway.ts";
+import type { RedisClient } from "./scripts.ts";
 
 /** The states a job ends in; `unknown`: no record (never enqueued, or reclaimed after its retention). */
 export type EndState = "completed" | "dead" | "cancelled" | "deleted" | "unknown";
@@ -223,9 +224,15 @@ export class JobWaiter {
     const keys = new PipelineKeys(pipeline);
     const calls: Promise<RecordReply[]>[] = [];
     for (let i = 0; i < ids.length; i += READ_BATCH) {
-      const slice = ids.slice(i, i + READ_BATCH).map((id) => keys.job(id));
       this.commands++;
-      calls.push(runScript<RecordReply[]>(this.redis, "job_states", slice, ["0", ...fields]));
+      calls.push(
+        gateway.jobStates<RecordReply>(this.redis, {
+          pipeline: keys,
+          ids: ids.slice(i, i + READ_BATCH),
+          whole: false,
+          fields,
+        }),
+      );
     }
     return (await Promise.all(calls)).flat();
   }

@@ -32,7 +32,9 @@ import { DEFAULT_OUTBOX_MAX_BYTES } from "../records/index.ts";
 import {
   parseHandler,
   TEMPLATE_VERSION_PATTERN,
+  MAX_BATCH_SIZE,
   WORKER_ENV,
+  WORKER_PORT,
   type HandlerSpec,
 } from "../lib/workerContract.ts";
 import { allowList, type NotifyConfig } from "./notify.ts";
@@ -98,8 +100,7 @@ export interface BatchConfig {
   waitMs: number;
 }
 
-/** The most jobs a batch call may carry. */
-export const MAX_BATCH_SIZE = 10_000;
+export { MAX_BATCH_SIZE };
 
 /** The jobs a worker holds at once: concurrency calls of batch.size jobs each (1 without batches). */
 export function jobSlots(config: Pick<WorkerConfig, "concurrency" | "batch">): number {
@@ -168,7 +169,11 @@ export const WORKER_SETTINGS = {
   ),
   "backoff-base": duration("CONVEYOR_BACKOFF_BASE", { default: "1s" }, "retry backoff base"),
   "backoff-max": duration("CONVEYOR_BACKOFF_MAX", { default: "5m" }, "retry backoff cap"),
-  port: int(WORKER_ENV.port, { default: 9464, max: 65535 }, "/healthz /readyz /metrics port (0 = any)"),
+  port: int(
+    WORKER_ENV.port,
+    { default: WORKER_PORT, max: 65535 },
+    "/healthz /readyz /metrics port (0 = any)",
+  ),
   "worker-id": str(
     "CONVEYOR_WORKER_ID",
     { arg: "ID", defaultHelp: "POD_NAME, else host-pid" },

@@ -448,6 +448,9 @@ export class QueueWorker {
         this.reportStatus();
         continue;
       }
+      // A layout newer than this worker reads came into force since its last check: refuse now,
+      // as that check would (the claim took nothing).
+      if (claimed.refusedLayout !== undefined) await this.checkLayout();
       if (this.state !== "running") break;
       const untilDue = claimed.nextDueAt === null ? IDLE_WAIT_MS : claimed.nextDueAt - Date.now();
       const woken = await this.consumer

@@ -5,14 +5,14 @@
 import type { V1Container, V1EnvVar, V1PodSpec, V1Volume, V1VolumeMount } from "@kubernetes/client-node";
 import { RESOURCES, apiVersionOf, resourcePath } from "../apis/coordinates.ts";
 import { RESERVED_ENV, RESERVED_ENV_PREFIX, WORKER_CONTAINER } from "../apis/v1alpha1/schema.ts";
-import { encodeHandler, handlerFromFields, WORKER_ENV } from "../../lib/workerContract.ts";
+import { encodeHandler, handlerFromFields, WORKER_ENV, WORKER_PORT } from "../../lib/workerContract.ts";
 import type { WorkerPool, WorkerPoolSpec } from "../apis/v1alpha1/types.ts";
 import { CONFIG_HASH_ANNOTATION, ownerReference, poolLabels, selectorLabels } from "./names.ts";
 import { configHash, isSubset, subsetDiff } from "./diff.ts";
 import type { ReconcileContext } from "./context.ts";
 import type { Deployment } from "./objects.ts";
 
-export const WORKER_PORT = 9464;
+export { WORKER_PORT };
 /** Seconds the pod gets beyond the drain: hand-back of unfinished jobs and exit. */
 export const GRACE_MARGIN_SECONDS = 10;
 export const DEFAULT_WORKER_IMAGE_REPO = "ghcr.io/conveyor-dev/conveyor-worker";

@@ -8,8 +8,9 @@
 --       12 nextContentHash (the next stage's input hash; '' = no reuse there),
 --       13 nextTrace (the W3C trace context of the hand-over; '' = keep the job's own)
 -- Returns 1, or 0 when the lease was lost, or -1 when the job was cancelled meanwhile.
--- Complete-and-claim (optional): ARGV 14 count, 15 leaseMs, 16 workerId: also claims up to
--- `count` jobs of this (the worker's own) queue and returns {1|0, jobs, nextDueMs} (see
+-- Complete-and-claim (optional): ARGV 14 count, 15 leaseMs, 16 workerId, 17 the newest layout
+-- the worker reads (optional): also claims up to `count` jobs of this (the worker's own) queue
+-- and returns {1|0, jobs, nextDueMs, startSlackMs, refusedLayout} (see
 -- includes/settleAndClaim.lua). Every key is in the pipeline's slot, so this stays
 -- Cluster-safe.
 --- @include "includes/settleJobs"

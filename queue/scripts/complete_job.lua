@@ -6,9 +6,10 @@
 --       8 contentHash ('' = none), 9 resultTtlSeconds, 10 reused ('1' when the result came from the cache)
 -- Returns 1, or 0 when the lease was lost (the result is discarded: fencing), or -1 when the
 -- job was cancelled meanwhile (the result is refused; not counted as fenced).
--- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId: also claims up to
--- `count` jobs of this queue for the freed slot(s) and returns {1|0, jobs, nextDueMs} as
--- claim_jobs does (see includes/settleAndClaim.lua).
+-- Complete-and-claim (optional): ARGV 11 count, 12 leaseMs, 13 workerId, 14 the newest layout
+-- the worker reads (optional): also claims up to `count` jobs of this queue for the freed slot(s)
+-- and returns {1|0, jobs, nextDueMs, startSlackMs, refusedLayout} as claim_jobs does (see
+-- includes/settleAndClaim.lua).
 --- @include "includes/settleJobs"
 --- @include "includes/settleAndClaim"
 

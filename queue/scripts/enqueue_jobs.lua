@@ -32,30 +32,26 @@ local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(ARGV[4])
 local maxBytes = tonumber(ARGV[5])
 local idemTtl = tonumber(ARGV[6])
--- Each field's offset from a job's first value (nil: not sent by this call).
-local at, width = {}, 0
 local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
   contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true, notify = true}
-if not KEYS[8] then
-  return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
-end
-local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
-if inForce ~= ARGV[8] then
-  return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce)
-end
-for name in string.gmatch(ARGV[7], '[^,]+') do
-  if at[name] or not (OPTIONAL[name] or (name == 'id' and width == 0) or (name == 'data' and width == 1)) then
-    return redis.error_reply('ERR_INVALID_FIELDS unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[7] .. ' (id,data first)')
+
+-- The call's field list (ARGV 7): each field's offset from a job's first value (nil: not sent
+-- by this call) and the number of values per job; or nil and the error reply's text.
+local function fieldOffsets(list, nValues)
+  local at, width = {}, 0
+  for name in string.gmatch(list, '[^,]+') do
+    if at[name] or not (OPTIONAL[name] or (name == 'id' and width == 0) or (name == 'data' and width == 1)) then
+      return nil, nil, 'ERR_INVALID_FIELDS unknown, repeated or misplaced job field ' .. name .. ' in ' .. list .. ' (id,data first)'
+    end
+    at[name] = width
+    width = width + 1
   end
-  at[name] = width
-  width = width + 1
+  if width < 2 or nValues % width ~= 0 then
+    return nil, nil, 'ERR_INVALID_FIELDS ' .. nValues .. ' values for jobs of ' .. width .. ' fields (' .. list .. ')'
+  end
+  return at, width
 end
-if width < 2 or (#ARGV - 8) % width ~= 0 then
-  return redis.error_reply('ERR_INVALID_FIELDS ' .. (#ARGV - 8) .. ' values for jobs of ' .. width .. ' fields (' .. ARGV[7] .. ')')
-end
-local PRIORITY, DELAY, ATTEMPTS, TIMEOUT = at.priority, at.delayMs, at.attempts, at.timeoutMs
-local IDEM, HASH, TRACE, GROUP, DEDUPE, USES = at.idempotencyKey, at.contentHash, at.trace, at.group, at.dedupe, at.uses
-local TASK, NOTIFY = at.task, at.notify
+
 -- The value of the field at offset `k` of the job at `i`, or `default` when not sent or ''.
 local function field(i, k, default)
   if not k then return default end
@@ -63,6 +59,7 @@ local function field(i, k, default)
   if v == '' then return default end
   return v
 end
+
 -- Debounce and throttle (docs/protocol.md, "Debounce and throttle"): `<Q>dd:<key>` names the job
 -- that holds the key for `window` ms. Throttle: the first job of a window takes the key (SET NX),
 -- the rest report it `existing`. Debounce: while the key names a job still waiting for its first
@@ -93,66 +90,82 @@ local function dedupe(ddk, mode, window, id, data)
   redis.call('SET', ddk, id, 'PX', window)
   return false, false
 end
--- Every job's task name before anything is written (the grammar of queue/contracts.ts TASK_NAME_PATTERN).
-if TASK then
-  for i = 9, #ARGV, width do
-    local task = ARGV[i + TASK]
-    if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
-      return redis.error_reply('ERR_INVALID_TASK job ' .. ARGV[i] .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ' .. string.sub(task, 1, 120))
+
+-- Every job's task name and notify before anything is written (the task grammar is
+-- queue/contracts.ts TASK_NAME_PATTERN's). Returns an error reply's text, or nil.
+local function checkAll(at, width)
+  if at.task then
+    for i = 9, #ARGV, width do
+      local task = ARGV[i + at.task]
+      if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
+        return 'ERR_INVALID_TASK job ' .. ARGV[i] .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ' .. string.sub(task, 1, 120)
+      end
     end
   end
-end
-if NOTIFY then
-  for i = 9, #ARGV, width do
-    local text = ARGV[i + NOTIFY]
-    if text ~= '' then
-      local _, err = notifyField('job ' .. ARGV[i], text)
-      if err then return redis.error_reply(err) end
+  if at.notify then
+    for i = 9, #ARGV, width do
+      local text = ARGV[i + at.notify]
+      if text ~= '' then
+        local _, err = notifyField('job ' .. ARGV[i], text)
+        if err then return err end
+      end
     end
   end
+  return nil
 end
-local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
-local out = {}
-local woke = false
-for i = 9, #ARGV, width do
-  local id, data = ARGV[i], ARGV[i + 1]
-  local priority = tonumber(field(i, PRIORITY, 0))
-  local delay = tonumber(field(i, DELAY, 0))
-  local attempts, timeout = field(i, ATTEMPTS, '3'), field(i, TIMEOUT, '0')
-  local idemKey, contentHash, trace = field(i, IDEM, ''), field(i, HASH, ''), field(i, TRACE, '')
-  if #data > maxBytes then
-    return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
-  end
-  local group = groupOf(field(i, GROUP, ''))
+
+-- The job at `i`'s group and the record fields beyond the usual (trace, task, notify, uses): a job
+-- with uses and no group joins its resources' implicit group. Returns (group, extra) or (nil, nil,
+-- error text).
+local function groupAndExtra(at, i, id)
+  local group = groupOf(field(i, at.group, ''))
+  local trace = field(i, at.trace, '')
   local extra = trace ~= '' and {'trace', trace} or {}
-  local task = field(i, TASK, '')
+  local task = field(i, at.task, '')
   if task ~= '' then
     extra[#extra + 1] = 'task'
     extra[#extra + 1] = task
   end
-  local notify = field(i, NOTIFY, '')
+  local notify = field(i, at.notify, '')
   if notify ~= '' then
     extra[#extra + 1] = 'notify'
     extra[#extra + 1] = notifyField('job ' .. id, notify)
   end
-  local uses = field(i, USES, '')
+  local uses = field(i, at.uses, '')
   if uses ~= '' then
     local err
     group, err = usesGroup('job ' .. id, uses, group)
-    if not group then return redis.error_reply(err) end
+    if not group then return nil, nil, err end
     extra[#extra + 1] = 'uses'
     extra[#extra + 1] = uses
   end
   if group and #group > GROUP_MAX_BYTES then
-    return redis.error_reply('ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
+    return nil, nil, 'ERR_INVALID_GROUP job ' .. id .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES
   end
+  return group, extra
+end
+
+-- Enqueues the job whose values start at ARGV[i], unless its id, idempotency key or dedupe key
+-- names a job already. Returns (id, code: 1 created, 0 existing, 2 replaced, whether it woke a
+-- consumer's queue), or (nil, error text); jobs before it stay written.
+local function enqueueOne(keys, at, i)
+  local id, data = ARGV[i], ARGV[i + 1]
+  local priority = tonumber(field(i, at.priority, 0))
+  local delay = tonumber(field(i, at.delayMs, 0))
+  local attempts, timeout = field(i, at.attempts, '3'), field(i, at.timeoutMs, '0')
+  local idemKey, contentHash = field(i, at.idempotencyKey, ''), field(i, at.contentHash, '')
+  if #data > maxBytes then
+    return nil, 'ERR_PAYLOAD_TOO_LARGE job ' .. id .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes
+  end
+  local group, extra, err = groupAndExtra(at, i, id)
+  if err then return nil, err end
   local mode, window, ddKey = nil, nil, nil
-  local dedupeSpec = field(i, DEDUPE, '')
+  local dedupeSpec = field(i, at.dedupe, '')
   if dedupeSpec ~= '' then
     mode, window, ddKey = string.match(dedupeSpec, '^(%a+):(%d+):(.+)$')
     window = tonumber(window)
     if (mode ~= 'debounce' and mode ~= 'throttle') or not window or window < 1 then
-      return redis.error_reply('ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. dedupeSpec)
+      return nil, 'ERR_INVALID_DEDUPE job ' .. id .. ': dedupe must be debounce|throttle:<windowMs>:<key>, got ' .. dedupeSpec
     end
   end
   local existing = false
@@ -167,20 +180,32 @@ for i = 9, #ARGV, width do
     -- (a debounced job waits out the window: the last of a burst runs, `window` after it came)
     if mode == 'debounce' then delay = window end
   end
-  if replaced then
-    out[#out + 1] = existing
-    out[#out + 1] = 2
-  elseif existing then
-    out[#out + 1] = existing
-    out[#out + 1] = 0
-  else
-    if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group) then
-      woke = true
-    end
-    out[#out + 1] = id
-    out[#out + 1] = 1
-  end
+  if replaced then return existing, 2, false end
+  if existing then return existing, 0, false end
+  if idemKey ~= '' then redis.call('SET', idemPrefix .. idemKey, id, 'EX', idemTtl) end
+  local woke = enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, idemKey, contentHash, extra, group)
+  return id, 1, woke
+end
+
+if not KEYS[8] then
+  return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
+end
+local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
+if inForce ~= ARGV[8] then
+  return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce)
+end
+local at, width, bad = fieldOffsets(ARGV[7], #ARGV - 8)
+bad = bad or checkAll(at, width)
+if bad then return redis.error_reply(bad) end
+local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
+local out = {}
+local woke = false
+for i = 9, #ARGV, width do
+  local id, code, wokeOne = enqueueOne(keys, at, i)
+  if not id then return redis.error_reply(code) end
+  out[#out + 1] = id
+  out[#out + 1] = code
+  woke = woke or wokeOne
 end
 if woke then wake(KEYS[4]) end
 return out

@@ -11,10 +11,11 @@
 --       field hash, '' when none): ERR_CONTRACT_CHANGED <hash in force>, nothing written (the
 --       caller re-reads that contract, checks again and retries),
 --       10 the worker's template version ('' = none; counted per version: includes/versions.lua),
+--       11 the newest layout the worker reads ('' = unchecked: includes/claimJobs.lua),
 --       then per job 6 fields: id, token, result (JSON), contentHash ('' = none),
 --       resultTtlSeconds, reused ('1'/'0'); with a next queue 3 more: nextData (JSON),
 --       nextContentHash, nextTrace ('' = keep the job's own)
--- Returns {codes, jobs, nextDueMs, startSlackMs}: codes has one entry per job in order — 1
+-- Returns {codes, jobs, nextDueMs, startSlackMs, refusedLayout}: codes has one entry per job in order — 1
 -- settled, 0 the lease was lost (fenced), -1 cancelled meanwhile; the rest as claim_jobs returns it.
 --- @include "includes/settleJobs"
 --- @include "includes/settleAndClaim"
@@ -28,17 +29,17 @@ end
 local tally = newSettleTally(now, retention, ARGV[10])
 local codes = {}
 if nextQueue == '' then
-  for i = 11, #ARGV, 6 do
+  for i = 12, #ARGV, 6 do
     codes[#codes + 1] = completeJob(tally, KEYS[3], KEYS[4], jobPrefix, queue, now, retention,
       ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   end
 else
-  for i = 11, #ARGV, 9 do
+  for i = 12, #ARGV, 9 do
     codes[#codes + 1] = advanceJob(tally, KEYS[3], KEYS[4], KEYS[5], jobPrefix, queue, now,
       ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], nextQueue,
       ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
   end
 end
 flushSettled(tally, KEYS[1], KEYS[2], KEYS[6], KEYS[7])
-local claimed = claimForSlots(jobPrefix, queue, now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8])
-return {codes, claimed[1], claimed[2], claimed[3]}
+local claimed = claimForSlots(jobPrefix, queue, now, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[11]))
+return {codes, claimed[1], claimed[2], claimed[3], claimed[4]}

@@ -73,7 +73,19 @@ describe("scripts at the concurrency ceiling (10,000 jobs in one call)", () => {
     await fill(q, 2 * CEILING);
     const c = consumer(q);
     const { jobs } = await c.claim(CEILING);
-    const args: (string | number)[] = [c.keys.jobPrefix, q, Date.now(), 0, "", CEILING, 60_000, "w1", "", ""];
+    const args: (string | number)[] = [
+      c.keys.jobPrefix,
+      q,
+      Date.now(),
+      0,
+      "",
+      CEILING,
+      60_000,
+      "w1",
+      "",
+      "",
+      "",
+    ];
     for (const j of jobs) args.push(j.id, j.token, "null", "", 0, "0");
     const [codes, claimed] = await runScript<[number[], string[]]>(
       redis,

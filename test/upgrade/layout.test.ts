@@ -15,6 +15,7 @@ import { startJobApi } from "../../api/server.ts";
 import { freePort } from "../support/ports.ts";
 import {
   connectRedis,
+  Consumer,
   LayoutRefusedError,
   PipelineKeys,
   Producer,
@@ -22,6 +23,7 @@ import {
   READERS_KEY,
   type LayoutStatus,
   type RedisClient,
+  writeLayoutInForce,
 } from "../../queue/index.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../support/redis.ts";
@@ -211,6 +213,39 @@ describe("the layout in force", () => {
     const c = await new QueueAdmin(redis).counts("later/a");
     assert.equal(c.completed, 1, "the job it held finished");
     assert.equal(c.dead, 0);
+  });
+
+  test("a worker that missed a finalize (its own check not yet due) claims nothing: its claim meets the layout in force, it refuses and exits 1", async () => {
+    // (a 60 s lease: the worker's own check of the layout comes every 20 s)
+    const w = await worker("w-missed", "missed/a", { CONVEYOR_LEASE: "60s" });
+    await writeLayoutInForce(redis, "missed", 2, { firstVersion: "9.9.0", by: "test" });
+    process.env.CONVEYOR_LAYOUTS = "1..2";
+    try {
+      await new Producer(redis).enqueue("missed/a", { i: 1 });
+    } finally {
+      delete process.env.CONVEYOR_LAYOUTS;
+    }
+    assert.equal(await exitCode(w), 1);
+    assert.match(w.logs(), /pipeline missed is on layout 2; .* upgrade to 9\.9\.0 or later/);
+    const c = await new QueueAdmin(redis).counts("missed/a");
+    assert.equal(c.ready, 1, "the job waits for a worker that reads it");
+    assert.equal(c.completed, 0);
+    assert.equal(c.inflight, 0);
+    assert.equal(c.dead, 0);
+
+    // The claim's answer itself: nothing for a reader of layout 1, the job for a reader of 2.
+    const behind = new Consumer(redis, "missed/a", { workerId: "c-behind", leaseMs: 30_000, readsLayout: 1 });
+    const refused = await behind.claim(5);
+    assert.deepEqual(refused.jobs, []);
+    assert.equal(refused.refusedLayout, 2);
+    // (the claim of a settle, complete-and-claim, refuses the same way)
+    const settledRefused = await behind.settleMany([], 5);
+    assert.deepEqual(settledRefused.jobs, []);
+    assert.equal(settledRefused.refusedLayout, 2);
+    const ahead = new Consumer(redis, "missed/a", { workerId: "c-ahead", leaseMs: 30_000, readsLayout: 2 });
+    const got = await ahead.claim(5);
+    assert.equal(got.jobs.length, 1);
+    assert.equal(got.refusedLayout, undefined);
   });
 
   test("GET /pipelines/{p}/layout: the layout in force and every live reader, the API among them; bad input is a 400, an unserved pipeline a 404", async () => {

@@ -4,6 +4,7 @@
 // (EX_TEMPFAIL) a dependency failure (deferred without an attempt, feeds the circuit breaker).
 import { spawn } from "node:child_process";
 import { activeTraceHeaders } from "../../queue/tracing.ts";
+import { HANDLER_ENV } from "../../lib/workerContract.ts";
 import { batchJobs, batchOutcomes } from "./http.ts";
 import { dependencyFailure, foreignError, HandlerError, resourceEnvName, type Handler } from "./types.ts";
 
@@ -22,7 +23,7 @@ function resourceEnv(resources: Readonly<Record<string, { key: string }>>): Reco
   const entries = Object.entries(resources);
   if (entries.length === 0) return {};
   const env: Record<string, string> = {
-    CONVEYOR_RESOURCES: JSON.stringify(Object.fromEntries(entries.map(([n, r]) => [n, r.key]))),
+    [HANDLER_ENV.resources]: JSON.stringify(Object.fromEntries(entries.map(([n, r]) => [n, r.key]))),
   };
   for (const [name, r] of entries) env[resourceEnvName(name)] = r.key;
   return env;
@@ -36,20 +37,20 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
     run: async (job, ctx) => {
       const text = await exec(
         {
-          CONVEYOR_JOB_ID: job.id,
-          CONVEYOR_QUEUE: job.queue,
-          CONVEYOR_ATTEMPT: String(job.attempt),
-          CONVEYOR_EXECUTION_ID: job.executionId,
-          ...(job.task ? { CONVEYOR_TASK: job.task } : {}),
+          [HANDLER_ENV.jobId]: job.id,
+          [HANDLER_ENV.queue]: job.queue,
+          [HANDLER_ENV.attempt]: String(job.attempt),
+          [HANDLER_ENV.executionId]: job.executionId,
+          ...(job.task ? { [HANDLER_ENV.task]: job.task } : {}),
           // the earlier failed attempts' errors (JSON; [] on a first attempt)
-          CONVEYOR_PREVIOUS_ERRORS: JSON.stringify(job.previousErrors),
+          [HANDLER_ENV.previousErrors]: JSON.stringify(job.previousErrors),
           // a flow job's parents' outcomes by key (JSON; absent for a job without parents)
-          ...(job.parents ? { CONVEYOR_PARENTS: JSON.stringify(job.parents) } : {}),
+          ...(job.parents ? { [HANDLER_ENV.parents]: JSON.stringify(job.parents) } : {}),
           // the key granted per resource: CONVEYOR_RESOURCE_OPENAI_KEY=k2, and all of them as
           // CONVEYOR_RESOURCES={"openai":"k2"} (names as written): docs/budgets.md
           ...resourceEnv(ctx.resources),
           ...(ctx.callback
-            ? { CONVEYOR_CALLBACK_URL: ctx.callback.url, CONVEYOR_CALLBACK_TOKEN: ctx.callback.token }
+            ? { [HANDLER_ENV.callbackUrl]: ctx.callback.url, [HANDLER_ENV.callbackToken]: ctx.callback.token }
             : {}),
         },
         JSON.stringify(job.data),
@@ -72,7 +73,7 @@ export function commandHandler(argv: string[], killGraceMs: number, passCredenti
         jobs: batchJobs(jobs, ctx.contexts),
       };
       const text = await exec(
-        { CONVEYOR_BATCH: String(jobs.length), CONVEYOR_QUEUE: jobs[0]?.queue ?? "" },
+        { [HANDLER_ENV.batch]: String(jobs.length), [HANDLER_ENV.queue]: jobs[0]?.queue ?? "" },
         JSON.stringify(input),
         ctx.signal,
       );

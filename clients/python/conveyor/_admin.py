@@ -19,6 +19,8 @@ from redis.exceptions import ResponseError
 from . import _json
 from ._keys import PIPELINES_KEY, QUEUES_KEY, PipelineKeys, QueueKeys, check_job_id, check_queue, pipeline_of
 from ._keys_generated import DOORBELL_CHANNEL_KEY
+from . import _gateway
+from ._gateway import Script
 
 
 class InvalidArgumentError(ValueError):
@@ -40,14 +42,6 @@ class Pipe(NamedTuple):
     calls: Sequence[Call]
     transaction: bool = True
     raise_on_error: bool = True
-
-
-class Script(NamedTuple):
-    """One of the shared Lua scripts (queue/scripts/<name>.lua)."""
-
-    name: str
-    keys: Sequence[str]
-    args: Sequence[Any]
 
 
 Step = Union[Call, Pipe, Script]
@@ -202,10 +196,6 @@ def dead_letters(queue: str, limit: int, offset: int) -> Op:
     return out
 
 
-def _retry_keys(k: QueueKeys) -> List[str]:
-    return [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta]
-
-
 def retry_dead(queue: str, ids: Optional[Iterable[str]]) -> Op:
     k = QueueKeys(_queue(queue))
     if ids is not None:
@@ -214,10 +204,10 @@ def retry_dead(queue: str, ids: Optional[Iterable[str]]) -> Op:
         wanted = list(dict.fromkeys(check_job_id(i) for i in ids))
         if not wanted:
             return 0
-        return int((yield Script("retry_dead", _retry_keys(k), [k.job_prefix, queue, _now_ms(), len(wanted), *wanted])))
+        return int((yield _gateway.retry_dead(k, ids=wanted)))
     total = 0
     while True:
-        moved = int((yield Script("retry_dead", _retry_keys(k), [k.job_prefix, queue, _now_ms(), DEAD_CHUNK])))
+        moved = int((yield _gateway.retry_dead(k, limit=DEAD_CHUNK)))
         total += moved
         if moved == 0:
             return total
@@ -227,7 +217,7 @@ def purge_dead(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
     total = 0
     while True:
-        n = int((yield Script("purge_dead", [k.dead], [k.job_prefix, DEAD_CHUNK])))
+        n = int((yield _gateway.purge_dead(k, limit=DEAD_CHUNK)))
         total += n
         if n == 0:
             return total
@@ -306,15 +296,11 @@ def add_schedule(
         raise InvalidArgumentError(f"schedule data is not JSON: {err}") from None
     version = f"{now}-{secrets.token_hex(4)}"
     stored.update(attempts=attempts, anchor=now, version=version, createdAt=now)
-    yield Script("schedule_remove", [k.schedules, k.delayed], [k.job_prefix, name])
+    yield _gateway.schedule_remove(k, name)
     yield Call("sadd", (PIPELINES_KEY, k.pipeline))
     yield Call("hset", (k.schedules, name, _json.dumps(stored)))
     if first is not None:
-        yield Script(
-            "schedule_tick",
-            [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
-            [k.job_prefix, queue, now, name, version, first],
-        )
+        yield _gateway.schedule_tick(k, name, now=now, version=version, tick=first)
     return _schedule(stored, first)
 
 
@@ -356,7 +342,7 @@ def schedules(queue: str) -> Op:
 def remove_schedule(queue: str, name: str) -> Op:
     k = QueueKeys(_queue(queue))
     _schedule_name(name)
-    return int((yield Script("schedule_remove", [k.schedules, k.delayed], [k.job_prefix, name]))) == 1
+    return int((yield _gateway.schedule_remove(k, name))) == 1
 
 
 # -- groups (queue/groups.ts) -------------------------------------------------------------------
@@ -383,7 +369,7 @@ def check_group(group: Any) -> str:
 
 
 def _group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Script:
-    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake], [action, group, value])
+    return _gateway.group_control(k, action, group, value)
 
 
 def set_group(queue: str, group: Optional[str], concurrency: Any, rate: Any, weight: Any, on_dead: Any) -> Op:
@@ -597,7 +583,7 @@ def set_resource(pipeline_or_queue: str, name: str, keys: Mapping[str, Any], cei
         raise InvalidArgumentError(f"resource {name}: keys must be a mapping {{key id: limits}} with at least one key")
     if len(keys) > 1000:
         raise InvalidArgumentError(f"resource {name}: {len(keys)} keys, limit 1000")
-    args: List[Any] = [_json._js_number(float(ceiling))]
+    specs: List[Tuple[str, str]] = []
     for key_id, given in keys.items():
         _resource_name(key_id, f"resource {name}: key id")
         what = f"resource {name} key {key_id}"
@@ -613,16 +599,16 @@ def set_resource(pipeline_or_queue: str, name: str, keys: Mapping[str, Any], cei
                 units.add(l.unit)
         else:
             raise InvalidArgumentError(f"{what} has no limit: give 'requests=60/m,…' or a list of ResourceLimit")
-        args += [key_id, ",".join(f"{l.unit}={l.max}/{l.window_ms}" for l in limits)]
+        specs.append((key_id, ",".join(f"{l.unit}={l.max}/{l.window_ms}" for l in limits)))
     pk = PipelineKeys(pipeline)
-    yield Script("resource_set", [pk.resource(name), pk.resources], args)
+    yield _gateway.resource_set(pk, name, ceiling=_json._js_number(float(ceiling)), keys=specs)
     yield Call("sadd", (PIPELINES_KEY, pipeline))
 
 
 def remove_resource(pipeline_or_queue: str, name: str) -> Op:
     pk = PipelineKeys(_resource_pipeline(pipeline_or_queue))
     _resource_name(name)
-    return int((yield Script("resource_remove", [pk.resource(name), pk.resources], []))) == 1
+    return int((yield _gateway.resource_remove(pk, name))) == 1
 
 
 def bench_resource_key(pipeline_or_queue: str, name: str, key: str, until: Any) -> Op:
@@ -635,7 +621,7 @@ def bench_resource_key(pipeline_or_queue: str, name: str, key: str, until: Any) 
         until_ms = int(round(until * 1000))
     else:
         raise InvalidArgumentError(f"until must be a datetime or seconds since the epoch, got {until!r}")
-    yield Script("resource_usage", [pk.resource(name)], [key, "0", str(_now_ms()), "+bench", str(until_ms)])
+    yield _gateway.resource_bench(pk, name, key, until_ms=until_ms)
 
 
 def _window_used(log: Optional[str], window_ms: int, now: int) -> int:

@@ -4,6 +4,19 @@ KEY_ROOT = "cvy"
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$"
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 
+# The environment a command handler runs with (lib/workerContract.ts, HANDLER_ENV).
+HANDLER_ENV_JOB_ID = "CONVEYOR_JOB_ID"
+HANDLER_ENV_QUEUE = "CONVEYOR_QUEUE"
+HANDLER_ENV_ATTEMPT = "CONVEYOR_ATTEMPT"
+HANDLER_ENV_EXECUTION_ID = "CONVEYOR_EXECUTION_ID"
+HANDLER_ENV_TASK = "CONVEYOR_TASK"
+HANDLER_ENV_PREVIOUS_ERRORS = "CONVEYOR_PREVIOUS_ERRORS"
+HANDLER_ENV_PARENTS = "CONVEYOR_PARENTS"
+HANDLER_ENV_RESOURCES = "CONVEYOR_RESOURCES"
+HANDLER_ENV_CALLBACK_URL = "CONVEYOR_CALLBACK_URL"
+HANDLER_ENV_CALLBACK_TOKEN = "CONVEYOR_CALLBACK_TOKEN"
+HANDLER_ENV_BATCH = "CONVEYOR_BATCH"
+
 # Every known pipeline (a set), so a job can be found from its id alone.
 PIPELINES_KEY = f"{KEY_ROOT}:pipelines"
 # Every known queue (a set), registered once per producer process and queue, for listings.
@@ -26,7 +39,7 @@ class PipelineKeyLayout:
         self.outbox = f"{self.prefix}outbox"
         # Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue.
         self.notify = f"{self.prefix}notify"
-        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies).
+        # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies, `layout` = the layout in force, mirrored for the claim).
         self.meta = f"{self.prefix}meta"
         # The layout in force (a hash): `inForce` (absent: 1), `firstVersion` (the first release that reads it), `finalizedAt`, `finalizedBy`.
         self.layout = f"{self.prefix}layout"

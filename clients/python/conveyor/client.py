@@ -20,7 +20,8 @@ from urllib.parse import parse_qs, unquote
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from . import _admin, _json
+from . import _admin, _gateway, _json
+from ._gateway import ENQUEUE_OPTIONAL_FIELDS, enqueue_record_args
 from ._admin import (
     UNSET,
     DeadLetter,
@@ -512,8 +513,6 @@ _JOB_OPTIONS = {"data", "id", "idempotency_key", "priority", "delay", "attempts"
 GROUP_MAX_BYTES = 128
 #: The job record's optional fields as enqueue_jobs takes them (queue/producer.ts EnqueueRecord):
 #: a call sends `id,data` and each of these that a job of it has, by name.
-ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idempotencyKey", "contentHash", "trace",
-                           "group", "dedupe", "uses", "task", "notify")
 #: The job ends a notification may be asked for (docs/notifications.md).
 NOTIFY_EVENTS = ("completed", "dead", "cancelled")
 #: A dedupe key's longest length and a dedupe window's longest (queue/producer.ts).
@@ -651,17 +650,6 @@ def _encode_job(
     return record
 
 
-def enqueue_record_args(records: Sequence[Mapping[str, Any]], contract_hash: str = "") -> List[Any]:
-    """enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first;
-    a field none of them has is not sent), the hash of the contract they were checked against
-    ('' = none), then each record's values in that order."""
-    fields = ["id", "data"] + [f for f in ENQUEUE_OPTIONAL_FIELDS if any(f in r for r in records)]
-    args: List[Any] = [",".join(fields), contract_hash]
-    for r in records:
-        args.extend(r.get(f, "") for f in fields)
-    return args
-
-
 _ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -704,23 +692,19 @@ class _Batch(NamedTuple):
 
     queue: str
     keys: QueueKeys
-    key_list: List[str]
     jobs: List[Mapping[str, Any]]
     records: List[Dict[str, Any]]
     max_payload_bytes: int
 
-    def args(self, start: int, contract_hash: str) -> List[Any]:
-        """The ARGV of the script call of the chunk at `start` (BULK_CHUNK jobs)."""
-        args: List[Any] = [
-            self.keys.job_prefix,
-            self.keys.idempotency_prefix,
-            self.queue,
-            int(time.time() * 1000),
-            self.max_payload_bytes,
-            IDEMPOTENCY_TTL_SECONDS,
-        ]
-        args.extend(enqueue_record_args(self.records[start : start + BULK_CHUNK], contract_hash))
-        return args
+    def script(self, start: int, contract_hash: str) -> "_gateway.Script":
+        """The script call of the chunk at `start` (BULK_CHUNK jobs)."""
+        return _gateway.enqueue_jobs(
+            self.keys,
+            max_payload_bytes=self.max_payload_bytes,
+            idempotency_ttl_seconds=IDEMPOTENCY_TTL_SECONDS,
+            records=self.records[start : start + BULK_CHUNK],
+            contract_hash=contract_hash,
+        )
 
 
 def _enqueue_batch(
@@ -737,8 +721,7 @@ def _enqueue_batch(
     keys = QueueKeys(queue)
     jobs = list(jobs)
     encoded = [_encode_job(job, i, max_payload_bytes, refuse_json_strings) for i, job in enumerate(jobs)]
-    key_list = [keys.ready, keys.delayed, keys.counts, keys.wake, keys.outbox, keys.meta, keys.seq, keys.contract]
-    return _Batch(queue, keys, key_list, jobs, encoded, max_payload_bytes)
+    return _Batch(queue, keys, jobs, encoded, max_payload_bytes)
 
 
 #: A queue whose contract this client has not read yet: sent as having none (the script says otherwise).
@@ -781,19 +764,13 @@ def _refuse(batch: _Batch, contract: Optional[CompiledContract], start: int = 0)
         raise ContractViolation(batch.queue, contract.hash if contract else "", bad)
 
 
-def _cancel_call(job_id: str, pipeline: str, retention_seconds: int) -> Tuple[List[str], List[Any]]:
-    """cancel_job's KEYS and ARGV (docs/protocol.md, "Queue control")."""
-    p = PipelineKeys(pipeline)
-    return [p.outbox, p.meta], [p.job_prefix, job_id, int(time.time() * 1000), retention_seconds]
-
-
 def _cancelled(job_id: str, reply: Sequence[Any]) -> Cancelled:
-    return Cancelled(job_id, str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+    return Cancelled(job_id, *_gateway.cancel_reply(reply))
 
 
 def _enqueued(reply: Sequence[Any]) -> List[Enqueued]:
     # (2: a debounce replaced the waiting job's data)
-    return [Enqueued(str(reply[i]), int(reply[i + 1]) == 1, int(reply[i + 1]) == 2) for i in range(0, len(reply), 2)]
+    return [Enqueued(job_id, code == 1, code == 2) for job_id, code in _gateway.enqueue_reply(reply)]
 
 
 def _payload_error(err: ResponseError) -> Exception:
@@ -1428,7 +1405,7 @@ def _enqueue_many_op(client: Any, queue: str, jobs: Iterable[Mapping[str, Any]])
         while True:
             contract = client._contracts.known(queue)
             try:
-                reply = yield _admin.Script("enqueue_jobs", batch.key_list, batch.args(start, contract.hash if contract else ""))
+                reply = yield batch.script(start, contract.hash if contract else "")
                 break
             except ResponseError as err:
                 in_force = contract_changed(err)
@@ -1513,23 +1490,16 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]],
               "onParentFailure"):
         if any(v[f] is not None for v in values):
             fields.append(f)
-    keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
-    for q in queues:
-        k = QueueKeys(q)
-        keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
-    if idempotency_key is not None:
-        keys.append(pk.flow_idempotency(idempotency_key))
-    tail: List[Any] = [",".join(fields)]
-    for v in values:
-        tail.extend("" if v[f] is None else v[f] for f in fields)
+    rows = [["" if v[f] is None else v[f] for f in fields] for v in values]
     for attempt in range(2):
-        hashes: List[Any] = []
+        hashes: List[str] = []
         for q in queues:
             c = client._contracts.known(q)
-            hashes += [q, c.hash if c else ""]
+            hashes.append(c.hash if c else "")
         try:
-            reply = yield _admin.Script("enqueue_flow", keys, [pk.job_prefix, flow_id, int(time.time() * 1000),
-                                                               client.max_payload_bytes, len(queues), *hashes, *tail])
+            reply = yield _gateway.enqueue_flow(pk, flow_id, max_payload_bytes=client.max_payload_bytes, queues=queues,
+                                                contract_hashes=hashes, fields=fields, rows=rows,
+                                                idempotency_key=idempotency_key)
             if isinstance(reply, list):  # the key named a flow written before: its ids, in the order sent
                 first = [str(v) for v in reply]
                 return FlowResult(first[0], {job["key"]: first[i + 1] for i, job in enumerate(order)}, False)
@@ -1552,9 +1522,8 @@ def _known_op(queue: Optional[str]) -> _admin.Op:
 def _cancel_op(job_id: str, queue: Optional[str], retention_seconds: int) -> _admin.Op:
     check_job_id(job_id)
     for pipeline in (yield from _known_op(queue)):
-        keys, args = _cancel_call(job_id, pipeline, retention_seconds)
-        reply = yield _admin.Script("cancel_job", keys, args)
-        if reply[0] != "notFound":
+        reply = yield _gateway.cancel_job(PipelineKeys(pipeline), job_id, retention_seconds=retention_seconds)
+        if _gateway.cancel_reply(reply).outcome != "notFound":
             return _cancelled(job_id, reply)
     return Cancelled(job_id, "notFound", "", "", 0)
 
@@ -1610,7 +1579,7 @@ def _job_states_op(pipeline: str, ids: Sequence[str]) -> _admin.Op:
     replies: List[Any] = []
     for i in range(0, len(ids), _STATES_BATCH):
         chunk = ids[i : i + _STATES_BATCH]
-        replies.extend((yield _admin.Script("job_states", [pk.job(j) for j in chunk], ["1", "state"])))
+        replies.extend((yield _gateway.job_states(pk, chunk, whole=True, fields=["state"])))
     return replies
 
 

@@ -37,6 +37,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from . import _json
+from ._keys_generated import (
+    HANDLER_ENV_ATTEMPT,
+    HANDLER_ENV_CALLBACK_TOKEN,
+    HANDLER_ENV_CALLBACK_URL,
+    HANDLER_ENV_EXECUTION_ID,
+    HANDLER_ENV_JOB_ID,
+    HANDLER_ENV_PARENTS,
+    HANDLER_ENV_PREVIOUS_ERRORS,
+    HANDLER_ENV_QUEUE,
+    HANDLER_ENV_RESOURCES,
+    HANDLER_ENV_TASK,
+)
 
 EX_DATAERR = 65  # command contract: the input is bad, do not retry
 EX_TEMPFAIL = 75  # command contract: a dependency failed, defer without an attempt
@@ -589,8 +601,8 @@ def command(fn: Handler) -> None:
     then with the error envelope on stdout (see _error_body). While fn runs, print() goes to
     stderr so that stdout carries only the result."""
     env = os.environ
-    ctx = Context(env.get("CONVEYOR_CALLBACK_URL"), env.get("CONVEYOR_CALLBACK_TOKEN"),
-                  resources=_resources(env.get("CONVEYOR_RESOURCES")))
+    ctx = Context(env.get(HANDLER_ENV_CALLBACK_URL), env.get(HANDLER_ENV_CALLBACK_TOKEN),
+                  resources=_resources(env.get(HANDLER_ENV_RESOURCES)))
     # The worker stops a command with SIGTERM (then SIGKILL after its kill grace): ctx.cancelled()
     # tells the handler, which may return early.
     signal.signal(signal.SIGTERM, lambda *_: ctx._stopped.set())
@@ -603,14 +615,14 @@ def command(fn: Handler) -> None:
         except ValueError as err:
             raise NonRetryableError(f"job data on stdin is not JSON: {err}") from None
         job = Job(
-            id=env.get("CONVEYOR_JOB_ID", ""),
-            queue=env.get("CONVEYOR_QUEUE", ""),
+            id=env.get(HANDLER_ENV_JOB_ID, ""),
+            queue=env.get(HANDLER_ENV_QUEUE, ""),
             data=data,
-            attempt=int(env.get("CONVEYOR_ATTEMPT") or 1),
-            execution_id=env.get("CONVEYOR_EXECUTION_ID", ""),
-            task=env.get("CONVEYOR_TASK") or None,
-            previous_errors=_previous_errors(env.get("CONVEYOR_PREVIOUS_ERRORS")),
-            parents=_parents(env.get("CONVEYOR_PARENTS")),
+            attempt=int(env.get(HANDLER_ENV_ATTEMPT) or 1),
+            execution_id=env.get(HANDLER_ENV_EXECUTION_ID, ""),
+            task=env.get(HANDLER_ENV_TASK) or None,
+            previous_errors=_previous_errors(env.get(HANDLER_ENV_PREVIOUS_ERRORS)),
+            parents=_parents(env.get(HANDLER_ENV_PARENTS)),
         )
         ctx._parents = job.parents or {}
         result = _json.dumps(fn(job, ctx))

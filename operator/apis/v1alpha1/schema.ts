@@ -4,7 +4,7 @@
 // TypeScript types in ./types.ts are derived from it, and so are the defaults the operator
 // applies. Change the API here, then regenerate; operator/apis/v1alpha1/workerPool.test.ts fails on a stale CRD.
 import { PYTHON_CALLABLE_PATTERN } from "../../../lib/pythonCallable.ts";
-import { EXACTLY_ONE_HANDLER, HANDLER_KINDS } from "../../../lib/workerContract.ts";
+import { EXACTLY_ONE_HANDLER, HANDLER_KINDS, MAX_BATCH_SIZE } from "../../../lib/workerContract.ts";
 import { QUEUE_NAME_PATTERN } from "../../../queue/keyTable.ts";
 import type { JSONSchemaProps } from "../jsonschema.ts";
 import { contractSchema } from "./schema/contract.ts";
@@ -200,13 +200,13 @@ export const specSchema = {
         size: {
           type: "integer",
           minimum: 1,
-          maximum: 10000,
+          maximum: MAX_BATCH_SIZE,
           description: "The most jobs in one handler call.",
         },
         minSize: {
           type: "integer",
           minimum: 1,
-          maximum: 10000,
+          maximum: MAX_BATCH_SIZE,
           description: "A call starts once this many jobs are claimed (default 1), or waitMs passed.",
         },
         waitMs: {

@@ -10,11 +10,12 @@
 local function claimGate(c)
   c.startAt = c.now
   if c.taken == 0 then return end
-  local paused, rate, rlog = readControl(c.keys.meta, c.queue)
+  local paused, rate, rlog, layout = readControl(c.keys.meta, c.queue)
+  c.refusedLayout = c.refusedLayout or layoutRefused(layout, c.reads)
   c.rate = rate
   local ok = c.ok
   local allowed = #ok / 3
-  if paused then
+  if paused or c.refusedLayout then
     allowed = 0
   elseif rate then
     allowed, c.kept, c.freeAt, c.startAt, c.slack = rateAllowance(rate, rlog, c.clock(), allowed)

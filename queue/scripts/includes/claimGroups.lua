@@ -174,9 +174,10 @@ local function claimGroups(c)
   if c.mixed and redis.call('EXISTS', keys.ready, lineKeyOf(keys.ready)) > 0 then ringAdd(q, '') end
   local turn = redis.call('ZPOPMIN', ring)
   if not turn[1] then return end
-  local paused, rate, rlog = readControl(keys.meta, c.queue)
+  local paused, rate, rlog, layout = readControl(keys.meta, c.queue)
+  c.refusedLayout = layoutRefused(layout, c.reads)
   local room = c.count - c.taken
-  if paused then
+  if paused or c.refusedLayout then
     room = 0
   elseif rate then
     local allowance, _, freeAt = rateAllowance(rate, rlog, c.clock(), c.count)

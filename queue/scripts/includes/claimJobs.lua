@@ -26,9 +26,9 @@
 -- A queue where grouped jobs wait, known for free when this call has read `<P>meta` already
 -- (complete-and-claim, settle_jobs: record.lua readMeta), serves its own (ungrouped) jobs as one
 -- more participant of the round-robin, the ring's member '' (c.mixed); otherwise they go first.
-local function newClaim(keys, jobPrefix, queue, now, count)
+local function newClaim(keys, jobPrefix, queue, now, count, reads)
   local metaSeen = metaFields[keys.meta .. ' ' .. queue]
-  local c = {keys = keys, jobPrefix = jobPrefix, queue = queue, now = now, count = count, ok = {}, seen = {},
+  local c = {keys = keys, jobPrefix = jobPrefix, queue = queue, now = now, count = count, reads = reads, ok = {}, seen = {},
     taken = 0, startSlack = 0, mixed = metaSeen ~= nil and metaSeen[5] == '1'}
   c.clock = function()
     c.clockMs = c.clockMs or serverTimeMs()
@@ -37,14 +37,16 @@ local function newClaim(keys, jobPrefix, queue, now, count)
   return c
 end
 
--- Claims up to `count` jobs for `workerId`, each leased for `leaseMs`. Returns {jobs, nextDueMs,
--- startSlackMs}: jobs as claimLeases returns them (docs/protocol.md, "The claim reply");
--- nextDueMs when the next delayed job or rate window is due, on the caller's clock (-1: none);
--- startSlackMs > 0 when a rate window counted these starts: the caller starts each job within
--- that many ms of sending its call, or hands it back unstarted (control.lua, rateSlack).
-local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
+-- Claims up to `count` jobs for `workerId`, each leased for `leaseMs`, by a worker that reads
+-- layouts up to `reads` (nil: unchecked). Returns {jobs, nextDueMs, startSlackMs, refusedLayout}:
+-- jobs as claimLeases returns them (docs/protocol.md, "The claim reply"); nextDueMs when the next
+-- delayed job or rate window is due, on the caller's clock (-1: none); startSlackMs > 0 when a
+-- rate window counted these starts: the caller starts each job within that many ms of sending its
+-- call, or hands it back unstarted (control.lua, rateSlack); refusedLayout (absent unless so) the
+-- layout in force when it is newer than `reads`: nothing was claimed (control.lua, layoutRefused).
+local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId, reads)
   local nextDue = promoteDue(jobPrefix, queue, keys.ready, keys.delayed, keys.dead, keys.counts, now)
-  local c = newClaim(keys, jobPrefix, queue, now, count)
+  local c = newClaim(keys, jobPrefix, queue, now, count, reads)
   if not c.mixed then popUngrouped(c) end
   if c.taken < count then claimGroups(c) end
   claimGate(c)
@@ -65,5 +67,5 @@ local function claimJobs(keys, jobPrefix, queue, now, leaseMs, count, workerId)
   if c.groupFreeAt and (not freeAt or c.groupFreeAt < freeAt) then freeAt = c.groupFreeAt end
   if freeAt then freeAt = freeAt - c.clockMs + now end
   if freeAt and (nextDue < 0 or freeAt < nextDue) then nextDue = freeAt end
-  return {jobs, nextDue, started > 0 and c.startSlack or 0}
+  return {jobs, nextDue, started > 0 and c.startSlack or 0, c.refusedLayout}
 end

@@ -1,5 +1,5 @@
--- The claim's keys by name. CLAIM_KEYS is the order of claim_jobs' KEYS (Consumer's CLAIM_KEYS
--- in queue/consumer.ts sends them in the same order); every claim reads them as `keys.<name>`.
+-- The claim's keys by name. CLAIM_KEYS is the order of claim_jobs' KEYS (the gateway's CLAIM_KEYS
+-- in queue/gateway.ts sends them in the same order); every claim reads them as `keys.<name>`.
 -- Each key is its name after the queue's prefix Q, or the pipeline's P for those in
 -- CLAIM_PIPELINE_KEYS.
 local CLAIM_KEYS = {'ready', 'delayed', 'inflight', 'dead', 'counts', 'fence', 'wake', 'outbox', 'meta', 'contract'}

@@ -8,7 +8,16 @@
 -- a claim that pops nothing never reads them, and a rate-limited claim adds one HSET.
 local function readControl(metaKey, queue)
   local f = metaFields[metaKey .. ' ' .. queue] or readMeta(metaKey, queue)
-  return f[2] == '1', f[3], f[4]
+  return f[2] == '1', f[3], f[4], tonumber(f[7])
+end
+
+-- The layout in force, mirrored into `<P>meta` field `layout` at finalize (queue/layout.ts), read
+-- in the same HMGET: a claim by a worker whose newest readable layout (`reads`; nil: not checked)
+-- is older takes nothing, and says which layout it met (the worker then refuses to work). Returns
+-- that layout, or nil when the claim may go on.
+local function layoutRefused(layout, reads)
+  if layout and reads and layout > reads then return layout end
+  return nil
 end
 
 -- Redis' own clock in ms. Admission's windows are timed by it, never by the caller's `now`: a

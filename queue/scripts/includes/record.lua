@@ -10,8 +10,8 @@ local EVENTS_MAXLEN = '10000'
 -- Whether the outbox is on, read once per script call (a script records up to a few transitions).
 local recordsOn = {}
 -- The same read brings the queue's control fields (control.lua) and whether grouped jobs wait
--- (groups.lua, `groups:<queue>`) and the events its pool notifies (notify.lua, `notify:<queue>`),
--- in the same one command.
+-- (groups.lua, `groups:<queue>`), the events its pool notifies (notify.lua, `notify:<queue>`) and
+-- the pipeline's layout in force (`layout`, control.lua), in the same one command.
 local metaFields = {}
 -- A script call starts with neither; a Function library (defined once per server, see
 -- queue/scripts.ts) keeps them between calls, so each of its functions starts with this.
@@ -19,7 +19,7 @@ local function resetCallState()
   recordsOn, metaFields = {}, {}
 end
 local function readMeta(metaKey, queue)
-  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue, 'groups:' .. queue, 'notify:' .. queue)
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue, 'groups:' .. queue, 'notify:' .. queue, 'layout')
   recordsOn[metaKey] = f[1] == '1'
   metaFields[metaKey .. ' ' .. queue] = f
   return f

@@ -1,0 +1,149 @@
+"""The one place the Python client calls the Lua scripts (queue/gateway.ts is the TypeScript one).
+
+One function per script takes its inputs by name and returns the `Script` step that runs it, with
+KEYS and ARGV in the order the script's header gives (each order written here once); the sync and
+async clients run the step (client.py, aio.py). Nothing else builds a script's KEYS or ARGV.
+"""
+
+import time
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ._keys import PipelineKeys, QueueKeys
+
+
+class Script(NamedTuple):
+    """One of the shared Lua scripts (queue/scripts/<name>.lua), run by the client."""
+
+    name: str
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- enqueue ------------------------------------------------------------------------------------
+
+#: enqueue_jobs' optional record fields, in the order they are sent (queue/gateway.ts, EnqueueRecord).
+ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idempotencyKey", "contentHash", "trace",
+                           "group", "dedupe", "uses", "task", "notify")
+
+
+def enqueue_record_args(records: Sequence[Mapping[str, Any]], contract_hash: str = "") -> List[Any]:
+    """enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first;
+    a field none of them has is not sent), the hash of the contract they were checked against
+    ('' = none), then each record's values in that order."""
+    fields = ["id", "data"] + [f for f in ENQUEUE_OPTIONAL_FIELDS if any(f in r for r in records)]
+    args: List[Any] = [",".join(fields), contract_hash]
+    for r in records:
+        args.extend(r.get(f, "") for f in fields)
+    return args
+
+
+def enqueue_jobs(k: QueueKeys, *, max_payload_bytes: int, idempotency_ttl_seconds: int,
+                 records: Sequence[Mapping[str, Any]], contract_hash: str) -> Script:
+    """Reply: per job its id and 1 created, 0 existing, 2 replaced (enqueued())."""
+    return Script(
+        "enqueue_jobs",
+        [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
+        [k.job_prefix, k.idempotency_prefix, k.queue, _now_ms(), max_payload_bytes, idempotency_ttl_seconds,
+         *enqueue_record_args(records, contract_hash)],
+    )
+
+
+def enqueue_reply(reply: Sequence[Any]) -> List[Tuple[str, int]]:
+    """enqueue_jobs' reply by job: (id, code), code 1 created, 0 existing, 2 replaced (a debounce
+    gave the waiting job this job's data; the id is that job's)."""
+    return [(str(reply[i]), int(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+
+def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queues: Sequence[str],
+                 contract_hashes: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence[Any]],
+                 idempotency_key: Optional[str] = None) -> Script:
+    """`fields` names the per-job fields, each of `rows` one job's values in that order; `queues`
+    the flow's queues, `contract_hashes` the hash each one's jobs were checked against. Reply: the
+    number of jobs written, or for an `idempotency_key` already taken [that flow's id, each job's id]."""
+    keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
+    for q in queues:
+        k = QueueKeys(q)
+        keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
+    if idempotency_key is not None:
+        keys.append(pk.flow_idempotency(idempotency_key))
+    args: List[Any] = [pk.job_prefix, flow_id, _now_ms(), max_payload_bytes, len(queues)]
+    for q, h in zip(queues, contract_hashes):
+        args += [q, h]
+    args.append(",".join(fields))
+    for row in rows:
+        args.extend(row)
+    return Script("enqueue_flow", keys, args)
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+def cancel_job(pk: PipelineKeys, job_id: str, *, retention_seconds: int) -> Script:
+    """Reply: outcome, state, queue, jobs cancelled (cancelled())."""
+    return Script("cancel_job", [pk.outbox, pk.meta], [pk.job_prefix, job_id, _now_ms(), retention_seconds])
+
+
+class CancelReply(NamedTuple):
+    outcome: str
+    state: str
+    queue: str
+    jobs_cancelled: int
+
+
+def cancel_reply(reply: Sequence[Any]) -> CancelReply:
+    return CancelReply(str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+
+
+def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Sequence[str]) -> Script:
+    return Script("job_states", [pk.job(j) for j in ids], ["1" if whole else "0", *fields])
+
+
+def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int = 0) -> Script:
+    """These dead jobs back to ready, or (no `ids`) up to `limit` of the oldest. Reply: how many moved."""
+    args: List[Any] = [k.job_prefix, k.queue, _now_ms()]
+    args += [len(ids), *ids] if ids is not None else [limit]
+    return Script("retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args)
+
+
+def purge_dead(k: QueueKeys, *, limit: int) -> Script:
+    return Script("purge_dead", [k.dead], [k.job_prefix, limit])
+
+
+# -- schedules, groups, resources ---------------------------------------------------------------
+
+def schedule_remove(k: QueueKeys, name: str) -> Script:
+    """Reply: 1 when the schedule existed."""
+    return Script("schedule_remove", [k.schedules, k.delayed], [k.job_prefix, name])
+
+
+def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int) -> Script:
+    return Script(
+        "schedule_tick",
+        [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
+        [k.job_prefix, k.queue, now, name, version, tick],
+    )
+
+
+def group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Script:
+    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake], [action, group, value])
+
+
+def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Sequence[str]]) -> Script:
+    """`keys`: each key's id and its limits as `unit=max/windowMs,…`."""
+    args: List[Any] = [ceiling]
+    for key_id, limits in keys:
+        args += [key_id, limits]
+    return Script("resource_set", [pk.resource(name), pk.resources], args)
+
+
+def resource_remove(pk: PipelineKeys, name: str) -> Script:
+    """Reply: 1 when it existed."""
+    return Script("resource_remove", [pk.resource(name), pk.resources], [])
+
+
+def resource_bench(pk: PipelineKeys, name: str, key: str, *, until_ms: int) -> Script:
+    """resource_usage's bench form: `key` admits nothing until `until_ms`, for every worker."""
+    return Script("resource_usage", [pk.resource(name)], [key, "0", str(_now_ms()), "+bench", str(until_ms)])

@@ -1,0 +1,829 @@
+// The one place the TypeScript clients call the Lua scripts: a function per script that takes its
+// inputs by name, builds KEYS and ARGV in the order the script reads them (each order written
+// here once, beside the script's header) and hands back its reply by name. Callers never build
+// KEYS or ARGV (docs/protocol.md, "How the scripts are called").
+import { runDurableScript, type DurabilityOptions } from "./durability.ts";
+import type { PipelineKeys, QueueKeys } from "./keys.ts";
+import { runScript, type RedisClient, type ScriptArg } from "./scripts.ts";
+
+/** `durability` undefined: the call is never WAITed on (the scripts a caller may repeat). */
+function call<T>(
+  redis: RedisClient,
+  durability: DurabilityOptions | undefined,
+  name: Parameters<typeof runScript>[1],
+  keys: string[],
+  args: ScriptArg[],
+): Promise<T> {
+  return durability
+    ? runDurableScript<T>(redis, durability, name, keys, args)
+    : runScript<T>(redis, name, keys, args);
+}
+
+// ---- The claim and settles (the worker's calls) ----
+
+/**
+ * claim_jobs' KEYS by name, in the order the script reads them (CLAIM_KEYS in
+ * queue/scripts/includes/claimKeys.lua; complete-and-claim names the same keys itself).
+ */
+export const CLAIM_KEYS = [
+  "ready",
+  "delayed",
+  "inflight",
+  "dead",
+  "counts",
+  "fence",
+  "wake",
+  "outbox",
+  "meta",
+  "contract",
+] as const satisfies readonly (keyof QueueKeys)[];
+
+const claimKeyLists = new WeakMap<QueueKeys, string[]>();
+function claimKeys(k: QueueKeys): string[] {
+  let list = claimKeyLists.get(k);
+  if (!list) claimKeyLists.set(k, (list = CLAIM_KEYS.map((name) => k[name])));
+  return list;
+}
+
+/** The claim's reply (claim_jobs, and the claim part of settle_jobs): docs/protocol.md, "The claim reply". */
+export interface ClaimReply {
+  /** Empty, or the per-job field names ('id,token,data,…') then each job's values. */
+  jobs: string[];
+  /** When the next delayed job or rate window is due, on the caller's clock; -1: none. */
+  nextDueMs: number;
+  /** > 0: start each job within this many ms of sending the call, or hand it back unstarted. */
+  startSlackMs: number;
+  /** The layout in force when newer than the caller reads: the claim took nothing. */
+  refusedLayout?: number;
+}
+
+function claimReply(jobs: string[], nextDueMs: number, slack?: number, refused?: number): ClaimReply {
+  return {
+    jobs,
+    nextDueMs,
+    startSlackMs: slack ?? 0,
+    ...(refused ? { refusedLayout: refused } : {}),
+  };
+}
+
+export interface ClaimArgs {
+  keys: QueueKeys;
+  now: number;
+  leaseMs: number;
+  count: number;
+  workerId: string;
+  /** The newest layout the caller reads. */
+  readsLayout: number;
+}
+
+export async function claimJobs(redis: RedisClient, a: ClaimArgs): Promise<ClaimReply> {
+  const k = a.keys;
+  const [jobs, nextDue, slack, refused] = await runScript<[string[], number, number?, number?]>(
+    redis,
+    "claim_jobs",
+    claimKeys(k),
+    [k.jobPrefix, k.queue, a.now, a.leaseMs, a.count, a.workerId, a.readsLayout],
+  );
+  return claimReply(jobs, nextDue, slack, refused);
+}
+
+/** One job of a settle_jobs call. */
+export interface SettleJob {
+  id: string;
+  token: string;
+  /** The result's JSON text. */
+  result: string;
+  contentHash: string;
+  resultTtlSeconds: number;
+  reused: boolean;
+  /** With a next queue: the next stage's input (JSON), its content hash, its trace ('' = the job's own). */
+  next?: { data: string; contentHash: string; trace: string };
+}
+
+export interface SettleArgs extends Omit<ClaimArgs, "count"> {
+  retentionSeconds: number;
+  /** The next stage every job hands over to, and the hash of its contract the data was checked against. */
+  next?: { keys: QueueKeys; contract: string };
+  /** Jobs to claim for the freed slots (0: none). */
+  claim: number;
+  templateVersion: string;
+  jobs: readonly SettleJob[];
+}
+
+export interface SettleReply extends ClaimReply {
+  /** Per job in order: 1 settled, 0 fenced, -1 cancelled meanwhile. */
+  codes: number[];
+}
+
+const completeKeyLists = new WeakMap<QueueKeys, string[]>();
+
+export async function settleJobs(
+  redis: RedisClient,
+  durability: DurabilityOptions,
+  a: SettleArgs,
+): Promise<SettleReply> {
+  const k = a.keys;
+  let keys: string[];
+  if (a.next) {
+    const nk = a.next.keys;
+    keys = [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake, nk.contract];
+  } else {
+    keys = completeKeyLists.get(k) ?? [k.inflight, k.counts, k.outbox, k.meta];
+    completeKeyLists.set(k, keys);
+  }
+  const args: ScriptArg[] = [
+    k.jobPrefix,
+    k.queue,
+    a.now,
+    a.retentionSeconds,
+    a.next?.keys.queue ?? "",
+    a.claim,
+    a.leaseMs,
+    a.workerId,
+    a.next?.contract ?? "",
+    a.templateVersion,
+    a.readsLayout,
+  ];
+  for (const j of a.jobs) {
+    args.push(j.id, j.token, j.result, j.contentHash, j.resultTtlSeconds, j.reused ? "1" : "0");
+    if (a.next) args.push(j.next!.data, j.next!.contentHash, j.next!.trace);
+  }
+  const [codes, jobs, nextDue, slack, refused] = await call<[number[], string[], number, number?, number?]>(
+    redis,
+    durability,
+    "settle_jobs",
+    keys,
+    args,
+  );
+  return { codes, ...claimReply(jobs, nextDue, slack, refused) };
+}
+
+export interface RenewArgs {
+  keys: QueueKeys;
+  now: number;
+  leaseMs: number;
+  workerId: string;
+  /** The worker's report (JSON) for `<Q>workers` ('' = none) and its pod ('' = none: no cordon check). */
+  report: string;
+  pod: string;
+  leases: readonly { id: string; token: string }[];
+}
+
+export interface RenewReply {
+  lost: string[];
+  cancelled: string[];
+  /** '' or the end (ms) of the pod's cordon. */
+  cordonedUntil: string;
+}
+
+export async function renewLeases(redis: RedisClient, a: RenewArgs): Promise<RenewReply> {
+  const k = a.keys;
+  const args: ScriptArg[] = [k.jobPrefix, a.now, a.leaseMs, a.workerId, a.report, a.pod];
+  for (const l of a.leases) args.push(l.id, l.token);
+  const [lost, cancelled, cordonedUntil] = await runScript<[string[], string[], string]>(
+    redis,
+    "renew_leases",
+    [k.inflight, k.workers, k.cordon],
+    args,
+  );
+  return { lost, cancelled, cordonedUntil };
+}
+
+export interface FanOutArgs {
+  keys: QueueKeys;
+  id: string;
+  token: string;
+  now: number;
+  next: QueueKeys;
+  joinQueue: string;
+  retentionSeconds: number;
+  joinTrace: string;
+  /** The children's inputs (JSON) and, when given, one trace each. */
+  children: readonly string[];
+  childTraces: readonly string[];
+  contract: string;
+}
+
+/** fan_out's reply: the children's number, -1 the lease was lost, -2 the job was cancelled. */
+export function fanOut(redis: RedisClient, durability: DurabilityOptions, a: FanOutArgs): Promise<number> {
+  const k = a.keys;
+  const n = a.next;
+  return call<number>(
+    redis,
+    durability,
+    "fan_out",
+    [k.inflight, k.counts, k.outbox, k.meta, n.ready, n.counts, n.wake, k.seq, n.contract],
+    [
+      k.jobPrefix,
+      k.queue,
+      a.id,
+      a.token,
+      a.now,
+      n.queue,
+      a.joinQueue,
+      a.retentionSeconds,
+      a.joinTrace,
+      a.childTraces.length,
+      a.contract,
+      ...a.children,
+      ...a.childTraces,
+    ],
+  );
+}
+
+export interface ProgressArgs {
+  keys: QueueKeys;
+  id: string;
+  token: string;
+  now: number;
+  fraction: number;
+  message: string;
+}
+
+/** True when recorded; false when the lease was lost. */
+export async function reportProgress(redis: RedisClient, a: ProgressArgs): Promise<boolean> {
+  const k = a.keys;
+  const ok = await runScript<number>(
+    redis,
+    "report_progress",
+    [k.outbox, k.meta],
+    [k.jobPrefix, k.queue, a.id, a.token, a.now, a.fraction, a.message],
+  );
+  return ok === 1;
+}
+
+export interface AppendLogArgs {
+  keys: QueueKeys;
+  id: string;
+  token: string;
+  now: number;
+  /** The line's JSON text. */
+  line: string;
+  maxLines: number;
+  ttlSeconds: number;
+}
+
+/** True when appended; false when the lease was lost. */
+export async function appendLog(redis: RedisClient, a: AppendLogArgs): Promise<boolean> {
+  const k = a.keys;
+  const ok = await runScript<number>(
+    redis,
+    "append_log",
+    [k.logs(a.id)],
+    [k.jobPrefix, a.id, a.token, a.now, a.line, a.maxLines, a.ttlSeconds],
+  );
+  return ok === 1;
+}
+
+export interface FailArgs {
+  keys: QueueKeys;
+  id: string;
+  token: string;
+  now: number;
+  /** The error's JSON text. */
+  error: string;
+  retryDelayMs: number;
+  retryable: boolean;
+  kind: string;
+  /** JSON, '' = none. */
+  details: string;
+  /** The rejected result's JSON text, '' = none. */
+  rejected: string;
+  templateVersion: string;
+}
+
+/** fail_job's reply: retry, dead, lost or cancelled. */
+export function failJob<T extends string>(
+  redis: RedisClient,
+  durability: DurabilityOptions,
+  a: FailArgs,
+): Promise<T> {
+  const k = a.keys;
+  return call<T>(
+    redis,
+    durability,
+    "fail_job",
+    [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
+    [
+      k.jobPrefix,
+      k.queue,
+      a.id,
+      a.token,
+      a.now,
+      a.error,
+      a.retryDelayMs,
+      a.retryable ? "1" : "0",
+      a.kind,
+      a.details,
+      a.rejected,
+      a.templateVersion,
+    ],
+  );
+}
+
+export interface ReleaseArgs {
+  keys: QueueKeys;
+  id: string;
+  token: string;
+  now: number;
+  reason: string;
+  cause: string;
+  /** A rate-limited hand-back: the resource's key admits nothing until `untilMs`. */
+  bench?: { resource: string; key: string; untilMs: number };
+  /** '' = none. */
+  templateVersion: string;
+}
+
+/** release_job's code: 1 released, 0 fenced, -1 cancelled. */
+export function releaseJob(redis: RedisClient, a: ReleaseArgs): Promise<number> {
+  const k = a.keys;
+  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.id, a.token, a.now, a.reason, a.cause];
+  if (a.bench) args.push(a.bench.resource, a.bench.key, a.bench.untilMs);
+  if (a.templateVersion) {
+    if (!a.bench) args.push("", "", 0);
+    args.push(a.templateVersion);
+  }
+  return runScript<number>(
+    redis,
+    "release_job",
+    [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta],
+    args,
+  );
+}
+
+export async function reclaimFinished(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number; limit: number },
+): Promise<{ reclaimed: number; more: boolean }> {
+  const [reclaimed, more] = await runScript<[number, number]>(
+    redis,
+    "reclaim_finished",
+    [a.keys.finished],
+    [a.keys.jobPrefix, a.now, a.limit],
+  );
+  return { reclaimed, more: more === 1 };
+}
+
+/** sweep_leases' settings by name (its ARGV 4–9, poll_queues' 3–8). */
+export interface SweepSettings {
+  maxStalls: number;
+  limit: number;
+  lockMs: number;
+  workerStaleMs: number;
+  gapMs: number;
+  graceMs: number;
+}
+
+/** sweep_leases' keys, in its order (poll_queues takes the same 11 per queue). */
+export function sweepKeys(k: QueueKeys): string[] {
+  return [
+    k.inflight,
+    k.ready,
+    k.dead,
+    k.counts,
+    k.wake,
+    k.outbox,
+    k.meta,
+    k.sweepLock,
+    k.delayed,
+    k.workers,
+    k.sweeper,
+  ];
+}
+
+export function sweepSettingArgs(s: SweepSettings): number[] {
+  return [s.maxStalls, s.limit, s.lockMs, s.workerStaleMs, s.gapMs, s.graceMs];
+}
+
+/** sweep_leases' reply: requeued (-1: another sweeper held the mutex), dead-lettered, grace left (ms). */
+export interface SweepReply {
+  requeued: number;
+  dead: number;
+  graceLeftMs: number;
+}
+
+export async function sweepLeases(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number; settings: SweepSettings },
+): Promise<SweepReply> {
+  const k = a.keys;
+  const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
+    redis,
+    "sweep_leases",
+    sweepKeys(k),
+    [k.jobPrefix, k.queue, a.now, ...sweepSettingArgs(a.settings)],
+  );
+  return { requeued, dead, graceLeftMs };
+}
+
+// ---- Counts and the operator's poll ----
+
+/** backlog_counts' reply (poll_queues' first 11 values of a queue, then the waiting children). */
+export type CountsReply = [
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number,
+  number?,
+  number?,
+  number?,
+  number?,
+];
+
+export function backlogCounts(redis: RedisClient, a: { keys: QueueKeys; now: number }): Promise<CountsReply> {
+  const k = a.keys;
+  return runScript<CountsReply>(
+    redis,
+    "backlog_counts",
+    [k.ready, k.delayed, k.inflight, k.dead, k.counts],
+    [a.now, k.jobPrefix],
+  );
+}
+
+/**
+ * A queue's part of a poll_queues call — its 11 keys and 2 arguments — made once: a caller that
+ * polls the same queues again keeps it (the keys are most of what a poll would otherwise build).
+ */
+export interface PolledQueue {
+  queue: string;
+  keys: string[];
+  args: string[];
+}
+
+export function polledQueue(k: QueueKeys): PolledQueue {
+  return { queue: k.queue, keys: sweepKeys(k), args: [k.jobPrefix, k.queue] };
+}
+
+/** A queue's poll_queues reply: its counts part and its sweep part (one value: an error's text). */
+export type PollPart = (number | string)[];
+
+/** One poll_queues call for `queues` (all on one node): per queue its counts and sweep parts. */
+export async function pollQueues(
+  redis: RedisClient,
+  a: { now: number; sweep: boolean; settings: SweepSettings; queues: readonly PolledQueue[] },
+): Promise<{ counts: PollPart; swept: PollPart }[]> {
+  const keys: string[] = [];
+  const args: ScriptArg[] = [a.now, a.sweep ? 1 : 0, ...sweepSettingArgs(a.settings)];
+  for (const q of a.queues) {
+    keys.push(...q.keys);
+    args.push(...q.args);
+  }
+  const replies = await runScript<[PollPart, PollPart][]>(redis, "poll_queues", keys, args);
+  return replies.map(([counts, swept]) => ({ counts, swept }));
+}
+
+// ---- Admin ----
+
+export async function promoteJob<O extends string>(
+  redis: RedisClient,
+  a: { keys: QueueKeys; id: string; now: number },
+): Promise<{ outcome: O; state: string }> {
+  const k = a.keys;
+  const [outcome, state] = await runScript<[O, string]>(
+    redis,
+    "promote_job",
+    [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+    [k.jobPrefix, a.id, k.queue, a.now],
+  );
+  return { outcome, state };
+}
+
+/** Per id in order: its outcome and the state it was in. */
+export async function deleteJobs<O extends string>(
+  redis: RedisClient,
+  a: { keys: QueueKeys; ids: readonly string[]; now: number },
+): Promise<{ id: string; outcome: O; state: string }[]> {
+  const k = a.keys;
+  const flat = await runScript<string[]>(
+    redis,
+    "delete_jobs",
+    [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
+    [k.jobPrefix, k.idempotencyPrefix, k.queue, a.now, ...a.ids],
+  );
+  return a.ids.map((id, i) => ({ id, outcome: flat[2 * i] as O, state: flat[2 * i + 1]! }));
+}
+
+/** Moves these dead jobs back to ready, or (no `ids`) up to `limit` of the oldest; returns how many moved. */
+export function retryDead(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number } & ({ ids: readonly string[] } | { limit: number }),
+): Promise<number> {
+  const k = a.keys;
+  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.now];
+  if ("ids" in a) args.push(a.ids.length, ...a.ids);
+  else args.push(a.limit);
+  return runScript<number>(redis, "retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args);
+}
+
+/** Deletes up to `limit` dead jobs; returns how many. */
+export function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: number }): Promise<number> {
+  return runScript<number>(redis, "purge_dead", [a.keys.dead], [a.keys.jobPrefix, a.limit]);
+}
+
+/** 1 when this call switched records on, 0 when they were on. */
+export function recordsEnable(redis: RedisClient, a: { keys: PipelineKeys; group: string }): Promise<number> {
+  return runScript<number>(redis, "records_enable", [a.keys.outbox, a.keys.meta], [a.group]);
+}
+
+// ---- Schedules, groups, resources ----
+
+/** 1 when the schedule existed. */
+export function scheduleRemove(redis: RedisClient, a: { keys: QueueKeys; name: string }): Promise<number> {
+  return runScript<number>(
+    redis,
+    "schedule_remove",
+    [a.keys.schedules, a.keys.delayed],
+    [a.keys.jobPrefix, a.name],
+  );
+}
+
+/** 1 when the tick was put in line, 0 when it was already. */
+export function scheduleTick(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number; name: string; version: string | number; tick: number },
+): Promise<number> {
+  const k = a.keys;
+  return runScript<number>(
+    redis,
+    "schedule_tick",
+    [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
+    [k.jobPrefix, k.queue, a.now, a.name, a.version, a.tick],
+  );
+}
+
+export async function groupControl(
+  redis: RedisClient,
+  a: { keys: QueueKeys; action: string; group: string; value: string },
+): Promise<number> {
+  const k = a.keys;
+  return Number(
+    await runScript(
+      redis,
+      "group_control",
+      [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
+      [a.action, a.group, a.value],
+    ),
+  );
+}
+
+export interface GroupAdmissionReply {
+  waiting: number;
+  sum: number;
+  scanned: number;
+  ring: number;
+}
+
+export async function groupAdmission(
+  redis: RedisClient,
+  a: { keys: QueueKeys; enough: number; scanLimit: number },
+): Promise<GroupAdmissionReply> {
+  const k = a.keys;
+  const [waiting, sum, scanned, ring] = (
+    await runScript<number[]>(
+      redis,
+      "group_admission",
+      [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
+      [a.enough, a.scanLimit],
+    )
+  ).map(Number) as [number, number, number, number];
+  return { waiting, sum, scanned, ring };
+}
+
+/** `keys`: each key's id and its limits as `unit=max/windowMs,…`. */
+export async function resourceSet(
+  redis: RedisClient,
+  a: {
+    pipeline: PipelineKeys;
+    name: string;
+    ceiling: string;
+    keys: readonly { id: string; limits: string }[];
+  },
+): Promise<void> {
+  const args: string[] = [a.ceiling];
+  for (const key of a.keys) args.push(key.id, key.limits);
+  await runScript(redis, "resource_set", [a.pipeline.resource(a.name), a.pipeline.resources], args);
+}
+
+export async function resourceRemove(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; name: string },
+): Promise<boolean> {
+  const removed = await runScript(
+    redis,
+    "resource_remove",
+    [a.pipeline.resource(a.name), a.pipeline.resources],
+    [],
+  );
+  return Number(removed) === 1;
+}
+
+/**
+ * Corrects the window of a key a claim granted at `at` by `deltas` (unit → amount; the queue's
+ * budget waits are woken when it frees room), or benches the key until `benchUntilMs`.
+ */
+export async function resourceUsage(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; name: string; key: string; at: number; now: number } & (
+    { queue: QueueKeys; deltas: readonly [string, number][] } | { benchUntilMs: number }
+  ),
+): Promise<void> {
+  const keys = [a.pipeline.resource(a.name)];
+  const args: string[] = [a.key, String(a.at), String(a.now)];
+  if ("benchUntilMs" in a) args.push("+bench", String(a.benchUntilMs));
+  else {
+    keys.push(a.queue.groupBudget);
+    for (const [unit, delta] of a.deltas) args.push(unit, String(delta));
+  }
+  await runScript(redis, "resource_usage", keys, args);
+}
+
+// ---- Cancel and job states ----
+
+export async function cancelJob<O extends string>(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
+): Promise<{ outcome: O; state: string; queue: string; jobsCancelled: number }> {
+  const p = a.pipeline;
+  const [outcome, state, queue, n] = await runScript<[O, string, string, number]>(
+    redis,
+    "cancel_job",
+    [p.outbox, p.meta],
+    [p.jobPrefix, a.id, a.now, a.retentionSeconds],
+  );
+  return { outcome, state, queue, jobsCancelled: Number(n) };
+}
+
+/** Per id in order: `fields` of its record (`whole`: every field, as name/value pairs). */
+export function jobStates<R>(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; ids: readonly string[]; whole: boolean; fields: readonly string[] },
+): Promise<R[]> {
+  return runScript<R[]>(
+    redis,
+    "job_states",
+    a.ids.map((id) => a.pipeline.job(id)),
+    [a.whole ? "1" : "0", ...a.fields],
+  );
+}
+
+// ---- Enqueue ----
+
+/**
+ * One job as enqueue_jobs takes it: a named record whose absent fields are their defaults
+ * (docs/protocol.md, "Enqueueing from another language"). A new job field is one line here and
+ * in OPTIONAL_FIELDS, and the script's reading of it.
+ */
+export interface EnqueueRecord {
+  id: string;
+  /** The data's JSON text. */
+  data: string;
+  priority?: number;
+  delayMs?: number;
+  attempts?: number;
+  timeoutMs?: number;
+  idempotencyKey?: string;
+  contentHash?: string;
+  /** The W3C trace context of the enqueue. */
+  trace?: string;
+  group?: string;
+  /** `<debounce|throttle>:<windowMs>:<key>`. */
+  dedupe?: string;
+  /** JSON {resource: {unit: amount}}. */
+  uses?: string;
+  /** The job's task name. */
+  task?: string;
+  /** JSON {url, events} (docs/notifications.md). */
+  notify?: string;
+}
+
+const OPTIONAL_FIELDS = [
+  "priority",
+  "delayMs",
+  "attempts",
+  "timeoutMs",
+  "idempotencyKey",
+  "contentHash",
+  "trace",
+  "group",
+  "dedupe",
+  "uses",
+  "task",
+  "notify",
+] as const satisfies readonly (keyof EnqueueRecord)[];
+
+/**
+ * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
+ * field none of them has is not sent), the hash of the contract they were checked against ('' =
+ * none), then each record's values in that order.
+ */
+function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
+  const fields: (keyof EnqueueRecord)[] = ["id", "data"];
+  for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
+  const args: ScriptArg[] = [fields.join(","), contractHash];
+  for (const r of records) for (const f of fields) args.push(r[f] ?? "");
+  return args;
+}
+
+/** Per job in order: its id and 1 created, 0 an existing job (known id or key), 2 replaced (debounce). */
+export type EnqueueReply = { id: string; code: number }[];
+
+export async function enqueueJobs(
+  redis: RedisClient,
+  durability: DurabilityOptions,
+  a: {
+    keys: QueueKeys;
+    now: number;
+    maxPayloadBytes: number;
+    idempotencyTtlSeconds: number;
+    records: readonly EnqueueRecord[];
+    /** The hash of the contract the records were checked against ('' = none). */
+    contractHash: string;
+  },
+): Promise<EnqueueReply> {
+  const k = a.keys;
+  const flat = await call<(string | number)[]>(
+    redis,
+    durability,
+    "enqueue_jobs",
+    [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
+    [
+      k.jobPrefix,
+      k.idempotencyPrefix,
+      k.queue,
+      a.now,
+      a.maxPayloadBytes,
+      a.idempotencyTtlSeconds,
+      ...enqueueRecordArgs(a.records, a.contractHash),
+    ],
+  );
+  const out: EnqueueReply = [];
+  for (let i = 0; i < flat.length; i += 2) out.push({ id: String(flat[i]), code: Number(flat[i + 1]) });
+  return out;
+}
+
+/**
+ * enqueue_flow: `fields` names the per-job fields, each of `rows` one job's values in that order;
+ * `queues` the flow's queues, each with the hash of its contract the jobs were checked against.
+ */
+export async function enqueueFlow(
+  redis: RedisClient,
+  durability: DurabilityOptions,
+  a: {
+    pipeline: PipelineKeys;
+    flowId: string;
+    now: number;
+    maxPayloadBytes: number;
+    queues: readonly { keys: QueueKeys; contractHash: string }[];
+    fields: readonly string[];
+    rows: readonly (readonly ScriptArg[])[];
+    /** The flow's idempotency key: a flow written before under it is returned, nothing written. */
+    idempotencyKey?: string;
+  },
+): Promise<{ created: true } | { created: false; flowId: string; ids: string[] }> {
+  const p = a.pipeline;
+  const keys = [p.outbox, p.meta, p.seq, p.flow(a.flowId)];
+  for (const { keys: k } of a.queues) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
+  if (a.idempotencyKey !== undefined) keys.push(p.flowIdempotency(a.idempotencyKey));
+  const args: ScriptArg[] = [p.jobPrefix, a.flowId, a.now, a.maxPayloadBytes, a.queues.length];
+  for (const q of a.queues) args.push(q.keys.queue, q.contractHash);
+  args.push(a.fields.join(","));
+  for (const row of a.rows) args.push(...row);
+  const reply = await call<number | string[]>(redis, durability, "enqueue_flow", keys, args);
+  if (!Array.isArray(reply)) return { created: true };
+  // (a flow written before under the key: its id, then each job's id in the call's order)
+  return { created: false, flowId: String(reply[0]), ids: reply.slice(1).map(String) };
+}
+
+/** cancel_flow: the jobs it cancelled (-1: no such flow here) and the flow's size. */
+export async function cancelFlow(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
+): Promise<{ cancelled: number; total: number }> {
+  const p = a.pipeline;
+  const [n, total] = await runScript<[number, number]>(
+    redis,
+    "cancel_flow",
+    [p.outbox, p.meta, p.flow(a.id)],
+    [p.jobPrefix, a.now, a.retentionSeconds],
+  );
+  return { cancelled: Number(n), total: Number(total) };
+}
+
+/** flow_repair: the dependents told, the jobs gone (-1 told: no such flow here) and the flow's size. */
+export async function flowRepair(
+  redis: RedisClient,
+  a: { pipeline: PipelineKeys; id: string; now: number },
+): Promise<{ told: number; gone: number; total: number }> {
+  const p = a.pipeline;
+  const [told, gone, total] = await runScript<[number, number, number]>(
+    redis,
+    "flow_repair",
+    [p.flow(a.id)],
+    [p.jobPrefix, a.now, a.id],
+  );
+  return { told: Number(told), gone: Number(gone), total: Number(total) };
+}
