@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { ROUTES } from "../../api/definitions.ts";
 import { startJobApi, type JobApi } from "../../api/server.ts";
 import { hashToken, readTokensFile, writeTokensFile, type TokenEntry } from "../../api/tokens.ts";
-import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, Consumer, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { createPool, startRecorder, type JobRecorder } from "../../records/index.ts";
 import { startApi } from "../support/dashboard.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
@@ -198,6 +198,52 @@ describe("scoped API tokens", () => {
     const info = await new QueueAdmin(redis).job(GLOBEX_ID);
     assert.equal(info?.state, before?.state, "globex's job untouched by the walk");
     assert.equal(info?.state, "ready");
+  });
+
+  test("records-only jobs keep their group: acme's is found, globex's is absent", async () => {
+    // Completed with retention 0: Redis lets both go at once; only the records keep them.
+    const q = "docs/archive";
+    const producer = new Producer(redis);
+    await producer.enqueue(q, { who: "ACME-OLD" }, { id: "ac-old", group: "acme" });
+    await producer.enqueue(q, { who: "GLOBEX-OLD" }, { id: "gx-old", group: "globex" });
+    const c = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
+    for (const job of (await c.claim(2)).jobs) await c.complete(job, { ok: true });
+    await waitFor(
+      "both recorded as completed",
+      async () =>
+        (
+          await db.query(
+            "SELECT count(*)::int AS n FROM conveyor_jobs WHERE id IN ('ac-old', 'gx-old') AND state = 'completed'",
+          )
+        ).rows[0].n === 2,
+      60_000,
+    );
+    const admin = new QueueAdmin(redis);
+    assert.equal(await admin.job("ac-old", q), null, "Redis let it go");
+    assert.equal(await admin.job("gx-old", q), null);
+    const own = await call(ACME_TOKEN, "GET", "/jobs/ac-old/detail");
+    assert.equal(own.status, 200, own.text);
+    assert.match(own.text, /ACME-OLD/);
+    const absent = await call(ACME_TOKEN, "GET", "/jobs/never-was/detail");
+    const other = await call(ACME_TOKEN, "GET", "/jobs/gx-old/detail");
+    assert.deepEqual(
+      [other.status, other.text.replace("gx-old", "X")],
+      [absent.status, absent.text.replace("never-was", "X")],
+      "another tenant's records-only job reads as one that never existed",
+    );
+    for (const [path, mine] of [
+      ["/search?q=ac-old", true],
+      ["/search?q=gx-old", false],
+      ["/search?q=who=ACME-OLD", true],
+      ["/search?q=who=GLOBEX-OLD", false],
+    ] as const) {
+      const r = await call(ACME_TOKEN, "GET", path);
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      const ids = (JSON.parse(r.text) as { items: { id: string }[] }).items.map((i) => i.id);
+      assert.deepEqual(ids, mine ? ["ac-old"] : [], `${path}: ${r.text}`);
+    }
+    // A full-access reader still finds globex's.
+    assert.equal((await call(READER_TOKEN, "GET", "/jobs/gx-old/detail")).status, 200);
   });
 
   test("SSE: the acme token's stream carries acme's events and none of globex's", async () => {
