@@ -99,8 +99,12 @@ export class JobRecords {
     return withCursor(await served(this.q.byField({ ...rest, after: after(cursor) })));
   }
 
-  groupOutcomes(queue: string, groups: string[]): ReturnType<RecordsQueries["groupOutcomes"]> {
-    return served(this.q.groupOutcomes(queue, groups));
+  groupOutcomes(queues: string[], groups: string[]): ReturnType<RecordsQueries["groupOutcomes"]> {
+    return served(this.q.groupOutcomes(queues, groups));
+  }
+
+  groupRecent(queues: string[], groups: string[], limit: number): Promise<JobRow[]> {
+    return served(this.q.groupRecent(queues, groups, limit));
   }
 
   job(pipeline: string, id: string): ReturnType<RecordsQueries["job"]> {

@@ -285,21 +285,38 @@ export class RecordsQueries {
     return this.jobPage(where, params, opts.after, opts.limit);
   }
 
-  /** Finished jobs per group and state (completed, dead, cancelled) of these groups in a queue. */
+  /** Finished jobs (completed, dead, cancelled) per queue and group, of these groups in these queues. */
   async groupOutcomes(
-    queue: string,
+    queues: string[],
     groups: string[],
-  ): Promise<{ group: string; completed: number; dead: number; cancelled: number }[]> {
-    const rows = await this.rows<{ group: string; state: string; n: string }>(
-      `SELECT job_group AS "group", state, count(*) AS n FROM conveyor_jobs
-       WHERE queue = $1 AND job_group = ANY($2) AND state IN ('completed', 'dead', 'cancelled')
-       GROUP BY 1, 2`,
-      [queue, groups],
+  ): Promise<{ queue: string; group: string; completed: number; dead: number; cancelled: number }[]> {
+    const rows = await this.rows<{ queue: string; group: string; state: string; n: string }>(
+      `SELECT queue, job_group AS "group", state, count(*) AS n FROM conveyor_jobs
+       WHERE queue = ANY($1) AND job_group = ANY($2) AND state IN ('completed', 'dead', 'cancelled')
+       GROUP BY 1, 2, 3`,
+      [queues, groups],
     );
-    return groups.map((group) => {
-      const n = (state: string) => Number(rows.find((r) => r.group === group && r.state === state)?.n ?? 0);
-      return { group, completed: n("completed"), dead: n("dead"), cancelled: n("cancelled") };
-    });
+    const out = new Map<
+      string,
+      { queue: string; group: string; completed: number; dead: number; cancelled: number }
+    >();
+    for (const r of rows) {
+      const key = `${r.queue}\u0000${r.group}`;
+      const o = out.get(key) ?? { queue: r.queue, group: r.group, completed: 0, dead: 0, cancelled: 0 };
+      o[r.state as "completed" | "dead" | "cancelled"] = Number(r.n);
+      out.set(key, o);
+    }
+    return [...out.values()];
+  }
+
+  /** The latest changed jobs of these groups in these queues, newest first. */
+  async groupRecent(queues: string[], groups: string[], limit: number): Promise<JobRow[]> {
+    const rows = await this.rows<JobRow & { cursor_at?: string }>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE queue = ANY($1) AND job_group = ANY($2) AND state <> 'deleted'
+       ORDER BY updated_at DESC, id DESC LIMIT $3`,
+      [queues, groups, limit],
+    );
+    return page(rows, limit).items;
   }
 
   async job(
