@@ -61,6 +61,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     doc: "Transactional record of transitions, drained into PostgreSQL.",
   },
   {
+    name: "audit",
+    scope: "pipeline",
+    pattern: "audit",
+    doc: "Changes made outside the job API (the CLI, the operator), a capped stream the job API drains into PostgreSQL's audit trail.",
+  },
+  {
     name: "notify",
     scope: "pipeline",
     pattern: "notify",

@@ -33,6 +33,10 @@ export class PipelineKeyLayout {
   get outbox(): string {
     return `${this.prefix}outbox`;
   }
+  /** Changes made outside the job API (the CLI, the operator), a capped stream the job API drains into PostgreSQL's audit trail. */
+  get audit(): string {
+    return `${this.prefix}audit`;
+  }
   /** Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue. */
   get notify(): string {
     return `${this.prefix}notify`;

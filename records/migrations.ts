@@ -227,6 +227,16 @@ CREATE INDEX IF NOT EXISTS conveyor_jobs_group_recent
   ON conveyor_jobs (queue, job_group, updated_at DESC, id DESC) WHERE job_group IS NOT NULL;
 `,
   },
+  {
+    // Changes made outside the job API arrive through a Redis stream (queue/audit.ts): a row is
+    // keyed by the change's first entry, so a redelivered entry writes nothing new.
+    id: 12,
+    name: "audit entries from the CLI and the operator",
+    sql: `
+ALTER TABLE conveyor_audit ADD COLUMN IF NOT EXISTS source text;
+CREATE UNIQUE INDEX IF NOT EXISTS conveyor_audit_source ON conveyor_audit (source) WHERE source IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */
