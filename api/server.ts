@@ -29,6 +29,7 @@ import {
 import { authorize } from "./access.ts";
 import { auditParams, PgAudit, StdoutAudit, type AuditLog } from "./audit.ts";
 import { AuditDrain } from "./auditDrain.ts";
+import { checkTokenRate } from "./tokenRate.ts";
 import { ROUTES } from "./definitions.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
@@ -303,6 +304,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       const who = def.public ? auth.identify(req) : auth.authenticate(req);
       const credential = who?.credential ?? "session";
       if (def.method !== "GET") auth.checkMutation(req, credential, def.public);
+      if (who?.principal.rate) await checkTokenRate(opts.redis, who.principal);
       const reply = await router.handle(req, res, url, match, maxBody, who?.principal ?? FULL_ACCESS);
       if (reply) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
     };

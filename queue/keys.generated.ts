@@ -11,6 +11,8 @@ export const GLOBAL_KEYS = {
   doorbellChannel: `${KEY_ROOT}:doorbell`,
   /** Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`. */
   readers: `${KEY_ROOT}:readers`,
+  /** Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window. */
+  tokenRatePrefix: `${KEY_ROOT}:tokenrate:`,
 } as const;
 
 /** Keys shared by all stages of one pipeline: `cvy:{<pipeline>}:…` (one Cluster slot). */

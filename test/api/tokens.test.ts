@@ -26,6 +26,7 @@ const QUEUE = "docs/ocr";
 const ACME_TOKEN = "acme-token-0123456789abcdef";
 const READER_TOKEN = "reader-token-0123456789abcdef";
 const OPS_TOKEN = "ops-token-0123456789abcdef";
+const LIMITED_TOKEN = "limited-token-0123456789abcdef";
 const GLOBEX_ID = "gx-7f3a9";
 const GLOBEX_SECRET = "GLOBEX-SECRET";
 
@@ -60,6 +61,7 @@ describe("scoped API tokens", () => {
       }),
       entry("reader", READER_TOKEN, { verbs: ["read"] }),
       entry("ops", OPS_TOKEN, { verbs: ["read", "operate", "admin"] }),
+      { ...entry("limited", LIMITED_TOKEN, { verbs: ["read"] }), rate: { max: 4, perMs: 60_000 } },
     ]);
     recorder = await startRecorder({
       databaseUrl: dbUrl,
@@ -284,6 +286,41 @@ describe("scoped API tokens", () => {
     });
     assert.equal(other.status, 403, "acme may not enqueue into globex");
     assert.match(other.text, /body\.group/);
+  });
+
+  test("a token's rate limit holds across both replicas: 429 with Retry-After naming the token and the limit", async (t) => {
+    const replica = await startJobApi({
+      redis,
+      port: 0,
+      host: "127.0.0.1",
+      tokensFile: file,
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      log: pino({ level: "silent" }),
+    });
+    const other = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+    t.after(async () => {
+      await new Promise((resolve) => replica.close(resolve));
+      replica.closeAllConnections();
+    });
+    // The limit counts per minute: start in a minute with time left for the five requests.
+    await waitFor("a fresh minute", async () => Date.now() % 60_000 < 45_000, 20_000, 250);
+    const get = (at: string, token: string) =>
+      fetch(`${at}/queues/${encodeURIComponent(QUEUE)}/groups`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+    const statuses = [];
+    for (const at of [base, other, base, other]) statuses.push((await get(at, LIMITED_TOKEN)).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200], "4 a minute, on either replica");
+    const over = await get(other, LIMITED_TOKEN);
+    assert.equal(over.status, 429);
+    const wait = Number(over.headers.get("retry-after"));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    const body = (await over.json()) as { error: string; code: string };
+    assert.equal(body.code, "rate_limited");
+    assert.match(body.error, /token limited is over its rate limit of 4\/m/);
+    assert.equal((await get(base, LIMITED_TOKEN)).status, 429, "the other replica too");
+    assert.equal((await get(base, ACME_TOKEN)).status, 200, "another token is not held back");
   });
 
   test("the tokens file is read again by both replicas: a revoked token's session ends at its next request", async (t) => {
