@@ -11,7 +11,7 @@ import {
   writeTokensFile,
   type Scope,
 } from "../../api/tokens.ts";
-import { userInfo } from "node:os";
+import { hostname } from "node:os";
 import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import { DATABASE_URL_SETTING, JSON_SETTING } from "../../lib/settings.ts";
 import { defineCommand, print, UsageError } from "../command.ts";
@@ -20,7 +20,8 @@ const records = () => import("../../records/index.ts");
 const audit = () => import("../../api/audit.ts");
 
 /**
- * With --database: the change is written to the API's audit trail first (who: cli:<user>), and
+ * With --database: the change is written to the API's audit trail first (who: cli:<user>@<host>,
+ * or CONVEYOR_AUDIT_ACTOR), and
  * not made when that fails; its outcome after.
  */
 async function audited(
@@ -33,16 +34,17 @@ async function audited(
   if (!url) return change();
   const { createPool } = await records();
   const { PgAudit } = await audit();
+  const { cliActor } = await import("../../queue/audit.ts");
   const pool = createPool(url, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
   try {
     const finish = await new PgAudit(pool)
       .begin({
-        token: `cli:${userInfo().username}`,
+        token: cliActor(),
         verb: "admin",
         operation,
         target: `token:${name}`,
         params,
-        client: null,
+        client: hostname(),
       })
       .catch((err: Error) => {
         throw new UsageError(err.message);

@@ -133,6 +133,28 @@ describe("audit of changes outside the job API", () => {
     assert.deepEqual(await redis.xpending(key, AUDIT_GROUP), [0, null, null, null]);
   });
 
+  test("limits, group settings and a refused change: each a row with its outcome", async () => {
+    const before = (await rows()).length;
+    conveyor(["limit", Q, "10/s"]);
+    conveyor(["group", "pause", Q, "acme"]);
+    assert.throws(() => conveyor(["limit", Q, "fast"]), "a usage error changes nothing and is not audited");
+    const all = await waitFor(
+      "two more rows",
+      async () => {
+        const r = await rows();
+        return r.length === before + 2 && r.every((x) => x.status !== null) && r;
+      },
+      30_000,
+    );
+    assert.deepEqual(
+      all.slice(before).map((r) => [r.operation, r.target, r.status, r.params]),
+      [
+        ["setRateLimit", Q, 200, { limit: "10/s" }],
+        ["pauseGroup", `${Q} group:acme`, 200, {}],
+      ],
+    );
+  });
+
   test("an entry read again (a replica died before acknowledging it) writes no second row", async () => {
     const before = (await rows()).length;
     conveyor(["resume", Q]);
