@@ -48,7 +48,12 @@ export async function auditDecision(
 ): Promise<void> {
   await recordAudit(
     client,
-    { ...d, pipeline: pipelineOf(queue), actor: operatorActor(env), client: env.POD_NAME ?? env.HOSTNAME ?? null },
+    {
+      ...d,
+      pipeline: pipelineOf(queue),
+      actor: operatorActor(env),
+      client: env.POD_NAME ?? env.HOSTNAME ?? null,
+    },
     outcome,
   );
 }
