@@ -1,7 +1,7 @@
 // The dashboard in a real headless Chromium signed in with named tokens (api/tokens.ts): a
 // read-only token sees the queue with no action, an operate token pauses but has no purge or
 // delete (admin), a token limited to group `acme` gets a page of acme's counts and jobs and
-// nothing of `globex`, and a revoked token's page goes back to sign-in.
+// nothing of `globex` (docs/screenshots/tenant.png), and a revoked token's page goes back to sign-in.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -10,6 +10,7 @@ import { hashToken, writeTokensFile, type Scope } from "../../api/tokens.ts";
 import { pino } from "pino";
 import { Consumer, Producer } from "../../queue/index.ts";
 import { startRecorder, type JobRecorder } from "../../records/index.ts";
+import { REPO } from "../support/workers.ts";
 import {
   buildDashboard,
   CHROMIUM,
@@ -144,6 +145,8 @@ describe(
       const text = (await p.locator("body").textContent()) ?? "";
       assert.doesNotMatch(text, /globex|gx-/i, "nothing of globex");
       assert.equal(await p.getByRole("link", { name: "My groups" }).count(), 1);
+      await p.setViewportSize({ width: 1100, height: 700 });
+      await p.screenshot({ path: join(REPO, "docs/screenshots/tenant.png") });
       assert.equal(await p.getByRole("link", { name: /^(Queues|Resources|Pools)$/ }).count(), 0);
       // Its search finds its own records-only job and none of globex's.
       await p.getByRole("searchbox", { name: "Search jobs" }).fill("gx-done-1");

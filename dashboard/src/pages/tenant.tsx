@@ -39,7 +39,7 @@ export function TenantPage() {
               <th scope="col">Completed</th>
               <th scope="col">Dead</th>
               <th scope="col">Limit</th>
-              <th scope="col">State</th>
+              <th scope="col">Paused</th>
             </tr>
           </thead>
           <tbody>
@@ -55,13 +55,13 @@ export function TenantPage() {
                   {g.concurrency === null ? "no limit" : `${g.concurrency} at once`}
                   {g.rate ? `, ${g.rate}` : ""}
                 </td>
-                <td>{g.paused ? <span class="badge">paused</span> : "running"}</td>
+                <td data-paused={String(g.paused)}>{g.paused ? <span class="badge">paused</span> : "no"}</td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
-      <h2>Latest jobs</h2>
+      <h2 class="spaced">Latest jobs</h2>
       {view.recent === null ? (
         <p class="small muted">
           The latest jobs need the job records (PostgreSQL). Search finds a job by id.
