@@ -30,10 +30,10 @@ export async function jobWhere(
     const group = await ctx.redis.hget(new PipelineKeys(info.queue.split("/")[0]!).job(id), "group");
     return { queue: info.queue, group: group || null };
   }
-  // The records do not keep a job's group: a record alone belongs to no tenant.
+  // A job Redis let go: its group as the records keep it (none for records older than migration 11).
   const rows = (await ctx.records?.byId(id)) ?? [];
   const row = queueHint ? rows.find((r) => r.queue === queueHint) : rows[0];
-  return row ? { queue: row.queue, group: null } : null;
+  return row ? { queue: row.queue, group: row.group ?? null } : null;
 }
 
 /** Whether this principal may see this job (its queue and group). */

@@ -5,6 +5,7 @@
 // (503), and a change whose outcome cannot be written keeps its row with status null. Without
 // PostgreSQL the entries are JSON lines on stdout.
 import type pg from "pg";
+import { redact } from "../queue/audit.ts";
 import { HttpError } from "./http.ts";
 
 export interface AuditEntry {
@@ -40,20 +41,7 @@ export interface AuditLog {
   expire(retentionMs: number): Promise<number>;
 }
 
-const SECRET = /token|secret|password|authorization|apikey|api_key|credential/i;
 const MAX_PARAM_BYTES = 16 * 1024;
-
-/** The request's parameters as kept: secrets removed, a large body cut to its field names. */
-export function redact(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(redact);
-  if (value === null || typeof value !== "object") return value;
-  return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).map(([k, v]) => [
-      k,
-      SECRET.test(k) ? "[removed]" : redact(v),
-    ]),
-  );
-}
 
 export function auditParams(params: Record<string, unknown>): Record<string, unknown> {
   const kept = redact(params) as Record<string, unknown>;

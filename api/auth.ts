@@ -67,7 +67,7 @@ export class Auth {
   tokenPrincipal(given: string): Principal | null {
     if (this.tokenMatches(given)) return FULL_ACCESS;
     const e = this.tokens?.find(given);
-    return e ? { name: e.name, scope: e.scopes } : null;
+    return e ? { name: e.name, scope: e.scopes, rate: e.rate ?? null } : null;
   }
 
   /**
@@ -203,7 +203,7 @@ export class Auth {
     if (!timingSafeEqual(given, Buffer.from(this.sign(body, key), "base64url"))) return null;
     if (name === null) return FULL_ACCESS;
     const e = this.tokens!.byName(name)!;
-    return { name: e.name, scope: e.scopes };
+    return { name: e.name, scope: e.scopes, rate: e.rate ?? null };
   }
 }
 

@@ -621,6 +621,24 @@ export const ROUTES: readonly RouteDefinition[] = [
     }),
   },
   {
+    name: "groupsOverview",
+    access: { verb: "read", target: "list", groups: "filter" },
+    method: "GET",
+    path: "/groups",
+    summary:
+      "a tenant's view: its groups in every queue it may see (waiting, running, limits, paused; completed, dead and cancelled from the records) and their latest jobs; no queue-wide number",
+    tag: "queues",
+    query: query({
+      groups: {
+        type: "string",
+        minLength: 1,
+        maxLength: 2000,
+        description:
+          "groups, comma-separated (default: the token's; required for a token not limited to groups)",
+      },
+    }),
+  },
+  {
     name: "search",
     access: { verb: "read", target: "list", groups: "filter" },
     method: "GET",

@@ -16,7 +16,8 @@ export type ErrorSite =
   | "partial_read"
   | "resource_history"
   | "rollout_history"
-  | "layout_report";
+  | "layout_report"
+  | "audit_drain";
 
 export class ApiMetrics {
   readonly registry = new Registry();

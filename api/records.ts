@@ -59,6 +59,7 @@ export class JobRecords {
     limit: number;
     from?: number;
     to?: number;
+    groups?: string[] | null;
   }): Promise<Page<JobRow>> {
     const { cursor, ...rest } = opts;
     return withCursor(await served(this.q.listJobs({ ...rest, after: after(cursor) })));
@@ -92,9 +93,18 @@ export class JobRecords {
     cursor?: string;
     limit: number;
     queues?: string[] | null;
+    groups?: string[] | null;
   }): Promise<Page<JobRow>> {
     const { cursor, ...rest } = opts;
     return withCursor(await served(this.q.byField({ ...rest, after: after(cursor) })));
+  }
+
+  groupOutcomes(queues: string[], groups: string[]): ReturnType<RecordsQueries["groupOutcomes"]> {
+    return served(this.q.groupOutcomes(queues, groups));
+  }
+
+  groupRecent(queues: string[], groups: string[], limit: number): Promise<JobRow[]> {
+    return served(this.q.groupRecent(queues, groups, limit));
   }
 
   job(pipeline: string, id: string): ReturnType<RecordsQueries["job"]> {

@@ -748,6 +748,35 @@ export const RESPONSES: Record<string, RouteResponse[]> = {
       },
     }),
   ),
+  groupsOverview: ok(
+    "the groups' state per queue and their latest jobs",
+    obj({
+      groups: { type: "array", items: str },
+      items: {
+        type: "array",
+        items: {
+          allOf: [
+            obj({ queue: str }),
+            ref("GroupState"),
+            obj({
+              completed: {
+                type: ["integer", "null"],
+                description: "from the records (null without PostgreSQL)",
+              },
+              dead: { type: ["integer", "null"] },
+              cancelled: { type: ["integer", "null"] },
+            }),
+          ],
+        },
+        description: "one per queue and group that has jobs waiting, running or recorded",
+      },
+      recent: {
+        type: ["array", "null"],
+        items: ref("JobListItem"),
+        description: "the groups' latest changed jobs (from the records; null without PostgreSQL)",
+      },
+    }),
+  ),
   search: ok(
     "matching jobs",
     obj({ q: str, kind: { enum: ["id", "field", "task", "flow"] }, ...page(ref("SearchHit")) }),

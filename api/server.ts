@@ -28,6 +28,8 @@ import {
 } from "../queue/index.ts";
 import { authorize } from "./access.ts";
 import { auditParams, PgAudit, StdoutAudit, type AuditLog } from "./audit.ts";
+import { AuditDrain } from "./auditDrain.ts";
+import { checkTokenRate } from "./tokenRate.ts";
 import { ROUTES } from "./definitions.ts";
 import { Auth, isLoopback, MIN_TOKEN_BYTES } from "./auth.ts";
 import type { ApiContext, PoolSource } from "./context.ts";
@@ -302,6 +304,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       const who = def.public ? auth.identify(req) : auth.authenticate(req);
       const credential = who?.credential ?? "session";
       if (def.method !== "GET") auth.checkMutation(req, credential, def.public);
+      if (who?.principal.rate) await checkTokenRate(opts.redis, who.principal);
       const reply = await router.handle(req, res, url, match, maxBody, who?.principal ?? FULL_ACCESS);
       if (reply) sendJson(res, reply.status ?? 200, reply.body, reply.headers);
     };
@@ -322,6 +325,17 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
       .catch((err: Error) => opts.log?.warn({ err: err.message }, "audit: old rows not deleted"));
   void expire();
   const expiry = setInterval(expire, 3600_000).unref();
+  // The CLI's and the operator's changes (queue/audit.ts) join the trail here.
+  const drain = opts.database
+    ? new AuditDrain({
+        redis: opts.redis,
+        db: opts.database,
+        pipelines: async () => [...new Set((await directory.list()).map((q) => q.split("/")[0]!))],
+        consumer: `api:${hostname()}:${process.pid}`,
+        onError: (err) => metrics.error("audit_drain", err),
+      })
+    : null;
+  drain?.start();
   // (counted as a reader of the layouts: `conveyor layout status`, finalize)
   const reader = new ReaderReport(opts.redis, `api:${hostname()}:${process.pid}`, "api", 15_000, (err) =>
     metrics.error("layout_report", err),
@@ -333,6 +347,7 @@ export async function startJobApi(opts: JobApiOptions): Promise<JobApi> {
     void ctx.rolloutHistory?.stop();
     tokens?.stop();
     clearInterval(expiry);
+    void drain?.stop();
     void ctx.hub.close();
     void ctx.records?.close();
   });

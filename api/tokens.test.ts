@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import {
+  formatTokensFile,
   groupInScope,
   hashToken,
   parseScope,
@@ -41,6 +42,17 @@ test("a malformed tokens file is refused naming its line", () => {
     /api-token is CONVEYOR_API_TOKEN's/,
   );
   assert.deepEqual(parseTokensFile(""), []);
+});
+
+test("a rate limit per token: parsed, written back, and a bad one named", () => {
+  const text = `tokens:\n  - name: a\n    hash: "${HASH}"\n    rate: 50/s\n    scopes: {verbs: [read]}\n`;
+  const [e] = parseTokensFile(text, "t.yaml");
+  assert.deepEqual(e!.rate, { max: 50, perMs: 1000 });
+  assert.deepEqual(parseTokensFile(formatTokensFile([e!])), [e]);
+  assert.throws(
+    () => parseTokensFile(text.replace("50/s", "fast"), "t.yaml"),
+    /t\.yaml:2: token a: rate: invalid rate limit "fast": expected <N>\/<s\|m\|h>/,
+  );
 });
 
 test("scopes: pipelines, queue globs, groups; a job of no group is no tenant's", () => {

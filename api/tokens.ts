@@ -11,6 +11,7 @@ import { createHash, randomBytes, scryptSync, timingSafeEqual } from "node:crypt
 import { readFileSync, statSync, watch, writeFileSync, renameSync, type FSWatcher } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { LineCounter, parseDocument, isMap, isSeq, type Node } from "yaml";
+import { formatRateLimit, parseRateLimit, type RateLimit } from "../queue/control.ts";
 
 export const VERBS = ["read", "enqueue", "operate", "admin"] as const;
 export type Verb = (typeof VERBS)[number];
@@ -28,12 +29,15 @@ export interface TokenEntry {
   name: string;
   hash: string;
   scopes: Scope;
+  /** Requests per window across every replica (`rate: 50/s`); absent: no limit. */
+  rate?: RateLimit | null;
 }
 
 /** Who a request is: the full-access CONVEYOR_API_TOKEN (scope null) or a named token. */
 export interface Principal {
   name: string;
   scope: Scope | null;
+  rate?: RateLimit | null;
 }
 
 export const FULL_ACCESS: Principal = { name: "api-token", scope: null };
@@ -132,8 +136,10 @@ export function parseTokensFile(text: string, file = "tokens file"): TokenEntry[
     if (!isMap(item)) throw new TokensFileError(`${where}: each token is a map with name, hash, scopes`);
     const e = item.toJSON() as Record<string, unknown>;
     for (const key of Object.keys(e))
-      if (!["name", "hash", "scopes"].includes(key))
-        throw new TokensFileError(`${where}: unknown field ${JSON.stringify(key)} (name, hash, scopes)`);
+      if (!["name", "hash", "scopes", "rate"].includes(key))
+        throw new TokensFileError(
+          `${where}: unknown field ${JSON.stringify(key)} (name, hash, scopes, rate)`,
+        );
     if (typeof e.name !== "string" || !TOKEN_NAME.test(e.name))
       throw new TokensFileError(`${where}: name must match ${TOKEN_NAME.source}`);
     if (seen.has(e.name)) throw new TokensFileError(`${where}: token ${e.name} is named twice`);
@@ -161,9 +167,17 @@ export function parseTokensFile(text: string, file = "tokens file"): TokenEntry[
         );
     const verbs = names("verbs") ?? [];
     if (verbs.length === 0) throw new TokensFileError(`${where}: token ${e.name}: scopes.verbs is empty`);
+    let rate: RateLimit | null = null;
+    if (e.rate !== undefined && e.rate !== null)
+      try {
+        rate = parseRateLimit(String(e.rate));
+      } catch (err) {
+        throw new TokensFileError(`${where}: token ${e.name}: rate: ${(err as Error).message}`);
+      }
     return {
       name: e.name,
       hash: e.hash,
+      ...(rate ? { rate } : {}),
       scopes: {
         pipelines: names("pipelines"),
         queues: names("queues"),
@@ -178,7 +192,9 @@ export function formatTokensFile(entries: TokenEntry[]): string {
   const out = ["tokens:"];
   if (entries.length === 0) return "tokens: []\n";
   for (const e of entries) {
-    out.push(`  - name: ${e.name}`, `    hash: "${e.hash}"`, "    scopes:");
+    out.push(`  - name: ${e.name}`, `    hash: "${e.hash}"`);
+    if (e.rate) out.push(`    rate: "${formatRateLimit(e.rate)}"`);
+    out.push("    scopes:");
     for (const key of ["pipelines", "queues", "groups", "verbs"] as const) {
       const v = e.scopes[key];
       if (v) out.push(`      ${key}: [${v.map((x) => JSON.stringify(x)).join(", ")}]`);

@@ -88,7 +88,13 @@ function checkPositionals(name: string, forms: readonly string[], given: string[
 /** A command on one job, `<name> <id> [--queue Q] [--json]`: `run` gets the id, --queue and an admin. */
 export function defineJobCommand(def: {
   name: string;
-  run(job: { id: string; queue: string | undefined; admin: QueueAdmin; json: boolean }): Promise<number>;
+  run(job: {
+    id: string;
+    queue: string | undefined;
+    admin: QueueAdmin;
+    json: boolean;
+    redis: RedisClient;
+  }): Promise<number>;
 }): Command {
   return defineCommand({
     name: def.name,
@@ -103,7 +109,7 @@ export function defineJobCommand(def: {
       const [queue, json] = [o.raw("queue"), o.bool("json")];
       const { QueueAdmin } = await admin();
       return withRedis(o.str("redis")!, (redis) =>
-        def.run({ id, queue, admin: new QueueAdmin(redis), json }),
+        def.run({ id, queue, admin: new QueueAdmin(redis), json, redis }),
       );
     },
   });

@@ -46,6 +46,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     pattern: "readers",
     doc: "Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`.",
   },
+  {
+    name: "tokenRatePrefix",
+    scope: "global",
+    pattern: "tokenrate:",
+    doc: "Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window.",
+  },
 
   {
     name: "jobPrefix",
@@ -59,6 +65,12 @@ export const KEY_TABLE: readonly KeySpec[] = [
     scope: "pipeline",
     pattern: "outbox",
     doc: "Transactional record of transitions, drained into PostgreSQL.",
+  },
+  {
+    name: "audit",
+    scope: "pipeline",
+    pattern: "audit",
+    doc: "Changes made outside the job API (the CLI, the operator), a capped stream the job API drains into PostgreSQL's audit trail.",
   },
   {
     name: "notify",

@@ -11,6 +11,8 @@ export const GLOBAL_KEYS = {
   doorbellChannel: `${KEY_ROOT}:doorbell`,
   /** Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`. */
   readers: `${KEY_ROOT}:readers`,
+  /** Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window. */
+  tokenRatePrefix: `${KEY_ROOT}:tokenrate:`,
 } as const;
 
 /** Keys shared by all stages of one pipeline: `cvy:{<pipeline>}:…` (one Cluster slot). */
@@ -32,6 +34,10 @@ export class PipelineKeyLayout {
   /** Transactional record of transitions, drained into PostgreSQL. */
   get outbox(): string {
     return `${this.prefix}outbox`;
+  }
+  /** Changes made outside the job API (the CLI, the operator), a capped stream the job API drains into PostgreSQL's audit trail. */
+  get audit(): string {
+    return `${this.prefix}audit`;
   }
   /** Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue. */
   get notify(): string {

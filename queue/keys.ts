@@ -10,6 +10,8 @@ import { JOB_ID_PATTERN, KEY_ROOT, QUEUE_NAME_PATTERN } from "./keyTable.ts";
 export { KEY_ROOT };
 export const PIPELINES_KEY = GLOBAL_KEYS.pipelines;
 export const QUEUES_KEY = GLOBAL_KEYS.queues;
+/** Prefix of the job API's per-token request counters (api/tokenRate.ts). */
+export const TOKEN_RATE_PREFIX = GLOBAL_KEYS.tokenRatePrefix;
 /** docs/protocol.md, "Doorbell". */
 export const DOORBELL_CHANNEL = GLOBAL_KEYS.doorbellChannel;
 

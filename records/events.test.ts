@@ -19,6 +19,7 @@ describe("records of a debounced job", () => {
         attempts: "3",
         due: "6000",
         key: "k",
+        group: "acme",
         data: '{"n":1}',
       }),
       entry("3000-0", {
@@ -36,7 +37,13 @@ describe("records of a debounced job", () => {
     assert.equal(job.data?.value, '{"n":2}');
     assert.equal(job.state, "delayed");
     assert.equal(job.dueAt, 8000);
-    assert.deepEqual(job.origin?.value, { createdAt: 1000, parentId: null, idempotencyKey: "k" });
+    // (the replacement carries no group: the job keeps its first enqueue's)
+    assert.deepEqual(job.origin?.value, {
+      createdAt: 1000,
+      parentId: null,
+      idempotencyKey: "k",
+      group: "acme",
+    });
     assert.equal(job.maxAttempts?.value, 3);
     assert.equal(stages[0]!.data?.value, '{"n":2}');
   });
@@ -66,6 +73,7 @@ describe("records of a flow job", () => {
       createdAt: 1000,
       parentId: null,
       idempotencyKey: null,
+      group: null,
       flow: {
         id: "f1",
         key: "book",

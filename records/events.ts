@@ -119,6 +119,8 @@ export interface Origin {
   idempotencyKey?: string | null;
   /** A flow job's flow (docs/flows.md): from its enqueue entry. */
   flow?: FlowOrigin | null;
+  /** The job's group (docs/protocol.md, "Groups"), or null: from its enqueue entry. */
+  group?: string | null;
 }
 
 /** A flow job's place in its flow: the parents as keys and as ids, in the same order. */
@@ -337,6 +339,7 @@ function applyToJob(p: JobPatch | undefined, e: OutboxEvent): JobPatch {
           createdAt: e.at,
           parentId: origin.parentId,
           idempotencyKey: f.key || null,
+          group: f.group || null,
           ...(flow ? { flow } : {}),
         });
         patch.result = set(null);

@@ -216,6 +216,27 @@ CREATE TABLE conveyor_audit (
 CREATE INDEX conveyor_audit_at ON conveyor_audit (at DESC, id DESC);
 `,
   },
+  {
+    // A job's group, from its enqueue entry (with its origin: v_created): a group-scoped token
+    // finds its tenant's jobs, counts and search hits in the records after Redis let them go.
+    id: 11,
+    name: "job groups",
+    sql: `
+ALTER TABLE conveyor_jobs ADD COLUMN IF NOT EXISTS job_group text;
+CREATE INDEX IF NOT EXISTS conveyor_jobs_group_recent
+  ON conveyor_jobs (queue, job_group, updated_at DESC, id DESC) WHERE job_group IS NOT NULL;
+`,
+  },
+  {
+    // Changes made outside the job API arrive through a Redis stream (queue/audit.ts): a row is
+    // keyed by the change's first entry, so a redelivered entry writes nothing new.
+    id: 12,
+    name: "audit entries from the CLI and the operator",
+    sql: `
+ALTER TABLE conveyor_audit ADD COLUMN IF NOT EXISTS source text;
+CREATE UNIQUE INDEX IF NOT EXISTS conveyor_audit_source ON conveyor_audit (source) WHERE source IS NOT NULL;
+`,
+  },
 ];
 
 /** Key of the advisory lock that serialises migrations (ASCII "cvy-migr"). */

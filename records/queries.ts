@@ -25,6 +25,8 @@ export interface JobRow {
   idempotencyKey: string | null;
   /** The job's task name, if it names one. */
   task: string | null;
+  /** The job's group, or null (records from before migration 11 have none). */
+  group: string | null;
   lastEvent: string;
 }
 
@@ -64,7 +66,7 @@ const ROW = `id, pipeline, queue, state, attempts, max_attempts AS "maxAttempts"
   updated_at AS "updatedAt", due_at AS "dueAt",
   progress, progress_message AS "progressMessage",
   dead_reason AS "deadReason", parent_id AS "parentId",
-  idempotency_key AS "idempotencyKey", task, last_event AS "lastEvent",
+  idempotency_key AS "idempotencyKey", task, job_group AS "group", last_event AS "lastEvent",
   updated_at::text AS cursor_at`;
 
 /** The dashboard's state names → the records' (a waiting job is `queued` there). */
@@ -166,6 +168,8 @@ export class RecordsQueries {
     limit: number;
     from?: number;
     to?: number;
+    /** Only these groups' jobs (index conveyor_jobs_group_recent). */
+    groups?: string[] | null;
   }): Promise<RecordsPage> {
     const where = ["queue = $1"];
     const params: unknown[] = [opts.queue];
@@ -173,6 +177,7 @@ export class RecordsQueries {
       params.push(v);
       where.push(sql.replace("?", `$${params.length}`));
     };
+    if (opts.groups) add("job_group = ANY(?)", opts.groups);
     // `all` is what the queue holds or held; deleted jobs are listed only when asked for.
     if (opts.state === "all") where.push("state <> 'deleted'");
     else add("state = ?", STATE_IN_RECORDS[opts.state] ?? opts.state);
@@ -257,6 +262,7 @@ export class RecordsQueries {
     after?: RecordsPosition;
     limit: number;
     queues?: string[] | null;
+    groups?: string[] | null;
   }): Promise<RecordsPage> {
     const doc = JSON.stringify(containment(opts.path, opts.value));
     const parts = opts.part ? [opts.part] : ["data", "result"];
@@ -272,7 +278,45 @@ export class RecordsQueries {
       params.push(opts.queues);
       where.push(`queue = ANY($${params.length})`);
     }
+    if (opts.groups) {
+      params.push(opts.groups);
+      where.push(`job_group = ANY($${params.length})`);
+    }
     return this.jobPage(where, params, opts.after, opts.limit);
+  }
+
+  /** Finished jobs (completed, dead, cancelled) per queue and group, of these groups in these queues. */
+  async groupOutcomes(
+    queues: string[],
+    groups: string[],
+  ): Promise<{ queue: string; group: string; completed: number; dead: number; cancelled: number }[]> {
+    const rows = await this.rows<{ queue: string; group: string; state: string; n: string }>(
+      `SELECT queue, job_group AS "group", state, count(*) AS n FROM conveyor_jobs
+       WHERE queue = ANY($1) AND job_group = ANY($2) AND state IN ('completed', 'dead', 'cancelled')
+       GROUP BY 1, 2, 3`,
+      [queues, groups],
+    );
+    const out = new Map<
+      string,
+      { queue: string; group: string; completed: number; dead: number; cancelled: number }
+    >();
+    for (const r of rows) {
+      const key = `${r.queue}\u0000${r.group}`;
+      const o = out.get(key) ?? { queue: r.queue, group: r.group, completed: 0, dead: 0, cancelled: 0 };
+      o[r.state as "completed" | "dead" | "cancelled"] = Number(r.n);
+      out.set(key, o);
+    }
+    return [...out.values()];
+  }
+
+  /** The latest changed jobs of these groups in these queues, newest first. */
+  async groupRecent(queues: string[], groups: string[], limit: number): Promise<JobRow[]> {
+    const rows = await this.rows<JobRow & { cursor_at?: string }>(
+      `SELECT ${ROW} FROM conveyor_jobs WHERE queue = ANY($1) AND job_group = ANY($2) AND state <> 'deleted'
+       ORDER BY updated_at DESC, id DESC LIMIT $3`,
+      [queues, groups, limit],
+    );
+    return page(rows, limit).items;
   }
 
   async job(

@@ -21,7 +21,7 @@ import {
 import type { ApiContext } from "../context.ts";
 import { HttpError } from "../http.ts";
 import type { Handlers } from "../router.ts";
-import { groupInScope } from "../tokens.ts";
+import { groupInScope, queueInScope } from "../tokens.ts";
 
 interface LimitBody {
   concurrency?: number | null;
@@ -100,6 +100,54 @@ export function groupHandlers(ctx: ApiContext): Handlers {
   }
 
   return {
+    // A tenant's page: only its groups, never a queue-wide number (those mix in other groups).
+    async groupsOverview({ query, principal }) {
+      const scope = principal.scope;
+      const asked = (query.groups as string | undefined)?.split(",").filter((g) => g !== "");
+      if (!scope?.groups && !asked?.length)
+        throw HttpError.field(
+          400,
+          "query.groups",
+          "name the groups (groups=a,b): a token not limited to groups has no groups of its own",
+          "missing_field",
+        );
+      const groups = scope?.groups ? (asked ?? scope.groups).filter((g) => groupInScope(scope, g)) : asked!;
+      const queues = (await ctx.directory.list()).filter((q) => queueInScope(scope, q));
+      const [states, outcomes, recent] = await Promise.all([
+        Promise.all(queues.map((q) => listGroups(ctx.redis, q))),
+        ctx.records && groups.length ? ctx.records.groupOutcomes(queues, groups) : null,
+        ctx.records && groups.length ? ctx.records.groupRecent(queues, groups, 50) : null,
+      ]);
+      const items = queues.flatMap((queue, i) =>
+        groups.flatMap((group) => {
+          const live = (states[i]!.groups as GroupState[]).find((g) => g.group === group);
+          const done = outcomes?.find((o) => o.queue === queue && o.group === group);
+          if (!live && !done) return [];
+          return [
+            {
+              queue,
+              ...(live ?? {
+                group,
+                waiting: 0,
+                running: 0,
+                concurrency: states[i]!.defaultConcurrency,
+                override: false,
+                rate: states[i]!.defaultRate,
+                paused: false,
+                weight: 1,
+                onDead: states[i]!.defaultOnDead,
+                blockedBy: null,
+              }),
+              completed: done ? done.completed : ctx.records ? 0 : null,
+              dead: done ? done.dead : ctx.records ? 0 : null,
+              cancelled: done ? done.cancelled : ctx.records ? 0 : null,
+            },
+          ];
+        }),
+      );
+      return { body: { groups, items, recent } };
+    },
+
     async listGroups({ params, query, principal }) {
       const queue = params.queue!;
       const search = query.search as string | undefined;

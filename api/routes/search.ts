@@ -125,6 +125,8 @@ export function searchHandlers(ctx: ApiContext): Handlers {
           cursor: query.cursor as string | undefined,
           limit,
           queues: ctx.auth.allowList,
+          // (in the query: a page of other tenants' hits would come back empty)
+          groups: principal.scope?.groups ?? null,
         });
         return {
           body: {

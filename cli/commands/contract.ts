@@ -1,6 +1,7 @@
 // `conveyor contract`: a queue's contract (JSON Schemas of its jobs' data and results, per task)
 // for queues without a WorkerPool to publish one — set, get, delete — and `types`, the types it
 // gives (contractTypes.ts parses its own flags).
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import type { Contract } from "../../queue/contracts.ts";
@@ -46,7 +47,18 @@ const setGetDelete = defineCommand({
       const contract = contractFromFlags(o.raw("file"), o.raw("data"), o.raw("result"));
       compileContract(contract); // a bad schema named before connecting
       return withRedis(o.str("redis")!, async (redis) => {
-        const stored = await setContract(redis, queue, contract, "cli");
+        const stored = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(queue),
+            verb: "admin",
+            operation: "putContract",
+            target: queue,
+            params: {},
+          },
+          () => setContract(redis, queue, contract, "cli"),
+          (stored) => ({ result: { hash: stored.hash } }),
+        );
         print(asJson ? JSON.stringify({ queue, hash: stored.hash }) : `${queue} contract ${stored.hash}`);
         return 0;
       });
@@ -55,7 +67,18 @@ const setGetDelete = defineCommand({
       throw new UsageError(`contract ${action} takes no --file, --data or --result (${USAGE})`);
     return withRedis(o.str("redis")!, async (redis) => {
       if (action === "delete") {
-        const had = await deleteContract(redis, queue);
+        const had = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(queue),
+            verb: "admin",
+            operation: "deleteContract",
+            target: queue,
+            params: {},
+          },
+          () => deleteContract(redis, queue),
+          (had) => ({ result: { deleted: had } }),
+        );
         print(
           asJson
             ? JSON.stringify({ queue, deleted: had })

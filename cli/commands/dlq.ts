@@ -1,4 +1,5 @@
 // `conveyor dlq`: list, retry or purge a queue's dead letters.
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { assertJobId } from "../../queue/keys.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
@@ -35,7 +36,18 @@ export default defineCommand({
       }
       if (action === "retry" && ids.length > 0) {
         // One id per call, so the answer says which of them were dead letters of this queue.
-        const moved = await Promise.all(ids.map((id) => admin.retryDead(queue, [id])));
+        const moved = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(queue),
+            verb: "operate",
+            operation: "retryDead",
+            target: queue,
+            params: { ids },
+          },
+          () => Promise.all(ids.map((id) => admin.retryDead(queue, [id]))),
+          (moved) => ({ jobs: moved.reduce((a, b) => a + b, 0) }),
+        );
         const notDead = ids.filter((_, i) => moved[i] === 0);
         const retried = ids.length - notDead.length;
         if (asJson) print(JSON.stringify({ retried, notDead }));
@@ -45,7 +57,18 @@ export default defineCommand({
         }
         return retried > 0 ? 0 : 1;
       }
-      const n = action === "retry" ? await admin.retryDead(queue) : await admin.purgeDead(queue);
+      const n = await auditedCli(
+        redis,
+        {
+          pipeline: pipelineOfQueue(queue),
+          verb: action === "retry" ? "operate" : "admin",
+          operation: action === "retry" ? "retryDead" : "purgeDead",
+          target: queue,
+          params: {},
+        },
+        () => (action === "retry" ? admin.retryDead(queue) : admin.purgeDead(queue)),
+        (n) => ({ jobs: n }),
+      );
       const done = action === "retry" ? "retried" : "purged";
       print(asJson ? JSON.stringify({ [done]: n }) : `${done} ${n}`);
       return 0;

@@ -1,4 +1,5 @@
 // `conveyor group`: a queue's groups — their concurrency limits, pause/resume, and a listing.
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import {
   assertGroup,
@@ -113,7 +114,22 @@ export default defineCommand({
         if (weight !== undefined && target === undefined)
           throw new UsageError("--weight is set per group: group set <queue> <group> --weight N");
         await withQueue(async (redis) => {
-          await setGroupLimit(redis, queue, target, { concurrency, rate, weight, onDead });
+          await auditedCli(
+            redis,
+            {
+              pipeline: pipelineOfQueue(queue),
+              verb: "operate",
+              operation: target === undefined ? "setDefaultGroupLimit" : "setGroupLimit",
+              target: target === undefined ? queue : `${queue} group:${target}`,
+              params: {
+                concurrency,
+                rate: rate === undefined ? undefined : rate === null ? null : formatRateLimit(rate),
+                weight,
+                onDead,
+              },
+            },
+            () => setGroupLimit(redis, queue, target, { concurrency, rate, weight, onDead }),
+          );
           const rateShown = rate === undefined ? undefined : rate === null ? "off" : formatRateLimit(rate);
           const parts = [
             ...(concurrency === undefined ? [] : [`concurrency ${concurrency ?? "off"}`]),
@@ -134,7 +150,17 @@ export default defineCommand({
         if (group === undefined) throw new UsageError(`group ${action} <queue> <group>`);
         const target = groupForUsage(group);
         await withQueue(async (redis) => {
-          await (action === "pause" ? pauseGroup(redis, queue, target) : resumeGroup(redis, queue, target));
+          await auditedCli(
+            redis,
+            {
+              pipeline: pipelineOfQueue(queue),
+              verb: "operate",
+              operation: action === "pause" ? "pauseGroup" : "resumeGroup",
+              target: `${queue} group:${target}`,
+              params: {},
+            },
+            () => (action === "pause" ? pauseGroup(redis, queue, target) : resumeGroup(redis, queue, target)),
+          );
           print(
             asJson
               ? JSON.stringify({ queue, group: target, paused: action === "pause" })

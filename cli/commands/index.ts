@@ -175,7 +175,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   {
     name: "token",
     synopsis:
-      "  token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' --file F [--json]   a scoped API token (printed once)\n" +
+      "  token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' [--rate 50/s] --file F [--json]   a scoped API token (printed once)\n" +
       "  token list|revoke <name> --file F      the tokens file conveyor api --tokens-file serves",
     load: byDefault(token),
   },

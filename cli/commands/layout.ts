@@ -1,6 +1,7 @@
 // `conveyor layout status|finalize <pipeline>`: the pipeline's layout in force, the newest every
 // live reader (worker, operator, job API) can read, and moving it forward (docs/protocol.md,
 // "Layout versions").
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { hostname } from "node:os";
 import { COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
@@ -42,7 +43,18 @@ export default defineCommand({
         return 0;
       }
       try {
-        const r = await q.finalizeLayout(redis, pipeline, { by: `conveyor-cli@${hostname()}` });
+        const r = await auditedCli(
+          redis,
+          {
+            pipeline,
+            verb: "admin",
+            operation: "layoutFinalize",
+            target: `pipeline:${pipeline}`,
+            params: {},
+          },
+          () => q.finalizeLayout(redis, pipeline, { by: `conveyor-cli@${hostname()}` }),
+          (r) => ({ result: r }),
+        );
         if (json) print(JSON.stringify(r));
         else
           print(

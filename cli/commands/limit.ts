@@ -1,4 +1,5 @@
 // `conveyor limit`: a queue's global rate limit.
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
@@ -22,7 +23,17 @@ export default defineCommand({
     }
     const { QueueAdmin } = await admin();
     await withRedis(o.str("redis")!, async (redis) => {
-      await new QueueAdmin(redis).setRateLimit(queue, parsed);
+      await auditedCli(
+        redis,
+        {
+          pipeline: pipelineOfQueue(queue),
+          verb: "operate",
+          operation: "setRateLimit",
+          target: queue,
+          params: { limit: parsed ? formatRateLimit(parsed) : null },
+        },
+        () => new QueueAdmin(redis).setRateLimit(queue, parsed),
+      );
       const text = parsed ? formatRateLimit(parsed) : null;
       print(
         o.bool("json") ? JSON.stringify({ queue, rateLimit: text }) : `${queue} rate limit ${text ?? "off"}`,

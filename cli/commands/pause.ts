@@ -1,4 +1,5 @@
 // `conveyor pause` and `conveyor resume`: stop and restart claiming from a queue.
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { assertQueueNameForUsage, COMMON, defineCommand, print, UsageError, withRedis } from "../command.ts";
 
 const admin = () => import("../../queue/admin.ts");
@@ -16,7 +17,11 @@ const pauseOrResume = (pause: boolean) => {
       const { QueueAdmin } = await admin();
       await withRedis(o.str("redis")!, async (redis) => {
         const admin = new QueueAdmin(redis);
-        await (pause ? admin.pause(queue) : admin.resume(queue));
+        await auditedCli(
+          redis,
+          { pipeline: pipelineOfQueue(queue), verb: "operate", operation: name, target: queue, params: {} },
+          () => (pause ? admin.pause(queue) : admin.resume(queue)),
+        );
         print(
           o.bool("json")
             ? JSON.stringify({ queue, paused: pause })

@@ -1,5 +1,6 @@
 // `conveyor records`: switch a pipeline's job records on before its first job (bare workers,
 // no operator or job API to do it), and see whether they are on (docs/records.md).
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import {
   assertQueueNameForUsage,
   COMMON,
@@ -30,7 +31,18 @@ export default defineCommand({
     const { enableRecords, recordsStatus } = await recordsModule();
     return withRedis(o.str("redis")!, async (redis) => {
       if (action === "enable") {
-        const switched = await enableRecords(redis, pipeline);
+        const switched = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(pipeline),
+            verb: "admin",
+            operation: "recordsEnable",
+            target: `pipeline:${pipelineOfQueue(pipeline)}`,
+            params: {},
+          },
+          () => enableRecords(redis, pipeline),
+          (switched) => ({ result: { switched } }),
+        );
         const name = pipeline.split("/")[0]!;
         print(
           asJson

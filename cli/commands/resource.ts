@@ -1,4 +1,5 @@
 // `conveyor resource`: a pipeline's resources — API keys with budgets per window (docs/budgets.md).
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import {
   formatLimits,
   InvalidResourceError,
@@ -105,7 +106,18 @@ const command = (keys: ResourceKeySpec[]): Command =>
           if (keys.length === 0)
             throw new UsageError("resource set needs --key <id> --limit … (at least one)");
           await withRedis(o.str("redis")!, async (redis) => {
-            await refused(() => setResource(redis, p, name, keys, ceiling === undefined ? {} : { ceiling }));
+            await auditedCli(
+              redis,
+              {
+                pipeline: pipelineOfQueue(p),
+                verb: "admin",
+                operation: "putResource",
+                target: `pipeline:${pipelineOfQueue(p)} resource:${name}`,
+                params: { keys, ceiling: ceiling ?? null },
+              },
+              () =>
+                refused(() => setResource(redis, p, name, keys, ceiling === undefined ? {} : { ceiling })),
+            );
             print(
               asJson
                 ? JSON.stringify({ pipeline: p, name, keys, ceiling: ceiling ?? 0.9 })
@@ -118,7 +130,18 @@ const command = (keys: ResourceKeySpec[]): Command =>
           if (!name) throw new UsageError(USAGE);
           const p = needPipeline();
           return withRedis(o.str("redis")!, async (redis) => {
-            const removed = await refused(() => removeResource(redis, p, name));
+            const removed = await auditedCli(
+              redis,
+              {
+                pipeline: pipelineOfQueue(p),
+                verb: "admin",
+                operation: "deleteResource",
+                target: `pipeline:${pipelineOfQueue(p)} resource:${name}`,
+                params: {},
+              },
+              () => refused(() => removeResource(redis, p, name)),
+              (removed) => ({ result: { removed } }),
+            );
             print(
               asJson
                 ? JSON.stringify({ pipeline: p, name, removed })

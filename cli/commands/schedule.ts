@@ -1,4 +1,5 @@
 // `conveyor schedule`: repeating jobs — add, list, remove.
+import { auditedCli, pipelineOfQueue } from "../audit.ts";
 import { OptionError } from "../../lib/options.ts";
 import { makeSchedule, scheduleJson, type ScheduleSpec } from "../../queue/schedules.ts";
 import {
@@ -51,7 +52,17 @@ export default defineCommand({
         throw new UsageError((err as Error).message);
       }
       return withRedis(redisUrl, async (redis) => {
-        const s = await new QueueAdmin(redis).schedules.add(queue, name, spec);
+        const s = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(queue),
+            verb: "operate",
+            operation: "putSchedule",
+            target: `${queue} schedule:${name}`,
+            params: { spec },
+          },
+          () => new QueueAdmin(redis).schedules.add(queue, name, spec),
+        );
         print(
           asJson
             ? JSON.stringify(scheduleJson(s))
@@ -76,7 +87,18 @@ export default defineCommand({
     if (action === "remove") {
       if (!name) throw new UsageError(USAGE);
       return withRedis(redisUrl, async (redis) => {
-        const removed = await new QueueAdmin(redis).schedules.remove(queue, name);
+        const removed = await auditedCli(
+          redis,
+          {
+            pipeline: pipelineOfQueue(queue),
+            verb: "operate",
+            operation: "deleteSchedule",
+            target: `${queue} schedule:${name}`,
+            params: {},
+          },
+          () => new QueueAdmin(redis).schedules.remove(queue, name),
+          (removed) => ({ result: { removed } }),
+        );
         print(
           asJson
             ? JSON.stringify({ queue, name, removed })

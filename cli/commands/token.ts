@@ -11,7 +11,8 @@ import {
   writeTokensFile,
   type Scope,
 } from "../../api/tokens.ts";
-import { userInfo } from "node:os";
+import { hostname } from "node:os";
+import { formatRateLimit, parseRateLimit, type RateLimit } from "../../queue/control.ts";
 import { DATABASE_URL_SETTING, JSON_SETTING } from "../../lib/settings.ts";
 import { defineCommand, print, UsageError } from "../command.ts";
 
@@ -19,7 +20,8 @@ const records = () => import("../../records/index.ts");
 const audit = () => import("../../api/audit.ts");
 
 /**
- * With --database: the change is written to the API's audit trail first (who: cli:<user>), and
+ * With --database: the change is written to the API's audit trail first (who: cli:<user>@<host>,
+ * or CONVEYOR_AUDIT_ACTOR), and
  * not made when that fails; its outcome after.
  */
 async function audited(
@@ -32,16 +34,17 @@ async function audited(
   if (!url) return change();
   const { createPool } = await records();
   const { PgAudit } = await audit();
+  const { cliActor } = await import("../../queue/audit.ts");
   const pool = createPool(url, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
   try {
     const finish = await new PgAudit(pool)
       .begin({
-        token: `cli:${userInfo().username}`,
+        token: cliActor(),
         verb: "admin",
         operation,
         target: `token:${name}`,
         params,
-        client: null,
+        client: hostname(),
       })
       .catch((err: Error) => {
         throw new UsageError(err.message);
@@ -53,7 +56,7 @@ async function audited(
   }
 }
 
-const USAGE = `token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' --file tokens.yaml [--json]
+const USAGE = `token create <name> --scope 'pipeline=docs,groups=acme,verbs=read+enqueue' [--rate 50/s] --file tokens.yaml [--json]
   token list --file tokens.yaml [--json]
   token revoke <name> --file tokens.yaml`;
 
@@ -77,6 +80,11 @@ export default defineCommand({
       help: "create, revoke: write the change to the job API's audit trail in this PostgreSQL first",
     },
     file: { kind: "string", arg: "FILE", help: "the tokens file (YAML; created by create)" },
+    rate: {
+      kind: "string",
+      arg: "N/s|m|h",
+      help: "create: at most this many requests per second, minute or hour with this token, all API replicas together (429 beyond)",
+    },
     scope: {
       kind: "string",
       arg: "SCOPE",
@@ -111,12 +119,24 @@ export default defineCommand({
         } catch (err) {
           throw new UsageError(`--scope: ${(err as Error).message}`);
         }
+        let rate: RateLimit | null = null;
+        const rateText = o.raw("rate");
+        if (rateText !== undefined)
+          try {
+            rate = parseRateLimit(rateText);
+          } catch (err) {
+            throw new UsageError(`--rate: ${(err as Error).message}`);
+          }
         const entries = read();
         if (entries.some((e) => e.name === name))
           throw new UsageError(`token ${name} exists in ${file}: revoke it first to issue a new one`);
         const token = newToken();
-        await audited(o.raw("database"), "tokenCreate", name, { file, scopes }, () =>
-          writeTokensFile(file, [...entries, { name, hash: hashToken(token), scopes }]),
+        const params = { file, scopes, ...(rate ? { rate: formatRateLimit(rate) } : {}) };
+        await audited(o.raw("database"), "tokenCreate", name, params, () =>
+          writeTokensFile(file, [
+            ...entries,
+            { name, hash: hashToken(token), scopes, ...(rate ? { rate } : {}) },
+          ]),
         );
         print(
           json
@@ -127,8 +147,12 @@ export default defineCommand({
       }
       case "list": {
         const entries = read();
-        if (json) print(JSON.stringify(entries.map((e) => ({ name: e.name, scopes: e.scopes }))));
-        else for (const e of entries) print(`${e.name}\t${describe(e.scopes)}`);
+        const rateOf = (e: { rate?: RateLimit | null }) => (e.rate ? formatRateLimit(e.rate) : null);
+        if (json)
+          print(JSON.stringify(entries.map((e) => ({ name: e.name, scopes: e.scopes, rate: rateOf(e) }))));
+        else
+          for (const e of entries)
+            print(`${e.name}\t${describe(e.scopes)}${e.rate ? `\trate ${rateOf(e)}` : ""}`);
         return 0;
       }
       case "revoke": {

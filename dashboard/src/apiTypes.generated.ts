@@ -679,6 +679,22 @@ export type FlowReply = {
   })[];
 };
 
+/** the groups' state per queue and their latest jobs */
+export type GroupsOverviewReply = {
+  groups: string[];
+  /** one per queue and group that has jobs waiting, running or recorded */
+  items: (({
+    queue: string;
+  }) & GroupState & ({
+    /** from the records (null without PostgreSQL) */
+    completed: number | null;
+    dead: number | null;
+    cancelled: number | null;
+  }))[];
+  /** the groups' latest changed jobs (from the records; null without PostgreSQL) */
+  recent: JobListItem[] | null;
+};
+
 /** matching jobs */
 export type SearchReply = {
   q: string;

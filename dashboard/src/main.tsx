@@ -13,6 +13,7 @@ import { QueuePage } from "./pages/queue.tsx";
 import { QueuesPage } from "./pages/queues.tsx";
 import { ResourcesPage } from "./pages/resources.tsx";
 import { SearchPage } from "./pages/search.tsx";
+import { TenantPage } from "./pages/tenant.tsx";
 import "./styles.css";
 
 function useHash(): string {
@@ -69,6 +70,9 @@ function SignIn({ onDone }: { onDone: () => void }) {
   );
 }
 
+/** A session whose token sees only some groups: the queue-wide pages would all be refused. */
+const groupLimited = (session: Session) => Boolean(session.scopes?.groups);
+
 function Header({ session, hash, onSignOut }: { session: Session; hash: string; onSignOut: () => void }) {
   const search = useRef<HTMLInputElement>(null);
   const [live, setLive] = useState(false);
@@ -99,17 +103,25 @@ function Header({ session, hash, onSignOut }: { session: Session; hash: string; 
         Conveyor
       </a>
       <nav aria-label="main">
-        <a href="#/" aria-current={hash === "#/" || hash.startsWith("#/queue") ? "page" : undefined}>
-          Queues
-        </a>
-        {session.pools && (
+        {groupLimited(session) ? (
+          <a href="#/" aria-current={hash === "#/" || hash === "#/groups" ? "page" : undefined}>
+            My groups
+          </a>
+        ) : (
+          <a href="#/" aria-current={hash === "#/" || hash.startsWith("#/queue") ? "page" : undefined}>
+            Queues
+          </a>
+        )}
+        {session.pools && !groupLimited(session) && (
           <a href="#/pools" aria-current={current("#/pools") ?? current("#/pool")}>
             Pools
           </a>
         )}
-        <a href="#/resources" aria-current={current("#/resources")}>
-          Resources
-        </a>
+        {!groupLimited(session) && (
+          <a href="#/resources" aria-current={current("#/resources")}>
+            Resources
+          </a>
+        )}
         {session.history && (session.scopes === null || session.scopes.verbs.includes("admin")) && (
           <a href="#/audit" aria-current={current("#/audit")}>
             Audit
@@ -164,7 +176,9 @@ function Route({ hash, session }: { hash: string; session: Session }) {
   switch (parts[0]) {
     case undefined:
     case "queues":
-      return <QueuesPage session={session} />;
+      return groupLimited(session) ? <TenantPage /> : <QueuesPage session={session} />;
+    case "groups":
+      return <TenantPage />;
     case "queue":
       return <QueuePage key={parts[1]} queue={parts[1]!} params={params} session={session} />;
     case "job":

@@ -103,6 +103,21 @@ export async function finalizeLayoutStep(
     state.layoutWaiting = undefined;
     const message = `layout ${r.to} in force for pipeline ${pipeline} (was ${r.from}): every pod of its pools reads it`;
     log.info({ pool: key, pipeline, from: r.from, to: r.to }, message);
+    // (best effort, like the Event: the layout is finalized whatever the trail says)
+    await deps.poller
+      .audit(
+        key,
+        {
+          verb: "admin",
+          operation: "layoutFinalize",
+          target: `pipeline:${pipeline}`,
+          params: { from: r.from, to: r.to },
+        },
+        { status: 200, jobs: null, result: { message } },
+      )
+      .catch((err: unknown) =>
+        log.warn({ pool: key, err: String(err) }, "audit: the finalize was not written"),
+      );
     await events.record(pool, "Normal", Reason.LayoutFinalized, message);
   } catch (err) {
     // (a reader that appeared between the decision and the finalize: the next check sees it)

@@ -28,6 +28,20 @@ export async function switchRecordsOn(deps: StepDeps, pass: PoolPass): Promise<v
   state.recordsOn = pipeline;
   if (!switched) return;
   deps.ctx.log.info({ pool: pass.key, pipeline }, "job records switched on for the pool's pipeline");
+  await deps.poller
+    .audit(
+      pass.key,
+      {
+        verb: "admin",
+        operation: "recordsEnable",
+        target: `pipeline:${pipeline}`,
+        params: { database: "spec.database" },
+      },
+      { status: 200, jobs: null, result: { switched: true } },
+    )
+    .catch((err: unknown) =>
+      deps.ctx.log.warn({ pool: pass.key, err: String(err) }, "audit: records enable was not written"),
+    );
   await deps.ctx.events.record(
     pool,
     "Normal",

@@ -322,6 +322,12 @@ export class RolloutStep {
     );
     announce(pass, "Normal", Reason.RolloutPromoted, message);
     this.ctx.log.info({ pool: pass.key, version: status.canaryHash }, "rollout promoted");
+    await this.audit(
+      pass,
+      "rolloutPromote",
+      { version: status.canaryHash, how, step: status.step ?? 0 },
+      message,
+    );
     return {
       phase: "Promoted",
       stableHash: status.canaryHash,
@@ -349,6 +355,17 @@ export class RolloutStep {
       { pool: pass.key, version: status.canaryHash, reason: j.reason },
       "rollout rolled back",
     );
+    await this.audit(
+      pass,
+      phase === "Aborted" ? "rolloutAbort" : "rolloutRollback",
+      {
+        version: status.canaryHash,
+        step: status.step ?? 0,
+        weight: status.weight ?? null,
+        reason: j.reason ?? null,
+      },
+      message,
+    );
     return {
       ...status,
       phase,
@@ -356,6 +373,31 @@ export class RolloutStep {
       message,
       summary: phase === "Aborted" ? "aborted" : "rolled back",
     };
+  }
+
+  /**
+   * The decision in the pipeline's audit trail. Best effort: a rollback that waited for the audit
+   * stream would leave a failing canary running; a lost entry is logged.
+   */
+  private async audit(
+    pass: PoolPass,
+    operation: string,
+    params: Record<string, unknown>,
+    message: string,
+  ): Promise<void> {
+    const pool = `${pass.pool.metadata.namespace}/${pass.pool.metadata.name}`;
+    await this.poller
+      .audit(
+        pass.key,
+        { verb: "admin", operation, target: `${pass.spec!.queue} pool:${pool}`, params },
+        { status: 200, jobs: null, result: { message } },
+      )
+      .catch((err: unknown) =>
+        this.ctx.log.warn(
+          { pool: pass.key, operation, err: String(err) },
+          "audit: the decision was not written",
+        ),
+      );
   }
 
   private async scaleCanary(pass: PoolPass, d: Deployment, replicas: number): Promise<void> {

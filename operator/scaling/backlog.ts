@@ -24,6 +24,7 @@ import {
   type LayoutStatus,
 } from "../../queue/index.ts";
 import { Doorbells } from "./doorbell.ts";
+import type { AuditOutcome } from "../../queue/audit.ts";
 import * as writes from "./poolWrites.ts";
 import type { ResourceBudgetSpec } from "./poolWrites.ts";
 import { redactError, withTimeout, type RedisConnections } from "./redisConnections.ts";
@@ -272,6 +273,12 @@ export class BacklogPoller {
   async finalizeLayout(key: string, by: string): Promise<FinalizeResult | undefined> {
     const p = this.pools.get(key);
     return p ? writes.finalizeLayout(p, by, this.timeoutMs) : undefined;
+  }
+
+  /** One of the operator's own changes to the pool's pipeline into its audit stream (poolWrites.ts). */
+  async audit(key: string, d: writes.OperatorDecision, outcome: AuditOutcome): Promise<void> {
+    const p = this.pools.get(key);
+    if (p) await writes.audit(p, d, outcome, this.timeoutMs);
   }
 
   /** Report this operator as a reader of the layouts in the pool's Redis. */

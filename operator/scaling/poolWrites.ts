@@ -29,7 +29,39 @@ import {
   type LayoutStatus,
   type WorkerReport,
 } from "../../queue/index.ts";
+import { operatorActor, recordAudit, type AuditedChange, type AuditOutcome } from "../../queue/audit.ts";
 import { withTimeout } from "./redisConnections.ts";
+
+/** What the operator decided, as the audit trail keeps it (the pipeline and who are added). */
+export type OperatorDecision = Omit<AuditedChange, "pipeline" | "actor" | "client">;
+
+/**
+ * One of the operator's own changes into the audit stream of the queue's pipeline (queue/audit.ts):
+ * who is `operator:system:serviceaccount:<namespace>:<name>`, from where the pod's name.
+ */
+export async function auditDecision(
+  client: RedisClient,
+  queue: string,
+  d: OperatorDecision,
+  outcome: AuditOutcome,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
+  await recordAudit(
+    client,
+    {
+      ...d,
+      pipeline: pipelineOf(queue),
+      actor: operatorActor(env),
+      client: env.POD_NAME ?? env.HOSTNAME ?? null,
+    },
+    outcome,
+  );
+}
+
+/** auditDecision on a polled pool's connection. */
+export async function audit(p: PolledPool, d: OperatorDecision, outcome: AuditOutcome, timeoutMs: number) {
+  await withTimeout(auditDecision(p.client, p.target.queue, d, outcome), timeoutMs, "audit");
+}
 
 /** A resource as the operator writes it: spec.resources with limits parsed, the ceiling a fraction. */
 export interface ResourceBudgetSpec {

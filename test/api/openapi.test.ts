@@ -728,7 +728,15 @@ describe("OpenAPI: every operation against a real server", () => {
     await call("enqueue", `/queues/${idle}/jobs`, { body: { id: "walled-1", data: {}, delayMs: 3_600_000 } });
     // Operations that name neither a queue nor a job: nothing for the allow-list to check.
     const queueFree = ["health", "metrics", "openapi", "session", "signIn", "signOut"];
-    queueFree.push("listQueues", "search", "listPools", "poolDetail", "listResources", "audit");
+    queueFree.push(
+      "listQueues",
+      "groupsOverview",
+      "search",
+      "listPools",
+      "poolDetail",
+      "listResources",
+      "audit",
+    );
     // (a pipeline: served when one of its queues is; checked below)
     queueFree.push("pipelineLayout");
     type Param = { name: string; in: string; required?: boolean };

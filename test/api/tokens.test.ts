@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { ROUTES } from "../../api/definitions.ts";
 import { startJobApi, type JobApi } from "../../api/server.ts";
 import { hashToken, readTokensFile, writeTokensFile, type TokenEntry } from "../../api/tokens.ts";
-import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, Consumer, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { createPool, startRecorder, type JobRecorder } from "../../records/index.ts";
 import { startApi } from "../support/dashboard.ts";
 import { stopProcess, waitFor } from "../support/processes.ts";
@@ -26,6 +26,7 @@ const QUEUE = "docs/ocr";
 const ACME_TOKEN = "acme-token-0123456789abcdef";
 const READER_TOKEN = "reader-token-0123456789abcdef";
 const OPS_TOKEN = "ops-token-0123456789abcdef";
+const LIMITED_TOKEN = "limited-token-0123456789abcdef";
 const GLOBEX_ID = "gx-7f3a9";
 const GLOBEX_SECRET = "GLOBEX-SECRET";
 
@@ -60,6 +61,7 @@ describe("scoped API tokens", () => {
       }),
       entry("reader", READER_TOKEN, { verbs: ["read"] }),
       entry("ops", OPS_TOKEN, { verbs: ["read", "operate", "admin"] }),
+      { ...entry("limited", LIMITED_TOKEN, { verbs: ["read"] }), rate: { max: 4, perMs: 60_000 } },
     ]);
     recorder = await startRecorder({
       databaseUrl: dbUrl,
@@ -200,6 +202,52 @@ describe("scoped API tokens", () => {
     assert.equal(info?.state, "ready");
   });
 
+  test("records-only jobs keep their group: acme's is found, globex's is absent", async () => {
+    // Completed with retention 0: Redis lets both go at once; only the records keep them.
+    const q = "docs/archive";
+    const producer = new Producer(redis);
+    await producer.enqueue(q, { who: "ACME-OLD" }, { id: "ac-old", group: "acme" });
+    await producer.enqueue(q, { who: "GLOBEX-OLD" }, { id: "gx-old", group: "globex" });
+    const c = new Consumer(redis, q, { workerId: "w", leaseMs: 30_000, retentionSeconds: 0 });
+    for (const job of (await c.claim(2)).jobs) await c.complete(job, { ok: true });
+    await waitFor(
+      "both recorded as completed",
+      async () =>
+        (
+          await db.query(
+            "SELECT count(*)::int AS n FROM conveyor_jobs WHERE id IN ('ac-old', 'gx-old') AND state = 'completed'",
+          )
+        ).rows[0].n === 2,
+      60_000,
+    );
+    const admin = new QueueAdmin(redis);
+    assert.equal(await admin.job("ac-old", q), null, "Redis let it go");
+    assert.equal(await admin.job("gx-old", q), null);
+    const own = await call(ACME_TOKEN, "GET", "/jobs/ac-old/detail");
+    assert.equal(own.status, 200, own.text);
+    assert.match(own.text, /ACME-OLD/);
+    const absent = await call(ACME_TOKEN, "GET", "/jobs/never-was/detail");
+    const other = await call(ACME_TOKEN, "GET", "/jobs/gx-old/detail");
+    assert.deepEqual(
+      [other.status, other.text.replace("gx-old", "X")],
+      [absent.status, absent.text.replace("never-was", "X")],
+      "another tenant's records-only job reads as one that never existed",
+    );
+    for (const [path, mine] of [
+      ["/search?q=ac-old", true],
+      ["/search?q=gx-old", false],
+      ["/search?q=who=ACME-OLD", true],
+      ["/search?q=who=GLOBEX-OLD", false],
+    ] as const) {
+      const r = await call(ACME_TOKEN, "GET", path);
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      const ids = (JSON.parse(r.text) as { items: { id: string }[] }).items.map((i) => i.id);
+      assert.deepEqual(ids, mine ? ["ac-old"] : [], `${path}: ${r.text}`);
+    }
+    // A full-access reader still finds globex's.
+    assert.equal((await call(READER_TOKEN, "GET", "/jobs/gx-old/detail")).status, 200);
+  });
+
   test("SSE: the acme token's stream carries acme's events and none of globex's", async () => {
     const ac = new AbortController();
     const res = await fetch(`${base}/events`, {
@@ -238,6 +286,41 @@ describe("scoped API tokens", () => {
     });
     assert.equal(other.status, 403, "acme may not enqueue into globex");
     assert.match(other.text, /body\.group/);
+  });
+
+  test("a token's rate limit holds across both replicas: 429 with Retry-After naming the token and the limit", async (t) => {
+    const replica = await startJobApi({
+      redis,
+      port: 0,
+      host: "127.0.0.1",
+      tokensFile: file,
+      dashboardDir: null,
+      resourceSampleMs: 0,
+      log: pino({ level: "silent" }),
+    });
+    const other = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+    t.after(async () => {
+      await new Promise((resolve) => replica.close(resolve));
+      replica.closeAllConnections();
+    });
+    // The limit counts per minute: start in a minute with time left for the five requests.
+    await waitFor("a fresh minute", async () => Date.now() % 60_000 < 45_000, 20_000, 250);
+    const get = (at: string, token: string) =>
+      fetch(`${at}/queues/${encodeURIComponent(QUEUE)}/groups`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+    const statuses = [];
+    for (const at of [base, other, base, other]) statuses.push((await get(at, LIMITED_TOKEN)).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200], "4 a minute, on either replica");
+    const over = await get(other, LIMITED_TOKEN);
+    assert.equal(over.status, 429);
+    const wait = Number(over.headers.get("retry-after"));
+    assert.ok(wait >= 1 && wait <= 60, `Retry-After ${wait}`);
+    const body = (await over.json()) as { error: string; code: string };
+    assert.equal(body.code, "rate_limited");
+    assert.match(body.error, /token limited is over its rate limit of 4\/m/);
+    assert.equal((await get(base, LIMITED_TOKEN)).status, 429, "the other replica too");
+    assert.equal((await get(base, ACME_TOKEN)).status, 200, "another token is not held back");
   });
 
   test("the tokens file is read again by both replicas: a revoked token's session ends at its next request", async (t) => {

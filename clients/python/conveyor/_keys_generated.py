@@ -25,6 +25,8 @@ QUEUES_KEY = f"{KEY_ROOT}:queues"
 DOORBELL_CHANNEL_KEY = f"{KEY_ROOT}:doorbell"
 # Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`.
 READERS_KEY = f"{KEY_ROOT}:readers"
+# Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window.
+TOKEN_RATE_PREFIX_KEY = f"{KEY_ROOT}:tokenrate:"
 
 
 class PipelineKeyLayout:
@@ -37,6 +39,8 @@ class PipelineKeyLayout:
         self.job_prefix = f"{self.prefix}job:"
         # Transactional record of transitions, drained into PostgreSQL.
         self.outbox = f"{self.prefix}outbox"
+        # Changes made outside the job API (the CLI, the operator), a capped stream the job API drains into PostgreSQL's audit trail.
+        self.audit = f"{self.prefix}audit"
         # Completion notifications to send (docs/notifications.md): one entry per ended job whose pool or own `notify` asks for it; a consumer group `notify:<queue>` per queue.
         self.notify = f"{self.prefix}notify"
         # Pipeline settings (e.g. `records` = outbox on, `groups:<queue>`, `notify:<queue>` = the events the queue's pool notifies, `layout` = the layout in force, mirrored for the claim).

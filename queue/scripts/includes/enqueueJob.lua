@@ -64,6 +64,11 @@ local function enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay
     fields[#fields + 1] = idemKey
   end
   local eventsN = #fields
+  -- The records keep the group (outbox only): a tenant's token still finds the job after Redis let it go.
+  if group then
+    fields[#fields + 1] = 'group'
+    fields[#fields + 1] = group
+  end
   if recorded then
     for i = 1, #recorded do fields[#fields + 1] = recorded[i] end
   end
