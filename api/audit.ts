@@ -5,7 +5,7 @@
 // (503), and a change whose outcome cannot be written keeps its row with status null. Without
 // PostgreSQL the entries are JSON lines on stdout.
 import type pg from "pg";
-import { redact } from "../queue/audit.ts";
+import { redact } from "../queue/index.ts";
 import { HttpError } from "./http.ts";
 
 export interface AuditEntry {

@@ -1,6 +1,6 @@
 // The CLI's changes to Redis in the audit trail (queue/audit.ts): who is the OS user and host,
 // or CONVEYOR_AUDIT_ACTOR (a CI job, a shared admin host).
-import type { AuditedChange } from "../queue/audit.ts";
+import type { AuditedChange } from "../queue/index.ts";
 import type { RedisClient } from "../queue/index.ts";
 
 export async function auditedCli<T>(
@@ -9,7 +9,7 @@ export async function auditedCli<T>(
   run: () => Promise<T>,
   outcome?: (result: T) => { jobs?: number | null; result?: unknown },
 ): Promise<T> {
-  const { audited, cliActor } = await import("../queue/audit.ts");
+  const { audited, cliActor } = await import("../queue/index.ts");
   return audited(redis, { ...change, actor: cliActor() }, run, outcome);
 }
 

@@ -49,6 +49,11 @@ export const ENVIRONMENT = {
     { envOnly: true },
     "the operator's namespace when no service-account namespace file is mounted",
   ),
+  "service-account-name": str(
+    "SERVICE_ACCOUNT_NAME",
+    { envOnly: true },
+    "the operator's service account (downward API): names it in the audit trail",
+  ),
   "node-options": str(
     WORKER_ENV.nodeOptions,
     { envOnly: true },

@@ -38,3 +38,4 @@ export * from "./flows.ts";
 export * from "./waiter.ts";
 export * from "./layout.ts";
 export * from "./versions.ts";
+export * from "./audit.ts";

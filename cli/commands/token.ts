@@ -34,7 +34,7 @@ async function audited(
   if (!url) return change();
   const { createPool } = await records();
   const { PgAudit } = await audit();
-  const { cliActor } = await import("../../queue/audit.ts");
+  const { cliActor } = await import("../../queue/index.ts");
   const pool = createPool(url, { applicationName: "conveyor-cli", queryTimeoutMs: 10_000 });
   try {
     const finish = await new PgAudit(pool)

@@ -29,7 +29,7 @@ import {
   type LayoutStatus,
   type WorkerReport,
 } from "../../queue/index.ts";
-import { operatorActor, recordAudit, type AuditedChange, type AuditOutcome } from "../../queue/audit.ts";
+import { operatorActor, recordAudit, type AuditedChange, type AuditOutcome } from "../../queue/index.ts";
 import { withTimeout } from "./redisConnections.ts";
 
 /** What the operator decided, as the audit trail keeps it (the pipeline and who are added). */
