@@ -108,19 +108,7 @@ export async function audited<T>(
     });
   }
   const finish = (o: AuditOutcome) =>
-    add(
-      "kind",
-      "end",
-      "of",
-      id,
-      ...base,
-      "status",
-      String(o.status),
-      "jobs",
-      o.jobs === null ? "" : String(o.jobs),
-      "result",
-      JSON.stringify(redact(o.result) ?? null),
-    ).catch(() => {
+    add("kind", "end", "of", id, ...base, ...outcomeFields(o)).catch(() => {
       // The change is made; its row keeps status null (as the API's when its outcome is lost).
     });
   let result: T;
@@ -154,11 +142,18 @@ export async function recordAudit(redis: RedisClient, c: AuditedChange, o: Audit
     "kind",
     "done",
     ...fields(c, Date.now()),
+    ...outcomeFields(o),
+  );
+}
+
+/** An outcome as the stream entry's fields (the API's drain reads them back by these names). */
+function outcomeFields(o: AuditOutcome): string[] {
+  return [
     "status",
     String(o.status),
     "jobs",
     o.jobs === null ? "" : String(o.jobs),
     "result",
     JSON.stringify(redact(o.result) ?? null),
-  );
+  ];
 }
