@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { after, before, describe, test, type TestContext } from "node:test";
 import type pg from "pg";
 import { pino } from "pino";
 import { ROUTES } from "../../api/definitions.ts";
@@ -288,7 +288,8 @@ describe("scoped API tokens", () => {
     assert.match(other.text, /body\.group/);
   });
 
-  test("a token's rate limit holds across both replicas: 429 with Retry-After naming the token and the limit", async (t) => {
+  /** A second replica of the job API on the same Redis and tokens file, closed after the test. */
+  async function secondReplica(t: TestContext) {
     const replica = await startJobApi({
       redis,
       port: 0,
@@ -298,11 +299,15 @@ describe("scoped API tokens", () => {
       resourceSampleMs: 0,
       log: pino({ level: "silent" }),
     });
-    const other = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
     t.after(async () => {
       await new Promise((resolve) => replica.close(resolve));
       replica.closeAllConnections();
     });
+    return { url: `http://127.0.0.1:${(replica.address() as AddressInfo).port}`, replica };
+  }
+
+  test("a token's rate limit holds across both replicas: 429 with Retry-After naming the token and the limit", async (t) => {
+    const { url: other } = await secondReplica(t);
     // The limit counts per minute: start in a minute with time left for the five requests.
     await waitFor("a fresh minute", async () => Date.now() % 60_000 < 45_000, 20_000, 250);
     const get = (at: string, token: string) =>
@@ -326,20 +331,7 @@ describe("scoped API tokens", () => {
   test("the tokens file is read again by both replicas: a revoked token's session ends at its next request", async (t) => {
     // A second replica on the same file: a session from one is good on the other, and both
     // drop it when the token is revoked.
-    const replica = await startJobApi({
-      redis,
-      port: 0,
-      host: "127.0.0.1",
-      tokensFile: file,
-      dashboardDir: null,
-      resourceSampleMs: 0,
-      log: pino({ level: "silent" }),
-    });
-    const other = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
-    t.after(async () => {
-      await new Promise((resolve) => replica.close(resolve));
-      replica.closeAllConnections();
-    });
+    const { url: other, replica } = await secondReplica(t);
     const signIn = await fetch(`${base}/auth/session`, {
       method: "POST",
       headers: { "content-type": "application/json", origin: base },
