@@ -262,7 +262,7 @@ export default async function (job, ctx) {
     });
   }
 
-  test("the API replaced mid-run, previous → this release, same port, token and data: only the restart window fails, records hold every job once", async () => {
+  test("the API replaced mid-run, previous → this release, same port, token and data: only the restart window fails, records hold every job once", async (t) => {
     const p = `au${++pipelines}`;
     const [a, b] = [`${p}/a`, `${p}/b`];
     // Workers and recorders of both releases on both stages: each drains the outbox it finds.
@@ -316,6 +316,9 @@ export default async function (job, ctx) {
     );
     stop = true;
     await producer;
+    t.diagnostic(
+      `restart window ${window.to - window.from} ms, ${failures.length} requests failed in it, ${accepted.length} accepted`,
+    );
     const outside = failures.filter((f) => f.t < window!.from || f.t > window!.to);
     assert.deepEqual(outside, [], "requests that failed outside the restart window");
     // A request cut in the window may have been applied all the same: its job runs like the rest.
