@@ -162,17 +162,26 @@ export default defineCommand({
     );
     await new Promise<void>((resolve) => {
       // Event streams never end by themselves: ended at once. Other requests in flight (an enqueue
-      // the client cannot otherwise tell applied or not) get their answers, for STOP_GRACE_MS at most.
-      const streams = new Set<ServerResponse>();
+      // the client cannot otherwise tell applied or not) get their answers, for STOP_GRACE_MS at
+      // most, each with `connection: close`: a keep-alive client's next request then goes to a new
+      // connection (the next API), not to this one until the grace runs out mid-request.
+      const open = new Set<ServerResponse>();
+      let stopping = false;
+      const lastOnItsConnection = (res: ServerResponse) => {
+        if (!res.headersSent) res.setHeader("connection", "close");
+      };
       server.on("request", (req, res) => {
-        if (!req.url?.startsWith("/events")) return;
-        streams.add(res);
-        res.once("close", () => streams.delete(res));
+        if (stopping) lastOnItsConnection(res);
+        open.add(res);
+        res.once("close", () => open.delete(res));
       });
       const stop = () => {
+        stopping = true;
         server.close(() => resolve());
         server.closeIdleConnections();
-        for (const res of streams) res.destroy();
+        for (const res of open)
+          if (res.req.url?.startsWith("/events")) res.destroy();
+          else lastOnItsConnection(res);
         setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS).unref();
       };
       process.once("SIGTERM", stop);

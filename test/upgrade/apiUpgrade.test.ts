@@ -262,7 +262,7 @@ export default async function (job, ctx) {
     });
   }
 
-  test("the API replaced mid-run, previous → this release, same port, token and data: only the restart window fails, records hold every job once", async (t) => {
+  test("the API replaced mid-run, previous → this release → this release again, same port, token and data: only the restart windows fail, records hold every job once", async (t) => {
     const p = `au${++pipelines}`;
     const [a, b] = [`${p}/a`, `${p}/b`];
     // Workers and recorders of both releases on both stages: each drains the outbox it finds.
@@ -271,17 +271,16 @@ export default async function (job, ctx) {
     await worker(PREVIOUS, b);
     await worker(THIS_RELEASE, b);
     let api = await startApi(PREVIOUS, "api-old");
-    const port = api.port;
-    const base = api.base;
-    let window: { from: number; to: number } | null = null;
-    const failures: { t: number; what: string }[] = [];
+    const { port, base } = api;
+    const failures: { t: number; id: string; what: string }[] = [];
     const accepted: string[] = [];
     let stop = false;
     const producer = (async () => {
       for (let i = 0; !stop; i++) {
         const id = `r${i}`;
         const t = Date.now();
-        // (a failure counts when it happens: a request in flight when the old API stops fails in the window)
+        // (a failure counts when it happens: a request in flight when an API stops fails in its window)
+        const failed = (what: string) => failures.push({ t: Date.now(), id, what: `${what} (sent at ${t})` });
         try {
           const res = await fetch(`${base}/queues/${encodeURIComponent(a)}/jobs`, {
             method: "POST",
@@ -290,41 +289,68 @@ export default async function (job, ctx) {
           });
           const text = await res.text();
           if (res.status === 202) accepted.push(id);
-          else failures.push({ t: Date.now(), what: `${id}: ${res.status} ${text}` });
+          else failed(`${res.status} ${text}`);
           const read = await fetch(`${base}/jobs/${id}?queue=${encodeURIComponent(a)}`, {
             headers: { authorization: `Bearer ${TOKEN}` },
           });
-          if (res.status === 202 && read.status !== 200)
-            failures.push({ t: Date.now(), what: `GET ${id}: ${read.status} ${await read.text()}` });
+          if (res.status === 202 && read.status !== 200) failed(`GET: ${read.status} ${await read.text()}`);
           else await read.arrayBuffer();
         } catch (err) {
-          failures.push({ t: Date.now(), what: `${id} (sent at ${t}): ${(err as Error).message}` });
+          failed(`${(err as Error).message}: ${((err as Error).cause as Error)?.message}`);
         }
       }
     })();
-    await waitFor("100 accepted by the previous API", async () => accepted.length >= 100, 60_000, 20);
-    const from = Date.now();
-    await stopProcess(api, 5000);
-    api = await startApi(THIS_RELEASE, "api-new", port);
-    window = { from, to: Date.now() };
+    /** The API replaced by `release`'s on the same port once 100 more jobs were accepted; the window. */
+    const replace = async (release: Release, name: string) => {
+      const mark = accepted.length;
+      await waitFor(
+        `100 more accepted before ${name}`,
+        async () => accepted.length >= mark + 100,
+        60_000,
+        20,
+      );
+      const from = Date.now();
+      await stopProcess(api, 15_000);
+      api = await startApi(release, name, port);
+      return { from, to: Date.now() };
+    };
+    const windows = [await replace(THIS_RELEASE, "api-new"), await replace(THIS_RELEASE, "api-new-again")];
     const mark = accepted.length;
-    await waitFor(
-      "100 more accepted by this release's API",
-      async () => accepted.length >= mark + 100,
-      60_000,
-      20,
-    );
+    await waitFor("100 more accepted after", async () => accepted.length >= mark + 100, 60_000, 20);
     stop = true;
     await producer;
-    t.diagnostic(
-      `restart window ${window.to - window.from} ms, ${failures.length} requests failed in it, ${accepted.length} accepted`,
+    const inWindow = (w: { from: number; to: number }) =>
+      failures.filter((f) => f.t >= w.from && f.t <= w.to);
+    assert.deepEqual(
+      failures.filter((f) => !windows.some((w) => f.t >= w.from && f.t <= w.to)),
+      [],
+      "requests that failed outside the restart windows",
     );
-    const outside = failures.filter((f) => f.t < window!.from || f.t > window!.to);
-    assert.deepEqual(outside, [], "requests that failed outside the restart window");
-    // A request cut in the window may have been applied all the same: its job runs like the rest.
-    const lost = failures.map((f) => /^(r\d+)/.exec(f.what)![1]!).filter((id) => !accepted.includes(id));
-    const applied = [...accepted];
-    for (const id of new Set(lost)) if (await admin.job(id, a)) applied.push(id);
+    // A request cut in a window may have been applied all the same (its answer lost): its job runs like the rest.
+    const answerLost = async (w: { from: number; to: number }) => {
+      const ids = new Set(
+        inWindow(w)
+          .map((f) => f.id)
+          .filter((id) => !accepted.includes(id)),
+      );
+      const out: string[] = [];
+      for (const id of ids) if (await admin.job(id, a)) out.push(id);
+      return out;
+    };
+    const lost = [await answerLost(windows[0]!), await answerLost(windows[1]!)];
+    windows.forEach((w, k) =>
+      t.diagnostic(
+        `${k === 0 ? "0.1.0 → this release" : "this release → this release"}: window ${w.to - w.from} ms, ` +
+          `${inWindow(w).length} requests failed in it, ${lost[k]!.length} applied with the answer lost`,
+      ),
+    );
+    assert.deepEqual(
+      lost[1],
+      [],
+      "this release's API stopped with an enqueue in flight: applied, answer lost",
+    );
+    const applied = [...accepted, ...lost[0]!];
+    t.diagnostic(`${accepted.length} accepted`);
     await auditRuns({ [a]: applied, [b]: applied });
     await auditRecords(p, applied, [a, b]);
   });
