@@ -1,5 +1,6 @@
 // `conveyor api`: the job API and the dashboard over HTTP. Every flag also reads a variable,
 // so the chart (or any deployment) can configure it either way.
+import type { ServerResponse } from "node:http";
 import { startTracing, JOB_SAMPLER } from "../../lib/telemetry.ts";
 import { bool, choice, duration, int, list, str } from "../../lib/options.ts";
 import { DATABASE_URL_SETTING, LOG_LEVEL_SETTING } from "../../lib/settings.ts";
@@ -18,6 +19,9 @@ const apiServer = () => import("../../api/server.ts");
 const logger = () => import("../../lib/logger.ts");
 const records = () => import("../../records/index.ts");
 const poolReader = () => import("../../operator/poolReader.ts");
+
+/** How long a stopping API waits for the requests in flight (long polls included): within a pod's 30s grace. */
+const STOP_GRACE_MS = 10_000;
 
 export default defineCommand({
   name: "api",
@@ -157,9 +161,28 @@ export default defineCommand({
       "job API listening",
     );
     await new Promise<void>((resolve) => {
+      // Event streams never end by themselves: ended at once. Other requests in flight (an enqueue
+      // the client cannot otherwise tell applied or not) get their answers, for STOP_GRACE_MS at
+      // most, each with `connection: close`: a keep-alive client's next request then goes to a new
+      // connection (the next API), not to this one until the grace runs out mid-request.
+      const open = new Set<ServerResponse>();
+      let stopping = false;
+      const lastOnItsConnection = (res: ServerResponse) => {
+        if (!res.headersSent) res.setHeader("connection", "close");
+      };
+      server.on("request", (req, res) => {
+        if (stopping) lastOnItsConnection(res);
+        open.add(res);
+        res.once("close", () => open.delete(res));
+      });
       const stop = () => {
+        stopping = true;
         server.close(() => resolve());
-        server.closeAllConnections(); // SSE streams never end by themselves
+        server.closeIdleConnections();
+        for (const res of open)
+          if (res.req.url?.startsWith("/events")) res.destroy();
+          else lastOnItsConnection(res);
+        setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS).unref();
       };
       process.once("SIGTERM", stop);
       process.once("SIGINT", stop);
