@@ -98,4 +98,61 @@ describe("Lua script includes", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  test("no Lua function or script body is over 100 code lines", () => {
+    // (the count itself: keywords in strings and comments are not blocks, blank lines not code)
+    const sample =
+      "local function f(x)\n  if x then -- end\n\n    return 'end'\n  end\nend\nlocal y = 1\nreturn f(y)\n";
+    assert.deepEqual(luaBodyLengths(sample), [
+      ["f", 5],
+      ["(top level)", 2],
+    ]);
+    const scriptsDir = new URL("./scripts/", import.meta.url);
+    const files = [
+      ...SCRIPT_NAMES.map((n) => new URL(`${n}.lua`, scriptsDir)),
+      ...helperFiles.map((f) => new URL(f, includesDir)),
+    ];
+    const lengths = files.flatMap((file) =>
+      luaBodyLengths(readFileSync(file, "utf8")).map(
+        ([fn, n]) => [`${file.pathname.slice(scriptsDir.pathname.length)}: ${fn}`, n] as const,
+      ),
+    );
+    const long = lengths.filter(([, n]) => n > MAX_LUA_BODY_LINES);
+    assert.deepEqual(long, [], "split these into named local functions (issue 43)");
+  });
 });
+
+const MAX_LUA_BODY_LINES = 100;
+
+/**
+ * The code lines (neither blank nor only a comment) of each function of a Lua file, nested ones
+ * included, and of its top level outside every function. Blocks are counted by their keywords
+ * (`function`, `if`, `do`, `repeat` open; `end`, `until` close), strings and comments dropped.
+ */
+function luaBodyLengths(source: string): [string, number][] {
+  const out: [string, number][] = [];
+  const open: { name: string; lines: number; depth: number }[] = [];
+  let top = 0;
+  let depth = 0;
+  for (const raw of source.split("\n")) {
+    const code = raw
+      .replace(/'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"/g, "''")
+      .replace(/--.*$/, "")
+      .trim();
+    if (code === "") continue;
+    const opens = code.match(/\b(?:function|if|do|repeat)\b/g)?.length ?? 0;
+    const closes = code.match(/\b(?:end|until)\b/g)?.length ?? 0;
+    const fn = /\bfunction\s*([\w.:]*)\s*\(/.exec(code);
+    const starts = fn !== null && opens > closes;
+    if (open.length === 0 && !starts) top++;
+    for (const f of open) f.lines++;
+    if (starts) open.push({ name: fn[1] || "(anonymous)", lines: 1, depth });
+    depth += opens - closes;
+    while (open.length > 0 && depth <= open.at(-1)!.depth) {
+      const f = open.pop()!;
+      out.push([f.name, f.lines]);
+    }
+  }
+  out.push(["(top level)", top]);
+  return out;
+}

@@ -32,42 +32,58 @@
 
 -- How long a flow's idempotency key names it: as long as a job's (queue/producer.ts IDEMPOTENCY_TTL_SECONDS).
 local FLOW_IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+local OPTIONAL = {priority = true, attempts = true, timeoutMs = true, trace = true, group = true, task = true,
+  delayMs = true, uses = true, notify = true, parents = true, onParentFailure = true}
+local LEADING = {'id', 'key', 'queue', 'data'}
+local POLICIES = {fail = true, continue = true, ignore = true}
 
 local jobPrefix, fid = ARGV[1], ARGV[2]
 local now = tonumber(ARGV[3])
 local maxBytes = tonumber(ARGV[4])
 local nq = tonumber(ARGV[5])
+-- ARGV index of the field list; each job's values follow it, `width` at a time.
+local first = 6 + 2 * (nq or 0)
+-- Each sent field's offset from a job's first value (nil: not sent by this call).
+local at, width = {}, 0
+
 local function refuse(why)
   return redis.error_reply('ERR_INVALID_FLOW ' .. why)
 end
-if not nq or (#KEYS ~= 4 + 5 * nq and #KEYS ~= 5 + 5 * nq) then
-  return refuse('expected 4 + 5 keys per queue (+ 1 for an idempotency key), got ' .. #KEYS)
-end
-local idemKey = #KEYS == 5 + 5 * nq and KEYS[#KEYS] or nil
-local queues = {}
-for i = 1, nq do
-  local name, hash = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
-  local k = 4 + 5 * (i - 1)
-  local inForce = redis.call('HGET', KEYS[k + 5], 'hash') or ''
-  if inForce ~= hash then return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
-  queues[name] = {ready = KEYS[k + 1], line = lineKeyOf(KEYS[k + 1]), delayed = KEYS[k + 2], counts = KEYS[k + 3],
-    wake = KEYS[k + 4], outbox = KEYS[1], meta = KEYS[2], seq = KEYS[3]}
-end
-local first = 6 + 2 * nq
-local at, width = {}, 0
-local OPTIONAL = {priority = true, attempts = true, timeoutMs = true, trace = true, group = true, task = true,
-  delayMs = true, uses = true, notify = true, parents = true, onParentFailure = true}
-local LEADING = {'id', 'key', 'queue', 'data'}
-for name in string.gmatch(ARGV[first] or '', '[^,]+') do
-  if at[name] or not (OPTIONAL[name] or LEADING[width + 1] == name) then
-    return refuse('unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[first] .. ' (id,key,queue,data first)')
+
+-- The call's queues by name, each with its keys (as enqueueJob takes them), once every contract
+-- hash sent is the one in force; or nil and the error reply.
+local function queuesOf()
+  if not nq or (#KEYS ~= 4 + 5 * nq and #KEYS ~= 5 + 5 * nq) then
+    return nil, refuse('expected 4 + 5 keys per queue (+ 1 for an idempotency key), got ' .. #KEYS)
   end
-  at[name] = width
-  width = width + 1
+  local queues = {}
+  for i = 1, nq do
+    local name, hash = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+    local k = 4 + 5 * (i - 1)
+    local inForce = redis.call('HGET', KEYS[k + 5], 'hash') or ''
+    if inForce ~= hash then return nil, redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
+    queues[name] = {ready = KEYS[k + 1], line = lineKeyOf(KEYS[k + 1]), delayed = KEYS[k + 2], counts = KEYS[k + 3],
+      wake = KEYS[k + 4], outbox = KEYS[1], meta = KEYS[2], seq = KEYS[3]}
+  end
+  return queues
 end
-if width < 4 or (#ARGV - first) % width ~= 0 or #ARGV == first then
-  return refuse((#ARGV - first) .. ' values for jobs of ' .. width .. ' fields (' .. (ARGV[first] or '') .. ')')
+
+-- Reads the field list into `at` and `width`; an error reply when it or the number of values is wrong.
+local function readFields()
+  for name in string.gmatch(ARGV[first] or '', '[^,]+') do
+    if at[name] or not (OPTIONAL[name] or LEADING[width + 1] == name) then
+      return refuse('unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[first] .. ' (id,key,queue,data first)')
+    end
+    at[name] = width
+    width = width + 1
+  end
+  if width < 4 or (#ARGV - first) % width ~= 0 or #ARGV == first then
+    return refuse((#ARGV - first) .. ' values for jobs of ' .. width .. ' fields (' .. (ARGV[first] or '') .. ')')
+  end
+  return nil
 end
+
+-- The value of field `name` of the job at `i`, or `default` when not sent or ''.
 local function field(i, name, default)
   local k = at[name]
   if not k then return default end
@@ -75,39 +91,30 @@ local function field(i, name, default)
   if v == '' then return default end
   return v
 end
-local POLICIES = {fail = true, continue = true, ignore = true}
 
--- The same flow submitted again: the first submission's ids, nothing written.
-if idemKey then
+-- The same flow submitted again under `idemKey`: the reply naming the first submission's flow and
+-- jobs (nothing written), or nil when the key names no flow.
+local function replayOf(idemKey)
   local first_fid = redis.call('GET', idemKey)
-  if first_fid then
-    local fk = keyOf.flow(pipelineBase(jobPrefix), first_fid)
-    local names = {}
-    for i = first + 1, #ARGV, width do names[#names + 1] = 'k:' .. ARGV[i + 1] end
-    local out = {first_fid}
-    for n = 1, #names, 1000 do
-      local v = redis.call('HMGET', fk, unpack(names, n, math.min(n + 999, #names)))
-      for j = 1, #v do
-        if not v[j] then
-          return refuse('the idempotency key names flow ' .. first_fid .. ', which has no job ' .. string.sub(names[n + j - 1], 3) .. ' (or is gone)')
-        end
-        out[#out + 1] = v[j]
+  if not first_fid then return nil end
+  local fk = keyOf.flow(pipelineBase(jobPrefix), first_fid)
+  local names = {}
+  for i = first + 1, #ARGV, width do names[#names + 1] = 'k:' .. ARGV[i + 1] end
+  local out = {first_fid}
+  for n = 1, #names, 1000 do
+    local v = redis.call('HMGET', fk, unpack(names, n, math.min(n + 999, #names)))
+    for j = 1, #v do
+      if not v[j] then
+        return refuse('the idempotency key names flow ' .. first_fid .. ', which has no job ' .. string.sub(names[n + j - 1], 3) .. ' (or is gone)')
       end
+      out[#out + 1] = v[j]
     end
-    return out
   end
+  return out
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then return refuse('flow ' .. fid .. ' exists') end
 
--- Checked before anything is written: keys, parents, queues, sizes, names; and each parent's dependents.
-local idOf, deps, order = {}, {}, {}
-for i = first + 1, #ARGV, width do
-  local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  if idOf[key] then return refuse('duplicate key ' .. key) end
-  if not queues[queue] then return refuse('job ' .. key .. ': queue ' .. queue .. ' is not in the call\'s queue list') end
-  if #data > maxBytes then
-    return redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. key .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
-  end
+-- The job at `i`'s options other than its key and parents, checked; an error reply or nil.
+local function checkOptions(i, key)
   local task = field(i, 'task', '')
   if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
     return refuse('job ' .. key .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit')
@@ -126,25 +133,45 @@ for i = first + 1, #ARGV, width do
     local _, err = usesGroup('job ' .. key, uses, groupOf(field(i, 'group', '')))
     if err then return redis.error_reply(err) end
   end
-  for p in string.gmatch(field(i, 'parents', ''), '%S+') do
-    if not idOf[p] then return refuse('job ' .. key .. ': parent ' .. p .. ' is not a job listed before it in the flow') end
-    local d = deps[p]
-    if not d then
-      d = {}
-      deps[p] = d
-    end
-    d[#d + 1] = id
-  end
-  idOf[key] = id
-  order[#order + 1] = i
+  return nil
 end
 
-local fk = KEYS[4]
-local woke = {}
-local kmap = {}
-for _, i in ipairs(order) do
-  local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local keys = queues[queue]
+-- Every job checked before anything is written: keys, parents, queues, sizes, options. Returns
+-- (each key's job id, each parent key's dependents' ids, the jobs' ARGV indexes in order), or
+-- (nil, nil, nil, an error reply).
+local function checkAll(queues)
+  local idOf, deps, order = {}, {}, {}
+  for i = first + 1, #ARGV, width do
+    local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    if idOf[key] then return nil, nil, nil, refuse('duplicate key ' .. key) end
+    if not queues[queue] then
+      return nil, nil, nil, refuse('job ' .. key .. ': queue ' .. queue .. ' is not in the call\'s queue list')
+    end
+    if #data > maxBytes then
+      return nil, nil, nil, redis.error_reply('ERR_PAYLOAD_TOO_LARGE job ' .. key .. ' is ' .. #data .. ' bytes, limit ' .. maxBytes)
+    end
+    local bad = checkOptions(i, key)
+    if bad then return nil, nil, nil, bad end
+    for p in string.gmatch(field(i, 'parents', ''), '%S+') do
+      if not idOf[p] then
+        return nil, nil, nil, refuse('job ' .. key .. ': parent ' .. p .. ' is not a job listed before it in the flow')
+      end
+      local d = deps[p]
+      if not d then
+        d = {}
+        deps[p] = d
+      end
+      d[#d + 1] = id
+    end
+    idOf[key] = id
+    order[#order + 1] = i
+  end
+  return idOf, deps, order
+end
+
+-- The record fields beyond the usual of the job at `i` (its flow and key, dependents, trace, task,
+-- policy, notify, uses) and its group: a job with uses and no group joins its resources' implicit one.
+local function extraOf(i, key, deps)
   local extra = {'flow', fid, 'flowKey', key}
   local d = deps[key]
   if d then
@@ -163,9 +190,6 @@ for _, i in ipairs(order) do
     extra[#extra + 1] = 'notify'
     extra[#extra + 1] = notifyField('job ' .. key, notify)
   end
-  local priority = tonumber(field(i, 'priority', 0))
-  local attempts, timeout = field(i, 'attempts', '3'), field(i, 'timeoutMs', '0')
-  local delay = tonumber(field(i, 'delayMs', '0'))
   local group = groupOf(field(i, 'group', ''))
   local uses = field(i, 'uses', '')
   if uses ~= '' then
@@ -173,9 +197,14 @@ for _, i in ipairs(order) do
     extra[#extra + 1] = 'uses'
     extra[#extra + 1] = uses
   end
+  return extra, group
+end
+
+-- The job at `i`'s flow fields for its records (the outbox only: its flow, key, parents' keys and
+-- ids, policy) and its number of parents.
+local function recordedOf(i, key, idOf)
   local parents = field(i, 'parents', '')
   local pending = 0
-  -- The records keep each job's flow, key and parents (keys and ids): the outbox only.
   local recorded = {'flow', fid, 'flowKey', key}
   local parentIds = {}
   for p in string.gmatch(parents, '%S+') do
@@ -190,49 +219,86 @@ for _, i in ipairs(order) do
     recorded[#recorded + 1] = 'onParentFailure'
     recorded[#recorded + 1] = policy
   end
-  if pending == 0 then
-    if enqueueJob(keys, jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, '', '', extra, group, recorded) then
-      woke[queue] = true
-    end
-  else
-    local jk = jobKey(jobPrefix, id)
-    extra[#extra + 1] = 'parents'
-    extra[#extra + 1] = parents
-    if priority ~= 0 then
-      extra[#extra + 1] = 'priority'
-      extra[#extra + 1] = priority
-    end
-    if timeout ~= '0' then
-      extra[#extra + 1] = 'timeout'
-      extra[#extra + 1] = timeout
-    end
-    if group then
-      extra[#extra + 1] = 'group'
-      extra[#extra + 1] = group
-    end
-    -- (waited out from its release: flow.lua)
-    if delay > 0 then
-      extra[#extra + 1] = 'delayMs'
-      extra[#extra + 1] = delay
-    end
-    redis.call('HSET', jk, 'queue', queue, 'attempts', attempts, 'createdAt', now, 'state', 'waiting-children',
-      'pending', pending, 'data', data, unpack(extra))
-    redis.call('HINCRBY', keys.counts, 'waitingChildren', 1)
-    local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'state', 'waiting-children', 'attempts', attempts}
-    local eventsN = #fields
-    for k = 1, #recorded do fields[#fields + 1] = recorded[k] end
-    fields[#fields + 1] = 'data'
-    fields[#fields + 1] = data
-    record(KEYS[1], KEYS[2], fields, eventsN)
+  return recorded, pending
+end
+
+-- Writes a job with parents, in state `waiting-children` and in no line; flow.lua releases it
+-- (into `delayed` for a delay, waited out from its release).
+local function writeWaiting(keys, i, extra, group, recorded, pending)
+  local id, queue, data = ARGV[i], ARGV[i + 2], ARGV[i + 3]
+  local priority = tonumber(field(i, 'priority', 0))
+  local attempts, timeout = field(i, 'attempts', '3'), field(i, 'timeoutMs', '0')
+  local delay = tonumber(field(i, 'delayMs', '0'))
+  extra[#extra + 1] = 'parents'
+  extra[#extra + 1] = field(i, 'parents', '')
+  if priority ~= 0 then
+    extra[#extra + 1] = 'priority'
+    extra[#extra + 1] = priority
   end
-  kmap[#kmap + 1] = 'k:' .. key
-  kmap[#kmap + 1] = id
+  if timeout ~= '0' then
+    extra[#extra + 1] = 'timeout'
+    extra[#extra + 1] = timeout
+  end
+  if group then
+    extra[#extra + 1] = 'group'
+    extra[#extra + 1] = group
+  end
+  if delay > 0 then
+    extra[#extra + 1] = 'delayMs'
+    extra[#extra + 1] = delay
+  end
+  redis.call('HSET', jobKey(jobPrefix, id), 'queue', queue, 'attempts', attempts, 'createdAt', now,
+    'state', 'waiting-children', 'pending', pending, 'data', data, unpack(extra))
+  redis.call('HINCRBY', keys.counts, 'waitingChildren', 1)
+  local fields = {'type', 'enqueued', 'id', id, 'queue', queue, 'at', now, 'from', 'flow', 'state', 'waiting-children', 'attempts', attempts}
+  local eventsN = #fields
+  for k = 1, #recorded do fields[#fields + 1] = recorded[k] end
+  fields[#fields + 1] = 'data'
+  fields[#fields + 1] = data
+  record(KEYS[1], KEYS[2], fields, eventsN)
+end
+
+-- Writes the job at `i`: one without parents as enqueue_jobs does, one with them waiting. Returns
+-- true when it went to its queue's ready line (the call wakes each such queue once).
+local function writeJob(queues, i, idOf, deps)
+  local id, key, queue, data = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local extra, group = extraOf(i, key, deps)
+  local recorded, pending = recordedOf(i, key, idOf)
+  if pending > 0 then
+    writeWaiting(queues[queue], i, extra, group, recorded, pending)
+    return false
+  end
+  local priority = tonumber(field(i, 'priority', 0))
+  local attempts, timeout = field(i, 'attempts', '3'), field(i, 'timeoutMs', '0')
+  local delay = tonumber(field(i, 'delayMs', '0'))
+  return enqueueJob(queues[queue], jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, '', '', extra, group, recorded)
+end
+
+local queues, bad = queuesOf()
+if not queues then return bad end
+bad = readFields()
+if bad then return bad end
+local idemKey = #KEYS == 5 + 5 * nq and KEYS[#KEYS] or nil
+if idemKey then
+  local replay = replayOf(idemKey)
+  if replay then return replay end
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then return refuse('flow ' .. fid .. ' exists') end
+local idOf, deps, order
+idOf, deps, order, bad = checkAll(queues)
+if bad then return bad end
+
+local woke, kmap = {}, {}
+for _, i in ipairs(order) do
+  if writeJob(queues, i, idOf, deps) then woke[ARGV[i + 2]] = true end
+  kmap[#kmap + 1] = 'k:' .. ARGV[i + 1]
+  kmap[#kmap + 1] = ARGV[i]
 end
 -- (the key → id map in runs: a flow of 10,000 jobs is 20,000 values)
 for i = 1, #kmap, 1000 do
-  redis.call('HSET', fk, unpack(kmap, i, math.min(i + 999, #kmap)))
+  redis.call('HSET', KEYS[4], unpack(kmap, i, math.min(i + 999, #kmap)))
 end
-redis.call('HSET', fk, 'total', #order, 'open', #order, 'createdAt', now)
+redis.call('HSET', KEYS[4], 'total', #order, 'open', #order, 'createdAt', now)
 if idemKey then redis.call('SET', idemKey, fid, 'EX', FLOW_IDEMPOTENCY_TTL_SECONDS) end
 for queue in pairs(woke) do wake(queues[queue].wake) end
 return #order
