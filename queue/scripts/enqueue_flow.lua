@@ -128,9 +128,13 @@ local function checkOptions(i, key)
     local _, err = notifyField('job ' .. key, notify)
     if err then return redis.error_reply(err) end
   end
+  local group = field(i, 'group', '')
+  if #group > GROUP_MAX_BYTES then
+    return redis.error_reply('ERR_INVALID_GROUP job ' .. key .. ': group is ' .. #group .. ' bytes, limit ' .. GROUP_MAX_BYTES)
+  end
   local uses = field(i, 'uses', '')
   if uses ~= '' then
-    local _, err = usesGroup('job ' .. key, uses, groupOf(field(i, 'group', '')))
+    local _, err = usesGroup('job ' .. key, uses, groupOf(group))
     if err then return redis.error_reply(err) end
   end
   return nil
@@ -152,10 +156,14 @@ local function checkAll(queues)
     end
     local bad = checkOptions(i, key)
     if bad then return nil, nil, nil, bad end
+    local listed = {}
     for p in string.gmatch(field(i, 'parents', ''), '%S+') do
       if not idOf[p] then
         return nil, nil, nil, refuse('job ' .. key .. ': parent ' .. p .. ' is not a job listed before it in the flow')
       end
+      -- (twice would count the parent twice in `pending` and release the job never)
+      if listed[p] then return nil, nil, nil, refuse('job ' .. key .. ': parent ' .. p .. ' is listed twice') end
+      listed[p] = true
       local d = deps[p]
       if not d then
         d = {}

@@ -695,7 +695,7 @@ describe("flows (single Redis)", () => {
     assert.deepEqual(await redis.keys(`*{${p}}*`), []);
   });
 
-  test("enqueue_flow itself refuses what another client might send: a parent after its child, a bad policy, nothing written", async () => {
+  test("enqueue_flow itself refuses what another client might send: a parent after its child or twice, a bad policy, a long group, nothing written", async () => {
     const { redis } = q();
     const p = fresh();
     const k = new QueueKeys(`${p}/w`);
@@ -736,6 +736,13 @@ describe("flows (single Redis)", () => {
     await assert.rejects(call("id,key,queue,data,uses", "j1", "a", k.queue, "1", "[]"), {
       message: /job a: uses must be a JSON object/,
     });
+    await assert.rejects(call("id,key,queue,data,group", "j1", "a", k.queue, "1", "g".repeat(129)), {
+      message: /job a: group is 129 bytes, limit 128/,
+    });
+    await refused(
+      call("id,key,queue,data,parents", "j1", "a", k.queue, "1", "", "j2", "b", k.queue, "1", "a a"),
+      /job b: parent a is listed twice/,
+    );
     assert.deepEqual(await redis.keys(`*{${p}}*`), []);
   });
 
