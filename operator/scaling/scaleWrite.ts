@@ -22,7 +22,6 @@ export async function applyScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
-  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   return withSpan(
     "scale WorkerPool",
@@ -33,7 +32,7 @@ export async function applyScale(
       "conveyor.scale.reason": d.reason,
       "conveyor.scale.message": d.message,
     },
-    () => writeScale(ctx, key, pool, spec, deployment, state, d, stableShare),
+    () => writeScale(ctx, key, pool, spec, deployment, state, d),
   );
 }
 
@@ -45,7 +44,6 @@ async function writeScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
-  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
@@ -56,7 +54,7 @@ async function writeScale(
   // kubectl scale) fails the write with 409 and the reconcile decides again from the new count.
   const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
     metadata: { resourceVersion: deployment.metadata.resourceVersion },
-    spec: { replicas: stableShare ? stableShare(d.replicas) : d.replicas },
+    spec: { replicas: d.replicas },
   });
   const at = Date.now();
   recordScale(state.scaler, spec, d, at);

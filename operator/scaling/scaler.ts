@@ -47,11 +47,6 @@ export interface ScaleInput {
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
-  /**
-   * During a rollout scaling decides the pool's total; this is the stable Deployment's share of
-   * it, so a scaling write never starts stable pods the split would stop a moment later.
-   */
-  stableShare?: (total: number) => number;
 }
 
 /** What observe found: the workers' reports, the pool's pods and how many run jobs (when read). */
@@ -161,16 +156,7 @@ export class Scaler {
     let deployment = input.deployment;
     if (decision) {
       const { key, pool, spec, state } = input;
-      deployment = await applyScale(
-        this.ctx,
-        key,
-        pool,
-        spec,
-        deployment,
-        state,
-        decision,
-        input.stableShare,
-      );
+      deployment = await applyScale(this.ctx, key, pool, spec, deployment, state, decision);
       if (input.counts) state.lastDecision = { ...state.lastDecision!, backlog: input.counts.backlog };
     }
     return { deployment, requeueAfterMs: this.afterScale(input, deployment) };
