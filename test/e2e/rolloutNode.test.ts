@@ -59,8 +59,10 @@ test(
           m.spec.rollout = {
             canary: {
               steps,
-              // loose on run time (a loaded 2-core machine), strict on failures
-              analysis: { minJobs: 40, maxFailureRate: 0.1, maxFailureRatio: 3, maxP95Ratio: 20 },
+              // judged on failures only: a canary's first jobs run beside its own start-up (a
+              // good version's p95 read 7 s for 20 ms jobs once); test/operator/rollout.test.ts
+              // judges run time
+              analysis: { minJobs: 40, maxFailureRate: 0.1, maxFailureRatio: 3, maxP95Ratio: 1000 },
             },
           };
           return m;
@@ -193,7 +195,10 @@ test(
       );
       const goodSeconds = (Date.now() - tGood) / 1000;
       assert.equal(promoted.phase, "Promoted", promoted.message);
-      assert.ok(sawCanary, "a canary pod ran and was Ready during the step");
+      // (the canary ran the step's jobs: its pod may finish them before the watch sees it Ready)
+      const canaryJobs = Number(/canary (\d+)\/(\d+) failed/.exec(promoted.message ?? "")?.[2] ?? 0);
+      assert.ok(canaryJobs >= 40, `the canary ran the step's jobs: ${promoted.message}`);
+      if (!sawCanary) say(`[${elapsed()}] (no canary pod was seen Ready during the step)`);
       assert.match(promoted.message ?? "", /promoted after 1 step\(s\)/);
       say(`[${elapsed()}] promoted in ${goodSeconds.toFixed(0)}s: ${promoted.message}`);
       await pollUntil(
