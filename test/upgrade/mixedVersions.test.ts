@@ -286,8 +286,14 @@ export default async function (job) {
 }
 `,
       );
-      // (a long backoff: the test decides which release runs the next attempt, by promoting the job)
-      const env = { CONVEYOR_BACKOFF_BASE: "10m", CONVEYOR_HANDLER: `module:${handler}` };
+      // (a long backoff: the test decides which release runs the next attempt, by promoting the job.
+      // Retries draw a uniform delay up to the cap — with a 5 m cap one CI run drew under the few
+      // seconds a worker takes to start — so the cap is 1000 h: a draw under 10 s is 3 in a million.)
+      const env = {
+        CONVEYOR_BACKOFF_BASE: "1000h",
+        CONVEYOR_BACKOFF_MAX: "1000h",
+        CONVEYOR_HANDLER: `module:${handler}`,
+      };
       await new Producer(redis).enqueue(a, { failTimes: 3 }, { id: "x", attempts: 4 });
       /** Attempt n of x on a worker of `release`, stopped once x is failed n times (or completed). */
       const ranOn = async (release: Release, n: number) => {
