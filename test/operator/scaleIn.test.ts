@@ -30,7 +30,7 @@ import {
   workerPoolEvents,
   type OperatorProcess,
 } from "../support/operator.ts";
-import { PodRunner } from "../support/podRunner.ts";
+import { type PodRunner, startPoolPodRunner } from "../support/podRunner.ts";
 import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
 import { RECORDING_HANDLER } from "../support/workers.ts";
@@ -81,13 +81,7 @@ describe("operator: scale-in waits for the pods running jobs", { timeout: 15 * 6
     // hpa mode: the HPA reads the operator's external metric through the aggregator
     op = await startMetricsApiOperator(cp, "scalein");
     await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
-    runner = new PodRunner(cp.kubeConfig(), {
-      namespace: "default",
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
-      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
-    });
-    runner.start();
+    runner = startPoolPodRunner(cp.kubeConfig(), dir, join(dir, "executions.ndjson"));
   });
   after(async () => {
     await runner?.stop();

@@ -20,7 +20,7 @@ import { pollUntil } from "../support/poll.ts";
 import { RedisServer } from "../support/redis.ts";
 import { freePort } from "../support/ports.ts";
 import { stopProcess } from "../support/processes.ts";
-import { PodRunner } from "../support/podRunner.ts";
+import { type PodRunner, startPoolPodRunner } from "../support/podRunner.ts";
 import { RECORDING_HANDLER } from "../support/workers.ts";
 import {
   isLeader,
@@ -162,13 +162,7 @@ describe("credentials never appear in logs, Events, status or metrics", { timeou
       "--restrict-secret-access",
     ]);
     await pollUntil("the operator leads", () => isLeader(op), { timeoutMs: LONG });
-    runner = new PodRunner(cp.kubeConfig(), {
-      namespace: "default",
-      labelSelector: "conveyor.dev/workerpool",
-      dir,
-      extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
-    });
-    runner.start();
+    runner = startPoolPodRunner(cp.kubeConfig(), dir, join(dir, "executions.ndjson"));
   });
 
   after(async () => {

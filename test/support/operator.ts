@@ -12,7 +12,7 @@ import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
 import { connectRedis, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane, type ControlPlaneOptions } from "./controlplane.ts";
-import { PodRunner } from "./podRunner.ts";
+import { type PodRunner, startPoolPodRunner } from "./podRunner.ts";
 import { startProcess, stopProcess, type Started } from "./processes.ts";
 import { RedisServer } from "./redis.ts";
 import { CONVEYOR, NODE, type Release } from "./workers.ts";
@@ -304,13 +304,11 @@ export async function startPoolHarness(name: string, opts: PoolHarnessOptions = 
     };
     await leads();
     if (opts.pods) {
-      started.runner = new PodRunner(cp.kubeConfig(), {
-        namespace: "default",
-        labelSelector: "conveyor.dev/workerpool",
+      started.runner = startPoolPodRunner(
+        cp.kubeConfig(),
         dir,
-        ...(opts.pods.executionLog ? { extraEnv: { EXEC_LOG: executionLog } } : {}),
-      });
-      started.runner.start();
+        opts.pods.executionLog ? executionLog : undefined,
+      );
     }
     const h: PoolHarness = {
       cp,

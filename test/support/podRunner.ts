@@ -322,3 +322,18 @@ export class PodRunner {
     return undefined;
   }
 }
+
+/**
+ * Runs a `conveyor worker` for every WorkerPool pod in `default`, logs in `dir`; `executionLog`
+ * (the recording handler's EXEC_LOG) when given.
+ */
+export function startPoolPodRunner(kc: KubeConfig, dir: string, executionLog?: string): PodRunner {
+  const runner = new PodRunner(kc, {
+    namespace: "default",
+    labelSelector: "conveyor.dev/workerpool",
+    dir,
+    ...(executionLog ? { extraEnv: { EXEC_LOG: executionLog } } : {}),
+  });
+  runner.start();
+  return runner;
+}

@@ -16,7 +16,7 @@ import { KubeClient } from "../../operator/kube/client.ts";
 import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { isLeader, operatorLog, startOperator, type OperatorProcess } from "../support/operator.ts";
-import { PodRunner } from "../support/podRunner.ts";
+import { type PodRunner, startPoolPodRunner } from "../support/podRunner.ts";
 import { pollUntil } from "../support/poll.ts";
 import { stopProcess } from "../support/processes.ts";
 import { RedisServer } from "../support/redis.ts";
@@ -55,13 +55,7 @@ describe(
       await cp.waitForCrd("workerpools.conveyor.dev");
       redis = await RedisServer.start();
       r = connectRedis(redis.url);
-      runner = new PodRunner(cp.kubeConfig(), {
-        namespace: "default",
-        labelSelector: "conveyor.dev/workerpool",
-        dir,
-        extraEnv: { EXEC_LOG: join(dir, "executions.ndjson") },
-      });
-      runner.start();
+      runner = startPoolPodRunner(cp.kubeConfig(), dir, join(dir, "executions.ndjson"));
     });
     after(async () => {
       await runner?.stop();
