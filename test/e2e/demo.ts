@@ -12,6 +12,7 @@ import { nodeUnavailable } from "../support/node.ts";
 import { runNodeScenario, RELEASE_NS, type NodeScenarioReport } from "./nodeScenario.ts";
 import { runScenario, type ScenarioReport } from "./scenario.ts";
 import { takeScreenshots } from "./screenshots.ts";
+import { positiveEnv } from "./demoEnv.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const RUNTIMES = ["node", "process", "containers"] as const;
@@ -28,14 +29,7 @@ if (unknown.length > 0) {
 }
 const keep = args.includes("--keep") || /^(1|true|yes)$/i.test(process.env.KEEP ?? "");
 const screenshots = /^(1|true|yes)$/i.test(process.env.SCREENSHOTS ?? "");
-const positive = (name: string, fallback: number) => {
-  const v = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(v) || v <= 0) {
-    say(`${name}=${process.env[name]}: expected a positive integer`);
-    process.exit(2);
-  }
-  return v;
-};
+const positive = (name: string, fallback: number) => positiveEnv(name, fallback, say);
 // (on the real node 1,000 by default: enough to take both pools to their 6 replicas, and the warm
 // run stays within about two minutes)
 const jobs = positive("DEMO_JOBS", runtime === "node" ? 1000 : 2000);

@@ -10,16 +10,10 @@ import { nodeUnavailable } from "../support/node.ts";
 import { previousReleaseImages } from "../support/releases.ts";
 import { runNodeScenario, type NodeScenarioReport } from "./nodeScenario.ts";
 import { upgradeProblems } from "./upgradeAudit.ts";
+import { positiveEnv } from "./demoEnv.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
-const positive = (name: string, fallback: number) => {
-  const v = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(v) || v <= 0) {
-    say(`${name}=${process.env[name]}: expected a positive integer`);
-    process.exit(2);
-  }
-  return v;
-};
+const positive = (name: string, fallback: number) => positiveEnv(name, fallback, say);
 const jobs = positive("DEMO_JOBS", 1000);
 const jobMs = positive("DEMO_JOB_MS", 100);
 const why = nodeUnavailable();
