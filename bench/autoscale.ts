@@ -765,8 +765,7 @@ function listOf<T extends string>(flag: string | undefined, all: readonly T[], w
 export function parseAutoscaleFlags(
   argv: string[],
 ): AutoscaleOptions & { out: string; name?: string; append: boolean; render: boolean } {
-  const flags = parseFlags(argv);
-  const known = new Set([
+  const flags = parseFlags(argv, [
     "profile",
     "workloads",
     "arms",
@@ -781,8 +780,6 @@ export function parseAutoscaleFlags(
     "append",
     "render",
   ]);
-  for (const k of flags.keys())
-    if (!known.has(k)) throw new Error(`unknown flag --${k} (see bench/autoscale.ts)`);
   const profile = flags.get("profile") ?? "full";
   if (!PROFILES.includes(profile as ProfileName))
     throw new Error(`--profile must be one of ${PROFILES.join(", ")}, got '${profile}'`);

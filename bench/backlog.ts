@@ -14,7 +14,7 @@ import { QueueAdmin, QueueKeys, connectRedis, Producer } from "../queue/index.ts
 import { renderPanels } from "./lib/chart.ts";
 import { snapshot } from "./lib/redis.ts";
 import { QUEUE } from "./lib/systems.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
+import { intFlag, nowMs, cliFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
 import { openContext, type BenchContext } from "./throughput.ts";
 
 export interface BacklogLevel {
@@ -203,7 +203,7 @@ export function writeBacklogResults(levels: BacklogLevel[], dir: string): string
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["backlog", "concurrency", "json", "out", "sample"]);
   const ctx = await openContext();
   try {
     const levels = await runBacklog(ctx, {

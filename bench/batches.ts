@@ -17,7 +17,7 @@ import {
   listFlag,
   loadAverage,
   nowMs,
-  parseFlags,
+  cliFlags,
   progress,
   REPO,
   round,
@@ -39,7 +39,7 @@ interface Run {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["concurrency", "jobs", "json", "size1-jobs", "sizes"]);
   const jobs = intFlag(flags, "jobs", 100_000);
   const size1Jobs = intFlag(flags, "size1-jobs", jobs);
   const sizes = listFlag(flags, "sizes", [1, 10, 50, 100]);

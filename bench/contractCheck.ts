@@ -5,7 +5,7 @@
 //   node bench/contractCheck.ts [--n 20000] [--reps 5] [--json]
 import { compileContract, ContractCache, encodeResult, type Contract } from "../queue/index.ts";
 import { cachedContract, resultProblem } from "../worker/contractCheck.ts";
-import { intFlag, parseFlags, progress, round, summarize } from "./lib/util.ts";
+import { intFlag, cliFlags, progress, round, summarize } from "./lib/util.ts";
 
 function schemaAndResult(): { contract: Contract; result: Record<string, unknown> } {
   const properties: Record<string, unknown> = {};
@@ -54,7 +54,7 @@ function schemaAndResult(): { contract: Contract; result: Record<string, unknown
   return { contract, result };
 }
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["json", "n", "reps"]);
 const n = intFlag(flags, "n", 20_000);
 const reps = intFlag(flags, "reps", 5);
 const { contract, result } = schemaAndResult();

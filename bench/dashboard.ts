@@ -12,7 +12,7 @@ import { createPool, migrate } from "../records/index.ts";
 import { buildDashboard, measureFirstPaint, type PaintFigures } from "./firstPaint.ts";
 import { startBenchRedis } from "./lib/redis.ts";
 import { CONVEYOR_BIN, NODE } from "./lib/systems.ts";
-import { intFlag, parseFlags, percentile, procSample, progress, round } from "./lib/util.ts";
+import { intFlag, cliFlags, percentile, procSample, progress, round } from "./lib/util.ts";
 
 export interface DashboardCall {
   name: string;
@@ -296,7 +296,7 @@ function renderFirstPaint(p: PaintFigures | { skipped: string } | undefined): st
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["paint-samples", "records", "samples", "waiting"]);
   runDashboardBench({
     records: intFlag(flags, "records", 1_000_000),
     waiting: intFlag(flags, "waiting", 100_000),

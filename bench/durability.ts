@@ -12,7 +12,7 @@ import { connectRedis, Producer, type Durability } from "../queue/index.ts";
 import { client, RedisServer, startBenchRedis } from "./lib/redis.ts";
 import { ConveyorSystem, makeSystem, SYSTEMS, type SystemName, type System } from "./lib/systems.ts";
 import { describeRun, runThroughput, type BenchContext } from "./throughput.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, summarize } from "./lib/util.ts";
+import { intFlag, nowMs, cliFlags, percentile, progress, round, runMain, summarize } from "./lib/util.ts";
 
 export interface DurabilityRun {
   durability: Durability;
@@ -164,7 +164,7 @@ export function durabilitySummary(runs: DurabilityRun[]) {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["concurrency", "enqueues", "jobs", "json", "reps"]);
   const runs = await runDurability({
     jobs: intFlag(flags, "jobs", 20_000),
     concurrency: intFlag(flags, "concurrency", 32),

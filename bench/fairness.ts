@@ -24,7 +24,7 @@ import {
   loadAverage,
   machineInfo,
   nowMs,
-  parseFlags,
+  cliFlags,
   percentile,
   progress,
   round,
@@ -375,7 +375,18 @@ export function fairnessMarkdown(r: FairnessResult): string {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags([
+    "heavy",
+    "job-ms",
+    "light-every-ms",
+    "many-groups",
+    "out",
+    "per-tenant",
+    "reps",
+    "slots",
+    "tenants",
+    "workers",
+  ]);
   const opts: FairnessOptions = {
     heavy: intFlag(flags, "heavy", FAIRNESS_DEFAULTS.heavy),
     tenants: intFlag(flags, "tenants", FAIRNESS_DEFAULTS.tenants),

@@ -7,7 +7,7 @@
 //   node bench/flows.ts [--jobs 1000] [--json]
 import { Consumer, PipelineKeys, Producer, type ClaimedJob } from "../queue/index.ts";
 import { client, snapshot, startBenchRedis, type RedisSnapshot } from "./lib/redis.ts";
-import { intFlag, parseFlags, round } from "./lib/util.ts";
+import { intFlag, cliFlags, round } from "./lib/util.ts";
 
 interface Cost {
   commands: number;
@@ -42,7 +42,7 @@ async function settleAll(consumer: Consumer, first: ClaimedJob[]): Promise<numbe
   return done;
 }
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["jobs", "json"]);
 const n = intFlag(flags, "jobs", 1000);
 const server = await startBenchRedis();
 const redis = client(server.url, "flows-bench");

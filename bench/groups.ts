@@ -16,7 +16,7 @@ import {
   snapshot,
   startBenchRedis,
 } from "./lib/redis.ts";
-import { intFlag, parseFlags, progress } from "./lib/util.ts";
+import { intFlag, cliFlags, progress } from "./lib/util.ts";
 
 type QueueModule = typeof import("../queue/index.ts");
 const modulePath = process.env.CONVEYOR_QUEUE_MODULE;
@@ -77,7 +77,7 @@ async function scenario(
   };
 }
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["claims", "groups"]);
 const claims = intFlag(flags, "claims", 5000);
 const manyGroups = intFlag(flags, "groups", 100_000);
 const server = await startBenchRedis();

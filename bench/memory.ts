@@ -5,7 +5,7 @@
 // encoding), and of the ready set, the ready line and the events stream per job.
 import { flush, snapshot } from "./lib/redis.ts";
 import { SYSTEMS, type SystemName } from "./lib/systems.ts";
-import { intFlag, parseFlags, progress, runMain } from "./lib/util.ts";
+import { intFlag, cliFlags, progress, runMain } from "./lib/util.ts";
 import { openContext, type BenchContext } from "./throughput.ts";
 
 export const PAYLOAD_SIZES = [20, 1024, 16384];
@@ -75,7 +75,7 @@ export async function runMemory(
 
 // `npm run bench:memory -- [--jobs 20000] [--json]`: this section alone.
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["jobs", "json"]);
   const jobs = intFlag(flags, "jobs", 20_000);
   const ctx = await openContext();
   const runs: MemoryRun[] = [];

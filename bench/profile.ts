@@ -2,7 +2,7 @@
 // and by area (our folders, each npm package, Node internals, GC, idle).
 //   node bench/profile.ts FILE.cpuprofile [--top 25] [--inclusive fnA,fnB] [--callers fnC]
 import { readFileSync } from "node:fs";
-import { intFlag, parseFlags, REPO } from "./lib/util.ts";
+import { intFlag, cliFlags, REPO } from "./lib/util.ts";
 
 interface CallFrame {
   functionName: string;
@@ -124,7 +124,7 @@ function main(): void {
       );
     else files.push(args[i]!);
   }
-  const flags = parseFlags(rest);
+  const flags = cliFlags(["callers", "inclusive", "top"], rest);
   const top = intFlag(flags, "top", 25);
   for (const file of files) {
     const list = (name: string) => (flags.get(name) ?? "").split(",").filter(Boolean);

@@ -14,9 +14,9 @@ import { freePort } from "../test/support/ports.ts";
 import { waitFor, stopProcess } from "../test/support/processes.ts";
 import { RedisServer } from "../test/support/redis.ts";
 import { REPO, startWorker } from "../test/support/workers.ts";
-import { intFlag, parseFlags } from "./lib/util.ts";
+import { intFlag, cliFlags } from "./lib/util.ts";
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["concurrency", "jobs", "reps"]);
 const JOBS = intFlag(flags, "jobs", 2000);
 const CONCURRENCY = intFlag(flags, "concurrency", 8);
 const REPS = intFlag(flags, "reps", 3);

@@ -8,10 +8,10 @@
 //   node bench/rateWindow.ts [--jobs 200] [--reps 3] [--offset-ms 400] [--pause-ms 300] [--json]
 import { fullestWindow, firstBatchLatency, runRateScenario } from "../test/support/rateWindow.ts";
 import { WorkerTestBed } from "../test/support/testbed.ts";
-import { intFlag, loadAverage, parseFlags, progress, runMain } from "./lib/util.ts";
+import { intFlag, loadAverage, cliFlags, progress, runMain } from "./lib/util.ts";
 
 runMain("rateWindow", async () => {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["jobs", "json", "offset-ms", "pause-ms", "reps"]);
   const jobs = intFlag(flags, "jobs", 200);
   const reps = intFlag(flags, "reps", 3);
   const offsetMs = intFlag(flags, "offset-ms", 400);

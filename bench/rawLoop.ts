@@ -11,7 +11,7 @@
 //   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--notify pool|job] [--json]
 import { Consumer, PipelineKeys, Producer, type ClaimedJob } from "../queue/index.ts";
 import { client, snapshot, startBenchRedis, type RedisSnapshot } from "./lib/redis.ts";
-import { intFlag, loadAverage, nowMs, parseFlags, progress, round, summarize } from "./lib/util.ts";
+import { intFlag, loadAverage, nowMs, cliFlags, progress, round, summarize } from "./lib/util.ts";
 
 const QUEUE = "raw/work";
 const NEXT = "raw/next";
@@ -95,7 +95,7 @@ async function oneRep(
   }
 }
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["batch", "jobs", "json", "next", "notify", "reps"]);
 const jobs = intFlag(flags, "jobs", 20_000);
 const batch = intFlag(flags, "batch", 32);
 const reps = intFlag(flags, "reps", 5);

@@ -5,10 +5,10 @@
 //   node bench/reclaimCall.ts [--records 200000] [--limit 300]
 import { Consumer, QueueKeys, connectRedis } from "../queue/index.ts";
 import { startBenchRedis } from "./lib/redis.ts";
-import { intFlag, nowMs, parseFlags, percentile, round, runMain } from "./lib/util.ts";
+import { intFlag, nowMs, cliFlags, percentile, round, runMain } from "./lib/util.ts";
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["limit", "records"]);
   const records = intFlag(flags, "records", 200_000);
   const limit = intFlag(flags, "limit", 300);
   const server = await startBenchRedis();

@@ -21,7 +21,7 @@ import {
   snapshot,
   startBenchRedis,
 } from "./lib/redis.ts";
-import { intFlag, parseFlags, progress } from "./lib/util.ts";
+import { intFlag, cliFlags, progress } from "./lib/util.ts";
 
 interface Row {
   scenario: string;
@@ -85,7 +85,7 @@ async function scenario(
   };
 }
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["claims"]);
 const claims = intFlag(flags, "claims", 5000);
 const server = await startBenchRedis();
 try {

@@ -25,7 +25,7 @@ import type { Redis } from "ioredis";
 import { Consumer, Producer, QueueKeys, connectRedis } from "../queue/index.ts";
 import { delta, perJob, snapshot, SNAPSHOT_COMMANDS } from "./lib/redis.ts";
 import { ConveyorSystem, QUEUE } from "./lib/systems.ts";
-import { intFlag, nowMs, parseFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
+import { intFlag, nowMs, cliFlags, percentile, progress, round, runMain, sleep } from "./lib/util.ts";
 import { openContext } from "./throughput.ts";
 
 const PROBE_QUEUE = "retention-probe";
@@ -291,7 +291,7 @@ export function retentionMarkdown(r: RetentionResult): string {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["due-together", "hz", "jobs", "json", "out", "retention"]);
   const result = await runRetention({
     jobs: intFlag(flags, "jobs", 1_000_000),
     retentionSeconds: intFlag(flags, "retention", 120),

@@ -24,7 +24,7 @@ import {
   listFlag,
   loadAverage,
   machineInfo,
-  parseFlags,
+  cliFlags,
   progress,
   REPO,
   summarize,
@@ -68,7 +68,17 @@ async function attempt<T>(what: string, run: () => Promise<T>): Promise<T | unde
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags([
+    "backlog",
+    "concurrency",
+    "jobs",
+    "out",
+    "pools",
+    "quick",
+    "reps",
+    "skip-dashboard",
+    "skip-operator",
+  ]);
   const quick = flags.has("quick");
   const reps = intFlag(flags, "reps", quick ? 1 : 3);
   const concurrencies = listFlag(flags, "concurrency", [1, 8, 32, 128]);

@@ -37,7 +37,7 @@ import {
   intFlag,
   loadAverage,
   nowMs,
-  parseFlags,
+  cliFlags,
   type ProcSample,
   progress,
   round,
@@ -235,7 +235,7 @@ export function describeRun(r: ThroughputRun): string {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["concurrency", "contract", "cpu-prof", "jobs", "json", "otlp", "reps"]);
   const jobs = intFlag(flags, "jobs", 20_000);
   const concurrency = intFlag(flags, "concurrency", 8);
   const reps = intFlag(flags, "reps", 1);

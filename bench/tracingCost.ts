@@ -12,7 +12,7 @@
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startOtlpSink } from "./lib/otlpSink.ts";
-import { intFlag, parseFlags, progress, round, runMain, summarize } from "./lib/util.ts";
+import { intFlag, cliFlags, progress, round, runMain, summarize } from "./lib/util.ts";
 
 /**
  * The configurations compared: name → OTEL_* variables (the sink's endpoint is added) and
@@ -153,7 +153,7 @@ function runChild(env: Record<string, string>): Promise<ChildResult> {
 }
 
 async function main(): Promise<void> {
-  const flags = parseFlags(process.argv.slice(2));
+  const flags = cliFlags(["child", "concurrency", "executions", "only", "rate", "reps"]);
   if (flags.has("child")) return child();
   const executions = intFlag(flags, "executions", 50_000);
   const rate = intFlag(flags, "rate", 10_000);

@@ -5,9 +5,9 @@
 // without a wait. `node bench/waits.ts [--jobs 10000]`
 import { Consumer, JobWaiter, Producer } from "../queue/index.ts";
 import { client, startBenchRedis } from "./lib/redis.ts";
-import { intFlag, parseFlags } from "./lib/util.ts";
+import { intFlag, cliFlags } from "./lib/util.ts";
 
-const flags = parseFlags(process.argv.slice(2));
+const flags = cliFlags(["jobs"]);
 const N = intFlag(flags, "jobs", 10_000);
 const server = await startBenchRedis();
 const redis = client(server.url, "waits-bench");

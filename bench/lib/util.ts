@@ -3,6 +3,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
+import { relative } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export { sleep };
@@ -132,17 +133,56 @@ export function machineInfo(): MachineInfo {
 }
 
 /** `--name value` and `--flag` arguments. */
-export function parseFlags(argv: string[]): Map<string, string> {
+/** A flag the script does not take, or a stray argument: the message names it. */
+export class FlagError extends Error {
+  override name = "FlagError";
+}
+
+/**
+ * `--name value`, `--name=value` and bare `--name` flags. A flag not in `known` is refused by name
+ * (FlagError), never ignored; `--help` prints the script's opening comment (its usage) and exits 0.
+ */
+export function parseFlags(argv: string[], known: readonly string[]): Map<string, string> {
   const out = new Map<string, string>();
+  const refuse = (problem: string) =>
+    new FlagError(`${problem} (known: ${known.map((k) => `--${k}`).join(", ") || "none"}; --help for usage)`);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (!a.startsWith("--")) throw new Error(`unexpected argument ${JSON.stringify(a)}`);
+    if (a === "--help" || a === "-h") {
+      process.stdout.write(`${usageOf(process.argv[1])}\n`);
+      process.exit(0);
+    }
+    if (!a.startsWith("--")) throw refuse(`unexpected argument ${JSON.stringify(a)}`);
     const [name, inline] = a.slice(2).split("=", 2) as [string, string | undefined];
+    if (!known.includes(name)) throw refuse(`unknown flag --${name}`);
     if (inline !== undefined) out.set(name, inline);
     else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith("--")) out.set(name, argv[++i]!);
     else out.set(name, "true");
   }
   return out;
+}
+
+/** parseFlags of this process' arguments; a FlagError is said on stderr, exit 2. */
+export function cliFlags(known: readonly string[], argv = process.argv.slice(2)): Map<string, string> {
+  try {
+    return parseFlags(argv, known);
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    const script = process.argv[1] ? relative(REPO, process.argv[1]) : "bench";
+    process.stderr.write(`${script}: ${err.message}\n`);
+    process.exit(2);
+  }
+}
+
+/** A script's opening `//` comment, without the slashes: what it measures and its flags. */
+function usageOf(file: string | undefined): string {
+  if (!file) return "";
+  const lines: string[] = [];
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    if (!line.startsWith("//")) break;
+    lines.push(line.replace(/^\/\/ ?/, ""));
+  }
+  return lines.join("\n");
 }
 
 export function intFlag(flags: Map<string, string>, name: string, def: number): number {
