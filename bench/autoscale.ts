@@ -371,7 +371,7 @@ async function startHarness(o: AutoscaleOptions, dir: string): Promise<Harness> 
   } = {};
   try {
     await cp.kubectl("apply", "--server-side", "-f", CRD_FILE);
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
     if (real) {
       started.node = await RealNode.start(cp, { verbose: false });
       const t = Date.now();

@@ -83,6 +83,7 @@ interface ControlPlaneLike {
   dir: string;
   kubeconfigPath: string;
   kubectl(...args: string[]): Promise<string>;
+  waitForCrd(name: string, timeoutMs?: number): Promise<void>;
   request(method: string, path: string, body?: unknown): Promise<HttpResult>;
   auditEvents(filter?: (e: AuditEventLike) => boolean): Promise<AuditEventLike[]>;
   stop(): Promise<void>;
@@ -188,7 +189,7 @@ export async function runOperatorBench(opts: {
   let op: Started | undefined;
   try {
     await cp.kubectl("apply", "--server-side", "-f", join(REPO, "crds", "conveyor.dev_workerpools.yaml"));
-    await cp.kubectl("wait", "--for=condition=Established", "--timeout=120s", "crd/workerpools.conveyor.dev");
+    await cp.waitForCrd("workerpools.conveyor.dev");
 
     const metricsPort = await freePort();
     const metricsApiPort = await freePort();

@@ -7,8 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Consumer, EVENT_LIST_SEPARATOR, Producer, QueueKeys } from "../../queue/index.ts";
 import { DashboardStack } from "../support/dashboard.ts";
-import { startProcess } from "../support/processes.ts";
-import { waitFor } from "../support/processes.ts";
+import { startProcess, waitFor } from "../support/processes.ts";
 import { CONVEYOR, NODE } from "../support/workers.ts";
 
 const Q = "shop/orders";
@@ -53,9 +52,14 @@ describe("dashboard API", () => {
   });
 
   test("the queue list shows both queues with live counts", async () => {
-    const r = await get("/queues");
-    assert.equal(r.status, 200);
-    const queues = r.body.queues as { queue: string; completed: number; delayed: number }[];
+    // (the API's queue directory is refreshed at most once a second: IDLE was new a moment ago)
+    type Row = { queue: string; completed: number; delayed: number };
+    const queues = await waitFor("both queues listed", async () => {
+      const r = await get("/queues");
+      assert.equal(r.status, 200);
+      const rows = r.body.queues as Row[];
+      return rows.length === 2 ? rows : null;
+    });
     assert.deepEqual(
       queues.map((q) => q.queue),
       [IDLE, Q],
