@@ -20,9 +20,6 @@ const logger = () => import("../../lib/logger.ts");
 const records = () => import("../../records/index.ts");
 const poolReader = () => import("../../operator/poolReader.ts");
 
-/** How long a stopping API waits for the requests in flight (long polls included): within a pod's 30s grace. */
-const STOP_GRACE_MS = 10_000;
-
 export default defineCommand({
   name: "api",
   args: [],
@@ -76,6 +73,11 @@ export default defineCommand({
       { default: "10s", min: "100ms", max: "10m" },
       "how often the pools' canary rollouts in progress are sampled into Redis for the pool page's chart",
     ),
+    "stop-grace": duration(
+      "CONVEYOR_API_STOP_GRACE",
+      { default: "10s", min: "0s", max: "10m" },
+      "how long a stopping API answers the requests in flight (long polls included); keep it under the pod's termination grace",
+    ),
     "log-level": LOG_LEVEL_SETTING,
   },
   async run(o) {
@@ -88,6 +90,7 @@ export default defineCommand({
     const maxBodyBytes = o.maybeInt("max-body");
     const token = o.raw("token");
     const logLevel = o.choice("log-level");
+    const stopGraceMs = o.duration("stop-grace");
     const { startJobApi, InsecureConfigurationError } = await apiServer();
     const { createLogger } = await logger();
     const log = createLogger(logLevel, { component: "job-api" });
@@ -162,7 +165,7 @@ export default defineCommand({
     );
     await new Promise<void>((resolve) => {
       // Event streams never end by themselves: ended at once. Other requests in flight (an enqueue
-      // the client cannot otherwise tell applied or not) get their answers, for STOP_GRACE_MS at
+      // the client cannot otherwise tell applied or not) get their answers, for --stop-grace at
       // most, each with `connection: close`: a keep-alive client's next request then goes to a new
       // connection (the next API), not to this one until the grace runs out mid-request.
       const open = new Set<ServerResponse>();
@@ -182,7 +185,7 @@ export default defineCommand({
         for (const res of open)
           if (res.req.url?.startsWith("/events")) res.destroy();
           else lastOnItsConnection(res);
-        setTimeout(() => server.closeAllConnections(), STOP_GRACE_MS).unref();
+        setTimeout(() => server.closeAllConnections(), stopGraceMs).unref();
       };
       process.once("SIGTERM", stop);
       process.once("SIGINT", stop);

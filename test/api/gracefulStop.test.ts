@@ -33,8 +33,8 @@ describe("conveyor api stopped with a request in flight", () => {
     await server?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
-  const enqueue = (id: string) =>
-    fetch(`${api.base}/queues/stop/jobs`, {
+  const enqueue = (id: string, to: ApiProcess = api) =>
+    fetch(`${to.base}/queues/stop/jobs`, {
       method: "POST",
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
       body: JSON.stringify({ id, data: { id } }),
@@ -60,5 +60,29 @@ describe("conveyor api stopped with a request in flight", () => {
     assert.deepEqual((await inFlight).status, 202, (await inFlight).body);
     assert.equal((await new QueueAdmin(redis).job("held", "stop"))?.state, "ready");
     assert.equal(await api.exited, 0);
+  });
+
+  test("--stop-grace bounds the wait: a request still held when it runs out is cut, and the process exits 0", async () => {
+    const short = await startApi(dir, "api-short", { REDIS_URL: server.url, CONVEYOR_API_TOKEN: TOKEN }, [
+      "--dashboard",
+      "off",
+      "--stop-grace",
+      "300ms",
+    ]);
+    try {
+      assert.equal((await enqueue("warm-short", short)).status, 202, "the scripts loaded");
+      await redis.call("CLIENT", "PAUSE", "60000", "WRITE");
+      const inFlight = enqueue("held-short", short).then(
+        (res) => res.status,
+        () => 0,
+      );
+      await waitFor("the enqueue waiting in Redis", async () => (await blocked()) >= 1);
+      short.child.kill("SIGTERM");
+      assert.equal(await short.exited, 0, "exited while Redis still held the request");
+      assert.equal(await inFlight, 0, "the held request was cut, not answered");
+    } finally {
+      await redis.call("CLIENT", "UNPAUSE");
+      await stopProcess(short, 2000);
+    }
   });
 });
