@@ -827,3 +827,20 @@ export async function flowRepair(
   );
   return { told: Number(told), gone: Number(gone), total: Number(total) };
 }
+
+// ---- The job API ----
+
+/** token_rate: one request of a rate-limited API token, admitted or not (GCRA on Redis' clock). */
+export async function tokenRate(
+  redis: RedisClient,
+  a: { key: string; max: number; perMs: number },
+): Promise<{ admitted: boolean; retryAfterMs: number }> {
+  const [admitted, retryAfterMs] = await call<[number, number]>(
+    redis,
+    undefined,
+    "token_rate",
+    [a.key],
+    [a.max, a.perMs],
+  );
+  return { admitted: admitted === 1, retryAfterMs };
+}

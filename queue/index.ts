@@ -39,3 +39,4 @@ export * from "./waiter.ts";
 export * from "./layout.ts";
 export * from "./versions.ts";
 export * from "./audit.ts";
+export * from "./tokenRate.ts";

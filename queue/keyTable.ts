@@ -50,7 +50,7 @@ export const KEY_TABLE: readonly KeySpec[] = [
     name: "tokenRatePrefix",
     scope: "global",
     pattern: "tokenrate:",
-    doc: "Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window.",
+    doc: "Prefix of the job API's per-token rate state (`tokenrate:<token>`: the token's theoretical arrival time, expiring when it has passed).",
   },
 
   {

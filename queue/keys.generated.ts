@@ -11,7 +11,7 @@ export const GLOBAL_KEYS = {
   doorbellChannel: `${KEY_ROOT}:doorbell`,
   /** Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`. */
   readers: `${KEY_ROOT}:readers`,
-  /** Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window. */
+  /** Prefix of the job API's per-token rate state (`tokenrate:<token>`: the token's theoretical arrival time, expiring when it has passed). */
   tokenRatePrefix: `${KEY_ROOT}:tokenrate:`,
 } as const;
 

@@ -25,7 +25,7 @@ QUEUES_KEY = f"{KEY_ROOT}:queues"
 DOORBELL_CHANNEL_KEY = f"{KEY_ROOT}:doorbell"
 # Operators' and job APIs' reports (id → JSON: kind, version, the layouts they read, seen), for `conveyor layout status`.
 READERS_KEY = f"{KEY_ROOT}:readers"
-# Prefix of the job API's per-token request counters (`tokenrate:<token>:<window>`), each expiring with its window.
+# Prefix of the job API's per-token rate state (`tokenrate:<token>`: the token's theoretical arrival time, expiring when it has passed).
 TOKEN_RATE_PREFIX_KEY = f"{KEY_ROOT}:tokenrate:"
 
 
