@@ -120,3 +120,37 @@ export function childrenDataProblem(
     encoded,
   );
 }
+
+/**
+ * A fan-out's join job: made in Redis by its last child's finish (`<parent>:join`, data
+ * `{parent, results}`), so no producer checked its data. Its stage's worker checks it instead.
+ */
+export function isJoinJob(job: ClaimedJob, data: unknown): boolean {
+  if (!job.id.endsWith(":join") || typeof data !== "object" || data === null) return false;
+  const { parent, results } = data as { parent?: unknown; results?: unknown };
+  return parent === job.id.slice(0, -":join".length) && Array.isArray(results);
+}
+
+/** Join data the stage's data contract refuses: it cannot change, so the job is dead at once. */
+export class JoinDataContractError extends Error {
+  override name = "JoinDataContractError";
+  readonly retryable = false;
+  constructor(queue: string, violations: Violation[]) {
+    const named = violations.slice(0, NAMED_IN_MESSAGE).map(describeViolation).join("; ");
+    const more =
+      violations.length > NAMED_IN_MESSAGE ? `; and ${violations.length - NAMED_IN_MESSAGE} more` : "";
+    super(`the fan-out's join data breaks the data contract of ${queue}: ${named}${more}`);
+    this.stack = `${this.name}: ${this.message}`;
+  }
+}
+
+/** A join's data against its stage's data schema; undefined when it keeps it (or none is set). */
+export function joinDataProblem(
+  contract: CompiledContract | null,
+  queue: string,
+  data: unknown,
+): JoinDataContractError | undefined {
+  if (!contract || !contract.checks("data")) return undefined;
+  const violations = contract.checkData(data);
+  return violations.length === 0 ? undefined : new JoinDataContractError(queue, violations);
+}

@@ -28,6 +28,8 @@ import type { CircuitBreaker } from "./circuitBreaker.ts";
 import {
   childrenDataProblem,
   cachedContract,
+  isJoinJob,
+  joinDataProblem,
   nextDataProblem,
   ResultContractError,
   resultProblem,
@@ -223,12 +225,30 @@ export class JobExecutor<E extends RunningJob = RunningJob> {
     }
     try {
       exec.data = JSON.parse(job.rawData);
-      return exec;
     } catch (err) {
       const error = new MalformedJobError(`job data is not JSON: ${(err as Error).message}`);
       await this.settleFailure(entry, error, log, secondsSince(exec));
       return undefined;
     }
+    const refused =
+      this.contracts && isJoinJob(job, exec.data) ? await this.joinProblem(job, log, exec.data) : undefined;
+    if (refused) {
+      await this.settleFailure(entry, refused, log, secondsSince(exec));
+      return undefined;
+    }
+    return exec;
+  }
+
+  /** A join's data against its stage's contract in force at the claim (one no producer checked). */
+  private async joinProblem(job: ClaimedJob, log: Logger, data: unknown): Promise<Error | undefined> {
+    const cache = this.contracts!;
+    let compiled = cachedContract(cache, job.queue, job.contract);
+    if (compiled === undefined) {
+      const read = await this.readContract(log, () => cache.ensure(job.queue, job.contract));
+      if (read instanceof Error) return read;
+      compiled = read;
+    }
+    return joinDataProblem(compiled, job.queue, data);
   }
 
   /**

@@ -176,6 +176,42 @@ describe("stage contracts at a fan-out", () => {
     assert.equal((await bed.admin.counts(b)).ready, 2);
     assert.deepEqual(JSON.parse((await bed.admin.job("s1:2", b))!.data), { x: 2 });
   });
+
+  test("a join whose data breaks its stage's data contract is dead at its first attempt, the violation named; a keeping one runs", async () => {
+    const [a, b, join] = ["joins/split", "joins/each", "joins/join"];
+    await setContract(
+      bed.redis,
+      join,
+      {
+        data: {
+          type: "object",
+          required: ["parent", "results"],
+          properties: {
+            results: {
+              type: "array",
+              items: { type: "object", required: ["result"], properties: { result: NEEDS_X.data! } },
+            },
+          },
+        },
+      },
+      "test",
+    );
+    await bed.worker(a, { CONVEYOR_HANDLER: HANDLER, CONVEYOR_NEXT_QUEUE: b, ...FAST_RETRIES });
+    await bed.worker(b, { CONVEYOR_HANDLER: HANDLER, ...FAST_RETRIES });
+    await bed.worker(join, { CONVEYOR_HANDLER: HANDLER, ...FAST_RETRIES });
+    const fanOut = (children: unknown[]) => ({ $conveyor: { fanOut: children, join } });
+    await bed.producer.enqueue(a, fanOut([{ x: 1 }, { x: 2 }]), { id: "good", attempts: 3 });
+    await bed.producer.enqueue(a, fanOut([{ x: 1 }, { y: 2 }]), { id: "bad", attempts: 3 });
+    const good = await finished(bed.admin, "good:join", join);
+    assert.equal(good.state, "completed");
+    const bad = await finished(bed.admin, "bad:join", join);
+    assert.equal(bad.state, "dead");
+    assert.equal(bad.attemptsMade, 1, "not retried: the data cannot change");
+    assert.match(
+      JSON.stringify(JSON.parse(bad.errors ?? "[]")),
+      /the fan-out's join data breaks the data contract of joins\/join: \/results\/1\/result\/x: is required/,
+    );
+  });
 });
 
 describe("stage contracts on Redis Cluster", () => {
