@@ -45,6 +45,7 @@ export const SCRIPT_NAMES = [
   "resource_usage",
   "records_enable",
   "job_states",
+  "layout_finalize",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

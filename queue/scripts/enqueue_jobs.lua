@@ -207,5 +207,6 @@ for i = 9, #ARGV, width do
   out[#out + 1] = code
   woke = woke or wokeOne
 end
+keepLayoutFence(keys.meta, queue)
 if woke then wake(KEYS[4]) end
 return out
