@@ -527,4 +527,35 @@ describe("the layout in force on a Redis Cluster", () => {
     assert.equal(late.child.exitCode, 1);
     assert.match(late.logs(), /pipeline cl is on layout 2/);
   });
+
+  test("rollback after finalize on a Cluster: a previous-release worker claims nothing; this release's then runs the job once", async () => {
+    const redis = connectRedis(server.url);
+    const log = join(dir, "cl-exec.log");
+    const env = {
+      REDIS_URL: server.url,
+      CONVEYOR_QUEUE: "cl/a",
+      CONVEYOR_HANDLER: RECORDING_HANDLER,
+      EXEC_LOG: log,
+    };
+    try {
+      const old = await startWorker({ dir, name: "w-cl-old", release: previousRelease(), env });
+      w = old;
+      const polls = async () => metricValue(await old.metrics(), "conveyor_claim_polls_total");
+      const from = await polls();
+      await waitFor("three more claims by the previous-release worker", async () => {
+        await redis.lpush(new QueueKeys("cl/a").wake, "1");
+        return (await polls()) >= from + 3 ? true : null;
+      });
+      assert.deepEqual(readExecutions(log), [], "no job ran on the previous release");
+      assert.equal((await new QueueAdmin(redis).counts("cl/a")).ready, 1);
+      await stopProcess(old);
+      w = await startWorker({ dir, name: "w-cl-new", env });
+      await waitFor("the job done", async () =>
+        (await new QueueAdmin(redis).counts("cl/a")).completed === 1 ? true : null,
+      );
+      assert.equal(readExecutions(log).length, 1);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
