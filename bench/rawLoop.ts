@@ -4,12 +4,13 @@
 // script calls and each command they make (INFO commandstats) are what a protocol change moves;
 // jobs/s here is client-bound. Blocks of the same size alternate nothing: run it before and
 // after a change, on the same machine, and compare the medians.
+// With --layout 2 the pipeline is finalized to layout 2 first (every queue fenced against 0.1.0).
 // With --next, each settle hands its jobs to a next stage (`raw/next`) instead of completing them.
 // With --notify pool every completion is asked for by the queue's pool (`notify:<queue>` in meta,
 // as `conveyor worker --notify` sets it), with --notify job by each job's own notify: each settle
 // then appends the jobs to the notify stream (docs/notifications.md; nothing sends them here).
-//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--notify pool|job] [--json]
-import { Consumer, PipelineKeys, Producer, type ClaimedJob } from "../queue/index.ts";
+//   node bench/rawLoop.ts [--jobs 20000] [--batch 32] [--reps 5] [--next] [--notify pool|job] [--layout 1|2] [--json]
+import { Consumer, PipelineKeys, Producer, writeLayoutInForce, type ClaimedJob } from "../queue/index.ts";
 import { client, snapshot, startBenchRedis, type RedisSnapshot } from "./lib/redis.ts";
 import { intFlag, loadAverage, nowMs, cliFlags, progress, round, summarize } from "./lib/util.ts";
 
@@ -55,10 +56,12 @@ async function oneRep(
   batch: number,
   next: boolean,
   notify?: string,
+  layout = 1,
 ): Promise<RawRep> {
   const redis = client(url, "raw-loop");
   try {
     await redis.flushall();
+    if (layout > 1) await writeLayoutInForce(redis, "raw", layout, { firstVersion: "bench", by: "rawLoop" });
     const producer = new Producer(redis);
     const own =
       notify === "job"
@@ -100,6 +103,8 @@ const jobs = intFlag(flags, "jobs", 20_000);
 const batch = intFlag(flags, "batch", 32);
 const reps = intFlag(flags, "reps", 5);
 const notify = flags.get("notify");
+const layout = intFlag(flags, "layout", 1);
+if (layout !== 1 && layout !== 2) throw new Error(`--layout: expected 1 or 2, got ${layout}`);
 if (notify !== undefined && notify !== "pool" && notify !== "job")
   throw new Error(`--notify: expected pool or job, got ${JSON.stringify(notify)}`);
 const server = await startBenchRedis();
@@ -107,7 +112,7 @@ try {
   const runs: RawRep[] = [];
   const load = loadAverage();
   for (let rep = 0; rep < reps; rep++) {
-    runs.push(await oneRep(server.url, jobs, batch, flags.has("next"), notify));
+    runs.push(await oneRep(server.url, jobs, batch, flags.has("next"), notify, layout));
     progress(`raw loop B=${batch} rep ${rep + 1}/${reps}: ${JSON.stringify(runs.at(-1))}`);
   }
   const median = (f: (r: RawRep) => number) => summarize(runs.map(f)).median;
@@ -117,6 +122,7 @@ try {
     reps,
     next: flags.has("next"),
     notify: notify ?? "none",
+    layout,
     load: `${load} → ${loadAverage()}`,
     redisCpuUsPerJob: median((r) => r.redisCpuUsPerJob),
     callUsPerJob: median((r) => r.callUsPerJob),

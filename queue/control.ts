@@ -1,6 +1,8 @@
 // Queue control: cancel a job, pause/resume a queue, a global rate limit per queue. Pause and
 // rate limit are enforced inside the claim script (queue/scripts/includes/control.lua); they
-// live in the pipeline's meta hash so a claim reads them with a read it makes anyway.
+// live in the pipeline's meta hash so a claim reads them with a read it makes anyway. The pause
+// is `paused:<queue>` at layout 1 and `hold:<queue>` from layout 2 on, where `paused:<queue>` is
+// the fence that keeps the release before layouts off the queue (docs/protocol.md).
 import { assertJobId, DOORBELL_CHANNEL, PIPELINES_KEY, PipelineKeys, QueueKeys } from "./keys.ts";
 import * as gateway from "./gateway.ts";
 import type { RedisClient } from "./scripts.ts";
@@ -49,7 +51,19 @@ function checkRateLimit(limit: RateLimit): void {
 
 /** The meta-hash fields of one queue's control (see control.lua). */
 export function controlFields(queue: string) {
-  return { paused: `paused:${queue}`, rate: `rate:${queue}`, rateLog: `rlog:${queue}` };
+  return {
+    paused: `paused:${queue}`,
+    hold: `hold:${queue}`,
+    rate: `rate:${queue}`,
+    rateLog: `rlog:${queue}`,
+    layout: "layout",
+  };
+}
+
+/** The layout in force as mirrored in `<P>meta` (absent: 1). */
+function metaLayout(raw: string | null | undefined): number {
+  const n = Number(raw);
+  return Number.isInteger(n) && n >= 1 ? n : 1;
 }
 
 export interface QueueControlState {
@@ -90,15 +104,28 @@ async function controlEvent(redis: RedisClient, queue: string, type: string, fie
   );
 }
 
+// At layout 1 a pause writes `hold:` too (no reader of layout 1 looks at it): a finalize between
+// this read of the layout and the write then leaves the pause in force.
 export async function pauseQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
-  await redis.hset(k.meta, controlFields(queue).paused, "1");
+  const f = controlFields(queue);
+  const layout = metaLayout(await redis.hget(k.meta, f.layout));
+  if (layout >= 2) await redis.hset(k.meta, f.hold, "1");
+  else await redis.hset(k.meta, f.paused, "1", f.hold, "1");
   await controlEvent(redis, queue, "paused");
 }
 
 export async function resumeQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
-  await redis.multi().hdel(k.meta, controlFields(queue).paused).lpush(k.wake, "1").del(k.doorbell).exec();
+  const f = controlFields(queue);
+  const layout = metaLayout(await redis.hget(k.meta, f.layout));
+  const fields = layout >= 2 ? [f.hold] : [f.paused, f.hold];
+  await redis
+    .multi()
+    .hdel(k.meta, ...fields)
+    .lpush(k.wake, "1")
+    .del(k.doorbell)
+    .exec();
   // A pool held at zero while paused has jobs waiting and no worker: ring for it (docs/protocol.md,
   // "Doorbell"). The resume has happened: a ring refused (an ACL user without the channel) only
   // leaves the operator to see it at its next poll.
@@ -127,11 +154,11 @@ export async function setRateLimit(
 export async function queueControl(redis: RedisClient, queue: string): Promise<QueueControlState> {
   const k = new QueueKeys(queue);
   const f = controlFields(queue);
-  const [paused, rate] = await redis.hmget(k.meta, f.paused, f.rate);
-  return parseQueueControl(paused ?? null, rate ?? null);
+  const [paused, rate, layout, hold] = await redis.hmget(k.meta, f.paused, f.rate, f.layout, f.hold);
+  return parseQueueControl((metaLayout(layout) >= 2 ? hold : paused) ?? null, rate ?? null);
 }
 
-/** A queue's control from its two meta-hash fields (HMGET meta paused:<q> rate:<q>). */
+/** A queue's control from its pause (as the layout in force keeps it) and rate-limit fields. */
 export function parseQueueControl(paused: string | null, rate: string | null): QueueControlState {
   const m = /^(\d+)\/(\d+)$/.exec(rate ?? "");
   return {

@@ -524,6 +524,19 @@ export function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: numbe
   return runScript<number>(redis, "purge_dead", [a.keys.dead], [a.keys.jobPrefix, a.limit]);
 }
 
+/** Moves the layout in force forward (layout_finalize.lua); the layout in force before the call. */
+export function layoutFinalize(
+  redis: RedisClient,
+  a: { keys: PipelineKeys; to: number; firstVersion: string; at: number; by: string; queues: string[] },
+): Promise<number> {
+  return runScript<number>(
+    redis,
+    "layout_finalize",
+    [a.keys.layout, a.keys.meta],
+    [a.to, a.firstVersion, a.at, a.by, ...a.queues],
+  );
+}
+
 /** 1 when this call switched records on, 0 when they were on. */
 export function recordsEnable(redis: RedisClient, a: { keys: PipelineKeys; group: string }): Promise<number> {
   return runScript<number>(redis, "records_enable", [a.keys.outbox, a.keys.meta], [a.group]);

@@ -5,15 +5,29 @@
 import type { Cluster } from "ioredis";
 import { packageVersion } from "../lib/packageVersion.ts";
 import { GLOBAL_KEYS } from "./keys.generated.ts";
-import { InvalidNameError, KEY_ROOT, PipelineKeys } from "./keys.ts";
+import * as gateway from "./gateway.ts";
+import { InvalidNameError, KEY_ROOT, PipelineKeys, QueueKeys, QUEUES_KEY } from "./keys.ts";
 import { QUEUE_NAME_PATTERN } from "./keyTable.ts";
 import type { RedisClient } from "./scripts.ts";
 
-/** The first numbered layout: the one the release before layouts (0.1.0, `acb913e`) and this release write. */
+/** The first numbered layout: the one the release before layouts (0.1.0, `acb913e`) writes. */
 export const FIRST_LAYOUT = 1;
 
-/** Layout → the first release that reads it (a newer layout's entry is written into Redis at finalize). */
-export const LAYOUT_FIRST_VERSION: Readonly<Record<number, string>> = { 1: "0.1.0" };
+/**
+ * The newest layout this release reads and finalize moves to: layout 2 fences every queue
+ * against the release before layouts (`paused:<queue>` = '1'; this release's pause is
+ * `hold:<queue>`: queue/control.ts, includes/control.lua).
+ */
+export const NEWEST_LAYOUT = 2;
+
+/**
+ * Layout → the first release that reads it (a newer layout's entry is written into Redis at
+ * finalize). This release still says 0.1.0 in package.json, so layout 2 names it by its place.
+ */
+export const LAYOUT_FIRST_VERSION: Readonly<Record<number, string>> = {
+  1: "0.1.0",
+  2: "the release after 0.1.0 (acb913e)",
+};
 
 /** Operators' and job APIs' reports as readers of the layouts (id → JSON). */
 export const READERS_KEY = GLOBAL_KEYS.readers;
@@ -35,7 +49,7 @@ export interface LayoutRange {
  */
 export function readableLayouts(env: NodeJS.ProcessEnv = process.env): LayoutRange {
   const raw = env.CONVEYOR_LAYOUTS;
-  if (raw === undefined || raw === "") return { min: FIRST_LAYOUT, max: FIRST_LAYOUT };
+  if (raw === undefined || raw === "") return { min: FIRST_LAYOUT, max: NEWEST_LAYOUT };
   const m = /^(\d+)\.\.(\d+)$/.exec(raw.trim());
   if (!m || Number(m[1]) < 1 || Number(m[2]) < Number(m[1]))
     throw new LayoutError(
@@ -79,6 +93,8 @@ export interface LayoutInForce {
 }
 
 const PIPELINE_NAME = new RegExp(QUEUE_NAME_PATTERN.replace("(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?", ""));
+
+const QUEUE_NAME = new RegExp(QUEUE_NAME_PATTERN);
 
 export function assertPipelineName(pipeline: string): void {
   if (!PIPELINE_NAME.test(pipeline))
@@ -164,27 +180,26 @@ function parseReport(json: string): Record<string, unknown> | undefined {
   }
 }
 
-/** The pipeline's queues with worker reports: `<Q>workers` keys found by SCAN (on every master). */
-async function workerKeys(redis: RedisClient, pipeline: string): Promise<string[]> {
+/** Keys matching `pattern`, found by SCAN (on every master). */
+async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
   const nodes = redis.isCluster ? (redis as Cluster).nodes("master") : [redis];
   const found = new Set<string>();
   await Promise.all(
     nodes.map(async (node) => {
       let cursor = "0";
       do {
-        const [next, keys] = await node.scan(
-          cursor,
-          "MATCH",
-          `${KEY_ROOT}:{${pipeline}}:q:*:workers`,
-          "COUNT",
-          1000,
-        );
+        const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
         cursor = next;
         for (const k of keys) found.add(k);
       } while (cursor !== "0");
     }),
   );
   return [...found].sort();
+}
+
+/** The pipeline's queues with worker reports: their `<Q>workers` keys. */
+function workerKeys(redis: RedisClient, pipeline: string): Promise<string[]> {
+  return scanKeys(redis, `${KEY_ROOT}:{${pipeline}}:q:*:workers`);
 }
 
 /** Every live reader of the pipeline: its workers, and every operator and job API. */
@@ -283,37 +298,62 @@ export async function finalizeLayout(
   if (status.inForce >= to) return { pipeline, from: status.inForce, to: status.inForce, moved: false };
   const behind = status.readers.filter((r) => r.layouts.max < to);
   if (behind.length) throw new FinalizeRefusedError(pipeline, to, behind);
-  await writeLayoutInForce(redis, pipeline, to, {
+  const from = await writeLayoutInForce(redis, pipeline, to, {
     firstVersion: LAYOUT_FIRST_VERSION[to] ?? packageVersion(),
     by: opts.by,
+    queues: await pipelineQueues(redis, pipeline),
   });
-  return { pipeline, from: status.inForce, to, moved: true };
+  return { pipeline, from, to, moved: from < to };
+}
+
+/** Sets the queue's fence (`paused:<queue>` = '1', layout 2 on): its workers do at each layout check. */
+export async function keepLayoutFence(redis: RedisClient, queue: string): Promise<void> {
+  await redis.hset(new QueueKeys(queue).meta, `paused:${queue}`, "1");
+}
+
+/**
+ * The pipeline's queues this process can find: those registered in `cvy:queues` and those with
+ * jobs counted or workers reporting (layout_finalize adds those with a control field in `<P>meta`).
+ * A queue none of these names yet gets its fence at its first enqueue or worker heartbeat.
+ */
+export async function pipelineQueues(redis: RedisClient, pipeline: string): Promise<string[]> {
+  const found = new Set<string>();
+  const [registered, keys] = await Promise.all([
+    redis.smembers(QUEUES_KEY),
+    scanKeys(redis, `${KEY_ROOT}:{${pipeline}}:q:*:counts`),
+  ]);
+  for (const q of registered) if (q === pipeline || q.startsWith(`${pipeline}/`)) found.add(q);
+  const prefix = `${KEY_ROOT}:{${pipeline}}:q:`;
+  for (const k of [...keys, ...(await workerKeys(redis, pipeline))]) {
+    const q = k.slice(prefix.length, k.lastIndexOf(":"));
+    if (QUEUE_NAME.test(q)) found.add(q);
+  }
+  return [...found].sort();
 }
 
 /**
  * Writes the layout in force and mirrors it into `<P>meta` field `layout`, which every claim
  * reads in the HMGET it makes anyway: a worker that missed the finalize (its heartbeat check not
  * yet due, or its report too late for finalize to count it) claims nothing from then on
- * (includes/control.lua, layoutRefused). Both keys are in the pipeline's slot: one transaction.
+ * (includes/control.lua, layoutRefused). Moving to layout 2 fences `queues` (and every queue with
+ * a control field) against the release before layouts, in the same script. Never moves back;
+ * returns the layout in force before.
  */
 export async function writeLayoutInForce(
   redis: RedisClient,
   pipeline: string,
   to: number,
-  opts: { firstVersion: string; by: string },
-): Promise<void> {
+  opts: { firstVersion: string; by: string; queues?: string[] },
+): Promise<number> {
   assertPipelineName(pipeline);
-  const keys = new PipelineKeys(pipeline);
-  await redis
-    .multi()
-    .hset(keys.layout, {
-      inForce: String(to),
-      firstVersion: opts.firstVersion,
-      finalizedAt: String(Date.now()),
-      finalizedBy: opts.by,
-    })
-    .hset(keys.meta, "layout", String(to))
-    .exec();
+  return gateway.layoutFinalize(redis, {
+    keys: new PipelineKeys(pipeline),
+    to,
+    firstVersion: opts.firstVersion,
+    at: Date.now(),
+    by: opts.by,
+    queues: opts.queues ?? [],
+  });
 }
 
 /**

@@ -46,6 +46,7 @@ export const SCRIPT_NAMES = [
   "records_enable",
   "job_states",
   "token_rate",
+  "layout_finalize",
 ] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 

@@ -9,6 +9,7 @@ import {
   ContractCache,
   Consumer,
   assertLayoutReadable,
+  keepLayoutFence,
   describeRedisUrl,
   LayoutRefusedError,
   pipelineOf,
@@ -304,7 +305,10 @@ export class QueueWorker {
     const pipeline = pipelineOf(this.config.queue);
     for (;;) {
       try {
-        await assertLayoutReadable(this.redis, pipeline);
+        const layout = await assertLayoutReadable(this.redis, pipeline);
+        // The fence that keeps the release before layouts off the queue: a resume by one of its
+        // CLIs lifts it until here (docs/protocol.md, "The layout in force").
+        if (layout.inForce >= 2) await keepLayoutFence(this.redis, this.config.queue);
         this.layoutChecked = true;
         return true;
       } catch (err) {

@@ -308,5 +308,6 @@ for i = 1, #kmap, 1000 do
 end
 redis.call('HSET', KEYS[4], 'total', #order, 'open', #order, 'createdAt', now)
 if idemKey then redis.call('SET', idemKey, fid, 'EX', FLOW_IDEMPOTENCY_TTL_SECONDS) end
+for queue in pairs(queues) do keepLayoutFence(KEYS[2], queue) end
 for queue in pairs(woke) do wake(queues[queue].wake) end
 return #order

@@ -199,13 +199,16 @@ bad = bad or checkAll(at, width)
 if bad then return redis.error_reply(bad) end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
 local out = {}
-local woke = false
+local woke, created = false, false
 for i = 9, #ARGV, width do
   local id, code, wokeOne = enqueueOne(keys, at, i)
   if not id then return redis.error_reply(code) end
   out[#out + 1] = id
   out[#out + 1] = code
   woke = woke or wokeOne
+  created = created or code == 1
 end
+-- (a created job has read `<P>meta` for its record: the fence costs no read of its own)
+if created then keepLayoutFence(keys.meta, queue) end
 if woke then wake(KEYS[4]) end
 return out

@@ -1,9 +1,12 @@
 // The layout in force per pipeline (docs/protocol.md, "Layout versions") against a real Redis:
 // workers report the layouts they read, `conveyor layout status|finalize`, finalize refused while
 // a reader is behind (a worker of the previous release among them), and a worker that meets a
-// layout newer than it reads refusing to work. CONVEYOR_LAYOUTS makes a process of this release
-// stand for a newer one (`1..2`) or an older one (`1..1`, what this release reads). The tests run
-// in order on one Redis: later ones use the pipelines earlier ones set up (`fresh`, `mix`).
+// layout newer than it reads refusing to work. This release reads layouts 1..2; CONVEYOR_LAYOUTS
+// makes a process of it stand for an older one (`1..1`). Layout 2 fences every queue against the
+// previous release (`paused:<q>` = '1'; this release's pause is `hold:<q>`): after finalize a
+// 0.1.0 worker claims nothing, and this release's pause still holds and lifts its own workers.
+// The tests run in order on one Redis: later ones use the pipelines earlier ones set up (`fresh`,
+// `mix`).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -19,6 +22,7 @@ import {
   LayoutRefusedError,
   PipelineKeys,
   Producer,
+  QueueKeys,
   QueueAdmin,
   READERS_KEY,
   type LayoutStatus,
@@ -30,15 +34,28 @@ import { RedisClusterServer, RedisServer } from "../support/redis.ts";
 import { previousRelease } from "../support/releases.ts";
 import {
   CONVEYOR,
+  countBy,
   metricValue,
   NODE,
+  readExecutions,
   RECORDING_HANDLER,
   startWorker,
   type Release,
   type WorkerProcess,
 } from "../support/workers.ts";
 
-const NEWER = { CONVEYOR_LAYOUTS: "1..2" };
+/** A process of this release standing for a reader of layout 1 only. */
+const OLDER = { CONVEYOR_LAYOUTS: "1..1" };
+
+/** Runs `fn` with this process standing for a reader of layout 1 only. */
+async function asOlder<T>(fn: () => Promise<T>): Promise<T> {
+  process.env.CONVEYOR_LAYOUTS = "1..1";
+  try {
+    return await fn();
+  } finally {
+    delete process.env.CONVEYOR_LAYOUTS;
+  }
+}
 
 describe("the layout in force", () => {
   let server: RedisServer;
@@ -107,17 +124,17 @@ describe("the layout in force", () => {
     assert.deepEqual(s0.readers, []);
     await worker("w-fresh", "fresh/a");
     const s = await readersAre("fresh", ["w-fresh"]);
-    assert.equal(s.newestReadable, 1);
+    assert.equal(s.newestReadable, 2);
     assert.equal(s.readers[0]!.kind, "worker");
     assert.equal(s.readers[0]!.queue, "fresh/a");
-    assert.deepEqual(s.readers[0]!.layouts, { min: 1, max: 1 });
+    assert.deepEqual(s.readers[0]!.layouts, { min: 1, max: 2 });
     assert.match(s.readers[0]!.version!, /^\d+\.\d+\.\d+/);
     const text = cli({}, "status", "fresh");
     assert.equal(text.status, 0, text.stderr);
-    assert.match(text.stdout, /pipeline fresh: layout 1 in force; the newest every live reader reads: 1/);
-    assert.match(text.stdout, /worker +w-fresh \(fresh\/a\) +\S+ +reads 1/);
-    // What this release writes is in force already: nothing to move.
-    const fin = cli({}, "finalize", "fresh");
+    assert.match(text.stdout, /pipeline fresh: layout 1 in force; the newest every live reader reads: 2/);
+    assert.match(text.stdout, /worker +w-fresh \(fresh\/a\) +\S+ +reads 1\.\.2/);
+    // What a reader of layout 1 writes is in force already: nothing to move.
+    const fin = cli(OLDER, "finalize", "fresh");
     assert.equal(fin.status, 0, fin.stderr);
     assert.match(fin.stdout, /layout 1 already in force/);
   });
@@ -133,15 +150,21 @@ describe("the layout in force", () => {
 
   test("finalize is refused naming a previous-release worker; once it is gone finalize moves on", async () => {
     const previous = previousRelease();
-    await worker("w-new", "mix/a", NEWER);
+    await worker("w-new", "mix/a");
     const old = await worker("w-old", "mix/b", {}, { release: previous });
+    // A pause set at layout 1 (by the previous release's CLI, which writes `paused:` alone) holds on.
+    const paused = spawnSync(previous.node, [previous.conveyor, "pause", "mix/b"], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
+    assert.equal(paused.status, 0, paused.stderr);
     const s = await readersAre("mix", ["w-new", "w-old"]);
     const oldReader = s.readers.find((r) => r.id === "w-old")!;
     assert.equal(oldReader.version, undefined, "the previous release reports no layouts");
     assert.deepEqual(oldReader.layouts, { min: 1, max: 1 });
     assert.equal(s.newestReadable, 1);
 
-    const refused = cli(NEWER, "finalize", "mix");
+    const refused = cli({}, "finalize", "mix");
     assert.equal(refused.status, 1, refused.stdout);
     assert.match(
       refused.stderr,
@@ -152,33 +175,160 @@ describe("the layout in force", () => {
 
     await stopProcess(old);
     await readersAre("mix", ["w-new"]);
-    const fin = cli(NEWER, "finalize", "mix", "--json");
+    const fin = cli({}, "finalize", "mix", "--json");
     assert.equal(fin.status, 0, fin.stderr);
     assert.deepEqual(JSON.parse(fin.stdout), { pipeline: "mix", from: 1, to: 2, moved: true });
     const after = status("mix");
     assert.equal(after.inForce, 2);
+    assert.equal(after.firstVersion, "the release after 0.1.0 (acb913e)");
     assert.equal(typeof after.finalizedAt, "number");
+    // Every queue fenced; the pause set at layout 1 is this release's `hold:` now.
+    const meta = await redis.hgetall(new PipelineKeys("mix").meta);
+    assert.equal(meta["paused:mix/a"], "1");
+    assert.equal(meta["paused:mix/b"], "1");
+    assert.equal(meta["hold:mix/a"], undefined);
+    assert.equal(meta["hold:mix/b"], "1");
+    const admin = new QueueAdmin(redis);
+    assert.equal((await admin.control("mix/a")).paused, false, "the fence is not this release's pause");
+    assert.equal((await admin.control("mix/b")).paused, true, "the pause set at layout 1 survives finalize");
+    await admin.resume("mix/b");
+    assert.equal((await admin.control("mix/b")).paused, false);
+    assert.equal(await redis.hget(new PipelineKeys("mix").meta, "paused:mix/b"), "1", "the fence stays");
 
     // A producer that reads layout 1 only refuses to write into it, naming the layout.
     await assert.rejects(
-      new Producer(redis).enqueue("mix/a", 1),
+      asOlder(() => new Producer(redis).enqueue("mix/a", 1)),
       (err: unknown) =>
         err instanceof LayoutRefusedError &&
-        /pipeline mix is on layout 2; .* reads layouts 1: upgrade to \S+ or later/.test(err.message),
+        /pipeline mix is on layout 2; .* reads layouts 1: upgrade to the release after 0\.1\.0 \(acb913e\) or later, which reads layout 2/.test(
+          err.message,
+        ),
     );
+  });
+
+  test("pause and resume at layout 2: this release's hold stops and lifts its own claims, the fence stays; a previous-release resume lifts the fence only until this release's next worker check or enqueue", async () => {
+    const previous = previousRelease();
+    const meta = new PipelineKeys("mix").meta;
+    const admin = new QueueAdmin(redis);
+    const w = workers.find((x) => x.logFile.endsWith("w-new.log"))!;
+    const polls = async () =>
+      metricValue(await w.metrics(), "conveyor_claim_polls_total", { queue: "mix/a" });
+    /** Until the worker has sent `n` more claims (woken each round: no waiting on its idle timer). */
+    const morePolls = async (n: number) => {
+      const from = await polls();
+      await waitFor(`${n} more claims by w-new`, async () => {
+        await redis.lpush(new QueueKeys("mix/a").wake, "1");
+        return (await polls()) >= from + n ? true : null;
+      });
+    };
+    const pause = spawnSync(NODE, [CONVEYOR, "pause", "mix/a"], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
+    assert.equal(pause.status, 0, pause.stderr);
+    assert.equal(await redis.hget(meta, "hold:mix/a"), "1");
+    assert.equal((await admin.control("mix/a")).paused, true);
+    await new Producer(redis).enqueue("mix/a", { i: "held" });
+    await morePolls(2);
+    assert.equal((await admin.counts("mix/a")).ready, 1, "held: no claim of this release takes it");
+
+    await admin.resume("mix/a");
+    assert.equal(await redis.hget(meta, "hold:mix/a"), null);
+    assert.equal(await redis.hget(meta, "paused:mix/a"), "1", "the fence stays");
+    await waitFor("the held job done", async () =>
+      (await admin.counts("mix/a")).completed >= 1 ? true : null,
+    );
+
+    // The previous release's resume deletes the fence; this release's worker puts it back at its
+    // next layout check (every lease / 3), an enqueue of this release at once.
+    const lift = () => {
+      const r = spawnSync(previous.node, [previous.conveyor, "resume", "mix/a"], {
+        env: { ...process.env, REDIS_URL: server.url },
+        encoding: "utf8",
+      });
+      assert.equal(r.status, 0, r.stderr);
+    };
+    lift();
+    await waitFor("the fence back", async () =>
+      (await redis.hget(meta, "paused:mix/a")) === "1" ? true : null,
+    );
+    await stopProcess(w);
+    lift();
+    assert.equal(await redis.hget(meta, "paused:mix/a"), null);
+    await new Producer(redis).enqueue("mix/a", { i: "fenced" });
+    assert.equal(await redis.hget(meta, "paused:mix/a"), "1", "an enqueue puts the fence back");
+    assert.equal((await admin.control("mix/a")).paused, false);
+  });
+
+  test("rollback after finalize: previous-release workers claim nothing of a layout-2 pipeline (plain, delayed and grouped jobs wait; its CLI shows the queue paused); a worker of this release then runs every job once, none dead", async () => {
+    const previous = previousRelease();
+    const fin = cli({}, "finalize", "roll", "--json");
+    assert.equal(fin.status, 0, fin.stderr);
+    assert.equal((JSON.parse(fin.stdout) as { to: number }).to, 2);
+    const producer = new Producer(redis);
+    const plain = await producer.enqueueMany(
+      "roll/a",
+      Array.from({ length: 5 }, (_, i) => ({ data: { i } })),
+    );
+    const due = Date.now() + 300;
+    const delayed = await producer.enqueueMany(
+      "roll/a",
+      Array.from({ length: 3 }, (_, i) => ({ data: { d: i }, delayMs: 300 })),
+    );
+    const grouped = await producer.enqueueMany(
+      "roll/a",
+      Array.from({ length: 4 }, (_, i) => ({ data: { g: i }, group: `t${i % 2}` })),
+    );
+    const ids = [...plain, ...delayed, ...grouped].map((r) => r.id);
+    const log = join(dir, "roll-exec.log");
+    const olds = [
+      await worker("w-roll-old-1", "roll/a", { EXEC_LOG: log }, { release: previous }),
+      await worker("w-roll-old-2", "roll/a", { EXEC_LOG: log }, { release: previous }),
+    ];
+    await waitFor("the delayed jobs due", async () => (Date.now() > due ? true : null));
+    // Each previous-release worker sends three claims after the delayed jobs came due.
+    const polls = async (w: WorkerProcess) => metricValue(await w.metrics(), "conveyor_claim_polls_total");
+    const from = await Promise.all(olds.map(polls));
+    await waitFor("three more claims by each previous-release worker", async () => {
+      await redis.lpush(new QueueKeys("roll/a").wake, "1", "1");
+      const now = await Promise.all(olds.map(polls));
+      return now.every((n, i) => n >= from[i]! + 3) ? true : null;
+    });
+    assert.deepEqual(readExecutions(log), [], "no job ran on the previous release");
+    const c = await new QueueAdmin(redis).counts("roll/a");
+    assert.equal(c.inflight, 0);
+    assert.equal(c.completed, 0);
+    assert.equal(c.dead, 0);
+    const stats = spawnSync(previous.node, [previous.conveyor, "stats", "roll/a", "--json"], {
+      env: { ...process.env, REDIS_URL: server.url },
+      encoding: "utf8",
+    });
+    assert.equal(stats.status, 0, stats.stderr);
+    assert.equal(
+      (JSON.parse(stats.stdout) as { paused: boolean }).paused,
+      true,
+      "0.1.0 sees the queue paused",
+    );
+    assert.equal((await new QueueAdmin(redis).control("roll/a")).paused, false, "this release does not");
+    for (const w of olds) await stopProcess(w);
+
+    await worker("w-roll-new", "roll/a", { EXEC_LOG: log });
+    await waitFor("every job done", async () =>
+      (await new QueueAdmin(redis).counts("roll/a")).completed === ids.length ? true : null,
+    );
+    const runs = countBy(readExecutions(log), (e) => e.id);
+    assert.deepEqual([...runs.keys()].sort(), [...ids].sort());
+    assert.ok(
+      [...runs.values()].every((n) => n === 1),
+      "each job ran once",
+    );
+    assert.equal((await new QueueAdmin(redis).counts("roll/a")).dead, 0);
   });
 
   test("a worker that does not read the layout in force refuses at start: exit 1 naming layout, pipeline and version; no job claimed", async () => {
     await redis.hset(new PipelineKeys("ahead").layout, { inForce: "2", firstVersion: "9.9.0" });
-    const producer = new Producer(redis);
-    // (a producer of a newer release wrote this job)
-    process.env.CONVEYOR_LAYOUTS = "1..2";
-    try {
-      await producer.enqueue("ahead/a", { i: 1 });
-    } finally {
-      delete process.env.CONVEYOR_LAYOUTS;
-    }
-    const w = await worker("w-behind", "ahead/a", {}, { waitReady: false });
+    await new Producer(redis).enqueue("ahead/a", { i: 1 });
+    const w = await worker("w-behind", "ahead/a", OLDER, { waitReady: false });
     assert.equal(await exitCode(w), 1);
     assert.match(
       w.logs(),
@@ -194,7 +344,7 @@ describe("the layout in force", () => {
     const flag = join(dir, "release-held");
     const producer = new Producer(redis);
     await producer.enqueue("later/a", { untilFile: flag });
-    const w = await worker("w-running", "later/a");
+    const w = await worker("w-running", "later/a", OLDER);
     await waitFor(
       "the held job running",
       async () => (await new QueueAdmin(redis).counts("later/a")).inflight === 1,
@@ -217,14 +367,9 @@ describe("the layout in force", () => {
 
   test("a worker that missed a finalize (its own check not yet due) claims nothing: its claim meets the layout in force, it refuses and exits 1", async () => {
     // (a 60 s lease: the worker's own check of the layout comes every 20 s)
-    const w = await worker("w-missed", "missed/a", { CONVEYOR_LEASE: "60s" });
+    const w = await worker("w-missed", "missed/a", { ...OLDER, CONVEYOR_LEASE: "60s" });
     await writeLayoutInForce(redis, "missed", 2, { firstVersion: "9.9.0", by: "test" });
-    process.env.CONVEYOR_LAYOUTS = "1..2";
-    try {
-      await new Producer(redis).enqueue("missed/a", { i: 1 });
-    } finally {
-      delete process.env.CONVEYOR_LAYOUTS;
-    }
+    await new Producer(redis).enqueue("missed/a", { i: 1 });
     assert.equal(await exitCode(w), 1);
     assert.match(w.logs(), /pipeline missed is on layout 2; .* upgrade to 9\.9\.0 or later/);
     const c = await new QueueAdmin(redis).counts("missed/a");
@@ -288,13 +433,14 @@ describe("the layout in force", () => {
       );
       assert.equal(body.pipeline, "fresh");
       assert.equal(body.inForce, 1);
-      assert.deepEqual(body.readers.find((x) => x.kind === "api")!.layouts, { min: 1, max: 1 });
+      assert.deepEqual(body.readers.find((x) => x.kind === "api")!.layouts, { min: 1, max: 2 });
       assert.ok(body.readers.some((x) => x.id === "w-fresh" && x.kind === "worker"));
       const bad = await get("/pipelines/a.b%2Fc/layout");
       assert.equal(bad.status, 400);
       assert.match(((await bad.json()) as { field: string }).field, /path\.pipeline/);
       // The layout moved past this server: its enqueue is refused with the reason, not a 500.
-      const refused = await get("/queues/mix%2Fa/jobs", {
+      await redis.hset(new PipelineKeys("beyond").layout, { inForce: "3", firstVersion: "9.9.0" });
+      const refused = await get("/queues/beyond%2Fa/jobs", {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ data: 1 }),
@@ -302,7 +448,7 @@ describe("the layout in force", () => {
       const e = (await refused.json()) as { code: string; error: string };
       assert.equal(refused.status, 409, JSON.stringify(e));
       assert.equal(e.code, "layout_refused");
-      assert.match(e.error, /pipeline mix is on layout 2/);
+      assert.match(e.error, /pipeline beyond is on layout 3/);
     } finally {
       await new Promise((resolve) => api.close(resolve));
     }
@@ -348,7 +494,7 @@ describe("the layout in force on a Redis Cluster", () => {
     w = await startWorker({
       dir,
       name: "w-cl",
-      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER, ...OLDER },
     });
     const s = await waitFor("the worker listed", async () => {
       const r = cli({}, "status", "cl", "--json");
@@ -357,20 +503,59 @@ describe("the layout in force on a Redis Cluster", () => {
       return st.readers.some((x) => x.id === "w-cl") ? st : null;
     });
     assert.equal(s.inForce, 1);
-    const refused = cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl");
+    const refused = cli({}, "finalize", "cl");
     assert.equal(refused.status, 1);
     assert.match(refused.stderr, /worker w-cl \(cl\/a\) \S+ reads 1/);
     await stopProcess(w);
     w = undefined;
-    await waitFor("finalized", async () => cli({ CONVEYOR_LAYOUTS: "1..2" }, "finalize", "cl").status === 0);
+    const redis = connectRedis(server.url);
+    try {
+      // (a job waiting: finalize finds the queue by its keys, on whichever master holds them)
+      await new Producer(redis).enqueue("cl/a", { i: 1 });
+      await waitFor("finalized", async () => cli({}, "finalize", "cl").status === 0);
+      assert.equal(await redis.hget(new PipelineKeys("cl").meta, "paused:cl/a"), "1", "the queue fenced");
+    } finally {
+      redis.disconnect();
+    }
     const late = await startWorker({
       dir,
       name: "w-cl-late",
       waitReady: false,
-      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER },
+      env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER, ...OLDER },
     });
     await waitFor("the late worker exited", async () => (late.child.exitCode !== null ? true : null));
     assert.equal(late.child.exitCode, 1);
     assert.match(late.logs(), /pipeline cl is on layout 2/);
+  });
+
+  test("rollback after finalize on a Cluster: a previous-release worker claims nothing; this release's then runs the job once", async () => {
+    const redis = connectRedis(server.url);
+    const log = join(dir, "cl-exec.log");
+    const env = {
+      REDIS_URL: server.url,
+      CONVEYOR_QUEUE: "cl/a",
+      CONVEYOR_HANDLER: RECORDING_HANDLER,
+      EXEC_LOG: log,
+    };
+    try {
+      const old = await startWorker({ dir, name: "w-cl-old", release: previousRelease(), env });
+      w = old;
+      const polls = async () => metricValue(await old.metrics(), "conveyor_claim_polls_total");
+      const from = await polls();
+      await waitFor("three more claims by the previous-release worker", async () => {
+        await redis.lpush(new QueueKeys("cl/a").wake, "1");
+        return (await polls()) >= from + 3 ? true : null;
+      });
+      assert.deepEqual(readExecutions(log), [], "no job ran on the previous release");
+      assert.equal((await new QueueAdmin(redis).counts("cl/a")).ready, 1);
+      await stopProcess(old);
+      w = await startWorker({ dir, name: "w-cl-new", env });
+      await waitFor("the job done", async () =>
+        (await new QueueAdmin(redis).counts("cl/a")).completed === 1 ? true : null,
+      );
+      assert.equal(readExecutions(log).length, 1);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -113,15 +113,32 @@ def _control_event(queue: str, type: str, *fields: str) -> Call:
     return Call("xadd", (QueueKeys(queue).events, values), {"maxlen": 10_000, "approximate": True})
 
 
+def _meta_layout(raw: Any) -> int:
+    """The layout in force as mirrored in `<P>meta` field `layout` (absent: 1)."""
+    try:
+        n = int(raw or 1)
+    except (TypeError, ValueError):
+        return 1
+    return n if n >= 1 else 1
+
+
+# The pause is `paused:<queue>` at layout 1 and `hold:<queue>` from layout 2 on, where
+# `paused:<queue>` is the fence that keeps the release before layouts off the queue (as
+# queue/control.ts). At layout 1 a pause writes `hold:` too: a finalize between this read of the
+# layout and the write then leaves the pause in force.
 def pause(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
-    yield Call("hset", (k.meta, f"paused:{queue}", "1"))
+    layout = _meta_layout((yield Call("hget", (k.meta, "layout"))))
+    fields = {f"hold:{queue}": "1"} if layout >= 2 else {f"paused:{queue}": "1", f"hold:{queue}": "1"}
+    yield Call("hset", (k.meta,), {"mapping": fields})
     yield _control_event(queue, "paused")
 
 
 def resume(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
-    yield Pipe([Call("hdel", (k.meta, f"paused:{queue}")), Call("lpush", (k.wake, "1")), Call("delete", (k.doorbell,))])
+    layout = _meta_layout((yield Call("hget", (k.meta, "layout"))))
+    fields = [f"hold:{queue}"] if layout >= 2 else [f"paused:{queue}", f"hold:{queue}"]
+    yield Pipe([Call("hdel", (k.meta, *fields)), Call("lpush", (k.wake, "1")), Call("delete", (k.doorbell,))])
     # A pool held at zero while paused has jobs and no worker: ring for it. A ring refused (an
     # ACL user without the channel) leaves the operator to see it at its next poll.
     try:
@@ -133,8 +150,8 @@ def resume(queue: str) -> Op:
 
 def control(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
-    paused, rate = yield Call("hmget", (k.meta, [f"paused:{queue}", f"rate:{queue}"]))
-    return QueueControl(paused == "1", _stored_rate(rate))
+    paused, rate, layout, hold = yield Call("hmget", (k.meta, [f"paused:{queue}", f"rate:{queue}", "layout", f"hold:{queue}"]))
+    return QueueControl((hold if _meta_layout(layout) >= 2 else paused) == "1", _stored_rate(rate))
 
 
 def set_rate_limit(queue: str, rate: Union[str, RateLimit, None]) -> Op:

@@ -96,10 +96,10 @@ LAYOUT_RECHECK_SECONDS = 30.0
 
 
 def readable_layouts(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
-    """The layouts this client reads: layout 1, or CONVEYOR_LAYOUTS (`<min>..<max>`, for upgrade tests)."""
+    """The layouts this client reads: layouts 1..2, or CONVEYOR_LAYOUTS (`<min>..<max>`, for upgrade tests)."""
     raw = env.get("CONVEYOR_LAYOUTS", "")
     if not raw:
-        return (1, 1)
+        return (1, 2)
     m = re.fullmatch(r"(\d+)\.\.(\d+)", raw.strip())
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < int(m.group(1)):
         raise ValueError(f"CONVEYOR_LAYOUTS must be <min>..<max> with 1 <= min <= max, got {raw!r}")

@@ -20,14 +20,14 @@ def test_layout_1_in_force_or_absent_enqueues(client: Client, r: redis.Redis) ->
 
 
 def test_a_newer_layout_refuses_the_enqueue_and_writes_nothing(redis_url: str, r: redis.Redis) -> None:
-    r.hset("cvy:{ahead}:layout", mapping={"inForce": "2", "firstVersion": "9.9.0"})
+    r.hset("cvy:{ahead}:layout", mapping={"inForce": "3", "firstVersion": "9.9.0"})
     c = Client.from_url(redis_url)
     try:
         with pytest.raises(LayoutRefusedError) as e:
             c.enqueue("ahead/a", {"n": 1})
-        assert str(e.value).startswith("pipeline ahead is on layout 2; this Conveyor ")
-        assert "reads layouts 1: upgrade to 9.9.0 or later, which reads layout 2" in str(e.value)
-        assert (e.value.pipeline, e.value.in_force, e.value.first_version) == ("ahead", 2, "9.9.0")
+        assert str(e.value).startswith("pipeline ahead is on layout 3; this Conveyor ")
+        assert "reads layouts 1..2: upgrade to 9.9.0 or later, which reads layout 3" in str(e.value)
+        assert (e.value.pipeline, e.value.in_force, e.value.first_version) == ("ahead", 3, "9.9.0")
         with pytest.raises(LayoutRefusedError):
             c.enqueue_flow("ahead", [{"key": "a", "queue": "ahead/a", "data": 1}])
         assert r.keys("cvy:{ahead}:q:*") == []
@@ -43,8 +43,8 @@ def test_a_newer_layout_refuses_the_enqueue_and_writes_nothing(redis_url: str, r
 
 
 def test_a_client_that_reads_the_newer_layout_enqueues(redis_url: str, r: redis.Redis, monkeypatch: Any) -> None:
-    r.hset("cvy:{ahead}:layout", mapping={"inForce": "2"})
-    monkeypatch.setenv("CONVEYOR_LAYOUTS", "1..2")
+    r.hset("cvy:{ahead}:layout", mapping={"inForce": "3"})
+    monkeypatch.setenv("CONVEYOR_LAYOUTS", "1..3")
     c = Client.from_url(redis_url)
     try:
         c.enqueue("ahead/a", {"n": 1})

@@ -82,6 +82,42 @@ def test_pause_from_python_stops_a_real_worker_until_resume(
     assert client.wait(["held"], timeout=60)["held"].state == "completed"
 
 
+def test_pause_at_layout_2_holds_a_real_worker_and_keeps_the_fence(
+    client: Client, r: redis.Redis, redis_url: str, start_worker: Any
+) -> None:
+    # At layout 2 `paused:<queue>` is the fence against the release before layouts; the pause of
+    # this release is `hold:<queue>` (docs/protocol.md, "The layout in force").
+    fin = cli(redis_url, "layout", "finalize", "pz2", "--json")
+    assert fin.returncode == 0, fin.stderr
+    assert json.loads(fin.stdout)["to"] == 2
+    client.enqueue("pz2/work", {"mode": "ok", "steps": 1}, id="first")
+    assert r.hget("cvy:{pz2}:meta", "paused:pz2/work") == "1"
+    assert client.control("pz2/work").paused is False
+    worker = start_worker("pz2/work", HANDLER)
+    assert client.wait(["first"], timeout=60)["first"].state == "completed"
+
+    client.pause("pz2/work")
+    assert r.hget("cvy:{pz2}:meta", "hold:pz2/work") == "1"
+    assert conveyor(redis_url, "stats", "pz2/work")["paused"] is True
+    assert client.control("pz2/work").paused
+
+    def polls() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{worker.port}/metrics", timeout=5) as res:
+            text = res.read().decode()
+        m = re.search(r'^conveyor_claim_polls_total\{[^}]*queue="pz2/work"[^}]*\} (\d+)', text, re.M)
+        return int(m.group(1)) if m else 0
+
+    client.enqueue("pz2/work", {"mode": "ok", "steps": 1}, id="held2")
+    after_enqueue = polls()
+    wait_for("a claim poll after the enqueue", lambda: polls() > after_enqueue)
+    assert client.get_job("held2").state == "ready"
+
+    client.resume("pz2/work")
+    assert r.hget("cvy:{pz2}:meta", "paused:pz2/work") == "1", "the fence stays"
+    assert conveyor(redis_url, "stats", "pz2/work")["paused"] is False
+    assert client.wait(["held2"], timeout=60)["held2"].state == "completed"
+
+
 def test_pause_and_resume_write_what_the_cli_writes(client: Client, r: redis.Redis, redis_url: str) -> None:
     client.pause("docs/ocr")
     client.resume("docs/ocr")

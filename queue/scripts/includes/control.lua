@@ -1,14 +1,19 @@
 --- @include "record"
 
 -- Queue control: pause and a global rate limit, per queue, kept in the pipeline's meta hash —
--- `paused:<queue>` ('1'), `rate:<queue>` ('<max>/<windowMs>') and `rlog:<queue>` (the claims of
--- the current window) — so a claim reads them in the HMGET that also reads the outbox flag
--- record() needs for its first transition anyway (readMeta in record.lua): a claim that starts
--- jobs, or follows a completion, pays nothing for it,
--- a claim that pops nothing never reads them, and a rate-limited claim adds one HSET.
+-- the pause (`paused:<queue>` = '1' at layout 1; `hold:<queue>` from layout 2 on, where
+-- `paused:<queue>` is the fence that keeps the release before layouts off the queue),
+-- `rate:<queue>` ('<max>/<windowMs>') and `rlog:<queue>` (the claims of the current window) — so
+-- a claim reads them in the HMGET that also reads the outbox flag record() needs for its first
+-- transition anyway (readMeta in record.lua): a claim that starts jobs, or follows a completion,
+-- pays nothing for it, a claim that pops nothing never reads them, and a rate-limited claim adds
+-- one HSET.
 local function readControl(metaKey, queue)
   local f = metaFields[metaKey .. ' ' .. queue] or readMeta(metaKey, queue)
-  return f[2] == '1', f[3], f[4], tonumber(f[7])
+  local layout = tonumber(f[7])
+  local paused = f[2]
+  if layout and layout >= 2 then paused = f[8] end
+  return paused == '1', f[3], f[4], layout
 end
 
 -- The layout in force, mirrored into `<P>meta` field `layout` at finalize (queue/layout.ts), read

@@ -11,7 +11,8 @@ local EVENTS_MAXLEN = '10000'
 local recordsOn = {}
 -- The same read brings the queue's control fields (control.lua) and whether grouped jobs wait
 -- (groups.lua, `groups:<queue>`), the events its pool notifies (notify.lua, `notify:<queue>`) and
--- the pipeline's layout in force (`layout`, control.lua), in the same one command.
+-- the pipeline's layout in force (`layout`, control.lua) and this release's own pause at layout 2
+-- (`hold:<queue>`, control.lua), in the same one command.
 local metaFields = {}
 -- A script call starts with neither; a Function library (defined once per server, see
 -- queue/scripts.ts) keeps them between calls, so each of its functions starts with this.
@@ -19,10 +20,20 @@ local function resetCallState()
   recordsOn, metaFields = {}, {}
 end
 local function readMeta(metaKey, queue)
-  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue, 'groups:' .. queue, 'notify:' .. queue, 'layout')
+  local f = redis.call('HMGET', metaKey, 'records', 'paused:' .. queue, 'rate:' .. queue, 'rlog:' .. queue, 'groups:' .. queue, 'notify:' .. queue, 'layout', 'hold:' .. queue)
   recordsOn[metaKey] = f[1] == '1'
   metaFields[metaKey .. ' ' .. queue] = f
   return f
+end
+-- From layout 2 on `paused:<queue>` is '1' for every queue of the pipeline: the fence the release
+-- before layouts (0.1.0) honours, so it claims nothing (docs/protocol.md, "The layout in force").
+-- An enqueue puts it on a queue that has none yet, from the read of `<P>meta` it makes anyway.
+local function keepLayoutFence(metaKey, queue)
+  local f = metaFields[metaKey .. ' ' .. queue] or readMeta(metaKey, queue)
+  if (tonumber(f[7]) or 1) >= 2 and f[2] ~= '1' then
+    redis.call('HSET', metaKey, 'paused:' .. queue, '1')
+    f[2] = '1'
+  end
 end
 local function outboxOn(metaKey, queue)
   if recordsOn[metaKey] == nil then readMeta(metaKey, queue) end
