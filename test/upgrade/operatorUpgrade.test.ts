@@ -3,8 +3,9 @@
 // the new CRD applied first, as docs/install.md says — which scales it on to the end and back to
 // zero. Real worker processes of this release run the pods (test/support/podRunner.ts) on a real
 // control plane (ReplicaSet controller, scheduler, kwok). The pool is never at zero while its jobs
-// wait once it was up, and every job runs once. Then the rollback: this release's operator replaced by
-// 0.1.0's mid-backlog, the same checks.
+// wait once it was up, every job runs once, and this release's operator finalized layout 2 (every
+// pod read it). Then the rollback, on a pool that keeps its pipeline on layout 1 (autoFinalize
+// off): this release's operator replaced by 0.1.0's mid-backlog, the same checks.
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { RESOURCES, resourcePath } from "../../operator/apis/coordinates.ts";
 import type { Deployment } from "../../operator/controllers/objects.ts";
 import { KubeClient } from "../../operator/kube/client.ts";
-import { connectRedis, Producer, QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { connectRedis, Producer, QueueAdmin, readLayout, type RedisClient } from "../../queue/index.ts";
 import { ControlPlane } from "../support/controlplane.ts";
 import { isLeader, operatorLog, startOperator, type OperatorProcess } from "../support/operator.ts";
 import { type PodRunner, startPoolPodRunner } from "../support/podRunner.ts";
@@ -25,8 +26,10 @@ import { countBy, RECORDING_HANDLER, REPO } from "../support/workers.ts";
 
 const PREVIOUS = previousRelease();
 const LONG = 240_000;
-const POOL = "upg";
-const QUEUE = `${POOL}/work`;
+/** The upgrade's pool; the rollback's keeps its pipeline on layout 1 (spec.upgrade.autoFinalize off). */
+const UPGRADE_POOL = "upg";
+const ROLLBACK_POOL = "rbk";
+const queueOf = (pool: string) => `${pool}/work`;
 const JOBS = 600;
 
 describe(
@@ -66,8 +69,8 @@ describe(
       if (dir && process.env.CONVEYOR_KEEP_TMP !== "1") rmSync(dir, { recursive: true, force: true });
     });
 
-    const replicas = async () =>
-      (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name: POOL })))
+    const replicas = async (pool: string) =>
+      (await k.get<Deployment>(resourcePath(RESOURCES.deployments, { namespace: "default", name: pool })))
         ?.spec?.replicas ?? 0;
     const executions = () =>
       existsSync(join(dir, "executions.ndjson"))
@@ -77,14 +80,15 @@ describe(
             .map((l) => JSON.parse(l) as { id: string; q: string })
         : [];
 
-    const applyPool = () =>
+    const applyPool = (pool: string, extra: Record<string, unknown> = {}) =>
       cp.apply(
         JSON.stringify({
           apiVersion: "conveyor.dev/v1alpha1",
           kind: "WorkerPool",
-          metadata: { name: POOL, namespace: "default" },
+          metadata: { name: pool, namespace: "default" },
           spec: {
-            queue: QUEUE,
+            ...extra,
+            queue: queueOf(pool),
             redis: { url: redis.url },
             handler: { module: RECORDING_HANDLER.slice("module:".length) },
             concurrency: 2,
@@ -119,29 +123,39 @@ describe(
      * replaces it mid-backlog and runs it to the end and back to zero. Sampled every 250 ms from
      * the first scale-up: the pool is never at zero while jobs wait; every job runs once.
      */
-    const handOver = async (prefix: string, from: "previous" | "this", to: "previous" | "this") => {
+    const handOver = async (
+      pool: string,
+      prefix: string,
+      from: "previous" | "this",
+      to: "previous" | "this",
+    ) => {
+      const queue = queueOf(pool);
       const admin = new QueueAdmin(r);
       const samples: { replicas: number; waiting: number; by: string }[] = [];
       let by: string = from;
       let sampling = true;
       const sampler = (async () => {
         while (sampling) {
-          const [n, c] = await Promise.all([replicas(), admin.counts(QUEUE)]);
+          const [n, c] = await Promise.all([replicas(pool), admin.counts(queue)]);
           samples.push({ replicas: n, waiting: c.ready + c.delayed, by });
           await new Promise((res) => setTimeout(res, 250));
         }
       })();
-      const completedBefore = (await admin.counts(QUEUE)).completed;
+      const completedBefore = (await admin.counts(queue)).completed;
       await new Producer(r).enqueueMany(
-        QUEUE,
+        queue,
         Array.from({ length: JOBS }, (_, i) => ({ id: `${prefix}${i}`, data: { sleepMs: 150 } })),
       );
       try {
-        await pollUntil(`the ${from} operator scaled the pool to 3`, async () => (await replicas()) === 3, {
-          timeoutMs: LONG,
-          onTimeout: () => operatorLog(current!).slice(-3000),
-        });
-        assert.ok((await admin.counts(QUEUE)).ready > 0, "jobs still wait when the operator is replaced");
+        await pollUntil(
+          `the ${from} operator scaled the pool to 3`,
+          async () => (await replicas(pool)) === 3,
+          {
+            timeoutMs: LONG,
+            onTimeout: () => operatorLog(current!).slice(-3000),
+          },
+        );
+        assert.ok((await admin.counts(queue)).ready > 0, "jobs still wait when the operator is replaced");
         // the upgrade as docs/install.md has it: the new CRD first (a rollback leaves it: it only adds)
         if (to === "this")
           await cp.kubectl(
@@ -158,7 +172,7 @@ describe(
         await pollUntil(
           `all ${JOBS} jobs completed and the pool back at zero`,
           async () =>
-            (await admin.counts(QUEUE)).completed === completedBefore + JOBS && (await replicas()) === 0,
+            (await admin.counts(queue)).completed === completedBefore + JOBS && (await replicas(pool)) === 0,
           { timeoutMs: LONG, intervalMs: 500, onTimeout: () => operatorLog(op).slice(-3000) },
         );
       } finally {
@@ -173,7 +187,7 @@ describe(
         samples.some((x) => x.by === to && x.replicas > 0),
         `the ${to} operator ran the pool while it had work`,
       );
-      assert.equal((await admin.counts(QUEUE)).dead, 0);
+      assert.equal((await admin.counts(queue)).dead, 0);
       const perJob = countBy(
         executions().filter((e) => e.id.startsWith(prefix)),
         (e) => e.id,
@@ -188,12 +202,18 @@ describe(
 
     test("upgrade: 0.1.0's operator scales the pool up, this release's (its CRD applied first) takes over mid-backlog and scales it to zero — never zero while jobs wait, every job once", async () => {
       await operator("previous");
-      await applyPool();
-      await handOver("u", "previous", "this");
+      await applyPool(UPGRADE_POOL);
+      await handOver(UPGRADE_POOL, "u", "previous", "this");
+      // (every pod of its pool read layout 2 while it ran: this release's operator finalized it)
+      assert.equal((await readLayout(r, UPGRADE_POOL)).inForce, 2, "the operator finalized layout 2");
     });
 
     test("rollback: this release's operator scales the pool up, 0.1.0's takes over mid-backlog and scales it to zero — the same", async () => {
-      await handOver("r", "this", "previous");
+      // A rollback needs the pipeline on layout 1: after finalize, 0.1.0 reads every queue as
+      // paused (docs/install.md, "Upgrading"); a user who may roll back turns autoFinalize off.
+      await applyPool(ROLLBACK_POOL, { upgrade: { autoFinalize: false } });
+      await handOver(ROLLBACK_POOL, "r", "this", "previous");
+      assert.equal((await readLayout(r, ROLLBACK_POOL)).inForce, 1, "autoFinalize off: layout 1 held");
     });
   },
 );
