@@ -1,26 +1,17 @@
 // The job API's per-token rate (token_rate.lua) against a real Redis: a burst of `max`, then one
 // request per window/max — never the twice-the-rate a fixed window lets through at its edge.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { admitTokenRequest, connectRedis, type RedisClient } from "../../queue/index.ts";
+import { describe, test } from "node:test";
+import { admitTokenRequest } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
-import { RedisServer } from "../support/redis.ts";
+import { useQueueRedis } from "../support/redis.ts";
 
 describe("token_rate", () => {
-  let server: RedisServer;
-  let redis: RedisClient;
-  before(async () => {
-    server = await RedisServer.start();
-    redis = connectRedis(server.url);
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.stop();
-  });
+  const q = useQueueRedis();
 
   test("a burst of max, then a refusal saying when one more fits; at that time exactly one more", async () => {
     const rate = { max: 2, perMs: 2000 };
-    const admit = () => admitTokenRequest(redis, "burst", rate);
+    const admit = () => admitTokenRequest(q().redis, "burst", rate);
     assert.deepEqual(await admit(), { admitted: true, retryAfterMs: 0 });
     assert.deepEqual(await admit(), { admitted: true, retryAfterMs: 0 });
     const refused = await admit();
@@ -40,10 +31,10 @@ describe("token_rate", () => {
 
   test("tokens are apart, and the key expires once its time has passed", async () => {
     const rate = { max: 1, perMs: 300 };
-    assert.equal((await admitTokenRequest(redis, "a", rate)).admitted, true);
-    assert.equal((await admitTokenRequest(redis, "b", rate)).admitted, true, "another token");
-    assert.equal((await admitTokenRequest(redis, "a", rate)).admitted, false);
-    const ttl = await redis.pttl("cvy:tokenrate:a");
+    assert.equal((await admitTokenRequest(q().redis, "a", rate)).admitted, true);
+    assert.equal((await admitTokenRequest(q().redis, "b", rate)).admitted, true, "another token");
+    assert.equal((await admitTokenRequest(q().redis, "a", rate)).admitted, false);
+    const ttl = await q().redis.pttl("cvy:tokenrate:a");
     assert.ok(ttl > 0 && ttl <= 300, `PTTL ${ttl}`);
   });
 });
