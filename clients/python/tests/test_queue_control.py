@@ -39,6 +39,14 @@ def control_snapshot(r: redis.Redis, queue: str) -> Dict[str, Any]:
 # -- pause, resume, rate limits ----------------------------------------------------------------
 
 
+
+def claim_polls(port: int, queue: str) -> int:
+    """The worker's claim calls so far for `queue` (its conveyor_claim_polls_total metric)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as res:
+        text = res.read().decode()
+    m = re.search(r'^conveyor_claim_polls_total\{[^}]*queue="' + re.escape(queue) + r'"[^}]*\} (\d+)', text, re.M)
+    return int(m.group(1)) if m else 0
+
 def test_a_rate_limit_set_on_one_side_is_read_on_the_other(client: Client, r: redis.Redis, redis_url: str) -> None:
     assert client.set_rate_limit("docs/ocr", "20/s") == RateLimit(20, 1000)
     assert conveyor(redis_url, "stats", "docs/ocr")["rateLimit"] == "20/s"
@@ -66,10 +74,7 @@ def test_pause_from_python_stops_a_real_worker_until_resume(
     assert client.control("pz/work").paused
 
     def polls() -> int:
-        with urllib.request.urlopen(f"http://127.0.0.1:{worker.port}/metrics", timeout=5) as res:
-            text = res.read().decode()
-        m = re.search(r'^conveyor_claim_polls_total\{[^}]*queue="pz/work"[^}]*\} (\d+)', text, re.M)
-        return int(m.group(1)) if m else 0
+        return claim_polls(worker.port, "pz/work")
 
     client.enqueue("pz/work", {"mode": "ok", "steps": 1}, id="held")
     after_enqueue = polls()
@@ -102,10 +107,7 @@ def test_pause_at_layout_2_holds_a_real_worker_and_keeps_the_fence(
     assert client.control("pz2/work").paused
 
     def polls() -> int:
-        with urllib.request.urlopen(f"http://127.0.0.1:{worker.port}/metrics", timeout=5) as res:
-            text = res.read().decode()
-        m = re.search(r'^conveyor_claim_polls_total\{[^}]*queue="pz2/work"[^}]*\} (\d+)', text, re.M)
-        return int(m.group(1)) if m else 0
+        return claim_polls(worker.port, "pz2/work")
 
     client.enqueue("pz2/work", {"mode": "ok", "steps": 1}, id="held2")
     after_enqueue = polls()
