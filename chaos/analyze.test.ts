@@ -233,6 +233,12 @@ describe("chaos audit", () => {
       // ... and of more than a whole lease: explained
       ex("long", 5, 100, 21_000),
       ex("long", 15, 200, 30_000),
+      // claimed after the first outage's lease reading, before the kill: not in the reading; a
+      // lease is 2 s and that outage 1.5 s, so not explained; in the 2.5 s outage it is
+      ex("after-reading", 6, 100, 2990),
+      ex("after-reading", 16, 200, 9000),
+      ex("after-reading-long", 7, 100, 24_990),
+      ex("after-reading-long", 17, 200, 30_000),
     ];
     const faults: FaultRecord[] = [
       {
@@ -247,7 +253,13 @@ describe("chaos audit", () => {
         ]),
       },
       { n: 1, kind: "redis_restart", at: 12_000, end: 13_500 },
-      { n: 2, kind: "redis_restart", at: 25_000, end: 27_500 },
+      {
+        n: 2,
+        kind: "redis_restart",
+        at: 25_000,
+        end: 27_500,
+        leases: Object.fromEntries([lease("long", 5, 26_000)]),
+      },
     ];
     const outcomes = new Map([
       ["1", "fenced"],
@@ -255,18 +267,20 @@ describe("chaos audit", () => {
       ["3", "fenced"],
       ["4", "leaseLost"],
       ["5", "leaseLost"],
+      ["6", "fenced"],
+      ["7", "fenced"],
     ]);
     const a = attribute(executions, faults, {
       plannedFailure: () => false,
       ends: new Map([...outcomes].map(([exec, outcome]) => [exec, { outcome, t: 0 }])),
     });
-    assert.equal(a.byCause.redis_restart, 5);
+    assert.equal(a.byCause.redis_restart, 7);
     const r = auditRestartReruns(a.duplicates, faults, leaseMs);
     assert.deepEqual(r.outagesMs, [1500, 1500, 2500]);
-    assert.equal(r.justified, 2, "lapsed, long");
+    assert.equal(r.justified, 3, "lapsed, long, after-reading-long");
     assert.deepEqual(
       r.unjustified.map((u) => u.id),
-      ["unfenced", "renewable", "unread"],
+      ["unfenced", "renewable", "unread", "after-reading"],
     );
     assert.match(r.unjustified[0]!.why, /not refused \(outcome completed\)/);
     assert.match(r.unjustified[1]!.why, /outage 0 of 1500 ms \(lease due 1700 ms after it began\)/);

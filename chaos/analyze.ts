@@ -325,9 +325,12 @@ export function auditRestartReruns(
       audit.unjustified.push({ queue: d.queue, id: d.id, exec: d.earlier.exec, why });
     const outages = restarts.filter((f) => f.at <= d.rerun.t && (f.end ?? Infinity) >= d.earlier.t - leaseMs);
     const lapsed = outages.find((f) => {
-      if (!f.leases) return (f.end ?? Infinity) - f.at > leaseMs;
-      const lease = f.leases[leaseKey(d.queue, d.id)];
-      return lease !== undefined && lease.token === d.earlier.exec && lease.deadline < (f.end ?? Infinity);
+      // (a lease held at the kill ends at most a lease after it: an outage longer than a lease
+      // outlasts every one — those taken after the reading, before the kill, too)
+      const outlastsAnyLease = (f.end ?? Infinity) - f.at > leaseMs;
+      const lease = f.leases?.[leaseKey(d.queue, d.id)];
+      if (lease === undefined || lease.token !== d.earlier.exec) return outlastsAnyLease;
+      return lease.deadline < (f.end ?? Infinity);
     });
     if (!lapsed) {
       const seen = outages.map((f) => {
