@@ -19,6 +19,21 @@ function call<T>(
     : runScript<T>(redis, name, keys, args);
 }
 
+/**
+ * A call's settings or a job's fields as the scripts take them: one named record, JSON
+ * (includes/wire.lua). An undefined field is left out: the script's default.
+ */
+function wireRecord(fields: Record<string, string | number | boolean | undefined>): string {
+  return JSON.stringify(fields);
+}
+
+/** A script's named reply — name/value pairs, an absent field left out — as an object. */
+function named<T>(pairs: unknown[]): T {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[String(pairs[i])] = pairs[i + 1];
+  return out as T;
+}
+
 // ---- The claim and settles (the worker's calls) ----
 
 /**
@@ -132,30 +147,43 @@ export async function settleJobs(
     completeKeyLists.set(k, keys);
   }
   const args: ScriptArg[] = [
-    k.jobPrefix,
-    k.queue,
-    a.now,
-    a.retentionSeconds,
-    a.next?.keys.queue ?? "",
-    a.claim,
-    a.leaseMs,
-    a.workerId,
-    a.next?.contract ?? "",
-    a.templateVersion,
-    a.readsLayout,
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      queue: k.queue,
+      now: a.now,
+      retentionSeconds: a.retentionSeconds || undefined,
+      nextQueue: a.next?.keys.queue,
+      claim: a.claim || undefined,
+      leaseMs: a.claim ? a.leaseMs : undefined,
+      workerId: a.claim ? a.workerId : undefined,
+      contract: a.next?.contract || undefined,
+      templateVersion: a.templateVersion || undefined,
+      readsLayout: a.readsLayout,
+    }),
   ];
   for (const j of a.jobs) {
-    args.push(j.id, j.token, j.result, j.contentHash, j.resultTtlSeconds, j.reused ? "1" : "0");
-    if (a.next) args.push(j.next!.data, j.next!.contentHash, j.next!.trace);
+    args.push(
+      wireRecord({
+        id: j.id,
+        token: j.token,
+        contentHash: j.contentHash || undefined,
+        resultTtlSeconds: j.resultTtlSeconds || undefined,
+        reused: j.reused || undefined,
+        nextContentHash: j.next?.contentHash || undefined,
+        nextTrace: j.next?.trace || undefined,
+      }),
+      j.result,
+    );
+    if (a.next) args.push(j.next!.data);
   }
-  const [codes, jobs, nextDue, slack, refused] = await call<[number[], string[], number, number?, number?]>(
-    redis,
-    durability,
-    "settle_jobs",
-    keys,
-    args,
-  );
-  return { codes, ...claimReply(jobs, nextDue, slack, refused) };
+  const r = named<{
+    codes: number[];
+    jobs: string[];
+    nextDueMs: number;
+    startSlackMs: number;
+    refusedLayout?: number;
+  }>(await call<unknown[]>(redis, durability, "settle_jobs", keys, args));
+  return { codes: r.codes, ...claimReply(r.jobs, r.nextDueMs, r.startSlackMs, r.refusedLayout) };
 }
 
 export interface RenewArgs {

@@ -1,0 +1,94 @@
+// The scripts' named wire form against a real Redis (docs/protocol.md, "How the scripts are
+// called"): a call's settings and each job travel as a named JSON record, an optional field left
+// out; every reply names its fields; a malformed record is refused naming what is wrong, with
+// nothing written.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Consumer, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { runScript } from "../../queue/scripts.ts";
+import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
+
+/** A named reply's name/value pairs as an object. */
+function named(pairs: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[String(pairs[i])] = pairs[i + 1];
+  return out;
+}
+
+describe("named records on the wire", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  const fresh = () => `wire${++n}`;
+  const consumer = (queue: string) =>
+    new Consumer(redis, queue, { workerId: "w1", leaseMs: 60_000, retentionSeconds: 0 });
+
+  before(async () => {
+    ({ server, redis, producer, admin } = await startQueueRedis());
+  });
+  after(() => stopQueueRedis({ server, redis }));
+
+  test("settle_jobs: the required fields alone settle a job; the reply names codes and the claim", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const reply = await runScript<unknown[]>(
+      redis,
+      "settle_jobs",
+      [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta],
+      [
+        JSON.stringify({
+          jobPrefix: c.keys.jobPrefix,
+          queue: q,
+          now: Date.now(),
+          claim: 1,
+          leaseMs: 60_000,
+          workerId: "w1",
+        }),
+        // (a JSON null counts as left out)
+        JSON.stringify({ id: a!.id, token: a!.token, contentHash: null }),
+        '{"r":1}',
+      ],
+    );
+    const r = named(reply);
+    assert.deepEqual(Object.keys(r), ["codes", "jobs", "nextDueMs", "startSlackMs"]);
+    assert.deepEqual(r.codes, [1]);
+    assert.equal((r.jobs as string[])[1], "b");
+    assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("settle_jobs: a malformed call or job record is refused naming it, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const keys = [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta];
+    const callRecord = JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: Date.now() });
+    const job = JSON.stringify({ id: a!.id, token: a!.token });
+    for (const [args, message] of [
+      [["not json", job, "1"], /ERR_INVALID_RECORD settle_jobs call is not a JSON object: not json/],
+      [
+        [JSON.stringify({ queue: q, now: 1 }), job, "1"],
+        /ERR_INVALID_RECORD settle_jobs call: field jobPrefix must be a string, got none/,
+      ],
+      [
+        [callRecord, JSON.stringify({ id: a!.id, token: 7 }), "1"],
+        /ERR_INVALID_RECORD settle_jobs job a: field token must be a string, got number/,
+      ],
+      [[callRecord, job], /ERR_INVALID_RECORD settle_jobs job a: its texts are missing/],
+      [
+        [JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: 1, claim: 1 }), job, "1"],
+        /field (leaseMs|workerId) must be/,
+      ],
+    ] as const)
+      await assert.rejects(runScript(redis, "settle_jobs", keys, [...args]), message);
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(await c.complete(a!, 1), true);
+  });
+});
