@@ -333,18 +333,20 @@ export function failJob<T extends string>(
     "fail_job",
     [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
     [
-      k.jobPrefix,
-      k.queue,
-      a.id,
-      a.token,
-      a.now,
-      a.error,
-      a.retryDelayMs,
-      a.retryable ? "1" : "0",
-      a.kind,
-      a.details,
-      a.rejected,
-      a.templateVersion,
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        error: a.error,
+        retryDelayMs: a.retryDelayMs || undefined,
+        retryable: a.retryable || undefined,
+        kind: a.kind || undefined,
+        details: a.details || undefined,
+        rejected: a.rejected || undefined,
+        templateVersion: a.templateVersion || undefined,
+      }),
     ],
   );
 }
@@ -365,12 +367,21 @@ export interface ReleaseArgs {
 /** release_job's code: 1 released, 0 fenced, -1 cancelled. */
 export function releaseJob(redis: RedisClient, a: ReleaseArgs): Promise<number> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.id, a.token, a.now, a.reason, a.cause];
-  if (a.bench) args.push(a.bench.resource, a.bench.key, a.bench.untilMs);
-  if (a.templateVersion) {
-    if (!a.bench) args.push("", "", 0);
-    args.push(a.templateVersion);
-  }
+  const args = [
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      queue: k.queue,
+      id: a.id,
+      token: a.token,
+      now: a.now,
+      reason: a.reason,
+      cause: a.cause,
+      resource: a.bench?.resource,
+      key: a.bench?.key,
+      benchUntilMs: a.bench?.untilMs,
+      templateVersion: a.templateVersion || undefined,
+    }),
+  ];
   return runScript<number>(
     redis,
     "release_job",

@@ -25,16 +25,16 @@
 --- @include "includes/settleAndClaim"
 
 local call, bad = wireRecord('settle_jobs call', ARGV[1])
-bad = bad or wireRequire('settle_jobs call', call, {jobPrefix = 'string', queue = 'string', now = 'number'})
+bad = bad or wireRequire('settle_jobs call', call, {'jobPrefix', 'string', 'queue', 'string', 'now', 'number'})
 local claim = call and tonumber(call.claim) or 0
-if not bad and claim > 0 then bad = wireRequire('settle_jobs call', call, {leaseMs = 'number', workerId = 'string'}) end
+if not bad and claim > 0 then bad = wireRequire('settle_jobs call', call, {'leaseMs', 'number', 'workerId', 'string'}) end
 if bad then return redis.error_reply(bad) end
 local jobPrefix, queue, nextQueue, now = call.jobPrefix, call.queue, call.nextQueue, call.now
 local width = nextQueue and 3 or 2
 local jobs = {}
 for i = 2, #ARGV, width do
   local j, err = wireRecord('settle_jobs job', ARGV[i])
-  err = err or wireRequire('settle_jobs job ' .. tostring(j and j.id), j, {id = 'string', token = 'string'})
+  err = err or wireRequire('settle_jobs job ' .. tostring(j and j.id), j, {'id', 'string', 'token', 'string'})
   if not err and ARGV[i + width - 1] == nil then err = 'ERR_INVALID_RECORD settle_jobs job ' .. j.id .. ': its texts are missing' end
   if err then return redis.error_reply(err) end
   jobs[#jobs + 1] = j

@@ -84,11 +84,73 @@ describe("named records on the wire", () => {
       [[callRecord, job], /ERR_INVALID_RECORD settle_jobs job a: its texts are missing/],
       [
         [JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: 1, claim: 1 }), job, "1"],
-        /field (leaseMs|workerId) must be/,
+        /field leaseMs must be a number, got none/,
       ],
     ] as const)
       await assert.rejects(runScript(redis, "settle_jobs", keys, [...args]), message);
     assert.equal((await admin.counts(q)).inflight, 1);
     assert.equal(await c.complete(a!, 1), true);
+  });
+
+  test("fail_job and release_job: one record, optional fields left out; a malformed one is refused naming it", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "f", data: 1 },
+      { id: "r", data: 2 },
+    ]);
+    const c = consumer(q);
+    const [f, r] = (await c.claim(2)).jobs;
+    const k = c.keys;
+    const failKeys = [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta];
+    const releaseKeys = [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta];
+    const base = { jobPrefix: k.jobPrefix, queue: q, now: Date.now() };
+    for (const [script, keys, args, message] of [
+      ["fail_job", failKeys, ["[1]"], /ERR_INVALID_RECORD fail_job call is not a JSON object: \[1\]/],
+      [
+        "fail_job",
+        failKeys,
+        [JSON.stringify({ ...base, id: "f", token: f!.token })],
+        /fail_job call: field error must be a string, got none/,
+      ],
+      [
+        "release_job",
+        releaseKeys,
+        [JSON.stringify({ ...base, id: "r", token: r!.token, reason: "x" })],
+        /release_job call: field cause must be a string, got none/,
+      ],
+      [
+        "release_job",
+        releaseKeys,
+        [
+          JSON.stringify({
+            ...base,
+            id: "r",
+            token: r!.token,
+            reason: "x",
+            cause: "rateLimited",
+            resource: "api",
+          }),
+        ],
+        /release_job call: field key must be a string, got none/,
+      ],
+    ] as const)
+      await assert.rejects(runScript(redis, script, [...keys], [...args]), message);
+    assert.equal((await admin.counts(q)).inflight, 2);
+    // (no retryable: the failure is final; no templateVersion, details or rejected: none)
+    assert.equal(
+      await runScript(redis, "fail_job", failKeys, [
+        JSON.stringify({ ...base, id: "f", token: f!.token, error: '{"message":"boom"}' }),
+      ]),
+      "dead",
+    );
+    assert.equal(
+      await runScript(redis, "release_job", releaseKeys, [
+        JSON.stringify({ ...base, id: "r", token: r!.token, reason: "draining", cause: "handedBack" }),
+      ]),
+      1,
+    );
+    const counts = await admin.counts(q);
+    assert.deepEqual([counts.dead, counts.ready, counts.inflight], [1, 1, 0]);
+    assert.equal((await admin.job("f", q))?.deadReason, "not retryable: boom");
   });
 });

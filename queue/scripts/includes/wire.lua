@@ -6,7 +6,7 @@
 -- The record in `text`, or nil and the error reply's text naming `what` (ERR_INVALID_RECORD).
 local function wireRecord(what, text)
   local ok, r = pcall(cjson.decode, text or '')
-  if not ok or type(r) ~= 'table' then
+  if not ok or type(r) ~= 'table' or r[1] ~= nil then
     return nil, 'ERR_INVALID_RECORD ' .. what .. ' is not a JSON object: ' .. string.sub(tostring(text), 1, 120)
   end
   for k, v in pairs(r) do
@@ -15,10 +15,11 @@ local function wireRecord(what, text)
   return r
 end
 
--- Nil, or the error reply's text when `r` lacks one of `required` (field name → 'string' or
--- 'number') or holds it as another type.
+-- Nil, or the error reply's text naming the first of `required` (field name, then 'string' or
+-- 'number', for each field) that `r` lacks or holds as another type.
 local function wireRequire(what, r, required)
-  for name, kind in pairs(required) do
+  for i = 1, #required, 2 do
+    local name, kind = required[i], required[i + 1]
     if type(r[name]) ~= kind then
       return 'ERR_INVALID_RECORD ' .. what .. ': field ' .. name .. ' must be a ' .. kind .. ', got ' .. (r[name] == nil and 'none' or type(r[name]))
     end
