@@ -59,9 +59,4 @@ for n, j in ipairs(jobs) do
 end
 flushSettled(tally, KEYS[1], KEYS[2], KEYS[6], KEYS[7])
 local claimed = claimForSlots(jobPrefix, queue, now, claim, call.leaseMs, call.workerId, call.readsLayout)
-local reply = {'codes', codes, 'jobs', claimed[1], 'nextDueMs', claimed[2], 'startSlackMs', claimed[3] or 0}
-if claimed[4] then
-  reply[#reply + 1] = 'refusedLayout'
-  reply[#reply + 1] = claimed[4]
-end
-return reply
+return namedClaimReply({'codes', codes}, claimed)

@@ -4,7 +4,7 @@
 // nothing written.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Consumer, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import { Consumer, QueueKeys, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
 
@@ -152,5 +152,44 @@ describe("named records on the wire", () => {
     const counts = await admin.counts(q);
     assert.deepEqual([counts.dead, counts.ready, counts.inflight], [1, 1, 0]);
     assert.equal((await admin.job("f", q))?.deadReason, "not retryable: boom");
+  });
+
+  test("complete_job and advance_job: a claim without its lease or a missing text is refused naming it", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const base = { jobPrefix: k.jobPrefix, queue: q, id: "a", token: a!.token, now: Date.now() };
+    await assert.rejects(
+      runScript(
+        redis,
+        "complete_job",
+        [k.inflight, k.counts, k.outbox, k.meta],
+        [JSON.stringify({ ...base, claim: 1 }), "1"],
+      ),
+      /ERR_INVALID_RECORD complete_job call: field leaseMs must be a number, got none/,
+    );
+    const next = new QueueKeys(`${q}x`);
+    await assert.rejects(
+      runScript(
+        redis,
+        "advance_job",
+        [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake],
+        [JSON.stringify({ ...base, nextQueue: `${q}x` }), "1"],
+      ),
+      /ERR_INVALID_RECORD advance_job: the result and next data \(ARGV 2, 3\) are missing/,
+    );
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(
+      await runScript(
+        redis,
+        "complete_job",
+        [k.inflight, k.counts, k.outbox, k.meta],
+        [JSON.stringify(base), "1"],
+      ),
+      1,
+    );
+    assert.equal((await admin.counts(q)).completed, 1);
   });
 });
