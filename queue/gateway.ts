@@ -21,9 +21,14 @@ function call<T>(
 
 /**
  * A call's settings or a job's fields as the scripts take them: one named record, JSON
- * (includes/wire.lua). An undefined field is left out: the script's default.
+ * (includes/wire.lua). An undefined field is left out: the script's default. A lone surrogate
+ * becomes U+FFFD, as it does in a plain argument: cjson refuses its `\udXXX` escape.
  */
 function wireRecord(fields: Record<string, string | number | boolean | undefined>): string {
+  for (const k in fields) {
+    const v = fields[k];
+    if (typeof v === "string" && !v.isWellFormed()) fields[k] = v.toWellFormed();
+  }
   return JSON.stringify(fields);
 }
 
@@ -522,13 +527,15 @@ export async function promoteJob<O extends string>(
   a: { keys: QueueKeys; id: string; now: number },
 ): Promise<{ outcome: O; state: string }> {
   const k = a.keys;
-  const [outcome, state] = await runScript<[O, string]>(
-    redis,
-    "promote_job",
-    [k.delayed, k.ready, k.wake, k.outbox, k.meta],
-    [k.jobPrefix, a.id, k.queue, a.now],
+  const r = named<{ outcome: O; state?: string }>(
+    await runScript<unknown[]>(
+      redis,
+      "promote_job",
+      [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+      [wireRecord({ jobPrefix: k.jobPrefix, id: a.id, queue: k.queue, now: a.now })],
+    ),
   );
-  return { outcome, state };
+  return { outcome: r.outcome, state: r.state ?? "" };
 }
 
 /** Per id in order: its outcome and the state it was in. */
@@ -590,7 +597,16 @@ export function scheduleTick(
     redis,
     "schedule_tick",
     [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
-    [k.jobPrefix, k.queue, a.now, a.name, a.version, a.tick],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        name: a.name,
+        version: a.version === "" ? undefined : String(a.version),
+        tick: a.tick,
+      }),
+    ],
   );
 }
 
@@ -687,13 +703,27 @@ export async function cancelJob<O extends string>(
   a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
 ): Promise<{ outcome: O; state: string; queue: string; jobsCancelled: number }> {
   const p = a.pipeline;
-  const [outcome, state, queue, n] = await runScript<[O, string, string, number]>(
-    redis,
-    "cancel_job",
-    [p.outbox, p.meta],
-    [p.jobPrefix, a.id, a.now, a.retentionSeconds],
+  const r = named<{ outcome: O; state?: string; queue?: string; jobsCancelled: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "cancel_job",
+      [p.outbox, p.meta],
+      [
+        wireRecord({
+          jobPrefix: p.jobPrefix,
+          id: a.id,
+          now: a.now,
+          retentionSeconds: a.retentionSeconds || undefined,
+        }),
+      ],
+    ),
   );
-  return { outcome, state, queue, jobsCancelled: Number(n) };
+  return {
+    outcome: r.outcome,
+    state: r.state ?? "",
+    queue: r.queue ?? "",
+    jobsCancelled: Number(r.jobsCancelled),
+  };
 }
 
 /** Per id in order: `fields` of its record (`whole`: every field, as name/value pairs). */
@@ -843,13 +873,15 @@ export async function cancelFlow(
   a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
 ): Promise<{ cancelled: number; total: number }> {
   const p = a.pipeline;
-  const [n, total] = await runScript<[number, number]>(
-    redis,
-    "cancel_flow",
-    [p.outbox, p.meta, p.flow(a.id)],
-    [p.jobPrefix, a.now, a.retentionSeconds],
+  const r = named<{ cancelled: number; total: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "cancel_flow",
+      [p.outbox, p.meta, p.flow(a.id)],
+      [p.jobPrefix, a.now, a.retentionSeconds],
+    ),
   );
-  return { cancelled: Number(n), total: Number(total) };
+  return { cancelled: Number(r.cancelled), total: Number(r.total) };
 }
 
 /** flow_repair: the dependents told, the jobs gone (-1 told: no such flow here) and the flow's size. */
@@ -858,11 +890,8 @@ export async function flowRepair(
   a: { pipeline: PipelineKeys; id: string; now: number },
 ): Promise<{ told: number; gone: number; total: number }> {
   const p = a.pipeline;
-  const [told, gone, total] = await runScript<[number, number, number]>(
-    redis,
-    "flow_repair",
-    [p.flow(a.id)],
-    [p.jobPrefix, a.now, a.id],
+  const r = named<{ told: number; gone: number; total: number }>(
+    await runScript<unknown[]>(redis, "flow_repair", [p.flow(a.id)], [p.jobPrefix, a.now, a.id]),
   );
-  return { told: Number(told), gone: Number(gone), total: Number(total) };
+  return { told: Number(r.told), gone: Number(r.gone), total: Number(r.total) };
 }

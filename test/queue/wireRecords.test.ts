@@ -4,7 +4,14 @@
 // nothing written.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Consumer, QueueKeys, type Producer, type QueueAdmin, type RedisClient } from "../../queue/index.ts";
+import {
+  Consumer,
+  PipelineKeys,
+  QueueKeys,
+  type Producer,
+  type QueueAdmin,
+  type RedisClient,
+} from "../../queue/index.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
 
@@ -191,5 +198,62 @@ describe("named records on the wire", () => {
       1,
     );
     assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("cancel_job, promote_job, cancel_flow: named replies, a field that does not apply left out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "later", delayMs: 60_000 });
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    const promote = (id: string) =>
+      runScript<unknown[]>(
+        redis,
+        "promote_job",
+        [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, id, queue: q, now: Date.now() })],
+      );
+    assert.deepEqual(await promote("nope"), ["outcome", "notFound"]);
+    assert.deepEqual(await promote("later"), ["outcome", "promoted", "state", "delayed"]);
+    assert.deepEqual(await promote("later"), ["outcome", "notDelayed", "state", "ready"]);
+    const cancel = (id: string) =>
+      runScript<unknown[]>(
+        redis,
+        "cancel_job",
+        [p.outbox, p.meta],
+        [JSON.stringify({ jobPrefix: p.jobPrefix, id, now: Date.now() })],
+      );
+    assert.deepEqual(await cancel("nope"), ["outcome", "notFound", "jobsCancelled", 0]);
+    assert.deepEqual(await cancel("later"), [
+      "outcome",
+      "cancelled",
+      "state",
+      "ready",
+      "queue",
+      q,
+      "jobsCancelled",
+      1,
+    ]);
+    assert.deepEqual(
+      await runScript(redis, "cancel_flow", [p.outbox, p.meta, p.flow("none")], [p.jobPrefix, Date.now(), 0]),
+      ["cancelled", -1, "total", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "promote_job",
+        [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, id: "x", queue: q })],
+      ),
+      /ERR_INVALID_RECORD promote_job call: field now must be a number, got none/,
+    );
+  });
+
+  test("a record's text with a lone surrogate is sent as U+FFFD, as a plain argument is, not refused", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    assert.equal(await c.release(a!, "dependency \ud800 down", "deferred"), true);
+    assert.equal(await redis.hget(c.keys.job("a"), "requeued"), "deferred: dependency \ufffd down");
   });
 });
