@@ -280,7 +280,18 @@ export async function reportProgress(redis: RedisClient, a: ProgressArgs): Promi
     redis,
     "report_progress",
     [k.outbox, k.meta],
-    [k.jobPrefix, k.queue, a.id, a.token, a.now, a.fraction, a.message],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        // (stored as the text it is sent as)
+        fraction: String(a.fraction),
+        message: a.message || undefined,
+      }),
+    ],
   );
   return ok === 1;
 }
@@ -303,7 +314,17 @@ export async function appendLog(redis: RedisClient, a: AppendLogArgs): Promise<b
     redis,
     "append_log",
     [k.logs(a.id)],
-    [k.jobPrefix, a.id, a.token, a.now, a.line, a.maxLines, a.ttlSeconds],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        maxLines: a.maxLines,
+        ttlSeconds: a.ttlSeconds,
+      }),
+      a.line,
+    ],
   );
   return ok === 1;
 }
@@ -399,16 +420,18 @@ export async function reclaimFinished(
   redis: RedisClient,
   a: { keys: QueueKeys; now: number; limit: number },
 ): Promise<{ reclaimed: number; more: boolean }> {
-  const [reclaimed, more] = await runScript<[number, number]>(
-    redis,
-    "reclaim_finished",
-    [a.keys.finished],
-    [a.keys.jobPrefix, a.now, a.limit],
+  const r = named<{ reclaimed: number; more: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "reclaim_finished",
+      [a.keys.finished],
+      [a.keys.jobPrefix, a.now, a.limit],
+    ),
   );
-  return { reclaimed, more: more === 1 };
+  return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
 }
 
-/** sweep_leases' settings by name (its ARGV 4–9, poll_queues' 3–8). */
+/** sweep_leases' settings by name (fields of its record; poll_queues' ARGV 3–8). */
 export interface SweepSettings {
   maxStalls: number;
   limit: number;
@@ -451,13 +474,23 @@ export async function sweepLeases(
   a: { keys: QueueKeys; now: number; settings: SweepSettings },
 ): Promise<SweepReply> {
   const k = a.keys;
-  const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
-    redis,
-    "sweep_leases",
-    sweepKeys(k),
-    [k.jobPrefix, k.queue, a.now, ...sweepSettingArgs(a.settings)],
+  const s = a.settings;
+  const r = named<SweepReply>(
+    await runScript<unknown[]>(redis, "sweep_leases", sweepKeys(k), [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        maxStalls: s.maxStalls,
+        limit: s.limit,
+        lockMs: s.lockMs,
+        workerStaleMs: s.workerStaleMs,
+        gapMs: s.gapMs || undefined,
+        graceMs: s.graceMs || undefined,
+      }),
+    ]),
   );
-  return { requeued, dead, graceLeftMs };
+  return { requeued: Number(r.requeued), dead: Number(r.dead), graceLeftMs: Number(r.graceLeftMs) };
 }
 
 // ---- Counts and the operator's poll ----
@@ -637,15 +670,20 @@ export async function groupAdmission(
   a: { keys: QueueKeys; enough: number; scanLimit: number },
 ): Promise<GroupAdmissionReply> {
   const k = a.keys;
-  const [waiting, sum, scanned, ring] = (
-    await runScript<number[]>(
+  const r = named<{ waiting: number; admissible: number; scanned: number; ring: number }>(
+    await runScript<unknown[]>(
       redis,
       "group_admission",
       [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
       [a.enough, a.scanLimit],
-    )
-  ).map(Number) as [number, number, number, number];
-  return { waiting, sum, scanned, ring };
+    ),
+  );
+  return {
+    waiting: Number(r.waiting),
+    sum: Number(r.admissible),
+    scanned: Number(r.scanned),
+    ring: Number(r.ring),
+  };
 }
 
 /** `keys`: each key's id and its limits as `unit=max/windowMs,…`. */

@@ -12,6 +12,7 @@ import {
   type QueueAdmin,
   type RedisClient,
 } from "../../queue/index.ts";
+import { sweepKeys } from "../../queue/gateway.ts";
 import { runScript } from "../../queue/scripts.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
 
@@ -255,5 +256,61 @@ describe("named records on the wire", () => {
     const [a] = (await c.claim(1)).jobs;
     assert.equal(await c.release(a!, "dependency \ud800 down", "deferred"), true);
     assert.equal(await redis.hget(c.keys.job("a"), "requeued"), "deferred: dependency \ufffd down");
+  });
+
+  test("sweep_leases, reclaim_finished, group_admission, report_progress: named in, named out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const sweep = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      now: Date.now(),
+      maxStalls: 1,
+      limit: 100,
+      lockMs: 1,
+      workerStaleMs: 60_000,
+    };
+    const swept = await runScript<unknown[]>(redis, "sweep_leases", sweepKeys(k), [JSON.stringify(sweep)]);
+    assert.deepEqual(swept, ["requeued", 0, "dead", 0, "graceLeftMs", 0]);
+    await assert.rejects(
+      runScript(redis, "sweep_leases", sweepKeys(k), [JSON.stringify({ ...sweep, lockMs: "1" })]),
+      /ERR_INVALID_RECORD sweep_leases call: field lockMs must be a number, got string/,
+    );
+    assert.deepEqual(
+      await runScript(redis, "reclaim_finished", [k.finished], [k.jobPrefix, Date.now(), 10]),
+      ["reclaimed", 0, "more", 0],
+    );
+    assert.deepEqual(
+      await runScript(
+        redis,
+        "group_admission",
+        [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
+        [10, 10],
+      ),
+      ["waiting", 0, "admissible", 0, "scanned", 0, "ring", 0],
+    );
+    // (the fraction is stored as the text the record gives; no message: '')
+    assert.equal(
+      await runScript(
+        redis,
+        "report_progress",
+        [k.outbox, k.meta],
+        [
+          JSON.stringify({
+            jobPrefix: k.jobPrefix,
+            queue: q,
+            id: "a",
+            token: a!.token,
+            now: Date.now(),
+            fraction: "0.1",
+          }),
+        ],
+      ),
+      1,
+    );
+    assert.deepEqual(await redis.hmget(k.job("a"), "progress", "progressMessage"), ["0.1", ""]);
   });
 });
