@@ -229,7 +229,6 @@ export interface FanOutArgs {
   now: number;
   next: QueueKeys;
   joinQueue: string;
-  retentionSeconds: number;
   joinTrace: string;
   /** The children's inputs (JSON) and, when given, one trace each. */
   children: readonly string[];
@@ -247,17 +246,19 @@ export function fanOut(redis: RedisClient, durability: DurabilityOptions, a: Fan
     "fan_out",
     [k.inflight, k.counts, k.outbox, k.meta, n.ready, n.counts, n.wake, k.seq, n.contract],
     [
-      k.jobPrefix,
-      k.queue,
-      a.id,
-      a.token,
-      a.now,
-      n.queue,
-      a.joinQueue,
-      a.retentionSeconds,
-      a.joinTrace,
-      a.childTraces.length,
-      a.contract,
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        nextQueue: n.queue,
+        joinQueue: a.joinQueue,
+        children: a.children.length,
+        joinTrace: a.joinTrace || undefined,
+        traced: a.childTraces.length > 0 || undefined,
+        contract: a.contract || undefined,
+      }),
       ...a.children,
       ...a.childTraces,
     ],

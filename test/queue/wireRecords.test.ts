@@ -313,4 +313,31 @@ describe("named records on the wire", () => {
     );
     assert.deepEqual(await redis.hmget(k.job("a"), "progress", "progressMessage"), ["0.1", ""]);
   });
+
+  test("fan_out: the record counts the children whose texts follow it; a mismatch is refused, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "p" });
+    const c = consumer(q);
+    const [p] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const n = new QueueKeys(`${q.split("/")[0]}/kids`);
+    const keys = [k.inflight, k.counts, k.outbox, k.meta, n.ready, n.counts, n.wake, k.seq, n.contract];
+    const record = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      id: "p",
+      token: p!.token,
+      now: Date.now(),
+      nextQueue: n.queue,
+      joinQueue: n.queue,
+      children: 2,
+    };
+    await assert.rejects(
+      runScript(redis, "fan_out", keys, [JSON.stringify({ ...record, traced: true }), "1", "2"]),
+      /ERR_INVALID_RECORD fan_out call: 2 children with traces need 4 texts after the record, got 2/,
+    );
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(await runScript(redis, "fan_out", keys, [JSON.stringify(record), "1", "2"]), 2);
+    assert.equal((await admin.counts(n.queue)).ready, 2);
+  });
 });
