@@ -458,7 +458,6 @@ export class Consumer {
       now: Date.now(),
       next: new QueueKeys(nextQueue),
       joinQueue,
-      retentionSeconds: this.opts.retentionSeconds,
       joinTrace: traces.join ?? "",
       children: children.map((c) => encodeResult(c)),
       childTraces,

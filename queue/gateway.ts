@@ -19,6 +19,26 @@ function call<T>(
     : runScript<T>(redis, name, keys, args);
 }
 
+/**
+ * A call's settings or a job's fields as the scripts take them: one named record, JSON
+ * (includes/wire.lua). An undefined field is left out: the script's default. A lone surrogate
+ * becomes U+FFFD, as it does in a plain argument: cjson refuses its `\udXXX` escape.
+ */
+function wireRecord(fields: Record<string, string | number | boolean | undefined>): string {
+  for (const k in fields) {
+    const v = fields[k];
+    if (typeof v === "string" && !v.isWellFormed()) fields[k] = v.toWellFormed();
+  }
+  return JSON.stringify(fields);
+}
+
+/** A script's named reply — name/value pairs, an absent field left out — as an object. */
+function named<T>(pairs: unknown[]): T {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[String(pairs[i])] = pairs[i + 1];
+  return out as T;
+}
+
 // ---- The claim and settles (the worker's calls) ----
 
 /**
@@ -132,30 +152,43 @@ export async function settleJobs(
     completeKeyLists.set(k, keys);
   }
   const args: ScriptArg[] = [
-    k.jobPrefix,
-    k.queue,
-    a.now,
-    a.retentionSeconds,
-    a.next?.keys.queue ?? "",
-    a.claim,
-    a.leaseMs,
-    a.workerId,
-    a.next?.contract ?? "",
-    a.templateVersion,
-    a.readsLayout,
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      queue: k.queue,
+      now: a.now,
+      retentionSeconds: a.retentionSeconds || undefined,
+      nextQueue: a.next?.keys.queue,
+      claim: a.claim || undefined,
+      leaseMs: a.claim ? a.leaseMs : undefined,
+      workerId: a.claim ? a.workerId : undefined,
+      contract: a.next?.contract || undefined,
+      templateVersion: a.templateVersion || undefined,
+      readsLayout: a.readsLayout,
+    }),
   ];
   for (const j of a.jobs) {
-    args.push(j.id, j.token, j.result, j.contentHash, j.resultTtlSeconds, j.reused ? "1" : "0");
-    if (a.next) args.push(j.next!.data, j.next!.contentHash, j.next!.trace);
+    args.push(
+      wireRecord({
+        id: j.id,
+        token: j.token,
+        contentHash: j.contentHash || undefined,
+        resultTtlSeconds: j.resultTtlSeconds || undefined,
+        reused: j.reused || undefined,
+        nextContentHash: j.next?.contentHash || undefined,
+        nextTrace: j.next?.trace || undefined,
+      }),
+      j.result,
+    );
+    if (a.next) args.push(j.next!.data);
   }
-  const [codes, jobs, nextDue, slack, refused] = await call<[number[], string[], number, number?, number?]>(
-    redis,
-    durability,
-    "settle_jobs",
-    keys,
-    args,
-  );
-  return { codes, ...claimReply(jobs, nextDue, slack, refused) };
+  const r = named<{
+    codes: number[];
+    jobs: string[];
+    nextDueMs: number;
+    startSlackMs: number;
+    refusedLayout?: number;
+  }>(await call<unknown[]>(redis, durability, "settle_jobs", keys, args));
+  return { codes: r.codes, ...claimReply(r.jobs, r.nextDueMs, r.startSlackMs, r.refusedLayout) };
 }
 
 export interface RenewArgs {
@@ -196,7 +229,6 @@ export interface FanOutArgs {
   now: number;
   next: QueueKeys;
   joinQueue: string;
-  retentionSeconds: number;
   joinTrace: string;
   /** The children's inputs (JSON) and, when given, one trace each. */
   children: readonly string[];
@@ -214,17 +246,19 @@ export function fanOut(redis: RedisClient, durability: DurabilityOptions, a: Fan
     "fan_out",
     [k.inflight, k.counts, k.outbox, k.meta, n.ready, n.counts, n.wake, k.seq, n.contract],
     [
-      k.jobPrefix,
-      k.queue,
-      a.id,
-      a.token,
-      a.now,
-      n.queue,
-      a.joinQueue,
-      a.retentionSeconds,
-      a.joinTrace,
-      a.childTraces.length,
-      a.contract,
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        nextQueue: n.queue,
+        joinQueue: a.joinQueue,
+        children: a.children.length,
+        joinTrace: a.joinTrace || undefined,
+        traced: a.childTraces.length > 0 || undefined,
+        contract: a.contract || undefined,
+      }),
       ...a.children,
       ...a.childTraces,
     ],
@@ -247,7 +281,18 @@ export async function reportProgress(redis: RedisClient, a: ProgressArgs): Promi
     redis,
     "report_progress",
     [k.outbox, k.meta],
-    [k.jobPrefix, k.queue, a.id, a.token, a.now, a.fraction, a.message],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        // (stored as the text it is sent as)
+        fraction: String(a.fraction),
+        message: a.message || undefined,
+      }),
+    ],
   );
   return ok === 1;
 }
@@ -270,7 +315,17 @@ export async function appendLog(redis: RedisClient, a: AppendLogArgs): Promise<b
     redis,
     "append_log",
     [k.logs(a.id)],
-    [k.jobPrefix, a.id, a.token, a.now, a.line, a.maxLines, a.ttlSeconds],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        maxLines: a.maxLines,
+        ttlSeconds: a.ttlSeconds,
+      }),
+      a.line,
+    ],
   );
   return ok === 1;
 }
@@ -305,18 +360,20 @@ export function failJob<T extends string>(
     "fail_job",
     [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta],
     [
-      k.jobPrefix,
-      k.queue,
-      a.id,
-      a.token,
-      a.now,
-      a.error,
-      a.retryDelayMs,
-      a.retryable ? "1" : "0",
-      a.kind,
-      a.details,
-      a.rejected,
-      a.templateVersion,
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        id: a.id,
+        token: a.token,
+        now: a.now,
+        error: a.error,
+        retryDelayMs: a.retryDelayMs || undefined,
+        retryable: a.retryable || undefined,
+        kind: a.kind || undefined,
+        details: a.details || undefined,
+        rejected: a.rejected || undefined,
+        templateVersion: a.templateVersion || undefined,
+      }),
     ],
   );
 }
@@ -337,12 +394,21 @@ export interface ReleaseArgs {
 /** release_job's code: 1 released, 0 fenced, -1 cancelled. */
 export function releaseJob(redis: RedisClient, a: ReleaseArgs): Promise<number> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.id, a.token, a.now, a.reason, a.cause];
-  if (a.bench) args.push(a.bench.resource, a.bench.key, a.bench.untilMs);
-  if (a.templateVersion) {
-    if (!a.bench) args.push("", "", 0);
-    args.push(a.templateVersion);
-  }
+  const args = [
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      queue: k.queue,
+      id: a.id,
+      token: a.token,
+      now: a.now,
+      reason: a.reason,
+      cause: a.cause,
+      resource: a.bench?.resource,
+      key: a.bench?.key,
+      benchUntilMs: a.bench?.untilMs,
+      templateVersion: a.templateVersion || undefined,
+    }),
+  ];
   return runScript<number>(
     redis,
     "release_job",
@@ -355,16 +421,18 @@ export async function reclaimFinished(
   redis: RedisClient,
   a: { keys: QueueKeys; now: number; limit: number },
 ): Promise<{ reclaimed: number; more: boolean }> {
-  const [reclaimed, more] = await runScript<[number, number]>(
-    redis,
-    "reclaim_finished",
-    [a.keys.finished],
-    [a.keys.jobPrefix, a.now, a.limit],
+  const r = named<{ reclaimed: number; more: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "reclaim_finished",
+      [a.keys.finished],
+      [a.keys.jobPrefix, a.now, a.limit],
+    ),
   );
-  return { reclaimed, more: more === 1 };
+  return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
 }
 
-/** sweep_leases' settings by name (its ARGV 4–9, poll_queues' 3–8). */
+/** sweep_leases' settings by name (fields of its record; poll_queues' ARGV 3–8). */
 export interface SweepSettings {
   maxStalls: number;
   limit: number;
@@ -407,13 +475,23 @@ export async function sweepLeases(
   a: { keys: QueueKeys; now: number; settings: SweepSettings },
 ): Promise<SweepReply> {
   const k = a.keys;
-  const [requeued, dead, graceLeftMs] = await runScript<[number, number, number]>(
-    redis,
-    "sweep_leases",
-    sweepKeys(k),
-    [k.jobPrefix, k.queue, a.now, ...sweepSettingArgs(a.settings)],
+  const s = a.settings;
+  const r = named<SweepReply>(
+    await runScript<unknown[]>(redis, "sweep_leases", sweepKeys(k), [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        maxStalls: s.maxStalls,
+        limit: s.limit,
+        lockMs: s.lockMs,
+        workerStaleMs: s.workerStaleMs,
+        gapMs: s.gapMs || undefined,
+        graceMs: s.graceMs || undefined,
+      }),
+    ]),
   );
-  return { requeued, dead, graceLeftMs };
+  return { requeued: Number(r.requeued), dead: Number(r.dead), graceLeftMs: Number(r.graceLeftMs) };
 }
 
 // ---- Counts and the operator's poll ----
@@ -483,13 +561,15 @@ export async function promoteJob<O extends string>(
   a: { keys: QueueKeys; id: string; now: number },
 ): Promise<{ outcome: O; state: string }> {
   const k = a.keys;
-  const [outcome, state] = await runScript<[O, string]>(
-    redis,
-    "promote_job",
-    [k.delayed, k.ready, k.wake, k.outbox, k.meta],
-    [k.jobPrefix, a.id, k.queue, a.now],
+  const r = named<{ outcome: O; state?: string }>(
+    await runScript<unknown[]>(
+      redis,
+      "promote_job",
+      [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+      [wireRecord({ jobPrefix: k.jobPrefix, id: a.id, queue: k.queue, now: a.now })],
+    ),
   );
-  return { outcome, state };
+  return { outcome: r.outcome, state: r.state ?? "" };
 }
 
 /** Per id in order: its outcome and the state it was in. */
@@ -564,7 +644,16 @@ export function scheduleTick(
     redis,
     "schedule_tick",
     [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
-    [k.jobPrefix, k.queue, a.now, a.name, a.version, a.tick],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        name: a.name,
+        version: a.version === "" ? undefined : String(a.version),
+        tick: a.tick,
+      }),
+    ],
   );
 }
 
@@ -595,15 +684,20 @@ export async function groupAdmission(
   a: { keys: QueueKeys; enough: number; scanLimit: number },
 ): Promise<GroupAdmissionReply> {
   const k = a.keys;
-  const [waiting, sum, scanned, ring] = (
-    await runScript<number[]>(
+  const r = named<{ waiting: number; admissible: number; scanned: number; ring: number }>(
+    await runScript<unknown[]>(
       redis,
       "group_admission",
       [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
       [a.enough, a.scanLimit],
-    )
-  ).map(Number) as [number, number, number, number];
-  return { waiting, sum, scanned, ring };
+    ),
+  );
+  return {
+    waiting: Number(r.waiting),
+    sum: Number(r.admissible),
+    scanned: Number(r.scanned),
+    ring: Number(r.ring),
+  };
 }
 
 /** `keys`: each key's id and its limits as `unit=max/windowMs,…`. */
@@ -661,13 +755,27 @@ export async function cancelJob<O extends string>(
   a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
 ): Promise<{ outcome: O; state: string; queue: string; jobsCancelled: number }> {
   const p = a.pipeline;
-  const [outcome, state, queue, n] = await runScript<[O, string, string, number]>(
-    redis,
-    "cancel_job",
-    [p.outbox, p.meta],
-    [p.jobPrefix, a.id, a.now, a.retentionSeconds],
+  const r = named<{ outcome: O; state?: string; queue?: string; jobsCancelled: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "cancel_job",
+      [p.outbox, p.meta],
+      [
+        wireRecord({
+          jobPrefix: p.jobPrefix,
+          id: a.id,
+          now: a.now,
+          retentionSeconds: a.retentionSeconds || undefined,
+        }),
+      ],
+    ),
   );
-  return { outcome, state, queue, jobsCancelled: Number(n) };
+  return {
+    outcome: r.outcome,
+    state: r.state ?? "",
+    queue: r.queue ?? "",
+    jobsCancelled: Number(r.jobsCancelled),
+  };
 }
 
 /** Per id in order: `fields` of its record (`whole`: every field, as name/value pairs). */
@@ -817,13 +925,15 @@ export async function cancelFlow(
   a: { pipeline: PipelineKeys; id: string; now: number; retentionSeconds: number },
 ): Promise<{ cancelled: number; total: number }> {
   const p = a.pipeline;
-  const [n, total] = await runScript<[number, number]>(
-    redis,
-    "cancel_flow",
-    [p.outbox, p.meta, p.flow(a.id)],
-    [p.jobPrefix, a.now, a.retentionSeconds],
+  const r = named<{ cancelled: number; total: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "cancel_flow",
+      [p.outbox, p.meta, p.flow(a.id)],
+      [p.jobPrefix, a.now, a.retentionSeconds],
+    ),
   );
-  return { cancelled: Number(n), total: Number(total) };
+  return { cancelled: Number(r.cancelled), total: Number(r.total) };
 }
 
 /** flow_repair: the dependents told, the jobs gone (-1 told: no such flow here) and the flow's size. */
@@ -832,13 +942,10 @@ export async function flowRepair(
   a: { pipeline: PipelineKeys; id: string; now: number },
 ): Promise<{ told: number; gone: number; total: number }> {
   const p = a.pipeline;
-  const [told, gone, total] = await runScript<[number, number, number]>(
-    redis,
-    "flow_repair",
-    [p.flow(a.id)],
-    [p.jobPrefix, a.now, a.id],
+  const r = named<{ told: number; gone: number; total: number }>(
+    await runScript<unknown[]>(redis, "flow_repair", [p.flow(a.id)], [p.jobPrefix, a.now, a.id]),
   );
-  return { told: Number(told), gone: Number(gone), total: Number(total) };
+  return { told: Number(r.told), gone: Number(r.gone), total: Number(r.total) };
 }
 
 // ---- The job API ----

@@ -42,15 +42,16 @@ local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ck, ca, lk, la = {}, {}, {}, {}
 for i = 1, #KEYS do if i <= nk then ck[#ck + 1] = KEYS[i] else lk[#lk + 1] = KEYS[i] end end
 for i = 3, #ARGV do if i <= 2 + na then ca[#ca + 1] = ARGV[i] else la[#la + 1] = ARGV[i] end end
-local completed = completeJobScript(ck, ca)[1][1]
+-- (settle_jobs' reply names its fields: codes first)
+local completed = completeJobScript(ck, ca)[2][1]
 return {completed, claimJobsScript(lk, la)}
 `,
     SCRIPTS,
   );
 }
 
-/** Whether a settle_jobs reply (Consumer.complete is a batch of one) settled its one job. */
-const settledOne = (reply: unknown) => (reply as [number[]] | undefined)?.[0]?.[0] === 1;
+/** Whether a settle_jobs reply ('codes', codes, …; Consumer.complete is a batch of one) settled its one job. */
+const settledOne = (reply: unknown) => (reply as [string, number[]] | undefined)?.[1]?.[0] === 1;
 
 interface Call {
   keys: string[];

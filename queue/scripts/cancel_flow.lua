@@ -4,12 +4,13 @@
 -- none starts. Finished jobs are left as they are.
 -- KEYS: 1 outbox, 2 meta (the pipeline's), 3 the flow's hash (`<P>flow:<id>`)
 -- ARGV: 1 jobPrefix, 2 now (ms), 3 retentionSeconds (0 = keep the records)
--- Returns {jobs cancelled, jobs in the flow}, or {-1, 0} when there is no such flow.
+-- Returns name/value pairs cancelled (jobs cancelled; -1 when there is no such flow) and total
+-- (jobs in the flow).
 --- @include "includes/cancelJob"
 
 local cx = {outbox = KEYS[1], meta = KEYS[2], jobPrefix = ARGV[1], now = tonumber(ARGV[2]), retention = tonumber(ARGV[3]), hold = true}
 local all = redis.call('HGETALL', KEYS[3])
-if #all == 0 then return {-1, 0} end
+if #all == 0 then return {'cancelled', -1, 'total', 0} end
 local n, total = 0, 0
 for i = 1, #all, 2 do
   if string.sub(all[i], 1, 2) == 'k:' then
@@ -17,4 +18,4 @@ for i = 1, #all, 2 do
     n = n + (cancelOne(cx, all[i + 1], 0))
   end
 end
-return {n, total}
+return {'cancelled', n, 'total', total}

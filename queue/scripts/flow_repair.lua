@@ -6,13 +6,13 @@
 -- Open jobs and jobs already told are left alone, so a second call tells none again.
 -- KEYS: 1 the flow's hash (`<P>flow:<id>`)
 -- ARGV: 1 jobPrefix, 2 now (ms), 3 the flow's id
--- Returns {jobs told, ended jobs whose record is gone (reclaimed: not told), jobs in the flow}, or
--- {-1, 0, 0} when there is no such flow.
+-- Returns name/value pairs told (jobs told; -1 when there is no such flow), gone (ended jobs
+-- whose record is gone: reclaimed, not told) and total (jobs in the flow).
 --- @include "includes/flow"
 
 local jobPrefix, now, fid = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local all = redis.call('HGETALL', KEYS[1])
-if #all == 0 then return {-1, 0, 0} end
+if #all == 0 then return {'told', -1, 'gone', 0, 'total', 0} end
 local told, gone, total = 0, 0, 0
 for i = 1, #all, 2 do
   if string.sub(all[i], 1, 2) == 'k:' then
@@ -38,4 +38,4 @@ for i = 1, #all, 2 do
     end
   end
 end
-return {told, gone, total}
+return {'told', told, 'gone', gone, 'total', total}

@@ -9,7 +9,8 @@
 -- or after `scanLimit` groups, so a poll costs O(min(G, enough, scanLimit)), never O(G).
 -- KEYS: 1 gring, 2 gwaiting, 3 grunning, 4 gcontrol (the queue's)
 -- ARGV: 1 enough (stop when the sum reaches it), 2 scanLimit (most groups looked at)
--- Returns {groupedWaiting, admissible, scanned, ringSize}: admissible is exact when scanned =
+-- Returns name/value pairs waiting (grouped waiting jobs), admissible, scanned, ring (the ring's
+-- size): admissible is exact when scanned =
 -- ringSize or admissible ≥ enough, else the sum over the first `scanned` groups of the ring.
 local enough, scanLimit = tonumber(ARGV[1]) or 0, tonumber(ARGV[2]) or 0
 local waiting = math.max(0, tonumber(redis.call('HGET', KEYS[2], '')) or 0)
@@ -44,4 +45,4 @@ while admissible < enough and scanned < math.min(ringSize, scanLimit) do
   end
   scanned = scanned + #names
 end
-return {waiting, admissible, scanned, ringSize}
+return {'waiting', waiting, 'admissible', admissible, 'scanned', scanned, 'ring', ringSize}

@@ -9,7 +9,8 @@
 -- the record's own due time.
 -- KEYS: 1 <Q>finished
 -- ARGV: 1 jobPrefix, 2 now (ms), 3 limit (ids examined per call, 1–5,000)
--- Returns {reclaimed, more}: records deleted, and 1 when index entries are still due.
+-- Returns name/value pairs reclaimed (records deleted) and more (1 when index entries are still
+-- due, else 0).
 --- @include "includes/finished"
 --- @include "includes/variadic"
 
@@ -50,4 +51,4 @@ if rest then redis.call('ZADD', KEYS[1], restScore, table.concat(rest, ' ')) end
 if #doomed > 0 then redis.call('UNLINK', unpack(doomed)) end
 if #later > 0 then redis.call('ZADD', KEYS[1], now + laterMs, table.concat(later, ' ')) end
 local more = redis.call('ZCOUNT', KEYS[1], '-inf', now) > 0 and 1 or 0
-return {#doomed, more}
+return {'reclaimed', #doomed, 'more', more}

@@ -3,14 +3,22 @@
 -- most once — whoever computes it (the worker running the previous tick, a second worker after a
 -- stall, `schedule add`) — and a tick of a schedule removed or replaced meanwhile is not.
 -- KEYS: 1 schedules, 2 ready, 3 delayed, 4 counts, 5 wake, 6 outbox, 7 meta, 8 seq
--- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 name, 5 version ('' = any), 6 tick (ms)
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, queue, now (ms), name, tick
+--       (ms); optional version (the schedule's version the tick was computed for; none = any). A
+--       record that is not a JSON object or lacks a field: ERR_INVALID_RECORD naming it.
 -- Returns 1 when the tick was enqueued, 0 when not (schedule gone or replaced, tick not later).
+--- @include "includes/wire"
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/enqueueJob"
 
-local jobPrefix, queue, now, name, version, tick = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], tonumber(ARGV[6])
+local call, bad = wireRecord('schedule_tick call', ARGV[1])
+bad = bad or wireRequire('schedule_tick call', call,
+  {'jobPrefix', 'string', 'queue', 'string', 'now', 'number', 'name', 'string', 'tick', 'number'})
+if bad then return redis.error_reply(bad) end
+local jobPrefix, queue, now, name, tick = call.jobPrefix, call.queue, call.now, call.name, call.tick
+local version = call.version ~= nil and tostring(call.version) or ''
 local entry = redis.call('HGET', KEYS[1], name)
 if not entry then return 0 end
 local ok, spec = pcall(cjson.decode, entry)

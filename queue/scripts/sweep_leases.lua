@@ -15,13 +15,23 @@
 --
 -- KEYS: 1 inflight, 2 ready, 3 dead, 4 counts, 5 wake, 6 outbox, 7 meta, 8 sweepLock,
 --       9 delayed, 10 workers, 11 sweeper
--- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 maxStalls, 5 limit, 6 lockMs, 7 workerStaleMs,
---       8 gapMs, 9 graceMs (8, 9: '' or 0 = the values last given by a caller that knew them,
---       kept in the sweeper hash; else 15000 and 33000, for the default 30 s lease)
--- Returns {requeued, deadLettered, graceLeftMs}; requeued = deadLettered = -1 when another
--- sweeper holds the mutex. graceLeftMs > 0 while a grace window is open (nothing expired).
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, queue, now (ms), maxStalls,
+--       limit, lockMs, workerStaleMs; optional gapMs, graceMs (absent or 0: the values last given
+--       by a caller that knew them, kept in the sweeper hash; else 15000 and 33000, for the
+--       default 30 s lease). A record that is not a JSON object or lacks a field:
+--       ERR_INVALID_RECORD naming it.
+-- Returns name/value pairs requeued, dead (dead-lettered), graceLeftMs; requeued = dead = -1
+-- when another sweeper holds the mutex. graceLeftMs > 0 while a grace window is open (nothing
+-- expired).
+--- @include "includes/wire"
 --- @include "includes/sweepLeases"
 
 -- Redis 7 replicates scripts by effects (TIME before writes is fine); 5 and 6 need asking.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
-return sweepLeases(KEYS, ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+local call, bad = wireRecord('sweep_leases call', ARGV[1])
+bad = bad or wireRequire('sweep_leases call', call, {'jobPrefix', 'string', 'queue', 'string', 'now', 'number',
+  'maxStalls', 'number', 'limit', 'number', 'lockMs', 'number', 'workerStaleMs', 'number'})
+if bad then return redis.error_reply(bad) end
+local r = sweepLeases(KEYS, call.jobPrefix, call.queue, call.now, call.maxStalls, call.limit, call.lockMs,
+  call.workerStaleMs, call.gapMs, call.graceMs)
+return {'requeued', r[1], 'dead', r[2], 'graceLeftMs', r[3]}

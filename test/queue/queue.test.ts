@@ -958,17 +958,36 @@ describe("queue protocol (single Redis)", () => {
     const c2 = consumer(redis, q2);
     const [j2] = (await c2.claim(1)).jobs;
     const k = new QueueKeys(q2);
-    const reply = await runScript<[number, string[], number]>(
+    const reply = await runScript<unknown[]>(
       redis,
       "complete_job",
       [k.inflight, k.counts, k.outbox, k.meta],
-      [k.jobPrefix, q2, j2!.id, j2!.token, Date.now(), '{"r":1}', 3600, "", 0, "0", 1, 30_000, "w1"],
+      [
+        JSON.stringify({
+          jobPrefix: k.jobPrefix,
+          queue: q2,
+          id: j2!.id,
+          token: j2!.token,
+          now: Date.now(),
+          retentionSeconds: 3600,
+          claim: 1,
+          leaseMs: 30_000,
+          workerId: "w1",
+        }),
+        '{"r":1}',
+      ],
     );
     const viaBatch = await c1.settle(j1!, { result: { r: 1 }, claim: 1 });
-    assert.equal(reply[0], 1);
+    // (a named reply: settled, then the claim's fields)
+    assert.deepEqual(
+      reply.filter((_, i) => i % 2 === 0),
+      ["settled", "jobs", "nextDueMs", "startSlackMs"],
+    );
+    assert.equal(reply[1], 1);
+    const claimed = reply[3] as string[];
     // (the claim part names its per-job fields first, then the values)
-    assert.equal(reply[1][0]!.split(",")[0], "id");
-    assert.equal(reply[1][1], "two");
+    assert.equal(claimed[0]!.split(",")[0], "id");
+    assert.equal(claimed[1], "two");
     assert.deepEqual(
       viaBatch.jobs.map((j) => j.id),
       ["two"],
@@ -985,7 +1004,18 @@ describe("queue protocol (single Redis)", () => {
       redis,
       "advance_job",
       [k.inflight, k.counts, k.outbox, k.meta, nk.ready, nk.counts, nk.wake],
-      [k.jobPrefix, q2, "two", owned, Date.now(), "2", next, '{"n":2}', "", 0, "0", "", ""],
+      [
+        JSON.stringify({
+          jobPrefix: k.jobPrefix,
+          queue: q2,
+          id: "two",
+          token: owned,
+          now: Date.now(),
+          nextQueue: next,
+        }),
+        "2",
+        '{"n":2}',
+      ],
     );
     assert.equal(adv, 1);
     assert.equal(await c1.advance(j3, 2, `${p1}/b`, { n: 2 }), true);

@@ -72,7 +72,17 @@ function retentionCases(
         redis,
         "complete_job",
         [k.inflight, k.counts, k.outbox, k.meta],
-        [k.jobPrefix, q, single!.id, single!.token, Date.now(), "1", 1, "", 0, "0"],
+        [
+          JSON.stringify({
+            jobPrefix: k.jobPrefix,
+            queue: q,
+            id: single!.id,
+            token: single!.token,
+            now: Date.now(),
+            retentionSeconds: 1,
+          }),
+          "1",
+        ],
       ),
       1,
     );

@@ -73,26 +73,29 @@ describe("scripts at the concurrency ceiling (10,000 jobs in one call)", () => {
     await fill(q, 2 * CEILING);
     const c = consumer(q);
     const { jobs } = await c.claim(CEILING);
-    const args: (string | number)[] = [
-      c.keys.jobPrefix,
-      q,
-      Date.now(),
-      0,
-      "",
-      CEILING,
-      60_000,
-      "w1",
-      "",
-      "",
-      "",
+    const args: string[] = [
+      JSON.stringify({
+        jobPrefix: c.keys.jobPrefix,
+        queue: q,
+        now: Date.now(),
+        claim: CEILING,
+        leaseMs: 60_000,
+        workerId: "w1",
+      }),
     ];
-    for (const j of jobs) args.push(j.id, j.token, "null", "", 0, "0");
-    const [codes, claimed] = await runScript<[number[], string[]]>(
+    for (const j of jobs) args.push(JSON.stringify({ id: j.id, token: j.token }), "null");
+    const reply = await runScript<unknown[]>(
       redis,
       "settle_jobs",
       [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta],
       args,
     );
+    // (a named reply: name/value pairs)
+    assert.deepEqual(
+      reply.filter((_, i) => i % 2 === 0),
+      ["codes", "jobs", "nextDueMs", "startSlackMs"],
+    );
+    const [codes, claimed] = [reply[1] as number[], reply[3] as string[]];
     assert.equal(codes.length, CEILING);
     assert.ok(codes.every((code) => code === 1));
     // (the claim part names its per-job fields first, then the values)

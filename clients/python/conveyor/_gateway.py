@@ -5,8 +5,9 @@ KEYS and ARGV in the order the script's header gives (each order written here on
 async clients run the step (client.py, aio.py). Nothing else builds a script's KEYS or ARGV.
 """
 
+import json
 import time
-from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ._keys import PipelineKeys, QueueKeys
 
@@ -21,6 +22,17 @@ class Script(NamedTuple):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _record(**fields: Any) -> str:
+    """A call's settings as the scripts take them: one named record, a JSON object
+    (queue/scripts/includes/wire.lua). A field that is None is left out: the script's default."""
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _named(reply: Sequence[Any]) -> Dict[str, Any]:
+    """A script's named reply (name/value pairs, an absent field left out) as a dict."""
+    return {str(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
 
 
 # -- enqueue ------------------------------------------------------------------------------------
@@ -82,8 +94,9 @@ def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queu
 # -- jobs ---------------------------------------------------------------------------------------
 
 def cancel_job(pk: PipelineKeys, job_id: str, *, retention_seconds: int) -> Script:
-    """Reply: outcome, state, queue, jobs cancelled (cancelled())."""
-    return Script("cancel_job", [pk.outbox, pk.meta], [pk.job_prefix, job_id, _now_ms(), retention_seconds])
+    """Reply: outcome, state, queue, jobs cancelled, by name (cancel_reply())."""
+    return Script("cancel_job", [pk.outbox, pk.meta],
+                  [_record(jobPrefix=pk.job_prefix, id=job_id, now=_now_ms(), retentionSeconds=retention_seconds or None)])
 
 
 class CancelReply(NamedTuple):
@@ -94,7 +107,8 @@ class CancelReply(NamedTuple):
 
 
 def cancel_reply(reply: Sequence[Any]) -> CancelReply:
-    return CancelReply(str(reply[0]), str(reply[1]), str(reply[2]), int(reply[3]))
+    r = _named(reply)
+    return CancelReply(str(r["outcome"]), str(r.get("state", "")), str(r.get("queue", "")), int(r["jobsCancelled"]))
 
 
 def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Sequence[str]) -> Script:
@@ -123,7 +137,7 @@ def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int)
     return Script(
         "schedule_tick",
         [k.schedules, k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq],
-        [k.job_prefix, k.queue, now, name, version, tick],
+        [_record(jobPrefix=k.job_prefix, queue=k.queue, now=now, name=name, version=str(version) or None, tick=tick)],
     )
 
 

@@ -1,4 +1,5 @@
 --- @include "keys"
+--- @include "wire"
 --- @include "claimJobs"
 
 -- Complete-and-claim (like BullMQ's moveToFinished fetching the next job): a script that
@@ -13,12 +14,26 @@ local function claimForSlots(jobPrefix, queue, now, count, leaseMs, workerId, re
   return claimJobs(claimKeysFor(base, queueKeyPrefix(base, queue)), jobPrefix, queue, now, leaseMs, count, workerId, reads)
 end
 
--- The one-job scripts' form: the caller appends `count leaseMs workerId [reads]` after the
--- script's own `nArgs` arguments. Without them the script returns `settled` alone; with them
--- {settled, jobs, nextDueMs, startSlackMs, refusedLayout}.
-local function settleAndClaim(argv, settled, nArgs, jobPrefix, queue, now)
-  local count = tonumber(argv[nArgs + 1] or '')
-  if count == nil then return settled end
-  local claimed = claimForSlots(jobPrefix, queue, now, count, tonumber(argv[nArgs + 2]), argv[nArgs + 3], tonumber(argv[nArgs + 4] or ''))
-  return {settled, claimed[1], claimed[2], claimed[3], claimed[4]}
+-- A named reply's claim part: `reply` (name/value pairs so far) gains jobs, nextDueMs,
+-- startSlackMs and, only when the claim was refused, refusedLayout.
+local function namedClaimReply(reply, claimed)
+  local n = #reply
+  reply[n + 1], reply[n + 2] = 'jobs', claimed[1]
+  reply[n + 3], reply[n + 4] = 'nextDueMs', claimed[2]
+  reply[n + 5], reply[n + 6] = 'startSlackMs', claimed[3] or 0
+  if claimed[4] then reply[n + 7], reply[n + 8] = 'refusedLayout', claimed[4] end
+  return reply
+end
+
+-- The one-job scripts' form: a record with `claim` (jobs to claim, 0 = none), `leaseMs`,
+-- `workerId` and optional `readsLayout` also claims. Without `claim` the script returns
+-- `settled` alone; with it name/value pairs settled, then the claim's (namedClaimReply).
+local function settleAndClaimProblem(what, call)
+  if call.claim == nil then return nil end
+  return wireRequire(what, call, {'claim', 'number', 'leaseMs', 'number', 'workerId', 'string'})
+end
+local function settleAndClaim(call, settled, jobPrefix, queue, now)
+  if call.claim == nil then return settled end
+  local claimed = claimForSlots(jobPrefix, queue, now, call.claim, call.leaseMs, call.workerId, call.readsLayout)
+  return namedClaimReply({'settled', settled}, claimed)
 end

@@ -1,0 +1,343 @@
+// The scripts' named wire form against a real Redis (docs/protocol.md, "How the scripts are
+// called"): a call's settings and each job travel as a named JSON record, an optional field left
+// out; every reply names its fields; a malformed record is refused naming what is wrong, with
+// nothing written.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  Consumer,
+  PipelineKeys,
+  QueueKeys,
+  type Producer,
+  type QueueAdmin,
+  type RedisClient,
+} from "../../queue/index.ts";
+import { sweepKeys } from "../../queue/gateway.ts";
+import { runScript } from "../../queue/scripts.ts";
+import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
+
+/** A named reply's name/value pairs as an object. */
+function named(pairs: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < pairs.length; i += 2) out[String(pairs[i])] = pairs[i + 1];
+  return out;
+}
+
+describe("named records on the wire", () => {
+  let server: RedisServer;
+  let redis: RedisClient;
+  let producer: Producer;
+  let admin: QueueAdmin;
+  let n = 0;
+  const fresh = () => `wire${++n}`;
+  const consumer = (queue: string) =>
+    new Consumer(redis, queue, { workerId: "w1", leaseMs: 60_000, retentionSeconds: 0 });
+
+  before(async () => {
+    ({ server, redis, producer, admin } = await startQueueRedis());
+  });
+  after(() => stopQueueRedis({ server, redis }));
+
+  test("settle_jobs: the required fields alone settle a job; the reply names codes and the claim", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const reply = await runScript<unknown[]>(
+      redis,
+      "settle_jobs",
+      [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta],
+      [
+        JSON.stringify({
+          jobPrefix: c.keys.jobPrefix,
+          queue: q,
+          now: Date.now(),
+          claim: 1,
+          leaseMs: 60_000,
+          workerId: "w1",
+        }),
+        // (a JSON null counts as left out)
+        JSON.stringify({ id: a!.id, token: a!.token, contentHash: null }),
+        '{"r":1}',
+      ],
+    );
+    const r = named(reply);
+    assert.deepEqual(Object.keys(r), ["codes", "jobs", "nextDueMs", "startSlackMs"]);
+    assert.deepEqual(r.codes, [1]);
+    assert.equal((r.jobs as string[])[1], "b");
+    assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("settle_jobs: a malformed call or job record is refused naming it, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const keys = [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta];
+    const callRecord = JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: Date.now() });
+    const job = JSON.stringify({ id: a!.id, token: a!.token });
+    for (const [args, message] of [
+      [["not json", job, "1"], /ERR_INVALID_RECORD settle_jobs call is not a JSON object: not json/],
+      [
+        [JSON.stringify({ queue: q, now: 1 }), job, "1"],
+        /ERR_INVALID_RECORD settle_jobs call: field jobPrefix must be a string, got none/,
+      ],
+      [
+        [callRecord, JSON.stringify({ id: a!.id, token: 7 }), "1"],
+        /ERR_INVALID_RECORD settle_jobs job a: field token must be a string, got number/,
+      ],
+      [[callRecord, job], /ERR_INVALID_RECORD settle_jobs job a: its texts are missing/],
+      [
+        [JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: 1, claim: 1 }), job, "1"],
+        /field leaseMs must be a number, got none/,
+      ],
+    ] as const)
+      await assert.rejects(runScript(redis, "settle_jobs", keys, [...args]), message);
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(await c.complete(a!, 1), true);
+  });
+
+  test("fail_job and release_job: one record, optional fields left out; a malformed one is refused naming it", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "f", data: 1 },
+      { id: "r", data: 2 },
+    ]);
+    const c = consumer(q);
+    const [f, r] = (await c.claim(2)).jobs;
+    const k = c.keys;
+    const failKeys = [k.inflight, k.delayed, k.dead, k.counts, k.outbox, k.meta];
+    const releaseKeys = [k.inflight, k.ready, k.counts, k.wake, k.outbox, k.meta];
+    const base = { jobPrefix: k.jobPrefix, queue: q, now: Date.now() };
+    for (const [script, keys, args, message] of [
+      ["fail_job", failKeys, ["[1]"], /ERR_INVALID_RECORD fail_job call is not a JSON object: \[1\]/],
+      [
+        "fail_job",
+        failKeys,
+        [JSON.stringify({ ...base, id: "f", token: f!.token })],
+        /fail_job call: field error must be a string, got none/,
+      ],
+      [
+        "release_job",
+        releaseKeys,
+        [JSON.stringify({ ...base, id: "r", token: r!.token, reason: "x" })],
+        /release_job call: field cause must be a string, got none/,
+      ],
+      [
+        "release_job",
+        releaseKeys,
+        [
+          JSON.stringify({
+            ...base,
+            id: "r",
+            token: r!.token,
+            reason: "x",
+            cause: "rateLimited",
+            resource: "api",
+          }),
+        ],
+        /release_job call: field key must be a string, got none/,
+      ],
+    ] as const)
+      await assert.rejects(runScript(redis, script, [...keys], [...args]), message);
+    assert.equal((await admin.counts(q)).inflight, 2);
+    // (no retryable: the failure is final; no templateVersion, details or rejected: none)
+    assert.equal(
+      await runScript(redis, "fail_job", failKeys, [
+        JSON.stringify({ ...base, id: "f", token: f!.token, error: '{"message":"boom"}' }),
+      ]),
+      "dead",
+    );
+    assert.equal(
+      await runScript(redis, "release_job", releaseKeys, [
+        JSON.stringify({ ...base, id: "r", token: r!.token, reason: "draining", cause: "handedBack" }),
+      ]),
+      1,
+    );
+    const counts = await admin.counts(q);
+    assert.deepEqual([counts.dead, counts.ready, counts.inflight], [1, 1, 0]);
+    assert.equal((await admin.job("f", q))?.deadReason, "not retryable: boom");
+  });
+
+  test("complete_job and advance_job: a claim without its lease or a missing text is refused naming it", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const base = { jobPrefix: k.jobPrefix, queue: q, id: "a", token: a!.token, now: Date.now() };
+    await assert.rejects(
+      runScript(
+        redis,
+        "complete_job",
+        [k.inflight, k.counts, k.outbox, k.meta],
+        [JSON.stringify({ ...base, claim: 1 }), "1"],
+      ),
+      /ERR_INVALID_RECORD complete_job call: field leaseMs must be a number, got none/,
+    );
+    const next = new QueueKeys(`${q}x`);
+    await assert.rejects(
+      runScript(
+        redis,
+        "advance_job",
+        [k.inflight, k.counts, k.outbox, k.meta, next.ready, next.counts, next.wake],
+        [JSON.stringify({ ...base, nextQueue: `${q}x` }), "1"],
+      ),
+      /ERR_INVALID_RECORD advance_job: the result and next data \(ARGV 2, 3\) are missing/,
+    );
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(
+      await runScript(
+        redis,
+        "complete_job",
+        [k.inflight, k.counts, k.outbox, k.meta],
+        [JSON.stringify(base), "1"],
+      ),
+      1,
+    );
+    assert.equal((await admin.counts(q)).completed, 1);
+  });
+
+  test("cancel_job, promote_job, cancel_flow: named replies, a field that does not apply left out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "later", delayMs: 60_000 });
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    const promote = (id: string) =>
+      runScript<unknown[]>(
+        redis,
+        "promote_job",
+        [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, id, queue: q, now: Date.now() })],
+      );
+    assert.deepEqual(await promote("nope"), ["outcome", "notFound"]);
+    assert.deepEqual(await promote("later"), ["outcome", "promoted", "state", "delayed"]);
+    assert.deepEqual(await promote("later"), ["outcome", "notDelayed", "state", "ready"]);
+    const cancel = (id: string) =>
+      runScript<unknown[]>(
+        redis,
+        "cancel_job",
+        [p.outbox, p.meta],
+        [JSON.stringify({ jobPrefix: p.jobPrefix, id, now: Date.now() })],
+      );
+    assert.deepEqual(await cancel("nope"), ["outcome", "notFound", "jobsCancelled", 0]);
+    assert.deepEqual(await cancel("later"), [
+      "outcome",
+      "cancelled",
+      "state",
+      "ready",
+      "queue",
+      q,
+      "jobsCancelled",
+      1,
+    ]);
+    assert.deepEqual(
+      await runScript(redis, "cancel_flow", [p.outbox, p.meta, p.flow("none")], [p.jobPrefix, Date.now(), 0]),
+      ["cancelled", -1, "total", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "promote_job",
+        [k.delayed, k.ready, k.wake, k.outbox, k.meta],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, id: "x", queue: q })],
+      ),
+      /ERR_INVALID_RECORD promote_job call: field now must be a number, got none/,
+    );
+  });
+
+  test("a record's text with a lone surrogate is sent as U+FFFD, as a plain argument is, not refused", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    assert.equal(await c.release(a!, "dependency \ud800 down", "deferred"), true);
+    assert.equal(await redis.hget(c.keys.job("a"), "requeued"), "deferred: dependency \ufffd down");
+  });
+
+  test("sweep_leases, reclaim_finished, group_admission, report_progress: named in, named out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const c = consumer(q);
+    const [a] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const sweep = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      now: Date.now(),
+      maxStalls: 1,
+      limit: 100,
+      lockMs: 1,
+      workerStaleMs: 60_000,
+    };
+    const swept = await runScript<unknown[]>(redis, "sweep_leases", sweepKeys(k), [JSON.stringify(sweep)]);
+    assert.deepEqual(swept, ["requeued", 0, "dead", 0, "graceLeftMs", 0]);
+    await assert.rejects(
+      runScript(redis, "sweep_leases", sweepKeys(k), [JSON.stringify({ ...sweep, lockMs: "1" })]),
+      /ERR_INVALID_RECORD sweep_leases call: field lockMs must be a number, got string/,
+    );
+    assert.deepEqual(
+      await runScript(redis, "reclaim_finished", [k.finished], [k.jobPrefix, Date.now(), 10]),
+      ["reclaimed", 0, "more", 0],
+    );
+    assert.deepEqual(
+      await runScript(
+        redis,
+        "group_admission",
+        [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
+        [10, 10],
+      ),
+      ["waiting", 0, "admissible", 0, "scanned", 0, "ring", 0],
+    );
+    // (the fraction is stored as the text the record gives; no message: '')
+    assert.equal(
+      await runScript(
+        redis,
+        "report_progress",
+        [k.outbox, k.meta],
+        [
+          JSON.stringify({
+            jobPrefix: k.jobPrefix,
+            queue: q,
+            id: "a",
+            token: a!.token,
+            now: Date.now(),
+            fraction: "0.1",
+          }),
+        ],
+      ),
+      1,
+    );
+    assert.deepEqual(await redis.hmget(k.job("a"), "progress", "progressMessage"), ["0.1", ""]);
+  });
+
+  test("fan_out: the record counts the children whose texts follow it; a mismatch is refused, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "p" });
+    const c = consumer(q);
+    const [p] = (await c.claim(1)).jobs;
+    const k = c.keys;
+    const n = new QueueKeys(`${q.split("/")[0]}/kids`);
+    const keys = [k.inflight, k.counts, k.outbox, k.meta, n.ready, n.counts, n.wake, k.seq, n.contract];
+    const record = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      id: "p",
+      token: p!.token,
+      now: Date.now(),
+      nextQueue: n.queue,
+      joinQueue: n.queue,
+      children: 2,
+    };
+    await assert.rejects(
+      runScript(redis, "fan_out", keys, [JSON.stringify({ ...record, traced: true }), "1", "2"]),
+      /ERR_INVALID_RECORD fan_out call: 2 children with traces need 4 texts after the record, got 2/,
+    );
+    assert.equal((await admin.counts(q)).inflight, 1);
+    assert.equal(await runScript(redis, "fan_out", keys, [JSON.stringify(record), "1", "2"]), 2);
+    assert.equal((await admin.counts(n.queue)).ready, 2);
+  });
+});
