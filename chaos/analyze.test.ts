@@ -184,6 +184,21 @@ describe("chaos audit", () => {
       assert.equal(a.peaks[0]!.peak, 1);
       // Without the faults the frozen worker's zombie run would read as a breach.
       assert.equal(auditGroupLimits(executions, ends, [], { groupOf, limitOf }).breaches.length, 1);
+      // A run whose lease lapsed in a Redis outage is cut when Redis answered again (its re-run
+      // may start then), not counted on to its late end.
+      const outage = [ex("seq-7", 7, 16, 20_000), ex("seq-7", 8, 17, 23_100)];
+      const outageEnds = new Map([
+        ["7", 24_000],
+        ["8", 23_500],
+      ]);
+      assert.equal(auditGroupLimits(outage, outageEnds, [], { groupOf, limitOf }).breaches.length, 1);
+      const cut = auditGroupLimits(outage, outageEnds, [], {
+        groupOf,
+        limitOf,
+        lapsedAt: new Map([["7", 23_000]]),
+      });
+      assert.deepEqual(cut.breaches, []);
+      assert.equal(cut.cut, 1);
     });
 
     test("a sequence starts its jobs in enqueue order (first executions; a re-run does not count)", () => {
@@ -278,6 +293,11 @@ describe("chaos audit", () => {
     const r = auditRestartReruns(a.duplicates, faults, leaseMs);
     assert.deepEqual(r.outagesMs, [1500, 1500, 2500]);
     assert.equal(r.justified, 3, "lapsed, long, after-reading-long");
+    assert.deepEqual(r.lapsed, [
+      { exec: "1", at: 4500 },
+      { exec: "5", at: 27_500 },
+      { exec: "7", at: 27_500 },
+    ]);
     assert.deepEqual(
       r.unjustified.map((u) => u.id),
       ["unfenced", "renewable", "unread", "after-reading"],

@@ -199,7 +199,7 @@ export interface GroupPeak {
 export interface GroupAudit {
   /** Executions of limited groups looked at. */
   checked: number;
-  /** Of those, cut short at a SIGKILL or SIGSTOP of their worker (their lease may have lapsed). */
+  /** Of those, cut short at a SIGKILL or SIGSTOP of their worker (their lease may have lapsed), or when a Redis outage lapsed their lease. */
   cut: number;
   /** Without an end record and not cut by a fault: counted as ending when they started. */
   unended: number;
@@ -225,6 +225,8 @@ export function auditGroupLimits(
     groupOf: (queue: string, id: string) => string | undefined;
     limitOf: (queue: string, group: string) => number | undefined;
     claimedAt?: Map<string, number>;
+    /** Executions whose lease lapsed in a Redis outage (auditRestartReruns), cut when Redis answered again. */
+    lapsedAt?: Map<string, number>;
   },
 ): GroupAudit {
   const stops = new Map<number, number[]>();
@@ -239,7 +241,10 @@ export function auditGroupLimits(
     audit.checked++;
     const from = Math.min(e.t, opts.claimedAt?.get(e.exec) ?? e.t);
     let end = endsAt.get(e.exec);
-    const fault = (stops.get(e.pid) ?? []).filter((at) => at >= from && (end === undefined || at < end));
+    const lapsed = opts.lapsedAt?.get(e.exec);
+    const fault = [...(stops.get(e.pid) ?? []), ...(lapsed !== undefined ? [lapsed] : [])].filter(
+      (at) => at >= from && (end === undefined || at < end),
+    );
     if (fault.length > 0) {
       end = Math.min(...fault);
       audit.cut++;
@@ -296,6 +301,8 @@ export interface RestartRerunAudit {
   justified: number;
   /** The other re-runs attributed to a restart, each with why it is not. */
   unjustified: { queue: string; id: string; exec: string; why: string }[];
+  /** The justified re-runs' earlier executions, and when Redis, answering again, held them lapsed. */
+  lapsed: { exec: string; at: number }[];
 }
 
 /**
@@ -305,8 +312,9 @@ export interface RestartRerunAudit {
  * fencing token (`fenced`, or `leaseLost` when the worker learned first). A re-run attributed to a
  * restart is justified when some restart between the earlier execution's start and the re-run
  * began with that execution's lease (its token) due before Redis answered again. Without a lease
- * reading for an outage, its leases are taken as due `leaseMs` after it began (the longest a
- * lease can have left), so only an outage longer than a whole lease justifies a re-run.
+ * reading for an outage, or for a lease taken while the reading ran, its leases are taken as due
+ * `leaseMs` after it began (the longest a lease can have left), so only an outage longer than a
+ * whole lease justifies the re-run.
  */
 export function auditRestartReruns(
   duplicates: Duplicate[],
@@ -318,6 +326,7 @@ export function auditRestartReruns(
     outagesMs: restarts.filter((f) => f.end !== undefined).map((f) => f.end! - f.at),
     justified: 0,
     unjustified: [],
+    lapsed: [],
   };
   for (const d of duplicates) {
     if (d.cause !== "redis_restart") continue;
@@ -344,7 +353,10 @@ export function auditRestartReruns(
       miss(`its lease did not run out while Redis was down: ${seen.join(", ") || "no outage"}`);
     } else if (d.earlier.outcome !== "fenced" && d.earlier.outcome !== "leaseLost")
       miss(`the earlier execution's result was not refused (outcome ${d.earlier.outcome ?? "none logged"})`);
-    else audit.justified++;
+    else {
+      audit.justified++;
+      audit.lapsed.push({ exec: d.earlier.exec, at: lapsed.end ?? d.rerun.t });
+    }
   }
   return audit;
 }

@@ -945,6 +945,7 @@ export async function runChaos(o: ChaosOptions, say: (line: string) => void): Pr
       groupOf: (_q, id) => groupOfJob.get(id),
       limitOf,
       claimedAt,
+      lapsedAt: new Map(restarts.lapsed.map((l) => [l.exec, l.at])),
     });
     for (const b of groupAudit.breaches)
       failures.push(
