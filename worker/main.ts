@@ -37,8 +37,10 @@ export async function runWorker(argv: string[]): Promise<number> {
   let signals = 0;
   let worker: QueueWorker | undefined;
   let started = false;
+  let stopped = false;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;
+    if (stopped) return;
     if (started) void worker!.shutdown(signals === 1 ? `${sig}` : `second ${sig}`);
     else log.info({ signal: sig }, "stop requested while starting: no job will be claimed");
   };
@@ -119,8 +121,10 @@ export async function runWorker(argv: string[]): Promise<number> {
   if (signals > 0) void worker.shutdown("stop requested while starting");
   else worker.start();
   await worker.done;
-  process.off("SIGTERM", onSignal);
-  process.off("SIGINT", onSignal);
+  // The listeners stay to the end (they hold no process open): a SIGTERM that arrives while a
+  // worker that drained by itself (--max-jobs, --max-memory-mb) flushes its last logs must not turn
+  // its exit 0 into Node's default 143.
+  stopped = true;
   await tracing?.shutdown();
   // 1: a job running at the drain deadline could not be handed back (Redis unreachable), or the
   // pipeline's layout in force is one this worker does not read.

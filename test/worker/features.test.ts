@@ -138,6 +138,21 @@ describe("pipeline features", () => {
     assert.equal(counters.stalled ?? 0, 0);
   });
 
+  test("a stop signal while a recycled worker exits leaves its exit 0", async () => {
+    const q = "recycle-signal";
+    const w = await worker(q, { CONVEYOR_MAX_JOBS: "1" });
+    await producer.enqueue(q, { sleepMs: 1 }, { id: "s1" });
+    // (its log reaches the file late, written asynchronously: the job's completion says it is time)
+    await waitFor("the job done", async () => (await admin.counts(q)).completed === 1);
+    // Kubernetes may send its SIGTERM at any point of the exit: keep sending until the process is gone.
+    while (w.child.exitCode === null && w.child.signalCode === null) {
+      w.signal("SIGTERM");
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    assert.equal(await w.exited, 0);
+    assert.match(w.logs(), /recycle: 1 jobs done \(max 1\)/);
+  });
+
   test("an open circuit stops claims and closes again after the dependency recovers", async () => {
     const q = "circuit";
     const flag = join(dir, "dependency-down");
