@@ -572,19 +572,30 @@ export async function promoteJob<O extends string>(
   return { outcome: r.outcome, state: r.state ?? "" };
 }
 
-/** Per id in order: its outcome and the state it was in. */
+/** Per id in order: its outcome and the state it was in ('' when none). */
 export async function deleteJobs<O extends string>(
   redis: RedisClient,
   a: { keys: QueueKeys; ids: readonly string[]; now: number },
 ): Promise<{ id: string; outcome: O; state: string }[]> {
   const k = a.keys;
-  const flat = await runScript<string[]>(
+  const replies = await runScript<unknown[][]>(
     redis,
     "delete_jobs",
     [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
-    [k.jobPrefix, k.idempotencyPrefix, k.queue, a.now, ...a.ids],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        idempotencyPrefix: k.idempotencyPrefix,
+        queue: k.queue,
+        now: a.now,
+      }),
+      ...a.ids,
+    ],
   );
-  return a.ids.map((id, i) => ({ id, outcome: flat[2 * i] as O, state: flat[2 * i + 1]! }));
+  return replies.map((pairs) => {
+    const r = named<{ id: string; outcome: O; state?: string }>(pairs);
+    return { id: r.id, outcome: r.outcome, state: r.state ?? "" };
+  });
 }
 
 /** Moves these dead jobs back to ready, or (no `ids`) up to `limit` of the oldest; returns how many moved. */
@@ -593,9 +604,10 @@ export function retryDead(
   a: { keys: QueueKeys; now: number } & ({ ids: readonly string[] } | { limit: number }),
 ): Promise<number> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.now];
-  if ("ids" in a) args.push(a.ids.length, ...a.ids);
-  else args.push(a.limit);
+  const args: ScriptArg[] =
+    "ids" in a
+      ? [wireRecord({ jobPrefix: k.jobPrefix, queue: k.queue, now: a.now }), ...a.ids]
+      : [wireRecord({ jobPrefix: k.jobPrefix, queue: k.queue, now: a.now, limit: a.limit })];
   return runScript<number>(redis, "retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args);
 }
 

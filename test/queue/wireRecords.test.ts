@@ -340,4 +340,67 @@ describe("named records on the wire", () => {
     assert.equal(await runScript(redis, "fan_out", keys, [JSON.stringify(record), "1", "2"]), 2);
     assert.equal((await admin.counts(n.queue)).ready, 2);
   });
+  test("delete_jobs: the required fields and the ids after them; the reply names each id's outcome and state", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
+    const k = new QueueKeys(q);
+    const keys = [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta];
+    const record = {
+      jobPrefix: k.jobPrefix,
+      idempotencyPrefix: k.idempotencyPrefix,
+      queue: q,
+      now: Date.now(),
+    };
+    await assert.rejects(
+      runScript(redis, "delete_jobs", keys, [
+        JSON.stringify({ ...record, idempotencyPrefix: undefined }),
+        "a",
+      ]),
+      /ERR_INVALID_RECORD delete_jobs call: field idempotencyPrefix must be a string, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "delete_jobs", keys, ["a", "b"]),
+      /ERR_INVALID_RECORD delete_jobs call is not a JSON object: a/,
+    );
+    assert.equal((await admin.counts(q)).ready, 2);
+    assert.deepEqual(await runScript(redis, "delete_jobs", keys, [JSON.stringify(record), "a", "none"]), [
+      ["id", "a", "outcome", "deleted", "state", "ready"],
+      // (no state: there was no job)
+      ["id", "none", "outcome", "notFound"],
+    ]);
+    assert.equal((await admin.counts(q)).ready, 1);
+  });
+
+  test("retry_dead: the ids after the record, or the record's limit; neither is refused naming limit", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1, attempts: 1 },
+      { id: "b", data: 2, attempts: 1 },
+    ]);
+    const c = consumer(q);
+    for (const job of (await c.claim(2)).jobs) {
+      assert.equal(
+        await c.fail(job, { name: "Error", message: "x" }, { retryable: true, retryDelayMs: 0 }),
+        "dead",
+      );
+    }
+    const k = c.keys;
+    const keys = [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta];
+    const record = { jobPrefix: k.jobPrefix, queue: q, now: Date.now() };
+    await assert.rejects(
+      runScript(redis, "retry_dead", keys, [JSON.stringify(record)]),
+      /ERR_INVALID_RECORD retry_dead call: field limit must be a number when no ids follow, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "retry_dead", keys, [JSON.stringify({ ...record, now: "soon" }), "a"]),
+      /ERR_INVALID_RECORD retry_dead call: field now must be a number, got string/,
+    );
+    assert.equal((await admin.counts(q)).dead, 2);
+    assert.equal(await runScript(redis, "retry_dead", keys, [JSON.stringify(record), "a", "none"]), 1);
+    assert.equal(await runScript(redis, "retry_dead", keys, [JSON.stringify({ ...record, limit: 5 })]), 1);
+    assert.equal((await admin.counts(q)).ready, 2);
+  });
 });

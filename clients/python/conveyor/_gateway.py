@@ -117,8 +117,10 @@ def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Seq
 
 def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int = 0) -> Script:
     """These dead jobs back to ready, or (no `ids`) up to `limit` of the oldest. Reply: how many moved."""
-    args: List[Any] = [k.job_prefix, k.queue, _now_ms()]
-    args += [len(ids), *ids] if ids is not None else [limit]
+    if ids is not None:
+        args: List[Any] = [_record(jobPrefix=k.job_prefix, queue=k.queue, now=_now_ms()), *ids]
+    else:
+        args = [_record(jobPrefix=k.job_prefix, queue=k.queue, now=_now_ms(), limit=limit)]
     return Script("retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args)
 
 
