@@ -722,7 +722,7 @@ export async function resourceSet(
     keys: readonly { id: string; limits: string }[];
   },
 ): Promise<void> {
-  const args: string[] = [a.ceiling];
+  const args: string[] = [wireRecord({ ceiling: a.ceiling })];
   for (const key of a.keys) args.push(key.id, key.limits);
   await runScript(redis, "resource_set", [a.pipeline.resource(a.name), a.pipeline.resources], args);
 }
@@ -751,9 +751,9 @@ export async function resourceUsage(
   ),
 ): Promise<void> {
   const keys = [a.pipeline.resource(a.name)];
-  const args: string[] = [a.key, String(a.at), String(a.now)];
-  if ("benchUntilMs" in a) args.push("+bench", String(a.benchUntilMs));
-  else {
+  const benchUntilMs = "benchUntilMs" in a ? a.benchUntilMs : undefined;
+  const args: string[] = [wireRecord({ key: a.key, at: a.at, now: a.now, benchUntilMs })];
+  if (!("benchUntilMs" in a)) {
     keys.push(a.queue.groupBudget);
     for (const [unit, delta] of a.deltas) args.push(unit, String(delta));
   }

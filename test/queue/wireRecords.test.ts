@@ -403,4 +403,58 @@ describe("named records on the wire", () => {
     assert.equal(await runScript(redis, "retry_dead", keys, [JSON.stringify({ ...record, limit: 5 })]), 1);
     assert.equal((await admin.counts(q)).ready, 2);
   });
+  test("resource_set and resource_usage: one record, the keys or corrections after it; a malformed one is refused naming it", async () => {
+    const p = new PipelineKeys(`wireres${++n}`);
+    const keys = [p.resource("llm"), p.resources];
+    await assert.rejects(
+      runScript(redis, "resource_set", keys, [JSON.stringify({ ceiling: 0.5 }), "k1", "tokens=100/60000"]),
+      /ERR_INVALID_RECORD resource_set call: field ceiling must be a string, got number/,
+    );
+    assert.equal(await redis.exists(p.resource("llm")), 0);
+    assert.equal(
+      await runScript(redis, "resource_set", keys, [
+        JSON.stringify({ ceiling: "0.5" }),
+        "k1",
+        "tokens=100/60000",
+      ]),
+      1,
+    );
+    assert.deepEqual(await redis.hmget(p.resource("llm"), "ceiling", "keys"), ["0.5", "k1"]);
+    const usage = { key: "k1", at: Date.now(), now: Date.now() };
+    await assert.rejects(
+      runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, at: undefined }), "tokens", "5"],
+      ),
+      /ERR_INVALID_RECORD resource_usage call: field at must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, benchUntilMs: "later" })],
+      ),
+      /ERR_INVALID_RECORD resource_usage call: field benchUntilMs must be a number, got string/,
+    );
+    assert.deepEqual(await redis.hmget(p.resource("llm"), "log:k1:tokens", "bench:k1"), [null, null]);
+    assert.equal(
+      await runScript(redis, "resource_usage", [p.resource("llm")], [JSON.stringify(usage), "tokens", "5"]),
+      1,
+    );
+    assert.notEqual(await redis.hget(p.resource("llm"), "log:k1:tokens"), null);
+    const until = Date.now() + 60_000;
+    assert.equal(
+      await runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, benchUntilMs: until })],
+      ),
+      1,
+    );
+    assert.equal(await redis.hget(p.resource("llm"), "bench:k1"), String(until));
+  });
 });

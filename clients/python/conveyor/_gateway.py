@@ -149,7 +149,7 @@ def group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Scr
 
 def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Sequence[str]]) -> Script:
     """`keys`: each key's id and its limits as `unit=max/windowMs,…`."""
-    args: List[Any] = [ceiling]
+    args: List[Any] = [_record(ceiling=ceiling)]
     for key_id, limits in keys:
         args += [key_id, limits]
     return Script("resource_set", [pk.resource(name), pk.resources], args)
@@ -162,4 +162,4 @@ def resource_remove(pk: PipelineKeys, name: str) -> Script:
 
 def resource_bench(pk: PipelineKeys, name: str, key: str, *, until_ms: int) -> Script:
     """resource_usage's bench form: `key` admits nothing until `until_ms`, for every worker."""
-    return Script("resource_usage", [pk.resource(name)], [key, "0", str(_now_ms()), "+bench", str(until_ms)])
+    return Script("resource_usage", [pk.resource(name)], [_record(key=key, at=0, now=_now_ms(), benchUntilMs=until_ms)])
