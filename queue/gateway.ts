@@ -432,7 +432,7 @@ export async function reclaimFinished(
   return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
 }
 
-/** sweep_leases' settings by name (fields of its record; poll_queues' ARGV 3–8). */
+/** sweep_leases' settings by name (fields of its record and of poll_queues'). */
 export interface SweepSettings {
   maxStalls: number;
   limit: number;
@@ -457,10 +457,6 @@ export function sweepKeys(k: QueueKeys): string[] {
     k.workers,
     k.sweeper,
   ];
-}
-
-export function sweepSettingArgs(s: SweepSettings): number[] {
-  return [s.maxStalls, s.limit, s.lockMs, s.workerStaleMs, s.gapMs, s.graceMs];
 }
 
 /** sweep_leases' reply: requeued (-1: another sweeper held the mutex), dead-lettered, grace left (ms). */
@@ -497,28 +493,35 @@ export async function sweepLeases(
 // ---- Counts and the operator's poll ----
 
 /** backlog_counts' reply (poll_queues' first 11 values of a queue, then the waiting children). */
-export type CountsReply = [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number?,
-  number?,
-  number?,
-  number?,
-];
+/** backlog_counts' reply by name (poll_queues' counts of a queue). */
+export interface CountsReply {
+  ready: number;
+  delayed: number;
+  dueDelayed: number;
+  inflight: number;
+  dead: number;
+  completed: number;
+  enqueued: number;
+  waitingForBudget: number;
+  ended: number;
+  runMs: number;
+  waitingChildren: number;
+  /** Absent when nothing ready has a createdAt. */
+  oldestReadyAt?: number;
+}
 
-export function backlogCounts(redis: RedisClient, a: { keys: QueueKeys; now: number }): Promise<CountsReply> {
+export async function backlogCounts(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number },
+): Promise<CountsReply> {
   const k = a.keys;
-  return runScript<CountsReply>(
-    redis,
-    "backlog_counts",
-    [k.ready, k.delayed, k.inflight, k.dead, k.counts],
-    [a.now, k.jobPrefix],
+  return named<CountsReply>(
+    await runScript<unknown[]>(
+      redis,
+      "backlog_counts",
+      [k.ready, k.delayed, k.inflight, k.dead, k.counts],
+      [wireRecord({ jobPrefix: k.jobPrefix, now: a.now })],
+    ),
   );
 }
 
@@ -536,22 +539,50 @@ export function polledQueue(k: QueueKeys): PolledQueue {
   return { queue: k.queue, keys: sweepKeys(k), args: [k.jobPrefix, k.queue] };
 }
 
-/** A queue's poll_queues reply: its counts part and its sweep part (one value: an error's text). */
-export type PollPart = (number | string)[];
+/** A queue's poll_queues reply: its counts, control and (when asked) sweep, or why a part failed. */
+export interface PollReply extends Partial<CountsReply> {
+  paused?: number;
+  /** The rate limit as stored, `<max>/<windowMs>`. */
+  rate?: string;
+  groupedWaiting?: number;
+  sweep?: SweepReply;
+  /** The counts' read failed (a key of the wrong type): its message. */
+  error?: string;
+  sweepError?: string;
+}
 
-/** One poll_queues call for `queues` (all on one node): per queue its counts and sweep parts. */
+/** One poll_queues call for `queues` (all on one node): per queue its reply by name. */
 export async function pollQueues(
   redis: RedisClient,
   a: { now: number; sweep: boolean; settings: SweepSettings; queues: readonly PolledQueue[] },
-): Promise<{ counts: PollPart; swept: PollPart }[]> {
+): Promise<PollReply[]> {
   const keys: string[] = [];
-  const args: ScriptArg[] = [a.now, a.sweep ? 1 : 0, ...sweepSettingArgs(a.settings)];
+  const s = a.settings;
+  const args: ScriptArg[] = [
+    wireRecord(
+      a.sweep
+        ? {
+            now: a.now,
+            sweep: true,
+            maxStalls: s.maxStalls,
+            limit: s.limit,
+            lockMs: s.lockMs,
+            workerStaleMs: s.workerStaleMs,
+            gapMs: s.gapMs || undefined,
+            graceMs: s.graceMs || undefined,
+          }
+        : { now: a.now },
+    ),
+  ];
   for (const q of a.queues) {
     keys.push(...q.keys);
     args.push(...q.args);
   }
-  const replies = await runScript<[PollPart, PollPart][]>(redis, "poll_queues", keys, args);
-  return replies.map(([counts, swept]) => ({ counts, swept }));
+  const replies = await runScript<unknown[][]>(redis, "poll_queues", keys, args);
+  return replies.map((pairs) => {
+    const r = named<PollReply & { sweep?: unknown[] }>(pairs);
+    return r.sweep ? { ...r, sweep: named<SweepReply>(r.sweep) } : r;
+  });
 }
 
 // ---- Admin ----

@@ -457,4 +457,63 @@ describe("named records on the wire", () => {
     );
     assert.equal(await redis.hget(p.resource("llm"), "bench:k1"), String(until));
   });
+  test("backlog_counts and poll_queues: named in, named out, a field that does not apply left out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const k = new QueueKeys(q);
+    const counts = named(
+      await runScript<unknown[]>(
+        redis,
+        "backlog_counts",
+        [k.ready, k.delayed, k.inflight, k.dead, k.counts],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, now: Date.now() })],
+      ),
+    );
+    assert.equal(counts.ready, 1);
+    assert.equal(counts.enqueued, 1);
+    assert.ok((counts.oldestReadyAt as number) > 0);
+    await assert.rejects(
+      runScript(redis, "backlog_counts", [k.ready, k.delayed, k.inflight, k.dead, k.counts], ['{"now":1}']),
+      /ERR_INVALID_RECORD backlog_counts call: field jobPrefix must be a string, got none/,
+    );
+    const empty = new QueueKeys(fresh());
+    const keys = [...sweepKeys(k), ...sweepKeys(empty)];
+    const queues = [k.jobPrefix, q, empty.jobPrefix, empty.queue];
+    const polls = (
+      await runScript<unknown[][]>(redis, "poll_queues", keys, [
+        JSON.stringify({ now: Date.now() }),
+        ...queues,
+      ])
+    ).map(named);
+    assert.equal(polls[0]!.ready, 1);
+    assert.equal(polls[0]!.groupedWaiting, 0);
+    // (not paused, no rate limit, no sweep asked: left out; nothing ready: no oldestReadyAt)
+    for (const absent of ["paused", "rate", "sweep", "oldestReadyAt"])
+      assert.ok(!(absent in polls[1]!), absent);
+    await assert.rejects(
+      runScript(redis, "poll_queues", keys, [
+        JSON.stringify({ now: Date.now(), sweep: true, maxStalls: 1 }),
+        ...queues,
+      ]),
+      /ERR_INVALID_RECORD poll_queues call: field limit must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "poll_queues", keys, [JSON.stringify({ now: Date.now(), sweep: "1" }), ...queues]),
+      /ERR_INVALID_RECORD poll_queues call: field sweep must be a boolean, got string/,
+    );
+    assert.equal(await redis.exists(k.sweeper), 0);
+    const sweep = {
+      now: Date.now(),
+      sweep: true,
+      maxStalls: 1,
+      limit: 100,
+      lockMs: 1,
+      workerStaleMs: 60_000,
+    };
+    const [swept] = await runScript<unknown[][]>(redis, "poll_queues", keys, [
+      JSON.stringify(sweep),
+      ...queues,
+    ]);
+    assert.deepEqual(named(swept!).sweep, ["requeued", 0, "dead", 0, "graceLeftMs", 0]);
+  });
 });
