@@ -821,17 +821,36 @@ export async function cancelJob<O extends string>(
   };
 }
 
-/** Per id in order: `fields` of its record (`whole`: every field, as name/value pairs). */
-export function jobStates<R>(
+/**
+ * A job_states reply for one key: `type` when it is not a hash (`none`: no such key), else the
+ * fields read that the record has and, asked `whole` for an ended job, its whole record.
+ */
+export interface JobStateReply {
+  type?: string;
+  fields: Record<string, string>;
+  record?: Record<string, string>;
+}
+
+/** Per id in order: `fields` of its record (`whole`: an ended job's every field). */
+export async function jobStates(
   redis: RedisClient,
   a: { pipeline: PipelineKeys; ids: readonly string[]; whole: boolean; fields: readonly string[] },
-): Promise<R[]> {
-  return runScript<R[]>(
+): Promise<JobStateReply[]> {
+  const replies = await runScript<unknown[][]>(
     redis,
     "job_states",
     a.ids.map((id) => a.pipeline.job(id)),
-    [a.whole ? "1" : "0", ...a.fields],
+    [wireRecord({ whole: a.whole || undefined }), ...a.fields],
   );
+  return replies.map((pairs) => {
+    const { type, record, ...fields } = named<Record<string, string> & { type?: string; record?: string[] }>(
+      pairs,
+    );
+    const out: JobStateReply = { fields };
+    if (type !== undefined) out.type = type;
+    if (record) out.record = named<Record<string, string>>(record);
+    return out;
+  });
 }
 
 // ---- Enqueue ----

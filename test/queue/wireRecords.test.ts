@@ -516,4 +516,35 @@ describe("named records on the wire", () => {
     ]);
     assert.deepEqual(named(swept!).sweep, ["requeued", 0, "dead", 0, "graceLeftMs", 0]);
   });
+  test("job_states: per key its fields by name, a missing one left out; type for a key that is not a hash", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "open", data: 1 },
+      { id: "done", data: 2 },
+    ]);
+    // (records kept after they end)
+    const c = new Consumer(redis, q, { workerId: "w1", leaseMs: 60_000 });
+    for (const job of (await c.claim(2)).jobs)
+      if (job.id === "done") assert.equal(await c.complete(job, 7), true);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    await redis.set(p.job("str"), "x");
+    const keys = ["open", "done", "none", "str"].map((id) => p.job(id));
+    const replies = await runScript<unknown[][]>(redis, "job_states", keys, [
+      JSON.stringify({ whole: true }),
+      "queue",
+      "deadReason",
+    ]);
+    assert.deepEqual(replies[0], ["state", "active", "queue", q]);
+    assert.deepEqual(replies[1]!.slice(0, 4), ["state", "completed", "queue", q]);
+    assert.equal(replies[1]![4], "record");
+    assert.equal(named(replies[1]![5] as unknown[]).result, "7");
+    assert.deepEqual(replies[2], ["type", "none"]);
+    assert.deepEqual(replies[3], ["type", "string"]);
+    // (no whole: no record)
+    assert.deepEqual(await runScript(redis, "job_states", [p.job("done")], ["{}"]), [["state", "completed"]]);
+    await assert.rejects(
+      runScript(redis, "job_states", keys, [JSON.stringify({ whole: 1 })]),
+      /ERR_INVALID_RECORD job_states call: field whole must be a boolean, got number/,
+    );
+  });
 });

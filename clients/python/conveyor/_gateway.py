@@ -112,7 +112,17 @@ def cancel_reply(reply: Sequence[Any]) -> CancelReply:
 
 
 def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Sequence[str]) -> Script:
-    return Script("job_states", [pk.job(j) for j in ids], ["1" if whole else "0", *fields])
+    """Reply: per key its fields by name (job_state_reply())."""
+    return Script("job_states", [pk.job(j) for j in ids], [_record(whole=whole or None), *fields])
+
+
+def job_state_reply(reply: Sequence[Any]) -> Dict[str, Any]:
+    """One key's job_states reply as a dict: `type` when it is not a hash ('none': no such key),
+    else the fields read that the record has and, for an ended job read whole, `record` (a dict)."""
+    r = _named(reply)
+    if "record" in r:
+        r["record"] = _named(r["record"])
+    return r
 
 
 def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int = 0) -> Script:
