@@ -98,13 +98,20 @@ export interface ClaimArgs {
 
 export async function claimJobs(redis: RedisClient, a: ClaimArgs): Promise<ClaimReply> {
   const k = a.keys;
-  const [jobs, nextDue, slack, refused] = await runScript<[string[], number, number?, number?]>(
-    redis,
-    "claim_jobs",
-    claimKeys(k),
-    [k.jobPrefix, k.queue, a.now, a.leaseMs, a.count, a.workerId, a.readsLayout],
+  const r = named<{ jobs: string[]; nextDueMs: number; startSlackMs: number; refusedLayout?: number }>(
+    await runScript<unknown[]>(redis, "claim_jobs", claimKeys(k), [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        leaseMs: a.leaseMs,
+        count: a.count,
+        workerId: a.workerId,
+        readsLayout: a.readsLayout,
+      }),
+    ]),
   );
-  return claimReply(jobs, nextDue, slack, refused);
+  return claimReply(r.jobs, r.nextDueMs, r.startSlackMs, r.refusedLayout);
 }
 
 /** One job of a settle_jobs call. */
@@ -211,15 +218,21 @@ export interface RenewReply {
 
 export async function renewLeases(redis: RedisClient, a: RenewArgs): Promise<RenewReply> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, a.now, a.leaseMs, a.workerId, a.report, a.pod];
+  const args: ScriptArg[] = [
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      now: a.now,
+      leaseMs: a.leaseMs,
+      workerId: a.workerId,
+      workerInfo: a.report || undefined,
+      pod: a.pod || undefined,
+    }),
+  ];
   for (const l of a.leases) args.push(l.id, l.token);
-  const [lost, cancelled, cordonedUntil] = await runScript<[string[], string[], string]>(
-    redis,
-    "renew_leases",
-    [k.inflight, k.workers, k.cordon],
-    args,
+  const r = named<{ lost: string[]; cancelled: string[]; cordonedUntil?: string }>(
+    await runScript<unknown[]>(redis, "renew_leases", [k.inflight, k.workers, k.cordon], args),
   );
-  return { lost, cancelled, cordonedUntil };
+  return { lost: r.lost, cancelled: r.cancelled, cordonedUntil: r.cordonedUntil ?? "" };
 }
 
 export interface FanOutArgs {

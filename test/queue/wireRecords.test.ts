@@ -547,4 +547,62 @@ describe("named records on the wire", () => {
       /ERR_INVALID_RECORD job_states call: field whole must be a boolean, got number/,
     );
   });
+  test("claim_jobs and renew_leases: the required fields alone; named replies, cordonedUntil left out when not cordoned", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const k = new QueueKeys(q);
+    const claimKeys = [
+      k.ready,
+      k.delayed,
+      k.inflight,
+      k.dead,
+      k.counts,
+      k.fence,
+      k.wake,
+      k.outbox,
+      k.meta,
+      k.contract,
+    ];
+    const claim = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      now: Date.now(),
+      leaseMs: 60_000,
+      count: 1,
+      workerId: "w1",
+    };
+    await assert.rejects(
+      runScript(redis, "claim_jobs", claimKeys, [JSON.stringify({ ...claim, count: "1" })]),
+      /ERR_INVALID_RECORD claim_jobs call: field count must be a number, got string/,
+    );
+    assert.equal((await admin.counts(q)).ready, 1);
+    const claimed = named(
+      await runScript<unknown[]>(redis, "claim_jobs", claimKeys, [JSON.stringify(claim)]),
+    );
+    assert.deepEqual(Object.keys(claimed), ["jobs", "nextDueMs", "startSlackMs"]);
+    const jobs = claimed.jobs as string[];
+    const names = jobs[0]!.split(",");
+    const token = jobs[1 + names.indexOf("token")]!;
+    const renewKeys = [k.inflight, k.workers, k.cordon];
+    const renew = { jobPrefix: k.jobPrefix, now: Date.now(), leaseMs: 60_000, workerId: "w1" };
+    await assert.rejects(
+      runScript(redis, "renew_leases", renewKeys, [
+        JSON.stringify({ ...renew, workerId: undefined }),
+        "a",
+        token,
+      ]),
+      /ERR_INVALID_RECORD renew_leases call: field workerId must be a string, got none/,
+    );
+    assert.deepEqual(
+      await runScript(redis, "renew_leases", renewKeys, [JSON.stringify(renew), "a", token, "b", "1"]),
+      ["lost", ["b"], "cancelled", []],
+    );
+    await redis.hset(k.cordon, "pod-1", String(Date.now() + 60_000));
+    const cordoned = named(
+      await runScript<unknown[]>(redis, "renew_leases", renewKeys, [
+        JSON.stringify({ ...renew, pod: "pod-1" }),
+      ]),
+    );
+    assert.ok(Number(cordoned.cordonedUntil) > Date.now());
+  });
 });
