@@ -32,6 +32,15 @@ function wireRecord(fields: Record<string, string | number | boolean | undefined
   return JSON.stringify(fields);
 }
 
+// ES2024's string methods, in Node from 20 on, which the library package's lib list (es2023,
+// packages/queue/tsconfig.json) does not declare.
+declare global {
+  interface String {
+    isWellFormed(): boolean;
+    toWellFormed(): string;
+  }
+}
+
 /** A script's named reply — name/value pairs, an absent field left out — as an object. */
 function named<T>(pairs: unknown[]): T {
   const out: Record<string, unknown> = {};
