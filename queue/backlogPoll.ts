@@ -35,37 +35,28 @@ export interface QueuePoll {
   sweep?: SweepResult | Error;
 }
 
-/** backlog_counts' reply (poll_queues' first 11 values of a queue) as QueueCounts. */
+/** backlog_counts' reply (poll_queues' counts of a queue) as QueueCounts. */
 export function countsFromReply(r: CountsReply): QueueCounts {
-  const [
-    ready,
-    delayed,
-    dueDelayed,
-    inflight,
-    dead,
-    completed,
-    oldest,
-    enqueued,
-    budget,
-    ended,
-    runMs,
-    waiting,
-  ] = r.map(Number) as CountsReply;
+  const ready = Number(r.ready);
+  const dueDelayed = Number(r.dueDelayed);
+  const inflight = Number(r.inflight);
   const counts: QueueCounts = {
     ready,
-    delayed,
+    delayed: Number(r.delayed),
     dueDelayed,
     inflight,
-    dead,
-    completed,
+    dead: Number(r.dead),
+    completed: Number(r.completed),
     backlog: ready + dueDelayed + inflight,
+    enqueued: Number(r.enqueued),
+    attemptsEnded: { count: Number(r.ended), runMs: Number(r.runMs) },
   };
-  if (Number.isFinite(enqueued)) counts.enqueued = enqueued;
-  if (Number.isFinite(ended) && Number.isFinite(runMs))
-    counts.attemptsEnded = { count: ended!, runMs: runMs! };
+  const budget = Number(r.waitingForBudget ?? 0);
+  const waiting = Number(r.waitingChildren ?? 0);
+  const oldest = Number(r.oldestReadyAt ?? 0);
   if (budget) counts.waitingForBudget = budget;
   if (waiting) counts.waitingChildren = waiting;
-  if (ready > 0 && Number.isFinite(oldest) && oldest > 0) counts.oldestReadyAt = oldest;
+  if (ready > 0 && oldest > 0) counts.oldestReadyAt = oldest;
   return counts;
 }
 
@@ -81,23 +72,23 @@ async function pollChunk(redis: RedisClient, queues: PolledQueue[], sweep: boole
     settings: sweepSettings(),
     queues,
   });
-  return replies.map(({ counts, swept }) => {
+  return replies.map((r) => {
     const out: QueuePoll =
-      counts.length === 1
-        ? { error: new Error(String(counts[0])) }
+      r.error !== undefined
+        ? { error: new Error(String(r.error)) }
         : {
-            counts: countsFromReply([...counts.slice(0, 11), counts[14] ?? 0] as unknown as CountsReply),
-            control: parseQueueControl((counts[11] as string) || null, (counts[12] as string) || null),
-            groupedWaiting: Number(counts[13] ?? 0),
+            counts: countsFromReply(r as CountsReply),
+            control: parseQueueControl(r.paused ? "1" : null, r.rate ?? null),
+            groupedWaiting: Number(r.groupedWaiting ?? 0),
           };
     if (sweep)
       out.sweep =
-        swept.length === 1
-          ? new Error(String(swept[0]))
+        r.sweepError !== undefined || !r.sweep
+          ? new Error(String(r.sweepError ?? "poll_queues replied no sweep"))
           : sweepResult({
-              requeued: Number(swept[0]),
-              dead: Number(swept[1]),
-              graceLeftMs: Number(swept[2]),
+              requeued: Number(r.sweep.requeued),
+              dead: Number(r.sweep.dead),
+              graceLeftMs: Number(r.sweep.graceLeftMs),
             });
     return out;
   });

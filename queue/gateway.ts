@@ -107,13 +107,20 @@ export interface ClaimArgs {
 
 export async function claimJobs(redis: RedisClient, a: ClaimArgs): Promise<ClaimReply> {
   const k = a.keys;
-  const [jobs, nextDue, slack, refused] = await runScript<[string[], number, number?, number?]>(
-    redis,
-    "claim_jobs",
-    claimKeys(k),
-    [k.jobPrefix, k.queue, a.now, a.leaseMs, a.count, a.workerId, a.readsLayout],
+  const r = named<{ jobs: string[]; nextDueMs: number; startSlackMs: number; refusedLayout?: number }>(
+    await runScript<unknown[]>(redis, "claim_jobs", claimKeys(k), [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        queue: k.queue,
+        now: a.now,
+        leaseMs: a.leaseMs,
+        count: a.count,
+        workerId: a.workerId,
+        readsLayout: a.readsLayout,
+      }),
+    ]),
   );
-  return claimReply(jobs, nextDue, slack, refused);
+  return claimReply(r.jobs, r.nextDueMs, r.startSlackMs, r.refusedLayout);
 }
 
 /** One job of a settle_jobs call. */
@@ -220,15 +227,21 @@ export interface RenewReply {
 
 export async function renewLeases(redis: RedisClient, a: RenewArgs): Promise<RenewReply> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, a.now, a.leaseMs, a.workerId, a.report, a.pod];
+  const args: ScriptArg[] = [
+    wireRecord({
+      jobPrefix: k.jobPrefix,
+      now: a.now,
+      leaseMs: a.leaseMs,
+      workerId: a.workerId,
+      workerInfo: a.report || undefined,
+      pod: a.pod || undefined,
+    }),
+  ];
   for (const l of a.leases) args.push(l.id, l.token);
-  const [lost, cancelled, cordonedUntil] = await runScript<[string[], string[], string]>(
-    redis,
-    "renew_leases",
-    [k.inflight, k.workers, k.cordon],
-    args,
+  const r = named<{ lost: string[]; cancelled: string[]; cordonedUntil?: string }>(
+    await runScript<unknown[]>(redis, "renew_leases", [k.inflight, k.workers, k.cordon], args),
   );
-  return { lost, cancelled, cordonedUntil };
+  return { lost: r.lost, cancelled: r.cancelled, cordonedUntil: r.cordonedUntil ?? "" };
 }
 
 export interface FanOutArgs {
@@ -441,7 +454,7 @@ export async function reclaimFinished(
   return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
 }
 
-/** sweep_leases' settings by name (fields of its record; poll_queues' ARGV 3–8). */
+/** sweep_leases' settings by name (fields of its record and of poll_queues'). */
 export interface SweepSettings {
   maxStalls: number;
   limit: number;
@@ -466,10 +479,6 @@ export function sweepKeys(k: QueueKeys): string[] {
     k.workers,
     k.sweeper,
   ];
-}
-
-export function sweepSettingArgs(s: SweepSettings): number[] {
-  return [s.maxStalls, s.limit, s.lockMs, s.workerStaleMs, s.gapMs, s.graceMs];
 }
 
 /** sweep_leases' reply: requeued (-1: another sweeper held the mutex), dead-lettered, grace left (ms). */
@@ -506,28 +515,35 @@ export async function sweepLeases(
 // ---- Counts and the operator's poll ----
 
 /** backlog_counts' reply (poll_queues' first 11 values of a queue, then the waiting children). */
-export type CountsReply = [
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number,
-  number?,
-  number?,
-  number?,
-  number?,
-];
+/** backlog_counts' reply by name (poll_queues' counts of a queue). */
+export interface CountsReply {
+  ready: number;
+  delayed: number;
+  dueDelayed: number;
+  inflight: number;
+  dead: number;
+  completed: number;
+  enqueued: number;
+  waitingForBudget: number;
+  ended: number;
+  runMs: number;
+  waitingChildren: number;
+  /** Absent when nothing ready has a createdAt. */
+  oldestReadyAt?: number;
+}
 
-export function backlogCounts(redis: RedisClient, a: { keys: QueueKeys; now: number }): Promise<CountsReply> {
+export async function backlogCounts(
+  redis: RedisClient,
+  a: { keys: QueueKeys; now: number },
+): Promise<CountsReply> {
   const k = a.keys;
-  return runScript<CountsReply>(
-    redis,
-    "backlog_counts",
-    [k.ready, k.delayed, k.inflight, k.dead, k.counts],
-    [a.now, k.jobPrefix],
+  return named<CountsReply>(
+    await runScript<unknown[]>(
+      redis,
+      "backlog_counts",
+      [k.ready, k.delayed, k.inflight, k.dead, k.counts],
+      [wireRecord({ jobPrefix: k.jobPrefix, now: a.now })],
+    ),
   );
 }
 
@@ -545,22 +561,50 @@ export function polledQueue(k: QueueKeys): PolledQueue {
   return { queue: k.queue, keys: sweepKeys(k), args: [k.jobPrefix, k.queue] };
 }
 
-/** A queue's poll_queues reply: its counts part and its sweep part (one value: an error's text). */
-export type PollPart = (number | string)[];
+/** A queue's poll_queues reply: its counts, control and (when asked) sweep, or why a part failed. */
+export interface PollReply extends Partial<CountsReply> {
+  paused?: number;
+  /** The rate limit as stored, `<max>/<windowMs>`. */
+  rate?: string;
+  groupedWaiting?: number;
+  sweep?: SweepReply;
+  /** The counts' read failed (a key of the wrong type): its message. */
+  error?: string;
+  sweepError?: string;
+}
 
-/** One poll_queues call for `queues` (all on one node): per queue its counts and sweep parts. */
+/** One poll_queues call for `queues` (all on one node): per queue its reply by name. */
 export async function pollQueues(
   redis: RedisClient,
   a: { now: number; sweep: boolean; settings: SweepSettings; queues: readonly PolledQueue[] },
-): Promise<{ counts: PollPart; swept: PollPart }[]> {
+): Promise<PollReply[]> {
   const keys: string[] = [];
-  const args: ScriptArg[] = [a.now, a.sweep ? 1 : 0, ...sweepSettingArgs(a.settings)];
+  const s = a.settings;
+  const args: ScriptArg[] = [
+    wireRecord(
+      a.sweep
+        ? {
+            now: a.now,
+            sweep: true,
+            maxStalls: s.maxStalls,
+            limit: s.limit,
+            lockMs: s.lockMs,
+            workerStaleMs: s.workerStaleMs,
+            gapMs: s.gapMs || undefined,
+            graceMs: s.graceMs || undefined,
+          }
+        : { now: a.now },
+    ),
+  ];
   for (const q of a.queues) {
     keys.push(...q.keys);
     args.push(...q.args);
   }
-  const replies = await runScript<[PollPart, PollPart][]>(redis, "poll_queues", keys, args);
-  return replies.map(([counts, swept]) => ({ counts, swept }));
+  const replies = await runScript<unknown[][]>(redis, "poll_queues", keys, args);
+  return replies.map((pairs) => {
+    const r = named<PollReply & { sweep?: unknown[] }>(pairs);
+    return r.sweep ? { ...r, sweep: named<SweepReply>(r.sweep) } : r;
+  });
 }
 
 // ---- Admin ----
@@ -581,19 +625,30 @@ export async function promoteJob<O extends string>(
   return { outcome: r.outcome, state: r.state ?? "" };
 }
 
-/** Per id in order: its outcome and the state it was in. */
+/** Per id in order: its outcome and the state it was in ('' when none). */
 export async function deleteJobs<O extends string>(
   redis: RedisClient,
   a: { keys: QueueKeys; ids: readonly string[]; now: number },
 ): Promise<{ id: string; outcome: O; state: string }[]> {
   const k = a.keys;
-  const flat = await runScript<string[]>(
+  const replies = await runScript<unknown[][]>(
     redis,
     "delete_jobs",
     [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta],
-    [k.jobPrefix, k.idempotencyPrefix, k.queue, a.now, ...a.ids],
+    [
+      wireRecord({
+        jobPrefix: k.jobPrefix,
+        idempotencyPrefix: k.idempotencyPrefix,
+        queue: k.queue,
+        now: a.now,
+      }),
+      ...a.ids,
+    ],
   );
-  return a.ids.map((id, i) => ({ id, outcome: flat[2 * i] as O, state: flat[2 * i + 1]! }));
+  return replies.map((pairs) => {
+    const r = named<{ id: string; outcome: O; state?: string }>(pairs);
+    return { id: r.id, outcome: r.outcome, state: r.state ?? "" };
+  });
 }
 
 /** Moves these dead jobs back to ready, or (no `ids`) up to `limit` of the oldest; returns how many moved. */
@@ -602,9 +657,10 @@ export function retryDead(
   a: { keys: QueueKeys; now: number } & ({ ids: readonly string[] } | { limit: number }),
 ): Promise<number> {
   const k = a.keys;
-  const args: ScriptArg[] = [k.jobPrefix, k.queue, a.now];
-  if ("ids" in a) args.push(a.ids.length, ...a.ids);
-  else args.push(a.limit);
+  const args: ScriptArg[] =
+    "ids" in a
+      ? [wireRecord({ jobPrefix: k.jobPrefix, queue: k.queue, now: a.now }), ...a.ids]
+      : [wireRecord({ jobPrefix: k.jobPrefix, queue: k.queue, now: a.now, limit: a.limit })];
   return runScript<number>(redis, "retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args);
 }
 
@@ -719,7 +775,7 @@ export async function resourceSet(
     keys: readonly { id: string; limits: string }[];
   },
 ): Promise<void> {
-  const args: string[] = [a.ceiling];
+  const args: string[] = [wireRecord({ ceiling: a.ceiling })];
   for (const key of a.keys) args.push(key.id, key.limits);
   await runScript(redis, "resource_set", [a.pipeline.resource(a.name), a.pipeline.resources], args);
 }
@@ -748,9 +804,9 @@ export async function resourceUsage(
   ),
 ): Promise<void> {
   const keys = [a.pipeline.resource(a.name)];
-  const args: string[] = [a.key, String(a.at), String(a.now)];
-  if ("benchUntilMs" in a) args.push("+bench", String(a.benchUntilMs));
-  else {
+  const benchUntilMs = "benchUntilMs" in a ? a.benchUntilMs : undefined;
+  const args: string[] = [wireRecord({ key: a.key, at: a.at, now: a.now, benchUntilMs })];
+  if (!("benchUntilMs" in a)) {
     keys.push(a.queue.groupBudget);
     for (const [unit, delta] of a.deltas) args.push(unit, String(delta));
   }
@@ -787,17 +843,36 @@ export async function cancelJob<O extends string>(
   };
 }
 
-/** Per id in order: `fields` of its record (`whole`: every field, as name/value pairs). */
-export function jobStates<R>(
+/**
+ * A job_states reply for one key: `type` when it is not a hash (`none`: no such key), else the
+ * fields read that the record has and, asked `whole` for an ended job, its whole record.
+ */
+export interface JobStateReply {
+  type?: string;
+  fields: Record<string, string>;
+  record?: Record<string, string>;
+}
+
+/** Per id in order: `fields` of its record (`whole`: an ended job's every field). */
+export async function jobStates(
   redis: RedisClient,
   a: { pipeline: PipelineKeys; ids: readonly string[]; whole: boolean; fields: readonly string[] },
-): Promise<R[]> {
-  return runScript<R[]>(
+): Promise<JobStateReply[]> {
+  const replies = await runScript<unknown[][]>(
     redis,
     "job_states",
     a.ids.map((id) => a.pipeline.job(id)),
-    [a.whole ? "1" : "0", ...a.fields],
+    [wireRecord({ whole: a.whole || undefined }), ...a.fields],
   );
+  return replies.map((pairs) => {
+    const { type, record, ...fields } = named<Record<string, string> & { type?: string; record?: string[] }>(
+      pairs,
+    );
+    const out: JobStateReply = { fields };
+    if (type !== undefined) out.type = type;
+    if (record) out.record = named<Record<string, string>>(record);
+    return out;
+  });
 }
 
 // ---- Enqueue ----

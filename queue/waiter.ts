@@ -50,9 +50,6 @@ const RECORD_FIELDS = ["state", "queue", "result", "error", "deadReason", "cance
 /** Records per job_states call: a call holds Redis while it runs (2.5 ms for 1,000 on a busy 2-core machine). */
 const READ_BATCH = 1000;
 
-/** A job_states reply for one key: 0 (no key), its type (not a hash), or the fields read. */
-type RecordReply = 0 | string | (string | null)[];
-
 interface Wait {
   pending: Set<string>;
   jobs: Record<string, JobOutcome>;
@@ -209,7 +206,7 @@ export class JobWaiter {
       if (left.length === 0) break;
       const found = await this.records(p, left, ["state"]);
       const rest: string[] = [];
-      left.forEach((id, i) => (found[i] !== 0 ? push(p, id) : rest.push(id)));
+      left.forEach((id, i) => (found[i]!.type !== "none" ? push(p, id) : rest.push(id)));
       left = rest;
     }
     return left;
@@ -220,13 +217,13 @@ export class JobWaiter {
     pipeline: string,
     ids: readonly string[],
     fields: readonly string[],
-  ): Promise<RecordReply[]> {
+  ): Promise<gateway.JobStateReply[]> {
     const keys = new PipelineKeys(pipeline);
-    const calls: Promise<RecordReply[]>[] = [];
+    const calls: Promise<gateway.JobStateReply[]>[] = [];
     for (let i = 0; i < ids.length; i += READ_BATCH) {
       this.commands++;
       calls.push(
-        gateway.jobStates<RecordReply>(this.redis, {
+        gateway.jobStates(this.redis, {
           pipeline: keys,
           ids: ids.slice(i, i + READ_BATCH),
           whole: false,
@@ -279,9 +276,9 @@ export class JobWaiter {
     const queues: string[] = [];
     const replies = await this.records(pipeline, ids, RECORD_FIELDS);
     ids.forEach((id, k) => {
-      const reply = replies[k];
+      const reply = replies[k]!;
       // (no record, or a key that is not a hash: a malformed record, reported as unknown)
-      const f = Array.isArray(reply) ? reply : [null];
+      const f = reply.type === undefined ? RECORD_FIELDS.map((n) => reply.fields[n] ?? null) : [null];
       const outcome = outcomeOfRecord(id, f);
       if (outcome) for (const w of waits(id)) this.settle(w, outcome);
       else if (f[1]) queues.push(f[1]);

@@ -9,10 +9,13 @@
 -- all finished (`fannedOut` / `joined`), a flow job waiting for its parents (`waiting-children`:
 -- its count and its dependents would be left behind) — cancel it first (cancel_job), then delete it.
 -- KEYS: 1 ready, 2 delayed, 3 dead, 4 counts, 5 outbox, 6 meta
--- ARGV: 1 jobPrefix, 2 idempotencyPrefix (the queue's), 3 queue, 4 now (ms), 5… the ids
--- Returns a flat list, two entries per id: outcome (`deleted`, `refused` or `notFound`: no such
--- job in this queue) and the state the job was in (`malformed` for a job key that is not a hash;
--- '' when not found).
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, idempotencyPrefix (the
+--       queue's), queue, now (ms); 2… the ids. A record that is not a JSON object or lacks a
+--       field: ERR_INVALID_RECORD naming it.
+-- Returns one list per id, in order, of name/value pairs: id, outcome (`deleted`, `refused` or
+-- `notFound`: no such job in this queue) and state, the state the job was in (`malformed` for a
+-- job key that is not a hash; left out when there was none).
+--- @include "includes/wire"
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/fanIn"
@@ -22,8 +25,11 @@
 --- @include "includes/groups"
 --- @include "includes/flow"
 
-local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
-local now = tonumber(ARGV[4])
+local call, bad = wireRecord('delete_jobs call', ARGV[1])
+bad = bad or wireRequire('delete_jobs call', call,
+  {'jobPrefix', 'string', 'idempotencyPrefix', 'string', 'queue', 'string', 'now', 'number'})
+if bad then return redis.error_reply(bad) end
+local jobPrefix, idemPrefix, queue, now = call.jobPrefix, call.idempotencyPrefix, call.queue, call.now
 local base = pipelineBase(jobPrefix)
 local REFUSED = {active = true, fannedOut = true, joined = true, ['waiting-children'] = true}
 local DELETED = '{"name":"DeletedError","message":"deleted"}'
@@ -37,7 +43,7 @@ end
 
 local out = {}
 local deleted = 0
-for i = 5, #ARGV do
+for i = 2, #ARGV do
   local id = ARGV[i]
   local jk = jobKey(jobPrefix, id)
   local f = redis.pcall('HMGET', jk, 'state', 'queue', 'parent', 'trace', 'idempotencyKey', 'finishedAt', 'deadReason', 'group', 'holdsGroup', 'flow', 'flowKey', 'dependents')
@@ -89,8 +95,12 @@ for i = 5, #ARGV do
     end
   end
   if outcome == 'deleted' then deleted = deleted + 1 end
-  out[#out + 1] = outcome
-  out[#out + 1] = state
+  local one = {'id', id, 'outcome', outcome}
+  if state ~= '' then
+    one[5] = 'state'
+    one[6] = state
+  end
+  out[#out + 1] = one
 end
 if deleted > 0 then redis.call('HINCRBY', KEYS[4], 'deleted', deleted) end
 return out

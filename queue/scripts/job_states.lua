@@ -2,27 +2,46 @@
 -- (docs/flows.md, "Waiting for results"; queue/waiter.ts, Python Client.wait), which reads
 -- thousands of records and would otherwise send a command per job.
 -- KEYS: the job records (one pipeline's: they share its hash tag)
--- ARGV: 1 whole ('1': an ended job's whole record too), 2… the fields to read (the first is `state`)
--- Returns one reply per key: 0 when there is no such key; the key's type (a string) when it is
--- not a hash; else the fields' values (nil for a missing field), followed, when `whole` is '1'
--- and the job has ended (completed, dead, cancelled), by its whole record as HGETALL's flat
--- list of field, value.
-local whole = ARGV[1] == '1'
-local fields = {}
-for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): optional whole (true: an ended job's whole
+--       record too); 2… the fields to read (`state` is read whether named or not). A record that
+--       is not a JSON object: ERR_INVALID_RECORD naming it.
+-- Returns one list of name/value pairs per key: type, the key's type, when it is not a hash
+-- (`none`: there is no such key); else the fields read that the record has (a missing field left
+-- out), and, when whole and the job has ended (completed, dead, cancelled), record: its whole
+-- record as HGETALL's flat list of field, value.
+--- @include "includes/wire"
+
+local call, bad = wireRecord('job_states call', ARGV[1])
+if not bad and call.whole ~= nil and type(call.whole) ~= 'boolean' then
+  bad = 'ERR_INVALID_RECORD job_states call: field whole must be a boolean, got ' .. type(call.whole)
+end
+if bad then return redis.error_reply(bad) end
+local whole = call.whole == true
+local fields = {'state'}
+for i = 2, #ARGV do
+  if ARGV[i] ~= 'state' then fields[#fields + 1] = ARGV[i] end
+end
 local ENDED = {completed = true, dead = true, cancelled = true}
 local out = {}
 for i, key in ipairs(KEYS) do
   local values = redis.pcall('HMGET', key, unpack(fields))
   if type(values) == 'table' and values.err then
-    out[i] = redis.call('TYPE', key)['ok']
+    out[i] = {'type', redis.call('TYPE', key)['ok']}
   elseif not values[1] and redis.call('EXISTS', key) == 0 then
-    out[i] = 0
+    out[i] = {'type', 'none'}
   else
-    if whole and ENDED[values[1]] then
-      for _, v in ipairs(redis.call('HGETALL', key)) do values[#values + 1] = v end
+    local one = {}
+    for j, name in ipairs(fields) do
+      if values[j] then
+        one[#one + 1] = name
+        one[#one + 1] = values[j]
+      end
     end
-    out[i] = values
+    if whole and ENDED[values[1]] then
+      one[#one + 1] = 'record'
+      one[#one + 1] = redis.call('HGETALL', key)
+    end
+    out[i] = one
   end
 end
 return out

@@ -1,13 +1,20 @@
 -- Create or replace a resource (docs/protocol.md, "Resources"): its ceiling and its keys' limits.
 -- Keys kept keep their window logs, benches and counts; a key left out loses them.
 -- KEYS: 1 <P>res:<name>, 2 <P>resources
--- ARGV: 1 ceiling (0 < c <= 1), then per key: id, limits ('<unit>=<max>/<windowMs>,…')
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): ceiling (0 < c <= 1, the text stored);
+--       then per key: id, limits ('<unit>=<max>/<windowMs>,…'). A record that is not a JSON
+--       object or lacks a field: ERR_INVALID_RECORD naming it.
 -- Returns the number of keys.
+--- @include "includes/wire"
+
+local call, bad = wireRecord('resource_set call', ARGV[1])
+bad = bad or wireRequire('resource_set call', call, {'ceiling', 'string'})
+if bad then return redis.error_reply(bad) end
 local res = KEYS[1]
 local name = string.match(res, ':res:(.+)$')
-local ceiling = tonumber(ARGV[1])
+local ceiling = tonumber(call.ceiling)
 if not ceiling or ceiling <= 0 or ceiling > 1 then return redis.error_reply('ERR_INVALID_RESOURCE ceiling must be in (0, 1]') end
-local ids, wanted, fields = {}, {}, {'ceiling', ARGV[1]}
+local ids, wanted, fields = {}, {}, {'ceiling', call.ceiling}
 for i = 2, #ARGV, 2 do
   local id, limits = ARGV[i], ARGV[i + 1]
   if not limits or not string.match(limits, '^[a-z][a-z0-9_]*=%d+/%d+') then

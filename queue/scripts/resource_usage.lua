@@ -4,13 +4,28 @@
 -- Room freed by a negative delta re-admits the queue's groups waiting for this resource at once
 -- (they take turns in the ring again and a consumer is woken) instead of at their wait time.
 -- KEYS: 1 <P>res:<name>, 2 (optional) <Q>gbudget of the job's queue
--- ARGV: 1 key id, 2 at (the reservation's time, ms), 3 now (ms), then pairs: unit, delta
---       (integer, may be negative), or `+bench`, until (ms): the key admits nothing until then
--- Returns the number of pairs applied (0 when the resource or key is gone).
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): key (its id), at (the reservation's
+--       time, ms), now (ms), optional benchUntilMs (the key admits nothing until then; no pairs
+--       follow); 2… pairs: unit, delta (integer, may be negative). A record that is not a JSON
+--       object or lacks a field: ERR_INVALID_RECORD naming it.
+-- Returns the number of corrections applied, the bench counting one (0 when the resource or key
+-- is gone).
+--- @include "includes/wire"
 --- @include "includes/resources"
 --- @include "includes/groups"
 
-local applied, freed = resourceCorrect(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV, 4)
+local call, bad = wireRecord('resource_usage call', ARGV[1])
+bad = bad or wireRequire('resource_usage call', call, {'key', 'string', 'at', 'number', 'now', 'number'})
+if not bad and call.benchUntilMs ~= nil and type(call.benchUntilMs) ~= 'number' then
+  bad = 'ERR_INVALID_RECORD resource_usage call: field benchUntilMs must be a number, got ' .. type(call.benchUntilMs)
+end
+if bad then return redis.error_reply(bad) end
+local applied, freed
+if call.benchUntilMs then
+  applied, freed = resourceCorrect(KEYS[1], call.key, call.at, call.now, {'+bench', call.benchUntilMs}, 1)
+else
+  applied, freed = resourceCorrect(KEYS[1], call.key, call.at, call.now, ARGV, 2)
+end
 if freed and KEYS[2] then
   local name = string.match(KEYS[1], ':res:(.+)$')
   local q = string.sub(KEYS[2], 1, #KEYS[2] - 7)

@@ -1,23 +1,31 @@
 -- Move dead-lettered jobs back to ready with fresh attempt and stall budgets.
 -- KEYS: 1 dead, 2 ready, 3 counts, 4 wake, 5 outbox, 6 meta
--- ARGV: 1 jobPrefix, 2 queue, 3 now (ms), 4 limit, then optional ids (none = oldest `limit`)
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, queue, now (ms), optional
+--       limit; 2… the ids, or none: the oldest `limit` (required then). A record that is not a
+--       JSON object or lacks a field: ERR_INVALID_RECORD naming it.
 -- A job that blocked its group (a sequence that stops at a dead job) goes back to the head of
 -- its group, which is resumed.
 -- Returns the number of jobs moved; entries without a usable record (no data, no numeric
 -- score, not a hash) stay dead.
+--- @include "includes/wire"
 --- @include "includes/keys"
 --- @include "includes/numbers"
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/readyLine"
 
-local jobPrefix, queue = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
+local call, bad = wireRecord('retry_dead call', ARGV[1])
+bad = bad or wireRequire('retry_dead call', call, {'jobPrefix', 'string', 'queue', 'string', 'now', 'number'})
+if not bad and #ARGV == 1 and type(call.limit) ~= 'number' then
+  bad = 'ERR_INVALID_RECORD retry_dead call: field limit must be a number when no ids follow, got ' .. (call.limit == nil and 'none' or type(call.limit))
+end
+if bad then return redis.error_reply(bad) end
+local jobPrefix, queue, now = call.jobPrefix, call.queue, call.now
 local ids = {}
-if #ARGV > 4 then
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
+if #ARGV > 1 then
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
 else
-  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+  ids = redis.call('ZRANGE', KEYS[1], 0, call.limit - 1)
 end
 local moved = 0
 for _, id in ipairs(ids) do

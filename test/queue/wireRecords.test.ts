@@ -340,4 +340,269 @@ describe("named records on the wire", () => {
     assert.equal(await runScript(redis, "fan_out", keys, [JSON.stringify(record), "1", "2"]), 2);
     assert.equal((await admin.counts(n.queue)).ready, 2);
   });
+  test("delete_jobs: the required fields and the ids after them; the reply names each id's outcome and state", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
+    const k = new QueueKeys(q);
+    const keys = [k.ready, k.delayed, k.dead, k.counts, k.outbox, k.meta];
+    const record = {
+      jobPrefix: k.jobPrefix,
+      idempotencyPrefix: k.idempotencyPrefix,
+      queue: q,
+      now: Date.now(),
+    };
+    await assert.rejects(
+      runScript(redis, "delete_jobs", keys, [
+        JSON.stringify({ ...record, idempotencyPrefix: undefined }),
+        "a",
+      ]),
+      /ERR_INVALID_RECORD delete_jobs call: field idempotencyPrefix must be a string, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "delete_jobs", keys, ["a", "b"]),
+      /ERR_INVALID_RECORD delete_jobs call is not a JSON object: a/,
+    );
+    assert.equal((await admin.counts(q)).ready, 2);
+    assert.deepEqual(await runScript(redis, "delete_jobs", keys, [JSON.stringify(record), "a", "none"]), [
+      ["id", "a", "outcome", "deleted", "state", "ready"],
+      // (no state: there was no job)
+      ["id", "none", "outcome", "notFound"],
+    ]);
+    assert.equal((await admin.counts(q)).ready, 1);
+  });
+
+  test("retry_dead: the ids after the record, or the record's limit; neither is refused naming limit", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1, attempts: 1 },
+      { id: "b", data: 2, attempts: 1 },
+    ]);
+    const c = consumer(q);
+    for (const job of (await c.claim(2)).jobs) {
+      assert.equal(
+        await c.fail(job, { name: "Error", message: "x" }, { retryable: true, retryDelayMs: 0 }),
+        "dead",
+      );
+    }
+    const k = c.keys;
+    const keys = [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta];
+    const record = { jobPrefix: k.jobPrefix, queue: q, now: Date.now() };
+    await assert.rejects(
+      runScript(redis, "retry_dead", keys, [JSON.stringify(record)]),
+      /ERR_INVALID_RECORD retry_dead call: field limit must be a number when no ids follow, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "retry_dead", keys, [JSON.stringify({ ...record, now: "soon" }), "a"]),
+      /ERR_INVALID_RECORD retry_dead call: field now must be a number, got string/,
+    );
+    assert.equal((await admin.counts(q)).dead, 2);
+    assert.equal(await runScript(redis, "retry_dead", keys, [JSON.stringify(record), "a", "none"]), 1);
+    assert.equal(await runScript(redis, "retry_dead", keys, [JSON.stringify({ ...record, limit: 5 })]), 1);
+    assert.equal((await admin.counts(q)).ready, 2);
+  });
+  test("resource_set and resource_usage: one record, the keys or corrections after it; a malformed one is refused naming it", async () => {
+    const p = new PipelineKeys(`wireres${++n}`);
+    const keys = [p.resource("llm"), p.resources];
+    await assert.rejects(
+      runScript(redis, "resource_set", keys, [JSON.stringify({ ceiling: 0.5 }), "k1", "tokens=100/60000"]),
+      /ERR_INVALID_RECORD resource_set call: field ceiling must be a string, got number/,
+    );
+    assert.equal(await redis.exists(p.resource("llm")), 0);
+    assert.equal(
+      await runScript(redis, "resource_set", keys, [
+        JSON.stringify({ ceiling: "0.5" }),
+        "k1",
+        "tokens=100/60000",
+      ]),
+      1,
+    );
+    assert.deepEqual(await redis.hmget(p.resource("llm"), "ceiling", "keys"), ["0.5", "k1"]);
+    const usage = { key: "k1", at: Date.now(), now: Date.now() };
+    await assert.rejects(
+      runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, at: undefined }), "tokens", "5"],
+      ),
+      /ERR_INVALID_RECORD resource_usage call: field at must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, benchUntilMs: "later" })],
+      ),
+      /ERR_INVALID_RECORD resource_usage call: field benchUntilMs must be a number, got string/,
+    );
+    assert.deepEqual(await redis.hmget(p.resource("llm"), "log:k1:tokens", "bench:k1"), [null, null]);
+    assert.equal(
+      await runScript(redis, "resource_usage", [p.resource("llm")], [JSON.stringify(usage), "tokens", "5"]),
+      1,
+    );
+    assert.notEqual(await redis.hget(p.resource("llm"), "log:k1:tokens"), null);
+    const until = Date.now() + 60_000;
+    assert.equal(
+      await runScript(
+        redis,
+        "resource_usage",
+        [p.resource("llm")],
+        [JSON.stringify({ ...usage, benchUntilMs: until })],
+      ),
+      1,
+    );
+    assert.equal(await redis.hget(p.resource("llm"), "bench:k1"), String(until));
+  });
+  test("backlog_counts and poll_queues: named in, named out, a field that does not apply left out", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const k = new QueueKeys(q);
+    const counts = named(
+      await runScript<unknown[]>(
+        redis,
+        "backlog_counts",
+        [k.ready, k.delayed, k.inflight, k.dead, k.counts],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, now: Date.now() })],
+      ),
+    );
+    assert.equal(counts.ready, 1);
+    assert.equal(counts.enqueued, 1);
+    assert.ok((counts.oldestReadyAt as number) > 0);
+    await assert.rejects(
+      runScript(redis, "backlog_counts", [k.ready, k.delayed, k.inflight, k.dead, k.counts], ['{"now":1}']),
+      /ERR_INVALID_RECORD backlog_counts call: field jobPrefix must be a string, got none/,
+    );
+    const empty = new QueueKeys(fresh());
+    const keys = [...sweepKeys(k), ...sweepKeys(empty)];
+    const queues = [k.jobPrefix, q, empty.jobPrefix, empty.queue];
+    const polls = (
+      await runScript<unknown[][]>(redis, "poll_queues", keys, [
+        JSON.stringify({ now: Date.now() }),
+        ...queues,
+      ])
+    ).map(named);
+    assert.equal(polls[0]!.ready, 1);
+    assert.equal(polls[0]!.groupedWaiting, 0);
+    // (not paused, no rate limit, no sweep asked: left out; nothing ready: no oldestReadyAt)
+    for (const absent of ["paused", "rate", "sweep", "oldestReadyAt"])
+      assert.ok(!(absent in polls[1]!), absent);
+    await assert.rejects(
+      runScript(redis, "poll_queues", keys, [
+        JSON.stringify({ now: Date.now(), sweep: true, maxStalls: 1 }),
+        ...queues,
+      ]),
+      /ERR_INVALID_RECORD poll_queues call: field limit must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "poll_queues", keys, [JSON.stringify({ now: Date.now(), sweep: "1" }), ...queues]),
+      /ERR_INVALID_RECORD poll_queues call: field sweep must be a boolean, got string/,
+    );
+    assert.equal(await redis.exists(k.sweeper), 0);
+    const sweep = {
+      now: Date.now(),
+      sweep: true,
+      maxStalls: 1,
+      limit: 100,
+      lockMs: 1,
+      workerStaleMs: 60_000,
+    };
+    const [swept] = await runScript<unknown[][]>(redis, "poll_queues", keys, [
+      JSON.stringify(sweep),
+      ...queues,
+    ]);
+    assert.deepEqual(named(swept!).sweep, ["requeued", 0, "dead", 0, "graceLeftMs", 0]);
+  });
+  test("job_states: per key its fields by name, a missing one left out; type for a key that is not a hash", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "open", data: 1 },
+      { id: "done", data: 2 },
+    ]);
+    // (records kept after they end)
+    const c = new Consumer(redis, q, { workerId: "w1", leaseMs: 60_000 });
+    for (const job of (await c.claim(2)).jobs)
+      if (job.id === "done") assert.equal(await c.complete(job, 7), true);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    await redis.set(p.job("str"), "x");
+    const keys = ["open", "done", "none", "str"].map((id) => p.job(id));
+    const replies = await runScript<unknown[][]>(redis, "job_states", keys, [
+      JSON.stringify({ whole: true }),
+      "queue",
+      "deadReason",
+    ]);
+    assert.deepEqual(replies[0], ["state", "active", "queue", q]);
+    assert.deepEqual(replies[1]!.slice(0, 4), ["state", "completed", "queue", q]);
+    assert.equal(replies[1]![4], "record");
+    assert.equal(named(replies[1]![5] as unknown[]).result, "7");
+    assert.deepEqual(replies[2], ["type", "none"]);
+    assert.deepEqual(replies[3], ["type", "string"]);
+    // (no whole: no record)
+    assert.deepEqual(await runScript(redis, "job_states", [p.job("done")], ["{}"]), [["state", "completed"]]);
+    await assert.rejects(
+      runScript(redis, "job_states", keys, [JSON.stringify({ whole: 1 })]),
+      /ERR_INVALID_RECORD job_states call: field whole must be a boolean, got number/,
+    );
+  });
+  test("claim_jobs and renew_leases: the required fields alone; named replies, cordonedUntil left out when not cordoned", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "a" });
+    const k = new QueueKeys(q);
+    const claimKeys = [
+      k.ready,
+      k.delayed,
+      k.inflight,
+      k.dead,
+      k.counts,
+      k.fence,
+      k.wake,
+      k.outbox,
+      k.meta,
+      k.contract,
+    ];
+    const claim = {
+      jobPrefix: k.jobPrefix,
+      queue: q,
+      now: Date.now(),
+      leaseMs: 60_000,
+      count: 1,
+      workerId: "w1",
+    };
+    await assert.rejects(
+      runScript(redis, "claim_jobs", claimKeys, [JSON.stringify({ ...claim, count: "1" })]),
+      /ERR_INVALID_RECORD claim_jobs call: field count must be a number, got string/,
+    );
+    assert.equal((await admin.counts(q)).ready, 1);
+    const claimed = named(
+      await runScript<unknown[]>(redis, "claim_jobs", claimKeys, [JSON.stringify(claim)]),
+    );
+    assert.deepEqual(Object.keys(claimed), ["jobs", "nextDueMs", "startSlackMs"]);
+    const jobs = claimed.jobs as string[];
+    const names = jobs[0]!.split(",");
+    const token = jobs[1 + names.indexOf("token")]!;
+    const renewKeys = [k.inflight, k.workers, k.cordon];
+    const renew = { jobPrefix: k.jobPrefix, now: Date.now(), leaseMs: 60_000, workerId: "w1" };
+    await assert.rejects(
+      runScript(redis, "renew_leases", renewKeys, [
+        JSON.stringify({ ...renew, workerId: undefined }),
+        "a",
+        token,
+      ]),
+      /ERR_INVALID_RECORD renew_leases call: field workerId must be a string, got none/,
+    );
+    assert.deepEqual(
+      await runScript(redis, "renew_leases", renewKeys, [JSON.stringify(renew), "a", token, "b", "1"]),
+      ["lost", ["b"], "cancelled", []],
+    );
+    await redis.hset(k.cordon, "pod-1", String(Date.now() + 60_000));
+    const cordoned = named(
+      await runScript<unknown[]>(redis, "renew_leases", renewKeys, [
+        JSON.stringify({ ...renew, pod: "pod-1" }),
+      ]),
+    );
+    assert.ok(Number(cordoned.cordonedUntil) > Date.now());
+  });
 });

@@ -112,13 +112,25 @@ def cancel_reply(reply: Sequence[Any]) -> CancelReply:
 
 
 def job_states(pk: PipelineKeys, ids: Sequence[str], *, whole: bool, fields: Sequence[str]) -> Script:
-    return Script("job_states", [pk.job(j) for j in ids], ["1" if whole else "0", *fields])
+    """Reply: per key its fields by name (job_state_reply())."""
+    return Script("job_states", [pk.job(j) for j in ids], [_record(whole=whole or None), *fields])
+
+
+def job_state_reply(reply: Sequence[Any]) -> Dict[str, Any]:
+    """One key's job_states reply as a dict: `type` when it is not a hash ('none': no such key),
+    else the fields read that the record has and, for an ended job read whole, `record` (a dict)."""
+    r = _named(reply)
+    if "record" in r:
+        r["record"] = _named(r["record"])
+    return r
 
 
 def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int = 0) -> Script:
     """These dead jobs back to ready, or (no `ids`) up to `limit` of the oldest. Reply: how many moved."""
-    args: List[Any] = [k.job_prefix, k.queue, _now_ms()]
-    args += [len(ids), *ids] if ids is not None else [limit]
+    if ids is not None:
+        args: List[Any] = [_record(jobPrefix=k.job_prefix, queue=k.queue, now=_now_ms()), *ids]
+    else:
+        args = [_record(jobPrefix=k.job_prefix, queue=k.queue, now=_now_ms(), limit=limit)]
     return Script("retry_dead", [k.dead, k.ready, k.counts, k.wake, k.outbox, k.meta], args)
 
 
@@ -147,7 +159,7 @@ def group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Scr
 
 def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Sequence[str]]) -> Script:
     """`keys`: each key's id and its limits as `unit=max/windowMs,…`."""
-    args: List[Any] = [ceiling]
+    args: List[Any] = [_record(ceiling=ceiling)]
     for key_id, limits in keys:
         args += [key_id, limits]
     return Script("resource_set", [pk.resource(name), pk.resources], args)
@@ -160,4 +172,4 @@ def resource_remove(pk: PipelineKeys, name: str) -> Script:
 
 def resource_bench(pk: PipelineKeys, name: str, key: str, *, until_ms: int) -> Script:
     """resource_usage's bench form: `key` admits nothing until `until_ms`, for every worker."""
-    return Script("resource_usage", [pk.resource(name)], [key, "0", str(_now_ms()), "+bench", str(until_ms)])
+    return Script("resource_usage", [pk.resource(name)], [_record(key=key, at=0, now=_now_ms(), benchUntilMs=until_ms)])

@@ -1580,15 +1580,14 @@ def _job_states_op(pipeline: str, ids: Sequence[str]) -> _admin.Op:
     for i in range(0, len(ids), _STATES_BATCH):
         chunk = ids[i : i + _STATES_BATCH]
         replies.extend((yield _gateway.job_states(pk, chunk, whole=True, fields=["state"])))
-    return replies
+    return [_gateway.job_state_reply(r) for r in replies]
 
 
-def _ended_job(job_id: str, reply: Any) -> Optional[Job]:
+def _ended_job(job_id: str, reply: Dict[str, Any]) -> Optional[Job]:
     """The job of a job_states reply when it has ended (None: open, or no record)."""
-    if not isinstance(reply, list) or reply[0] not in WAIT_ENDED:
+    if "type" in reply or reply.get("state") not in WAIT_ENDED or "record" not in reply:
         return None
-    flat = reply[1:]
-    return _job(job_id, dict(zip(flat[::2], flat[1::2])))
+    return _job(job_id, reply["record"])
 
 
 def _wait_start_op(ids: List[str], pipelines: Sequence[str]) -> _admin.Op:
@@ -1606,9 +1605,9 @@ def _wait_start_op(ids: List[str], pipelines: Sequence[str]) -> _admin.Op:
             job = _ended_job(job_id, reply)
             if job is not None:
                 ended[job_id] = job
-            elif reply == 0:
+            elif reply.get("type") == "none":
                 rest.append(job_id)
-            elif isinstance(reply, list):
+            elif "type" not in reply:
                 pending.add(job_id)
         left = rest
     return ended, pending

@@ -57,3 +57,16 @@ local function backlogCounts(readyKey, delayedKey, inflightKey, deadKey, countsK
   if ready > 0 then oldest = oldestReadyCreatedAt(readyKey, jobPrefix) end
   return {ready, delayed, due, inflight, dead, completed, oldest, enqueued, budget, ended, runMs, tonumber(c[5] or 0) or 0}
 end
+
+-- backlogCounts' values by name (backlog_counts' and poll_queues' replies): oldestReadyAt left
+-- out when nothing ready has a createdAt.
+local function backlogCountsNamed(c)
+  local out = {'ready', c[1], 'delayed', c[2], 'dueDelayed', c[3], 'inflight', c[4], 'dead', c[5],
+    'completed', c[6], 'enqueued', c[8], 'waitingForBudget', c[9], 'ended', c[10], 'runMs', c[11],
+    'waitingChildren', c[12]}
+  if c[7] > 0 then
+    out[#out + 1] = 'oldestReadyAt'
+    out[#out + 1] = c[7]
+  end
+  return out
+end
