@@ -60,6 +60,22 @@ export function controlFields(queue: string) {
   };
 }
 
+/**
+ * The fields a pause sets and a resume removes under the layout in force: `hold:` from layout 2 on
+ * (`paused:` is then the fence against the release before layouts); at layout 1 both, so a finalize
+ * between reading the layout and the write leaves the pause in force.
+ */
+function pauseFields(queue: string, layout: number): string[] {
+  const f = controlFields(queue);
+  return layout >= 2 ? [f.hold] : [f.paused, f.hold];
+}
+
+/** The field whose '1' means "paused" under the layout in force. */
+function pauseField(queue: string, layout: number): string {
+  const f = controlFields(queue);
+  return layout >= 2 ? f.hold : f.paused;
+}
+
 /** The layout in force as mirrored in `<P>meta` (absent: 1). */
 function metaLayout(raw: string | null | undefined): number {
   const n = Number(raw);
@@ -104,25 +120,19 @@ async function controlEvent(redis: RedisClient, queue: string, type: string, fie
   );
 }
 
-// At layout 1 a pause writes `hold:` too (no reader of layout 1 looks at it): a finalize between
-// this read of the layout and the write then leaves the pause in force.
 export async function pauseQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
-  const f = controlFields(queue);
-  const layout = metaLayout(await redis.hget(k.meta, f.layout));
-  if (layout >= 2) await redis.hset(k.meta, f.hold, "1");
-  else await redis.hset(k.meta, f.paused, "1", f.hold, "1");
+  const layout = metaLayout(await redis.hget(k.meta, controlFields(queue).layout));
+  await redis.hset(k.meta, Object.fromEntries(pauseFields(queue, layout).map((f) => [f, "1"])));
   await controlEvent(redis, queue, "paused");
 }
 
 export async function resumeQueue(redis: RedisClient, queue: string): Promise<void> {
   const k = new QueueKeys(queue);
-  const f = controlFields(queue);
-  const layout = metaLayout(await redis.hget(k.meta, f.layout));
-  const fields = layout >= 2 ? [f.hold] : [f.paused, f.hold];
+  const layout = metaLayout(await redis.hget(k.meta, controlFields(queue).layout));
   await redis
     .multi()
-    .hdel(k.meta, ...fields)
+    .hdel(k.meta, ...pauseFields(queue, layout))
     .lpush(k.wake, "1")
     .del(k.doorbell)
     .exec();
@@ -154,8 +164,10 @@ export async function setRateLimit(
 export async function queueControl(redis: RedisClient, queue: string): Promise<QueueControlState> {
   const k = new QueueKeys(queue);
   const f = controlFields(queue);
-  const [paused, rate, layout, hold] = await redis.hmget(k.meta, f.paused, f.rate, f.layout, f.hold);
-  return parseQueueControl((metaLayout(layout) >= 2 ? hold : paused) ?? null, rate ?? null);
+  const names = [f.layout, f.rate, f.paused, f.hold];
+  const read = new Map((await redis.hmget(k.meta, ...names)).map((v, i) => [names[i]!, v]));
+  const paused = read.get(pauseField(queue, metaLayout(read.get(f.layout))));
+  return parseQueueControl(paused ?? null, read.get(f.rate) ?? null);
 }
 
 /** A queue's control from its pause (as the layout in force keeps it) and rate-limit fields. */

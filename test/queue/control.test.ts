@@ -15,8 +15,8 @@ import {
   setGroupLimit,
   type RedisClient,
 } from "../../queue/index.ts";
-import { CLAIM_KEYS } from "../../queue/consumer.ts";
-import { runScript } from "../../queue/scripts.ts";
+import { claimJobs } from "../../queue/gateway.ts";
+import { readableLayouts } from "../../queue/layout.ts";
 import { JobRecorder, RECORDER_GROUP } from "../../records/index.ts";
 import { PostgresServer } from "../support/postgres.ts";
 import { waitFor } from "../support/processes.ts";
@@ -429,16 +429,18 @@ describe("queue control (protocol)", () => {
 
   /** claim_jobs called as a caller whose clock reads `now`. */
   const claimer = (q: string) => {
-    const k = new QueueKeys(q);
+    const keys = new QueueKeys(q);
     return async (now: number, count: number) => {
-      const [flat, nextDue] = await runScript<[string[], number]>(
-        redis,
-        "claim_jobs",
-        CLAIM_KEYS.map((name) => k[name]),
-        [k.jobPrefix, q, now, 30_000, count, "w"],
-      );
+      const { jobs, nextDueMs } = await claimJobs(redis, {
+        keys,
+        now,
+        leaseMs: 30_000,
+        count,
+        workerId: "w",
+        readsLayout: readableLayouts().max,
+      });
       // (the reply names its per-job fields first, then the values job by job)
-      return { started: flat.length && (flat.length - 1) / flat[0]!.split(",").length, nextDue };
+      return { started: jobs.length && (jobs.length - 1) / jobs[0]!.split(",").length, nextDue: nextDueMs };
     };
   };
 

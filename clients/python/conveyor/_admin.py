@@ -122,23 +122,29 @@ def _meta_layout(raw: Any) -> int:
     return n if n >= 1 else 1
 
 
-# The pause is `paused:<queue>` at layout 1 and `hold:<queue>` from layout 2 on, where
-# `paused:<queue>` is the fence that keeps the release before layouts off the queue (as
-# queue/control.ts). At layout 1 a pause writes `hold:` too: a finalize between this read of the
-# layout and the write then leaves the pause in force.
+def _pause_fields(queue: str, layout: int) -> list:
+    """The fields a pause sets and a resume removes under the layout in force (queue/control.ts):
+    `hold:` from layout 2 on (`paused:` is then the fence against the release before layouts); at
+    layout 1 both, so a finalize between reading the layout and the write leaves the pause in force."""
+    return [f"hold:{queue}"] if layout >= 2 else [f"paused:{queue}", f"hold:{queue}"]
+
+
+def _pause_field(queue: str, layout: int) -> str:
+    """The field whose '1' means "paused" under the layout in force."""
+    return f"hold:{queue}" if layout >= 2 else f"paused:{queue}"
+
+
 def pause(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
     layout = _meta_layout((yield Call("hget", (k.meta, "layout"))))
-    fields = {f"hold:{queue}": "1"} if layout >= 2 else {f"paused:{queue}": "1", f"hold:{queue}": "1"}
-    yield Call("hset", (k.meta,), {"mapping": fields})
+    yield Call("hset", (k.meta,), {"mapping": {f: "1" for f in _pause_fields(queue, layout)}})
     yield _control_event(queue, "paused")
 
 
 def resume(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
     layout = _meta_layout((yield Call("hget", (k.meta, "layout"))))
-    fields = [f"hold:{queue}"] if layout >= 2 else [f"paused:{queue}", f"hold:{queue}"]
-    yield Pipe([Call("hdel", (k.meta, *fields)), Call("lpush", (k.wake, "1")), Call("delete", (k.doorbell,))])
+    yield Pipe([Call("hdel", (k.meta, *_pause_fields(queue, layout))), Call("lpush", (k.wake, "1")), Call("delete", (k.doorbell,))])
     # A pool held at zero while paused has jobs and no worker: ring for it. A ring refused (an
     # ACL user without the channel) leaves the operator to see it at its next poll.
     try:
@@ -150,8 +156,10 @@ def resume(queue: str) -> Op:
 
 def control(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
-    paused, rate, layout, hold = yield Call("hmget", (k.meta, [f"paused:{queue}", f"rate:{queue}", "layout", f"hold:{queue}"]))
-    return QueueControl((hold if _meta_layout(layout) >= 2 else paused) == "1", _stored_rate(rate))
+    names = ["layout", f"rate:{queue}", f"paused:{queue}", f"hold:{queue}"]
+    read = dict(zip(names, (yield Call("hmget", (k.meta, names)))))
+    paused = read[_pause_field(queue, _meta_layout(read["layout"]))]
+    return QueueControl(paused == "1", _stored_rate(read[f"rate:{queue}"]))
 
 
 def set_rate_limit(queue: str, rate: Union[str, RateLimit, None]) -> Op:
