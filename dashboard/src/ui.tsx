@@ -163,7 +163,12 @@ export interface AxisLabels {
   left?: string;
   right?: string;
   rightValue?: (v: number) => string;
+  /** Axes that count things (jobs, replicas): ticks on whole numbers only, never "2.5 replicas". */
+  counts?: ("left" | "right")[];
 }
+
+// Tick spacings of an axis of counts: 1, 2, 5, 10, 20, 50, … (uPlot's own list has fractions).
+const COUNT_INCRS = Array.from({ length: 10 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
 
 // Tick spacings of the time axis, in seconds: whole seconds at least, so no label repeats.
 const TIME_INCRS = [
@@ -215,6 +220,14 @@ export function Chart({
       if (gone) return;
       // From zero, with headroom — more on the right — so the two axes' highest points do not
       // meet on the top edge, one line hiding the other.
+      // The ticks each value axis drew, on the element (data-ticks-left/-right): uPlot writes its
+      // labels on the canvas, where neither a test nor a screen reader can read them.
+      const ticks =
+        (side: "left" | "right", format: (v: number) => string) =>
+        (_u: uPlot, splits: number[]): string[] => {
+          el.dataset[side === "left" ? "ticksLeft" : "ticksRight"] = splits.join(",");
+          return splits.map(format);
+        };
       const fromZero =
         (headroom: number): uPlot.Range.Function =>
         (_u, _min, max) => [0, Math.max(1, max * headroom)];
@@ -250,7 +263,12 @@ export function Chart({
               incrs: TIME_INCRS.filter((i) => i >= tickSeconds),
               space: 80,
             },
-            { size: 60, ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}) },
+            {
+              size: 60,
+              ...(axes?.left ? { label: axes.left, labelSize: 20 } : {}),
+              ...(axes?.counts?.includes("left") ? { incrs: COUNT_INCRS } : {}),
+              values: ticks("left", (v) => v.toLocaleString()),
+            },
             ...(right
               ? [
                   {
@@ -260,9 +278,8 @@ export function Chart({
                     grid: { show: false },
                     stroke: right.color,
                     ...(axes?.right ? { label: axes.right, labelSize: 20 } : {}),
-                    ...(axes?.rightValue
-                      ? { values: (_u: uPlot, splits: number[]) => splits.map((v) => axes.rightValue!(v)) }
-                      : {}),
+                    ...(axes?.counts?.includes("right") ? { incrs: COUNT_INCRS } : {}),
+                    values: ticks("right", axes?.rightValue ?? ((v) => v.toLocaleString())),
                   },
                 ]
               : []),
@@ -279,7 +296,15 @@ export function Chart({
       window.removeEventListener("resize", resize);
       plot?.destroy();
     };
-  }, [JSON.stringify(x), JSON.stringify(series), height, axes?.left, axes?.right, tickSeconds]);
+  }, [
+    JSON.stringify(x),
+    JSON.stringify(series),
+    height,
+    axes?.left,
+    axes?.right,
+    axes?.counts?.join(),
+    tickSeconds,
+  ]);
   if (x.length === 0) return <p class="muted">no data yet</p>;
   // The plot's height is held while uPlot loads, so the page below does not jump.
   return (

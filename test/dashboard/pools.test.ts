@@ -75,7 +75,8 @@ describe(
             scaling: {
               mode: "direct",
               minReplicas: 0,
-              maxReplicas: 4,
+              // (one replica: its axis spans 0..1.5, where uPlot's own ticks are 0.5 apart)
+              maxReplicas: 1,
               targetBacklogPerReplica: 10,
               targetWaitSeconds: 30,
             },
@@ -121,6 +122,14 @@ describe(
       await page
         .locator('.chart[data-series="backlog:left:points,desired replicas:right:stepped"]')
         .waitFor();
+      // Both axes count things: ticks on whole numbers (the demo's screenshot read "7.5 replicas").
+      for (const side of ["left", "right"]) {
+        const drawn = (await page.locator(".chart").getAttribute(`data-ticks-${side}`)) ?? "";
+        assert.ok(
+          drawn !== "" && drawn.split(",").every((v) => Number.isInteger(Number(v))),
+          `${side} ticks ${drawn}`,
+        );
+      }
       const points = Number(await page.locator(".chart").getAttribute("data-points"));
       // Each read of the page (every 10 s) adds a sample.
       await waitFor(

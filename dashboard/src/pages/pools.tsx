@@ -325,7 +325,7 @@ export function PoolPage({
               axis: "right",
             },
           ]}
-          axes={{ left: "backlog", right: "replicas" }}
+          axes={{ left: "backlog", right: "replicas", counts: ["left", "right"] }}
           height={180}
         />
         <p class="small muted">

@@ -471,7 +471,7 @@ function MinutesChart({ minutes }: { minutes: Minute[] }) {
         { label: "p50", values: closed.map((m) => m.p50), color: "#9ad", axis: "right", step: true },
         { label: "p95", values: closed.map((m) => m.p95), color: "#57c", axis: "right", step: true },
       ]}
-      axes={{ left: "jobs/min", right: "duration", rightValue: duration }}
+      axes={{ left: "jobs/min", right: "duration", rightValue: duration, counts: ["left"] }}
       tickSeconds={60}
       height={180}
     />
