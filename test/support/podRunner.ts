@@ -63,7 +63,9 @@ export class PodRunner {
   private readonly core: CoreV1Api;
   private readonly opts: PodRunnerOptions;
   private timer: NodeJS.Timeout | undefined;
-  private syncing = false;
+  /** The sync under way, if any: stop() waits for it, or a pod it launches after stop() began runs on. */
+  private syncing: Promise<void> | undefined;
+  private stopped = false;
   private readonly secrets = new Map<string, Record<string, string>>();
 
   private readonly kc: KubeConfig;
@@ -75,24 +77,21 @@ export class PodRunner {
   }
 
   start(): void {
-    const tick = async () => {
-      if (this.syncing) return;
-      this.syncing = true;
-      try {
-        await this.sync();
-      } catch (err) {
-        this.opts.onEvent?.(`pod runner: ${(err as Error).message}`);
-      } finally {
-        this.syncing = false;
-      }
+    const tick = () => {
+      if (this.syncing || this.stopped) return;
+      this.syncing = this.sync()
+        .catch((err: Error) => this.opts.onEvent?.(`pod runner: ${err.message}`))
+        .finally(() => (this.syncing = undefined));
     };
-    this.timer = setInterval(() => void tick(), this.opts.pollMs ?? 500);
-    void tick();
+    this.timer = setInterval(tick, this.opts.pollMs ?? 500);
+    tick();
   }
 
   /** Stop watching; SIGTERM every process and wait for all (their grace periods apply). */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
+    await this.syncing;
     await Promise.all([...this.pods.values()].map((p) => this.terminate(p, 30)));
   }
 
@@ -117,7 +116,7 @@ export class PodRunner {
       if (!name) continue;
       if (pod.metadata?.deletionTimestamp) continue;
       live.set(name, pod);
-      if (!this.pods.has(name) && pod.spec?.nodeName) await this.launch(pod);
+      if (!this.pods.has(name) && pod.spec?.nodeName && !this.stopped) await this.launch(pod);
     }
     for (const p of this.pods.values()) {
       if (!p.stopping && !live.has(p.name)) {
