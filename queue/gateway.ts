@@ -514,7 +514,6 @@ export async function sweepLeases(
 
 // ---- Counts and the operator's poll ----
 
-/** backlog_counts' reply (poll_queues' first 11 values of a queue, then the waiting children). */
 /** backlog_counts' reply by name (poll_queues' counts of a queue). */
 export interface CountsReply {
   ready: number;
