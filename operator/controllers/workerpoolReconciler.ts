@@ -276,6 +276,7 @@ export class WorkerPoolReconciler implements Reconciler {
       jobMs: pass.jobMs,
       queuePaused: pass.queuePaused,
       pauseSeenByPoll: pass.pauseSeenByPoll,
+      stableShare: pass.scaleView ? (total) => this.rollout.stableShare(pass, total) : undefined,
     };
     pass.seen = await this.scaler.observe(pass.scale);
   }

@@ -211,11 +211,11 @@ export class RolloutStep {
     const view = pass.scaleView;
     const stable = pass.deployment;
     if (!view || !stable || !pass.canary) return scaled;
-    const { stable: s, canary: c } = splitReplicas(scaled.spec?.replicas ?? 0, pass.rollout?.weight ?? 0);
+    const total = scaled.spec?.replicas ?? 0;
+    const { stable: s, canary: c } = splitReplicas(total, pass.rollout?.weight ?? 0);
     await this.scaleCanary(pass, pass.canary, c);
-    // (a scaling decision wrote the total to the stable Deployment)
-    const written =
-      scaled.spec?.replicas !== view.spec?.replicas ? scaled.spec?.replicas : stable.spec?.replicas;
+    // (a scaling decision wrote the stable share of its total already: stableShare)
+    const written = total !== view.spec?.replicas ? this.stableShare(pass, total) : stable.spec?.replicas;
     const real: Deployment = {
       ...stable,
       metadata: scaled.metadata,
@@ -235,6 +235,11 @@ export class RolloutStep {
       );
     }
     return real;
+  }
+
+  /** The stable Deployment's share of the pool's total at the step's weight. */
+  stableShare(pass: PoolPass, total: number): number {
+    return splitReplicas(total, pass.rollout?.weight ?? 0).stable;
   }
 
   /** Judge the step on the counters since it began; a promotion, a rollback, or the figures so far. */

@@ -22,6 +22,7 @@ export async function applyScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
+  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   return withSpan(
     "scale WorkerPool",
@@ -32,7 +33,7 @@ export async function applyScale(
       "conveyor.scale.reason": d.reason,
       "conveyor.scale.message": d.message,
     },
-    () => writeScale(ctx, key, pool, spec, deployment, state, d),
+    () => writeScale(ctx, key, pool, spec, deployment, state, d, stableShare),
   );
 }
 
@@ -44,6 +45,7 @@ async function writeScale(
   deployment: Deployment,
   state: PoolState,
   d: ScaleDecision,
+  stableShare?: (total: number) => number,
 ): Promise<Deployment> {
   const path = resourcePath(RESOURCES.deployments, {
     namespace: pool.metadata.namespace,
@@ -52,9 +54,10 @@ async function writeScale(
   });
   // The precondition: the decision was made from this version; a scale since (the HPA's, a
   // kubectl scale) fails the write with 409 and the reconcile decides again from the new count.
+  const written = stableShare ? stableShare(d.replicas) : d.replicas;
   const res = await ctx.client.mergePatch<{ metadata?: { resourceVersion?: string } }>(path, {
     metadata: { resourceVersion: deployment.metadata.resourceVersion },
-    spec: { replicas: d.replicas },
+    spec: { replicas: written },
   });
   const at = Date.now();
   recordScale(state.scaler, spec, d, at);
@@ -74,7 +77,9 @@ async function writeScale(
     },
     spec: { ...deployment.spec, replicas: d.replicas },
   };
-  ctx.deploymentOverlay.set(key, updated);
+  // The overlay holds the Deployment as written (the stable share during a rollout); the caller
+  // gets the pool's total it decided, which the rollout's split divides.
+  ctx.deploymentOverlay.set(key, { ...updated, spec: { ...updated.spec, replicas: written } });
   const direction = d.replicas > d.from ? "up" : "down";
   ctx.metrics.decisions.inc({
     namespace: pool.metadata.namespace,

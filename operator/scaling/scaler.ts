@@ -47,6 +47,11 @@ export interface ScaleInput {
   queuePaused: boolean;
   /** The counts were read with the pause in force (BacklogSample.pausedWhenCounted). */
   pauseSeenByPoll: boolean;
+  /**
+   * During a rollout scaling decides the pool's total; this is the stable Deployment's share of
+   * it, so a scaling write never starts stable pods the split would stop a moment later.
+   */
+  stableShare?: (total: number) => number;
 }
 
 /** What observe found: the workers' reports, the pool's pods and how many run jobs (when read). */
@@ -156,7 +161,16 @@ export class Scaler {
     let deployment = input.deployment;
     if (decision) {
       const { key, pool, spec, state } = input;
-      deployment = await applyScale(this.ctx, key, pool, spec, deployment, state, decision);
+      deployment = await applyScale(
+        this.ctx,
+        key,
+        pool,
+        spec,
+        deployment,
+        state,
+        decision,
+        input.stableShare,
+      );
       if (input.counts) state.lastDecision = { ...state.lastDecision!, backlog: input.counts.backlog };
     }
     return { deployment, requeueAfterMs: this.afterScale(input, deployment) };
