@@ -24,7 +24,9 @@ function call<T>(
  * (includes/wire.lua). An undefined field is left out: the script's default. A lone surrogate
  * becomes U+FFFD, as it does in a plain argument: cjson refuses its `\udXXX` escape.
  */
-function wireRecord(fields: Record<string, string | number | boolean | undefined>): string {
+function wireRecord(
+  fields: Record<string, string | number | boolean | readonly string[] | undefined>,
+): string {
   for (const k in fields) {
     const v = fields[k];
     if (typeof v === "string" && !v.isWellFormed()) fields[k] = v.toWellFormed();
@@ -167,11 +169,31 @@ export async function settleJobs(
     keys = completeKeyLists.get(k) ?? [k.inflight, k.counts, k.outbox, k.meta];
     completeKeyLists.set(k, keys);
   }
+  // The optional job fields no job of the call has are left out of jobFields.
+  let hash = false;
+  let ttl = false;
+  let reused = false;
+  let nextHash = false;
+  let nextTrace = false;
+  for (const j of a.jobs) {
+    hash ||= j.contentHash !== "";
+    ttl ||= j.resultTtlSeconds !== 0;
+    reused ||= j.reused;
+    nextHash ||= !!j.next?.contentHash;
+    nextTrace ||= !!j.next?.trace;
+  }
+  const jobFields = ["id", "token"];
+  if (hash) jobFields.push("contentHash");
+  if (ttl) jobFields.push("resultTtlSeconds");
+  if (reused) jobFields.push("reused");
+  if (nextHash) jobFields.push("nextContentHash");
+  if (nextTrace) jobFields.push("nextTrace");
   const args: ScriptArg[] = [
     wireRecord({
       jobPrefix: k.jobPrefix,
       queue: k.queue,
       now: a.now,
+      jobFields,
       retentionSeconds: a.retentionSeconds || undefined,
       nextQueue: a.next?.keys.queue,
       claim: a.claim || undefined,
@@ -182,19 +204,15 @@ export async function settleJobs(
       readsLayout: a.readsLayout,
     }),
   ];
+  // (plain arguments: a lone surrogate becomes U+FFFD on the way, as in any argument)
   for (const j of a.jobs) {
-    args.push(
-      wireRecord({
-        id: j.id,
-        token: j.token,
-        contentHash: j.contentHash || undefined,
-        resultTtlSeconds: j.resultTtlSeconds || undefined,
-        reused: j.reused || undefined,
-        nextContentHash: j.next?.contentHash || undefined,
-        nextTrace: j.next?.trace || undefined,
-      }),
-      j.result,
-    );
+    args.push(j.id, j.token);
+    if (hash) args.push(j.contentHash);
+    if (ttl) args.push(j.resultTtlSeconds);
+    if (reused) args.push(j.reused ? "1" : "");
+    if (nextHash) args.push(j.next?.contentHash ?? "");
+    if (nextTrace) args.push(j.next?.trace ?? "");
+    args.push(j.result);
     if (a.next) args.push(j.next!.data);
   }
   const r = named<{

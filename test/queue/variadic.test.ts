@@ -81,9 +81,10 @@ describe("scripts at the concurrency ceiling (10,000 jobs in one call)", () => {
         claim: CEILING,
         leaseMs: 60_000,
         workerId: "w1",
+        jobFields: ["id", "token"],
       }),
     ];
-    for (const j of jobs) args.push(JSON.stringify({ id: j.id, token: j.token }), "null");
+    for (const j of jobs) args.push(j.id, j.token, "null");
     const reply = await runScript<unknown[]>(
       redis,
       "settle_jobs",

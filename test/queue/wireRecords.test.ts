@@ -38,7 +38,7 @@ describe("named records on the wire", () => {
   });
   after(() => stopQueueRedis({ server, redis }));
 
-  test("settle_jobs: the required fields alone settle a job; the reply names codes and the claim", async () => {
+  test("settle_jobs: the required job fields alone settle a job; the reply names codes and the claim", async () => {
     const q = fresh();
     await producer.enqueueMany(q, [
       { id: "a", data: 1 },
@@ -55,12 +55,15 @@ describe("named records on the wire", () => {
           jobPrefix: c.keys.jobPrefix,
           queue: q,
           now: Date.now(),
+          // (the columns in any order; a JSON null counts as left out)
+          jobFields: ["token", "id"],
+          retentionSeconds: null,
           claim: 1,
           leaseMs: 60_000,
           workerId: "w1",
         }),
-        // (a JSON null counts as left out)
-        JSON.stringify({ id: a!.id, token: a!.token, contentHash: null }),
+        a!.token,
+        a!.id,
         '{"r":1}',
       ],
     );
@@ -71,33 +74,110 @@ describe("named records on the wire", () => {
     assert.equal((await admin.counts(q)).completed, 1);
   });
 
-  test("settle_jobs: a malformed call or job record is refused naming it, nothing written", async () => {
+  test("settle_jobs: the optional job fields are read by name, '' their default", async () => {
     const q = fresh();
-    await producer.enqueue(q, 1, { id: "a" });
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
     const c = consumer(q);
-    const [a] = (await c.claim(1)).jobs;
-    const keys = [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta];
-    const callRecord = JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: Date.now() });
-    const job = JSON.stringify({ id: a!.id, token: a!.token });
-    for (const [args, message] of [
-      [["not json", job, "1"], /ERR_INVALID_RECORD settle_jobs call is not a JSON object: not json/],
+    const [a, b] = (await c.claim(2)).jobs;
+    const reply = await runScript<unknown[]>(
+      redis,
+      "settle_jobs",
+      [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta],
       [
-        [JSON.stringify({ queue: q, now: 1 }), job, "1"],
+        JSON.stringify({
+          jobPrefix: c.keys.jobPrefix,
+          queue: q,
+          now: Date.now(),
+          jobFields: ["reused", "id", "resultTtlSeconds", "contentHash", "token"],
+        }),
+        ...["", a!.id, "60", "h-a", a!.token, '"ra"'],
+        ...["1", b!.id, "", "h-b", b!.token, '"rb"'],
+      ],
+    );
+    assert.deepEqual(named(reply).codes, [1, 1]);
+    const counters = await admin.counters(q);
+    assert.equal(counters.completed, 2);
+    assert.equal(counters.reused, 1);
+    // (a's result remembered under its hash for 60 s; b's was reused, not remembered again)
+    const base = c.keys.jobPrefix.slice(0, -"job:".length);
+    assert.equal(await redis.get(`${base}result:${q}:h-a`), '"ra"');
+    assert.equal(await redis.exists(`${base}result:${q}:h-b`), 0);
+  });
+
+  test("settle_jobs: a malformed call, job field list or job is refused naming it, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueueMany(q, [
+      { id: "a", data: 1 },
+      { id: "b", data: 2 },
+    ]);
+    const c = consumer(q);
+    const [a, b] = (await c.claim(2)).jobs;
+    const keys = [c.keys.inflight, c.keys.counts, c.keys.outbox, c.keys.meta];
+    const base = { jobPrefix: c.keys.jobPrefix, queue: q, now: Date.now() };
+    const callRecord = JSON.stringify({ ...base, jobFields: ["id", "token"] });
+    const jobA = [a!.id, a!.token, "1"];
+    for (const [args, message] of [
+      [["not json", ...jobA], /ERR_INVALID_RECORD settle_jobs call is not a JSON object: not json/],
+      [
+        [JSON.stringify({ queue: q, now: 1, jobFields: ["id", "token"] }), ...jobA],
         /ERR_INVALID_RECORD settle_jobs call: field jobPrefix must be a string, got none/,
       ],
       [
-        [callRecord, JSON.stringify({ id: a!.id, token: 7 }), "1"],
-        /ERR_INVALID_RECORD settle_jobs job a: field token must be a string, got number/,
+        [JSON.stringify(base), ...jobA],
+        /ERR_INVALID_RECORD settle_jobs call: field jobFields must be a list of job field names/,
       ],
-      [[callRecord, job], /ERR_INVALID_RECORD settle_jobs job a: its texts are missing/],
       [
-        [JSON.stringify({ jobPrefix: c.keys.jobPrefix, queue: q, now: 1, claim: 1 }), job, "1"],
+        [JSON.stringify({ ...base, jobFields: ["id", "token", "colour"] }), ...jobA, "red"],
+        /ERR_INVALID_RECORD settle_jobs call: jobFields: unknown or repeated job field colour/,
+      ],
+      [
+        [JSON.stringify({ ...base, jobFields: ["id", "token", "id"] }), ...jobA, "a"],
+        /ERR_INVALID_RECORD settle_jobs call: jobFields: unknown or repeated job field id/,
+      ],
+      [
+        [JSON.stringify({ ...base, jobFields: ["id"] }), a!.id, "1"],
+        /ERR_INVALID_RECORD settle_jobs call: jobFields must name id and token/,
+      ],
+      [
+        [callRecord, ...jobA, b!.id, b!.token],
+        /ERR_INVALID_RECORD settle_jobs: 5 values after the call record are not whole jobs of 3 \(id,token, result\)/,
+      ],
+      // (the first job valid, the second not: neither is settled)
+      [
+        [callRecord, ...jobA, b!.id, "", "2"],
+        /ERR_INVALID_RECORD settle_jobs job b: field token must not be empty/,
+      ],
+      [
+        [callRecord, ...jobA, "", b!.token, "2"],
+        /ERR_INVALID_RECORD settle_jobs job #2: field id must not be empty/,
+      ],
+      [
+        [
+          JSON.stringify({ ...base, jobFields: ["id", "token", "resultTtlSeconds"] }),
+          ...jobA.slice(0, 2),
+          "soon",
+          "1",
+        ],
+        /ERR_INVALID_RECORD settle_jobs job a: field resultTtlSeconds must be a number, got soon/,
+      ],
+      [
+        [JSON.stringify({ ...base, jobFields: ["id", "token", "reused"] }), ...jobA.slice(0, 2), "yes", "1"],
+        /ERR_INVALID_RECORD settle_jobs job a: field reused must be 1, 0 or empty, got yes/,
+      ],
+      [
+        [JSON.stringify({ ...base, claim: 1, jobFields: ["id", "token"] }), ...jobA],
         /field leaseMs must be a number, got none/,
       ],
     ] as const)
       await assert.rejects(runScript(redis, "settle_jobs", keys, [...args]), message);
-    assert.equal((await admin.counts(q)).inflight, 1);
+    const counts = await admin.counts(q);
+    assert.equal(counts.inflight, 2);
+    assert.equal((await admin.counters(q)).completed, undefined);
     assert.equal(await c.complete(a!, 1), true);
+    assert.equal(await c.complete(b!, 2), true);
   });
 
   test("fail_job and release_job: one record, optional fields left out; a malformed one is refused naming it", async () => {
