@@ -163,9 +163,10 @@ export class RolloutStep {
       const stableReplicas = pass.deployment?.spec?.replicas ?? 0;
       const weight = status.weight ?? 0;
       const hpa = hpaSized(pass.spec!);
-      const want = hpa
-        ? canaryReplicas(stableReplicas, weight)
-        : splitReplicas(stableReplicas + (live?.spec?.replicas ?? 0), weight).canary;
+      // Otherwise a new canary starts at 0 and split() sizes it this same pass, from the pool's
+      // total: created with its share while the stable still held the whole total, the pool read
+      // as one pod more, split that way (a second canary pod) and was cut back a pass later.
+      const want = hpa ? canaryReplicas(stableReplicas, weight) : 0;
       const d = await reconcileDeployment(this.ctx, pass.key, pool, pass.spec!, live, undefined, {
         canary: true,
         version: status.canaryHash,

@@ -180,6 +180,7 @@ test(
       // the good change: an env var the handler ignores
       const good = feed("good");
       const tGood = Date.now();
+      const stableTemplate = new Set(readyPods(EXTRACT.name).map((p) => p.templateHash));
       await applyPipeline({ VERSION_TAG: "v2" });
       let sawCanary = false;
       const promoted = await pollUntil(
@@ -195,6 +196,30 @@ test(
       );
       const goodSeconds = (Date.now() - tGood) / 1000;
       assert.equal(promoted.phase, "Promoted", promoted.message);
+      // The step splits the pool's two pods: one stable pod stops, none starts (a scaling write
+      // of the total then the split's share started one and stopped it within a second; deleted
+      // while its container started, it never got its SIGTERM and was SIGKILLed 40 s later).
+      const tPromoted = Date.now();
+      assert.deepEqual(
+        [...c.watcher.pods.values()]
+          .filter(
+            (p) =>
+              p.pool === EXTRACT.name &&
+              !p.canary &&
+              stableTemplate.has(p.templateHash) &&
+              p.seen > tGood &&
+              p.seen < tPromoted,
+          )
+          .map((p) => p.name),
+        [],
+        "no stable pod of the first stage started during the step",
+      );
+      // ... and one canary pod does (a canary created with its share while the stable still had
+      // both pods was split as a pool of three: a second canary pod, stopped a pass later).
+      const stepCanaries = [...c.watcher.pods.values()]
+        .filter((p) => p.pool === EXTRACT.name && p.canary && p.seen > tGood && p.seen < tPromoted)
+        .map((p) => p.name);
+      assert.equal(stepCanaries.length, 1, `canary pods of the step: ${stepCanaries.join(", ")}`);
       // (the canary ran the step's jobs: its pod may finish them before the watch sees it Ready)
       const canaryJobs = Number(/canary (\d+)\/(\d+) failed/.exec(promoted.message ?? "")?.[2] ?? 0);
       assert.ok(canaryJobs >= 40, `the canary ran the step's jobs: ${promoted.message}`);
