@@ -665,8 +665,16 @@ export function retryDead(
 }
 
 /** Deletes up to `limit` dead jobs; returns how many. */
-export function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: number }): Promise<number> {
-  return runScript<number>(redis, "purge_dead", [a.keys.dead], [a.keys.jobPrefix, a.limit]);
+export async function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: number }): Promise<number> {
+  const r = named<{ purged: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "purge_dead",
+      [a.keys.dead],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, limit: a.limit })],
+    ),
+  );
+  return Number(r.purged);
 }
 
 /** Moves the layout in force forward (layout_finalize.lua); the layout in force before the call. */
@@ -683,20 +691,37 @@ export function layoutFinalize(
 }
 
 /** 1 when this call switched records on, 0 when they were on. */
-export function recordsEnable(redis: RedisClient, a: { keys: PipelineKeys; group: string }): Promise<number> {
-  return runScript<number>(redis, "records_enable", [a.keys.outbox, a.keys.meta], [a.group]);
+export async function recordsEnable(
+  redis: RedisClient,
+  a: { keys: PipelineKeys; group: string },
+): Promise<number> {
+  const r = named<{ switched: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "records_enable",
+      [a.keys.outbox, a.keys.meta],
+      [wireRecord({ group: a.group })],
+    ),
+  );
+  return Number(r.switched);
 }
 
 // ---- Schedules, groups, resources ----
 
 /** 1 when the schedule existed. */
-export function scheduleRemove(redis: RedisClient, a: { keys: QueueKeys; name: string }): Promise<number> {
-  return runScript<number>(
-    redis,
-    "schedule_remove",
-    [a.keys.schedules, a.keys.delayed],
-    [a.keys.jobPrefix, a.name],
+export async function scheduleRemove(
+  redis: RedisClient,
+  a: { keys: QueueKeys; name: string },
+): Promise<number> {
+  const r = named<{ existed: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "schedule_remove",
+      [a.keys.schedules, a.keys.delayed],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, name: a.name })],
+    ),
   );
+  return Number(r.existed);
 }
 
 /** 1 when the tick was put in line, 0 when it was already. */
@@ -784,13 +809,15 @@ export async function resourceRemove(
   redis: RedisClient,
   a: { pipeline: PipelineKeys; name: string },
 ): Promise<boolean> {
-  const removed = await runScript(
-    redis,
-    "resource_remove",
-    [a.pipeline.resource(a.name), a.pipeline.resources],
-    [],
+  const r = named<{ existed: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "resource_remove",
+      [a.pipeline.resource(a.name), a.pipeline.resources],
+      [],
+    ),
   );
-  return Number(removed) === 1;
+  return Number(r.existed) === 1;
 }
 
 /**
@@ -1039,12 +1066,8 @@ export async function tokenRate(
   redis: RedisClient,
   a: { key: string; max: number; perMs: number },
 ): Promise<{ admitted: boolean; retryAfterMs: number }> {
-  const [admitted, retryAfterMs] = await call<[number, number]>(
-    redis,
-    undefined,
-    "token_rate",
-    [a.key],
-    [a.max, a.perMs],
+  const r = named<{ admitted: number; retryAfterMs?: number }>(
+    await runScript<unknown[]>(redis, "token_rate", [a.key], [wireRecord({ max: a.max, windowMs: a.perMs })]),
   );
-  return { admitted: admitted === 1, retryAfterMs };
+  return { admitted: Number(r.admitted) === 1, retryAfterMs: Number(r.retryAfterMs ?? 0) };
 }

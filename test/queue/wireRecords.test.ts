@@ -605,4 +605,70 @@ describe("named records on the wire", () => {
     );
     assert.ok(Number(cordoned.cordonedUntil) > Date.now());
   });
+
+  test("purge_dead, schedule_remove, resource_remove, records_enable, token_rate: one record, named replies; a malformed one is refused naming it, nothing written", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    await redis.zadd(k.dead, 1, "d1", 2, "d2");
+    await redis.hset(k.job("d1"), "state", "dead");
+    await assert.rejects(
+      runScript(redis, "purge_dead", [k.dead], [JSON.stringify({ jobPrefix: k.jobPrefix })]),
+      /ERR_INVALID_RECORD purge_dead call: field limit must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "purge_dead", [k.dead], [k.jobPrefix, "10"]),
+      /ERR_INVALID_RECORD purge_dead call is not a JSON object/,
+    );
+    assert.equal(await redis.zcard(k.dead), 2);
+    assert.deepEqual(
+      await runScript(redis, "purge_dead", [k.dead], [JSON.stringify({ jobPrefix: k.jobPrefix, limit: 1 })]),
+      ["purged", 1],
+    );
+    assert.deepEqual([await redis.zcard(k.dead), await redis.exists(k.job("d1"))], [1, 0]);
+
+    await redis.hset(k.schedules, "nightly", "{}", "next:nightly", "5");
+    await redis.zadd(k.delayed, 5, "sched:nightly:5");
+    const removeSchedule = (record: object) =>
+      runScript(redis, "schedule_remove", [k.schedules, k.delayed], [JSON.stringify(record)]);
+    await assert.rejects(
+      removeSchedule({ jobPrefix: k.jobPrefix, name: 7 }),
+      /ERR_INVALID_RECORD schedule_remove call: field name must be a string, got number/,
+    );
+    assert.equal(await redis.hlen(k.schedules), 2);
+    assert.deepEqual(await removeSchedule({ jobPrefix: k.jobPrefix, name: "nightly" }), ["existed", 1]);
+    assert.deepEqual([await redis.hlen(k.schedules), await redis.zcard(k.delayed)], [0, 0]);
+    assert.deepEqual(await removeSchedule({ jobPrefix: k.jobPrefix, name: "nightly" }), ["existed", 0]);
+
+    const resKeys = [p.resource("llm"), p.resources];
+    await redis.hset(p.resource("llm"), "ceiling", "1");
+    assert.deepEqual(await runScript(redis, "resource_remove", resKeys, []), ["existed", 1]);
+    assert.deepEqual(await runScript(redis, "resource_remove", resKeys, []), ["existed", 0]);
+
+    const enable = (record: unknown) =>
+      runScript(redis, "records_enable", [p.outbox, p.meta], [JSON.stringify(record)]);
+    await assert.rejects(
+      enable({}),
+      /ERR_INVALID_RECORD records_enable call: field group must be a string, got none/,
+    );
+    assert.equal(await redis.exists(p.outbox), 0);
+    assert.deepEqual(await enable({ group: "conveyor-records" }), ["switched", 1]);
+    assert.deepEqual(await enable({ group: "conveyor-records" }), ["switched", 0]);
+
+    const rate = (record: object) =>
+      runScript<unknown[]>(redis, "token_rate", [`${p.meta}:rate`], [JSON.stringify(record)]);
+    await assert.rejects(
+      rate({ max: 1, windowMs: "60000" }),
+      /ERR_INVALID_RECORD token_rate call: field windowMs must be a number, got string/,
+    );
+    await assert.rejects(
+      rate({ max: 0, windowMs: 60_000 }),
+      /ERR_INVALID_RECORD token_rate call: max and windowMs/,
+    );
+    assert.equal(await redis.exists(`${p.meta}:rate`), 0);
+    assert.deepEqual(await rate({ max: 1, windowMs: 60_000 }), ["admitted", 1]);
+    const refused = named(await rate({ max: 1, windowMs: 60_000 }));
+    assert.equal(refused.admitted, 0);
+    assert.ok(Number(refused.retryAfterMs) > 0, `retryAfterMs ${String(refused.retryAfterMs)}`);
+  });
 });

@@ -35,6 +35,11 @@ def _named(reply: Sequence[Any]) -> Dict[str, Any]:
     return {str(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
 
 
+def count_reply(reply: Sequence[Any], name: str) -> int:
+    """The count a script's named reply gives as `name` (purged, existed, …)."""
+    return int(_named(reply)[name])
+
+
 # -- enqueue ------------------------------------------------------------------------------------
 
 #: enqueue_jobs' optional record fields, in the order they are sent (queue/gateway.ts, EnqueueRecord).
@@ -135,14 +140,15 @@ def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int 
 
 
 def purge_dead(k: QueueKeys, *, limit: int) -> Script:
-    return Script("purge_dead", [k.dead], [k.job_prefix, limit])
+    """Reply: purged, by name (how many were deleted)."""
+    return Script("purge_dead", [k.dead], [_record(jobPrefix=k.job_prefix, limit=limit)])
 
 
 # -- schedules, groups, resources ---------------------------------------------------------------
 
 def schedule_remove(k: QueueKeys, name: str) -> Script:
-    """Reply: 1 when the schedule existed."""
-    return Script("schedule_remove", [k.schedules, k.delayed], [k.job_prefix, name])
+    """Reply: existed, by name (1 when the schedule existed)."""
+    return Script("schedule_remove", [k.schedules, k.delayed], [_record(jobPrefix=k.job_prefix, name=name)])
 
 
 def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int) -> Script:
@@ -166,7 +172,7 @@ def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Se
 
 
 def resource_remove(pk: PipelineKeys, name: str) -> Script:
-    """Reply: 1 when it existed."""
+    """Reply: existed, by name (1 when it existed)."""
     return Script("resource_remove", [pk.resource(name), pk.resources], [])
 
 
