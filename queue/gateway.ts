@@ -448,7 +448,7 @@ export async function reclaimFinished(
       redis,
       "reclaim_finished",
       [a.keys.finished],
-      [a.keys.jobPrefix, a.now, a.limit],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, now: a.now, limit: a.limit })],
     ),
   );
   return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
@@ -678,16 +678,22 @@ export async function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit:
 }
 
 /** Moves the layout in force forward (layout_finalize.lua); the layout in force before the call. */
-export function layoutFinalize(
+export async function layoutFinalize(
   redis: RedisClient,
   a: { keys: PipelineKeys; to: number; firstVersion: string; at: number; by: string; queues: string[] },
 ): Promise<number> {
-  return runScript<number>(
-    redis,
-    "layout_finalize",
-    [a.keys.layout, a.keys.meta],
-    [a.to, a.firstVersion, a.at, a.by, ...a.queues],
+  const r = named<{ previous: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "layout_finalize",
+      [a.keys.layout, a.keys.meta],
+      [
+        wireRecord({ to: a.to, firstVersion: a.firstVersion, finalizedAt: a.at, finalizedBy: a.by }),
+        ...a.queues,
+      ],
+    ),
   );
+  return Number(r.previous);
 }
 
 /** 1 when this call switched records on, 0 when they were on. */
@@ -752,14 +758,16 @@ export async function groupControl(
   a: { keys: QueueKeys; action: string; group: string; value: string },
 ): Promise<number> {
   const k = a.keys;
-  return Number(
-    await runScript(
+  // ('' is how callers say every group, or remove the setting: left out of the record)
+  const r = named<{ regrouped: number }>(
+    await runScript<unknown[]>(
       redis,
       "group_control",
       [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
-      [a.action, a.group, a.value],
+      [wireRecord({ action: a.action, group: a.group || undefined, value: a.value || undefined })],
     ),
   );
+  return Number(r.regrouped);
 }
 
 export interface GroupAdmissionReply {
@@ -779,7 +787,7 @@ export async function groupAdmission(
       redis,
       "group_admission",
       [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
-      [a.enough, a.scanLimit],
+      [wireRecord({ enough: a.enough, scanLimit: a.scanLimit })],
     ),
   );
   return {

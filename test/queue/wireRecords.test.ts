@@ -280,17 +280,40 @@ describe("named records on the wire", () => {
       /ERR_INVALID_RECORD sweep_leases call: field lockMs must be a number, got string/,
     );
     assert.deepEqual(
-      await runScript(redis, "reclaim_finished", [k.finished], [k.jobPrefix, Date.now(), 10]),
+      await runScript(
+        redis,
+        "reclaim_finished",
+        [k.finished],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, now: Date.now() })],
+      ),
       ["reclaimed", 0, "more", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "reclaim_finished",
+        [k.finished],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, limit: 10 })],
+      ),
+      /ERR_INVALID_RECORD reclaim_finished call: field now must be a number, got none/,
     );
     assert.deepEqual(
       await runScript(
         redis,
         "group_admission",
         [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
-        [10, 10],
+        [JSON.stringify({ enough: 10, scanLimit: 10 })],
       ),
       ["waiting", 0, "admissible", 0, "scanned", 0, "ring", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "group_admission",
+        [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
+        [JSON.stringify({ enough: 10 })],
+      ),
+      /ERR_INVALID_RECORD group_admission call: field scanLimit must be a number, got none/,
     );
     // (the fraction is stored as the text the record gives; no message: '')
     assert.equal(
@@ -670,5 +693,58 @@ describe("named records on the wire", () => {
     const refused = named(await rate({ max: 1, windowMs: 60_000 }));
     assert.equal(refused.admitted, 0);
     assert.ok(Number(refused.retryAfterMs) > 0, `retryAfterMs ${String(refused.retryAfterMs)}`);
+  });
+
+  test("group_control and layout_finalize: one record (the queues after it), named replies; a malformed one is refused naming it, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "g1", group: "g" });
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    const control = (record: unknown) =>
+      runScript(
+        redis,
+        "group_control",
+        [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
+        [JSON.stringify(record)],
+      );
+    await assert.rejects(
+      control({ group: "g" }),
+      /ERR_INVALID_RECORD group_control call: field action must be a string, got none/,
+    );
+    await assert.rejects(
+      control({ action: "limit", value: 2 }),
+      /ERR_INVALID_RECORD group_control call: field value must be a string, got number/,
+    );
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), null);
+    // (group left out: every group; value left out: the setting removed)
+    assert.deepEqual(await control({ action: "limit", value: "2" }), ["regrouped", 1]);
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), "2");
+    assert.deepEqual(await control({ action: "limit" }), ["regrouped", 1]);
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), null);
+    assert.deepEqual(await control({ action: "pause", group: "g" }), ["regrouped", 0]);
+    assert.equal(await redis.hget(k.groupControl, "paused:g"), "1");
+    await assert.rejects(control({ action: "resume" }), /ERR_INVALID_GROUP a group is required to resume/);
+
+    const finalize = (record: unknown, ...queues: string[]) =>
+      runScript(redis, "layout_finalize", [p.layout, p.meta], [JSON.stringify(record), ...queues]);
+    const record = { to: 2, firstVersion: "0.9.0", finalizedAt: 1_700_000_000_000, finalizedBy: "test" };
+    await assert.rejects(
+      finalize({ ...record, finalizedBy: undefined }, q),
+      /ERR_INVALID_RECORD layout_finalize call: field finalizedBy must be a string, got none/,
+    );
+    await assert.rejects(
+      finalize({ ...record, to: 1.5 }, q),
+      /ERR_INVALID_RECORD layout_finalize call: field to must be a positive integer/,
+    );
+    assert.equal(await redis.exists(p.layout), 0);
+    assert.deepEqual(await finalize(record, q), ["previous", 1]);
+    assert.deepEqual(await redis.hgetall(p.layout), {
+      inForce: "2",
+      firstVersion: "0.9.0",
+      finalizedAt: "1700000000000",
+      finalizedBy: "test",
+    });
+    assert.deepEqual(await redis.hmget(p.meta, "layout", `paused:${q}`), ["2", "1"]);
+    assert.deepEqual(await finalize(record, q), ["previous", 2]);
   });
 });

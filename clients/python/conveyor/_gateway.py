@@ -160,7 +160,10 @@ def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int)
 
 
 def group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Script:
-    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake], [action, group, value])
+    """`group` '' = every group, `value` '' = remove the setting (both left out of the record).
+    Reply: regrouped, by name (groups re-admitted)."""
+    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake],
+                  [_record(action=action, group=group or None, value=value or None)])
 
 
 def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Sequence[str]]) -> Script:
