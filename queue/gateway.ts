@@ -1049,7 +1049,7 @@ export async function cancelFlow(
       redis,
       "cancel_flow",
       [p.outbox, p.meta, p.flow(a.id)],
-      [p.jobPrefix, a.now, a.retentionSeconds],
+      [wireRecord({ jobPrefix: p.jobPrefix, now: a.now, retentionSeconds: a.retentionSeconds || undefined })],
     ),
   );
   return { cancelled: Number(r.cancelled), total: Number(r.total) };
@@ -1062,7 +1062,12 @@ export async function flowRepair(
 ): Promise<{ told: number; gone: number; total: number }> {
   const p = a.pipeline;
   const r = named<{ told: number; gone: number; total: number }>(
-    await runScript<unknown[]>(redis, "flow_repair", [p.flow(a.id)], [p.jobPrefix, a.now, a.id]),
+    await runScript<unknown[]>(
+      redis,
+      "flow_repair",
+      [p.flow(a.id)],
+      [wireRecord({ jobPrefix: p.jobPrefix, now: a.now, id: a.id })],
+    ),
   );
   return { told: Number(r.told), gone: Number(r.gone), total: Number(r.total) };
 }

@@ -235,7 +235,12 @@ describe("named records on the wire", () => {
       1,
     ]);
     assert.deepEqual(
-      await runScript(redis, "cancel_flow", [p.outbox, p.meta, p.flow("none")], [p.jobPrefix, Date.now(), 0]),
+      await runScript(
+        redis,
+        "cancel_flow",
+        [p.outbox, p.meta, p.flow("none")],
+        [JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now() })],
+      ),
       ["cancelled", -1, "total", 0],
     );
     await assert.rejects(
@@ -746,5 +751,48 @@ describe("named records on the wire", () => {
     });
     assert.deepEqual(await redis.hmget(p.meta, "layout", `paused:${q}`), ["2", "1"]);
     assert.deepEqual(await finalize(record, q), ["previous", 2]);
+  });
+
+  test("cancel_flow and flow_repair: the required fields alone; a malformed record is refused naming it, nothing written", async () => {
+    const flow = await producer.enqueueFlow("wireflow", [
+      { key: "a", queue: "wireflow/q", data: 1 },
+      { key: "b", queue: "wireflow/q", data: 2, parents: ["a"] },
+    ]);
+    const p = new PipelineKeys("wireflow");
+    const cancelKeys = [p.outbox, p.meta, p.flow(flow.flowId)];
+    await assert.rejects(
+      runScript(redis, "cancel_flow", cancelKeys, [JSON.stringify({ jobPrefix: p.jobPrefix, now: "now" })]),
+      /ERR_INVALID_RECORD cancel_flow call: field now must be a number, got string/,
+    );
+    await assert.rejects(
+      runScript(redis, "cancel_flow", cancelKeys, [
+        JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now(), retentionSeconds: "60" }),
+      ]),
+      /ERR_INVALID_RECORD cancel_flow call: field retentionSeconds must be a number, got string/,
+    );
+    assert.equal(await redis.hget(p.job(flow.ids.a!), "state"), "ready");
+    const repair = (record: unknown) =>
+      runScript<unknown[]>(redis, "flow_repair", [p.flow(flow.flowId)], [JSON.stringify(record)]);
+    await assert.rejects(
+      repair({ jobPrefix: p.jobPrefix, now: Date.now() }),
+      /ERR_INVALID_RECORD flow_repair call: field id must be a string, got none/,
+    );
+    assert.deepEqual(await repair({ jobPrefix: p.jobPrefix, now: Date.now(), id: flow.flowId }), [
+      "told",
+      0,
+      "gone",
+      0,
+      "total",
+      2,
+    ]);
+    assert.deepEqual(
+      await runScript(redis, "cancel_flow", cancelKeys, [
+        JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now() }),
+      ]),
+      ["cancelled", 2, "total", 2],
+    );
+    assert.deepEqual(await redis.hmget(p.job(flow.ids.a!), "state"), ["cancelled"]);
+    // (no retentionSeconds: the records are kept, no TTL)
+    assert.equal(await redis.ttl(p.job(flow.ids.a!)), -1);
   });
 });
