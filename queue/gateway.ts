@@ -1030,14 +1030,26 @@ export async function enqueueFlow(
   const keys = [p.outbox, p.meta, p.seq, p.flow(a.flowId)];
   for (const { keys: k } of a.queues) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
   if (a.idempotencyKey !== undefined) keys.push(p.flowIdempotency(a.idempotencyKey));
-  const args: ScriptArg[] = [p.jobPrefix, a.flowId, a.now, a.maxPayloadBytes, a.queues.length];
-  for (const q of a.queues) args.push(q.keys.queue, q.contractHash);
-  args.push(a.fields.join(","));
+  const contractHashes: Record<string, string> = {};
+  for (const q of a.queues) if (q.contractHash) contractHashes[q.keys.queue] = q.contractHash;
+  const args: ScriptArg[] = [
+    JSON.stringify({
+      jobPrefix: p.jobPrefix,
+      flowId: a.flowId,
+      now: a.now,
+      maxPayloadBytes: a.maxPayloadBytes,
+      queues: a.queues.map((q) => q.keys.queue),
+      contractHashes: Object.keys(contractHashes).length > 0 ? contractHashes : undefined,
+      jobFields: a.fields,
+    }),
+  ];
   for (const row of a.rows) args.push(...row);
-  const reply = await call<number | string[]>(redis, durability, "enqueue_flow", keys, args);
-  if (!Array.isArray(reply)) return { created: true };
-  // (a flow written before under the key: its id, then each job's id in the call's order)
-  return { created: false, flowId: String(reply[0]), ids: reply.slice(1).map(String) };
+  const r = named<{ written?: number; flowId?: string; ids?: string[] }>(
+    await call<unknown[]>(redis, durability, "enqueue_flow", keys, args),
+  );
+  if (r.flowId === undefined) return { created: true };
+  // (a flow written before under the key: its id, and each job's id in the call's order)
+  return { created: false, flowId: String(r.flowId), ids: (r.ids ?? []).map(String) };
 }
 
 /** cancel_flow: the jobs it cancelled (-1: no such flow here) and the flow's size. */

@@ -836,4 +836,53 @@ describe("named records on the wire", () => {
     assert.deepEqual(await enqueue(record, "a", "1"), ["ids", ["a"], "codes", [0]]);
     assert.deepEqual(await redis.hmget(k.job("b"), "data", "attempts"), ["2", "3"]);
   });
+
+  test("enqueue_flow: the call's record names the queues and job fields once, the values follow by job; a named reply; a malformed record is refused naming it, nothing written", async () => {
+    const p = new PipelineKeys(`wireflow${++n}`);
+    const k = new QueueKeys(`${p.pipeline}/q`);
+    const keys = (flowId: string, idem?: string) => [
+      p.outbox,
+      p.meta,
+      p.seq,
+      p.flow(flowId),
+      k.ready,
+      k.delayed,
+      k.counts,
+      k.wake,
+      k.contract,
+      ...(idem ? [p.flowIdempotency(idem)] : []),
+    ];
+    const record = {
+      jobPrefix: p.jobPrefix,
+      flowId: "f1",
+      now: Date.now(),
+      maxPayloadBytes: 1000,
+      queues: [k.queue],
+      jobFields: ["id", "key", "queue", "data", "parents"],
+    };
+    const jobs = ["j1", "a", k.queue, "1", "", "j2", "b", k.queue, "2", "a"];
+    const flow = (r: { flowId?: string; [field: string]: unknown }, idem?: string) =>
+      runScript<unknown[]>(redis, "enqueue_flow", keys(r.flowId ?? "f1", idem), [JSON.stringify(r), ...jobs]);
+    await assert.rejects(
+      flow({ ...record, flowId: undefined }),
+      /ERR_INVALID_RECORD enqueue_flow call: field flowId must be a string, got none/,
+    );
+    await assert.rejects(
+      flow({ ...record, queues: [k.queue, 7] }),
+      /ERR_INVALID_RECORD enqueue_flow call: field queues must be a list of names, got a number in it/,
+    );
+    await assert.rejects(
+      flow({ ...record, contractHashes: "abc" }),
+      /ERR_INVALID_RECORD enqueue_flow call: field contractHashes must be a table, got string/,
+    );
+    await assert.rejects(
+      flow({ ...record, contractHashes: { [k.queue]: "abc" } }),
+      /contract changed \(in force: none\)/,
+    );
+    assert.deepEqual(await redis.keys(`*{${p.pipeline}}*`), []);
+    assert.deepEqual(await flow(record, "once"), ["written", 2]);
+    assert.deepEqual(await redis.hmget(p.job("j2"), "state", "parents"), ["waiting-children", "a"]);
+    // (the same flow again under its idempotency key: the first one's id and jobs, nothing written)
+    assert.deepEqual(await flow({ ...record, flowId: "f2" }, "once"), ["flowId", "f1", "ids", ["j1", "j2"]]);
+  });
 });

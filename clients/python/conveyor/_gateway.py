@@ -80,21 +80,30 @@ def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queu
                  contract_hashes: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence[Any]],
                  idempotency_key: Optional[str] = None) -> Script:
     """`fields` names the per-job fields, each of `rows` one job's values in that order; `queues`
-    the flow's queues, `contract_hashes` the hash each one's jobs were checked against. Reply: the
-    number of jobs written, or for an `idempotency_key` already taken [that flow's id, each job's id]."""
+    the flow's queues, `contract_hashes` the hash each one's jobs were checked against. Reply, by
+    name: written (the number of jobs), or for an `idempotency_key` already taken flowId and ids
+    (each job's id in the call's order) (flow_reply())."""
     keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
     for q in queues:
         k = QueueKeys(q)
         keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
     if idempotency_key is not None:
         keys.append(pk.flow_idempotency(idempotency_key))
-    args: List[Any] = [pk.job_prefix, flow_id, _now_ms(), max_payload_bytes, len(queues)]
-    for q, h in zip(queues, contract_hashes):
-        args += [q, h]
-    args.append(",".join(fields))
+    hashes = {q: h for q, h in zip(queues, contract_hashes) if h}
+    args: List[Any] = [_record(jobPrefix=pk.job_prefix, flowId=flow_id, now=_now_ms(), maxPayloadBytes=max_payload_bytes,
+                               queues=list(queues), contractHashes=hashes or None, jobFields=list(fields))]
     for row in rows:
         args.extend(row)
     return Script("enqueue_flow", keys, args)
+
+
+def flow_reply(reply: Sequence[Any]) -> Optional[Tuple[str, List[str]]]:
+    """enqueue_flow's reply: None when the flow was written, else (the flow written before under
+    the idempotency key, its jobs' ids in the call's order)."""
+    r = _named(reply)
+    if "flowId" not in r:
+        return None
+    return str(r["flowId"]), [str(i) for i in r["ids"]]
 
 
 # -- jobs ---------------------------------------------------------------------------------------
