@@ -956,15 +956,16 @@ const OPTIONAL_FIELDS = [
 ] as const satisfies readonly (keyof EnqueueRecord)[];
 
 /**
- * The names of the fields these records have (`id`, `data` first; a field none of them has is not
- * sent) and, after enqueue_jobs' call record, each record's values in that order.
+ * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
+ * field none of them has is not sent), the hash of the contract they were checked against ('' =
+ * none), then each record's values in that order.
  */
-function enqueueColumns(records: readonly EnqueueRecord[]): { fields: string[]; values: ScriptArg[] } {
+function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
   const fields: (keyof EnqueueRecord)[] = ["id", "data"];
   for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
-  const values: ScriptArg[] = [];
-  for (const r of records) for (const f of fields) values.push(r[f] ?? "");
-  return { fields, values };
+  const args: ScriptArg[] = [fields.join(","), contractHash];
+  for (const r of records) for (const f of fields) args.push(r[f] ?? "");
+  return args;
 }
 
 /** Per job in order: its id and 1 created, 0 an existing job (known id or key), 2 replaced (debounce). */
@@ -984,27 +985,24 @@ export async function enqueueJobs(
   },
 ): Promise<EnqueueReply> {
   const k = a.keys;
-  const { fields, values } = enqueueColumns(a.records);
-  const record = JSON.stringify({
-    jobPrefix: k.jobPrefix,
-    idempotencyPrefix: k.idempotencyPrefix,
-    queue: k.queue,
-    now: a.now,
-    maxPayloadBytes: a.maxPayloadBytes,
-    idempotencyTtlSeconds: a.idempotencyTtlSeconds,
-    jobFields: fields,
-    contractHash: a.contractHash || undefined,
-  });
-  const r = named<{ ids: string[]; codes: number[] }>(
-    await call<unknown[]>(
-      redis,
-      durability,
-      "enqueue_jobs",
-      [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
-      [record, ...values],
-    ),
+  const flat = await call<(string | number)[]>(
+    redis,
+    durability,
+    "enqueue_jobs",
+    [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
+    [
+      k.jobPrefix,
+      k.idempotencyPrefix,
+      k.queue,
+      a.now,
+      a.maxPayloadBytes,
+      a.idempotencyTtlSeconds,
+      ...enqueueRecordArgs(a.records, a.contractHash),
+    ],
   );
-  return r.ids.map((id, i) => ({ id: String(id), code: Number(r.codes[i]) }));
+  const out: EnqueueReply = [];
+  for (let i = 0; i < flat.length; i += 2) out.push({ id: String(flat[i]), code: Number(flat[i + 1]) });
+  return out;
 }
 
 /**

@@ -796,47 +796,6 @@ describe("named records on the wire", () => {
     assert.equal(await redis.ttl(p.job(flow.ids.a!)), -1);
   });
 
-  test("enqueue_jobs: the call's record names the job fields once, the values follow by job; the reply names ids and codes; a malformed record is refused naming it", async () => {
-    const q = fresh();
-    const k = new QueueKeys(q);
-    const keys = [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
-    const record = {
-      jobPrefix: k.jobPrefix,
-      idempotencyPrefix: k.idempotencyPrefix,
-      queue: q,
-      now: Date.now(),
-      maxPayloadBytes: 1000,
-      idempotencyTtlSeconds: 60,
-      jobFields: ["id", "data"],
-    };
-    const enqueue = (r: unknown, ...values: string[]) =>
-      runScript<unknown[]>(redis, "enqueue_jobs", keys, [JSON.stringify(r), ...values]);
-    await assert.rejects(
-      enqueue({ ...record, now: undefined }, "a", "1"),
-      /ERR_INVALID_RECORD enqueue_jobs call: field now must be a number, got none/,
-    );
-    await assert.rejects(
-      enqueue({ ...record, jobFields: "id,data" }, "a", "1"),
-      /ERR_INVALID_RECORD enqueue_jobs call: field jobFields must be a table, got string/,
-    );
-    await assert.rejects(
-      enqueue({ ...record, jobFields: ["id", "data", 3] }, "a", "1", "x"),
-      /ERR_INVALID_RECORD enqueue_jobs call: field jobFields must be a list of field names/,
-    );
-    await assert.rejects(
-      enqueue({ ...record, contractHash: 5 }, "a", "1"),
-      /ERR_INVALID_RECORD enqueue_jobs call: field contractHash must be a string, got number/,
-    );
-    await assert.rejects(
-      enqueue({ ...record, jobFields: ["id", "data", "colour"] }, "a", "1", "red"),
-      /ERR_INVALID_FIELDS unknown, repeated or misplaced job field colour in id,data,colour/,
-    );
-    assert.equal(await redis.exists(k.job("a")), 0);
-    assert.deepEqual(await enqueue(record, "a", "1", "b", "2"), ["ids", ["a", "b"], "codes", [1, 1]]);
-    assert.deepEqual(await enqueue(record, "a", "1"), ["ids", ["a"], "codes", [0]]);
-    assert.deepEqual(await redis.hmget(k.job("b"), "data", "attempts"), ["2", "3"]);
-  });
-
   test("enqueue_flow: the call's record names the queues and job fields once, the values follow by job; a named reply; a malformed record is refused naming it, nothing written", async () => {
     const p = new PipelineKeys(`wireflow${++n}`);
     const k = new QueueKeys(`${p.pipeline}/q`);
