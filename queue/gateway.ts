@@ -466,7 +466,7 @@ export async function reclaimFinished(
       redis,
       "reclaim_finished",
       [a.keys.finished],
-      [a.keys.jobPrefix, a.now, a.limit],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, now: a.now, limit: a.limit })],
     ),
   );
   return { reclaimed: Number(r.reclaimed), more: Number(r.more) === 1 };
@@ -682,38 +682,69 @@ export function retryDead(
 }
 
 /** Deletes up to `limit` dead jobs; returns how many. */
-export function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: number }): Promise<number> {
-  return runScript<number>(redis, "purge_dead", [a.keys.dead], [a.keys.jobPrefix, a.limit]);
+export async function purgeDead(redis: RedisClient, a: { keys: QueueKeys; limit: number }): Promise<number> {
+  const r = named<{ purged: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "purge_dead",
+      [a.keys.dead],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, limit: a.limit })],
+    ),
+  );
+  return Number(r.purged);
 }
 
 /** Moves the layout in force forward (layout_finalize.lua); the layout in force before the call. */
-export function layoutFinalize(
+export async function layoutFinalize(
   redis: RedisClient,
   a: { keys: PipelineKeys; to: number; firstVersion: string; at: number; by: string; queues: string[] },
 ): Promise<number> {
-  return runScript<number>(
-    redis,
-    "layout_finalize",
-    [a.keys.layout, a.keys.meta],
-    [a.to, a.firstVersion, a.at, a.by, ...a.queues],
+  const r = named<{ previous: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "layout_finalize",
+      [a.keys.layout, a.keys.meta],
+      [
+        wireRecord({ to: a.to, firstVersion: a.firstVersion, finalizedAt: a.at, finalizedBy: a.by }),
+        ...a.queues,
+      ],
+    ),
   );
+  return Number(r.previous);
 }
 
 /** 1 when this call switched records on, 0 when they were on. */
-export function recordsEnable(redis: RedisClient, a: { keys: PipelineKeys; group: string }): Promise<number> {
-  return runScript<number>(redis, "records_enable", [a.keys.outbox, a.keys.meta], [a.group]);
+export async function recordsEnable(
+  redis: RedisClient,
+  a: { keys: PipelineKeys; group: string },
+): Promise<number> {
+  const r = named<{ switched: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "records_enable",
+      [a.keys.outbox, a.keys.meta],
+      [wireRecord({ group: a.group })],
+    ),
+  );
+  return Number(r.switched);
 }
 
 // ---- Schedules, groups, resources ----
 
 /** 1 when the schedule existed. */
-export function scheduleRemove(redis: RedisClient, a: { keys: QueueKeys; name: string }): Promise<number> {
-  return runScript<number>(
-    redis,
-    "schedule_remove",
-    [a.keys.schedules, a.keys.delayed],
-    [a.keys.jobPrefix, a.name],
+export async function scheduleRemove(
+  redis: RedisClient,
+  a: { keys: QueueKeys; name: string },
+): Promise<number> {
+  const r = named<{ existed: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "schedule_remove",
+      [a.keys.schedules, a.keys.delayed],
+      [wireRecord({ jobPrefix: a.keys.jobPrefix, name: a.name })],
+    ),
   );
+  return Number(r.existed);
 }
 
 /** 1 when the tick was put in line, 0 when it was already. */
@@ -744,14 +775,16 @@ export async function groupControl(
   a: { keys: QueueKeys; action: string; group: string; value: string },
 ): Promise<number> {
   const k = a.keys;
-  return Number(
-    await runScript(
+  // ('' is how callers say every group, or remove the setting: left out of the record)
+  const r = named<{ regrouped: number }>(
+    await runScript<unknown[]>(
       redis,
       "group_control",
       [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
-      [a.action, a.group, a.value],
+      [wireRecord({ action: a.action, group: a.group || undefined, value: a.value || undefined })],
     ),
   );
+  return Number(r.regrouped);
 }
 
 export interface GroupAdmissionReply {
@@ -771,7 +804,7 @@ export async function groupAdmission(
       redis,
       "group_admission",
       [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
-      [a.enough, a.scanLimit],
+      [wireRecord({ enough: a.enough, scanLimit: a.scanLimit })],
     ),
   );
   return {
@@ -801,13 +834,15 @@ export async function resourceRemove(
   redis: RedisClient,
   a: { pipeline: PipelineKeys; name: string },
 ): Promise<boolean> {
-  const removed = await runScript(
-    redis,
-    "resource_remove",
-    [a.pipeline.resource(a.name), a.pipeline.resources],
-    [],
+  const r = named<{ existed: number }>(
+    await runScript<unknown[]>(
+      redis,
+      "resource_remove",
+      [a.pipeline.resource(a.name), a.pipeline.resources],
+      [],
+    ),
   );
-  return Number(removed) === 1;
+  return Number(r.existed) === 1;
 }
 
 /**
@@ -1010,14 +1045,26 @@ export async function enqueueFlow(
   const keys = [p.outbox, p.meta, p.seq, p.flow(a.flowId)];
   for (const { keys: k } of a.queues) keys.push(k.ready, k.delayed, k.counts, k.wake, k.contract);
   if (a.idempotencyKey !== undefined) keys.push(p.flowIdempotency(a.idempotencyKey));
-  const args: ScriptArg[] = [p.jobPrefix, a.flowId, a.now, a.maxPayloadBytes, a.queues.length];
-  for (const q of a.queues) args.push(q.keys.queue, q.contractHash);
-  args.push(a.fields.join(","));
+  const contractHashes: Record<string, string> = {};
+  for (const q of a.queues) if (q.contractHash) contractHashes[q.keys.queue] = q.contractHash;
+  const args: ScriptArg[] = [
+    JSON.stringify({
+      jobPrefix: p.jobPrefix,
+      flowId: a.flowId,
+      now: a.now,
+      maxPayloadBytes: a.maxPayloadBytes,
+      queues: a.queues.map((q) => q.keys.queue),
+      contractHashes: Object.keys(contractHashes).length > 0 ? contractHashes : undefined,
+      jobFields: a.fields,
+    }),
+  ];
   for (const row of a.rows) args.push(...row);
-  const reply = await call<number | string[]>(redis, durability, "enqueue_flow", keys, args);
-  if (!Array.isArray(reply)) return { created: true };
-  // (a flow written before under the key: its id, then each job's id in the call's order)
-  return { created: false, flowId: String(reply[0]), ids: reply.slice(1).map(String) };
+  const r = named<{ written?: number; flowId?: string; ids?: string[] }>(
+    await call<unknown[]>(redis, durability, "enqueue_flow", keys, args),
+  );
+  if (r.flowId === undefined) return { created: true };
+  // (a flow written before under the key: its id, and each job's id in the call's order)
+  return { created: false, flowId: String(r.flowId), ids: (r.ids ?? []).map(String) };
 }
 
 /** cancel_flow: the jobs it cancelled (-1: no such flow here) and the flow's size. */
@@ -1031,7 +1078,7 @@ export async function cancelFlow(
       redis,
       "cancel_flow",
       [p.outbox, p.meta, p.flow(a.id)],
-      [p.jobPrefix, a.now, a.retentionSeconds],
+      [wireRecord({ jobPrefix: p.jobPrefix, now: a.now, retentionSeconds: a.retentionSeconds || undefined })],
     ),
   );
   return { cancelled: Number(r.cancelled), total: Number(r.total) };
@@ -1044,7 +1091,12 @@ export async function flowRepair(
 ): Promise<{ told: number; gone: number; total: number }> {
   const p = a.pipeline;
   const r = named<{ told: number; gone: number; total: number }>(
-    await runScript<unknown[]>(redis, "flow_repair", [p.flow(a.id)], [p.jobPrefix, a.now, a.id]),
+    await runScript<unknown[]>(
+      redis,
+      "flow_repair",
+      [p.flow(a.id)],
+      [wireRecord({ jobPrefix: p.jobPrefix, now: a.now, id: a.id })],
+    ),
   );
   return { told: Number(r.told), gone: Number(r.gone), total: Number(r.total) };
 }
@@ -1056,12 +1108,8 @@ export async function tokenRate(
   redis: RedisClient,
   a: { key: string; max: number; perMs: number },
 ): Promise<{ admitted: boolean; retryAfterMs: number }> {
-  const [admitted, retryAfterMs] = await call<[number, number]>(
-    redis,
-    undefined,
-    "token_rate",
-    [a.key],
-    [a.max, a.perMs],
+  const r = named<{ admitted: number; retryAfterMs?: number }>(
+    await runScript<unknown[]>(redis, "token_rate", [a.key], [wireRecord({ max: a.max, windowMs: a.perMs })]),
   );
-  return { admitted: admitted === 1, retryAfterMs };
+  return { admitted: Number(r.admitted) === 1, retryAfterMs: Number(r.retryAfterMs ?? 0) };
 }

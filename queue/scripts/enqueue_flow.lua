@@ -4,26 +4,31 @@
 -- `waiting-children` (in no line: not ready, not in the backlog) until they have all ended.
 -- A script of its own rather than enqueue_jobs: that one takes one queue's keys, a flow spans
 -- several queues and writes its hash and every parent's `dependents` besides.
--- KEYS: 1 outbox, 2 meta, 3 seq, 4 the flow's hash (`<P>flow:<id>`), then per queue of ARGV's
---       list (in its order) 5 keys: ready, delayed, counts, wake, contract; then, for a flow with
---       an idempotency key, `<P>flowidem:<key>`. All of one pipeline: one hash tag, one Cluster slot.
--- ARGV: 1 jobPrefix, 2 flow id, 3 now (ms), 4 maxPayloadBytes, 5 n (queues), then n pairs: queue
---       name, the hash of its contract the caller checked the jobs against ('' = none); then the
---       job fields this call sends, by name, comma-separated: `id,key,queue,data` first, then any
---       of priority, attempts, timeoutMs, trace, group, task, delayMs, uses, notify (as
---       enqueue_jobs takes them), parents (the parents' keys, space-separated), onParentFailure
---       (fail|continue|ignore; '' = fail); then per job exactly those values in that order. Each
---       job's parents come before it (the caller sends the jobs in a topological order, so a
---       cycle is refused here too). A job with parents and a delay waits out its delay once they
---       have ended (it goes to `delayed` at release, flow.lua).
+-- KEYS: 1 outbox, 2 meta, 3 seq, 4 the flow's hash (`<P>flow:<id>`), then per queue of the
+--       record's `queues` (in its order) 5 keys: ready, delayed, counts, wake, contract; then, for
+--       a flow with an idempotency key, `<P>flowidem:<key>`. All of one pipeline: one hash tag,
+--       one Cluster slot.
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, flowId, now (ms),
+--       maxPayloadBytes, queues (the flow's queue names, a list), optional contractHashes (per
+--       queue name the hash of its contract the caller checked the jobs against; a queue left
+--       out: none), jobFields (the job fields this call sends, by name, a list: `id`, `key`,
+--       `queue`, `data` first, then any of priority, attempts, timeoutMs, trace, group, task,
+--       delayMs, uses, notify (as enqueue_jobs takes them), parents (the parents' keys,
+--       space-separated), onParentFailure (fail|continue|ignore; '' = fail)); then from ARGV 2,
+--       per job, exactly those values in that order (columnar: no decode per job). Each job's
+--       parents come before it (the caller sends the jobs in a topological order, so a cycle is
+--       refused here too). A job with parents and a delay waits out its delay once they have
+--       ended (it goes to `delayed` at release, flow.lua). A record that is not a JSON object or
+--       lacks a field: ERR_INVALID_RECORD naming it, nothing written.
 -- Refusals (nothing written): ERR_INVALID_FLOW <why> (an unknown/repeated field, a duplicate or
 -- unknown key, a parent not before its child, an unknown queue, a bad policy or task name, the
 -- flow id in use, an idempotency key naming a flow without one of the call's keys),
 -- ERR_INVALID_NOTIFY, ERR_INVALID_USES, ERR_INVALID_GROUP, ERR_PAYLOAD_TOO_LARGE,
 -- ERR_CONTRACT_CHANGED <hash in force> (of a queue whose hash was not the one sent).
--- Returns the number of jobs written; for an idempotency key already taken (within
--- FLOW_IDEMPOTENCY_TTL_SECONDS) nothing is written and it returns {that flow's id, then the id of
--- each job of the call, in the call's order}.
+-- Returns name/value pairs written (the number of jobs written); for an idempotency key already
+-- taken (within FLOW_IDEMPOTENCY_TTL_SECONDS) nothing is written and it returns flowId (that
+-- flow's id) and ids (the id of each job of the call, in the call's order) instead.
+--- @include "includes/wire"
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
@@ -37,12 +42,29 @@ local OPTIONAL = {priority = true, attempts = true, timeoutMs = true, trace = tr
 local LEADING = {'id', 'key', 'queue', 'data'}
 local POLICIES = {fail = true, continue = true, ignore = true}
 
-local jobPrefix, fid = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
-local maxBytes = tonumber(ARGV[4])
-local nq = tonumber(ARGV[5])
--- ARGV index of the field list; each job's values follow it, `width` at a time.
-local first = 6 + 2 * (nq or 0)
+local call, bad = wireRecord('enqueue_flow call', ARGV[1])
+bad = bad or wireRequire('enqueue_flow call', call, {'jobPrefix', 'string', 'flowId', 'string', 'now', 'number',
+  'maxPayloadBytes', 'number', 'queues', 'table', 'jobFields', 'table'})
+if not bad and call.contractHashes ~= nil and type(call.contractHashes) ~= 'table' then
+  bad = 'ERR_INVALID_RECORD enqueue_flow call: field contractHashes must be a table, got ' .. type(call.contractHashes)
+end
+if not bad then
+  for _, list in ipairs({'queues', 'jobFields'}) do
+    for _, v in ipairs(call[list]) do
+      if type(v) ~= 'string' then
+        bad = 'ERR_INVALID_RECORD enqueue_flow call: field ' .. list .. ' must be a list of names, got a ' .. type(v) .. ' in it'
+      end
+    end
+  end
+end
+if bad then return redis.error_reply(bad) end
+local jobPrefix, fid = call.jobPrefix, call.flowId
+local now = call.now
+local maxBytes = call.maxPayloadBytes
+local nq = #call.queues
+local hashes = call.contractHashes or {}
+-- ARGV index of the call's record; each job's values follow it, `width` at a time.
+local first = 1
 -- Each sent field's offset from a job's first value (nil: not sent by this call).
 local at, width = {}, 0
 
@@ -53,12 +75,13 @@ end
 -- The call's queues by name, each with its keys (as enqueueJob takes them), once every contract
 -- hash sent is the one in force; or nil and the error reply.
 local function queuesOf()
-  if not nq or (#KEYS ~= 4 + 5 * nq and #KEYS ~= 5 + 5 * nq) then
+  if #KEYS ~= 4 + 5 * nq and #KEYS ~= 5 + 5 * nq then
     return nil, refuse('expected 4 + 5 keys per queue (+ 1 for an idempotency key), got ' .. #KEYS)
   end
   local queues = {}
   for i = 1, nq do
-    local name, hash = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+    local name = call.queues[i]
+    local hash = hashes[name] or ''
     local k = 4 + 5 * (i - 1)
     local inForce = redis.call('HGET', KEYS[k + 5], 'hash') or ''
     if inForce ~= hash then return nil, redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce) end
@@ -70,15 +93,16 @@ end
 
 -- Reads the field list into `at` and `width`; an error reply when it or the number of values is wrong.
 local function readFields()
-  for name in string.gmatch(ARGV[first] or '', '[^,]+') do
+  local list = table.concat(call.jobFields, ',')
+  for _, name in ipairs(call.jobFields) do
     if at[name] or not (OPTIONAL[name] or LEADING[width + 1] == name) then
-      return refuse('unknown, repeated or misplaced job field ' .. name .. ' in ' .. ARGV[first] .. ' (id,key,queue,data first)')
+      return refuse('unknown, repeated or misplaced job field ' .. name .. ' in ' .. list .. ' (id,key,queue,data first)')
     end
     at[name] = width
     width = width + 1
   end
   if width < 4 or (#ARGV - first) % width ~= 0 or #ARGV == first then
-    return refuse((#ARGV - first) .. ' values for jobs of ' .. width .. ' fields (' .. (ARGV[first] or '') .. ')')
+    return refuse((#ARGV - first) .. ' values for jobs of ' .. width .. ' fields (' .. list .. ')')
   end
   return nil
 end
@@ -100,17 +124,17 @@ local function replayOf(idemKey)
   local fk = keyOf.flow(pipelineBase(jobPrefix), first_fid)
   local names = {}
   for i = first + 1, #ARGV, width do names[#names + 1] = 'k:' .. ARGV[i + 1] end
-  local out = {first_fid}
+  local ids = {}
   for n = 1, #names, 1000 do
     local v = redis.call('HMGET', fk, unpack(names, n, math.min(n + 999, #names)))
     for j = 1, #v do
       if not v[j] then
         return refuse('the idempotency key names flow ' .. first_fid .. ', which has no job ' .. string.sub(names[n + j - 1], 3) .. ' (or is gone)')
       end
-      out[#out + 1] = v[j]
+      ids[#ids + 1] = v[j]
     end
   end
-  return out
+  return {'flowId', first_fid, 'ids', ids}
 end
 
 -- The job at `i`'s options other than its key and parents, checked; an error reply or nil.
@@ -282,7 +306,8 @@ local function writeJob(queues, i, idOf, deps)
   return enqueueJob(queues[queue], jobPrefix, queue, now, id, data, priority, delay, attempts, timeout, '', '', extra, group, recorded)
 end
 
-local queues, bad = queuesOf()
+local queues
+queues, bad = queuesOf()
 if not queues then return bad end
 bad = readFields()
 if bad then return bad end
@@ -310,4 +335,4 @@ redis.call('HSET', KEYS[4], 'total', #order, 'open', #order, 'createdAt', now)
 if idemKey then redis.call('SET', idemKey, fid, 'EX', FLOW_IDEMPOTENCY_TTL_SECONDS) end
 for queue in pairs(queues) do keepLayoutFence(KEYS[2], queue) end
 for queue in pairs(woke) do wake(queues[queue].wake) end
-return #order
+return {'written', #order}

@@ -5,12 +5,18 @@
 -- had (flowJobEnded: its outcome stored, its dependents released, or cancelled by their policy).
 -- Open jobs and jobs already told are left alone, so a second call tells none again.
 -- KEYS: 1 the flow's hash (`<P>flow:<id>`)
--- ARGV: 1 jobPrefix, 2 now (ms), 3 the flow's id
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, now (ms), id (the flow's). A
+--       record that is not a JSON object or lacks a field: ERR_INVALID_RECORD naming it, nothing
+--       written.
 -- Returns name/value pairs told (jobs told; -1 when there is no such flow), gone (ended jobs
 -- whose record is gone: reclaimed, not told) and total (jobs in the flow).
+--- @include "includes/wire"
 --- @include "includes/flow"
 
-local jobPrefix, now, fid = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local call, bad = wireRecord('flow_repair call', ARGV[1])
+bad = bad or wireRequire('flow_repair call', call, {'jobPrefix', 'string', 'now', 'number', 'id', 'string'})
+if bad then return redis.error_reply(bad) end
+local jobPrefix, now, fid = call.jobPrefix, call.now, call.id
 local all = redis.call('HGETALL', KEYS[1])
 if #all == 0 then return {'told', -1, 'gone', 0, 'total', 0} end
 local told, gone, total = 0, 0, 0

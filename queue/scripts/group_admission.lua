@@ -8,11 +8,18 @@
 -- sum reaches `enough` (more would not change the caller's decision: every ring group adds ≥ 1)
 -- or after `scanLimit` groups, so a poll costs O(min(G, enough, scanLimit)), never O(G).
 -- KEYS: 1 gring, 2 gwaiting, 3 grunning, 4 gcontrol (the queue's)
--- ARGV: 1 enough (stop when the sum reaches it), 2 scanLimit (most groups looked at)
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): enough (stop when the sum reaches it),
+--       scanLimit (most groups looked at). A record that is not a JSON object or lacks a field:
+--       ERR_INVALID_RECORD naming it.
 -- Returns name/value pairs waiting (grouped waiting jobs), admissible, scanned, ring (the ring's
 -- size): admissible is exact when scanned =
 -- ringSize or admissible ≥ enough, else the sum over the first `scanned` groups of the ring.
-local enough, scanLimit = tonumber(ARGV[1]) or 0, tonumber(ARGV[2]) or 0
+--- @include "includes/wire"
+
+local call, bad = wireRecord('group_admission call', ARGV[1])
+bad = bad or wireRequire('group_admission call', call, {'enough', 'number', 'scanLimit', 'number'})
+if bad then return redis.error_reply(bad) end
+local enough, scanLimit = call.enough, call.scanLimit
 local waiting = math.max(0, tonumber(redis.call('HGET', KEYS[2], '')) or 0)
 local ringSize = redis.call('ZCARD', KEYS[1])
 local defaults = redis.call('HMGET', KEYS[4], 'concurrency', 'rate')

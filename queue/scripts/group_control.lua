@@ -6,16 +6,27 @@
 -- there) and a consumer is woken. A default change re-admits every group with waiting work:
 -- O(G) for this one call, never for a claim.
 -- KEYS: 1 gcontrol, 2 gwaiting, 3 gring, 4 wake (the queue's; `<Q>` is named from KEYS 1)
--- ARGV: 1 action ('pause' | 'resume' | 'limit' | 'rate' | 'onDead' | 'weight'), 2 group ('' =
---       every group: only for 'limit', 'rate' and 'onDead'), 3 for 'limit' the concurrency (a
---       positive integer, or '' = remove the limit), for 'rate' `<max>/<windowMs>` (or '' =
---       remove it; the window log goes too), for 'onDead' 'block' or 'continue' ('' = remove),
---       for 'weight' an integer 1..1000 ('' = remove: weight 1)
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): action ('pause' | 'resume' | 'limit' |
+--       'rate' | 'onDead' | 'weight'); optional group (left out = every group: only for 'limit',
+--       'rate' and 'onDead'); optional value (left out = remove the setting): for 'limit' the
+--       concurrency (a positive integer), for 'rate' `<max>/<windowMs>` (removing it drops the
+--       window log too), for 'onDead' 'block' or 'continue', for 'weight' an integer 1..1000
+--       (removed: weight 1). A record that is not a JSON object or lacks a field:
+--       ERR_INVALID_RECORD naming it, nothing written.
 -- A resume also ends a block by a dead job (`blockedBy:<g>`).
--- Returns the number of groups re-admitted.
+-- Returns name/value pairs regrouped (the number of groups re-admitted).
+--- @include "includes/wire"
 --- @include "includes/groups"
 
-local action, g, concurrency = ARGV[1], ARGV[2], ARGV[3]
+local call, bad = wireRecord('group_control call', ARGV[1])
+bad = bad or wireRequire('group_control call', call, {'action', 'string'})
+for _, f in ipairs({'group', 'value'}) do
+  if not bad and call[f] ~= nil and type(call[f]) ~= 'string' then
+    bad = 'ERR_INVALID_RECORD group_control call: field ' .. f .. ' must be a string, got ' .. type(call[f])
+  end
+end
+if bad then return redis.error_reply(bad) end
+local action, g, concurrency = call.action, call.group or '', call.value or ''
 local q = string.sub(KEYS[1], 1, #KEYS[1] - #'gcontrol')
 if #g > GROUP_MAX_BYTES then return redis.error_reply('ERR_INVALID_GROUP group is ' .. #g .. ' bytes, limit ' .. GROUP_MAX_BYTES) end
 local function readmit(group)
@@ -99,4 +110,4 @@ else
   return redis.error_reply('ERR_INVALID_ACTION ' .. action)
 end
 if readmitted > 0 then wake(KEYS[4]) end
-return readmitted
+return {'regrouped', readmitted}

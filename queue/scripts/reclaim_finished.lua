@@ -8,14 +8,23 @@
 -- a waiting or running job is touched; an entry whose record is kept longer is indexed again at
 -- the record's own due time.
 -- KEYS: 1 <Q>finished
--- ARGV: 1 jobPrefix, 2 now (ms), 3 limit (ids examined per call, 1–5,000)
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, now (ms), optional limit (ids
+--       examined per call, 1–5,000; 500 when left out). A record that is not a JSON object or
+--       lacks a field: ERR_INVALID_RECORD naming it, nothing written.
 -- Returns name/value pairs reclaimed (records deleted) and more (1 when index entries are still
 -- due, else 0).
+--- @include "includes/wire"
 --- @include "includes/finished"
 --- @include "includes/variadic"
 
-local jobPrefix, now = ARGV[1], tonumber(ARGV[2])
-local limit = math.max(1, math.min(tonumber(ARGV[3]) or 500, 5000))
+local call, bad = wireRecord('reclaim_finished call', ARGV[1])
+bad = bad or wireRequire('reclaim_finished call', call, {'jobPrefix', 'string', 'now', 'number'})
+if not bad and call.limit ~= nil and type(call.limit) ~= 'number' then
+  bad = 'ERR_INVALID_RECORD reclaim_finished call: field limit must be a number, got ' .. type(call.limit)
+end
+if bad then return redis.error_reply(bad) end
+local jobPrefix, now = call.jobPrefix, call.now
+local limit = math.max(1, math.min(math.floor(call.limit or 500), 5000))
 local marginMs = RECLAIM_MARGIN_SECONDS * 1000
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit, 'WITHSCORES')
 local taken, doomed, later = {}, {}, {}

@@ -705,7 +705,17 @@ describe("flows (single Redis)", () => {
         redis,
         "enqueue_flow",
         [pk.outbox, pk.meta, pk.seq, pk.flow("f1"), k.ready, k.delayed, k.counts, k.wake, k.contract],
-        [pk.jobPrefix, "f1", Date.now(), 1024, 1, k.queue, "", fields, ...values],
+        [
+          JSON.stringify({
+            jobPrefix: pk.jobPrefix,
+            flowId: "f1",
+            now: Date.now(),
+            maxPayloadBytes: 1024,
+            queues: [k.queue],
+            jobFields: fields.split(","),
+          }),
+          ...values,
+        ],
       );
     const refused = (p: Promise<unknown>, message: RegExp) =>
       assert.rejects(p, (err: Error) => {

@@ -315,7 +315,12 @@ describe("named records on the wire", () => {
       1,
     ]);
     assert.deepEqual(
-      await runScript(redis, "cancel_flow", [p.outbox, p.meta, p.flow("none")], [p.jobPrefix, Date.now(), 0]),
+      await runScript(
+        redis,
+        "cancel_flow",
+        [p.outbox, p.meta, p.flow("none")],
+        [JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now() })],
+      ),
       ["cancelled", -1, "total", 0],
     );
     await assert.rejects(
@@ -360,17 +365,40 @@ describe("named records on the wire", () => {
       /ERR_INVALID_RECORD sweep_leases call: field lockMs must be a number, got string/,
     );
     assert.deepEqual(
-      await runScript(redis, "reclaim_finished", [k.finished], [k.jobPrefix, Date.now(), 10]),
+      await runScript(
+        redis,
+        "reclaim_finished",
+        [k.finished],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, now: Date.now() })],
+      ),
       ["reclaimed", 0, "more", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "reclaim_finished",
+        [k.finished],
+        [JSON.stringify({ jobPrefix: k.jobPrefix, limit: 10 })],
+      ),
+      /ERR_INVALID_RECORD reclaim_finished call: field now must be a number, got none/,
     );
     assert.deepEqual(
       await runScript(
         redis,
         "group_admission",
         [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
-        [10, 10],
+        [JSON.stringify({ enough: 10, scanLimit: 10 })],
       ),
       ["waiting", 0, "admissible", 0, "scanned", 0, "ring", 0],
+    );
+    await assert.rejects(
+      runScript(
+        redis,
+        "group_admission",
+        [k.groupRing, k.groupWaiting, k.groupRunning, k.groupControl],
+        [JSON.stringify({ enough: 10 })],
+      ),
+      /ERR_INVALID_RECORD group_admission call: field scanLimit must be a number, got none/,
     );
     // (the fraction is stored as the text the record gives; no message: '')
     assert.equal(
@@ -684,5 +712,216 @@ describe("named records on the wire", () => {
       ]),
     );
     assert.ok(Number(cordoned.cordonedUntil) > Date.now());
+  });
+
+  test("purge_dead, schedule_remove, resource_remove, records_enable, token_rate: one record, named replies; a malformed one is refused naming it, nothing written", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    await redis.zadd(k.dead, 1, "d1", 2, "d2");
+    await redis.hset(k.job("d1"), "state", "dead");
+    await assert.rejects(
+      runScript(redis, "purge_dead", [k.dead], [JSON.stringify({ jobPrefix: k.jobPrefix })]),
+      /ERR_INVALID_RECORD purge_dead call: field limit must be a number, got none/,
+    );
+    await assert.rejects(
+      runScript(redis, "purge_dead", [k.dead], [k.jobPrefix, "10"]),
+      /ERR_INVALID_RECORD purge_dead call is not a JSON object/,
+    );
+    assert.equal(await redis.zcard(k.dead), 2);
+    assert.deepEqual(
+      await runScript(redis, "purge_dead", [k.dead], [JSON.stringify({ jobPrefix: k.jobPrefix, limit: 1 })]),
+      ["purged", 1],
+    );
+    assert.deepEqual([await redis.zcard(k.dead), await redis.exists(k.job("d1"))], [1, 0]);
+
+    await redis.hset(k.schedules, "nightly", "{}", "next:nightly", "5");
+    await redis.zadd(k.delayed, 5, "sched:nightly:5");
+    const removeSchedule = (record: object) =>
+      runScript(redis, "schedule_remove", [k.schedules, k.delayed], [JSON.stringify(record)]);
+    await assert.rejects(
+      removeSchedule({ jobPrefix: k.jobPrefix, name: 7 }),
+      /ERR_INVALID_RECORD schedule_remove call: field name must be a string, got number/,
+    );
+    assert.equal(await redis.hlen(k.schedules), 2);
+    assert.deepEqual(await removeSchedule({ jobPrefix: k.jobPrefix, name: "nightly" }), ["existed", 1]);
+    assert.deepEqual([await redis.hlen(k.schedules), await redis.zcard(k.delayed)], [0, 0]);
+    assert.deepEqual(await removeSchedule({ jobPrefix: k.jobPrefix, name: "nightly" }), ["existed", 0]);
+
+    const resKeys = [p.resource("llm"), p.resources];
+    await redis.hset(p.resource("llm"), "ceiling", "1");
+    assert.deepEqual(await runScript(redis, "resource_remove", resKeys, []), ["existed", 1]);
+    assert.deepEqual(await runScript(redis, "resource_remove", resKeys, []), ["existed", 0]);
+
+    const enable = (record: unknown) =>
+      runScript(redis, "records_enable", [p.outbox, p.meta], [JSON.stringify(record)]);
+    await assert.rejects(
+      enable({}),
+      /ERR_INVALID_RECORD records_enable call: field group must be a string, got none/,
+    );
+    assert.equal(await redis.exists(p.outbox), 0);
+    assert.deepEqual(await enable({ group: "conveyor-records" }), ["switched", 1]);
+    assert.deepEqual(await enable({ group: "conveyor-records" }), ["switched", 0]);
+
+    const rate = (record: object) =>
+      runScript<unknown[]>(redis, "token_rate", [`${p.meta}:rate`], [JSON.stringify(record)]);
+    await assert.rejects(
+      rate({ max: 1, windowMs: "60000" }),
+      /ERR_INVALID_RECORD token_rate call: field windowMs must be a number, got string/,
+    );
+    await assert.rejects(
+      rate({ max: 0, windowMs: 60_000 }),
+      /ERR_INVALID_RECORD token_rate call: max and windowMs/,
+    );
+    assert.equal(await redis.exists(`${p.meta}:rate`), 0);
+    assert.deepEqual(await rate({ max: 1, windowMs: 60_000 }), ["admitted", 1]);
+    const refused = named(await rate({ max: 1, windowMs: 60_000 }));
+    assert.equal(refused.admitted, 0);
+    assert.ok(Number(refused.retryAfterMs) > 0, `retryAfterMs ${String(refused.retryAfterMs)}`);
+  });
+
+  test("group_control and layout_finalize: one record (the queues after it), named replies; a malformed one is refused naming it, nothing written", async () => {
+    const q = fresh();
+    await producer.enqueue(q, 1, { id: "g1", group: "g" });
+    const k = new QueueKeys(q);
+    const p = new PipelineKeys(q.split("/")[0]!);
+    const control = (record: unknown) =>
+      runScript(
+        redis,
+        "group_control",
+        [k.groupControl, k.groupWaiting, k.groupRing, k.wake],
+        [JSON.stringify(record)],
+      );
+    await assert.rejects(
+      control({ group: "g" }),
+      /ERR_INVALID_RECORD group_control call: field action must be a string, got none/,
+    );
+    await assert.rejects(
+      control({ action: "limit", value: 2 }),
+      /ERR_INVALID_RECORD group_control call: field value must be a string, got number/,
+    );
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), null);
+    // (group left out: every group; value left out: the setting removed)
+    assert.deepEqual(await control({ action: "limit", value: "2" }), ["regrouped", 1]);
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), "2");
+    assert.deepEqual(await control({ action: "limit" }), ["regrouped", 1]);
+    assert.equal(await redis.hget(k.groupControl, "concurrency"), null);
+    assert.deepEqual(await control({ action: "pause", group: "g" }), ["regrouped", 0]);
+    assert.equal(await redis.hget(k.groupControl, "paused:g"), "1");
+    await assert.rejects(control({ action: "resume" }), /ERR_INVALID_GROUP a group is required to resume/);
+
+    const finalize = (record: unknown, ...queues: string[]) =>
+      runScript(redis, "layout_finalize", [p.layout, p.meta], [JSON.stringify(record), ...queues]);
+    const record = { to: 2, firstVersion: "0.9.0", finalizedAt: 1_700_000_000_000, finalizedBy: "test" };
+    await assert.rejects(
+      finalize({ ...record, finalizedBy: undefined }, q),
+      /ERR_INVALID_RECORD layout_finalize call: field finalizedBy must be a string, got none/,
+    );
+    await assert.rejects(
+      finalize({ ...record, to: 1.5 }, q),
+      /ERR_INVALID_RECORD layout_finalize call: field to must be a positive integer/,
+    );
+    assert.equal(await redis.exists(p.layout), 0);
+    assert.deepEqual(await finalize(record, q), ["previous", 1]);
+    assert.deepEqual(await redis.hgetall(p.layout), {
+      inForce: "2",
+      firstVersion: "0.9.0",
+      finalizedAt: "1700000000000",
+      finalizedBy: "test",
+    });
+    assert.deepEqual(await redis.hmget(p.meta, "layout", `paused:${q}`), ["2", "1"]);
+    assert.deepEqual(await finalize(record, q), ["previous", 2]);
+  });
+
+  test("cancel_flow and flow_repair: the required fields alone; a malformed record is refused naming it, nothing written", async () => {
+    const flow = await producer.enqueueFlow("wireflow", [
+      { key: "a", queue: "wireflow/q", data: 1 },
+      { key: "b", queue: "wireflow/q", data: 2, parents: ["a"] },
+    ]);
+    const p = new PipelineKeys("wireflow");
+    const cancelKeys = [p.outbox, p.meta, p.flow(flow.flowId)];
+    await assert.rejects(
+      runScript(redis, "cancel_flow", cancelKeys, [JSON.stringify({ jobPrefix: p.jobPrefix, now: "now" })]),
+      /ERR_INVALID_RECORD cancel_flow call: field now must be a number, got string/,
+    );
+    await assert.rejects(
+      runScript(redis, "cancel_flow", cancelKeys, [
+        JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now(), retentionSeconds: "60" }),
+      ]),
+      /ERR_INVALID_RECORD cancel_flow call: field retentionSeconds must be a number, got string/,
+    );
+    assert.equal(await redis.hget(p.job(flow.ids.a!), "state"), "ready");
+    const repair = (record: unknown) =>
+      runScript<unknown[]>(redis, "flow_repair", [p.flow(flow.flowId)], [JSON.stringify(record)]);
+    await assert.rejects(
+      repair({ jobPrefix: p.jobPrefix, now: Date.now() }),
+      /ERR_INVALID_RECORD flow_repair call: field id must be a string, got none/,
+    );
+    assert.deepEqual(await repair({ jobPrefix: p.jobPrefix, now: Date.now(), id: flow.flowId }), [
+      "told",
+      0,
+      "gone",
+      0,
+      "total",
+      2,
+    ]);
+    assert.deepEqual(
+      await runScript(redis, "cancel_flow", cancelKeys, [
+        JSON.stringify({ jobPrefix: p.jobPrefix, now: Date.now() }),
+      ]),
+      ["cancelled", 2, "total", 2],
+    );
+    assert.deepEqual(await redis.hmget(p.job(flow.ids.a!), "state"), ["cancelled"]);
+    // (no retentionSeconds: the records are kept, no TTL)
+    assert.equal(await redis.ttl(p.job(flow.ids.a!)), -1);
+  });
+
+  test("enqueue_flow: the call's record names the queues and job fields once, the values follow by job; a named reply; a malformed record is refused naming it, nothing written", async () => {
+    const p = new PipelineKeys(`wireflow${++n}`);
+    const k = new QueueKeys(`${p.pipeline}/q`);
+    const keys = (flowId: string, idem?: string) => [
+      p.outbox,
+      p.meta,
+      p.seq,
+      p.flow(flowId),
+      k.ready,
+      k.delayed,
+      k.counts,
+      k.wake,
+      k.contract,
+      ...(idem ? [p.flowIdempotency(idem)] : []),
+    ];
+    const record = {
+      jobPrefix: p.jobPrefix,
+      flowId: "f1",
+      now: Date.now(),
+      maxPayloadBytes: 1000,
+      queues: [k.queue],
+      jobFields: ["id", "key", "queue", "data", "parents"],
+    };
+    const jobs = ["j1", "a", k.queue, "1", "", "j2", "b", k.queue, "2", "a"];
+    const flow = (r: { flowId?: string; [field: string]: unknown }, idem?: string) =>
+      runScript<unknown[]>(redis, "enqueue_flow", keys(r.flowId ?? "f1", idem), [JSON.stringify(r), ...jobs]);
+    await assert.rejects(
+      flow({ ...record, flowId: undefined }),
+      /ERR_INVALID_RECORD enqueue_flow call: field flowId must be a string, got none/,
+    );
+    await assert.rejects(
+      flow({ ...record, queues: [k.queue, 7] }),
+      /ERR_INVALID_RECORD enqueue_flow call: field queues must be a list of names, got a number in it/,
+    );
+    await assert.rejects(
+      flow({ ...record, contractHashes: "abc" }),
+      /ERR_INVALID_RECORD enqueue_flow call: field contractHashes must be a table, got string/,
+    );
+    await assert.rejects(
+      flow({ ...record, contractHashes: { [k.queue]: "abc" } }),
+      /contract changed \(in force: none\)/,
+    );
+    assert.deepEqual(await redis.keys(`*{${p.pipeline}}*`), []);
+    assert.deepEqual(await flow(record, "once"), ["written", 2]);
+    assert.deepEqual(await redis.hmget(p.job("j2"), "state", "parents"), ["waiting-children", "a"]);
+    // (the same flow again under its idempotency key: the first one's id and jobs, nothing written)
+    assert.deepEqual(await flow({ ...record, flowId: "f2" }, "once"), ["flowId", "f1", "ids", ["j1", "j2"]]);
   });
 });

@@ -242,7 +242,7 @@ def purge_dead(queue: str) -> Op:
     k = QueueKeys(_queue(queue))
     total = 0
     while True:
-        n = int((yield _gateway.purge_dead(k, limit=DEAD_CHUNK)))
+        n = _gateway.count_reply((yield _gateway.purge_dead(k, limit=DEAD_CHUNK)), "purged")
         total += n
         if n == 0:
             return total
@@ -367,7 +367,7 @@ def schedules(queue: str) -> Op:
 def remove_schedule(queue: str, name: str) -> Op:
     k = QueueKeys(_queue(queue))
     _schedule_name(name)
-    return int((yield _gateway.schedule_remove(k, name))) == 1
+    return _gateway.count_reply((yield _gateway.schedule_remove(k, name)), "existed") == 1
 
 
 # -- groups (queue/groups.ts) -------------------------------------------------------------------
@@ -633,7 +633,7 @@ def set_resource(pipeline_or_queue: str, name: str, keys: Mapping[str, Any], cei
 def remove_resource(pipeline_or_queue: str, name: str) -> Op:
     pk = PipelineKeys(_resource_pipeline(pipeline_or_queue))
     _resource_name(name)
-    return int((yield _gateway.resource_remove(pk, name))) == 1
+    return _gateway.count_reply((yield _gateway.resource_remove(pk, name)), "existed") == 1
 
 
 def bench_resource_key(pipeline_or_queue: str, name: str, key: str, until: Any) -> Op:

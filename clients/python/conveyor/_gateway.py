@@ -35,6 +35,11 @@ def _named(reply: Sequence[Any]) -> Dict[str, Any]:
     return {str(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
 
 
+def count_reply(reply: Sequence[Any], name: str) -> int:
+    """The count a script's named reply gives as `name` (purged, existed, …)."""
+    return int(_named(reply)[name])
+
+
 # -- enqueue ------------------------------------------------------------------------------------
 
 #: enqueue_jobs' optional record fields, in the order they are sent (queue/gateway.ts, EnqueueRecord).
@@ -74,21 +79,30 @@ def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queu
                  contract_hashes: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence[Any]],
                  idempotency_key: Optional[str] = None) -> Script:
     """`fields` names the per-job fields, each of `rows` one job's values in that order; `queues`
-    the flow's queues, `contract_hashes` the hash each one's jobs were checked against. Reply: the
-    number of jobs written, or for an `idempotency_key` already taken [that flow's id, each job's id]."""
+    the flow's queues, `contract_hashes` the hash each one's jobs were checked against. Reply, by
+    name: written (the number of jobs), or for an `idempotency_key` already taken flowId and ids
+    (each job's id in the call's order) (flow_reply())."""
     keys = [pk.outbox, pk.meta, pk.seq, pk.flow(flow_id)]
     for q in queues:
         k = QueueKeys(q)
         keys += [k.ready, k.delayed, k.counts, k.wake, k.contract]
     if idempotency_key is not None:
         keys.append(pk.flow_idempotency(idempotency_key))
-    args: List[Any] = [pk.job_prefix, flow_id, _now_ms(), max_payload_bytes, len(queues)]
-    for q, h in zip(queues, contract_hashes):
-        args += [q, h]
-    args.append(",".join(fields))
+    hashes = {q: h for q, h in zip(queues, contract_hashes) if h}
+    args: List[Any] = [_record(jobPrefix=pk.job_prefix, flowId=flow_id, now=_now_ms(), maxPayloadBytes=max_payload_bytes,
+                               queues=list(queues), contractHashes=hashes or None, jobFields=list(fields))]
     for row in rows:
         args.extend(row)
     return Script("enqueue_flow", keys, args)
+
+
+def flow_reply(reply: Sequence[Any]) -> Optional[Tuple[str, List[str]]]:
+    """enqueue_flow's reply: None when the flow was written, else (the flow written before under
+    the idempotency key, its jobs' ids in the call's order)."""
+    r = _named(reply)
+    if "flowId" not in r:
+        return None
+    return str(r["flowId"]), [str(i) for i in r["ids"]]
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -135,14 +149,15 @@ def retry_dead(k: QueueKeys, *, ids: Optional[Sequence[str]] = None, limit: int 
 
 
 def purge_dead(k: QueueKeys, *, limit: int) -> Script:
-    return Script("purge_dead", [k.dead], [k.job_prefix, limit])
+    """Reply: purged, by name (how many were deleted)."""
+    return Script("purge_dead", [k.dead], [_record(jobPrefix=k.job_prefix, limit=limit)])
 
 
 # -- schedules, groups, resources ---------------------------------------------------------------
 
 def schedule_remove(k: QueueKeys, name: str) -> Script:
-    """Reply: 1 when the schedule existed."""
-    return Script("schedule_remove", [k.schedules, k.delayed], [k.job_prefix, name])
+    """Reply: existed, by name (1 when the schedule existed)."""
+    return Script("schedule_remove", [k.schedules, k.delayed], [_record(jobPrefix=k.job_prefix, name=name)])
 
 
 def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int) -> Script:
@@ -154,7 +169,10 @@ def schedule_tick(k: QueueKeys, name: str, *, now: int, version: str, tick: int)
 
 
 def group_control(k: QueueKeys, action: str, group: str, value: str = "") -> Script:
-    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake], [action, group, value])
+    """`group` '' = every group, `value` '' = remove the setting (both left out of the record).
+    Reply: regrouped, by name (groups re-admitted)."""
+    return Script("group_control", [k.group_control, k.group_waiting, k.group_ring, k.wake],
+                  [_record(action=action, group=group or None, value=value or None)])
 
 
 def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Sequence[str]]) -> Script:
@@ -166,7 +184,7 @@ def resource_set(pk: PipelineKeys, name: str, *, ceiling: str, keys: Sequence[Se
 
 
 def resource_remove(pk: PipelineKeys, name: str) -> Script:
-    """Reply: 1 when it existed."""
+    """Reply: existed, by name (1 when it existed)."""
     return Script("resource_remove", [pk.resource(name), pk.resources], [])
 
 

@@ -1500,9 +1500,10 @@ def _flow_op(client: Any, pipeline: str, jobs: Sequence[Mapping[str, Any]],
             reply = yield _gateway.enqueue_flow(pk, flow_id, max_payload_bytes=client.max_payload_bytes, queues=queues,
                                                 contract_hashes=hashes, fields=fields, rows=rows,
                                                 idempotency_key=idempotency_key)
-            if isinstance(reply, list):  # the key named a flow written before: its ids, in the order sent
-                first = [str(v) for v in reply]
-                return FlowResult(first[0], {job["key"]: first[i + 1] for i, job in enumerate(order)}, False)
+            before = _gateway.flow_reply(reply)
+            if before is not None:  # the key named a flow written before: its ids, in the order sent
+                first_id, first_ids = before
+                return FlowResult(first_id, {job["key"]: first_ids[i] for i, job in enumerate(order)}, False)
             return FlowResult(flow_id, ids)
         except ResponseError as err:
             text = str(err)
