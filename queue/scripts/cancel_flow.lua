@@ -13,9 +13,7 @@
 
 local call, bad = wireRecord('cancel_flow call', ARGV[1])
 bad = bad or wireRequire('cancel_flow call', call, {'jobPrefix', 'string', 'now', 'number'})
-if not bad and call.retentionSeconds ~= nil and type(call.retentionSeconds) ~= 'number' then
-  bad = 'ERR_INVALID_RECORD cancel_flow call: field retentionSeconds must be a number, got ' .. type(call.retentionSeconds)
-end
+bad = bad or wireOptional('cancel_flow call', call, {'retentionSeconds', 'number'})
 if bad then return redis.error_reply(bad) end
 local cx = {outbox = KEYS[1], meta = KEYS[2], jobPrefix = call.jobPrefix, now = call.now, retention = call.retentionSeconds or 0, hold = true}
 local all = redis.call('HGETALL', KEYS[3])

@@ -45,9 +45,7 @@ local POLICIES = {fail = true, continue = true, ignore = true}
 local call, bad = wireRecord('enqueue_flow call', ARGV[1])
 bad = bad or wireRequire('enqueue_flow call', call, {'jobPrefix', 'string', 'flowId', 'string', 'now', 'number',
   'maxPayloadBytes', 'number', 'queues', 'table', 'jobFields', 'table'})
-if not bad and call.contractHashes ~= nil and type(call.contractHashes) ~= 'table' then
-  bad = 'ERR_INVALID_RECORD enqueue_flow call: field contractHashes must be a table, got ' .. type(call.contractHashes)
-end
+bad = bad or wireOptional('enqueue_flow call', call, {'contractHashes', 'table'})
 if not bad then
   for _, list in ipairs({'queues', 'jobFields'}) do
     for _, v in ipairs(call[list]) do

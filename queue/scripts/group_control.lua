@@ -20,11 +20,7 @@
 
 local call, bad = wireRecord('group_control call', ARGV[1])
 bad = bad or wireRequire('group_control call', call, {'action', 'string'})
-for _, f in ipairs({'group', 'value'}) do
-  if not bad and call[f] ~= nil and type(call[f]) ~= 'string' then
-    bad = 'ERR_INVALID_RECORD group_control call: field ' .. f .. ' must be a string, got ' .. type(call[f])
-  end
-end
+bad = bad or wireOptional('group_control call', call, {'group', 'string', 'value', 'string'})
 if bad then return redis.error_reply(bad) end
 local action, g, concurrency = call.action, call.group or '', call.value or ''
 local q = string.sub(KEYS[1], 1, #KEYS[1] - #'gcontrol')

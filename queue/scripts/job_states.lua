@@ -12,9 +12,7 @@
 --- @include "includes/wire"
 
 local call, bad = wireRecord('job_states call', ARGV[1])
-if not bad and call.whole ~= nil and type(call.whole) ~= 'boolean' then
-  bad = 'ERR_INVALID_RECORD job_states call: field whole must be a boolean, got ' .. type(call.whole)
-end
+bad = bad or wireOptional('job_states call', call, {'whole', 'boolean'})
 if bad then return redis.error_reply(bad) end
 local whole = call.whole == true
 local fields = {'state'}

@@ -26,9 +26,7 @@
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local call, bad = wireRecord('poll_queues call', ARGV[1])
 bad = bad or wireRequire('poll_queues call', call, {'now', 'number'})
-if not bad and call.sweep ~= nil and type(call.sweep) ~= 'boolean' then
-  bad = 'ERR_INVALID_RECORD poll_queues call: field sweep must be a boolean, got ' .. type(call.sweep)
-end
+bad = bad or wireOptional('poll_queues call', call, {'sweep', 'boolean'})
 local sweep = call and call.sweep == true
 if not bad and sweep then
   bad = wireRequire('poll_queues call', call,

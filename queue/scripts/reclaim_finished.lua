@@ -19,9 +19,7 @@
 
 local call, bad = wireRecord('reclaim_finished call', ARGV[1])
 bad = bad or wireRequire('reclaim_finished call', call, {'jobPrefix', 'string', 'now', 'number'})
-if not bad and call.limit ~= nil and type(call.limit) ~= 'number' then
-  bad = 'ERR_INVALID_RECORD reclaim_finished call: field limit must be a number, got ' .. type(call.limit)
-end
+bad = bad or wireOptional('reclaim_finished call', call, {'limit', 'number'})
 if bad then return redis.error_reply(bad) end
 local jobPrefix, now = call.jobPrefix, call.now
 local limit = math.max(1, math.min(math.floor(call.limit or 500), 5000))

@@ -16,9 +16,7 @@
 
 local call, bad = wireRecord('resource_usage call', ARGV[1])
 bad = bad or wireRequire('resource_usage call', call, {'key', 'string', 'at', 'number', 'now', 'number'})
-if not bad and call.benchUntilMs ~= nil and type(call.benchUntilMs) ~= 'number' then
-  bad = 'ERR_INVALID_RECORD resource_usage call: field benchUntilMs must be a number, got ' .. type(call.benchUntilMs)
-end
+bad = bad or wireOptional('resource_usage call', call, {'benchUntilMs', 'number'})
 if bad then return redis.error_reply(bad) end
 local applied, freed
 if call.benchUntilMs then

@@ -26,3 +26,15 @@ local function wireRequire(what, r, required)
   end
   return nil
 end
+
+-- Nil, or the error reply's text naming the first of `optional` (field name, then its type, for
+-- each field) that `r` holds as another type; a field left out is fine.
+local function wireOptional(what, r, optional)
+  for i = 1, #optional, 2 do
+    local name, kind = optional[i], optional[i + 1]
+    if r[name] ~= nil and type(r[name]) ~= kind then
+      return 'ERR_INVALID_RECORD ' .. what .. ': field ' .. name .. ' must be a ' .. kind .. ', got ' .. type(r[name])
+    end
+  end
+  return nil
+end
