@@ -973,16 +973,15 @@ const OPTIONAL_FIELDS = [
 ] as const satisfies readonly (keyof EnqueueRecord)[];
 
 /**
- * enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first; a
- * field none of them has is not sent), the hash of the contract they were checked against ('' =
- * none), then each record's values in that order.
+ * The names of the fields these records have (`id`, `data` first; a field none of them has is not
+ * sent) and, after enqueue_jobs' call record, each record's values in that order.
  */
-function enqueueRecordArgs(records: readonly EnqueueRecord[], contractHash = ""): ScriptArg[] {
+function enqueueRecordArgs(records: readonly EnqueueRecord[]): { fields: string[]; values: ScriptArg[] } {
   const fields: (keyof EnqueueRecord)[] = ["id", "data"];
   for (const f of OPTIONAL_FIELDS) if (records.some((r) => r[f] !== undefined)) fields.push(f);
-  const args: ScriptArg[] = [fields.join(","), contractHash];
-  for (const r of records) for (const f of fields) args.push(r[f] ?? "");
-  return args;
+  const values: ScriptArg[] = [];
+  for (const r of records) for (const f of fields) values.push(r[f] ?? "");
+  return { fields, values };
 }
 
 /** Per job in order: its id and 1 created, 0 an existing job (known id or key), 2 replaced (debounce). */
@@ -1002,24 +1001,27 @@ export async function enqueueJobs(
   },
 ): Promise<EnqueueReply> {
   const k = a.keys;
-  const flat = await call<(string | number)[]>(
-    redis,
-    durability,
-    "enqueue_jobs",
-    [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
-    [
-      k.jobPrefix,
-      k.idempotencyPrefix,
-      k.queue,
-      a.now,
-      a.maxPayloadBytes,
-      a.idempotencyTtlSeconds,
-      ...enqueueRecordArgs(a.records, a.contractHash),
-    ],
+  const { fields, values } = enqueueRecordArgs(a.records);
+  const record = wireRecord({
+    jobPrefix: k.jobPrefix,
+    idempotencyPrefix: k.idempotencyPrefix,
+    queue: k.queue,
+    now: a.now,
+    maxPayloadBytes: a.maxPayloadBytes,
+    idempotencyTtlSeconds: a.idempotencyTtlSeconds,
+    jobFields: fields,
+    contract: a.contractHash || undefined,
+  });
+  const r = named<{ ids: string[]; codes: number[] }>(
+    await call<unknown[]>(
+      redis,
+      durability,
+      "enqueue_jobs",
+      [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
+      [record, ...values],
+    ),
   );
-  const out: EnqueueReply = [];
-  for (let i = 0; i < flat.length; i += 2) out.push({ id: String(flat[i]), code: Number(flat[i + 1]) });
-  return out;
+  return r.ids.map((id, i) => ({ id: String(id), code: Number(r.codes[i]) }));
 }
 
 /**

@@ -1,10 +1,17 @@
 -- Enqueue one or more jobs atomically (ready, or delayed when they have a delay).
 -- KEYS: 1 ready, 2 delayed, 3 counts, 4 wake, 5 outbox, 6 meta, 7 seq, 8 contract (`<Q>line` and
 --       `<Q>lineStale` are named from 1, see includes/readyLine.lua)
--- ARGV: 1 jobPrefix, 2 idempotencyPrefix, 3 queue, 4 now (ms), 5 maxPayloadBytes,
---       6 idempotencyTtlSeconds, 7 the job record's fields this call sends, by name, comma-separated:
---       `id,data` first, then any of the optional fields below (one no job of the call has is left
---       out; '' in a sent field is its default); then per job exactly those values, in that order.
+-- ARGV: 1 the call's record (JSON, includes/wire.lua): jobPrefix, idempotencyPrefix, queue, now
+--       (ms), maxPayloadBytes, idempotencyTtlSeconds, jobFields (the names of the per-job values
+--       this call sends, a list: `id`, `data` first, then any of the optional fields below; one no
+--       job of the call has is left out), optional contract (the hash of the queue's contract the
+--       caller checked the jobs against; left out = none: when it is not the hash in force
+--       (`<Q>contract` field hash, '' when none) ERR_CONTRACT_CHANGED <hash in force>, nothing
+--       written; the caller re-reads the contract, checks again and retries); then from ARGV 2
+--       per job its values in jobFields' order ('' in an optional one: its default). The names
+--       are resolved once per call, no decode per job. A call record that is not a JSON object
+--       or lacks a field, an unknown, repeated or misplaced job field, a count of values that is
+--       not whole jobs, or fewer than 8 KEYS: ERR_INVALID_RECORD naming it, nothing written.
 --       Optional fields (docs/protocol.md, "Enqueueing from another language"): priority (0),
 --       delayMs (0), attempts (3), timeoutMs (0 = the worker's), idempotencyKey, contentHash, trace
 --       (the W3C trace context of the enqueue), group (at most 128 bytes: else ERR_INVALID_GROUP),
@@ -15,39 +22,48 @@
 --       digit: else ERR_INVALID_TASK, nothing written), notify (JSON {url, events}: the job's own
 --       completion notification, docs/notifications.md; kept as `notify` = `<events,…> <url>`:
 --       else ERR_INVALID_NOTIFY, nothing written).
---       An unknown or repeated field name: ERR_INVALID_FIELDS, nothing written.
---       8 the hash of the queue's contract the caller checked the jobs against ('' = none); when
---       it is not the hash in force (`<Q>contract` field hash, '' when none):
---       ERR_CONTRACT_CHANGED <hash in force>, nothing written (the caller re-reads the contract,
---       checks again and retries). Then from 9 the job values.
--- Returns a flat list: id, created (1), duplicate (0) or replaced (2: a debounce gave the waiting
--- job with its key this job's data; the id is that job's), per job.
+-- Returns name/value pairs ids and codes, one of each per job in order: its id and created (1),
+-- duplicate (0) or replaced (2: a debounce gave the waiting job with its key this job's data;
+-- the id is that job's).
+--- @include "includes/wire"
 --- @include "includes/keys"
 --- @include "includes/record"
 --- @include "includes/wake"
 --- @include "includes/enqueueJob"
 --- @include "includes/jobOptions"
 
-local jobPrefix, idemPrefix, queue = ARGV[1], ARGV[2], ARGV[3]
-local now = tonumber(ARGV[4])
-local maxBytes = tonumber(ARGV[5])
-local idemTtl = tonumber(ARGV[6])
+local WHAT = 'enqueue_jobs call'
+-- (the jobs' values start here, after the call's record)
+local FIRST = 2
 local OPTIONAL = {priority = true, delayMs = true, attempts = true, timeoutMs = true, idempotencyKey = true,
   contentHash = true, trace = true, group = true, dedupe = true, uses = true, task = true, notify = true}
 
--- The call's field list (ARGV 7): each field's offset from a job's first value (nil: not sent
--- by this call) and the number of values per job; or nil and the error reply's text.
-local function fieldOffsets(list, nValues)
-  local at, width = {}, 0
-  for name in string.gmatch(list, '[^,]+') do
-    if at[name] or not (OPTIONAL[name] or (name == 'id' and width == 0) or (name == 'data' and width == 1)) then
-      return nil, nil, 'ERR_INVALID_FIELDS unknown, repeated or misplaced job field ' .. name .. ' in ' .. list .. ' (id,data first)'
+local call, bad = wireRecord(WHAT, ARGV[1])
+bad = bad or wireRequire(WHAT, call, {'jobPrefix', 'string', 'idempotencyPrefix', 'string', 'queue', 'string',
+  'now', 'number', 'maxPayloadBytes', 'number', 'idempotencyTtlSeconds', 'number', 'jobFields', 'table'})
+bad = bad or wireOptional(WHAT, call, {'contract', 'string'})
+if bad then return redis.error_reply(bad) end
+local jobPrefix, idemPrefix, queue = call.jobPrefix, call.idempotencyPrefix, call.queue
+local now, maxBytes, idemTtl = call.now, call.maxPayloadBytes, call.idempotencyTtlSeconds
+
+-- The record's jobFields, once per call: each job field's offset from a job's first value (nil:
+-- not sent by this call) and the number of values per job; or nil and the error reply's text.
+local function fieldOffsets(names, nValues)
+  local at, width = {}, #names
+  for k = 1, width do
+    local name = names[k]
+    if type(name) ~= 'string' or at[name] or not (OPTIONAL[name] or (name == 'id' and k == 1) or (name == 'data' and k == 2)) then
+      return nil, nil, 'ERR_INVALID_RECORD ' .. WHAT .. ': jobFields: unknown, repeated or misplaced job field ' ..
+        tostring(name) .. ' at ' .. k .. ' (id, data first)'
     end
-    at[name] = width
-    width = width + 1
+    at[name] = k - 1
   end
-  if width < 2 or nValues % width ~= 0 then
-    return nil, nil, 'ERR_INVALID_FIELDS ' .. nValues .. ' values for jobs of ' .. width .. ' fields (' .. list .. ')'
+  if width < 2 then
+    return nil, nil, 'ERR_INVALID_RECORD ' .. WHAT .. ': jobFields must name id and data first'
+  end
+  if nValues % width ~= 0 then
+    return nil, nil, 'ERR_INVALID_RECORD ' .. WHAT .. ': ' .. nValues .. ' values after the call record are not whole jobs of ' ..
+      width .. ' (' .. table.concat(names, ',') .. ')'
   end
   return at, width
 end
@@ -95,7 +111,7 @@ end
 -- queue/contracts.ts TASK_NAME_PATTERN's). Returns an error reply's text, or nil.
 local function checkAll(at, width)
   if at.task then
-    for i = 9, #ARGV, width do
+    for i = FIRST, #ARGV, width do
       local task = ARGV[i + at.task]
       if task ~= '' and (#task > 100 or not string.match(task, '^[%w][%w%._%-]*$')) then
         return 'ERR_INVALID_TASK job ' .. ARGV[i] .. ': a task name is 1..100 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, got ' .. string.sub(task, 1, 120)
@@ -103,7 +119,7 @@ local function checkAll(at, width)
     end
   end
   if at.notify then
-    for i = 9, #ARGV, width do
+    for i = FIRST, #ARGV, width do
       local text = ARGV[i + at.notify]
       if text ~= '' then
         local _, err = notifyField('job ' .. ARGV[i], text)
@@ -188,27 +204,29 @@ local function enqueueOne(keys, at, i)
 end
 
 if not KEYS[8] then
-  return redis.error_reply('ERR_INVALID_FIELDS enqueue_jobs takes 8 keys, the 8th <Q>contract, and the contract hash as ARGV 8 (docs/protocol.md, "Enqueueing from another language")')
+  return redis.error_reply('ERR_INVALID_RECORD ' .. WHAT .. ': 8 KEYS wanted, the 8th <Q>contract, got ' .. #KEYS .. ' (docs/protocol.md, "Enqueueing from another language")')
 end
+local at, width
+at, width, bad = fieldOffsets(call.jobFields, #ARGV - 1)
+if bad then return redis.error_reply(bad) end
 local inForce = redis.call('HGET', KEYS[8], 'hash') or ''
-if inForce ~= ARGV[8] then
+if inForce ~= (call.contract or '') then
   return redis.error_reply('ERR_CONTRACT_CHANGED ' .. inForce)
 end
-local at, width, bad = fieldOffsets(ARGV[7], #ARGV - 8)
-bad = bad or checkAll(at, width)
+bad = checkAll(at, width)
 if bad then return redis.error_reply(bad) end
 local keys = {ready = KEYS[1], line = lineKeyOf(KEYS[1]), delayed = KEYS[2], counts = KEYS[3], outbox = KEYS[5], meta = KEYS[6], seq = KEYS[7]}
-local out = {}
+local ids, codes = {}, {}
 local woke, created = false, false
-for i = 9, #ARGV, width do
+for i = FIRST, #ARGV, width do
   local id, code, wokeOne = enqueueOne(keys, at, i)
   if not id then return redis.error_reply(code) end
-  out[#out + 1] = id
-  out[#out + 1] = code
+  ids[#ids + 1] = id
+  codes[#codes + 1] = code
   woke = woke or wokeOne
   created = created or code == 1
 end
 -- (a created job has read `<P>meta` for its record: the fence costs no read of its own)
 if created then keepLayoutFence(keys.meta, queue) end
 if woke then wake(KEYS[4]) end
-return out
+return {'ids', ids, 'codes', codes}

@@ -159,14 +159,16 @@ describeOnRedisAndCluster(
           k.meta,
           k.seq,
           k.contract,
-          k.jobPrefix,
-          k.idempotencyPrefix,
-          q,
-          Date.now(),
-          1000,
-          60,
-          "id,data,task",
-          contract,
+          JSON.stringify({
+            jobPrefix: k.jobPrefix,
+            idempotencyPrefix: k.idempotencyPrefix,
+            queue: q,
+            now: Date.now(),
+            maxPayloadBytes: 1000,
+            idempotencyTtlSeconds: 60,
+            jobFields: ["id", "data", "task"],
+            contract: contract || undefined,
+          }),
           ...values,
         );
       await assert.rejects(call("", "n1", "1", "ok", "n2", "2", "a b"), /ERR_INVALID_TASK job n2/);
@@ -177,7 +179,7 @@ describeOnRedisAndCluster(
       const stored = await setContract(redis, q, person, "test");
       await assert.rejects(call("", "n1", "1", "ok"), new RegExp(`ERR_CONTRACT_CHANGED ${stored.hash}$`));
       assert.equal(await redis.exists(k.job("n1")), 0);
-      assert.deepEqual(await call(stored.hash, "n1", "1", "ok"), ["n1", 1]);
+      assert.deepEqual(await call(stored.hash, "n1", "1", "ok"), ["ids", ["n1"], "codes", [1]]);
       assert.equal(await redis.hget(k.job("n1"), "task"), "ok");
     });
 

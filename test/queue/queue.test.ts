@@ -540,14 +540,24 @@ describe("queue protocol (single Redis)", () => {
         k.meta,
         k.seq,
         k.contract,
-        k.jobPrefix,
-        k.idempotencyPrefix,
-        q,
-        Date.now(),
-        10,
-        60,
-        "id,data,priority,delayMs,attempts,timeoutMs,idempotencyKey,contentHash",
-        "",
+        JSON.stringify({
+          jobPrefix: k.jobPrefix,
+          idempotencyPrefix: k.idempotencyPrefix,
+          queue: q,
+          now: Date.now(),
+          maxPayloadBytes: 10,
+          idempotencyTtlSeconds: 60,
+          jobFields: [
+            "id",
+            "data",
+            "priority",
+            "delayMs",
+            "attempts",
+            "timeoutMs",
+            "idempotencyKey",
+            "contentHash",
+          ],
+        }),
         "id1",
         '"0123456789abc"',
         0,
@@ -577,22 +587,23 @@ describe("queue protocol (single Redis)", () => {
         k.meta,
         k.seq,
         k.contract,
-        k.jobPrefix,
-        k.idempotencyPrefix,
-        q,
-        Date.now(),
-        1000,
-        60,
-        fields,
-        "",
+        JSON.stringify({
+          jobPrefix: k.jobPrefix,
+          idempotencyPrefix: k.idempotencyPrefix,
+          queue: q,
+          now: Date.now(),
+          maxPayloadBytes: 1000,
+          idempotencyTtlSeconds: 60,
+          jobFields: fields.split(","),
+        }),
         ...values,
       );
     // (two jobs; the second leaves the group out with '', the first the priority)
     assert.deepEqual(await call("id,data,group,priority", "n1", "1", "g1", "", "n2", "2", "", 7), [
-      "n1",
-      1,
-      "n2",
-      1,
+      "ids",
+      ["n1", "n2"],
+      "codes",
+      [1, 1],
     ]);
     assert.deepEqual(await redis.hmget(k.job("n1"), "group", "priority", "attempts"), ["g1", null, "3"]);
     assert.deepEqual(await redis.hmget(k.job("n2"), "group", "priority"), [null, "7"]);
@@ -602,7 +613,7 @@ describe("queue protocol (single Redis)", () => {
       ["data,id", ["3", "n3"]],
       ["id,data,priority", ["n3", "3"]],
     ] as const)
-      await assert.rejects(call(fields, ...values), /ERR_INVALID_FIELDS/, fields);
+      await assert.rejects(call(fields, ...values), /ERR_INVALID_RECORD enqueue_jobs call: /, fields);
     assert.equal(await redis.exists(k.job("n3")), 0);
   });
 

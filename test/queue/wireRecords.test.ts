@@ -924,4 +924,109 @@ describe("named records on the wire", () => {
     // (the same flow again under its idempotency key: the first one's id and jobs, nothing written)
     assert.deepEqual(await flow({ ...record, flowId: "f2" }, "once"), ["flowId", "f1", "ids", ["j1", "j2"]]);
   });
+
+  test("enqueue_jobs: the call's record names the job fields once, the values follow by job; the reply names ids and codes", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const keys = [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
+    // (no contract: the field left out, or null)
+    const record = {
+      jobPrefix: k.jobPrefix,
+      idempotencyPrefix: k.idempotencyPrefix,
+      queue: q,
+      now: Date.now(),
+      maxPayloadBytes: 1000,
+      idempotencyTtlSeconds: 60,
+      jobFields: ["id", "data", "priority"],
+    };
+    const enqueue = (r: unknown, ...values: string[]) =>
+      runScript<unknown[]>(redis, "enqueue_jobs", keys, [JSON.stringify(r), ...values]);
+    assert.deepEqual(await enqueue(record, "a", "1", "", "b", "2", "7"), [
+      "ids",
+      ["a", "b"],
+      "codes",
+      [1, 1],
+    ]);
+    assert.deepEqual(await enqueue({ ...record, contract: null, jobFields: ["id", "data"] }, "a", "9"), [
+      "ids",
+      ["a"],
+      "codes",
+      [0],
+    ]);
+    assert.deepEqual(await redis.hmget(k.job("a"), "data", "attempts", "priority"), ["1", "3", null]);
+    assert.deepEqual(await redis.hmget(k.job("b"), "data", "priority"), ["2", "7"]);
+    // (a call of no jobs names both lists, empty)
+    assert.deepEqual(await enqueue(record), ["ids", [], "codes", []]);
+  });
+
+  test("enqueue_jobs: a malformed call record, job field list or count of values is refused naming it, nothing written", async () => {
+    const q = fresh();
+    const k = new QueueKeys(q);
+    const keys = [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
+    const record = {
+      jobPrefix: k.jobPrefix,
+      idempotencyPrefix: k.idempotencyPrefix,
+      queue: q,
+      now: Date.now(),
+      maxPayloadBytes: 1000,
+      idempotencyTtlSeconds: 60,
+      jobFields: ["id", "data"],
+    };
+    const cases: [unknown[], RegExp][] = [
+      [["not json", "a", "1"], /ERR_INVALID_RECORD enqueue_jobs call is not a JSON object: not json/],
+      [
+        [{ ...record, queue: undefined }, "a", "1"],
+        /ERR_INVALID_RECORD enqueue_jobs call: field queue must be a string, got none/,
+      ],
+      [
+        [{ ...record, now: String(record.now) }, "a", "1"],
+        /ERR_INVALID_RECORD enqueue_jobs call: field now must be a number, got string/,
+      ],
+      [
+        [{ ...record, jobFields: "id,data" }, "a", "1"],
+        /ERR_INVALID_RECORD enqueue_jobs call: field jobFields must be a table, got string/,
+      ],
+      [
+        [{ ...record, contract: 5 }, "a", "1"],
+        /ERR_INVALID_RECORD enqueue_jobs call: field contract must be a string, got number/,
+      ],
+      [
+        [{ ...record, jobFields: ["id", "data", "colour"] }, "a", "1", "red"],
+        /ERR_INVALID_RECORD enqueue_jobs call: jobFields: unknown, repeated or misplaced job field colour at 3 \(id, data first\)/,
+      ],
+      [
+        [{ ...record, jobFields: ["id", "data", "group", "group"] }, "a", "1", "g", "h"],
+        /ERR_INVALID_RECORD enqueue_jobs call: jobFields: unknown, repeated or misplaced job field group at 4/,
+      ],
+      [
+        [{ ...record, jobFields: ["data", "id"] }, "1", "a"],
+        /ERR_INVALID_RECORD enqueue_jobs call: jobFields: unknown, repeated or misplaced job field data at 1/,
+      ],
+      [
+        [{ ...record, jobFields: ["id", "data", 3] }, "a", "1", "x"],
+        /ERR_INVALID_RECORD enqueue_jobs call: jobFields: unknown, repeated or misplaced job field 3 at 3/,
+      ],
+      [
+        [{ ...record, jobFields: ["id"] }, "a"],
+        /ERR_INVALID_RECORD enqueue_jobs call: jobFields must name id and data first/,
+      ],
+      [
+        [record, "a", "1", "b"],
+        /ERR_INVALID_RECORD enqueue_jobs call: 3 values after the call record are not whole jobs of 2 \(id,data\)/,
+      ],
+    ];
+    for (const [[r, ...values], error] of cases)
+      await assert.rejects(
+        runScript(redis, "enqueue_jobs", keys, [
+          typeof r === "string" ? r : JSON.stringify(r),
+          ...(values as string[]),
+        ]),
+        error,
+      );
+    await assert.rejects(
+      runScript(redis, "enqueue_jobs", keys.slice(0, 7), [JSON.stringify(record), "a", "1"]),
+      /ERR_INVALID_RECORD enqueue_jobs call: 8 KEYS wanted, the 8th <Q>contract, got 7/,
+    );
+    assert.deepEqual(await redis.keys(`*{${q}}*`), []);
+  });
 });

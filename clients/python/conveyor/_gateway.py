@@ -47,32 +47,33 @@ ENQUEUE_OPTIONAL_FIELDS = ("priority", "delayMs", "attempts", "timeoutMs", "idem
                            "group", "dedupe", "uses", "task", "notify")
 
 
-def enqueue_record_args(records: Sequence[Mapping[str, Any]], contract_hash: str = "") -> List[Any]:
-    """enqueue_jobs' ARGV from 7 on: the names of the fields these records have (`id,data` first;
-    a field none of them has is not sent), the hash of the contract they were checked against
-    ('' = none), then each record's values in that order."""
+def enqueue_record_args(records: Sequence[Mapping[str, Any]]) -> Tuple[List[str], List[Any]]:
+    """The names of the fields these records have (`id`, `data` first; a field none of them has is
+    not sent) and, after enqueue_jobs' call record, each record's values in that order."""
     fields = ["id", "data"] + [f for f in ENQUEUE_OPTIONAL_FIELDS if any(f in r for r in records)]
-    args: List[Any] = [",".join(fields), contract_hash]
+    values: List[Any] = []
     for r in records:
-        args.extend(r.get(f, "") for f in fields)
-    return args
+        values.extend(r.get(f, "") for f in fields)
+    return fields, values
 
 
 def enqueue_jobs(k: QueueKeys, *, max_payload_bytes: int, idempotency_ttl_seconds: int,
                  records: Sequence[Mapping[str, Any]], contract_hash: str) -> Script:
-    """Reply: per job its id and 1 created, 0 existing, 2 replaced (enqueued())."""
-    return Script(
-        "enqueue_jobs",
-        [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
-        [k.job_prefix, k.idempotency_prefix, k.queue, _now_ms(), max_payload_bytes, idempotency_ttl_seconds,
-         *enqueue_record_args(records, contract_hash)],
-    )
+    """Reply: ids and codes by name, per job its id and 1 created, 0 existing, 2 replaced
+    (enqueue_reply())."""
+    fields, values = enqueue_record_args(records)
+    record = _record(jobPrefix=k.job_prefix, idempotencyPrefix=k.idempotency_prefix, queue=k.queue, now=_now_ms(),
+                     maxPayloadBytes=max_payload_bytes, idempotencyTtlSeconds=idempotency_ttl_seconds,
+                     jobFields=fields, contract=contract_hash or None)
+    return Script("enqueue_jobs", [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
+                  [record, *values])
 
 
 def enqueue_reply(reply: Sequence[Any]) -> List[Tuple[str, int]]:
     """enqueue_jobs' reply by job: (id, code), code 1 created, 0 existing, 2 replaced (a debounce
     gave the waiting job this job's data; the id is that job's)."""
-    return [(str(reply[i]), int(reply[i + 1])) for i in range(0, len(reply), 2)]
+    r = _named(reply)
+    return [(str(job_id), int(code)) for job_id, code in zip(r["ids"], r["codes"])]
 
 
 def enqueue_flow(pk: PipelineKeys, flow_id: str, *, max_payload_bytes: int, queues: Sequence[str],

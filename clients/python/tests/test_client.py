@@ -62,13 +62,19 @@ def test_the_script_enforces_the_limit_it_is_given(r: Any) -> None:
     q = "cvy:{mail}:q:mail:"
     keys = [q + "ready", q + "delayed", q + "counts", q + "wake", "cvy:{mail}:outbox", "cvy:{mail}:meta", "cvy:{mail}:seq",
             q + "contract"]
-    args = ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "id,data,attempts", "", "big", '"' + "x" * 100 + '"', 3]
+    record = json.dumps({"jobPrefix": "cvy:{mail}:job:", "idempotencyPrefix": q + "idem:", "queue": "mail", "now": 1,
+                         "maxPayloadBytes": 10, "idempotencyTtlSeconds": 86400, "jobFields": ["id", "data", "attempts"]})
+    args = [record, "big", '"' + "x" * 100 + '"', 3]
     with pytest.raises(Exception, match="ERR_PAYLOAD_TOO_LARGE job big is 102 bytes, limit 10"):
         _Script("enqueue_jobs")(r, keys, args)
     assert r.exists("cvy:{mail}:job:big") == 0
-    # The previous calling convention (7 keys, no contract hash) is refused by name.
-    with pytest.raises(Exception, match="ERR_INVALID_FIELDS enqueue_jobs takes 8 keys"):
-        _Script("enqueue_jobs")(r, keys[:7], args[:7] + args[8:])
+    # A call without the 8th key (<Q>contract) is refused by name.
+    with pytest.raises(Exception, match="ERR_INVALID_RECORD enqueue_jobs call: 8 KEYS wanted, the 8th <Q>contract, got 7"):
+        _Script("enqueue_jobs")(r, keys[:7], args)
+    # The positional call of the release before the call record is refused naming the record.
+    with pytest.raises(Exception, match="ERR_INVALID_RECORD enqueue_jobs call is not a JSON object"):
+        _Script("enqueue_jobs")(r, keys, ["cvy:{mail}:job:", q + "idem:", "mail", 1, 10, 86400, "id,data", "", "a", "1"])
+    assert r.keys("*") == []
 
 
 def test_reads(client: Client) -> None:
