@@ -1,6 +1,6 @@
 // The consumer side of the protocol: every call that changes a claimed job carries its
 // fencing token, and the script refuses it when the lease has moved on.
-import { assertSamePipeline, PIPELINES_KEY, QueueKeys } from "./keys.ts";
+import { assertSamePipeline, PIPELINES_KEY, QUEUES_KEY, QueueKeys } from "./keys.ts";
 import { prepareScripts, type RedisClient } from "./scripts.ts";
 import type { DurabilityOptions } from "./durability.ts";
 import * as gateway from "./gateway.ts";
@@ -234,10 +234,15 @@ export class Consumer {
 
   /**
    * Add the queue's pipeline to `cvy:pipelines`, so a job can be found by id alone whoever
-   * enqueued it (the key is outside the pipeline's slot, so no script can do it).
+   * enqueued it, and the queue with those it hands jobs to (a next stage) to `cvy:queues`, so a
+   * stage fed only by its previous one is listed (and fenced at finalize) from its first job on.
+   * Both keys are outside the pipeline's slot, so no script can do it.
    */
-  async registerPipeline(): Promise<void> {
-    await this.redis.sadd(PIPELINES_KEY, this.keys.pipeline);
+  async register(handsTo: readonly string[] = []): Promise<void> {
+    await Promise.all([
+      this.redis.sadd(PIPELINES_KEY, this.keys.pipeline),
+      this.redis.sadd(QUEUES_KEY, this.queue, ...handsTo),
+    ]);
   }
 
   /**

@@ -65,8 +65,8 @@ export class QueueWorker {
   private readonly handler: Handler;
   /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
   private readonly callbacks: HandlerCallbacks | undefined;
-  /** The pipeline is in `cvy:pipelines` (so `conveyor job <id>` finds jobs of any producer). */
-  private pipelineRegistered = false;
+  /** The pipeline is in `cvy:pipelines` (`conveyor job <id>` finds its jobs), its queue and next in `cvy:queues` (listed). */
+  private queuesRegistered = false;
   private readonly redis: RedisClient;
   private readonly blocking: RedisClient;
   private readonly consumer: Consumer;
@@ -414,11 +414,13 @@ export class QueueWorker {
         await this.writeReport();
         started = true;
       }
-      if (!this.pipelineRegistered)
-        this.pipelineRegistered = await this.consumer.registerPipeline().then(
-          () => true,
-          () => false, // Redis not there yet: the claim below reports it; try again next round
-        );
+      if (!this.queuesRegistered)
+        this.queuesRegistered = await this.consumer
+          .register(this.config.nextQueue ? [this.config.nextQueue] : [])
+          .then(
+            () => true,
+            () => false, // Redis not there yet: the claim below reports it; try again next round
+          );
       const free = this.claimBudget(0);
       if (free <= 0) {
         // Draining since the loop's last check (e.g. while the pipeline registered): no claim, and

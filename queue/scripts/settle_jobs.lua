@@ -48,9 +48,9 @@ end
 
 local call, bad = wireRecord('settle_jobs call', ARGV[1])
 bad = bad or wireRequire('settle_jobs call', call, {'jobPrefix', 'string', 'queue', 'string', 'now', 'number'})
-local claim = call and tonumber(call.claim) or 0
-if not bad and claim > 0 then bad = wireRequire('settle_jobs call', call, {'leaseMs', 'number', 'workerId', 'string'}) end
+bad = bad or settleAndClaimProblem('settle_jobs call', call)
 if bad then return redis.error_reply(bad) end
+local claim = call.claim or 0
 local jobPrefix, queue, nextQueue, now = call.jobPrefix, call.queue, call.nextQueue, call.now
 local at, width
 at, width, bad = jobColumns(call.jobFields, nextQueue and 2 or 1)

@@ -40,6 +40,10 @@ test(
       assert.ok(reasons.includes("ScaledUp"), `${pool} has a scale-up Event: ${reasons}`);
       assert.ok(reasons.includes("ScaledDown"), `${pool} has a scale-down Event: ${reasons}`);
     }
-    assert.equal(report.records, jobs, "every job's record reached PostgreSQL");
+    assert.equal(
+      report.records,
+      jobs,
+      "every job's record reached PostgreSQL, from its enqueue (created_at and data) on",
+    );
   },
 );

@@ -11,7 +11,7 @@ import { createInterface } from "node:readline";
 import { nodeUnavailable } from "../support/node.ts";
 import { runNodeScenario, RELEASE_NS, type NodeScenarioReport } from "./nodeScenario.ts";
 import { runScenario, type ScenarioReport } from "./scenario.ts";
-import { takeScreenshots } from "./screenshots.ts";
+import { openScreenshots } from "./screenshots.ts";
 import { positiveEnv } from "./demoEnv.ts";
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -61,13 +61,13 @@ if (runtime !== "node") {
   if (runtime === "containers")
     say("runtime: containers — the operator and every worker pod run from the built images");
   const report = await runScenario({ jobs, jobMs, say, runtime });
-  const ok = sayStages(report);
+  const ok = sayStages(report) && report.records === jobs;
   say(`  worker pods run: ${report.podsRun}; exit codes: ${[...new Set(report.workerExitCodes)].join(", ")}`);
-  say(`  job records in PostgreSQL: ${report.records}`);
+  say(`  job records in PostgreSQL, from their enqueue on: ${report.records}`);
   say(`  pipeline time ${report.seconds.toFixed(0)}s; demo total ${((Date.now() - t0) / 1000).toFixed(0)}s`);
   say(
     ok
-      ? "OK: every job ran exactly once per stage; no work was lost or re-run by scale-down"
+      ? "OK: every job ran exactly once per stage and was recorded from its enqueue on; no work was lost or re-run by scale-down"
       : "PROBLEM: see the numbers above",
   );
   process.exit(ok ? 0 : 1);
@@ -85,7 +85,7 @@ const report: NodeScenarioReport = await runNodeScenario({
   jobs,
   jobMs,
   say,
-  midRun: screenshots ? (d) => takeScreenshots(d, say) : undefined,
+  midRun: screenshots ? (d) => openScreenshots(d, say) : undefined,
   beforeStop: keep
     ? async (d) => {
         say("");
@@ -131,7 +131,7 @@ for (const p of workers) {
 say(`  worker pod create → Running: ${stats(workers.map((p) => p.toRunningMs))}`);
 say(`  worker pod create → Ready:   ${stats(workers.map((p) => p.toReadyMs))}`);
 say(`  operator + job API pods create → Ready: ${stats(system.map((p) => p.toReadyMs))}`);
-say(`  job records in PostgreSQL: ${report.records}`);
+say(`  job records in PostgreSQL, from their enqueue on: ${report.records}`);
 say(
   report.footprint.length === 0
     ? "  host unchanged: sysctls, iptables, mounts, links, cgroups as before the run"
@@ -142,6 +142,7 @@ say(
 );
 const ok =
   stagesOk &&
+  report.records === jobs &&
   workers.length > 0 &&
   workers.every(
     (p) =>
@@ -150,7 +151,7 @@ const ok =
   report.footprint.length === 0;
 say(
   ok
-    ? "OK: every job ran exactly once per stage; every worker pod that became Ready exited 0; no work was lost or re-run by scale-down"
+    ? "OK: every job ran exactly once per stage and was recorded from its enqueue on; every worker pod that became Ready exited 0; no work was lost or re-run by scale-down"
     : "PROBLEM: see the numbers above",
 );
 process.exit(ok ? 0 : 1);

@@ -30,6 +30,7 @@ import { REPO } from "../support/workers.ts";
 import {
   collectOutcome,
   enqueueBurst,
+  waitForPoolsReconciled,
   hostPathMounts,
   poolProgress,
   POOLS,
@@ -56,8 +57,11 @@ export interface NodeScenarioOptions {
   jobMs: number;
   say: (line: string) => void;
   timeoutMs?: number;
-  /** Runs once while both pools have ready worker pods and work left (the screenshots). */
-  midRun?: (d: Dashboard) => Promise<void>;
+  /**
+   * Prepared before the burst; its `take` runs once while both pools have ready worker pods and
+   * work left (the screenshots), `close` when it never did.
+   */
+  midRun?: (d: Dashboard) => Promise<{ take: () => Promise<void>; close: () => Promise<void> }>;
   /** After the summary's facts are collected, before anything stops (`make demo --keep`). */
   beforeStop?: (d: Dashboard) => Promise<void>;
 
@@ -475,6 +479,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
   const { cp, redis, pg, watcher, dir, podRedis, dashboard, t0, say, elapsed } = c;
   /** Jobs enqueued in all: the burst, and those enqueued while an upgrade runs. */
   let jobsTotal = opts.jobs;
+  let midRunStep: Awaited<ReturnType<NonNullable<NodeScenarioOptions["midRun"]>>> | undefined;
   try {
     // The pipeline, as a user applies it. The handler directory and the execution log (how the
     // demo counts executions, independently of the queue) are hostPath volumes.
@@ -488,6 +493,8 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
       `kubectl apply -f pipeline.yaml:\n${(await cp.kubectl("apply", "-f", file)).trimEnd().replace(/^/gm, "  ")}`,
     );
 
+    await waitForPoolsReconciled(cp, say);
+    midRunStep = opts.midRun ? await opts.midRun(dashboard) : undefined;
     const setupSeconds = (Date.now() - t0) / 1000;
     const started = Date.now();
     await enqueueBurst(redis, opts);
@@ -513,10 +520,8 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
             (err: Error) => (upgradeFailed = err),
           );
         }
-        if (bothServing && workLeft && !midRun && opts.midRun) {
-          midRun = opts
-            .midRun(dashboard)
-            .catch((err: Error) => say(`  (mid-run step failed: ${err.message})`));
+        if (bothServing && workLeft && !midRun && midRunStep) {
+          midRun = midRunStep.take().catch((err: Error) => say(`  (mid-run step failed: ${err.message})`));
         }
         // a few lines of a running worker's log, while it still exists (scale-down deletes it)
         if (bothServing && !logsTaking) {
@@ -547,7 +552,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
       { timeoutMs: opts.timeoutMs ?? 15 * 60_000, intervalMs: 1000 },
     );
     const seconds = (Date.now() - started) / 1000;
-    await midRun;
+    await (midRun ?? midRunStep?.close());
     await logsTaking;
     say(`all ${jobsTotal} jobs through both stages; both pools back at zero after ${seconds.toFixed(0)}s`);
 
@@ -575,6 +580,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
     report.footprint = stopped;
     return report;
   } catch (err) {
+    await midRunStep?.close().catch(() => {});
     await c.stop().catch(() => {});
     throw err;
   }

@@ -68,7 +68,11 @@ test(
     for (const l of report.logLines.lines) assert.doesNotThrow(() => JSON.parse(l), `a JSON log line: ${l}`);
     assert.ok(report.logLines.lines.length > 0, "kubectl logs showed a worker's lines");
     assert.match(report.getWp, /demo-extract/);
-    assert.equal(report.records, jobs, "every job's record reached PostgreSQL");
+    assert.equal(
+      report.records,
+      jobs,
+      "every job's record reached PostgreSQL, from its enqueue (created_at and data) on",
+    );
     assert.deepEqual(report.footprint, [], "host unchanged after the run");
   },
 );

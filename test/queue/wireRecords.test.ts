@@ -171,6 +171,13 @@ describe("named records on the wire", () => {
         [JSON.stringify({ ...base, claim: 1, jobFields: ["id", "token"] }), ...jobA],
         /field leaseMs must be a number, got none/,
       ],
+      [
+        [
+          JSON.stringify({ ...base, claim: "1", leaseMs: 1000, workerId: "w", jobFields: ["id", "token"] }),
+          ...jobA,
+        ],
+        /ERR_INVALID_RECORD settle_jobs call: field claim must be a number, got string/,
+      ],
     ] as const)
       await assert.rejects(runScript(redis, "settle_jobs", keys, [...args]), message);
     const counts = await admin.counts(q);

@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { Producer, QueueAdmin, QueueKeys, type RedisClient } from "../../queue/index.ts";
+import { Producer, QueueAdmin, QueueKeys, QUEUES_KEY, type RedisClient } from "../../queue/index.ts";
 import { waitFor } from "../support/processes.ts";
 import type { RedisServer } from "../support/redis.ts";
 import { WorkerTestBed } from "../support/testbed.ts";
@@ -201,6 +201,22 @@ describe("worker processes", () => {
     assert.match(dead.final!, /not retryable: bad input/);
     assert.equal((await admin.job("final", q))!.attemptsMade, 1);
     assert.equal(w.child.exitCode, null, "worker still running");
+  });
+
+  test("a worker registers its queue and its next stage at start: a stage fed only by advances is listed before its first job", async () => {
+    const a = "listed/a";
+    const b = "listed/b";
+    await worker(a, { CONVEYOR_NEXT_QUEUE: b });
+    await waitFor(
+      "both queues in cvy:queues",
+      async () => {
+        const queues = await redis.smembers(QUEUES_KEY);
+        return queues.includes(a) && queues.includes(b) ? queues : null;
+      },
+      30_000,
+      50,
+    );
+    assert.equal((await admin.counts(b)).enqueued ?? 0, 0, "no job reached the next stage");
   });
 
   test("two-stage pipeline: each job enters stage B exactly once even when stage-A workers are killed", async () => {

@@ -25,13 +25,16 @@ local function namedClaimReply(reply, claimed)
   return reply
 end
 
--- The one-job scripts' form: a record with `claim` (jobs to claim, 0 = none), `leaseMs`,
--- `workerId` and optional `readsLayout` also claims. Without `claim` the script returns
--- `settled` alone; with it name/value pairs settled, then the claim's (namedClaimReply).
+-- A settling call's claim fields: optional `claim` (jobs to claim, 0 = none) and, when it is
+-- over 0, `leaseMs` and `workerId` (optional `readsLayout`). Nil, or the error reply's text.
 local function settleAndClaimProblem(what, call)
   if call.claim == nil then return nil end
-  return wireRequire(what, call, {'claim', 'number', 'leaseMs', 'number', 'workerId', 'string'})
+  local bad = wireRequire(what, call, {'claim', 'number'})
+  if bad or call.claim <= 0 then return bad end
+  return wireRequire(what, call, {'leaseMs', 'number', 'workerId', 'string'})
 end
+-- The one-job scripts' form: without `claim` the script returns `settled` alone; with it
+-- name/value pairs settled, then the claim's (namedClaimReply).
 local function settleAndClaim(call, settled, jobPrefix, queue, now)
   if call.claim == nil then return settled end
   local claimed = claimForSlots(jobPrefix, queue, now, call.claim, call.leaseMs, call.workerId, call.readsLayout)
