@@ -234,14 +234,14 @@ export class Consumer {
 
   /**
    * Add the queue's pipeline to `cvy:pipelines`, so a job can be found by id alone whoever
-   * enqueued it, and the queue with those it hands jobs to (a next stage) to `cvy:queues`, so a
-   * stage fed only by its previous one is listed (and fenced at finalize) from its first job on.
-   * Both keys are outside the pipeline's slot, so no script can do it.
+   * enqueued it, and the queues it hands jobs to (a next stage) to `cvy:queues`, so a stage fed
+   * only by the one before it is listed from its first job on (a producer adds the queues it
+   * enqueues to). Both keys are outside the pipeline's slot, so no script can do it.
    */
   async register(handsTo: readonly string[] = []): Promise<void> {
     await Promise.all([
       this.redis.sadd(PIPELINES_KEY, this.keys.pipeline),
-      this.redis.sadd(QUEUES_KEY, this.queue, ...handsTo),
+      ...(handsTo.length > 0 ? [this.redis.sadd(QUEUES_KEY, ...handsTo)] : []),
     ]);
   }
 

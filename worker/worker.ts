@@ -65,7 +65,7 @@ export class QueueWorker {
   private readonly handler: Handler;
   /** The loopback callback of http/command handlers (progress, log lines, cancellation check). */
   private readonly callbacks: HandlerCallbacks | undefined;
-  /** The pipeline is in `cvy:pipelines` (`conveyor job <id>` finds its jobs), its queue and next in `cvy:queues` (listed). */
+  /** The pipeline is in `cvy:pipelines` (`conveyor job <id>` finds its jobs), the next stage in `cvy:queues` (listed). */
   private queuesRegistered = false;
   private readonly redis: RedisClient;
   private readonly blocking: RedisClient;
