@@ -20,6 +20,7 @@ import {
 } from "../../queue/index.ts";
 import { pollUntil } from "../support/poll.ts";
 import { describeOnRedisAndCluster, useQueueRedis } from "../support/redis.ts";
+import { enqueueJobsKeys, enqueueJobsRecord } from "../support/enqueueCall.ts";
 
 const person: Contract = {
   data: {
@@ -151,24 +152,10 @@ describeOnRedisAndCluster(
         redis.eval(
           scriptSource("enqueue_jobs"),
           8,
-          k.ready,
-          k.delayed,
-          k.counts,
-          k.wake,
-          k.outbox,
-          k.meta,
-          k.seq,
-          k.contract,
-          JSON.stringify({
-            jobPrefix: k.jobPrefix,
-            idempotencyPrefix: k.idempotencyPrefix,
-            queue: q,
-            now: Date.now(),
-            maxPayloadBytes: 1000,
-            idempotencyTtlSeconds: 60,
-            jobFields: ["id", "data", "task"],
-            contract: contract || undefined,
-          }),
+          ...enqueueJobsKeys(k),
+          JSON.stringify(
+            enqueueJobsRecord(k, { jobFields: ["id", "data", "task"], contract: contract || undefined }),
+          ),
           ...values,
         );
       await assert.rejects(call("", "n1", "1", "ok", "n2", "2", "a b"), /ERR_INVALID_TASK job n2/);

@@ -17,6 +17,7 @@ import {
 } from "../../queue/index.ts";
 import { runScript, scriptSource } from "../../queue/scripts.ts";
 import { RedisClusterServer, RedisServer, startQueueRedis, stopQueueRedis } from "../support/redis.ts";
+import { enqueueJobsKeys, enqueueJobsRecord } from "../support/enqueueCall.ts";
 
 function consumer(redis: RedisClient, queue: string, workerId = "w1", leaseMs = 30_000) {
   return new Consumer(redis, queue, { workerId, leaseMs });
@@ -532,32 +533,22 @@ describe("queue protocol (single Redis)", () => {
       redis.eval(
         (await import("../../queue/index.ts")).scriptSource("enqueue_jobs"),
         8,
-        k.ready,
-        k.delayed,
-        k.counts,
-        k.wake,
-        k.outbox,
-        k.meta,
-        k.seq,
-        k.contract,
-        JSON.stringify({
-          jobPrefix: k.jobPrefix,
-          idempotencyPrefix: k.idempotencyPrefix,
-          queue: q,
-          now: Date.now(),
-          maxPayloadBytes: 10,
-          idempotencyTtlSeconds: 60,
-          jobFields: [
-            "id",
-            "data",
-            "priority",
-            "delayMs",
-            "attempts",
-            "timeoutMs",
-            "idempotencyKey",
-            "contentHash",
-          ],
-        }),
+        ...enqueueJobsKeys(k),
+        JSON.stringify(
+          enqueueJobsRecord(k, {
+            maxPayloadBytes: 10,
+            jobFields: [
+              "id",
+              "data",
+              "priority",
+              "delayMs",
+              "attempts",
+              "timeoutMs",
+              "idempotencyKey",
+              "contentHash",
+            ],
+          }),
+        ),
         "id1",
         '"0123456789abc"',
         0,
@@ -579,23 +570,8 @@ describe("queue protocol (single Redis)", () => {
       redis.eval(
         scriptSource("enqueue_jobs"),
         8,
-        k.ready,
-        k.delayed,
-        k.counts,
-        k.wake,
-        k.outbox,
-        k.meta,
-        k.seq,
-        k.contract,
-        JSON.stringify({
-          jobPrefix: k.jobPrefix,
-          idempotencyPrefix: k.idempotencyPrefix,
-          queue: q,
-          now: Date.now(),
-          maxPayloadBytes: 1000,
-          idempotencyTtlSeconds: 60,
-          jobFields: fields.split(","),
-        }),
+        ...enqueueJobsKeys(k),
+        JSON.stringify(enqueueJobsRecord(k, { jobFields: fields.split(",") })),
         ...values,
       );
     // (two jobs; the second leaves the group out with '', the first the priority)

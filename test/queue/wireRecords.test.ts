@@ -14,6 +14,7 @@ import {
 } from "../../queue/index.ts";
 import { sweepKeys } from "../../queue/gateway.ts";
 import { runScript } from "../../queue/scripts.ts";
+import { enqueueJobsKeys, enqueueJobsRecord } from "../support/enqueueCall.ts";
 import { startQueueRedis, stopQueueRedis, type RedisServer } from "../support/redis.ts";
 
 /** A named reply's name/value pairs as an object. */
@@ -935,17 +936,9 @@ describe("named records on the wire", () => {
   test("enqueue_jobs: the call's record names the job fields once, the values follow by job; the reply names ids and codes", async () => {
     const q = fresh();
     const k = new QueueKeys(q);
-    const keys = [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
+    const keys = enqueueJobsKeys(k);
     // (no contract: the field left out, or null)
-    const record = {
-      jobPrefix: k.jobPrefix,
-      idempotencyPrefix: k.idempotencyPrefix,
-      queue: q,
-      now: Date.now(),
-      maxPayloadBytes: 1000,
-      idempotencyTtlSeconds: 60,
-      jobFields: ["id", "data", "priority"],
-    };
+    const record = enqueueJobsRecord(k, { jobFields: ["id", "data", "priority"] });
     const enqueue = (r: unknown, ...values: string[]) =>
       runScript<unknown[]>(redis, "enqueue_jobs", keys, [JSON.stringify(r), ...values]);
     assert.deepEqual(await enqueue(record, "a", "1", "", "b", "2", "7"), [
@@ -969,16 +962,8 @@ describe("named records on the wire", () => {
   test("enqueue_jobs: a malformed call record, job field list or count of values is refused naming it, nothing written", async () => {
     const q = fresh();
     const k = new QueueKeys(q);
-    const keys = [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
-    const record = {
-      jobPrefix: k.jobPrefix,
-      idempotencyPrefix: k.idempotencyPrefix,
-      queue: q,
-      now: Date.now(),
-      maxPayloadBytes: 1000,
-      idempotencyTtlSeconds: 60,
-      jobFields: ["id", "data"],
-    };
+    const keys = enqueueJobsKeys(k);
+    const record = enqueueJobsRecord(k);
     const cases: [unknown[], RegExp][] = [
       [["not json", "a", "1"], /ERR_INVALID_RECORD enqueue_jobs call is not a JSON object: not json/],
       [
