@@ -984,6 +984,11 @@ function enqueueRecordArgs(records: readonly EnqueueRecord[]): { fields: string[
   return { fields, values };
 }
 
+/** enqueue_jobs' KEYS, in the script's order. */
+export function enqueueJobsKeys(k: QueueKeys): string[] {
+  return [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract];
+}
+
 /** Per job in order: its id and 1 created, 0 an existing job (known id or key), 2 replaced (debounce). */
 export type EnqueueReply = { id: string; code: number }[];
 
@@ -1013,13 +1018,7 @@ export async function enqueueJobs(
     contract: a.contractHash || undefined,
   });
   const r = named<{ ids: string[]; codes: number[] }>(
-    await call<unknown[]>(
-      redis,
-      durability,
-      "enqueue_jobs",
-      [k.ready, k.delayed, k.counts, k.wake, k.outbox, k.meta, k.seq, k.contract],
-      [record, ...values],
-    ),
+    await call<unknown[]>(redis, durability, "enqueue_jobs", enqueueJobsKeys(k), [record, ...values]),
   );
   return r.ids.map((id, i) => ({ id: String(id), code: Number(r.codes[i]) }));
 }
