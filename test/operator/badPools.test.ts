@@ -761,11 +761,18 @@ describe(
         async () => (await image("contested")) === "conveyor-worker:test",
         { timeoutMs: LONG },
       );
-      const logged = operatorLog(op)
-        .slice(logBefore)
-        .split("\n")
-        .filter((l) => l.includes("updating worker Deployment") && l.includes("default/contested"));
-      assert.ok(logged.length > 0, "the operator logs the drift it repaired");
+      // the operator's stdout reaches its log file through this process's pipe: the line can land
+      // after the repaired image is readable from the API server, so wait for it
+      const drifted = () =>
+        operatorLog(op)
+          .slice(logBefore)
+          .split("\n")
+          .filter((l) => l.includes("updating worker Deployment") && l.includes("default/contested"));
+      await pollUntil("the operator logs the drift it repaired", async () => drifted().length > 0, {
+        timeoutMs: 30_000,
+        onTimeout: () => operatorLog(op).slice(logBefore).slice(-3000),
+      });
+      const logged = drifted();
       assert.match(
         logged[0]!,
         /"changed":\[[^\]]*spec\.template\.spec\.containers/,
