@@ -3,7 +3,7 @@
 // API, its live view, search and queue directory on a real 3-node Redis Cluster with pipelines in
 // different slots.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -11,7 +11,7 @@ import type { Cluster } from "ioredis";
 import { pollUntil } from "../support/poll.ts";
 import { connectRedis, Producer, QUEUES_KEY, QueueKeys, type RedisClient } from "../../queue/index.ts";
 import { startApi, type ApiProcess } from "../support/dashboard.ts";
-import { stopProcess } from "../support/processes.ts";
+import { logLine, stopProcess } from "../support/processes.ts";
 import { RedisClusterServer, RedisServer } from "../support/redis.ts";
 import { openEvents } from "../support/sse.ts";
 
@@ -102,7 +102,7 @@ describe("SSE positions and gaps (one Redis)", () => {
       "the event hub's error counted",
       async () => (await metric(api.base, 'conveyor_api_errors_total{site="event_hub"}')) > 0,
     );
-    assert.match(readFileSync(api.logFile, "utf8"), /"site":"event_hub".*WRONGTYPE.*"job API error"/);
+    await logLine(api.logFile, /"site":"event_hub".*WRONGTYPE.*"job API error"/);
     await redis.del(broken);
     await producer.enqueue(Q, {}, { id: "back-1", ...LATER });
     await s.next("back-1", (f) => f.data?.id === "back-1");
@@ -128,7 +128,7 @@ describe("SSE positions and gaps (one Redis)", () => {
     const logs = await get(`/jobs/odd-1/logs?queue=${encodeURIComponent(q)}`);
     assert.deepEqual(logs.logs, []);
     assert.equal(await metric(api.base, partial), before + 1, "the failed read counted");
-    assert.match(readFileSync(api.logFile, "utf8"), /"site":"partial_read".*WRONGTYPE.*"read":"logs"/);
+    await logLine(api.logFile, /"site":"partial_read".*WRONGTYPE.*"read":"logs"/);
     const live = await get(`/queues/${encodeURIComponent(q)}/jobs?state=ready`);
     assert.deepEqual(
       (live.items as { id: string; state: string }[]).map((j) => [j.id, j.state]),

@@ -14,7 +14,7 @@ import { ControlPlane } from "../support/controlplane.ts";
 import { pollUntil } from "../support/poll.ts";
 import { RedisServer } from "../support/redis.ts";
 import { freePort } from "../support/ports.ts";
-import { stopProcess } from "../support/processes.ts";
+import { logLine, stopProcess } from "../support/processes.ts";
 import {
   isLeader,
   operatorAlive,
@@ -761,22 +761,17 @@ describe(
         async () => (await image("contested")) === "conveyor-worker:test",
         { timeoutMs: LONG },
       );
-      // the operator's stdout reaches its log file through this process's pipe: the line can land
-      // after the repaired image is readable from the API server, so wait for it
-      const drifted = () =>
-        operatorLog(op)
-          .slice(logBefore)
-          .split("\n")
-          .filter((l) => l.includes("updating worker Deployment") && l.includes("default/contested"));
-      await pollUntil("the operator logs the drift it repaired", async () => drifted().length > 0, {
-        timeoutMs: 30_000,
-        onTimeout: () => operatorLog(op).slice(logBefore).slice(-3000),
-      });
-      const logged = drifted();
+      const logged = await logLine(
+        op.log,
+        /"pool":"default\/contested".*"msg":"updating worker Deployment"/,
+        {
+          from: logBefore,
+        },
+      );
       assert.match(
-        logged[0]!,
+        logged,
         /"changed":\[[^\]]*spec\.template\.spec\.containers/,
-        `the log names the drifted field: ${logged[0]}`,
+        `the log names the drifted field: ${logged}`,
       );
       const managers = JSON.parse(
         await cp.kubectl("get", "deployment", "contested", "-o", "json", "--show-managed-fields"),

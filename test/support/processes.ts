@@ -3,7 +3,7 @@
 // test process is SIGKILLed (a timed-out runner, `kill -9`): each child is started through
 // util-linux's `setpriv --pdeathsig KILL`, so the kernel kills it when its parent dies.
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
-import { createWriteStream, existsSync } from "node:fs";
+import { createWriteStream, existsSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { pollUntil } from "./poll.ts";
 
@@ -73,6 +73,27 @@ export function startProcess(
     });
   });
   return { child, exited };
+}
+
+/**
+ * The first line of `logFile` (from character `from` on) matching `pattern`, waited for: a child's
+ * output reaches its log file through this process's pipe, so a line can land after the API
+ * call, metric or reply that shows what the child did.
+ */
+export async function logLine(
+  logFile: string,
+  pattern: RegExp,
+  opts: { from?: number; timeoutMs?: number } = {},
+): Promise<string> {
+  const text = () => (existsSync(logFile) ? readFileSync(logFile, "utf8").slice(opts.from ?? 0) : "");
+  return pollUntil(
+    `a line matching ${pattern} in ${logFile}`,
+    () =>
+      text()
+        .split("\n")
+        .find((l) => pattern.test(l)),
+    { timeoutMs: opts.timeoutMs ?? 30_000, onTimeout: () => `its last lines:\n${text().slice(-3000)}` },
+  );
 }
 
 /** SIGTERM the group, then SIGKILL after `graceMs`. */
