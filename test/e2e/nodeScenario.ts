@@ -562,6 +562,7 @@ export async function runNodeScenario(opts: NodeScenarioOptions): Promise<NodeSc
       executionLog,
       maxReplicas: progress.maxReplicas,
       jobs: jobsTotal,
+      ...(from ? { recordsFrom: "end" as const } : {}),
     });
     await opts.beforeStop?.(dashboard);
     const report = {

@@ -219,7 +219,17 @@ export async function collectOutcome(
   cp: ControlPlane,
   admin: QueueAdmin,
   pg: PostgresServer,
-  o: { executionLog: string; maxReplicas: Map<string, number>; jobs: number },
+  o: {
+    executionLog: string;
+    maxReplicas: Map<string, number>;
+    jobs: number;
+    /**
+     * Count records from their enqueue on (created_at and data; the default), or every job's
+     * record of its end: a pipeline started under 0.1.0, whose operator left records off until the
+     * first worker's recorder, has no enqueue records for its first jobs (`make upgrade-demo`).
+     */
+    recordsFrom?: "enqueue" | "end";
+  },
 ): Promise<Pick<ScenarioReport, "stages" | "events" | "records">> {
   const executions = readExecutions(o.executionLog);
   const stages: StageReport[] = [];
@@ -256,9 +266,10 @@ export async function collectOutcome(
   const records = await pollUntil(
     "job records in PostgreSQL",
     async () => {
-      // (a record from the job's enqueue on: created_at and its data, not only its later transitions)
+      // (from the enqueue on: created_at and its data, not only its later transitions)
+      const fromEnqueue = (o.recordsFrom ?? "enqueue") === "enqueue";
       const rows = await pg.query<{ n: string }>(
-        "select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1 and created_at is not null and data is not null",
+        `select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1${fromEnqueue ? " and created_at is not null and data is not null" : ""}`,
         [POOLS[1].queue],
       );
       return Number(rows[0]!.n) >= o.jobs ? Number(rows[0]!.n) : undefined;

@@ -1,5 +1,5 @@
 // The audit of a `helm upgrade` run on the real node (nodeScenario.ts with `upgrade`): what must
-// hold, as sentences; empty when everything does. Shared by `make upgrade-demo` and its test.
+// hold, as sentences; empty when everything does (`make upgrade-demo`, test/e2e/upgradeDemo.ts).
 import type { NodeScenarioReport } from "./nodeScenario.ts";
 
 export function upgradeProblems(r: NodeScenarioReport): string[] {

@@ -49,7 +49,9 @@ const workers = report.pods.filter((p) => p.pool);
 say(
   `  worker pods: ${workers.length}; exit codes as the kubelet reported: ${[...new Set(workers.map((p) => p.exitCode ?? "-"))].join(", ")}`,
 );
-say(`  job records in PostgreSQL: ${report.records}`);
+say(
+  `  job records in PostgreSQL (each job to its end; 0.1.0 records a new pipeline from its first worker on): ${report.records}`,
+);
 say(
   report.footprint.length === 0
     ? "  host unchanged: sysctls, iptables, mounts, links, cgroups as before the run"
