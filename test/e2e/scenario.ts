@@ -263,15 +263,14 @@ export async function collectOutcome(
     ) as { items: { reason: string }[] };
     events[p.name] = list.items.map((e) => e.reason);
   }
+  // (from the enqueue on: created_at and its data, not only its later transitions)
+  const fromEnqueue =
+    (o.recordsFrom ?? "enqueue") === "enqueue" ? " and created_at is not null and data is not null" : "";
+  const countRecords = `select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1${fromEnqueue}`;
   const records = await pollUntil(
     "job records in PostgreSQL",
     async () => {
-      // (from the enqueue on: created_at and its data, not only its later transitions)
-      const fromEnqueue = (o.recordsFrom ?? "enqueue") === "enqueue";
-      const rows = await pg.query<{ n: string }>(
-        `select count(*) as n from conveyor_jobs where state = 'completed' and queue = $1${fromEnqueue ? " and created_at is not null and data is not null" : ""}`,
-        [POOLS[1].queue],
-      );
+      const rows = await pg.query<{ n: string }>(countRecords, [POOLS[1].queue]);
       return Number(rows[0]!.n) >= o.jobs ? Number(rows[0]!.n) : undefined;
     },
     { timeoutMs: 120_000 },
