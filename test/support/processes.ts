@@ -34,12 +34,15 @@ function hookExit(): void {
 
 export interface Started {
   child: ChildProcess;
-  /** Resolves with the exit code (or signal name) once the process ends. */
+  /** Resolves with the exit code (or signal name) once the process ends and its log is written. */
   exited: Promise<number | string>;
 }
 
 const PDEATHSIG =
   process.platform === "linux" && existsSync("/usr/bin/setpriv") ? "/usr/bin/setpriv" : undefined;
+
+/** How long `exited` waits past the exit for the child's output to reach its log file. */
+const EXIT_FLUSH_MS = 2000;
 
 /** Spawn a process group leader whose output goes to `logFile` (or is inherited when null). */
 export function startProcess(
@@ -56,16 +59,28 @@ export function startProcess(
     detached: true,
     stdio: logFile === null ? "inherit" : ["ignore", "pipe", "pipe"],
   });
+  // Both pipes into one file, ended once both have ended (the first to end would otherwise end
+  // the file under the other); `flushed` resolves when the child's last output is in the file.
+  let flushed: Promise<void> | undefined;
   if (logFile) {
     const out = createWriteStream(logFile, { flags: "a" });
-    child.stdout?.pipe(out);
-    child.stderr?.pipe(out);
+    child.stdout?.pipe(out, { end: false });
+    child.stderr?.pipe(out, { end: false });
+    flushed = new Promise((resolve) => child.on("close", () => out.end(() => resolve())));
   }
   live.add(child);
   const exited = new Promise<number | string>((resolve) => {
     child.on("exit", (code, signal) => {
       live.delete(child);
-      resolve(code ?? signal ?? -1);
+      const status = code ?? signal ?? -1;
+      if (!flushed) return resolve(status);
+      // A read of the log right after the exit sees its last lines: they pass through this
+      // process's pipe and file stream. Bounded, as a grandchild may hold the pipes open.
+      const bound = setTimeout(() => resolve(status), EXIT_FLUSH_MS);
+      void flushed.then(() => {
+        clearTimeout(bound);
+        resolve(status);
+      });
     });
     child.on("error", () => {
       live.delete(child);

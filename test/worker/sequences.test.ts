@@ -113,7 +113,8 @@ describe("sequences across worker processes", () => {
       async () => {
         const marks = readMarks(log);
         const ended = new Set(marks.filter((m) => m.ev !== "start").map((m) => m.exec));
-        const running = marks.find((m) => m.ev === "start" && !ended.has(m.exec));
+        // (the latest start: the job furthest from its end, so it still runs at the kill)
+        const running = marks.filter((m) => m.ev === "start" && !ended.has(m.exec)).at(-1);
         const i = running ? workers.findIndex((w) => w.child.pid === running.pid) : -1;
         return i >= 0 ? i + 1 : null;
       },
