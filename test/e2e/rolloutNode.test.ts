@@ -278,8 +278,13 @@ test(
       assert.equal(ro.stableHash, promoted.stableHash, "the pool stays on the promoted version");
       const cond = rolledBack.status!.conditions!.find((x) => x.type === "RolledBack");
       assert.equal(cond?.status, "True");
-      const event = (await events()).find((e) => e.reason === "RolledBack");
-      assert.equal(event?.type, "Warning");
+      // (the Event is posted after the status that shows the roll-back)
+      const event = await pollUntil(
+        "the RolledBack Event",
+        async () => (await events()).find((e) => e.reason === "RolledBack"),
+        { timeoutMs: LONG, intervalMs: 500 },
+      );
+      assert.equal(event.type, "Warning");
       assert.match(event?.message ?? "", /canary \d+\/\d+ failed \([\d.]+%\).*stable \d+\/\d+ failed/);
       say(`[${elapsed()}] rolled back in ${badSeconds.toFixed(0)}s: ${event?.message}`);
       const canaryPods = () =>

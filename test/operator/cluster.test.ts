@@ -428,8 +428,12 @@ describe("operator on a real control plane", { timeout: 40 * 60_000 }, () => {
       timeoutMs: LONG,
     });
     const tUp = Date.now();
-    const hpa = await getHPA("default", "burst");
-    assert.equal(hpa?.status?.desiredReplicas, 10);
+    // (the HPA controller writes the scale first and its own status after)
+    await pollUntil(
+      "the HPA's status desiring 10",
+      async () => (await getHPA("default", "burst"))?.status?.desiredReplicas === 10,
+      { timeoutMs: LONG, onTimeout: async () => JSON.stringify((await getHPA("default", "burst"))?.status) },
+    );
     process.stderr.write(
       `hpa mode: 0 → 10 replicas in ${((tUp - t0) / 1000).toFixed(1)}s after enqueueing 500 jobs\n`,
     );

@@ -188,10 +188,13 @@ describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
       ).catch(async (err: Error) => {
         throw new Error(`${err.message}:\n${(await ups()).join("\n")}`);
       });
-      const decisions = (await getPool("by-wait"))?.status?.recentDecisions ?? [];
-      assert.ok(
-        decisions.some((d) => d.reason === "LatencyScaleUp" && mean.test(d.message ?? "")),
-        `the reasoning is in status.recentDecisions: ${JSON.stringify(decisions)}`,
+      // (the same pass writes status after the Event: waited for, not read once)
+      const decisions = async () => (await getPool("by-wait"))?.status?.recentDecisions ?? [];
+      await pollUntil(
+        "the reasoning in status.recentDecisions",
+        async () =>
+          (await decisions()).some((d) => d.reason === "LatencyScaleUp" && mean.test(d.message ?? "")),
+        { timeoutMs: LONG, onTimeout: async () => JSON.stringify(await decisions()) },
       );
       assert.ok(
         sumSeries(await scrapeOperator(op), "conveyor_operator_pool_arrival_rate", /workerpool="by-wait"/) >
@@ -274,10 +277,14 @@ describe("operator: latency mode", { timeout: 20 * 60_000 }, () => {
       timeoutMs: LONG,
     });
     assert.equal(await rings(), 1, "one ring");
-    const decision = (await getPool("surging"))?.status?.recentDecisions?.find(
-      (d) => d.reason === "LatencyScaleUp",
+    // (status is written after the scale and its Event: waited for, not read once)
+    const decision = async () =>
+      (await getPool("surging"))?.status?.recentDecisions?.find((d) => d.reason === "LatencyScaleUp");
+    await pollUntil(
+      "the ring's poll saw the surge (a LatencyScaleUp of + 40 waiting)",
+      async () => /\+ 40 waiting/.test((await decision())?.message ?? ""),
+      { timeoutMs: LONG, onTimeout: async () => JSON.stringify(await decision()) },
     );
-    assert.match(decision?.message ?? "", /\+ 40 waiting/, "the ring's poll saw the surge");
     // The bell is left again for the new size (none at the maximum): it rings at more than 1.5 × 40.
     const n = await replicas("surging");
     if (n < 20)

@@ -246,9 +246,14 @@ describe("operator: canary rollouts", { timeout: 20 * 60_000 }, () => {
     const cond = rolledBack.status!.conditions!.find((c) => c.type === "RolledBack");
     assert.equal(cond?.status, "True");
     assert.equal(cond?.reason, "RolledBack");
-    const event = (await workerPoolEvents(k, "default", name)).find((e) => e.reason === "RolledBack");
-    assert.equal(event?.type, "Warning");
-    assert.match(event?.message ?? "", /canary \d+\/\d+ failed/);
+    // (the Event is posted after the status that shows the roll-back)
+    const event = await pollUntil(
+      "the RolledBack Event",
+      async () => (await workerPoolEvents(k, "default", name)).find((e) => e.reason === "RolledBack"),
+      { timeoutMs: LONG },
+    );
+    assert.equal(event.type, "Warning");
+    assert.match(event.message ?? "", /canary \d+\/\d+ failed/);
     await pollUntil(
       "the canary at 0 replicas",
       async () => (await deployment(`${name}-canary`))?.spec?.replicas === 0,
