@@ -105,12 +105,8 @@ describe("the layout in force", () => {
     workers.push(w);
     return w;
   };
-  const exitCode = async (w: WorkerProcess) =>
-    (
-      await waitFor(`worker ${w.logFile} exited`, async () =>
-        w.child.exitCode !== null ? { code: w.child.exitCode } : null,
-      )
-    ).code;
+  // (`exited` resolves once the worker's last lines are in its log: the refusal is read next)
+  const exitCode = (w: WorkerProcess) => w.exited;
   /** Until the pipeline's live readers are exactly these ids. */
   const readersAre = (pipeline: string, ids: string[]) =>
     waitFor(`readers of ${pipeline}: ${ids.join(", ")}`, async () => {
@@ -523,8 +519,7 @@ describe("the layout in force on a Redis Cluster", () => {
       waitReady: false,
       env: { REDIS_URL: server.url, CONVEYOR_QUEUE: "cl/a", CONVEYOR_HANDLER: RECORDING_HANDLER, ...OLDER },
     });
-    await waitFor("the late worker exited", async () => (late.child.exitCode !== null ? true : null));
-    assert.equal(late.child.exitCode, 1);
+    assert.equal(await late.exited, 1);
     assert.match(late.logs(), /pipeline cl is on layout 2/);
   });
 
