@@ -27,34 +27,28 @@ describe("SIGTERM while a claim is in flight", () => {
     await bed.stop();
   });
 
+  /** Waits until the connection named `name` is blocked in Redis on a command matching `cmd`. */
+  const blockedOn = (what: string, name: string, cmd: RegExp) =>
+    waitFor(what, async () =>
+      String(await redis.call("CLIENT", "LIST", "TYPE", "normal"))
+        .split("\n")
+        .some((l) => l.includes(` name=${name} `) && / flags=\w*b/.test(l) && cmd.test(l)),
+    );
+
   /** The worker's command connection is waiting for Redis to run a script (paused). */
   const claimHeld = (workerId: string) =>
-    waitFor(`the claim of ${workerId} held by the pause`, async () => {
-      const list = String(await redis.call("CLIENT", "LIST", "TYPE", "normal"));
-      return list
-        .split("\n")
-        .some(
-          (l) =>
-            l.includes(` name=conveyor-worker:${workerId} `) &&
-            / flags=\w*b/.test(l) &&
-            /cmd=(fcall|evalsha)\b/.test(l),
-        );
-    });
+    blockedOn(
+      `the claim of ${workerId} held by the pause`,
+      `conveyor-worker:${workerId}`,
+      /cmd=(fcall|evalsha)\b/,
+    );
 
   /**
    * The worker waits for work: its wait connection is blocked in BLPOP. Its loop claims before it
    * waits, so no claim is in flight or about to be sent until that wait ends.
    */
   const waitingForWork = (workerId: string) =>
-    waitFor(`${workerId} waiting for work`, async () => {
-      const list = String(await redis.call("CLIENT", "LIST", "TYPE", "normal"));
-      return list
-        .split("\n")
-        .some(
-          (l) =>
-            l.includes(` name=conveyor-wait:${workerId} `) && / flags=\w*b/.test(l) && /cmd=blpop\b/.test(l),
-        );
-    });
+    blockedOn(`${workerId} waiting for work`, `conveyor-wait:${workerId}`, /cmd=blpop\b/);
 
   /** Pause script writes (renewals, claims, settles) until UNPAUSE. */
   const pauseWrites = () => redis.call("CLIENT", "PAUSE", 60_000, "WRITE");
